@@ -1,0 +1,148 @@
+# edgepop: an edge point of presence on Scaleway, in three layers.
+#
+#   make apply    infra -> platform -> edge      (each layer writes the JSON the next one reads)
+#   make destroy  edge  -> platform -> infra     (the reverse, so nothing is left pointing at a dead cluster)
+#
+# Every recipe runs under bash -euo pipefail: a failure anywhere in a pipe stops the target.
+# `make help` lists the targets.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-builtin-rules --warn-undefined-variables
+
+include k8s/versions.env
+
+# --- Paths and knobs (override on the command line: make apply-edge EDGE_CONFIG=...) -----------
+OUT          ?= talos/_out
+INPUTS       ?= $(OUT)/platform-inputs.json
+EDGE_CONFIG  ?= config/edge.json
+KUBECONFIG   ?= $(CURDIR)/$(OUT)/kubeconfig
+SCHEMAS_DIR  ?= ../shared/schemas
+CARGO        ?= cargo
+CONFIRM      ?=
+DEMO_PORT    ?= 8080
+BIN          := target/release
+FIELD_MANAGER_EDGE := edgepop-edge
+export KUBECONFIG
+
+# Tools are built in release mode when a recipe needs them; cargo leaves the binary untouched
+# (older than its sources) when nothing changed, so file targets that depend on it stay fresh.
+RUST_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find tools filter -name '*.rs' -o -name Cargo.toml -o -name '*.html' 2>/dev/null)
+$(BIN)/%: $(RUST_SOURCES)
+	@$(CARGO) build --quiet --release --bin $*
+
+# Says that a piece of the product is not built yet, and fails: a target never pretends.
+define not_built
+	echo "make $@: not built yet: $(1)" >&2; exit 1
+endef
+
+##@ Help
+.PHONY: help
+help: ## List the targets (this text)
+	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+##@ Checks (no cluster, no credential)
+.PHONY: check check-manifests
+check: ## Check the tools a real deployment needs
+	@pipelines/check-prereqs.sh
+
+check-manifests: $(BIN)/render-edge $(BIN)/manifest-check ## Render the committed edge examples (filter off and on) and validate every object against the upstream schemas
+	@SCHEMAS_DIR='$(SCHEMAS_DIR)' BIN='$(BIN)' pipelines/check-manifests.sh
+
+##@ Deploy (in layer order)
+.PHONY: apply apply-infra apply-platform apply-edge dry-run-edge diff-edge
+apply: ## Apply infra, then platform, then edge
+	$(MAKE) apply-infra
+	$(MAKE) apply-platform
+	$(MAKE) apply-edge
+
+apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/platform-inputs.json
+	@$(call not_built,scw-infra$(,) scw-rescue-flash and talos-apply-insecure are missing$(,) so nothing writes $(INPUTS))
+
+apply-platform: ## Layer 2: Cilium, Gateway API CRDs, cert-manager, Istio
+	@$(call not_built,the platform pipeline (Helm releases of Cilium $(CILIUM_VERSION)$(,) cert-manager $(CERT_MANAGER_VERSION)$(,) Istio $(ISTIO_VERSION)) is missing)
+
+# The edge objects are a real file: re-rendered only when an input, the config or the tool changes.
+$(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) $(BIN)/render-edge
+	@mkdir -p $(OUT)
+	$(BIN)/render-edge --inputs $(INPUTS) --config $(EDGE_CONFIG) > $@.tmp
+	mv $@.tmp $@
+
+apply-edge: $(OUT)/edge-objects.yaml ## Layer 3: gateway, routes, issuer, origin, filter (server-side apply, prunes what is no longer rendered)
+	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh apply
+
+dry-run-edge: $(OUT)/edge-objects.yaml ## The dry-run twin of apply-edge: the API server checks everything, nothing is persisted
+	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh dry-run
+
+diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the cluster
+	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
+
+##@ Day to day
+.PHONY: up down kubeconfig cluster-status
+up: ## Power the cluster on and wait until it is ready
+	@$(call not_built,scw-infra (power on) and wait-ready are missing)
+
+down: ## Power the cluster off (compute billing stops)
+	@$(call not_built,scw-infra (power off) is missing)
+
+kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make kubeconfig)"
+	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
+	@echo "export KUBECONFIG='$(KUBECONFIG)'"
+
+cluster-status: ## Nodes, platform pods, gateways, routes and certificates
+	@pipelines/cluster-status.sh
+
+##@ Tear down (reverse order; asks first unless CONFIRM=yes)
+.PHONY: destroy destroy-edge destroy-platform destroy-infra confirm
+destroy: ## Destroy edge, then platform, then infra
+	@$(MAKE) --no-print-directory confirm WHAT="the edge, the platform and the infrastructure of this cluster"
+	$(MAKE) destroy-edge CONFIRM=yes
+	$(MAKE) destroy-platform CONFIRM=yes
+	$(MAKE) destroy-infra CONFIRM=yes
+
+destroy-edge: ## Delete the edge layer's objects
+	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
+	@pipelines/destroy-edge.sh
+
+destroy-platform: ## Uninstall Istio, cert-manager, the Gateway API CRDs and Cilium
+	@$(MAKE) --no-print-directory confirm WHAT="the platform layer"
+	@$(call not_built,the platform pipeline is missing$(,) so there is nothing of ours to uninstall)
+
+destroy-infra: ## Delete the Scaleway resources found by the cluster's tags
+	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
+	@$(call not_built,scw-infra (destroy) is missing)
+
+confirm:
+	@if [[ '$(CONFIRM)' == yes ]]; then exit 0; fi; \
+	if [[ ! -t 0 ]]; then echo "refusing to destroy $(WHAT) without a terminal: set CONFIRM=yes" >&2; exit 1; fi; \
+	read -r -p "Destroy $(WHAT)? Type 'yes': " answer; \
+	[[ "$$answer" == yes ]] || { echo "nothing destroyed" >&2; exit 1; }
+
+##@ Build, demo, tests
+.PHONY: lists filter demo test bench vendor
+# >>> lists (issue 4)
+lists: ## Generate the policy lists (Tor exits, hosting ASNs) from their sources
+	@$(call not_built,lists-gen-asn and lists-gen-tor are missing)
+# <<< lists
+
+# >>> filter (issue 3)
+filter: ## Build the pow-filter .wasm module and print its sha256
+	@$(call not_built,the pow-filter wasm glue is missing)
+
+demo: ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
+	@$(call not_built,the pow-filter module and its proxy-wasm host are missing)
+# <<< filter
+
+test: ## Run every test (unit, golden, schema, stand-ins)
+	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --doc
+
+bench: ## Benchmarks: filter cost per request, page hash rate, list generation
+	@$(call not_built,the filter and lists benchmarks are missing)
+
+vendor: ## Fetch the pinned upstream bundles (Gateway API CRDs) and check each sha256
+	@pipelines/vendor.sh
+
+, := ,

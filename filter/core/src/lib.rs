@@ -1,0 +1,1 @@
+//! The proof-of-work filter core: policy, challenge, clearance cookie, redirect, page.

@@ -1,0 +1,13 @@
+//! What every edgepop tool shares.
+//!
+//! - [`records`]: the typed records that cross pipes between tools, each tagged with a `kind` and
+//!   a `version` so that a reader refuses what it does not understand instead of guessing.
+//! - [`exit`]: the workspace's exit codes and the one place that turns a result into a process
+//!   exit (closed downstream pipe included).
+//! - [`log`]: logging to stderr with the tool's name as prefix; stdout carries data only.
+//! - [`input`]: reading and decoding input files with errors that name the file and the field.
+
+pub mod exit;
+pub mod input;
+pub mod log;
+pub mod records;

@@ -1,0 +1,12 @@
+//! The records that cross pipes between tools.
+//!
+//! Every record is a JSON object whose first two fields are `kind` (a fixed string naming the
+//! record) and `version` (an integer). A reader refuses any other kind, any other version and any
+//! unknown field: a pipe that silently drops or guesses data is worse than one that stops.
+//! Adding a field is a new version.
+
+mod platform_inputs;
+mod tag;
+
+pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
+pub use tag::{Kind, RecordKind, Version};
