@@ -55,7 +55,11 @@ pub trait Report: Display {
 pub fn finish<E: Report>(result: Result<(), E>) -> ExitCode {
     match result {
         Ok(()) => Exit::Success.into(),
-        Err(err) if err.io_error().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) => {
+        Err(err)
+            if err
+                .io_error()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+        {
             Exit::Success.into()
         }
         Err(err) => {
@@ -94,9 +98,15 @@ mod tests {
 
     #[test]
     fn a_closed_pipe_is_success_and_other_errors_keep_their_code() {
-        let pipe = Fake(Exit::Failure, Some(io::Error::from(io::ErrorKind::BrokenPipe)));
+        let pipe = Fake(
+            Exit::Failure,
+            Some(io::Error::from(io::ErrorKind::BrokenPipe)),
+        );
         assert_eq!(finish(Err(pipe)), ExitCode::from(0));
-        let other = Fake(Exit::Failure, Some(io::Error::from(io::ErrorKind::NotFound)));
+        let other = Fake(
+            Exit::Failure,
+            Some(io::Error::from(io::ErrorKind::NotFound)),
+        );
         assert_eq!(finish(Err(other)), ExitCode::from(1));
         assert_eq!(finish(Err(Fake(Exit::Usage, None))), ExitCode::from(2));
         assert_eq!(finish::<Fake>(Ok(())), ExitCode::from(0));

@@ -121,6 +121,9 @@ mod tests {
     #[test]
     fn a_missing_file_names_the_file() {
         let err = read_json::<Outer>(Path::new("/nonexistent/edge.json")).unwrap_err();
-        assert!(err.to_string().starts_with("/nonexistent/edge.json: cannot read"));
+        assert!(
+            err.to_string()
+                .starts_with("/nonexistent/edge.json: cannot read")
+        );
     }
 }

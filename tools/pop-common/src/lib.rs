@@ -11,3 +11,4 @@ pub mod exit;
 pub mod input;
 pub mod log;
 pub mod records;
+pub mod testing;

@@ -62,7 +62,11 @@ pub fn write(level: Level, args: Arguments<'_>) {
     }
     let tool = TOOL.get().copied().unwrap_or("edgepop");
     // A failed write to stderr has nowhere to be reported: ignore it rather than panic.
-    let _ = writeln!(std::io::stderr().lock(), "{tool}: {}: {args}", level.label());
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{tool}: {}: {args}",
+        level.label()
+    );
 }
 
 pub fn error(args: Arguments<'_>) {

@@ -127,7 +127,12 @@ mod tests {
         assert_eq!(text, r#"{"kind":"Thing","version":3}"#);
         assert!(serde_json::from_str::<Tagged>(&text).is_ok());
         let wrong_kind = serde_json::from_str::<Tagged>(r#"{"kind":"Other","version":3}"#);
-        assert!(wrong_kind.unwrap_err().to_string().contains("expected kind `Thing`"));
+        assert!(
+            wrong_kind
+                .unwrap_err()
+                .to_string()
+                .contains("expected kind `Thing`")
+        );
         let wrong_version = serde_json::from_str::<Tagged>(r#"{"kind":"Thing","version":4}"#);
         assert!(
             wrong_version
