@@ -32,7 +32,7 @@ impl<R> Default for Kind<R> {
 
 impl<R> Clone for Kind<R> {
     fn clone(&self) -> Self {
-        Kind::new()
+        *self
     }
 }
 
