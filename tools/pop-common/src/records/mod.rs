@@ -5,8 +5,13 @@
 //! unknown field: a pipe that silently drops or guesses data is worse than one that stops.
 //! Adding a field is a new version.
 
+mod list_sources;
 mod platform_inputs;
 mod tag;
 
+pub use list_sources::{
+    DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, LIST_SOURCES_VERSION, ListGenerator,
+    ListSource, ListSources, valid_list_name,
+};
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
 pub use tag::{Kind, RecordKind, Version};
