@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The edge layer: server-side apply of what render-edge rendered, with a named field manager,
+# pruning what the layer no longer renders (by the managed-by label), so a re-apply converges.
+#
+#   pipelines/apply-edge.sh apply|dry-run|diff
+#
+# Environment (set by the Makefile): OBJECTS (the rendered YAML), EDGE_CONFIG, FIELD_MANAGER, OUT.
+#
+# The HMAC keys of the challenge filter are created here, at apply time, in a Secret: never
+# rendered, never in git, never on a command line (kubectl reads them from a 0600 file).
+set -euo pipefail
+
+mode=${1:?usage: apply-edge.sh apply|dry-run|diff}
+: "${OBJECTS:?}" "${FIELD_MANAGER:?}" "${OUT:?}"
+namespace=edge
+selector=app.kubernetes.io/managed-by=render-edge
+# Every kind render-edge produces: prune considers exactly these.
+prune_allowlist=(
+  core/v1/ConfigMap core/v1/Service core/v1/ServiceAccount
+  apps/v1/Deployment batch/v1/CronJob
+  rbac.authorization.k8s.io/v1/Role rbac.authorization.k8s.io/v1/RoleBinding
+  gateway.networking.k8s.io/v1/GatewayClass gateway.networking.k8s.io/v1/Gateway
+  gateway.networking.k8s.io/v1/HTTPRoute cert-manager.io/v1/ClusterIssuer
+  extensions.istio.io/v1alpha1/WasmPlugin
+)
+
+log() { printf 'apply-edge: %s\n' "$*" >&2; }
+
+command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
+[[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]] || {
+  log "no kubeconfig at '${KUBECONFIG:-}': run make apply-infra first, or set KUBECONFIG"; exit 1; }
+
+filter_enabled() { grep -q '^kind: WasmPlugin$' "$OBJECTS"; }
+
+# Creates the Secret holding the filter's keys if it does not exist. The key is generated into a
+# 0600 file under $OUT (git-ignored) and read by kubectl from there.
+ensure_hmac_secret() {
+  local secret_name
+  # The gateway overlay names it (secretKeyRef.name, inside the edge-gateway-options ConfigMap).
+  secret_name=$(grep -A2 'secretKeyRef:' "$OBJECTS" | sed -n 's/^ *name: *//p' | head -n1)
+  [[ -n "$secret_name" ]] || { log "cannot find the HMAC Secret's name in $OBJECTS"; exit 1; }
+  if kubectl -n "$namespace" get secret "$secret_name" >/dev/null 2>&1; then
+    return 0
+  fi
+  local dir="$OUT/secrets"
+  (umask 077; mkdir -p "$dir")
+  local key_file="$dir/$secret_name.current"
+  if [[ ! -s "$key_file" ]]; then
+    (umask 077; head -c 48 /dev/urandom | base64 -w0 > "$key_file")
+  fi
+  chmod 600 "$key_file"
+  log "creating Secret $namespace/$secret_name from $key_file (mode 0600, git-ignored)"
+  kubectl -n "$namespace" create secret generic "$secret_name" \
+    --from-file=current="$key_file" --dry-run=client -o yaml \
+    | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
+}
+
+case "$mode" in
+  diff)
+    # kubectl diff exits 1 when there are differences: that is its answer, not a failure.
+    kubectl diff --server-side --field-manager="$FIELD_MANAGER" -f "$OBJECTS" || [[ $? -eq 1 ]]
+    ;;
+  dry-run)
+    kubectl apply --server-side --field-manager="$FIELD_MANAGER" --dry-run=server \
+      --prune -l "$selector" "${prune_allowlist[@]/#/--prune-allowlist=}" -f "$OBJECTS"
+    ;;
+  apply)
+    # The namespace first, because the Secret lives in it; the apply below then owns its labels.
+    kubectl get namespace "$namespace" >/dev/null 2>&1 || kubectl create namespace "$namespace" >&2
+    if filter_enabled; then ensure_hmac_secret; fi
+    kubectl apply --server-side --field-manager="$FIELD_MANAGER" \
+      --prune -l "$selector" "${prune_allowlist[@]/#/--prune-allowlist=}" -f "$OBJECTS"
+    if filter_enabled && [[ -z "$(kubectl -n "$namespace" get configmap policy-lists -o jsonpath='{.data}')" ]]; then
+      log "policy-lists is empty: starting a first refresh now instead of waiting for minute 17"
+      kubectl -n "$namespace" create job --from=cronjob/lists-refresh "lists-refresh-first-$(date +%s)" >&2
+    fi
+    ;;
+  *)
+    log "unknown mode '$mode' (apply, dry-run or diff)"; exit 2 ;;
+esac

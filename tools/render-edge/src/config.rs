@@ -1,0 +1,473 @@
+//! The edge config (`--config`), and its resolution with the platform inputs into a [`Plan`].
+//!
+//! Decoding refuses unknown keys (a typo must not pass silently); [`resolve`] then checks every
+//! rule that decoding cannot express and names the field and the file when one is broken.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use pop_common::input::InputError;
+use pop_common::records::{Kind, ListGenerator, ListSource, ListSources, PlatformInputs, Version};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// The edge layer's settings, as written by the operator (`config/edge.json`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeConfig {
+    /// Public names served by the edge, each with its own HTTPS listener and certificate
+    /// (HTTP-01 gives no wildcard). Each must belong to the inputs' `dns_zone`.
+    pub hostnames: Vec<String>,
+    /// The Let's Encrypt issuer.
+    #[serde(default)]
+    pub acme: AcmeConfig,
+    /// The demo origin behind the gateway.
+    #[serde(default)]
+    pub origin: OriginConfig,
+    /// Whether the proof-of-work filter runs in the gateway. Off by default.
+    #[serde(default)]
+    pub pow_enabled: bool,
+    /// The filter's module and settings; required when `pow_enabled` is true.
+    #[serde(default)]
+    pub pow: Option<PowConfig>,
+}
+
+/// Which Let's Encrypt server issues the certificates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AcmeServer {
+    /// Untrusted certificates, generous rate limits: the default while trying things out.
+    #[default]
+    Staging,
+    /// Trusted certificates; needs an email for expiry notices.
+    Production,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeConfig {
+    #[serde(default)]
+    pub server: AcmeServer,
+    /// The ACME account's contact; required for production.
+    #[serde(default)]
+    pub email: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OriginConfig {
+    #[serde(default = "default_replicas")]
+    pub replicas: u32,
+    /// The text the demo origin answers with.
+    #[serde(default = "default_origin_text")]
+    pub text: String,
+}
+
+impl Default for OriginConfig {
+    fn default() -> Self {
+        OriginConfig {
+            replicas: default_replicas(),
+            text: default_origin_text(),
+        }
+    }
+}
+
+fn default_replicas() -> u32 {
+    2
+}
+
+fn default_origin_text() -> String {
+    "You reached the origin behind the edgepop gateway.".to_string()
+}
+
+/// The proof-of-work filter: where its module is, and its settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowConfig {
+    /// Where the gateway fetches the module (`oci://`, `https://` or `file://`).
+    pub url: Option<String>,
+    /// The module's sha256, as `make filter` prints it: the gateway refuses any other module.
+    pub sha256: Option<String>,
+    /// The Secret holding the HMAC keys (`current`, `previous`), created at apply time.
+    #[serde(default = "default_secret_name")]
+    pub secret_name: String,
+    /// The filter's pluginConfig (mode, difficulties, bypass paths, ...). The `lists` key is
+    /// written by the hourly refresh and `demo_secret` is for the local demo only: both are
+    /// refused here.
+    #[serde(default)]
+    pub plugin_config: Map<String, Value>,
+    /// Which policy lists the hourly refresh regenerates, and from where.
+    #[serde(default)]
+    pub lists: ListsConfig,
+}
+
+/// The policy lists' sources (rendered into the `lists-sources` ConfigMap the CronJob reads).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListsConfig {
+    #[serde(default = "default_max_shrink_percent")]
+    pub max_shrink_percent: u8,
+    #[serde(default = "default_timeout_seconds")]
+    pub timeout_seconds: u32,
+    #[serde(default = "default_lists")]
+    pub sources: Vec<ListSource>,
+}
+
+impl Default for ListsConfig {
+    fn default() -> Self {
+        ListsConfig {
+            max_shrink_percent: default_max_shrink_percent(),
+            timeout_seconds: default_timeout_seconds(),
+            sources: default_lists(),
+        }
+    }
+}
+
+fn default_max_shrink_percent() -> u8 {
+    50
+}
+
+fn default_timeout_seconds() -> u32 {
+    120
+}
+
+/// Tor exits from the Tor Project's bulk list, and the hosting providers whose address space
+/// serves most scrapers (OVH, Linode, DigitalOcean, Google Cloud, Amazon, Facebook, Microsoft,
+/// DigitalOcean's second AS, Vultr, Cloudflare), from iptoasn's daily dataset.
+fn default_lists() -> Vec<ListSource> {
+    vec![
+        ListSource {
+            name: "tor".to_string(),
+            generator: ListGenerator::Tor,
+            sources: vec!["https://check.torproject.org/torbulkexitlist".to_string()],
+            format: None,
+            asns: Vec::new(),
+        },
+        ListSource {
+            name: "hosting".to_string(),
+            generator: ListGenerator::Asn,
+            sources: vec!["https://iptoasn.com/data/ip2asn-combined.tsv.gz".to_string()],
+            format: None,
+            asns: vec![
+                16276, 24940, 14061, 12876, 16509, 396982, 8075, 63949, 20473, 13335,
+            ],
+        },
+    ]
+}
+
+fn default_secret_name() -> String {
+    "pow-hmac".to_string()
+}
+
+/// Everything the renderer needs, checked and resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub cluster_name: String,
+    pub edge_node_name: String,
+    pub hostnames: Vec<String>,
+    pub acme_server: AcmeServer,
+    pub acme_email: Option<String>,
+    pub origin_replicas: u32,
+    pub origin_text: String,
+    pub pow: Option<PowPlan>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PowPlan {
+    pub url: String,
+    pub sha256: String,
+    pub secret_name: String,
+    pub plugin_config: Map<String, Value>,
+    pub lists: ListSources,
+}
+
+/// Checks the config against the inputs and resolves it into a [`Plan`]. `config_path` and
+/// `inputs_path` only name the files in errors.
+pub fn resolve(
+    inputs: &PlatformInputs,
+    inputs_path: &Path,
+    config: EdgeConfig,
+    config_path: &Path,
+) -> Result<Plan, InputError> {
+    let zone = inputs.dns_zone.trim_end_matches('.').to_ascii_lowercase();
+    if let Err(why) = check_dns_name(&zone) {
+        return Err(InputError::field(inputs_path, "dns_zone", why));
+    }
+    if config.hostnames.is_empty() {
+        return Err(InputError::field(
+            config_path,
+            "hostnames",
+            "at least one hostname is needed: the gateway has nothing to serve",
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, host) in config.hostnames.iter().enumerate() {
+        let field = format!("hostnames[{i}]");
+        check_dns_name(host)
+            .map_err(|why| InputError::field(config_path, &field, format!("`{host}`: {why}")))?;
+        if host != &zone && !host.ends_with(&format!(".{zone}")) {
+            return Err(InputError::field(
+                config_path,
+                &field,
+                format!(
+                    "`{host}` is outside the DNS zone `{zone}` (dns_zone in {})",
+                    inputs_path.display()
+                ),
+            ));
+        }
+        if !seen.insert(host.as_str()) {
+            return Err(InputError::field(
+                config_path,
+                &field,
+                format!("`{host}` is listed twice: two listeners cannot share a hostname"),
+            ));
+        }
+    }
+
+    let email = config.acme.email.filter(|e| !e.trim().is_empty());
+    if let Some(email) = &email
+        && !looks_like_email(email)
+    {
+        return Err(InputError::field(
+            config_path,
+            "acme.email",
+            format!("`{email}` is not an email address"),
+        ));
+    }
+    if config.acme.server == AcmeServer::Production && email.is_none() {
+        return Err(InputError::field(
+            config_path,
+            "acme.email",
+            "the production issuer needs an email (Let's Encrypt sends expiry notices there)",
+        ));
+    }
+    if config.origin.replicas == 0 {
+        return Err(InputError::field(
+            config_path,
+            "origin.replicas",
+            "must be at least 1: the routes would lead nowhere",
+        ));
+    }
+
+    let pow = match (config.pow_enabled, config.pow) {
+        (false, _) => None,
+        (true, None) => {
+            return Err(InputError::field(
+                config_path,
+                "pow",
+                "pow_enabled is true but there is no `pow` section (url and sha256 are required)",
+            ));
+        }
+        (true, Some(pow)) => Some(resolve_pow(pow, config_path)?),
+    };
+
+    Ok(Plan {
+        cluster_name: inputs.cluster_name.clone(),
+        edge_node_name: inputs.edge_node_name.clone(),
+        hostnames: config.hostnames,
+        acme_server: config.acme.server,
+        acme_email: email,
+        origin_replicas: config.origin.replicas,
+        origin_text: config.origin.text,
+        pow,
+    })
+}
+
+fn resolve_pow(pow: PowConfig, config_path: &Path) -> Result<PowPlan, InputError> {
+    let url = match pow.url.filter(|u| !u.trim().is_empty()) {
+        Some(url) => url,
+        None => {
+            return Err(InputError::field(
+                config_path,
+                "pow.url",
+                "required when pow_enabled is true: where the gateway fetches the module",
+            ));
+        }
+    };
+    if !["oci://", "https://", "http://", "file://"]
+        .iter()
+        .any(|scheme| url.starts_with(scheme))
+    {
+        return Err(InputError::field(
+            config_path,
+            "pow.url",
+            format!("`{url}` must start with oci://, https://, http:// or file://"),
+        ));
+    }
+    let sha256 = match pow.sha256 {
+        Some(sha) => sha,
+        None => {
+            return Err(InputError::field(
+                config_path,
+                "pow.sha256",
+                "required when pow_enabled is true: `make filter` prints it",
+            ));
+        }
+    };
+    if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(InputError::field(
+            config_path,
+            "pow.sha256",
+            format!("`{sha256}` is not 64 hexadecimal characters"),
+        ));
+    }
+    if let Err(why) = check_dns_label_or_subdomain(&pow.secret_name) {
+        return Err(InputError::field(
+            config_path,
+            "pow.secret_name",
+            format!("`{}`: {why}", pow.secret_name),
+        ));
+    }
+    for (key, why) in [
+        (
+            "lists",
+            "the hourly refresh owns the lists; a config that carried them would revert it",
+        ),
+        (
+            "demo_secret",
+            "a secret in the WasmPlugin would be readable by anyone who can read the object; \
+             the secret reaches the proxy from the Secret at apply time",
+        ),
+        (
+            "secret_env",
+            "the secret's variable names are fixed by the gateway overlay render-edge writes",
+        ),
+        (
+            "previous_secret_env",
+            "the secret's variable names are fixed by the gateway overlay render-edge writes",
+        ),
+    ] {
+        if pow.plugin_config.contains_key(key) {
+            return Err(InputError::field(
+                config_path,
+                format!("pow.plugin_config.{key}"),
+                format!("not allowed here: {why}"),
+            ));
+        }
+    }
+    let lists = ListSources {
+        kind: Kind::new(),
+        version: Version,
+        max_shrink_percent: pow.lists.max_shrink_percent,
+        timeout_seconds: pow.lists.timeout_seconds,
+        lists: pow.lists.sources,
+    };
+    if let Some(problem) = lists.problems().into_iter().next() {
+        // ListSources names its fields from its own root; the config nests them under pow.lists.
+        let problem = problem.replacen("lists[", "sources[", 1);
+        let (field, why) = problem.split_once(": ").unwrap_or(("", problem.as_str()));
+        return Err(InputError::field(
+            config_path,
+            format!("pow.lists.{field}"),
+            why,
+        ));
+    }
+    Ok(PowPlan {
+        url,
+        sha256: sha256.to_ascii_lowercase(),
+        secret_name: pow.secret_name,
+        plugin_config: pow.plugin_config,
+        lists,
+    })
+}
+
+/// A DNS name the Gateway API accepts as a listener hostname, without wildcard.
+pub fn check_dns_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("empty name".to_string());
+    }
+    if name.starts_with("*.") {
+        return Err(
+            "wildcards cannot be served: HTTP-01 issues no wildcard certificate".to_string(),
+        );
+    }
+    if name.len() > 253 {
+        return Err("longer than 253 characters".to_string());
+    }
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err("must be lower case".to_string());
+    }
+    let labels: Vec<&str> = name.split('.').collect();
+    if labels.len() < 2 {
+        return Err("not a fully qualified name (needs at least one dot)".to_string());
+    }
+    for label in labels {
+        check_label(label)?;
+    }
+    Ok(())
+}
+
+fn check_label(label: &str) -> Result<(), String> {
+    if label.is_empty() {
+        return Err("has an empty label (two dots in a row, or a dot at an end)".to_string());
+    }
+    if label.len() > 63 {
+        return Err(format!("label `{label}` is longer than 63 characters"));
+    }
+    if !label
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(format!(
+            "label `{label}` may hold only a-z, 0-9 and '-' (use the punycode form of an IDN)"
+        ));
+    }
+    if label.starts_with('-') || label.ends_with('-') {
+        return Err(format!("label `{label}` starts or ends with '-'"));
+    }
+    Ok(())
+}
+
+fn check_dns_label_or_subdomain(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 253 {
+        return Err("must be 1 to 253 characters".to_string());
+    }
+    name.split('.').try_for_each(check_label)
+}
+
+fn looks_like_email(email: &str) -> bool {
+    match email.split_once('@') {
+        Some((local, domain)) => {
+            !local.is_empty()
+                && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_names_are_checked_label_by_label() {
+        assert!(check_dns_name("www.example.com").is_ok());
+        assert!(check_dns_name("a-b.example.com").is_ok());
+        for bad in [
+            "",
+            "localhost",
+            "*.example.com",
+            "Www.example.com",
+            "www..example.com",
+            "www.example.com.",
+            "-www.example.com",
+            "www_1.example.com",
+            "ex ample.com",
+        ] {
+            assert!(check_dns_name(bad).is_err(), "{bad:?} should be refused");
+        }
+        let long_label = format!("{}.example.com", "a".repeat(64));
+        assert!(check_dns_name(&long_label).is_err());
+    }
+
+    #[test]
+    fn emails_need_a_local_part_and_a_domain() {
+        assert!(looks_like_email("ops@example.com"));
+        for bad in ["ops", "@example.com", "ops@example", "o ps@example.com"] {
+            assert!(!looks_like_email(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,503 @@
+//! The edge layer's objects, built from a resolved [`Plan`].
+//!
+//! Every object carries the labels `app.kubernetes.io/part-of: edgepop` and
+//! `app.kubernetes.io/managed-by: render-edge`: `make apply-edge` prunes by the latter, so an
+//! object this renderer stops producing is removed from the cluster on the next apply.
+
+use serde_json::{Value, json};
+
+use crate::config::{AcmeServer, Plan, PowPlan};
+use crate::versions;
+
+pub const NAMESPACE: &str = "edge";
+pub const GATEWAY: &str = "edge-gateway";
+pub const GATEWAY_CLASS: &str = "istio";
+pub const GATEWAY_OPTIONS: &str = "edge-gateway-options";
+pub const HTTP_LISTENER: &str = "http";
+pub const ORIGIN: &str = "origin";
+pub const WASM_PLUGIN: &str = "pow-filter";
+pub const POLICY_LISTS: &str = "policy-lists";
+pub const LISTS_SOURCES: &str = "lists-sources";
+pub const LISTS_REFRESH: &str = "lists-refresh";
+/// The label `make apply-edge` prunes by.
+pub const MANAGED_BY: &str = "render-edge";
+/// The VM environment variables that carry the HMAC keys into the filter.
+pub const SECRET_ENV: &str = "POW_HMAC_SECRET";
+pub const PREVIOUS_SECRET_ENV: &str = "POW_HMAC_SECRET_PREVIOUS";
+
+const ORIGIN_PORT: u16 = 8080;
+/// The proxy container in the Deployment Istio generates for a Gateway.
+const ISTIO_PROXY_CONTAINER: &str = "istio-proxy";
+
+/// All objects, in apply order: what others depend on comes first.
+pub fn objects(plan: &Plan) -> Result<Vec<Value>, EncodeError> {
+    let mut out = vec![
+        namespace(),
+        gateway_class(),
+        cluster_issuer(plan),
+        gateway_options(plan)?,
+        gateway(plan),
+        http_redirect_route(plan),
+    ];
+    out.extend(plan.hostnames.iter().map(|host| origin_route(host)));
+    out.push(origin_deployment(plan));
+    out.push(origin_service());
+    if let Some(pow) = &plan.pow {
+        out.push(wasm_plugin(pow));
+        out.push(policy_lists());
+        out.push(lists_sources(pow)?);
+        out.push(lists_service_account());
+        out.push(lists_role());
+        out.push(lists_role_binding());
+        out.push(lists_cron_job());
+    }
+    Ok(out)
+}
+
+/// A value that could not be encoded (YAML or JSON): a bug, reported rather than rendered empty.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode {what}: {message}")]
+pub struct EncodeError {
+    what: &'static str,
+    message: String,
+}
+
+impl EncodeError {
+    pub fn new(what: &'static str, message: String) -> Self {
+        EncodeError { what, message }
+    }
+}
+
+fn labels(component: &str) -> Value {
+    json!({
+        "app.kubernetes.io/part-of": "edgepop",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/component": component,
+    })
+}
+
+fn meta(name: &str, component: &str) -> Value {
+    json!({"name": name, "namespace": NAMESPACE, "labels": labels(component)})
+}
+
+fn namespace() -> Value {
+    let mut labels = labels("edge");
+    // The gateway pods need only baseline (Istio sets a safe sysctl); warn on anything that is
+    // not restricted, so drift shows up in kubectl's output.
+    labels["pod-security.kubernetes.io/enforce"] = json!("baseline");
+    labels["pod-security.kubernetes.io/warn"] = json!("restricted");
+    labels["pod-security.kubernetes.io/audit"] = json!("restricted");
+    json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": labels},
+    })
+}
+
+/// Neither istio/base nor istiod creates it, and without it a Gateway is silently ignored.
+fn gateway_class() -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "GatewayClass",
+        "metadata": {"name": GATEWAY_CLASS, "labels": labels("gateway")},
+        "spec": {
+            "controllerName": "istio.io/gateway-controller",
+            "description": "Istio's Gateway API implementation, declared by the edge layer",
+        },
+    })
+}
+
+pub fn issuer_name(server: AcmeServer) -> &'static str {
+    match server {
+        AcmeServer::Staging => "letsencrypt-staging",
+        AcmeServer::Production => "letsencrypt-production",
+    }
+}
+
+fn cluster_issuer(plan: &Plan) -> Value {
+    let name = issuer_name(plan.acme_server);
+    let server = match plan.acme_server {
+        AcmeServer::Staging => "https://acme-staging-v02.api.letsencrypt.org/directory",
+        AcmeServer::Production => "https://acme-v02.api.letsencrypt.org/directory",
+    };
+    let mut acme = json!({
+        "server": server,
+        "privateKeySecretRef": {"name": format!("{name}-account")},
+        "solvers": [{
+            "http01": {
+                "gatewayHTTPRoute": {
+                    // The solver's route attaches to the HTTP listener only: port 80 is where
+                    // Let's Encrypt knocks.
+                    "parentRefs": [{
+                        "group": "gateway.networking.k8s.io",
+                        "kind": "Gateway",
+                        "name": GATEWAY,
+                        "namespace": NAMESPACE,
+                        "sectionName": HTTP_LISTENER,
+                    }],
+                },
+            },
+        }],
+    });
+    if let Some(email) = &plan.acme_email {
+        acme["email"] = json!(email);
+    }
+    json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "ClusterIssuer",
+        "metadata": {"name": name, "labels": labels("certificates")},
+        "spec": {"acme": acme},
+    })
+}
+
+/// The listener that serves one hostname on 443.
+pub fn https_listener_name(host: &str) -> String {
+    format!("https-{host}")
+}
+
+/// The Secret cert-manager writes the hostname's certificate into.
+pub fn certificate_secret_name(host: &str) -> String {
+    format!("tls-{host}")
+}
+
+/// Istio's per-gateway customisation (`spec.infrastructure.parametersRef`): strategic merge
+/// patches over the Deployment and Service it generates.
+fn gateway_options(plan: &Plan) -> Result<Value, EncodeError> {
+    let mut container = json!({"name": ISTIO_PROXY_CONTAINER});
+    if let Some(pow) = &plan.pow {
+        // The filter reads its keys from the VM environment (WasmPlugin vmConfig.env, valueFrom
+        // HOST), which copies them from this container: the secret never enters the WasmPlugin.
+        container["env"] = json!([
+            {"name": SECRET_ENV, "valueFrom": {"secretKeyRef": {
+                "name": pow.secret_name, "key": "current"}}},
+            {"name": PREVIOUS_SECRET_ENV, "valueFrom": {"secretKeyRef": {
+                "name": pow.secret_name, "key": "previous", "optional": true}}},
+        ]);
+    }
+    let deployment = json!({
+        "spec": {"template": {"spec": {
+            // The public address is the worker's: the gateway runs there, so that with
+            // externalTrafficPolicy Local the client's address reaches the filter unchanged.
+            "nodeSelector": {"kubernetes.io/hostname": plan.edge_node_name},
+            "containers": [container],
+        }}},
+    });
+    let service = json!({
+        "spec": {
+            "type": "NodePort",
+            // Keep the client's source address (no SNAT to another node): the filter's policy
+            // and the challenge's binding depend on it.
+            "externalTrafficPolicy": "Local",
+            // Cilium's NodePort range is 80,443 on this cluster, so HTTP-01 and HTTPS reach the
+            // worker's public address on the standard ports without a load balancer.
+            "ports": [
+                {"port": 80, "nodePort": 80},
+                {"port": 443, "nodePort": 443},
+            ],
+        },
+    });
+    Ok(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(GATEWAY_OPTIONS, "gateway"),
+        "data": {
+            "deployment": to_yaml(&deployment, "the gateway Deployment overlay")?,
+            "service": to_yaml(&service, "the gateway Service overlay")?,
+        },
+    }))
+}
+
+fn gateway(plan: &Plan) -> Value {
+    let mut listeners = vec![json!({
+        "name": HTTP_LISTENER,
+        "protocol": "HTTP",
+        "port": 80,
+        // cert-manager creates its solver routes in the Certificate's namespace, which is the
+        // Gateway's: nothing from other namespaces may attach.
+        "allowedRoutes": {"namespaces": {"from": "Same"}},
+    })];
+    listeners.extend(plan.hostnames.iter().map(|host| {
+        json!({
+            "name": https_listener_name(host),
+            "hostname": host,
+            "protocol": "HTTPS",
+            "port": 443,
+            "tls": {
+                "mode": "Terminate",
+                "certificateRefs": [{"kind": "Secret", "name": certificate_secret_name(host)}],
+            },
+            "allowedRoutes": {"namespaces": {"from": "Same"}},
+        })
+    }));
+    let mut metadata = meta(GATEWAY, "gateway");
+    metadata["annotations"] = json!({
+        // One Certificate per HTTPS listener, from the listener's hostname and certificateRef.
+        "cert-manager.io/cluster-issuer": issuer_name(plan.acme_server),
+        "networking.istio.io/service-type": "NodePort",
+    });
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": metadata,
+        "spec": {
+            "gatewayClassName": GATEWAY_CLASS,
+            "infrastructure": {
+                "parametersRef": {"group": "", "kind": "ConfigMap", "name": GATEWAY_OPTIONS},
+            },
+            "listeners": listeners,
+        },
+    })
+}
+
+/// HTTP to HTTPS. Its only match is the prefix `/`; cert-manager's solver route matches the
+/// exact path `/.well-known/acme-challenge/<token>` for the same hostname, and Gateway API gives
+/// an exact path match precedence over any prefix match, so the challenge is never redirected.
+fn http_redirect_route(plan: &Plan) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": meta("http-to-https", "routes"),
+        "spec": {
+            "parentRefs": [{"name": GATEWAY, "sectionName": HTTP_LISTENER}],
+            "hostnames": plan.hostnames,
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                "filters": [{
+                    "type": "RequestRedirect",
+                    "requestRedirect": {"scheme": "https", "statusCode": 301},
+                }],
+            }],
+        },
+    })
+}
+
+fn origin_route(host: &str) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": meta(&format!("origin-{host}"), "routes"),
+        "spec": {
+            // Several listeners share 443: naming the section keeps the route on its own name.
+            "parentRefs": [{"name": GATEWAY, "sectionName": https_listener_name(host)}],
+            "hostnames": [host],
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                "backendRefs": [{"name": ORIGIN, "port": 80}],
+            }],
+        },
+    })
+}
+
+fn restricted_container_security() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+fn restricted_pod_security() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+fn origin_deployment(plan: &Plan) -> Value {
+    let selector = json!({"app.kubernetes.io/name": ORIGIN});
+    let mut pod_labels = labels("origin");
+    pod_labels["app.kubernetes.io/name"] = json!(ORIGIN);
+    let probe = json!({"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10});
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(ORIGIN, "origin"),
+        "spec": {
+            "replicas": plan.origin_replicas,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "securityContext": restricted_pod_security(),
+                    "containers": [{
+                        "name": ORIGIN,
+                        "image": versions::demo_origin_image(),
+                        "args": [format!("-listen=:{ORIGIN_PORT}"), format!("-text={}", plan.origin_text)],
+                        "ports": [{"name": "http", "containerPort": ORIGIN_PORT, "protocol": "TCP"}],
+                        "readinessProbe": probe,
+                        "livenessProbe": probe,
+                        "resources": {
+                            "requests": {"cpu": "10m", "memory": "16Mi"},
+                            "limits": {"cpu": "200m", "memory": "64Mi"},
+                        },
+                        "securityContext": restricted_container_security(),
+                    }],
+                },
+            },
+        },
+    })
+}
+
+fn origin_service() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(ORIGIN, "origin"),
+        "spec": {
+            "selector": {"app.kubernetes.io/name": ORIGIN},
+            "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
+        },
+    })
+}
+
+fn wasm_plugin(pow: &PowPlan) -> Value {
+    json!({
+        "apiVersion": "extensions.istio.io/v1alpha1",
+        "kind": "WasmPlugin",
+        "metadata": meta(WASM_PLUGIN, "filter"),
+        "spec": {
+            "targetRefs": [{
+                "group": "gateway.networking.k8s.io",
+                "kind": "Gateway",
+                "name": GATEWAY,
+            }],
+            "url": pow.url,
+            "sha256": pow.sha256,
+            "imagePullPolicy": "IfNotPresent",
+            // Before authentication: an unpaid robot is stopped before anything else runs.
+            "phase": "AUTHN",
+            // A broken filter must never become an outage: traffic passes, and metrics say so.
+            "failStrategy": "FAIL_OPEN",
+            // `lists` is absent on purpose: the hourly refresh owns it (its own field manager).
+            "pluginConfig": pow.plugin_config,
+            "vmConfig": {"env": [
+                {"name": SECRET_ENV, "valueFrom": "HOST"},
+                {"name": PREVIOUS_SECRET_ENV, "valueFrom": "HOST"},
+            ]},
+        },
+    })
+}
+
+/// Created empty: the refresh job owns its list keys through its own field manager, so a
+/// re-apply of the edge layer never reverts them.
+fn policy_lists() -> Value {
+    let mut metadata = meta(POLICY_LISTS, "lists");
+    metadata["annotations"] = json!({
+        "edgepop.dev/owner-of-data": "lists-refresh (server-side apply field manager); the edge layer owns only this object's metadata",
+    });
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata})
+}
+
+fn lists_sources(pow: &PowPlan) -> Result<Value, EncodeError> {
+    let sources = serde_json::to_string_pretty(&pow.lists).map_err(|e| EncodeError {
+        what: "the list sources",
+        message: e.to_string(),
+    })?;
+    Ok(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(LISTS_SOURCES, "lists"),
+        "data": {"sources.json": format!("{sources}\n")},
+    }))
+}
+
+fn lists_service_account() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": meta(LISTS_REFRESH, "lists"),
+        "automountServiceAccountToken": true,
+    })
+}
+
+/// Only what the refresh needs: read and server-side-apply its two objects, by name.
+fn lists_role() -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta(LISTS_REFRESH, "lists"),
+        "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"],
+             "resourceNames": [POLICY_LISTS], "verbs": ["get", "patch"]},
+            {"apiGroups": ["extensions.istio.io"], "resources": ["wasmplugins"],
+             "resourceNames": [WASM_PLUGIN], "verbs": ["get", "patch"]},
+        ],
+    })
+}
+
+fn lists_role_binding() -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta(LISTS_REFRESH, "lists"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": LISTS_REFRESH},
+        "subjects": [{"kind": "ServiceAccount", "name": LISTS_REFRESH, "namespace": NAMESPACE}],
+    })
+}
+
+fn lists_cron_job() -> Value {
+    let mut pod_labels = labels("lists");
+    pod_labels["app.kubernetes.io/name"] = json!(LISTS_REFRESH);
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": meta(LISTS_REFRESH, "lists"),
+        "spec": {
+            // Minute 17: off the top of the hour, when every other cron on the internet fires.
+            "schedule": "17 * * * *",
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 600,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {
+                "backoffLimit": 1,
+                "activeDeadlineSeconds": 1200,
+                "template": {
+                    "metadata": {"labels": pod_labels},
+                    "spec": {
+                        "serviceAccountName": LISTS_REFRESH,
+                        "restartPolicy": "Never",
+                        "securityContext": restricted_pod_security(),
+                        "containers": [{
+                            "name": LISTS_REFRESH,
+                            "image": versions::lists_refresh_image(),
+                            "command": ["lists-refresh"],
+                            "args": [
+                                format!("--namespace={NAMESPACE}"),
+                                format!("--configmap={POLICY_LISTS}"),
+                                format!("--wasmplugin={WASM_PLUGIN}"),
+                                "--sources=/etc/lists-refresh/sources.json",
+                            ],
+                            "resources": {
+                                "requests": {"cpu": "100m", "memory": "128Mi"},
+                                "limits": {"cpu": "1", "memory": "512Mi"},
+                            },
+                            "securityContext": restricted_container_security(),
+                            "volumeMounts": [
+                                {"name": "sources", "mountPath": "/etc/lists-refresh", "readOnly": true},
+                                {"name": "tmp", "mountPath": "/tmp"},
+                            ],
+                        }],
+                        "volumes": [
+                            {"name": "sources", "configMap": {"name": LISTS_SOURCES}},
+                            {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+                        ],
+                    },
+                },
+            }},
+        },
+    })
+}
+
+/// YAML text of a value (the ConfigMap overlay values, and the output stream).
+pub fn to_yaml(value: &Value, what: &'static str) -> Result<String, EncodeError> {
+    serde_norway::to_string(value).map_err(|e| EncodeError {
+        what,
+        message: e.to_string(),
+    })
+}

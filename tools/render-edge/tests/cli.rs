@@ -1,0 +1,394 @@
+//! render-edge as a user runs it: the binary, real files, exit codes, stdout and stderr.
+//!
+//! Golden files live in tests/fixtures/; regenerate them with `UPDATE_GOLDEN=1 cargo test -p
+//! render-edge` after an intended change, and review the diff.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn example(name: &str) -> PathBuf {
+    workspace().join("config").join(name)
+}
+
+fn render(inputs: &Path, config: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_render-edge"))
+        .arg("--inputs")
+        .arg(inputs)
+        .arg("--config")
+        .arg(config)
+        .args(extra)
+        .env_remove("EDGEPOP_LOG")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap()
+}
+
+fn check_golden(name: &str, actual: &[u8]) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
+    if expected != actual {
+        panic!(
+            "{} differs from the rendered output:\n--- expected\n{}\n--- actual\n{}",
+            path.display(),
+            String::from_utf8_lossy(&expected),
+            String::from_utf8_lossy(actual)
+        );
+    }
+}
+
+#[test]
+fn the_examples_render_to_their_golden_files_in_yaml_and_json() {
+    let inputs = example("platform-inputs.example.json");
+    for (config, golden) in [
+        ("edge.example.json", "edge"),
+        ("edge-pow.example.json", "edge-pow"),
+    ] {
+        for (args, ext) in [(&[][..], "yaml"), (&["-o", "json"][..], "json")] {
+            let out = render(&inputs, &example(config), args);
+            assert!(
+                out.status.success(),
+                "{config}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                out.stderr.is_empty(),
+                "{config}: stderr is for problems only"
+            );
+            check_golden(&format!("{golden}.{ext}"), &out.stdout);
+        }
+    }
+}
+
+#[test]
+fn rendering_twice_gives_identical_bytes() {
+    let inputs = example("platform-inputs.example.json");
+    let config = example("edge-pow.example.json");
+    let first = render(&inputs, &config, &[]);
+    let second = render(&inputs, &config, &[]);
+    assert!(first.status.success());
+    assert_eq!(first.stdout, second.stdout);
+}
+
+#[test]
+fn the_json_output_is_a_list_whose_items_all_carry_the_prune_label() {
+    let out = render(
+        &example("platform-inputs.example.json"),
+        &example("edge-pow.example.json"),
+        &["-o", "json"],
+    );
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().unwrap();
+    let kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    for kind in [
+        "Namespace",
+        "GatewayClass",
+        "ClusterIssuer",
+        "Gateway",
+        "HTTPRoute",
+        "Deployment",
+        "Service",
+        "WasmPlugin",
+        "ConfigMap",
+        "CronJob",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+    for item in items {
+        let labels = &item["metadata"]["labels"];
+        assert_eq!(
+            labels["app.kubernetes.io/managed-by"], "render-edge",
+            "{item}"
+        );
+        assert_eq!(labels["app.kubernetes.io/part-of"], "edgepop", "{item}");
+    }
+    // No secret material is ever rendered: no Secret object, no key in the WasmPlugin.
+    assert!(!kinds.contains(&"Secret"));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains("demo_secret"));
+}
+
+/// A scratch directory holding the example inputs and a config written by the test.
+struct Case {
+    dir: tempfile::TempDir,
+}
+
+impl Case {
+    fn new() -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            example("platform-inputs.example.json"),
+            dir.path().join("inputs.json"),
+        )
+        .unwrap();
+        Case { dir }
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn inputs(&self) -> PathBuf {
+        self.dir.path().join("inputs.json")
+    }
+
+    /// Renders `config` (JSON text) and expects a refusal whose message holds every `needle`.
+    fn refuses(&self, config: &str, needles: &[&str]) {
+        let path = self.write("edge.json", config);
+        self.refuses_files(&self.inputs(), &path, needles);
+    }
+
+    fn refuses_files(&self, inputs: &Path, config: &Path, needles: &[&str]) {
+        let out = render(inputs, config, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "exit code; stderr: {stderr}");
+        assert!(out.stdout.is_empty(), "stdout must stay empty on error");
+        assert_eq!(stderr.lines().count(), 1, "one clear message: {stderr}");
+        assert!(stderr.starts_with("render-edge: error: "), "{stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
+        }
+    }
+}
+
+const POW_OK: &str = r#""pow": {"url": "oci://ghcr.io/edgepop/pow-filter:0.1.0",
+    "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#;
+
+fn with_hosts(hosts: &str, rest: &str) -> String {
+    format!(r#"{{"hostnames": [{hosts}]{rest}}}"#)
+}
+
+#[test]
+fn a_missing_config_file_is_named() {
+    let case = Case::new();
+    let missing = case.dir.path().join("nope.json");
+    case.refuses_files(&case.inputs(), &missing, &["nope.json", "cannot read"]);
+}
+
+#[test]
+fn an_unreadable_inputs_file_is_named() {
+    let case = Case::new();
+    let config = case.write("edge.json", &with_hosts(r#""www.example.com""#, ""));
+    // A directory cannot be read as a file, even by root (file modes do not stop root).
+    case.refuses_files(case.dir.path(), &config, &["cannot read"]);
+}
+
+#[test]
+fn invalid_json_is_refused() {
+    Case::new().refuses(
+        r#"{"hostnames": ["www.example.com"],"#,
+        &["edge.json", "invalid JSON"],
+    );
+}
+
+#[test]
+fn an_unknown_key_is_refused_with_its_path() {
+    Case::new().refuses(
+        &with_hosts(r#""www.example.com""#, r#", "acme": {"sever": "staging"}"#),
+        &["edge.json", "field `acme.sever`", "unknown field"],
+    );
+    Case::new().refuses(
+        &with_hosts(r#""www.example.com""#, r#", "pow_enable": true"#),
+        &["unknown field `pow_enable`"],
+    );
+}
+
+#[test]
+fn a_hostname_that_is_not_a_dns_name_is_refused() {
+    Case::new().refuses(
+        &with_hosts(r#""www..example.com""#, ""),
+        &["edge.json", "field `hostnames[0]`", "empty label"],
+    );
+    Case::new().refuses(
+        &with_hosts(r#""www.example.com", "shop_1.example.com""#, ""),
+        &["field `hostnames[1]`", "shop_1"],
+    );
+    Case::new().refuses(
+        &with_hosts(r#""*.example.com""#, ""),
+        &["hostnames[0]", "wildcard"],
+    );
+}
+
+#[test]
+fn two_listeners_with_the_same_hostname_are_refused() {
+    Case::new().refuses(
+        &with_hosts(r#""www.example.com", "www.example.com""#, ""),
+        &["field `hostnames[1]`", "listed twice"],
+    );
+}
+
+#[test]
+fn a_hostname_outside_the_dns_zone_is_refused() {
+    Case::new().refuses(
+        &with_hosts(r#""www.example.org""#, ""),
+        &["field `hostnames[0]`", "outside the DNS zone `example.com`"],
+    );
+    // A suffix that is not a whole label is outside the zone too.
+    Case::new().refuses(
+        &with_hosts(r#""www.badexample.com""#, ""),
+        &["outside the DNS zone"],
+    );
+}
+
+#[test]
+fn the_filter_enabled_without_url_or_sha256_is_refused() {
+    let hosts = r#""www.example.com""#;
+    Case::new().refuses(
+        &with_hosts(hosts, r#", "pow_enabled": true"#),
+        &["field `pow`", "url and sha256 are required"],
+    );
+    Case::new().refuses(
+        &with_hosts(
+            hosts,
+            r#", "pow_enabled": true, "pow": {"sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#,
+        ),
+        &["field `pow.url`", "required"],
+    );
+    Case::new().refuses(
+        &with_hosts(
+            hosts,
+            r#", "pow_enabled": true, "pow": {"url": "oci://ghcr.io/edgepop/pow-filter:0.1.0"}"#,
+        ),
+        &["field `pow.sha256`", "required"],
+    );
+}
+
+#[test]
+fn a_sha256_that_is_not_64_hex_characters_is_refused() {
+    for bad in [
+        "e3b0c442",
+        "z3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b8550",
+    ] {
+        Case::new().refuses(
+            &with_hosts(
+                r#""www.example.com""#,
+                &format!(
+                    r#", "pow_enabled": true, "pow": {{"url": "oci://x/y:1", "sha256": "{bad}"}}"#
+                ),
+            ),
+            &["field `pow.sha256`", "not 64 hexadecimal characters"],
+        );
+    }
+}
+
+#[test]
+fn the_production_issuer_without_an_email_is_refused() {
+    Case::new().refuses(
+        &with_hosts(
+            r#""www.example.com""#,
+            r#", "acme": {"server": "production"}"#,
+        ),
+        &["field `acme.email`", "production issuer needs an email"],
+    );
+}
+
+#[test]
+fn inputs_missing_a_field_are_refused_and_named() {
+    let case = Case::new();
+    let inputs = case.write(
+        "inputs.json",
+        r#"{"kind": "PlatformInputs", "version": 1, "cluster_name": "c",
+            "cluster_endpoint": "https://api.example.com:6443", "edge_node_name": "w",
+            "edge_public_ipv4": "203.0.113.10"}"#,
+    );
+    let config = case.write("edge.json", &with_hosts(r#""www.example.com""#, ""));
+    case.refuses_files(
+        &inputs,
+        &config,
+        &["inputs.json", "missing field `dns_zone`"],
+    );
+}
+
+#[test]
+fn inputs_of_another_kind_or_version_are_refused() {
+    let case = Case::new();
+    let text = std::fs::read_to_string(case.inputs()).unwrap();
+    let config = case.write("edge.json", &with_hosts(r#""www.example.com""#, ""));
+    let other_version = case.write("v2.json", &text.replace("\"version\": 1", "\"version\": 2"));
+    case.refuses_files(
+        &other_version,
+        &config,
+        &["field `version`", "unsupported version 2"],
+    );
+}
+
+#[test]
+fn the_filter_config_may_not_carry_lists_or_a_secret() {
+    for (key, value) in [("lists", "{}"), ("demo_secret", r#""0123456789abcdef""#)] {
+        Case::new().refuses(
+            &with_hosts(
+                r#""www.example.com""#,
+                &format!(
+                    r#", "pow_enabled": true, "pow": {{"url": "oci://x/y:1",
+                    "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                    "plugin_config": {{"{key}": {value}}}}}"#
+                ),
+            ),
+            &[&format!("field `pow.plugin_config.{key}`"), "not allowed"],
+        );
+    }
+}
+
+#[test]
+fn a_bad_list_source_is_refused_with_its_path() {
+    Case::new().refuses(
+        &with_hosts(
+            r#""www.example.com""#,
+            &format!(
+                r#", "pow_enabled": true, {}"#,
+                POW_OK.replace(
+                    "}",
+                    r#", "lists": {"sources": [{"name": "hosting", "generator": "asn", "sources": ["https://example.net/a.tsv"]}]}}"#
+                )
+            ),
+        ),
+        &["field `pow.lists.sources[0].asns`"],
+    );
+}
+
+#[test]
+fn a_minimal_config_renders_with_defaults() {
+    let case = Case::new();
+    let config = case.write(
+        "edge.json",
+        &with_hosts(
+            r#""example.com""#,
+            &format!(r#", "pow_enabled": true, {POW_OK}"#),
+        ),
+    );
+    let out = render(&case.inputs(), &config, &["-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let issuer = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "ClusterIssuer")
+        .unwrap();
+    // Staging unless the config says production: no quota burnt while trying things out.
+    assert_eq!(issuer["metadata"]["name"], "letsencrypt-staging");
+    assert_eq!(
+        issuer["spec"]["acme"]["server"],
+        "https://acme-staging-v02.api.letsencrypt.org/directory"
+    );
+}

@@ -1,0 +1,280 @@
+//! What the rendered objects must say for the edge to work, checked field by field on the
+//! committed examples (the golden files freeze the bytes; these tests say why they matter).
+
+use std::path::{Path, PathBuf};
+
+use render_edge::{Cli, Format, plan, render};
+use serde_json::Value;
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../config")
+        .join(name)
+}
+
+fn objects(config: &str) -> Vec<Value> {
+    let cli = Cli {
+        inputs: example("platform-inputs.example.json"),
+        config: example(config),
+        format: Format::Json,
+    };
+    render::objects(&plan(&cli).unwrap()).unwrap()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+fn all<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+#[test]
+fn the_gateway_has_one_https_listener_per_hostname_with_its_own_certificate() {
+    let objects = objects("edge.example.json");
+    let gateway = find(&objects, "Gateway", "edge-gateway");
+    assert_eq!(gateway["spec"]["gatewayClassName"], "istio");
+    let listeners = gateway["spec"]["listeners"].as_array().unwrap();
+    let http: Vec<_> = listeners
+        .iter()
+        .filter(|l| l["protocol"] == "HTTP")
+        .collect();
+    assert_eq!(http.len(), 1);
+    assert_eq!(http[0]["port"], 80);
+    let https: Vec<_> = listeners
+        .iter()
+        .filter(|l| l["protocol"] == "HTTPS")
+        .collect();
+    assert_eq!(https.len(), 2);
+    let mut secrets = Vec::new();
+    for listener in &https {
+        assert_eq!(listener["port"], 443);
+        assert_eq!(listener["tls"]["mode"], "Terminate");
+        let host = listener["hostname"].as_str().unwrap();
+        assert!(host.ends_with(".example.com"));
+        secrets.push(listener["tls"]["certificateRefs"][0]["name"].clone());
+    }
+    secrets.dedup();
+    assert_eq!(secrets.len(), 2, "each hostname has its own certificate");
+    assert_eq!(
+        gateway["metadata"]["annotations"]["cert-manager.io/cluster-issuer"],
+        "letsencrypt-staging"
+    );
+    assert_eq!(
+        gateway["metadata"]["annotations"]["networking.istio.io/service-type"],
+        "NodePort"
+    );
+}
+
+#[test]
+fn every_route_names_an_existing_listener_of_its_gateway() {
+    let objects = objects("edge-pow.example.json");
+    let gateway = find(&objects, "Gateway", "edge-gateway");
+    let listeners: Vec<&str> = gateway["spec"]["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    let routes = all(&objects, "HTTPRoute");
+    assert_eq!(routes.len(), 3, "one redirect and one route per hostname");
+    for route in routes {
+        for parent in route["spec"]["parentRefs"].as_array().unwrap() {
+            assert_eq!(parent["name"], "edge-gateway");
+            let section = parent["sectionName"].as_str().expect("sectionName is set");
+            assert!(
+                listeners.contains(&section),
+                "{section} not in {listeners:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_redirect_never_captures_the_acme_challenge() {
+    let objects = objects("edge.example.json");
+    let redirect = find(&objects, "HTTPRoute", "http-to-https");
+    let rules = redirect["spec"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1);
+    let matches = rules[0]["matches"].as_array().unwrap();
+    // Only a prefix match: cert-manager's Exact match on /.well-known/acme-challenge/<token>
+    // takes precedence over any prefix (Gateway API HTTPRoute precedence rules).
+    assert_eq!(matches.len(), 1);
+    assert_eq!(matches[0]["path"]["type"], "PathPrefix");
+    assert_eq!(matches[0]["path"]["value"], "/");
+    assert_eq!(rules[0]["filters"][0]["requestRedirect"]["scheme"], "https");
+    assert_eq!(redirect["spec"]["parentRefs"][0]["sectionName"], "http");
+    // And the solver's own route attaches to that listener.
+    let issuer = find(&objects, "ClusterIssuer", "letsencrypt-staging");
+    let parent =
+        &issuer["spec"]["acme"]["solvers"][0]["http01"]["gatewayHTTPRoute"]["parentRefs"][0];
+    assert_eq!(parent["sectionName"], "http");
+    assert_eq!(parent["name"], "edge-gateway");
+}
+
+#[test]
+fn the_production_issuer_has_the_email_and_the_production_server() {
+    let objects = objects("edge-pow.example.json");
+    let issuer = find(&objects, "ClusterIssuer", "letsencrypt-production");
+    assert_eq!(issuer["spec"]["acme"]["email"], "ops@example.com");
+    assert_eq!(
+        issuer["spec"]["acme"]["server"],
+        "https://acme-v02.api.letsencrypt.org/directory"
+    );
+}
+
+#[test]
+fn the_origin_is_pinned_limited_probed_and_restricted() {
+    let objects = objects("edge.example.json");
+    let deployment = find(&objects, "Deployment", "origin");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let image = container["image"].as_str().unwrap();
+    assert!(
+        image.contains(':') && !image.ends_with(":latest"),
+        "{image}"
+    );
+    for key in ["requests", "limits"] {
+        assert!(container["resources"][key]["cpu"].is_string());
+        assert!(container["resources"][key]["memory"].is_string());
+    }
+    assert!(container["readinessProbe"]["httpGet"].is_object());
+    assert!(container["livenessProbe"]["httpGet"].is_object());
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"][0], "ALL");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let service = find(&objects, "Service", "origin");
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+}
+
+#[test]
+fn without_the_filter_nothing_of_the_filter_is_rendered() {
+    let objects = objects("edge.example.json");
+    for kind in [
+        "WasmPlugin",
+        "CronJob",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ] {
+        assert!(
+            all(&objects, kind).is_empty(),
+            "{kind} rendered with the filter off"
+        );
+    }
+    let options = find(&objects, "ConfigMap", "edge-gateway-options");
+    assert!(
+        !options["data"]["deployment"]
+            .as_str()
+            .unwrap()
+            .contains("POW_HMAC")
+    );
+}
+
+#[test]
+fn the_wasm_plugin_fails_open_in_authn_and_takes_its_secret_from_the_host() {
+    let objects = objects("edge-pow.example.json");
+    let plugin = find(&objects, "WasmPlugin", "pow-filter");
+    let spec = &plugin["spec"];
+    assert_eq!(spec["phase"], "AUTHN");
+    assert_eq!(spec["failStrategy"], "FAIL_OPEN");
+    assert_eq!(spec["targetRefs"][0]["kind"], "Gateway");
+    assert_eq!(spec["targetRefs"][0]["name"], "edge-gateway");
+    assert_eq!(spec["sha256"].as_str().unwrap().len(), 64);
+    assert!(spec["url"].as_str().unwrap().starts_with("oci://"));
+    assert!(
+        spec["pluginConfig"].get("lists").is_none(),
+        "the refresh owns lists"
+    );
+    let env = spec["vmConfig"]["env"].as_array().unwrap();
+    assert!(
+        env.iter()
+            .all(|e| e["valueFrom"] == "HOST" && e.get("value").is_none())
+    );
+    // The proxy container gets those variables from the Secret, through Istio's overlay.
+    let options = find(&objects, "ConfigMap", "edge-gateway-options");
+    let overlay: Value =
+        serde_norway::from_str(options["data"]["deployment"].as_str().unwrap()).unwrap();
+    let container = &overlay["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["name"], "istio-proxy");
+    for var in env {
+        let name = &var["name"];
+        let entry = container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| &e["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in the proxy's env"));
+        assert_eq!(entry["valueFrom"]["secretKeyRef"]["name"], "pow-hmac");
+    }
+    let gateway = find(&objects, "Gateway", "edge-gateway");
+    assert_eq!(
+        gateway["spec"]["infrastructure"]["parametersRef"]["name"],
+        options["metadata"]["name"]
+    );
+}
+
+#[test]
+fn the_gateway_service_keeps_client_addresses_on_ports_80_and_443() {
+    let objects = objects("edge.example.json");
+    let options = find(&objects, "ConfigMap", "edge-gateway-options");
+    let service: Value =
+        serde_norway::from_str(options["data"]["service"].as_str().unwrap()).unwrap();
+    assert_eq!(service["spec"]["type"], "NodePort");
+    assert_eq!(service["spec"]["externalTrafficPolicy"], "Local");
+    let node_ports: Vec<i64> = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["nodePort"].as_i64().unwrap())
+        .collect();
+    assert_eq!(node_ports, [80, 443]);
+    let deployment: Value =
+        serde_norway::from_str(options["data"]["deployment"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"],
+        "edge-worker-1"
+    );
+}
+
+#[test]
+fn the_lists_refresh_runs_hourly_alone_with_only_the_rights_it_needs() {
+    let objects = objects("edge-pow.example.json");
+    let cron = find(&objects, "CronJob", "lists-refresh");
+    assert_eq!(cron["spec"]["schedule"], "17 * * * *");
+    assert_eq!(cron["spec"]["concurrencyPolicy"], "Forbid");
+    let pod = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "lists-refresh");
+    let image = pod["containers"][0]["image"].as_str().unwrap();
+    assert!(image.contains(':') && !image.ends_with(":latest"));
+    let role = find(&objects, "Role", "lists-refresh");
+    for rule in role["rules"].as_array().unwrap() {
+        let verbs: Vec<&str> = rule["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(verbs, ["get", "patch"]);
+        assert_eq!(rule["resourceNames"].as_array().unwrap().len(), 1);
+    }
+    let binding = find(&objects, "RoleBinding", "lists-refresh");
+    assert_eq!(binding["subjects"][0]["name"], "lists-refresh");
+    // The lists ConfigMap is rendered without data: the refresh owns its keys.
+    let lists = find(&objects, "ConfigMap", "policy-lists");
+    assert!(lists.get("data").is_none());
+    // The sources file is a ListSources record the refresh reads back.
+    let sources = find(&objects, "ConfigMap", "lists-sources");
+    let record: pop_common::records::ListSources =
+        serde_json::from_str(sources["data"]["sources.json"].as_str().unwrap()).unwrap();
+    assert!(record.problems().is_empty());
+    assert_eq!(record.lists.len(), 2);
+}
