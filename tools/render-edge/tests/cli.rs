@@ -3,6 +3,10 @@
 //! Golden files live in tests/fixtures/; regenerate them with `UPDATE_GOLDEN=1 cargo test -p
 //! render-edge` after an intended change, and review the diff.
 
+// Integration-test helpers live outside #[test] functions: clippy.toml's in-tests allowance
+// does not reach them, and a failed unwrap here is a failed test, as intended.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -1,6 +1,10 @@
 //! What the rendered objects must say for the edge to work, checked field by field on the
 //! committed examples (the golden files freeze the bytes; these tests say why they matter).
 
+// Integration-test helpers live outside #[test] functions: clippy.toml's in-tests allowance
+// does not reach them, and a failed unwrap here is a failed test, as intended.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 
 use render_edge::{Cli, Format, plan, render};
