@@ -7,6 +7,7 @@
 
 mod list_sources;
 mod platform_inputs;
+mod policy_list;
 mod tag;
 
 pub use list_sources::{
@@ -14,4 +15,5 @@ pub use list_sources::{
     ListSource, ListSources, valid_list_name,
 };
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
+pub use policy_list::{ListCounts, POLICY_LIST_VERSION, PolicyList};
 pub use tag::{Kind, RecordKind, Version};
