@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The edge layer: server-side apply of what render-edge rendered, with a named field manager,
-# pruning what the layer no longer renders (by the managed-by label), so a re-apply converges.
+# pruning what the layer no longer renders, so a re-apply converges. kubectl refuses label-based
+# --prune together with --server-side, so the prune goes through an ApplySet whose parent is the
+# ConfigMap edge/edge-applyset: kubectl labels every object it applies as part of the set, and
+# deletes the set's members that are no longer in the input.
 #
 #   pipelines/apply-edge.sh apply|dry-run|diff
 #
@@ -13,16 +16,8 @@ set -euo pipefail
 mode=${1:?usage: apply-edge.sh apply|dry-run|diff}
 : "${OBJECTS:?}" "${FIELD_MANAGER:?}" "${OUT:?}"
 namespace=edge
-selector=app.kubernetes.io/managed-by=render-edge
-# Every kind render-edge produces: prune considers exactly these.
-prune_allowlist=(
-  core/v1/ConfigMap core/v1/Service core/v1/ServiceAccount
-  apps/v1/Deployment batch/v1/CronJob
-  rbac.authorization.k8s.io/v1/Role rbac.authorization.k8s.io/v1/RoleBinding
-  gateway.networking.k8s.io/v1/GatewayClass gateway.networking.k8s.io/v1/Gateway
-  gateway.networking.k8s.io/v1/HTTPRoute cert-manager.io/v1/ClusterIssuer
-  extensions.istio.io/v1alpha1/WasmPlugin
-)
+export KUBECTL_APPLYSET=true # ApplySet is behind this switch in kubectl 1.27 to 1.3x
+applyset=(--applyset=configmap/edge-applyset --namespace="$namespace" --prune)
 
 log() { printf 'apply-edge: %s\n' "$*" >&2; }
 
@@ -62,17 +57,22 @@ case "$mode" in
     ;;
   dry-run)
     kubectl apply --server-side --field-manager="$FIELD_MANAGER" --dry-run=server \
-      --prune -l "$selector" "${prune_allowlist[@]/#/--prune-allowlist=}" -f "$OBJECTS"
+      "${applyset[@]}" -f "$OBJECTS"
     ;;
   apply)
     # The namespace first, because the Secret lives in it; the apply below then owns its labels.
-    kubectl get namespace "$namespace" >/dev/null 2>&1 || kubectl create namespace "$namespace" >&2
+    # (Every write goes through server-side apply with our field manager: create commands only
+    # render, in dry-run.)
+    kubectl create namespace "$namespace" --dry-run=client -o yaml \
+      | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
     if filter_enabled; then ensure_hmac_secret; fi
     kubectl apply --server-side --field-manager="$FIELD_MANAGER" \
-      --prune -l "$selector" "${prune_allowlist[@]/#/--prune-allowlist=}" -f "$OBJECTS"
+      "${applyset[@]}" -f "$OBJECTS"
     if filter_enabled && [[ -z "$(kubectl -n "$namespace" get configmap policy-lists -o jsonpath='{.data}')" ]]; then
       log "policy-lists is empty: starting a first refresh now instead of waiting for minute 17"
-      kubectl -n "$namespace" create job --from=cronjob/lists-refresh "lists-refresh-first-$(date +%s)" >&2
+      kubectl -n "$namespace" create job --from=cronjob/lists-refresh "lists-refresh-first-$(date +%s)" \
+        --dry-run=client -o yaml \
+        | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
     fi
     ;;
   *)
