@@ -1,0 +1,342 @@
+//! The filter's configuration: the WasmPlugin's `pluginConfig`, which arrives as JSON in the
+//! proxy-wasm `PLUGIN_CONFIGURATION` buffer at every `on_configure`.
+//!
+//! # The contract (snake_case; every field optional, unknown fields refused)
+//!
+//! ```json
+//! {
+//!   "mode": "listed",
+//!   "difficulty": 16,
+//!   "list_difficulty": {"tor": 20, "hosting": 16},
+//!   "bypass_paths": ["/healthz"],
+//!   "trusted_hops": 0,
+//!   "challenge_ttl_secs": 300,
+//!   "clearance_ttl_secs": 86400,
+//!   "cookie_name": "pow_clearance",
+//!   "secret_env": "POW_HMAC_SECRET",
+//!   "previous_secret_env": "POW_HMAC_SECRET_PREVIOUS",
+//!   "demo_secret": null,
+//!   "lists": {
+//!     "version": "2026-11-29T17:17:00Z",
+//!     "generated_at": "2026-11-29T17:17:00Z",
+//!     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "hosting": "..."}
+//!   }
+//! }
+//! ```
+//!
+//! | field | default | meaning |
+//! | --- | --- | --- |
+//! | `mode` | `"listed"` | `off`: never challenge; `listed`: challenge addresses found in `lists`; `all`: challenge every visitor without a clearance cookie |
+//! | `difficulty` | 16 | leading zero bits of SHA-256 asked in mode `all` and for lists without their own (1 to 32) |
+//! | `list_difficulty` | `{}` | bits per list name (1 to 32); an address in several lists gets the hardest |
+//! | `bypass_paths` | `[]` | path prefixes that always pass, besides the built-in `/.well-known/`, `/robots.txt`, `/favicon.ico` |
+//! | `trusted_hops` | 0 | proxies in front of the gateway that append to `X-Forwarded-For`; 0 uses `source.address` only |
+//! | `challenge_ttl_secs` | 300 | how long a challenge can be solved (10 s to 1 day) |
+//! | `clearance_ttl_secs` | 86400 | how long the clearance cookie lasts (60 s to 30 days) |
+//! | `cookie_name` | `"pow_clearance"` | the clearance cookie's name (an RFC 6265 token) |
+//! | `secret_env` | `"POW_HMAC_SECRET"` | the VM environment variable with the current HMAC secret (at least 32 bytes) |
+//! | `previous_secret_env` | `"POW_HMAC_SECRET_PREVIOUS"` | the variable with the previous secret, still accepted during a rotation |
+//! | `demo_secret` | `null` | demo only: a secret inline in the config (logged as a warning; never in production) |
+//! | `lists` | none | the policy lists, written by the hourly refresh: `version`, `generated_at` (RFC 3339) and `sets` (name to CIDRs separated by whitespace, IPv4 and IPv6 mixed; `#` starts a comment to the end of the line) |
+//!
+//! [`PluginConfig::from_json`] decodes and checks it; its errors name the field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Smallest and largest difficulty accepted, in bits.
+pub const MIN_DIFFICULTY: u8 = 1;
+/// 32 bits is about 4 billion hashes on average: minutes for a fast machine, already hostile.
+pub const MAX_DIFFICULTY: u8 = 32;
+/// At most this many named lists (each has its own metrics).
+pub const MAX_LISTS: usize = 16;
+/// Minimum length of an HMAC secret, in bytes.
+pub const MIN_SECRET_LEN: usize = 32;
+
+/// Who is asked to pay a proof of work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Never challenge (cookies are still honoured, the verify endpoint still answers).
+    Off,
+    /// Challenge addresses found in the policy lists.
+    #[default]
+    Listed,
+    /// Challenge every visitor without a valid clearance cookie.
+    All,
+}
+
+/// The WasmPlugin's `pluginConfig`. See the [module documentation](self) for the contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginConfig {
+    pub mode: Mode,
+    pub difficulty: u8,
+    pub list_difficulty: BTreeMap<String, u8>,
+    pub bypass_paths: Vec<String>,
+    pub trusted_hops: u8,
+    pub challenge_ttl_secs: u64,
+    pub clearance_ttl_secs: u64,
+    pub cookie_name: String,
+    pub secret_env: String,
+    pub previous_secret_env: String,
+    pub demo_secret: Option<String>,
+    pub lists: Option<Lists>,
+}
+
+impl Default for PluginConfig {
+    fn default() -> Self {
+        PluginConfig {
+            mode: Mode::Listed,
+            difficulty: 16,
+            list_difficulty: BTreeMap::new(),
+            bypass_paths: Vec::new(),
+            trusted_hops: 0,
+            challenge_ttl_secs: 300,
+            clearance_ttl_secs: 86_400,
+            cookie_name: "pow_clearance".to_owned(),
+            secret_env: "POW_HMAC_SECRET".to_owned(),
+            previous_secret_env: "POW_HMAC_SECRET_PREVIOUS".to_owned(),
+            demo_secret: None,
+            lists: None,
+        }
+    }
+}
+
+/// The policy lists, as the hourly refresh writes them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Lists {
+    /// An opaque version (the refresh writes an RFC 3339 time); reported in logs and metrics.
+    pub version: String,
+    /// When the lists were generated (RFC 3339); the filter reports their age.
+    pub generated_at: Option<String>,
+    /// List name to CIDRs separated by whitespace.
+    pub sets: BTreeMap<String, String>,
+}
+
+/// A configuration that cannot be used. `field` is a path such as `lists.sets.tor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() || self.field == "." {
+            write!(f, "pluginConfig: {}", self.message)
+        } else {
+            write!(f, "pluginConfig field `{}`: {}", self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+impl PluginConfig {
+    /// Decodes and checks the JSON `pluginConfig`. An empty buffer means every default.
+    pub fn from_json(bytes: &[u8]) -> Result<PluginConfig, ConfigError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(PluginConfig::default());
+        }
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let config: PluginConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let field = e.path().to_string();
+            err(field, e.into_inner().to_string())
+        })?;
+        de.end().map_err(|e| err("", e.to_string()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Checks the values that decoded: ranges, names, CIDRs.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        check_difficulty("difficulty", self.difficulty)?;
+        for (name, bits) in &self.list_difficulty {
+            check_list_name(&format!("list_difficulty.{name}"), name)?;
+            check_difficulty(&format!("list_difficulty.{name}"), *bits)?;
+        }
+        for (i, p) in self.bypass_paths.iter().enumerate() {
+            if !p.starts_with('/') || p.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+                return Err(err(
+                    format!("bypass_paths[{i}]"),
+                    "must start with `/` and contain no space or control character",
+                ));
+            }
+        }
+        if self.trusted_hops > 10 {
+            return Err(err("trusted_hops", "at most 10"));
+        }
+        if !(10..=86_400).contains(&self.challenge_ttl_secs) {
+            return Err(err("challenge_ttl_secs", "between 10 and 86400"));
+        }
+        if !(60..=30 * 86_400).contains(&self.clearance_ttl_secs) {
+            return Err(err(
+                "clearance_ttl_secs",
+                "between 60 and 2592000 (30 days)",
+            ));
+        }
+        if self.cookie_name.is_empty()
+            || self.cookie_name.len() > 64
+            || !self
+                .cookie_name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            return Err(err(
+                "cookie_name",
+                "1 to 64 characters of an RFC 6265 cookie-name token",
+            ));
+        }
+        for (field, v) in [
+            ("secret_env", &self.secret_env),
+            ("previous_secret_env", &self.previous_secret_env),
+        ] {
+            if v.is_empty() || v.contains('=') || v.contains('\0') {
+                return Err(err(field, "an environment variable name"));
+            }
+        }
+        if let Some(lists) = &self.lists {
+            if lists.sets.len() > MAX_LISTS {
+                return Err(err("lists.sets", format!("at most {MAX_LISTS} lists")));
+            }
+            if lists.version.len() > 128 {
+                return Err(err("lists.version", "at most 128 characters"));
+            }
+            if let Some(at) = &lists.generated_at
+                && crate::time::parse_rfc3339(at).is_none()
+            {
+                return Err(err("lists.generated_at", "not an RFC 3339 date-time"));
+            }
+            for (name, text) in &lists.sets {
+                let field = format!("lists.sets.{name}");
+                check_list_name(&field, name)?;
+                crate::lists::parse_set(text).map_err(|e| err(field, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The difficulty asked of an address found in `list`.
+    pub fn difficulty_for(&self, list: &str) -> u8 {
+        self.list_difficulty
+            .get(list)
+            .copied()
+            .unwrap_or(self.difficulty)
+    }
+}
+
+fn check_difficulty(field: &str, bits: u8) -> Result<(), ConfigError> {
+    if (MIN_DIFFICULTY..=MAX_DIFFICULTY).contains(&bits) {
+        Ok(())
+    } else {
+        Err(err(
+            field,
+            format!("difficulty must be {MIN_DIFFICULTY} to {MAX_DIFFICULTY} bits"),
+        ))
+    }
+}
+
+/// List names become metric names: lowercase letters, digits, `_` and `-`, 1 to 32 of them.
+fn check_list_name(field: &str, name: &str) -> Result<(), ConfigError> {
+    if name.is_empty()
+        || name.len() > 32
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        return Err(err(
+            field,
+            "a list name is 1 to 32 of [a-z0-9_-] (it becomes part of a metric name)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_means_defaults() {
+        assert_eq!(
+            PluginConfig::from_json(b"").unwrap(),
+            PluginConfig::default()
+        );
+        assert_eq!(
+            PluginConfig::from_json(b"{}").unwrap(),
+            PluginConfig::default()
+        );
+        assert_eq!(PluginConfig::default().mode, Mode::Listed);
+    }
+
+    #[test]
+    fn the_documented_example_decodes() {
+        let json = br#"{
+          "mode": "listed", "difficulty": 16, "list_difficulty": {"tor": 20, "hosting": 16},
+          "bypass_paths": ["/healthz"], "trusted_hops": 0, "challenge_ttl_secs": 300,
+          "clearance_ttl_secs": 86400, "cookie_name": "pow_clearance",
+          "secret_env": "POW_HMAC_SECRET", "previous_secret_env": "POW_HMAC_SECRET_PREVIOUS",
+          "demo_secret": null,
+          "lists": {"version": "2026-11-29T17:17:00Z", "generated_at": "2026-11-29T17:17:00Z",
+                    "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "hosting": "10.0.0.0/8"}}
+        }"#;
+        let c = PluginConfig::from_json(json).unwrap();
+        assert_eq!(c.difficulty_for("tor"), 20);
+        assert_eq!(c.difficulty_for("other"), 16);
+        assert_eq!(c.bypass_paths, vec!["/healthz".to_owned()]);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases: &[(&[u8], &str)] = &[
+            (br#"{"mode": "some"}"#, "mode"),
+            (br#"{"difficulty": 0}"#, "difficulty"),
+            (br#"{"difficulty": 33}"#, "difficulty"),
+            (br#"{"difficulty": 300}"#, "difficulty"),
+            (
+                br#"{"list_difficulty": {"tor": 40}}"#,
+                "list_difficulty.tor",
+            ),
+            (br#"{"bypass_paths": ["healthz"]}"#, "bypass_paths[0]"),
+            (br#"{"challenge_ttl_secs": 1}"#, "challenge_ttl_secs"),
+            (br#"{"clearance_ttl_secs": 1}"#, "clearance_ttl_secs"),
+            (br#"{"cookie_name": "a b"}"#, "cookie_name"),
+            (br#"{"cookie_name": ""}"#, "cookie_name"),
+            (br#"{"secret_env": ""}"#, "secret_env"),
+            (
+                br#"{"lists": {"sets": {"tor": "1.2.3.4/33"}}}"#,
+                "lists.sets.tor",
+            ),
+            (
+                br#"{"lists": {"sets": {"Tor": "1.2.3.4"}}}"#,
+                "lists.sets.Tor",
+            ),
+            (
+                br#"{"lists": {"generated_at": "yesterday"}}"#,
+                "lists.generated_at",
+            ),
+            (br#"{"lists": {"colour": 1}}"#, "lists.colour"),
+            (br#"{"unknown": 1}"#, "unknown"),
+        ];
+        for (json, field) in cases {
+            let e = PluginConfig::from_json(json).unwrap_err();
+            assert_eq!(&e.field, field, "{}: {e}", String::from_utf8_lossy(json));
+            assert!(e.to_string().contains(field) || *field == ".");
+        }
+        let e = PluginConfig::from_json(br#"{"unknown": 1}"#).unwrap_err();
+        assert!(e.message.contains("unknown"), "{e}");
+        assert!(PluginConfig::from_json(b"{").is_err());
+        assert!(PluginConfig::from_json(b"{} {}").is_err());
+    }
+}

@@ -1,0 +1,438 @@
+//! Keys, the challenge's HMAC, the clearance cookie and the proof-of-work check.
+//!
+//! - A challenge is `HMAC-SHA256(key, "pow-challenge-v1" ‖ binding ‖ expiry ‖ difficulty ‖ salt)`:
+//!   32 bytes, so that `challenge ‖ nonce` (40 bytes) fits in one SHA-256 block and the page's
+//!   solver needs one compression per attempt.
+//! - A solution is an 8-byte nonce (big-endian) such that `SHA-256(challenge ‖ nonce)` starts
+//!   with `difficulty` zero bits.
+//! - A clearance cookie is `<expiry>.<hex HMAC-SHA256(key, "pow-clearance-v1" ‖ binding ‖ expiry)>`.
+//! - The binding is the client's /24 or /64, SHA-256 of the User-Agent and the host; the domain
+//!   labels keep a challenge from ever being taken for a cookie.
+//!
+//! Both the current and the previous key are accepted, so a rotation logs nobody out. Every
+//! comparison of a MAC is constant-time (`hmac`'s `verify_slice`).
+
+use std::fmt;
+
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+
+use crate::config::MIN_SECRET_LEN;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The HMAC keys. Debug never prints them.
+#[derive(Clone)]
+pub struct Keys {
+    current: Vec<u8>,
+    previous: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keys")
+            .field("current", &"<redacted>")
+            .field("previous", &self.previous.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Why there are no usable keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    Missing,
+    TooShort(usize),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Missing => write!(f, "the HMAC secret is missing"),
+            KeyError::TooShort(n) => write!(
+                f,
+                "the HMAC secret is {n} bytes long, shorter than {MIN_SECRET_LEN}"
+            ),
+        }
+    }
+}
+
+impl Keys {
+    /// The current secret is required and at least [`MIN_SECRET_LEN`] bytes; a previous secret
+    /// that is missing or too short is ignored (the second value says why, for a warning).
+    pub fn new(
+        current: Option<&[u8]>,
+        previous: Option<&[u8]>,
+    ) -> Result<(Keys, Option<KeyError>), KeyError> {
+        let current = match current {
+            None | Some([]) => return Err(KeyError::Missing),
+            Some(c) if c.len() < MIN_SECRET_LEN => return Err(KeyError::TooShort(c.len())),
+            Some(c) => c.to_vec(),
+        };
+        let (previous, warning) = match previous {
+            None | Some([]) => (None, None),
+            Some(p) if p.len() < MIN_SECRET_LEN => (None, Some(KeyError::TooShort(p.len()))),
+            Some(p) => (Some(p.to_vec()), None),
+        };
+        Ok((Keys { current, previous }, warning))
+    }
+
+    fn all(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(self.current.as_slice()).chain(self.previous.as_deref())
+    }
+}
+
+/// What a challenge and a cookie are bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    /// [`crate::net::binding_net`] of the client.
+    pub net: [u8; 17],
+    /// SHA-256 of the User-Agent (of the empty string when there is none).
+    pub ua_hash: [u8; 32],
+    /// The `:authority`, lowercased.
+    pub host: String,
+}
+
+impl Binding {
+    pub fn new(net: [u8; 17], user_agent: &str, host: &str) -> Binding {
+        Binding {
+            net,
+            ua_hash: Sha256::digest(user_agent.as_bytes()).into(),
+            host: host.to_ascii_lowercase(),
+        }
+    }
+
+    fn feed(&self, mac: &mut HmacSha256) {
+        mac.update(&self.net);
+        mac.update(&self.ua_hash);
+        // The host is variable length: its length first, so that no two bindings feed the same
+        // bytes.
+        mac.update(&(self.host.len() as u64).to_be_bytes());
+        mac.update(self.host.as_bytes());
+    }
+}
+
+fn mac_with(key: &[u8]) -> Option<HmacSha256> {
+    <HmacSha256 as Mac>::new_from_slice(key).ok()
+}
+
+/// The fields of a challenge besides its binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChallengeParams {
+    /// Unix seconds after which it can no longer be solved.
+    pub expiry: u64,
+    /// Leading zero bits asked.
+    pub difficulty: u8,
+    /// Makes every challenge unique, so that a solved one can be remembered as spent.
+    pub salt: u64,
+}
+
+fn challenge_mac(key: &[u8], b: &Binding, p: &ChallengeParams) -> Option<HmacSha256> {
+    let mut mac = mac_with(key)?;
+    mac.update(b"pow-challenge-v1\0");
+    b.feed(&mut mac);
+    mac.update(&p.expiry.to_be_bytes());
+    mac.update(&[p.difficulty]);
+    mac.update(&p.salt.to_be_bytes());
+    Some(mac)
+}
+
+/// The 32-byte challenge, made with the current key.
+pub fn issue_challenge(keys: &Keys, b: &Binding, p: &ChallengeParams) -> [u8; 32] {
+    challenge_mac(&keys.current, b, p)
+        .map(|m| m.finalize().into_bytes().into())
+        .unwrap_or([0; 32])
+}
+
+/// Whether `challenge` was issued by one of the keys for this binding and these parameters.
+pub fn check_challenge(keys: &Keys, b: &Binding, p: &ChallengeParams, challenge: &[u8]) -> bool {
+    keys.all()
+        .any(|k| challenge_mac(k, b, p).is_some_and(|m| m.verify_slice(challenge).is_ok()))
+}
+
+/// Leading zero bits of `SHA-256(challenge ‖ nonce as 8 bytes big-endian)`.
+pub fn work_bits(challenge: &[u8; 32], nonce: u64) -> u32 {
+    let mut h = Sha256::new();
+    h.update(challenge);
+    h.update(nonce.to_be_bytes());
+    let digest = h.finalize();
+    let mut bits = 0;
+    for byte in digest {
+        if byte == 0 {
+            bits += 8;
+        } else {
+            bits += byte.leading_zeros();
+            break;
+        }
+    }
+    bits
+}
+
+/// Whether `nonce` solves `challenge` at `difficulty` bits.
+pub fn check_work(challenge: &[u8; 32], nonce: u64, difficulty: u8) -> bool {
+    work_bits(challenge, nonce) >= u32::from(difficulty)
+}
+
+fn cookie_mac(key: &[u8], b: &Binding, expiry: u64) -> Option<HmacSha256> {
+    let mut mac = mac_with(key)?;
+    mac.update(b"pow-clearance-v1\0");
+    b.feed(&mut mac);
+    mac.update(&expiry.to_be_bytes());
+    Some(mac)
+}
+
+/// The clearance cookie's value: `<expiry>.<64 hex digits>`.
+pub fn issue_cookie(keys: &Keys, b: &Binding, expiry: u64) -> String {
+    let tag: [u8; 32] = cookie_mac(&keys.current, b, expiry)
+        .map(|m| m.finalize().into_bytes().into())
+        .unwrap_or([0; 32]);
+    format!("{expiry}.{}", hex(&tag))
+}
+
+/// Why a cookie was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CookieError {
+    Malformed,
+    Expired,
+    BadMac,
+}
+
+/// Checks a clearance cookie: well-formed, `now <= expiry <= now + max_ttl`, MAC of one of the keys.
+pub fn check_cookie(
+    keys: &Keys,
+    b: &Binding,
+    value: &str,
+    now: u64,
+    max_ttl: u64,
+) -> Result<(), CookieError> {
+    let (exp, tag) = value.split_once('.').ok_or(CookieError::Malformed)?;
+    let expiry = parse_decimal(exp).ok_or(CookieError::Malformed)?;
+    let tag = unhex32(tag).ok_or(CookieError::Malformed)?;
+    if expiry < now || expiry > now.saturating_add(max_ttl) {
+        return Err(CookieError::Expired);
+    }
+    if keys
+        .all()
+        .any(|k| cookie_mac(k, b, expiry).is_some_and(|m| m.verify_slice(&tag).is_ok()))
+    {
+        Ok(())
+    } else {
+        Err(CookieError::BadMac)
+    }
+}
+
+/// A decimal u64 with 1 to 20 digits, no sign, no leading `+`.
+pub fn parse_decimal(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    s
+}
+
+/// Exactly `2 * N` lowercase hex digits.
+pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let b = s.as_bytes();
+    if b.len() != 2 * N {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = digit(b[2 * i])? << 4 | digit(b[2 * i + 1])?;
+    }
+    Some(out)
+}
+
+fn unhex32(s: &str) -> Option<[u8; 32]> {
+    unhex::<32>(s)
+}
+
+/// SHA-256, for callers that should not depend on `sha2` themselves.
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    Sha256::digest(data).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::binding_net;
+
+    fn keys(c: &[u8], p: Option<&[u8]>) -> Keys {
+        Keys::new(Some(c), p).unwrap().0
+    }
+
+    fn binding(ip: &str, ua: &str, host: &str) -> Binding {
+        Binding::new(binding_net(ip.parse().unwrap()), ua, host)
+    }
+
+    const K1: &[u8] = b"0123456789abcdef0123456789abcdef";
+    const K2: &[u8] = b"fedcba9876543210fedcba9876543210";
+
+    #[test]
+    fn secrets_missing_short_or_fine() {
+        assert_eq!(Keys::new(None, None).unwrap_err(), KeyError::Missing);
+        assert_eq!(Keys::new(Some(b""), None).unwrap_err(), KeyError::Missing);
+        assert_eq!(
+            Keys::new(Some(&K1[..31]), None).unwrap_err(),
+            KeyError::TooShort(31)
+        );
+        let (_, warn) = Keys::new(Some(K1), Some(b"short")).unwrap();
+        assert_eq!(warn, Some(KeyError::TooShort(5)));
+        let (k, warn) = Keys::new(Some(K1), Some(K2)).unwrap();
+        assert_eq!(warn, None);
+        assert!(!format!("{k:?}").contains("0123"));
+    }
+
+    #[test]
+    fn challenge_binding() {
+        let k = keys(K1, None);
+        let b = binding("192.0.2.10", "Mozilla/5.0", "Example.org");
+        let p = ChallengeParams {
+            expiry: 1000,
+            difficulty: 8,
+            salt: 7,
+        };
+        let c = issue_challenge(&k, &b, &p);
+        assert!(check_challenge(&k, &b, &p, &c));
+        // Same /24, host case-insensitive.
+        assert!(check_challenge(
+            &k,
+            &binding("192.0.2.99", "Mozilla/5.0", "example.org"),
+            &p,
+            &c
+        ));
+        for other in [
+            binding("192.0.3.10", "Mozilla/5.0", "example.org"),
+            binding("192.0.2.10", "curl/8", "example.org"),
+            binding("192.0.2.10", "Mozilla/5.0", "example.net"),
+            binding("2001:db8::1", "Mozilla/5.0", "example.org"),
+        ] {
+            assert!(!check_challenge(&k, &other, &p, &c), "{other:?}");
+        }
+        for q in [
+            ChallengeParams { expiry: 1001, ..p },
+            ChallengeParams { difficulty: 7, ..p },
+            ChallengeParams { salt: 8, ..p },
+        ] {
+            assert!(!check_challenge(&k, &b, &q, &c));
+        }
+        assert!(!check_challenge(&keys(K2, None), &b, &p, &c));
+        assert!(!check_challenge(&k, &b, &p, &c[..31]));
+    }
+
+    #[test]
+    fn rotation_accepts_current_and_previous() {
+        let b = binding("192.0.2.10", "UA", "h");
+        let p = ChallengeParams {
+            expiry: 1000,
+            difficulty: 8,
+            salt: 1,
+        };
+        let old = keys(K1, None);
+        let c = issue_challenge(&old, &b, &p);
+        let cookie = issue_cookie(&old, &b, 5000);
+        let rotated = keys(K2, Some(K1));
+        assert!(check_challenge(&rotated, &b, &p, &c));
+        assert_eq!(check_cookie(&rotated, &b, &cookie, 100, 86_400), Ok(()));
+        // Once the old key is dropped, its cookies stop working.
+        let dropped = keys(K2, None);
+        assert!(!check_challenge(&dropped, &b, &p, &c));
+        assert_eq!(
+            check_cookie(&dropped, &b, &cookie, 100, 86_400),
+            Err(CookieError::BadMac)
+        );
+    }
+
+    #[test]
+    fn cookie_checks() {
+        let k = keys(K1, None);
+        let b = binding("2001:db8:0:1::1", "UA", "h");
+        let v = issue_cookie(&k, &b, 5000);
+        assert_eq!(check_cookie(&k, &b, &v, 4000, 86_400), Ok(()));
+        assert_eq!(check_cookie(&k, &b, &v, 5000, 86_400), Ok(()));
+        assert_eq!(
+            check_cookie(&k, &b, &v, 5001, 86_400),
+            Err(CookieError::Expired)
+        );
+        // Expiry further than the configured lifetime (a shortened TTL takes effect).
+        assert_eq!(
+            check_cookie(&k, &b, &v, 100, 600),
+            Err(CookieError::Expired)
+        );
+        let other_64 = binding("2001:db8:0:2::1", "UA", "h");
+        assert_eq!(
+            check_cookie(&k, &other_64, &v, 4000, 86_400),
+            Err(CookieError::BadMac)
+        );
+        let same_64 = binding("2001:db8:0:1:ffff::1", "UA", "h");
+        assert_eq!(check_cookie(&k, &same_64, &v, 4000, 86_400), Ok(()));
+        // A forged expiry with the old tag.
+        let (_, tag) = v.split_once('.').unwrap();
+        assert_eq!(
+            check_cookie(&k, &b, &format!("6000.{tag}"), 4000, 86_400),
+            Err(CookieError::BadMac)
+        );
+        for bad in [
+            "",
+            ".",
+            "5000",
+            "5000.",
+            "x.y",
+            "+5000.00",
+            &v.to_uppercase(),
+            &format!("{v}0"),
+            &format!(" {v}"),
+        ] {
+            assert_eq!(
+                check_cookie(&k, &b, bad, 4000, 86_400),
+                Err(CookieError::Malformed),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn work() {
+        let c = [7u8; 32];
+        // Find a nonce with at least 8 bits by brute force (bounded), then check both ways.
+        let nonce = (0..100_000u64).find(|&n| work_bits(&c, n) >= 8).unwrap();
+        assert!(check_work(&c, nonce, 8));
+        let bits = work_bits(&c, nonce);
+        assert!(!check_work(&c, nonce, (bits + 1) as u8));
+        // Known vectors, shared with the page's solver test (computed with Python's hashlib).
+        let c: [u8; 32] = core::array::from_fn(|i| i as u8);
+        let mut block = c.to_vec();
+        block.extend_from_slice(&0x0102_0304_0506_0708u64.to_be_bytes());
+        assert_eq!(
+            hex(&sha256(&block)),
+            "9e6cef1d125d09ba0c8e74e4983c5562ef87c342caba99d8f2ee456bb7948e73"
+        );
+        assert_eq!(work_bits(&c, 0x1_0000_09eb), 13);
+        assert!(check_work(&c, 0x1_0000_09eb, 12));
+    }
+
+    #[test]
+    fn hex_roundtrip() {
+        assert_eq!(hex(&[0, 15, 255]), "000fff");
+        assert_eq!(unhex::<3>("000fff"), Some([0, 15, 255]));
+        assert_eq!(unhex::<3>("000FFF"), None);
+        assert_eq!(unhex::<3>("000ff"), None);
+        assert_eq!(parse_decimal("18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_decimal("18446744073709551616"), None);
+        assert_eq!(parse_decimal("-1"), None);
+    }
+}

@@ -1,0 +1,656 @@
+//! The per-request decision, with no proxy-wasm in sight: the glue gathers the request's
+//! headers and `source.address`, calls [`Filter::on_request`], and carries out the [`Action`].
+//!
+//! Order: built-in and configured bypass paths; the verify endpoint; a valid clearance cookie;
+//! then the policy (`off`, `listed`, `all`). Every error on the verify path denies; an internal
+//! error anywhere else lets the request through and is counted (`pow_fail_open`).
+
+use std::net::IpAddr;
+
+use crate::config::{Mode, PluginConfig};
+use crate::crypto::{self, Binding, ChallengeParams, Keys};
+use crate::lists::ListTable;
+use crate::net;
+use crate::page::{self, PageData};
+use crate::redirect;
+use crate::seen::{self, SharedStore, SpendError};
+
+/// The reserved path that checks a solution and sets the clearance cookie.
+pub const VERIFY_PATH: &str = "/.pow/verify";
+/// The response header that marks a challenge (like Cloudflare's `cf-mitigated: challenge`).
+pub const MITIGATED_HEADER: &str = "pow-mitigated";
+/// On a failed verification, says why (`malformed`, `expired`, `mac`, `work`, `replay`, ...).
+pub const REASON_HEADER: &str = "pow-verify";
+/// Paths that always pass, whatever the policy: ACME HTTP-01 and friends.
+pub const BUILTIN_BYPASS_PREFIXES: &[&str] = &["/.well-known/"];
+/// Exact paths that always pass.
+pub const BUILTIN_BYPASS_EXACT: &[&str] = &["/robots.txt", "/favicon.ico"];
+
+/// Metric names (counters unless noted). Per-list and per-reason names are built from these
+/// prefixes: `pow_list_matches_<list>`, `pow_verify_failed_<reason>`.
+pub mod metric {
+    pub const CHALLENGES_ISSUED: &str = "pow_challenges_issued";
+    pub const CHALLENGES_SOLVED: &str = "pow_challenges_solved";
+    pub const VERIFY_FAILED_PREFIX: &str = "pow_verify_failed_";
+    pub const PASSED_COOKIE: &str = "pow_passed_cookie";
+    pub const PASSED_POLICY: &str = "pow_passed_policy";
+    pub const COOKIE_INVALID: &str = "pow_cookie_invalid";
+    pub const BYPASSED: &str = "pow_bypassed";
+    pub const LIST_MATCHES_PREFIX: &str = "pow_list_matches_";
+    pub const FAIL_OPEN: &str = "pow_fail_open";
+    /// Requests passed unchallenged because the secret is missing or too short.
+    pub const UNPROTECTED: &str = "pow_unprotected";
+    pub const CONFIG_REJECTED: &str = "pow_config_rejected";
+    /// Gauges.
+    pub const SECRET_MISSING: &str = "pow_secret_missing";
+    pub const LISTS_VERSION: &str = "pow_lists_version";
+    pub const LISTS_GENERATED_AT: &str = "pow_lists_generated_at_seconds";
+    pub const LISTS_AGE: &str = "pow_lists_age_seconds";
+    pub const LISTS_PREFIXES: &str = "pow_lists_prefixes";
+}
+
+/// Where the glue sends counter increments.
+pub trait Metrics {
+    fn increment(&mut self, name: &str);
+}
+
+/// A request as the filter sees it.
+#[derive(Debug, Default, Clone)]
+pub struct Request {
+    /// All request headers, pseudo-headers (`:path`, `:authority`, ...) included, names lowercase.
+    pub headers: Vec<(String, String)>,
+    /// The `source.address` property.
+    pub source_address: Option<String>,
+}
+
+impl Request {
+    /// The first value of a header.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of a header.
+    pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What to do with a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Let it through to the origin.
+    Continue,
+    /// Answer from the filter.
+    Respond {
+        status: u32,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
+}
+
+impl Action {
+    pub fn status(&self) -> Option<u32> {
+        match self {
+            Action::Continue => None,
+            Action::Respond { status, .. } => Some(*status),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        match self {
+            Action::Continue => None,
+            Action::Respond { headers, .. } => headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str()),
+        }
+    }
+}
+
+/// Clock readings for one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    pub secs: u64,
+    /// Used to make challenge salts unique.
+    pub nanos: u64,
+}
+
+/// The filter for one configuration.
+#[derive(Debug)]
+pub struct Filter {
+    pub config: PluginConfig,
+    pub lists: ListTable,
+    keys: Option<Keys>,
+    list_metrics: Vec<String>,
+    salt_counter: std::cell::Cell<u64>,
+}
+
+impl Filter {
+    /// Builds a filter. `keys` is `None` when the secret is missing or short: the filter then
+    /// challenges nobody (and the glue says so loudly).
+    pub fn new(config: PluginConfig, keys: Option<Keys>) -> Result<Filter, String> {
+        let lists = ListTable::build(config.lists.as_ref())?;
+        let list_metrics = lists
+            .names()
+            .iter()
+            .map(|n| format!("{}{n}", metric::LIST_MATCHES_PREFIX))
+            .collect();
+        Ok(Filter {
+            config,
+            lists,
+            keys,
+            list_metrics,
+            salt_counter: std::cell::Cell::new(0),
+        })
+    }
+
+    /// Whether the filter has usable keys.
+    pub fn is_armed(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// Every counter name this configuration can increment (so the glue can define them all
+    /// at configure time and they show as 0).
+    pub fn metric_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = [
+            metric::CHALLENGES_ISSUED,
+            metric::CHALLENGES_SOLVED,
+            metric::PASSED_COOKIE,
+            metric::PASSED_POLICY,
+            metric::COOKIE_INVALID,
+            metric::BYPASSED,
+            metric::FAIL_OPEN,
+            metric::UNPROTECTED,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        for r in VerifyFailure::ALL {
+            names.push(format!("{}{}", metric::VERIFY_FAILED_PREFIX, r.name()));
+        }
+        names.extend(self.list_metrics.iter().cloned());
+        names
+    }
+
+    /// Decides what to do with one request.
+    pub fn on_request(
+        &self,
+        req: &Request,
+        now: Now,
+        store: &mut dyn SharedStore,
+        metrics: &mut dyn Metrics,
+    ) -> Action {
+        let raw_path = req.header(":path").unwrap_or("/");
+        let path = raw_path.split(['?', '#']).next().unwrap_or("");
+        if self.is_bypass(path) {
+            metrics.increment(metric::BYPASSED);
+            return Action::Continue;
+        }
+        let Some(keys) = &self.keys else {
+            metrics.increment(metric::UNPROTECTED);
+            return Action::Continue;
+        };
+        let ip = net::client_ip(
+            req.source_address.as_deref(),
+            self.forwarded_for(req).as_deref(),
+            self.config.trusted_hops,
+        );
+        if path == VERIFY_PATH {
+            return self.verify(keys, req, raw_path, ip, now, store, metrics);
+        }
+        let Some(ip) = ip else {
+            // No usable client address: an internal error, not the visitor's fault.
+            metrics.increment(metric::FAIL_OPEN);
+            return Action::Continue;
+        };
+        let binding = self.binding(req, ip);
+        if self.has_valid_cookie(keys, req, &binding, now.secs, metrics) {
+            metrics.increment(metric::PASSED_COOKIE);
+            return Action::Continue;
+        }
+        let difficulty = match self.policy(ip, metrics) {
+            Some(d) => d,
+            None => {
+                metrics.increment(metric::PASSED_POLICY);
+                return Action::Continue;
+            }
+        };
+        metrics.increment(metric::CHALLENGES_ISSUED);
+        let return_to = redirect::check_target(raw_path, VERIFY_PATH).unwrap_or("/");
+        self.challenge(keys, req, &binding, difficulty, return_to, now)
+    }
+
+    fn is_bypass(&self, path: &str) -> bool {
+        // A path with dot segments, encoded slashes or dots, or backslashes never bypasses:
+        // `/.well-known/../admin` must not skip the challenge.
+        let lower = path.to_ascii_lowercase();
+        if path.contains("/./")
+            || path.contains("/../")
+            || path.ends_with("/..")
+            || path.contains('\\')
+            || lower.contains("%2e")
+            || lower.contains("%2f")
+            || lower.contains("%5c")
+            || path.contains("//")
+        {
+            return false;
+        }
+        BUILTIN_BYPASS_PREFIXES.iter().any(|p| path.starts_with(p))
+            || BUILTIN_BYPASS_EXACT.contains(&path)
+            || self
+                .config
+                .bypass_paths
+                .iter()
+                .any(|p| path.starts_with(p.as_str()))
+    }
+
+    /// All X-Forwarded-For values joined, only when hops are trusted.
+    fn forwarded_for(&self, req: &Request) -> Option<String> {
+        if self.config.trusted_hops == 0 {
+            return None;
+        }
+        let all: Vec<&str> = req.header_all("x-forwarded-for").collect();
+        if all.is_empty() {
+            None
+        } else {
+            Some(all.join(","))
+        }
+    }
+
+    fn binding(&self, req: &Request, ip: IpAddr) -> Binding {
+        let host = req
+            .header(":authority")
+            .or_else(|| req.header("host"))
+            .unwrap_or("");
+        Binding::new(
+            net::binding_net(ip),
+            req.header("user-agent").unwrap_or(""),
+            host,
+        )
+    }
+
+    fn has_valid_cookie(
+        &self,
+        keys: &Keys,
+        req: &Request,
+        binding: &Binding,
+        now: u64,
+        metrics: &mut dyn Metrics,
+    ) -> bool {
+        let mut seen_one = false;
+        for header in req.header_all("cookie") {
+            for pair in header.split(';') {
+                let Some((name, value)) = pair.trim().split_once('=') else {
+                    continue;
+                };
+                if name.trim() != self.config.cookie_name {
+                    continue;
+                }
+                seen_one = true;
+                let value = value.trim().trim_matches('"');
+                if crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
+                    .is_ok()
+                {
+                    return true;
+                }
+            }
+        }
+        if seen_one {
+            metrics.increment(metric::COOKIE_INVALID);
+        }
+        false
+    }
+
+    /// The difficulty to ask, or `None` to let the request through.
+    fn policy(&self, ip: IpAddr, metrics: &mut dyn Metrics) -> Option<u8> {
+        if self.config.mode == Mode::Off {
+            return None;
+        }
+        let bits = self.lists.lookup(ip);
+        let mut listed: Option<u8> = None;
+        for (i, name) in self.lists.names().iter().enumerate().take(32) {
+            if bits & (1 << i) != 0 {
+                if let Some(m) = self.list_metrics.get(i) {
+                    metrics.increment(m);
+                }
+                let d = self.config.difficulty_for(name);
+                listed = Some(listed.map_or(d, |l| l.max(d)));
+            }
+        }
+        match self.config.mode {
+            Mode::Off => None,
+            Mode::Listed => listed,
+            Mode::All => {
+                Some(listed.map_or(self.config.difficulty, |l| l.max(self.config.difficulty)))
+            }
+        }
+    }
+
+    fn secure(&self, req: &Request) -> bool {
+        req.header(":scheme")
+            .is_some_and(|s| s.eq_ignore_ascii_case("https"))
+            || (self.config.trusted_hops > 0
+                && req
+                    .header("x-forwarded-proto")
+                    .is_some_and(|s| s.trim().eq_ignore_ascii_case("https")))
+    }
+
+    fn challenge(
+        &self,
+        keys: &Keys,
+        req: &Request,
+        binding: &Binding,
+        difficulty: u8,
+        return_to: &str,
+        now: Now,
+    ) -> Action {
+        let counter = self.salt_counter.get().wrapping_add(1);
+        self.salt_counter.set(counter);
+        let params = ChallengeParams {
+            expiry: now.secs.saturating_add(self.config.challenge_ttl_secs),
+            difficulty,
+            salt: now.nanos.rotate_left(17) ^ counter,
+        };
+        let challenge = crypto::issue_challenge(keys, binding, &params);
+        let lang = page::negotiate(req.header("accept-language"));
+        let mut headers = vec![
+            (MITIGATED_HEADER.to_owned(), "challenge".to_owned()),
+            ("cache-control".to_owned(), "no-store".to_owned()),
+            ("x-content-type-options".to_owned(), "nosniff".to_owned()),
+            ("referrer-policy".to_owned(), "same-origin".to_owned()),
+            ("content-language".to_owned(), lang.tag().to_owned()),
+        ];
+        let body = if page::wants_html(req.header("accept")) {
+            headers.push((
+                "content-type".to_owned(),
+                "text/html; charset=utf-8".to_owned(),
+            ));
+            headers.push(("content-security-policy".to_owned(), page::csp().to_owned()));
+            page::render_html(
+                lang,
+                &PageData {
+                    challenge_hex: &crypto::hex(&challenge),
+                    salt_hex: &format!("{:016x}", params.salt),
+                    expiry: params.expiry,
+                    difficulty,
+                    return_to,
+                    verify_path: VERIFY_PATH,
+                },
+            )
+            .into_bytes()
+        } else {
+            headers.push((
+                "content-type".to_owned(),
+                "text/plain; charset=utf-8".to_owned(),
+            ));
+            page::render_plain(lang).as_bytes().to_vec()
+        };
+        Action::Respond {
+            status: 403,
+            headers,
+            body,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
+    fn verify(
+        &self,
+        keys: &Keys,
+        req: &Request,
+        raw_path: &str,
+        ip: Option<IpAddr>,
+        now: Now,
+        store: &mut dyn SharedStore,
+        metrics: &mut dyn Metrics,
+    ) -> Action {
+        let lang = page::negotiate(req.header("accept-language"));
+        let query = raw_path.split_once('?').map_or("", |(_, q)| q);
+        let parsed = VerifyQuery::parse(query);
+        let return_to = parsed
+            .as_ref()
+            .ok()
+            .and_then(|q| redirect::check_target(&q.return_to, VERIFY_PATH).ok())
+            .unwrap_or("/")
+            .to_owned();
+        match self.check_solution(keys, req, ip, now, parsed, store) {
+            Ok((binding, target)) => {
+                metrics.increment(metric::CHALLENGES_SOLVED);
+                let expiry = now.secs.saturating_add(self.config.clearance_ttl_secs);
+                let value = crypto::issue_cookie(keys, &binding, expiry);
+                let secure = if self.secure(req) { "; Secure" } else { "" };
+                let cookie = format!(
+                    "{}={value}; Max-Age={}; Path=/; HttpOnly; SameSite=Lax{secure}",
+                    self.config.cookie_name, self.config.clearance_ttl_secs
+                );
+                Action::Respond {
+                    status: 303,
+                    headers: vec![
+                        ("location".to_owned(), target),
+                        ("set-cookie".to_owned(), cookie),
+                        ("cache-control".to_owned(), "no-store".to_owned()),
+                    ],
+                    body: Vec::new(),
+                }
+            }
+            Err(reason) => {
+                metrics.increment(&format!(
+                    "{}{}",
+                    metric::VERIFY_FAILED_PREFIX,
+                    reason.name()
+                ));
+                let html = page::wants_html(req.header("accept"));
+                let (ctype, body, csp) = if html {
+                    (
+                        "text/html; charset=utf-8",
+                        page::render_failure(lang, &return_to).into_bytes(),
+                        page::CSP_NO_SCRIPT,
+                    )
+                } else {
+                    (
+                        "text/plain; charset=utf-8",
+                        format!("proof of work refused: {}\n", reason.name()).into_bytes(),
+                        page::CSP_NO_SCRIPT,
+                    )
+                };
+                Action::Respond {
+                    status: 403,
+                    headers: vec![
+                        (MITIGATED_HEADER.to_owned(), "challenge".to_owned()),
+                        (REASON_HEADER.to_owned(), reason.name().to_owned()),
+                        ("cache-control".to_owned(), "no-store".to_owned()),
+                        ("content-type".to_owned(), ctype.to_owned()),
+                        ("content-security-policy".to_owned(), csp.to_owned()),
+                        ("x-content-type-options".to_owned(), "nosniff".to_owned()),
+                    ],
+                    body,
+                }
+            }
+        }
+    }
+
+    /// Every check of a solution; the first failure denies.
+    fn check_solution(
+        &self,
+        keys: &Keys,
+        req: &Request,
+        ip: Option<IpAddr>,
+        now: Now,
+        parsed: Result<VerifyQuery, VerifyFailure>,
+        store: &mut dyn SharedStore,
+    ) -> Result<(Binding, String), VerifyFailure> {
+        let method = req.header(":method").unwrap_or("");
+        if method != "GET" {
+            return Err(VerifyFailure::Method);
+        }
+        let q = parsed?;
+        let target = redirect::check_target(&q.return_to, VERIFY_PATH)
+            .map_err(|_| VerifyFailure::Redirect)?
+            .to_owned();
+        if !(crate::config::MIN_DIFFICULTY..=crate::config::MAX_DIFFICULTY).contains(&q.difficulty)
+        {
+            return Err(VerifyFailure::Malformed);
+        }
+        if q.expiry < now.secs {
+            return Err(VerifyFailure::Expired);
+        }
+        if q.expiry > now.secs.saturating_add(self.config.challenge_ttl_secs) {
+            return Err(VerifyFailure::Expired);
+        }
+        let ip = ip.ok_or(VerifyFailure::Address)?;
+        let binding = self.binding(req, ip);
+        let params = ChallengeParams {
+            expiry: q.expiry,
+            difficulty: q.difficulty,
+            salt: q.salt,
+        };
+        if !crypto::check_challenge(keys, &binding, &params, &q.challenge) {
+            return Err(VerifyFailure::Mac);
+        }
+        if !crypto::check_work(&q.challenge, q.nonce, q.difficulty) {
+            return Err(VerifyFailure::Work);
+        }
+        match seen::spend(
+            store,
+            &q.challenge,
+            q.expiry,
+            self.config.challenge_ttl_secs,
+        ) {
+            Ok(()) => Ok((binding, target)),
+            Err(SpendError::Replay) => Err(VerifyFailure::Replay),
+            Err(SpendError::Store) => Err(VerifyFailure::Store),
+        }
+    }
+}
+
+/// Why a verification was refused (each is a metric `pow_verify_failed_<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyFailure {
+    /// Not a GET.
+    Method,
+    /// A parameter missing, repeated, unknown or malformed.
+    Malformed,
+    /// The return target is not a same-origin path.
+    Redirect,
+    /// Past its expiry, or an expiry further than the challenge TTL.
+    Expired,
+    /// No client address.
+    Address,
+    /// Not issued by us for this client (/24 or /64, User-Agent, host) and these parameters.
+    Mac,
+    /// The nonce does not have the bits.
+    Work,
+    /// Already spent.
+    Replay,
+    /// The seen-set could not record it (full, busy, host failure).
+    Store,
+}
+
+impl VerifyFailure {
+    pub const ALL: [VerifyFailure; 9] = [
+        VerifyFailure::Method,
+        VerifyFailure::Malformed,
+        VerifyFailure::Redirect,
+        VerifyFailure::Expired,
+        VerifyFailure::Address,
+        VerifyFailure::Mac,
+        VerifyFailure::Work,
+        VerifyFailure::Replay,
+        VerifyFailure::Store,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VerifyFailure::Method => "method",
+            VerifyFailure::Malformed => "malformed",
+            VerifyFailure::Redirect => "redirect",
+            VerifyFailure::Expired => "expired",
+            VerifyFailure::Address => "address",
+            VerifyFailure::Mac => "mac",
+            VerifyFailure::Work => "work",
+            VerifyFailure::Replay => "replay",
+            VerifyFailure::Store => "store",
+        }
+    }
+}
+
+/// The verify request's query: `c` (64 hex), `e` (expiry), `d` (bits), `s` (16 hex), `n`
+/// (16 hex), `r` (the return path, percent-encoded). Each exactly once; nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyQuery {
+    pub challenge: [u8; 32],
+    pub expiry: u64,
+    pub difficulty: u8,
+    pub salt: u64,
+    pub nonce: u64,
+    pub return_to: String,
+}
+
+impl VerifyQuery {
+    pub fn parse(query: &str) -> Result<VerifyQuery, VerifyFailure> {
+        if query.len() > 4096 {
+            return Err(VerifyFailure::Malformed);
+        }
+        let mut fields: [Option<&str>; 6] = [None; 6];
+        for pair in query.split('&') {
+            let (k, v) = pair.split_once('=').ok_or(VerifyFailure::Malformed)?;
+            let slot = match k {
+                "c" => 0,
+                "e" => 1,
+                "d" => 2,
+                "s" => 3,
+                "n" => 4,
+                "r" => 5,
+                _ => return Err(VerifyFailure::Malformed),
+            };
+            if fields[slot].replace(v).is_some() {
+                return Err(VerifyFailure::Malformed);
+            }
+        }
+        let [Some(c), Some(e), Some(d), Some(s), Some(n), Some(r)] = fields else {
+            return Err(VerifyFailure::Malformed);
+        };
+        let bad = VerifyFailure::Malformed;
+        let return_to = String::from_utf8(redirect::percent_decode(r.as_bytes()))
+            .map_err(|_| VerifyFailure::Redirect)?;
+        Ok(VerifyQuery {
+            challenge: crypto::unhex::<32>(c).ok_or(bad)?,
+            expiry: crypto::parse_decimal(e).ok_or(bad)?,
+            difficulty: u8::try_from(crypto::parse_decimal(d).ok_or(bad)?).map_err(|_| bad)?,
+            salt: u64::from_be_bytes(crypto::unhex::<8>(s).ok_or(bad)?),
+            nonce: u64::from_be_bytes(crypto::unhex::<8>(n).ok_or(bad)?),
+            return_to,
+        })
+    }
+
+    /// The query string for these values (what the page builds).
+    pub fn to_query(&self) -> String {
+        format!(
+            "c={}&e={}&d={}&s={:016x}&n={:016x}&r={}",
+            crypto::hex(&self.challenge),
+            self.expiry,
+            self.difficulty,
+            self.salt,
+            self.nonce,
+            percent_encode_component(&self.return_to)
+        )
+    }
+}
+
+/// Percent-encodes like JavaScript's `encodeURIComponent`.
+pub fn percent_encode_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
