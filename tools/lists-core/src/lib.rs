@@ -1,0 +1,20 @@
+//! What the policy-list generators (`lists-gen-asn`, `lists-gen-tor`) share.
+//!
+//! - [`source`]: open a file, an http(s) URL or stdin, plain or gzip, as a stream of lines; every
+//!   error names the source (URLs redacted of credentials).
+//! - [`cidr`]: exact aggregation of address ranges into the minimal CIDR set, the same set
+//!   Python's `ipaddress.collapse_addresses` gives.
+//! - [`list`]: the `PolicyList` record, its text form, the shrink check against the previous
+//!   list.
+//! - [`args`]: the flags both generators share.
+//! - [`testing`]: a loopback HTTP server for the tests (real captures, scripted failures).
+
+pub mod args;
+pub mod cidr;
+pub mod error;
+pub mod list;
+pub mod source;
+pub mod testing;
+pub mod time;
+
+pub use error::ListError;

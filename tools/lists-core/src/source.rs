@@ -1,0 +1,360 @@
+//! Opening a source: a file, an http(s) URL or stdin (`-`), plain or gzip, as a stream.
+//!
+//! Nothing is read whole into memory: the caller pulls lines from a [`BufRead`]. Gzip is
+//! recognised by its magic bytes, not by a name or a header, so a `.gz` served as
+//! `application/octet-stream` and a plain file named `.gz` both work. Errors that happen while
+//! streaming (a timeout in the middle of the body, a cut gzip stream) are turned into
+//! [`ListError`] by [`SourceName::read_error`], so they name the source too.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::time::Duration;
+
+use flate2::read::MultiGzDecoder;
+
+use crate::error::ListError;
+
+/// Reader buffer: large enough that line parsing, not syscalls, dominates.
+const BUFFER: usize = 256 * 1024;
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// A source as given (path, URL or `-`), and its name as shown in logs and records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceName {
+    /// What to open.
+    pub location: String,
+    /// What to show: URLs without user info or query string (they may carry keys).
+    pub shown: String,
+    /// The timeout that applied, to word a timeout error.
+    pub timeout: Duration,
+}
+
+impl SourceName {
+    pub fn new(location: &str, timeout: Duration) -> Self {
+        SourceName {
+            location: location.to_string(),
+            shown: redact(location),
+            timeout,
+        }
+    }
+
+    fn is_remote(&self) -> bool {
+        self.location.starts_with("http://") || self.location.starts_with("https://")
+    }
+
+    /// Turns an I/O error met while reading this source into the error to report.
+    pub fn read_error(&self, err: io::Error) -> ListError {
+        let name = self.shown.clone();
+        let detail = err.to_string();
+        match err.kind() {
+            io::ErrorKind::TimedOut => ListError::Timeout {
+                name,
+                seconds: self.timeout.as_secs(),
+            },
+            // flate2 reports a cut stream as UnexpectedEof, a corrupt one as InvalidInput or
+            // InvalidData; a body shorter than its Content-Length is UnexpectedEof too.
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::InvalidInput
+            | io::ErrorKind::InvalidData => ListError::Truncated { name, detail },
+            _ if self.is_remote() => ListError::Unreachable { name, detail },
+            _ => ListError::Unreadable { name, detail },
+        }
+    }
+}
+
+/// Hides what may be a secret in a URL: `https://user:key@host/p?key=v` shows as
+/// `https://***@host/p?***`. Paths and `-` are shown as they are.
+pub fn redact(location: &str) -> String {
+    let Some((scheme, rest)) = location.split_once("://") else {
+        return location.to_string();
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("***@{host}"),
+        None => authority.to_string(),
+    };
+    let path = match path.split_once('?') {
+        Some((p, _)) => format!("{p}?***"),
+        None => path.to_string(),
+    };
+    format!("{scheme}://{authority}{path}")
+}
+
+/// Opens `source` (stdin when it is `-`) and returns a buffered reader of its decoded bytes.
+pub fn open<'a>(
+    source: &SourceName,
+    stdin: &'a mut dyn Read,
+) -> Result<Box<dyn BufRead + 'a>, ListError> {
+    let raw: Box<dyn Read + 'a> = if source.location == "-" {
+        Box::new(stdin)
+    } else if source.is_remote() {
+        Box::new(fetch(source)?)
+    } else {
+        let file = File::open(&source.location).map_err(|err| ListError::Unreadable {
+            name: source.shown.clone(),
+            detail: err.to_string(),
+        })?;
+        Box::new(file)
+    };
+    let mut reader = BufReader::with_capacity(BUFFER, raw);
+    let head = reader.fill_buf().map_err(|err| source.read_error(err))?;
+    if head.starts_with(&GZIP_MAGIC) {
+        Ok(Box::new(BufReader::with_capacity(
+            BUFFER,
+            MultiGzDecoder::new(reader),
+        )))
+    } else {
+        Ok(Box::new(reader))
+    }
+}
+
+/// Starts an HTTP GET; the returned reader streams the body. The timeout covers the whole
+/// exchange, body included, so a source that stalls half-way is a timeout, not a hang.
+fn fetch(source: &SourceName) -> Result<impl Read + use<>, ListError> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(source.timeout))
+        .user_agent(concat!("edgepop-lists/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let name = || source.shown.clone();
+    match agent.get(&source.location).call() {
+        Ok(response) => Ok(response.into_body().into_reader()),
+        Err(ureq::Error::StatusCode(status)) => Err(ListError::Http {
+            name: name(),
+            status,
+        }),
+        Err(ureq::Error::Timeout(_)) => Err(ListError::Timeout {
+            name: name(),
+            seconds: source.timeout.as_secs(),
+        }),
+        Err(ureq::Error::Io(err)) => Err(source.read_error(err)),
+        Err(err) => Err(ListError::Unreachable {
+            name: name(),
+            detail: err.to_string(),
+        }),
+    }
+}
+
+/// Lines longer than this are cut (and reported as bad rows by the parsers, which see a row
+/// that does not parse): a binary file without newlines never fills the memory.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// Reads `reader` line by line into a reused buffer, without the line ending, counting lines
+/// from 1. Returns `None` at the end.
+#[derive(Debug, Default)]
+pub struct Lines {
+    buf: Vec<u8>,
+    number: u64,
+}
+
+impl Lines {
+    pub fn new() -> Self {
+        Lines::default()
+    }
+
+    /// The next line and its number, or `None` at the end of the data. A line longer than
+    /// [`MAX_LINE`] is returned cut at that length (the rest is skipped).
+    pub fn next<'s>(&'s mut self, reader: &mut dyn BufRead) -> io::Result<Option<(u64, &'s [u8])>> {
+        self.buf.clear();
+        let limit = (MAX_LINE + 1) as u64;
+        if Read::take(&mut *reader, limit).read_until(b'\n', &mut self.buf)? == 0 {
+            return Ok(None);
+        }
+        self.number += 1;
+        if self.buf.len() > MAX_LINE && self.buf.last() != Some(&b'\n') {
+            self.buf.truncate(MAX_LINE);
+            skip_line(reader)?;
+        }
+        let mut line = self.buf.as_slice();
+        if let Some(rest) = line.strip_suffix(b"\n") {
+            line = rest;
+        }
+        if let Some(rest) = line.strip_suffix(b"\r") {
+            line = rest;
+        }
+        Ok(Some((self.number, line)))
+    }
+}
+
+/// Discards up to and including the next newline, without buffering it.
+fn skip_line(reader: &mut dyn BufRead) -> io::Result<()> {
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = chunk.len();
+                reader.consume(n);
+            }
+        }
+    }
+}
+
+/// Collects the rows that fail to parse, up to a tolerance, and reports them with their line
+/// numbers.
+#[derive(Debug)]
+pub struct BadRows {
+    tolerated: u64,
+    count: u64,
+    examples: Vec<String>,
+}
+
+impl BadRows {
+    pub fn new(tolerated: u64) -> Self {
+        BadRows {
+            tolerated,
+            count: 0,
+            examples: Vec::new(),
+        }
+    }
+
+    /// Records one bad row; fails as soon as the tolerance is exceeded.
+    pub fn record(
+        &mut self,
+        source: &SourceName,
+        line: u64,
+        row: &[u8],
+        why: &str,
+    ) -> Result<(), ListError> {
+        self.count += 1;
+        if self.examples.len() < 5 {
+            let text = String::from_utf8_lossy(row);
+            let short: String = text.chars().take(80).collect();
+            self.examples
+                .push(format!("line {line}: {why}: `{}`", short.escape_debug()));
+        }
+        if self.count > self.tolerated {
+            return Err(ListError::BadRows {
+                name: source.shown.clone(),
+                count: self.count,
+                tolerated: self.tolerated,
+                examples: self.examples.join("; "),
+            });
+        }
+        Ok(())
+    }
+
+    /// Says, as a warning, which rows were skipped (when some were).
+    pub fn warn_if_any(&self, source: &SourceName) {
+        if self.count > 0 {
+            pop_common::warn!(
+                "source {}: skipped {} row(s) that do not parse: {}",
+                source.shown,
+                self.count,
+                self.examples.join("; ")
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn credentials_and_query_strings_are_redacted() {
+        assert_eq!(
+            redact("https://u:secret@download.example/geo?license_key=k&x=1"),
+            "https://***@download.example/geo?***"
+        );
+        assert_eq!(
+            redact("https://iptoasn.com/data/ip2asn-v4.tsv.gz"),
+            "https://iptoasn.com/data/ip2asn-v4.tsv.gz"
+        );
+        assert_eq!(redact("/data/x.csv"), "/data/x.csv");
+        assert_eq!(redact("-"), "-");
+    }
+
+    fn read_all(bytes: &[u8]) -> Result<Vec<(u64, String)>, ListError> {
+        let source = SourceName::new("-", Duration::from_secs(1));
+        let mut stdin = bytes;
+        let mut reader = open(&source, &mut stdin)?;
+        let mut lines = Lines::new();
+        let mut out = Vec::new();
+        while let Some((n, line)) = lines.next(&mut reader).map_err(|e| source.read_error(e))? {
+            out.push((n, String::from_utf8_lossy(line).into_owned()));
+        }
+        Ok(out)
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn plain_and_gzip_read_the_same_lines_with_numbers_and_no_line_endings() {
+        let data = b"a\r\nb\n\nc";
+        let expected = vec![
+            (1, "a".to_string()),
+            (2, "b".to_string()),
+            (3, String::new()),
+            (4, "c".to_string()),
+        ];
+        assert_eq!(read_all(data).unwrap(), expected);
+        assert_eq!(read_all(&gzip(data)).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_truncated_gzip_stream_is_reported_as_truncated() {
+        let data: Vec<u8> = (0..20000)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        let full = gzip(&data);
+        let cut = &full[..full.len() / 2];
+        let err = read_all(cut).unwrap_err();
+        assert!(matches!(err, ListError::Truncated { .. }), "{err}");
+        // Only the trailer missing (CRC and length) is still a truncation.
+        let err = read_all(&full[..full.len() - 4]).unwrap_err();
+        assert!(matches!(err, ListError::Truncated { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_line_without_end_is_cut_and_the_next_one_is_read() {
+        let mut data = vec![b'x'; MAX_LINE * 3];
+        data.extend_from_slice(b"\nnext\n");
+        let lines = read_all(&data).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].1.len(), MAX_LINE);
+        assert_eq!(lines[1], (2, "next".to_string()));
+    }
+
+    #[test]
+    fn a_missing_file_is_unreadable_and_names_it() {
+        let source = SourceName::new("/nonexistent/asn.csv", Duration::from_secs(1));
+        let mut stdin: &[u8] = b"";
+        let err = open(&source, &mut stdin).err().unwrap();
+        assert!(
+            err.to_string()
+                .starts_with("source /nonexistent/asn.csv: cannot read")
+        );
+    }
+
+    #[test]
+    fn bad_rows_are_tolerated_up_to_the_limit_then_reported_with_line_numbers() {
+        let source = SourceName::new("/x", Duration::from_secs(1));
+        let mut bad = BadRows::new(1);
+        bad.record(&source, 7, b"zzz", "not an address").unwrap();
+        let err = bad
+            .record(&source, 9, b"yyy", "not an address")
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("2 rows fail to parse (at most 1 tolerated)"),
+            "{text}"
+        );
+        assert!(text.contains("line 7: not an address: `zzz`"), "{text}");
+        assert!(text.contains("line 9"), "{text}");
+    }
+}

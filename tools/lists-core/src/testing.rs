@@ -1,0 +1,231 @@
+//! A scripted HTTP/1.1 server on loopback, for tests: it serves the real captures, plays the
+//! failures a source can have (error status, a stall, a cut body), and records every request so
+//! a test can assert method, path, headers and body (the Kubernetes API stand-in uses it).
+//!
+//! Each connection gets the next reply of the script, then is closed; after the last one the
+//! server thread ends by itself. Nothing here is timed: a stall lasts until the client gives up.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+/// What the server answers to one connection.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A complete response.
+    Body {
+        status: u16,
+        content_type: String,
+        body: Vec<u8>,
+    },
+    /// Reads the request, then sends nothing until the client hangs up.
+    Stall,
+    /// Declares `declared` bytes, sends `body` (shorter), and closes.
+    Cut { declared: usize, body: Vec<u8> },
+}
+
+impl Reply {
+    pub fn ok(body: impl Into<Vec<u8>>) -> Self {
+        Reply::Body {
+            status: 200,
+            content_type: "application/octet-stream".into(),
+            body: body.into(),
+        }
+    }
+
+    pub fn json(status: u16, body: impl Into<Vec<u8>>) -> Self {
+        Reply::Body {
+            status,
+            content_type: "application/json".into(),
+            body: body.into(),
+        }
+    }
+
+    pub fn status(status: u16) -> Self {
+        Reply::Body {
+            status,
+            content_type: "text/plain".into(),
+            body: format!("status {status}\n").into_bytes(),
+        }
+    }
+}
+
+/// One request as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    /// Path and query string, as sent.
+    pub target: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A running scripted server.
+#[derive(Debug)]
+pub struct Server {
+    /// `http://127.0.0.1:<port>`
+    pub url: String,
+    requests: mpsc::Receiver<Request>,
+}
+
+impl Server {
+    /// Listens on a free loopback port and plays `script`, one reply per connection.
+    pub fn start(script: Vec<Reply>) -> io::Result<Server> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (sender, requests) = mpsc::channel();
+        thread::spawn(move || {
+            for reply in script {
+                let Ok((stream, _)) = listener.accept() else {
+                    return;
+                };
+                if serve(stream, reply, &sender).is_err() {
+                    // The client went away; the next connection gets the next reply.
+                }
+            }
+        });
+        Ok(Server { url, requests })
+    }
+
+    /// The requests received so far, in order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.requests.try_iter().collect()
+    }
+}
+
+/// A URL where nothing listens (a port just released).
+pub fn closed_port_url() -> io::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    drop(listener);
+    Ok(format!("http://{addr}"))
+}
+
+fn serve(stream: TcpStream, reply: Reply, sender: &mpsc::Sender<Request>) -> io::Result<()> {
+    // A bound on how long a silent client can hold the thread; never reached in a passing test.
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let request = read_request(&mut reader)?;
+    let _ = sender.send(request);
+    let mut stream = stream;
+    match reply {
+        Reply::Body {
+            status,
+            content_type,
+            body,
+        } => {
+            write!(
+                stream,
+                "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                reason(status),
+                body.len()
+            )?;
+            stream.write_all(&body)?;
+        }
+        Reply::Stall => {
+            // Wait for the client to give up (read returns 0 or fails).
+            let mut sink = [0u8; 1024];
+            while matches!(reader.read(&mut sink), Ok(n) if n > 0) {}
+        }
+        Reply::Cut { declared, body } => {
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {declared}\r\nConnection: close\r\n\r\n"
+            )?;
+            stream.write_all(&body)?;
+        }
+    }
+    stream.flush()?;
+    stream.shutdown(std::net::Shutdown::Both)
+}
+
+fn read_request(reader: &mut impl BufRead) -> io::Result<Request> {
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let target = parts.next().unwrap_or_default().to_string();
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            break;
+        }
+        let trimmed = line.trim_end();
+        if trimmed.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = trimmed.split_once(':') {
+            let name = name.trim().to_ascii_lowercase();
+            let value = value.trim().to_string();
+            if name == "content-length" {
+                length = value.parse().unwrap_or(0);
+            }
+            headers.push((name, value));
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body)?;
+    Ok(Request {
+        method,
+        target,
+        headers,
+        body,
+    })
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        404 => "Not Found",
+        409 => "Conflict",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+/// The shared read-only material (`<workspace root>/../shared`, or `$EDGEPOP_SHARED`), or
+/// `None` after [`pop_common::testing::skip_or_fail`] when it is absent.
+pub fn shared_dir(test: &str) -> Option<std::path::PathBuf> {
+    let dir = match std::env::var_os("EDGEPOP_SHARED") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        // tools/lists-core -> workspace root -> its parent.
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+    };
+    if dir.join("fixtures/PROVENANCE.md").is_file() {
+        Some(dir)
+    } else {
+        pop_common::testing::skip_or_fail(
+            test,
+            &format!("the shared fixtures ({})", dir.display()),
+        );
+        None
+    }
+}
+
+/// Whether `python3` runs; otherwise reports the skip (or the failure under CI).
+pub fn python3(test: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        pop_common::testing::skip_or_fail(test, "python3 (the independent oracle)");
+    }
+    ok
+}
