@@ -128,14 +128,25 @@ lists: ## Generate the policy lists (Tor exits, hosting ASNs) from their sources
 # <<< lists
 
 # >>> filter (issue 3)
-filter: ## Build the pow-filter .wasm module and print its sha256
-	@$(call not_built,the pow-filter wasm glue is missing)
+# The module is a real file: rebuilt only when a source of the filter (Rust, page, lockfile) changed.
+# It lands where cargo puts it, under CARGO_TARGET_DIR when that is set.
+FILTER_TARGET_DIR := $(if $(filter undefined,$(origin CARGO_TARGET_DIR)),$(CURDIR)/target,$(CARGO_TARGET_DIR))
+FILTER_WASM := $(FILTER_TARGET_DIR)/wasm32-wasip1/wasm-release/pow_filter.wasm
+FILTER_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find filter -name '*.rs' -o -name Cargo.toml -o -name '*.html' -o -name '*.js' -o -name '*.css' 2>/dev/null)
+
+$(FILTER_WASM): $(FILTER_SOURCES)
+	$(CARGO) build --quiet -p pow-filter --target wasm32-wasip1 --profile wasm-release
+	@touch $@
+
+filter: $(FILTER_WASM) ## Build the pow-filter .wasm module and print its sha256 (what the WasmPlugin pins)
+	@echo "$(FILTER_WASM): $$(stat -c %s '$(FILTER_WASM)') bytes" >&2
+	@sha256sum '$(FILTER_WASM)'
 
 demo: ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
 	@$(call not_built,the pow-filter module and its proxy-wasm host are missing)
 # <<< filter
 
-test: ## Run every test (unit, golden, schema, stand-ins)
+test: $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins)
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 

@@ -1,0 +1,378 @@
+//! pow-filter: the Proxy-Wasm glue (wasm32-wasip1, ABI v0.2.1) around `pow-core`.
+//!
+//! Thin on purpose: `on_configure` decodes the pluginConfig into a [`pow_core::Filter`] (a bad
+//! one is logged and refused), reads the HMAC secrets from the VM environment, defines the
+//! metrics; `on_http_request_headers` gathers the headers and `source.address`, asks the core,
+//! and sends the local response it returns. Any hostcall failure lets the request through,
+//! bumps `pow_fail_open` and logs at a bounded rate: the filter never turns a request into a 5xx.
+//! The SDK provides the context dispatch and the allocator; hostcalls go through [`abi`], which
+//! never panics.
+
+mod abi;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{Action, ContextType};
+
+use abi::Level;
+use pow_core::crypto::{KeyError, Keys};
+use pow_core::filter::metric;
+use pow_core::seen::{SharedStore, StoreError};
+use pow_core::{Filter, Metrics, Now, PluginConfig, Request};
+
+/// The SDK's entry point (`_initialize`): registers the root context and sends panics, which
+/// should never happen, to the host log before the VM aborts.
+#[allow(unsafe_code)] // the SDK's macro exports `_initialize` with `#[no_mangle]`
+mod entry {
+    proxy_wasm::main! {{
+        std::panic::set_hook(Box::new(|info| {
+            let _ = crate::abi::log(crate::abi::Level::Critical, &format!("pow-filter panic: {info}"));
+        }));
+        proxy_wasm::set_root_context(|_| Box::new(crate::Root::default()));
+    }}
+}
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// At most one log line per this many seconds for repeated failures (per VM).
+const LOG_INTERVAL_SECS: u64 = 10;
+
+thread_local! {
+    static LAST_LOG: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// Logs at most once every [`LOG_INTERVAL_SECS`], telling how many lines were suppressed.
+fn log_bounded(level: Level, now_secs: u64, message: &str) {
+    LAST_LOG.with(|last| {
+        let (at, suppressed) = last.get();
+        if at != 0 && now_secs < at.saturating_add(LOG_INTERVAL_SECS) {
+            last.set((at, suppressed.saturating_add(1)));
+            return;
+        }
+        let line = if suppressed > 0 {
+            format!("{message} ({suppressed} similar lines suppressed)")
+        } else {
+            message.to_owned()
+        };
+        let _ = abi::log(level, &line);
+        last.set((now_secs.max(1), 0));
+    });
+}
+
+fn now_secs_or_zero() -> u64 {
+    abi::now_nanos().map_or(0, |n| n / 1_000_000_000)
+}
+
+/// Counter and gauge ids, defined on first use.
+#[derive(Debug, Default)]
+struct MetricIds {
+    ids: HashMap<String, u32>,
+}
+
+impl MetricIds {
+    fn id(&mut self, kind: u32, name: &str) -> Option<u32> {
+        if let Some(id) = self.ids.get(name) {
+            return Some(*id);
+        }
+        match abi::define_metric(kind, name) {
+            Ok(id) => {
+                self.ids.insert(name.to_owned(), id);
+                Some(id)
+            }
+            Err(s) => {
+                log_bounded(
+                    Level::Warn,
+                    now_secs_or_zero(),
+                    &format!(
+                        "pow-filter: define_metric({name}) failed with status {}",
+                        s.0
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn gauge(&mut self, name: &str, value: u64) {
+        if let Some(id) = self.id(abi::METRIC_GAUGE, name) {
+            let _ = abi::record_metric(id, value);
+        }
+    }
+}
+
+impl Metrics for MetricIds {
+    fn increment(&mut self, name: &str) {
+        if let Some(id) = self.id(abi::METRIC_COUNTER, name) {
+            let _ = abi::increment_metric(id, 1);
+        }
+    }
+}
+
+/// The shared data, for the seen-set.
+struct HostStore;
+
+impl SharedStore for HostStore {
+    fn get(&mut self, key: &str) -> Result<Option<(Vec<u8>, u32)>, StoreError> {
+        abi::get_shared_data(key).map_err(|_| StoreError::Failed)
+    }
+
+    fn set(&mut self, key: &str, value: &[u8], cas: u32) -> Result<(), StoreError> {
+        abi::set_shared_data(key, value, cas).map_err(|s| {
+            if s.0 == abi::CAS_MISMATCH {
+                StoreError::CasMismatch
+            } else {
+                StoreError::Failed
+            }
+        })
+    }
+}
+
+/// Shared by a root context and the HTTP contexts it creates.
+#[derive(Debug, Default)]
+struct Shared {
+    filter: Option<Filter>,
+    metrics: RefCell<MetricIds>,
+    /// When the lists' age gauge was last written (Unix seconds).
+    age_written: Cell<u64>,
+}
+
+impl Shared {
+    fn write_age(&self, now_secs: u64) {
+        let Some(filter) = &self.filter else { return };
+        if let Some(at) = filter.lists.generated_at {
+            let age = (now_secs as i64).saturating_sub(at).max(0) as u64;
+            self.metrics.borrow_mut().gauge(metric::LISTS_AGE, age);
+        }
+        self.age_written.set(now_secs);
+    }
+}
+
+/// One plugin configuration. Istio delivers a new pluginConfig (new lists) as a new root
+/// context and a fresh `on_configure` in the same VM: the new table replaces the old one for
+/// new requests, in-flight requests keep theirs.
+#[derive(Debug, Default)]
+struct Root {
+    shared: Rc<Shared>,
+}
+
+impl Context for Root {}
+
+impl RootContext for Root {
+    fn on_vm_start(&mut self, _vm_configuration_size: usize) -> bool {
+        let _ = abi::log(Level::Info, &format!("pow-filter {VERSION} starting"));
+        true
+    }
+
+    fn on_configure(&mut self, plugin_configuration_size: usize) -> bool {
+        match configure(plugin_configuration_size) {
+            Ok(shared) => {
+                self.shared = Rc::new(shared);
+                let _ = abi::set_tick_period_ms(30_000);
+                true
+            }
+            Err(message) => {
+                let mut m = MetricIds::default();
+                m.increment(metric::CONFIG_REJECTED);
+                let _ = abi::log(
+                    Level::Error,
+                    &format!("pow-filter: configuration refused: {message}"),
+                );
+                false
+            }
+        }
+    }
+
+    fn on_tick(&mut self) {
+        self.shared.write_age(now_secs_or_zero());
+    }
+
+    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        Some(Box::new(Http {
+            shared: Rc::clone(&self.shared),
+        }))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+/// Reads a secret from the VM environment (WasmPlugin `vmConfig.env`, `valueFrom: HOST`).
+fn env_secret(name: &str) -> Option<Vec<u8>> {
+    std::env::var(name).ok().map(String::into_bytes)
+}
+
+fn configure(size: usize) -> Result<Shared, String> {
+    let bytes = abi::get_buffer(abi::BUFFER_PLUGIN_CONFIGURATION, size)
+        .map_err(|s| {
+            format!(
+                "reading the plugin configuration failed with status {}",
+                s.0
+            )
+        })?
+        .unwrap_or_default();
+    let config = PluginConfig::from_json(&bytes).map_err(|e| e.to_string())?;
+
+    let current = match &config.demo_secret {
+        Some(demo) => {
+            let _ = abi::log(
+                Level::Warn,
+                "pow-filter: using demo_secret from the pluginConfig: for the demo only, never in production",
+            );
+            Some(demo.as_bytes().to_vec())
+        }
+        None => env_secret(&config.secret_env),
+    };
+    let previous = env_secret(&config.previous_secret_env);
+    let keys = match Keys::new(current.as_deref(), previous.as_deref()) {
+        Ok((keys, warning)) => {
+            if let Some(w) = warning {
+                let _ = abi::log(
+                    Level::Warn,
+                    &format!(
+                        "pow-filter: previous secret `{}` ignored: {w}",
+                        config.previous_secret_env
+                    ),
+                );
+            }
+            Some(keys)
+        }
+        Err(e) => {
+            let why = match e {
+                KeyError::Missing => {
+                    format!("`{}` is not set in the VM environment", config.secret_env)
+                }
+                KeyError::TooShort(_) => e.to_string(),
+            };
+            let _ = abi::log(
+                Level::Critical,
+                &format!(
+                    "pow-filter: NOT PROTECTING: {why}; every request passes unchallenged \
+                     (set a secret of at least 32 bytes; counted in {})",
+                    metric::UNPROTECTED
+                ),
+            );
+            None
+        }
+    };
+    let filter = Filter::new(config, keys)?;
+    let shared = Shared::default();
+    {
+        let mut m = shared.metrics.borrow_mut();
+        for name in filter.metric_names() {
+            let _ = m.id(abi::METRIC_COUNTER, &name);
+        }
+        m.gauge(metric::SECRET_MISSING, u64::from(!filter.is_armed()));
+        let lists = &filter.lists;
+        let version_secs = pow_core::time::parse_rfc3339(&lists.version)
+            .unwrap_or(0)
+            .max(0);
+        m.gauge(metric::LISTS_VERSION, version_secs as u64);
+        m.gauge(
+            metric::LISTS_GENERATED_AT,
+            lists.generated_at.unwrap_or(0).max(0) as u64,
+        );
+        m.gauge(metric::LISTS_PREFIXES, lists.prefix_count() as u64);
+    }
+    let now = now_secs_or_zero();
+    let _ = abi::log(
+        Level::Info,
+        &format!(
+            "pow-filter {VERSION}: mode {:?}, lists version `{}` ({} prefixes, {} KiB){}",
+            filter.config.mode,
+            filter.lists.version,
+            filter.lists.prefix_count(),
+            filter.lists.heap_bytes() / 1024,
+            if filter.is_armed() {
+                ""
+            } else {
+                ", NOT PROTECTING (no secret)"
+            },
+        ),
+    );
+    let shared = Shared {
+        filter: Some(filter),
+        ..shared
+    };
+    shared.write_age(now);
+    Ok(shared)
+}
+
+struct Http {
+    shared: Rc<Shared>,
+}
+
+impl Context for Http {}
+
+impl HttpContext for Http {
+    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+        let Some(filter) = &self.shared.filter else {
+            return Action::Continue;
+        };
+        match self.decide(filter) {
+            Ok(action) => action,
+            Err((what, status)) => {
+                let now = now_secs_or_zero();
+                self.shared
+                    .metrics
+                    .borrow_mut()
+                    .increment(metric::FAIL_OPEN);
+                log_bounded(
+                    Level::Error,
+                    now,
+                    &format!(
+                        "pow-filter: failing open: {what} returned status {}",
+                        status.0
+                    ),
+                );
+                Action::Continue
+            }
+        }
+    }
+}
+
+impl Http {
+    fn decide(&self, filter: &Filter) -> Result<Action, (&'static str, abi::Status)> {
+        let headers = abi::get_request_headers().map_err(|s| ("get_header_map_pairs", s))?;
+        let source = abi::get_property(&["source", "address"])
+            .map_err(|s| ("get_property(source.address)", s))?
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let nanos = abi::now_nanos().map_err(|s| ("get_current_time_nanoseconds", s))?;
+        let now = Now {
+            secs: nanos / 1_000_000_000,
+            nanos,
+        };
+        if now.secs >= self.shared.age_written.get().saturating_add(60) {
+            self.shared.write_age(now.secs);
+        }
+        let req = Request {
+            headers,
+            source_address: source,
+        };
+        let action = {
+            let mut metrics = self.shared.metrics.borrow_mut();
+            if !filter.is_armed() {
+                log_bounded(
+                    Level::Critical,
+                    now.secs,
+                    "pow-filter: NOT PROTECTING: no usable HMAC secret; request passed",
+                );
+            }
+            filter.on_request(&req, now, &mut HostStore, &mut *metrics)
+        };
+        match action {
+            pow_core::Action::Continue => Ok(Action::Continue),
+            pow_core::Action::Respond {
+                status,
+                headers,
+                body,
+            } => {
+                abi::send_local_response(status, &headers, &body)
+                    .map_err(|s| ("send_local_response", s))?;
+                Ok(Action::Pause)
+            }
+        }
+    }
+}
