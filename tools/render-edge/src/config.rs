@@ -345,6 +345,26 @@ fn resolve_pow(pow: PowConfig, config_path: &Path) -> Result<PowPlan, InputError
             ));
         }
     }
+    // The filter's own decoder checks the rest: a config the filter would refuse at
+    // on_configure (and so fail open in production) is refused here, before any apply.
+    let filter_config = serde_json::to_vec(&pow.plugin_config)
+        .map_err(|e| InputError::field(config_path, "pow.plugin_config", e))?;
+    let decoded = pow_core::config::PluginConfig::from_json(&filter_config).map_err(|e| {
+        InputError::field(
+            config_path,
+            format!("pow.plugin_config.{}", e.field.trim_start_matches('.')),
+            e.message,
+        )
+    })?;
+    for name in decoded.list_difficulty.keys() {
+        if !pow.lists.sources.iter().any(|list| &list.name == name) {
+            return Err(InputError::field(
+                config_path,
+                format!("pow.plugin_config.list_difficulty.{name}"),
+                format!("no list named `{name}` in pow.lists.sources"),
+            ));
+        }
+    }
     let lists = ListSources {
         kind: Kind::new(),
         version: Version,

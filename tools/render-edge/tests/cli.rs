@@ -396,3 +396,32 @@ fn a_minimal_config_renders_with_defaults() {
         "https://acme-staging-v02.api.letsencrypt.org/directory"
     );
 }
+
+#[test]
+fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
+    let pow = |plugin_config: &str| {
+        with_hosts(
+            r#""www.example.com""#,
+            &format!(
+                r#", "pow_enabled": true, "pow": {{"url": "oci://x/y:1",
+                "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                "plugin_config": {plugin_config}}}"#
+            ),
+        )
+    };
+    Case::new().refuses(
+        &pow(r#"{"mode": "everyone"}"#),
+        &["field `pow.plugin_config.mode`", "everyone"],
+    );
+    Case::new().refuses(
+        &pow(r#"{"dificulty": 16}"#),
+        &["field `pow.plugin_config.dificulty`", "unknown field"],
+    );
+    Case::new().refuses(
+        &pow(r#"{"list_difficulty": {"tors": 20}}"#),
+        &[
+            "field `pow.plugin_config.list_difficulty.tors`",
+            "no list named `tors`",
+        ],
+    );
+}
