@@ -1,0 +1,721 @@
+//! [`Host`]: one proxy-wasm VM running one module, driven the way Envoy drives it.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use wasmtime::{Engine, Instance, Linker, Module, Store, TypedFunc, WasmParams, WasmResults};
+
+use crate::abi::{self, action};
+use crate::hostcalls;
+use crate::state::{State, Stream};
+
+/// How the VM is set up: what Istio's WasmPlugin would give it.
+#[derive(Debug, Clone, Default)]
+pub struct HostConfig {
+    /// The `PLUGIN_CONFIGURATION` buffer (Istio: the `pluginConfig` as JSON).
+    pub plugin_config: Vec<u8>,
+    /// The `VM_CONFIGURATION` buffer (Istio leaves it empty).
+    pub vm_config: Vec<u8>,
+    /// The VM environment, read by WASI `environ_get` (Istio: `vmConfig.env`).
+    pub env: Vec<(String, String)>,
+    /// The name of a hostcall (e.g. `proxy_get_header_map_pairs`) that returns `INTERNAL_FAILURE`
+    /// instead of working: to test that the module fails open.
+    pub fault: Option<String>,
+    /// What `proxy_get_log_level` answers (0 = trace, the default, so tests see everything).
+    pub log_level: u32,
+    /// Also print the module's logs on stderr (the demo does).
+    pub echo_logs: bool,
+    /// The root id (`plugin_root_id` property; Istio: the WasmPlugin's `pluginName`).
+    pub root_id: String,
+}
+
+/// One HTTP request as the downstream sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    /// The path with its query string, as in `:path`.
+    pub path: String,
+    pub authority: String,
+    pub scheme: String,
+    /// Regular headers (names are lower-cased on the way in, as Envoy does).
+    pub headers: Vec<(String, String)>,
+    /// The peer: `1.2.3.4:5678` or `[2001:db8::1]:5678` (the `source.address` property).
+    pub source_address: String,
+    pub body: Option<Vec<u8>>,
+}
+
+impl Default for Request {
+    fn default() -> Self {
+        Request {
+            method: "GET".to_owned(),
+            path: "/".to_owned(),
+            authority: "localhost".to_owned(),
+            scheme: "http".to_owned(),
+            headers: Vec::new(),
+            source_address: "127.0.0.1:40000".to_owned(),
+            body: None,
+        }
+    }
+}
+
+impl Request {
+    /// A GET of `path` with the defaults of [`Request::default`].
+    pub fn get(path: &str) -> Request {
+        Request {
+            path: path.to_owned(),
+            ..Request::default()
+        }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &str, value: &str) -> Request {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Sets the peer address.
+    pub fn from_address(mut self, source_address: &str) -> Request {
+        self.source_address = source_address.to_owned();
+        self
+    }
+}
+
+/// What the module decided about a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The request goes on upstream, with these (possibly modified) headers, pseudo-headers
+    /// (`:method`, `:path`, `:authority`, `:scheme`) first.
+    Continue { headers: Vec<(String, String)> },
+    /// The module answered itself with `proxy_send_local_response`.
+    Local {
+        status: u32,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
+}
+
+/// An HTTP response (from the upstream, or the module's own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u32,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// The end of a full exchange (request, upstream, response): who answered, and with what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Served {
+    /// The module answered (during the request or the response phase).
+    Local(Response),
+    /// The upstream answered; `response` is after the module's response callbacks.
+    Upstream {
+        request_headers: Vec<(String, String)>,
+        response: Response,
+    },
+}
+
+/// Why the host could not load the module or run a callback.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("cannot read the module {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("not a valid wasm module: {0}")]
+    Compile(String),
+    #[error(
+        "the module imports {module}.{name}, which this proxy-wasm v0.2.1 host does not provide"
+    )]
+    UnknownImport { module: String, name: String },
+    #[error("not a proxy-wasm v0.2.1 module: {0}")]
+    NotProxyWasm(String),
+    #[error("instantiation failed: {0}")]
+    Instantiate(String),
+    #[error("the module trapped in {callback}: {message}")]
+    Trap {
+        callback: &'static str,
+        message: String,
+    },
+    #[error("the VM crashed earlier ({0}) and is no longer usable, as in Envoy")]
+    Crashed(String),
+    #[error("{callback} returned false: the module refused its configuration")]
+    Rejected { callback: &'static str },
+    #[error("{callback} paused the stream without answering: this host has no way to resume it")]
+    Paused { callback: &'static str },
+}
+
+type Callback<P, R> = Option<TypedFunc<P, R>>;
+
+/// The module's callbacks (all optional in the spec).
+struct Callbacks {
+    initialize: Callback<(), ()>,
+    on_context_create: Callback<(i32, i32), ()>,
+    on_vm_start: Callback<(i32, i32), i32>,
+    on_configure: Callback<(i32, i32), i32>,
+    on_tick: Callback<i32, ()>,
+    on_request_headers: Callback<(i32, i32, i32), i32>,
+    on_request_body: Callback<(i32, i32, i32), i32>,
+    on_response_headers: Callback<(i32, i32, i32), i32>,
+    on_response_body: Callback<(i32, i32, i32), i32>,
+    on_done: Callback<i32, i32>,
+    on_log: Callback<i32, ()>,
+    on_delete: Callback<i32, ()>,
+}
+
+impl std::fmt::Debug for Callbacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Callbacks").finish_non_exhaustive()
+    }
+}
+
+/// A proxy-wasm VM running one module. Synchronous: one stream at a time.
+#[derive(Debug)]
+pub struct Host {
+    store: Store<State>,
+    calls: Callbacks,
+    root: i32,
+    next_context: i32,
+    crashed: Option<String>,
+}
+
+/// Compiled modules, by content: tests load the same .wasm many times and compiling it is the
+/// slow part.
+fn compile(bytes: &[u8]) -> Result<(Engine, Module), HostError> {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    static MODULES: OnceLock<Mutex<HashMap<(usize, u64), Module>>> = OnceLock::new();
+    let engine = ENGINE.get_or_init(Engine::default).clone();
+    let mut hasher = DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    let key = (bytes.len(), hasher.finish());
+    let cache = MODULES.get_or_init(Mutex::default);
+    let cached = match cache.lock() {
+        Ok(guard) => guard.get(&key).cloned(),
+        Err(poisoned) => poisoned.into_inner().get(&key).cloned(),
+    };
+    if let Some(module) = cached {
+        return Ok((engine, module));
+    }
+    let module = Module::new(&engine, bytes).map_err(|e| HostError::Compile(format!("{e:#}")))?;
+    match cache.lock() {
+        Ok(mut guard) => guard.insert(key, module.clone()),
+        Err(poisoned) => poisoned.into_inner().insert(key, module.clone()),
+    };
+    Ok((engine, module))
+}
+
+fn typed<P: WasmParams, R: WasmResults>(
+    store: &mut Store<State>,
+    instance: &Instance,
+    name: &str,
+) -> Result<Callback<P, R>, HostError> {
+    if instance.get_export(&mut *store, name).is_none() {
+        return Ok(None);
+    }
+    instance
+        .get_typed_func::<P, R>(&mut *store, name)
+        .map(Some)
+        .map_err(|e| HostError::NotProxyWasm(format!("export {name} has the wrong type: {e:#}")))
+}
+
+impl Host {
+    /// Loads the module at `wasm_path` and starts it as Envoy does: `_initialize`,
+    /// `on_context_create(root, 0)`, `on_vm_start`, `on_configure`.
+    pub fn load(wasm_path: &Path, config: HostConfig) -> Result<Host, HostError> {
+        let bytes = std::fs::read(wasm_path).map_err(|source| HostError::Read {
+            path: wasm_path.to_owned(),
+            source,
+        })?;
+        Host::from_bytes(&bytes, config)
+    }
+
+    /// Same as [`Host::load`], from the module's bytes (binary or, in tests, text).
+    pub fn from_bytes(bytes: &[u8], config: HostConfig) -> Result<Host, HostError> {
+        let (engine, module) = compile(bytes)?;
+        let mut linker: Linker<State> = Linker::new(&engine);
+        let supported =
+            hostcalls::define(&mut linker).map_err(|e| HostError::Instantiate(format!("{e:#}")))?;
+        for import in module.imports() {
+            if !supported.contains(&(import.module(), import.name())) {
+                return Err(HostError::UnknownImport {
+                    module: import.module().to_owned(),
+                    name: import.name().to_owned(),
+                });
+            }
+        }
+        if module.get_export(abi::ABI_MARKER).is_none() {
+            return Err(HostError::NotProxyWasm(format!(
+                "no {} export",
+                abi::ABI_MARKER
+            )));
+        }
+        let state = State {
+            plugin_config: config.plugin_config,
+            vm_config: config.vm_config,
+            env: config.env,
+            fault: config.fault,
+            log_level: config.log_level,
+            echo_logs: config.echo_logs,
+            root_id: config.root_id,
+            manual_time: None,
+            tick_period_ms: 0,
+            logs: VecDeque::new(),
+            metrics: Vec::new(),
+            shared: HashMap::new(),
+            next_cas: 0,
+            set_properties: HashMap::new(),
+            stream: None,
+            memory: None,
+            alloc: None,
+        };
+        let mut store = Store::new(&engine, state);
+        let instance = linker
+            .instantiate(&mut store, &module)
+            .map_err(|e| HostError::Instantiate(format!("{e:#}")))?;
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| HostError::NotProxyWasm("no exported memory".to_owned()))?;
+        let alloc = match typed::<i32, i32>(&mut store, &instance, "proxy_on_memory_allocate")? {
+            Some(f) => f,
+            None => typed::<i32, i32>(&mut store, &instance, "malloc")?.ok_or_else(|| {
+                HostError::NotProxyWasm("no proxy_on_memory_allocate (or malloc) export".to_owned())
+            })?,
+        };
+        store.data_mut().memory = Some(memory);
+        store.data_mut().alloc = Some(alloc);
+        let start = match typed::<(), ()>(&mut store, &instance, "_initialize")? {
+            Some(f) => Some(f),
+            None => typed::<(), ()>(&mut store, &instance, "_start")?,
+        };
+        let calls = Callbacks {
+            initialize: start,
+            on_context_create: typed(&mut store, &instance, "proxy_on_context_create")?,
+            on_vm_start: typed(&mut store, &instance, "proxy_on_vm_start")?,
+            on_configure: typed(&mut store, &instance, "proxy_on_configure")?,
+            on_tick: typed(&mut store, &instance, "proxy_on_tick")?,
+            on_request_headers: typed(&mut store, &instance, "proxy_on_request_headers")?,
+            on_request_body: typed(&mut store, &instance, "proxy_on_request_body")?,
+            on_response_headers: typed(&mut store, &instance, "proxy_on_response_headers")?,
+            on_response_body: typed(&mut store, &instance, "proxy_on_response_body")?,
+            on_done: typed(&mut store, &instance, "proxy_on_done")?,
+            on_log: typed(&mut store, &instance, "proxy_on_log")?,
+            on_delete: typed(&mut store, &instance, "proxy_on_delete")?,
+        };
+        let mut host = Host {
+            store,
+            calls,
+            root: 1,
+            next_context: 2,
+            crashed: None,
+        };
+        host.call(host.calls.initialize.clone(), (), "_initialize")?;
+        host.call(
+            host.calls.on_context_create.clone(),
+            (1, 0),
+            "proxy_on_context_create",
+        )?;
+        let vm_config_len = host.store.data().vm_config.len() as i32;
+        if host.call(
+            host.calls.on_vm_start.clone(),
+            (1, vm_config_len),
+            "proxy_on_vm_start",
+        )? == Some(0)
+        {
+            return Err(HostError::Rejected {
+                callback: "proxy_on_vm_start",
+            });
+        }
+        let config_len = host.store.data().plugin_config.len() as i32;
+        if host.call(
+            host.calls.on_configure.clone(),
+            (1, config_len),
+            "proxy_on_configure",
+        )? == Some(0)
+        {
+            return Err(HostError::Rejected {
+                callback: "proxy_on_configure",
+            });
+        }
+        Ok(host)
+    }
+
+    /// A new plugin configuration in the same VM, as Istio's ECDS does on a `pluginConfig`
+    /// change: a new root context and `on_configure`. `Ok(false)` when the module refused it;
+    /// the previous root context then stays in charge.
+    pub fn reconfigure(&mut self, plugin_config: Vec<u8>) -> Result<bool, HostError> {
+        let root = self.new_context();
+        let previous = std::mem::replace(&mut self.store.data_mut().plugin_config, plugin_config);
+        self.call(
+            self.calls.on_context_create.clone(),
+            (root, 0),
+            "proxy_on_context_create",
+        )?;
+        let len = self.store.data().plugin_config.len() as i32;
+        let accepted = self.call(
+            self.calls.on_configure.clone(),
+            (root, len),
+            "proxy_on_configure",
+        )? != Some(0);
+        if accepted {
+            self.root = root;
+        } else {
+            self.store.data_mut().plugin_config = previous;
+        }
+        Ok(accepted)
+    }
+
+    /// Sets the clock (`proxy_get_current_time_nanoseconds`, WASI clocks) to a fixed time in
+    /// nanoseconds since the Unix epoch; it no longer follows real time.
+    pub fn set_time_nanos(&mut self, nanos: u64) {
+        self.store.data_mut().manual_time = Some(nanos);
+    }
+
+    /// Fires the root context's timer once (`proxy_on_tick`).
+    pub fn tick(&mut self) -> Result<(), HostError> {
+        self.call(self.calls.on_tick.clone(), self.root, "proxy_on_tick")?;
+        Ok(())
+    }
+
+    /// The tick period the module asked for, in milliseconds (0: none).
+    pub fn tick_period_ms(&self) -> u32 {
+        self.store.data().tick_period_ms
+    }
+
+    /// Makes the named hostcall fail with `INTERNAL_FAILURE` from now on (`None`: none).
+    pub fn set_fault(&mut self, hostcall: Option<String>) {
+        self.store.data_mut().fault = hostcall;
+    }
+
+    /// Every metric the module defined, by name, with its current value.
+    pub fn metrics(&self) -> BTreeMap<String, i64> {
+        self.store.data().metrics_by_name()
+    }
+
+    /// The module's log lines (level 0 = trace to 5 = critical), oldest first.
+    pub fn logs(&self) -> Vec<(u32, String)> {
+        self.store.data().logs.iter().cloned().collect()
+    }
+
+    /// Forgets the log lines seen so far.
+    pub fn clear_logs(&mut self) {
+        self.store.data_mut().logs.clear();
+    }
+
+    /// A shared-data entry and its CAS token, as the module would read it.
+    pub fn shared_data(&self, key: &str) -> Option<(Vec<u8>, u32)> {
+        self.store.data().shared.get(key).cloned()
+    }
+
+    /// Runs one request through the module, without an upstream: `on_context_create`,
+    /// `on_request_headers` (and `on_request_body`), then `on_done`, `on_log`, `on_delete`.
+    pub fn request(&mut self, request: Request) -> Result<Outcome, HostError> {
+        let context = self.open_stream(request.clone())?;
+        let result = self.request_phase(context, &request);
+        let closed = self.close_stream(context);
+        let outcome = result?;
+        closed?;
+        Ok(outcome)
+    }
+
+    /// Runs a whole exchange: the request phase, then (when the module lets it through)
+    /// `upstream` with the request headers and body, then `on_response_headers` (and body) on
+    /// its answer, then the end of the stream.
+    pub fn exchange<F>(&mut self, request: Request, upstream: F) -> Result<Served, HostError>
+    where
+        F: FnOnce(&[(String, String)], &[u8]) -> Response,
+    {
+        let context = self.open_stream(request.clone())?;
+        let result = self.exchange_phases(context, &request, upstream);
+        let closed = self.close_stream(context);
+        let served = result?;
+        closed?;
+        Ok(served)
+    }
+
+    fn exchange_phases<F>(
+        &mut self,
+        context: i32,
+        request: &Request,
+        upstream: F,
+    ) -> Result<Served, HostError>
+    where
+        F: FnOnce(&[(String, String)], &[u8]) -> Response,
+    {
+        let request_headers = match self.request_phase(context, request)? {
+            Outcome::Local {
+                status,
+                headers,
+                body,
+            } => {
+                return Ok(Served::Local(Response {
+                    status,
+                    headers,
+                    body,
+                }));
+            }
+            Outcome::Continue { headers } => headers,
+        };
+        let request_body = self
+            .stream()
+            .map(|s| s.request_body.clone())
+            .unwrap_or_default();
+        let response = upstream(&request_headers, &request_body);
+        if let Some(stream) = self.store.data_mut().stream.as_mut() {
+            let mut headers = vec![(":status".to_owned(), response.status.to_string())];
+            headers.extend(
+                response
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.to_ascii_lowercase(), v.clone())),
+            );
+            stream.response_headers = headers;
+            stream.response_body = response.body.clone();
+            stream.end_of_stream = response.body.is_empty();
+            stream.properties.insert(
+                "response.code".to_owned(),
+                i64::from(response.status).to_le_bytes().to_vec(),
+            );
+        }
+        let n = self.stream().map_or(0, |s| s.response_headers.len()) as i32;
+        let eos = i32::from(response.body.is_empty());
+        let action = self.call(
+            self.calls.on_response_headers.clone(),
+            (context, n, eos),
+            "proxy_on_response_headers",
+        )?;
+        if let Some(local) = self.take_local() {
+            return Ok(Served::Local(local));
+        }
+        self.check_not_paused(action, "proxy_on_response_headers")?;
+        if !response.body.is_empty() {
+            if let Some(stream) = self.store.data_mut().stream.as_mut() {
+                stream.end_of_stream = true;
+            }
+            let len = response.body.len() as i32;
+            let action = self.call(
+                self.calls.on_response_body.clone(),
+                (context, len, 1),
+                "proxy_on_response_body",
+            )?;
+            if let Some(local) = self.take_local() {
+                return Ok(Served::Local(local));
+            }
+            self.check_not_paused(action, "proxy_on_response_body")?;
+        }
+        let stream = self.stream();
+        let headers = stream
+            .map(|s| s.response_headers.clone())
+            .unwrap_or_default();
+        let status = headers
+            .iter()
+            .find(|(k, _)| k == ":status")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(response.status);
+        let body = stream.map(|s| s.response_body.clone()).unwrap_or_default();
+        Ok(Served::Upstream {
+            request_headers,
+            response: Response {
+                status,
+                headers: headers
+                    .into_iter()
+                    .filter(|(k, _)| !k.starts_with(':'))
+                    .collect(),
+                body,
+            },
+        })
+    }
+
+    fn request_phase(&mut self, context: i32, request: &Request) -> Result<Outcome, HostError> {
+        let n = self.stream().map_or(0, |s| s.request_headers.len()) as i32;
+        let eos = i32::from(request.body.is_none());
+        let action = self.call(
+            self.calls.on_request_headers.clone(),
+            (context, n, eos),
+            "proxy_on_request_headers",
+        )?;
+        if let Some(local) = self.take_local() {
+            return Ok(local.into_outcome());
+        }
+        self.check_not_paused(action, "proxy_on_request_headers")?;
+        if let Some(body) = &request.body {
+            if let Some(stream) = self.store.data_mut().stream.as_mut() {
+                stream.request_body = body.clone();
+                stream.end_of_stream = true;
+            }
+            let len = body.len() as i32;
+            let action = self.call(
+                self.calls.on_request_body.clone(),
+                (context, len, 1),
+                "proxy_on_request_body",
+            )?;
+            if let Some(local) = self.take_local() {
+                return Ok(local.into_outcome());
+            }
+            self.check_not_paused(action, "proxy_on_request_body")?;
+        }
+        Ok(Outcome::Continue {
+            headers: self
+                .stream()
+                .map(|s| s.request_headers.clone())
+                .unwrap_or_default(),
+        })
+    }
+
+    fn open_stream(&mut self, request: Request) -> Result<i32, HostError> {
+        if let Some(reason) = &self.crashed {
+            return Err(HostError::Crashed(reason.clone()));
+        }
+        let context = self.new_context();
+        self.store.data_mut().stream = Some(stream_for(request, context));
+        self.call(
+            self.calls.on_context_create.clone(),
+            (context, self.root),
+            "proxy_on_context_create",
+        )?;
+        Ok(context)
+    }
+
+    fn close_stream(&mut self, context: i32) -> Result<(), HostError> {
+        let result = (|| {
+            if self.crashed.is_some() {
+                return Ok(());
+            }
+            self.call(self.calls.on_done.clone(), context, "proxy_on_done")?;
+            self.call(self.calls.on_log.clone(), context, "proxy_on_log")?;
+            self.call(self.calls.on_delete.clone(), context, "proxy_on_delete")?;
+            Ok(())
+        })();
+        self.store.data_mut().stream = None;
+        result
+    }
+
+    fn check_not_paused(
+        &self,
+        action: Option<i32>,
+        callback: &'static str,
+    ) -> Result<(), HostError> {
+        match action {
+            Some(action::PAUSE) => Err(HostError::Paused { callback }),
+            _ => Ok(()),
+        }
+    }
+
+    fn take_local(&mut self) -> Option<Response> {
+        let local = self.store.data_mut().stream.as_mut()?.local.take()?;
+        let status = i64::from(local.status).to_le_bytes().to_vec();
+        if let Some(stream) = self.store.data_mut().stream.as_mut() {
+            stream.properties.insert("response.code".to_owned(), status);
+        }
+        Some(Response {
+            status: local.status,
+            headers: local.headers,
+            body: local.body,
+        })
+    }
+
+    fn stream(&self) -> Option<&Stream> {
+        self.store.data().stream.as_ref()
+    }
+
+    fn new_context(&mut self) -> i32 {
+        let id = self.next_context;
+        self.next_context = self.next_context.wrapping_add(1).max(2);
+        id
+    }
+
+    /// Calls an optional callback; a trap marks the VM as crashed, as Envoy does.
+    fn call<P: WasmParams, R: WasmResults>(
+        &mut self,
+        callback: Callback<P, R>,
+        params: P,
+        name: &'static str,
+    ) -> Result<Option<R>, HostError> {
+        let Some(func) = callback else {
+            return Ok(None);
+        };
+        match func.call(&mut self.store, params) {
+            Ok(result) => Ok(Some(result)),
+            Err(err) => {
+                let message = format!("{err:#}");
+                self.crashed = Some(format!("trap in {name}"));
+                self.store.data_mut().stream = None;
+                Err(HostError::Trap {
+                    callback: name,
+                    message,
+                })
+            }
+        }
+    }
+}
+
+impl Response {
+    fn into_outcome(self) -> Outcome {
+        Outcome::Local {
+            status: self.status,
+            headers: self.headers,
+            body: self.body,
+        }
+    }
+}
+
+/// The stream's header map and properties for `request`.
+fn stream_for(request: Request, context: i32) -> Stream {
+    let mut headers = vec![
+        (":method".to_owned(), request.method.clone()),
+        (":path".to_owned(), request.path.clone()),
+        (":authority".to_owned(), request.authority.clone()),
+        (":scheme".to_owned(), request.scheme.clone()),
+    ];
+    headers.extend(
+        request
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone())),
+    );
+    let mut properties = HashMap::new();
+    let mut text = |name: &str, value: &str| {
+        properties.insert(name.to_owned(), value.as_bytes().to_vec());
+    };
+    let (url_path, query) = request.path.split_once('?').unwrap_or((&request.path, ""));
+    text("source.address", &request.source_address);
+    text("request.path", &request.path);
+    text("request.url_path", url_path);
+    text("request.query", query);
+    text("request.host", &request.authority);
+    text("request.scheme", &request.scheme);
+    text("request.method", &request.method);
+    text("request.protocol", "HTTP/1.1");
+    text("request.id", &format!("edgepop-{context}"));
+    for (header, property) in [
+        ("user-agent", "request.useragent"),
+        ("referer", "request.referer"),
+    ] {
+        if let Some((_, v)) = headers.iter().find(|(k, _)| k == header) {
+            properties.insert(property.to_owned(), v.as_bytes().to_vec());
+        }
+    }
+    if let Some(port) = request
+        .source_address
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.parse::<u16>().ok())
+    {
+        properties.insert(
+            "source.port".to_owned(),
+            i64::from(port).to_le_bytes().to_vec(),
+        );
+    }
+    Stream {
+        request_headers: headers,
+        request_body: Vec::new(),
+        request_trailers: Vec::new(),
+        response_headers: Vec::new(),
+        response_body: Vec::new(),
+        response_trailers: Vec::new(),
+        properties,
+        local: None,
+        end_of_stream: request.body.is_none(),
+    }
+}
