@@ -64,6 +64,12 @@ apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/
 apply-platform: ## Layer 2: Cilium, Gateway API CRDs, cert-manager, Istio
 	@$(call not_built,the platform pipeline (Helm releases of Cilium $(CILIUM_VERSION)$(,) cert-manager $(CERT_MANAGER_VERSION)$(,) Istio $(ISTIO_VERSION)) is missing)
 
+# The layer inputs: say how to get them rather than make's "No rule to make target".
+$(INPUTS):
+	@echo "make: $@ is missing: it is written by make apply-infra (layer 1)" >&2; exit 1
+$(EDGE_CONFIG):
+	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
+
 # The edge objects are a real file: re-rendered only when an input, the config or the tool changes.
 $(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) $(BIN)/render-edge
 	@mkdir -p $(OUT)
