@@ -1,0 +1,382 @@
+//! The shell pipelines this crate backs: `pipelines/check-manifests.sh` (its validation half, on
+//! hand-written objects, with the real manifest-check binary) and `pipelines/vendor.sh` (against a
+//! loopback HTTP server serving the Gateway API files rebuilt from ../shared/crds).
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test helper is a test failure
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn shared(test: &str, what: &str) -> Option<PathBuf> {
+    let shared = match std::env::var_os("EDGEPOP_SHARED") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => repo().join("../shared"),
+    };
+    if shared.join(what).exists() {
+        Some(shared)
+    } else {
+        pop_common::testing::skip_or_fail(test, &format!("{}", shared.join(what).display()));
+        None
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+// --- check-manifests.sh ------------------------------------------------------------------------
+
+const GOOD: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: edge
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: origin
+  namespace: edge
+spec:
+  parentRefs:
+  - name: edge-gateway
+    sectionName: https-www
+  rules:
+  - backendRefs:
+    - name: origin
+      port: 8080
+";
+
+fn check_manifests(schemas: &Path, files: &[&Path]) -> Output {
+    let bin = Path::new(env!("CARGO_BIN_EXE_manifest-check"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    Command::new("bash")
+        .arg(repo().join("pipelines/check-manifests.sh"))
+        .args(files)
+        .env("SCHEMAS_DIR", schemas)
+        .env("BIN", bin)
+        .env("MANIFEST_VALIDATOR", "manifest-check")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn check_manifests_passes_valid_files_and_fails_invalid_ones() {
+    let Some(shared) = shared(
+        "check_manifests_passes_valid_files_and_fails_invalid_ones",
+        "schemas",
+    ) else {
+        return;
+    };
+    let schemas = shared.join("schemas");
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    fs::write(&good, GOOD).unwrap();
+    let out = check_manifests(&schemas, &[&good]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("good.yaml: ok HTTPRoute edge/origin"),
+        "{}",
+        text(&out)
+    );
+
+    let bad = dir.path().join("bad.yaml");
+    fs::write(
+        &bad,
+        GOOD.replace("port: 8080", "port: 8080\n      weight: heavy"),
+    )
+    .unwrap();
+    let unknown = dir.path().join("unknown.yaml");
+    fs::write(
+        &unknown,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
+    )
+    .unwrap();
+    let out = check_manifests(&schemas, &[&good, &bad, &unknown]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "bad.yaml: invalid HTTPRoute edge/origin: at /spec/rules/0/backendRefs/0/weight:"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stdout.contains("unknown.yaml: invalid Widget w: no schema"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn check_manifests_fails_without_the_schema_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    fs::write(&good, GOOD).unwrap();
+    let out = check_manifests(&dir.path().join("no-schemas"), &[&good]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no-schemas does not exist"),
+        "{}",
+        text(&out)
+    );
+}
+
+// --- vendor.sh ---------------------------------------------------------------------------------
+
+/// The pins of k8s/versions.env: (file, sha256), in order.
+fn pins() -> Vec<(String, String)> {
+    let versions = fs::read_to_string(repo().join("k8s/versions.env")).unwrap();
+    versions
+        .lines()
+        .filter(|l| l.starts_with("VENDOR_GATEWAY_API_"))
+        .map(|l| {
+            let (file, sha) = l.split_once('=').unwrap().1.split_once(':').unwrap();
+            (file.to_string(), sha.to_string())
+        })
+        .collect()
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+/// Splits the shared bundle at its `---` / `#` / `# <path>` / `#` headers back into the upstream
+/// files. PROVENANCE.md says each file's leading `---` line was dropped: each file is written with
+/// and without it, and the one whose sha256 is the pin in UPSTREAM-FILES.tsv is kept.
+fn rebuild_upstream_files(bundle: &Path, tsv: &Path, into: &Path) -> usize {
+    let bundle = fs::read_to_string(bundle).unwrap();
+    let tsv = fs::read_to_string(tsv).unwrap();
+    let pinned = |path: &str| {
+        tsv.lines()
+            .find_map(|l| l.strip_prefix(path).and_then(|r| r.strip_prefix('\t')))
+            .map(|r| r[..64].to_string())
+            .unwrap()
+    };
+    let mut rebuilt = 0;
+    // The header before the first file is comments only; every other section is one file.
+    for section in bundle.split("\n---\n").skip(1) {
+        let mut lines = section.splitn(4, '\n');
+        let (open, path, close, body) = (
+            lines.next().unwrap(),
+            lines.next().unwrap(),
+            lines.next().unwrap(),
+            lines.next().unwrap(),
+        );
+        assert_eq!((open, close), ("#", "#"), "unexpected section header");
+        let path = path.strip_prefix("# ").unwrap();
+        let name = Path::new(path).file_name().unwrap();
+        // split() ate the newline that ends every file but the last.
+        let body = if body.ends_with('\n') {
+            body.to_string()
+        } else {
+            format!("{body}\n")
+        };
+        let want = pinned(path);
+        let target = into.join(name);
+        let matched = [body.clone(), format!("---\n{body}")]
+            .into_iter()
+            .any(|candidate| {
+                fs::write(&target, candidate).unwrap();
+                sha256(&target) == want
+            });
+        assert!(
+            matched,
+            "{path}: neither form matches the pinned sha256 {want}"
+        );
+        rebuilt += 1;
+    }
+    rebuilt
+}
+
+/// `python3 -m http.server` on an ephemeral loopback port, killed (by its own handle) on drop.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Option<Server> {
+        let mut child = Command::new("python3")
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "0",
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ...": the first line,
+        // written once the socket listens. EOF (python died) ends the read.
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: Option<u16> = line
+            .split_whitespace()
+            .skip_while(|w| *w != "port")
+            .nth(1)
+            .and_then(|p| p.parse().ok());
+        match port {
+            Some(port) => Some(Server {
+                child,
+                url: format!("http://127.0.0.1:{port}"),
+            }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn vendor(base_url: &str, vendor_dir: &Path) -> Output {
+    Command::new("bash")
+        .arg(repo().join("pipelines/vendor.sh"))
+        .env("VENDOR_BASE_URL", base_url)
+        .env("VENDOR_DIR", vendor_dir)
+        .env_remove("VERSIONS_FILE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Every file under `dir`, relative, sorted, with its sha256.
+fn listing(dir: &Path) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap().display().to_string();
+                found.push((rel, sha256(&path)));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn vendor_fetches_the_pins_and_refuses_a_tampered_file() {
+    let test = "vendor_fetches_the_pins_and_refuses_a_tampered_file";
+    let Some(shared) = shared(test, "crds/gateway-api-v1.4.0-standard.yaml") else {
+        return;
+    };
+    let crds = shared.join("crds");
+    let served = tempfile::tempdir().unwrap();
+    let n = rebuild_upstream_files(
+        &crds.join("gateway-api-v1.4.0-standard.yaml"),
+        &crds.join("UPSTREAM-FILES.tsv"),
+        served.path(),
+    );
+    let pins = pins();
+    assert_eq!(
+        n,
+        pins.len(),
+        "the shared bundle and the pins disagree on the file count"
+    );
+    for (file, sha) in &pins {
+        assert_eq!(
+            &sha256(&served.path().join(file)),
+            sha,
+            "{file}: versions.env pin differs from upstream"
+        );
+    }
+    let Some(server) = Server::start(served.path()) else {
+        pop_common::testing::skip_or_fail(test, "python3 (its http.server)");
+        return;
+    };
+
+    // The pins pass: every file in place, byte for byte, and the bundle is the shared one.
+    let good = tempfile::tempdir().unwrap();
+    let out = vendor(&server.url, good.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let version_dir = good.path().join("gateway-api-v1.4.0");
+    for (file, sha) in &pins {
+        assert_eq!(&sha256(&version_dir.join(file)), sha, "{file}");
+    }
+    let bundle = fs::read_to_string(good.path().join("gateway-api-v1.4.0.yaml")).unwrap();
+    let reference = fs::read_to_string(crds.join("gateway-api-v1.4.0-standard.yaml")).unwrap();
+    let body = |s: &str| s[s.find("\n---\n").unwrap()..].to_string();
+    assert!(
+        body(&bundle) == body(&reference),
+        "the vendored bundle differs from the shared one"
+    );
+    let before = listing(good.path());
+    assert_eq!(before.len(), pins.len() + 1, "{before:?}");
+
+    // One tampered byte: vendor fails, a fresh folder gets nothing, a vendored one stays as it was.
+    let victim = served.path().join(&pins[2].0);
+    let mut bytes = fs::read(&victim).unwrap();
+    bytes.extend_from_slice(b"# tampered\n");
+    fs::write(&victim, bytes).unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    let out = vendor(&server.url, fresh.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not match the pin"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(listing(fresh.path()), Vec::<(String, String)>::new());
+    assert_eq!(
+        fs::read_dir(fresh.path()).unwrap().count(),
+        0,
+        "a temporary folder was left behind"
+    );
+    let out = vendor(&server.url, good.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(listing(good.path()), before);
+    assert_eq!(
+        fs::read_dir(good.path()).unwrap().count(),
+        2,
+        "a temporary folder was left behind"
+    );
+
+    // A file the server does not have: a download error, the same guarantees.
+    fs::remove_file(&victim).unwrap();
+    let out = vendor(&server.url, good.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("download failed"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(listing(good.path()), before);
+}
