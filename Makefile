@@ -86,7 +86,7 @@ diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the 
 	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
 
 ##@ Day to day
-.PHONY: up down kubeconfig cluster-status
+.PHONY: up down kubeconfig cluster-status rotate-pow-secret
 up: ## Power the cluster on and wait until it is ready
 	@$(call not_built,scw-infra (power on) and wait-ready are missing)
 
@@ -99,6 +99,9 @@ kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make 
 
 cluster-status: ## Nodes, platform pods, gateways, routes and certificates
 	@pipelines/cluster-status.sh
+
+rotate-pow-secret: ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
+	@OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
 
 ##@ Tear down (reverse order; asks first unless CONFIRM=yes)
 .PHONY: destroy destroy-edge destroy-platform destroy-infra confirm

@@ -210,18 +210,27 @@ class Handler(BaseHTTPRequestHandler):
             self.record(text)
             return self.status(400, "BadRequest", f"cannot decode the patch: {err}")
         self.record(body)
-        if content_type != "application/apply-patch+yaml":
+        # kubectl rollout restart sends a strategic merge patch of the pod template's annotations;
+        # for such a patch (maps only) a recursive merge is what the API server does.
+        strategic = content_type == "application/strategic-merge-patch+json"
+        if content_type != "application/apply-patch+yaml" and not strategic:
             return self.status(415, "UnsupportedMediaType", f"only server-side apply here, got {content_type}")
-        if not query.get("fieldManager"):
+        if not strategic and not query.get("fieldManager"):
             return self.status(422, "Invalid", "fieldManager is required for apply patch")
         parsed = parse_path(url.path)
         if not parsed:
             return self.status(404, "NotFound", f"no such path {url.path}")
         group, version, plural, namespace, name = parsed
         kind, _ = kind_of(group, version, plural)
+        key = (group, version, plural, namespace, name)
+        if strategic:
+            if key not in STORE:
+                return self.status(404, "NotFound", f'{plural} "{name}" not found')
+            if "dryRun" not in query:
+                merge(STORE[key], body)
+            return self.reply(200, STORE[key])
         if kind is None or body.get("kind") != kind or body.get("metadata", {}).get("name") != name:
             return self.status(400, "BadRequest", f"body does not match {url.path}")
-        key = (group, version, plural, namespace, name)
         stored = json.loads(json.dumps(STORE.get(key, {})))
         merged = merge(stored, body)
         # The server owns uid: kubectl's prune tells applied objects from stale ones by it.

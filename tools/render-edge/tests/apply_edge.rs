@@ -297,3 +297,86 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
     // The Secret was never part of the rendered set, so it is not pruned either.
     assert!(api.get(&["-n", "edge", "secret", "pow-hmac"]).is_some());
 }
+
+#[test]
+fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway() {
+    if !tools_present("rotating_the_hmac_key") {
+        return;
+    }
+    let api = StandIn::start();
+    api.apply_edge("apply", &api.render("edge-pow.example.json"));
+    // The Deployment Istio generates for the Gateway (<gateway>-<class>).
+    let gateway = api.dir.path().join("gateway-deployment.yaml");
+    std::fs::write(
+        &gateway,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: edge-gateway-istio, namespace: edge}\n\
+         spec: {template: {metadata: {annotations: {}}}}\n",
+    )
+    .unwrap();
+    let created = api.kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=istio",
+        "-f",
+        gateway.to_str().unwrap(),
+    ]);
+    assert!(created.status.success());
+    let decode = |secret: &Value, key: &str| {
+        let text = secret["data"][key].as_str().unwrap().to_string();
+        let out = Command::new("base64")
+            .arg("-d")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(text.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let before = api.get(&["-n", "edge", "secret", "pow-hmac"]).unwrap();
+    let old_key = decode(&before, "current");
+
+    let out = Command::new(workspace().join("pipelines/rotate-pow-secret.sh"))
+        .env("KUBECONFIG", &api.kubeconfig)
+        .env("OUT", api.out())
+        .env("FIELD_MANAGER", "edgepop-edge")
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{printed}");
+
+    let after = api.get(&["-n", "edge", "secret", "pow-hmac"]).unwrap();
+    let new_key = decode(&after, "current");
+    assert_eq!(
+        decode(&after, "previous"),
+        old_key,
+        "the old key stays accepted"
+    );
+    assert_ne!(new_key, old_key);
+    assert!(new_key.len() >= 40);
+    assert!(!printed.contains(old_key.trim()) && !printed.contains(new_key.trim()));
+    use std::os::unix::fs::PermissionsExt;
+    for file in ["pow-hmac.current", "pow-hmac.previous"] {
+        let mode = std::fs::metadata(api.out().join("secrets").join(file))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{file}");
+    }
+    let deployment = api
+        .get(&["-n", "edge", "deployment", "edge-gateway-istio"])
+        .unwrap();
+    assert!(
+        deployment["spec"]["template"]["metadata"]["annotations"]
+            ["kubectl.kubernetes.io/restartedAt"]
+            .is_string(),
+        "the gateway pods restart to read the new key: {deployment}"
+    );
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Rotates the challenge filter's HMAC key without logging anybody out: the current key becomes
+# `previous` (still accepted for verification), a fresh key becomes `current`, and the gateway
+# pods restart to pick both up (a Secret change does not reach a running container's env).
+#
+# Keys travel only through 0600 files under $OUT/secrets (git-ignored) and kubectl's
+# --from-file: never argv, never stdout.
+set -euo pipefail
+: "${OUT:?}" "${FIELD_MANAGER:?}"
+namespace=edge
+secret=${POW_SECRET_NAME:-pow-hmac}
+gateway_deployment=${GATEWAY_DEPLOYMENT:-edge-gateway-istio} # Istio names it <gateway>-<class>
+log() { printf 'rotate-pow-secret: %s\n' "$*" >&2; }
+command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
+
+dir="$OUT/secrets"
+(umask 077; mkdir -p "$dir")
+old="$dir/$secret.previous" new="$dir/$secret.current.next"
+(umask 077
+ kubectl -n "$namespace" get secret "$secret" -o jsonpath='{.data.current}' | base64 -d > "$old")
+[[ -s "$old" ]] || { log "secret $namespace/$secret has no current key: run make apply-edge first"; rm -f "$old"; exit 1; }
+(umask 077; head -c 48 /dev/urandom | base64 -w0 > "$new")
+
+kubectl -n "$namespace" create secret generic "$secret" \
+  --from-file=current="$new" --from-file=previous="$old" --dry-run=client -o yaml \
+  | kubectl apply --server-side --force-conflicts --field-manager="$FIELD_MANAGER" -f - >&2
+mv "$new" "$dir/$secret.current"
+log "rotated $namespace/$secret: the old key stays accepted as previous until the next rotation"
+kubectl -n "$namespace" rollout restart "deployment/$gateway_deployment" >&2
