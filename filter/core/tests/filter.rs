@@ -1,0 +1,590 @@
+//! The filter's decisions end to end, natively: policy, bypass, challenge, solving, verify,
+//! cookie, binding, expiry, rotation, redirects, replay, fail-open.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test helper is a test failure
+
+use std::collections::HashMap;
+
+use pow_core::crypto::{self, Keys};
+use pow_core::filter::{VERIFY_PATH, VerifyQuery, metric, percent_encode_component};
+use pow_core::seen::MemoryStore;
+use pow_core::{Action, Filter, Metrics, Now, PluginConfig, Request};
+
+const KEY_A: &[u8] = b"an-hmac-secret-of-32-bytes-or-more-A";
+const KEY_B: &[u8] = b"an-hmac-secret-of-32-bytes-or-more-B";
+const T0: u64 = 1_800_000_000;
+const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64) Chrome/140";
+const HTML: &str = "text/html,application/xhtml+xml,*/*;q=0.8";
+
+#[derive(Default)]
+struct Counters(HashMap<String, u64>);
+
+impl Metrics for Counters {
+    fn increment(&mut self, name: &str) {
+        *self.0.entry(name.to_owned()).or_default() += 1;
+    }
+}
+
+impl Counters {
+    fn get(&self, name: &str) -> u64 {
+        self.0.get(name).copied().unwrap_or(0)
+    }
+}
+
+struct World {
+    filter: Filter,
+    store: MemoryStore,
+    metrics: Counters,
+    now: u64,
+}
+
+fn config(json: &str) -> PluginConfig {
+    PluginConfig::from_json(json.as_bytes()).unwrap()
+}
+
+fn keys(current: &[u8], previous: Option<&[u8]>) -> Keys {
+    Keys::new(Some(current), previous).unwrap().0
+}
+
+const LISTED: &str = r#"{
+  "mode": "listed", "difficulty": 6, "list_difficulty": {"tor": 9, "hosting": 7},
+  "bypass_paths": ["/healthz"],
+  "lists": {"version": "2026-11-29T17:17:00Z", "generated_at": "2026-11-29T17:17:00Z",
+            "sets": {"tor": "185.220.101.0/24\n2a0b:f4c2::/40\n203.0.113.5", "hosting": "203.0.113.0/24 198.51.100.0/24"}}
+}"#;
+
+impl World {
+    fn new(json: &str) -> World {
+        World::with_keys(json, Some(keys(KEY_A, None)))
+    }
+
+    fn with_keys(json: &str, keys: Option<Keys>) -> World {
+        World {
+            filter: Filter::new(config(json), keys).unwrap(),
+            store: MemoryStore::default(),
+            metrics: Counters::default(),
+            now: T0,
+        }
+    }
+
+    fn send(&mut self, req: &Request) -> Action {
+        let now = Now {
+            secs: self.now,
+            nanos: self.now * 1_000_000_000 + 123,
+        };
+        self.filter
+            .on_request(req, now, &mut self.store, &mut self.metrics)
+    }
+}
+
+fn req(path: &str, source: &str) -> Request {
+    Request {
+        headers: vec![
+            (":method".into(), "GET".into()),
+            (":path".into(), path.into()),
+            (":authority".into(), "edge.example.org".into()),
+            (":scheme".into(), "https".into()),
+            ("user-agent".into(), BROWSER.into()),
+            ("accept".into(), HTML.into()),
+        ],
+        source_address: Some(source.into()),
+    }
+}
+
+fn with_header(mut r: Request, name: &str, value: &str) -> Request {
+    r.headers.retain(|(n, _)| n != name);
+    r.headers.push((name.into(), value.into()));
+    r
+}
+
+fn body(a: &Action) -> String {
+    match a {
+        Action::Respond { body, .. } => String::from_utf8(body.clone()).unwrap(),
+        Action::Continue => String::new(),
+    }
+}
+
+/// The page's data block.
+fn page_data(a: &Action) -> serde_json::Value {
+    let html = body(a);
+    let start = html
+        .find(r#"<script id="pow-data" type="application/json">"#)
+        .unwrap();
+    let rest = &html[start..];
+    let json = &rest[rest.find('>').unwrap() + 1..rest.find("</script>").unwrap()];
+    serde_json::from_str(json).unwrap()
+}
+
+/// Solves like the page does (worker 0: high word 0, low word counting up).
+fn solve(data: &serde_json::Value) -> VerifyQuery {
+    let challenge = crypto::unhex::<32>(data["c"].as_str().unwrap()).unwrap();
+    let d = data["d"].as_u64().unwrap() as u8;
+    let nonce = (0..1u64 << 24)
+        .find(|&n| crypto::check_work(&challenge, n, d))
+        .unwrap();
+    VerifyQuery {
+        challenge,
+        expiry: data["e"].as_u64().unwrap(),
+        difficulty: d,
+        salt: u64::from_str_radix(data["s"].as_str().unwrap(), 16).unwrap(),
+        nonce,
+        return_to: data["r"].as_str().unwrap().to_owned(),
+    }
+}
+
+fn verify_path(q: &VerifyQuery) -> String {
+    format!("{VERIFY_PATH}?{}", q.to_query())
+}
+
+fn cookie_of(a: &Action) -> String {
+    let set = a.header("set-cookie").unwrap();
+    set.split(';').next().unwrap().to_owned()
+}
+
+#[test]
+fn built_in_and_configured_paths_always_pass() {
+    let mut w = World::new(&LISTED.replace("\"listed\"", "\"all\""));
+    for path in [
+        "/.well-known/acme-challenge/abc",
+        "/.well-known/security.txt",
+        "/robots.txt",
+        "/favicon.ico",
+        "/healthz",
+        "/healthz/live?x=1",
+    ] {
+        assert_eq!(
+            w.send(&req(path, "185.220.101.7:4000")),
+            Action::Continue,
+            "{path}"
+        );
+    }
+    assert_eq!(w.metrics.get(metric::BYPASSED), 6);
+    // Dot segments and encoded tricks never bypass.
+    for path in [
+        "/.well-known/../admin",
+        "/.well-known/%2e%2e/admin",
+        "/.well-known/..%2fadmin",
+        "//.well-known/x",
+        "/robots.txt.php",
+        "/favicon.ico/../x",
+    ] {
+        assert_eq!(
+            w.send(&req(path, "185.220.101.7:4000")).status(),
+            Some(403),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn listed_mode_challenges_listed_addresses_only() {
+    let mut w = World::new(LISTED);
+    for src in ["8.8.8.8:1234", "[2001:db8::1]:443", "185.220.100.255:1"] {
+        assert_eq!(w.send(&req("/", src)), Action::Continue, "{src}");
+    }
+    assert_eq!(w.metrics.get(metric::PASSED_POLICY), 3);
+    let a = w.send(&req("/some/page?q=1", "185.220.101.7:4000"));
+    assert_eq!(a.status(), Some(403));
+    assert_eq!(a.header("pow-mitigated"), Some("challenge"));
+    assert_eq!(a.header("cache-control"), Some("no-store"));
+    assert!(a.header("content-type").unwrap().starts_with("text/html"));
+    assert!(
+        a.header("content-security-policy")
+            .unwrap()
+            .contains("worker-src blob:")
+    );
+    let data = page_data(&a);
+    assert_eq!(data["d"], 9, "tor difficulty");
+    assert_eq!(data["r"], "/some/page?q=1");
+    assert_eq!(w.metrics.get("pow_list_matches_tor"), 1);
+    // In both lists: the hardest difficulty; IPv6 too.
+    assert_eq!(page_data(&w.send(&req("/", "203.0.113.5:1")))["d"], 9);
+    assert_eq!(page_data(&w.send(&req("/", "203.0.113.6:1")))["d"], 7);
+    assert_eq!(
+        page_data(&w.send(&req("/", "[2a0b:f4c2:1::9]:443")))["d"],
+        9
+    );
+    assert_eq!(w.metrics.get("pow_list_matches_hosting"), 2);
+    assert_eq!(w.metrics.get(metric::CHALLENGES_ISSUED), 4);
+}
+
+#[test]
+fn non_browsers_get_a_short_text_and_french_is_spoken() {
+    let mut w = World::new(LISTED);
+    let curl = with_header(req("/", "185.220.101.7:1"), "accept", "*/*");
+    let a = w.send(&curl);
+    assert_eq!(a.status(), Some(403));
+    assert!(a.header("content-type").unwrap().starts_with("text/plain"));
+    assert!(body(&a).len() < 300 && body(&a).contains("Proof of work"));
+    let fr = with_header(
+        req("/", "185.220.101.7:1"),
+        "accept-language",
+        "fr-FR,fr;q=0.9,en;q=0.5",
+    );
+    let a = w.send(&fr);
+    assert!(body(&a).contains("<html lang=\"fr\">"));
+    assert_eq!(a.header("content-language"), Some("fr"));
+}
+
+#[test]
+fn off_and_all_modes() {
+    let mut off = World::new(&LISTED.replace("\"listed\"", "\"off\""));
+    assert_eq!(off.send(&req("/", "185.220.101.7:1")), Action::Continue);
+    let mut all = World::new(&LISTED.replace("\"listed\"", "\"all\""));
+    assert_eq!(page_data(&all.send(&req("/", "8.8.8.8:1")))["d"], 6);
+    assert_eq!(page_data(&all.send(&req("/", "185.220.101.7:1")))["d"], 9);
+}
+
+#[test]
+fn solve_verify_cookie_then_pass() {
+    let mut w = World::new(LISTED);
+    let src = "185.220.101.7:4000";
+    let page = w.send(&req("/private/doc?id=7", src));
+    let q = solve(&page_data(&page));
+    let v = w.send(&req(&verify_path(&q), "185.220.101.200:5000")); // same /24, new port
+    assert_eq!(v.status(), Some(303), "{:?}", v.header("pow-verify"));
+    assert_eq!(v.header("location"), Some("/private/doc?id=7"));
+    let set = v.header("set-cookie").unwrap();
+    assert!(set.starts_with("pow_clearance="));
+    for attr in [
+        "; Secure",
+        "; HttpOnly",
+        "; SameSite=Lax",
+        "; Path=/",
+        "; Max-Age=86400",
+    ] {
+        assert!(set.contains(attr), "{set} lacks {attr}");
+    }
+    assert_eq!(w.metrics.get(metric::CHALLENGES_SOLVED), 1);
+
+    let cookie = cookie_of(&v);
+    let with_cookie = with_header(
+        req("/private/doc?id=7", src),
+        "cookie",
+        &format!("a=b; {cookie}; c=d"),
+    );
+    assert_eq!(w.send(&with_cookie), Action::Continue);
+    assert_eq!(w.metrics.get(metric::PASSED_COOKIE), 1);
+
+    // Bound like the challenge: another /24, another UA, another host are challenged again.
+    let other_net = with_header(req("/", "203.0.113.9:1"), "cookie", &cookie); // listed too
+    let other_ua = with_header(with_cookie.clone(), "user-agent", "curl/8.0");
+    let other_host = with_header(with_cookie.clone(), ":authority", "other.example.org");
+    for r in [other_net, other_ua, other_host] {
+        let a = w.send(&r);
+        assert_eq!(a.status(), Some(403));
+    }
+    assert_eq!(w.metrics.get(metric::COOKIE_INVALID), 3);
+
+    // The cookie expires.
+    w.now += 86_401;
+    assert_eq!(w.send(&with_cookie).status(), Some(403));
+}
+
+#[test]
+fn every_bad_verification_is_refused_with_its_reason() {
+    let mut w = World::new(LISTED);
+    let src = "185.220.101.7:4000";
+    let q = solve(&page_data(&w.send(&req("/x", src))));
+
+    let cases: Vec<(&str, Request)> = vec![
+        (
+            "work",
+            req(
+                &verify_path(&VerifyQuery {
+                    nonce: q.nonce ^ 0xdead_beef_0000,
+                    ..q.clone()
+                }),
+                src,
+            ),
+        ),
+        ("mac", req(&verify_path(&q), "185.220.102.7:1")),
+        (
+            "mac",
+            with_header(
+                req(&verify_path(&q), src),
+                "user-agent",
+                "python-requests/2",
+            ),
+        ),
+        (
+            "mac",
+            with_header(req(&verify_path(&q), src), ":authority", "evil.example"),
+        ),
+        (
+            "mac",
+            req(
+                &verify_path(&VerifyQuery {
+                    difficulty: q.difficulty - 1,
+                    ..q.clone()
+                }),
+                src,
+            ),
+        ),
+        (
+            "mac",
+            req(
+                &verify_path(&VerifyQuery {
+                    salt: q.salt + 1,
+                    ..q.clone()
+                }),
+                src,
+            ),
+        ),
+        (
+            "expired",
+            req(
+                &verify_path(&VerifyQuery {
+                    expiry: q.expiry + 3600,
+                    ..q.clone()
+                }),
+                src,
+            ),
+        ),
+        (
+            "redirect",
+            req(
+                &verify_path(&VerifyQuery {
+                    return_to: "//evil.example/".into(),
+                    ..q.clone()
+                }),
+                src,
+            ),
+        ),
+        (
+            "redirect",
+            req(
+                &verify_path(&VerifyQuery {
+                    return_to: "https://evil.example/".into(),
+                    ..q.clone()
+                }),
+                src,
+            ),
+        ),
+        (
+            "redirect",
+            req(
+                &verify_path(&VerifyQuery {
+                    return_to: "/\\evil.example".into(),
+                    ..q.clone()
+                }),
+                src,
+            ),
+        ),
+        (
+            "redirect",
+            req(
+                &verify_path(&VerifyQuery {
+                    return_to: "/%2F%2Fevil.example".into(),
+                    ..q.clone()
+                }),
+                src,
+            ),
+        ),
+        (
+            "redirect",
+            req(
+                &verify_path(&VerifyQuery {
+                    return_to: "/%0d%0aSet-Cookie:x=1".into(),
+                    ..q.clone()
+                }),
+                src,
+            ),
+        ),
+        ("malformed", req(VERIFY_PATH, src)),
+        ("malformed", req(&format!("{}&e=1", verify_path(&q)), src)),
+        ("malformed", req(&format!("{}&x=1", verify_path(&q)), src)),
+        (
+            "malformed",
+            req(&verify_path(&q).replace("&d=", "&d=+"), src),
+        ),
+        (
+            "method",
+            with_header(req(&verify_path(&q), src), ":method", "POST"),
+        ),
+    ];
+    for (reason, r) in cases {
+        let a = w.send(&r);
+        assert_eq!(a.status(), Some(403), "{reason}: {:?}", r.header(":path"));
+        assert_eq!(
+            a.header("pow-verify"),
+            Some(reason),
+            "{:?}",
+            r.header(":path")
+        );
+        assert!(a.header("set-cookie").is_none());
+        assert!(a.header("location").is_none());
+    }
+    assert_eq!(w.metrics.get("pow_verify_failed_mac"), 5);
+    assert_eq!(w.metrics.get("pow_verify_failed_redirect"), 5);
+    // The raw `r` parameter, encoded in every way a browser or an attacker might.
+    for raw in [
+        "%2F%2Fevil.example",
+        "%2F%5Cevil.example",
+        "https%3A%2F%2Fevil.example",
+        "%2F%252F%252Fevil",
+        "%2F%09%2Fevil",
+    ] {
+        let path = verify_path(&q).split("&r=").next().unwrap().to_owned() + "&r=" + raw;
+        assert_eq!(
+            w.send(&req(&path, src)).header("pow-verify"),
+            Some("redirect"),
+            "{raw}"
+        );
+    }
+    // After all that, the genuine solution still works once, then is a replay.
+    w.now += 5;
+    let ok = w.send(&req(&verify_path(&q), src));
+    assert_eq!(ok.status(), Some(303));
+    assert_eq!(ok.header("location"), Some("/x"));
+    let again = w.send(&req(&verify_path(&q), "185.220.101.99:1"));
+    assert_eq!(again.header("pow-verify"), Some("replay"));
+    assert_eq!(w.metrics.get("pow_verify_failed_replay"), 1);
+    // And once the challenge's time is over, it is expired.
+    w.now = q.expiry + 1;
+    assert_eq!(
+        w.send(&req(&verify_path(&q), src)).header("pow-verify"),
+        Some("expired")
+    );
+}
+
+#[test]
+fn a_failed_verification_sends_a_browser_back_to_start_again() {
+    let mut w = World::new(LISTED);
+    let q = solve(&page_data(
+        &w.send(&req("/back?x=\"1\"", "185.220.101.7:1")),
+    ));
+    let wrong = (0..)
+        .find(|&n| !crypto::check_work(&q.challenge, n, q.difficulty))
+        .unwrap();
+    let a = w.send(&req(
+        &verify_path(&VerifyQuery {
+            nonce: wrong,
+            ..q.clone()
+        }),
+        "185.220.101.7:1",
+    ));
+    assert_eq!(a.header("pow-verify"), Some("work"));
+    let html = body(&a);
+    assert!(html.contains("url=/back?x=&quot;1&quot;"), "{html}");
+    let plain = w.send(&with_header(
+        req(
+            &verify_path(&VerifyQuery { expiry: 1, ..q }),
+            "185.220.101.7:1",
+        ),
+        "accept",
+        "*/*",
+    ));
+    assert!(body(&plain).starts_with("proof of work refused: expired"));
+}
+
+#[test]
+fn key_rotation_logs_nobody_out() {
+    let src = "185.220.101.7:4000";
+    let mut old = World::new(LISTED);
+    let q = solve(&page_data(&old.send(&req("/", src))));
+    // A cookie issued with the old key.
+    let mut w0 = World::new(LISTED);
+    let q0 = solve(&page_data(&w0.send(&req("/", src))));
+    let cookie = cookie_of(&w0.send(&req(&verify_path(&q0), src)));
+
+    let mut rotated = World::with_keys(LISTED, Some(keys(KEY_B, Some(KEY_A))));
+    assert_eq!(
+        rotated.send(&req(&verify_path(&q), src)).status(),
+        Some(303)
+    );
+    assert_eq!(
+        rotated.send(&with_header(req("/", src), "cookie", &cookie)),
+        Action::Continue
+    );
+
+    let mut dropped = World::with_keys(LISTED, Some(keys(KEY_B, None)));
+    assert_eq!(
+        dropped
+            .send(&with_header(req("/", src), "cookie", &cookie))
+            .status(),
+        Some(403)
+    );
+    let q2 = solve(&page_data(&old.send(&req("/", src))));
+    assert_eq!(
+        dropped
+            .send(&req(&verify_path(&q2), src))
+            .header("pow-verify"),
+        Some("mac")
+    );
+}
+
+#[test]
+fn without_a_secret_nothing_is_challenged_and_it_is_counted() {
+    let mut w = World::with_keys(&LISTED.replace("\"listed\"", "\"all\""), None);
+    assert!(!w.filter.is_armed());
+    assert_eq!(w.send(&req("/", "185.220.101.7:1")), Action::Continue);
+    assert_eq!(w.metrics.get(metric::UNPROTECTED), 1);
+    assert!(Keys::new(Some(b"too short"), None).is_err());
+}
+
+#[test]
+fn forwarded_for_is_used_only_with_trusted_hops() {
+    let xff = |r: Request| with_header(r, "x-forwarded-for", "185.220.101.7, 10.0.0.2");
+    let mut direct = World::new(LISTED);
+    // The peer (a load balancer) is not listed; without trusted hops XFF is ignored.
+    assert_eq!(direct.send(&xff(req("/", "10.0.0.3:1"))), Action::Continue);
+    let mut two_hops =
+        World::new(&LISTED.replace("\"bypass_paths\"", "\"trusted_hops\": 2, \"bypass_paths\""));
+    assert_eq!(
+        two_hops.send(&xff(req("/", "10.0.0.3:1"))).status(),
+        Some(403)
+    );
+    let mut one_hop =
+        World::new(&LISTED.replace("\"bypass_paths\"", "\"trusted_hops\": 1, \"bypass_paths\""));
+    assert_eq!(one_hop.send(&xff(req("/", "10.0.0.3:1"))), Action::Continue);
+}
+
+#[test]
+fn no_client_address_fails_open_and_is_counted() {
+    let mut w = World::new(&LISTED.replace("\"listed\"", "\"all\""));
+    let mut r = req("/", "x");
+    r.source_address = None;
+    assert_eq!(w.send(&r), Action::Continue);
+    r.source_address = Some("garbage".into());
+    assert_eq!(w.send(&r), Action::Continue);
+    assert_eq!(w.metrics.get(metric::FAIL_OPEN), 2);
+}
+
+#[test]
+fn secure_only_over_https() {
+    let mut w = World::new(LISTED);
+    let src = "185.220.101.7:1";
+    let http = |p: &str| with_header(req(p, src), ":scheme", "http");
+    let q = solve(&page_data(&w.send(&http("/"))));
+    let set = w
+        .send(&http(&verify_path(&q)))
+        .header("set-cookie")
+        .unwrap()
+        .to_owned();
+    assert!(!set.contains("Secure"), "{set}");
+    assert!(set.contains("HttpOnly"));
+}
+
+#[test]
+fn the_return_path_of_a_strange_request_is_the_root() {
+    let mut w = World::new(LISTED);
+    let a = w.send(&req("//evil.example/x", "185.220.101.7:1"));
+    assert_eq!(page_data(&a)["r"], "/");
+    assert_eq!(
+        percent_encode_component("/a b?c=d&e"),
+        "%2Fa%20b%3Fc%3Dd%26e"
+    );
+}
+
+#[test]
+fn a_new_configuration_swaps_the_lists() {
+    let mut w = World::new(LISTED);
+    assert_eq!(w.send(&req("/", "8.8.8.8:1")), Action::Continue);
+    w.filter = Filter::new(
+        config(&LISTED.replace("198.51.100.0/24", "8.8.8.0/24")),
+        Some(keys(KEY_A, None)),
+    )
+    .unwrap();
+    assert_eq!(w.send(&req("/", "8.8.8.8:1")).status(), Some(403));
+}
