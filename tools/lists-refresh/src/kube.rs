@@ -1,0 +1,149 @@
+//! The few Kubernetes API calls the refresh needs: GET an object, server-side apply a patch.
+//!
+//! A plain HTTPS client (ureq, rustls trusting only the cluster's CA) with the ServiceAccount's
+//! bearer token: four requests per run do not justify an async runtime and kube's stack in the
+//! CronJob image. The token is read from its file and only ever sent in the Authorization
+//! header: never logged, never in an argument.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::RefreshError;
+
+/// A client for one API server.
+#[derive(Debug)]
+pub struct Kube {
+    base: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+}
+
+impl Kube {
+    /// `base` is `https://host:port` (or `http://` for a loopback stand-in). The CA file is
+    /// trusted alone when present; the token file, when present, authenticates every request.
+    pub fn new(base: &str, ca_file: &Path, token_file: &Path) -> Result<Kube, RefreshError> {
+        let mut config = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .http_status_as_error(false)
+            .user_agent(concat!("edgepop-lists-refresh/", env!("CARGO_PKG_VERSION")));
+        if base.starts_with("https://") {
+            let pem = std::fs::read(ca_file).map_err(|e| {
+                RefreshError::Usage(format!("cluster CA {}: {e}", ca_file.display()))
+            })?;
+            let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+                .filter_map(|item| match item {
+                    Ok(ureq::tls::PemItem::Certificate(cert)) => Some(cert),
+                    _ => None,
+                })
+                .collect();
+            if certs.is_empty() {
+                return Err(RefreshError::Usage(format!(
+                    "cluster CA {}: no certificate",
+                    ca_file.display()
+                )));
+            }
+            let tls = ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
+                .build();
+            config = config.tls_config(tls);
+        }
+        let token = match std::fs::read_to_string(token_file) {
+            Ok(token) => Some(token.trim().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                return Err(RefreshError::Usage(format!(
+                    "ServiceAccount token {}: {e}",
+                    token_file.display()
+                )));
+            }
+        };
+        Ok(Kube {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            agent: config.build().into(),
+        })
+    }
+
+    /// GETs `path`; `None` when the object does not exist.
+    pub fn get(&self, path: &str) -> Result<Option<Value>, RefreshError> {
+        let mut request = self.agent.get(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let response = request.call().map_err(|e| api_error("GET", path, e))?;
+        let status = response.status().as_u16();
+        let body = read_body(response, "GET", path)?;
+        match status {
+            200 => serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|e| RefreshError::Api(format!("GET {path}: invalid JSON answer: {e}"))),
+            404 => Ok(None),
+            _ => Err(status_error("GET", path, status, &body)),
+        }
+    }
+
+    /// Server-side apply of `object` at `path`, as `field_manager`, taking over conflicting
+    /// fields (`force=true`): the refresh is the only writer of what it applies.
+    pub fn apply(
+        &self,
+        path: &str,
+        object: &Value,
+        field_manager: &str,
+    ) -> Result<(), RefreshError> {
+        let url = format!(
+            "{}{path}?fieldManager={field_manager}&force=true",
+            self.base
+        );
+        let body = serde_json::to_vec(object)
+            .map_err(|e| RefreshError::Api(format!("PATCH {path}: {e}")))?;
+        let mut request = self
+            .agent
+            .patch(url)
+            .header("Content-Type", "application/apply-patch+yaml")
+            .header("Accept", "application/json");
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let response = request
+            .send(&body[..])
+            .map_err(|e| api_error("PATCH", path, e))?;
+        let status = response.status().as_u16();
+        let answer = read_body(response, "PATCH", path)?;
+        if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            Err(status_error("PATCH", path, status, &answer))
+        }
+    }
+}
+
+fn read_body(
+    response: ureq::http::Response<ureq::Body>,
+    method: &str,
+    path: &str,
+) -> Result<Vec<u8>, RefreshError> {
+    response
+        .into_body()
+        .with_config()
+        .limit(16 * 1024 * 1024)
+        .read_to_vec()
+        .map_err(|e| api_error(method, path, e))
+}
+
+fn api_error(method: &str, path: &str, err: ureq::Error) -> RefreshError {
+    RefreshError::Api(format!(
+        "{method} {path}: Kubernetes API unreachable: {err}"
+    ))
+}
+
+/// The API server's own message (`Status.message`) when it sent one.
+fn status_error(method: &str, path: &str, status: u16, body: &[u8]) -> RefreshError {
+    let message = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
+    RefreshError::Api(format!("{method} {path}: HTTP {status}: {message}"))
+}

@@ -1,0 +1,312 @@
+//! lists-refresh against a scripted Kubernetes API stand-in on loopback: the real generators
+//! run on the real captures (served over loopback HTTP or read from files), and every request
+//! is asserted (method, path, field manager, content type, token, body).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use lists_core::testing::{self, Reply, Request, Server};
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-11-29T17:17:00Z";
+const CM: &str = "/api/v1/namespaces/edge/configmaps/policy-lists";
+const WASM: &str = "/apis/extensions.istio.io/v1alpha1/namespaces/edge/wasmplugins/pow-filter";
+const APPLY_QUERY: &str = "?fieldManager=edgepop-lists&force=true";
+
+/// The generators, built beside this test's target directory (CARGO_TARGET_DIR honoured).
+fn generators() -> PathBuf {
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "lists-gen-asn",
+            "-p",
+            "lists-gen-tor",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+struct Job {
+    dir: tempfile::TempDir,
+    generators: PathBuf,
+}
+
+impl Job {
+    fn new() -> Job {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "test-token\n").unwrap();
+        Job {
+            dir,
+            generators: generators(),
+        }
+    }
+
+    fn sources(&self, lists: Value) -> PathBuf {
+        let file = self.dir.path().join("sources.json");
+        let record = json!({"kind": "ListSources", "version": 1, "max_shrink_percent": 50,
+                            "timeout_seconds": 5, "lists": lists});
+        std::fs::write(&file, record.to_string()).unwrap();
+        file
+    }
+
+    fn run(&self, api: &Server, sources: &Path) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_lists-refresh"))
+            .arg("--namespace=edge")
+            .arg("--configmap=policy-lists")
+            .arg("--wasmplugin=pow-filter")
+            .arg(format!("--sources={}", sources.display()))
+            .arg(format!("--api-server={}", api.url))
+            .arg(format!(
+                "--serviceaccount-dir={}",
+                self.dir.path().display()
+            ))
+            .arg(format!("--generators-dir={}", self.generators.display()))
+            .env("EDGEPOP_LISTS_NOW", NOW)
+            .env_remove("EDGEPOP_LOG")
+            .output()
+            .unwrap()
+    }
+}
+
+fn configmap(data: Value) -> Reply {
+    Reply::json(
+        200,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "policy-lists", "namespace": "edge", "resourceVersion": "42"},
+               "data": data})
+        .to_string(),
+    )
+}
+
+fn wasmplugin(lists_version: &str) -> Reply {
+    Reply::json(
+        200,
+        json!({"apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
+               "metadata": {"name": "pow-filter", "namespace": "edge"},
+               "spec": {"url": "oci://example/pow-filter:1", "phase": "AUTHN",
+                        "pluginConfig": {"mode": "listed",
+                                         "lists": {"version": lists_version, "sets": {}}}}})
+        .to_string(),
+    )
+}
+
+fn assert_get(request: &Request, path: &str) {
+    assert_eq!(
+        (request.method.as_str(), request.target.as_str()),
+        ("GET", path)
+    );
+    assert_eq!(request.header("authorization"), Some("Bearer test-token"));
+}
+
+/// Asserts a server-side apply and returns its body.
+fn assert_apply(request: &Request, path: &str) -> Value {
+    assert_eq!(request.method, "PATCH");
+    assert_eq!(request.target, format!("{path}{APPLY_QUERY}"));
+    assert_eq!(
+        request.header("content-type"),
+        Some("application/apply-patch+yaml")
+    );
+    assert_eq!(request.header("authorization"), Some("Bearer test-token"));
+    serde_json::from_slice(&request.body).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn capture(test: &str, rel: &str) -> Option<PathBuf> {
+    testing::shared_dir(test).map(|s| s.join("fixtures").join(rel))
+}
+
+const BULK: &str = "tor/torbulkexitlist_2023-10-14.txt";
+const SLICE: &str = "asn/iptoasn/ip2asn-v4_slice-google-cloudflare_2019-02-19.tsv";
+
+#[test]
+fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() {
+    let test = "both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin";
+    let (Some(bulk), Some(slice)) = (capture(test, BULK), capture(test, SLICE)) else {
+        return;
+    };
+    let job = Job::new();
+    let tor_source = Server::start(vec![Reply::ok(std::fs::read(&bulk).unwrap())]).unwrap();
+    let sources = job.sources(json!([
+        {"name": "tor", "generator": "tor", "sources": [format!("{}/torbulkexitlist", tor_source.url)]},
+        {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335, 15169]},
+    ]));
+    let api = Server::start(vec![
+        configmap(json!({"notes": "kept by its own manager"})),
+        wasmplugin("older"),
+        Reply::json(200, "{}"),
+        Reply::json(200, "{}"),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let requests = api.requests();
+    assert_eq!(requests.len(), 4);
+    assert_get(&requests[0], CM);
+    assert_get(&requests[1], WASM);
+
+    let cm = assert_apply(&requests[2], CM);
+    assert_eq!(cm["apiVersion"], "v1");
+    assert_eq!(cm["kind"], "ConfigMap");
+    assert_eq!(cm["metadata"]["resourceVersion"], "42");
+    let data = cm["data"].as_object().unwrap();
+    let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["generated_at", "hosting.txt", "tor.txt", "version"]);
+    assert_eq!(data["version"], NOW);
+    let tor = data["tor.txt"].as_str().unwrap();
+    assert_eq!(tor.lines().count(), 1305);
+    assert!(tor.lines().all(|l| l.ends_with("/32")));
+
+    let wasm = assert_apply(&requests[3], WASM);
+    assert_eq!(wasm["kind"], "WasmPlugin");
+    assert_eq!(wasm["apiVersion"], "extensions.istio.io/v1alpha1");
+    // Only pluginConfig.lists: the url, phase and the rest of pluginConfig belong to the edge
+    // layer's manager and are left out of this apply.
+    assert_eq!(wasm["spec"].as_object().unwrap().len(), 1);
+    assert_eq!(wasm["spec"]["pluginConfig"].as_object().unwrap().len(), 1);
+    let lists = &wasm["spec"]["pluginConfig"]["lists"];
+    assert_eq!(lists["version"], NOW);
+    assert_eq!(lists["generated_at"], NOW);
+    assert_eq!(lists["sets"]["tor"], data["tor.txt"]);
+    assert_eq!(lists["sets"]["hosting"], data["hosting.txt"]);
+}
+
+#[test]
+fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
+    let test = "a_failing_source_keeps_its_list_publishes_the_other_and_names_it";
+    let Some(slice) = capture(test, SLICE) else {
+        return;
+    };
+    let job = Job::new();
+    let tor_source = Server::start(vec![Reply::status(500)]).unwrap();
+    let tor_url = format!("{}/torbulkexitlist", tor_source.url);
+    let sources = job.sources(json!([
+        {"name": "tor", "generator": "tor", "sources": [tor_url]},
+        {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335]},
+    ]));
+    let old_tor = "185.220.101.1/32\n185.220.101.2/32\n";
+    let api = Server::start(vec![
+        configmap(json!({"tor.txt": old_tor, "version": "v0"})),
+        wasmplugin("v0"),
+        Reply::json(200, "{}"),
+        Reply::json(200, "{}"),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    let log = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "lists-gen-tor: error: source {tor_url}: HTTP status 500"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "these failed and keep their previous version: tor (lists-gen-tor exited with 1)"
+        ),
+        "{log}"
+    );
+    let requests = api.requests();
+    assert_eq!(requests.len(), 4);
+    let cm = assert_apply(&requests[2], CM);
+    assert_eq!(cm["data"]["tor.txt"], old_tor);
+    assert!(
+        cm["data"]["hosting.txt"]
+            .as_str()
+            .unwrap()
+            .contains("1.1.1.0/24")
+    );
+    let wasm = assert_apply(&requests[3], WASM);
+    assert_eq!(
+        wasm["spec"]["pluginConfig"]["lists"]["sets"]["tor"],
+        old_tor
+    );
+}
+
+#[test]
+fn a_large_shrink_and_a_source_down_publish_nothing() {
+    let test = "a_large_shrink_and_a_source_down_publish_nothing";
+    let Some(bulk) = capture(test, BULK) else {
+        return;
+    };
+    let job = Job::new();
+    let full = std::fs::read_to_string(&bulk).unwrap();
+    let previous: String = full.lines().map(|l| format!("{l}/32\n")).collect();
+    let hundred: String = full.lines().take(100).map(|l| format!("{l}\n")).collect();
+    let tor_source = Server::start(vec![Reply::ok(hundred)]).unwrap();
+    let down = format!(
+        "{}/ip2asn-combined.tsv.gz",
+        testing::closed_port_url().unwrap()
+    );
+    let sources = job.sources(json!([
+        {"name": "tor", "generator": "tor", "sources": [format!("{}/torbulkexitlist", tor_source.url)]},
+        {"name": "hosting", "generator": "asn", "sources": [down], "asns": [13335]},
+    ]));
+    let api = Server::start(vec![configmap(
+        json!({"tor.txt": previous, "version": "v0"}),
+    )])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    let log = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("list tor: refused, IPv4 prefixes fell from 1305 to 100"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("source {down}: unreachable")),
+        "{log}"
+    );
+    assert!(log.contains("every list failed"), "{log}");
+    let requests = api.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_get(&requests[0], CM);
+}
+
+#[test]
+fn a_configmap_over_one_mib_is_refused_before_any_write() {
+    let job = Job::new();
+    // 80,000 distinct public addresses: about 1.3 MB as /32 lines.
+    let many: String = (0u32..80_000)
+        .map(|i| format!("11.{}.{}.{}\n", i >> 16, (i >> 8) & 255, i & 255))
+        .collect();
+    let file = job.dir.path().join("exits.txt");
+    std::fs::write(&file, many).unwrap();
+    let sources = job.sources(json!([{"name": "tor", "generator": "tor", "sources": [file]}]));
+    let api = Server::start(vec![configmap(json!({}))]).unwrap();
+    let out = job.run(&api, &sources);
+    let log = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("over the 1048576-byte limit"), "{log}");
+    assert!(log.contains("nothing was written"), "{log}");
+    let requests = api.requests();
+    assert_eq!(requests.len(), 1);
+    assert_get(&requests[0], CM);
+}
+
+#[test]
+fn unchanged_lists_already_in_the_wasmplugin_write_nothing() {
+    let job = Job::new();
+    let file = job.dir.path().join("exits.txt");
+    std::fs::write(&file, "185.220.101.1\n").unwrap();
+    let sources = job.sources(json!([{"name": "tor", "generator": "tor", "sources": [file]}]));
+    let api = Server::start(vec![
+        configmap(json!({"tor.txt": "185.220.101.1/32\n", "version": "v7"})),
+        wasmplugin("v7"),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("unchanged since version v7"));
+    assert_eq!(api.requests().len(), 2);
+}
