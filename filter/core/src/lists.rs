@@ -81,26 +81,41 @@ fn mask128(len: u8) -> u128 {
     }
 }
 
-/// Sorted disjoint prefixes of one address width.
+/// Sorted disjoint prefixes of one address width, with an index by the top 16 bits when the
+/// table is large: `index[k]` is the position of the first prefix whose start has top bits
+/// `>= k`, so a lookup binary-searches one bucket (a few entries even at a million prefixes)
+/// instead of the whole table, and its cost stays flat as the lists grow.
 #[derive(Debug, Default, Clone)]
 struct Table<T> {
     starts: Vec<T>,
     lens: Vec<u8>,
+    index: Vec<u32>,
 }
+
+/// Below this many prefixes a plain binary search is as fast and the index is not built.
+const INDEX_FROM: usize = 4096;
 
 /// What a table needs of its key type.
 trait Key: Copy + Ord + std::fmt::Debug {
+    /// The top 16 bits.
+    fn bucket(self) -> usize;
     /// The last address of the prefix `(self, len)`.
     fn last(self, len: u8) -> Self;
 }
 
 impl Key for u32 {
+    fn bucket(self) -> usize {
+        (self >> 16) as usize
+    }
     fn last(self, len: u8) -> Self {
         self | !mask32(len)
     }
 }
 
 impl Key for u64 {
+    fn bucket(self) -> usize {
+        (self >> 48) as usize
+    }
     fn last(self, len: u8) -> Self {
         if len == 0 {
             u64::MAX
@@ -111,6 +126,9 @@ impl Key for u64 {
 }
 
 impl Key for u128 {
+    fn bucket(self) -> usize {
+        (self >> 112) as usize
+    }
     fn last(self, len: u8) -> Self {
         self | !mask128(len)
     }
@@ -123,6 +141,7 @@ impl<T: Key> Table<T> {
         let mut t = Table {
             starts: Vec::with_capacity(prefixes.len()),
             lens: Vec::with_capacity(prefixes.len()),
+            index: Vec::new(),
         };
         let mut covered_to: Option<T> = None;
         for (start, len) in prefixes {
@@ -135,11 +154,34 @@ impl<T: Key> Table<T> {
         }
         t.starts.shrink_to_fit();
         t.lens.shrink_to_fit();
+        if t.starts.len() >= INDEX_FROM && t.starts.len() < u32::MAX as usize {
+            let mut index = Vec::with_capacity(65_537);
+            let mut pos = 0usize;
+            for k in 0..=65_536usize {
+                while t.starts.get(pos).is_some_and(|s| s.bucket() < k) {
+                    pos += 1;
+                }
+                index.push(pos as u32);
+            }
+            t.index = index;
+        }
         t
     }
 
     fn contains(&self, addr: T) -> bool {
-        let i = self.starts.partition_point(|&s| s <= addr);
+        let k = addr.bucket();
+        let i = match (self.index.get(k), self.index.get(k + 1)) {
+            (Some(&lo), Some(&hi)) => {
+                let (lo, hi) = (lo as usize, hi as usize);
+                // Everything before `lo` starts in an earlier bucket (< addr); everything from
+                // `hi` on starts in a later one (> addr): the global partition point is here.
+                lo + self
+                    .starts
+                    .get(lo..hi)
+                    .map_or(0, |b| b.partition_point(|&s| s <= addr))
+            }
+            _ => self.starts.partition_point(|&s| s <= addr),
+        };
         if i == 0 {
             return false;
         }
@@ -154,7 +196,9 @@ impl<T: Key> Table<T> {
     }
 
     fn heap_bytes(&self) -> usize {
-        self.starts.capacity() * std::mem::size_of::<T>() + self.lens.capacity()
+        self.starts.capacity() * std::mem::size_of::<T>()
+            + self.lens.capacity()
+            + self.index.capacity() * 4
     }
 }
 
@@ -384,10 +428,15 @@ mod tests {
             x
         };
         let mut nets = Vec::new();
-        for _ in 0..2000 {
+        for _ in 0..5000 {
             let r = next();
-            let len = (r % 33) as u8;
-            nets.push(Net::V4((r >> 8) as u32 & mask32(len), len.max(8)));
+            // Mostly /18 to /32 (few nestings, so the bucket index is built), some shorter.
+            let len = if r % 64 == 0 {
+                12 + (r % 6) as u8
+            } else {
+                18 + (r % 15) as u8
+            };
+            nets.push(Net::V4((r >> 8) as u32 & mask32(len), len));
             let r2 = next();
             let len6 = (r2 % 129) as u8;
             let a = (u128::from(next()) << 64 | u128::from(next())) & mask128(len6.max(12));
@@ -402,7 +451,12 @@ mod tests {
             })
             .collect();
         let t = ListTable::from_nets(&[("x", &nets)]);
-        for i in 0..20_000u32 {
+        assert!(
+            !t.sets[0].v4.index.is_empty(),
+            "the bucket index is exercised ({} IPv4 prefixes)",
+            t.sets[0].v4.len()
+        );
+        for i in 0..6_000u32 {
             let probe: IpAddr = if i % 2 == 0 {
                 let base = match nets[(next() % nets.len() as u64) as usize] {
                     Net::V4(a, _) => a,

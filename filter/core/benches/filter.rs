@@ -1,0 +1,114 @@
+//! `cargo bench -p pow-core --bench filter`: the filter's costs, natively (no assertion on time:
+//! figures to read). Lookup cost from 1k to 1M prefixes (flat is the goal), the table's memory,
+//! and the cost of the decisions a request meets (cookie check, challenge issue, verify).
+#![allow(clippy::print_stdout, clippy::unwrap_used)] // a bench prints its figures; a failed unwrap is a bench bug
+
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Instant;
+
+use pow_core::crypto::{self, Binding, ChallengeParams, Keys};
+use pow_core::lists::{ListTable, Net};
+use pow_core::net::binding_net;
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+fn table(n: usize) -> ListTable {
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut nets = Vec::with_capacity(n);
+    for i in 0..n {
+        let r = xorshift(&mut s);
+        if i % 4 == 3 {
+            nets.push(Net::V6(u128::from(r & !0xffff) << 64, 48));
+        } else {
+            nets.push(Net::V4((r as u32) & 0xffff_ff00, 24));
+        }
+    }
+    ListTable::from_nets(&[("hosting", &nets)])
+}
+
+fn main() {
+    println!("lookup: ns per lookup (mixed IPv4/IPv6 probes), table heap");
+    for n in [1_000usize, 10_000, 100_000, 1_000_000] {
+        let t = table(n);
+        let mut s = 42u64;
+        let probes: Vec<IpAddr> = (0..4096)
+            .map(|i| {
+                let r = xorshift(&mut s);
+                if i % 4 == 3 {
+                    IpAddr::V6(Ipv6Addr::from(u128::from(r) << 64 | 1))
+                } else {
+                    IpAddr::V4(Ipv4Addr::from(r as u32))
+                }
+            })
+            .collect();
+        let rounds = 500;
+        let start = Instant::now();
+        let mut hits = 0u32;
+        for _ in 0..rounds {
+            for p in &probes {
+                hits = hits.wrapping_add(black_box(t.lookup(*p)));
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / f64::from(rounds * 4096);
+        println!(
+            "  {n:>9} prefixes: {ns:6.1} ns/lookup, {:>6.2} MiB ({} kept, {hits} hits)",
+            t.heap_bytes() as f64 / f64::from(1 << 20),
+            t.prefix_count()
+        );
+    }
+
+    let keys = Keys::new(Some(b"bench-secret-of-at-least-32-bytes!!"), None)
+        .unwrap()
+        .0;
+    let b = Binding::new(
+        binding_net([192, 0, 2, 1].into()),
+        "Mozilla/5.0",
+        "example.org",
+    );
+    let n = 100_000u32;
+    let start = Instant::now();
+    for i in 0..n {
+        let p = ChallengeParams {
+            expiry: u64::from(i),
+            difficulty: 16,
+            salt: 1,
+        };
+        black_box(crypto::issue_challenge(&keys, &b, &p));
+    }
+    println!(
+        "challenge HMAC: {:.0} ns",
+        start.elapsed().as_nanos() as f64 / f64::from(n)
+    );
+    let cookie = crypto::issue_cookie(&keys, &b, 2_000_000_000);
+    let start = Instant::now();
+    for _ in 0..n {
+        black_box(
+            crypto::check_cookie(
+                &keys,
+                &b,
+                black_box(&cookie),
+                1_900_000_000,
+                86_400 * 30 * 100,
+            )
+            .is_ok(),
+        );
+    }
+    println!(
+        "cookie check: {:.0} ns",
+        start.elapsed().as_nanos() as f64 / f64::from(n)
+    );
+    let start = Instant::now();
+    for i in 0..n {
+        black_box(crypto::work_bits(&[7; 32], u64::from(i)));
+    }
+    println!(
+        "proof-of-work check (one SHA-256): {:.0} ns",
+        start.elapsed().as_nanos() as f64 / f64::from(n)
+    );
+}
