@@ -23,7 +23,7 @@ SCHEMAS_DIR  ?= ../shared/schemas
 CARGO        ?= cargo
 CONFIRM      ?=
 DEMO_PORT    ?= 8080
-BIN          := target/release
+BIN          := $(or $(CARGO_TARGET_DIR),target)/release
 FIELD_MANAGER_EDGE := edgepop-edge
 export KUBECONFIG
 
@@ -132,8 +132,16 @@ confirm:
 ##@ Build, demo, tests
 .PHONY: lists filter demo test bench vendor
 # >>> lists (issue 4)
-lists: ## Generate the policy lists (Tor exits, hosting ASNs) from their sources
-	@$(call not_built,lists-gen-asn and lists-gen-tor are missing)
+LISTS_SOURCES ?= config/lists-sources.example.json
+LISTS_OUT     ?= $(OUT)/lists
+LISTS_SHARED  ?= $(if $(filter undefined,$(origin EDGEPOP_SHARED)),../shared,$(EDGEPOP_SHARED))
+
+lists: $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor ## Generate the policy lists (Tor exits, hosting ASNs) from LISTS_SOURCES into talos/_out/lists/
+	@BIN='$(BIN)' SOURCES='$(LISTS_SOURCES)' OUT_DIR='$(LISTS_OUT)' pipelines/lists.sh
+
+.PHONY: bench-lists
+bench-lists: $(BIN)/lists-gen-asn ## lists-gen-asn on the full real IPv4 dataset vs awk | iprange and Python (needs iprange, hyperfine)
+	@BIN='$(BIN)' SHARED='$(LISTS_SHARED)' pipelines/bench-lists.sh
 # <<< lists
 
 # >>> filter (issue 3)
