@@ -84,13 +84,25 @@ pub fn redact(location: &str) -> String {
 }
 
 /// Opens `source` (stdin when it is `-`) and returns a buffered reader of its decoded bytes.
+/// A gzip file or download is inflated in a thread of its own, ahead of the parser (as
+/// `zcat | parser` would), so that decoding and parsing overlap.
 pub fn open<'a>(
     source: &SourceName,
     stdin: &'a mut dyn Read,
 ) -> Result<Box<dyn BufRead + 'a>, ListError> {
-    let raw: Box<dyn Read + 'a> = if source.location == "-" {
-        Box::new(stdin)
-    } else if source.is_remote() {
+    if source.location == "-" {
+        let mut reader = BufReader::with_capacity(BUFFER, stdin);
+        let head = reader.fill_buf().map_err(|err| source.read_error(err))?;
+        return Ok(if head.starts_with(&GZIP_MAGIC) {
+            Box::new(BufReader::with_capacity(
+                BUFFER,
+                MultiGzDecoder::new(reader),
+            ))
+        } else {
+            Box::new(reader)
+        });
+    }
+    let raw: Box<dyn Read + Send> = if source.is_remote() {
         Box::new(fetch(source)?)
     } else {
         let file = File::open(&source.location).map_err(|err| ListError::Unreadable {
@@ -102,18 +114,108 @@ pub fn open<'a>(
     let mut reader = BufReader::with_capacity(BUFFER, raw);
     let head = reader.fill_buf().map_err(|err| source.read_error(err))?;
     if head.starts_with(&GZIP_MAGIC) {
-        Ok(Box::new(BufReader::with_capacity(
-            BUFFER,
-            MultiGzDecoder::new(reader),
-        )))
+        Ok(Box::new(Inflater::start(MultiGzDecoder::new(reader))))
     } else {
         Ok(Box::new(reader))
     }
 }
 
+/// Chunks decoded by a background thread. The thread stops at the end of the data, at the
+/// first error (passed on to the reader), or as soon as the reader is dropped.
+struct Inflater {
+    chunks: std::sync::mpsc::Receiver<io::Result<Vec<u8>>>,
+    current: Vec<u8>,
+    position: usize,
+    done: bool,
+}
+
+impl Inflater {
+    fn start(mut decoder: impl Read + Send + 'static) -> Inflater {
+        let (sender, chunks) = std::sync::mpsc::sync_channel(4);
+        std::thread::spawn(move || {
+            loop {
+                let mut chunk = vec![0u8; BUFFER];
+                let mut filled = 0;
+                // Fill the chunk (inflate returns little at a time) before handing it over.
+                let outcome = loop {
+                    match decoder.read(&mut chunk[filled..]) {
+                        Ok(0) => break Ok(true),
+                        Ok(n) => {
+                            filled += n;
+                            if filled == chunk.len() {
+                                break Ok(false);
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => break Err(e),
+                    }
+                };
+                chunk.truncate(filled);
+                let (message, last) = match outcome {
+                    Ok(end) => (Ok(chunk), end),
+                    Err(e) => {
+                        if filled > 0 && sender.send(Ok(chunk)).is_err() {
+                            return;
+                        }
+                        (Err(e), true)
+                    }
+                };
+                if (message.as_ref().is_ok_and(|c| !c.is_empty()) || message.is_err())
+                    && sender.send(message).is_err()
+                {
+                    return;
+                }
+                if last {
+                    return;
+                }
+            }
+        });
+        Inflater {
+            chunks,
+            current: Vec::new(),
+            position: 0,
+            done: false,
+        }
+    }
+}
+
+impl Read for Inflater {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Inflater {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        while self.position >= self.current.len() && !self.done {
+            match self.chunks.recv() {
+                Ok(Ok(chunk)) => {
+                    self.current = chunk;
+                    self.position = 0;
+                }
+                Ok(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+                // The thread ended after the last chunk.
+                Err(_) => self.done = true,
+            }
+        }
+        Ok(&self.current[self.position.min(self.current.len())..])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.position += amount;
+    }
+}
+
 /// Starts an HTTP GET; the returned reader streams the body. The timeout covers the whole
 /// exchange, body included, so a source that stalls half-way is a timeout, not a hang.
-fn fetch(source: &SourceName) -> Result<impl Read + use<>, ListError> {
+fn fetch(source: &SourceName) -> Result<impl Read + Send + use<>, ListError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(source.timeout))
         .user_agent(concat!("edgepop-lists/", env!("CARGO_PKG_VERSION")))
@@ -328,6 +430,36 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].1.len(), MAX_LINE);
         assert_eq!(lines[1], (2, "next".to_string()));
+    }
+
+    #[test]
+    fn a_gzip_file_is_inflated_in_a_thread_with_the_same_lines_and_errors() {
+        let dir = std::env::temp_dir().join(format!("lists-core-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data: Vec<u8> = (0..100_000)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        let full = gzip(&data);
+        let read_file = |bytes: &[u8]| {
+            let path = dir.join("x.gz");
+            std::fs::write(&path, bytes).unwrap();
+            let source = SourceName::new(path.to_str().unwrap(), Duration::from_secs(1));
+            let mut none: &[u8] = b"";
+            let mut reader = open(&source, &mut none).unwrap();
+            let mut lines = Lines::new();
+            let mut count = 0;
+            loop {
+                match lines.next(&mut reader) {
+                    Ok(Some(_)) => count += 1,
+                    Ok(None) => return Ok(count),
+                    Err(e) => return Err(source.read_error(e)),
+                }
+            }
+        };
+        assert_eq!(read_file(&full).unwrap(), 100_000);
+        let err = read_file(&full[..full.len() / 2]).unwrap_err();
+        assert!(matches!(err, ListError::Truncated { .. }), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -337,13 +337,57 @@ fn unquote(field: &[u8]) -> &[u8] {
         .unwrap_or(field)
 }
 
+/// An address; IPv4 (most rows of most datasets) by a byte parser, as strict as std's (four
+/// decimal octets up to 255, no leading zero), which is the hot path of a full dataset.
 fn parse_ip(field: &[u8]) -> Option<IpAddr> {
-    std::str::from_utf8(field).ok()?.parse().ok()
+    if field.contains(&b':') {
+        return std::str::from_utf8(field).ok()?.parse().ok();
+    }
+    let mut octets = [0u8; 4];
+    let mut index = 0;
+    let mut value: u32 = 0;
+    let mut digits = 0;
+    for &byte in field {
+        match byte {
+            b'.' if digits > 0 && index < 3 => {
+                octets[index] = value as u8;
+                index += 1;
+                (value, digits) = (0, 0);
+            }
+            b'0'..=b'9' if !(digits > 0 && value == 0) => {
+                value = value * 10 + u32::from(byte - b'0');
+                digits += 1;
+                if value > 255 {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    if index != 3 || digits == 0 {
+        return None;
+    }
+    octets[3] = value as u8;
+    Some(IpAddr::from(octets))
 }
 
+/// `16276`, or `AS16276`.
 fn parse_asn_field(field: &[u8]) -> Option<u32> {
-    let text = std::str::from_utf8(field).ok()?;
-    parse_asn(text)
+    let digits = field
+        .strip_prefix(b"AS")
+        .or_else(|| field.strip_prefix(b"as"))
+        .unwrap_or(field);
+    if digits.is_empty() || digits.len() > 10 {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &byte in digits {
+        if !byte.is_ascii_digit() {
+            return None;
+        }
+        value = value * 10 + u64::from(byte - b'0');
+    }
+    u32::try_from(value).ok()
 }
 
 #[cfg(test)]
@@ -411,6 +455,34 @@ mod tests {
         );
         assert_eq!(detect(b"<!DOCTYPE html>"), None);
         assert_eq!(detect(b"1.0.0.0"), None);
+    }
+
+    #[test]
+    fn the_ipv4_byte_parser_agrees_with_std() {
+        for text in [
+            "0.0.0.0",
+            "1.2.3.4",
+            "255.255.255.255",
+            "256.1.1.1",
+            "1.2.3",
+            "1.2.3.4.5",
+            "01.2.3.4",
+            "1..2.3",
+            ".1.2.3",
+            "1.2.3.",
+            "1.2.3.4 ",
+            "a.b.c.d",
+            "",
+            "10.0.0.00",
+            "1.2.3.04",
+        ] {
+            let std = text.parse::<IpAddr>().ok();
+            assert_eq!(parse_ip(text.as_bytes()), std, "{text:?}");
+        }
+        assert_eq!(parse_asn_field(b"4294967295"), Some(u32::MAX));
+        assert_eq!(parse_asn_field(b"4294967296"), None);
+        assert_eq!(parse_asn_field(b"AS13335"), Some(13335));
+        assert_eq!(parse_asn_field(b""), None);
     }
 
     #[test]
