@@ -388,7 +388,7 @@ fn wasm_plugin(pow: &PowPlan) -> Value {
 fn policy_lists() -> Value {
     let mut metadata = meta(POLICY_LISTS, "lists");
     metadata["annotations"] = json!({
-        "edgepop.dev/owner-of-data": "lists-refresh (server-side apply field manager); the edge layer owns only this object's metadata",
+        X,
     });
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata})
 }

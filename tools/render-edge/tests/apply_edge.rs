@@ -224,7 +224,7 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
     let published = api.kubectl(&[
         "apply",
         "--server-side",
-        "--field-manager=lists-refresh",
+        "--field-manager=edgepop-lists",
         "-f",
         refreshed.to_str().unwrap(),
     ]);
