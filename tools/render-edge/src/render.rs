@@ -388,7 +388,7 @@ fn wasm_plugin(pow: &PowPlan) -> Value {
 fn policy_lists() -> Value {
     let mut metadata = meta(POLICY_LISTS, "lists");
     metadata["annotations"] = json!({
-        X,
+        "edgepop.dev/owner-of-data": "the lists-refresh CronJob (field manager edgepop-lists); the edge layer owns only the metadata",
     });
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata})
 }
