@@ -159,16 +159,19 @@ filter: $(FILTER_WASM) ## Build the pow-filter .wasm module and print its sha256
 	@echo "$(FILTER_WASM): $$(stat -c %s '$(FILTER_WASM)') bytes" >&2
 	@sha256sum '$(FILTER_WASM)'
 
-demo: ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
-	@$(call not_built,the pow-filter module and its proxy-wasm host are missing)
+demo: $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
+	@$(CARGO) run --quiet --release -p proxy-wasm-host --bin pow-demo -- --port '$(DEMO_PORT)' --wasm '$(FILTER_WASM)'
 # <<< filter
 
 test: $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins)
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
-bench: ## Benchmarks: filter cost per request, page hash rate, list generation
-	@$(call not_built,the filter and lists benchmarks are missing)
+bench: $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, list generation
+	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
+	@[[ -d tools/proxy-wasm-host/browser/node_modules ]] || npm ci --prefix tools/proxy-wasm-host/browser --no-audit --no-fund
+	$(CARGO) bench --quiet -p proxy-wasm-host --bench filter
+	$(MAKE) bench-lists
 
 vendor: ## Fetch the pinned upstream bundles (Gateway API CRDs) and check each sha256
 	@pipelines/vendor.sh

@@ -266,6 +266,7 @@ impl Host {
             metrics: Vec::new(),
             shared: HashMap::new(),
             next_cas: 0,
+            queues: Vec::new(),
             set_properties: HashMap::new(),
             stream: None,
             memory: None,

@@ -22,10 +22,12 @@
 //! header maps, properties (`source.address`, `source.port`, `request.*`, `response.code`,
 //! `plugin_root_id`), local responses, metrics, shared data with CAS, and the WASI calls a
 //! `wasm32-wasip1` Rust module imports (`fd_write`, `environ_*`, `args_*`, `clock_time_get`,
-//! `random_get`, `sched_yield`, `proc_exit`). HTTP and gRPC calls, queues and foreign functions
-//! are not implemented: a module importing them is refused.
+//! `random_get`, `sched_yield`, `proc_exit`). Shared queues work within the VM (without
+//! `on_queue_ready`). There is no upstream cluster, gRPC service or foreign function: those
+//! calls fail as Envoy's do for an unknown name. Any other import is refused.
 
 pub mod abi;
+pub mod demo;
 mod host;
 mod hostcalls;
 mod state;

@@ -58,6 +58,8 @@ pub struct State {
     pub metrics: Vec<Metric>,
     pub shared: HashMap<String, (Vec<u8>, u32)>,
     pub next_cas: u32,
+    /// Shared queues by token - 1: name and pending items.
+    pub queues: Vec<(String, VecDeque<Vec<u8>>)>,
     /// Properties the module set with `proxy_set_property`, VM-wide.
     pub set_properties: HashMap<String, Vec<u8>>,
     pub stream: Option<Stream>,
@@ -105,6 +107,19 @@ impl State {
             .iter()
             .map(|m| (m.name.clone(), m.value))
             .collect()
+    }
+
+    /// The token of the named queue (1-based), registering it when `create` is set.
+    pub fn queue_token(&mut self, name: &str, create: bool) -> Option<u32> {
+        let index = match self.queues.iter().position(|(n, _)| n == name) {
+            Some(index) => index,
+            None if create => {
+                self.queues.push((name.to_owned(), VecDeque::new()));
+                self.queues.len() - 1
+            }
+            None => return None,
+        };
+        u32::try_from(index + 1).ok()
     }
 
     /// Defines a metric, or returns the id of the one already defined under that name.

@@ -255,7 +255,7 @@ fn a_trap_crashes_the_vm_as_in_envoy() {
 #[test]
 fn a_module_importing_an_unknown_function_is_refused_by_name() {
     for (module, name) in [
-        ("env", "proxy_http_call"),
+        ("env", "proxy_continue_request"),
         ("env", "proxy_made_up"),
         ("wasi_snapshot_preview1", "path_open"),
     ] {

@@ -1,0 +1,420 @@
+//! `make bench`: what the filter costs per request in this host, against a floor measured in the
+//! same run, and how fast the challenge page solves in headless Chromium, against native SHA-256
+//! and a re-implementation of Anubis's solver algorithm, also in the same run.
+//!
+//! Per-request cost: the median over rounds of the mean time of a batch of requests. Every round
+//! measures every scenario one after the other, so a busy machine slows them all alike. The
+//! floor is a proxy-wasm module on the same SDK that reads the cookie and computes one
+//! HMAC-SHA256 over it (`filter/bench-floor`). Lists hold 1k, 100k and 1M synthetic prefixes
+//! (IPv4 and IPv6 mixed, deterministic).
+//!
+//! The table goes to stdout and to `<target dir>/bench/filter.txt`.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use proxy_wasm_host::demo::{self, Cli, Demo};
+use proxy_wasm_host::{Host, HostConfig, Outcome, Request};
+
+const ROUNDS: usize = 15;
+const BATCH: usize = 200;
+const LISTED: &str = "198.51.100.7:40000";
+const UNLISTED: &str = "203.0.113.7:40000";
+const UA: &str = "Mozilla/5.0 (X11; Linux x86_64) edgepop-bench";
+const SECRET: &str = "bench-secret-bench-secret-bench-secret-0123";
+const HASHRATE_SECONDS: u32 = 5;
+
+fn main() -> ExitCode {
+    // `cargo test --all-targets` runs benches once as tests, without `--bench`: nothing to
+    // measure then (the tests cover the behaviour); `cargo bench` passes `--bench`.
+    if !std::env::args().any(|a| a == "--bench") {
+        eprintln!("bench: not measuring outside `cargo bench` (make bench)");
+        return ExitCode::SUCCESS;
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn target_dir() -> PathBuf {
+    match std::env::var("CARGO_TARGET_DIR") {
+        Ok(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+    }
+}
+
+fn module(name: &str) -> Result<PathBuf, String> {
+    let path = target_dir().join("wasm32-wasip1/wasm-release").join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is missing: run `make bench` (it builds the filter and the floor)",
+            path.display()
+        ))
+    }
+}
+
+/// Deterministic synthetic prefixes: 80 % IPv4 (/16 to /32), 20 % IPv6 (/32 to /64), none of
+/// them covering the unlisted address; the listed address's /24 comes first.
+fn prefixes(count: usize) -> String {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15 ^ count as u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut out = String::with_capacity(count * 20);
+    out.push_str("198.51.100.0/24\n");
+    let mut made = 1;
+    while made < count {
+        let r = next();
+        if r % 5 == 0 {
+            let len = 32 + (r >> 8) % 33;
+            let words = next();
+            let _ = writeln!(
+                out,
+                "2a{:02x}:{:x}:{:x}:{:x}::/{len}",
+                (words >> 56) as u8,
+                (words >> 32) as u16,
+                (words >> 16) as u16,
+                words as u16
+            );
+        } else {
+            let len = 16 + (r >> 8) % 17;
+            let addr = (next() >> 32) as u32;
+            let masked = addr & (u32::MAX << (32 - len));
+            let [a, b, c, d] = masked.to_be_bytes();
+            // Keep the unlisted address (203.0.113.7) unlisted.
+            if a == 203 && (len <= 8 || b == 0 && (len <= 16 || c == 113)) {
+                continue;
+            }
+            let _ = writeln!(out, "{a}.{b}.{c}.{d}/{len}");
+        }
+        made += 1;
+    }
+    out
+}
+
+fn listed_config(prefixes: &str) -> Vec<u8> {
+    serde_json::json!({
+        "mode": "listed",
+        "difficulty": 6,
+        "lists": {
+            "version": "bench",
+            "generated_at": "2026-11-29T00:00:00Z",
+            "sets": { "hosting": prefixes },
+        },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn request(source: &str, cookie: Option<&str>) -> Request {
+    let mut request = Request::get("/articles/42")
+        .from_address(source)
+        .header("user-agent", UA)
+        .header("accept", "text/html,application/xhtml+xml")
+        .header("accept-language", "en-GB,en;q=0.8");
+    request.authority = "edge.example.test".to_owned();
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", cookie);
+    }
+    request
+}
+
+/// Gets a clearance cookie the honest way: the challenge page, the answer, the Set-Cookie.
+fn clearance_cookie(host: &mut Host) -> Result<String, String> {
+    let page = match host
+        .request(request(LISTED, None))
+        .map_err(|e| e.to_string())?
+    {
+        Outcome::Local {
+            status: 403, body, ..
+        } => String::from_utf8_lossy(&body).into_owned(),
+        other => {
+            return Err(format!(
+                "expected a challenge for the listed address, got {other:?}"
+            ));
+        }
+    };
+    let answer = demo::answer_challenge(&page, 1 << 24)
+        .ok_or("the challenge page has no solvable challenge")?;
+    let mut verify = request(LISTED, None);
+    verify.path = answer;
+    match host.request(verify).map_err(|e| e.to_string())? {
+        Outcome::Local { headers, .. } => headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+            .and_then(|(_, v)| v.split(';').next())
+            .map(str::to_owned)
+            .ok_or_else(|| "the verify answer set no cookie".to_owned()),
+        other => Err(format!("the verify endpoint did not answer: {other:?}")),
+    }
+}
+
+struct Scenario {
+    label: String,
+    host_index: usize,
+    request: Request,
+    expect_local: bool,
+    samples: Vec<f64>,
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn run() -> Result<(), String> {
+    let filter = module("pow_filter.wasm")?;
+    let floor = module("bench_floor.wasm")?;
+    let env = vec![("POW_HMAC_SECRET".to_owned(), SECRET.to_owned())];
+    let mut out = String::new();
+    let started = Instant::now();
+
+    let mut hosts = vec![Host::load(&floor, HostConfig::default()).map_err(|e| e.to_string())?];
+    let mut scenarios = vec![Scenario {
+        label: "floor: no-op module + 1 HMAC-SHA256 over the cookie".to_owned(),
+        host_index: 0,
+        request: request(
+            LISTED,
+            Some(
+                "pow_clearance=1790000000.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            ),
+        ),
+        expect_local: false,
+        samples: Vec::new(),
+    }];
+    let mut loads = Vec::new();
+    for (count, name) in [(1_000, "1k"), (100_000, "100k"), (1_000_000, "1M")] {
+        let set = prefixes(count);
+        let t = Instant::now();
+        let mut host = Host::load(
+            &filter,
+            HostConfig {
+                plugin_config: listed_config(&set),
+                env: env.clone(),
+                log_level: 3,
+                ..HostConfig::default()
+            },
+        )
+        .map_err(|e| format!("{name} prefixes: {e}"))?;
+        loads.push((name, count, set.len(), t.elapsed()));
+        let cookie = clearance_cookie(&mut host)?;
+        hosts.push(host);
+        let index = hosts.len() - 1;
+        for (label, req, expect_local) in [
+            (
+                "cookie pass (listed address, valid cookie)",
+                request(LISTED, Some(&cookie)),
+                false,
+            ),
+            (
+                "listed address: challenge page",
+                request(LISTED, None),
+                true,
+            ),
+            ("unlisted address: pass", request(UNLISTED, None), false),
+        ] {
+            scenarios.push(Scenario {
+                label: format!("{label}, {name} prefixes"),
+                host_index: index,
+                request: req,
+                expect_local,
+                samples: Vec::new(),
+            });
+        }
+    }
+
+    for round in 0..=ROUNDS {
+        for s in &mut scenarios {
+            let host = &mut hosts[s.host_index];
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                let outcome = host
+                    .request(s.request.clone())
+                    .map_err(|e| format!("{}: {e}", s.label))?;
+                if matches!(outcome, Outcome::Local { .. }) != s.expect_local {
+                    return Err(format!("{}: unexpected outcome {outcome:?}", s.label));
+                }
+            }
+            // Round 0 warms up (JIT caches, allocator), and is not counted.
+            if round > 0 {
+                s.samples.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
+            }
+        }
+    }
+
+    let floor_ns = median(&mut scenarios[0].samples.clone());
+    let _ = writeln!(
+        out,
+        "## Filter cost per request in the proxy-wasm host (median of {ROUNDS} rounds x {BATCH} requests)\n"
+    );
+    let _ = writeln!(out, "| scenario | us/request | x floor |");
+    let _ = writeln!(out, "| --- | ---: | ---: |");
+    for s in &mut scenarios {
+        let m = median(&mut s.samples);
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} | {:.2} |",
+            s.label,
+            m / 1000.0,
+            m / floor_ns
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nGoal: cookie pass within 1.5x of the floor, flat from 1k to 1M prefixes.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| prefixes | pluginConfig | load (compile + on_configure) |"
+    );
+    let _ = writeln!(out, "| ---: | ---: | ---: |");
+    for (name, _, bytes, took) in &loads {
+        let _ = writeln!(
+            out,
+            "| {name} | {:.1} MB | {:.2} s |",
+            *bytes as f64 / 1e6,
+            took.as_secs_f64()
+        );
+    }
+    drop(hosts);
+
+    out.push('\n');
+    out.push_str(&hash_rates()?);
+    let _ = writeln!(
+        out,
+        "\n(bench ran in {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let dir = target_dir().join("bench");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("filter.txt"), &out).map_err(|e| e.to_string())?;
+    eprintln!("bench: saved {}", dir.join("filter.txt").display());
+    Ok(())
+}
+
+/// `openssl speed -bytes 64 sha256 -seconds 3`, one core: SHA-256 of 64-byte inputs per second.
+fn openssl_rate() -> Result<f64, String> {
+    let output = Command::new("openssl")
+        .args(["speed", "-bytes", "64", "-seconds", "3", "sha256"])
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("openssl: {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // The result line: "sha256   123456.78k" (thousands of bytes per second).
+    text.lines()
+        .filter(|l| l.starts_with("sha256"))
+        .filter_map(|l| l.split_whitespace().last())
+        .filter_map(|v| v.strip_suffix('k'))
+        .find_map(|v| v.parse::<f64>().ok())
+        .map(|kbytes| kbytes * 1000.0 / 64.0)
+        .ok_or_else(|| format!("cannot read openssl's output: {text}"))
+}
+
+fn hash_rates() -> Result<String, String> {
+    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    if !browser_dir.join("node_modules/playwright-core").is_dir() {
+        return Err(
+            "playwright-core is missing: npm ci in tools/proxy-wasm-host/browser".to_owned(),
+        );
+    }
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !Path::new(&chromium).is_file() {
+        return Err(format!("chromium is missing ({chromium})"));
+    }
+    let native = openssl_rate()?;
+    // 32 bits: about 4 billion attempts on average, never reached in the window (and an answer
+    // is never followed).
+    let cli = Cli {
+        port: 0,
+        wasm: None,
+        difficulty: Some(32),
+    };
+    let config = demo::resolve(
+        &cli,
+        std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
+        &target_dir().join(".."),
+    );
+    let config = demo::DemoConfig {
+        wasm: module("pow_filter.wasm")?,
+        ..config
+    };
+    let running = Demo::start(&config).map_err(|e| e.to_string())?;
+    let mut child = Command::new("node")
+        .arg(browser_dir.join("hashrate.mjs"))
+        .arg(running.url())
+        .arg(HASHRATE_SECONDS.to_string())
+        .env("CHROMIUM", &chromium)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("node: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().map_err(|e| e.to_string())?.is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    running.stop();
+    if !output.status.success() {
+        return Err("hashrate.mjs failed (its error is above)".to_owned());
+    }
+    let result: serde_json::Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| format!("hashrate.mjs output: {e}"))?;
+    let rate = |key: &str| result[key]["rate"].as_f64().unwrap_or(0.0);
+    let workers = |key: &str| result[key]["workers"].as_u64().unwrap_or(0);
+    let (one, all, anubis) = (rate("pageOne"), rate("pageAll"), rate("anubis"));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## Solver hash rate in headless Chromium ({HASHRATE_SECONDS} s each, same run)\n"
+    );
+    let _ = writeln!(
+        out,
+        "| solver | workers | hashes/s | share of native 1 core |"
+    );
+    let _ = writeln!(out, "| --- | ---: | ---: | ---: |");
+    let mut row = |label: &str, w: u64, r: f64| {
+        let _ = writeln!(
+            out,
+            "| {label} | {w} | {:.2}M | {:.1} % |",
+            r / 1e6,
+            100.0 * r / native
+        );
+    };
+    row("challenge page (its own workers)", workers("pageOne"), one);
+    row(
+        "challenge page (its own workers, default count)",
+        workers("pageAll"),
+        all,
+    );
+    row(
+        "Anubis's algorithm, re-implemented (awaited subtle.digest per nonce)",
+        workers("anubis"),
+        anubis,
+    );
+    row("native: openssl speed -bytes 64 sha256, 1 core", 1, native);
+    let _ = writeln!(
+        out,
+        "\nGoal: the page >= 50 % of native per core, and >= 5x Anubis's algorithm. Page / Anubis (1 worker each): {:.1}x.",
+        one / anubis.max(1.0)
+    );
+    Ok(out)
+}

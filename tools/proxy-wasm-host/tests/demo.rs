@@ -1,0 +1,194 @@
+//! The demo edge end to end over loopback HTTP, with the real release `pow_filter.wasm`: the
+//! challenge, the answer, the clearance cookie, the origin; and headless Chromium doing the same
+//! through the page's own solver.
+
+// Helpers outside #[test] fns may unwrap too: a failure there is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pop_common::testing::skip_or_fail;
+use proxy_wasm_host::demo::{self, Cli, Demo};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn target_dir() -> PathBuf {
+    match std::env::var("CARGO_TARGET_DIR") {
+        Ok(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => workspace().join("target"),
+    }
+}
+
+/// The demo on an ephemeral loopback port, or None (skipped) without the release module.
+fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
+    let cli = Cli {
+        port: 0,
+        wasm: None,
+        difficulty: Some(difficulty),
+    };
+    let config = demo::resolve(
+        &cli,
+        std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
+        &workspace(),
+    );
+    if !config.wasm.is_file() {
+        skip_or_fail(
+            test,
+            &format!(
+                "the release filter module {} (make filter)",
+                config.wasm.display()
+            ),
+        );
+        return None;
+    }
+    Some(Demo::start(&config).unwrap())
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+#[test]
+fn a_client_pays_the_challenge_then_reaches_the_origin_with_its_cookie() {
+    let Some(demo) = start_demo(
+        "a_client_pays_the_challenge_then_reaches_the_origin_with_its_cookie",
+        10,
+    ) else {
+        return;
+    };
+    let base = demo.url();
+    let agent = agent();
+
+    let mut first = agent
+        .get(&format!("{base}hello?x=1"))
+        .header("accept", "text/html")
+        .call()
+        .unwrap();
+    assert_eq!(first.status().as_u16(), 403);
+    let page = first.body_mut().read_to_string().unwrap();
+    assert!(
+        page.contains(r#"id="pow-data""#),
+        "the challenge page: {page}"
+    );
+
+    let answer =
+        demo::answer_challenge(&page, 1 << 24).expect("the page carries a solvable challenge");
+    let verified = agent
+        .get(&format!("{}{}", base.trim_end_matches('/'), answer))
+        .call()
+        .unwrap();
+    assert!(
+        verified.status().is_redirection(),
+        "verify answers with a redirect: {}",
+        verified.status()
+    );
+    assert_eq!(
+        verified.headers()["location"].to_str().unwrap(),
+        "/hello?x=1",
+        "back where the visitor was going"
+    );
+    let set_cookie = verified.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+
+    let mut origin = agent
+        .get(&format!("{base}hello?x=1"))
+        .header("cookie", &cookie)
+        .call()
+        .unwrap();
+    assert_eq!(origin.status().as_u16(), 200);
+    let body = origin.body_mut().read_to_string().unwrap();
+    assert!(body.contains("You reached the origin"), "{body}");
+    assert!(
+        body.contains("/hello?x=1"),
+        "the origin saw the path: {body}"
+    );
+
+    // A forged cookie is a new challenge, not the origin.
+    let forged = agent
+        .get(&base)
+        .header("cookie", &format!("{cookie}00"))
+        .header("accept", "text/html")
+        .call()
+        .unwrap();
+    assert_eq!(forged.status().as_u16(), 403);
+    demo.stop();
+}
+
+#[test]
+fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
+    let test = "headless_chromium_solves_the_challenge_page_and_lands_on_the_origin";
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !Path::new(&chromium).is_file() {
+        return skip_or_fail(test, &format!("chromium ({chromium})"));
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        return skip_or_fail(test, "node");
+    }
+    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    if !browser_dir.join("node_modules/playwright-core").is_dir() {
+        return skip_or_fail(
+            test,
+            "playwright-core (npm ci in tools/proxy-wasm-host/browser)",
+        );
+    }
+    // 18 bits: about 260k hashes, well under a second for the page's workers.
+    let Some(demo) = start_demo(test, 18) else {
+        return;
+    };
+    let shots = target_dir().join("browser");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("challenge.png");
+    let _ = std::fs::remove_file(&shot);
+
+    let mut child = Command::new("node")
+        .arg(browser_dir.join("solve.mjs"))
+        .arg(demo.url())
+        .arg(&shot)
+        .env("CHROMIUM", &chromium)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a browser that hangs is killed, and the test fails.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().unwrap();
+    demo.stop();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "solve.mjs failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(result["challengeStatus"], 403, "{result}");
+    assert_eq!(result["origin"], "You reached the origin", "{result}");
+    assert_eq!(
+        result["secondStatus"], 200,
+        "the cookie alone passes the second time: {result}"
+    );
+    assert_eq!(result["secondOrigin"], 1, "{result}");
+    assert!(
+        std::fs::metadata(&shot).unwrap().len() > 1000,
+        "a screenshot of the challenge page at {}",
+        shot.display()
+    );
+}
