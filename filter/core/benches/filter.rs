@@ -33,8 +33,15 @@ fn table(n: usize) -> ListTable {
 }
 
 fn main() {
+    // `cargo test --all-targets` runs this binary without `--bench`: a quick smoke run only.
+    let full = std::env::args().any(|a| a == "--bench");
+    let sizes: &[usize] = if full {
+        &[1_000, 10_000, 100_000, 1_000_000]
+    } else {
+        &[1_000]
+    };
     println!("lookup: ns per lookup (mixed IPv4/IPv6 probes), table heap");
-    for n in [1_000usize, 10_000, 100_000, 1_000_000] {
+    for &n in sizes {
         let t = table(n);
         let mut s = 42u64;
         let probes: Vec<IpAddr> = (0..4096)
@@ -47,7 +54,7 @@ fn main() {
                 }
             })
             .collect();
-        let rounds = 500;
+        let rounds = if full { 500 } else { 2 };
         let start = Instant::now();
         let mut hits = 0u32;
         for _ in 0..rounds {
@@ -71,7 +78,7 @@ fn main() {
         "Mozilla/5.0",
         "example.org",
     );
-    let n = 100_000u32;
+    let n = if full { 100_000u32 } else { 100 };
     let start = Instant::now();
     for i in 0..n {
         let p = ChallengeParams {
@@ -111,4 +118,24 @@ fn main() {
         "proof-of-work check (one SHA-256): {:.0} ns",
         start.elapsed().as_nanos() as f64 / f64::from(n)
     );
+
+    // What an on_configure costs with big lists: decode, check and build the table.
+    let count = if full { 100_000 } else { 1_000 };
+    let mut s = 7u64;
+    let text: String = (0..count)
+        .map(|_| {
+            let r = xorshift(&mut s);
+            format!("{}/24\\n", Ipv4Addr::from((r as u32) & 0xffff_ff00))
+        })
+        .collect();
+    let json = format!(r#"{{"lists": {{"version": "v", "sets": {{"hosting": "{text}"}}}}}}"#);
+    let start = Instant::now();
+    let config = pow_core::PluginConfig::from_json(json.as_bytes()).unwrap();
+    let filter = pow_core::Filter::new(config, None).unwrap();
+    println!(
+        "configure with {count} prefixes ({} KiB of JSON): {:.1} ms",
+        json.len() / 1024,
+        start.elapsed().as_secs_f64() * 1000.0
+    );
+    black_box(filter);
 }
