@@ -7,7 +7,9 @@ use pow_core::crypto::{Binding, Keys, check_cookie, issue_cookie};
 use pow_core::net::binding_net;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(value) = std::str::from_utf8(data) else { return };
+    let Ok(value) = std::str::from_utf8(data) else {
+        return;
+    };
     let Ok((keys, _)) = Keys::new(Some(b"fuzzing-secret-of-at-least-32-bytes!"), None) else {
         return;
     };
@@ -15,6 +17,10 @@ fuzz_target!(|data: &[u8]| {
     let now = 1_800_000_000;
     if check_cookie(&keys, &binding, value, now, 86_400).is_ok() {
         let expiry: u64 = value.split('.').next().unwrap_or("").parse().unwrap_or(0);
-        assert_eq!(value, issue_cookie(&keys, &binding, expiry), "accepted a non-canonical cookie");
+        assert_eq!(
+            value,
+            issue_cookie(&keys, &binding, expiry),
+            "accepted a non-canonical cookie"
+        );
     }
 });

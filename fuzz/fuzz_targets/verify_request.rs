@@ -26,7 +26,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(config) = PluginConfig::from_json(br#"{"mode": "all", "difficulty": 1}"#) else {
         return;
     };
-    let Ok(filter) = Filter::new(config, Some(keys)) else { return };
+    let Ok(filter) = Filter::new(config, Some(keys)) else {
+        return;
+    };
     for path in [format!("{VERIFY_PATH}?{query}"), format!("/{query}")] {
         let req = Request {
             headers: vec![
@@ -39,7 +41,10 @@ fuzz_target!(|data: &[u8]| {
             ],
             source_address: Some(source.into()),
         };
-        let now = Now { secs: 1_800_000_000, nanos: 1 };
+        let now = Now {
+            secs: 1_800_000_000,
+            nanos: 1,
+        };
         let action = filter.on_request(&req, now, &mut MemoryStore::default(), &mut Nothing);
         if let Action::Respond { status, .. } = action {
             assert!(status == 403, "status {status} for {:?}", req.headers);
