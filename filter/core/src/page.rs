@@ -184,7 +184,7 @@ fn assets() -> &'static Assets {
             .replace("/*FINAL*/a", last);
         let csp = format!(
             "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; \
-             worker-src blob:; child-src blob:; img-src 'none'; connect-src 'none'; \
+             worker-src blob:; child-src blob:; img-src data:; connect-src 'none'; \
              base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
             base64(&sha256(script.as_bytes())),
             base64(&sha256(STYLE.as_bytes())),
@@ -447,11 +447,12 @@ mod tests {
             assert!(html.len() < 32 * 1024, "{} bytes", html.len());
             assert!(html.contains(&format!("<html lang=\"{}\">", lang.tag())));
             // No external request: no URL with a scheme or a network path in the markup.
-            for needle in [
-                "http://", "https://", "src=", "href=", "//cdn", "@import", "url(",
-            ] {
+            for needle in ["http://", "https://", "src=", "//cdn", "@import", "url("] {
                 assert!(!html.contains(needle), "{needle}");
             }
+            // The only link: an empty inline icon, so that browsers do not fetch /favicon.ico.
+            assert_eq!(html.matches("href=").count(), 1);
+            assert!(html.contains(r#"<link rel="icon" href="data:,">"#));
             // The return path cannot close the data block.
             assert!(!html.contains("</script><script>alert"));
             assert_eq!(html.matches("</script>").count(), 2);
