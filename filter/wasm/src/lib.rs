@@ -309,6 +309,16 @@ impl Context for Http {}
 impl HttpContext for Http {
     fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
         let Some(filter) = &self.shared.filter else {
+            // No configuration was accepted: nothing to decide with. Counted and said.
+            self.shared
+                .metrics
+                .borrow_mut()
+                .increment(metric::UNPROTECTED);
+            log_bounded(
+                Level::Critical,
+                now_secs_or_zero(),
+                "pow-filter: NOT PROTECTING: no accepted configuration; request passed",
+            );
             return Action::Continue;
         };
         match self.decide(filter) {
