@@ -277,7 +277,7 @@ fn run() -> Result<(), String> {
     );
     let _ = writeln!(
         out,
-        "| prefixes | pluginConfig | load (compile + on_configure) |"
+        "| prefixes | pluginConfig | load: on_configure (1k: also compiling the module) |"
     );
     let _ = writeln!(out, "| ---: | ---: | ---: |");
     for (name, _, bytes, took) in &loads {
