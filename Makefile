@@ -151,7 +151,7 @@ FILTER_TARGET_DIR := $(if $(filter undefined,$(origin CARGO_TARGET_DIR)),$(CURDI
 FILTER_WASM := $(FILTER_TARGET_DIR)/wasm32-wasip1/wasm-release/pow_filter.wasm
 FILTER_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find filter -name '*.rs' -o -name Cargo.toml -o -name '*.html' -o -name '*.js' -o -name '*.css' 2>/dev/null)
 
-$(FILTER_WASM): $(FILTER_SOURCES)
+$(FILTER_WASM): $(FILTER_SOURCES) | setup-demo
 	$(CARGO) build --quiet -p pow-filter --target wasm32-wasip1 --profile wasm-release
 	@touch $@
 
@@ -159,11 +159,11 @@ filter: $(FILTER_WASM) ## Build the pow-filter .wasm module and print its sha256
 	@echo "$(FILTER_WASM): $$(stat -c %s '$(FILTER_WASM)') bytes" >&2
 	@sha256sum '$(FILTER_WASM)'
 
-demo: $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
+demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
 	@$(CARGO) run --quiet --release -p proxy-wasm-host --bin pow-demo -- --port '$(DEMO_PORT)' --wasm '$(FILTER_WASM)'
 # <<< filter
 
-test: $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins)
+test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
@@ -172,6 +172,13 @@ bench: $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, li
 	@[[ -d tools/proxy-wasm-host/browser/node_modules ]] || npm ci --prefix tools/proxy-wasm-host/browser --no-audit --no-fund
 	$(CARGO) bench --quiet -p proxy-wasm-host --bench filter
 	$(MAKE) bench-lists
+
+# What demo and test need and a fresh machine lacks (Rust target, browsers, npm packages).
+.PHONY: setup-demo setup-test
+setup-demo:
+	@pipelines/setup.sh demo
+setup-test:
+	@pipelines/setup.sh test
 
 vendor: ## Fetch the pinned upstream bundles (Gateway API CRDs) and check each sha256
 	@pipelines/vendor.sh

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what `make demo` or `make test` needs and is missing, so that both work on a fresh
+# machine. Idempotent: what is present is left alone. System packages need root (apt-get); as
+# another user the missing ones are named and the tests that need them skip (or fail under CI).
+#
+#   pipelines/setup.sh demo|test
+set -euo pipefail
+what=${1:?usage: setup.sh demo|test}
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+# The filter is a wasm32-wasip1 module.
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1; then
+  log "adding the Rust target wasm32-wasip1"
+  rustup target add wasm32-wasip1
+fi
+[[ "$what" == demo ]] && exit 0
+
+# Test tools: python3 (oracle, stand-ins) with PyYAML, chromium (the real page in a browser),
+# Firefox ESR (the page must work there too), Node.js for playwright-core, kubectl (the edge
+# pipeline against the API stand-in), curl.
+need=()
+command -v python3 >/dev/null || need+=(python3)
+command -v chromium >/dev/null || need+=(chromium)
+command -v firefox-esr >/dev/null || command -v firefox >/dev/null || need+=(firefox-esr)
+command -v curl >/dev/null || need+=(curl)
+command -v openssl >/dev/null || need+=(openssl)
+command -v npm >/dev/null || need+=(nodejs npm)
+if ((${#need[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends ca-certificates "${need[@]}" >/dev/null
+  else
+    log "missing ${need[*]}: install them (apt-get install ${need[*]}); the tests that need them skip meanwhile"
+  fi
+fi
+if ! python3 -c 'import yaml' 2>/dev/null; then
+  log "installing PyYAML"
+  python3 -m pip install --quiet pyyaml || log "PyYAML could not be installed: the API stand-in tests skip"
+fi
+if ! command -v kubectl >/dev/null; then
+  log "kubectl is missing: the edge pipeline tests skip (install kubectl to run them)"
+fi
+# playwright-core drives the system's browsers; its own browser downloads are never used.
+for dir in tools/proxy-wasm-host/browser tools/proxy-wasm-host/firefox; do
+  if command -v npm >/dev/null && [[ -f $dir/package-lock.json && ! -d $dir/node_modules ]]; then
+    log "npm ci in $dir"
+    npm ci --prefix "$dir" --no-audit --no-fund >&2
+  fi
+done
