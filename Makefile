@@ -130,7 +130,7 @@ confirm:
 	[[ "$$answer" == yes ]] || { echo "nothing destroyed" >&2; exit 1; }
 
 ##@ Build, demo, tests
-.PHONY: lists filter demo test bench vendor
+.PHONY: lists filter demo test lint bench vendor
 # >>> lists (issue 4)
 LISTS_SOURCES ?= config/lists-sources.example.json
 LISTS_OUT     ?= $(OUT)/lists
@@ -171,7 +171,13 @@ bench: $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, li
 	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
 	@[[ -d tools/proxy-wasm-host/browser/node_modules ]] || npm ci --prefix tools/proxy-wasm-host/browser --no-audit --no-fund
 	$(CARGO) bench --quiet -p proxy-wasm-host --bench filter
+	$(CARGO) bench --quiet -p pow-core --bench filter
 	$(MAKE) bench-lists
+
+lint: setup-demo ## cargo fmt --check and clippy -D warnings, native and wasm32-wasip1
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p pow-filter -p bench-floor --target wasm32-wasip1 -- -D warnings
 
 # What demo and test need and a fresh machine lacks (Rust target, browsers, npm packages).
 .PHONY: setup-demo setup-test
