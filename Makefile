@@ -167,7 +167,7 @@ test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-i
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
-bench: $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, list generation
+bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, list generation
 	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
 	@[[ -d tools/proxy-wasm-host/browser/node_modules ]] || npm ci --prefix tools/proxy-wasm-host/browser --no-audit --no-fund
 	$(CARGO) bench --quiet -p proxy-wasm-host --bench filter
@@ -180,11 +180,13 @@ lint: setup-demo ## cargo fmt --check and clippy -D warnings, native and wasm32-
 	$(CARGO) clippy -p pow-filter -p bench-floor --target wasm32-wasip1 -- -D warnings
 
 # What demo and test need and a fresh machine lacks (Rust target, browsers, npm packages).
-.PHONY: setup-demo setup-test
+.PHONY: setup-demo setup-test setup-bench
 setup-demo:
 	@pipelines/setup.sh demo
 setup-test:
 	@pipelines/setup.sh test
+setup-bench:
+	@pipelines/setup.sh bench
 
 vendor: ## Fetch the pinned upstream bundles (Gateway API CRDs) and check each sha256
 	@pipelines/vendor.sh

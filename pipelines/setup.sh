@@ -3,9 +3,9 @@
 # machine. Idempotent: what is present is left alone. System packages need root (apt-get); as
 # another user the missing ones are named and the tests that need them skip (or fail under CI).
 #
-#   pipelines/setup.sh demo|test
+#   pipelines/setup.sh demo|test|bench
 set -euo pipefail
-what=${1:?usage: setup.sh demo|test}
+what=${1:?usage: setup.sh demo|test|bench}
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 # The filter is a wasm32-wasip1 module.
@@ -25,6 +25,11 @@ command -v firefox-esr >/dev/null || command -v firefox >/dev/null || need+=(fir
 command -v curl >/dev/null || need+=(curl)
 command -v openssl >/dev/null || need+=(openssl)
 command -v npm >/dev/null || need+=(nodejs npm)
+if [[ "$what" == bench ]]; then
+  # The baselines of the list generation bench.
+  command -v iprange >/dev/null || need+=(iprange)
+  command -v hyperfine >/dev/null || need+=(hyperfine)
+fi
 if ((${#need[@]})); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
     log "installing ${need[*]}"
