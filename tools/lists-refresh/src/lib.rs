@@ -518,31 +518,7 @@ fn json_len(value: &Value) -> usize {
 /// The version stamp: the generation time, RFC 3339 UTC (`EDGEPOP_LISTS_NOW` fixes it, for
 /// tests).
 fn lists_now() -> String {
-    std::env::var("EDGEPOP_LISTS_NOW").unwrap_or_else(|_| rfc3339_now())
-}
-
-fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    std::env::var("EDGEPOP_LISTS_NOW").unwrap_or_else(|_| lists_core::time::now_rfc3339())
 }
 
 #[cfg(test)]
