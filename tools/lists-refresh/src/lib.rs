@@ -518,7 +518,7 @@ fn json_len(value: &Value) -> usize {
 /// The version stamp: the generation time, RFC 3339 UTC (`EDGEPOP_LISTS_NOW` fixes it, for
 /// tests).
 fn lists_now() -> String {
-    std::env::var("EDGEPOP_LISTS_NOW").unwrap_or_else(|_| lists_core::time::now_rfc3339())
+    std::env::var("EDGEPOP_LISTS_NOW").unwrap_or_else(|_| pop_common::time::now_rfc3339())
 }
 
 #[cfg(test)]
