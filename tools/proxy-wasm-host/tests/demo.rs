@@ -1,6 +1,7 @@
 //! The demo edge end to end over loopback HTTP, with the real release `pow_filter.wasm`: the
-//! challenge, the answer, the clearance cookie, the origin; and headless Chromium doing the same
-//! through the page's own solver.
+//! challenge, the answer, the clearance cookie, the origin; and real browsers doing the same
+//! through the page's own solver: headless Chromium (playwright-core) and headless Firefox ESR
+//! (Debian's package, driven over WebDriver BiDi by puppeteer-core).
 
 // Helpers outside #[test] fns may unwrap too: a failure there is a failed test.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -46,6 +47,44 @@ fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
         return None;
     }
     Some(Demo::start(&config).unwrap())
+}
+
+/// Runs a browser driver script (it prints one JSON result), bounded in time, then stops the demo.
+fn run_solver(mut command: Command, demo: Demo) -> serde_json::Value {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a browser that hangs is killed, and the test fails.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().unwrap();
+    demo.stop();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "solve.mjs failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
+/// The browser got the challenge, solved it, reached the origin, and came back on its cookie.
+fn assert_lands_on_the_origin(result: &serde_json::Value) {
+    assert_eq!(result["challengeStatus"], 403, "{result}");
+    assert_eq!(result["origin"], "You reached the origin", "{result}");
+    assert_eq!(
+        result["secondStatus"], 200,
+        "the cookie alone passes the second time: {result}"
+    );
+    assert_eq!(result["secondOrigin"], 1, "{result}");
 }
 
 fn agent() -> ureq::Agent {
@@ -152,43 +191,51 @@ fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
     let shot = shots.join("challenge.png");
     let _ = std::fs::remove_file(&shot);
 
-    let mut child = Command::new("node")
+    let mut command = Command::new("node");
+    command
         .arg(browser_dir.join("solve.mjs"))
         .arg(demo.url())
         .arg(&shot)
-        .env("CHROMIUM", &chromium)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Bounded: a browser that hangs is killed, and the test fails.
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let output = child.wait_with_output().unwrap();
-    demo.stop();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "solve.mjs failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(result["challengeStatus"], 403, "{result}");
-    assert_eq!(result["origin"], "You reached the origin", "{result}");
-    assert_eq!(
-        result["secondStatus"], 200,
-        "the cookie alone passes the second time: {result}"
-    );
-    assert_eq!(result["secondOrigin"], 1, "{result}");
+        .env("CHROMIUM", &chromium);
+    let result = run_solver(command, demo);
+    assert_lands_on_the_origin(&result);
     assert!(
         std::fs::metadata(&shot).unwrap().len() > 1000,
         "a screenshot of the challenge page at {}",
         shot.display()
+    );
+}
+
+#[test]
+fn headless_firefox_solves_the_challenge_page_and_lands_on_the_origin() {
+    let test = "headless_firefox_solves_the_challenge_page_and_lands_on_the_origin";
+    let firefox = std::env::var("FIREFOX").unwrap_or_else(|_| "/usr/bin/firefox-esr".to_owned());
+    if !Path::new(&firefox).is_file() {
+        return skip_or_fail(test, &format!("firefox ({firefox})"));
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        return skip_or_fail(test, "node");
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("firefox");
+    if !dir.join("node_modules/puppeteer-core").is_dir() {
+        return skip_or_fail(
+            test,
+            "puppeteer-core (npm ci in tools/proxy-wasm-host/firefox)",
+        );
+    }
+    let Some(demo) = start_demo(test, 18) else {
+        return;
+    };
+    let mut command = Command::new("node");
+    command
+        .arg(dir.join("solve.mjs"))
+        .arg(demo.url())
+        .env("FIREFOX", &firefox);
+    let result = run_solver(command, demo);
+    assert_lands_on_the_origin(&result);
+    assert_eq!(
+        result["errors"],
+        serde_json::json!([]),
+        "no script or CSP error: {result}"
     );
 }
