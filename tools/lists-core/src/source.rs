@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::time::Duration;
 
-use flate2::read::MultiGzDecoder;
+use flate2::bufread::MultiGzDecoder;
 
 use crate::error::ListError;
 
@@ -124,6 +124,9 @@ pub fn open<'a>(
 /// first error (passed on to the reader), or as soon as the reader is dropped.
 struct Inflater {
     chunks: std::sync::mpsc::Receiver<io::Result<Vec<u8>>>,
+    /// Chunks read, handed back to the thread to be filled again (no new allocation, no
+    /// zeroing of fresh memory on the decoding side, which is the slower one).
+    spent: std::sync::mpsc::SyncSender<Vec<u8>>,
     current: Vec<u8>,
     position: usize,
     done: bool,
@@ -132,9 +135,11 @@ struct Inflater {
 impl Inflater {
     fn start(mut decoder: impl Read + Send + 'static) -> Inflater {
         let (sender, chunks) = std::sync::mpsc::sync_channel(4);
+        let (spent, reusable) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
         std::thread::spawn(move || {
             loop {
-                let mut chunk = vec![0u8; BUFFER];
+                let mut chunk = reusable.try_recv().unwrap_or_default();
+                chunk.resize(BUFFER, 0);
                 let mut filled = 0;
                 // Fill the chunk (inflate returns little at a time) before handing it over.
                 let outcome = loop {
@@ -172,6 +177,7 @@ impl Inflater {
         });
         Inflater {
             chunks,
+            spent,
             current: Vec::new(),
             position: 0,
             done: false,
@@ -194,7 +200,9 @@ impl BufRead for Inflater {
         while self.position >= self.current.len() && !self.done {
             match self.chunks.recv() {
                 Ok(Ok(chunk)) => {
-                    self.current = chunk;
+                    let spent = std::mem::replace(&mut self.current, chunk);
+                    // The thread may have ended, or have enough chunks: then this one is freed.
+                    let _ = self.spent.try_send(spent);
                     self.position = 0;
                 }
                 Ok(Err(e)) => {
@@ -244,12 +252,15 @@ fn fetch(source: &SourceName) -> Result<impl Read + Send + use<>, ListError> {
 /// that does not parse): a binary file without newlines never fills the memory.
 pub const MAX_LINE: usize = 64 * 1024;
 
-/// Reads `reader` line by line into a reused buffer, without the line ending, counting lines
-/// from 1. Returns `None` at the end.
+/// Reads `reader` line by line, without the line ending, counting lines from 1. Returns `None`
+/// at the end. A line whole in the reader's buffer is lent from there, without a copy, and
+/// consumed from the reader at the next call; the others are gathered in a reused buffer.
 #[derive(Debug, Default)]
 pub struct Lines {
     buf: Vec<u8>,
     number: u64,
+    /// Bytes of the reader's buffer lent as the last line, to consume at the next call.
+    lent: usize,
 }
 
 impl Lines {
@@ -259,7 +270,25 @@ impl Lines {
 
     /// The next line and its number, or `None` at the end of the data. A line longer than
     /// [`MAX_LINE`] is returned cut at that length (the rest is skipped).
-    pub fn next<'s>(&'s mut self, reader: &mut dyn BufRead) -> io::Result<Option<(u64, &'s [u8])>> {
+    pub fn next<'s>(
+        &'s mut self,
+        reader: &'s mut (dyn BufRead + '_),
+    ) -> io::Result<Option<(u64, &'s [u8])>> {
+        reader.consume(std::mem::take(&mut self.lent));
+        let available = reader.fill_buf()?;
+        let window = &available[..available.len().min(MAX_LINE + 1)];
+        if let Some(end) = memchr::memchr(b'\n', window) {
+            self.number += 1;
+            self.lent = end + 1;
+            // The same bytes again (nothing was consumed), borrowed for as long as the line.
+            let line = reader.fill_buf()?.get(..end).ok_or_else(|| {
+                io::Error::other("the reader's buffer shrank without being consumed")
+            })?;
+            return Ok(Some((
+                self.number,
+                line.strip_suffix(b"\r").unwrap_or(line),
+            )));
+        }
         self.buf.clear();
         let limit = (MAX_LINE + 1) as u64;
         if Read::take(&mut *reader, limit).read_until(b'\n', &mut self.buf)? == 0 {
