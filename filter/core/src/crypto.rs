@@ -21,11 +21,12 @@ use crate::config::MIN_SECRET_LEN;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// The HMAC keys. Debug never prints them.
+/// The HMAC keys, held as keyed HMAC instances: the key schedule (the two compressions of
+/// the padded key) is done once here, and each MAC starts from a clone. Debug never prints them.
 #[derive(Clone)]
 pub struct Keys {
-    current: Vec<u8>,
-    previous: Option<Vec<u8>>,
+    current: HmacSha256,
+    previous: Option<HmacSha256>,
 }
 
 impl fmt::Debug for Keys {
@@ -66,18 +67,21 @@ impl Keys {
         let current = match current {
             None | Some([]) => return Err(KeyError::Missing),
             Some(c) if c.len() < MIN_SECRET_LEN => return Err(KeyError::TooShort(c.len())),
-            Some(c) => c.to_vec(),
+            Some(c) => mac_with(c).ok_or(KeyError::Missing)?,
         };
         let (previous, warning) = match previous {
             None | Some([]) => (None, None),
             Some(p) if p.len() < MIN_SECRET_LEN => (None, Some(KeyError::TooShort(p.len()))),
-            Some(p) => (Some(p.to_vec()), None),
+            Some(p) => match mac_with(p) {
+                Some(m) => (Some(m), None),
+                None => (None, Some(KeyError::Missing)),
+            },
         };
         Ok((Keys { current, previous }, warning))
     }
 
-    fn all(&self) -> impl Iterator<Item = &[u8]> {
-        std::iter::once(self.current.as_slice()).chain(self.previous.as_deref())
+    fn all(&self) -> impl Iterator<Item = &HmacSha256> {
+        std::iter::once(&self.current).chain(self.previous.as_ref())
     }
 }
 
@@ -126,27 +130,28 @@ pub struct ChallengeParams {
     pub salt: u64,
 }
 
-fn challenge_mac(key: &[u8], b: &Binding, p: &ChallengeParams) -> Option<HmacSha256> {
-    let mut mac = mac_with(key)?;
+fn challenge_mac(key: &HmacSha256, b: &Binding, p: &ChallengeParams) -> HmacSha256 {
+    let mut mac = key.clone();
     mac.update(b"pow-challenge-v1\0");
     b.feed(&mut mac);
     mac.update(&p.expiry.to_be_bytes());
     mac.update(&[p.difficulty]);
     mac.update(&p.salt.to_be_bytes());
-    Some(mac)
+    mac
 }
 
 /// The 32-byte challenge, made with the current key.
 pub fn issue_challenge(keys: &Keys, b: &Binding, p: &ChallengeParams) -> [u8; 32] {
     challenge_mac(&keys.current, b, p)
-        .map(|m| m.finalize().into_bytes().into())
-        .unwrap_or([0; 32])
+        .finalize()
+        .into_bytes()
+        .into()
 }
 
 /// Whether `challenge` was issued by one of the keys for this binding and these parameters.
 pub fn check_challenge(keys: &Keys, b: &Binding, p: &ChallengeParams, challenge: &[u8]) -> bool {
     keys.all()
-        .any(|k| challenge_mac(k, b, p).is_some_and(|m| m.verify_slice(challenge).is_ok()))
+        .any(|k| challenge_mac(k, b, p).verify_slice(challenge).is_ok())
 }
 
 /// Leading zero bits of `SHA-256(challenge ‖ nonce as 8 bytes big-endian)`.
@@ -172,19 +177,20 @@ pub fn check_work(challenge: &[u8; 32], nonce: u64, difficulty: u8) -> bool {
     work_bits(challenge, nonce) >= u32::from(difficulty)
 }
 
-fn cookie_mac(key: &[u8], b: &Binding, expiry: u64) -> Option<HmacSha256> {
-    let mut mac = mac_with(key)?;
+fn cookie_mac(key: &HmacSha256, b: &Binding, expiry: u64) -> HmacSha256 {
+    let mut mac = key.clone();
     mac.update(b"pow-clearance-v1\0");
     b.feed(&mut mac);
     mac.update(&expiry.to_be_bytes());
-    Some(mac)
+    mac
 }
 
 /// The clearance cookie's value: `<expiry>.<64 hex digits>`.
 pub fn issue_cookie(keys: &Keys, b: &Binding, expiry: u64) -> String {
     let tag: [u8; 32] = cookie_mac(&keys.current, b, expiry)
-        .map(|m| m.finalize().into_bytes().into())
-        .unwrap_or([0; 32]);
+        .finalize()
+        .into_bytes()
+        .into();
     format!("{expiry}.{}", hex(&tag))
 }
 
@@ -212,7 +218,7 @@ pub fn check_cookie(
     }
     if keys
         .all()
-        .any(|k| cookie_mac(k, b, expiry).is_some_and(|m| m.verify_slice(&tag).is_ok()))
+        .any(|k| cookie_mac(k, b, expiry).verify_slice(&tag).is_ok())
     {
         Ok(())
     } else {

@@ -54,6 +54,22 @@ pub trait Metrics {
     fn increment(&mut self, name: &str);
 }
 
+/// Every header [`Filter::on_request`] reads (names lowercase): the glue need not copy the
+/// others out of the host.
+pub const HEADERS_USED: &[&str] = &[
+    ":path",
+    ":method",
+    ":scheme",
+    ":authority",
+    "host",
+    "user-agent",
+    "cookie",
+    "accept",
+    "accept-language",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+];
+
 /// A request as the filter sees it.
 #[derive(Debug, Default, Clone)]
 pub struct Request {
@@ -229,14 +245,19 @@ impl Filter {
     fn is_bypass(&self, path: &str) -> bool {
         // A path with dot segments, encoded slashes or dots, or backslashes never bypasses:
         // `/.well-known/../admin` must not skip the challenge.
-        let lower = path.to_ascii_lowercase();
+        // `%2e`, `%2f`, `%5c` in any case, found without allocating a lowercased copy.
+        let encoded = path.as_bytes().windows(3).any(|w| {
+            w[0] == b'%'
+                && matches!(
+                    (w[1], w[2].to_ascii_lowercase()),
+                    (b'2', b'e' | b'f') | (b'5', b'c')
+                )
+        });
         if path.contains("/./")
             || path.contains("/../")
             || path.ends_with("/..")
             || path.contains('\\')
-            || lower.contains("%2e")
-            || lower.contains("%2f")
-            || lower.contains("%5c")
+            || encoded
             || path.contains("//")
         {
             return false;

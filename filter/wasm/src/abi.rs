@@ -136,20 +136,35 @@ pub fn get_buffer(kind: u32, max: usize) -> Result<Option<Vec<u8>>, Status> {
     }
 }
 
-/// The request headers, pseudo-headers included. Bytes that are not UTF-8 are replaced.
-pub fn get_request_headers() -> Result<Vec<(String, String)>, Status> {
+/// The request headers named in `keep` (compared ASCII case-insensitively), pseudo-headers
+/// included, every value of each. Bytes that are not UTF-8 are replaced.
+pub fn get_request_headers(keep: &[&str]) -> Result<Vec<(String, String)>, Status> {
     let (mut p, mut n) = (null_mut(), 0usize);
     // SAFETY: valid out-pointers on our stack.
     ok(unsafe { raw::proxy_get_header_map_pairs(MAP_HTTP_REQUEST_HEADERS, &mut p, &mut n) })?;
     match take(p, n) {
         None => Ok(Vec::new()),
-        Some(bytes) => deserialize_map(&bytes).ok_or(Status(3)),
+        Some(bytes) => deserialize_map_only(&bytes, |k| {
+            keep.iter()
+                .any(|name| name.as_bytes().eq_ignore_ascii_case(k))
+        })
+        .ok_or(Status(3)),
     }
 }
 
 /// Decodes a serialised map (u32 count, (key_len, value_len) pairs, then NUL-terminated keys
 /// and values), bounds-checked: `None` if it is malformed.
+#[cfg(test)]
 pub fn deserialize_map(bytes: &[u8]) -> Option<Vec<(String, String)>> {
+    deserialize_map_only(bytes, |_| true)
+}
+
+/// [`deserialize_map`], copying out only the pairs whose key `keep` accepts (the whole map is
+/// still bounds-checked).
+pub fn deserialize_map_only(
+    bytes: &[u8],
+    keep: impl Fn(&[u8]) -> bool,
+) -> Option<Vec<(String, String)>> {
     if bytes.len() <= 1 {
         return Some(Vec::new());
     }
@@ -162,7 +177,7 @@ pub fn deserialize_map(bytes: &[u8]) -> Option<Vec<(String, String)>> {
     if data > bytes.len() {
         return None;
     }
-    let mut out = Vec::with_capacity(count);
+    let mut out = Vec::with_capacity(count.min(16));
     for i in 0..count {
         let k_len = u32_at(4 + i * 8)?;
         let v_len = u32_at(8 + i * 8)?;
@@ -170,10 +185,12 @@ pub fn deserialize_map(bytes: &[u8]) -> Option<Vec<(String, String)>> {
         data = data.checked_add(k_len)?.checked_add(1)?;
         let value = bytes.get(data..data.checked_add(v_len)?)?;
         data = data.checked_add(v_len)?.checked_add(1)?;
-        out.push((
-            String::from_utf8_lossy(key).into_owned(),
-            String::from_utf8_lossy(value).into_owned(),
-        ));
+        if keep(key) {
+            out.push((
+                String::from_utf8_lossy(key).into_owned(),
+                String::from_utf8_lossy(value).into_owned(),
+            ));
+        }
     }
     Some(out)
 }
@@ -195,12 +212,11 @@ pub fn serialize_map(map: &[(String, String)]) -> Vec<u8> {
     out
 }
 
-/// A property such as `source.address` (`["source", "address"]`).
-pub fn get_property(path: &[&str]) -> Result<Option<Vec<u8>>, Status> {
-    let joined = path.join("\0");
+/// A property, by its path with the segments NUL-separated (`b"source\0address"`).
+pub fn get_property(path: &[u8]) -> Result<Option<Vec<u8>>, Status> {
     let (mut p, mut n) = (null_mut(), 0usize);
     // SAFETY: a live buffer and valid out-pointers.
-    match unsafe { raw::proxy_get_property(joined.as_ptr(), joined.len(), &mut p, &mut n) } {
+    match unsafe { raw::proxy_get_property(path.as_ptr(), path.len(), &mut p, &mut n) } {
         0 => Ok(take(p, n)),
         NOT_FOUND => Ok(None),
         s => Err(Status(s)),
@@ -278,7 +294,7 @@ mod tests {
             (":path".to_owned(), "/x".to_owned()),
             ("user-agent".to_owned(), "".to_owned()),
         ];
-        assert_eq!(deserialize_map(&serialize_map(&m)), Some(m));
+        assert_eq!(deserialize_map(&serialize_map(&m)), Some(m.clone()));
         assert_eq!(deserialize_map(&[]), Some(vec![]));
         assert_eq!(deserialize_map(&[0]), Some(vec![]));
         assert_eq!(deserialize_map(&[1, 0, 0, 0, 5, 0, 0, 0]), None);
@@ -286,5 +302,7 @@ mod tests {
         let mut bad = serialize_map(&[("k".to_owned(), "v".to_owned())]);
         bad.truncate(bad.len() - 2);
         assert_eq!(deserialize_map(&bad), None);
+        let only = deserialize_map_only(&serialize_map(&m), |k| k == b":path");
+        assert_eq!(only, Some(vec![(":path".to_owned(), "/x".to_owned())]));
     }
 }

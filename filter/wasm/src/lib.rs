@@ -345,10 +345,14 @@ impl HttpContext for Http {
 
 impl Http {
     fn decide(&self, filter: &Filter) -> Result<Action, (&'static str, abi::Status)> {
-        let headers = abi::get_request_headers().map_err(|s| ("get_header_map_pairs", s))?;
-        let source = abi::get_property(&["source", "address"])
+        let headers = abi::get_request_headers(pow_core::filter::HEADERS_USED)
+            .map_err(|s| ("get_header_map_pairs", s))?;
+        let source = abi::get_property(b"source\0address")
             .map_err(|s| ("get_property(source.address)", s))?
-            .map(|b| String::from_utf8_lossy(&b).into_owned());
+            .map(|b| {
+                String::from_utf8(b)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+            });
         let nanos = abi::now_nanos().map_err(|s| ("get_current_time_nanoseconds", s))?;
         let now = Now {
             secs: nanos / 1_000_000_000,
