@@ -164,8 +164,7 @@ demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0
 # <<< filter
 
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)
-	$(CARGO) test --workspace --all-targets
-	$(CARGO) test --workspace --doc
+	@CARGO='$(CARGO)' pipelines/test.sh
 
 bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, list generation
 	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
