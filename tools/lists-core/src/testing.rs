@@ -229,3 +229,18 @@ pub fn python3(test: &str) -> bool {
     }
     ok
 }
+
+/// Checks a tool's refusal: the exit code, nothing on stdout, and every needle in the message.
+#[allow(clippy::panic)] // an assertion helper for tests: failing is its job
+pub fn assert_refused(out: &std::process::Output, code: i32, needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for needle in needles {
+        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
+    }
+}

@@ -159,25 +159,11 @@ fn several_sources_of_both_families_make_one_list() {
     assert_eq!(lists_core::list::to_text(&record), expected);
 }
 
-/// Checks a refusal: the exit code, nothing on stdout, and the message.
-fn refused(out: &Output, code: i32, needles: &[&str]) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{stderr}");
-    assert!(
-        out.stdout.is_empty(),
-        "stdout: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    for needle in needles {
-        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
-    }
-}
-
 #[test]
 fn a_source_that_is_down_is_refused_naming_it() {
     let url = format!("{}/ip2asn.tsv.gz", testing::closed_port_url().unwrap());
     let out = gen_asn(&["--asn=13335", &url]);
-    refused(&out, 1, &[&format!("source {url}: unreachable")]);
+    testing::assert_refused(&out, 1, &[&format!("source {url}: unreachable")]);
 }
 
 #[test]
@@ -185,7 +171,7 @@ fn a_source_that_stalls_is_a_timeout() {
     let server = Server::start(vec![Reply::Stall]).unwrap();
     let url = format!("{}/ip2asn.tsv.gz", server.url);
     let out = gen_asn(&["--asn=13335", "--timeout=1", &url]);
-    refused(&out, 1, &[&format!("source {url}: timed out after 1 s")]);
+    testing::assert_refused(&out, 1, &[&format!("source {url}: timed out after 1 s")]);
 }
 
 #[test]
@@ -193,7 +179,7 @@ fn an_http_error_is_refused_with_its_status() {
     let server = Server::start(vec![Reply::status(500)]).unwrap();
     let url = format!("{}/ip2asn.tsv.gz", server.url);
     let out = gen_asn(&["--asn=13335", &url]);
-    refused(&out, 1, &[&format!("source {url}: HTTP status 500")]);
+    testing::assert_refused(&out, 1, &[&format!("source {url}: HTTP status 500")]);
 }
 
 #[test]
@@ -208,7 +194,7 @@ fn a_truncated_gzip_is_refused_from_a_file_and_over_http() {
     let file = dir.path().join("ip2asn-v6.tsv.gz");
     std::fs::write(&file, &cut).unwrap();
     let out = gen_asn(&["--asn=13335", file.to_str().unwrap()]);
-    refused(&out, 1, &["ip2asn-v6.tsv.gz: ends early"]);
+    testing::assert_refused(&out, 1, &["ip2asn-v6.tsv.gz: ends early"]);
 
     // Served whole but cut by the server (fewer bytes than its Content-Length).
     let server = Server::start(vec![Reply::Cut {
@@ -218,7 +204,7 @@ fn a_truncated_gzip_is_refused_from_a_file_and_over_http() {
     .unwrap();
     let url = format!("{}/ip2asn-v6.tsv.gz", server.url);
     let out = gen_asn(&["--asn=13335", &url]);
-    refused(&out, 1, &[&format!("source {url}: ends early")]);
+    testing::assert_refused(&out, 1, &[&format!("source {url}: ends early")]);
 }
 
 #[test]
@@ -229,7 +215,7 @@ fn garbage_and_a_format_that_does_not_match_are_refused() {
     .unwrap();
     let url = format!("{}/ip2asn.tsv", server.url);
     let out = gen_asn(&["--asn=13335", &url]);
-    refused(
+    testing::assert_refused(
         &out,
         2,
         &[&format!("source {url}: not an IP-to-ASN dataset"), "line 1"],
@@ -239,7 +225,7 @@ fn garbage_and_a_format_that_does_not_match_are_refused() {
     let csv = dir.path().join("asn.csv");
     std::fs::write(&csv, "1.0.0.0,1.0.0.255,13335,\"Cloudflare, Inc.\"\n").unwrap();
     let out = gen_asn(&["--asn=13335", "--format=geolite2", csv.to_str().unwrap()]);
-    refused(
+    testing::assert_refused(
         &out,
         2,
         &["does not match the GeoLite2-ASN CSV format: line 1"],
@@ -261,7 +247,7 @@ fn bad_rows_are_tolerated_up_to_the_limit_and_reported_with_line_numbers() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("skipped 2 row(s)"), "{stderr}");
     let out = gen_asn(&["--asn=13335", "--max-bad-rows=1", path]);
-    refused(
+    testing::assert_refused(
         &out,
         2,
         &[
@@ -278,10 +264,10 @@ fn an_empty_result_is_refused() {
     let csv = dir.path().join("asn.csv");
     std::fs::write(&csv, "1.0.0.0,1.0.0.255,13335,Cloudflare\n").unwrap();
     let out = gen_asn(&["--asn=64496", csv.to_str().unwrap()]);
-    refused(&out, 1, &["list hosting: empty result"]);
+    testing::assert_refused(&out, 1, &["list hosting: empty result"]);
     std::fs::write(&csv, "").unwrap();
     let out = gen_asn(&["--asn=64496", csv.to_str().unwrap()]);
-    refused(&out, 2, &["holds no data row"]);
+    testing::assert_refused(&out, 2, &["holds no data row"]);
 }
 
 #[test]
@@ -303,7 +289,7 @@ fn a_large_shrink_is_refused_unless_forced() {
     // The same list again passes; Cloudflare alone is most of Google's prefixes lost.
     stdout(&gen_asn(&["--asn=13335,15169", &previous, file]));
     let out = gen_asn(&["--asn=13335", &previous, file]);
-    refused(
+    testing::assert_refused(
         &out,
         1,
         &["list hosting: refused", "more than the 50% allowed"],
@@ -322,5 +308,5 @@ fn a_large_shrink_is_refused_unless_forced() {
         &format!("--previous={}", text.display()),
         file,
     ]);
-    refused(&out, 1, &["refused"]);
+    testing::assert_refused(&out, 1, &["refused"]);
 }

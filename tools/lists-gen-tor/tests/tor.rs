@@ -29,19 +29,6 @@ fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
-fn refused(out: &Output, code: i32, needles: &[&str]) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{stderr}");
-    assert!(
-        out.stdout.is_empty(),
-        "stdout: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    for needle in needles {
-        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
-    }
-}
-
 fn capture(test: &str, name: &str) -> Option<PathBuf> {
     testing::shared_dir(test).map(|shared| shared.join("fixtures/tor").join(name))
 }
@@ -135,7 +122,7 @@ fn onionoo_details_without_flags_are_refused() {
         return;
     };
     let out = gen_tor(&[file.to_str().unwrap()]);
-    refused(&out, 2, &["Onionoo details without `flags`"]);
+    testing::assert_refused(&out, 2, &["Onionoo details without `flags`"]);
 }
 
 #[test]
@@ -163,7 +150,7 @@ fn several_sources_are_merged_without_duplicates() {
 #[test]
 fn sources_down_stalled_failing_or_cut_are_refused_naming_them() {
     let down = format!("{}/torbulkexitlist", testing::closed_port_url().unwrap());
-    refused(
+    testing::assert_refused(
         &gen_tor(&[&down]),
         1,
         &[&format!("source {down}: unreachable")],
@@ -171,12 +158,12 @@ fn sources_down_stalled_failing_or_cut_are_refused_naming_them() {
 
     let server = Server::start(vec![Reply::Stall, Reply::status(503)]).unwrap();
     let url = format!("{}/torbulkexitlist", server.url);
-    refused(
+    testing::assert_refused(
         &gen_tor(&["--timeout=1", &url]),
         1,
         &["timed out after 1 s"],
     );
-    refused(
+    testing::assert_refused(
         &gen_tor(&[&url]),
         1,
         &[&format!("source {url}: HTTP status 503")],
@@ -190,7 +177,7 @@ fn sources_down_stalled_failing_or_cut_are_refused_naming_them() {
     }])
     .unwrap();
     let url = format!("{}/details", server.url);
-    refused(
+    testing::assert_refused(
         &gen_tor(&[&url]),
         1,
         &[&format!("source {url}: ends early")],
@@ -202,7 +189,7 @@ fn garbage_is_refused() {
     let server =
         Server::start(vec![Reply::ok("<html><body>Service moved</body></html>\n")]).unwrap();
     let url = format!("{}/torbulkexitlist", server.url);
-    refused(
+    testing::assert_refused(
         &gen_tor(&[&url]),
         2,
         &[&format!("source {url}: not a Tor exit list")],
@@ -212,7 +199,7 @@ fn garbage_is_refused() {
     let file = dir.path().join("exits.txt");
     std::fs::write(&file, "185.220.101.1\n10.0.0.1\n127.0.0.1\nnot-an-ip\n").unwrap();
     let out = gen_tor(&["--max-bad-rows=2", file.to_str().unwrap()]);
-    refused(
+    testing::assert_refused(
         &out,
         2,
         &[
@@ -246,7 +233,7 @@ fn a_large_shrink_is_refused_and_the_previous_list_names_the_reason() {
     std::fs::write(&small, head).unwrap();
     let prev = format!("--previous={}", previous.display());
     let out = gen_tor(&[&prev, small.to_str().unwrap()]);
-    refused(
+    testing::assert_refused(
         &out,
         1,
         &["list tor: refused, IPv4 prefixes fell from 1305 to 100 (-92.3%)"],
