@@ -253,13 +253,7 @@ impl Host {
             )));
         }
         let state = State {
-            plugin_config: config.plugin_config,
-            vm_config: config.vm_config,
-            env: config.env,
-            fault: config.fault,
-            log_level: config.log_level,
-            echo_logs: config.echo_logs,
-            root_id: config.root_id,
+            config,
             manual_time: None,
             tick_period_ms: 0,
             logs: VecDeque::new(),
@@ -318,7 +312,7 @@ impl Host {
             (1, 0),
             "proxy_on_context_create",
         )?;
-        let vm_config_len = host.store.data().vm_config.len() as i32;
+        let vm_config_len = host.store.data().config.vm_config.len() as i32;
         if host.call(
             host.calls.on_vm_start.clone(),
             (1, vm_config_len),
@@ -329,7 +323,7 @@ impl Host {
                 callback: "proxy_on_vm_start",
             });
         }
-        let config_len = host.store.data().plugin_config.len() as i32;
+        let config_len = host.store.data().config.plugin_config.len() as i32;
         if host.call(
             host.calls.on_configure.clone(),
             (1, config_len),
@@ -348,13 +342,16 @@ impl Host {
     /// the previous root context then stays in charge.
     pub fn reconfigure(&mut self, plugin_config: Vec<u8>) -> Result<bool, HostError> {
         let root = self.new_context();
-        let previous = std::mem::replace(&mut self.store.data_mut().plugin_config, plugin_config);
+        let previous = std::mem::replace(
+            &mut self.store.data_mut().config.plugin_config,
+            plugin_config,
+        );
         self.call(
             self.calls.on_context_create.clone(),
             (root, 0),
             "proxy_on_context_create",
         )?;
-        let len = self.store.data().plugin_config.len() as i32;
+        let len = self.store.data().config.plugin_config.len() as i32;
         let accepted = self.call(
             self.calls.on_configure.clone(),
             (root, len),
@@ -363,7 +360,7 @@ impl Host {
         if accepted {
             self.root = root;
         } else {
-            self.store.data_mut().plugin_config = previous;
+            self.store.data_mut().config.plugin_config = previous;
         }
         Ok(accepted)
     }
@@ -387,7 +384,7 @@ impl Host {
 
     /// Makes the named hostcall fail with `INTERNAL_FAILURE` from now on (`None`: none).
     pub fn set_fault(&mut self, hostcall: Option<String>) {
-        self.store.data_mut().fault = hostcall;
+        self.store.data_mut().config.fault = hostcall;
     }
 
     /// Every metric the module defined, by name, with its current value.

@@ -143,8 +143,8 @@ fn body(state: &mut State, buffer_type: i32) -> std::result::Result<&mut Vec<u8>
 
 fn buffer_bytes(state: &mut State, buffer_type: i32) -> std::result::Result<Vec<u8>, i32> {
     match buffer_type {
-        buffer::VM_CONFIGURATION => Ok(state.vm_config.clone()),
-        buffer::PLUGIN_CONFIGURATION => Ok(state.plugin_config.clone()),
+        buffer::VM_CONFIGURATION => Ok(state.config.vm_config.clone()),
+        buffer::PLUGIN_CONFIGURATION => Ok(state.config.plugin_config.clone()),
         _ => body(state, buffer_type).map(|b| b.clone()),
     }
 }
@@ -159,7 +159,7 @@ fn property(state: &State, name: &str) -> Option<Vec<u8>> {
         return Some(value.clone());
     }
     match name {
-        "plugin_root_id" | "plugin_name" => Some(state.root_id.clone().into_bytes()),
+        "plugin_root_id" | "plugin_name" => Some(state.config.root_id.clone().into_bytes()),
         _ => None,
     }
 }
@@ -192,7 +192,7 @@ pub fn define(linker: &mut Linker<State>) -> Result<Vec<(&'static str, &'static 
         fail,
         "proxy_get_log_level",
         |caller, ret: i32| {
-            let level = caller.data().log_level;
+            let level = caller.data().config.log_level;
             Ok(if write_u32(&mut caller, ret, level) {
                 status::OK
             } else {
@@ -908,7 +908,7 @@ pub fn define(linker: &mut Linker<State>) -> Result<Vec<(&'static str, &'static 
         eio,
         "environ_sizes_get",
         |caller, ret_count: i32, ret_size: i32| {
-            let env = &caller.data().env;
+            let env = &caller.data().config.env;
             let count = env.len() as u32;
             let size: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
             Ok(
@@ -929,7 +929,7 @@ pub fn define(linker: &mut Linker<State>) -> Result<Vec<(&'static str, &'static 
         eio,
         "environ_get",
         |caller, ptrs: i32, buf: i32| {
-            let env = caller.data().env.clone();
+            let env = caller.data().config.env.clone();
             let mut at = buf;
             for (i, (k, v)) in env.iter().enumerate() {
                 let entry = format!("{k}={v}\0");

@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use wasmtime::{Memory, TypedFunc};
 
 use crate::abi::metric;
+use crate::host::HostConfig;
 
 /// The most log lines kept; older ones are dropped (the demo runs for hours).
 pub const MAX_LOGS: usize = 10_000;
@@ -45,13 +46,9 @@ pub struct Stream {
 
 /// The store's data: everything the hostcalls read and write.
 pub struct State {
-    pub plugin_config: Vec<u8>,
-    pub vm_config: Vec<u8>,
-    pub env: Vec<(String, String)>,
-    pub fault: Option<String>,
-    pub log_level: u32,
-    pub echo_logs: bool,
-    pub root_id: String,
+    /// What the VM was set up with; `plugin_config` changes on reconfigure, `fault` on
+    /// `Host::set_fault`.
+    pub config: HostConfig,
     pub manual_time: Option<u64>,
     pub tick_period_ms: u32,
     pub logs: VecDeque<(u32, String)>,
@@ -70,7 +67,7 @@ pub struct State {
 impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("State")
-            .field("root_id", &self.root_id)
+            .field("root_id", &self.config.root_id)
             .field("manual_time", &self.manual_time)
             .field("metrics", &self.metrics)
             .field("stream", &self.stream)
@@ -89,11 +86,11 @@ impl State {
 
     /// Whether the named hostcall is the one set to fail.
     pub fn faulty(&self, hostcall: &str) -> bool {
-        self.fault.as_deref() == Some(hostcall)
+        self.config.fault.as_deref() == Some(hostcall)
     }
 
     pub fn log(&mut self, level: u32, message: String) {
-        if self.echo_logs {
+        if self.config.echo_logs {
             echo(level, &message);
         }
         if self.logs.len() == MAX_LOGS {
