@@ -244,3 +244,15 @@ pub fn assert_refused(out: &std::process::Output, code: i32, needles: &[&str]) {
         assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
     }
 }
+
+/// A tool's stdout, after checking it exited 0 (its stderr is shown when it did not).
+#[allow(clippy::panic)] // an assertion helper for tests: failing is its job
+pub fn success_stdout(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -39,16 +39,6 @@ fn oracle(format: &str, asns: &str, files: &[&Path]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
 /// Runs the generator on `file` from disk (text output) and over HTTP (JSON record), and
 /// checks both against Python.
 fn equals_python(test: &str, rel: &str, format: &str, asns: &str) {
@@ -65,13 +55,18 @@ fn equals_python(test: &str, rel: &str, format: &str, asns: &str) {
 
     let mut args: Vec<&str> = asn_args.iter().map(String::as_str).collect();
     args.extend(["-o", "text", file.to_str().unwrap()]);
-    assert_eq!(stdout(&gen_asn(&args)), expected, "{rel} from a file");
+    assert_eq!(
+        testing::success_stdout(&gen_asn(&args)),
+        expected,
+        "{rel} from a file"
+    );
 
     let server = Server::start(vec![Reply::ok(std::fs::read(&file).unwrap())]).unwrap();
     let url = format!("{}/data/{}", server.url, rel);
     let mut args: Vec<&str> = asn_args.iter().map(String::as_str).collect();
     args.extend(["--list-name", "hosting", &url]);
-    let record: PolicyList = serde_json::from_str(&stdout(&gen_asn(&args))).unwrap();
+    let record: PolicyList =
+        serde_json::from_str(&testing::success_stdout(&gen_asn(&args))).unwrap();
     assert!(record.problems().is_empty(), "{:?}", record.problems());
     assert_eq!(
         lists_core::list::to_text(&record),
@@ -154,7 +149,7 @@ fn several_sources_of_both_families_make_one_list() {
         v4.to_str().unwrap(),
         v6.to_str().unwrap(),
     ]);
-    let record: PolicyList = serde_json::from_str(&stdout(&out)).unwrap();
+    let record: PolicyList = serde_json::from_str(&testing::success_stdout(&out)).unwrap();
     assert!(record.counts.ipv4 > 0 && record.counts.ipv6 > 0);
     assert_eq!(lists_core::list::to_text(&record), expected);
 }
@@ -243,7 +238,7 @@ fn bad_rows_are_tolerated_up_to_the_limit_and_reported_with_line_numbers() {
     .unwrap();
     let path = csv.to_str().unwrap();
     let out = gen_asn(&["--asn=13335", "--max-bad-rows=2", "-o", "text", path]);
-    assert_eq!(stdout(&out), "1.0.0.0/24\n1.0.2.0/24\n");
+    assert_eq!(testing::success_stdout(&out), "1.0.0.0/24\n1.0.2.0/24\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("skipped 2 row(s)"), "{stderr}");
     let out = gen_asn(&["--asn=13335", "--max-bad-rows=1", path]);
@@ -283,11 +278,15 @@ fn a_large_shrink_is_refused_unless_forced() {
     let file = file.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let previous = dir.path().join("hosting.json");
-    std::fs::write(&previous, stdout(&gen_asn(&["--asn=13335,15169", file]))).unwrap();
+    std::fs::write(
+        &previous,
+        testing::success_stdout(&gen_asn(&["--asn=13335,15169", file])),
+    )
+    .unwrap();
     let previous = format!("--previous={}", previous.display());
 
     // The same list again passes; Cloudflare alone is most of Google's prefixes lost.
-    stdout(&gen_asn(&["--asn=13335,15169", &previous, file]));
+    testing::success_stdout(&gen_asn(&["--asn=13335,15169", &previous, file]));
     let out = gen_asn(&["--asn=13335", &previous, file]);
     testing::assert_refused(
         &out,
@@ -295,12 +294,12 @@ fn a_large_shrink_is_refused_unless_forced() {
         &["list hosting: refused", "more than the 50% allowed"],
     );
     let forced = gen_asn(&["--asn=13335", &previous, "--force", file]);
-    assert!(!stdout(&forced).is_empty());
+    assert!(!testing::success_stdout(&forced).is_empty());
     // The previous list may also be the text form of a ConfigMap key.
     let text = dir.path().join("hosting.txt");
     std::fs::write(
         &text,
-        stdout(&gen_asn(&["--asn=13335,15169", "-o", "text", file])),
+        testing::success_stdout(&gen_asn(&["--asn=13335,15169", "-o", "text", file])),
     )
     .unwrap();
     let out = gen_asn(&[

@@ -19,16 +19,6 @@ fn gen_tor(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
 fn capture(test: &str, name: &str) -> Option<PathBuf> {
     testing::shared_dir(test).map(|shared| shared.join("fixtures/tor").join(name))
 }
@@ -56,12 +46,13 @@ fn equals_python(test: &str, name: &str) -> Option<PolicyList> {
     }
     let expected = oracle(&file);
     assert_eq!(
-        stdout(&gen_tor(&["-o", "text", file.to_str().unwrap()])),
+        testing::success_stdout(&gen_tor(&["-o", "text", file.to_str().unwrap()])),
         expected
     );
     let server = Server::start(vec![Reply::ok(std::fs::read(&file).unwrap())]).unwrap();
     let url = format!("{}/{name}", server.url);
-    let record: PolicyList = serde_json::from_str(&stdout(&gen_tor(&[&url]))).unwrap();
+    let record: PolicyList =
+        serde_json::from_str(&testing::success_stdout(&gen_tor(&[&url]))).unwrap();
     assert!(record.problems().is_empty(), "{:?}", record.problems());
     assert_eq!(lists_core::list::to_text(&record), expected);
     assert_eq!(
@@ -134,7 +125,7 @@ fn several_sources_are_merged_without_duplicates() {
     ) else {
         return;
     };
-    let text = stdout(&gen_tor(&[
+    let text = testing::success_stdout(&gen_tor(&[
         "-o",
         "text",
         bulk.to_str().unwrap(),
@@ -220,7 +211,7 @@ fn a_large_shrink_is_refused_and_the_previous_list_names_the_reason() {
     let previous = dir.path().join("tor.txt");
     std::fs::write(
         &previous,
-        stdout(&gen_tor(&["-o", "text", bulk.to_str().unwrap()])),
+        testing::success_stdout(&gen_tor(&["-o", "text", bulk.to_str().unwrap()])),
     )
     .unwrap();
     let small = dir.path().join("small.txt");
@@ -238,5 +229,8 @@ fn a_large_shrink_is_refused_and_the_previous_list_names_the_reason() {
         1,
         &["list tor: refused, IPv4 prefixes fell from 1305 to 100 (-92.3%)"],
     );
-    assert!(stdout(&gen_tor(&[&prev, "--force", small.to_str().unwrap()])).contains("\"tor\""));
+    assert!(
+        testing::success_stdout(&gen_tor(&[&prev, "--force", small.to_str().unwrap()]))
+            .contains("\"tor\"")
+    );
 }
