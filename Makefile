@@ -160,7 +160,7 @@ filter: $(FILTER_WASM) ## Build the pow-filter .wasm module and print its sha256
 	@sha256sum '$(FILTER_WASM)'
 
 demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
-	@$(CARGO) run --quiet --release -p proxy-wasm-host --bin pow-demo -- --port '$(DEMO_PORT)' --wasm '$(FILTER_WASM)'
+	@$(CARGO) run --quiet --release -p pow-demo --bin pow-demo -- --port '$(DEMO_PORT)' --wasm '$(FILTER_WASM)'
 # <<< filter
 
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)
@@ -168,8 +168,8 @@ test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-i
 
 bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, list generation
 	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
-	@[[ -d tools/proxy-wasm-host/browser/node_modules ]] || npm ci --prefix tools/proxy-wasm-host/browser --no-audit --no-fund
-	$(CARGO) bench --quiet -p proxy-wasm-host --bench filter
+	@[[ -d filter/browsers/chromium/node_modules ]] || npm ci --prefix filter/browsers/chromium --no-audit --no-fund
+	$(CARGO) bench --quiet -p pow-demo --bench filter
 	$(CARGO) bench --quiet -p pow-core --bench filter
 	$(MAKE) bench-lists
 

@@ -48,7 +48,7 @@ if ! command -v kubectl >/dev/null; then
   log "kubectl is missing: the edge pipeline tests skip (install kubectl to run them)"
 fi
 # playwright-core drives the system's browsers; its own browser downloads are never used.
-for dir in tools/proxy-wasm-host/browser tools/proxy-wasm-host/firefox; do
+for dir in filter/browsers/chromium filter/browsers/firefox; do
   if command -v npm >/dev/null && [[ -f $dir/package-lock.json && ! -d $dir/node_modules ]]; then
     log "npm ci in $dir"
     npm ci --prefix "$dir" --no-audit --no-fund >&2

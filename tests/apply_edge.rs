@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use pop_common::testing::skip_or_fail;
 use serde_json::Value;
+use testkit::skip_or_fail;
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    testkit::workspace::root()
 }
 
 struct StandIn {
@@ -85,7 +85,7 @@ impl StandIn {
     }
 
     fn render(&self, config: &str) -> PathBuf {
-        let out = Command::new(env!("CARGO_BIN_EXE_render-edge"))
+        let out = Command::new(testkit::workspace::bin("render-edge"))
             .arg("--inputs")
             .arg(workspace().join("config/platform-inputs.example.json"))
             .arg("--config")

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    testkit::workspace::root()
 }
 
 fn shared(test: &str, what: &str) -> Option<PathBuf> {
@@ -20,7 +20,7 @@ fn shared(test: &str, what: &str) -> Option<PathBuf> {
     if shared.join(what).exists() {
         Some(shared)
     } else {
-        pop_common::testing::skip_or_fail(test, &format!("{}", shared.join(what).display()));
+        testkit::skip_or_fail(test, &format!("{}", shared.join(what).display()));
         None
     }
 }
@@ -58,7 +58,7 @@ spec:
 ";
 
 fn check_manifests(schemas: &Path, files: &[&Path]) -> Output {
-    let bin = Path::new(env!("CARGO_BIN_EXE_manifest-check"))
+    let bin = testkit::workspace::bin("manifest-check")
         .parent()
         .unwrap()
         .to_path_buf();
@@ -319,7 +319,7 @@ fn vendor_fetches_the_pins_and_refuses_a_tampered_file() {
         );
     }
     let Some(server) = Server::start(served.path()) else {
-        pop_common::testing::skip_or_fail(test, "python3 (its http.server)");
+        testkit::skip_or_fail(test, "python3 (its http.server)");
         return;
     };
 

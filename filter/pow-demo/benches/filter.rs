@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use proxy_wasm_host::demo::{self, Cli, Demo};
+use pow_demo::{self as demo, Cli, Demo};
 use proxy_wasm_host::{Host, HostConfig, Outcome, Request};
 
 const ROUNDS: usize = 15;
@@ -328,11 +328,9 @@ fn openssl_rate() -> Result<f64, String> {
 }
 
 fn hash_rates() -> Result<String, String> {
-    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/chromium");
     if !browser_dir.join("node_modules/playwright-core").is_dir() {
-        return Err(
-            "playwright-core is missing: npm ci in tools/proxy-wasm-host/browser".to_owned(),
-        );
+        return Err("playwright-core is missing: npm ci in filter/browsers/chromium".to_owned());
     }
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     if !Path::new(&chromium).is_file() {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::{Host, HostConfig, HostError, Request, Response, Served};
+use proxy_wasm_host::{Host, HostConfig, HostError, Request, Response, Served};
 
 /// The VM environment variable the filter reads its secret from (its `secret_env` default).
 pub const SECRET_ENV: &str = "POW_HMAC_SECRET";
@@ -119,7 +119,7 @@ impl Demo {
             HostConfig {
                 plugin_config: config.plugin_config.clone().into_bytes(),
                 env: vec![(SECRET_ENV.to_owned(), secret)],
-                log_level: crate::abi::log_level::INFO,
+                log_level: proxy_wasm_host::abi::log_level::INFO,
                 echo_logs: true,
                 root_id: "pow-filter".to_owned(),
                 ..HostConfig::default()

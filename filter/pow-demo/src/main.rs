@@ -2,7 +2,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use proxy_wasm_host::demo::{self, Cli, Demo};
+use pow_demo::{self as demo, Cli, Demo};
 
 fn main() -> ExitCode {
     pop_common::log::init("pow-demo");

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pop_common::testing::skip_or_fail;
-use proxy_wasm_host::demo::{self, Cli, Demo};
+use pow_demo::{self as demo, Cli, Demo};
+use testkit::skip_or_fail;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -175,12 +175,9 @@ fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
     if Command::new("node").arg("--version").output().is_err() {
         return skip_or_fail(test, "node");
     }
-    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/chromium");
     if !browser_dir.join("node_modules/playwright-core").is_dir() {
-        return skip_or_fail(
-            test,
-            "playwright-core (npm ci in tools/proxy-wasm-host/browser)",
-        );
+        return skip_or_fail(test, "playwright-core (npm ci in filter/browsers/chromium)");
     }
     // 18 bits: about 260k hashes, well under a second for the page's workers.
     let Some(demo) = start_demo(test, 18) else {
@@ -216,12 +213,9 @@ fn headless_firefox_solves_the_challenge_page_and_lands_on_the_origin() {
     if Command::new("node").arg("--version").output().is_err() {
         return skip_or_fail(test, "node");
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("firefox");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/firefox");
     if !dir.join("node_modules/puppeteer-core").is_dir() {
-        return skip_or_fail(
-            test,
-            "puppeteer-core (npm ci in tools/proxy-wasm-host/firefox)",
-        );
+        return skip_or_fail(test, "puppeteer-core (npm ci in filter/browsers/firefox)");
     }
     let Some(demo) = start_demo(test, 18) else {
         return;

@@ -1,4 +1,6 @@
-//! A proxy-wasm ABI v0.2.1 host on wasmtime, for tests, benchmarks and `make demo`.
+//! A proxy-wasm ABI v0.2.1 host on wasmtime, for tests, benchmarks and `make demo` (crate
+//! `pow-demo`). The upstream test framework (proxy-wasm-test-framework) is not on crates.io, and
+//! Envoy cannot run here: this host is how the real module is exercised.
 //!
 //! It loads a real `.wasm` (the release `pow_filter.wasm`), refuses a module that imports a
 //! function it does not implement (naming it), and drives the module the way Envoy does:
@@ -27,7 +29,6 @@
 //! calls fail as Envoy's do for an unknown name. Any other import is refused.
 
 pub mod abi;
-pub mod demo;
 mod host;
 mod hostcalls;
 mod state;

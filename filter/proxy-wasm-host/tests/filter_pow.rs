@@ -26,7 +26,7 @@ fn module(test: &str) -> Option<PathBuf> {
     if path.is_file() {
         Some(path)
     } else {
-        pop_common::testing::skip_or_fail(test, &format!("{} (run `make filter`)", path.display()));
+        testkit::skip_or_fail(test, &format!("{} (run `make filter`)", path.display()));
         None
     }
 }

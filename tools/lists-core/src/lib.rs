@@ -7,14 +7,12 @@
 //! - [`list`]: the `PolicyList` record, its text form, the shrink check against the previous
 //!   list.
 //! - [`args`]: the flags both generators share.
-//! - [`testing`]: a loopback HTTP server for the tests (real captures, scripted failures).
 
 pub mod args;
 pub mod cidr;
 pub mod error;
 pub mod list;
 pub mod source;
-pub mod testing;
 pub mod time;
 
 pub use error::ListError;

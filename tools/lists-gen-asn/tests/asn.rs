@@ -6,8 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use lists_core::testing::{self, Reply, Server};
 use pop_common::records::PolicyList;
+use testkit::http::{Reply, Server};
+use testkit::{process, workspace};
 
 const HOSTING: &str = "16276,24940,14061,12876,16509,396982,8075,63949,20473,13335";
 const BIN: &str = env!("CARGO_BIN_EXE_lists-gen-asn");
@@ -42,10 +43,10 @@ fn oracle(format: &str, asns: &str, files: &[&Path]) -> String {
 /// Runs the generator on `file` from disk (text output) and over HTTP (JSON record), and
 /// checks both against Python.
 fn equals_python(test: &str, rel: &str, format: &str, asns: &str) {
-    let Some(shared) = testing::shared_dir(test) else {
+    let Some(shared) = workspace::shared_dir(test) else {
         return;
     };
-    if !testing::python3(test) {
+    if !workspace::python3(test) {
         return;
     }
     let file = fixture(&shared, rel);
@@ -56,7 +57,7 @@ fn equals_python(test: &str, rel: &str, format: &str, asns: &str) {
     let mut args: Vec<&str> = asn_args.iter().map(String::as_str).collect();
     args.extend(["-o", "text", file.to_str().unwrap()]);
     assert_eq!(
-        testing::success_stdout(&gen_asn(&args)),
+        process::success_stdout(&gen_asn(&args)),
         expected,
         "{rel} from a file"
     );
@@ -66,7 +67,7 @@ fn equals_python(test: &str, rel: &str, format: &str, asns: &str) {
     let mut args: Vec<&str> = asn_args.iter().map(String::as_str).collect();
     args.extend(["--list-name", "hosting", &url]);
     let record: PolicyList =
-        serde_json::from_str(&testing::success_stdout(&gen_asn(&args))).unwrap();
+        serde_json::from_str(&process::success_stdout(&gen_asn(&args))).unwrap();
     assert!(record.problems().is_empty(), "{:?}", record.problems());
     assert_eq!(
         lists_core::list::to_text(&record),
@@ -131,10 +132,10 @@ fn the_geolite2_asn_blocks_give_what_python_gives() {
 #[test]
 fn several_sources_of_both_families_make_one_list() {
     let test = "several_sources_of_both_families_make_one_list";
-    let Some(shared) = testing::shared_dir(test) else {
+    let Some(shared) = workspace::shared_dir(test) else {
         return;
     };
-    if !testing::python3(test) {
+    if !workspace::python3(test) {
         return;
     }
     let v4 = fixture(
@@ -149,16 +150,19 @@ fn several_sources_of_both_families_make_one_list() {
         v4.to_str().unwrap(),
         v6.to_str().unwrap(),
     ]);
-    let record: PolicyList = serde_json::from_str(&testing::success_stdout(&out)).unwrap();
+    let record: PolicyList = serde_json::from_str(&process::success_stdout(&out)).unwrap();
     assert!(record.counts.ipv4 > 0 && record.counts.ipv6 > 0);
     assert_eq!(lists_core::list::to_text(&record), expected);
 }
 
 #[test]
 fn a_source_that_is_down_is_refused_naming_it() {
-    let url = format!("{}/ip2asn.tsv.gz", testing::closed_port_url().unwrap());
+    let url = format!(
+        "{}/ip2asn.tsv.gz",
+        testkit::http::closed_port_url().unwrap()
+    );
     let out = gen_asn(&["--asn=13335", &url]);
-    testing::assert_refused(&out, 1, &[&format!("source {url}: unreachable")]);
+    process::assert_refused(&out, 1, &[&format!("source {url}: unreachable")]);
 }
 
 #[test]
@@ -166,7 +170,7 @@ fn a_source_that_stalls_is_a_timeout() {
     let server = Server::start(vec![Reply::Stall]).unwrap();
     let url = format!("{}/ip2asn.tsv.gz", server.url);
     let out = gen_asn(&["--asn=13335", "--timeout=1", &url]);
-    testing::assert_refused(&out, 1, &[&format!("source {url}: timed out after 1 s")]);
+    process::assert_refused(&out, 1, &[&format!("source {url}: timed out after 1 s")]);
 }
 
 #[test]
@@ -174,13 +178,13 @@ fn an_http_error_is_refused_with_its_status() {
     let server = Server::start(vec![Reply::status(500)]).unwrap();
     let url = format!("{}/ip2asn.tsv.gz", server.url);
     let out = gen_asn(&["--asn=13335", &url]);
-    testing::assert_refused(&out, 1, &[&format!("source {url}: HTTP status 500")]);
+    process::assert_refused(&out, 1, &[&format!("source {url}: HTTP status 500")]);
 }
 
 #[test]
 fn a_truncated_gzip_is_refused_from_a_file_and_over_http() {
     let test = "a_truncated_gzip_is_refused_from_a_file_and_over_http";
-    let Some(shared) = testing::shared_dir(test) else {
+    let Some(shared) = workspace::shared_dir(test) else {
         return;
     };
     let full = std::fs::read(fixture(&shared, "iptoasn/ip2asn-v6_2024-11-07.tsv.gz")).unwrap();
@@ -189,7 +193,7 @@ fn a_truncated_gzip_is_refused_from_a_file_and_over_http() {
     let file = dir.path().join("ip2asn-v6.tsv.gz");
     std::fs::write(&file, &cut).unwrap();
     let out = gen_asn(&["--asn=13335", file.to_str().unwrap()]);
-    testing::assert_refused(&out, 1, &["ip2asn-v6.tsv.gz: ends early"]);
+    process::assert_refused(&out, 1, &["ip2asn-v6.tsv.gz: ends early"]);
 
     // Served whole but cut by the server (fewer bytes than its Content-Length).
     let server = Server::start(vec![Reply::Cut {
@@ -199,7 +203,7 @@ fn a_truncated_gzip_is_refused_from_a_file_and_over_http() {
     .unwrap();
     let url = format!("{}/ip2asn-v6.tsv.gz", server.url);
     let out = gen_asn(&["--asn=13335", &url]);
-    testing::assert_refused(&out, 1, &[&format!("source {url}: ends early")]);
+    process::assert_refused(&out, 1, &[&format!("source {url}: ends early")]);
 }
 
 #[test]
@@ -210,7 +214,7 @@ fn garbage_and_a_format_that_does_not_match_are_refused() {
     .unwrap();
     let url = format!("{}/ip2asn.tsv", server.url);
     let out = gen_asn(&["--asn=13335", &url]);
-    testing::assert_refused(
+    process::assert_refused(
         &out,
         2,
         &[&format!("source {url}: not an IP-to-ASN dataset"), "line 1"],
@@ -220,7 +224,7 @@ fn garbage_and_a_format_that_does_not_match_are_refused() {
     let csv = dir.path().join("asn.csv");
     std::fs::write(&csv, "1.0.0.0,1.0.0.255,13335,\"Cloudflare, Inc.\"\n").unwrap();
     let out = gen_asn(&["--asn=13335", "--format=geolite2", csv.to_str().unwrap()]);
-    testing::assert_refused(
+    process::assert_refused(
         &out,
         2,
         &["does not match the GeoLite2-ASN CSV format: line 1"],
@@ -238,11 +242,11 @@ fn bad_rows_are_tolerated_up_to_the_limit_and_reported_with_line_numbers() {
     .unwrap();
     let path = csv.to_str().unwrap();
     let out = gen_asn(&["--asn=13335", "--max-bad-rows=2", "-o", "text", path]);
-    assert_eq!(testing::success_stdout(&out), "1.0.0.0/24\n1.0.2.0/24\n");
+    assert_eq!(process::success_stdout(&out), "1.0.0.0/24\n1.0.2.0/24\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("skipped 2 row(s)"), "{stderr}");
     let out = gen_asn(&["--asn=13335", "--max-bad-rows=1", path]);
-    testing::assert_refused(
+    process::assert_refused(
         &out,
         2,
         &[
@@ -259,16 +263,16 @@ fn an_empty_result_is_refused() {
     let csv = dir.path().join("asn.csv");
     std::fs::write(&csv, "1.0.0.0,1.0.0.255,13335,Cloudflare\n").unwrap();
     let out = gen_asn(&["--asn=64496", csv.to_str().unwrap()]);
-    testing::assert_refused(&out, 1, &["list hosting: empty result"]);
+    process::assert_refused(&out, 1, &["list hosting: empty result"]);
     std::fs::write(&csv, "").unwrap();
     let out = gen_asn(&["--asn=64496", csv.to_str().unwrap()]);
-    testing::assert_refused(&out, 2, &["holds no data row"]);
+    process::assert_refused(&out, 2, &["holds no data row"]);
 }
 
 #[test]
 fn a_large_shrink_is_refused_unless_forced() {
     let test = "a_large_shrink_is_refused_unless_forced";
-    let Some(shared) = testing::shared_dir(test) else {
+    let Some(shared) = workspace::shared_dir(test) else {
         return;
     };
     let file = fixture(
@@ -280,26 +284,26 @@ fn a_large_shrink_is_refused_unless_forced() {
     let previous = dir.path().join("hosting.json");
     std::fs::write(
         &previous,
-        testing::success_stdout(&gen_asn(&["--asn=13335,15169", file])),
+        process::success_stdout(&gen_asn(&["--asn=13335,15169", file])),
     )
     .unwrap();
     let previous = format!("--previous={}", previous.display());
 
     // The same list again passes; Cloudflare alone is most of Google's prefixes lost.
-    testing::success_stdout(&gen_asn(&["--asn=13335,15169", &previous, file]));
+    process::success_stdout(&gen_asn(&["--asn=13335,15169", &previous, file]));
     let out = gen_asn(&["--asn=13335", &previous, file]);
-    testing::assert_refused(
+    process::assert_refused(
         &out,
         1,
         &["list hosting: refused", "more than the 50% allowed"],
     );
     let forced = gen_asn(&["--asn=13335", &previous, "--force", file]);
-    assert!(!testing::success_stdout(&forced).is_empty());
+    assert!(!process::success_stdout(&forced).is_empty());
     // The previous list may also be the text form of a ConfigMap key.
     let text = dir.path().join("hosting.txt");
     std::fs::write(
         &text,
-        testing::success_stdout(&gen_asn(&["--asn=13335,15169", "-o", "text", file])),
+        process::success_stdout(&gen_asn(&["--asn=13335,15169", "-o", "text", file])),
     )
     .unwrap();
     let out = gen_asn(&[
@@ -307,5 +311,5 @@ fn a_large_shrink_is_refused_unless_forced() {
         &format!("--previous={}", text.display()),
         file,
     ]);
-    testing::assert_refused(&out, 1, &["refused"]);
+    process::assert_refused(&out, 1, &["refused"]);
 }

@@ -6,8 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use lists_core::testing::{self, Reply, Server};
 use pop_common::records::PolicyList;
+use testkit::http::{Reply, Server};
+use testkit::{process, workspace};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lists-gen-tor");
 
@@ -20,7 +21,7 @@ fn gen_tor(args: &[&str]) -> Output {
 }
 
 fn capture(test: &str, name: &str) -> Option<PathBuf> {
-    testing::shared_dir(test).map(|shared| shared.join("fixtures/tor").join(name))
+    workspace::shared_dir(test).map(|shared| shared.join("fixtures/tor").join(name))
 }
 
 fn oracle(file: &Path) -> String {
@@ -41,18 +42,18 @@ fn oracle(file: &Path) -> String {
 /// record.
 fn equals_python(test: &str, name: &str) -> Option<PolicyList> {
     let file = capture(test, name)?;
-    if !testing::python3(test) {
+    if !workspace::python3(test) {
         return None;
     }
     let expected = oracle(&file);
     assert_eq!(
-        testing::success_stdout(&gen_tor(&["-o", "text", file.to_str().unwrap()])),
+        process::success_stdout(&gen_tor(&["-o", "text", file.to_str().unwrap()])),
         expected
     );
     let server = Server::start(vec![Reply::ok(std::fs::read(&file).unwrap())]).unwrap();
     let url = format!("{}/{name}", server.url);
     let record: PolicyList =
-        serde_json::from_str(&testing::success_stdout(&gen_tor(&[&url]))).unwrap();
+        serde_json::from_str(&process::success_stdout(&gen_tor(&[&url]))).unwrap();
     assert!(record.problems().is_empty(), "{:?}", record.problems());
     assert_eq!(lists_core::list::to_text(&record), expected);
     assert_eq!(
@@ -113,7 +114,7 @@ fn onionoo_details_without_flags_are_refused() {
         return;
     };
     let out = gen_tor(&[file.to_str().unwrap()]);
-    testing::assert_refused(&out, 2, &["Onionoo details without `flags`"]);
+    process::assert_refused(&out, 2, &["Onionoo details without `flags`"]);
 }
 
 #[test]
@@ -125,7 +126,7 @@ fn several_sources_are_merged_without_duplicates() {
     ) else {
         return;
     };
-    let text = testing::success_stdout(&gen_tor(&[
+    let text = process::success_stdout(&gen_tor(&[
         "-o",
         "text",
         bulk.to_str().unwrap(),
@@ -140,8 +141,11 @@ fn several_sources_are_merged_without_duplicates() {
 
 #[test]
 fn sources_down_stalled_failing_or_cut_are_refused_naming_them() {
-    let down = format!("{}/torbulkexitlist", testing::closed_port_url().unwrap());
-    testing::assert_refused(
+    let down = format!(
+        "{}/torbulkexitlist",
+        testkit::http::closed_port_url().unwrap()
+    );
+    process::assert_refused(
         &gen_tor(&[&down]),
         1,
         &[&format!("source {down}: unreachable")],
@@ -149,12 +153,12 @@ fn sources_down_stalled_failing_or_cut_are_refused_naming_them() {
 
     let server = Server::start(vec![Reply::Stall, Reply::status(503)]).unwrap();
     let url = format!("{}/torbulkexitlist", server.url);
-    testing::assert_refused(
+    process::assert_refused(
         &gen_tor(&["--timeout=1", &url]),
         1,
         &["timed out after 1 s"],
     );
-    testing::assert_refused(
+    process::assert_refused(
         &gen_tor(&[&url]),
         1,
         &[&format!("source {url}: HTTP status 503")],
@@ -168,7 +172,7 @@ fn sources_down_stalled_failing_or_cut_are_refused_naming_them() {
     }])
     .unwrap();
     let url = format!("{}/details", server.url);
-    testing::assert_refused(
+    process::assert_refused(
         &gen_tor(&[&url]),
         1,
         &[&format!("source {url}: ends early")],
@@ -180,7 +184,7 @@ fn garbage_is_refused() {
     let server =
         Server::start(vec![Reply::ok("<html><body>Service moved</body></html>\n")]).unwrap();
     let url = format!("{}/torbulkexitlist", server.url);
-    testing::assert_refused(
+    process::assert_refused(
         &gen_tor(&[&url]),
         2,
         &[&format!("source {url}: not a Tor exit list")],
@@ -190,7 +194,7 @@ fn garbage_is_refused() {
     let file = dir.path().join("exits.txt");
     std::fs::write(&file, "185.220.101.1\n10.0.0.1\n127.0.0.1\nnot-an-ip\n").unwrap();
     let out = gen_tor(&["--max-bad-rows=2", file.to_str().unwrap()]);
-    testing::assert_refused(
+    process::assert_refused(
         &out,
         2,
         &[
@@ -211,7 +215,7 @@ fn a_large_shrink_is_refused_and_the_previous_list_names_the_reason() {
     let previous = dir.path().join("tor.txt");
     std::fs::write(
         &previous,
-        testing::success_stdout(&gen_tor(&["-o", "text", bulk.to_str().unwrap()])),
+        process::success_stdout(&gen_tor(&["-o", "text", bulk.to_str().unwrap()])),
     )
     .unwrap();
     let small = dir.path().join("small.txt");
@@ -224,13 +228,13 @@ fn a_large_shrink_is_refused_and_the_previous_list_names_the_reason() {
     std::fs::write(&small, head).unwrap();
     let prev = format!("--previous={}", previous.display());
     let out = gen_tor(&[&prev, small.to_str().unwrap()]);
-    testing::assert_refused(
+    process::assert_refused(
         &out,
         1,
         &["list tor: refused, IPv4 prefixes fell from 1305 to 100 (-92.3%)"],
     );
     assert!(
-        testing::success_stdout(&gen_tor(&[&prev, "--force", small.to_str().unwrap()]))
+        process::success_stdout(&gen_tor(&[&prev, "--force", small.to_str().unwrap()]))
             .contains("\"tor\"")
     );
 }

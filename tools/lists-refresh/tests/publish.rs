@@ -6,8 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use lists_core::testing::{self, Reply, Request, Server};
 use serde_json::{Value, json};
+use testkit::http::{Reply, Request, Server};
+use testkit::workspace;
 
 const NOW: &str = "2026-11-29T17:17:00Z";
 const CM: &str = "/api/v1/namespaces/edge/configmaps/policy-lists";
@@ -121,7 +122,7 @@ fn stderr(out: &Output) -> String {
 }
 
 fn capture(test: &str, rel: &str) -> Option<PathBuf> {
-    testing::shared_dir(test).map(|s| s.join("fixtures").join(rel))
+    workspace::shared_dir(test).map(|s| s.join("fixtures").join(rel))
 }
 
 const BULK: &str = "tor/torbulkexitlist_2023-10-14.txt";
@@ -246,7 +247,7 @@ fn a_large_shrink_and_a_source_down_publish_nothing() {
     let tor_source = Server::start(vec![Reply::ok(hundred)]).unwrap();
     let down = format!(
         "{}/ip2asn-combined.tsv.gz",
-        testing::closed_port_url().unwrap()
+        testkit::http::closed_port_url().unwrap()
     );
     let sources = job.sources(json!([
         {"name": "tor", "generator": "tor", "sources": [format!("{}/torbulkexitlist", tor_source.url)]},

@@ -18,7 +18,7 @@ fn schemas(test: &str) -> Option<PathBuf> {
     if dir.join("namespace-v1.json").is_file() {
         Some(dir)
     } else {
-        pop_common::testing::skip_or_fail(test, &format!("the schemas in {}", dir.display()));
+        testkit::skip_or_fail(test, &format!("the schemas in {}", dir.display()));
         None
     }
 }

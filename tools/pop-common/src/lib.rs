@@ -6,11 +6,12 @@
 //!   exit (closed downstream pipe included).
 //! - [`log`]: logging to stderr with the tool's name as prefix; stdout carries data only.
 //! - [`input`]: reading and decoding input files with errors that name the file and the field.
+//! - [`tool`]: the one shape of a tool (`Cli`, `resolve`, `run`) and the [`main!`] that runs it.
 //! - [`time`]: RFC 3339 UTC timestamps for the records, without a date-time dependency.
 
 pub mod exit;
 pub mod input;
 pub mod log;
 pub mod records;
-pub mod testing;
 pub mod time;
+pub mod tool;

@@ -30,7 +30,7 @@ fn schemas_dir() -> PathBuf {
 fn every_rendered_object_of_every_example_is_valid_against_the_upstream_schemas() {
     let dir = schemas_dir();
     if !dir.is_dir() {
-        pop_common::testing::skip_or_fail(
+        testkit::skip_or_fail(
             "every_rendered_object_is_valid",
             &format!("the schema directory {}", dir.display()),
         );
@@ -61,7 +61,7 @@ fn the_validator_catches_a_typo_in_a_rendered_gateway() {
     // The check above is only worth something if it can fail: a misspelt field must be refused.
     let dir = schemas_dir();
     if !dir.is_dir() {
-        pop_common::testing::skip_or_fail("the_validator_catches_a_typo", "the schema directory");
+        testkit::skip_or_fail("the_validator_catches_a_typo", "the schema directory");
         return;
     }
     let cli = Cli {

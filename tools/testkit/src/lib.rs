@@ -1,9 +1,18 @@
-//! Support for tests across the workspace.
+//! What the workspace's tests share; a dev-dependency only, so no shipped library exports test
+//! helpers.
+//!
+//! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
+//! - [`process`]: checks of a tool's exit code, stdout and stderr.
+//! - [`workspace`]: the workspace root, `../shared`, the binaries cargo built, `python3`.
 //!
 //! Tests that need something a user's machine may lack (chromium, sshd, the upstream schemas)
 //! call [`skip_or_fail`] when it is missing: on a user's machine the test is skipped with a
 //! message; under CI (`EDGEPOP_REQUIRE_ALL=1`, set by `.ci/run`) it fails, so a missing install
 //! step can never pass as green.
+
+pub mod http;
+pub mod process;
+pub mod workspace;
 
 /// The variable that turns every skip into a failure.
 pub const REQUIRE_ALL_VAR: &str = "EDGEPOP_REQUIRE_ALL";
