@@ -6,6 +6,7 @@
 //! Adding a field is a new version.
 
 mod list_sources;
+mod node_inventory;
 mod platform_inputs;
 mod policy_list;
 mod tag;
@@ -14,6 +15,7 @@ pub use list_sources::{
     DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, LIST_SOURCES_VERSION, ListGenerator,
     ListSource, ListSources, valid_list_name,
 };
+pub use node_inventory::{NODE_INVENTORY_VERSION, Node, NodeInventory, NodeKind, NodeRole, steps};
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
 pub use policy_list::{ListCounts, POLICY_LIST_VERSION, PolicyList};
 pub use tag::{Kind, RecordKind, Version};
