@@ -1,15 +1,17 @@
 //! The proof-of-work filter core: configuration, policy decision, challenge, clearance cookie,
 //! redirect validation and page rendering, with no proxy-wasm dependency, tested natively. The
-//! wasm32-wasip1 glue (`filter/wasm`, crate `pow-filter`) only moves bytes between the host
+//! wasm32-wasip1 glue (`filter/pow-filter`, crate `pow-filter`) only moves bytes between the host
 //! and [`filter::Filter`].
 
 pub mod config;
 pub mod crypto;
 pub mod filter;
 pub mod lists;
+pub mod log_limit;
 pub mod net;
 pub mod page;
 pub mod redirect;
+pub mod secrets;
 pub mod seen;
 pub mod time;
 

@@ -18,8 +18,9 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType};
 
 use abi::Level;
-use pow_core::crypto::{KeyError, Keys};
 use pow_core::filter::metric;
+use pow_core::log_limit::LogLimiter;
+use pow_core::secrets::{self, Severity};
 use pow_core::seen::{SharedStore, StoreError};
 use pow_core::{Filter, Metrics, Now, PluginConfig, Request};
 
@@ -36,28 +37,19 @@ mod entry {
 }
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// At most one log line per this many seconds for repeated failures (per VM).
-const LOG_INTERVAL_SECS: u64 = 10;
 
 thread_local! {
-    static LAST_LOG: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    static LOG_LIMITER: Cell<LogLimiter> = Cell::new(LogLimiter::default());
 }
 
-/// Logs at most once every [`LOG_INTERVAL_SECS`], telling how many lines were suppressed.
+/// Logs at a bounded rate (see [`LogLimiter`]).
 fn log_bounded(level: Level, now_secs: u64, message: &str) {
-    LAST_LOG.with(|last| {
-        let (at, suppressed) = last.get();
-        if at != 0 && now_secs < at.saturating_add(LOG_INTERVAL_SECS) {
-            last.set((at, suppressed.saturating_add(1)));
-            return;
+    LOG_LIMITER.with(|cell| {
+        let mut limiter = cell.get();
+        if let Some(line) = limiter.admit(now_secs, message) {
+            let _ = abi::log(level, &line);
         }
-        let line = if suppressed > 0 {
-            format!("{message} ({suppressed} similar lines suppressed)")
-        } else {
-            message.to_owned()
-        };
-        let _ = abi::log(level, &line);
-        last.set((now_secs.max(1), 0));
+        cell.set(limiter);
     });
 }
 
@@ -215,48 +207,15 @@ fn configure(size: usize) -> Result<Shared, String> {
         .unwrap_or_default();
     let config = PluginConfig::from_json(&bytes).map_err(|e| e.to_string())?;
 
-    let current = match &config.demo_secret {
-        Some(demo) => {
-            let _ = abi::log(
-                Level::Warn,
-                "pow-filter: using demo_secret from the pluginConfig: for the demo only, never in production",
-            );
-            Some(demo.as_bytes().to_vec())
-        }
-        None => env_secret(&config.secret_env),
-    };
-    let previous = env_secret(&config.previous_secret_env);
-    let keys = match Keys::new(current.as_deref(), previous.as_deref()) {
-        Ok((keys, warning)) => {
-            if let Some(w) = warning {
-                let _ = abi::log(
-                    Level::Warn,
-                    &format!(
-                        "pow-filter: previous secret `{}` ignored: {w}",
-                        config.previous_secret_env
-                    ),
-                );
-            }
-            Some(keys)
-        }
-        Err(e) => {
-            let why = match e {
-                KeyError::Missing => {
-                    format!("`{}` is not set in the VM environment", config.secret_env)
-                }
-                KeyError::TooShort(_) => e.to_string(),
-            };
-            let _ = abi::log(
-                Level::Critical,
-                &format!(
-                    "pow-filter: NOT PROTECTING: {why}; every request passes unchallenged \
-                     (set a secret of at least 32 bytes; counted in {})",
-                    metric::UNPROTECTED
-                ),
-            );
-            None
-        }
-    };
+    let choice = secrets::choose(&config, &env_secret);
+    for notice in &choice.notices {
+        let level = match notice.severity {
+            Severity::Warn => Level::Warn,
+            Severity::Critical => Level::Critical,
+        };
+        let _ = abi::log(level, &notice.text);
+    }
+    let keys = choice.keys;
     let filter = Filter::new(config, keys)?;
     let shared = Shared::default();
     {

@@ -1,0 +1,271 @@
+//! The verify endpoint (`GET /.pow/verify?c=&e=&d=&s=&n=&r=`): parses the solution, checks it
+//! (method, return target, difficulty, expiry window, MAC, work, seen-set: the first failure
+//! denies) and answers with the clearance cookie or the reason it was refused.
+
+use std::net::IpAddr;
+
+use super::{
+    Action, Filter, MITIGATED_HEADER, Metrics, Now, REASON_HEADER, Request, VERIFY_PATH, metric,
+};
+use crate::crypto::{self, Binding, ChallengeParams, Keys};
+use crate::page;
+use crate::redirect;
+use crate::seen::{self, SharedStore, SpendError};
+
+impl Filter {
+    #[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
+    pub(super) fn verify(
+        &self,
+        keys: &Keys,
+        req: &Request,
+        raw_path: &str,
+        ip: Option<IpAddr>,
+        now: Now,
+        store: &mut dyn SharedStore,
+        metrics: &mut dyn Metrics,
+    ) -> Action {
+        let lang = page::negotiate(req.header("accept-language"));
+        let query = raw_path.split_once('?').map_or("", |(_, q)| q);
+        let parsed = VerifyQuery::parse(query);
+        let return_to = parsed
+            .as_ref()
+            .ok()
+            .and_then(|q| redirect::check_target(&q.return_to, VERIFY_PATH).ok())
+            .unwrap_or("/")
+            .to_owned();
+        match self.check_solution(keys, req, ip, now, parsed, store) {
+            Ok((binding, target)) => {
+                metrics.increment(metric::CHALLENGES_SOLVED);
+                let expiry = now.secs.saturating_add(self.config.clearance_ttl_secs);
+                let value = crypto::issue_cookie(keys, &binding, expiry);
+                let secure = if self.secure(req) { "; Secure" } else { "" };
+                let cookie = format!(
+                    "{}={value}; Max-Age={}; Path=/; HttpOnly; SameSite=Lax{secure}",
+                    self.config.cookie_name, self.config.clearance_ttl_secs
+                );
+                Action::Respond {
+                    status: 303,
+                    headers: vec![
+                        ("location".to_owned(), target),
+                        ("set-cookie".to_owned(), cookie),
+                        ("cache-control".to_owned(), "no-store".to_owned()),
+                    ],
+                    body: Vec::new(),
+                }
+            }
+            Err(reason) => {
+                metrics.increment(&format!(
+                    "{}{}",
+                    metric::VERIFY_FAILED_PREFIX,
+                    reason.name()
+                ));
+                let html = page::wants_html(req.header("accept"));
+                let (ctype, body, csp) = if html {
+                    (
+                        "text/html; charset=utf-8",
+                        page::render_failure(lang, &return_to).into_bytes(),
+                        page::CSP_NO_SCRIPT,
+                    )
+                } else {
+                    (
+                        "text/plain; charset=utf-8",
+                        format!("proof of work refused: {}\n", reason.name()).into_bytes(),
+                        page::CSP_NO_SCRIPT,
+                    )
+                };
+                Action::Respond {
+                    status: 403,
+                    headers: vec![
+                        (MITIGATED_HEADER.to_owned(), "challenge".to_owned()),
+                        (REASON_HEADER.to_owned(), reason.name().to_owned()),
+                        ("cache-control".to_owned(), "no-store".to_owned()),
+                        ("content-type".to_owned(), ctype.to_owned()),
+                        ("content-security-policy".to_owned(), csp.to_owned()),
+                        ("x-content-type-options".to_owned(), "nosniff".to_owned()),
+                    ],
+                    body,
+                }
+            }
+        }
+    }
+
+    /// Every check of a solution; the first failure denies.
+    fn check_solution(
+        &self,
+        keys: &Keys,
+        req: &Request,
+        ip: Option<IpAddr>,
+        now: Now,
+        parsed: Result<VerifyQuery, VerifyFailure>,
+        store: &mut dyn SharedStore,
+    ) -> Result<(Binding, String), VerifyFailure> {
+        let method = req.header(":method").unwrap_or("");
+        if method != "GET" {
+            return Err(VerifyFailure::Method);
+        }
+        let q = parsed?;
+        let target = redirect::check_target(&q.return_to, VERIFY_PATH)
+            .map_err(|_| VerifyFailure::Redirect)?
+            .to_owned();
+        if !(crate::config::MIN_DIFFICULTY..=crate::config::MAX_DIFFICULTY).contains(&q.difficulty)
+        {
+            return Err(VerifyFailure::Malformed);
+        }
+        if q.expiry < now.secs {
+            return Err(VerifyFailure::Expired);
+        }
+        if q.expiry > now.secs.saturating_add(self.config.challenge_ttl_secs) {
+            return Err(VerifyFailure::Expired);
+        }
+        let ip = ip.ok_or(VerifyFailure::Address)?;
+        let binding = self.binding(req, ip);
+        let params = ChallengeParams {
+            expiry: q.expiry,
+            difficulty: q.difficulty,
+            salt: q.salt,
+        };
+        if !crypto::check_challenge(keys, &binding, &params, &q.challenge) {
+            return Err(VerifyFailure::Mac);
+        }
+        if !crypto::check_work(&q.challenge, q.nonce, q.difficulty) {
+            return Err(VerifyFailure::Work);
+        }
+        match seen::spend(
+            store,
+            &q.challenge,
+            q.expiry,
+            self.config.challenge_ttl_secs,
+        ) {
+            Ok(()) => Ok((binding, target)),
+            Err(SpendError::Replay) => Err(VerifyFailure::Replay),
+            Err(SpendError::Store) => Err(VerifyFailure::Store),
+        }
+    }
+}
+
+/// Why a verification was refused (each is a metric `pow_verify_failed_<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyFailure {
+    /// Not a GET.
+    Method,
+    /// A parameter missing, repeated, unknown or malformed.
+    Malformed,
+    /// The return target is not a same-origin path.
+    Redirect,
+    /// Past its expiry, or an expiry further than the challenge TTL.
+    Expired,
+    /// No client address.
+    Address,
+    /// Not issued by us for this client (/24 or /64, User-Agent, host) and these parameters.
+    Mac,
+    /// The nonce does not have the bits.
+    Work,
+    /// Already spent.
+    Replay,
+    /// The seen-set could not record it (full, busy, host failure).
+    Store,
+}
+
+impl VerifyFailure {
+    pub const ALL: [VerifyFailure; 9] = [
+        VerifyFailure::Method,
+        VerifyFailure::Malformed,
+        VerifyFailure::Redirect,
+        VerifyFailure::Expired,
+        VerifyFailure::Address,
+        VerifyFailure::Mac,
+        VerifyFailure::Work,
+        VerifyFailure::Replay,
+        VerifyFailure::Store,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VerifyFailure::Method => "method",
+            VerifyFailure::Malformed => "malformed",
+            VerifyFailure::Redirect => "redirect",
+            VerifyFailure::Expired => "expired",
+            VerifyFailure::Address => "address",
+            VerifyFailure::Mac => "mac",
+            VerifyFailure::Work => "work",
+            VerifyFailure::Replay => "replay",
+            VerifyFailure::Store => "store",
+        }
+    }
+}
+
+/// The verify request's query: `c` (64 hex), `e` (expiry), `d` (bits), `s` (16 hex), `n`
+/// (16 hex), `r` (the return path, percent-encoded). Each exactly once; nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyQuery {
+    pub challenge: [u8; 32],
+    pub expiry: u64,
+    pub difficulty: u8,
+    pub salt: u64,
+    pub nonce: u64,
+    pub return_to: String,
+}
+
+impl VerifyQuery {
+    pub fn parse(query: &str) -> Result<VerifyQuery, VerifyFailure> {
+        if query.len() > 4096 {
+            return Err(VerifyFailure::Malformed);
+        }
+        let mut fields: [Option<&str>; 6] = [None; 6];
+        for pair in query.split('&') {
+            let (k, v) = pair.split_once('=').ok_or(VerifyFailure::Malformed)?;
+            let slot = match k {
+                "c" => 0,
+                "e" => 1,
+                "d" => 2,
+                "s" => 3,
+                "n" => 4,
+                "r" => 5,
+                _ => return Err(VerifyFailure::Malformed),
+            };
+            if fields[slot].replace(v).is_some() {
+                return Err(VerifyFailure::Malformed);
+            }
+        }
+        let [Some(c), Some(e), Some(d), Some(s), Some(n), Some(r)] = fields else {
+            return Err(VerifyFailure::Malformed);
+        };
+        let bad = VerifyFailure::Malformed;
+        let return_to = String::from_utf8(redirect::percent_decode(r.as_bytes()))
+            .map_err(|_| VerifyFailure::Redirect)?;
+        Ok(VerifyQuery {
+            challenge: crypto::unhex::<32>(c).ok_or(bad)?,
+            expiry: crypto::parse_decimal(e).ok_or(bad)?,
+            difficulty: u8::try_from(crypto::parse_decimal(d).ok_or(bad)?).map_err(|_| bad)?,
+            salt: u64::from_be_bytes(crypto::unhex::<8>(s).ok_or(bad)?),
+            nonce: u64::from_be_bytes(crypto::unhex::<8>(n).ok_or(bad)?),
+            return_to,
+        })
+    }
+
+    /// The query string for these values (what the page builds).
+    pub fn to_query(&self) -> String {
+        format!(
+            "c={}&e={}&d={}&s={:016x}&n={:016x}&r={}",
+            crypto::hex(&self.challenge),
+            self.expiry,
+            self.difficulty,
+            self.salt,
+            self.nonce,
+            percent_encode_component(&self.return_to)
+        )
+    }
+}
+
+/// Percent-encodes like JavaScript's `encodeURIComponent`.
+pub fn percent_encode_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

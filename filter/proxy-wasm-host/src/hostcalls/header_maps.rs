@@ -1,0 +1,143 @@
+//! Hostcalls: Header maps.
+
+use wasmtime::{Caller, Linker};
+
+use super::{Names, Result, header_map, read, read_string, return_bytes, write_u32};
+use crate::abi::{self, status};
+use crate::state::State;
+
+pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
+    let fail = status::INTERNAL_FAILURE;
+    hostcall!(
+        linker,
+        names,
+        "env",
+        fail,
+        "proxy_get_header_map_pairs",
+        |caller, kind: i32, ret_ptr: i32, ret_len: i32| {
+            let bytes = match header_map(caller.data_mut(), kind) {
+                Ok(pairs) => abi::serialize_map(pairs),
+                Err(code) => return Ok(code),
+            };
+            return_bytes(&mut caller, &bytes, ret_ptr, ret_len)
+        }
+    );
+    hostcall!(
+        linker,
+        names,
+        "env",
+        fail,
+        "proxy_set_header_map_pairs",
+        |caller, kind: i32, ptr: i32, len: i32| {
+            let Some(bytes) = read(&mut caller, ptr, len) else {
+                return Ok(status::INVALID_MEMORY_ACCESS);
+            };
+            let Some(pairs) = abi::deserialize_map(&bytes) else {
+                return Ok(status::SERIALIZATION_FAILURE);
+            };
+            match header_map(caller.data_mut(), kind) {
+                Ok(target) => *target = pairs,
+                Err(code) => return Ok(code),
+            }
+            Ok(status::OK)
+        }
+    );
+    hostcall!(
+        linker,
+        names,
+        "env",
+        fail,
+        "proxy_get_header_map_value",
+        |caller, kind: i32, key_ptr: i32, key_len: i32, ret_ptr: i32, ret_len: i32| {
+            let Some(key) = read_string(&mut caller, key_ptr, key_len) else {
+                return Ok(status::INVALID_MEMORY_ACCESS);
+            };
+            let value = match header_map(caller.data_mut(), kind) {
+                Ok(pairs) => pairs
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(&key))
+                    .map(|(_, v)| v.clone()),
+                Err(code) => return Ok(code),
+            };
+            match value {
+                Some(value) => return_bytes(&mut caller, value.as_bytes(), ret_ptr, ret_len),
+                None => Ok(status::NOT_FOUND),
+            }
+        }
+    );
+    for (name, replace) in [
+        ("proxy_add_header_map_value", false),
+        ("proxy_replace_header_map_value", true),
+    ] {
+        names.push(("env", name));
+        linker.func_wrap(
+            "env",
+            name,
+            move |mut caller: Caller<'_, State>,
+                  kind: i32,
+                  key_ptr: i32,
+                  key_len: i32,
+                  val_ptr: i32,
+                  val_len: i32|
+                  -> Result<i32> {
+                if caller.data().faulty(name) {
+                    return Ok(status::INTERNAL_FAILURE);
+                }
+                let (Some(key), Some(value)) = (
+                    read_string(&mut caller, key_ptr, key_len),
+                    read_string(&mut caller, val_ptr, val_len),
+                ) else {
+                    return Ok(status::INVALID_MEMORY_ACCESS);
+                };
+                match header_map(caller.data_mut(), kind) {
+                    Ok(pairs) => {
+                        if replace {
+                            pairs.retain(|(k, _)| !k.eq_ignore_ascii_case(&key));
+                        }
+                        pairs.push((key.to_ascii_lowercase(), value));
+                        Ok(status::OK)
+                    }
+                    Err(code) => Ok(code),
+                }
+            },
+        )?;
+    }
+    hostcall!(
+        linker,
+        names,
+        "env",
+        fail,
+        "proxy_remove_header_map_value",
+        |caller, kind: i32, key_ptr: i32, key_len: i32| {
+            let Some(key) = read_string(&mut caller, key_ptr, key_len) else {
+                return Ok(status::INVALID_MEMORY_ACCESS);
+            };
+            match header_map(caller.data_mut(), kind) {
+                Ok(pairs) => {
+                    pairs.retain(|(k, _)| !k.eq_ignore_ascii_case(&key));
+                    Ok(status::OK)
+                }
+                Err(code) => Ok(code),
+            }
+        }
+    );
+    hostcall!(
+        linker,
+        names,
+        "env",
+        fail,
+        "proxy_get_header_map_size",
+        |caller, kind: i32, ret: i32| {
+            let size = match header_map(caller.data_mut(), kind) {
+                Ok(pairs) => abi::serialize_map(pairs).len() as u32,
+                Err(code) => return Ok(code),
+            };
+            Ok(if write_u32(&mut caller, ret, size) {
+                status::OK
+            } else {
+                status::INVALID_MEMORY_ACCESS
+            })
+        }
+    );
+    Ok(())
+}
