@@ -92,7 +92,7 @@ fn main() {
         "challenge HMAC: {:.0} ns",
         start.elapsed().as_nanos() as f64 / f64::from(n)
     );
-    let cookie = crypto::issue_cookie(&keys, &b, 2_000_000_000);
+    let cookie = crypto::issue_cookie(&keys, &b, 2_000_000_000, 16);
     let start = Instant::now();
     for _ in 0..n {
         black_box(

@@ -29,8 +29,8 @@
 //! | `mode` | `"listed"` | `off`: never challenge; `listed`: challenge addresses found in `lists`; `all`: challenge every visitor without a clearance cookie |
 //! | `difficulty` | 16 | leading zero bits of SHA-256 asked in mode `all` and for lists without their own (1 to 32) |
 //! | `list_difficulty` | `{}` | bits per list name (1 to 32); an address in several lists gets the hardest |
-//! | `bypass_paths` | `[]` | path prefixes that always pass, besides the built-in `/.well-known/`, `/robots.txt`, `/favicon.ico` |
-//! | `trusted_hops` | 0 | proxies in front of the gateway that append to `X-Forwarded-For`; 0 uses `source.address` only |
+//! | `bypass_paths` | `["/robots.txt", "/favicon.ico"]` | paths that always pass, with what is below them (whole segments: `/healthz` covers `/healthz/live`, not `/healthz-admin`), besides the built-in `/.well-known/acme-challenge/`; each a plain path (see [`crate::bypass`]); setting it replaces the default |
+//! | `trusted_hops` | 0 | as Envoy's `xff_num_trusted_hops`: the proxies in front of the gateway, each appending the address it saw to `X-Forwarded-For`; the client is the entry that many places left of the peer Envoy appends (see [`crate::net::client_ip`]); 0 uses `source.address` only |
 //! | `challenge_ttl_secs` | 300 | how long a challenge can be solved (10 s to 1 day) |
 //! | `clearance_ttl_secs` | 86400 | how long the clearance cookie lasts (60 s to 30 days) |
 //! | `cookie_name` | `"pow_clearance"` | the clearance cookie's name (an RFC 6265 token) |
@@ -92,7 +92,7 @@ impl Default for PluginConfig {
             mode: Mode::Listed,
             difficulty: 16,
             list_difficulty: BTreeMap::new(),
-            bypass_paths: Vec::new(),
+            bypass_paths: vec!["/robots.txt".to_owned(), "/favicon.ico".to_owned()],
             trusted_hops: 0,
             challenge_ttl_secs: 300,
             clearance_ttl_secs: 86_400,
@@ -167,10 +167,12 @@ impl PluginConfig {
             check_difficulty(&format!("list_difficulty.{name}"), *bits)?;
         }
         for (i, p) in self.bypass_paths.iter().enumerate() {
-            if !p.starts_with('/') || p.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            // A path that is not plain would never match: say so rather than ignore it.
+            if !crate::bypass::is_plain(p) || p == "/" {
                 return Err(err(
                     format!("bypass_paths[{i}]"),
-                    "must start with `/` and contain no space or control character",
+                    "must be a plain path other than `/`: `/` then segments of letters, digits, \
+                     `-`, `.`, `_`, `~` (no `;`, `%`, `//`, `.` or `..` segment)",
                 ));
             }
         }
@@ -309,6 +311,9 @@ mod tests {
                 "list_difficulty.tor",
             ),
             (br#"{"bypass_paths": ["healthz"]}"#, "bypass_paths[0]"),
+            (br#"{"bypass_paths": ["/ok", "/a;b"]}"#, "bypass_paths[1]"),
+            (br#"{"bypass_paths": ["/a/../b"]}"#, "bypass_paths[0]"),
+            (br#"{"bypass_paths": ["/"]}"#, "bypass_paths[0]"),
             (br#"{"challenge_ttl_secs": 1}"#, "challenge_ttl_secs"),
             (br#"{"clearance_ttl_secs": 1}"#, "clearance_ttl_secs"),
             (br#"{"cookie_name": "a b"}"#, "cookie_name"),

@@ -5,7 +5,9 @@
 //!   solver needs one compression per attempt.
 //! - A solution is an 8-byte nonce (big-endian) such that `SHA-256(challenge ‖ nonce)` starts
 //!   with `difficulty` zero bits.
-//! - A clearance cookie is `<expiry>.<hex HMAC-SHA256(key, "pow-clearance-v1" ‖ binding ‖ expiry)>`.
+//! - A clearance cookie is `<expiry>.<difficulty>.<hex HMAC-SHA256(key, "pow-clearance-v2" ‖
+//!   binding ‖ expiry ‖ difficulty)>`: it records the difficulty paid, so that it clears only
+//!   where no more is asked.
 //! - The binding is the client's /24 or /64, SHA-256 of the User-Agent and the host; the domain
 //!   labels keep a challenge from ever being taken for a cookie.
 //!
@@ -177,21 +179,22 @@ pub fn check_work(challenge: &[u8; 32], nonce: u64, difficulty: u8) -> bool {
     work_bits(challenge, nonce) >= u32::from(difficulty)
 }
 
-fn cookie_mac(key: &HmacSha256, b: &Binding, expiry: u64) -> HmacSha256 {
+fn cookie_mac(key: &HmacSha256, b: &Binding, expiry: u64, difficulty: u8) -> HmacSha256 {
     let mut mac = key.clone();
-    mac.update(b"pow-clearance-v1\0");
+    mac.update(b"pow-clearance-v2\0");
     b.feed(&mut mac);
     mac.update(&expiry.to_be_bytes());
+    mac.update(&[difficulty]);
     mac
 }
 
-/// The clearance cookie's value: `<expiry>.<64 hex digits>`.
-pub fn issue_cookie(keys: &Keys, b: &Binding, expiry: u64) -> String {
-    let tag: [u8; 32] = cookie_mac(&keys.current, b, expiry)
+/// The clearance cookie's value: `<expiry>.<difficulty>.<64 hex digits>`.
+pub fn issue_cookie(keys: &Keys, b: &Binding, expiry: u64, difficulty: u8) -> String {
+    let tag: [u8; 32] = cookie_mac(&keys.current, b, expiry, difficulty)
         .finalize()
         .into_bytes()
         .into();
-    format!("{expiry}.{}", hex(&tag))
+    format!("{expiry}.{difficulty}.{}", hex(&tag))
 }
 
 /// Why a cookie was refused.
@@ -202,25 +205,32 @@ pub enum CookieError {
     BadMac,
 }
 
-/// Checks a clearance cookie: well-formed, `now <= expiry <= now + max_ttl`, MAC of one of the keys.
+/// Checks a clearance cookie: well-formed, `now <= expiry <= now + max_ttl`, MAC of one of the
+/// keys. Returns the difficulty it was paid at.
 pub fn check_cookie(
     keys: &Keys,
     b: &Binding,
     value: &str,
     now: u64,
     max_ttl: u64,
-) -> Result<(), CookieError> {
-    let (exp, tag) = value.split_once('.').ok_or(CookieError::Malformed)?;
+) -> Result<u8, CookieError> {
+    let (exp, rest) = value.split_once('.').ok_or(CookieError::Malformed)?;
+    let (bits, tag) = rest.split_once('.').ok_or(CookieError::Malformed)?;
     let expiry = parse_decimal(exp).ok_or(CookieError::Malformed)?;
+    let difficulty = parse_decimal(bits)
+        .and_then(|d| u8::try_from(d).ok())
+        .filter(|d| d.to_string() == bits)
+        .ok_or(CookieError::Malformed)?;
     let tag = unhex32(tag).ok_or(CookieError::Malformed)?;
     if expiry < now || expiry > now.saturating_add(max_ttl) {
         return Err(CookieError::Expired);
     }
-    if keys
-        .all()
-        .any(|k| cookie_mac(k, b, expiry).verify_slice(&tag).is_ok())
-    {
-        Ok(())
+    if keys.all().any(|k| {
+        cookie_mac(k, b, expiry, difficulty)
+            .verify_slice(&tag)
+            .is_ok()
+    }) {
+        Ok(difficulty)
     } else {
         Err(CookieError::BadMac)
     }
@@ -350,10 +360,10 @@ mod tests {
         };
         let old = keys(K1, None);
         let c = issue_challenge(&old, &b, &p);
-        let cookie = issue_cookie(&old, &b, 5000);
+        let cookie = issue_cookie(&old, &b, 5000, 8);
         let rotated = keys(K2, Some(K1));
         assert!(check_challenge(&rotated, &b, &p, &c));
-        assert_eq!(check_cookie(&rotated, &b, &cookie, 100, 86_400), Ok(()));
+        assert_eq!(check_cookie(&rotated, &b, &cookie, 100, 86_400), Ok(8));
         // Once the old key is dropped, its cookies stop working.
         let dropped = keys(K2, None);
         assert!(!check_challenge(&dropped, &b, &p, &c));
@@ -367,9 +377,9 @@ mod tests {
     fn cookie_checks() {
         let k = keys(K1, None);
         let b = binding("2001:db8:0:1::1", "UA", "h");
-        let v = issue_cookie(&k, &b, 5000);
-        assert_eq!(check_cookie(&k, &b, &v, 4000, 86_400), Ok(()));
-        assert_eq!(check_cookie(&k, &b, &v, 5000, 86_400), Ok(()));
+        let v = issue_cookie(&k, &b, 5000, 12);
+        assert_eq!(check_cookie(&k, &b, &v, 4000, 86_400), Ok(12));
+        assert_eq!(check_cookie(&k, &b, &v, 5000, 86_400), Ok(12));
         assert_eq!(
             check_cookie(&k, &b, &v, 5001, 86_400),
             Err(CookieError::Expired)
@@ -385,13 +395,15 @@ mod tests {
             Err(CookieError::BadMac)
         );
         let same_64 = binding("2001:db8:0:1:ffff::1", "UA", "h");
-        assert_eq!(check_cookie(&k, &same_64, &v, 4000, 86_400), Ok(()));
-        // A forged expiry with the old tag.
-        let (_, tag) = v.split_once('.').unwrap();
-        assert_eq!(
-            check_cookie(&k, &b, &format!("6000.{tag}"), 4000, 86_400),
-            Err(CookieError::BadMac)
-        );
+        assert_eq!(check_cookie(&k, &same_64, &v, 4000, 86_400), Ok(12));
+        // A forged expiry or difficulty with the old tag.
+        let tag = v.rsplit_once('.').unwrap().1;
+        for forged in [format!("6000.12.{tag}"), format!("5000.20.{tag}")] {
+            assert_eq!(
+                check_cookie(&k, &b, &forged, 4000, 86_400),
+                Err(CookieError::BadMac)
+            );
+        }
         for bad in [
             "",
             ".",
@@ -399,6 +411,10 @@ mod tests {
             "5000.",
             "x.y",
             "+5000.00",
+            &format!("5000.{tag}"),
+            &format!("5000.012.{tag}"),
+            &format!("5000.256.{tag}"),
+            &format!("5000.-1.{tag}"),
             &v.to_uppercase(),
             &format!("{v}0"),
             &format!(" {v}"),

@@ -7,6 +7,7 @@
 
 use std::net::IpAddr;
 
+use crate::bypass;
 use crate::config::{Mode, PluginConfig};
 use crate::crypto::{self, Binding, ChallengeParams, Keys};
 use crate::lists::ListTable;
@@ -23,12 +24,10 @@ pub use verify::{VerifyFailure, VerifyQuery, percent_encode_component};
 pub const VERIFY_PATH: &str = "/.pow/verify";
 /// The response header that marks a challenge (like Cloudflare's `cf-mitigated: challenge`).
 pub const MITIGATED_HEADER: &str = "pow-mitigated";
+/// At most this many clearance cookies of a request are checked (one MAC each).
+pub const MAX_COOKIES_CHECKED: usize = 3;
 /// On a failed verification, says why (`malformed`, `expired`, `mac`, `work`, `replay`, ...).
 pub const REASON_HEADER: &str = "pow-verify";
-/// Paths that always pass, whatever the policy: ACME HTTP-01 and friends.
-pub const BUILTIN_BYPASS_PREFIXES: &[&str] = &["/.well-known/"];
-/// Exact paths that always pass.
-pub const BUILTIN_BYPASS_EXACT: &[&str] = &["/robots.txt", "/favicon.ico"];
 
 /// Metric names (counters unless noted). Per-list and per-reason names are built from these
 /// prefixes: `pow_list_matches_<list>`, `pow_verify_failed_<reason>`.
@@ -45,6 +44,11 @@ pub mod metric {
     /// Requests passed unchallenged because the secret is missing or too short.
     pub const UNPROTECTED: &str = "pow_unprotected";
     pub const CONFIG_REJECTED: &str = "pow_config_rejected";
+    /// Unexpired spent challenges dropped from a full seen-set shard to record a new one.
+    pub const SEEN_EVICTED: &str = "pow_seen_evicted";
+    /// Solutions let through without being recorded as spent (the shared data failed or
+    /// stayed busy).
+    pub const SEEN_UNRECORDED: &str = "pow_seen_unrecorded";
     /// Gauges.
     pub const SECRET_MISSING: &str = "pow_secret_missing";
     pub const LISTS_VERSION: &str = "pow_lists_version";
@@ -187,6 +191,8 @@ impl Filter {
             metric::BYPASSED,
             metric::FAIL_OPEN,
             metric::UNPROTECTED,
+            metric::SEEN_EVICTED,
+            metric::SEEN_UNRECORDED,
         ]
         .iter()
         .map(|s| (*s).to_owned())
@@ -229,50 +235,24 @@ impl Filter {
             metrics.increment(metric::FAIL_OPEN);
             return Action::Continue;
         };
+        let (required, lists) = self.policy(ip);
+        let Some(difficulty) = required else {
+            metrics.increment(metric::PASSED_POLICY);
+            return Action::Continue;
+        };
         let binding = self.binding(req, ip);
-        if self.has_valid_cookie(keys, req, &binding, now.secs, metrics) {
+        if self.has_valid_cookie(keys, req, &binding, difficulty, now.secs, metrics) {
             metrics.increment(metric::PASSED_COOKIE);
             return Action::Continue;
         }
-        let difficulty = match self.policy(ip, metrics) {
-            Some(d) => d,
-            None => {
-                metrics.increment(metric::PASSED_POLICY);
-                return Action::Continue;
-            }
-        };
+        self.count_list_matches(lists, metrics);
         metrics.increment(metric::CHALLENGES_ISSUED);
         let return_to = redirect::check_target(raw_path, VERIFY_PATH).unwrap_or("/");
         self.challenge(keys, req, &binding, difficulty, return_to, now)
     }
 
     fn is_bypass(&self, path: &str) -> bool {
-        // A path with dot segments, encoded slashes or dots, or backslashes never bypasses:
-        // `/.well-known/../admin` must not skip the challenge.
-        // `%2e`, `%2f`, `%5c` in any case, found without allocating a lowercased copy.
-        let encoded = path.as_bytes().windows(3).any(|w| {
-            w[0] == b'%'
-                && matches!(
-                    (w[1], w[2].to_ascii_lowercase()),
-                    (b'2', b'e' | b'f') | (b'5', b'c')
-                )
-        });
-        if path.contains("/./")
-            || path.contains("/../")
-            || path.ends_with("/..")
-            || path.contains('\\')
-            || encoded
-            || path.contains("//")
-        {
-            return false;
-        }
-        BUILTIN_BYPASS_PREFIXES.iter().any(|p| path.starts_with(p))
-            || BUILTIN_BYPASS_EXACT.contains(&path)
-            || self
-                .config
-                .bypass_paths
-                .iter()
-                .any(|p| path.starts_with(p.as_str()))
+        bypass::bypasses(path, &self.config.bypass_paths)
     }
 
     /// All X-Forwarded-For values joined, only when hops are trusted.
@@ -300,30 +280,34 @@ impl Filter {
         )
     }
 
+    /// Whether one of the first [`MAX_COOKIES_CHECKED`] clearance cookies is valid and was paid
+    /// at `difficulty` bits or more. Looking at no more bounds what a request stuffed with fake
+    /// cookies costs (one MAC each); a browser sends one, or a few when the name is also set on
+    /// a parent domain or path.
     fn has_valid_cookie(
         &self,
         keys: &Keys,
         req: &Request,
         binding: &Binding,
+        difficulty: u8,
         now: u64,
         metrics: &mut dyn Metrics,
     ) -> bool {
+        let name = self.config.cookie_name.as_str();
+        let candidates = req
+            .header_all("cookie")
+            .flat_map(|header| header.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .filter(|(n, _)| n.trim() == name)
+            .take(MAX_COOKIES_CHECKED);
         let mut seen_one = false;
-        for header in req.header_all("cookie") {
-            for pair in header.split(';') {
-                let Some((name, value)) = pair.trim().split_once('=') else {
-                    continue;
-                };
-                if name.trim() != self.config.cookie_name {
-                    continue;
-                }
-                seen_one = true;
-                let value = value.trim().trim_matches('"');
-                if crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
-                    .is_ok()
-                {
-                    return true;
-                }
+        for (_, value) in candidates {
+            seen_one = true;
+            let value = value.trim().trim_matches('"');
+            if crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
+                .is_ok_and(|paid| paid >= difficulty)
+            {
+                return true;
             }
         }
         if seen_one {
@@ -332,27 +316,34 @@ impl Filter {
         false
     }
 
-    /// The difficulty to ask, or `None` to let the request through.
-    fn policy(&self, ip: IpAddr, metrics: &mut dyn Metrics) -> Option<u8> {
+    /// The difficulty this client must pay now (`None`: it passes), and the lists it is in
+    /// (bit `i` for list `i`).
+    fn policy(&self, ip: IpAddr) -> (Option<u8>, u32) {
         if self.config.mode == Mode::Off {
-            return None;
+            return (None, 0);
         }
         let bits = self.lists.lookup(ip);
         let mut listed: Option<u8> = None;
         for (i, name) in self.lists.names().iter().enumerate().take(32) {
             if bits & (1 << i) != 0 {
-                if let Some(m) = self.list_metrics.get(i) {
-                    metrics.increment(m);
-                }
                 let d = self.config.difficulty_for(name);
                 listed = Some(listed.map_or(d, |l| l.max(d)));
             }
         }
-        match self.config.mode {
+        let required = match self.config.mode {
             Mode::Off => None,
             Mode::Listed => listed,
             Mode::All => {
                 Some(listed.map_or(self.config.difficulty, |l| l.max(self.config.difficulty)))
+            }
+        };
+        (required, bits)
+    }
+
+    fn count_list_matches(&self, bits: u32, metrics: &mut dyn Metrics) {
+        for (i, m) in self.list_metrics.iter().enumerate().take(32) {
+            if bits & (1 << i) != 0 {
+                metrics.increment(m);
             }
         }
     }

@@ -3,6 +3,7 @@
 //! wasm32-wasip1 glue (`filter/pow-filter`, crate `pow-filter`) only moves bytes between the host
 //! and [`filter::Filter`].
 
+pub mod bypass;
 pub mod config;
 pub mod crypto;
 pub mod filter;

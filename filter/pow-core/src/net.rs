@@ -20,23 +20,34 @@ pub fn parse_address(s: &str) -> Option<IpAddr> {
     inner.parse::<IpAddr>().ok().map(canonical)
 }
 
-/// The client address. With `trusted_hops` = 0 it is `source.address`. With N > 0, N proxies
-/// in front of the gateway each appended the address they saw to `X-Forwarded-For`, so the
-/// client is the Nth entry from the right; if the chain is shorter than that, or that entry is
-/// not an address, the peer (`source.address`) is used, as Envoy does.
+/// The client address, as Envoy's `xff_num_trusted_hops` defines it. With `trusted_hops` = 0
+/// it is the peer, `source.address`, and X-Forwarded-For is never read. With N > 0, N proxies
+/// in front of the gateway each appended the address they saw to X-Forwarded-For, and Envoy
+/// (with `use_remote_address`, as Istio's gateways run) appended the peer after them: the client
+/// is the entry N places left of that peer. The peer is added to the chain when Envoy did not
+/// append it, so both deliveries read the same. A chain too short for N, or an entry there that
+/// is not an address, gives the peer, as Envoy falls back to it. Entries left of the client's
+/// are whatever the client wrote, and are never read.
 pub fn client_ip(source: Option<&str>, xff: Option<&str>, trusted_hops: u8) -> Option<IpAddr> {
     let peer = source.and_then(parse_address);
     if trusted_hops == 0 {
         return peer;
     }
     let Some(xff) = xff else { return peer };
-    let entries: Vec<&str> = xff.split(',').map(str::trim).collect();
-    let n = usize::from(trusted_hops);
-    if entries.len() < n {
-        return peer;
+    let mut entries: Vec<&str> = xff.split(',').map(str::trim).collect();
+    // Without the peer at the end, the chain starts one place earlier.
+    let appended = match (entries.last().and_then(|e| parse_address(e)), peer) {
+        (Some(last), Some(p)) => last == p,
+        _ => false,
+    };
+    if !appended {
+        entries.push("");
     }
+    let n = usize::from(trusted_hops);
     entries
-        .get(entries.len() - n)
+        .len()
+        .checked_sub(n + 1)
+        .and_then(|i| entries.get(i))
         .and_then(|e| parse_address(e))
         .or(peer)
 }
@@ -87,17 +98,29 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_for_only_with_trusted_hops() {
+    fn forwarded_for_counts_as_envoy_counts() {
         let src = Some("10.0.0.1:999");
-        let xff = Some("6.6.6.6, 203.0.113.9, 198.51.100.7");
+        // As Envoy delivers it: the peer appended last.
+        let xff = Some("6.6.6.6, 203.0.113.9, 198.51.100.7, 10.0.0.1");
         assert_eq!(client_ip(src, xff, 0), Some(ip("10.0.0.1")));
         assert_eq!(client_ip(src, xff, 1), Some(ip("198.51.100.7")));
         assert_eq!(client_ip(src, xff, 2), Some(ip("203.0.113.9")));
         assert_eq!(client_ip(src, xff, 3), Some(ip("6.6.6.6")));
+        // Without the peer appended, the same entries are found.
+        let bare = Some("6.6.6.6, 203.0.113.9, 198.51.100.7");
+        assert_eq!(client_ip(src, bare, 1), Some(ip("198.51.100.7")));
+        assert_eq!(client_ip(src, bare, 3), Some(ip("6.6.6.6")));
         // Shorter than the trusted hops, missing or garbage: the peer.
         assert_eq!(client_ip(src, xff, 4), Some(ip("10.0.0.1")));
+        assert_eq!(client_ip(src, bare, 4), Some(ip("10.0.0.1")));
         assert_eq!(client_ip(src, None, 1), Some(ip("10.0.0.1")));
         assert_eq!(client_ip(src, Some("junk"), 1), Some(ip("10.0.0.1")));
+        assert_eq!(
+            client_ip(src, Some("junk, 10.0.0.1"), 1),
+            Some(ip("10.0.0.1"))
+        );
+        assert_eq!(client_ip(src, Some(""), 1), Some(ip("10.0.0.1")));
+        // No peer: the chain is read as delivered without it.
         assert_eq!(
             client_ip(None, Some("[2001:db8::5]:1"), 1),
             Some(ip("2001:db8::5"))

@@ -119,7 +119,7 @@ mod tests {
         let Some(keys) = &choice.keys else {
             return false;
         };
-        let cookie = crypto::issue_cookie(keys, &b, 1000);
+        let cookie = crypto::issue_cookie(keys, &b, 1000, 8);
         let only = Keys::new(Some(key), None).unwrap().0;
         crypto::check_cookie(&only, &b, &cookie, 900, 1000).is_ok()
     }
@@ -135,9 +135,9 @@ mod tests {
         assert!(choice.notices.is_empty(), "{:?}", choice.notices);
         let b = Binding::new([0; 17], "ua", "h");
         let old = Keys::new(Some(B), None).unwrap().0;
-        let cookie = crypto::issue_cookie(&old, &b, 1000);
+        let cookie = crypto::issue_cookie(&old, &b, 1000, 8);
         let keys = choice.keys.as_ref().unwrap();
-        assert_eq!(crypto::check_cookie(keys, &b, &cookie, 900, 1000), Ok(()));
+        assert_eq!(crypto::check_cookie(keys, &b, &cookie, 900, 1000), Ok(8));
     }
 
     #[test]

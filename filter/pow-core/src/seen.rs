@@ -1,21 +1,29 @@
 //! The per-VM seen-set: a solved challenge is spent and cannot be verified again before it
 //! expires.
 //!
-//! It lives in proxy-wasm shared data (behind [`SharedStore`], so that it is tested natively).
-//! Time is cut into epochs of `width` seconds, with `(ttl / (SLOTS - 1))` rounded up as the
-//! width; a challenge is recorded in slot `(expiry / width) % SLOTS`, whose value is the
-//! epoch (8 bytes, little-endian) followed by the 16-byte prefixes of the spent challenges. A
-//! slot holding an older epoch is reset on the next write: its challenges had all expired,
-//! because a challenge is never accepted with an expiry more than `ttl` ahead. Writes use the
-//! store's compare-and-swap and retry a few times. A full slot refuses (denies) rather than
-//! forgets. Only solved challenges are written, so unauthenticated traffic never writes here.
+//! It lives in proxy-wasm shared data (behind [`SharedStore`], so that it is tested natively),
+//! in [`SHARDS`] entries `pow.seen.<shard>`, the shard chosen by the client's binding network
+//! (its /24 or /64). An entry is a list of records, oldest first: the challenge's expiry (8 bytes,
+//! little-endian) and its first [`ID_LEN`] bytes. A write drops the records that have expired,
+//! and when the shard is full, the oldest records (counted as evicted). Writes use the store's
+//! compare-and-swap and retry a few times.
+//!
+//! Availability comes first: a full shard evicts rather than refuses, and a store that fails or
+//! stays busy lets the solution through, counted as unrecorded. So one client spending its own
+//! cheap solutions as fast as it can only ever evicts records of its own shard: nobody is locked
+//! out, and memory stays within `SHARDS * SHARD_CAPACITY * RECORD_LEN` bytes. The key depends on
+//! nothing in the configuration (the challenge TTL included), so a new configuration never
+//! reopens solutions already spent. Only solved challenges are written, so unauthenticated
+//! traffic never writes here.
 
-/// Slots in the ring.
-pub const SLOTS: u64 = 16;
-/// Spent challenges remembered per slot (16 bytes each: 64 KiB a slot at most).
-pub const SLOT_CAPACITY: usize = 4096;
+/// Shared-data entries (one per group of client networks).
+pub const SHARDS: u64 = 64;
+/// Spent challenges remembered per shard (24 bytes each: 6 KiB a shard at most).
+pub const SHARD_CAPACITY: usize = 256;
 /// Bytes of a challenge remembered (128 bits: collisions are out of reach).
 pub const ID_LEN: usize = 16;
+/// Bytes of one record: expiry, then the challenge's first bytes.
+pub const RECORD_LEN: usize = 8 + ID_LEN;
 const CAS_RETRIES: usize = 8;
 
 /// Why a store operation failed.
@@ -35,65 +43,81 @@ pub trait SharedStore {
     fn set(&mut self, key: &str, value: &[u8], cas: u32) -> Result<(), StoreError>;
 }
 
-/// Why a challenge could not be marked spent.
+/// A challenge already spent: the one refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpendError {
-    /// Already spent: a replay.
-    Replay,
-    /// The slot is full, busy after retries, or the store failed: denied all the same.
-    Store,
+pub struct Replay;
+
+/// How a challenge was marked spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spent {
+    /// Recorded.
+    Recorded,
+    /// Recorded, after evicting this many unexpired records of a full shard.
+    Evicted(usize),
+    /// Not recorded: the store failed or stayed busy. Let through all the same.
+    Unrecorded,
 }
 
-/// The epoch width for a challenge TTL.
-pub fn epoch_width(challenge_ttl: u64) -> u64 {
-    challenge_ttl.div_ceil(SLOTS - 1).max(1)
+/// The shared-data key of a client network's shard.
+pub fn shard_key(net: &[u8; 17]) -> String {
+    // FNV-1a: spreads networks over the shards; nothing here needs to be secret.
+    let hash = net.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("pow.seen.{}", hash % SHARDS)
 }
 
-/// Marks `challenge` (expiring at `expiry`) as spent; `Err(Replay)` if it already was.
+/// Marks `challenge` (expiring at `expiry`, solved by a client of network `net`) as spent at
+/// `now`; `Err(Replay)` if it already was.
 pub fn spend(
     store: &mut dyn SharedStore,
+    net: &[u8; 17],
     challenge: &[u8; 32],
     expiry: u64,
-    challenge_ttl: u64,
-) -> Result<(), SpendError> {
-    let width = epoch_width(challenge_ttl);
-    let epoch = expiry / width;
-    let key = format!("pow.seen.{width}.{}", epoch % SLOTS);
+    now: u64,
+) -> Result<Spent, Replay> {
+    let key = shard_key(net);
     let id = &challenge[..ID_LEN];
     for _ in 0..CAS_RETRIES {
         let (current, cas) = match store.get(&key) {
             Ok(Some((v, cas))) => (v, cas),
             Ok(None) => (Vec::new(), 0),
-            Err(_) => return Err(SpendError::Store),
+            Err(_) => return Ok(Spent::Unrecorded),
         };
-        let mut next = match current.get(..8) {
-            Some(head) if u64::from_le_bytes(head.try_into().unwrap_or([0; 8])) == epoch => {
-                let entries = &current[8..];
-                if entries.len() % ID_LEN != 0 {
-                    return Err(SpendError::Store);
-                }
-                if entries.chunks_exact(ID_LEN).any(|e| e == id) {
-                    return Err(SpendError::Replay);
-                }
-                if entries.len() / ID_LEN >= SLOT_CAPACITY {
-                    return Err(SpendError::Store);
-                }
-                current
-            }
-            Some(head) if u64::from_le_bytes(head.try_into().unwrap_or([0; 8])) > epoch => {
-                // A newer epoch took the slot: this challenge has expired by now.
-                return Err(SpendError::Store);
-            }
-            _ => epoch.to_le_bytes().to_vec(),
+        // A value of another shape (another version of the filter) is started afresh.
+        let records: &[u8] = if current.len() % RECORD_LEN == 0 {
+            &current
+        } else {
+            &[]
         };
+        let live: Vec<&[u8]> = records
+            .chunks_exact(RECORD_LEN)
+            .filter(|r| record_expiry(r) >= now)
+            .collect();
+        if live.iter().any(|r| &r[8..] == id) {
+            return Err(Replay);
+        }
+        let evicted = (live.len() + 1).saturating_sub(SHARD_CAPACITY);
+        let mut next = Vec::with_capacity((live.len() + 1 - evicted) * RECORD_LEN);
+        for r in &live[evicted..] {
+            next.extend_from_slice(r);
+        }
+        next.extend_from_slice(&expiry.to_le_bytes());
         next.extend_from_slice(id);
         match store.set(&key, &next, cas) {
-            Ok(()) => return Ok(()),
+            Ok(()) if evicted > 0 => return Ok(Spent::Evicted(evicted)),
+            Ok(()) => return Ok(Spent::Recorded),
             Err(StoreError::CasMismatch) => continue,
-            Err(StoreError::Failed) => return Err(SpendError::Store),
+            Err(StoreError::Failed) => return Ok(Spent::Unrecorded),
         }
     }
-    Err(SpendError::Store)
+    Ok(Spent::Unrecorded)
+}
+
+fn record_expiry(record: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&record[..8]);
+    u64::from_le_bytes(bytes)
 }
 
 /// An in-memory [`SharedStore`] with proxy-wasm's CAS semantics, for tests and benches.
@@ -104,6 +128,16 @@ pub struct MemoryStore {
     pub conflicts: usize,
     /// When true, every call fails.
     pub broken: bool,
+}
+
+impl MemoryStore {
+    /// Bytes held (keys and values).
+    pub fn bytes(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|(k, (v, _))| k.len() + v.len())
+            .sum()
+    }
 }
 
 impl SharedStore for MemoryStore {
@@ -136,67 +170,97 @@ impl SharedStore for MemoryStore {
 mod tests {
     use super::*;
 
+    const NET: [u8; 17] = [4, 192, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+
     fn id(n: u32) -> [u8; 32] {
         let mut c = [0u8; 32];
         c[..4].copy_from_slice(&n.to_be_bytes());
         c
     }
 
-    #[test]
-    fn a_challenge_is_spent_once() {
-        let mut s = MemoryStore::default();
-        assert_eq!(spend(&mut s, &id(1), 1000, 300), Ok(()));
-        assert_eq!(spend(&mut s, &id(2), 1000, 300), Ok(()));
-        assert_eq!(spend(&mut s, &id(1), 1000, 300), Err(SpendError::Replay));
-        assert_eq!(spend(&mut s, &id(2), 1000, 300), Err(SpendError::Replay));
+    fn net(n: u32) -> [u8; 17] {
+        let mut out = [0u8; 17];
+        out[0] = 6;
+        out[1..5].copy_from_slice(&n.to_be_bytes());
+        out
     }
 
     #[test]
-    fn old_epochs_are_recycled_but_never_inside_the_window() {
-        let ttl = 300;
-        let w = epoch_width(ttl);
-        assert_eq!(w, 20);
-        // The window argument: a slot is reused only after SLOTS-1 epochs >= ttl.
-        assert!((SLOTS - 1) * w >= ttl);
+    fn a_challenge_is_spent_once_until_it_expires() {
         let mut s = MemoryStore::default();
-        assert_eq!(spend(&mut s, &id(1), 1000, ttl), Ok(()));
-        // Same slot, SLOTS epochs later: the old entries are dropped.
-        let later = 1000 + SLOTS * w;
-        assert_eq!(spend(&mut s, &id(1), later, ttl), Ok(()));
-        assert_eq!(spend(&mut s, &id(1), later, ttl), Err(SpendError::Replay));
-        // The old epoch cannot come back into a newer slot.
-        assert_eq!(spend(&mut s, &id(9), 1000, ttl), Err(SpendError::Store));
+        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Ok(Spent::Recorded));
+        assert_eq!(spend(&mut s, &NET, &id(2), 1300, 1000), Ok(Spent::Recorded));
+        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Err(Replay));
+        assert_eq!(spend(&mut s, &NET, &id(2), 1300, 1299), Err(Replay));
+        assert_eq!(spend(&mut s, &NET, &id(2), 1300, 1300), Err(Replay));
+        // Past its expiry the record is dropped (the verify refuses such a challenge anyway).
+        assert_eq!(spend(&mut s, &NET, &id(3), 2000, 1301), Ok(Spent::Recorded));
+        assert_eq!(s.bytes(), shard_key(&NET).len() + RECORD_LEN);
     }
 
     #[test]
-    fn conflicts_are_retried_then_refused() {
+    fn the_key_depends_on_the_network_only() {
+        assert_eq!(shard_key(&NET), shard_key(&NET));
+        let keys: std::collections::HashSet<String> =
+            (0..10_000).map(|n| shard_key(&net(n))).collect();
+        assert_eq!(
+            keys.len() as u64,
+            SHARDS,
+            "networks spread over every shard"
+        );
+    }
+
+    #[test]
+    fn a_full_shard_evicts_the_oldest_and_never_refuses() {
+        let mut s = MemoryStore::default();
+        for n in 0..SHARD_CAPACITY as u32 {
+            assert_eq!(spend(&mut s, &NET, &id(n), 1300, 1000), Ok(Spent::Recorded));
+        }
+        let full = s.bytes();
+        assert_eq!(
+            spend(&mut s, &NET, &id(u32::MAX), 1300, 1000),
+            Ok(Spent::Evicted(1))
+        );
+        assert_eq!(s.bytes(), full);
+        // The oldest went; the newest are still remembered.
+        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Err(Replay));
+        assert_eq!(spend(&mut s, &NET, &id(u32::MAX), 1300, 1000), Err(Replay));
+        assert_eq!(
+            spend(&mut s, &NET, &id(0), 1300, 1000),
+            Ok(Spent::Evicted(1))
+        );
+    }
+
+    #[test]
+    fn conflicts_are_retried_and_a_failing_store_lets_through() {
         let mut s = MemoryStore {
             conflicts: 3,
             ..MemoryStore::default()
         };
-        assert_eq!(spend(&mut s, &id(1), 1000, 300), Ok(()));
+        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Ok(Spent::Recorded));
         let mut s = MemoryStore {
             conflicts: 100,
             ..MemoryStore::default()
         };
-        assert_eq!(spend(&mut s, &id(1), 1000, 300), Err(SpendError::Store));
+        assert_eq!(
+            spend(&mut s, &NET, &id(1), 1300, 1000),
+            Ok(Spent::Unrecorded)
+        );
         let mut s = MemoryStore {
             broken: true,
             ..MemoryStore::default()
         };
-        assert_eq!(spend(&mut s, &id(1), 1000, 300), Err(SpendError::Store));
+        assert_eq!(
+            spend(&mut s, &NET, &id(1), 1300, 1000),
+            Ok(Spent::Unrecorded)
+        );
     }
 
     #[test]
-    fn a_full_slot_refuses() {
+    fn a_value_of_another_shape_starts_afresh() {
         let mut s = MemoryStore::default();
-        for n in 0..SLOT_CAPACITY as u32 {
-            assert_eq!(spend(&mut s, &id(n), 1000, 300), Ok(()));
-        }
-        assert_eq!(
-            spend(&mut s, &id(u32::MAX), 1000, 300),
-            Err(SpendError::Store)
-        );
-        assert_eq!(spend(&mut s, &id(5), 1000, 300), Err(SpendError::Replay));
+        s.set(&shard_key(&NET), &[1, 2, 3], 0).unwrap();
+        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Ok(Spent::Recorded));
+        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Err(Replay));
     }
 }

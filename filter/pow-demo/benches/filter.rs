@@ -177,7 +177,7 @@ fn median(values: &mut [f64]) -> f64 {
 fn run() -> Result<(), String> {
     let filter = module("pow_filter.wasm")?;
     let floor = module("bench_floor.wasm")?;
-    let env = vec![("POW_HMAC_SECRET".to_owned(), SECRET.to_owned())];
+    let env = vec![("POW_HMAC_SECRET".to_owned(), SECRET.as_bytes().to_vec())];
     let mut out = String::new();
     let started = Instant::now();
 

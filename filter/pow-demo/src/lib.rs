@@ -118,7 +118,7 @@ impl Demo {
             &config.wasm,
             HostConfig {
                 plugin_config: config.plugin_config.clone().into_bytes(),
-                env: vec![(SECRET_ENV.to_owned(), secret)],
+                env: vec![(SECRET_ENV.to_owned(), secret.into_bytes())],
                 log_level: proxy_wasm_host::abi::log_level::INFO,
                 echo_logs: true,
                 root_id: "pow-filter".to_owned(),

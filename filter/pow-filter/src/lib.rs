@@ -191,9 +191,10 @@ impl RootContext for Root {
     }
 }
 
-/// Reads a secret from the VM environment (WasmPlugin `vmConfig.env`, `valueFrom: HOST`).
+/// Reads a secret from the VM environment (WasmPlugin `vmConfig.env`, `valueFrom: HOST`) as
+/// bytes: a secret need not be UTF-8 (on WASI the encoded bytes are the variable's own).
 fn env_secret(name: &str) -> Option<Vec<u8>> {
-    std::env::var(name).ok().map(String::into_bytes)
+    std::env::var_os(name).map(std::ffi::OsString::into_encoded_bytes)
 }
 
 fn configure(size: usize) -> Result<Shared, String> {

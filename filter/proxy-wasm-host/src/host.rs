@@ -19,8 +19,9 @@ pub struct HostConfig {
     pub plugin_config: Vec<u8>,
     /// The `VM_CONFIGURATION` buffer (Istio leaves it empty).
     pub vm_config: Vec<u8>,
-    /// The VM environment, read by WASI `environ_get` (Istio: `vmConfig.env`).
-    pub env: Vec<(String, String)>,
+    /// The VM environment, read by WASI `environ_get` (Istio: `vmConfig.env`). Values are bytes:
+    /// a real environment variable need not be UTF-8.
+    pub env: Vec<(String, Vec<u8>)>,
     /// The name of a hostcall (e.g. `proxy_get_header_map_pairs`) that returns `INTERNAL_FAILURE`
     /// instead of working: to test that the module fails open.
     pub fault: Option<String>,
@@ -400,6 +401,16 @@ impl Host {
     /// Forgets the log lines seen so far.
     pub fn clear_logs(&mut self) {
         self.store.data_mut().logs.clear();
+    }
+
+    /// The bytes held in shared data (keys and values): what the module keeps in the VM.
+    pub fn shared_data_bytes(&self) -> usize {
+        self.store
+            .data()
+            .shared
+            .iter()
+            .map(|(k, (v, _))| k.len() + v.len())
+            .sum()
     }
 
     /// A shared-data entry and its CAS token, as the module would read it.

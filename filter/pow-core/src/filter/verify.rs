@@ -10,7 +10,7 @@ use super::{
 use crate::crypto::{self, Binding, ChallengeParams, Keys};
 use crate::page;
 use crate::redirect;
-use crate::seen::{self, SharedStore, SpendError};
+use crate::seen::{self, SharedStore, Spent};
 
 impl Filter {
     #[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
@@ -34,10 +34,19 @@ impl Filter {
             .unwrap_or("/")
             .to_owned();
         match self.check_solution(keys, req, ip, now, parsed, store) {
-            Ok((binding, target)) => {
+            Ok((binding, target, difficulty, spent)) => {
+                match spent {
+                    Spent::Recorded => {}
+                    Spent::Evicted(n) => {
+                        for _ in 0..n {
+                            metrics.increment(metric::SEEN_EVICTED);
+                        }
+                    }
+                    Spent::Unrecorded => metrics.increment(metric::SEEN_UNRECORDED),
+                }
                 metrics.increment(metric::CHALLENGES_SOLVED);
                 let expiry = now.secs.saturating_add(self.config.clearance_ttl_secs);
-                let value = crypto::issue_cookie(keys, &binding, expiry);
+                let value = crypto::issue_cookie(keys, &binding, expiry, difficulty);
                 let secure = if self.secure(req) { "; Secure" } else { "" };
                 let cookie = format!(
                     "{}={value}; Max-Age={}; Path=/; HttpOnly; SameSite=Lax{secure}",
@@ -98,7 +107,7 @@ impl Filter {
         now: Now,
         parsed: Result<VerifyQuery, VerifyFailure>,
         store: &mut dyn SharedStore,
-    ) -> Result<(Binding, String), VerifyFailure> {
+    ) -> Result<(Binding, String, u8, Spent), VerifyFailure> {
         let method = req.header(":method").unwrap_or("");
         if method != "GET" {
             return Err(VerifyFailure::Method);
@@ -130,16 +139,9 @@ impl Filter {
         if !crypto::check_work(&q.challenge, q.nonce, q.difficulty) {
             return Err(VerifyFailure::Work);
         }
-        match seen::spend(
-            store,
-            &q.challenge,
-            q.expiry,
-            self.config.challenge_ttl_secs,
-        ) {
-            Ok(()) => Ok((binding, target)),
-            Err(SpendError::Replay) => Err(VerifyFailure::Replay),
-            Err(SpendError::Store) => Err(VerifyFailure::Store),
-        }
+        let spent = seen::spend(store, &binding.net, &q.challenge, q.expiry, now.secs)
+            .map_err(|seen::Replay| VerifyFailure::Replay)?;
+        Ok((binding, target, q.difficulty, spent))
     }
 }
 
@@ -162,12 +164,10 @@ pub enum VerifyFailure {
     Work,
     /// Already spent.
     Replay,
-    /// The seen-set could not record it (full, busy, host failure).
-    Store,
 }
 
 impl VerifyFailure {
-    pub const ALL: [VerifyFailure; 9] = [
+    pub const ALL: [VerifyFailure; 8] = [
         VerifyFailure::Method,
         VerifyFailure::Malformed,
         VerifyFailure::Redirect,
@@ -176,7 +176,6 @@ impl VerifyFailure {
         VerifyFailure::Mac,
         VerifyFailure::Work,
         VerifyFailure::Replay,
-        VerifyFailure::Store,
     ];
 
     pub fn name(self) -> &'static str {
@@ -189,7 +188,6 @@ impl VerifyFailure {
             VerifyFailure::Mac => "mac",
             VerifyFailure::Work => "work",
             VerifyFailure::Replay => "replay",
-            VerifyFailure::Store => "store",
         }
     }
 }

@@ -78,9 +78,13 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             let env = caller.data().config.env.clone();
             let mut at = buf;
             for (i, (k, v)) in env.iter().enumerate() {
-                let entry = format!("{k}={v}\0");
+                let mut entry = Vec::with_capacity(k.len() + v.len() + 2);
+                entry.extend_from_slice(k.as_bytes());
+                entry.push(b'=');
+                entry.extend_from_slice(v);
+                entry.push(0);
                 if !write_u32(&mut caller, ptrs.wrapping_add(i as i32 * 4), at as u32)
-                    || !write(&mut caller, at, entry.as_bytes())
+                    || !write(&mut caller, at, &entry)
                 {
                     return Ok(errno::FAULT);
                 }

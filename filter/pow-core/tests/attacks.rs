@@ -1,0 +1,149 @@
+//! Issue 9's attacks, natively where that is clearer than through the module (the same attacks
+//! run against the real `.wasm` in `filter/proxy-wasm-host/tests/attacks.rs`).
+
+#![allow(clippy::unwrap_used)] // a failed unwrap in a test is a test failure
+
+mod common;
+
+use common::*;
+
+const ALL_AT_1: &str = r#"{"mode": "all", "difficulty": 1}"#;
+
+/// A challenge for `from`, solved and verified from `from`.
+fn spend(w: &mut World, from: &str) -> Action {
+    let page = w.send(&req("/", from));
+    let q = solve(&page_data(&page));
+    w.send(&req(&verify_path(&q), from))
+}
+
+/// Item 3 at scale: attackers spending their own cheap solutions as fast as they can, from one
+/// /24 and from thousands of /64s, never keep a victim's valid solution out, and the seen-set
+/// stays within its bound all along.
+#[test]
+fn spending_at_scale_locks_nobody_out_and_memory_stays_bounded() {
+    let mut w = World::new(ALL_AT_1);
+    let bound = (pow_core::seen::SHARDS as usize)
+        * (pow_core::seen::SHARD_CAPACITY * pow_core::seen::RECORD_LEN + "pow.seen.00".len());
+    let rounds = 40;
+    let per_round = 500;
+    for round in 0..rounds {
+        for i in 0..per_round {
+            // Half from one /24, half from a fresh /64 each (an IPv6 attacker has plenty).
+            let from = if i % 2 == 0 {
+                format!("198.51.100.{}:4000", i % 250)
+            } else {
+                format!("[2001:db8:{round:x}:{i:x}::1]:4000")
+            };
+            assert_eq!(spend(&mut w, &from).status(), Some(303), "{from}");
+        }
+        // Every round, the victims still pass: one elsewhere, one in the attacker's /24.
+        for victim in ["192.0.2.7:5000", "198.51.100.251:5000"] {
+            let v = spend(&mut w, victim);
+            assert_eq!(
+                v.status(),
+                Some(303),
+                "{victim} locked out: {:?}",
+                v.header("pow-verify")
+            );
+        }
+        assert!(w.store.bytes() <= bound, "{} > {bound}", w.store.bytes());
+        // Time goes on: old records expire and are dropped.
+        w.now += 20;
+    }
+    let spent = (rounds * (per_round + 2)) as u64;
+    assert_eq!(w.metrics.get(metric::CHALLENGES_SOLVED), spent);
+    assert!(w.metrics.get(metric::SEEN_EVICTED) > 0);
+}
+
+/// Item 3: a failing or busy store lets a valid solution through, counted.
+#[test]
+fn a_failing_store_never_denies_a_valid_solution() {
+    let mut w = World::new(ALL_AT_1);
+    w.store.broken = true;
+    let v = spend(&mut w, "192.0.2.7:5000");
+    assert_eq!(v.status(), Some(303), "{:?}", v.header("pow-verify"));
+    assert_eq!(w.metrics.get(metric::SEEN_UNRECORDED), 1);
+    w.store.broken = false;
+    w.store.conflicts = 1_000;
+    assert_eq!(spend(&mut w, "192.0.2.7:5000").status(), Some(303));
+    assert_eq!(w.metrics.get(metric::SEEN_UNRECORDED), 2);
+}
+
+/// Item 4: the cookie records the difficulty paid.
+#[test]
+fn a_cookie_clears_only_where_no_more_is_asked() {
+    let json = r#"{"mode": "all", "difficulty": 4, "list_difficulty": {"hard": 12},
+        "lists": {"version": "v1", "sets": {"hard": "192.0.2.66/32"}}}"#;
+    let mut w = World::new(json);
+    let page = w.send(&req("/", "192.0.2.10:4000"));
+    let q = solve(&page_data(&page));
+    assert_eq!(q.difficulty, 4);
+    let v = w.send(&req(&verify_path(&q), "192.0.2.66:4000"));
+    let cookie = cookie_of(&v);
+    let hard = w.send(&with_header(req("/", "192.0.2.66:4000"), "cookie", &cookie));
+    assert_eq!(page_data(&hard)["d"], 12);
+    let cheap = w.send(&with_header(req("/", "192.0.2.10:4000"), "cookie", &cookie));
+    assert_eq!(cheap, Action::Continue);
+    // The hard neighbour pays 12 bits; its cookie clears both.
+    let q = solve(&page_data(&hard));
+    let cookie = cookie_of(&w.send(&req(&verify_path(&q), "192.0.2.66:4000")));
+    for from in ["192.0.2.66:4000", "192.0.2.10:4000"] {
+        let a = w.send(&with_header(req("/", from), "cookie", &cookie));
+        assert_eq!(a, Action::Continue, "{from}");
+    }
+}
+
+/// Item 5: no more than [`MAX_COOKIES_CHECKED`] clearance cookies are looked at.
+#[test]
+fn fake_cookies_beyond_the_first_few_are_not_checked() {
+    let mut w = World::new(ALL_AT_1);
+    let from = "192.0.2.10:4000";
+    let good = cookie_of(&spend(&mut w, from));
+    let fake = format!("{}0", &good[..good.len() - 1]);
+    let fake = if fake == good {
+        format!("{}1", &good[..good.len() - 1])
+    } else {
+        fake
+    };
+    let n = pow_core::filter::MAX_COOKIES_CHECKED;
+    let hidden = format!("{}; {good}", vec![fake.as_str(); n].join("; "));
+    assert_eq!(
+        w.send(&with_header(req("/", from), "cookie", &hidden))
+            .status(),
+        Some(403)
+    );
+    let found = format!("{}; {good}", vec![fake.as_str(); n - 1].join("; "));
+    assert_eq!(
+        w.send(&with_header(req("/", from), "cookie", &found)),
+        Action::Continue
+    );
+    // Other cookies in between do not count.
+    let others = format!(
+        "{}; a=1; b=2; c=3; {good}",
+        vec![fake.as_str(); n - 1].join("; ")
+    );
+    assert_eq!(
+        w.send(&with_header(req("/", from), "cookie", &others)),
+        Action::Continue
+    );
+}
+
+/// Item 8: the seen-set's key does not depend on the challenge TTL.
+#[test]
+fn a_new_ttl_keeps_spent_solutions_spent() {
+    let mut w = World::new(r#"{"mode": "all", "difficulty": 1, "challenge_ttl_secs": 300}"#);
+    let page = w.send(&req("/", "192.0.2.7:4000"));
+    let path = verify_path(&solve(&page_data(&page)));
+    assert_eq!(w.send(&req(&path, "192.0.2.7:4000")).status(), Some(303));
+    for ttl in [600, 3_600, 86_400] {
+        w.filter = pow_core::Filter::new(
+            config(&format!(
+                r#"{{"mode": "all", "difficulty": 1, "challenge_ttl_secs": {ttl}}}"#
+            )),
+            Some(keys(KEY_A, None)),
+        )
+        .unwrap();
+        let again = w.send(&req(&path, "192.0.2.7:4000"));
+        assert_eq!(again.header("pow-verify"), Some("replay"), "ttl {ttl}");
+    }
+}
