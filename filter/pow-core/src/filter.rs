@@ -1,9 +1,11 @@
 //! The per-request decision, with no proxy-wasm in sight: the glue gathers the request's
 //! headers and `source.address`, calls [`Filter::on_request`], and carries out the [`Action`].
 //!
-//! Order: built-in and configured bypass paths; the verify endpoint; a valid clearance cookie;
-//! then the policy (`off`, `listed`, `all`). Every error on the verify path denies; an internal
-//! error anywhere else lets the request through and is counted (`pow_fail_open`).
+//! Order: the bypass paths ([`crate::bypass`]); the verify endpoint (module `verify`); the policy
+//! (`off`, `listed`, `all`) gives the difficulty required now, or lets the request through; a
+//! valid clearance cookie paid at that difficulty or more passes; else a challenge. A refused check
+//! on the verify path denies (a seen-set that cannot record does not); an internal error anywhere
+//! else lets the request through and is counted (`pow_fail_open`).
 
 use std::net::IpAddr;
 
