@@ -219,7 +219,8 @@ pub fn check_cookie(
     let expiry = parse_decimal(exp).ok_or(CookieError::Malformed)?;
     let difficulty = parse_decimal(bits)
         .and_then(|d| u8::try_from(d).ok())
-        .filter(|d| d.to_string() == bits)
+        // One spelling only: no leading zero.
+        .filter(|_| bits.len() == 1 || !bits.starts_with('0'))
         .ok_or(CookieError::Malformed)?;
     let tag = unhex32(tag).ok_or(CookieError::Malformed)?;
     if expiry < now || expiry > now.saturating_add(max_ttl) {
