@@ -24,6 +24,9 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v firefox-esr >/dev/null || command -v firefox >/dev/null || need+=(firefox-esr)
 command -v curl >/dev/null || need+=(curl)
 command -v openssl >/dev/null || need+=(openssl)
+# The real sshd standing for the rescue system (scw-rescue-flash's tests), and its client.
+[[ -x /usr/sbin/sshd ]] || need+=(openssh-server)
+command -v ssh >/dev/null || need+=(openssh-client)
 command -v npm >/dev/null || need+=(nodejs npm)
 if [[ "$what" == bench ]]; then
   # The baselines of the list generation bench.
@@ -43,6 +46,10 @@ fi
 if ! python3 -c 'import yaml' 2>/dev/null; then
   log "installing PyYAML"
   python3 -m pip install --quiet pyyaml || log "PyYAML could not be installed: the API stand-in tests skip"
+fi
+if ! python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
+  log "installing grpcio-tools (the Talos API stand-in compiles Talos's .proto files with it)"
+  python3 -m pip install --quiet grpcio-tools || log "grpcio-tools could not be installed: the talos-apply-insecure tests skip"
 fi
 if ! command -v kubectl >/dev/null; then
   log "kubectl is missing: the edge pipeline tests skip (install kubectl to run them)"
