@@ -18,6 +18,7 @@ include k8s/versions.env
 OUT          ?= talos/_out
 INPUTS       ?= $(OUT)/platform-inputs.json
 EDGE_CONFIG  ?= config/edge.json
+INFRA_CONFIG ?= config/infra.json
 KUBECONFIG   ?= $(CURDIR)/$(OUT)/kubeconfig
 SCHEMAS_DIR  ?= ../shared/schemas
 CARGO        ?= cargo
@@ -58,8 +59,12 @@ apply: ## Apply infra, then platform, then edge
 	$(MAKE) apply-platform
 	$(MAKE) apply-edge
 
-apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/platform-inputs.json
-	@$(call not_built,scw-infra$(,) scw-rescue-flash and talos-apply-insecure are missing$(,) so nothing writes $(INPUTS))
+apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/kubeconfig and platform-inputs.json
+	@[[ -f tools/scw-infra/Cargo.toml ]] || { $(call not_built,scw-infra (the Scaleway resources) is not in this tree yet$(,) so nothing writes $(INPUTS)); }
+	@[[ -f $(INFRA_CONFIG) ]] || { echo "make $@: $(INFRA_CONFIG) is missing: cp config/infra.example.json $(INFRA_CONFIG)$(,) then edit it" >&2; exit 1; }
+	@$(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' TALOS_VERSION='$(TALOS_VERSION)' \
+	  TALOS_RELEASE_URL='$(TALOS_RELEASE_URL)' pipelines/infra.sh apply
 
 apply-platform: ## Layer 2: Cilium, Gateway API CRDs, cert-manager, Istio
 	@$(call not_built,the platform pipeline (Helm releases of Cilium $(CILIUM_VERSION)$(,) cert-manager $(CERT_MANAGER_VERSION)$(,) Istio $(ISTIO_VERSION)) is missing)

@@ -4,10 +4,13 @@
 //! misspelt key fails). Contract checked: what Talos v1.13 accepts as a v1alpha1 document.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod talos_schema;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
+use talos_schema::schemas;
 
 const TEST: &str = "talos_patches";
 
@@ -66,55 +69,6 @@ fn patches() -> Vec<(PathBuf, Value)> {
         .collect()
 }
 
-/// Talos's schema, twice: as Talos takes a document (one of every kind), and narrowed to the
-/// v1alpha1 document so an error names the exact path.
-struct Schemas {
-    any_document: jsonschema::Validator,
-    v1alpha1: jsonschema::Validator,
-}
-
-fn schemas() -> Option<Schemas> {
-    let shared = testkit::workspace::shared_dir(TEST)?;
-    let path = shared.join("talos/v1.13.9/schemas/config.schema.json");
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(_) => {
-            testkit::skip_or_fail(TEST, &path.display().to_string());
-            return None;
-        }
-    };
-    let full: Value = serde_json::from_str(&text).unwrap();
-    let mut narrowed = full.clone();
-    let object = narrowed.as_object_mut().unwrap();
-    object.remove("oneOf");
-    object.insert("$ref".into(), json!("#/$defs/v1alpha1.Config"));
-    let build = |schema: &Value| {
-        jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft202012)
-            .build(schema)
-            .unwrap()
-    };
-    Some(Schemas {
-        any_document: build(&full),
-        v1alpha1: build(&narrowed),
-    })
-}
-
-impl Schemas {
-    /// Every error, each with the path of the offending value; empty when Talos accepts it.
-    fn errors(&self, document: &Value) -> Vec<String> {
-        let mut errors: Vec<String> = self
-            .v1alpha1
-            .iter_errors(document)
-            .map(|e| format!("{}: {e}", e.instance_path()))
-            .collect();
-        if errors.is_empty() && !self.any_document.is_valid(document) {
-            errors.push("not exactly one of Talos's document kinds".into());
-        }
-        errors
-    }
-}
-
 /// Talos's merge of a v1alpha1 patch (pkg/machinery/config/merge): maps merge key by key, lists
 /// are appended, scalars are replaced.
 fn merge(base: &mut Value, patch: &Value) {
@@ -161,7 +115,7 @@ fn merged(role: &str, patches: &[(PathBuf, Value)]) -> Value {
 
 #[test]
 fn every_patch_is_a_valid_talos_document() {
-    let Some(schemas) = schemas() else { return };
+    let Some(schemas) = schemas(TEST) else { return };
     for (path, patch) in patches() {
         let errors = schemas.errors(&patch);
         assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
@@ -170,7 +124,7 @@ fn every_patch_is_a_valid_talos_document() {
 
 #[test]
 fn the_merged_configs_are_valid_and_carry_what_the_platform_layer_relies_on() {
-    let Some(schemas) = schemas() else { return };
+    let Some(schemas) = schemas(TEST) else { return };
     let patches = patches();
     for role in ["controlplane", "worker"] {
         let config = merged(role, &patches);
@@ -208,7 +162,7 @@ fn the_merged_configs_are_valid_and_carry_what_the_platform_layer_relies_on() {
 
 #[test]
 fn a_misspelt_key_or_a_wrong_type_fails_validation() {
-    let Some(schemas) = schemas() else { return };
+    let Some(schemas) = schemas(TEST) else { return };
     let patches = patches();
     let good = merged("controlplane", &patches);
     assert!(schemas.errors(&good).is_empty());
