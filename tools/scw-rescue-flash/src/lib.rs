@@ -12,7 +12,9 @@
 //!    enough, nothing mounted) and otherwise refuses, naming the disks that would do;
 //! 4. streams the image, zstd-decompressed here, into `dd` on the rescue side, with a progress bar
 //!    on stderr; syncs; reads the disk back and compares the sha256 with the image's;
-//! 5. reboots it normally and records `image_flashed: sha256:<digest of the raw image>`.
+//! 5. reboots it normally and records `image_flashed: sha256:<digest of the raw image>`, in the
+//!    inventory and in the server's tags (`edgepop-image-flashed=sha256:...`), so that a re-run
+//!    from a fresh inventory finds it done too.
 //!
 //! Writes the inventory back on stdout, even when a node failed (then exits 1 after it).
 
@@ -36,6 +38,9 @@ use sha2::{Digest, Sha256};
 use crate::progress::Progress;
 use crate::rescue::Rescue;
 use crate::scaleway::{BootType, ElasticMetal, SecretKey, UreqElasticMetal};
+
+/// The server tag that keeps the flashed image's digest: `edgepop-image-flashed=sha256:<hex>`.
+pub const FLASHED_TAG: &str = "edgepop-image-flashed=";
 
 /// The Scaleway API's address when `SCW_API_URL` is not set.
 pub const DEFAULT_API_URL: &str = "https://api.scaleway.com";
@@ -269,7 +274,17 @@ pub fn flash_all(
             continue;
         }
         match flash_one(config, node, image, api, sleep) {
-            Ok(()) => {
+            Ok(Flashed::AlreadyTagged) => {
+                pop_common::info!(
+                    "{}: the server's tags say it already has {}, skipped",
+                    node.name,
+                    image.digest()
+                );
+                node.steps
+                    .insert(steps::IMAGE_FLASHED.to_owned(), image.digest());
+                skipped.push(node.name.clone());
+            }
+            Ok(Flashed::Now) => {
                 node.steps
                     .insert(steps::IMAGE_FLASHED.to_owned(), image.digest());
                 flashed.push(node.name.clone());
@@ -301,13 +316,18 @@ fn sudo(config: &Config) -> &'static str {
     if config.sudo { "sudo -n " } else { "" }
 }
 
+enum Flashed {
+    Now,
+    AlreadyTagged,
+}
+
 fn flash_one(
     config: &Config,
     node: &Node,
     image: &Image,
     api: &dyn ElasticMetal,
     sleep: &dyn Fn(Duration),
-) -> Result<(), String> {
+) -> Result<Flashed, String> {
     let name = &node.name;
     let ip = node
         .public_ipv4
@@ -315,6 +335,11 @@ fn flash_one(
         .ok_or_else(|| "no public IPv4 in the inventory".to_owned())?;
     let address = SocketAddr::new(ip, config.ssh_port);
     let (zone, id) = (node.zone.as_str(), node.id.as_str());
+    let tag = format!("{FLASHED_TAG}{}", image.digest());
+    let before = api.get(zone, id)?;
+    if before.tags.contains(&tag) {
+        return Ok(Flashed::AlreadyTagged);
+    }
 
     pop_common::info!("{name}: rebooting into rescue");
     api.reboot(zone, id, BootType::Rescue, &config.ssh_key_ids)?;
@@ -441,7 +466,14 @@ fn flash_one(
         config.disk
     );
     api.reboot(zone, id, BootType::Normal, &[])?;
-    Ok(())
+    let mut tags: Vec<String> = before
+        .tags
+        .into_iter()
+        .filter(|t| !t.starts_with(FLASHED_TAG))
+        .collect();
+    tags.push(tag);
+    api.set_tags(zone, id, &tags)?;
+    Ok(Flashed::Now)
 }
 
 /// Reads the inventory on `input`, flashes the nodes, writes the inventory on `output`.

@@ -2,8 +2,9 @@
 //! scw-infra's client). Paths and field names are those of the Elastic Metal API v1
 //! (`../shared/scaleway-openapi/scaleway.baremetal.v1.Api.yml`):
 //! - `POST /baremetal/v1/zones/{zone}/servers/{server_id}/reboot` `{boot_type, ssh_key_ids}`;
-//! - `GET /baremetal/v1/zones/{zone}/servers/{server_id}` (`name`, `status`, `boot_type`,
-//!   `rescue_server{user, password}`: the password is never read into memory here).
+//! - `GET /baremetal/v1/zones/{zone}/servers/{server_id}` (`name`, `status`, `boot_type`, `tags`,
+//!   `rescue_server{user, password}`: the password is never read into memory here);
+//! - `PATCH /baremetal/v1/zones/{zone}/servers/{server_id}` `{tags}`.
 
 use std::fmt;
 use std::time::Duration;
@@ -34,6 +35,8 @@ pub struct Server {
     pub status: String,
     pub boot_type: String,
     #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
     pub rescue_server: Option<RescueServer>,
 }
 
@@ -53,6 +56,8 @@ pub trait ElasticMetal {
         ssh_key_ids: &[String],
     ) -> Result<Server, String>;
     fn get(&self, zone: &str, server_id: &str) -> Result<Server, String>;
+    /// Replaces the server's tags.
+    fn set_tags(&self, zone: &str, server_id: &str, tags: &[String]) -> Result<Server, String>;
 }
 
 /// The secret key, never printed.
@@ -153,5 +158,15 @@ impl ElasticMetal for UreqElasticMetal {
             .header("X-Auth-Token", &self.secret_key.0)
             .call();
         Self::decode(&format!("get server {server_id}"), response)
+    }
+
+    fn set_tags(&self, zone: &str, server_id: &str, tags: &[String]) -> Result<Server, String> {
+        let response = self
+            .agent
+            .patch(self.server_url(zone, server_id))
+            .header("X-Auth-Token", &self.secret_key.0)
+            .header("Content-Type", "application/json")
+            .send(serde_json::json!({ "tags": tags }).to_string());
+        Self::decode(&format!("tag server {server_id}"), response)
     }
 }

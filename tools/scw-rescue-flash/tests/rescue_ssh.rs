@@ -166,9 +166,9 @@ fn image(dir: &Path) -> (PathBuf, Vec<u8>) {
     (path, raw)
 }
 
-fn server_json(status: &str, boot_type: &str, user: &str) -> String {
+fn server_json(status: &str, boot_type: &str, user: &str, tags: &[&str]) -> String {
     json!({"id": SERVER_ID, "name": "edge-worker-1", "status": status, "boot_type": boot_type,
-           "zone": "fr-par-1", "tags": [], "rescue_server": {"user": user, "password": "x"}})
+           "zone": "fr-par-1", "tags": tags, "rescue_server": {"user": user, "password": "x"}})
     .to_string()
 }
 
@@ -225,6 +225,7 @@ fn flash(
 /// The Elastic Metal API's reboot body and Server fields, from Scaleway's OpenAPI.
 struct Contract {
     reboot_fields: Vec<String>,
+    patch_fields: Vec<String>,
     boot_types: Vec<String>,
     server_fields: Vec<String>,
 }
@@ -237,8 +238,11 @@ fn contract(test: &str) -> Option<Contract> {
     let reboot = &spec["paths"]["/baremetal/v1/zones/{zone}/servers/{server_id}/reboot"]["post"]["requestBody"]
         ["content"]["application/json"]["schema"]["properties"];
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    let patch = &spec["paths"]["/baremetal/v1/zones/{zone}/servers/{server_id}"]["patch"]["requestBody"]
+        ["content"]["application/json"]["schema"]["properties"];
     Some(Contract {
         reboot_fields: keys(reboot),
+        patch_fields: keys(patch),
         boot_types: reboot["boot_type"]["enum"]
             .as_array()
             .unwrap()
@@ -252,9 +256,14 @@ fn contract(test: &str) -> Option<Contract> {
 }
 
 impl Contract {
-    /// Every request: the server's path, the secret key header, and for a reboot a body made of
-    /// the schema's fields only. Returns the boot types asked, in order, and the GET count.
-    fn check(&self, requests: &[testkit::http::Request]) -> (Vec<String>, usize) {
+    /// Every request: the server's path, the secret key header, and for a reboot or a patch a
+    /// body made of the schema's fields only. Returns the boot types asked, in order, and the GET
+    /// count; `tags` gets the tags each PATCH set.
+    fn check_tags(
+        &self,
+        requests: &[testkit::http::Request],
+        tags: &mut Vec<Value>,
+    ) -> (Vec<String>, usize) {
         let server_path = format!("/baremetal/v1/zones/fr-par-1/servers/{SERVER_ID}");
         let mut boots = Vec::new();
         let mut gets = 0;
@@ -278,14 +287,33 @@ impl Contract {
                     assert_eq!(request.target, server_path);
                     gets += 1;
                 }
+                "PATCH" => {
+                    assert_eq!(request.target, server_path);
+                    let body: Value = serde_json::from_slice(&request.body).unwrap();
+                    for key in body.as_object().unwrap().keys() {
+                        assert!(
+                            self.patch_fields.contains(key),
+                            "update field {key} not in the API"
+                        );
+                    }
+                    tags.push(body["tags"].clone());
+                }
                 other => panic!("unexpected {other} {}", request.target),
             }
         }
         (boots, gets)
     }
 
+    fn check(&self, requests: &[testkit::http::Request]) -> (Vec<String>, usize) {
+        self.check_tags(requests, &mut Vec::new())
+    }
+
     fn reply(&self, status: &str, boot_type: &str, user: &str) -> Reply {
-        let body = server_json(status, boot_type, user);
+        self.reply_tagged(status, boot_type, user, &["edgepop-cluster=edge-par"])
+    }
+
+    fn reply_tagged(&self, status: &str, boot_type: &str, user: &str, tags: &[&str]) -> Reply {
+        let body = server_json(status, boot_type, user, tags);
         let value: Value = serde_json::from_str(&body).unwrap();
         for key in value.as_object().unwrap().keys() {
             assert!(
@@ -296,12 +324,15 @@ impl Contract {
         Reply::json(200, body)
     }
 
-    /// reboot into rescue, one check while it resets, ready in rescue, then the normal reboot.
+    /// the server as it is, reboot into rescue, one check while it resets, ready in rescue, the
+    /// normal reboot, the tags.
     fn full_script(&self, user: &str) -> Vec<Reply> {
         vec![
+            self.reply("ready", "normal", user),
             self.reply("resetting", "rescue", user),
             self.reply("resetting", "rescue", user),
             self.reply("ready", "rescue", user),
+            self.reply("resetting", "normal", user),
             self.reply("resetting", "normal", user),
         ]
     }
@@ -342,9 +373,13 @@ fn the_image_lands_on_the_disk_verified_then_a_rerun_is_a_no_op() {
             .is_none(),
         "instances are not flashed"
     );
-    let (boots, gets) = contract.check(&api.requests());
+    let mut tags = Vec::new();
+    let (boots, gets) = contract.check_tags(&api.requests(), &mut tags);
     assert_eq!(boots, ["rescue", "normal"]);
-    assert_eq!(gets, 2);
+    assert_eq!(gets, 3);
+    // The digest is kept in the server's tags too, next to the tags it had.
+    let tag = format!("edgepop-image-flashed=sha256:{}", sha256(&raw));
+    assert_eq!(tags, [json!(["edgepop-cluster=edge-par", tag.clone()])]);
     // The host key is accepted for this session only, and logged; lsblk is logged.
     let fingerprint = String::from_utf8(
         Command::new("ssh-keygen")
@@ -372,6 +407,26 @@ fn the_image_lands_on_the_disk_verified_then_a_rerun_is_a_no_op() {
     let again = flash(&rescue, sshd.port, &api_again, &image, &stdout, &[]);
     assert_eq!(testkit::process::success_stdout(&again), stdout);
     assert!(api_again.requests().is_empty());
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"untouched");
+
+    // A fresh inventory (another machine): the server's tag says it is done; one GET, no reboot.
+    let api_tagged = Server::start(vec![contract.reply_tagged(
+        "ready",
+        "normal",
+        &rescue.user,
+        &[&tag],
+    )])
+    .unwrap();
+    let tagged = flash(
+        &rescue,
+        sshd.port,
+        &api_tagged,
+        &image,
+        &inventory("{}"),
+        &[],
+    );
+    assert_eq!(testkit::process::success_stdout(&tagged), stdout);
+    assert_eq!(contract.check(&api_tagged.requests()), (vec![], 1));
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"untouched");
 }
 
@@ -478,6 +533,7 @@ fn a_rescue_that_never_answers_ssh_times_out_naming_the_server() {
         user: "rescue".into(),
     };
     let api = Server::start(vec![
+        contract.reply("ready", "normal", "rescue"),
         contract.reply("resetting", "rescue", "rescue"),
         contract.reply("ready", "rescue", "rescue"),
     ])
