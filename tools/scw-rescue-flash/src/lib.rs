@@ -20,6 +20,7 @@
 
 pub mod disk;
 pub mod progress;
+pub mod read_ahead;
 pub mod rescue;
 pub mod scaleway;
 
@@ -388,8 +389,9 @@ fn flash_one(
         .unwrap_or_else(|| "rescue".to_owned());
     let session = Rescue::connect(address, &user, &config.ssh_key, config.timeout)?;
     pop_common::info!(
-        "{name}: rescue host key {} accepted for this session only (not written to known_hosts)",
-        session.host_key_fingerprint
+        "{name}: rescue host key {} accepted for this session only (not written to known_hosts); cipher {}",
+        session.host_key_fingerprint,
+        session.cipher()
     );
 
     let lsblk = session.run("lsblk --json -b -p")?;
@@ -415,18 +417,20 @@ fn flash_one(
         config.disk
     );
 
-    let reader = Image::open_at(&image.path).map_err(|e| e.to_string())?;
+    // Decompression runs in its own thread, so it overlaps the encryption and the sending.
+    let reader =
+        read_ahead::ReadAhead::new(Image::open_at(&image.path).map_err(|e| e.to_string())?);
     let mut progress = Progress::new(name, image.size);
     let write = format!(
         "{}dd of={} bs=4M conv=fsync status=none",
         sudo(config),
         config.disk
     );
-    let (sent, sent_sha256) = session.stream(&write, reader, &mut progress)?;
-    if sent != image.size || sent_sha256 != image.sha256 {
+    let sent = session.stream(&write, reader, &mut progress)?;
+    if sent != image.size {
         return Err(format!(
-            "the image changed while it was written ({sent} bytes, sha256 {sent_sha256}; measured {} bytes, {})",
-            image.size, image.sha256
+            "the image changed while it was written ({sent} bytes sent, {} measured)",
+            image.size
         ));
     }
     let flush = format!(

@@ -8,10 +8,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine as _;
-use sha2::{Digest, Sha256};
 use ssh2::Session;
 
 use crate::progress::Progress;
+
+/// Cipher preference (client to server and back).
+const CIPHERS: &str = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,aes128-ctr,aes256-ctr,chacha20-poly1305@openssh.com";
 
 /// Whether an SSH server answers on `address` now: a TCP connection and an `SSH-` banner.
 pub fn answers(address: SocketAddr, timeout: Duration) -> bool {
@@ -61,6 +63,14 @@ impl Rescue {
         let mut session = Session::new().map_err(|e| format!("ssh: {e}"))?;
         session.set_timeout(u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX));
         session.set_tcp_stream(tcp);
+        // AES-GCM first: AES-NI makes it the cheapest cipher on x86 servers, and the image write is
+        // bound by the cipher. Names libssh2 does not know are skipped; the server picks among
+        // the rest as usual.
+        for direction in [ssh2::MethodType::CryptCs, ssh2::MethodType::CryptSc] {
+            session
+                .method_pref(direction, CIPHERS)
+                .map_err(|e| format!("ssh: cipher preference: {e}"))?;
+        }
         session
             .handshake()
             .map_err(|e| format!("ssh handshake with {address}: {e}"))?;
@@ -81,6 +91,14 @@ impl Rescue {
             session,
             host_key_fingerprint,
         })
+    }
+
+    /// The cipher negotiated for what this side sends.
+    pub fn cipher(&self) -> String {
+        self.session
+            .methods(ssh2::MethodType::CryptCs)
+            .unwrap_or("?")
+            .to_owned()
     }
 
     /// Runs `command` and collects its output.
@@ -114,14 +132,15 @@ impl Rescue {
         })
     }
 
-    /// Streams `image` into `command`'s stdin (the writer on the rescue side), hashing what it
-    /// sends; returns the number of bytes and their sha256 (hex).
+    /// Streams `image` into `command`'s stdin (the writer on the rescue side); returns the number
+    /// of bytes sent. (What landed is checked by reading the disk back, not by hashing here: the
+    /// CPU goes to the cipher.)
     pub fn stream(
         &self,
         command: &str,
         mut image: impl Read,
         progress: &mut Progress,
-    ) -> Result<(u64, String), String> {
+    ) -> Result<u64, String> {
         let mut channel = self
             .session
             .channel_session()
@@ -129,7 +148,6 @@ impl Rescue {
         channel
             .exec(command)
             .map_err(|e| format!("ssh exec `{command}`: {e}"))?;
-        let mut hasher = Sha256::new();
         let mut buffer = vec![0u8; 1 << 20];
         let mut sent = 0u64;
         loop {
@@ -140,7 +158,6 @@ impl Rescue {
                 break;
             }
             let chunk = buffer.get(..n).unwrap_or_default();
-            hasher.update(chunk);
             channel.write_all(chunk).map_err(|e| {
                 format!("the connection was lost after {sent} bytes were sent: {e}")
             })?;
@@ -165,7 +182,7 @@ impl Rescue {
                 stderr.trim()
             ));
         }
-        Ok((sent, hex(&hasher.finalize())))
+        Ok(sent)
     }
 }
 
