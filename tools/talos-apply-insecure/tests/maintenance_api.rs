@@ -383,3 +383,75 @@ fn bad_input_is_refused_before_any_connection() {
     testkit::process::assert_refused(&out, 2, &["worker.yaml", "cannot read the machine config"]);
     assert!(out.stdout.is_empty());
 }
+
+/// A Python client on the same compiled protos: sends `mode` to a stand-in and prints the
+/// status code name and the mode the node chose.
+fn apply_with_mode(api: &Path, dir: &Path, port: u16, mode: &str) -> String {
+    let client = format!(
+        r#"
+import sys, tempfile, grpc
+sys.path.insert(0, {stand_ins:?})
+import talos_maintenance
+pb, pb_grpc = talos_maintenance.compile_protos({api:?}, tempfile.mkdtemp())
+credentials = grpc.ssl_channel_credentials(root_certificates=open({cert:?}, "rb").read())
+channel = grpc.secure_channel("127.0.0.1:{port}", credentials)
+stub = pb_grpc.MachineServiceStub(channel)
+request = pb.ApplyConfigurationRequest(data=b"version: v1alpha1\n", mode=pb.ApplyConfigurationRequest.{mode}, dry_run=True)
+try:
+    answer = stub.ApplyConfiguration(request, timeout=10)
+    print("OK", pb.ApplyConfigurationRequest.Mode.Name(answer.messages[0].mode))
+except grpc.RpcError as e:
+    print(e.code().name, e.details())
+"#,
+        stand_ins = testkit::workspace::root()
+            .join("tests/stand-ins")
+            .display()
+            .to_string(),
+        api = api.display().to_string(),
+        cert = dir.join("node.crt").display().to_string(),
+    );
+    let out = Command::new("python3")
+        .args(["-c", &client])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// The stand-in's contract, each version as its source says: v1.13.9's machined turns AUTO and
+/// REBOOT into NO_REBOOT in maintenance and takes STAGED; v1.11's maintenance service took only
+/// AUTO, TRY and REBOOT.
+#[test]
+fn the_stand_in_answers_modes_as_each_talos_version_does() {
+    let Some((dir, api)) = setup("the_stand_in_answers_modes") else {
+        return;
+    };
+    let current = start(&api, dir.path(), &[]);
+    assert_eq!(
+        apply_with_mode(&api, dir.path(), current.port, "AUTO"),
+        "OK NO_REBOOT"
+    );
+    assert_eq!(
+        apply_with_mode(&api, dir.path(), current.port, "REBOOT"),
+        "OK NO_REBOOT"
+    );
+    assert_eq!(
+        apply_with_mode(&api, dir.path(), current.port, "STAGED"),
+        "OK STAGED"
+    );
+    let older = start(&api, dir.path(), &["--talos", "v1.11"]);
+    assert_eq!(
+        apply_with_mode(&api, dir.path(), older.port, "TRY"),
+        "OK TRY"
+    );
+    let refused = apply_with_mode(&api, dir.path(), older.port, "STAGED");
+    assert!(refused.starts_with("UNIMPLEMENTED"), "{refused}");
+    let refused = apply_with_mode(&api, dir.path(), older.port, "NO_REBOOT");
+    assert!(refused.starts_with("UNIMPLEMENTED"), "{refused}");
+    // Dry runs change nothing: still in maintenance, nothing recorded.
+    assert!(!current.records.join("applied-1.yaml").exists());
+}
