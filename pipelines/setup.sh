@@ -27,6 +27,7 @@ command -v openssl >/dev/null || need+=(openssl)
 # The real sshd standing for the rescue system (scw-rescue-flash's tests), and its client.
 [[ -x /usr/sbin/sshd ]] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
+command -v zstd >/dev/null || need+=(zstd)
 # ssh2 (scw-rescue-flash) builds libssh2 against the system's OpenSSL.
 pkg-config --exists openssl 2>/dev/null || need+=(libssl-dev pkg-config)
 command -v npm >/dev/null || need+=(nodejs npm)

@@ -73,6 +73,10 @@ pub struct Cli {
     /// Scaleway SSH key ids to add to the rescue system (`ssh_key_ids` of the reboot).
     #[arg(long = "ssh-key-id")]
     pub ssh_key_ids: Vec<String>,
+    /// Let the rescue system download the image itself from this URL (the same file as --image,
+    /// which still gives the size and the digest the read-back is checked against).
+    #[arg(long, value_name = "URL")]
+    pub image_url: Option<String>,
     /// Run the disk commands without `sudo -n` (when the rescue user is root).
     #[arg(long)]
     pub no_sudo: bool,
@@ -92,6 +96,7 @@ pub struct Config {
     pub ssh_tries: u32,
     pub ssh_interval: Duration,
     pub ssh_key_ids: Vec<String>,
+    pub image_url: Option<String>,
     pub sudo: bool,
     pub timeout: Duration,
     pub api_url: String,
@@ -136,6 +141,14 @@ fn plain_path(path: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b))
 }
 
+/// A URL that can sit inside double quotes in a shell command line as is.
+fn plain_url(url: &str) -> bool {
+    (url.starts_with("https://") || url.starts_with("http://"))
+        && url
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~:/?#[]@!&()*+,;=%".contains(&b))
+}
+
 /// Checks the arguments and reads the Scaleway credentials from the environment.
 pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
     if !plain_path(&cli.disk) {
@@ -146,6 +159,13 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
     }
     if cli.ssh_tries == 0 {
         return Err(Error::Usage("--ssh-tries: must be at least 1".into()));
+    }
+    if let Some(url) = &cli.image_url
+        && !plain_url(url)
+    {
+        return Err(Error::Usage(format!(
+            "--image-url `{url}`: an http(s) URL without quotes, spaces or shell characters"
+        )));
     }
     let secret = env
         .get("SCW_SECRET_KEY")
@@ -184,6 +204,7 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
         ssh_tries: cli.ssh_tries,
         ssh_interval: Duration::from_secs(cli.ssh_interval_seconds),
         ssh_key_ids: cli.ssh_key_ids.clone(),
+        image_url: cli.image_url.clone(),
         sudo: !cli.no_sudo,
         timeout: Duration::from_secs(cli.timeout_seconds.max(1)),
         api_url,
@@ -417,21 +438,41 @@ fn flash_one(
         config.disk
     );
 
-    // Decompression runs in its own thread, so it overlaps the encryption and the sending.
-    let reader =
-        read_ahead::ReadAhead::new(Image::open_at(&image.path).map_err(|e| e.to_string())?);
-    let mut progress = Progress::new(name, image.size);
     let write = format!(
         "{}dd of={} bs=4M conv=fsync status=none",
         sudo(config),
         config.disk
     );
-    let sent = session.stream(&write, reader, &mut progress)?;
-    if sent != image.size {
-        return Err(format!(
-            "the image changed while it was written ({sent} bytes sent, {} measured)",
-            image.size
-        ));
+    match &config.image_url {
+        None => {
+            // Decompression runs in its own thread, so it overlaps the encryption and sending.
+            let reader =
+                read_ahead::ReadAhead::new(Image::open_at(&image.path).map_err(|e| e.to_string())?);
+            let mut progress = Progress::new(name, image.size);
+            let sent = session.stream(&write, reader, &mut progress)?;
+            if sent != image.size {
+                return Err(format!(
+                    "the image changed while it was written ({sent} bytes sent, {} measured)",
+                    image.size
+                ));
+            }
+        }
+        Some(url) => {
+            // The rescue host fetches the same pinned file itself (its uplink is the data
+            // centre's); the read-back below checks it against the local copy's digest.
+            pop_common::info!("{name}: the rescue system downloads {url} and writes it");
+            let download = format!(
+                "bash -c 'set -o pipefail; curl -fsSL --retry 3 \"{url}\" | zstd -dc | {write}'"
+            );
+            let ran = session.run(&download)?;
+            if ran.status != 0 {
+                return Err(format!(
+                    "the download and write on the rescue system failed ({}): {}",
+                    ran.status,
+                    ran.stderr.trim()
+                ));
+            }
+        }
     }
     let flush = format!(
         "{}sh -c 'sync && if [ -b {disk} ]; then blockdev --flushbufs {disk}; fi'",
@@ -566,6 +607,24 @@ mod tests {
         );
         let zero = Cli::parse_from(["t", "--image", "i", "--ssh-tries", "0"]);
         assert!(resolve(&zero, &env()).is_err());
+        for url in [
+            "ftp://x/i.zst",
+            "https://x/$(reboot)",
+            "https://x/\"i",
+            "https://x/a b",
+        ] {
+            let cli = Cli::parse_from(["t", "--image", "i", "--image-url", url]);
+            let err = resolve(&cli, &env()).unwrap_err();
+            assert!(err.to_string().contains("--image-url"), "{url}: {err}");
+        }
+        let good = Cli::parse_from([
+            "t",
+            "--image",
+            "i",
+            "--image-url",
+            "https://factory.talos.dev/image/3765/v1.13.11/metal-amd64.raw.zst",
+        ]);
+        assert!(resolve(&good, &env()).is_ok());
     }
 
     #[test]

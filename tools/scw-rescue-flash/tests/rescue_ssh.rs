@@ -299,6 +299,63 @@ fn the_image_lands_on_the_disk_verified_then_a_rerun_is_a_no_op() {
 }
 
 #[test]
+fn the_rescue_system_can_download_the_pinned_image_itself() {
+    let test = "the_rescue_system_can_download";
+    let Some(contract) = contract(test) else {
+        return;
+    };
+    for tool in ["zstd", "curl"] {
+        if Command::new(tool).arg("--version").output().is_err() {
+            testkit::skip_or_fail(test, &format!("{tool} (the rescue side of --image-url)"));
+            return;
+        }
+    }
+    let Some((rescue, sshd)) = rescue(test) else {
+        return;
+    };
+    let (image, raw) = image(rescue.dir.path());
+    rescue.lsblk(json!([rescue.disk_device(8 << 20, &[])]));
+    let release = Server::start(vec![Reply::ok(fs::read(&image).unwrap())]).unwrap();
+    let url = format!("{}/metal-amd64.raw.zst", release.url);
+    let api = Server::start(contract.full_script(&rescue.user)).unwrap();
+    let out = flash(
+        &rescue,
+        sshd.port,
+        &api,
+        &image,
+        &inventory("{}"),
+        &["--image-url", &url],
+    );
+    let stdout = testkit::process::success_stdout(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the rescue system downloads"));
+    assert_eq!(release.requests().len(), 1);
+    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    let written: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        written["nodes"][1]["steps"]["image_flashed"],
+        format!("sha256:{}", sha256(&raw))
+    );
+
+    // A download that is not the pinned file fails the read-back: not recorded, not rebooted.
+    let other = zstd::encode_all(&b"not the image"[..], 3).unwrap();
+    let release = Server::start(vec![Reply::ok(other)]).unwrap();
+    let url = format!("{}/metal-amd64.raw.zst", release.url);
+    let api = Server::start(contract.full_script(&rescue.user)).unwrap();
+    let out = flash(
+        &rescue,
+        sshd.port,
+        &api,
+        &image,
+        &inventory("{}"),
+        &["--image-url", &url],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is not the image's"), "{stderr}");
+    assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
+}
+
+#[test]
 fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
     let test = "a_wrong_too_small_or_mounted_disk_is_refused";
     let Some(contract) = contract(test) else {
