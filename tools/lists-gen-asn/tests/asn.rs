@@ -208,6 +208,8 @@ fn a_truncated_gzip_is_refused_from_a_file_and_over_http() {
 
 #[test]
 fn garbage_and_a_format_that_does_not_match_are_refused() {
+    // A remote source that served HTML failed (exit 1, like a source that is down); a local file
+    // in the wrong format is bad input (exit 2).
     let server = Server::start(vec![Reply::ok(
         "<!DOCTYPE html>\n<html><body>Rate limited</body></html>\n",
     )])
@@ -216,7 +218,7 @@ fn garbage_and_a_format_that_does_not_match_are_refused() {
     let out = gen_asn(&["--asn=13335", &url]);
     process::assert_refused(
         &out,
-        2,
+        1,
         &[&format!("source {url}: not an IP-to-ASN dataset"), "line 1"],
     );
 

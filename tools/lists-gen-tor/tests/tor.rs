@@ -184,9 +184,10 @@ fn garbage_is_refused() {
     let server =
         Server::start(vec![Reply::ok("<html><body>Service moved</body></html>\n")]).unwrap();
     let url = format!("{}/torbulkexitlist", server.url);
+    // Served HTML: the remote source failed (exit 1); a bad local file below is bad input (2).
     process::assert_refused(
         &gen_tor(&[&url]),
-        2,
+        1,
         &[&format!("source {url}: not a Tor exit list")],
     );
 
