@@ -96,8 +96,8 @@ where
     E: Report,
     F: FnOnce(&Env, &mut dyn Read, &mut dyn Write) -> Result<(), E>,
 {
-    crate::log::init(tool);
     let env = Env::from_process();
+    crate::log::init(tool, env.non_empty(crate::log::LEVEL_VAR));
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     finish(body(&env, &mut stdin.lock(), &mut stdout.lock()))
