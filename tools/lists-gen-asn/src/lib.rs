@@ -144,12 +144,9 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
         );
         shown.push(src.shown.clone());
     }
-    let previous = match &config.common.previous {
-        Some(path) => Some(list::read_previous(path)?),
-        None => None,
-    };
     let (ipv4, ipv6) = ranges.collapse();
-    let result = list::policy_list(
+    let result = list::checked(
+        &config.common,
         ListMeta {
             name: config.common.list_name.clone(),
             generator: ListGenerator::Asn,
@@ -158,12 +155,6 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
         },
         ipv4,
         ipv6,
-    );
-    list::check(
-        &result,
-        previous.as_ref(),
-        config.common.max_shrink_percent,
-        config.common.force,
     )?;
     pop_common::info!(
         "list {}: {} IPv4 and {} IPv6 prefixes for {} ASN(s)",

@@ -26,18 +26,14 @@ fn gen_asn(args: &[&str]) -> Output {
 }
 
 fn oracle(format: &str, asns: &str, files: &[&Path]) -> String {
-    let out = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle.py"))
-        .args([format, asns])
-        .args(files)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    process::success_stdout(
+        &Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle.py"))
+            .args([format, asns])
+            .args(files)
+            .output()
+            .unwrap(),
+    )
 }
 
 /// Runs the generator on `file` from disk (text output) and over HTTP (JSON record), and

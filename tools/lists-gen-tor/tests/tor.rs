@@ -25,17 +25,13 @@ fn capture(test: &str, name: &str) -> Option<PathBuf> {
 }
 
 fn oracle(file: &Path) -> String {
-    let out = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle.py"))
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    process::success_stdout(
+        &Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle.py"))
+            .arg(file)
+            .output()
+            .unwrap(),
+    )
 }
 
 /// From the file (text) and over HTTP (record): the unique addresses Python finds. Returns the

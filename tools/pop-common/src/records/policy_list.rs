@@ -76,25 +76,16 @@ impl PolicyList {
                 format!("`{}` is not a valid list name", self.name),
             ));
         }
-        if self.counts.ipv4 != self.ipv4.len() {
-            problems.push(Problem::new(
-                "counts.ipv4",
-                format!(
-                    "{} but ipv4 has {} prefixes",
-                    self.counts.ipv4,
-                    self.ipv4.len()
-                ),
-            ));
-        }
-        if self.counts.ipv6 != self.ipv6.len() {
-            problems.push(Problem::new(
-                "counts.ipv6",
-                format!(
-                    "{} but ipv6 has {} prefixes",
-                    self.counts.ipv6,
-                    self.ipv6.len()
-                ),
-            ));
+        for (field, counted, actual) in [
+            ("ipv4", self.counts.ipv4, self.ipv4.len()),
+            ("ipv6", self.counts.ipv6, self.ipv6.len()),
+        ] {
+            if counted != actual {
+                problems.push(Problem::new(
+                    format!("counts.{field}"),
+                    format!("{counted} but {field} has {actual} prefixes"),
+                ));
+            }
         }
         if let Some(p) = first_disorder(&self.ipv4, |n| {
             (
