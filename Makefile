@@ -61,8 +61,32 @@ apply: ## Apply infra, then platform, then edge
 apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/platform-inputs.json
 	@$(call not_built,scw-infra$(,) scw-rescue-flash and talos-apply-insecure are missing$(,) so nothing writes $(INPUTS))
 
-apply-platform: ## Layer 2: Cilium, Gateway API CRDs, cert-manager, Istio
-	@$(call not_built,the platform pipeline (Helm releases of Cilium $(CILIUM_VERSION)$(,) cert-manager $(CERT_MANAGER_VERSION)$(,) Istio $(ISTIO_VERSION)) is missing)
+# >>> platform (issue 13)
+PLATFORM_CONFIG ?= config/platform.json
+PLATFORM_VALUES := $(OUT)/platform-values
+PLATFORM_RELEASES := cilium cert-manager istio-base istiod
+PLATFORM_RENDERED := $(PLATFORM_RELEASES:%=$(PLATFORM_VALUES)/%.json)
+DELETE_CRDS ?=
+
+$(PLATFORM_CONFIG):
+	@echo "make: $@ is missing: cp config/platform.example.json $@, then edit it" >&2; exit 1
+
+# The day-2 switches of the platform config, as Helm values: one real file per release.
+$(PLATFORM_VALUES)/%.json: $(PLATFORM_CONFIG) $(BIN)/render-platform
+	@mkdir -p $(@D)
+	$(BIN)/render-platform --config $(PLATFORM_CONFIG) $* > $@.tmp
+	mv $@.tmp $@
+
+.PHONY: diff-platform have-kubeconfig
+have-kubeconfig:
+	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
+
+apply-platform: have-kubeconfig $(PLATFORM_RENDERED) ## Layer 2: Cilium, Gateway API CRDs (make vendor), cert-manager, Istio; helm --wait --atomic, pinned
+	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh apply
+
+diff-platform: have-kubeconfig $(PLATFORM_RENDERED) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
+	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh diff
+# <<< platform
 
 # The layer inputs: say how to get them rather than make's "No rule to make target".
 $(INPUTS):
@@ -115,9 +139,10 @@ destroy-edge: ## Delete the edge layer's objects
 	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
 	@pipelines/destroy-edge.sh
 
-destroy-platform: ## Uninstall Istio, cert-manager, the Gateway API CRDs and Cilium
-	@$(MAKE) --no-print-directory confirm WHAT="the platform layer"
-	@$(call not_built,the platform pipeline is missing$(,) so there is nothing of ours to uninstall)
+destroy-platform: ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
+	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
+	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
+	@DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
 destroy-infra: ## Delete the Scaleway resources found by the cluster's tags
 	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
