@@ -111,8 +111,22 @@ diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the 
 
 ##@ Day to day
 .PHONY: up down kubeconfig cluster-status rotate-pow-secret
-up: ## Power the cluster on and wait until it is ready
-	@$(call not_built,scw-infra (power on) and wait-ready are missing)
+# make up: scw-infra (issue 11) powers the servers on; wait-ready (issue 13) hands back control
+# only when every node is Ready, the nodes are uncordoned and no pod is outside Running or
+# Succeeded. UNCORDON=all (default) uncordons every cordoned node, UNCORDON=a,b only those,
+# UNCORDON= none.
+INFRA_CONFIG ?= config/infra.json
+UNCORDON     ?= all
+UP_TIMEOUT   ?= 15m
+SCW_INFRA    := $(if $(wildcard tools/scw-infra/Cargo.toml),$(BIN)/scw-infra)
+UNCORDON_FLAGS := $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
+.PHONY: have-scw-infra
+have-scw-infra:
+	@$(if $(SCW_INFRA),true,$(call not_built,scw-infra (tools/scw-infra) is missing$(,) so nothing can power the servers on))
+
+up: have-scw-infra have-kubeconfig $(SCW_INFRA) $(BIN)/wait-ready ## Power the cluster on, then wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
+	$(SCW_INFRA) power on --config '$(INFRA_CONFIG)'
+	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
 
 down: ## Power the cluster off (compute billing stops)
 	@$(call not_built,scw-infra (power off) is missing)
@@ -121,7 +135,7 @@ kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make 
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
 	@echo "export KUBECONFIG='$(KUBECONFIG)'"
 
-cluster-status: ## Nodes, platform pods, gateways, routes and certificates
+cluster-status: ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
 	@pipelines/cluster-status.sh
 
 rotate-pow-secret: ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
