@@ -119,7 +119,7 @@ INFRA_CONFIG ?= config/infra.json
 UNCORDON     ?= all
 UP_TIMEOUT   ?= 15m
 SCW_INFRA    := $(if $(wildcard tools/scw-infra/Cargo.toml),$(BIN)/scw-infra)
-UNCORDON_FLAGS := $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
+UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
 .PHONY: have-scw-infra
 have-scw-infra:
 	@$(if $(SCW_INFRA),true,$(call not_built,scw-infra (tools/scw-infra) is missing$(,) so nothing can power the servers on))
