@@ -186,8 +186,9 @@ where
                 return Ok(());
             }
         }
-        if events == 0 {
-            // Ended without a single event: do not hammer a server that closes at once.
+        if events == 0 && cache.resource_version.is_some() {
+            // Ended without a single event (and not for a 410, which lists again at once): do
+            // not hammer a server that closes at once.
             backoff.wait().await;
         } else {
             backoff = Backoff(0);

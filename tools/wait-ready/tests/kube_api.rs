@@ -58,6 +58,10 @@ struct Cluster {
     /// Objects a watch of that kind delivers as MODIFIED, in order (then it stays open).
     node_changes: VecDeque<Value>,
     pod_changes: VecDeque<Value>,
+    /// The next watch gets `410 Gone` (etcd compacted past its resourceVersion), once.
+    expire_next_watch: bool,
+    /// Every request is refused with 403 (RBAC), as for a kubeconfig of the wrong user.
+    forbidden: bool,
 }
 
 impl Cluster {
@@ -204,6 +208,18 @@ fn serve(mut stream: TcpStream, cluster: &Mutex<Cluster>, requests: &Mutex<Vec<R
         body: body.clone(),
     });
 
+    if cluster.lock().unwrap().forbidden {
+        respond(
+            &mut stream,
+            "403 Forbidden",
+            &status(
+                403,
+                "Forbidden",
+                "nodes is forbidden: User \"nobody\" cannot list resource \"nodes\" in API group \"\" at the cluster scope",
+            ),
+        );
+        return;
+    }
     let path = target.split('?').next().unwrap_or_default().to_owned();
     let q = query(&target);
     let kind = match path.as_str() {
@@ -215,7 +231,8 @@ fn serve(mut stream: TcpStream, cluster: &Mutex<Cluster>, requests: &Mutex<Vec<R
         ("GET", Some(kind)) if q.get("watch").map(String::as_str) == Some("true") => {
             let mut guard = cluster.lock().unwrap();
             let current = guard.resource_version.to_string();
-            if q.get("resourceVersion") != Some(&current) {
+            let expire = std::mem::take(&mut guard.expire_next_watch);
+            if expire || q.get("resourceVersion") != Some(&current) {
                 // The stand-in's history is one version deep: a watch from any other version
                 // is what the API server answers once its window has moved on.
                 let event = json!({"type": "ERROR", "object": status(410, "Expired", "too old resource version")});
@@ -764,4 +781,42 @@ fn a_timeout_names_the_node_that_stays_not_ready_and_why() {
         ],
     );
     assert_eq!(api.shorts(), ["GET nodes", "WATCH nodes"]);
+}
+
+#[test]
+fn a_watch_whose_version_expired_lists_again_then_watches() {
+    let mut cluster = ready_cluster();
+    cluster.add_node(node("edge-worker-1", false, false));
+    cluster
+        .node_changes
+        .push_back(node("edge-worker-1", true, false));
+    cluster.expire_next_watch = true;
+    let api = ApiStandIn::start(cluster);
+    let (out, summary) = run(&api, &[]);
+    assert_eq!(
+        api.shorts(),
+        [
+            "GET nodes",
+            "WATCH nodes",
+            "GET nodes",
+            "WATCH nodes",
+            "GET pods"
+        ],
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(summary["nodes_ready"], json!(2));
+}
+
+#[test]
+fn a_forbidden_request_is_final_not_retried_until_the_deadline() {
+    let mut cluster = ready_cluster();
+    cluster.forbidden = true;
+    let api = ApiStandIn::start(cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let out = wait_ready(&dir, api.port, &["--timeout", "10m"])
+        .output()
+        .unwrap();
+    testkit::process::assert_refused(&out, 1, &["listing nodes", "forbidden"]);
+    assert_eq!(api.shorts(), ["GET nodes"]);
 }
