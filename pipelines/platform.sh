@@ -127,11 +127,15 @@ diff_platform() {
       helm diff upgrade "$name" "$chart" --repo "$repo" --version "$version" --namespace "$ns" \
         --allow-unreleased "${flags[@]}" || die "helm diff failed on $name"
     else
-      # kubectl diff exits 1 when there are differences, more on an error.
-      rc=0
+      # kubectl diff exits 1 when there are differences, more on an error; helm template's own
+      # failure must not hide behind that 1.
+      set +e
       helm template "$name" "$chart" --repo "$repo" --version "$version" --namespace "$ns" "${flags[@]}" |
-        kubectl diff --server-side --field-manager=helm -f - || rc=$?
-      (( rc <= 1 )) || die "helm template | kubectl diff failed on $name"
+        kubectl diff --server-side --field-manager=helm -f -
+      local status=("${PIPESTATUS[@]}")
+      set -e
+      (( status[0] == 0 )) || die "helm template failed on $name"
+      (( status[1] <= 1 )) || die "kubectl diff failed on $name"
     fi
   done
 }
