@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use pop_common::records::{Kind, RecordKind, Version};
 use serde::Serialize;
 
 /// A node as wait-ready sees it.
@@ -174,9 +175,11 @@ pub fn to_uncordon(
     }
 }
 
-/// What stdout gets when the cluster is ready.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// What stdout gets when the cluster is ready (kind WaitReadySummary, version 1).
+#[derive(Debug, Serialize)]
 pub struct Summary {
+    pub kind: Kind<Summary>,
+    pub version: Version<1>,
     pub nodes_ready: usize,
     pub uncordoned: Vec<String>,
     /// Nodes still cordoned that wait-ready was not asked to uncordon.
@@ -185,6 +188,10 @@ pub struct Summary {
     pub pods_succeeded: usize,
     pub finished_job_pods_ignored: usize,
     pub waited_seconds: u64,
+}
+
+impl RecordKind for Summary {
+    const KIND: &'static str = "WaitReadySummary";
 }
 
 #[cfg(test)]

@@ -292,6 +292,8 @@ pub(crate) async fn wait(config: &Config) -> Result<Summary, Error> {
     }
     let views: Vec<_> = pods.objects.values().map(pod_view).collect();
     let summary = Summary {
+        kind: Default::default(),
+        version: Default::default(),
         nodes_ready: nodes.objects.len(),
         uncordoned: targets,
         still_cordoned,
