@@ -71,8 +71,9 @@ DELETE_CRDS ?=
 $(PLATFORM_CONFIG):
 	@echo "make: $@ is missing: cp config/platform.example.json $@, then edit it" >&2; exit 1
 
-# The day-2 switches of the platform config, as Helm values: one real file per release.
-$(PLATFORM_VALUES)/%.json: $(PLATFORM_CONFIG) $(BIN)/render-platform
+# The day-2 switches of the platform config, as Helm values: one real file per release. (A static
+# pattern rule: render-platform is then no intermediate file that make would delete.)
+$(PLATFORM_RENDERED): $(PLATFORM_VALUES)/%.json: $(PLATFORM_CONFIG) $(BIN)/render-platform
 	@mkdir -p $(@D)
 	$(BIN)/render-platform --config $(PLATFORM_CONFIG) $* > $@.tmp
 	mv $@.tmp $@
