@@ -172,10 +172,10 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
                     if attached.is_some() {
                         return Err(InfraError::Refused(format!(
                             "the flexible IP {} tagged for {name} is attached to another server",
-                            ip.address
+                            ip.id
                         )));
                     }
-                    pop_common::info!("attaching {} to {name}", ip.address);
+                    pop_common::info!("attaching the flexible IP {} to {name}", ip.id);
                     self.api.attach_ip(&zone, &ip.id, &server.id)?;
                 }
             }
@@ -758,7 +758,7 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
             out.push(Removed {
                 removed: "flexible-ip",
                 id: ip.id,
-                name: ip.address,
+                name: ip.address.unwrap_or_default(),
             });
         }
         for g in self.api.security_groups(&zone, &[self.cluster_tag()])? {
@@ -899,7 +899,7 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
             removed.push(Removed {
                 removed: "flexible-ip",
                 id: ip.id,
-                name: ip.address,
+                name: ip.address.unwrap_or_default(),
             });
         }
         for g in self.api.security_groups(&zone, &[self.cluster_tag()])? {
@@ -1010,7 +1010,7 @@ fn same_key(a: &str, b: &str) -> bool {
 
 fn instance_node(server: &InstanceServer, ip: Option<&InstanceIp>) -> Node {
     let public_ipv4 = ip
-        .and_then(|i| i.address.parse::<Ipv4Addr>().ok())
+        .and_then(|i| i.address.as_deref()?.parse::<Ipv4Addr>().ok())
         .or_else(|| {
             server
                 .public_ips

@@ -99,7 +99,9 @@ pub struct InstanceServerEnvelope {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct InstanceIp {
     pub id: String,
-    pub address: String,
+    /// `null` for a routed IPv6, which has a `prefix` instead.
+    pub address: Option<String>,
+    pub prefix: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
     pub server: Option<Ref>,
