@@ -27,7 +27,7 @@ use pop_common::exit::{Exit, Report};
 use pop_common::input::InputError;
 use pop_common::tool::Env;
 
-use crate::api::client::{Client, RealSleeper, Sleeper};
+use crate::api::client::{Client, RealSleeper, RetryPolicy, Sleeper};
 use crate::api::creds::{Credentials, CredentialsError};
 use crate::api::endpoints::Scaleway;
 use crate::api::http::{Transport, UreqTransport};
@@ -50,6 +50,10 @@ pub struct Common {
     /// Seconds between two looks at a server that is changing state.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub poll_seconds: u64,
+    /// The first wait before retrying a 429, a 5xx or a cut connection (doubled each time, with
+    /// jitter, at most 6 attempts and 30 s a wait).
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    pub retry_base_ms: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,6 +112,7 @@ pub struct RunConfig {
     pub credentials: Credentials,
     pub ssh_public_key: String,
     pub waits: Waits,
+    pub retry: RetryPolicy,
     /// Whether a person can answer the destroy question (stdin is a terminal).
     pub interactive: bool,
 }
@@ -229,6 +234,10 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
             poll: Duration::from_secs(common.poll_seconds),
             instance: Duration::from_secs(15 * 60),
             elastic_metal: Duration::from_secs(120 * 60),
+        },
+        retry: RetryPolicy {
+            base: Duration::from_millis(common.retry_base_ms),
+            ..RetryPolicy::default()
         },
         interactive: io::stdin().is_terminal(),
     })))

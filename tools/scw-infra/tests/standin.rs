@@ -1,0 +1,599 @@
+//! scw-infra end to end against the Scaleway API stand-in (`tests/stand-ins/scaleway_api.py`) on
+//! loopback.
+//!
+//! Contract checked: Scaleway's OpenAPI specs (`../shared/scaleway-openapi`). The stand-in
+//! refuses any request whose path, method, query or body (field names, types, enums, required
+//! fields, `x-one-of` groups) the specs do not allow, and answers objects shaped like the
+//! recorded traffic and valid against the specs; every test asserts that no request was refused
+//! and no answer was invalid. Servers move through their real states; faults are injected on
+//! demand. Every run's stdout and stderr is searched for the secret key.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const SECRET: &str = "7f3c9e2a-5b1d-4e8f-a6c2-0d9b8e7f6a5c";
+const ACCESS: &str = "SCWTESTTESTTESTTESTT";
+const PROJECT: &str = "11111111-1111-4111-8111-111111111111";
+const CLUSTER_TAG: &str = "edgepop-cluster=edge-par";
+const PUBKEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGVkZ2Vwb3AtdGVzdC1rZXktbm90LWEtcmVhbC1vbmU test@edgepop";
+
+struct StandIn {
+    child: Child,
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+impl StandIn {
+    /// `None` (after skip_or_fail) when python3 or the shared specs are missing.
+    fn start(test: &str, dns_zone: bool) -> Option<StandIn> {
+        if !testkit::workspace::python3(test) {
+            return None;
+        }
+        let shared = testkit::workspace::shared_dir(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("port");
+        let mut cmd = Command::new("python3");
+        cmd.arg(root().join("tests/stand-ins/scaleway_api.py"))
+            .arg("--specs")
+            .arg(shared.join("scaleway-openapi"))
+            .arg("--cassettes")
+            .arg(shared.join("scaleway-cassettes"))
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--log")
+            .arg(dir.path().join("requests.jsonl"))
+            .args([
+                "--secret",
+                SECRET,
+                "--project",
+                PROJECT,
+                "--talos-version",
+                "v1.13.11",
+            ]);
+        if dns_zone {
+            cmd.args(["--dns-zone", "example.com"]);
+        }
+        let child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let port = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file) {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "the stand-in did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        std::fs::write(dir.path().join("id.pub"), format!("{PUBKEY}\n")).unwrap();
+        let mut config: Value = serde_json::from_slice(
+            &std::fs::read(root().join("config/infra.example.json")).unwrap(),
+        )
+        .unwrap();
+        config["ssh_public_key_path"] = json!(dir.path().join("id.pub"));
+        std::fs::write(dir.path().join("infra.json"), config.to_string()).unwrap();
+        Some(StandIn {
+            child,
+            dir,
+            url: format!("http://127.0.0.1:{port}"),
+        })
+    }
+
+    fn control(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(true)
+            .build()
+            .into();
+        let url = format!("{}/__standin/{path}", self.url);
+        let mut resp = match body {
+            Some(b) => agent
+                .post(&url)
+                .header("Content-Type", "application/json")
+                .send(b.to_string())
+                .unwrap(),
+            None => {
+                assert_eq!(method, "GET");
+                agent.get(&url).call().unwrap()
+            }
+        };
+        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
+    }
+
+    fn state(&self) -> Value {
+        self.control("GET", "state", None)
+    }
+
+    fn seed(&self, body: Value) -> Value {
+        self.control("POST", "seed", Some(body))
+    }
+
+    fn faults(&self, faults: Value) {
+        self.control("POST", "faults", Some(faults));
+    }
+
+    /// The Scaleway requests received so far (and forgets them); asserts none was refused by
+    /// the specs and no answer was invalid.
+    fn take_requests(&self) -> Vec<Value> {
+        let path = self.dir.path().join("requests.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        std::fs::write(&path, "").unwrap();
+        let requests: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for r in &requests {
+            assert!(r.get("refused").is_none(), "the specs refuse: {r}");
+            assert!(
+                r.get("standin_bug").is_none(),
+                "invalid stand-in answer: {r}"
+            );
+            assert_eq!(r["token"], true, "sent without the token: {r}");
+        }
+        requests
+    }
+
+    fn scw(&self, args: &[&str]) -> Output {
+        self.scw_env(args, SECRET)
+    }
+
+    /// Runs scw-infra with only the given credentials in its environment (no profile file),
+    /// and checks that the secret shows in none of its output.
+    fn scw_env(&self, args: &[&str], secret: &str) -> Output {
+        let config = self.dir.path().join("infra.json");
+        let out = Command::new(env!("CARGO_BIN_EXE_scw-infra"))
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .args(["--poll-seconds", "0", "--retry-base-ms", "1"])
+            .env_clear()
+            .env("HOME", self.dir.path())
+            .env(
+                "SCW_CONFIG_PATH",
+                self.dir.path().join("no-such-config.yaml"),
+            )
+            .env("SCW_API_URL", &self.url)
+            .env("SCW_ACCESS_KEY", ACCESS)
+            .env("SCW_SECRET_KEY", secret)
+            .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
+            .env("EDGEPOP_LOG", "debug")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        for (name, stream) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            let text = String::from_utf8_lossy(stream);
+            assert!(
+                !text.contains(secret),
+                "the secret key is in {name}:\n{text}"
+            );
+        }
+        out
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn mutations(requests: &[Value]) -> Vec<String> {
+    requests
+        .iter()
+        .filter(|r| r["method"] != "GET")
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["method"].as_str().unwrap(),
+                r["path"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn tagged(objects: &Value) -> Vec<&Value> {
+    objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            o["tags"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t == CLUSTER_TAG))
+        })
+        .collect()
+}
+
+const APPLY: &[&str] = &["apply", "--talos-version", "v1.13.11"];
+
+#[test]
+fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
+    let Some(s) = StandIn::start("fresh_apply", true) else {
+        return;
+    };
+    let first = ok(&s.scw(APPLY));
+    let requests = s.take_requests();
+    let writes = mutations(&requests);
+    let inventory: Value = serde_json::from_str(first.trim()).unwrap();
+    assert_eq!(inventory["kind"], "NodeInventory");
+    assert_eq!(
+        inventory["cluster_endpoint"],
+        "https://api.example.com:6443"
+    );
+    let nodes = inventory["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 4, "{inventory}");
+    let cps: Vec<&Value> = nodes
+        .iter()
+        .filter(|n| n["role"] == "controlplane")
+        .collect();
+    assert_eq!(cps.len(), 3);
+    assert!(
+        cps.iter()
+            .all(|n| n["kind"] == "instance" && n["public_ipv4"].is_string())
+    );
+    let worker = nodes.iter().find(|n| n["role"] == "worker").unwrap();
+    assert_eq!(worker["kind"], "elastic-metal");
+    assert!(worker["public_ipv4"].is_string() && worker["public_ipv6"].is_string());
+
+    // What the API now holds.
+    let state = s.state();
+    assert_eq!(tagged(&state["servers"]).len(), 3);
+    assert!(
+        tagged(&state["servers"])
+            .iter()
+            .all(|v| v["state"] == "running")
+    );
+    assert_eq!(tagged(&state["ips"]).len(), 3);
+    assert!(
+        tagged(&state["ips"])
+            .iter()
+            .all(|v| v["state"] == "attached")
+    );
+    assert_eq!(tagged(&state["bm_servers"]).len(), 1);
+    let group = &tagged(&state["security_groups"])[0];
+    assert_eq!(group["inbound_default_policy"], "drop");
+    let rules = state["rules"][group["id"].as_str().unwrap()]
+        .as_array()
+        .unwrap();
+    let inbound: Vec<&Value> = rules
+        .iter()
+        .filter(|r| r["direction"] == "inbound")
+        .collect();
+    // 2 admin rules + 5 per node for 4 nodes with IPv4, plus the worker's IPv6.
+    assert_eq!(inbound.len(), 2 + 5 * 5, "{inbound:?}");
+    assert!(
+        inbound
+            .iter()
+            .any(|r| r["ip_range"] == "198.51.100.0/24" && r["dest_port_from"] == 50000)
+    );
+    assert!(
+        inbound
+            .iter()
+            .any(|r| r["protocol"] == "UDP" && r["dest_port_from"] == 51871)
+    );
+    let records = state["records"]["example.com"].as_array().unwrap();
+    assert_eq!(records.iter().filter(|r| r["name"] == "api").count(), 3);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["name"] == "www" && r["type"] == "AAAA")
+    );
+    assert_eq!(state["ssh_keys"][0]["public_key"], PUBKEY);
+    assert_eq!(state["namespaces"][0]["is_public"], true);
+
+    let second = ok(&s.scw(APPLY));
+    let again = s.take_requests();
+    assert_eq!(
+        mutations(&again),
+        Vec::<String>::new(),
+        "a no-op apply must only read"
+    );
+    assert_eq!(second, first, "the same inventory");
+    eprintln!(
+        "API calls: fresh apply {} ({} mutating), no-op apply {} ({} mutating)",
+        requests.len(),
+        writes.len(),
+        again.len(),
+        mutations(&again).len()
+    );
+
+    // power off, then on: real states, bounded waits.
+    ok(&s.scw(&["power", "off"]));
+    let state = s.state();
+    assert!(
+        tagged(&state["servers"])
+            .iter()
+            .all(|v| v["state"] == "stopped"),
+        "{state}"
+    );
+    assert!(
+        tagged(&state["bm_servers"])
+            .iter()
+            .all(|v| v["status"] == "stopped")
+    );
+    ok(&s.scw(&["power", "on"]));
+    let state = s.state();
+    assert!(
+        tagged(&state["servers"])
+            .iter()
+            .all(|v| v["state"] == "running")
+    );
+    assert!(
+        tagged(&state["bm_servers"])
+            .iter()
+            .all(|v| v["status"] == "ready")
+    );
+    s.take_requests();
+}
+
+#[test]
+fn a_dry_run_makes_no_mutating_call() {
+    let Some(s) = StandIn::start("dry_run", true) else {
+        return;
+    };
+    let out = ok(&s.scw(&["apply", "--talos-version", "v1.13.11", "--dry-run"]));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    let planned: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calls: Vec<String> = planned
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}",
+                p["method"].as_str().unwrap(),
+                p["path"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        calls.contains(&"POST /instance/v1/zones/fr-par-1/security_groups".to_owned()),
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| *c == "POST /instance/v1/zones/fr-par-1/servers")
+            .count(),
+        3
+    );
+    assert!(calls.contains(&"POST /baremetal/v1/zones/fr-par-1/servers".to_owned()));
+    assert!(calls.contains(&"POST /iam/v1alpha1/ssh-keys".to_owned()));
+
+    ok(&s.scw(APPLY));
+    s.take_requests();
+    let out = ok(&s.scw(&["destroy", "--dry-run"]));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    assert!(out.contains("\"DELETE\""), "{out}");
+    assert_eq!(
+        tagged(&s.state()["servers"]).len(),
+        3,
+        "nothing was deleted"
+    );
+}
+
+#[test]
+fn a_half_built_or_interrupted_cluster_converges() {
+    let Some(s) = StandIn::start("half_built", false) else {
+        return;
+    };
+    // A previous run made cp-1's IP and cp-1 (stopped, IP not attached), then died.
+    let ip = s.seed(json!({"kind": "ip", "tags": [CLUSTER_TAG, "edgepop-role=controlplane", "edgepop-node=edge-par-cp-1"]}));
+    s.seed(json!({"kind": "instance_server", "name": "edge-par-cp-1",
+                  "tags": [CLUSTER_TAG, "edgepop-role=controlplane", "edgepop-node=edge-par-cp-1"]}));
+    // This run is cut while creating the second server: the POST is not repeated (it may have
+    // been done), the run fails, and the next one converges.
+    s.faults(json!([{"method": "POST", "path": "/servers$", "kind": "cut", "count": 1}]));
+    let out = s.scw(APPLY);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.take_requests();
+    ok(&s.scw(APPLY));
+    s.take_requests();
+    let state = s.state();
+    let servers = tagged(&state["servers"]);
+    assert_eq!(servers.len(), 3, "no duplicate: {servers:?}");
+    assert!(servers.iter().all(|v| v["state"] == "running"));
+    let ips = tagged(&state["ips"]);
+    assert_eq!(ips.len(), 3);
+    assert!(
+        ips.iter()
+            .any(|i| i["id"] == ip["id"] && i["server"]["name"] == "edge-par-cp-1")
+    );
+    assert!(ips.iter().all(|i| i["state"] == "attached"));
+    // Converged: nothing left to do.
+    ok(&s.scw(APPLY));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+}
+
+#[test]
+fn destroy_removes_everything_tagged_and_nothing_else() {
+    let Some(s) = StandIn::start("destroy", true) else {
+        return;
+    };
+    ok(&s.scw(APPLY));
+    // Look-alikes that are not ours: same names, no tags (or another key).
+    let foreign_server = s.seed(json!({"kind": "instance_server", "name": "edge-par-cp-1"}));
+    let foreign_group = s.seed(json!({"kind": "security_group", "name": "edge-par-controlplane"}));
+    let foreign_ip = s.seed(json!({"kind": "ip"}));
+    let foreign_key = s.seed(json!({"kind": "ssh_key", "name": "edgepop-edge-par",
+                                    "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOTHER other"}));
+    let foreign_record = s.seed(
+        json!({"kind": "record", "dns_zone": "example.com", "name": "www",
+                                       "type": "AAAA", "data": "2001:db8::99"}),
+    );
+    s.take_requests();
+
+    // Without --yes and without a terminal: refused, nothing deleted.
+    let out = s.scw(&["destroy"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+
+    let out = ok(&s.scw(&["destroy", "--yes"]));
+    let removed: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = removed
+        .iter()
+        .map(|r| r["removed"].as_str().unwrap())
+        .collect();
+    for kind in [
+        "dns-record",
+        "instance-server",
+        "volume",
+        "elastic-metal-server",
+        "flexible-ip",
+        "security-group",
+        "ssh-key",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} not removed: {kinds:?}");
+    }
+    // Dependency order: records, servers, IPs, group, key.
+    let pos = |k: &str| kinds.iter().position(|x| *x == k).unwrap();
+    assert!(pos("dns-record") < pos("instance-server"));
+    assert!(pos("instance-server") < pos("flexible-ip"));
+    assert!(pos("flexible-ip") < pos("security-group"));
+    let writes = mutations(&s.take_requests());
+    for id in [
+        &foreign_server["id"],
+        &foreign_group["id"],
+        &foreign_ip["id"],
+        &foreign_key["id"],
+    ] {
+        let id = id.as_str().unwrap();
+        assert!(
+            !writes.iter().any(|w| w.contains(id)),
+            "touched {id}: {writes:?}"
+        );
+    }
+
+    let state = s.state();
+    for kind in ["servers", "ips", "security_groups", "bm_servers"] {
+        assert_eq!(
+            tagged(&state[kind]).len(),
+            0,
+            "{kind} left: {}",
+            state[kind]
+        );
+    }
+    assert_eq!(state["servers"][0]["id"], foreign_server["id"]);
+    assert!(
+        state["security_groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["id"] == foreign_group["id"])
+    );
+    assert!(
+        state["ips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["id"] == foreign_ip["id"])
+    );
+    assert_eq!(state["ssh_keys"].as_array().unwrap().len(), 1);
+    assert_eq!(state["ssh_keys"][0]["id"], foreign_key["id"]);
+    let records = state["records"]["example.com"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["id"], foreign_record["id"]);
+    // Only the foreign server's own root volume is left.
+    assert_eq!(state["volumes"].as_array().unwrap().len(), 1);
+
+    // A second destroy finds nothing.
+    let out = ok(&s.scw(&["destroy", "--yes"]));
+    assert_eq!(out, "");
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+}
+
+#[test]
+fn faults_are_retried_and_the_retries_are_bounded() {
+    let Some(s) = StandIn::start("faults", true) else {
+        return;
+    };
+    s.faults(json!([
+        {"method": "GET", "path": "/security_groups$", "kind": "status", "status": 429, "retry_after": "0", "count": 2},
+        {"method": "POST", "path": "/ips$", "kind": "status", "status": 503, "count": 2},
+        {"method": "GET", "path": "/offers$", "kind": "cut", "count": 1},
+        {"method": "GET", "path": "/ssh-keys$", "kind": "slow", "seconds": 0.2, "count": 1},
+    ]));
+    let out = s.scw(APPLY);
+    ok(&out);
+    let requests = s.take_requests();
+    let faults: Vec<&str> = requests
+        .iter()
+        .filter_map(|r| r["fault"].as_str())
+        .collect();
+    assert_eq!(faults.len(), 6, "{faults:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 429; retrying"));
+
+    // A fault that does not stop: 6 attempts in all, then exit 1 with the status.
+    s.faults(json!([{"method": "GET", "path": "/instance/v1/zones/fr-par-1/servers$", "kind": "status", "status": 503, "count": 100}]));
+    let out = s.scw(APPLY);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("HTTP 503"), "{stderr}");
+    let attempts = s
+        .take_requests()
+        .iter()
+        .filter(|r| r["path"] == "/instance/v1/zones/fr-par-1/servers" && r["method"] == "GET")
+        .count();
+    assert_eq!(attempts, 6);
+}
+
+#[test]
+fn a_4xx_shows_scaleway_s_error_and_the_secret_never_shows() {
+    let Some(s) = StandIn::start("secrets", false) else {
+        return;
+    };
+    // A wrong key: the API's 401 body is shown; the key is not (checked by scw_env).
+    let wrong = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+    let out = s.scw_env(APPLY, wrong);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("HTTP 401") && stderr.contains("denied_authentication"),
+        "{stderr}"
+    );
+    // The stand-in refused it for its token, as it should: forget that request.
+    std::fs::write(s.dir.path().join("requests.jsonl"), "").unwrap();
+    // Every subcommand, at debug level, with the right key.
+    ok(&s.scw(APPLY));
+    ok(&s.scw(&["power", "off"]));
+    ok(&s.scw(&["destroy", "--dry-run"]));
+    let out = Command::new(env!("CARGO_BIN_EXE_scw-infra"))
+        .arg("credentials")
+        .env_clear()
+        .env("SCW_CONFIG_PATH", s.dir.path().join("none.yaml"))
+        .env("SCW_ACCESS_KEY", ACCESS)
+        .env("SCW_SECRET_KEY", SECRET)
+        .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
+        .output()
+        .unwrap();
+    let stdout = ok(&out);
+    assert!(stdout.contains(ACCESS) && !stdout.contains(SECRET));
+    s.take_requests();
+}
