@@ -474,6 +474,24 @@ def handle(state, method, template, p, query, body):
             raise not_found("instance_security_group", gid)
         if method == "GET":
             return instance_list("rules", s.rules[gid], tags_from_query=False)
+        if method == "PUT":
+            # SetSecurityGroupRules: the given rules replace every editable one.
+            fixed = [r for r in s.rules[gid] if not r["editable"]]
+            by_id = {r["id"]: r for r in s.rules[gid] if r["editable"]}
+            out = []
+            for given in body.get("rules", []):
+                if given.get("editable") is False:
+                    continue
+                rule = by_id.get(given.get("id")) or copy.deepcopy(s.t["rule"])
+                if given.get("id") and given["id"] not in by_id:
+                    raise not_found("instance_security_group_rule", given["id"])
+                rule.update(id=rule.get("id") if given.get("id") else new_id(), protocol=given.get("protocol"),
+                            direction=given.get("direction"), action=given.get("action"), ip_range=given.get("ip_range"),
+                            dest_port_from=given.get("dest_port_from"), dest_port_to=given.get("dest_port_to"),
+                            position=given.get("position", len(out) + 1), editable=True, zone=zone)
+                out.append(rule)
+            s.rules[gid] = fixed + out
+            return Answer(200, {"rules": [public(r) for r in s.rules[gid]]})
         rule = copy.deepcopy(s.t["rule"])
         rule.update(id=new_id(), protocol=body["protocol"], direction=body["direction"], action=body["action"],
                     ip_range=body["ip_range"], dest_port_from=body.get("dest_port_from"),

@@ -290,6 +290,8 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
         rules
     }
 
+    /// Makes the group's editable rules exactly the plan: nothing is sent when they already are,
+    /// else one call replaces them all (rules already right keep their ids).
     fn ensure_rules(&self, group: &str, nodes: &[IpAddr]) -> R<()> {
         let desired = self.desired_rules(nodes);
         let existing = if group.starts_with('<') {
@@ -297,35 +299,45 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
         } else {
             self.api.security_group_rules(self.zone(), group)?
         };
-        let mut have = Vec::new();
+        let mut kept: Vec<(RuleSpec, &str)> = Vec::new();
+        let mut extra = 0;
         for rule in existing.iter().filter(|r| r.editable) {
             match RuleSpec::from_rule(rule) {
-                Some(spec) if desired.contains(&spec) && !have.contains(&spec) => have.push(spec),
-                _ => {
-                    pop_common::info!(
-                        "removing the rule {} {} {}:{:?} (not in the plan)",
-                        rule.direction,
-                        rule.protocol,
-                        rule.ip_range,
-                        rule.dest_port_from
-                    );
-                    self.api.delete_rule(self.zone(), group, &rule.id)?;
+                Some(spec) if desired.contains(&spec) && !kept.iter().any(|(k, _)| *k == spec) => {
+                    kept.push((spec, &rule.id));
                 }
+                _ => extra += 1,
             }
         }
-        for spec in desired.iter().filter(|s| !have.contains(s)) {
-            let mut body = json!({
-                "protocol": spec.protocol,
-                "direction": "inbound",
-                "action": "accept",
-                "ip_range": spec.ip_range.to_string(),
-                "dest_port_from": spec.from,
-            });
-            if spec.to != spec.from {
-                body["dest_port_to"] = json!(spec.to);
-            }
-            self.api.create_rule(self.zone(), group, body)?;
+        if extra == 0 && kept.len() == desired.len() {
+            return Ok(());
         }
+        pop_common::info!(
+            "setting the {} firewall rules ({} kept, {} removed)",
+            desired.len(),
+            kept.len(),
+            extra
+        );
+        let rules: Vec<Value> = desired
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let mut rule = json!({
+                    "action": "accept",
+                    "protocol": spec.protocol,
+                    "direction": "inbound",
+                    "ip_range": spec.ip_range.to_string(),
+                    "dest_port_from": spec.from,
+                    "dest_port_to": if spec.to == spec.from { Value::Null } else { json!(spec.to) },
+                    "position": i + 1,
+                });
+                if let Some((_, id)) = kept.iter().find(|(k, _)| k == spec) {
+                    rule["id"] = json!(id);
+                }
+                rule
+            })
+            .collect();
+        self.api.set_rules(self.zone(), group, rules)?;
         Ok(())
     }
 

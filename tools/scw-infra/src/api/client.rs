@@ -400,6 +400,17 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
                     );
                     self.sleeper.sleep(wait);
                 }
+                // A resource in a transient state (`transient_state`: a server starting, a
+                // volume detaching) is waited out like a 5xx, within the same bound.
+                Ok(response) if !last && is_transient(&response) => {
+                    let wait = self.policy.delay(retry, None, random());
+                    pop_common::warn!(
+                        "{method} {path}: {}; retrying in {} ms",
+                        status_error(method, path, &response),
+                        wait.as_millis()
+                    );
+                    self.sleeper.sleep(wait);
+                }
                 Ok(response) => return Err(status_error(method, path, &response)),
                 Err(error) if idempotent && !last => {
                     let wait = self.policy.delay(retry, None, random());
@@ -421,6 +432,12 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
             retry += 1;
         }
     }
+}
+
+fn is_transient(response: &HttpResponse) -> bool {
+    (400..500).contains(&response.status)
+        && serde_json::from_slice::<ScwErrorBody>(&response.body)
+            .is_ok_and(|b| b.kind.as_deref() == Some("transient_state"))
 }
 
 fn status_error(method: &'static str, path: &str, response: &HttpResponse) -> ApiError {
@@ -603,6 +620,19 @@ mod tests {
             p.delay(0, Some(Duration::from_secs(3600)), 0),
             Duration::from_secs(30)
         );
+    }
+
+    #[test]
+    fn a_transient_state_is_waited_out() {
+        let script = Script::default();
+        script.answers.borrow_mut().extend([
+            answer(409, &[], r#"{"type": "transient_state", "message": "resource is in a transient state", "resource": "instance_server", "resource_id": "x", "current_state": "starting"}"#),
+            answer(204, &[], ""),
+        ]);
+        let sleeps = Recorder::default();
+        let c = client(&script, &sleeps);
+        assert!(c.mutate_unit("DELETE", "/x", None).unwrap());
+        assert_eq!(sleeps.0.borrow().len(), 1);
     }
 
     #[test]

@@ -78,6 +78,17 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
         Ok(r.map(|e| e.rule))
     }
 
+    /// Replaces every editable rule of the group with `rules` in one call (the spec's
+    /// SetSecurityGroupRules: a rule with an `id` is kept or updated, one without is created, an
+    /// editable rule left out is deleted; non-editable ones are untouched).
+    pub fn set_rules(&self, zone: &str, group: &str, rules: Vec<Value>) -> R<bool> {
+        self.client.mutate_unit(
+            "PUT",
+            &format!("/instance/v1/zones/{zone}/security_groups/{group}/rules"),
+            Some(json!({ "rules": rules })),
+        )
+    }
+
     pub fn delete_rule(&self, zone: &str, group: &str, rule: &str) -> R<bool> {
         self.client.mutate_unit(
             "DELETE",
