@@ -607,6 +607,20 @@ def handle(state, method, template, p, query, body):
             raise not_found("instance_server", p["server_id"])
         if method == "GET":
             return Answer(200, {"server": public(srv)})
+        if method == "PATCH":
+            if "security_group" in body:
+                g = s.security_groups.get(body["security_group"].get("id"))
+                if not g:
+                    raise not_found("instance_security_group", body["security_group"].get("id"))
+                old = s.security_groups.get((srv.get("security_group") or {}).get("id"))
+                if old:
+                    old["servers"] = [x for x in old["servers"] if x["id"] != srv["id"]]
+                g["servers"].append({"id": srv["id"], "name": srv["name"]})
+                srv["security_group"] = {"id": g["id"], "name": g["name"]}
+            for key in ("name", "tags"):
+                if key in body:
+                    srv[key] = body[key]
+            return Answer(200, {"server": public(srv)})
         if method == "DELETE":
             if srv["state"] != "stopped":
                 raise bad("instance should be powered off.")

@@ -162,9 +162,22 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
                     )?
                 }
             };
-            let Some(server) = server else {
+            let Some(mut server) = server else {
                 continue; // dry run
             };
+            // A server made by hand or by a run that died may sit in the default group, which
+            // accepts everything inbound.
+            if let Some(group) = &group {
+                if server.security_group.as_ref().map(|g| g.id.as_str()) != Some(group.as_str()) {
+                    pop_common::info!("moving {name} into the control planes' security group");
+                    if let Some(updated) = self
+                        .api
+                        .set_server_security_group(&zone, &server.id, group)?
+                    {
+                        server = updated;
+                    }
+                }
+            }
             // The flexible IP of this node, attached (a half-built run may have left it loose).
             if let Some(ip) = &ip {
                 let attached = ip.server.as_ref().map(|s| s.id.as_str());

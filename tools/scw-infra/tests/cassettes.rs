@@ -144,6 +144,11 @@ fn endpoints() -> Vec<(&'static str, &'static str, Check)> {
             "/instance/v1/zones/*/servers/*/action",
             as_type::<TaskEnvelope>,
         ),
+        (
+            "PATCH",
+            "/instance/v1/zones/*/servers/*",
+            as_type::<InstanceServerEnvelope>,
+        ),
         ("DELETE", "/instance/v1/zones/*/servers/*", |_| Ok(())),
         ("DELETE", "/instance/v1/zones/*/volumes/*", |_| Ok(())),
         // Block v1 is not recorded; v1alpha1 volumes have the same `status` the tool reads.
@@ -280,6 +285,7 @@ fn every_recorded_body_of_the_endpoints_used_decodes() {
         ("POST", "/instance/v1/zones/*/servers", false, 10),
         ("GET", "/instance/v1/zones/*/servers/*", false, 10),
         ("POST", "/instance/v1/zones/*/servers/*/action", false, 5),
+        ("PATCH", "/instance/v1/zones/*/servers/*", false, 2),
         ("POST", "/instance/v1/zones/*/ips", false, 5),
         ("POST", "/instance/v1/zones/*/security_groups", false, 4),
         (

@@ -416,6 +416,12 @@ fn a_half_built_or_interrupted_cluster_converges() {
     let servers = tagged(&state["servers"]);
     assert_eq!(servers.len(), 3, "no duplicate: {servers:?}");
     assert!(servers.iter().all(|v| v["state"] == "running"));
+    // The seeded cp-1 was in no group: it was moved into ours.
+    let group = tagged(&state["security_groups"])[0]["id"].clone();
+    assert!(
+        servers.iter().all(|v| v["security_group"]["id"] == group),
+        "{servers:?}"
+    );
     let ips = tagged(&state["ips"]);
     assert_eq!(ips.len(), 3);
     assert!(

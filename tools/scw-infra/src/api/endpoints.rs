@@ -178,6 +178,21 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
         Ok(r.map(|e| e.server))
     }
 
+    /// Puts the server in the security group.
+    pub fn set_server_security_group(
+        &self,
+        zone: &str,
+        id: &str,
+        group: &str,
+    ) -> R<Option<InstanceServer>> {
+        let r: Option<InstanceServerEnvelope> = self.client.mutate(
+            "PATCH",
+            &format!("/instance/v1/zones/{zone}/servers/{id}"),
+            Some(json!({"security_group": {"id": group}})),
+        )?;
+        Ok(r.map(|e| e.server))
+    }
+
     /// `poweron`, `poweroff` or `terminate`.
     pub fn server_action(&self, zone: &str, id: &str, action: &str) -> R<Option<Task>> {
         let r: Option<TaskEnvelope> = self.client.mutate(
