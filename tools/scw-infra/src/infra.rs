@@ -167,15 +167,13 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
             };
             // A server made by hand or by a run that died may sit in the default group, which
             // accepts everything inbound.
-            if let Some(group) = &group {
-                if server.security_group.as_ref().map(|g| g.id.as_str()) != Some(group.as_str()) {
-                    pop_common::info!("moving {name} into the control planes' security group");
-                    if let Some(updated) = self
-                        .api
-                        .set_server_security_group(&zone, &server.id, group)?
-                    {
-                        server = updated;
-                    }
+            if server.security_group.as_ref().map(|g| g.id.as_str()) != Some(group.as_str()) {
+                pop_common::info!("moving {name} into the control planes' security group");
+                if let Some(updated) = self
+                    .api
+                    .set_server_security_group(&zone, &server.id, &group)?
+                {
+                    server = updated;
                 }
             }
             // The flexible IP of this node, attached (a half-built run may have left it loose).
@@ -214,9 +212,7 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
             addresses.extend(w.public_ipv4.map(IpAddr::V4));
             addresses.extend(w.public_ipv6.map(IpAddr::V6));
         }
-        if let Some(group) = &group {
-            self.ensure_rules(group, &addresses)?;
-        }
+        self.ensure_rules(&group, &addresses)?;
         self.ensure_dns(&cp_nodes, worker_node.as_ref())?;
         self.ensure_registry()?;
 
@@ -234,8 +230,8 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
         }))
     }
 
-    /// The group's id (`None` only in a dry run that would create it... then a placeholder).
-    fn ensure_security_group(&self) -> R<Option<String>> {
+    /// The group's id (a placeholder in a dry run that would create it).
+    fn ensure_security_group(&self) -> R<String> {
         let tags = self.tags("controlplane-firewall");
         let groups = self.api.security_groups(self.zone(), &tags)?;
         match groups.as_slice() {
@@ -247,7 +243,7 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
                         group.name, group.id
                     )));
                 }
-                Ok(Some(group.id.clone()))
+                Ok(group.id.clone())
             }
             [] => {
                 pop_common::info!("creating the control planes' security group");
@@ -264,10 +260,10 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
                         "enable_default_security": true,
                     }),
                 )?;
-                Ok(Some(created.map_or_else(
+                Ok(created.map_or_else(
                     || placeholder("security-group", &self.config.cluster_name),
                     |g| g.id,
-                )))
+                ))
             }
             many => Err(InfraError::Refused(format!(
                 "{} security groups carry the tags {}: keep one",
