@@ -17,6 +17,7 @@
 pub mod api;
 pub mod config;
 pub mod infra;
+pub mod s3;
 
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
