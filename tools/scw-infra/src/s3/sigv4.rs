@@ -86,15 +86,14 @@ fn percent_decode(text: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' {
-            if let (Some(hi), Some(lo)) = (
-                bytes.get(i + 1).copied().and_then(hex_value),
-                bytes.get(i + 2).copied().and_then(hex_value),
-            ) {
-                out.push(hi * 16 + lo);
-                i += 3;
-                continue;
-            }
+        if let (b'%', Some(hi), Some(lo)) = (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex_value),
+            bytes.get(i + 2).copied().and_then(hex_value),
+        ) {
+            out.push(hi * 16 + lo);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;
