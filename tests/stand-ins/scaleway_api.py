@@ -312,6 +312,8 @@ class State:
         self.dns_zones = {}
         self.records = {}  # zone -> [record]
         self.namespaces = {}
+        self.snapshots = {}
+        self.s3_root = None
         self.faults = []
         self.next_ip = 10
         image = copy.deepcopy(self.t["image"])
@@ -552,7 +554,7 @@ def handle(state, method, template, p, query, body):
             return Answer(204, None)
 
     # Instance: images
-    if template == "/instance/v1/zones/{zone}/images":
+    if template == "/instance/v1/zones/{zone}/images" and method == "GET":
         return instance_list("images", [i for i in s.images.values() if i["zone"] == zone])
 
     # Instance: servers
@@ -666,6 +668,79 @@ def handle(state, method, template, p, query, body):
                 raise Answer(412, {"message": "precondition failed", "type": "precondition_failed",
                                    "precondition": "resource_still_in_use"})
             del s.volumes[vol["id"]]
+            return Answer(204, None)
+
+    # Block v1 snapshots: the import reads the object the S3 stand-in stored.
+    if template == "/block/v1/zones/{zone}/snapshots/import-from-object-storage":
+        if not s.s3_root:
+            raise bad("the stand-in has no Object Storage")
+        path = os.path.join(s.s3_root, body["bucket"], body["key"].replace("/", "%2F"))
+        if not os.path.exists(path):
+            raise Answer(404, {"message": "resource is not found", "resource": "object",
+                               "resource_id": f"{body['bucket']}/{body['key']}", "type": "not_found"})
+        with open(path, "rb") as f:
+            if f.read(4) != b"QFI\xfb":
+                raise Answer(400, {"type": "invalid_arguments", "message": "invalid argument(s)",
+                                   "details": [{"argument_name": "key", "reason": "constraint",
+                                                "help_message": "the object is not a QCOW2 image"}]})
+        if body.get("size") is not None and body["size"] < os.path.getsize(path):
+            raise bad("size is smaller than the image")
+        snap = {"id": new_id(), "name": body["name"], "parent_volume": None, "size": body.get("size") or 10_000_000_000,
+                "project_id": body["project_id"], "created_at": now(), "updated_at": now(), "references": [],
+                "status": "creating", "tags": body.get("tags", []), "zone": zone, "class": "sbs", "_steps": 0}
+        s.snapshots[snap["id"]] = snap
+        return Answer(200, public(snap))
+    if template == "/block/v1/zones/{zone}/snapshots":
+        items = [x for x in s.snapshots.values() if x["zone"] == zone and has_tags(x, query.get("tags", []))]
+        return listed("snapshots", items)
+    if template == "/block/v1/zones/{zone}/snapshots/{snapshot_id}":
+        snap = s.snapshots.get(p["snapshot_id"])
+        if not snap:
+            raise Answer(404, {"message": "resource is not found", "resource": "snapshot",
+                               "resource_id": p["snapshot_id"], "type": "not_found"})
+        if method == "GET":
+            if snap["status"] == "creating":
+                snap["_steps"] += 1
+                if snap["_steps"] >= STEPS:
+                    snap["status"] = "available"
+            return Answer(200, public(snap))
+        if method == "DELETE":
+            if snap["status"] == "in_use":
+                raise Answer(412, {"message": "precondition failed", "type": "precondition_failed",
+                                   "precondition": "resource_still_in_use"})
+            del s.snapshots[snap["id"]]
+            return Answer(204, None)
+
+    # Instance images made from a Block snapshot
+    if template == "/instance/v1/zones/{zone}/images" and method == "POST":
+        snap = s.snapshots.get(body["root_volume"])
+        if not snap:
+            raise not_found("instance_snapshot", body["root_volume"])
+        if snap["status"] != "available":
+            raise Answer(409, {"type": "transient_state", "message": "resource is in a transient state",
+                               "resource": "snapshot", "resource_id": snap["id"], "current_state": snap["status"]})
+        snap["status"] = "in_use"
+        image = copy.deepcopy(s.t["image"])
+        image.update(id=new_id(), name=body.get("name", ""), tags=body.get("tags", []), state="creating",
+                     arch=body["arch"], project=body.get("project", s.project), zone=zone, public=False,
+                     creation_date=now(), modification_date=now(), _root=snap["id"], _steps=0)
+        s.images[image["id"]] = image
+        return Answer(201, {"image": public(image)})
+    if template == "/instance/v1/zones/{zone}/images/{image_id}":
+        image = s.images.get(p["image_id"])
+        if not image:
+            raise not_found("instance_image", p["image_id"])
+        if method == "GET":
+            if image["state"] == "creating":
+                image["_steps"] += 1
+                if image["_steps"] >= STEPS:
+                    image["state"] = "available"
+            return Answer(200, {"image": public(image)})
+        if method == "DELETE":
+            snap = s.snapshots.get(image.get("_root"))
+            if snap:
+                snap["status"] = "available"
+            del s.images[image["id"]]
             return Answer(204, None)
 
     # Elastic Metal
@@ -839,9 +914,11 @@ def main():
         ap.add_argument(name, required=True)
     ap.add_argument("--talos-version", default="v1.13.11")
     ap.add_argument("--dns-zone", default="")
+    ap.add_argument("--s3-root", default="", help="where the S3 stand-in keeps its objects")
     args = ap.parse_args()
     spec = Spec(args.specs)
     state = State(load_templates(args.cassettes, spec), args.project, args.talos_version, args.dns_zone)
+    state.s3_root = args.s3_root or None
     log = open(args.log, "a", buffering=1)
     log_lock = threading.Lock()
 
@@ -960,7 +1037,8 @@ def main():
                     return self.send(200, seed(state, body))
                 if path == "/__standin/state" and method == "GET":
                     dump = {k: [public(o) for o in getattr(state, k).values()] for k in
-                            ("security_groups", "ips", "servers", "volumes", "bm_servers", "ssh_keys", "namespaces")}
+                            ("security_groups", "ips", "servers", "volumes", "bm_servers", "ssh_keys", "namespaces",
+                             "images", "snapshots")}
                     dump["records"] = state.records
                     dump["rules"] = state.rules
                     return self.send(200, dump)

@@ -30,6 +30,8 @@ use crate::api::endpoints::Scaleway;
 use crate::api::http::Transport;
 use crate::api::types::*;
 use crate::config::InfraConfig;
+use crate::image::{self, ImageError, TalosSource};
+use crate::s3::{S3, S3Error};
 
 pub const TAG_CLUSTER: &str = "edgepop-cluster";
 pub const TAG_ROLE: &str = "edgepop-role";
@@ -55,6 +57,10 @@ pub enum InfraError {
     Api(#[from] ApiError),
     #[error("{0}")]
     Refused(String),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(transparent)]
+    S3(#[from] S3Error),
     #[error("timed out after {seconds} s waiting for {what}")]
     Timeout { what: String, seconds: u64 },
 }
@@ -79,6 +85,14 @@ pub struct Infra<'a, T, S> {
     pub waits: Waits,
     /// The worker's SSH public key (one line).
     pub ssh_public_key: &'a str,
+    /// Object Storage, for the Talos image import and its removal.
+    pub s3: Option<&'a S3<T, S>>,
+    /// The bucket the image is uploaded to (`edgepop-<cluster>-<project prefix>`).
+    pub bucket: String,
+    /// The pinned image to import when no Instance image of this version and digest exists.
+    pub talos_source: Option<TalosSource>,
+    /// Multipart upload part size, in bytes.
+    pub part_size: usize,
 }
 
 impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
@@ -390,26 +404,141 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
         Ok(by_node)
     }
 
+    /// The Instance image tagged with this Talos version (and the pinned digest, when one is
+    /// given), imported when it is missing and a pinned source is given.
     fn talos_image(&self) -> R<String> {
-        let tags = vec![tag(TAG_TALOS, self.talos_version)];
+        let mut tags = vec![tag(TAG_TALOS, self.talos_version)];
+        if let Some(source) = &self.talos_source {
+            tags.push(image::digest_tag(&source.sha256));
+        }
         let images = self.api.images(self.zone(), &tags)?;
-        match images
+        if let Some(found) = images
             .iter()
-            .find(|i| i.state == "available" && i.arch == "x86_64")
+            .find(|i| i.arch == "x86_64" && i.state != "error")
         {
-            Some(image) => Ok(image.id.clone()),
-            None if self.dry() => Ok(placeholder("image", self.talos_version)),
-            None => Err(InfraError::Refused(format!(
-                "no available x86_64 Instance image tagged {} in {}: importing the Talos image \
-                 (issue 11, item 4) is not built yet. Import scaleway-amd64 of Talos {} by hand \
-                 (scw block snapshot import-from-object-storage, then scw instance image create \
-                 ... tags.0={}) and run again",
+            if found.state == "available" {
+                return Ok(found.id.clone());
+            }
+            return self.wait_image(&found.id);
+        }
+        match (&self.talos_source, self.s3) {
+            (Some(source), Some(s3)) => self.import_image(source, s3, tags),
+            _ if self.dry() => Ok(placeholder("image", self.talos_version)),
+            _ => Err(InfraError::Refused(format!(
+                "no available x86_64 Instance image tagged {} in {}, and no pinned image to import \
+                 (--talos-image-url and --talos-image-sha256). Import scaleway-amd64 of Talos {} \
+                 by hand (scw block snapshot import-from-object-storage, then scw instance image \
+                 create ... tags.0={}) or pass the pins, and run again",
                 tags[0],
                 self.zone(),
                 self.talos_version,
                 tags[0]
             ))),
         }
+    }
+
+    fn import_image(
+        &self,
+        source: &TalosSource,
+        s3: &S3<T, S>,
+        mut tags: Vec<String>,
+    ) -> R<String> {
+        if self.dry() {
+            pop_common::info!(
+                "would import {} (sha256 {}) into the bucket {}",
+                source.url,
+                source.sha256,
+                self.bucket
+            );
+            self.api
+                .import_snapshot(self.zone(), json!({"bucket": self.bucket}))?;
+            return Ok(placeholder("image", self.talos_version));
+        }
+        let work = tempfile::Builder::new()
+            .prefix("scw-infra-image")
+            .tempdir()
+            .map_err(|e| InfraError::Refused(format!("cannot make a work directory: {e}")))?;
+        let zst = image::download(source, work.path())?;
+        let (qcow2, raw_size) = image::convert(&zst, work.path())?;
+        let size = std::fs::metadata(&qcow2).map(|m| m.len()).unwrap_or(0);
+        let key = format!(
+            "talos/{}-{}.qcow2",
+            self.talos_version,
+            source.sha256.get(..12).unwrap_or(&source.sha256)
+        );
+        if !s3.bucket_exists(&self.bucket)? {
+            pop_common::info!("creating the bucket {}", self.bucket);
+            s3.create_bucket(&self.bucket)?;
+        }
+        if s3.object_size(&self.bucket, &key)? == Some(size) {
+            pop_common::info!("{key} is already uploaded");
+        } else {
+            s3.upload_file(&self.bucket, &key, &qcow2, self.part_size)?;
+        }
+        tags.push(self.cluster_tag());
+        let name = format!("talos-{}", self.talos_version);
+        pop_common::info!("importing {key} as a Block snapshot");
+        let snapshot = self
+            .api
+            .import_snapshot(
+                self.zone(),
+                json!({
+                    "bucket": self.bucket,
+                    "key": key,
+                    "name": name,
+                    "project_id": self.project,
+                    "tags": tags,
+                    "size": image::snapshot_size(raw_size),
+                }),
+            )?
+            .ok_or_else(|| InfraError::Refused("no snapshot in the answer".into()))?;
+        let what = format!("the snapshot {name} to be available");
+        self.wait(&what, self.waits.instance, || {
+            match self.api.snapshot(self.zone(), &snapshot.id)? {
+                Some(s) if s.status == "available" => Ok(true),
+                Some(s) if s.status == "error" => Err(InfraError::Refused(format!(
+                    "the import of {key} failed (snapshot {} in error)",
+                    s.id
+                ))),
+                Some(_) => Ok(false),
+                None => Err(InfraError::Refused(format!(
+                    "the snapshot {} vanished",
+                    snapshot.id
+                ))),
+            }
+        })?;
+        let created = self
+            .api
+            .create_image(
+                self.zone(),
+                json!({
+                    "name": name,
+                    "root_volume": snapshot.id,
+                    "arch": "x86_64",
+                    "project": self.project,
+                    "tags": tags,
+                }),
+            )?
+            .ok_or_else(|| InfraError::Refused("no image in the answer".into()))?;
+        if created.state == "available" {
+            return Ok(created.id);
+        }
+        self.wait_image(&created.id)
+    }
+
+    fn wait_image(&self, id: &str) -> R<String> {
+        let what = format!("the image {id} to be available");
+        self.wait(&what, self.waits.instance, || {
+            match self.api.image(self.zone(), id)? {
+                Some(i) if i.state == "available" => Ok(true),
+                Some(i) if i.state == "error" => {
+                    Err(InfraError::Refused(format!("the image {id} is in error")))
+                }
+                Some(_) => Ok(false),
+                None => Err(InfraError::Refused(format!("the image {id} vanished"))),
+            }
+        })?;
+        Ok(id.to_owned())
     }
 
     fn ensure_instance_running(&self, server: InstanceServer) -> R<InstanceServer> {
@@ -912,6 +1041,62 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
                 id: s.id,
                 name: s.name,
             });
+        }
+
+        // The Talos image, then its snapshot, then the bucket's objects and the bucket.
+        for i in self.api.images(&zone, &[self.cluster_tag()])? {
+            self.api.delete_image(&zone, &i.id)?;
+            removed.push(Removed {
+                removed: "image",
+                id: i.id,
+                name: i.name,
+            });
+        }
+        for snap in self.api.snapshots(&zone, &[self.cluster_tag()])? {
+            if !self.dry() {
+                let what = format!("the snapshot {} to be released by its image", snap.name);
+                self.wait(&what, self.waits.instance, || {
+                    Ok(self
+                        .api
+                        .snapshot(&zone, &snap.id)?
+                        .is_none_or(|s| s.status != "in_use"))
+                })?;
+            }
+            self.api.delete_snapshot(&zone, &snap.id)?;
+            removed.push(Removed {
+                removed: "snapshot",
+                id: snap.id,
+                name: snap.name,
+            });
+        }
+        if let Some(s3) = self.s3
+            && s3.bucket_exists(&self.bucket)?
+        {
+            {
+                for key in s3.list_keys(&self.bucket, "talos/")? {
+                    if !self.dry() {
+                        s3.delete_object(&self.bucket, &key)?;
+                    }
+                    removed.push(Removed {
+                        removed: "object",
+                        id: key.clone(),
+                        name: key,
+                    });
+                }
+                if !self.dry() {
+                    match s3.delete_bucket(&self.bucket) {
+                        Ok(()) => removed.push(Removed {
+                            removed: "bucket",
+                            id: self.bucket.clone(),
+                            name: self.bucket.clone(),
+                        }),
+                        Err(err) => pop_common::warn!(
+                            "the bucket {} is kept: {err} (it holds objects that are not ours)",
+                            self.bucket
+                        ),
+                    }
+                }
+            }
         }
 
         // 4. Flexible IPs, then 5. the security group (no server uses them any more).

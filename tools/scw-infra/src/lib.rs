@@ -16,6 +16,7 @@
 
 pub mod api;
 pub mod config;
+pub mod image;
 pub mod infra;
 pub mod s3;
 
@@ -33,7 +34,9 @@ use crate::api::creds::{Credentials, CredentialsError};
 use crate::api::endpoints::Scaleway;
 use crate::api::http::{Transport, UreqTransport};
 use crate::config::InfraConfig;
+use crate::image::TalosSource;
 use crate::infra::{Infra, InfraError, Waits};
+use crate::s3::S3;
 
 /// The cluster's Scaleway resources, through the API.
 #[derive(Debug, Parser)]
@@ -70,6 +73,16 @@ pub enum Command {
         /// Print the mutating calls it would make (JSON lines) and make none.
         #[arg(long)]
         dry_run: bool,
+        /// The Image Factory's scaleway-amd64.raw.zst to import when no Instance image of this
+        /// version and digest exists (with --talos-image-sha256).
+        #[arg(long, value_name = "URL", requires = "talos_image_sha256")]
+        talos_image_url: Option<String>,
+        /// The pinned sha256 of that file (64 hex digits); a download that differs is refused.
+        #[arg(long, value_name = "HEX", requires = "talos_image_url")]
+        talos_image_sha256: Option<String>,
+        /// The part size of the image upload, in MiB (at least 5).
+        #[arg(long, value_name = "MIB", default_value_t = 64)]
+        upload_part_mib: usize,
     },
     /// Power the servers on or off (instances poweron/poweroff, Elastic Metal start/stop).
     Power {
@@ -114,6 +127,8 @@ pub struct RunConfig {
     pub ssh_public_key: String,
     pub waits: Waits,
     pub retry: RetryPolicy,
+    /// Object Storage: `SCW_S3_ENDPOINT`, else `https://s3.<region>.scw.cloud` (path-style).
+    pub s3_endpoint: String,
     /// Whether a person can answer the destroy question (stdin is a terminal).
     pub interactive: bool,
 }
@@ -123,6 +138,8 @@ pub enum Action {
     Apply {
         talos_version: String,
         dry_run: bool,
+        talos_source: Option<TalosSource>,
+        part_size: usize,
     },
     Power(PowerState),
     Destroy {
@@ -170,10 +187,36 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
             common,
             talos_version,
             dry_run,
+            talos_image_url,
+            talos_image_sha256,
+            upload_part_mib,
         } => {
             if !talos_version.starts_with('v') || talos_version.len() < 2 {
                 return Err(Error::Usage(format!(
                     "--talos-version `{talos_version}` is not a Talos version such as v1.13.11"
+                )));
+            }
+            let talos_source = match (talos_image_url, talos_image_sha256) {
+                (Some(url), Some(sha256)) => {
+                    if sha256.len() != 64
+                        || !sha256
+                            .bytes()
+                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                    {
+                        return Err(Error::Usage(format!(
+                            "--talos-image-sha256 `{sha256}` is not 64 lowercase hex digits"
+                        )));
+                    }
+                    Some(TalosSource {
+                        url: url.clone(),
+                        sha256: sha256.clone(),
+                    })
+                }
+                _ => None,
+            };
+            if *upload_part_mib < 5 {
+                return Err(Error::Usage(format!(
+                    "--upload-part-mib {upload_part_mib}: S3 parts are at least 5 MiB"
                 )));
             }
             (
@@ -181,6 +224,8 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
                 Action::Apply {
                     talos_version: talos_version.clone(),
                     dry_run: *dry_run,
+                    talos_source,
+                    part_size: upload_part_mib * 1024 * 1024,
                 },
             )
         }
@@ -226,6 +271,10 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
         }
     };
     let credentials = api::creds::load(env)?;
+    let s3_endpoint = env.non_empty("SCW_S3_ENDPOINT").map_or_else(
+        || format!("https://s3.{}.scw.cloud", infra.region()),
+        str::to_owned,
+    );
     Ok(Config::Run(Box::new(RunConfig {
         action,
         infra,
@@ -240,6 +289,7 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
             base: Duration::from_millis(common.retry_base_ms),
             ..RetryPolicy::default()
         },
+        s3_endpoint,
         interactive: io::stdin().is_terminal(),
     })))
 }
@@ -280,16 +330,32 @@ pub fn run_with<T: Transport, S: Sleeper>(
         Action::Apply { dry_run: true, .. } | Action::Destroy { dry_run: true, .. }
     );
     let client = Client::new(
-        transport,
-        sleeper,
+        &transport,
+        &sleeper,
         &run.credentials.api_url,
         run.credentials.secret_key.clone(),
     )
-    .with_dry_run(dry_run);
-    let talos_version = match &run.action {
-        Action::Apply { talos_version, .. } => talos_version.as_str(),
-        _ => "",
+    .with_dry_run(dry_run)
+    .with_policy(run.retry);
+    let s3 = S3::new(
+        &transport,
+        &sleeper,
+        &run.s3_endpoint,
+        run.infra.region(),
+        &run.credentials.access_key,
+        run.credentials.secret_key.clone(),
+        run.retry,
+    );
+    let (talos_version, talos_source, part_size) = match &run.action {
+        Action::Apply {
+            talos_version,
+            talos_source,
+            part_size,
+            ..
+        } => (talos_version.as_str(), talos_source.clone(), *part_size),
+        _ => ("", None, s3::MIN_PART),
     };
+    let project_prefix: String = run.credentials.project_id.chars().take(8).collect();
     let infra = Infra {
         api: Scaleway::new(&client),
         config: &run.infra,
@@ -297,6 +363,10 @@ pub fn run_with<T: Transport, S: Sleeper>(
         talos_version,
         waits: run.waits,
         ssh_public_key: &run.ssh_public_key,
+        s3: Some(&s3),
+        bucket: format!("edgepop-{}-{project_prefix}", run.infra.cluster_name).to_ascii_lowercase(),
+        talos_source,
+        part_size,
     };
     let result = act(run, &infra, input, &mut output);
     let counts = client.counts();

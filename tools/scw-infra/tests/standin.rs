@@ -25,14 +25,29 @@ const PUBKEY: &str =
 
 struct StandIn {
     child: Child,
+    s3_child: Child,
     dir: tempfile::TempDir,
     url: String,
+    s3_url: String,
 }
 
 impl Drop for StandIn {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in [&mut self.child, &mut self.s3_child] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn wait_for_port(port_file: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(port) = std::fs::read_to_string(port_file) {
+            return port;
+        }
+        assert!(Instant::now() < deadline, "a stand-in did not start");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -70,15 +85,29 @@ impl StandIn {
         if dns_zone {
             cmd.args(["--dns-zone", "example.com"]);
         }
+        cmd.arg("--s3-root").arg(dir.path().join("s3"));
         let child = cmd.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let port = loop {
-            if let Ok(port) = std::fs::read_to_string(&port_file) {
-                break port;
-            }
-            assert!(Instant::now() < deadline, "the stand-in did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let s3_port_file = dir.path().join("s3-port");
+        let s3_child = Command::new("python3")
+            .arg(root().join("tests/stand-ins/s3_api.py"))
+            .arg("--root")
+            .arg(dir.path().join("s3"))
+            .arg("--port-file")
+            .arg(&s3_port_file)
+            .arg("--log")
+            .arg(dir.path().join("s3.jsonl"))
+            .args([
+                "--access-key",
+                ACCESS,
+                "--secret",
+                SECRET,
+                "--region",
+                "fr-par",
+            ])
+            .spawn()
+            .unwrap();
+        let port = wait_for_port(&port_file);
+        let s3_port = wait_for_port(&s3_port_file);
         std::fs::write(dir.path().join("id.pub"), format!("{PUBKEY}\n")).unwrap();
         let mut config: Value = serde_json::from_slice(
             &std::fs::read(root().join("config/infra.example.json")).unwrap(),
@@ -88,8 +117,10 @@ impl StandIn {
         std::fs::write(dir.path().join("infra.json"), config.to_string()).unwrap();
         Some(StandIn {
             child,
+            s3_child,
             dir,
             url: format!("http://127.0.0.1:{port}"),
+            s3_url: format!("http://127.0.0.1:{s3_port}"),
         })
     }
 
@@ -135,6 +166,15 @@ impl StandIn {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
+        let s3_log = self.dir.path().join("s3.jsonl");
+        let s3_text = std::fs::read_to_string(&s3_log).unwrap_or_default();
+        for line in s3_text.lines() {
+            let r: Value = serde_json::from_str(line).unwrap();
+            assert!(
+                r.get("refused").is_none(),
+                "the S3 stand-in refuses the signature: {r}"
+            );
+        }
         for r in &requests {
             assert!(r.get("refused").is_none(), "the specs refuse: {r}");
             assert!(
@@ -166,6 +206,7 @@ impl StandIn {
                 self.dir.path().join("no-such-config.yaml"),
             )
             .env("SCW_API_URL", &self.url)
+            .env("SCW_S3_ENDPOINT", &self.s3_url)
             .env("SCW_ACCESS_KEY", ACCESS)
             .env("SCW_SECRET_KEY", secret)
             .env("SCW_DEFAULT_PROJECT_ID", PROJECT)

@@ -18,6 +18,12 @@ pub trait Sleeper {
     fn sleep(&self, duration: Duration);
 }
 
+impl<S: Sleeper + ?Sized> Sleeper for &S {
+    fn sleep(&self, duration: Duration) {
+        (**self).sleep(duration);
+    }
+}
+
 /// The real clock.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RealSleeper;
@@ -527,7 +533,7 @@ mod tests {
 
     #[derive(Default)]
     struct Recorder(RefCell<Vec<Duration>>);
-    impl Sleeper for &Recorder {
+    impl Sleeper for Recorder {
         fn sleep(&self, d: Duration) {
             self.0.borrow_mut().push(d);
         }

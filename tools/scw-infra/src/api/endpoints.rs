@@ -219,7 +219,69 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
         )
     }
 
+    pub fn image(&self, zone: &str, id: &str) -> R<Option<InstanceImage>> {
+        let r: Option<InstanceImageEnvelope> = self
+            .client
+            .get_opt(&format!("/instance/v1/zones/{zone}/images/{id}"))?;
+        Ok(r.map(|e| e.image))
+    }
+
+    pub fn create_image(&self, zone: &str, body: Value) -> R<Option<InstanceImage>> {
+        let r: Option<InstanceImageEnvelope> = self.client.mutate(
+            "POST",
+            &format!("/instance/v1/zones/{zone}/images"),
+            Some(body),
+        )?;
+        Ok(r.map(|e| e.image))
+    }
+
+    pub fn delete_image(&self, zone: &str, id: &str) -> R<bool> {
+        self.client.mutate_unit(
+            "DELETE",
+            &format!("/instance/v1/zones/{zone}/images/{id}"),
+            None,
+        )
+    }
+
     // ---- Block v1 ------------------------------------------------------------------------------
+
+    /// Imports a QCOW2 object of Object Storage as a Block snapshot.
+    pub fn import_snapshot(&self, zone: &str, body: Value) -> R<Option<BlockSnapshot>> {
+        self.client.mutate(
+            "POST",
+            &format!("/block/v1/zones/{zone}/snapshots/import-from-object-storage"),
+            Some(body),
+        )
+    }
+
+    pub fn snapshot(&self, zone: &str, id: &str) -> R<Option<BlockSnapshot>> {
+        self.client
+            .get_opt(&format!("/block/v1/zones/{zone}/snapshots/{id}"))
+    }
+
+    pub fn snapshots(&self, zone: &str, tags: &[String]) -> R<Vec<BlockSnapshot>> {
+        // The spec marks include_deleted as required.
+        let mut query: Vec<(&str, String)> = tags.iter().map(|t| ("tags", t.clone())).collect();
+        query.push(("include_deleted", "false".into()));
+        let all: Vec<BlockSnapshot> = self.client.list(
+            &format!("/block/v1/zones/{zone}/snapshots"),
+            &query,
+            "snapshots",
+            "page_size",
+        )?;
+        Ok(all
+            .into_iter()
+            .filter(|s| has_tags(&s.tags, tags))
+            .collect())
+    }
+
+    pub fn delete_snapshot(&self, zone: &str, id: &str) -> R<bool> {
+        self.client.mutate_unit(
+            "DELETE",
+            &format!("/block/v1/zones/{zone}/snapshots/{id}"),
+            None,
+        )
+    }
 
     /// The status of a Block volume (`available`, `in_use`, ...), `None` once it is gone.
     pub fn block_volume_status(&self, zone: &str, id: &str) -> R<Option<String>> {

@@ -142,6 +142,23 @@ pub struct TaskEnvelope {
     pub task: Task,
 }
 
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct InstanceImageList {
+    pub images: Vec<InstanceImage>,
+}
+
+// ---- Block v1 -----------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct BlockSnapshot {
+    pub id: String,
+    pub name: String,
+    pub status: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub zone: String,
+}
+
 // ---- Elastic Metal v1 ---------------------------------------------------------------------
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
