@@ -644,3 +644,209 @@ fn a_4xx_shows_scaleway_s_error_and_the_secret_never_shows() {
     assert!(stdout.contains(ACCESS) && !stdout.contains(SECRET));
     s.take_requests();
 }
+
+impl StandIn {
+    /// The S3 requests received so far (and forgets them).
+    fn take_s3(&self) -> Vec<Value> {
+        let path = self.dir.path().join("s3.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        std::fs::write(&path, "").unwrap();
+        let requests: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for r in &requests {
+            assert!(
+                r.get("refused").is_none(),
+                "the S3 stand-in refuses the signature: {r}"
+            );
+        }
+        requests
+    }
+}
+
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
+    let Some(s) = StandIn::start("image_import", false) else {
+        return;
+    };
+    for program in ["zstd", "qemu-img"] {
+        if !have(program) {
+            testkit::skip_or_fail("image_import", program);
+            return;
+        }
+    }
+    // 12 MiB that do not compress: the QCOW2 is as big, so the upload goes in 3 parts of 5 MiB.
+    let raw = s.dir.path().join("disk.raw");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let bytes: Vec<u8> = (0..12 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()[0]
+        })
+        .collect();
+    std::fs::write(&raw, &bytes).unwrap();
+    let zst = s.dir.path().join("disk.raw.zst");
+    assert!(
+        Command::new("zstd")
+            .arg("-q")
+            .arg(&raw)
+            .arg("-o")
+            .arg(&zst)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let zst = std::fs::read(&zst).unwrap();
+    let digest = scw_infra::s3::sigv4::sha256_hex(&zst);
+    // The Image Factory stand-in: one answer per download.
+    let factory = testkit::http::Server::start(vec![
+        testkit::http::Reply::ok(zst.clone()),
+        testkit::http::Reply::ok(zst.clone()),
+    ])
+    .unwrap();
+    let url = format!(
+        "{}/image/schematic/v1.14.0/scaleway-amd64.raw.zst",
+        factory.url
+    );
+    let apply = |sha: &str| {
+        s.scw(&[
+            "apply",
+            "--talos-version",
+            "v1.14.0",
+            "--talos-image-url",
+            &url,
+            "--talos-image-sha256",
+            sha,
+            "--upload-part-mib",
+            "5",
+        ])
+    };
+
+    // The S3 stand-in does check signatures: an unsigned request and a forged one are refused.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let unsigned = agent
+        .put(format!("{}/some-bucket", s.s3_url))
+        .send(&[][..])
+        .unwrap();
+    assert_eq!(unsigned.status().as_u16(), 403);
+    let forged = agent
+        .put(format!("{}/some-bucket", s.s3_url))
+        .header("x-amz-date", "20260101T000000Z")
+        .header("x-amz-content-sha256", scw_infra::s3::sigv4::EMPTY_SHA256)
+        .header(
+            "authorization",
+            format!(
+                "AWS4-HMAC-SHA256 Credential={ACCESS}/20260101/fr-par/s3/aws4_request, \
+                 SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={}",
+                "0".repeat(64)
+            ),
+        )
+        .send(&[][..])
+        .unwrap();
+    assert_eq!(forged.status().as_u16(), 403);
+    std::fs::write(s.dir.path().join("s3.jsonl"), "").unwrap();
+
+    // A download whose digest is not the pinned one: refused, nothing uploaded or imported.
+    let out = apply(&"0".repeat(64));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the pinned one is") && stderr.contains("refused"),
+        "{stderr}"
+    );
+    assert_eq!(s.take_s3(), Vec::<Value>::new());
+    assert!(s.state()["snapshots"].as_array().unwrap().is_empty());
+    s.take_requests();
+
+    ok(&apply(&digest));
+    let s3 = s.take_s3();
+    let parts = s3
+        .iter()
+        .filter(|r| r["method"] == "PUT" && r["query"].as_str().unwrap().contains("partNumber"))
+        .count();
+    assert_eq!(parts, 3, "{s3:?}");
+    let state = s.state();
+    let images: Vec<&Value> = state["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| {
+            i["tags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == "edgepop-talos=v1.14.0")
+        })
+        .collect();
+    assert_eq!(images.len(), 1);
+    let image = images[0];
+    assert_eq!(image["state"], "available");
+    assert!(
+        image["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| *t == json!(format!("edgepop-talos-sha256={digest}")))
+    );
+    assert!(
+        tagged(&state["servers"])
+            .iter()
+            .all(|v| v["image"]["id"] == image["id"])
+    );
+    assert_eq!(tagged(&state["snapshots"]).len(), 1);
+    // The object is the QCOW2 of the disk, whole.
+    let objects: Vec<_> = std::fs::read_dir(s.dir.path().join("s3"))
+        .unwrap()
+        .collect();
+    assert_eq!(objects.len(), 1, "one bucket");
+    s.take_requests();
+
+    // Again: no download (the factory has no answer left), no upload, no mutation.
+    ok(&apply(&digest));
+    assert_eq!(s.take_s3(), Vec::<Value>::new());
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+
+    // Destroy: the image, then the snapshot, then the object and the bucket.
+    let out = ok(&s.scw(&["destroy", "--yes"]));
+    let kinds: Vec<String> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["removed"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let pos = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| x == k)
+            .unwrap_or_else(|| panic!("{k}: {kinds:?}"))
+    };
+    assert!(
+        pos("image") < pos("snapshot")
+            && pos("snapshot") < pos("object")
+            && pos("object") < pos("bucket")
+    );
+    let state = s.state();
+    assert!(state["snapshots"].as_array().unwrap().is_empty());
+    assert!(tagged(&state["images"]).is_empty());
+    assert_eq!(
+        std::fs::read_dir(s.dir.path().join("s3")).unwrap().count(),
+        0
+    );
+    s.take_requests();
+}
