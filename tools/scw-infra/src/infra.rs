@@ -443,15 +443,28 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
         s3: &S3<T, S>,
         mut tags: Vec<String>,
     ) -> R<String> {
+        let key = format!(
+            "talos/{}-{}.qcow2",
+            self.talos_version,
+            source.sha256.get(..12).unwrap_or(&source.sha256)
+        );
+        let name = format!("talos-{}", self.talos_version);
+        tags.push(self.cluster_tag());
         if self.dry() {
-            pop_common::info!(
-                "would import {} (sha256 {}) into the bucket {}",
-                source.url,
-                source.sha256,
-                self.bucket
-            );
-            self.api
-                .import_snapshot(self.zone(), json!({"bucket": self.bucket}))?;
+            // The download and conversion are local; the calls are planned as they would go.
+            pop_common::info!("would download {} (sha256 {})", source.url, source.sha256);
+            let client = &self.api.client;
+            client.plan_external("PUT", &format!("s3:/{}/{key}", self.bucket));
+            self.api.import_snapshot(
+                self.zone(),
+                json!({"bucket": self.bucket, "key": key, "name": name,
+                       "project_id": self.project, "tags": tags}),
+            )?;
+            self.api.create_image(
+                self.zone(),
+                json!({"name": name, "root_volume": placeholder("snapshot", &name),
+                       "arch": "x86_64", "project": self.project, "tags": tags}),
+            )?;
             return Ok(placeholder("image", self.talos_version));
         }
         let work = tempfile::Builder::new()
@@ -461,11 +474,6 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
         let zst = image::download(source, work.path())?;
         let (qcow2, raw_size) = image::convert(&zst, work.path())?;
         let size = std::fs::metadata(&qcow2).map(|m| m.len()).unwrap_or(0);
-        let key = format!(
-            "talos/{}-{}.qcow2",
-            self.talos_version,
-            source.sha256.get(..12).unwrap_or(&source.sha256)
-        );
         if !s3.bucket_exists(&self.bucket)? {
             pop_common::info!("creating the bucket {}", self.bucket);
             s3.create_bucket(&self.bucket)?;
@@ -475,8 +483,6 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
         } else {
             s3.upload_file(&self.bucket, &key, &qcow2, self.part_size)?;
         }
-        tags.push(self.cluster_tag());
-        let name = format!("talos-{}", self.talos_version);
         pop_common::info!("importing {key} as a Block snapshot");
         let snapshot = self
             .api
@@ -1072,29 +1078,35 @@ impl<'a, T: Transport, S: Sleeper> Infra<'a, T, S> {
         if let Some(s3) = self.s3
             && s3.bucket_exists(&self.bucket)?
         {
-            {
-                for key in s3.list_keys(&self.bucket, "talos/")? {
-                    if !self.dry() {
-                        s3.delete_object(&self.bucket, &key)?;
-                    }
-                    removed.push(Removed {
-                        removed: "object",
-                        id: key.clone(),
-                        name: key,
-                    });
+            for key in s3.list_keys(&self.bucket, "talos/")? {
+                if self.dry() {
+                    self.api
+                        .client
+                        .plan_external("DELETE", &format!("s3:/{}/{key}", self.bucket));
+                } else {
+                    s3.delete_object(&self.bucket, &key)?;
                 }
-                if !self.dry() {
-                    match s3.delete_bucket(&self.bucket) {
-                        Ok(()) => removed.push(Removed {
-                            removed: "bucket",
-                            id: self.bucket.clone(),
-                            name: self.bucket.clone(),
-                        }),
-                        Err(err) => pop_common::warn!(
-                            "the bucket {} is kept: {err} (it holds objects that are not ours)",
-                            self.bucket
-                        ),
-                    }
+                removed.push(Removed {
+                    removed: "object",
+                    id: key.clone(),
+                    name: key,
+                });
+            }
+            if self.dry() {
+                self.api
+                    .client
+                    .plan_external("DELETE", &format!("s3:/{}", self.bucket));
+            } else {
+                match s3.delete_bucket(&self.bucket) {
+                    Ok(()) => removed.push(Removed {
+                        removed: "bucket",
+                        id: self.bucket.clone(),
+                        name: self.bucket.clone(),
+                    }),
+                    Err(err) => pop_common::warn!(
+                        "the bucket {} is kept: {err} (it holds objects that are not ours)",
+                        self.bucket
+                    ),
                 }
             }
         }

@@ -759,6 +759,28 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     assert_eq!(forged.status().as_u16(), 403);
     std::fs::write(s.dir.path().join("s3.jsonl"), "").unwrap();
 
+    // The dry run plans the upload, the import and the image, and downloads nothing.
+    let planned = ok(&s.scw(&[
+        "apply",
+        "--dry-run",
+        "--talos-version",
+        "v1.14.0",
+        "--talos-image-url",
+        &url,
+        "--talos-image-sha256",
+        &digest,
+    ]));
+    assert!(
+        planned.contains("snapshots/import-from-object-storage"),
+        "{planned}"
+    );
+    assert!(
+        planned.contains("\"PUT\",\"path\":\"s3:/edgepop-edge-par-"),
+        "{planned}"
+    );
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    assert_eq!(s.take_s3(), Vec::<Value>::new());
+
     // A download whose digest is not the pinned one: refused, nothing uploaded or imported.
     let out = apply(&"0".repeat(64));
     assert_eq!(out.status.code(), Some(1));

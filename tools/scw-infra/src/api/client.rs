@@ -335,6 +335,11 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
         Ok(true)
     }
 
+    /// Records a call another client (Object Storage) would make in this dry run.
+    pub fn plan_external(&self, method: &'static str, path: &str) {
+        self.plan(method, path, &None);
+    }
+
     fn plan(&self, method: &'static str, path: &str, body: &Option<Value>) -> bool {
         if self.dry_run {
             self.planned.borrow_mut().push(PlannedCall {
