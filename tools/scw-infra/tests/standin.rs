@@ -645,6 +645,77 @@ fn a_4xx_shows_scaleway_s_error_and_the_secret_never_shows() {
     s.take_requests();
 }
 
+#[test]
+fn credentials_come_from_the_active_profile_and_the_environment_wins() {
+    let Some(s) = StandIn::start("profiles", false) else {
+        return;
+    };
+    // The file's root keys are wrong; the active profile `work` has the right secret; SCW_PROFILE
+    // names another profile whose secret is wrong again.
+    let config = s.dir.path().join("scw.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "access_key: {ACCESS}\nsecret_key: 00000000-0000-4000-8000-000000000000\n\
+             default_project_id: {PROJECT}\napi_url: http://127.0.0.1:9\nactive_profile: work\n\
+             profiles:\n  work:\n    secret_key: {SECRET}\n  other:\n    secret_key: 11111111-0000-4000-8000-000000000000\n"
+        ),
+    )
+    .unwrap();
+    let run = |extra: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_scw-infra"));
+        cmd.args(args)
+            .env_clear()
+            .env("HOME", s.dir.path())
+            .env("SCW_CONFIG_PATH", &config)
+            .env("SCW_API_URL", &s.url)
+            .env("SCW_S3_ENDPOINT", &s.s3_url)
+            .stdin(Stdio::null());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        for stream in [&out.stdout, &out.stderr] {
+            let text = String::from_utf8_lossy(stream);
+            assert!(
+                !text.contains(SECRET) && !text.contains("00000000-0000-4000"),
+                "{text}"
+            );
+        }
+        out
+    };
+    let out = ok(&run(&[], &["credentials"]));
+    assert!(
+        out.contains("profile `work`") && out.contains(&s.url),
+        "{out}"
+    );
+    // The profile's secret is the one the API accepts (the root's is not); SCW_API_URL from the
+    // environment wins over the root's api_url.
+    let config_file = s.dir.path().join("infra.json");
+    let power = [
+        "power",
+        "off",
+        "--config",
+        config_file.to_str().unwrap(),
+        "--poll-seconds",
+        "0",
+    ];
+    let out = run(&[], &power);
+    // No server exists yet: the API answered (authenticated), and the tool says so.
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run apply first"));
+    // SCW_PROFILE wins over active_profile: its secret is refused by the API.
+    let out = run(&[("SCW_PROFILE", "other")], &power);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 401"));
+    // SCW_SECRET_KEY wins over every profile.
+    let out = run(
+        &[("SCW_PROFILE", "other"), ("SCW_SECRET_KEY", SECRET)],
+        &power,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run apply first"));
+    std::fs::write(s.dir.path().join("requests.jsonl"), "").unwrap();
+}
+
 impl StandIn {
     /// The S3 requests received so far (and forgets them).
     fn take_s3(&self) -> Vec<Value> {
