@@ -31,7 +31,7 @@ if [[ -n "${SCW_DEFAULT_PROJECT_ID:-}" ]] || { [[ -f "$config" ]] && grep -q def
 
 # >>> infra (issue 11): the credentials as scw-infra itself resolves them (profile and access key;
 # the secret key is never printed). Needs the tool built: `make check` does not build it.
-scw_infra=${BIN:-target/release}/scw-infra
+scw_infra=${BIN:-${CARGO_TARGET_DIR:-target}/release}/scw-infra
 if [[ -x "$scw_infra" ]]; then
   if resolved=$("$scw_infra" credentials 2>&1); then ok "scw-infra resolves credentials: $resolved"
   else miss "scw-infra cannot resolve credentials: $resolved"; fi
