@@ -4,7 +4,7 @@
 Contract enforced: AWS Signature Version 4 as S3 checks it, implemented here independently of
 the tool (hashlib/hmac): every request must carry `Authorization: AWS4-HMAC-SHA256` for the
 expected access key, region and service `s3`, sign `host`, `x-amz-date` and
-`x-amz-content-sha256`, and the `x-amz-content-sha256` must be the body's sha256; otherwise it
+`x-amz-content-sha256`, and the `x-amz-content-sha256` must be the body's sha256 (or `UNSIGNED-PAYLOAD`); otherwise it
 answers 403 `SignatureDoesNotMatch` (or `XAmzContentSHA256Mismatch`) and logs the request as
 refused. Buckets and objects live as files under --root (so the Scaleway stand-in can check that
 an imported object exists). Multipart uploads follow S3's rules: every part but the last is at
@@ -128,7 +128,8 @@ def main():
                                               args.access_key, args.secret, args.region, date, payload)
                 if auth != want:
                     problems.append("SignatureDoesNotMatch")
-            if payload != hashlib.sha256(body).hexdigest():
+            # UNSIGNED-PAYLOAD is S3's way to sign the headers only (curl uses it for uploads).
+            if payload != "UNSIGNED-PAYLOAD" and payload != hashlib.sha256(body).hexdigest():
                 problems.append("XAmzContentSHA256Mismatch")
             if problems:
                 entry["refused"] = problems

@@ -95,6 +95,22 @@ impl<T: Transport, S: Sleeper> S3<T, S> {
         body: Vec<u8>,
     ) -> Result<HttpResponse, S3Error> {
         let payload = sha256_hex(&body);
+        let url = if query.is_empty() {
+            format!("{}{path}", self.endpoint)
+        } else {
+            format!("{}{path}?{query}", self.endpoint)
+        };
+        // The body is moved in once; only the date and signature change between attempts.
+        let mut request = HttpRequest {
+            method,
+            url,
+            headers: Vec::new(),
+            body: if body.is_empty() && matches!(method, "GET" | "HEAD" | "DELETE") {
+                None
+            } else {
+                Some(body)
+            },
+        };
         let mut retry = 0;
         loop {
             let now = SystemTime::now()
@@ -120,21 +136,7 @@ impl<T: Transport, S: Sleeper> S3<T, S> {
             headers.push(("authorization".to_owned(), authorization));
             // The transport sets Host itself, from the URL: the same value as signed.
             headers.retain(|(k, _)| k != "host");
-            let url = if query.is_empty() {
-                format!("{}{path}", self.endpoint)
-            } else {
-                format!("{}{path}?{query}", self.endpoint)
-            };
-            let request = HttpRequest {
-                method,
-                url,
-                headers,
-                body: if body.is_empty() && matches!(method, "GET" | "HEAD" | "DELETE") {
-                    None
-                } else {
-                    Some(body.clone())
-                },
-            };
+            request.headers = headers;
             let last = retry + 1 >= self.policy.attempts;
             match self.transport.send(&request) {
                 Ok(r) if r.status < 300 => return Ok(r),
