@@ -89,6 +89,10 @@ fn main() {
         s3.upload_file("bench", &format!("scw-infra-{part}"), &file, part * MIB)
             .unwrap();
         let secs = start.elapsed().as_secs_f64();
+        let stored = s3
+            .object_size("bench", &format!("scw-infra-{part}"))
+            .unwrap();
+        assert_eq!(stored, Some(size as u64), "the whole file arrived");
         println!(
             "scw-infra upload ({part} MiB parts): {mb:.0} MB in {secs:.2} s = {:.0} MB/s",
             mb / secs
@@ -112,6 +116,8 @@ fn main() {
         .arg(format!("{endpoint}/bench/curl"))
         .output();
     let secs = start.elapsed().as_secs_f64();
+    let stored = s3.object_size("bench", "curl").unwrap();
+    assert_eq!(stored, Some(size as u64), "curl's whole file arrived");
     match status {
         Ok(out) => println!(
             "curl --upload-file (one PUT, HTTP {}): {mb:.0} MB in {secs:.2} s = {:.0} MB/s",
