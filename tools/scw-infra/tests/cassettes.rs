@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use scw_infra::api::client::ScwErrorBody;
 use scw_infra::api::types::*;
@@ -15,28 +14,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-#[derive(Deserialize)]
-struct Cassette {
-    interactions: Vec<Interaction>,
-}
-
-#[derive(Deserialize)]
-struct Interaction {
-    request: Req,
-    response: Resp,
-}
-
-#[derive(Deserialize)]
-struct Req {
-    url: String,
-    method: String,
-}
-
-#[derive(Deserialize)]
-struct Resp {
-    body: String,
-    code: u16,
-}
+mod recorded;
 
 #[derive(Deserialize)]
 #[allow(dead_code)] // decoded to prove the shape, not read
@@ -200,35 +178,6 @@ fn endpoints() -> Vec<(&'static str, &'static str, Check)> {
     ]
 }
 
-fn path_of(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let path = rest.find('/').map_or("/", |i| &rest[i..]);
-    path.split('?').next().unwrap_or(path)
-}
-
-fn matches(template: &str, path: &str) -> bool {
-    let t: Vec<&str> = template.split('/').collect();
-    let p: Vec<&str> = path.split('/').collect();
-    t.len() == p.len() && t.iter().zip(&p).all(|(t, p)| *t == "*" || t == p)
-}
-
-fn cassettes(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for product in std::fs::read_dir(dir).unwrap() {
-        let product = product.unwrap().path();
-        if product.is_dir() {
-            for file in std::fs::read_dir(&product).unwrap() {
-                let file = file.unwrap().path();
-                if file.to_string_lossy().ends_with(".cassette.yaml") {
-                    out.push(file);
-                }
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 #[test]
 fn every_recorded_body_of_the_endpoints_used_decodes() {
     let Some(shared) = testkit::workspace::shared_dir("cassettes") else {
@@ -237,39 +186,30 @@ fn every_recorded_body_of_the_endpoints_used_decodes() {
     let endpoints = endpoints();
     let mut decoded: BTreeMap<(&str, &str, bool), usize> = BTreeMap::new();
     let mut failures = Vec::new();
-    for file in cassettes(&shared.join("scaleway-cassettes")) {
-        let text = std::fs::read_to_string(&file).unwrap();
-        let cassette: Cassette =
-            serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        for i in cassette.interactions {
-            let path = path_of(&i.request.url);
-            let method = i.request.method.as_str();
-            let Some((m, template, check)) = endpoints
-                .iter()
-                .find(|(m, t, _)| *m == method && matches(t, path))
-            else {
-                continue;
-            };
-            let error = i.response.code >= 400;
-            let result = if !error {
-                if i.response.body.is_empty() && i.response.code == 204 {
-                    Ok(())
-                } else {
-                    check(&i.response.body)
-                }
+    for r in recorded::load(&shared.join("scaleway-cassettes")) {
+        let path = r.path.as_str();
+        let method = r.method.as_str();
+        let Some((m, template, check)) = endpoints
+            .iter()
+            .find(|(m, t, _)| *m == method && recorded::matches(t, path))
+        else {
+            continue;
+        };
+        let error = r.code >= 400;
+        let result = if !error {
+            if r.body.is_empty() && r.code == 204 {
+                Ok(())
             } else {
-                serde_json::from_str::<ScwErrorBody>(&i.response.body)
-                    .map_err(|e| e.to_string())
-                    .and_then(|b| b.message.map(|_| ()).ok_or_else(|| "no message".into()))
-            };
-            match result {
-                Ok(()) => *decoded.entry((m, template, error)).or_default() += 1,
-                Err(e) => failures.push(format!(
-                    "{}: {method} {path} {}: {e}",
-                    file.file_name().unwrap().to_string_lossy(),
-                    i.response.code
-                )),
+                check(&r.body)
             }
+        } else {
+            serde_json::from_str::<ScwErrorBody>(&r.body)
+                .map_err(|e| e.to_string())
+                .and_then(|b| b.message.map(|_| ()).ok_or_else(|| "no message".into()))
+        };
+        match result {
+            Ok(()) => *decoded.entry((m, template, error)).or_default() += 1,
+            Err(e) => failures.push(format!("{}: {method} {path} {}: {e}", r.file, r.code)),
         }
     }
     assert!(

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod recorded;
+
 const SECRET: &str = "7f3c9e2a-5b1d-4e8f-a6c2-0d9b8e7f6a5c";
 const ACCESS: &str = "SCWTESTTESTTESTTESTT";
 const PROJECT: &str = "11111111-1111-4111-8111-111111111111";
@@ -942,4 +944,135 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         0
     );
     s.take_requests();
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Where `ours` does not have the shape of the recorded samples: a key no recording has, or a
+/// value of another JSON type than every recording's. A recorded `null` says nothing of the type.
+fn shape_errors(ours: &Value, samples: &[&Value], at: &str, errors: &mut Vec<String>) {
+    let samples: Vec<&Value> = samples.iter().copied().filter(|v| !v.is_null()).collect();
+    if ours.is_null() || samples.is_empty() {
+        return;
+    }
+    if !samples.iter().any(|s| kind(s) == kind(ours)) {
+        errors.push(format!(
+            "{at}: {} where the recordings have {}",
+            kind(ours),
+            kind(samples[0])
+        ));
+        return;
+    }
+    match ours {
+        Value::Object(map) => {
+            // A map keyed by "0", "1", ... (server volumes): its values are compared.
+            let is_map =
+                !map.is_empty() && map.keys().all(|k| k.bytes().all(|b| b.is_ascii_digit()));
+            for (key, value) in map {
+                let inner: Vec<&Value> = samples
+                    .iter()
+                    .filter_map(|s| s.as_object())
+                    .flat_map(|o| {
+                        if is_map {
+                            o.values().collect::<Vec<_>>()
+                        } else {
+                            o.get(key).into_iter().collect()
+                        }
+                    })
+                    .collect();
+                if inner.is_empty() && !is_map {
+                    errors.push(format!("{at}.{key}: no recording has it"));
+                    continue;
+                }
+                shape_errors(value, &inner, &format!("{at}.{key}"), errors);
+            }
+        }
+        Value::Array(items) => {
+            let inner: Vec<&Value> = samples
+                .iter()
+                .filter_map(|s| s.as_array())
+                .flatten()
+                .collect();
+            for (i, item) in items.iter().take(3).enumerate() {
+                shape_errors(item, &inner, &format!("{at}[{i}]"), errors);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn the_stand_in_answers_have_the_recorded_shape() {
+    let Some(s) = StandIn::start("recorded_shape", true) else {
+        return;
+    };
+    let shared = testkit::workspace::shared_dir("recorded_shape").unwrap();
+    let recordings = recorded::load(&shared.join("scaleway-cassettes"));
+    ok(&s.scw(APPLY));
+    ok(&s.scw(&["power", "off"]));
+    ok(&s.scw(&["power", "on"]));
+    ok(&s.scw(&["destroy", "--yes"]));
+    let mut compared = std::collections::BTreeSet::new();
+    let mut errors = Vec::new();
+    for r in s.take_requests() {
+        let (Some(template), Some(response)) = (r["template"].as_str(), r.get("response")) else {
+            continue;
+        };
+        let method = r["method"].as_str().unwrap();
+        // The spec's {zone} and {server_id} are the recordings' segments.
+        let pattern: String = template
+            .split('/')
+            .map(|seg| if seg.starts_with('{') { "*" } else { seg })
+            .collect::<Vec<_>>()
+            .join("/");
+        let bodies: Vec<Value> = recordings
+            .iter()
+            .filter(|x| x.method == method && x.code < 300 && recorded::matches(&pattern, &x.path))
+            .filter_map(|x| serde_json::from_str(&x.body).ok())
+            .collect();
+        if bodies.is_empty() {
+            continue; // not recorded (Domain, Registry, Block v1, set-rules...)
+        }
+        let samples: Vec<&Value> = bodies.iter().collect();
+        shape_errors(
+            response,
+            &samples,
+            &format!("{method} {template}"),
+            &mut errors,
+        );
+        compared.insert(format!("{method} {template}"));
+    }
+    errors.sort();
+    errors.dedup();
+    assert!(
+        errors.is_empty(),
+        "answers unlike the recordings:\n{}",
+        errors.join("\n")
+    );
+    eprintln!("compared with the recordings: {compared:#?}");
+    for endpoint in [
+        "POST /instance/v1/zones/{zone}/servers",
+        "GET /instance/v1/zones/{zone}/servers/{server_id}",
+        "POST /instance/v1/zones/{zone}/servers/{server_id}/action",
+        "POST /instance/v1/zones/{zone}/ips",
+        "POST /instance/v1/zones/{zone}/security_groups",
+        "POST /baremetal/v1/zones/{zone}/servers",
+        "GET /baremetal/v1/zones/{zone}/servers/{server_id}",
+        "GET /baremetal/v1/zones/{zone}/offers",
+        "POST /iam/v1alpha1/ssh-keys",
+    ] {
+        assert!(
+            compared.contains(endpoint),
+            "{endpoint} was not compared: {compared:?}"
+        );
+    }
 }
