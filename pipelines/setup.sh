@@ -59,6 +59,8 @@ command -v qemu-img >/dev/null || infra_need+=(qemu-utils)
 if ((${#infra_need[@]})); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
     log "installing ${infra_need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
     apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${infra_need[@]}" >/dev/null
   else
     log "missing ${infra_need[*]}: the Talos image import test skips meanwhile"
