@@ -18,6 +18,7 @@ include k8s/versions.env
 OUT          ?= talos/_out
 INPUTS       ?= $(OUT)/platform-inputs.json
 EDGE_CONFIG  ?= config/edge.json
+INFRA_CONFIG ?= config/infra.json
 KUBECONFIG   ?= $(CURDIR)/$(OUT)/kubeconfig
 SCHEMAS_DIR  ?= ../shared/schemas
 CARGO        ?= cargo
@@ -94,6 +95,8 @@ $(INPUTS):
 	@echo "make: $@ is missing: it is written by make apply-infra (layer 1)" >&2; exit 1
 $(EDGE_CONFIG):
 	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
+$(INFRA_CONFIG):
+	@echo "make: $@ is missing: cp config/infra.example.json $@, then edit it" >&2; exit 1
 
 # The edge objects are a real file: re-rendered only when an input, the config or the tool changes.
 $(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) $(BIN)/render-edge
@@ -110,13 +113,16 @@ dry-run-edge: $(OUT)/edge-objects.yaml ## The dry-run twin of apply-edge: the AP
 diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the cluster
 	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
 
+.PHONY: dry-run-infra
+dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the calls it would make (JSON lines), makes none
+	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
+
 ##@ Day to day
 .PHONY: up down kubeconfig cluster-status rotate-pow-secret
 # make up: scw-infra (issue 11) powers the servers on; wait-ready (issue 13) hands back control
 # only when every node is Ready, the nodes are uncordoned and no pod is outside Running or
 # Succeeded. UNCORDON=all (default) uncordons every cordoned node, UNCORDON=a,b only those,
 # UNCORDON= none.
-INFRA_CONFIG ?= config/infra.json
 UNCORDON     ?= all
 UP_TIMEOUT   ?= 15m
 SCW_INFRA    := $(if $(wildcard tools/scw-infra/Cargo.toml),$(BIN)/scw-infra)
@@ -129,8 +135,8 @@ up: have-scw-infra have-kubeconfig $(SCW_INFRA) $(BIN)/wait-ready ## Power the c
 	$(SCW_INFRA) power on --config '$(INFRA_CONFIG)'
 	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
 
-down: ## Power the cluster off (compute billing stops)
-	@$(call not_built,scw-infra (power off) is missing)
+down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Power the cluster off: Instances poweroff (not standby, still billed), Elastic Metal stop
+	$(BIN)/scw-infra power off --config '$(INFRA_CONFIG)'
 
 kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make kubeconfig)"
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
@@ -159,9 +165,9 @@ destroy-platform: ## Uninstall istiod, cert-manager and Cilium (reverse order); 
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
 	@DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
-destroy-infra: ## Delete the Scaleway resources found by the cluster's tags
+destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Delete the Scaleway resources found by the cluster's tags (prints each one removed)
 	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
-	@$(call not_built,scw-infra (destroy) is missing)
+	$(BIN)/scw-infra destroy --yes --config '$(INFRA_CONFIG)'
 
 confirm:
 	@if [[ '$(CONFIRM)' == yes ]]; then exit 0; fi; \
