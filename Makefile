@@ -212,11 +212,12 @@ demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)
 	@CARGO='$(CARGO)' pipelines/test.sh
 
-bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, list generation
+bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, image upload, list generation
 	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
 	@[[ -d filter/browsers/chromium/node_modules ]] || npm ci --prefix filter/browsers/chromium --no-audit --no-fund
 	$(CARGO) bench --quiet -p pow-demo --bench filter
 	$(CARGO) bench --quiet -p pow-core --bench filter
+	$(CARGO) bench --quiet -p scw-infra --bench upload
 	$(MAKE) bench-lists
 
 lint: setup-demo ## cargo fmt --check and clippy -D warnings, native and wasm32-wasip1
