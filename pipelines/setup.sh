@@ -57,6 +57,26 @@ fi
 if ! command -v kubectl >/dev/null; then
   log "kubectl is missing: the edge pipeline tests skip (install kubectl to run them)"
 fi
+# >>> infra (issue 11): AWS's SigV4 test vectors (npm), and zstd + qemu-img for the Talos image
+# import (Debian zstd, qemu-utils).
+if command -v npm >/dev/null && [[ ! -d tools/scw-infra/tests/sigv4-suite/node_modules ]]; then
+  log "npm ci in tools/scw-infra/tests/sigv4-suite"
+  npm ci --prefix tools/scw-infra/tests/sigv4-suite --no-audit --no-fund >&2
+fi
+infra_need=()
+command -v zstd >/dev/null || infra_need+=(zstd)
+command -v qemu-img >/dev/null || infra_need+=(qemu-utils)
+if ((${#infra_need[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing ${infra_need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${infra_need[@]}" >/dev/null
+  else
+    log "missing ${infra_need[*]}: the Talos image import test skips meanwhile"
+  fi
+fi
+# <<< infra
 # playwright-core drives the system's browsers; its own browser downloads are never used.
 for dir in filter/browsers/chromium filter/browsers/firefox; do
   if command -v npm >/dev/null && [[ -f $dir/package-lock.json && ! -d $dir/node_modules ]]; then

@@ -373,13 +373,16 @@ fn resolve_pow(pow: PowConfig, config_path: &Path) -> Result<PowPlan, InputError
         lists: pow.lists.sources,
     };
     if let Some(problem) = lists.problems().into_iter().next() {
-        // ListSources names its fields from its own root; the config nests them under pow.lists.
-        let problem = problem.replacen("lists[", "sources[", 1);
-        let (field, why) = problem.split_once(": ").unwrap_or(("", problem.as_str()));
+        // ListSources names a list `lists[i]` from its own root; the config holds the same list
+        // as `pow.lists.sources[i]`.
+        let field = match problem.field.strip_prefix("lists[") {
+            Some(rest) => format!("sources[{rest}"),
+            None => problem.field,
+        };
         return Err(InputError::field(
             config_path,
             format!("pow.lists.{field}"),
-            why,
+            problem.message,
         ));
     }
     Ok(PowPlan {
