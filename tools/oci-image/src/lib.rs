@@ -92,6 +92,10 @@ pub enum Command {
         /// The lists image layout (`oci-image lists`).
         #[arg(long, value_name = "DIR")]
         lists: PathBuf,
+        /// Also write the record to this file (atomically). It must be the file the edge
+        /// config's `images.published` names, which render-edge reads.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
     },
 }
 
@@ -110,6 +114,7 @@ pub struct Publish {
     pub credentials: Option<Credentials>,
     pub filter: PathBuf,
     pub lists: PathBuf,
+    pub record: Option<PathBuf>,
 }
 
 /// Why the tool stopped.
@@ -186,6 +191,16 @@ struct EdgeImages {
 #[derive(Debug, Deserialize)]
 struct ImagesSection {
     registry: String,
+    published: Option<PathBuf>,
+}
+
+/// A path made absolute through its directory (the file itself need not exist yet).
+fn absolute(path: &Path) -> Option<PathBuf> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Some(std::fs::canonicalize(dir).ok()?.join(path.file_name()?))
 }
 
 /// `host[:port]/path` as a registry namespace: a host, then lowercase path components.
@@ -419,8 +434,32 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
             edge_config,
             filter,
             lists,
+            record,
         } => {
             let config: EdgeImages = read_json(edge_config)?;
+            if let Some(record) = record {
+                let named = config.images.as_ref().and_then(|i| i.published.as_ref());
+                let named = named.map(|p| match edge_config.parent() {
+                    Some(dir) if p.is_relative() => dir.join(p),
+                    _ => p.clone(),
+                });
+                let same = match &named {
+                    Some(named) => absolute(named).is_some() && absolute(named) == absolute(record),
+                    None => false,
+                };
+                if !same {
+                    return Err(Error::Input(InputError::field(
+                        edge_config,
+                        "images.published",
+                        format!(
+                            "{} is not {} where the record goes: render-edge would read another \
+                             (or no) record; make them name the same file",
+                            named.map_or("(absent)".to_string(), |n| n.display().to_string()),
+                            record.display()
+                        ),
+                    )));
+                }
+            }
             let registry = config
                 .images
                 .map(|i| i.registry.trim_end_matches('/').to_string())
@@ -442,9 +481,23 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
                 credentials,
                 filter: filter.clone(),
                 lists: lists.clone(),
+                record: record.clone(),
             })))
         }
     }
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it into place.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    file.write_all(bytes)?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// Builds an image layout (printing its manifest digest) or publishes both (printing the
@@ -502,6 +555,10 @@ pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result
             let mut text = serde_json::to_vec_pretty(&record)
                 .map_err(|e| Error::Failed(format!("encoding the record: {e}")))?;
             text.push(b'\n');
+            if let Some(path) = &publish.record {
+                write_atomically(path, &text)
+                    .map_err(|e| Error::Failed(format!("{}: {e}", path.display())))?;
+            }
             output.write_all(&text).map_err(Error::Output)?;
             output.flush().map_err(Error::Output)
         }
