@@ -242,7 +242,9 @@ impl Client {
             .find(|(k, _)| k == "realm")
             .map(|(_, v)| v.clone())
             .ok_or_else(|| PushError(format!("bearer challenge without realm: `{challenge}`")))?;
-        let mut url = format!("{realm}?scope=repository:{repository}:pull,push");
+        let scope = percent_encode(&format!("repository:{repository}:pull,push"));
+        let separator = if realm.contains('?') { '&' } else { '?' };
+        let mut url = format!("{realm}{separator}scope={scope}");
         if let Some((_, service)) = params.iter().find(|(k, _)| k == "service") {
             url.push_str("&service=");
             url.push_str(&percent_encode(service));
