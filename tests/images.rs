@@ -188,7 +188,23 @@ struct Registry {
 
 impl Registry {
     fn start() -> Registry {
+        Registry::start_with_auth(None)
+    }
+
+    /// With `htpasswd` (a bcrypt entry), the registry asks for HTTP Basic credentials.
+    fn start_with_auth(htpasswd: Option<&str>) -> Registry {
         let dir = tempfile::tempdir().unwrap();
+        let auth = match htpasswd {
+            Some(entry) => {
+                let file = dir.path().join("htpasswd");
+                std::fs::write(&file, format!("{entry}\n")).unwrap();
+                format!(
+                    "auth:\n  htpasswd:\n    realm: edgepop-test\n    path: {}\n",
+                    file.display()
+                )
+            }
+            None => String::new(),
+        };
         let port = {
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             listener.local_addr().unwrap().port()
@@ -199,7 +215,7 @@ impl Registry {
             &config,
             format!(
                 "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
-                 http:\n  addr: {host}\n",
+                 http:\n  addr: {host}\n{auth}",
                 dir.path().join("storage").display()
             ),
         )
@@ -226,7 +242,8 @@ impl Registry {
                 .arg(format!("docker://{}/probe/none:none", registry.host))
                 .output()
                 .unwrap();
-            // A running registry answers "manifest unknown"; a closed port, "connection refused".
+            // A running registry answers "manifest unknown" (or "unauthorized"); a closed port,
+            // "connection refused".
             let text = String::from_utf8_lossy(&ok.stderr);
             if !text.contains("connection refused") {
                 return registry;
@@ -494,4 +511,116 @@ fn publish_refuses_a_record_path_render_edge_would_not_read_before_pushing_anyth
         .unwrap();
     testkit::process::assert_refused(&out, 2, &["images.published", "elsewhere.json"]);
     assert!(!work.path().join("elsewhere.json").exists());
+}
+
+/// `edgepop:edgepop-test-password`, bcrypt cost 4 (what the registry's htpasswd auth reads).
+const HTPASSWD: &str = "edgepop:$2b$04$fU/G1mD59QGW8sN8E7VpTetHGMu8PS48M9nmWsGL/XBZVWgJi1d2O";
+
+#[test]
+fn a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private_auth_file() {
+    let test =
+        "a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private_auth_file";
+    if !have("docker-registry") || !have("skopeo") {
+        testkit::skip_or_fail(
+            test,
+            "docker-registry and skopeo (apt-get install docker-registry skopeo)",
+        );
+        return;
+    }
+    let registry = Registry::start_with_auth(Some(HTPASSWD));
+    let work = tempfile::tempdir().unwrap();
+    // Two small images: the auth is what is tested here, not the content.
+    for name in ["f", "l"] {
+        std::fs::write(
+            work.path().join(format!("{name}.wasm")),
+            format!("\0asm\x01\0\0\0{name}"),
+        )
+        .unwrap();
+        run(oci_image().current_dir(work.path()).args([
+            "filter",
+            "--wasm",
+            &format!("{name}.wasm"),
+            "--out",
+            name,
+        ]));
+    }
+    let namespace = format!("{}/edgepop", registry.host);
+    std::fs::write(
+        work.path().join("edge.json"),
+        serde_json::json!({"images": {"registry": namespace}}).to_string(),
+    )
+    .unwrap();
+    let publish = |env: &[(&str, &str)]| {
+        let mut command = oci_image();
+        command
+            .current_dir(work.path())
+            .args([
+                "publish",
+                "--edge-config",
+                "edge.json",
+                "--filter",
+                "f",
+                "--lists",
+                "l",
+            ])
+            .env_remove("EDGEPOP_REGISTRY_USERNAME")
+            .env_remove("EDGEPOP_REGISTRY_PASSWORD")
+            .env_remove("EDGEPOP_REGISTRY_AUTH_FILE")
+            .env_remove("EDGEPOP_LOG")
+            .envs(env.iter().copied());
+        command.output().unwrap()
+    };
+
+    let out = publish(&[]);
+    testkit::process::assert_refused(
+        &out,
+        1,
+        &["asks for credentials", "EDGEPOP_REGISTRY_USERNAME"],
+    );
+    let out = publish(&[
+        ("EDGEPOP_REGISTRY_USERNAME", "edgepop"),
+        ("EDGEPOP_REGISTRY_PASSWORD", "not-it"),
+    ]);
+    testkit::process::assert_refused(&out, 1, &["refused the credentials"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not-it"));
+
+    let out = publish(&[
+        ("EDGEPOP_REGISTRY_USERNAME", "edgepop"),
+        ("EDGEPOP_REGISTRY_PASSWORD", "edgepop-test-password"),
+    ]);
+    let record: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
+
+    // The docker-style auth file: refused while others can read it, used once it is 0600.
+    let auth = work.path().join("auth.json");
+    // base64("edgepop:edgepop-test-password")
+    std::fs::write(
+        &auth,
+        serde_json::json!({"auths": {registry.host.clone(): {"auth": "ZWRnZXBvcDplZGdlcG9wLXRlc3QtcGFzc3dvcmQ="}}})
+            .to_string(),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&auth, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let auth_env = [("EDGEPOP_REGISTRY_AUTH_FILE", auth.to_str().unwrap())];
+    testkit::process::assert_refused(&publish(&auth_env), 2, &["chmod 600"]);
+    std::fs::set_permissions(&auth, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let again: Value =
+        serde_json::from_str(&testkit::process::success_stdout(&publish(&auth_env))).unwrap();
+    assert_eq!(again, record);
+
+    // skopeo, with the same credentials, finds the manifest the record pins.
+    let digest = record["filter"]["digest"].as_str().unwrap();
+    let raw = run(Command::new("skopeo")
+        .args([
+            "inspect",
+            "--raw",
+            "--tls-verify=false",
+            "--creds",
+            "edgepop:edgepop-test-password",
+        ])
+        .arg(format!("docker://{namespace}/pow-filter@{digest}")))
+    .stdout;
+    let file = work.path().join("m.json");
+    std::fs::write(&file, raw).unwrap();
+    assert_eq!(format!("sha256:{}", sha256_hex(&file)), digest);
 }
