@@ -192,6 +192,11 @@ impl Client {
         content_type: Option<&str>,
         body: Option<&[u8]>,
     ) -> Result<Answer, PushError> {
+        // An upload Location may point elsewhere (a storage backend): the registry's
+        // credentials and token are for the registry only.
+        if !url.starts_with(&format!("{}/", self.host.base())) {
+            return self.send(method, url, content_type, body, None);
+        }
         let cached = self
             .authorization
             .borrow()
