@@ -177,11 +177,10 @@ MUSL_BIN         := $(FILTER_TARGET_DIR)/$(MUSL_TARGET)/release
 CA_BUNDLE        ?= /etc/ssl/certs/ca-certificates.crt
 # The tar entries' mtime; 0 unless the caller pins another (reproducible-builds.org convention).
 SOURCE_DATE_EPOCH ?= 0
-export SOURCE_DATE_EPOCH
 
 .PHONY: filter-image lists-image lists-musl publish-images
 filter-image: $(FILTER_WASM) $(BIN)/oci-image ## The filter as a Wasm OCI image (Istio's compat layout) in target/images/pow-filter; prints its manifest digest
-	@$(BIN)/oci-image filter --wasm '$(FILTER_WASM)' --out '$(FILTER_IMAGE)'
+	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image filter --wasm '$(FILTER_WASM)' --out '$(FILTER_IMAGE)'
 
 # Static binaries: the image has no libc. ring compiles C, hence musl-gcc. The source paths are
 # remapped so the binaries do not depend on where the checkout is.
@@ -191,7 +190,7 @@ lists-musl: setup-images
 	  $(CARGO) build --quiet --locked --release --target $(MUSL_TARGET) -p lists-refresh -p lists-gen-asn -p lists-gen-tor
 
 lists-image: lists-musl $(BIN)/oci-image ## The lists-refresh image (static binaries, CA bundle, no base, uid 65532) in target/images/lists-refresh; prints its manifest digest
-	@$(BIN)/oci-image lists --bin-dir '$(MUSL_BIN)' --ca-bundle '$(CA_BUNDLE)' --out '$(LISTS_IMAGE)'
+	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image lists --bin-dir '$(MUSL_BIN)' --ca-bundle '$(CA_BUNDLE)' --out '$(LISTS_IMAGE)'
 
 # Credentials: EDGEPOP_REGISTRY_USERNAME and EDGEPOP_REGISTRY_PASSWORD, or EDGEPOP_REGISTRY_AUTH_FILE
 # (a 0600 docker-style auth.json), from the environment: never on the command line.

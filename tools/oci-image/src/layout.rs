@@ -5,11 +5,9 @@
 //! serialised from structs (fixed key order) with no creation date. The manifest digest is then
 //! a function of the files only.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
@@ -122,16 +120,19 @@ fn header(name: &str, mode: u32, size: u64, mtime: u64, kind: u8) -> io::Result<
     Ok(h)
 }
 
-/// gzip with a fixed level, no mtime (0), no file name and the "unknown" OS byte: the
-/// compressed bytes depend on the input only.
+/// gzip (RFC 1952) with a fixed header (no mtime, no file name, OS "unknown") around a deflate
+/// stream at a fixed level: the compressed bytes depend on the input and the pinned
+/// miniz_oxide only, never on the build (flate2 would pick its backend by feature unification).
 pub fn gzip(data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut encoder = flate2::GzBuilder::new()
-        .mtime(0)
-        .operating_system(255)
-        .write(Vec::new(), Compression::best());
-    encoder.write_all(data)?;
-    let out: GzEncoder<Vec<u8>> = encoder;
-    out.finish()
+    let deflated = miniz_oxide::deflate::compress_to_vec(data, 9);
+    let mut out = Vec::with_capacity(deflated.len() + 18);
+    // ID1 ID2, CM deflate, FLG none, MTIME 0, XFL 2 (best compression), OS 255 (unknown).
+    out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 255]);
+    out.extend_from_slice(&deflated);
+    out.extend_from_slice(&crc32fast::hash(data).to_le_bytes());
+    // ISIZE: the input's length modulo 2^32, as the format defines it.
+    out.extend_from_slice(&((data.len() as u64 & 0xffff_ffff) as u32).to_le_bytes());
+    Ok(out)
 }
 
 /// A content descriptor.
@@ -403,6 +404,19 @@ mod tests {
         assert_ne!(build(&later).unwrap().manifest_digest, a.manifest_digest);
     }
 
+    /// The digest of the smallest module's image, frozen: it moves only when the image format
+    /// or the pinned deflate (miniz_oxide) changes, and then every published digest moves too,
+    /// which a release note must say. It once moved with nothing but the set of crates built
+    /// alongside (flate2 switched backend): that is what this catches.
+    #[test]
+    fn the_smallest_image_has_a_frozen_digest() {
+        let built = build(&spec(b"\0asm\x01\0\0\0")).unwrap();
+        assert_eq!(
+            built.manifest_digest,
+            "sha256:147ca8a13acf7e0470b3408e870f64ce0999d9784cf4600a54db6eeeb9a3b300"
+        );
+    }
+
     #[test]
     fn the_gzip_header_has_no_timestamp_no_name_and_a_fixed_os() {
         let gz = gzip(b"hello").unwrap();
@@ -410,6 +424,10 @@ mod tests {
         assert_eq!(gz[3], 0, "no FNAME, no FEXTRA, no FCOMMENT");
         assert_eq!(&gz[4..8], &[0, 0, 0, 0], "MTIME is zero");
         assert_eq!(gz[9], 255, "OS unknown");
+        // The trailer: CRC-32 of "hello" (0x3610a686) and its length.
+        assert_eq!(&gz[gz.len() - 8..], &[0x86, 0xa6, 0x10, 0x36, 5, 0, 0, 0]);
+        let inflated = miniz_oxide::inflate::decompress_to_vec(&gz[10..gz.len() - 8]).unwrap();
+        assert_eq!(inflated, b"hello");
     }
 
     #[test]
