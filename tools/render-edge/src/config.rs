@@ -481,13 +481,18 @@ fn filter_source(
         )));
     }
     if let Some(reference) = url.strip_prefix("oci://") {
-        let Some((_, digest)) = reference.rsplit_once('@') else {
+        let Some((name, digest)) = reference.rsplit_once('@') else {
             return Err(field(format!(
                 "`{url}` is not pinned by digest: Istio compares sha256 with the image's manifest \
                  digest, and a tag can move; write oci://<repository>@sha256:<digest>, or leave \
                  pow.url out to use the published image"
             )));
         };
+        if !name.contains('/') || name.starts_with('/') || name.ends_with('/') {
+            return Err(field(format!(
+                "`{url}`: `{name}` is not a registry/repository name"
+            )));
+        }
         let digest = Digest::parse(digest).map_err(field)?;
         if let Some(sha) = &pow.sha256
             && sha.to_ascii_lowercase() != digest.hex()

@@ -367,6 +367,14 @@ fn module_urls_that_cannot_be_pinned_are_refused_with_the_reason() {
             &["field `pow.url`", "plain http", "FAIL_OPEN"][..],
         ),
         (
+            &format!(r#"{{"url": "oci://@sha256:{}"}}"#, "3".repeat(64)),
+            &["field `pow.url`", "not a registry/repository name"][..],
+        ),
+        (
+            r#"{"url": "oci://ghcr.io/x/f@sha256:ABC"}"#,
+            &["field `pow.url`", "is not a digest"][..],
+        ),
+        (
             r#"{"url": "https://example.net/f.wasm"}"#,
             &["field `pow.sha256`", "required with an https:// url"][..],
         ),
