@@ -342,7 +342,8 @@ fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would
     let registry = Registry::start();
 
     // The edge config names the registry; the record goes where images.published says.
-    let config = work.path().join("edge.json");
+    std::fs::create_dir(work.path().join("cfg")).unwrap();
+    let config = work.path().join("cfg/edge.json");
     let namespace = format!("{}/edgepop", registry.host);
     std::fs::write(
         &config,
@@ -350,7 +351,8 @@ fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would
             "hostnames": ["edge.example.com"],
             "pow_enabled": true,
             "pow": {},
-            "images": {"registry": namespace, "published": "published-images.json"},
+            // In a directory that does not exist yet, as talos/_out on a fresh checkout.
+            "images": {"registry": namespace, "published": "../out/published-images.json"},
         })
         .to_string(),
     )
@@ -370,7 +372,7 @@ fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would
     };
     let text = publish();
     assert_eq!(
-        std::fs::read_to_string(work.path().join("published-images.json")).unwrap(),
+        std::fs::read_to_string(work.path().join("out/published-images.json")).unwrap(),
         text
     );
     let record: Value = serde_json::from_str(&text).unwrap();

@@ -194,13 +194,19 @@ struct ImagesSection {
     published: Option<PathBuf>,
 }
 
-/// A path made absolute through its directory (the file itself need not exist yet).
-fn absolute(path: &Path) -> Option<PathBuf> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    Some(std::fs::canonicalize(dir).ok()?.join(path.file_name()?))
+/// A path made absolute and without `.` or `..`, lexically: the record need not exist yet.
+fn normalized(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for part in std::path::absolute(path).ok()?.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    Some(out)
 }
 
 /// `host[:port]/path` as a registry namespace: a host, then lowercase path components.
@@ -444,7 +450,9 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
                     _ => p.clone(),
                 });
                 let same = match &named {
-                    Some(named) => absolute(named).is_some() && absolute(named) == absolute(record),
+                    Some(named) => {
+                        normalized(named).is_some() && normalized(named) == normalized(record)
+                    }
                     None => false,
                 };
                 if !same {
@@ -568,6 +576,18 @@ pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn record_paths_compare_after_dot_dot_even_when_absent() {
+        assert_eq!(
+            normalized(Path::new("/tmp/x/cfg/../out/./r.json")),
+            normalized(Path::new("/tmp/x/out/r.json"))
+        );
+        assert_ne!(
+            normalized(Path::new("/tmp/x/cfg/r.json")),
+            normalized(Path::new("/tmp/x/out/r.json"))
+        );
+    }
 
     #[test]
     fn registries_are_host_and_lowercase_namespace() {
