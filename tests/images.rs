@@ -367,7 +367,7 @@ fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would
                 .arg("--lists")
                 .arg(work.path().join("lists-refresh"))
                 .arg("--record")
-                .arg(work.path().join("published-images.json")),
+                .arg(work.path().join("out/published-images.json")),
         )
     };
     let text = publish();
