@@ -183,8 +183,8 @@ filter-image: $(FILTER_WASM) $(BIN)/oci-image ## The filter as a Wasm OCI image 
 	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image filter --wasm '$(FILTER_WASM)' --out '$(FILTER_IMAGE)'
 
 # Static binaries: the image has no libc. ring compiles C, hence musl-gcc. The source paths are
-# remapped so the binaries do not depend on where the checkout is; symbols are stripped (a third
-# of the size, as the Dockerfile does).
+# remapped so the binaries do not depend on where the checkout is; symbols are stripped, as the
+# Dockerfile does (the layer goes from 5.8 to 5.2 MB).
 lists-musl: setup-images
 	CC_$(subst -,_,$(MUSL_TARGET))=musl-gcc CARGO_PROFILE_RELEASE_STRIP=symbols \
 	RUSTFLAGS='--remap-path-prefix=$(CURDIR)=/src --remap-path-prefix=$(if $(filter undefined,$(origin CARGO_HOME)),$(HOME)/.cargo,$(CARGO_HOME))=/cargo' \
