@@ -3,9 +3,9 @@
 # machine. Idempotent: what is present is left alone. System packages need root (apt-get); as
 # another user the missing ones are named and the tests that need them skip (or fail under CI).
 #
-#   pipelines/setup.sh demo|test|bench
+#   pipelines/setup.sh demo|test|bench|images
 set -euo pipefail
-what=${1:?usage: setup.sh demo|test|bench}
+what=${1:?usage: setup.sh demo|test|bench|images}
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 # The filter is a wasm32-wasip1 module.
@@ -14,6 +14,27 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1; then
   rustup target add wasm32-wasip1
 fi
 [[ "$what" == demo ]] && exit 0
+
+# The lists image holds static binaries: the musl target, and musl-gcc for ring's C code.
+if [[ "$what" == images || "$what" == test ]]; then
+  if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
+    log "adding the Rust target x86_64-unknown-linux-musl"
+    rustup target add x86_64-unknown-linux-musl
+  fi
+fi
+if [[ "$what" == images ]]; then
+  if ! command -v musl-gcc >/dev/null; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+      log "installing musl-tools"
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get -o DPkg::Lock::Timeout=600 update -qq
+      apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends musl-tools >/dev/null
+    else
+      log "musl-gcc is missing: apt-get install musl-tools"; exit 1
+    fi
+  fi
+  exit 0
+fi
 
 # Test tools: python3 (oracle, stand-ins) with PyYAML, chromium (the real page in a browser),
 # Firefox ESR (the page must work there too), Node.js for playwright-core, kubectl (the edge
@@ -31,6 +52,11 @@ command -v zstd >/dev/null || need+=(zstd)
 # ssh2 (scw-rescue-flash) builds libssh2 against the system's OpenSSL.
 pkg-config --exists openssl 2>/dev/null || need+=(libssl-dev pkg-config)
 command -v npm >/dev/null || need+=(nodejs npm)
+# The images' tests: a real registry (CNCF distribution), skopeo as the independent reader, and
+# musl-gcc for the static lists binaries.
+command -v docker-registry >/dev/null || need+=(docker-registry)
+command -v skopeo >/dev/null || need+=(skopeo)
+command -v musl-gcc >/dev/null || need+=(musl-tools)
 if [[ "$what" == bench ]]; then
   # The baselines of the list generation bench.
   command -v iprange >/dev/null || need+=(iprange)

@@ -49,7 +49,7 @@ pub fn objects(plan: &Plan) -> Result<Vec<Value>, EncodeError> {
         out.push(lists_service_account());
         out.push(lists_role());
         out.push(lists_role_binding());
-        out.push(lists_cron_job());
+        out.push(lists_cron_job(pow));
     }
     Ok(out)
 }
@@ -440,7 +440,7 @@ fn lists_role_binding() -> Value {
     })
 }
 
-fn lists_cron_job() -> Value {
+fn lists_cron_job(pow: &PowPlan) -> Value {
     let mut pod_labels = labels("lists");
     pod_labels["app.kubernetes.io/name"] = json!(LISTS_REFRESH);
     json!({
@@ -465,7 +465,8 @@ fn lists_cron_job() -> Value {
                         "securityContext": restricted_pod_security(),
                         "containers": [{
                             "name": LISTS_REFRESH,
-                            "image": versions::lists_refresh_image(),
+                            // Pinned by digest (the PublishedImages record): a tag can move.
+                            "image": pow.lists_refresh_image,
                             "command": ["lists-refresh"],
                             "args": [
                                 format!("--namespace={NAMESPACE}"),

@@ -21,22 +21,16 @@ pub fn demo_origin_image() -> &'static str {
     pin("DEMO_ORIGIN_IMAGE").unwrap_or("missing-DEMO_ORIGIN_IMAGE-in-k8s-versions.env")
 }
 
-/// The image of the lists-refresh CronJob.
-pub fn lists_refresh_image() -> &'static str {
-    pin("LISTS_REFRESH_IMAGE").unwrap_or("missing-LISTS_REFRESH_IMAGE-in-k8s-versions.env")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_image_render_edge_needs_is_pinned() {
-        for key in ["DEMO_ORIGIN_IMAGE", "LISTS_REFRESH_IMAGE"] {
-            let value = pin(key).unwrap_or_else(|| panic!("{key} missing from k8s/versions.env"));
-            assert!(value.contains(':'), "{key}={value} has no tag");
-            assert!(!value.ends_with(":latest"), "{key}={value} is not a pin");
-        }
+        let key = "DEMO_ORIGIN_IMAGE";
+        let value = pin(key).unwrap_or_else(|| panic!("{key} missing from k8s/versions.env"));
+        assert!(value.contains(':'), "{key}={value} has no tag");
+        assert!(!value.ends_with(":latest"), "{key}={value} is not a pin");
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod node_inventory;
 mod platform_inputs;
 mod policy_list;
 mod problem;
+mod published_images;
 mod tag;
 
 pub use list_sources::{
@@ -20,4 +21,5 @@ pub use node_inventory::{NODE_INVENTORY_VERSION, Node, NodeInventory, NodeKind, 
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
 pub use policy_list::{ListCounts, POLICY_LIST_VERSION, PolicyList};
 pub use problem::{Problem, join as join_problems};
+pub use published_images::{Digest, PUBLISHED_IMAGES_VERSION, PublishedImage, PublishedImages};
 pub use tag::{Kind, RecordKind, Version};
