@@ -7,7 +7,8 @@
 #
 #   pipelines/apply-edge.sh apply|dry-run|diff
 #
-# Environment (set by the Makefile): OBJECTS (the rendered YAML), EDGE_CONFIG, FIELD_MANAGER, OUT.
+# Environment (set by the Makefile): OBJECTS (the rendered YAML), EDGE_CONFIG, FIELD_MANAGER, OUT;
+# GATEWAY_CLASS_WAIT_SECONDS (default 60): how long to wait for istiod to accept the class.
 #
 # The HMAC keys of the challenge filter are created here, at apply time, in a Secret: never
 # rendered, never in git, never on a command line (kubectl reads them from a 0600 file).
@@ -26,6 +27,33 @@ command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
   log "no kubeconfig at '${KUBECONFIG:-}': run make apply-infra first, or set KUBECONFIG"; exit 1; }
 
 filter_enabled() { grep -q '^kind: WasmPlugin$' "$OBJECTS"; }
+
+# istiod answers for the GatewayClass by setting its Accepted condition; until it does, no
+# Gateway of the class is programmed. Polled (bounded) rather than watched.
+gateway_class=istio
+gateway_class_wait=${GATEWAY_CLASS_WAIT_SECONDS:-60}
+check_gateway_class_accepted() {
+  local waited=0 status reason message
+  while :; do
+    status=$(kubectl get gatewayclass "$gateway_class" \
+      -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}' 2>/dev/null || true)
+    [[ "$status" == True ]] && { log "GatewayClass $gateway_class is Accepted"; return 0; }
+    ((waited >= gateway_class_wait)) && break
+    sleep 2; waited=$((waited + 2))
+  done
+  reason=$(kubectl get gatewayclass "$gateway_class" \
+    -o jsonpath='{.status.conditions[?(@.type=="Accepted")].reason}' 2>/dev/null || true)
+  message=$(kubectl get gatewayclass "$gateway_class" \
+    -o jsonpath='{.status.conditions[?(@.type=="Accepted")].message}' 2>/dev/null || true)
+  log "GatewayClass $gateway_class is not Accepted after ${gateway_class_wait}s" \
+    "(status '${status:-none}', reason '${reason:-none}', message '${message:-none}')."
+  log "No status at all means istiod is not handling the class: check that istiod runs" \
+    "(kubectl -n istio-system get pods), that its controller name is the class's" \
+    "spec.controllerName (istiod's PILOT_GATEWAY_API_CONTROLLER_NAME, istio.io/gateway-controller" \
+    "by default), and istiod's log (kubectl -n istio-system logs deploy/istiod | grep -i gatewayclass)."
+  log "A status False names the cause in its reason and message (kubectl get gatewayclass $gateway_class -o yaml)."
+  exit 1
+}
 
 # Creates the Secret holding the filter's keys if it does not exist. The key is generated into a
 # 0600 file under $OUT (git-ignored) and read by kubectl from there.
@@ -74,6 +102,7 @@ case "$mode" in
         --dry-run=client -o yaml \
         | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
     fi
+    check_gateway_class_accepted
     ;;
   *)
     log "unknown mode '$mode' (apply, dry-run or diff)"; exit 2 ;;
