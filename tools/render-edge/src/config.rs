@@ -7,7 +7,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use pop_common::input::InputError;
-use pop_common::records::{Kind, ListGenerator, ListSource, ListSources, PlatformInputs, Version};
+use pop_common::records::{
+    DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, Kind, ListGenerator, ListSource,
+    ListSources, PlatformInputs, Version,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -123,12 +126,14 @@ impl Default for ListsConfig {
     }
 }
 
+// The defaults are ListSources' own (pop-common owns them): the same values whether the
+// config, the CronJob's record or a generator's flag leaves them out.
 fn default_max_shrink_percent() -> u8 {
-    50
+    DEFAULT_MAX_SHRINK_PERCENT
 }
 
 fn default_timeout_seconds() -> u32 {
-    120
+    DEFAULT_TIMEOUT_SECONDS
 }
 
 /// Tor exits from the Tor Project's bulk list, and the hosting providers whose address space
@@ -373,9 +378,13 @@ fn resolve_pow(pow: PowConfig, config_path: &Path) -> Result<PowPlan, InputError
         lists: pow.lists.sources,
     };
     if let Some(problem) = lists.problems().into_iter().next() {
-        // ListSources names its fields from its own root; the config nests them under pow.lists.
-        let problem = problem.replacen("lists[", "sources[", 1);
+        // ListSources names its fields from its own root, where the lists are `lists`; the
+        // config nests them under pow.lists and calls them `sources`.
         let (field, why) = problem.split_once(": ").unwrap_or(("", problem.as_str()));
+        let field = match field.strip_prefix("lists") {
+            Some(rest) => format!("sources{rest}"),
+            None => field.to_string(),
+        };
         return Err(InputError::field(
             config_path,
             format!("pow.lists.{field}"),
