@@ -70,8 +70,11 @@ $(INPUTS):
 $(EDGE_CONFIG):
 	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
 
-# The edge objects are a real file: re-rendered only when an input, the config or the tool changes.
-$(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) $(BIN)/render-edge
+# The edge objects are a real file: re-rendered only when an input, the config, a pinned version
+# or the tool changes. render-edge compiles k8s/versions.env in (the images it renders), so a
+# version bump rebuilds it too.
+$(BIN)/render-edge: k8s/versions.env
+$(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) k8s/versions.env $(BIN)/render-edge
 	@mkdir -p $(OUT)
 	$(BIN)/render-edge --inputs $(INPUTS) --config $(EDGE_CONFIG) > $@.tmp
 	mv $@.tmp $@
@@ -100,8 +103,8 @@ kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make 
 cluster-status: ## Nodes, platform pods, gateways, routes and certificates
 	@pipelines/cluster-status.sh
 
-rotate-pow-secret: ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
-	@OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
+rotate-pow-secret: $(OUT)/edge-objects.yaml ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
+	@OBJECTS=$< OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
 
 ##@ Tear down (reverse order; asks first unless CONFIRM=yes)
 .PHONY: destroy destroy-edge destroy-platform destroy-infra confirm
@@ -111,9 +114,9 @@ destroy: ## Destroy edge, then platform, then infra
 	$(MAKE) destroy-platform CONFIRM=yes
 	$(MAKE) destroy-infra CONFIRM=yes
 
-destroy-edge: ## Delete the edge layer's objects
+destroy-edge: $(OUT)/edge-objects.yaml ## Delete the edge layer's objects
 	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
-	@pipelines/destroy-edge.sh
+	@OBJECTS=$< pipelines/destroy-edge.sh
 
 destroy-platform: ## Uninstall Istio, cert-manager, the Gateway API CRDs and Cilium
 	@$(MAKE) --no-print-directory confirm WHAT="the platform layer"

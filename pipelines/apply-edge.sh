@@ -16,9 +16,11 @@ set -euo pipefail
 
 mode=${1:?usage: apply-edge.sh apply|dry-run|diff}
 : "${OBJECTS:?}" "${FIELD_MANAGER:?}" "${OUT:?}"
-namespace=edge
+. "$(dirname "$0")/edge-objects.sh"
+namespace=$(edge_namespace)
+[[ -n "$namespace" ]] || { printf 'apply-edge: no Namespace in %s\n' "$OBJECTS" >&2; exit 1; }
 export KUBECTL_APPLYSET=true # ApplySet is behind this switch in kubectl 1.27 to 1.3x
-applyset=(--applyset=configmap/edge-applyset --namespace="$namespace" --prune)
+applyset=(--applyset="$EDGE_APPLYSET_PARENT" --namespace="$namespace" --prune)
 
 log() { printf 'apply-edge: %s\n' "$*" >&2; }
 
@@ -30,7 +32,7 @@ filter_enabled() { grep -q '^kind: WasmPlugin$' "$OBJECTS"; }
 
 # istiod answers for the GatewayClass by setting its Accepted condition; until it does, no
 # Gateway of the class is programmed. Polled (bounded) rather than watched.
-gateway_class=istio
+gateway_class=$(edge_field GatewayClass name)
 gateway_class_wait=${GATEWAY_CLASS_WAIT_SECONDS:-60}
 check_gateway_class_accepted() {
   local waited=0 status reason message
@@ -59,8 +61,7 @@ check_gateway_class_accepted() {
 # 0600 file under $OUT (git-ignored) and read by kubectl from there.
 ensure_hmac_secret() {
   local secret_name
-  # The gateway overlay names it (secretKeyRef.name, inside the edge-gateway-options ConfigMap).
-  secret_name=$(grep -A2 'secretKeyRef:' "$OBJECTS" | sed -n 's/^ *name: *//p' | head -n1)
+  secret_name=$(edge_hmac_secret)
   [[ -n "$secret_name" ]] || { log "cannot find the HMAC Secret's name in $OBJECTS"; exit 1; }
   if kubectl -n "$namespace" get secret "$secret_name" >/dev/null 2>&1; then
     return 0
@@ -96,9 +97,10 @@ case "$mode" in
     if filter_enabled; then ensure_hmac_secret; fi
     kubectl apply --server-side --field-manager="$FIELD_MANAGER" \
       "${applyset[@]}" -f "$OBJECTS"
-    if filter_enabled && [[ -z "$(kubectl -n "$namespace" get configmap policy-lists -o jsonpath='{.data}')" ]]; then
-      log "policy-lists is empty: starting a first refresh now instead of waiting for minute 17"
-      kubectl -n "$namespace" create job --from=cronjob/lists-refresh "lists-refresh-first-$(date +%s)" \
+    lists_configmap=$(edge_lists_configmap) lists_cronjob=$(edge_lists_cronjob)
+    if filter_enabled && [[ -z "$(kubectl -n "$namespace" get configmap "$lists_configmap" -o jsonpath='{.data}')" ]]; then
+      log "$lists_configmap is empty: starting a first refresh now instead of waiting for the schedule"
+      kubectl -n "$namespace" create job --from="cronjob/$lists_cronjob" "$lists_cronjob-first-$(date +%s)" \
         --dry-run=client -o yaml \
         | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
     fi

@@ -94,17 +94,32 @@ impl StandIn {
     }
 
     fn render(&self, config: &str) -> PathBuf {
+        self.render_file(&workspace().join("config").join(config))
+    }
+
+    fn render_file(&self, config: &Path) -> PathBuf {
         let out = Command::new(testkit::workspace::bin("render-edge"))
             .arg("--inputs")
             .arg(workspace().join("config/platform-inputs.example.json"))
             .arg("--config")
-            .arg(workspace().join("config").join(config))
+            .arg(config)
             .output()
             .unwrap();
         assert!(out.status.success());
-        let path = self.dir.path().join(format!("{config}.yaml"));
+        let name = config.file_name().unwrap().to_str().unwrap();
+        let path = self.dir.path().join(format!("{name}.yaml"));
         std::fs::write(&path, out.stdout).unwrap();
         path
+    }
+
+    /// The filter's example config with the HMAC Secret renamed.
+    fn render_with_secret_name(&self, secret_name: &str) -> PathBuf {
+        let text =
+            std::fs::read_to_string(workspace().join("config/edge-pow.example.json")).unwrap();
+        let mut config: Value = serde_json::from_str(&text).unwrap();
+        config["pow"]["secret_name"] = Value::from(secret_name);
+        let path = self.write("edge-custom-secret.json", &config.to_string());
+        self.render_file(&path)
     }
 
     fn run_apply_edge(&self, mode: &str, objects: &Path, wait_seconds: &str) -> Output {
@@ -428,8 +443,25 @@ fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway(
         return;
     }
     let api = StandIn::start();
+    let objects = api.render("edge-pow.example.json");
+    rotate(&api, &objects, "pow-hmac");
+}
+
+#[test]
+fn rotating_works_with_a_custom_secret_name() {
+    if !tools_present("rotating_works_with_a_custom_secret_name") {
+        return;
+    }
+    let api = StandIn::start();
+    let objects = api.render_with_secret_name("edge-filter-keys");
+    rotate(&api, &objects, "edge-filter-keys");
+    assert!(api.get(&["-n", "edge", "secret", "pow-hmac"]).is_none());
+}
+
+/// Applies `objects`, rotates the key of the Secret `secret`, and checks the rotation.
+fn rotate(api: &StandIn, objects: &Path, secret: &str) {
     api.play_istiod_class();
-    api.apply_edge("apply", &api.render("edge-pow.example.json"));
+    api.apply_edge("apply", objects);
     // The Deployment Istio generates for the Gateway (<gateway>-<class>).
     let gateway = api.dir.path().join("gateway-deployment.yaml");
     std::fs::write(
@@ -461,12 +493,13 @@ fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway(
             .unwrap();
         String::from_utf8(out.stdout).unwrap()
     };
-    let before = api.get(&["-n", "edge", "secret", "pow-hmac"]).unwrap();
+    let before = api.get(&["-n", "edge", "secret", secret]).unwrap();
     let old_key = decode(&before, "current");
 
     let out = Command::new(workspace().join("pipelines/rotate-pow-secret.sh"))
         .env("KUBECONFIG", &api.kubeconfig)
         .env("OUT", api.out())
+        .env("OBJECTS", objects)
         .env("FIELD_MANAGER", "edgepop-edge")
         .output()
         .unwrap();
@@ -477,7 +510,7 @@ fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway(
     );
     assert!(out.status.success(), "{printed}");
 
-    let after = api.get(&["-n", "edge", "secret", "pow-hmac"]).unwrap();
+    let after = api.get(&["-n", "edge", "secret", secret]).unwrap();
     let new_key = decode(&after, "current");
     assert_eq!(
         decode(&after, "previous"),
@@ -488,8 +521,8 @@ fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway(
     assert!(new_key.len() >= 40);
     assert!(!printed.contains(old_key.trim()) && !printed.contains(new_key.trim()));
     use std::os::unix::fs::PermissionsExt;
-    for file in ["pow-hmac.current", "pow-hmac.previous"] {
-        let mode = std::fs::metadata(api.out().join("secrets").join(file))
+    for file in [format!("{secret}.current"), format!("{secret}.previous")] {
+        let mode = std::fs::metadata(api.out().join("secrets").join(&file))
             .unwrap()
             .permissions()
             .mode();
@@ -635,4 +668,47 @@ fn the_stand_in_refuses_a_conflicting_apply_as_the_api_server_does() {
     let class = api.get(&["gatewayclass", "istio"]).unwrap();
     assert_eq!(class["spec"]["description"], "ours");
     assert_eq!(class["status"]["conditions"][0]["type"], "Accepted");
+}
+
+#[test]
+fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
+    if !tools_present("destroy_edge_deletes_every_member") {
+        return;
+    }
+    let api = StandIn::start();
+    api.play_istiod_class();
+    let objects = api.render("edge-pow.example.json");
+    api.apply_edge("apply", &objects);
+    api.take_requests();
+    let out = Command::new(workspace().join("pipelines/destroy-edge.sh"))
+        .env("KUBECONFIG", &api.kubeconfig)
+        .env("OBJECTS", &objects)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let deleted = deleted_paths(&api.take_requests());
+    // Every rendered kind, cluster-scoped ones included, read from the ApplySet (not re-typed).
+    for gone in [
+        "/apis/gateway.networking.k8s.io/v1/gatewayclasses/istio",
+        "/apis/cert-manager.io/v1/clusterissuers/letsencrypt-production",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/edgepop-lists-refresh-changes-only-lists",
+        "/apis/extensions.istio.io/v1alpha1/namespaces/edge/wasmplugins/pow-filter",
+        "/apis/gateway.networking.k8s.io/v1/namespaces/edge/gateways/edge-gateway",
+        "/apis/batch/v1/namespaces/edge/cronjobs/lists-refresh",
+        "/api/v1/namespaces/edge/serviceaccounts/lists-refresh",
+        "/api/v1/namespaces/edge",
+    ] {
+        assert!(
+            deleted.iter().any(|d| d == gone),
+            "{gone} not deleted: {deleted:?}"
+        );
+    }
+    assert_eq!(
+        deleted.last().map(String::as_str),
+        Some("/api/v1/namespaces/edge"),
+        "the namespace goes last"
+    );
+    assert!(api.get(&["gatewayclass", "istio"]).is_none());
 }

@@ -39,8 +39,13 @@ fn live_plugin() -> Value {
     let mut plugin = find(&rendered(), "WasmPlugin").clone();
     plugin["metadata"]["resourceVersion"] = json!("41");
     plugin["metadata"]["generation"] = json!(3);
-    plugin["spec"]["pluginConfig"]["lists"] = json!({"tor": ["185.220.101.0/24"]});
+    plugin["spec"]["pluginConfig"]["lists"] = lists("2026-11-30T10:17:00Z", "185.220.101.0/24\n");
     plugin
+}
+
+/// `pluginConfig.lists` as lists-refresh publishes it.
+fn lists(version: &str, tor: &str) -> Value {
+    json!({"version": version, "generated_at": version, "sets": {"tor": tor}})
 }
 
 fn eval(expression: &str, object: &Value, old: &Value, username: &str) -> bool {
@@ -107,8 +112,10 @@ fn refusals(new: &Value, old: &Value) -> Vec<String> {
 fn the_job_may_publish_new_lists() {
     let old = live_plugin();
     let mut new = old.clone();
-    new["spec"]["pluginConfig"]["lists"] =
-        json!({"tor": ["185.220.101.0/24", "2a0b:f4c2::/40"], "hosting": ["3.0.0.0/8"]});
+    new["spec"]["pluginConfig"]["lists"] = json!({
+        "version": "2026-11-30T11:17:00Z", "generated_at": "2026-11-30T11:17:00Z",
+        "sets": {"tor": "185.220.101.0/24\n2a0b:f4c2::/40\n", "hosting": "3.0.0.0/8\n"},
+    });
     // What a server-side apply changes besides: the server's bookkeeping.
     new["metadata"]["resourceVersion"] = json!("42");
     new["metadata"]["generation"] = json!(4);
@@ -121,7 +128,7 @@ fn the_job_may_publish_the_first_lists() {
     let old = find(&rendered(), "WasmPlugin").clone();
     assert!(old["spec"]["pluginConfig"].get("lists").is_none());
     let mut new = old.clone();
-    new["spec"]["pluginConfig"]["lists"] = json!({"tor": ["185.220.101.0/24"]});
+    new["spec"]["pluginConfig"]["lists"] = lists("2026-11-30T10:17:00Z", "185.220.101.0/24\n");
     assert_eq!(refusals(&new, &old), Vec::<String>::new());
 }
 
