@@ -1,8 +1,10 @@
 //! The edge layer's objects, built from a resolved [`Plan`].
 //!
 //! Every object carries the labels `app.kubernetes.io/part-of: edgepop` and
-//! `app.kubernetes.io/managed-by: render-edge`: `make apply-edge` prunes by the latter, so an
-//! object this renderer stops producing is removed from the cluster on the next apply.
+//! `app.kubernetes.io/managed-by: render-edge`. `make apply-edge` applies them as one ApplySet
+//! (kubectl labels each member), so an object this renderer stops producing is pruned on the next
+//! apply; what controllers generate from these objects must never carry the set's label (see
+//! the Gateway's `spec.infrastructure`).
 
 pub mod admission;
 
@@ -21,7 +23,7 @@ pub const WASM_PLUGIN: &str = "pow-filter";
 pub const POLICY_LISTS: &str = "policy-lists";
 pub const LISTS_SOURCES: &str = "lists-sources";
 pub const LISTS_REFRESH: &str = "lists-refresh";
-/// The label `make apply-edge` prunes by.
+/// The `app.kubernetes.io/managed-by` of every rendered object.
 pub const MANAGED_BY: &str = "render-edge";
 /// The VM environment variables that carry the HMAC keys into the filter.
 pub const SECRET_ENV: &str = "POW_HMAC_SECRET";
