@@ -209,7 +209,19 @@ fn the_policy_binds_only_the_lists_job_to_the_one_plugin_in_the_edge_namespace()
     }
     assert!(eval(&policy.condition, &new, &old, JOB));
 
+    // JOB is the identity the API server gives the rendered CronJob's pods.
     let objects = rendered();
+    let cron = find(&objects, "CronJob");
+    let account = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"];
+    assert_eq!(
+        JOB,
+        format!(
+            "system:serviceaccount:{}:{}",
+            cron["metadata"]["namespace"].as_str().unwrap(),
+            account.as_str().unwrap()
+        )
+    );
+
     let vap = find(&objects, "ValidatingAdmissionPolicy");
     let rule = &vap["spec"]["matchConstraints"]["resourceRules"][0];
     assert_eq!(rule["resources"], json!(["wasmplugins"]));
