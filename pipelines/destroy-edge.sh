@@ -20,7 +20,7 @@ id=$(parent '{.metadata.labels.applyset\.kubernetes\.io/id}')
 kinds=$(parent '{.metadata.annotations.applyset\.kubernetes\.io/contains-group-kinds}')
 if [[ -n "$id" && -n "$kinds" ]]; then
   # The namespace goes last, on its own: the cluster-scoped members first, while it still exists.
-  kinds=$(tr ',' '\n' <<< "$kinds" | grep -vx 'Namespace' | paste -sd, -)
+  kinds=$(tr ',' '\n' <<< "$kinds" | { grep -vx 'Namespace' || true; } | paste -sd, -)
   log "deleting the members of the ApplySet $id: $kinds"
   kubectl -n "$namespace" delete "$kinds" -l "applyset.kubernetes.io/part-of=$id" \
     --ignore-not-found --wait=true
