@@ -30,16 +30,19 @@ command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
 
 filter_enabled() { grep -q '^kind: WasmPlugin$' "$OBJECTS"; }
 
-# istiod answers for the GatewayClass by setting its Accepted condition; until it does, no
-# Gateway of the class is programmed. Polled (bounded) rather than watched.
+# istiod answers for the GatewayClass by setting its Accepted condition, for the generation it
+# saw; until it does, no Gateway of the class is programmed. Polled (bounded) rather than watched.
 gateway_class=$(edge_field GatewayClass name)
 gateway_class_wait=${GATEWAY_CLASS_WAIT_SECONDS:-60}
 check_gateway_class_accepted() {
-  local waited=0 status reason message
+  local waited=0 status observed generation reason message
   while :; do
-    status=$(kubectl get gatewayclass "$gateway_class" \
-      -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}' 2>/dev/null || true)
-    [[ "$status" == True ]] && { log "GatewayClass $gateway_class is Accepted"; return 0; }
+    # "<status>|<observedGeneration>|<generation>": an answer for an older spec does not count.
+    status=$(kubectl get gatewayclass "$gateway_class" -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}|{.status.conditions[?(@.type=="Accepted")].observedGeneration}|{.metadata.generation}' 2>/dev/null || true)
+    IFS='|' read -r status observed generation <<< "$status" || true
+    if [[ "$status" == True && "$observed" == "$generation" ]]; then
+      log "GatewayClass $gateway_class is Accepted"; return 0
+    fi
     ((waited >= gateway_class_wait)) && break
     sleep 2; waited=$((waited + 2))
   done
@@ -48,7 +51,8 @@ check_gateway_class_accepted() {
   message=$(kubectl get gatewayclass "$gateway_class" \
     -o jsonpath='{.status.conditions[?(@.type=="Accepted")].message}' 2>/dev/null || true)
   log "GatewayClass $gateway_class is not Accepted after ${gateway_class_wait}s" \
-    "(status '${status:-none}', reason '${reason:-none}', message '${message:-none}')."
+    "(status '${status:-none}' for generation '${observed:-none}' of '${generation:-none}'," \
+    "reason '${reason:-none}', message '${message:-none}')."
   log "No status at all means istiod is not handling the class: check that istiod runs" \
     "(kubectl -n istio-system get pods), that its controller name is the class's" \
     "spec.controllerName (istiod's PILOT_GATEWAY_API_CONTROLLER_NAME, istio.io/gateway-controller" \

@@ -625,6 +625,33 @@ fn a_gateway_class_istiod_does_not_accept_stops_the_apply_and_says_where_to_look
 }
 
 #[test]
+fn an_accepted_condition_for_an_older_spec_does_not_count() {
+    if !tools_present("an_accepted_condition_for_an_older_spec") {
+        return;
+    }
+    let api = StandIn::start();
+    api.play_istiod_class();
+    // Someone changes the class after istiod answered (generation 2), and istiod has not
+    // answered again: its Accepted is for generation 1.
+    api.kubectl_ok(&[
+        "patch",
+        "gatewayclass",
+        "istio",
+        "--type=merge",
+        "--field-manager=someone",
+        "-p",
+        r#"{"spec":{"description":"changed"}}"#,
+    ]);
+    let out = api.run_apply_edge("apply", &api.render("edge.example.json"), "0");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("status 'True' for generation '1' of '2'"),
+        "{said}"
+    );
+}
+
+#[test]
 fn the_stand_in_refuses_a_conflicting_apply_as_the_api_server_does() {
     // The contract the tests above rely on, checked on its own with the real kubectl: a field
     // another manager set with another value conflicts; the same value is co-owned; --force-conflicts

@@ -20,6 +20,7 @@ Contract checked (Kubernetes API conventions, as kubectl uses them):
     merges lists of listType=map by key, which none of the objects two managers write here holds;
   * apiVersion, kind, metadata.name/namespace/uid/resourceVersion/generation/creationTimestamp/
     managedFields are never owned; status is reached only through the /status subresource;
+  * metadata.generation starts at 1 and grows with every change outside metadata and status;
 - list with labelSelector (what kubectl's prune reads), get, create (POST), delete.
 Every request is appended as one JSON line to the log file given as the second argument.
 
@@ -215,6 +216,18 @@ def server_update(live, new, manager, api_version):
     return new
 
 
+def set_generation(live, new):
+    """metadata.generation: 1 at create, +1 on every change outside metadata and status, as the
+    API server counts it for the kinds here (controllers report the generation they saw in
+    status.conditions[].observedGeneration)."""
+    def content(obj):
+        return {k: v for k, v in (obj or {}).items() if k not in ("metadata", "status")}
+    generation = (live or {}).get("metadata", {}).get("generation", 0)
+    if live is None or content(live) != content(new):
+        generation += 1
+    new["metadata"]["generation"] = generation
+
+
 def conflict_status(conflicts):
     causes = [{"type": "FieldManagerConflict", "message": f'conflict with "{m}" using {api}',
                "field": field_name(path)} for m, api, path in conflicts]
@@ -392,6 +405,7 @@ class Handler(BaseHTTPRequestHandler):
         body.setdefault("metadata", {}).pop("managedFields", None)
         created = server_update(None, body, manager_of(query, self.headers), api_version_of(group, version))
         created["metadata"]["uid"] = str(uuid.uuid4())
+        set_generation(None, created)
         if namespace is not None:
             created["metadata"]["namespace"] = namespace
         if "dryRun" not in query:
@@ -450,6 +464,7 @@ class Handler(BaseHTTPRequestHandler):
                     if new["status"] is None:
                         new.pop("status")
                 updated = server_update(live, new, manager, api_version)
+                set_generation(live, updated)
             if "dryRun" not in query:
                 STORE[key] = updated
             return self.reply(200, updated)
@@ -467,6 +482,7 @@ class Handler(BaseHTTPRequestHandler):
                                     "details": {"causes": causes}, "code": 409})
         # The server owns uid: kubectl's prune tells applied objects from stale ones by it.
         merged["metadata"]["uid"] = (live or {}).get("metadata", {}).get("uid") or str(uuid.uuid4())
+        set_generation(live, merged)
         if live is not None and "status" in live:
             merged["status"] = copy.deepcopy(live["status"])
         merged["metadata"]["namespace"] = namespace
