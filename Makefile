@@ -61,8 +61,33 @@ apply: ## Apply infra, then platform, then edge
 apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/platform-inputs.json
 	@$(call not_built,scw-infra$(,) scw-rescue-flash and talos-apply-insecure are missing$(,) so nothing writes $(INPUTS))
 
-apply-platform: ## Layer 2: Cilium, Gateway API CRDs, cert-manager, Istio
-	@$(call not_built,the platform pipeline (Helm releases of Cilium $(CILIUM_VERSION)$(,) cert-manager $(CERT_MANAGER_VERSION)$(,) Istio $(ISTIO_VERSION)) is missing)
+# >>> platform (issue 13)
+PLATFORM_CONFIG ?= config/platform.json
+PLATFORM_VALUES := $(OUT)/platform-values
+PLATFORM_RELEASES := cilium cert-manager istio-base istiod
+PLATFORM_RENDERED := $(PLATFORM_RELEASES:%=$(PLATFORM_VALUES)/%.json)
+DELETE_CRDS ?=
+
+$(PLATFORM_CONFIG):
+	@echo "make: $@ is missing: cp config/platform.example.json $@, then edit it" >&2; exit 1
+
+# The day-2 switches of the platform config, as Helm values: one real file per release. (A static
+# pattern rule: render-platform is then no intermediate file that make would delete.)
+$(PLATFORM_RENDERED): $(PLATFORM_VALUES)/%.json: $(PLATFORM_CONFIG) $(BIN)/render-platform
+	@mkdir -p $(@D)
+	$(BIN)/render-platform --config $(PLATFORM_CONFIG) $* > $@.tmp
+	mv $@.tmp $@
+
+.PHONY: diff-platform have-kubeconfig
+have-kubeconfig:
+	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
+
+apply-platform: have-kubeconfig $(PLATFORM_RENDERED) ## Layer 2: Cilium, Gateway API CRDs (make vendor), cert-manager, Istio; helm --wait --atomic, pinned
+	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh apply
+
+diff-platform: have-kubeconfig $(PLATFORM_RENDERED) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
+	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh diff
+# <<< platform
 
 # The layer inputs: say how to get them rather than make's "No rule to make target".
 $(INPUTS):
@@ -90,8 +115,22 @@ diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the 
 
 ##@ Day to day
 .PHONY: up down kubeconfig cluster-status rotate-pow-secret
-up: ## Power the cluster on and wait until it is ready
-	@$(call not_built,scw-infra (power on) and wait-ready are missing)
+# make up: scw-infra (issue 11) powers the servers on; wait-ready (issue 13) hands back control
+# only when every node is Ready, the nodes are uncordoned and no pod is outside Running or
+# Succeeded. UNCORDON=all (default) uncordons every cordoned node, UNCORDON=a,b only those,
+# UNCORDON= none.
+INFRA_CONFIG ?= config/infra.json
+UNCORDON     ?= all
+UP_TIMEOUT   ?= 15m
+SCW_INFRA    := $(if $(wildcard tools/scw-infra/Cargo.toml),$(BIN)/scw-infra)
+UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
+.PHONY: have-scw-infra
+have-scw-infra:
+	@$(if $(SCW_INFRA),true,$(call not_built,scw-infra (tools/scw-infra) is missing$(,) so nothing can power the servers on))
+
+up: have-scw-infra have-kubeconfig $(SCW_INFRA) $(BIN)/wait-ready ## Power the cluster on, then wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
+	$(SCW_INFRA) power on --config '$(INFRA_CONFIG)'
+	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
 
 down: ## Power the cluster off (compute billing stops)
 	@$(call not_built,scw-infra (power off) is missing)
@@ -100,7 +139,7 @@ kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make 
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
 	@echo "export KUBECONFIG='$(KUBECONFIG)'"
 
-cluster-status: ## Nodes, platform pods, gateways, routes and certificates
+cluster-status: ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
 	@pipelines/cluster-status.sh
 
 rotate-pow-secret: $(OUT)/edge-objects.yaml ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
@@ -118,9 +157,10 @@ destroy-edge: $(OUT)/edge-objects.yaml ## Delete the edge layer's objects
 	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
 	@OBJECTS=$< pipelines/destroy-edge.sh
 
-destroy-platform: ## Uninstall Istio, cert-manager, the Gateway API CRDs and Cilium
-	@$(MAKE) --no-print-directory confirm WHAT="the platform layer"
-	@$(call not_built,the platform pipeline is missing$(,) so there is nothing of ours to uninstall)
+destroy-platform: ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
+	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
+	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
+	@DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
 destroy-infra: ## Delete the Scaleway resources found by the cluster's tags
 	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"

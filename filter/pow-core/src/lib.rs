@@ -1,6 +1,6 @@
 //! The proof-of-work filter core: configuration, policy decision, challenge, clearance cookie,
 //! redirect validation and page rendering, with no proxy-wasm dependency, tested natively. The
-//! wasm32-wasip1 glue (`filter/wasm`, crate `pow-filter`) only moves bytes between the host
+//! wasm32-wasip1 glue (`filter/pow-filter`) only moves bytes between the host
 //! and [`filter::Filter`].
 
 pub mod config;

@@ -19,6 +19,28 @@ pub enum OutputFormat {
     Text,
 }
 
+/// The list the sources gave, once it passed the checks every generator makes: not empty, and
+/// not shrunk beyond `--max-shrink-percent` against `--previous` (unless `--force`).
+pub fn checked(
+    common: &crate::args::Common,
+    meta: ListMeta,
+    ipv4: Vec<Ipv4Net>,
+    ipv6: Vec<Ipv6Net>,
+) -> Result<PolicyList, ListError> {
+    let previous = match &common.previous {
+        Some(path) => Some(read_previous(path)?),
+        None => None,
+    };
+    let list = policy_list(meta, ipv4, ipv6);
+    check(
+        &list,
+        previous.as_ref(),
+        common.max_shrink_percent,
+        common.force,
+    )?;
+    Ok(list)
+}
+
 /// What describes a list besides its prefixes.
 #[derive(Debug, Clone)]
 pub struct ListMeta {

@@ -68,7 +68,7 @@ impl Job {
                 self.dir.path().display()
             ))
             .arg(format!("--generators-dir={}", self.generators.display()))
-            .env("EDGEPOP_LISTS_NOW", NOW)
+            .arg(format!("--now={NOW}"))
             .env_remove("EDGEPOP_LOG")
             .output()
             .unwrap()
@@ -149,7 +149,12 @@ fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() 
     .unwrap();
     let out = job.run(&api, &sources);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(out.stdout.is_empty());
+    // stdout carries the run's summary, and only that.
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary,
+        json!({"version": NOW, "changed": true, "regenerated": ["tor", "hosting"], "kept": []})
+    );
     let requests = api.requests();
     assert_eq!(requests.len(), 4);
     assert_get(&requests[0], CM);

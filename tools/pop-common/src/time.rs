@@ -33,9 +33,56 @@ pub fn rfc3339(secs: u64) -> String {
     )
 }
 
+/// Whether `text` is an RFC 3339 UTC time in the form this module writes
+/// (`2026-06-19T17:00:00Z`), with each number in its range.
+pub fn is_rfc3339_utc(text: &str) -> bool {
+    let b = text.as_bytes();
+    let number = |range: std::ops::Range<usize>| -> Option<u32> {
+        let digits = b.get(range)?;
+        digits.iter().try_fold(0u32, |n, d| {
+            d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0'))
+        })
+    };
+    let separators = [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'Z'),
+    ];
+    b.len() == 20
+        && separators.iter().all(|&(at, c)| b[at] == c)
+        && number(0..4).is_some()
+        && number(5..7).is_some_and(|m| (1..=12).contains(&m))
+        && number(8..10).is_some_and(|d| (1..=31).contains(&d))
+        && number(11..13).is_some_and(|h| h < 24)
+        && number(14..16).is_some_and(|m| m < 60)
+        && number(17..19).is_some_and(|s| s <= 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_written_form_is_taken_as_an_rfc3339_utc_time() {
+        assert!(is_rfc3339_utc(&rfc3339(1_781_888_400)));
+        assert!(is_rfc3339_utc("2026-11-30T23:59:60Z"));
+        for bad in [
+            "",
+            "2026-11-30",
+            "2026-11-30T20:00:00",
+            "2026-11-30T20:00:00+01:00",
+            "2026-13-30T20:00:00Z",
+            "2026-11-00T20:00:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30 20:00:00Z",
+            "v7",
+        ] {
+            assert!(!is_rfc3339_utc(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn known_instants_format_as_python_does() {

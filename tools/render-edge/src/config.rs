@@ -379,16 +379,16 @@ fn resolve_pow(pow: PowConfig, config_path: &Path) -> Result<PowPlan, InputError
     };
     if let Some(problem) = lists.problems().into_iter().next() {
         // ListSources names its fields from its own root, where the lists are `lists`; the
-        // config nests them under pow.lists and calls them `sources`.
-        let (field, why) = problem.split_once(": ").unwrap_or(("", problem.as_str()));
-        let field = match field.strip_prefix("lists") {
+        // config nests them under pow.lists and calls them `sources` (`lists[i]` as well as the
+        // whole `lists`, whose count the filter limits).
+        let field = match problem.field.strip_prefix("lists") {
             Some(rest) => format!("sources{rest}"),
-            None => field.to_string(),
+            None => problem.field,
         };
         return Err(InputError::field(
             config_path,
             format!("pow.lists.{field}"),
-            why,
+            problem.message,
         ));
     }
     Ok(PowPlan {

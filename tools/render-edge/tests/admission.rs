@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use cel::{Context, Program, Value as CelValue};
-use render_edge::{Cli, Format, plan, render};
+use render_edge::{Config, Format, plan, render};
 use serde_json::{Value, json};
 
 fn example(name: &str) -> PathBuf {
@@ -22,7 +22,7 @@ fn example(name: &str) -> PathBuf {
 }
 
 fn rendered() -> Vec<Value> {
-    let cli = Cli {
+    let cli = Config {
         inputs: example("platform-inputs.example.json"),
         config: example("edge-pow.example.json"),
         format: Format::Json,

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use render_edge::{Cli, Format, plan, render};
+use render_edge::{Config, Format, plan, render};
 use serde_json::Value;
 
 fn example(name: &str) -> PathBuf {
@@ -17,7 +17,7 @@ fn example(name: &str) -> PathBuf {
 }
 
 fn objects(config: &str) -> Vec<Value> {
-    let cli = Cli {
+    let cli = Config {
         inputs: example("platform-inputs.example.json"),
         config: example(config),
         format: Format::Json,

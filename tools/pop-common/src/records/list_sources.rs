@@ -39,6 +39,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::problem::Problem;
 use super::tag::{Kind, RecordKind, Version};
 
 pub const LIST_SOURCES_VERSION: u32 = 1;
@@ -109,53 +110,66 @@ impl RecordKind for ListSources {
 }
 
 impl ListSources {
-    /// The rules serde cannot express. Returns one message per problem, each naming the field
-    /// (`lists[1].asns: ...`); empty when the record is usable.
-    pub fn problems(&self) -> Vec<String> {
+    /// The rules serde cannot express, one [`Problem`] each, naming its field
+    /// (`lists[1].asns`); empty when the record is usable.
+    pub fn problems(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
         if self.max_shrink_percent > 100 {
-            problems.push(format!(
-                "max_shrink_percent: {} is not a percentage (0 to 100)",
-                self.max_shrink_percent
+            problems.push(Problem::new(
+                "max_shrink_percent",
+                format!("{} is not a percentage (0 to 100)", self.max_shrink_percent),
             ));
         }
         if self.timeout_seconds == 0 {
-            problems.push("timeout_seconds: must be at least 1".to_string());
+            problems.push(Problem::new("timeout_seconds", "must be at least 1"));
         }
         if self.lists.is_empty() {
-            problems.push("lists: at least one list is needed".to_string());
+            problems.push(Problem::new("lists", "at least one list is needed"));
         }
         if self.lists.len() > MAX_LISTS {
-            problems.push(format!(
-                "lists: {} lists, the filter takes at most {MAX_LISTS}",
-                self.lists.len()
+            problems.push(Problem::new(
+                "lists",
+                format!(
+                    "{} lists, the filter takes at most {MAX_LISTS}",
+                    self.lists.len()
+                ),
             ));
         }
         let mut seen = BTreeSet::new();
         for (i, list) in self.lists.iter().enumerate() {
-            let at = format!("lists[{i}]");
+            let at = |field: &str| format!("lists[{i}].{field}");
             if !valid_list_name(&list.name) {
-                problems.push(format!("{at}.name: `{}`: {LIST_NAME_RULE}", list.name));
+                problems.push(Problem::new(
+                    at("name"),
+                    format!("`{}`: {LIST_NAME_RULE}", list.name),
+                ));
             } else if !seen.insert(list.name.as_str()) {
-                problems.push(format!("{at}.name: `{}` appears twice", list.name));
+                problems.push(Problem::new(
+                    at("name"),
+                    format!("`{}` appears twice", list.name),
+                ));
             }
             if list.sources.is_empty() {
-                problems.push(format!("{at}.sources: at least one source is needed"));
+                problems.push(Problem::new(at("sources"), "at least one source is needed"));
             }
             for (j, source) in list.sources.iter().enumerate() {
                 let remote = source.starts_with("https://") || source.starts_with("http://");
                 if !remote && !source.starts_with('/') {
-                    problems.push(format!(
-                        "{at}.sources[{j}]: `{source}` is neither an http(s) URL nor an absolute path"
+                    problems.push(Problem::new(
+                        at(&format!("sources[{j}]")),
+                        format!("`{source}` is neither an http(s) URL nor an absolute path"),
                     ));
                 }
             }
             match list.generator {
                 ListGenerator::Asn if list.asns.is_empty() => {
-                    problems.push(format!("{at}.asns: an `asn` list needs at least one ASN"));
+                    problems.push(Problem::new(
+                        at("asns"),
+                        "an `asn` list needs at least one ASN",
+                    ));
                 }
                 ListGenerator::Tor if !list.asns.is_empty() => {
-                    problems.push(format!("{at}.asns: a `tor` list takes no ASN"));
+                    problems.push(Problem::new(at("asns"), "a `tor` list takes no ASN"));
                 }
                 _ => {}
             }
@@ -219,7 +233,20 @@ mod tests {
             {"name":"hosting","generator":"asn","sources":[]},
             {"name":"hosting","generator":"asn","sources":["/x"],"asns":[2]}]}"#;
         let sources: ListSources = serde_json::from_str(bad).unwrap();
-        let problems = sources.problems().join("\n");
+        let problems = crate::records::join_problems(&sources.problems());
+        let fields: Vec<String> = sources.problems().into_iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "max_shrink_percent",
+                "lists[0].name",
+                "lists[0].sources[0]",
+                "lists[0].asns",
+                "lists[1].sources",
+                "lists[1].asns",
+                "lists[2].name"
+            ]
+        );
         for expected in [
             "max_shrink_percent: 150",
             "lists[0].name: `Tor`",
@@ -268,7 +295,7 @@ mod tests {
             lists.join(",")
         );
         let sources: ListSources = serde_json::from_str(&text).unwrap();
-        let problems = sources.problems().join("\n");
+        let problems = crate::records::join_problems(&sources.problems());
         assert!(
             problems.contains("lists: 17 lists, the filter takes at most 16"),
             "{problems}"

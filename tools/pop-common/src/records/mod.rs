@@ -9,6 +9,7 @@ mod list_sources;
 mod node_inventory;
 mod platform_inputs;
 mod policy_list;
+mod problem;
 mod tag;
 
 pub use list_sources::{
@@ -18,4 +19,5 @@ pub use list_sources::{
 pub use node_inventory::{NODE_INVENTORY_VERSION, Node, NodeInventory, NodeKind, NodeRole, steps};
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
 pub use policy_list::{ListCounts, POLICY_LIST_VERSION, PolicyList};
+pub use problem::{Problem, join as join_problems};
 pub use tag::{Kind, RecordKind, Version};
