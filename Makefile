@@ -18,6 +18,7 @@ include k8s/versions.env
 OUT          ?= talos/_out
 INPUTS       ?= $(OUT)/platform-inputs.json
 EDGE_CONFIG  ?= config/edge.json
+INFRA_CONFIG ?= config/infra.json
 KUBECONFIG   ?= $(CURDIR)/$(OUT)/kubeconfig
 SCHEMAS_DIR  ?= ../shared/schemas
 CARGO        ?= cargo
@@ -58,8 +59,12 @@ apply: ## Apply infra, then platform, then edge
 	$(MAKE) apply-platform
 	$(MAKE) apply-edge
 
-apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/platform-inputs.json
-	@$(call not_built,scw-infra$(,) scw-rescue-flash and talos-apply-insecure are missing$(,) so nothing writes $(INPUTS))
+apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/kubeconfig and platform-inputs.json
+	@[[ -f tools/scw-infra/Cargo.toml ]] || { $(call not_built,scw-infra (the Scaleway resources) is not in this tree yet$(,) so nothing writes $(INPUTS)); }
+	@[[ -f $(INFRA_CONFIG) ]] || { echo "make $@: $(INFRA_CONFIG) is missing: cp config/infra.example.json $(INFRA_CONFIG)$(,) then edit it" >&2; exit 1; }
+	@$(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' TALOS_VERSION='$(TALOS_VERSION)' \
+	  TALOS_RELEASE_URL='$(TALOS_RELEASE_URL)' pipelines/infra.sh apply
 
 # >>> platform (issue 13)
 PLATFORM_CONFIG ?= config/platform.json
@@ -94,6 +99,8 @@ $(INPUTS):
 	@echo "make: $@ is missing: it is written by make apply-infra (layer 1)" >&2; exit 1
 $(EDGE_CONFIG):
 	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
+$(INFRA_CONFIG):
+	@echo "make: $@ is missing: cp config/infra.example.json $@, then edit it" >&2; exit 1
 
 # The edge objects are a real file: re-rendered only when an input, the config, a pinned version
 # or the tool changes. render-edge compiles k8s/versions.env in (the images it renders), so a
@@ -113,13 +120,16 @@ dry-run-edge: $(OUT)/edge-objects.yaml ## The dry-run twin of apply-edge: the AP
 diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the cluster
 	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
 
+.PHONY: dry-run-infra
+dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the calls it would make (JSON lines), makes none
+	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
+
 ##@ Day to day
 .PHONY: up down kubeconfig cluster-status rotate-pow-secret
 # make up: scw-infra (issue 11) powers the servers on; wait-ready (issue 13) hands back control
 # only when every node is Ready, the nodes are uncordoned and no pod is outside Running or
 # Succeeded. UNCORDON=all (default) uncordons every cordoned node, UNCORDON=a,b only those,
 # UNCORDON= none.
-INFRA_CONFIG ?= config/infra.json
 UNCORDON     ?= all
 UP_TIMEOUT   ?= 15m
 SCW_INFRA    := $(if $(wildcard tools/scw-infra/Cargo.toml),$(BIN)/scw-infra)
@@ -132,8 +142,8 @@ up: have-scw-infra have-kubeconfig $(SCW_INFRA) $(BIN)/wait-ready ## Power the c
 	$(SCW_INFRA) power on --config '$(INFRA_CONFIG)'
 	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
 
-down: ## Power the cluster off (compute billing stops)
-	@$(call not_built,scw-infra (power off) is missing)
+down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Power the cluster off: Instances poweroff (not standby, still billed), Elastic Metal stop
+	$(BIN)/scw-infra power off --config '$(INFRA_CONFIG)'
 
 kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make kubeconfig)"
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
@@ -162,9 +172,9 @@ destroy-platform: ## Uninstall istiod, cert-manager and Cilium (reverse order); 
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
 	@DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
-destroy-infra: ## Delete the Scaleway resources found by the cluster's tags
+destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Delete the Scaleway resources found by the cluster's tags (prints each one removed)
 	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
-	@$(call not_built,scw-infra (destroy) is missing)
+	$(BIN)/scw-infra destroy --yes --config '$(INFRA_CONFIG)'
 
 confirm:
 	@if [[ '$(CONFIRM)' == yes ]]; then exit 0; fi; \
@@ -209,11 +219,13 @@ demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)
 	@CARGO='$(CARGO)' pipelines/test.sh
 
-bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, list generation
+bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, image upload, image write over SSH, list generation
 	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
 	@[[ -d filter/browsers/chromium/node_modules ]] || npm ci --prefix filter/browsers/chromium --no-audit --no-fund
 	$(CARGO) bench --quiet -p pow-demo --bench filter
 	$(CARGO) bench --quiet -p pow-core --bench filter
+	$(CARGO) bench --quiet -p scw-infra --bench upload
+	$(CARGO) bench --quiet -p scw-rescue-flash --bench image_write
 	$(MAKE) bench-lists
 
 lint: setup-demo ## cargo fmt --check and clippy -D warnings, native and wasm32-wasip1

@@ -52,6 +52,16 @@ elif [[ -f "$config" ]]; then ok "scw config file $config"
 else miss "no SCW_ACCESS_KEY/SCW_SECRET_KEY and no $config"; fi
 if [[ -n "${SCW_DEFAULT_PROJECT_ID:-}" ]] || { [[ -f "$config" ]] && grep -q default_project_id "$config"; }; then ok "default project id"; else miss "SCW_DEFAULT_PROJECT_ID (or default_project_id in $config)"; fi
 
+# >>> infra (issue 11): the credentials as scw-infra itself resolves them (profile and access key;
+# the secret key is never printed). Needs the tool built: `make check` does not build it.
+scw_infra=${BIN:-${CARGO_TARGET_DIR:-target}/release}/scw-infra
+if [[ -x "$scw_infra" ]]; then
+  if resolved=$("$scw_infra" credentials 2>&1); then ok "scw-infra resolves credentials: $resolved"
+  else miss "scw-infra cannot resolve credentials: $resolved"; fi
+else opt "scw-infra is not built: cargo build --release --bin scw-infra, then make check, to test the credentials it resolves"; fi
+[[ -f "${INFRA_CONFIG:-config/infra.json}" ]] && ok "${INFRA_CONFIG:-config/infra.json}" || miss "${INFRA_CONFIG:-config/infra.json} (cp config/infra.example.json config/infra.json, then edit)"
+# <<< infra
+
 echo "configuration:"
 for f in config/edge.json; do
   [[ -f "$f" ]] && ok "$f" || miss "$f (cp config/edge.example.json config/edge.json, then edit)"

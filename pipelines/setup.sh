@@ -24,6 +24,12 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v firefox-esr >/dev/null || command -v firefox >/dev/null || need+=(firefox-esr)
 command -v curl >/dev/null || need+=(curl)
 command -v openssl >/dev/null || need+=(openssl)
+# The real sshd standing for the rescue system (scw-rescue-flash's tests), and its client.
+[[ -x /usr/sbin/sshd ]] || need+=(openssh-server)
+command -v ssh >/dev/null || need+=(openssh-client)
+command -v zstd >/dev/null || need+=(zstd)
+# ssh2 (scw-rescue-flash) builds libssh2 against the system's OpenSSL.
+pkg-config --exists openssl 2>/dev/null || need+=(libssl-dev pkg-config)
 command -v npm >/dev/null || need+=(nodejs npm)
 if [[ "$what" == bench ]]; then
   # The baselines of the list generation bench.
@@ -44,9 +50,33 @@ if ! python3 -c 'import yaml' 2>/dev/null; then
   log "installing PyYAML"
   python3 -m pip install --quiet pyyaml || log "PyYAML could not be installed: the API stand-in tests skip"
 fi
+if ! python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
+  log "installing grpcio-tools (the Talos API stand-in compiles Talos's .proto files with it)"
+  python3 -m pip install --quiet grpcio-tools || log "grpcio-tools could not be installed: the talos-apply-insecure tests skip"
+fi
 if ! command -v kubectl >/dev/null; then
   log "kubectl is missing: the edge pipeline tests skip (install kubectl to run them)"
 fi
+# >>> infra (issue 11): AWS's SigV4 test vectors (npm), and zstd + qemu-img for the Talos image
+# import (Debian zstd, qemu-utils).
+if command -v npm >/dev/null && [[ ! -d tools/scw-infra/tests/sigv4-suite/node_modules ]]; then
+  log "npm ci in tools/scw-infra/tests/sigv4-suite"
+  npm ci --prefix tools/scw-infra/tests/sigv4-suite --no-audit --no-fund >&2
+fi
+infra_need=()
+command -v zstd >/dev/null || infra_need+=(zstd)
+command -v qemu-img >/dev/null || infra_need+=(qemu-utils)
+if ((${#infra_need[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing ${infra_need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${infra_need[@]}" >/dev/null
+  else
+    log "missing ${infra_need[*]}: the Talos image import test skips meanwhile"
+  fi
+fi
+# <<< infra
 # playwright-core drives the system's browsers; its own browser downloads are never used.
 for dir in filter/browsers/chromium filter/browsers/firefox; do
   if command -v npm >/dev/null && [[ -f $dir/package-lock.json && ! -d $dir/node_modules ]]; then

@@ -347,7 +347,11 @@ fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_not
     // A chart that does not render fails the diff, although kubectl diff said 1.
     let out = world.platform("diff", &[("STANDIN_HELM_FAIL", "istiod")]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("helm template failed on istiod"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("helm template failed on istiod"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

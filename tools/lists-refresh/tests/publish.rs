@@ -15,22 +15,11 @@ const CM: &str = "/api/v1/namespaces/edge/configmaps/policy-lists";
 const WASM: &str = "/apis/extensions.istio.io/v1alpha1/namespaces/edge/wasmplugins/pow-filter";
 const APPLY_QUERY: &str = "?fieldManager=edgepop-lists&force=true";
 
-/// The generators, built beside this test's target directory (CARGO_TARGET_DIR honoured).
+/// The directory of the generators, built beside this test (testkit builds them if needed).
 fn generators() -> PathBuf {
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "lists-gen-asn",
-            "-p",
-            "lists-gen-tor",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+    workspace::bin("lists-gen-asn");
+    let tor = workspace::bin("lists-gen-tor");
+    tor.parent().unwrap().to_path_buf()
 }
 
 struct Job {
