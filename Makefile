@@ -104,8 +104,11 @@ $(EDGE_CONFIG):
 $(INFRA_CONFIG):
 	@echo "make: $@ is missing: cp config/infra.example.json $@, then edit it" >&2; exit 1
 
-# The edge objects are a real file: re-rendered only when an input, the config or the tool changes.
-$(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) $(BIN)/render-edge $(wildcard $(PUBLISHED_IMAGES))
+# The edge objects are a real file: re-rendered only when an input, the config, a pinned version,
+# the published images' record or the tool changes. render-edge compiles k8s/versions.env in (the
+# images it renders), so a version bump rebuilds it too.
+$(BIN)/render-edge: k8s/versions.env
+$(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) k8s/versions.env $(BIN)/render-edge $(wildcard $(PUBLISHED_IMAGES))
 	@mkdir -p $(OUT)
 	$(BIN)/render-edge --inputs $(INPUTS) --config $(EDGE_CONFIG) > $@.tmp
 	mv $@.tmp $@
@@ -151,8 +154,8 @@ kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make 
 cluster-status: ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
 	@pipelines/cluster-status.sh
 
-rotate-pow-secret: ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
-	@OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
+rotate-pow-secret: $(OUT)/edge-objects.yaml ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
+	@OBJECTS=$< OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
 
 ##@ Tear down (reverse order; asks first unless CONFIRM=yes)
 .PHONY: destroy destroy-edge destroy-platform destroy-infra confirm
@@ -162,9 +165,9 @@ destroy: ## Destroy edge, then platform, then infra
 	$(MAKE) destroy-platform CONFIRM=yes
 	$(MAKE) destroy-infra CONFIRM=yes
 
-destroy-edge: ## Delete the edge layer's objects
+destroy-edge: $(OUT)/edge-objects.yaml ## Delete the edge layer's objects
 	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
-	@pipelines/destroy-edge.sh
+	@OBJECTS=$< pipelines/destroy-edge.sh
 
 destroy-platform: ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
 	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"

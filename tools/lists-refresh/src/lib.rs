@@ -486,23 +486,7 @@ fn generate(
             problems,
         });
     }
-    let text = lists_text(&record);
-    Ok(text)
-}
-
-/// One CIDR per line, IPv4 then IPv6.
-fn lists_text(list: &PolicyList) -> String {
-    let mut text = String::new();
-    for net in list
-        .ipv4
-        .iter()
-        .map(ToString::to_string)
-        .chain(list.ipv6.iter().map(ToString::to_string))
-    {
-        text.push_str(&net);
-        text.push('\n');
-    }
-    text
+    Ok(record.to_text())
 }
 
 #[cfg(test)]

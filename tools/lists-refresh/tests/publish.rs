@@ -305,3 +305,34 @@ fn unchanged_lists_already_in_the_wasmplugin_write_nothing() {
     assert!(stderr(&out).contains("unchanged since version v7"));
     assert_eq!(api.requests().len(), 2);
 }
+
+#[test]
+fn a_list_name_the_filter_would_refuse_is_refused_before_any_request() {
+    // The filter refuses every update that carries such a name (1 to 32 of [a-z0-9_-], at most
+    // 16 lists): refused here, exit 2, naming the field, and the API is never called.
+    let job = Job::new();
+    let long = "a".repeat(33);
+    let cases =
+        [
+            (
+                json!([{"name": long, "generator": "tor", "sources": ["/x"]}]),
+                "lists[0].name",
+            ),
+            (
+                json!((0..17)
+                .map(|i| json!({"name": format!("l{i}"), "generator": "tor", "sources": ["/x"]}))
+                .collect::<Vec<_>>()),
+                "lists: 17 lists, the filter takes at most 16",
+            ),
+        ];
+    for (lists, field) in cases {
+        let sources = job.sources(lists);
+        let api = Server::start(vec![configmap(json!({}))]).unwrap();
+        let out = job.run(&api, &sources);
+        let log = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{log}");
+        assert!(log.contains(field), "{log}");
+        assert!(log.contains("sources.json"), "names the file: {log}");
+        assert!(api.requests().is_empty(), "nothing may reach the API");
+    }
+}

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use pop_common::input::{InputError, read_json};
 use pop_common::records::{
-    Digest, Kind, ListGenerator, ListSource, ListSources, PlatformInputs, PublishedImages, Version,
+    DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, Digest, Kind, ListGenerator, ListSource,
+    ListSources, PlatformInputs, PublishedImages, Version,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -141,12 +142,14 @@ impl Default for ListsConfig {
     }
 }
 
+// The defaults are ListSources' own (pop-common owns them): the same values whether the
+// config, the CronJob's record or a generator's flag leaves them out.
 fn default_max_shrink_percent() -> u8 {
-    50
+    DEFAULT_MAX_SHRINK_PERCENT
 }
 
 fn default_timeout_seconds() -> u32 {
-    120
+    DEFAULT_TIMEOUT_SECONDS
 }
 
 /// Tor exits from the Tor Project's bulk list, and the hosting providers whose address space
@@ -376,10 +379,11 @@ fn resolve_pow(
         lists: pow.lists.sources,
     };
     if let Some(problem) = lists.problems().into_iter().next() {
-        // ListSources names a list `lists[i]` from its own root; the config holds the same list
-        // as `pow.lists.sources[i]`.
-        let field = match problem.field.strip_prefix("lists[") {
-            Some(rest) => format!("sources[{rest}"),
+        // ListSources names its fields from its own root, where the lists are `lists`; the
+        // config nests them under pow.lists and calls them `sources` (`lists[i]` as well as the
+        // whole `lists`, whose count the filter limits).
+        let field = match problem.field.strip_prefix("lists") {
+            Some(rest) => format!("sources{rest}"),
             None => problem.field,
         };
         return Err(InputError::field(

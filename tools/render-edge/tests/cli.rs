@@ -545,3 +545,55 @@ fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
         ],
     );
 }
+
+/// A config whose filter has these list sources.
+fn with_list_sources(sources: &str) -> String {
+    with_hosts(
+        r#""www.example.com""#,
+        &format!(
+            r#", "pow_enabled": true, {}"#,
+            // The lists go inside `pow`, whose object is the first to close.
+            POW_OK.replacen(
+                "}",
+                &format!(r#", "lists": {{"sources": [{sources}]}}}}"#),
+                1
+            )
+        ),
+    )
+}
+
+#[test]
+fn a_list_name_the_filter_would_refuse_is_refused_before_anything_is_rendered() {
+    // The filter refuses every update that carries such a name (a metric name: 1 to 32 of
+    // [a-z0-9_-]): caught here, before any apply.
+    let tor = |name: &str| {
+        format!(r#"{{"name": "{name}", "generator": "tor", "sources": ["https://example.net/x"]}}"#)
+    };
+    let case = Case::new();
+    for name in ["a".repeat(33), "Tor".to_string(), "tor.exits".to_string()] {
+        case.refuses(
+            &with_list_sources(&tor(&name)),
+            &[
+                "field `pow.lists.sources[0].name`",
+                &name,
+                "1 to 32 of [a-z0-9_-]",
+            ],
+        );
+    }
+    let seventeen: Vec<String> = (0..17).map(|i| tor(&format!("l{i}"))).collect();
+    case.refuses(
+        &with_list_sources(&seventeen.join(",")),
+        &["field `pow.lists.sources`", "at most 16"],
+    );
+    // The filter's rule, not a stricter one: `_` and 32 characters pass.
+    let config = case.write(
+        "ok.json",
+        &with_list_sources(&tor(&format!("tor_{}", "x".repeat(28)))),
+    );
+    let out = render(&case.inputs(), &config, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -67,6 +67,22 @@ impl RecordKind for PolicyList {
 }
 
 impl PolicyList {
+    /// The text form of the list, the one every tool writes (the `<name>.txt` keys of the
+    /// `policy-lists` ConfigMap, the sets of the filter's `pluginConfig.lists`, `-o text`):
+    /// one CIDR per line, IPv4 then IPv6, each line ending with `\n`.
+    pub fn to_text(&self) -> String {
+        let mut text = String::with_capacity((self.ipv4.len() + self.ipv6.len()) * 18);
+        for net in &self.ipv4 {
+            text.push_str(&net.to_string());
+            text.push('\n');
+        }
+        for net in &self.ipv6 {
+            text.push_str(&net.to_string());
+            text.push('\n');
+        }
+        text
+    }
+
     /// The rules serde cannot express; one message per problem, empty when the record is sound.
     pub fn problems(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
@@ -160,6 +176,14 @@ mod tests {
         assert!(serde_json::from_str::<PolicyList>(&extra).is_err());
         let bad_prefix = EXAMPLE.replace("5.9.0.0/16", "5.9.0.0/33");
         assert!(serde_json::from_str::<PolicyList>(&bad_prefix).is_err());
+    }
+
+    #[test]
+    fn the_text_form_is_one_cidr_per_line_ipv4_first_and_the_filter_reads_it_back() {
+        let list: PolicyList = serde_json::from_str(EXAMPLE).unwrap();
+        let text = list.to_text();
+        assert_eq!(text, "5.9.0.0/16\n23.88.0.0/17\n2a01:4f8::/32\n");
+        assert_eq!(pow_core::lists::parse_set(&text).map(|_| ()), Ok(()));
     }
 
     #[test]
