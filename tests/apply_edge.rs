@@ -105,7 +105,11 @@ impl StandIn {
             .arg(config)
             .output()
             .unwrap();
-        assert!(out.status.success());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let name = config.file_name().unwrap().to_str().unwrap();
         let path = self.dir.path().join(format!("{name}.yaml"));
         std::fs::write(&path, out.stdout).unwrap();
@@ -118,6 +122,11 @@ impl StandIn {
             std::fs::read_to_string(workspace().join("config/edge-pow.example.json")).unwrap();
         let mut config: Value = serde_json::from_str(&text).unwrap();
         config["pow"]["secret_name"] = Value::from(secret_name);
+        // The copy lives elsewhere: the published-images record it names, relative to the
+        // config's folder, is given by its absolute path.
+        let published = config["images"]["published"].as_str().unwrap().to_owned();
+        config["images"]["published"] =
+            Value::from(workspace().join("config").join(published).to_str().unwrap());
         let path = self.write("edge-custom-secret.json", &config.to_string());
         self.render_file(&path)
     }
