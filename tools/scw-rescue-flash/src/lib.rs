@@ -38,13 +38,13 @@ use sha2::{Digest, Sha256};
 
 use crate::progress::Progress;
 use crate::rescue::Rescue;
-use crate::scaleway::{BootType, ElasticMetal, SecretKey, UreqElasticMetal};
+use crate::scaleway::{BootType, ElasticMetal, ScwElasticMetal};
+use scw_infra::api::client::{Client, RealSleeper};
+use scw_infra::api::creds::Credentials;
+use scw_infra::api::http::UreqTransport;
 
 /// The server tag that keeps the flashed image's digest: `edgepop-image-flashed=sha256:<hex>`.
 pub const FLASHED_TAG: &str = "edgepop-image-flashed=";
-
-/// The Scaleway API's address when `SCW_API_URL` is not set.
-pub const DEFAULT_API_URL: &str = "https://api.scaleway.com";
 
 /// Write the Talos image onto the Elastic Metal nodes from rescue mode.
 #[derive(Debug, Clone, clap::Parser)]
@@ -99,8 +99,8 @@ pub struct Config {
     pub image_url: Option<String>,
     pub sudo: bool,
     pub timeout: Duration,
-    pub api_url: String,
-    pub secret_key: SecretKey,
+    /// Resolved as scw-infra (and Scaleway's own tools) resolve them; the secret never printed.
+    pub credentials: Credentials,
 }
 
 /// Why the tool stopped.
@@ -167,20 +167,7 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
             "--image-url `{url}`: an http(s) URL without quotes, spaces or shell characters"
         )));
     }
-    let secret = env
-        .get("SCW_SECRET_KEY")
-        .map_err(|e| Error::Usage(e.to_string()))?
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| {
-            Error::Usage(
-                "SCW_SECRET_KEY is not set: the Scaleway secret key comes from the environment"
-                    .into(),
-            )
-        })?;
-    let api_url = env
-        .non_empty("SCW_API_URL")
-        .unwrap_or(DEFAULT_API_URL)
-        .to_owned();
+    let credentials = scw_infra::api::creds::load(env).map_err(|e| Error::Usage(e.to_string()))?;
     let ssh_key = match &cli.ssh_key {
         Some(path) => path.clone(),
         None => {
@@ -207,8 +194,7 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
         image_url: cli.image_url.clone(),
         sudo: !cli.no_sudo,
         timeout: Duration::from_secs(cli.timeout_seconds.max(1)),
-        api_url,
-        secret_key: SecretKey::new(secret.to_owned()),
+        credentials,
     })
 }
 
@@ -544,7 +530,13 @@ pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Res
             image.size,
             image.digest()
         );
-        let api = UreqElasticMetal::new(&config.api_url, config.secret_key.clone(), config.timeout);
+        let client = Client::new(
+            UreqTransport::new(config.timeout),
+            RealSleeper,
+            &config.credentials.api_url,
+            config.credentials.secret_key.clone(),
+        );
+        let api = ScwElasticMetal::new(client);
         flash_all(config, &mut inventory, &image, &api, &std::thread::sleep)
     } else {
         Vec::new()
@@ -570,7 +562,14 @@ mod tests {
 
     fn env() -> Env {
         Env::from_pairs([
+            ("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX"),
             ("SCW_SECRET_KEY", "11111111-1111-4111-8111-111111111111"),
+            (
+                "SCW_DEFAULT_PROJECT_ID",
+                "22222222-2222-4222-8222-222222222222",
+            ),
+            // No config file: the environment alone.
+            ("SCW_CONFIG_PATH", "/nonexistent/scw/config.yaml"),
             ("HOME", "/home/op"),
         ])
     }
@@ -580,7 +579,7 @@ mod tests {
         let cli = Cli::parse_from(["t", "--image", "talos.raw.zst"]);
         let config = resolve(&cli, &env()).unwrap();
         assert_eq!(config.ssh_key, PathBuf::from("/home/op/.ssh/id_ed25519"));
-        assert_eq!(config.api_url, DEFAULT_API_URL);
+        assert_eq!(config.credentials.api_url, "https://api.scaleway.com");
         assert_eq!(
             (config.ssh_tries, config.ssh_interval),
             (60, Duration::from_secs(10))
@@ -600,11 +599,12 @@ mod tests {
         assert_eq!(err.exit(), Exit::Usage);
         assert!(err.to_string().contains("--disk"));
         let cli = Cli::parse_from(["t", "--image", "i"]);
-        let err = resolve(&cli, &Env::from_pairs([("HOME", "/h")])).unwrap_err();
-        assert!(
-            err.to_string().contains("SCW_SECRET_KEY is not set"),
-            "{err}"
-        );
+        let no_credentials = Env::from_pairs([
+            ("HOME", "/h"),
+            ("SCW_CONFIG_PATH", "/nonexistent/scw/config.yaml"),
+        ]);
+        let err = resolve(&cli, &no_credentials).unwrap_err();
+        assert!(err.to_string().contains("SCW_ACCESS_KEY"), "{err}");
         let zero = Cli::parse_from(["t", "--image", "i", "--ssh-tries", "0"]);
         assert!(resolve(&zero, &env()).is_err());
         for url in [

@@ -74,7 +74,14 @@ fn flash(
         ])
         .args(["--ssh-tries", "3", "--ssh-interval-seconds", "0"])
         .args(extra)
+        .env("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX")
         .env("SCW_SECRET_KEY", SECRET)
+        .env(
+            "SCW_DEFAULT_PROJECT_ID",
+            "22222222-2222-4222-8222-222222222222",
+        )
+        // No config file of the machine's: the environment alone.
+        .env("SCW_CONFIG_PATH", rescue.path("no-scw-config.yaml"))
         .env("SCW_API_URL", &api.url)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
