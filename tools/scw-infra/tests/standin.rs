@@ -11,8 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
@@ -26,31 +25,10 @@ const PUBKEY: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGVkZ2Vwb3AtdGVzdC1rZXktbm90LWEtcmVhbC1vbmU test@edgepop";
 
 struct StandIn {
-    child: Child,
-    s3_child: Child,
+    // Killed on drop, before `dir` is removed (fields drop in order).
+    scaleway: testkit::standin::StandIn,
+    s3: testkit::standin::StandIn,
     dir: tempfile::TempDir,
-    url: String,
-    s3_url: String,
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        for child in [&mut self.child, &mut self.s3_child] {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn wait_for_port(port_file: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(port) = std::fs::read_to_string(port_file) {
-            return port;
-        }
-        assert!(Instant::now() < deadline, "a stand-in did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn root() -> PathBuf {
@@ -66,9 +44,8 @@ impl StandIn {
         let shared = testkit::workspace::shared_dir(test)?;
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
-        let mut cmd = Command::new("python3");
-        cmd.arg(root().join("tests/stand-ins/scaleway_api.py"))
-            .arg("--specs")
+        let mut cmd = testkit::standin::python("scaleway_api.py");
+        cmd.arg("--specs")
             .arg(shared.join("scaleway-openapi"))
             .arg("--cassettes")
             .arg(shared.join("scaleway-cassettes"))
@@ -88,28 +65,9 @@ impl StandIn {
             cmd.args(["--dns-zone", "example.com"]);
         }
         cmd.arg("--s3-root").arg(dir.path().join("s3"));
-        let child = cmd.spawn().unwrap();
-        let s3_port_file = dir.path().join("s3-port");
-        let s3_child = Command::new("python3")
-            .arg(root().join("tests/stand-ins/s3_api.py"))
-            .arg("--root")
-            .arg(dir.path().join("s3"))
-            .arg("--port-file")
-            .arg(&s3_port_file)
-            .arg("--log")
-            .arg(dir.path().join("s3.jsonl"))
-            .args([
-                "--access-key",
-                ACCESS,
-                "--secret",
-                SECRET,
-                "--region",
-                "fr-par",
-            ])
-            .spawn()
-            .unwrap();
-        let port = wait_for_port(&port_file);
-        let s3_port = wait_for_port(&s3_port_file);
+        // The Scaleway stand-in serves the image bucket's objects from the S3 stand-in's root.
+        let scaleway = testkit::standin::StandIn::start(&mut cmd, &port_file);
+        let s3 = testkit::standin::s3(dir.path(), ACCESS, SECRET);
         std::fs::write(dir.path().join("id.pub"), format!("{PUBKEY}\n")).unwrap();
         let mut config: Value = serde_json::from_slice(
             &std::fs::read(root().join("config/infra.example.json")).unwrap(),
@@ -117,13 +75,7 @@ impl StandIn {
         .unwrap();
         config["ssh_public_key_path"] = json!(dir.path().join("id.pub"));
         std::fs::write(dir.path().join("infra.json"), config.to_string()).unwrap();
-        Some(StandIn {
-            child,
-            s3_child,
-            dir,
-            url: format!("http://127.0.0.1:{port}"),
-            s3_url: format!("http://127.0.0.1:{s3_port}"),
-        })
+        Some(StandIn { scaleway, s3, dir })
     }
 
     fn control(&self, method: &str, path: &str, body: Option<Value>) -> Value {
@@ -131,7 +83,7 @@ impl StandIn {
             .http_status_as_error(true)
             .build()
             .into();
-        let url = format!("{}/__standin/{path}", self.url);
+        let url = format!("{}/__standin/{path}", self.scaleway.url());
         let mut resp = match body {
             Some(b) => agent
                 .post(&url)
@@ -207,8 +159,8 @@ impl StandIn {
                 "SCW_CONFIG_PATH",
                 self.dir.path().join("no-such-config.yaml"),
             )
-            .env("SCW_API_URL", &self.url)
-            .env("SCW_S3_ENDPOINT", &self.s3_url)
+            .env("SCW_API_URL", self.scaleway.url())
+            .env("SCW_S3_ENDPOINT", self.s3.url())
             .env("SCW_ACCESS_KEY", ACCESS)
             .env("SCW_SECRET_KEY", secret)
             .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
@@ -670,8 +622,8 @@ fn credentials_come_from_the_active_profile_and_the_environment_wins() {
             .env_clear()
             .env("HOME", s.dir.path())
             .env("SCW_CONFIG_PATH", &config)
-            .env("SCW_API_URL", &s.url)
-            .env("SCW_S3_ENDPOINT", &s.s3_url)
+            .env("SCW_API_URL", s.scaleway.url())
+            .env("SCW_S3_ENDPOINT", s.s3.url())
             .stdin(Stdio::null());
         for (k, v) in extra {
             cmd.env(k, v);
@@ -688,7 +640,7 @@ fn credentials_come_from_the_active_profile_and_the_environment_wins() {
     };
     let out = ok(&run(&[], &["credentials"]));
     assert!(
-        out.contains("profile `work`") && out.contains(&s.url),
+        out.contains("profile `work`") && out.contains(&s.scaleway.url()),
         "{out}"
     );
     // The profile's secret is the one the API accepts (the root's is not); SCW_API_URL from the
@@ -811,12 +763,12 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         .build()
         .into();
     let unsigned = agent
-        .put(format!("{}/some-bucket", s.s3_url))
+        .put(format!("{}/some-bucket", s.s3.url()))
         .send(&[][..])
         .unwrap();
     assert_eq!(unsigned.status().as_u16(), 403);
     let forged = agent
-        .put(format!("{}/some-bucket", s.s3_url))
+        .put(format!("{}/some-bucket", s.s3.url()))
         .header("x-amz-date", "20260101T000000Z")
         .header("x-amz-content-sha256", scw_infra::s3::sigv4::EMPTY_SHA256)
         .header(

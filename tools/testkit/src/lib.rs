@@ -3,6 +3,8 @@
 //!
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
+//! - [`standin`]: the Python stand-ins of `tests/stand-ins/`, started on loopback and killed on
+//!   drop.
 //! - [`workspace`]: the workspace root, `../shared`, the binaries cargo built, `python3`.
 //!
 //! Tests that need something a user's machine may lack (chromium, sshd, the upstream schemas)
@@ -12,6 +14,7 @@
 
 pub mod http;
 pub mod process;
+pub mod standin;
 pub mod workspace;
 
 /// The variable that turns every skip into a failure.
