@@ -144,38 +144,53 @@ impl StandIn {
         self.scw_env(args, SECRET)
     }
 
+    /// scw-infra with an empty environment but for a home in the test's directory and the two
+    /// stand-ins' endpoints.
+    fn scw_infra(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_scw-infra"));
+        cmd.env_clear()
+            .env("HOME", self.dir.path())
+            .env("SCW_API_URL", self.scaleway.url())
+            .env("SCW_S3_ENDPOINT", self.s3.url())
+            .stdin(Stdio::null());
+        cmd
+    }
+
     /// Runs scw-infra with only the given credentials in its environment (no profile file),
     /// and checks that the secret shows in none of its output.
     fn scw_env(&self, args: &[&str], secret: &str) -> Output {
         let config = self.dir.path().join("infra.json");
-        let out = Command::new(env!("CARGO_BIN_EXE_scw-infra"))
+        let out = self
+            .scw_infra()
             .args(args)
             .arg("--config")
             .arg(&config)
             .args(["--poll-seconds", "0", "--retry-base-ms", "1"])
-            .env_clear()
-            .env("HOME", self.dir.path())
             .env(
                 "SCW_CONFIG_PATH",
                 self.dir.path().join("no-such-config.yaml"),
             )
-            .env("SCW_API_URL", self.scaleway.url())
-            .env("SCW_S3_ENDPOINT", self.s3.url())
             .env("SCW_ACCESS_KEY", ACCESS)
             .env("SCW_SECRET_KEY", secret)
             .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
             .env("EDGEPOP_LOG", "debug")
-            .stdin(Stdio::null())
             .output()
             .unwrap();
-        for (name, stream) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
-            let text = String::from_utf8_lossy(stream);
+        assert_not_shown(&out, &[secret]);
+        out
+    }
+}
+
+/// Checks that none of `secrets` shows in the run's stdout or stderr.
+fn assert_not_shown(out: &Output, secrets: &[&str]) {
+    for (name, stream) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let text = String::from_utf8_lossy(stream);
+        for secret in secrets {
             assert!(
                 !text.contains(secret),
                 "the secret key is in {name}:\n{text}"
             );
         }
-        out
     }
 }
 
@@ -617,25 +632,13 @@ fn credentials_come_from_the_active_profile_and_the_environment_wins() {
     )
     .unwrap();
     let run = |extra: &[(&str, &str)], args: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_scw-infra"));
-        cmd.args(args)
-            .env_clear()
-            .env("HOME", s.dir.path())
-            .env("SCW_CONFIG_PATH", &config)
-            .env("SCW_API_URL", s.scaleway.url())
-            .env("SCW_S3_ENDPOINT", s.s3.url())
-            .stdin(Stdio::null());
+        let mut cmd = s.scw_infra();
+        cmd.args(args).env("SCW_CONFIG_PATH", &config);
         for (k, v) in extra {
             cmd.env(k, v);
         }
         let out = cmd.output().unwrap();
-        for stream in [&out.stdout, &out.stderr] {
-            let text = String::from_utf8_lossy(stream);
-            assert!(
-                !text.contains(SECRET) && !text.contains("00000000-0000-4000"),
-                "{text}"
-            );
-        }
+        assert_not_shown(&out, &[SECRET, "00000000-0000-4000"]);
         out
     };
     let out = ok(&run(&[], &["credentials"]));
