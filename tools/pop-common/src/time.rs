@@ -11,21 +11,10 @@ pub fn now_rfc3339() -> String {
     rfc3339(secs)
 }
 
-/// A UTC instant broken into its civil fields, as the formats here (and SigV4's
-/// `YYYYMMDDTHHMMSSZ`) write them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CivilTime {
-    pub year: i64,
-    pub month: u32,
-    pub day: u32,
-    pub hour: u32,
-    pub minute: u32,
-    pub second: u32,
-}
-
-/// `secs` since the Unix epoch as a UTC civil date and time (days to civil date after Howard
-/// Hinnant's `civil_from_days`).
-pub fn civil(secs: u64) -> CivilTime {
+/// `secs` since the Unix epoch as the UTC civil `(year, month, day, hour, minute, second)`
+/// (days to civil date after Howard Hinnant's `civil_from_days`), for every format of a time
+/// (RFC 3339 here, SigV4's `YYYYMMDDTHHMMSSZ` in scw-infra).
+pub fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
     // u64 seconds / 86 400 always fits an i64.
     let days = (secs / 86_400) as i64;
     let rem = (secs % 86_400) as u32;
@@ -38,26 +27,13 @@ pub fn civil(secs: u64) -> CivilTime {
     // Both lie in 1..=31 and 1..=12 by construction.
     let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let month = (if mp < 10 { mp + 3 } else { mp - 9 }) as u32;
-    CivilTime {
-        year: yoe + era * 400 + i64::from(month <= 2),
-        month,
-        day,
-        hour: rem / 3600,
-        minute: rem / 60 % 60,
-        second: rem % 60,
-    }
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day, rem / 3600, rem / 60 % 60, rem % 60)
 }
 
 /// `secs` since the Unix epoch as an RFC 3339 UTC timestamp.
 pub fn rfc3339(secs: u64) -> String {
-    let CivilTime {
-        year,
-        month,
-        day,
-        hour,
-        minute,
-        second,
-    } = civil(secs);
+    let (year, month, day, hour, minute, second) = civil(secs);
     format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
 }
 
@@ -123,20 +99,12 @@ mod tests {
 
     #[test]
     fn civil_fields_of_known_instants() {
-        let at = |year, month, day, hour, minute, second| CivilTime {
-            year,
-            month,
-            day,
-            hour,
-            minute,
-            second,
-        };
-        assert_eq!(civil(0), at(1970, 1, 1, 0, 0, 0));
+        assert_eq!(civil(0), (1970, 1, 1, 0, 0, 0));
         // The last second of a leap day, and the first of the next month.
-        assert_eq!(civil(951_868_799), at(2000, 2, 29, 23, 59, 59));
-        assert_eq!(civil(951_868_800), at(2000, 3, 1, 0, 0, 0));
-        assert_eq!(civil(1_440_938_160), at(2015, 8, 30, 12, 36, 0));
+        assert_eq!(civil(951_868_799), (2000, 2, 29, 23, 59, 59));
+        assert_eq!(civil(951_868_800), (2000, 3, 1, 0, 0, 0));
+        assert_eq!(civil(1_440_938_160), (2015, 8, 30, 12, 36, 0));
         // 2100 is not a leap year: 28 February is followed by 1 March.
-        assert_eq!(civil(4_107_542_400), at(2100, 3, 1, 0, 0, 0));
+        assert_eq!(civil(4_107_542_400), (2100, 3, 1, 0, 0, 0));
     }
 }
