@@ -31,15 +31,7 @@ fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let size = if bench { 256 * MIB } else { 11 * MIB };
     let file = dir.path().join("image.qcow2");
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let bytes: Vec<u8> = (0..size)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect();
+    let bytes = testkit::incompressible_bytes(size, 0x2545_f491_4f6c_dd1d);
     std::fs::write(&file, &bytes).unwrap();
     drop(bytes);
 

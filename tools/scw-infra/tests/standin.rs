@@ -713,15 +713,7 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     }
     // 12 MiB that do not compress: the QCOW2 is as big, so the upload goes in 3 parts of 5 MiB.
     let raw = s.dir.path().join("disk.raw");
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let bytes: Vec<u8> = (0..12 << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect();
+    let bytes = testkit::incompressible_bytes(12 << 20, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(&raw, &bytes).unwrap();
     let zst = s.dir.path().join("disk.raw.zst");
     assert!(
