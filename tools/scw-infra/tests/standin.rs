@@ -110,25 +110,27 @@ impl StandIn {
         self.control("POST", "faults", Some(faults));
     }
 
+    /// The JSON lines a stand-in logged to `name` in the test's directory.
+    fn read_log(&self, name: &str) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join(name))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The JSON lines a stand-in logged to `name`, and forgets them.
+    fn take_log(&self, name: &str) -> Vec<Value> {
+        let lines = self.read_log(name);
+        std::fs::write(self.dir.path().join(name), "").unwrap();
+        lines
+    }
+
     /// The Scaleway requests received so far (and forgets them); asserts none was refused by
     /// the specs and no answer was invalid.
     fn take_requests(&self) -> Vec<Value> {
-        let path = self.dir.path().join("requests.jsonl");
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        std::fs::write(&path, "").unwrap();
-        let requests: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        let s3_log = self.dir.path().join("s3.jsonl");
-        let s3_text = std::fs::read_to_string(&s3_log).unwrap_or_default();
-        for line in s3_text.lines() {
-            let r: Value = serde_json::from_str(line).unwrap();
-            assert!(
-                r.get("refused").is_none(),
-                "the S3 stand-in refuses the signature: {r}"
-            );
-        }
+        let requests = self.take_log("requests.jsonl");
+        assert_signatures_accepted(&self.read_log("s3.jsonl"));
         for r in &requests {
             assert!(r.get("refused").is_none(), "the specs refuse: {r}");
             assert!(
@@ -676,20 +678,19 @@ fn credentials_come_from_the_active_profile_and_the_environment_wins() {
 impl StandIn {
     /// The S3 requests received so far (and forgets them).
     fn take_s3(&self) -> Vec<Value> {
-        let path = self.dir.path().join("s3.jsonl");
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        std::fs::write(&path, "").unwrap();
-        let requests: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        for r in &requests {
-            assert!(
-                r.get("refused").is_none(),
-                "the S3 stand-in refuses the signature: {r}"
-            );
-        }
+        let requests = self.take_log("s3.jsonl");
+        assert_signatures_accepted(&requests);
         requests
+    }
+}
+
+/// Checks that the S3 stand-in accepted the signature of every request it logged.
+fn assert_signatures_accepted(s3_requests: &[Value]) {
+    for r in s3_requests {
+        assert!(
+            r.get("refused").is_none(),
+            "the S3 stand-in refuses the signature: {r}"
+        );
     }
 }
 
