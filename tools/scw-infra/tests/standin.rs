@@ -519,20 +519,15 @@ fn destroy_removes_everything_tagged_and_nothing_else() {
         );
     }
     assert_eq!(state["servers"][0]["id"], foreign_server["id"]);
-    assert!(
-        state["security_groups"]
+    let kept = |kind: &str, object: &Value| {
+        state[kind]
             .as_array()
             .unwrap()
             .iter()
-            .any(|g| g["id"] == foreign_group["id"])
-    );
-    assert!(
-        state["ips"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|g| g["id"] == foreign_ip["id"])
-    );
+            .any(|o| o["id"] == object["id"])
+    };
+    assert!(kept("security_groups", &foreign_group), "{state}");
+    assert!(kept("ips", &foreign_ip), "{state}");
     assert_eq!(state["ssh_keys"].as_array().unwrap().len(), 1);
     assert_eq!(state["ssh_keys"][0]["id"], foreign_key["id"]);
     let records = state["records"]["example.com"].as_array().unwrap();
