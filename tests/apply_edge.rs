@@ -20,8 +20,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use testkit::skip_or_fail;
@@ -31,49 +30,36 @@ fn workspace() -> PathBuf {
 }
 
 struct StandIn {
-    child: Child,
+    // Held for its drop, which kills the stand-in before `dir` is removed (fields drop in order).
+    _kube_api: testkit::standin::StandIn,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl StandIn {
     fn start() -> StandIn {
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
-        let child = Command::new("python3")
-            .arg(workspace().join("tests/stand-ins/kube_api.py"))
-            .arg(&port_file)
-            .arg(dir.path().join("requests.jsonl"))
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let port = loop {
-            if let Ok(port) = std::fs::read_to_string(&port_file) {
-                break port;
-            }
-            assert!(Instant::now() < deadline, "the stand-in did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let kube_api = testkit::standin::StandIn::start(
+            testkit::standin::python("kube_api.py")
+                .arg(&port_file)
+                .arg(dir.path().join("requests.jsonl")),
+            &port_file,
+        );
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(
             &kubeconfig,
             format!(
                 "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-                 clusters: [{{name: s, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n\
+                 clusters: [{{name: s, cluster: {{server: '{url}'}}}}]\n\
                  users: [{{name: u, user: {{token: stand-in}}}}]\n\
-                 contexts: [{{name: c, context: {{cluster: s, user: u}}}}]\n"
+                 contexts: [{{name: c, context: {{cluster: s, user: u}}}}]\n",
+                url = kube_api.url()
             ),
         )
         .unwrap();
         StandIn {
-            child,
+            _kube_api: kube_api,
             dir,
             kubeconfig,
         }

@@ -107,6 +107,24 @@ impl World {
         cmd.output().unwrap()
     }
 
+    /// Runs platform.sh `mode`, checks that it succeeded, and returns what it asked of helm and
+    /// kubectl, and its stderr.
+    fn succeeds(&self, mode: &str, env: &[(&str, &str)]) -> (Vec<String>, String) {
+        let out = self.platform(mode, env);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (self.calls(), stderr(&out))
+    }
+
+    /// Runs platform.sh `mode` and checks that it failed (exit 1) saying every one of `what`.
+    fn fails_saying(&self, mode: &str, env: &[(&str, &str)], what: &[&str]) {
+        let out = self.platform(mode, env);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        for needle in what {
+            assert!(err.contains(needle), "`{needle}` not in: {err}");
+        }
+    }
+
     fn calls(&self) -> Vec<String> {
         fs::read_to_string(self.dir.path().join("calls.log"))
             .unwrap()
@@ -141,6 +159,19 @@ fn mutating(calls: &[String]) -> Vec<&String> {
         .collect()
 }
 
+/// The calls that start with `prefix` (`helm upgrade`, `kubectl diff`...), in order.
+fn starting_with<'a>(calls: &'a [String], prefix: &str) -> Vec<&'a String> {
+    calls.iter().filter(|c| c.starts_with(prefix)).collect()
+}
+
+/// The releases uninstalled, in order.
+fn uninstalled(calls: &[String]) -> Vec<&str> {
+    starting_with(calls, "helm uninstall")
+        .into_iter()
+        .map(|c| words(c)[2])
+        .collect()
+}
+
 fn words(call: &str) -> Vec<&str> {
     call.split(' ').collect()
 }
@@ -155,10 +186,8 @@ fn has_pair(call: &str, flag: &str, value: &str) -> bool {
 #[test]
 fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
     let world = World::new();
-    let out = world.platform("apply", &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let (calls, _) = world.succeeds("apply", &[]);
     let pins = pins();
-    let calls = world.calls();
     let steps: Vec<String> = calls.iter().map(|c| words(c)[..3].join(" ")).collect();
     assert_eq!(
         steps,
@@ -172,10 +201,7 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
         ],
         "{calls:#?}"
     );
-    let helm: Vec<&String> = calls
-        .iter()
-        .filter(|c| c.starts_with("helm upgrade"))
-        .collect();
+    let helm: Vec<&String> = starting_with(&calls, "helm upgrade");
     let expected = [
         (
             "cilium",
@@ -244,17 +270,10 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
 fn a_crd_file_that_does_not_match_its_pin_stops_everything_before_any_change() {
     let world = World::new();
     fs::write(&world.crd_files[1], "kind: Tampered\n").unwrap();
-    let out = world.platform("apply", &[]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
-    assert!(
-        err.contains("httproutes.yaml") && err.contains("does not match the pin"),
-        "{err}"
-    );
+    world.fails_saying("apply", &[], &["httproutes.yaml", "does not match the pin"]);
     assert!(world.calls().is_empty(), "{:#?}", world.calls());
     // The dry-run twin refuses it the same way.
-    let out = world.platform("diff", &[]);
-    assert_eq!(out.status.code(), Some(1));
+    world.fails_saying("diff", &[], &[]);
     assert!(mutating(&world.calls()).is_empty());
 }
 
@@ -262,37 +281,26 @@ fn a_crd_file_that_does_not_match_its_pin_stops_everything_before_any_change() {
 fn a_missing_vendored_file_or_rendered_values_file_stops_before_any_change() {
     let world = World::new();
     fs::remove_file(&world.crd_files[0]).unwrap();
-    let out = world.platform("apply", &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("make vendor"), "{}", stderr(&out));
+    world.fails_saying("apply", &[], &["make vendor"]);
     assert!(world.calls().is_empty());
 
     let world = World::new();
     fs::remove_file(world.rendered("istiod")).unwrap();
-    let out = world.platform("apply", &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("istiod.json is missing"),
-        "{}",
-        stderr(&out)
-    );
+    world.fails_saying("apply", &[], &["istiod.json is missing"]);
     assert!(world.calls().is_empty(), "{:#?}", world.calls());
 }
 
 #[test]
 fn a_failing_release_stops_the_ones_after_it() {
     let world = World::new();
-    let out = world.platform("apply", &[("STANDIN_HELM_FAIL", "cert-manager")]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("cert-manager did not install"),
-        "{}",
-        stderr(&out)
+    world.fails_saying(
+        "apply",
+        &[("STANDIN_HELM_FAIL", "cert-manager")],
+        &["cert-manager did not install"],
     );
     let calls = world.calls();
-    let releases: Vec<&str> = calls
-        .iter()
-        .filter(|c| c.starts_with("helm upgrade"))
+    let releases: Vec<&str> = starting_with(&calls, "helm upgrade")
+        .into_iter()
         .map(|c| words(c)[3])
         .collect();
     assert_eq!(releases, ["cilium", "cert-manager"], "{calls:#?}");
@@ -301,14 +309,9 @@ fn a_failing_release_stops_the_ones_after_it() {
 #[test]
 fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_nothing() {
     let world = World::new();
-    let out = world.platform("diff", &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let calls = world.calls();
+    let (calls, _) = world.succeeds("diff", &[]);
     assert!(mutating(&calls).is_empty(), "{calls:#?}");
-    let templates: Vec<&String> = calls
-        .iter()
-        .filter(|c| c.starts_with("helm template"))
-        .collect();
+    let templates: Vec<&String> = starting_with(&calls, "helm template");
     assert_eq!(templates.len(), 4, "{calls:#?}");
     for (call, key) in templates.iter().zip([
         "CILIUM_VERSION",
@@ -318,10 +321,7 @@ fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_not
     ]) {
         assert!(has_pair(call, "--version", &pins()[key]), "{call}");
     }
-    let diffs: Vec<&String> = calls
-        .iter()
-        .filter(|c| c.starts_with("kubectl diff"))
-        .collect();
+    let diffs: Vec<&String> = starting_with(&calls, "kubectl diff");
     // One per release, fed what helm template printed, and the CRDs' between Cilium and
     // cert-manager, in the apply order.
     assert_eq!(diffs.len(), 5, "{calls:#?}");
@@ -342,29 +342,21 @@ fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_not
         );
     }
     // kubectl diff exits 1 for "differences found", more for an error.
-    let out = world.platform("diff", &[("STANDIN_KUBECTL_DIFF_RC", "2")]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    world.fails_saying("diff", &[("STANDIN_KUBECTL_DIFF_RC", "2")], &[]);
     // A chart that does not render fails the diff, although kubectl diff said 1.
-    let out = world.platform("diff", &[("STANDIN_HELM_FAIL", "istiod")]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("helm template failed on istiod"),
-        "{}",
-        stderr(&out)
+    world.fails_saying(
+        "diff",
+        &[("STANDIN_HELM_FAIL", "istiod")],
+        &["helm template failed on istiod"],
     );
 }
 
 #[test]
 fn diff_with_the_plugin_uses_helm_diff() {
     let world = World::new();
-    let out = world.platform("diff", &[("STANDIN_HELM_DIFF", "yes")]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let calls = world.calls();
+    let (calls, _) = world.succeeds("diff", &[("STANDIN_HELM_DIFF", "yes")]);
     assert!(mutating(&calls).is_empty(), "{calls:#?}");
-    let diffs: Vec<&String> = calls
-        .iter()
-        .filter(|c| c.starts_with("helm diff upgrade"))
-        .collect();
+    let diffs: Vec<&String> = starting_with(&calls, "helm diff upgrade");
     assert_eq!(diffs.len(), 4, "{calls:#?}");
     assert!(
         diffs
@@ -381,14 +373,8 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
         "STANDIN_HELM_INSTALLED",
         "cilium cert-manager istio-base istiod",
     )];
-    let out = world.platform("destroy", &installed);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let calls = world.calls();
-    let uninstalls: Vec<&str> = calls
-        .iter()
-        .filter(|c| c.starts_with("helm uninstall"))
-        .map(|c| words(c)[2])
-        .collect();
+    let (calls, _) = world.succeeds("destroy", &installed);
+    let uninstalls = uninstalled(&calls);
     assert_eq!(
         uninstalls,
         ["istiod", "cert-manager", "cilium"],
@@ -405,7 +391,7 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
                 customresourcedefinition.apiextensions.k8s.io/wasmplugins.extensions.istio.io \
                 customresourcedefinition.apiextensions.k8s.io/ciliumnodes.cilium.io \
                 customresourcedefinition.apiextensions.k8s.io/widgets.example.com";
-    let out = world.platform(
+    let (calls, _) = world.succeeds(
         "destroy",
         &[
             installed[0],
@@ -413,13 +399,7 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
             ("STANDIN_KUBECTL_CRDS", crds),
         ],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let calls = world.calls();
-    let uninstalls: Vec<&str> = calls
-        .iter()
-        .filter(|c| c.starts_with("helm uninstall"))
-        .map(|c| words(c)[2])
-        .collect();
+    let uninstalls = uninstalled(&calls);
     assert_eq!(
         uninstalls,
         ["istiod", "istio-base", "cert-manager", "cilium"],
@@ -443,15 +423,9 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
 #[test]
 fn destroy_skips_what_is_not_installed() {
     let world = World::new();
-    let out = world.platform("destroy", &[("STANDIN_HELM_INSTALLED", "cilium")]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let calls = world.calls();
-    let uninstalls: Vec<&String> = calls
-        .iter()
-        .filter(|c| c.starts_with("helm uninstall"))
-        .collect();
-    assert_eq!(uninstalls.len(), 1, "{calls:#?}");
-    assert!(stderr(&out).contains("istiod: not installed"));
+    let (calls, err) = world.succeeds("destroy", &[("STANDIN_HELM_INSTALLED", "cilium")]);
+    assert_eq!(uninstalled(&calls), ["cilium"], "{calls:#?}");
+    assert!(err.contains("istiod: not installed"), "{err}");
 }
 
 #[test]

@@ -32,9 +32,9 @@ import sys
 import time
 import urllib.parse
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import yaml  # PyYAML: apply patches arrive as YAML or JSON
+
+import loopback  # tests/stand-ins/loopback.py, beside this script
 
 RESOURCES = {
     # (group, version): [(kind, plural, namespaced)]
@@ -275,12 +275,7 @@ def kind_of(group, version, plural):
     return None, None
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
+class Handler(loopback.Handler):
     def reply(self, status, body):
         data = json.dumps(body).encode()
         self.send_response(status)
@@ -380,8 +375,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "metadata": {"resourceVersion": "1"}, "items": items})
 
     def read_body(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length).decode()
+        return self.body_bytes().decode()
 
     def do_POST(self):
         text = self.read_body()
@@ -511,11 +505,7 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     global LOG
     port_file, LOG = sys.argv[1], sys.argv[2]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    with open(port_file + ".tmp", "w") as f:
-        f.write(str(server.server_address[1]))
-    import os
-    os.replace(port_file + ".tmp", port_file)
+    server = loopback.listen(Handler, port_file)
     deadline = time.time() + 300  # never outlive a test run by more than 5 minutes
     server.timeout = 1
     while time.time() < deadline:

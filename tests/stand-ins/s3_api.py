@@ -22,8 +22,9 @@ import os
 import re
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+import loopback  # tests/stand-ins/loopback.py, beside this script
 
 MIN_PART = 5 * 1024 * 1024
 
@@ -66,12 +67,7 @@ def main():
     def obj_path(bucket, key):
         return os.path.join(args.root, bucket, key.replace("/", "%2F"))
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
+    class Handler(loopback.Handler):
         def send(self, status, body=b"", headers=None):
             if isinstance(body, str):
                 body = body.encode()
@@ -89,8 +85,7 @@ def main():
 
         def do(self):
             url = urlsplit(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
+            body = self.body_bytes()
             if url.path == "/__standin/faults":
                 with lock:
                     faults.extend(json.loads(body))
@@ -234,13 +229,7 @@ def main():
 
         do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    tmp = args.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(tmp, args.port_file)
-    server.serve_forever()
+    loopback.listen(Handler, args.port_file).serve_forever()
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+import loopback  # tests/stand-ins/loopback.py, beside this script
 
 import yaml
 
@@ -921,12 +922,7 @@ def main():
     log = open(args.log, "a", buffering=1)
     log_lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
+    class Handler(loopback.Handler):
         def send(self, status, body, headers=None):
             data = b"" if body is None else json.dumps(body).encode()
             self.send_response(status)
@@ -944,8 +940,7 @@ def main():
 
         def do(self):
             url = urlsplit(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+            raw = self.body_bytes()
             method = self.command
             if url.path.startswith("/__standin/"):
                 return self.control(method, url.path, raw)
@@ -1047,13 +1042,7 @@ def main():
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    tmp = args.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(tmp, args.port_file)
-    server.serve_forever()
+    loopback.listen(Handler, args.port_file).serve_forever()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@
     clippy::print_stdout
 )]
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -25,49 +24,14 @@ const MIB: usize = 1024 * 1024;
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let port_file = dir.path().join("port");
-    let mut child = Command::new("python3")
-        .arg(root.join("tests/stand-ins/s3_api.py"))
-        .arg("--root")
-        .arg(dir.path().join("s3"))
-        .arg("--port-file")
-        .arg(&port_file)
-        .arg("--log")
-        .arg(dir.path().join("s3.jsonl"))
-        .args([
-            "--access-key",
-            ACCESS,
-            "--secret",
-            SECRET,
-            "--region",
-            "fr-par",
-        ])
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let port = loop {
-        if let Ok(p) = std::fs::read_to_string(&port_file) {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "the S3 stand-in did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let endpoint = format!("http://127.0.0.1:{port}");
+    let stand_in = testkit::standin::s3(dir.path(), ACCESS, SECRET);
+    let endpoint = stand_in.url();
     // `cargo bench` passes --bench; `cargo test --all-targets` runs this too, as a quick smoke
     // run (one multipart upload of 11 MiB) that still goes through every step.
     let bench = std::env::args().any(|a| a == "--bench");
     let size = if bench { 256 * MIB } else { 11 * MIB };
     let file = dir.path().join("image.qcow2");
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let bytes: Vec<u8> = (0..size)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect();
+    let bytes = testkit::incompressible_bytes(size, 0x2545_f491_4f6c_dd1d);
     std::fs::write(&file, &bytes).unwrap();
     drop(bytes);
 
@@ -126,6 +90,4 @@ fn main() {
         ),
         Err(e) => println!("curl: {e}"),
     }
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -11,8 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
@@ -26,31 +25,10 @@ const PUBKEY: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGVkZ2Vwb3AtdGVzdC1rZXktbm90LWEtcmVhbC1vbmU test@edgepop";
 
 struct StandIn {
-    child: Child,
-    s3_child: Child,
+    // Killed on drop, before `dir` is removed (fields drop in order).
+    scaleway: testkit::standin::StandIn,
+    s3: testkit::standin::StandIn,
     dir: tempfile::TempDir,
-    url: String,
-    s3_url: String,
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        for child in [&mut self.child, &mut self.s3_child] {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn wait_for_port(port_file: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(port) = std::fs::read_to_string(port_file) {
-            return port;
-        }
-        assert!(Instant::now() < deadline, "a stand-in did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn root() -> PathBuf {
@@ -66,9 +44,8 @@ impl StandIn {
         let shared = testkit::workspace::shared_dir(test)?;
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
-        let mut cmd = Command::new("python3");
-        cmd.arg(root().join("tests/stand-ins/scaleway_api.py"))
-            .arg("--specs")
+        let mut cmd = testkit::standin::python("scaleway_api.py");
+        cmd.arg("--specs")
             .arg(shared.join("scaleway-openapi"))
             .arg("--cassettes")
             .arg(shared.join("scaleway-cassettes"))
@@ -88,28 +65,9 @@ impl StandIn {
             cmd.args(["--dns-zone", "example.com"]);
         }
         cmd.arg("--s3-root").arg(dir.path().join("s3"));
-        let child = cmd.spawn().unwrap();
-        let s3_port_file = dir.path().join("s3-port");
-        let s3_child = Command::new("python3")
-            .arg(root().join("tests/stand-ins/s3_api.py"))
-            .arg("--root")
-            .arg(dir.path().join("s3"))
-            .arg("--port-file")
-            .arg(&s3_port_file)
-            .arg("--log")
-            .arg(dir.path().join("s3.jsonl"))
-            .args([
-                "--access-key",
-                ACCESS,
-                "--secret",
-                SECRET,
-                "--region",
-                "fr-par",
-            ])
-            .spawn()
-            .unwrap();
-        let port = wait_for_port(&port_file);
-        let s3_port = wait_for_port(&s3_port_file);
+        // The Scaleway stand-in serves the image bucket's objects from the S3 stand-in's root.
+        let scaleway = testkit::standin::StandIn::start(&mut cmd, &port_file);
+        let s3 = testkit::standin::s3(dir.path(), ACCESS, SECRET);
         std::fs::write(dir.path().join("id.pub"), format!("{PUBKEY}\n")).unwrap();
         let mut config: Value = serde_json::from_slice(
             &std::fs::read(root().join("config/infra.example.json")).unwrap(),
@@ -117,13 +75,7 @@ impl StandIn {
         .unwrap();
         config["ssh_public_key_path"] = json!(dir.path().join("id.pub"));
         std::fs::write(dir.path().join("infra.json"), config.to_string()).unwrap();
-        Some(StandIn {
-            child,
-            s3_child,
-            dir,
-            url: format!("http://127.0.0.1:{port}"),
-            s3_url: format!("http://127.0.0.1:{s3_port}"),
-        })
+        Some(StandIn { scaleway, s3, dir })
     }
 
     fn control(&self, method: &str, path: &str, body: Option<Value>) -> Value {
@@ -131,7 +83,7 @@ impl StandIn {
             .http_status_as_error(true)
             .build()
             .into();
-        let url = format!("{}/__standin/{path}", self.url);
+        let url = format!("{}/__standin/{path}", self.scaleway.url());
         let mut resp = match body {
             Some(b) => agent
                 .post(&url)
@@ -158,25 +110,27 @@ impl StandIn {
         self.control("POST", "faults", Some(faults));
     }
 
+    /// The JSON lines a stand-in logged to `name` in the test's directory.
+    fn read_log(&self, name: &str) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join(name))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The JSON lines a stand-in logged to `name`, and forgets them.
+    fn take_log(&self, name: &str) -> Vec<Value> {
+        let lines = self.read_log(name);
+        std::fs::write(self.dir.path().join(name), "").unwrap();
+        lines
+    }
+
     /// The Scaleway requests received so far (and forgets them); asserts none was refused by
     /// the specs and no answer was invalid.
     fn take_requests(&self) -> Vec<Value> {
-        let path = self.dir.path().join("requests.jsonl");
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        std::fs::write(&path, "").unwrap();
-        let requests: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        let s3_log = self.dir.path().join("s3.jsonl");
-        let s3_text = std::fs::read_to_string(&s3_log).unwrap_or_default();
-        for line in s3_text.lines() {
-            let r: Value = serde_json::from_str(line).unwrap();
-            assert!(
-                r.get("refused").is_none(),
-                "the S3 stand-in refuses the signature: {r}"
-            );
-        }
+        let requests = self.take_log("requests.jsonl");
+        assert_signatures_accepted(&self.read_log("s3.jsonl"));
         for r in &requests {
             assert!(r.get("refused").is_none(), "the specs refuse: {r}");
             assert!(
@@ -192,38 +146,53 @@ impl StandIn {
         self.scw_env(args, SECRET)
     }
 
+    /// scw-infra with an empty environment but for a home in the test's directory and the two
+    /// stand-ins' endpoints.
+    fn scw_infra(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_scw-infra"));
+        cmd.env_clear()
+            .env("HOME", self.dir.path())
+            .env("SCW_API_URL", self.scaleway.url())
+            .env("SCW_S3_ENDPOINT", self.s3.url())
+            .stdin(Stdio::null());
+        cmd
+    }
+
     /// Runs scw-infra with only the given credentials in its environment (no profile file),
     /// and checks that the secret shows in none of its output.
     fn scw_env(&self, args: &[&str], secret: &str) -> Output {
         let config = self.dir.path().join("infra.json");
-        let out = Command::new(env!("CARGO_BIN_EXE_scw-infra"))
+        let out = self
+            .scw_infra()
             .args(args)
             .arg("--config")
             .arg(&config)
             .args(["--poll-seconds", "0", "--retry-base-ms", "1"])
-            .env_clear()
-            .env("HOME", self.dir.path())
             .env(
                 "SCW_CONFIG_PATH",
                 self.dir.path().join("no-such-config.yaml"),
             )
-            .env("SCW_API_URL", &self.url)
-            .env("SCW_S3_ENDPOINT", &self.s3_url)
             .env("SCW_ACCESS_KEY", ACCESS)
             .env("SCW_SECRET_KEY", secret)
             .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
             .env("EDGEPOP_LOG", "debug")
-            .stdin(Stdio::null())
             .output()
             .unwrap();
-        for (name, stream) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
-            let text = String::from_utf8_lossy(stream);
+        assert_not_shown(&out, &[secret]);
+        out
+    }
+}
+
+/// Checks that none of `secrets` shows in the run's stdout or stderr.
+fn assert_not_shown(out: &Output, secrets: &[&str]) {
+    for (name, stream) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let text = String::from_utf8_lossy(stream);
+        for secret in secrets {
             assert!(
                 !text.contains(secret),
                 "the secret key is in {name}:\n{text}"
             );
         }
-        out
     }
 }
 
@@ -550,20 +519,15 @@ fn destroy_removes_everything_tagged_and_nothing_else() {
         );
     }
     assert_eq!(state["servers"][0]["id"], foreign_server["id"]);
-    assert!(
-        state["security_groups"]
+    let kept = |kind: &str, object: &Value| {
+        state[kind]
             .as_array()
             .unwrap()
             .iter()
-            .any(|g| g["id"] == foreign_group["id"])
-    );
-    assert!(
-        state["ips"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|g| g["id"] == foreign_ip["id"])
-    );
+            .any(|o| o["id"] == object["id"])
+    };
+    assert!(kept("security_groups", &foreign_group), "{state}");
+    assert!(kept("ips", &foreign_ip), "{state}");
     assert_eq!(state["ssh_keys"].as_array().unwrap().len(), 1);
     assert_eq!(state["ssh_keys"][0]["id"], foreign_key["id"]);
     let records = state["records"]["example.com"].as_array().unwrap();
@@ -665,30 +629,18 @@ fn credentials_come_from_the_active_profile_and_the_environment_wins() {
     )
     .unwrap();
     let run = |extra: &[(&str, &str)], args: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_scw-infra"));
-        cmd.args(args)
-            .env_clear()
-            .env("HOME", s.dir.path())
-            .env("SCW_CONFIG_PATH", &config)
-            .env("SCW_API_URL", &s.url)
-            .env("SCW_S3_ENDPOINT", &s.s3_url)
-            .stdin(Stdio::null());
+        let mut cmd = s.scw_infra();
+        cmd.args(args).env("SCW_CONFIG_PATH", &config);
         for (k, v) in extra {
             cmd.env(k, v);
         }
         let out = cmd.output().unwrap();
-        for stream in [&out.stdout, &out.stderr] {
-            let text = String::from_utf8_lossy(stream);
-            assert!(
-                !text.contains(SECRET) && !text.contains("00000000-0000-4000"),
-                "{text}"
-            );
-        }
+        assert_not_shown(&out, &[SECRET, "00000000-0000-4000"]);
         out
     };
     let out = ok(&run(&[], &["credentials"]));
     assert!(
-        out.contains("profile `work`") && out.contains(&s.url),
+        out.contains("profile `work`") && out.contains(&s.scaleway.url()),
         "{out}"
     );
     // The profile's secret is the one the API accepts (the root's is not); SCW_API_URL from the
@@ -721,20 +673,19 @@ fn credentials_come_from_the_active_profile_and_the_environment_wins() {
 impl StandIn {
     /// The S3 requests received so far (and forgets them).
     fn take_s3(&self) -> Vec<Value> {
-        let path = self.dir.path().join("s3.jsonl");
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        std::fs::write(&path, "").unwrap();
-        let requests: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        for r in &requests {
-            assert!(
-                r.get("refused").is_none(),
-                "the S3 stand-in refuses the signature: {r}"
-            );
-        }
+        let requests = self.take_log("s3.jsonl");
+        assert_signatures_accepted(&requests);
         requests
+    }
+}
+
+/// Checks that the S3 stand-in accepted the signature of every request it logged.
+fn assert_signatures_accepted(s3_requests: &[Value]) {
+    for r in s3_requests {
+        assert!(
+            r.get("refused").is_none(),
+            "the S3 stand-in refuses the signature: {r}"
+        );
     }
 }
 
@@ -758,15 +709,7 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     }
     // 12 MiB that do not compress: the QCOW2 is as big, so the upload goes in 3 parts of 5 MiB.
     let raw = s.dir.path().join("disk.raw");
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let bytes: Vec<u8> = (0..12 << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect();
+    let bytes = testkit::incompressible_bytes(12 << 20, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(&raw, &bytes).unwrap();
     let zst = s.dir.path().join("disk.raw.zst");
     assert!(
@@ -811,12 +754,12 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         .build()
         .into();
     let unsigned = agent
-        .put(format!("{}/some-bucket", s.s3_url))
+        .put(format!("{}/some-bucket", s.s3.url()))
         .send(&[][..])
         .unwrap();
     assert_eq!(unsigned.status().as_u16(), 403);
     let forged = agent
-        .put(format!("{}/some-bucket", s.s3_url))
+        .put(format!("{}/some-bucket", s.s3.url()))
         .header("x-amz-date", "20260101T000000Z")
         .header("x-amz-content-sha256", scw_infra::s3::sigv4::EMPTY_SHA256)
         .header(

@@ -487,9 +487,15 @@ fn wait_ready(dir: &tempfile::TempDir, port: u16, args: &[&str]) -> Command {
     cmd
 }
 
-fn run(api: &ApiStandIn, args: &[&str]) -> (std::process::Output, Value) {
+/// wait-ready's output against the stand-in on `port` (its kubeconfig in a temporary directory).
+fn output(port: u16, args: &[&str]) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
-    let out = wait_ready(&dir, api.port, args).output().unwrap();
+    wait_ready(&dir, port, args).output().unwrap()
+}
+
+/// A successful run: its output and the summary it writes on stdout.
+fn run(api: &ApiStandIn, args: &[&str]) -> (std::process::Output, Value) {
+    let out = output(api.port, args);
     let stdout = testkit::process::success_stdout(&out);
     (out, serde_json::from_str(&stdout).unwrap())
 }
@@ -578,10 +584,7 @@ fn uncordon_all_patches_every_cordoned_node_and_only_those() {
 #[test]
 fn a_node_that_does_not_exist_is_refused_before_any_patch() {
     let api = ApiStandIn::start(ready_cluster());
-    let dir = tempfile::tempdir().unwrap();
-    let out = wait_ready(&dir, api.port, &["--uncordon", "edge-worker-9"])
-        .output()
-        .unwrap();
+    let out = output(api.port, &["--uncordon", "edge-worker-9"]);
     testkit::process::assert_refused(&out, 2, &["edge-worker-9", "not a node"]);
     assert_eq!(api.shorts(), ["GET nodes"]);
 }
@@ -693,10 +696,7 @@ fn an_api_server_that_never_answers_is_reported_at_the_deadline() {
         .local_addr()
         .unwrap()
         .port();
-    let dir = tempfile::tempdir().unwrap();
-    let out = wait_ready(&dir, port, &["--timeout", "2s"])
-        .output()
-        .unwrap();
+    let out = output(port, &["--timeout", "2s"]);
     testkit::process::assert_refused(&out, 1, &["timed out after 2s", "never listed the nodes"]);
 }
 
@@ -731,10 +731,7 @@ fn a_timeout_names_the_stuck_pod_its_reason_and_its_last_event() {
         "reason": "Killing", "message": "not this pod", "lastTimestamp": "2026-11-30T21:00:00Z"}),
     );
     let api = ApiStandIn::start(cluster);
-    let dir = tempfile::tempdir().unwrap();
-    let out = wait_ready(&dir, api.port, &["--timeout", "3s"])
-        .output()
-        .unwrap();
+    let out = output(api.port, &["--timeout", "3s"]);
     testkit::process::assert_refused(
         &out,
         1,
@@ -767,10 +764,7 @@ fn a_timeout_names_the_node_that_stays_not_ready_and_why() {
     let mut cluster = ready_cluster();
     cluster.add_node(node("edge-worker-1", false, false));
     let api = ApiStandIn::start(cluster);
-    let dir = tempfile::tempdir().unwrap();
-    let out = wait_ready(&dir, api.port, &["--timeout", "2s"])
-        .output()
-        .unwrap();
+    let out = output(api.port, &["--timeout", "2s"]);
     testkit::process::assert_refused(
         &out,
         1,
@@ -813,10 +807,7 @@ fn a_forbidden_request_is_final_not_retried_until_the_deadline() {
     let mut cluster = ready_cluster();
     cluster.forbidden = true;
     let api = ApiStandIn::start(cluster);
-    let dir = tempfile::tempdir().unwrap();
-    let out = wait_ready(&dir, api.port, &["--timeout", "10m"])
-        .output()
-        .unwrap();
+    let out = output(api.port, &["--timeout", "10m"]);
     testkit::process::assert_refused(&out, 1, &["listing nodes", "forbidden"]);
     assert_eq!(api.shorts(), ["GET nodes"]);
 }

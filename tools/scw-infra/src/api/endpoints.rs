@@ -2,6 +2,7 @@
 //! `../shared/scaleway-openapi` (Registry v1 from its public documentation: it is not there).
 //! Mutations return `None` in a dry run.
 
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::client::{ApiError, Client, Sleeper};
@@ -21,38 +22,92 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
         Scaleway { client }
     }
 
+    /// A mutation whose answer wraps the resource in a named field; `None` in a dry run.
+    fn mutate_enveloped<E: Envelope + DeserializeOwned>(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<Value>,
+    ) -> R<Option<E::Inner>> {
+        let answer: Option<E> = self.client.mutate(method, path, body)?;
+        Ok(answer.map(Envelope::into_inner))
+    }
+
+    /// A GET of one enveloped resource: `None` on a 404.
+    fn get_enveloped<E: Envelope + DeserializeOwned>(&self, path: &str) -> R<Option<E::Inner>> {
+        let answer: Option<E> = self.client.get_opt(path)?;
+        Ok(answer.map(Envelope::into_inner))
+    }
+
+    /// Every page of a list the API filters, filtered again here with `keep` (the API's filters
+    /// are not trusted to be exact).
+    fn list_checked<X: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        items: &str,
+        size_param: &'static str,
+        keep: impl Fn(&X) -> bool,
+    ) -> R<Vec<X>> {
+        let all: Vec<X> = self.client.list(path, query, items, size_param)?;
+        Ok(all.into_iter().filter(|x| keep(x)).collect())
+    }
+
+    /// A list the API filters on tags: a resource is kept only when it carries every tag of
+    /// `tags`.
+    fn list_tagged<X: Tagged + DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        items: &str,
+        size_param: &'static str,
+        tags: &[String],
+    ) -> R<Vec<X>> {
+        self.list_checked(path, query, items, size_param, |x: &X| {
+            has_tags(x.tags(), tags)
+        })
+    }
+
+    /// An Instance v1 list filtered on tags: the API takes them comma separated, pages with
+    /// `per_page`, and names the list's key as the collection in the path.
+    fn instance_tagged<X: Tagged + DeserializeOwned>(
+        &self,
+        zone: &str,
+        collection: &str,
+        tags: &[String],
+    ) -> R<Vec<X>> {
+        self.list_tagged(
+            &format!("/instance/v1/zones/{zone}/{collection}"),
+            &[("tags", tags.join(","))],
+            collection,
+            "per_page",
+            tags,
+        )
+    }
+
+    /// A DELETE whose answer is not needed: `false` in a dry run.
+    fn delete(&self, path: &str) -> R<bool> {
+        self.client.mutate_unit("DELETE", path, None)
+    }
+
     // ---- Instance v1 ---------------------------------------------------------------------
 
     /// Security groups carrying every tag of `tags` (the API filters on exact tags, comma
     /// separated; the answer is checked again here).
     pub fn security_groups(&self, zone: &str, tags: &[String]) -> R<Vec<SecurityGroup>> {
-        let all: Vec<SecurityGroup> = self.client.list(
-            &format!("/instance/v1/zones/{zone}/security_groups"),
-            &[("tags", tags.join(","))],
-            "security_groups",
-            "per_page",
-        )?;
-        Ok(all
-            .into_iter()
-            .filter(|g| has_tags(&g.tags, tags))
-            .collect())
+        self.instance_tagged(zone, "security_groups", tags)
     }
 
     pub fn create_security_group(&self, zone: &str, body: Value) -> R<Option<SecurityGroup>> {
-        let r: Option<SecurityGroupEnvelope> = self.client.mutate(
+        self.mutate_enveloped::<SecurityGroupEnvelope>(
             "POST",
             &format!("/instance/v1/zones/{zone}/security_groups"),
             Some(body),
-        )?;
-        Ok(r.map(|e| e.security_group))
+        )
     }
 
     pub fn delete_security_group(&self, zone: &str, id: &str) -> R<bool> {
-        self.client.mutate_unit(
-            "DELETE",
-            &format!("/instance/v1/zones/{zone}/security_groups/{id}"),
-            None,
-        )
+        self.delete(&format!("/instance/v1/zones/{zone}/security_groups/{id}"))
     }
 
     pub fn security_group_rules(&self, zone: &str, group: &str) -> R<Vec<SecurityGroupRule>> {
@@ -70,12 +125,11 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
         group: &str,
         body: Value,
     ) -> R<Option<SecurityGroupRule>> {
-        let r: Option<SecurityGroupRuleEnvelope> = self.client.mutate(
+        self.mutate_enveloped::<SecurityGroupRuleEnvelope>(
             "POST",
             &format!("/instance/v1/zones/{zone}/security_groups/{group}/rules"),
             Some(body),
-        )?;
-        Ok(r.map(|e| e.rule))
+        )
     }
 
     /// Replaces every editable rule of the group with `rules` in one call (the spec's
@@ -90,33 +144,21 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
     }
 
     pub fn delete_rule(&self, zone: &str, group: &str, rule: &str) -> R<bool> {
-        self.client.mutate_unit(
-            "DELETE",
-            &format!("/instance/v1/zones/{zone}/security_groups/{group}/rules/{rule}"),
-            None,
-        )
+        self.delete(&format!(
+            "/instance/v1/zones/{zone}/security_groups/{group}/rules/{rule}"
+        ))
     }
 
     pub fn ips(&self, zone: &str, tags: &[String]) -> R<Vec<InstanceIp>> {
-        let all: Vec<InstanceIp> = self.client.list(
-            &format!("/instance/v1/zones/{zone}/ips"),
-            &[("tags", tags.join(","))],
-            "ips",
-            "per_page",
-        )?;
-        Ok(all
-            .into_iter()
-            .filter(|i| has_tags(&i.tags, tags))
-            .collect())
+        self.instance_tagged(zone, "ips", tags)
     }
 
     pub fn create_ip(&self, zone: &str, project: &str, tags: &[String]) -> R<Option<InstanceIp>> {
-        let r: Option<InstanceIpEnvelope> = self.client.mutate(
+        self.mutate_enveloped::<InstanceIpEnvelope>(
             "POST",
             &format!("/instance/v1/zones/{zone}/ips"),
             Some(json!({"project": project, "tags": tags, "type": "routed_ipv4"})),
-        )?;
-        Ok(r.map(|e| e.ip))
+        )
     }
 
     /// Attaches the IP to a server.
@@ -129,53 +171,29 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
     }
 
     pub fn delete_ip(&self, zone: &str, ip: &str) -> R<bool> {
-        self.client.mutate_unit(
-            "DELETE",
-            &format!("/instance/v1/zones/{zone}/ips/{ip}"),
-            None,
-        )
+        self.delete(&format!("/instance/v1/zones/{zone}/ips/{ip}"))
     }
 
     pub fn images(&self, zone: &str, tags: &[String]) -> R<Vec<InstanceImage>> {
-        let all: Vec<InstanceImage> = self.client.list(
-            &format!("/instance/v1/zones/{zone}/images"),
-            &[("tags", tags.join(","))],
-            "images",
-            "per_page",
-        )?;
-        Ok(all
-            .into_iter()
-            .filter(|i| has_tags(&i.tags, tags))
-            .collect())
+        self.instance_tagged(zone, "images", tags)
     }
 
     pub fn servers(&self, zone: &str, tags: &[String]) -> R<Vec<InstanceServer>> {
-        let all: Vec<InstanceServer> = self.client.list(
-            &format!("/instance/v1/zones/{zone}/servers"),
-            &[("tags", tags.join(","))],
-            "servers",
-            "per_page",
-        )?;
-        Ok(all
-            .into_iter()
-            .filter(|s| has_tags(&s.tags, tags))
-            .collect())
+        self.instance_tagged(zone, "servers", tags)
     }
 
     pub fn server(&self, zone: &str, id: &str) -> R<Option<InstanceServer>> {
-        let r: Option<InstanceServerEnvelope> = self
-            .client
-            .get_opt(&format!("/instance/v1/zones/{zone}/servers/{id}"))?;
-        Ok(r.map(|e| e.server))
+        self.get_enveloped::<InstanceServerEnvelope>(&format!(
+            "/instance/v1/zones/{zone}/servers/{id}"
+        ))
     }
 
     pub fn create_server(&self, zone: &str, body: Value) -> R<Option<InstanceServer>> {
-        let r: Option<InstanceServerEnvelope> = self.client.mutate(
+        self.mutate_enveloped::<InstanceServerEnvelope>(
             "POST",
             &format!("/instance/v1/zones/{zone}/servers"),
             Some(body),
-        )?;
-        Ok(r.map(|e| e.server))
+        )
     }
 
     /// Puts the server in the security group.
@@ -185,62 +203,46 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
         id: &str,
         group: &str,
     ) -> R<Option<InstanceServer>> {
-        let r: Option<InstanceServerEnvelope> = self.client.mutate(
+        self.mutate_enveloped::<InstanceServerEnvelope>(
             "PATCH",
             &format!("/instance/v1/zones/{zone}/servers/{id}"),
             Some(json!({"security_group": {"id": group}})),
-        )?;
-        Ok(r.map(|e| e.server))
+        )
     }
 
     /// `poweron`, `poweroff` or `terminate`.
     pub fn server_action(&self, zone: &str, id: &str, action: &str) -> R<Option<Task>> {
-        let r: Option<TaskEnvelope> = self.client.mutate(
+        self.mutate_enveloped::<TaskEnvelope>(
             "POST",
             &format!("/instance/v1/zones/{zone}/servers/{id}/action"),
             Some(json!({"action": action})),
-        )?;
-        Ok(r.map(|e| e.task))
+        )
     }
 
     pub fn delete_server(&self, zone: &str, id: &str) -> R<bool> {
-        self.client.mutate_unit(
-            "DELETE",
-            &format!("/instance/v1/zones/{zone}/servers/{id}"),
-            None,
-        )
+        self.delete(&format!("/instance/v1/zones/{zone}/servers/{id}"))
     }
 
     pub fn delete_instance_volume(&self, zone: &str, id: &str) -> R<bool> {
-        self.client.mutate_unit(
-            "DELETE",
-            &format!("/instance/v1/zones/{zone}/volumes/{id}"),
-            None,
-        )
+        self.delete(&format!("/instance/v1/zones/{zone}/volumes/{id}"))
     }
 
     pub fn image(&self, zone: &str, id: &str) -> R<Option<InstanceImage>> {
-        let r: Option<InstanceImageEnvelope> = self
-            .client
-            .get_opt(&format!("/instance/v1/zones/{zone}/images/{id}"))?;
-        Ok(r.map(|e| e.image))
+        self.get_enveloped::<InstanceImageEnvelope>(&format!(
+            "/instance/v1/zones/{zone}/images/{id}"
+        ))
     }
 
     pub fn create_image(&self, zone: &str, body: Value) -> R<Option<InstanceImage>> {
-        let r: Option<InstanceImageEnvelope> = self.client.mutate(
+        self.mutate_enveloped::<InstanceImageEnvelope>(
             "POST",
             &format!("/instance/v1/zones/{zone}/images"),
             Some(body),
-        )?;
-        Ok(r.map(|e| e.image))
+        )
     }
 
     pub fn delete_image(&self, zone: &str, id: &str) -> R<bool> {
-        self.client.mutate_unit(
-            "DELETE",
-            &format!("/instance/v1/zones/{zone}/images/{id}"),
-            None,
-        )
+        self.delete(&format!("/instance/v1/zones/{zone}/images/{id}"))
     }
 
     // ---- Block v1 ------------------------------------------------------------------------------
@@ -263,24 +265,17 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
         // The spec marks include_deleted as required.
         let mut query: Vec<(&str, String)> = tags.iter().map(|t| ("tags", t.clone())).collect();
         query.push(("include_deleted", "false".into()));
-        let all: Vec<BlockSnapshot> = self.client.list(
+        self.list_tagged(
             &format!("/block/v1/zones/{zone}/snapshots"),
             &query,
             "snapshots",
             "page_size",
-        )?;
-        Ok(all
-            .into_iter()
-            .filter(|s| has_tags(&s.tags, tags))
-            .collect())
+            tags,
+        )
     }
 
     pub fn delete_snapshot(&self, zone: &str, id: &str) -> R<bool> {
-        self.client.mutate_unit(
-            "DELETE",
-            &format!("/block/v1/zones/{zone}/snapshots/{id}"),
-            None,
-        )
+        self.delete(&format!("/block/v1/zones/{zone}/snapshots/{id}"))
     }
 
     /// The status of a Block volume (`available`, `in_use`, ...), `None` once it is gone.
@@ -292,11 +287,7 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
     }
 
     pub fn delete_block_volume(&self, zone: &str, id: &str) -> R<bool> {
-        self.client.mutate_unit(
-            "DELETE",
-            &format!("/block/v1/zones/{zone}/volumes/{id}"),
-            None,
-        )
+        self.delete(&format!("/block/v1/zones/{zone}/volumes/{id}"))
     }
 
     // ---- Elastic Metal v1 --------------------------------------------------------------------
@@ -304,16 +295,13 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
     pub fn baremetal_servers(&self, zone: &str, tags: &[String]) -> R<Vec<BaremetalServer>> {
         // An array query parameter: one `tags=` per tag.
         let query: Vec<(&str, String)> = tags.iter().map(|t| ("tags", t.clone())).collect();
-        let all: Vec<BaremetalServer> = self.client.list(
+        self.list_tagged(
             &format!("/baremetal/v1/zones/{zone}/servers"),
             &query,
             "servers",
             "page_size",
-        )?;
-        Ok(all
-            .into_iter()
-            .filter(|s| has_tags(&s.tags, tags))
-            .collect())
+            tags,
+        )
     }
 
     pub fn baremetal_server(&self, zone: &str, id: &str) -> R<Option<BaremetalServer>> {
@@ -322,7 +310,7 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
     }
 
     pub fn baremetal_offers(&self, zone: &str, name: &str) -> R<Vec<BaremetalOffer>> {
-        let all: Vec<BaremetalOffer> = self.client.list(
+        self.list_checked(
             &format!("/baremetal/v1/zones/{zone}/offers"),
             &[
                 ("name", name.to_owned()),
@@ -330,8 +318,8 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
             ],
             "offers",
             "page_size",
-        )?;
-        Ok(all.into_iter().filter(|o| o.name == name).collect())
+            |o: &BaremetalOffer| o.name == name,
+        )
     }
 
     pub fn create_baremetal_server(&self, zone: &str, body: Value) -> R<Option<BaremetalServer>> {
@@ -373,17 +361,13 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
     }
 
     pub fn delete_baremetal_server(&self, zone: &str, id: &str) -> R<bool> {
-        self.client.mutate_unit(
-            "DELETE",
-            &format!("/baremetal/v1/zones/{zone}/servers/{id}"),
-            None,
-        )
+        self.delete(&format!("/baremetal/v1/zones/{zone}/servers/{id}"))
     }
 
     // ---- IAM v1alpha1 ------------------------------------------------------------------------
 
     pub fn ssh_keys(&self, project: &str, name: &str) -> R<Vec<SshKey>> {
-        let all: Vec<SshKey> = self.client.list(
+        self.list_checked(
             "/iam/v1alpha1/ssh-keys",
             &[
                 ("project_id", project.to_owned()),
@@ -391,8 +375,8 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
             ],
             "ssh_keys",
             "page_size",
-        )?;
-        Ok(all.into_iter().filter(|k| k.name == name).collect())
+            |k: &SshKey| k.name == name,
+        )
     }
 
     pub fn create_ssh_key(&self, project: &str, name: &str, public_key: &str) -> R<Option<SshKey>> {
@@ -404,8 +388,7 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
     }
 
     pub fn delete_ssh_key(&self, id: &str) -> R<bool> {
-        self.client
-            .mutate_unit("DELETE", &format!("/iam/v1alpha1/ssh-keys/{id}"), None)
+        self.delete(&format!("/iam/v1alpha1/ssh-keys/{id}"))
     }
 
     // ---- Domain v2beta1 ----------------------------------------------------------------------
@@ -431,16 +414,13 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
     }
 
     pub fn dns_records(&self, dns_zone: &str, name: &str, record_type: &str) -> R<Vec<DnsRecord>> {
-        let all: Vec<DnsRecord> = self.client.list(
+        self.list_checked(
             &format!("/domain/v2beta1/dns-zones/{dns_zone}/records"),
             &[("name", name.to_owned()), ("type", record_type.to_owned())],
             "records",
             "page_size",
-        )?;
-        Ok(all
-            .into_iter()
-            .filter(|r| r.name == name && r.record_type == record_type)
-            .collect())
+            |r: &DnsRecord| r.name == name && r.record_type == record_type,
+        )
     }
 
     /// One PATCH of record changes (`add`, `set`, `delete`: one key per change, the spec's
@@ -461,7 +441,7 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
         project: &str,
         name: &str,
     ) -> R<Vec<RegistryNamespace>> {
-        let all: Vec<RegistryNamespace> = self.client.list(
+        self.list_checked(
             &format!("/registry/v1/regions/{region}/namespaces"),
             &[
                 ("project_id", project.to_owned()),
@@ -469,8 +449,8 @@ impl<'c, T: Transport, S: Sleeper> Scaleway<'c, T, S> {
             ],
             "namespaces",
             "page_size",
-        )?;
-        Ok(all.into_iter().filter(|n| n.name == name).collect())
+            |n: &RegistryNamespace| n.name == name,
+        )
     }
 
     pub fn create_registry_namespace(

@@ -10,6 +10,58 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// An answer that wraps its one resource in a named field (`{"server": {...}}`), as the Instance
+/// API does for a single object.
+pub trait Envelope {
+    type Inner;
+    fn into_inner(self) -> Self::Inner;
+}
+
+macro_rules! envelope {
+    ($($envelope:ident { $field:ident: $inner:ty }),* $(,)?) => {$(
+        impl Envelope for $envelope {
+            type Inner = $inner;
+            fn into_inner(self) -> $inner {
+                self.$field
+            }
+        }
+    )*};
+}
+
+envelope! {
+    SecurityGroupEnvelope { security_group: SecurityGroup },
+    SecurityGroupRuleEnvelope { rule: SecurityGroupRule },
+    InstanceServerEnvelope { server: InstanceServer },
+    InstanceIpEnvelope { ip: InstanceIp },
+    InstanceImageEnvelope { image: InstanceImage },
+    TaskEnvelope { task: Task },
+}
+
+/// A resource carrying tags, so that a listing filtered by tags on the API side can be checked
+/// again here.
+pub trait Tagged {
+    fn tags(&self) -> &[String];
+}
+
+macro_rules! tagged {
+    ($($resource:ty),* $(,)?) => {$(
+        impl Tagged for $resource {
+            fn tags(&self) -> &[String] {
+                &self.tags
+            }
+        }
+    )*};
+}
+
+tagged!(
+    SecurityGroup,
+    InstanceServer,
+    InstanceIp,
+    InstanceImage,
+    BlockSnapshot,
+    BaremetalServer,
+);
+
 // ---- Instance v1 -------------------------------------------------------------------------
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -235,26 +235,10 @@ impl Signer {
     }
 }
 
-/// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC), without a date library.
+/// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC).
 pub fn amz_date(unix_seconds: u64) -> String {
-    let days = unix_seconds / 86_400;
-    let secs = unix_seconds % 86_400;
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = i64::try_from(days).unwrap_or(0) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        secs / 3600,
-        (secs / 60) % 60,
-        secs % 60
-    )
+    let (year, month, day, hour, minute, second) = pop_common::time::civil(unix_seconds);
+    format!("{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z")
 }
 
 #[cfg(test)]
