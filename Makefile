@@ -18,6 +18,9 @@ include k8s/versions.env
 OUT          ?= talos/_out
 INPUTS       ?= $(OUT)/platform-inputs.json
 EDGE_CONFIG  ?= config/edge.json
+INFRA_CONFIG ?= config/infra.json
+# What `make publish-images` writes and the edge config's images.published names.
+PUBLISHED_IMAGES ?= $(OUT)/published-images.json
 KUBECONFIG   ?= $(CURDIR)/$(OUT)/kubeconfig
 SCHEMAS_DIR  ?= ../shared/schemas
 CARGO        ?= cargo
@@ -58,20 +61,54 @@ apply: ## Apply infra, then platform, then edge
 	$(MAKE) apply-platform
 	$(MAKE) apply-edge
 
-apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/platform-inputs.json
-	@$(call not_built,scw-infra$(,) scw-rescue-flash and talos-apply-insecure are missing$(,) so nothing writes $(INPUTS))
+apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/kubeconfig and platform-inputs.json
+	@[[ -f tools/scw-infra/Cargo.toml ]] || { $(call not_built,scw-infra (the Scaleway resources) is not in this tree yet$(,) so nothing writes $(INPUTS)); }
+	@[[ -f $(INFRA_CONFIG) ]] || { echo "make $@: $(INFRA_CONFIG) is missing: cp config/infra.example.json $(INFRA_CONFIG)$(,) then edit it" >&2; exit 1; }
+	@$(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' TALOS_VERSION='$(TALOS_VERSION)' \
+	  TALOS_RELEASE_URL='$(TALOS_RELEASE_URL)' pipelines/infra.sh apply
 
-apply-platform: ## Layer 2: Cilium, Gateway API CRDs, cert-manager, Istio
-	@$(call not_built,the platform pipeline (Helm releases of Cilium $(CILIUM_VERSION)$(,) cert-manager $(CERT_MANAGER_VERSION)$(,) Istio $(ISTIO_VERSION)) is missing)
+# >>> platform (issue 13)
+PLATFORM_CONFIG ?= config/platform.json
+PLATFORM_VALUES := $(OUT)/platform-values
+PLATFORM_RELEASES := cilium cert-manager istio-base istiod
+PLATFORM_RENDERED := $(PLATFORM_RELEASES:%=$(PLATFORM_VALUES)/%.json)
+DELETE_CRDS ?=
+
+$(PLATFORM_CONFIG):
+	@echo "make: $@ is missing: cp config/platform.example.json $@, then edit it" >&2; exit 1
+
+# The day-2 switches of the platform config, as Helm values: one real file per release. (A static
+# pattern rule: render-platform is then no intermediate file that make would delete.)
+$(PLATFORM_RENDERED): $(PLATFORM_VALUES)/%.json: $(PLATFORM_CONFIG) $(BIN)/render-platform
+	@mkdir -p $(@D)
+	$(BIN)/render-platform --config $(PLATFORM_CONFIG) $* > $@.tmp
+	mv $@.tmp $@
+
+.PHONY: diff-platform have-kubeconfig
+have-kubeconfig:
+	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
+
+apply-platform: have-kubeconfig $(PLATFORM_RENDERED) ## Layer 2: Cilium, Gateway API CRDs (make vendor), cert-manager, Istio; helm --wait --atomic, pinned
+	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh apply
+
+diff-platform: have-kubeconfig $(PLATFORM_RENDERED) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
+	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh diff
+# <<< platform
 
 # The layer inputs: say how to get them rather than make's "No rule to make target".
 $(INPUTS):
 	@echo "make: $@ is missing: it is written by make apply-infra (layer 1)" >&2; exit 1
 $(EDGE_CONFIG):
 	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
+$(INFRA_CONFIG):
+	@echo "make: $@ is missing: cp config/infra.example.json $@, then edit it" >&2; exit 1
 
-# The edge objects are a real file: re-rendered only when an input, the config or the tool changes.
-$(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) $(BIN)/render-edge
+# The edge objects are a real file: re-rendered only when an input, the config, a pinned version,
+# the published images' record or the tool changes. render-edge compiles k8s/versions.env in (the
+# images it renders), so a version bump rebuilds it too.
+$(BIN)/render-edge: k8s/versions.env
+$(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) k8s/versions.env $(BIN)/render-edge $(wildcard $(PUBLISHED_IMAGES))
 	@mkdir -p $(OUT)
 	$(BIN)/render-edge --inputs $(INPUTS) --config $(EDGE_CONFIG) > $@.tmp
 	mv $@.tmp $@
@@ -85,23 +122,40 @@ dry-run-edge: $(OUT)/edge-objects.yaml ## The dry-run twin of apply-edge: the AP
 diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the cluster
 	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
 
+.PHONY: dry-run-infra
+dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the calls it would make (JSON lines), makes none
+	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
+
 ##@ Day to day
 .PHONY: up down kubeconfig cluster-status rotate-pow-secret
-up: ## Power the cluster on and wait until it is ready
-	@$(call not_built,scw-infra (power on) and wait-ready are missing)
+# make up: scw-infra (issue 11) powers the servers on; wait-ready (issue 13) hands back control
+# only when every node is Ready, the nodes are uncordoned and no pod is outside Running or
+# Succeeded. UNCORDON=all (default) uncordons every cordoned node, UNCORDON=a,b only those,
+# UNCORDON= none.
+UNCORDON     ?= all
+UP_TIMEOUT   ?= 15m
+SCW_INFRA    := $(if $(wildcard tools/scw-infra/Cargo.toml),$(BIN)/scw-infra)
+UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
+.PHONY: have-scw-infra
+have-scw-infra:
+	@$(if $(SCW_INFRA),true,$(call not_built,scw-infra (tools/scw-infra) is missing$(,) so nothing can power the servers on))
 
-down: ## Power the cluster off (compute billing stops)
-	@$(call not_built,scw-infra (power off) is missing)
+up: have-scw-infra have-kubeconfig $(SCW_INFRA) $(BIN)/wait-ready ## Power the cluster on, then wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
+	$(SCW_INFRA) power on --config '$(INFRA_CONFIG)'
+	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
+
+down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Power the cluster off: Instances poweroff (not standby, still billed), Elastic Metal stop
+	$(BIN)/scw-infra power off --config '$(INFRA_CONFIG)'
 
 kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make kubeconfig)"
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
 	@echo "export KUBECONFIG='$(KUBECONFIG)'"
 
-cluster-status: ## Nodes, platform pods, gateways, routes and certificates
+cluster-status: ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
 	@pipelines/cluster-status.sh
 
-rotate-pow-secret: ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
-	@OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
+rotate-pow-secret: $(OUT)/edge-objects.yaml ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
+	@OBJECTS=$< OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
 
 ##@ Tear down (reverse order; asks first unless CONFIRM=yes)
 .PHONY: destroy destroy-edge destroy-platform destroy-infra confirm
@@ -111,17 +165,18 @@ destroy: ## Destroy edge, then platform, then infra
 	$(MAKE) destroy-platform CONFIRM=yes
 	$(MAKE) destroy-infra CONFIRM=yes
 
-destroy-edge: ## Delete the edge layer's objects
+destroy-edge: $(OUT)/edge-objects.yaml ## Delete the edge layer's objects
 	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
-	@pipelines/destroy-edge.sh
+	@OBJECTS=$< pipelines/destroy-edge.sh
 
-destroy-platform: ## Uninstall Istio, cert-manager, the Gateway API CRDs and Cilium
-	@$(MAKE) --no-print-directory confirm WHAT="the platform layer"
-	@$(call not_built,the platform pipeline is missing$(,) so there is nothing of ours to uninstall)
+destroy-platform: ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
+	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
+	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
+	@DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
-destroy-infra: ## Delete the Scaleway resources found by the cluster's tags
+destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Delete the Scaleway resources found by the cluster's tags (prints each one removed)
 	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
-	@$(call not_built,scw-infra (destroy) is missing)
+	$(BIN)/scw-infra destroy --yes --config '$(INFRA_CONFIG)'
 
 confirm:
 	@if [[ '$(CONFIRM)' == yes ]]; then exit 0; fi; \
@@ -163,14 +218,56 @@ demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0
 	@$(CARGO) run --quiet --release -p pow-demo --bin pow-demo -- --port '$(DEMO_PORT)' --wasm '$(FILTER_WASM)'
 # <<< filter
 
+# >>> images (issue 10)
+# The edge's two images, built without a container engine (tools/oci-image): reproducible OCI
+# layouts under target/images, pushed by `make publish-images` to the edge config's
+# images.registry; the PublishedImages record pins both by manifest digest for render-edge.
+IMAGES_DIR       := $(FILTER_TARGET_DIR)/images
+FILTER_IMAGE     := $(IMAGES_DIR)/pow-filter
+LISTS_IMAGE      := $(IMAGES_DIR)/lists-refresh
+MUSL_TARGET      := x86_64-unknown-linux-musl
+MUSL_BIN         := $(FILTER_TARGET_DIR)/$(MUSL_TARGET)/release
+CA_BUNDLE        ?= /etc/ssl/certs/ca-certificates.crt
+# The tar entries' mtime; 0 unless the caller pins another (reproducible-builds.org convention).
+SOURCE_DATE_EPOCH ?= 0
+
+.PHONY: filter-image lists-image lists-musl publish-images
+filter-image: $(FILTER_WASM) $(BIN)/oci-image ## The filter as a Wasm OCI image (Istio's compat layout) in target/images/pow-filter; prints its manifest digest
+	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image filter --wasm '$(FILTER_WASM)' --out '$(FILTER_IMAGE)'
+
+# Static binaries: the image has no libc. ring compiles C, hence musl-gcc. The source paths are
+# remapped so the binaries do not depend on where the checkout is; symbols are stripped, as the
+# Dockerfile does (the layer goes from 5.8 to 5.2 MB).
+lists-musl: setup-images
+	CC_$(subst -,_,$(MUSL_TARGET))=musl-gcc CARGO_PROFILE_RELEASE_STRIP=symbols \
+	RUSTFLAGS='--remap-path-prefix=$(CURDIR)=/src --remap-path-prefix=$(if $(filter undefined,$(origin CARGO_HOME)),$(HOME)/.cargo,$(CARGO_HOME))=/cargo' \
+	  $(CARGO) build --quiet --locked --release --target $(MUSL_TARGET) -p lists-refresh -p lists-gen-asn -p lists-gen-tor
+
+lists-image: lists-musl $(BIN)/oci-image ## The lists-refresh image (static binaries, CA bundle, no base, uid 65532) in target/images/lists-refresh; prints its manifest digest
+	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image lists --bin-dir '$(MUSL_BIN)' --ca-bundle '$(CA_BUNDLE)' --out '$(LISTS_IMAGE)'
+
+# Credentials: EDGEPOP_REGISTRY_USERNAME and EDGEPOP_REGISTRY_PASSWORD, or EDGEPOP_REGISTRY_AUTH_FILE
+# (a 0600 docker-style auth.json), from the environment: never on the command line.
+# The record goes to PUBLISHED_IMAGES, which must be the file the edge config's images.published
+# names (oci-image checks it before pushing anything).
+publish-images: filter-image lists-image $(EDGE_CONFIG) ## Push both images to the edge config's images.registry; writes talos/_out/published-images.json (pinned by digest)
+	$(BIN)/oci-image publish --edge-config '$(EDGE_CONFIG)' --filter '$(FILTER_IMAGE)' --lists '$(LISTS_IMAGE)' --record '$(PUBLISHED_IMAGES)'
+
+.PHONY: setup-images
+setup-images:
+	@pipelines/setup.sh images
+# <<< images
+
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)
 	@CARGO='$(CARGO)' pipelines/test.sh
 
-bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, list generation
+bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, image upload, image write over SSH, list generation
 	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
 	@[[ -d filter/browsers/chromium/node_modules ]] || npm ci --prefix filter/browsers/chromium --no-audit --no-fund
 	$(CARGO) bench --quiet -p pow-demo --bench filter
 	$(CARGO) bench --quiet -p pow-core --bench filter
+	$(CARGO) bench --quiet -p scw-infra --bench upload
+	$(CARGO) bench --quiet -p scw-rescue-flash --bench image_write
 	$(MAKE) bench-lists
 
 lint: setup-demo ## cargo fmt --check and clippy -D warnings, native and wasm32-wasip1

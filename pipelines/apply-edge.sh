@@ -7,7 +7,8 @@
 #
 #   pipelines/apply-edge.sh apply|dry-run|diff
 #
-# Environment (set by the Makefile): OBJECTS (the rendered YAML), EDGE_CONFIG, FIELD_MANAGER, OUT.
+# Environment (set by the Makefile): OBJECTS (the rendered YAML), EDGE_CONFIG, FIELD_MANAGER, OUT;
+# GATEWAY_CLASS_WAIT_SECONDS (default 60): how long to wait for istiod to accept the class.
 #
 # The HMAC keys of the challenge filter are created here, at apply time, in a Secret: never
 # rendered, never in git, never on a command line (kubectl reads them from a 0600 file).
@@ -15,9 +16,11 @@ set -euo pipefail
 
 mode=${1:?usage: apply-edge.sh apply|dry-run|diff}
 : "${OBJECTS:?}" "${FIELD_MANAGER:?}" "${OUT:?}"
-namespace=edge
+. "$(dirname "$0")/edge-objects.sh"
+namespace=$(edge_namespace)
+[[ -n "$namespace" ]] || { printf 'apply-edge: no Namespace in %s\n' "$OBJECTS" >&2; exit 1; }
 export KUBECTL_APPLYSET=true # ApplySet is behind this switch in kubectl 1.27 to 1.3x
-applyset=(--applyset=configmap/edge-applyset --namespace="$namespace" --prune)
+applyset=(--applyset="$EDGE_APPLYSET_PARENT" --namespace="$namespace" --prune)
 
 log() { printf 'apply-edge: %s\n' "$*" >&2; }
 
@@ -27,12 +30,42 @@ command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
 
 filter_enabled() { grep -q '^kind: WasmPlugin$' "$OBJECTS"; }
 
+# istiod answers for the GatewayClass by setting its Accepted condition, for the generation it
+# saw; until it does, no Gateway of the class is programmed. Polled (bounded) rather than watched.
+gateway_class=$(edge_field GatewayClass name)
+gateway_class_wait=${GATEWAY_CLASS_WAIT_SECONDS:-60}
+check_gateway_class_accepted() {
+  local waited=0 status observed generation reason message
+  while :; do
+    # "<status>|<observedGeneration>|<generation>": an answer for an older spec does not count.
+    status=$(kubectl get gatewayclass "$gateway_class" -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}|{.status.conditions[?(@.type=="Accepted")].observedGeneration}|{.metadata.generation}' 2>/dev/null || true)
+    IFS='|' read -r status observed generation <<< "$status" || true
+    if [[ "$status" == True && "$observed" == "$generation" ]]; then
+      log "GatewayClass $gateway_class is Accepted"; return 0
+    fi
+    ((waited >= gateway_class_wait)) && break
+    sleep 2; waited=$((waited + 2))
+  done
+  reason=$(kubectl get gatewayclass "$gateway_class" \
+    -o jsonpath='{.status.conditions[?(@.type=="Accepted")].reason}' 2>/dev/null || true)
+  message=$(kubectl get gatewayclass "$gateway_class" \
+    -o jsonpath='{.status.conditions[?(@.type=="Accepted")].message}' 2>/dev/null || true)
+  log "GatewayClass $gateway_class is not Accepted after ${gateway_class_wait}s" \
+    "(status '${status:-none}' for generation '${observed:-none}' of '${generation:-none}'," \
+    "reason '${reason:-none}', message '${message:-none}')."
+  log "No status at all means istiod is not handling the class: check that istiod runs" \
+    "(kubectl -n istio-system get pods), that its controller name is the class's" \
+    "spec.controllerName (istiod's PILOT_GATEWAY_API_CONTROLLER_NAME, istio.io/gateway-controller" \
+    "by default), and istiod's log (kubectl -n istio-system logs deploy/istiod | grep -i gatewayclass)."
+  log "A status False names the cause in its reason and message (kubectl get gatewayclass $gateway_class -o yaml)."
+  exit 1
+}
+
 # Creates the Secret holding the filter's keys if it does not exist. The key is generated into a
 # 0600 file under $OUT (git-ignored) and read by kubectl from there.
 ensure_hmac_secret() {
   local secret_name
-  # The gateway overlay names it (secretKeyRef.name, inside the edge-gateway-options ConfigMap).
-  secret_name=$(grep -A2 'secretKeyRef:' "$OBJECTS" | sed -n 's/^ *name: *//p' | head -n1)
+  secret_name=$(edge_hmac_secret)
   [[ -n "$secret_name" ]] || { log "cannot find the HMAC Secret's name in $OBJECTS"; exit 1; }
   if kubectl -n "$namespace" get secret "$secret_name" >/dev/null 2>&1; then
     return 0
@@ -68,12 +101,14 @@ case "$mode" in
     if filter_enabled; then ensure_hmac_secret; fi
     kubectl apply --server-side --field-manager="$FIELD_MANAGER" \
       "${applyset[@]}" -f "$OBJECTS"
-    if filter_enabled && [[ -z "$(kubectl -n "$namespace" get configmap policy-lists -o jsonpath='{.data}')" ]]; then
-      log "policy-lists is empty: starting a first refresh now instead of waiting for minute 17"
-      kubectl -n "$namespace" create job --from=cronjob/lists-refresh "lists-refresh-first-$(date +%s)" \
+    lists_configmap=$(edge_lists_configmap) lists_cronjob=$(edge_lists_cronjob)
+    if filter_enabled && [[ -z "$(kubectl -n "$namespace" get configmap "$lists_configmap" -o jsonpath='{.data}')" ]]; then
+      log "$lists_configmap is empty: starting a first refresh now instead of waiting for the schedule"
+      kubectl -n "$namespace" create job --from="cronjob/$lists_cronjob" "$lists_cronjob-first-$(date +%s)" \
         --dry-run=client -o yaml \
         | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
     fi
+    check_gateway_class_accepted
     ;;
   *)
     log "unknown mode '$mode' (apply, dry-run or diff)"; exit 2 ;;

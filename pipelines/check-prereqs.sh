@@ -2,7 +2,8 @@
 # `make check`: the tools and credentials a real deployment needs. Prints one line per check and
 # fails if a required one is missing. Reads no secret value: only whether one is set.
 set -euo pipefail
-source "$(dirname "$0")/../k8s/versions.env"
+# VERSIONS_FILE: the pins (default: k8s/versions.env), for tests.
+source "${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}"
 missing=0
 have() { command -v "$1" >/dev/null 2>&1; }
 ok()   { printf '  ok       %s\n' "$*"; }
@@ -10,15 +11,37 @@ miss() { printf '  MISSING  %s\n' "$*"; missing=1; }
 opt()  { printf '  optional %s\n' "$*"; }
 
 echo "tools:"
-for tool in kubectl helm talosctl curl; do
-  if have "$tool"; then ok "$tool"; else miss "$tool"; fi
-done
-if have talosctl; then
+# >>> platform (issue 13): one line per tool, with the version it must have (k8s/versions.env).
+minor() { grep -o 'v[0-9]*\.[0-9]*' | head -1 || true; }
+# version_ge A B: A >= B (vX.Y.Z, as sort -V orders them).
+version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" == "$2" ]]; }
+if ! have talosctl; then miss "talosctl (not installed; $TALOS_VERSION's minor needed)"
+else
+  got=$(talosctl version --client --short 2>/dev/null | minor)
   want=${TALOS_VERSION%.*}
-  got=$(talosctl version --client --short 2>/dev/null | grep -o 'v[0-9]*\.[0-9]*' | head -1 || true)
-  [[ "$got" == "$want" ]] && ok "talosctl $got matches the cluster's $want" || miss "talosctl ${got:-?}: the cluster runs $TALOS_VERSION (same minor needed)"
+  if [[ "$got" == "$want" ]]; then ok "talosctl $got (the cluster runs $TALOS_VERSION)"
+  else miss "talosctl ${got:-?}: the cluster runs $TALOS_VERSION, talosctl must have the same minor ($want)"; fi
 fi
+if ! have kubectl; then miss "kubectl (not installed)"
+else
+  # kubectl's skew policy: within one minor of the API server.
+  got=$(kubectl version --client 2>/dev/null | minor)
+  want=$(minor <<<"$KUBERNETES_VERSION")
+  if [[ -n "$got" ]] && (( ${got#v1.} - ${want#v1.} <= 1 && ${want#v1.} - ${got#v1.} <= 1 )); then
+    ok "kubectl $got (Kubernetes $KUBERNETES_VERSION)"
+  else miss "kubectl ${got:-?}: must be within one minor of Kubernetes $KUBERNETES_VERSION"; fi
+fi
+if ! have helm; then miss "helm (not installed; $HELM_MIN_VERSION or newer)"
+else
+  got=$(helm version --short 2>/dev/null | grep -o 'v[0-9]*\.[0-9]*\.[0-9]*' | head -1 || true)
+  if [[ -n "$got" ]] && version_ge "$got" "$HELM_MIN_VERSION"; then ok "helm $got (>= $HELM_MIN_VERSION)"
+  else miss "helm ${got:-?}: $HELM_MIN_VERSION or newer needed"; fi
+  if helm diff version >/dev/null 2>&1; then ok "helm diff plugin (make diff-platform)"
+  else opt "helm diff plugin (make diff-platform falls back to helm template | kubectl diff)"; fi
+fi
+if have curl; then ok "curl"; else miss "curl (make vendor)"; fi
 if have kubeconform; then ok "kubeconform"; else opt "kubeconform (make check-manifests uses the project's own validator without it)"; fi
+# <<< platform
 if have cargo; then ok "cargo"; else miss "cargo (builds the tools)"; fi
 if have rustup && rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1; then ok "rust target wasm32-wasip1"; else opt "rust target wasm32-wasip1 (to build the filter: rustup target add wasm32-wasip1)"; fi
 
@@ -29,9 +52,36 @@ elif [[ -f "$config" ]]; then ok "scw config file $config"
 else miss "no SCW_ACCESS_KEY/SCW_SECRET_KEY and no $config"; fi
 if [[ -n "${SCW_DEFAULT_PROJECT_ID:-}" ]] || { [[ -f "$config" ]] && grep -q default_project_id "$config"; }; then ok "default project id"; else miss "SCW_DEFAULT_PROJECT_ID (or default_project_id in $config)"; fi
 
+# >>> infra (issue 11): the credentials as scw-infra itself resolves them (profile and access key;
+# the secret key is never printed). Needs the tool built: `make check` does not build it.
+scw_infra=${BIN:-${CARGO_TARGET_DIR:-target}/release}/scw-infra
+if [[ -x "$scw_infra" ]]; then
+  if resolved=$("$scw_infra" credentials 2>&1); then ok "scw-infra resolves credentials: $resolved"
+  else miss "scw-infra cannot resolve credentials: $resolved"; fi
+else opt "scw-infra is not built: cargo build --release --bin scw-infra, then make check, to test the credentials it resolves"; fi
+[[ -f "${INFRA_CONFIG:-config/infra.json}" ]] && ok "${INFRA_CONFIG:-config/infra.json}" || miss "${INFRA_CONFIG:-config/infra.json} (cp config/infra.example.json config/infra.json, then edit)"
+# <<< infra
+
 echo "configuration:"
 for f in config/edge.json; do
   [[ -f "$f" ]] && ok "$f" || miss "$f (cp config/edge.example.json config/edge.json, then edit)"
 done
+
+# >>> platform (issue 13): the platform config as render-platform reads it, the vendored CRDs.
+platform_config=${PLATFORM_CONFIG:-config/platform.json}
+render=${BIN:-target/release}/render-platform
+if [[ ! -f "$platform_config" ]]; then miss "$platform_config (cp config/platform.example.json $platform_config, then edit)"
+elif [[ ! -x "$render" ]]; then opt "$platform_config present, not checked (render-platform is not built: make apply-platform builds it)"
+elif why=$("$render" --config "$platform_config" cilium 2>&1 >/dev/null); then ok "$platform_config"
+else miss "$platform_config: ${why#render-platform: error: }"; fi
+vendor_dir=${VENDOR_DIR:-k8s/vendor}/gateway-api-$GATEWAY_API_VERSION
+bad=0; pins=0
+while IFS= read -r line; do
+  pin=${line#*=}; file=${pin%%:*}; pins=$((pins + 1))
+  [[ -f "$vendor_dir/$file" && "$(sha256sum "$vendor_dir/$file" | cut -d' ' -f1)" == "${pin#*:}" ]] || bad=$((bad + 1))
+done < <(grep -E '^VENDOR_GATEWAY_API_[A-Z0-9_]+=' "${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}")
+if (( bad == 0 && pins > 0 )); then ok "Gateway API $GATEWAY_API_VERSION CRDs vendored in $vendor_dir"
+else miss "Gateway API $GATEWAY_API_VERSION CRDs: $bad of $pins files missing or not matching their pins in $vendor_dir (make vendor)"; fi
+# <<< platform
 if (( missing )); then echo "make check: something is missing (see above)" >&2; exit 1; fi
 echo "make check: ready"

@@ -1,14 +1,31 @@
 #!/usr/bin/env bash
-# Deletes every object of the edge layer: what render-edge labelled, then the namespace (which
-# takes the HMAC Secret and the certificates with it). The Makefile asks for confirmation first.
+# Deletes every object of the edge layer, then its namespace (which takes the HMAC Secret and the
+# certificates with it). What to delete is read from the cluster: the ApplySet apply-edge.sh
+# applies with lists every kind it holds (the parent's contains-group-kinds annotation) and
+# labels every member with its id, so nothing here re-types the kinds render-edge renders. The
+# namespace is the rendered one ($OBJECTS). The Makefile asks for confirmation first.
 set -euo pipefail
+: "${OBJECTS:?}"
 log() { printf 'destroy-edge: %s\n' "$*" >&2; }
 command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
 [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]] || { log "no kubeconfig at '${KUBECONFIG:-}'"; exit 1; }
+. "$(dirname "$0")/edge-objects.sh"
+namespace=$(edge_namespace)
+[[ -n "$namespace" ]] || { log "no Namespace in $OBJECTS"; exit 1; }
 
-selector=app.kubernetes.io/managed-by=render-edge
-kinds=wasmplugins.extensions.istio.io,cronjobs.batch,httproutes.gateway.networking.k8s.io,gateways.gateway.networking.k8s.io,deployments.apps,services,configmaps,roles.rbac.authorization.k8s.io,rolebindings.rbac.authorization.k8s.io,serviceaccounts
-kubectl -n edge delete "$kinds" -l "$selector" --ignore-not-found --wait=true
-kubectl delete clusterissuers.cert-manager.io,gatewayclasses.gateway.networking.k8s.io -l "$selector" --ignore-not-found
-kubectl delete namespace edge --ignore-not-found --wait=true
+parent() {
+  kubectl -n "$namespace" get "$EDGE_APPLYSET_PARENT" --ignore-not-found -o jsonpath="$1"
+}
+id=$(parent '{.metadata.labels.applyset\.kubernetes\.io/id}')
+kinds=$(parent '{.metadata.annotations.applyset\.kubernetes\.io/contains-group-kinds}')
+if [[ -n "$id" && -n "$kinds" ]]; then
+  # The namespace goes last, on its own: the cluster-scoped members first, while it still exists.
+  kinds=$(tr ',' '\n' <<< "$kinds" | { grep -vx 'Namespace' || true; } | paste -sd, -)
+  log "deleting the members of the ApplySet $id: $kinds"
+  kubectl -n "$namespace" delete "$kinds" -l "applyset.kubernetes.io/part-of=$id" \
+    --ignore-not-found --wait=true
+else
+  log "no ApplySet parent $namespace/$EDGE_APPLYSET_PARENT: apply-edge never applied here"
+fi
+kubectl delete namespace "$namespace" --ignore-not-found --wait=true
 log "edge layer deleted"

@@ -3,15 +3,19 @@
 # `previous` (still accepted for verification), a fresh key becomes `current`, and the gateway
 # pods restart to pick both up (a Secret change does not reach a running container's env).
 #
+# The Secret, its namespace and the gateway's Deployment are named by the rendered objects
+# ($OBJECTS, what apply-edge applied), so a custom `pow.secret_name` is rotated too.
 # Keys travel only through 0600 files under $OUT/secrets (git-ignored) and kubectl's
 # --from-file: never argv, never stdout.
 set -euo pipefail
-: "${OUT:?}" "${FIELD_MANAGER:?}"
-namespace=edge
-secret=${POW_SECRET_NAME:-pow-hmac}
-gateway_deployment=${GATEWAY_DEPLOYMENT:-edge-gateway-istio} # Istio names it <gateway>-<class>
+: "${OUT:?}" "${FIELD_MANAGER:?}" "${OBJECTS:?}"
 log() { printf 'rotate-pow-secret: %s\n' "$*" >&2; }
 command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
+. "$(dirname "$0")/edge-objects.sh"
+namespace=$(edge_namespace)
+secret=$(edge_hmac_secret)
+gateway_deployment=$(edge_gateway_deployment)
+[[ -n "$secret" ]] || { log "the filter is off in $OBJECTS (no HMAC Secret): nothing to rotate"; exit 1; }
 
 dir="$OUT/secrets"
 (umask 077; mkdir -p "$dir")

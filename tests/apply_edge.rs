@@ -7,12 +7,20 @@
 //! `policy-lists` ConfigMap is applied without data, so the refresh's keys are never reverted;
 //! objects the layer stops rendering are pruned (ApplySet) and the rest is kept; the dry-run
 //! twin writes nothing.
+//!
+//! And istiod's side of the cluster, played here as istiod 1.30 does it (read in its source,
+//! pilot/pkg/config/kube/gatewaycommon): it creates the GatewayClass `istio` with its own
+//! description (gatewayclass.go, a plain create: field manager `pilot-discovery`, from its user
+//! agent) and marks it Accepted; for each Gateway it server-side applies (field manager
+//! `istio.io/gateway-controller`, force) a Deployment, Service and ServiceAccount named
+//! `<gateway>-<class>`, labelled with `spec.infrastructure.labels`, or, when that is unset, with
+//! a copy of the Gateway's own labels (deploymentcontroller.go, extractInfrastructureMetadata).
+//! The stand-in enforces server-side apply's field ownership (conflicts between managers).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use testkit::skip_or_fail;
@@ -22,49 +30,36 @@ fn workspace() -> PathBuf {
 }
 
 struct StandIn {
-    child: Child,
+    // Held for its drop, which kills the stand-in before `dir` is removed (fields drop in order).
+    _kube_api: testkit::standin::StandIn,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl StandIn {
     fn start() -> StandIn {
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
-        let child = Command::new("python3")
-            .arg(workspace().join("tests/stand-ins/kube_api.py"))
-            .arg(&port_file)
-            .arg(dir.path().join("requests.jsonl"))
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let port = loop {
-            if let Ok(port) = std::fs::read_to_string(&port_file) {
-                break port;
-            }
-            assert!(Instant::now() < deadline, "the stand-in did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let kube_api = testkit::standin::StandIn::start(
+            testkit::standin::python("kube_api.py")
+                .arg(&port_file)
+                .arg(dir.path().join("requests.jsonl")),
+            &port_file,
+        );
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(
             &kubeconfig,
             format!(
                 "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-                 clusters: [{{name: s, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n\
+                 clusters: [{{name: s, cluster: {{server: '{url}'}}}}]\n\
                  users: [{{name: u, user: {{token: stand-in}}}}]\n\
-                 contexts: [{{name: c, context: {{cluster: s, user: u}}}}]\n"
+                 contexts: [{{name: c, context: {{cluster: s, user: u}}}}]\n",
+                url = kube_api.url()
             ),
         )
         .unwrap();
         StandIn {
-            child,
+            _kube_api: kube_api,
             dir,
             kubeconfig,
         }
@@ -85,35 +80,172 @@ impl StandIn {
     }
 
     fn render(&self, config: &str) -> PathBuf {
+        self.render_file(&workspace().join("config").join(config))
+    }
+
+    fn render_file(&self, config: &Path) -> PathBuf {
         let out = Command::new(testkit::workspace::bin("render-edge"))
             .arg("--inputs")
             .arg(workspace().join("config/platform-inputs.example.json"))
             .arg("--config")
-            .arg(workspace().join("config").join(config))
+            .arg(config)
             .output()
             .unwrap();
-        assert!(out.status.success());
-        let path = self.dir.path().join(format!("{config}.yaml"));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let name = config.file_name().unwrap().to_str().unwrap();
+        let path = self.dir.path().join(format!("{name}.yaml"));
         std::fs::write(&path, out.stdout).unwrap();
         path
     }
 
-    fn apply_edge(&self, mode: &str, objects: &Path) -> Output {
-        let out = Command::new(workspace().join("pipelines/apply-edge.sh"))
+    /// The filter's example config with the HMAC Secret renamed.
+    fn render_with_secret_name(&self, secret_name: &str) -> PathBuf {
+        let text =
+            std::fs::read_to_string(workspace().join("config/edge-pow.example.json")).unwrap();
+        let mut config: Value = serde_json::from_str(&text).unwrap();
+        config["pow"]["secret_name"] = Value::from(secret_name);
+        // The copy lives elsewhere: the published-images record it names, relative to the
+        // config's folder, is given by its absolute path.
+        let published = config["images"]["published"].as_str().unwrap().to_owned();
+        config["images"]["published"] =
+            Value::from(workspace().join("config").join(published).to_str().unwrap());
+        let path = self.write("edge-custom-secret.json", &config.to_string());
+        self.render_file(&path)
+    }
+
+    fn run_apply_edge(&self, mode: &str, objects: &Path, wait_seconds: &str) -> Output {
+        Command::new(workspace().join("pipelines/apply-edge.sh"))
             .arg(mode)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("OBJECTS", objects)
             .env("FIELD_MANAGER", "edgepop-edge")
             .env("OUT", self.out())
+            .env("GATEWAY_CLASS_WAIT_SECONDS", wait_seconds)
             .stdin(Stdio::null())
             .output()
-            .unwrap();
+            .unwrap()
+    }
+
+    fn apply_edge(&self, mode: &str, objects: &Path) -> Output {
+        let out = self.run_apply_edge(mode, objects, "0");
         assert!(
             out.status.success(),
             "apply-edge.sh {mode}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         out
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn kubectl_ok(&self, args: &[&str]) {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// istiod's GatewayClass controller: creates `istio` (a create, not an apply) with its own
+    /// description, then its status controller marks it Accepted.
+    fn play_istiod_class(&self) {
+        let class = self.write(
+            "istiod-class.yaml",
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\n\
+             metadata: {name: istio}\n\
+             spec: {controllerName: istio.io/gateway-controller, \
+             description: The default Istio GatewayClass}\n",
+        );
+        self.kubectl_ok(&[
+            "create",
+            "--field-manager=pilot-discovery",
+            "-f",
+            class.to_str().unwrap(),
+        ]);
+        self.kubectl_ok(&[
+            "patch",
+            "gatewayclass",
+            "istio",
+            "--subresource=status",
+            "--type=merge",
+            "--field-manager=pilot-discovery",
+            "-p",
+            r#"{"status":{"conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"Handled by Istio controller","observedGeneration":1,"lastTransitionTime":"2026-11-30T00:00:00Z"}]}}"#,
+        ]);
+    }
+
+    /// istiod's deployment controller for the Gateway `edge/edge-gateway`: what it generates,
+    /// labelled as extractInfrastructureMetadata says.
+    fn play_istiod_gateway(&self) {
+        let gateway = self
+            .get(&["-n", "edge", "gateway", "edge-gateway"])
+            .expect("the Gateway is applied");
+        let infra = |which: &str| -> serde_json::Map<String, Value> {
+            match gateway["spec"]["infrastructure"][which].as_object() {
+                // Set: used as is, less the gateway.networking.k8s.io/ prefix (translateInfraMeta).
+                Some(set) => set
+                    .iter()
+                    .filter(|(k, _)| !k.starts_with("gateway.networking.k8s.io/"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                // Unset: a copy of the Gateway's own (PILOT_ENABLE_GATEWAY_API_COPY_LABELS_ANNOTATIONS,
+                // on by default).
+                None => gateway["metadata"][which]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            }
+        };
+        let mut labels = infra("labels");
+        labels.insert(
+            "gateway.networking.k8s.io/gateway-name".into(),
+            "edge-gateway".into(),
+        );
+        labels.insert(
+            "gateway.networking.k8s.io/gateway-class-name".into(),
+            "istio".into(),
+        );
+        let annotations = infra("annotations");
+        let owner = serde_json::json!([{
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "name": "edge-gateway", "uid": gateway["metadata"]["uid"],
+        }]);
+        let meta = serde_json::json!({
+            "name": "edge-gateway-istio", "namespace": "edge",
+            "labels": labels, "annotations": annotations, "ownerReferences": owner,
+        });
+        let objects = [
+            serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}),
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {
+                "selector": {"matchLabels": {"gateway.networking.k8s.io/gateway-name": "edge-gateway"}},
+                "template": {"metadata": {"labels": labels, "annotations": {}}, "spec": {
+                    "serviceAccountName": "edge-gateway-istio",
+                    "containers": [{"name": "istio-proxy", "image": "auto"}]}}}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
+                "type": "NodePort",
+                "selector": {"gateway.networking.k8s.io/gateway-name": "edge-gateway"},
+                "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}}),
+        ];
+        // A YAML stream of JSON documents (a v1 List is not a resource kubectl can validate).
+        let stream: Vec<String> = objects.iter().map(|o| format!("---\n{o}\n")).collect();
+        let file = self.write("istiod-generated.yaml", &stream.concat());
+        self.kubectl_ok(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=istio.io/gateway-controller",
+            "-f",
+            file.to_str().unwrap(),
+        ]);
     }
 
     fn kubectl(&self, args: &[&str]) -> Output {
@@ -163,6 +295,8 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
         return;
     }
     let api = StandIn::start();
+    api.play_istiod_class();
+    api.take_requests();
     let with_filter = api.render("edge-pow.example.json");
 
     // First apply: every write is a server-side apply by our field manager.
@@ -304,7 +438,25 @@ fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway(
         return;
     }
     let api = StandIn::start();
-    api.apply_edge("apply", &api.render("edge-pow.example.json"));
+    let objects = api.render("edge-pow.example.json");
+    rotate(&api, &objects, "pow-hmac");
+}
+
+#[test]
+fn rotating_works_with_a_custom_secret_name() {
+    if !tools_present("rotating_works_with_a_custom_secret_name") {
+        return;
+    }
+    let api = StandIn::start();
+    let objects = api.render_with_secret_name("edge-filter-keys");
+    rotate(&api, &objects, "edge-filter-keys");
+    assert!(api.get(&["-n", "edge", "secret", "pow-hmac"]).is_none());
+}
+
+/// Applies `objects`, rotates the key of the Secret `secret`, and checks the rotation.
+fn rotate(api: &StandIn, objects: &Path, secret: &str) {
+    api.play_istiod_class();
+    api.apply_edge("apply", objects);
     // The Deployment Istio generates for the Gateway (<gateway>-<class>).
     let gateway = api.dir.path().join("gateway-deployment.yaml");
     std::fs::write(
@@ -336,12 +488,13 @@ fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway(
             .unwrap();
         String::from_utf8(out.stdout).unwrap()
     };
-    let before = api.get(&["-n", "edge", "secret", "pow-hmac"]).unwrap();
+    let before = api.get(&["-n", "edge", "secret", secret]).unwrap();
     let old_key = decode(&before, "current");
 
     let out = Command::new(workspace().join("pipelines/rotate-pow-secret.sh"))
         .env("KUBECONFIG", &api.kubeconfig)
         .env("OUT", api.out())
+        .env("OBJECTS", objects)
         .env("FIELD_MANAGER", "edgepop-edge")
         .output()
         .unwrap();
@@ -352,7 +505,7 @@ fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway(
     );
     assert!(out.status.success(), "{printed}");
 
-    let after = api.get(&["-n", "edge", "secret", "pow-hmac"]).unwrap();
+    let after = api.get(&["-n", "edge", "secret", secret]).unwrap();
     let new_key = decode(&after, "current");
     assert_eq!(
         decode(&after, "previous"),
@@ -363,8 +516,8 @@ fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway(
     assert!(new_key.len() >= 40);
     assert!(!printed.contains(old_key.trim()) && !printed.contains(new_key.trim()));
     use std::os::unix::fs::PermissionsExt;
-    for file in ["pow-hmac.current", "pow-hmac.previous"] {
-        let mode = std::fs::metadata(api.out().join("secrets").join(file))
+    for file in [format!("{secret}.current"), format!("{secret}.previous")] {
+        let mode = std::fs::metadata(api.out().join("secrets").join(&file))
             .unwrap()
             .permissions()
             .mode();
@@ -379,4 +532,205 @@ fn rotating_the_hmac_key_keeps_the_old_one_as_previous_and_restarts_the_gateway(
             .is_string(),
         "the gateway pods restart to read the new key: {deployment}"
     );
+}
+
+fn deleted_paths(requests: &[Value]) -> Vec<String> {
+    requests
+        .iter()
+        .filter(|r| r["method"] == "DELETE")
+        .map(|r| r["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn istiods_objects_survive_two_applies_and_the_gateway_class_is_co_owned() {
+    if !tools_present("istiods_objects_survive") {
+        return;
+    }
+    let api = StandIn::start();
+    api.play_istiod_class();
+    let objects = api.render("edge-pow.example.json");
+
+    // First apply: the class istiod created is applied over without a conflict.
+    api.apply_edge("apply", &objects);
+    api.play_istiod_gateway();
+    api.take_requests();
+
+    // Second apply: the prune leaves alone what istiod generated for the Gateway.
+    let second = api.apply_edge("apply", &objects);
+    let requests = api.take_requests();
+    let deleted = deleted_paths(&requests);
+    assert!(deleted.is_empty(), "pruned: {deleted:?}");
+    for kind in ["deployment", "service", "serviceaccount"] {
+        let generated = api
+            .get(&["-n", "edge", kind, "edge-gateway-istio"])
+            .unwrap_or_else(|| panic!("istiod's {kind} was deleted"));
+        let labels = generated["metadata"]["labels"].as_object().unwrap();
+        assert!(
+            labels
+                .keys()
+                .all(|k| !k.starts_with("applyset.kubernetes.io/")),
+            "{kind}: {labels:?}"
+        );
+    }
+    // The class: istiod's description kept, controllerName co-owned by both managers, Accepted.
+    let class = api
+        .get(&["--show-managed-fields", "gatewayclass", "istio"])
+        .unwrap();
+    assert_eq!(
+        class["spec"]["description"],
+        "The default Istio GatewayClass"
+    );
+    let owners: Vec<&str> = class["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["fieldsV1"]["f:spec"].get("f:controllerName").is_some())
+        .map(|e| e["manager"].as_str().unwrap())
+        .collect();
+    assert!(
+        owners.contains(&"pilot-discovery") && owners.contains(&"edgepop-edge"),
+        "{owners:?}"
+    );
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("GatewayClass istio is Accepted"), "{said}");
+}
+
+#[test]
+fn a_gateway_class_istiod_does_not_accept_stops_the_apply_and_says_where_to_look() {
+    if !tools_present("a_gateway_class_istiod_does_not_accept") {
+        return;
+    }
+    // No istiod: nobody sets the class's status.
+    let api = StandIn::start();
+    let out = api.run_apply_edge("apply", &api.render("edge.example.json"), "0");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("GatewayClass istio is not Accepted"),
+        "{said}"
+    );
+    assert!(said.contains("istio-system"), "{said}");
+    assert!(said.contains("PILOT_GATEWAY_API_CONTROLLER_NAME"), "{said}");
+    // Everything was applied all the same: the check reports, it does not undo.
+    assert!(
+        api.get(&["-n", "edge", "gateway", "edge-gateway"])
+            .is_some()
+    );
+}
+
+#[test]
+fn an_accepted_condition_for_an_older_spec_does_not_count() {
+    if !tools_present("an_accepted_condition_for_an_older_spec") {
+        return;
+    }
+    let api = StandIn::start();
+    api.play_istiod_class();
+    // Someone changes the class after istiod answered (generation 2), and istiod has not
+    // answered again: its Accepted is for generation 1.
+    api.kubectl_ok(&[
+        "patch",
+        "gatewayclass",
+        "istio",
+        "--type=merge",
+        "--field-manager=someone",
+        "-p",
+        r#"{"spec":{"description":"changed"}}"#,
+    ]);
+    let out = api.run_apply_edge("apply", &api.render("edge.example.json"), "0");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("status 'True' for generation '1' of '2'"),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_stand_in_refuses_a_conflicting_apply_as_the_api_server_does() {
+    // The contract the tests above rely on, checked on its own with the real kubectl: a field
+    // another manager set with another value conflicts; the same value is co-owned; --force-conflicts
+    // takes it over.
+    if !tools_present("the_stand_in_refuses_a_conflicting_apply") {
+        return;
+    }
+    let api = StandIn::start();
+    api.play_istiod_class();
+    let ours = api.write(
+        "class.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: istio}\n\
+         spec: {controllerName: istio.io/gateway-controller, description: ours}\n",
+    );
+    let apply = |force: bool| {
+        let mut args = vec!["apply", "--server-side", "--field-manager=edgepop-edge"];
+        if force {
+            args.push("--force-conflicts");
+        }
+        args.extend(["-f", ours.to_str().unwrap()]);
+        api.kubectl(&args)
+    };
+    let refused = apply(false);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        said.contains(r#"conflict with "pilot-discovery""#) && said.contains(".spec.description"),
+        "{said}"
+    );
+    assert!(
+        !said.contains(".spec.controllerName"),
+        "the same value is no conflict: {said}"
+    );
+    let class = api.get(&["gatewayclass", "istio"]).unwrap();
+    assert_eq!(
+        class["spec"]["description"],
+        "The default Istio GatewayClass"
+    );
+
+    assert!(apply(true).status.success());
+    let class = api.get(&["gatewayclass", "istio"]).unwrap();
+    assert_eq!(class["spec"]["description"], "ours");
+    assert_eq!(class["status"]["conditions"][0]["type"], "Accepted");
+}
+
+#[test]
+fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
+    if !tools_present("destroy_edge_deletes_every_member") {
+        return;
+    }
+    let api = StandIn::start();
+    api.play_istiod_class();
+    let objects = api.render("edge-pow.example.json");
+    api.apply_edge("apply", &objects);
+    api.take_requests();
+    let out = Command::new(workspace().join("pipelines/destroy-edge.sh"))
+        .env("KUBECONFIG", &api.kubeconfig)
+        .env("OBJECTS", &objects)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let deleted = deleted_paths(&api.take_requests());
+    // Every rendered kind, cluster-scoped ones included, read from the ApplySet (not re-typed).
+    for gone in [
+        "/apis/gateway.networking.k8s.io/v1/gatewayclasses/istio",
+        "/apis/cert-manager.io/v1/clusterissuers/letsencrypt-production",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/edgepop-lists-refresh-changes-only-lists",
+        "/apis/extensions.istio.io/v1alpha1/namespaces/edge/wasmplugins/pow-filter",
+        "/apis/gateway.networking.k8s.io/v1/namespaces/edge/gateways/edge-gateway",
+        "/apis/batch/v1/namespaces/edge/cronjobs/lists-refresh",
+        "/api/v1/namespaces/edge/serviceaccounts/lists-refresh",
+        "/api/v1/namespaces/edge",
+    ] {
+        assert!(
+            deleted.iter().any(|d| d == gone),
+            "{gone} not deleted: {deleted:?}"
+        );
+    }
+    assert_eq!(
+        deleted.last().map(String::as_str),
+        Some("/api/v1/namespaces/edge"),
+        "the namespace goes last"
+    );
+    assert!(api.get(&["gatewayclass", "istio"]).is_none());
 }

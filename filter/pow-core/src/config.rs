@@ -249,18 +249,27 @@ fn check_difficulty(field: &str, bits: u8) -> Result<(), ConfigError> {
     }
 }
 
-/// List names become metric names: lowercase letters, digits, `_` and `-`, 1 to 32 of them.
-fn check_list_name(field: &str, name: &str) -> Result<(), ConfigError> {
-    if name.is_empty()
-        || name.len() > 32
-        || !name
+/// The longest list name.
+pub const MAX_LIST_NAME_LEN: usize = 32;
+/// The list-name rule, in words: every tool that takes a list name refuses what the filter
+/// refuses, with this sentence.
+pub const LIST_NAME_RULE: &str =
+    "a list name is 1 to 32 of [a-z0-9_-] (it becomes part of a metric name)";
+
+/// Whether the filter accepts `name` as a list name. List names become metric names:
+/// lowercase letters, digits, `_` and `-`, 1 to [`MAX_LIST_NAME_LEN`] of them. The one rule:
+/// the tools that write list names (render-edge, lists-refresh, the generators) call this.
+pub fn valid_list_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_LIST_NAME_LEN
+        && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-    {
-        return Err(err(
-            field,
-            "a list name is 1 to 32 of [a-z0-9_-] (it becomes part of a metric name)",
-        ));
+}
+
+fn check_list_name(field: &str, name: &str) -> Result<(), ConfigError> {
+    if !valid_list_name(name) {
+        return Err(err(field, LIST_NAME_RULE));
     }
     Ok(())
 }

@@ -407,7 +407,7 @@ fn hash_rates() -> Result<String, String> {
         wasm: None,
         difficulty: Some(32),
     };
-    let config = demo::resolve(
+    let config = demo::resolve_in(
         &cli,
         std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
         &target_dir().join(".."),

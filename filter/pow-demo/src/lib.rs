@@ -7,7 +7,7 @@
 //! mode `all`; its HMAC secret is generated at start and reaches the VM through its environment
 //! (`POW_HMAC_SECRET`), never through argv, stdout or the logs.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use pop_common::tool::Env;
 use proxy_wasm_host::{Host, HostConfig, HostError, Request, Response, Served};
 
 /// The VM environment variable the filter reads its secret from (its `secret_env` default).
@@ -80,8 +81,31 @@ pub fn default_wasm(cargo_target_dir: Option<&str>, workspace: &Path) -> PathBuf
     target.join("wasm32-wasip1/wasm-release/pow_filter.wasm")
 }
 
-/// Resolves the arguments into what runs: pure, so it is unit-tested.
-pub fn resolve(cli: &Cli, cargo_target_dir: Option<&str>, workspace: &Path) -> DemoConfig {
+/// Resolves the arguments and the environment (`CARGO_TARGET_DIR`, where `make filter` put the
+/// module) into what runs.
+pub fn resolve(cli: &Cli, env: &Env) -> Result<DemoConfig, DemoError> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    Ok(resolve_in(
+        cli,
+        env.non_empty("CARGO_TARGET_DIR"),
+        &workspace,
+    ))
+}
+
+/// Runs the demo until Ctrl-C: the URL to open is said on stderr; nothing is read or written on
+/// the standard streams.
+pub fn run(config: &DemoConfig, _input: impl Read, _output: impl Write) -> Result<(), DemoError> {
+    let running = Demo::start(config)?;
+    pop_common::info!(
+        "open {} (the origin is behind it; Ctrl-C stops both)",
+        running.url()
+    );
+    running.wait();
+    Ok(())
+}
+
+/// [`resolve`] with the target directory and the workspace given: pure, so it is unit-tested.
+pub fn resolve_in(cli: &Cli, cargo_target_dir: Option<&str>, workspace: &Path) -> DemoConfig {
     let mut config = serde_json::json!({ "mode": "all", "secret_env": SECRET_ENV });
     if let Some(bits) = cli.difficulty {
         config["difficulty"] = bits.into();
@@ -514,26 +538,26 @@ mod tests {
     fn the_module_is_found_under_cargo_target_dir_else_the_workspace_target() {
         let ws = Path::new("/src/edgepop");
         assert_eq!(
-            resolve(&cli(&[]), Some("/tmp/tgt"), ws).wasm,
+            resolve_in(&cli(&[]), Some("/tmp/tgt"), ws).wasm,
             PathBuf::from("/tmp/tgt/wasm32-wasip1/wasm-release/pow_filter.wasm")
         );
         assert_eq!(
-            resolve(&cli(&[]), None, ws).wasm,
+            resolve_in(&cli(&[]), None, ws).wasm,
             PathBuf::from("/src/edgepop/target/wasm32-wasip1/wasm-release/pow_filter.wasm")
         );
         assert_eq!(
-            resolve(&cli(&[]), Some(""), ws).wasm,
-            resolve(&cli(&[]), None, ws).wasm
+            resolve_in(&cli(&[]), Some(""), ws).wasm,
+            resolve_in(&cli(&[]), None, ws).wasm
         );
         assert_eq!(
-            resolve(&cli(&["--wasm", "/x.wasm"]), Some("/t"), ws).wasm,
+            resolve_in(&cli(&["--wasm", "/x.wasm"]), Some("/t"), ws).wasm,
             PathBuf::from("/x.wasm")
         );
     }
 
     #[test]
     fn the_edge_listens_on_loopback_in_mode_all_with_no_secret_in_the_config() {
-        let config = resolve(
+        let config = resolve_in(
             &cli(&["--port", "9090", "--difficulty", "12"]),
             None,
             Path::new("/w"),
@@ -544,7 +568,7 @@ mod tests {
             json,
             serde_json::json!({"mode": "all", "secret_env": "POW_HMAC_SECRET", "difficulty": 12})
         );
-        let default = resolve(&cli(&[]), None, Path::new("/w"));
+        let default = resolve_in(&cli(&[]), None, Path::new("/w"));
         assert_eq!(default.edge.port(), 8080);
         assert!(!default.plugin_config.contains("difficulty"));
     }

@@ -31,7 +31,7 @@ fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
         wasm: None,
         difficulty: Some(difficulty),
     };
-    let config = demo::resolve(
+    let config = demo::resolve_in(
         &cli,
         std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
         &workspace(),

@@ -3,9 +3,11 @@
 //! Why not `proxy_wasm::hostcalls`: the SDK panics on any status it did not expect (an
 //! INTERNAL_FAILURE from `proxy_get_header_map_pairs`, for one), and a panic aborts the VM:
 //! every request after it would meet a dead filter. Here every status becomes a `Result`, so
-//! the filter can fail open and count it. This is the crate's only `unsafe`: raw imports, and
-//! taking ownership of the buffers the host allocated through the SDK's exported
-//! `proxy_on_memory_allocate` (a boxed `[u8]` of exactly the returned size).
+//! the filter can fail open and count it. This module holds every `unsafe` block of the crate:
+//! raw imports, and taking ownership of the buffers the host allocated through the SDK's
+//! exported `proxy_on_memory_allocate` (a boxed `[u8]` of exactly the returned size). The one
+//! other place the `unsafe_code` lint is allowed is `entry` in lib.rs, where the SDK's `main!`
+//! exports `_initialize` with `#[no_mangle]` (no `unsafe` block of ours).
 #![allow(unsafe_code)]
 
 use std::ptr::{null, null_mut};

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pop_common::records::{DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, valid_list_name};
+use pop_common::records::{
+    DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, LIST_NAME_RULE, valid_list_name,
+};
 
 use crate::error::ListError;
 use crate::list::OutputFormat;
@@ -63,7 +65,7 @@ pub fn resolve(args: &CommonArgs, default_name: &str) -> Result<Common, ListErro
         .unwrap_or_else(|| default_name.to_string());
     if !valid_list_name(&list_name) {
         return Err(ListError::Usage(format!(
-            "--list-name `{list_name}`: 1 to 63 lowercase letters, digits or `-`"
+            "--list-name `{list_name}`: {LIST_NAME_RULE}"
         )));
     }
     if args.sources.iter().filter(|s| *s == "-").count() > 1 {

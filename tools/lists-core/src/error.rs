@@ -25,9 +25,15 @@ pub enum ListError {
     /// The data stops before its end: a cut download or a truncated/corrupt gzip stream.
     #[error("source {name}: ends early, the download or its gzip stream is truncated ({detail})")]
     Truncated { name: String, detail: String },
-    /// The data is not in the expected (or any known) format.
+    /// The data is not in the expected (or any known) format. From a remote source (a captive
+    /// portal's HTML, a mirror that changed its format) the source failed: exit 1, as for any
+    /// source that is down; from a local file the input is wrong: exit 2.
     #[error("source {name}: {message}")]
-    Format { name: String, message: String },
+    Format {
+        name: String,
+        message: String,
+        remote: bool,
+    },
     /// More rows than tolerated fail to parse.
     #[error(
         "source {name}: {count} rows fail to parse (at most {tolerated} tolerated); {examples}"
@@ -37,6 +43,7 @@ pub enum ListError {
         count: u64,
         tolerated: u64,
         examples: String,
+        remote: bool,
     },
     /// The sources gave nothing for this list.
     #[error("list {list}: empty result ({why}); nothing written")]
@@ -61,6 +68,9 @@ pub enum ListError {
 impl Report for ListError {
     fn exit(&self) -> Exit {
         match self {
+            ListError::Format { remote: true, .. } | ListError::BadRows { remote: true, .. } => {
+                Exit::Failure
+            }
             ListError::Usage(_)
             | ListError::Unreadable { .. }
             | ListError::Format { .. }
@@ -99,14 +109,14 @@ mod tests {
             .exit(),
             Exit::Failure
         );
-        assert_eq!(
-            ListError::Format {
-                name: name(),
-                message: "garbage".into()
-            }
-            .exit(),
-            Exit::Usage
-        );
+        let format = |remote| ListError::Format {
+            name: name(),
+            message: "garbage".into(),
+            remote,
+        };
+        // A remote source that served HTML failed; a local file in the wrong format is bad input.
+        assert_eq!(format(true).exit(), Exit::Failure);
+        assert_eq!(format(false).exit(), Exit::Usage);
         let shrink = ListError::Shrink {
             list: "tor".into(),
             detail: "IPv4 addresses fell from 100 to 10 (-90%)".into(),

@@ -19,6 +19,28 @@ pub enum OutputFormat {
     Text,
 }
 
+/// The list the sources gave, once it passed the checks every generator makes: not empty, and
+/// not shrunk beyond `--max-shrink-percent` against `--previous` (unless `--force`).
+pub fn checked(
+    common: &crate::args::Common,
+    meta: ListMeta,
+    ipv4: Vec<Ipv4Net>,
+    ipv6: Vec<Ipv6Net>,
+) -> Result<PolicyList, ListError> {
+    let previous = match &common.previous {
+        Some(path) => Some(read_previous(path)?),
+        None => None,
+    };
+    let list = policy_list(meta, ipv4, ipv6);
+    check(
+        &list,
+        previous.as_ref(),
+        common.max_shrink_percent,
+        common.force,
+    )?;
+    Ok(list)
+}
+
 /// What describes a list besides its prefixes.
 #[derive(Debug, Clone)]
 pub struct ListMeta {
@@ -47,18 +69,9 @@ pub fn policy_list(meta: ListMeta, ipv4: Vec<Ipv4Net>, ipv6: Vec<Ipv6Net>) -> Po
     }
 }
 
-/// The list as text: one CIDR per line, IPv4 then IPv6, each line ending with `\n`.
+/// The list as text: pop-common's [`PolicyList::to_text`], the one text form.
 pub fn to_text(list: &PolicyList) -> String {
-    let mut text = String::with_capacity((list.ipv4.len() + list.ipv6.len()) * 18);
-    for net in &list.ipv4 {
-        text.push_str(&net.to_string());
-        text.push('\n');
-    }
-    for net in &list.ipv6 {
-        text.push_str(&net.to_string());
-        text.push('\n');
-    }
-    text
+    list.to_text()
 }
 
 /// Writes the list on `output` in `format`.

@@ -38,6 +38,15 @@ impl SourceName {
         }
     }
 
+    /// The data of this source is not in the format expected (see [`ListError::Format`]).
+    pub fn format_error(&self, message: impl Into<String>) -> ListError {
+        ListError::Format {
+            name: self.shown.clone(),
+            message: message.into(),
+            remote: self.is_remote(),
+        }
+    }
+
     fn is_remote(&self) -> bool {
         self.location.starts_with("http://") || self.location.starts_with("https://")
     }
@@ -369,6 +378,7 @@ impl BadRows {
                 count: self.count,
                 tolerated: self.tolerated,
                 examples: self.examples.join("; "),
+                remote: source.is_remote(),
             });
         }
         Ok(())

@@ -26,18 +26,14 @@ fn gen_asn(args: &[&str]) -> Output {
 }
 
 fn oracle(format: &str, asns: &str, files: &[&Path]) -> String {
-    let out = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle.py"))
-        .args([format, asns])
-        .args(files)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    process::success_stdout(
+        &Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle.py"))
+            .args([format, asns])
+            .args(files)
+            .output()
+            .unwrap(),
+    )
 }
 
 /// Runs the generator on `file` from disk (text output) and over HTTP (JSON record), and
@@ -208,6 +204,8 @@ fn a_truncated_gzip_is_refused_from_a_file_and_over_http() {
 
 #[test]
 fn garbage_and_a_format_that_does_not_match_are_refused() {
+    // A remote source that served HTML failed (exit 1, like a source that is down); a local file
+    // in the wrong format is bad input (exit 2).
     let server = Server::start(vec![Reply::ok(
         "<!DOCTYPE html>\n<html><body>Rate limited</body></html>\n",
     )])
@@ -216,7 +214,7 @@ fn garbage_and_a_format_that_does_not_match_are_refused() {
     let out = gen_asn(&["--asn=13335", &url]);
     process::assert_refused(
         &out,
-        2,
+        1,
         &[&format!("source {url}: not an IP-to-ASN dataset"), "line 1"],
     );
 

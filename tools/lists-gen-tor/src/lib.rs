@@ -29,6 +29,7 @@ use lists_core::args::{Common, CommonArgs};
 use lists_core::list::{self, ListMeta};
 use lists_core::source::{self, BadRows, Lines, SourceName};
 use pop_common::records::ListGenerator;
+use pop_common::tool::Env;
 use serde::Deserialize;
 
 pub use lists_core::ListError;
@@ -70,7 +71,7 @@ pub struct Config {
 }
 
 /// Checks the arguments and builds the configuration.
-pub fn resolve(cli: &Cli) -> Result<Config, ListError> {
+pub fn resolve(cli: &Cli, _env: &Env) -> Result<Config, ListError> {
     Ok(Config {
         format: cli.format,
         common: lists_core::args::resolve(&cli.common, "tor")?,
@@ -147,13 +148,10 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
         );
         shown.push(src.shown.clone());
     }
-    let previous = match &config.common.previous {
-        Some(path) => Some(list::read_previous(path)?),
-        None => None,
-    };
     let ipv4 = exits.v4.iter().map(|a| Ipv4Net::from(*a)).collect();
     let ipv6 = exits.v6.iter().map(|a| Ipv6Net::from(*a)).collect();
-    let result = list::policy_list(
+    let result = list::checked(
+        &config.common,
         ListMeta {
             name: config.common.list_name.clone(),
             generator: ListGenerator::Tor,
@@ -162,12 +160,6 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
         },
         ipv4,
         ipv6,
-    );
-    list::check(
-        &result,
-        previous.as_ref(),
-        config.common.max_shrink_percent,
-        config.common.force,
     )?;
     pop_common::info!(
         "list {}: {} IPv4 and {} IPv6 exit addresses",
@@ -201,10 +193,7 @@ fn read_source(
 }
 
 fn format_error(src: &SourceName, message: String) -> ListError {
-    ListError::Format {
-        name: src.shown.clone(),
-        message,
-    }
+    src.format_error(message)
 }
 
 /// The format, from the first bytes that are not blank (consumed only up to there).
@@ -479,7 +468,7 @@ mod tests {
     #[test]
     fn arguments_resolve_with_the_tor_name() {
         let cli = Cli::try_parse_from(["lists-gen-tor", "--format", "onionoo", "/x.json"]).unwrap();
-        let config = resolve(&cli).unwrap();
+        let config = resolve(&cli, &Env::default()).unwrap();
         assert_eq!(config.format, Some(Format::Onionoo));
         assert_eq!(config.common.list_name, "tor");
     }

@@ -30,8 +30,9 @@ impl Kube {
             .http_status_as_error(false)
             .user_agent(concat!("edgepop-lists-refresh/", env!("CARGO_PKG_VERSION")));
         if base.starts_with("https://") {
-            let pem = std::fs::read(ca_file).map_err(|e| {
-                RefreshError::Usage(format!("cluster CA {}: {e}", ca_file.display()))
+            let pem = std::fs::read(ca_file).map_err(|e| RefreshError::Ca {
+                path: ca_file.to_path_buf(),
+                reason: e.to_string(),
             })?;
             let certs: Vec<_> = ureq::tls::parse_pem(&pem)
                 .filter_map(|item| match item {
@@ -40,10 +41,10 @@ impl Kube {
                 })
                 .collect();
             if certs.is_empty() {
-                return Err(RefreshError::Usage(format!(
-                    "cluster CA {}: no certificate",
-                    ca_file.display()
-                )));
+                return Err(RefreshError::Ca {
+                    path: ca_file.to_path_buf(),
+                    reason: "no certificate".into(),
+                });
             }
             let tls = ureq::tls::TlsConfig::builder()
                 .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
@@ -54,10 +55,10 @@ impl Kube {
             Ok(token) => Some(token.trim().to_string()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
-                return Err(RefreshError::Usage(format!(
-                    "ServiceAccount token {}: {e}",
-                    token_file.display()
-                )));
+                return Err(RefreshError::Token {
+                    path: token_file.to_path_buf(),
+                    source: e,
+                });
             }
         };
         Ok(Kube {
@@ -79,7 +80,11 @@ impl Kube {
         match status {
             200 => serde_json::from_slice(&body)
                 .map(Some)
-                .map_err(|e| RefreshError::Api(format!("GET {path}: invalid JSON answer: {e}"))),
+                .map_err(|e| RefreshError::Json {
+                    method: "GET",
+                    path: path.to_owned(),
+                    detail: e.to_string(),
+                }),
             404 => Ok(None),
             _ => Err(status_error("GET", path, status, &body)),
         }
@@ -97,8 +102,11 @@ impl Kube {
             "{}{path}?fieldManager={field_manager}&force=true",
             self.base
         );
-        let body = serde_json::to_vec(object)
-            .map_err(|e| RefreshError::Api(format!("PATCH {path}: {e}")))?;
+        let body = serde_json::to_vec(object).map_err(|e| RefreshError::Json {
+            method: "PATCH",
+            path: path.to_owned(),
+            detail: e.to_string(),
+        })?;
         let mut request = self
             .agent
             .patch(url)
@@ -122,7 +130,7 @@ impl Kube {
 
 fn read_body(
     response: ureq::http::Response<ureq::Body>,
-    method: &str,
+    method: &'static str,
     path: &str,
 ) -> Result<Vec<u8>, RefreshError> {
     response
@@ -133,17 +141,24 @@ fn read_body(
         .map_err(|e| api_error(method, path, e))
 }
 
-fn api_error(method: &str, path: &str, err: ureq::Error) -> RefreshError {
-    RefreshError::Api(format!(
-        "{method} {path}: Kubernetes API unreachable: {err}"
-    ))
+fn api_error(method: &'static str, path: &str, err: ureq::Error) -> RefreshError {
+    RefreshError::Unreachable {
+        method,
+        path: path.to_owned(),
+        detail: err.to_string(),
+    }
 }
 
 /// The API server's own message (`Status.message`) when it sent one.
-fn status_error(method: &str, path: &str, status: u16, body: &[u8]) -> RefreshError {
+fn status_error(method: &'static str, path: &str, status: u16, body: &[u8]) -> RefreshError {
     let message = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
         .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
-    RefreshError::Api(format!("{method} {path}: HTTP {status}: {message}"))
+    RefreshError::Status {
+        method,
+        path: path.to_owned(),
+        status,
+        message,
+    }
 }

@@ -31,17 +31,24 @@
 //! (render-edge renders neither), so a re-apply of the edge layer never reverts them.
 
 mod kube;
+mod plan;
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use clap::Parser;
 use pop_common::exit::{Exit, Report};
-use pop_common::records::{ListSource, ListSources, PolicyList};
-use serde_json::{Value, json};
+use pop_common::input::InputError;
+use pop_common::records::{ListSource, ListSources, PolicyList, Problem, join_problems};
+use pop_common::tool::Env;
+use serde_json::Value;
 
 pub use kube::Kube;
+pub use plan::key_of;
+use plan::{Plan, data_of};
 
 /// The ConfigMap size limit enforced by the API server (data and binaryData together).
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
@@ -83,6 +90,10 @@ pub struct Cli {
     /// Publish lists even when they shrank beyond the threshold.
     #[arg(long)]
     pub force: bool,
+    /// The version stamp of what is published, RFC 3339 UTC (default: the current time). A
+    /// fixed stamp makes a run reproducible.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<String>,
 }
 
 /// The resolved configuration.
@@ -97,61 +108,194 @@ pub struct Config {
     pub ca_file: PathBuf,
     pub token_file: PathBuf,
     pub force: bool,
+    /// The version stamp used when anything changed.
+    pub now: String,
 }
 
 /// Why the refresh stopped, or which lists it could not refresh.
 #[derive(Debug, thiserror::Error)]
 pub enum RefreshError {
-    #[error("{0}")]
-    Usage(String),
-    #[error("{0}")]
-    Api(String),
-    #[error("{0}; nothing was written")]
-    TooLarge(String),
-    #[error("every list failed ({0}); nothing was written, the previous lists stay")]
-    AllFailed(String),
-    #[error("published the other lists; these failed and keep their previous version: {0}")]
-    SomeFailed(String),
+    #[error("not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) and no --api-server")]
+    NotInCluster,
+    #[error("--api-server `{0}`: not an http(s) URL")]
+    ApiServerUrl(String),
+    #[error("--now `{0}`: not an RFC 3339 UTC time such as 2026-11-30T20:00:00Z")]
+    Now(String),
+    #[error(transparent)]
+    Environment(#[from] pop_common::tool::NotUnicode),
+    /// The ListSources file cannot be read or decoded.
+    #[error(transparent)]
+    Sources(#[from] InputError),
+    /// The ListSources record decoded but breaks its rules.
+    #[error("{}: {}", path.display(), join_problems(problems))]
+    SourcesRules {
+        path: PathBuf,
+        problems: Vec<Problem>,
+    },
+    #[error("cluster CA {}: {reason}", path.display())]
+    Ca { path: PathBuf, reason: String },
+    #[error("ServiceAccount token {}: {source}", path.display())]
+    Token {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot create a temporary directory: {0}")]
+    TempDir(#[source] io::Error),
+    #[error("{method} {path}: Kubernetes API unreachable: {detail}")]
+    Unreachable {
+        method: &'static str,
+        path: String,
+        detail: String,
+    },
+    /// The API server answered with an error status (its `Status.message` when it sent one).
+    #[error("{method} {path}: HTTP {status}: {message}")]
+    Status {
+        method: &'static str,
+        path: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{method} {path}: invalid JSON: {detail}")]
+    Json {
+        method: &'static str,
+        path: String,
+        detail: String,
+    },
+    #[error("the {what} would be {size} bytes, over the {limit}-byte limit{}; nothing was written", detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    TooLarge {
+        what: &'static str,
+        size: usize,
+        limit: usize,
+        detail: Option<String>,
+    },
+    #[error("every list failed ({}); nothing was written, the previous lists stay", ListFailure::join(.0))]
+    AllFailed(Vec<ListFailure>),
+    #[error("published the other lists; these failed and keep their previous version: {}", ListFailure::join(.0))]
+    SomeFailed(Vec<ListFailure>),
+    #[error("cannot write the summary: {0}")]
+    Output(#[source] io::Error),
 }
 
 impl Report for RefreshError {
     fn exit(&self) -> Exit {
         match self {
-            RefreshError::Usage(_) => Exit::Usage,
-            _ => Exit::Failure,
+            RefreshError::NotInCluster
+            | RefreshError::ApiServerUrl(_)
+            | RefreshError::Now(_)
+            | RefreshError::Environment(_)
+            | RefreshError::Sources(_)
+            | RefreshError::SourcesRules { .. }
+            | RefreshError::Ca { .. }
+            | RefreshError::Token { .. } => Exit::Usage,
+            RefreshError::TempDir(_)
+            | RefreshError::Unreachable { .. }
+            | RefreshError::Status { .. }
+            | RefreshError::Json { .. }
+            | RefreshError::TooLarge { .. }
+            | RefreshError::AllFailed(_)
+            | RefreshError::SomeFailed(_)
+            | RefreshError::Output(_) => Exit::Failure,
+        }
+    }
+
+    fn io_error(&self) -> Option<&io::Error> {
+        match self {
+            RefreshError::Output(e) => Some(e),
+            _ => None,
         }
     }
 }
 
-/// Resolves the arguments; `env` reads the environment (injected for tests).
-pub fn resolve(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, RefreshError> {
+/// A list whose generator failed: it keeps its previous version.
+#[derive(Debug)]
+pub struct ListFailure {
+    pub list: String,
+    pub reason: GenerateError,
+}
+
+impl ListFailure {
+    fn join(failures: &[ListFailure]) -> String {
+        failures
+            .iter()
+            .map(|f| format!("{} ({})", f.list, f.reason))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Why one generator gave no usable list.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error("cannot write {}: {source}", path.display())]
+    Previous {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot run {}: {source}", program.display())]
+    Spawn {
+        program: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{generator} exited with {code}")]
+    Exited { generator: &'static str, code: i32 },
+    #[error("{generator} was killed")]
+    Killed { generator: &'static str },
+    #[error("{generator} printed no PolicyList: {detail}")]
+    NoRecord {
+        generator: &'static str,
+        detail: String,
+    },
+    #[error("{generator} printed an unsound list `{name}`: {}", Unsound(problems))]
+    Unsound {
+        generator: &'static str,
+        name: String,
+        problems: Vec<Problem>,
+    },
+}
+
+/// The problems of an unsound list, or the name mismatch when that is all.
+struct Unsound<'a>(&'a [Problem]);
+
+impl fmt::Display for Unsound<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            write!(f, "not the list asked for")
+        } else {
+            write!(f, "{}", join_problems(self.0))
+        }
+    }
+}
+
+/// Resolves the arguments against the environment (the in-cluster API server address, and the
+/// directory of this program for the generators).
+pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, RefreshError> {
     let api_server = match &cli.api_server {
         Some(url) => url.clone(),
         None => match (
-            env("KUBERNETES_SERVICE_HOST"),
-            env("KUBERNETES_SERVICE_PORT"),
+            env.get("KUBERNETES_SERVICE_HOST")?,
+            env.get("KUBERNETES_SERVICE_PORT")?,
         ) {
             (Some(host), Some(port)) if host.contains(':') => format!("https://[{host}]:{port}"),
             (Some(host), Some(port)) => format!("https://{host}:{port}"),
-            _ => {
-                return Err(RefreshError::Usage(
-                    "not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) and no --api-server"
-                        .into(),
-                ));
-            }
+            _ => return Err(RefreshError::NotInCluster),
         },
     };
     if !(api_server.starts_with("https://") || api_server.starts_with("http://")) {
-        return Err(RefreshError::Usage(format!(
-            "--api-server `{api_server}`: not an http(s) URL"
-        )));
+        return Err(RefreshError::ApiServerUrl(api_server));
     }
     let generators_dir = match &cli.generators_dir {
         Some(dir) => dir.clone(),
-        None => std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(Path::to_path_buf))
-            .unwrap_or_else(|| PathBuf::from(".")),
+        None => env
+            .program_dir()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+    };
+    let now = match &cli.now {
+        Some(now) if pop_common::time::is_rfc3339_utc(now) => now.clone(),
+        Some(now) => return Err(RefreshError::Now(now.clone())),
+        None => pop_common::time::now_rfc3339(),
     };
     Ok(Config {
         namespace: cli.namespace.clone(),
@@ -163,20 +307,20 @@ pub fn resolve(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
         ca_file: cli.serviceaccount_dir.join("ca.crt"),
         token_file: cli.serviceaccount_dir.join("token"),
         force: cli.force,
+        now,
     })
 }
 
-/// Regenerates every list and publishes the result.
-pub fn run(config: &Config) -> Result<(), RefreshError> {
-    let sources: ListSources = pop_common::input::read_json(&config.sources_file)
-        .map_err(|e| RefreshError::Usage(e.to_string()))?;
+/// Regenerates every list and publishes the result; prints a one-line JSON summary (the
+/// version and which lists were regenerated or kept) on `output`. Nothing is read from `input`.
+pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(), RefreshError> {
+    let sources: ListSources = pop_common::input::read_json(&config.sources_file)?;
     let problems = sources.problems();
     if !problems.is_empty() {
-        return Err(RefreshError::Usage(format!(
-            "{}: {}",
-            config.sources_file.display(),
-            problems.join("; ")
-        )));
+        return Err(RefreshError::SourcesRules {
+            path: config.sources_file.clone(),
+            problems,
+        });
     }
     let kube = Kube::new(&config.api_server, &config.ca_file, &config.token_file)?;
     let cm_path = format!(
@@ -186,8 +330,7 @@ pub fn run(config: &Config) -> Result<(), RefreshError> {
     let current = kube.get(&cm_path)?;
     let old_data = data_of(current.as_ref());
 
-    let work = tempfile::tempdir()
-        .map_err(|e| RefreshError::Usage(format!("cannot create a temporary directory: {e}")))?;
+    let work = tempfile::tempdir().map_err(RefreshError::TempDir)?;
     let mut fresh: BTreeMap<String, String> = BTreeMap::new();
     let mut failed = Vec::new();
     for list in &sources.lists {
@@ -198,15 +341,18 @@ pub fn run(config: &Config) -> Result<(), RefreshError> {
             }
             Err(why) => {
                 pop_common::warn!("list {}: keeps its previous version: {why}", list.name);
-                failed.push(format!("{} ({why})", list.name));
+                failed.push(ListFailure {
+                    list: list.name.clone(),
+                    reason: why,
+                });
             }
         }
     }
     if fresh.is_empty() {
-        return Err(RefreshError::AllFailed(failed.join(", ")));
+        return Err(RefreshError::AllFailed(failed));
     }
 
-    let plan = Plan::new(&sources, &old_data, &fresh);
+    let plan = Plan::new(&sources, &old_data, &fresh, &config.now);
     plan.check_size(current.as_ref())?;
     let wasm = match &config.wasmplugin {
         Some(name) => {
@@ -258,28 +404,24 @@ pub fn run(config: &Config) -> Result<(), RefreshError> {
             );
         }
     }
+    write_summary(output, &plan).map_err(RefreshError::Output)?;
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(RefreshError::SomeFailed(failed.join(", ")))
+        Err(RefreshError::SomeFailed(failed))
     }
 }
 
-/// The ConfigMap key of a list.
-pub fn key_of(name: &str) -> String {
-    format!("{name}.txt")
-}
-
-fn data_of(object: Option<&Value>) -> BTreeMap<String, String> {
-    object
-        .and_then(|o| o.get("data"))
-        .and_then(Value::as_object)
-        .map(|data| {
-            data.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
+/// The run's result for whoever reads stdout (the job's log): which version is live, which lists
+/// were regenerated and which kept their previous content.
+fn write_summary(mut output: impl Write, plan: &Plan) -> io::Result<()> {
+    let summary = serde_json::json!({
+        "version": plan.version,
+        "changed": plan.changed,
+        "regenerated": plan.fresh,
+        "kept": plan.kept,
+    });
+    writeln!(output, "{summary}")
 }
 
 /// Runs one generator in its own process; its stderr goes to ours (the job's log). Returns the
@@ -290,8 +432,9 @@ fn generate(
     list: &ListSource,
     previous: Option<&String>,
     work: &Path,
-) -> Result<String, String> {
-    let program = config.generators_dir.join(list.generator.command());
+) -> Result<String, GenerateError> {
+    let generator = list.generator.command();
+    let program = config.generators_dir.join(generator);
     let mut command = Command::new(&program);
     command
         .arg(format!("--list-name={}", list.name))
@@ -306,8 +449,10 @@ fn generate(
     }
     if let Some(previous) = previous {
         let file = work.join(key_of(&list.name));
-        std::fs::write(&file, previous)
-            .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        std::fs::write(&file, previous).map_err(|source| GenerateError::Previous {
+            path: file.clone(),
+            source,
+        })?;
         command.arg(format!("--previous={}", file.display()));
     }
     if config.force {
@@ -318,207 +463,30 @@ fn generate(
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        .map_err(|source| GenerateError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
     if !output.status.success() {
         return Err(match output.status.code() {
-            Some(code) => format!("{} exited with {code}", list.generator.command()),
-            None => format!("{} was killed", list.generator.command()),
+            Some(code) => GenerateError::Exited { generator, code },
+            None => GenerateError::Killed { generator },
         });
     }
-    let record: PolicyList = serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("{} printed no PolicyList: {e}", list.generator.command()))?;
+    let record: PolicyList =
+        serde_json::from_slice(&output.stdout).map_err(|e| GenerateError::NoRecord {
+            generator,
+            detail: e.to_string(),
+        })?;
     let problems = record.problems();
     if !problems.is_empty() || record.name != list.name {
-        return Err(format!(
-            "{} printed an unsound list `{}`: {}",
-            list.generator.command(),
-            record.name,
-            problems.join("; ")
-        ));
+        return Err(GenerateError::Unsound {
+            generator,
+            name: record.name,
+            problems,
+        });
     }
-    let text = lists_text(&record);
-    Ok(text)
-}
-
-/// One CIDR per line, IPv4 then IPv6.
-fn lists_text(list: &PolicyList) -> String {
-    let mut text = String::new();
-    for net in list
-        .ipv4
-        .iter()
-        .map(ToString::to_string)
-        .chain(list.ipv6.iter().map(ToString::to_string))
-    {
-        text.push_str(&net);
-        text.push('\n');
-    }
-    text
-}
-
-/// What will be applied.
-#[derive(Debug)]
-struct Plan {
-    /// Every list of the sources that has content: fresh, or the previous one kept.
-    sets: BTreeMap<String, String>,
-    fresh: Vec<String>,
-    kept: Vec<String>,
-    changed: bool,
-    version: String,
-    old_version: Option<String>,
-}
-
-impl Plan {
-    fn new(
-        sources: &ListSources,
-        old: &BTreeMap<String, String>,
-        fresh: &BTreeMap<String, String>,
-    ) -> Plan {
-        let mut sets = BTreeMap::new();
-        let (mut fresh_names, mut kept) = (Vec::new(), Vec::new());
-        let mut changed = false;
-        for list in &sources.lists {
-            let old_text = old.get(&key_of(&list.name));
-            if let Some(text) = fresh.get(&list.name) {
-                changed |= old_text != Some(text);
-                sets.insert(list.name.clone(), text.clone());
-                fresh_names.push(list.name.clone());
-            } else if let Some(text) = old_text {
-                sets.insert(list.name.clone(), text.clone());
-                kept.push(list.name.clone());
-            }
-        }
-        // A list removed from the sources disappears from what we apply: a change too.
-        let listed = |key: &str| {
-            key.strip_suffix(".txt")
-                .is_some_and(|n| sets.contains_key(n))
-        };
-        changed |= old.keys().any(|k| k.ends_with(".txt") && !listed(k));
-        let now = lists_now();
-        Plan {
-            sets,
-            fresh: fresh_names,
-            kept,
-            changed,
-            version: if changed {
-                now
-            } else {
-                old.get("version").cloned().unwrap_or(now)
-            },
-            old_version: old.get("version").cloned(),
-        }
-    }
-
-    fn old_version(&self) -> &str {
-        self.old_version.as_deref().unwrap_or("(none)")
-    }
-
-    fn summary(&self) -> String {
-        let mut parts: Vec<String> = self
-            .sets
-            .iter()
-            .map(|(name, text)| format!("{name}: {} prefixes", text.lines().count()))
-            .collect();
-        if !self.kept.is_empty() {
-            parts.push(format!("kept: {}", self.kept.join(", ")));
-        }
-        parts.push(format!("regenerated: {}", self.fresh.join(", ")));
-        parts.join("; ")
-    }
-
-    /// The ConfigMap's data this job owns.
-    fn data(&self) -> BTreeMap<String, String> {
-        let mut data: BTreeMap<String, String> = self
-            .sets
-            .iter()
-            .map(|(name, text)| (key_of(name), text.clone()))
-            .collect();
-        data.insert("version".into(), self.version.clone());
-        data.insert("generated_at".into(), self.version.clone());
-        data
-    }
-
-    /// Refuses a ConfigMap over 1 MiB: ours plus the keys other managers put there.
-    fn check_size(&self, current: Option<&Value>) -> Result<(), RefreshError> {
-        let ours = self.data();
-        let others: usize = data_of(current)
-            .iter()
-            .filter(|(k, _)| !(k.ends_with(".txt") || *k == "version" || *k == "generated_at"))
-            .map(|(k, v)| k.len() + v.len())
-            .sum();
-        let binary: usize = current
-            .and_then(|o| o.get("binaryData"))
-            .and_then(Value::as_object)
-            .map(|b| {
-                b.iter()
-                    .map(|(k, v)| k.len() + v.as_str().map_or(0, |s| s.len() / 4 * 3))
-                    .sum()
-            })
-            .unwrap_or(0);
-        let size: usize =
-            ours.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() + others + binary;
-        if size > CONFIGMAP_LIMIT {
-            return Err(RefreshError::TooLarge(format!(
-                "the policy-lists ConfigMap would hold {size} bytes, over the {CONFIGMAP_LIMIT}-byte limit ({})",
-                self.summary()
-            )));
-        }
-        Ok(())
-    }
-
-    /// Refuses a WasmPlugin that would exceed what etcd stores in one object.
-    fn check_wasmplugin_size(&self, current: &Value) -> Result<(), RefreshError> {
-        let mut object = current.clone();
-        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("managedFields");
-        }
-        if let Some(config) = object
-            .pointer_mut("/spec/pluginConfig")
-            .and_then(Value::as_object_mut)
-        {
-            config.remove("lists");
-        }
-        let size = json_len(&object) + json_len(&self.lists());
-        if size > OBJECT_LIMIT {
-            return Err(RefreshError::TooLarge(format!(
-                "the WasmPlugin would be {size} bytes, over the {OBJECT_LIMIT}-byte object limit"
-            )));
-        }
-        Ok(())
-    }
-
-    /// The filter's `lists` object.
-    fn lists(&self) -> Value {
-        json!({"version": self.version, "generated_at": self.version, "sets": self.sets})
-    }
-
-    fn configmap(&self, config: &Config, current: Option<&Value>) -> Value {
-        let mut metadata = json!({"name": config.configmap, "namespace": config.namespace});
-        // Optimistic concurrency: if someone wrote the ConfigMap since we read it, the apply
-        // fails with 409 instead of overwriting what we did not read.
-        if let Some(rv) = current.and_then(|o| o.pointer("/metadata/resourceVersion")) {
-            metadata["resourceVersion"] = rv.clone();
-        }
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": self.data()})
-    }
-
-    fn wasmplugin(&self, config: &Config, name: &str) -> Value {
-        json!({
-            "apiVersion": "extensions.istio.io/v1alpha1",
-            "kind": "WasmPlugin",
-            "metadata": {"name": name, "namespace": config.namespace},
-            "spec": {"pluginConfig": {"lists": self.lists()}},
-        })
-    }
-}
-
-fn json_len(value: &Value) -> usize {
-    serde_json::to_vec(value).map_or(0, |v| v.len())
-}
-
-/// The version stamp: the generation time, RFC 3339 UTC (`EDGEPOP_LISTS_NOW` fixes it, for
-/// tests).
-fn lists_now() -> String {
-    std::env::var("EDGEPOP_LISTS_NOW").unwrap_or_else(|_| pop_common::time::now_rfc3339())
+    Ok(record.to_text())
 }
 
 #[cfg(test)]
@@ -529,21 +497,25 @@ mod tests {
         Cli::try_parse_from(std::iter::once("lists-refresh").chain(args.iter().copied())).unwrap()
     }
 
+    fn in_cluster(host: &str) -> Env {
+        Env::from_pairs([
+            ("KUBERNETES_SERVICE_HOST", host),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+        ])
+        .with_program("/usr/local/bin/lists-refresh")
+    }
+
     #[test]
     fn in_cluster_the_api_server_comes_from_the_environment() {
-        let env = |name: &str| match name {
-            "KUBERNETES_SERVICE_HOST" => Some("10.96.0.1".to_string()),
-            "KUBERNETES_SERVICE_PORT" => Some("443".to_string()),
-            _ => None,
-        };
         let config = resolve(
             &cli(&[
                 "--namespace=edge",
                 "--configmap=policy-lists",
                 "--wasmplugin=pow-filter",
                 "--sources=/etc/lists-refresh/sources.json",
+                "--now=2026-11-30T20:00:00Z",
             ]),
-            &env,
+            &in_cluster("10.96.0.1"),
         )
         .unwrap();
         assert_eq!(config.api_server, "https://10.96.0.1:443");
@@ -553,93 +525,64 @@ mod tests {
         );
         assert_eq!(config.ca_file, Path::new(SERVICEACCOUNT_DIR).join("ca.crt"));
         assert_eq!(config.wasmplugin.as_deref(), Some("pow-filter"));
-        let v6 = |name: &str| match name {
-            "KUBERNETES_SERVICE_HOST" => Some("fd00::1".to_string()),
-            "KUBERNETES_SERVICE_PORT" => Some("443".to_string()),
-            _ => None,
-        };
+        assert_eq!(config.generators_dir, Path::new("/usr/local/bin"));
+        assert_eq!(config.now, "2026-11-30T20:00:00Z");
         assert_eq!(
-            resolve(&cli(&[]), &v6).unwrap().api_server,
+            resolve(&cli(&[]), &in_cluster("fd00::1"))
+                .unwrap()
+                .api_server,
             "https://[fd00::1]:443"
         );
     }
 
     #[test]
     fn outside_a_cluster_an_api_server_is_needed_and_an_empty_wasmplugin_means_none() {
-        let none = |_: &str| None;
-        assert!(
-            resolve(&cli(&[]), &none)
-                .unwrap_err()
-                .to_string()
-                .contains("not in a cluster")
-        );
+        let none = Env::default();
+        let err = resolve(&cli(&[]), &none).unwrap_err();
+        assert!(matches!(err, RefreshError::NotInCluster), "{err}");
+        assert_eq!(err.exit(), Exit::Usage);
         let config = resolve(
             &cli(&["--api-server=http://127.0.0.1:1", "--wasmplugin="]),
             &none,
         )
         .unwrap();
         assert_eq!(config.wasmplugin, None);
-        assert!(resolve(&cli(&["--api-server=ftp://x"]), &none).is_err());
-    }
-
-    fn sources(names: &[&str]) -> ListSources {
-        let lists: Vec<String> = names
-            .iter()
-            .map(|n| format!(r#"{{"name":"{n}","generator":"tor","sources":["/x"]}}"#))
-            .collect();
-        serde_json::from_str(&format!(
-            r#"{{"kind":"ListSources","version":1,"lists":[{}]}}"#,
-            lists.join(",")
-        ))
-        .unwrap()
-    }
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        assert!(matches!(
+            resolve(&cli(&["--api-server=ftp://x"]), &none),
+            Err(RefreshError::ApiServerUrl(_))
+        ));
+        assert!(matches!(
+            resolve(&cli(&["--api-server=http://x", "--now=yesterday"]), &none),
+            Err(RefreshError::Now(_))
+        ));
     }
 
     #[test]
-    fn a_failed_list_keeps_its_previous_content_and_unchanged_lists_keep_the_version() {
-        let old = map(&[
-            ("tor.txt", "192.0.2.1/32\n"),
-            ("hosting.txt", "10.0.0.0/8\n"),
-            ("version", "v1"),
-        ]);
-        let plan = Plan::new(
-            &sources(&["tor", "hosting"]),
-            &old,
-            &map(&[("tor", "192.0.2.1/32\n")]),
-        );
-        assert!(!plan.changed);
-        assert_eq!(plan.version, "v1");
-        assert_eq!(plan.kept, ["hosting"]);
-        assert_eq!(plan.data()["hosting.txt"], "10.0.0.0/8\n");
-        let plan = Plan::new(
-            &sources(&["tor", "hosting"]),
-            &old,
-            &map(&[("tor", "192.0.2.9/32\n")]),
-        );
-        assert!(plan.changed);
-        assert_ne!(plan.version, "v1");
-        // A list dropped from the sources is a change (its key goes away).
-        let plan = Plan::new(&sources(&["tor"]), &old, &map(&[("tor", "192.0.2.1/32\n")]));
-        assert!(plan.changed);
-        assert!(!plan.data().contains_key("hosting.txt"));
-    }
-
-    #[test]
-    fn the_size_check_counts_other_keys_and_refuses_over_one_mib() {
-        let big = "x".repeat(CONFIGMAP_LIMIT / 2);
-        let plan = Plan::new(&sources(&["tor"]), &BTreeMap::new(), &map(&[("tor", &big)]));
-        assert!(plan.check_size(None).is_ok());
-        let current = json!({"data": {"notes": big, "tor.txt": "old"}});
-        let err = plan.check_size(Some(&current)).unwrap_err();
-        assert!(
-            err.to_string().contains("over the 1048576-byte limit"),
-            "{err}"
+    fn failed_lists_are_named_with_their_reason_and_the_run_fails() {
+        let failures = vec![
+            ListFailure {
+                list: "tor".into(),
+                reason: GenerateError::Exited {
+                    generator: "lists-gen-tor",
+                    code: 1,
+                },
+            },
+            ListFailure {
+                list: "hosting".into(),
+                reason: GenerateError::Unsound {
+                    generator: "lists-gen-asn",
+                    name: "other".into(),
+                    problems: vec![],
+                },
+            },
+        ];
+        let err = RefreshError::SomeFailed(failures);
+        assert_eq!(err.exit(), Exit::Failure);
+        assert_eq!(
+            err.to_string(),
+            "published the other lists; these failed and keep their previous version: \
+             tor (lists-gen-tor exited with 1), \
+             hosting (lists-gen-asn printed an unsound list `other`: not the list asked for)"
         );
     }
 }

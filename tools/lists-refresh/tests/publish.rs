@@ -15,22 +15,11 @@ const CM: &str = "/api/v1/namespaces/edge/configmaps/policy-lists";
 const WASM: &str = "/apis/extensions.istio.io/v1alpha1/namespaces/edge/wasmplugins/pow-filter";
 const APPLY_QUERY: &str = "?fieldManager=edgepop-lists&force=true";
 
-/// The generators, built beside this test's target directory (CARGO_TARGET_DIR honoured).
+/// The directory of the generators, built beside this test (testkit builds them if needed).
 fn generators() -> PathBuf {
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "lists-gen-asn",
-            "-p",
-            "lists-gen-tor",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+    workspace::bin("lists-gen-asn");
+    let tor = workspace::bin("lists-gen-tor");
+    tor.parent().unwrap().to_path_buf()
 }
 
 struct Job {
@@ -68,7 +57,7 @@ impl Job {
                 self.dir.path().display()
             ))
             .arg(format!("--generators-dir={}", self.generators.display()))
-            .env("EDGEPOP_LISTS_NOW", NOW)
+            .arg(format!("--now={NOW}"))
             .env_remove("EDGEPOP_LOG")
             .output()
             .unwrap()
@@ -149,7 +138,12 @@ fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() 
     .unwrap();
     let out = job.run(&api, &sources);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(out.stdout.is_empty());
+    // stdout carries the run's summary, and only that.
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary,
+        json!({"version": NOW, "changed": true, "regenerated": ["tor", "hosting"], "kept": []})
+    );
     let requests = api.requests();
     assert_eq!(requests.len(), 4);
     assert_get(&requests[0], CM);
@@ -310,4 +304,35 @@ fn unchanged_lists_already_in_the_wasmplugin_write_nothing() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("unchanged since version v7"));
     assert_eq!(api.requests().len(), 2);
+}
+
+#[test]
+fn a_list_name_the_filter_would_refuse_is_refused_before_any_request() {
+    // The filter refuses every update that carries such a name (1 to 32 of [a-z0-9_-], at most
+    // 16 lists): refused here, exit 2, naming the field, and the API is never called.
+    let job = Job::new();
+    let long = "a".repeat(33);
+    let cases =
+        [
+            (
+                json!([{"name": long, "generator": "tor", "sources": ["/x"]}]),
+                "lists[0].name",
+            ),
+            (
+                json!((0..17)
+                .map(|i| json!({"name": format!("l{i}"), "generator": "tor", "sources": ["/x"]}))
+                .collect::<Vec<_>>()),
+                "lists: 17 lists, the filter takes at most 16",
+            ),
+        ];
+    for (lists, field) in cases {
+        let sources = job.sources(lists);
+        let api = Server::start(vec![configmap(json!({}))]).unwrap();
+        let out = job.run(&api, &sources);
+        let log = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{log}");
+        assert!(log.contains(field), "{log}");
+        assert!(log.contains("sources.json"), "names the file: {log}");
+        assert!(api.requests().is_empty(), "nothing may reach the API");
+    }
 }

@@ -22,7 +22,6 @@
 //! unparsable input, no object at all).
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::fmt;
 use std::fs;
 use std::io::{self, BufWriter, Read, Write};
@@ -30,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use pop_common::exit::{Exit, Report};
+use pop_common::tool::Env;
 use serde_json::Value;
 
 /// The environment variable that overrides the default schema directory.
@@ -64,22 +64,37 @@ pub struct Config {
     pub input: Input,
 }
 
-/// Resolves the configuration: `--schemas` wins over `SCHEMAS_DIR` (when set and not empty),
-/// which wins over [`DEFAULT_SCHEMAS_DIR`]; no file or `-` means stdin.
-pub fn resolve_config(
-    schemas_flag: Option<PathBuf>,
-    schemas_env: Option<OsString>,
-    file: Option<PathBuf>,
-) -> Config {
-    let schemas_dir = schemas_flag
-        .or_else(|| schemas_env.filter(|v| !v.is_empty()).map(PathBuf::from))
+/// Validate Kubernetes objects (a YAML stream, a JSON object or List) strictly against JSON
+/// Schemas in kubeconform's layout. Exit 0 all valid, 1 some invalid, 2 bad input.
+#[derive(Debug, clap::Parser)]
+#[command(name = "manifest-check", version)]
+pub struct Cli {
+    /// Schema directory (kubeconform layout) [env: SCHEMAS_DIR; default: ../shared/schemas]
+    #[arg(long, value_name = "DIR")]
+    pub schemas: Option<PathBuf>,
+    /// File to check; stdin when absent or `-`
+    pub file: Option<PathBuf>,
+}
+
+/// Resolves the configuration: `--schemas` wins over `SCHEMAS_DIR` (when set and not empty,
+/// and read as bytes: a directory's name need not be UTF-8), which wins over
+/// [`DEFAULT_SCHEMAS_DIR`]; no file or `-` means stdin.
+pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
+    let schemas_dir = cli
+        .schemas
+        .clone()
+        .or_else(|| {
+            env.get_os(SCHEMAS_DIR_VAR)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
         .unwrap_or_else(|| PathBuf::from(DEFAULT_SCHEMAS_DIR));
-    let input = match file {
+    let input = match &cli.file {
         None => Input::Stdin,
         Some(path) if path.as_os_str() == "-" => Input::Stdin,
-        Some(path) => Input::File(path),
+        Some(path) => Input::File(path.clone()),
     };
-    Config { schemas_dir, input }
+    Ok(Config { schemas_dir, input })
 }
 
 /// Why the check could not be done, or did not pass.
@@ -464,30 +479,20 @@ fn is_list(document: &Value) -> bool {
         && document.get("apiVersion").and_then(Value::as_str) == Some("v1")
 }
 
-/// Opens the configured input.
-pub fn open_input(input: &Input) -> Result<Box<dyn Read>, Error> {
-    match input {
-        Input::Stdin => Ok(Box::new(io::stdin())),
-        Input::File(path) => fs::File::open(path)
-            .map(|f| Box::new(f) as Box<dyn Read>)
-            .map_err(|source| Error::Read {
-                name: input.name(),
-                source,
-            }),
-    }
-}
-
-/// Validates every object of `input` and writes the report to `output` (see the crate docs).
-pub fn run(config: &Config, input: &mut dyn Read, output: &mut dyn Write) -> Result<(), Error> {
+/// Validates every object of the configured input (the file, or `stdin` when there is none) and
+/// writes the report to `output` (see the crate docs).
+pub fn run(config: &Config, stdin: impl Read, output: impl Write) -> Result<(), Error> {
     let name = config.input.name();
     let validator = Validator::new(&config.schemas_dir)?;
-    let mut text = String::new();
-    input
-        .read_to_string(&mut text)
-        .map_err(|source| Error::Read {
-            name: name.clone(),
-            source,
-        })?;
+    let read_error = |source| Error::Read {
+        name: name.clone(),
+        source,
+    };
+    let text = match &config.input {
+        Input::Stdin => read_text(stdin),
+        Input::File(path) => fs::File::open(path).and_then(read_text),
+    }
+    .map_err(read_error)?;
     let objects = parse_objects(&name, &text)?;
     if objects.is_empty() {
         return Err(Error::Empty { name });
@@ -518,20 +523,35 @@ pub fn run(config: &Config, input: &mut dyn Read, output: &mut dyn Write) -> Res
     Ok(())
 }
 
+fn read_text(mut input: impl Read) -> io::Result<String> {
+    let mut text = String::new();
+    input.read_to_string(&mut text)?;
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
+    fn resolved(args: &[&str], schemas_env: Option<&str>) -> Config {
+        use clap::Parser;
+        let cli =
+            Cli::try_parse_from(std::iter::once("manifest-check").chain(args.iter().copied()))
+                .unwrap();
+        let env = Env::from_pairs(schemas_env.map(|dir| (SCHEMAS_DIR_VAR, dir)));
+        resolve(&cli, &env).unwrap()
+    }
+
     #[test]
     fn config_flag_beats_env_beats_default() {
-        let c = resolve_config(Some("a".into()), Some("b".into()), None);
+        let c = resolved(&["--schemas", "a"], Some("b"));
         assert_eq!(c.schemas_dir, PathBuf::from("a"));
         assert_eq!(c.input, Input::Stdin);
-        let c = resolve_config(None, Some("b".into()), Some("x.yaml".into()));
+        let c = resolved(&["x.yaml"], Some("b"));
         assert_eq!(c.schemas_dir, PathBuf::from("b"));
         assert_eq!(c.input, Input::File("x.yaml".into()));
-        let c = resolve_config(None, Some("".into()), Some("-".into()));
+        let c = resolved(&["-"], Some(""));
         assert_eq!(c.schemas_dir, PathBuf::from(DEFAULT_SCHEMAS_DIR));
         assert_eq!(c.input, Input::Stdin);
     }

@@ -61,13 +61,14 @@ fn httproute() -> Value {
     })
 }
 
+/// Runs the check on `text` as stdin (the input every message then names `<stdin>`).
 fn run_text(schemas: PathBuf, text: &str) -> (Result<(), Error>, String) {
     let config = Config {
         schemas_dir: schemas,
-        input: Input::File("objects.yaml".into()),
+        input: Input::Stdin,
     };
     let mut out = Vec::new();
-    let result = run(&config, &mut text.as_bytes(), &mut out);
+    let result = run(&config, text.as_bytes(), &mut out);
     (result, String::from_utf8(out).unwrap())
 }
 
@@ -295,7 +296,7 @@ fn broken_yaml_is_bad_input() {
     assert_eq!(err.exit(), Exit::Usage, "{err}");
     assert!(
         err.to_string()
-            .starts_with("objects.yaml: document 1: invalid YAML"),
+            .starts_with("<stdin>: document 1: invalid YAML"),
         "{err}"
     );
 }

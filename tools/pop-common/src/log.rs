@@ -40,13 +40,14 @@ impl Level {
     }
 }
 
-/// Names the tool in every message. Call once at the start of `main`.
-pub fn init(tool: &'static str) {
+/// The variable that sets the level.
+pub const LEVEL_VAR: &str = "EDGEPOP_LOG";
+
+/// Names the tool in every message and sets the level from `level` (the value of
+/// [`LEVEL_VAR`]; `info` when absent or not a level). Called once, by [`crate::tool::main`].
+pub fn init(tool: &'static str, level: Option<&str>) {
     let _ = TOOL.set(tool);
-    let level = std::env::var("EDGEPOP_LOG")
-        .ok()
-        .and_then(|v| Level::parse(&v))
-        .unwrap_or(Level::Info);
+    let level = level.and_then(Level::parse).unwrap_or(Level::Info);
     let _ = LEVEL.set(level);
 }
 

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::exit::{Report, finish};
@@ -20,6 +21,8 @@ use crate::exit::{Report, finish};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Env {
     vars: BTreeMap<OsString, OsString>,
+    /// The running program's path, when known (to find programs installed beside it).
+    program: Option<PathBuf>,
 }
 
 impl Env {
@@ -27,6 +30,7 @@ impl Env {
     pub fn from_process() -> Env {
         Env {
             vars: std::env::vars_os().collect(),
+            program: std::env::current_exe().ok(),
         }
     }
 
@@ -41,7 +45,19 @@ impl Env {
                 .into_iter()
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
+            program: None,
         }
+    }
+
+    /// The same environment, as seen by the program at `path`.
+    pub fn with_program(mut self, path: impl Into<PathBuf>) -> Env {
+        self.program = Some(path.into());
+        self
+    }
+
+    /// The directory of the running program.
+    pub fn program_dir(&self) -> Option<&Path> {
+        self.program.as_deref().and_then(Path::parent)
     }
 
     /// A variable as bytes of the OS, present even when it is not UTF-8.
@@ -80,8 +96,8 @@ where
     E: Report,
     F: FnOnce(&Env, &mut dyn Read, &mut dyn Write) -> Result<(), E>,
 {
-    crate::log::init(tool);
     let env = Env::from_process();
+    crate::log::init(tool, env.non_empty(crate::log::LEVEL_VAR));
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     finish(body(&env, &mut stdin.lock(), &mut stdout.lock()))

@@ -4,10 +4,13 @@
 //! rule that decoding cannot express and names the field and the file when one is broken.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use pop_common::input::InputError;
-use pop_common::records::{Kind, ListGenerator, ListSource, ListSources, PlatformInputs, Version};
+use pop_common::input::{InputError, read_json};
+use pop_common::records::{
+    DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, Digest, Kind, ListGenerator, ListSource,
+    ListSources, PlatformInputs, PublishedImages, Version,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -30,6 +33,20 @@ pub struct EdgeConfig {
     /// The filter's module and settings; required when `pow_enabled` is true.
     #[serde(default)]
     pub pow: Option<PowConfig>,
+    /// Where the edge's images are published, and the record of what was.
+    #[serde(default)]
+    pub images: Option<ImagesConfig>,
+}
+
+/// The registry the images are pushed to, and the record `make publish-images` wrote.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImagesConfig {
+    /// `host/namespace`, such as `rg.fr-par.scw.cloud/edgepop` (read by `oci-image publish`).
+    pub registry: String,
+    /// The PublishedImages record, relative to this config file's directory.
+    #[serde(default)]
+    pub published: Option<PathBuf>,
 }
 
 /// Which Let's Encrypt server issues the certificates.
@@ -84,9 +101,11 @@ fn default_origin_text() -> String {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PowConfig {
-    /// Where the gateway fetches the module (`oci://`, `https://` or `file://`).
+    /// Where the gateway fetches the module, instead of the published image: a digest-pinned
+    /// `oci://host/repo@sha256:<hex>`, or an `https://` URL of the .wasm file.
     pub url: Option<String>,
-    /// The module's sha256, as `make filter` prints it: the gateway refuses any other module.
+    /// With an `https://` url, the module's sha256 as `make filter` prints it; with `oci://`,
+    /// the manifest digest (optional: taken from the url).
     pub sha256: Option<String>,
     /// The Secret holding the HMAC keys (`current`, `previous`), created at apply time.
     #[serde(default = "default_secret_name")]
@@ -123,12 +142,14 @@ impl Default for ListsConfig {
     }
 }
 
+// The defaults are ListSources' own (pop-common owns them): the same values whether the
+// config, the CronJob's record or a generator's flag leaves them out.
 fn default_max_shrink_percent() -> u8 {
-    50
+    DEFAULT_MAX_SHRINK_PERCENT
 }
 
 fn default_timeout_seconds() -> u32 {
-    120
+    DEFAULT_TIMEOUT_SECONDS
 }
 
 /// Tor exits from the Tor Project's bulk list, and the hosting providers whose address space
@@ -174,8 +195,13 @@ pub struct Plan {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PowPlan {
+    /// Where the gateway fetches the module: a digest-pinned `oci://` reference or `https://`.
     pub url: String,
+    /// For `oci://`, the image's manifest digest (what Istio compares, imagefetcher.go
+    /// `PrepareFetch`); for `https://`, the module's own sha256.
     pub sha256: String,
+    /// The CronJob's image, `repository@sha256:<digest>`.
+    pub lists_refresh_image: String,
     pub secret_name: String,
     pub plugin_config: Map<String, Value>,
     pub lists: ListSources,
@@ -255,10 +281,10 @@ pub fn resolve(
             return Err(InputError::field(
                 config_path,
                 "pow",
-                "pow_enabled is true but there is no `pow` section (url and sha256 are required)",
+                "pow_enabled is true but there is no `pow` section",
             ));
         }
-        (true, Some(pow)) => Some(resolve_pow(pow, config_path)?),
+        (true, Some(pow)) => Some(resolve_pow(pow, config_path, config.images.as_ref())?),
     };
 
     Ok(Plan {
@@ -273,44 +299,24 @@ pub fn resolve(
     })
 }
 
-fn resolve_pow(pow: PowConfig, config_path: &Path) -> Result<PowPlan, InputError> {
-    let url = match pow.url.filter(|u| !u.trim().is_empty()) {
-        Some(url) => url,
+fn resolve_pow(
+    pow: PowConfig,
+    config_path: &Path,
+    images: Option<&ImagesConfig>,
+) -> Result<PowPlan, InputError> {
+    // The CronJob's image is only ever rendered pinned by digest, so the record is required.
+    let published = match images.and_then(|i| i.published.as_ref()) {
+        Some(path) => read_published(config_path, path, images)?,
         None => {
             return Err(InputError::field(
                 config_path,
-                "pow.url",
-                "required when pow_enabled is true: where the gateway fetches the module",
+                "images.published",
+                "required when pow_enabled is true: the PublishedImages record `make \
+                 publish-images` writes, which pins the filter and lists-refresh images by digest",
             ));
         }
     };
-    if !["oci://", "https://", "http://", "file://"]
-        .iter()
-        .any(|scheme| url.starts_with(scheme))
-    {
-        return Err(InputError::field(
-            config_path,
-            "pow.url",
-            format!("`{url}` must start with oci://, https://, http:// or file://"),
-        ));
-    }
-    let sha256 = match pow.sha256 {
-        Some(sha) => sha,
-        None => {
-            return Err(InputError::field(
-                config_path,
-                "pow.sha256",
-                "required when pow_enabled is true: `make filter` prints it",
-            ));
-        }
-    };
-    if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(InputError::field(
-            config_path,
-            "pow.sha256",
-            format!("`{sha256}` is not 64 hexadecimal characters"),
-        ));
-    }
+    let (url, sha256) = filter_source(&pow, config_path, &published)?;
     if let Err(why) = check_dns_label_or_subdomain(&pow.secret_name) {
         return Err(InputError::field(
             config_path,
@@ -388,22 +394,163 @@ fn resolve_pow(pow: PowConfig, config_path: &Path) -> Result<PowPlan, InputError
         lists: pow.lists.sources,
     };
     if let Some(problem) = lists.problems().into_iter().next() {
-        // ListSources names its fields from its own root; the config nests them under pow.lists.
-        let problem = problem.replacen("lists[", "sources[", 1);
-        let (field, why) = problem.split_once(": ").unwrap_or(("", problem.as_str()));
+        // ListSources names its fields from its own root, where the lists are `lists`; the
+        // config nests them under pow.lists and calls them `sources` (`lists[i]` as well as the
+        // whole `lists`, whose count the filter limits).
+        let field = match problem.field.strip_prefix("lists") {
+            Some(rest) => format!("sources{rest}"),
+            None => problem.field,
+        };
         return Err(InputError::field(
             config_path,
             format!("pow.lists.{field}"),
-            why,
+            problem.message,
         ));
     }
     Ok(PowPlan {
         url,
-        sha256: sha256.to_ascii_lowercase(),
+        sha256,
+        lists_refresh_image: published.lists_refresh.pinned(),
         secret_name: pow.secret_name,
         plugin_config: pow.plugin_config,
         lists,
     })
+}
+
+/// Reads the PublishedImages record named by `images.published` (relative to the config), and
+/// checks it was published to the configured registry.
+fn read_published(
+    config_path: &Path,
+    path: &Path,
+    images: Option<&ImagesConfig>,
+) -> Result<PublishedImages, InputError> {
+    let path = match config_path.parent() {
+        Some(dir) if path.is_relative() => dir.join(path),
+        _ => path.to_path_buf(),
+    };
+    let record: PublishedImages = read_json(&path)?;
+    if let Some(images) = images {
+        let registry = images.registry.trim_end_matches('/');
+        if record.registry != registry {
+            return Err(InputError::field(
+                &path,
+                "registry",
+                format!(
+                    "`{}` is not the edge config's images.registry `{registry}` ({}): \
+                     publish again (make publish-images)",
+                    record.registry,
+                    config_path.display()
+                ),
+            ));
+        }
+    }
+    for (field, image) in [
+        ("filter", &record.filter),
+        ("lists_refresh", &record.lists_refresh),
+    ] {
+        if !image
+            .repository
+            .starts_with(&format!("{}/", record.registry))
+        {
+            return Err(InputError::field(
+                &path,
+                format!("{field}.repository"),
+                format!("`{}` is outside `{}`", image.repository, record.registry),
+            ));
+        }
+    }
+    Ok(record)
+}
+
+/// The WasmPlugin's `url` and `sha256`: the published image unless `pow.url` names another
+/// source. What Istio checks `sha256` against depends on the scheme (pkg/wasm: the manifest
+/// digest for `oci://`, the file's hash for `https://`), so each scheme is pinned its own way.
+fn filter_source(
+    pow: &PowConfig,
+    config_path: &Path,
+    published: &PublishedImages,
+) -> Result<(String, String), InputError> {
+    let url = match pow.url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+        Some(url) => url,
+        None => {
+            if let Some(sha) = &pow.sha256 {
+                return Err(InputError::field(
+                    config_path,
+                    "pow.sha256",
+                    format!(
+                        "`{sha}` without pow.url: the published filter's digest comes from \
+                         images.published; remove it"
+                    ),
+                ));
+            }
+            return Ok((
+                format!("oci://{}", published.filter.pinned()),
+                published.filter.digest.hex().to_string(),
+            ));
+        }
+    };
+    let field = |why: String| InputError::field(config_path, "pow.url", why);
+    if url.starts_with("file://") {
+        return Err(field(format!(
+            "`{url}`: a file:// module must be copied onto every gateway node by hand, outside \
+             any pin or rollout; publish it (make publish-images) and leave pow.url out"
+        )));
+    }
+    if url.starts_with("http://") {
+        return Err(field(format!(
+            "`{url}`: plain http lets anyone on the path swap the module, and a module that \
+             fails its sha256 check is skipped (FAIL_OPEN: no challenge at all); use https://"
+        )));
+    }
+    if let Some(reference) = url.strip_prefix("oci://") {
+        let Some((name, digest)) = reference.rsplit_once('@') else {
+            return Err(field(format!(
+                "`{url}` is not pinned by digest: Istio compares sha256 with the image's manifest \
+                 digest, and a tag can move; write oci://<repository>@sha256:<digest>, or leave \
+                 pow.url out to use the published image"
+            )));
+        };
+        if !name.contains('/') || name.starts_with('/') || name.ends_with('/') {
+            return Err(field(format!(
+                "`{url}`: `{name}` is not a registry/repository name"
+            )));
+        }
+        let digest = Digest::parse(digest).map_err(field)?;
+        if let Some(sha) = &pow.sha256
+            && sha.to_ascii_lowercase() != digest.hex()
+        {
+            return Err(InputError::field(
+                config_path,
+                "pow.sha256",
+                format!(
+                    "`{sha}` differs from the digest in pow.url: for oci:// Istio compares \
+                     sha256 with the manifest digest"
+                ),
+            ));
+        }
+        return Ok((url.to_string(), digest.hex().to_string()));
+    }
+    if !url.starts_with("https://") {
+        return Err(field(format!("`{url}` must start with oci:// or https://")));
+    }
+    let sha256 = match &pow.sha256 {
+        Some(sha) => sha,
+        None => {
+            return Err(InputError::field(
+                config_path,
+                "pow.sha256",
+                "required with an https:// url: the module's sha256, as `make filter` prints it",
+            ));
+        }
+    };
+    if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(InputError::field(
+            config_path,
+            "pow.sha256",
+            format!("`{sha256}` is not 64 hexadecimal characters"),
+        ));
+    }
+    Ok((url.to_string(), sha256.to_ascii_lowercase()))
 }
 
 /// A DNS name the Gateway API accepts as a listener hostname, without wildcard.

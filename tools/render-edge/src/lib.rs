@@ -13,13 +13,14 @@ pub mod config;
 pub mod render;
 mod versions;
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 use pop_common::exit::{Exit, Report};
 use pop_common::input::{InputError, read_json};
 use pop_common::records::PlatformInputs;
+use pop_common::tool::Env;
 use serde_json::{Value, json};
 
 use crate::config::{EdgeConfig, Plan};
@@ -75,11 +76,35 @@ impl Report for Error {
     }
 }
 
+/// What to render, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The PlatformInputs record.
+    pub inputs: PathBuf,
+    /// The edge config.
+    pub config: PathBuf,
+    pub format: Format,
+}
+
+/// The arguments as a [`Config`]; the environment plays no part.
+pub fn resolve(cli: &Cli, _env: &Env) -> Result<Config, Error> {
+    Ok(Config {
+        inputs: cli.inputs.clone(),
+        config: cli.config.clone(),
+        format: cli.format,
+    })
+}
+
 /// Reads both files and resolves them into a plan: every check happens here, before any output.
-pub fn plan(cli: &Cli) -> Result<Plan, Error> {
-    let inputs: PlatformInputs = read_json(&cli.inputs)?;
-    let config: EdgeConfig = read_json(&cli.config)?;
-    Ok(config::resolve(&inputs, &cli.inputs, config, &cli.config)?)
+pub fn plan(config: &Config) -> Result<Plan, Error> {
+    let inputs: PlatformInputs = read_json(&config.inputs)?;
+    let edge: EdgeConfig = read_json(&config.config)?;
+    Ok(config::resolve(
+        &inputs,
+        &config.inputs,
+        edge,
+        &config.config,
+    )?)
 }
 
 /// Encodes the objects in the chosen format, entirely in memory, so a failure writes nothing.
@@ -103,11 +128,11 @@ pub fn encode(objects: &[Value], format: Format) -> Result<Vec<u8>, EncodeError>
     }
 }
 
-/// Renders the edge objects described by `cli` onto `output`.
-pub fn run(cli: &Cli, output: &mut impl Write) -> Result<(), Error> {
-    let plan = plan(cli)?;
+/// Renders the edge objects described by `config` onto `output`; nothing is read from `input`.
+pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result<(), Error> {
+    let plan = plan(config)?;
     let objects = render::objects(&plan)?;
-    let bytes = encode(&objects, cli.format)?;
+    let bytes = encode(&objects, config.format)?;
     output.write_all(&bytes).map_err(Error::Output)?;
     output.flush().map_err(Error::Output)
 }

@@ -1,8 +1,12 @@
 //! The edge layer's objects, built from a resolved [`Plan`].
 //!
 //! Every object carries the labels `app.kubernetes.io/part-of: edgepop` and
-//! `app.kubernetes.io/managed-by: render-edge`: `make apply-edge` prunes by the latter, so an
-//! object this renderer stops producing is removed from the cluster on the next apply.
+//! `app.kubernetes.io/managed-by: render-edge`. `make apply-edge` applies them as one ApplySet
+//! (kubectl labels each member), so an object this renderer stops producing is pruned on the next
+//! apply; what controllers generate from these objects must never carry the set's label (see
+//! the Gateway's `spec.infrastructure`).
+
+pub mod admission;
 
 use serde_json::{Value, json};
 
@@ -19,13 +23,16 @@ pub const WASM_PLUGIN: &str = "pow-filter";
 pub const POLICY_LISTS: &str = "policy-lists";
 pub const LISTS_SOURCES: &str = "lists-sources";
 pub const LISTS_REFRESH: &str = "lists-refresh";
-/// The label `make apply-edge` prunes by.
+/// The `app.kubernetes.io/managed-by` of every rendered object.
 pub const MANAGED_BY: &str = "render-edge";
 /// The VM environment variables that carry the HMAC keys into the filter.
 pub const SECRET_ENV: &str = "POW_HMAC_SECRET";
 pub const PREVIOUS_SECRET_ENV: &str = "POW_HMAC_SECRET_PREVIOUS";
 
 const ORIGIN_PORT: u16 = 8080;
+/// The Gateway's listener ports.
+pub const HTTP_PORT: u16 = 80;
+pub const HTTPS_PORT: u16 = 443;
 /// The proxy container in the Deployment Istio generates for a Gateway.
 const ISTIO_PROXY_CONTAINER: &str = "istio-proxy";
 
@@ -49,7 +56,9 @@ pub fn objects(plan: &Plan) -> Result<Vec<Value>, EncodeError> {
         out.push(lists_service_account());
         out.push(lists_role());
         out.push(lists_role_binding());
-        out.push(lists_cron_job());
+        out.push(admission::policy());
+        out.push(admission::binding());
+        out.push(lists_cron_job(pow));
     }
     Ok(out)
 }
@@ -94,16 +103,21 @@ fn namespace() -> Value {
     })
 }
 
-/// Neither istio/base nor istiod creates it, and without it a Gateway is silently ignored.
+/// The controller name istiod answers to (its `PILOT_GATEWAY_API_CONTROLLER_NAME` default).
+pub const ISTIO_GATEWAY_CONTROLLER: &str = "istio.io/gateway-controller";
+
+/// istiod creates this class itself when it is missing (its GatewayClass controller,
+/// `PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER`, on by default), with its own description
+/// and only on create; seed 000 met a cluster where it was missing, so the layer declares it
+/// too. It sets only what istiod sets the same way: with the same `controllerName` a
+/// server-side apply co-owns the field with istiod instead of conflicting on it, and leaving
+/// `description` out leaves istiod's value alone. `make apply-edge` then waits for `Accepted`.
 fn gateway_class() -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "GatewayClass",
         "metadata": {"name": GATEWAY_CLASS, "labels": labels("gateway")},
-        "spec": {
-            "controllerName": "istio.io/gateway-controller",
-            "description": "Istio's Gateway API implementation, declared by the edge layer",
-        },
+        "spec": {"controllerName": ISTIO_GATEWAY_CONTROLLER},
     })
 }
 
@@ -126,6 +140,10 @@ fn cluster_issuer(plan: &Plan) -> Value {
         "solvers": [{
             "http01": {
                 "gatewayHTTPRoute": {
+                    // The solver's Service defaults to NodePort; with this cluster's NodePort
+                    // range (80-443) it would take a public port. The route reaches it inside
+                    // the cluster, so ClusterIP is all it needs.
+                    "serviceType": "ClusterIP",
                     // The solver's route attaches to the HTTP listener only: port 80 is where
                     // Let's Encrypt knocks.
                     "parentRefs": [{
@@ -211,7 +229,7 @@ fn gateway(plan: &Plan) -> Value {
     let mut listeners = vec![json!({
         "name": HTTP_LISTENER,
         "protocol": "HTTP",
-        "port": 80,
+        "port": HTTP_PORT,
         // cert-manager creates its solver routes in the Certificate's namespace, which is the
         // Gateway's: nothing from other namespaces may attach.
         "allowedRoutes": {"namespaces": {"from": "Same"}},
@@ -221,7 +239,7 @@ fn gateway(plan: &Plan) -> Value {
             "name": https_listener_name(host),
             "hostname": host,
             "protocol": "HTTPS",
-            "port": 443,
+            "port": HTTPS_PORT,
             "tls": {
                 "mode": "Terminate",
                 "certificateRefs": [{"kind": "Secret", "name": certificate_secret_name(host)}],
@@ -243,9 +261,28 @@ fn gateway(plan: &Plan) -> Value {
             "gatewayClassName": GATEWAY_CLASS,
             "infrastructure": {
                 "parametersRef": {"group": "", "kind": "ConfigMap", "name": GATEWAY_OPTIONS},
+                // Without these two maps istiod copies the Gateway's own labels and annotations
+                // onto the Deployment, Service and ServiceAccount it generates
+                // (extractInfrastructureMetadata): among them kubectl's
+                // `applyset.kubernetes.io/part-of`, and the next apply's prune would then delete
+                // the live gateway as a stale member of the set. Non-empty on purpose: istiod
+                // tests for a nil map, and an empty one may not survive the round trip.
+                "labels": gateway_infrastructure_labels(),
+                "annotations": {
+                    "edgepop.dev/generated-for": format!("Gateway {NAMESPACE}/{GATEWAY}"),
+                },
             },
             "listeners": listeners,
         },
+    })
+}
+
+/// The labels of what istiod generates for the Gateway: never `managed-by: render-edge`
+/// (those objects are istiod's, not the renderer's) and never an ApplySet label.
+pub fn gateway_infrastructure_labels() -> Value {
+    json!({
+        "app.kubernetes.io/part-of": "edgepop",
+        "app.kubernetes.io/component": "gateway",
     })
 }
 
@@ -368,6 +405,11 @@ fn wasm_plugin(pow: &PowPlan) -> Value {
             }],
             "url": pow.url,
             "sha256": pow.sha256,
+            // HTTPS only: without `match` the filter runs on every listener before the router,
+            // so port 80 would serve the challenge and a cookie without `Secure` instead of
+            // redirecting (and ACME's HTTP-01 requests would meet it). The port is the Gateway
+            // listener's (istiod matches a gateway listener's port, in CLIENT mode).
+            "match": [{"ports": [{"number": HTTPS_PORT}]}],
             "imagePullPolicy": "IfNotPresent",
             // Before authentication: an unpaid robot is stopped before anything else runs.
             "phase": "AUTHN",
@@ -440,7 +482,7 @@ fn lists_role_binding() -> Value {
     })
 }
 
-fn lists_cron_job() -> Value {
+fn lists_cron_job(pow: &PowPlan) -> Value {
     let mut pod_labels = labels("lists");
     pod_labels["app.kubernetes.io/name"] = json!(LISTS_REFRESH);
     json!({
@@ -465,7 +507,8 @@ fn lists_cron_job() -> Value {
                         "securityContext": restricted_pod_security(),
                         "containers": [{
                             "name": LISTS_REFRESH,
-                            "image": versions::lists_refresh_image(),
+                            // Pinned by digest (the PublishedImages record): a tag can move.
+                            "image": pow.lists_refresh_image,
                             "command": ["lists-refresh"],
                             "args": [
                                 format!("--namespace={NAMESPACE}"),

@@ -138,6 +138,12 @@ impl Case {
             dir.path().join("inputs.json"),
         )
         .unwrap();
+        // The record `make publish-images` writes, beside the config that names it.
+        std::fs::copy(
+            example("published-images.example.json"),
+            dir.path().join("published.json"),
+        )
+        .unwrap();
         Case { dir }
     }
 
@@ -170,8 +176,13 @@ impl Case {
     }
 }
 
-const POW_OK: &str = r#""pow": {"url": "oci://ghcr.io/edgepop/pow-filter:0.1.0",
-    "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#;
+const POW_OK: &str = r#""pow": {"secret_name": "pow-hmac"},
+    "images": {"registry": "rg.fr-par.scw.cloud/edgepop", "published": "published.json"}"#;
+const IMAGES: &str =
+    r#""images": {"registry": "rg.fr-par.scw.cloud/edgepop", "published": "published.json"}"#;
+/// The manifest digests of config/published-images.example.json.
+const FILTER_DIGEST: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+const LISTS_DIGEST: &str = "2222222222222222222222222222222222222222222222222222222222222222";
 
 fn with_hosts(hosts: &str, rest: &str) -> String {
     format!(r#"{{"hostnames": [{hosts}]{rest}}}"#)
@@ -250,45 +261,155 @@ fn a_hostname_outside_the_dns_zone_is_refused() {
 }
 
 #[test]
-fn the_filter_enabled_without_url_or_sha256_is_refused() {
+fn the_filter_enabled_without_a_published_record_is_refused() {
     let hosts = r#""www.example.com""#;
     Case::new().refuses(
         &with_hosts(hosts, r#", "pow_enabled": true"#),
-        &["field `pow`", "url and sha256 are required"],
+        &["field `pow`", "no `pow` section"],
+    );
+    // Even with a module URL: the CronJob's image can only be rendered pinned by digest.
+    Case::new().refuses(
+        &with_hosts(
+            hosts,
+            r#", "pow_enabled": true, "pow": {"url": "https://example.net/f.wasm", "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#,
+        ),
+        &["field `images.published`", "required", "make publish-images"],
     );
     Case::new().refuses(
         &with_hosts(
             hosts,
-            r#", "pow_enabled": true, "pow": {"sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#,
+            r#", "pow_enabled": true, "pow": {}, "images": {"registry": "rg.fr-par.scw.cloud/edgepop", "published": "absent.json"}"#,
         ),
-        &["field `pow.url`", "required"],
+        &["absent.json", "cannot read"],
     );
-    Case::new().refuses(
+}
+
+/// Renders a filter config with the example record and returns the WasmPlugin and the CronJob.
+fn render_pow(case: &Case, pow: &str) -> (serde_json::Value, serde_json::Value) {
+    let config = case.write(
+        "edge.json",
         &with_hosts(
-            hosts,
-            r#", "pow_enabled": true, "pow": {"url": "oci://ghcr.io/edgepop/pow-filter:0.1.0"}"#,
+            r#""www.example.com""#,
+            &format!(r#", "pow_enabled": true, "pow": {pow}, {IMAGES}"#),
         ),
-        &["field `pow.sha256`", "required"],
+    );
+    let out = render(&case.inputs(), &config, &["-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let find = |kind: &str| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["kind"] == kind)
+            .unwrap()
+            .clone()
+    };
+    (find("WasmPlugin"), find("CronJob"))
+}
+
+#[test]
+fn the_published_images_are_rendered_pinned_by_their_manifest_digests() {
+    let (plugin, cron) = render_pow(&Case::new(), "{}");
+    assert_eq!(
+        plugin["spec"]["url"],
+        format!("oci://rg.fr-par.scw.cloud/edgepop/pow-filter@sha256:{FILTER_DIGEST}")
+    );
+    // For oci:// Istio checks sha256 against the manifest digest (pkg/wasm PrepareFetch).
+    assert_eq!(plugin["spec"]["sha256"], FILTER_DIGEST);
+    assert_eq!(
+        cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
+        format!("rg.fr-par.scw.cloud/edgepop/lists-refresh@sha256:{LISTS_DIGEST}")
     );
 }
 
 #[test]
-fn a_sha256_that_is_not_64_hex_characters_is_refused() {
-    for bad in [
-        "e3b0c442",
-        "z3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b8550",
+fn a_module_url_in_the_config_is_pinned_its_own_way() {
+    let wasm_sha = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    let (plugin, _) = render_pow(
+        &Case::new(),
+        &format!(
+            r#"{{"url": "https://example.net/f.wasm", "sha256": "{}"}}"#,
+            wasm_sha.to_uppercase()
+        ),
+    );
+    assert_eq!(plugin["spec"]["url"], "https://example.net/f.wasm");
+    assert_eq!(plugin["spec"]["sha256"], wasm_sha);
+    let digest = "3".repeat(64);
+    let (plugin, _) = render_pow(
+        &Case::new(),
+        &format!(r#"{{"url": "oci://ghcr.io/x/f@sha256:{digest}"}}"#),
+    );
+    assert_eq!(
+        plugin["spec"]["url"],
+        format!("oci://ghcr.io/x/f@sha256:{digest}")
+    );
+    assert_eq!(plugin["spec"]["sha256"], digest);
+}
+
+#[test]
+fn module_urls_that_cannot_be_pinned_are_refused_with_the_reason() {
+    for (pow, needles) in [
+        (
+            r#"{"url": "oci://ghcr.io/edgepop/pow-filter:0.1.0", "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#,
+            &["field `pow.url`", "not pinned by digest", "manifest"][..],
+        ),
+        (
+            r#"{"url": "file:///var/lib/pow.wasm", "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#,
+            &["field `pow.url`", "every gateway node"][..],
+        ),
+        (
+            r#"{"url": "http://example.net/f.wasm", "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#,
+            &["field `pow.url`", "plain http", "FAIL_OPEN"][..],
+        ),
+        (
+            &format!(r#"{{"url": "oci://@sha256:{}"}}"#, "3".repeat(64)),
+            &["field `pow.url`", "not a registry/repository name"][..],
+        ),
+        (
+            r#"{"url": "oci://ghcr.io/x/f@sha256:ABC"}"#,
+            &["field `pow.url`", "is not a digest"][..],
+        ),
+        (
+            r#"{"url": "https://example.net/f.wasm"}"#,
+            &["field `pow.sha256`", "required with an https:// url"][..],
+        ),
+        (
+            r#"{"sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#,
+            &["field `pow.sha256`", "without pow.url"][..],
+        ),
+        (
+            &format!(
+                r#"{{"url": "oci://ghcr.io/x/f@sha256:{}", "sha256": "{}"}}"#,
+                "3".repeat(64),
+                "4".repeat(64)
+            ),
+            &["field `pow.sha256`", "differs from the digest"][..],
+        ),
     ] {
         Case::new().refuses(
             &with_hosts(
                 r#""www.example.com""#,
-                &format!(
-                    r#", "pow_enabled": true, "pow": {{"url": "oci://x/y:1", "sha256": "{bad}"}}"#
-                ),
+                &format!(r#", "pow_enabled": true, "pow": {pow}, {IMAGES}"#),
             ),
-            &["field `pow.sha256`", "not 64 hexadecimal characters"],
+            needles,
         );
     }
+}
+
+#[test]
+fn a_record_published_to_another_registry_is_refused() {
+    Case::new().refuses(
+        &with_hosts(
+            r#""www.example.com""#,
+            r#", "pow_enabled": true, "pow": {}, "images": {"registry": "rg.nl-ams.scw.cloud/edgepop", "published": "published.json"}"#,
+        ),
+        &["published.json", "field `registry`", "rg.nl-ams.scw.cloud/edgepop", "make publish-images"],
+    );
 }
 
 #[test]
@@ -339,8 +460,7 @@ fn the_filter_config_may_not_carry_lists_or_a_secret() {
             &with_hosts(
                 r#""www.example.com""#,
                 &format!(
-                    r#", "pow_enabled": true, "pow": {{"url": "oci://x/y:1",
-                    "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                    r#", "pow_enabled": true, {IMAGES}, "pow": {{
                     "plugin_config": {{"{key}": {value}}}}}"#
                 ),
             ),
@@ -356,9 +476,10 @@ fn a_bad_list_source_is_refused_with_its_path() {
             r#""www.example.com""#,
             &format!(
                 r#", "pow_enabled": true, {}"#,
-                POW_OK.replace(
+                POW_OK.replacen(
                     "}",
-                    r#", "lists": {"sources": [{"name": "hosting", "generator": "asn", "sources": ["https://example.net/a.tsv"]}]}}"#
+                    r#", "lists": {"sources": [{"name": "hosting", "generator": "asn", "sources": ["https://example.net/a.tsv"]}]}}"#,
+                    1,
                 )
             ),
         ),
@@ -403,8 +524,7 @@ fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
         with_hosts(
             r#""www.example.com""#,
             &format!(
-                r#", "pow_enabled": true, "pow": {{"url": "oci://x/y:1",
-                "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                r#", "pow_enabled": true, {IMAGES}, "pow": {{
                 "plugin_config": {plugin_config}}}"#
             ),
         )
@@ -428,5 +548,57 @@ fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
     Case::new().refuses(
         &pow(r#"{"trusted_hops": 1}"#),
         &["field `pow.plugin_config.trusted_hops`", "only 0 fits"],
+    );
+}
+
+/// A config whose filter has these list sources.
+fn with_list_sources(sources: &str) -> String {
+    with_hosts(
+        r#""www.example.com""#,
+        &format!(
+            r#", "pow_enabled": true, {}"#,
+            // The lists go inside `pow`, whose object is the first to close.
+            POW_OK.replacen(
+                "}",
+                &format!(r#", "lists": {{"sources": [{sources}]}}}}"#),
+                1
+            )
+        ),
+    )
+}
+
+#[test]
+fn a_list_name_the_filter_would_refuse_is_refused_before_anything_is_rendered() {
+    // The filter refuses every update that carries such a name (a metric name: 1 to 32 of
+    // [a-z0-9_-]): caught here, before any apply.
+    let tor = |name: &str| {
+        format!(r#"{{"name": "{name}", "generator": "tor", "sources": ["https://example.net/x"]}}"#)
+    };
+    let case = Case::new();
+    for name in ["a".repeat(33), "Tor".to_string(), "tor.exits".to_string()] {
+        case.refuses(
+            &with_list_sources(&tor(&name)),
+            &[
+                "field `pow.lists.sources[0].name`",
+                &name,
+                "1 to 32 of [a-z0-9_-]",
+            ],
+        );
+    }
+    let seventeen: Vec<String> = (0..17).map(|i| tor(&format!("l{i}"))).collect();
+    case.refuses(
+        &with_list_sources(&seventeen.join(",")),
+        &["field `pow.lists.sources`", "at most 16"],
+    );
+    // The filter's rule, not a stricter one: `_` and 32 characters pass.
+    let config = case.write(
+        "ok.json",
+        &with_list_sources(&tor(&format!("tor_{}", "x".repeat(28)))),
+    );
+    let out = render(&case.inputs(), &config, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

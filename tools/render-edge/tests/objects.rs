@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use render_edge::{Cli, Format, plan, render};
+use render_edge::{Config, Format, plan, render};
 use serde_json::Value;
 
 fn example(name: &str) -> PathBuf {
@@ -17,7 +17,7 @@ fn example(name: &str) -> PathBuf {
 }
 
 fn objects(config: &str) -> Vec<Value> {
-    let cli = Cli {
+    let cli = Config {
         inputs: example("platform-inputs.example.json"),
         config: example(config),
         format: Format::Json,
@@ -281,4 +281,78 @@ fn the_lists_refresh_runs_hourly_alone_with_only_the_rights_it_needs() {
         serde_json::from_str(sources["data"]["sources.json"].as_str().unwrap()).unwrap();
     assert!(record.problems().is_empty());
     assert_eq!(record.lists.len(), 2);
+}
+
+#[test]
+fn the_gateway_class_says_only_what_istiod_says_the_same_way() {
+    // istiod creates `istio` with its own description (gatewaycommon/gatewayclass.go): a
+    // description here would conflict with it at server-side apply; the controllerName is the
+    // same value, so the field is co-owned.
+    let objects = objects("edge.example.json");
+    let class = find(&objects, "GatewayClass", "istio");
+    assert_eq!(
+        class["spec"],
+        serde_json::json!({"controllerName": "istio.io/gateway-controller"})
+    );
+}
+
+#[test]
+fn what_istiod_generates_for_the_gateway_gets_its_own_labels_not_the_gateways() {
+    // istiod copies the Gateway's labels (kubectl's ApplySet label among them) onto the
+    // Deployment, Service and ServiceAccount it generates unless spec.infrastructure.labels is
+    // set, and the same for annotations; the prune would then delete them.
+    let objects = objects("edge.example.json");
+    let gateway = find(&objects, "Gateway", "edge-gateway");
+    let infrastructure = &gateway["spec"]["infrastructure"];
+    let labels = infrastructure["labels"].as_object().unwrap();
+    assert!(!labels.is_empty(), "an empty map may be dropped on the way");
+    assert!(
+        labels
+            .keys()
+            .all(|k| !k.starts_with("applyset.kubernetes.io/")
+                && k != "app.kubernetes.io/managed-by"),
+        "{labels:?}"
+    );
+    assert!(
+        !infrastructure["annotations"]
+            .as_object()
+            .unwrap()
+            .is_empty()
+    );
+    // What Istio reads from the Gateway's own annotations stays there.
+    assert_eq!(
+        gateway["metadata"]["annotations"]["networking.istio.io/service-type"],
+        "NodePort"
+    );
+}
+
+#[test]
+fn the_acme_solver_service_stays_inside_the_cluster() {
+    // cert-manager's solver Service defaults to NodePort, and NodePorts here are 80-443.
+    for config in ["edge.example.json", "edge-pow.example.json"] {
+        for issuer in all(&objects(config), "ClusterIssuer") {
+            for solver in issuer["spec"]["acme"]["solvers"].as_array().unwrap() {
+                assert_eq!(
+                    solver["http01"]["gatewayHTTPRoute"]["serviceType"], "ClusterIP",
+                    "{config}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_filter_runs_on_the_https_listeners_only() {
+    let objects = objects("edge-pow.example.json");
+    let plugin = find(&objects, "WasmPlugin", "pow-filter");
+    assert_eq!(
+        plugin["spec"]["match"],
+        serde_json::json!([{"ports": [{"number": 443}]}])
+    );
+    // Every HTTPS listener is on that port, and the HTTP one is not.
+    let gateway = find(&objects, "Gateway", "edge-gateway");
+    for listener in gateway["spec"]["listeners"].as_array().unwrap() {
+        let https = listener["protocol"] == "HTTPS";
+        assert_eq!(listener["port"] == 443, https, "{listener}");
+    }
 }

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use manifest_check::Validator;
-use render_edge::{Cli, Format, plan, render};
+use render_edge::{Config, Format, plan, render};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -40,7 +40,7 @@ fn every_rendered_object_of_every_example_is_valid_against_the_upstream_schemas(
     let mut checked = 0;
     let mut problems = Vec::new();
     for config in ["edge.example.json", "edge-pow.example.json"] {
-        let cli = Cli {
+        let cli = Config {
             inputs: workspace().join("config/platform-inputs.example.json"),
             config: workspace().join("config").join(config),
             format: Format::Json,
@@ -64,7 +64,7 @@ fn the_validator_catches_a_typo_in_a_rendered_gateway() {
         testkit::skip_or_fail("the_validator_catches_a_typo", "the schema directory");
         return;
     }
-    let cli = Cli {
+    let cli = Config {
         inputs: workspace().join("config/platform-inputs.example.json"),
         config: workspace().join("config/edge.example.json"),
         format: Format::Json,

@@ -1,29 +1,54 @@
 //! Where things are: the workspace root, the shared read-only material beside it, the binaries
 //! cargo built, and the programs a test needs.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
 
 /// The workspace root (this crate is `tools/testkit`).
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A binary of the workspace, as built by `cargo test --workspace` (which compiles every
-/// member's binaries before it runs any test) in the profile of the running test: tests in one
-/// crate run the tools of another through it. `CARGO_BIN_EXE_*` only covers a crate's own.
-#[allow(clippy::panic)] // a test helper: a missing binary fails the test with the command to run
+/// A binary of the workspace, built for the running test's profile: tests in one crate run the
+/// tools of another through it (`CARGO_BIN_EXE_*` only covers a crate's own binaries). It is
+/// brought up to date with `cargo build --bin NAME` once per test process, so a test never runs
+/// a stale binary, whether it was started by `cargo test --workspace` (where this is a no-op) or
+/// by `cargo test -p edgepop-tests` alone.
+#[allow(clippy::panic)] // a test helper: a binary that does not build fails the test, saying why
 pub fn bin(name: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     // The running test is <target>/<profile>/deps/<test>-<hash>.
-    let path = std::env::current_exe()
+    let Some(profile_dir) = std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent()?.parent().map(|dir| dir.join(name)));
-    match path {
-        Some(path) if path.is_file() => path,
-        _ => panic!(
-            "the binary {name} is not built next to this test: run `cargo test --workspace` \
-             (or `cargo build --bin {name}` first)"
-        ),
+        .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()))
+    else {
+        panic!("cannot tell where this test runs from, to find {name}")
+    };
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !built.contains(name) {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--quiet", "--bin", name])
+            .current_dir(root());
+        if profile_dir.file_name().is_some_and(|p| p == "release") {
+            build.arg("--release");
+        }
+        match build.status() {
+            Ok(status) if status.success() => {}
+            other => panic!("cargo build --bin {name} failed: {other:?}"),
+        }
+        built.insert(name.to_owned());
     }
+    let path = profile_dir.join(name);
+    if !path.is_file() {
+        panic!("{name} is not at {} after cargo build", path.display());
+    }
+    path
 }
 
 /// The shared read-only material (`<workspace root>/../shared`, or `$EDGEPOP_SHARED`), or

@@ -20,8 +20,10 @@
 //! ```
 //!
 //! - `name` names the list everywhere: the ConfigMap key `<name>.txt`, the set name in the
-//!   WasmPlugin's `pluginConfig.lists.sets`, the `--list-name` of the generator. Lowercase
-//!   letters, digits and `-`, at most 63 characters, unique.
+//!   WasmPlugin's `pluginConfig.lists.sets`, the `--list-name` of the generator, a metric name
+//!   in the filter. The filter's rule (pow-core's `valid_list_name`): 1 to 32 of `[a-z0-9_-]`,
+//!   unique, and at most 16 lists (`MAX_LISTS`): what the filter would refuse is refused here,
+//!   before anything is published.
 //! - `generator` is `asn` (runs `lists-gen-asn`) or `tor` (runs `lists-gen-tor`).
 //! - `sources` are http(s) URLs or absolute file paths, at least one. Every source is read and
 //!   the list is the union of what they give; if any source fails, the whole list keeps its
@@ -37,6 +39,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::problem::Problem;
 use super::tag::{Kind, RecordKind, Version};
 
 pub const LIST_SOURCES_VERSION: u32 = 1;
@@ -107,50 +110,66 @@ impl RecordKind for ListSources {
 }
 
 impl ListSources {
-    /// The rules serde cannot express. Returns one message per problem, each naming the field
-    /// (`lists[1].asns: ...`); empty when the record is usable.
-    pub fn problems(&self) -> Vec<String> {
+    /// The rules serde cannot express, one [`Problem`] each, naming its field
+    /// (`lists[1].asns`); empty when the record is usable.
+    pub fn problems(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
         if self.max_shrink_percent > 100 {
-            problems.push(format!(
-                "max_shrink_percent: {} is not a percentage (0 to 100)",
-                self.max_shrink_percent
+            problems.push(Problem::new(
+                "max_shrink_percent",
+                format!("{} is not a percentage (0 to 100)", self.max_shrink_percent),
             ));
         }
         if self.timeout_seconds == 0 {
-            problems.push("timeout_seconds: must be at least 1".to_string());
+            problems.push(Problem::new("timeout_seconds", "must be at least 1"));
         }
         if self.lists.is_empty() {
-            problems.push("lists: at least one list is needed".to_string());
+            problems.push(Problem::new("lists", "at least one list is needed"));
+        }
+        if self.lists.len() > MAX_LISTS {
+            problems.push(Problem::new(
+                "lists",
+                format!(
+                    "{} lists, the filter takes at most {MAX_LISTS}",
+                    self.lists.len()
+                ),
+            ));
         }
         let mut seen = BTreeSet::new();
         for (i, list) in self.lists.iter().enumerate() {
-            let at = format!("lists[{i}]");
+            let at = |field: &str| format!("lists[{i}].{field}");
             if !valid_list_name(&list.name) {
-                problems.push(format!(
-                    "{at}.name: `{}` must be 1 to 63 lowercase letters, digits or `-`, starting with a letter or digit",
-                    list.name
+                problems.push(Problem::new(
+                    at("name"),
+                    format!("`{}`: {LIST_NAME_RULE}", list.name),
                 ));
             } else if !seen.insert(list.name.as_str()) {
-                problems.push(format!("{at}.name: `{}` appears twice", list.name));
+                problems.push(Problem::new(
+                    at("name"),
+                    format!("`{}` appears twice", list.name),
+                ));
             }
             if list.sources.is_empty() {
-                problems.push(format!("{at}.sources: at least one source is needed"));
+                problems.push(Problem::new(at("sources"), "at least one source is needed"));
             }
             for (j, source) in list.sources.iter().enumerate() {
                 let remote = source.starts_with("https://") || source.starts_with("http://");
                 if !remote && !source.starts_with('/') {
-                    problems.push(format!(
-                        "{at}.sources[{j}]: `{source}` is neither an http(s) URL nor an absolute path"
+                    problems.push(Problem::new(
+                        at(&format!("sources[{j}]")),
+                        format!("`{source}` is neither an http(s) URL nor an absolute path"),
                     ));
                 }
             }
             match list.generator {
                 ListGenerator::Asn if list.asns.is_empty() => {
-                    problems.push(format!("{at}.asns: an `asn` list needs at least one ASN"));
+                    problems.push(Problem::new(
+                        at("asns"),
+                        "an `asn` list needs at least one ASN",
+                    ));
                 }
                 ListGenerator::Tor if !list.asns.is_empty() => {
-                    problems.push(format!("{at}.asns: a `tor` list takes no ASN"));
+                    problems.push(Problem::new(at("asns"), "a `tor` list takes no ASN"));
                 }
                 _ => {}
             }
@@ -159,16 +178,9 @@ impl ListSources {
     }
 }
 
-/// Whether `name` can name a list: a ConfigMap key once `.txt` is added, and a set name.
-pub fn valid_list_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes[0] != b'-'
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-}
+/// Whether `name` can name a list: the filter's own rule (it also makes a valid ConfigMap key
+/// once `.txt` is added).
+pub use pow_core::config::{LIST_NAME_RULE, MAX_LISTS, valid_list_name};
 
 #[cfg(test)]
 mod tests {
@@ -221,7 +233,20 @@ mod tests {
             {"name":"hosting","generator":"asn","sources":[]},
             {"name":"hosting","generator":"asn","sources":["/x"],"asns":[2]}]}"#;
         let sources: ListSources = serde_json::from_str(bad).unwrap();
-        let problems = sources.problems().join("\n");
+        let problems = crate::records::join_problems(&sources.problems());
+        let fields: Vec<String> = sources.problems().into_iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "max_shrink_percent",
+                "lists[0].name",
+                "lists[0].sources[0]",
+                "lists[0].asns",
+                "lists[1].sources",
+                "lists[1].asns",
+                "lists[2].name"
+            ]
+        );
         for expected in [
             "max_shrink_percent: 150",
             "lists[0].name: `Tor`",
@@ -239,12 +264,41 @@ mod tests {
     }
 
     #[test]
-    fn list_names_are_key_safe() {
+    fn list_names_follow_the_filters_rule() {
         assert!(valid_list_name("hosting-eu"));
-        assert!(valid_list_name("tor"));
+        assert!(valid_list_name("tor_exits"));
+        assert!(valid_list_name(&"a".repeat(32)));
         assert!(!valid_list_name(""));
-        assert!(!valid_list_name("-tor"));
+        assert!(!valid_list_name("Tor"));
         assert!(!valid_list_name("tor.txt"));
-        assert!(!valid_list_name(&"a".repeat(64)));
+        // 33 characters: the old rule (63) let this through, and the filter refused every
+        // update that carried it.
+        assert!(!valid_list_name(&"a".repeat(33)));
+        // The same rule as the filter's decoder, not a copy of it.
+        for name in ["tor", "a-b_c", "Tor", &"a".repeat(33), ""] {
+            let config = format!(r#"{{"lists": {{"sets": {{"{name}": "192.0.2.0/24"}}}}}}"#);
+            assert_eq!(
+                pow_core::PluginConfig::from_json(config.as_bytes()).is_ok(),
+                valid_list_name(name),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn more_lists_than_the_filter_takes_are_a_problem() {
+        let lists: Vec<String> = (0..=MAX_LISTS)
+            .map(|i| format!(r#"{{"name":"l{i}","generator":"tor","sources":["/x"]}}"#))
+            .collect();
+        let text = format!(
+            r#"{{"kind":"ListSources","version":1,"lists":[{}]}}"#,
+            lists.join(",")
+        );
+        let sources: ListSources = serde_json::from_str(&text).unwrap();
+        let problems = crate::records::join_problems(&sources.problems());
+        assert!(
+            problems.contains("lists: 17 lists, the filter takes at most 16"),
+            "{problems}"
+        );
     }
 }

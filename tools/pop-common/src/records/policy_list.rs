@@ -26,6 +26,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
 use super::list_sources::{ListGenerator, valid_list_name};
+use super::problem::Problem;
 use super::tag::{Kind, RecordKind, Version};
 
 pub const POLICY_LIST_VERSION: u32 = 1;
@@ -66,25 +67,41 @@ impl RecordKind for PolicyList {
 }
 
 impl PolicyList {
+    /// The text form of the list, the one every tool writes (the `<name>.txt` keys of the
+    /// `policy-lists` ConfigMap, the sets of the filter's `pluginConfig.lists`, `-o text`):
+    /// one CIDR per line, IPv4 then IPv6, each line ending with `\n`.
+    pub fn to_text(&self) -> String {
+        let mut text = String::with_capacity((self.ipv4.len() + self.ipv6.len()) * 18);
+        for net in &self.ipv4 {
+            text.push_str(&net.to_string());
+            text.push('\n');
+        }
+        for net in &self.ipv6 {
+            text.push_str(&net.to_string());
+            text.push('\n');
+        }
+        text
+    }
+
     /// The rules serde cannot express; one message per problem, empty when the record is sound.
-    pub fn problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
         if !valid_list_name(&self.name) {
-            problems.push(format!("name: `{}` is not a valid list name", self.name));
-        }
-        if self.counts.ipv4 != self.ipv4.len() {
-            problems.push(format!(
-                "counts.ipv4: {} but ipv4 has {} prefixes",
-                self.counts.ipv4,
-                self.ipv4.len()
+            problems.push(Problem::new(
+                "name",
+                format!("`{}` is not a valid list name", self.name),
             ));
         }
-        if self.counts.ipv6 != self.ipv6.len() {
-            problems.push(format!(
-                "counts.ipv6: {} but ipv6 has {} prefixes",
-                self.counts.ipv6,
-                self.ipv6.len()
-            ));
+        for (field, counted, actual) in [
+            ("ipv4", self.counts.ipv4, self.ipv4.len()),
+            ("ipv6", self.counts.ipv6, self.ipv6.len()),
+        ] {
+            if counted != actual {
+                problems.push(Problem::new(
+                    format!("counts.{field}"),
+                    format!("{counted} but {field} has {actual} prefixes"),
+                ));
+            }
         }
         if let Some(p) = first_disorder(&self.ipv4, |n| {
             (
@@ -92,18 +109,24 @@ impl PolicyList {
                 u32::from(n.broadcast()).into(),
             )
         }) {
-            problems.push(format!("ipv4[{p}]: {}", DISORDER));
+            problems.push(Problem::new(format!("ipv4[{p}]"), DISORDER));
         }
         if let Some(p) = first_disorder(&self.ipv6, |n| {
             (u128::from(n.network()), u128::from(n.broadcast()))
         }) {
-            problems.push(format!("ipv6[{p}]: {}", DISORDER));
+            problems.push(Problem::new(format!("ipv6[{p}]"), DISORDER));
         }
         if let Some(p) = self.ipv4.iter().position(|n| n.trunc() != *n) {
-            problems.push(format!("ipv4[{p}]: {} has host bits set", self.ipv4[p]));
+            problems.push(Problem::new(
+                format!("ipv4[{p}]"),
+                format!("{} has host bits set", self.ipv4[p]),
+            ));
         }
         if let Some(p) = self.ipv6.iter().position(|n| n.trunc() != *n) {
-            problems.push(format!("ipv6[{p}]: {} has host bits set", self.ipv6[p]));
+            problems.push(Problem::new(
+                format!("ipv6[{p}]"),
+                format!("{} has host bits set", self.ipv6[p]),
+            ));
         }
         problems
     }
@@ -156,6 +179,14 @@ mod tests {
     }
 
     #[test]
+    fn the_text_form_is_one_cidr_per_line_ipv4_first_and_the_filter_reads_it_back() {
+        let list: PolicyList = serde_json::from_str(EXAMPLE).unwrap();
+        let text = list.to_text();
+        assert_eq!(text, "5.9.0.0/16\n23.88.0.0/17\n2a01:4f8::/32\n");
+        assert_eq!(pow_core::lists::parse_set(&text).map(|_| ()), Ok(()));
+    }
+
+    #[test]
     fn wrong_counts_disorder_overlap_and_host_bits_are_problems() {
         let bad = EXAMPLE
             .replace("\"ipv4\": 2", "\"ipv4\": 3")
@@ -165,11 +196,11 @@ mod tests {
             )
             .replace("2a01:4f8::/32", "2a01:4f8::1/32");
         let list: PolicyList = serde_json::from_str(&bad).unwrap();
-        let problems = list.problems().join("\n");
+        let problems = crate::records::join_problems(&list.problems());
         assert!(problems.contains("ipv4[1]: not sorted"), "{problems}");
         assert!(problems.contains("ipv6[0]: 2a01:4f8::1/32 has host bits set"));
         let fixed_counts = bad.replace("\"ipv4\": 3", "\"ipv4\": 2");
         let list: PolicyList = serde_json::from_str(&fixed_counts).unwrap();
-        assert!(list.problems().join("\n").contains("counts.ipv4: 2 but"));
+        assert!(crate::records::join_problems(&list.problems()).contains("counts.ipv4: 2 but"));
     }
 }

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# The platform layer (layer 2), in the order its dependencies impose (seeds 000 and 004):
+#   1. Cilium (the CNI: nothing else schedules before it)
+#   2. the Gateway API CRDs (the vendored bundle of `make vendor`; cert-manager and istiod watch them)
+#   3. cert-manager, with its CRDs and Gateway API support
+#   4. istio-base (Istio's CRDs), 5. istiod
+#
+#   platform.sh apply     helm upgrade --install --version <pin> --wait --atomic, per release;
+#                         the CRDs by server-side apply. A second run changes nothing.
+#   platform.sh diff      the dry-run twin: helm diff when the plugin is there, otherwise
+#                         helm template | kubectl diff --server-side. Changes nothing.
+#   platform.sh destroy   uninstall in the reverse order; the CRDs (and istio-base, whose templates
+#                         are the Istio CRDs) stay unless DELETE_CRDS=yes.
+#
+# Everything is checked before the first change: the tools, the values files, and the sha256 of
+# every vendored CRD file against its pin in k8s/versions.env. A failing step stops the ones after
+# it (helm --atomic rolls its own release back).
+#
+# Environment:
+#   RENDERED_DIR    render-platform's output, one <release>.json each (the day-2 switches)
+#   VALUES_DIR      the committed values (default: values)
+#   VENDOR_DIR      where `make vendor` put the bundle (default: k8s/vendor)
+#   VERSIONS_FILE   the pins (default: k8s/versions.env)
+#   FIELD_MANAGER   server-side apply field manager for the CRDs (default: edgepop-platform)
+#   HELM_TIMEOUT    per release (default: 10m)
+#   DELETE_CRDS     destroy only: yes also deletes the platform's CRDs (and every object of them)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-}
+die() { echo "platform: $*" >&2; exit 1; }
+say() { echo "platform: $*" >&2; }
+[[ "$mode" == apply || "$mode" == diff || "$mode" == destroy ]] || die "usage: platform.sh apply|diff|destroy"
+
+versions=${VERSIONS_FILE:-k8s/versions.env}
+[[ -f "$versions" ]] || die "$versions does not exist"
+# shellcheck source=../k8s/versions.env
+source "$versions"
+values_dir=${VALUES_DIR:-values}
+vendor_dir=${VENDOR_DIR:-k8s/vendor}
+rendered_dir=${RENDERED_DIR:-}
+field_manager=${FIELD_MANAGER:-edgepop-platform}
+timeout=${HELM_TIMEOUT:-10m}
+
+command -v helm >/dev/null || die "helm is not installed (make check lists what is needed)"
+command -v kubectl >/dev/null || die "kubectl is not installed (make check lists what is needed)"
+
+# release name, namespace, chart, repository, version: in install order.
+releases=(
+  "cilium kube-system cilium $CILIUM_CHART_REPO $CILIUM_VERSION"
+  "cert-manager cert-manager cert-manager $CERT_MANAGER_CHART_REPO $CERT_MANAGER_VERSION"
+  "istio-base istio-system base $ISTIO_CHART_REPO $ISTIO_VERSION"
+  "istiod istio-system istiod $ISTIO_CHART_REPO $ISTIO_VERSION"
+)
+
+# The vendored Gateway API files, each checked against its pin (in the order of the pins).
+crd_dir="$vendor_dir/gateway-api-$GATEWAY_API_VERSION"
+crd_files=()
+check_crds() {
+  local line pin file want got
+  while IFS= read -r line; do
+    pin=${line#*=}; file=${pin%%:*}; want=${pin#*:}
+    [[ -f "$crd_dir/$file" ]] || die "$crd_dir/$file is missing: run make vendor"
+    got=$(sha256sum "$crd_dir/$file" | cut -d' ' -f1)
+    [[ "$got" == "$want" ]] || die "$crd_dir/$file: sha256 $got does not match the pin $want ($versions): nothing applied"
+    crd_files+=("$crd_dir/$file")
+  done < <(grep -E '^VENDOR_GATEWAY_API_[A-Z0-9_]+=' "$versions")
+  (( ${#crd_files[@]} > 0 )) || die "no VENDOR_GATEWAY_API_* pin in $versions"
+}
+
+# Every release's values files: the committed one and the rendered day-2 switches.
+check_values() {
+  local entry name
+  for entry in "${releases[@]}"; do
+    name=${entry%% *}
+    [[ -f "$values_dir/$name.yaml" ]] || die "$values_dir/$name.yaml is missing"
+    [[ -n "$rendered_dir" && -f "$rendered_dir/$name.json" ]] ||
+      die "${rendered_dir:-RENDERED_DIR}/$name.json is missing: make renders it from config/platform.json"
+  done
+}
+
+# helm's values flags for a release: the committed file, then the rendered day-2 switches (helm
+# merges the second over the first).
+values_flags() { printf '%s\n' -f "$values_dir/$1.yaml" -f "$rendered_dir/$1.json"; }
+
+crd_file_flags() { local f; for f in "${crd_files[@]}"; do printf '%s\n' -f "$f"; done; }
+
+apply() {
+  check_crds
+  check_values
+  local entry name ns chart repo version flags
+  mapfile -t crd_flags < <(crd_file_flags)
+  for entry in "${releases[@]}"; do
+    read -r name ns chart repo version <<<"$entry"
+    if [[ "$name" == cert-manager ]]; then
+      say "Gateway API CRDs $GATEWAY_API_VERSION (${#crd_files[@]} files, server-side apply)"
+      kubectl apply --server-side --field-manager="$field_manager" "${crd_flags[@]}" ||
+        die "the Gateway API CRDs were not applied: stopping before cert-manager"
+      kubectl wait --for=condition=Established --timeout=60s "${crd_flags[@]}" ||
+        die "the Gateway API CRDs are not Established: stopping before cert-manager"
+    fi
+    mapfile -t flags < <(values_flags "$name")
+    say "$name: chart $chart $version in $ns (waits until ready, rolls back on failure)"
+    helm upgrade --install "$name" "$chart" --repo "$repo" --version "$version" \
+      --namespace "$ns" --create-namespace --wait --atomic --timeout "$timeout" "${flags[@]}" ||
+      die "$name did not install: stopping (helm rolled it back)"
+  done
+  say "done: Cilium $CILIUM_VERSION, Gateway API $GATEWAY_API_VERSION, cert-manager $CERT_MANAGER_VERSION, Istio $ISTIO_VERSION"
+}
+
+diff_platform() {
+  check_crds
+  check_values
+  local entry name ns chart repo version flags rc use_plugin=no
+  if helm diff version >/dev/null 2>&1; then use_plugin=yes; fi
+  mapfile -t crd_flags < <(crd_file_flags)
+  for entry in "${releases[@]}"; do
+    read -r name ns chart repo version <<<"$entry"
+    mapfile -t flags < <(values_flags "$name")
+    if [[ "$name" == cert-manager ]]; then
+      say "diff: Gateway API CRDs $GATEWAY_API_VERSION"
+      rc=0; kubectl diff --server-side --field-manager="$field_manager" "${crd_flags[@]}" || rc=$?
+      (( rc <= 1 )) || die "kubectl diff failed on the Gateway API CRDs"
+    fi
+    say "diff: $name ($chart $version)"
+    if [[ "$use_plugin" == yes ]]; then
+      helm diff upgrade "$name" "$chart" --repo "$repo" --version "$version" --namespace "$ns" \
+        --allow-unreleased "${flags[@]}" || die "helm diff failed on $name"
+    else
+      # kubectl diff exits 1 when there are differences, more on an error; helm template's own
+      # failure must not hide behind that 1.
+      set +e
+      helm template "$name" "$chart" --repo "$repo" --version "$version" --namespace "$ns" "${flags[@]}" |
+        kubectl diff --server-side --field-manager=helm -f -
+      local status=("${PIPESTATUS[@]}")
+      set -e
+      (( status[0] == 0 )) || die "helm template failed on $name"
+      (( status[1] <= 1 )) || die "kubectl diff failed on $name"
+    fi
+  done
+}
+
+destroy() {
+  local i entry name ns chart repo version
+  for (( i = ${#releases[@]} - 1; i >= 0; i-- )); do
+    read -r name ns chart repo version <<<"${releases[$i]}"
+    if [[ "$name" == istio-base && "${DELETE_CRDS:-}" != yes ]]; then
+      say "istio-base kept: its templates are the Istio CRDs (DELETE_CRDS=yes removes them)"
+      continue
+    fi
+    if ! helm status "$name" --namespace "$ns" >/dev/null 2>&1; then
+      say "$name: not installed"
+      continue
+    fi
+    say "$name: uninstalling"
+    helm uninstall "$name" --namespace "$ns" --wait --timeout "$timeout" || die "$name was not uninstalled: stopping"
+  done
+  if [[ "${DELETE_CRDS:-}" == yes ]]; then
+    # Every CRD of the platform's API groups; deleting one deletes all its objects.
+    mapfile -t crds < <(kubectl get crd -o name |
+      grep -E '\.(gateway\.networking\.k8s\.io|cert-manager\.io|istio\.io|cilium\.io)$' || true)
+    if (( ${#crds[@]} > 0 )); then
+      say "deleting ${#crds[@]} CRDs (DELETE_CRDS=yes)"
+      kubectl delete --wait "${crds[@]}"
+    fi
+  else
+    say "CRDs kept (Gateway API, cert-manager, Istio, Cilium): DELETE_CRDS=yes removes them"
+  fi
+}
+
+case "$mode" in
+  apply) apply ;;
+  diff) diff_platform ;;
+  destroy) destroy ;;
+esac

@@ -1,0 +1,322 @@
+//! `make check` (pipelines/check-prereqs.sh) on a PATH made by the test: stand-ins of talosctl,
+//! kubectl, helm, curl, cargo and rustup that print the versions the real ones print, and the few
+//! system tools the script uses. One line per prerequisite; non-zero when a required one is
+//! missing: a missing tool, a talosctl of another minor than the pinned Talos, no Scaleway
+//! credentials, an invalid platform config.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn repo() -> PathBuf {
+    testkit::workspace::root()
+}
+
+fn pin(key: &str) -> String {
+    fs::read_to_string(repo().join("k8s/versions.env"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_owned))
+        .unwrap()
+}
+
+fn script(dir: &Path, name: &str, body: &str) {
+    let path = dir.join(name);
+    fs::write(&path, format!("#!/usr/bin/env bash\n{body}\n")).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+struct Machine {
+    dir: tempfile::TempDir,
+}
+
+impl Machine {
+    /// Everything present and right: the pinned talosctl minor, a kubectl of the pinned
+    /// Kubernetes minor, a recent helm, credentials in the environment, valid configs and the
+    /// vendored CRDs (under a versions file of the test's own, as in tests/platform.rs).
+    fn ready() -> Machine {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        fs::create_dir_all(&bin).unwrap();
+        for tool in [
+            "bash",
+            "env",
+            "dirname",
+            "grep",
+            "head",
+            "sort",
+            "cut",
+            "sha256sum",
+            "tr",
+        ] {
+            let out = Command::new("bash")
+                .args(["-c", &format!("command -v {tool}")])
+                .output()
+                .unwrap();
+            let path = String::from_utf8(out.stdout).unwrap();
+            std::os::unix::fs::symlink(path.trim(), bin.join(tool)).unwrap();
+        }
+        // What the real clients print (talosctl: `version --client --short`; kubectl:
+        // `version --client`; helm: `version --short`).
+        let talos = pin("TALOS_VERSION");
+        script(
+            &bin,
+            "talosctl",
+            &format!("echo 'Client:'; echo '\tTalos {talos}'"),
+        );
+        let k8s = pin("KUBERNETES_VERSION");
+        script(
+            &bin,
+            "kubectl",
+            &format!("echo 'Client Version: {k8s}'; echo 'Kustomize Version: v5.7.1'"),
+        );
+        script(
+            &bin,
+            "helm",
+            "[[ $1 == version ]] && echo 'v3.19.0+g3d8990f'; [[ $1 != diff ]]",
+        );
+        script(&bin, "curl", "echo curl 8.14.1");
+        script(&bin, "cargo", "echo cargo 1.95.0");
+        script(&bin, "rustup", "echo wasm32-wasip1");
+
+        let work = dir.path().join("work");
+        let version = pin("GATEWAY_API_VERSION");
+        let crds = work.join(format!("k8s/vendor/gateway-api-{version}"));
+        fs::create_dir_all(&crds).unwrap();
+        fs::write(
+            crds.join("gateways.yaml"),
+            "kind: CustomResourceDefinition\n",
+        )
+        .unwrap();
+        let sum = Command::new("sha256sum")
+            .arg(crds.join("gateways.yaml"))
+            .output()
+            .unwrap();
+        let sum = String::from_utf8(sum.stdout).unwrap()[..64].to_owned();
+        let versions: String = fs::read_to_string(repo().join("k8s/versions.env"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("VENDOR_GATEWAY_API_"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fs::write(
+            dir.path().join("versions.env"),
+            format!("{versions}VENDOR_GATEWAY_API_GATEWAYS=gateways.yaml:{sum}\n"),
+        )
+        .unwrap();
+        fs::create_dir_all(work.join("config")).unwrap();
+        for name in ["edge", "infra", "platform"] {
+            fs::copy(
+                repo().join(format!("config/{name}.example.json")),
+                work.join(format!("config/{name}.json")),
+            )
+            .unwrap();
+        }
+        fs::create_dir_all(dir.path().join("home")).unwrap();
+        Machine { dir }
+    }
+
+    fn bin(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    fn check(&self, env: &[(&str, &str)], unset: &[&str]) -> Output {
+        let tools = testkit::workspace::bin("render-platform")
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let mut cmd = Command::new(self.bin().join("bash"));
+        cmd.arg(repo().join("pipelines/check-prereqs.sh"))
+            .current_dir(self.dir.path().join("work"))
+            .env_clear()
+            .env("PATH", self.bin())
+            .env("HOME", self.dir.path().join("home"))
+            .env("BIN", tools)
+            .env("VERSIONS_FILE", self.dir.path().join("versions.env"))
+            .env("SCW_ACCESS_KEY", "SCWABCDEFGHIJKLMNOPQ")
+            .env("SCW_SECRET_KEY", "11111111-2222-4333-8444-555555555555")
+            .env(
+                "SCW_DEFAULT_PROJECT_ID",
+                "66666666-7777-4888-9999-000000000000",
+            )
+            .stdin(Stdio::null());
+        for name in unset {
+            cmd.env_remove(name);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn report(out: &Output) -> String {
+    format!(
+        "exit {:?}\n{}{}",
+        out.status.code(),
+        stdout(out),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn line_with<'a>(out: &'a str, needle: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with `{needle}` in:\n{out}"))
+}
+
+#[test]
+fn a_ready_machine_passes_with_one_line_per_prerequisite() {
+    let machine = Machine::ready();
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", report(&out));
+    let text = stdout(&out);
+    let talos_minor = pin("TALOS_VERSION").rsplit_once('.').unwrap().0.to_owned();
+    assert!(line_with(&text, "talosctl").trim_start().starts_with("ok"));
+    assert!(line_with(&text, "talosctl").contains(&talos_minor));
+    assert!(line_with(&text, "kubectl").trim_start().starts_with("ok"));
+    assert!(
+        line_with(&text, "helm v3.19.0")
+            .trim_start()
+            .starts_with("ok")
+    );
+    assert!(
+        line_with(&text, "helm diff plugin")
+            .trim_start()
+            .starts_with("optional")
+    );
+    assert!(
+        line_with(&text, "kubeconform")
+            .trim_start()
+            .starts_with("optional")
+    );
+    assert!(
+        line_with(&text, "config/platform.json")
+            .trim_start()
+            .starts_with("ok"),
+        "{text}"
+    );
+    assert!(
+        line_with(&text, "Gateway API")
+            .trim_start()
+            .starts_with("ok"),
+        "{text}"
+    );
+    assert!(!text.contains("MISSING"), "{text}");
+    // Nothing secret is printed: only whether it is set.
+    assert!(!report(&out).contains("11111111-2222"), "{}", report(&out));
+}
+
+#[test]
+fn a_missing_tool_fails_naming_it() {
+    let machine = Machine::ready();
+    fs::remove_file(machine.bin().join("helm")).unwrap();
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    assert!(
+        line_with(&stdout(&out), "helm")
+            .trim_start()
+            .starts_with("MISSING")
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("something is missing"));
+}
+
+#[test]
+fn a_talosctl_of_another_minor_fails_naming_both_versions() {
+    let machine = Machine::ready();
+    script(
+        &machine.bin(),
+        "talosctl",
+        "echo 'Client:'; echo '\tTalos v1.12.4'",
+    );
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    let line = line_with(&stdout(&out), "talosctl").to_owned();
+    assert!(line.trim_start().starts_with("MISSING"), "{line}");
+    assert!(
+        line.contains("v1.12") && line.contains(&pin("TALOS_VERSION")),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_helm_older_than_the_minimum_or_a_kubectl_two_minors_away_fails() {
+    let machine = Machine::ready();
+    script(
+        &machine.bin(),
+        "helm",
+        "[[ $1 == version ]] && echo 'v3.5.4+g1b5edb6'; [[ $1 != diff ]]",
+    );
+    script(&machine.bin(), "kubectl", "echo 'Client Version: v1.33.2'");
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    let text = stdout(&out);
+    assert!(
+        line_with(&text, "helm v3.5.4")
+            .trim_start()
+            .starts_with("MISSING"),
+        "{text}"
+    );
+    assert!(
+        line_with(&text, "kubectl v1.33")
+            .trim_start()
+            .starts_with("MISSING"),
+        "{text}"
+    );
+}
+
+#[test]
+fn missing_credentials_fail() {
+    let machine = Machine::ready();
+    let out = machine.check(
+        &[],
+        &["SCW_ACCESS_KEY", "SCW_SECRET_KEY", "SCW_DEFAULT_PROJECT_ID"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    let text = stdout(&out);
+    assert!(
+        line_with(&text, "SCW_ACCESS_KEY")
+            .trim_start()
+            .starts_with("MISSING"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_invalid_platform_config_fails_naming_the_field() {
+    let machine = Machine::ready();
+    let path = machine.dir.path().join("work/config/platform.json");
+    let text = fs::read_to_string(&path)
+        .unwrap()
+        .replace("\"80,443\"", "\"443,80\"");
+    fs::write(&path, text).unwrap();
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    let line = line_with(&stdout(&out), "platform.json").to_owned();
+    assert!(
+        line.trim_start().starts_with("MISSING") && line.contains("cilium.node_port_range"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_vendored_crd_that_does_not_match_its_pin_fails() {
+    let machine = Machine::ready();
+    let version = pin("GATEWAY_API_VERSION");
+    fs::write(
+        machine.dir.path().join(format!(
+            "work/k8s/vendor/gateway-api-{version}/gateways.yaml"
+        )),
+        "tampered\n",
+    )
+    .unwrap();
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    assert!(line_with(&stdout(&out), "Gateway API").contains("make vendor"));
+}

@@ -1,0 +1,628 @@
+//! The edge's two images, end to end, with no container engine: `oci-image` builds them
+//! (twice, to prove the digests reproducible), pushes them to a REAL registry (Debian's
+//! `docker-registry`, the CNCF distribution server, on loopback), and `skopeo` (an independent
+//! client) reads them back: the manifest digest is the record's, the filter layer holds the
+//! built module byte for byte, the lists image's config says what was intended, and the lists
+//! image's entrypoint, extracted from its layer, runs. Istio's digest check on the WasmPlugin
+//! (pkg/wasm/imagefetcher.go `PrepareFetch`: the manifest's digest against `sha256`) is replayed
+//! on what render-edge renders from the record.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use testkit::workspace;
+
+const MUSL: &str = "x86_64-unknown-linux-musl";
+
+/// The target directory this test was built in (CARGO_TARGET_DIR honoured).
+fn target_dir() -> PathBuf {
+    // <target>/<profile>/deps/<test>-<hash>
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_path_buf()
+}
+
+fn run(command: &mut Command) -> Output {
+    let out = command.env_remove("EDGEPOP_LOG").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{command:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(command: &mut Command) -> String {
+    String::from_utf8(run(command).stdout).unwrap()
+}
+
+fn sha256_hex(path: &Path) -> String {
+    let text = stdout(Command::new("sha256sum").arg(path));
+    text.split_whitespace().next().unwrap().to_string()
+}
+
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// Everything the tests need, or `None` after reporting what is missing.
+fn prerequisites(test: &str) -> Option<PathBuf> {
+    for (program, why) in [
+        (
+            "docker-registry",
+            "docker-registry (apt-get install docker-registry)",
+        ),
+        ("skopeo", "skopeo (apt-get install skopeo)"),
+        ("musl-gcc", "musl-gcc (apt-get install musl-tools)"),
+    ] {
+        if !have(program) {
+            testkit::skip_or_fail(test, why);
+            return None;
+        }
+    }
+    let wasm = target_dir().join("wasm32-wasip1/wasm-release/pow_filter.wasm");
+    if !wasm.is_file() {
+        testkit::skip_or_fail(
+            test,
+            &format!("the filter module {} (make filter)", wasm.display()),
+        );
+        return None;
+    }
+    musl_bin_dir(test)?;
+    Some(wasm)
+}
+
+/// The lists binaries for musl, built once (dev profile: the release build is `make
+/// lists-image`'s; the image's shape does not depend on the profile).
+fn musl_bin_dir(test: &str) -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--target", MUSL])
+            .args([
+                "-p",
+                "lists-refresh",
+                "-p",
+                "lists-gen-asn",
+                "-p",
+                "lists-gen-tor",
+            ])
+            .env("CC_x86_64_unknown_linux_musl", "musl-gcc")
+            // Without debug info: a fifth of the size, and the image has no use for it.
+            .env("CARGO_PROFILE_DEV_DEBUG", "false")
+            .env("CARGO_TARGET_DIR", target_dir())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(target_dir().join(MUSL).join("debug"))
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    });
+    match built {
+        Ok(dir) => Some(dir.clone()),
+        Err(err) if err.contains("target may not be installed") => {
+            testkit::skip_or_fail(test, "the Rust target x86_64-unknown-linux-musl");
+            None
+        }
+        Err(err) => panic!("building the musl binaries failed:\n{err}"),
+    }
+}
+
+fn oci_image() -> Command {
+    let mut command = Command::new(workspace::bin("oci-image"));
+    command.env_remove("SOURCE_DATE_EPOCH");
+    command
+}
+
+/// Builds both layouts under `dir`; returns their printed digests.
+fn build_both(wasm: &Path, bins: &Path, dir: &Path) -> (String, String) {
+    let filter = stdout(
+        oci_image()
+            .args(["filter", "--wasm"])
+            .arg(wasm)
+            .arg("--out")
+            .arg(dir.join("pow-filter")),
+    );
+    let lists = stdout(
+        oci_image()
+            .args(["lists", "--bin-dir"])
+            .arg(bins)
+            .args(["--ca-bundle"])
+            .arg(ca_bundle())
+            .arg("--out")
+            .arg(dir.join("lists-refresh")),
+    );
+    (filter.trim().to_string(), lists.trim().to_string())
+}
+
+/// A CA bundle: the system's when there is one, else a one-certificate file.
+fn ca_bundle() -> PathBuf {
+    let system = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
+    if system.is_file() {
+        return system;
+    }
+    let path = std::env::temp_dir().join("edgepop-images-test-ca.pem");
+    std::fs::write(
+        &path,
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    path
+}
+
+/// Every file under `dir`, with its bytes, by relative path.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                out.push((path.strip_prefix(dir).unwrap().to_path_buf(), bytes));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Debian's docker-registry on a free loopback port, with its own storage; stopped on drop.
+struct Registry {
+    child: Child,
+    host: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        Registry::start_with_auth(None)
+    }
+
+    /// With `htpasswd` (a bcrypt entry), the registry asks for HTTP Basic credentials.
+    fn start_with_auth(htpasswd: Option<&str>) -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = match htpasswd {
+            Some(entry) => {
+                let file = dir.path().join("htpasswd");
+                std::fs::write(&file, format!("{entry}\n")).unwrap();
+                format!(
+                    "auth:\n  htpasswd:\n    realm: edgepop-test\n    path: {}\n",
+                    file.display()
+                )
+            }
+            None => String::new(),
+        };
+        let port = {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let host = format!("127.0.0.1:{port}");
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
+                 http:\n  addr: {host}\n{auth}",
+                dir.path().join("storage").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut registry = Registry {
+            child,
+            host,
+            _dir: dir,
+        };
+        // Bounded wait until it answers the API's base endpoint (GET /v2/ -> 200).
+        for _ in 0..200 {
+            if let Some(status) = registry.child.try_wait().unwrap() {
+                panic!("docker-registry exited: {status}");
+            }
+            let ok = Command::new("skopeo")
+                .args(["inspect", "--raw", "--tls-verify=false"])
+                .arg(format!("docker://{}/probe/none:none", registry.host))
+                .output()
+                .unwrap();
+            // A running registry answers "manifest unknown" (or "unauthorized"); a closed port,
+            // "connection refused".
+            let text = String::from_utf8_lossy(&ok.stderr);
+            if !text.contains("connection refused") {
+                return registry;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("docker-registry did not start on {}", registry.host);
+    }
+
+    fn skopeo_raw(&self, reference: &str) -> Vec<u8> {
+        run(Command::new("skopeo")
+            .args(["inspect", "--raw", "--tls-verify=false"])
+            .arg(format!("docker://{reference}")))
+        .stdout
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Copies an image out of the registry with skopeo (`dir:` layout: blobs named by hex digest)
+/// and unpacks its only layer with tar into `into`.
+fn unpack(reference: &str, work: &Path, into: &Path) -> Value {
+    std::fs::create_dir_all(work).unwrap();
+    let copy = work.join("copy");
+    run(Command::new("skopeo")
+        .args(["copy", "--quiet", "--src-tls-verify=false"])
+        .arg(format!("docker://{reference}"))
+        .arg(format!("dir:{}", copy.display())));
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(copy.join("manifest.json")).unwrap()).unwrap();
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1, "{manifest}");
+    assert_eq!(
+        layers[0]["mediaType"],
+        "application/vnd.oci.image.layer.v1.tar+gzip"
+    );
+    let blob = layers[0]["digest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:");
+    std::fs::create_dir_all(into).unwrap();
+    run(Command::new("tar")
+        .arg("-xzf")
+        .arg(copy.join(blob))
+        .arg("-C")
+        .arg(into));
+    manifest
+}
+
+#[test]
+fn both_images_build_to_the_same_digests_in_two_directories() {
+    let Some(wasm) = prerequisites("both_images_build_to_the_same_digests_in_two_directories")
+    else {
+        return;
+    };
+    let bins = musl_bin_dir("").unwrap();
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let first = build_both(&wasm, &bins, a.path());
+    let second = build_both(&wasm, &bins, b.path());
+    assert!(first.0.starts_with("sha256:") && first.1.starts_with("sha256:"));
+    assert_eq!(first, second);
+    assert_eq!(
+        tree(&a.path().join("pow-filter")),
+        tree(&b.path().join("pow-filter"))
+    );
+    assert_eq!(
+        tree(&a.path().join("lists-refresh")),
+        tree(&b.path().join("lists-refresh"))
+    );
+    // The digest is the content's: another mtime is another image.
+    let out = run(oci_image()
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .args(["filter", "--wasm"])
+        .arg(&wasm)
+        .arg("--out")
+        .arg(a.path().join("later")));
+    assert_ne!(String::from_utf8(out.stdout).unwrap().trim(), first.0);
+}
+
+#[test]
+fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would_accept() {
+    let test =
+        "published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would_accept";
+    let Some(wasm) = prerequisites(test) else {
+        return;
+    };
+    let bins = musl_bin_dir(test).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (filter_digest, lists_digest) = build_both(&wasm, &bins, work.path());
+    let registry = Registry::start();
+
+    // The edge config names the registry; the record goes where images.published says.
+    std::fs::create_dir(work.path().join("cfg")).unwrap();
+    let config = work.path().join("cfg/edge.json");
+    let namespace = format!("{}/edgepop", registry.host);
+    std::fs::write(
+        &config,
+        serde_json::json!({
+            "hostnames": ["edge.example.com"],
+            "pow_enabled": true,
+            "pow": {},
+            // In a directory that does not exist yet, as talos/_out on a fresh checkout.
+            "images": {"registry": namespace, "published": "../out/published-images.json"},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let publish = || {
+        stdout(
+            oci_image()
+                .args(["publish", "--edge-config"])
+                .arg(&config)
+                .arg("--filter")
+                .arg(work.path().join("pow-filter"))
+                .arg("--lists")
+                .arg(work.path().join("lists-refresh"))
+                .arg("--record")
+                .arg(work.path().join("out/published-images.json")),
+        )
+    };
+    let text = publish();
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("out/published-images.json")).unwrap(),
+        text
+    );
+    let record: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(record["kind"], "PublishedImages");
+    assert_eq!(record["registry"], namespace.as_str());
+    assert_eq!(record["filter"]["digest"], filter_digest.as_str());
+    assert_eq!(record["lists_refresh"]["digest"], lists_digest.as_str());
+    // Publishing again pushes nothing new and records the same thing.
+    assert_eq!(publish(), text);
+
+    // skopeo's view: the manifest stored under the digest and under the tag hashes to it.
+    for (name, digest) in [
+        ("pow-filter", &filter_digest),
+        ("lists-refresh", &lists_digest),
+    ] {
+        let by_digest = registry.skopeo_raw(&format!("{namespace}/{name}@{digest}"));
+        let by_tag =
+            registry.skopeo_raw(&format!("{namespace}/{name}:{}", env!("CARGO_PKG_VERSION")));
+        assert_eq!(by_digest, by_tag);
+        let file = work.path().join(format!("{name}.manifest"));
+        std::fs::write(&file, &by_digest).unwrap();
+        assert_eq!(format!("sha256:{}", sha256_hex(&file)), *digest);
+    }
+
+    // The filter layer holds plugin.wasm, byte for byte the module that was built.
+    let filter_root = work.path().join("filter-root");
+    unpack(
+        &format!("{namespace}/pow-filter@{filter_digest}"),
+        &work.path().join("f"),
+        &filter_root,
+    );
+    assert_eq!(
+        std::fs::read(filter_root.join("plugin.wasm")).unwrap(),
+        std::fs::read(&wasm).unwrap()
+    );
+
+    // The lists image's config: non-root user, the entrypoint, no shell anywhere.
+    let config_json: Value = serde_json::from_slice(
+        &run(Command::new("skopeo")
+            .args(["inspect", "--config", "--tls-verify=false"])
+            .arg(format!("docker://{namespace}/lists-refresh@{lists_digest}")))
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(config_json["config"]["User"], "65532:65532");
+    assert_eq!(
+        config_json["config"]["Entrypoint"],
+        serde_json::json!(["/usr/local/bin/lists-refresh"])
+    );
+    assert_eq!(config_json["os"], "linux");
+    let lists_root = work.path().join("lists-root");
+    unpack(
+        &format!("{namespace}/lists-refresh@{lists_digest}"),
+        &work.path().join("l"),
+        &lists_root,
+    );
+    assert!(!lists_root.join("bin/sh").exists() && !lists_root.join("bin").exists());
+    assert!(
+        lists_root
+            .join("etc/ssl/certs/ca-certificates.crt")
+            .is_file()
+    );
+    for name in ["lists-refresh", "lists-gen-asn", "lists-gen-tor"] {
+        assert_eq!(
+            std::fs::read(lists_root.join("usr/local/bin").join(name)).unwrap(),
+            std::fs::read(bins.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+
+    // The entrypoint runs (static: no loader needed) and a generator makes a list from a capture.
+    let entry = lists_root.join("usr/local/bin/lists-refresh");
+    let help = stdout(Command::new(&entry).arg("--help"));
+    assert!(help.contains("--sources"), "{help}");
+    if let Some(shared) = workspace::shared_dir(test) {
+        let capture = shared.join("fixtures/tor/torbulkexitlist_2023-10-14.txt");
+        let list = stdout(
+            Command::new(lists_root.join("usr/local/bin/lists-gen-tor"))
+                .args(["-o", "text"])
+                .arg(&capture),
+        );
+        let lines = list.lines().count();
+        assert!(lines > 100, "{lines} addresses from {}", capture.display());
+        assert!(
+            list.lines()
+                .all(|l| l.parse::<std::net::IpAddr>().is_ok() || l.contains('/')),
+            "{list}"
+        );
+    }
+
+    // render-edge from that record; then Istio's check: the manifest's digest, fetched back,
+    // must equal the WasmPlugin's sha256. The old render's value (the .wasm hash) fails it.
+    let out = run(Command::new(workspace::bin("render-edge"))
+        .arg("--inputs")
+        .arg(workspace::root().join("config/platform-inputs.example.json"))
+        .arg("--config")
+        .arg(&config)
+        .args(["-o", "json"]));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let plugin = items.iter().find(|i| i["kind"] == "WasmPlugin").unwrap();
+    let url = plugin["spec"]["url"].as_str().unwrap();
+    let sha256 = plugin["spec"]["sha256"].as_str().unwrap();
+    let reference = url.strip_prefix("oci://").unwrap();
+    assert_eq!(reference, format!("{namespace}/pow-filter@{filter_digest}"));
+    let fetched = work.path().join("fetched.manifest");
+    std::fs::write(&fetched, registry.skopeo_raw(reference)).unwrap();
+    let actual = sha256_hex(&fetched);
+    assert_eq!(actual, sha256, "Istio would refuse the module");
+    assert_ne!(
+        actual,
+        sha256_hex(&wasm),
+        "the .wasm hash must not pass for the manifest digest"
+    );
+    let cron = items.iter().find(|i| i["kind"] == "CronJob").unwrap();
+    assert_eq!(
+        cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
+        format!("{namespace}/lists-refresh@{lists_digest}")
+    );
+}
+
+#[test]
+fn publish_refuses_a_record_path_render_edge_would_not_read_before_pushing_anything() {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("edge.json");
+    std::fs::write(
+        &config,
+        r#"{"images": {"registry": "127.0.0.1:9/edgepop", "published": "published-images.json"}}"#,
+    )
+    .unwrap();
+    let out = oci_image()
+        .args(["publish", "--edge-config"])
+        .arg(&config)
+        .args(["--filter", "absent", "--lists", "absent", "--record"])
+        .arg(work.path().join("elsewhere.json"))
+        .env_remove("EDGEPOP_LOG")
+        .output()
+        .unwrap();
+    testkit::process::assert_refused(&out, 2, &["images.published", "elsewhere.json"]);
+    assert!(!work.path().join("elsewhere.json").exists());
+}
+
+/// `edgepop:edgepop-test-password`, bcrypt cost 4 (what the registry's htpasswd auth reads).
+const HTPASSWD: &str = "edgepop:$2b$04$fU/G1mD59QGW8sN8E7VpTetHGMu8PS48M9nmWsGL/XBZVWgJi1d2O";
+
+#[test]
+fn a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private_auth_file() {
+    let test =
+        "a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private_auth_file";
+    if !have("docker-registry") || !have("skopeo") {
+        testkit::skip_or_fail(
+            test,
+            "docker-registry and skopeo (apt-get install docker-registry skopeo)",
+        );
+        return;
+    }
+    let registry = Registry::start_with_auth(Some(HTPASSWD));
+    let work = tempfile::tempdir().unwrap();
+    // Two small images: the auth is what is tested here, not the content.
+    for name in ["f", "l"] {
+        std::fs::write(
+            work.path().join(format!("{name}.wasm")),
+            format!("\0asm\x01\0\0\0{name}"),
+        )
+        .unwrap();
+        run(oci_image().current_dir(work.path()).args([
+            "filter",
+            "--wasm",
+            &format!("{name}.wasm"),
+            "--out",
+            name,
+        ]));
+    }
+    let namespace = format!("{}/edgepop", registry.host);
+    std::fs::write(
+        work.path().join("edge.json"),
+        serde_json::json!({"images": {"registry": namespace}}).to_string(),
+    )
+    .unwrap();
+    let publish = |env: &[(&str, &str)]| {
+        let mut command = oci_image();
+        command
+            .current_dir(work.path())
+            .args([
+                "publish",
+                "--edge-config",
+                "edge.json",
+                "--filter",
+                "f",
+                "--lists",
+                "l",
+            ])
+            .env_remove("EDGEPOP_REGISTRY_USERNAME")
+            .env_remove("EDGEPOP_REGISTRY_PASSWORD")
+            .env_remove("EDGEPOP_REGISTRY_AUTH_FILE")
+            .env_remove("EDGEPOP_LOG")
+            .envs(env.iter().copied());
+        command.output().unwrap()
+    };
+
+    let out = publish(&[]);
+    testkit::process::assert_refused(
+        &out,
+        1,
+        &["asks for credentials", "EDGEPOP_REGISTRY_USERNAME"],
+    );
+    let out = publish(&[
+        ("EDGEPOP_REGISTRY_USERNAME", "edgepop"),
+        ("EDGEPOP_REGISTRY_PASSWORD", "not-it"),
+    ]);
+    testkit::process::assert_refused(&out, 1, &["refused the credentials"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not-it"));
+
+    let out = publish(&[
+        ("EDGEPOP_REGISTRY_USERNAME", "edgepop"),
+        ("EDGEPOP_REGISTRY_PASSWORD", "edgepop-test-password"),
+    ]);
+    let record: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
+
+    // The docker-style auth file: refused while others can read it, used once it is 0600.
+    let auth = work.path().join("auth.json");
+    // base64("edgepop:edgepop-test-password")
+    std::fs::write(
+        &auth,
+        serde_json::json!({"auths": {registry.host.clone(): {"auth": "ZWRnZXBvcDplZGdlcG9wLXRlc3QtcGFzc3dvcmQ="}}})
+            .to_string(),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&auth, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let auth_env = [("EDGEPOP_REGISTRY_AUTH_FILE", auth.to_str().unwrap())];
+    testkit::process::assert_refused(&publish(&auth_env), 2, &["chmod 600"]);
+    std::fs::set_permissions(&auth, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let again: Value =
+        serde_json::from_str(&testkit::process::success_stdout(&publish(&auth_env))).unwrap();
+    assert_eq!(again, record);
+
+    // skopeo, with the same credentials, finds the manifest the record pins.
+    let digest = record["filter"]["digest"].as_str().unwrap();
+    let raw = run(Command::new("skopeo")
+        .args([
+            "inspect",
+            "--raw",
+            "--tls-verify=false",
+            "--creds",
+            "edgepop:edgepop-test-password",
+        ])
+        .arg(format!("docker://{namespace}/pow-filter@{digest}")))
+    .stdout;
+    let file = work.path().join("m.json");
+    std::fs::write(&file, raw).unwrap();
+    assert_eq!(format!("sha256:{}", sha256_hex(&file)), digest);
+}

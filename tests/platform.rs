@@ -1,0 +1,468 @@
+//! `pipelines/platform.sh` (make apply-platform, diff-platform, destroy-platform) with recording
+//! stand-ins of helm and kubectl on PATH (tests/stand-ins/recording): what the real tools would
+//! be asked, in which order, with which pins, flags and values files. The real helm runs only
+//! against a real cluster.
+//!
+//! The Gateway API pins are replaced by a versions file of the test's own (same keys, files of
+//! its own with their sha256), so the test needs no download.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn repo() -> PathBuf {
+    testkit::workspace::root()
+}
+
+/// The real pins (k8s/versions.env).
+fn pins() -> BTreeMap<String, String> {
+    fs::read_to_string(repo().join("k8s/versions.env"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    crd_files: Vec<PathBuf>,
+}
+
+impl World {
+    /// A versions file whose Gateway API pins name two files of the test, a vendor folder with
+    /// them, and render-platform's four outputs.
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let version = &pins()["GATEWAY_API_VERSION"];
+        let crd_dir = dir.path().join(format!("vendor/gateway-api-{version}"));
+        fs::create_dir_all(&crd_dir).unwrap();
+        let mut versions: String = fs::read_to_string(repo().join("k8s/versions.env"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("VENDOR_GATEWAY_API_"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let mut crd_files = Vec::new();
+        for (key, name) in [
+            ("GATEWAYS", "gateways.yaml"),
+            ("HTTPROUTES", "httproutes.yaml"),
+        ] {
+            let path = crd_dir.join(name);
+            fs::write(&path, format!("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n# {name}\n")).unwrap();
+            versions.push_str(&format!(
+                "VENDOR_GATEWAY_API_{key}={name}:{}\n",
+                sha256(&path)
+            ));
+            crd_files.push(path);
+        }
+        fs::write(dir.path().join("versions.env"), versions).unwrap();
+        let rendered = dir.path().join("rendered");
+        fs::create_dir_all(&rendered).unwrap();
+        for release in ["cilium", "cert-manager", "istio-base", "istiod"] {
+            fs::write(rendered.join(format!("{release}.json")), "{}\n").unwrap();
+        }
+        fs::write(dir.path().join("calls.log"), "").unwrap();
+        fs::write(
+            dir.path().join("kubeconfig"),
+            "# never read: helm and kubectl are stand-ins\n",
+        )
+        .unwrap();
+        World { dir, crd_files }
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = format!(
+            "{}:{}",
+            repo().join("tests/stand-ins/recording").display(),
+            std::env::var("PATH").unwrap()
+        );
+        let mut cmd = Command::new(program);
+        cmd.env("PATH", path)
+            .env("STANDIN_LOG", self.dir.path().join("calls.log"))
+            .env("VERSIONS_FILE", self.dir.path().join("versions.env"))
+            .env("VENDOR_DIR", self.dir.path().join("vendor"))
+            .env("RENDERED_DIR", self.dir.path().join("rendered"))
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env_remove("DELETE_CRDS")
+            .env_remove("STANDIN_HELM_FAIL")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn platform(&self, mode: &str, env: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command("bash");
+        cmd.arg(repo().join("pipelines/platform.sh")).arg(mode);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    /// Runs platform.sh `mode`, checks that it succeeded, and returns what it asked of helm and
+    /// kubectl, and its stderr.
+    fn succeeds(&self, mode: &str, env: &[(&str, &str)]) -> (Vec<String>, String) {
+        let out = self.platform(mode, env);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (self.calls(), stderr(&out))
+    }
+
+    /// Runs platform.sh `mode` and checks that it failed (exit 1) saying every one of `what`.
+    fn fails_saying(&self, mode: &str, env: &[(&str, &str)], what: &[&str]) {
+        let out = self.platform(mode, env);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        for needle in what {
+            assert!(err.contains(needle), "`{needle}` not in: {err}");
+        }
+    }
+
+    fn calls(&self) -> Vec<String> {
+        fs::read_to_string(self.dir.path().join("calls.log"))
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn rendered(&self, release: &str) -> String {
+        self.dir
+            .path()
+            .join(format!("rendered/{release}.json"))
+            .display()
+            .to_string()
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The calls that change or would change something (not the `helm diff version` probe).
+fn mutating(calls: &[String]) -> Vec<&String> {
+    calls
+        .iter()
+        .filter(|c| {
+            c.starts_with("helm upgrade")
+                || c.starts_with("kubectl apply")
+                || c.starts_with("helm uninstall")
+                || c.starts_with("kubectl delete")
+        })
+        .collect()
+}
+
+/// The calls that start with `prefix` (`helm upgrade`, `kubectl diff`...), in order.
+fn starting_with<'a>(calls: &'a [String], prefix: &str) -> Vec<&'a String> {
+    calls.iter().filter(|c| c.starts_with(prefix)).collect()
+}
+
+/// The releases uninstalled, in order.
+fn uninstalled(calls: &[String]) -> Vec<&str> {
+    starting_with(calls, "helm uninstall")
+        .into_iter()
+        .map(|c| words(c)[2])
+        .collect()
+}
+
+fn words(call: &str) -> Vec<&str> {
+    call.split(' ').collect()
+}
+
+/// `flag value` appears as a pair in the call.
+fn has_pair(call: &str, flag: &str, value: &str) -> bool {
+    words(call)
+        .windows(2)
+        .any(|w| w[0] == flag && w[1] == value)
+}
+
+#[test]
+fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
+    let world = World::new();
+    let (calls, _) = world.succeeds("apply", &[]);
+    let pins = pins();
+    let steps: Vec<String> = calls.iter().map(|c| words(c)[..3].join(" ")).collect();
+    assert_eq!(
+        steps,
+        [
+            "helm upgrade --install",
+            "kubectl apply --server-side",
+            "kubectl wait --for=condition=Established",
+            "helm upgrade --install",
+            "helm upgrade --install",
+            "helm upgrade --install",
+        ],
+        "{calls:#?}"
+    );
+    let helm: Vec<&String> = starting_with(&calls, "helm upgrade");
+    let expected = [
+        (
+            "cilium",
+            "cilium",
+            "kube-system",
+            "CILIUM_CHART_REPO",
+            "CILIUM_VERSION",
+        ),
+        (
+            "cert-manager",
+            "cert-manager",
+            "cert-manager",
+            "CERT_MANAGER_CHART_REPO",
+            "CERT_MANAGER_VERSION",
+        ),
+        (
+            "istio-base",
+            "base",
+            "istio-system",
+            "ISTIO_CHART_REPO",
+            "ISTIO_VERSION",
+        ),
+        (
+            "istiod",
+            "istiod",
+            "istio-system",
+            "ISTIO_CHART_REPO",
+            "ISTIO_VERSION",
+        ),
+    ];
+    for (call, (release, chart, namespace, repo_key, version_key)) in helm.iter().zip(expected) {
+        let w = words(call);
+        assert_eq!(&w[3..5], [release, chart], "{call}");
+        assert!(has_pair(call, "--repo", &pins[repo_key]), "{call}");
+        assert!(has_pair(call, "--version", &pins[version_key]), "{call}");
+        assert!(has_pair(call, "--namespace", namespace), "{call}");
+        for flag in ["--wait", "--atomic", "--create-namespace"] {
+            assert!(w.contains(&flag), "{flag} missing: {call}");
+        }
+        // The committed values first, then the rendered switches (helm merges the last over).
+        let values = format!("values/{release}.yaml");
+        let rendered = world.rendered(release);
+        let at = w
+            .windows(4)
+            .position(|x| x == ["-f", values.as_str(), "-f", rendered.as_str()]);
+        assert!(at.is_some(), "values files not in order: {call}");
+    }
+    let apply = &calls[1];
+    assert!(
+        apply.contains("--field-manager=edgepop-platform"),
+        "{apply}"
+    );
+    for file in &world.crd_files {
+        assert!(
+            has_pair(apply, "-f", &file.display().to_string()),
+            "{apply}"
+        );
+    }
+    // A second run asks for exactly the same (upgrade --install and server-side apply converge).
+    fs::write(world.dir.path().join("calls.log"), "").unwrap();
+    assert!(world.platform("apply", &[]).status.success());
+    assert_eq!(world.calls(), calls);
+}
+
+#[test]
+fn a_crd_file_that_does_not_match_its_pin_stops_everything_before_any_change() {
+    let world = World::new();
+    fs::write(&world.crd_files[1], "kind: Tampered\n").unwrap();
+    world.fails_saying("apply", &[], &["httproutes.yaml", "does not match the pin"]);
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+    // The dry-run twin refuses it the same way.
+    world.fails_saying("diff", &[], &[]);
+    assert!(mutating(&world.calls()).is_empty());
+}
+
+#[test]
+fn a_missing_vendored_file_or_rendered_values_file_stops_before_any_change() {
+    let world = World::new();
+    fs::remove_file(&world.crd_files[0]).unwrap();
+    world.fails_saying("apply", &[], &["make vendor"]);
+    assert!(world.calls().is_empty());
+
+    let world = World::new();
+    fs::remove_file(world.rendered("istiod")).unwrap();
+    world.fails_saying("apply", &[], &["istiod.json is missing"]);
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+}
+
+#[test]
+fn a_failing_release_stops_the_ones_after_it() {
+    let world = World::new();
+    world.fails_saying(
+        "apply",
+        &[("STANDIN_HELM_FAIL", "cert-manager")],
+        &["cert-manager did not install"],
+    );
+    let calls = world.calls();
+    let releases: Vec<&str> = starting_with(&calls, "helm upgrade")
+        .into_iter()
+        .map(|c| words(c)[3])
+        .collect();
+    assert_eq!(releases, ["cilium", "cert-manager"], "{calls:#?}");
+}
+
+#[test]
+fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_nothing() {
+    let world = World::new();
+    let (calls, _) = world.succeeds("diff", &[]);
+    assert!(mutating(&calls).is_empty(), "{calls:#?}");
+    let templates: Vec<&String> = starting_with(&calls, "helm template");
+    assert_eq!(templates.len(), 4, "{calls:#?}");
+    for (call, key) in templates.iter().zip([
+        "CILIUM_VERSION",
+        "CERT_MANAGER_VERSION",
+        "ISTIO_VERSION",
+        "ISTIO_VERSION",
+    ]) {
+        assert!(has_pair(call, "--version", &pins()[key]), "{call}");
+    }
+    let diffs: Vec<&String> = starting_with(&calls, "kubectl diff");
+    // One per release, fed what helm template printed, and the CRDs' between Cilium and
+    // cert-manager, in the apply order.
+    assert_eq!(diffs.len(), 5, "{calls:#?}");
+    let crds = diffs[1];
+    assert!(
+        crds.contains("--server-side") && crds.contains(&world.crd_files[0].display().to_string()),
+        "{crds}"
+    );
+    for diff in diffs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .map(|(_, d)| d)
+    {
+        assert!(
+            diff.contains("<stdin:") && !diff.contains("<stdin:0 bytes>"),
+            "{diff}"
+        );
+    }
+    // kubectl diff exits 1 for "differences found", more for an error.
+    world.fails_saying("diff", &[("STANDIN_KUBECTL_DIFF_RC", "2")], &[]);
+    // A chart that does not render fails the diff, although kubectl diff said 1.
+    world.fails_saying(
+        "diff",
+        &[("STANDIN_HELM_FAIL", "istiod")],
+        &["helm template failed on istiod"],
+    );
+}
+
+#[test]
+fn diff_with_the_plugin_uses_helm_diff() {
+    let world = World::new();
+    let (calls, _) = world.succeeds("diff", &[("STANDIN_HELM_DIFF", "yes")]);
+    assert!(mutating(&calls).is_empty(), "{calls:#?}");
+    let diffs: Vec<&String> = starting_with(&calls, "helm diff upgrade");
+    assert_eq!(diffs.len(), 4, "{calls:#?}");
+    assert!(
+        diffs
+            .iter()
+            .all(|c| c.contains("--allow-unreleased") && c.contains("--version"))
+    );
+    assert!(!calls.iter().any(|c| c.starts_with("helm template")));
+}
+
+#[test]
+fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
+    let world = World::new();
+    let installed = [(
+        "STANDIN_HELM_INSTALLED",
+        "cilium cert-manager istio-base istiod",
+    )];
+    let (calls, _) = world.succeeds("destroy", &installed);
+    let uninstalls = uninstalled(&calls);
+    assert_eq!(
+        uninstalls,
+        ["istiod", "cert-manager", "cilium"],
+        "{calls:#?}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.starts_with("kubectl delete")),
+        "{calls:#?}"
+    );
+
+    let world = World::new();
+    let crds = "customresourcedefinition.apiextensions.k8s.io/gateways.gateway.networking.k8s.io \
+                customresourcedefinition.apiextensions.k8s.io/certificates.cert-manager.io \
+                customresourcedefinition.apiextensions.k8s.io/wasmplugins.extensions.istio.io \
+                customresourcedefinition.apiextensions.k8s.io/ciliumnodes.cilium.io \
+                customresourcedefinition.apiextensions.k8s.io/widgets.example.com";
+    let (calls, _) = world.succeeds(
+        "destroy",
+        &[
+            installed[0],
+            ("DELETE_CRDS", "yes"),
+            ("STANDIN_KUBECTL_CRDS", crds),
+        ],
+    );
+    let uninstalls = uninstalled(&calls);
+    assert_eq!(
+        uninstalls,
+        ["istiod", "istio-base", "cert-manager", "cilium"],
+        "{calls:#?}"
+    );
+    let delete = calls
+        .iter()
+        .find(|c| c.starts_with("kubectl delete"))
+        .expect("no CRD deleted");
+    assert!(
+        delete.contains("wasmplugins.extensions.istio.io")
+            && delete.contains("ciliumnodes.cilium.io"),
+        "{delete}"
+    );
+    assert!(
+        !delete.contains("widgets.example.com"),
+        "not ours: {delete}"
+    );
+}
+
+#[test]
+fn destroy_skips_what_is_not_installed() {
+    let world = World::new();
+    let (calls, err) = world.succeeds("destroy", &[("STANDIN_HELM_INSTALLED", "cilium")]);
+    assert_eq!(uninstalled(&calls), ["cilium"], "{calls:#?}");
+    assert!(err.contains("istiod: not installed"), "{err}");
+}
+
+#[test]
+fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
+    let world = World::new();
+    let out = world
+        .command("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .arg("destroy-platform")
+        .env_remove("CONFIRM")
+        .env("STANDIN_HELM_INSTALLED", "cilium")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("refusing to destroy"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+
+    let out = world
+        .command("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .args(["destroy-platform", "CONFIRM=yes"])
+        .env("STANDIN_HELM_INSTALLED", "cilium")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        world
+            .calls()
+            .iter()
+            .any(|c| c.starts_with("helm uninstall cilium")),
+        "{:#?}",
+        world.calls()
+    );
+}

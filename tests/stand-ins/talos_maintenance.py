@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""A Talos node's API (apid on :50000) for talos-apply-insecure's tests, on loopback.
+
+Speaks the real `machine.MachineService` messages: Talos's own machine.proto and common.proto
+(../shared/talos/v1.13.9/api) are compiled with grpcio-tools when it starts. It behaves as
+Talos v1.13.9 does (internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go,
+internal/app/machined/pkg/controllers/runtime/api_service_config.go, services/machined.go):
+
+- maintenance mode: server-only TLS with a self-signed certificate, every peer gets the reader
+  role. ApplyConfiguration is open to it: the config must parse, REBOOT and AUTO become
+  NO_REBOOT ("Applied configuration without a reboot"), TRY, NO_REBOOT and STAGED are accepted,
+  any other value is InvalidArgument. Version is open to readers too (features unset, as there
+  is no config yet). Every other RPC is Unimplemented (the generated servicer's default).
+  With --talos v1.11, the older maintenance service instead: only AUTO, TRY and REBOOT, others
+  Unimplemented; Version Unimplemented "API is not implemented in maintenance mode".
+- once a config is applied (not a dry run) the node leaves maintenance mode: the API restarts
+  with mutual TLS required (a CA the client does not have), as the API service config switches
+  SkipVerifyingClientCert off.
+- --start configured: mutual TLS from the start (an installed node).
+
+Writes the port it listens on to --port-file, each config it took to --record-dir/applied-N.yaml
+and each call to --record-dir/calls.jsonl. Stops by itself after --lifetime seconds.
+"""
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import yaml
+
+
+def compile_protos(api_dir, out_dir):
+    import grpc_tools
+
+    well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    files = ["machine/machine.proto", "common/common.proto", "google/rpc/status.proto"]
+    subprocess.run(
+        [sys.executable, "-m", "grpc_tools.protoc", f"-I{api_dir}", f"-I{api_dir}/vendor",
+         f"-I{well_known}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}"] + files,
+        check=True, cwd=api_dir)
+    # No __init__.py: `google` must stay a namespace package shared with protobuf's own.
+    sys.path.insert(0, out_dir)
+    return (importlib.import_module("machine.machine_pb2"),
+            importlib.import_module("machine.machine_pb2_grpc"))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--api-dir", required=True)
+    parser.add_argument("--cert", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--client-ca", required=True)
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--record-dir", required=True)
+    parser.add_argument("--start", choices=["maintenance", "configured"], default="maintenance")
+    parser.add_argument("--talos", choices=["v1.13", "v1.11"], default="v1.13")
+    parser.add_argument("--lifetime", type=float, default=120)
+    args = parser.parse_args()
+
+    pb, pb_grpc = compile_protos(args.api_dir, tempfile.mkdtemp(prefix="talos-api-"))
+    Mode = pb.ApplyConfigurationRequest
+    key = open(args.key, "rb").read()
+    cert = open(args.cert, "rb").read()
+    client_ca = open(args.client_ca, "rb").read()
+    state = {"maintenance": args.start == "maintenance", "applied": 0}
+    leave = threading.Event()
+
+    def record(call):
+        with open(os.path.join(args.record_dir, "calls.jsonl"), "a") as f:
+            f.write(json.dumps(call) + "\n")
+
+    class Machine(pb_grpc.MachineServiceServicer):
+        def Version(self, request, context):
+            record({"rpc": "Version", "maintenance": state["maintenance"]})
+            if state["maintenance"] and args.talos == "v1.11":
+                context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                              "API is not implemented in maintenance mode")
+            return pb.VersionResponse(messages=[pb.Version(
+                version=pb.VersionInfo(tag="v1.13.9", os="linux", arch="amd64"),
+                platform=pb.PlatformInfo(name="metal", mode="metal"))])
+
+        def ApplyConfiguration(self, request, context):
+            mode = Mode.Mode.Name(request.mode) if request.mode in Mode.Mode.values() else request.mode
+            record({"rpc": "ApplyConfiguration", "mode": mode, "dry_run": request.dry_run,
+                    "bytes": len(request.data)})
+            if args.talos == "v1.11" and request.mode not in (Mode.AUTO, Mode.TRY, Mode.REBOOT):
+                context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                              f"apply configuration in {mode} mode is not supported in maintenance mode")
+            try:
+                documents = [d for d in yaml.safe_load_all(request.data) if d is not None]
+            except yaml.YAMLError as e:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"failed to decode config: {e}")
+            if not documents or not all(isinstance(d, dict) for d in documents):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no config documents")
+            if request.mode in (Mode.REBOOT, Mode.AUTO, Mode.NO_REBOOT):
+                chosen, details = Mode.NO_REBOOT, "Applied configuration without a reboot"
+            elif request.mode == Mode.TRY:
+                chosen, details = Mode.TRY, "Applied configuration without a reboot"
+            elif request.mode == Mode.STAGED:
+                chosen, details = Mode.STAGED, "Staged configuration to be applied after the next reboot"
+            else:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"incorrect mode '{mode}' specified for the apply config call")
+            if request.dry_run:
+                return pb.ApplyConfigurationResponse(messages=[pb.ApplyConfiguration(
+                    mode=chosen, mode_details="Dry run summary:\n" + details + " (skipped in dry-run).")])
+            state["applied"] += 1
+            with open(os.path.join(args.record_dir, f"applied-{state['applied']}.yaml"), "wb") as f:
+                f.write(request.data)
+            leave.set()
+            return pb.ApplyConfigurationResponse(messages=[pb.ApplyConfiguration(
+                mode=chosen, mode_details=details)])
+
+    def serve(mutual, port):
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        pb_grpc.add_MachineServiceServicer_to_server(Machine(), server)
+        credentials = grpc.ssl_server_credentials(
+            [(key, cert)], root_certificates=client_ca if mutual else None,
+            require_client_auth=mutual)
+        bound = server.add_secure_port(f"127.0.0.1:{port}", credentials)
+        server.start()
+        return server, bound
+
+    server, port = serve(not state["maintenance"], 0)
+    with open(args.port_file + ".tmp", "w") as f:
+        f.write(str(port))
+    os.rename(args.port_file + ".tmp", args.port_file)
+
+    deadline = time.monotonic() + args.lifetime
+    while time.monotonic() < deadline:
+        if leave.wait(timeout=0.1) and state["maintenance"]:
+            # Leave maintenance mode: the API comes back on the same port with mutual TLS.
+            time.sleep(0.2)  # let the answer reach the client first
+            server.stop(grace=1).wait()
+            state["maintenance"] = False
+            server, _ = serve(True, port)
+            leave.clear()
+    server.stop(grace=0)
+
+
+if __name__ == "__main__":
+    main()

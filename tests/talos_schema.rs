@@ -1,0 +1,54 @@
+//! Talos's machine-config schema (`../shared/talos/v1.13.9/schemas/config.schema.json`, JSON
+//! Schema 2020-12, `additionalProperties: false` on every v1alpha1 object), shared by the tests
+//! that validate patches and generated configs.
+
+use std::fs;
+
+use serde_json::{Value, json};
+
+/// The schema twice: as Talos takes a document (one of every kind), and narrowed to the v1alpha1
+/// document so an error names the exact path.
+pub struct Schemas {
+    any_document: jsonschema::Validator,
+    v1alpha1: jsonschema::Validator,
+}
+
+/// The schemas, or a skip (a failure under CI) when ../shared is missing.
+pub fn schemas(test: &str) -> Option<Schemas> {
+    let shared = testkit::workspace::shared_dir(test)?;
+    let path = shared.join("talos/v1.13.9/schemas/config.schema.json");
+    let Ok(text) = fs::read_to_string(&path) else {
+        testkit::skip_or_fail(test, &path.display().to_string());
+        return None;
+    };
+    let full: Value = serde_json::from_str(&text).unwrap();
+    let mut narrowed = full.clone();
+    let object = narrowed.as_object_mut().unwrap();
+    object.remove("oneOf");
+    object.insert("$ref".into(), json!("#/$defs/v1alpha1.Config"));
+    let build = |schema: &Value| {
+        jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .build(schema)
+            .unwrap()
+    };
+    Some(Schemas {
+        any_document: build(&full),
+        v1alpha1: build(&narrowed),
+    })
+}
+
+impl Schemas {
+    /// Every error, each with the path of the offending value; empty when Talos accepts it.
+    pub fn errors(&self, document: &Value) -> Vec<String> {
+        let mut errors: Vec<String> = self
+            .v1alpha1
+            .iter_errors(document)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect();
+        if errors.is_empty() && !self.any_document.is_valid(document) {
+            errors.push("not exactly one of Talos's document kinds".into());
+        }
+        errors
+    }
+}

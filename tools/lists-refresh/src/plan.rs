@@ -1,0 +1,275 @@
+//! What one run applies: every list with content (fresh, or the previous one kept when its
+//! generator failed), the version stamp, the size checks, and the two objects it server-side
+//! applies (the ConfigMap's data and the WasmPlugin's `pluginConfig.lists`).
+
+use std::collections::BTreeMap;
+
+use pop_common::records::ListSources;
+use serde_json::{Value, json};
+
+use crate::{CONFIGMAP_LIMIT, Config, OBJECT_LIMIT, RefreshError};
+
+/// The ConfigMap key of a list.
+pub fn key_of(name: &str) -> String {
+    format!("{name}.txt")
+}
+
+pub(crate) fn data_of(object: Option<&Value>) -> BTreeMap<String, String> {
+    object
+        .and_then(|o| o.get("data"))
+        .and_then(Value::as_object)
+        .map(|data| {
+            data.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What will be applied.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Every list of the sources that has content: fresh, or the previous one kept.
+    pub(crate) sets: BTreeMap<String, String>,
+    pub(crate) fresh: Vec<String>,
+    pub(crate) kept: Vec<String>,
+    pub(crate) changed: bool,
+    pub(crate) version: String,
+    pub(crate) old_version: Option<String>,
+}
+
+impl Plan {
+    /// `now` stamps the version when anything changed.
+    pub(crate) fn new(
+        sources: &ListSources,
+        old: &BTreeMap<String, String>,
+        fresh: &BTreeMap<String, String>,
+        now: &str,
+    ) -> Plan {
+        let mut sets = BTreeMap::new();
+        let (mut fresh_names, mut kept) = (Vec::new(), Vec::new());
+        let mut changed = false;
+        for list in &sources.lists {
+            let old_text = old.get(&key_of(&list.name));
+            if let Some(text) = fresh.get(&list.name) {
+                changed |= old_text != Some(text);
+                sets.insert(list.name.clone(), text.clone());
+                fresh_names.push(list.name.clone());
+            } else if let Some(text) = old_text {
+                sets.insert(list.name.clone(), text.clone());
+                kept.push(list.name.clone());
+            }
+        }
+        // A list removed from the sources disappears from what we apply: a change too.
+        let listed = |key: &str| {
+            key.strip_suffix(".txt")
+                .is_some_and(|n| sets.contains_key(n))
+        };
+        changed |= old.keys().any(|k| k.ends_with(".txt") && !listed(k));
+        Plan {
+            sets,
+            fresh: fresh_names,
+            kept,
+            changed,
+            version: if changed {
+                now.to_owned()
+            } else {
+                old.get("version")
+                    .cloned()
+                    .unwrap_or_else(|| now.to_owned())
+            },
+            old_version: old.get("version").cloned(),
+        }
+    }
+
+    pub(crate) fn old_version(&self) -> &str {
+        self.old_version.as_deref().unwrap_or("(none)")
+    }
+
+    pub(crate) fn summary(&self) -> String {
+        let mut parts: Vec<String> = self
+            .sets
+            .iter()
+            .map(|(name, text)| format!("{name}: {} prefixes", text.lines().count()))
+            .collect();
+        if !self.kept.is_empty() {
+            parts.push(format!("kept: {}", self.kept.join(", ")));
+        }
+        parts.push(format!("regenerated: {}", self.fresh.join(", ")));
+        parts.join("; ")
+    }
+
+    /// The ConfigMap's data this job owns.
+    pub(crate) fn data(&self) -> BTreeMap<String, String> {
+        let mut data: BTreeMap<String, String> = self
+            .sets
+            .iter()
+            .map(|(name, text)| (key_of(name), text.clone()))
+            .collect();
+        data.insert("version".into(), self.version.clone());
+        data.insert("generated_at".into(), self.version.clone());
+        data
+    }
+
+    /// Refuses a ConfigMap over 1 MiB: ours plus the keys other managers put there.
+    pub(crate) fn check_size(&self, current: Option<&Value>) -> Result<(), RefreshError> {
+        let ours = self.data();
+        let others: usize = data_of(current)
+            .iter()
+            .filter(|(k, _)| !(k.ends_with(".txt") || *k == "version" || *k == "generated_at"))
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        let binary: usize = current
+            .and_then(|o| o.get("binaryData"))
+            .and_then(Value::as_object)
+            .map(|b| {
+                b.iter()
+                    .map(|(k, v)| k.len() + v.as_str().map_or(0, |s| s.len() / 4 * 3))
+                    .sum()
+            })
+            .unwrap_or(0);
+        let size: usize =
+            ours.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() + others + binary;
+        if size > CONFIGMAP_LIMIT {
+            return Err(RefreshError::TooLarge {
+                what: "policy-lists ConfigMap",
+                size,
+                limit: CONFIGMAP_LIMIT,
+                detail: Some(self.summary()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a WasmPlugin that would exceed what etcd stores in one object.
+    pub(crate) fn check_wasmplugin_size(&self, current: &Value) -> Result<(), RefreshError> {
+        let mut object = current.clone();
+        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+        }
+        if let Some(config) = object
+            .pointer_mut("/spec/pluginConfig")
+            .and_then(Value::as_object_mut)
+        {
+            config.remove("lists");
+        }
+        let size = json_len(&object) + json_len(&self.lists());
+        if size > OBJECT_LIMIT {
+            return Err(RefreshError::TooLarge {
+                what: "WasmPlugin",
+                size,
+                limit: OBJECT_LIMIT,
+                detail: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// The filter's `lists` object.
+    pub(crate) fn lists(&self) -> Value {
+        json!({"version": self.version, "generated_at": self.version, "sets": self.sets})
+    }
+
+    pub(crate) fn configmap(&self, config: &Config, current: Option<&Value>) -> Value {
+        let mut metadata = json!({"name": config.configmap, "namespace": config.namespace});
+        // Optimistic concurrency: if someone wrote the ConfigMap since we read it, the apply
+        // fails with 409 instead of overwriting what we did not read.
+        if let Some(rv) = current.and_then(|o| o.pointer("/metadata/resourceVersion")) {
+            metadata["resourceVersion"] = rv.clone();
+        }
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": self.data()})
+    }
+
+    pub(crate) fn wasmplugin(&self, config: &Config, name: &str) -> Value {
+        json!({
+            "apiVersion": "extensions.istio.io/v1alpha1",
+            "kind": "WasmPlugin",
+            "metadata": {"name": name, "namespace": config.namespace},
+            "spec": {"pluginConfig": {"lists": self.lists()}},
+        })
+    }
+}
+
+fn json_len(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(0, |v| v.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: &str = "2026-11-30T20:00:00Z";
+
+    fn sources(names: &[&str]) -> ListSources {
+        let lists: Vec<String> = names
+            .iter()
+            .map(|n| format!(r#"{{"name":"{n}","generator":"tor","sources":["/x"]}}"#))
+            .collect();
+        serde_json::from_str(&format!(
+            r#"{{"kind":"ListSources","version":1,"lists":[{}]}}"#,
+            lists.join(",")
+        ))
+        .unwrap()
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_list_keeps_its_previous_content_and_unchanged_lists_keep_the_version() {
+        let old = map(&[
+            ("tor.txt", "192.0.2.1/32\n"),
+            ("hosting.txt", "10.0.0.0/8\n"),
+            ("version", "v1"),
+        ]);
+        let plan = Plan::new(
+            &sources(&["tor", "hosting"]),
+            &old,
+            &map(&[("tor", "192.0.2.1/32\n")]),
+            NOW,
+        );
+        assert!(!plan.changed);
+        assert_eq!(plan.version, "v1");
+        assert_eq!(plan.kept, ["hosting"]);
+        assert_eq!(plan.data()["hosting.txt"], "10.0.0.0/8\n");
+        let plan = Plan::new(
+            &sources(&["tor", "hosting"]),
+            &old,
+            &map(&[("tor", "192.0.2.9/32\n")]),
+            NOW,
+        );
+        assert!(plan.changed);
+        assert_eq!(plan.version, NOW);
+        // A list dropped from the sources is a change (its key goes away).
+        let plan = Plan::new(
+            &sources(&["tor"]),
+            &old,
+            &map(&[("tor", "192.0.2.1/32\n")]),
+            NOW,
+        );
+        assert!(plan.changed);
+        assert!(!plan.data().contains_key("hosting.txt"));
+    }
+
+    #[test]
+    fn the_size_check_counts_other_keys_and_refuses_over_one_mib() {
+        let big = "x".repeat(CONFIGMAP_LIMIT / 2);
+        let plan = Plan::new(
+            &sources(&["tor"]),
+            &BTreeMap::new(),
+            &map(&[("tor", &big)]),
+            NOW,
+        );
+        assert!(plan.check_size(None).is_ok());
+        let current = json!({"data": {"notes": big, "tor.txt": "old"}});
+        let err = plan.check_size(Some(&current)).unwrap_err();
+        assert!(
+            err.to_string().contains("over the 1048576-byte limit"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,651 @@
+//! oci-image: the two images the edge runs, built reproducibly without a container engine and
+//! pushed to a registry through the OCI distribution API.
+//!
+//! ```text
+//! oci-image filter --wasm pow_filter.wasm --out target/images/pow-filter     # prints the digest
+//! oci-image lists --bin-dir target/x86_64-unknown-linux-musl/release \
+//!                 --ca-bundle /etc/ssl/certs/ca-certificates.crt --out target/images/lists-refresh
+//! oci-image publish --edge-config config/edge.json \
+//!                   --filter target/images/pow-filter --lists target/images/lists-refresh \
+//!                   > talos/_out/published-images.json                     # PublishedImages
+//! ```
+//!
+//! - `filter`: Istio's "compat" Wasm image: one `application/vnd.oci.image.layer.v1.tar+gzip`
+//!   layer holding `plugin.wasm` (istio pkg/wasm/imagefetcher.go, `extractOCIStandardImage`).
+//! - `lists`: lists-refresh, lists-gen-asn and lists-gen-tor (static binaries) and a CA bundle on
+//!   no base image: no shell, no package manager, user 65532.
+//! - `publish`: pushes both to the edge config's `images.registry`; credentials come from
+//!   `EDGEPOP_REGISTRY_USERNAME` and `EDGEPOP_REGISTRY_PASSWORD`, or from the docker-style auth
+//!   file named by `EDGEPOP_REGISTRY_AUTH_FILE` (mode 0600), never from the command line.
+//!
+//! Every build is reproducible: same files, same manifest digest (see [`layout`]). The tar's
+//! mtime is `SOURCE_DATE_EPOCH` when set, 0 otherwise.
+
+pub mod layout;
+pub mod registry;
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand};
+use pop_common::exit::{Exit, Report};
+use pop_common::input::{InputError, read_json};
+use pop_common::records::{Digest, Kind, PublishedImage, PublishedImages, Version};
+use pop_common::tool::Env;
+use serde::Deserialize;
+
+use crate::layout::{Entry, ImageSpec, Layout, RunConfig};
+use crate::registry::{Client, Credentials, Host};
+
+/// The repositories, under the configured registry.
+pub const FILTER_REPOSITORY: &str = "pow-filter";
+pub const LISTS_REPOSITORY: &str = "lists-refresh";
+/// The binaries of the lists image, all in /usr/local/bin; the first is the entrypoint.
+pub const LISTS_BINARIES: [&str; 3] = ["lists-refresh", "lists-gen-asn", "lists-gen-tor"];
+/// The lists image's user: distroless's `nonroot`, which the CronJob's securityContext names.
+pub const LISTS_USER: &str = "65532:65532";
+pub const CA_BUNDLE_PATH: &str = "etc/ssl/certs/ca-certificates.crt";
+
+/// Build the edge's OCI images reproducibly, and push them to a registry.
+#[derive(Debug, Parser)]
+#[command(name = "oci-image", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The filter as a Wasm image (Istio's compat variant); prints its manifest digest.
+    Filter {
+        /// The filter module (`make filter` builds it).
+        #[arg(long, value_name = "FILE")]
+        wasm: PathBuf,
+        /// The OCI image layout directory to write (replaced when it is one already).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The tag recorded in the layout, and pushed by `publish`.
+        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+        tag: String,
+    },
+    /// The lists-refresh image from static binaries; prints its manifest digest.
+    Lists {
+        /// Where lists-refresh, lists-gen-asn and lists-gen-tor (static, musl) are.
+        #[arg(long, value_name = "DIR")]
+        bin_dir: PathBuf,
+        /// The CA certificates (PEM) the binaries may use for https sources.
+        #[arg(long, value_name = "FILE")]
+        ca_bundle: PathBuf,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+        tag: String,
+    },
+    /// Push both layouts to the edge config's registry; writes a PublishedImages record.
+    Publish {
+        /// The edge config: its `images.registry` names where to push.
+        #[arg(long, value_name = "FILE")]
+        edge_config: PathBuf,
+        /// The filter's image layout (`oci-image filter`).
+        #[arg(long, value_name = "DIR")]
+        filter: PathBuf,
+        /// The lists image layout (`oci-image lists`).
+        #[arg(long, value_name = "DIR")]
+        lists: PathBuf,
+        /// Also write the record to this file (atomically). It must be the file the edge
+        /// config's `images.published` names, which render-edge reads.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+    },
+}
+
+/// What to do, resolved.
+#[derive(Debug)]
+pub enum Config {
+    Build { spec: Box<ImageSpec>, out: PathBuf },
+    Publish(Box<Publish>),
+}
+
+#[derive(Debug)]
+pub struct Publish {
+    /// `host[:port]/namespace`.
+    pub registry: String,
+    pub host: Host,
+    pub credentials: Option<Credentials>,
+    pub filter: PathBuf,
+    pub lists: PathBuf,
+    pub record: Option<PathBuf>,
+}
+
+/// Why the tool stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Failed(String),
+    #[error("cannot write the output: {0}")]
+    Output(#[source] io::Error),
+}
+
+impl Report for Error {
+    fn exit(&self) -> Exit {
+        match self {
+            Error::Input(_) | Error::Usage(_) => Exit::Usage,
+            Error::Failed(_) | Error::Output(_) => Exit::Failure,
+        }
+    }
+
+    fn io_error(&self) -> Option<&io::Error> {
+        match self {
+            Error::Output(err) => Some(err),
+            _ => None,
+        }
+    }
+}
+
+fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, Error> {
+    std::fs::read(path)
+        .map_err(|e| Error::Usage(format!("{} ({what}): cannot read: {e}", path.display())))
+}
+
+fn mtime(env: &Env) -> Result<u64, Error> {
+    match env.non_empty("SOURCE_DATE_EPOCH") {
+        None => Ok(0),
+        Some(text) => text.parse().map_err(|_| {
+            Error::Usage(format!(
+                "SOURCE_DATE_EPOCH=`{text}` is not a number of seconds since the epoch"
+            ))
+        }),
+    }
+}
+
+/// Whether an ELF file asks for a program interpreter (a dynamic loader): the image has none.
+fn needs_interpreter(elf: &[u8]) -> Option<bool> {
+    if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
+        return None; // not a 64-bit little-endian ELF
+    }
+    let u16_at = |at: usize| Some(u16::from_le_bytes(elf.get(at..at + 2)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(elf.get(at..at + 8)?.try_into().ok()?));
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let phentsize = usize::from(u16_at(0x36)?);
+    let phnum = usize::from(u16_at(0x38)?);
+    for i in 0..phnum {
+        let at = phoff.checked_add(i.checked_mul(phentsize)?)?;
+        let p_type = u32::from_le_bytes(elf.get(at..at + 4)?.try_into().ok()?);
+        if p_type == 3 {
+            return Some(true); // PT_INTERP
+        }
+    }
+    Some(false)
+}
+
+/// The registry section of the edge config; the rest is render-edge's to check.
+#[derive(Debug, Deserialize)]
+struct EdgeImages {
+    images: Option<ImagesSection>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ImagesSection {
+    registry: String,
+    published: Option<PathBuf>,
+}
+
+/// A path made absolute and without `.` or `..`, lexically: the record need not exist yet.
+fn normalized(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for part in std::path::absolute(path).ok()?.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}
+
+/// `host[:port]/path` as a registry namespace: a host, then lowercase path components.
+pub fn check_registry(registry: &str) -> Result<(), String> {
+    if registry.contains("://") {
+        return Err(format!(
+            "`{registry}` must not have a scheme: write host/namespace"
+        ));
+    }
+    let (host, path) = registry
+        .split_once('/')
+        .ok_or_else(|| format!("`{registry}` needs a namespace: host/namespace"))?;
+    if host.is_empty()
+        || !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
+    {
+        return Err(format!("`{host}` is not a registry host"));
+    }
+    for part in path.split('/') {
+        let ok = !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+            && part.as_bytes()[0].is_ascii_alphanumeric()
+            && part.as_bytes()[part.len() - 1].is_ascii_alphanumeric();
+        if !ok {
+            return Err(format!(
+                "`{part}` in `{registry}` is not a repository path component (lowercase letters, \
+                 digits, and . _ - between them)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The registry credentials from the environment, or from the auth file it names.
+fn credentials(env: &Env, host: &str) -> Result<Option<Credentials>, Error> {
+    let user = env.non_empty("EDGEPOP_REGISTRY_USERNAME");
+    let password = env.non_empty("EDGEPOP_REGISTRY_PASSWORD");
+    let file = env.non_empty("EDGEPOP_REGISTRY_AUTH_FILE");
+    match (user, password, file) {
+        (Some(_), Some(_), Some(_)) => Err(Error::Usage(
+            "both EDGEPOP_REGISTRY_USERNAME/PASSWORD and EDGEPOP_REGISTRY_AUTH_FILE are set: \
+             keep one"
+                .into(),
+        )),
+        (Some(username), Some(password), None) => Ok(Some(Credentials {
+            username: username.to_string(),
+            password: password.to_string(),
+        })),
+        (Some(_), None, _) | (None, Some(_), _) => Err(Error::Usage(
+            "EDGEPOP_REGISTRY_USERNAME and EDGEPOP_REGISTRY_PASSWORD go together".into(),
+        )),
+        (None, None, Some(file)) => auth_file(Path::new(file), host).map(Some),
+        (None, None, None) => Ok(None),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct AuthFile {
+    #[serde(default)]
+    auths: std::collections::BTreeMap<String, AuthEntry>,
+}
+
+#[derive(Deserialize)]
+struct AuthEntry {
+    auth: Option<String>,
+}
+
+impl std::fmt::Debug for AuthEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuthEntry(<redacted>)")
+    }
+}
+
+/// A docker/podman-style auth file (`{"auths": {"host": {"auth": base64(user:password)}}}`),
+/// which must be readable by its owner only.
+fn auth_file(path: &Path, host: &str) -> Result<Credentials, Error> {
+    use base64::Engine as _;
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Error::Usage(format!("{}: cannot read: {e}", path.display())))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(Error::Usage(format!(
+            "{}: mode {mode:03o} lets others read the registry password: chmod 600 it",
+            path.display()
+        )));
+    }
+    let file: AuthFile = read_json(path)?;
+    let entry = file.auths.get(host).ok_or_else(|| {
+        Error::Input(InputError::field(
+            path,
+            "auths",
+            format!("no entry for `{host}`"),
+        ))
+    })?;
+    let field = format!("auths.{host}.auth");
+    let decoded = entry
+        .auth
+        .as_deref()
+        .and_then(|a| base64::engine::general_purpose::STANDARD.decode(a).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(|| {
+            InputError::field(path, &field, "missing, or not base64 of user:password")
+        })?;
+    let (username, password) = decoded
+        .split_once(':')
+        .ok_or_else(|| InputError::field(path, &field, "not base64 of user:password"))?;
+    Ok(Credentials {
+        username: username.to_string(),
+        password: password.to_string(),
+    })
+}
+
+/// Checks the arguments and reads what each command needs; nothing is written here.
+pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
+    match &cli.command {
+        Command::Filter { wasm, out, tag } => {
+            let module = read_file(wasm, "the filter module")?;
+            if !module.starts_with(b"\0asm") {
+                return Err(Error::Usage(format!(
+                    "{}: not a WebAssembly module (no \\0asm header)",
+                    wasm.display()
+                )));
+            }
+            let spec = ImageSpec {
+                // Go's names for a WASI preview 1 module, as the OCI config's platform fields
+                // take them; Istio reads neither.
+                architecture: "wasm".into(),
+                os: "wasip1".into(),
+                run: RunConfig::default(),
+                entries: vec![Entry::File {
+                    path: "plugin.wasm".into(),
+                    mode: 0o644,
+                    data: module,
+                }],
+                mtime: mtime(env)?,
+                tag: tag.clone(),
+            };
+            Ok(Config::Build {
+                spec: Box::new(spec),
+                out: out.clone(),
+            })
+        }
+        Command::Lists {
+            bin_dir,
+            ca_bundle,
+            out,
+            tag,
+        } => {
+            let mut entries = Vec::new();
+            for dir in [
+                "etc",
+                "etc/ssl",
+                "etc/ssl/certs",
+                "usr",
+                "usr/local",
+                "usr/local/bin",
+            ] {
+                entries.push(Entry::Dir {
+                    path: dir.into(),
+                    mode: 0o755,
+                });
+            }
+            // A writable /tmp for when no emptyDir is mounted there (sticky, as usual).
+            entries.push(Entry::Dir {
+                path: "tmp".into(),
+                mode: 0o1777,
+            });
+            for name in LISTS_BINARIES {
+                let path = bin_dir.join(name);
+                let data = read_file(&path, "a binary of the lists image")?;
+                match needs_interpreter(&data) {
+                    None => {
+                        return Err(Error::Usage(format!(
+                            "{}: not a 64-bit little-endian ELF executable",
+                            path.display()
+                        )));
+                    }
+                    Some(true) => {
+                        return Err(Error::Usage(format!(
+                            "{}: dynamically linked (it names a program interpreter): the image \
+                             has no libc; build it for x86_64-unknown-linux-musl",
+                            path.display()
+                        )));
+                    }
+                    Some(false) => {}
+                }
+                entries.push(Entry::File {
+                    path: format!("usr/local/bin/{name}"),
+                    mode: 0o755,
+                    data,
+                });
+            }
+            let ca = read_file(ca_bundle, "the CA bundle")?;
+            if !String::from_utf8_lossy(&ca).contains("-----BEGIN CERTIFICATE-----") {
+                return Err(Error::Usage(format!(
+                    "{}: no PEM certificate in the CA bundle",
+                    ca_bundle.display()
+                )));
+            }
+            entries.push(Entry::File {
+                path: CA_BUNDLE_PATH.into(),
+                mode: 0o644,
+                data: ca,
+            });
+            let spec = ImageSpec {
+                architecture: "amd64".into(),
+                os: "linux".into(),
+                run: RunConfig {
+                    user: Some(LISTS_USER.into()),
+                    env: vec![
+                        "PATH=/usr/local/bin".into(),
+                        format!("SSL_CERT_FILE=/{CA_BUNDLE_PATH}"),
+                    ],
+                    entrypoint: vec![format!("/usr/local/bin/{}", LISTS_BINARIES[0])],
+                    working_dir: Some("/".into()),
+                },
+                entries,
+                mtime: mtime(env)?,
+                tag: tag.clone(),
+            };
+            Ok(Config::Build {
+                spec: Box::new(spec),
+                out: out.clone(),
+            })
+        }
+        Command::Publish {
+            edge_config,
+            filter,
+            lists,
+            record,
+        } => {
+            let config: EdgeImages = read_json(edge_config)?;
+            if let Some(record) = record {
+                let named = config.images.as_ref().and_then(|i| i.published.as_ref());
+                let named = named.map(|p| match edge_config.parent() {
+                    Some(dir) if p.is_relative() => dir.join(p),
+                    _ => p.clone(),
+                });
+                let same = match &named {
+                    Some(named) => {
+                        normalized(named).is_some() && normalized(named) == normalized(record)
+                    }
+                    None => false,
+                };
+                if !same {
+                    return Err(Error::Input(InputError::field(
+                        edge_config,
+                        "images.published",
+                        format!(
+                            "{} is not {} where the record goes: render-edge would read another \
+                             (or no) record; make them name the same file",
+                            named.map_or("(absent)".to_string(), |n| n.display().to_string()),
+                            record.display()
+                        ),
+                    )));
+                }
+            }
+            let registry = config
+                .images
+                .map(|i| i.registry.trim_end_matches('/').to_string())
+                .ok_or_else(|| {
+                    InputError::field(
+                        edge_config,
+                        "images.registry",
+                        "required to publish: where the images go, such as \
+                         rg.fr-par.scw.cloud/<namespace>",
+                    )
+                })?;
+            check_registry(&registry)
+                .map_err(|why| InputError::field(edge_config, "images.registry", why))?;
+            let host = registry.split('/').next().unwrap_or_default().to_string();
+            let credentials = credentials(env, &host)?;
+            Ok(Config::Publish(Box::new(Publish {
+                host: Host::new(&host),
+                registry,
+                credentials,
+                filter: filter.clone(),
+                lists: lists.clone(),
+                record: record.clone(),
+            })))
+        }
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it into place.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    file.write_all(bytes)?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Builds an image layout (printing its manifest digest) or publishes both (printing the
+/// PublishedImages record).
+pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result<(), Error> {
+    match config {
+        Config::Build { spec, out } => {
+            let built = layout::build(spec).map_err(|e| Error::Failed(e.to_string()))?;
+            layout::write_layout(&built, &spec.tag, out)
+                .map_err(|e| Error::Failed(format!("{}: {e}", out.display())))?;
+            pop_common::info!(
+                "{}: {} (layer {} bytes)",
+                out.display(),
+                built.manifest_digest,
+                built.layer.len()
+            );
+            writeln!(output, "{}", built.manifest_digest).map_err(Error::Output)?;
+            output.flush().map_err(Error::Output)
+        }
+        Config::Publish(publish) => {
+            let filter = Layout::read(&publish.filter).map_err(Error::Usage)?;
+            let lists = Layout::read(&publish.lists).map_err(Error::Usage)?;
+            let client = Client::new(publish.host.clone(), publish.credentials.clone());
+            let mut pushed = Vec::new();
+            for (layout, name) in [(&filter, FILTER_REPOSITORY), (&lists, LISTS_REPOSITORY)] {
+                let path = publish
+                    .registry
+                    .split_once('/')
+                    .map(|(_, p)| p)
+                    .unwrap_or_default();
+                let repository = format!("{path}/{name}");
+                let digest = client
+                    .push(layout, &repository)
+                    .map_err(|e| Error::Failed(e.0))?;
+                pop_common::info!(
+                    "pushed {}/{name}:{} as {digest}",
+                    publish.registry,
+                    layout.tag
+                );
+                pushed.push(PublishedImage {
+                    repository: format!("{}/{name}", publish.registry),
+                    tag: layout.tag.clone(),
+                    digest: Digest::parse(&digest).map_err(Error::Failed)?,
+                });
+            }
+            let [filter, lists_refresh] = <[PublishedImage; 2]>::try_from(pushed)
+                .map_err(|_| Error::Failed("two images were expected".into()))?;
+            let record = PublishedImages {
+                kind: Kind::new(),
+                version: Version,
+                registry: publish.registry.clone(),
+                filter,
+                lists_refresh,
+            };
+            let mut text = serde_json::to_vec_pretty(&record)
+                .map_err(|e| Error::Failed(format!("encoding the record: {e}")))?;
+            text.push(b'\n');
+            if let Some(path) = &publish.record {
+                write_atomically(path, &text)
+                    .map_err(|e| Error::Failed(format!("{}: {e}", path.display())))?;
+            }
+            output.write_all(&text).map_err(Error::Output)?;
+            output.flush().map_err(Error::Output)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_paths_compare_after_dot_dot_even_when_absent() {
+        assert_eq!(
+            normalized(Path::new("/tmp/x/cfg/../out/./r.json")),
+            normalized(Path::new("/tmp/x/out/r.json"))
+        );
+        assert_ne!(
+            normalized(Path::new("/tmp/x/cfg/r.json")),
+            normalized(Path::new("/tmp/x/out/r.json"))
+        );
+    }
+
+    #[test]
+    fn registries_are_host_and_lowercase_namespace() {
+        assert!(check_registry("rg.fr-par.scw.cloud/edgepop").is_ok());
+        assert!(check_registry("127.0.0.1:5000/edgepop/test").is_ok());
+        for bad in [
+            "https://rg.fr-par.scw.cloud/edgepop",
+            "rg.fr-par.scw.cloud",
+            "rg.fr-par.scw.cloud/EdgePop",
+            "rg.fr-par.scw.cloud//x",
+            "/edgepop",
+            "rg.fr-par.scw.cloud/-x",
+        ] {
+            assert!(check_registry(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn credentials_come_in_pairs_from_the_environment() {
+        let env = Env::from_pairs([
+            ("EDGEPOP_REGISTRY_USERNAME", "nologin"),
+            ("EDGEPOP_REGISTRY_PASSWORD", "secret"),
+        ]);
+        let creds = credentials(&env, "rg.fr-par.scw.cloud").unwrap().unwrap();
+        assert_eq!(creds.username, "nologin");
+        let half = Env::from_pairs([("EDGEPOP_REGISTRY_USERNAME", "nologin")]);
+        assert!(matches!(credentials(&half, "x"), Err(Error::Usage(_))));
+        assert_eq!(credentials(&Env::default(), "x").unwrap(), None);
+    }
+
+    #[test]
+    fn an_auth_file_others_can_read_is_refused_and_a_private_one_is_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("auth.json");
+        // base64("nologin:s3cret")
+        std::fs::write(
+            &file,
+            r#"{"auths": {"rg.fr-par.scw.cloud": {"auth": "bm9sb2dpbjpzM2NyZXQ="}}}"#,
+        )
+        .unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let env = Env::from_pairs([("EDGEPOP_REGISTRY_AUTH_FILE", file.as_os_str())]);
+        let err = credentials(&env, "rg.fr-par.scw.cloud").unwrap_err();
+        assert!(err.to_string().contains("chmod 600"), "{err}");
+        assert!(!err.to_string().contains("s3cret"));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let creds = credentials(&env, "rg.fr-par.scw.cloud").unwrap().unwrap();
+        assert_eq!(creds.password, "s3cret");
+        let err = credentials(&env, "ghcr.io").unwrap_err();
+        assert!(err.to_string().contains("no entry for `ghcr.io`"), "{err}");
+    }
+
+    #[test]
+    fn a_dynamic_elf_is_told_from_a_static_one() {
+        // This test binary is dynamically linked (glibc target).
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(needs_interpreter(&me), Some(true));
+        assert_eq!(needs_interpreter(b"#!/bin/sh\n"), None);
+    }
+}

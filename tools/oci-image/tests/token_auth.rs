@@ -1,0 +1,345 @@
+//! `oci-image publish` against a registry that wants a bearer token, as Scaleway's and most
+//! hosted registries do (distribution docs/spec/auth/token.md): every /v2/ request without the
+//! token gets `401` with `WWW-Authenticate: Bearer realm=...,service=...,scope=...`; the client
+//! asks the realm for a token with `scope=repository:<name>:pull,push` and `service`, sending
+//! its credentials as HTTP Basic; the token service answers `{"token": ...}`; the client
+//! repeats the request with `Authorization: Bearer <token>`. The stand-in on loopback enforces
+//! that contract and the push contract (distribution-spec: blob upload POST then PUT with
+//! `?digest=`, the digest checked against the bytes; manifest PUT answered with its digest), and
+//! records every request.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+
+const TOKEN: &str = "stand-in-token-7f3a";
+const USER: &str = "nologin";
+const PASSWORD: &str = "scw-secret-key-for-the-test";
+
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    target: String,
+    authorization: Option<String>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Method, target, lower-case headers, body.
+type Received = (String, String, BTreeMap<String, String>, Vec<u8>);
+
+/// Reads one HTTP/1.1 request: method, target, lower-case headers, body.
+fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Received> {
+    let mut line = String::new();
+    if stream.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_string();
+    let target = parts.next()?.to_string();
+    let mut headers = BTreeMap::new();
+    loop {
+        let mut h = String::new();
+        stream.read_line(&mut h).ok()?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':')?;
+        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+    }
+    let length: usize = headers
+        .get("content-length")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).ok()?;
+    Some((method, target, headers, body))
+}
+
+/// The registry and its token service on one loopback port; serves until `requests` answers
+/// have been given (bounded), then stops by itself.
+fn start(answers: usize) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let realm = format!("http://{base}/token");
+    std::thread::spawn(move || {
+        let mut blobs: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        let mut served = 0;
+        while served < answers {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut out = stream;
+            while let Some((method, target, headers, body)) = read_request(&mut reader) {
+                served += 1;
+                let authorization = headers.get("authorization").cloned();
+                log.lock().unwrap().push(Seen {
+                    method: method.clone(),
+                    target: target.clone(),
+                    authorization: authorization.clone(),
+                });
+                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+                let query = query
+                    .replace("%3A", ":")
+                    .replace("%2F", "/")
+                    .replace("%2C", ",");
+                let mut extra = String::new();
+                let (status, reply): (u16, Vec<u8>) = if path == "/token" {
+                    let expected = format!("Basic {}", base64_basic(USER, PASSWORD));
+                    if authorization.as_deref() == Some(expected.as_str())
+                        && query.contains("scope=repository:edgepop/")
+                        && query.contains(":pull,push")
+                        && query.contains("service=stand-in")
+                    {
+                        (
+                            200,
+                            format!(r#"{{"token": "{TOKEN}", "expires_in": 300}}"#).into_bytes(),
+                        )
+                    } else {
+                        (401, b"{}".to_vec())
+                    }
+                } else if authorization.as_deref() != Some(&format!("Bearer {TOKEN}")) {
+                    extra = format!(
+                        "WWW-Authenticate: Bearer realm=\"{realm}\",service=\"stand-in\",scope=\"repository:x:pull\"\r\n"
+                    );
+                    (401, br#"{"errors":[{"code":"UNAUTHORIZED"}]}"#.to_vec())
+                } else if method == "HEAD" && path.contains("/blobs/sha256:") {
+                    let digest = path.rsplit('/').next().unwrap();
+                    (
+                        if blobs.contains_key(digest) { 200 } else { 404 },
+                        Vec::new(),
+                    )
+                } else if method == "POST" && path.ends_with("/blobs/uploads/") {
+                    extra = format!("Location: {path}upload-{served}?_state=opaque\r\n");
+                    (202, Vec::new())
+                } else if method == "PUT" && path.contains("/blobs/uploads/upload-") {
+                    let digest = query
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix("digest="))
+                        .unwrap_or_default()
+                        .replace("%3A", ":");
+                    if query.contains("_state=opaque") && digest == format!("sha256:{}", hex(&body))
+                    {
+                        blobs.insert(digest, body);
+                        (201, Vec::new())
+                    } else {
+                        (400, br#"{"errors":[{"code":"DIGEST_INVALID"}]}"#.to_vec())
+                    }
+                } else if method == "PUT" && path.contains("/manifests/") {
+                    let manifest: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                    let complete = manifest["layers"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .chain(std::iter::once(&manifest["config"]))
+                        .all(|d| blobs.contains_key(d["digest"].as_str().unwrap()));
+                    if complete
+                        && headers.get("content-type").map(String::as_str)
+                            == Some("application/vnd.oci.image.manifest.v1+json")
+                    {
+                        extra = format!("Docker-Content-Digest: sha256:{}\r\n", hex(&body));
+                        (201, Vec::new())
+                    } else {
+                        (
+                            400,
+                            br#"{"errors":[{"code":"MANIFEST_BLOB_UNKNOWN"}]}"#.to_vec(),
+                        )
+                    }
+                } else {
+                    (404, Vec::new())
+                };
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n{extra}\r\n",
+                    reply.len()
+                );
+                if out.write_all(head.as_bytes()).is_err() {
+                    break;
+                }
+                if method != "HEAD" && out.write_all(&reply).is_err() {
+                    break;
+                }
+                if served >= answers {
+                    break;
+                }
+            }
+        }
+    });
+    (base, seen)
+}
+
+fn base64_basic(user: &str, password: &str) -> String {
+    // The test's own encoder, independent of the tool's base64 crate.
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let input = format!("{user}:{password}").into_bytes();
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn oci_image(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_oci-image"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env_remove("EDGEPOP_LOG");
+    for var in [
+        "EDGEPOP_REGISTRY_USERNAME",
+        "EDGEPOP_REGISTRY_PASSWORD",
+        "EDGEPOP_REGISTRY_AUTH_FILE",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    command.output().unwrap()
+}
+
+/// Two tiny layouts and an edge config naming the stand-in.
+fn setup(host: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, module) in [
+        ("f", &b"\0asm\x01\0\0\0f"[..]),
+        ("l", &b"\0asm\x01\0\0\0l"[..]),
+    ] {
+        std::fs::write(dir.path().join(format!("{name}.wasm")), module).unwrap();
+        let out = oci_image(
+            &["filter", "--wasm", &format!("{name}.wasm"), "--out", name],
+            dir.path(),
+            &[],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::fs::write(
+        dir.path().join("edge.json"),
+        format!(r#"{{"images": {{"registry": "{host}/edgepop"}}}}"#),
+    )
+    .unwrap();
+    dir
+}
+
+const PUBLISH: [&str; 7] = [
+    "publish",
+    "--edge-config",
+    "edge.json",
+    "--filter",
+    "f",
+    "--lists",
+    "l",
+];
+
+#[test]
+fn the_bearer_token_flow_is_followed_and_the_password_never_printed() {
+    let (host, seen) = start(64);
+    let dir = setup(&host);
+    let out = oci_image(
+        &PUBLISH,
+        dir.path(),
+        &[
+            ("EDGEPOP_REGISTRY_USERNAME", USER),
+            ("EDGEPOP_REGISTRY_PASSWORD", PASSWORD),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains(PASSWORD) && !String::from_utf8_lossy(&out.stdout).contains(PASSWORD));
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        record["filter"]["repository"],
+        format!("{host}/edgepop/pow-filter")
+    );
+    let seen = seen.lock().unwrap().clone();
+    let tokens: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.target.starts_with("/token"))
+        .collect();
+    // One token per repository, then every registry request carries it.
+    assert_eq!(tokens.len(), 2, "{seen:#?}");
+    assert!(
+        tokens[0]
+            .target
+            .contains("scope=repository%3Aedgepop%2Fpow-filter%3Apull%2Cpush")
+    );
+    assert!(
+        tokens[1]
+            .target
+            .contains("scope=repository%3Aedgepop%2Flists-refresh%3Apull%2Cpush")
+    );
+    let manifests: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.method == "PUT" && s.target.contains("/manifests/"))
+        .collect();
+    assert_eq!(manifests.len(), 2);
+    for m in manifests {
+        assert_eq!(
+            m.authorization.as_deref(),
+            Some(format!("Bearer {TOKEN}").as_str())
+        );
+        assert!(
+            m.target
+                .ends_with(&format!("/manifests/{}", env!("CARGO_PKG_VERSION"))),
+            "{}",
+            m.target
+        );
+    }
+}
+
+#[test]
+fn without_credentials_the_failure_says_which_variables_to_set() {
+    let (host, _) = start(8);
+    let dir = setup(&host);
+    let out = oci_image(&PUBLISH, dir.path(), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(stderr.contains("EDGEPOP_REGISTRY_USERNAME"), "{stderr}");
+}
+
+#[test]
+fn refused_credentials_fail_without_showing_them() {
+    let (host, _) = start(8);
+    let dir = setup(&host);
+    let out = oci_image(
+        &PUBLISH,
+        dir.path(),
+        &[
+            ("EDGEPOP_REGISTRY_USERNAME", USER),
+            ("EDGEPOP_REGISTRY_PASSWORD", "wrong-password"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refused the credentials"), "{stderr}");
+    assert!(!stderr.contains("wrong-password"), "{stderr}");
+}

@@ -1,0 +1,447 @@
+//! `render-platform`: the day-2 switches of `config/platform.json` (policy audit or enforce,
+//! WireGuard and its strict mode, Hubble, the NodePort range, cert-manager's Gateway API
+//! support, Istio's default GatewayClass) as Helm values, for one release.
+//!
+//! The committed `values/<release>.yaml` hold what never changes (what Talos imposes); helm reads
+//! this tool's output after them (`-f values/cilium.yaml -f <rendered>`), so a day-2 change is an
+//! edit of the platform config, never of a values file. The output is JSON (which Helm reads as
+//! YAML), keys sorted, so the same config always gives the same bytes.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+use pop_common::exit::{Exit, Report};
+use pop_common::input::InputError;
+use pop_common::tool::Env;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The Helm releases of the platform layer, in install order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Release {
+    Cilium,
+    CertManager,
+    IstioBase,
+    Istiod,
+}
+
+impl Release {
+    pub const ALL: [Release; 4] = [
+        Release::Cilium,
+        Release::CertManager,
+        Release::IstioBase,
+        Release::Istiod,
+    ];
+
+    /// The name used for the release, its values file and the rendered file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Release::Cilium => "cilium",
+            Release::CertManager => "cert-manager",
+            Release::IstioBase => "istio-base",
+            Release::Istiod => "istiod",
+        }
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "render-platform", version, about)]
+pub struct Cli {
+    /// The platform config (config/platform.json; example: config/platform.example.json).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// The release whose values to render.
+    #[arg(value_enum)]
+    pub release: Release,
+}
+
+/// What `run` does: the config file is read there (it is input, not environment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub config: PathBuf,
+    pub release: Release,
+}
+
+/// `config/platform.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformConfig {
+    pub cilium: CiliumConfig,
+    pub cert_manager: CertManagerConfig,
+    pub istio: IstioConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CiliumConfig {
+    /// `"<first>,<last>"`: the NodePort range, as Cilium's `node-port-range` flag takes it. It
+    /// must match kube-apiserver's `--service-node-port-range` (the Talos machine config).
+    pub node_port_range: String,
+    /// true: policies are logged, not enforced (verdict AUDIT); false: enforced.
+    pub policy_audit_mode: bool,
+    pub wireguard: WireGuardConfig,
+    pub hubble: HubbleConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireGuardConfig {
+    pub enabled: bool,
+    /// Node-to-node and pod-to-node traffic too (beta upstream).
+    pub node_encryption: bool,
+    /// Drop plaintext pod traffic inside `strict_mode_cidr` (egress and ingress).
+    pub strict_mode: bool,
+    /// The pod CIDR whose plaintext traffic strict mode drops (Talos's default pod subnet is
+    /// 10.244.0.0/16). Required when `strict_mode` is true.
+    #[serde(default)]
+    pub strict_mode_cidr: Option<ipnet::IpNet>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HubbleConfig {
+    pub relay: bool,
+    pub ui: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertManagerConfig {
+    /// cert-manager's Gateway API support (HTTP-01 through HTTPRoutes, Certificates from
+    /// annotated Gateways).
+    pub gateway_api: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IstioConfig {
+    /// The GatewayClass istiod creates and serves by default.
+    pub gateway_class: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("writing the values: {0}")]
+    Write(#[source] std::io::Error),
+}
+
+impl Report for Error {
+    fn exit(&self) -> Exit {
+        match self {
+            Error::Input(_) => Exit::Usage,
+            Error::Write(_) => Exit::Failure,
+        }
+    }
+    fn io_error(&self) -> Option<&std::io::Error> {
+        match self {
+            Error::Write(err) => Some(err),
+            Error::Input(_) => None,
+        }
+    }
+}
+
+pub fn resolve(cli: &Cli, _env: &Env) -> Result<Config, Error> {
+    Ok(Config {
+        config: cli.config.clone(),
+        release: cli.release,
+    })
+}
+
+pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result<(), Error> {
+    let platform = load(&config.config)?;
+    let values = render(&platform, config.release);
+    let mut text = serde_json::to_string_pretty(&values)
+        .map_err(|err| Error::Write(std::io::Error::other(err)))?;
+    text.push('\n');
+    output.write_all(text.as_bytes()).map_err(Error::Write)?;
+    output.flush().map_err(Error::Write)
+}
+
+/// Reads and checks the platform config: every refusal names the file and the field.
+pub fn load(path: &std::path::Path) -> Result<PlatformConfig, InputError> {
+    let platform: PlatformConfig = pop_common::input::read_json(path)?;
+    check(&platform).map_err(|(field, message)| InputError::field(path, field, message))?;
+    Ok(platform)
+}
+
+/// The rules the types cannot say; `Err((field, why))`.
+pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
+    let cilium = &platform.cilium;
+    node_port_range(&cilium.node_port_range).map_err(|why| ("cilium.node_port_range", why))?;
+    let wg = &cilium.wireguard;
+    if wg.node_encryption && !wg.enabled {
+        return Err((
+            "cilium.wireguard.node_encryption",
+            "needs cilium.wireguard.enabled".into(),
+        ));
+    }
+    if wg.strict_mode && !wg.enabled {
+        return Err((
+            "cilium.wireguard.strict_mode",
+            "needs cilium.wireguard.enabled".into(),
+        ));
+    }
+    if wg.strict_mode && wg.strict_mode_cidr.is_none() {
+        return Err((
+            "cilium.wireguard.strict_mode_cidr",
+            "required when strict_mode is true (the pod CIDR, 10.244.0.0/16 on a default Talos)"
+                .into(),
+        ));
+    }
+    if let Some(ipnet::IpNet::V6(_)) = wg.strict_mode_cidr {
+        // Cilium's strict-mode CIDR is IPv4 only.
+        return Err((
+            "cilium.wireguard.strict_mode_cidr",
+            "must be an IPv4 CIDR".into(),
+        ));
+    }
+    if cilium.hubble.ui && !cilium.hubble.relay {
+        // The chart's validate.yaml refuses the UI without the relay.
+        return Err(("cilium.hubble.ui", "needs cilium.hubble.relay".into()));
+    }
+    let class = &platform.istio.gateway_class;
+    if !is_dns_label(class) {
+        return Err((
+            "istio.gateway_class",
+            format!("`{class}` is not a Kubernetes object name (lower-case DNS label)"),
+        ));
+    }
+    Ok(())
+}
+
+/// `"<first>,<last>"` with 0 < first <= last <= 65535.
+fn node_port_range(range: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("`{range}` is not `<first>,<last>` (ports, first <= last), e.g. `80,443`");
+    let (first, last) = range.split_once(',').ok_or_else(bad)?;
+    let first: u16 = first.parse().map_err(|_| bad())?;
+    let last: u16 = last.parse().map_err(|_| bad())?;
+    if first == 0 || first > last {
+        return Err(bad());
+    }
+    Ok((first, last))
+}
+
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// The values of one release for a checked config (pure).
+pub fn render(platform: &PlatformConfig, release: Release) -> Value {
+    match release {
+        Release::Cilium => cilium(&platform.cilium),
+        Release::CertManager => json!({
+            "config": {
+                // cert-manager renders `config` as its ControllerConfiguration only with these
+                // two set; `gatewayAPI.enabled` is the v1.21 form (enableGatewayAPI is deprecated).
+                "apiVersion": "controller.config.cert-manager.io/v1alpha1",
+                "kind": "ControllerConfiguration",
+                "gatewayAPI": {"enabled": platform.cert_manager.gateway_api},
+            }
+        }),
+        // Nothing of the platform config concerns the CRD chart.
+        Release::IstioBase => json!({}),
+        Release::Istiod => json!({
+            "env": {
+                "PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME": platform.istio.gateway_class,
+            }
+        }),
+    }
+}
+
+fn cilium(cilium: &CiliumConfig) -> Value {
+    let wg = &cilium.wireguard;
+    let mut encryption = json!({
+        "enabled": wg.enabled,
+        "nodeEncryption": wg.node_encryption,
+        // The 1.18+ form; `strictMode.enabled` was removed in 1.20.
+        "strictMode": {
+            "egress": {"enabled": wg.strict_mode},
+            "ingress": {"enabled": wg.strict_mode},
+        },
+    });
+    if wg.enabled {
+        encryption["type"] = json!("wireguard");
+    }
+    if let (true, Some(cidr)) = (wg.strict_mode, wg.strict_mode_cidr) {
+        encryption["strictMode"]["egress"]["cidr"] = json!(cidr.to_string());
+        // The chart's default routing is a tunnel, where node identities must stay allowed.
+        encryption["strictMode"]["egress"]["allowRemoteNodeIdentities"] = json!(true);
+    }
+    json!({
+        // Comment-only in values.yaml, read by the templates (template-only-keys.txt).
+        "policyAuditMode": cilium.policy_audit_mode,
+        "nodePort": {"range": cilium.node_port_range},
+        "encryption": encryption,
+        "hubble": {
+            "relay": {"enabled": cilium.hubble.relay},
+            "ui": {"enabled": cilium.hubble.ui},
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn example() -> PlatformConfig {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../config/platform.example.json");
+        load(&path).unwrap()
+    }
+
+    #[test]
+    fn the_example_renders_audit_mode_wireguard_not_strict_and_hubble() {
+        let values = render(&example(), Release::Cilium);
+        assert_eq!(values["policyAuditMode"], json!(true));
+        assert_eq!(values["nodePort"]["range"], json!("80,443"));
+        assert_eq!(values["encryption"]["enabled"], json!(true));
+        assert_eq!(values["encryption"]["type"], json!("wireguard"));
+        assert_eq!(values["encryption"]["nodeEncryption"], json!(true));
+        assert_eq!(
+            values["encryption"]["strictMode"]["egress"]["enabled"],
+            json!(false)
+        );
+        assert_eq!(
+            values["encryption"]["strictMode"]["ingress"]["enabled"],
+            json!(false)
+        );
+        assert!(
+            values["encryption"]["strictMode"]["egress"]
+                .get("cidr")
+                .is_none()
+        );
+        assert_eq!(values["hubble"]["relay"]["enabled"], json!(true));
+        assert_eq!(values["hubble"]["ui"]["enabled"], json!(true));
+    }
+
+    #[test]
+    fn day_two_enforce_and_strict_wireguard_come_from_the_config() {
+        let mut platform = example();
+        platform.cilium.policy_audit_mode = false;
+        platform.cilium.wireguard.strict_mode = true;
+        platform.cilium.wireguard.strict_mode_cidr = Some("10.244.0.0/16".parse().unwrap());
+        check(&platform).unwrap();
+        let values = render(&platform, Release::Cilium);
+        assert_eq!(values["policyAuditMode"], json!(false));
+        let egress = &values["encryption"]["strictMode"]["egress"];
+        assert_eq!(egress["enabled"], json!(true));
+        assert_eq!(egress["cidr"], json!("10.244.0.0/16"));
+        assert_eq!(egress["allowRemoteNodeIdentities"], json!(true));
+        assert_eq!(
+            values["encryption"]["strictMode"]["ingress"]["enabled"],
+            json!(true)
+        );
+    }
+
+    #[test]
+    fn cert_manager_gets_the_v1_21_gateway_api_switch_and_istiod_the_class() {
+        let platform = example();
+        let cm = render(&platform, Release::CertManager);
+        assert_eq!(cm["config"]["gatewayAPI"]["enabled"], json!(true));
+        assert_eq!(cm["config"]["kind"], json!("ControllerConfiguration"));
+        assert!(cm["config"].get("enableGatewayAPI").is_none());
+        let istiod = render(&platform, Release::Istiod);
+        assert_eq!(
+            istiod["env"]["PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME"],
+            json!("istio")
+        );
+        assert_eq!(render(&platform, Release::IstioBase), json!({}));
+    }
+
+    #[test]
+    fn inconsistent_switches_are_refused_naming_the_field() {
+        type Mutation = fn(&mut PlatformConfig);
+        let cases: Vec<(Mutation, &str)> = vec![
+            (
+                |p| p.cilium.node_port_range = "443,80".into(),
+                "cilium.node_port_range",
+            ),
+            (
+                |p| p.cilium.node_port_range = "80-443".into(),
+                "cilium.node_port_range",
+            ),
+            (
+                |p| p.cilium.node_port_range = "0,443".into(),
+                "cilium.node_port_range",
+            ),
+            (
+                |p| {
+                    p.cilium.wireguard.enabled = false;
+                    p.cilium.wireguard.node_encryption = false;
+                    p.cilium.wireguard.strict_mode = true;
+                },
+                "cilium.wireguard.strict_mode",
+            ),
+            (
+                |p| p.cilium.wireguard.enabled = false,
+                "cilium.wireguard.node_encryption",
+            ),
+            (
+                |p| {
+                    p.cilium.wireguard.strict_mode = true;
+                    p.cilium.wireguard.strict_mode_cidr = None;
+                },
+                "cilium.wireguard.strict_mode_cidr",
+            ),
+            (
+                |p| {
+                    p.cilium.wireguard.strict_mode = true;
+                    p.cilium.wireguard.strict_mode_cidr = Some("fd00::/64".parse().unwrap());
+                },
+                "cilium.wireguard.strict_mode_cidr",
+            ),
+            (|p| p.cilium.hubble.relay = false, "cilium.hubble.ui"),
+            (
+                |p| p.istio.gateway_class = "Istio".into(),
+                "istio.gateway_class",
+            ),
+        ];
+        for (mutate, field) in cases {
+            let mut platform = example();
+            mutate(&mut platform);
+            let (got, _) = check(&platform).expect_err(field);
+            assert_eq!(got, field);
+        }
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("platform.json");
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../config/platform.example.json"),
+        )
+        .unwrap()
+        .replace("\"policy_audit_mode\"", "\"policy_audit\"");
+        std::fs::write(&path, text).unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("platform.json"), "{err}");
+        assert!(err.contains("policy_audit"), "{err}");
+    }
+
+    #[test]
+    fn run_writes_json_that_ends_with_a_newline() {
+        let config = Config {
+            config: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../config/platform.example.json"),
+            release: Release::Cilium,
+        };
+        let mut out = Vec::new();
+        run(&config, std::io::empty(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.ends_with("}\n"));
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, render(&example(), Release::Cilium));
+    }
+}

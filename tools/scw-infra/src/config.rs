@@ -1,0 +1,253 @@
+//! `config/infra.json` (example: `config/infra.example.json`): decoded strictly (an unknown field
+//! is refused, by name) and checked field by field.
+
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+use pop_common::input::{InputError, read_json};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InfraConfig {
+    /// The cluster's name: the value of the `edgepop-cluster` tag, and the prefix of every name.
+    pub cluster_name: String,
+    /// The zone of every server, such as `fr-par-1`.
+    pub zone: String,
+    /// The DNS zone (`example.com`); records are managed when Scaleway hosts it.
+    pub dns_zone: String,
+    /// The API's host name inside `dns_zone` (`api`).
+    pub api_hostname: String,
+    /// Must be `https://<api_hostname>.<dns_zone>:6443`.
+    pub cluster_endpoint: String,
+    pub control_plane: ControlPlane,
+    pub worker: Worker,
+    /// The worker's SSH public key (registered in IAM; public key only).
+    pub ssh_public_key_path: String,
+    /// Used by scw-rescue-flash (issue 12), not by this tool; kept so the file stays one.
+    pub ssh_private_key_path: String,
+    /// Who may reach 6443 (Kubernetes) and 50000 (Talos API) from outside.
+    pub admin_cidrs: Vec<IpNet>,
+    /// Names in `dns_zone` that point at the worker (the edge's public names).
+    #[serde(default)]
+    pub edge_hostnames: Vec<String>,
+    /// The public Container Registry namespace of the project's images.
+    pub registry_namespace: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlPlane {
+    pub count: u32,
+    /// The Instance commercial type, such as `DEV1-M`.
+    pub instance_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Worker {
+    pub name: String,
+    /// The Elastic Metal offer name, such as `EM-A116X-SSD`.
+    pub offer: String,
+    /// Used by scw-rescue-flash (issue 12).
+    pub install_disk: String,
+}
+
+impl InfraConfig {
+    /// Reads and checks the file; every error names the file and the field.
+    pub fn load(path: &Path, home: Option<&str>) -> Result<InfraConfig, InputError> {
+        let mut config: InfraConfig = read_json(path)?;
+        config.check(path)?;
+        config.ssh_public_key_path = expand_home(&config.ssh_public_key_path, home)
+            .to_string_lossy()
+            .into_owned();
+        Ok(config)
+    }
+
+    pub fn check(&self, path: &Path) -> Result<(), InputError> {
+        let field = |name: &str, message: String| InputError::field(path, name, message);
+        if !is_label(&self.cluster_name) {
+            return Err(field(
+                "cluster_name",
+                format!(
+                    "`{}` must be lowercase letters, digits and '-' (it names servers and tags)",
+                    self.cluster_name
+                ),
+            ));
+        }
+        if !is_zone(&self.zone) {
+            return Err(field(
+                "zone",
+                format!("`{}` is not a Scaleway zone such as fr-par-1", self.zone),
+            ));
+        }
+        if !self.dns_zone.split('.').all(is_label) || !self.dns_zone.contains('.') {
+            return Err(field(
+                "dns_zone",
+                format!("`{}` is not a DNS name", self.dns_zone),
+            ));
+        }
+        if !self.api_hostname.split('.').all(is_label) {
+            return Err(field(
+                "api_hostname",
+                format!("`{}` is not a host name", self.api_hostname),
+            ));
+        }
+        let expected = format!("https://{}.{}:6443", self.api_hostname, self.dns_zone);
+        if self.cluster_endpoint != expected {
+            return Err(field(
+                "cluster_endpoint",
+                format!(
+                    "`{}` must equal https://<api_hostname>.<dns_zone>:6443, here {expected} \
+                     (from the fields api_hostname and dns_zone)",
+                    self.cluster_endpoint
+                ),
+            ));
+        }
+        if self.control_plane.count == 0 || self.control_plane.count.is_multiple_of(2) {
+            return Err(field(
+                "control_plane.count",
+                format!(
+                    "{} control planes: etcd needs an odd number (1, 3 or 5)",
+                    self.control_plane.count
+                ),
+            ));
+        }
+        if self.control_plane.count > 5 {
+            return Err(field(
+                "control_plane.count",
+                format!("{} is more than 5", self.control_plane.count),
+            ));
+        }
+        if self.control_plane.instance_type.is_empty() {
+            return Err(field("control_plane.instance_type", "is empty".into()));
+        }
+        if !is_label(&self.worker.name) {
+            return Err(field(
+                "worker.name",
+                format!("`{}` is not a host name", self.worker.name),
+            ));
+        }
+        if self.worker.offer.is_empty() {
+            return Err(field("worker.offer", "is empty".into()));
+        }
+        if self.admin_cidrs.is_empty() {
+            return Err(field(
+                "admin_cidrs",
+                "is empty: nobody could reach the Kubernetes and Talos APIs".into(),
+            ));
+        }
+        for (i, name) in self.edge_hostnames.iter().enumerate() {
+            if name != "@" && !name.split('.').all(is_label) {
+                return Err(field(
+                    &format!("edge_hostnames[{i}]"),
+                    format!("`{name}` is not a host name (or `@`)"),
+                ));
+            }
+        }
+        if !is_label(&self.registry_namespace) || self.registry_namespace.len() < 4 {
+            return Err(field(
+                "registry_namespace",
+                format!(
+                    "`{}` must be 4 to 54 lowercase letters, digits and '-'",
+                    self.registry_namespace
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The region of the zone (`fr-par-1` -> `fr-par`).
+    pub fn region(&self) -> &str {
+        self.zone.rsplit_once('-').map_or(&self.zone, |(r, _)| r)
+    }
+}
+
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_zone(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 3
+        && parts[0].len() == 2
+        && parts[1].len() == 3
+        && parts[..2]
+            .iter()
+            .all(|p| p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts[2].parse::<u8>().is_ok()
+}
+
+fn expand_home(path: &str, home: Option<&str>) -> PathBuf {
+    match (path.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => Path::new(home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn example() -> serde_json::Value {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/infra.example.json");
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    fn load(value: &serde_json::Value) -> Result<InfraConfig, InputError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("infra.json");
+        std::fs::write(&path, value.to_string()).unwrap();
+        InfraConfig::load(&path, Some("/home/me"))
+    }
+
+    #[test]
+    fn the_committed_example_is_valid() {
+        let c = load(&example()).unwrap();
+        assert_eq!(c.region(), "fr-par");
+        assert_eq!(c.ssh_public_key_path, "/home/me/.ssh/id_ed25519.pub");
+    }
+
+    #[test]
+    fn a_wrong_endpoint_names_both_fields() {
+        let mut v = example();
+        v["cluster_endpoint"] = "https://k8s.example.com:6443".into();
+        let err = load(&v).unwrap_err().to_string();
+        assert!(
+            err.contains("cluster_endpoint")
+                && err.contains("api_hostname")
+                && err.contains("dns_zone"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_fields_are_refused_by_name() {
+        for (key, value, needle) in [
+            ("zone", serde_json::json!("paris"), "zone"),
+            (
+                "cluster_name",
+                serde_json::json!("Edge_Par"),
+                "cluster_name",
+            ),
+            ("admin_cidrs", serde_json::json!([]), "admin_cidrs"),
+            ("admin_cidrs", serde_json::json!(["nope"]), "admin_cidrs"),
+            ("surprise", serde_json::json!(1), "surprise"),
+        ] {
+            let mut v = example();
+            v[key] = value;
+            let err = load(&v).unwrap_err().to_string();
+            assert!(err.contains(needle), "{key}: {err}");
+        }
+        let mut v = example();
+        v["control_plane"]["count"] = 2.into();
+        let err = load(&v).unwrap_err().to_string();
+        assert!(err.contains("control_plane.count"), "{err}");
+    }
+}

@@ -1,0 +1,644 @@
+//! `scw-rescue-flash`: Talos onto the Elastic Metal worker's disk, from Scaleway's rescue system
+//! (Scaleway installs only the OS images of its catalogue on Elastic Metal, so the Talos image is
+//! written from rescue).
+//!
+//! Reads the `NodeInventory` on stdin; for each Elastic Metal node whose recorded
+//! `image_flashed` digest is not this image's:
+//! 1. reboots it into rescue (Elastic Metal API), waits until the API says it is ready in rescue,
+//!    then until SSH answers (`--ssh-tries` times `--ssh-interval-seconds` apart, 60 x 10 s);
+//! 2. connects with the SSH key; the rescue host key is new at each rescue boot, so its
+//!    fingerprint is logged and accepted for this session only (never written to known_hosts);
+//! 3. reads `lsblk --json -b -p`, logs it, checks the target disk (exists, whole disk, large
+//!    enough, nothing mounted) and otherwise refuses, naming the disks that would do;
+//! 4. streams the image, zstd-decompressed here, into `dd` on the rescue side, with a progress bar
+//!    on stderr; syncs; reads the disk back and compares the sha256 with the image's;
+//! 5. reboots it normally and records `image_flashed: sha256:<digest of the raw image>`, in the
+//!    inventory and in the server's tags (`edgepop-image-flashed=sha256:...`), so that a re-run
+//!    from a fresh inventory finds it done too.
+//!
+//! Writes the inventory back on stdout, even when a node failed (then exits 1 after it).
+
+pub mod disk;
+pub mod progress;
+pub mod read_ahead;
+pub mod rescue;
+pub mod scaleway;
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pop_common::exit::{Exit, Report};
+use pop_common::input::InputError;
+use pop_common::records::{Node, NodeInventory, NodeKind, steps};
+use pop_common::tool::Env;
+use sha2::{Digest, Sha256};
+
+use crate::progress::Progress;
+use crate::rescue::Rescue;
+use crate::scaleway::{BootType, ElasticMetal, ScwElasticMetal};
+use scw_infra::api::client::{Client, RealSleeper};
+use scw_infra::api::creds::Credentials;
+use scw_infra::api::http::UreqTransport;
+
+/// The server tag that keeps the flashed image's digest: `edgepop-image-flashed=sha256:<hex>`.
+pub const FLASHED_TAG: &str = "edgepop-image-flashed=";
+
+/// Write the Talos image onto the Elastic Metal nodes from rescue mode.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "scw-rescue-flash", version)]
+pub struct Cli {
+    /// The Talos disk image, zstd-compressed (metal-amd64.raw.zst from the Image Factory).
+    #[arg(long)]
+    pub image: PathBuf,
+    /// The disk to write (the worker's install_disk; Scaleway may present NVMe).
+    #[arg(long, default_value = "/dev/sda")]
+    pub disk: String,
+    /// The SSH private key whose public half is registered at Scaleway [default: ~/.ssh/id_ed25519].
+    #[arg(long)]
+    pub ssh_key: Option<PathBuf>,
+    /// SSH user in rescue [default: the server's rescue_server.user, else `rescue`].
+    #[arg(long)]
+    pub ssh_user: Option<String>,
+    #[arg(long, default_value_t = 22)]
+    pub ssh_port: u16,
+    /// How many times to check for the rescue system (API, then SSH).
+    #[arg(long, default_value_t = 60)]
+    pub ssh_tries: u32,
+    /// Seconds between two checks.
+    #[arg(long, default_value_t = 10)]
+    pub ssh_interval_seconds: u64,
+    /// Scaleway SSH key ids to add to the rescue system (`ssh_key_ids` of the reboot).
+    #[arg(long = "ssh-key-id")]
+    pub ssh_key_ids: Vec<String>,
+    /// Let the rescue system download the image itself from this URL (the same file as --image,
+    /// which still gives the size and the digest the read-back is checked against).
+    #[arg(long, value_name = "URL")]
+    pub image_url: Option<String>,
+    /// Run the disk commands without `sudo -n` (when the rescue user is root).
+    #[arg(long)]
+    pub no_sudo: bool,
+    /// Seconds allowed for one API call, one SSH connection or one stalled SSH read/write.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_seconds: u64,
+}
+
+/// What `run` needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub image: PathBuf,
+    pub disk: String,
+    pub ssh_key: PathBuf,
+    pub ssh_user: Option<String>,
+    pub ssh_port: u16,
+    pub ssh_tries: u32,
+    pub ssh_interval: Duration,
+    pub ssh_key_ids: Vec<String>,
+    pub image_url: Option<String>,
+    pub sudo: bool,
+    pub timeout: Duration,
+    /// Resolved as scw-infra (and Scaleway's own tools) resolve them; the secret never printed.
+    pub credentials: Credentials,
+}
+
+/// Why the tool stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Input(#[from] InputError),
+    #[error("{}: {message}", path.display())]
+    Image { path: PathBuf, message: String },
+    #[error("{count} node(s) failed:\n{}", .failures.join("\n"))]
+    Nodes { count: usize, failures: Vec<String> },
+    #[error("writing the inventory: {0}")]
+    Output(#[source] io::Error),
+}
+
+impl Report for Error {
+    fn exit(&self) -> Exit {
+        match self {
+            Error::Usage(_) | Error::Input(_) | Error::Image { .. } => Exit::Usage,
+            Error::Nodes { .. } | Error::Output(_) => Exit::Failure,
+        }
+    }
+    fn io_error(&self) -> Option<&io::Error> {
+        match self {
+            Error::Output(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A disk path that is safe to put in a shell command line as is.
+fn plain_path(path: &str) -> bool {
+    path.starts_with('/')
+        && path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b))
+}
+
+/// A URL that can sit inside double quotes in a shell command line as is.
+fn plain_url(url: &str) -> bool {
+    (url.starts_with("https://") || url.starts_with("http://"))
+        && url
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~:/?#[]@!&()*+,;=%".contains(&b))
+}
+
+/// Checks the arguments and reads the Scaleway credentials from the environment.
+pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
+    if !plain_path(&cli.disk) {
+        return Err(Error::Usage(format!(
+            "--disk `{}`: an absolute device path such as /dev/sda or /dev/nvme0n1",
+            cli.disk
+        )));
+    }
+    if cli.ssh_tries == 0 {
+        return Err(Error::Usage("--ssh-tries: must be at least 1".into()));
+    }
+    if let Some(url) = &cli.image_url
+        && !plain_url(url)
+    {
+        return Err(Error::Usage(format!(
+            "--image-url `{url}`: an http(s) URL without quotes, spaces or shell characters"
+        )));
+    }
+    let credentials = scw_infra::api::creds::load(env).map_err(|e| Error::Usage(e.to_string()))?;
+    let ssh_key = match &cli.ssh_key {
+        Some(path) => path.clone(),
+        None => {
+            let home = env
+                .non_empty("HOME")
+                .ok_or_else(|| Error::Usage("--ssh-key is not given and HOME is not set".into()))?;
+            Path::new(home).join(".ssh/id_ed25519")
+        }
+    };
+    if let Some(user) = &cli.ssh_user
+        && user.is_empty()
+    {
+        return Err(Error::Usage("--ssh-user: empty".into()));
+    }
+    Ok(Config {
+        image: cli.image.clone(),
+        disk: cli.disk.clone(),
+        ssh_key,
+        ssh_user: cli.ssh_user.clone(),
+        ssh_port: cli.ssh_port,
+        ssh_tries: cli.ssh_tries,
+        ssh_interval: Duration::from_secs(cli.ssh_interval_seconds),
+        ssh_key_ids: cli.ssh_key_ids.clone(),
+        image_url: cli.image_url.clone(),
+        sudo: !cli.no_sudo,
+        timeout: Duration::from_secs(cli.timeout_seconds.max(1)),
+        credentials,
+    })
+}
+
+/// The raw image behind the `.zst` file: its size and digest, found by decompressing it once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    pub path: PathBuf,
+    pub size: u64,
+    /// sha256 of the raw (decompressed) image, lower-case hex.
+    pub sha256: String,
+}
+
+impl Image {
+    pub fn measure(path: &Path) -> Result<Image, Error> {
+        let mut reader = Image::open_at(path)?;
+        let mut hasher = Sha256::new();
+        let mut buffer = vec![0u8; 1 << 20];
+        let mut size = 0u64;
+        loop {
+            let n = reader.read(&mut buffer).map_err(|e| Error::Image {
+                path: path.to_path_buf(),
+                message: format!("not a readable zstd image: {e}"),
+            })?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(buffer.get(..n).unwrap_or_default());
+            size += n as u64;
+        }
+        if size == 0 {
+            return Err(Error::Image {
+                path: path.to_path_buf(),
+                message: "the image is empty".into(),
+            });
+        }
+        Ok(Image {
+            path: path.to_path_buf(),
+            size,
+            sha256: rescue::hex(&hasher.finalize()),
+        })
+    }
+
+    fn open_at(path: &Path) -> Result<impl Read + use<>, Error> {
+        let file = File::open(path).map_err(|e| Error::Image {
+            path: path.to_path_buf(),
+            message: format!("cannot open: {e}"),
+        })?;
+        zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(1 << 20, file)).map_err(
+            |e| Error::Image {
+                path: path.to_path_buf(),
+                message: format!("not a zstd image: {e}"),
+            },
+        )
+    }
+
+    /// The digest recorded in the inventory.
+    pub fn digest(&self) -> String {
+        format!("sha256:{}", self.sha256)
+    }
+}
+
+/// Flashes every Elastic Metal node of `inventory` that needs it, recording what it did there;
+/// returns one message per failed node.
+pub fn flash_all(
+    config: &Config,
+    inventory: &mut NodeInventory,
+    image: &Image,
+    api: &dyn ElasticMetal,
+    sleep: &dyn Fn(Duration),
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut flashed = Vec::new();
+    let mut skipped = Vec::new();
+    for node in &mut inventory.nodes {
+        if node.kind != NodeKind::ElasticMetal {
+            continue;
+        }
+        if node.step(steps::IMAGE_FLASHED) == Some(image.digest().as_str()) {
+            pop_common::info!(
+                "{}: already flashed with {}, skipped",
+                node.name,
+                image.digest()
+            );
+            skipped.push(node.name.clone());
+            continue;
+        }
+        match flash_one(config, node, image, api, sleep) {
+            Ok(Flashed::AlreadyTagged) => {
+                pop_common::info!(
+                    "{}: the server's tags say it already has {}, skipped",
+                    node.name,
+                    image.digest()
+                );
+                node.steps
+                    .insert(steps::IMAGE_FLASHED.to_owned(), image.digest());
+                skipped.push(node.name.clone());
+            }
+            Ok(Flashed::Now) => {
+                node.steps
+                    .insert(steps::IMAGE_FLASHED.to_owned(), image.digest());
+                flashed.push(node.name.clone());
+            }
+            Err(message) => {
+                let message = format!("{} ({}): {message}", node.name, node.id);
+                pop_common::warn!("{message}");
+                failures.push(message);
+            }
+        }
+    }
+    let list = |names: &[String]| {
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    pop_common::info!(
+        "flashed: {}; skipped (already this image): {}; failed: {}",
+        list(&flashed),
+        list(&skipped),
+        failures.len()
+    );
+    failures
+}
+
+fn sudo(config: &Config) -> &'static str {
+    if config.sudo { "sudo -n " } else { "" }
+}
+
+enum Flashed {
+    Now,
+    AlreadyTagged,
+}
+
+fn flash_one(
+    config: &Config,
+    node: &Node,
+    image: &Image,
+    api: &dyn ElasticMetal,
+    sleep: &dyn Fn(Duration),
+) -> Result<Flashed, String> {
+    let name = &node.name;
+    let ip = node
+        .public_ipv4
+        .map(IpAddr::V4)
+        .ok_or_else(|| "no public IPv4 in the inventory".to_owned())?;
+    let address = SocketAddr::new(ip, config.ssh_port);
+    let (zone, id) = (node.zone.as_str(), node.id.as_str());
+    let tag = format!("{FLASHED_TAG}{}", image.digest());
+    let before = api.get(zone, id)?;
+    if before.tags.contains(&tag) {
+        return Ok(Flashed::AlreadyTagged);
+    }
+
+    pop_common::info!("{name}: rebooting into rescue");
+    api.reboot(zone, id, BootType::Rescue, &config.ssh_key_ids)?;
+    let mut server = None;
+    for _ in 0..config.ssh_tries {
+        let now = api.get(zone, id)?;
+        if now.status == "ready" && now.boot_type == "rescue" {
+            server = Some(now);
+            break;
+        }
+        pop_common::debug!("{name}: {} ({} boot), waiting", now.status, now.boot_type);
+        sleep(config.ssh_interval);
+    }
+    let server = server.ok_or_else(|| {
+        format!(
+            "server {name} never became ready in rescue after {} checks {}s apart (scw baremetal server get {id} zone={zone})",
+            config.ssh_tries,
+            config.ssh_interval.as_secs()
+        )
+    })?;
+    let mut answered = false;
+    for attempt in 1..=config.ssh_tries {
+        if rescue::answers(address, config.timeout.min(Duration::from_secs(10))) {
+            answered = true;
+            break;
+        }
+        pop_common::debug!(
+            "{name}: no SSH on {address} yet ({attempt}/{})",
+            config.ssh_tries
+        );
+        if attempt < config.ssh_tries {
+            sleep(config.ssh_interval);
+        }
+    }
+    if !answered {
+        return Err(format!(
+            "server {name}: the rescue system never answered SSH on {address} after {} tries {}s apart; check that it booted into rescue and that the SSH key is the one registered at Scaleway, then retry (by hand: scw baremetal server reboot {id} boot-type=rescue zone={zone})",
+            config.ssh_tries,
+            config.ssh_interval.as_secs()
+        ));
+    }
+    let user = config
+        .ssh_user
+        .clone()
+        .or(server.rescue_server.map(|r| r.user))
+        .unwrap_or_else(|| "rescue".to_owned());
+    let session = Rescue::connect(address, &user, &config.ssh_key, config.timeout)?;
+    pop_common::info!(
+        "{name}: rescue host key {} accepted for this session only (not written to known_hosts); cipher {}",
+        session.host_key_fingerprint,
+        session.cipher()
+    );
+
+    let lsblk = session.run("lsblk --json -b -p")?;
+    if lsblk.status != 0 {
+        return Err(format!(
+            "lsblk failed ({}): {}",
+            lsblk.status,
+            lsblk.stderr.trim()
+        ));
+    }
+    let compact: String = lsblk
+        .stdout
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    pop_common::info!("{name}: lsblk: {compact}");
+    let disk_size = disk::check(&lsblk.stdout, &config.disk, image.size)
+        .map_err(|refusal| format!("refused: {refusal}; nothing was written"))?;
+    pop_common::info!(
+        "{name}: writing {} ({} bytes raw) onto {} ({disk_size} bytes)",
+        image.path.display(),
+        image.size,
+        config.disk
+    );
+
+    let write = format!(
+        "{}dd of={} bs=4M conv=fsync status=none",
+        sudo(config),
+        config.disk
+    );
+    match &config.image_url {
+        None => {
+            // Decompression runs in its own thread, so it overlaps the encryption and sending.
+            let reader =
+                read_ahead::ReadAhead::new(Image::open_at(&image.path).map_err(|e| e.to_string())?);
+            let mut progress = Progress::new(name, image.size);
+            let sent = session.stream(&write, reader, &mut progress)?;
+            if sent != image.size {
+                return Err(format!(
+                    "the image changed while it was written ({sent} bytes sent, {} measured)",
+                    image.size
+                ));
+            }
+        }
+        Some(url) => {
+            // The rescue host fetches the same pinned file itself (its uplink is the data
+            // centre's); the read-back below checks it against the local copy's digest.
+            pop_common::info!("{name}: the rescue system downloads {url} and writes it");
+            let download = format!(
+                "bash -c 'set -o pipefail; curl -fsSL --retry 3 \"{url}\" | zstd -dc | {write}'"
+            );
+            let ran = session.run(&download)?;
+            if ran.status != 0 {
+                return Err(format!(
+                    "the download and write on the rescue system failed ({}): {}",
+                    ran.status,
+                    ran.stderr.trim()
+                ));
+            }
+        }
+    }
+    let flush = format!(
+        "{}sh -c 'sync && if [ -b {disk} ]; then blockdev --flushbufs {disk}; fi'",
+        sudo(config),
+        disk = config.disk
+    );
+    let synced = session.run(&flush)?;
+    if synced.status != 0 {
+        return Err(format!(
+            "sync failed ({}): {}",
+            synced.status,
+            synced.stderr.trim()
+        ));
+    }
+    let read_back = session.run(&format!(
+        "{}head -c {} {} | sha256sum",
+        sudo(config),
+        image.size,
+        config.disk
+    ))?;
+    let on_disk = read_back
+        .stdout
+        .split_whitespace()
+        .next()
+        .unwrap_or_default();
+    if read_back.status != 0 || on_disk != image.sha256 {
+        return Err(format!(
+            "read back from {}: sha256 {on_disk:?} is not the image's {} ({})",
+            config.disk,
+            image.sha256,
+            read_back.stderr.trim()
+        ));
+    }
+    pop_common::info!(
+        "{name}: {} verified (sha256 {on_disk}); rebooting normally",
+        config.disk
+    );
+    api.reboot(zone, id, BootType::Normal, &[])?;
+    let mut tags: Vec<String> = before
+        .tags
+        .into_iter()
+        .filter(|t| !t.starts_with(FLASHED_TAG))
+        .collect();
+    tags.push(tag);
+    api.set_tags(zone, id, &tags)?;
+    Ok(Flashed::Now)
+}
+
+/// Reads the inventory on `input`, flashes the nodes, writes the inventory on `output`.
+pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Result<(), Error> {
+    let stdin = Path::new("<stdin>");
+    let mut bytes = Vec::new();
+    input
+        .read_to_end(&mut bytes)
+        .map_err(|source| InputError::Read {
+            path: stdin.to_path_buf(),
+            source,
+        })?;
+    let mut inventory: NodeInventory = pop_common::input::decode_json(stdin, &bytes)?;
+    let needs_work = inventory
+        .nodes
+        .iter()
+        .any(|n| n.kind == NodeKind::ElasticMetal);
+    let failures = if needs_work {
+        let image = Image::measure(&config.image)?;
+        pop_common::info!(
+            "image {}: {} bytes raw, {}",
+            config.image.display(),
+            image.size,
+            image.digest()
+        );
+        let client = Client::new(
+            UreqTransport::new(config.timeout),
+            RealSleeper,
+            &config.credentials.api_url,
+            config.credentials.secret_key.clone(),
+        );
+        let api = ScwElasticMetal::new(client);
+        flash_all(config, &mut inventory, &image, &api, &std::thread::sleep)
+    } else {
+        Vec::new()
+    };
+    serde_json::to_writer_pretty(&mut output, &inventory).map_err(|e| Error::Output(e.into()))?;
+    output.write_all(b"\n").map_err(Error::Output)?;
+    output.flush().map_err(Error::Output)?;
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Nodes {
+            count: failures.len(),
+            failures,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    fn env() -> Env {
+        Env::from_pairs([
+            ("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX"),
+            ("SCW_SECRET_KEY", "11111111-1111-4111-8111-111111111111"),
+            (
+                "SCW_DEFAULT_PROJECT_ID",
+                "22222222-2222-4222-8222-222222222222",
+            ),
+            // No config file: the environment alone.
+            ("SCW_CONFIG_PATH", "/nonexistent/scw/config.yaml"),
+            ("HOME", "/home/op"),
+        ])
+    }
+
+    #[test]
+    fn defaults_come_from_the_environment_and_the_secret_is_never_printed() {
+        let cli = Cli::parse_from(["t", "--image", "talos.raw.zst"]);
+        let config = resolve(&cli, &env()).unwrap();
+        assert_eq!(config.ssh_key, PathBuf::from("/home/op/.ssh/id_ed25519"));
+        assert_eq!(config.credentials.api_url, "https://api.scaleway.com");
+        assert_eq!(
+            (config.ssh_tries, config.ssh_interval),
+            (60, Duration::from_secs(10))
+        );
+        assert_eq!(config.disk, "/dev/sda");
+        assert!(config.sudo);
+        assert!(
+            !format!("{config:?}").contains("11111111-1111"),
+            "{config:?}"
+        );
+    }
+
+    #[test]
+    fn bad_arguments_and_missing_credentials_are_usage_errors() {
+        let unsafe_disk = Cli::parse_from(["t", "--image", "i", "--disk", "/dev/sda; rm -rf /"]);
+        let err = resolve(&unsafe_disk, &env()).unwrap_err();
+        assert_eq!(err.exit(), Exit::Usage);
+        assert!(err.to_string().contains("--disk"));
+        let cli = Cli::parse_from(["t", "--image", "i"]);
+        let no_credentials = Env::from_pairs([
+            ("HOME", "/h"),
+            ("SCW_CONFIG_PATH", "/nonexistent/scw/config.yaml"),
+        ]);
+        let err = resolve(&cli, &no_credentials).unwrap_err();
+        assert!(err.to_string().contains("SCW_ACCESS_KEY"), "{err}");
+        let zero = Cli::parse_from(["t", "--image", "i", "--ssh-tries", "0"]);
+        assert!(resolve(&zero, &env()).is_err());
+        for url in [
+            "ftp://x/i.zst",
+            "https://x/$(reboot)",
+            "https://x/\"i",
+            "https://x/a b",
+        ] {
+            let cli = Cli::parse_from(["t", "--image", "i", "--image-url", url]);
+            let err = resolve(&cli, &env()).unwrap_err();
+            assert!(err.to_string().contains("--image-url"), "{url}: {err}");
+        }
+        let good = Cli::parse_from([
+            "t",
+            "--image",
+            "i",
+            "--image-url",
+            "https://factory.talos.dev/image/3765/v1.13.11/metal-amd64.raw.zst",
+        ]);
+        assert!(resolve(&good, &env()).is_ok());
+    }
+
+    #[test]
+    fn the_image_is_measured_raw_and_a_non_zstd_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let raw = vec![7u8; 3 << 20];
+        let path = dir.path().join("talos.raw.zst");
+        std::fs::write(&path, zstd::encode_all(raw.as_slice(), 3).unwrap()).unwrap();
+        let image = Image::measure(&path).unwrap();
+        assert_eq!(image.size, raw.len() as u64);
+        assert_eq!(image.sha256, rescue::hex(&Sha256::digest(&raw)));
+        let plain = dir.path().join("plain.raw");
+        std::fs::write(&plain, &raw).unwrap();
+        let err = Image::measure(&plain).unwrap_err().to_string();
+        assert!(err.contains("plain.raw") && err.contains("zstd"), "{err}");
+    }
+}

@@ -1,0 +1,1 @@
+pop_common::main!(scw_rescue_flash);

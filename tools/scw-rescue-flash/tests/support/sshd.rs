@@ -1,0 +1,148 @@
+//! A real OpenSSH server on loopback standing for Scaleway's rescue system, for the tests and
+//! the bench: started on a free port with a throwaway host key and user key, as the user running
+//! the test; its "disk" is a file and `lsblk` a script first on the session's PATH.
+#![allow(dead_code)] // each user of this module takes what it needs
+
+use std::fs;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub struct Sshd {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A directory with the keys, the sshd config, the session's bin/ and the disk file.
+pub struct Rescue {
+    pub dir: tempfile::TempDir,
+    pub user: String,
+}
+
+impl Rescue {
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    pub fn disk(&self) -> PathBuf {
+        self.path("disk.img")
+    }
+    /// The `lsblk` the session finds first on its PATH.
+    pub fn lsblk(&self, devices: Value) {
+        let body = json!({ "blockdevices": devices }).to_string();
+        script(
+            &self.path("bin/lsblk"),
+            &format!("#!/bin/sh\ncat <<'EOF'\n{body}\nEOF\n"),
+        );
+    }
+    /// The disk as the rescue's lsblk shows it: `size` bytes, `mounts` on one partition.
+    pub fn disk_device(&self, size: u64, mounts: &[&str]) -> Value {
+        let mountpoints: Vec<Value> = if mounts.is_empty() {
+            vec![Value::Null]
+        } else {
+            mounts.iter().map(|m| json!(m)).collect()
+        };
+        json!({"name": self.disk(), "maj:min": "8:0", "rm": false, "size": size, "ro": false,
+               "type": "disk", "mountpoints": [null],
+               "children": [{"name": format!("{}1", self.disk().display()), "maj:min": "8:1",
+                             "rm": false, "size": 1048576, "ro": false, "type": "part",
+                             "mountpoints": mountpoints}]})
+    }
+}
+
+pub fn script(path: &Path, text: &str) {
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn sshd_binary(test: &str) -> Option<PathBuf> {
+    let sshd = PathBuf::from("/usr/sbin/sshd");
+    let keygen = Command::new("ssh-keygen").arg("-?").output().is_ok();
+    if sshd.is_file() && keygen {
+        Some(sshd)
+    } else {
+        testkit::skip_or_fail(test, "sshd and ssh-keygen (apt-get install openssh-server)");
+        None
+    }
+}
+
+pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
+    let sshd = sshd_binary(test)?;
+    let dir = tempfile::tempdir().unwrap();
+    let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let rescue = Rescue { dir, user };
+    for key in ["host_key", "user_key"] {
+        let out = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(rescue.path(key))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    fs::copy(rescue.path("user_key.pub"), rescue.path("authorized_keys")).unwrap();
+    fs::create_dir(rescue.path("bin")).unwrap();
+    rescue.lsblk(json!([]));
+    let port = free_port();
+    let config = format!(
+        "Port {port}\nListenAddress 127.0.0.1\nHostKey {dir}/host_key\nPidFile none\n\
+         AuthorizedKeysFile {dir}/authorized_keys\nStrictModes no\nUsePAM no\n\
+         PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
+         PermitRootLogin prohibit-password\nSetEnv PATH={dir}/bin:/usr/bin:/bin:/usr/sbin:/sbin\n",
+        dir = rescue.dir.path().display()
+    );
+    fs::write(rescue.path("sshd_config"), config).unwrap();
+    // sshd started as root wants its privilege-separation directory (the service unit makes it).
+    if rescue.user == "root" {
+        fs::create_dir_all("/run/sshd").unwrap();
+    }
+    let child = Command::new(sshd)
+        .args(["-D", "-e", "-f"])
+        .arg(rescue.path("sshd_config"))
+        .stdin(Stdio::null())
+        .stderr(fs::File::create(rescue.path("sshd.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let sshd = Sshd { child, port };
+    for _ in 0..100 {
+        if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
+            let mut banner = [0u8; 4];
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            if stream.read_exact(&mut banner).is_ok() && &banner == b"SSH-" {
+                return Some((rescue, sshd));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "sshd did not start: {}",
+        fs::read_to_string(rescue.path("sshd.log")).unwrap()
+    );
+}

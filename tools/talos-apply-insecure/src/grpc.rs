@@ -1,0 +1,195 @@
+//! The real [`MaintenanceApi`]: tonic over a TLS connector of our own (no client certificate,
+//! trust on first use or SPKI pins), one connection per call so that each probe sees the node as
+//! it is now.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::{Endpoint, Uri};
+use tonic_prost::ProstCodec;
+
+use crate::proto::{
+    self, ApplyConfigurationRequest, ApplyConfigurationResponse, Empty, VersionResponse,
+};
+use crate::tls::{self, Seen};
+use crate::{Applied, MaintenanceApi, Probe};
+
+/// Talos's API over the network, for real.
+#[derive(Debug)]
+pub struct GrpcApi {
+    runtime: tokio::runtime::Runtime,
+    pins: Vec<String>,
+    timeout: Duration,
+}
+
+impl GrpcApi {
+    pub fn new(pins: Vec<String>, timeout: Duration) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(GrpcApi {
+            runtime,
+            pins,
+            timeout,
+        })
+    }
+
+    /// One unary call on a fresh TLS connection; the verifier's record comes back with it.
+    fn call<Req, Resp>(
+        &self,
+        address: SocketAddr,
+        path: &'static str,
+        request: Req,
+    ) -> Result<(Result<Resp, tonic::Status>, Seen), String>
+    where
+        Req: prost::Message + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
+        let (config, seen) = tls::client_config(&self.pins).map_err(|e| e.to_string())?;
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let timeout = self.timeout;
+        let result = self.runtime.block_on(async move {
+            let connect = tower::service_fn(move |_: Uri| {
+                let connector = connector.clone();
+                async move {
+                    let tcp = tokio::time::timeout(timeout, TcpStream::connect(address)).await??;
+                    let name = rustls::pki_types::ServerName::IpAddress(address.ip().into());
+                    let tls = connector.connect(name, tcp).await?;
+                    Ok::<_, std::io::Error>(TokioIo::new(tls))
+                }
+            });
+            // The scheme is only for the HTTP/2 request; TLS is the connector's.
+            let channel = Endpoint::from_shared(format!("http://{address}"))
+                .map_err(|e| tonic::Status::internal(e.to_string()))?
+                .connect_timeout(timeout)
+                .timeout(timeout)
+                .connect_with_connector(connect)
+                .await
+                .map_err(|e| transport_status(&e))?;
+            let mut grpc = tonic::client::Grpc::new(channel);
+            grpc.ready().await.map_err(|e| transport_status(&e))?;
+            grpc.unary(
+                tonic::Request::new(request),
+                PathAndQuery::from_static(path),
+                ProstCodec::<Req, Resp>::default(),
+            )
+            .await
+            .map(tonic::Response::into_inner)
+        });
+        Ok((result, take(&seen)))
+    }
+}
+
+fn take(seen: &Mutex<Seen>) -> Seen {
+    seen.lock().map(|s| s.clone()).unwrap_or_default()
+}
+
+/// A transport error as a status whose message keeps the whole cause chain (the TLS alert is
+/// deep inside it).
+fn transport_status(error: &(dyn std::error::Error + 'static)) -> tonic::Status {
+    tonic::Status::unavailable(chain(error))
+}
+
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Whether a failed call failed on the way (connection, TLS, HTTP/2) rather than being answered
+/// by the server: tonic keeps the cause of a transport failure as the status's source.
+fn is_transport(status: &tonic::Status) -> bool {
+    std::error::Error::source(status).is_some() || status.code() == tonic::Code::Unavailable
+}
+
+/// A status's message with the whole cause chain.
+fn describe(status: &tonic::Status) -> String {
+    let mut text = status.message().to_owned();
+    if let Some(source) = std::error::Error::source(status) {
+        text.push_str(": ");
+        text.push_str(&chain(source));
+    }
+    text
+}
+
+/// Whether a failed call means the server demanded a client certificate: a configured node's
+/// apid requires mutual TLS, so a certificate-less client is refused with a TLS alert
+/// (`certificate_required` in TLS 1.3, `bad_certificate`/`handshake_failure` in TLS 1.2).
+fn client_certificate_required(status: &tonic::Status) -> bool {
+    let text = describe(status);
+    ["CertificateRequired", "BadCertificate", "HandshakeFailure"]
+        .iter()
+        .any(|alert| text.contains(alert))
+}
+
+impl MaintenanceApi for GrpcApi {
+    fn probe(&self, address: SocketAddr) -> Probe {
+        match self.call::<Empty, VersionResponse>(address, proto::VERSION, Empty {}) {
+            Err(error) => Probe::Unreachable(error),
+            Ok((_, seen)) if seen.pin_mismatch => Probe::PinMismatch {
+                fingerprint: seen.fingerprint.unwrap_or_default(),
+            },
+            // Asked for a client certificate during the handshake: mutual TLS, configured. (The
+            // refusal that follows is an alert or a closed connection depending on the server.)
+            Ok((_, seen)) if seen.client_certificate_requested => Probe::Configured,
+            // Any gRPC answer means the node took a client without a certificate: maintenance
+            // mode. Talos v1.13 answers Version to that reader; older ones say Unimplemented.
+            Ok((Ok(_), seen)) => Probe::Maintenance {
+                fingerprint: seen.fingerprint.unwrap_or_default(),
+            },
+            Ok((Err(status), seen)) if !is_transport(&status) => Probe::Maintenance {
+                fingerprint: seen.fingerprint.unwrap_or_default(),
+            },
+            Ok((Err(status), _)) if client_certificate_required(&status) => Probe::Configured,
+            Ok((Err(status), _)) => Probe::Unreachable(describe(&status)),
+        }
+    }
+
+    fn apply(&self, address: SocketAddr, config: &[u8]) -> Result<Applied, String> {
+        let request = ApplyConfigurationRequest {
+            data: config.to_vec(),
+            mode: proto::Mode::Auto as i32,
+            dry_run: false,
+            try_mode_timeout: None,
+        };
+        match self.call::<_, ApplyConfigurationResponse>(
+            address,
+            proto::APPLY_CONFIGURATION,
+            request,
+        )? {
+            (_, seen) if seen.pin_mismatch => Err(format!(
+                "certificate SPKI fingerprint {} is not pinned",
+                seen.fingerprint.unwrap_or_default()
+            )),
+            (Ok(response), _) => {
+                let answer = response.messages.into_iter().next().unwrap_or_default();
+                if !answer.metadata.as_ref().is_none_or(|m| m.error.is_empty()) {
+                    let error = answer.metadata.map(|m| m.error).unwrap_or_default();
+                    return Err(format!("the node refused the config: {error}"));
+                }
+                Ok(Applied {
+                    mode: answer.mode().name().to_owned(),
+                    details: answer.mode_details,
+                    warnings: answer.warnings,
+                })
+            }
+            (Err(status), _) => Err(format!(
+                "ApplyConfiguration failed: {:?}: {}",
+                status.code(),
+                describe(&status)
+            )),
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! TLS as `talosctl --insecure` does it: a node in maintenance mode presents a certificate signed
+//! by its own throwaway CA, so there is no chain to verify. The certificate is trusted on first
+//! use (its SPKI fingerprint is logged), or checked against pinned SPKI fingerprints, the ones the
+//! node's console prints (`--cert-fingerprint`, base64 of the SHA-256 of the
+//! SubjectPublicKeyInfo). The handshake signature is still verified, so the peer holds the key.
+
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use sha2::{Digest, Sha256};
+
+/// The SPKI fingerprint of a DER certificate, as Talos prints it: base64(sha256(SPKI DER)).
+pub fn spki_fingerprint(certificate: &[u8]) -> Option<String> {
+    let spki = subject_public_key_info(certificate)?;
+    Some(base64::engine::general_purpose::STANDARD.encode(Sha256::digest(spki)))
+}
+
+/// One DER element: its tag, its bytes (header and content), its content, and what follows it.
+type Element<'a> = (u8, &'a [u8], &'a [u8], &'a [u8]);
+
+fn element(der: &[u8]) -> Option<Element<'_>> {
+    let tag = *der.first()?;
+    let first = *der.get(1)?;
+    let (length, header) = if first < 0x80 {
+        (usize::from(first), 2)
+    } else {
+        let count = usize::from(first & 0x7f);
+        if count == 0 || count > 4 {
+            return None;
+        }
+        let mut length = 0usize;
+        for byte in der.get(2..2 + count)? {
+            length = (length << 8) | usize::from(*byte);
+        }
+        (length, 2 + count)
+    };
+    let end = header.checked_add(length)?;
+    Some((tag, der.get(..end)?, der.get(header..end)?, der.get(end..)?))
+}
+
+/// `Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL, serialNumber,
+/// signature, issuer, validity, subject, subjectPublicKeyInfo, ... } ... }` (RFC 5280).
+fn subject_public_key_info(certificate: &[u8]) -> Option<&[u8]> {
+    const SEQUENCE: u8 = 0x30;
+    let (tag, _, certificate, _) = element(certificate)?;
+    if tag != SEQUENCE {
+        return None;
+    }
+    let (tag, _, tbs, _) = element(certificate)?;
+    if tag != SEQUENCE {
+        return None;
+    }
+    let mut rest = tbs;
+    // The explicit [0] version is optional (absent means v1).
+    if rest.first() == Some(&0xa0) {
+        rest = element(rest)?.3;
+    }
+    // serialNumber, signature, issuer, validity, subject.
+    for _ in 0..5 {
+        rest = element(rest)?.3;
+    }
+    let (tag, whole, _, _) = element(rest)?;
+    (tag == SEQUENCE).then_some(whole)
+}
+
+/// What the verifier saw, for the caller's log and error.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// The SPKI fingerprint of the certificate the node presented.
+    pub fingerprint: Option<String>,
+    /// The certificate was refused because its fingerprint is not pinned.
+    pub pin_mismatch: bool,
+    /// The server asked for a client certificate (a TLS CertificateRequest): a configured
+    /// node's apid requires mutual TLS, a node in maintenance mode never asks.
+    pub client_certificate_requested: bool,
+}
+
+/// Trust on first use, or only the pinned SPKI fingerprints when there are some.
+#[derive(Debug)]
+pub struct MaintenanceVerifier {
+    pins: Vec<String>,
+    algorithms: WebPkiSupportedAlgorithms,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl MaintenanceVerifier {
+    pub fn new(pins: Vec<String>, provider: &CryptoProvider) -> (Self, Arc<Mutex<Seen>>) {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let verifier = MaintenanceVerifier {
+            pins,
+            algorithms: provider.signature_verification_algorithms,
+            seen: Arc::clone(&seen),
+        };
+        (verifier, seen)
+    }
+
+    fn remember(&self, fingerprint: Option<String>, pin_mismatch: bool) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.fingerprint = fingerprint;
+            seen.pin_mismatch = pin_mismatch;
+        }
+    }
+}
+
+impl ServerCertVerifier for MaintenanceVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(fingerprint) = spki_fingerprint(end_entity) else {
+            return Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::BadEncoding,
+            ));
+        };
+        if !self.pins.is_empty() && !self.pins.contains(&fingerprint) {
+            self.remember(Some(fingerprint.clone()), true);
+            return Err(rustls::Error::General(format!(
+                "certificate SPKI fingerprint {fingerprint} is not one of the pinned ones"
+            )));
+        }
+        self.remember(Some(fingerprint), false);
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// Has no certificate to give, and records that the server asked for one.
+#[derive(Debug)]
+struct NoCertificate {
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl rustls::client::ResolvesClientCert for NoCertificate {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.client_certificate_requested = true;
+        }
+        None
+    }
+
+    fn has_certs(&self) -> bool {
+        // Say yes, so that rustls asks `resolve` (and we learn the server wanted one).
+        true
+    }
+}
+
+/// A client config for one connection: no client certificate (that is what tells a node in
+/// maintenance mode apart from a configured one), HTTP/2 by ALPN (gRPC servers require it).
+pub fn client_config(
+    pins: &[String],
+) -> Result<(rustls::ClientConfig, Arc<Mutex<Seen>>), rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let (verifier, seen) = MaintenanceVerifier::new(pins.to_vec(), &provider);
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_client_cert_resolver(Arc::new(NoCertificate {
+            seen: Arc::clone(&seen),
+        }));
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok((config, seen))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn der_lengths_short_and_long_and_truncated() {
+        let (tag, whole, content, rest) = element(&[0x30, 2, 1, 2, 9]).unwrap();
+        assert_eq!(
+            (tag, whole, content, rest),
+            (0x30, &[0x30, 2, 1, 2][..], &[1, 2][..], &[9][..])
+        );
+        let long = [&[0x04, 0x81, 3][..], &[7, 7, 7]].concat();
+        assert_eq!(element(&long).map(|e| e.2), Some(&[7u8, 7, 7][..]));
+        assert!(element(&[0x30, 5, 1]).is_none());
+        assert!(element(&[0x30, 0x85, 1, 1, 1, 1, 1]).is_none());
+        assert!(spki_fingerprint(b"not a certificate").is_none());
+    }
+}

@@ -1,0 +1,1 @@
+pop_common::main!(wait_ready);
