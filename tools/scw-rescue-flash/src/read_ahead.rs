@@ -1,8 +1,10 @@
 //! A reader that reads ahead in its own thread (here: the zstd decompression), so that producing
-//! the bytes overlaps with consuming them (encrypting and sending over SSH).
+//! the bytes overlaps with consuming them (encrypting and sending over SSH). The consumer reads
+//! the chunks in place (`BufRead`), and hands each one back to be filled again: no copy and no
+//! fresh, page-faulting allocation per megabyte.
 
-use std::io::{self, Read};
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::io::{self, BufRead, Read};
+use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::thread;
 
 /// Chunks of this many bytes, at most `DEPTH` of them waiting.
@@ -13,6 +15,8 @@ const DEPTH: usize = 8;
 #[derive(Debug)]
 pub struct ReadAhead {
     chunks: Receiver<io::Result<Vec<u8>>>,
+    /// Consumed chunks, back to the reading thread.
+    spent: Sender<Vec<u8>>,
     current: Vec<u8>,
     position: usize,
     done: bool,
@@ -21,9 +25,11 @@ pub struct ReadAhead {
 impl ReadAhead {
     pub fn new<R: Read + Send + 'static>(mut inner: R) -> Self {
         let (sender, chunks) = sync_channel(DEPTH);
+        let (spent, recycled) = channel::<Vec<u8>>();
         thread::spawn(move || {
             loop {
-                let mut chunk = vec![0u8; CHUNK];
+                let mut chunk = recycled.try_recv().unwrap_or_default();
+                chunk.resize(CHUNK, 0);
                 let mut filled = 0;
                 let result = loop {
                     match inner.read(chunk.get_mut(filled..).unwrap_or_default()) {
@@ -53,6 +59,7 @@ impl ReadAhead {
         });
         ReadAhead {
             chunks,
+            spent,
             current: Vec::new(),
             position: 0,
             done: false,
@@ -60,17 +67,16 @@ impl ReadAhead {
     }
 }
 
-impl Read for ReadAhead {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.position == self.current.len() {
-            if self.done {
-                return Ok(0);
-            }
+impl BufRead for ReadAhead {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        while self.position == self.current.len() && !self.done {
             match self.chunks.recv() {
                 Ok(Ok(chunk)) => {
                     self.done = chunk.len() < CHUNK;
-                    self.current = chunk;
+                    let spent = std::mem::replace(&mut self.current, chunk);
                     self.position = 0;
+                    // The thread may have finished: the chunk is then simply dropped.
+                    let _ = self.spent.send(spent);
                 }
                 Ok(Err(e)) => {
                     self.done = true;
@@ -79,12 +85,22 @@ impl Read for ReadAhead {
                 Err(_) => return Err(io::Error::other("the read-ahead thread stopped")),
             }
         }
-        let rest = self.current.get(self.position..).unwrap_or_default();
+        Ok(self.current.get(self.position..).unwrap_or_default())
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.position = (self.position + amount).min(self.current.len());
+    }
+}
+
+impl Read for ReadAhead {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let rest = self.fill_buf()?;
         let n = rest.len().min(buf.len());
         if let (Some(to), Some(from)) = (buf.get_mut(..n), rest.get(..n)) {
             to.copy_from_slice(from);
         }
-        self.position += n;
+        self.consume(n);
         Ok(n)
     }
 }
@@ -118,5 +134,23 @@ mod tests {
             .read_to_end(&mut Vec::new())
             .unwrap_err();
         assert_eq!(err.to_string(), "corrupt frame");
+    }
+
+    #[test]
+    fn chunks_read_in_place_yield_the_same_bytes() {
+        let data: Vec<u8> = (0..5 * CHUNK + 3).map(|i| (i * 13 % 253) as u8).collect();
+        let mut reader = ReadAhead::new(io::Cursor::new(data.clone()));
+        let mut out = Vec::new();
+        loop {
+            let chunk = reader.fill_buf().unwrap();
+            if chunk.is_empty() {
+                break;
+            }
+            // Take part of a chunk at a time, as a short write would.
+            let n = chunk.len().min(CHUNK / 3 + 1);
+            out.extend_from_slice(&chunk[..n]);
+            reader.consume(n);
+        }
+        assert_eq!(out, data);
     }
 }
