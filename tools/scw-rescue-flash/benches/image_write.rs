@@ -9,7 +9,7 @@
 //! to the next, the bench also gives the client's CPU time per MB (ours: this process, with its
 //! decompression thread; the baseline's: the `ssh` child), which the load does not move.
 //! Where the rest of the gap is (perf, 2026-11): libssh2's own portable ChaCha20 and Poly1305
-//! (scalar C) take about 1.2 ms/MB, more than the whole OpenSSH client (about 1.1 ms/MB, whose
+//! (scalar C) take about 1.3 ms/MB, more than the whole OpenSSH client (about 1.1 ms/MB, whose
 //! ChaCha20 is OpenSSL's vectorised one); its AES modes are dearer still (one EVP call per
 //! 16-byte block). No session option changes that code path.
 #![allow(
