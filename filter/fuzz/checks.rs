@@ -27,6 +27,7 @@ const SECRET: &[u8] = b"fuzzing-secret-of-at-least-32-bytes!";
 /// Any cookie value: accepted only if it is exactly what the key issues for its expiry and
 /// difficulty (no forgery, no alternative spelling).
 pub fn cookie(data: &[u8]) {
+    cookie_reduction(data);
     let Ok(value) = std::str::from_utf8(data) else {
         return;
     };
@@ -41,6 +42,29 @@ pub fn cookie(data: &[u8]) {
             value,
             issue_cookie(&keys, &binding, expiry, difficulty),
             "accepted a non-canonical cookie"
+        );
+    }
+}
+
+/// The glue's reduction of a raw Cookie header keeps exactly the first clearance pairs that
+/// splitting the lossily decoded header finds (what the core reads of the whole header).
+fn cookie_reduction(data: &[u8]) {
+    let whole = String::from_utf8_lossy(data);
+    for name in ["pow_clearance", "p"] {
+        let expected: Vec<&str> = whole
+            .split(';')
+            .filter(|pair| {
+                pair.trim()
+                    .split_once('=')
+                    .is_some_and(|(n, _)| n.trim() == name)
+            })
+            .map(str::trim)
+            .take(pow_core::filter::MAX_COOKIES_CHECKED)
+            .collect();
+        assert_eq!(
+            pow_core::filter::clearance_pairs(data, name),
+            expected.join("; "),
+            "the reduction differs from the whole header"
         );
     }
 }

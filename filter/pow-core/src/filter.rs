@@ -84,6 +84,8 @@ pub const HEADERS_USED: &[&str] = &[
 #[derive(Debug, Default, Clone)]
 pub struct Request {
     /// All request headers, pseudo-headers (`:path`, `:authority`, ...) included, names lowercase.
+    /// The glue passes only [`HEADERS_USED`], and each Cookie header reduced by
+    /// [`clearance_pairs`] (which decides alike).
     pub headers: Vec<(String, String)>,
     /// The `source.address` property.
     pub source_address: Option<String>,
@@ -105,6 +107,91 @@ impl Request {
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// The value of one `name=value` pair of a Cookie header when its name is `name` (names and
+/// pairs trimmed, as browsers write `a=1; b=2`).
+fn cookie_value<'a>(pair: &'a str, name: &str) -> Option<&'a str> {
+    let (n, value) = pair.trim().split_once('=')?;
+    (n.trim() == name).then_some(value)
+}
+
+/// Reduces a raw Cookie header to its first [`MAX_COOKIES_CHECKED`] pairs named `name`, trimmed,
+/// joined by `"; "`: all that [`Filter::on_request`] reads of it. The glue calls this instead
+/// of copying the whole header out of the host's buffer, so a request stuffed with 60 KiB of
+/// cookies costs a scan for the pairs' boundaries (stopping once the last pair that can matter
+/// is found), not a UTF-8 validation and a copy of every byte. Only the kept pairs, and names
+/// that could match, are decoded (bytes that are not UTF-8 replaced): this gives what splitting
+/// the lossily decoded header would, as `;` and `=` are ASCII and never fall inside a
+/// multi-byte character.
+pub fn clearance_pairs(header: &[u8], name: &str) -> String {
+    let mut kept = String::new();
+    let mut count = 0;
+    let mut rest = header;
+    while !rest.is_empty() {
+        let (pair, next) = match find_byte(rest, b';') {
+            Some(at) => (&rest[..at], &rest[at + 1..]),
+            None => (rest, &[][..]),
+        };
+        rest = next;
+        if !may_be_named(pair, name.as_bytes()) {
+            continue;
+        }
+        let Some(eq) = pair.iter().position(|b| *b == b'=') else {
+            continue;
+        };
+        if String::from_utf8_lossy(&pair[..eq]).trim() != name {
+            continue;
+        }
+        if count > 0 {
+            kept.push_str("; ");
+        }
+        kept.push_str(String::from_utf8_lossy(pair).trim());
+        count += 1;
+        if count == MAX_COOKIES_CHECKED {
+            break;
+        }
+    }
+    kept
+}
+
+/// A cheap test that lets most pairs of a big Cookie header be skipped undecoded: `false` only
+/// when the pair's trimmed name cannot be `name`, i.e. its first byte after ASCII whitespace is
+/// ASCII (so not part of Unicode whitespace) and the bytes from there do not start with `name`.
+fn may_be_named(pair: &[u8], name: &[u8]) -> bool {
+    // The ASCII characters `char::is_whitespace` (what `str::trim` removes) accepts.
+    let start = pair
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r'));
+    match start {
+        None => false,
+        Some(at) => pair[at] >= 0x80 || pair[at..].starts_with(name),
+    }
+}
+
+/// The index of the first `needle` in `haystack`, eight bytes at a time: the filter runs as
+/// wasm32 without SIMD, where a byte-at-a-time loop over a 60 KiB header costs several times
+/// more. A word has a byte equal to `needle` exactly when `x = word ^ needle*0x01..01` has a
+/// zero byte, which `(x - 0x01..01) & !x & 0x80..80` tells.
+fn find_byte(haystack: &[u8], needle: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pattern = LO * u64::from(needle);
+    let mut at = 0;
+    for chunk in haystack.chunks_exact(8) {
+        let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let x = u64::from_le_bytes(bytes) ^ pattern;
+        if x.wrapping_sub(LO) & !x & HI != 0 {
+            break;
+        }
+        at += 8;
+    }
+    haystack[at..]
+        .iter()
+        .position(|b| *b == needle)
+        .map(|i| at + i)
 }
 
 /// What to do with a request.
@@ -299,11 +386,10 @@ impl Filter {
         let candidates = req
             .header_all("cookie")
             .flat_map(|header| header.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .filter(|(n, _)| n.trim() == name)
+            .filter_map(|pair| cookie_value(pair, name))
             .take(MAX_COOKIES_CHECKED);
         let mut seen_one = false;
-        for (_, value) in candidates {
+        for value in candidates {
             seen_one = true;
             let value = value.trim().trim_matches('"');
             if crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
@@ -413,6 +499,43 @@ impl Filter {
             status: 403,
             headers,
             body,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_byte_agrees_with_a_byte_loop() {
+        let text: Vec<u8> = (0..200u32).map(|i| (i * 37 % 251) as u8).collect();
+        for start in 0..text.len() {
+            for needle in [b';', 0, 0x80, 0xff, 59 ^ 0x80] {
+                let hay = &text[start..];
+                assert_eq!(
+                    find_byte(hay, needle),
+                    hay.iter().position(|b| *b == needle),
+                    "{start} {needle}"
+                );
+            }
+        }
+        assert_eq!(find_byte(b"", b';'), None);
+        assert_eq!(find_byte(b"aaaaaaaaaaaaaaa;", b';'), Some(15));
+    }
+
+    #[test]
+    fn may_be_named_rejects_only_what_cannot_match() {
+        for (pair, expected) in [
+            (&b"pow=1"[..], true),
+            (b" \t\x0bpow=1", true),
+            (b"\xc2\xa0pow=1", true),
+            (b"\xffx=1", true),
+            (b"po=1", false),
+            (b" other=pow", false),
+            (b"  ", false),
+        ] {
+            assert_eq!(may_be_named(pair, b"pow"), expected, "{pair:?}");
         }
     }
 }

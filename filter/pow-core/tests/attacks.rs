@@ -128,6 +128,55 @@ fn fake_cookies_beyond_the_first_few_are_not_checked() {
     );
 }
 
+/// Item 5, what the glue hands the core: the reduction of a raw Cookie header keeps the first
+/// [`MAX_COOKIES_CHECKED`] clearance pairs in order, decides as the whole header does, and
+/// stops early on a header stuffed with them.
+#[test]
+fn the_cookie_reduction_the_glue_makes_decides_as_the_whole_header() {
+    use pow_core::filter::clearance_pairs;
+    let mut w = World::new(ALL_AT_1);
+    let from = "192.0.2.10:4000";
+    let good = cookie_of(&spend(&mut w, from));
+    let (name, value) = good.split_once('=').unwrap();
+    let fake = format!("{name}={}x", &value[..value.len() - 1]);
+    let n = pow_core::filter::MAX_COOKIES_CHECKED;
+    let others = vec!["other=xxxxxxxx"; 675].join("; ");
+    for header in [
+        format!("{good}; {}", vec![fake.as_str(); 675].join("; ")),
+        format!("{}; {good}", vec![fake.as_str(); n].join("; ")),
+        format!("{}; {good}", vec![fake.as_str(); n - 1].join("; ")),
+        format!("{others}; {good}"),
+        format!("a=1;\t {good} ;b"),
+        format!("\u{a0}{good}"),
+        others.clone(),
+        String::new(),
+    ] {
+        let whole = w.send(&with_header(req("/", from), "cookie", &header));
+        let reduced = clearance_pairs(header.as_bytes(), name);
+        let kept = w.send(&with_header(req("/", from), "cookie", &reduced));
+        assert_eq!(
+            whole.status(),
+            kept.status(),
+            "{header:.80} -> {reduced:.80}"
+        );
+        assert!(reduced.split(';').count() <= n);
+    }
+    assert_eq!(
+        clearance_pairs(
+            format!("{good}; {}", vec![fake.as_str(); 675].join("; ")).as_bytes(),
+            name
+        ),
+        format!("{good}; {fake}; {fake}")
+    );
+    // Names are compared as the core compares them (Unicode-trimmed); bytes that are not UTF-8
+    // are replaced in what is kept, and never make a pair match.
+    assert_eq!(
+        clearance_pairs(b"x=1; \xc2\xa0pow=a\xffb ;pow\xff=c; =d; pow", "pow"),
+        "pow=a\u{fffd}b"
+    );
+    assert_eq!(clearance_pairs(b"", "pow"), "");
+}
+
 /// Item 8: the seen-set's key does not depend on the challenge TTL.
 #[test]
 fn a_new_ttl_keeps_spent_solutions_spent() {

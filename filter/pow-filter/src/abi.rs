@@ -138,19 +138,18 @@ pub fn get_buffer(kind: u32, max: usize) -> Result<Option<Vec<u8>>, Status> {
     }
 }
 
-/// The request headers named in `keep` (compared ASCII case-insensitively), pseudo-headers
-/// included, every value of each. Bytes that are not UTF-8 are replaced.
-pub fn get_request_headers(keep: &[&str]) -> Result<Vec<(String, String)>, Status> {
+/// The request headers `select` keeps, pseudo-headers included, every value of each:
+/// `select(name, value)` returns the value to keep (or `None`), so the caller decodes only what
+/// it reads. Names that are not UTF-8 are replaced.
+pub fn get_request_headers(
+    select: impl Fn(&[u8], &[u8]) -> Option<String>,
+) -> Result<Vec<(String, String)>, Status> {
     let (mut p, mut n) = (null_mut(), 0usize);
     // SAFETY: valid out-pointers on our stack.
     ok(unsafe { raw::proxy_get_header_map_pairs(MAP_HTTP_REQUEST_HEADERS, &mut p, &mut n) })?;
     match take(p, n) {
         None => Ok(Vec::new()),
-        Some(bytes) => deserialize_map_only(&bytes, |k| {
-            keep.iter()
-                .any(|name| name.as_bytes().eq_ignore_ascii_case(k))
-        })
-        .ok_or(Status(3)),
+        Some(bytes) => deserialize_map_with(&bytes, select).ok_or(Status(3)),
     }
 }
 
@@ -158,14 +157,14 @@ pub fn get_request_headers(keep: &[&str]) -> Result<Vec<(String, String)>, Statu
 /// and values), bounds-checked: `None` if it is malformed.
 #[cfg(test)]
 pub fn deserialize_map(bytes: &[u8]) -> Option<Vec<(String, String)>> {
-    deserialize_map_only(bytes, |_| true)
+    deserialize_map_with(bytes, |_, v| Some(String::from_utf8_lossy(v).into_owned()))
 }
 
-/// [`deserialize_map`], copying out only the pairs whose key `keep` accepts (the whole map is
-/// still bounds-checked).
-pub fn deserialize_map_only(
+/// [`deserialize_map`], keeping the pairs `select` gives a value for, with that value (the
+/// whole map is still bounds-checked).
+pub fn deserialize_map_with(
     bytes: &[u8],
-    keep: impl Fn(&[u8]) -> bool,
+    select: impl Fn(&[u8], &[u8]) -> Option<String>,
 ) -> Option<Vec<(String, String)>> {
     if bytes.len() <= 1 {
         return Some(Vec::new());
@@ -187,11 +186,8 @@ pub fn deserialize_map_only(
         data = data.checked_add(k_len)?.checked_add(1)?;
         let value = bytes.get(data..data.checked_add(v_len)?)?;
         data = data.checked_add(v_len)?.checked_add(1)?;
-        if keep(key) {
-            out.push((
-                String::from_utf8_lossy(key).into_owned(),
-                String::from_utf8_lossy(value).into_owned(),
-            ));
+        if let Some(value) = select(key, value) {
+            out.push((String::from_utf8_lossy(key).into_owned(), value));
         }
     }
     Some(out)
@@ -304,7 +300,9 @@ mod tests {
         let mut bad = serialize_map(&[("k".to_owned(), "v".to_owned())]);
         bad.truncate(bad.len() - 2);
         assert_eq!(deserialize_map(&bad), None);
-        let only = deserialize_map_only(&serialize_map(&m), |k| k == b":path");
-        assert_eq!(only, Some(vec![(":path".to_owned(), "/x".to_owned())]));
+        let only = deserialize_map_with(&serialize_map(&m), |k, v| {
+            (k == b":path").then(|| format!("{}!", String::from_utf8_lossy(v)))
+        });
+        assert_eq!(only, Some(vec![(":path".to_owned(), "/x!".to_owned())]));
     }
 }

@@ -305,8 +305,23 @@ impl HttpContext for Http {
 
 impl Http {
     fn decide(&self, filter: &Filter) -> Result<Action, (&'static str, abi::Status)> {
-        let headers = abi::get_request_headers(pow_core::filter::HEADERS_USED)
-            .map_err(|s| ("get_header_map_pairs", s))?;
+        // Only the headers the core reads are decoded, and of the Cookie header only its
+        // clearance pairs: a request carrying 60 KiB of cookies then costs a scan of their names,
+        // not a UTF-8 validation and a copy of all of it.
+        let cookie_name = filter.config.cookie_name.as_str();
+        let headers = abi::get_request_headers(|name, value| {
+            if name.eq_ignore_ascii_case(b"cookie") {
+                Some(pow_core::filter::clearance_pairs(value, cookie_name))
+            } else if pow_core::filter::HEADERS_USED
+                .iter()
+                .any(|used| used.as_bytes().eq_ignore_ascii_case(name))
+            {
+                Some(String::from_utf8_lossy(value).into_owned())
+            } else {
+                None
+            }
+        })
+        .map_err(|s| ("get_header_map_pairs", s))?;
         let source = abi::get_property(b"source\0address")
             .map_err(|s| ("get_property(source.address)", s))?
             .map(|b| {

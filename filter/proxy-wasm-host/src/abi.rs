@@ -66,20 +66,39 @@ pub const ABI_MARKER: &str = "proxy_abi_version_0_2_1";
 /// Serialises a header map: a u32 count, then a (key length, value length) u32 pair per entry,
 /// then each key and each value followed by a NUL byte.
 pub fn serialize_map(pairs: &[(String, String)]) -> Vec<u8> {
-    let data: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-    let mut out = Vec::with_capacity(4 + pairs.len() * 8 + data);
-    out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
-    for (k, v) in pairs {
-        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-    }
-    for (k, v) in pairs {
-        out.extend_from_slice(k.as_bytes());
-        out.push(0);
-        out.extend_from_slice(v.as_bytes());
-        out.push(0);
-    }
+    let mut out = vec![0; serialized_map_size(pairs)];
+    serialize_map_into(pairs, &mut out);
     out
+}
+
+/// The length of [`serialize_map`]'s output.
+pub fn serialized_map_size(pairs: &[(String, String)]) -> usize {
+    let data: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    4 + pairs.len() * 8 + data
+}
+
+/// [`serialize_map`] into `out`, which holds [`serialized_map_size`] bytes (a shorter one gets
+/// what fits).
+pub fn serialize_map_into(pairs: &[(String, String)], out: &mut [u8]) {
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| {
+        let end = (at + bytes.len()).min(out.len());
+        if let Some(dst) = out.get_mut(at..end) {
+            dst.copy_from_slice(&bytes[..end - at]);
+        }
+        at = end;
+    };
+    put(&(pairs.len() as u32).to_le_bytes());
+    for (k, v) in pairs {
+        put(&(k.len() as u32).to_le_bytes());
+        put(&(v.len() as u32).to_le_bytes());
+    }
+    for (k, v) in pairs {
+        put(k.as_bytes());
+        put(&[0]);
+        put(v.as_bytes());
+        put(&[0]);
+    }
 }
 
 /// Decodes a header map in the format of [`serialize_map`]. An empty input (or a lone NUL byte)
@@ -152,6 +171,10 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] = b'x';
         assert_eq!(deserialize_map(&bytes), None);
+        // Serialising into a buffer too short for the map fills what fits.
+        let mut short = [9u8; 6];
+        serialize_map_into(&[("a".into(), "b".into())], &mut short);
+        assert_eq!(short, [1, 0, 0, 0, 1, 0]);
     }
 
     #[test]

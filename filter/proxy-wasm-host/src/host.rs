@@ -421,7 +421,7 @@ impl Host {
     /// Runs one request through the module, without an upstream: `on_context_create`,
     /// `on_request_headers` (and `on_request_body`), then `on_done`, `on_log`, `on_delete`.
     pub fn request(&mut self, request: Request) -> Result<Outcome, HostError> {
-        let context = self.open_stream(request.clone())?;
+        let context = self.open_stream(&request)?;
         let result = self.request_phase(context, &request);
         let closed = self.close_stream(context);
         let outcome = result?;
@@ -436,7 +436,7 @@ impl Host {
     where
         F: FnOnce(&[(String, String)], &[u8]) -> Response,
     {
-        let context = self.open_stream(request.clone())?;
+        let context = self.open_stream(&request)?;
         let result = self.exchange_phases(context, &request, upstream);
         let closed = self.close_stream(context);
         let served = result?;
@@ -573,7 +573,7 @@ impl Host {
         })
     }
 
-    fn open_stream(&mut self, request: Request) -> Result<i32, HostError> {
+    fn open_stream(&mut self, request: &Request) -> Result<i32, HostError> {
         if let Some(reason) = &self.crashed {
             return Err(HostError::Crashed(reason.clone()));
         }
@@ -671,7 +671,9 @@ impl Response {
 }
 
 /// The stream's header map and properties for `request`.
-fn stream_for(request: Request, context: i32) -> Stream {
+/// The stream's state: its header map is built once from the request, as a codec builds
+/// Envoy's (the request itself is not copied).
+fn stream_for(request: &Request, context: i32) -> Stream {
     let mut headers = vec![
         (":method".to_owned(), request.method.clone()),
         (":path".to_owned(), request.path.clone()),

@@ -2,7 +2,7 @@
 
 use wasmtime::{Caller, Linker};
 
-use super::{Names, Result, header_map, read, read_string, return_bytes, write_u32};
+use super::{Names, Result, header_map, read, read_string, return_bytes, return_with, write_u32};
 use crate::abi::{self, status};
 use crate::state::State;
 
@@ -15,11 +15,17 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_get_header_map_pairs",
         |caller, kind: i32, ret_ptr: i32, ret_len: i32| {
-            let bytes = match header_map(caller.data_mut(), kind) {
-                Ok(pairs) => abi::serialize_map(pairs),
+            // As Envoy does: size the map, allocate that in the module, and serialise straight
+            // into its memory (one copy of the headers, no intermediate buffer).
+            let size = match header_map(caller.data_mut(), kind) {
+                Ok(pairs) => abi::serialized_map_size(pairs),
                 Err(code) => return Ok(code),
             };
-            return_bytes(&mut caller, &bytes, ret_ptr, ret_len)
+            return_with(&mut caller, size, ret_ptr, ret_len, |state, dst| {
+                if let Ok(pairs) = header_map(state, kind) {
+                    abi::serialize_map_into(pairs, dst);
+                }
+            })
         }
     );
     hostcall!(
@@ -129,7 +135,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         "proxy_get_header_map_size",
         |caller, kind: i32, ret: i32| {
             let size = match header_map(caller.data_mut(), kind) {
-                Ok(pairs) => abi::serialize_map(pairs).len() as u32,
+                Ok(pairs) => abi::serialized_map_size(pairs) as u32,
                 Err(code) => return Ok(code),
             };
             Ok(if write_u32(&mut caller, ret, size) {

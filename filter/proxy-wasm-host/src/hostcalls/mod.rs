@@ -109,6 +109,44 @@ fn return_bytes(
     }
 }
 
+/// Like [`return_bytes`], for `size` bytes that `fill` writes straight into the module's
+/// allocation (given the state too, as the bytes usually come from it): no staging copy.
+fn return_with(
+    caller: &mut Caller<'_, State>,
+    size: usize,
+    ret_ptr: i32,
+    ret_len: i32,
+    fill: impl FnOnce(&mut State, &mut [u8]),
+) -> Result<i32> {
+    let Some(alloc) = caller.data().alloc.clone() else {
+        return Ok(status::INTERNAL_FAILURE);
+    };
+    let Some(memory) = caller.data().memory else {
+        return Ok(status::INTERNAL_FAILURE);
+    };
+    let Ok(len) = i32::try_from(size) else {
+        return Ok(status::BAD_ARGUMENT);
+    };
+    let guest = alloc.call(&mut *caller, len)?;
+    if guest == 0 && len != 0 {
+        return Ok(status::INVALID_MEMORY_ACCESS);
+    }
+    let start = guest as u32 as usize;
+    let (data, state) = memory.data_and_store_mut(&mut *caller);
+    let Some(dst) = start
+        .checked_add(size)
+        .and_then(|end| data.get_mut(start..end))
+    else {
+        return Ok(status::INVALID_MEMORY_ACCESS);
+    };
+    fill(state, dst);
+    if write_u32(caller, ret_ptr, guest as u32) && write_u32(caller, ret_len, len as u32) {
+        Ok(status::OK)
+    } else {
+        Ok(status::INVALID_MEMORY_ACCESS)
+    }
+}
+
 /// "No value": OK with a NULL pointer.
 fn return_none(caller: &mut Caller<'_, State>, ret_ptr: i32, ret_len: i32) -> i32 {
     if write_u32(caller, ret_ptr, 0) && write_u32(caller, ret_len, 0) {
