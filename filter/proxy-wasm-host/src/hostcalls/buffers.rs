@@ -34,9 +34,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_set_buffer_bytes",
         |caller, kind: i32, start: i32, size: i32, ptr: i32, len: i32| {
-            let Some(value) = read(&mut caller, ptr, len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let value = read_or_fault!(read(&mut caller, ptr, len));
             let target = match body(caller.data_mut(), kind) {
                 Ok(target) => target,
                 Err(code) => return Ok(code),

@@ -6,7 +6,7 @@
 
 use wasmtime::Linker;
 
-use super::{Names, Result, read, read_string, return_bytes, write_u32};
+use super::{Names, Result, read, read_string, return_bytes, write_u32, written};
 use crate::abi::status;
 use crate::state::State;
 
@@ -126,15 +126,9 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_register_shared_queue",
         |caller, name_ptr: i32, name_len: i32, ret_token: i32| {
-            let Some(name) = read_string(&mut caller, name_ptr, name_len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let name = read_or_fault!(read_string(&mut caller, name_ptr, name_len));
             let token = caller.data_mut().queue_token(&name, true).unwrap_or(0);
-            Ok(if write_u32(&mut caller, ret_token, token) {
-                status::OK
-            } else {
-                status::INVALID_MEMORY_ACCESS
-            })
+            Ok(written(write_u32(&mut caller, ret_token, token)))
         }
     );
     hostcall!(
@@ -144,17 +138,11 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_resolve_shared_queue",
         |caller, _vm_ptr: i32, _vm_len: i32, name_ptr: i32, name_len: i32, ret_token: i32| {
-            let Some(name) = read_string(&mut caller, name_ptr, name_len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let name = read_or_fault!(read_string(&mut caller, name_ptr, name_len));
             let Some(token) = caller.data_mut().queue_token(&name, false) else {
                 return Ok(status::NOT_FOUND);
             };
-            Ok(if write_u32(&mut caller, ret_token, token) {
-                status::OK
-            } else {
-                status::INVALID_MEMORY_ACCESS
-            })
+            Ok(written(write_u32(&mut caller, ret_token, token)))
         }
     );
     hostcall!(
@@ -164,9 +152,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_enqueue_shared_queue",
         |caller, token: i32, ptr: i32, len: i32| {
-            let Some(value) = read(&mut caller, ptr, len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let value = read_or_fault!(read(&mut caller, ptr, len));
             match caller
                 .data_mut()
                 .queues

@@ -2,7 +2,9 @@
 
 use wasmtime::{Caller, Linker};
 
-use super::{Names, Result, header_map, read, read_string, return_bytes, return_with, write_u32};
+use super::{
+    Names, Result, header_map, read, read_string, return_bytes, return_with, write_u32, written,
+};
 use crate::abi::{self, status};
 use crate::state::State;
 
@@ -35,9 +37,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_set_header_map_pairs",
         |caller, kind: i32, ptr: i32, len: i32| {
-            let Some(bytes) = read(&mut caller, ptr, len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let bytes = read_or_fault!(read(&mut caller, ptr, len));
             let Some(pairs) = abi::deserialize_map(&bytes) else {
                 return Ok(status::SERIALIZATION_FAILURE);
             };
@@ -55,9 +55,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_get_header_map_value",
         |caller, kind: i32, key_ptr: i32, key_len: i32, ret_ptr: i32, ret_len: i32| {
-            let Some(key) = read_string(&mut caller, key_ptr, key_len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let key = read_or_fault!(read_string(&mut caller, key_ptr, key_len));
             let value = match header_map(caller.data_mut(), kind) {
                 Ok(pairs) => pairs
                     .iter()
@@ -115,9 +113,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_remove_header_map_value",
         |caller, kind: i32, key_ptr: i32, key_len: i32| {
-            let Some(key) = read_string(&mut caller, key_ptr, key_len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let key = read_or_fault!(read_string(&mut caller, key_ptr, key_len));
             match header_map(caller.data_mut(), kind) {
                 Ok(pairs) => {
                     pairs.retain(|(k, _)| !k.eq_ignore_ascii_case(&key));
@@ -138,11 +134,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 Ok(pairs) => abi::serialized_map_size(pairs) as u32,
                 Err(code) => return Ok(code),
             };
-            Ok(if write_u32(&mut caller, ret, size) {
-                status::OK
-            } else {
-                status::INVALID_MEMORY_ACCESS
-            })
+            Ok(written(write_u32(&mut caller, ret, size)))
         }
     );
     Ok(())

@@ -2,7 +2,7 @@
 
 use wasmtime::Linker;
 
-use super::{Names, Result, read_string, write_u32, write_u64};
+use super::{Names, Result, read_string, write_u32, write_u64, written};
 use crate::abi::status;
 use crate::state::State;
 
@@ -15,9 +15,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_log",
         |caller, level: i32, ptr: i32, len: i32| {
-            let Some(message) = read_string(&mut caller, ptr, len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let message = read_or_fault!(read_string(&mut caller, ptr, len));
             caller.data_mut().log(level as u32, message);
             Ok(status::OK)
         }
@@ -30,11 +28,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         "proxy_get_log_level",
         |caller, ret: i32| {
             let level = caller.data().config.log_level;
-            Ok(if write_u32(&mut caller, ret, level) {
-                status::OK
-            } else {
-                status::INVALID_MEMORY_ACCESS
-            })
+            Ok(written(write_u32(&mut caller, ret, level)))
         }
     );
     hostcall!(
@@ -45,11 +39,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         "proxy_get_current_time_nanoseconds",
         |caller, ret: i32| {
             let now = caller.data().now_nanos();
-            Ok(if write_u64(&mut caller, ret, now) {
-                status::OK
-            } else {
-                status::INVALID_MEMORY_ACCESS
-            })
+            Ok(written(write_u64(&mut caller, ret, now)))
         }
     );
     hostcall!(

@@ -2,7 +2,7 @@
 
 use wasmtime::Linker;
 
-use super::{Names, Result, read_string, write_u32, write_u64};
+use super::{Names, Result, read_string, write_u32, write_u64, written};
 use crate::abi::{self, status};
 use crate::state::State;
 
@@ -15,17 +15,11 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_define_metric",
         |caller, kind: i32, name_ptr: i32, name_len: i32, ret: i32| {
-            let Some(name) = read_string(&mut caller, name_ptr, name_len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let name = read_or_fault!(read_string(&mut caller, name_ptr, name_len));
             let Some(id) = caller.data_mut().define_metric(kind, name) else {
                 return Ok(status::BAD_ARGUMENT);
             };
-            Ok(if write_u32(&mut caller, ret, id) {
-                status::OK
-            } else {
-                status::INVALID_MEMORY_ACCESS
-            })
+            Ok(written(write_u32(&mut caller, ret, id)))
         }
     );
     hostcall!(
@@ -76,11 +70,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             else {
                 return Ok(status::NOT_FOUND);
             };
-            Ok(if write_u64(&mut caller, ret, value as u64) {
-                status::OK
-            } else {
-                status::INVALID_MEMORY_ACCESS
-            })
+            Ok(written(write_u64(&mut caller, ret, value as u64)))
         }
     );
     Ok(())

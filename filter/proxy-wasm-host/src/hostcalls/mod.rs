@@ -45,6 +45,26 @@ macro_rules! hostcall {
 
 // --- guest memory --------------------------------------------------------------------------
 
+/// The value of module memory a hostcall reads, or the hostcall returns `INVALID_MEMORY_ACCESS`
+/// (Envoy's answer to a pointer outside the module's memory).
+macro_rules! read_or_fault {
+    ($read:expr) => {
+        match $read {
+            Some(value) => value,
+            None => return Ok(crate::abi::status::INVALID_MEMORY_ACCESS),
+        }
+    };
+}
+
+/// The status of a hostcall whose last step writes its result into the module's memory.
+fn written(ok: bool) -> i32 {
+    if ok {
+        status::OK
+    } else {
+        status::INVALID_MEMORY_ACCESS
+    }
+}
+
 fn read(caller: &mut Caller<'_, State>, ptr: i32, len: i32) -> Option<Vec<u8>> {
     let memory = caller.data().memory?;
     let start = ptr as u32 as usize;

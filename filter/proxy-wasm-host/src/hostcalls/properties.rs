@@ -15,9 +15,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_get_property",
         |caller, path_ptr: i32, path_len: i32, ret_ptr: i32, ret_len: i32| {
-            let Some(path) = read(&mut caller, path_ptr, path_len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let path = read_or_fault!(read(&mut caller, path_ptr, path_len));
             match property(caller.data(), &abi::property_name(&path)) {
                 Some(value) => return_bytes(&mut caller, &value, ret_ptr, ret_len),
                 None => Ok(status::NOT_FOUND),

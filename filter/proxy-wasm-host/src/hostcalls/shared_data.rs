@@ -15,9 +15,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         fail,
         "proxy_get_shared_data",
         |caller, key_ptr: i32, key_len: i32, ret_ptr: i32, ret_len: i32, ret_cas: i32| {
-            let Some(key) = read_string(&mut caller, key_ptr, key_len) else {
-                return Ok(status::INVALID_MEMORY_ACCESS);
-            };
+            let key = read_or_fault!(read_string(&mut caller, key_ptr, key_len));
             let Some((value, cas)) = caller.data().shared.get(&key).cloned() else {
                 return Ok(status::NOT_FOUND);
             };
