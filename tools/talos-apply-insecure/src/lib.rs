@@ -367,9 +367,7 @@ pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Res
     let (outcome, failures) =
         apply_all(config, &mut inventory, &configs, &api, &std::thread::sleep);
     pop_common::info!("{outcome}");
-    serde_json::to_writer_pretty(&mut output, &inventory).map_err(|e| Error::Output(e.into()))?;
-    output.write_all(b"\n").map_err(Error::Output)?;
-    output.flush().map_err(Error::Output)?;
+    inventory.write_to(&mut output).map_err(Error::Output)?;
     if failures.is_empty() {
         Ok(())
     } else {

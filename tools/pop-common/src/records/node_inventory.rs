@@ -28,6 +28,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::io::{self, Write};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
@@ -99,6 +100,16 @@ pub enum NodeKind {
     ElasticMetal,
 }
 
+impl NodeInventory {
+    /// Writes the inventory as the next tool of the pipe reads it: pretty JSON, one final newline,
+    /// flushed (so a tool that fails right after has still handed on what it did).
+    pub fn write_to(&self, mut out: impl Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut out, self)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+}
+
 impl Node {
     /// What `step` recorded on this node, if it ran.
     pub fn step(&self, step: &str) -> Option<&str> {
@@ -139,6 +150,40 @@ mod tests {
         assert!(text.contains(r#""kind":"elastic-metal""#), "{text}");
         let again: NodeInventory = serde_json::from_str(&text).unwrap();
         assert_eq!(inventory, again);
+    }
+
+    #[test]
+    fn write_to_writes_pretty_json_and_one_newline_that_reads_back() {
+        let inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        let mut out = Vec::new();
+        inventory.write_to(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("{\n  \"kind\": \"NodeInventory\""),
+            "{text}"
+        );
+        assert!(text.ends_with("}\n") && !text.ends_with("\n\n"), "{text}");
+        assert_eq!(
+            serde_json::from_str::<NodeInventory>(&text).unwrap(),
+            inventory
+        );
+    }
+
+    #[test]
+    fn write_to_reports_a_failing_writer() {
+        /// A writer whose reader has gone away.
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        let err = inventory.write_to(Closed).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
     }
 
     #[test]
