@@ -12,9 +12,8 @@ mod support {
 }
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -58,43 +57,34 @@ fn flash(
     stdin: &str,
     extra: &[&str],
 ) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"))
-        .arg("--image")
-        .arg(image)
-        .arg("--disk")
-        .arg(rescue.disk())
-        .arg("--ssh-key")
-        .arg(rescue.path("user_key"))
-        .args([
-            "--ssh-port",
-            &port.to_string(),
-            "--no-sudo",
-            "--timeout-seconds",
-            "20",
-        ])
-        .args(["--ssh-tries", "3", "--ssh-interval-seconds", "0"])
-        .args(extra)
-        .env("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX")
-        .env("SCW_SECRET_KEY", SECRET)
-        .env(
-            "SCW_DEFAULT_PROJECT_ID",
-            "22222222-2222-4222-8222-222222222222",
-        )
-        // No config file of the machine's: the environment alone.
-        .env("SCW_CONFIG_PATH", rescue.path("no-scw-config.yaml"))
-        .env("SCW_API_URL", &api.url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    testkit::process::run_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"))
+            .arg("--image")
+            .arg(image)
+            .arg("--disk")
+            .arg(rescue.disk())
+            .arg("--ssh-key")
+            .arg(rescue.path("user_key"))
+            .args([
+                "--ssh-port",
+                &port.to_string(),
+                "--no-sudo",
+                "--timeout-seconds",
+                "20",
+            ])
+            .args(["--ssh-tries", "3", "--ssh-interval-seconds", "0"])
+            .args(extra)
+            .env("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX")
+            .env("SCW_SECRET_KEY", SECRET)
+            .env(
+                "SCW_DEFAULT_PROJECT_ID",
+                "22222222-2222-4222-8222-222222222222",
+            )
+            // No config file of the machine's: the environment alone.
+            .env("SCW_CONFIG_PATH", rescue.path("no-scw-config.yaml"))
+            .env("SCW_API_URL", &api.url),
+        stdin.as_bytes(),
+    )
 }
 
 /// The Elastic Metal API's reboot body and Server fields, from Scaleway's OpenAPI.
