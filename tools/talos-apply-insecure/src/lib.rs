@@ -78,8 +78,8 @@ pub enum Error {
     MachineConfig { path: PathBuf, source: io::Error },
     #[error("{0}")]
     Setup(String),
-    #[error("{count} node(s) failed:\n{}", .failures.join("\n"))]
-    Nodes { count: usize, failures: Vec<String> },
+    #[error(transparent)]
+    Nodes(#[from] pop_common::records::NodeFailures),
     #[error("writing the inventory: {0}")]
     Output(#[source] io::Error),
 }
@@ -88,7 +88,7 @@ impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
             Error::Usage(_) | Error::Input(_) | Error::MachineConfig { .. } => Exit::Usage,
-            Error::Setup(_) | Error::Nodes { .. } | Error::Output(_) => Exit::Failure,
+            Error::Setup(_) | Error::Nodes(_) | Error::Output(_) => Exit::Failure,
         }
     }
     fn io_error(&self) -> Option<&io::Error> {
@@ -368,14 +368,7 @@ pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Res
         apply_all(config, &mut inventory, &configs, &api, &std::thread::sleep);
     pop_common::info!("{outcome}");
     inventory.write_to(&mut output).map_err(Error::Output)?;
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Nodes {
-            count: failures.len(),
-            failures,
-        })
-    }
+    Ok(pop_common::records::NodeFailures::check(failures)?)
 }
 
 #[cfg(test)]

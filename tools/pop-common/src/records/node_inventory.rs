@@ -110,6 +110,23 @@ impl NodeInventory {
     }
 }
 
+/// The nodes a tool's step failed on, one `<node>: <why>` each; the other nodes were done and
+/// recorded in the inventory the tool wrote anyway.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} node(s) failed:\n{}", .0.len(), .0.join("\n"))]
+pub struct NodeFailures(pub Vec<String>);
+
+impl NodeFailures {
+    /// `Ok` when no node failed, else the failures as one error.
+    pub fn check(failures: Vec<String>) -> Result<(), NodeFailures> {
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(NodeFailures(failures))
+        }
+    }
+}
+
 impl Node {
     /// What `step` recorded on this node, if it ran.
     pub fn step(&self, step: &str) -> Option<&str> {
@@ -184,6 +201,16 @@ mod tests {
         let inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
         let err = inventory.write_to(Closed).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    #[test]
+    fn node_failures_are_an_error_only_when_there_are_some_and_list_each_node() {
+        assert_eq!(NodeFailures::check(Vec::new()), Ok(()));
+        let err = NodeFailures::check(vec!["w1: refused".into(), "w2: timed out".into()]);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "2 node(s) failed:\nw1: refused\nw2: timed out"
+        );
     }
 
     #[test]
