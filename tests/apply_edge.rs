@@ -91,11 +91,7 @@ impl StandIn {
             .arg(config)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        testkit::process::success_stdout(&out);
         let name = config.file_name().unwrap().to_str().unwrap();
         let path = self.dir.path().join(format!("{name}.yaml"));
         std::fs::write(&path, out.stdout).unwrap();

@@ -217,6 +217,27 @@ pub struct ImageSpec {
     pub tag: String,
 }
 
+impl ImageSpec {
+    /// A Proxy-Wasm plugin image as Istio's WasmPlugin pulls it: one layer holding the module as
+    /// `plugin.wasm`.
+    pub fn wasm_plugin(module: Vec<u8>, mtime: u64, tag: String) -> ImageSpec {
+        ImageSpec {
+            // Go's names for a WASI preview 1 module, as the OCI config's platform fields
+            // take them; Istio reads neither.
+            architecture: "wasm".into(),
+            os: "wasip1".into(),
+            run: RunConfig::default(),
+            entries: vec![Entry::File {
+                path: "plugin.wasm".into(),
+                mode: 0o644,
+                data: module,
+            }],
+            mtime,
+            tag,
+        }
+    }
+}
+
 /// The blobs of a built image, before they are written anywhere.
 #[derive(Debug, Clone)]
 pub struct Built {
@@ -377,18 +398,7 @@ mod tests {
     use super::*;
 
     fn spec(data: &[u8]) -> ImageSpec {
-        ImageSpec {
-            architecture: "wasm".into(),
-            os: "wasip1".into(),
-            run: RunConfig::default(),
-            entries: vec![Entry::File {
-                path: "plugin.wasm".into(),
-                mode: 0o644,
-                data: data.to_vec(),
-            }],
-            mtime: 0,
-            tag: "0.1.0".into(),
-        }
+        ImageSpec::wasm_plugin(data.to_vec(), 0, "0.1.0".into())
     }
 
     #[test]

@@ -334,20 +334,7 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
                     wasm.display()
                 )));
             }
-            let spec = ImageSpec {
-                // Go's names for a WASI preview 1 module, as the OCI config's platform fields
-                // take them; Istio reads neither.
-                architecture: "wasm".into(),
-                os: "wasip1".into(),
-                run: RunConfig::default(),
-                entries: vec![Entry::File {
-                    path: "plugin.wasm".into(),
-                    mode: 0o644,
-                    data: module,
-                }],
-                mtime: mtime(env)?,
-                tag: tag.clone(),
-            };
+            let spec = ImageSpec::wasm_plugin(module, mtime(env)?, tag.clone());
             Ok(Config::Build {
                 spec: Box::new(spec),
                 out: out.clone(),

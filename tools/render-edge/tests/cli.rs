@@ -18,6 +18,12 @@ fn example(name: &str) -> PathBuf {
     workspace().join("config").join(name)
 }
 
+/// `render-edge -o json`, which must succeed: its List.
+fn render_list(inputs: &Path, config: &Path) -> serde_json::Value {
+    let out = render(inputs, config, &["-o", "json"]);
+    serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap()
+}
+
 fn render(inputs: &Path, config: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_render-edge"))
         .arg("--inputs")
@@ -293,13 +299,7 @@ fn render_pow(case: &Case, pow: &str) -> (serde_json::Value, serde_json::Value) 
             &format!(r#", "pow_enabled": true, "pow": {pow}, {IMAGES}"#),
         ),
     );
-    let out = render(&case.inputs(), &config, &["-o", "json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = render_list(&case.inputs(), &config);
     let find = |kind: &str| {
         list["items"]
             .as_array()
@@ -497,13 +497,7 @@ fn a_minimal_config_renders_with_defaults() {
             &format!(r#", "pow_enabled": true, {POW_OK}"#),
         ),
     );
-    let out = render(&case.inputs(), &config, &["-o", "json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = render_list(&case.inputs(), &config);
     let issuer = list["items"]
         .as_array()
         .unwrap()

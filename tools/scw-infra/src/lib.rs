@@ -394,9 +394,7 @@ fn act<T: Transport, S: Sleeper>(
     match &run.action {
         Action::Apply { .. } => {
             if let Some(inventory) = infra.apply()? {
-                let text =
-                    serde_json::to_string(&inventory).map_err(|e| Error::Output(e.into()))?;
-                writeln!(output, "{text}").map_err(Error::Output)?;
+                inventory.write_to(output).map_err(Error::Output)?;
             }
             Ok(())
         }

@@ -112,8 +112,8 @@ pub enum Error {
     Input(#[from] InputError),
     #[error("{}: {message}", path.display())]
     Image { path: PathBuf, message: String },
-    #[error("{count} node(s) failed:\n{}", .failures.join("\n"))]
-    Nodes { count: usize, failures: Vec<String> },
+    #[error(transparent)]
+    Nodes(#[from] pop_common::records::NodeFailures),
     #[error("writing the inventory: {0}")]
     Output(#[source] io::Error),
 }
@@ -122,7 +122,7 @@ impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
             Error::Usage(_) | Error::Input(_) | Error::Image { .. } => Exit::Usage,
-            Error::Nodes { .. } | Error::Output(_) => Exit::Failure,
+            Error::Nodes(_) | Error::Output(_) => Exit::Failure,
         }
     }
     fn io_error(&self) -> Option<&io::Error> {
@@ -541,17 +541,8 @@ pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Res
     } else {
         Vec::new()
     };
-    serde_json::to_writer_pretty(&mut output, &inventory).map_err(|e| Error::Output(e.into()))?;
-    output.write_all(b"\n").map_err(Error::Output)?;
-    output.flush().map_err(Error::Output)?;
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Nodes {
-            count: failures.len(),
-            failures,
-        })
-    }
+    inventory.write_to(&mut output).map_err(Error::Output)?;
+    Ok(pop_common::records::NodeFailures::check(failures)?)
 }
 
 #[cfg(test)]

@@ -12,13 +12,12 @@ mod support {
 }
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use support::sshd::{Rescue, free_port, rescue, script};
+use support::sshd::{Rescue, Sshd, free_port, rescue, script};
 use testkit::http::{Reply, Server};
 
 const SERVER_ID: &str = "22222222-2222-4222-8222-222222222222";
@@ -58,43 +57,34 @@ fn flash(
     stdin: &str,
     extra: &[&str],
 ) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"))
-        .arg("--image")
-        .arg(image)
-        .arg("--disk")
-        .arg(rescue.disk())
-        .arg("--ssh-key")
-        .arg(rescue.path("user_key"))
-        .args([
-            "--ssh-port",
-            &port.to_string(),
-            "--no-sudo",
-            "--timeout-seconds",
-            "20",
-        ])
-        .args(["--ssh-tries", "3", "--ssh-interval-seconds", "0"])
-        .args(extra)
-        .env("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX")
-        .env("SCW_SECRET_KEY", SECRET)
-        .env(
-            "SCW_DEFAULT_PROJECT_ID",
-            "22222222-2222-4222-8222-222222222222",
-        )
-        // No config file of the machine's: the environment alone.
-        .env("SCW_CONFIG_PATH", rescue.path("no-scw-config.yaml"))
-        .env("SCW_API_URL", &api.url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    testkit::process::run_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"))
+            .arg("--image")
+            .arg(image)
+            .arg("--disk")
+            .arg(rescue.disk())
+            .arg("--ssh-key")
+            .arg(rescue.path("user_key"))
+            .args([
+                "--ssh-port",
+                &port.to_string(),
+                "--no-sudo",
+                "--timeout-seconds",
+                "20",
+            ])
+            .args(["--ssh-tries", "3", "--ssh-interval-seconds", "0"])
+            .args(extra)
+            .env("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX")
+            .env("SCW_SECRET_KEY", SECRET)
+            .env(
+                "SCW_DEFAULT_PROJECT_ID",
+                "22222222-2222-4222-8222-222222222222",
+            )
+            // No config file of the machine's: the environment alone.
+            .env("SCW_CONFIG_PATH", rescue.path("no-scw-config.yaml"))
+            .env("SCW_API_URL", &api.url),
+        stdin.as_bytes(),
+    )
 }
 
 /// The Elastic Metal API's reboot body and Server fields, from Scaleway's OpenAPI.
@@ -213,6 +203,29 @@ impl Contract {
     }
 }
 
+/// What each flashing test starts from: the API contract, a rescue system listening with an
+/// empty disk, and an image (with its raw bytes). `None` when a prerequisite is missing (skipped).
+fn setup(test: &str) -> Option<(Contract, Rescue, Sshd, PathBuf, Vec<u8>)> {
+    let contract = contract(test)?;
+    let (rescue, sshd) = rescue(test)?;
+    let (image, raw) = image(rescue.dir.path());
+    Some((contract, rescue, sshd, image, raw))
+}
+
+/// One run of the tool on a one-worker inventory with no step done, against a fresh API stand-in
+/// that answers the whole rescue-then-normal sequence.
+fn flash_fresh(
+    contract: &Contract,
+    rescue: &Rescue,
+    sshd: &Sshd,
+    image: &Path,
+    extra: &[&str],
+) -> (Server, Output) {
+    let api = Server::start(contract.full_script(&rescue.user)).unwrap();
+    let out = flash(rescue, sshd.port, &api, image, &inventory("{}"), extra);
+    (api, out)
+}
+
 fn sha256(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
@@ -220,16 +233,11 @@ fn sha256(bytes: &[u8]) -> String {
 #[test]
 fn the_image_lands_on_the_disk_verified_then_a_rerun_is_a_no_op() {
     let test = "the_image_lands_on_the_disk_verified";
-    let Some(contract) = contract(test) else {
+    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
         return;
     };
-    let Some((rescue, sshd)) = rescue(test) else {
-        return;
-    };
-    let (image, raw) = image(rescue.dir.path());
     rescue.lsblk(json!([rescue.disk_device(8 << 20, &[])]));
-    let api = Server::start(contract.full_script(&rescue.user)).unwrap();
-    let out = flash(&rescue, sshd.port, &api, &image, &inventory("{}"), &[]);
+    let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
     let stdout = testkit::process::success_stdout(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
 
@@ -308,31 +316,19 @@ fn the_image_lands_on_the_disk_verified_then_a_rerun_is_a_no_op() {
 #[test]
 fn the_rescue_system_can_download_the_pinned_image_itself() {
     let test = "the_rescue_system_can_download";
-    let Some(contract) = contract(test) else {
-        return;
-    };
     for tool in ["zstd", "curl"] {
         if Command::new(tool).arg("--version").output().is_err() {
             testkit::skip_or_fail(test, &format!("{tool} (the rescue side of --image-url)"));
             return;
         }
     }
-    let Some((rescue, sshd)) = rescue(test) else {
+    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
         return;
     };
-    let (image, raw) = image(rescue.dir.path());
     rescue.lsblk(json!([rescue.disk_device(8 << 20, &[])]));
     let release = Server::start(vec![Reply::ok(fs::read(&image).unwrap())]).unwrap();
     let url = format!("{}/metal-amd64.raw.zst", release.url);
-    let api = Server::start(contract.full_script(&rescue.user)).unwrap();
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &inventory("{}"),
-        &["--image-url", &url],
-    );
+    let (_api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &["--image-url", &url]);
     let stdout = testkit::process::success_stdout(&out);
     assert!(String::from_utf8_lossy(&out.stderr).contains("the rescue system downloads"));
     assert_eq!(release.requests().len(), 1);
@@ -347,15 +343,7 @@ fn the_rescue_system_can_download_the_pinned_image_itself() {
     let other = zstd::encode_all(&b"not the image"[..], 3).unwrap();
     let release = Server::start(vec![Reply::ok(other)]).unwrap();
     let url = format!("{}/metal-amd64.raw.zst", release.url);
-    let api = Server::start(contract.full_script(&rescue.user)).unwrap();
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &inventory("{}"),
-        &["--image-url", &url],
-    );
+    let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &["--image-url", &url]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("is not the image's"), "{stderr}");
@@ -365,13 +353,9 @@ fn the_rescue_system_can_download_the_pinned_image_itself() {
 #[test]
 fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
     let test = "a_wrong_too_small_or_mounted_disk_is_refused";
-    let Some(contract) = contract(test) else {
+    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
         return;
     };
-    let Some((rescue, sshd)) = rescue(test) else {
-        return;
-    };
-    let (image, raw) = image(rescue.dir.path());
     let other = json!({"name": "/dev/nvme0n1", "size": 480103981056u64, "type": "disk", "mountpoints": [null]});
     let cases = [
         (
@@ -390,8 +374,7 @@ fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
     for (devices, needles) in cases {
         rescue.lsblk(devices);
         fs::write(rescue.disk(), b"before").unwrap();
-        let api = Server::start(contract.full_script(&rescue.user)).unwrap();
-        let out = flash(&rescue, sshd.port, &api, &image, &inventory("{}"), &[]);
+        let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         for needle in needles
@@ -411,13 +394,9 @@ fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
 #[test]
 fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
     let test = "a_connection_cut_mid_write";
-    let Some(contract) = contract(test) else {
+    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
         return;
     };
-    let Some((rescue, sshd)) = rescue(test) else {
-        return;
-    };
-    let (image, raw) = image(rescue.dir.path());
     rescue.lsblk(json!([rescue.disk_device(8 << 20, &[])]));
     // The first dd takes 1 MiB, then kills the SSH session it runs in: the connection drops
     // mid-stream, as when the rescue system or the network goes away.
@@ -428,8 +407,7 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
             dir = rescue.dir.path().display()
         ),
     );
-    let api = Server::start(contract.full_script(&rescue.user)).unwrap();
-    let out = flash(&rescue, sshd.port, &api, &image, &inventory("{}"), &[]);
+    let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("edge-worker-1"), "{stderr}");
@@ -438,8 +416,7 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
     assert!(first["nodes"][1]["steps"].get("image_flashed").is_none());
     assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
 
-    let api = Server::start(contract.full_script(&rescue.user)).unwrap();
-    let again = flash(&rescue, sshd.port, &api, &image, &inventory("{}"), &[]);
+    let (api, again) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
     let stdout = testkit::process::success_stdout(&again);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
     let written: Value = serde_json::from_str(&stdout).unwrap();

@@ -78,8 +78,8 @@ pub enum Error {
     MachineConfig { path: PathBuf, source: io::Error },
     #[error("{0}")]
     Setup(String),
-    #[error("{count} node(s) failed:\n{}", .failures.join("\n"))]
-    Nodes { count: usize, failures: Vec<String> },
+    #[error(transparent)]
+    Nodes(#[from] pop_common::records::NodeFailures),
     #[error("writing the inventory: {0}")]
     Output(#[source] io::Error),
 }
@@ -88,7 +88,7 @@ impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
             Error::Usage(_) | Error::Input(_) | Error::MachineConfig { .. } => Exit::Usage,
-            Error::Setup(_) | Error::Nodes { .. } | Error::Output(_) => Exit::Failure,
+            Error::Setup(_) | Error::Nodes(_) | Error::Output(_) => Exit::Failure,
         }
     }
     fn io_error(&self) -> Option<&io::Error> {
@@ -367,17 +367,8 @@ pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Res
     let (outcome, failures) =
         apply_all(config, &mut inventory, &configs, &api, &std::thread::sleep);
     pop_common::info!("{outcome}");
-    serde_json::to_writer_pretty(&mut output, &inventory).map_err(|e| Error::Output(e.into()))?;
-    output.write_all(b"\n").map_err(Error::Output)?;
-    output.flush().map_err(Error::Output)?;
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Nodes {
-            count: failures.len(),
-            failures,
-        })
-    }
+    inventory.write_to(&mut output).map_err(Error::Output)?;
+    Ok(pop_common::records::NodeFailures::check(failures)?)
 }
 
 #[cfg(test)]
@@ -448,6 +439,21 @@ mod tests {
         fingerprint: "fp".into(),
     };
 
+    /// `apply_all` of one worker config with the default options, sleeping not at all.
+    fn apply_worker(
+        api: &Scripted,
+        inventory: &mut NodeInventory,
+        worker_config: &[u8],
+    ) -> (Outcome, Vec<String>) {
+        apply_all(
+            &config(),
+            inventory,
+            &[(NodeRole::Worker, worker_config.to_vec())],
+            api,
+            &|_| {},
+        )
+    }
+
     #[test]
     fn a_node_in_maintenance_gets_its_role_config_and_the_digest_once_it_left() {
         let api = Scripted::new(vec![
@@ -482,13 +488,7 @@ mod tests {
     fn a_matching_digest_is_skipped_without_a_call() {
         let api = Scripted::new(vec![]);
         let mut inventory = inventory(&format!(r#"{{"config_applied":"{}"}}"#, digest(b"worker")));
-        let (outcome, failures) = apply_all(
-            &config(),
-            &mut inventory,
-            &[(NodeRole::Worker, b"worker".to_vec())],
-            &api,
-            &|_| {},
-        );
+        let (outcome, failures) = apply_worker(&api, &mut inventory, b"worker");
         assert!(failures.is_empty());
         assert_eq!(outcome.skipped, ["w1"]);
         assert!(api.applied.borrow().is_empty());
@@ -498,13 +498,7 @@ mod tests {
     fn a_configured_node_is_reported_and_left_alone_with_its_record() {
         let api = Scripted::new(vec![Probe::Configured]);
         let mut inventory = inventory(r#"{"config_applied":"sha256:old"}"#);
-        let (outcome, failures) = apply_all(
-            &config(),
-            &mut inventory,
-            &[(NodeRole::Worker, b"new".to_vec())],
-            &api,
-            &|_| {},
-        );
+        let (outcome, failures) = apply_worker(&api, &mut inventory, b"new");
         assert!(failures.is_empty());
         assert_eq!(outcome.already_configured, ["w1"]);
         assert!(api.applied.borrow().is_empty());
@@ -523,13 +517,7 @@ mod tests {
     fn a_node_that_never_leaves_maintenance_fails_unrecorded_and_is_named() {
         let api = Scripted::new(vec![MAINTENANCE(); 4]);
         let mut inventory = inventory("{}");
-        let (outcome, failures) = apply_all(
-            &config(),
-            &mut inventory,
-            &[(NodeRole::Worker, b"w".to_vec())],
-            &api,
-            &|_| {},
-        );
+        let (outcome, failures) = apply_worker(&api, &mut inventory, b"w");
         assert_eq!(outcome.failed, ["w1"]);
         assert!(failures[0].contains("w1: 192.0.2.7:50000: took the config but was still in maintenance mode after 3 checks"), "{failures:?}");
         assert_eq!(inventory.nodes[0].step(steps::CONFIG_APPLIED), None);
@@ -559,13 +547,7 @@ mod tests {
             let mut api = Scripted::new(vec![probe]);
             api.refuse = refuse;
             let mut inventory = inventory("{}");
-            let (_, failures) = apply_all(
-                &config(),
-                &mut inventory,
-                &[(NodeRole::Worker, b"w".to_vec())],
-                &api,
-                &|_| {},
-            );
+            let (_, failures) = apply_worker(&api, &mut inventory, b"w");
             assert!(
                 failures.len() == 1 && failures[0].contains(needle),
                 "{failures:?}"

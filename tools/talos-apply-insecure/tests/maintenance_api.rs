@@ -159,35 +159,25 @@ fn inventory(steps: &str) -> String {
 }
 
 fn tool(dir: &Path, port: u16, stdin: &str, extra: &[&str]) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_talos-apply-insecure"))
-        .args([
-            "--config-dir",
-            dir.to_str().unwrap(),
-            "--port",
-            &port.to_string(),
-        ])
-        .args([
-            "--wait-tries",
-            "30",
-            "--wait-interval-seconds",
-            "1",
-            "--timeout-seconds",
-            "5",
-        ])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    testkit::process::run_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_talos-apply-insecure"))
+            .args([
+                "--config-dir",
+                dir.to_str().unwrap(),
+                "--port",
+                &port.to_string(),
+            ])
+            .args([
+                "--wait-tries",
+                "30",
+                "--wait-interval-seconds",
+                "1",
+                "--timeout-seconds",
+                "5",
+            ])
+            .args(extra),
+        stdin.as_bytes(),
+    )
 }
 
 fn setup(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
@@ -414,12 +404,7 @@ except grpc.RpcError as e:
         .args(["-c", &client])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    testkit::process::success_stdout(&out).trim().to_owned()
 }
 
 /// The stand-in's contract, each version as its source says: v1.13.9's machined turns AUTO and

@@ -17,7 +17,9 @@ pub use list_sources::{
     DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, LIST_NAME_RULE, LIST_SOURCES_VERSION,
     ListGenerator, ListSource, ListSources, MAX_LISTS, valid_list_name,
 };
-pub use node_inventory::{NODE_INVENTORY_VERSION, Node, NodeInventory, NodeKind, NodeRole, steps};
+pub use node_inventory::{
+    NODE_INVENTORY_VERSION, Node, NodeFailures, NodeInventory, NodeKind, NodeRole, steps,
+};
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
 pub use policy_list::{ListCounts, POLICY_LIST_VERSION, PolicyList};
 pub use problem::{Problem, join as join_problems};

@@ -28,6 +28,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::io::{self, Write};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
@@ -99,6 +100,33 @@ pub enum NodeKind {
     ElasticMetal,
 }
 
+impl NodeInventory {
+    /// Writes the inventory as the next tool of the pipe reads it: pretty JSON, one final newline,
+    /// flushed (so a tool that fails right after has still handed on what it did).
+    pub fn write_to(&self, mut out: impl Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut out, self)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+}
+
+/// The nodes a tool's step failed on, one `<node>: <why>` each; the other nodes were done and
+/// recorded in the inventory the tool wrote anyway.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} node(s) failed:\n{}", .0.len(), .0.join("\n"))]
+pub struct NodeFailures(pub Vec<String>);
+
+impl NodeFailures {
+    /// `Ok` when no node failed, else the failures as one error.
+    pub fn check(failures: Vec<String>) -> Result<(), NodeFailures> {
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(NodeFailures(failures))
+        }
+    }
+}
+
 impl Node {
     /// What `step` recorded on this node, if it ran.
     pub fn step(&self, step: &str) -> Option<&str> {
@@ -139,6 +167,50 @@ mod tests {
         assert!(text.contains(r#""kind":"elastic-metal""#), "{text}");
         let again: NodeInventory = serde_json::from_str(&text).unwrap();
         assert_eq!(inventory, again);
+    }
+
+    #[test]
+    fn write_to_writes_pretty_json_and_one_newline_that_reads_back() {
+        let inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        let mut out = Vec::new();
+        inventory.write_to(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("{\n  \"kind\": \"NodeInventory\""),
+            "{text}"
+        );
+        assert!(text.ends_with("}\n") && !text.ends_with("\n\n"), "{text}");
+        assert_eq!(
+            serde_json::from_str::<NodeInventory>(&text).unwrap(),
+            inventory
+        );
+    }
+
+    #[test]
+    fn write_to_reports_a_failing_writer() {
+        /// A writer whose reader has gone away.
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        let err = inventory.write_to(Closed).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    #[test]
+    fn node_failures_are_an_error_only_when_there_are_some_and_list_each_node() {
+        assert_eq!(NodeFailures::check(Vec::new()), Ok(()));
+        let err = NodeFailures::check(vec!["w1: refused".into(), "w2: timed out".into()]);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "2 node(s) failed:\nw1: refused\nw2: timed out"
+        );
     }
 
     #[test]

@@ -99,11 +99,7 @@ pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
             .arg(rescue.path(key))
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        testkit::process::success_stdout(&out);
     }
     fs::copy(rescue.path("user_key.pub"), rescue.path("authorized_keys")).unwrap();
     fs::create_dir(rescue.path("bin")).unwrap();
