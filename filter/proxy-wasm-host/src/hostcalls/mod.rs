@@ -56,6 +56,11 @@ macro_rules! read_or_fault {
     };
 }
 
+/// The WASI errno of a call whose last step writes its result into the module's memory.
+fn wasi_written(ok: bool) -> i32 {
+    if ok { errno::SUCCESS } else { errno::FAULT }
+}
+
 /// The status of a hostcall whose last step writes its result into the module's memory.
 fn written(ok: bool) -> i32 {
     if ok {

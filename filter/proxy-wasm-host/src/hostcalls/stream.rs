@@ -6,6 +6,15 @@ use super::{Names, Result, read, read_string};
 use crate::abi::{self, status};
 use crate::state::{LocalReply, State};
 
+/// What Envoy answers to a call on the current stream: OK while there is one, else NOT_FOUND.
+fn stream_status(caller: &wasmtime::Caller<'_, State>) -> i32 {
+    if caller.data().stream.is_some() {
+        status::OK
+    } else {
+        status::NOT_FOUND
+    }
+}
+
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let fail = status::INTERNAL_FAILURE;
     hostcall!(
@@ -54,13 +63,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         "env",
         fail,
         "proxy_continue_stream",
-        |caller, _stream: i32| {
-            Ok(if caller.data().stream.is_some() {
-                status::OK
-            } else {
-                status::NOT_FOUND
-            })
-        }
+        |caller, _stream: i32| { Ok(stream_status(&caller)) }
     );
     hostcall!(
         linker,
@@ -68,13 +71,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         "env",
         fail,
         "proxy_close_stream",
-        |caller, _stream: i32| {
-            Ok(if caller.data().stream.is_some() {
-                status::OK
-            } else {
-                status::NOT_FOUND
-            })
-        }
+        |caller, _stream: i32| { Ok(stream_status(&caller)) }
     );
     hostcall!(
         linker,

@@ -2,7 +2,7 @@
 
 use wasmtime::{Caller, Linker};
 
-use super::{Names, Result, WASI, errno, read, write, write_u32, write_u64};
+use super::{Names, Result, WASI, errno, read, wasi_written, write, write_u32, write_u64};
 use crate::abi;
 use crate::state::State;
 
@@ -40,11 +40,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 };
                 caller.data_mut().log(level, message);
             }
-            Ok(if write_u32(&mut caller, ret, written) {
-                errno::SUCCESS
-            } else {
-                errno::FAULT
-            })
+            Ok(wasi_written(write_u32(&mut caller, ret, written)))
         }
     );
     hostcall!(
@@ -125,11 +121,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         "clock_time_get",
         |caller, _id: i32, _precision: i64, ret: i32| {
             let now = caller.data().now_nanos();
-            Ok(if write_u64(&mut caller, ret, now) {
-                errno::SUCCESS
-            } else {
-                errno::FAULT
-            })
+            Ok(wasi_written(write_u64(&mut caller, ret, now)))
         }
     );
     hostcall!(
@@ -143,11 +135,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             if getrandom::fill(&mut bytes).is_err() {
                 return Ok(errno::IO);
             }
-            Ok(if write(&mut caller, buf, &bytes) {
-                errno::SUCCESS
-            } else {
-                errno::FAULT
-            })
+            Ok(wasi_written(write(&mut caller, buf, &bytes)))
         }
     );
     hostcall!(linker, names, WASI, eio, "sched_yield", |caller| {
