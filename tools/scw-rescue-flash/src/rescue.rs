@@ -182,11 +182,18 @@ impl Rescue {
         channel
             .send_eof()
             .map_err(|e| format!("ending the stream after {sent} bytes: {e}"))?;
+        // All sent; a connection lost now still leaves the disk unfinished, and says so.
+        let lost = |e: &dyn std::fmt::Display| {
+            format!(
+                "the connection was lost after all {sent} bytes were sent, before `{command}` finished: {e}"
+            )
+        };
         let mut stderr = String::new();
-        let _ = channel.stderr().read_to_string(&mut stderr);
         channel
-            .wait_close()
-            .map_err(|e| format!("waiting for `{command}` to finish: {e}"))?;
+            .stderr()
+            .read_to_string(&mut stderr)
+            .map_err(|e| lost(&e))?;
+        channel.wait_close().map_err(|e| lost(&e))?;
         let status = channel
             .exit_status()
             .map_err(|e| format!("`{command}`: {e}"))?;
