@@ -55,3 +55,16 @@ pub fn run_with_stdin(command: &mut std::process::Command, stdin: &[u8]) -> std:
         Err(err) => panic!("cannot wait for {command:?}: {err}"),
     }
 }
+
+/// Where `program` is on the PATH, as a shell would find it (`None` when it is not there).
+pub fn which(program: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
