@@ -10,8 +10,11 @@
 //!    fingerprint is logged and accepted for this session only (never written to known_hosts);
 //! 3. reads `lsblk --json -b -p`, logs it, checks the target disk (exists, whole disk, large
 //!    enough, nothing mounted) and otherwise refuses, naming the disks that would do;
-//! 4. streams the image, zstd-decompressed here, into `dd` on the rescue side, with a progress bar
-//!    on stderr; syncs; reads the disk back and compares the sha256 with the image's;
+//! 4. streams the image into `dd` on the rescue side, with a progress bar on stderr: compressed,
+//!    for the rescue system's `zstd -dc` to expand, when it has zstd and the .zst saves at least
+//!    a tenth of the bytes (a disk image is mostly free space, so a fraction of the raw bytes
+//!    crosses the network and the SSH cipher), else decompressed here; syncs; reads the disk
+//!    back and compares the sha256 with the image's;
 //! 5. reboots it normally and records `image_flashed: sha256:<digest of the raw image>`, in the
 //!    inventory and in the server's tags (`edgepop-image-flashed=sha256:...`), so that a re-run
 //!    from a fresh inventory finds it done too.
@@ -77,6 +80,10 @@ pub struct Cli {
     /// which still gives the size and the digest the read-back is checked against).
     #[arg(long, value_name = "URL")]
     pub image_url: Option<String>,
+    /// Where the image is decompressed: `rescue` sends the .zst as it is and runs `zstd -dc`
+    /// there, `local` sends the raw image, `auto` is `rescue` when the rescue system has zstd.
+    #[arg(long, value_enum, default_value_t = DecompressOn::Auto)]
+    pub decompress_on: DecompressOn,
     /// Run the disk commands without `sudo -n` (when the rescue user is root).
     #[arg(long)]
     pub no_sudo: bool,
@@ -97,10 +104,22 @@ pub struct Config {
     pub ssh_interval: Duration,
     pub ssh_key_ids: Vec<String>,
     pub image_url: Option<String>,
+    pub decompress_on: DecompressOn,
     pub sudo: bool,
     pub timeout: Duration,
     /// Resolved as scw-infra (and Scaleway's own tools) resolve them; the secret never printed.
     pub credentials: Credentials,
+}
+
+/// Where the image is decompressed on its way to the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DecompressOn {
+    /// On the rescue system when it has zstd, else here.
+    Auto,
+    /// On the rescue system: the compressed image crosses the network.
+    Rescue,
+    /// Here: the raw image crosses the network.
+    Local,
 }
 
 /// Why the tool stopped.
@@ -177,6 +196,11 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
             Path::new(home).join(".ssh/id_ed25519")
         }
     };
+    if cli.image_url.is_some() && cli.decompress_on == DecompressOn::Local {
+        return Err(Error::Usage(
+            "--decompress-on local cannot go with --image-url: the rescue system decompresses what it downloads".into(),
+        ));
+    }
     if let Some(user) = &cli.ssh_user
         && user.is_empty()
     {
@@ -192,6 +216,7 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
         ssh_interval: Duration::from_secs(cli.ssh_interval_seconds),
         ssh_key_ids: cli.ssh_key_ids.clone(),
         image_url: cli.image_url.clone(),
+        decompress_on: cli.decompress_on,
         sudo: !cli.no_sudo,
         timeout: Duration::from_secs(cli.timeout_seconds.max(1)),
         credentials,
@@ -202,7 +227,10 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
     pub path: PathBuf,
+    /// Bytes of the raw image.
     pub size: u64,
+    /// Bytes of the .zst file.
+    pub compressed: u64,
     /// sha256 of the raw (decompressed) image, lower-case hex.
     pub sha256: String,
 }
@@ -230,9 +258,16 @@ impl Image {
                 message: "the image is empty".into(),
             });
         }
+        let compressed = std::fs::metadata(path)
+            .map_err(|e| Error::Image {
+                path: path.to_path_buf(),
+                message: format!("cannot read its size: {e}"),
+            })?
+            .len();
         Ok(Image {
             path: path.to_path_buf(),
             size,
+            compressed,
             sha256: rescue::hex(&hasher.finalize()),
         })
     }
@@ -248,6 +283,13 @@ impl Image {
                 message: format!("not a zstd image: {e}"),
             },
         )
+    }
+
+    /// Whether sending the .zst saves enough to be worth decompressing on the far side: at least
+    /// a tenth of the raw bytes. A disk image, mostly free space, saves far more; an
+    /// incompressible one saves nothing and would only add a `zstd` stage there.
+    pub fn worth_sending_compressed(&self) -> bool {
+        u128::from(self.compressed) * 10 < u128::from(self.size) * 9
     }
 
     /// The digest recorded in the inventory.
@@ -431,26 +473,38 @@ fn flash_one(
     );
     match &config.image_url {
         None => {
-            // Decompression runs in its own thread, so it overlaps the encryption and sending.
-            let reader =
-                read_ahead::ReadAhead::new(Image::open_at(&image.path).map_err(|e| e.to_string())?);
-            let mut progress = Progress::new(name, image.size);
-            let sent = session.stream(&write, reader, &mut progress)?;
-            if sent != image.size {
-                return Err(format!(
-                    "the image changed while it was written ({sent} bytes sent, {} measured)",
-                    image.size
-                ));
-            }
+            let on_rescue = match config.decompress_on {
+                DecompressOn::Local => false,
+                DecompressOn::Auto if !image.worth_sending_compressed() => {
+                    pop_common::info!(
+                        "{name}: the .zst is {} % of the raw image, too little saved to send it compressed",
+                        image.compressed * 100 / image.size
+                    );
+                    false
+                }
+                DecompressOn::Auto => {
+                    let found = has_zstd(&session)?;
+                    if !found {
+                        pop_common::info!("{name}: the rescue system has no zstd");
+                    }
+                    found
+                }
+                DecompressOn::Rescue if has_zstd(&session)? => true,
+                DecompressOn::Rescue => {
+                    return Err(
+                        "--decompress-on rescue: the rescue system has no zstd (`zstd --version` failed there); nothing was written".into(),
+                    );
+                }
+            };
+            send_image(&session, image, &write, on_rescue, name)?;
         }
         Some(url) => {
             // The rescue host fetches the same pinned file itself (its uplink is the data
             // centre's); the read-back below checks it against the local copy's digest.
             pop_common::info!("{name}: the rescue system downloads {url} and writes it");
-            let download = format!(
-                "bash -c 'set -o pipefail; curl -fsSL --retry 3 \"{url}\" | zstd -dc | {write}'"
-            );
-            let ran = session.run(&download)?;
+            let ran = session.run(&pipefail(&format!(
+                "curl -fsSL --retry 3 \"{url}\" | zstd -dc | {write}"
+            )))?;
             if ran.status != 0 {
                 return Err(format!(
                     "the download and write on the rescue system failed ({}): {}",
@@ -505,6 +559,58 @@ fn flash_one(
     tags.push(tag);
     api.set_tags(zone, id, &tags)?;
     Ok(Flashed::Now)
+}
+
+/// `pipeline` as one command for the rescue shell, failing when any of its stages fails.
+fn pipefail(pipeline: &str) -> String {
+    format!("bash -c 'set -o pipefail; {pipeline}'")
+}
+
+/// Whether the rescue system can decompress the image itself.
+fn has_zstd(session: &Rescue) -> Result<bool, String> {
+    Ok(session.run("zstd --version")?.status == 0)
+}
+
+/// Streams `image` into `write` (the `dd` on the rescue side). With `on_rescue`, the .zst goes
+/// as it is, into `zstd -dc | write` there: only the compressed bytes cross the network and the
+/// SSH cipher, the part of the write that costs the most. Otherwise it is decompressed here, in
+/// its own thread, so that the decompression overlaps the encryption and sending.
+pub fn send_image(
+    session: &Rescue,
+    image: &Image,
+    write: &str,
+    on_rescue: bool,
+    name: &str,
+) -> Result<(), String> {
+    let (command, size, sent) = if on_rescue {
+        let file = File::open(&image.path)
+            .map_err(|e| format!("{}: cannot open: {e}", image.path.display()))?;
+        let size = image.compressed;
+        pop_common::info!(
+            "{name}: sending the compressed image ({size} bytes for {} raw); the rescue system decompresses it",
+            image.size
+        );
+        let command = pipefail(&format!("zstd -dc | {write}"));
+        let mut progress = Progress::new(&format!("{name} (compressed)"), size);
+        let sent = session.stream(&command, read_ahead::ReadAhead::new(file), &mut progress)?;
+        (command, size, sent)
+    } else {
+        pop_common::info!(
+            "{name}: decompressing here, sending the raw image ({} bytes)",
+            image.size
+        );
+        let reader =
+            read_ahead::ReadAhead::new(Image::open_at(&image.path).map_err(|e| e.to_string())?);
+        let mut progress = Progress::new(name, image.size);
+        let sent = session.stream(write, reader, &mut progress)?;
+        (write.to_owned(), image.size, sent)
+    };
+    if sent != size {
+        return Err(format!(
+            "the image changed while it was written ({sent} bytes sent into `{command}`, {size} measured)"
+        ));
+    }
+    Ok(())
 }
 
 /// Reads the inventory on `input`, flashes the nodes, writes the inventory on `output`.
@@ -576,6 +682,7 @@ mod tests {
             (60, Duration::from_secs(10))
         );
         assert_eq!(config.disk, "/dev/sda");
+        assert_eq!(config.decompress_on, DecompressOn::Auto);
         assert!(config.sudo);
         assert!(
             !format!("{config:?}").contains("11111111-1111"),
@@ -608,6 +715,20 @@ mod tests {
             let err = resolve(&cli, &env()).unwrap_err();
             assert!(err.to_string().contains("--image-url"), "{url}: {err}");
         }
+        let download_raw = Cli::parse_from([
+            "t",
+            "--image",
+            "i",
+            "--image-url",
+            "https://x/i.zst",
+            "--decompress-on",
+            "local",
+        ]);
+        let err = resolve(&download_raw, &env()).unwrap_err().to_string();
+        assert!(
+            err.contains("--decompress-on local") && err.contains("--image-url"),
+            "{err}"
+        );
         let good = Cli::parse_from([
             "t",
             "--image",
@@ -627,6 +748,12 @@ mod tests {
         let image = Image::measure(&path).unwrap();
         assert_eq!(image.size, raw.len() as u64);
         assert_eq!(image.sha256, rescue::hex(&Sha256::digest(&raw)));
+        assert!(image.compressed < 1 << 20 && image.worth_sending_compressed());
+        let noise = dir.path().join("noise.raw.zst");
+        let random = testkit::incompressible_bytes(1 << 20, 7);
+        std::fs::write(&noise, zstd::encode_all(random.as_slice(), 3).unwrap()).unwrap();
+        let noise = Image::measure(&noise).unwrap();
+        assert!(noise.compressed >= noise.size && !noise.worth_sending_compressed());
         let plain = dir.path().join("plain.raw");
         std::fs::write(&plain, &raw).unwrap();
         let err = Image::measure(&plain).unwrap_err().to_string();

@@ -23,11 +23,15 @@ use testkit::http::{Reply, Server};
 const SERVER_ID: &str = "22222222-2222-4222-8222-222222222222";
 const SECRET: &str = "33333333-3333-4333-8333-333333333333";
 
-/// A raw image of a few MiB (not all zeros, so a misplaced block shows), and its .zst.
+/// A raw image of 12 MiB like a disk's (64 KiB blocks of random bytes between blocks of zeros:
+/// a misplaced block shows), and its .zst, half as large: worth sending compressed, and large
+/// enough that a stream cut after the first MiB is cut while it is still being sent (SSH and
+/// pipe buffers hold a few MiB at most).
 fn image(dir: &Path) -> (PathBuf, Vec<u8>) {
-    let raw: Vec<u8> = (0..(5u32 << 20) + 12345)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
+    let mut raw = testkit::incompressible_bytes((12 << 20) + 12345, 0x5eed);
+    for block in raw.chunks_mut(64 << 10).skip(1).step_by(2) {
+        block.fill(0);
+    }
     let path = dir.join("metal-amd64.raw.zst");
     fs::write(&path, zstd::encode_all(raw.as_slice(), 3).unwrap()).unwrap();
     (path, raw)
@@ -236,7 +240,7 @@ fn the_image_lands_on_the_disk_verified_then_a_rerun_is_a_no_op() {
     let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
         return;
     };
-    rescue.lsblk(json!([rescue.disk_device(8 << 20, &[])]));
+    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
     let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
     let stdout = testkit::process::success_stdout(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -325,7 +329,7 @@ fn the_rescue_system_can_download_the_pinned_image_itself() {
     let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
         return;
     };
-    rescue.lsblk(json!([rescue.disk_device(8 << 20, &[])]));
+    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
     let release = Server::start(vec![Reply::ok(fs::read(&image).unwrap())]).unwrap();
     let url = format!("{}/metal-amd64.raw.zst", release.url);
     let (_api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &["--image-url", &url]);
@@ -347,6 +351,104 @@ fn the_rescue_system_can_download_the_pinned_image_itself() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("is not the image's"), "{stderr}");
+    assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
+}
+
+#[test]
+fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_here() {
+    let test = "the_compressed_image_is_expanded_by_the_rescue_system";
+    let Some(zstd) = testkit::process::which("zstd") else {
+        testkit::skip_or_fail(test, "zstd (the rescue side's decompression)");
+        return;
+    };
+    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
+        return;
+    };
+    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
+    let compressed = fs::metadata(&image).unwrap().len();
+    // The rescue system's zstd, recording how it is called.
+    let calls = rescue.path("zstd-calls");
+    let recording_zstd = format!(
+        "#!/bin/sh\necho \"$*\" >>{}\nexec {} \"$@\"\n",
+        calls.display(),
+        zstd.display()
+    );
+    script(&rescue.path("bin/zstd"), &recording_zstd);
+    let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    testkit::process::success_stdout(&out);
+    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    assert!(
+        stderr.contains(&format!(
+            "sending the compressed image ({compressed} bytes for {} raw); the rescue system decompresses it",
+            raw.len()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(fs::read_to_string(&calls).unwrap(), "--version\n-dc\n");
+    assert_eq!(contract.check(&api.requests()).0, ["rescue", "normal"]);
+
+    // `--decompress-on local`: the raw image crosses; the rescue side's zstd is not asked.
+    fs::remove_file(&calls).unwrap();
+    fs::write(rescue.disk(), b"before").unwrap();
+    let (_, out) = flash_fresh(
+        &contract,
+        &rescue,
+        &sshd,
+        &image,
+        &["--decompress-on", "local"],
+    );
+    testkit::process::success_stdout(&out);
+    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("decompressing here"));
+    assert!(!calls.exists());
+
+    // An image that does not compress: `auto` sends it raw, without asking the rescue side.
+    let noise = testkit::incompressible_bytes(3 << 20, 9);
+    let noise_image = rescue.path("noise.raw.zst");
+    fs::write(&noise_image, zstd::encode_all(noise.as_slice(), 3).unwrap()).unwrap();
+    let (_, out) = flash_fresh(&contract, &rescue, &sshd, &noise_image, &[]);
+    testkit::process::success_stdout(&out);
+    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&noise));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("too little saved to send it compressed"),
+        "{stderr}"
+    );
+    assert!(!calls.exists());
+
+    // A rescue system without zstd (the shell answers 127 for a missing command): `auto`
+    // decompresses here instead; `rescue` stops before writing anything.
+    script(
+        &rescue.path("bin/zstd"),
+        "#!/bin/sh\necho 'zstd: command not found' >&2\nexit 127\n",
+    );
+    fs::write(rescue.disk(), b"before").unwrap();
+    let (_, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
+    testkit::process::success_stdout(&out);
+    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the rescue system has no zstd"), "{stderr}");
+    assert!(stderr.contains("decompressing here"), "{stderr}");
+
+    fs::write(rescue.disk(), b"before").unwrap();
+    let (api, out) = flash_fresh(
+        &contract,
+        &rescue,
+        &sshd,
+        &image,
+        &["--decompress-on", "rescue"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for needle in [
+        "edge-worker-1",
+        "--decompress-on rescue: the rescue system has no zstd",
+        "nothing was written",
+    ] {
+        assert!(stderr.contains(needle), "`{needle}` not in {stderr}");
+    }
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
     assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
 }
 
@@ -397,13 +499,14 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
     let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
         return;
     };
-    rescue.lsblk(json!([rescue.disk_device(8 << 20, &[])]));
-    // The first dd takes 1 MiB, then kills the SSH session it runs in: the connection drops
+    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
+    // The first dd takes 1 MiB, then kills the SSH session it runs in (its nearest sshd
+    // ancestor: dd may sit behind the rescue side's zstd and bash): the connection drops
     // mid-stream, as when the rescue system or the network goes away.
     script(
         &rescue.path("bin/dd"),
         &format!(
-            "#!/bin/sh\nif [ ! -e {dir}/cut ]; then touch {dir}/cut; head -c 1048576 >/dev/null; kill -9 $PPID; exit 1; fi\nexec /bin/dd \"$@\"\n",
+            "#!/bin/sh\nif [ ! -e {dir}/cut ]; then\n  touch {dir}/cut; head -c 1048576 >/dev/null\n  p=$PPID\n  while [ \"$p\" -gt 1 ]; do\n    case \"$(cat /proc/$p/comm)\" in sshd*) kill -9 \"$p\"; exit 1;; esac\n    p=$(cut -d' ' -f4 /proc/$p/stat)\n  done\n  exit 1\nfi\nexec /bin/dd \"$@\"\n",
             dir = rescue.dir.path().display()
         ),
     );
@@ -412,6 +515,10 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("edge-worker-1"), "{stderr}");
     assert!(stderr.contains("the connection was lost after"), "{stderr}");
+    assert!(
+        !stderr.contains("after all"),
+        "cut after the stream, not in it: {stderr}"
+    );
     let first: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(first["nodes"][1]["steps"].get("image_flashed").is_none());
     assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
