@@ -18,6 +18,21 @@ pub struct Sshd {
     pub port: u16,
 }
 
+impl Sshd {
+    /// CPU seconds used so far by the daemon and the sessions it has reaped (with what they
+    /// ran: the shells, `dd`, `zstd`), from /proc/PID/stat (utime, stime, cutime, cstime).
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // The fields after "(comm) ": state is index 0, utime 11, stime 12, cutime 13, cstime 14.
+        stat[stat.rfind(')').unwrap() + 2..]
+            .split(' ')
+            .skip(11)
+            .take(4)
+            .map(|field| field.parse::<f64>().unwrap() / 100.0)
+            .sum()
+    }
+}
+
 impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();
