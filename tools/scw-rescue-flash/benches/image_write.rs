@@ -240,7 +240,7 @@ fn main() {
         );
         let line = |what: &str, m: &Medians, note: &str| {
             println!(
-                "  {what:<48} {:5.0} MB/s  CPU {:.2} + {:.2}  ({:3.0} % of the baseline{note})",
+                "  {what:<52} {:5.0} MB/s  CPU {:.2} + {:.2}  ({:3.0} % of the baseline{note})",
                 m.speed,
                 m.client,
                 m.far,
