@@ -22,9 +22,21 @@ async function main() {
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
     page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    // Hold the workers' start until the challenge page has been read: a quick solve would
+    // otherwise move the page on to the origin while it is read, and the read fails.
+    await page.evaluateOnNewDocument(() => {
+      const send = Worker.prototype.postMessage;
+      const held = [];
+      window.__powHold = true;
+      window.__powRelease = () => { window.__powHold = false; for (const [w, a] of held) send.apply(w, a); };
+      Worker.prototype.postMessage = function (...args) {
+        if (window.__powHold) held.push([this, args]); else send.apply(this, args);
+      };
+    });
     const first = await page.goto(url, { waitUntil: "domcontentloaded" });
     const challengeStatus = first.status();
     const lang = await page.$eval("html", (e) => e.lang);
+    await page.evaluate(() => window.__powRelease());
     await page.waitForSelector("#origin", { timeout: 120_000 });
     const origin = (await page.$eval("#origin", (e) => e.textContent)).trim();
     const again = await page.goto(url);
