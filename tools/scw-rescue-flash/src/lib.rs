@@ -81,7 +81,8 @@ pub struct Cli {
     #[arg(long, value_name = "URL")]
     pub image_url: Option<String>,
     /// Where the image is decompressed: `rescue` sends the .zst as it is and runs `zstd -dc`
-    /// there, `local` sends the raw image, `auto` is `rescue` when the rescue system has zstd.
+    /// there, `local` sends the raw image, `auto` is `rescue` when the rescue system has zstd
+    /// and the .zst is at most nine tenths of the raw image.
     #[arg(long, value_enum, default_value_t = DecompressOn::Auto)]
     pub decompress_on: DecompressOn,
     /// Run the disk commands without `sudo -n` (when the rescue user is root).
@@ -114,7 +115,7 @@ pub struct Config {
 /// Where the image is decompressed on its way to the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DecompressOn {
-    /// On the rescue system when it has zstd, else here.
+    /// On the rescue system when it has zstd and the .zst saves a tenth of the bytes, else here.
     Auto,
     /// On the rescue system: the compressed image crosses the network.
     Rescue,
