@@ -114,8 +114,8 @@ impl Rescue {
             .to_owned()
     }
 
-    /// Runs `command` and collects its output.
-    pub fn run(&self, command: &str) -> Result<Ran, String> {
+    /// A new channel running `command`.
+    fn exec(&self, command: &str) -> Result<ssh2::Channel, String> {
         let mut channel = self
             .session
             .channel_session()
@@ -123,6 +123,12 @@ impl Rescue {
         channel
             .exec(command)
             .map_err(|e| format!("ssh exec `{command}`: {e}"))?;
+        Ok(channel)
+    }
+
+    /// Runs `command` and collects its output.
+    pub fn run(&self, command: &str) -> Result<Ran, String> {
+        let mut channel = self.exec(command)?;
         let mut stdout = String::new();
         channel
             .read_to_string(&mut stdout)
@@ -155,13 +161,7 @@ impl Rescue {
         mut image: impl BufRead,
         progress: &mut Progress,
     ) -> Result<u64, String> {
-        let mut channel = self
-            .session
-            .channel_session()
-            .map_err(|e| format!("ssh channel: {e}"))?;
-        channel
-            .exec(command)
-            .map_err(|e| format!("ssh exec `{command}`: {e}"))?;
+        let mut channel = self.exec(command)?;
         let mut sent = 0u64;
         loop {
             let chunk = image
