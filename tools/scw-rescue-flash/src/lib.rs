@@ -238,7 +238,16 @@ pub struct Image {
 
 impl Image {
     pub fn measure(path: &Path) -> Result<Image, Error> {
-        let mut reader = Image::open_at(path)?;
+        let file = Image::open_file(path)?;
+        // The size of the file that is read, not of whatever the path names by then.
+        let compressed = file
+            .metadata()
+            .map_err(|e| Error::Image {
+                path: path.to_path_buf(),
+                message: format!("cannot read its size: {e}"),
+            })?
+            .len();
+        let mut reader = Image::decoder(path, file)?;
         let mut hasher = Sha256::new();
         let mut buffer = vec![0u8; 1 << 20];
         let mut size = 0u64;
@@ -259,12 +268,6 @@ impl Image {
                 message: "the image is empty".into(),
             });
         }
-        let compressed = std::fs::metadata(path)
-            .map_err(|e| Error::Image {
-                path: path.to_path_buf(),
-                message: format!("cannot read its size: {e}"),
-            })?
-            .len();
         Ok(Image {
             path: path.to_path_buf(),
             size,
@@ -273,17 +276,26 @@ impl Image {
         })
     }
 
-    fn open_at(path: &Path) -> Result<impl Read + use<>, Error> {
-        let file = File::open(path).map_err(|e| Error::Image {
+    /// The .zst file, opened.
+    fn open_file(path: &Path) -> Result<File, Error> {
+        File::open(path).map_err(|e| Error::Image {
             path: path.to_path_buf(),
             message: format!("cannot open: {e}"),
-        })?;
+        })
+    }
+
+    /// `file` (the .zst at `path`), decompressed as it is read.
+    fn decoder(path: &Path, file: File) -> Result<impl Read + use<>, Error> {
         zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(1 << 20, file)).map_err(
             |e| Error::Image {
                 path: path.to_path_buf(),
                 message: format!("not a zstd image: {e}"),
             },
         )
+    }
+
+    fn open_at(path: &Path) -> Result<impl Read + use<>, Error> {
+        Image::decoder(path, Image::open_file(path)?)
     }
 
     /// Whether sending the .zst saves enough to be worth decompressing on the far side: at least
@@ -584,8 +596,7 @@ pub fn send_image(
     name: &str,
 ) -> Result<(), String> {
     let (command, size, sent) = if on_rescue {
-        let file = File::open(&image.path)
-            .map_err(|e| format!("{}: cannot open: {e}", image.path.display()))?;
+        let file = Image::open_file(&image.path).map_err(|e| e.to_string())?;
         let size = image.compressed;
         pop_common::info!(
             "{name}: sending the compressed image ({size} bytes for {} raw); the rescue system decompresses it",
