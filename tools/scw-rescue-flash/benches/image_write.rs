@@ -46,20 +46,6 @@ use sha2::{Digest, Sha256};
 
 const RAW_MIB: usize = 512;
 
-/// CPU seconds used so far by this process (all its threads) and by its waited-for children,
-/// from /proc/self/stat (fields utime, stime, cutime, cstime, in USER_HZ = 100 ticks).
-fn cpu_seconds() -> (f64, f64) {
-    let stat = fs::read_to_string("/proc/self/stat").unwrap();
-    // The fields after "(comm) ": state is index 0, utime 11, stime 12, cutime 13, cstime 14.
-    let fields: Vec<f64> = stat[stat.rfind(')').unwrap() + 2..]
-        .split(' ')
-        .map(|field| field.parse().unwrap_or(0.0))
-        .collect();
-    (
-        (fields[11] + fields[12]) / 100.0,
-        (fields[13] + fields[14]) / 100.0,
-    )
-}
 const ROUNDS: usize = 5;
 
 /// A raw image of RAW_MIB MiB: every MiB block random when `incompressible`, else one in two.
@@ -160,7 +146,7 @@ fn main() {
     // child process (the baseline's `ssh`), not this one.
     let measure = |image: &Image, child: bool, write_image: &dyn Fn()| {
         let client = || {
-            let (own, children) = cpu_seconds();
+            let (own, children) = sshd::cpu_seconds("self");
             if child { children } else { own }
         };
         let (client_before, far_before) = (client(), sshd.cpu_seconds());

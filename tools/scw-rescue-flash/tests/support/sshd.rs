@@ -20,17 +20,27 @@ pub struct Sshd {
 
 impl Sshd {
     /// CPU seconds used so far by the daemon and the sessions it has reaped (with what they
-    /// ran: the shells, `dd`, `zstd`), from /proc/PID/stat (utime, stime, cutime, cstime).
+    /// ran: the shells, `dd`, `zstd`).
     pub fn cpu_seconds(&self) -> f64 {
-        let stat = fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        // The fields after "(comm) ": state is index 0, utime 11, stime 12, cutime 13, cstime 14.
-        stat[stat.rfind(')').unwrap() + 2..]
-            .split(' ')
-            .skip(11)
-            .take(4)
-            .map(|field| field.parse::<f64>().unwrap() / 100.0)
-            .sum()
+        let (own, children) = cpu_seconds(&self.child.id().to_string());
+        own + children
     }
+}
+
+/// CPU seconds used so far by process `pid` (`self` for this one; all its threads) and by the
+/// children it has waited for, from /proc/PID/stat (utime + stime, cutime + cstime, in
+/// USER_HZ = 100 ticks).
+pub fn cpu_seconds(pid: &str) -> (f64, f64) {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after "(comm) ": state is index 0, utime 11, stime 12, cutime 13, cstime 14.
+    let fields: Vec<f64> = stat[stat.rfind(')').unwrap() + 2..]
+        .split(' ')
+        .map(|field| field.parse().unwrap_or(0.0))
+        .collect();
+    (
+        (fields[11] + fields[12]) / 100.0,
+        (fields[13] + fields[14]) / 100.0,
+    )
 }
 
 impl Drop for Sshd {
