@@ -6,6 +6,7 @@
 //
 // CHROMIUM overrides the browser binary (default /usr/bin/chromium).
 import { chromium } from "playwright-core";
+import { holdWorkers } from "../hold-workers.mjs";
 
 export const CHROMIUM_ARGS = [
   "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -27,15 +28,7 @@ async function main() {
     const page = await browser.newPage({ viewport: { width: 1000, height: 720 } });
     // Hold the workers' start until the screenshot of the challenge page is taken, so the
     // picture never races the solver; then let them go, and the page goes on by itself.
-    await page.addInitScript(() => {
-      const send = Worker.prototype.postMessage;
-      const held = [];
-      window.__powHold = true;
-      window.__powRelease = () => { window.__powHold = false; for (const [w, a] of held) send.apply(w, a); };
-      Worker.prototype.postMessage = function (...args) {
-        if (window.__powHold) held.push([this, args]); else send.apply(this, args);
-      };
-    });
+    await page.addInitScript(holdWorkers);
 
     const first = await page.goto(url, { waitUntil: "domcontentloaded" });
     const challengeStatus = first.status();

@@ -7,6 +7,7 @@
 // FIREFOX overrides the browser binary (default /usr/bin/firefox-esr). puppeteer-core drives it
 // over WebDriver BiDi and downloads nothing.
 import puppeteer from "puppeteer-core";
+import { holdWorkers } from "../hold-workers.mjs";
 
 async function main() {
   const [url] = process.argv.slice(2);
@@ -22,17 +23,8 @@ async function main() {
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
     page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-    // Hold the workers' start until the challenge page has been read: a quick solve would
-    // otherwise move the page on to the origin while it is read, and the read fails.
-    await page.evaluateOnNewDocument(() => {
-      const send = Worker.prototype.postMessage;
-      const held = [];
-      window.__powHold = true;
-      window.__powRelease = () => { window.__powHold = false; for (const [w, a] of held) send.apply(w, a); };
-      Worker.prototype.postMessage = function (...args) {
-        if (window.__powHold) held.push([this, args]); else send.apply(this, args);
-      };
-    });
+    // Hold the workers' start until the challenge page has been read (see hold-workers.mjs).
+    await page.evaluateOnNewDocument(holdWorkers);
     const first = await page.goto(url, { waitUntil: "domcontentloaded" });
     const challengeStatus = first.status();
     const lang = await page.$eval("html", (e) => e.lang);
