@@ -464,23 +464,19 @@ mod tests {
         assert!(render_html(Lang::Fr, &data()).contains("preuve de travail"));
     }
 
+    /// The text of the page's first inline `<tag>` element.
+    fn inline<'a>(html: &'a str, tag: &str) -> &'a str {
+        let open = format!("<{tag}>");
+        let start = html.find(&open).unwrap() + open.len();
+        let end = html[start..].find(&format!("</{tag}>")).unwrap();
+        &html[start..start + end]
+    }
+
     #[test]
     fn csp_hashes_match_the_inline_code() {
         let html = render_html(Lang::En, &data());
-        let script = html
-            .split("<script>")
-            .nth(1)
-            .unwrap()
-            .split("</script>")
-            .next()
-            .unwrap();
-        let style = html
-            .split("<style>")
-            .nth(1)
-            .unwrap()
-            .split("</style>")
-            .next()
-            .unwrap();
+        let script = inline(&html, "script");
+        let style = inline(&html, "style");
         let csp = csp();
         assert!(csp.contains(&format!("'sha256-{}'", base64(&sha256(script.as_bytes())))));
         assert!(csp.contains(&format!("'sha256-{}'", base64(&sha256(style.as_bytes())))));
@@ -519,13 +515,7 @@ mod tests {
             return;
         }
         let html = render_html(Lang::En, &data());
-        let script = html
-            .split("<script>")
-            .nth(1)
-            .unwrap()
-            .split("</script>")
-            .next()
-            .unwrap();
+        let script = inline(&html, "script");
         let lib = &script[..script.find("(function () {\n  var el").unwrap()];
         let challenge: [u8; 32] = core::array::from_fn(|i| (i * 7 + 3) as u8);
         let words: Vec<String> = challenge
