@@ -1,4 +1,4 @@
-//! What the policy-list generators (`lists-gen-asn`, `lists-gen-tor`) share.
+//! The list records and what the list generators (`lists-gen-asn`, `lists-gen-tor`) share.
 //!
 //! - [`source`]: open a file, an http(s) URL or stdin, plain or gzip, as a stream of lines; every
 //!   error names the source (URLs redacted of credentials).
@@ -7,11 +7,13 @@
 //! - [`list`]: the `PolicyList` record, its text form, the shrink check against the previous
 //!   list.
 //! - [`args`]: the flags both generators share.
+//! - [`records`]: the `ListSources` and `PolicyList` records.
 
 pub mod args;
 pub mod cidr;
 pub mod error;
 pub mod list;
+pub mod records;
 pub mod source;
 pub mod time;
 

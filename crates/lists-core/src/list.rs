@@ -6,7 +6,9 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use pop_common::records::{Kind, ListCounts, ListGenerator, PolicyList, Version};
+use pop_common::records::{Kind, Version};
+
+use crate::records::{ListCounts, ListGenerator, PolicyList};
 
 use crate::error::ListError;
 

@@ -3,8 +3,9 @@
 //!
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
-//! - [`standin`]: the Python stand-ins of `tests/stand-ins/`, started on loopback and killed on
-//!   drop.
+//! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
+//!   (Python servers, and the recording `helm`, `kubectl` and `talosctl`); the servers are started
+//!   on loopback and killed on drop.
 //! - [`workspace`]: the workspace root, `../shared`, the binaries cargo built, `python3`.
 //!
 //! Tests that need something a user's machine may lack (chromium, sshd, the upstream schemas)

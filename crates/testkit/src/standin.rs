@@ -1,8 +1,10 @@
-//! The Python stand-ins of `tests/stand-ins/` run as child processes on loopback: each binds an
-//! ephemeral port on 127.0.0.1 and writes it (atomically, by rename) to a port file once it
-//! listens. [`StandIn`] starts one, waits for that port and kills it on drop.
+//! The stand-ins of the APIs that cannot run on a test machine (Scaleway, S3, a Talos node in
+//! maintenance mode, the Kubernetes API for the pipelines) and the recording `helm`, `kubectl` and
+//! `talosctl`, all in `stand-ins/` beside this crate. The Python servers run as child processes
+//! on loopback: each binds an ephemeral port on 127.0.0.1 and writes it (atomically, by rename) to
+//! a port file once it listens. [`StandIn`] starts one, waits for that port and kills it on drop.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -10,15 +12,17 @@ use std::time::{Duration, Instant};
 /// loading of the OpenAPI specs, on a loaded 2-core machine).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `python3 <workspace>/tests/stand-ins/<script>`, to which the caller adds the script's
-/// arguments before [`StandIn::start`].
+/// A file or folder of `stand-ins/` (a script, or `recording` for the recording tools), found
+/// relative to this crate, wherever the test that asks runs from.
+pub fn path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("stand-ins").join(name)
+}
+
+/// `python3 <testkit>/stand-ins/<script>`, to which the caller adds the script's arguments
+/// before [`StandIn::start`].
 pub fn python(script: &str) -> Command {
     let mut command = Command::new("python3");
-    command.arg(
-        crate::workspace::root()
-            .join("tests/stand-ins")
-            .join(script),
-    );
+    command.arg(path(script));
     command
 }
 

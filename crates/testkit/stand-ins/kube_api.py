@@ -34,7 +34,7 @@ import urllib.parse
 import uuid
 import yaml  # PyYAML: apply patches arrive as YAML or JSON
 
-import loopback  # tests/stand-ins/loopback.py, beside this script
+import loopback  # loopback.py, beside this script
 
 RESOURCES = {
     # (group, version): [(kind, plural, namespaced)]

@@ -24,7 +24,7 @@ import threading
 import uuid
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-import loopback  # tests/stand-ins/loopback.py, beside this script
+import loopback  # loopback.py, beside this script
 
 MIN_PART = 5 * 1024 * 1024
 

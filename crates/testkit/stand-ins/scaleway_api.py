@@ -38,7 +38,7 @@ import time
 import uuid
 from urllib.parse import parse_qs, urlsplit
 
-import loopback  # tests/stand-ins/loopback.py, beside this script
+import loopback  # loopback.py, beside this script
 
 import yaml
 

@@ -29,7 +29,7 @@ use lists_core::args::{Common, CommonArgs};
 use lists_core::cidr::Ranges;
 use lists_core::list::{self, ListMeta};
 use lists_core::source::{self, BadRows, Lines, SourceName};
-use pop_common::records::ListGenerator;
+use lists_core::records::ListGenerator;
 use pop_common::tool::Env;
 
 pub use dataset::Format;

@@ -28,7 +28,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use lists_core::args::{Common, CommonArgs};
 use lists_core::list::{self, ListMeta};
 use lists_core::source::{self, BadRows, Lines, SourceName};
-use pop_common::records::ListGenerator;
+use lists_core::records::ListGenerator;
 use pop_common::tool::Env;
 use serde::Deserialize;
 

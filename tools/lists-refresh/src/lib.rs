@@ -42,7 +42,8 @@ use std::process::{Command, Stdio};
 use clap::Parser;
 use pop_common::exit::{Exit, Report};
 use pop_common::input::InputError;
-use pop_common::records::{ListSource, ListSources, PolicyList, Problem, join_problems};
+use lists_core::records::{ListSource, ListSources, PolicyList};
+use pop_common::records::{Problem, join_problems};
 use pop_common::tool::Env;
 use serde_json::Value;
 

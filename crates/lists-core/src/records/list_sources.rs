@@ -39,8 +39,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::problem::Problem;
-use super::tag::{Kind, RecordKind, Version};
+use pop_common::records::{Kind, Problem, RecordKind, Version};
 
 pub const LIST_SOURCES_VERSION: u32 = 1;
 
@@ -233,7 +232,7 @@ mod tests {
             {"name":"hosting","generator":"asn","sources":[]},
             {"name":"hosting","generator":"asn","sources":["/x"],"asns":[2]}]}"#;
         let sources: ListSources = serde_json::from_str(bad).unwrap();
-        let problems = crate::records::join_problems(&sources.problems());
+        let problems = pop_common::records::join_problems(&sources.problems());
         let fields: Vec<String> = sources.problems().into_iter().map(|p| p.field).collect();
         assert_eq!(
             fields,
@@ -295,7 +294,7 @@ mod tests {
             lists.join(",")
         );
         let sources: ListSources = serde_json::from_str(&text).unwrap();
-        let problems = crate::records::join_problems(&sources.problems());
+        let problems = pop_common::records::join_problems(&sources.problems());
         assert!(
             problems.contains("lists: 17 lists, the filter takes at most 16"),
             "{problems}"

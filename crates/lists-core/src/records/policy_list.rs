@@ -26,8 +26,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
 use super::list_sources::{ListGenerator, valid_list_name};
-use super::problem::Problem;
-use super::tag::{Kind, RecordKind, Version};
+use pop_common::records::{Kind, Problem, RecordKind, Version};
 
 pub const POLICY_LIST_VERSION: u32 = 1;
 
@@ -196,11 +195,11 @@ mod tests {
             )
             .replace("2a01:4f8::/32", "2a01:4f8::1/32");
         let list: PolicyList = serde_json::from_str(&bad).unwrap();
-        let problems = crate::records::join_problems(&list.problems());
+        let problems = pop_common::records::join_problems(&list.problems());
         assert!(problems.contains("ipv4[1]: not sorted"), "{problems}");
         assert!(problems.contains("ipv6[0]: 2a01:4f8::1/32 has host bits set"));
         let fixed_counts = bad.replace("\"ipv4\": 3", "\"ipv4\": 2");
         let list: PolicyList = serde_json::from_str(&fixed_counts).unwrap();
-        assert!(crate::records::join_problems(&list.problems()).contains("counts.ipv4: 2 but"));
+        assert!(pop_common::records::join_problems(&list.problems()).contains("counts.ipv4: 2 but"));
     }
 }

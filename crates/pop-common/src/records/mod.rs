@@ -5,23 +5,16 @@
 //! unknown field: a pipe that silently drops or guesses data is worse than one that stops.
 //! Adding a field is a new version.
 
-mod list_sources;
 mod node_inventory;
 mod platform_inputs;
-mod policy_list;
 mod problem;
 mod published_images;
 mod tag;
 
-pub use list_sources::{
-    DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, LIST_NAME_RULE, LIST_SOURCES_VERSION,
-    ListGenerator, ListSource, ListSources, MAX_LISTS, valid_list_name,
-};
 pub use node_inventory::{
     NODE_INVENTORY_VERSION, Node, NodeFailures, NodeInventory, NodeKind, NodeRole, steps,
 };
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
-pub use policy_list::{ListCounts, POLICY_LIST_VERSION, PolicyList};
 pub use problem::{Problem, join as join_problems};
 pub use published_images::{Digest, PUBLISHED_IMAGES_VERSION, PublishedImage, PublishedImages};
 pub use tag::{Kind, RecordKind, Version};
