@@ -25,11 +25,8 @@ impl Env {
         };
         fs::create_dir_all(env.path("bin")).unwrap();
         fs::create_dir_all(env.path("state")).unwrap();
-        std::os::unix::fs::symlink(
-            testkit::standin::path("talosctl"),
-            env.path("bin/talosctl"),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink(testkit::standin::path("talosctl"), env.path("bin/talosctl"))
+            .unwrap();
         let example =
             fs::read_to_string(testkit::workspace::root().join("config/infra.example.json"))
                 .unwrap();

@@ -1,8 +1,6 @@
 //! The one error type of the list generators: every message names the source or the list.
 
-use std::io;
-
-use pop_common::exit::{Exit, Report};
+use pop_common::exit::{Exit, OutputError, Report};
 
 /// Why a generator stopped. Nothing is written on stdout when it does.
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +60,7 @@ pub enum ListError {
     Previous { path: String, message: String },
     /// Writing the result failed (a closed stdout is not an error: see `io_error`).
     #[error("cannot write the list: {0}")]
-    Output(#[source] io::Error),
+    Output(#[from] OutputError),
 }
 
 impl Report for ListError {
@@ -83,13 +81,6 @@ impl Report for ListError {
             | ListError::Empty { .. }
             | ListError::Shrink { .. }
             | ListError::Output(_) => Exit::Failure,
-        }
-    }
-
-    fn io_error(&self) -> Option<&io::Error> {
-        match self {
-            ListError::Output(err) => Some(err),
-            _ => None,
         }
     }
 }
@@ -124,7 +115,7 @@ mod tests {
         };
         assert_eq!(shrink.exit(), Exit::Failure);
         assert!(shrink.to_string().starts_with("list tor: refused, IPv4"));
-        let pipe = ListError::Output(io::Error::from(io::ErrorKind::BrokenPipe));
-        assert!(pipe.io_error().is_some());
+        let pipe = ListError::Output(std::io::Error::from(std::io::ErrorKind::BrokenPipe).into());
+        assert!(pop_common::exit::is_closed_pipe(&pipe));
     }
 }

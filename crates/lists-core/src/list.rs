@@ -1,6 +1,7 @@
 //! The generated list: the `PolicyList` record, its text form, and the shrink check against the
 //! previous list.
 
+use pop_common::exit::WritingOutput;
 use std::io::{BufWriter, Write};
 use std::net::IpAddr;
 use std::path::Path;
@@ -81,14 +82,13 @@ pub fn write(list: &PolicyList, format: OutputFormat, output: impl Write) -> Res
     let mut out = BufWriter::with_capacity(64 * 1024, output);
     match format {
         OutputFormat::Json => {
-            serde_json::to_writer(&mut out, list).map_err(|e| ListError::Output(e.into()))?;
-            out.write_all(b"\n").map_err(ListError::Output)?;
+            serde_json::to_writer(&mut out, list)
+                .map_err(|e| ListError::Output(std::io::Error::from(e).into()))?;
+            out.write_all(b"\n").output()?;
         }
-        OutputFormat::Text => out
-            .write_all(to_text(list).as_bytes())
-            .map_err(ListError::Output)?,
+        OutputFormat::Text => out.write_all(to_text(list).as_bytes()).output()?,
     }
-    out.flush().map_err(ListError::Output)
+    Ok(out.flush().output()?)
 }
 
 /// What a list covers, per family: prefixes and addresses (IPv6 addresses as a float, exact

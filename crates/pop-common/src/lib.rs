@@ -8,8 +8,10 @@
 //! - [`input`]: reading and decoding input files with errors that name the file and the field.
 //! - [`tool`]: the one shape of a tool (`Cli`, `resolve`, `run`) and the [`main!`] that runs it.
 //! - [`time`]: RFC 3339 UTC timestamps for the records, without a date-time dependency.
+//! - [`hex`]: the lower-case hexadecimal encoder.
 
 pub mod exit;
+pub mod hex;
 pub mod input;
 pub mod log;
 pub mod records;

@@ -1,8 +1,11 @@
 //! The one shape every tool has, as uutils gives each utility a `uumain`:
 //!
 //! - `Cli`: the clap arguments;
-//! - `resolve(&Cli, &Env) -> Result<Config, E>`: pure; the environment is injected, so no library
-//!   code reads a hidden switch from the process;
+//! - `resolve(Cli, &Env) -> Result<Config, E>`: the arguments checked and turned into what `run`
+//!   needs. It may read the environment it is given (never the process's own, so no library code
+//!   reads a hidden switch) and the local files the arguments name (a config, a key), and nothing
+//!   else: no network, no change anywhere. A tool with nothing to resolve says
+//!   `pub type Config = Cli;` and returns its `Cli`;
 //! - `run(&Config, impl Read, impl Write) -> Result<(), E>`: the work, on stdin and stdout (or
 //!   whatever a test hands it), where `E` is a [`Report`].
 //!
@@ -110,7 +113,7 @@ macro_rules! main {
         fn main() -> ::std::process::ExitCode {
             $crate::tool::main(env!("CARGO_BIN_NAME"), |env, input, output| {
                 let cli = <$tool::Cli as $crate::tool::Parser>::parse();
-                let config = $tool::resolve(&cli, env)?;
+                let config = $tool::resolve(cli, env)?;
                 $tool::run(&config, input, output)
             })
         }

@@ -15,7 +15,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// A file or folder of `stand-ins/` (a script, or `recording` for the recording tools), found
 /// relative to this crate, wherever the test that asks runs from.
 pub fn path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("stand-ins").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("stand-ins")
+        .join(name)
 }
 
 /// `python3 <testkit>/stand-ins/<script>`, to which the caller adds the script's arguments

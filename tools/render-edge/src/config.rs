@@ -6,10 +6,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pop_common::input::{InputError, read_json};
 use lists_core::records::{
     DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, ListGenerator, ListSource, ListSources,
 };
+use pop_common::input::{InputError, read_json};
 use pop_common::records::{Digest, Kind, PlatformInputs, PublishedImages, Version};
 use serde::Deserialize;
 use serde_json::{Map, Value};

@@ -200,6 +200,8 @@ mod tests {
         assert!(problems.contains("ipv6[0]: 2a01:4f8::1/32 has host bits set"));
         let fixed_counts = bad.replace("\"ipv4\": 3", "\"ipv4\": 2");
         let list: PolicyList = serde_json::from_str(&fixed_counts).unwrap();
-        assert!(pop_common::records::join_problems(&list.problems()).contains("counts.ipv4: 2 but"));
+        assert!(
+            pop_common::records::join_problems(&list.problems()).contains("counts.ipv4: 2 but")
+        );
     }
 }

@@ -12,7 +12,8 @@ mod published_images;
 mod tag;
 
 pub use node_inventory::{
-    NODE_INVENTORY_VERSION, Node, NodeFailures, NodeInventory, NodeKind, NodeRole, steps,
+    NODE_INVENTORY_VERSION, Node, NodeFailure, NodeFailures, NodeInventory, NodeKind, NodeRole,
+    steps,
 };
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
 pub use problem::{Problem, join as join_problems};

@@ -110,15 +110,36 @@ impl NodeInventory {
     }
 }
 
-/// The nodes a tool's step failed on, one `<node>: <why>` each; the other nodes were done and
-/// recorded in the inventory the tool wrote anyway.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{} node(s) failed:\n{}", .0.len(), .0.join("\n"))]
-pub struct NodeFailures(pub Vec<String>);
+/// One node a tool's step failed on, and why (the tool's own typed error).
+#[derive(Debug, thiserror::Error)]
+#[error("{node}: {error}")]
+pub struct NodeFailure {
+    /// The node's name, as in the inventory.
+    pub node: String,
+    pub error: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl NodeFailure {
+    pub fn new(
+        node: impl Into<String>,
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        NodeFailure {
+            node: node.into(),
+            error: error.into(),
+        }
+    }
+}
+
+/// The nodes a tool's step failed on, one `<node>: <why>` line each; the other nodes were done
+/// and recorded in the inventory the tool wrote anyway.
+#[derive(Debug, thiserror::Error)]
+#[error("{} node(s) failed:\n{}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct NodeFailures(pub Vec<NodeFailure>);
 
 impl NodeFailures {
     /// `Ok` when no node failed, else the failures as one error.
-    pub fn check(failures: Vec<String>) -> Result<(), NodeFailures> {
+    pub fn check(failures: Vec<NodeFailure>) -> Result<(), NodeFailures> {
         if failures.is_empty() {
             Ok(())
         } else {
@@ -205,8 +226,11 @@ mod tests {
 
     #[test]
     fn node_failures_are_an_error_only_when_there_are_some_and_list_each_node() {
-        assert_eq!(NodeFailures::check(Vec::new()), Ok(()));
-        let err = NodeFailures::check(vec!["w1: refused".into(), "w2: timed out".into()]);
+        assert!(NodeFailures::check(Vec::new()).is_ok());
+        let err = NodeFailures::check(vec![
+            NodeFailure::new("w1", "refused"),
+            NodeFailure::new("w2", std::io::Error::from(std::io::ErrorKind::TimedOut)),
+        ]);
         assert_eq!(
             err.unwrap_err().to_string(),
             "2 node(s) failed:\nw1: refused\nw2: timed out"

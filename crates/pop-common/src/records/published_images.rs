@@ -23,6 +23,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
+use sha2::{Digest as _, Sha256};
 
 use super::tag::{Kind, RecordKind, Version};
 
@@ -86,6 +87,16 @@ impl Digest {
         Ok(Digest(text.to_string()))
     }
 
+    /// The SHA-256 digest of `bytes`.
+    pub fn sha256(bytes: &[u8]) -> Digest {
+        Digest::from_sha256(Sha256::digest(bytes).into())
+    }
+
+    /// The digest of a SHA-256 computed elsewhere (a hasher fed as a file streams by).
+    pub fn from_sha256(hash: [u8; 32]) -> Digest {
+        Digest(format!("sha256:{}", crate::hex::encode(&hash)))
+    }
+
     /// The 64 hexadecimal characters after `sha256:`.
     pub fn hex(&self) -> &str {
         &self.0["sha256:".len()..]
@@ -118,6 +129,17 @@ impl<'de> Deserialize<'de> for Digest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sha256_is_the_prefixed_lower_case_hex_of_the_hash() {
+        // FIPS 180-2's "abc" vector.
+        let digest = Digest::sha256(b"abc");
+        assert_eq!(
+            digest.as_str(),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(Digest::parse(digest.as_str()), Ok(digest));
+    }
 
     const HEX_A: &str = "6c3f4e5a8b9d0c1e2f3a4b5c6d7e8f901a2b3c4d5e6f708192a3b4c5d6e7f809";
     const HEX_B: &str = "9b1e0d2c3b4a59687766554433221100ffeeddccbbaa99887766554433221100";
