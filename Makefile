@@ -108,19 +108,27 @@ $(INFRA_CONFIG):
 # the published images' record or the tool changes. render-edge compiles k8s/versions.env in (the
 # images it renders), so a version bump rebuilds it too.
 $(BIN)/render-edge: k8s/versions.env
-$(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) k8s/versions.env $(BIN)/render-edge $(wildcard $(PUBLISHED_IMAGES))
+# The names the edge scripts share with the objects (render-edge --names), from the same inputs.
+EDGE_OBJECTS := $(OUT)/edge-objects.yaml
+EDGE_NAMES   := $(OUT)/edge-names.env
+EDGE_INPUTS  := $(INPUTS) $(EDGE_CONFIG) k8s/versions.env $(BIN)/render-edge $(wildcard $(PUBLISHED_IMAGES))
+$(EDGE_OBJECTS): $(EDGE_INPUTS)
 	@mkdir -p $(OUT)
 	$(BIN)/render-edge --inputs $(INPUTS) --config $(EDGE_CONFIG) > $@.tmp
 	mv $@.tmp $@
+$(EDGE_NAMES): $(EDGE_INPUTS)
+	@mkdir -p $(OUT)
+	$(BIN)/render-edge --inputs $(INPUTS) --config $(EDGE_CONFIG) --names > $@.tmp
+	mv $@.tmp $@
 
-apply-edge: $(OUT)/edge-objects.yaml ## Layer 3: gateway, routes, issuer, origin, filter (server-side apply, prunes what is no longer rendered)
-	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh apply
+apply-edge: $(EDGE_OBJECTS) $(EDGE_NAMES) ## Layer 3: gateway, routes, issuer, origin, filter (server-side apply, prunes what is no longer rendered)
+	@OBJECTS=$(EDGE_OBJECTS) NAMES=$(EDGE_NAMES) FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh apply
 
-dry-run-edge: $(OUT)/edge-objects.yaml ## The dry-run twin of apply-edge: the API server checks everything, nothing is persisted
-	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh dry-run
+dry-run-edge: $(EDGE_OBJECTS) $(EDGE_NAMES) ## The dry-run twin of apply-edge: the API server checks everything, nothing is persisted
+	@OBJECTS=$(EDGE_OBJECTS) NAMES=$(EDGE_NAMES) FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh dry-run
 
-diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the cluster
-	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
+diff-edge: $(EDGE_OBJECTS) $(EDGE_NAMES) ## Show what apply-edge would change on the cluster
+	@OBJECTS=$(EDGE_OBJECTS) NAMES=$(EDGE_NAMES) FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
 
 .PHONY: dry-run-infra
 dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the calls it would make (JSON lines), makes none
@@ -154,8 +162,8 @@ kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make 
 cluster-status: ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
 	@pipelines/cluster-status.sh
 
-rotate-pow-secret: $(OUT)/edge-objects.yaml ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
-	@OBJECTS=$< OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
+rotate-pow-secret: $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
+	@NAMES=$(EDGE_NAMES) OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
 
 ##@ Tear down (reverse order; asks first unless CONFIRM=yes)
 .PHONY: destroy destroy-edge destroy-platform destroy-infra confirm
@@ -165,9 +173,9 @@ destroy: ## Destroy edge, then platform, then infra
 	$(MAKE) destroy-platform CONFIRM=yes
 	$(MAKE) destroy-infra CONFIRM=yes
 
-destroy-edge: $(OUT)/edge-objects.yaml ## Delete the edge layer's objects
+destroy-edge: $(EDGE_NAMES) ## Delete the edge layer's objects
 	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
-	@OBJECTS=$< pipelines/destroy-edge.sh
+	@NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh
 
 destroy-platform: ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
 	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
