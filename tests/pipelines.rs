@@ -380,3 +380,60 @@ fn vendor_fetches_the_pins_and_refuses_a_tampered_file() {
     );
     assert_eq!(listing(good.path()), before);
 }
+
+// --- the Makefile's calls ----------------------------------------------------------------------
+
+/// Each `VAR=value ... pipelines/<script>.sh` of the Makefile's recipes (continuation lines
+/// joined): (script, the variables set for it).
+fn makefile_script_calls() -> Vec<(String, Vec<String>)> {
+    let makefile = fs::read_to_string(repo().join("Makefile")).unwrap();
+    let joined = makefile.replace("\\\n", " ");
+    let mut calls = Vec::new();
+    for line in joined.lines().filter(|l| l.starts_with('\t')) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| w.starts_with("pipelines/")) else {
+            continue;
+        };
+        let set = words[..at]
+            .iter()
+            .map(|w| w.trim_start_matches('@'))
+            .filter_map(|w| w.split_once('=').map(|(name, _)| name))
+            .filter(|name| {
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+            })
+            .map(str::to_owned)
+            .collect();
+        calls.push((words[at].to_owned(), set));
+    }
+    calls
+}
+
+/// A variable the Makefile sets for a script that never reads it misleads whoever edits either:
+/// each one must be read by the script (or a file it sources from pipelines/).
+#[test]
+fn every_variable_the_makefile_passes_to_a_script_is_read_by_it() {
+    let calls = makefile_script_calls();
+    assert!(
+        calls
+            .iter()
+            .any(|(script, set)| script == "pipelines/apply-edge.sh" && !set.is_empty()),
+        "the Makefile's calls were not found: {calls:?}"
+    );
+    for (script, set) in calls {
+        let mut text = fs::read_to_string(repo().join(&script)).unwrap();
+        let sourced: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix(". \"$(dirname \"$0\")/"))
+            .filter_map(|rest| rest.split_once('"').map(|(file, _)| file.to_owned()))
+            .collect();
+        for file in sourced {
+            text.push_str(&fs::read_to_string(repo().join("pipelines").join(file)).unwrap());
+        }
+        for name in set {
+            assert!(
+                text.contains(&format!("${name}")) || text.contains(&format!("${{{name}")),
+                "the Makefile passes {name} to {script}, which never reads it"
+            );
+        }
+    }
+}
