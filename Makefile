@@ -70,29 +70,28 @@ apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/
 
 # >>> platform (issue 13)
 PLATFORM_CONFIG ?= config/platform.json
-PLATFORM_VALUES := $(OUT)/platform-values
-PLATFORM_RELEASES := cilium cert-manager istio-base istiod
-PLATFORM_RENDERED := $(PLATFORM_RELEASES:%=$(PLATFORM_VALUES)/%.json)
+PLATFORM_VALUES ?= $(OUT)/platform-values
 DELETE_CRDS ?=
 
 $(PLATFORM_CONFIG):
 	@echo "make: $@ is missing: cp config/platform.example.json $@, then edit it" >&2; exit 1
 
-# The day-2 switches of the platform config, as Helm values: one real file per release. (A static
-# pattern rule: render-platform is then no intermediate file that make would delete.)
-$(PLATFORM_RENDERED): $(PLATFORM_VALUES)/%.json: $(PLATFORM_CONFIG) $(BIN)/render-platform
-	@mkdir -p $(@D)
-	$(BIN)/render-platform --config $(PLATFORM_CONFIG) $* > $@.tmp
-	mv $@.tmp $@
+# render-platform owns the list of releases: it writes each one's Helm values (the day-2
+# switches of the platform config) and then releases.tsv, the releases in install order with
+# their charts and pins, which platform.sh reads. It compiles k8s/versions.env in.
+PLATFORM_RELEASES := $(PLATFORM_VALUES)/releases.tsv
+$(BIN)/render-platform: k8s/versions.env
+$(PLATFORM_RELEASES): $(PLATFORM_CONFIG) $(BIN)/render-platform
+	$(BIN)/render-platform --config $(PLATFORM_CONFIG) --out-dir $(PLATFORM_VALUES)
 
 .PHONY: diff-platform have-kubeconfig
 have-kubeconfig:
 	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
 
-apply-platform: have-kubeconfig $(PLATFORM_RENDERED) ## Layer 2: Cilium, Gateway API CRDs (make vendor), cert-manager, Istio; helm --wait --atomic, pinned
+apply-platform: have-kubeconfig $(PLATFORM_RELEASES) ## Layer 2: Cilium, Gateway API CRDs (make vendor), cert-manager, Istio; helm --wait --atomic, pinned
 	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh apply
 
-diff-platform: have-kubeconfig $(PLATFORM_RENDERED) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
+diff-platform: have-kubeconfig $(PLATFORM_RELEASES) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
 	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh diff
 # <<< platform
 
@@ -177,10 +176,10 @@ destroy-edge: $(EDGE_NAMES) ## Delete the edge layer's objects
 	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
 	@NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh
 
-destroy-platform: ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
+destroy-platform: $(PLATFORM_RELEASES) ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
 	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
-	@DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
+	@RENDERED_DIR='$(PLATFORM_VALUES)' DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
 destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Delete the Scaleway resources found by the cluster's tags (prints each one removed)
 	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
