@@ -198,8 +198,10 @@ LISTS_SOURCES ?= config/lists-sources.example.json
 LISTS_OUT     ?= $(OUT)/lists
 LISTS_SHARED  ?= $(if $(filter undefined,$(origin EDGEPOP_SHARED)),../shared,$(EDGEPOP_SHARED))
 
-lists: $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor ## Generate the policy lists (Tor exits, hosting ASNs) from LISTS_SOURCES into talos/_out/lists/
-	@BIN='$(BIN)' SOURCES='$(LISTS_SOURCES)' OUT_DIR='$(LISTS_OUT)' pipelines/lists.sh
+# lists-refresh runs each generator (found beside it) in its own process, as the CronJob does,
+# and writes <name>.txt; a list that fails keeps its previous file and the run exits 1 naming it.
+lists: $(BIN)/lists-refresh $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor ## Generate the policy lists (Tor exits, hosting ASNs) from LISTS_SOURCES into talos/_out/lists/
+	$(BIN)/lists-refresh --sources '$(LISTS_SOURCES)' --out-dir '$(LISTS_OUT)'
 
 .PHONY: bench-lists
 bench-lists: $(BIN)/lists-gen-asn ## lists-gen-asn on the full real IPv4 dataset vs awk | iprange and Python (needs iprange, hyperfine)
