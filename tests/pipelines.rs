@@ -437,3 +437,42 @@ fn every_variable_the_makefile_passes_to_a_script_is_read_by_it() {
         }
     }
 }
+
+// --- setup.sh and CI ---------------------------------------------------------------------------
+
+/// CI installs through pipelines/setup.sh, the one list of what the project installs: a package
+/// named in .ci/run as well would drift from it.
+#[test]
+fn ci_installs_through_setup_sh_and_names_no_package_itself() {
+    let ci = fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let commands: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(
+        commands.contains(&"pipelines/setup.sh test"),
+        "{commands:#?}"
+    );
+    for installer in ["apt-get", "pip", "npm", "rustup"] {
+        assert!(
+            !commands
+                .iter()
+                .any(|c| c.split_whitespace().any(|w| w == installer)),
+            ".ci/run calls {installer} itself: {commands:#?}"
+        );
+    }
+    let setup = fs::read_to_string(repo().join("pipelines/setup.sh")).unwrap();
+    for package in [
+        "openssh-server",
+        "docker-registry",
+        "skopeo",
+        "musl-tools",
+        "qemu-utils",
+    ] {
+        assert!(
+            setup.contains(package),
+            "setup.sh does not install {package}"
+        );
+    }
+}
