@@ -140,8 +140,8 @@ pub const ISTIO_GATEWAY_CONTROLLER: &str = "istio.io/gateway-controller";
 
 /// istiod creates this class itself when it is missing (its GatewayClass controller,
 /// `PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER`, on by default), with its own description
-/// and only on create; seed 000 met a cluster where it was missing, so the layer declares it
-/// too. It sets only what istiod sets the same way: with the same `controllerName` a
+/// and only on create; where that controller is off or has not run yet there is no class, and a
+/// Gateway of it is ignored without a word, so the layer declares it too. It sets only what istiod sets the same way: with the same `controllerName` a
 /// server-side apply co-owns the field with istiod instead of conflicting on it, and leaving
 /// `description` out leaves istiod's value alone. `make apply-edge` then waits for `Accepted`.
 fn gateway_class() -> Value {

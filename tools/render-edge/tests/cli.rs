@@ -538,7 +538,7 @@ fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
             "no list named `tors`",
         ],
     );
-    // Issue 9: the rendered topology has no proxy in front of the gateway.
+    // The rendered topology has no proxy in front of the gateway: no hop to trust.
     Case::new().refuses(
         &pow(r#"{"trusted_hops": 1}"#),
         &["field `pow.plugin_config.trusted_hops`", "only 0 fits"],
