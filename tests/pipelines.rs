@@ -476,3 +476,71 @@ fn ci_installs_through_setup_sh_and_names_no_package_itself() {
         );
     }
 }
+
+/// `make help` lists the targets in the order a deployment meets them: the three layers, then
+/// day to day, tear down, and the build, demo and tests; each layer's targets under it.
+#[test]
+fn make_help_follows_the_layers() {
+    let out = Command::new("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .arg("help")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let help = String::from_utf8(out.stdout).unwrap();
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in help.lines().filter(|l| !l.trim().is_empty()) {
+        match line.strip_prefix("  ") {
+            Some(target) => sections
+                .last_mut()
+                .unwrap()
+                .1
+                .push(target.split_whitespace().next().unwrap().to_owned()),
+            None => sections.push((line.to_owned(), Vec::new())),
+        }
+    }
+    let expected: [(&str, &[&str]); 7] = [
+        ("Start", &["help", "check", "apply"]),
+        ("Layer 1, infra", &["apply-infra", "dry-run-infra"]),
+        (
+            "Layer 2, platform",
+            &["vendor", "apply-platform", "diff-platform"],
+        ),
+        (
+            "Layer 3, edge",
+            &["apply-edge", "dry-run-edge", "diff-edge", "publish-images"],
+        ),
+        (
+            "Day to day",
+            &["up", "down", "cluster-status", "rotate-pow-secret"],
+        ),
+        (
+            "Tear down",
+            &[
+                "destroy",
+                "destroy-edge",
+                "destroy-platform",
+                "destroy-infra",
+            ],
+        ),
+        (
+            "Build, demo, tests",
+            &["filter", "demo", "lists", "test", "lint", "bench"],
+        ),
+    ];
+    assert_eq!(sections.len(), expected.len(), "{help}");
+    for ((title, targets), (want_title, want_targets)) in sections.iter().zip(expected) {
+        assert!(
+            title.starts_with(want_title),
+            "`{title}` where `{want_title}` was expected: {help}"
+        );
+        for target in want_targets {
+            assert!(
+                targets.iter().any(|t| t == target),
+                "{target} not under `{title}`: {help}"
+            );
+        }
+    }
+}
