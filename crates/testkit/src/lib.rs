@@ -59,6 +59,18 @@ pub fn incompressible_bytes(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// The names of the entries of `dir`, sorted: what a test compares to say that nothing else (a
+/// temporary file, a partial write) was left there.
+#[allow(clippy::unwrap_used)] // a test helper: an unreadable directory fails the test
+pub fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -252,13 +252,7 @@ fn a_large_shrink_and_a_source_down_publish_nothing() {
         json!({"tor.txt": previous, "version": "v0"}),
     )])
     .unwrap();
-    let out = job.run(&api, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
-    assert!(
-        log.contains("list tor: refused, IPv4 prefixes fell from 1305 to 100"),
-        "{log}"
-    );
+    let log = tor_refused_for_its_shrink(&job.run(&api, &sources));
     assert!(
         log.contains(&format!("source {down}: unreachable")),
         "{log}"
@@ -352,6 +346,18 @@ impl Job {
     }
 }
 
+/// The run failed (exit 1) because the tor list fell from the capture's 1305 exits to 100; its
+/// log.
+fn tor_refused_for_its_shrink(out: &Output) -> String {
+    let log = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("list tor: refused, IPv4 prefixes fell from 1305 to 100"),
+        "{log}"
+    );
+    log
+}
+
 fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path).unwrap().lines().count()
 }
@@ -399,12 +405,7 @@ fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
     std::fs::write(&exits, hundred).unwrap();
     std::fs::remove_file(dir.join("hosting.txt")).unwrap();
     let out = job.run_into(&dir, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
-    assert!(
-        log.contains("list tor: refused, IPv4 prefixes fell from 1305 to 100"),
-        "{log}"
-    );
+    let log = tor_refused_for_its_shrink(&out);
     assert!(
         log.contains(
             "these failed and keep their previous version: tor (lists-gen-tor exited with 1)"
@@ -418,13 +419,8 @@ fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
     );
     assert_eq!(lines(&dir.join("tor.txt")), 1305);
     assert!(lines(&dir.join("hosting.txt")) > 0);
-    let mut files: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    files.sort();
     assert_eq!(
-        files,
+        testkit::file_names(&dir),
         ["hosting.txt", "tor.txt"],
         "no temporary file is left"
     );

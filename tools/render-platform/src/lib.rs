@@ -629,13 +629,8 @@ mod tests {
             let values: Value = serde_json::from_str(&text).unwrap();
             assert_eq!(values, render(&example(), release), "{}", release.name());
         }
-        let mut names: Vec<String> = std::fs::read_dir(&out)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
         assert_eq!(
-            names,
+            testkit::file_names(&out),
             [
                 "cert-manager.json",
                 "cilium.json",
