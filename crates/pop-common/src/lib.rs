@@ -9,6 +9,7 @@
 //! - [`tool`]: the one shape of a tool (`Cli`, `resolve`, `run`) and the [`main!`] that runs it.
 //! - [`time`]: RFC 3339 UTC timestamps for the records, without a date-time dependency.
 //! - [`hex`]: the lower-case hexadecimal encoder.
+//! - [`wait`]: the injected clock ([`wait::Sleeper`]) and the one bounded polling loop.
 
 pub mod exit;
 pub mod hex;
@@ -17,3 +18,4 @@ pub mod log;
 pub mod records;
 pub mod time;
 pub mod tool;
+pub mod wait;

@@ -1,6 +1,6 @@
 //! Upload throughput of the image upload (SigV4, multipart) against the S3 stand-in on loopback,
 //! beside `curl --aws-sigv4 --upload-file` to the same stand-in, in one run:
-//! `cargo bench -p scw-infra --bench upload`. Both are bounded by the stand-in (Python), which
+//! `cargo bench -p scaleway --bench upload`. Both are bounded by the stand-in (Python), which
 //! checks every signature and hashes every body: the figures compare the two clients, not S3.
 
 #![allow(
@@ -13,10 +13,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use scw_infra::api::client::{RealSleeper, RetryPolicy};
-use scw_infra::api::creds::SecretKey;
-use scw_infra::api::http::UreqTransport;
-use scw_infra::s3::S3;
+use pop_common::wait::ThreadSleeper;
+use scaleway::s3::S3;
+use scaleway::{RetryPolicy, SecretKey, UreqTransport};
 
 const ACCESS: &str = "SCWBENCHBENCHBENCHBE";
 const SECRET: &str = "bench-secret-not-a-real-one";
@@ -38,7 +37,7 @@ fn main() {
     let transport = UreqTransport::new(Duration::from_secs(600));
     let s3 = S3::new(
         &transport,
-        &RealSleeper,
+        &ThreadSleeper,
         &endpoint,
         "fr-par",
         ACCESS,
@@ -50,15 +49,15 @@ fn main() {
     let part_sizes: &[usize] = if bench { &[16, 64] } else { &[5] };
     for &part in part_sizes {
         let start = Instant::now();
-        s3.upload_file("bench", &format!("scw-infra-{part}"), &file, part * MIB)
+        s3.upload_file("bench", &format!("scaleway-{part}"), &file, part * MIB)
             .unwrap();
         let secs = start.elapsed().as_secs_f64();
         let stored = s3
-            .object_size("bench", &format!("scw-infra-{part}"))
+            .object_size("bench", &format!("scaleway-{part}"))
             .unwrap();
         assert_eq!(stored, Some(size as u64), "the whole file arrived");
         println!(
-            "scw-infra upload ({part} MiB parts): {mb:.0} MB in {secs:.2} s = {:.0} MB/s",
+            "scaleway S3 upload ({part} MiB parts): {mb:.0} MB in {secs:.2} s = {:.0} MB/s",
             mb / secs
         );
     }

@@ -1,36 +1,56 @@
 //! The Scaleway API client: the `X-Auth-Token` header, JSON in and out, retries of 429 and 5xx
 //! with bounded exponential backoff, jitter and `Retry-After`, Scaleway's error bodies shown on a
-//! 4xx, pagination, a count of the calls made, and a dry-run mode in which a mutating call is
-//! only described.
+//! 4xx, pagination, and a count of the calls made. Every call returns `Result<R, ApiError>`: the
+//! client sends what it is asked and knows nothing of plans or dry runs (those belong to the tool
+//! that decides what to send).
+//!
+//! The outside world comes in as two narrow traits, `&dyn Transport` (the network) and
+//! `&dyn Sleeper` (the clock between retries), as every outside dependency of the tools does.
 
-use std::cell::RefCell;
+use std::cell::Cell;
+use std::fmt;
 use std::time::Duration;
 
-use serde::Deserialize;
+use pop_common::wait::Sleeper;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::creds::SecretKey;
-use super::http::{HttpRequest, HttpResponse, Transport, TransportError};
+use crate::creds::SecretKey;
+use crate::http::{HttpRequest, HttpResponse, Transport, TransportError};
 
-/// Waits between attempts and polls; tests inject one that only records.
-pub trait Sleeper {
-    fn sleep(&self, duration: Duration);
+/// What a call does to the world, which decides what may be repeated after a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    Get,
+    /// Creates (a server, an IP, an order) or acts (reboot, poweron): sent twice, it may do it
+    /// twice, so a POST whose answer was lost is never sent again blindly.
+    Post,
+    Put,
+    Patch,
+    Delete,
 }
 
-impl<S: Sleeper + ?Sized> Sleeper for &S {
-    fn sleep(&self, duration: Duration) {
-        (**self).sleep(duration);
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+        }
+    }
+
+    /// Sending it twice has the effect of sending it once (RFC 9110, 9.2.2): all but POST.
+    pub fn idempotent(self) -> bool {
+        self != Method::Post
     }
 }
 
-/// The real clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RealSleeper;
-
-impl Sleeper for RealSleeper {
-    fn sleep(&self, duration: Duration) {
-        std::thread::sleep(duration);
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -92,8 +112,8 @@ pub struct ScwErrorBody {
     pub help_message: Option<String>,
 }
 
-impl std::fmt::Display for ScwErrorBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for ScwErrorBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.message.as_deref().unwrap_or("(no message)"))?;
         if let Some(kind) = &self.kind {
             write!(f, " [type {kind}]")?;
@@ -125,34 +145,34 @@ impl std::fmt::Display for ScwErrorBody {
 pub enum ApiError {
     #[error("{method} {path}: HTTP {status}: {body}")]
     Status {
-        method: &'static str,
+        method: Method,
         path: String,
         status: u16,
         body: Box<ScwErrorBody>,
     },
     #[error("{method} {path}: HTTP {status} (body is not a Scaleway error: {text})")]
     StatusRaw {
-        method: &'static str,
+        method: Method,
         path: String,
         status: u16,
         text: String,
     },
     #[error("{method} {path}: {error} (gave up after {attempts} attempts)")]
     Transport {
-        method: &'static str,
+        method: Method,
         path: String,
         attempts: u32,
         error: TransportError,
     },
     #[error("{method} {path}: the answer does not decode: {message}")]
     Decode {
-        method: &'static str,
+        method: Method,
         path: String,
         message: String,
     },
     #[error("{method} {path}: more than {pages} pages; stopped")]
     TooManyPages {
-        method: &'static str,
+        method: Method,
         path: String,
         pages: u32,
     },
@@ -176,42 +196,34 @@ pub struct CallCounts {
     pub retries: u32,
 }
 
-/// A call a dry run would have made.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct PlannedCall {
-    pub method: &'static str,
-    pub path: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body: Option<Value>,
-}
-
-/// The client. `T` sends, `S` waits.
+/// The client: one API endpoint, one secret key.
 #[derive(Debug)]
-pub struct Client<T, S> {
-    transport: T,
-    sleeper: S,
+pub struct Client<'a> {
+    transport: &'a dyn Transport,
+    sleeper: &'a dyn Sleeper,
     base_url: String,
     secret: SecretKey,
     policy: RetryPolicy,
-    dry_run: bool,
-    counts: RefCell<CallCounts>,
-    planned: RefCell<Vec<PlannedCall>>,
+    counts: Cell<CallCounts>,
 }
 
 /// Never more pages than this in one list (100 per page: 50,000 objects).
 pub const MAX_PAGES: u32 = 500;
 
-impl<T: Transport, S: Sleeper> Client<T, S> {
-    pub fn new(transport: T, sleeper: S, base_url: &str, secret: SecretKey) -> Self {
+impl<'a> Client<'a> {
+    pub fn new(
+        transport: &'a dyn Transport,
+        sleeper: &'a dyn Sleeper,
+        base_url: &str,
+        secret: SecretKey,
+    ) -> Self {
         Client {
             transport,
             sleeper,
             base_url: base_url.trim_end_matches('/').to_owned(),
             secret,
             policy: RetryPolicy::default(),
-            dry_run: false,
-            counts: RefCell::default(),
-            planned: RefCell::default(),
+            counts: Cell::default(),
         }
     }
 
@@ -220,26 +232,8 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
         self
     }
 
-    /// Mutating calls are recorded (see [`Client::planned`]) and not sent.
-    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
-    }
-
-    pub fn dry_run(&self) -> bool {
-        self.dry_run
-    }
-
-    pub fn sleeper(&self) -> &S {
-        &self.sleeper
-    }
-
     pub fn counts(&self) -> CallCounts {
-        *self.counts.borrow()
-    }
-
-    pub fn planned(&self) -> Vec<PlannedCall> {
-        self.planned.borrow().clone()
+        self.counts.get()
     }
 
     /// A GET, decoded.
@@ -248,14 +242,14 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
         path: &str,
         query: &[(&str, String)],
     ) -> Result<R, ApiError> {
-        let response = self.call("GET", path, query, None)?;
-        decode("GET", path, &response.body)
+        let response = self.call(Method::Get, path, query, None)?;
+        decode(Method::Get, path, &response.body)
     }
 
     /// A GET of one object: `None` on a 404.
     pub fn get_opt<R: DeserializeOwned>(&self, path: &str) -> Result<Option<R>, ApiError> {
-        match self.call("GET", path, &[], None) {
-            Ok(response) => decode("GET", path, &response.body).map(Some),
+        match self.call(Method::Get, path, &[], None) {
+            Ok(response) => decode(Method::Get, path, &response.body).map(Some),
             Err(err) if err.status() == Some(404) => Ok(None),
             Err(err) => Err(err),
         }
@@ -276,8 +270,8 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
             let mut q = query.to_vec();
             q.push(("page", page.to_string()));
             q.push((size_param, "100".to_owned()));
-            let response = self.call("GET", path, &q, None)?;
-            let body: Value = decode("GET", path, &response.body)?;
+            let response = self.call(Method::Get, path, &q, None)?;
+            let body: Value = decode(Method::Get, path, &response.body)?;
             let header_total = response
                 .header("x-total-count")
                 .and_then(|v| v.trim().parse::<usize>().ok());
@@ -288,7 +282,7 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
             let list = body.get(items).cloned().unwrap_or(Value::Array(Vec::new()));
             let page_items: Vec<R> =
                 serde_json::from_value(list).map_err(|e| ApiError::Decode {
-                    method: "GET",
+                    method: Method::Get,
                     path: path.to_owned(),
                     message: format!("`{items}`: {e}"),
                 })?;
@@ -300,62 +294,39 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
             }
         }
         Err(ApiError::TooManyPages {
-            method: "GET",
+            method: Method::Get,
             path: path.to_owned(),
             pages: MAX_PAGES,
         })
     }
 
-    /// A mutating call: `Ok(None)` in a dry run (nothing sent), else the decoded answer.
-    pub fn mutate<R: DeserializeOwned>(
+    /// A call that changes something, with a JSON body; the answer decoded (into
+    /// `serde::de::IgnoredAny` when it is not needed).
+    pub fn send<B: Serialize + ?Sized, R: DeserializeOwned>(
         &self,
-        method: &'static str,
+        method: Method,
         path: &str,
-        body: Option<Value>,
-    ) -> Result<Option<R>, ApiError> {
-        if self.plan(method, path, &body) {
-            return Ok(None);
-        }
-        let response = self.call(method, path, &[], body.as_ref())?;
-        decode(method, path, &response.body).map(Some)
+        body: &B,
+    ) -> Result<R, ApiError> {
+        let body = serde_json::to_value(body).map_err(|e| ApiError::Decode {
+            method,
+            path: path.to_owned(),
+            message: format!("the request does not encode: {e}"),
+        })?;
+        let response = self.call(method, path, &[], Some(&body))?;
+        decode(method, path, &response.body)
     }
 
-    /// A mutating call whose answer is not needed (a 204, or a body this tool ignores): `false` in
-    /// a dry run.
-    pub fn mutate_unit(
-        &self,
-        method: &'static str,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<bool, ApiError> {
-        if self.plan(method, path, &body) {
-            return Ok(false);
-        }
-        self.call(method, path, &[], body.as_ref())?;
-        Ok(true)
+    /// A DELETE; its answer, if any, is not read.
+    pub fn delete(&self, path: &str) -> Result<(), ApiError> {
+        self.call(Method::Delete, path, &[], None).map(drop)
     }
 
-    /// Records a call another client (Object Storage) would make in this dry run.
-    pub fn plan_external(&self, method: &'static str, path: &str) {
-        self.plan(method, path, &None);
-    }
-
-    fn plan(&self, method: &'static str, path: &str, body: &Option<Value>) -> bool {
-        if self.dry_run {
-            self.planned.borrow_mut().push(PlannedCall {
-                method,
-                path: path.to_owned(),
-                body: body.clone(),
-            });
-        }
-        self.dry_run
-    }
-
-    /// One call, retried while the answer is 429, 5xx, or (for a request that is safe to repeat)
-    /// a cut connection.
+    /// One call, retried while the answer is 429, 5xx, a transient state, or (for an idempotent
+    /// call) a cut connection.
     fn call(
         &self,
-        method: &'static str,
+        method: Method,
         path: &str,
         query: &[(&str, String)],
         body: Option<&Value>,
@@ -374,27 +345,23 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
             serde_json::to_vec(b).unwrap_or_default()
         });
         let request = HttpRequest {
-            method,
+            method: method.as_str(),
             url,
             headers,
             body,
         };
-        // A POST whose answer was cut may have been done: repeating it could make a second
-        // server. It is left to the next run, which finds the first one by its tags.
-        let idempotent = method != "POST";
         let mut retry = 0;
         loop {
-            {
-                let mut counts = self.counts.borrow_mut();
-                if method == "GET" {
-                    counts.reads += 1;
-                } else {
-                    counts.mutations += 1;
-                }
-                if retry > 0 {
-                    counts.retries += 1;
-                }
+            let mut counts = self.counts.get();
+            if method == Method::Get {
+                counts.reads += 1;
+            } else {
+                counts.mutations += 1;
             }
+            if retry > 0 {
+                counts.retries += 1;
+            }
+            self.counts.set(counts);
             let last = retry + 1 >= self.policy.attempts;
             match self.transport.send(&request) {
                 Ok(response) if response.status < 300 => return Ok(response),
@@ -423,7 +390,9 @@ impl<T: Transport, S: Sleeper> Client<T, S> {
                     self.sleeper.sleep(wait);
                 }
                 Ok(response) => return Err(status_error(method, path, &response)),
-                Err(error) if idempotent && !last => {
+                // A call whose answer was cut may have been done: only an idempotent one is sent
+                // again. A POST is left to the next run, which finds what it made by its tags.
+                Err(error) if method.idempotent() && !last => {
                     let wait = self.policy.delay(retry, None, random());
                     pop_common::warn!(
                         "{method} {path}: {error}; retrying in {} ms",
@@ -451,7 +420,7 @@ fn is_transient(response: &HttpResponse) -> bool {
             .is_ok_and(|b| b.kind.as_deref() == Some("transient_state"))
 }
 
-fn status_error(method: &'static str, path: &str, response: &HttpResponse) -> ApiError {
+fn status_error(method: Method, path: &str, response: &HttpResponse) -> ApiError {
     match serde_json::from_slice::<ScwErrorBody>(&response.body) {
         Ok(body) if body.message.is_some() || body.kind.is_some() => ApiError::Status {
             method,
@@ -471,29 +440,18 @@ fn status_error(method: &'static str, path: &str, response: &HttpResponse) -> Ap
     }
 }
 
-fn decode<R: DeserializeOwned>(
-    method: &'static str,
-    path: &str,
-    body: &[u8],
-) -> Result<R, ApiError> {
-    // A 204 has no body: decode it as `null` (for `()` and `Option`).
+fn decode<R: DeserializeOwned>(method: Method, path: &str, body: &[u8]) -> Result<R, ApiError> {
+    // A 204 has no body: decode it as `null` (for `()`, `Option` and `IgnoredAny`).
     let body = if body.is_empty() {
         b"null".as_slice()
     } else {
         body
     };
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error_free(de).map_err(|message| ApiError::Decode {
+    serde_json::from_slice(body).map_err(|e| ApiError::Decode {
         method,
         path: path.to_owned(),
-        message,
+        message: e.to_string(),
     })
-}
-
-fn serde_path_to_error_free<'de, R: DeserializeOwned>(
-    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
-) -> Result<R, String> {
-    R::deserialize(de).map_err(|e| e.to_string())
 }
 
 /// Percent-encoding of a query component (RFC 3986 unreserved characters kept).
@@ -520,7 +478,7 @@ mod tests {
     use std::cell::RefCell;
     use std::collections::VecDeque;
 
-    #[derive(Default)]
+    #[derive(Debug, Default)]
     struct Script {
         answers: RefCell<VecDeque<Result<HttpResponse, TransportError>>>,
         seen: RefCell<Vec<HttpRequest>>,
@@ -536,7 +494,7 @@ mod tests {
         }
     }
 
-    #[derive(Default)]
+    #[derive(Debug, Default)]
     struct Recorder(RefCell<Vec<Duration>>);
     impl Sleeper for Recorder {
         fn sleep(&self, d: Duration) {
@@ -559,7 +517,7 @@ mod tests {
         })
     }
 
-    fn client<'a>(script: &'a Script, sleeps: &'a Recorder) -> Client<&'a Script, &'a Recorder> {
+    fn client<'a>(script: &'a Script, sleeps: &'a Recorder) -> Client<'a> {
         Client::new(
             script,
             sleeps,
@@ -642,7 +600,7 @@ mod tests {
         ]);
         let sleeps = Recorder::default();
         let c = client(&script, &sleeps);
-        assert!(c.mutate_unit("DELETE", "/x", None).unwrap());
+        c.delete("/x").unwrap();
         assert_eq!(sleeps.0.borrow().len(), 1);
     }
 
@@ -657,7 +615,7 @@ mod tests {
         let sleeps = Recorder::default();
         let c = client(&script, &sleeps);
         let err = c
-            .mutate::<Value>("POST", "/x", Some(serde_json::json!({})))
+            .send::<_, Value>(Method::Post, "/x", &serde_json::json!({}))
             .unwrap_err();
         assert!(
             matches!(err, ApiError::Transport { attempts: 1, .. }),
@@ -721,19 +679,5 @@ mod tests {
         );
         assert!(seen[1].url.ends_with("page=2&per_page=100"));
         assert!(seen[2].url.ends_with("page=1&page_size=100"));
-    }
-
-    #[test]
-    fn a_dry_run_sends_no_mutation() {
-        let script = Script::default();
-        let sleeps = Recorder::default();
-        let c = client(&script, &sleeps).with_dry_run(true);
-        let r: Option<Value> = c
-            .mutate("POST", "/x", Some(serde_json::json!({"name": "n"})))
-            .unwrap();
-        assert!(r.is_none());
-        assert!(!c.mutate_unit("DELETE", "/x/1", None).unwrap());
-        assert!(script.seen.borrow().is_empty());
-        assert_eq!(c.planned().len(), 2);
     }
 }

@@ -55,15 +55,10 @@ impl HttpResponse {
 #[error("{0}")]
 pub struct TransportError(pub String);
 
-/// Sends one request.
-pub trait Transport {
+/// Sends one request: the network, as the client and the S3 signer see it (handed in as
+/// `&dyn Transport`, so tests script it).
+pub trait Transport: std::fmt::Debug {
     fn send(&self, request: &HttpRequest) -> Result<HttpResponse, TransportError>;
-}
-
-impl<T: Transport + ?Sized> Transport for &T {
-    fn send(&self, request: &HttpRequest) -> Result<HttpResponse, TransportError> {
-        (**self).send(request)
-    }
 }
 
 /// The real transport: ureq, rustls, statuses returned as answers, bounded by a timeout.
@@ -77,7 +72,7 @@ impl UreqTransport {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(timeout))
-            .user_agent(concat!("edgepop-scw-infra/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("edgepop/", env!("CARGO_PKG_VERSION")))
             .build();
         UreqTransport {
             agent: config.into(),

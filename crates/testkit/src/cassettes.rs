@@ -1,7 +1,7 @@
-//! The recorded traffic (`../shared/scaleway-cassettes`, go-vcr v1 and v2), as the tests read it:
-//! method, path, status and response body of every interaction.
-
-#![allow(dead_code)] // each test file uses part of it
+//! The traffic Scaleway's own CLI and SDK recorded against the live API
+//! (`../shared/scaleway-cassettes`, go-vcr v1 and v2), as the tests read it: method, path, status
+//! and response body of every interaction. The client's tests decode these bodies; the Scaleway
+//! stand-in's answers are compared with their shape.
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +53,7 @@ pub fn matches(template: &str, path: &str) -> bool {
     t.len() == p.len() && t.iter().zip(&p).all(|(t, p)| *t == "*" || t == p)
 }
 
+#[allow(clippy::unwrap_used)] // a test helper: an unreadable fixture folder fails the test
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for product in std::fs::read_dir(dir).unwrap() {
@@ -70,7 +71,8 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Every interaction of every cassette under `dir`.
+/// Every interaction of every cassette under `dir`; an unreadable cassette fails the test.
+#[allow(clippy::unwrap_used, clippy::panic)] // a test helper: unreadable fixtures fail the test
 pub fn load(dir: &Path) -> Vec<Recorded> {
     let mut out = Vec::new();
     for file in files(dir) {

@@ -9,9 +9,11 @@ use std::io::Read;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::api::client::{RetryPolicy, Sleeper};
-use crate::api::creds::SecretKey;
-use crate::api::http::{HttpRequest, HttpResponse, Transport};
+use pop_common::wait::Sleeper;
+
+use crate::client::RetryPolicy;
+use crate::creds::SecretKey;
+use crate::http::{HttpRequest, HttpResponse, Transport};
 use sigv4::{Request, Signer, sha256_hex};
 
 /// The smallest part S3 accepts (every part but the last).
@@ -44,9 +46,9 @@ pub enum S3Error {
 
 /// An S3 client for one endpoint and region.
 #[derive(Debug)]
-pub struct S3<T, S> {
-    transport: T,
-    sleeper: S,
+pub struct S3<'a> {
+    transport: &'a dyn Transport,
+    sleeper: &'a dyn Sleeper,
     /// `http(s)://host[:port]`, no trailing slash.
     endpoint: String,
     host: String,
@@ -54,11 +56,10 @@ pub struct S3<T, S> {
     policy: RetryPolicy,
 }
 
-impl<T: Transport, S: Sleeper> S3<T, S> {
-    #[allow(clippy::too_many_arguments)]
+impl<'a> S3<'a> {
     pub fn new(
-        transport: T,
-        sleeper: S,
+        transport: &'a dyn Transport,
+        sleeper: &'a dyn Sleeper,
         endpoint: &str,
         region: &str,
         access_key: &str,

@@ -5,7 +5,7 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-use crate::api::creds::SecretKey;
+use crate::creds::SecretKey;
 
 type HmacSha256 = Hmac<Sha256>;
 
