@@ -108,7 +108,10 @@ mod tests {
         let p = Poll::within(Duration::from_secs(60), Duration::from_secs(10));
         assert_eq!(p.tries, 7);
         assert_eq!(p.span(), Duration::from_secs(60));
-        assert_eq!(Poll::within(Duration::ZERO, Duration::from_secs(10)).tries, 1);
+        assert_eq!(
+            Poll::within(Duration::ZERO, Duration::from_secs(10)).tries,
+            1
+        );
         let zero = Poll::within(Duration::from_secs(3600), Duration::ZERO);
         assert_eq!(zero.tries, MAX_TRIES + 1);
     }

@@ -161,7 +161,10 @@ impl<'c> Baremetal<'c> {
             "servers",
             "page_size",
         )?;
-        Ok(all.into_iter().filter(|s| has_tags(s.tags(), tags)).collect())
+        Ok(all
+            .into_iter()
+            .filter(|s| has_tags(s.tags(), tags))
+            .collect())
     }
 
     /// One server; `None` once it is gone.

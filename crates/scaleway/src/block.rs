@@ -109,7 +109,10 @@ impl<'c> Block<'c> {
             "snapshots",
             "page_size",
         )?;
-        Ok(all.into_iter().filter(|s| has_tags(s.tags(), tags)).collect())
+        Ok(all
+            .into_iter()
+            .filter(|s| has_tags(s.tags(), tags))
+            .collect())
     }
 
     pub fn delete_snapshot(&self, zone: &str, id: &str) -> R<()> {

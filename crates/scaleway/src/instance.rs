@@ -311,7 +311,10 @@ impl<'c> Instance<'c> {
             collection,
             "per_page",
         )?;
-        Ok(all.into_iter().filter(|x| has_tags(x.tags(), tags)).collect())
+        Ok(all
+            .into_iter()
+            .filter(|x| has_tags(x.tags(), tags))
+            .collect())
     }
 
     fn path(zone: &str, rest: &str) -> String {
@@ -410,9 +413,9 @@ impl<'c> Instance<'c> {
     }
 
     pub fn create_image(&self, zone: &str, body: &CreateImage) -> R<Image> {
-        let answer: ImageEnvelope = self
-            .client
-            .send(Method::Post, &Self::path(zone, "images"), body)?;
+        let answer: ImageEnvelope =
+            self.client
+                .send(Method::Post, &Self::path(zone, "images"), body)?;
         Ok(answer.image)
     }
 

@@ -176,7 +176,11 @@ fn endpoints() -> Vec<(&'static str, &'static str, Check)> {
             "/baremetal/v1/zones/*/offers",
             as_type::<Counted<baremetal::Offer>>,
         ),
-        ("GET", "/iam/v1alpha1/ssh-keys", as_type::<Counted<iam::SshKey>>),
+        (
+            "GET",
+            "/iam/v1alpha1/ssh-keys",
+            as_type::<Counted<iam::SshKey>>,
+        ),
         ("POST", "/iam/v1alpha1/ssh-keys", as_type::<iam::SshKey>),
         ("DELETE", "/iam/v1alpha1/ssh-keys/*", |_| Ok(())),
     ]

@@ -356,7 +356,10 @@ mod tests {
         fresh.carry_steps_from(&previous);
         assert!(fresh.nodes[0].steps.is_empty());
         assert_eq!(fresh.nodes[1].step(steps::IMAGE_FLASHED), Some("sha256:00"));
-        assert_eq!(fresh.nodes[1].step(steps::CONFIG_APPLIED), Some("sha256:11"));
+        assert_eq!(
+            fresh.nodes[1].step(steps::CONFIG_APPLIED),
+            Some("sha256:11")
+        );
         assert_eq!(
             fresh.first_control_plane().map(|n| n.name.as_str()),
             Some("edge-par-cp-1")

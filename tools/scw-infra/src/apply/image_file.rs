@@ -1,8 +1,6 @@
-//! The Talos image for the control-plane Instances (Talos' Scaleway guide): the Image Factory's
-//! `scaleway-amd64.raw.zst`, checked against its pinned sha256, zstd-decompressed, converted to
-//! QCOW2 with `qemu-img`, uploaded to an Object Storage bucket (SigV4, multipart), imported as a
-//! Block snapshot and turned into an Instance image. All of it is skipped when an image tagged
-//! with the same Talos version and digest exists.
+//! The Talos image file, on this machine (Talos' Scaleway guide): the Image Factory's
+//! `scaleway-amd64.raw.zst`, downloaded and checked against its pinned sha256, zstd-decompressed
+//! and converted to QCOW2 with `qemu-img`, ready for the upload ([`super::image`]).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -38,11 +36,6 @@ pub enum ImageError {
         path: PathBuf,
         error: std::io::Error,
     },
-}
-
-/// The tag that names the image's digest.
-pub fn digest_tag(sha256: &str) -> String {
-    format!("edgepop-talos-sha256={sha256}")
 }
 
 /// Downloads `source` into `dir`, checking its sha256 as it streams; returns the file.
