@@ -123,7 +123,7 @@ diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the 
 	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
 
 .PHONY: dry-run-infra
-dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the calls it would make (JSON lines), makes none
+dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
 	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
 
 ##@ Day to day
@@ -266,7 +266,7 @@ bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page h
 	@[[ -d filter/browsers/chromium/node_modules ]] || npm ci --prefix filter/browsers/chromium --no-audit --no-fund
 	$(CARGO) bench --quiet -p pow-demo --bench filter
 	$(CARGO) bench --quiet -p pow-core --bench filter
-	$(CARGO) bench --quiet -p scw-infra --bench upload
+	$(CARGO) bench --quiet -p scaleway --bench upload
 	$(CARGO) bench --quiet -p scw-rescue-flash --bench image_write
 	$(MAKE) bench-lists
 

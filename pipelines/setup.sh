@@ -85,9 +85,9 @@ if ! command -v kubectl >/dev/null; then
 fi
 # >>> infra (issue 11): AWS's SigV4 test vectors (npm), and zstd + qemu-img for the Talos image
 # import (Debian zstd, qemu-utils).
-if command -v npm >/dev/null && [[ ! -d tools/scw-infra/tests/sigv4-suite/node_modules ]]; then
-  log "npm ci in tools/scw-infra/tests/sigv4-suite"
-  npm ci --prefix tools/scw-infra/tests/sigv4-suite --no-audit --no-fund >&2
+if command -v npm >/dev/null && [[ ! -d crates/scaleway/tests/sigv4-suite/node_modules ]]; then
+  log "npm ci in crates/scaleway/tests/sigv4-suite"
+  npm ci --prefix crates/scaleway/tests/sigv4-suite --no-audit --no-fund >&2
 fi
 infra_need=()
 command -v zstd >/dev/null || infra_need+=(zstd)
