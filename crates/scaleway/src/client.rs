@@ -350,66 +350,83 @@ impl<'a> Client<'a> {
             headers,
             body,
         };
-        let mut retry = 0;
-        loop {
-            let mut counts = self.counts.get();
-            if method == Method::Get {
-                counts.reads += 1;
-            } else {
-                counts.mutations += 1;
+        let counts = &self.counts;
+        let (outcome, attempts) = retrying(
+            &self.policy,
+            self.sleeper,
+            &format_args!("{method} {path}"),
+            // A call whose answer was cut may have been done: only an idempotent one is sent
+            // again. A POST is left to the next run, which finds what it made by its tags.
+            method.idempotent(),
+            // A resource in a transient state (`transient_state`: a server starting, a volume
+            // detaching) is waited out like a 5xx, within the same bound.
+            |response| {
+                is_transient(response).then(|| status_error(method, path, response).to_string())
+            },
+            |retry| {
+                let mut now = counts.get();
+                if method == Method::Get {
+                    now.reads += 1;
+                } else {
+                    now.mutations += 1;
+                }
+                if retry > 0 {
+                    now.retries += 1;
+                }
+                counts.set(now);
+                self.transport.send(&request)
+            },
+        );
+        match outcome {
+            Ok(response) if response.status < 300 => Ok(response),
+            Ok(response) => Err(status_error(method, path, &response)),
+            Err(error) => Err(ApiError::Transport {
+                method,
+                path: path.to_owned(),
+                attempts,
+                error,
+            }),
+        }
+    }
+}
+
+/// Sends with `send` (given the retry's number, 0 for the first attempt) until an outcome is
+/// final, and returns it with the number of attempts: a 429, a 5xx, an answer `transient`
+/// describes, or (with `retry_cut`) a cut connection is sent again after a backoff that honours
+/// `Retry-After`, at most `policy.attempts` times in all, each wait said on stderr under `label`.
+/// The one retry loop of the API client and of Object Storage.
+pub(crate) fn retrying(
+    policy: &RetryPolicy,
+    sleeper: &dyn Sleeper,
+    label: &dyn fmt::Display,
+    retry_cut: bool,
+    transient: impl Fn(&HttpResponse) -> Option<String>,
+    mut send: impl FnMut(u32) -> Result<HttpResponse, TransportError>,
+) -> (Result<HttpResponse, TransportError>, u32) {
+    let mut retry = 0;
+    loop {
+        let outcome = send(retry);
+        let again = match &outcome {
+            Ok(response) if response.status < 300 => None,
+            Ok(response) if response.status == 429 || response.status >= 500 => {
+                let retry_after = response
+                    .header("retry-after")
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs);
+                Some((format!("HTTP {}", response.status), retry_after))
             }
-            if retry > 0 {
-                counts.retries += 1;
+            Ok(response) => transient(response).map(|why| (why, None)),
+            Err(error) if retry_cut => Some((error.to_string(), None)),
+            Err(_) => None,
+        };
+        match again {
+            Some((why, retry_after)) if retry + 1 < policy.attempts => {
+                let wait = policy.delay(retry, retry_after, random());
+                pop_common::warn!("{label}: {why}; retrying in {} ms", wait.as_millis());
+                sleeper.sleep(wait);
+                retry += 1;
             }
-            self.counts.set(counts);
-            let last = retry + 1 >= self.policy.attempts;
-            match self.transport.send(&request) {
-                Ok(response) if response.status < 300 => return Ok(response),
-                Ok(response) if (response.status == 429 || response.status >= 500) && !last => {
-                    let retry_after = response
-                        .header("retry-after")
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
-                    let wait = self.policy.delay(retry, retry_after, random());
-                    pop_common::warn!(
-                        "{method} {path}: HTTP {}; retrying in {} ms",
-                        response.status,
-                        wait.as_millis()
-                    );
-                    self.sleeper.sleep(wait);
-                }
-                // A resource in a transient state (`transient_state`: a server starting, a
-                // volume detaching) is waited out like a 5xx, within the same bound.
-                Ok(response) if !last && is_transient(&response) => {
-                    let wait = self.policy.delay(retry, None, random());
-                    pop_common::warn!(
-                        "{method} {path}: {}; retrying in {} ms",
-                        status_error(method, path, &response),
-                        wait.as_millis()
-                    );
-                    self.sleeper.sleep(wait);
-                }
-                Ok(response) => return Err(status_error(method, path, &response)),
-                // A call whose answer was cut may have been done: only an idempotent one is sent
-                // again. A POST is left to the next run, which finds what it made by its tags.
-                Err(error) if method.idempotent() && !last => {
-                    let wait = self.policy.delay(retry, None, random());
-                    pop_common::warn!(
-                        "{method} {path}: {error}; retrying in {} ms",
-                        wait.as_millis()
-                    );
-                    self.sleeper.sleep(wait);
-                }
-                Err(error) => {
-                    return Err(ApiError::Transport {
-                        method,
-                        path: path.to_owned(),
-                        attempts: retry + 1,
-                        error,
-                    });
-                }
-            }
-            retry += 1;
+            _ => return (outcome, retry + 1),
         }
     }
 }

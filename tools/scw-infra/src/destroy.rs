@@ -118,34 +118,22 @@ impl Removal {
     }
 
     pub fn id(&self) -> &str {
-        match self {
-            Removal::DnsRecord { id, .. }
-            | Removal::InstanceServer { id, .. }
-            | Removal::Volume { id, .. }
-            | Removal::ElasticMetalServer { id, .. }
-            | Removal::Image { id, .. }
-            | Removal::Snapshot { id, .. }
-            | Removal::Object { id, .. }
-            | Removal::Bucket { id, .. }
-            | Removal::FlexibleIp { id, .. }
-            | Removal::SecurityGroup { id, .. }
-            | Removal::SshKey { id, .. } => id,
-        }
+        self.id_and_name().0
     }
 
-    fn name(&self) -> &str {
+    fn id_and_name(&self) -> (&str, &str) {
         match self {
-            Removal::DnsRecord { name, .. }
-            | Removal::InstanceServer { name, .. }
-            | Removal::Volume { name, .. }
-            | Removal::ElasticMetalServer { name, .. }
-            | Removal::Image { name, .. }
-            | Removal::Snapshot { name, .. }
-            | Removal::Object { name, .. }
-            | Removal::Bucket { name, .. }
-            | Removal::FlexibleIp { name, .. }
-            | Removal::SecurityGroup { name, .. }
-            | Removal::SshKey { name, .. } => name,
+            Removal::DnsRecord { id, name }
+            | Removal::InstanceServer { id, name, .. }
+            | Removal::Volume { id, name, .. }
+            | Removal::ElasticMetalServer { id, name }
+            | Removal::Image { id, name }
+            | Removal::Snapshot { id, name }
+            | Removal::Object { id, name, .. }
+            | Removal::Bucket { id, name }
+            | Removal::FlexibleIp { id, name }
+            | Removal::SecurityGroup { id, name }
+            | Removal::SshKey { id, name } => (id, name),
         }
     }
 
@@ -160,7 +148,8 @@ impl Removal {
 /// `<kind> <name> (<id>)`: one line of the question.
 impl fmt::Display for Removal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} ({})", self.kind(), self.name(), self.id())?;
+        let (id, name) = self.id_and_name();
+        write!(f, "{} {name} ({id})", self.kind())?;
         if let Removal::InstanceServer { how, .. } = self {
             let how = match how {
                 InstanceRemoval::Terminate => "terminated",

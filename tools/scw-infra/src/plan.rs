@@ -76,6 +76,10 @@ impl<S> Steps<S> {
         self.steps.push(step);
     }
 
+    pub fn extend(&mut self, steps: impl IntoIterator<Item = S>) {
+        self.steps.extend(steps);
+    }
+
     /// Adds the step `make` builds around its own number, a step that creates a resource;
     /// returns the reference the later steps use for it.
     pub fn create(&mut self, make: impl FnOnce(PlannedId) -> S) -> Ref {

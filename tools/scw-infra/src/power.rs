@@ -119,8 +119,79 @@ pub enum PowerStep {
     WaitWorker(WaitWorker),
 }
 
-/// The actions, then the waits, for every server of the cluster that is not in the target state
-/// (a server changing state is only waited for).
+/// What brings an Instance now in `state` on (or off): the action, when the state is one the
+/// action starts from, and the wait for the target state; nothing when it is there already (a
+/// server changing state is only waited for).
+pub fn instance_to(
+    node: &str,
+    server: &Ref,
+    state: &ServerState,
+    on: bool,
+) -> (Option<InstancePower>, Option<WaitInstance>) {
+    let (action, target, from) = if on {
+        (ServerAction::PowerOn, ServerState::Running, state.is_off())
+    } else {
+        (
+            ServerAction::PowerOff,
+            ServerState::Stopped,
+            matches!(state, ServerState::Running | ServerState::StoppedInPlace),
+        )
+    };
+    if *state == target {
+        return (None, None);
+    }
+    let power = from.then(|| InstancePower {
+        node: node.to_owned(),
+        server: server.clone(),
+        action,
+    });
+    let wait = WaitInstance {
+        node: node.to_owned(),
+        server: server.clone(),
+        state: target,
+    };
+    (power, Some(wait))
+}
+
+/// What brings an Elastic Metal server now in `status` on (ready) or off (stopped), as
+/// [`instance_to`] does for an Instance.
+pub fn worker_to(
+    name: &str,
+    server: &Ref,
+    status: &ServerStatus,
+    on: bool,
+) -> (Option<WorkerPower>, Option<WaitWorker>) {
+    let (action, target, from) = if on {
+        (
+            WorkerAction::Start,
+            ServerStatus::Ready,
+            ServerStatus::Stopped,
+        )
+    } else {
+        (
+            WorkerAction::Stop,
+            ServerStatus::Stopped,
+            ServerStatus::Ready,
+        )
+    };
+    if *status == target {
+        return (None, None);
+    }
+    let power = (*status == from).then(|| WorkerPower {
+        name: name.to_owned(),
+        server: server.clone(),
+        action,
+    });
+    let wait = WaitWorker {
+        name: name.to_owned(),
+        server: server.clone(),
+        status: target,
+    };
+    (power, Some(wait))
+}
+
+/// The actions, then the waits, for every server of the cluster that is not in the target
+/// state: the machines change state together.
 pub fn plan(cluster: &Cluster<'_>, on: bool) -> R<Steps<PowerStep>> {
     let zone = cluster.zone();
     let names = cluster.names();
@@ -140,67 +211,16 @@ pub fn plan(cluster: &Cluster<'_>, on: bool) -> R<Steps<PowerStep>> {
     let mut steps = Steps::default();
     let mut waits = Vec::new();
     for s in &servers {
-        let (action, target) = if on {
-            (ServerAction::PowerOn, ServerState::Running)
-        } else {
-            (ServerAction::PowerOff, ServerState::Stopped)
-        };
-        if s.state == target {
-            continue;
-        }
-        let from = if on {
-            s.state.is_off()
-        } else {
-            matches!(s.state, ServerState::Running | ServerState::StoppedInPlace)
-        };
-        let server = Ref::Existing(s.id.clone());
-        if from {
-            steps.push(PowerStep::PowerInstance(InstancePower {
-                node: s.name.clone(),
-                server: server.clone(),
-                action,
-            }));
-        }
-        waits.push(PowerStep::WaitInstance(WaitInstance {
-            node: s.name.clone(),
-            server,
-            state: target,
-        }));
+        let (power, wait) = instance_to(&s.name, &Ref::Existing(s.id.clone()), &s.state, on);
+        steps.extend(power.map(PowerStep::PowerInstance));
+        waits.extend(wait.map(PowerStep::WaitInstance));
     }
     for w in &workers {
-        let (action, target, from) = if on {
-            (
-                WorkerAction::Start,
-                ServerStatus::Ready,
-                ServerStatus::Stopped,
-            )
-        } else {
-            (
-                WorkerAction::Stop,
-                ServerStatus::Stopped,
-                ServerStatus::Ready,
-            )
-        };
-        if w.status == target {
-            continue;
-        }
-        let server = Ref::Existing(w.id.clone());
-        if w.status == from {
-            steps.push(PowerStep::PowerWorker(WorkerPower {
-                name: w.name.clone(),
-                server: server.clone(),
-                action,
-            }));
-        }
-        waits.push(PowerStep::WaitWorker(WaitWorker {
-            name: w.name.clone(),
-            server,
-            status: target,
-        }));
+        let (power, wait) = worker_to(&w.name, &Ref::Existing(w.id.clone()), &w.status, on);
+        steps.extend(power.map(PowerStep::PowerWorker));
+        waits.extend(wait.map(PowerStep::WaitWorker));
     }
-    for step in waits {
-        steps.push(step);
-    }
+    steps.extend(waits);
     Ok(steps)
 }
 

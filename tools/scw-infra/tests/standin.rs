@@ -239,6 +239,17 @@ fn tagged(objects: &Value) -> Vec<&Value> {
 
 const APPLY: &[&str] = &["apply", "--talos-version", "v1.13.11"];
 
+/// What destroy removes of a cluster that `APPLY` made (with its DNS zone at Scaleway).
+const DESTROYED: [&str; 7] = [
+    "dns-record",
+    "instance-server",
+    "volume",
+    "elastic-metal-server",
+    "flexible-ip",
+    "security-group",
+    "ssh-key",
+];
+
 #[test]
 fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
     let Some(s) = StandIn::start("fresh_apply", true) else {
@@ -542,15 +553,7 @@ fn destroy_removes_everything_tagged_and_nothing_else() {
         .iter()
         .map(|r| r["removed"].as_str().unwrap())
         .collect();
-    for kind in [
-        "dns-record",
-        "instance-server",
-        "volume",
-        "elastic-metal-server",
-        "flexible-ip",
-        "security-group",
-        "ssh-key",
-    ] {
+    for kind in DESTROYED {
         assert!(kinds.contains(&kind), "{kind} not removed: {kinds:?}");
     }
     // Dependency order: records, servers, IPs, group, key.
@@ -740,15 +743,7 @@ fn destroy_shows_the_plan_it_then_executes_exactly() {
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
     let plan = kind_and_id(&planned);
     let kinds: std::collections::BTreeSet<&str> = plan.iter().map(|(k, _)| k.as_str()).collect();
-    for kind in [
-        "dns-record",
-        "instance-server",
-        "volume",
-        "elastic-metal-server",
-        "flexible-ip",
-        "security-group",
-        "ssh-key",
-    ] {
+    for kind in DESTROYED {
         assert!(kinds.contains(kind), "{kind} not planned: {plan:?}");
     }
 

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use pop_common::wait::Sleeper;
 
-use crate::client::RetryPolicy;
+use crate::client::{RetryPolicy, retrying};
 use crate::creds::SecretKey;
 use crate::http::{HttpRequest, HttpResponse, Transport};
 use sigv4::{Request, Signer, sha256_hex};
@@ -86,8 +86,7 @@ impl<'a> S3<'a> {
         }
     }
 
-    /// One signed request, retried on 429/5xx and on a cut connection (every S3 call here is
-    /// safe to repeat: a part or an object put twice is the same part or object).
+    /// One signed request, retried on 429/5xx and on a cut connection.
     fn call(
         &self,
         method: &'static str,
@@ -112,71 +111,60 @@ impl<'a> S3<'a> {
                 Some(body)
             },
         };
-        let mut retry = 0;
-        loop {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            let date = sigv4::amz_date(now);
-            let mut headers = vec![
-                ("host".to_owned(), self.host.clone()),
-                ("x-amz-content-sha256".to_owned(), payload.clone()),
-                ("x-amz-date".to_owned(), date.clone()),
-            ];
-            let authorization = self.signer.authorization(
-                &date,
-                &Request {
+        // Every S3 call here is safe to repeat after a cut: a part or an object put twice is the
+        // same part or object.
+        let (outcome, _) = retrying(
+            &self.policy,
+            self.sleeper,
+            &format_args!("S3 {method} {path}"),
+            true,
+            |_| None,
+            |_| {
+                // Signed again at each attempt: the date is part of the signature.
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let date = sigv4::amz_date(now);
+                let mut headers = vec![
+                    ("host".to_owned(), self.host.clone()),
+                    ("x-amz-content-sha256".to_owned(), payload.clone()),
+                    ("x-amz-date".to_owned(), date.clone()),
+                ];
+                let authorization = self.signer.authorization(
+                    &date,
+                    &Request {
+                        method,
+                        path,
+                        query,
+                        headers: &headers,
+                        payload_sha256: &payload,
+                    },
+                    false,
+                );
+                headers.push(("authorization".to_owned(), authorization));
+                // The transport sets Host itself, from the URL: the same value as signed.
+                headers.retain(|(k, _)| k != "host");
+                request.headers = headers;
+                self.transport.send(&request)
+            },
+        );
+        match outcome {
+            Ok(r) if r.status < 300 => Ok(r),
+            Ok(r) => {
+                let text = String::from_utf8_lossy(&r.body);
+                Err(S3Error::Status {
                     method,
-                    path,
-                    query,
-                    headers: &headers,
-                    payload_sha256: &payload,
-                },
-                false,
-            );
-            headers.push(("authorization".to_owned(), authorization));
-            // The transport sets Host itself, from the URL: the same value as signed.
-            headers.retain(|(k, _)| k != "host");
-            request.headers = headers;
-            let last = retry + 1 >= self.policy.attempts;
-            match self.transport.send(&request) {
-                Ok(r) if r.status < 300 => return Ok(r),
-                Ok(r) if (r.status == 429 || r.status >= 500) && !last => {
-                    let wait = self.policy.delay(retry, None, retry.into());
-                    pop_common::warn!(
-                        "S3 {method} {path}: HTTP {}; retrying in {} ms",
-                        r.status,
-                        wait.as_millis()
-                    );
-                    self.sleeper.sleep(wait);
-                }
-                Ok(r) => {
-                    let text = String::from_utf8_lossy(&r.body);
-                    return Err(S3Error::Status {
-                        method,
-                        path: path.to_owned(),
-                        status: r.status,
-                        code: xml_value(&text, "Code").unwrap_or_default(),
-                        message: xml_value(&text, "Message").unwrap_or_default(),
-                    });
-                }
-                Err(e) if !last => {
-                    let wait = self.policy.delay(retry, None, retry.into());
-                    pop_common::warn!(
-                        "S3 {method} {path}: {e}; retrying in {} ms",
-                        wait.as_millis()
-                    );
-                    self.sleeper.sleep(wait);
-                }
-                Err(e) => {
-                    return Err(S3Error::Transport {
-                        method,
-                        path: path.to_owned(),
-                        error: e.to_string(),
-                    });
-                }
+                    path: path.to_owned(),
+                    status: r.status,
+                    code: xml_value(&text, "Code").unwrap_or_default(),
+                    message: xml_value(&text, "Message").unwrap_or_default(),
+                })
             }
-            retry += 1;
+            Err(e) => Err(S3Error::Transport {
+                method,
+                path: path.to_owned(),
+                error: e.to_string(),
+            }),
         }
     }
 

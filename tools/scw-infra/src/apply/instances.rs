@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use scaleway::instance::{self, CreateServer, ServerAction, ServerState};
+use scaleway::instance::{self, CreateServer, ServerState};
 use serde::Serialize;
 
 use super::{ApplyInputs, ApplyStep, Known, image};
 use crate::cluster::Cluster;
 use crate::error::InfraError;
 use crate::plan::{PlannedId, Ref, Steps};
-use crate::power::{InstancePower, WaitInstance};
+use crate::power;
 use crate::tags::{Role, TAG_NODE, tag};
 
 type R<T> = Result<T, InfraError>;
@@ -99,21 +99,9 @@ pub fn plan(
                 (server, ServerState::Stopped)
             }
         };
-        if state == ServerState::Running {
-            continue;
-        }
-        if state.is_off() {
-            steps.push(ApplyStep::PowerInstance(InstancePower {
-                node: node.clone(),
-                server: server.clone(),
-                action: ServerAction::PowerOn,
-            }));
-        }
-        steps.push(ApplyStep::WaitInstance(WaitInstance {
-            node,
-            server,
-            state: ServerState::Running,
-        }));
+        let (power, wait) = power::instance_to(&node, &server, &state, true);
+        steps.extend(power.map(ApplyStep::PowerInstance));
+        steps.extend(wait.map(ApplyStep::WaitInstance));
     }
     if let Some(extra) = servers.first() {
         pop_common::warn!(

@@ -9,7 +9,7 @@ use super::{ApplyInputs, ApplyStep, Known};
 use crate::cluster::Cluster;
 use crate::error::InfraError;
 use crate::plan::{PlannedId, Ref, Steps};
-use crate::power::{WaitWorker, WorkerAction, WorkerPower};
+use crate::power;
 use crate::tags::Role;
 
 type R<T> = Result<T, InfraError>;
@@ -103,22 +103,11 @@ pub fn plan(
             (server, ServerStatus::Delivering)
         }
     };
-    if status == ServerStatus::Ready {
-        return Ok(false);
-    }
-    if status == ServerStatus::Stopped {
-        steps.push(ApplyStep::PowerWorker(WorkerPower {
-            name: name.clone(),
-            server: server.clone(),
-            action: WorkerAction::Start,
-        }));
-    }
-    steps.push(ApplyStep::WaitWorker(WaitWorker {
-        name,
-        server,
-        status: ServerStatus::Ready,
-    }));
-    Ok(true)
+    let (power, wait) = power::worker_to(&name, &server, &status, true);
+    let settles = wait.is_some();
+    steps.extend(power.map(ApplyStep::PowerWorker));
+    steps.extend(wait.map(ApplyStep::WaitWorker));
+    Ok(settles)
 }
 
 /// The key of the worker, ours by name and by public key; another key under our name stops the
