@@ -521,6 +521,41 @@ fn a_half_built_or_interrupted_cluster_converges() {
 }
 
 #[test]
+fn a_control_plane_given_its_flexible_ip_is_let_in_by_that_address() {
+    let Some(s) = StandIn::start("new_flexible_ip", false) else {
+        return;
+    };
+    // cp-1 exists with an address that is not its flexible IP (none is tagged for it yet).
+    let other = s.seed(json!({"kind": "ip"}));
+    s.seed(json!({"kind": "instance_server", "name": "edge-par-cp-1", "public_ips": [other["id"]],
+                  "tags": [CLUSTER_TAG, "edgepop-role=controlplane", "edgepop-node=edge-par-cp-1"]}));
+    ok(&s.scw(APPLY));
+    s.take_requests();
+    let state = s.state();
+    let ip = tagged(&state["ips"])
+        .into_iter()
+        .find(|i| {
+            i["tags"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("edgepop-node=edge-par-cp-1"))
+        })
+        .unwrap()
+        .clone();
+    let group = &tagged(&state["security_groups"])[0];
+    let ranges: Vec<&str> = state["rules"][group["id"].as_str().unwrap()]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["direction"] == "inbound")
+        .map(|r| r["ip_range"].as_str().unwrap())
+        .collect();
+    let address = |ip: &Value| format!("{}/32", ip["address"].as_str().unwrap());
+    assert!(ranges.contains(&address(&ip).as_str()), "{ranges:?}");
+    assert!(!ranges.contains(&address(&other).as_str()), "{ranges:?}");
+}
+
+#[test]
 fn destroy_removes_everything_tagged_and_nothing_else() {
     let Some(s) = StandIn::start("destroy", true) else {
         return;

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::cluster::Cluster;
 use crate::error::InfraError;
-use crate::plan::{Created, Steps};
+use crate::plan::{Created, Ref, Steps};
 use crate::power::{InstancePower, WaitInstance, WaitWorker, WorkerPower};
 use image_file::TalosSource;
 
@@ -173,11 +173,21 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
     instances::plan(cluster, inputs, &mut steps, &mut known, &group, &ips)?;
     let worker_settles = worker::plan(cluster, inputs, &mut steps, &mut known)?;
     let names = cluster.names();
-    // A control plane's address is its flexible IP's, known or made by a step.
+    // A control plane's address is its flexible IP's: pending while a step makes the IP (the
+    // server's own address, if it has one, is not the one it will keep).
     let control_planes: Vec<Address> = names
         .control_planes()
         .into_iter()
-        .filter_map(|node| address(&known, NodeOf::ControlPlane(node), Family::Ipv4, true))
+        .filter_map(|node| {
+            let of = NodeOf::ControlPlane(node.clone());
+            match ips.get(&node) {
+                Some(Ref::Planned(_)) => Some(Address::Pending {
+                    address_of: of,
+                    family: Family::Ipv4,
+                }),
+                _ => address(&known, of, Family::Ipv4, true),
+            }
+        })
         .collect();
     let worker = NodeOf::Worker(names.worker().to_owned());
     let worker_addresses: Vec<Address> = [Family::Ipv4, Family::Ipv6]
