@@ -78,7 +78,7 @@ apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos co
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' TALOS_VERSION='$(TALOS_VERSION)' \
 	  TALOS_RELEASE_URL='$(TALOS_RELEASE_URL)' pipelines/infra.sh apply
 
-dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the calls it would make (JSON lines), makes none
+dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
 	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
 
 ##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio
@@ -258,7 +258,7 @@ bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page h
 	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
 	$(CARGO) bench --quiet -p pow-demo --bench filter
 	$(CARGO) bench --quiet -p pow-core --bench filter
-	$(CARGO) bench --quiet -p scw-infra --bench upload
+	$(CARGO) bench --quiet -p scaleway --bench upload
 	$(CARGO) bench --quiet -p scw-rescue-flash --bench image_write
 	$(MAKE) bench-lists
 

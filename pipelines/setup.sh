@@ -107,7 +107,7 @@ done
 
 # npm packages, from their lockfiles: playwright-core and puppeteer-core drive the system's
 # browsers (they download none); AWS's SigV4 test vectors for the S3 signer.
-for dir in filter/browsers/chromium filter/browsers/firefox tools/scw-infra/tests/sigv4-suite; do
+for dir in filter/browsers/chromium filter/browsers/firefox crates/scaleway/tests/sigv4-suite; do
   [[ -f $dir/package-lock.json && ! -d $dir/node_modules ]] || continue
   command -v npm >/dev/null || { missing "npm is missing for $dir"; continue; }
   log "npm ci in $dir"

@@ -10,6 +10,7 @@
 //! - [`time`]: RFC 3339 UTC timestamps for the records, without a date-time dependency.
 //! - [`hex`]: the lower-case hexadecimal encoder.
 //! - [`pins`]: reading the version pins of `k8s/versions.env`.
+//! - [`wait`]: the injected clock ([`wait::Sleeper`]) and the one bounded polling loop.
 
 pub mod exit;
 pub mod hex;
@@ -19,3 +20,4 @@ pub mod pins;
 pub mod records;
 pub mod time;
 pub mod tool;
+pub mod wait;

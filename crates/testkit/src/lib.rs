@@ -1,6 +1,7 @@
 //! What the workspace's tests share; a dev-dependency only, so no shipped library exports test
 //! helpers.
 //!
+//! - [`cassettes`]: the Scaleway traffic recorded by Scaleway's own tools, for contract tests.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
@@ -13,6 +14,7 @@
 //! message; under CI (`EDGEPOP_REQUIRE_ALL=1`, set by `.ci/run`) it fails, so a missing install
 //! step can never pass as green.
 
+pub mod cassettes;
 pub mod http;
 pub mod process;
 pub mod standin;
