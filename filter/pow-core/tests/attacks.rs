@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a test failure
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const ALL_AT_1: &str = r#"{"mode": "all", "difficulty": 1}"#;
 

@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test helper is a test failure
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn built_in_and_configured_paths_always_pass() {

@@ -3,9 +3,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn secret_env() -> Vec<(String, Vec<u8>)> {
     vec![("POW_HMAC_SECRET".into(), SECRET.into())]

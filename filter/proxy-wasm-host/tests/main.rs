@@ -1,0 +1,9 @@
+//! The host's integration tests, one module per concern, in one test binary:
+//! - `abi`: the host's ABI conformance, on a small module written in WAT;
+//! - `filter_pow`: the real release `pow_filter.wasm`, flow by flow;
+//! - `attacks`: the adversarial reviews' attacks, replayed against the real module.
+
+mod abi;
+mod attacks;
+mod common;
+mod filter_pow;
