@@ -131,7 +131,7 @@ fn main() {
     let json = format!(r#"{{"lists": {{"version": "v", "sets": {{"hosting": "{text}"}}}}}}"#);
     let start = Instant::now();
     let config = pow_core::PluginConfig::from_json(json.as_bytes()).unwrap();
-    let filter = pow_core::Filter::new(config, None).unwrap();
+    let filter = pow_core::Filter::new(config, None, [0; 32]).unwrap();
     println!(
         "configure with {count} prefixes ({} KiB of JSON): {:.1} ms",
         json.len() / 1024,
@@ -156,7 +156,7 @@ fn fake_cookies(full: bool) {
         .unwrap()
         .0;
     let config = PluginConfig::from_json(br#"{"mode": "all", "difficulty": 16}"#).unwrap();
-    let filter = Filter::new(config, Some(keys.clone())).unwrap();
+    let filter = Filter::new(config, Some(keys.clone()), [7; 32]).unwrap();
     let now = 1_800_000_000u64;
     let b = Binding::new(
         binding_net([192, 0, 2, 1].into()),
@@ -187,10 +187,8 @@ fn fake_cookies(full: bool) {
         let mut store = pow_core::seen::MemoryStore::default();
         let start = Instant::now();
         for i in 0..n {
-            let at = Now {
-                secs: now,
-                nanos: u64::from(i),
-            };
+            let _ = i;
+            let at = Now { secs: now };
             black_box(filter.on_request(black_box(req), at, &mut store, &mut Nothing));
         }
         let ns = start.elapsed().as_nanos() as f64 / f64::from(n);

@@ -188,6 +188,7 @@ fn a_new_ttl_keeps_spent_solutions_spent() {
                 r#"{{"mode": "all", "difficulty": 1, "challenge_ttl_secs": {ttl}}}"#
             )),
             Some(keys(KEY_A, None)),
+            SEED,
         )
         .unwrap();
         let again = w.send(&req(&path, "192.0.2.7:4000"));

@@ -90,6 +90,13 @@ mod raw {
         ) -> u32;
         pub fn proxy_increment_metric(id: u32, offset: i64) -> u32;
         pub fn proxy_record_metric(id: u32, value: u64) -> u32;
+        pub fn proxy_remove_header_map_value(kind: u32, key: *const u8, key_size: usize) -> u32;
+    }
+
+    #[link(wasm_import_module = "wasi_snapshot_preview1")]
+    unsafe extern "C" {
+        /// WASI preview1: fills `len` bytes at `buf` from the host's random source; errno.
+        pub fn random_get(buf: *mut u8, len: usize) -> i32;
     }
 }
 
@@ -138,11 +145,29 @@ pub fn get_buffer(kind: u32, max: usize) -> Result<Option<Vec<u8>>, Status> {
     }
 }
 
+/// Random bytes from the host (WASI `random_get`; Envoy: the system's random source).
+pub fn random_bytes<const N: usize>() -> Result<[u8; N], Status> {
+    let mut out = [0u8; N];
+    // SAFETY: a valid buffer of N bytes on our stack.
+    match unsafe { raw::random_get(out.as_mut_ptr(), N) } {
+        0 => Ok(out),
+        errno => Err(Status(errno.unsigned_abs())),
+    }
+}
+
+/// Removes a request header (every value of it).
+pub fn remove_request_header(name: &str) -> Result<(), Status> {
+    // SAFETY: a pointer and length of a live &str.
+    ok(unsafe {
+        raw::proxy_remove_header_map_value(MAP_HTTP_REQUEST_HEADERS, name.as_ptr(), name.len())
+    })
+}
+
 /// The request headers `select` keeps, pseudo-headers included, every value of each:
 /// `select(name, value)` returns the value to keep (or `None`), so the caller decodes only what
 /// it reads. Names that are not UTF-8 are replaced.
 pub fn get_request_headers(
-    select: impl Fn(&[u8], &[u8]) -> Option<String>,
+    select: impl FnMut(&[u8], &[u8]) -> Option<String>,
 ) -> Result<Vec<(String, String)>, Status> {
     let (mut p, mut n) = (null_mut(), 0usize);
     // SAFETY: valid out-pointers on our stack.
@@ -164,7 +189,7 @@ pub fn deserialize_map(bytes: &[u8]) -> Option<Vec<(String, String)>> {
 /// whole map is still bounds-checked).
 pub fn deserialize_map_with(
     bytes: &[u8],
-    select: impl Fn(&[u8], &[u8]) -> Option<String>,
+    mut select: impl FnMut(&[u8], &[u8]) -> Option<String>,
 ) -> Option<Vec<(String, String)>> {
     if bytes.len() <= 1 {
         return Some(Vec::new());

@@ -217,7 +217,9 @@ fn configure(size: usize) -> Result<Shared, String> {
         let _ = abi::log(level, &notice.text);
     }
     let keys = choice.keys;
-    let filter = Filter::new(config, keys)?;
+    let seed = abi::random_bytes::<32>()
+        .map_err(|s| format!("the VM's random source failed with errno {}", s.0))?;
+    let filter = Filter::new(config, keys, seed)?;
     let shared = Shared::default();
     {
         let mut m = shared.metrics.borrow_mut();
@@ -237,6 +239,7 @@ fn configure(size: usize) -> Result<Shared, String> {
         m.gauge(metric::LISTS_PREFIXES, lists.prefix_count() as u64);
     }
     let now = now_secs_or_zero();
+    pow_core::seen::start(&mut HostStore, now);
     let _ = abi::log(
         Level::Info,
         &format!(
@@ -269,6 +272,7 @@ impl Context for Http {}
 impl HttpContext for Http {
     fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
         let Some(filter) = &self.shared.filter else {
+            strip_routing_overrides();
             // No configuration was accepted: nothing to decide with. Counted and said.
             self.shared
                 .metrics
@@ -284,6 +288,7 @@ impl HttpContext for Http {
         match self.decide(filter) {
             Ok(action) => action,
             Err((what, status)) => {
+                strip_routing_overrides();
                 let now = now_secs_or_zero();
                 self.shared
                     .metrics
@@ -303,23 +308,40 @@ impl HttpContext for Http {
     }
 }
 
+/// Removes the routing-override headers ([`pow_core::filter::STRIPPED_HEADERS`]) from a request
+/// let through when its headers could not be read: a failure here changes nothing more.
+fn strip_routing_overrides() {
+    for name in pow_core::filter::STRIPPED_HEADERS {
+        let _ = abi::remove_request_header(name);
+    }
+}
+
 impl Http {
     fn decide(&self, filter: &Filter) -> Result<Action, (&'static str, abi::Status)> {
-        // Only the headers the core reads are decoded, and of the Cookie header only its
-        // clearance pairs: a request carrying 60 KiB of cookies then costs a scan of their names,
-        // not a UTF-8 validation and a copy of all of it.
+        // Only the headers the core reads are decoded, each up to the bytes that matter, and of
+        // the Cookie header only its clearance pairs: a request carrying 60 KiB in any header
+        // then costs a scan of the names, not a UTF-8 validation and a copy of all of it.
         let cookie_name = filter.config.cookie_name.as_str();
+        let mut overrides: Vec<&'static str> = Vec::new();
         let headers = abi::get_request_headers(|name, value| {
             if name.eq_ignore_ascii_case(b"cookie") {
-                Some(pow_core::filter::clearance_pairs(value, cookie_name))
-            } else if pow_core::filter::HEADERS_USED
-                .iter()
-                .any(|used| used.as_bytes().eq_ignore_ascii_case(name))
-            {
-                Some(String::from_utf8_lossy(value).into_owned())
-            } else {
-                None
+                return Some(pow_core::filter::clearance_pairs(value, cookie_name));
             }
+            if let Some((_, limit)) = pow_core::filter::HEADERS_USED
+                .iter()
+                .find(|(used, _)| used.as_bytes().eq_ignore_ascii_case(name))
+            {
+                let kept = value.get(..*limit).unwrap_or(value);
+                return Some(String::from_utf8_lossy(kept).into_owned());
+            }
+            if let Some(stripped) = pow_core::filter::STRIPPED_HEADERS
+                .iter()
+                .find(|s| s.as_bytes().eq_ignore_ascii_case(name))
+                && !overrides.contains(stripped)
+            {
+                overrides.push(stripped);
+            }
+            None
         })
         .map_err(|s| ("get_header_map_pairs", s))?;
         let source = abi::get_property(b"source\0address")
@@ -331,7 +353,6 @@ impl Http {
         let nanos = abi::now_nanos().map_err(|s| ("get_current_time_nanoseconds", s))?;
         let now = Now {
             secs: nanos / 1_000_000_000,
-            nanos,
         };
         if now.secs >= self.shared.age_written.get().saturating_add(60) {
             self.shared.write_age(now.secs);
@@ -352,7 +373,12 @@ impl Http {
             filter.on_request(&req, now, &mut HostStore, &mut *metrics)
         };
         match action {
-            pow_core::Action::Continue => Ok(Action::Continue),
+            pow_core::Action::Continue => {
+                for name in overrides {
+                    abi::remove_request_header(name).map_err(|s| ("remove_header_map_value", s))?;
+                }
+                Ok(Action::Continue)
+            }
             pow_core::Action::Respond {
                 status,
                 headers,

@@ -51,11 +51,10 @@ pub fn start_with(test: &str, plugin_config: Vec<u8>, env: Vec<(String, Vec<u8>)
     let config = HostConfig {
         plugin_config,
         env,
+        time_nanos: Some(T0 * 1_000_000_000),
         ..HostConfig::default()
     };
-    let mut host = Host::load(&wasm, config).unwrap();
-    host.set_time_nanos(T0 * 1_000_000_000);
-    Some(host)
+    Some(Host::load(&wasm, config).unwrap())
 }
 
 pub fn browser(path: &str, from: &str) -> Request {
