@@ -1,27 +1,13 @@
-//! Issue 9: the attacks an adversarial review made on the real `pow_filter.wasm`, each replayed
+//! The attacks the first adversarial review made on the real `pow_filter.wasm`, each replayed
 //! here against the release module; each of these tests failed before its fix.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use crate::common::*;
 
-fn secret_env() -> Vec<(String, Vec<u8>)> {
-    vec![("POW_HMAC_SECRET".into(), SECRET.into())]
-}
-
-/// A challenge for `from` (through `path`), solved.
-fn solved(host: &mut Host, path: &str, from: &str) -> (Challenge, String) {
-    let ch = challenge_of(&host.request(browser(path, from)).unwrap());
-    let url = verify_url(&ch, solve(&ch), &ch.r);
-    (ch, url)
-}
-
 /// The `name=value` of a 303's Set-Cookie.
 fn cookie_of(o: &Outcome) -> String {
-    let (status, headers, _) = local(o);
-    assert_eq!(status, 303, "{headers:?}");
-    let set = header(&headers, "set-cookie").unwrap();
-    set.split(';').next().unwrap().to_owned()
+    pair(&set_cookie(o)).to_owned()
 }
 
 /// Item 1: `;` path parameters (`..;`), resolved by Tomcat, Spring and Jetty origins, and any

@@ -12,34 +12,11 @@ use crate::common::*;
 const FROM: &str = "198.51.100.20:40000";
 const PREVIOUS_SECRET: &str = "the-previous-secret-of-32-bytes-or-more";
 
-fn secret_env() -> Vec<(String, Vec<u8>)> {
-    vec![("POW_HMAC_SECRET".into(), SECRET.into())]
-}
-
 fn both_keys() -> Vec<(String, Vec<u8>)> {
     vec![
         ("POW_HMAC_SECRET".into(), SECRET.into()),
         ("POW_HMAC_SECRET_PREVIOUS".into(), PREVIOUS_SECRET.into()),
     ]
-}
-
-/// A challenge for `from` through `path`, solved: the challenge and its verify URL.
-fn solved(host: &mut Host, path: &str, from: &str) -> (Challenge, String) {
-    let ch = challenge_of(&host.request(browser(path, from)).unwrap());
-    let url = verify_url(&ch, solve(&ch), &ch.r);
-    (ch, url)
-}
-
-/// The whole Set-Cookie of a successful verification.
-fn set_cookie(o: &Outcome) -> String {
-    let (status, headers, body) = local(o);
-    assert_eq!(status, 303, "{headers:?} {body}");
-    header(&headers, "set-cookie").unwrap().to_owned()
-}
-
-/// The `name=value` of a Set-Cookie.
-fn pair(set: &str) -> &str {
-    set.split(';').next().unwrap()
 }
 
 /// A cookie value with its MAC's last digit changed: well formed, fresh, forged.

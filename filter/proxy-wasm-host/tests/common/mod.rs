@@ -28,6 +28,30 @@ pub fn module(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// The VM environment with the test secret.
+pub fn secret_env() -> Vec<(String, Vec<u8>)> {
+    vec![("POW_HMAC_SECRET".into(), SECRET.into())]
+}
+
+/// A challenge for `from` through `path`, solved: the challenge and its verify URL.
+pub fn solved(host: &mut Host, path: &str, from: &str) -> (Challenge, String) {
+    let ch = challenge_of(&host.request(browser(path, from)).unwrap());
+    let url = verify_url(&ch, solve(&ch), &ch.r);
+    (ch, url)
+}
+
+/// The whole Set-Cookie of a successful verification (a 303).
+pub fn set_cookie(o: &Outcome) -> String {
+    let (status, headers, body) = local(o);
+    assert_eq!(status, 303, "{headers:?} {body}");
+    header(&headers, "set-cookie").unwrap().to_owned()
+}
+
+/// The `name=value` of a Set-Cookie.
+pub fn pair(set: &str) -> &str {
+    set.split(';').next().unwrap()
+}
+
 pub fn plugin_config(mode: &str, extra: &str) -> Vec<u8> {
     format!(
         r#"{{"mode": "{mode}", "difficulty": 8, "list_difficulty": {{"tor": 10}}, {extra}
