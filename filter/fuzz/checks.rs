@@ -107,7 +107,7 @@ pub fn verify_request(data: &[u8]) {
         let req = Request {
             headers: vec![
                 (":method".into(), "GET".into()),
-                (":path".into(), path),
+                (":path".into(), path.into()),
                 (":authority".into(), "example.org".into()),
                 ("user-agent".into(), ua.into()),
                 ("cookie".into(), cookie.into()),

@@ -111,19 +111,25 @@ pub struct Binding {
     pub host: String,
 }
 
+/// What the binding hashes of a User-Agent: its first [`MAX_USER_AGENT`] bytes.
+pub fn bound_user_agent(user_agent: &str) -> &[u8] {
+    let ua = user_agent.as_bytes();
+    &ua[..ua.len().min(MAX_USER_AGENT)]
+}
+
 impl Binding {
     pub fn new(net: [u8; 17], user_agent: &str, host: &str) -> Binding {
-        let ua = user_agent.as_bytes();
+        Binding::with_ua_hash(net, sha256(bound_user_agent(user_agent)), host)
+    }
+
+    /// The binding, the User-Agent's hash being known already (see [`UaHashes`]).
+    pub fn with_ua_hash(net: [u8; 17], ua_hash: [u8; 32], host: &str) -> Binding {
         let host = if host.len() > MAX_HOST_LEN {
             OVERLONG_HOST.to_owned()
         } else {
             host.to_ascii_lowercase()
         };
-        Binding {
-            net,
-            ua_hash: Sha256::digest(&ua[..ua.len().min(MAX_USER_AGENT)]).into(),
-            host,
-        }
+        Binding { net, ua_hash, host }
     }
 
     fn feed(&self, mac: &mut HmacSha256) {
@@ -313,6 +319,37 @@ pub fn check_cookie(
     max_ttl: u64,
 ) -> Result<u8, CookieError> {
     CookieChecker::new(keys, b).check(value, now, max_ttl)
+}
+
+/// The hashes of the last few User-Agents seen: browsers send the same one on every request
+/// (and most send one of a handful), so the binding's SHA-256 of it is mostly found here. A
+/// pure memo: the hash is the same either way.
+#[derive(Debug, Default)]
+pub struct UaHashes {
+    entries: std::cell::RefCell<Vec<(Vec<u8>, [u8; 32])>>,
+    next: std::cell::Cell<usize>,
+}
+
+impl UaHashes {
+    /// How many User-Agents are remembered.
+    pub const SIZE: usize = 8;
+
+    /// SHA-256 of the bound part of `user_agent` ([`bound_user_agent`]).
+    pub fn hash(&self, user_agent: &str) -> [u8; 32] {
+        let ua = bound_user_agent(user_agent);
+        let mut entries = self.entries.borrow_mut();
+        if let Some((_, hash)) = entries.iter().find(|(known, _)| known.as_slice() == ua) {
+            return *hash;
+        }
+        let hash = sha256(ua);
+        if entries.len() < Self::SIZE {
+            entries.push((ua.to_vec(), hash));
+        } else if let Some(slot) = entries.get_mut(self.next.get() % Self::SIZE) {
+            *slot = (ua.to_vec(), hash);
+            self.next.set(self.next.get().wrapping_add(1));
+        }
+        hash
+    }
 }
 
 /// Unpredictable challenge salts: the first 8 bytes of SHA-256(seed ‖ counter), the seed drawn
@@ -540,6 +577,19 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn the_user_agent_memo_gives_the_hash() {
+        let memo = UaHashes::default();
+        for round in 0..3 {
+            for i in 0..(UaHashes::SIZE + 3) {
+                let ua = format!("Mozilla/5.0 agent {i} {}", "x".repeat(MAX_USER_AGENT));
+                let direct = Binding::new([4; 17], &ua, "h");
+                assert_eq!(memo.hash(&ua), direct.ua_hash, "{round} {i}");
+            }
+        }
+        assert_eq!(memo.entries.borrow().len(), UaHashes::SIZE);
     }
 
     #[test]

@@ -8,15 +8,16 @@
 //! else lets the request through and is counted (`pow_fail_open`).
 //!
 //! The work per request is bounded whatever the header sizes: each header is read up to a limit
-//! ([`HEADERS_USED`]), the Cookie header is reduced to a few clearance pairs
+//! ([`read_limit`]), the Cookie header is reduced to a few clearance pairs
 //! ([`clearance_pairs`]), the host is bound at most [`crypto::MAX_HOST_LEN`] long, and Accept and
 //! Accept-Language are read for their first items only.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use crate::bypass;
 use crate::config::{Mode, PluginConfig};
-use crate::crypto::{self, Binding, ChallengeParams, CookieChecker, Keys, Salts};
+use crate::crypto::{self, Binding, ChallengeParams, CookieChecker, Keys, Salts, UaHashes};
 use crate::lists::ListTable;
 use crate::net;
 use crate::page::{self, PageData};
@@ -80,44 +81,46 @@ pub trait Metrics {
 /// longer path is challenged like any other.
 pub const MAX_PATH: usize = 4200;
 
-/// Every header [`Filter::on_request`] reads besides `cookie` (names lowercase), with the bytes
-/// of it that matter: the glue copies no other header out of the host, and no more of these.
-pub const HEADERS_USED: &[(&str, usize)] = &[
-    (":path", MAX_PATH),
-    (":method", 16),
-    (":scheme", 16),
-    // One more than the longest host bound as it is, so that a longer one is seen as such.
-    (":authority", crypto::MAX_HOST_LEN + 1),
-    ("host", crypto::MAX_HOST_LEN + 1),
-    ("user-agent", crypto::MAX_USER_AGENT),
-    ("accept", page::MAX_NEGOTIATED),
-    ("accept-language", page::MAX_NEGOTIATED),
-    ("x-forwarded-proto", 16),
-];
+/// How many bytes of a header [`Filter::on_request`] reads: `Some(limit)` for the headers it
+/// reads besides `cookie`, `None` for the others (`cookie` is reduced by [`clearance_pairs`]):
+/// the glue copies no other header out of the proxy, and no more of these. Names as Envoy
+/// passes them, lowercase; one `match`, as the glue asks it of every header of every request.
+pub fn read_limit(name: &[u8]) -> Option<usize> {
+    let limit = match name {
+        b":path" => MAX_PATH,
+        b":method" | b":scheme" | b"x-forwarded-proto" => 16,
+        b":authority" | b"host" => crypto::MAX_HOST_LEN + 1,
+        b"user-agent" => crypto::MAX_USER_AGENT,
+        b"accept" | b"accept-language" => page::MAX_NEGOTIATED,
+        _ => return None,
+    };
+    Some(limit)
+}
 
 /// Headers that some origin frameworks (IIS URL Rewrite, Symfony and Laminas in some setups)
 /// route by instead of the path: removed from every request the filter lets through, so a
 /// bypassed or cleared path cannot reach another route.
 pub const STRIPPED_HEADERS: &[&str] = &["x-original-url", "x-rewrite-url"];
 
-/// A request as the filter sees it.
+/// A request as the filter sees it. Names and values may borrow from the buffer the glue got
+/// from the proxy: a request then costs no allocation per header.
 #[derive(Debug, Default, Clone)]
-pub struct Request {
+pub struct Request<'a> {
     /// All request headers, pseudo-headers (`:path`, `:authority`, ...) included, names lowercase.
-    /// The glue passes only [`HEADERS_USED`] (each up to its limit), and each Cookie header
+    /// The glue passes only the headers [`read_limit`] names (each up to its limit), and each Cookie header
     /// reduced by [`clearance_pairs`] (which decides alike).
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<(Cow<'a, str>, Cow<'a, str>)>,
     /// The `source.address` property.
-    pub source_address: Option<String>,
+    pub source_address: Option<Cow<'a, str>>,
 }
 
-impl Request {
+impl Request<'_> {
     /// The first value of a header.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_ref())
     }
 
     /// Every value of a header.
@@ -125,7 +128,7 @@ impl Request {
         self.headers
             .iter()
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_ref())
     }
 }
 
@@ -135,18 +138,16 @@ impl Request {
 /// and the previous version's). A sibling subdomain can set any number of `<name>` cookies for
 /// the parent domain, which browsers send before ours when their path is longer; it can set no
 /// `__Host-` cookie, so the one we set is always among those checked.
-fn clearance_ranges(header: &[u8], name: &str) -> Vec<std::ops::Range<usize>> {
-    let (mut prefixed, mut plain) = (Vec::new(), Vec::new());
+fn clearance_ranges(header: &[u8], name: &str) -> Ranges {
+    let (mut prefixed, mut plain) = (Ranges::default(), Ranges::default());
     let mut at = 0;
-    while at < header.len() && prefixed.len() < MAX_COOKIES_CHECKED {
+    while at < header.len() && !prefixed.is_full() {
         let end = find_byte(&header[at..], b';').map_or(header.len(), |i| at + i);
         let pair = &header[at..end];
         let range = at..end;
         at = end + 1;
         let prefixed_name = may_be_named(pair, HOST_PREFIX.as_bytes());
-        if !prefixed_name
-            && (plain.len() == MAX_COOKIES_CHECKED || !may_be_named(pair, name.as_bytes()))
-        {
+        if !prefixed_name && (plain.is_full() || !may_be_named(pair, name.as_bytes())) {
             continue;
         }
         let Some(eq) = pair.iter().position(|b| *b == b'=') else {
@@ -156,14 +157,41 @@ fn clearance_ranges(header: &[u8], name: &str) -> Vec<std::ops::Range<usize>> {
         let pair_name = pair_name.trim();
         if pair_name.strip_prefix(HOST_PREFIX) == Some(name) {
             prefixed.push(range);
-        } else if pair_name == name && plain.len() < MAX_COOKIES_CHECKED {
+        } else if pair_name == name {
             plain.push(range);
         }
     }
-    if prefixed.len() < MAX_COOKIES_CHECKED {
-        prefixed.extend(plain);
+    for range in plain.iter() {
+        prefixed.push(range);
     }
     prefixed
+}
+
+/// At most [`MAX_COOKIES_CHECKED`] byte ranges, without allocating.
+#[derive(Debug, Default)]
+struct Ranges {
+    items: [(usize, usize); MAX_COOKIES_CHECKED],
+    len: usize,
+}
+
+impl Ranges {
+    fn is_full(&self) -> bool {
+        self.len == MAX_COOKIES_CHECKED
+    }
+
+    /// Adds a range unless full.
+    fn push(&mut self, range: std::ops::Range<usize>) {
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = (range.start, range.end);
+            self.len += 1;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        self.items[..self.len]
+            .iter()
+            .map(|&(start, end)| start..end)
+    }
 }
 
 /// Reduces a raw Cookie header to the clearance pairs [`Filter::on_request`] checks (see
@@ -173,15 +201,35 @@ fn clearance_ranges(header: &[u8], name: &str) -> Vec<std::ops::Range<usize>> {
 /// kept pairs, and names that could match, are decoded (bytes that are not UTF-8 replaced): this
 /// gives what splitting the lossily decoded header would, as `;` and `=` are ASCII and never
 /// fall inside a multi-byte character.
-pub fn clearance_pairs(header: &[u8], name: &str) -> String {
-    let mut kept = String::new();
-    for range in clearance_ranges(header, name) {
-        if !kept.is_empty() {
-            kept.push_str("; ");
+pub fn clearance_pairs<'h>(header: &'h [u8], name: &str) -> Cow<'h, str> {
+    let ranges = clearance_ranges(header, name);
+    let decode = |range: std::ops::Range<usize>| match utf8_lossy(&header[range]) {
+        Cow::Borrowed(pair) => Cow::Borrowed(pair.trim()),
+        Cow::Owned(pair) => Cow::Owned(pair.trim().to_owned()),
+    };
+    let mut all = ranges.iter();
+    match (all.next(), all.next()) {
+        (None, _) => Cow::Borrowed(""),
+        // The usual case, one clearance cookie: borrowed, not copied.
+        (Some(one), None) => decode(one),
+        (Some(first), Some(second)) => {
+            let mut kept = decode(first).into_owned();
+            for range in std::iter::once(second).chain(all) {
+                kept.push_str("; ");
+                kept.push_str(&decode(range));
+            }
+            Cow::Owned(kept)
         }
-        kept.push_str(String::from_utf8_lossy(&header[range]).trim());
     }
-    kept
+}
+
+/// `String::from_utf8_lossy`, with the common case (valid UTF-8, mostly ASCII) checked first
+/// by the fast validator: no copy, no per-character iteration.
+pub fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
 }
 
 /// A cheap test that lets most pairs of a big Cookie header be skipped undecoded: `false` only
@@ -283,6 +331,7 @@ pub struct Filter {
     list_metrics: Vec<String>,
     nat64: Vec<net::Nat64Prefix>,
     salts: Salts,
+    ua_hashes: UaHashes,
 }
 
 impl Filter {
@@ -312,6 +361,7 @@ impl Filter {
             list_metrics,
             nat64,
             salts: Salts::new(salt_seed),
+            ua_hashes: UaHashes::default(),
         })
     }
 
@@ -349,7 +399,7 @@ impl Filter {
     /// Decides what to do with one request.
     pub fn on_request(
         &self,
-        req: &Request,
+        req: &Request<'_>,
         now: Now,
         store: &mut dyn SharedStore,
         metrics: &mut dyn Metrics,
@@ -389,12 +439,13 @@ impl Filter {
         self.challenge(keys, req, &binding, difficulty, return_to, now)
     }
 
-    fn binding(&self, req: &Request, net: [u8; 17]) -> Binding {
+    fn binding(&self, req: &Request<'_>, net: [u8; 17]) -> Binding {
         let host = req
             .header(":authority")
             .or_else(|| req.header("host"))
             .unwrap_or("");
-        Binding::new(net, req.header("user-agent").unwrap_or(""), host)
+        let ua_hash = self.ua_hashes.hash(req.header("user-agent").unwrap_or(""));
+        Binding::with_ua_hash(net, ua_hash, host)
     }
 
     /// The clearance cookie's name as it is set: `__Host-` prefixed when Secure.
@@ -413,7 +464,7 @@ impl Filter {
     fn has_valid_cookie(
         &self,
         keys: &Keys,
-        req: &Request,
+        req: &Request<'_>,
         binding: &Binding,
         difficulty: u8,
         now: u64,
@@ -423,7 +474,7 @@ impl Filter {
         let mut checker = CookieChecker::new(keys, binding);
         let mut checked = 0;
         for header in req.header_all("cookie") {
-            for range in clearance_ranges(header.as_bytes(), name) {
+            for range in clearance_ranges(header.as_bytes(), name).iter() {
                 if checked == MAX_COOKIES_CHECKED {
                     break;
                 }
@@ -487,7 +538,7 @@ impl Filter {
     /// Envoy sets from the connection unless the mesh trusts a proxy in front that says so
     /// (Envoy's x-forwarded-proto documentation). A client that lies only makes its own cookie
     /// unusable.
-    fn secure(&self, req: &Request) -> bool {
+    fn secure(&self, req: &Request<'_>) -> bool {
         let https = |name: &str| {
             req.header(name)
                 .is_some_and(|s| s.trim().eq_ignore_ascii_case("https"))
@@ -498,7 +549,7 @@ impl Filter {
     fn challenge(
         &self,
         keys: &Keys,
-        req: &Request,
+        req: &Request<'_>,
         binding: &Binding,
         difficulty: u8,
         return_to: &str,

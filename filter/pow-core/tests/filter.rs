@@ -397,7 +397,7 @@ fn without_a_secret_nothing_is_challenged_and_it_is_counted() {
 
 #[test]
 fn forwarded_for_is_never_read() {
-    let xff = |r: Request| with_header(r, "x-forwarded-for", "185.220.101.7, 10.0.0.2");
+    let xff = |r: Request<'static>| with_header(r, "x-forwarded-for", "185.220.101.7, 10.0.0.2");
     let mut direct = World::new(LISTED);
     // The peer (a load balancer, or a client writing XFF) is what counts: Envoy put the client
     // it derived in source.address.

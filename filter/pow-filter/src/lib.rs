@@ -10,6 +10,7 @@
 
 mod abi;
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -57,10 +58,33 @@ fn now_secs_or_zero() -> u64 {
     abi::now_nanos().map_or(0, |n| n / 1_000_000_000)
 }
 
+/// FNV-1a: the metric ids are looked up by name on every request, and SipHash (the std
+/// default, there to resist chosen keys) costs more than the rest of the lookup; the names are
+/// the filter's own.
+#[derive(Debug, Default, Clone, Copy)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let start = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        self.0 = bytes.iter().fold(start, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    }
+}
+
 /// Counter and gauge ids, defined on first use.
 #[derive(Debug, Default)]
 struct MetricIds {
-    ids: HashMap<String, u32>,
+    ids: HashMap<String, u32, std::hash::BuildHasherDefault<Fnv>>,
 }
 
 impl MetricIds {
@@ -321,34 +345,36 @@ impl Http {
         // Only the headers the core reads are decoded, each up to the bytes that matter, and of
         // the Cookie header only its clearance pairs: a request carrying 60 KiB in any header
         // then costs a scan of the names, not a UTF-8 validation and a copy of all of it.
+        // Envoy's header names are lowercase (HTTP/2 requires it; its HTTP/1 codec lowers
+        // them), so they are compared as they are.
         let cookie_name = filter.config.cookie_name.as_str();
         let mut overrides: Vec<&'static str> = Vec::new();
-        let headers = abi::get_request_headers(|name, value| {
-            if name.eq_ignore_ascii_case(b"cookie") {
+        let map = abi::get_request_header_map().map_err(|s| ("get_header_map_pairs", s))?;
+        let headers = abi::deserialize_map_with(&map, |name, value| {
+            if name == b"cookie" {
                 return Some(pow_core::filter::clearance_pairs(value, cookie_name));
             }
-            if let Some((_, limit)) = pow_core::filter::HEADERS_USED
-                .iter()
-                .find(|(used, _)| used.as_bytes().eq_ignore_ascii_case(name))
-            {
-                let kept = value.get(..*limit).unwrap_or(value);
-                return Some(String::from_utf8_lossy(kept).into_owned());
+            if let Some(limit) = pow_core::filter::read_limit(name) {
+                let kept = value.get(..limit).unwrap_or(value);
+                return Some(pow_core::filter::utf8_lossy(kept));
             }
             if let Some(stripped) = pow_core::filter::STRIPPED_HEADERS
                 .iter()
-                .find(|s| s.as_bytes().eq_ignore_ascii_case(name))
+                .find(|s| s.as_bytes() == name)
                 && !overrides.contains(stripped)
             {
                 overrides.push(stripped);
             }
             None
         })
-        .map_err(|s| ("get_header_map_pairs", s))?;
+        .ok_or(("get_header_map_pairs (malformed map)", abi::Status(3)))?;
         let source = abi::get_property(b"source\0address")
             .map_err(|s| ("get_property(source.address)", s))?
             .map(|b| {
-                String::from_utf8(b)
-                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+                Cow::Owned(
+                    String::from_utf8(b)
+                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                )
             });
         let nanos = abi::now_nanos().map_err(|s| ("get_current_time_nanoseconds", s))?;
         let now = Now {

@@ -542,7 +542,10 @@ fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
     // (numTrustedProxies), and the rendered topology has none.
     Case::new().refuses(
         &pow(r#"{"trusted_hops": 1}"#),
-        &["field `pow.plugin_config.trusted_hops`", "numTrustedProxies"],
+        &[
+            "field `pow.plugin_config.trusted_hops`",
+            "numTrustedProxies",
+        ],
     );
 }
 

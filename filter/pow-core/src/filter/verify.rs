@@ -15,7 +15,7 @@ impl Filter {
     pub(super) fn verify(
         &self,
         keys: &Keys,
-        req: &Request,
+        req: &Request<'_>,
         raw_path: &str,
         net: [u8; 17],
         now: Now,
@@ -96,7 +96,7 @@ impl Filter {
     fn check_solution(
         &self,
         keys: &Keys,
-        req: &Request,
+        req: &Request<'_>,
         net: [u8; 17],
         now: Now,
         parsed: Result<VerifyQuery, VerifyFailure>,

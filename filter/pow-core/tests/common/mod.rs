@@ -80,23 +80,24 @@ impl World {
     }
 }
 
-pub fn req(path: &str, source: &str) -> Request {
+pub fn req(path: &str, source: &str) -> Request<'static> {
     Request {
         headers: vec![
             (":method".into(), "GET".into()),
-            (":path".into(), path.into()),
+            (":path".into(), path.to_owned().into()),
             (":authority".into(), "edge.example.org".into()),
             (":scheme".into(), "https".into()),
             ("user-agent".into(), BROWSER.into()),
             ("accept".into(), HTML.into()),
         ],
-        source_address: Some(source.into()),
+        source_address: Some(source.to_owned().into()),
     }
 }
 
-pub fn with_header(mut r: Request, name: &str, value: &str) -> Request {
+pub fn with_header(mut r: Request<'static>, name: &str, value: &str) -> Request<'static> {
     r.headers.retain(|(n, _)| n != name);
-    r.headers.push((name.into(), value.into()));
+    r.headers
+        .push((name.to_owned().into(), value.to_owned().into()));
     r
 }
 
