@@ -132,10 +132,9 @@ impl Request<'_> {
     }
 }
 
-/// The clearance cookies of a Cookie header, in the order they are checked: up to
-/// [`MAX_COOKIES_CHECKED`] pairs named `__Host-<name>` first, wherever they stand, then, if
-/// fewer than that, up to as many named `<name>` (the name without the prefix: over plain http,
-/// and the previous version's). A sibling subdomain can set any number of `<name>` cookies for
+/// The clearance cookies of a Cookie header, in the order they are checked, [`MAX_COOKIES_CHECKED`]
+/// at most: the pairs named `__Host-<name>` first, wherever they stand, then those named `<name>`
+/// (the name without the prefix: over plain http, and the previous version's). A sibling subdomain can set any number of `<name>` cookies for
 /// the parent domain, which browsers send before ours when their path is longer; it can set no
 /// `__Host-` cookie, so the one we set is always among those checked.
 fn clearance_ranges(header: &[u8], name: &str) -> Ranges {
