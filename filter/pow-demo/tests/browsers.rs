@@ -57,6 +57,42 @@ fn start_demo_with(test: &str, difficulty: u8, tls: Option<(PathBuf, PathBuf)>) 
     Some(Demo::start(&config).unwrap())
 }
 
+/// Debian's Chromium and the playwright-core driver's directory, or `None` after a skip (a
+/// failure under CI) when Chromium, node or the npm package is missing.
+fn chromium_driver(test: &str) -> Option<(String, PathBuf)> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !Path::new(&chromium).is_file() {
+        skip_or_fail(test, &format!("chromium ({chromium})"));
+        return None;
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        skip_or_fail(test, "node");
+        return None;
+    }
+    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/chromium");
+    if !browser_dir.join("node_modules/playwright-core").is_dir() {
+        skip_or_fail(test, "playwright-core (npm ci in filter/browsers/chromium)");
+        return None;
+    }
+    Some((chromium, browser_dir))
+}
+
+/// Runs one of the Chromium driver scripts against the demo (see [`run_solver`]).
+fn run_chromium(
+    (chromium, browser_dir): &(String, PathBuf),
+    script: &str,
+    demo: Demo,
+    args: &[&Path],
+) -> serde_json::Value {
+    let mut command = Command::new("node");
+    command
+        .arg(browser_dir.join(script))
+        .arg(demo.url())
+        .args(args)
+        .env("CHROMIUM", chromium);
+    run_solver(command, demo)
+}
+
 /// Runs a browser driver script (it prints one JSON result), bounded in time, then stops the demo.
 fn run_solver(mut command: Command, demo: Demo) -> serde_json::Value {
     let mut child = command
@@ -176,17 +212,9 @@ fn a_client_pays_the_challenge_then_reaches_the_origin_with_its_cookie() {
 #[test]
 fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
     let test = "headless_chromium_solves_the_challenge_page_and_lands_on_the_origin";
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    if !Path::new(&chromium).is_file() {
-        return skip_or_fail(test, &format!("chromium ({chromium})"));
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        return skip_or_fail(test, "node");
-    }
-    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/chromium");
-    if !browser_dir.join("node_modules/playwright-core").is_dir() {
-        return skip_or_fail(test, "playwright-core (npm ci in filter/browsers/chromium)");
-    }
+    let Some(driver) = chromium_driver(test) else {
+        return;
+    };
     // 18 bits: about 260k hashes, well under a second for the page's workers.
     let Some(demo) = start_demo(test, 18) else {
         return;
@@ -196,13 +224,7 @@ fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
     let shot = shots.join("challenge.png");
     let _ = std::fs::remove_file(&shot);
 
-    let mut command = Command::new("node");
-    command
-        .arg(browser_dir.join("solve.mjs"))
-        .arg(demo.url())
-        .arg(&shot)
-        .env("CHROMIUM", &chromium);
-    let result = run_solver(command, demo);
+    let result = run_chromium(&driver, "solve.mjs", demo, &[&shot]);
     assert_lands_on_the_origin(&result);
     assert!(
         std::fs::metadata(&shot).unwrap().len() > 1000,
@@ -248,26 +270,13 @@ fn headless_firefox_solves_the_challenge_page_and_lands_on_the_origin() {
 #[test]
 fn headless_chromium_never_carries_a_strict_cookie_to_a_return_path_from_another_site() {
     let test = "headless_chromium_never_carries_a_strict_cookie_to_a_return_path_from_another_site";
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    if !Path::new(&chromium).is_file() {
-        return skip_or_fail(test, &format!("chromium ({chromium})"));
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        return skip_or_fail(test, "node");
-    }
-    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/chromium");
-    if !browser_dir.join("node_modules/playwright-core").is_dir() {
-        return skip_or_fail(test, "playwright-core (npm ci in filter/browsers/chromium)");
-    }
+    let Some(driver) = chromium_driver(test) else {
+        return;
+    };
     let Some(demo) = start_demo(test, 10) else {
         return;
     };
-    let mut command = Command::new("node");
-    command
-        .arg(browser_dir.join("samesite.mjs"))
-        .arg(demo.url())
-        .env("CHROMIUM", &chromium);
-    let result = run_solver(command, demo);
+    let result = run_chromium(&driver, "samesite.mjs", demo, &[]);
     let requests = result["requests"].as_array().unwrap();
     let verify = requests
         .iter()
@@ -327,17 +336,9 @@ fn self_signed(test: &str, dir: &Path) -> Option<(PathBuf, PathBuf)> {
 #[test]
 fn headless_chromium_reaches_the_origin_past_tossed_cookies() {
     let test = "headless_chromium_reaches_the_origin_past_tossed_cookies";
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    if !Path::new(&chromium).is_file() {
-        return skip_or_fail(test, &format!("chromium ({chromium})"));
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        return skip_or_fail(test, "node");
-    }
-    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/chromium");
-    if !browser_dir.join("node_modules/playwright-core").is_dir() {
-        return skip_or_fail(test, "playwright-core (npm ci in filter/browsers/chromium)");
-    }
+    let Some(driver) = chromium_driver(test) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let Some(tls) = self_signed(test, dir.path()) else {
         return;
@@ -346,12 +347,7 @@ fn headless_chromium_reaches_the_origin_past_tossed_cookies() {
         return;
     };
     assert!(demo.url().starts_with("https://"), "{}", demo.url());
-    let mut command = Command::new("node");
-    command
-        .arg(browser_dir.join("toss.mjs"))
-        .arg(demo.url())
-        .env("CHROMIUM", &chromium);
-    let result = run_solver(command, demo);
+    let result = run_chromium(&driver, "toss.mjs", demo, &[]);
     assert_eq!(
         result["own"],
         serde_json::json!([{"name": "__Host-pow_clearance", "secure": true,
