@@ -138,6 +138,16 @@ impl Request<'_> {
 /// the parent domain, which browsers send before ours when their path is longer; it can set no
 /// `__Host-` cookie, so the one we set is always among those checked.
 fn clearance_ranges(header: &[u8], name: &str) -> Ranges {
+    let (mut prefixed, plain) = named_ranges(header, name);
+    for range in plain.iter() {
+        prefixed.push(range);
+    }
+    prefixed
+}
+
+/// The first [`MAX_COOKIES_CHECKED`] pairs named `__Host-<name>`, and the first as many named
+/// `<name>` (unless the first are enough).
+fn named_ranges(header: &[u8], name: &str) -> (Ranges, Ranges) {
     let (mut prefixed, mut plain) = (Ranges::default(), Ranges::default());
     let mut at = 0;
     while at < header.len() && !prefixed.is_full() {
@@ -160,10 +170,7 @@ fn clearance_ranges(header: &[u8], name: &str) -> Ranges {
             plain.push(range);
         }
     }
-    for range in plain.iter() {
-        prefixed.push(range);
-    }
-    prefixed
+    (prefixed, plain)
 }
 
 /// At most [`MAX_COOKIES_CHECKED`] byte ranges, without allocating.
@@ -190,6 +197,14 @@ impl Ranges {
         self.items[..self.len]
             .iter()
             .map(|&(start, end)| start..end)
+    }
+
+    fn owned_iter(self) -> impl Iterator<Item = std::ops::Range<usize>> {
+        let len = self.len;
+        self.items
+            .into_iter()
+            .take(len)
+            .map(|(start, end)| start..end)
     }
 }
 
@@ -472,22 +487,32 @@ impl Filter {
         let name = self.config.cookie_name.as_str();
         let mut checker = CookieChecker::new(keys, binding);
         let mut checked = 0;
-        for header in req.header_all("cookie") {
-            for range in clearance_ranges(header.as_bytes(), name).iter() {
-                if checked == MAX_COOKIES_CHECKED {
-                    break;
-                }
-                checked += 1;
-                let Some((_, value)) = header.get(range).and_then(|p| p.split_once('=')) else {
-                    continue;
-                };
-                let value = value.trim().trim_matches('"');
-                if checker
-                    .check(value, now, self.config.clearance_ttl_secs)
-                    .is_ok_and(|paid| paid >= difficulty)
-                {
-                    return true;
-                }
+        // Several Cookie headers (HTTP/2 may split them) are one list: the `__Host-` pairs of
+        // all of them first, then the others. (The glue has reduced each header to a few pairs:
+        // reading them twice costs nothing.)
+        let prefixed = req.header_all("cookie").flat_map(|h| {
+            named_ranges(h.as_bytes(), name)
+                .0
+                .owned_iter()
+                .map(move |r| (h, r))
+        });
+        let plain = req.header_all("cookie").flat_map(|h| {
+            named_ranges(h.as_bytes(), name)
+                .1
+                .owned_iter()
+                .map(move |r| (h, r))
+        });
+        for (header, range) in prefixed.chain(plain).take(MAX_COOKIES_CHECKED) {
+            checked += 1;
+            let Some((_, value)) = header.get(range).and_then(|p| p.split_once('=')) else {
+                continue;
+            };
+            let value = value.trim().trim_matches('"');
+            if checker
+                .check(value, now, self.config.clearance_ttl_secs)
+                .is_ok_and(|paid| paid >= difficulty)
+            {
+                return true;
             }
         }
         if checked > 0 {

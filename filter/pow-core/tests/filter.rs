@@ -463,3 +463,26 @@ fn a_new_configuration_swaps_the_lists() {
     .unwrap();
     assert_eq!(w.send(&req("/", "8.8.8.8:1")).status(), Some(403));
 }
+
+#[test]
+fn the_host_prefixed_cookie_is_checked_first_across_cookie_headers() {
+    let mut w = World::new(&LISTED.replace("\"listed\"", "\"all\""));
+    let src = "198.51.100.20:4000";
+    let q = solve(&page_data(&w.send(&req("/", src))));
+    let v = w.send(&req(&verify_path(&q), src));
+    let set = v.header("set-cookie").unwrap();
+    let good = set.split(';').next().unwrap().to_owned();
+    assert!(good.starts_with("__Host-pow_clearance="), "{good}");
+    let value = good.split_once('=').unwrap().1;
+    let tossed = format!("pow_clearance={}0", &value[..value.len() - 1]);
+    let three = [tossed.as_str(); 3].join("; ");
+    // One header, the tossed ones first; or HTTP/2's split headers, the tossed ones in the first.
+    let one = with_header(req("/", src), "cookie", &format!("{three}; {good}"));
+    assert_eq!(w.send(&one), Action::Continue);
+    let mut split = with_header(req("/", src), "cookie", &three);
+    split.headers.push(("cookie".into(), good.clone().into()));
+    assert_eq!(w.send(&split), Action::Continue);
+    // Without the prefixed one, three forged ones are checked and the visitor is challenged.
+    let forged = with_header(req("/", src), "cookie", &format!("{three}; pow_clearance={value}"));
+    assert_eq!(w.send(&forged).status(), Some(403));
+}
