@@ -483,6 +483,10 @@ fn the_host_prefixed_cookie_is_checked_first_across_cookie_headers() {
     split.headers.push(("cookie".into(), good.clone().into()));
     assert_eq!(w.send(&split), Action::Continue);
     // Without the prefixed one, three forged ones are checked and the visitor is challenged.
-    let forged = with_header(req("/", src), "cookie", &format!("{three}; pow_clearance={value}"));
+    let forged = with_header(
+        req("/", src),
+        "cookie",
+        &format!("{three}; pow_clearance={value}"),
+    );
     assert_eq!(w.send(&forged).status(), Some(403));
 }

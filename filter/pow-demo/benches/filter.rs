@@ -7,9 +7,10 @@
 //! floor is a proxy-wasm module on the same SDK that reads the cookie and computes one
 //! HMAC-SHA256 over it (`filter/bench-floor`). Lists hold 1k, 100k and 1M synthetic prefixes
 //! (IPv4 and IPv6 mixed, deterministic). The header-size rows put 58 KiB in each header the
-//! filter reads (with two keys configured, the worst case for forged cookies), against the
-//! challenge page: the work per request must stay a small multiple of a challenge. Each ratio
-//! is printed with its goal and whether this run met it.
+//! filter reads (with two keys configured, the worst case for forged cookies): what the filter
+//! does with them is the time above the same 58 KiB in a header it ignores (which the host
+//! copies into the VM all the same), and must stay within two challenges. Each ratio is
+//! printed with its goal and whether this run met it.
 //!
 //! The table goes to stdout and to `<target dir>/bench/filter.txt`.
 
@@ -285,7 +286,7 @@ fn run() -> Result<(), String> {
             let t = Instant::now();
             for _ in 0..BATCH {
                 let outcome = host
-                    .request(s.request.clone())
+                    .request_ref(&s.request)
                     .map_err(|e| format!("{}: {e}", s.label))?;
                 if matches!(outcome, Outcome::Local { .. }) != s.expect_local {
                     return Err(format!("{}: unexpected outcome {outcome:?}", s.label));
@@ -500,18 +501,31 @@ fn ratios(scenarios: &mut [Scenario], floor_ns: f64) -> Result<String, String> {
         (
             "valid cookie then 675 forged / 60 KiB of other cookies".to_owned(),
             fake_pass / same_size,
-            "(figure)",
-            true,
+            "<= 1.10",
+            fake_pass / same_size <= 1.10,
         ),
     ];
+    // What the filter itself does with 58 KiB in a header: the time above carrying the same
+    // bytes in a header it ignores (which the proxy copies into the VM all the same), against
+    // a challenge; the long return path against the plain challenge page.
+    let ignored = median_of("header sizes: 58 KiB in a header the filter ignores")?;
     for label in sizes {
-        let ratio = median_of(&label)? / challenge;
+        if label.contains("ignores") {
+            continue;
+        }
+        let row = median_of(&label)?;
+        let (reference, against) = if label.contains("2 KiB") {
+            (challenge, "- the plain challenge page")
+        } else {
+            (ignored, "- the same bytes in an ignored header")
+        };
+        let ratio = (row - reference).max(0.0) / challenge;
         let name = label.trim_start_matches("header sizes: ");
         rows.push((
-            format!("{name} / challenge page"),
+            format!("({name} {against}) / challenge page"),
             ratio,
-            "<= 3",
-            ratio <= 3.0,
+            "<= 2",
+            ratio <= 2.0,
         ));
     }
     let mut out =

@@ -461,8 +461,13 @@ impl Host {
     /// Runs one request through the module, without an upstream: `on_context_create`,
     /// `on_request_headers` (and `on_request_body`), then `on_done`, `on_log`, `on_delete`.
     pub fn request(&mut self, request: Request) -> Result<Outcome, HostError> {
-        let context = self.open_stream(&request)?;
-        let result = self.request_phase(context, &request);
+        self.request_ref(&request)
+    }
+
+    /// [`Host::request`] of a borrowed request (a bench sends the same one again and again).
+    pub fn request_ref(&mut self, request: &Request) -> Result<Outcome, HostError> {
+        let context = self.open_stream(request)?;
+        let result = self.request_phase(context, request);
         let closed = self.close_stream(context);
         let outcome = result?;
         closed?;
@@ -732,23 +737,28 @@ fn envoy_view(request: &Request, hops: u32) -> (Vec<(String, String)>, String) {
         .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
         .collect();
     let peer: Option<std::net::SocketAddr> = request.source_address.parse().ok();
-    let incoming: Vec<String> = headers
+    let incoming: Vec<&str> = headers
         .iter()
         .filter(|(k, _)| k == "x-forwarded-for")
-        .flat_map(|(_, v)| v.split(','))
-        .map(|e| e.trim().to_owned())
+        .map(|(_, v)| v.as_str())
         .collect();
-    let from_xff = usize::try_from(hops)
-        .ok()
-        .filter(|n| *n > 0)
-        .and_then(|n| incoming.len().checked_sub(n))
-        .and_then(|i| incoming[i].parse::<std::net::IpAddr>().ok());
+    let mut xff = incoming.join(", ");
+    // Only trusted hops make Envoy read the entries; otherwise it only appends the peer.
+    let from_xff = match usize::try_from(hops) {
+        Ok(n) if n > 0 => {
+            let entries: Vec<&str> = xff.split(',').map(str::trim).collect();
+            entries
+                .len()
+                .checked_sub(n)
+                .and_then(|i| entries[i].parse::<std::net::IpAddr>().ok())
+        }
+        _ => None,
+    };
     let source = match from_xff {
         Some(ip) => std::net::SocketAddr::new(ip, 0).to_string(),
         None => request.source_address.clone(),
     };
     if let Some(peer) = peer {
-        let mut xff = incoming.join(", ");
         if !xff.is_empty() {
             xff.push_str(", ");
         }
