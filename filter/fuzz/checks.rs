@@ -51,30 +51,39 @@ pub fn cookie(data: &[u8]) {
 
 /// The glue's reduction of a raw Cookie header keeps exactly the clearance pairs that splitting
 /// the lossily decoded header finds, in the order they are checked and no more than are checked:
-/// the first `__Host-<name>` ones, then the first `<name>` ones.
+/// over https the first `__Host-<name>` one, then the `<name>` ones before it; over http the
+/// first `<name>` ones.
 fn cookie_reduction(data: &[u8]) {
     let whole = String::from_utf8_lossy(data);
     for name in ["pow_clearance", "p"] {
-        let named = |wanted: &str| -> Vec<&str> {
-            whole
-                .split(';')
-                .filter(|pair| {
-                    pair.trim()
-                        .split_once('=')
-                        .is_some_and(|(n, _)| n.trim() == wanted)
-                })
-                .map(str::trim)
+        let pairs: Vec<(&str, &str)> = whole
+            .split(';')
+            .filter_map(|pair| {
+                let (n, _) = pair.trim().split_once('=')?;
+                Some((n.trim(), pair.trim()))
+            })
+            .collect();
+        let prefixed = format!("{HOST_PREFIX}{name}");
+        let first_prefixed = pairs.iter().position(|(n, _)| *n == prefixed);
+        let plain = |upto: usize| -> Vec<&str> {
+            pairs[..upto]
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, p)| *p)
                 .take(MAX_COOKIES_CHECKED)
                 .collect()
         };
-        let mut expected = named(&format!("{HOST_PREFIX}{name}"));
-        expected.extend(named(name));
-        expected.truncate(MAX_COOKIES_CHECKED);
-        assert_eq!(
-            pow_core::filter::clearance_pairs(data, name),
-            expected.join("; "),
-            "the reduction differs from the whole header"
-        );
+        let mut secure: Vec<&str> = first_prefixed.map(|i| pairs[i].1).into_iter().collect();
+        secure.extend(plain(first_prefixed.unwrap_or(pairs.len())));
+        secure.truncate(MAX_COOKIES_CHECKED);
+        let http = plain(pairs.len());
+        for (is_secure, expected) in [(true, secure), (false, http)] {
+            assert_eq!(
+                pow_core::filter::clearance_pairs(data, name, is_secure),
+                expected.join("; "),
+                "the reduction differs from the whole header (https: {is_secure})"
+            );
+        }
     }
 }
 

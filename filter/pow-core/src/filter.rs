@@ -107,8 +107,8 @@ pub const STRIPPED_HEADERS: &[&str] = &["x-original-url", "x-rewrite-url"];
 #[derive(Debug, Default, Clone)]
 pub struct Request<'a> {
     /// All request headers, pseudo-headers (`:path`, `:authority`, ...) included, names lowercase.
-    /// The glue passes only the headers [`read_limit`] names (each up to its limit), and each Cookie header
-    /// reduced by [`clearance_pairs`] (which decides alike).
+    /// The glue passes only the headers [`read_limit`] names (each up to its limit), and each
+    /// Cookie header reduced by [`clearance_pairs`] (which decides alike).
     pub headers: Vec<(Cow<'a, str>, Cow<'a, str>)>,
     /// The `source.address` property.
     pub source_address: Option<Cow<'a, str>>,
@@ -123,6 +123,18 @@ impl Request<'_> {
             .map(|(_, v)| v.as_ref())
     }
 
+    /// Whether the visitor's connection is https: `:scheme`, or `X-Forwarded-Proto`, which
+    /// Envoy sets from the connection unless the mesh trusts a proxy in front that says so
+    /// (Envoy's x-forwarded-proto documentation). A client that lies only makes its own cookie
+    /// unusable.
+    pub fn is_secure(&self) -> bool {
+        let https = |name: &str| {
+            self.header(name)
+                .is_some_and(|s| s.trim().eq_ignore_ascii_case("https"))
+        };
+        https(":scheme") || https("x-forwarded-proto")
+    }
+
     /// Every value of a header.
     pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.headers
@@ -133,29 +145,32 @@ impl Request<'_> {
 }
 
 /// The clearance cookies of a Cookie header, in the order they are checked, [`MAX_COOKIES_CHECKED`]
-/// at most: the pairs named `__Host-<name>` first, wherever they stand, then those named `<name>`
-/// (the name without the prefix: over plain http, and the previous version's). A sibling subdomain can set any number of `<name>` cookies for
-/// the parent domain, which browsers send before ours when their path is longer; it can set no
-/// `__Host-` cookie, so the one we set is always among those checked.
-fn clearance_ranges(header: &[u8], name: &str) -> Ranges {
-    let (mut prefixed, plain) = named_ranges(header, name);
+/// at most. Over https, the first pair named `__Host-<name>` first, wherever it stands (a browser
+/// holds one: it is host-only with `Path=/`), then the pairs named `<name>` before it (the name
+/// without the prefix, the previous version's). A sibling subdomain can set any number of
+/// `<name>` cookies for the parent domain, which browsers send before ours when their path is
+/// longer; it can set no `__Host-` cookie, so ours is always checked. Over plain http, where no
+/// browser sends a `__Host-` cookie, the first pairs named `<name>`. The scan stops as soon as
+/// nothing further could be checked.
+fn clearance_ranges(header: &[u8], name: &str, secure: bool) -> Ranges {
+    let (mut prefixed, plain) = named_ranges(header, name, secure);
     for range in plain.iter() {
         prefixed.push(range);
     }
     prefixed
 }
 
-/// The first [`MAX_COOKIES_CHECKED`] pairs named `__Host-<name>`, and the first as many named
-/// `<name>` (unless the first are enough).
-fn named_ranges(header: &[u8], name: &str) -> (Ranges, Ranges) {
+/// The first pair named `__Host-<name>` (over https only), and the first [`MAX_COOKIES_CHECKED`]
+/// named `<name>` before it.
+fn named_ranges(header: &[u8], name: &str, secure: bool) -> (Ranges, Ranges) {
     let (mut prefixed, mut plain) = (Ranges::default(), Ranges::default());
     let mut at = 0;
-    while at < header.len() && !prefixed.is_full() {
+    while at < header.len() && prefixed.len == 0 && (secure || !plain.is_full()) {
         let end = find_byte(&header[at..], b';').map_or(header.len(), |i| at + i);
         let pair = &header[at..end];
         let range = at..end;
         at = end + 1;
-        let prefixed_name = may_be_named(pair, HOST_PREFIX.as_bytes());
+        let prefixed_name = secure && may_be_named(pair, HOST_PREFIX.as_bytes());
         if !prefixed_name && (plain.is_full() || !may_be_named(pair, name.as_bytes())) {
             continue;
         }
@@ -164,7 +179,7 @@ fn named_ranges(header: &[u8], name: &str) -> (Ranges, Ranges) {
         };
         let pair_name = String::from_utf8_lossy(&pair[..eq]);
         let pair_name = pair_name.trim();
-        if pair_name.strip_prefix(HOST_PREFIX) == Some(name) {
+        if secure && pair_name.strip_prefix(HOST_PREFIX) == Some(name) {
             prefixed.push(range);
         } else if pair_name == name {
             plain.push(range);
@@ -215,8 +230,8 @@ impl Ranges {
 /// kept pairs, and names that could match, are decoded (bytes that are not UTF-8 replaced): this
 /// gives what splitting the lossily decoded header would, as `;` and `=` are ASCII and never
 /// fall inside a multi-byte character.
-pub fn clearance_pairs<'h>(header: &'h [u8], name: &str) -> Cow<'h, str> {
-    let ranges = clearance_ranges(header, name);
+pub fn clearance_pairs<'h>(header: &'h [u8], name: &str, secure: bool) -> Cow<'h, str> {
+    let ranges = clearance_ranges(header, name, secure);
     let decode = |range: std::ops::Range<usize>| match utf8_lossy(&header[range]) {
         Cow::Borrowed(pair) => Cow::Borrowed(pair.trim()),
         Cow::Owned(pair) => Cow::Owned(pair.trim().to_owned()),
@@ -485,19 +500,20 @@ impl Filter {
         metrics: &mut dyn Metrics,
     ) -> bool {
         let name = self.config.cookie_name.as_str();
+        let secure = req.is_secure();
         let mut checker = CookieChecker::new(keys, binding);
         let mut checked = 0;
         // Several Cookie headers (HTTP/2 may split them) are one list: the `__Host-` pairs of
         // all of them first, then the others. (The glue has reduced each header to a few pairs:
         // reading them twice costs nothing.)
         let prefixed = req.header_all("cookie").flat_map(|h| {
-            named_ranges(h.as_bytes(), name)
+            named_ranges(h.as_bytes(), name, secure)
                 .0
                 .owned_iter()
                 .map(move |r| (h, r))
         });
         let plain = req.header_all("cookie").flat_map(|h| {
-            named_ranges(h.as_bytes(), name)
+            named_ranges(h.as_bytes(), name, secure)
                 .1
                 .owned_iter()
                 .map(move |r| (h, r))
@@ -556,18 +572,6 @@ impl Filter {
                 metrics.increment(m);
             }
         }
-    }
-
-    /// Whether the visitor's connection is https: `:scheme`, or `X-Forwarded-Proto`, which
-    /// Envoy sets from the connection unless the mesh trusts a proxy in front that says so
-    /// (Envoy's x-forwarded-proto documentation). A client that lies only makes its own cookie
-    /// unusable.
-    fn secure(&self, req: &Request<'_>) -> bool {
-        let https = |name: &str| {
-            req.header(name)
-                .is_some_and(|s| s.trim().eq_ignore_ascii_case("https"))
-        };
-        https(":scheme") || https("x-forwarded-proto")
     }
 
     fn challenge(

@@ -349,10 +349,14 @@ impl Http {
         // them), so they are compared as they are.
         let cookie_name = filter.config.cookie_name.as_str();
         let mut overrides: Vec<&'static str> = Vec::new();
+        // Cookie headers are reduced once the scheme is known (which pairs can count depends on
+        // it): kept raw until then, not copied.
+        let mut cookies: Vec<&[u8]> = Vec::new();
         let map = abi::get_request_header_map().map_err(|s| ("get_header_map_pairs", s))?;
-        let headers = abi::deserialize_map_with(&map, |name, value| {
+        let mut headers = abi::deserialize_map_with(&map, |name, value| {
             if name == b"cookie" {
-                return Some(pow_core::filter::clearance_pairs(value, cookie_name));
+                cookies.push(value);
+                return None;
             }
             if let Some(limit) = pow_core::filter::read_limit(name) {
                 let kept = value.get(..limit).unwrap_or(value);
@@ -382,6 +386,18 @@ impl Http {
         };
         if now.secs >= self.shared.age_written.get().saturating_add(60) {
             self.shared.write_age(now.secs);
+        }
+        let secure = Request {
+            headers: std::mem::take(&mut headers),
+            source_address: None,
+        };
+        let is_secure = secure.is_secure();
+        headers = secure.headers;
+        for value in cookies {
+            headers.push((
+                Cow::Borrowed("cookie"),
+                pow_core::filter::clearance_pairs(value, cookie_name, is_secure),
+            ));
         }
         let req = Request {
             headers,

@@ -159,7 +159,8 @@ fn a_cheap_cookie_does_not_clear_a_harder_neighbour() {
 }
 
 /// Item 5: a request carrying hundreds of fake clearance cookies costs a few MAC checks at
-/// most: only the first few cookies of the filter's name are looked at.
+/// most: over http only the first few cookies of the filter's name are looked at, over https
+/// the first `__Host-` one (a browser holds one) then those before it.
 #[test]
 fn only_the_first_few_clearance_cookies_are_checked() {
     let test = "only_the_first_few_clearance_cookies_are_checked";
@@ -167,8 +168,13 @@ fn only_the_first_few_clearance_cookies_are_checked() {
         return;
     };
     let from = "192.0.2.10:40000";
+    let http = |path: &str| Request {
+        scheme: "http".into(),
+        ..browser(path, from)
+    };
     let (_, url) = solved(&mut host, "/", from);
-    let good = cookie_of(&host.request(browser(&url, from)).unwrap());
+    let good = cookie_of(&host.request(http(&url)).unwrap());
+    assert!(good.starts_with("pow_clearance="), "{good}");
     // A fake: the good one with its last hex digit changed (well formed, fresh, wrong MAC).
     let mut fake = good.clone();
     let last = fake.pop().unwrap();
@@ -177,13 +183,13 @@ fn only_the_first_few_clearance_cookies_are_checked() {
     let many = vec![fake.as_str(); 675].join("; ");
     assert!(many.len() > 60_000);
     let o = host
-        .request(browser("/", from).header("cookie", &format!("{many}; {good}")))
+        .request(http("/").header("cookie", &format!("{many}; {good}")))
         .unwrap();
     assert_eq!(local(&o).0, 403, "the filter checked all 675 cookies");
     // Even four fakes in front hide it.
     let four = [fake.as_str(); 4].join("; ");
     let o = host
-        .request(browser("/", from).header("cookie", &format!("{four}; {good}")))
+        .request(http("/").header("cookie", &format!("{four}; {good}")))
         .unwrap();
     assert_eq!(local(&o).0, 403);
     // The good one among the first few passes, wherever the fakes are.
@@ -192,11 +198,22 @@ fn only_the_first_few_clearance_cookies_are_checked() {
         format!("{fake}; {fake}; {good}"),
         format!("a=b; {fake}; c=d; {good}"),
     ] {
-        let o = host
-            .request(browser("/", from).header("cookie", &cookie))
-            .unwrap();
+        let o = host.request(http("/").header("cookie", &cookie)).unwrap();
         assert!(is_continue(&o), "{o:?}");
     }
+    // Over https: the `__Host-` cookie behind 675 of the other name passes; a forged `__Host-`
+    // one in front of it hides it (only the sender's own request).
+    let (_, url) = solved(&mut host, "/", from);
+    let host_cookie = cookie_of(&host.request(browser(&url, from)).unwrap());
+    let o = host
+        .request(browser("/", from).header("cookie", &format!("{many}; {host_cookie}")))
+        .unwrap();
+    assert!(is_continue(&o), "{o:?}");
+    let forged = format!("__Host-{fake}");
+    let o = host
+        .request(browser("/", from).header("cookie", &format!("{forged}; {host_cookie}")))
+        .unwrap();
+    assert_eq!(local(&o).0, 403);
 }
 
 /// Item 6: X-Forwarded-For is never believed from the client: with no proxy in front (the

@@ -39,7 +39,7 @@ impl Filter {
                 metrics.increment(metric::CHALLENGES_SOLVED);
                 let expiry = now.secs.saturating_add(self.config.clearance_ttl_secs);
                 let value = crypto::issue_cookie(keys, &binding, expiry, difficulty);
-                let secure = self.secure(req);
+                let secure = req.is_secure();
                 let cookie = format!(
                     "{}={value}; Max-Age={}; Path=/; HttpOnly; SameSite=Lax{}",
                     self.cookie_name(secure),
