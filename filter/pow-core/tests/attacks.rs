@@ -127,7 +127,7 @@ fn fake_cookies_beyond_the_first_few_are_not_checked() {
     // wherever it stands; a forged one there hides nothing but the sender's own.
     let forged_prefixed = format!("{}{fake}", pow_core::filter::HOST_PREFIX);
     let https = |cookie: &str| with_header(req("/", from), "cookie", cookie);
-    let behind = format!("{}; {prefixed}", vec![fake.as_str(); 10].join("; "));
+    let behind = format!("{}; {prefixed}", [fake.as_str(); 10].join("; "));
     assert_eq!(w.send(&https(&behind)), Action::Continue);
     assert_eq!(
         w.send(&https(&format!("{forged_prefixed}; {prefixed}")))
