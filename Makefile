@@ -258,6 +258,10 @@ setup-images:
 	@pipelines/setup.sh images
 # <<< images
 
+.PHONY: upstream
+upstream: ## Build the upstream programs the tests run (etcd, Kubernetes, kwok, talosctl, sops, age) at the pins, cached; print their paths
+	@pipelines/upstream.sh build
+
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)
 	@CARGO='$(CARGO)' pipelines/test.sh
 

@@ -110,3 +110,16 @@ for dir in filter/browsers/chromium filter/browsers/firefox; do
     npm ci --prefix "$dir" --no-audit --no-fund >&2
   fi
 done
+# The real upstream programs the tests run (etcd, the Kubernetes control plane and kubectl, kwok,
+# talosctl, sops, age), built with Go from the Go module proxy at the pins of k8s/versions.env and
+# cached outside the tree: only the first run builds. The paths go to stderr.
+if [[ $what != test ]]; then
+  exit 0
+elif command -v go >/dev/null; then
+  if ! "$(dirname "$0")/upstream.sh" build >&2; then
+    [[ ${EDGEPOP_REQUIRE_ALL:-} == 1 ]] && exit 1
+    log "the upstream programs could not be built: the tests that run them skip meanwhile"
+  fi
+else
+  log "go is missing: install Go 1.26 or later to build the upstream programs (the tests that run them skip meanwhile)"
+fi
