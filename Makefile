@@ -32,7 +32,7 @@ export KUBECONFIG
 
 # Tools are built in release mode when a recipe needs them; cargo leaves the binary untouched
 # (older than its sources) when nothing changed, so file targets that depend on it stay fresh.
-RUST_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find tools filter -name '*.rs' -o -name Cargo.toml -o -name '*.html' 2>/dev/null)
+RUST_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find crates tools filter -name '*.rs' -o -name Cargo.toml -o -name '*.html' 2>/dev/null)
 $(BIN)/%: $(RUST_SOURCES)
 	@$(CARGO) build --quiet --release --bin $*
 

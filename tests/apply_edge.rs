@@ -1,5 +1,5 @@
 //! `make apply-edge` end to end: render-edge, pipelines/apply-edge.sh and the real kubectl,
-//! against the Kubernetes API stand-in `tests/stand-ins/kube_api.py` on loopback.
+//! against the Kubernetes API stand-in `kube_api.py` (testkit's stand-ins) on loopback.
 //!
 //! Contract checked (the API server's, as kubectl speaks it): every write is a server-side apply
 //! (PATCH, `application/apply-patch+yaml`) with the field manager `edgepop-edge`; the HMAC

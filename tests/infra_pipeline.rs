@@ -1,11 +1,11 @@
-//! `pipelines/infra.sh` with a recording talosctl stand-in (`tests/stand-ins/talosctl`, which
+//! `pipelines/infra.sh` with a recording talosctl stand-in (testkit's `stand-ins/talosctl`, which
 //! behaves as talosctl v1.13.9 does for gen secrets/config, bootstrap and kubeconfig) on PATH:
 //! the secrets are made once and kept (0600), the configs come from the rendered patches and
 //! validate against Talos's schema, etcd is bootstrapped once, the kubeconfig (0600) and the
 //! PlatformInputs record are written. The image step is checked against a loopback release.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod talos_schema;
+use crate::talos_schema;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -25,11 +25,8 @@ impl Env {
         };
         fs::create_dir_all(env.path("bin")).unwrap();
         fs::create_dir_all(env.path("state")).unwrap();
-        std::os::unix::fs::symlink(
-            testkit::workspace::root().join("tests/stand-ins/talosctl"),
-            env.path("bin/talosctl"),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink(testkit::standin::path("talosctl"), env.path("bin/talosctl"))
+            .unwrap();
         let example =
             fs::read_to_string(testkit::workspace::root().join("config/infra.example.json"))
                 .unwrap();

@@ -1,5 +1,5 @@
 //! `pipelines/platform.sh` (make apply-platform, diff-platform, destroy-platform) with recording
-//! stand-ins of helm and kubectl on PATH (tests/stand-ins/recording): what the real tools would
+//! stand-ins of helm and kubectl on PATH (testkit's stand-ins/recording): what the real tools would
 //! be asked, in which order, with which pins, flags and values files. The real helm runs only
 //! against a real cluster.
 //!
@@ -82,7 +82,7 @@ impl World {
     fn command(&self, program: &str) -> Command {
         let path = format!(
             "{}:{}",
-            repo().join("tests/stand-ins/recording").display(),
+            testkit::standin::path("recording").display(),
             std::env::var("PATH").unwrap()
         );
         let mut cmd = Command::new(program);

@@ -4,13 +4,11 @@
 //! misspelt key fails). Contract checked: what Talos v1.13 accepts as a v1alpha1 document.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod talos_schema;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::talos_schema::schemas;
 use serde_json::{Value, json};
-use talos_schema::schemas;
 
 const TEST: &str = "talos_patches";
 

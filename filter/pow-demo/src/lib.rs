@@ -83,10 +83,10 @@ pub fn default_wasm(cargo_target_dir: Option<&str>, workspace: &Path) -> PathBuf
 
 /// Resolves the arguments and the environment (`CARGO_TARGET_DIR`, where `make filter` put the
 /// module) into what runs.
-pub fn resolve(cli: &Cli, env: &Env) -> Result<DemoConfig, DemoError> {
+pub fn resolve(cli: Cli, env: &Env) -> Result<DemoConfig, DemoError> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     Ok(resolve_in(
-        cli,
+        &cli,
         env.non_empty("CARGO_TARGET_DIR"),
         &workspace,
     ))

@@ -28,8 +28,8 @@ use clap::Parser;
 use lists_core::args::{Common, CommonArgs};
 use lists_core::cidr::Ranges;
 use lists_core::list::{self, ListMeta};
+use lists_core::records::ListGenerator;
 use lists_core::source::{self, BadRows, Lines, SourceName};
-use pop_common::records::ListGenerator;
 use pop_common::tool::Env;
 
 pub use dataset::Format;
@@ -70,7 +70,7 @@ pub struct Config {
 }
 
 /// Checks the arguments and builds the configuration (reads `--asn-file`).
-pub fn resolve(cli: &Cli, _env: &Env) -> Result<Config, ListError> {
+pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, ListError> {
     let mut asns = Vec::new();
     for value in &cli.asns {
         for item in value.split(',').filter(|s| !s.trim().is_empty()) {
@@ -247,7 +247,7 @@ fn excerpt(line: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    fn resolve_cli(cli: &Cli) -> Result<Config, ListError> {
+    fn resolve_cli(cli: Cli) -> Result<Config, ListError> {
         resolve(cli, &Env::default())
     }
 
@@ -260,7 +260,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("asns");
         std::fs::write(&file, "# hosting\nAS24940\n16276 # OVH\n\n").unwrap();
-        let config = resolve_cli(&cli(&[
+        let config = resolve_cli(cli(&[
             "--asn",
             "16276,as13335",
             "--asn",
@@ -278,12 +278,12 @@ mod tests {
     #[test]
     fn no_asn_or_a_bad_one_is_a_usage_error() {
         assert!(
-            resolve_cli(&cli(&["/x"]))
+            resolve_cli(cli(&["/x"]))
                 .unwrap_err()
                 .to_string()
                 .contains("no ASN given")
         );
-        let err = resolve_cli(&cli(&["--asn", "AS1x"])).unwrap_err();
+        let err = resolve_cli(cli(&["--asn", "AS1x"])).unwrap_err();
         assert_eq!(err.to_string(), "--asn `AS1x`: not an AS number");
         assert!(
             parse_asn_file("1\nbanana\n")

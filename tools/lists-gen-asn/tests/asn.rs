@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use pop_common::records::PolicyList;
+use lists_core::records::PolicyList;
 use testkit::http::{Reply, Server};
 use testkit::{process, workspace};
 

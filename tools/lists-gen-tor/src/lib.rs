@@ -27,8 +27,8 @@ use clap::Parser;
 use ipnet::{Ipv4Net, Ipv6Net};
 use lists_core::args::{Common, CommonArgs};
 use lists_core::list::{self, ListMeta};
+use lists_core::records::ListGenerator;
 use lists_core::source::{self, BadRows, Lines, SourceName};
-use pop_common::records::ListGenerator;
 use pop_common::tool::Env;
 use serde::Deserialize;
 
@@ -71,7 +71,7 @@ pub struct Config {
 }
 
 /// Checks the arguments and builds the configuration.
-pub fn resolve(cli: &Cli, _env: &Env) -> Result<Config, ListError> {
+pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, ListError> {
     Ok(Config {
         format: cli.format,
         common: lists_core::args::resolve(&cli.common, "tor")?,
@@ -468,7 +468,7 @@ mod tests {
     #[test]
     fn arguments_resolve_with_the_tor_name() {
         let cli = Cli::try_parse_from(["lists-gen-tor", "--format", "onionoo", "/x.json"]).unwrap();
-        let config = resolve(&cli, &Env::default()).unwrap();
+        let config = resolve(cli, &Env::default()).unwrap();
         assert_eq!(config.format, Some(Format::Onionoo));
         assert_eq!(config.common.list_name, "tor");
     }

@@ -40,9 +40,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use clap::Parser;
-use pop_common::exit::{Exit, Report};
+use lists_core::records::{ListSource, ListSources, PolicyList};
+use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
-use pop_common::records::{ListSource, ListSources, PolicyList, Problem, join_problems};
+use pop_common::records::{Problem, join_problems};
 use pop_common::tool::Env;
 use serde_json::Value;
 
@@ -174,7 +175,7 @@ pub enum RefreshError {
     #[error("published the other lists; these failed and keep their previous version: {}", ListFailure::join(.0))]
     SomeFailed(Vec<ListFailure>),
     #[error("cannot write the summary: {0}")]
-    Output(#[source] io::Error),
+    Output(#[from] OutputError),
 }
 
 impl Report for RefreshError {
@@ -196,13 +197,6 @@ impl Report for RefreshError {
             | RefreshError::AllFailed(_)
             | RefreshError::SomeFailed(_)
             | RefreshError::Output(_) => Exit::Failure,
-        }
-    }
-
-    fn io_error(&self) -> Option<&io::Error> {
-        match self {
-            RefreshError::Output(e) => Some(e),
-            _ => None,
         }
     }
 }
@@ -271,7 +265,7 @@ impl fmt::Display for Unsound<'_> {
 
 /// Resolves the arguments against the environment (the in-cluster API server address, and the
 /// directory of this program for the generators).
-pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, RefreshError> {
+pub fn resolve(cli: Cli, env: &Env) -> Result<Config, RefreshError> {
     let api_server = match &cli.api_server {
         Some(url) => url.clone(),
         None => match (
@@ -298,10 +292,10 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, RefreshError> {
         None => pop_common::time::now_rfc3339(),
     };
     Ok(Config {
-        namespace: cli.namespace.clone(),
-        configmap: cli.configmap.clone(),
-        wasmplugin: Some(cli.wasmplugin.clone()).filter(|w| !w.is_empty()),
-        sources_file: cli.sources.clone(),
+        namespace: cli.namespace,
+        configmap: cli.configmap,
+        wasmplugin: Some(cli.wasmplugin).filter(|w| !w.is_empty()),
+        sources_file: cli.sources,
         generators_dir,
         api_server,
         ca_file: cli.serviceaccount_dir.join("ca.crt"),
@@ -404,7 +398,7 @@ pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(),
             );
         }
     }
-    write_summary(output, &plan).map_err(RefreshError::Output)?;
+    write_summary(output, &plan).output()?;
     if failed.is_empty() {
         Ok(())
     } else {
@@ -508,7 +502,7 @@ mod tests {
     #[test]
     fn in_cluster_the_api_server_comes_from_the_environment() {
         let config = resolve(
-            &cli(&[
+            cli(&[
                 "--namespace=edge",
                 "--configmap=policy-lists",
                 "--wasmplugin=pow-filter",
@@ -528,7 +522,7 @@ mod tests {
         assert_eq!(config.generators_dir, Path::new("/usr/local/bin"));
         assert_eq!(config.now, "2026-11-30T20:00:00Z");
         assert_eq!(
-            resolve(&cli(&[]), &in_cluster("fd00::1"))
+            resolve(cli(&[]), &in_cluster("fd00::1"))
                 .unwrap()
                 .api_server,
             "https://[fd00::1]:443"
@@ -538,21 +532,21 @@ mod tests {
     #[test]
     fn outside_a_cluster_an_api_server_is_needed_and_an_empty_wasmplugin_means_none() {
         let none = Env::default();
-        let err = resolve(&cli(&[]), &none).unwrap_err();
+        let err = resolve(cli(&[]), &none).unwrap_err();
         assert!(matches!(err, RefreshError::NotInCluster), "{err}");
         assert_eq!(err.exit(), Exit::Usage);
         let config = resolve(
-            &cli(&["--api-server=http://127.0.0.1:1", "--wasmplugin="]),
+            cli(&["--api-server=http://127.0.0.1:1", "--wasmplugin="]),
             &none,
         )
         .unwrap();
         assert_eq!(config.wasmplugin, None);
         assert!(matches!(
-            resolve(&cli(&["--api-server=ftp://x"]), &none),
+            resolve(cli(&["--api-server=ftp://x"]), &none),
             Err(RefreshError::ApiServerUrl(_))
         ));
         assert!(matches!(
-            resolve(&cli(&["--api-server=http://x", "--now=yesterday"]), &none),
+            resolve(cli(&["--api-server=http://x", "--now=yesterday"]), &none),
             Err(RefreshError::Now(_))
         ));
     }

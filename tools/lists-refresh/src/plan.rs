@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use pop_common::records::ListSources;
+use lists_core::records::ListSources;
 use serde_json::{Value, json};
 
 use crate::{CONFIGMAP_LIMIT, Config, OBJECT_LIMIT, RefreshError};

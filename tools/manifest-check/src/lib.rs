@@ -28,7 +28,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use pop_common::exit::{Exit, Report};
+use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::tool::Env;
 use serde_json::Value;
 
@@ -79,7 +79,7 @@ pub struct Cli {
 /// Resolves the configuration: `--schemas` wins over `SCHEMAS_DIR` (when set and not empty,
 /// and read as bytes: a directory's name need not be UTF-8), which wins over
 /// [`DEFAULT_SCHEMAS_DIR`]; no file or `-` means stdin.
-pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
+pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     let schemas_dir = cli
         .schemas
         .clone()
@@ -131,7 +131,7 @@ pub enum Error {
     Invalid { invalid: usize, total: usize },
     /// The report could not be written (exit 1; a closed pipe is success).
     #[error("cannot write the report: {0}")]
-    Write(#[source] io::Error),
+    Write(#[from] OutputError),
 }
 
 impl Report for Error {
@@ -143,13 +143,6 @@ impl Report for Error {
             | Error::Parse { .. }
             | Error::Empty { .. } => Exit::Usage,
             Error::Invalid { .. } | Error::Write(_) => Exit::Failure,
-        }
-    }
-
-    fn io_error(&self) -> Option<&io::Error> {
-        match self {
-            Error::Write(err) => Some(err),
-            _ => None,
         }
     }
 }
@@ -501,16 +494,16 @@ pub fn run(config: &Config, stdin: impl Read, output: impl Write) -> Result<(), 
     let mut invalid = 0;
     for object in &objects {
         match validator.validate(object) {
-            Ok(()) => writeln!(out, "ok {}", identity(object)).map_err(Error::Write)?,
+            Ok(()) => writeln!(out, "ok {}", identity(object)).output()?,
             Err(violations) => {
                 invalid += 1;
                 for violation in violations {
-                    writeln!(out, "invalid {violation}").map_err(Error::Write)?;
+                    writeln!(out, "invalid {violation}").output()?;
                 }
             }
         }
     }
-    out.flush().map_err(Error::Write)?;
+    out.flush().output()?;
     let total = objects.len();
     pop_common::info!(
         "{name}: {total} objects, {} valid, {invalid} invalid (schemas in {})",
@@ -540,7 +533,7 @@ mod tests {
             Cli::try_parse_from(std::iter::once("manifest-check").chain(args.iter().copied()))
                 .unwrap();
         let env = Env::from_pairs(schemas_env.map(|dir| (SCHEMAS_DIR_VAR, dir)));
-        resolve(&cli, &env).unwrap()
+        resolve(cli, &env).unwrap()
     }
 
     #[test]

@@ -9,7 +9,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
@@ -43,13 +42,7 @@ impl Entry {
 
 /// `sha256:<hex>` of some bytes.
 pub fn digest_of(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let mut text = String::with_capacity(7 + 64);
-    text.push_str("sha256:");
-    for byte in hash {
-        text.push_str(&format!("{byte:02x}"));
-    }
-    text
+    pop_common::records::Digest::sha256(bytes).into()
 }
 
 /// An uncompressed ustar archive of `entries`, sorted by path, every entry owned by 0:0 with

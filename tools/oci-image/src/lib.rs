@@ -28,7 +28,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
-use pop_common::exit::{Exit, Report};
+use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::{InputError, read_json};
 use pop_common::records::{Digest, Kind, PublishedImage, PublishedImages, Version};
 use pop_common::tool::Env;
@@ -127,7 +127,7 @@ pub enum Error {
     #[error("{0}")]
     Failed(String),
     #[error("cannot write the output: {0}")]
-    Output(#[source] io::Error),
+    Output(#[from] OutputError),
 }
 
 impl Report for Error {
@@ -135,13 +135,6 @@ impl Report for Error {
         match self {
             Error::Input(_) | Error::Usage(_) => Exit::Usage,
             Error::Failed(_) | Error::Output(_) => Exit::Failure,
-        }
-    }
-
-    fn io_error(&self) -> Option<&io::Error> {
-        match self {
-            Error::Output(err) => Some(err),
-            _ => None,
         }
     }
 }
@@ -324,7 +317,7 @@ fn auth_file(path: &Path, host: &str) -> Result<Credentials, Error> {
 }
 
 /// Checks the arguments and reads what each command needs; nothing is written here.
-pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
+pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     match &cli.command {
         Command::Filter { wasm, out, tag } => {
             let module = read_file(wasm, "the filter module")?;
@@ -509,8 +502,8 @@ pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result
                 built.manifest_digest,
                 built.layer.len()
             );
-            writeln!(output, "{}", built.manifest_digest).map_err(Error::Output)?;
-            output.flush().map_err(Error::Output)
+            writeln!(output, "{}", built.manifest_digest).output()?;
+            Ok(output.flush().output()?)
         }
         Config::Publish(publish) => {
             let filter = Layout::read(&publish.filter).map_err(Error::Usage)?;
@@ -554,8 +547,8 @@ pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result
                 write_atomically(path, &text)
                     .map_err(|e| Error::Failed(format!("{}: {e}", path.display())))?;
             }
-            output.write_all(&text).map_err(Error::Output)?;
-            output.flush().map_err(Error::Output)
+            output.write_all(&text).output()?;
+            Ok(output.flush().output()?)
         }
     }
 }

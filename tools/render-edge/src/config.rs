@@ -6,11 +6,11 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pop_common::input::{InputError, read_json};
-use pop_common::records::{
-    DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, Digest, Kind, ListGenerator, ListSource,
-    ListSources, PlatformInputs, PublishedImages, Version,
+use lists_core::records::{
+    DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, ListGenerator, ListSource, ListSources,
 };
+use pop_common::input::{InputError, read_json};
+use pop_common::records::{Digest, Kind, PlatformInputs, PublishedImages, Version};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -142,7 +142,7 @@ impl Default for ListsConfig {
     }
 }
 
-// The defaults are ListSources' own (pop-common owns them): the same values whether the
+// The defaults are ListSources' own (lists-core owns them): the same values whether the
 // config, the CronJob's record or a generator's flag leaves them out.
 fn default_max_shrink_percent() -> u8 {
     DEFAULT_MAX_SHRINK_PERCENT

@@ -13,11 +13,11 @@ pub mod config;
 pub mod render;
 mod versions;
 
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use pop_common::exit::{Exit, Report};
+use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::{InputError, read_json};
 use pop_common::records::PlatformInputs;
 use pop_common::tool::Env;
@@ -57,7 +57,7 @@ pub enum Error {
     #[error(transparent)]
     Encode(#[from] EncodeError),
     #[error("cannot write the output: {0}")]
-    Output(#[source] io::Error),
+    Output(#[from] OutputError),
 }
 
 impl Report for Error {
@@ -67,32 +67,14 @@ impl Report for Error {
             Error::Encode(_) | Error::Output(_) => Exit::Failure,
         }
     }
-
-    fn io_error(&self) -> Option<&io::Error> {
-        match self {
-            Error::Output(err) => Some(err),
-            _ => None,
-        }
-    }
 }
 
-/// What to render, and how.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// The PlatformInputs record.
-    pub inputs: PathBuf,
-    /// The edge config.
-    pub config: PathBuf,
-    pub format: Format,
-}
+/// Nothing to resolve: both files are read by [`plan`], where every check happens.
+pub type Config = Cli;
 
-/// The arguments as a [`Config`]; the environment plays no part.
-pub fn resolve(cli: &Cli, _env: &Env) -> Result<Config, Error> {
-    Ok(Config {
-        inputs: cli.inputs.clone(),
-        config: cli.config.clone(),
-        format: cli.format,
-    })
+/// The arguments as they are; the environment plays no part.
+pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
+    Ok(cli)
 }
 
 /// Reads both files and resolves them into a plan: every check happens here, before any output.
@@ -133,6 +115,6 @@ pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result
     let plan = plan(config)?;
     let objects = render::objects(&plan)?;
     let bytes = encode(&objects, config.format)?;
-    output.write_all(&bytes).map_err(Error::Output)?;
-    output.flush().map_err(Error::Output)
+    output.write_all(&bytes).output()?;
+    Ok(output.flush().output()?)
 }

@@ -277,7 +277,7 @@ fn the_lists_refresh_runs_hourly_alone_with_only_the_rights_it_needs() {
     assert!(lists.get("data").is_none());
     // The sources file is a ListSources record the refresh reads back.
     let sources = find(&objects, "ConfigMap", "lists-sources");
-    let record: pop_common::records::ListSources =
+    let record: lists_core::records::ListSources =
         serde_json::from_str(sources["data"]["sources.json"].as_str().unwrap()).unwrap();
     assert!(record.problems().is_empty());
     assert_eq!(record.lists.len(), 2);

@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use pop_common::exit::{Exit, Report};
+use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::tool::Env;
 use serde::Deserialize;
@@ -56,12 +56,8 @@ pub struct Cli {
     pub release: Release,
 }
 
-/// What `run` does: the config file is read there (it is input, not environment).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    pub config: PathBuf,
-    pub release: Release,
-}
+/// Nothing to resolve: the config file is read by `run` (it is input, not environment).
+pub type Config = Cli;
 
 /// `config/platform.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -125,7 +121,7 @@ pub enum Error {
     #[error(transparent)]
     Input(#[from] InputError),
     #[error("writing the values: {0}")]
-    Write(#[source] std::io::Error),
+    Write(#[from] OutputError),
 }
 
 impl Report for Error {
@@ -135,29 +131,20 @@ impl Report for Error {
             Error::Write(_) => Exit::Failure,
         }
     }
-    fn io_error(&self) -> Option<&std::io::Error> {
-        match self {
-            Error::Write(err) => Some(err),
-            Error::Input(_) => None,
-        }
-    }
 }
 
-pub fn resolve(cli: &Cli, _env: &Env) -> Result<Config, Error> {
-    Ok(Config {
-        config: cli.config.clone(),
-        release: cli.release,
-    })
+pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
+    Ok(cli)
 }
 
 pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result<(), Error> {
     let platform = load(&config.config)?;
     let values = render(&platform, config.release);
     let mut text = serde_json::to_string_pretty(&values)
-        .map_err(|err| Error::Write(std::io::Error::other(err)))?;
+        .map_err(|err| Error::Write(std::io::Error::other(err).into()))?;
     text.push('\n');
-    output.write_all(text.as_bytes()).map_err(Error::Write)?;
-    output.flush().map_err(Error::Write)
+    output.write_all(text.as_bytes()).output()?;
+    Ok(output.flush().output()?)
 }
 
 /// Reads and checks the platform config: every refusal names the file and the field.

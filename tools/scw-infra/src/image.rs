@@ -80,7 +80,7 @@ pub fn download(source: &TalosSource, dir: &Path) -> Result<PathBuf, ImageError>
                 error,
             })?;
     }
-    let got = crate::s3::sigv4::hex(&hasher.finalize());
+    let got = pop_common::hex::encode(&hasher.finalize());
     if got != source.sha256 {
         let _ = std::fs::remove_file(&path);
         return Err(ImageError::Digest {

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use pop_common::exit::{Exit, Report};
+use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::tool::Env;
 
@@ -161,7 +161,7 @@ pub enum Error {
     #[error("destroy cancelled: nothing was deleted")]
     Cancelled,
     #[error("cannot write the output: {0}")]
-    Output(#[source] io::Error),
+    Output(#[from] OutputError),
 }
 
 impl Report for Error {
@@ -171,16 +171,10 @@ impl Report for Error {
             Error::Infra(_) | Error::Cancelled | Error::Output(_) => Exit::Failure,
         }
     }
-    fn io_error(&self) -> Option<&io::Error> {
-        match self {
-            Error::Output(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// Reads the config, the SSH public key and the credentials; nothing is sent.
-pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
+pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     let (common, action) = match &cli.command {
         Command::Credentials => return Ok(Config::Credentials(api::creds::load(env)?)),
         Command::Apply {
@@ -321,7 +315,7 @@ pub fn run_with<T: Transport, S: Sleeper>(
                 "api_url": c.api_url,
                 "source": c.source,
             });
-            return writeln!(output, "{line}").map_err(Error::Output);
+            return Ok(writeln!(output, "{line}").output()?);
         }
         Config::Run(run) => run,
     };
@@ -378,8 +372,9 @@ pub fn run_with<T: Transport, S: Sleeper>(
     );
     if dry_run {
         for call in client.planned() {
-            let line = serde_json::to_string(&call).map_err(|e| Error::Output(e.into()))?;
-            writeln!(output, "{line}").map_err(Error::Output)?;
+            let line = serde_json::to_string(&call)
+                .map_err(|e| Error::Output(io::Error::from(e).into()))?;
+            writeln!(output, "{line}").output()?;
         }
     }
     result
@@ -394,7 +389,7 @@ fn act<T: Transport, S: Sleeper>(
     match &run.action {
         Action::Apply { .. } => {
             if let Some(inventory) = infra.apply()? {
-                inventory.write_to(output).map_err(Error::Output)?;
+                inventory.write_to(output).output()?;
             }
             Ok(())
         }
@@ -420,9 +415,7 @@ fn act<T: Transport, S: Sleeper>(
                 );
                 let _ = err.flush();
                 let mut answer = String::new();
-                BufReader::new(input)
-                    .read_line(&mut answer)
-                    .map_err(Error::Output)?;
+                BufReader::new(input).read_line(&mut answer).output()?;
                 if answer.trim() != run.infra.cluster_name {
                     return Err(Error::Cancelled);
                 }
@@ -430,8 +423,9 @@ fn act<T: Transport, S: Sleeper>(
             let removed = infra.destroy()?;
             if !dry_run {
                 for r in removed {
-                    let line = serde_json::to_string(&r).map_err(|e| Error::Output(e.into()))?;
-                    writeln!(output, "{line}").map_err(Error::Output)?;
+                    let line = serde_json::to_string(&r)
+                        .map_err(|e| Error::Output(io::Error::from(e).into()))?;
+                    writeln!(output, "{line}").output()?;
                 }
             }
             Ok(())

@@ -1,4 +1,4 @@
-//! scw-infra end to end against the Scaleway API stand-in (`tests/stand-ins/scaleway_api.py`) on
+//! scw-infra end to end against the Scaleway API stand-in (testkit's `scaleway_api.py`) on
 //! loopback.
 //!
 //! Contract checked: Scaleway's OpenAPI specs (`../shared/scaleway-openapi`). The stand-in

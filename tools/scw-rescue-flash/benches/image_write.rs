@@ -136,10 +136,7 @@ fn main() {
         }
         let mut hasher = Sha256::new();
         std::io::copy(&mut BufReader::new(disk), &mut hasher).unwrap();
-        assert_eq!(
-            scw_rescue_flash::rescue::hex(&hasher.finalize()),
-            image.sha256
-        );
+        assert_eq!(pop_common::hex::encode(&hasher.finalize()), image.sha256);
     };
 
     // Times `write_image` and reads the CPU it cost on both sides. `child`: the client is a

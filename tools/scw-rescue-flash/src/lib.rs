@@ -28,14 +28,14 @@ pub mod rescue;
 pub mod scaleway;
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pop_common::exit::{Exit, Report};
+use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
-use pop_common::records::{Node, NodeInventory, NodeKind, steps};
+use pop_common::records::{Node, NodeFailure, NodeInventory, NodeKind, steps};
 use pop_common::tool::Env;
 use sha2::{Digest, Sha256};
 
@@ -135,7 +135,7 @@ pub enum Error {
     #[error(transparent)]
     Nodes(#[from] pop_common::records::NodeFailures),
     #[error("writing the inventory: {0}")]
-    Output(#[source] io::Error),
+    Output(#[from] OutputError),
 }
 
 impl Report for Error {
@@ -143,12 +143,6 @@ impl Report for Error {
         match self {
             Error::Usage(_) | Error::Input(_) | Error::Image { .. } => Exit::Usage,
             Error::Nodes(_) | Error::Output(_) => Exit::Failure,
-        }
-    }
-    fn io_error(&self) -> Option<&io::Error> {
-        match self {
-            Error::Output(e) => Some(e),
-            _ => None,
         }
     }
 }
@@ -170,7 +164,7 @@ fn plain_url(url: &str) -> bool {
 }
 
 /// Checks the arguments and reads the Scaleway credentials from the environment.
-pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
+pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     if !plain_path(&cli.disk) {
         return Err(Error::Usage(format!(
             "--disk `{}`: an absolute device path such as /dev/sda or /dev/nvme0n1",
@@ -208,15 +202,15 @@ pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
         return Err(Error::Usage("--ssh-user: empty".into()));
     }
     Ok(Config {
-        image: cli.image.clone(),
-        disk: cli.disk.clone(),
+        image: cli.image,
+        disk: cli.disk,
         ssh_key,
-        ssh_user: cli.ssh_user.clone(),
+        ssh_user: cli.ssh_user,
         ssh_port: cli.ssh_port,
         ssh_tries: cli.ssh_tries,
         ssh_interval: Duration::from_secs(cli.ssh_interval_seconds),
-        ssh_key_ids: cli.ssh_key_ids.clone(),
-        image_url: cli.image_url.clone(),
+        ssh_key_ids: cli.ssh_key_ids,
+        image_url: cli.image_url,
         decompress_on: cli.decompress_on,
         sudo: !cli.no_sudo,
         timeout: Duration::from_secs(cli.timeout_seconds.max(1)),
@@ -272,7 +266,7 @@ impl Image {
             path: path.to_path_buf(),
             size,
             compressed,
-            sha256: rescue::hex(&hasher.finalize()),
+            sha256: pop_common::hex::encode(&hasher.finalize()),
         })
     }
 
@@ -312,14 +306,14 @@ impl Image {
 }
 
 /// Flashes every Elastic Metal node of `inventory` that needs it, recording what it did there;
-/// returns one message per failed node.
+/// returns the nodes that failed, and why.
 pub fn flash_all(
     config: &Config,
     inventory: &mut NodeInventory,
     image: &Image,
     api: &dyn ElasticMetal,
     sleep: &dyn Fn(Duration),
-) -> Vec<String> {
+) -> Vec<NodeFailure> {
     let mut failures = Vec::new();
     let mut flashed = Vec::new();
     let mut skipped = Vec::new();
@@ -353,9 +347,10 @@ pub fn flash_all(
                 flashed.push(node.name.clone());
             }
             Err(message) => {
-                let message = format!("{} ({}): {message}", node.name, node.id);
-                pop_common::warn!("{message}");
-                failures.push(message);
+                let failure =
+                    NodeFailure::new(&node.name, format!("server {}: {message}", node.id));
+                pop_common::warn!("{failure}");
+                failures.push(failure);
             }
         }
     }
@@ -659,7 +654,7 @@ pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Res
     } else {
         Vec::new()
     };
-    inventory.write_to(&mut output).map_err(Error::Output)?;
+    inventory.write_to(&mut output).output()?;
     Ok(pop_common::records::NodeFailures::check(failures)?)
 }
 
@@ -686,7 +681,7 @@ mod tests {
     #[test]
     fn defaults_come_from_the_environment_and_the_secret_is_never_printed() {
         let cli = Cli::parse_from(["t", "--image", "talos.raw.zst"]);
-        let config = resolve(&cli, &env()).unwrap();
+        let config = resolve(cli, &env()).unwrap();
         assert_eq!(config.ssh_key, PathBuf::from("/home/op/.ssh/id_ed25519"));
         assert_eq!(config.credentials.api_url, "https://api.scaleway.com");
         assert_eq!(
@@ -705,7 +700,7 @@ mod tests {
     #[test]
     fn bad_arguments_and_missing_credentials_are_usage_errors() {
         let unsafe_disk = Cli::parse_from(["t", "--image", "i", "--disk", "/dev/sda; rm -rf /"]);
-        let err = resolve(&unsafe_disk, &env()).unwrap_err();
+        let err = resolve(unsafe_disk, &env()).unwrap_err();
         assert_eq!(err.exit(), Exit::Usage);
         assert!(err.to_string().contains("--disk"));
         let cli = Cli::parse_from(["t", "--image", "i"]);
@@ -713,10 +708,10 @@ mod tests {
             ("HOME", "/h"),
             ("SCW_CONFIG_PATH", "/nonexistent/scw/config.yaml"),
         ]);
-        let err = resolve(&cli, &no_credentials).unwrap_err();
+        let err = resolve(cli, &no_credentials).unwrap_err();
         assert!(err.to_string().contains("SCW_ACCESS_KEY"), "{err}");
         let zero = Cli::parse_from(["t", "--image", "i", "--ssh-tries", "0"]);
-        assert!(resolve(&zero, &env()).is_err());
+        assert!(resolve(zero, &env()).is_err());
         for url in [
             "ftp://x/i.zst",
             "https://x/$(reboot)",
@@ -724,7 +719,7 @@ mod tests {
             "https://x/a b",
         ] {
             let cli = Cli::parse_from(["t", "--image", "i", "--image-url", url]);
-            let err = resolve(&cli, &env()).unwrap_err();
+            let err = resolve(cli, &env()).unwrap_err();
             assert!(err.to_string().contains("--image-url"), "{url}: {err}");
         }
         let download_raw = Cli::parse_from([
@@ -736,7 +731,7 @@ mod tests {
             "--decompress-on",
             "local",
         ]);
-        let err = resolve(&download_raw, &env()).unwrap_err().to_string();
+        let err = resolve(download_raw, &env()).unwrap_err().to_string();
         assert!(
             err.contains("--decompress-on local") && err.contains("--image-url"),
             "{err}"
@@ -748,7 +743,7 @@ mod tests {
             "--image-url",
             "https://factory.talos.dev/image/3765/v1.13.11/metal-amd64.raw.zst",
         ]);
-        assert!(resolve(&good, &env()).is_ok());
+        assert!(resolve(good, &env()).is_ok());
     }
 
     #[test]
@@ -759,7 +754,7 @@ mod tests {
         std::fs::write(&path, zstd::encode_all(raw.as_slice(), 3).unwrap()).unwrap();
         let image = Image::measure(&path).unwrap();
         assert_eq!(image.size, raw.len() as u64);
-        assert_eq!(image.sha256, rescue::hex(&Sha256::digest(&raw)));
+        assert_eq!(image.sha256, pop_common::hex::encode(&Sha256::digest(&raw)));
         assert!(image.compressed < 1 << 20 && image.worth_sending_compressed());
         let noise = dir.path().join("noise.raw.zst");
         let random = testkit::incompressible_bytes(1 << 20, 7);

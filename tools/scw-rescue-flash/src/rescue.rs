@@ -206,12 +206,3 @@ impl Rescue {
         Ok(sent)
     }
 }
-
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        text.push_str(&format!("{byte:02x}"));
-    }
-    text
-}

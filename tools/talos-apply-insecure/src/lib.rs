@@ -25,11 +25,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
-use pop_common::exit::{Exit, Report};
+use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
-use pop_common::records::{Node, NodeInventory, NodeRole, steps};
+use pop_common::records::{Node, NodeFailure, NodeInventory, NodeRole, steps};
 use pop_common::tool::Env;
-use sha2::{Digest, Sha256};
 
 /// Apply the first Talos machine config to the nodes still in maintenance mode.
 #[derive(Debug, Clone, clap::Parser)]
@@ -81,7 +80,7 @@ pub enum Error {
     #[error(transparent)]
     Nodes(#[from] pop_common::records::NodeFailures),
     #[error("writing the inventory: {0}")]
-    Output(#[source] io::Error),
+    Output(#[from] OutputError),
 }
 
 impl Report for Error {
@@ -91,16 +90,10 @@ impl Report for Error {
             Error::Setup(_) | Error::Nodes(_) | Error::Output(_) => Exit::Failure,
         }
     }
-    fn io_error(&self) -> Option<&io::Error> {
-        match self {
-            Error::Output(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// Checks the arguments; the environment is not read.
-pub fn resolve(cli: &Cli, _env: &Env) -> Result<Config, Error> {
+pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
     for pin in &cli.cert_fingerprints {
         let decoded = base64::engine::general_purpose::STANDARD.decode(pin);
         if decoded.map(|d| d.len()) != Ok(32) {
@@ -116,9 +109,9 @@ pub fn resolve(cli: &Cli, _env: &Env) -> Result<Config, Error> {
         return Err(Error::Usage("--timeout-seconds: must be at least 1".into()));
     }
     Ok(Config {
-        config_dir: cli.config_dir.clone(),
+        config_dir: cli.config_dir,
         port: cli.port,
-        pins: cli.cert_fingerprints.clone(),
+        pins: cli.cert_fingerprints,
         wait_tries: cli.wait_tries,
         wait_interval: Duration::from_secs(cli.wait_interval_seconds),
         timeout: Duration::from_secs(cli.timeout_seconds),
@@ -156,13 +149,7 @@ pub trait MaintenanceApi {
 
 /// `sha256:<hex>` of a machine config, as recorded in the inventory.
 pub fn digest(config: &[u8]) -> String {
-    let hash = Sha256::digest(config);
-    let mut text = String::with_capacity(7 + 64);
-    text.push_str("sha256:");
-    for byte in hash {
-        text.push_str(&format!("{byte:02x}"));
-    }
-    text
+    pop_common::records::Digest::sha256(config).into()
 }
 
 fn config_file(dir: &Path, role: NodeRole) -> PathBuf {
@@ -210,14 +197,14 @@ impl fmt::Display for Outcome {
 }
 
 /// Does the work on every node of `inventory` (recording what it did there) through `api`;
-/// `sleep` is how it waits between two checks. Returns one message per failed node.
+/// `sleep` is how it waits between two checks. Returns the nodes that failed, and why.
 pub fn apply_all(
     config: &Config,
     inventory: &mut NodeInventory,
     configs: &[(NodeRole, Vec<u8>)],
     api: &dyn MaintenanceApi,
     sleep: &dyn Fn(Duration),
-) -> (Outcome, Vec<String>) {
+) -> (Outcome, Vec<NodeFailure>) {
     let mut outcome = Outcome::default();
     let mut failures = Vec::new();
     for node in &mut inventory.nodes {
@@ -237,8 +224,9 @@ pub fn apply_all(
             Ok(NodeResult::Skipped) => outcome.skipped.push(node.name.clone()),
             Ok(NodeResult::AlreadyConfigured) => outcome.already_configured.push(node.name.clone()),
             Err(message) => {
-                pop_common::warn!("{}: {message}", node.name);
-                failures.push(format!("{}: {message}", node.name));
+                let failure = NodeFailure::new(&node.name, message);
+                pop_common::warn!("{failure}");
+                failures.push(failure);
                 outcome.failed.push(node.name.clone());
             }
         }
@@ -367,7 +355,7 @@ pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Res
     let (outcome, failures) =
         apply_all(config, &mut inventory, &configs, &api, &std::thread::sleep);
     pop_common::info!("{outcome}");
-    inventory.write_to(&mut output).map_err(Error::Output)?;
+    inventory.write_to(&mut output).output()?;
     Ok(pop_common::records::NodeFailures::check(failures)?)
 }
 
@@ -444,7 +432,7 @@ mod tests {
         api: &Scripted,
         inventory: &mut NodeInventory,
         worker_config: &[u8],
-    ) -> (Outcome, Vec<String>) {
+    ) -> (Outcome, Vec<NodeFailure>) {
         apply_all(
             &config(),
             inventory,
@@ -519,7 +507,7 @@ mod tests {
         let mut inventory = inventory("{}");
         let (outcome, failures) = apply_worker(&api, &mut inventory, b"w");
         assert_eq!(outcome.failed, ["w1"]);
-        assert!(failures[0].contains("w1: 192.0.2.7:50000: took the config but was still in maintenance mode after 3 checks"), "{failures:?}");
+        assert!(failures[0].to_string().contains("w1: 192.0.2.7:50000: took the config but was still in maintenance mode after 3 checks"), "{failures:?}");
         assert_eq!(inventory.nodes[0].step(steps::CONFIG_APPLIED), None);
     }
 
@@ -549,7 +537,7 @@ mod tests {
             let mut inventory = inventory("{}");
             let (_, failures) = apply_worker(&api, &mut inventory, b"w");
             assert!(
-                failures.len() == 1 && failures[0].contains(needle),
+                failures.len() == 1 && failures[0].to_string().contains(needle),
                 "{failures:?}"
             );
             assert!(api.applied.borrow().is_empty());
@@ -566,9 +554,9 @@ mod tests {
             "--cert-fingerprint",
             &base64::engine::general_purpose::STANDARD.encode([7u8; 32]),
         ]);
-        assert_eq!(resolve(&good, &env).unwrap().pins.len(), 1);
+        assert_eq!(resolve(good, &env).unwrap().pins.len(), 1);
         let bad = Cli::parse_from(["t", "--cert-fingerprint", "abc"]);
-        let err = resolve(&bad, &env).unwrap_err();
+        let err = resolve(bad, &env).unwrap_err();
         assert_eq!(err.exit(), Exit::Usage);
         assert!(err.to_string().contains("--cert-fingerprint `abc`"));
     }

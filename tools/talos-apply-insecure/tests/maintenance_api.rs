@@ -1,4 +1,4 @@
-//! talos-apply-insecure against `tests/stand-ins/talos_maintenance.py`: a Talos API on loopback
+//! talos-apply-insecure against testkit's `talos_maintenance.py`: a Talos API on loopback
 //! with a self-signed certificate, speaking the real `machine.MachineService` messages compiled
 //! from `../shared/talos/v1.13.9/api` (so the hand-written prost messages are checked against
 //! Talos's own .proto), behaving as Talos v1.13.9's maintenance mode does (and v1.11's, where
@@ -118,7 +118,7 @@ fn start(api: &Path, dir: &Path, extra: &[&str]) -> StandIn {
     let records = dir.join(format!("records-{}", extra.join("-")));
     fs::create_dir_all(&records).unwrap();
     let port_file = records.join("port");
-    let script = testkit::workspace::root().join("tests/stand-ins/talos_maintenance.py");
+    let script = testkit::standin::path("talos_maintenance.py");
     let child = Command::new("python3")
         .arg(script)
         .args(["--api-dir", api.to_str().unwrap()])
@@ -393,10 +393,7 @@ try:
 except grpc.RpcError as e:
     print(e.code().name, e.details())
 "#,
-        stand_ins = testkit::workspace::root()
-            .join("tests/stand-ins")
-            .display()
-            .to_string(),
+        stand_ins = testkit::standin::path("").display().to_string(),
         api = api.display().to_string(),
         cert = dir.join("node.crt").display().to_string(),
     );

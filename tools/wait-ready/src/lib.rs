@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use pop_common::exit::{Exit, Report};
+use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::tool::Env;
 
 pub use duration::parse_duration;
@@ -67,7 +67,7 @@ pub enum Error {
     #[error("timed out after {}: {stuck}", duration::human(*waited))]
     Timeout { waited: Duration, stuck: String },
     #[error("writing the summary: {0}")]
-    Write(#[source] std::io::Error),
+    Write(#[from] OutputError),
 }
 
 impl Report for Error {
@@ -77,15 +77,9 @@ impl Report for Error {
             _ => Exit::Failure,
         }
     }
-    fn io_error(&self) -> Option<&std::io::Error> {
-        match self {
-            Error::Write(err) => Some(err),
-            _ => None,
-        }
-    }
 }
 
-pub fn resolve(cli: &Cli, env: &Env) -> Result<Config, Error> {
+pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     let kubeconfig = match &cli.kubeconfig {
         Some(path) => path.clone(),
         None => match (env.non_empty("KUBECONFIG"), env.non_empty("HOME")) {
@@ -113,11 +107,11 @@ pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result
         .build()
         .map_err(Error::Runtime)?;
     let summary = runtime.block_on(watch::wait(config))?;
-    let mut text =
-        serde_json::to_string(&summary).map_err(|e| Error::Write(std::io::Error::other(e)))?;
+    let mut text = serde_json::to_string(&summary)
+        .map_err(|e| Error::Write(std::io::Error::other(e).into()))?;
     text.push('\n');
-    output.write_all(text.as_bytes()).map_err(Error::Write)?;
-    output.flush().map_err(Error::Write)
+    output.write_all(text.as_bytes()).output()?;
+    Ok(output.flush().output()?)
 }
 
 #[cfg(test)]
@@ -132,19 +126,19 @@ mod tests {
     #[test]
     fn the_kubeconfig_comes_from_the_flag_then_kubeconfig_then_home() {
         let env = Env::from_pairs([("KUBECONFIG", "/a/one:/a/two"), ("HOME", "/home/x")]);
-        let flag = resolve(&cli(&["--kubeconfig", "/k"]), &env).unwrap();
+        let flag = resolve(cli(&["--kubeconfig", "/k"]), &env).unwrap();
         assert_eq!(flag.kubeconfig, PathBuf::from("/k"));
         assert_eq!(
-            resolve(&cli(&[]), &env).unwrap().kubeconfig,
+            resolve(cli(&[]), &env).unwrap().kubeconfig,
             PathBuf::from("/a/one")
         );
         let home = Env::from_pairs([("HOME", "/home/x")]);
         assert_eq!(
-            resolve(&cli(&[]), &home).unwrap().kubeconfig,
+            resolve(cli(&[]), &home).unwrap().kubeconfig,
             PathBuf::from("/home/x/.kube/config")
         );
         assert!(matches!(
-            resolve(&cli(&[]), &Env::default()),
+            resolve(cli(&[]), &Env::default()),
             Err(Error::NoKubeconfig)
         ));
     }
@@ -152,16 +146,16 @@ mod tests {
     #[test]
     fn uncordon_is_a_list_or_all_never_both() {
         let env = Env::from_pairs([("HOME", "/h")]);
-        let named = resolve(&cli(&["--uncordon", "a", "--uncordon", "b"]), &env).unwrap();
+        let named = resolve(cli(&["--uncordon", "a", "--uncordon", "b"]), &env).unwrap();
         assert_eq!(
             named.uncordon,
             Selection::Named(["a".to_owned(), "b".to_owned()].into())
         );
-        let all = resolve(&cli(&["--uncordon-all"]), &env).unwrap();
+        let all = resolve(cli(&["--uncordon-all"]), &env).unwrap();
         assert_eq!(all.uncordon, Selection::All);
         assert!(Cli::try_parse_from(["wait-ready", "--uncordon", "a", "--uncordon-all"]).is_err());
         assert_eq!(
-            resolve(&cli(&["--timeout", "90s"]), &env).unwrap().timeout,
+            resolve(cli(&["--timeout", "90s"]), &env).unwrap().timeout,
             Duration::from_secs(90)
         );
         assert!(Cli::try_parse_from(["wait-ready", "--timeout", "soon"]).is_err());

@@ -36,17 +36,7 @@ pub struct Request<'a> {
 }
 
 pub fn sha256_hex(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    out
+    pop_common::hex::encode(&Sha256::digest(data))
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
@@ -219,7 +209,7 @@ impl Signer {
         let k_region = hmac(&k_date, self.region.as_bytes());
         let k_service = hmac(&k_region, self.service.as_bytes());
         let k_signing = hmac(&k_service, b"aws4_request");
-        hex(&hmac(&k_signing, sts.as_bytes()))
+        pop_common::hex::encode(&hmac(&k_signing, sts.as_bytes()))
     }
 
     /// The `Authorization` header value.

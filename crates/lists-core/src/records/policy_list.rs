@@ -1,0 +1,207 @@
+//! `PolicyList`: one generated policy list (Tor exits, the prefixes of hosting ASNs).
+//!
+//! Written on stdout by `lists-gen-asn` and `lists-gen-tor`, read by `lists-refresh` (which
+//! publishes it) and by the generators themselves as `--previous`. Example:
+//!
+//! ```json
+//! {
+//!   "kind": "PolicyList",
+//!   "version": 1,
+//!   "name": "hosting",
+//!   "generator": "asn",
+//!   "sources": ["https://iptoasn.com/data/ip2asn-combined.tsv.gz"],
+//!   "asns": [24940],
+//!   "generated_at": "2026-06-19T17:00:00Z",
+//!   "counts": {"ipv4": 2, "ipv6": 1},
+//!   "ipv4": ["5.9.0.0/16", "23.88.0.0/17"],
+//!   "ipv6": ["2a01:4f8::/32"]
+//! }
+//! ```
+//!
+//! Each family's prefixes are canonical (no host bit set), sorted by address and never overlap:
+//! an `asn` list is the minimal aggregated set; a `tor` list has one /32 or /128 per address.
+//! `sources` never carries credentials: user info and query strings of URLs are redacted.
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use serde::{Deserialize, Serialize};
+
+use super::list_sources::{ListGenerator, valid_list_name};
+use pop_common::records::{Kind, Problem, RecordKind, Version};
+
+pub const POLICY_LIST_VERSION: u32 = 1;
+
+/// One generated list of prefixes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyList {
+    pub kind: Kind<PolicyList>,
+    pub version: Version<POLICY_LIST_VERSION>,
+    /// The list's name (see [`crate::records::ListSources`]).
+    pub name: String,
+    /// What built it.
+    pub generator: ListGenerator,
+    /// Where the data came from (URLs redacted of credentials, or file paths).
+    pub sources: Vec<String>,
+    /// The ASNs selected (`asn` lists only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asns: Vec<u32>,
+    /// When it was generated, RFC 3339 in UTC (`2026-06-19T17:00:00Z`).
+    pub generated_at: String,
+    /// How many prefixes per family (equal to the lengths of `ipv4` and `ipv6`).
+    pub counts: ListCounts,
+    pub ipv4: Vec<Ipv4Net>,
+    pub ipv6: Vec<Ipv6Net>,
+}
+
+/// Prefix counts per address family.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListCounts {
+    pub ipv4: usize,
+    pub ipv6: usize,
+}
+
+impl RecordKind for PolicyList {
+    const KIND: &'static str = "PolicyList";
+}
+
+impl PolicyList {
+    /// The text form of the list, the one every tool writes (the `<name>.txt` keys of the
+    /// `policy-lists` ConfigMap, the sets of the filter's `pluginConfig.lists`, `-o text`):
+    /// one CIDR per line, IPv4 then IPv6, each line ending with `\n`.
+    pub fn to_text(&self) -> String {
+        let mut text = String::with_capacity((self.ipv4.len() + self.ipv6.len()) * 18);
+        for net in &self.ipv4 {
+            text.push_str(&net.to_string());
+            text.push('\n');
+        }
+        for net in &self.ipv6 {
+            text.push_str(&net.to_string());
+            text.push('\n');
+        }
+        text
+    }
+
+    /// The rules serde cannot express; one message per problem, empty when the record is sound.
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        if !valid_list_name(&self.name) {
+            problems.push(Problem::new(
+                "name",
+                format!("`{}` is not a valid list name", self.name),
+            ));
+        }
+        for (field, counted, actual) in [
+            ("ipv4", self.counts.ipv4, self.ipv4.len()),
+            ("ipv6", self.counts.ipv6, self.ipv6.len()),
+        ] {
+            if counted != actual {
+                problems.push(Problem::new(
+                    format!("counts.{field}"),
+                    format!("{counted} but {field} has {actual} prefixes"),
+                ));
+            }
+        }
+        if let Some(p) = first_disorder(&self.ipv4, |n| {
+            (
+                u32::from(n.network()).into(),
+                u32::from(n.broadcast()).into(),
+            )
+        }) {
+            problems.push(Problem::new(format!("ipv4[{p}]"), DISORDER));
+        }
+        if let Some(p) = first_disorder(&self.ipv6, |n| {
+            (u128::from(n.network()), u128::from(n.broadcast()))
+        }) {
+            problems.push(Problem::new(format!("ipv6[{p}]"), DISORDER));
+        }
+        if let Some(p) = self.ipv4.iter().position(|n| n.trunc() != *n) {
+            problems.push(Problem::new(
+                format!("ipv4[{p}]"),
+                format!("{} has host bits set", self.ipv4[p]),
+            ));
+        }
+        if let Some(p) = self.ipv6.iter().position(|n| n.trunc() != *n) {
+            problems.push(Problem::new(
+                format!("ipv6[{p}]"),
+                format!("{} has host bits set", self.ipv6[p]),
+            ));
+        }
+        problems
+    }
+}
+
+const DISORDER: &str = "not sorted after, or overlapping, the prefix before it";
+
+/// The index of the first prefix that does not start strictly after the previous one ends.
+fn first_disorder<N>(nets: &[N], bounds: impl Fn(&N) -> (u128, u128)) -> Option<usize> {
+    nets.windows(2)
+        .position(|w| bounds(&w[1]).0 <= bounds(&w[0]).1)
+        .map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"{
+        "kind": "PolicyList", "version": 1, "name": "hosting", "generator": "asn",
+        "sources": ["https://iptoasn.com/data/ip2asn-combined.tsv.gz"], "asns": [24940],
+        "generated_at": "2026-06-19T17:00:00Z", "counts": {"ipv4": 2, "ipv6": 1},
+        "ipv4": ["5.9.0.0/16", "23.88.0.0/17"], "ipv6": ["2a01:4f8::/32"]
+    }"#;
+
+    #[test]
+    fn the_documented_example_reads_writes_back_and_is_sound() {
+        let list: PolicyList = serde_json::from_str(EXAMPLE).unwrap();
+        assert_eq!(list.ipv6[0].prefix_len(), 32);
+        assert!(list.problems().is_empty(), "{:?}", list.problems());
+        let text = serde_json::to_string(&list).unwrap();
+        assert!(
+            text.contains(r#""ipv4":["5.9.0.0/16","23.88.0.0/17"]"#),
+            "{text}"
+        );
+        assert_eq!(list, serde_json::from_str::<PolicyList>(&text).unwrap());
+    }
+
+    #[test]
+    fn a_tor_list_has_no_asns_field_and_unknown_fields_are_refused() {
+        let tor = EXAMPLE
+            .replace("\"asn\"", "\"tor\"")
+            .replace("\"asns\": [24940],", "");
+        let list: PolicyList = serde_json::from_str(&tor).unwrap();
+        assert!(!serde_json::to_string(&list).unwrap().contains("asns"));
+        let extra = EXAMPLE.replace("\"asns\"", "\"asn\": 1, \"asns\"");
+        assert!(serde_json::from_str::<PolicyList>(&extra).is_err());
+        let bad_prefix = EXAMPLE.replace("5.9.0.0/16", "5.9.0.0/33");
+        assert!(serde_json::from_str::<PolicyList>(&bad_prefix).is_err());
+    }
+
+    #[test]
+    fn the_text_form_is_one_cidr_per_line_ipv4_first_and_the_filter_reads_it_back() {
+        let list: PolicyList = serde_json::from_str(EXAMPLE).unwrap();
+        let text = list.to_text();
+        assert_eq!(text, "5.9.0.0/16\n23.88.0.0/17\n2a01:4f8::/32\n");
+        assert_eq!(pow_core::lists::parse_set(&text).map(|_| ()), Ok(()));
+    }
+
+    #[test]
+    fn wrong_counts_disorder_overlap_and_host_bits_are_problems() {
+        let bad = EXAMPLE
+            .replace("\"ipv4\": 2", "\"ipv4\": 3")
+            .replace(
+                r#"["5.9.0.0/16", "23.88.0.0/17"]"#,
+                r#"["23.88.0.0/17", "5.9.0.0/16", "5.9.1.0/24"]"#,
+            )
+            .replace("2a01:4f8::/32", "2a01:4f8::1/32");
+        let list: PolicyList = serde_json::from_str(&bad).unwrap();
+        let problems = pop_common::records::join_problems(&list.problems());
+        assert!(problems.contains("ipv4[1]: not sorted"), "{problems}");
+        assert!(problems.contains("ipv6[0]: 2a01:4f8::1/32 has host bits set"));
+        let fixed_counts = bad.replace("\"ipv4\": 3", "\"ipv4\": 2");
+        let list: PolicyList = serde_json::from_str(&fixed_counts).unwrap();
+        assert!(
+            pop_common::records::join_problems(&list.problems()).contains("counts.ipv4: 2 but")
+        );
+    }
+}

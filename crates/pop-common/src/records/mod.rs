@@ -1,0 +1,21 @@
+//! The records that cross pipes between tools.
+//!
+//! Every record is a JSON object whose first two fields are `kind` (a fixed string naming the
+//! record) and `version` (an integer). A reader refuses any other kind, any other version and any
+//! unknown field: a pipe that silently drops or guesses data is worse than one that stops.
+//! Adding a field is a new version.
+
+mod node_inventory;
+mod platform_inputs;
+mod problem;
+mod published_images;
+mod tag;
+
+pub use node_inventory::{
+    NODE_INVENTORY_VERSION, Node, NodeFailure, NodeFailures, NodeInventory, NodeKind, NodeRole,
+    steps,
+};
+pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
+pub use problem::{Problem, join as join_problems};
+pub use published_images::{Digest, PUBLISHED_IMAGES_VERSION, PublishedImage, PublishedImages};
+pub use tag::{Kind, RecordKind, Version};

@@ -1,0 +1,253 @@
+//! `NodeInventory`: the cluster's nodes, as `scw-infra apply` found or made them, enriched by each
+//! tool that acts on them (`scw-infra apply | scw-rescue-flash | talos-apply-insecure`).
+//!
+//! A tool reads it on stdin, does its step on the nodes that need it, and writes it back on
+//! stdout with what it did recorded in the node's `steps` (so a re-run skips what is done).
+//!
+//! ```json
+//! {
+//!   "kind": "NodeInventory",
+//!   "version": 1,
+//!   "cluster_name": "edge-par",
+//!   "cluster_endpoint": "https://api.example.com:6443",
+//!   "nodes": [
+//!     {
+//!       "name": "edge-par-cp-1", "role": "controlplane", "kind": "instance",
+//!       "zone": "fr-par-1", "id": "11111111-1111-4111-8111-111111111111",
+//!       "public_ipv4": "203.0.113.11", "public_ipv6": null, "private_ipv4": "10.194.0.11",
+//!       "steps": {}
+//!     },
+//!     {
+//!       "name": "edge-par-worker-1", "role": "worker", "kind": "elastic-metal",
+//!       "zone": "fr-par-1", "id": "22222222-2222-4222-8222-222222222222",
+//!       "public_ipv4": "203.0.113.10", "public_ipv6": "2001:db8::10", "private_ipv4": null,
+//!       "steps": { "image_flashed": "sha256:9f86d08…", "config_applied": "sha256:2c26b46…" }
+//!     }
+//!   ]
+//! }
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use serde::{Deserialize, Serialize};
+
+use super::tag::{Kind, RecordKind, Version};
+
+pub const NODE_INVENTORY_VERSION: u32 = 1;
+
+/// The step names tools record in [`Node::steps`], defined once.
+pub mod steps {
+    /// `scw-rescue-flash`: the digest (`sha256:<hex>`) of the image written onto the disk.
+    pub const IMAGE_FLASHED: &str = "image_flashed";
+    /// `talos-apply-insecure`: the digest (`sha256:<hex>`) of the machine config applied.
+    pub const CONFIG_APPLIED: &str = "config_applied";
+}
+
+/// Every node of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeInventory {
+    pub kind: Kind<NodeInventory>,
+    pub version: Version<NODE_INVENTORY_VERSION>,
+    /// The cluster's name: also the tag that finds its Scaleway resources.
+    pub cluster_name: String,
+    /// The Kubernetes API URL (`https://<api_hostname>.<dns_zone>:6443`).
+    pub cluster_endpoint: String,
+    pub nodes: Vec<Node>,
+}
+
+impl RecordKind for NodeInventory {
+    const KIND: &'static str = "NodeInventory";
+}
+
+/// One machine of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    /// The node's name (the Scaleway server's name, and the Kubernetes node's).
+    pub name: String,
+    pub role: NodeRole,
+    pub kind: NodeKind,
+    /// The Scaleway zone, such as `fr-par-1`.
+    pub zone: String,
+    /// The Scaleway server id (Instance or Elastic Metal).
+    pub id: String,
+    pub public_ipv4: Option<Ipv4Addr>,
+    pub public_ipv6: Option<Ipv6Addr>,
+    pub private_ipv4: Option<Ipv4Addr>,
+    /// What each step did to this node, by step name ([`steps`]): usually a digest.
+    #[serde(default)]
+    pub steps: BTreeMap<String, String>,
+}
+
+/// What the node does in the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeRole {
+    Controlplane,
+    Worker,
+}
+
+/// What kind of Scaleway server the node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeKind {
+    /// An Instance (the control planes), booted from the imported Talos image.
+    Instance,
+    /// An Elastic Metal server (the worker), flashed with Talos from rescue mode.
+    ElasticMetal,
+}
+
+impl NodeInventory {
+    /// Writes the inventory as the next tool of the pipe reads it: pretty JSON, one final newline,
+    /// flushed (so a tool that fails right after has still handed on what it did).
+    pub fn write_to(&self, mut out: impl Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut out, self)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+}
+
+/// One node a tool's step failed on, and why (the tool's own typed error).
+#[derive(Debug, thiserror::Error)]
+#[error("{node}: {error}")]
+pub struct NodeFailure {
+    /// The node's name, as in the inventory.
+    pub node: String,
+    pub error: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl NodeFailure {
+    pub fn new(
+        node: impl Into<String>,
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        NodeFailure {
+            node: node.into(),
+            error: error.into(),
+        }
+    }
+}
+
+/// The nodes a tool's step failed on, one `<node>: <why>` line each; the other nodes were done
+/// and recorded in the inventory the tool wrote anyway.
+#[derive(Debug, thiserror::Error)]
+#[error("{} node(s) failed:\n{}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct NodeFailures(pub Vec<NodeFailure>);
+
+impl NodeFailures {
+    /// `Ok` when no node failed, else the failures as one error.
+    pub fn check(failures: Vec<NodeFailure>) -> Result<(), NodeFailures> {
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(NodeFailures(failures))
+        }
+    }
+}
+
+impl Node {
+    /// What `step` recorded on this node, if it ran.
+    pub fn step(&self, step: &str) -> Option<&str> {
+        self.steps.get(step).map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"{
+        "kind": "NodeInventory", "version": 1,
+        "cluster_name": "edge-par", "cluster_endpoint": "https://api.example.com:6443",
+        "nodes": [
+          { "name": "edge-par-cp-1", "role": "controlplane", "kind": "instance",
+            "zone": "fr-par-1", "id": "11111111-1111-4111-8111-111111111111",
+            "public_ipv4": "203.0.113.11", "public_ipv6": null, "private_ipv4": "10.194.0.11",
+            "steps": {} },
+          { "name": "edge-par-worker-1", "role": "worker", "kind": "elastic-metal",
+            "zone": "fr-par-1", "id": "22222222-2222-4222-8222-222222222222",
+            "public_ipv4": "203.0.113.10", "public_ipv6": "2001:db8::10", "private_ipv4": null,
+            "steps": { "image_flashed": "sha256:00" } }
+        ]
+    }"#;
+
+    #[test]
+    fn the_documented_example_reads_and_writes_back_the_same() {
+        let inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        assert_eq!(inventory.nodes[1].kind, NodeKind::ElasticMetal);
+        assert_eq!(inventory.nodes[0].role, NodeRole::Controlplane);
+        assert_eq!(
+            inventory.nodes[1].step(steps::IMAGE_FLASHED),
+            Some("sha256:00")
+        );
+        assert_eq!(inventory.nodes[0].step(steps::IMAGE_FLASHED), None);
+        let text = serde_json::to_string(&inventory).unwrap();
+        assert!(text.contains(r#""kind":"elastic-metal""#), "{text}");
+        let again: NodeInventory = serde_json::from_str(&text).unwrap();
+        assert_eq!(inventory, again);
+    }
+
+    #[test]
+    fn write_to_writes_pretty_json_and_one_newline_that_reads_back() {
+        let inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        let mut out = Vec::new();
+        inventory.write_to(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("{\n  \"kind\": \"NodeInventory\""),
+            "{text}"
+        );
+        assert!(text.ends_with("}\n") && !text.ends_with("\n\n"), "{text}");
+        assert_eq!(
+            serde_json::from_str::<NodeInventory>(&text).unwrap(),
+            inventory
+        );
+    }
+
+    #[test]
+    fn write_to_reports_a_failing_writer() {
+        /// A writer whose reader has gone away.
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        let err = inventory.write_to(Closed).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    #[test]
+    fn node_failures_are_an_error_only_when_there_are_some_and_list_each_node() {
+        assert!(NodeFailures::check(Vec::new()).is_ok());
+        let err = NodeFailures::check(vec![
+            NodeFailure::new("w1", "refused"),
+            NodeFailure::new("w2", std::io::Error::from(std::io::ErrorKind::TimedOut)),
+        ]);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "2 node(s) failed:\nw1: refused\nw2: timed out"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_other_kinds_and_unknown_roles_are_refused() {
+        let extra = EXAMPLE.replace(r#""version": 1,"#, r#""version": 1, "state": "x","#);
+        assert!(serde_json::from_str::<NodeInventory>(&extra).is_err());
+        let node_extra = EXAMPLE.replace(r#""steps": {} }"#, r#""steps": {}, "ssh": 22 }"#);
+        assert!(serde_json::from_str::<NodeInventory>(&node_extra).is_err());
+        let kind = EXAMPLE.replace(r#""kind": "NodeInventory""#, r#""kind": "PlatformInputs""#);
+        assert!(serde_json::from_str::<NodeInventory>(&kind).is_err());
+        let version = EXAMPLE.replace(r#""version": 1"#, r#""version": 2"#);
+        assert!(serde_json::from_str::<NodeInventory>(&version).is_err());
+        let role = EXAMPLE.replace(r#""role": "worker""#, r#""role": "etcd""#);
+        assert!(serde_json::from_str::<NodeInventory>(&role).is_err());
+    }
+}

@@ -1,0 +1,72 @@
+//! What the workspace's tests share; a dev-dependency only, so no shipped library exports test
+//! helpers.
+//!
+//! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
+//! - [`process`]: checks of a tool's exit code, stdout and stderr.
+//! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
+//!   (Python servers, and the recording `helm`, `kubectl` and `talosctl`); the servers are started
+//!   on loopback and killed on drop.
+//! - [`workspace`]: the workspace root, `../shared`, the binaries cargo built, `python3`.
+//!
+//! Tests that need something a user's machine may lack (chromium, sshd, the upstream schemas)
+//! call [`skip_or_fail`] when it is missing: on a user's machine the test is skipped with a
+//! message; under CI (`EDGEPOP_REQUIRE_ALL=1`, set by `.ci/run`) it fails, so a missing install
+//! step can never pass as green.
+
+pub mod http;
+pub mod process;
+pub mod standin;
+pub mod workspace;
+
+/// The variable that turns every skip into a failure.
+pub const REQUIRE_ALL_VAR: &str = "EDGEPOP_REQUIRE_ALL";
+
+/// Whether skips are forbidden (CI).
+pub fn require_all() -> bool {
+    std::env::var(REQUIRE_ALL_VAR).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Reports that a test cannot run because `missing` is absent. Panics (fails the test) when
+/// skips are forbidden; otherwise prints the reason on stderr. The caller returns right after.
+#[allow(clippy::panic)] // failing the test is the point under CI
+pub fn skip_or_fail(test: &str, missing: &str) {
+    if require_all() {
+        panic!(
+            "{test}: {missing} is missing and {REQUIRE_ALL_VAR} is set: a skip is a failure here"
+        );
+    }
+    // Straight to the process's stderr, not through eprintln!: libtest captures the print
+    // macros of a passing test, and `make test` counts these lines.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {missing} is missing (set {REQUIRE_ALL_VAR}=1 to make this fail)"
+    );
+}
+
+/// `len` pseudo-random bytes (xorshift64 from `seed`, low byte of each step): data that does not
+/// compress, so a file made of them keeps its size through zstd or QCOW2, without a rand
+/// dependency. The same seed gives the same bytes.
+pub fn incompressible_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()[0]
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn incompressible_bytes_are_spread_and_repeatable() {
+        let a = super::incompressible_bytes(4096, 0x9e37_79b9_7f4a_7c15);
+        assert_eq!(a.len(), 4096);
+        assert_eq!(a, super::incompressible_bytes(4096, 0x9e37_79b9_7f4a_7c15));
+        let distinct: std::collections::BTreeSet<u8> = a.iter().copied().collect();
+        assert!(distinct.len() > 200, "{} distinct bytes", distinct.len());
+    }
+}

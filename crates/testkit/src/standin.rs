@@ -1,0 +1,140 @@
+//! The stand-ins of the APIs that cannot run on a test machine (Scaleway, S3, a Talos node in
+//! maintenance mode, the Kubernetes API for the pipelines) and the recording `helm`, `kubectl` and
+//! `talosctl`, all in `stand-ins/` beside this crate. The Python servers run as child processes
+//! on loopback: each binds an ephemeral port on 127.0.0.1 and writes it (atomically, by rename) to
+//! a port file once it listens. [`StandIn`] starts one, waits for that port and kills it on drop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// How long a stand-in may take to listen (Python's start-up, and the Scaleway stand-in's
+/// loading of the OpenAPI specs, on a loaded 2-core machine).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A file or folder of `stand-ins/` (a script, or `recording` for the recording tools), found
+/// relative to this crate, wherever the test that asks runs from.
+pub fn path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("stand-ins")
+        .join(name)
+}
+
+/// `python3 <testkit>/stand-ins/<script>`, to which the caller adds the script's arguments
+/// before [`StandIn::start`].
+pub fn python(script: &str) -> Command {
+    let mut command = Command::new("python3");
+    command.arg(path(script));
+    command
+}
+
+/// A running stand-in; killed (and reaped) on drop.
+#[derive(Debug)]
+pub struct StandIn {
+    child: Child,
+    port: u16,
+}
+
+impl StandIn {
+    /// Spawns `command` and waits until it has written its port to `port_file`. Fails the test
+    /// when it cannot start, exits first, or does not listen within a minute.
+    #[allow(clippy::panic)] // a test helper: a stand-in that does not start fails the test
+    pub fn start(command: &mut Command, port_file: &Path) -> StandIn {
+        let child = match command.spawn() {
+            Ok(child) => child,
+            Err(err) => panic!("cannot start the stand-in {command:?}: {err}"),
+        };
+        // From here on, a panic drops (kills) the child.
+        let mut stand_in = StandIn { child, port: 0 };
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Ok(text) = std::fs::read_to_string(port_file) {
+                match text.trim().parse() {
+                    Ok(port) => {
+                        stand_in.port = port;
+                        return stand_in;
+                    }
+                    Err(_) => panic!("{}: not a port: {text:?}", port_file.display()),
+                }
+            }
+            if let Ok(Some(status)) = stand_in.child.try_wait() {
+                panic!("the stand-in {command:?} exited before listening: {status}");
+            }
+            if Instant::now() >= deadline {
+                panic!("the stand-in {command:?} did not listen within {START_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The S3 stand-in (`s3_api.py`, SigV4 checked with `access_key`/`secret`, region `fr-par`)
+/// keeping its objects in `dir/s3` and logging requests to `dir/s3.jsonl` (port file
+/// `dir/s3-port`).
+pub fn s3(dir: &Path, access_key: &str, secret: &str) -> StandIn {
+    let port_file = dir.join("s3-port");
+    StandIn::start(
+        python("s3_api.py")
+            .arg("--root")
+            .arg(dir.join("s3"))
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--log")
+            .arg(dir.join("s3.jsonl"))
+            .args(["--access-key", access_key, "--secret", secret])
+            .args(["--region", "fr-par"]),
+        &port_file,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn a_stand_in_that_exits_before_listening_fails_at_once() {
+        let dir = std::env::temp_dir().join(format!("testkit-standin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port_file = dir.join("never");
+        let started = std::panic::catch_unwind(|| {
+            StandIn::start(Command::new("sh").args(["-c", "exit 3"]), &port_file)
+        });
+        let message = *started.unwrap_err().downcast::<String>().unwrap();
+        assert!(message.contains("exited before listening"), "{message}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_port_is_read_from_the_port_file() {
+        let dir = std::env::temp_dir().join(format!("testkit-port-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port_file = dir.join("port");
+        let script = format!(
+            "echo 4321 > {0}.tmp && mv {0}.tmp {0} && sleep 30",
+            port_file.display()
+        );
+        let stand_in = StandIn::start(Command::new("sh").args(["-c", &script]), &port_file);
+        assert_eq!(stand_in.port(), 4321);
+        assert_eq!(stand_in.url(), "http://127.0.0.1:4321");
+        drop(stand_in);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

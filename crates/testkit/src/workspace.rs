@@ -1,0 +1,79 @@
+//! Where things are: the workspace root, the shared read-only material beside it, the binaries
+//! cargo built, and the programs a test needs.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// The workspace root (this crate is `crates/testkit`).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A binary of the workspace, built for the running test's profile: tests in one crate run the
+/// tools of another through it (`CARGO_BIN_EXE_*` only covers a crate's own binaries). It is
+/// brought up to date with `cargo build --bin NAME` once per test process, so a test never runs
+/// a stale binary, whether it was started by `cargo test --workspace` (where this is a no-op) or
+/// by `cargo test -p edgepop-tests` alone.
+#[allow(clippy::panic)] // a test helper: a binary that does not build fails the test, saying why
+pub fn bin(name: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    // The running test is <target>/<profile>/deps/<test>-<hash>.
+    let Some(profile_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()))
+    else {
+        panic!("cannot tell where this test runs from, to find {name}")
+    };
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !built.contains(name) {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--quiet", "--bin", name])
+            .current_dir(root());
+        if profile_dir.file_name().is_some_and(|p| p == "release") {
+            build.arg("--release");
+        }
+        match build.status() {
+            Ok(status) if status.success() => {}
+            other => panic!("cargo build --bin {name} failed: {other:?}"),
+        }
+        built.insert(name.to_owned());
+    }
+    let path = profile_dir.join(name);
+    if !path.is_file() {
+        panic!("{name} is not at {} after cargo build", path.display());
+    }
+    path
+}
+
+/// The shared read-only material (`<workspace root>/../shared`, or `$EDGEPOP_SHARED`), or
+/// `None` after [`crate::skip_or_fail`] when it is absent.
+pub fn shared_dir(test: &str) -> Option<std::path::PathBuf> {
+    let dir = match std::env::var_os("EDGEPOP_SHARED") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => root().join("../shared"),
+    };
+    if dir.join("fixtures/PROVENANCE.md").is_file() {
+        Some(dir)
+    } else {
+        crate::skip_or_fail(test, &format!("the shared fixtures ({})", dir.display()));
+        None
+    }
+}
+
+/// Whether `python3` runs; otherwise reports the skip (or the failure under CI).
+pub fn python3(test: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        crate::skip_or_fail(test, "python3 (the independent oracle)");
+    }
+    ok
+}

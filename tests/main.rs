@@ -1,0 +1,17 @@
+//! The tests that cross tools: the shell pipelines, the Makefile's steps, the recording and API
+//! stand-ins, driven with the binaries cargo built. One module per concern (see Cargo.toml), all
+//! in one test binary.
+
+// A failed unwrap in a test, or in a helper only tests call, is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod apply_edge;
+mod check_prereqs;
+mod cluster_status;
+mod images;
+mod infra_pipeline;
+mod pipelines;
+mod platform;
+mod talos_patches;
+mod talos_schema;
+mod values_contract;
