@@ -24,7 +24,7 @@ die() { log "$*"; exit 1; }
 source "$root/k8s/versions.env"
 cache=${EDGEPOP_UPSTREAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgepop/upstream}
 
-# binary                   module      pinned upstream module       package                                 version command
+# binary                   module      pinned upstream module       package                                 version command (offline)
 binaries=(
   "kube-apiserver          kubernetes  k8s.io/kubernetes            k8s.io/kubernetes/cmd/kube-apiserver          --version"
   "kube-controller-manager kubernetes  k8s.io/kubernetes            k8s.io/kubernetes/cmd/kube-controller-manager --version"
@@ -33,7 +33,7 @@ binaries=(
   "etcd                    etcd        go.etcd.io/etcd/server/v3    go.etcd.io/etcd/server/v3                     --version"
   "kwok                    kwok        sigs.k8s.io/kwok             sigs.k8s.io/kwok/cmd/kwok                     --version"
   "talosctl                talosctl    github.com/siderolabs/talos  github.com/siderolabs/talos/cmd/talosctl      version --client"
-  "sops                    sops        github.com/getsops/sops/v3   github.com/getsops/sops/v3/cmd/sops           --version"
+  "sops                    sops        github.com/getsops/sops/v3   github.com/getsops/sops/v3/cmd/sops           --version --disable-version-check"
   "age                     age         filippo.io/age               filippo.io/age/cmd/age                        --version"
   "age-keygen              age         filippo.io/age               filippo.io/age/cmd/age-keygen                 --version"
 )
@@ -74,10 +74,22 @@ build_flags() {
 
 list() { printf '%s\n' "${binaries[@]}"; }
 
+# kwok simulates nodes and pods by the Stage objects it is given: the ones kwokctl gives it by
+# default (pkg/kwokctl/runtime/cluster.go: node initialisation, heartbeat with a lease, pod ready,
+# complete and delete), read from the pinned kwok module itself.
+kwok_stages=(
+  node/fast/node-initialize.yaml
+  node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  pod/fast/pod-ready.yaml
+  pod/fast/pod-complete.yaml
+  pod/fast/pod-delete.yaml
+)
+
 if [[ $mode == paths ]]; then
   while read -r name module _ _ _; do
     printf '%s\t%s\n' "$name" "$cache/$module/$(pin "$module")/$name"
   done < <(list)
+  printf '%s\t%s\n' kwok-stages "$cache/kwok/$(pin kwok)/stages"
   exit 0
 fi
 [[ $mode == build ]] || die "usage: upstream.sh [build|paths]"
@@ -128,3 +140,16 @@ while read -r name module upstream package version_args; do
   fi
   printf '%s\t%s\n' "$name" "$dir/$name"
 done < <(list)
+
+stages=$cache/kwok/$KWOK_VERSION/stages
+if [[ ! -d $stages ]]; then
+  kwok_dir=$(cd "$root/k8s/upstream/kwok" && go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/kwok) ||
+    die "cannot find the kwok module's files"
+  mkdir -p "$stages.tmp"
+  for stage in "${kwok_stages[@]}"; do
+    cp "$kwok_dir/kustomize/stage/$stage" "$stages.tmp/"
+  done
+  chmod u+w "$stages.tmp"/*
+  mv "$stages.tmp" "$stages"
+fi
+printf '%s\t%s\n' kwok-stages "$stages"
