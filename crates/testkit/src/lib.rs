@@ -1,11 +1,14 @@
 //! What the workspace's tests share; a dev-dependency only, so no shipped library exports test
 //! helpers.
 //!
+//! - [`control_plane`]: a real Kubernetes control plane on loopback (etcd, kube-apiserver,
+//!   kube-controller-manager, kube-scheduler, kwok for nodes and pods), one per test binary.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
 //!   (Python servers, and the recording `helm`, `kubectl` and `talosctl`); the servers are started
 //!   on loopback and killed on drop.
+//! - [`upstream`]: the real upstream programs built at the pins (`pipelines/upstream.sh`).
 //! - [`workspace`]: the workspace root, `../shared`, the binaries cargo built, `python3`.
 //!
 //! Tests that need something a user's machine may lack (chromium, sshd, the upstream schemas)
@@ -13,9 +16,11 @@
 //! message; under CI (`EDGEPOP_REQUIRE_ALL=1`, set by `.ci/run`) it fails, so a missing install
 //! step can never pass as green.
 
+pub mod control_plane;
 pub mod http;
 pub mod process;
 pub mod standin;
+pub mod upstream;
 pub mod workspace;
 
 /// The variable that turns every skip into a failure.
