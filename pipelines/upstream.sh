@@ -74,6 +74,20 @@ build_flags() {
 
 list() { printf '%s\n' "${binaries[@]}"; }
 
+# A module must build the pinned version: its go.mod is the only other place naming it, and the
+# nested modules it replaces (Kubernetes's staging modules, Talos's machinery) must be of the
+# same release.
+check_module() {
+  local module=$1 upstream=$2 version=$3 gomod=$root/k8s/upstream/$1/go.mod nested
+  grep -qE "^(require)?[[:space:]]+$upstream $version( |\$)" "$gomod" ||
+    die "k8s/upstream/$module/go.mod does not require $upstream $version (k8s/versions.env): update it, then run go mod tidy there"
+  case $module in
+    kubernetes) nested=$(grep -E "=> k8s\.io/[^ ]+ v" "$gomod" | grep -vE " v0\.${version#v1.}\$" || true) ;;
+    *) nested=$(grep -E "=> $upstream/[^ ]+ v" "$gomod" | grep -vE " $version\$" || true) ;;
+  esac
+  [[ -z $nested ]] || die "k8s/upstream/$module/go.mod replaces a module of the release with another version than $version: $nested"
+}
+
 # kwok simulates nodes and pods by the Stage objects it is given: the ones kwokctl gives it by
 # default (pkg/kwokctl/runtime/cluster.go: node initialisation, heartbeat with a lease, pod ready,
 # complete and delete), read from the pinned kwok module itself.
@@ -114,9 +128,7 @@ while read -r name module upstream package version_args; do
   src=$root/k8s/upstream/$module
   mapfile -t flags < <(build_flags "$module" "$version")
   if [[ -z ${ready[$module]-} ]]; then
-    # The module must build the pinned version: its go.mod is the only other place naming it.
-    grep -qE "^(require)?[[:space:]]+$upstream $version( |$)" "$src/go.mod" ||
-      die "k8s/upstream/$module/go.mod does not require $upstream $version (k8s/versions.env): update it, then run go mod tidy there"
+    check_module "$module" "$upstream" "$version"
     stamp=$(cat "$src/go.mod" "$src/go.sum" <(printf '%s\n' "${flags[@]}" "$go_version") | sha256sum | cut -d' ' -f1)
     if [[ ! -f $dir/.stamp || $(<"$dir/.stamp") != "$stamp" ]]; then
       [[ -d $dir ]] && log "$module $version was built from other sources: rebuilding"
