@@ -479,28 +479,15 @@ impl Pki {
             service_account_key: dir.join("service-account.key"),
             service_account_public: dir.join("service-account.pub"),
         };
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-noenc",
-            "-days",
-            "2",
-            "-subj",
+        pki.issue(
+            "ca",
             "/CN=edgepop-test-ca",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-            "-keyout",
-            &path_str(&pki.ca_key),
-            "-out",
-            &path_str(&pki.ca),
-        ]);
-        pki.leaf(
+            &[
+                "basicConstraints=critical,CA:TRUE",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        );
+        pki.issue(
             "apiserver",
             "/CN=kube-apiserver",
             &[
@@ -509,17 +496,17 @@ impl Pki {
             ],
         );
         // The users the RBAC bootstrap roles are bound to.
-        pki.leaf(
+        pki.issue(
             "admin",
             "/O=system:masters/CN=edgepop-test-admin",
             &["extendedKeyUsage=clientAuth"],
         );
-        pki.leaf(
+        pki.issue(
             "kube-controller-manager",
             "/CN=system:kube-controller-manager",
             &["extendedKeyUsage=clientAuth"],
         );
-        pki.leaf(
+        pki.issue(
             "kube-scheduler",
             "/CN=system:kube-scheduler",
             &["extendedKeyUsage=clientAuth"],
@@ -544,16 +531,14 @@ impl Pki {
         pki
     }
 
-    fn leaf(&self, name: &str, subject: &str, extensions: &[&str]) {
+    /// A new P-256 key `<name>.key` and its certificate `<name>.crt` for `subject`, valid two
+    /// days: the CA's signs itself, every other is a leaf the CA signs.
+    fn issue(&self, name: &str, subject: &str, extensions: &[&str]) {
         let (cert, key) = (path_str(&self.cert(name)), path_str(&self.key(name)));
         let (ca, ca_key) = (path_str(&self.ca), path_str(&self.ca_key));
         let mut args = vec![
             "req",
             "-x509",
-            "-CA",
-            &ca,
-            "-CAkey",
-            &ca_key,
             "-newkey",
             "ec",
             "-pkeyopt",
@@ -563,13 +548,15 @@ impl Pki {
             "2",
             "-subj",
             subject,
-            "-addext",
-            "basicConstraints=critical,CA:FALSE",
             "-keyout",
             &key,
             "-out",
             &cert,
         ];
+        if name != "ca" {
+            args.extend(["-CA", &ca, "-CAkey", &ca_key]);
+            args.extend(["-addext", "basicConstraints=critical,CA:FALSE"]);
+        }
         for extension in extensions {
             args.extend(["-addext", extension]);
         }
