@@ -4,7 +4,8 @@
 #   make destroy  edge  -> platform -> infra     (the reverse, so nothing is left pointing at a dead cluster)
 #
 # Every recipe runs under bash -euo pipefail: a failure anywhere in a pipe stops the target.
-# `make help` lists the targets.
+# `make help` lists the targets, in the order of this file: the layers, then day to day, tear
+# down, and the build, demo and tests.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -17,8 +18,9 @@ include k8s/versions.env
 # --- Paths and knobs (override on the command line: make apply-edge EDGE_CONFIG=...) -----------
 OUT          ?= talos/_out
 INPUTS       ?= $(OUT)/platform-inputs.json
-EDGE_CONFIG  ?= config/edge.json
 INFRA_CONFIG ?= config/infra.json
+PLATFORM_CONFIG ?= config/platform.json
+EDGE_CONFIG  ?= config/edge.json
 # What `make publish-images` writes and the edge config's images.published names.
 PUBLISHED_IMAGES ?= $(OUT)/published-images.json
 KUBECONFIG   ?= $(CURDIR)/$(OUT)/kubeconfig
@@ -36,202 +38,115 @@ RUST_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find crates tools filt
 $(BIN)/%: $(RUST_SOURCES)
 	@$(CARGO) build --quiet --release --bin $*
 
-# Says that a piece of the product is not built yet, and fails: a target never pretends.
-define not_built
-	echo "make $@: not built yet: $(1)" >&2; exit 1
-endef
+# The filter module is a real file: rebuilt only when a source of the filter (Rust, page,
+# lockfile) changed. It lands where cargo puts it, under CARGO_TARGET_DIR when that is set.
+TARGET_DIR     := $(if $(filter undefined,$(origin CARGO_TARGET_DIR)),$(CURDIR)/target,$(CARGO_TARGET_DIR))
+FILTER_WASM    := $(TARGET_DIR)/wasm32-wasip1/wasm-release/pow_filter.wasm
+FILTER_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find filter -name '*.rs' -o -name Cargo.toml -o -name '*.html' -o -name '*.js' -o -name '*.css' 2>/dev/null)
 
-##@ Help
-.PHONY: help
+# The layer inputs: say how to get them rather than make's "No rule to make target".
+$(INFRA_CONFIG):
+	@echo "make: $@ is missing: cp config/infra.example.json $@, then edit it" >&2; exit 1
+$(PLATFORM_CONFIG):
+	@echo "make: $@ is missing: cp config/platform.example.json $@, then edit it" >&2; exit 1
+$(EDGE_CONFIG):
+	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
+$(INPUTS):
+	@echo "make: $@ is missing: it is written by make apply-infra (layer 1)" >&2; exit 1
+
+.PHONY: have-kubeconfig
+have-kubeconfig:
+	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
+
+##@ Start (no cluster, no credential)
+.PHONY: help check apply
 help: ## List the targets (this text)
 	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-##@ Checks (no cluster, no credential)
-.PHONY: check check-manifests
-check: ## Check the tools a real deployment needs
+check: ## Check the tools and credentials a real deployment needs
 	@pipelines/check-prereqs.sh
 
-check-manifests: $(BIN)/render-edge $(BIN)/manifest-check ## Render the committed edge examples (filter off and on) and validate every object against the upstream schemas
-	@SCHEMAS_DIR='$(SCHEMAS_DIR)' BIN='$(BIN)' pipelines/check-manifests.sh
-
-##@ Deploy (in layer order)
-.PHONY: apply apply-infra apply-platform apply-edge dry-run-edge diff-edge
-apply: ## Apply infra, then platform, then edge
+apply: ## Apply the three layers in order: infra, then platform, then edge
 	$(MAKE) apply-infra
 	$(MAKE) apply-platform
 	$(MAKE) apply-edge
 
-apply-infra: ## Layer 1: Scaleway resources and the Talos cluster; writes talos/_out/kubeconfig and platform-inputs.json
-	@[[ -f tools/scw-infra/Cargo.toml ]] || { $(call not_built,scw-infra (the Scaleway resources) is not in this tree yet$(,) so nothing writes $(INPUTS)); }
-	@[[ -f $(INFRA_CONFIG) ]] || { echo "make $@: $(INFRA_CONFIG) is missing: cp config/infra.example.json $(INFRA_CONFIG)$(,) then edit it" >&2; exit 1; }
+##@ Layer 1, infra: the Scaleway resources and the Talos cluster
+.PHONY: apply-infra dry-run-infra
+apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos configured; writes talos/_out/kubeconfig and platform-inputs.json
 	@$(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' TALOS_VERSION='$(TALOS_VERSION)' \
 	  TALOS_RELEASE_URL='$(TALOS_RELEASE_URL)' pipelines/infra.sh apply
 
-# >>> platform (issue 13)
-PLATFORM_CONFIG ?= config/platform.json
-PLATFORM_VALUES := $(OUT)/platform-values
-PLATFORM_RELEASES := cilium cert-manager istio-base istiod
-PLATFORM_RENDERED := $(PLATFORM_RELEASES:%=$(PLATFORM_VALUES)/%.json)
-DELETE_CRDS ?=
+dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
+	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
 
-$(PLATFORM_CONFIG):
-	@echo "make: $@ is missing: cp config/platform.example.json $@, then edit it" >&2; exit 1
+##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio
+.PHONY: vendor apply-platform diff-platform
+PLATFORM_VALUES ?= $(OUT)/platform-values
+DELETE_CRDS     ?=
 
-# The day-2 switches of the platform config, as Helm values: one real file per release. (A static
-# pattern rule: render-platform is then no intermediate file that make would delete.)
-$(PLATFORM_RENDERED): $(PLATFORM_VALUES)/%.json: $(PLATFORM_CONFIG) $(BIN)/render-platform
-	@mkdir -p $(@D)
-	$(BIN)/render-platform --config $(PLATFORM_CONFIG) $* > $@.tmp
-	mv $@.tmp $@
+# render-platform owns the list of releases: it writes each one's Helm values (the day-2
+# switches of the platform config) and then releases.tsv, the releases in install order with
+# their charts and pins, which platform.sh reads. It compiles k8s/versions.env in.
+PLATFORM_RELEASES := $(PLATFORM_VALUES)/releases.tsv
+$(BIN)/render-platform: k8s/versions.env
+$(PLATFORM_RELEASES): $(PLATFORM_CONFIG) $(BIN)/render-platform
+	$(BIN)/render-platform --config $(PLATFORM_CONFIG) --out-dir $(PLATFORM_VALUES)
 
-.PHONY: diff-platform have-kubeconfig
-have-kubeconfig:
-	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
+vendor: ## Fetch the pinned Gateway API CRDs into k8s/vendor/ and check each sha256 (once, before apply-platform)
+	@pipelines/vendor.sh
 
-apply-platform: have-kubeconfig $(PLATFORM_RENDERED) ## Layer 2: Cilium, Gateway API CRDs (make vendor), cert-manager, Istio; helm --wait --atomic, pinned
+apply-platform: have-kubeconfig $(PLATFORM_RELEASES) ## Cilium, Gateway API CRDs, cert-manager, Istio: helm --wait --atomic, pinned
 	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh apply
 
-diff-platform: have-kubeconfig $(PLATFORM_RENDERED) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
+diff-platform: have-kubeconfig $(PLATFORM_RELEASES) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
 	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh diff
-# <<< platform
 
-# The layer inputs: say how to get them rather than make's "No rule to make target".
-$(INPUTS):
-	@echo "make: $@ is missing: it is written by make apply-infra (layer 1)" >&2; exit 1
-$(EDGE_CONFIG):
-	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
-$(INFRA_CONFIG):
-	@echo "make: $@ is missing: cp config/infra.example.json $@, then edit it" >&2; exit 1
+##@ Layer 3, edge: gateway, routes, certificates, origin, the challenge filter and its images
+.PHONY: apply-edge dry-run-edge diff-edge check-manifests filter-image lists-image lists-musl publish-images setup-images
 
 # The edge objects are a real file: re-rendered only when an input, the config, a pinned version,
 # the published images' record or the tool changes. render-edge compiles k8s/versions.env in (the
-# images it renders), so a version bump rebuilds it too.
+# images it renders), so a version bump rebuilds it too. Beside them, from the same inputs, the
+# names the edge scripts share with the objects (render-edge --names).
+EDGE_OBJECTS := $(OUT)/edge-objects.yaml
+EDGE_NAMES   := $(OUT)/edge-names.env
+EDGE_INPUTS  := $(INPUTS) $(EDGE_CONFIG) k8s/versions.env $(BIN)/render-edge $(wildcard $(PUBLISHED_IMAGES))
 $(BIN)/render-edge: k8s/versions.env
-$(OUT)/edge-objects.yaml: $(INPUTS) $(EDGE_CONFIG) k8s/versions.env $(BIN)/render-edge $(wildcard $(PUBLISHED_IMAGES))
+$(EDGE_OBJECTS): $(EDGE_INPUTS)
 	@mkdir -p $(OUT)
 	$(BIN)/render-edge --inputs $(INPUTS) --config $(EDGE_CONFIG) > $@.tmp
 	mv $@.tmp $@
+$(EDGE_NAMES): $(EDGE_INPUTS)
+	@mkdir -p $(OUT)
+	$(BIN)/render-edge --inputs $(INPUTS) --config $(EDGE_CONFIG) --names > $@.tmp
+	mv $@.tmp $@
 
-apply-edge: $(OUT)/edge-objects.yaml ## Layer 3: gateway, routes, issuer, origin, filter (server-side apply, prunes what is no longer rendered)
-	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh apply
+apply-edge: $(EDGE_OBJECTS) $(EDGE_NAMES) ## Server-side apply of the edge objects; prunes what is no longer rendered
+	@OBJECTS=$(EDGE_OBJECTS) NAMES=$(EDGE_NAMES) FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh apply
 
-dry-run-edge: $(OUT)/edge-objects.yaml ## The dry-run twin of apply-edge: the API server checks everything, nothing is persisted
-	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh dry-run
+dry-run-edge: $(EDGE_OBJECTS) $(EDGE_NAMES) ## The dry-run twin of apply-edge: the API server checks everything, nothing is persisted
+	@OBJECTS=$(EDGE_OBJECTS) NAMES=$(EDGE_NAMES) FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh dry-run
 
-diff-edge: $(OUT)/edge-objects.yaml ## Show what apply-edge would change on the cluster
-	@OBJECTS=$< EDGE_CONFIG='$(EDGE_CONFIG)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
+diff-edge: $(EDGE_OBJECTS) $(EDGE_NAMES) ## Show what apply-edge would change on the cluster
+	@OBJECTS=$(EDGE_OBJECTS) NAMES=$(EDGE_NAMES) FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
 
-.PHONY: dry-run-infra
-dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the calls it would make (JSON lines), makes none
-	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
+check-manifests: $(BIN)/render-edge $(BIN)/manifest-check ## Render the committed edge examples (filter off and on) and validate every object against the upstream schemas
+	@SCHEMAS_DIR='$(SCHEMAS_DIR)' BIN='$(BIN)' pipelines/check-manifests.sh
 
-##@ Day to day
-.PHONY: up down kubeconfig cluster-status rotate-pow-secret
-# make up: scw-infra (issue 11) powers the servers on; wait-ready (issue 13) hands back control
-# only when every node is Ready, the nodes are uncordoned and no pod is outside Running or
-# Succeeded. UNCORDON=all (default) uncordons every cordoned node, UNCORDON=a,b only those,
-# UNCORDON= none.
-UNCORDON     ?= all
-UP_TIMEOUT   ?= 15m
-SCW_INFRA    := $(if $(wildcard tools/scw-infra/Cargo.toml),$(BIN)/scw-infra)
-UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
-.PHONY: have-scw-infra
-have-scw-infra:
-	@$(if $(SCW_INFRA),true,$(call not_built,scw-infra (tools/scw-infra) is missing$(,) so nothing can power the servers on))
-
-up: have-scw-infra have-kubeconfig $(SCW_INFRA) $(BIN)/wait-ready ## Power the cluster on, then wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
-	$(SCW_INFRA) power on --config '$(INFRA_CONFIG)'
-	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
-
-down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Power the cluster off: Instances poweroff (not standby, still billed), Elastic Metal stop
-	$(BIN)/scw-infra power off --config '$(INFRA_CONFIG)'
-
-kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make kubeconfig)"
-	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
-	@echo "export KUBECONFIG='$(KUBECONFIG)'"
-
-cluster-status: ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
-	@pipelines/cluster-status.sh
-
-rotate-pow-secret: $(OUT)/edge-objects.yaml ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
-	@OBJECTS=$< OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
-
-##@ Tear down (reverse order; asks first unless CONFIRM=yes)
-.PHONY: destroy destroy-edge destroy-platform destroy-infra confirm
-destroy: ## Destroy edge, then platform, then infra
-	@$(MAKE) --no-print-directory confirm WHAT="the edge, the platform and the infrastructure of this cluster"
-	$(MAKE) destroy-edge CONFIRM=yes
-	$(MAKE) destroy-platform CONFIRM=yes
-	$(MAKE) destroy-infra CONFIRM=yes
-
-destroy-edge: $(OUT)/edge-objects.yaml ## Delete the edge layer's objects
-	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
-	@OBJECTS=$< pipelines/destroy-edge.sh
-
-destroy-platform: ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
-	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
-	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
-	@DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
-
-destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Delete the Scaleway resources found by the cluster's tags (prints each one removed)
-	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
-	$(BIN)/scw-infra destroy --yes --config '$(INFRA_CONFIG)'
-
-confirm:
-	@if [[ '$(CONFIRM)' == yes ]]; then exit 0; fi; \
-	if [[ ! -t 0 ]]; then echo "refusing to destroy $(WHAT) without a terminal: set CONFIRM=yes" >&2; exit 1; fi; \
-	read -r -p "Destroy $(WHAT)? Type 'yes': " answer; \
-	[[ "$$answer" == yes ]] || { echo "nothing destroyed" >&2; exit 1; }
-
-##@ Build, demo, tests
-.PHONY: lists filter demo test lint bench vendor
-# >>> lists (issue 4)
-LISTS_SOURCES ?= config/lists-sources.example.json
-LISTS_OUT     ?= $(OUT)/lists
-LISTS_SHARED  ?= $(if $(filter undefined,$(origin EDGEPOP_SHARED)),../shared,$(EDGEPOP_SHARED))
-
-lists: $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor ## Generate the policy lists (Tor exits, hosting ASNs) from LISTS_SOURCES into talos/_out/lists/
-	@BIN='$(BIN)' SOURCES='$(LISTS_SOURCES)' OUT_DIR='$(LISTS_OUT)' pipelines/lists.sh
-
-.PHONY: bench-lists
-bench-lists: $(BIN)/lists-gen-asn ## lists-gen-asn on the full real IPv4 dataset vs awk | iprange and Python (needs iprange, hyperfine)
-	@BIN='$(BIN)' SHARED='$(LISTS_SHARED)' pipelines/bench-lists.sh
-# <<< lists
-
-# >>> filter (issue 3)
-# The module is a real file: rebuilt only when a source of the filter (Rust, page, lockfile) changed.
-# It lands where cargo puts it, under CARGO_TARGET_DIR when that is set.
-FILTER_TARGET_DIR := $(if $(filter undefined,$(origin CARGO_TARGET_DIR)),$(CURDIR)/target,$(CARGO_TARGET_DIR))
-FILTER_WASM := $(FILTER_TARGET_DIR)/wasm32-wasip1/wasm-release/pow_filter.wasm
-FILTER_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find filter -name '*.rs' -o -name Cargo.toml -o -name '*.html' -o -name '*.js' -o -name '*.css' 2>/dev/null)
-
-$(FILTER_WASM): $(FILTER_SOURCES) | setup-demo
-	$(CARGO) build --quiet -p pow-filter --target wasm32-wasip1 --profile wasm-release
-	@touch $@
-
-filter: $(FILTER_WASM) ## Build the pow-filter .wasm module and print its sha256 (what the WasmPlugin pins)
-	@echo "$(FILTER_WASM): $$(stat -c %s '$(FILTER_WASM)') bytes" >&2
-	@sha256sum '$(FILTER_WASM)'
-
-demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
-	@$(CARGO) run --quiet --release -p pow-demo --bin pow-demo -- --port '$(DEMO_PORT)' --wasm '$(FILTER_WASM)'
-# <<< filter
-
-# >>> images (issue 10)
 # The edge's two images, built without a container engine (tools/oci-image): reproducible OCI
 # layouts under target/images, pushed by `make publish-images` to the edge config's
 # images.registry; the PublishedImages record pins both by manifest digest for render-edge.
-IMAGES_DIR       := $(FILTER_TARGET_DIR)/images
-FILTER_IMAGE     := $(IMAGES_DIR)/pow-filter
-LISTS_IMAGE      := $(IMAGES_DIR)/lists-refresh
-MUSL_TARGET      := x86_64-unknown-linux-musl
-MUSL_BIN         := $(FILTER_TARGET_DIR)/$(MUSL_TARGET)/release
-CA_BUNDLE        ?= /etc/ssl/certs/ca-certificates.crt
+IMAGES_DIR   := $(TARGET_DIR)/images
+FILTER_IMAGE := $(IMAGES_DIR)/pow-filter
+LISTS_IMAGE  := $(IMAGES_DIR)/lists-refresh
+MUSL_TARGET  := x86_64-unknown-linux-musl
+MUSL_BIN     := $(TARGET_DIR)/$(MUSL_TARGET)/release
+CA_BUNDLE    ?= /etc/ssl/certs/ca-certificates.crt
 # The tar entries' mtime; 0 unless the caller pins another (reproducible-builds.org convention).
 SOURCE_DATE_EPOCH ?= 0
 
-.PHONY: filter-image lists-image lists-musl publish-images
 filter-image: $(FILTER_WASM) $(BIN)/oci-image ## The filter as a Wasm OCI image (Istio's compat layout) in target/images/pow-filter; prints its manifest digest
 	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image filter --wasm '$(FILTER_WASM)' --out '$(FILTER_IMAGE)'
 
@@ -253,10 +168,83 @@ lists-image: lists-musl $(BIN)/oci-image ## The lists-refresh image (static bina
 publish-images: filter-image lists-image $(EDGE_CONFIG) ## Push both images to the edge config's images.registry; writes talos/_out/published-images.json (pinned by digest)
 	$(BIN)/oci-image publish --edge-config '$(EDGE_CONFIG)' --filter '$(FILTER_IMAGE)' --lists '$(LISTS_IMAGE)' --record '$(PUBLISHED_IMAGES)'
 
-.PHONY: setup-images
 setup-images:
 	@pipelines/setup.sh images
-# <<< images
+
+##@ Day to day
+.PHONY: up down kubeconfig cluster-status rotate-pow-secret
+# make up: scw-infra powers the servers on; wait-ready hands back control only when every node is
+# Ready, the nodes are uncordoned and no pod is outside Running or Succeeded. UNCORDON=all
+# (default) uncordons every cordoned node, UNCORDON=a,b only those, UNCORDON= none.
+UNCORDON     ?= all
+UP_TIMEOUT   ?= 15m
+UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
+
+up: have-kubeconfig $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the cluster on, then wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
+	$(BIN)/scw-infra power on --config '$(INFRA_CONFIG)'
+	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
+
+down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Power the cluster off: Instances poweroff (not standby, still billed), Elastic Metal stop
+	$(BIN)/scw-infra power off --config '$(INFRA_CONFIG)'
+
+kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make kubeconfig)"
+	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
+	@echo "export KUBECONFIG='$(KUBECONFIG)'"
+
+cluster-status: ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
+	@pipelines/cluster-status.sh
+
+rotate-pow-secret: $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
+	@NAMES=$(EDGE_NAMES) OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
+
+##@ Tear down (reverse order; asks first unless CONFIRM=yes)
+.PHONY: destroy destroy-edge destroy-platform destroy-infra confirm
+destroy: ## Destroy edge, then platform, then infra
+	@$(MAKE) --no-print-directory confirm WHAT="the edge, the platform and the infrastructure of this cluster"
+	$(MAKE) destroy-edge CONFIRM=yes
+	$(MAKE) destroy-platform CONFIRM=yes
+	$(MAKE) destroy-infra CONFIRM=yes
+
+destroy-edge: $(EDGE_NAMES) ## Delete the edge layer's objects
+	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
+	@NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh
+
+destroy-platform: $(PLATFORM_RELEASES) ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
+	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
+	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
+	@RENDERED_DIR='$(PLATFORM_VALUES)' DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
+
+destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Delete the Scaleway resources found by the cluster's tags (prints each one removed)
+	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
+	$(BIN)/scw-infra destroy --yes --config '$(INFRA_CONFIG)'
+
+confirm:
+	@if [[ '$(CONFIRM)' == yes ]]; then exit 0; fi; \
+	if [[ ! -t 0 ]]; then echo "refusing to destroy $(WHAT) without a terminal: set CONFIRM=yes" >&2; exit 1; fi; \
+	read -r -p "Destroy $(WHAT)? Type 'yes': " answer; \
+	[[ "$$answer" == yes ]] || { echo "nothing destroyed" >&2; exit 1; }
+
+##@ Build, demo, tests
+.PHONY: filter demo lists test lint bench bench-lists setup-demo setup-test setup-bench
+$(FILTER_WASM): $(FILTER_SOURCES) | setup-demo
+	$(CARGO) build --quiet -p pow-filter --target wasm32-wasip1 --profile wasm-release
+	@touch $@
+
+filter: $(FILTER_WASM) ## Build the pow-filter .wasm module and print its sha256 (what the WasmPlugin pins)
+	@echo "$(FILTER_WASM): $$(stat -c %s '$(FILTER_WASM)') bytes" >&2
+	@sha256sum '$(FILTER_WASM)'
+
+demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
+	@$(CARGO) run --quiet --release -p pow-demo --bin pow-demo -- --port '$(DEMO_PORT)' --wasm '$(FILTER_WASM)'
+
+LISTS_SOURCES ?= config/lists-sources.example.json
+LISTS_OUT     ?= $(OUT)/lists
+LISTS_SHARED  ?= $(if $(filter undefined,$(origin EDGEPOP_SHARED)),../shared,$(EDGEPOP_SHARED))
+
+# lists-refresh runs each generator (found beside it) in its own process, as the CronJob does,
+# and writes <name>.txt; a list that fails keeps its previous file and the run exits 1 naming it.
+lists: $(BIN)/lists-refresh $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor ## Generate the policy lists (Tor exits, hosting ASNs) from LISTS_SOURCES into talos/_out/lists/
+	$(BIN)/lists-refresh --sources '$(LISTS_SOURCES)' --out-dir '$(LISTS_OUT)'
 
 .PHONY: upstream
 upstream: ## Build the upstream programs the tests run (etcd, Kubernetes, kwok, talosctl, sops, age) at the pins, cached; print their paths
@@ -265,30 +253,28 @@ upstream: ## Build the upstream programs the tests run (etcd, Kubernetes, kwok, 
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)
 	@CARGO='$(CARGO)' pipelines/test.sh
 
-bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, image upload, image write over SSH, list generation
-	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
-	@[[ -d filter/browsers/chromium/node_modules ]] || npm ci --prefix filter/browsers/chromium --no-audit --no-fund
-	$(CARGO) bench --quiet -p pow-demo --bench filter
-	$(CARGO) bench --quiet -p pow-core --bench filter
-	$(CARGO) bench --quiet -p scw-infra --bench upload
-	$(CARGO) bench --quiet -p scw-rescue-flash --bench image_write
-	$(MAKE) bench-lists
-
 lint: setup-demo ## cargo fmt --check and clippy -D warnings, native and wasm32-wasip1
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p pow-filter -p bench-floor --target wasm32-wasip1 -- -D warnings
 
-# What demo and test need and a fresh machine lacks (Rust target, browsers, npm packages).
-.PHONY: setup-demo setup-test setup-bench
+bench: setup-bench $(FILTER_WASM) ## Benchmarks: filter cost per request, page hash rate, image upload, image write over SSH, list generation
+	$(CARGO) build --quiet -p bench-floor --target wasm32-wasip1 --profile wasm-release
+	$(CARGO) bench --quiet -p pow-demo --bench filter
+	$(CARGO) bench --quiet -p pow-core --bench filter
+	$(CARGO) bench --quiet -p scaleway --bench upload
+	$(CARGO) bench --quiet -p scw-rescue-flash --bench image_write
+	$(MAKE) bench-lists
+
+bench-lists: $(BIN)/lists-gen-asn ## lists-gen-asn on the full real IPv4 dataset vs awk | iprange and Python (needs iprange, hyperfine)
+	@BIN='$(BIN)' SHARED='$(LISTS_SHARED)' pipelines/bench-lists.sh
+
+# What each needs and a fresh machine lacks: pipelines/setup.sh holds the one list.
 setup-demo:
 	@pipelines/setup.sh demo
 setup-test:
 	@pipelines/setup.sh test
 setup-bench:
 	@pipelines/setup.sh bench
-
-vendor: ## Fetch the pinned upstream bundles (Gateway API CRDs) and check each sha256
-	@pipelines/vendor.sh
 
 , := ,

@@ -7,32 +7,32 @@
 #
 #   pipelines/apply-edge.sh apply|dry-run|diff
 #
-# Environment (set by the Makefile): OBJECTS (the rendered YAML), EDGE_CONFIG, FIELD_MANAGER, OUT;
-# GATEWAY_CLASS_WAIT_SECONDS (default 60): how long to wait for istiod to accept the class.
+# Environment (set by the Makefile): OBJECTS (the rendered YAML), NAMES (what render-edge --names
+# printed for the same inputs), FIELD_MANAGER, OUT; GATEWAY_CLASS_WAIT_SECONDS (default 60): how
+# long to wait for istiod to accept the class.
 #
 # The HMAC keys of the challenge filter are created here, at apply time, in a Secret: never
 # rendered, never in git, never on a command line (kubectl reads them from a 0600 file).
 set -euo pipefail
 
 mode=${1:?usage: apply-edge.sh apply|dry-run|diff}
-: "${OBJECTS:?}" "${FIELD_MANAGER:?}" "${OUT:?}"
-. "$(dirname "$0")/edge-objects.sh"
-namespace=$(edge_namespace)
-[[ -n "$namespace" ]] || { printf 'apply-edge: no Namespace in %s\n' "$OBJECTS" >&2; exit 1; }
+: "${OBJECTS:?}" "${NAMES:?}" "${FIELD_MANAGER:?}" "${OUT:?}"
+log() { printf 'apply-edge: %s\n' "$*" >&2; }
+. "$(dirname "$0")/edge-names.sh"
+read_edge_names "$NAMES" || exit 1
+namespace=$EDGE_NAMESPACE
 export KUBECTL_APPLYSET=true # ApplySet is behind this switch in kubectl 1.27 to 1.3x
 applyset=(--applyset="$EDGE_APPLYSET_PARENT" --namespace="$namespace" --prune)
-
-log() { printf 'apply-edge: %s\n' "$*" >&2; }
 
 command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
 [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]] || {
   log "no kubeconfig at '${KUBECONFIG:-}': run make apply-infra first, or set KUBECONFIG"; exit 1; }
 
-filter_enabled() { grep -q '^kind: WasmPlugin$' "$OBJECTS"; }
+filter_enabled() { [[ -n "${EDGE_WASM_PLUGIN:-}" ]]; }
 
 # istiod answers for the GatewayClass by setting its Accepted condition, for the generation it
 # saw; until it does, no Gateway of the class is programmed. Polled (bounded) rather than watched.
-gateway_class=$(edge_field GatewayClass name)
+gateway_class=${EDGE_GATEWAY_CLASS:?$NAMES names no GatewayClass}
 gateway_class_wait=${GATEWAY_CLASS_WAIT_SECONDS:-60}
 check_gateway_class_accepted() {
   local waited=0 status observed generation reason message
@@ -64,9 +64,8 @@ check_gateway_class_accepted() {
 # Creates the Secret holding the filter's keys if it does not exist. The key is generated into a
 # 0600 file under $OUT (git-ignored) and read by kubectl from there.
 ensure_hmac_secret() {
-  local secret_name
-  secret_name=$(edge_hmac_secret)
-  [[ -n "$secret_name" ]] || { log "cannot find the HMAC Secret's name in $OBJECTS"; exit 1; }
+  local secret_name=${EDGE_HMAC_SECRET:-}
+  [[ -n "$secret_name" ]] || { log "$NAMES names no HMAC Secret although the filter is on"; exit 1; }
   if kubectl -n "$namespace" get secret "$secret_name" >/dev/null 2>&1; then
     return 0
   fi
@@ -101,7 +100,7 @@ case "$mode" in
     if filter_enabled; then ensure_hmac_secret; fi
     kubectl apply --server-side --field-manager="$FIELD_MANAGER" \
       "${applyset[@]}" -f "$OBJECTS"
-    lists_configmap=$(edge_lists_configmap) lists_cronjob=$(edge_lists_cronjob)
+    lists_configmap=${EDGE_LISTS_CONFIGMAP:-} lists_cronjob=${EDGE_LISTS_CRONJOB:-}
     if filter_enabled && [[ -z "$(kubectl -n "$namespace" get configmap "$lists_configmap" -o jsonpath='{.data}')" ]]; then
       log "$lists_configmap is empty: starting a first refresh now instead of waiting for the schedule"
       kubectl -n "$namespace" create job --from="cronjob/$lists_cronjob" "$lists_cronjob-first-$(date +%s)" \

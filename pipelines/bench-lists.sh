@@ -29,21 +29,23 @@ rust_cmd="$GEN $asn_args -o text $DATA > $OUT/rust.txt 2>/dev/null"
 awk_cmd="zcat $DATA | awk -F, -v asns='$ASNS' '$awk_prog' | iprange > $OUT/iprange.txt"
 py_cmd="python3 $ORACLE ip-location-db $asn_csv $DATA > $OUT/python.txt"
 
-hyperfine --style basic --runs "$RUNS" --warmup 1 --export-json "$OUT/times.json" \
+hyperfine --style basic --runs "$RUNS" --warmup 1 --export-csv "$OUT/times.csv" \
   -n lists-gen-asn "$rust_cmd" -n 'awk | iprange' "$awk_cmd" -n 'python ipaddress' "$py_cmd" >&2
-
 # iprange prints a single address without /32: normalise before comparing.
 sed -E '/\//! s/$/\/32/' "$OUT/iprange.txt" > "$OUT/iprange-cidr.txt"
 cmp -s "$OUT/rust.txt" "$OUT/iprange-cidr.txt" || { echo "bench-lists: lists-gen-asn and iprange differ" >&2; diff "$OUT/rust.txt" "$OUT/iprange-cidr.txt" | head >&2; exit 1; }
 cmp -s "$OUT/rust.txt" "$OUT/python.txt" || { echo "bench-lists: lists-gen-asn and Python differ" >&2; exit 1; }
-
-python3 - "$OUT/times.json" "$(wc -l < "$OUT/rust.txt")" <<'PY'
-import json, sys
-r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-rust, awk, py = r["lists-gen-asn"], r["awk | iprange"], r["python ipaddress"]
-print(f"outputs identical: {sys.argv[2]} prefixes")
-for name, x in (("lists-gen-asn", rust), ("awk | iprange", awk), ("python ipaddress", py)):
-    print(f"{name:18} mean {x['mean']*1000:8.1f} ms  (min {x['min']*1000:.1f}, user {x['user']*1000:.1f}, sys {x['system']*1000:.1f})")
-ratio = rust["mean"] / awk["mean"]
-print(f"lists-gen-asn / (awk | iprange) = {ratio:.2f} (goal <= 0.50): {'met' if ratio <= 0.5 else 'NOT met'}")
-PY
+echo "outputs identical: $(wc -l < "$OUT/rust.txt") prefixes"
+# hyperfine's CSV: a header naming the columns (command, mean, min, user, system... in seconds),
+# then one row per command; the names hold no comma.
+awk -F, '
+  NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+  {
+    mean[$col["command"]] = $col["mean"]
+    printf "%-18s mean %8.1f ms  (min %.1f, user %.1f, sys %.1f)\n", $col["command"], $col["mean"] * 1000,
+      $col["min"] * 1000, $col["user"] * 1000, $col["system"] * 1000
+  }
+  END {
+    ratio = mean["lists-gen-asn"] / mean["awk | iprange"]
+    printf "lists-gen-asn / (awk | iprange) = %.2f (goal <= 0.50): %s\n", ratio, ratio <= 0.5 ? "met" : "NOT met"
+  }' "$OUT/times.csv"

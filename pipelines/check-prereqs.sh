@@ -11,7 +11,7 @@ miss() { printf '  MISSING  %s\n' "$*"; missing=1; }
 opt()  { printf '  optional %s\n' "$*"; }
 
 echo "tools:"
-# >>> platform (issue 13): one line per tool, with the version it must have (k8s/versions.env).
+# One line per tool, with the version it must have (k8s/versions.env).
 minor() { grep -o 'v[0-9]*\.[0-9]*' | head -1 || true; }
 # version_ge A B: A >= B (vX.Y.Z, as sort -V orders them).
 version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" == "$2" ]]; }
@@ -41,7 +41,6 @@ else
 fi
 if have curl; then ok "curl"; else miss "curl (make vendor)"; fi
 if have kubeconform; then ok "kubeconform"; else opt "kubeconform (make check-manifests uses the project's own validator without it)"; fi
-# <<< platform
 if have cargo; then ok "cargo"; else miss "cargo (builds the tools)"; fi
 if have rustup && rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1; then ok "rust target wasm32-wasip1"; else opt "rust target wasm32-wasip1 (to build the filter: rustup target add wasm32-wasip1)"; fi
 
@@ -52,22 +51,21 @@ elif [[ -f "$config" ]]; then ok "scw config file $config"
 else miss "no SCW_ACCESS_KEY/SCW_SECRET_KEY and no $config"; fi
 if [[ -n "${SCW_DEFAULT_PROJECT_ID:-}" ]] || { [[ -f "$config" ]] && grep -q default_project_id "$config"; }; then ok "default project id"; else miss "SCW_DEFAULT_PROJECT_ID (or default_project_id in $config)"; fi
 
-# >>> infra (issue 11): the credentials as scw-infra itself resolves them (profile and access key;
-# the secret key is never printed). Needs the tool built: `make check` does not build it.
+# The credentials as scw-infra itself resolves them (profile and access key; the secret key is
+# never printed). Needs the tool built: `make check` does not build it.
 scw_infra=${BIN:-${CARGO_TARGET_DIR:-target}/release}/scw-infra
 if [[ -x "$scw_infra" ]]; then
   if resolved=$("$scw_infra" credentials 2>&1); then ok "scw-infra resolves credentials: $resolved"
   else miss "scw-infra cannot resolve credentials: $resolved"; fi
 else opt "scw-infra is not built: cargo build --release --bin scw-infra, then make check, to test the credentials it resolves"; fi
 [[ -f "${INFRA_CONFIG:-config/infra.json}" ]] && ok "${INFRA_CONFIG:-config/infra.json}" || miss "${INFRA_CONFIG:-config/infra.json} (cp config/infra.example.json config/infra.json, then edit)"
-# <<< infra
 
 echo "configuration:"
 for f in config/edge.json; do
   [[ -f "$f" ]] && ok "$f" || miss "$f (cp config/edge.example.json config/edge.json, then edit)"
 done
 
-# >>> platform (issue 13): the platform config as render-platform reads it, the vendored CRDs.
+# The platform config as render-platform reads it, and the vendored CRDs.
 platform_config=${PLATFORM_CONFIG:-config/platform.json}
 render=${BIN:-target/release}/render-platform
 if [[ ! -f "$platform_config" ]]; then miss "$platform_config (cp config/platform.example.json $platform_config, then edit)"
@@ -82,6 +80,5 @@ while IFS= read -r line; do
 done < <(grep -E '^VENDOR_GATEWAY_API_[A-Z0-9_]+=' "${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}")
 if (( bad == 0 && pins > 0 )); then ok "Gateway API $GATEWAY_API_VERSION CRDs vendored in $vendor_dir"
 else miss "Gateway API $GATEWAY_API_VERSION CRDs: $bad of $pins files missing or not matching their pins in $vendor_dir (make vendor)"; fi
-# <<< platform
 if (( missing )); then echo "make check: something is missing (see above)" >&2; exit 1; fi
 echo "make check: ready"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make cluster-status`: one table of what the layers put on the cluster (seed 000, "Verifier
-# chaque etape"): nodes, Cilium, cert-manager, Istio, the Gateway API CRDs, Gateways,
+# `make cluster-status`: one table of what the layers put on the cluster, to check each step of a
+# deployment: nodes, Cilium, cert-manager, Istio, the Gateway API CRDs, Gateways,
 # Certificates and the filter's WasmPlugin. Exits 0 when every row is ok, 1 otherwise (2 when
 # the cluster cannot be asked).
 #

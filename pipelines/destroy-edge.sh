@@ -3,15 +3,16 @@
 # certificates with it). What to delete is read from the cluster: the ApplySet apply-edge.sh
 # applies with lists every kind it holds (the parent's contains-group-kinds annotation) and
 # labels every member with its id, so nothing here re-types the kinds render-edge renders. The
-# namespace is the rendered one ($OBJECTS). The Makefile asks for confirmation first.
+# namespace and the set's parent are named by render-edge ($NAMES, what `render-edge --names`
+# printed). The Makefile asks for confirmation first.
 set -euo pipefail
-: "${OBJECTS:?}"
+: "${NAMES:?}"
 log() { printf 'destroy-edge: %s\n' "$*" >&2; }
 command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
 [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]] || { log "no kubeconfig at '${KUBECONFIG:-}'"; exit 1; }
-. "$(dirname "$0")/edge-objects.sh"
-namespace=$(edge_namespace)
-[[ -n "$namespace" ]] || { log "no Namespace in $OBJECTS"; exit 1; }
+. "$(dirname "$0")/edge-names.sh"
+read_edge_names "$NAMES" || exit 1
+namespace=$EDGE_NAMESPACE
 
 parent() {
   kubectl -n "$namespace" get "$EDGE_APPLYSET_PARENT" --ignore-not-found -o jsonpath="$1"

@@ -11,7 +11,9 @@
 #
 # Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN, TALOS_VERSION, TALOS_RELEASE_URL;
 # PATCHES (default talos/patches). Everything generated is under $OUT (git-ignored); what holds a
-# secret (secrets bundle, machine configs, talosconfig, kubeconfig) is mode 0600.
+# secret (secrets bundle, machine configs, talosconfig, kubeconfig) is mode 0600. The config and
+# the records are read and written by the tools only (scw-infra names, platform-inputs, apply
+# --previous): this script keeps the values they print, and moves files.
 set -euo pipefail
 
 step=${1:?usage: infra.sh configs|image|nodes|bootstrap|outputs|apply}
@@ -21,22 +23,22 @@ log() { printf 'infra: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 [[ -f "$INFRA_CONFIG" ]] || die "$INFRA_CONFIG is missing: cp config/infra.example.json $INFRA_CONFIG, then edit it"
-command -v python3 >/dev/null || die "python3 is needed to read $INFRA_CONFIG"
 
-# One field of the infra config (dotted path), or the default; `~/` is the caller's home.
-field() {
-  python3 - "$INFRA_CONFIG" "$1" "${2-}" <<'PY'
-import json, os, sys
-path, dotted, default = sys.argv[1], sys.argv[2], sys.argv[3]
-value = json.load(open(path))
-for key in dotted.split("."):
-    value = value.get(key) if isinstance(value, dict) else None
-if value is None:
-    if default == "":
-        sys.exit(f"{path}: field `{dotted}` is missing")
-    value = default
-print(os.path.expanduser(value) if isinstance(value, str) else value)
-PY
+need_tool() { [[ -x "${BIN:?}/$1" ]] || die "$BIN/$1 is not built (make apply-infra builds it)"; }
+
+# The values this script needs, as scw-infra reads them from the config (and, with --inventory
+# FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, API_HOST, INSTALL_DISK,
+# SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE. A bad config stops here, with scw-infra's message.
+read_names() {
+  need_tool scw-infra
+  local pairs key value
+  pairs=$("$BIN/scw-infra" names --config "$INFRA_CONFIG" "$@")
+  while IFS='=' read -r key value; do
+    case $key in
+      CLUSTER_NAME | CLUSTER_ENDPOINT | API_HOST | INSTALL_DISK | SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE)
+        printf -v "$key" '%s' "$value" ;;
+    esac
+  done <<<"$pairs"
 }
 
 secrets=$OUT/secrets.yaml
@@ -47,12 +49,7 @@ need_talosctl() { command -v talosctl >/dev/null || die "talosctl is not install
 
 configs() {
   need_talosctl
-  local cluster_name endpoint host disk
-  cluster_name=$(field cluster_name)
-  endpoint=$(field cluster_endpoint)
-  host=${endpoint#https://}; host=${host%%/*}; host=${host%:*}
-  [[ "$endpoint" == https://* && -n "$host" ]] || die "$INFRA_CONFIG: field \`cluster_endpoint\`: '$endpoint' is not https://<host>:<port>"
-  disk=$(field worker.install_disk /dev/sda)
+  read_names
   (umask 077; mkdir -p "$OUT/patches")
   if [[ ! -s "$secrets" ]]; then
     # The cluster's CAs, tokens and keys: made once and kept, or every config would belong to a
@@ -66,7 +63,7 @@ configs() {
   for patch in "$PATCHES"/[0-9]*.yaml; do
     name=$(basename "$patch")
     rendered=$OUT/patches/$name
-    sed -e "s|\${API_HOSTNAME}|$host|g" -e "s|\${INSTALL_DISK}|$disk|g" "$patch" > "$rendered.tmp"
+    sed -e "s|\${API_HOSTNAME}|$API_HOST|g" -e "s|\${INSTALL_DISK}|$INSTALL_DISK|g" "$patch" > "$rendered.tmp"
     if ! cmp -s "$rendered.tmp" "$rendered"; then mv "$rendered.tmp" "$rendered"; changed=1; else rm "$rendered.tmp"; fi
     grep -q '\${' "$rendered" && die "$patch: a placeholder is left in $rendered"
     case "$name" in
@@ -82,9 +79,9 @@ configs() {
     [[ -s "$f" && "$f" -nt "$secrets" && "$f" -nt "$INFRA_CONFIG" ]] || stale=1
   done
   if (( stale )); then
-    log "generating the machine configs of $cluster_name ($endpoint) in $OUT"
+    log "generating the machine configs of $CLUSTER_NAME ($CLUSTER_ENDPOINT) in $OUT"
     # Kubernetes is Talos's own default for this version: no --kubernetes-version.
-    (umask 077; talosctl gen config "$cluster_name" "$endpoint" --with-secrets "$secrets" \
+    (umask 077; talosctl gen config "$CLUSTER_NAME" "$CLUSTER_ENDPOINT" --with-secrets "$secrets" \
       "${args[@]}" --output "$OUT" --force >&2)
   else
     log "machine configs are up to date"
@@ -110,57 +107,35 @@ image() {
   echo "$file"
 }
 
-# scw-infra finds the nodes again from Scaleway; what the later steps did to them (image flashed,
-# config applied) is carried over from the last inventory, by server id, so a re-run skips it.
-keep_steps() {
-  python3 -c '
-import json, os, sys
-fresh = json.load(sys.stdin)
-if os.path.exists(sys.argv[1]):
-    old = {n["id"]: n.get("steps", {}) for n in json.load(open(sys.argv[1]))["nodes"]}
-    for node in fresh["nodes"]:
-        node["steps"] = {**old.get(node["id"], {}), **node.get("steps", {})}
-json.dump(fresh, sys.stdout)
-' "$inventory"
-}
-
 nodes() {
-  : "${BIN:?}" "${TALOS_VERSION:?}"
-  local tool
-  for tool in scw-infra scw-rescue-flash talos-apply-insecure; do
-    [[ -x "$BIN/$tool" ]] || die "$BIN/$tool is not built (make apply-infra builds it; scw-infra comes from the infra branch)"
-  done
-  local metal disk key
+  : "${TALOS_VERSION:?}"
+  local tool metal
+  for tool in scw-infra scw-rescue-flash talos-apply-insecure; do need_tool "$tool"; done
   metal=$(image)
-  disk=$(field worker.install_disk /dev/sda)
-  key=$(field ssh_private_key_path "$HOME/.ssh/id_ed25519")
+  read_names
+  # scw-infra finds the nodes again from Scaleway and carries over, by server id, what the later
+  # steps recorded in the last inventory (image flashed, config applied), so a re-run skips it.
   # Each tool reads the inventory and writes it back enriched; the file is replaced only when the
   # whole pipe succeeded (a failing tool still writes what it did, kept as inventory.partial).
   "$BIN/scw-infra" apply --config "$INFRA_CONFIG" --talos-version "$TALOS_VERSION" \
-    | keep_steps \
-    | "$BIN/scw-rescue-flash" --image "$metal" --disk "$disk" --ssh-key "$key" \
+      --previous "$inventory" \
+    | "$BIN/scw-rescue-flash" --image "$metal" --disk "$INSTALL_DISK" --ssh-key "$SSH_PRIVATE_KEY" \
     | "$BIN/talos-apply-insecure" --config-dir "$OUT" \
     > "$inventory.partial"
   mv "$inventory.partial" "$inventory"
 }
 
-# The first control plane's public address, from the inventory.
-first_control_plane() {
+need_inventory() {
   [[ -s "$inventory" ]] || die "$inventory is missing: run the nodes step (make apply-infra) first"
-  python3 - "$inventory" <<'PY'
-import json, sys
-nodes = [n for n in json.load(open(sys.argv[1]))["nodes"] if n["role"] == "controlplane"]
-if not nodes or not nodes[0].get("public_ipv4"):
-    sys.exit(f"{sys.argv[1]}: no control plane with a public_ipv4")
-print(nodes[0]["public_ipv4"])
-PY
 }
 
 bootstrap() {
   need_talosctl
   local marker=$OUT/bootstrapped ip
   if [[ -f "$marker" ]]; then log "etcd already bootstrapped ($(cat "$marker"))"; return; fi
-  ip=$(first_control_plane)
+  need_inventory
+  read_names --inventory "$inventory"
+  ip=$FIRST_CONTROL_PLANE
   log "bootstrapping etcd on $ip"
   local output
   if output=$(talosctl --talosconfig "$talosconfig" --endpoints "$ip" --nodes "$ip" bootstrap 2>&1); then
@@ -177,31 +152,14 @@ bootstrap() {
 
 outputs() {
   need_talosctl
-  local ip
-  ip=$(first_control_plane)
+  need_inventory
+  read_names --inventory "$inventory"
+  local ip=$FIRST_CONTROL_PLANE
   (umask 077; talosctl --talosconfig "$talosconfig" --endpoints "$ip" --nodes "$ip" \
     kubeconfig "$OUT/kubeconfig" --merge=false --force >&2)
   chmod 600 "$OUT/kubeconfig"
-  python3 - "$inventory" "$INFRA_CONFIG" "$OUT/platform-inputs.json.tmp" <<'PY'
-import json, sys
-inventory, infra = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-workers = [n for n in inventory["nodes"] if n["role"] == "worker" and n["kind"] == "elastic-metal"]
-if not workers or not workers[0].get("public_ipv4"):
-    sys.exit(f"{sys.argv[1]}: no Elastic Metal worker with a public_ipv4")
-if "dns_zone" not in infra:
-    sys.exit(f"{sys.argv[2]}: field `dns_zone` is missing")
-record = {
-    "kind": "PlatformInputs", "version": 1,
-    "cluster_name": inventory["cluster_name"],
-    "cluster_endpoint": inventory["cluster_endpoint"],
-    "dns_zone": infra["dns_zone"],
-    "edge_node_name": workers[0]["name"],
-    "edge_public_ipv4": workers[0]["public_ipv4"],
-}
-with open(sys.argv[3], "w") as f:
-    json.dump(record, f, indent=2)
-    f.write("\n")
-PY
+  "$BIN/scw-infra" platform-inputs --config "$INFRA_CONFIG" --inventory "$inventory" \
+    > "$OUT/platform-inputs.json.tmp"
   mv "$OUT/platform-inputs.json.tmp" "$OUT/platform-inputs.json"
   log "wrote $OUT/kubeconfig (0600) and $OUT/platform-inputs.json"
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The platform layer (layer 2), in the order its dependencies impose (seeds 000 and 004):
+# The platform layer (layer 2): the Helm releases render-platform lists, in its order, with the
+# Gateway API CRDs (the vendored bundle of `make vendor`, which cert-manager and istiod watch)
+# applied just before cert-manager:
 #   1. Cilium (the CNI: nothing else schedules before it)
-#   2. the Gateway API CRDs (the vendored bundle of `make vendor`; cert-manager and istiod watch them)
-#   3. cert-manager, with its CRDs and Gateway API support
+#   2. the Gateway API CRDs, 3. cert-manager, with its CRDs and Gateway API support
 #   4. istio-base (Istio's CRDs), 5. istiod
 #
 #   platform.sh apply     helm upgrade --install --version <pin> --wait --atomic, per release;
@@ -17,7 +18,9 @@
 # it (helm --atomic rolls its own release back).
 #
 # Environment:
-#   RENDERED_DIR    render-platform's output, one <release>.json each (the day-2 switches)
+#   RENDERED_DIR    render-platform's output (--out-dir): releases.tsv, the releases in install
+#                   order (name, namespace, chart, repository, version), and one <release>.json
+#                   each (the day-2 switches)
 #   VALUES_DIR      the committed values (default: values)
 #   VENDOR_DIR      where `make vendor` put the bundle (default: k8s/vendor)
 #   VERSIONS_FILE   the pins (default: k8s/versions.env)
@@ -45,13 +48,16 @@ timeout=${HELM_TIMEOUT:-10m}
 command -v helm >/dev/null || die "helm is not installed (make check lists what is needed)"
 command -v kubectl >/dev/null || die "kubectl is not installed (make check lists what is needed)"
 
-# release name, namespace, chart, repository, version: in install order.
-releases=(
-  "cilium kube-system cilium $CILIUM_CHART_REPO $CILIUM_VERSION"
-  "cert-manager cert-manager cert-manager $CERT_MANAGER_CHART_REPO $CERT_MANAGER_VERSION"
-  "istio-base istio-system base $ISTIO_CHART_REPO $ISTIO_VERSION"
-  "istiod istio-system istiod $ISTIO_CHART_REPO $ISTIO_VERSION"
-)
+# The releases as render-platform lists them: "name namespace chart repository version" (tabs),
+# in install order.
+releases_file=${rendered_dir:-RENDERED_DIR}/releases.tsv
+[[ -n "$rendered_dir" && -f "$releases_file" ]] ||
+  die "$releases_file is missing: make writes it with render-platform --out-dir from config/platform.json"
+releases=()
+while IFS= read -r line; do
+  [[ -z "$line" || "$line" == \#* ]] || releases+=("$line")
+done < "$releases_file"
+(( ${#releases[@]} > 0 )) || die "$releases_file lists no release"
 
 # The vendored Gateway API files, each checked against its pin (in the order of the pins).
 crd_dir="$vendor_dir/gateway-api-$GATEWAY_API_VERSION"
@@ -72,10 +78,10 @@ check_crds() {
 check_values() {
   local entry name
   for entry in "${releases[@]}"; do
-    name=${entry%% *}
+    read -r name _ <<<"$entry"
     [[ -f "$values_dir/$name.yaml" ]] || die "$values_dir/$name.yaml is missing"
-    [[ -n "$rendered_dir" && -f "$rendered_dir/$name.json" ]] ||
-      die "${rendered_dir:-RENDERED_DIR}/$name.json is missing: make renders it from config/platform.json"
+    [[ -f "$rendered_dir/$name.json" ]] ||
+      die "$rendered_dir/$name.json is missing: make renders it from config/platform.json"
   done
 }
 
@@ -105,7 +111,12 @@ apply() {
       --namespace "$ns" --create-namespace --wait --atomic --timeout "$timeout" "${flags[@]}" ||
       die "$name did not install: stopping (helm rolled it back)"
   done
-  say "done: Cilium $CILIUM_VERSION, Gateway API $GATEWAY_API_VERSION, cert-manager $CERT_MANAGER_VERSION, Istio $ISTIO_VERSION"
+  local installed=""
+  for entry in "${releases[@]}"; do
+    read -r name ns chart repo version <<<"$entry"
+    installed+="$name $version, "
+  done
+  say "done: ${installed}Gateway API CRDs $GATEWAY_API_VERSION"
 }
 
 diff_platform() {

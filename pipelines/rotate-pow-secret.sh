@@ -3,19 +3,21 @@
 # `previous` (still accepted for verification), a fresh key becomes `current`, and the gateway
 # pods restart to pick both up (a Secret change does not reach a running container's env).
 #
-# The Secret, its namespace and the gateway's Deployment are named by the rendered objects
-# ($OBJECTS, what apply-edge applied), so a custom `pow.secret_name` is rotated too.
+# The Secret, its namespace and the gateway's Deployment are named by render-edge ($NAMES, what
+# `render-edge --names` printed for what apply-edge applied), so a custom `pow.secret_name` is
+# rotated too.
 # Keys travel only through 0600 files under $OUT/secrets (git-ignored) and kubectl's
 # --from-file: never argv, never stdout.
 set -euo pipefail
-: "${OUT:?}" "${FIELD_MANAGER:?}" "${OBJECTS:?}"
+: "${OUT:?}" "${FIELD_MANAGER:?}" "${NAMES:?}"
 log() { printf 'rotate-pow-secret: %s\n' "$*" >&2; }
 command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
-. "$(dirname "$0")/edge-objects.sh"
-namespace=$(edge_namespace)
-secret=$(edge_hmac_secret)
-gateway_deployment=$(edge_gateway_deployment)
-[[ -n "$secret" ]] || { log "the filter is off in $OBJECTS (no HMAC Secret): nothing to rotate"; exit 1; }
+. "$(dirname "$0")/edge-names.sh"
+read_edge_names "$NAMES" || exit 1
+namespace=$EDGE_NAMESPACE
+secret=${EDGE_HMAC_SECRET:-}
+[[ -n "$secret" ]] || { log "the filter is off ($NAMES names no HMAC Secret): nothing to rotate"; exit 1; }
+gateway_deployment=${EDGE_GATEWAY_DEPLOYMENT:?$NAMES names no gateway Deployment}
 
 dir="$OUT/secrets"
 (umask 077; mkdir -p "$dir")

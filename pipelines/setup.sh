@@ -1,125 +1,136 @@
 #!/usr/bin/env bash
-# Installs what `make demo` or `make test` needs and is missing, so that both work on a fresh
-# machine. Idempotent: what is present is left alone. System packages need root (apt-get); as
-# another user the missing ones are named and the tests that need them skip (or fail under CI).
+# Installs what `make demo`, `make test`, `make bench` or the images need and is missing, so that
+# each works on a fresh machine; .ci/run runs `setup.sh test` too, so this file is the one list
+# of what the project installs. Idempotent: what is present is left alone. System packages need
+# root (apt-get); as another user the missing ones are named and the tests that need them skip,
+# unless EDGEPOP_REQUIRE_ALL=1 (CI), where anything missing is a failure.
 #
 #   pipelines/setup.sh demo|test|bench|images
+#
+# demo is the Rust target of the filter; images adds what the lists image's static binaries
+# need; test adds what the tests run for real; bench adds the baselines of the benchmarks.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 what=${1:?usage: setup.sh demo|test|bench|images}
+case "$what" in
+  demo | images | test | bench) ;;
+  *) echo "setup: unknown setup '$what' (demo, test, bench or images)" >&2; exit 2 ;;
+esac
 log() { printf 'setup: %s\n' "$*" >&2; }
+# Something the setup needs is missing and cannot be installed here: a failure where everything
+# is required (CI, and the images, which cannot be built without it), a notice otherwise.
+missing() {
+  if [[ "${EDGEPOP_REQUIRE_ALL:-}" == 1 || "$what" == images ]]; then
+    log "$* (required)"; exit 1
+  fi
+  log "$*; the tests that need it skip meanwhile"
+}
 
+# The setups that include `scope` (bench includes test, test includes images; demo only itself).
+wants() {
+  case "$1" in
+    demo) true ;;
+    images) [[ "$what" == images || "$what" == test || "$what" == bench ]] ;;
+    test) [[ "$what" == test || "$what" == bench ]] ;;
+    bench) [[ "$what" == bench ]] ;;
+  esac
+}
+
+rust_target() {
+  rustup target list --installed 2>/dev/null | grep -qx "$1" && return
+  log "adding the Rust target $1"
+  rustup target add "$1"
+}
 # The filter is a wasm32-wasip1 module.
-if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1; then
-  log "adding the Rust target wasm32-wasip1"
-  rustup target add wasm32-wasip1
-fi
+rust_target wasm32-wasip1
 [[ "$what" == demo ]] && exit 0
+# The lists image holds static binaries (x86_64-unknown-linux-musl).
+rust_target x86_64-unknown-linux-musl
 
-# The lists image holds static binaries: the musl target, and musl-gcc for ring's C code.
-if [[ "$what" == images || "$what" == test ]]; then
-  if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
-    log "adding the Rust target x86_64-unknown-linux-musl"
-    rustup target add x86_64-unknown-linux-musl
-  fi
-fi
-if [[ "$what" == images ]]; then
-  if ! command -v musl-gcc >/dev/null; then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-      log "installing musl-tools"
-      export DEBIAN_FRONTEND=noninteractive
-      apt-get -o DPkg::Lock::Timeout=600 update -qq
-      apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends musl-tools >/dev/null
-    else
-      log "musl-gcc is missing: apt-get install musl-tools"; exit 1
-    fi
-  fi
-  exit 0
-fi
-
-# Test tools: python3 (oracle, stand-ins) with PyYAML, chromium (the real page in a browser),
-# Firefox ESR (the page must work there too), Node.js for playwright-core, kubectl (the edge
-# pipeline against the API stand-in), curl.
+# The Debian packages, one per line: the setup that needs it, what shows it is there (a command
+# on the PATH, or an absolute path; `a|b` for either), then the package(s).
+packages="
+images musl-gcc                              musl-tools       # ring's C code in the static lists binaries
+test   /etc/ssl/certs/ca-certificates.crt    ca-certificates
+test   python3                               python3          # independent oracles, the API stand-ins
+test   curl                                  curl
+test   openssl                               openssl          # hash-rate baseline, the Talos stand-in's certificates
+test   /usr/sbin/sshd                        openssh-server   # the real sshd standing for the rescue system
+test   ssh                                   openssh-client
+test   zstd                                  zstd             # the rescue side of scw-rescue-flash; the Talos image import
+test   qemu-img                              qemu-utils       # the Talos image import
+test   pkg-config                            pkg-config       # ssh2 builds libssh2 against the system's OpenSSL
+test   /usr/include/openssl/ssl.h            libssl-dev
+test   chromium                              chromium         # the real challenge page in a browser
+test   firefox-esr|firefox                   firefox-esr      # the page must work there too
+test   npm                                   nodejs npm       # the browsers' drivers (playwright-core needs Node.js 20: the machine's, when it has one)
+test   docker-registry                       docker-registry  # a real OCI registry on loopback
+test   skopeo                                skopeo           # the registry's independent reader
+bench  iprange                               iprange          # the list generation bench's baselines
+bench  hyperfine                             hyperfine
+"
+present() {
+  local check checks
+  IFS='|' read -r -a checks <<<"$1"
+  for check in "${checks[@]}"; do
+    if [[ "$check" == /* ]]; then [[ -e "$check" ]] && return 0
+    else command -v "$check" >/dev/null && return 0; fi
+  done
+  return 1
+}
 need=()
-command -v python3 >/dev/null || need+=(python3)
-command -v chromium >/dev/null || need+=(chromium)
-command -v firefox-esr >/dev/null || command -v firefox >/dev/null || need+=(firefox-esr)
-command -v curl >/dev/null || need+=(curl)
-command -v openssl >/dev/null || need+=(openssl)
-# The real sshd standing for the rescue system (scw-rescue-flash's tests), and its client.
-[[ -x /usr/sbin/sshd ]] || need+=(openssh-server)
-command -v ssh >/dev/null || need+=(openssh-client)
-command -v zstd >/dev/null || need+=(zstd)
-# ssh2 (scw-rescue-flash) builds libssh2 against the system's OpenSSL.
-pkg-config --exists openssl 2>/dev/null || need+=(libssl-dev pkg-config)
-command -v npm >/dev/null || need+=(nodejs npm)
-# The images' tests: a real registry (CNCF distribution), skopeo as the independent reader, and
-# musl-gcc for the static lists binaries.
-command -v docker-registry >/dev/null || need+=(docker-registry)
-command -v skopeo >/dev/null || need+=(skopeo)
-command -v musl-gcc >/dev/null || need+=(musl-tools)
-if [[ "$what" == bench ]]; then
-  # The baselines of the list generation bench.
-  command -v iprange >/dev/null || need+=(iprange)
-  command -v hyperfine >/dev/null || need+=(hyperfine)
-fi
+while read -r scope check rest; do
+  [[ -n "$scope" ]] || continue
+  wants "$scope" && ! present "$check" || continue
+  read -r -a names <<<"${rest%%#*}"
+  need+=("${names[@]}")
+done <<<"$packages"
 if ((${#need[@]})); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
     log "installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get -o DPkg::Lock::Timeout=600 update -qq
-    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends ca-certificates "${need[@]}" >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   else
-    log "missing ${need[*]}: install them (apt-get install ${need[*]}); the tests that need them skip meanwhile"
+    missing "missing ${need[*]} (apt-get install ${need[*]})"
   fi
 fi
-if ! python3 -c 'import yaml' 2>/dev/null; then
-  log "installing PyYAML"
-  python3 -m pip install --quiet pyyaml || log "PyYAML could not be installed: the API stand-in tests skip"
-fi
-if ! python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
-  log "installing grpcio-tools (the Talos API stand-in compiles Talos's .proto files with it)"
-  python3 -m pip install --quiet grpcio-tools || log "grpcio-tools could not be installed: the talos-apply-insecure tests skip"
-fi
-if ! command -v kubectl >/dev/null; then
-  log "kubectl is missing: the edge pipeline tests skip (install kubectl to run them)"
-fi
-# >>> infra (issue 11): AWS's SigV4 test vectors (npm), and zstd + qemu-img for the Talos image
-# import (Debian zstd, qemu-utils).
-if command -v npm >/dev/null && [[ ! -d tools/scw-infra/tests/sigv4-suite/node_modules ]]; then
-  log "npm ci in tools/scw-infra/tests/sigv4-suite"
-  npm ci --prefix tools/scw-infra/tests/sigv4-suite --no-audit --no-fund >&2
-fi
-infra_need=()
-command -v zstd >/dev/null || infra_need+=(zstd)
-command -v qemu-img >/dev/null || infra_need+=(qemu-utils)
-if ((${#infra_need[@]})); then
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-    log "installing ${infra_need[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=600 update -qq
-    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${infra_need[@]}" >/dev/null
-  else
-    log "missing ${infra_need[*]}: the Talos image import test skips meanwhile"
-  fi
-fi
-# <<< infra
-# playwright-core drives the system's browsers; its own browser downloads are never used.
-for dir in filter/browsers/chromium filter/browsers/firefox; do
-  if command -v npm >/dev/null && [[ -f $dir/package-lock.json && ! -d $dir/node_modules ]]; then
-    log "npm ci in $dir"
-    npm ci --prefix "$dir" --no-audit --no-fund >&2
-  fi
+[[ "$what" == images ]] && exit 0
+
+# Python packages: PyYAML decodes apply patches in the Kubernetes API stand-in; grpcio-tools
+# compiles Talos's own .proto files for the Talos API stand-in.
+for module in yaml:pyyaml grpc_tools:grpcio-tools; do
+  python3 -c "import ${module%%:*}" 2>/dev/null && continue
+  log "installing ${module#*:}"
+  python3 -m pip install --quiet "${module#*:}" || missing "${module#*:} could not be installed"
 done
+
+# npm packages, from their lockfiles: playwright-core and puppeteer-core drive the system's
+# browsers (they download none); AWS's SigV4 test vectors for the S3 signer.
+for dir in filter/browsers/chromium filter/browsers/firefox crates/scaleway/tests/sigv4-suite; do
+  [[ -f $dir/package-lock.json && ! -d $dir/node_modules ]] || continue
+  command -v npm >/dev/null || { missing "npm is missing for $dir"; continue; }
+  log "npm ci in $dir"
+  npm ci --prefix "$dir" --no-audit --no-fund >&2
+done
+
+# kubectl drives the edge pipeline's tests against the API stand-in, and ApplySet prune needs
+# 1.27 or later. It is not installed here: Debian's kubernetes-client is older than that, and
+# Google's apt source is not reachable from every machine.
+kubectl_minor=$(kubectl version --client 2>/dev/null | sed -n 's/^Client Version: v1\.\([0-9]*\).*/\1/p')
+if ((${kubectl_minor:-0} < 27)); then
+  missing "kubectl 1.27 or later is missing (found ${kubectl_minor:+1.}${kubectl_minor:-none})"
+fi
+
 # The real upstream programs the tests run (etcd, the Kubernetes control plane and kubectl, kwok,
-# talosctl, sops, age), built with Go from the Go module proxy at the pins of k8s/versions.env and
-# cached outside the tree: only the first run builds. The paths go to stderr.
-if [[ $what != test ]]; then
-  exit 0
-elif command -v go >/dev/null; then
-  if ! "$(dirname "$0")/upstream.sh" build >&2; then
-    [[ ${EDGEPOP_REQUIRE_ALL:-} == 1 ]] && exit 1
-    log "the upstream programs could not be built: the tests that run them skip meanwhile"
+# talosctl, sops, age): built with Go from the Go module proxy at the pins of k8s/versions.env and
+# cached outside the tree by pipelines/upstream.sh, so only the first run builds. Go comes with the
+# machine image: Debian's golang-go is older than their go.mod files want.
+if wants test; then
+  go_minor=$(go env GOVERSION 2>/dev/null | sed -nE 's/^go1\.([0-9]+).*/\1/p')
+  if ((${go_minor:-0} < 26)); then
+    missing "Go 1.26 or later is missing (found $(go env GOVERSION 2>/dev/null || echo none)), so are the upstream programs"
+  elif ! pipelines/upstream.sh build >&2; then
+    missing "the upstream programs could not be built"
   fi
-else
-  log "go is missing: install Go 1.26 or later to build the upstream programs (the tests that run them skip meanwhile)"
 fi

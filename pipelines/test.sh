@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make test: every cargo test (all targets, then doc tests), shown as they run, and one closing
+# make test: every cargo test (libraries, integration tests, and the benches as quick smoke
+# runs; not the one-line mains, whose [[bin]] says test = false; then doc tests), shown as they run, and one closing
 # line that sums them up ("tests: N passed, N failed, N skipped"), because the last test binary
 # cargo runs may well be one with no test and its "0 passed" is not the run's result. Skipped
 # counts the tests that returned early for a missing tool (testkit::skip_or_fail prints
@@ -10,7 +11,7 @@ cargo=${CARGO:-cargo}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-"$cargo" test --workspace --all-targets 2>&1 | tee -a "$log" || status=$?
+"$cargo" test --workspace --lib --tests --benches 2>&1 | tee -a "$log" || status=$?
 if [[ $status -eq 0 ]]; then
   "$cargo" test --workspace --doc 2>&1 | tee -a "$log" || status=$?
 fi

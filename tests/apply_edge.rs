@@ -83,18 +83,25 @@ impl StandIn {
         self.render_file(&workspace().join("config").join(config))
     }
 
+    /// Renders the objects of `config` into `<config>.yaml`, and its names (`--names`, what
+    /// the scripts read) beside them: see [`names_of`].
     fn render_file(&self, config: &Path) -> PathBuf {
-        let out = Command::new(testkit::workspace::bin("render-edge"))
-            .arg("--inputs")
-            .arg(workspace().join("config/platform-inputs.example.json"))
-            .arg("--config")
-            .arg(config)
-            .output()
-            .unwrap();
-        testkit::process::success_stdout(&out);
+        let render = |extra: &[&str]| {
+            let out = Command::new(testkit::workspace::bin("render-edge"))
+                .arg("--inputs")
+                .arg(workspace().join("config/platform-inputs.example.json"))
+                .arg("--config")
+                .arg(config)
+                .args(extra)
+                .output()
+                .unwrap();
+            testkit::process::success_stdout(&out);
+            out.stdout
+        };
         let name = config.file_name().unwrap().to_str().unwrap();
         let path = self.dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&path, out.stdout).unwrap();
+        std::fs::write(&path, render(&[])).unwrap();
+        std::fs::write(names_of(&path), render(&["--names"])).unwrap();
         path
     }
 
@@ -118,6 +125,7 @@ impl StandIn {
             .arg(mode)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("OBJECTS", objects)
+            .env("NAMES", names_of(objects))
             .env("FIELD_MANAGER", "edgepop-edge")
             .env("OUT", self.out())
             .env("GATEWAY_CLASS_WAIT_SECONDS", wait_seconds)
@@ -260,6 +268,11 @@ impl StandIn {
             .success()
             .then(|| serde_json::from_slice(&out.stdout).unwrap())
     }
+}
+
+/// The names render-edge printed for the objects at `objects` (written by `render_file`).
+fn names_of(objects: &Path) -> PathBuf {
+    objects.with_extension("names.env")
 }
 
 fn writes(requests: &[Value]) -> Vec<&Value> {
@@ -490,7 +503,7 @@ fn rotate(api: &StandIn, objects: &Path, secret: &str) {
     let out = Command::new(workspace().join("pipelines/rotate-pow-secret.sh"))
         .env("KUBECONFIG", &api.kubeconfig)
         .env("OUT", api.out())
-        .env("OBJECTS", objects)
+        .env("NAMES", names_of(objects))
         .env("FIELD_MANAGER", "edgepop-edge")
         .output()
         .unwrap();
@@ -700,7 +713,7 @@ fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
     api.take_requests();
     let out = Command::new(workspace().join("pipelines/destroy-edge.sh"))
         .env("KUBECONFIG", &api.kubeconfig)
-        .env("OBJECTS", &objects)
+        .env("NAMES", names_of(&objects))
         .stdin(Stdio::null())
         .output()
         .unwrap();

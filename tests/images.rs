@@ -464,7 +464,7 @@ fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would
     }
 
     // render-edge from that record; then Istio's check: the manifest's digest, fetched back,
-    // must equal the WasmPlugin's sha256. The old render's value (the .wasm hash) fails it.
+    // must equal the WasmPlugin's sha256. The .wasm file's own hash would fail it.
     let out = run(Command::new(workspace::bin("render-edge"))
         .arg("--inputs")
         .arg(workspace::root().join("config/platform-inputs.example.json"))

@@ -3,6 +3,8 @@
 //! the secrets are made once and kept (0600), the configs come from the rendered patches and
 //! validate against Talos's schema, etcd is bootstrapped once, the kubeconfig (0600) and the
 //! PlatformInputs record are written. The image step is checked against a loopback release.
+//! The script reads the config and the inventory, and writes the record, only through the
+//! scw-infra cargo built (`names`, `platform-inputs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::talos_schema;
@@ -50,12 +52,14 @@ impl Env {
             self.path("bin").display(),
             std::env::var("PATH").unwrap()
         );
+        let scw_infra = testkit::workspace::bin("scw-infra");
         let mut command = Command::new("bash");
         command
             .arg(testkit::workspace::root().join("pipelines/infra.sh"))
             .arg(step)
             .current_dir(testkit::workspace::root())
             .env("PATH", path)
+            .env("BIN", scw_infra.parent().unwrap())
             .env("OUT", self.path("out"))
             .env("INFRA_CONFIG", self.path("infra.json"))
             .env("TALOSCTL_LOG", self.path("talosctl.log"))
@@ -296,6 +300,32 @@ fn the_node_pipeline_names_a_tool_that_is_not_built() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("scw-infra is not built"), "{stderr}");
     assert!(env.calls().is_empty());
+}
+
+#[test]
+fn a_bad_config_stops_every_step_with_the_field_named_before_talos_is_asked() {
+    let test = "a_bad_config_stops_every_step";
+    if !prerequisites(test) {
+        return;
+    }
+    let env = Env::new();
+    let mut infra: Value =
+        serde_json::from_str(&fs::read_to_string(env.path("infra.json")).unwrap()).unwrap();
+    infra["cluster_endpoint"] = "https://elsewhere.example.net:6443".into();
+    fs::write(env.path("infra.json"), infra.to_string()).unwrap();
+    fs::create_dir_all(env.path("out")).unwrap();
+    fs::write(env.out("inventory.json"), INVENTORY).unwrap();
+    for step in ["configs", "bootstrap", "outputs"] {
+        let out = env.infra(step, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{step}: {stderr}");
+        assert!(
+            stderr.contains("infra.json") && stderr.contains("cluster_endpoint"),
+            "{step}: {stderr}"
+        );
+    }
+    assert!(env.calls().is_empty(), "{:?}", env.calls());
+    assert!(!env.out("platform-inputs.json").exists());
 }
 
 #[test]

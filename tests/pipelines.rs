@@ -380,3 +380,167 @@ fn vendor_fetches_the_pins_and_refuses_a_tampered_file() {
     );
     assert_eq!(listing(good.path()), before);
 }
+
+// --- the Makefile's calls ----------------------------------------------------------------------
+
+/// Each `VAR=value ... pipelines/<script>.sh` of the Makefile's recipes (continuation lines
+/// joined): (script, the variables set for it).
+fn makefile_script_calls() -> Vec<(String, Vec<String>)> {
+    let makefile = fs::read_to_string(repo().join("Makefile")).unwrap();
+    let joined = makefile.replace("\\\n", " ");
+    let mut calls = Vec::new();
+    for line in joined.lines().filter(|l| l.starts_with('\t')) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| w.starts_with("pipelines/")) else {
+            continue;
+        };
+        let set = words[..at]
+            .iter()
+            .map(|w| w.trim_start_matches('@'))
+            .filter_map(|w| w.split_once('=').map(|(name, _)| name))
+            .filter(|name| {
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+            })
+            .map(str::to_owned)
+            .collect();
+        calls.push((words[at].to_owned(), set));
+    }
+    calls
+}
+
+/// A variable the Makefile sets for a script that never reads it misleads whoever edits either:
+/// each one must be read by the script (or a file it sources from pipelines/).
+#[test]
+fn every_variable_the_makefile_passes_to_a_script_is_read_by_it() {
+    let calls = makefile_script_calls();
+    assert!(
+        calls
+            .iter()
+            .any(|(script, set)| script == "pipelines/apply-edge.sh" && !set.is_empty()),
+        "the Makefile's calls were not found: {calls:?}"
+    );
+    for (script, set) in calls {
+        let mut text = fs::read_to_string(repo().join(&script)).unwrap();
+        let sourced: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix(". \"$(dirname \"$0\")/"))
+            .filter_map(|rest| rest.split_once('"').map(|(file, _)| file.to_owned()))
+            .collect();
+        for file in sourced {
+            text.push_str(&fs::read_to_string(repo().join("pipelines").join(file)).unwrap());
+        }
+        for name in set {
+            assert!(
+                text.contains(&format!("${name}")) || text.contains(&format!("${{{name}")),
+                "the Makefile passes {name} to {script}, which never reads it"
+            );
+        }
+    }
+}
+
+// --- setup.sh and CI ---------------------------------------------------------------------------
+
+/// CI installs through pipelines/setup.sh, the one list of what the project installs: a package
+/// named in .ci/run as well would drift from it.
+#[test]
+fn ci_installs_through_setup_sh_and_names_no_package_itself() {
+    let ci = fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let commands: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(
+        commands.contains(&"pipelines/setup.sh test"),
+        "{commands:#?}"
+    );
+    for installer in ["apt-get", "pip", "npm", "rustup"] {
+        assert!(
+            !commands
+                .iter()
+                .any(|c| c.split_whitespace().any(|w| w == installer)),
+            ".ci/run calls {installer} itself: {commands:#?}"
+        );
+    }
+    let setup = fs::read_to_string(repo().join("pipelines/setup.sh")).unwrap();
+    for package in [
+        "openssh-server",
+        "docker-registry",
+        "skopeo",
+        "musl-tools",
+        "qemu-utils",
+    ] {
+        assert!(
+            setup.contains(package),
+            "setup.sh does not install {package}"
+        );
+    }
+}
+
+/// `make help` lists the targets in the order a deployment meets them: the three layers, then
+/// day to day, tear down, and the build, demo and tests; each layer's targets under it.
+#[test]
+fn make_help_follows_the_layers() {
+    let out = Command::new("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .arg("help")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let help = String::from_utf8(out.stdout).unwrap();
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in help.lines().filter(|l| !l.trim().is_empty()) {
+        match line.strip_prefix("  ") {
+            Some(target) => sections
+                .last_mut()
+                .unwrap()
+                .1
+                .push(target.split_whitespace().next().unwrap().to_owned()),
+            None => sections.push((line.to_owned(), Vec::new())),
+        }
+    }
+    let expected: [(&str, &[&str]); 7] = [
+        ("Start", &["help", "check", "apply"]),
+        ("Layer 1, infra", &["apply-infra", "dry-run-infra"]),
+        (
+            "Layer 2, platform",
+            &["vendor", "apply-platform", "diff-platform"],
+        ),
+        (
+            "Layer 3, edge",
+            &["apply-edge", "dry-run-edge", "diff-edge", "publish-images"],
+        ),
+        (
+            "Day to day",
+            &["up", "down", "cluster-status", "rotate-pow-secret"],
+        ),
+        (
+            "Tear down",
+            &[
+                "destroy",
+                "destroy-edge",
+                "destroy-platform",
+                "destroy-infra",
+            ],
+        ),
+        (
+            "Build, demo, tests",
+            &["filter", "demo", "lists", "test", "lint", "bench"],
+        ),
+    ];
+    assert_eq!(sections.len(), expected.len(), "{help}");
+    for ((title, targets), (want_title, want_targets)) in sections.iter().zip(expected) {
+        assert!(
+            title.starts_with(want_title),
+            "`{title}` where `{want_title}` was expected: {help}"
+        );
+        for target in want_targets {
+            assert!(
+                targets.iter().any(|t| t == target),
+                "{target} not under `{title}`: {help}"
+            );
+        }
+    }
+}

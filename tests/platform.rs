@@ -39,7 +39,8 @@ struct World {
 
 impl World {
     /// A versions file whose Gateway API pins name two files of the test, a vendor folder with
-    /// them, and render-platform's four outputs.
+    /// them, and what the real render-platform writes for the example config (each release's
+    /// values and the list of releases).
     fn new() -> World {
         let dir = tempfile::tempdir().unwrap();
         let version = &pins()["GATEWAY_API_VERSION"];
@@ -65,11 +66,14 @@ impl World {
             crd_files.push(path);
         }
         fs::write(dir.path().join("versions.env"), versions).unwrap();
-        let rendered = dir.path().join("rendered");
-        fs::create_dir_all(&rendered).unwrap();
-        for release in ["cilium", "cert-manager", "istio-base", "istiod"] {
-            fs::write(rendered.join(format!("{release}.json")), "{}\n").unwrap();
-        }
+        let out = Command::new(testkit::workspace::bin("render-platform"))
+            .arg("--config")
+            .arg(repo().join("config/platform.example.json"))
+            .arg("--out-dir")
+            .arg(dir.path().join("rendered"))
+            .output()
+            .unwrap();
+        testkit::process::success_stdout(&out);
         fs::write(dir.path().join("calls.log"), "").unwrap();
         fs::write(
             dir.path().join("kubeconfig"),
@@ -288,6 +292,14 @@ fn a_missing_vendored_file_or_rendered_values_file_stops_before_any_change() {
     fs::remove_file(world.rendered("istiod")).unwrap();
     world.fails_saying("apply", &[], &["istiod.json is missing"]);
     assert!(world.calls().is_empty(), "{:#?}", world.calls());
+
+    // Without render-platform's list there is nothing to install, diff or uninstall.
+    let world = World::new();
+    fs::remove_file(world.dir.path().join("rendered/releases.tsv")).unwrap();
+    for mode in ["apply", "diff", "destroy"] {
+        world.fails_saying(mode, &[], &["releases.tsv is missing", "render-platform"]);
+    }
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
 }
 
 #[test]
@@ -428,6 +440,21 @@ fn destroy_skips_what_is_not_installed() {
     assert!(err.contains("istiod: not installed"), "{err}");
 }
 
+/// `make VARIABLE=...` for the world: its rendered releases, and the tools this test built (make
+/// must neither render again nor rebuild them in release mode).
+fn make_args(world: &World) -> Vec<String> {
+    let bin = testkit::workspace::bin("render-platform");
+    vec![
+        format!(
+            "PLATFORM_VALUES={}",
+            world.dir.path().join("rendered").display()
+        ),
+        "PLATFORM_CONFIG=config/platform.example.json".to_owned(),
+        format!("BIN={}", bin.parent().unwrap().display()),
+        "RUST_SOURCES=".to_owned(),
+    ]
+}
+
 #[test]
 fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
     let world = World::new();
@@ -436,6 +463,7 @@ fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
         .args(["--no-print-directory", "-C"])
         .arg(repo())
         .arg("destroy-platform")
+        .args(make_args(&world))
         .env_remove("CONFIRM")
         .env("STANDIN_HELM_INSTALLED", "cilium")
         .output()
@@ -453,6 +481,7 @@ fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
         .args(["--no-print-directory", "-C"])
         .arg(repo())
         .args(["destroy-platform", "CONFIRM=yes"])
+        .args(make_args(&world))
         .env("STANDIN_HELM_INSTALLED", "cilium")
         .output()
         .unwrap();

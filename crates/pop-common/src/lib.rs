@@ -9,11 +9,15 @@
 //! - [`tool`]: the one shape of a tool (`Cli`, `resolve`, `run`) and the [`main!`] that runs it.
 //! - [`time`]: RFC 3339 UTC timestamps for the records, without a date-time dependency.
 //! - [`hex`]: the lower-case hexadecimal encoder.
+//! - [`pins`]: reading the version pins of `k8s/versions.env`.
+//! - [`wait`]: the injected clock ([`wait::Sleeper`]) and the one bounded polling loop.
 
 pub mod exit;
 pub mod hex;
 pub mod input;
 pub mod log;
+pub mod pins;
 pub mod records;
 pub mod time;
 pub mod tool;
+pub mod wait;

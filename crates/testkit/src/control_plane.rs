@@ -724,16 +724,6 @@ mod tests {
 
     use super::*;
 
-    fn pinned(key: &str) -> String {
-        let versions =
-            fs::read_to_string(crate::workspace::root().join("k8s/versions.env")).unwrap();
-        versions
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("{key} missing from k8s/versions.env"))
-            .to_owned()
-    }
-
     #[test]
     fn kubectl_version_shows_the_pinned_client_and_server() {
         let Some(plane) = ControlPlane::shared("kubectl_version_shows_the_pinned") else {
@@ -741,7 +731,7 @@ mod tests {
         };
         let out = plane.kubectl_ok(&["version", "--output=json"], "");
         let version: serde_json::Value = serde_json::from_str(&out).unwrap();
-        let pin = pinned("KUBERNETES_VERSION");
+        let pin = crate::pin("KUBERNETES_VERSION");
         assert_eq!(
             version["clientVersion"]["gitVersion"],
             pin.as_str(),

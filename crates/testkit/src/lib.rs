@@ -1,6 +1,7 @@
 //! What the workspace's tests share; a dev-dependency only, so no shipped library exports test
 //! helpers.
 //!
+//! - [`cassettes`]: the Scaleway traffic recorded by Scaleway's own tools, for contract tests.
 //! - [`control_plane`]: a real Kubernetes control plane on loopback (etcd, kube-apiserver,
 //!   kube-controller-manager, kube-scheduler, kwok for nodes and pods), one per test binary.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
@@ -16,6 +17,7 @@
 //! message; under CI (`EDGEPOP_REQUIRE_ALL=1`, set by `.ci/run`) it fails, so a missing install
 //! step can never pass as green.
 
+pub mod cassettes;
 pub mod control_plane;
 pub mod http;
 pub mod process;
@@ -62,6 +64,29 @@ pub fn incompressible_bytes(len: usize, seed: u64) -> Vec<u8> {
             x.to_le_bytes()[0]
         })
         .collect()
+}
+
+/// The names of the entries of `dir`, sorted: what a test compares to say that nothing else (a
+/// temporary file, a partial write) was left there.
+#[allow(clippy::unwrap_used)] // a test helper: an unreadable directory fails the test
+pub fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The pin `key` of `k8s/versions.env`, for this crate's tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+fn pin(key: &str) -> String {
+    let text = std::fs::read_to_string(workspace::root().join(pop_common::pins::FILE)).unwrap();
+    match pop_common::pins::Pins::new(&text).get(key) {
+        Some(value) => value.to_owned(),
+        None => panic!("{key} is not pinned in k8s/versions.env"),
+    }
 }
 
 #[cfg(test)]

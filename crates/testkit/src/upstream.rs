@@ -66,15 +66,6 @@ mod tests {
     #[test]
     fn every_program_has_a_path_under_the_cache_named_by_its_pin() {
         let paths = paths();
-        let versions =
-            std::fs::read_to_string(crate::workspace::root().join("k8s/versions.env")).unwrap();
-        let pin = |key: &str| {
-            versions
-                .lines()
-                .find_map(|line| line.strip_prefix(&format!("{key}=")))
-                .unwrap_or_else(|| panic!("{key} missing from k8s/versions.env"))
-                .to_owned()
-        };
         for (name, key) in [
             ("kube-apiserver", "KUBERNETES_VERSION"),
             ("kubectl", "KUBERNETES_VERSION"),
@@ -87,7 +78,11 @@ mod tests {
         ] {
             let path = paths.get(name).unwrap_or_else(|| panic!("no {name}"));
             let version = path.parent().unwrap().file_name().unwrap();
-            assert_eq!(version.to_str().unwrap(), pin(key), "{name}: {path:?}");
+            assert_eq!(
+                version.to_str().unwrap(),
+                crate::pin(key),
+                "{name}: {path:?}"
+            );
         }
     }
 

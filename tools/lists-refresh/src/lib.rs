@@ -21,6 +21,10 @@
 //!
 //!    Nothing is written when nothing changed and the WasmPlugin already has this version.
 //!
+//! With `--out-dir DIR` (what `make lists` runs) the lists go to `DIR/<name>.txt` instead, one
+//! CIDR per line: no cluster, the previous `<name>.txt` is the shrink check's baseline, a list
+//! whose generator fails keeps its file, and the run exits 1 naming it after writing the others.
+//!
 //! Why the WasmPlugin and not only the ConfigMap: Istio delivers a `pluginConfig` change to the
 //! gateways by ECDS, as a fresh `on_configure` in the running VM, where the filter swaps its
 //! table: the new lists apply within seconds to a minute, without restarting the gateway and
@@ -95,20 +99,41 @@ pub struct Cli {
     /// fixed stamp makes a run reproducible.
     #[arg(long, value_name = "TIME")]
     pub now: Option<String>,
+    /// Write each list into DIR/<name>.txt (one CIDR per line) instead of publishing it to the
+    /// cluster; the previous DIR/<name>.txt is the shrink check's baseline.
+    #[arg(long, value_name = "DIR", conflicts_with_all = [
+        "namespace", "configmap", "wasmplugin", "api_server", "serviceaccount_dir", "now",
+    ])]
+    pub out_dir: Option<PathBuf>,
 }
 
 /// The resolved configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    pub sources_file: PathBuf,
+    pub generators_dir: PathBuf,
+    pub force: bool,
+    pub publish: Publish,
+}
+
+/// Where the lists go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Publish {
+    /// Server-side applied to the ConfigMap and the WasmPlugin.
+    Cluster(Cluster),
+    /// Written into `<dir>/<name>.txt`.
+    Dir(PathBuf),
+}
+
+/// The cluster the lists are published to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
     pub namespace: String,
     pub configmap: String,
     pub wasmplugin: Option<String>,
-    pub sources_file: PathBuf,
-    pub generators_dir: PathBuf,
     pub api_server: String,
     pub ca_file: PathBuf,
     pub token_file: PathBuf,
-    pub force: bool,
     /// The version stamp used when anything changed.
     pub now: String,
 }
@@ -143,6 +168,12 @@ pub enum RefreshError {
     },
     #[error("cannot create a temporary directory: {0}")]
     TempDir(#[source] io::Error),
+    #[error("cannot write {}: {source}", path.display())]
+    WriteFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("{method} {path}: Kubernetes API unreachable: {detail}")]
     Unreachable {
         method: &'static str,
@@ -172,7 +203,7 @@ pub enum RefreshError {
     },
     #[error("every list failed ({}); nothing was written, the previous lists stay", ListFailure::join(.0))]
     AllFailed(Vec<ListFailure>),
-    #[error("published the other lists; these failed and keep their previous version: {}", ListFailure::join(.0))]
+    #[error("wrote the other lists; these failed and keep their previous version: {}", ListFailure::join(.0))]
     SomeFailed(Vec<ListFailure>),
     #[error("cannot write the summary: {0}")]
     Output(#[from] OutputError),
@@ -190,6 +221,7 @@ impl Report for RefreshError {
             | RefreshError::Ca { .. }
             | RefreshError::Token { .. } => Exit::Usage,
             RefreshError::TempDir(_)
+            | RefreshError::WriteFile { .. }
             | RefreshError::Unreachable { .. }
             | RefreshError::Status { .. }
             | RefreshError::Json { .. }
@@ -221,12 +253,6 @@ impl ListFailure {
 /// Why one generator gave no usable list.
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
-    #[error("cannot write {}: {source}", path.display())]
-    Previous {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
     #[error("cannot run {}: {source}", program.display())]
     Spawn {
         program: PathBuf,
@@ -266,6 +292,25 @@ impl fmt::Display for Unsound<'_> {
 /// Resolves the arguments against the environment (the in-cluster API server address, and the
 /// directory of this program for the generators).
 pub fn resolve(cli: Cli, env: &Env) -> Result<Config, RefreshError> {
+    let generators_dir = match &cli.generators_dir {
+        Some(dir) => dir.clone(),
+        None => env
+            .program_dir()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+    };
+    let publish = match cli.out_dir {
+        Some(dir) => Publish::Dir(dir),
+        None => Publish::Cluster(resolve_cluster(&cli, env)?),
+    };
+    Ok(Config {
+        sources_file: cli.sources,
+        generators_dir,
+        force: cli.force,
+        publish,
+    })
+}
+
+fn resolve_cluster(cli: &Cli, env: &Env) -> Result<Cluster, RefreshError> {
     let api_server = match &cli.api_server {
         Some(url) => url.clone(),
         None => match (
@@ -280,33 +325,25 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, RefreshError> {
     if !(api_server.starts_with("https://") || api_server.starts_with("http://")) {
         return Err(RefreshError::ApiServerUrl(api_server));
     }
-    let generators_dir = match &cli.generators_dir {
-        Some(dir) => dir.clone(),
-        None => env
-            .program_dir()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
-    };
     let now = match &cli.now {
         Some(now) if pop_common::time::is_rfc3339_utc(now) => now.clone(),
         Some(now) => return Err(RefreshError::Now(now.clone())),
         None => pop_common::time::now_rfc3339(),
     };
-    Ok(Config {
-        namespace: cli.namespace,
-        configmap: cli.configmap,
-        wasmplugin: Some(cli.wasmplugin).filter(|w| !w.is_empty()),
-        sources_file: cli.sources,
-        generators_dir,
+    Ok(Cluster {
+        namespace: cli.namespace.clone(),
+        configmap: cli.configmap.clone(),
+        wasmplugin: Some(cli.wasmplugin.clone()).filter(|w| !w.is_empty()),
         api_server,
         ca_file: cli.serviceaccount_dir.join("ca.crt"),
         token_file: cli.serviceaccount_dir.join("token"),
-        force: cli.force,
         now,
     })
 }
 
-/// Regenerates every list and publishes the result; prints a one-line JSON summary (the
-/// version and which lists were regenerated or kept) on `output`. Nothing is read from `input`.
+/// Regenerates every list and publishes the result; prints a one-line JSON summary (which lists
+/// were regenerated or kept, and the published version) on `output`. Nothing is read from
+/// `input`.
 pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(), RefreshError> {
     let sources: ListSources = pop_common::input::read_json(&config.sources_file)?;
     let problems = sources.problems();
@@ -316,20 +353,96 @@ pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(),
             problems,
         });
     }
-    let kube = Kube::new(&config.api_server, &config.ca_file, &config.token_file)?;
+    match &config.publish {
+        Publish::Cluster(cluster) => publish(config, cluster, &sources, output),
+        Publish::Dir(dir) => write_dir(config, dir, &sources, output),
+    }
+}
+
+/// `--out-dir`: each list into `dir/<name>.txt`, its previous file the baseline of the shrink
+/// check; a list that fails keeps its file.
+fn write_dir(
+    config: &Config,
+    dir: &Path,
+    sources: &ListSources,
+    mut output: impl Write,
+) -> Result<(), RefreshError> {
+    let write_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| RefreshError::WriteFile { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(write_error(dir))?;
+    let (mut written, mut failed) = (Vec::new(), Vec::new());
+    for list in &sources.lists {
+        let file = dir.join(key_of(&list.name));
+        let previous = std::fs::metadata(&file)
+            .is_ok_and(|m| m.len() > 0)
+            .then_some(file.as_path());
+        match generate(config, sources, list, previous) {
+            Ok(text) => {
+                let tmp = dir.join(format!(".{}.tmp", key_of(&list.name)));
+                std::fs::write(&tmp, &text)
+                    .and_then(|()| std::fs::rename(&tmp, &file))
+                    .map_err(write_error(&file))?;
+                pop_common::info!(
+                    "list {}: {} ({} prefixes)",
+                    list.name,
+                    file.display(),
+                    text.lines().count()
+                );
+                written.push(list.name.clone());
+            }
+            Err(why) => {
+                pop_common::warn!("list {}: keeps its previous version: {why}", list.name);
+                failed.push(ListFailure {
+                    list: list.name.clone(),
+                    reason: why,
+                });
+            }
+        }
+    }
+    let kept: Vec<&str> = failed.iter().map(|f| f.list.as_str()).collect();
+    let summary = serde_json::json!({"out_dir": dir, "regenerated": written, "kept": kept});
+    writeln!(output, "{summary}").output()?;
+    match (written.is_empty(), failed.is_empty()) {
+        (_, true) => Ok(()),
+        (true, false) => Err(RefreshError::AllFailed(failed)),
+        (false, false) => Err(RefreshError::SomeFailed(failed)),
+    }
+}
+
+/// Publishes to the cluster: the ConfigMap, then the WasmPlugin.
+fn publish(
+    config: &Config,
+    cluster: &Cluster,
+    sources: &ListSources,
+    output: impl Write,
+) -> Result<(), RefreshError> {
+    let kube = Kube::new(&cluster.api_server, &cluster.ca_file, &cluster.token_file)?;
     let cm_path = format!(
         "/api/v1/namespaces/{}/configmaps/{}",
-        config.namespace, config.configmap
+        cluster.namespace, cluster.configmap
     );
     let current = kube.get(&cm_path)?;
     let old_data = data_of(current.as_ref());
 
+    // The previous lists, as files for the generators' shrink check.
     let work = tempfile::tempdir().map_err(RefreshError::TempDir)?;
     let mut fresh: BTreeMap<String, String> = BTreeMap::new();
     let mut failed = Vec::new();
     for list in &sources.lists {
-        let previous = old_data.get(&key_of(&list.name));
-        match generate(config, &sources, list, previous, work.path()) {
+        let previous = match old_data.get(&key_of(&list.name)) {
+            Some(text) => {
+                let file = work.path().join(key_of(&list.name));
+                std::fs::write(&file, text).map_err(|source| RefreshError::WriteFile {
+                    path: file.clone(),
+                    source,
+                })?;
+                Some(file)
+            }
+            None => None,
+        };
+        match generate(config, sources, list, previous.as_deref()) {
             Ok(text) => {
                 fresh.insert(list.name.clone(), text);
             }
@@ -346,19 +459,19 @@ pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(),
         return Err(RefreshError::AllFailed(failed));
     }
 
-    let plan = Plan::new(&sources, &old_data, &fresh, &config.now);
+    let plan = Plan::new(sources, &old_data, &fresh, &cluster.now);
     plan.check_size(current.as_ref())?;
-    let wasm = match &config.wasmplugin {
+    let wasm = match &cluster.wasmplugin {
         Some(name) => {
             let path = format!(
                 "/apis/extensions.istio.io/v1alpha1/namespaces/{}/wasmplugins/{name}",
-                config.namespace
+                cluster.namespace
             );
             let object = kube.get(&path)?;
             if object.is_none() {
                 pop_common::warn!(
                     "WasmPlugin {}/{name} not found (filter disabled?): lists go to the ConfigMap only",
-                    config.namespace
+                    cluster.namespace
                 );
             }
             object.map(|o| (path, name.clone(), o))
@@ -380,20 +493,20 @@ pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(),
             plan.old_version()
         );
     } else {
-        let cm = plan.configmap(config, current.as_ref());
+        let cm = plan.configmap(cluster, current.as_ref());
         kube.apply(&cm_path, &cm, FIELD_MANAGER)?;
         pop_common::info!(
             "ConfigMap {}/{}: applied version {} ({})",
-            config.namespace,
-            config.configmap,
+            cluster.namespace,
+            cluster.configmap,
             plan.version,
             plan.summary()
         );
         if let Some((path, name, _)) = &wasm {
-            kube.apply(path, &plan.wasmplugin(config, name), FIELD_MANAGER)?;
+            kube.apply(path, &plan.wasmplugin(cluster, name), FIELD_MANAGER)?;
             pop_common::info!(
                 "WasmPlugin {}/{name}: pluginConfig.lists at version {}",
-                config.namespace,
+                cluster.namespace,
                 plan.version
             );
         }
@@ -418,14 +531,13 @@ fn write_summary(mut output: impl Write, plan: &Plan) -> io::Result<()> {
     writeln!(output, "{summary}")
 }
 
-/// Runs one generator in its own process; its stderr goes to ours (the job's log). Returns the
-/// list as text, or why it failed.
+/// Runs one generator in its own process, with `previous` (a file) as the baseline of its shrink
+/// check; its stderr goes to ours (the job's log). Returns the list as text, or why it failed.
 fn generate(
     config: &Config,
     sources: &ListSources,
     list: &ListSource,
-    previous: Option<&String>,
-    work: &Path,
+    previous: Option<&Path>,
 ) -> Result<String, GenerateError> {
     let generator = list.generator.command();
     let program = config.generators_dir.join(generator);
@@ -442,12 +554,7 @@ fn generate(
         command.arg(format!("--format={format}"));
     }
     if let Some(previous) = previous {
-        let file = work.join(key_of(&list.name));
-        std::fs::write(&file, previous).map_err(|source| GenerateError::Previous {
-            path: file.clone(),
-            source,
-        })?;
-        command.arg(format!("--previous={}", file.display()));
+        command.arg(format!("--previous={}", previous.display()));
     }
     if config.force {
         command.arg("--force");
@@ -499,6 +606,14 @@ mod tests {
         .with_program("/usr/local/bin/lists-refresh")
     }
 
+    /// The cluster a config publishes to.
+    fn cluster(config: Config) -> Cluster {
+        match config.publish {
+            Publish::Cluster(cluster) => cluster,
+            Publish::Dir(dir) => panic!("publishes to {}", dir.display()),
+        }
+    }
+
     #[test]
     fn in_cluster_the_api_server_comes_from_the_environment() {
         let config = resolve(
@@ -512,6 +627,8 @@ mod tests {
             &in_cluster("10.96.0.1"),
         )
         .unwrap();
+        assert_eq!(config.generators_dir, Path::new("/usr/local/bin"));
+        let config = cluster(config);
         assert_eq!(config.api_server, "https://10.96.0.1:443");
         assert_eq!(
             config.token_file,
@@ -519,14 +636,28 @@ mod tests {
         );
         assert_eq!(config.ca_file, Path::new(SERVICEACCOUNT_DIR).join("ca.crt"));
         assert_eq!(config.wasmplugin.as_deref(), Some("pow-filter"));
-        assert_eq!(config.generators_dir, Path::new("/usr/local/bin"));
         assert_eq!(config.now, "2026-11-30T20:00:00Z");
         assert_eq!(
-            resolve(cli(&[]), &in_cluster("fd00::1"))
-                .unwrap()
-                .api_server,
+            cluster(resolve(cli(&[]), &in_cluster("fd00::1")).unwrap()).api_server,
             "https://[fd00::1]:443"
         );
+    }
+
+    #[test]
+    fn an_out_dir_needs_no_cluster_and_takes_no_cluster_setting() {
+        let config = resolve(cli(&["--out-dir=talos/_out/lists"]), &Env::default()).unwrap();
+        assert_eq!(
+            config.publish,
+            Publish::Dir(PathBuf::from("talos/_out/lists"))
+        );
+        for setting in [
+            "--api-server=http://127.0.0.1:1",
+            "--namespace=edge",
+            "--now=x",
+        ] {
+            let parsed = Cli::try_parse_from(["lists-refresh", "--out-dir=d", setting]);
+            assert!(parsed.is_err(), "{setting} was accepted with --out-dir");
+        }
     }
 
     #[test]
@@ -540,7 +671,7 @@ mod tests {
             &none,
         )
         .unwrap();
-        assert_eq!(config.wasmplugin, None);
+        assert_eq!(cluster(config).wasmplugin, None);
         assert!(matches!(
             resolve(cli(&["--api-server=ftp://x"]), &none),
             Err(RefreshError::ApiServerUrl(_))
@@ -574,7 +705,7 @@ mod tests {
         assert_eq!(err.exit(), Exit::Failure);
         assert_eq!(
             err.to_string(),
-            "published the other lists; these failed and keep their previous version: \
+            "wrote the other lists; these failed and keep their previous version: \
              tor (lists-gen-tor exited with 1), \
              hosting (lists-gen-asn printed an unsound list `other`: not the list asked for)"
         );

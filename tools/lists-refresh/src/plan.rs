@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use lists_core::records::ListSources;
 use serde_json::{Value, json};
 
-use crate::{CONFIGMAP_LIMIT, Config, OBJECT_LIMIT, RefreshError};
+use crate::{CONFIGMAP_LIMIT, Cluster, OBJECT_LIMIT, RefreshError};
 
 /// The ConfigMap key of a list.
 pub fn key_of(name: &str) -> String {
@@ -170,8 +170,8 @@ impl Plan {
         json!({"version": self.version, "generated_at": self.version, "sets": self.sets})
     }
 
-    pub(crate) fn configmap(&self, config: &Config, current: Option<&Value>) -> Value {
-        let mut metadata = json!({"name": config.configmap, "namespace": config.namespace});
+    pub(crate) fn configmap(&self, cluster: &Cluster, current: Option<&Value>) -> Value {
+        let mut metadata = json!({"name": cluster.configmap, "namespace": cluster.namespace});
         // Optimistic concurrency: if someone wrote the ConfigMap since we read it, the apply
         // fails with 409 instead of overwriting what we did not read.
         if let Some(rv) = current.and_then(|o| o.pointer("/metadata/resourceVersion")) {
@@ -180,11 +180,11 @@ impl Plan {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": self.data()})
     }
 
-    pub(crate) fn wasmplugin(&self, config: &Config, name: &str) -> Value {
+    pub(crate) fn wasmplugin(&self, cluster: &Cluster, name: &str) -> Value {
         json!({
             "apiVersion": "extensions.istio.io/v1alpha1",
             "kind": "WasmPlugin",
-            "metadata": {"name": name, "namespace": config.namespace},
+            "metadata": {"name": name, "namespace": cluster.namespace},
             "spec": {"pluginConfig": {"lists": self.lists()}},
         })
     }

@@ -1,6 +1,7 @@
 //! lists-refresh against a scripted Kubernetes API stand-in on loopback: the real generators
 //! run on the real captures (served over loopback HTTP or read from files), and every request
-//! is asserted (method, path, field manager, content type, token, body).
+//! is asserted (method, path, field manager, content type, token, body). And with `--out-dir`
+//! (what `make lists` runs): the lists as files, no API at all.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -251,13 +252,7 @@ fn a_large_shrink_and_a_source_down_publish_nothing() {
         json!({"tor.txt": previous, "version": "v0"}),
     )])
     .unwrap();
-    let out = job.run(&api, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
-    assert!(
-        log.contains("list tor: refused, IPv4 prefixes fell from 1305 to 100"),
-        "{log}"
-    );
+    let log = tor_refused_for_its_shrink(&job.run(&api, &sources));
     assert!(
         log.contains(&format!("source {down}: unreachable")),
         "{log}"
@@ -335,4 +330,111 @@ fn a_list_name_the_filter_would_refuse_is_refused_before_any_request() {
         assert!(log.contains("sources.json"), "names the file: {log}");
         assert!(api.requests().is_empty(), "nothing may reach the API");
     }
+}
+
+impl Job {
+    /// `lists-refresh --out-dir DIR`: no API server, no ServiceAccount.
+    fn run_into(&self, dir: &Path, sources: &Path) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_lists-refresh"))
+            .arg(format!("--sources={}", sources.display()))
+            .arg(format!("--out-dir={}", dir.display()))
+            .arg(format!("--generators-dir={}", self.generators.display()))
+            .env_remove("EDGEPOP_LOG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap()
+    }
+}
+
+/// The run failed (exit 1) because the tor list fell from the capture's 1305 exits to 100; its
+/// log.
+fn tor_refused_for_its_shrink(out: &Output) -> String {
+    let log = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("list tor: refused, IPv4 prefixes fell from 1305 to 100"),
+        "{log}"
+    );
+    log
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).unwrap().lines().count()
+}
+
+#[test]
+fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
+    let test = "the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file";
+    let (Some(bulk), Some(slice)) = (capture(test, BULK), capture(test, SLICE)) else {
+        return;
+    };
+    let job = Job::new();
+    let exits = job.dir.path().join("exits.txt");
+    std::fs::copy(&bulk, &exits).unwrap();
+    let sources = job.sources(json!([
+        {"name": "tor", "generator": "tor", "sources": [exits]},
+        {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335]},
+    ]));
+    let dir = job.dir.path().join("lists");
+    let out = job.run_into(&dir, &sources);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary,
+        json!({"out_dir": dir, "regenerated": ["tor", "hosting"], "kept": []})
+    );
+    // One CIDR per line, the form the CronJob publishes.
+    let tor = std::fs::read_to_string(dir.join("tor.txt")).unwrap();
+    assert_eq!(tor.lines().count(), 1305);
+    assert!(tor.lines().all(|l| l.ends_with("/32")));
+    assert!(
+        std::fs::read_to_string(dir.join("hosting.txt"))
+            .unwrap()
+            .lines()
+            .any(|l| l == "1.1.1.0/24")
+    );
+
+    // The exits shrink to 100 (beyond the 50 % allowed against the previous tor.txt): tor keeps
+    // its file, hosting is written again, the run fails naming tor.
+    let hundred: String = std::fs::read_to_string(&bulk)
+        .unwrap()
+        .lines()
+        .take(100)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&exits, hundred).unwrap();
+    std::fs::remove_file(dir.join("hosting.txt")).unwrap();
+    let out = job.run_into(&dir, &sources);
+    let log = tor_refused_for_its_shrink(&out);
+    assert!(
+        log.contains(
+            "these failed and keep their previous version: tor (lists-gen-tor exited with 1)"
+        ),
+        "{log}"
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary,
+        json!({"out_dir": dir, "regenerated": ["hosting"], "kept": ["tor"]})
+    );
+    assert_eq!(lines(&dir.join("tor.txt")), 1305);
+    assert!(lines(&dir.join("hosting.txt")) > 0);
+    assert_eq!(
+        testkit::file_names(&dir),
+        ["hosting.txt", "tor.txt"],
+        "no temporary file is left"
+    );
+}
+
+#[test]
+fn an_out_dir_run_where_every_list_fails_writes_nothing() {
+    let job = Job::new();
+    let missing = job.dir.path().join("no-such-capture.txt");
+    let sources = job.sources(json!([{"name": "tor", "generator": "tor", "sources": [missing]}]));
+    let dir = job.dir.path().join("lists");
+    let out = job.run_into(&dir, &sources);
+    let log = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("every list failed"), "{log}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }

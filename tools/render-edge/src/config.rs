@@ -190,6 +190,8 @@ pub struct Plan {
     pub acme_email: Option<String>,
     pub origin_replicas: u32,
     pub origin_text: String,
+    /// The demo origin's image, from its pin in `k8s/versions.env`.
+    pub origin_image: String,
     pub pow: Option<PowPlan>,
 }
 
@@ -207,13 +209,14 @@ pub struct PowPlan {
     pub lists: ListSources,
 }
 
-/// Checks the config against the inputs and resolves it into a [`Plan`]. `config_path` and
-/// `inputs_path` only name the files in errors.
+/// Checks the config against the inputs and resolves it into a [`Plan`] with the pinned image of
+/// the origin. `config_path` and `inputs_path` only name the files in errors.
 pub fn resolve(
     inputs: &PlatformInputs,
     inputs_path: &Path,
     config: EdgeConfig,
     config_path: &Path,
+    origin_image: &str,
 ) -> Result<Plan, InputError> {
     let zone = inputs.dns_zone.trim_end_matches('.').to_ascii_lowercase();
     if let Err(why) = check_dns_name(&zone) {
@@ -295,6 +298,7 @@ pub fn resolve(
         acme_email: email,
         origin_replicas: config.origin.replicas,
         origin_text: config.origin.text,
+        origin_image: origin_image.to_owned(),
         pow,
     })
 }

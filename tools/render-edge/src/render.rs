@@ -11,7 +11,6 @@ pub mod admission;
 use serde_json::{Value, json};
 
 use crate::config::{AcmeServer, Plan, PowPlan};
-use crate::versions;
 
 pub const NAMESPACE: &str = "edge";
 pub const GATEWAY: &str = "edge-gateway";
@@ -23,6 +22,9 @@ pub const WASM_PLUGIN: &str = "pow-filter";
 pub const POLICY_LISTS: &str = "policy-lists";
 pub const LISTS_SOURCES: &str = "lists-sources";
 pub const LISTS_REFRESH: &str = "lists-refresh";
+/// The parent of the ApplySet `make apply-edge` applies and prunes with: a ConfigMap in the edge
+/// namespace, created by kubectl, never rendered.
+pub const APPLYSET_PARENT: &str = "edge-applyset";
 /// The `app.kubernetes.io/managed-by` of every rendered object.
 pub const MANAGED_BY: &str = "render-edge";
 /// The VM environment variables that carry the HMAC keys into the filter.
@@ -61,6 +63,36 @@ pub fn objects(plan: &Plan) -> Result<Vec<Value>, EncodeError> {
         out.push(lists_cron_job(pow));
     }
     Ok(out)
+}
+
+/// The names the edge scripts need, as `(KEY, value)` in a fixed order: what `--names` prints.
+/// An empty value means the object is not rendered (the filter's objects, when it is off).
+pub fn names(plan: &Plan) -> Vec<(&'static str, String)> {
+    let filter = |name: &str| plan.pow.as_ref().map_or(String::new(), |_| name.to_owned());
+    vec![
+        ("EDGE_NAMESPACE", NAMESPACE.to_owned()),
+        (
+            "EDGE_APPLYSET_PARENT",
+            format!("configmap/{APPLYSET_PARENT}"),
+        ),
+        ("EDGE_GATEWAY_CLASS", GATEWAY_CLASS.to_owned()),
+        ("EDGE_GATEWAY_DEPLOYMENT", gateway_deployment_name()),
+        ("EDGE_WASM_PLUGIN", filter(WASM_PLUGIN)),
+        (
+            "EDGE_HMAC_SECRET",
+            plan.pow
+                .as_ref()
+                .map_or(String::new(), |pow| pow.secret_name.clone()),
+        ),
+        ("EDGE_LISTS_CONFIGMAP", filter(POLICY_LISTS)),
+        ("EDGE_LISTS_CRONJOB", filter(LISTS_REFRESH)),
+    ]
+}
+
+/// The Deployment istiod generates for the Gateway: `<gateway>-<class>` (its deployment
+/// controller's naming, the same for the Service and ServiceAccount).
+pub fn gateway_deployment_name() -> String {
+    format!("{GATEWAY}-{GATEWAY_CLASS}")
 }
 
 /// A value that could not be encoded (YAML or JSON): a bug, reported rather than rendered empty.
@@ -108,8 +140,8 @@ pub const ISTIO_GATEWAY_CONTROLLER: &str = "istio.io/gateway-controller";
 
 /// istiod creates this class itself when it is missing (its GatewayClass controller,
 /// `PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER`, on by default), with its own description
-/// and only on create; seed 000 met a cluster where it was missing, so the layer declares it
-/// too. It sets only what istiod sets the same way: with the same `controllerName` a
+/// and only on create; where that controller is off or has not run yet there is no class, and a
+/// Gateway of it is ignored without a word, so the layer declares it too. It sets only what istiod sets the same way: with the same `controllerName` a
 /// server-side apply co-owns the field with istiod instead of conflicting on it, and leaving
 /// `description` out leaves istiod's value alone. `make apply-edge` then waits for `Accepted`.
 fn gateway_class() -> Value {
@@ -363,7 +395,7 @@ fn origin_deployment(plan: &Plan) -> Value {
                     "securityContext": restricted_pod_security(),
                     "containers": [{
                         "name": ORIGIN,
-                        "image": versions::demo_origin_image(),
+                        "image": plan.origin_image,
                         "args": [format!("-listen=:{ORIGIN_PORT}"), format!("-text={}", plan.origin_text)],
                         "ports": [{"name": "http", "containerPort": ORIGIN_PORT, "protocol": "TCP"}],
                         "readinessProbe": probe,

@@ -1,24 +1,17 @@
 //! The pins of `k8s/versions.env`, compiled in: the one place versions are declared.
 
-const VERSIONS_ENV: &str = include_str!("../../../k8s/versions.env");
+use pop_common::input::InputError;
+use pop_common::pins::Pins;
 
-/// Looks up `key` in `k8s/versions.env`.
-pub fn pin(key: &str) -> Option<&'static str> {
-    pin_in(VERSIONS_ENV, key)
-}
+/// `k8s/versions.env` as it was when this binary was built.
+pub const PINS: Pins<'static> = Pins::new(include_str!("../../../k8s/versions.env"));
 
-/// Looks up `key` in a `KEY=value` text; a line that starts with `#` is a comment, even when it
-/// holds an `=` (a pin commented out is not a pin).
-fn pin_in<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    text.lines().find_map(|line| {
-        let (k, v) = line.trim().split_once('=')?;
-        (!k.starts_with('#') && k == key).then_some(v.trim())
-    })
-}
+/// The key of the demo origin's image.
+pub const DEMO_ORIGIN_IMAGE: &str = "DEMO_ORIGIN_IMAGE";
 
-/// The image of the demo origin.
-pub fn demo_origin_image() -> &'static str {
-    pin("DEMO_ORIGIN_IMAGE").unwrap_or("missing-DEMO_ORIGIN_IMAGE-in-k8s-versions.env")
+/// The image of the demo origin, or an error naming the pin and the file.
+pub fn demo_origin_image<'a>(pins: &Pins<'a>) -> Result<&'a str, InputError> {
+    pins.require(DEMO_ORIGIN_IMAGE)
 }
 
 #[cfg(test)]
@@ -26,26 +19,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_image_render_edge_needs_is_pinned() {
-        let key = "DEMO_ORIGIN_IMAGE";
-        let value = pin(key).unwrap_or_else(|| panic!("{key} missing from k8s/versions.env"));
-        assert!(value.contains(':'), "{key}={value} has no tag");
-        assert!(!value.ends_with(":latest"), "{key}={value} is not a pin");
-    }
-
-    #[test]
-    fn comments_and_unknown_keys_are_not_pins() {
-        assert_eq!(pin("NO_SUCH_KEY"), None);
-        // Each commented line holds an `=`, so only the comment guard keeps it from being read
-        // as a pin (the first commented line would otherwise win).
-        let text = "#DEMO_ORIGIN_IMAGE=old.example/echo:0.1\n\
-                    # Bumped from 0.1: DEMO_ORIGIN_IMAGE=x\n\
-                    DEMO_ORIGIN_IMAGE=docker.io/hashicorp/http-echo:1.0.0\n";
-        assert_eq!(pin_in(text, "#DEMO_ORIGIN_IMAGE"), None);
-        assert_eq!(pin_in(text, "# Bumped from 0.1: DEMO_ORIGIN_IMAGE"), None);
-        assert_eq!(
-            pin_in(text, "DEMO_ORIGIN_IMAGE"),
-            Some("docker.io/hashicorp/http-echo:1.0.0")
+    fn every_image_render_edge_needs_is_pinned_by_a_tag() {
+        let value = demo_origin_image(&PINS).unwrap();
+        assert!(
+            value.contains(':'),
+            "{DEMO_ORIGIN_IMAGE}={value} has no tag"
+        );
+        assert!(
+            !value.ends_with(":latest"),
+            "{DEMO_ORIGIN_IMAGE}={value} is not a pin"
         );
     }
 }

@@ -26,6 +26,7 @@ fn rendered() -> Vec<Value> {
         inputs: example("platform-inputs.example.json"),
         config: example("edge-pow.example.json"),
         format: Format::Json,
+        names: false,
     };
     render::objects(&plan(&cli).unwrap()).unwrap()
 }

@@ -538,7 +538,7 @@ fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
             "no list named `tors`",
         ],
     );
-    // Issue 9: the rendered topology has no proxy in front of the gateway.
+    // The rendered topology has no proxy in front of the gateway: no hop to trust.
     Case::new().refuses(
         &pow(r#"{"trusted_hops": 1}"#),
         &["field `pow.plugin_config.trusted_hops`", "only 0 fits"],
@@ -592,6 +592,127 @@ fn a_list_name_the_filter_would_refuse_is_refused_before_anything_is_rendered() 
     let out = render(&case.inputs(), &config, &[]);
     assert!(
         out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `--names` as `KEY=value` pairs, in order; the render must succeed.
+fn names(inputs: &Path, config: &Path) -> Vec<(String, String)> {
+    let out = render(inputs, config, &["--names"]);
+    testkit::process::success_stdout(&out)
+        .lines()
+        .map(|line| {
+            let (key, value) = line.split_once('=').unwrap();
+            (key.to_owned(), value.to_owned())
+        })
+        .collect()
+}
+
+/// What the edge scripts read from the names, found in the rendered objects themselves.
+fn names_in_objects(list: &serde_json::Value) -> Vec<(String, String)> {
+    let items = list["items"].as_array().unwrap();
+    let first = |kind: &str| items.iter().find(|i| i["kind"] == kind);
+    let name = |kind: &str| {
+        first(kind).map_or(String::new(), |o| {
+            o["metadata"]["name"].as_str().unwrap().to_owned()
+        })
+    };
+    let gateway = first("Gateway").unwrap();
+    // The Secret the gateway overlay feeds the filter's keys from, and the ConfigMap the
+    // CronJob publishes into.
+    let overlay = items
+        .iter()
+        .find(|i| i["kind"] == "ConfigMap" && i["data"]["deployment"].is_string())
+        .unwrap();
+    let secret = overlay["data"]["deployment"]
+        .as_str()
+        .unwrap()
+        .split("secretKeyRef:")
+        .nth(1)
+        .map_or(String::new(), |rest| {
+            let line = rest.lines().find(|l| l.contains("name:")).unwrap();
+            line.split_once("name:").unwrap().1.trim().to_owned()
+        });
+    let lists_configmap = first("CronJob").map_or(String::new(), |cron| {
+        cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|a| a.as_str().unwrap().strip_prefix("--configmap="))
+            .unwrap()
+            .to_owned()
+    });
+    [
+        ("EDGE_NAMESPACE", name("Namespace")),
+        ("EDGE_APPLYSET_PARENT", "configmap/edge-applyset".to_owned()),
+        ("EDGE_GATEWAY_CLASS", name("GatewayClass")),
+        (
+            "EDGE_GATEWAY_DEPLOYMENT",
+            format!(
+                "{}-{}",
+                gateway["metadata"]["name"].as_str().unwrap(),
+                gateway["spec"]["gatewayClassName"].as_str().unwrap()
+            ),
+        ),
+        ("EDGE_WASM_PLUGIN", name("WasmPlugin")),
+        ("EDGE_HMAC_SECRET", secret),
+        ("EDGE_LISTS_CONFIGMAP", lists_configmap),
+        ("EDGE_LISTS_CRONJOB", name("CronJob")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+#[test]
+fn the_names_are_those_of_the_rendered_objects_with_the_filter_on_or_off() {
+    let inputs = example("platform-inputs.example.json");
+    for config in ["edge.example.json", "edge-pow.example.json"] {
+        let config = example(config);
+        let printed = names(&inputs, &config);
+        assert_eq!(
+            printed,
+            names_in_objects(&render_list(&inputs, &config)),
+            "{}",
+            config.display()
+        );
+        let filter_on = printed
+            .iter()
+            .any(|(k, v)| k == "EDGE_WASM_PLUGIN" && !v.is_empty());
+        assert_eq!(filter_on, config.ends_with("edge-pow.example.json"));
+    }
+    // A renamed Secret is the one the names give.
+    let case = Case::new();
+    let config = case.write(
+        "edge.json",
+        &with_hosts(
+            r#""www.example.com""#,
+            &format!(
+                r#", "pow_enabled": true, "pow": {{"secret_name": "edge-filter-keys"}}, {IMAGES}"#
+            ),
+        ),
+    );
+    let printed = names(&case.inputs(), &config);
+    assert!(
+        printed.contains(&("EDGE_HMAC_SECRET".to_owned(), "edge-filter-keys".to_owned())),
+        "{printed:?}"
+    );
+    assert_eq!(
+        printed,
+        names_in_objects(&render_list(&case.inputs(), &config))
+    );
+}
+
+#[test]
+fn names_of_a_bad_config_are_refused_like_the_objects() {
+    let case = Case::new();
+    let config = case.write("edge.json", r#"{"hostnames": []}"#);
+    let out = render(&case.inputs(), &config, &["--names"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("field `hostnames`"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

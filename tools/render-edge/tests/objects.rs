@@ -21,6 +21,7 @@ fn objects(config: &str) -> Vec<Value> {
         inputs: example("platform-inputs.example.json"),
         config: example(config),
         format: Format::Json,
+        names: false,
     };
     render::objects(&plan(&cli).unwrap()).unwrap()
 }

@@ -44,6 +44,7 @@ fn every_rendered_object_of_every_example_is_valid_against_the_upstream_schemas(
             inputs: workspace().join("config/platform-inputs.example.json"),
             config: workspace().join("config").join(config),
             format: Format::Json,
+            names: false,
         };
         for object in render::objects(&plan(&cli).unwrap()).unwrap() {
             checked += 1;
@@ -68,6 +69,7 @@ fn the_validator_catches_a_typo_in_a_rendered_gateway() {
         inputs: workspace().join("config/platform-inputs.example.json"),
         config: workspace().join("config/edge.example.json"),
         format: Format::Json,
+        names: false,
     };
     let mut objects = render::objects(&plan(&cli).unwrap()).unwrap();
     let gateway = objects.iter_mut().find(|o| o["kind"] == "Gateway").unwrap();

@@ -6,16 +6,33 @@
 //! this tool's output after them (`-f values/cilium.yaml -f <rendered>`), so a day-2 change is an
 //! edit of the platform config, never of a values file. The output is JSON (which Helm reads as
 //! YAML), keys sorted, so the same config always gives the same bytes.
+//!
+//! ```text
+//! render-platform --config config/platform.json cilium              # one release, on stdout
+//! render-platform --config config/platform.json --out-dir DIR       # every release, and the list
+//! ```
+//!
+//! This tool owns the list of releases: with `--out-dir` it writes `DIR/<release>.json` for each,
+//! then `DIR/releases.tsv`, one line per release in install order: name, namespace, chart,
+//! repository and version (tab-separated; the last two are the pins of `k8s/versions.env`,
+//! compiled in). `pipelines/platform.sh` installs, diffs and uninstalls what that file lists.
 
-use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, ValueEnum};
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
+use pop_common::pins::Pins;
 use pop_common::tool::Env;
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+/// `k8s/versions.env` as it was when this binary was built.
+pub const PINS: Pins<'static> = Pins::new(include_str!("../../../k8s/versions.env"));
+
+/// The file of `--out-dir` that lists the releases.
+pub const RELEASES_FILE: &str = "releases.tsv";
 
 /// The Helm releases of the platform layer, in install order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -27,6 +44,8 @@ pub enum Release {
 }
 
 impl Release {
+    /// Install order: the CNI first (nothing schedules before it), cert-manager (after the
+    /// Gateway API CRDs, which platform.sh applies before it), then Istio's CRDs and istiod.
     pub const ALL: [Release; 4] = [
         Release::Cilium,
         Release::CertManager,
@@ -43,6 +62,53 @@ impl Release {
             Release::Istiod => "istiod",
         }
     }
+
+    /// The namespace the release is installed in (the charts' documented ones).
+    pub fn namespace(self) -> &'static str {
+        match self {
+            Release::Cilium => "kube-system",
+            Release::CertManager => "cert-manager",
+            Release::IstioBase | Release::Istiod => "istio-system",
+        }
+    }
+
+    /// The chart, in its repository.
+    pub fn chart(self) -> &'static str {
+        match self {
+            Release::Cilium => "cilium",
+            Release::CertManager => "cert-manager",
+            Release::IstioBase => "base",
+            Release::Istiod => "istiod",
+        }
+    }
+
+    /// The keys of the chart's repository and version in `k8s/versions.env`.
+    pub fn pin_keys(self) -> (&'static str, &'static str) {
+        match self {
+            Release::Cilium => ("CILIUM_CHART_REPO", "CILIUM_VERSION"),
+            Release::CertManager => ("CERT_MANAGER_CHART_REPO", "CERT_MANAGER_VERSION"),
+            Release::IstioBase | Release::Istiod => ("ISTIO_CHART_REPO", "ISTIO_VERSION"),
+        }
+    }
+}
+
+/// The lines of `releases.tsv` for the given pins: every release in install order, or the first
+/// missing pin.
+pub fn releases_tsv(pins: &Pins) -> Result<String, InputError> {
+    let mut text =
+        String::from("# release\tnamespace\tchart\trepository\tversion, in install order\n");
+    for release in Release::ALL {
+        let (repo, version) = release.pin_keys();
+        text.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            release.name(),
+            release.namespace(),
+            release.chart(),
+            pins.require(repo)?,
+            pins.require(version)?
+        ));
+    }
+    Ok(text)
 }
 
 #[derive(Debug, Parser)]
@@ -51,13 +117,28 @@ pub struct Cli {
     /// The platform config (config/platform.json; example: config/platform.example.json).
     #[arg(long)]
     pub config: PathBuf,
-    /// The release whose values to render.
+    /// The release whose values to print.
     #[arg(value_enum)]
-    pub release: Release,
+    pub release: Option<Release>,
+    /// Write every release's values into DIR/<release>.json, then DIR/releases.tsv.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
 }
 
-/// Nothing to resolve: the config file is read by `run` (it is input, not environment).
-pub type Config = Cli;
+/// What to render, and where: the config file itself is read by `run` (it is input).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub config: PathBuf,
+    pub target: Target,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One release's values on stdout.
+    Stdout(Release),
+    /// Every release's values and `releases.tsv` into this directory.
+    Dir(PathBuf),
+}
 
 /// `config/platform.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -122,29 +203,87 @@ pub enum Error {
     Input(#[from] InputError),
     #[error("writing the values: {0}")]
     Write(#[from] OutputError),
+    #[error("name one release, or give --out-dir for all of them")]
+    Target,
+    #[error("cannot write {}: {source}", path.display())]
+    WriteFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
-            Error::Input(_) => Exit::Usage,
-            Error::Write(_) => Exit::Failure,
+            Error::Input(_) | Error::Target => Exit::Usage,
+            Error::Write(_) | Error::WriteFile { .. } => Exit::Failure,
         }
     }
 }
 
+/// The arguments into a target; the environment plays no part.
 pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
-    Ok(cli)
+    let target = match (cli.release, cli.out_dir) {
+        (Some(release), None) => Target::Stdout(release),
+        (None, Some(dir)) => Target::Dir(dir),
+        _ => return Err(Error::Target),
+    };
+    Ok(Config {
+        config: cli.config,
+        target,
+    })
 }
 
-pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result<(), Error> {
+/// Prints one release's values, or writes every release's and the list into `--out-dir`.
+pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(), Error> {
+    run_with(config, &PINS, output)
+}
+
+/// [`run`] with the given pins. Everything is checked and rendered before the first write.
+pub fn run_with(config: &Config, pins: &Pins, mut output: impl Write) -> Result<(), Error> {
     let platform = load(&config.config)?;
-    let values = render(&platform, config.release);
-    let mut text = serde_json::to_string_pretty(&values)
-        .map_err(|err| Error::Write(std::io::Error::other(err).into()))?;
+    match &config.target {
+        Target::Dir(dir) => {
+            let releases = releases_tsv(pins)?;
+            let values = Release::ALL
+                .iter()
+                .map(|&release| Ok((release, values_text(&platform, release)?)))
+                .collect::<Result<Vec<_>, Error>>()?;
+            std::fs::create_dir_all(dir).map_err(|source| Error::WriteFile {
+                path: dir.clone(),
+                source,
+            })?;
+            for (release, text) in values {
+                write_file(dir, &format!("{}.json", release.name()), &text)?;
+            }
+            // Last: its date says that every values file beside it is as fresh.
+            write_file(dir, RELEASES_FILE, &releases)
+        }
+        Target::Stdout(release) => {
+            output
+                .write_all(values_text(&platform, *release)?.as_bytes())
+                .output()?;
+            Ok(output.flush().output()?)
+        }
+    }
+}
+
+/// The values of one release as pretty JSON, ending with a newline.
+fn values_text(platform: &PlatformConfig, release: Release) -> Result<String, Error> {
+    let mut text = serde_json::to_string_pretty(&render(platform, release))
+        .map_err(|err| Error::Write(io::Error::other(err).into()))?;
     text.push('\n');
-    output.write_all(text.as_bytes()).output()?;
-    Ok(output.flush().output()?)
+    Ok(text)
+}
+
+/// Writes `dir/name` through a temporary file renamed into place.
+fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), Error> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|source| Error::WriteFile { path, source })
 }
 
 /// Reads and checks the platform config: every refusal names the file and the field.
@@ -417,12 +556,15 @@ mod tests {
         assert!(err.contains("policy_audit"), "{err}");
     }
 
+    fn example_path() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/platform.example.json")
+    }
+
     #[test]
     fn run_writes_json_that_ends_with_a_newline() {
         let config = Config {
-            config: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../config/platform.example.json"),
-            release: Release::Cilium,
+            config: example_path(),
+            target: Target::Stdout(Release::Cilium),
         };
         let mut out = Vec::new();
         run(&config, std::io::empty(), &mut out).unwrap();
@@ -430,5 +572,114 @@ mod tests {
         assert!(text.ends_with("}\n"));
         let back: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, render(&example(), Release::Cilium));
+    }
+
+    #[test]
+    fn the_out_dir_holds_every_release_and_the_list_in_install_order_with_the_pins() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rendered");
+        let config = Config {
+            config: example_path(),
+            target: Target::Dir(out.clone()),
+        };
+        run(&config, std::io::empty(), Vec::new()).unwrap();
+        let list = std::fs::read_to_string(out.join(RELEASES_FILE)).unwrap();
+        let rows: Vec<Vec<&str>> = list
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split('\t').collect())
+            .collect();
+        let pin = |key: &str| PINS.get(key).unwrap();
+        assert_eq!(
+            rows,
+            [
+                [
+                    "cilium",
+                    "kube-system",
+                    "cilium",
+                    pin("CILIUM_CHART_REPO"),
+                    pin("CILIUM_VERSION")
+                ],
+                [
+                    "cert-manager",
+                    "cert-manager",
+                    "cert-manager",
+                    pin("CERT_MANAGER_CHART_REPO"),
+                    pin("CERT_MANAGER_VERSION")
+                ],
+                [
+                    "istio-base",
+                    "istio-system",
+                    "base",
+                    pin("ISTIO_CHART_REPO"),
+                    pin("ISTIO_VERSION")
+                ],
+                [
+                    "istiod",
+                    "istio-system",
+                    "istiod",
+                    pin("ISTIO_CHART_REPO"),
+                    pin("ISTIO_VERSION")
+                ],
+            ]
+        );
+        for release in Release::ALL {
+            let text =
+                std::fs::read_to_string(out.join(format!("{}.json", release.name()))).unwrap();
+            let values: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(values, render(&example(), release), "{}", release.name());
+        }
+        assert_eq!(
+            testkit::file_names(&out),
+            [
+                "cert-manager.json",
+                "cilium.json",
+                "istio-base.json",
+                "istiod.json",
+                RELEASES_FILE
+            ],
+            "no temporary file is left"
+        );
+    }
+
+    #[test]
+    fn a_missing_chart_pin_is_refused_naming_it_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rendered");
+        let config = Config {
+            config: example_path(),
+            target: Target::Dir(out.clone()),
+        };
+        let pins = Pins::new("CILIUM_CHART_REPO=https://helm.cilium.io\nCILIUM_VERSION=1.20.3\n");
+        let err = run_with(&config, &pins, Vec::new()).unwrap_err();
+        assert_eq!(err.exit(), Exit::Usage);
+        assert!(
+            err.to_string()
+                .starts_with("k8s/versions.env: field `CERT_MANAGER_CHART_REPO`: not pinned"),
+            "{err}"
+        );
+        assert!(!out.exists());
+    }
+
+    #[test]
+    fn a_release_or_the_out_dir_is_named_not_both_nor_neither() {
+        let cli = |args: &[&str]| {
+            Cli::try_parse_from(["render-platform", "--config", "p.json"].iter().chain(args))
+                .unwrap()
+        };
+        let env = Env::default();
+        assert_eq!(
+            resolve(cli(&["istiod"]), &env).unwrap().target,
+            Target::Stdout(Release::Istiod)
+        );
+        assert_eq!(
+            resolve(cli(&["--out-dir", "d"]), &env).unwrap().target,
+            Target::Dir(PathBuf::from("d"))
+        );
+        for args in [&[][..], &["cilium", "--out-dir", "d"]] {
+            let err = resolve(cli(args), &env).unwrap_err();
+            assert!(matches!(err, Error::Target), "{err}");
+            assert_eq!(err.exit(), Exit::Usage);
+        }
     }
 }

@@ -24,7 +24,8 @@ pub struct InfraConfig {
     pub worker: Worker,
     /// The worker's SSH public key (registered in IAM; public key only).
     pub ssh_public_key_path: String,
-    /// Used by scw-rescue-flash (issue 12), not by this tool; kept so the file stays one.
+    /// The worker's SSH private key, for scw-rescue-flash (given to it by the infra pipeline,
+    /// through `scw-infra names`); kept here so the layer has one config file.
     pub ssh_private_key_path: String,
     /// Who may reach 6443 (Kubernetes) and 50000 (Talos API) from outside.
     pub admin_cidrs: Vec<IpNet>,
@@ -49,18 +50,22 @@ pub struct Worker {
     pub name: String,
     /// The Elastic Metal offer name, such as `EM-A116X-SSD`.
     pub offer: String,
-    /// Used by scw-rescue-flash (issue 12).
+    /// The disk scw-rescue-flash writes Talos onto, and Talos installs to.
     pub install_disk: String,
 }
 
 impl InfraConfig {
-    /// Reads and checks the file; every error names the file and the field.
+    /// Reads and checks the file; every error names the file and the field. A key path that
+    /// starts with `~/` is in `home`.
     pub fn load(path: &Path, home: Option<&str>) -> Result<InfraConfig, InputError> {
         let mut config: InfraConfig = read_json(path)?;
         config.check(path)?;
-        config.ssh_public_key_path = expand_home(&config.ssh_public_key_path, home)
-            .to_string_lossy()
-            .into_owned();
+        for key in [
+            &mut config.ssh_public_key_path,
+            &mut config.ssh_private_key_path,
+        ] {
+            *key = expand_home(key, home).to_string_lossy().into_owned();
+        }
         Ok(config)
     }
 
@@ -212,6 +217,7 @@ mod tests {
         let c = load(&example()).unwrap();
         assert_eq!(c.region(), "fr-par");
         assert_eq!(c.ssh_public_key_path, "/home/me/.ssh/id_ed25519.pub");
+        assert_eq!(c.ssh_private_key_path, "/home/me/.ssh/id_ed25519");
     }
 
     #[test]

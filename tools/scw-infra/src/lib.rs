@@ -2,23 +2,31 @@
 //! found again by their tags (no state file: nothing to guard, nothing to drift).
 //!
 //! ```text
-//! scw-infra apply --config config/infra.json --talos-version v1.13.11 > nodes.json
-//! scw-infra apply --config ... --talos-version ... --dry-run      # planned calls, JSON lines
-//! scw-infra power on|off --config config/infra.json
+//! scw-infra apply --config config/infra.json --talos-version v1.13.11 [--previous FILE] > nodes.json
+//! scw-infra apply --config ... --talos-version ... --dry-run      # the plan, one JSON line a step
+//! scw-infra power on|off --config config/infra.json [--dry-run]
 //! scw-infra destroy --config config/infra.json [--yes] [--dry-run]
 //! scw-infra credentials                                            # which profile resolves
+//! scw-infra names --config config/infra.json [--inventory FILE]   # KEY=value for infra.sh
+//! scw-infra platform-inputs --config config/infra.json --inventory FILE
 //! ```
 //!
-//! The tag scheme is documented in [`infra`]. Credentials are resolved as Scaleway's own tools
-//! do ([`api::creds`]); the secret key is only ever sent as the `X-Auth-Token` header.
-//! `apply` prints the `NodeInventory` record (pop-common) on stdout; `destroy` prints one JSON
-//! line per resource removed.
+//! Each of `apply`, `power` and `destroy` first computes a plan from reads only ([`plan`]), then
+//! executes exactly that plan; `--dry-run` prints it and stops. The tag scheme is documented in
+//! [`tags`]. Credentials are resolved as Scaleway's own tools do (`scaleway::creds`); the secret
+//! key is only ever sent as the `X-Auth-Token` header. `apply` prints the `NodeInventory` record
+//! (pop-common) on stdout; `destroy` prints one JSON line per resource removed.
 
-pub mod api;
+pub mod apply;
+pub mod cluster;
 pub mod config;
-pub mod image;
-pub mod infra;
-pub mod s3;
+pub mod destroy;
+pub mod error;
+pub mod outputs;
+pub mod plan;
+pub mod power;
+pub mod tags;
+pub mod wait;
 
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -28,15 +36,17 @@ use clap::{Parser, Subcommand, ValueEnum};
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::tool::Env;
+use pop_common::wait::{Sleeper, ThreadSleeper};
+use scaleway::s3::{self, S3};
+use scaleway::{Client, Credentials, CredentialsError, RetryPolicy, Transport, UreqTransport};
 
-use crate::api::client::{Client, RealSleeper, RetryPolicy, Sleeper};
-use crate::api::creds::{Credentials, CredentialsError};
-use crate::api::endpoints::Scaleway;
-use crate::api::http::{Transport, UreqTransport};
+use crate::apply::ApplyInputs;
+use crate::apply::image_file::TalosSource;
+use crate::cluster::Cluster;
 use crate::config::InfraConfig;
-use crate::image::TalosSource;
-use crate::infra::{Infra, InfraError, Waits};
-use crate::s3::S3;
+use crate::error::InfraError;
+use crate::outputs::InventoryFile;
+use crate::wait::Waits;
 
 /// The cluster's Scaleway resources, through the API.
 #[derive(Debug, Parser)]
@@ -70,9 +80,13 @@ pub enum Command {
         /// control planes (k8s/versions.env: TALOS_VERSION).
         #[arg(long, value_name = "VERSION")]
         talos_version: String,
-        /// Print the mutating calls it would make (JSON lines) and make none.
+        /// Print the plan (one JSON line a step) and change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// The inventory of the last run, when there is one: what the node tools recorded on
+        /// each server (image flashed, config applied) is carried over, by server id.
+        #[arg(long, value_name = "FILE")]
+        previous: Option<PathBuf>,
         /// The Image Factory's scaleway-amd64.raw.zst to import when no Instance image of this
         /// version and digest exists (with --talos-image-sha256).
         #[arg(long, value_name = "URL", requires = "talos_image_sha256")]
@@ -90,20 +104,43 @@ pub enum Command {
         state: PowerState,
         #[command(flatten)]
         common: Common,
+        /// Print the plan (one JSON line a step) and change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
-    /// Delete every resource tagged for this cluster, in dependency order.
+    /// Delete every resource of this cluster, in dependency order, after showing the list.
     Destroy {
         #[command(flatten)]
         common: Common,
         /// Do not ask (required when stdin is not a terminal).
         #[arg(long)]
         yes: bool,
-        /// Print the deleting calls it would make (JSON lines) and make none.
+        /// Print what would be removed (one JSON line each, as the run prints them) and change
+        /// nothing.
         #[arg(long)]
         dry_run: bool,
     },
     /// Say which credentials resolve (access key and profile; never the secret key).
     Credentials,
+    /// Print, as KEY=value lines, the values the infra pipeline needs from the config (and, with
+    /// --inventory, the first control plane's address).
+    Names {
+        /// The infra config.
+        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
+        config: PathBuf,
+        /// A node inventory (talos/_out/inventory.json).
+        #[arg(long, value_name = "FILE")]
+        inventory: Option<PathBuf>,
+    },
+    /// Print the PlatformInputs record the platform and edge layers read.
+    PlatformInputs {
+        /// The infra config.
+        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
+        config: PathBuf,
+        /// The node inventory (talos/_out/inventory.json).
+        #[arg(long, value_name = "FILE")]
+        inventory: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -116,6 +153,15 @@ pub enum PowerState {
 #[derive(Debug)]
 pub enum Config {
     Credentials(Credentials),
+    Names {
+        config: InfraConfig,
+        config_path: PathBuf,
+        inventory: Option<InventoryFile>,
+    },
+    PlatformInputs {
+        config: InfraConfig,
+        inventory: InventoryFile,
+    },
     Run(Box<RunConfig>),
 }
 
@@ -124,7 +170,6 @@ pub struct RunConfig {
     pub action: Action,
     pub infra: InfraConfig,
     pub credentials: Credentials,
-    pub ssh_public_key: String,
     pub waits: Waits,
     pub retry: RetryPolicy,
     /// Object Storage: `SCW_S3_ENDPOINT`, else `https://s3.<region>.scw.cloud` (path-style).
@@ -136,13 +181,17 @@ pub struct RunConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Apply {
-        talos_version: String,
+        inputs: ApplyInputs,
         dry_run: bool,
-        talos_source: Option<TalosSource>,
-        part_size: usize,
+        previous: Option<InventoryFile>,
     },
-    Power(PowerState),
+    Power {
+        state: PowerState,
+        dry_run: bool,
+    },
     Destroy {
+        /// The key whose IAM copy is ours to delete (one line).
+        ssh_public_key: String,
         yes: bool,
         dry_run: bool,
     },
@@ -168,19 +217,35 @@ impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
             Error::Input(_) | Error::Credentials(_) | Error::Usage(_) => Exit::Usage,
-            Error::Infra(_) | Error::Cancelled | Error::Output(_) => Exit::Failure,
+            Error::Infra(err) => err.exit(),
+            Error::Cancelled | Error::Output(_) => Exit::Failure,
         }
     }
 }
 
-/// Reads the config, the SSH public key and the credentials; nothing is sent.
+/// Reads the config, the SSH public key, the previous inventory and the credentials (local
+/// files and the environment); nothing is sent.
 pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
-    let (common, action) = match &cli.command {
-        Command::Credentials => return Ok(Config::Credentials(api::creds::load(env)?)),
+    let (common, action) = match cli.command {
+        Command::Credentials => return Ok(Config::Credentials(scaleway::creds::load(env)?)),
+        Command::Names { config, inventory } => {
+            return Ok(Config::Names {
+                config: InfraConfig::load(&config, env.non_empty("HOME"))?,
+                inventory: inventory.as_deref().map(InventoryFile::read).transpose()?,
+                config_path: config,
+            });
+        }
+        Command::PlatformInputs { config, inventory } => {
+            return Ok(Config::PlatformInputs {
+                config: InfraConfig::load(&config, env.non_empty("HOME"))?,
+                inventory: InventoryFile::read(&inventory)?,
+            });
+        }
         Command::Apply {
             common,
             talos_version,
             dry_run,
+            previous,
             talos_image_url,
             talos_image_sha256,
             upload_part_mib,
@@ -201,70 +266,59 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                             "--talos-image-sha256 `{sha256}` is not 64 lowercase hex digits"
                         )));
                     }
-                    Some(TalosSource {
-                        url: url.clone(),
-                        sha256: sha256.clone(),
-                    })
+                    Some(TalosSource { url, sha256 })
                 }
                 _ => None,
             };
-            if *upload_part_mib < 5 {
+            if upload_part_mib < 5 {
                 return Err(Error::Usage(format!(
                     "--upload-part-mib {upload_part_mib}: S3 parts are at least 5 MiB"
                 )));
             }
-            (
-                common,
-                Action::Apply {
-                    talos_version: talos_version.clone(),
-                    dry_run: *dry_run,
+            // A first run has no previous inventory: a missing file is no inventory.
+            let previous = match previous {
+                Some(path) if path.exists() => Some(InventoryFile::read(&path)?),
+                _ => None,
+            };
+            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
+            let ssh_public_key = read_public_key(&common.config, &infra)?;
+            let action = Action::Apply {
+                inputs: ApplyInputs {
+                    talos_version,
                     talos_source,
+                    ssh_public_key,
                     part_size: upload_part_mib * 1024 * 1024,
                 },
-            )
+                dry_run,
+                previous,
+            };
+            (common, (infra, action))
         }
-        Command::Power { state, common } => (common, Action::Power(*state)),
+        Command::Power {
+            state,
+            common,
+            dry_run,
+        } => {
+            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
+            (common, (infra, Action::Power { state, dry_run }))
+        }
         Command::Destroy {
             common,
             yes,
             dry_run,
-        } => (
-            common,
-            Action::Destroy {
-                yes: *yes,
-                dry_run: *dry_run,
-            },
-        ),
-    };
-    let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
-    let ssh_public_key = match action {
-        Action::Power(_) => String::new(),
-        _ => {
-            let path = PathBuf::from(&infra.ssh_public_key_path);
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                InputError::field(
-                    &common.config,
-                    "ssh_public_key_path",
-                    format!("cannot read {}: {e}", path.display()),
-                )
-            })?;
-            let line = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim();
-            if !line.starts_with("ssh-") && !line.starts_with("ecdsa-") {
-                return Err(InputError::field(
-                    &common.config,
-                    "ssh_public_key_path",
-                    format!("{} is not an OpenSSH public key", path.display()),
-                )
-                .into());
-            }
-            line.to_owned()
+        } => {
+            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
+            let ssh_public_key = read_public_key(&common.config, &infra)?;
+            let action = Action::Destroy {
+                ssh_public_key,
+                yes,
+                dry_run,
+            };
+            (common, (infra, action))
         }
     };
-    let credentials = api::creds::load(env)?;
+    let (infra, action) = action;
+    let credentials = scaleway::creds::load(env)?;
     let s3_endpoint = env.non_empty("SCW_S3_ENDPOINT").map_or_else(
         || format!("https://s3.{}.scw.cloud", infra.region()),
         str::to_owned,
@@ -273,7 +327,6 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
         action,
         infra,
         credentials,
-        ssh_public_key,
         waits: Waits {
             poll: Duration::from_secs(common.poll_seconds),
             instance: Duration::from_secs(15 * 60),
@@ -288,22 +341,48 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     })))
 }
 
+/// The first line of the file `ssh_public_key_path` names, which must be an OpenSSH public key.
+fn read_public_key(config_path: &std::path::Path, infra: &InfraConfig) -> Result<String, Error> {
+    let path = PathBuf::from(&infra.ssh_public_key_path);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        InputError::field(
+            config_path,
+            "ssh_public_key_path",
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    if !line.starts_with("ssh-") && !line.starts_with("ecdsa-") {
+        return Err(InputError::field(
+            config_path,
+            "ssh_public_key_path",
+            format!("{} is not an OpenSSH public key", path.display()),
+        )
+        .into());
+    }
+    Ok(line.to_owned())
+}
+
 /// Runs against the real API (or `SCW_API_URL`).
 pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
     run_with(
         config,
-        UreqTransport::new(Duration::from_secs(120)),
-        RealSleeper,
+        &UreqTransport::new(Duration::from_secs(120)),
+        &ThreadSleeper,
         input,
         output,
     )
 }
 
-/// [`run`] over any transport and sleeper.
-pub fn run_with<T: Transport, S: Sleeper>(
+/// [`run`] over any transport and clock.
+pub fn run_with(
     config: &Config,
-    transport: T,
-    sleeper: S,
+    transport: &dyn Transport,
+    sleeper: &dyn Sleeper,
     input: impl Read,
     mut output: impl Write,
 ) -> Result<(), Error> {
@@ -317,52 +396,50 @@ pub fn run_with<T: Transport, S: Sleeper>(
             });
             return Ok(writeln!(output, "{line}").output()?);
         }
+        Config::Names {
+            config,
+            config_path,
+            inventory,
+        } => {
+            for (key, value) in outputs::names(config, config_path, inventory.as_ref())? {
+                writeln!(output, "{key}={value}").output()?;
+            }
+            return Ok(output.flush().output()?);
+        }
+        Config::PlatformInputs { config, inventory } => {
+            let record = outputs::platform_inputs(config, inventory)?;
+            serde_json::to_writer_pretty(&mut output, &record)
+                .map_err(io::Error::from)
+                .output()?;
+            return Ok(writeln!(output).output()?);
+        }
         Config::Run(run) => run,
     };
-    let dry_run = matches!(
-        run.action,
-        Action::Apply { dry_run: true, .. } | Action::Destroy { dry_run: true, .. }
-    );
     let client = Client::new(
-        &transport,
-        &sleeper,
+        transport,
+        sleeper,
         &run.credentials.api_url,
         run.credentials.secret_key.clone(),
     )
-    .with_dry_run(dry_run)
     .with_policy(run.retry);
     let s3 = S3::new(
-        &transport,
-        &sleeper,
+        transport,
+        sleeper,
         &run.s3_endpoint,
         run.infra.region(),
         &run.credentials.access_key,
         run.credentials.secret_key.clone(),
         run.retry,
     );
-    let (talos_version, talos_source, part_size) = match &run.action {
-        Action::Apply {
-            talos_version,
-            talos_source,
-            part_size,
-            ..
-        } => (talos_version.as_str(), talos_source.clone(), *part_size),
-        _ => ("", None, s3::MIN_PART),
-    };
-    let project_prefix: String = run.credentials.project_id.chars().take(8).collect();
-    let infra = Infra {
-        api: Scaleway::new(&client),
+    let cluster = Cluster {
+        api: &client,
+        s3: &s3,
+        sleeper,
         config: &run.infra,
         project: &run.credentials.project_id,
-        talos_version,
         waits: run.waits,
-        ssh_public_key: &run.ssh_public_key,
-        s3: Some(&s3),
-        bucket: format!("edgepop-{}-{project_prefix}", run.infra.cluster_name).to_ascii_lowercase(),
-        talos_source,
-        part_size,
     };
-    let result = act(run, &infra, input, &mut output);
+    let result = act(run, &cluster, input, &mut output);
     let counts = client.counts();
     pop_common::info!(
         "API calls: {} reads, {} mutations ({} retries)",
@@ -370,65 +447,93 @@ pub fn run_with<T: Transport, S: Sleeper>(
         counts.mutations,
         counts.retries
     );
-    if dry_run {
-        for call in client.planned() {
-            let line = serde_json::to_string(&call)
-                .map_err(|e| Error::Output(io::Error::from(e).into()))?;
-            writeln!(output, "{line}").output()?;
-        }
-    }
     result
 }
 
-fn act<T: Transport, S: Sleeper>(
+fn act(
     run: &RunConfig,
-    infra: &Infra<'_, T, S>,
+    cluster: &Cluster<'_>,
     input: impl Read,
     output: &mut impl Write,
 ) -> Result<(), Error> {
     match &run.action {
-        Action::Apply { .. } => {
-            if let Some(inventory) = infra.apply()? {
-                inventory.write_to(output).output()?;
+        Action::Apply {
+            inputs,
+            dry_run,
+            previous,
+        } => {
+            let plan = apply::plan(cluster, inputs)?;
+            pop_common::info!("apply: {} steps planned", plan.steps.len());
+            if *dry_run {
+                return Ok(plan.steps.write_json_lines(output).output()?);
             }
-            Ok(())
+            let mut inventory = apply::execute(cluster, inputs, plan)?;
+            if let Some(previous) = previous {
+                inventory.carry_steps_from(&previous.inventory);
+            }
+            Ok(inventory.write_to(output).output()?)
         }
-        Action::Power(state) => Ok(infra.power(*state == PowerState::On)?),
-        Action::Destroy { yes, dry_run } => {
-            if !yes && !dry_run {
-                if !run.interactive {
-                    return Err(Error::Usage(
-                        "destroy asks for confirmation and stdin is not a terminal: pass --yes"
-                            .into(),
-                    ));
-                }
-                let found = infra.inventory_for_destroy()?;
-                let mut err = io::stderr().lock();
-                for r in &found {
-                    let _ = writeln!(err, "  {} {} ({})", r.removed, r.name, r.id);
-                }
-                let _ = write!(
-                    err,
-                    "Delete these {} resources of {} (and its DNS records and SSH key)? Type the cluster name: ",
-                    found.len(),
-                    run.infra.cluster_name
-                );
-                let _ = err.flush();
-                let mut answer = String::new();
-                BufReader::new(input).read_line(&mut answer).output()?;
-                if answer.trim() != run.infra.cluster_name {
-                    return Err(Error::Cancelled);
-                }
+        Action::Power { state, dry_run } => {
+            let steps = power::plan(cluster, *state == PowerState::On)?;
+            if *dry_run {
+                return Ok(steps.write_json_lines(output).output()?);
             }
-            let removed = infra.destroy()?;
-            if !dry_run {
-                for r in removed {
-                    let line = serde_json::to_string(&r)
-                        .map_err(|e| Error::Output(io::Error::from(e).into()))?;
-                    writeln!(output, "{line}").output()?;
-                }
+            Ok(power::execute(cluster, &steps)?)
+        }
+        Action::Destroy {
+            ssh_public_key,
+            yes,
+            dry_run,
+        } => {
+            if !yes && !dry_run && !run.interactive {
+                return Err(Error::Usage(
+                    "destroy asks for confirmation and stdin is not a terminal: pass --yes".into(),
+                ));
             }
-            Ok(())
+            let plan = destroy::plan(cluster, ssh_public_key)?;
+            if *dry_run {
+                return Ok(plan.write_json_lines(output).output()?);
+            }
+            if plan.removals.is_empty() {
+                pop_common::info!("nothing of {} to remove", run.infra.cluster_name);
+                return Ok(());
+            }
+            if !yes && !confirm(&plan, &run.infra.cluster_name, input)? {
+                return Err(Error::Cancelled);
+            }
+            destroy::execute(cluster, &plan, |removal| {
+                removal.write_line(&mut *output).output()?;
+                Ok::<(), Error>(())
+            })
         }
     }
 }
+
+/// Shows the plan on the terminal (stderr) and asks for the cluster's name.
+fn confirm(
+    plan: &destroy::DestroyPlan,
+    cluster_name: &str,
+    input: impl Read,
+) -> Result<bool, Error> {
+    let mut err = io::stderr().lock();
+    let mut question = String::new();
+    for removal in &plan.removals {
+        question.push_str(&format!("  {removal}\n"));
+    }
+    question.push_str(&format!(
+        "Delete these {} resources of {cluster_name}? Type the cluster name: ",
+        plan.removals.len()
+    ));
+    // The terminal is stderr: a write that fails there leaves nobody to answer.
+    err.write_all(question.as_bytes())
+        .and_then(|()| err.flush())
+        .map_err(|e| Error::Usage(format!("cannot ask on stderr: {e}")))?;
+    let mut answer = String::new();
+    BufReader::new(input)
+        .read_line(&mut answer)
+        .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
+    Ok(answer.trim() == cluster_name)
+}
+
+// `s3::MIN_PART` is the floor of --upload-part-mib.
+const _: () = assert!(s3::MIN_PART == 5 * 1024 * 1024);

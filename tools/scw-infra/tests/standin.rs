@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
-
-mod recorded;
+use testkit::cassettes as recorded;
 
 const SECRET: &str = "7f3c9e2a-5b1d-4e8f-a6c2-0d9b8e7f6a5c";
 const ACCESS: &str = "SCWTESTTESTTESTTESTT";
@@ -149,7 +148,12 @@ impl StandIn {
     /// scw-infra with an empty environment but for a home in the test's directory and the two
     /// stand-ins' endpoints.
     fn scw_infra(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_scw-infra"));
+        self.command(Path::new(env!("CARGO_BIN_EXE_scw-infra")))
+    }
+
+    /// `program` with that environment.
+    fn command(&self, program: &Path) -> Command {
+        let mut cmd = Command::new(program);
         cmd.env_clear()
             .env("HOME", self.dir.path())
             .env("SCW_API_URL", self.scaleway.url())
@@ -234,6 +238,17 @@ fn tagged(objects: &Value) -> Vec<&Value> {
 }
 
 const APPLY: &[&str] = &["apply", "--talos-version", "v1.13.11"];
+
+/// What destroy removes of a cluster that `APPLY` made (with its DNS zone at Scaleway).
+const DESTROYED: [&str; 7] = [
+    "dns-record",
+    "instance-server",
+    "volume",
+    "elastic-metal-server",
+    "flexible-ip",
+    "security-group",
+    "ssh-key",
+];
 
 #[test]
 fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
@@ -355,51 +370,110 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
     s.take_requests();
 }
 
+/// The JSON lines of a run's stdout.
+fn lines(out: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The steps of a printed plan of this kind.
+fn steps<'a>(plan: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    plan.iter().filter(|p| p["step"] == kind).collect()
+}
+
 #[test]
-fn a_dry_run_makes_no_mutating_call() {
+fn a_dry_run_makes_no_mutating_call_and_the_run_makes_the_planned_ones() {
     let Some(s) = StandIn::start("dry_run", true) else {
         return;
     };
-    let out = ok(&s.scw(&["apply", "--talos-version", "v1.13.11", "--dry-run"]));
+    let planned = lines(&ok(&s.scw(&[
+        "apply",
+        "--talos-version",
+        "v1.13.11",
+        "--dry-run",
+    ])));
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
-    let planned: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let calls: Vec<String> = planned
-        .iter()
-        .map(|p| {
-            format!(
-                "{} {}",
-                p["method"].as_str().unwrap(),
-                p["path"].as_str().unwrap()
-            )
-        })
-        .collect();
-    assert!(
-        calls.contains(&"POST /instance/v1/zones/fr-par-1/security_groups".to_owned()),
-        "{calls:?}"
-    );
-    assert_eq!(
-        calls
+    let group = steps(&planned, "create-security-group");
+    assert_eq!(group.len(), 1, "{planned:?}");
+    let ips = steps(&planned, "create-flexible-ip");
+    let instances = steps(&planned, "create-instance");
+    assert_eq!((ips.len(), instances.len()), (3, 3), "{planned:?}");
+    // A resource made by the plan is named by the step that makes it, never by a placeholder.
+    for instance in &instances {
+        assert_eq!(instance["security_group"]["created_by_step"], group[0]["n"]);
+        let ip = ips
             .iter()
-            .filter(|c| *c == "POST /instance/v1/zones/fr-par-1/servers")
-            .count(),
-        3
+            .find(|ip| ip["n"] == instance["ip"]["created_by_step"])
+            .unwrap_or_else(|| panic!("{instance}"));
+        assert_eq!(ip["node"], instance["node"]);
+        assert!(
+            instance["image"].is_string(),
+            "the pre-seeded image: {instance}"
+        );
+    }
+    assert_eq!(steps(&planned, "order-worker").len(), 1);
+    assert_eq!(steps(&planned, "register-ssh-key").len(), 1);
+    let rules = steps(&planned, "set-firewall-rules");
+    assert_eq!(rules.len(), 1);
+    // The addresses that do not exist yet are named by their node.
+    assert!(
+        rules[0]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["from"]["address_of"]["worker"] == "edge-worker-1"
+                && r["from"]["family"] == "ipv6"),
+        "{}",
+        rules[0]
     );
-    assert!(calls.contains(&"POST /baremetal/v1/zones/fr-par-1/servers".to_owned()));
-    assert!(calls.contains(&"POST /iam/v1alpha1/ssh-keys".to_owned()));
 
+    // The run makes the planned calls: one creation per creating step.
     ok(&s.scw(APPLY));
-    s.take_requests();
-    let out = ok(&s.scw(&["destroy", "--dry-run"]));
+    let writes = mutations(&s.take_requests());
+    let sent = |call: &str| writes.iter().filter(|w| *w == call).count();
+    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/security_groups"), 1);
+    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/ips"), ips.len());
+    assert_eq!(
+        sent("POST /instance/v1/zones/fr-par-1/servers"),
+        instances.len()
+    );
+    assert_eq!(sent("POST /baremetal/v1/zones/fr-par-1/servers"), 1);
+    assert_eq!(sent("POST /iam/v1alpha1/ssh-keys"), 1);
+    assert_eq!(
+        sent(
+            "PUT /instance/v1/zones/fr-par-1/security_groups/{}/rules"
+                .replace(
+                    "{}",
+                    tagged(&s.state()["security_groups"])[0]["id"]
+                        .as_str()
+                        .unwrap()
+                )
+                .as_str()
+        ),
+        1
+    );
+
+    // Converged: an empty plan.
+    let again = ok(&s.scw(&["apply", "--talos-version", "v1.13.11", "--dry-run"]));
+    assert_eq!(again, "", "nothing left to do");
+    let out = lines(&ok(&s.scw(&["destroy", "--dry-run"])));
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
-    assert!(out.contains("\"DELETE\""), "{out}");
+    let servers: Vec<&Value> = out
+        .iter()
+        .filter(|r| r["removed"] == "instance-server")
+        .collect();
+    assert_eq!(servers.len(), 3, "{out:?}");
     assert_eq!(
         tagged(&s.state()["servers"]).len(),
         3,
         "nothing was deleted"
     );
+    // power, planned only.
+    let off = lines(&ok(&s.scw(&["power", "off", "--dry-run"])));
+    assert_eq!(steps(&off, "power-instance").len(), 3, "{off:?}");
+    assert_eq!(steps(&off, "power-worker").len(), 1, "{off:?}");
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
 }
 
 #[test]
@@ -447,6 +521,41 @@ fn a_half_built_or_interrupted_cluster_converges() {
 }
 
 #[test]
+fn a_control_plane_given_its_flexible_ip_is_let_in_by_that_address() {
+    let Some(s) = StandIn::start("new_flexible_ip", false) else {
+        return;
+    };
+    // cp-1 exists with an address that is not its flexible IP (none is tagged for it yet).
+    let other = s.seed(json!({"kind": "ip"}));
+    s.seed(json!({"kind": "instance_server", "name": "edge-par-cp-1", "public_ips": [other["id"]],
+                  "tags": [CLUSTER_TAG, "edgepop-role=controlplane", "edgepop-node=edge-par-cp-1"]}));
+    ok(&s.scw(APPLY));
+    s.take_requests();
+    let state = s.state();
+    let ip = tagged(&state["ips"])
+        .into_iter()
+        .find(|i| {
+            i["tags"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("edgepop-node=edge-par-cp-1"))
+        })
+        .unwrap()
+        .clone();
+    let group = &tagged(&state["security_groups"])[0];
+    let ranges: Vec<&str> = state["rules"][group["id"].as_str().unwrap()]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["direction"] == "inbound")
+        .map(|r| r["ip_range"].as_str().unwrap())
+        .collect();
+    let address = |ip: &Value| format!("{}/32", ip["address"].as_str().unwrap());
+    assert!(ranges.contains(&address(&ip).as_str()), "{ranges:?}");
+    assert!(!ranges.contains(&address(&other).as_str()), "{ranges:?}");
+}
+
+#[test]
 fn destroy_removes_everything_tagged_and_nothing_else() {
     let Some(s) = StandIn::start("destroy", true) else {
         return;
@@ -479,15 +588,7 @@ fn destroy_removes_everything_tagged_and_nothing_else() {
         .iter()
         .map(|r| r["removed"].as_str().unwrap())
         .collect();
-    for kind in [
-        "dns-record",
-        "instance-server",
-        "volume",
-        "elastic-metal-server",
-        "flexible-ip",
-        "security-group",
-        "ssh-key",
-    ] {
+    for kind in DESTROYED {
         assert!(kinds.contains(&kind), "{kind} not removed: {kinds:?}");
     }
     // Dependency order: records, servers, IPs, group, key.
@@ -540,6 +641,196 @@ fn destroy_removes_everything_tagged_and_nothing_else() {
     let out = ok(&s.scw(&["destroy", "--yes"]));
     assert_eq!(out, "");
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+}
+
+/// What one deleting request removed, as `(kind, id)`: every mutation destroy sends must be one
+/// of these.
+fn deletion(request: &Value) -> (String, String) {
+    let method = request["method"].as_str().unwrap();
+    let path = request["path"].as_str().unwrap();
+    let last = path.rsplit('/').next().unwrap().to_owned();
+    let segments: Vec<&str> = path.split('/').collect();
+    let kind = match (method, segments.as_slice()) {
+        ("POST", [.., "servers", id, "action"]) => {
+            assert_eq!(request["body"]["action"], "terminate", "{request}");
+            return ("instance-server".into(), (*id).to_owned());
+        }
+        ("DELETE", ["", "instance", _, _, _, "servers", _]) => "instance-server",
+        ("DELETE", ["", "instance", _, _, _, "volumes", _]) => "volume",
+        ("DELETE", ["", "block", _, _, _, "volumes", _]) => "volume",
+        ("DELETE", ["", "baremetal", _, _, _, "servers", _]) => "elastic-metal-server",
+        ("DELETE", ["", "instance", _, _, _, "images", _]) => "image",
+        ("DELETE", ["", "block", _, _, _, "snapshots", _]) => "snapshot",
+        ("DELETE", ["", "instance", _, _, _, "ips", _]) => "flexible-ip",
+        ("DELETE", ["", "instance", _, _, _, "security_groups", _]) => "security-group",
+        ("DELETE", ["", "iam", _, "ssh-keys", _]) => "ssh-key",
+        other => panic!("destroy sent {other:?}: {request}"),
+    };
+    (kind.to_owned(), last)
+}
+
+/// The DNS records a PATCH of the Domain API deleted, as `(kind, id)`.
+fn dns_deletions(request: &Value) -> Vec<(String, String)> {
+    request["body"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let id = c["delete"]["id"].as_str().unwrap_or_else(|| panic!("{c}"));
+            ("dns-record".to_owned(), id.to_owned())
+        })
+        .collect()
+}
+
+/// `(kind, id)` of each line of the question: `  <kind> <name> (<id>)[, terminated]`.
+fn question_lines(terminal: &str) -> Vec<(String, String)> {
+    terminal
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| l.starts_with("  ") && l.trim_start().contains(" ("))
+        .map(|l| {
+            let l = l.trim();
+            let l = l
+                .strip_suffix(", terminated")
+                .or_else(|| l.strip_suffix(", deleted"))
+                .unwrap_or(l);
+            let (kind, rest) = l.split_once(' ').unwrap();
+            let (_, id) = rest.rsplit_once(" (").unwrap();
+            (kind.to_owned(), id.trim_end_matches(')').to_owned())
+        })
+        .collect()
+}
+
+fn kind_and_id(lines: &[Value]) -> Vec<(String, String)> {
+    lines
+        .iter()
+        .map(|l| {
+            (
+                l["removed"].as_str().unwrap().to_owned(),
+                l["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+impl StandIn {
+    /// scw-infra as a person at a terminal runs it: under a pseudo-terminal (util-linux
+    /// `script`), typing `answer` to its question; returns what the terminal showed (stdout and
+    /// stderr together) and the exit code.
+    fn scw_at_terminal(&self, args: &[&str], answer: &str) -> Option<(String, Option<i32>)> {
+        let Some(script) = testkit::process::which("script") else {
+            testkit::skip_or_fail("destroy_prompt", "util-linux script (a pseudo-terminal)");
+            return None;
+        };
+        let config = self.dir.path().join("infra.json");
+        let mut command = vec![env!("CARGO_BIN_EXE_scw-infra").to_owned()];
+        command.extend(args.iter().map(|a| (*a).to_owned()));
+        command.extend([
+            "--config".to_owned(),
+            config.to_str().unwrap().to_owned(),
+            "--poll-seconds".into(),
+            "0".into(),
+            "--retry-base-ms".into(),
+            "1".into(),
+        ]);
+        // Paths and words of our own: quoting each in '' is enough for the shell script runs.
+        let line: Vec<String> = command.iter().map(|a| format!("'{a}'")).collect();
+        let out = testkit::process::run_with_stdin(
+            self.command(&script)
+                .args([
+                    "-q",
+                    "-e",
+                    "-E",
+                    "never",
+                    "-c",
+                    &line.join(" "),
+                    "/dev/null",
+                ])
+                .env(
+                    "SCW_CONFIG_PATH",
+                    self.dir.path().join("no-such-config.yaml"),
+                )
+                .env("SCW_ACCESS_KEY", ACCESS)
+                .env("SCW_SECRET_KEY", SECRET)
+                .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
+                .env("EDGEPOP_LOG", "debug")
+                .env("SHELL", "/bin/sh"),
+            format!("{answer}\n").as_bytes(),
+        );
+        assert_not_shown(&out, &[SECRET]);
+        Some((
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            out.status.code(),
+        ))
+    }
+}
+
+#[test]
+fn destroy_shows_the_plan_it_then_executes_exactly() {
+    let Some(s) = StandIn::start("destroy_prompt", true) else {
+        return;
+    };
+    ok(&s.scw(APPLY));
+    s.take_requests();
+
+    // The plan, as --dry-run prints it.
+    let planned = lines(&ok(&s.scw(&["destroy", "--dry-run"])));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    let plan = kind_and_id(&planned);
+    let kinds: std::collections::BTreeSet<&str> = plan.iter().map(|(k, _)| k.as_str()).collect();
+    for kind in DESTROYED {
+        assert!(kinds.contains(kind), "{kind} not planned: {plan:?}");
+    }
+
+    // Asked at a terminal and refused: the same list is shown, and nothing is deleted.
+    let Some((terminal, code)) = s.scw_at_terminal(&["destroy"], "no") else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{terminal}");
+    assert_eq!(question_lines(&terminal), plan, "{terminal}");
+    assert!(terminal.contains("nothing was deleted"), "{terminal}");
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+
+    // Answered with the cluster's name: the question shows the plan again, the run prints the
+    // plan's lines as it goes, and the API received exactly those deletions.
+    let (terminal, code) = s.scw_at_terminal(&["destroy"], "edge-par").unwrap();
+    assert_eq!(code, Some(0), "{terminal}");
+    assert_eq!(question_lines(&terminal), plan, "{terminal}");
+    let printed: Vec<Value> = terminal
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        printed, planned,
+        "the run prints the plan's lines, in order"
+    );
+    let mut deleted = Vec::new();
+    for request in s.take_requests() {
+        if request["method"] == "GET" {
+            continue;
+        }
+        if request["method"] == "PATCH" && request["path"].as_str().unwrap().contains("/records") {
+            deleted.extend(dns_deletions(&request));
+        } else {
+            deleted.push(deletion(&request));
+        }
+    }
+    let mut deleted_sorted = deleted.clone();
+    deleted_sorted.sort();
+    let mut plan_sorted = plan.clone();
+    plan_sorted.sort();
+    assert_eq!(deleted_sorted, plan_sorted, "deletions made: {deleted:?}");
+    for kind in [
+        "servers",
+        "ips",
+        "security_groups",
+        "bm_servers",
+        "ssh_keys",
+    ] {
+        assert_eq!(tagged(&s.state()[kind]).len(), 0, "{kind}");
+    }
 }
 
 #[test]
@@ -723,7 +1014,7 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
             .success()
     );
     let zst = std::fs::read(&zst).unwrap();
-    let digest = scw_infra::s3::sigv4::sha256_hex(&zst);
+    let digest = scaleway::s3::sigv4::sha256_hex(&zst);
     // The Image Factory stand-in: one answer per download.
     let factory = testkit::http::Server::start(vec![
         testkit::http::Reply::ok(zst.clone()),
@@ -761,7 +1052,7 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     let forged = agent
         .put(format!("{}/some-bucket", s.s3.url()))
         .header("x-amz-date", "20260101T000000Z")
-        .header("x-amz-content-sha256", scw_infra::s3::sigv4::EMPTY_SHA256)
+        .header("x-amz-content-sha256", scaleway::s3::sigv4::EMPTY_SHA256)
         .header(
             "authorization",
             format!(
@@ -775,8 +1066,9 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     assert_eq!(forged.status().as_u16(), 403);
     std::fs::write(s.dir.path().join("s3.jsonl"), "").unwrap();
 
-    // The dry run plans the upload, the import and the image, and downloads nothing.
-    let planned = ok(&s.scw(&[
+    // The dry run plans the import (the upload to the bucket, the snapshot, the image), and
+    // downloads nothing; the control planes boot from the image that step makes.
+    let planned = lines(&ok(&s.scw(&[
         "apply",
         "--dry-run",
         "--talos-version",
@@ -785,14 +1077,43 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         &url,
         "--talos-image-sha256",
         &digest,
-    ]));
-    assert!(
-        planned.contains("snapshots/import-from-object-storage"),
-        "{planned}"
+    ])));
+    let import = steps(&planned, "import-talos-image");
+    assert_eq!(import.len(), 1, "{planned:?}");
+    let import = import[0];
+    assert_eq!(
+        (&import["url"], &import["sha256"]),
+        (&json!(url), &json!(digest))
     );
     assert!(
-        planned.contains("\"PUT\",\"path\":\"s3:/edgepop-edge-par-"),
-        "{planned}"
+        import["bucket"]
+            .as_str()
+            .unwrap()
+            .starts_with("edgepop-edge-par-")
+            && import["key"]
+                .as_str()
+                .unwrap()
+                .starts_with("talos/v1.14.0-"),
+        "{import}"
+    );
+    assert_eq!(import["name"], "talos-v1.14.0");
+    for tag in [
+        "edgepop-talos=v1.14.0".to_owned(),
+        format!("edgepop-talos-sha256={digest}"),
+        CLUSTER_TAG.to_owned(),
+    ] {
+        assert!(
+            import["tags"].as_array().unwrap().contains(&json!(tag)),
+            "{import}"
+        );
+    }
+    let instances = steps(&planned, "create-instance");
+    assert_eq!(instances.len(), 3);
+    assert!(
+        instances
+            .iter()
+            .all(|i| i["image"]["created_by_step"] == import["n"]),
+        "{instances:?}"
     );
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
     assert_eq!(s.take_s3(), Vec::<Value>::new());

@@ -1,7 +1,7 @@
 //! The target disk check, from `lsblk --json -b -p` run in the rescue system: the disk must
 //! exist, be a whole disk, hold the image, and have nothing mounted (the rescue system runs in
 //! RAM, so a mounted partition means someone is using that disk). When it refuses, it names the
-//! disks that would do (seed 000: Scaleway may present NVMe, not `/dev/sda`).
+//! disks that would do (Scaleway may present NVMe, not `/dev/sda`).
 
 use serde::Deserialize;
 

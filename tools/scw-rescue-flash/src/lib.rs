@@ -25,7 +25,6 @@ pub mod disk;
 pub mod progress;
 pub mod read_ahead;
 pub mod rescue;
-pub mod scaleway;
 
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
@@ -37,14 +36,14 @@ use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::records::{Node, NodeFailure, NodeInventory, NodeKind, steps};
 use pop_common::tool::Env;
+use pop_common::wait::{Poll, Sleeper, ThreadSleeper};
+use scaleway::baremetal::{Baremetal, BootType, Reboot, ServerStatus};
+use scaleway::{ApiError, Client, Credentials, Transport, UreqTransport};
 use sha2::{Digest, Sha256};
 
+use crate::disk::Refusal;
 use crate::progress::Progress;
-use crate::rescue::Rescue;
-use crate::scaleway::{BootType, ElasticMetal, ScwElasticMetal};
-use scw_infra::api::client::{Client, RealSleeper};
-use scw_infra::api::creds::Credentials;
-use scw_infra::api::http::UreqTransport;
+use crate::rescue::{Rescue, SshError};
 
 /// The server tag that keeps the flashed image's digest: `edgepop-image-flashed=sha256:<hex>`.
 pub const FLASHED_TAG: &str = "edgepop-image-flashed=";
@@ -108,7 +107,7 @@ pub struct Config {
     pub decompress_on: DecompressOn,
     pub sudo: bool,
     pub timeout: Duration,
-    /// Resolved as scw-infra (and Scaleway's own tools) resolve them; the secret never printed.
+    /// Resolved as Scaleway's own tools resolve them; the secret never printed.
     pub credentials: Credentials,
 }
 
@@ -123,6 +122,14 @@ pub enum DecompressOn {
     Local,
 }
 
+/// The image file cannot be read as a zstd disk image.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {message}", path.display())]
+pub struct ImageError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
 /// Why the tool stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -130,8 +137,8 @@ pub enum Error {
     Usage(String),
     #[error("{0}")]
     Input(#[from] InputError),
-    #[error("{}: {message}", path.display())]
-    Image { path: PathBuf, message: String },
+    #[error(transparent)]
+    Image(#[from] ImageError),
     #[error(transparent)]
     Nodes(#[from] pop_common::records::NodeFailures),
     #[error("writing the inventory: {0}")]
@@ -141,7 +148,7 @@ pub enum Error {
 impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
-            Error::Usage(_) | Error::Input(_) | Error::Image { .. } => Exit::Usage,
+            Error::Usage(_) | Error::Input(_) | Error::Image(_) => Exit::Usage,
             Error::Nodes(_) | Error::Output(_) => Exit::Failure,
         }
     }
@@ -181,7 +188,7 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             "--image-url `{url}`: an http(s) URL without quotes, spaces or shell characters"
         )));
     }
-    let credentials = scw_infra::api::creds::load(env).map_err(|e| Error::Usage(e.to_string()))?;
+    let credentials = scaleway::creds::load(env).map_err(|e| Error::Usage(e.to_string()))?;
     let ssh_key = match &cli.ssh_key {
         Some(path) => path.clone(),
         None => {
@@ -231,12 +238,12 @@ pub struct Image {
 }
 
 impl Image {
-    pub fn measure(path: &Path) -> Result<Image, Error> {
+    pub fn measure(path: &Path) -> Result<Image, ImageError> {
         let file = Image::open_file(path)?;
         // The size of the file that is read, not of whatever the path names by then.
         let compressed = file
             .metadata()
-            .map_err(|e| Error::Image {
+            .map_err(|e| ImageError {
                 path: path.to_path_buf(),
                 message: format!("cannot read its size: {e}"),
             })?
@@ -246,7 +253,7 @@ impl Image {
         let mut buffer = vec![0u8; 1 << 20];
         let mut size = 0u64;
         loop {
-            let n = reader.read(&mut buffer).map_err(|e| Error::Image {
+            let n = reader.read(&mut buffer).map_err(|e| ImageError {
                 path: path.to_path_buf(),
                 message: format!("not a readable zstd image: {e}"),
             })?;
@@ -257,7 +264,7 @@ impl Image {
             size += n as u64;
         }
         if size == 0 {
-            return Err(Error::Image {
+            return Err(ImageError {
                 path: path.to_path_buf(),
                 message: "the image is empty".into(),
             });
@@ -271,24 +278,24 @@ impl Image {
     }
 
     /// The .zst file, opened.
-    fn open_file(path: &Path) -> Result<File, Error> {
-        File::open(path).map_err(|e| Error::Image {
+    fn open_file(path: &Path) -> Result<File, ImageError> {
+        File::open(path).map_err(|e| ImageError {
             path: path.to_path_buf(),
             message: format!("cannot open: {e}"),
         })
     }
 
     /// `file` (the .zst at `path`), decompressed as it is read.
-    fn decoder(path: &Path, file: File) -> Result<impl Read + use<>, Error> {
+    fn decoder(path: &Path, file: File) -> Result<impl Read + use<>, ImageError> {
         zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(1 << 20, file)).map_err(
-            |e| Error::Image {
+            |e| ImageError {
                 path: path.to_path_buf(),
                 message: format!("not a zstd image: {e}"),
             },
         )
     }
 
-    fn open_at(path: &Path) -> Result<impl Read + use<>, Error> {
+    fn open_at(path: &Path) -> Result<impl Read + use<>, ImageError> {
         Image::decoder(path, Image::open_file(path)?)
     }
 
@@ -305,50 +312,112 @@ impl Image {
     }
 }
 
-/// Flashes every Elastic Metal node of `inventory` that needs it, recording what it did there;
-/// returns the nodes that failed, and why.
+/// Why one node was not flashed.
+#[derive(Debug, thiserror::Error)]
+pub enum FlashError {
+    #[error("no public IPv4 in the inventory")]
+    NoAddress,
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("server {id} does not exist in {zone} (scw baremetal server get {id} zone={zone})")]
+    NoServer { id: String, zone: String },
+    #[error(
+        "server {name} never became ready in rescue after {tries} checks {interval}s apart (scw baremetal server get {id} zone={zone})"
+    )]
+    NeverInRescue {
+        name: String,
+        id: String,
+        zone: String,
+        tries: u32,
+        interval: u64,
+    },
+    #[error(
+        "server {name}: the rescue system never answered SSH on {address} after {tries} tries {interval}s apart; check that it booted into rescue and that the SSH key is the one registered at Scaleway, then retry (by hand: scw baremetal server reboot {id} boot-type=rescue zone={zone})"
+    )]
+    NoSsh {
+        name: String,
+        address: SocketAddr,
+        id: String,
+        zone: String,
+        tries: u32,
+        interval: u64,
+    },
+    #[error(transparent)]
+    Ssh(#[from] SshError),
+    #[error("refused: {0}; nothing was written")]
+    Disk(#[from] Refusal),
+    /// A command on the rescue system exited with an error.
+    #[error("{what} failed ({status}): {stderr}")]
+    Command {
+        what: &'static str,
+        status: i32,
+        stderr: String,
+    },
+    #[error(
+        "--decompress-on rescue: the rescue system has no zstd (`zstd --version` failed there); nothing was written"
+    )]
+    NoZstd,
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(
+        "the image changed while it was written ({sent} bytes sent into `{command}`, {size} measured)"
+    )]
+    Changed {
+        sent: u64,
+        command: String,
+        size: u64,
+    },
+    #[error("read back from {disk}: sha256 {found:?} is not the image's {want} ({stderr})")]
+    ReadBack {
+        disk: String,
+        found: String,
+        want: String,
+        stderr: String,
+    },
+}
+
+/// What a node's flash came to.
+enum Flashed {
+    Now,
+    AlreadyTagged,
+}
+
+/// Flashes every Elastic Metal node of `inventory` whose recorded image is not this one,
+/// recording what it did there; returns the nodes that failed, and why.
 pub fn flash_all(
     config: &Config,
     inventory: &mut NodeInventory,
     image: &Image,
-    api: &dyn ElasticMetal,
-    sleep: &dyn Fn(Duration),
+    api: Baremetal<'_>,
+    sleeper: &dyn Sleeper,
 ) -> Vec<NodeFailure> {
     let mut failures = Vec::new();
     let mut flashed = Vec::new();
-    let mut skipped = Vec::new();
-    for node in &mut inventory.nodes {
-        if node.kind != NodeKind::ElasticMetal {
-            continue;
-        }
-        if node.step(steps::IMAGE_FLASHED) == Some(image.digest().as_str()) {
-            pop_common::info!(
-                "{}: already flashed with {}, skipped",
-                node.name,
-                image.digest()
-            );
-            skipped.push(node.name.clone());
-            continue;
-        }
-        match flash_one(config, node, image, api, sleep) {
+    let digest = image.digest();
+    let nodes = inventory.for_step(steps::IMAGE_FLASHED, |n| {
+        (n.kind == NodeKind::ElasticMetal).then(|| digest.clone())
+    });
+    for name in &nodes.done {
+        pop_common::info!("{name}: already flashed with {digest}, skipped");
+    }
+    let mut skipped = nodes.done;
+    for mut todo in nodes.todo {
+        let node = &*todo.node;
+        match flash_one(config, node, image, api, sleeper) {
             Ok(Flashed::AlreadyTagged) => {
                 pop_common::info!(
-                    "{}: the server's tags say it already has {}, skipped",
-                    node.name,
-                    image.digest()
+                    "{}: the server's tags say it already has {digest}, skipped",
+                    node.name
                 );
-                node.steps
-                    .insert(steps::IMAGE_FLASHED.to_owned(), image.digest());
                 skipped.push(node.name.clone());
+                todo.record();
             }
             Ok(Flashed::Now) => {
-                node.steps
-                    .insert(steps::IMAGE_FLASHED.to_owned(), image.digest());
                 flashed.push(node.name.clone());
+                todo.record();
             }
-            Err(message) => {
-                let failure =
-                    NodeFailure::new(&node.name, format!("server {}: {message}", node.id));
+            Err(error) => {
+                let failure = NodeFailure::new(&node.name, error);
                 pop_common::warn!("{failure}");
                 failures.push(failure);
             }
@@ -374,70 +443,78 @@ fn sudo(config: &Config) -> &'static str {
     if config.sudo { "sudo -n " } else { "" }
 }
 
-enum Flashed {
-    Now,
-    AlreadyTagged,
-}
-
 fn flash_one(
     config: &Config,
     node: &Node,
     image: &Image,
-    api: &dyn ElasticMetal,
-    sleep: &dyn Fn(Duration),
-) -> Result<Flashed, String> {
+    api: Baremetal<'_>,
+    sleeper: &dyn Sleeper,
+) -> Result<Flashed, FlashError> {
     let name = &node.name;
     let ip = node
         .public_ipv4
         .map(IpAddr::V4)
-        .ok_or_else(|| "no public IPv4 in the inventory".to_owned())?;
+        .ok_or(FlashError::NoAddress)?;
     let address = SocketAddr::new(ip, config.ssh_port);
     let (zone, id) = (node.zone.as_str(), node.id.as_str());
+    let no_server = || FlashError::NoServer {
+        id: id.to_owned(),
+        zone: zone.to_owned(),
+    };
     let tag = format!("{FLASHED_TAG}{}", image.digest());
-    let before = api.get(zone, id)?;
+    let before = api.server(zone, id)?.ok_or_else(no_server)?;
     if before.tags.contains(&tag) {
         return Ok(Flashed::AlreadyTagged);
     }
 
     pop_common::info!("{name}: rebooting into rescue");
-    api.reboot(zone, id, BootType::Rescue, &config.ssh_key_ids)?;
-    let mut server = None;
-    for _ in 0..config.ssh_tries {
-        let now = api.get(zone, id)?;
-        if now.status == "ready" && now.boot_type == "rescue" {
-            server = Some(now);
-            break;
-        }
-        pop_common::debug!("{name}: {} ({} boot), waiting", now.status, now.boot_type);
-        sleep(config.ssh_interval);
-    }
-    let server = server.ok_or_else(|| {
-        format!(
-            "server {name} never became ready in rescue after {} checks {}s apart (scw baremetal server get {id} zone={zone})",
-            config.ssh_tries,
-            config.ssh_interval.as_secs()
-        )
-    })?;
-    let mut answered = false;
-    for attempt in 1..=config.ssh_tries {
+    api.reboot(
+        zone,
+        id,
+        &Reboot {
+            boot_type: BootType::Rescue,
+            ssh_key_ids: config.ssh_key_ids.clone(),
+        },
+    )?;
+    let poll = Poll {
+        tries: config.ssh_tries,
+        interval: config.ssh_interval,
+    };
+    let server = poll
+        .until(sleeper, |_| {
+            let now = api.server(zone, id)?.ok_or_else(no_server)?;
+            if now.status == ServerStatus::Ready && now.boot_type == BootType::Rescue {
+                return Ok(Some(now));
+            }
+            pop_common::debug!("{name}: {} ({} boot), waiting", now.status, now.boot_type);
+            Ok::<_, FlashError>(None)
+        })?
+        .ok_or_else(|| FlashError::NeverInRescue {
+            name: name.clone(),
+            id: id.to_owned(),
+            zone: zone.to_owned(),
+            tries: config.ssh_tries,
+            interval: config.ssh_interval.as_secs(),
+        })?;
+    let answered = poll.until(sleeper, |attempt| {
         if rescue::answers(address, config.timeout.min(Duration::from_secs(10))) {
-            answered = true;
-            break;
+            return Ok::<_, FlashError>(Some(()));
         }
         pop_common::debug!(
             "{name}: no SSH on {address} yet ({attempt}/{})",
             config.ssh_tries
         );
-        if attempt < config.ssh_tries {
-            sleep(config.ssh_interval);
-        }
-    }
-    if !answered {
-        return Err(format!(
-            "server {name}: the rescue system never answered SSH on {address} after {} tries {}s apart; check that it booted into rescue and that the SSH key is the one registered at Scaleway, then retry (by hand: scw baremetal server reboot {id} boot-type=rescue zone={zone})",
-            config.ssh_tries,
-            config.ssh_interval.as_secs()
-        ));
+        Ok(None)
+    })?;
+    if answered.is_none() {
+        return Err(FlashError::NoSsh {
+            name: name.clone(),
+            address,
+            id: id.to_owned(),
+            zone: zone.to_owned(),
+            tries: config.ssh_tries,
+            interval: config.ssh_interval.as_secs(),
+        });
     }
     let user = config
         .ssh_user
@@ -453,11 +530,11 @@ fn flash_one(
 
     let lsblk = session.run("lsblk --json -b -p")?;
     if lsblk.status != 0 {
-        return Err(format!(
-            "lsblk failed ({}): {}",
-            lsblk.status,
-            lsblk.stderr.trim()
-        ));
+        return Err(FlashError::Command {
+            what: "lsblk",
+            status: lsblk.status,
+            stderr: lsblk.stderr.trim().to_owned(),
+        });
     }
     let compact: String = lsblk
         .stdout
@@ -465,8 +542,7 @@ fn flash_one(
         .collect::<Vec<_>>()
         .join(" ");
     pop_common::info!("{name}: lsblk: {compact}");
-    let disk_size = disk::check(&lsblk.stdout, &config.disk, image.size)
-        .map_err(|refusal| format!("refused: {refusal}; nothing was written"))?;
+    let disk_size = disk::check(&lsblk.stdout, &config.disk, image.size)?;
     pop_common::info!(
         "{name}: writing {} ({} bytes raw) onto {} ({disk_size} bytes)",
         image.path.display(),
@@ -498,11 +574,7 @@ fn flash_one(
                     found
                 }
                 DecompressOn::Rescue if has_zstd(&session)? => true,
-                DecompressOn::Rescue => {
-                    return Err(
-                        "--decompress-on rescue: the rescue system has no zstd (`zstd --version` failed there); nothing was written".into(),
-                    );
-                }
+                DecompressOn::Rescue => return Err(FlashError::NoZstd),
             };
             send_image(&session, image, &write, on_rescue, name)?;
         }
@@ -514,11 +586,11 @@ fn flash_one(
                 "curl -fsSL --retry 3 \"{url}\" | zstd -dc | {write}"
             )))?;
             if ran.status != 0 {
-                return Err(format!(
-                    "the download and write on the rescue system failed ({}): {}",
-                    ran.status,
-                    ran.stderr.trim()
-                ));
+                return Err(FlashError::Command {
+                    what: "the download and write on the rescue system",
+                    status: ran.status,
+                    stderr: ran.stderr.trim().to_owned(),
+                });
             }
         }
     }
@@ -529,11 +601,11 @@ fn flash_one(
     );
     let synced = session.run(&flush)?;
     if synced.status != 0 {
-        return Err(format!(
-            "sync failed ({}): {}",
-            synced.status,
-            synced.stderr.trim()
-        ));
+        return Err(FlashError::Command {
+            what: "sync",
+            status: synced.status,
+            stderr: synced.stderr.trim().to_owned(),
+        });
     }
     let read_back = session.run(&format!(
         "{}head -c {} {} | sha256sum",
@@ -547,18 +619,25 @@ fn flash_one(
         .next()
         .unwrap_or_default();
     if read_back.status != 0 || on_disk != image.sha256 {
-        return Err(format!(
-            "read back from {}: sha256 {on_disk:?} is not the image's {} ({})",
-            config.disk,
-            image.sha256,
-            read_back.stderr.trim()
-        ));
+        return Err(FlashError::ReadBack {
+            disk: config.disk.clone(),
+            found: on_disk.to_owned(),
+            want: image.sha256.clone(),
+            stderr: read_back.stderr.trim().to_owned(),
+        });
     }
     pop_common::info!(
         "{name}: {} verified (sha256 {on_disk}); rebooting normally",
         config.disk
     );
-    api.reboot(zone, id, BootType::Normal, &[])?;
+    api.reboot(
+        zone,
+        id,
+        &Reboot {
+            boot_type: BootType::Normal,
+            ssh_key_ids: Vec::new(),
+        },
+    )?;
     let mut tags: Vec<String> = before
         .tags
         .into_iter()
@@ -575,7 +654,7 @@ fn pipefail(pipeline: &str) -> String {
 }
 
 /// Whether the rescue system can decompress the image itself.
-fn has_zstd(session: &Rescue) -> Result<bool, String> {
+fn has_zstd(session: &Rescue) -> Result<bool, SshError> {
     Ok(session.run("zstd --version")?.status == 0)
 }
 
@@ -589,9 +668,9 @@ pub fn send_image(
     write: &str,
     on_rescue: bool,
     name: &str,
-) -> Result<(), String> {
+) -> Result<(), FlashError> {
     let (command, size, sent) = if on_rescue {
-        let file = Image::open_file(&image.path).map_err(|e| e.to_string())?;
+        let file = Image::open_file(&image.path)?;
         let size = image.compressed;
         pop_common::info!(
             "{name}: sending the compressed image ({size} bytes for {} raw); the rescue system decompresses it",
@@ -606,22 +685,40 @@ pub fn send_image(
             "{name}: decompressing here, sending the raw image ({} bytes)",
             image.size
         );
-        let reader =
-            read_ahead::ReadAhead::new(Image::open_at(&image.path).map_err(|e| e.to_string())?);
+        let reader = read_ahead::ReadAhead::new(Image::open_at(&image.path)?);
         let mut progress = Progress::new(name, image.size);
         let sent = session.stream(write, reader, &mut progress)?;
         (write.to_owned(), image.size, sent)
     };
     if sent != size {
-        return Err(format!(
-            "the image changed while it was written ({sent} bytes sent into `{command}`, {size} measured)"
-        ));
+        return Err(FlashError::Changed {
+            sent,
+            command,
+            size,
+        });
     }
     Ok(())
 }
 
 /// Reads the inventory on `input`, flashes the nodes, writes the inventory on `output`.
-pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Result<(), Error> {
+pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
+    run_with(
+        config,
+        &UreqTransport::new(config.timeout),
+        &ThreadSleeper,
+        input,
+        output,
+    )
+}
+
+/// [`run`] over any transport and clock.
+pub fn run_with(
+    config: &Config,
+    transport: &dyn Transport,
+    sleeper: &dyn Sleeper,
+    mut input: impl Read,
+    mut output: impl Write,
+) -> Result<(), Error> {
     let stdin = Path::new("<stdin>");
     let mut bytes = Vec::new();
     input
@@ -644,13 +741,12 @@ pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Res
             image.digest()
         );
         let client = Client::new(
-            UreqTransport::new(config.timeout),
-            RealSleeper,
+            transport,
+            sleeper,
             &config.credentials.api_url,
             config.credentials.secret_key.clone(),
         );
-        let api = ScwElasticMetal::new(client);
-        flash_all(config, &mut inventory, &image, &api, &std::thread::sleep)
+        flash_all(config, &mut inventory, &image, client.baremetal(), sleeper)
     } else {
         Vec::new()
     };

@@ -2,9 +2,9 @@
 //! is new at each rescue boot, so it is accepted for this session only: its fingerprint is
 //! logged, and nothing is written to `known_hosts`.
 
-use std::io::{BufRead, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -34,6 +34,61 @@ pub fn answers(address: SocketAddr, timeout: Duration) -> bool {
     }
     let mut banner = [0u8; 4];
     stream.read_exact(&mut banner).is_ok() && &banner == b"SSH-"
+}
+
+/// Why a session to the rescue system failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    #[error("connecting to {address}: {source}")]
+    Connect {
+        address: SocketAddr,
+        source: io::Error,
+    },
+    /// The SSH session could not be set up (libssh2, the algorithm preferences, the handshake).
+    #[error("ssh {address}: {doing}: {source}")]
+    Session {
+        address: SocketAddr,
+        doing: &'static str,
+        source: ssh2::Error,
+    },
+    #[error("ssh {address}: no host key")]
+    NoHostKey { address: SocketAddr },
+    #[error("ssh {user}@{address}: key {} refused: {source}", key.display())]
+    KeyRefused {
+        user: String,
+        address: SocketAddr,
+        key: PathBuf,
+        source: ssh2::Error,
+    },
+    #[error("ssh {user}@{address}: not authenticated")]
+    NotAuthenticated { user: String, address: SocketAddr },
+    /// A command's channel failed (opening it, reading its output, its end).
+    #[error("`{command}`: {doing}: {source}")]
+    Channel {
+        command: String,
+        doing: &'static str,
+        source: io::Error,
+    },
+    #[error("reading the image after {sent} bytes: {source}")]
+    ReadImage { sent: u64, source: io::Error },
+    #[error("the connection was lost after {sent} bytes were sent: {source}")]
+    LostMidStream { sent: u64, source: io::Error },
+    #[error("ending the stream after {sent} bytes: {source}")]
+    EndStream { sent: u64, source: io::Error },
+    #[error(
+        "the connection was lost after all {sent} bytes were sent, before `{command}` finished: {source}"
+    )]
+    LostAfterStream {
+        sent: u64,
+        command: String,
+        source: io::Error,
+    },
+    #[error("`{command}` exited with {status}: {stderr}")]
+    Exit {
+        command: String,
+        status: i32,
+        stderr: String,
+    },
 }
 
 /// One authenticated session to a rescue system.
@@ -66,10 +121,17 @@ impl Rescue {
         user: &str,
         key: &Path,
         timeout: Duration,
-    ) -> Result<Rescue, String> {
+    ) -> Result<Rescue, SshError> {
         let tcp = TcpStream::connect_timeout(&address, timeout)
-            .map_err(|e| format!("connecting to {address}: {e}"))?;
-        let mut session = Session::new().map_err(|e| format!("ssh: {e}"))?;
+            .map_err(|source| SshError::Connect { address, source })?;
+        let session_error = |doing| {
+            move |source| SshError::Session {
+                address,
+                doing,
+                source,
+            }
+        };
+        let mut session = Session::new().map_err(session_error("new session"))?;
         session.set_timeout(u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX));
         session.set_tcp_stream(tcp);
         // The image write is bound by the cipher: the cheapest first (see CIPHERS). Names
@@ -82,23 +144,29 @@ impl Rescue {
         ] {
             session
                 .method_pref(direction, methods)
-                .map_err(|e| format!("ssh: algorithm preference: {e}"))?;
+                .map_err(session_error("algorithm preference"))?;
         }
-        session
-            .handshake()
-            .map_err(|e| format!("ssh handshake with {address}: {e}"))?;
+        session.handshake().map_err(session_error("handshake"))?;
         let hash = session
             .host_key_hash(ssh2::HashType::Sha256)
-            .ok_or_else(|| format!("ssh {address}: no host key"))?;
+            .ok_or(SshError::NoHostKey { address })?;
         let host_key_fingerprint = format!(
             "SHA256:{}",
             base64::engine::general_purpose::STANDARD_NO_PAD.encode(hash)
         );
         session
             .userauth_pubkey_file(user, None, key, None)
-            .map_err(|e| format!("ssh {user}@{address}: key {} refused: {e}", key.display()))?;
+            .map_err(|source| SshError::KeyRefused {
+                user: user.to_owned(),
+                address,
+                key: key.to_path_buf(),
+                source,
+            })?;
         if !session.authenticated() {
-            return Err(format!("ssh {user}@{address}: not authenticated"));
+            return Err(SshError::NotAuthenticated {
+                user: user.to_owned(),
+                address,
+            });
         }
         Ok(Rescue {
             session,
@@ -115,35 +183,47 @@ impl Rescue {
     }
 
     /// A new channel running `command`.
-    fn exec(&self, command: &str) -> Result<ssh2::Channel, String> {
+    fn exec(&self, command: &str) -> Result<ssh2::Channel, SshError> {
+        let failed = |doing| {
+            move |e: ssh2::Error| SshError::Channel {
+                command: command.to_owned(),
+                doing,
+                source: e.into(),
+            }
+        };
         let mut channel = self
             .session
             .channel_session()
-            .map_err(|e| format!("ssh channel: {e}"))?;
-        channel
-            .exec(command)
-            .map_err(|e| format!("ssh exec `{command}`: {e}"))?;
+            .map_err(failed("opening a channel"))?;
+        channel.exec(command).map_err(failed("starting it"))?;
         Ok(channel)
     }
 
     /// Runs `command` and collects its output.
-    pub fn run(&self, command: &str) -> Result<Ran, String> {
+    pub fn run(&self, command: &str) -> Result<Ran, SshError> {
+        let failed = |doing| {
+            move |source: io::Error| SshError::Channel {
+                command: command.to_owned(),
+                doing,
+                source,
+            }
+        };
         let mut channel = self.exec(command)?;
         let mut stdout = String::new();
         channel
             .read_to_string(&mut stdout)
-            .map_err(|e| format!("`{command}`: reading its output: {e}"))?;
+            .map_err(failed("reading its output"))?;
         let mut stderr = String::new();
         channel
             .stderr()
             .read_to_string(&mut stderr)
-            .map_err(|e| format!("`{command}`: reading its errors: {e}"))?;
+            .map_err(failed("reading its errors"))?;
         channel
             .wait_close()
-            .map_err(|e| format!("`{command}`: {e}"))?;
+            .map_err(|e| failed("waiting for its end")(e.into()))?;
         let status = channel
             .exit_status()
-            .map_err(|e| format!("`{command}`: {e}"))?;
+            .map_err(|e| failed("reading its status")(e.into()))?;
         Ok(Ran {
             status,
             stdout,
@@ -160,48 +240,45 @@ impl Rescue {
         command: &str,
         mut image: impl BufRead,
         progress: &mut Progress,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, SshError> {
         let mut channel = self.exec(command)?;
         let mut sent = 0u64;
         loop {
             let chunk = image
                 .fill_buf()
-                .map_err(|e| format!("reading the image after {sent} bytes: {e}"))?;
+                .map_err(|source| SshError::ReadImage { sent, source })?;
             if chunk.is_empty() {
                 break;
             }
             let n = chunk.len();
-            channel.write_all(chunk).map_err(|e| {
-                format!("the connection was lost after {sent} bytes were sent: {e}")
-            })?;
+            channel
+                .write_all(chunk)
+                .map_err(|source| SshError::LostMidStream { sent, source })?;
             image.consume(n);
             sent += n as u64;
             progress.advance(n as u64);
         }
         progress.finish();
-        channel
-            .send_eof()
-            .map_err(|e| format!("ending the stream after {sent} bytes: {e}"))?;
+        channel.send_eof().map_err(|e| SshError::EndStream {
+            sent,
+            source: e.into(),
+        })?;
         // All sent; a connection lost now still leaves the disk unfinished, and says so.
-        let lost = |e: &dyn std::fmt::Display| {
-            format!(
-                "the connection was lost after all {sent} bytes were sent, before `{command}` finished: {e}"
-            )
+        let lost = |source: io::Error| SshError::LostAfterStream {
+            sent,
+            command: command.to_owned(),
+            source,
         };
         let mut stderr = String::new();
-        channel
-            .stderr()
-            .read_to_string(&mut stderr)
-            .map_err(|e| lost(&e))?;
-        channel.wait_close().map_err(|e| lost(&e))?;
-        let status = channel
-            .exit_status()
-            .map_err(|e| format!("`{command}`: {e}"))?;
+        channel.stderr().read_to_string(&mut stderr).map_err(lost)?;
+        channel.wait_close().map_err(|e| lost(e.into()))?;
+        let status = channel.exit_status().map_err(|e| lost(e.into()))?;
         if status != 0 {
-            return Err(format!(
-                "`{command}` exited with {status}: {}",
-                stderr.trim()
-            ));
+            return Err(SshError::Exit {
+                command: command.to_owned(),
+                status,
+                stderr: stderr.trim().to_owned(),
+            });
         }
         Ok(sent)
     }

@@ -37,8 +37,14 @@ fn image(dir: &Path) -> (PathBuf, Vec<u8>) {
     (path, raw)
 }
 
+/// The server as the Elastic Metal API answers it (every call on a server answers the whole
+/// object): the fields the client reads are all there, as in the recorded traffic.
 fn server_json(status: &str, boot_type: &str, user: &str, tags: &[&str]) -> String {
     json!({"id": SERVER_ID, "name": "edge-worker-1", "status": status, "boot_type": boot_type,
+           "project_id": "22222222-2222-4222-8222-222222222222",
+           "offer_id": "33333333-3333-4333-8333-000000000001", "offer_name": "EM-A116X-SSD",
+           "ips": [{"id": "44444444-4444-4444-8444-444444444444", "address": "127.0.0.1",
+                    "version": "IPv4"}],
            "zone": "fr-par-1", "tags": tags, "rescue_server": {"user": user, "password": "x"}})
     .to_string()
 }

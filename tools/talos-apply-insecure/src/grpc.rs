@@ -16,7 +16,7 @@ use crate::proto::{
     self, ApplyConfigurationRequest, ApplyConfigurationResponse, Empty, VersionResponse,
 };
 use crate::tls::{self, Seen};
-use crate::{Applied, MaintenanceApi, Probe};
+use crate::{Applied, CallError, MaintenanceApi, Probe};
 
 /// Talos's API over the network, for real.
 #[derive(Debug)]
@@ -44,12 +44,12 @@ impl GrpcApi {
         address: SocketAddr,
         path: &'static str,
         request: Req,
-    ) -> Result<(Result<Resp, tonic::Status>, Seen), String>
+    ) -> Result<(Result<Resp, tonic::Status>, Seen), rustls::Error>
     where
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
-        let (config, seen) = tls::client_config(&self.pins).map_err(|e| e.to_string())?;
+        let (config, seen) = tls::client_config(&self.pins)?;
         let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
         let timeout = self.timeout;
         let result = self.runtime.block_on(async move {
@@ -137,7 +137,7 @@ fn client_certificate_required(status: &tonic::Status) -> bool {
 impl MaintenanceApi for GrpcApi {
     fn probe(&self, address: SocketAddr) -> Probe {
         match self.call::<Empty, VersionResponse>(address, proto::VERSION, Empty {}) {
-            Err(error) => Probe::Unreachable(error),
+            Err(error) => Probe::Unreachable(format!("cannot set up TLS: {error}")),
             Ok((_, seen)) if seen.pin_mismatch => Probe::PinMismatch {
                 fingerprint: seen.fingerprint.unwrap_or_default(),
             },
@@ -157,7 +157,7 @@ impl MaintenanceApi for GrpcApi {
         }
     }
 
-    fn apply(&self, address: SocketAddr, config: &[u8]) -> Result<Applied, String> {
+    fn apply(&self, address: SocketAddr, config: &[u8]) -> Result<Applied, CallError> {
         let request = ApplyConfigurationRequest {
             data: config.to_vec(),
             mode: proto::Mode::Auto as i32,
@@ -169,15 +169,14 @@ impl MaintenanceApi for GrpcApi {
             proto::APPLY_CONFIGURATION,
             request,
         )? {
-            (_, seen) if seen.pin_mismatch => Err(format!(
-                "certificate SPKI fingerprint {} is not pinned",
-                seen.fingerprint.unwrap_or_default()
-            )),
+            (_, seen) if seen.pin_mismatch => {
+                Err(CallError::NotPinned(seen.fingerprint.unwrap_or_default()))
+            }
             (Ok(response), _) => {
                 let answer = response.messages.into_iter().next().unwrap_or_default();
                 if !answer.metadata.as_ref().is_none_or(|m| m.error.is_empty()) {
                     let error = answer.metadata.map(|m| m.error).unwrap_or_default();
-                    return Err(format!("the node refused the config: {error}"));
+                    return Err(CallError::Refused(error));
                 }
                 Ok(Applied {
                     mode: answer.mode().name().to_owned(),
@@ -185,11 +184,10 @@ impl MaintenanceApi for GrpcApi {
                     warnings: answer.warnings,
                 })
             }
-            (Err(status), _) => Err(format!(
-                "ApplyConfiguration failed: {:?}: {}",
-                status.code(),
-                describe(&status)
-            )),
+            (Err(status), _) => Err(CallError::Failed {
+                code: status.code(),
+                message: describe(&status),
+            }),
         }
     }
 }

@@ -29,6 +29,7 @@ use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::records::{Node, NodeFailure, NodeInventory, NodeRole, steps};
 use pop_common::tool::Env;
+use pop_common::wait::{Poll, Sleeper, ThreadSleeper};
 
 /// Apply the first Talos machine config to the nodes still in maintenance mode.
 #[derive(Debug, Clone, clap::Parser)]
@@ -141,10 +142,54 @@ pub struct Applied {
     pub warnings: Vec<String>,
 }
 
-/// The two calls this tool makes to a node (the real one is [`grpc::GrpcApi`]).
+/// Why a call to a node failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("certificate SPKI fingerprint {0} is not pinned")]
+    NotPinned(String),
+    /// The node answered, with an error in the answer's metadata.
+    #[error("the node refused the config: {0}")]
+    Refused(String),
+    #[error("ApplyConfiguration failed: {code:?}: {message}")]
+    Failed { code: tonic::Code, message: String },
+}
+
+/// The two calls this tool makes to a node (the real one is [`grpc::GrpcApi`]), handed in as
+/// `&dyn MaintenanceApi`, as every outside dependency of the tools is.
 pub trait MaintenanceApi {
     fn probe(&self, address: SocketAddr) -> Probe;
-    fn apply(&self, address: SocketAddr, config: &[u8]) -> Result<Applied, String>;
+    fn apply(&self, address: SocketAddr, config: &[u8]) -> Result<Applied, CallError>;
+}
+
+/// Why one node was not configured.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("has no public address in the inventory")]
+    NoAddress,
+    #[error(
+        "{address}: certificate SPKI fingerprint {fingerprint} is not one of the pinned ones (--cert-fingerprint); nothing sent"
+    )]
+    PinMismatch {
+        address: SocketAddr,
+        fingerprint: String,
+    },
+    #[error("{address}: Talos API unreachable: {reason}")]
+    Unreachable { address: SocketAddr, reason: String },
+    #[error("{address}: {source}")]
+    Call {
+        address: SocketAddr,
+        source: CallError,
+    },
+    #[error(
+        "{address}: took the config but was still in maintenance mode after {tries} checks {interval}s apart"
+    )]
+    StillInMaintenance {
+        address: SocketAddr,
+        tries: u32,
+        interval: u64,
+    },
 }
 
 /// `sha256:<hex>` of a machine config, as recorded in the inventory.
@@ -196,38 +241,47 @@ impl fmt::Display for Outcome {
     }
 }
 
-/// Does the work on every node of `inventory` (recording what it did there) through `api`;
-/// `sleep` is how it waits between two checks. Returns the nodes that failed, and why.
+/// Does the work on every node of `inventory` whose recorded config is not its config now
+/// (recording what it did there) through `api`; `sleeper` waits between two checks. Returns the
+/// nodes that failed, and why.
 pub fn apply_all(
     config: &Config,
     inventory: &mut NodeInventory,
     configs: &[(NodeRole, Vec<u8>)],
     api: &dyn MaintenanceApi,
-    sleep: &dyn Fn(Duration),
+    sleeper: &dyn Sleeper,
 ) -> (Outcome, Vec<NodeFailure>) {
-    let mut outcome = Outcome::default();
-    let mut failures = Vec::new();
-    for node in &mut inventory.nodes {
-        let Some(bytes) = configs
+    let config_of = |role: NodeRole| {
+        configs
             .iter()
-            .find(|(role, _)| *role == node.role)
-            .map(|(_, b)| b)
-        else {
+            .find(|(r, _)| *r == role)
+            .map(|(_, bytes)| bytes.as_slice())
+    };
+    let nodes = inventory.for_step(steps::CONFIG_APPLIED, |node| {
+        config_of(node.role).map(digest)
+    });
+    let mut outcome = Outcome::default();
+    for name in &nodes.done {
+        pop_common::info!("{name}: its config is already applied, skipped");
+    }
+    outcome.skipped = nodes.done;
+    let mut failures = Vec::new();
+    for mut todo in nodes.todo {
+        let node = &*todo.node;
+        let Some(bytes) = config_of(node.role) else {
             continue;
         };
-        let wanted = digest(bytes);
-        match apply_one(config, node, bytes, &wanted, api, sleep) {
+        match apply_one(config, node, bytes, &todo.wanted, api, sleeper) {
             Ok(NodeResult::Configured) => {
-                node.steps.insert(steps::CONFIG_APPLIED.to_owned(), wanted);
                 outcome.configured.push(node.name.clone());
+                todo.record();
             }
-            Ok(NodeResult::Skipped) => outcome.skipped.push(node.name.clone()),
             Ok(NodeResult::AlreadyConfigured) => outcome.already_configured.push(node.name.clone()),
-            Err(message) => {
-                let failure = NodeFailure::new(&node.name, message);
+            Err(error) => {
+                let failure = NodeFailure::new(&node.name, error);
                 pop_common::warn!("{failure}");
                 failures.push(failure);
-                outcome.failed.push(node.name.clone());
+                outcome.failed.push(todo.node.name.clone());
             }
         }
     }
@@ -236,7 +290,6 @@ pub fn apply_all(
 
 enum NodeResult {
     Configured,
-    Skipped,
     AlreadyConfigured,
 }
 
@@ -246,15 +299,10 @@ fn apply_one(
     bytes: &[u8],
     wanted: &str,
     api: &dyn MaintenanceApi,
-    sleep: &dyn Fn(Duration),
-) -> Result<NodeResult, String> {
+    sleeper: &dyn Sleeper,
+) -> Result<NodeResult, ApplyError> {
     let name = &node.name;
-    if node.step(steps::CONFIG_APPLIED) == Some(wanted) {
-        pop_common::info!("{name}: config {wanted} already applied, skipped");
-        return Ok(NodeResult::Skipped);
-    }
-    let address = address(node, config.port)
-        .ok_or_else(|| "has no public address in the inventory".to_owned())?;
+    let address = address(node, config.port).ok_or(ApplyError::NoAddress)?;
     match api.probe(address) {
         Probe::Maintenance { fingerprint } => {
             let trust = if config.pins.is_empty() {
@@ -279,15 +327,18 @@ fn apply_one(
             return Ok(NodeResult::AlreadyConfigured);
         }
         Probe::PinMismatch { fingerprint } => {
-            return Err(format!(
-                "{address}: certificate SPKI fingerprint {fingerprint} is not one of the pinned ones (--cert-fingerprint); nothing sent"
-            ));
+            return Err(ApplyError::PinMismatch {
+                address,
+                fingerprint,
+            });
         }
-        Probe::Unreachable(error) => {
-            return Err(format!("{address}: Talos API unreachable: {error}"));
+        Probe::Unreachable(reason) => {
+            return Err(ApplyError::Unreachable { address, reason });
         }
     }
-    let applied = api.apply(address, bytes)?;
+    let applied = api
+        .apply(address, bytes)
+        .map_err(|source| ApplyError::Call { address, source })?;
     pop_common::info!(
         "{name}: node took the config, mode {}: {}",
         applied.mode,
@@ -296,42 +347,57 @@ fn apply_one(
     for warning in &applied.warnings {
         pop_common::warn!("{name}: config warning: {warning}");
     }
-    for attempt in 1..=config.wait_tries {
-        sleep(config.wait_interval);
+    // The node goes on serving maintenance mode a moment after it took the config: the first
+    // check comes one interval later.
+    sleeper.sleep(config.wait_interval);
+    let poll = Poll {
+        tries: config.wait_tries,
+        interval: config.wait_interval,
+    };
+    let left = poll.until(sleeper, |attempt| {
+        let tries = config.wait_tries;
         match api.probe(address) {
-            Probe::Configured => {
-                pop_common::info!(
-                    "{name}: left maintenance mode (its API now requires mutual TLS)"
-                );
-                return Ok(NodeResult::Configured);
-            }
+            Probe::Configured => return Ok::<_, ApplyError>(Some(())),
             Probe::Maintenance { .. } => {
-                pop_common::debug!(
-                    "{name}: still in maintenance mode ({attempt}/{})",
-                    config.wait_tries
-                )
+                pop_common::debug!("{name}: still in maintenance mode ({attempt}/{tries})")
             }
             Probe::Unreachable(error) => {
-                pop_common::debug!(
-                    "{name}: not answering ({attempt}/{}): {error}",
-                    config.wait_tries
-                )
+                pop_common::debug!("{name}: not answering ({attempt}/{tries}): {error}")
             }
-            Probe::PinMismatch { fingerprint } => pop_common::debug!(
-                "{name}: now presents {fingerprint} ({attempt}/{})",
-                config.wait_tries
-            ),
+            Probe::PinMismatch { fingerprint } => {
+                pop_common::debug!("{name}: now presents {fingerprint} ({attempt}/{tries})")
+            }
         }
+        Ok(None)
+    })?;
+    match left {
+        Some(()) => {
+            pop_common::info!("{name}: left maintenance mode (its API now requires mutual TLS)");
+            Ok(NodeResult::Configured)
+        }
+        None => Err(ApplyError::StillInMaintenance {
+            address,
+            tries: config.wait_tries,
+            interval: config.wait_interval.as_secs(),
+        }),
     }
-    Err(format!(
-        "{address}: took the config but was still in maintenance mode after {} checks {}s apart",
-        config.wait_tries,
-        config.wait_interval.as_secs()
-    ))
 }
 
 /// Reads the inventory on `input`, configures the nodes, writes the inventory on `output`.
-pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Result<(), Error> {
+pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
+    let api = grpc::GrpcApi::new(config.pins.clone(), config.timeout)
+        .map_err(|e| Error::Setup(format!("cannot start the async runtime: {e}")))?;
+    run_with(config, &api, &ThreadSleeper, input, output)
+}
+
+/// [`run`] over any node API and clock.
+pub fn run_with(
+    config: &Config,
+    api: &dyn MaintenanceApi,
+    sleeper: &dyn Sleeper,
+    mut input: impl Read,
+    mut output: impl Write,
+) -> Result<(), Error> {
     let stdin = Path::new("<stdin>");
     let mut bytes = Vec::new();
     input
@@ -350,10 +416,7 @@ pub fn run(config: &Config, mut input: impl Read, mut output: impl Write) -> Res
         let bytes = std::fs::read(&path).map_err(|source| Error::MachineConfig { path, source })?;
         configs.push((role, bytes));
     }
-    let api = grpc::GrpcApi::new(config.pins.clone(), config.timeout)
-        .map_err(|e| Error::Setup(format!("cannot start the async runtime: {e}")))?;
-    let (outcome, failures) =
-        apply_all(config, &mut inventory, &configs, &api, &std::thread::sleep);
+    let (outcome, failures) = apply_all(config, &mut inventory, &configs, api, sleeper);
     pop_common::info!("{outcome}");
     inventory.write_to(&mut output).output()?;
     Ok(pop_common::records::NodeFailures::check(failures)?)
@@ -365,6 +428,15 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
     use std::collections::VecDeque;
+
+    /// A clock that counts its sleeps.
+    #[derive(Debug, Default)]
+    struct Counted(RefCell<u32>);
+    impl Sleeper for Counted {
+        fn sleep(&self, _: Duration) {
+            *self.0.borrow_mut() += 1;
+        }
+    }
 
     /// A scripted node: the probes it answers, in order, and the configs it took.
     struct Scripted {
@@ -390,9 +462,12 @@ mod tests {
                 .pop_front()
                 .expect("probed more often than scripted")
         }
-        fn apply(&self, address: SocketAddr, config: &[u8]) -> Result<Applied, String> {
+        fn apply(&self, address: SocketAddr, config: &[u8]) -> Result<Applied, CallError> {
             if let Some(refusal) = &self.refuse {
-                return Err(refusal.clone());
+                return Err(CallError::Failed {
+                    code: tonic::Code::InvalidArgument,
+                    message: refusal.clone(),
+                });
             }
             self.applied.borrow_mut().push((address, config.to_vec()));
             Ok(Applied {
@@ -438,7 +513,7 @@ mod tests {
             inventory,
             &[(NodeRole::Worker, worker_config.to_vec())],
             api,
-            &|_| {},
+            &Counted::default(),
         )
     }
 
@@ -455,13 +530,11 @@ mod tests {
             (NodeRole::Worker, b"worker".to_vec()),
             (NodeRole::Controlplane, b"cp".to_vec()),
         ];
-        let sleeps = RefCell::new(0);
-        let (outcome, failures) = apply_all(&config(), &mut inventory, &configs, &api, &|_| {
-            *sleeps.borrow_mut() += 1
-        });
+        let sleeps = Counted::default();
+        let (outcome, failures) = apply_all(&config(), &mut inventory, &configs, &api, &sleeps);
         assert!(failures.is_empty(), "{failures:?}");
         assert_eq!(outcome.configured, ["w1"]);
-        assert_eq!(*sleeps.borrow(), 3);
+        assert_eq!(*sleeps.0.borrow(), 3);
         assert_eq!(
             api.applied.borrow().as_slice(),
             [("192.0.2.7:50000".parse().unwrap(), b"worker".to_vec())]
@@ -528,8 +601,8 @@ mod tests {
             ),
             (
                 MAINTENANCE(),
-                Some("ApplyConfiguration failed: InvalidArgument".to_owned()),
-                "InvalidArgument",
+                Some("bad YAML".to_owned()),
+                "ApplyConfiguration failed: InvalidArgument: bad YAML",
             ),
         ] {
             let mut api = Scripted::new(vec![probe]);

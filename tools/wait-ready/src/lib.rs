@@ -1,5 +1,5 @@
-//! `wait-ready`: hands control back only when the cluster can take work (seed 000, "Allumer et
-//! eteindre"): every node Ready, the nodes it is told to uncordon uncordoned, then no pod outside
+//! `wait-ready`: hands control back only when the cluster `make up` powered on can take work:
+//! every node Ready, the nodes it is told to uncordon uncordoned, then no pod outside
 //! Running or Succeeded (pods of a finished Job do not count).
 //!
 //! Watch-based: one list then one watch per resource, resumed from the last resourceVersion; no

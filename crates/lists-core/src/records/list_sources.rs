@@ -270,8 +270,8 @@ mod tests {
         assert!(!valid_list_name(""));
         assert!(!valid_list_name("Tor"));
         assert!(!valid_list_name("tor.txt"));
-        // 33 characters: the old rule (63) let this through, and the filter refused every
-        // update that carried it.
+        // 33 characters: one more than the filter takes; accepted here, every update that
+        // carried it would be refused by the filter.
         assert!(!valid_list_name(&"a".repeat(33)));
         // The same rule as the filter's decoder, not a copy of it.
         for name in ["tor", "a-b_c", "Tor", &"a".repeat(33), ""] {

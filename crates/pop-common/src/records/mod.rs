@@ -13,7 +13,7 @@ mod tag;
 
 pub use node_inventory::{
     NODE_INVENTORY_VERSION, Node, NodeFailure, NodeFailures, NodeInventory, NodeKind, NodeRole,
-    steps,
+    StepNodes, StepTodo, steps,
 };
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
 pub use problem::{Problem, join as join_problems};

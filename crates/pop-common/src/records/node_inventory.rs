@@ -155,6 +155,87 @@ impl Node {
     }
 }
 
+/// The nodes one step of a node tool has to act on, and the ones it has already done: the one
+/// filter of the node tools.
+#[derive(Debug)]
+pub struct StepNodes<'a> {
+    /// The nodes the step concerns whose record is not what the step wants now, in inventory
+    /// order.
+    pub todo: Vec<StepTodo<'a>>,
+    /// The names of the nodes whose record already is what the step wants.
+    pub done: Vec<String>,
+}
+
+/// One node a step has to act on.
+#[derive(Debug)]
+pub struct StepTodo<'a> {
+    pub node: &'a mut Node,
+    step: &'static str,
+    /// What the step records on the node once it has acted (usually a digest).
+    pub wanted: String,
+}
+
+impl StepTodo<'_> {
+    /// Records on the node that the step did what it wanted.
+    pub fn record(&mut self) {
+        self.node
+            .steps
+            .insert(self.step.to_owned(), self.wanted.clone());
+    }
+}
+
+impl NodeInventory {
+    /// Splits the nodes for `step` (a name of [`steps`]): `wants` gives what the step would
+    /// record on a node now (`None` for a node the step does not concern, such as an Instance for
+    /// the flash); a node whose record already equals it is done, the others are to do.
+    pub fn for_step(
+        &mut self,
+        step: &'static str,
+        wants: impl Fn(&Node) -> Option<String>,
+    ) -> StepNodes<'_> {
+        let mut todo = Vec::new();
+        let mut done = Vec::new();
+        for node in &mut self.nodes {
+            let Some(wanted) = wants(node) else {
+                continue;
+            };
+            if node.step(step) == Some(wanted.as_str()) {
+                done.push(node.name.clone());
+            } else {
+                todo.push(StepTodo { node, step, wanted });
+            }
+        }
+        StepNodes { todo, done }
+    }
+
+    /// Carries over what the node tools recorded in `previous` (an earlier inventory of the same
+    /// cluster), node by node, matched by server id: a server found again keeps its steps, a new
+    /// server starts with none. A step this inventory already records wins.
+    pub fn carry_steps_from(&mut self, previous: &NodeInventory) {
+        for node in &mut self.nodes {
+            if let Some(old) = previous.nodes.iter().find(|o| o.id == node.id) {
+                for (step, value) in &old.steps {
+                    node.steps
+                        .entry(step.clone())
+                        .or_insert_with(|| value.clone());
+                }
+            }
+        }
+    }
+
+    /// The first control plane of the inventory (the one etcd is bootstrapped on).
+    pub fn first_control_plane(&self) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.role == NodeRole::Controlplane)
+    }
+
+    /// The Elastic Metal worker that receives the edge's public traffic.
+    pub fn edge_worker(&self) -> Option<&Node> {
+        self.nodes
+            .iter()
+            .find(|n| n.role == NodeRole::Worker && n.kind == NodeKind::ElasticMetal)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +315,58 @@ mod tests {
         assert_eq!(
             err.unwrap_err().to_string(),
             "2 node(s) failed:\nw1: refused\nw2: timed out"
+        );
+    }
+
+    #[test]
+    fn a_step_acts_on_the_nodes_it_concerns_whose_record_differs() {
+        let mut inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        // The worker already has image "sha256:00"; the control plane is not concerned.
+        let split = inventory.for_step(steps::IMAGE_FLASHED, |n| {
+            (n.kind == NodeKind::ElasticMetal).then(|| "sha256:00".to_owned())
+        });
+        assert_eq!(split.done, ["edge-par-worker-1"]);
+        assert!(split.todo.is_empty());
+        let mut split = inventory.for_step(steps::CONFIG_APPLIED, |n| {
+            Some(format!("sha256:{:?}", n.role))
+        });
+        assert!(split.done.is_empty());
+        let names: Vec<&str> = split.todo.iter().map(|t| t.node.name.as_str()).collect();
+        assert_eq!(names, ["edge-par-cp-1", "edge-par-worker-1"]);
+        split.todo[1].record();
+        assert_eq!(
+            inventory.nodes[1].step(steps::CONFIG_APPLIED),
+            Some("sha256:Worker")
+        );
+        assert_eq!(inventory.nodes[0].step(steps::CONFIG_APPLIED), None);
+    }
+
+    #[test]
+    fn steps_are_carried_by_server_id_and_a_fresh_record_wins() {
+        let previous: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        let mut fresh = previous.clone();
+        for node in &mut fresh.nodes {
+            node.steps.clear();
+        }
+        // A new control plane (another id) and a worker with a step of its own.
+        fresh.nodes[0].id = "33333333-3333-4333-8333-333333333333".into();
+        fresh.nodes[1]
+            .steps
+            .insert(steps::CONFIG_APPLIED.into(), "sha256:11".into());
+        fresh.carry_steps_from(&previous);
+        assert!(fresh.nodes[0].steps.is_empty());
+        assert_eq!(fresh.nodes[1].step(steps::IMAGE_FLASHED), Some("sha256:00"));
+        assert_eq!(
+            fresh.nodes[1].step(steps::CONFIG_APPLIED),
+            Some("sha256:11")
+        );
+        assert_eq!(
+            fresh.first_control_plane().map(|n| n.name.as_str()),
+            Some("edge-par-cp-1")
+        );
+        assert_eq!(
+            fresh.edge_worker().map(|n| n.name.as_str()),
+            Some("edge-par-worker-1")
         );
     }
 

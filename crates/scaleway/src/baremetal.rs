@@ -1,0 +1,243 @@
+//! Elastic Metal v1 (`../shared/scaleway-openapi/scaleway.baremetal.v1.Api.yml`): offers, and
+//! the server as the tools order, power, reboot into rescue, tag and delete it. One answer shape
+//! for every call on a server: [`Server`], its status and boot type as enums.
+
+use serde::{Deserialize, Serialize};
+
+use crate::client::{ApiError, Client, Method};
+use crate::enums::api_enum;
+use crate::{Tagged, has_tags};
+
+type R<T> = Result<T, ApiError>;
+
+api_enum! {
+    /// `Server.status`.
+    pub enum ServerStatus {
+        /// The API's own "unknown" (its default), not a value this client does not know.
+        Unknown = "unknown",
+        Delivering = "delivering",
+        Ready = "ready",
+        Stopping = "stopping",
+        Stopped = "stopped",
+        Starting = "starting",
+        Error = "error",
+        Deleting = "deleting",
+        Locked = "locked",
+        OutOfStock = "out_of_stock",
+        Ordered = "ordered",
+        Resetting = "resetting",
+        Migrating = "migrating",
+    }
+}
+
+impl ServerStatus {
+    /// A status the server does not leave by itself: waiting for another one is vain.
+    pub fn is_failed(&self) -> bool {
+        matches!(self, ServerStatus::Error | ServerStatus::OutOfStock)
+    }
+}
+
+api_enum! {
+    /// `Server.boot_type`, and the boot type of a reboot or a start.
+    pub enum BootType {
+        UnknownBootType = "unknown_boot_type",
+        Normal = "normal",
+        Rescue = "rescue",
+    }
+}
+
+api_enum! {
+    /// `Offer.stock`.
+    pub enum Stock {
+        Empty = "empty",
+        Low = "low",
+        Available = "available",
+    }
+}
+
+api_enum! {
+    /// `IP.version`.
+    pub enum IpVersion {
+        V4 = "IPv4",
+        V6 = "IPv6",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Ip {
+    pub id: String,
+    pub address: String,
+    pub version: IpVersion,
+}
+
+/// `rescue_server`: the user only. The password is not a field here, so it is never kept in
+/// memory (the rescue system is reached with the SSH key).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RescueServer {
+    pub user: String,
+}
+
+/// `scaleway.baremetal.v1.Server`: what the tools read of it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Server {
+    pub id: String,
+    pub name: String,
+    #[serde(rename = "project_id")]
+    pub project: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub status: ServerStatus,
+    pub boot_type: BootType,
+    pub offer_id: String,
+    #[serde(default)]
+    pub offer_name: Option<String>,
+    #[serde(default)]
+    pub ips: Vec<Ip>,
+    pub zone: String,
+    #[serde(default)]
+    pub rescue_server: Option<RescueServer>,
+}
+
+impl Server {
+    /// The first address of `version`.
+    pub fn address(&self, version: &IpVersion) -> Option<&str> {
+        self.ips
+            .iter()
+            .find(|ip| ip.version == *version)
+            .map(|ip| ip.address.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Offer {
+    pub id: String,
+    pub name: String,
+    pub stock: Stock,
+    pub enable: bool,
+    #[serde(default)]
+    pub subscription_period: Option<String>,
+}
+
+/// The body of `POST .../servers` (an order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateServer {
+    pub offer_id: String,
+    pub project_id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+}
+
+/// The body of `POST .../servers/{id}/reboot`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reboot {
+    pub boot_type: BootType,
+    /// Extra keys for the rescue image, by IAM id (none is sent as no field).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ssh_key_ids: Vec<String>,
+}
+
+/// Elastic Metal v1.
+#[derive(Debug, Clone, Copy)]
+pub struct Baremetal<'c> {
+    client: &'c Client<'c>,
+}
+
+impl<'c> Baremetal<'c> {
+    pub fn new(client: &'c Client<'c>) -> Self {
+        Baremetal { client }
+    }
+
+    fn server_path(zone: &str, id: &str) -> String {
+        format!("/baremetal/v1/zones/{zone}/servers/{id}")
+    }
+
+    /// The servers carrying every tag of `tags` (an array query: one `tags=` per tag).
+    pub fn servers(&self, zone: &str, tags: &[String]) -> R<Vec<Server>> {
+        let query: Vec<(&str, String)> = tags.iter().map(|t| ("tags", t.clone())).collect();
+        let all: Vec<Server> = self.client.list(
+            &format!("/baremetal/v1/zones/{zone}/servers"),
+            &query,
+            "servers",
+            "page_size",
+        )?;
+        Ok(all
+            .into_iter()
+            .filter(|s| has_tags(s.tags(), tags))
+            .collect())
+    }
+
+    /// One server; `None` once it is gone.
+    pub fn server(&self, zone: &str, id: &str) -> R<Option<Server>> {
+        self.client.get_opt(&Self::server_path(zone, id))
+    }
+
+    /// The hourly offers of this exact name.
+    pub fn offers(&self, zone: &str, name: &str) -> R<Vec<Offer>> {
+        let all: Vec<Offer> = self.client.list(
+            &format!("/baremetal/v1/zones/{zone}/offers"),
+            &[
+                ("name", name.to_owned()),
+                ("subscription_period", "hourly".into()),
+            ],
+            "offers",
+            "page_size",
+        )?;
+        Ok(all.into_iter().filter(|o| o.name == name).collect())
+    }
+
+    /// Orders a server.
+    pub fn create_server(&self, zone: &str, body: &CreateServer) -> R<Server> {
+        self.client.send(
+            Method::Post,
+            &format!("/baremetal/v1/zones/{zone}/servers"),
+            body,
+        )
+    }
+
+    /// Starts a stopped server (no body field: the boot type stays).
+    pub fn start(&self, zone: &str, id: &str) -> R<Server> {
+        self.client.send(
+            Method::Post,
+            &format!("{}/start", Self::server_path(zone, id)),
+            &serde_json::json!({}),
+        )
+    }
+
+    pub fn stop(&self, zone: &str, id: &str) -> R<Server> {
+        self.client.send(
+            Method::Post,
+            &format!("{}/stop", Self::server_path(zone, id)),
+            &serde_json::json!({}),
+        )
+    }
+
+    /// Reboots into `boot_type`, with extra SSH keys for the rescue image.
+    pub fn reboot(&self, zone: &str, id: &str, body: &Reboot) -> R<Server> {
+        self.client.send(
+            Method::Post,
+            &format!("{}/reboot", Self::server_path(zone, id)),
+            body,
+        )
+    }
+
+    /// Replaces the server's tags.
+    pub fn set_tags(&self, zone: &str, id: &str, tags: &[String]) -> R<Server> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            tags: &'a [String],
+        }
+        self.client
+            .send(Method::Patch, &Self::server_path(zone, id), &Body { tags })
+    }
+
+    pub fn delete_server(&self, zone: &str, id: &str) -> R<()> {
+        self.client.delete(&Self::server_path(zone, id))
+    }
+}
+
+impl Tagged for Server {
+    fn tags(&self) -> &[String] {
+        &self.tags
+    }
+}

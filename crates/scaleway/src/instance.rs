@@ -1,0 +1,504 @@
+//! Instance v1 (`../shared/scaleway-openapi/scaleway.instance.v1.Api.yml`): security groups and
+//! their rules, flexible IPs, images, servers and their actions. A single object comes wrapped in
+//! a field named after it (`{"server": {...}}`); the `*Envelope` types are those answers.
+
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::client::{ApiError, Client, Method};
+use crate::enums::api_enum;
+use crate::{Tagged, has_tags};
+
+type R<T> = Result<T, ApiError>;
+
+api_enum! {
+    /// `Server.state`.
+    pub enum ServerState {
+        Running = "running",
+        Stopped = "stopped",
+        StoppedInPlace = "stopped in place",
+        Starting = "starting",
+        Stopping = "stopping",
+        Locked = "locked",
+    }
+}
+
+impl ServerState {
+    /// Off: what `poweron` starts from, and what `delete` needs.
+    pub fn is_off(&self) -> bool {
+        matches!(self, ServerState::Stopped | ServerState::StoppedInPlace)
+    }
+}
+
+api_enum! {
+    /// `Image.state`.
+    pub enum ImageState {
+        Available = "available",
+        Creating = "creating",
+        Error = "error",
+    }
+}
+
+api_enum! {
+    /// `VolumeServer.VolumeType`: `l_ssd` lives and dies with its server, `sbs_volume` is a
+    /// Block volume that outlives it.
+    pub enum VolumeType {
+        LSsd = "l_ssd",
+        BSsd = "b_ssd",
+        SbsVolume = "sbs_volume",
+        Scratch = "scratch",
+    }
+}
+
+api_enum! {
+    /// `ServerAction.action`: the ones the tools send.
+    pub enum ServerAction {
+        PowerOn = "poweron",
+        PowerOff = "poweroff",
+        Terminate = "terminate",
+    }
+}
+
+api_enum! {
+    /// `SecurityGroup.inbound_default_policy` and `outbound_default_policy`.
+    pub enum Policy {
+        Accept = "accept",
+        Drop = "drop",
+    }
+}
+
+api_enum! {
+    /// A rule's protocol (the ones the tools write).
+    pub enum Protocol {
+        Tcp = "TCP",
+        Udp = "UDP",
+        Icmp = "ICMP",
+        Any = "ANY",
+    }
+}
+
+/// Another object, named inside this one (`security_group`, `server`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct ObjectRef {
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SecurityGroup {
+    pub id: String,
+    pub name: String,
+    pub project: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub inbound_default_policy: Policy,
+    pub outbound_default_policy: Policy,
+    #[serde(default)]
+    pub stateful: bool,
+    #[serde(default)]
+    pub servers: Vec<ObjectRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SecurityGroupEnvelope {
+    pub security_group: SecurityGroup,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Rule {
+    pub id: String,
+    pub protocol: Protocol,
+    pub direction: String,
+    pub action: String,
+    pub ip_range: String,
+    pub dest_port_from: Option<u32>,
+    pub dest_port_to: Option<u32>,
+    #[serde(default)]
+    pub editable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RuleEnvelope {
+    pub rule: Rule,
+}
+
+/// One address of a server's `public_ips`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ServerIp {
+    pub id: String,
+    pub address: String,
+    #[serde(default)]
+    pub family: Option<String>,
+}
+
+/// One volume of a server's `volumes`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ServerVolume {
+    pub id: String,
+    pub volume_type: VolumeType,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Server {
+    pub id: String,
+    pub name: String,
+    pub project: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub state: ServerState,
+    pub commercial_type: String,
+    #[serde(default)]
+    pub public_ips: Vec<ServerIp>,
+    pub private_ip: Option<String>,
+    /// A map keyed by "0", "1", ... (not an array).
+    #[serde(default)]
+    pub volumes: BTreeMap<String, ServerVolume>,
+    pub security_group: Option<ObjectRef>,
+    #[serde(default)]
+    pub allowed_actions: Vec<String>,
+    pub zone: String,
+}
+
+impl Server {
+    /// Whether the API allows `action` on the server now.
+    pub fn allows(&self, action: &ServerAction) -> bool {
+        self.allowed_actions.iter().any(|a| a == action.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ServerEnvelope {
+    pub server: Server,
+}
+
+/// A flexible IP.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Ip {
+    pub id: String,
+    /// `null` for a routed IPv6, which has a `prefix` instead.
+    pub address: Option<String>,
+    pub prefix: Option<String>,
+    pub project: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub server: Option<ObjectRef>,
+    #[serde(rename = "type", default)]
+    pub ip_type: Option<String>,
+    pub zone: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct IpEnvelope {
+    pub ip: Ip,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Image {
+    pub id: String,
+    pub name: String,
+    pub project: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub arch: String,
+    pub state: ImageState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ImageEnvelope {
+    pub image: Image,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Task {
+    pub id: String,
+    pub description: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TaskEnvelope {
+    pub task: Task,
+}
+
+/// The body of `POST .../security_groups`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateSecurityGroup {
+    pub name: String,
+    pub description: String,
+    pub project: String,
+    pub tags: Vec<String>,
+    pub stateful: bool,
+    pub inbound_default_policy: Policy,
+    pub outbound_default_policy: Policy,
+    pub enable_default_security: bool,
+}
+
+/// One rule of `PUT .../security_groups/{id}/rules` (SetSecurityGroupRules): with an `id` it is
+/// kept (or updated), without one it is created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SetRule {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub action: &'static str,
+    pub protocol: Protocol,
+    pub direction: &'static str,
+    pub ip_range: String,
+    pub dest_port_from: u32,
+    /// `null` for one port.
+    pub dest_port_to: Option<u32>,
+    pub position: u32,
+}
+
+/// The body of `POST .../ips`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateIp {
+    pub project: String,
+    pub tags: Vec<String>,
+    #[serde(rename = "type")]
+    pub ip_type: &'static str,
+}
+
+/// The body of `POST .../servers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateServer {
+    pub name: String,
+    pub commercial_type: String,
+    pub image: String,
+    pub project: String,
+    pub tags: Vec<String>,
+    pub security_group: String,
+    /// Flexible IPs attached at creation.
+    pub public_ips: Vec<String>,
+    pub dynamic_ip_required: bool,
+    pub enable_ipv6: bool,
+}
+
+/// The body of `POST .../images` from a Block snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateImage {
+    pub name: String,
+    /// The Block snapshot's id.
+    pub root_volume: String,
+    pub arch: &'static str,
+    pub project: String,
+    pub tags: Vec<String>,
+}
+
+/// Instance v1, in one zone.
+#[derive(Debug, Clone, Copy)]
+pub struct Instance<'c> {
+    client: &'c Client<'c>,
+}
+
+impl<'c> Instance<'c> {
+    pub fn new(client: &'c Client<'c>) -> Self {
+        Instance { client }
+    }
+
+    /// A list the API filters on tags (comma separated, pages of `per_page`, the list's key named
+    /// as the collection), checked again here: an object is kept only with every tag.
+    fn tagged<X: Tagged + DeserializeOwned>(
+        &self,
+        zone: &str,
+        collection: &str,
+        tags: &[String],
+    ) -> R<Vec<X>> {
+        let all: Vec<X> = self.client.list(
+            &format!("/instance/v1/zones/{zone}/{collection}"),
+            &[("tags", tags.join(","))],
+            collection,
+            "per_page",
+        )?;
+        Ok(all
+            .into_iter()
+            .filter(|x| has_tags(x.tags(), tags))
+            .collect())
+    }
+
+    fn path(zone: &str, rest: &str) -> String {
+        format!("/instance/v1/zones/{zone}/{rest}")
+    }
+
+    // ---- security groups
+
+    pub fn security_groups(&self, zone: &str, tags: &[String]) -> R<Vec<SecurityGroup>> {
+        self.tagged(zone, "security_groups", tags)
+    }
+
+    pub fn create_security_group(
+        &self,
+        zone: &str,
+        body: &CreateSecurityGroup,
+    ) -> R<SecurityGroup> {
+        let answer: SecurityGroupEnvelope =
+            self.client
+                .send(Method::Post, &Self::path(zone, "security_groups"), body)?;
+        Ok(answer.security_group)
+    }
+
+    pub fn delete_security_group(&self, zone: &str, id: &str) -> R<()> {
+        self.client
+            .delete(&Self::path(zone, &format!("security_groups/{id}")))
+    }
+
+    pub fn rules(&self, zone: &str, group: &str) -> R<Vec<Rule>> {
+        self.client.list(
+            &Self::path(zone, &format!("security_groups/{group}/rules")),
+            &[],
+            "rules",
+            "per_page",
+        )
+    }
+
+    /// Replaces every editable rule of the group with `rules` in one call (SetSecurityGroupRules:
+    /// a rule with an `id` is kept or updated, one without is created, an editable rule left out
+    /// is deleted; the others are untouched).
+    pub fn set_rules(&self, zone: &str, group: &str, rules: &[SetRule]) -> R<()> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            rules: &'a [SetRule],
+        }
+        let _: IgnoredAny = self.client.send(
+            Method::Put,
+            &Self::path(zone, &format!("security_groups/{group}/rules")),
+            &Body { rules },
+        )?;
+        Ok(())
+    }
+
+    // ---- flexible IPs
+
+    pub fn ips(&self, zone: &str, tags: &[String]) -> R<Vec<Ip>> {
+        self.tagged(zone, "ips", tags)
+    }
+
+    pub fn create_ip(&self, zone: &str, body: &CreateIp) -> R<Ip> {
+        let answer: IpEnvelope = self
+            .client
+            .send(Method::Post, &Self::path(zone, "ips"), body)?;
+        Ok(answer.ip)
+    }
+
+    /// Attaches the IP to a server.
+    pub fn attach_ip(&self, zone: &str, ip: &str, server: &str) -> R<Ip> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            server: &'a str,
+        }
+        let answer: IpEnvelope = self.client.send(
+            Method::Patch,
+            &Self::path(zone, &format!("ips/{ip}")),
+            &Body { server },
+        )?;
+        Ok(answer.ip)
+    }
+
+    pub fn delete_ip(&self, zone: &str, ip: &str) -> R<()> {
+        self.client.delete(&Self::path(zone, &format!("ips/{ip}")))
+    }
+
+    // ---- images
+
+    pub fn images(&self, zone: &str, tags: &[String]) -> R<Vec<Image>> {
+        self.tagged(zone, "images", tags)
+    }
+
+    pub fn image(&self, zone: &str, id: &str) -> R<Option<Image>> {
+        let answer: Option<ImageEnvelope> = self
+            .client
+            .get_opt(&Self::path(zone, &format!("images/{id}")))?;
+        Ok(answer.map(|a| a.image))
+    }
+
+    pub fn create_image(&self, zone: &str, body: &CreateImage) -> R<Image> {
+        let answer: ImageEnvelope =
+            self.client
+                .send(Method::Post, &Self::path(zone, "images"), body)?;
+        Ok(answer.image)
+    }
+
+    pub fn delete_image(&self, zone: &str, id: &str) -> R<()> {
+        self.client
+            .delete(&Self::path(zone, &format!("images/{id}")))
+    }
+
+    // ---- servers
+
+    pub fn servers(&self, zone: &str, tags: &[String]) -> R<Vec<Server>> {
+        self.tagged(zone, "servers", tags)
+    }
+
+    /// One server; `None` once it is gone.
+    pub fn server(&self, zone: &str, id: &str) -> R<Option<Server>> {
+        let answer: Option<ServerEnvelope> = self
+            .client
+            .get_opt(&Self::path(zone, &format!("servers/{id}")))?;
+        Ok(answer.map(|a| a.server))
+    }
+
+    pub fn create_server(&self, zone: &str, body: &CreateServer) -> R<Server> {
+        let answer: ServerEnvelope =
+            self.client
+                .send(Method::Post, &Self::path(zone, "servers"), body)?;
+        Ok(answer.server)
+    }
+
+    /// Puts the server in the security group.
+    pub fn set_security_group(&self, zone: &str, id: &str, group: &str) -> R<Server> {
+        #[derive(Serialize)]
+        struct Group<'a> {
+            id: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Body<'a> {
+            security_group: Group<'a>,
+        }
+        let answer: ServerEnvelope = self.client.send(
+            Method::Patch,
+            &Self::path(zone, &format!("servers/{id}")),
+            &Body {
+                security_group: Group { id: group },
+            },
+        )?;
+        Ok(answer.server)
+    }
+
+    /// `poweron`, `poweroff` or `terminate`: the task that carries it out.
+    pub fn action(&self, zone: &str, id: &str, action: ServerAction) -> R<Task> {
+        #[derive(Serialize)]
+        struct Body {
+            action: ServerAction,
+        }
+        let answer: TaskEnvelope = self.client.send(
+            Method::Post,
+            &Self::path(zone, &format!("servers/{id}/action")),
+            &Body { action },
+        )?;
+        Ok(answer.task)
+    }
+
+    pub fn delete_server(&self, zone: &str, id: &str) -> R<()> {
+        self.client
+            .delete(&Self::path(zone, &format!("servers/{id}")))
+    }
+
+    /// A volume of the Instance API (a local volume a deleted server left behind).
+    pub fn delete_volume(&self, zone: &str, id: &str) -> R<()> {
+        self.client
+            .delete(&Self::path(zone, &format!("volumes/{id}")))
+    }
+}
+
+macro_rules! tagged {
+    ($($resource:ty),* $(,)?) => {$(
+        impl Tagged for $resource {
+            fn tags(&self) -> &[String] {
+                &self.tags
+            }
+        }
+    )*};
+}
+
+tagged!(SecurityGroup, Server, Ip, Image);

@@ -1,0 +1,70 @@
+//! The Scaleway client of the tools: credentials resolved as Scaleway's own tools resolve them
+//! ([`creds`]), one narrow HTTP transport ([`http`]), the client with its retries, pagination and
+//! typed errors ([`client`]), one module per product with its objects and calls ([`instance`],
+//! [`block`], [`baremetal`], [`iam`], [`dns`], [`registry`]), and Object Storage signed with AWS
+//! Signature V4 ([`s3`]).
+//!
+//! Paths and field names are those of Scaleway's OpenAPI specs (`../shared/scaleway-openapi`);
+//! every answer type decodes the traffic Scaleway's own CLI recorded (`tests/cassettes.rs`).
+//! Every call returns `Result<R, ApiError>`: the client sends what it is asked, and deciding
+//! what to send (a plan, a dry run) is the business of the tool that uses it.
+//!
+//! ```text
+//! let client = Client::new(&transport, &sleeper, &credentials.api_url, credentials.secret_key);
+//! let servers = client.instance().servers("fr-par-1", &tags)?;
+//! client.baremetal().reboot("fr-par-1", &id, &Reboot { boot_type: BootType::Rescue, ssh_key_ids })?;
+//! ```
+
+mod enums;
+
+pub mod baremetal;
+pub mod block;
+pub mod client;
+pub mod creds;
+pub mod dns;
+pub mod http;
+pub mod iam;
+pub mod instance;
+pub mod registry;
+pub mod s3;
+
+pub use client::{ApiError, Client, Method, RetryPolicy};
+pub use creds::{Credentials, CredentialsError, SecretKey};
+pub use http::{Transport, UreqTransport};
+
+/// An object that carries tags: a listing the API filters by tags is checked again here (the
+/// API's filters are not trusted to be exact).
+pub trait Tagged {
+    fn tags(&self) -> &[String];
+}
+
+/// Whether `have` holds every tag of `want`.
+pub fn has_tags(have: &[String], want: &[String]) -> bool {
+    want.iter().all(|w| have.contains(w))
+}
+
+impl<'a> Client<'a> {
+    pub fn instance(&'a self) -> instance::Instance<'a> {
+        instance::Instance::new(self)
+    }
+
+    pub fn block(&'a self) -> block::Block<'a> {
+        block::Block::new(self)
+    }
+
+    pub fn baremetal(&'a self) -> baremetal::Baremetal<'a> {
+        baremetal::Baremetal::new(self)
+    }
+
+    pub fn iam(&'a self) -> iam::Iam<'a> {
+        iam::Iam::new(self)
+    }
+
+    pub fn dns(&'a self) -> dns::Dns<'a> {
+        dns::Dns::new(self)
+    }
+
+    pub fn registry(&'a self) -> registry::Registry<'a> {
+        registry::Registry::new(self)
+    }
+}

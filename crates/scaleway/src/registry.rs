@@ -1,0 +1,60 @@
+//! Container Registry v1 (not in `../shared/scaleway-openapi`; paths and fields from Scaleway's
+//! public API documentation): the namespace the edge's images are pushed to.
+
+use serde::{Deserialize, Serialize};
+
+use crate::client::{ApiError, Client, Method};
+
+type R<T> = Result<T, ApiError>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Namespace {
+    pub id: String,
+    pub name: String,
+    pub endpoint: String,
+    pub is_public: bool,
+    #[serde(rename = "project_id")]
+    pub project: String,
+}
+
+/// The body of `POST /registry/v1/regions/{region}/namespaces`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateNamespace {
+    pub name: String,
+    pub project_id: String,
+    pub is_public: bool,
+}
+
+/// Container Registry v1.
+#[derive(Debug, Clone, Copy)]
+pub struct Registry<'c> {
+    client: &'c Client<'c>,
+}
+
+impl<'c> Registry<'c> {
+    pub fn new(client: &'c Client<'c>) -> Self {
+        Registry { client }
+    }
+
+    /// The project's namespaces of exactly this name.
+    pub fn namespaces(&self, region: &str, project: &str, name: &str) -> R<Vec<Namespace>> {
+        let all: Vec<Namespace> = self.client.list(
+            &format!("/registry/v1/regions/{region}/namespaces"),
+            &[
+                ("project_id", project.to_owned()),
+                ("name", name.to_owned()),
+            ],
+            "namespaces",
+            "page_size",
+        )?;
+        Ok(all.into_iter().filter(|n| n.name == name).collect())
+    }
+
+    pub fn create_namespace(&self, region: &str, body: &CreateNamespace) -> R<Namespace> {
+        self.client.send(
+            Method::Post,
+            &format!("/registry/v1/regions/{region}/namespaces"),
+            body,
+        )
+    }
+}

@@ -1,0 +1,365 @@
+//! Scaleway Object Storage (the S3 API), path-style, every request signed with AWS Signature
+//! Version 4 ([`sigv4`]) and its payload hashed (`x-amz-content-sha256`). Large files go up in
+//! parts (multipart upload), with progress on stderr; 5xx and 429 (`SlowDown`) are retried with
+//! the client's bounded backoff.
+
+pub mod sigv4;
+
+use std::io::Read;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pop_common::wait::Sleeper;
+
+use crate::client::{RetryPolicy, retrying};
+use crate::creds::SecretKey;
+use crate::http::{HttpRequest, HttpResponse, Transport};
+use sigv4::{Request, Signer, sha256_hex};
+
+/// The smallest part S3 accepts (every part but the last).
+pub const MIN_PART: usize = 5 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum S3Error {
+    #[error("S3 {method} {path}: HTTP {status}: {code}: {message}")]
+    Status {
+        method: &'static str,
+        path: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("S3 {method} {path}: {error}")]
+    Transport {
+        method: &'static str,
+        path: String,
+        error: String,
+    },
+    #[error("{}: {error}", path.display())]
+    File {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("S3 {0}: an answer without {1}")]
+    Answer(String, &'static str),
+}
+
+/// An S3 client for one endpoint and region.
+#[derive(Debug)]
+pub struct S3<'a> {
+    transport: &'a dyn Transport,
+    sleeper: &'a dyn Sleeper,
+    /// `http(s)://host[:port]`, no trailing slash.
+    endpoint: String,
+    host: String,
+    signer: Signer,
+    policy: RetryPolicy,
+}
+
+impl<'a> S3<'a> {
+    pub fn new(
+        transport: &'a dyn Transport,
+        sleeper: &'a dyn Sleeper,
+        endpoint: &str,
+        region: &str,
+        access_key: &str,
+        secret: SecretKey,
+        policy: RetryPolicy,
+    ) -> Self {
+        let endpoint = endpoint.trim_end_matches('/').to_owned();
+        let host = endpoint
+            .split_once("://")
+            .map_or(endpoint.as_str(), |(_, h)| h)
+            .to_owned();
+        S3 {
+            transport,
+            sleeper,
+            endpoint,
+            host,
+            signer: Signer {
+                access_key: access_key.to_owned(),
+                secret,
+                region: region.to_owned(),
+                service: "s3".to_owned(),
+            },
+            policy,
+        }
+    }
+
+    /// One signed request, retried on 429/5xx and on a cut connection.
+    fn call(
+        &self,
+        method: &'static str,
+        path: &str,
+        query: &str,
+        body: Vec<u8>,
+    ) -> Result<HttpResponse, S3Error> {
+        let payload = sha256_hex(&body);
+        let url = if query.is_empty() {
+            format!("{}{path}", self.endpoint)
+        } else {
+            format!("{}{path}?{query}", self.endpoint)
+        };
+        // The body is moved in once; only the date and signature change between attempts.
+        let mut request = HttpRequest {
+            method,
+            url,
+            headers: Vec::new(),
+            body: if body.is_empty() && matches!(method, "GET" | "HEAD" | "DELETE") {
+                None
+            } else {
+                Some(body)
+            },
+        };
+        // Every S3 call here is safe to repeat after a cut: a part or an object put twice is the
+        // same part or object.
+        let (outcome, _) = retrying(
+            &self.policy,
+            self.sleeper,
+            &format_args!("S3 {method} {path}"),
+            true,
+            |_| None,
+            |_| {
+                // Signed again at each attempt: the date is part of the signature.
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let date = sigv4::amz_date(now);
+                let mut headers = vec![
+                    ("host".to_owned(), self.host.clone()),
+                    ("x-amz-content-sha256".to_owned(), payload.clone()),
+                    ("x-amz-date".to_owned(), date.clone()),
+                ];
+                let authorization = self.signer.authorization(
+                    &date,
+                    &Request {
+                        method,
+                        path,
+                        query,
+                        headers: &headers,
+                        payload_sha256: &payload,
+                    },
+                    false,
+                );
+                headers.push(("authorization".to_owned(), authorization));
+                // The transport sets Host itself, from the URL: the same value as signed.
+                headers.retain(|(k, _)| k != "host");
+                request.headers = headers;
+                self.transport.send(&request)
+            },
+        );
+        match outcome {
+            Ok(r) if r.status < 300 => Ok(r),
+            Ok(r) => {
+                let text = String::from_utf8_lossy(&r.body);
+                Err(S3Error::Status {
+                    method,
+                    path: path.to_owned(),
+                    status: r.status,
+                    code: xml_value(&text, "Code").unwrap_or_default(),
+                    message: xml_value(&text, "Message").unwrap_or_default(),
+                })
+            }
+            Err(e) => Err(S3Error::Transport {
+                method,
+                path: path.to_owned(),
+                error: e.to_string(),
+            }),
+        }
+    }
+
+    fn exists(&self, path: &str) -> Result<Option<HttpResponse>, S3Error> {
+        match self.call("HEAD", path, "", Vec::new()) {
+            Ok(r) => Ok(Some(r)),
+            Err(S3Error::Status { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn bucket_exists(&self, bucket: &str) -> Result<bool, S3Error> {
+        Ok(self.exists(&format!("/{bucket}"))?.is_some())
+    }
+
+    pub fn create_bucket(&self, bucket: &str) -> Result<(), S3Error> {
+        self.call("PUT", &format!("/{bucket}"), "", Vec::new())?;
+        Ok(())
+    }
+
+    /// The object's size, `None` when it does not exist.
+    pub fn object_size(&self, bucket: &str, key: &str) -> Result<Option<u64>, S3Error> {
+        let path = object_path(bucket, key);
+        Ok(self.exists(&path)?.and_then(|r| {
+            r.header("content-length")
+                .and_then(|v| v.trim().parse().ok())
+        }))
+    }
+
+    /// Uploads a file: one PUT when it fits in one part, else a multipart upload (aborted if a
+    /// part fails, so no orphan parts are left billed).
+    pub fn upload_file(
+        &self,
+        bucket: &str,
+        key: &str,
+        file: &Path,
+        part_size: usize,
+    ) -> Result<u64, S3Error> {
+        let io = |error| S3Error::File {
+            path: file.to_path_buf(),
+            error,
+        };
+        let part_size = part_size.max(MIN_PART);
+        let total = std::fs::metadata(file).map_err(io)?.len();
+        let mut reader = std::fs::File::open(file).map_err(io)?;
+        let path = object_path(bucket, key);
+        if total <= part_size as u64 {
+            let mut body = Vec::new();
+            reader.read_to_end(&mut body).map_err(io)?;
+            self.call("PUT", &path, "", body)?;
+            pop_common::info!("uploaded {key}: {total} bytes");
+            return Ok(total);
+        }
+        let created = self.call("POST", &path, "uploads=", Vec::new())?;
+        let upload_id = xml_value(&String::from_utf8_lossy(&created.body), "UploadId")
+            .ok_or_else(|| S3Error::Answer(format!("POST {path}?uploads"), "UploadId"))?;
+        let result = self.upload_parts(&path, &upload_id, &mut reader, part_size, total);
+        match result {
+            Ok(parts) => {
+                let mut xml = String::from("<CompleteMultipartUpload>");
+                for (n, etag) in &parts {
+                    xml.push_str(&format!(
+                        "<Part><PartNumber>{n}</PartNumber><ETag>{etag}</ETag></Part>"
+                    ));
+                }
+                xml.push_str("</CompleteMultipartUpload>");
+                let query = format!("uploadId={}", sigv4::uri_encode(&upload_id, false));
+                self.call("POST", &path, &query, xml.into_bytes())?;
+                Ok(total)
+            }
+            Err(err) => {
+                let query = format!("uploadId={}", sigv4::uri_encode(&upload_id, false));
+                if let Err(abort) = self.call("DELETE", &path, &query, Vec::new()) {
+                    pop_common::warn!("could not abort the upload {upload_id}: {abort}");
+                }
+                Err(err)
+            }
+        }
+    }
+
+    fn upload_parts(
+        &self,
+        path: &str,
+        upload_id: &str,
+        reader: &mut impl Read,
+        part_size: usize,
+        total: u64,
+    ) -> Result<Vec<(u32, String)>, S3Error> {
+        let mut parts = Vec::new();
+        let mut sent = 0u64;
+        for number in 1u32..=10_000 {
+            let mut chunk = Vec::with_capacity(part_size);
+            reader
+                .by_ref()
+                .take(part_size as u64)
+                .read_to_end(&mut chunk)
+                .map_err(|error| S3Error::File {
+                    path: path.into(),
+                    error,
+                })?;
+            if chunk.is_empty() {
+                break;
+            }
+            sent += chunk.len() as u64;
+            let query = format!(
+                "partNumber={number}&uploadId={}",
+                sigv4::uri_encode(upload_id, false)
+            );
+            let r = self.call("PUT", path, &query, chunk)?;
+            let etag = r
+                .header("etag")
+                .ok_or_else(|| S3Error::Answer(format!("PUT {path} part {number}"), "ETag"))?
+                .to_owned();
+            parts.push((number, etag));
+            pop_common::info!(
+                "upload: {:>3}% ({} of {} MiB)",
+                sent * 100 / total.max(1),
+                sent >> 20,
+                total >> 20
+            );
+        }
+        Ok(parts)
+    }
+
+    /// The keys under `prefix` (ListObjectsV2, every page).
+    pub fn list_keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, S3Error> {
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..1000 {
+            let mut query = format!("list-type=2&prefix={}", sigv4::uri_encode(prefix, false));
+            if let Some(t) = &token {
+                query = format!("continuation-token={}&{query}", sigv4::uri_encode(t, false));
+            }
+            let r = self.call("GET", &format!("/{bucket}"), &query, Vec::new())?;
+            let text = String::from_utf8_lossy(&r.body).into_owned();
+            keys.extend(xml_values(&text, "Key"));
+            token = xml_value(&text, "NextContinuationToken");
+            if xml_value(&text, "IsTruncated").as_deref() != Some("true") || token.is_none() {
+                break;
+            }
+        }
+        Ok(keys)
+    }
+
+    pub fn delete_object(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
+        self.call("DELETE", &object_path(bucket, key), "", Vec::new())?;
+        Ok(())
+    }
+
+    pub fn delete_bucket(&self, bucket: &str) -> Result<(), S3Error> {
+        self.call("DELETE", &format!("/{bucket}"), "", Vec::new())?;
+        Ok(())
+    }
+}
+
+fn object_path(bucket: &str, key: &str) -> String {
+    format!("/{bucket}/{}", sigv4::uri_encode(key, true))
+}
+
+/// The text of the first `<tag>` element (S3's XML answers are flat enough for this).
+pub fn xml_value(xml: &str, tag: &str) -> Option<String> {
+    xml_values(xml, tag).into_iter().next()
+}
+
+pub fn xml_values(xml: &str, tag: &str) -> Vec<String> {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(start) = rest.find(&open) {
+        let after = &rest[start + open.len()..];
+        let Some(end) = after.find(&close) else {
+            break;
+        };
+        out.push(
+            after[..end]
+                .replace("&quot;", "\"")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&"),
+        );
+        rest = &after[end + close.len()..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xml_values_are_found_and_unescaped() {
+        let xml = "<R><Key>a</Key><Key>b&amp;c</Key><UploadId>x</UploadId></R>";
+        assert_eq!(xml_values(xml, "Key"), vec!["a", "b&c"]);
+        assert_eq!(xml_value(xml, "UploadId").as_deref(), Some("x"));
+        assert_eq!(xml_value(xml, "Nope"), None);
+    }
+}

@@ -1,0 +1,195 @@
+//! The DNS records, when Scaleway hosts the zone for the project: `api_hostname` to the control
+//! planes, each edge name to the worker, each record with the comment `edgepop-cluster=<name>`.
+//! A record of the same name and type without that comment is not ours and stops the plan.
+//! When the zone is hosted elsewhere, the records are shown for the operator to create.
+
+use std::net::IpAddr;
+
+use scaleway::dns::{Change, IdFields, NewRecord, RecordType};
+use serde::Serialize;
+
+use super::{Address, ApplyStep, Known};
+use crate::cluster::Cluster;
+use crate::error::InfraError;
+use crate::plan::Steps;
+
+type R<T> = Result<T, InfraError>;
+
+/// The time to live of the records written.
+const TTL: u32 = 300;
+
+/// Making each record set (name and type) exactly these addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SetRecords {
+    pub dns_zone: String,
+    pub sets: Vec<RecordSet>,
+}
+
+/// The records of one name and type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecordSet {
+    /// In the zone (`api`; empty for the apex).
+    pub name: String,
+    #[serde(rename = "type")]
+    pub record_type: RecordType,
+    pub data: Vec<Address>,
+}
+
+/// Every record set this cluster owns.
+fn wanted(cluster: &Cluster<'_>, control_planes: &[Address], worker: &[Address]) -> Vec<RecordSet> {
+    let mut out = Vec::new();
+    if !control_planes.is_empty() {
+        out.push(RecordSet {
+            name: cluster.config.api_hostname.clone(),
+            record_type: RecordType::A,
+            data: control_planes.to_vec(),
+        });
+    }
+    for name in &cluster.config.edge_hostnames {
+        let name = if name == "@" { "" } else { name.as_str() };
+        for address in worker {
+            let record_type = match address {
+                Address::Known(IpAddr::V4(_))
+                | Address::Pending {
+                    family: super::Family::Ipv4,
+                    ..
+                } => RecordType::A,
+                _ => RecordType::Aaaa,
+            };
+            out.push(RecordSet {
+                name: name.to_owned(),
+                record_type,
+                data: vec![address.clone()],
+            });
+        }
+    }
+    out
+}
+
+/// The sets that differ from what the zone holds (none when it holds them all), or, when the
+/// zone is not hosted at Scaleway for this project, the sets to show.
+pub fn plan(
+    cluster: &Cluster<'_>,
+    steps: &mut Steps<ApplyStep>,
+    control_planes: &[Address],
+    worker: &[Address],
+) -> R<()> {
+    let dns_zone = &cluster.config.dns_zone;
+    let sets = wanted(cluster, control_planes, worker);
+    let dns = cluster.api.dns();
+    if dns.zone(cluster.project, dns_zone)?.is_none() {
+        steps.push(ApplyStep::ShowDnsRecords(SetRecords {
+            dns_zone: dns_zone.clone(),
+            sets,
+        }));
+        return Ok(());
+    }
+    let comment = cluster.names().cluster_tag();
+    let mut changed = Vec::new();
+    for set in sets {
+        let existing = dns.records(dns_zone, &set.name, &set.record_type)?;
+        if let Some(foreign) = existing
+            .iter()
+            .find(|r| r.comment.as_deref() != Some(&comment))
+        {
+            return Err(InfraError::ForeignDnsRecord {
+                name: set.name.clone(),
+                dns_zone: dns_zone.clone(),
+                record_type: set.record_type.to_string(),
+                data: foreign.data.clone(),
+                comment,
+            });
+        }
+        let want: Option<Vec<String>> = set
+            .data
+            .iter()
+            .map(|a| match a {
+                Address::Known(address) => Some(address.to_string()),
+                Address::Pending { .. } => None,
+            })
+            .collect();
+        let mut have: Vec<&str> = existing.iter().map(|r| r.data.as_str()).collect();
+        have.sort_unstable();
+        if let Some(mut want) = want {
+            want.sort_unstable();
+            if have == want {
+                continue;
+            }
+        }
+        changed.push(set);
+    }
+    if !changed.is_empty() {
+        steps.push(ApplyStep::SetDnsRecords(SetRecords {
+            dns_zone: dns_zone.clone(),
+            sets: changed,
+        }));
+    }
+    Ok(())
+}
+
+impl SetRecords {
+    /// Each set with its addresses resolved; a set left without any is dropped.
+    fn resolved(&self, known: &Known) -> Vec<(&RecordSet, Vec<String>)> {
+        self.sets
+            .iter()
+            .map(|set| {
+                let data = set
+                    .data
+                    .iter()
+                    .filter_map(|a| a.resolve(known))
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>();
+                (set, data)
+            })
+            .filter(|(_, data)| !data.is_empty())
+            .collect()
+    }
+
+    pub fn execute(&self, cluster: &Cluster<'_>, known: &Known) -> R<()> {
+        let comment = cluster.names().cluster_tag();
+        let changes: Vec<Change> = self
+            .resolved(known)
+            .into_iter()
+            .map(|(set, data)| Change::Set {
+                id_fields: IdFields {
+                    name: set.name.clone(),
+                    record_type: set.record_type.clone(),
+                },
+                records: data
+                    .into_iter()
+                    .map(|data| NewRecord {
+                        name: set.name.clone(),
+                        record_type: set.record_type.clone(),
+                        data,
+                        ttl: TTL,
+                        comment: comment.clone(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        if changes.is_empty() {
+            return Ok(());
+        }
+        pop_common::info!(
+            "setting {} DNS record sets in {}",
+            changes.len(),
+            self.dns_zone
+        );
+        cluster.api.dns().change_records(&self.dns_zone, &changes)?;
+        Ok(())
+    }
+
+    /// The records, for the operator to create where the zone is hosted.
+    pub fn show(&self, known: &Known) {
+        let records: Vec<String> = self
+            .resolved(known)
+            .into_iter()
+            .map(|(set, data)| format!("{} {} {}", set.name, set.record_type, data.join(",")))
+            .collect();
+        pop_common::warn!(
+            "the DNS zone {} is not hosted at Scaleway for this project: create these records yourself: {}",
+            self.dns_zone,
+            records.join("; ")
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! The Talos image file, on this machine (Talos' Scaleway guide): the Image Factory's
+//! `scaleway-amd64.raw.zst`, downloaded and checked against its pinned sha256, zstd-decompressed
+//! and converted to QCOW2 with `qemu-img`, ready for the upload ([`super::image`]).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+/// Where the image comes from, pinned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TalosSource {
+    pub url: String,
+    /// Lowercase hex sha256 of the `.raw.zst` file.
+    pub sha256: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("download {url}: {error}")]
+    Download { url: String, error: String },
+    #[error(
+        "download {url}: its sha256 is {got}, the pinned one is {want}: refused (the file was deleted)"
+    )]
+    Digest {
+        url: String,
+        got: String,
+        want: String,
+    },
+    #[error("{program}: {error}")]
+    Tool { program: String, error: String },
+    #[error("{}: {error}", path.display())]
+    File {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+/// Downloads `source` into `dir`, checking its sha256 as it streams; returns the file.
+pub fn download(source: &TalosSource, dir: &Path) -> Result<PathBuf, ImageError> {
+    let fail = |error: String| ImageError::Download {
+        url: source.url.clone(),
+        error,
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(3600)))
+        .build()
+        .into();
+    pop_common::info!("downloading {}", source.url);
+    let mut response = agent
+        .get(&source.url)
+        .call()
+        .map_err(|e| fail(e.to_string()))?;
+    let path = dir.join("talos.raw.zst");
+    let mut file = std::fs::File::create(&path).map_err(|error| ImageError::File {
+        path: path.clone(),
+        error,
+    })?;
+    let mut reader = response.body_mut().as_reader();
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = reader.read(&mut buffer).map_err(|e| fail(e.to_string()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        file.write_all(&buffer[..n])
+            .map_err(|error| ImageError::File {
+                path: path.clone(),
+                error,
+            })?;
+    }
+    let got = pop_common::hex::encode(&hasher.finalize());
+    if got != source.sha256 {
+        let _ = std::fs::remove_file(&path);
+        return Err(ImageError::Digest {
+            url: source.url.clone(),
+            got,
+            want: source.sha256.clone(),
+        });
+    }
+    Ok(path)
+}
+
+fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<(), ImageError> {
+    let out = Command::new(program).args(args).output().map_err(|e| {
+        let hint = match program {
+            "zstd" => " (apt-get install zstd)",
+            "qemu-img" => " (apt-get install qemu-utils)",
+            _ => "",
+        };
+        ImageError::Tool {
+            program: program.to_owned(),
+            error: format!("cannot run it: {e}{hint}"),
+        }
+    })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(ImageError::Tool {
+            program: program.to_owned(),
+            error: format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        })
+    }
+}
+
+/// `.raw.zst` -> `.raw` -> `.qcow2`; returns (qcow2 file, size of the raw disk in bytes).
+pub fn convert(zst: &Path, dir: &Path) -> Result<(PathBuf, u64), ImageError> {
+    let raw = dir.join("talos.raw");
+    let qcow2 = dir.join("talos.qcow2");
+    run(
+        "zstd",
+        &[
+            "-d".as_ref(),
+            "-q".as_ref(),
+            "-f".as_ref(),
+            zst.as_os_str(),
+            "-o".as_ref(),
+            raw.as_os_str(),
+        ],
+    )?;
+    let size = std::fs::metadata(&raw)
+        .map_err(|error| ImageError::File {
+            path: raw.clone(),
+            error,
+        })?
+        .len();
+    run(
+        "qemu-img",
+        &[
+            "convert".as_ref(),
+            "-f".as_ref(),
+            "raw".as_ref(),
+            "-O".as_ref(),
+            "qcow2".as_ref(),
+            raw.as_os_str(),
+            qcow2.as_os_str(),
+        ],
+    )?;
+    let _ = std::fs::remove_file(&raw);
+    Ok((qcow2, size))
+}
+
+/// The snapshot size to ask for: the disk rounded up to whole GB, at least 10 GB (the guide's).
+pub fn snapshot_size(raw_size: u64) -> u64 {
+    const GB: u64 = 1_000_000_000;
+    raw_size.div_ceil(GB).max(10) * GB
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_sizes_are_whole_gb_and_at_least_ten() {
+        assert_eq!(snapshot_size(1), 10_000_000_000);
+        assert_eq!(snapshot_size(12_000_000_001), 13_000_000_000);
+    }
+}

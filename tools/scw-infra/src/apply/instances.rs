@@ -1,0 +1,208 @@
+//! The control planes: one Instance per node name, found by its node tag or created from the
+//! Talos image, in the cluster's security group, with its flexible IP, running.
+
+use std::collections::BTreeMap;
+
+use scaleway::instance::{self, CreateServer, ServerState};
+use serde::Serialize;
+
+use super::{ApplyInputs, ApplyStep, Known, image};
+use crate::cluster::Cluster;
+use crate::error::InfraError;
+use crate::plan::{PlannedId, Ref, Steps};
+use crate::power;
+use crate::tags::{Role, TAG_NODE, tag};
+
+type R<T> = Result<T, InfraError>;
+
+/// Creating a control plane (stopped, as the API creates every Instance), its flexible IP
+/// attached at creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Create {
+    pub creates: PlannedId,
+    pub node: String,
+    pub commercial_type: String,
+    pub image: Ref,
+    pub security_group: Ref,
+    pub ip: Ref,
+    pub tags: Vec<String>,
+}
+
+/// Moving a control plane into the cluster's security group (a server made by hand, or by a
+/// run that died, may sit in the default group, which accepts everything inbound).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MoveToGroup {
+    pub node: String,
+    pub server: Ref,
+    pub security_group: Ref,
+}
+
+/// Every control plane, found or created, then powered on and waited for when it is not running.
+pub fn plan(
+    cluster: &Cluster<'_>,
+    inputs: &ApplyInputs,
+    steps: &mut Steps<ApplyStep>,
+    known: &mut Known,
+    group: &Ref,
+    ips: &BTreeMap<String, Ref>,
+) -> R<()> {
+    let names = cluster.names();
+    let mut servers = cluster
+        .api
+        .instance()
+        .servers(cluster.zone(), &names.tags(Role::Controlplane))?;
+    let mut talos_image: Option<Ref> = None;
+    for node in names.control_planes() {
+        let ip = ips.get(&node).cloned();
+        let (server, state) = match take_by_node(&mut servers, &node)? {
+            Some(found) => {
+                let server = Ref::Existing(found.id.clone());
+                if found.security_group.as_ref().map(|g| g.id.as_str()) != group.existing() {
+                    steps.push(ApplyStep::MoveInstance(MoveToGroup {
+                        node: node.clone(),
+                        server: server.clone(),
+                        security_group: group.clone(),
+                    }));
+                }
+                if let Some(ip) = &ip {
+                    plan_attach(steps, known, &node, ip, &found)?;
+                }
+                let state = found.state.clone();
+                known.servers.insert(node.clone(), found);
+                (server, state)
+            }
+            None => {
+                let image = match &talos_image {
+                    Some(image) => image.clone(),
+                    None => {
+                        let image = image::plan(cluster, inputs, steps)?;
+                        talos_image = Some(image.clone());
+                        image
+                    }
+                };
+                let Some(ip) = ip else {
+                    return Err(InfraError::Unresolved {
+                        step: steps.len() + 1,
+                    });
+                };
+                let server = steps.create(|creates| {
+                    ApplyStep::CreateInstance(Create {
+                        creates,
+                        node: node.clone(),
+                        commercial_type: cluster.config.control_plane.instance_type.clone(),
+                        image,
+                        security_group: group.clone(),
+                        ip,
+                        tags: names.node_tags(Role::Controlplane, &node),
+                    })
+                });
+                (server, ServerState::Stopped)
+            }
+        };
+        let (power, wait) = power::instance_to(&node, &server, &state, true);
+        steps.extend(power.map(ApplyStep::PowerInstance));
+        steps.extend(wait.map(ApplyStep::WaitInstance));
+    }
+    if let Some(extra) = servers.first() {
+        pop_common::warn!(
+            "the Instance {} ({}) carries this cluster's control-plane tags but is not one of its {} nodes: left alone",
+            extra.name,
+            extra.id,
+            cluster.config.control_plane.count
+        );
+    }
+    Ok(())
+}
+
+/// The attach step when the node's flexible IP is not on its server: refused when it is on
+/// another one.
+fn plan_attach(
+    steps: &mut Steps<ApplyStep>,
+    known: &Known,
+    node: &str,
+    ip: &Ref,
+    server: &instance::Server,
+) -> R<()> {
+    let attached = known
+        .ips
+        .get(node)
+        .and_then(|i| i.server.as_ref())
+        .map(|s| s.id.as_str());
+    match attached {
+        Some(id) if id == server.id => Ok(()),
+        Some(_) => Err(InfraError::IpAttachedElsewhere {
+            ip: ip.to_string(),
+            node: node.to_owned(),
+        }),
+        None => {
+            steps.push(ApplyStep::AttachFlexibleIp(super::ips::Attach {
+                node: node.to_owned(),
+                ip: ip.clone(),
+                server: Ref::Existing(server.id.clone()),
+            }));
+            Ok(())
+        }
+    }
+}
+
+/// Takes the server tagged for `node` out of `servers`.
+fn take_by_node(servers: &mut Vec<instance::Server>, node: &str) -> R<Option<instance::Server>> {
+    let node_tag = tag(TAG_NODE, node);
+    let matching: Vec<usize> = servers
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.tags.contains(&node_tag))
+        .map(|(i, _)| i)
+        .collect();
+    match matching.as_slice() {
+        [] => Ok(None),
+        [i] => Ok(Some(servers.remove(*i))),
+        _ => Err(InfraError::Ambiguous {
+            count: matching.len(),
+            kind: "Instances",
+            tags: node_tag,
+        }),
+    }
+}
+
+impl Create {
+    pub fn execute(&self, cluster: &Cluster<'_>, known: &mut Known, step: usize) -> R<()> {
+        let created = &known.created;
+        let body = CreateServer {
+            name: self.node.clone(),
+            commercial_type: self.commercial_type.clone(),
+            image: created.resolve(&self.image, step)?,
+            project: cluster.project.to_owned(),
+            tags: self.tags.clone(),
+            security_group: created.resolve(&self.security_group, step)?,
+            public_ips: vec![created.resolve(&self.ip, step)?],
+            dynamic_ip_required: false,
+            enable_ipv6: false,
+        };
+        pop_common::info!("creating the Instance {}", self.node);
+        let server = cluster
+            .api
+            .instance()
+            .create_server(cluster.zone(), &body)?;
+        known.created.insert(self.creates, &server.id);
+        known.servers.insert(self.node.clone(), server);
+        Ok(())
+    }
+}
+
+impl MoveToGroup {
+    pub fn execute(&self, cluster: &Cluster<'_>, known: &mut Known, step: usize) -> R<()> {
+        let server = known.created.resolve(&self.server, step)?;
+        let group = known.created.resolve(&self.security_group, step)?;
+        pop_common::info!(
+            "moving {} into the control planes' security group",
+            self.node
+        );
+        let moved = cluster
+            .api
+            .instance()
+            .set_security_group(cluster.zone(), &server, &group)?;
+        known.servers.insert(self.node.clone(), moved);
+        Ok(())
+    }
+}

@@ -1,0 +1,326 @@
+//! `apply`: plan, then execute. The plan reads the cluster's resources (found again by their
+//! tags, [`crate::tags`]) and lists as typed steps what is missing or not as it should be, one
+//! module per resource; a resource that does not exist yet is referred to by the step that
+//! creates it ([`crate::plan::Ref::Planned`]), and an address that will only be known once an
+//! earlier step has run is an [`Address::Pending`]. Every refusal (a foreign DNS record, a tag
+//! carried twice, no such offer) happens while planning, before anything changes.
+//!
+//! Executing runs the steps in order and nothing else, keeping what it learns of each node
+//! ([`Known`]); the `NodeInventory` is then made of what was found and what was made. A second
+//! apply plans nothing and makes no mutating call.
+
+pub mod dns;
+pub mod firewall;
+pub mod image;
+pub mod image_file;
+pub mod instances;
+pub mod ips;
+pub mod registry;
+pub mod worker;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use pop_common::records::{Node, NodeInventory, NodeKind, NodeRole, Version};
+use scaleway::baremetal::{self, IpVersion};
+use scaleway::instance;
+use serde::Serialize;
+
+use crate::cluster::Cluster;
+use crate::error::InfraError;
+use crate::plan::{Created, Ref, Steps};
+use crate::power::{InstancePower, WaitInstance, WaitWorker, WorkerPower};
+use image_file::TalosSource;
+
+type R<T> = Result<T, InfraError>;
+
+/// What `apply` is given besides the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyInputs {
+    /// The Talos version whose image boots the control planes.
+    pub talos_version: String,
+    /// The pinned image to import when no Instance image of this version and digest exists.
+    pub talos_source: Option<TalosSource>,
+    /// The worker's SSH public key (one line).
+    pub ssh_public_key: String,
+    /// Multipart upload part size, in bytes.
+    pub part_size: usize,
+}
+
+/// One step of `apply`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "step", rename_all = "kebab-case")]
+pub enum ApplyStep {
+    CreateSecurityGroup(firewall::CreateGroup),
+    CreateFlexibleIp(ips::CreateIp),
+    ImportTalosImage(image::Import),
+    WaitTalosImage(image::WaitImage),
+    CreateInstance(instances::Create),
+    MoveInstance(instances::MoveToGroup),
+    AttachFlexibleIp(ips::Attach),
+    PowerInstance(InstancePower),
+    WaitInstance(WaitInstance),
+    RegisterSshKey(worker::RegisterKey),
+    OrderWorker(worker::Order),
+    PowerWorker(WorkerPower),
+    WaitWorker(WaitWorker),
+    SetFirewallRules(firewall::SetRules),
+    SetDnsRecords(dns::SetRecords),
+    /// The zone is not hosted at Scaleway: the records are shown, for the operator to create.
+    ShowDnsRecords(dns::SetRecords),
+    CreateRegistryNamespace(registry::Create),
+}
+
+/// A plan of `apply`: its steps, and what the reads found (the starting point of execution).
+#[derive(Debug, Clone)]
+pub struct ApplyPlan {
+    pub steps: Steps<ApplyStep>,
+    known: Known,
+}
+
+/// Which address of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+}
+
+/// A node of the cluster, as an address names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeOf {
+    ControlPlane(String),
+    /// The worker (the name of the config; an adopted server may be named otherwise).
+    Worker(String),
+}
+
+/// A node's public address, as a step names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(untagged)]
+pub enum Address {
+    /// Known when the plan was made.
+    Known(IpAddr),
+    /// Known once an earlier step has made the node or its IP (a worker delivered without
+    /// IPv6 has none, and the address is then left out).
+    Pending { address_of: NodeOf, family: Family },
+}
+
+impl Address {
+    /// The address, once the steps before have run.
+    pub fn resolve(&self, known: &Known) -> Option<IpAddr> {
+        match self {
+            Address::Known(address) => Some(*address),
+            Address::Pending { address_of, family } => known.address(address_of, *family),
+        }
+    }
+}
+
+/// What is known of the cluster's nodes: found by the plan's reads, then updated by each step
+/// that creates, changes or waits for one.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    pub created: Created,
+    /// The control planes' flexible IPs, by node.
+    pub ips: BTreeMap<String, instance::Ip>,
+    /// The control planes, by node.
+    pub servers: BTreeMap<String, instance::Server>,
+    pub worker: Option<baremetal::Server>,
+    /// The security group's editable rules as found, to keep the ids of those that stay.
+    pub rules: Vec<(firewall::RuleSpec, String)>,
+    /// Its editable rules that are not inbound accept rules (none of the cluster's).
+    pub foreign_rules: usize,
+}
+
+impl Known {
+    /// The public address of `node` of `family`, as far as it is known now.
+    pub fn address(&self, node: &NodeOf, family: Family) -> Option<IpAddr> {
+        match node {
+            NodeOf::Worker(_) => {
+                let worker = self.worker.as_ref()?;
+                match family {
+                    Family::Ipv4 => worker
+                        .address(&IpVersion::V4)?
+                        .parse::<Ipv4Addr>()
+                        .ok()
+                        .map(IpAddr::V4),
+                    Family::Ipv6 => worker
+                        .address(&IpVersion::V6)?
+                        .parse::<Ipv6Addr>()
+                        .ok()
+                        .map(IpAddr::V6),
+                }
+            }
+            NodeOf::ControlPlane(name) => {
+                let server = self.servers.get(name);
+                match family {
+                    Family::Ipv4 => control_plane_ipv4(server, self.ips.get(name)).map(IpAddr::V4),
+                    Family::Ipv6 => server.and_then(control_plane_ipv6).map(IpAddr::V6),
+                }
+            }
+        }
+    }
+}
+
+/// Reads the cluster's resources and lists what `apply` must do, in the order it runs: the
+/// security group, the flexible IPs, the control planes (and the Talos image, when one must be
+/// made), the worker and its SSH key, the firewall rules, the DNS records, the registry.
+pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
+    let mut steps = Steps::default();
+    let mut known = Known::default();
+    let group = firewall::plan_group(cluster, &mut steps, &mut known)?;
+    let ips = ips::plan(cluster, &mut steps, &mut known)?;
+    instances::plan(cluster, inputs, &mut steps, &mut known, &group, &ips)?;
+    let worker_settles = worker::plan(cluster, inputs, &mut steps, &mut known)?;
+    let names = cluster.names();
+    // A control plane's address is its flexible IP's: pending while a step makes the IP (the
+    // server's own address, if it has one, is not the one it will keep).
+    let control_planes: Vec<Address> = names
+        .control_planes()
+        .into_iter()
+        .filter_map(|node| {
+            let of = NodeOf::ControlPlane(node.clone());
+            match ips.get(&node) {
+                Some(Ref::Planned(_)) => Some(Address::Pending {
+                    address_of: of,
+                    family: Family::Ipv4,
+                }),
+                _ => address(&known, of, Family::Ipv4, true),
+            }
+        })
+        .collect();
+    let worker = NodeOf::Worker(names.worker().to_owned());
+    let worker_addresses: Vec<Address> = [Family::Ipv4, Family::Ipv6]
+        .into_iter()
+        .filter_map(|family| address(&known, worker.clone(), family, worker_settles))
+        .collect();
+    let mut nodes = control_planes.clone();
+    nodes.extend(worker_addresses.iter().cloned());
+    firewall::plan_rules(cluster, &mut steps, &known, &group, &nodes)?;
+    dns::plan(cluster, &mut steps, &control_planes, &worker_addresses)?;
+    registry::plan(cluster, &mut steps)?;
+    Ok(ApplyPlan { steps, known })
+}
+
+/// The address of `node` as a step should name it: the one known now; else, when a step of this
+/// plan will make or change the node (`settles`), the one it will have; else none.
+fn address(known: &Known, node: NodeOf, family: Family, settles: bool) -> Option<Address> {
+    match known.address(&node, family) {
+        Some(address) => Some(Address::Known(address)),
+        None if settles => Some(Address::Pending {
+            address_of: node,
+            family,
+        }),
+        None => None,
+    }
+}
+
+/// Runs the plan's steps in order; returns the inventory of the nodes as they now are.
+pub fn execute(cluster: &Cluster<'_>, inputs: &ApplyInputs, plan: ApplyPlan) -> R<NodeInventory> {
+    let mut known = plan.known;
+    for (n, step) in plan.steps.numbered() {
+        match step {
+            ApplyStep::CreateSecurityGroup(s) => s.execute(cluster, &mut known)?,
+            ApplyStep::CreateFlexibleIp(s) => s.execute(cluster, &mut known)?,
+            ApplyStep::ImportTalosImage(s) => s.execute(cluster, inputs, &mut known)?,
+            ApplyStep::WaitTalosImage(s) => s.execute(cluster)?,
+            ApplyStep::CreateInstance(s) => s.execute(cluster, &mut known, n)?,
+            ApplyStep::MoveInstance(s) => s.execute(cluster, &mut known, n)?,
+            ApplyStep::AttachFlexibleIp(s) => s.execute(cluster, &mut known, n)?,
+            ApplyStep::PowerInstance(s) => s.execute(cluster, &known.created, n)?,
+            ApplyStep::WaitInstance(s) => {
+                let server = s.execute(cluster, &known.created, n)?;
+                known.servers.insert(s.node.clone(), server);
+            }
+            ApplyStep::RegisterSshKey(s) => s.execute(cluster, &mut known)?,
+            ApplyStep::OrderWorker(s) => s.execute(cluster, &mut known)?,
+            ApplyStep::PowerWorker(s) => s.execute(cluster, &known.created, n)?,
+            ApplyStep::WaitWorker(s) => {
+                known.worker = Some(s.execute(cluster, &known.created, n)?);
+            }
+            ApplyStep::SetFirewallRules(s) => s.execute(cluster, &known, n)?,
+            ApplyStep::SetDnsRecords(s) => s.execute(cluster, &known)?,
+            ApplyStep::ShowDnsRecords(s) => s.show(&known),
+            ApplyStep::CreateRegistryNamespace(s) => s.execute(cluster)?,
+        }
+    }
+    inventory(cluster, &known)
+}
+
+/// The nodes as `known` has them after the steps: every control plane, then the worker.
+fn inventory(cluster: &Cluster<'_>, known: &Known) -> R<NodeInventory> {
+    let names = cluster.names();
+    let mut nodes = Vec::new();
+    for name in names.control_planes() {
+        let server = known
+            .servers
+            .get(&name)
+            .ok_or_else(|| InfraError::Vanished {
+                what: "Instance",
+                name: name.clone(),
+                id: String::new(),
+            })?;
+        nodes.push(instance_node(server, known.ips.get(&name)));
+    }
+    let worker = known.worker.as_ref().ok_or_else(|| InfraError::Vanished {
+        what: "Elastic Metal server",
+        name: names.worker().to_owned(),
+        id: String::new(),
+    })?;
+    nodes.push(baremetal_node(worker));
+    Ok(NodeInventory {
+        kind: Default::default(),
+        version: Version,
+        cluster_name: cluster.config.cluster_name.clone(),
+        cluster_endpoint: cluster.config.cluster_endpoint.clone(),
+        nodes,
+    })
+}
+
+fn control_plane_ipv4(
+    server: Option<&instance::Server>,
+    ip: Option<&instance::Ip>,
+) -> Option<Ipv4Addr> {
+    ip.and_then(|i| i.address.as_deref()?.parse().ok())
+        .or_else(|| {
+            server?
+                .public_ips
+                .iter()
+                .find_map(|i| i.address.parse().ok())
+        })
+}
+
+fn control_plane_ipv6(server: &instance::Server) -> Option<Ipv6Addr> {
+    server
+        .public_ips
+        .iter()
+        .find_map(|i| i.address.parse().ok())
+}
+
+fn instance_node(server: &instance::Server, ip: Option<&instance::Ip>) -> Node {
+    Node {
+        name: server.name.clone(),
+        role: NodeRole::Controlplane,
+        kind: NodeKind::Instance,
+        zone: server.zone.clone(),
+        id: server.id.clone(),
+        public_ipv4: control_plane_ipv4(Some(server), ip),
+        public_ipv6: control_plane_ipv6(server),
+        private_ipv4: server.private_ip.as_deref().and_then(|a| a.parse().ok()),
+        steps: BTreeMap::new(),
+    }
+}
+
+fn baremetal_node(server: &baremetal::Server) -> Node {
+    Node {
+        name: server.name.clone(),
+        role: NodeRole::Worker,
+        kind: NodeKind::ElasticMetal,
+        zone: server.zone.clone(),
+        id: server.id.clone(),
+        public_ipv4: server.address(&IpVersion::V4).and_then(|a| a.parse().ok()),
+        public_ipv6: server.address(&IpVersion::V6).and_then(|a| a.parse().ok()),
+        private_ipv4: None,
+        steps: BTreeMap::new(),
+    }
+}

@@ -1,0 +1,119 @@
+//! Why `scw-infra` stopped: one variant per cause, each with its exit code. A cause found while
+//! planning stops the run before any change; the others come from executing a plan.
+
+use pop_common::exit::Exit;
+use scaleway::ApiError;
+use scaleway::s3::S3Error;
+
+use crate::apply::image_file::ImageError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InfraError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error(transparent)]
+    S3(#[from] S3Error),
+    #[error(transparent)]
+    ImageFile(#[from] ImageError),
+    /// Several resources carry the tags that name one.
+    #[error("{count} {kind} carry the tags {tags}: keep one")]
+    Ambiguous {
+        count: usize,
+        kind: &'static str,
+        tags: String,
+    },
+    #[error(
+        "the security group {name} ({id}) tagged for this cluster accepts inbound traffic by default; \
+         set its inbound default policy to drop, or delete it"
+    )]
+    GroupAcceptsInbound { name: String, id: String },
+    #[error("the flexible IP {ip} tagged for {node} is attached to another server")]
+    IpAttachedElsewhere { ip: String, node: String },
+    #[error(
+        "no available x86_64 Instance image tagged {tag} in {zone}, and no pinned image to import \
+         (--talos-image-url and --talos-image-sha256). Import scaleway-amd64 of Talos {version} \
+         by hand (scw block snapshot import-from-object-storage, then scw instance image \
+         create ... tags.0={tag}) or pass the pins, and run again"
+    )]
+    NoTalosImage {
+        tag: String,
+        zone: String,
+        version: String,
+    },
+    #[error("no Elastic Metal offer named {offer} in {zone} (field worker.offer)")]
+    NoOffer { offer: String, zone: String },
+    #[error("the offer {offer} is out of stock in {zone}")]
+    OutOfStock { offer: String, zone: String },
+    #[error(
+        "the IAM SSH key {name} ({id}) holds another public key than {path}: delete or rename it"
+    )]
+    ForeignSshKey {
+        name: String,
+        id: String,
+        path: String,
+    },
+    #[error(
+        "the DNS record {name}.{dns_zone} {record_type} {data} is not ours (no comment {comment}): \
+         remove it or change the fields api_hostname/edge_hostnames"
+    )]
+    ForeignDnsRecord {
+        name: String,
+        dns_zone: String,
+        record_type: String,
+        data: String,
+        comment: String,
+    },
+    #[error("no server carries the tag {tag}: run apply first")]
+    NothingToPower { tag: String },
+    #[error(
+        "the Instance {name} is {state}: neither terminate nor delete is possible now; run destroy again later"
+    )]
+    InstanceBusy { name: String, state: String },
+    /// A resource reached a state it does not leave by itself.
+    #[error("the {what} {name} ({id}) is {state}")]
+    Failed {
+        what: &'static str,
+        name: String,
+        id: String,
+        state: String,
+    },
+    #[error("the {what} {name} ({id}) vanished")]
+    Vanished {
+        what: &'static str,
+        name: String,
+        id: String,
+    },
+    #[error("timed out after {seconds} s waiting for {what}")]
+    Timeout { what: String, seconds: u64 },
+    #[error("cannot make a work directory for the Talos image: {0}")]
+    WorkDir(#[source] std::io::Error),
+    /// A step names a resource that no earlier step created: a plan built out of order.
+    #[error("step {step} refers to a resource no earlier step created")]
+    Unresolved { step: usize },
+}
+
+impl InfraError {
+    /// Bad input (nothing was done) or a failure.
+    pub fn exit(&self) -> Exit {
+        match self {
+            // A config field or a missing argument: the plan stopped before any change.
+            InfraError::NoOffer { .. } | InfraError::NoTalosImage { .. } => Exit::Usage,
+            InfraError::Api(_)
+            | InfraError::S3(_)
+            | InfraError::ImageFile(_)
+            | InfraError::Ambiguous { .. }
+            | InfraError::GroupAcceptsInbound { .. }
+            | InfraError::IpAttachedElsewhere { .. }
+            | InfraError::OutOfStock { .. }
+            | InfraError::ForeignSshKey { .. }
+            | InfraError::ForeignDnsRecord { .. }
+            | InfraError::NothingToPower { .. }
+            | InfraError::InstanceBusy { .. }
+            | InfraError::Failed { .. }
+            | InfraError::Vanished { .. }
+            | InfraError::Timeout { .. }
+            | InfraError::WorkDir(_)
+            | InfraError::Unresolved { .. } => Exit::Failure,
+        }
+    }
+}

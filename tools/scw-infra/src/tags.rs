@@ -1,0 +1,110 @@
+//! The tag scheme: how `scw-infra` finds a cluster's resources again, with no state file.
+//!
+//! | tag | on | meaning |
+//! | --- | --- | --- |
+//! | `edgepop-cluster=<cluster_name>` | every taggable resource | it belongs to this cluster |
+//! | `edgepop-role=controlplane` | Instances, their flexible IPs | a control plane |
+//! | `edgepop-role=controlplane-firewall` | the security group | the control planes' group |
+//! | `edgepop-role=worker` | the Elastic Metal server | the worker |
+//! | `edgepop-node=<node name>` | Instances, flexible IPs, Elastic Metal | pairs an IP with its server |
+//! | `edgepop-talos=<version>` | the Instance image (looked up) | the Talos image to boot |
+//! | `edgepop-talos-sha256=<hex>` | the Instance image | the pinned digest it was imported from |
+//!
+//! What cannot carry tags is matched as exactly as the API allows: DNS records by their
+//! `comment` (`edgepop-cluster=<name>`), the IAM SSH key by its name (`edgepop-<cluster>`) and
+//! its public key, the registry namespace by its name (never destroyed: it holds the images, and
+//! it has no tags to prove it is ours), the image bucket by its name
+//! (`edgepop-<cluster>-<project id prefix>`).
+
+use crate::config::InfraConfig;
+
+pub const TAG_CLUSTER: &str = "edgepop-cluster";
+pub const TAG_ROLE: &str = "edgepop-role";
+pub const TAG_NODE: &str = "edgepop-node";
+pub const TAG_TALOS: &str = "edgepop-talos";
+pub const TAG_TALOS_SHA256: &str = "edgepop-talos-sha256";
+
+/// `key=value`.
+pub fn tag(key: &str, value: &str) -> String {
+    format!("{key}={value}")
+}
+
+/// What a resource is to the cluster (`edgepop-role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Controlplane,
+    ControlplaneFirewall,
+    Worker,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Controlplane => "controlplane",
+            Role::ControlplaneFirewall => "controlplane-firewall",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+/// The names and tags of one cluster's resources, all derived from the config and the project.
+#[derive(Debug, Clone, Copy)]
+pub struct Names<'a> {
+    pub config: &'a InfraConfig,
+    pub project: &'a str,
+}
+
+impl Names<'_> {
+    /// `edgepop-cluster=<cluster_name>`: on every taggable resource, and the comment of the DNS
+    /// records.
+    pub fn cluster_tag(&self) -> String {
+        tag(TAG_CLUSTER, &self.config.cluster_name)
+    }
+
+    /// The cluster's tag and a role.
+    pub fn tags(&self, role: Role) -> Vec<String> {
+        vec![self.cluster_tag(), tag(TAG_ROLE, role.as_str())]
+    }
+
+    /// The cluster's tag, a role and the node.
+    pub fn node_tags(&self, role: Role, node: &str) -> Vec<String> {
+        let mut tags = self.tags(role);
+        tags.push(tag(TAG_NODE, node));
+        tags
+    }
+
+    /// `<cluster>-cp-1` ... `<cluster>-cp-<count>`.
+    pub fn control_planes(&self) -> Vec<String> {
+        (1..=self.config.control_plane.count)
+            .map(|i| format!("{}-cp-{i}", self.config.cluster_name))
+            .collect()
+    }
+
+    pub fn worker(&self) -> &str {
+        &self.config.worker.name
+    }
+
+    pub fn security_group(&self) -> String {
+        format!("{}-controlplane", self.config.cluster_name)
+    }
+
+    /// The IAM SSH key of the worker.
+    pub fn ssh_key(&self) -> String {
+        format!("edgepop-{}", self.config.cluster_name)
+    }
+
+    /// The bucket the Talos image is uploaded to: bucket names are global, so the project's
+    /// prefix keeps two projects' clusters of the same name apart.
+    pub fn bucket(&self) -> String {
+        let prefix: String = self.project.chars().take(8).collect();
+        format!("edgepop-{}-{prefix}", self.config.cluster_name).to_ascii_lowercase()
+    }
+
+    /// The tags an imported Talos image carries, and that find it again: its version, the
+    /// pinned digest when there is one.
+    pub fn talos_image_tags(&self, version: &str, sha256: Option<&str>) -> Vec<String> {
+        let mut tags = vec![tag(TAG_TALOS, version)];
+        tags.extend(sha256.map(|d| tag(TAG_TALOS_SHA256, d)));
+        tags
+    }
+}
