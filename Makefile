@@ -19,7 +19,10 @@ include k8s/versions.env
 OUT          ?= talos/_out
 INPUTS       ?= $(OUT)/platform-inputs.json
 INFRA_CONFIG ?= config/infra.json
-PLATFORM_CONFIG ?= config/platform.json
+# The cluster profile of the platform layer: edge (this Scaleway edge) or onprem (an existing
+# Talos cluster on premises, config/onprem.json; render-platform --help).
+PROFILE      ?= edge
+PLATFORM_CONFIG ?= $(if $(filter edge,$(PROFILE)),config/platform.json,config/$(PROFILE).json)
 EDGE_CONFIG  ?= config/edge.json
 # What `make publish-images` writes and the edge config's images.published names.
 PUBLISHED_IMAGES ?= $(OUT)/published-images.json
@@ -48,7 +51,7 @@ FILTER_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find filter -name '*
 $(INFRA_CONFIG):
 	@echo "make: $@ is missing: cp config/infra.example.json $@, then edit it" >&2; exit 1
 $(PLATFORM_CONFIG):
-	@echo "make: $@ is missing: cp config/platform.example.json $@, then edit it" >&2; exit 1
+	@echo "make: $@ is missing: cp $(patsubst %.json,%.example.json,$@) $@, then edit it" >&2; exit 1
 $(EDGE_CONFIG):
 	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
 $(INPUTS):
@@ -81,27 +84,29 @@ apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos co
 dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
 	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
 
-##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio
+##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio (PROFILE=onprem: the on-premises base)
 .PHONY: vendor apply-platform diff-platform
-PLATFORM_VALUES ?= $(OUT)/platform-values
+PLATFORM_VALUES ?= $(OUT)/platform-values$(if $(filter edge,$(PROFILE)),,-$(PROFILE))
 DELETE_CRDS     ?=
 
-# render-platform owns the list of releases: it writes each one's Helm values (the day-2
-# switches of the platform config) and then releases.tsv, the releases in install order with
-# their charts and pins, which platform.sh reads. It compiles k8s/versions.env in.
-PLATFORM_RELEASES := $(PLATFORM_VALUES)/releases.tsv
+# render-platform owns the profiles: it checks the profile's order, writes each component's
+# rendered layer (Helm values, objects, the secrets' template) from the profile's config, and
+# then components.tsv, the components in install order with their kinds, charts and pins, which
+# platform.sh reads. It compiles k8s/versions.env in.
+PLATFORM_PLAN := $(PLATFORM_VALUES)/components.tsv
+PLATFORM_ENV   = RENDERED_DIR='$(PLATFORM_VALUES)' RENDER_PLATFORM='$(BIN)/render-platform'
 $(BIN)/render-platform: k8s/versions.env
-$(PLATFORM_RELEASES): $(PLATFORM_CONFIG) $(BIN)/render-platform
-	$(BIN)/render-platform --config $(PLATFORM_CONFIG) --out-dir $(PLATFORM_VALUES)
+$(PLATFORM_PLAN): $(PLATFORM_CONFIG) $(BIN)/render-platform
+	$(BIN)/render-platform --profile '$(PROFILE)' --config '$(PLATFORM_CONFIG)' --out-dir '$(PLATFORM_VALUES)'
 
 vendor: ## Fetch the pinned Gateway API CRDs into k8s/vendor/ and check each sha256 (once, before apply-platform)
 	@pipelines/vendor.sh
 
-apply-platform: have-kubeconfig $(PLATFORM_RELEASES) ## Cilium, Gateway API CRDs, cert-manager, Istio: helm --wait --atomic, pinned
-	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh apply
+apply-platform: have-kubeconfig $(PLATFORM_PLAN) ## The profile's components in order (PROFILE=edge|onprem): helm --wait --atomic, pinned; objects and secrets server-side applied
+	@$(PLATFORM_ENV) pipelines/platform.sh apply
 
-diff-platform: have-kubeconfig $(PLATFORM_RELEASES) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
-	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh diff
+diff-platform: have-kubeconfig $(PLATFORM_PLAN) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), kubectl diff, nothing changed
+	@$(PLATFORM_ENV) pipelines/platform.sh diff
 
 ##@ Layer 3, edge: gateway, routes, certificates, origin, the challenge filter and its images
 .PHONY: apply-edge dry-run-edge diff-edge check-manifests filter-image lists-image lists-musl publish-images setup-images
@@ -191,8 +196,8 @@ kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make 
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
 	@echo "export KUBECONFIG='$(KUBECONFIG)'"
 
-cluster-status: ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
-	@pipelines/cluster-status.sh
+cluster-status: $(if $(filter edge,$(PROFILE)),,$(PLATFORM_PLAN)) ## One table (PROFILE=edge: nodes, Cilium, cert-manager, Istio, Gateways, Certificates, the filter; onprem: the seed's checks), exit 1 if a row is not ok
+	@PROFILE='$(PROFILE)' NAMES='$(PLATFORM_VALUES)/status.env' pipelines/cluster-status.sh
 
 rotate-pow-secret: $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
 	@NAMES=$(EDGE_NAMES) OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
@@ -209,10 +214,10 @@ destroy-edge: $(EDGE_NAMES) ## Delete the edge layer's objects
 	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
 	@NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh
 
-destroy-platform: $(PLATFORM_RELEASES) ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
-	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
+destroy-platform: $(PLATFORM_PLAN) ## Uninstall the profile's components in reverse order; namespaces, CRDs and istio-base stay unless DELETE_CRDS=yes for the last two
+	@$(MAKE) --no-print-directory confirm WHAT="the platform layer ($(PROFILE))$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
-	@RENDERED_DIR='$(PLATFORM_VALUES)' DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
+	@$(PLATFORM_ENV) DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
 destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Delete the Scaleway resources found by the cluster's tags (prints each one removed)
 	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"

@@ -295,9 +295,9 @@ fn a_missing_vendored_file_or_rendered_values_file_stops_before_any_change() {
 
     // Without render-platform's list there is nothing to install, diff or uninstall.
     let world = World::new();
-    fs::remove_file(world.dir.path().join("rendered/releases.tsv")).unwrap();
+    fs::remove_file(world.dir.path().join("rendered/components.tsv")).unwrap();
     for mode in ["apply", "diff", "destroy"] {
-        world.fails_saying(mode, &[], &["releases.tsv is missing", "render-platform"]);
+        world.fails_saying(mode, &[], &["components.tsv is missing", "render-platform"]);
     }
     assert!(world.calls().is_empty(), "{:#?}", world.calls());
 }
