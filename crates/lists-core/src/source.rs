@@ -10,9 +10,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::time::Duration;
 
-use flate2::bufread::MultiGzDecoder;
-
 use crate::error::ListError;
+use crate::gzip;
 
 /// Reader buffer: large enough that line parsing, not syscalls, dominates.
 const BUFFER: usize = 256 * 1024;
@@ -103,10 +102,7 @@ pub fn open<'a>(
         let mut reader = BufReader::with_capacity(BUFFER, stdin);
         let head = reader.fill_buf().map_err(|err| source.read_error(err))?;
         return Ok(if head.starts_with(&GZIP_MAGIC) {
-            Box::new(BufReader::with_capacity(
-                BUFFER,
-                MultiGzDecoder::new(reader),
-            ))
+            Box::new(gzip::inline(reader))
         } else {
             Box::new(reader)
         });
@@ -123,110 +119,9 @@ pub fn open<'a>(
     let mut reader = BufReader::with_capacity(BUFFER, raw);
     let head = reader.fill_buf().map_err(|err| source.read_error(err))?;
     if head.starts_with(&GZIP_MAGIC) {
-        Ok(Box::new(Inflater::start(MultiGzDecoder::new(reader))))
+        Ok(Box::new(gzip::threaded(reader)))
     } else {
         Ok(Box::new(reader))
-    }
-}
-
-/// Chunks decoded by a background thread. The thread stops at the end of the data, at the
-/// first error (passed on to the reader), or as soon as the reader is dropped.
-struct Inflater {
-    chunks: std::sync::mpsc::Receiver<io::Result<Vec<u8>>>,
-    /// Chunks read, handed back to the thread to be filled again (no new allocation, no
-    /// zeroing of fresh memory on the decoding side, which is the slower one).
-    spent: std::sync::mpsc::SyncSender<Vec<u8>>,
-    current: Vec<u8>,
-    position: usize,
-    done: bool,
-}
-
-impl Inflater {
-    fn start(mut decoder: impl Read + Send + 'static) -> Inflater {
-        let (sender, chunks) = std::sync::mpsc::sync_channel(4);
-        let (spent, reusable) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
-        std::thread::spawn(move || {
-            loop {
-                let mut chunk = reusable.try_recv().unwrap_or_default();
-                chunk.resize(BUFFER, 0);
-                let mut filled = 0;
-                // Fill the chunk (inflate returns little at a time) before handing it over.
-                let outcome = loop {
-                    match decoder.read(&mut chunk[filled..]) {
-                        Ok(0) => break Ok(true),
-                        Ok(n) => {
-                            filled += n;
-                            if filled == chunk.len() {
-                                break Ok(false);
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => break Err(e),
-                    }
-                };
-                chunk.truncate(filled);
-                let (message, last) = match outcome {
-                    Ok(end) => (Ok(chunk), end),
-                    Err(e) => {
-                        if filled > 0 && sender.send(Ok(chunk)).is_err() {
-                            return;
-                        }
-                        (Err(e), true)
-                    }
-                };
-                if (message.as_ref().is_ok_and(|c| !c.is_empty()) || message.is_err())
-                    && sender.send(message).is_err()
-                {
-                    return;
-                }
-                if last {
-                    return;
-                }
-            }
-        });
-        Inflater {
-            chunks,
-            spent,
-            current: Vec::new(),
-            position: 0,
-            done: false,
-        }
-    }
-}
-
-impl Read for Inflater {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let available = self.fill_buf()?;
-        let n = available.len().min(out.len());
-        out[..n].copy_from_slice(&available[..n]);
-        self.consume(n);
-        Ok(n)
-    }
-}
-
-impl BufRead for Inflater {
-    fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        while self.position >= self.current.len() && !self.done {
-            match self.chunks.recv() {
-                Ok(Ok(chunk)) => {
-                    let spent = std::mem::replace(&mut self.current, chunk);
-                    // The thread may have ended, or have enough chunks: then this one is freed.
-                    let _ = self.spent.try_send(spent);
-                    self.position = 0;
-                }
-                Ok(Err(e)) => {
-                    self.done = true;
-                    return Err(e);
-                }
-                // The thread ended after the last chunk.
-                Err(_) => self.done = true,
-            }
-        }
-        Ok(&self.current[self.position.min(self.current.len())..])
-    }
-
-    fn consume(&mut self, amount: usize) {
-        self.position += amount;
     }
 }
 
