@@ -1,7 +1,7 @@
 //! Opening a source: a file, an http(s) URL or stdin (`-`), plain or gzip, as a stream.
 //!
-//! Nothing is read whole into memory: the caller pulls lines from a [`BufRead`]. Gzip is
-//! recognised by its magic bytes, not by a name or a header, so a `.gz` served as
+//! Nothing is read whole into memory: [`open`] gives a [`BufRead`], and [`each_line`] lends its
+//! lines one at a time. Gzip (see the `gzip` module) is recognised by its magic bytes, not by a name or a header, so a `.gz` served as
 //! `application/octet-stream` and a plain file named `.gz` both work. Errors that happen while
 //! streaming (a timeout in the middle of the body, a cut gzip stream) are turned into
 //! [`ListError`] by [`SourceName::read_error`], so they name the source too.
