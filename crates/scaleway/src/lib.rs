@@ -9,8 +9,15 @@
 //! Every call returns `Result<R, ApiError>`: the client sends what it is asked, and deciding
 //! what to send (a plan, a dry run) is the business of the tool that uses it.
 //!
+//! A client belongs to one project: every list it sends carries the project filter of the spec
+//! (`project` or `project_id`: an API key reads every project of its organization, and a list
+//! without the filter answers with all of them), and every object an answer carries is checked
+//! against it ([`Owned`]): one of another project is left out of a list, and is an error as the
+//! answer of a call on one object.
+//!
 //! ```text
-//! let client = Client::new(&transport, &sleeper, &credentials.api_url, credentials.secret_key);
+//! let client = Client::new(&transport, &sleeper, &credentials.api_url, credentials.secret_key,
+//!                          &credentials.project_id);
 //! let servers = client.instance().servers("fr-par-1", &tags)?;
 //! client.baremetal().reboot("fr-par-1", &id, &Reboot { boot_type: BootType::Rescue, ssh_key_ids })?;
 //! ```
@@ -36,6 +43,14 @@ pub use http::{Transport, UreqTransport};
 /// API's filters are not trusted to be exact).
 pub trait Tagged {
     fn tags(&self) -> &[String];
+}
+
+/// An object that belongs to a project: checked against the client's before it is returned.
+pub trait Owned {
+    /// What it is, for messages (`Instance server`).
+    const KIND: &'static str;
+    fn id(&self) -> &str;
+    fn project(&self) -> &str;
 }
 
 /// Whether `have` holds every tag of `want`.
