@@ -392,10 +392,14 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
         ["istiod", "cert-manager", "cilium"],
         "{calls:#?}"
     );
-    assert!(
-        !calls.iter().any(|c| c.starts_with("kubectl delete")),
-        "{calls:#?}"
-    );
+    // istio-base stays, and with it its validating webhook to istiod (istiod-default-validator,
+    // failurePolicy Fail once istiod patched it): with istiod gone, every write of an Istio
+    // object would be refused. Deleted, by the labels the base chart gives it, once istiod is.
+    let webhook = "kubectl delete validatingwebhookconfiguration -l app=istiod\\,release=istio-base --ignore-not-found";
+    let deletes = starting_with(&calls, "kubectl delete");
+    assert_eq!(deletes, [webhook], "{calls:#?}");
+    let at = |call: &str| calls.iter().position(|c| c.starts_with(call)).unwrap();
+    assert!(at("helm uninstall istiod") < at(webhook), "{calls:#?}");
 
     let world = World::new();
     let crds = "customresourcedefinition.apiextensions.k8s.io/gateways.gateway.networking.k8s.io \
