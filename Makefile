@@ -216,13 +216,15 @@ cluster-status: guard-cluster ## One table: nodes, Cilium, cert-manager, Istio, 
 rotate-pow-secret: guard-cluster $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
 	@NAMES=$(EDGE_NAMES) OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
 
-##@ Tear down (reverse order; asks first unless CONFIRM=yes)
-.PHONY: destroy destroy-edge destroy-platform destroy-infra confirm
-destroy: ## Destroy edge, then platform, then infra
-	@$(MAKE) --no-print-directory confirm WHAT="the edge, the platform and the infrastructure of this cluster"
-	$(MAKE) destroy-edge CONFIRM=yes
-	$(MAKE) destroy-platform CONFIRM=yes
-	$(MAKE) destroy-infra CONFIRM=yes
+##@ Tear down (reverse order; shows what goes and asks for the cluster's name unless CONFIRM=yes)
+.PHONY: destroy destroy-edge destroy-platform destroy-infra
+# scw-infra's plan of the Scaleway resources, shown before the question and then carried out
+# exactly (refused if it no longer lists what exists).
+DESTROY_PLAN ?= $(OUT)/destroy-plan.jsonl
+DESTROY_ENV = OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' DESTROY_PLAN='$(DESTROY_PLAN)' CONFIRM='$(CONFIRM)'
+
+destroy: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show the infra plan, ask once, then destroy edge, platform (skipped, and said, when the cluster is off or gone) and infra
+	@MAKE='$(MAKE)' $(DESTROY_ENV) pipelines/destroy.sh all
 
 destroy-edge: guard-cluster $(EDGE_NAMES) ## Delete the edge objects the ApplySet proves ours, then its namespace
 	@cluster=$$($(GUARD) | sed -n 's/^CLUSTER_NAME=//p'); \
@@ -234,15 +236,8 @@ destroy-platform: guard-cluster $(PLATFORM_RELEASES) ## Uninstall istiod, cert-m
 	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,) of the cluster $$cluster" "$$cluster"; \
 	RENDERED_DIR='$(PLATFORM_VALUES)' DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
-destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Delete the Scaleway resources found by the cluster's tags (prints each one removed)
-	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
-	$(BIN)/scw-infra destroy --yes --config '$(INFRA_CONFIG)'
-
-confirm:
-	@if [[ '$(CONFIRM)' == yes ]]; then exit 0; fi; \
-	if [[ ! -t 0 ]]; then echo "refusing to destroy $(WHAT) without a terminal: set CONFIRM=yes" >&2; exit 1; fi; \
-	read -r -p "Destroy $(WHAT)? Type 'yes': " answer; \
-	[[ "$$answer" == yes ]] || { echo "nothing destroyed" >&2; exit 1; }
+destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show scw-infra's destroy plan (cluster, project, each resource), ask, then delete exactly that
+	@$(DESTROY_ENV) pipelines/destroy.sh infra
 
 ##@ Build, demo, tests
 .PHONY: filter demo lists test lint bench bench-lists setup-demo setup-test setup-bench

@@ -68,7 +68,12 @@ pub struct Common {
     #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
     pub config: PathBuf,
     /// Seconds between two looks at a server that is changing state.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10,
+        env = "SCW_INFRA_POLL_SECONDS"
+    )]
     pub poll_seconds: u64,
     /// The first wait before retrying a 429, a 5xx or a cut connection (doubled each time, with
     /// jitter, at most 6 attempts and 30 s a wait).
