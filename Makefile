@@ -199,12 +199,12 @@ UNCORDON     ?= all
 UP_TIMEOUT   ?= 15m
 UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
 
-up: guard-cluster $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the cluster on, then wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
-	$(BIN)/scw-infra power on --config '$(INFRA_CONFIG)'
+up: guard-cluster $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the control planes on, then the worker; wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/power.sh up
 	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
 
-down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Power the cluster off: Instances poweroff (not standby, still billed), Elastic Metal stop
-	$(BIN)/scw-infra power off --config '$(INFRA_CONFIG)'
+down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Shut the worker down through Talos (drained) and stop it, then the control planes; Instances poweroff (not standby, still billed)
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/power.sh down
 
 kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make kubeconfig)"
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }

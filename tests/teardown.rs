@@ -1,7 +1,8 @@
 //! make destroy, destroy-infra and down against the Scaleway and S3 stand-ins (testkit's
 //! `scaleway_api.py`, `s3_api.py`) and the talosctl stand-in, with the scw-infra cargo built:
 //! the destroy question shows scw-infra's plan and names the cluster and the project, and what is
-//! deleted is that list; a cluster already powered off goes on to the infrastructure.
+//! deleted is that list; a cluster already powered off goes on to the infrastructure; the worker
+//! is shut down through Talos, then stopped, before the control planes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
@@ -329,4 +330,101 @@ fn make_destroy_goes_on_to_the_infra_when_the_cluster_is_powered_off() {
     for kind in ["servers", "ips", "security_groups", "bm_servers"] {
         assert!(tagged(&state[kind]).is_empty(), "{kind}: {}", state[kind]);
     }
+}
+
+/// The position in `log` of the first entry `matches` picks.
+fn first(log: &[Value], what: &str, matches: impl Fn(&Value) -> bool) -> usize {
+    log.iter()
+        .position(matches)
+        .unwrap_or_else(|| panic!("no {what} in {log:#?}"))
+}
+
+fn talosctl_on(entry: &Value, node: &str) -> bool {
+    let argv: Vec<&str> = entry
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    argv.contains(&"shutdown") && argv.windows(2).any(|w| w == ["--nodes", node])
+}
+
+#[test]
+fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control_planes() {
+    let Some(world) = World::start("make_down") else {
+        return;
+    };
+    world.apply();
+    let inventory: Value =
+        serde_json::from_str(&fs::read_to_string(world.path("out/inventory.json")).unwrap())
+            .unwrap();
+    let address = |role: &str| -> Vec<String> {
+        inventory["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["role"] == role)
+            .map(|n| n["public_ipv4"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (worker, control_planes) = (address("worker").remove(0), address("controlplane"));
+
+    let out = world
+        .command("make")
+        .args(world.make_args())
+        .arg("down")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let log = world.take_log();
+    let worker_shutdown = first(&log, "worker shutdown", |e| talosctl_on(e, &worker));
+    let worker_stop = first(&log, "worker stop", |e| {
+        e["method"] == "POST" && e["path"].as_str().is_some_and(|p| p.ends_with("/stop"))
+    });
+    let poweroff = first(&log, "poweroff", |e| e["body"]["action"] == "poweroff");
+    assert!(worker_shutdown < worker_stop, "{log:#?}");
+    // The worker is drained (no --force); the control planes, which run no workloads, are not.
+    let argv = |i: usize| log[i].as_array().unwrap().clone();
+    assert!(
+        !argv(worker_shutdown).contains(&json!("--force")),
+        "{log:#?}"
+    );
+    for cp in &control_planes {
+        let at = first(&log, "control-plane shutdown", |e| talosctl_on(e, cp));
+        assert!(worker_stop < at && at < poweroff, "{cp}: {log:#?}");
+        assert!(argv(at).contains(&json!("--force")), "{log:#?}");
+    }
+    let state = world.state();
+    assert!(
+        tagged(&state["servers"])
+            .iter()
+            .all(|s| s["state"] == "stopped")
+    );
+    assert!(
+        tagged(&state["bm_servers"])
+            .iter()
+            .all(|s| s["status"] == "stopped")
+    );
+
+    // Up: the control planes before the worker.
+    let out = world
+        .command("bash")
+        .arg(testkit::workspace::root().join("pipelines/power.sh"))
+        .arg("up")
+        .env("OUT", world.path("out"))
+        .env("INFRA_CONFIG", world.path("infra.json"))
+        .env(
+            "BIN",
+            testkit::workspace::bin("scw-infra").parent().unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let log = world.take_log();
+    let poweron = first(&log, "poweron", |e| e["body"]["action"] == "poweron");
+    let start = first(&log, "worker start", |e| {
+        e["method"] == "POST" && e["path"].as_str().is_some_and(|p| p.ends_with("/start"))
+    });
+    let running = first(&log, "control planes running", |e| {
+        e["method"] == "GET" && e["response"]["server"]["state"] == "running"
+    });
+    assert!(poweron < start && running < start, "{log:#?}");
 }
