@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
+use testkit::scaleway::{control, mutations};
 
 const SECRET: &str = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b";
 const ACCESS: &str = "SCWTEARDOWNTEARDOWNT";
@@ -49,28 +50,17 @@ impl World {
         fs::create_dir_all(dir.path().join("out")).unwrap();
         fs::create_dir_all(dir.path().join("talos-state")).unwrap();
         let world = World { scaleway, s3, dir };
-        world.control(
+        control(
+            &world.scaleway.url(),
             "seed",
-            Some(json!({"kind": "image", "name": "talos-v1.13.11",
-                        "tags": ["edgepop-talos=v1.13.11", CLUSTER_TAG]})),
+            Some(&json!({"kind": "image", "name": "talos-v1.13.11",
+                         "tags": ["edgepop-talos=v1.13.11", CLUSTER_TAG]})),
         );
         Some(world)
     }
 
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
-    }
-
-    fn control(&self, what: &str, body: Option<Value>) -> Value {
-        let url = format!("{}/__standin/{what}", self.scaleway.url());
-        let mut answer = match body {
-            Some(body) => ureq::post(&url)
-                .header("Content-Type", "application/json")
-                .send(body.to_string())
-                .unwrap(),
-            None => ureq::get(&url).call().unwrap(),
-        };
-        serde_json::from_str(&answer.body_mut().read_to_string().unwrap()).unwrap()
     }
 
     /// `program` with only the stand-ins' credentials and endpoints, the talosctl stand-in first
@@ -154,7 +144,7 @@ impl World {
     }
 
     fn state(&self) -> Value {
-        self.control("state", None)
+        control(&self.scaleway.url(), "state", None)
     }
 }
 
@@ -167,31 +157,8 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// `"METHOD path"` of each Scaleway request that changes something.
-fn mutations(log: &[Value]) -> Vec<String> {
-    log.iter()
-        .filter(|r| r.is_object() && r["method"] != "GET")
-        .map(|r| {
-            format!(
-                "{} {}",
-                r["method"].as_str().unwrap(),
-                r["path"].as_str().unwrap()
-            )
-        })
-        .collect()
-}
-
 fn tagged(objects: &Value) -> Vec<&Value> {
-    objects
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|o| {
-            o["tags"]
-                .as_array()
-                .is_some_and(|t| t.contains(&json!(CLUSTER_TAG)))
-        })
-        .collect()
+    testkit::scaleway::tagged(objects, CLUSTER_TAG)
 }
 
 /// The ids of what a destroy's requests deleted (terminated Instances, deleted objects).

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Owned, Tagged, has_tags};
+use crate::{Tagged, has_tags, owned};
 
 type R<T> = Result<T, ApiError>;
 
@@ -262,12 +262,4 @@ impl Tagged for Server {
     }
 }
 
-impl Owned for Server {
-    const KIND: &'static str = "Elastic Metal server";
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn project(&self) -> &str {
-        &self.project
-    }
-}
+owned!(Server: "Elastic Metal server");

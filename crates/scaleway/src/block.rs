@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ApiError, Client};
 use crate::enums::api_enum;
-use crate::{Owned, Tagged, has_tags};
+use crate::{Tagged, has_tags, owned};
 
 type R<T> = Result<T, ApiError>;
 
@@ -147,22 +147,4 @@ impl Tagged for Snapshot {
     }
 }
 
-impl Owned for Snapshot {
-    const KIND: &'static str = "Block snapshot";
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn project(&self) -> &str {
-        &self.project
-    }
-}
-
-impl Owned for Volume {
-    const KIND: &'static str = "Block volume";
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn project(&self) -> &str {
-        &self.project
-    }
-}
+owned!(Snapshot: "Block snapshot", Volume: "Block volume");

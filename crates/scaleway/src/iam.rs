@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Owned;
 use crate::client::{ApiError, Client};
+use crate::owned;
 
 type R<T> = Result<T, ApiError>;
 
@@ -88,15 +88,7 @@ pub fn same_key(a: &str, b: &str) -> bool {
     fields(a) == fields(b) && fields(a).len() == 2
 }
 
-impl Owned for SshKey {
-    const KIND: &'static str = "IAM SSH key";
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn project(&self) -> &str {
-        &self.project
-    }
-}
+owned!(SshKey: "IAM SSH key");
 
 #[cfg(test)]
 mod tests {

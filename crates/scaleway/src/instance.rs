@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Owned, Tagged, has_tags};
+use crate::{Owned, Tagged, has_tags, owned};
 
 type R<T> = Result<T, ApiError>;
 
@@ -542,20 +542,6 @@ macro_rules! tagged {
 }
 
 tagged!(SecurityGroup, Server, Ip, Image);
-
-macro_rules! owned {
-    ($($resource:ty: $kind:literal),* $(,)?) => {$(
-        impl Owned for $resource {
-            const KIND: &'static str = $kind;
-            fn id(&self) -> &str {
-                &self.id
-            }
-            fn project(&self) -> &str {
-                &self.project
-            }
-        }
-    )*};
-}
 
 owned!(
     SecurityGroup: "security group",

@@ -53,6 +53,22 @@ pub trait Owned {
     fn project(&self) -> &str;
 }
 
+/// `impl Owned` for objects whose `id` and `project` fields say it, each with its kind.
+macro_rules! owned {
+    ($($resource:ty: $kind:literal),* $(,)?) => {$(
+        impl $crate::Owned for $resource {
+            const KIND: &'static str = $kind;
+            fn id(&self) -> &str {
+                &self.id
+            }
+            fn project(&self) -> &str {
+                &self.project
+            }
+        }
+    )*};
+}
+pub(crate) use owned;
+
 /// Whether `have` holds every tag of `want`.
 pub fn has_tags(have: &[String], want: &[String]) -> bool {
     want.iter().all(|w| have.contains(w))

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Owned;
 use crate::client::{ApiError, Client};
+use crate::owned;
 
 type R<T> = Result<T, ApiError>;
 
@@ -68,12 +68,4 @@ impl<'c> Registry<'c> {
     }
 }
 
-impl Owned for Namespace {
-    const KIND: &'static str = "registry namespace";
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn project(&self) -> &str {
-        &self.project
-    }
-}
+owned!(Namespace: "registry namespace");

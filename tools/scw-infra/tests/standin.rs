@@ -15,6 +15,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 use testkit::cassettes as recorded;
+use testkit::scaleway::{control, mutations};
 
 const SECRET: &str = "7f3c9e2a-5b1d-4e8f-a6c2-0d9b8e7f6a5c";
 const ACCESS: &str = "SCWTESTTESTTESTTESTT";
@@ -76,36 +77,16 @@ impl StandIn {
         Some(StandIn { scaleway, s3, dir })
     }
 
-    fn control(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(true)
-            .build()
-            .into();
-        let url = format!("{}/__standin/{path}", self.scaleway.url());
-        let mut resp = match body {
-            Some(b) => agent
-                .post(&url)
-                .header("Content-Type", "application/json")
-                .send(b.to_string())
-                .unwrap(),
-            None => {
-                assert_eq!(method, "GET");
-                agent.get(&url).call().unwrap()
-            }
-        };
-        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
-    }
-
     fn state(&self) -> Value {
-        self.control("GET", "state", None)
+        control(&self.scaleway.url(), "state", None)
     }
 
     fn seed(&self, body: Value) -> Value {
-        self.control("POST", "seed", Some(body))
+        control(&self.scaleway.url(), "seed", Some(&body))
     }
 
     fn faults(&self, faults: Value) {
-        self.control("POST", "faults", Some(faults));
+        control(&self.scaleway.url(), "faults", Some(&faults));
     }
 
     /// The JSON lines a stand-in logged to `name` in the test's directory.
@@ -209,31 +190,8 @@ fn ok(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
-fn mutations(requests: &[Value]) -> Vec<String> {
-    requests
-        .iter()
-        .filter(|r| r["method"] != "GET")
-        .map(|r| {
-            format!(
-                "{} {}",
-                r["method"].as_str().unwrap(),
-                r["path"].as_str().unwrap()
-            )
-        })
-        .collect()
-}
-
 fn tagged(objects: &Value) -> Vec<&Value> {
-    objects
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|o| {
-            o["tags"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t == CLUSTER_TAG))
-        })
-        .collect()
+    testkit::scaleway::tagged(objects, CLUSTER_TAG)
 }
 
 const APPLY: &[&str] = &["apply", "--talos-version", "v1.13.11"];
@@ -985,32 +943,43 @@ fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether zstd and qemu-img, which the import runs, are here (else skip_or_fail).
+fn image_tools(test: &str) -> bool {
+    for program in ["zstd", "qemu-img"] {
+        if !have(program) {
+            testkit::skip_or_fail(test, program);
+            return false;
+        }
+    }
+    true
+}
+
+/// `zstd -q raw -o zst`.
+fn compress(raw: &Path, zst: &Path) {
+    let status = Command::new("zstd")
+        .arg("-q")
+        .arg(raw)
+        .arg("-o")
+        .arg(zst)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 #[test]
 fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     let Some(s) = StandIn::start("image_import", false) else {
         return;
     };
-    for program in ["zstd", "qemu-img"] {
-        if !have(program) {
-            testkit::skip_or_fail("image_import", program);
-            return;
-        }
+    if !image_tools("image_import") {
+        return;
     }
     // 12 MiB that do not compress: the QCOW2 is as big, so the upload goes in 3 parts of 5 MiB.
     let raw = s.dir.path().join("disk.raw");
     let bytes = testkit::incompressible_bytes(12 << 20, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(&raw, &bytes).unwrap();
     let zst = s.dir.path().join("disk.raw.zst");
-    assert!(
-        Command::new("zstd")
-            .arg("-q")
-            .arg(&raw)
-            .arg("-o")
-            .arg(&zst)
-            .status()
-            .unwrap()
-            .success()
-    );
+    compress(&raw, &zst);
     let zst = std::fs::read(&zst).unwrap();
     let digest = scaleway::s3::sigv4::sha256_hex(&zst);
     // The Image Factory stand-in: one answer per download.
@@ -1730,42 +1699,22 @@ fn an_uploaded_object_is_reused_only_when_it_is_this_very_image() {
     let Some(s) = StandIn::start("image_reuse", false) else {
         return;
     };
-    for program in ["zstd", "qemu-img"] {
-        if !have(program) {
-            testkit::skip_or_fail("image_reuse", program);
-            return;
-        }
+    if !image_tools("image_reuse") {
+        return;
     }
     // A disk of 6 MiB that does not compress, its .zst, and the QCOW2 the tool will make of it.
     let raw = s.dir.path().join("disk.raw");
     std::fs::write(&raw, testkit::incompressible_bytes(6 << 20, 7)).unwrap();
     let zst = s.dir.path().join("disk.raw.zst");
     let qcow2 = s.dir.path().join("disk.qcow2");
-    for (program, args) in [
-        (
-            "zstd",
-            vec![
-                "-q".as_ref(),
-                raw.as_os_str(),
-                "-o".as_ref(),
-                zst.as_os_str(),
-            ],
-        ),
-        (
-            "qemu-img",
-            vec![
-                "convert".as_ref(),
-                "-f".as_ref(),
-                "raw".as_ref(),
-                "-O".as_ref(),
-                "qcow2".as_ref(),
-                raw.as_os_str(),
-                qcow2.as_os_str(),
-            ],
-        ),
-    ] {
-        assert!(Command::new(program).args(args).status().unwrap().success());
-    }
+    compress(&raw, &zst);
+    let converted = Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "qcow2"])
+        .arg(&raw)
+        .arg(&qcow2)
+        .status()
+        .unwrap();
+    assert!(converted.success());
     let zst = std::fs::read(&zst).unwrap();
     let image = std::fs::read(&qcow2).unwrap();
     let digest = scaleway::s3::sigv4::sha256_hex(&zst);
