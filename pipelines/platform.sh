@@ -20,7 +20,11 @@
 #   platform.sh destroy   removes in the reverse order: releases uninstalled, objects and Secrets
 #                         deleted; the namespaces (they hold the volumes' claims), the CRDs and
 #                         istio-base (whose templates are the Istio CRDs) stay unless
-#                         DELETE_CRDS=yes for the last two.
+#                         DELETE_CRDS=yes for the last two. What a kept release leaves pointing
+#                         at an uninstalled one goes: istio-base's validating webhook
+#                         istiod-default-validator (failurePolicy Fail once istiod has patched it)
+#                         would refuse every write of an Istio object, the lists refresh's
+#                         included, while istiod is gone.
 #
 # Everything is checked before the first change: the tools, the values files, the sha256 of every
 # vendored CRD file against its pin in k8s/versions.env, and the secrets, which are decrypted
@@ -272,6 +276,11 @@ destroy() {
       helm)
         if [[ "$name" == istio-base && "${DELETE_CRDS:-}" != yes ]]; then
           say "istio-base kept: its templates are the Istio CRDs (DELETE_CRDS=yes removes them)"
+          # The base chart's webhook to istiod, labelled app=istiod and release=<its release>
+          # (manifests/charts/base/templates/defaultrevision-validatingwebhookconfiguration.yaml,
+          # Istio 1.30): istiod is gone, and a helm upgrade of istio-base makes it again.
+          say "deleting istio-base's validating webhook to istiod (istiod-default-validator)"
+          kubectl delete validatingwebhookconfiguration -l "app=istiod,release=$name" --ignore-not-found
           continue
         fi
         if ! helm status "$name" --namespace "$ns" >/dev/null 2>&1; then
