@@ -120,9 +120,9 @@ fn leaves(document: &Value) -> Vec<(String, &Value)> {
 
 /// The document's leaves against the template's paths: `Err((field, why))` for the first one
 /// missing or not read by anybody (a typo, most likely).
-fn same_paths<'a>(
+fn same_paths(
     template: &SecretsTemplate,
-    found: &[(String, &'a Value)],
+    found: &[(String, &Value)],
 ) -> Result<(), (String, String)> {
     let wanted = template.paths();
     if let Some(missing) = wanted.iter().find(|p| !found.iter().any(|(f, _)| f == *p)) {
