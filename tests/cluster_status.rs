@@ -227,23 +227,8 @@ fn what_is_not_ok_is_named_and_the_exit_is_non_zero() {
 /// What render-platform writes for the onprem example (its status.env), and a healthy on-premises
 /// cluster's answers.
 fn onprem(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let root = testkit::workspace::root();
-    let mut config: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(root.join("config/onprem.example.json")).unwrap())
-            .unwrap();
-    config["secrets"] =
-        serde_json::json!(root.join("tests/fixtures/sops/onprem.secrets.sops.yaml"));
-    let path = dir.join("onprem.json");
-    fs::write(&path, config.to_string()).unwrap();
+    crate::onprem_profile::render_example(dir, &crate::onprem_profile::sops_file());
     let rendered = dir.join("rendered");
-    let out = Command::new(testkit::workspace::bin("render-platform"))
-        .args(["--profile", "onprem", "--config"])
-        .arg(&path)
-        .arg("--out-dir")
-        .arg(&rendered)
-        .output()
-        .unwrap();
-    testkit::process::success_stdout(&out);
     let answers = dir.join("answers");
     fs::create_dir_all(&answers).unwrap();
     answer(

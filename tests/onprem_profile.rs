@@ -51,6 +51,27 @@ printf '%s\n' "$line" >> "$STANDIN_LOG"
 exec "$REAL_PROGRAM_DIR/$(basename "$0")" "$@"
 "#;
 
+/// render-platform on the onprem example config, its `secrets` replaced, into `dir/rendered`;
+/// returns the config as written (`dir/onprem.json`).
+pub(crate) fn render_example(dir: &Path, secrets: &Path) -> Value {
+    let mut config: Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
+    )
+    .unwrap();
+    config["secrets"] = Value::String(secrets.display().to_string());
+    let path = dir.join("onprem.json");
+    fs::write(&path, config.to_string()).unwrap();
+    let out = Command::new(testkit::workspace::bin("render-platform"))
+        .args(["--profile", "onprem", "--config"])
+        .arg(&path)
+        .arg("--out-dir")
+        .arg(dir.join("rendered"))
+        .output()
+        .unwrap();
+    testkit::process::success_stdout(&out);
+    config
+}
+
 struct World {
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
@@ -93,23 +114,8 @@ impl World {
         Some(world)
     }
 
-    /// render-platform on the example config, its `secrets` replaced.
     fn render(&self, secrets: &Path) {
-        let mut config: Value = serde_json::from_str(
-            &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
-        )
-        .unwrap();
-        config["secrets"] = Value::String(secrets.display().to_string());
-        let path = self.dir.path().join("onprem.json");
-        fs::write(&path, config.to_string()).unwrap();
-        let out = Command::new(testkit::workspace::bin("render-platform"))
-            .args(["--profile", "onprem", "--config"])
-            .arg(&path)
-            .arg("--out-dir")
-            .arg(self.rendered())
-            .output()
-            .unwrap();
-        testkit::process::success_stdout(&out);
+        render_example(self.dir.path(), secrets);
     }
 
     fn rendered(&self) -> PathBuf {
@@ -192,7 +198,8 @@ fn key() -> PathBuf {
     fixtures().join("test-only.agekey")
 }
 
-fn sops_file() -> PathBuf {
+/// The test-only SOPS fixture.
+pub(crate) fn sops_file() -> PathBuf {
     fixtures().join("onprem.secrets.sops.yaml")
 }
 
@@ -215,6 +222,34 @@ fn acted_on(call: &str) -> Option<String> {
     None
 }
 
+/// Installs a CRD file and waits until its CRDs are Established.
+fn install_crd(plane: &ControlPlane, path: &Path) {
+    let path = path.to_str().unwrap();
+    plane.kubectl_ok(&["apply", "--server-side", "-f", path], "");
+    plane.kubectl_ok(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "-f",
+            path,
+        ],
+        "",
+    );
+}
+
+/// What the API server says of an object it refuses (server-side dry run).
+fn refused(plane: &ControlPlane, object: &str) -> String {
+    let out = testkit::process::run_with_stdin(
+        plane
+            .kubectl()
+            .args(["apply", "--server-side", "--dry-run=server", "-f", "-"]),
+        object.as_bytes(),
+    );
+    assert!(!out.status.success(), "accepted: {object}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// The CRDs the charts bring, from ../shared/crds, installed as the charts would.
 fn install_chart_crds(plane: &ControlPlane) -> Option<()> {
     let crds = testkit::workspace::shared_dir(TEST)?.join("crds");
@@ -227,21 +262,7 @@ fn install_chart_crds(plane: &ControlPlane) -> Option<()> {
         "external-snapshotter-v8.6.0/snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
         "cert-manager-v1.21.1.yaml",
     ] {
-        let path = crds.join(file);
-        plane.kubectl_ok(
-            &["apply", "--server-side", "-f", path.to_str().unwrap()],
-            "",
-        );
-        plane.kubectl_ok(
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "-f",
-                path.to_str().unwrap(),
-            ],
-            "",
-        );
+        install_crd(plane, &crds.join(file));
     }
     Some(())
 }
@@ -493,59 +514,24 @@ fn the_api_server_refuses_an_unknown_field_so_its_acceptance_means_something() {
     let Some(crds) = testkit::workspace::shared_dir(TEST).map(|d| d.join("crds")) else {
         return;
     };
-    let pool_crd = crds.join("cilium-v1.20/v2/ciliumloadbalancerippools.yaml");
-    plane.kubectl_ok(
-        &["apply", "--server-side", "-f", pool_crd.to_str().unwrap()],
-        "",
-    );
-    plane.kubectl_ok(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "-f",
-            pool_crd.to_str().unwrap(),
-        ],
-        "",
+    install_crd(
+        plane,
+        &crds.join("cilium-v1.20/v2/ciliumloadbalancerippools.yaml"),
     );
     let typo = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumLoadBalancerIPPool","metadata":{"name":"onprem-typo"},"spec":{"blocks":[{"begin":"10.0.0.1","stop":"10.0.0.2"}]}}"#;
-    let out = testkit::process::run_with_stdin(
-        plane
-            .kubectl()
-            .args(["apply", "--server-side", "--dry-run=server", "-f", "-"]),
-        typo.as_bytes(),
-    );
-    assert!(!out.status.success());
+    let err = refused(plane, typo);
     assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains(".spec.blocks[0].begin: field not declared in schema"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        err.contains(".spec.blocks[0].begin: field not declared in schema"),
+        "{err}"
     );
     // The L2 policy has no cilium.io/v2: the seed's v2alpha1 is its only version.
-    let l2_crd = crds.join("cilium-v1.20/v2alpha1/ciliuml2announcementpolicies.yaml");
-    plane.kubectl_ok(
-        &["apply", "--server-side", "-f", l2_crd.to_str().unwrap()],
-        "",
-    );
-    plane.kubectl_ok(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "-f",
-            l2_crd.to_str().unwrap(),
-        ],
-        "",
+    install_crd(
+        plane,
+        &crds.join("cilium-v1.20/v2alpha1/ciliuml2announcementpolicies.yaml"),
     );
     let v2 = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumL2AnnouncementPolicy","metadata":{"name":"onprem-v2"},"spec":{"loadBalancerIPs":true}}"#;
-    let out = testkit::process::run_with_stdin(
-        plane
-            .kubectl()
-            .args(["apply", "--server-side", "--dry-run=server", "-f", "-"]),
-        v2.as_bytes(),
-    );
-    assert!(!out.status.success());
+    let err = refused(plane, v2);
+    assert!(err.contains("CiliumL2AnnouncementPolicy"), "{err}");
 }
 
 #[test]
@@ -616,22 +602,8 @@ fn a_wrong_or_missing_key_or_a_tampered_file_stops_before_any_helm_or_kubectl_ca
 #[test]
 fn every_secret_the_values_name_is_made_from_the_sops_file_and_the_addresses_agree() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config: Value = serde_json::from_str(
-        &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
-    )
-    .unwrap();
-    config["secrets"] = Value::String(sops_file().display().to_string());
-    let path = dir.path().join("onprem.json");
-    fs::write(&path, config.to_string()).unwrap();
+    let config = render_example(dir.path(), &sops_file());
     let out_dir = dir.path().join("rendered");
-    let out = Command::new(testkit::workspace::bin("render-platform"))
-        .args(["--profile", "onprem", "--config"])
-        .arg(&path)
-        .arg("--out-dir")
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    testkit::process::success_stdout(&out);
     let read = |name: &str| -> Value {
         serde_json::from_str(&fs::read_to_string(out_dir.join(format!("{name}.json"))).unwrap())
             .unwrap()

@@ -49,16 +49,7 @@ pub struct ImagesConfig {
     pub published: Option<PathBuf>,
 }
 
-/// Which Let's Encrypt server issues the certificates.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AcmeServer {
-    /// Untrusted certificates, generous rate limits: the default while trying things out.
-    #[default]
-    Staging,
-    /// Trusted certificates; needs an email for expiry notices.
-    Production,
-}
+pub use pop_common::acme::AcmeServer;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

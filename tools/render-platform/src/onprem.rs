@@ -11,6 +11,7 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use pop_common::acme::AcmeServer;
 use pop_common::input::InputError;
 use pop_common::pins::Pins;
 use serde::Deserialize;
@@ -280,18 +281,10 @@ fn default_ovh_endpoint() -> String {
     "ovh-eu".to_owned()
 }
 
-/// Which Let's Encrypt server issues the certificates: staging until the chain works.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AcmeServer {
-    #[default]
-    Staging,
-    Production,
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AcmeConfig {
+    /// Staging until the chain works.
     #[serde(default)]
     pub server: AcmeServer,
     /// The ACME account's contact; required for production.
@@ -426,13 +419,6 @@ pub fn labels(component: &str) -> Value {
         "app.kubernetes.io/managed-by": "render-platform",
         "app.kubernetes.io/component": component,
     })
-}
-
-fn issuer_name(server: AcmeServer) -> &'static str {
-    match server {
-        AcmeServer::Staging => "letsencrypt-staging",
-        AcmeServer::Production => "letsencrypt-production",
-    }
 }
 
 /// The SOPS file, relative to the config's folder.
@@ -625,11 +611,8 @@ pub fn objects(
             }}},
         })],
         "letsencrypt" => {
-            let server = match config.acme.server {
-                AcmeServer::Staging => "https://acme-staging-v02.api.letsencrypt.org/directory",
-                AcmeServer::Production => "https://acme-v02.api.letsencrypt.org/directory",
-            };
-            let name = issuer_name(config.acme.server);
+            let server = config.acme.server.directory();
+            let name = config.acme.server.issuer_name();
             let mut acme = json!({
                 "server": server,
                 "privateKeySecretRef": {"name": format!("{name}-account")},
@@ -748,7 +731,7 @@ fn smoke_test(config: &OnpremConfig, image: &str) -> Vec<Value> {
                 "name": name,
                 "namespace": SMOKE_NAMESPACE,
                 "labels": labels("smoke-test"),
-                "annotations": {"cert-manager.io/cluster-issuer": issuer_name(config.acme.server)},
+                "annotations": {"cert-manager.io/cluster-issuer": config.acme.server.issuer_name()},
             },
             "spec": {
                 "ingressClassName": TRAEFIK,
@@ -781,14 +764,7 @@ pub fn status_names(config: &OnpremConfig) -> String {
         ("BOUNCER_NAME", BOUNCER_NAME.to_owned()),
         ("SMOKE_NAMESPACE", SMOKE_NAMESPACE.to_owned()),
         ("SMOKE_HOST", config.smoke_test.host.clone()),
-        (
-            "ACME_SERVER",
-            match config.acme.server {
-                AcmeServer::Staging => "staging",
-                AcmeServer::Production => "production",
-            }
-            .to_owned(),
-        ),
+        ("ACME_SERVER", config.acme.server.word().to_owned()),
     ];
     pairs.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
 }
