@@ -624,3 +624,25 @@ fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
         world.calls()
     );
 }
+
+#[test]
+fn make_acts_on_another_profile_only_through_a_kubeconfig_named_on_its_command_line() {
+    let world = World::new();
+    // KUBECONFIG comes from the environment (World::command): never taken for another profile,
+    // whose cluster this Makefile did not make.
+    let out = world
+        .command("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .args(["apply-platform", "PROFILE=onprem"])
+        .args(make_args(&world))
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("PROFILE=onprem acts on an existing cluster: name its kubeconfig"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+}

@@ -768,3 +768,165 @@ pub fn status_names(config: &OnpremConfig) -> String {
     ];
     pairs.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn example() -> OnpremConfig {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/onprem.example.json");
+        load(&path).unwrap()
+    }
+
+    #[test]
+    fn the_example_passes_and_inconsistent_values_are_refused_naming_the_field() {
+        check(&example()).unwrap();
+        type Mutation = fn(&mut OnpremConfig);
+        let cases: Vec<(Mutation, &str, &str)> = vec![
+            (
+                |c| c.cluster_name = "Demo".into(),
+                "cluster_name",
+                "DNS label",
+            ),
+            (
+                |c| c.load_balancer.last = "10.20.1.99".parse().unwrap(),
+                "load_balancer.last",
+                "comes before",
+            ),
+            (
+                |c| c.ingress.address = "10.20.1.200".parse().unwrap(),
+                "ingress.address",
+                "outside the pool",
+            ),
+            (
+                |c| c.ingress.public_address = "10.20.1.100".parse().unwrap(),
+                "ingress.public_address",
+                "not a public address",
+            ),
+            (|c| c.ingress.replicas = 0, "ingress.replicas", "at least 1"),
+            (
+                |c| c.ceph.cluster_id = "x".repeat(37),
+                "ceph.cluster_id",
+                "36 bytes",
+            ),
+            (|c| c.ceph.monitors.clear(), "ceph.monitors", "at least one"),
+            (
+                |c| c.ceph.monitors = vec!["172.16.0.11".into()],
+                "ceph.monitors",
+                "host:port",
+            ),
+            (
+                |c| c.ceph.user = "client.k8s".into(),
+                "ceph.user",
+                "client.",
+            ),
+            (
+                |c| c.dns.domain = "localhost".into(),
+                "dns.domain",
+                "DNS name",
+            ),
+            (
+                |c| c.smoke_test.host = "whoami.example.org".into(),
+                "smoke_test.host",
+                "under dns.domain",
+            ),
+            (
+                |c| {
+                    c.acme.server = AcmeServer::Production;
+                    c.acme.email = None;
+                },
+                "acme.email",
+                "production",
+            ),
+        ];
+        for (mutate, field, why) in cases {
+            let mut config = example();
+            mutate(&mut config);
+            let (got, message) = check(&config).expect_err(field);
+            assert_eq!(got, field);
+            assert!(message.contains(why), "{field}: {message}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_naming_file_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("onprem.json");
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/onprem.example.json"),
+        )
+        .unwrap()
+        .replace("\"public_address\"", "\"public_adress\"");
+        std::fs::write(&path, text).unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("onprem.json") && err.contains("public_adress"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_seeds_lessons_are_in_the_rendered_values() {
+        let config = example();
+        let pins = crate::PINS;
+        let traefik = values(&config, "traefik", &pins).unwrap().unwrap();
+        assert_eq!(
+            traefik["providers"]["kubernetesIngress"]["ingressEndpoint"]["ip"],
+            "203.0.113.47"
+        );
+        assert_eq!(
+            traefik["providers"]["kubernetesIngress"]["publishedService"]["enabled"],
+            false
+        );
+        let entry_points = &traefik["ports"];
+        for port in ["web", "websecure"] {
+            assert_eq!(
+                entry_points[port]["http"]["middlewares"][0],
+                "traefik-crowdsec@kubernetescrd"
+            );
+        }
+        let dns = values(&config, "external-dns", &pins).unwrap().unwrap();
+        assert_eq!(dns["txtOwnerId"], "demo");
+        assert_eq!(dns["domainFilters"][0], "k8s.exemple.fr");
+        let issuer = &objects(&config, "letsencrypt", &pins).unwrap().unwrap()[0];
+        assert_eq!(
+            issuer["spec"]["acme"]["server"],
+            "https://acme-staging-v02.api.letsencrypt.org/directory"
+        );
+        assert_eq!(
+            issuer["spec"]["acme"]["solvers"][0]["http01"]["ingress"]["ingressClassName"],
+            "traefik"
+        );
+        // The bouncer's Middleware reads its key from the file Traefik mounts.
+        let bouncer = &objects(&config, "crowdsec-bouncer", &pins)
+            .unwrap()
+            .unwrap()[0];
+        let plugin = &bouncer["spec"]["plugin"][BOUNCER_PLUGIN];
+        assert_eq!(
+            plugin["crowdsecLapiKeyFile"],
+            format!(
+                "{}/{}",
+                traefik["volumes"][0]["mountPath"].as_str().unwrap(),
+                BOUNCER_SECRET_KEY
+            )
+        );
+        assert!(
+            plugin.get("crowdsecLapiKey").is_none(),
+            "never the key itself"
+        );
+    }
+
+    #[test]
+    fn a_missing_pin_is_refused_naming_it() {
+        let pins = Pins::new("CILIUM_VERSION=1.20.3\n");
+        let err = values(&example(), "traefik", &pins)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("CROWDSEC_BOUNCER_PLUGIN_VERSION"), "{err}");
+        let err = objects(&example(), "smoke-test", &pins)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SMOKE_TEST_IMAGE"), "{err}");
+    }
+}
