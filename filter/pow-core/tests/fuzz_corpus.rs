@@ -16,7 +16,7 @@ fn corpus_file(target: &str) -> PathBuf {
 
 /// One line of a corpus file: an input in lowercase hex (`filter/fuzz/corpus.sh` writes them).
 fn decode(line: &str) -> Option<Vec<u8>> {
-    if line.len() % 2 != 0 {
+    if !line.len().is_multiple_of(2) {
         return None;
     }
     (0..line.len())
@@ -38,7 +38,12 @@ fn every_target_has_a_committed_corpus_and_it_replays_clean() {
             // A panic names the input: `corpus.sh unpack DIR` writes it as DIR/<target>/<sha1>,
             // to replay with `cargo fuzz run <target> <file>`.
             let outcome = std::panic::catch_unwind(|| check(&data));
-            assert!(outcome.is_ok(), "{target}: {}:{} fails", file.display(), number + 1);
+            assert!(
+                outcome.is_ok(),
+                "{target}: {}:{} fails",
+                file.display(),
+                number + 1
+            );
             count += 1;
         }
         assert!(count > 0, "{}: empty corpus", file.display());
