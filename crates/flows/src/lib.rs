@@ -472,21 +472,47 @@ pub fn to(role: Role) -> impl Iterator<Item = &'static Flow> {
     FLOWS.iter().filter(move |flow| flow.reaches(role))
 }
 
-/// The flows to `role` grouped by what crosses the wire, each with its peers: one filter rule a
-/// port (a filter that keeps one source list a port, as Talos does, needs them together).
-pub fn by_traffic(role: Role) -> Vec<(&'static str, Traffic, Vec<Peer>)> {
-    let mut out: Vec<(&'static str, Traffic, Vec<Peer>)> = Vec::new();
+/// A filter rule for a filter that keeps one list of sources for a set of ports (as Talos does):
+/// one service and protocol, its ports, and every peer allowed on them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceRule {
+    pub service: &'static str,
+    /// `tcp`, `udp` or `icmp` ([`Traffic::protocol`]).
+    pub protocol: &'static str,
+    /// Empty for ICMP.
+    pub ports: Vec<Ports>,
+    pub peers: Vec<Peer>,
+}
+
+/// The flows to `role` grouped by service and protocol, in declaration order. Every port of a
+/// group has the same peers (a test holds the declaration to it), so a group is exact.
+pub fn by_service(role: Role) -> Vec<ServiceRule> {
+    let mut out: Vec<ServiceRule> = Vec::new();
     for flow in to(role) {
-        match out
-            .iter_mut()
-            .find(|(_, traffic, _)| *traffic == flow.traffic)
+        let protocol = flow.traffic.protocol();
+        let index = match out
+            .iter()
+            .position(|r| r.service == flow.service && r.protocol == protocol)
         {
-            Some((_, _, peers)) => {
-                if !peers.contains(&flow.from) {
-                    peers.push(flow.from);
-                }
+            Some(index) => index,
+            None => {
+                out.push(ServiceRule {
+                    service: flow.service,
+                    protocol,
+                    ports: Vec::new(),
+                    peers: Vec::new(),
+                });
+                out.len() - 1
             }
-            None => out.push((flow.service, flow.traffic, vec![flow.from])),
+        };
+        let rule = &mut out[index];
+        if let Some(ports) = flow.traffic.ports()
+            && !rule.ports.contains(&ports)
+        {
+            rule.ports.push(ports);
+        }
+        if !rule.peers.contains(&flow.from) {
+            rule.peers.push(flow.from);
         }
     }
     out
@@ -558,21 +584,42 @@ mod tests {
     }
 
     #[test]
-    fn one_port_is_one_service_and_grouping_keeps_every_flow() {
+    fn a_service_rule_is_exact_and_no_two_share_a_port() {
         for role in Role::ALL {
-            let grouped = by_traffic(role);
-            for (i, (_, a, _)) in grouped.iter().enumerate() {
-                for (_, b, _) in &grouped[i + 1..] {
-                    let same_protocol = a.protocol() == b.protocol();
-                    let overlap = match (a.ports(), b.ports()) {
-                        (Some(x), Some(y)) => x.overlaps(y),
-                        _ => true,
-                    };
-                    assert!(!(same_protocol && overlap), "{role}: {a} and {b}");
+            let rules = by_service(role);
+            for rule in &rules {
+                // Every port of the rule is declared for every peer of the rule.
+                for ports in &rule.ports {
+                    for peer in &rule.peers {
+                        assert!(
+                            to(role).any(|f| f.service == rule.service
+                                && f.from == *peer
+                                && f.traffic.ports() == Some(*ports)
+                                && f.traffic.protocol() == rule.protocol),
+                            "{role}: {} {ports} from {peer} is not declared",
+                            rule.service
+                        );
+                    }
                 }
             }
-            let count: usize = grouped.iter().map(|(_, _, peers)| peers.len()).sum();
-            assert_eq!(count, to(role).count(), "{role}");
+            for (i, a) in rules.iter().enumerate() {
+                for b in &rules[i + 1..] {
+                    let shared = a.protocol == b.protocol
+                        && a.ports
+                            .iter()
+                            .any(|x| b.ports.iter().any(|y| x.overlaps(*y)));
+                    assert!(
+                        !shared,
+                        "{role}: {} and {} share a port",
+                        a.service, b.service
+                    );
+                }
+            }
+            let grouped: usize = rules
+                .iter()
+                .map(|r| r.peers.len() * r.ports.len().max(1))
+                .sum();
+            assert_eq!(grouped, to(role).count(), "{role}");
             let count: usize = by_peer(role).iter().map(|(_, t)| t.len()).sum();
             assert_eq!(count, to(role).count(), "{role}");
         }
