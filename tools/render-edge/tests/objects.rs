@@ -260,6 +260,10 @@ fn the_gateway_service_keeps_client_addresses_on_ports_80_and_443() {
         deployment["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"],
         "edge-worker-1"
     );
+    // Istio makes a PodDisruptionBudget (and an autoscaler) for a gateway only when they are
+    // overlaid: none, so the one gateway replica on the one worker never blocks its drain.
+    let keys: Vec<&String> = options["data"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["deployment", "service"]);
 }
 
 #[test]
