@@ -176,13 +176,14 @@ setup-images:
 ##@ Day to day
 .PHONY: up down kubeconfig cluster-status rotate-pow-secret
 # make up: scw-infra powers the servers on; wait-ready hands back control only when every node is
-# Ready, the nodes are uncordoned and no pod is outside Running or Succeeded. UNCORDON=all
+# Ready, the nodes are uncordoned and every pod is Running and Ready (finished Jobs, evicted,
+# shut-down and replaced pods aside). UNCORDON=all
 # (default) uncordons every cordoned node, UNCORDON=a,b only those, UNCORDON= none.
 UNCORDON     ?= all
 UP_TIMEOUT   ?= 15m
 UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
 
-up: have-kubeconfig $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the cluster on, then wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
+up: have-kubeconfig $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the cluster on, then wait until nodes are Ready and uncordoned and pods Running and Ready (UNCORDON=all|a,b|)
 	$(BIN)/scw-infra power on --config '$(INFRA_CONFIG)'
 	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
 
