@@ -4,8 +4,9 @@
 
 use pow_core::bypass;
 use pow_core::crypto::{Binding, Keys, check_cookie, issue_cookie};
-use pow_core::filter::VERIFY_PATH;
-use pow_core::net::binding_net;
+use pow_core::filter::{HOST_PREFIX, MAX_COOKIES_CHECKED, VERIFY_PATH};
+use pow_core::net::{self, Nat64Prefix, binding_net};
+use pow_core::page;
 use pow_core::redirect::{check_target, percent_decode};
 use pow_core::seen::MemoryStore;
 use pow_core::{Action, Filter, Metrics, Now, PluginConfig, Request};
@@ -20,6 +21,8 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("redirect_target", redirect_target),
     ("config", config),
     ("bypass", bypass_path),
+    ("client_address", client_address),
+    ("negotiation", negotiation),
 ];
 
 const SECRET: &[u8] = b"fuzzing-secret-of-at-least-32-bytes!";
@@ -46,26 +49,41 @@ pub fn cookie(data: &[u8]) {
     }
 }
 
-/// The glue's reduction of a raw Cookie header keeps exactly the first clearance pairs that
-/// splitting the lossily decoded header finds (what the core reads of the whole header).
+/// The glue's reduction of a raw Cookie header keeps exactly the clearance pairs that splitting
+/// the lossily decoded header finds, in the order they are checked and no more than are checked:
+/// over https the first `__Host-<name>` one, then the `<name>` ones before it; over http the
+/// first `<name>` ones.
 fn cookie_reduction(data: &[u8]) {
     let whole = String::from_utf8_lossy(data);
     for name in ["pow_clearance", "p"] {
-        let expected: Vec<&str> = whole
+        let pairs: Vec<(&str, &str)> = whole
             .split(';')
-            .filter(|pair| {
-                pair.trim()
-                    .split_once('=')
-                    .is_some_and(|(n, _)| n.trim() == name)
+            .filter_map(|pair| {
+                let (n, _) = pair.trim().split_once('=')?;
+                Some((n.trim(), pair.trim()))
             })
-            .map(str::trim)
-            .take(pow_core::filter::MAX_COOKIES_CHECKED)
             .collect();
-        assert_eq!(
-            pow_core::filter::clearance_pairs(data, name),
-            expected.join("; "),
-            "the reduction differs from the whole header"
-        );
+        let prefixed = format!("{HOST_PREFIX}{name}");
+        let first_prefixed = pairs.iter().position(|(n, _)| *n == prefixed);
+        let plain = |upto: usize| -> Vec<&str> {
+            pairs[..upto]
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, p)| *p)
+                .take(MAX_COOKIES_CHECKED)
+                .collect()
+        };
+        let mut secure: Vec<&str> = first_prefixed.map(|i| pairs[i].1).into_iter().collect();
+        secure.extend(plain(first_prefixed.unwrap_or(pairs.len())));
+        secure.truncate(MAX_COOKIES_CHECKED);
+        let http = plain(pairs.len());
+        for (is_secure, expected) in [(true, secure), (false, http)] {
+            assert_eq!(
+                pow_core::filter::clearance_pairs(data, name, is_secure),
+                expected.join("; "),
+                "the reduction differs from the whole header (https: {is_secure})"
+            );
+        }
     }
 }
 
@@ -90,14 +108,14 @@ pub fn verify_request(data: &[u8]) {
     let Ok(config) = PluginConfig::from_json(br#"{"mode": "all", "difficulty": 1}"#) else {
         return;
     };
-    let Ok(filter) = Filter::new(config, Some(keys)) else {
+    let Ok(filter) = Filter::new(config, Some(keys), [7; 32]) else {
         return;
     };
     for path in [format!("{VERIFY_PATH}?{query}"), format!("/{query}")] {
         let req = Request {
             headers: vec![
                 (":method".into(), "GET".into()),
-                (":path".into(), path),
+                (":path".into(), path.into()),
                 (":authority".into(), "example.org".into()),
                 ("user-agent".into(), ua.into()),
                 ("cookie".into(), cookie.into()),
@@ -107,7 +125,6 @@ pub fn verify_request(data: &[u8]) {
         };
         let now = Now {
             secs: 1_800_000_000,
-            nanos: 1,
         };
         let action = filter.on_request(&req, now, &mut MemoryStore::default(), &mut Nothing);
         if let Action::Respond { status, .. } = action {
@@ -143,7 +160,7 @@ pub fn config(data: &[u8]) {
         let json = serde_json::to_vec(&config).unwrap_or_default();
         let again = PluginConfig::from_json(&json);
         assert_eq!(again.as_ref(), Ok(&config));
-        assert!(Filter::new(config, None).is_ok());
+        assert!(Filter::new(config, None, [0; 32]).is_ok());
     }
 }
 
@@ -155,9 +172,13 @@ pub fn bypass_path(data: &[u8]) {
         return;
     };
     let configured = ["/healthz".to_owned(), "/static/".to_owned()];
-    if !bypass::bypasses(path, &configured) {
+    if !bypass::bypasses("GET", path, &configured) {
         return;
     }
+    assert!(
+        !bypass::bypasses("POST", path, &configured),
+        "{path:?} for POST"
+    );
     let decoded = percent_decode(path.as_bytes());
     assert_eq!(decoded, path.as_bytes(), "{path:?} changes when decoded");
     let unparameterised: String = path
@@ -172,8 +193,51 @@ pub fn bypass_path(data: &[u8]) {
         "{path:?} has dot segments"
     );
     assert!(
-        path.starts_with(bypass::ACME_PREFIX)
-            || configured.iter().any(|p| bypass::is_under(path, p)),
+        bypass::is_acme(path) || configured.iter().any(|p| bypass::matches(path, p)),
         "{path:?}"
     );
+}
+
+/// Any `source.address` and NAT64 prefix text: never a panic; an address read is canonical (an
+/// IPv6 address carrying IPv4 never stays IPv6), its binding is that of its canonical form, and
+/// a prefix accepted round-trips through its own text.
+pub fn client_address(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (source, prefix) = text.split_once('\n').unwrap_or((&text, ""));
+    let prefixes: Vec<Nat64Prefix> = Nat64Prefix::parse(prefix).into_iter().collect();
+    let Some(ip) = net::client_ip(Some(source), &prefixes) else {
+        return;
+    };
+    assert_eq!(
+        net::canonical(ip, &prefixes),
+        ip,
+        "{source:?} is not canonical"
+    );
+    if let std::net::IpAddr::V6(v6) = ip {
+        assert!(v6.to_ipv4_mapped().is_none(), "{source:?}");
+        assert!(
+            u128::from(v6) >> 32 != 0 || u128::from(v6) <= 1,
+            "{source:?}"
+        );
+        assert!(v6.octets()[..2] != [0x20, 0x02], "6to4 {source:?}");
+        assert!(
+            v6.octets()[..12] != [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0],
+            "{source:?}"
+        );
+    }
+    let net = binding_net(ip);
+    assert!(net[0] == 4 || net[0] == 6);
+}
+
+/// Any Accept and Accept-Language: never a panic, and only the first items of the first bytes
+/// decide (what follows them changes nothing).
+pub fn negotiation(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let lang = page::negotiate(Some(&text));
+    let html = page::wants_html(Some(&text));
+    let longer = format!("{text}{}", ", fr, text/html".repeat(200));
+    if text.len() >= page::MAX_NEGOTIATED || text.split(',').count() > page::MAX_ITEMS {
+        assert_eq!(page::negotiate(Some(&longer)), lang, "{text:?}");
+        assert_eq!(page::wants_html(Some(&longer)), html, "{text:?}");
+    }
 }

@@ -1,5 +1,7 @@
-//! Which paths pass without a challenge: ACME's HTTP-01 path, built in, and the configured
-//! `bypass_paths`, matched on whole path segments.
+//! Which requests pass without a challenge: GET and HEAD (reading, never changing anything) of
+//! ACME's HTTP-01 token path, built in, and of the configured `bypass_paths`. A configured path
+//! is that path exactly (`/robots.txt` is not `/robots.txt/x`), or, when it ends with `/`,
+//! every path below it (`/static/` covers `/static/app.js`).
 //!
 //! The check reads the path as Envoy hands it over (Envoy leaves `;` parameters and most
 //! percent-encodings alone), while the origin may read it differently: Tomcat, Spring and older
@@ -10,8 +12,12 @@
 //! origin; anything else is challenged like any other path.
 
 /// ACME HTTP-01 (RFC 8555, section 8.3): the only built-in bypass, so that certificates renew
-/// whatever the policy.
+/// whatever the policy: this prefix and one token segment, nothing deeper.
 pub const ACME_PREFIX: &str = "/.well-known/acme-challenge/";
+
+/// The longest path that can bypass: ACME tokens and the usual bypassed files are far shorter,
+/// and checking a longer one would cost more than it is worth.
+pub const MAX_BYPASS_PATH: usize = 2048;
 
 /// Whether `path` (without its query) is plain, as described above. A trailing `/` is allowed.
 pub fn is_plain(path: &str) -> bool {
@@ -34,20 +40,30 @@ pub fn is_plain(path: &str) -> bool {
         })
 }
 
-/// Whether `path` is `prefix` or below it, on whole segments: `/healthz` covers `/healthz`,
-/// `/healthz/` and `/healthz/live`, not `/healthz-admin`; `/static/` covers what is below
-/// `/static/`.
-pub fn is_under(path: &str, prefix: &str) -> bool {
-    match path.strip_prefix(prefix) {
-        None => false,
-        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
+/// Whether `path` matches a configured bypass path: that path exactly, or below it when the
+/// entry ends with `/` (whole segments).
+pub fn matches(path: &str, entry: &str) -> bool {
+    if entry.ends_with('/') {
+        path.len() > entry.len() && path.starts_with(entry)
+    } else {
+        path == entry
     }
 }
 
-/// Whether `path` bypasses, given the configured bypass paths.
-pub fn bypasses(path: &str, configured: &[String]) -> bool {
-    is_plain(path)
-        && (path.starts_with(ACME_PREFIX) || configured.iter().any(|p| is_under(path, p)))
+/// Whether `path` is an ACME HTTP-01 token path: the prefix and one non-empty segment.
+pub fn is_acme(path: &str) -> bool {
+    path.strip_prefix(ACME_PREFIX)
+        .is_some_and(|token| !token.is_empty() && !token.contains('/'))
+}
+
+/// Whether a request with this method and path (without its query) bypasses, given the
+/// configured bypass paths.
+pub fn bypasses(method: &str, path: &str, configured: &[String]) -> bool {
+    // The cheap tests first: most paths are no bypass path, and are never scanned whole.
+    matches!(method, "GET" | "HEAD")
+        && path.len() <= MAX_BYPASS_PATH
+        && (is_acme(path) || configured.iter().any(|p| matches(path, p)))
+        && is_plain(path)
 }
 
 #[cfg(test)]
@@ -74,27 +90,51 @@ mod tests {
     }
 
     #[test]
-    fn whole_segments() {
-        assert!(is_under("/healthz", "/healthz"));
-        assert!(is_under("/healthz/", "/healthz"));
-        assert!(is_under("/healthz/live", "/healthz"));
-        assert!(!is_under("/healthz-admin", "/healthz"));
-        assert!(!is_under("/healthzz/x", "/healthz"));
-        assert!(is_under("/static/a.js", "/static/"));
-        assert!(!is_under("/static", "/static/"));
-        assert!(!is_under("/staticx", "/static/"));
+    fn exact_paths_and_subtrees() {
+        assert!(matches("/healthz", "/healthz"));
+        assert!(!matches("/healthz/", "/healthz"));
+        assert!(!matches("/healthz/live", "/healthz"));
+        assert!(!matches("/healthz-admin", "/healthz"));
+        assert!(matches("/static/a.js", "/static/"));
+        assert!(matches("/static/a/b.js", "/static/"));
+        assert!(!matches("/static/", "/static/"));
+        assert!(!matches("/static", "/static/"));
+        assert!(!matches("/staticx", "/static/"));
     }
 
     #[test]
-    fn only_acme_is_built_in() {
-        assert!(bypasses("/.well-known/acme-challenge/tok_EN-1", &[]));
-        assert!(!bypasses("/.well-known/openid-configuration", &[]));
-        assert!(!bypasses("/.well-known/..;/admin", &[]));
-        assert!(!bypasses("/.well-known/acme-challenge/..;/admin", &[]));
-        let configured = ["/healthz".to_owned()];
-        assert!(bypasses("/healthz", &configured));
-        assert!(!bypasses("/healthz;x", &configured));
-        assert!(!bypasses("/healthz/..;/admin", &configured));
-        assert!(!bypasses("/healthz-admin", &configured));
+    fn only_acme_tokens_are_built_in_and_only_for_reading() {
+        assert!(bypasses("GET", "/.well-known/acme-challenge/tok_EN-1", &[]));
+        assert!(bypasses(
+            "HEAD",
+            "/.well-known/acme-challenge/tok_EN-1",
+            &[]
+        ));
+        for method in ["POST", "PUT", "DELETE", "OPTIONS", "get", ""] {
+            assert!(!bypasses(method, "/.well-known/acme-challenge/tok", &[]));
+        }
+        for path in [
+            "/.well-known/acme-challenge/",
+            "/.well-known/acme-challenge",
+            "/.well-known/acme-challenge/a/b",
+            "/.well-known/openid-configuration",
+            "/.well-known/..;/admin",
+            "/.well-known/acme-challenge/..;/admin",
+        ] {
+            assert!(!bypasses("GET", path, &[]), "{path}");
+        }
+        let configured = ["/robots.txt".to_owned(), "/static/".to_owned()];
+        assert!(bypasses("GET", "/robots.txt", &configured));
+        assert!(bypasses("GET", "/static/app.js", &configured));
+        for path in [
+            "/robots.txt/x",
+            "/robots.txt;x",
+            "/static/../admin",
+            "/robots.txtx",
+        ] {
+            assert!(!bypasses("GET", path, &configured), "{path}");
+        }
+        let long = format!("/static/{}", "a".repeat(MAX_BYPASS_PATH));
+        assert!(!bypasses("GET", &long, &configured));
     }
 }

@@ -9,7 +9,7 @@
 //!   "difficulty": 16,
 //!   "list_difficulty": {"tor": 20, "hosting": 16},
 //!   "bypass_paths": ["/healthz"],
-//!   "trusted_hops": 0,
+//!   "nat64_prefixes": ["64:ff9b:1::/48"],
 //!   "challenge_ttl_secs": 300,
 //!   "clearance_ttl_secs": 86400,
 //!   "cookie_name": "pow_clearance",
@@ -29,11 +29,12 @@
 //! | `mode` | `"listed"` | `off`: never challenge; `listed`: challenge addresses found in `lists`; `all`: challenge every visitor without a clearance cookie |
 //! | `difficulty` | 16 | leading zero bits of SHA-256 asked in mode `all` and for lists without their own (1 to 32) |
 //! | `list_difficulty` | `{}` | bits per list name (1 to 32); an address in several lists gets the hardest |
-//! | `bypass_paths` | `["/robots.txt", "/favicon.ico"]` | paths that always pass, with what is below them (whole segments: `/healthz` covers `/healthz/live`, not `/healthz-admin`), besides the built-in `/.well-known/acme-challenge/`; each a plain path (see [`crate::bypass`]); setting it replaces the default |
-//! | `trusted_hops` | 0 | as Envoy's `xff_num_trusted_hops`: the proxies in front of the gateway, each appending the address it saw to `X-Forwarded-For`; the client is the entry that many places left of the peer Envoy appends (see [`crate::net::client_ip`]); 0 uses `source.address` only |
+//! | `bypass_paths` | `["/robots.txt", "/favicon.ico"]` | paths that pass GET and HEAD requests unchallenged, besides the built-in ACME token path: an entry is that path exactly, or, ending with `/`, every plain path below it; each a plain path (see [`crate::bypass`]); setting it replaces the default |
+//! | `nat64_prefixes` | `[]` | NAT64 prefixes (RFC 6052: /32, /40, /48, /56, /64 or /96) besides the well-known `64:ff9b::/96`, whose embedded IPv4 address is the client's (see [`crate::net`]) |
+//! | `trusted_hops` | 0 | only 0: the filter reads the client address Envoy computed (`source.address`); proxies in front of the gateway are declared to Istio (`numTrustedProxies`), never here, so that they cannot count twice |
 //! | `challenge_ttl_secs` | 300 | how long a challenge can be solved (10 s to 1 day) |
 //! | `clearance_ttl_secs` | 86400 | how long the clearance cookie lasts (60 s to 30 days) |
-//! | `cookie_name` | `"pow_clearance"` | the clearance cookie's name (an RFC 6265 token) |
+//! | `cookie_name` | `"pow_clearance"` | the clearance cookie's name (an RFC 6265 token); set over https it gets the `__Host-` prefix, so no other host can set or shadow it |
 //! | `secret_env` | `"POW_HMAC_SECRET"` | the VM environment variable with the current HMAC secret (at least 32 bytes) |
 //! | `previous_secret_env` | `"POW_HMAC_SECRET_PREVIOUS"` | the variable with the previous secret, still accepted during a rotation |
 //! | `demo_secret` | `null` | demo only: a secret inline in the config (logged as a warning; never in production) |
@@ -76,6 +77,7 @@ pub struct PluginConfig {
     pub difficulty: u8,
     pub list_difficulty: BTreeMap<String, u8>,
     pub bypass_paths: Vec<String>,
+    pub nat64_prefixes: Vec<String>,
     pub trusted_hops: u8,
     pub challenge_ttl_secs: u64,
     pub clearance_ttl_secs: u64,
@@ -93,6 +95,7 @@ impl Default for PluginConfig {
             difficulty: 16,
             list_difficulty: BTreeMap::new(),
             bypass_paths: vec!["/robots.txt".to_owned(), "/favicon.ico".to_owned()],
+            nat64_prefixes: Vec::new(),
             trusted_hops: 0,
             challenge_ttl_secs: 300,
             clearance_ttl_secs: 86_400,
@@ -176,8 +179,18 @@ impl PluginConfig {
                 ));
             }
         }
-        if self.trusted_hops > 10 {
-            return Err(err("trusted_hops", "at most 10"));
+        for (i, p) in self.nat64_prefixes.iter().enumerate() {
+            crate::net::Nat64Prefix::parse(p)
+                .map_err(|e| err(format!("nat64_prefixes[{i}]"), e))?;
+        }
+        if self.trusted_hops != 0 {
+            return Err(err(
+                "trusted_hops",
+                "only 0: the filter reads the client address Envoy derived from \
+                 X-Forwarded-For (source.address); declare the proxies in front of the gateway \
+                 to Istio instead (numTrustedProxies in the gateway's proxy.istio.io/config \
+                 gatewayTopology), or they would be counted twice",
+            ));
         }
         if !(10..=86_400).contains(&self.challenge_ttl_secs) {
             return Err(err("challenge_ttl_secs", "between 10 and 86400"));
@@ -198,6 +211,14 @@ impl PluginConfig {
             return Err(err(
                 "cookie_name",
                 "1 to 64 characters of an RFC 6265 cookie-name token",
+            ));
+        }
+        let lower = self.cookie_name.to_ascii_lowercase();
+        if lower.starts_with("__host-") || lower.starts_with("__secure-") {
+            return Err(err(
+                "cookie_name",
+                "without a `__Host-` or `__Secure-` prefix: the filter adds `__Host-` itself \
+                 whenever the cookie is Secure",
             ));
         }
         for (field, v) in [
@@ -295,7 +316,8 @@ mod tests {
     fn the_documented_example_decodes() {
         let json = br#"{
           "mode": "listed", "difficulty": 16, "list_difficulty": {"tor": 20, "hosting": 16},
-          "bypass_paths": ["/healthz"], "trusted_hops": 0, "challenge_ttl_secs": 300,
+          "bypass_paths": ["/healthz"], "nat64_prefixes": ["64:ff9b:1::/48"],
+          "trusted_hops": 0, "challenge_ttl_secs": 300,
           "clearance_ttl_secs": 86400, "cookie_name": "pow_clearance",
           "secret_env": "POW_HMAC_SECRET", "previous_secret_env": "POW_HMAC_SECRET_PREVIOUS",
           "demo_secret": null,
@@ -327,6 +349,13 @@ mod tests {
             (br#"{"clearance_ttl_secs": 1}"#, "clearance_ttl_secs"),
             (br#"{"cookie_name": "a b"}"#, "cookie_name"),
             (br#"{"cookie_name": ""}"#, "cookie_name"),
+            (br#"{"cookie_name": "__Host-pow"}"#, "cookie_name"),
+            (br#"{"cookie_name": "__secure-pow"}"#, "cookie_name"),
+            (br#"{"trusted_hops": 1}"#, "trusted_hops"),
+            (
+                br#"{"nat64_prefixes": ["64:ff9b::/33"]}"#,
+                "nat64_prefixes[0]",
+            ),
             (br#"{"secret_env": ""}"#, "secret_env"),
             (
                 br#"{"lists": {"sets": {"tor": "1.2.3.4/33"}}}"#,
@@ -348,6 +377,8 @@ mod tests {
             assert_eq!(&e.field, field, "{}: {e}", String::from_utf8_lossy(json));
             assert!(e.to_string().contains(field) || *field == ".");
         }
+        let e = PluginConfig::from_json(br#"{"trusted_hops": 2}"#).unwrap_err();
+        assert!(e.message.contains("numTrustedProxies"), "{e}");
         let e = PluginConfig::from_json(br#"{"unknown": 1}"#).unwrap_err();
         assert!(e.message.contains("unknown"), "{e}");
         assert!(PluginConfig::from_json(b"{").is_err());

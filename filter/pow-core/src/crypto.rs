@@ -8,8 +8,12 @@
 //! - A clearance cookie is `<expiry>.<difficulty>.<hex HMAC-SHA256(key, "pow-clearance-v2" ‖
 //!   binding ‖ expiry ‖ difficulty)>`: it records the difficulty paid, so that it clears only
 //!   where no more is asked.
-//! - The binding is the client's /24 or /64, SHA-256 of the User-Agent and the host; the domain
-//!   labels keep a challenge from ever being taken for a cookie.
+//! - The binding is the client's /24 or /64, SHA-256 of the User-Agent (its first
+//!   [`MAX_USER_AGENT`] bytes) and the host; the domain labels keep a challenge from ever being
+//!   taken for a cookie. A host longer than any real one ([`MAX_HOST_LEN`]) is bound as one
+//!   overlong host, so the work per request never grows with the `:authority` header.
+//! - Checking several cookies feeds the binding once per key: the MAC state after the label and
+//!   the binding is kept and cloned for each cookie's expiry and difficulty.
 //!
 //! Both the current and the previous key are accepted, so a rotation logs nobody out. Every
 //! comparison of a MAC is constant-time (`hmac`'s `verify_slice`).
@@ -20,6 +24,15 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::config::MIN_SECRET_LEN;
+
+/// The longest host (`:authority`, port included) bound as it is: a DNS name has at most 253
+/// characters, a port 6 more. A longer one is no site's: it is bound as [`OVERLONG_HOST`].
+pub const MAX_HOST_LEN: usize = 260;
+/// What every host longer than [`MAX_HOST_LEN`] is bound as (no host name has parentheses).
+pub const OVERLONG_HOST: &str = "(overlong)";
+/// The bytes of the User-Agent the binding hashes: real ones are far shorter, and a longer
+/// header then costs no more.
+pub const MAX_USER_AGENT: usize = 1024;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -98,13 +111,25 @@ pub struct Binding {
     pub host: String,
 }
 
+/// What the binding hashes of a User-Agent: its first [`MAX_USER_AGENT`] bytes.
+pub fn bound_user_agent(user_agent: &str) -> &[u8] {
+    let ua = user_agent.as_bytes();
+    &ua[..ua.len().min(MAX_USER_AGENT)]
+}
+
 impl Binding {
     pub fn new(net: [u8; 17], user_agent: &str, host: &str) -> Binding {
-        Binding {
-            net,
-            ua_hash: Sha256::digest(user_agent.as_bytes()).into(),
-            host: host.to_ascii_lowercase(),
-        }
+        Binding::with_ua_hash(net, sha256(bound_user_agent(user_agent)), host)
+    }
+
+    /// The binding, the User-Agent's hash being known already (see [`UaHashes`]).
+    pub fn with_ua_hash(net: [u8; 17], ua_hash: [u8; 32], host: &str) -> Binding {
+        let host = if host.len() > MAX_HOST_LEN {
+            OVERLONG_HOST.to_owned()
+        } else {
+            host.to_ascii_lowercase()
+        };
+        Binding { net, ua_hash, host }
     }
 
     fn feed(&self, mac: &mut HmacSha256) {
@@ -179,10 +204,17 @@ pub fn check_work(challenge: &[u8; 32], nonce: u64, difficulty: u8) -> bool {
     work_bits(challenge, nonce) >= u32::from(difficulty)
 }
 
-fn cookie_mac(key: &HmacSha256, b: &Binding, expiry: u64, difficulty: u8) -> HmacSha256 {
+/// The MAC state of a cookie for one key once the label and the binding are fed: every cookie
+/// checked against that key starts from a clone of it.
+fn cookie_prefix(key: &HmacSha256, b: &Binding) -> HmacSha256 {
     let mut mac = key.clone();
     mac.update(b"pow-clearance-v2\0");
     b.feed(&mut mac);
+    mac
+}
+
+fn cookie_tag(prefix: &HmacSha256, expiry: u64, difficulty: u8) -> HmacSha256 {
+    let mut mac = prefix.clone();
     mac.update(&expiry.to_be_bytes());
     mac.update(&[difficulty]);
     mac
@@ -190,7 +222,7 @@ fn cookie_mac(key: &HmacSha256, b: &Binding, expiry: u64, difficulty: u8) -> Hma
 
 /// The clearance cookie's value: `<expiry>.<difficulty>.<64 hex digits>`.
 pub fn issue_cookie(keys: &Keys, b: &Binding, expiry: u64, difficulty: u8) -> String {
-    let tag: [u8; 32] = cookie_mac(&keys.current, b, expiry, difficulty)
+    let tag: [u8; 32] = cookie_tag(&cookie_prefix(&keys.current, b), expiry, difficulty)
         .finalize()
         .into_bytes()
         .into();
@@ -205,15 +237,14 @@ pub enum CookieError {
     BadMac,
 }
 
-/// Checks a clearance cookie: well-formed, `now <= expiry <= now + max_ttl`, MAC of one of the
-/// keys. Returns the difficulty it was paid at.
-pub fn check_cookie(
-    keys: &Keys,
-    b: &Binding,
-    value: &str,
-    now: u64,
-    max_ttl: u64,
-) -> Result<u8, CookieError> {
+/// A cookie's fields, once its form is checked.
+struct CookieFields {
+    expiry: u64,
+    difficulty: u8,
+    tag: [u8; 32],
+}
+
+fn parse_cookie(value: &str) -> Result<CookieFields, CookieError> {
     let (exp, rest) = value.split_once('.').ok_or(CookieError::Malformed)?;
     let (bits, tag) = rest.split_once('.').ok_or(CookieError::Malformed)?;
     let expiry = parse_decimal(exp).ok_or(CookieError::Malformed)?;
@@ -223,17 +254,137 @@ pub fn check_cookie(
         .filter(|_| bits.len() == 1 || !bits.starts_with('0'))
         .ok_or(CookieError::Malformed)?;
     let tag = unhex32(tag).ok_or(CookieError::Malformed)?;
-    if expiry < now || expiry > now.saturating_add(max_ttl) {
-        return Err(CookieError::Expired);
+    Ok(CookieFields {
+        expiry,
+        difficulty,
+        tag,
+    })
+}
+
+/// Checks clearance cookies for one binding, feeding the binding into each key's MAC once (the
+/// previous key's only when a cookie gets that far).
+pub struct CookieChecker<'a> {
+    keys: &'a Keys,
+    binding: &'a Binding,
+    prefixes: [Option<HmacSha256>; 2],
+}
+
+impl fmt::Debug for CookieChecker<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CookieChecker")
+            .field("binding", self.binding)
+            .finish_non_exhaustive()
     }
-    if keys.all().any(|k| {
-        cookie_mac(k, b, expiry, difficulty)
-            .verify_slice(&tag)
-            .is_ok()
-    }) {
-        Ok(difficulty)
-    } else {
+}
+
+impl<'a> CookieChecker<'a> {
+    pub fn new(keys: &'a Keys, binding: &'a Binding) -> CookieChecker<'a> {
+        CookieChecker {
+            keys,
+            binding,
+            prefixes: [None, None],
+        }
+    }
+
+    /// Checks one cookie: well-formed, `now <= expiry <= now + max_ttl`, MAC of one of the
+    /// keys. Returns the difficulty it was paid at.
+    pub fn check(&mut self, value: &str, now: u64, max_ttl: u64) -> Result<u8, CookieError> {
+        let fields = parse_cookie(value)?;
+        if fields.expiry < now || fields.expiry > now.saturating_add(max_ttl) {
+            return Err(CookieError::Expired);
+        }
+        for (i, key) in self.keys.all().enumerate() {
+            let Some(slot) = self.prefixes.get_mut(i) else {
+                break;
+            };
+            let prefix = slot.get_or_insert_with(|| cookie_prefix(key, self.binding));
+            if cookie_tag(prefix, fields.expiry, fields.difficulty)
+                .verify_slice(&fields.tag)
+                .is_ok()
+            {
+                return Ok(fields.difficulty);
+            }
+        }
         Err(CookieError::BadMac)
+    }
+}
+
+/// Checks a clearance cookie: well-formed, `now <= expiry <= now + max_ttl`, MAC of one of the
+/// keys. Returns the difficulty it was paid at.
+pub fn check_cookie(
+    keys: &Keys,
+    b: &Binding,
+    value: &str,
+    now: u64,
+    max_ttl: u64,
+) -> Result<u8, CookieError> {
+    CookieChecker::new(keys, b).check(value, now, max_ttl)
+}
+
+/// The hashes of the last few User-Agents seen: browsers send the same one on every request
+/// (and most send one of a handful), so the binding's SHA-256 of it is mostly found here. A
+/// pure memo: the hash is the same either way.
+#[derive(Debug, Default)]
+pub struct UaHashes {
+    entries: std::cell::RefCell<Vec<(Vec<u8>, [u8; 32])>>,
+    next: std::cell::Cell<usize>,
+}
+
+impl UaHashes {
+    /// How many User-Agents are remembered.
+    pub const SIZE: usize = 8;
+
+    /// SHA-256 of the bound part of `user_agent` ([`bound_user_agent`]).
+    pub fn hash(&self, user_agent: &str) -> [u8; 32] {
+        let ua = bound_user_agent(user_agent);
+        let mut entries = self.entries.borrow_mut();
+        if let Some((_, hash)) = entries.iter().find(|(known, _)| known.as_slice() == ua) {
+            return *hash;
+        }
+        let hash = sha256(ua);
+        if entries.len() < Self::SIZE {
+            entries.push((ua.to_vec(), hash));
+        } else if let Some(slot) = entries.get_mut(self.next.get() % Self::SIZE) {
+            *slot = (ua.to_vec(), hash);
+            self.next.set(self.next.get().wrapping_add(1));
+        }
+        hash
+    }
+}
+
+/// Unpredictable challenge salts: the first 8 bytes of SHA-256(seed ‖ counter), the seed drawn
+/// from the VM's random source at start. A salt reveals neither the clock nor how many
+/// challenges the VM issued, and no two challenges share one.
+#[derive(Clone)]
+pub struct Salts {
+    seed: [u8; 32],
+    counter: std::cell::Cell<u64>,
+}
+
+impl fmt::Debug for Salts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Salts").finish_non_exhaustive()
+    }
+}
+
+impl Salts {
+    pub fn new(seed: [u8; 32]) -> Salts {
+        Salts {
+            seed,
+            counter: std::cell::Cell::new(0),
+        }
+    }
+
+    pub fn next(&self) -> u64 {
+        let n = self.counter.get().wrapping_add(1);
+        self.counter.set(n);
+        let mut h = Sha256::new();
+        h.update(self.seed);
+        h.update(n.to_be_bytes());
+        let digest = h.finalize();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        u64::from_be_bytes(first)
     }
 }
 
@@ -426,6 +577,19 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn the_user_agent_memo_gives_the_hash() {
+        let memo = UaHashes::default();
+        for round in 0..3 {
+            for i in 0..(UaHashes::SIZE + 3) {
+                let ua = format!("Mozilla/5.0 agent {i} {}", "x".repeat(MAX_USER_AGENT));
+                let direct = Binding::new([4; 17], &ua, "h");
+                assert_eq!(memo.hash(&ua), direct.ua_hash, "{round} {i}");
+            }
+        }
+        assert_eq!(memo.entries.borrow().len(), UaHashes::SIZE);
     }
 
     #[test]

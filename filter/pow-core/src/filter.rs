@@ -6,12 +6,18 @@
 //! valid clearance cookie paid at that difficulty or more passes; else a challenge. A refused check
 //! on the verify path denies (a seen-set that cannot record does not); an internal error anywhere
 //! else lets the request through and is counted (`pow_fail_open`).
+//!
+//! The work per request is bounded whatever the header sizes: each header is read up to a limit
+//! ([`read_limit`]), the Cookie header is reduced to a few clearance pairs
+//! ([`clearance_pairs`]), the host is bound at most [`crypto::MAX_HOST_LEN`] long, and Accept and
+//! Accept-Language are read for their first items only.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use crate::bypass;
 use crate::config::{Mode, PluginConfig};
-use crate::crypto::{self, Binding, ChallengeParams, Keys};
+use crate::crypto::{self, Binding, ChallengeParams, CookieChecker, Keys, Salts, UaHashes};
 use crate::lists::ListTable;
 use crate::net;
 use crate::page::{self, PageData};
@@ -26,8 +32,12 @@ pub use verify::{VerifyFailure, VerifyQuery, percent_encode_component};
 pub const VERIFY_PATH: &str = "/.pow/verify";
 /// The response header that marks a challenge (like Cloudflare's `cf-mitigated: challenge`).
 pub const MITIGATED_HEADER: &str = "pow-mitigated";
-/// At most this many clearance cookies of a request are checked (one MAC each).
+/// At most this many clearance cookies of a request are checked (one MAC each per key).
 pub const MAX_COOKIES_CHECKED: usize = 3;
+/// The prefix of the clearance cookie's name when it is set Secure: browsers accept a
+/// `__Host-` cookie only from the host itself, Secure, with `Path=/` and no `Domain`, so no
+/// sibling subdomain can set or shadow it (RFC 6265bis, section 4.1.3.2).
+pub const HOST_PREFIX: &str = "__Host-";
 /// On a failed verification, says why (`malformed`, `expired`, `mac`, `work`, `replay`, ...).
 pub const REASON_HEADER: &str = "pow-verify";
 
@@ -43,6 +53,9 @@ pub mod metric {
     pub const BYPASSED: &str = "pow_bypassed";
     pub const LIST_MATCHES_PREFIX: &str = "pow_list_matches_";
     pub const FAIL_OPEN: &str = "pow_fail_open";
+    /// Requests whose `source.address` was missing or not an address: challenged, each bound
+    /// to one shared "no address" network.
+    pub const ADDRESS_UNUSABLE: &str = "pow_address_unusable";
     /// Requests passed unchallenged because the secret is missing or too short.
     pub const UNPROTECTED: &str = "pow_unprotected";
     pub const CONFIG_REJECTED: &str = "pow_config_rejected";
@@ -64,40 +77,62 @@ pub trait Metrics {
     fn increment(&mut self, name: &str);
 }
 
-/// Every header [`Filter::on_request`] reads (names lowercase): the glue need not copy the
-/// others out of the host.
-pub const HEADERS_USED: &[&str] = &[
-    ":path",
-    ":method",
-    ":scheme",
-    ":authority",
-    "host",
-    "user-agent",
-    "cookie",
-    "accept",
-    "accept-language",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-];
+/// The longest `:path` read: longer than any bypass path, return target or verify query, so a
+/// longer path is challenged like any other.
+pub const MAX_PATH: usize = 4200;
 
-/// A request as the filter sees it.
-#[derive(Debug, Default, Clone)]
-pub struct Request {
-    /// All request headers, pseudo-headers (`:path`, `:authority`, ...) included, names lowercase.
-    /// The glue passes only [`HEADERS_USED`], and each Cookie header reduced by
-    /// [`clearance_pairs`] (which decides alike).
-    pub headers: Vec<(String, String)>,
-    /// The `source.address` property.
-    pub source_address: Option<String>,
+/// How many bytes of a header [`Filter::on_request`] reads: `Some(limit)` for the headers it
+/// reads besides `cookie`, `None` for the others (`cookie` is reduced by [`clearance_pairs`]):
+/// the glue copies no other header out of the proxy, and no more of these. Names as Envoy
+/// passes them, lowercase; one `match`, as the glue asks it of every header of every request.
+pub fn read_limit(name: &[u8]) -> Option<usize> {
+    let limit = match name {
+        b":path" => MAX_PATH,
+        b":method" | b":scheme" | b"x-forwarded-proto" => 16,
+        b":authority" | b"host" => crypto::MAX_HOST_LEN + 1,
+        b"user-agent" => crypto::MAX_USER_AGENT,
+        b"accept" | b"accept-language" => page::MAX_NEGOTIATED,
+        _ => return None,
+    };
+    Some(limit)
 }
 
-impl Request {
+/// Headers that some origin frameworks (IIS URL Rewrite, Symfony and Laminas in some setups)
+/// route by instead of the path: removed from every request the filter lets through, so a
+/// bypassed or cleared path cannot reach another route.
+pub const STRIPPED_HEADERS: &[&str] = &["x-original-url", "x-rewrite-url"];
+
+/// A request as the filter sees it. Names and values may borrow from the buffer the glue got
+/// from the proxy: a request then costs no allocation per header.
+#[derive(Debug, Default, Clone)]
+pub struct Request<'a> {
+    /// All request headers, pseudo-headers (`:path`, `:authority`, ...) included, names lowercase.
+    /// The glue passes only the headers [`read_limit`] names (each up to its limit), and each
+    /// Cookie header reduced by [`clearance_pairs`] (which decides alike).
+    pub headers: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    /// The `source.address` property.
+    pub source_address: Option<Cow<'a, str>>,
+}
+
+impl Request<'_> {
     /// The first value of a header.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_ref())
+    }
+
+    /// Whether the visitor's connection is https: `:scheme`, or `X-Forwarded-Proto`, which
+    /// Envoy sets from the connection unless the mesh trusts a proxy in front that says so
+    /// (Envoy's x-forwarded-proto documentation). A client that lies only makes its own cookie
+    /// unusable.
+    pub fn is_secure(&self) -> bool {
+        let https = |name: &str| {
+            self.header(name)
+                .is_some_and(|s| s.trim().eq_ignore_ascii_case("https"))
+        };
+        https(":scheme") || https("x-forwarded-proto")
     }
 
     /// Every value of a header.
@@ -105,54 +140,125 @@ impl Request {
         self.headers
             .iter()
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_ref())
     }
 }
 
-/// The value of one `name=value` pair of a Cookie header when its name is `name` (names and
-/// pairs trimmed, as browsers write `a=1; b=2`).
-fn cookie_value<'a>(pair: &'a str, name: &str) -> Option<&'a str> {
-    let (n, value) = pair.trim().split_once('=')?;
-    (n.trim() == name).then_some(value)
+/// The clearance cookies of a Cookie header, in the order they are checked, [`MAX_COOKIES_CHECKED`]
+/// at most. Over https, the first pair named `__Host-<name>` first, wherever it stands (a browser
+/// holds one: it is host-only with `Path=/`), then the pairs named `<name>` before it (the name
+/// without the prefix, the previous version's). A sibling subdomain can set any number of
+/// `<name>` cookies for the parent domain, which browsers send before ours when their path is
+/// longer; it can set no `__Host-` cookie, so ours is always checked. Over plain http, where no
+/// browser sends a `__Host-` cookie, the first pairs named `<name>`. The scan stops as soon as
+/// nothing further could be checked.
+fn clearance_ranges(header: &[u8], name: &str, secure: bool) -> Ranges {
+    let (mut prefixed, plain) = named_ranges(header, name, secure);
+    for range in plain.iter() {
+        prefixed.push(range);
+    }
+    prefixed
 }
 
-/// Reduces a raw Cookie header to its first [`MAX_COOKIES_CHECKED`] pairs named `name`, trimmed,
-/// joined by `"; "`: all that [`Filter::on_request`] reads of it. The glue calls this instead
-/// of copying the whole header out of the host's buffer, so a request stuffed with 60 KiB of
-/// cookies costs a scan for the pairs' boundaries (stopping once the last pair that can matter
-/// is found), not a UTF-8 validation and a copy of every byte. Only the kept pairs, and names
-/// that could match, are decoded (bytes that are not UTF-8 replaced): this gives what splitting
-/// the lossily decoded header would, as `;` and `=` are ASCII and never fall inside a
-/// multi-byte character.
-pub fn clearance_pairs(header: &[u8], name: &str) -> String {
-    let mut kept = String::new();
-    let mut count = 0;
-    let mut rest = header;
-    while !rest.is_empty() {
-        let (pair, next) = match find_byte(rest, b';') {
-            Some(at) => (&rest[..at], &rest[at + 1..]),
-            None => (rest, &[][..]),
-        };
-        rest = next;
-        if !may_be_named(pair, name.as_bytes()) {
+/// The first pair named `__Host-<name>` (over https only), and the first [`MAX_COOKIES_CHECKED`]
+/// named `<name>` before it.
+fn named_ranges(header: &[u8], name: &str, secure: bool) -> (Ranges, Ranges) {
+    let (mut prefixed, mut plain) = (Ranges::default(), Ranges::default());
+    let mut at = 0;
+    while at < header.len() && prefixed.len == 0 && (secure || !plain.is_full()) {
+        let end = find_byte(&header[at..], b';').map_or(header.len(), |i| at + i);
+        let pair = &header[at..end];
+        let range = at..end;
+        at = end + 1;
+        let prefixed_name = secure && may_be_named(pair, HOST_PREFIX.as_bytes());
+        if !prefixed_name && (plain.is_full() || !may_be_named(pair, name.as_bytes())) {
             continue;
         }
         let Some(eq) = pair.iter().position(|b| *b == b'=') else {
             continue;
         };
-        if String::from_utf8_lossy(&pair[..eq]).trim() != name {
-            continue;
-        }
-        if count > 0 {
-            kept.push_str("; ");
-        }
-        kept.push_str(String::from_utf8_lossy(pair).trim());
-        count += 1;
-        if count == MAX_COOKIES_CHECKED {
-            break;
+        let pair_name = String::from_utf8_lossy(&pair[..eq]);
+        let pair_name = pair_name.trim();
+        if secure && pair_name.strip_prefix(HOST_PREFIX) == Some(name) {
+            prefixed.push(range);
+        } else if pair_name == name {
+            plain.push(range);
         }
     }
-    kept
+    (prefixed, plain)
+}
+
+/// At most [`MAX_COOKIES_CHECKED`] byte ranges, without allocating.
+#[derive(Debug, Default)]
+struct Ranges {
+    items: [(usize, usize); MAX_COOKIES_CHECKED],
+    len: usize,
+}
+
+impl Ranges {
+    fn is_full(&self) -> bool {
+        self.len == MAX_COOKIES_CHECKED
+    }
+
+    /// Adds a range unless full.
+    fn push(&mut self, range: std::ops::Range<usize>) {
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = (range.start, range.end);
+            self.len += 1;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        self.items[..self.len]
+            .iter()
+            .map(|&(start, end)| start..end)
+    }
+
+    fn owned_iter(self) -> impl Iterator<Item = std::ops::Range<usize>> {
+        let len = self.len;
+        self.items
+            .into_iter()
+            .take(len)
+            .map(|(start, end)| start..end)
+    }
+}
+
+/// Reduces a raw Cookie header to the clearance pairs [`Filter::on_request`] checks (see
+/// [`clearance_ranges`]), trimmed, joined by `"; "`. The glue calls this instead of copying the
+/// whole header out of the host's buffer, so a request stuffed with 60 KiB of cookies costs a
+/// scan for the pairs' boundaries, not a UTF-8 validation and a copy of every byte. Only the
+/// kept pairs, and names that could match, are decoded (bytes that are not UTF-8 replaced): this
+/// gives what splitting the lossily decoded header would, as `;` and `=` are ASCII and never
+/// fall inside a multi-byte character.
+pub fn clearance_pairs<'h>(header: &'h [u8], name: &str, secure: bool) -> Cow<'h, str> {
+    let ranges = clearance_ranges(header, name, secure);
+    let decode = |range: std::ops::Range<usize>| match utf8_lossy(&header[range]) {
+        Cow::Borrowed(pair) => Cow::Borrowed(pair.trim()),
+        Cow::Owned(pair) => Cow::Owned(pair.trim().to_owned()),
+    };
+    let mut all = ranges.iter();
+    match (all.next(), all.next()) {
+        (None, _) => Cow::Borrowed(""),
+        // The usual case, one clearance cookie: borrowed, not copied.
+        (Some(one), None) => decode(one),
+        (Some(first), Some(second)) => {
+            let mut kept = decode(first).into_owned();
+            for range in std::iter::once(second).chain(all) {
+                kept.push_str("; ");
+                kept.push_str(&decode(range));
+            }
+            Cow::Owned(kept)
+        }
+    }
+}
+
+/// `String::from_utf8_lossy`, with the common case (valid UTF-8, mostly ASCII) checked first
+/// by the fast validator: no copy, no per-character iteration.
+pub fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
 }
 
 /// A cheap test that lets most pairs of a big Cookie header be skipped undecoded: `false` only
@@ -194,6 +300,18 @@ fn find_byte(haystack: &[u8], needle: u8) -> Option<usize> {
         .map(|i| at + i)
 }
 
+/// The path of a `:path` (before `?` or `#`), looked for in its first bytes only: a path longer
+/// than any bypass path is returned cut there (it still bypasses nothing and is not the verify
+/// endpoint), so a long path costs no more than a short one.
+fn path_part(raw_path: &str) -> &str {
+    let limit = raw_path.len().min(bypass::MAX_BYPASS_PATH + 1);
+    let end = raw_path.as_bytes()[..limit]
+        .iter()
+        .position(|b| matches!(b, b'?' | b'#'))
+        .unwrap_or(limit);
+    raw_path.get(..end).unwrap_or(raw_path)
+}
+
 /// What to do with a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -226,12 +344,11 @@ impl Action {
     }
 }
 
-/// Clock readings for one request.
+/// The clock for one request.
 #[derive(Debug, Clone, Copy)]
 pub struct Now {
+    /// Unix seconds.
     pub secs: u64,
-    /// Used to make challenge salts unique.
-    pub nanos: u64,
 }
 
 /// The filter for one configuration.
@@ -241,14 +358,26 @@ pub struct Filter {
     pub lists: ListTable,
     keys: Option<Keys>,
     list_metrics: Vec<String>,
-    salt_counter: std::cell::Cell<u64>,
+    nat64: Vec<net::Nat64Prefix>,
+    salts: Salts,
+    ua_hashes: UaHashes,
 }
 
 impl Filter {
     /// Builds a filter. `keys` is `None` when the secret is missing or short: the filter then
-    /// challenges nobody (and the glue says so loudly).
-    pub fn new(config: PluginConfig, keys: Option<Keys>) -> Result<Filter, String> {
+    /// challenges nobody (and the glue says so loudly). `salt_seed` comes from the VM's random
+    /// source: challenge salts are derived from it.
+    pub fn new(
+        config: PluginConfig,
+        keys: Option<Keys>,
+        salt_seed: [u8; 32],
+    ) -> Result<Filter, String> {
         let lists = ListTable::build(config.lists.as_ref())?;
+        let nat64 = config
+            .nat64_prefixes
+            .iter()
+            .map(|p| net::Nat64Prefix::parse(p))
+            .collect::<Result<Vec<_>, _>>()?;
         let list_metrics = lists
             .names()
             .iter()
@@ -259,7 +388,9 @@ impl Filter {
             lists,
             keys,
             list_metrics,
-            salt_counter: std::cell::Cell::new(0),
+            nat64,
+            salts: Salts::new(salt_seed),
+            ua_hashes: UaHashes::default(),
         })
     }
 
@@ -279,6 +410,7 @@ impl Filter {
             metric::COOKIE_INVALID,
             metric::BYPASSED,
             metric::FAIL_OPEN,
+            metric::ADDRESS_UNUSABLE,
             metric::UNPROTECTED,
             metric::SEEN_EVICTED,
             metric::SEEN_UNRECORDED,
@@ -296,14 +428,15 @@ impl Filter {
     /// Decides what to do with one request.
     pub fn on_request(
         &self,
-        req: &Request,
+        req: &Request<'_>,
         now: Now,
         store: &mut dyn SharedStore,
         metrics: &mut dyn Metrics,
     ) -> Action {
         let raw_path = req.header(":path").unwrap_or("/");
-        let path = raw_path.split(['?', '#']).next().unwrap_or("");
-        if self.is_bypass(path) {
+        let path = path_part(raw_path);
+        let method = req.header(":method").unwrap_or("");
+        if bypass::bypasses(method, path, &self.config.bypass_paths) {
             metrics.increment(metric::BYPASSED);
             return Action::Continue;
         }
@@ -311,25 +444,20 @@ impl Filter {
             metrics.increment(metric::UNPROTECTED);
             return Action::Continue;
         };
-        let ip = net::client_ip(
-            req.source_address.as_deref(),
-            self.forwarded_for(req).as_deref(),
-            self.config.trusted_hops,
-        );
-        if path == VERIFY_PATH {
-            return self.verify(keys, req, raw_path, ip, now, store, metrics);
+        let ip = net::client_ip(req.source_address.as_deref(), &self.nat64);
+        if ip.is_none() {
+            metrics.increment(metric::ADDRESS_UNUSABLE);
         }
-        let Some(ip) = ip else {
-            // No usable client address: an internal error, not the visitor's fault.
-            metrics.increment(metric::FAIL_OPEN);
-            return Action::Continue;
-        };
+        let net = ip.map_or(net::NO_ADDRESS, net::binding_net);
+        if path == VERIFY_PATH {
+            return self.verify(keys, req, raw_path, net, now, store, metrics);
+        }
         let (required, lists) = self.policy(ip);
         let Some(difficulty) = required else {
             metrics.increment(metric::PASSED_POLICY);
             return Action::Continue;
         };
-        let binding = self.binding(req, ip);
+        let binding = self.binding(req, net);
         if self.has_valid_cookie(keys, req, &binding, difficulty, now.secs, metrics) {
             metrics.increment(metric::PASSED_COOKIE);
             return Action::Continue;
@@ -340,65 +468,70 @@ impl Filter {
         self.challenge(keys, req, &binding, difficulty, return_to, now)
     }
 
-    fn is_bypass(&self, path: &str) -> bool {
-        bypass::bypasses(path, &self.config.bypass_paths)
-    }
-
-    /// All X-Forwarded-For values joined, only when hops are trusted.
-    fn forwarded_for(&self, req: &Request) -> Option<String> {
-        if self.config.trusted_hops == 0 {
-            return None;
-        }
-        let all: Vec<&str> = req.header_all("x-forwarded-for").collect();
-        if all.is_empty() {
-            None
-        } else {
-            Some(all.join(","))
-        }
-    }
-
-    fn binding(&self, req: &Request, ip: IpAddr) -> Binding {
+    fn binding(&self, req: &Request<'_>, net: [u8; 17]) -> Binding {
         let host = req
             .header(":authority")
             .or_else(|| req.header("host"))
             .unwrap_or("");
-        Binding::new(
-            net::binding_net(ip),
-            req.header("user-agent").unwrap_or(""),
-            host,
-        )
+        let ua_hash = self.ua_hashes.hash(req.header("user-agent").unwrap_or(""));
+        Binding::with_ua_hash(net, ua_hash, host)
     }
 
-    /// Whether one of the first [`MAX_COOKIES_CHECKED`] clearance cookies is valid and was paid
-    /// at `difficulty` bits or more. Looking at no more bounds what a request stuffed with fake
-    /// cookies costs (one MAC each); a browser sends one, or a few when the name is also set on
-    /// a parent domain or path.
+    /// The clearance cookie's name as it is set: `__Host-` prefixed when Secure.
+    fn cookie_name(&self, secure: bool) -> String {
+        if secure {
+            format!("{HOST_PREFIX}{}", self.config.cookie_name)
+        } else {
+            self.config.cookie_name.clone()
+        }
+    }
+
+    /// Whether one of the clearance cookies checked ([`clearance_ranges`]: `__Host-` ones first,
+    /// at most [`MAX_COOKIES_CHECKED`]) is valid and was paid at `difficulty` bits or more.
+    /// Looking at no more bounds what a request stuffed with fake cookies costs (one MAC each
+    /// per key); a browser sends one, or a few when the name is also set on a parent domain.
     fn has_valid_cookie(
         &self,
         keys: &Keys,
-        req: &Request,
+        req: &Request<'_>,
         binding: &Binding,
         difficulty: u8,
         now: u64,
         metrics: &mut dyn Metrics,
     ) -> bool {
         let name = self.config.cookie_name.as_str();
-        let candidates = req
-            .header_all("cookie")
-            .flat_map(|header| header.split(';'))
-            .filter_map(|pair| cookie_value(pair, name))
-            .take(MAX_COOKIES_CHECKED);
-        let mut seen_one = false;
-        for value in candidates {
-            seen_one = true;
+        let secure = req.is_secure();
+        let mut checker = CookieChecker::new(keys, binding);
+        let mut checked = 0;
+        // Several Cookie headers (HTTP/2 may split them) are one list: the `__Host-` pairs of
+        // all of them first, then the others. (The glue has reduced each header to a few pairs:
+        // reading them twice costs nothing.)
+        let prefixed = req.header_all("cookie").flat_map(|h| {
+            named_ranges(h.as_bytes(), name, secure)
+                .0
+                .owned_iter()
+                .map(move |r| (h, r))
+        });
+        let plain = req.header_all("cookie").flat_map(|h| {
+            named_ranges(h.as_bytes(), name, secure)
+                .1
+                .owned_iter()
+                .map(move |r| (h, r))
+        });
+        for (header, range) in prefixed.chain(plain).take(MAX_COOKIES_CHECKED) {
+            checked += 1;
+            let Some((_, value)) = header.get(range).and_then(|p| p.split_once('=')) else {
+                continue;
+            };
             let value = value.trim().trim_matches('"');
-            if crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
+            if checker
+                .check(value, now, self.config.clearance_ttl_secs)
                 .is_ok_and(|paid| paid >= difficulty)
             {
                 return true;
             }
         }
-        if seen_one {
+        if checked > 0 {
             metrics.increment(metric::COOKIE_INVALID);
         }
         false
@@ -406,10 +539,15 @@ impl Filter {
 
     /// The difficulty this client must pay now (`None`: it passes), and the lists it is in
     /// (bit `i` for list `i`).
-    fn policy(&self, ip: IpAddr) -> (Option<u8>, u32) {
+    /// A client without a usable address is in no list, and pays the configured difficulty
+    /// unless the mode is `off`.
+    fn policy(&self, ip: Option<IpAddr>) -> (Option<u8>, u32) {
         if self.config.mode == Mode::Off {
             return (None, 0);
         }
+        let Some(ip) = ip else {
+            return (Some(self.config.difficulty), 0);
+        };
         let bits = self.lists.lookup(ip);
         let mut listed: Option<u8> = None;
         for (i, name) in self.lists.names().iter().enumerate().take(32) {
@@ -436,30 +574,19 @@ impl Filter {
         }
     }
 
-    fn secure(&self, req: &Request) -> bool {
-        req.header(":scheme")
-            .is_some_and(|s| s.eq_ignore_ascii_case("https"))
-            || (self.config.trusted_hops > 0
-                && req
-                    .header("x-forwarded-proto")
-                    .is_some_and(|s| s.trim().eq_ignore_ascii_case("https")))
-    }
-
     fn challenge(
         &self,
         keys: &Keys,
-        req: &Request,
+        req: &Request<'_>,
         binding: &Binding,
         difficulty: u8,
         return_to: &str,
         now: Now,
     ) -> Action {
-        let counter = self.salt_counter.get().wrapping_add(1);
-        self.salt_counter.set(counter);
         let params = ChallengeParams {
             expiry: now.secs.saturating_add(self.config.challenge_ttl_secs),
             difficulty,
-            salt: now.nanos.rotate_left(17) ^ counter,
+            salt: self.salts.next(),
         };
         let challenge = crypto::issue_challenge(keys, binding, &params);
         let lang = page::negotiate(req.header("accept-language"));

@@ -32,18 +32,36 @@ impl Lang {
     }
 }
 
+/// The bytes of Accept and Accept-Language read: browsers send a few dozen.
+pub const MAX_NEGOTIATED: usize = 1024;
+/// The items of Accept and Accept-Language read.
+pub const MAX_ITEMS: usize = 16;
+
+/// The first [`MAX_ITEMS`] items of the first [`MAX_NEGOTIATED`] bytes of a header: what
+/// negotiation reads, so that a header of 60 KiB costs no more than one of 60 bytes.
+fn first_items(header: Option<&str>) -> impl Iterator<Item = &str> {
+    let header = header.unwrap_or("");
+    let mut end = header.len().min(MAX_NEGOTIATED);
+    while !header.is_char_boundary(end) {
+        end -= 1;
+    }
+    header[..end].split(',').take(MAX_ITEMS)
+}
+
 /// Picks French or English from an Accept-Language header (highest q wins, the first listed on
 /// a tie, English by default).
 pub fn negotiate(accept_language: Option<&str>) -> Lang {
     let mut best: Option<(Lang, u32)> = None;
-    for item in accept_language.unwrap_or("").split(',') {
+    for item in first_items(accept_language) {
         let mut parts = item.split(';');
-        let tag = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let tag = parts.next().unwrap_or("").trim();
         let primary = tag.split('-').next().unwrap_or("");
-        let lang = match primary {
-            "fr" => Lang::Fr,
-            "en" => Lang::En,
-            _ => continue,
+        let lang = if primary.eq_ignore_ascii_case("fr") {
+            Lang::Fr
+        } else if primary.eq_ignore_ascii_case("en") {
+            Lang::En
+        } else {
+            continue;
         };
         let q = parts
             .find_map(|p| p.trim().strip_prefix("q="))
@@ -72,15 +90,15 @@ fn parse_q(s: &str) -> u32 {
 
 /// Whether the client takes HTML (a browser) rather than a short text.
 pub fn wants_html(accept: Option<&str>) -> bool {
-    accept.is_some_and(|a| {
-        a.split(',').any(|item| {
-            let mut parts = item.split(';');
-            let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-            let q = parts
-                .find_map(|p| p.trim().strip_prefix("q="))
-                .map_or(1000, parse_q);
-            q > 0 && (media == "text/html" || media == "application/xhtml+xml")
-        })
+    first_items(accept).any(|item| {
+        let mut parts = item.split(';');
+        let media = parts.next().unwrap_or("").trim();
+        let q = parts
+            .find_map(|p| p.trim().strip_prefix("q="))
+            .map_or(1000, parse_q);
+        q > 0
+            && (media.eq_ignore_ascii_case("text/html")
+                || media.eq_ignore_ascii_case("application/xhtml+xml"))
     })
 }
 
@@ -243,11 +261,13 @@ pub fn render_plain(lang: Lang) -> &'static str {
     strings(lang).plain
 }
 
-/// The page after a failed verification: says so, and goes back to `return_to` (already
-/// checked same-origin) after a few seconds, where a new challenge starts.
-pub fn render_failure(lang: Lang, return_to: &str) -> String {
+/// The page after a failed verification: says so, and goes to `/` after a few seconds, where a
+/// new challenge starts if one is needed. Never to the return path of the request: that came
+/// from the URL, which anybody can write, and the page's refresh is a same-site navigation
+/// that would carry `SameSite=Strict` cookies a cross-site link did not.
+pub fn render_failure(lang: Lang) -> String {
     let s = strings(lang);
-    let href = html_escape(return_to);
+    let href = "/";
     format!(
         "<!doctype html>\n<html lang=\"{lang}\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
@@ -285,25 +305,20 @@ fn fill(template: &str, values: &[(&str, &str)]) -> String {
     out
 }
 
-/// JSON that cannot close its `<script>` element.
+/// JSON that cannot close its `<script>` element (one pass).
 fn script_safe(json: &str) -> String {
-    json.replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-}
-
-fn html_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
+    let mut out = String::with_capacity(json.len() + 16);
+    let mut rest = json;
+    while let Some(at) = rest.bytes().position(|b| matches!(b, b'<' | b'>' | b'&')) {
+        out.push_str(&rest[..at]);
+        out.push_str(match rest.as_bytes()[at] {
+            b'<' => "\\u003c",
+            b'>' => "\\u003e",
+            _ => "\\u0026",
+        });
+        rest = &rest[at + 1..];
     }
+    out.push_str(rest);
     out
 }
 
@@ -494,10 +509,22 @@ mod tests {
     }
 
     #[test]
-    fn failure_page_escapes_the_target() {
-        let page = render_failure(Lang::En, "/a?x=\"><b>");
-        assert!(page.contains("/a?x=&quot;&gt;&lt;b&gt;"));
-        assert!(!page.contains("\"><b>"));
+    fn the_failure_page_goes_to_the_root() {
+        let page = render_failure(Lang::En);
+        assert!(page.contains("content=\"3;url=/\""), "{page}");
+        assert!(page.contains("<a href=\"/\">"), "{page}");
+    }
+
+    #[test]
+    fn negotiation_reads_the_first_items_only() {
+        let many = format!("{}fr", ",".repeat(10_000));
+        assert_eq!(negotiate(Some(&many)), Lang::En);
+        assert!(!wants_html(Some(&format!("{}text/html", "a,".repeat(20)))));
+        assert!(wants_html(Some("TEXT/HTML;q=0.5")));
+        assert_eq!(negotiate(Some("en;q=0.5, FR-ca")), Lang::Fr);
+        // A cut in the middle of a character is moved back to its start.
+        let cut = format!("{}é", "a".repeat(MAX_NEGOTIATED - 1));
+        assert_eq!(negotiate(Some(&cut)), Lang::En);
     }
 
     #[test]

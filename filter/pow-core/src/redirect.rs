@@ -9,32 +9,47 @@
 /// The longest return target accepted.
 pub const MAX_TARGET_LEN: usize = 2048;
 
-/// Checks a return target and returns it unchanged if it is safe for `Location:`.
+/// Checks a return target and returns it unchanged if it is safe for `Location:`. The raw
+/// target is read in one pass; only one that holds a `%` is decoded further.
 pub fn check_target<'a>(target: &'a str, verify_path: &str) -> Result<&'a str, &'static str> {
     if target.is_empty() || target.len() > MAX_TARGET_LEN {
         return Err("empty or too long");
     }
     let raw = target.as_bytes();
-    check_layer(raw)?;
-    if raw.iter().any(|&c| !(0x21..0x7f).contains(&c)) {
-        return Err("space or non-ASCII byte");
+    match raw {
+        [b'/', b'/' | b'\\', ..] => return Err("network-path reference"),
+        [b'/', ..] => {}
+        _ => return Err("not an absolute path"),
     }
-    // Decode up to 4 layers of percent-encoding; every layer must be harmless (a decoded layer
-    // may hold spaces and UTF-8, as `/caf%C3%A9` or `/a%20b` legitimately do).
-    let mut layer = raw.to_vec();
-    for _ in 0..4 {
-        let decoded = percent_decode(&layer);
-        if decoded == layer {
-            break;
+    let mut encoded = false;
+    let mut path_end = raw.len();
+    for (i, &c) in raw.iter().enumerate() {
+        match c {
+            b'\\' => return Err("backslash"),
+            0..0x20 | 0x7f => return Err("control character"),
+            b' ' | 0x80.. => return Err("space or non-ASCII byte"),
+            b'%' => encoded = true,
+            b'?' | b'#' if path_end == raw.len() => path_end = i,
+            _ => {}
         }
-        check_layer(&decoded)?;
-        layer = decoded;
     }
-    if layer.contains(&b'%') && percent_decode(&layer) != layer {
-        return Err("too many layers of percent-encoding");
+    if encoded {
+        // Decode up to 4 layers of percent-encoding; every layer must be harmless (a decoded
+        // layer may hold spaces and UTF-8, as `/caf%C3%A9` or `/a%20b` legitimately do).
+        let mut layer = raw.to_vec();
+        for _ in 0..4 {
+            let decoded = percent_decode(&layer);
+            if decoded == layer {
+                break;
+            }
+            check_layer(&decoded)?;
+            layer = decoded;
+        }
+        if layer.contains(&b'%') && percent_decode(&layer) != layer {
+            return Err("too many layers of percent-encoding");
+        }
     }
-    let path_only = target.split(['?', '#']).next().unwrap_or("");
-    if path_only == verify_path {
+    if &raw[..path_end] == verify_path.as_bytes() {
         return Err("the verify endpoint");
     }
     Ok(target)

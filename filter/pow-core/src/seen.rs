@@ -15,6 +15,14 @@
 //! nothing in the configuration (the challenge TTL included), so a new configuration never
 //! reopens solutions already spent. Only solved challenges are written, so unauthenticated
 //! traffic never writes here.
+//!
+//! The seen-set also records when it started ([`EPOCH_KEY`], written by the first VM of the
+//! proxy at configure time). Shared data lives as long as the proxy process: after a restart the
+//! set is empty and cannot know what was spent before, so a challenge issued before the set
+//! started is refused as a possible replay (a key rotation that restarts the proxy is covered
+//! alike). What it cannot see stays possible: a solution spent at one gateway replica and
+//! replayed at another (each has its own set), or one whose record a full shard evicted, within
+//! the challenge's lifetime; a clearance cookie is a bearer token until its own expiry.
 
 /// Shared-data entries (one per group of client networks).
 pub const SHARDS: u64 = 64;
@@ -25,6 +33,8 @@ pub const ID_LEN: usize = 16;
 /// Bytes of one record: expiry, then the challenge's first bytes.
 pub const RECORD_LEN: usize = 8 + ID_LEN;
 const CAS_RETRIES: usize = 8;
+/// The shared-data key of the time (Unix seconds, 8 bytes little-endian) the seen-set started.
+pub const EPOCH_KEY: &str = "pow.seen.epoch";
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,15 +77,45 @@ pub fn shard_key(net: &[u8; 17]) -> String {
     format!("pow.seen.{}", hash % SHARDS)
 }
 
-/// Marks `challenge` (expiring at `expiry`, solved by a client of network `net`) as spent at
-/// `now`; `Err(Replay)` if it already was.
+/// Records that the seen-set starts at `now`, unless it already started (another VM of the same
+/// proxy, or an earlier configuration of this one). Called at configure time; a failure only
+/// means the first verification records it instead.
+pub fn start(store: &mut dyn SharedStore, now: u64) {
+    if let Ok(None) = store.get(EPOCH_KEY) {
+        let _ = store.set(EPOCH_KEY, &now.to_le_bytes(), 0);
+    }
+}
+
+/// When the seen-set started; recorded as `now` if it had not been. `None` when the store fails.
+fn epoch(store: &mut dyn SharedStore, now: u64) -> Option<u64> {
+    match store.get(EPOCH_KEY) {
+        Ok(Some((value, _))) => {
+            Some(<[u8; 8]>::try_from(value.as_slice()).map_or(now, u64::from_le_bytes))
+        }
+        Ok(None) => {
+            start(store, now);
+            Some(now)
+        }
+        Err(_) => None,
+    }
+}
+
+/// Marks `challenge` (issued at `issued`, expiring at `expiry`, solved by a client of network
+/// `net`) as spent at `now`; `Err(Replay)` if it already was, or if it was issued before the
+/// seen-set started (it cannot know).
 pub fn spend(
     store: &mut dyn SharedStore,
     net: &[u8; 17],
     challenge: &[u8; 32],
+    issued: u64,
     expiry: u64,
     now: u64,
 ) -> Result<Spent, Replay> {
+    match epoch(store, now) {
+        Some(started) if issued < started => return Err(Replay),
+        Some(_) => {}
+        None => return Ok(Spent::Unrecorded),
+    }
     let key = shard_key(net);
     let id = &challenge[..ID_LEN];
     for _ in 0..CAS_RETRIES {
@@ -188,14 +228,26 @@ mod tests {
     #[test]
     fn a_challenge_is_spent_once_until_it_expires() {
         let mut s = MemoryStore::default();
-        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Ok(Spent::Recorded));
-        assert_eq!(spend(&mut s, &NET, &id(2), 1300, 1000), Ok(Spent::Recorded));
-        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Err(Replay));
-        assert_eq!(spend(&mut s, &NET, &id(2), 1300, 1299), Err(Replay));
-        assert_eq!(spend(&mut s, &NET, &id(2), 1300, 1300), Err(Replay));
+        assert_eq!(
+            spend(&mut s, &NET, &id(1), 1000, 1300, 1000),
+            Ok(Spent::Recorded)
+        );
+        assert_eq!(
+            spend(&mut s, &NET, &id(2), 1000, 1300, 1000),
+            Ok(Spent::Recorded)
+        );
+        assert_eq!(spend(&mut s, &NET, &id(1), 1000, 1300, 1000), Err(Replay));
+        assert_eq!(spend(&mut s, &NET, &id(2), 1000, 1300, 1299), Err(Replay));
+        assert_eq!(spend(&mut s, &NET, &id(2), 1000, 1300, 1300), Err(Replay));
         // Past its expiry the record is dropped (the verify refuses such a challenge anyway).
-        assert_eq!(spend(&mut s, &NET, &id(3), 2000, 1301), Ok(Spent::Recorded));
-        assert_eq!(s.bytes(), shard_key(&NET).len() + RECORD_LEN);
+        assert_eq!(
+            spend(&mut s, &NET, &id(3), 1000, 2000, 1301),
+            Ok(Spent::Recorded)
+        );
+        assert_eq!(
+            s.bytes(),
+            shard_key(&NET).len() + RECORD_LEN + EPOCH_KEY.len() + 8
+        );
     }
 
     #[test]
@@ -214,19 +266,25 @@ mod tests {
     fn a_full_shard_evicts_the_oldest_and_never_refuses() {
         let mut s = MemoryStore::default();
         for n in 0..SHARD_CAPACITY as u32 {
-            assert_eq!(spend(&mut s, &NET, &id(n), 1300, 1000), Ok(Spent::Recorded));
+            assert_eq!(
+                spend(&mut s, &NET, &id(n), 1000, 1300, 1000),
+                Ok(Spent::Recorded)
+            );
         }
         let full = s.bytes();
         assert_eq!(
-            spend(&mut s, &NET, &id(u32::MAX), 1300, 1000),
+            spend(&mut s, &NET, &id(u32::MAX), 1000, 1300, 1000),
             Ok(Spent::Evicted(1))
         );
         assert_eq!(s.bytes(), full);
         // The oldest went; the newest are still remembered.
-        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Err(Replay));
-        assert_eq!(spend(&mut s, &NET, &id(u32::MAX), 1300, 1000), Err(Replay));
+        assert_eq!(spend(&mut s, &NET, &id(1), 1000, 1300, 1000), Err(Replay));
         assert_eq!(
-            spend(&mut s, &NET, &id(0), 1300, 1000),
+            spend(&mut s, &NET, &id(u32::MAX), 1000, 1300, 1000),
+            Err(Replay)
+        );
+        assert_eq!(
+            spend(&mut s, &NET, &id(0), 1000, 1300, 1000),
             Ok(Spent::Evicted(1))
         );
     }
@@ -237,13 +295,16 @@ mod tests {
             conflicts: 3,
             ..MemoryStore::default()
         };
-        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Ok(Spent::Recorded));
+        assert_eq!(
+            spend(&mut s, &NET, &id(1), 1000, 1300, 1000),
+            Ok(Spent::Recorded)
+        );
         let mut s = MemoryStore {
             conflicts: 100,
             ..MemoryStore::default()
         };
         assert_eq!(
-            spend(&mut s, &NET, &id(1), 1300, 1000),
+            spend(&mut s, &NET, &id(1), 1000, 1300, 1000),
             Ok(Spent::Unrecorded)
         );
         let mut s = MemoryStore {
@@ -251,8 +312,28 @@ mod tests {
             ..MemoryStore::default()
         };
         assert_eq!(
-            spend(&mut s, &NET, &id(1), 1300, 1000),
+            spend(&mut s, &NET, &id(1), 1000, 1300, 1000),
             Ok(Spent::Unrecorded)
+        );
+    }
+
+    #[test]
+    fn a_challenge_issued_before_the_set_started_is_refused() {
+        let mut s = MemoryStore::default();
+        start(&mut s, 1000);
+        // Another VM of the same proxy starting later does not move the start.
+        start(&mut s, 1200);
+        assert_eq!(spend(&mut s, &NET, &id(1), 999, 1300, 1250), Err(Replay));
+        assert_eq!(
+            spend(&mut s, &NET, &id(2), 1000, 1300, 1250),
+            Ok(Spent::Recorded)
+        );
+        // Never started (the configure-time write failed): it starts at the first verification.
+        let mut s = MemoryStore::default();
+        assert_eq!(spend(&mut s, &NET, &id(1), 999, 1300, 1000), Err(Replay));
+        assert_eq!(
+            spend(&mut s, &NET, &id(2), 1000, 1300, 1000),
+            Ok(Spent::Recorded)
         );
     }
 
@@ -260,7 +341,10 @@ mod tests {
     fn a_value_of_another_shape_starts_afresh() {
         let mut s = MemoryStore::default();
         s.set(&shard_key(&NET), &[1, 2, 3], 0).unwrap();
-        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Ok(Spent::Recorded));
-        assert_eq!(spend(&mut s, &NET, &id(1), 1300, 1000), Err(Replay));
+        assert_eq!(
+            spend(&mut s, &NET, &id(1), 1000, 1300, 1000),
+            Ok(Spent::Recorded)
+        );
+        assert_eq!(spend(&mut s, &NET, &id(1), 1000, 1300, 1000), Err(Replay));
     }
 }

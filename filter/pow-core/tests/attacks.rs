@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a test failure
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const ALL_AT_1: &str = r#"{"mode": "all", "difficulty": 1}"#;
 
@@ -98,7 +96,16 @@ fn a_cookie_clears_only_where_no_more_is_asked() {
 fn fake_cookies_beyond_the_first_few_are_not_checked() {
     let mut w = World::new(ALL_AT_1);
     let from = "192.0.2.10:4000";
-    let good = cookie_of(&spend(&mut w, from));
+    // Over plain http the cookie has no prefix: the first few of its name are checked.
+    let http = |cookie: &str| {
+        with_header(
+            with_header(req("/", from), ":scheme", "http"),
+            "cookie",
+            cookie,
+        )
+    };
+    let prefixed = cookie_of(&spend(&mut w, from));
+    let good = prefixed.replacen(pow_core::filter::HOST_PREFIX, "", 1);
     let fake = format!("{}0", &good[..good.len() - 1]);
     let fake = if fake == good {
         format!("{}1", &good[..good.len() - 1])
@@ -107,24 +114,25 @@ fn fake_cookies_beyond_the_first_few_are_not_checked() {
     };
     let n = pow_core::filter::MAX_COOKIES_CHECKED;
     let hidden = format!("{}; {good}", vec![fake.as_str(); n].join("; "));
-    assert_eq!(
-        w.send(&with_header(req("/", from), "cookie", &hidden))
-            .status(),
-        Some(403)
-    );
+    assert_eq!(w.send(&http(&hidden)).status(), Some(403));
     let found = format!("{}; {good}", vec![fake.as_str(); n - 1].join("; "));
-    assert_eq!(
-        w.send(&with_header(req("/", from), "cookie", &found)),
-        Action::Continue
-    );
+    assert_eq!(w.send(&http(&found)), Action::Continue);
     // Other cookies in between do not count.
     let others = format!(
         "{}; a=1; b=2; c=3; {good}",
         vec![fake.as_str(); n - 1].join("; ")
     );
+    assert_eq!(w.send(&http(&others)), Action::Continue);
+    // Over https the first `__Host-` cookie is the one checked first (a browser holds one),
+    // wherever it stands; a forged one there hides nothing but the sender's own.
+    let forged_prefixed = format!("{}{fake}", pow_core::filter::HOST_PREFIX);
+    let https = |cookie: &str| with_header(req("/", from), "cookie", cookie);
+    let behind = format!("{}; {prefixed}", [fake.as_str(); 10].join("; "));
+    assert_eq!(w.send(&https(&behind)), Action::Continue);
     assert_eq!(
-        w.send(&with_header(req("/", from), "cookie", &others)),
-        Action::Continue
+        w.send(&https(&format!("{forged_prefixed}; {prefixed}")))
+            .status(),
+        Some(403)
     );
 }
 
@@ -137,8 +145,9 @@ fn the_cookie_reduction_the_glue_makes_decides_as_the_whole_header() {
     let mut w = World::new(ALL_AT_1);
     let from = "192.0.2.10:4000";
     let good = cookie_of(&spend(&mut w, from));
-    let (name, value) = good.split_once('=').unwrap();
-    let fake = format!("{name}={}x", &value[..value.len() - 1]);
+    let (prefixed_name, value) = good.split_once('=').unwrap();
+    let name = prefixed_name.trim_start_matches(pow_core::filter::HOST_PREFIX);
+    let fake = format!("{prefixed_name}={}x", &value[..value.len() - 1]);
     let n = pow_core::filter::MAX_COOKIES_CHECKED;
     let others = vec!["other=xxxxxxxx"; 675].join("; ");
     for header in [
@@ -152,7 +161,7 @@ fn the_cookie_reduction_the_glue_makes_decides_as_the_whole_header() {
         String::new(),
     ] {
         let whole = w.send(&with_header(req("/", from), "cookie", &header));
-        let reduced = clearance_pairs(header.as_bytes(), name);
+        let reduced = clearance_pairs(header.as_bytes(), name, true);
         let kept = w.send(&with_header(req("/", from), "cookie", &reduced));
         assert_eq!(
             whole.status(),
@@ -161,20 +170,29 @@ fn the_cookie_reduction_the_glue_makes_decides_as_the_whole_header() {
         );
         assert!(reduced.split(';').count() <= n);
     }
+    // Over https the first `__Host-` pair is the one a browser holds: the scan stops there.
     assert_eq!(
         clearance_pairs(
             format!("{good}; {}", vec![fake.as_str(); 675].join("; ")).as_bytes(),
-            name
+            name,
+            true
         ),
-        format!("{good}; {fake}; {fake}")
+        good
+    );
+    // Over http no browser sends a `__Host-` cookie: the first pairs of the name, then stop.
+    let plain = |v: &str| format!("{name}={v}");
+    let stuffed = vec![plain("f"); 675].join("; ");
+    assert_eq!(
+        clearance_pairs(format!("{}; {stuffed}", plain("g")).as_bytes(), name, false),
+        format!("{}; {}; {}", plain("g"), plain("f"), plain("f"))
     );
     // Names are compared as the core compares them (Unicode-trimmed); bytes that are not UTF-8
     // are replaced in what is kept, and never make a pair match.
     assert_eq!(
-        clearance_pairs(b"x=1; \xc2\xa0pow=a\xffb ;pow\xff=c; =d; pow", "pow"),
+        clearance_pairs(b"x=1; \xc2\xa0pow=a\xffb ;pow\xff=c; =d; pow", "pow", false),
         "pow=a\u{fffd}b"
     );
-    assert_eq!(clearance_pairs(b"", "pow"), "");
+    assert_eq!(clearance_pairs(b"", "pow", true), "");
 }
 
 /// Item 8: the seen-set's key does not depend on the challenge TTL.
@@ -190,6 +208,7 @@ fn a_new_ttl_keeps_spent_solutions_spent() {
                 r#"{{"mode": "all", "difficulty": 1, "challenge_ttl_secs": {ttl}}}"#
             )),
             Some(keys(KEY_A, None)),
+            SEED,
         )
         .unwrap();
         let again = w.send(&req(&path, "192.0.2.7:4000"));

@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test helper is a test failure
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn built_in_and_configured_paths_always_pass() {
@@ -13,7 +11,7 @@ fn built_in_and_configured_paths_always_pass() {
     for path in [
         "/.well-known/acme-challenge/abc",
         "/healthz",
-        "/healthz/live?x=1",
+        "/healthz?x=1",
     ] {
         assert_eq!(
             w.send(&req(path, "185.220.101.7:4000")),
@@ -29,6 +27,7 @@ fn built_in_and_configured_paths_always_pass() {
         "/robots.txt",
         "/favicon.ico",
         "/healthz-admin",
+        "/healthz/live?x=1",
         "/healthz;x=1",
         "/healthz/..;/admin",
         "/.well-known/acme-challenge/..;/admin",
@@ -116,7 +115,7 @@ fn solve_verify_cookie_then_pass() {
     assert_eq!(v.status(), Some(303), "{:?}", v.header("pow-verify"));
     assert_eq!(v.header("location"), Some("/private/doc?id=7"));
     let set = v.header("set-cookie").unwrap();
-    assert!(set.starts_with("pow_clearance="));
+    assert!(set.starts_with("__Host-pow_clearance="), "{set}");
     for attr in [
         "; Secure",
         "; HttpOnly",
@@ -337,7 +336,9 @@ fn a_failed_verification_sends_a_browser_back_to_start_again() {
     ));
     assert_eq!(a.header("pow-verify"), Some("work"));
     let html = body(&a);
-    assert!(html.contains("url=/back?x=&quot;1&quot;"), "{html}");
+    // Back to the root, never to the return path (a URL anybody can write).
+    assert!(html.contains("url=/\""), "{html}");
+    assert!(!html.contains("back"), "{html}");
     let plain = w.send(&with_header(
         req(
             &verify_path(&VerifyQuery { expiry: 1, ..q }),
@@ -395,31 +396,33 @@ fn without_a_secret_nothing_is_challenged_and_it_is_counted() {
 }
 
 #[test]
-fn forwarded_for_is_used_only_with_trusted_hops() {
-    let xff = |r: Request| with_header(r, "x-forwarded-for", "185.220.101.7, 10.0.0.2");
+fn forwarded_for_is_never_read() {
+    let xff = |r: Request<'static>| with_header(r, "x-forwarded-for", "185.220.101.7, 10.0.0.2");
     let mut direct = World::new(LISTED);
-    // The peer (a load balancer) is not listed; without trusted hops XFF is ignored.
+    // The peer (a load balancer, or a client writing XFF) is what counts: Envoy put the client
+    // it derived in source.address.
     assert_eq!(direct.send(&xff(req("/", "10.0.0.3:1"))), Action::Continue);
-    let mut two_hops =
-        World::new(&LISTED.replace("\"bypass_paths\"", "\"trusted_hops\": 2, \"bypass_paths\""));
-    assert_eq!(
-        two_hops.send(&xff(req("/", "10.0.0.3:1"))).status(),
-        Some(403)
+    assert!(
+        PluginConfig::from_json(br#"{"trusted_hops": 1}"#)
+            .unwrap_err()
+            .message
+            .contains("numTrustedProxies")
     );
-    let mut one_hop =
-        World::new(&LISTED.replace("\"bypass_paths\"", "\"trusted_hops\": 1, \"bypass_paths\""));
-    assert_eq!(one_hop.send(&xff(req("/", "10.0.0.3:1"))), Action::Continue);
 }
 
 #[test]
-fn no_client_address_fails_open_and_is_counted() {
-    let mut w = World::new(&LISTED.replace("\"listed\"", "\"all\""));
+fn an_unusable_client_address_is_challenged_and_counted() {
+    let mut w = World::new(LISTED);
     let mut r = req("/", "x");
     r.source_address = None;
-    assert_eq!(w.send(&r), Action::Continue);
+    assert_eq!(page_data(&w.send(&r))["d"], 6);
     r.source_address = Some("garbage".into());
-    assert_eq!(w.send(&r), Action::Continue);
-    assert_eq!(w.metrics.get(metric::FAIL_OPEN), 2);
+    assert_eq!(page_data(&w.send(&r))["d"], 6);
+    assert_eq!(w.metrics.get(metric::ADDRESS_UNUSABLE), 2);
+    assert_eq!(w.metrics.get(metric::FAIL_OPEN), 0);
+    // Mode off challenges nobody, address or not.
+    let mut off = World::new(&LISTED.replace("\"listed\"", "\"off\""));
+    assert_eq!(off.send(&r), Action::Continue);
 }
 
 #[test]
@@ -455,7 +458,35 @@ fn a_new_configuration_swaps_the_lists() {
     w.filter = Filter::new(
         config(&LISTED.replace("198.51.100.0/24", "8.8.8.0/24")),
         Some(keys(KEY_A, None)),
+        SEED,
     )
     .unwrap();
     assert_eq!(w.send(&req("/", "8.8.8.8:1")).status(), Some(403));
+}
+
+#[test]
+fn the_host_prefixed_cookie_is_checked_first_across_cookie_headers() {
+    let mut w = World::new(&LISTED.replace("\"listed\"", "\"all\""));
+    let src = "198.51.100.20:4000";
+    let q = solve(&page_data(&w.send(&req("/", src))));
+    let v = w.send(&req(&verify_path(&q), src));
+    let set = v.header("set-cookie").unwrap();
+    let good = set.split(';').next().unwrap().to_owned();
+    assert!(good.starts_with("__Host-pow_clearance="), "{good}");
+    let value = good.split_once('=').unwrap().1;
+    let tossed = format!("pow_clearance={}0", &value[..value.len() - 1]);
+    let three = [tossed.as_str(); 3].join("; ");
+    // One header, the tossed ones first; or HTTP/2's split headers, the tossed ones in the first.
+    let one = with_header(req("/", src), "cookie", &format!("{three}; {good}"));
+    assert_eq!(w.send(&one), Action::Continue);
+    let mut split = with_header(req("/", src), "cookie", &three);
+    split.headers.push(("cookie".into(), good.clone().into()));
+    assert_eq!(w.send(&split), Action::Continue);
+    // Without the prefixed one, three forged ones are checked and the visitor is challenged.
+    let forged = with_header(
+        req("/", src),
+        "cookie",
+        &format!("{three}; pow_clearance={value}"),
+    );
+    assert_eq!(w.send(&forged).status(), Some(403));
 }

@@ -4,10 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)] // a failure here is a failed test
 
-#[path = "../../fuzz/checks.rs"]
-mod checks;
-
 use std::path::PathBuf;
+
+use crate::checks;
 
 fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -6,6 +6,10 @@
 //! answer (after the module's response callbacks) goes back to the browser. The filter runs in
 //! mode `all`; its HMAC secret is generated at start and reaches the VM through its environment
 //! (`POW_HMAC_SECRET`), never through argv, stdout or the logs.
+//!
+//! With a certificate (`--tls-cert`, `--tls-key`), the edge terminates TLS as the gateway does:
+//! the filter then sees `:scheme` https, sets its cookie `Secure` and `__Host-` prefixed, which
+//! the browser proofs of cookie tossing need.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -38,6 +42,19 @@ pub struct Cli {
     /// Leading zero bits asked of the browser (the filter's default when absent)
     #[arg(long)]
     pub difficulty: Option<u8>,
+    /// Serve https with this certificate chain (PEM), as the gateway terminates TLS
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM)
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// A certificate chain and its key, PEM files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// What the demo runs, resolved from the arguments and the environment.
@@ -47,6 +64,8 @@ pub struct DemoConfig {
     pub wasm: PathBuf,
     /// The pluginConfig JSON given to the filter.
     pub plugin_config: String,
+    /// When set, the edge serves https.
+    pub tls: Option<TlsFiles>,
 }
 
 /// Why the demo stopped.
@@ -60,6 +79,8 @@ pub enum DemoError {
     Listen { addr: String, reason: String },
     #[error("cannot generate the demo secret: {0}")]
     Random(String),
+    #[error("cannot use the TLS certificate or key {path}: {reason}")]
+    Tls { path: PathBuf, reason: String },
 }
 
 impl pop_common::exit::Report for DemoError {
@@ -117,6 +138,11 @@ pub fn resolve_in(cli: &Cli, cargo_target_dir: Option<&str>, workspace: &Path) -
             .clone()
             .unwrap_or_else(|| default_wasm(cargo_target_dir, workspace)),
         plugin_config: config.to_string(),
+        tls: cli
+            .tls_cert
+            .clone()
+            .zip(cli.tls_key.clone())
+            .map(|(cert, key)| TlsFiles { cert, key }),
     }
 }
 
@@ -124,6 +150,7 @@ pub fn resolve_in(cli: &Cli, cargo_target_dir: Option<&str>, workspace: &Path) -
 #[derive(Debug)]
 pub struct Demo {
     edge: SocketAddr,
+    https: bool,
     origin: SocketAddr,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -149,22 +176,39 @@ impl Demo {
                 ..HostConfig::default()
             },
         )?;
+        let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
         let stop = Arc::new(AtomicBool::new(false));
         let (origin_server, origin) = listen(SocketAddr::from(([127, 0, 0, 1], 0)))?;
-        let (edge_server, edge) = listen(config.edge)?;
-        let threads = vec![
+        // With TLS, the HTTP edge listens on a loopback port of its own, behind the TLS front.
+        let http_addr = if tls.is_some() {
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        } else {
+            config.edge
+        };
+        let (edge_server, http_edge) = listen(http_addr)?;
+        let mut threads = vec![
             spawn_loop(origin_server, stop.clone(), serve_origin),
             spawn_loop(edge_server, stop.clone(), {
                 let mut edge = Edge {
                     host,
                     origin,
                     agent: origin_agent(),
+                    scheme: if tls.is_some() { "https" } else { "http" },
                 };
                 move |req| edge.serve(req)
             }),
         ];
+        let edge = match tls {
+            Some(tls) => {
+                let (front, addr) = tls::Front::bind(config.edge, tls, http_edge)?;
+                threads.push(front.spawn(stop.clone()));
+                addr
+            }
+            None => http_edge,
+        };
         Ok(Demo {
             edge,
+            https: config.tls.is_some(),
             origin,
             stop,
             threads,
@@ -173,7 +217,8 @@ impl Demo {
 
     /// The edge's URL, what a person opens.
     pub fn url(&self) -> String {
-        format!("http://{}/", self.edge)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}/", self.edge)
     }
 
     /// The origin's address (on loopback; the edge is the way in).
@@ -194,6 +239,8 @@ impl Demo {
         self.wait();
     }
 }
+
+mod tls;
 
 fn listen(addr: SocketAddr) -> Result<(tiny_http::Server, SocketAddr), DemoError> {
     let err = |reason: String| DemoError::Listen {
@@ -240,6 +287,8 @@ struct Edge {
     host: Host,
     origin: SocketAddr,
     agent: ureq::Agent,
+    /// `https` behind the TLS front.
+    scheme: &'static str,
 }
 
 /// Hop-by-hop headers: never forwarded (RFC 9110 section 7.6.1), plus the length, which the
@@ -277,7 +326,7 @@ impl Edge {
             method: req.method().as_str().to_owned(),
             path: req.url().to_owned(),
             authority,
-            scheme: "http".to_owned(),
+            scheme: self.scheme.to_owned(),
             headers: headers.into_iter().filter(|(k, _)| k != "host").collect(),
             source_address: req
                 .remote_addr()

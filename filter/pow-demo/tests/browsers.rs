@@ -26,10 +26,18 @@ fn target_dir() -> PathBuf {
 
 /// The demo on an ephemeral loopback port, or None (skipped) without the release module.
 fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
+    start_demo_with(test, difficulty, None)
+}
+
+/// [`start_demo`], serving https with this certificate and key when given.
+fn start_demo_with(test: &str, difficulty: u8, tls: Option<(PathBuf, PathBuf)>) -> Option<Demo> {
+    let (tls_cert, tls_key) = tls.unzip();
     let cli = Cli {
         port: 0,
         wasm: None,
         difficulty: Some(difficulty),
+        tls_cert,
+        tls_key,
     };
     let config = demo::resolve_in(
         &cli,
@@ -47,6 +55,42 @@ fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
         return None;
     }
     Some(Demo::start(&config).unwrap())
+}
+
+/// Debian's Chromium and the playwright-core driver's directory, or `None` after a skip (a
+/// failure under CI) when Chromium, node or the npm package is missing.
+fn chromium_driver(test: &str) -> Option<(String, PathBuf)> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !Path::new(&chromium).is_file() {
+        skip_or_fail(test, &format!("chromium ({chromium})"));
+        return None;
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        skip_or_fail(test, "node");
+        return None;
+    }
+    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/chromium");
+    if !browser_dir.join("node_modules/playwright-core").is_dir() {
+        skip_or_fail(test, "playwright-core (npm ci in filter/browsers/chromium)");
+        return None;
+    }
+    Some((chromium, browser_dir))
+}
+
+/// Runs one of the Chromium driver scripts against the demo (see [`run_solver`]).
+fn run_chromium(
+    (chromium, browser_dir): &(String, PathBuf),
+    script: &str,
+    demo: Demo,
+    args: &[&Path],
+) -> serde_json::Value {
+    let mut command = Command::new("node");
+    command
+        .arg(browser_dir.join(script))
+        .arg(demo.url())
+        .args(args)
+        .env("CHROMIUM", chromium);
+    run_solver(command, demo)
 }
 
 /// Runs a browser driver script (it prints one JSON result), bounded in time, then stops the demo.
@@ -168,17 +212,9 @@ fn a_client_pays_the_challenge_then_reaches_the_origin_with_its_cookie() {
 #[test]
 fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
     let test = "headless_chromium_solves_the_challenge_page_and_lands_on_the_origin";
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    if !Path::new(&chromium).is_file() {
-        return skip_or_fail(test, &format!("chromium ({chromium})"));
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        return skip_or_fail(test, "node");
-    }
-    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/chromium");
-    if !browser_dir.join("node_modules/playwright-core").is_dir() {
-        return skip_or_fail(test, "playwright-core (npm ci in filter/browsers/chromium)");
-    }
+    let Some(driver) = chromium_driver(test) else {
+        return;
+    };
     // 18 bits: about 260k hashes, well under a second for the page's workers.
     let Some(demo) = start_demo(test, 18) else {
         return;
@@ -188,13 +224,7 @@ fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
     let shot = shots.join("challenge.png");
     let _ = std::fs::remove_file(&shot);
 
-    let mut command = Command::new("node");
-    command
-        .arg(browser_dir.join("solve.mjs"))
-        .arg(demo.url())
-        .arg(&shot)
-        .env("CHROMIUM", &chromium);
-    let result = run_solver(command, demo);
+    let result = run_chromium(&driver, "solve.mjs", demo, &[&shot]);
     assert_lands_on_the_origin(&result);
     assert!(
         std::fs::metadata(&shot).unwrap().len() > 1000,
@@ -232,4 +262,110 @@ fn headless_firefox_solves_the_challenge_page_and_lands_on_the_origin() {
         serde_json::json!([]),
         "no script or CSP error: {result}"
     );
+}
+
+/// A cross-site link to the verify endpoint with a return path of the other site's choosing:
+/// in headless Chromium, the failure page's own navigation (same-site, so carrying the origin's
+/// `SameSite=Strict` cookie) never reaches that path.
+#[test]
+fn headless_chromium_never_carries_a_strict_cookie_to_a_return_path_from_another_site() {
+    let test = "headless_chromium_never_carries_a_strict_cookie_to_a_return_path_from_another_site";
+    let Some(driver) = chromium_driver(test) else {
+        return;
+    };
+    let Some(demo) = start_demo(test, 10) else {
+        return;
+    };
+    let result = run_chromium(&driver, "samesite.mjs", demo, &[]);
+    let requests = result["requests"].as_array().unwrap();
+    let verify = requests
+        .iter()
+        .find(|r| r["path"] == "/.pow/verify")
+        .unwrap_or_else(|| panic!("the link was not followed: {result}"));
+    assert_eq!(
+        verify["strict"], false,
+        "the cross-site click carried the Strict cookie: {result}"
+    );
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r["path"] == "/account/delete" && r["strict"] == true),
+        "the failure page took the Strict cookie to the other site's path: {result}"
+    );
+    assert_eq!(result["finalPath"], "/", "{result}");
+}
+
+/// A self-signed certificate for `*.example.test` made by openssl in `dir` (the key mode 0600).
+fn self_signed(test: &str, dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let (cert, key) = (dir.join("edge.pem"), dir.join("edge-key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=edge.example.test"])
+        .args([
+            "-addext",
+            "subjectAltName=DNS:edge.example.test,DNS:*.example.test",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status();
+    match made {
+        Ok(status) if status.success() => {}
+        _ => {
+            skip_or_fail(test, "openssl (to make the test certificate)");
+            return None;
+        }
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    Some((cert, key))
+}
+
+/// Cookie tossing in headless Chromium: a sibling subdomain's clearance cookies for the parent
+/// domain, on a longer path, go first in the Cookie header; the edge's own `__Host-` cookie is
+/// found behind them, and the visitor reaches the origin without a new challenge.
+#[test]
+fn headless_chromium_reaches_the_origin_past_tossed_cookies() {
+    let test = "headless_chromium_reaches_the_origin_past_tossed_cookies";
+    let Some(driver) = chromium_driver(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(tls) = self_signed(test, dir.path()) else {
+        return;
+    };
+    let Some(demo) = start_demo_with(test, 10, Some(tls)) else {
+        return;
+    };
+    assert!(demo.url().starts_with("https://"), "{}", demo.url());
+    let result = run_chromium(&driver, "toss.mjs", demo, &[]);
+    assert_eq!(
+        result["own"],
+        serde_json::json!([{"name": "__Host-pow_clearance", "secure": true,
+                            "domain": "edge.example.test", "path": "/"}]),
+        "{result}"
+    );
+    let order: Vec<&str> = result["sentOrder"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order.last(),
+        Some(&"__Host-pow_clearance"),
+        "the tossed cookies go first: {result}"
+    );
+    assert_eq!(order.len(), 4, "{result}");
+    assert_eq!(result["challenges"], 0, "{result}");
+    assert_eq!(result["reachedOrigin"], true, "{result}");
 }

@@ -10,6 +10,7 @@
 //! exports `_initialize` with `#[no_mangle]` (no `unsafe` block of ours).
 #![allow(unsafe_code)]
 
+use std::borrow::Cow;
 use std::ptr::{null, null_mut};
 
 /// A status other than OK (the raw ABI value).
@@ -90,6 +91,13 @@ mod raw {
         ) -> u32;
         pub fn proxy_increment_metric(id: u32, offset: i64) -> u32;
         pub fn proxy_record_metric(id: u32, value: u64) -> u32;
+        pub fn proxy_remove_header_map_value(kind: u32, key: *const u8, key_size: usize) -> u32;
+    }
+
+    #[link(wasm_import_module = "wasi_snapshot_preview1")]
+    unsafe extern "C" {
+        /// WASI preview1: fills `len` bytes at `buf` from the host's random source; errno.
+        pub fn random_get(buf: *mut u8, len: usize) -> i32;
     }
 }
 
@@ -138,34 +146,54 @@ pub fn get_buffer(kind: u32, max: usize) -> Result<Option<Vec<u8>>, Status> {
     }
 }
 
-/// The request headers `select` keeps, pseudo-headers included, every value of each:
-/// `select(name, value)` returns the value to keep (or `None`), so the caller decodes only what
-/// it reads. Names that are not UTF-8 are replaced.
-pub fn get_request_headers(
-    select: impl Fn(&[u8], &[u8]) -> Option<String>,
-) -> Result<Vec<(String, String)>, Status> {
+/// Random bytes from the host (WASI `random_get`; Envoy: the system's random source).
+pub fn random_bytes<const N: usize>() -> Result<[u8; N], Status> {
+    let mut out = [0u8; N];
+    // SAFETY: a valid buffer of N bytes on our stack.
+    match unsafe { raw::random_get(out.as_mut_ptr(), N) } {
+        0 => Ok(out),
+        errno => Err(Status(errno.unsigned_abs())),
+    }
+}
+
+/// Removes a request header (every value of it).
+pub fn remove_request_header(name: &str) -> Result<(), Status> {
+    // SAFETY: a pointer and length of a live &str.
+    ok(unsafe {
+        raw::proxy_remove_header_map_value(MAP_HTTP_REQUEST_HEADERS, name.as_ptr(), name.len())
+    })
+}
+
+/// The request's header map as the host serialised it (pseudo-headers included), to be read
+/// with [`deserialize_map_with`].
+pub fn get_request_header_map() -> Result<Vec<u8>, Status> {
     let (mut p, mut n) = (null_mut(), 0usize);
     // SAFETY: valid out-pointers on our stack.
     ok(unsafe { raw::proxy_get_header_map_pairs(MAP_HTTP_REQUEST_HEADERS, &mut p, &mut n) })?;
-    match take(p, n) {
-        None => Ok(Vec::new()),
-        Some(bytes) => deserialize_map_with(&bytes, select).ok_or(Status(3)),
-    }
+    Ok(take(p, n).unwrap_or_default())
 }
 
 /// Decodes a serialised map (u32 count, (key_len, value_len) pairs, then NUL-terminated keys
 /// and values), bounds-checked: `None` if it is malformed.
 #[cfg(test)]
 pub fn deserialize_map(bytes: &[u8]) -> Option<Vec<(String, String)>> {
-    deserialize_map_with(bytes, |_, v| Some(String::from_utf8_lossy(v).into_owned()))
+    let pairs = deserialize_map_with(bytes, |_, v| Some(String::from_utf8_lossy(v)))?;
+    Some(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect(),
+    )
 }
 
-/// [`deserialize_map`], keeping the pairs `select` gives a value for, with that value (the
-/// whole map is still bounds-checked).
-pub fn deserialize_map_with(
-    bytes: &[u8],
-    select: impl Fn(&[u8], &[u8]) -> Option<String>,
-) -> Option<Vec<(String, String)>> {
+/// [`deserialize_map`], keeping the pairs `select(name, value)` gives a value for, with that
+/// value, so the caller decodes only what it reads (the whole map is still bounds-checked).
+/// Names and values borrow from `bytes` where they are UTF-8 (others are replaced): no
+/// allocation per header.
+pub fn deserialize_map_with<'b>(
+    bytes: &'b [u8],
+    mut select: impl FnMut(&'b [u8], &'b [u8]) -> Option<Cow<'b, str>>,
+) -> Option<Vec<(Cow<'b, str>, Cow<'b, str>)>> {
     if bytes.len() <= 1 {
         return Some(Vec::new());
     }
@@ -187,7 +215,7 @@ pub fn deserialize_map_with(
         let value = bytes.get(data..data.checked_add(v_len)?)?;
         data = data.checked_add(v_len)?.checked_add(1)?;
         if let Some(value) = select(key, value) {
-            out.push((String::from_utf8_lossy(key).into_owned(), value));
+            out.push((pow_core::filter::utf8_lossy(key), value));
         }
     }
     Some(out)
@@ -300,9 +328,10 @@ mod tests {
         let mut bad = serialize_map(&[("k".to_owned(), "v".to_owned())]);
         bad.truncate(bad.len() - 2);
         assert_eq!(deserialize_map(&bad), None);
-        let only = deserialize_map_with(&serialize_map(&m), |k, v| {
-            (k == b":path").then(|| format!("{}!", String::from_utf8_lossy(v)))
+        let bytes = serialize_map(&m);
+        let only = deserialize_map_with(&bytes, |k, v| {
+            (k == b":path").then(|| Cow::Owned(format!("{}!", String::from_utf8_lossy(v))))
         });
-        assert_eq!(only, Some(vec![(":path".to_owned(), "/x!".to_owned())]));
+        assert_eq!(only, Some(vec![(":path".into(), "/x!".into())]));
     }
 }

@@ -10,6 +10,7 @@
 
 mod abi;
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -57,10 +58,33 @@ fn now_secs_or_zero() -> u64 {
     abi::now_nanos().map_or(0, |n| n / 1_000_000_000)
 }
 
+/// FNV-1a: the metric ids are looked up by name on every request, and SipHash (the std
+/// default, there to resist chosen keys) costs more than the rest of the lookup; the names are
+/// the filter's own.
+#[derive(Debug, Default, Clone, Copy)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let start = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        self.0 = bytes.iter().fold(start, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    }
+}
+
 /// Counter and gauge ids, defined on first use.
 #[derive(Debug, Default)]
 struct MetricIds {
-    ids: HashMap<String, u32>,
+    ids: HashMap<String, u32, std::hash::BuildHasherDefault<Fnv>>,
 }
 
 impl MetricIds {
@@ -217,7 +241,9 @@ fn configure(size: usize) -> Result<Shared, String> {
         let _ = abi::log(level, &notice.text);
     }
     let keys = choice.keys;
-    let filter = Filter::new(config, keys)?;
+    let seed = abi::random_bytes::<32>()
+        .map_err(|s| format!("the VM's random source failed with errno {}", s.0))?;
+    let filter = Filter::new(config, keys, seed)?;
     let shared = Shared::default();
     {
         let mut m = shared.metrics.borrow_mut();
@@ -237,6 +263,7 @@ fn configure(size: usize) -> Result<Shared, String> {
         m.gauge(metric::LISTS_PREFIXES, lists.prefix_count() as u64);
     }
     let now = now_secs_or_zero();
+    pow_core::seen::start(&mut HostStore, now);
     let _ = abi::log(
         Level::Info,
         &format!(
@@ -269,6 +296,7 @@ impl Context for Http {}
 impl HttpContext for Http {
     fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
         let Some(filter) = &self.shared.filter else {
+            strip_routing_overrides();
             // No configuration was accepted: nothing to decide with. Counted and said.
             self.shared
                 .metrics
@@ -284,6 +312,7 @@ impl HttpContext for Http {
         match self.decide(filter) {
             Ok(action) => action,
             Err((what, status)) => {
+                strip_routing_overrides();
                 let now = now_secs_or_zero();
                 self.shared
                     .metrics
@@ -303,38 +332,72 @@ impl HttpContext for Http {
     }
 }
 
+/// Removes the routing-override headers ([`pow_core::filter::STRIPPED_HEADERS`]) from a request
+/// let through when its headers could not be read: a failure here changes nothing more.
+fn strip_routing_overrides() {
+    for name in pow_core::filter::STRIPPED_HEADERS {
+        let _ = abi::remove_request_header(name);
+    }
+}
+
 impl Http {
     fn decide(&self, filter: &Filter) -> Result<Action, (&'static str, abi::Status)> {
-        // Only the headers the core reads are decoded, and of the Cookie header only its
-        // clearance pairs: a request carrying 60 KiB of cookies then costs a scan of their names,
-        // not a UTF-8 validation and a copy of all of it.
+        // Only the headers the core reads are decoded, each up to the bytes that matter, and of
+        // the Cookie header only its clearance pairs: a request carrying 60 KiB in any header
+        // then costs a scan of the names, not a UTF-8 validation and a copy of all of it.
+        // Envoy's header names are lowercase (HTTP/2 requires it; its HTTP/1 codec lowers
+        // them), so they are compared as they are.
         let cookie_name = filter.config.cookie_name.as_str();
-        let headers = abi::get_request_headers(|name, value| {
-            if name.eq_ignore_ascii_case(b"cookie") {
-                Some(pow_core::filter::clearance_pairs(value, cookie_name))
-            } else if pow_core::filter::HEADERS_USED
-                .iter()
-                .any(|used| used.as_bytes().eq_ignore_ascii_case(name))
-            {
-                Some(String::from_utf8_lossy(value).into_owned())
-            } else {
-                None
+        let mut overrides: Vec<&'static str> = Vec::new();
+        // Cookie headers are reduced once the scheme is known (which pairs can count depends on
+        // it): kept raw until then, not copied.
+        let mut cookies: Vec<&[u8]> = Vec::new();
+        let map = abi::get_request_header_map().map_err(|s| ("get_header_map_pairs", s))?;
+        let mut headers = abi::deserialize_map_with(&map, |name, value| {
+            if name == b"cookie" {
+                cookies.push(value);
+                return None;
             }
+            if let Some(limit) = pow_core::filter::read_limit(name) {
+                let kept = value.get(..limit).unwrap_or(value);
+                return Some(pow_core::filter::utf8_lossy(kept));
+            }
+            if let Some(stripped) = pow_core::filter::STRIPPED_HEADERS
+                .iter()
+                .find(|s| s.as_bytes() == name)
+                && !overrides.contains(stripped)
+            {
+                overrides.push(stripped);
+            }
+            None
         })
-        .map_err(|s| ("get_header_map_pairs", s))?;
+        .ok_or(("get_header_map_pairs (malformed map)", abi::Status(3)))?;
         let source = abi::get_property(b"source\0address")
             .map_err(|s| ("get_property(source.address)", s))?
             .map(|b| {
-                String::from_utf8(b)
-                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+                Cow::Owned(
+                    String::from_utf8(b)
+                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                )
             });
         let nanos = abi::now_nanos().map_err(|s| ("get_current_time_nanoseconds", s))?;
         let now = Now {
             secs: nanos / 1_000_000_000,
-            nanos,
         };
         if now.secs >= self.shared.age_written.get().saturating_add(60) {
             self.shared.write_age(now.secs);
+        }
+        let secure = Request {
+            headers: std::mem::take(&mut headers),
+            source_address: None,
+        };
+        let is_secure = secure.is_secure();
+        headers = secure.headers;
+        for value in cookies {
+            headers.push((
+                Cow::Borrowed("cookie"),
+                pow_core::filter::clearance_pairs(value, cookie_name, is_secure),
+            ));
         }
         let req = Request {
             headers,
@@ -352,7 +415,12 @@ impl Http {
             filter.on_request(&req, now, &mut HostStore, &mut *metrics)
         };
         match action {
-            pow_core::Action::Continue => Ok(Action::Continue),
+            pow_core::Action::Continue => {
+                for name in overrides {
+                    abi::remove_request_header(name).map_err(|s| ("remove_header_map_value", s))?;
+                }
+                Ok(Action::Continue)
+            }
             pow_core::Action::Respond {
                 status,
                 headers,

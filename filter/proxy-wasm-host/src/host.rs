@@ -31,6 +31,17 @@ pub struct HostConfig {
     pub echo_logs: bool,
     /// The root id (`plugin_root_id` property; Istio: the WasmPlugin's `pluginName`).
     pub root_id: String,
+    /// Envoy's `xff_num_trusted_hops` (Istio: the gateway's `numTrustedProxies`): how many
+    /// proxies in front of the gateway are trusted to append to `X-Forwarded-For`. The host
+    /// derives the client address and sanitises `X-Forwarded-Proto` and `:scheme` from it, as
+    /// Envoy does before any filter runs (see [`envoy_view`]).
+    pub xff_num_trusted_hops: u32,
+    /// A fixed clock from the start, in nanoseconds since the Unix epoch (`None`: real time),
+    /// as [`Host::set_time_nanos`] sets it later: `on_configure` already reads it.
+    pub time_nanos: Option<u64>,
+    /// Count the WebAssembly instructions the module runs (wasmtime fuel), for
+    /// [`Host::instructions`]: a cost measure that does not depend on the machine's load.
+    pub count_instructions: bool,
 }
 
 /// One HTTP request as the downstream sent it.
@@ -185,13 +196,27 @@ pub struct Host {
 
 /// Compiled modules, by content: tests load the same .wasm many times and compiling it is the
 /// slow part.
-fn compile(bytes: &[u8]) -> Result<(Engine, Module), HostError> {
+fn compile(bytes: &[u8], count_instructions: bool) -> Result<(Engine, Module), HostError> {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
-    static MODULES: OnceLock<Mutex<HashMap<(usize, u64), Module>>> = OnceLock::new();
-    let engine = ENGINE.get_or_init(Engine::default).clone();
+    static METERED: OnceLock<Result<Engine, String>> = OnceLock::new();
+    /// Instruction counting, length and hash of the module's bytes.
+    type Key = (bool, usize, u64);
+    static MODULES: OnceLock<Mutex<HashMap<Key, Module>>> = OnceLock::new();
+    let engine = if count_instructions {
+        METERED
+            .get_or_init(|| {
+                let mut config = wasmtime::Config::new();
+                config.consume_fuel(true);
+                Engine::new(&config).map_err(|e| format!("{e:#}"))
+            })
+            .clone()
+            .map_err(HostError::Compile)?
+    } else {
+        ENGINE.get_or_init(Engine::default).clone()
+    };
     let mut hasher = DefaultHasher::new();
     bytes.hash(&mut hasher);
-    let key = (bytes.len(), hasher.finish());
+    let key = (count_instructions, bytes.len(), hasher.finish());
     let cache = MODULES.get_or_init(Mutex::default);
     let cached = match cache.lock() {
         Ok(guard) => guard.get(&key).cloned(),
@@ -235,7 +260,7 @@ impl Host {
 
     /// Same as [`Host::load`], from the module's bytes (binary or, in tests, text).
     pub fn from_bytes(bytes: &[u8], config: HostConfig) -> Result<Host, HostError> {
-        let (engine, module) = compile(bytes)?;
+        let (engine, module) = compile(bytes, config.count_instructions)?;
         let mut linker: Linker<State> = Linker::new(&engine);
         let supported =
             hostcalls::define(&mut linker).map_err(|e| HostError::Instantiate(format!("{e:#}")))?;
@@ -254,8 +279,8 @@ impl Host {
             )));
         }
         let state = State {
+            manual_time: config.time_nanos,
             config,
-            manual_time: None,
             tick_period_ms: 0,
             logs: VecDeque::new(),
             metrics: Vec::new(),
@@ -268,6 +293,11 @@ impl Host {
             alloc: None,
         };
         let mut store = Store::new(&engine, state);
+        if store.data().config.count_instructions {
+            store
+                .set_fuel(u64::MAX)
+                .map_err(|e| HostError::Instantiate(format!("{e:#}")))?;
+        }
         let instance = linker
             .instantiate(&mut store, &module)
             .map_err(|e| HostError::Instantiate(format!("{e:#}")))?;
@@ -388,6 +418,16 @@ impl Host {
         self.store.data_mut().config.fault = hostcall;
     }
 
+    /// The WebAssembly instructions the module has run so far (wasmtime fuel: about one per
+    /// operator), or `None` unless [`HostConfig::count_instructions`] is set. The same module
+    /// and requests give the same count on any machine, busy or not.
+    pub fn instructions(&self) -> Option<u64> {
+        if !self.store.data().config.count_instructions {
+            return None;
+        }
+        self.store.get_fuel().ok().map(|left| u64::MAX - left)
+    }
+
     /// Every metric the module defined, by name, with its current value.
     pub fn metrics(&self) -> BTreeMap<String, i64> {
         self.store.data().metrics_by_name()
@@ -421,8 +461,13 @@ impl Host {
     /// Runs one request through the module, without an upstream: `on_context_create`,
     /// `on_request_headers` (and `on_request_body`), then `on_done`, `on_log`, `on_delete`.
     pub fn request(&mut self, request: Request) -> Result<Outcome, HostError> {
-        let context = self.open_stream(&request)?;
-        let result = self.request_phase(context, &request);
+        self.request_ref(&request)
+    }
+
+    /// [`Host::request`] of a borrowed request (a bench sends the same one again and again).
+    pub fn request_ref(&mut self, request: &Request) -> Result<Outcome, HostError> {
+        let context = self.open_stream(request)?;
+        let result = self.request_phase(context, request);
         let closed = self.close_stream(context);
         let outcome = result?;
         closed?;
@@ -578,7 +623,8 @@ impl Host {
             return Err(HostError::Crashed(reason.clone()));
         }
         let context = self.new_context();
-        self.store.data_mut().stream = Some(stream_for(request, context));
+        let hops = self.store.data().config.xff_num_trusted_hops;
+        self.store.data_mut().stream = Some(stream_for(request, context, hops));
         self.call(
             self.calls.on_context_create.clone(),
             (context, self.root),
@@ -670,28 +716,84 @@ impl Response {
     }
 }
 
-/// The stream's header map and properties for `request`.
-/// The stream's state: its header map is built once from the request, as a codec builds
-/// Envoy's (the request itself is not copied).
-fn stream_for(request: &Request, context: i32) -> Stream {
-    let mut headers = vec![
+/// What Envoy's connection manager makes of a request before any filter runs, with
+/// `use_remote_address: true` (as Istio's gateways run) and `xff_num_trusted_hops` = `hops`:
+/// - the trusted client address: the peer when `hops` is 0; else the `hops`-th address from the
+///   right of the incoming `X-Forwarded-For`, or the peer when there are fewer or it is not an
+///   address (Envoy `docs/root/configuration/http/http_conn_man/headers.rst`, x-forwarded-for).
+///   Filters see it as `source.address`: `ActiveStream::decodeHeaders` calls
+///   `setDownstreamRemoteAddress(mutate_result.final_remote_address)`
+///   (`source/common/http/conn_manager_impl.cc`); an address taken from XFF has port 0;
+/// - the peer appended to `X-Forwarded-For`;
+/// - `X-Forwarded-Proto` kept from downstream only when `hops` > 0 (and `http` or `https`),
+///   else set from the connection; for HTTP/1, `:scheme` follows it (same page, x-forwarded-proto
+///   and :scheme).
+///
+/// Returns the header map (pseudo-headers first) and the `source.address` value.
+fn envoy_view(request: &Request, hops: u32) -> (Vec<(String, String)>, String) {
+    let mut headers: Vec<(String, String)> = request
+        .headers
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect();
+    let peer: Option<std::net::SocketAddr> = request.source_address.parse().ok();
+    let incoming: Vec<&str> = headers
+        .iter()
+        .filter(|(k, _)| k == "x-forwarded-for")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    let mut xff = incoming.join(", ");
+    // Only trusted hops make Envoy read the entries; otherwise it only appends the peer.
+    let from_xff = match usize::try_from(hops) {
+        Ok(n) if n > 0 => {
+            let entries: Vec<&str> = xff.split(',').map(str::trim).collect();
+            entries
+                .len()
+                .checked_sub(n)
+                .and_then(|i| entries[i].parse::<std::net::IpAddr>().ok())
+        }
+        _ => None,
+    };
+    let source = match from_xff {
+        Some(ip) => std::net::SocketAddr::new(ip, 0).to_string(),
+        None => request.source_address.clone(),
+    };
+    if let Some(peer) = peer {
+        if !xff.is_empty() {
+            xff.push_str(", ");
+        }
+        xff.push_str(&peer.ip().to_string());
+        headers.retain(|(k, _)| k != "x-forwarded-for");
+        headers.push(("x-forwarded-for".to_owned(), xff));
+    }
+    let trusted_proto = headers
+        .iter()
+        .find(|(k, _)| k == "x-forwarded-proto")
+        .map(|(_, v)| v.trim().to_ascii_lowercase())
+        .filter(|v| hops > 0 && (v == "http" || v == "https"));
+    let proto = trusted_proto.unwrap_or_else(|| request.scheme.clone());
+    headers.retain(|(k, _)| k != "x-forwarded-proto");
+    headers.push(("x-forwarded-proto".to_owned(), proto.clone()));
+    let mut map = vec![
         (":method".to_owned(), request.method.clone()),
         (":path".to_owned(), request.path.clone()),
         (":authority".to_owned(), request.authority.clone()),
-        (":scheme".to_owned(), request.scheme.clone()),
+        (":scheme".to_owned(), proto),
     ];
-    headers.extend(
-        request
-            .headers
-            .iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone())),
-    );
+    map.extend(headers);
+    (map, source)
+}
+
+/// The stream's state: its header map is built once from the request, as a codec builds
+/// Envoy's (the request itself is not copied).
+fn stream_for(request: &Request, context: i32, hops: u32) -> Stream {
+    let (headers, source) = envoy_view(request, hops);
     let mut properties = HashMap::new();
     let mut text = |name: &str, value: &str| {
         properties.insert(name.to_owned(), value.as_bytes().to_vec());
     };
     let (url_path, query) = request.path.split_once('?').unwrap_or((&request.path, ""));
-    text("source.address", &request.source_address);
+    text("source.address", &source);
     text("request.path", &request.path);
     text("request.url_path", url_path);
     text("request.query", query);

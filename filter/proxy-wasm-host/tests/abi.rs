@@ -284,3 +284,64 @@ fn a_module_without_the_abi_marker_is_refused() {
     let err = Host::from_bytes(&wat::parse_str(wat).unwrap(), HostConfig::default()).unwrap_err();
     assert!(err.to_string().contains("proxy_abi_version_0_2_1"), "{err}");
 }
+
+/// What Envoy does before any filter, with `use_remote_address` and `xff_num_trusted_hops`:
+/// the client address filters see, the peer appended to X-Forwarded-For, X-Forwarded-Proto
+/// trusted only from trusted proxies (and `:scheme` following it).
+#[test]
+fn the_client_address_and_scheme_are_derived_as_envoy_derives_them() {
+    let seen = |hops: u32, request: Request| -> Vec<(String, String)> {
+        let config = HostConfig {
+            plugin_config: b"x".to_vec(),
+            xff_num_trusted_hops: hops,
+            ..HostConfig::default()
+        };
+        let mut host = Host::from_bytes(&module(), config).unwrap();
+        match host.request(request).unwrap() {
+            Outcome::Continue { headers } => headers,
+            other => panic!("expected Continue, got {other:?}"),
+        }
+    };
+    let get = |headers: &[(String, String)], name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let behind_lb = || {
+        Request::get("/")
+            .from_address("10.0.0.5:40000")
+            .header("X-Forwarded-For", "6.6.6.6, 203.0.113.9")
+            .header("X-Forwarded-Proto", "https")
+    };
+    // No trusted hop: the peer, whatever XFF says; XFP from the connection.
+    let h = seen(0, behind_lb());
+    assert_eq!(get(&h, "x-seen").as_deref(), Some("10.0.0.5:40000"));
+    assert_eq!(
+        get(&h, "x-forwarded-for").as_deref(),
+        Some("6.6.6.6, 203.0.113.9, 10.0.0.5")
+    );
+    assert_eq!(get(&h, "x-forwarded-proto").as_deref(), Some("http"));
+    assert_eq!(get(&h, ":scheme").as_deref(), Some("http"));
+    // One trusted proxy: the address it appended, port 0; its XFP is believed.
+    let h = seen(1, behind_lb());
+    assert_eq!(get(&h, "x-seen").as_deref(), Some("203.0.113.9:0"));
+    assert_eq!(get(&h, "x-forwarded-proto").as_deref(), Some("https"));
+    assert_eq!(get(&h, ":scheme").as_deref(), Some("https"));
+    assert_eq!(
+        get(&seen(2, behind_lb()), "x-seen").as_deref(),
+        Some("6.6.6.6:0")
+    );
+    // Fewer entries than trusted hops, or not an address: the peer.
+    assert_eq!(
+        get(&seen(3, behind_lb()), "x-seen").as_deref(),
+        Some("10.0.0.5:40000")
+    );
+    let junk = Request::get("/")
+        .from_address("10.0.0.5:40000")
+        .header("x-forwarded-for", "junk");
+    assert_eq!(
+        get(&seen(1, junk), "x-seen").as_deref(),
+        Some("10.0.0.5:40000")
+    );
+}

@@ -6,9 +6,7 @@
 // Helpers outside #[test] fns may unwrap too: a failure there is a failed test.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn the_oracle_sha256_is_right() {

@@ -366,21 +366,6 @@ fn resolve_pow(
             e.message,
         )
     })?;
-    // The rendered topology has no proxy in front of the gateway (NodePort with
-    // externalTrafficPolicy Local: Envoy's peer is the client), so any other value would let a
-    // client choose its address by writing X-Forwarded-For.
-    if decoded.trusted_hops != 0 {
-        return Err(InputError::field(
-            config_path,
-            "pow.plugin_config.trusted_hops",
-            format!(
-                "{} proxies in front of the gateway, but the rendered topology has none \
-                 (NodePort, externalTrafficPolicy Local: the gateway sees the client's address): \
-                 only 0 fits",
-                decoded.trusted_hops
-            ),
-        ));
-    }
     for name in decoded.list_difficulty.keys() {
         if !pow.lists.sources.iter().any(|list| &list.name == name) {
             return Err(InputError::field(

@@ -538,10 +538,14 @@ fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
             "no list named `tors`",
         ],
     );
-    // The rendered topology has no proxy in front of the gateway: no hop to trust.
+    // The filter reads the client address Envoy derived; proxies in front are Istio's to know
+    // (numTrustedProxies), and the rendered topology has none.
     Case::new().refuses(
         &pow(r#"{"trusted_hops": 1}"#),
-        &["field `pow.plugin_config.trusted_hops`", "only 0 fits"],
+        &[
+            "field `pow.plugin_config.trusted_hops`",
+            "numTrustedProxies",
+        ],
     );
 }
 

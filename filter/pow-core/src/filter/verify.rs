@@ -2,8 +2,6 @@
 //! (method, return target, difficulty, expiry window, MAC, work, seen-set: the first failure
 //! denies) and answers with the clearance cookie or the reason it was refused.
 
-use std::net::IpAddr;
-
 use super::{
     Action, Filter, MITIGATED_HEADER, Metrics, Now, REASON_HEADER, Request, VERIFY_PATH, metric,
 };
@@ -17,9 +15,9 @@ impl Filter {
     pub(super) fn verify(
         &self,
         keys: &Keys,
-        req: &Request,
+        req: &Request<'_>,
         raw_path: &str,
-        ip: Option<IpAddr>,
+        net: [u8; 17],
         now: Now,
         store: &mut dyn SharedStore,
         metrics: &mut dyn Metrics,
@@ -27,13 +25,7 @@ impl Filter {
         let lang = page::negotiate(req.header("accept-language"));
         let query = raw_path.split_once('?').map_or("", |(_, q)| q);
         let parsed = VerifyQuery::parse(query);
-        let return_to = parsed
-            .as_ref()
-            .ok()
-            .and_then(|q| redirect::check_target(&q.return_to, VERIFY_PATH).ok())
-            .unwrap_or("/")
-            .to_owned();
-        match self.check_solution(keys, req, ip, now, parsed, store) {
+        match self.check_solution(keys, req, net, now, parsed, store) {
             Ok((binding, target, difficulty, spent)) => {
                 match spent {
                     Spent::Recorded => {}
@@ -47,10 +39,12 @@ impl Filter {
                 metrics.increment(metric::CHALLENGES_SOLVED);
                 let expiry = now.secs.saturating_add(self.config.clearance_ttl_secs);
                 let value = crypto::issue_cookie(keys, &binding, expiry, difficulty);
-                let secure = if self.secure(req) { "; Secure" } else { "" };
+                let secure = req.is_secure();
                 let cookie = format!(
-                    "{}={value}; Max-Age={}; Path=/; HttpOnly; SameSite=Lax{secure}",
-                    self.config.cookie_name, self.config.clearance_ttl_secs
+                    "{}={value}; Max-Age={}; Path=/; HttpOnly; SameSite=Lax{}",
+                    self.cookie_name(secure),
+                    self.config.clearance_ttl_secs,
+                    if secure { "; Secure" } else { "" },
                 );
                 Action::Respond {
                     status: 303,
@@ -72,7 +66,7 @@ impl Filter {
                 let (ctype, body, csp) = if html {
                     (
                         "text/html; charset=utf-8",
-                        page::render_failure(lang, &return_to).into_bytes(),
+                        page::render_failure(lang).into_bytes(),
                         page::CSP_NO_SCRIPT,
                     )
                 } else {
@@ -102,8 +96,8 @@ impl Filter {
     fn check_solution(
         &self,
         keys: &Keys,
-        req: &Request,
-        ip: Option<IpAddr>,
+        req: &Request<'_>,
+        net: [u8; 17],
         now: Now,
         parsed: Result<VerifyQuery, VerifyFailure>,
         store: &mut dyn SharedStore,
@@ -126,8 +120,7 @@ impl Filter {
         if q.expiry > now.secs.saturating_add(self.config.challenge_ttl_secs) {
             return Err(VerifyFailure::Expired);
         }
-        let ip = ip.ok_or(VerifyFailure::Address)?;
-        let binding = self.binding(req, ip);
+        let binding = self.binding(req, net);
         let params = ChallengeParams {
             expiry: q.expiry,
             difficulty: q.difficulty,
@@ -139,8 +132,17 @@ impl Filter {
         if !crypto::check_work(&q.challenge, q.nonce, q.difficulty) {
             return Err(VerifyFailure::Work);
         }
-        let spent = seen::spend(store, &binding.net, &q.challenge, q.expiry, now.secs)
-            .map_err(|seen::Replay| VerifyFailure::Replay)?;
+        // When it was issued, as far as the current configuration tells.
+        let issued = q.expiry.saturating_sub(self.config.challenge_ttl_secs);
+        let spent = seen::spend(
+            store,
+            &binding.net,
+            &q.challenge,
+            issued,
+            q.expiry,
+            now.secs,
+        )
+        .map_err(|seen::Replay| VerifyFailure::Replay)?;
         Ok((binding, target, q.difficulty, spent))
     }
 }
@@ -156,23 +158,20 @@ pub enum VerifyFailure {
     Redirect,
     /// Past its expiry, or an expiry further than the challenge TTL.
     Expired,
-    /// No client address.
-    Address,
     /// Not issued by us for this client (/24 or /64, User-Agent, host) and these parameters.
     Mac,
     /// The nonce does not have the bits.
     Work,
-    /// Already spent.
+    /// Already spent, or issued before the seen-set started (it cannot know).
     Replay,
 }
 
 impl VerifyFailure {
-    pub const ALL: [VerifyFailure; 8] = [
+    pub const ALL: [VerifyFailure; 7] = [
         VerifyFailure::Method,
         VerifyFailure::Malformed,
         VerifyFailure::Redirect,
         VerifyFailure::Expired,
-        VerifyFailure::Address,
         VerifyFailure::Mac,
         VerifyFailure::Work,
         VerifyFailure::Replay,
@@ -184,7 +183,6 @@ impl VerifyFailure {
             VerifyFailure::Malformed => "malformed",
             VerifyFailure::Redirect => "redirect",
             VerifyFailure::Expired => "expired",
-            VerifyFailure::Address => "address",
             VerifyFailure::Mac => "mac",
             VerifyFailure::Work => "work",
             VerifyFailure::Replay => "replay",

@@ -14,6 +14,8 @@ pub use pow_core::{Action, Filter, Metrics, Now, PluginConfig, Request};
 pub const KEY_A: &[u8] = b"an-hmac-secret-of-32-bytes-or-more-A";
 pub const KEY_B: &[u8] = b"an-hmac-secret-of-32-bytes-or-more-B";
 pub const T0: u64 = 1_800_000_000;
+/// The challenge salts' seed (the glue draws it from the VM's random source).
+pub const SEED: [u8; 32] = [7; 32];
 pub const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64) Chrome/140";
 pub const HTML: &str = "text/html,application/xhtml+xml,*/*;q=0.8";
 
@@ -59,42 +61,43 @@ impl World {
         World::with_keys(json, Some(keys(KEY_A, None)))
     }
 
+    /// The filter as the glue starts it: the seen-set started at configure time.
     pub fn with_keys(json: &str, keys: Option<Keys>) -> World {
+        let mut store = MemoryStore::default();
+        pow_core::seen::start(&mut store, T0);
         World {
-            filter: Filter::new(config(json), keys).unwrap(),
-            store: MemoryStore::default(),
+            filter: Filter::new(config(json), keys, SEED).unwrap(),
+            store,
             metrics: Counters::default(),
             now: T0,
         }
     }
 
     pub fn send(&mut self, req: &Request) -> Action {
-        let now = Now {
-            secs: self.now,
-            nanos: self.now * 1_000_000_000 + 123,
-        };
+        let now = Now { secs: self.now };
         self.filter
             .on_request(req, now, &mut self.store, &mut self.metrics)
     }
 }
 
-pub fn req(path: &str, source: &str) -> Request {
+pub fn req(path: &str, source: &str) -> Request<'static> {
     Request {
         headers: vec![
             (":method".into(), "GET".into()),
-            (":path".into(), path.into()),
+            (":path".into(), path.to_owned().into()),
             (":authority".into(), "edge.example.org".into()),
             (":scheme".into(), "https".into()),
             ("user-agent".into(), BROWSER.into()),
             ("accept".into(), HTML.into()),
         ],
-        source_address: Some(source.into()),
+        source_address: Some(source.to_owned().into()),
     }
 }
 
-pub fn with_header(mut r: Request, name: &str, value: &str) -> Request {
+pub fn with_header(mut r: Request<'static>, name: &str, value: &str) -> Request<'static> {
     r.headers.retain(|(n, _)| n != name);
-    r.headers.push((name.into(), value.into()));
+    r.headers
+        .push((name.to_owned().into(), value.to_owned().into()));
     r
 }
 

@@ -8,13 +8,10 @@ use crate::state::State;
 
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let fail = status::INTERNAL_FAILURE;
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_get_buffer_bytes",
-        |caller, kind: i32, start: i32, max: i32, ret_ptr: i32, ret_len: i32| {
+    hostcalls! { linker, names, "env", fail;
+        fn proxy_get_buffer_bytes(
+            caller, kind: i32, start: i32, max: i32, ret_ptr: i32, ret_len: i32
+        ) {
             let bytes = match buffer_bytes(caller.data_mut(), kind) {
                 Ok(bytes) => bytes,
                 Err(code) => return Ok(code),
@@ -26,14 +23,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             let end = start.saturating_add(max as u32 as usize).min(bytes.len());
             return_bytes(&mut caller, &bytes[start..end], ret_ptr, ret_len)
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_set_buffer_bytes",
-        |caller, kind: i32, start: i32, size: i32, ptr: i32, len: i32| {
+        fn proxy_set_buffer_bytes(caller, kind: i32, start: i32, size: i32, ptr: i32, len: i32) {
             let value = read_or_fault!(read(&mut caller, ptr, len));
             let target = match body(caller.data_mut(), kind) {
                 Ok(target) => target,
@@ -44,14 +34,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             target.splice(start..end, value);
             Ok(status::OK)
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_get_buffer_status",
-        |caller, kind: i32, ret_len: i32, ret_flags: i32| {
+        fn proxy_get_buffer_status(caller, kind: i32, ret_len: i32, ret_flags: i32) {
             let state = caller.data_mut();
             let eos = state.stream.as_ref().is_some_and(|s| s.end_of_stream);
             let len = match buffer_bytes(state, kind) {
@@ -68,6 +51,6 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 },
             )
         }
-    );
+    }
     Ok(())
 }

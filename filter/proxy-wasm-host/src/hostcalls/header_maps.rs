@@ -10,13 +10,8 @@ use crate::state::State;
 
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let fail = status::INTERNAL_FAILURE;
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_get_header_map_pairs",
-        |caller, kind: i32, ret_ptr: i32, ret_len: i32| {
+    hostcalls! { linker, names, "env", fail;
+        fn proxy_get_header_map_pairs(caller, kind: i32, ret_ptr: i32, ret_len: i32) {
             // As Envoy does: size the map, allocate that in the module, and serialise straight
             // into its memory (one copy of the headers, no intermediate buffer).
             let size = match header_map(caller.data_mut(), kind) {
@@ -29,14 +24,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 }
             })
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_set_header_map_pairs",
-        |caller, kind: i32, ptr: i32, len: i32| {
+        fn proxy_set_header_map_pairs(caller, kind: i32, ptr: i32, len: i32) {
             let bytes = read_or_fault!(read(&mut caller, ptr, len));
             let Some(pairs) = abi::deserialize_map(&bytes) else {
                 return Ok(status::SERIALIZATION_FAILURE);
@@ -47,14 +35,9 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             }
             Ok(status::OK)
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_get_header_map_value",
-        |caller, kind: i32, key_ptr: i32, key_len: i32, ret_ptr: i32, ret_len: i32| {
+        fn proxy_get_header_map_value(
+            caller, kind: i32, key_ptr: i32, key_len: i32, ret_ptr: i32, ret_len: i32
+        ) {
             let key = read_or_fault!(read_string(&mut caller, key_ptr, key_len));
             let value = match header_map(caller.data_mut(), kind) {
                 Ok(pairs) => pairs
@@ -68,7 +51,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 None => Ok(status::NOT_FOUND),
             }
         }
-    );
+    }
     for (name, replace) in [
         ("proxy_add_header_map_value", false),
         ("proxy_replace_header_map_value", true),
@@ -106,13 +89,8 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             },
         )?;
     }
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_remove_header_map_value",
-        |caller, kind: i32, key_ptr: i32, key_len: i32| {
+    hostcalls! { linker, names, "env", fail;
+        fn proxy_remove_header_map_value(caller, kind: i32, key_ptr: i32, key_len: i32) {
             let key = read_or_fault!(read_string(&mut caller, key_ptr, key_len));
             match header_map(caller.data_mut(), kind) {
                 Ok(pairs) => {
@@ -122,20 +100,13 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 Err(code) => Ok(code),
             }
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_get_header_map_size",
-        |caller, kind: i32, ret: i32| {
+        fn proxy_get_header_map_size(caller, kind: i32, ret: i32) {
             let size = match header_map(caller.data_mut(), kind) {
                 Ok(pairs) => abi::serialized_map_size(pairs) as u32,
                 Err(code) => return Ok(code),
             };
             Ok(written(write_u32(&mut caller, ret, size)))
         }
-    );
+    }
     Ok(())
 }

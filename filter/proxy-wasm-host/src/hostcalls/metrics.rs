@@ -8,27 +8,15 @@ use crate::state::State;
 
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let fail = status::INTERNAL_FAILURE;
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_define_metric",
-        |caller, kind: i32, name_ptr: i32, name_len: i32, ret: i32| {
+    hostcalls! { linker, names, "env", fail;
+        fn proxy_define_metric(caller, kind: i32, name_ptr: i32, name_len: i32, ret: i32) {
             let name = read_or_fault!(read_string(&mut caller, name_ptr, name_len));
             let Some(id) = caller.data_mut().define_metric(kind, name) else {
                 return Ok(status::BAD_ARGUMENT);
             };
             Ok(written(write_u32(&mut caller, ret, id)))
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_increment_metric",
-        |caller, id: i32, offset: i64| {
+        fn proxy_increment_metric(caller, id: i32, offset: i64) {
             match caller.data_mut().metrics.get_mut(id as u32 as usize) {
                 Some(m) if m.kind != abi::metric::HISTOGRAM => {
                     m.value = m.value.saturating_add(offset);
@@ -38,14 +26,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 None => Ok(status::NOT_FOUND),
             }
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_record_metric",
-        |caller, id: i32, value: i64| {
+        fn proxy_record_metric(caller, id: i32, value: i64) {
             match caller.data_mut().metrics.get_mut(id as u32 as usize) {
                 Some(m) => {
                     m.value = value;
@@ -54,14 +35,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 None => Ok(status::NOT_FOUND),
             }
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_get_metric",
-        |caller, id: i32, ret: i32| {
+        fn proxy_get_metric(caller, id: i32, ret: i32) {
             let Some(value) = caller
                 .data()
                 .metrics
@@ -72,6 +46,6 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             };
             Ok(written(write_u64(&mut caller, ret, value as u64)))
         }
-    );
+    }
     Ok(())
 }

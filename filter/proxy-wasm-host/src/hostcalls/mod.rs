@@ -24,23 +24,56 @@ mod errno {
 /// The WASI module name of `wasm32-wasip1`.
 pub const WASI: &str = "wasi_snapshot_preview1";
 
-/// Defines a hostcall returning a status, and records its name as supported.
-macro_rules! hostcall {
-    ($linker:ident, $names:ident, $module:expr, $fail:expr, $name:literal,
-     |$caller:ident $(, $arg:ident : $ty:ty)*| $body:block) => {{
-        $names.push(($module, $name));
+/// Defines hostcalls of one import module, each returning a status, and records their names
+/// as supported. Each is written as a function of the caller and the ABI's arguments:
+///
+/// ```text
+/// hostcalls! { linker, names, "env", fail;
+///     fn proxy_log(caller, level: i32, ptr: i32, len: i32) { ... }
+///     stub proxy_grpc_cancel(i32) -> status::NOT_FOUND;
+/// }
+/// ```
+///
+/// Every one first checks the injected fault: the hostcall named in `HostConfig::fault` returns
+/// `fail` without doing anything. A `stub` ignores its arguments and returns its status.
+macro_rules! hostcalls {
+    ($linker:ident, $names:ident, $module:expr, $fail:expr; $($rest:tt)*) => {
+        hostcalls!(@each $linker, $names, $module, $fail; $($rest)*);
+    };
+    (@each $linker:ident, $names:ident, $module:expr, $fail:expr;) => {};
+    (@each $linker:ident, $names:ident, $module:expr, $fail:expr;
+     fn $name:ident($caller:ident $(, $arg:ident : $ty:ty)* $(,)?) $body:block $($rest:tt)*) => {
+        $names.push(($module, stringify!($name)));
         $linker.func_wrap(
             $module,
-            $name,
+            stringify!($name),
             #[allow(unused_mut)]
-            move |mut $caller: wasmtime::Caller<'_, crate::state::State> $(, $arg: $ty)*| -> wasmtime::Result<i32> {
-                if $caller.data().faulty($name) {
+            move |mut $caller: wasmtime::Caller<'_, crate::state::State> $(, $arg: $ty)*|
+                  -> wasmtime::Result<i32> {
+                if $caller.data().faulty(stringify!($name)) {
                     return Ok($fail);
                 }
                 $body
             },
         )?;
-    }};
+        hostcalls!(@each $linker, $names, $module, $fail; $($rest)*);
+    };
+    (@each $linker:ident, $names:ident, $module:expr, $fail:expr;
+     stub $name:ident($($ty:ty),* $(,)?) -> $status:expr; $($rest:tt)*) => {
+        $names.push(($module, stringify!($name)));
+        $linker.func_wrap(
+            $module,
+            stringify!($name),
+            move |caller: wasmtime::Caller<'_, crate::state::State> $(, _: $ty)*|
+                  -> wasmtime::Result<i32> {
+                if caller.data().faulty(stringify!($name)) {
+                    return Ok($fail);
+                }
+                Ok($status)
+            },
+        )?;
+        hostcalls!(@each $linker, $names, $module, $fail; $($rest)*);
+    };
 }
 
 // --- guest memory --------------------------------------------------------------------------

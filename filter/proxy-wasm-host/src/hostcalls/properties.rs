@@ -8,27 +8,15 @@ use crate::state::State;
 
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let fail = status::INTERNAL_FAILURE;
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_get_property",
-        |caller, path_ptr: i32, path_len: i32, ret_ptr: i32, ret_len: i32| {
+    hostcalls! { linker, names, "env", fail;
+        fn proxy_get_property(caller, path_ptr: i32, path_len: i32, ret_ptr: i32, ret_len: i32) {
             let path = read_or_fault!(read(&mut caller, path_ptr, path_len));
             match property(caller.data(), &abi::property_name(&path)) {
                 Some(value) => return_bytes(&mut caller, &value, ret_ptr, ret_len),
                 None => Ok(status::NOT_FOUND),
             }
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_set_property",
-        |caller, path_ptr: i32, path_len: i32, val_ptr: i32, val_len: i32| {
+        fn proxy_set_property(caller, path_ptr: i32, path_len: i32, val_ptr: i32, val_len: i32) {
             let (Some(path), Some(value)) = (
                 read(&mut caller, path_ptr, path_len),
                 read(&mut caller, val_ptr, val_len),
@@ -41,6 +29,6 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 .insert(abi::property_name(&path), value);
             Ok(status::OK)
         }
-    );
+    }
     Ok(())
 }

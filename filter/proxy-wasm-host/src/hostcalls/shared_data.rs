@@ -8,13 +8,10 @@ use crate::state::State;
 
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let fail = status::INTERNAL_FAILURE;
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_get_shared_data",
-        |caller, key_ptr: i32, key_len: i32, ret_ptr: i32, ret_len: i32, ret_cas: i32| {
+    hostcalls! { linker, names, "env", fail;
+        fn proxy_get_shared_data(
+            caller, key_ptr: i32, key_len: i32, ret_ptr: i32, ret_len: i32, ret_cas: i32
+        ) {
             let key = read_or_fault!(read_string(&mut caller, key_ptr, key_len));
             let Some((value, cas)) = caller.data().shared.get(&key).cloned() else {
                 return Ok(status::NOT_FOUND);
@@ -24,14 +21,9 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             }
             return_bytes(&mut caller, &value, ret_ptr, ret_len)
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_set_shared_data",
-        |caller, key_ptr: i32, key_len: i32, val_ptr: i32, val_len: i32, cas: i32| {
+        fn proxy_set_shared_data(
+            caller, key_ptr: i32, key_len: i32, val_ptr: i32, val_len: i32, cas: i32
+        ) {
             let (Some(key), Some(value)) = (
                 read_string(&mut caller, key_ptr, key_len),
                 read(&mut caller, val_ptr, val_len),
@@ -48,6 +40,6 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             state.shared.insert(key, (value, next));
             Ok(status::OK)
         }
-    );
+    }
     Ok(())
 }

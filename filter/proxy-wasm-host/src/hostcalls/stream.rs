@@ -17,21 +17,11 @@ fn stream_status(caller: &wasmtime::Caller<'_, State>) -> i32 {
 
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let fail = status::INTERNAL_FAILURE;
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_send_local_response",
-        |caller,
-         code: i32,
-         details_ptr: i32,
-         details_len: i32,
-         body_ptr: i32,
-         body_len: i32,
-         headers_ptr: i32,
-         headers_len: i32,
-         _grpc_status: i32| {
+    hostcalls! { linker, names, "env", fail;
+        fn proxy_send_local_response(
+            caller, code: i32, details_ptr: i32, details_len: i32, body_ptr: i32, body_len: i32,
+            headers_ptr: i32, headers_len: i32, _grpc_status: i32
+        ) {
             let (Some(details), Some(body), Some(headers)) = (
                 read_string(&mut caller, details_ptr, details_len),
                 read(&mut caller, body_ptr, body_len),
@@ -56,33 +46,12 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             });
             Ok(status::OK)
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_continue_stream",
-        |caller, _stream: i32| { Ok(stream_status(&caller)) }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_close_stream",
-        |caller, _stream: i32| { Ok(stream_status(&caller)) }
-    );
-    hostcall!(
-        linker,
-        names,
-        "env",
-        fail,
-        "proxy_set_effective_context",
-        |caller, _context: i32| { Ok(status::OK) }
-    );
-    hostcall!(linker, names, "env", fail, "proxy_done", |caller| {
-        Ok(status::OK)
-    });
+        fn proxy_continue_stream(caller, _stream: i32) { Ok(stream_status(&caller)) }
+        fn proxy_close_stream(caller, _stream: i32) { Ok(stream_status(&caller)) }
+        fn proxy_set_effective_context(caller, _context: i32) { Ok(status::OK) }
+        fn proxy_done(caller) {
+            Ok(status::OK)
+        }
+    }
     Ok(())
 }

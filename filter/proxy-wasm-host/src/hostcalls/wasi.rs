@@ -8,13 +8,8 @@ use crate::state::State;
 
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let eio = errno::IO;
-    hostcall!(
-        linker,
-        names,
-        WASI,
-        eio,
-        "fd_write",
-        |caller, fd: i32, iovs: i32, iovs_len: i32, ret: i32| {
+    hostcalls! { linker, names, WASI, eio;
+        fn fd_write(caller, fd: i32, iovs: i32, iovs_len: i32, ret: i32) {
             if fd != 1 && fd != 2 {
                 return Ok(errno::BADF);
             }
@@ -42,14 +37,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             }
             Ok(wasi_written(write_u32(&mut caller, ret, written)))
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        WASI,
-        eio,
-        "environ_sizes_get",
-        |caller, ret_count: i32, ret_size: i32| {
+        fn environ_sizes_get(caller, ret_count: i32, ret_size: i32) {
             let env = &caller.data().config.env;
             let count = env.len() as u32;
             let size: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
@@ -63,14 +51,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 },
             )
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        WASI,
-        eio,
-        "environ_get",
-        |caller, ptrs: i32, buf: i32| {
+        fn environ_get(caller, ptrs: i32, buf: i32) {
             let env = caller.data().config.env.clone();
             let mut at = buf;
             for (i, (k, v)) in env.iter().enumerate() {
@@ -88,14 +69,7 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             }
             Ok(errno::SUCCESS)
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        WASI,
-        eio,
-        "args_sizes_get",
-        |caller, ret_count: i32, ret_size: i32| {
+        fn args_sizes_get(caller, ret_count: i32, ret_size: i32) {
             Ok(
                 if write_u32(&mut caller, ret_count, 0) && write_u32(&mut caller, ret_size, 0) {
                     errno::SUCCESS
@@ -104,43 +78,22 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
                 },
             )
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        WASI,
-        eio,
-        "args_get",
-        |caller, _ptrs: i32, _buf: i32| { Ok(errno::SUCCESS) }
-    );
-    hostcall!(
-        linker,
-        names,
-        WASI,
-        eio,
-        "clock_time_get",
-        |caller, _id: i32, _precision: i64, ret: i32| {
+        fn args_get(caller, _ptrs: i32, _buf: i32) { Ok(errno::SUCCESS) }
+        fn clock_time_get(caller, _id: i32, _precision: i64, ret: i32) {
             let now = caller.data().now_nanos();
             Ok(wasi_written(write_u64(&mut caller, ret, now)))
         }
-    );
-    hostcall!(
-        linker,
-        names,
-        WASI,
-        eio,
-        "random_get",
-        |caller, buf: i32, len: i32| {
+        fn random_get(caller, buf: i32, len: i32) {
             let mut bytes = vec![0u8; len.max(0) as usize];
             if getrandom::fill(&mut bytes).is_err() {
                 return Ok(errno::IO);
             }
             Ok(wasi_written(write(&mut caller, buf, &bytes)))
         }
-    );
-    hostcall!(linker, names, WASI, eio, "sched_yield", |caller| {
-        Ok(errno::SUCCESS)
-    });
+        fn sched_yield(caller) {
+            Ok(errno::SUCCESS)
+        }
+    }
     names.push((WASI, "proc_exit"));
     linker.func_wrap(
         WASI,

@@ -28,6 +28,30 @@ pub fn module(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// The VM environment with the test secret.
+pub fn secret_env() -> Vec<(String, Vec<u8>)> {
+    vec![("POW_HMAC_SECRET".into(), SECRET.into())]
+}
+
+/// A challenge for `from` through `path`, solved: the challenge and its verify URL.
+pub fn solved(host: &mut Host, path: &str, from: &str) -> (Challenge, String) {
+    let ch = challenge_of(&host.request(browser(path, from)).unwrap());
+    let url = verify_url(&ch, solve(&ch), &ch.r);
+    (ch, url)
+}
+
+/// The whole Set-Cookie of a successful verification (a 303).
+pub fn set_cookie(o: &Outcome) -> String {
+    let (status, headers, body) = local(o);
+    assert_eq!(status, 303, "{headers:?} {body}");
+    header(&headers, "set-cookie").unwrap().to_owned()
+}
+
+/// The `name=value` of a Set-Cookie.
+pub fn pair(set: &str) -> &str {
+    set.split(';').next().unwrap()
+}
+
 pub fn plugin_config(mode: &str, extra: &str) -> Vec<u8> {
     format!(
         r#"{{"mode": "{mode}", "difficulty": 8, "list_difficulty": {{"tor": 10}}, {extra}
@@ -51,11 +75,10 @@ pub fn start_with(test: &str, plugin_config: Vec<u8>, env: Vec<(String, Vec<u8>)
     let config = HostConfig {
         plugin_config,
         env,
+        time_nanos: Some(T0 * 1_000_000_000),
         ..HostConfig::default()
     };
-    let mut host = Host::load(&wasm, config).unwrap();
-    host.set_time_nanos(T0 * 1_000_000_000);
-    Some(host)
+    Some(Host::load(&wasm, config).unwrap())
 }
 
 pub fn browser(path: &str, from: &str) -> Request {

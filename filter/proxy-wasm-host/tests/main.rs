@@ -1,0 +1,12 @@
+//! The host's integration tests, one module per concern, in one test binary:
+//! - `abi`: the host's ABI conformance, on a small module written in WAT;
+//! - `filter_pow`: the real release `pow_filter.wasm`, flow by flow;
+//! - `attacks`: the first adversarial review's attacks, replayed against the real module;
+//! - `hardening`: the second review's (return path, tossed cookies, header sizes, client
+//!   address, bypass width, salts, replay, unusable peer address).
+
+mod abi;
+mod attacks;
+mod common;
+mod filter_pow;
+mod hardening;
