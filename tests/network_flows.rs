@@ -1,6 +1,9 @@
 //! The cluster's network as one contract: every layer that opens or closes a port is rendered,
 //! read back, and compared with the declaration (`crates/flows`), for each peer class and port.
 //!
+//! - the control planes' security group (scw-infra's planned rules): the networks it accepts on
+//!   each port are exactly those of the declared peers (pods excepted: they reach another node
+//!   only inside the tunnel, which is what the group sees);
 //! - Cilium's values (render-platform over values/cilium.yaml): the routing mode, the tunnel,
 //!   health and Hubble ports and WireGuard's are declared flows between nodes;
 //! - the NodePort ranges of the API server (talos/patches) and of Cilium are the declared one;
@@ -20,6 +23,8 @@ use flows::{Addresses, FLOWS, NODE_PORT_RANGE, Peer, Ports, Role, Traffic};
 use ipnet::IpNet;
 use render_platform::Release;
 use render_platform::host_firewall;
+use scw_infra::apply::Address;
+use scw_infra::apply::firewall::{self, Source};
 use serde_json::Value;
 
 /// A cluster's addresses: admin networks, three control planes, a worker with IPv6.
@@ -105,6 +110,38 @@ fn differences(layer: &str, declared: &Accepted, rendered: &Accepted) -> Vec<Str
         }
     }
     out
+}
+
+#[test]
+fn the_security_group_accepts_exactly_the_declared_flows_to_the_control_planes() {
+    let addresses = addresses();
+    let known =
+        |list: &[IpAddr]| -> Vec<Address> { list.iter().map(|a| Address::Known(*a)).collect() };
+    let rules = firewall::desired(
+        &addresses.admin,
+        &known(&addresses.control_planes),
+        &known(&addresses.workers),
+    );
+    let mut rendered = Accepted::new();
+    for rule in &rules {
+        let Source::Net(net) = &rule.from else {
+            panic!("an address left pending: {rule:?}")
+        };
+        let ports = rule
+            .ports
+            .map(|(first, last)| Ports::range(first as u16, last as u16));
+        let traffic = match (&rule.protocol, ports) {
+            (scaleway::instance::Protocol::Tcp, Some(ports)) => Traffic::Tcp(ports),
+            (scaleway::instance::Protocol::Udp, Some(ports)) => Traffic::Udp(ports),
+            // A group's ICMP rule takes every type, echo among them.
+            (scaleway::instance::Protocol::Icmp, None) => Traffic::IcmpEcho,
+            other => panic!("a rule for {other:?}"),
+        };
+        accept(&mut rendered, traffic, [*net]);
+    }
+    let declared = declared_networks(Role::ControlPlane, &addresses, Peer::outside_the_tunnel);
+    let diff = differences("security group", &declared, &rendered);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
 }
 
 /// Our Cilium values for a config: values/cilium.yaml, then what render-platform writes (helm
