@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
+use crate::values_contract::example_platform;
 use flows::{Addresses, FLOWS, NODE_PORT_RANGE, Peer, Ports, Role, Traffic};
 use ipnet::IpNet;
 use render_platform::Release;
@@ -144,32 +145,9 @@ fn the_security_group_accepts_exactly_the_declared_flows_to_the_control_planes()
     assert!(diff.is_empty(), "{}", diff.join("\n"));
 }
 
-/// Our Cilium values for a config: values/cilium.yaml, then what render-platform writes (helm
-/// merges the second over the first: maps deep, the rest replaced).
+/// Our Cilium values for a config: values/cilium.yaml, then what render-platform writes.
 fn cilium_values(platform: &render_platform::PlatformConfig) -> Value {
-    let path = testkit::workspace::root().join("values/cilium.yaml");
-    let mut values: Value =
-        serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    merge(
-        &mut values,
-        render_platform::render(platform, Release::Cilium),
-    );
-    values
-}
-
-fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v,
-    }
-}
-
-fn example_platform() -> render_platform::PlatformConfig {
-    render_platform::load(&testkit::workspace::root().join("config/platform.example.json")).unwrap()
+    crate::values_contract::our_values(Release::Cilium, platform)
 }
 
 /// A flow from the nodes to every node carrying this traffic is declared.

@@ -49,8 +49,12 @@ fn narrowed(full: &Value, definition: &str) -> Value {
 impl Schemas {
     /// Every error, each with the path of the offending value; empty when Talos accepts it.
     pub fn errors(&self, document: &Value) -> Vec<String> {
-        let mut errors: Vec<String> = self
-            .v1alpha1
+        self.errors_against(&self.v1alpha1, document)
+    }
+
+    /// The errors `narrowed` finds, each with its path; then whether Talos takes it at all.
+    fn errors_against(&self, narrowed: &jsonschema::Validator, document: &Value) -> Vec<String> {
+        let mut errors: Vec<String> = narrowed
             .iter_errors(document)
             .map(|e| format!("{}: {e}", e.instance_path()))
             .collect();
@@ -67,13 +71,6 @@ impl Schemas {
             self.full["$defs"].get(definition).is_some(),
             "no {definition} in Talos's schema"
         );
-        let mut errors: Vec<String> = build(&narrowed(&self.full, definition))
-            .iter_errors(document)
-            .map(|e| format!("{}: {e}", e.instance_path()))
-            .collect();
-        if errors.is_empty() && !self.any_document.is_valid(document) {
-            errors.push("not exactly one of Talos's document kinds".into());
-        }
-        errors
+        self.errors_against(&build(&narrowed(&self.full, definition)), document)
     }
 }

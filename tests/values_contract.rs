@@ -61,14 +61,14 @@ fn yaml_file(path: &Path) -> Value {
 /// Our values for a release: the committed file merged with what render-platform gives for the
 /// example config (helm merges the second -f over the first the same way: maps deep, the rest
 /// replaced).
-fn our_values(release: Release, platform: &render_platform::PlatformConfig) -> Value {
+pub(crate) fn our_values(release: Release, platform: &render_platform::PlatformConfig) -> Value {
     let mut base =
         yaml_file(&testkit::workspace::root().join(format!("values/{}.yaml", release.name())));
     merge(&mut base, render_platform::render(platform, release));
     base
 }
 
-fn example_platform() -> render_platform::PlatformConfig {
+pub(crate) fn example_platform() -> render_platform::PlatformConfig {
     render_platform::load(&testkit::workspace::root().join("config/platform.example.json")).unwrap()
 }
 
