@@ -312,6 +312,31 @@ fn firewall_files(
     inputs: &PlatformInputs,
     inputs_path: &Path,
 ) -> Result<Vec<(&'static str, String)>, Error> {
+    // An empty list would not mean "nobody" to every layer (an empty CIDR set in a Cilium rule
+    // selects nothing to narrow; Talos with no subnet drops a port for everyone): refused.
+    let refuse = |field: &str, why: &str| Error::Input(InputError::field(inputs_path, field, why));
+    if inputs.admin_cidrs.is_empty() {
+        return Err(refuse(
+            "admin_cidrs",
+            "is empty: nobody could reach the Talos and Kubernetes APIs",
+        ));
+    }
+    if !inputs.worker_addresses.iter().any(|a| a.is_ipv4()) {
+        return Err(refuse(
+            "worker_addresses",
+            "holds no IPv4 address: no worker to patch",
+        ));
+    }
+    let endpoint = inputs
+        .control_plane_addresses
+        .iter()
+        .find(|a| a.is_ipv4())
+        .ok_or_else(|| {
+            refuse(
+                "control_plane_addresses",
+                "holds no IPv4 address: no control plane to reach the worker through",
+            )
+        })?;
     let addresses = addresses(inputs);
     let encode = |e: String| Error::Write(io::Error::other(e).into());
     let labels = serde_json::json!({
@@ -319,40 +344,29 @@ fn firewall_files(
         "app.kubernetes.io/managed-by": "render-platform",
         "app.kubernetes.io/component": "host-firewall",
     });
-    let list = json!({
+    let policies = json!({
         "apiVersion": "v1",
         "kind": "List",
         "items": host_firewall::cilium_policies(&addresses, &labels),
     });
-    let mut policies = serde_json::to_string_pretty(&list).map_err(|e| encode(e.to_string()))?;
+    let mut policies =
+        serde_json::to_string_pretty(&policies).map_err(|e| encode(e.to_string()))?;
     policies.push('\n');
     let mut talos = String::new();
     for document in host_firewall::talos_documents(&addresses, platform.cilium.policy_audit_mode) {
         talos.push_str("---\n");
         talos.push_str(&serde_norway::to_string(&document).map_err(|e| encode(e.to_string()))?);
     }
-    let endpoint = inputs
-        .control_plane_addresses
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(inputs.control_plane_addresses.first())
-        .ok_or_else(|| {
-            Error::Input(InputError::field(
-                inputs_path,
-                "control_plane_addresses",
-                "is empty: no control plane to reach the worker through",
-            ))
-        })?;
-    let mut list = String::from(
+    let mut targets = String::from(
         "# endpoint\tnode\tpatch: talosctl --endpoints <endpoint> --nodes <node> patch machineconfig --patch @<patch>\n",
     );
     for worker in inputs.worker_addresses.iter().filter(|a| a.is_ipv4()) {
-        list.push_str(&format!("{endpoint}\t{worker}\t{TALOS_FIREWALL_FILE}\n"));
+        targets.push_str(&format!("{endpoint}\t{worker}\t{TALOS_FIREWALL_FILE}\n"));
     }
     Ok(vec![
         (HOST_POLICIES_FILE, policies),
         (TALOS_FIREWALL_FILE, talos),
-        (TALOS_FIREWALL_LIST, list),
+        (TALOS_FIREWALL_LIST, targets),
     ])
 }
 
@@ -751,6 +765,39 @@ mod tests {
             "{err}"
         );
         assert!(!out.exists());
+    }
+
+    #[test]
+    fn inputs_without_admins_or_nodes_are_refused_naming_the_field_and_nothing_is_written() {
+        let example: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(inputs_path()).unwrap()).unwrap();
+        for (field, value) in [
+            ("admin_cidrs", json!([])),
+            ("worker_addresses", json!(["2001:db8::10"])),
+            ("control_plane_addresses", json!([])),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut inputs = example.clone();
+            inputs[field] = value;
+            let path = dir.path().join("platform-inputs.json");
+            std::fs::write(&path, inputs.to_string()).unwrap();
+            let out = dir.path().join("rendered");
+            let config = Config {
+                config: example_path(),
+                target: Target::Dir {
+                    dir: out.clone(),
+                    inputs: path,
+                },
+            };
+            let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();
+            assert_eq!(err.exit(), Exit::Usage);
+            let text = err.to_string();
+            assert!(
+                text.contains("platform-inputs.json") && text.contains(field),
+                "{text}"
+            );
+            assert!(!out.exists(), "{field}: something was written");
+        }
     }
 
     #[test]
