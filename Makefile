@@ -249,6 +249,10 @@ LISTS_SHARED  ?= $(if $(filter undefined,$(origin EDGEPOP_SHARED)),../shared,$(E
 lists: $(BIN)/lists-refresh $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor ## Generate the policy lists (Tor exits, hosting ASNs) from LISTS_SOURCES into talos/_out/lists/
 	$(BIN)/lists-refresh --sources '$(LISTS_SOURCES)' --out-dir '$(LISTS_OUT)'
 
+.PHONY: upstream
+upstream: ## Build the upstream programs the tests run (etcd, Kubernetes, kwok, talosctl, sops, age) at the pins, cached; print their paths
+	@pipelines/upstream.sh build
+
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)
 	@CARGO='$(CARGO)' pipelines/test.sh
 

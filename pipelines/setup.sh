@@ -121,3 +121,16 @@ kubectl_minor=$(kubectl version --client 2>/dev/null | sed -n 's/^Client Version
 if ((${kubectl_minor:-0} < 27)); then
   missing "kubectl 1.27 or later is missing (found ${kubectl_minor:+1.}${kubectl_minor:-none})"
 fi
+
+# The real upstream programs the tests run (etcd, the Kubernetes control plane and kubectl, kwok,
+# talosctl, sops, age): built with Go from the Go module proxy at the pins of k8s/versions.env and
+# cached outside the tree by pipelines/upstream.sh, so only the first run builds. Go comes with the
+# machine image: Debian's golang-go is older than their go.mod files want.
+if wants test; then
+  go_minor=$(go env GOVERSION 2>/dev/null | sed -nE 's/^go1\.([0-9]+).*/\1/p')
+  if ((${go_minor:-0} < 26)); then
+    missing "Go 1.26 or later is missing (found $(go env GOVERSION 2>/dev/null || echo none)), so are the upstream programs"
+  elif ! pipelines/upstream.sh build >&2; then
+    missing "the upstream programs could not be built"
+  fi
+fi

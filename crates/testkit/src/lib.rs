@@ -2,11 +2,14 @@
 //! helpers.
 //!
 //! - [`cassettes`]: the Scaleway traffic recorded by Scaleway's own tools, for contract tests.
+//! - [`control_plane`]: a real Kubernetes control plane on loopback (etcd, kube-apiserver,
+//!   kube-controller-manager, kube-scheduler, kwok for nodes and pods), one per test binary.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
 //!   (Python servers, and the recording `helm`, `kubectl` and `talosctl`); the servers are started
 //!   on loopback and killed on drop.
+//! - [`upstream`]: the real upstream programs built at the pins (`pipelines/upstream.sh`).
 //! - [`workspace`]: the workspace root, `../shared`, the binaries cargo built, `python3`.
 //!
 //! Tests that need something a user's machine may lack (chromium, sshd, the upstream schemas)
@@ -15,9 +18,11 @@
 //! step can never pass as green.
 
 pub mod cassettes;
+pub mod control_plane;
 pub mod http;
 pub mod process;
 pub mod standin;
+pub mod upstream;
 pub mod workspace;
 
 /// The variable that turns every skip into a failure.
@@ -71,6 +76,17 @@ pub fn file_names(dir: &std::path::Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The pin `key` of `k8s/versions.env`, for this crate's tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+fn pin(key: &str) -> String {
+    let text = std::fs::read_to_string(workspace::root().join(pop_common::pins::FILE)).unwrap();
+    match pop_common::pins::Pins::new(&text).get(key) {
+        Some(value) => value.to_owned(),
+        None => panic!("{key} is not pinned in k8s/versions.env"),
+    }
 }
 
 #[cfg(test)]
