@@ -17,7 +17,10 @@
 #   platform.sh destroy   uninstall in the reverse order (the host policies go before Cilium; Talos's
 #                         firewall stays in the worker's machine config, protecting it); the CRDs
 #                         (and istio-base, whose templates are the Istio CRDs) stay unless
-#                         DELETE_CRDS=yes.
+#                         DELETE_CRDS=yes. What a kept release leaves pointing at an uninstalled one
+#                         goes: istio-base's validating webhook istiod-default-validator
+#                         (failurePolicy Fail once istiod has patched it) would refuse every write
+#                         of an Istio object, the lists refresh's included, while istiod is gone.
 #
 # Everything is checked before the first change: the tools, the values files, and the sha256 of
 # every vendored CRD file against its pin in k8s/versions.env. A failing step stops the ones after
@@ -218,6 +221,11 @@ destroy() {
     read -r name ns chart repo version <<<"${releases[$i]}"
     if [[ "$name" == istio-base && "${DELETE_CRDS:-}" != yes ]]; then
       say "istio-base kept: its templates are the Istio CRDs (DELETE_CRDS=yes removes them)"
+      # The base chart's webhook to istiod, labelled app=istiod and release=<its release>
+      # (manifests/charts/base/templates/defaultrevision-validatingwebhookconfiguration.yaml,
+      # Istio 1.30): istiod is gone, and a helm upgrade of istio-base makes it again.
+      say "deleting istio-base's validating webhook to istiod (istiod-default-validator)"
+      kubectl delete validatingwebhookconfiguration -l "app=istiod,release=$name" --ignore-not-found
       continue
     fi
     if ! helm status "$name" --namespace "$ns" >/dev/null 2>&1; then

@@ -15,4 +15,5 @@ mod pipelines;
 mod platform;
 mod talos_patches;
 mod talos_schema;
+mod teardown;
 mod values_contract;

@@ -82,12 +82,36 @@ impl World {
             "# never read: helm and kubectl are stand-ins\n",
         )
         .unwrap();
+        // What make acts on: the cluster's own outputs (talos/_out), as apply-infra leaves them.
+        let out = dir.path().join("out");
+        fs::create_dir_all(&out).unwrap();
+        fs::copy(
+            repo().join("config/platform-inputs.example.json"),
+            out.join("platform-inputs.json"),
+        )
+        .unwrap();
         fs::write(
-            dir.path().join("talosconfig"),
-            "# never read: talosctl is a stand-in\n",
+            out.join("kubeconfig"),
+            kubeconfig("admin@edge-par", "https://api.example.com:6443"),
+        )
+        .unwrap();
+        fs::write(out.join("talosconfig"), "# never read: talosctl is a stand-in\n").unwrap();
+        // Another cluster's, as a shell may point at it.
+        fs::write(
+            dir.path().join("prod-kubeconfig"),
+            kubeconfig("prod", "https://prod.example.net:6443"),
         )
         .unwrap();
         World { dir, crd_files }
+    }
+
+    /// The KUBECONFIG each helm and kubectl call was given.
+    fn kubeconfigs(&self) -> Vec<String> {
+        fs::read_to_string(self.dir.path().join("kubeconfigs.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     fn command(&self, program: &str) -> Command {
@@ -103,7 +127,11 @@ impl World {
             .env("VENDOR_DIR", self.dir.path().join("vendor"))
             .env("RENDERED_DIR", self.dir.path().join("rendered"))
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
-            .env("TALOSCONFIG", self.dir.path().join("talosconfig"))
+            .env("TALOSCONFIG", self.dir.path().join("out/talosconfig"))
+            .env(
+                "STANDIN_KUBECONFIG_LOG",
+                self.dir.path().join("kubeconfigs.log"),
+            )
             .env_remove("DELETE_CRDS")
             .env_remove("STANDIN_HELM_VERSION")
             .env_remove("STANDIN_TALOSCTL_FAIL")
@@ -154,6 +182,16 @@ impl World {
             .display()
             .to_string()
     }
+}
+
+/// A kubeconfig as talosctl writes one (key material left out: never read here), whose current
+/// context points at `server`.
+fn kubeconfig(context: &str, server: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: {context}\n  context:\n    cluster: c\n    user: u\n\
+         current-context: {context}\nusers:\n- name: u\n  user: {{}}\n"
+    )
 }
 
 fn stderr(out: &Output) -> String {
@@ -492,13 +530,19 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
         ["istiod", "cert-manager", "cilium"],
         "{calls:#?}"
     );
-    // The host policies go just before Cilium; no CRD is deleted.
+    // istio-base stays, and with it its validating webhook to istiod (istiod-default-validator,
+    // failurePolicy Fail once istiod patched it): with istiod gone, every write of an Istio
+    // object would be refused. Deleted, by the labels the base chart gives it, once istiod is.
+    // The host policies go just before Cilium. No CRD is deleted.
+    let webhook = "kubectl delete validatingwebhookconfiguration -l app=istiod\\,release=istio-base --ignore-not-found";
     let deletes = starting_with(&calls, "kubectl delete");
-    assert_eq!(deletes.len(), 1, "{calls:#?}");
-    assert!(deletes[0].contains("host-firewall.json"), "{}", deletes[0]);
-    let at = |prefix: &str| calls.iter().position(|c| c.starts_with(prefix)).unwrap();
+    assert_eq!(deletes.len(), 2, "{calls:#?}");
+    assert_eq!(deletes[0], webhook, "{calls:#?}");
+    assert!(deletes[1].contains("host-firewall.json"), "{}", deletes[1]);
+    let at = |call: &str| calls.iter().position(|c| c.starts_with(call)).unwrap();
+    assert!(at("helm uninstall istiod") < at(webhook), "{calls:#?}");
     assert!(
-        at("kubectl delete") < at("helm uninstall cilium"),
+        at(deletes[1]) < at("helm uninstall cilium"),
         "{calls:#?}"
     );
 
@@ -545,20 +589,101 @@ fn destroy_skips_what_is_not_installed() {
     assert!(err.contains("istiod: not installed"), "{err}");
 }
 
-/// `make VARIABLE=...` for the world: its rendered releases, and the tools this test built (make
-/// must neither render again nor rebuild them in release mode).
+/// `make VARIABLE=...` for the world: its rendered releases, its cluster outputs, and the tools
+/// this test built (make must neither render again nor rebuild them in release mode).
 fn make_args(world: &World) -> Vec<String> {
     let bin = testkit::workspace::bin("render-platform");
+    testkit::workspace::bin("kubeconfig-guard");
     vec![
         format!(
             "PLATFORM_VALUES={}",
             world.dir.path().join("rendered").display()
         ),
         "PLATFORM_CONFIG=config/platform.example.json".to_owned(),
-        "INPUTS=config/platform-inputs.example.json".to_owned(),
+        format!("OUT={}", world.dir.path().join("out").display()),
         format!("BIN={}", bin.parent().unwrap().display()),
         "RUST_SOURCES=".to_owned(),
     ]
+}
+
+/// `make destroy-platform CONFIRM=yes` in the world, with `env` and `args` added.
+fn make_destroy_platform(world: &World, env: &[(&str, &Path)], args: &[String]) -> Output {
+    let mut make = world.command("make");
+    make.args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .args(["destroy-platform", "CONFIRM=yes"])
+        .args(make_args(world))
+        .args(args)
+        .env("STANDIN_HELM_INSTALLED", "cilium");
+    for (k, v) in env {
+        make.env(k, v);
+    }
+    make.output().unwrap()
+}
+
+#[test]
+fn make_acts_on_the_cluster_s_own_kubeconfig_never_on_the_shell_s() {
+    let world = World::new();
+    let prod = world.dir.path().join("prod-kubeconfig");
+    let own = world.dir.path().join("out/kubeconfig");
+
+    // The shell points at another cluster: make acts on its own kubeconfig, and says so.
+    let out = make_destroy_platform(&world, &[("KUBECONFIG", &prod)], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("KUBECONFIG from the environment")
+            && stderr(&out).contains("is ignored"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(uninstalled(&world.calls()), ["cilium"]);
+    let seen = world.kubeconfigs();
+    assert!(!seen.is_empty());
+    for line in &seen {
+        assert!(line.ends_with(&*own.to_string_lossy()), "{line}");
+    }
+    assert!(
+        stderr(&out).contains("of the cluster edge-par") || stderr(&out).contains("edge-par"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Without the cluster's own kubeconfig, the shell's is still not used: refused, nothing done.
+    let world = World::new();
+    fs::remove_file(world.dir.path().join("out/kubeconfig")).unwrap();
+    let out = make_destroy_platform(&world, &[("KUBECONFIG", &prod)], &[]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+    assert!(world.kubeconfigs().is_empty());
+}
+
+#[test]
+fn a_kubeconfig_whose_current_context_is_another_cluster_is_refused_before_any_write() {
+    // Named on make's command line: taken, then checked against platform-inputs.json.
+    let world = World::new();
+    let prod = world.dir.path().join("prod-kubeconfig");
+    let out = make_destroy_platform(&world, &[], &[format!("KUBECONFIG={}", prod.display())]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains("https://prod.example.net:6443")
+            && err.contains("https://api.example.com:6443"),
+        "{err}"
+    );
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+
+    // The cluster's own file, switched to another context: refused too.
+    let world = World::new();
+    fs::write(
+        world.dir.path().join("out/kubeconfig"),
+        kubeconfig("prod", "https://prod.example.net:6443"),
+    )
+    .unwrap();
+    let out = make_destroy_platform(&world, &[], &[]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("`prod`"), "{}", stderr(&out));
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
 }
 
 #[test]
@@ -576,7 +701,8 @@ fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
         .unwrap();
     assert_ne!(out.status.code(), Some(0));
     assert!(
-        stderr(&out).contains("refusing to destroy"),
+        stderr(&out).contains("refusing to destroy")
+            && stderr(&out).contains("of the cluster edge-par"),
         "{}",
         stderr(&out)
     );

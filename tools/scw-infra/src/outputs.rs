@@ -28,7 +28,9 @@ impl InventoryFile {
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
 /// endpoint's host (for the certificate SANs), the worker's install disk, the SSH private key;
-/// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped).
+/// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped),
+/// of every control plane (comma separated) and of the worker (what `make down` shuts down
+/// through Talos's API).
 pub fn names(
     config: &InfraConfig,
     config_path: &Path,
@@ -63,6 +65,17 @@ pub fn names(
                 InputError::field(&file.path, "nodes", "no control plane with a public_ipv4")
             })?;
         pairs.push(("FIRST_CONTROL_PLANE", first.to_string()));
+        let control_planes: Vec<String> = file
+            .inventory
+            .nodes
+            .iter()
+            .filter(|n| n.role == NodeRole::Controlplane)
+            .filter_map(|n| n.public_ipv4.map(|a| a.to_string()))
+            .collect();
+        pairs.push(("CONTROL_PLANE_ADDRESSES", control_planes.join(",")));
+        if let Some(worker) = file.inventory.edge_worker().and_then(|n| n.public_ipv4) {
+            pairs.push(("WORKER_ADDRESS", worker.to_string()));
+        }
     }
     Ok(pairs)
 }
