@@ -95,7 +95,11 @@ impl World {
             kubeconfig("admin@edge-par", "https://api.example.com:6443"),
         )
         .unwrap();
-        fs::write(out.join("talosconfig"), "# never read: talosctl is a stand-in\n").unwrap();
+        fs::write(
+            out.join("talosconfig"),
+            "# never read: talosctl is a stand-in\n",
+        )
+        .unwrap();
         // Another cluster's, as a shell may point at it.
         fs::write(
             dir.path().join("prod-kubeconfig"),
@@ -541,10 +545,7 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
     assert!(deletes[1].contains("host-firewall.json"), "{}", deletes[1]);
     let at = |call: &str| calls.iter().position(|c| c.starts_with(call)).unwrap();
     assert!(at("helm uninstall istiod") < at(webhook), "{calls:#?}");
-    assert!(
-        at(deletes[1]) < at("helm uninstall cilium"),
-        "{calls:#?}"
-    );
+    assert!(at(deletes[1]) < at("helm uninstall cilium"), "{calls:#?}");
 
     let world = World::new();
     let crds = "customresourcedefinition.apiextensions.k8s.io/gateways.gateway.networking.k8s.io \
