@@ -106,21 +106,23 @@ PLATFORM_VALUES ?= $(OUT)/platform-values
 DELETE_CRDS     ?=
 
 # render-platform owns the list of releases: it writes each one's Helm values (the day-2
-# switches of the platform config) and then releases.tsv, the releases in install order with
-# their charts and pins, which platform.sh reads. It compiles k8s/versions.env in.
+# switches of the platform config, the declared flows' ports), the host firewall (from the
+# declared flows and the cluster's addresses in the platform inputs), and then releases.tsv, the
+# releases in install order with their charts and pins, which platform.sh reads. It compiles
+# k8s/versions.env in.
 PLATFORM_RELEASES := $(PLATFORM_VALUES)/releases.tsv
 $(BIN)/render-platform: k8s/versions.env
-$(PLATFORM_RELEASES): $(PLATFORM_CONFIG) $(BIN)/render-platform
-	$(BIN)/render-platform --config $(PLATFORM_CONFIG) --out-dir $(PLATFORM_VALUES)
+$(PLATFORM_RELEASES): $(PLATFORM_CONFIG) $(INPUTS) $(BIN)/render-platform
+	$(BIN)/render-platform --config $(PLATFORM_CONFIG) --inputs $(INPUTS) --out-dir $(PLATFORM_VALUES)
 
 vendor: ## Fetch the pinned Gateway API CRDs into k8s/vendor/ and check each sha256 (once, before apply-platform)
 	@pipelines/vendor.sh
 
-apply-platform: guard-cluster $(PLATFORM_RELEASES) ## Cilium, Gateway API CRDs, cert-manager, Istio: helm --wait --atomic, pinned
-	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh apply
+apply-platform: guard-cluster $(PLATFORM_RELEASES) ## Cilium and the host firewall, Gateway API CRDs, cert-manager, Istio: helm --wait --atomic, pinned
+	@RENDERED_DIR='$(PLATFORM_VALUES)' TALOSCONFIG='$(OUT)/talosconfig' pipelines/platform.sh apply
 
-diff-platform: guard-cluster $(PLATFORM_RELEASES) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
-	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh diff
+diff-platform: guard-cluster $(PLATFORM_RELEASES) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), talosctl --dry-run, nothing changed
+	@RENDERED_DIR='$(PLATFORM_VALUES)' TALOSCONFIG='$(OUT)/talosconfig' pipelines/platform.sh diff
 
 ##@ Layer 3, edge: gateway, routes, certificates, origin, the challenge filter and its images
 .PHONY: apply-edge dry-run-edge diff-edge check-manifests filter-image lists-image lists-musl publish-images setup-images
@@ -193,13 +195,14 @@ setup-images:
 ##@ Day to day
 .PHONY: up down kubeconfig cluster-status rotate-pow-secret
 # make up: scw-infra powers the servers on; wait-ready hands back control only when every node is
-# Ready, the nodes are uncordoned and no pod is outside Running or Succeeded. UNCORDON=all
+# Ready, the nodes are uncordoned and every pod is Running and Ready (finished Jobs, evicted,
+# shut-down and replaced pods aside). UNCORDON=all
 # (default) uncordons every cordoned node, UNCORDON=a,b only those, UNCORDON= none.
 UNCORDON     ?= all
 UP_TIMEOUT   ?= 15m
 UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
 
-up: guard-cluster $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the control planes on, then the worker; wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
+up: guard-cluster $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the control planes on, then the worker; wait until nodes are Ready and uncordoned and pods Running and Ready (UNCORDON=all|a,b|)
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/power.sh up
 	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
 

@@ -10,6 +10,7 @@ mod check_prereqs;
 mod cluster_status;
 mod images;
 mod infra_pipeline;
+mod network_flows;
 mod pipelines;
 mod platform;
 mod talos_patches;
