@@ -109,14 +109,17 @@ PLATFORM_VALUES ?= $(OUT)/platform-values$(if $(filter edge,$(PROFILE)),,-$(PROF
 DELETE_CRDS     ?=
 
 # render-platform owns the profiles: it checks the profile's order, writes each component's
-# rendered layer (Helm values, objects, the secrets' template) from the profile's config, and
-# then components.tsv, the components in install order with their kinds, charts and pins, which
-# platform.sh reads. It compiles k8s/versions.env in.
+# rendered layer (Helm values with the declared flows' ports, objects, the edge's host firewall
+# from the flows and the cluster's addresses in the platform inputs, the secrets' template) from
+# the profile's config, and then components.tsv, the components in install order with their
+# kinds, charts and pins, which platform.sh reads. It compiles k8s/versions.env in.
 PLATFORM_PLAN := $(PLATFORM_VALUES)/components.tsv
-PLATFORM_ENV   = RENDERED_DIR='$(PLATFORM_VALUES)' RENDER_PLATFORM='$(BIN)/render-platform'
+PLATFORM_ENV   = RENDERED_DIR='$(PLATFORM_VALUES)' RENDER_PLATFORM='$(BIN)/render-platform' TALOSCONFIG='$(OUT)/talosconfig'
+# The edge's host firewall is made of the addresses of the cluster the infra layer wrote.
+PLATFORM_INPUTS = $(if $(filter edge,$(PROFILE)),$(INPUTS))
 $(BIN)/render-platform: k8s/versions.env
-$(PLATFORM_PLAN): $(PLATFORM_CONFIG) $(BIN)/render-platform
-	$(BIN)/render-platform --profile '$(PROFILE)' --config '$(PLATFORM_CONFIG)' --out-dir '$(PLATFORM_VALUES)'
+$(PLATFORM_PLAN): $(PLATFORM_CONFIG) $(PLATFORM_INPUTS) $(BIN)/render-platform
+	$(BIN)/render-platform --profile '$(PROFILE)' --config '$(PLATFORM_CONFIG)' $(if $(PLATFORM_INPUTS),--inputs '$(PLATFORM_INPUTS)') --out-dir '$(PLATFORM_VALUES)'
 
 vendor: ## Fetch the pinned Gateway API CRDs into k8s/vendor/ and check each sha256 (once, before apply-platform)
 	@pipelines/vendor.sh
@@ -130,10 +133,10 @@ guard-profile-kubeconfig:
 	@$(if $(filter command line,$(origin KUBECONFIG)),,echo "make: PROFILE=$(PROFILE) acts on an existing cluster: name its kubeconfig (make ... PROFILE=$(PROFILE) KUBECONFIG=FILE)" >&2; exit 1)
 	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist" >&2; exit 1; }
 
-apply-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## The profile's components in order (PROFILE=edge|onprem): helm --wait --atomic, pinned; objects and secrets server-side applied
+apply-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## The profile's components in order (PROFILE=edge|onprem): helm --wait --atomic, pinned; objects, secrets and the edge's host firewall
 	@$(PLATFORM_ENV) pipelines/platform.sh apply
 
-diff-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), kubectl diff, nothing changed
+diff-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), kubectl diff, talosctl --dry-run, nothing changed
 	@$(PLATFORM_ENV) pipelines/platform.sh diff
 
 ##@ Layer 3, edge: gateway, routes, certificates, origin, the challenge filter and its images
@@ -207,13 +210,14 @@ setup-images:
 ##@ Day to day
 .PHONY: up down kubeconfig cluster-status rotate-pow-secret
 # make up: scw-infra powers the servers on; wait-ready hands back control only when every node is
-# Ready, the nodes are uncordoned and no pod is outside Running or Succeeded. UNCORDON=all
+# Ready, the nodes are uncordoned and every pod is Running and Ready (finished Jobs, evicted,
+# shut-down and replaced pods aside). UNCORDON=all
 # (default) uncordons every cordoned node, UNCORDON=a,b only those, UNCORDON= none.
 UNCORDON     ?= all
 UP_TIMEOUT   ?= 15m
 UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
 
-up: guard-cluster $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the control planes on, then the worker; wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
+up: guard-cluster $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the control planes on, then the worker; wait until nodes are Ready and uncordoned and pods Running and Ready (UNCORDON=all|a,b|)
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/power.sh up
 	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
 

@@ -11,6 +11,9 @@
 #               Established, taking back any field edited by hand; then the named rollout
 #   secrets     the cluster's SOPS file, decrypted by sops before anything is installed, turned
 #               into Secrets by render-platform --secrets, server-side applied
+#   talos       a machine-config patch (talosctl patch machineconfig, no reboot) on each node
+#               <component>.tsv lists (endpoint, node, patch file): the edge's host firewall on
+#               the worker; kept on destroy, where it goes on protecting the node
 #
 #   platform.sh apply     installs every component in order. A second run changes nothing, and
 #                         brings back whatever was changed by hand.
@@ -46,6 +49,8 @@
 #   FIELD_MANAGER   server-side apply field manager (default: edgepop-platform)
 #   HELM_TIMEOUT    per release (default: 10m)
 #   DELETE_CRDS     destroy only: yes also deletes the platform's CRDs (and every object of them)
+#   TALOSCONFIG     the cluster's talosconfig, for `talos` components (default:
+#                   talos/_out/talosconfig)
 #   SOPS_AGE_KEY_FILE (or sops's other ways to find an age key): the cluster's age key
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,6 +73,10 @@ timeout=${HELM_TIMEOUT:-10m}
 
 command -v helm >/dev/null || die "helm is not installed (make check lists what is needed)"
 command -v kubectl >/dev/null || die "kubectl is not installed (make check lists what is needed)"
+# Helm 4 renamed --atomic and changed what --wait waits for: this script speaks Helm 3.
+helm_version=$(helm version --short 2>/dev/null || true)
+[[ "$helm_version" == "v${HELM_MAJOR_VERSION:?}."* ]] ||
+  die "helm ${helm_version:-?} is not Helm $HELM_MAJOR_VERSION, the major version this layer is written for (make check)"
 
 # The components as render-platform lists them, in install order: "name kind namespace source
 # repository version list needs ready depends" (tabs; `-` for an empty field).
@@ -112,6 +121,37 @@ crd_flags() {
   while IFS= read -r f; do [[ -z "$f" ]] || printf '%s\n' -f "$f"; done <<<"${crd_files[$1]}"
 }
 
+# The nodes a `talos` component patches: talos_patches[<component>] holds "endpoint node file"
+# lines (tabs), from the rendered <component>.tsv.
+talosconfig=${TALOSCONFIG:-talos/_out/talosconfig}
+declare -A talos_patches=()
+check_talos() {
+  local line endpoint node patch patches="" list="$rendered_dir/$name.tsv"
+  [[ -f "$list" ]] || die "$list is missing: make renders it with render-platform --inputs"
+  command -v talosctl >/dev/null || die "talosctl is not installed (make check lists what is needed)"
+  [[ -f "$talosconfig" ]] || die "$talosconfig is missing: it is written by make apply-infra"
+  while IFS=$'\t' read -r endpoint node patch; do
+    [[ -z "$endpoint" || "$endpoint" == \#* ]] && continue
+    [[ -f "$rendered_dir/$patch" ]] || die "$rendered_dir/$patch is missing"
+    patches+="$endpoint"$'\t'"$node"$'\t'"$rendered_dir/$patch"$'\n'
+  done < "$list"
+  [[ -n "$patches" ]] || die "$list names no node to patch"
+  talos_patches[$name]=$patches
+}
+
+# talosctl patch machineconfig on each node of the component, with the extra flags given
+# (--mode, --dry-run).
+patch_talos() {
+  local entry endpoint node patch
+  while IFS= read -r entry; do
+    [[ -n "$entry" ]] || continue
+    IFS=$'\t' read -r endpoint node patch <<<"$entry"
+    talosctl --talosconfig "$talosconfig" --endpoints "$endpoint" --nodes "$node" \
+      patch machineconfig --patch "@$patch" "$@" ||
+      die "$name: $node was not patched (through $endpoint)"
+  done <<<"${talos_patches[$name]}"
+}
+
 # helm's values flags for a release: the committed files, then the rendered cluster layer (helm
 # merges each over the ones before).
 values_flags() {
@@ -138,7 +178,8 @@ check_all() {
       crds) check_crds "$source" "$version" ;;
       namespaces|objects|secrets)
         [[ -f "$rendered_dir/$name.json" ]] ||
-          die "$rendered_dir/$name.json is missing: make renders it from the profile's config" ;;
+          die "$rendered_dir/$name.json is missing: make renders it with render-platform from the profile's config (the edge's with --inputs)" ;;
+      talos) check_talos ;;
       *) die "$plan_file: component $name has an unknown kind '$kind'" ;;
     esac
   done
@@ -222,6 +263,10 @@ apply() {
         say "$name: ${list//,/, } (server-side apply)"
         apply_file "${secret_files[$name]}" || die "$name were not applied: stopping"
         installed+="$name, " ;;
+      talos)
+        say "$name: talosctl patch machineconfig (no reboot)"
+        patch_talos --mode=no-reboot
+        installed+="$name, " ;;
     esac
   done
   say "done: ${installed%, }"
@@ -247,6 +292,9 @@ diff_platform() {
         # kubectl diff masks the values of Secrets.
         rc=0; kubectl diff --server-side --force-conflicts --field-manager="$field_manager" -f "$file" || rc=$?
         (( rc <= 1 )) || die "kubectl diff failed on $name" ;;
+      talos)
+        say "diff: $name (talosctl --dry-run)"
+        patch_talos --dry-run ;;
       helm)
         mapfile -t flags < <(values_flags)
         say "diff: $name ($source $version)"
@@ -290,6 +338,14 @@ destroy() {
         say "$name: uninstalling"
         helm uninstall "$name" --namespace "$ns" --wait --timeout "$timeout" || die "$name was not uninstalled: stopping" ;;
       objects)
+        # Without their CRDs (the release that brought them is gone) there is nothing to delete.
+        local crd gone=""
+        IFS=, read -r -a crds <<<"$needs"
+        for crd in "${crds[@]}"; do kubectl get crd "$crd" >/dev/null 2>&1 || gone=$crd; done
+        if [[ -n "$gone" ]]; then
+          say "$name: nothing to delete (the CRD $gone is gone)"
+          continue
+        fi
         say "$name: deleting its objects"
         kubectl delete --ignore-not-found --wait -f "$rendered_dir/$name.json" || die "$name was not deleted: stopping" ;;
       secrets)
@@ -301,6 +357,8 @@ destroy() {
         done ;;
       namespaces)
         say "$name kept: they hold the volumes' claims (kubectl delete namespace removes one and everything in it)" ;;
+      talos)
+        say "$name kept: it stays in the nodes' machine config, protecting them" ;;
       crds) ;;
     esac
   done

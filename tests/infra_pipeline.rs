@@ -278,6 +278,16 @@ fn bootstrap_happens_once_and_the_outputs_are_written() {
     assert_eq!(record.edge_public_ipv4.to_string(), "203.0.113.10");
     assert_eq!(record.dns_zone, "example.com");
     assert_eq!(record.cluster_endpoint, "https://api.example.com:6443");
+    // What the host firewall is rendered from: the admin networks and every node's address.
+    assert_eq!(record.admin_cidrs, ["198.51.100.0/24".parse().unwrap()]);
+    assert_eq!(
+        record.control_plane_addresses,
+        ["203.0.113.11".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert_eq!(
+        record.worker_addresses,
+        ["203.0.113.10".parse::<std::net::IpAddr>().unwrap()]
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod check_prereqs;
 mod cluster_status;
 mod images;
 mod infra_pipeline;
+mod network_flows;
 mod onprem_profile;
 mod pipelines;
 mod platform;

@@ -245,7 +245,8 @@ pub struct SetRule {
     pub protocol: Protocol,
     pub direction: &'static str,
     pub ip_range: String,
-    pub dest_port_from: u32,
+    /// `null` for ICMP (and ANY), which take no ports.
+    pub dest_port_from: Option<u32>,
     /// `null` for one port.
     pub dest_port_to: Option<u32>,
     pub position: u32,

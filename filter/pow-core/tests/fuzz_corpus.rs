@@ -16,7 +16,7 @@ fn corpus_file(target: &str) -> PathBuf {
 
 /// One line of a corpus file: an input in lowercase hex (`filter/fuzz/corpus.sh` writes them).
 fn decode(line: &str) -> Option<Vec<u8>> {
-    if line.len() % 2 != 0 {
+    if !line.len().is_multiple_of(2) {
         return None;
     }
     (0..line.len())

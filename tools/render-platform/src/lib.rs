@@ -29,6 +29,7 @@
 //! compiled in). `--secrets` is the apply-time step: the decrypted SOPS document on stdin, the
 //! Secrets on stdout.
 
+pub mod host_firewall;
 pub mod onprem;
 pub mod profile;
 pub mod secrets;
@@ -37,9 +38,11 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, ValueEnum};
+use flows::{Addresses, Routing};
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::pins::Pins;
+use pop_common::records::PlatformInputs;
 use pop_common::tool::Env;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -48,6 +51,13 @@ use profile::{Component, Kind, PLAN_FILE, PlanLine};
 
 /// `k8s/versions.env` as it was when this binary was built.
 pub const PINS: Pins<'static> = Pins::new(include_str!("../../../k8s/versions.env"));
+
+/// The files of `--out-dir` that hold the edge's host firewall: the Cilium host policies (the
+/// `host-firewall` component's objects), Talos's ingress firewall documents for the worker and
+/// where to apply them (the `talos-firewall` component).
+pub const HOST_POLICIES_FILE: &str = "host-firewall.json";
+pub const TALOS_FIREWALL_FILE: &str = "talos-firewall.worker.yaml";
+pub const TALOS_FIREWALL_LIST: &str = "talos-firewall.tsv";
 
 /// The file of `--out-dir` with the names `make cluster-status` shares with the render.
 pub const STATUS_FILE: &str = "status.env";
@@ -82,8 +92,9 @@ impl Profile {
     }
 }
 
-/// The edge profile, in install order: the CNI first (nothing schedules before it), the Gateway
-/// API CRDs that cert-manager and istiod watch, cert-manager, then Istio's CRDs and istiod.
+/// The edge profile, in install order: the CNI first (nothing schedules before it) and the host
+/// firewall it enforces, the Gateway API CRDs that cert-manager and istiod watch, cert-manager,
+/// then Istio's CRDs and istiod.
 pub const EDGE_COMPONENTS: &[Component] = &[
     Component {
         name: "cilium",
@@ -93,9 +104,27 @@ pub const EDGE_COMPONENTS: &[Component] = &[
             repo_pin: "CILIUM_CHART_REPO",
             version_pin: "CILIUM_VERSION",
             values: &["values/cilium.yaml"],
-            crds: &[],
+            // Registered by the operator as it starts.
+            crds: &["ciliumclusterwidenetworkpolicies.cilium.io"],
         },
         depends_on: &[],
+    },
+    // The host firewall, from the declared flows and the cluster's addresses: Cilium's host
+    // policies, then Talos's ingress firewall on the worker (no reboot).
+    Component {
+        name: "host-firewall",
+        namespace: None,
+        kind: Kind::Objects {
+            needs: &["ciliumclusterwidenetworkpolicies.cilium.io"],
+            ready: None,
+        },
+        depends_on: &["cilium"],
+    },
+    Component {
+        name: "talos-firewall",
+        namespace: None,
+        kind: Kind::Talos,
+        depends_on: &["host-firewall"],
     },
     Component {
         name: "gateway-api",
@@ -203,7 +232,10 @@ pub fn rendered(
                     .map_err(|e| Error::Write(io::Error::other(e).into()))?,
             )
         }
-        (Kind::Objects { .. } | Kind::Namespaces | Kind::Secrets, ClusterConfig::Edge(_)) => {
+        // The host firewall's files come from the cluster's addresses ([`firewall_files`]).
+        (Kind::Objects { .. } | Kind::Talos, ClusterConfig::Edge(_)) => None,
+        (Kind::Talos, ClusterConfig::Onprem(_))
+        | (Kind::Namespaces | Kind::Secrets, ClusterConfig::Edge(_)) => {
             return Err(missing());
         }
     })
@@ -254,7 +286,7 @@ pub fn plan(
                         line.list = template.names();
                     }
                 }
-                Kind::Namespaces | Kind::Objects { .. } => {}
+                Kind::Namespaces | Kind::Objects { .. } | Kind::Talos => {}
             }
             Ok(line)
         })
@@ -276,9 +308,13 @@ pub struct Cli {
     /// Write every component's rendered layer into DIR/<component>.json, then DIR/components.tsv.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+    /// The infra layer's output (talos/_out/platform-inputs.json): the addresses the edge's host
+    /// firewall is rendered from. Needed with --out-dir for the edge profile.
+    #[arg(long, value_name = "FILE")]
+    pub inputs: Option<PathBuf>,
     /// Apply time: read the decrypted SOPS document (JSON) on stdin and print the Secrets of this
     /// template (DIR/<component>.json of a `secrets` component).
-    #[arg(long, value_name = "TEMPLATE", conflicts_with_all = ["config", "component", "out_dir"])]
+    #[arg(long, value_name = "TEMPLATE", conflicts_with_all = ["config", "component", "out_dir", "inputs"])]
     pub secrets: Option<PathBuf>,
 }
 
@@ -289,6 +325,8 @@ pub enum Config {
         profile: Profile,
         config: PathBuf,
         target: Target,
+        /// The platform inputs (the edge's host firewall).
+        inputs: Option<PathBuf>,
     },
     FillSecrets {
         template: PathBuf,
@@ -315,10 +353,8 @@ pub struct PlatformConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CiliumConfig {
-    /// `"<first>,<last>"`: the NodePort range, as Cilium's `node-port-range` flag takes it. It
-    /// must match kube-apiserver's `--service-node-port-range` (the Talos machine config).
-    pub node_port_range: String,
-    /// true: policies are logged, not enforced (verdict AUDIT); false: enforced.
+    /// true: policies, the host firewall's included, are logged, not enforced (verdict AUDIT),
+    /// and Talos's ingress firewall on the worker accepts by default; false: both enforce.
     pub policy_audit_mode: bool,
     pub wireguard: WireGuardConfig,
     pub hubble: HubbleConfig,
@@ -373,6 +409,10 @@ pub enum Error {
     #[error("name one component, or give --out-dir for all of them")]
     Target,
     #[error(
+        "the edge profile's --out-dir needs --inputs (talos/_out/platform-inputs.json): its host firewall is made of the cluster's addresses"
+    )]
+    Inputs,
+    #[error(
         "profile `{profile}` has no component `{name}` with a rendered layer (it has: {known})"
     )]
     UnknownComponent {
@@ -393,7 +433,9 @@ pub enum Error {
 impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
-            Error::Input(_) | Error::Target | Error::UnknownComponent { .. } => Exit::Usage,
+            Error::Input(_) | Error::Target | Error::Inputs | Error::UnknownComponent { .. } => {
+                Exit::Usage
+            }
             Error::Secrets(secrets::FillError::Write(_)) => Exit::Failure,
             Error::Secrets(_) => Exit::Usage,
             Error::Order(_) | Error::NoRender(_) | Error::Write(_) | Error::WriteFile { .. } => {
@@ -413,11 +455,15 @@ pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
         (None, Some(dir)) => Target::Dir(dir),
         _ => return Err(Error::Target),
     };
+    if cli.profile == Profile::Edge && matches!(target, Target::Dir(_)) && cli.inputs.is_none() {
+        return Err(Error::Inputs);
+    }
     Ok(Config::Render {
         profile: cli.profile,
         // clap requires --config without --secrets.
         config: cli.config.ok_or(Error::Target)?,
         target,
+        inputs: cli.inputs,
     })
 }
 
@@ -434,7 +480,7 @@ pub fn run_with(
     input: impl Read,
     mut output: impl Write,
 ) -> Result<(), Error> {
-    let (profile, config_path, target) = match config {
+    let (profile, config_path, target, inputs_path) = match config {
         Config::FillSecrets { template } => {
             let template: secrets::SecretsTemplate = pop_common::input::read_json(template)?;
             return Ok(secrets::fill(&template, input, output)?);
@@ -443,7 +489,8 @@ pub fn run_with(
             profile,
             config,
             target,
-        } => (*profile, config, target),
+            inputs,
+        } => (*profile, config, target, inputs),
     };
     let components = profile.components();
     profile::check(profile.name(), components)?;
@@ -466,8 +513,17 @@ pub fn run_with(
             let template_refs: Vec<(&str, &secrets::SecretsTemplate)> =
                 templates.iter().map(|(n, t)| (*n, t)).collect();
             let plan = profile::plan_text(&plan(components, pins, &template_refs)?);
-            if let ClusterConfig::Onprem(onprem) = &cluster {
-                files.push((STATUS_FILE.to_owned(), onprem::status_names(onprem)));
+            match &cluster {
+                ClusterConfig::Onprem(onprem) => {
+                    files.push((STATUS_FILE.to_owned(), onprem::status_names(onprem)));
+                }
+                ClusterConfig::Edge(platform) => {
+                    let path = inputs_path.as_ref().ok_or(Error::Inputs)?;
+                    let inputs: PlatformInputs = pop_common::input::read_json(path)?;
+                    for (name, text) in firewall_files(platform, &inputs, path)? {
+                        files.push((name.to_owned(), text));
+                    }
+                }
             }
             std::fs::create_dir_all(dir).map_err(|source| Error::WriteFile {
                 path: dir.clone(),
@@ -485,7 +541,7 @@ pub fn run_with(
                 name: name.clone(),
                 known: components
                     .iter()
-                    .filter(|c| !matches!(c.kind, Kind::Crds { .. }))
+                    .filter(|c| matches!(rendered(&cluster, config_path, c, pins), Ok(Some(_))))
                     .map(|c| c.name)
                     .collect::<Vec<_>>()
                     .join(", "),
@@ -499,6 +555,82 @@ pub fn run_with(
             Ok(output.flush().output()?)
         }
     }
+}
+
+/// The cluster's addresses, as the host firewall knows them.
+pub fn addresses(inputs: &PlatformInputs) -> Addresses {
+    Addresses {
+        admin: inputs.admin_cidrs.clone(),
+        control_planes: inputs.control_plane_addresses.clone(),
+        workers: inputs.worker_addresses.clone(),
+    }
+}
+
+/// The host firewall's files, `(name, text)`: the Cilium host policies as a JSON `List`, Talos's
+/// documents for the worker as a YAML stream, and where to apply them: through the first
+/// control plane's apid (reachable from the admin networks as long as the security group is
+/// right, whatever the worker's own rules say) to each worker's IPv4 address.
+fn firewall_files(
+    platform: &PlatformConfig,
+    inputs: &PlatformInputs,
+    inputs_path: &Path,
+) -> Result<Vec<(&'static str, String)>, Error> {
+    // An empty list would not mean "nobody" to every layer (an empty CIDR set in a Cilium rule
+    // selects nothing to narrow; Talos with no subnet drops a port for everyone): refused.
+    let refuse = |field: &str, why: &str| Error::Input(InputError::field(inputs_path, field, why));
+    if inputs.admin_cidrs.is_empty() {
+        return Err(refuse(
+            "admin_cidrs",
+            "is empty: nobody could reach the Talos and Kubernetes APIs",
+        ));
+    }
+    if !inputs.worker_addresses.iter().any(|a| a.is_ipv4()) {
+        return Err(refuse(
+            "worker_addresses",
+            "holds no IPv4 address: no worker to patch",
+        ));
+    }
+    let endpoint = inputs
+        .control_plane_addresses
+        .iter()
+        .find(|a| a.is_ipv4())
+        .ok_or_else(|| {
+            refuse(
+                "control_plane_addresses",
+                "holds no IPv4 address: no control plane to reach the worker through",
+            )
+        })?;
+    let addresses = addresses(inputs);
+    let encode = |e: String| Error::Write(io::Error::other(e).into());
+    let labels = serde_json::json!({
+        "app.kubernetes.io/part-of": "edgepop",
+        "app.kubernetes.io/managed-by": "render-platform",
+        "app.kubernetes.io/component": "host-firewall",
+    });
+    let policies = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": host_firewall::cilium_policies(&addresses, &labels),
+    });
+    let mut policies =
+        serde_json::to_string_pretty(&policies).map_err(|e| encode(e.to_string()))?;
+    policies.push('\n');
+    let mut talos = String::new();
+    for document in host_firewall::talos_documents(&addresses, platform.cilium.policy_audit_mode) {
+        talos.push_str("---\n");
+        talos.push_str(&serde_norway::to_string(&document).map_err(|e| encode(e.to_string()))?);
+    }
+    let mut targets = String::from(
+        "# endpoint\tnode\tpatch: talosctl --endpoints <endpoint> --nodes <node> patch machineconfig --patch @<patch>\n",
+    );
+    for worker in inputs.worker_addresses.iter().filter(|a| a.is_ipv4()) {
+        targets.push_str(&format!("{endpoint}\t{worker}\t{TALOS_FIREWALL_FILE}\n"));
+    }
+    Ok(vec![
+        (HOST_POLICIES_FILE, policies),
+        (TALOS_FIREWALL_FILE, talos),
+        (TALOS_FIREWALL_LIST, targets),
+    ])
 }
 
 /// A rendered layer as pretty JSON, ending with a newline.
@@ -528,7 +660,6 @@ pub fn load(path: &std::path::Path) -> Result<PlatformConfig, InputError> {
 /// The rules the types cannot say; `Err((field, why))`.
 pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
     let cilium = &platform.cilium;
-    node_port_range(&cilium.node_port_range).map_err(|why| ("cilium.node_port_range", why))?;
     let wg = &cilium.wireguard;
     if wg.node_encryption && !wg.enabled {
         return Err((
@@ -568,18 +699,6 @@ pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
         ));
     }
     Ok(())
-}
-
-/// `"<first>,<last>"` with 0 < first <= last <= 65535.
-fn node_port_range(range: &str) -> Result<(u16, u16), String> {
-    let bad = || format!("`{range}` is not `<first>,<last>` (ports, first <= last), e.g. `80,443`");
-    let (first, last) = range.split_once(',').ok_or_else(bad)?;
-    let first: u16 = first.parse().map_err(|_| bad())?;
-    let last: u16 = last.parse().map_err(|_| bad())?;
-    if first == 0 || first > last {
-        return Err(bad());
-    }
-    Ok((first, last))
 }
 
 pub(crate) fn is_dns_label(name: &str) -> bool {
@@ -635,12 +754,23 @@ fn cilium(cilium: &CiliumConfig) -> Value {
         // The chart's default routing is a tunnel, where node identities must stay allowed.
         encryption["strictMode"]["egress"]["allowRemoteNodeIdentities"] = json!(true);
     }
+    let Routing::Tunnel { protocol, port } = flows::ROUTING;
     json!({
         // Comment-only in values.yaml, read by the templates (template-only-keys.txt).
         "policyAuditMode": cilium.policy_audit_mode,
-        "nodePort": {"range": cilium.node_port_range},
+        // The declared flows' ports (crates/flows): the routing mode and the tunnel, chosen
+        // there and opened between nodes only; the health checks; Hubble's server, which the
+        // peer service must target; the node-port range the API server shares.
+        "routingMode": "tunnel",
+        "tunnelProtocol": protocol.cilium(),
+        "tunnelPort": port,
+        // Template-only too (the agent's cluster-health-port).
+        "clusterHealthPort": flows::CILIUM_HEALTH,
+        "nodePort": {"range": flows::NODE_PORT_RANGE.cilium()},
         "encryption": encryption,
         "hubble": {
+            "listenAddress": format!(":{}", flows::HUBBLE),
+            "peerService": {"targetPort": flows::HUBBLE},
             "relay": {"enabled": cilium.hubble.relay},
             "ui": {"enabled": cilium.hubble.ui},
         },
@@ -663,6 +793,12 @@ mod tests {
         let values = render(&example(), "cilium").unwrap();
         assert_eq!(values["policyAuditMode"], json!(true));
         assert_eq!(values["nodePort"]["range"], json!("80,443"));
+        assert_eq!(values["routingMode"], json!("tunnel"));
+        assert_eq!(values["tunnelProtocol"], json!("vxlan"));
+        assert_eq!(values["tunnelPort"], json!(8472));
+        assert_eq!(values["clusterHealthPort"], json!(4240));
+        assert_eq!(values["hubble"]["listenAddress"], json!(":4244"));
+        assert_eq!(values["hubble"]["peerService"]["targetPort"], json!(4244));
         assert_eq!(values["encryption"]["enabled"], json!(true));
         assert_eq!(values["encryption"]["type"], json!("wireguard"));
         assert_eq!(values["encryption"]["nodeEncryption"], json!(true));
@@ -721,18 +857,6 @@ mod tests {
     fn inconsistent_switches_are_refused_naming_the_field() {
         type Mutation = fn(&mut PlatformConfig);
         let cases: Vec<(Mutation, &str)> = vec![
-            (
-                |p| p.cilium.node_port_range = "443,80".into(),
-                "cilium.node_port_range",
-            ),
-            (
-                |p| p.cilium.node_port_range = "80-443".into(),
-                "cilium.node_port_range",
-            ),
-            (
-                |p| p.cilium.node_port_range = "0,443".into(),
-                "cilium.node_port_range",
-            ),
             (
                 |p| {
                     p.cilium.wireguard.enabled = false;
@@ -793,11 +917,16 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/platform.example.json")
     }
 
+    fn inputs_path() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/platform-inputs.example.json")
+    }
+
     fn render_config(target: Target) -> Config {
         Config::Render {
             profile: Profile::Edge,
             config: example_path(),
             target,
+            inputs: Some(inputs_path()),
         }
     }
 
@@ -848,6 +977,8 @@ mod tests {
                     pin("CILIUM_VERSION"),
                     "values/cilium.yaml"
                 ],
+                ["host-firewall", "objects", "-", "-", "-", "-", "-"],
+                ["talos-firewall", "talos", "-", "-", "-", "-", "-"],
                 [
                     "gateway-api",
                     "crds",
@@ -897,8 +1028,11 @@ mod tests {
                 "cert-manager.json",
                 "cilium.json",
                 PLAN_FILE,
+                HOST_POLICIES_FILE,
                 "istio-base.json",
                 "istiod.json",
+                TALOS_FIREWALL_LIST,
+                TALOS_FIREWALL_FILE,
             ],
             "no temporary file is left"
         );
@@ -926,6 +1060,38 @@ mod tests {
     }
 
     #[test]
+    fn inputs_without_admins_or_nodes_are_refused_naming_the_field_and_nothing_is_written() {
+        let example: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(inputs_path()).unwrap()).unwrap();
+        for (field, value) in [
+            ("admin_cidrs", json!([])),
+            ("worker_addresses", json!(["2001:db8::10"])),
+            ("control_plane_addresses", json!([])),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut inputs = example.clone();
+            inputs[field] = value;
+            let path = dir.path().join("platform-inputs.json");
+            std::fs::write(&path, inputs.to_string()).unwrap();
+            let out = dir.path().join("rendered");
+            let config = Config::Render {
+                profile: Profile::Edge,
+                config: example_path(),
+                target: Target::Dir(out.clone()),
+                inputs: Some(path),
+            };
+            let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();
+            assert_eq!(err.exit(), Exit::Usage);
+            let text = err.to_string();
+            assert!(
+                text.contains("platform-inputs.json") && text.contains(field),
+                "{text}"
+            );
+            assert!(!out.exists(), "{field}: something was written");
+        }
+    }
+
+    #[test]
     fn a_component_or_the_out_dir_is_named_not_both_nor_neither() {
         let cli = |args: &[&str]| {
             Cli::try_parse_from(["render-platform", "--config", "p.json"].iter().chain(args))
@@ -941,9 +1107,12 @@ mod tests {
             Target::Stdout("istiod".into())
         );
         assert_eq!(
-            target(resolve(cli(&["--out-dir", "d"]), &env).unwrap()),
+            target(resolve(cli(&["--out-dir", "d", "--inputs", "i.json"]), &env).unwrap()),
             Target::Dir(PathBuf::from("d"))
         );
+        // The edge's host firewall is made of the cluster's addresses.
+        let err = resolve(cli(&["--out-dir", "d"]), &env).unwrap_err();
+        assert!(matches!(err, Error::Inputs), "{err}");
         for args in [&[][..], &["cilium", "--out-dir", "d"]] {
             let err = resolve(cli(args), &env).unwrap_err();
             assert!(matches!(err, Error::Target), "{err}");

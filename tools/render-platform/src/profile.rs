@@ -11,6 +11,7 @@
 //! | `namespaces` | server-side apply of the rendered Namespaces (kept on destroy: they hold the volumes' claims) | |
 //! | `objects` | server-side apply of the rendered objects, taking back fields edited by hand | the CRDs they need Established before; a rollout after, when named |
 //! | `secrets` | the cluster's SOPS file decrypted at apply time, turned into Secrets, server-side applied | |
+//! | `talos` | `talosctl patch machineconfig` (no reboot) of each node `<component>.tsv` lists, with the patch it names | |
 //!
 //! [`check`] holds a profile to its order: a component comes after every component it depends
 //! on, and the CRDs its objects need are brought by one of those.
@@ -58,6 +59,9 @@ pub enum Kind {
         ready: Option<&'static str>,
     },
     Secrets,
+    /// A Talos machine-config patch, applied through Talos's API to the nodes listed in the
+    /// rendered `<name>.tsv` (endpoint, node, patch file).
+    Talos,
 }
 
 impl Kind {
@@ -68,6 +72,7 @@ impl Kind {
             Kind::Namespaces => "namespaces",
             Kind::Objects { .. } => "objects",
             Kind::Secrets => "secrets",
+            Kind::Talos => "talos",
         }
     }
 

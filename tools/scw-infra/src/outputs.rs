@@ -2,6 +2,7 @@
 //! here so that no script reads or builds a record: `names` prints the values the script uses as
 //! `KEY=value` lines, `platform-inputs` writes the `PlatformInputs` record the next layers read.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use pop_common::input::InputError;
@@ -80,7 +81,8 @@ pub fn names(
 }
 
 /// The record the platform and edge layers read: the cluster from the inventory, the DNS zone
-/// from the config, the edge node from the inventory's Elastic Metal worker.
+/// and the admin networks from the config, the edge node from the inventory's Elastic Metal
+/// worker, and every node's public addresses (what the host firewall knows as nodes).
 pub fn platform_inputs(
     config: &InfraConfig,
     file: &InventoryFile,
@@ -104,5 +106,22 @@ pub fn platform_inputs(
         dns_zone: config.dns_zone.clone(),
         edge_node_name: worker.name.clone(),
         edge_public_ipv4: ipv4,
+        admin_cidrs: config.admin_cidrs.clone(),
+        control_plane_addresses: public_addresses(inventory, NodeRole::Controlplane),
+        worker_addresses: public_addresses(inventory, NodeRole::Worker),
     })
+}
+
+/// The public addresses of the nodes of one role, IPv4 then IPv6, in inventory order.
+fn public_addresses(inventory: &NodeInventory, role: NodeRole) -> Vec<IpAddr> {
+    inventory
+        .nodes
+        .iter()
+        .filter(|node| node.role == role)
+        .flat_map(|node| {
+            let v4 = node.public_ipv4.map(IpAddr::V4);
+            let v6 = node.public_ipv6.map(IpAddr::V6);
+            v4.into_iter().chain(v6)
+        })
+        .collect()
 }

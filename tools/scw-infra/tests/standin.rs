@@ -260,8 +260,31 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
         .iter()
         .filter(|r| r["direction"] == "inbound")
         .collect();
-    // 2 admin rules + 5 per node for 4 nodes with IPv4, plus the worker's IPv6.
-    assert_eq!(inbound.len(), 2 + 5 * 5, "{inbound:?}");
+    // The declared flows to the control planes (crates/flows): from each admin CIDR, from each
+    // node address (3 control planes and the worker's IPv4 and IPv6), and from each control
+    // plane's address (etcd).
+    let from = |peer: flows::Peer| {
+        flows::to(flows::Role::ControlPlane)
+            .filter(|f| f.from == peer)
+            .count()
+    };
+    assert_eq!(
+        inbound.len(),
+        from(flows::Peer::Admin)
+            + 5 * from(flows::Peer::Nodes)
+            + 3 * from(flows::Peer::ControlPlanes),
+        "{inbound:?}"
+    );
+    assert!(
+        inbound
+            .iter()
+            .any(|r| r["protocol"] == "UDP" && r["dest_port_from"] == 8472)
+    );
+    assert!(
+        inbound
+            .iter()
+            .any(|r| r["protocol"] == "ICMP" && r["dest_port_from"].is_null())
+    );
     assert!(
         inbound
             .iter()
