@@ -698,3 +698,98 @@ fn collect_secret_refs(value: &Value, out: &mut Vec<(String, String)>) {
         _ => {}
     }
 }
+
+/// `make diff-platform PROFILE=onprem KUBECONFIG=...`: make renders the profile from its config
+/// (the plan, the secrets' template) and hands platform.sh render-platform for the secrets; the
+/// recording helm and kubectl show the dry run, sops decrypts with the test key.
+#[test]
+fn make_renders_the_onprem_profile_and_runs_its_dry_run_twin() {
+    let Some(sops) = testkit::upstream::program(TEST, "sops") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&sops, bin.join("sops")).unwrap();
+    let tmp = dir.path().join("tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    let mut config: Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
+    )
+    .unwrap();
+    config["secrets"] = Value::String(sops_file().display().to_string());
+    let config_path = dir.path().join("onprem.json");
+    fs::write(&config_path, config.to_string()).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    fs::write(&kubeconfig, "# never read: kubectl is a stand-in\n").unwrap();
+    let log = dir.path().join("calls.log");
+    fs::write(&log, "").unwrap();
+    let rendered = dir.path().join("rendered");
+    let tools = testkit::workspace::bin("render-platform");
+    let out = Command::new("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .args(["diff-platform", "PROFILE=onprem"])
+        .arg(format!("KUBECONFIG={}", kubeconfig.display()))
+        .arg(format!("PLATFORM_CONFIG={}", config_path.display()))
+        .arg(format!("PLATFORM_VALUES={}", rendered.display()))
+        .arg(format!("BIN={}", tools.parent().unwrap().display()))
+        .arg("RUST_SOURCES=")
+        .env(
+            "PATH",
+            format!(
+                "{}:{}:{}",
+                testkit::standin::path("recording").display(),
+                bin.display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .env("STANDIN_LOG", &log)
+        .env("SOPS_AGE_KEY_FILE", key())
+        .env("TMPDIR", &tmp)
+        .env("HOME", dir.path())
+        .env_remove("STANDIN_HELM_DIFF")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    // make rendered the plan from the config.
+    let plan = fs::read_to_string(rendered.join("components.tsv")).unwrap();
+    assert!(
+        plan.contains("\nsmoke-test\tobjects\tsmoke-test\t"),
+        "{plan}"
+    );
+    let calls: Vec<String> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.starts_with("helm upgrade") || c.starts_with("kubectl apply")),
+        "{calls:#?}"
+    );
+    let diffs = |what: &str| {
+        calls
+            .iter()
+            .any(|c| c.starts_with("kubectl diff") && c.contains(what))
+    };
+    assert!(
+        diffs("namespaces.json") && diffs("secrets.json") && diffs("smoke-test.json"),
+        "{calls:#?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.starts_with("helm template traefik traefik ")),
+        "{calls:#?}"
+    );
+    assert!(
+        testkit::file_names(&tmp).is_empty(),
+        "the secrets folder is left"
+    );
+    for clear in CLEAR {
+        assert!(!output_text(&out).contains(clear) && !calls.iter().any(|c| c.contains(clear)));
+    }
+}
