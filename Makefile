@@ -85,8 +85,8 @@ guard-cluster: have-kubeconfig $(INPUTS) $(BIN)/kubeconfig-guard
 help: ## List the targets (this text)
 	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-check: ## Check the tools and credentials a real deployment needs
-	@pipelines/check-prereqs.sh
+check: ## Check the tools and credentials a real deployment needs (PROFILE=onprem: those of an existing cluster's platform layer)
+	@PROFILE='$(PROFILE)' $(if $(filter edge,$(PROFILE)),,PLATFORM_CONFIG='$(PLATFORM_CONFIG)') pipelines/check-prereqs.sh
 
 apply: ## Apply the three layers in order: infra, then platform, then edge
 	$(MAKE) apply-infra
