@@ -39,3 +39,15 @@ impl AcmeServer {
         }
     }
 }
+
+/// The `acme` object of the configs that render a ClusterIssuer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeConfig {
+    /// Staging until the chain works.
+    #[serde(default)]
+    pub server: AcmeServer,
+    /// The ACME account's contact; required for production.
+    #[serde(default)]
+    pub email: Option<String>,
+}

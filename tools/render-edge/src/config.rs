@@ -49,17 +49,7 @@ pub struct ImagesConfig {
     pub published: Option<PathBuf>,
 }
 
-pub use pop_common::acme::AcmeServer;
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AcmeConfig {
-    #[serde(default)]
-    pub server: AcmeServer,
-    /// The ACME account's contact; required for production.
-    #[serde(default)]
-    pub email: Option<String>,
-}
+pub use pop_common::acme::{AcmeConfig, AcmeServer};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

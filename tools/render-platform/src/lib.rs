@@ -92,23 +92,30 @@ impl Profile {
     }
 }
 
+/// Cilium, the CNI of every profile (nothing schedules before it): the Talos values, then the
+/// profile's cluster layer. Its operator registers the CRDs its features use as it starts.
+pub const CILIUM: Component = Component {
+    name: "cilium",
+    namespace: Some("kube-system"),
+    kind: Kind::Helm {
+        chart: "cilium",
+        repo_pin: "CILIUM_CHART_REPO",
+        version_pin: "CILIUM_VERSION",
+        values: &["values/cilium.yaml"],
+        crds: &[
+            "ciliumclusterwidenetworkpolicies.cilium.io",
+            "ciliumloadbalancerippools.cilium.io",
+            "ciliuml2announcementpolicies.cilium.io",
+        ],
+    },
+    depends_on: &[],
+};
+
 /// The edge profile, in install order: the CNI first (nothing schedules before it) and the host
 /// firewall it enforces, the Gateway API CRDs that cert-manager and istiod watch, cert-manager,
 /// then Istio's CRDs and istiod.
 pub const EDGE_COMPONENTS: &[Component] = &[
-    Component {
-        name: "cilium",
-        namespace: Some("kube-system"),
-        kind: Kind::Helm {
-            chart: "cilium",
-            repo_pin: "CILIUM_CHART_REPO",
-            version_pin: "CILIUM_VERSION",
-            values: &["values/cilium.yaml"],
-            // Registered by the operator as it starts.
-            crds: &["ciliumclusterwidenetworkpolicies.cilium.io"],
-        },
-        depends_on: &[],
-    },
+    CILIUM,
     // The host firewall, from the declared flows and the cluster's addresses: Cilium's host
     // policies, then Talos's ingress firewall on the worker (no reboot).
     Component {

@@ -11,7 +11,7 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use pop_common::acme::AcmeServer;
+use pop_common::acme::{AcmeConfig, AcmeServer};
 use pop_common::input::InputError;
 use pop_common::pins::Pins;
 use serde::Deserialize;
@@ -35,19 +35,7 @@ pub const COMPONENTS: &[Component] = &[
         kind: Kind::Secrets,
         depends_on: &["namespaces"],
     },
-    Component {
-        name: "cilium",
-        namespace: Some("kube-system"),
-        kind: Kind::Helm {
-            chart: "cilium",
-            repo_pin: "CILIUM_CHART_REPO",
-            version_pin: "CILIUM_VERSION",
-            values: &["values/cilium.yaml"],
-            // Registered by the operator as it starts.
-            crds: &[POOL_CRD, L2_CRD],
-        },
-        depends_on: &[],
-    },
+    crate::CILIUM,
     Component {
         name: "load-balancer",
         namespace: None,
@@ -281,17 +269,6 @@ fn default_ovh_endpoint() -> String {
     "ovh-eu".to_owned()
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AcmeConfig {
-    /// Staging until the chain works.
-    #[serde(default)]
-    pub server: AcmeServer,
-    /// The ACME account's contact; required for production.
-    #[serde(default)]
-    pub email: Option<String>,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SmokeTestConfig {
@@ -479,8 +456,13 @@ pub fn values(
     pins: &Pins,
 ) -> Result<Option<Value>, InputError> {
     let values = match component {
-        // LB IPAM is on by default in 1.20; the announcements are not.
-        "cilium" => json!({"l2announcements": {"enabled": true}}),
+        "cilium" => json!({
+            // LB IPAM is on by default in 1.20; the announcements are not.
+            "l2announcements": {"enabled": true},
+            // The host firewall of values/cilium.yaml enforces the edge's declared flows, whose
+            // host policies this profile does not have.
+            "hostFirewall": {"enabled": false},
+        }),
         "snapshot-controller" => json!({}),
         "ceph-csi-rbd" => {
             let ceph = &config.ceph;
