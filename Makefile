@@ -126,12 +126,20 @@ vendor: ## Fetch the pinned Gateway API CRDs into k8s/vendor/ and check each sha
 
 # The edge's cluster is checked against its platform inputs (guard-cluster). Another profile acts
 # on an existing cluster this Makefile did not make: its kubeconfig must be named on the command
-# line, so that the edge's own default never receives another profile's components.
+# line, so that the edge's own default never receives another profile's components, and its
+# current context must point at the cluster_endpoint of the profile's config (render-platform
+# hands it on in status.env, with the cluster's name for the questions).
 PLATFORM_GUARD = $(if $(filter edge,$(PROFILE)),guard-cluster,guard-profile-kubeconfig)
-.PHONY: guard-profile-kubeconfig
-guard-profile-kubeconfig:
+PROFILE_NAMES  = $(PLATFORM_VALUES)/status.env
+PROFILE_GUARD  = $(BIN)/kubeconfig-guard --kubeconfig '$(KUBECONFIG)' \
+  --endpoint "$$(sed -n 's/^CLUSTER_ENDPOINT=//p' '$(PROFILE_NAMES)')" \
+  --cluster-name "$$(sed -n 's/^CLUSTER_NAME=//p' '$(PROFILE_NAMES)')"
+.PHONY: guard-profile-kubeconfig profile-kubeconfig-named
+profile-kubeconfig-named:
 	@$(if $(filter command line,$(origin KUBECONFIG)),,echo "make: PROFILE=$(PROFILE) acts on an existing cluster: name its kubeconfig (make ... PROFILE=$(PROFILE) KUBECONFIG=FILE)" >&2; exit 1)
 	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist" >&2; exit 1; }
+guard-profile-kubeconfig: profile-kubeconfig-named $(PLATFORM_PLAN) $(BIN)/kubeconfig-guard
+	@$(PROFILE_GUARD) >/dev/null
 
 apply-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## The profile's components in order (PROFILE=edge|onprem): helm --wait --atomic, pinned; objects, secrets and the edge's host firewall
 	@$(PLATFORM_ENV) pipelines/platform.sh apply
@@ -249,9 +257,9 @@ destroy-edge: guard-cluster $(EDGE_NAMES) ## Delete the edge objects the ApplySe
 	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "every edge object of the cluster $$cluster" "$$cluster"; \
 	NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh
 
-# The question names the cluster: the edge's, from its platform inputs; another profile's, the
-# kubeconfig's current context.
-PLATFORM_CLUSTER = $(if $(filter edge,$(PROFILE)),$$($(GUARD) | sed -n 's/^CLUSTER_NAME=//p'),$$(kubectl config current-context))
+# The question names the cluster: the edge's, from its platform inputs; another profile's, from
+# its config.
+PLATFORM_CLUSTER = $$($(if $(filter edge,$(PROFILE)),$(GUARD),$(PROFILE_GUARD)) | sed -n 's/^CLUSTER_NAME=//p')
 destroy-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## Uninstall the profile's components in reverse order; namespaces, CRDs and istio-base stay unless DELETE_CRDS=yes for the last two
 	@cluster=$(PLATFORM_CLUSTER); \
 	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the platform layer ($(PROFILE))$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,) of the cluster $$cluster" "$$cluster"; \

@@ -720,38 +720,55 @@ fn make_renders_the_onprem_profile_and_runs_its_dry_run_twin() {
     config["secrets"] = Value::String(sops_file().display().to_string());
     let config_path = dir.path().join("onprem.json");
     fs::write(&config_path, config.to_string()).unwrap();
+    // kubectl is a stand-in, but make reads the kubeconfig's current context before any call:
+    // it must point at the config's cluster_endpoint.
     let kubeconfig = dir.path().join("kubeconfig");
-    fs::write(&kubeconfig, "# never read: kubectl is a stand-in\n").unwrap();
+    let pointing_at = |server: &str| {
+        fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: demo\n  cluster:\n    server: {server}\n\
+                 contexts:\n- name: admin@demo\n  context:\n    cluster: demo\n    user: admin\n\
+                 current-context: admin@demo\n"
+            ),
+        )
+        .unwrap()
+    };
+    pointing_at(config["cluster_endpoint"].as_str().unwrap());
     let log = dir.path().join("calls.log");
     fs::write(&log, "").unwrap();
     let rendered = dir.path().join("rendered");
     let tools = testkit::workspace::bin("render-platform");
-    let out = Command::new("make")
-        .args(["--no-print-directory", "-C"])
-        .arg(repo())
-        .args(["diff-platform", "PROFILE=onprem"])
-        .arg(format!("KUBECONFIG={}", kubeconfig.display()))
-        .arg(format!("PLATFORM_CONFIG={}", config_path.display()))
-        .arg(format!("PLATFORM_VALUES={}", rendered.display()))
-        .arg(format!("BIN={}", tools.parent().unwrap().display()))
-        .arg("RUST_SOURCES=")
-        .env(
-            "PATH",
-            format!(
-                "{}:{}:{}",
-                testkit::standin::path("recording").display(),
-                bin.display(),
-                std::env::var("PATH").unwrap()
-            ),
-        )
-        .env("STANDIN_LOG", &log)
-        .env("SOPS_AGE_KEY_FILE", key())
-        .env("TMPDIR", &tmp)
-        .env("HOME", dir.path())
-        .env_remove("STANDIN_HELM_DIFF")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    testkit::workspace::bin("kubeconfig-guard");
+    let make = || {
+        Command::new("make")
+            .args(["--no-print-directory", "-C"])
+            .arg(repo())
+            .args(["diff-platform", "PROFILE=onprem"])
+            .arg(format!("KUBECONFIG={}", kubeconfig.display()))
+            .arg(format!("PLATFORM_CONFIG={}", config_path.display()))
+            .arg(format!("PLATFORM_VALUES={}", rendered.display()))
+            .arg(format!("BIN={}", tools.parent().unwrap().display()))
+            .arg("RUST_SOURCES=")
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}:{}",
+                    testkit::standin::path("recording").display(),
+                    bin.display(),
+                    std::env::var("PATH").unwrap()
+                ),
+            )
+            .env("STANDIN_LOG", &log)
+            .env("SOPS_AGE_KEY_FILE", key())
+            .env("TMPDIR", &tmp)
+            .env("HOME", dir.path())
+            .env_remove("STANDIN_HELM_DIFF")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = make();
     assert!(out.status.success(), "{}", output_text(&out));
     // make rendered the plan from the config.
     let plan = fs::read_to_string(rendered.join("components.tsv")).unwrap();
@@ -792,4 +809,16 @@ fn make_renders_the_onprem_profile_and_runs_its_dry_run_twin() {
     for clear in CLEAR {
         assert!(!output_text(&out).contains(clear) && !calls.iter().any(|c| c.contains(clear)));
     }
+
+    // A kubeconfig whose current context is another cluster: refused before any call.
+    pointing_at("https://prod.example.net:6443");
+    fs::write(&log, "").unwrap();
+    let out = make();
+    assert_ne!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("points at https://prod.example.net:6443"),
+        "{}",
+        output_text(&out)
+    );
+    assert_eq!(fs::read_to_string(&log).unwrap(), "", "a call was made");
 }

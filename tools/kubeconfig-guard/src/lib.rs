@@ -3,11 +3,14 @@
 //!
 //! ```text
 //! kubeconfig-guard --kubeconfig talos/_out/kubeconfig --inputs talos/_out/platform-inputs.json
+//! kubeconfig-guard --kubeconfig FILE --endpoint https://k8s.example.net:6443 --cluster-name demo
 //! ```
 //!
 //! kubectl and helm act on the API server of the kubeconfig's current context. This tool reads
 //! that server (`current-context`, its context's `cluster`, that cluster's `server`) and compares
-//! it with `cluster_endpoint` of the `PlatformInputs` record the infra layer wrote: the same URL
+//! it with `cluster_endpoint` of the `PlatformInputs` record the infra layer wrote, or, for a
+//! cluster this Makefile did not make (another platform profile), with the endpoint its config
+//! declares (`--endpoint`): the same URL
 //! (scheme and host in any case, the default port spelled or not, no trailing slash) prints
 //! `CLUSTER_NAME=<name>` and `CLUSTER_ENDPOINT=<url>` on stdout, for the question that names the
 //! cluster; another is refused (exit 1), naming the file, the context, the server it points at
@@ -31,15 +34,35 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: PathBuf,
     /// The PlatformInputs record of the cluster (talos/_out/platform-inputs.json).
-    #[arg(long, value_name = "FILE")]
-    pub inputs: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "endpoint",
+        conflicts_with = "endpoint"
+    )]
+    pub inputs: Option<PathBuf>,
+    /// The API server of a cluster the infra layer did not make (its platform profile's
+    /// `cluster_endpoint`), with --cluster-name.
+    #[arg(long, value_name = "URL", requires = "cluster_name")]
+    pub endpoint: Option<String>,
+    /// That cluster's name, printed for the questions that name it.
+    #[arg(long, value_name = "NAME", requires = "endpoint")]
+    pub cluster_name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub kubeconfig: PathBuf,
-    pub inputs: PlatformInputs,
-    pub inputs_path: PathBuf,
+    pub expected: Expected,
+}
+
+/// The cluster the kubeconfig must point at, and where that was read (for the refusal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    pub cluster_name: String,
+    pub endpoint: String,
+    /// `cluster_endpoint of FILE`, or `--endpoint`.
+    pub read_from: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,17 +78,19 @@ pub enum Error {
     Kubeconfig { path: PathBuf, message: String },
     #[error(
         "{}: the current context `{context}` points at {server}, not at this cluster's {endpoint} \
-         (cluster_endpoint of {}): refusing to act on it; this Makefile uses talos/_out/kubeconfig, \
-         or the file given as make KUBECONFIG=...",
-        kubeconfig.display(), inputs.display()
+         ({expected_from}): refusing to act on it; this Makefile uses talos/_out/kubeconfig, or the file \
+         given as make KUBECONFIG=...",
+        kubeconfig.display()
     )]
     OtherCluster {
         kubeconfig: PathBuf,
         context: String,
         server: String,
         endpoint: String,
-        inputs: PathBuf,
+        expected_from: String,
     },
+    #[error("--endpoint `{0}`: not an https:// URL with a host")]
+    Endpoint(String),
     #[error("cannot write the output: {0}")]
     Output(#[from] OutputError),
 }
@@ -73,7 +98,9 @@ pub enum Error {
 impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
-            Error::Input(_) | Error::Read { .. } | Error::Syntax { .. } => Exit::Usage,
+            Error::Input(_) | Error::Read { .. } | Error::Syntax { .. } | Error::Endpoint(_) => {
+                Exit::Usage
+            }
             Error::Kubeconfig { .. } | Error::OtherCluster { .. } | Error::Output(_) => {
                 Exit::Failure
             }
@@ -81,12 +108,34 @@ impl Report for Error {
     }
 }
 
+/// Reads the PlatformInputs record, or checks the endpoint given.
 pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
-    let inputs = pop_common::input::read_json(&cli.inputs)?;
+    let expected = match (cli.inputs, cli.endpoint, cli.cluster_name) {
+        (Some(path), _, _) => {
+            let inputs: PlatformInputs = pop_common::input::read_json(&path)?;
+            Expected {
+                cluster_name: inputs.cluster_name,
+                endpoint: inputs.cluster_endpoint,
+                read_from: format!("cluster_endpoint of {}", path.display()),
+            }
+        }
+        (None, Some(endpoint), Some(cluster_name)) => {
+            let host = endpoint.strip_prefix("https://").unwrap_or_default();
+            if host.is_empty() || host.starts_with(['/', ':']) {
+                return Err(Error::Endpoint(endpoint));
+            }
+            Expected {
+                cluster_name,
+                endpoint,
+                read_from: "--endpoint".to_owned(),
+            }
+        }
+        // clap requires --inputs or both of the others.
+        _ => return Err(Error::Endpoint(String::new())),
+    };
     Ok(Config {
         kubeconfig: cli.kubeconfig,
-        inputs,
-        inputs_path: cli.inputs,
+        expected,
     })
 }
 
@@ -188,25 +237,26 @@ pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result
         message: e.to_string(),
     })?;
     let (context, server) = current_server(path, &text)?;
-    let endpoint = &config.inputs.cluster_endpoint;
+    let expected = &config.expected;
+    let endpoint = &expected.endpoint;
     if normalize(&server) != normalize(endpoint) {
         return Err(Error::OtherCluster {
             kubeconfig: path.clone(),
             context,
             server,
             endpoint: endpoint.clone(),
-            inputs: config.inputs_path.clone(),
+            expected_from: expected.read_from.clone(),
         });
     }
     pop_common::info!(
         "{}: the context `{context}` is the cluster {} ({endpoint})",
         path.display(),
-        config.inputs.cluster_name
+        expected.cluster_name
     );
     writeln!(
         output,
         "CLUSTER_NAME={}\nCLUSTER_ENDPOINT={endpoint}",
-        config.inputs.cluster_name
+        expected.cluster_name
     )
     .output()?;
     Ok(output.flush().output()?)
@@ -263,7 +313,9 @@ current-context: admin@edge-par
         resolve(
             Cli {
                 kubeconfig: path,
-                inputs,
+                inputs: Some(inputs),
+                endpoint: None,
+                cluster_name: None,
             },
             &Env::from_pairs(Vec::<(String, String)>::new()),
         )
@@ -301,6 +353,62 @@ current-context: admin@edge-par
             assert!(text.contains(needle), "{needle}: {text}");
         }
         assert!(!text.contains("c2VjcmV0"), "{text}");
+    }
+
+    #[test]
+    fn a_cluster_the_infra_layer_did_not_make_is_checked_against_the_endpoint_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(&path, TALOS).unwrap();
+        let cli = |endpoint: &str| {
+            Cli::try_parse_from([
+                "kubeconfig-guard",
+                "--kubeconfig",
+                path.to_str().unwrap(),
+                "--endpoint",
+                endpoint,
+                "--cluster-name",
+                "demo",
+            ])
+            .unwrap()
+        };
+        let env = Env::from_pairs(Vec::<(String, String)>::new());
+        let config = resolve(cli("https://API.example.com:6443/"), &env).unwrap();
+        let mut out = Vec::new();
+        run(&config, std::io::empty(), &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "CLUSTER_NAME=demo\nCLUSTER_ENDPOINT=https://API.example.com:6443/\n"
+        );
+        let other = resolve(cli("https://prod.example.net:6443"), &env).unwrap();
+        let text = run(&other, std::io::empty(), Vec::new())
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("(--endpoint)"), "{text}");
+        for bad in ["http://api.example.com", "https://", "https://:6443"] {
+            let err = resolve(cli(bad), &env).unwrap_err();
+            assert_eq!(err.exit(), Exit::Usage, "{bad}");
+        }
+        // --inputs or --endpoint with --cluster-name: never neither, never both.
+        assert!(Cli::try_parse_from(["kubeconfig-guard", "--kubeconfig", "k"]).is_err());
+        assert!(
+            Cli::try_parse_from(["kubeconfig-guard", "--kubeconfig", "k", "--endpoint", "x"])
+                .is_err()
+        );
+        assert!(
+            Cli::try_parse_from([
+                "kubeconfig-guard",
+                "--kubeconfig",
+                "k",
+                "--inputs",
+                "i",
+                "--endpoint",
+                "x",
+                "--cluster-name",
+                "n",
+            ])
+            .is_err()
+        );
     }
 
     #[test]

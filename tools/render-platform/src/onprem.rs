@@ -211,6 +211,9 @@ const TRAEFIK: &str = "traefik";
 pub struct OnpremConfig {
     /// Names the pool, the L2 policy and external-dns's TXT ownership records.
     pub cluster_name: String,
+    /// The cluster's Kubernetes API (`https://host:port`): make acts only on a kubeconfig whose
+    /// current context points there (kubeconfig-guard).
+    pub cluster_endpoint: String,
     /// The SOPS file of this cluster's secrets, relative to this config's folder.
     pub secrets: PathBuf,
     pub load_balancer: LoadBalancerConfig,
@@ -289,6 +292,22 @@ pub fn check(config: &OnpremConfig) -> Result<(), (&'static str, String)> {
         return Err((
             "cluster_name",
             format!("`{}` is not a lower-case DNS label", config.cluster_name),
+        ));
+    }
+    let api_host = config
+        .cluster_endpoint
+        .strip_prefix("https://")
+        .unwrap_or_default();
+    if api_host.is_empty()
+        || api_host.starts_with([':', '/'])
+        || api_host.contains(char::is_whitespace)
+    {
+        return Err((
+            "cluster_endpoint",
+            format!(
+                "`{}` is not an https:// URL with a host",
+                config.cluster_endpoint
+            ),
         ));
     }
     let lb = &config.load_balancer;
@@ -734,6 +753,8 @@ fn smoke_test(config: &OnpremConfig, image: &str) -> Vec<Value> {
 /// The names `make cluster-status PROFILE=onprem` shares with the render, one `KEY=value` a line.
 pub fn status_names(config: &OnpremConfig) -> String {
     let pairs = [
+        ("CLUSTER_NAME", config.cluster_name.clone()),
+        ("CLUSTER_ENDPOINT", config.cluster_endpoint.clone()),
         ("STORAGE_CLASS", STORAGE_CLASS.to_owned()),
         ("CEPH_NAMESPACE", CEPH_NAMESPACE.to_owned()),
         ("TRAEFIK_NAMESPACE", TRAEFIK_NAMESPACE.to_owned()),
@@ -770,6 +791,16 @@ mod tests {
                 |c| c.cluster_name = "Demo".into(),
                 "cluster_name",
                 "DNS label",
+            ),
+            (
+                |c| c.cluster_endpoint = "http://api.demo.k8s.exemple.fr:6443".into(),
+                "cluster_endpoint",
+                "https://",
+            ),
+            (
+                |c| c.cluster_endpoint = "https://:6443".into(),
+                "cluster_endpoint",
+                "with a host",
             ),
             (
                 |c| c.load_balancer.last = "10.20.1.99".parse().unwrap(),
