@@ -16,11 +16,26 @@ total_count. Servers move through their real states, one step per look at them: 
 stopped -> starting -> running -> stopping -> stopped (terminate: stopping, then gone), Elastic
 Metal delivering -> ready -> stopping -> stopped -> starting -> ready.
 
+Elastic Metal, as the tools order it (without `install`, so with no OS):
+- no Instance image exists until one is imported or seeded: nothing is pre-seeded;
+- `reboot` is refused while the server has no installed OS (`install` is null): the rescue mode
+  documentation requires an installed server (docs-content
+  pages/elastic-metal/how-to/use-rescue-mode.mdx, "Requirements"), and operators report that a
+  server without one answers no reboot; `stop` then `start` with a `boot_type` works;
+- `start` and `reboot` take `boot_type` and `ssh_key_ids`, "additional SSH public key IDs to
+  configure on rescue image" (scaleway.baremetal.v1.Api.yml, StartServer and RebootServer): an
+  unknown id is a 404; a boot into rescue writes the public keys of exactly those ids to
+  RESCUE_DIR/authorized_keys (the only keys the rescue sshd of the tests accepts: a server with
+  no OS has no registered keys of its own) and the rescue password to RESCUE_DIR/password; a
+  normal boot empties both;
+- `rescue_server` ({user, password}, the rescue system's credentials) is filled one look after
+  the server is ready in rescue, not at the first `ready` answer.
+
 The Registry v1 namespace endpoints are not in the specs: they are checked against the fields the
 issue names (name, project_id, is_public, description).
 
 Usage: scaleway_api.py --specs DIR --cassettes DIR --port-file F --log F --secret S --project P
-                       [--talos-version V] [--dns-zone Z]
+                       [--dns-zone Z] [--rescue-dir DIR --rescue-user NAME]
 Control (not Scaleway): POST /__standin/faults [{method, path (regex), kind: status|cut|slow,
 status, retry_after, count}], POST /__standin/seed {kind, ...fields}, GET /__standin/state.
 """
@@ -297,7 +312,7 @@ def new_id():
 
 
 class State:
-    def __init__(self, templates, project, talos_version, dns_zone):
+    def __init__(self, templates, project, dns_zone, rescue_dir=None, rescue_user="rescue"):
         self.t = templates
         self.project = project
         self.lock = threading.RLock()
@@ -317,10 +332,8 @@ class State:
         self.s3_root = None
         self.faults = []
         self.next_ip = 10
-        image = copy.deepcopy(self.t["image"])
-        image.update(id=new_id(), name=f"talos-{talos_version}", tags=[f"edgepop-talos={talos_version}"],
-                     state="available", arch="x86_64", project=project, zone="fr-par-1", public=False)
-        self.images[image["id"]] = image
+        self.rescue_dir = rescue_dir
+        self.rescue_user = rescue_user
         offer = copy.deepcopy(self.t["offer"])
         offer.update(id=new_id(), name="EM-A116X-SSD", stock="available", enable=True,
                      subscription_period="hourly", zone="fr-par-1")
@@ -377,7 +390,28 @@ class State:
             else:
                 s["_steps"] = 0
                 s["status"] = nxt
+        elif s["status"] == "ready" and s["boot_type"] == "rescue" and s.get("rescue_server") is None:
+            # The credentials come a look after the server says it is ready in rescue.
+            if s.get("_rescue_ready"):
+                s["rescue_server"] = {"user": self.rescue_user, "password": s["_rescue_password"]}
+            s["_rescue_ready"] = True
         return s
+
+    def boot_bm(self, s, boot_type, ssh_key_ids):
+        """A start or reboot: the rescue image gets exactly the keys named by id."""
+        keys = []
+        for key_id in ssh_key_ids:
+            key = self.ssh_keys.get(key_id)
+            if not key:
+                raise not_found("ssh_key", key_id)
+            keys.append(key["public_key"])
+        s.update(status="starting", _steps=0, boot_type=boot_type, rescue_server=None, _rescue_ready=False,
+                 _rescue_password=uuid.uuid4().hex if boot_type == "rescue" else None)
+        if self.rescue_dir:
+            with open(os.path.join(self.rescue_dir, "authorized_keys"), "w") as f:
+                f.write("".join(k + "\n" for k in keys) if boot_type == "rescue" else "")
+            with open(os.path.join(self.rescue_dir, "password"), "w") as f:
+                f.write(s["_rescue_password"] or "")
 
 
 def public(obj):
@@ -774,6 +808,10 @@ def handle(state, method, template, p, query, body):
         if template.endswith("{server_id}"):
             if method == "GET":
                 return Answer(200, public(s.look_bm(srv)))
+            if method == "PATCH":
+                if "tags" in body:
+                    srv["tags"] = body["tags"]
+                return Answer(200, public(srv))
             if method == "DELETE":
                 del s.bm_servers[srv["id"]]
                 srv["status"] = "deleting"
@@ -781,6 +819,9 @@ def handle(state, method, template, p, query, body):
         action = template.rsplit("/", 1)[1]
         if srv["status"] == "delivering":
             raise Answer(400, {"message": "Server is not delivered"})
+        boot_type = body.get("boot_type") or "unknown_boot_type"
+        if boot_type == "unknown_boot_type":
+            boot_type = srv["boot_type"] if action == "start" else "normal"
         if action == "stop":
             if srv["status"] != "ready":
                 raise bad(f"server is {srv['status']}")
@@ -788,9 +829,12 @@ def handle(state, method, template, p, query, body):
         elif action == "start":
             if srv["status"] != "stopped":
                 raise bad(f"server is {srv['status']}")
-            srv.update(status="starting", _steps=0, boot_type=body.get("boot_type", srv["boot_type"]))
+            s.boot_bm(srv, boot_type, body.get("ssh_key_ids") or [])
         elif action == "reboot":
-            srv.update(status="starting", _steps=0, boot_type=body.get("boot_type", "normal"))
+            if srv.get("install") is None:
+                raise Answer(412, {"type": "precondition_failed", "precondition": "server_not_installed",
+                                   "message": "server has no installed OS: stop it, then start it"})
+            s.boot_bm(srv, boot_type, body.get("ssh_key_ids") or [])
         return Answer(200, public(srv))
 
     # IAM SSH keys
@@ -879,10 +923,29 @@ def handle(state, method, template, p, query, body):
 
 
 def seed(state, body):
-    """Adds a resource as someone else (or a half-built run) left it."""
+    """Adds a resource as someone else (or a half-built run, or an earlier import) left it."""
     kind = body.pop("kind")
     zone = body.pop("zone", "fr-par-1")
     with state.lock:
+        if kind == "image":
+            # The Talos image an earlier run imported.
+            version = body["version"]
+            image = copy.deepcopy(state.t["image"])
+            image.update(id=new_id(), name=f"talos-{version}", tags=body.get("tags", [f"edgepop-talos={version}"]),
+                         state="available", arch="x86_64", project=state.project, zone=zone, public=False)
+            state.images[image["id"]] = image
+            return public(image)
+        if kind == "baremetal_server":
+            # A server ordered without an OS and delivered: ready, normal boot.
+            offer = next(iter(state.offers))
+            srv = handle(state, "POST", "/baremetal/v1/zones/{zone}/servers", {"zone": zone}, {},
+                         {"offer_id": offer, "name": body["name"], "description": "",
+                          "tags": body.get("tags", []), "project_id": state.project}).body
+            srv = state.bm_servers[srv["id"]]
+            srv.update(status=body.get("status", "ready"), _steps=0)
+            if "address" in body:
+                srv["ips"][0]["address"] = body["address"]
+            return public(srv)
         if kind == "instance_server":
             # A plain server: created stopped, from the Talos image.
             image = next(iter(state.images))
@@ -912,12 +975,14 @@ def main():
     ap = argparse.ArgumentParser()
     for name in ("--specs", "--cassettes", "--port-file", "--log", "--secret", "--project"):
         ap.add_argument(name, required=True)
-    ap.add_argument("--talos-version", default="v1.13.11")
+    ap.add_argument("--rescue-dir", default="", help="where a rescue boot writes authorized_keys and password")
+    ap.add_argument("--rescue-user", default="rescue")
     ap.add_argument("--dns-zone", default="")
     ap.add_argument("--s3-root", default="", help="where the S3 stand-in keeps its objects")
     args = ap.parse_args()
     spec = Spec(args.specs)
-    state = State(load_templates(args.cassettes, spec), args.project, args.talos_version, args.dns_zone)
+    state = State(load_templates(args.cassettes, spec), args.project, args.dns_zone,
+                  args.rescue_dir or None, args.rescue_user)
     state.s3_root = args.s3_root or None
     log = open(args.log, "a", buffering=1)
     log_lock = threading.Lock()

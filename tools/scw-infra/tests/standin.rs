@@ -52,14 +52,7 @@ impl StandIn {
             .arg(&port_file)
             .arg("--log")
             .arg(dir.path().join("requests.jsonl"))
-            .args([
-                "--secret",
-                SECRET,
-                "--project",
-                PROJECT,
-                "--talos-version",
-                "v1.13.11",
-            ]);
+            .args(["--secret", SECRET, "--project", PROJECT]);
         if dns_zone {
             cmd.args(["--dns-zone", "example.com"]);
         }
@@ -74,7 +67,10 @@ impl StandIn {
         .unwrap();
         config["ssh_public_key_path"] = json!(dir.path().join("id.pub"));
         std::fs::write(dir.path().join("infra.json"), config.to_string()).unwrap();
-        Some(StandIn { scaleway, s3, dir })
+        let stand_in = StandIn { scaleway, s3, dir };
+        // The Talos image an earlier run imported (the stand-in has none of its own).
+        stand_in.seed(json!({"kind": "image", "version": "v1.13.11"}));
+        Some(stand_in)
     }
 
     fn control(&self, method: &str, path: &str, body: Option<Value>) -> Value {
@@ -323,9 +319,19 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
             .any(|r| r["name"] == "www" && r["type"] == "AAAA")
     );
     assert_eq!(state["ssh_keys"][0]["public_key"], PUBKEY);
+    // The key registered for the worker's rescue system is named by its IAM id.
+    assert_eq!(
+        inventory["ssh_key_ids"],
+        json!([state["ssh_keys"][0]["id"]])
+    );
     assert_eq!(state["namespaces"][0]["is_public"], true);
 
     let second = ok(&s.scw(APPLY));
+    let found: Value = serde_json::from_str(second.trim()).unwrap();
+    assert_eq!(
+        found["ssh_key_ids"], inventory["ssh_key_ids"],
+        "found again"
+    );
     let again = s.take_requests();
     assert_eq!(
         mutations(&again),
@@ -409,7 +415,7 @@ fn a_dry_run_makes_no_mutating_call_and_the_run_makes_the_planned_ones() {
         assert_eq!(ip["node"], instance["node"]);
         assert!(
             instance["image"].is_string(),
-            "the pre-seeded image: {instance}"
+            "the seeded image: {instance}"
         );
     }
     assert_eq!(steps(&planned, "order-worker").len(), 1);
