@@ -9,6 +9,8 @@
 //! scw-infra credentials                                            # which profile resolves
 //! scw-infra names --config config/infra.json [--inventory FILE]   # KEY=value for infra.sh
 //! scw-infra platform-inputs --config config/infra.json --inventory FILE
+//! scw-infra talos-patches --config config/infra.json --out-dir talos/_out/patches
+//! scw-infra talos-schematic --config config/infra.json     # the worker's Image Factory schematic
 //! ```
 //!
 //! Each of `apply`, `power` and `destroy` first computes a plan from reads only ([`plan`]), then
@@ -26,6 +28,7 @@ pub mod outputs;
 pub mod plan;
 pub mod power;
 pub mod tags;
+pub mod talos;
 pub mod wait;
 
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
@@ -132,6 +135,26 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         inventory: Option<PathBuf>,
     },
+    /// Render talos/patches/ with the config's values into a folder; print each rendered patch
+    /// as `<talosctl gen config flag><TAB><path>`, in name order.
+    TalosPatches {
+        /// The infra config.
+        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
+        config: PathBuf,
+        /// The patches, with their `${NAME}` placeholders.
+        #[arg(long, value_name = "DIR", default_value = "talos/patches")]
+        patches: PathBuf,
+        /// Where the rendered patches go (a file is rewritten only when it changes).
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+    },
+    /// Print the Image Factory schematic (YAML) of the worker's Talos image: the kernel
+    /// arguments its offer needs.
+    TalosSchematic {
+        /// The infra config.
+        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
+        config: PathBuf,
+    },
     /// Print the PlatformInputs record the platform and edge layers read.
     PlatformInputs {
         /// The infra config.
@@ -162,6 +185,12 @@ pub enum Config {
         config: InfraConfig,
         inventory: InventoryFile,
     },
+    TalosPatches {
+        values: std::collections::BTreeMap<&'static str, String>,
+        patches: PathBuf,
+        out_dir: PathBuf,
+    },
+    TalosSchematic(talos::Schematic),
     Run(Box<RunConfig>),
 }
 
@@ -209,6 +238,8 @@ pub enum Error {
     Usage(String),
     #[error("destroy cancelled: nothing was deleted")]
     Cancelled,
+    #[error(transparent)]
+    Patches(#[from] talos::PatchError),
     #[error("cannot write the output: {0}")]
     Output(#[from] OutputError),
 }
@@ -218,7 +249,8 @@ impl Report for Error {
         match self {
             Error::Input(_) | Error::Credentials(_) | Error::Usage(_) => Exit::Usage,
             Error::Infra(err) => err.exit(),
-            Error::Cancelled | Error::Output(_) => Exit::Failure,
+            Error::Patches(talos::PatchError::Input(_)) => Exit::Usage,
+            Error::Cancelled | Error::Output(_) | Error::Patches(_) => Exit::Failure,
         }
     }
 }
@@ -234,6 +266,24 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                 inventory: inventory.as_deref().map(InventoryFile::read).transpose()?,
                 config_path: config,
             });
+        }
+        Command::TalosPatches {
+            config,
+            patches,
+            out_dir,
+        } => {
+            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
+            return Ok(Config::TalosPatches {
+                values: talos::placeholders(&infra, &config, &talos::PINS)?,
+                patches,
+                out_dir,
+            });
+        }
+        Command::TalosSchematic { config } => {
+            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
+            return Ok(Config::TalosSchematic(talos::Schematic::for_offer(
+                &infra.worker.offer,
+            )));
         }
         Command::PlatformInputs { config, inventory } => {
             return Ok(Config::PlatformInputs {
@@ -405,6 +455,25 @@ pub fn run_with(
                 writeln!(output, "{key}={value}").output()?;
             }
             return Ok(output.flush().output()?);
+        }
+        Config::TalosPatches {
+            values,
+            patches,
+            out_dir,
+        } => {
+            for rendered in talos::render_patches(values, patches, out_dir)? {
+                writeln!(
+                    output,
+                    "{}\t{}",
+                    rendered.scope.flag(),
+                    rendered.path.display()
+                )
+                .output()?;
+            }
+            return Ok(output.flush().output()?);
+        }
+        Config::TalosSchematic(schematic) => {
+            return Ok(output.write_all(schematic.yaml().as_bytes()).output()?);
         }
         Config::PlatformInputs { config, inventory } => {
             let record = outputs::platform_inputs(config, inventory)?;

@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use pop_common::input::InputError;
-use pop_common::records::{NodeInventory, PlatformInputs, Version};
+use pop_common::records::{NodeInventory, NodeRole, PlatformInputs, Version};
 
 use crate::config::InfraConfig;
+use crate::talos;
 
 /// An inventory read from a file, with the file's name for errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,13 +27,16 @@ impl InventoryFile {
 }
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
-/// endpoint's host (for the certificate SANs), the worker's install disk, the SSH private key;
-/// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped).
+/// endpoint's host, the worker's install disk and name (its Kubernetes node name), the Image
+/// Factory schematic its offer needs (checked against the pin) and its installer, the SSH
+/// private key; with an inventory, the public IPv4 of the first control plane (where etcd is
+/// bootstrapped) and of every control plane (space-separated: where etcd is looked for).
 pub fn names(
     config: &InfraConfig,
     config_path: &Path,
     inventory: Option<&InventoryFile>,
 ) -> Result<Vec<(&'static str, String)>, InputError> {
+    let schematic = talos::worker_schematic(config, config_path, &talos::PINS)?;
     let mut pairs = vec![
         ("CLUSTER_NAME", config.cluster_name.clone()),
         ("CLUSTER_ENDPOINT", config.cluster_endpoint.clone()),
@@ -41,6 +45,12 @@ pub fn names(
             format!("{}.{}", config.api_hostname, config.dns_zone),
         ),
         ("INSTALL_DISK", config.worker.install_disk.clone()),
+        ("WORKER_NAME", config.worker.name.clone()),
+        (
+            "WORKER_INSTALLER_IMAGE",
+            talos::metal_installer(&talos::PINS, &schematic)?,
+        ),
+        ("WORKER_SCHEMATIC", schematic),
         ("SSH_PRIVATE_KEY", config.ssh_private_key_path.clone()),
     ];
     // One pair a line: a value with a line break would read as another pair.
@@ -62,6 +72,14 @@ pub fn names(
                 InputError::field(&file.path, "nodes", "no control plane with a public_ipv4")
             })?;
         pairs.push(("FIRST_CONTROL_PLANE", first.to_string()));
+        let all: Vec<String> = file
+            .inventory
+            .nodes
+            .iter()
+            .filter(|n| n.role == NodeRole::Controlplane)
+            .filter_map(|n| n.public_ipv4.map(|ip| ip.to_string()))
+            .collect();
+        pairs.push(("CONTROL_PLANES", all.join(" ")));
     }
     Ok(pairs)
 }

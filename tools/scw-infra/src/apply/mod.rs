@@ -130,6 +130,8 @@ pub struct Known {
     pub rules: Vec<(firewall::RuleSpec, String)>,
     /// Its editable rules that are not inbound accept rules (none of the cluster's).
     pub foreign_rules: usize,
+    /// The IAM id of the worker's SSH key, found or registered.
+    pub ssh_key_id: Option<String>,
 }
 
 impl Known {
@@ -267,12 +269,16 @@ fn inventory(cluster: &Cluster<'_>, known: &Known) -> R<NodeInventory> {
         name: names.worker().to_owned(),
         id: String::new(),
     })?;
-    nodes.push(baremetal_node(worker));
+    // The worker is named as the config names it, whatever an adopted server is called at
+    // Scaleway: that name is its Talos hostname (a HostnameConfig patch), hence its Kubernetes
+    // node name, which the edge layer selects on (PlatformInputs.edge_node_name).
+    nodes.push(baremetal_node(worker, names.worker()));
     Ok(NodeInventory {
         kind: Default::default(),
         version: Version,
         cluster_name: cluster.config.cluster_name.clone(),
         cluster_endpoint: cluster.config.cluster_endpoint.clone(),
+        ssh_key_ids: known.ssh_key_id.iter().cloned().collect(),
         nodes,
     })
 }
@@ -311,9 +317,9 @@ fn instance_node(server: &instance::Server, ip: Option<&instance::Ip>) -> Node {
     }
 }
 
-fn baremetal_node(server: &baremetal::Server) -> Node {
+fn baremetal_node(server: &baremetal::Server, name: &str) -> Node {
     Node {
-        name: server.name.clone(),
+        name: name.to_owned(),
         role: NodeRole::Worker,
         kind: NodeKind::ElasticMetal,
         zone: server.zone.clone(),
