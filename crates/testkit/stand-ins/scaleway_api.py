@@ -31,6 +31,9 @@ Elastic Metal, as the tools order it (without `install`, so with no OS):
 - `rescue_server` ({user, password}, the rescue system's credentials) is filled one look after
   the server is ready in rescue, not at the first `ready` answer.
 
+An Instance's user data (SetServerUserData, a `*/*` body) is kept as the bytes sent; the log
+keeps their digest and content type, the state dump (`user_data`) their digest by server and key.
+
 The Registry v1 namespace endpoints are not in the specs: they are checked against the fields the
 issue names (name, project_id, is_public, description).
 
@@ -42,6 +45,7 @@ status, retry_after, count}], POST /__standin/seed {kind, ...fields}, GET /__sta
 
 import argparse
 import copy
+import hashlib
 import datetime
 import glob
 import json
@@ -686,6 +690,14 @@ def handle(state, method, template, p, query, body):
         task.update(id=new_id(), description=f"server_{action}", status="pending", href_from=f"/servers/{srv['id']}/action",
                     started_at=now(), terminated_at=None, progress=0, zone=zone)
         return Answer(202, {"task": task})
+    if template == "/instance/v1/zones/{zone}/servers/{server_id}/user_data/{key}" and method == "PATCH":
+        # SetServerUserData: the bytes as they are (Talos's Scaleway platform reads the key
+        # `cloud-init` at boot).
+        srv = s.servers.get(p["server_id"])
+        if not srv:
+            raise not_found("instance_server", p["server_id"])
+        srv.setdefault("_user_data", {})[p["key"]] = body
+        return Answer(204, None)
     if template == "/instance/v1/zones/{zone}/volumes/{volume_id}" and method == "DELETE":
         raise not_found("instance_volume", p["volume_id"])
 
@@ -1012,9 +1024,18 @@ def main():
             query = parse_qs(url.query, keep_blank_values=True)
             entry = {"method": method, "path": url.path, "query": query,
                      "body": None, "token": self.headers.get("X-Auth-Token") == args.secret}
+            # An operation whose body is not JSON (an Instance's user data: `*/*`, binary) takes
+            # the bytes as they are; the log keeps their digest, not them.
+            _, _, raw_op, _ = spec.match(method, url.path)
+            takes_bytes = raw_op is not None and "*/*" in raw_op.get("requestBody", {}).get("content", {})
             try:
-                body = json.loads(raw) if raw else None
-                entry["body"] = body
+                if takes_bytes:
+                    body = None
+                    entry["body"] = {"bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest(),
+                                     "content_type": self.headers.get("Content-Type")}
+                else:
+                    body = json.loads(raw) if raw else None
+                    entry["body"] = body
             except ValueError:
                 body = None
                 entry["refused"] = ["body is not JSON"]
@@ -1055,7 +1076,10 @@ def main():
                 check_path(op, params, errors)
                 check_query(op, query, errors)
                 schema = (op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema"))
-                if schema is None and body not in (None, {}):
+                if takes_bytes:
+                    if not raw and op["requestBody"].get("required"):
+                        errors.append("body required")
+                elif schema is None and body not in (None, {}):
                     errors.append("a body where the operation takes none")
                 elif schema is not None:
                     if body is None and resolve(schema, comps).get("required"):
@@ -1069,7 +1093,7 @@ def main():
                                                     "help_message": e} for e in errors]})
             with state.lock:
                 try:
-                    answer = handle(state, method, template, params, query, body or {})
+                    answer = handle(state, method, template, params, query, raw if takes_bytes else body or {})
                 except Answer as a:
                     answer = a
             entry["status"] = answer.status
@@ -1102,6 +1126,9 @@ def main():
                              "images", "snapshots")}
                     dump["records"] = state.records
                     dump["rules"] = state.rules
+                    # Each server's user data, by key: the digest of the bytes.
+                    dump["user_data"] = {sid: {k: hashlib.sha256(v).hexdigest() for k, v in srv.get("_user_data", {}).items()}
+                                         for sid, srv in state.servers.items()}
                     return self.send(200, dump)
             self.send(404, {"message": "no such control"})
 
