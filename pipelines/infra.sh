@@ -199,14 +199,16 @@ nodes() {
   local reflash=()
   [[ "${REFLASH:-}" == yes ]] && reflash=(--reflash)
   # scw-infra finds the nodes again from Scaleway (importing the control planes' image when it is
-  # missing) and carries over, by server id, what the later steps recorded in the last inventory,
-  # so a re-run skips it. Each tool reads the inventory and writes it back enriched; the file is
+  # missing; giving each new control plane its config as user data, which Talos's Scaleway
+  # platform reads at boot, so it never opens maintenance mode) and carries over, by server id,
+  # what the later steps recorded in the last inventory, so a re-run skips it. Each tool reads the inventory and writes it back enriched; the file is
   # replaced only when the whole pipe succeeded (a failing tool still writes what it did, kept as
   # inventory.partial). The worker's flashed tag is written last, once talos-apply-insecure has
   # proved the node ours.
   "$BIN/scw-infra" apply --config "$INFRA_CONFIG" --talos-version "$TALOS_VERSION" \
       --previous "$inventory" \
       --talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$control_plane_sha256" \
+      --control-plane-config "$OUT/controlplane.yaml" \
     | "$BIN/scw-rescue-flash" --image "$metal" --disk "$INSTALL_DISK" --ssh-key "$SSH_PRIVATE_KEY" \
         --installer-image "$WORKER_INSTALLER_IMAGE" --talosconfig "$talosconfig" "${reflash[@]}" \
     | without_secrets "$BIN/talos-apply-insecure" --config-dir "$OUT" --talosconfig "$talosconfig" \

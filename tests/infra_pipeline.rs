@@ -719,6 +719,15 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         "{}",
         apply.2
     );
+    // The control planes get their config as user data: they boot configured.
+    assert!(
+        apply.2.contains(&format!(
+            "--control-plane-config {}",
+            env.out("controlplane.yaml").display()
+        )),
+        "{}",
+        apply.2
+    );
     let flash = &flash.2;
     for needle in [
         &format!(

@@ -100,6 +100,10 @@ pub enum Command {
         /// The part size of the image upload, in MiB (at least 5).
         #[arg(long, value_name = "MIB", default_value_t = 64)]
         upload_part_mib: usize,
+        /// The control planes' machine config (talos/_out/controlplane.yaml): each new control
+        /// plane gets it as user data before its first boot, and boots configured.
+        #[arg(long, value_name = "FILE")]
+        control_plane_config: Option<PathBuf>,
     },
     /// Power the servers on or off (instances poweron/poweroff, Elastic Metal start/stop).
     Power {
@@ -210,7 +214,7 @@ pub struct RunConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Apply {
-        inputs: ApplyInputs,
+        inputs: Box<ApplyInputs>,
         dry_run: bool,
         previous: Option<InventoryFile>,
     },
@@ -299,6 +303,7 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             talos_image_url,
             talos_image_sha256,
             upload_part_mib,
+            control_plane_config,
         } => {
             if !talos_version.starts_with('v') || talos_version.len() < 2 {
                 return Err(Error::Usage(format!(
@@ -333,12 +338,19 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
             let ssh_public_key = read_public_key(&common.config, &infra)?;
             let action = Action::Apply {
-                inputs: ApplyInputs {
+                inputs: Box::new(ApplyInputs {
                     talos_version,
                     talos_source,
                     ssh_public_key,
                     part_size: upload_part_mib * 1024 * 1024,
-                },
+                    control_plane_config: control_plane_config
+                        .map(|path| {
+                            std::fs::read(&path)
+                                .map(apply::UserData::new)
+                                .map_err(|source| InputError::Read { path, source })
+                        })
+                        .transpose()?,
+                }),
                 dry_run,
                 previous,
             };

@@ -1346,3 +1346,82 @@ fn the_stand_in_answers_have_the_recorded_shape() {
         );
     }
 }
+
+#[test]
+fn each_new_control_plane_gets_its_config_as_user_data_before_it_first_boots() {
+    let Some(s) = StandIn::start("user_data", false) else {
+        return;
+    };
+    // A machine config stands here for talos/_out/controlplane.yaml (it holds every cluster CA
+    // key: the plan and the logs may show its digest, never its content).
+    let config = "version: v1alpha1\nmachine:\n  type: controlplane\n  token: secret-token-1234\n";
+    let path = s.dir.path().join("controlplane.yaml");
+    std::fs::write(&path, config).unwrap();
+    let digest = scaleway::s3::sigv4::sha256_hex(config.as_bytes());
+    let with_config = |dry_run: bool| {
+        let mut args = APPLY.to_vec();
+        args.extend(["--control-plane-config", path.to_str().unwrap()]);
+        if dry_run {
+            args.push("--dry-run");
+        }
+        let out = s.scw(&args);
+        assert_not_shown(&out, &["secret-token-1234"]);
+        ok(&out)
+    };
+    let planned = lines(&with_config(true));
+    let user_data = steps(&planned, "set-user-data");
+    assert_eq!(user_data.len(), 3, "{planned:?}");
+    for step in &user_data {
+        assert_eq!(step["key"], "cloud-init");
+        assert_eq!(step["sha256"], format!("sha256:{digest}"));
+    }
+    s.take_requests();
+
+    with_config(false);
+    let requests = s.take_requests();
+    let writes = mutations(&requests);
+    let state = s.state();
+    for server in tagged(&state["servers"]) {
+        let id = server["id"].as_str().unwrap();
+        // The bytes as they are, as text/plain, under the key Talos's Scaleway platform reads.
+        assert_eq!(state["user_data"][id]["cloud-init"], digest.as_str());
+        let set = requests
+            .iter()
+            .find(|r| {
+                r["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("{id}/user_data/cloud-init"))
+            })
+            .unwrap();
+        assert_eq!(set["body"]["content_type"], "text/plain");
+        // Before the server's first boot.
+        let poweron = requests
+            .iter()
+            .position(|r| {
+                r["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("{id}/action"))
+                    && r["body"]["action"] == "poweron"
+            })
+            .unwrap();
+        let user_data = requests
+            .iter()
+            .position(|r| {
+                r["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("{id}/user_data/cloud-init"))
+            })
+            .unwrap();
+        assert!(user_data < poweron, "{writes:#?}");
+    }
+    // The servers exist now: a second apply gives nothing again.
+    with_config(false);
+    assert!(
+        !mutations(&s.take_requests())
+            .iter()
+            .any(|w| w.contains("user_data")),
+    );
+}
