@@ -43,16 +43,13 @@ impl StandIn {
         let shared = testkit::workspace::shared_dir(test)?;
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
-        let mut cmd = testkit::standin::python("scaleway_api.py");
-        cmd.arg("--specs")
-            .arg(shared.join("scaleway-openapi"))
-            .arg("--cassettes")
-            .arg(shared.join("scaleway-cassettes"))
-            .arg("--port-file")
-            .arg(&port_file)
-            .arg("--log")
-            .arg(dir.path().join("requests.jsonl"))
-            .args(["--secret", SECRET, "--project", PROJECT]);
+        let mut cmd = testkit::standin::scaleway_api(
+            &shared,
+            &port_file,
+            &dir.path().join("requests.jsonl"),
+            SECRET,
+            PROJECT,
+        );
         if dns_zone {
             cmd.args(["--dns-zone", "example.com"]);
         }

@@ -65,17 +65,9 @@ impl Api {
         let shared = testkit::workspace::shared_dir(test)?;
         let port_file = rescue.path("api-port");
         let log = rescue.path("api.jsonl");
-        let mut command = testkit::standin::python("scaleway_api.py");
+        let mut command =
+            testkit::standin::scaleway_api(&shared, &port_file, &log, SECRET, PROJECT);
         command
-            .arg("--specs")
-            .arg(shared.join("scaleway-openapi"))
-            .arg("--cassettes")
-            .arg(shared.join("scaleway-cassettes"))
-            .arg("--port-file")
-            .arg(&port_file)
-            .arg("--log")
-            .arg(&log)
-            .args(["--secret", SECRET, "--project", PROJECT])
             .arg("--rescue-dir")
             .arg(rescue.dir.path())
             .args(["--rescue-user", &rescue.user]);
@@ -237,16 +229,26 @@ fn flash(
     )
 }
 
+/// One run on a one-worker inventory with no step done.
+fn flash_fresh(rescue: &Rescue, sshd: &Sshd, api: &Api, image: &Path, extra: &[&str]) -> Output {
+    flash(rescue, sshd.port, api, image, &api.inventory("{}"), extra)
+}
+
 /// What each flashing test starts from: a rescue system (sshd) whose authorized_keys is empty
 /// until the API boots the server into rescue, whose sudo wants the password, with an empty
 /// 16 MiB disk; the API with our worker; an image (with its raw bytes). `None` when a
 /// prerequisite is missing (skipped).
 fn setup(test: &str) -> Option<(Rescue, Sshd, Api, PathBuf, Vec<u8>)> {
+    setup_tagged(test, &OURS)
+}
+
+/// [`setup`], the worker server carrying `tags`.
+fn setup_tagged(test: &str, tags: &[&str]) -> Option<(Rescue, Sshd, Api, PathBuf, Vec<u8>)> {
     let (rescue, sshd) = rescue(test)?;
     fs::write(rescue.path("authorized_keys"), "").unwrap();
     sudo_that_asks_for_the_password(&rescue);
     rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
-    let api = Api::start(test, &rescue, &OURS)?;
+    let api = Api::start(test, &rescue, tags)?;
     let (image, raw) = image(rescue.dir.path());
     Some((rescue, sshd, api, image, raw))
 }
@@ -280,7 +282,7 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
     let Some((rescue, sshd, api, image, raw)) = setup(test) else {
         return;
     };
-    let out = flash(&rescue, sshd.port, &api, &image, &api.inventory("{}"), &[]);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     let stdout = testkit::process::success_stdout(&out);
     let stderr = stderr(&out);
 
@@ -387,7 +389,7 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
 
     // A fresh inventory (another machine): the server's tag says it is done; one GET, no boot.
     let before = api.requests().len();
-    let fresh = flash(&rescue, sshd.port, &api, &image, &api.inventory("{}"), &[]);
+    let fresh = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     let fresh_stdout = testkit::process::success_stdout(&fresh);
     let fresh_inventory: Value = serde_json::from_str(&fresh_stdout).unwrap();
     assert_eq!(
@@ -443,19 +445,12 @@ fn without_a_key_given_by_id_the_rescue_system_is_never_asked_for() {
 #[test]
 fn a_server_without_our_cluster_and_role_tags_is_left_alone() {
     let test = "a_server_without_our_tags";
-    let Some((rescue, sshd)) = rescue(test) else {
+    let tags = ["edgepop-cluster=edge-ams", "edgepop-role=worker"];
+    let Some((rescue, sshd, api, image, _)) = setup_tagged(test, &tags) else {
         return;
     };
-    let Some(api) = Api::start(
-        test,
-        &rescue,
-        &["edgepop-cluster=edge-ams", "edgepop-role=worker"],
-    ) else {
-        return;
-    };
-    let (image, _) = image(rescue.dir.path());
     fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash(&rescue, sshd.port, &api, &image, &api.inventory("{}"), &[]);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     failed(
         &out,
         &[
@@ -475,28 +470,20 @@ fn a_server_without_our_cluster_and_role_tags_is_left_alone() {
 #[test]
 fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_asked() {
     let test = "a_version_bump_on_a_configured_worker";
-    let Some((rescue, sshd)) = rescue(test) else {
-        return;
-    };
-    fs::write(rescue.path("authorized_keys"), "").unwrap();
-    sudo_that_asks_for_the_password(&rescue);
-    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
     let old = format!("sha256:{}", "0".repeat(64));
     let running = format!("edgepop-image-flashed={old}");
     let mut tags = OURS.to_vec();
     tags.push(running.as_str());
-    let Some(api) = Api::start(test, &rescue, &tags) else {
+    let Some((rescue, sshd, api, image, raw)) = setup_tagged(test, &tags) else {
         return;
     };
-    let (image, raw) = image(rescue.dir.path());
     let installer = "factory.talos.dev/metal-installer/b4f8:v1.13.12";
     fs::write(rescue.disk(), b"the running node").unwrap();
-    let out = flash(
+    let out = flash_fresh(
         &rescue,
-        sshd.port,
+        &sshd,
         &api,
         &image,
-        &api.inventory("{}"),
         &["--installer-image", installer],
     );
     failed(
@@ -563,14 +550,7 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
         "{}/metal-amd64.raw.zst?X-Amz-Signature=0123secret",
         release.url
     );
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &api.inventory("{}"),
-        &["--image-url", &url],
-    );
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
     let stdout = testkit::process::success_stdout(&out);
     let stderr_text = stderr(&out);
     assert!(
@@ -597,14 +577,7 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
     let release = Server::start(vec![Reply::ok(other)]).unwrap();
     let url = format!("{}/metal-amd64.raw.zst", release.url);
     fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &api.inventory("{}"),
-        &["--image-url", &url],
-    );
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
     failed(&out, &["refused before the disk was touched"]);
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
     let leftovers: Vec<String> = fs::read_dir("/tmp")
@@ -634,7 +607,7 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         zstd.display()
     );
     script(&rescue.path("bin/zstd"), &recording_zstd);
-    let out = flash(&rescue, sshd.port, &api, &image, &api.inventory("{}"), &[]);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     let stderr_text = stderr(&out);
     testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
@@ -650,14 +623,7 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
     // `--decompress-on local`: the raw image crosses; the rescue side's zstd is not asked.
     fs::remove_file(&calls).unwrap();
     fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &api.inventory("{}"),
-        &["--decompress-on", "local"],
-    );
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--decompress-on", "local"]);
     testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
     assert!(stderr(&out).contains("decompressing here"));
@@ -667,14 +633,7 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
     let noise = testkit::incompressible_bytes(3 << 20, 9);
     let noise_image = rescue.path("noise.raw.zst");
     fs::write(&noise_image, zstd::encode_all(noise.as_slice(), 3).unwrap()).unwrap();
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &noise_image,
-        &api.inventory("{}"),
-        &[],
-    );
+    let out = flash_fresh(&rescue, &sshd, &api, &noise_image, &[]);
     testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&noise));
     assert!(
@@ -691,7 +650,7 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         "#!/bin/sh\necho 'zstd: command not found' >&2\nexit 127\n",
     );
     fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash(&rescue, sshd.port, &api, &image, &api.inventory("{}"), &[]);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
     let stderr_text = stderr(&out);
@@ -702,14 +661,7 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
     assert!(stderr_text.contains("decompressing here"), "{stderr_text}");
 
     fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &api.inventory("{}"),
-        &["--decompress-on", "rescue"],
-    );
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--decompress-on", "rescue"]);
     failed(
         &out,
         &[
@@ -746,7 +698,7 @@ fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
         rescue.lsblk(devices);
         fs::write(rescue.disk(), b"before").unwrap();
         let before = api.mutations().len();
-        let out = flash(&rescue, sshd.port, &api, &image, &api.inventory("{}"), &[]);
+        let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
         let mut all = needles.clone();
         all.extend(["edge-worker-1", "refused:", "nothing was written"]);
         failed(&out, &all);
@@ -775,7 +727,7 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
             dir = rescue.dir.path().display()
         ),
     );
-    let out = flash(&rescue, sshd.port, &api, &image, &api.inventory("{}"), &[]);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     let stderr_text = failed(&out, &["edge-worker-1", "the connection was lost after"]);
     assert!(
         !stderr_text.contains("after all"),
@@ -783,7 +735,7 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
     );
     assert_eq!(api.mutations(), ["POST stop", "POST start rescue"]);
 
-    let out = flash(&rescue, sshd.port, &api, &image, &api.inventory("{}"), &[]);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     let stdout = testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
     let written: Value = serde_json::from_str(&stdout).unwrap();
