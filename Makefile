@@ -84,8 +84,8 @@ apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos co
 talos-image-digests: $(BIN)/scw-infra $(INFRA_CONFIG) ## Download the Talos images of the pins once (Image Factory, https) and print the sha256 lines to pin in k8s/versions.env
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/infra.sh digests
 
-dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
-	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
+dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply, with apply-infra's pins: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/infra.sh plan
 
 ##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio
 .PHONY: vendor apply-platform diff-platform

@@ -8,6 +8,8 @@
 #                                  against its pin (the control planes' is scw-infra's to import)
 #   pipelines/infra.sh digests     download both images once and print the sha256 pins to put in
 #                                  k8s/versions.env (make talos-image-digests)
+#   pipelines/infra.sh plan        the dry-run twin of the nodes step's scw-infra apply: the plan
+#                                  it would run (a JSON line a step), nothing changed
 #   pipelines/infra.sh nodes       scw-infra apply | scw-rescue-flash | talos-apply-insecure
 #                                  | scw-rescue-flash --tag-proven
 #   pipelines/infra.sh bootstrap   etcd on the first control plane, unless the cluster runs it
@@ -25,7 +27,7 @@
 # print, and moves files. Only scw-infra and scw-rescue-flash get the Scaleway secret key.
 set -euo pipefail
 
-step=${1:?usage: infra.sh configs|image|digests|nodes|bootstrap|outputs|apply}
+step=${1:?usage: infra.sh configs|image|digests|plan|nodes|bootstrap|outputs|apply}
 : "${OUT:?}" "${INFRA_CONFIG:?}"
 PATCHES=${PATCHES:-talos/patches}
 VERSIONS_FILE=${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}
@@ -217,6 +219,24 @@ nodes() {
   mv "$inventory.partial" "$inventory"
 }
 
+# The plan of the nodes step's scw-infra apply, with the same pins and config (those there are:
+# an unrecorded image digest or configs not generated yet are said, and left out).
+plan() {
+  need_tool scw-infra
+  local args=()
+  if [[ "$TALOS_CONTROL_PLANE_IMAGE_SHA256" =~ ^[0-9a-f]{64}$ ]]; then
+    args+=(--talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$TALOS_CONTROL_PLANE_IMAGE_SHA256")
+  else
+    log "TALOS_CONTROL_PLANE_IMAGE_SHA256 is not recorded (make talos-image-digests): the plan cannot import the control planes' image"
+  fi
+  if [[ -s "$OUT/controlplane.yaml" ]]; then
+    args+=(--control-plane-config "$OUT/controlplane.yaml")
+  else
+    log "$OUT/controlplane.yaml is not generated yet (the configs step): the plan gives no control plane its user data"
+  fi
+  "$BIN/scw-infra" apply --dry-run --config "$INFRA_CONFIG" --talos-version "$TALOS_VERSION" "${args[@]}"
+}
+
 need_inventory() {
   [[ -s "$inventory" ]] || die "$inventory is missing: run the nodes step (make apply-infra) first"
 }
@@ -295,9 +315,10 @@ case "$step" in
   configs) configs ;;
   image) image >/dev/null ;;
   digests) digests ;;
+  plan) plan ;;
   nodes) nodes ;;
   bootstrap) bootstrap ;;
   outputs) outputs ;;
   apply) configs; nodes; bootstrap; outputs ;;
-  *) die "unknown step '$step' (configs|image|digests|nodes|bootstrap|outputs|apply)" ;;
+  *) die "unknown step '$step' (configs|image|digests|plan|nodes|bootstrap|outputs|apply)" ;;
 esac

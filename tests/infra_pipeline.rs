@@ -764,3 +764,51 @@ fn the_node_pipeline_names_a_tool_that_is_not_built() {
     failed(&out, 1, &["scw-infra is not built"]);
     assert!(env.calls().is_empty());
 }
+
+#[test]
+fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
+    let test = "the_dry_run_plans_with_the_pins";
+    let Some(env) = Env::new(test) else { return };
+    let bin = env.path("node-tools");
+    fs::create_dir_all(&bin).unwrap();
+    let log = env.path("node-tools.log");
+    // Its `apply` prints what it is given to print: the plan is not this test's concern.
+    fs::write(env.path("plan.jsonl"), "").unwrap();
+    recording_tool(&bin, "scw-infra", &log, &env.path("plan.jsonl"));
+    let bin_dir = bin.display().to_string();
+    let plans = || -> Vec<String> {
+        fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("apply --dry-run"))
+            .map(str::to_owned)
+            .collect()
+    };
+    // Nothing recorded, nothing generated: the plan says what it leaves out.
+    let stderr = ok(&env.infra("plan", &[("BIN", &bin_dir)]));
+    assert!(
+        stderr.contains("TALOS_CONTROL_PLANE_IMAGE_SHA256 is not recorded"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("controlplane.yaml is not generated yet"),
+        "{stderr}"
+    );
+    assert!(!plans()[0].contains("--talos-image-url"), "{:?}", plans());
+
+    let digest = "c".repeat(64);
+    env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &digest);
+    ok(&env.infra("configs", &[]));
+    ok(&env.infra("plan", &[("BIN", &bin_dir)]));
+    let plan = &plans()[1];
+    for needle in [
+        "--talos-version v1.13.11".to_owned(),
+        format!("--talos-image-sha256 {digest}"),
+        format!(
+            "--control-plane-config {}",
+            env.out("controlplane.yaml").display()
+        ),
+    ] {
+        assert!(plan.contains(&needle), "`{needle}` not in {plan}");
+    }
+}
