@@ -88,7 +88,7 @@ configs() {
   chmod 600 "$secrets"
   # The patches, with the config's values filled in by scw-infra (each value checked where it
   # enters; no program is built from them here). It prints `<gen config flag><TAB><file>`.
-  local listing flag rendered args=() inputs=("$secrets" "$INFRA_CONFIG" "$VERSIONS_FILE")
+  local listing flag rendered args=() inputs=("$secrets" "$INFRA_CONFIG")
   listing=$("$BIN/scw-infra" talos-patches --config "$INFRA_CONFIG" --patches "$PATCHES" --out-dir "$OUT/patches")
   while IFS=$'\t' read -r flag rendered; do
     args+=("$flag" "@$rendered")
@@ -96,7 +96,10 @@ configs() {
   done <<<"$listing"
   # Regenerated only when an input changed (a rendered patch is rewritten only when its content
   # changes), so the digests talos-apply-insecure records stay the same across runs.
+  # The pins gen config takes are kept beside the configs: a bump of another pin changes nothing.
   local outputs=("$OUT/controlplane.yaml" "$OUT/worker.yaml" "$talosconfig") stale=0 f input
+  local stamp=$OUT/configs.pins pins="TALOS_VERSION=$TALOS_VERSION KUBERNETES_VERSION=$KUBERNETES_VERSION"
+  [[ "$(cat "$stamp" 2>/dev/null)" == "$pins" ]] || stale=1
   for f in "${outputs[@]}"; do
     [[ -s "$f" ]] || stale=1
     for input in "${inputs[@]}"; do [[ "$f" -nt "$input" ]] || stale=1; done
@@ -111,6 +114,7 @@ configs() {
       --talos-version "$TALOS_VERSION" --kubernetes-version "$KUBERNETES_VERSION" \
       --install-image "ghcr.io/siderolabs/installer:$TALOS_VERSION" \
       "${args[@]}" --output "$OUT" --force >&2)
+    printf '%s\n' "$pins" > "$stamp"
   else
     log "machine configs are up to date"
   fi

@@ -320,12 +320,24 @@ fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_
     assert_eq!(env.calls_with("gen").len(), 2);
     assert_eq!(fs::read(env.out("worker.yaml")).unwrap(), worker_bytes);
 
+    // Another pin's bump changes nothing; Kubernetes' regenerates them.
+    env.pin("CILIUM_VERSION", "1.20.9");
+    assert!(ok(&env.infra("configs", &[])).contains("up to date"));
+    env.pin("KUBERNETES_VERSION", "v1.36.4");
+    ok(&env.infra("configs", &[]));
+    let regenerated = env.calls_with("config");
+    assert_eq!(regenerated.len(), 2, "{regenerated:?}");
+    assert_eq!(
+        flag_values(&regenerated[1], "--kubernetes-version"),
+        ["v1.36.4"]
+    );
+
     // A changed input regenerates the configs, never the secrets.
     let mut infra = env.config();
     infra["worker"]["install_disk"] = "/dev/sdb".into();
     env.write_config(&infra);
     ok(&env.infra("configs", &[]));
-    assert_eq!(env.calls_with("config").len(), 2);
+    assert_eq!(env.calls_with("config").len(), 3);
     assert_eq!(fs::read(env.out("secrets.yaml")).unwrap(), secrets);
     let worker = read("worker");
     assert_eq!(
