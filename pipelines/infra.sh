@@ -40,15 +40,14 @@ die() { log "$*"; exit 1; }
 
 need_tool() { [[ -x "${BIN:?}/$1" ]] || die "$BIN/$1 is not built (make apply-infra builds it)"; }
 
-# A command without the Scaleway secret key in its environment (the variable and its legacy
-# aliases, as Scaleway's tools read them): talosctl, talos-apply-insecure and curl never need it.
-without_secrets() { env -u SCW_SECRET_KEY -u SCW_TOKEN -u SCALEWAY_TOKEN -u SCALEWAY_ACCESS_KEY "$@"; }
+# shellcheck source=without-secrets.sh
+. "$(dirname "$0")/without-secrets.sh"
 talos() { without_secrets talosctl "$@"; }
 
 # The values this script needs, as scw-infra reads them from the config (and, with --inventory
 # FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_SCHEMATIC,
-# WORKER_INSTALLER_IMAGE, INSTALL_DISK, SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE, CONTROL_PLANES. A bad
-# config stops here, with scw-infra's message.
+# WORKER_INSTALLER_IMAGE, INSTALL_DISK, SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE,
+# CONTROL_PLANE_ADDRESSES (comma separated). A bad config stops here, with scw-infra's message.
 read_names() {
   need_tool scw-infra
   local pairs key value
@@ -56,7 +55,7 @@ read_names() {
   while IFS='=' read -r key value; do
     case $key in
       CLUSTER_NAME | CLUSTER_ENDPOINT | WORKER_SCHEMATIC | WORKER_INSTALLER_IMAGE | INSTALL_DISK | \
-        SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE | CONTROL_PLANES)
+        SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE | CONTROL_PLANE_ADDRESSES)
         printf -v "$key" '%s' "$value" ;;
     esac
   done <<<"$pairs"
@@ -271,9 +270,11 @@ bootstrap() {
   read_names --inventory "$inventory"
   need_talosctl
   local tries=${BOOTSTRAP_TRIES:-90} interval=${BOOTSTRAP_INTERVAL:-10} try ip state output silent
+  local -a control_planes
+  IFS=, read -ra control_planes <<<"$CONTROL_PLANE_ADDRESSES"
   for ((try = 1; try <= tries; try++)); do
     silent=()
-    for ip in $CONTROL_PLANES; do
+    for ip in "${control_planes[@]}"; do
       if ! state=$(etcd_running "$ip"); then silent+=("$ip"); continue; fi
       if [[ "$state" == true ]]; then log "etcd runs on $ip: the cluster is bootstrapped"; return; fi
     done

@@ -181,10 +181,12 @@ fn a_ready_machine_passes_with_one_line_per_prerequisite() {
     assert!(line_with(&text, "talosctl").trim_start().starts_with("ok"));
     assert!(line_with(&text, "talosctl").contains(&talos_minor));
     assert!(line_with(&text, "kubectl").trim_start().starts_with("ok"));
+    let helm = line_with(&text, "helm v3.19.0");
+    assert!(helm.trim_start().starts_with("ok"), "{helm}");
+    // The major version the platform layer is written for is stated.
     assert!(
-        line_with(&text, "helm v3.19.0")
-            .trim_start()
-            .starts_with("ok")
+        helm.contains(&format!("Helm {}", pin("HELM_MAJOR_VERSION"))),
+        "{helm}"
     );
     assert!(
         line_with(&text, "helm diff plugin")
@@ -272,6 +274,27 @@ fn a_helm_older_than_the_minimum_or_a_kubectl_two_minors_away_fails() {
 }
 
 #[test]
+fn helm_4_is_refused_saying_which_major_version_is_supported() {
+    let machine = Machine::ready();
+    script(
+        &machine.bin(),
+        "helm",
+        "[[ $1 == version ]] && echo 'v4.0.1+g3a12c9e'; [[ $1 != diff ]]",
+    );
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    let line = line_with(&stdout(&out), "helm v4.0.1").to_owned();
+    assert!(line.trim_start().starts_with("MISSING"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "only Helm {} is supported",
+            pin("HELM_MAJOR_VERSION")
+        )),
+        "{line}"
+    );
+}
+
+#[test]
 fn missing_credentials_fail() {
     let machine = Machine::ready();
     let out = machine.check(
@@ -292,15 +315,16 @@ fn missing_credentials_fail() {
 fn an_invalid_platform_config_fails_naming_the_field() {
     let machine = Machine::ready();
     let path = machine.dir.path().join("work/config/platform.json");
+    // Hubble's UI without its relay: the chart would refuse it.
     let text = fs::read_to_string(&path)
         .unwrap()
-        .replace("\"80,443\"", "\"443,80\"");
+        .replace("\"relay\": true", "\"relay\": false");
     fs::write(&path, text).unwrap();
     let out = machine.check(&[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", report(&out));
     let line = line_with(&stdout(&out), "platform.json").to_owned();
     assert!(
-        line.trim_start().starts_with("MISSING") && line.contains("cilium.node_port_range"),
+        line.trim_start().starts_with("MISSING") && line.contains("cilium.hubble.ui"),
         "{line}"
     );
 }
@@ -319,4 +343,63 @@ fn a_vendored_crd_that_does_not_match_its_pin_fails() {
     let out = machine.check(&[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", report(&out));
     assert!(line_with(&stdout(&out), "Gateway API").contains("make vendor"));
+}
+
+#[test]
+fn make_check_for_the_onprem_profile_asks_for_sops_its_age_key_and_a_well_formed_secrets_file() {
+    let machine = Machine::ready();
+    script(&machine.bin(), "sops", "echo 'sops 3.13.3 (latest)'");
+    let work = machine.dir.path().join("work");
+    let fixture = repo().join("tests/fixtures/sops/onprem.secrets.sops.yaml");
+    let mut config: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
+    )
+    .unwrap();
+    config["secrets"] = serde_json::json!(fixture);
+    fs::write(work.join("config/onprem.json"), config.to_string()).unwrap();
+    let key = repo().join("tests/fixtures/sops/test-only.agekey");
+    let key = key.to_str().unwrap();
+    let onprem = [("PROFILE", "onprem"), ("SOPS_AGE_KEY_FILE", key)];
+    // No Scaleway credentials and no talosctl: this cluster exists already.
+    fs::remove_file(machine.bin().join("talosctl")).unwrap();
+    let unset = ["SCW_ACCESS_KEY", "SCW_SECRET_KEY", "SCW_DEFAULT_PROJECT_ID"];
+    let out = machine.check(&onprem, &unset);
+    assert_eq!(out.status.code(), Some(0), "{}", report(&out));
+    let text = stdout(&out);
+    assert!(
+        line_with(&text, "sops").trim_start().starts_with("ok"),
+        "{text}"
+    );
+    assert!(
+        line_with(&text, "config/onprem.json")
+            .trim_start()
+            .starts_with("ok"),
+        "{text}"
+    );
+    assert!(!text.contains("SCW_"), "{text}");
+
+    // No sops, no key, a secrets file with a clear value: each named.
+    fs::remove_file(machine.bin().join("sops")).unwrap();
+    let clear = machine.dir.path().join("clear.sops.yaml");
+    fs::write(
+        &clear,
+        fs::read_to_string(&fixture)
+            .unwrap()
+            .replacen("user_key: ENC[", "user_key: clear-[", 1),
+    )
+    .unwrap();
+    config["secrets"] = serde_json::json!(clear);
+    fs::write(work.join("config/onprem.json"), config.to_string()).unwrap();
+    let out = machine.check(&[("PROFILE", "onprem")], &unset);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    let text = stdout(&out);
+    assert!(
+        line_with(&text, "sops (not installed").contains("MISSING"),
+        "{text}"
+    );
+    assert!(line_with(&text, "no age key").contains("MISSING"), "{text}");
+    assert!(
+        line_with(&text, "ceph.user_key").contains("is not encrypted"),
+        "{text}"
+    );
 }

@@ -412,7 +412,7 @@ fn a_talosctl_of_another_minor_is_refused_naming_both_versions() {
 fn inventory(first: u8) -> String {
     let cp = |i: u8| {
         json!({"name": format!("edge-par-cp-{i}"), "role": "controlplane", "kind": "instance",
-               "zone": "fr-par-1", "id": format!("1111111{i}-1111-4111-8111-11111111111{first}"),
+               "zone": "fr-par-1", "id": format!("1111111{i}-1111-4111-8111-{first:012}"),
                "public_ipv4": format!("203.0.113.{}", first + i - 1), "public_ipv6": null,
                "private_ipv4": null, "steps": {}})
     };
@@ -512,6 +512,16 @@ fn etcd_is_bootstrapped_when_the_cluster_runs_none_once_ready_and_again_for_a_ne
         talos_schema::document(&worker, "HostnameConfig")["hostname"],
         record.edge_node_name.as_str()
     );
+    // What the host firewall is rendered from: the admin networks and every node's address.
+    assert_eq!(record.admin_cidrs, ["198.51.100.0/24".parse().unwrap()]);
+    let addresses = |list: &[&str]| -> Vec<std::net::IpAddr> {
+        list.iter().map(|a| a.parse().unwrap()).collect()
+    };
+    assert_eq!(
+        record.control_plane_addresses,
+        addresses(&["203.0.113.21", "203.0.113.22", "203.0.113.23"])
+    );
+    assert_eq!(record.worker_addresses, addresses(&["203.0.113.10"]));
 }
 
 #[test]

@@ -1172,6 +1172,7 @@ pub fn run_with(
         sleeper,
         &config.credentials.api_url,
         config.credentials.secret_key.clone(),
+        &config.credentials.project_id,
     );
     let failures = match &config.mode {
         Mode::TagProven => tag_proven(&inventory, client.baremetal()),

@@ -468,6 +468,39 @@ fn a_server_without_our_cluster_and_role_tags_is_left_alone() {
 }
 
 #[test]
+fn a_server_of_another_project_is_left_alone_whatever_its_tags() {
+    let test = "a_server_of_another_project";
+    let Some((rescue, sshd, mut api, image, _)) = setup(test) else {
+        return;
+    };
+    // Another project the same API key reads holds a server with our cluster's very tags, and
+    // the inventory names it.
+    let other = "44444444-4444-4444-8444-444444444444";
+    api.server = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                 "project": other, "tags": OURS, "address": "127.0.0.1"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    fs::write(rescue.disk(), b"before").unwrap();
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    failed(
+        &out,
+        &[
+            "edge-worker-1",
+            &format!("belongs to the project {other}"),
+            "not ours",
+        ],
+    );
+    let proven = api.inventory(r#"{"image_flashed": "sha256:00", "config_applied": "sha256:11"}"#);
+    let out = flash(&rescue, sshd.port, &api, &image, &proven, &["--tag-proven"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not ours"), "{}", stderr(&out));
+    assert!(api.mutations().is_empty());
+    assert_eq!(api.server()["tags"], json!(OURS));
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+}
+
+#[test]
 fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_asked() {
     let test = "a_version_bump_on_a_configured_worker";
     let old = format!("sha256:{}", "0".repeat(64));
@@ -747,6 +780,39 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
 }
 
 #[test]
+fn a_start_answered_502_after_it_took_effect_is_not_sent_again() {
+    let test = "a_start_answered_502";
+    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+        return;
+    };
+    // Each start is done, then answered 502 (a gateway that gave up while the API acted): the
+    // server is found starting in the boot asked for, and the start is not repeated.
+    api.control(
+        "POST",
+        "faults",
+        Some(
+            json!([{"method": "POST", "path": "/start$", "kind": "status", "status": 502,
+                     "applied": true, "count": 2}]),
+        ),
+    );
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let stdout = testkit::process::success_stdout(&out);
+    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    let written: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        written["nodes"][1]["steps"]["image_flashed"],
+        format!("sha256:{}", sha256(&raw))
+    );
+    let answered_502 = api
+        .requests()
+        .iter()
+        .filter(|r| r["fault_status"] == 502)
+        .count();
+    assert_eq!(answered_502, 2, "both faults were met");
+    assert_eq!(api.mutations(), FLASHED.map(str::to_owned));
+}
+
+#[test]
 fn a_rescue_that_never_answers_ssh_times_out_naming_the_server() {
     let test = "a_rescue_that_never_answers";
     let Some((rescue, _sshd, api, image, _)) = setup(test) else {
@@ -772,7 +838,7 @@ fn bad_input_is_refused_before_any_call() {
     let dir = tempfile::tempdir().unwrap();
     let api = Server::start(vec![]).unwrap();
     let missing = dir.path().join("missing.raw.zst");
-    let inventory = r#"{"kind":"NodeInventory","version":2,"cluster_name":"edge-par","cluster_endpoint":"https://api.example.com:6443","ssh_key_ids":[],"nodes":[{"name":"w","role":"worker","kind":"elastic-metal","zone":"fr-par-1","id":"x","public_ipv4":"127.0.0.1","public_ipv6":null,"private_ipv4":null,"steps":{}}]}"#;
+    let inventory = r#"{"kind":"NodeInventory","version":2,"cluster_name":"edge-par","cluster_endpoint":"https://api.example.com:6443","ssh_key_ids":[],"nodes":[{"name":"w","role":"worker","kind":"elastic-metal","zone":"fr-par-1","id":"22222222-2222-4222-8222-222222222222","public_ipv4":"127.0.0.1","public_ipv6":null,"private_ipv4":null,"steps":{}}]}"#;
     let run = |stdin: &str| {
         testkit::process::run_with_stdin(
             Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"))
@@ -790,5 +856,10 @@ fn bad_input_is_refused_before_any_call() {
     testkit::process::assert_refused(&run("{\"kind\":\"NodeInventory\"}"), 2, &["<stdin>"]);
     let version_one = inventory.replace(r#""version":2"#, r#""version":1"#);
     testkit::process::assert_refused(&run(&version_one), 2, &["unsupported version 1"]);
+    let path_in_id = inventory.replace(
+        "22222222-2222-4222-8222-222222222222",
+        "22222222-2222-4222-8222-222222222222/reboot",
+    );
+    testkit::process::assert_refused(&run(&path_in_id), 2, &["nodes[0].id", "Scaleway id"]);
     assert!(api.requests().is_empty());
 }

@@ -10,6 +10,7 @@ mod node_inventory;
 mod platform_inputs;
 mod problem;
 mod published_images;
+mod scaleway_names;
 pub mod server_tags;
 mod tag;
 
@@ -21,4 +22,5 @@ pub use node_inventory::{
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
 pub use problem::{Problem, join as join_problems};
 pub use published_images::{Digest, PUBLISHED_IMAGES_VERSION, PublishedImage, PublishedImages};
+pub use scaleway_names::{check_id, check_zone};
 pub use tag::{Kind, RecordKind, Version};

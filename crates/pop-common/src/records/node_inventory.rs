@@ -60,7 +60,9 @@ pub struct NodeInventory {
     pub cluster_endpoint: String,
     /// The IAM ids of the SSH keys `scw-infra` registered for the cluster: the keys Scaleway
     /// configures on the rescue image of the Elastic Metal servers (the `ssh_key_ids` of their
-    /// start into rescue), as a server ordered without an OS has none of its own.
+    /// start into rescue), as a server ordered without an OS has none of its own (UUIDs,
+    /// checked when read).
+    #[serde(deserialize_with = "super::scaleway_names::ids")]
     pub ssh_key_ids: Vec<String>,
     pub nodes: Vec<Node>,
 }
@@ -77,9 +79,11 @@ pub struct Node {
     pub name: String,
     pub role: NodeRole,
     pub kind: NodeKind,
-    /// The Scaleway zone, such as `fr-par-1`.
+    /// The Scaleway zone, such as `fr-par-1` (checked when read: it goes into API paths).
+    #[serde(deserialize_with = "super::scaleway_names::zone")]
     pub zone: String,
-    /// The Scaleway server id (Instance or Elastic Metal).
+    /// The Scaleway server id (Instance or Elastic Metal; a UUID, checked when read).
+    #[serde(deserialize_with = "super::scaleway_names::id")]
     pub id: String,
     pub public_ipv4: Option<Ipv4Addr>,
     pub public_ipv6: Option<Ipv6Addr>,
@@ -277,6 +281,35 @@ mod tests {
         assert!(text.contains(r#""kind":"elastic-metal""#), "{text}");
         let again: NodeInventory = serde_json::from_str(&text).unwrap();
         assert_eq!(inventory, again);
+    }
+
+    #[test]
+    fn a_zone_or_an_id_that_would_bend_an_api_path_is_refused_naming_the_field() {
+        for (good, bad, field) in [
+            ("\"fr-par-1\"", "\"fr-par-1/../../iam\"", "nodes[0].zone"),
+            (
+                "\"11111111-1111-4111-8111-111111111111\"",
+                "\"11111111-1111-4111-8111-111111111111/action\"",
+                "nodes[0].id",
+            ),
+            (
+                "\"33333333-3333-4333-8333-333333333333\"",
+                "\"33333333-3333-4333-8333-333333333333&x=1\"",
+                "ssh_key_ids",
+            ),
+        ] {
+            let text = EXAMPLE.replacen(good, bad, 1);
+            let err = crate::input::decode_json::<NodeInventory>(
+                std::path::Path::new("inventory.json"),
+                text.as_bytes(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("inventory.json") && err.contains(field) && err.contains("Scaleway"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
