@@ -94,14 +94,20 @@ apply: ## Apply the three layers in order: infra, then platform, then edge
 	$(MAKE) apply-edge
 
 ##@ Layer 1, infra: the Scaleway resources and the Talos cluster
-.PHONY: apply-infra dry-run-infra
+.PHONY: apply-infra dry-run-infra talos-image-digests
+# REFLASH=yes lets scw-rescue-flash write over a worker that runs another Talos image (a version
+# or schematic bump), wiping it; without it such a worker is refused with the talosctl upgrade
+# command that updates it in place.
+REFLASH ?=
 apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos configured; writes talos/_out/kubeconfig and platform-inputs.json
 	@$(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
-	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' TALOS_VERSION='$(TALOS_VERSION)' \
-	  TALOS_RELEASE_URL='$(TALOS_RELEASE_URL)' pipelines/infra.sh apply
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' REFLASH='$(REFLASH)' pipelines/infra.sh apply
 
-dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
-	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
+talos-image-digests: $(BIN)/scw-infra $(INFRA_CONFIG) ## Download the Talos images of the pins once (Image Factory, https) and print the sha256 lines to pin in k8s/versions.env
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/infra.sh digests
+
+dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply, with apply-infra's pins: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/infra.sh plan
 
 ##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio (PROFILE=onprem: the on-premises base)
 .PHONY: vendor apply-platform diff-platform

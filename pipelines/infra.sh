@@ -1,24 +1,38 @@
 #!/usr/bin/env bash
-# Layer 1, Talos half: machine configs from talos/patches/, the worker's disk image, the node
-# pipeline, the one etcd bootstrap, and the outputs the next layers read.
+# Layer 1, Talos half: machine configs from talos/patches/, the Talos images, the node pipeline,
+# the etcd bootstrap, and the outputs the next layers read.
 #
-#   pipelines/infra.sh configs     secrets once (kept), then controlplane.yaml, worker.yaml, talosconfig
-#   pipelines/infra.sh image       the Talos metal image for the worker, checked against its release
+#   pipelines/infra.sh configs     secrets once (kept), then controlplane.yaml, worker.yaml and
+#                                  talosconfig, each checked by talosctl validate
+#   pipelines/infra.sh image       the worker's Talos image from the Image Factory, checked
+#                                  against its pin (the control planes' is scw-infra's to import)
+#   pipelines/infra.sh digests     download both images once and print the sha256 pins to put in
+#                                  k8s/versions.env (make talos-image-digests)
+#   pipelines/infra.sh plan        the dry-run twin of the nodes step's scw-infra apply: the plan
+#                                  it would run (a JSON line a step), nothing changed
 #   pipelines/infra.sh nodes       scw-infra apply | scw-rescue-flash | talos-apply-insecure
-#   pipelines/infra.sh bootstrap   etcd on the first control plane, once
+#                                  | scw-rescue-flash --tag-proven
+#   pipelines/infra.sh bootstrap   etcd on the first control plane, unless the cluster runs it
 #   pipelines/infra.sh outputs     talos/_out/kubeconfig (0600) and talos/_out/platform-inputs.json
-#   pipelines/infra.sh apply       all of the above, in this order
+#   pipelines/infra.sh apply       configs, image, nodes, bootstrap, outputs, in this order
 #
-# Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN, TALOS_VERSION, TALOS_RELEASE_URL;
-# PATCHES (default talos/patches). Everything generated is under $OUT (git-ignored); what holds a
-# secret (secrets bundle, machine configs, talosconfig, kubeconfig) is mode 0600. The config and
-# the records are read and written by the tools only (scw-infra names, platform-inputs, apply
-# --previous): this script keeps the values they print, and moves files.
+# Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN; VERSIONS_FILE (default
+# k8s/versions.env: TALOS_VERSION, KUBERNETES_VERSION and the Image Factory pins), PATCHES
+# (default talos/patches), REFLASH=yes (let scw-rescue-flash write over a worker that runs
+# another image: it wipes the node), BOOTSTRAP_TRIES and BOOTSTRAP_INTERVAL (how long the
+# bootstrap waits for booting control planes: 90 times 10 s). Everything generated is under $OUT
+# (git-ignored); what holds a secret (secrets bundle, machine configs, talosconfig, kubeconfig)
+# is mode 0600. The config and the records are read and written by the tools only (scw-infra
+# names, talos-patches, platform-inputs, apply --previous): this script keeps the values they
+# print, and moves files. Only scw-infra and scw-rescue-flash get the Scaleway secret key.
 set -euo pipefail
 
-step=${1:?usage: infra.sh configs|image|nodes|bootstrap|outputs|apply}
+step=${1:?usage: infra.sh configs|image|digests|plan|nodes|bootstrap|outputs|apply}
 : "${OUT:?}" "${INFRA_CONFIG:?}"
 PATCHES=${PATCHES:-talos/patches}
+VERSIONS_FILE=${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}
+# shellcheck source=../k8s/versions.env
+source "$VERSIONS_FILE"
 log() { printf 'infra: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
@@ -26,16 +40,22 @@ die() { log "$*"; exit 1; }
 
 need_tool() { [[ -x "${BIN:?}/$1" ]] || die "$BIN/$1 is not built (make apply-infra builds it)"; }
 
+# shellcheck source=without-secrets.sh
+. "$(dirname "$0")/without-secrets.sh"
+talos() { without_secrets talosctl "$@"; }
+
 # The values this script needs, as scw-infra reads them from the config (and, with --inventory
-# FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, API_HOST, INSTALL_DISK,
-# SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE. A bad config stops here, with scw-infra's message.
+# FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_SCHEMATIC,
+# WORKER_INSTALLER_IMAGE, INSTALL_DISK, SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE,
+# CONTROL_PLANE_ADDRESSES (comma separated). A bad config stops here, with scw-infra's message.
 read_names() {
   need_tool scw-infra
   local pairs key value
   pairs=$("$BIN/scw-infra" names --config "$INFRA_CONFIG" "$@")
   while IFS='=' read -r key value; do
     case $key in
-      CLUSTER_NAME | CLUSTER_ENDPOINT | API_HOST | INSTALL_DISK | SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE)
+      CLUSTER_NAME | CLUSTER_ENDPOINT | WORKER_SCHEMATIC | WORKER_INSTALLER_IMAGE | INSTALL_DISK | \
+        SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE | CONTROL_PLANE_ADDRESSES)
         printf -v "$key" '%s' "$value" ;;
     esac
   done <<<"$pairs"
@@ -45,117 +65,249 @@ secrets=$OUT/secrets.yaml
 talosconfig=$OUT/talosconfig
 inventory=$OUT/inventory.json
 
-need_talosctl() { command -v talosctl >/dev/null || die "talosctl is not installed (same minor as ${TALOS_VERSION:-the cluster})"; }
+# talosctl must have the cluster's minor: Talos supports its client within the same minor only.
+need_talosctl() {
+  command -v talosctl >/dev/null || die "talosctl is not installed (the cluster runs $TALOS_VERSION: install ${TALOS_VERSION%.*}.x)"
+  local client
+  client=$(talos version --client --short 2>/dev/null | grep -o 'v[0-9]*\.[0-9]*' | head -1 || true)
+  [[ "$client" == "${TALOS_VERSION%.*}" ]] \
+    || die "talosctl ${client:-of unknown version} is installed, the cluster runs $TALOS_VERSION: Talos supports a talosctl of the same minor only (${TALOS_VERSION%.*}.x)"
+}
 
 configs() {
-  need_talosctl
   read_names
+  need_talosctl
   (umask 077; mkdir -p "$OUT/patches")
   if [[ ! -s "$secrets" ]]; then
     # The cluster's CAs, tokens and keys: made once and kept, or every config would belong to a
     # different cluster. talosctl refuses to overwrite it without --force, which is never given.
     log "generating the secrets bundle $secrets (mode 0600, kept across runs)"
-    (umask 077; talosctl gen secrets -o "$secrets" >&2)
+    (umask 077; talos gen secrets -o "$secrets" >&2)
   fi
   chmod 600 "$secrets"
-  # The patches, with the host of cluster_endpoint and the worker's disk filled in.
-  local args=() patch name rendered changed=0
-  for patch in "$PATCHES"/[0-9]*.yaml; do
-    name=$(basename "$patch")
-    rendered=$OUT/patches/$name
-    sed -e "s|\${API_HOSTNAME}|$API_HOST|g" -e "s|\${INSTALL_DISK}|$INSTALL_DISK|g" "$patch" > "$rendered.tmp"
-    if ! cmp -s "$rendered.tmp" "$rendered"; then mv "$rendered.tmp" "$rendered"; changed=1; else rm "$rendered.tmp"; fi
-    grep -q '\${' "$rendered" && die "$patch: a placeholder is left in $rendered"
-    case "$name" in
-      *.controlplane.yaml) args+=(--config-patch-control-plane "@$rendered") ;;
-      *.worker.yaml) args+=(--config-patch-worker "@$rendered") ;;
-      *) args+=(--config-patch "@$rendered") ;;
-    esac
-  done
-  # Regenerated only when an input changed, so the digests talos-apply-insecure records stay
-  # the same across runs.
-  local outputs=("$OUT/controlplane.yaml" "$OUT/worker.yaml" "$talosconfig") stale=$changed f
+  # The patches, with the config's values filled in by scw-infra (each value checked where it
+  # enters; no program is built from them here). It prints `<gen config flag><TAB><file>`.
+  local listing flag rendered args=() inputs=("$secrets" "$INFRA_CONFIG")
+  listing=$("$BIN/scw-infra" talos-patches --config "$INFRA_CONFIG" --patches "$PATCHES" --out-dir "$OUT/patches")
+  while IFS=$'\t' read -r flag rendered; do
+    args+=("$flag" "@$rendered")
+    inputs+=("$rendered")
+  done <<<"$listing"
+  # Regenerated only when an input changed (a rendered patch is rewritten only when its content
+  # changes), so the digests talos-apply-insecure records stay the same across runs.
+  # The pins gen config takes are kept beside the configs: a bump of another pin changes nothing.
+  local outputs=("$OUT/controlplane.yaml" "$OUT/worker.yaml" "$talosconfig") stale=0 f input
+  local stamp=$OUT/configs.pins pins="TALOS_VERSION=$TALOS_VERSION KUBERNETES_VERSION=$KUBERNETES_VERSION"
+  [[ "$(cat "$stamp" 2>/dev/null)" == "$pins" ]] || stale=1
   for f in "${outputs[@]}"; do
-    [[ -s "$f" && "$f" -nt "$secrets" && "$f" -nt "$INFRA_CONFIG" ]] || stale=1
+    [[ -s "$f" ]] || stale=1
+    for input in "${inputs[@]}"; do [[ "$f" -nt "$input" ]] || stale=1; done
   done
   if (( stale )); then
-    log "generating the machine configs of $CLUSTER_NAME ($CLUSTER_ENDPOINT) in $OUT"
-    # Kubernetes is Talos's own default for this version: no --kubernetes-version.
-    (umask 077; talosctl gen config "$CLUSTER_NAME" "$CLUSTER_ENDPOINT" --with-secrets "$secrets" \
+    log "generating the machine configs of $CLUSTER_NAME ($CLUSTER_ENDPOINT) for Talos $TALOS_VERSION, Kubernetes $KUBERNETES_VERSION in $OUT"
+    # --talos-version: the config contract of the nodes, not of the talosctl that runs this.
+    # --kubernetes-version: k8s/versions.env is the one declaration of the cluster's Kubernetes.
+    # --install-image: the release's installer at TALOS_VERSION (gen config would name its own
+    # version's); the worker's patch replaces it with its schematic's.
+    (umask 077; talos gen config "$CLUSTER_NAME" "$CLUSTER_ENDPOINT" --with-secrets "$secrets" \
+      --talos-version "$TALOS_VERSION" --kubernetes-version "$KUBERNETES_VERSION" \
+      --install-image "ghcr.io/siderolabs/installer:$TALOS_VERSION" \
       "${args[@]}" --output "$OUT" --force >&2)
+    printf '%s\n' "$pins" > "$stamp"
   else
     log "machine configs are up to date"
   fi
   chmod 600 "${outputs[@]}"
+  # As the nodes will check them: the control planes are Scaleway Instances (cloud), the worker
+  # is bare metal; a warning is an error.
+  talos validate --config "$OUT/controlplane.yaml" --mode cloud --strict >&2 \
+    || die "$OUT/controlplane.yaml: refused by talosctl validate (mode cloud)"
+  talos validate --config "$OUT/worker.yaml" --mode metal --strict >&2 \
+    || die "$OUT/worker.yaml: refused by talosctl validate (mode metal)"
 }
 
+# A pinned sha256, or a stop saying how to record it.
+pinned_sha256() {
+  local key=$1 value=${!1:-}
+  [[ "$value" =~ ^[0-9a-f]{64}$ ]] \
+    || die "$VERSIONS_FILE: $key is \`${value}\`, not a sha256: record the Image Factory's images once with make talos-image-digests, and pin what it prints"
+  printf '%s' "$value"
+}
+
+control_plane_image_url() {
+  printf '%s/image/%s/%s/scaleway-amd64.raw.zst' "$TALOS_FACTORY_URL" "$TALOS_CONTROL_PLANE_SCHEMATIC" "$TALOS_VERSION"
+}
+
+worker_image_url() {
+  printf '%s/image/%s/%s/metal-amd64.raw.zst' "$TALOS_FACTORY_URL" "$WORKER_SCHEMATIC" "$TALOS_VERSION"
+}
+
+# Registers the worker's schematic with the Image Factory (idempotent: its id is the digest of
+# its content), which serves images of known schematics only.
+register_schematic() {
+  "$BIN/scw-infra" talos-schematic --config "$INFRA_CONFIG" > "$OUT/worker-schematic.yaml"
+  without_secrets curl -fsS --globoff --retry 3 -X POST -H 'Content-Type: application/yaml' \
+    --data-binary "@$OUT/worker-schematic.yaml" "$TALOS_FACTORY_URL/schematics" >/dev/null \
+    || die "the Image Factory refused the worker's schematic $WORKER_SCHEMATIC ($OUT/worker-schematic.yaml)"
+}
+
+# Downloads $1 to $2 (atomically) and prints its sha256.
+download() {
+  without_secrets curl -fSL --globoff --retry 3 -o "$2.part" "$1" || { rm -f "$2.part"; die "downloading $1 failed"; }
+  sha256sum "$2.part" | cut -d' ' -f1
+}
+
+worker_image_file() {
+  printf '%s/talos-%s-%s-metal-amd64.raw.zst' "$OUT" "$TALOS_VERSION" "${WORKER_SCHEMATIC:0:12}"
+}
+
+# The worker's disk image, downloaded once and checked against its pin; prints its path.
 image() {
-  : "${TALOS_VERSION:?}" "${TALOS_RELEASE_URL:?}"
-  local file=$OUT/talos-$TALOS_VERSION-metal-amd64.raw.zst
-  if [[ -s "$file" ]]; then echo "$file"; return; fi
+  read_names
+  local want file got
+  want=$(pinned_sha256 TALOS_WORKER_IMAGE_SHA256)
+  file=$(worker_image_file)
+  if [[ -s "$file" ]] && [[ "$(sha256sum "$file" | cut -d' ' -f1)" == "$want" ]]; then echo "$file"; return; fi
   mkdir -p "$OUT"
-  log "downloading metal-amd64.raw.zst of Talos $TALOS_VERSION"
-  curl -fsSL --retry 3 -o "$OUT/sha256sum.txt.part" "$TALOS_RELEASE_URL/sha256sum.txt"
-  curl -fSL --retry 3 -o "$file.part" "$TALOS_RELEASE_URL/metal-amd64.raw.zst"
-  local want got
-  want=$(awk '$2 == "metal-amd64.raw.zst" || $2 == "*metal-amd64.raw.zst" {print $1}' "$OUT/sha256sum.txt.part")
-  got=$(sha256sum "$file.part" | cut -d' ' -f1)
-  rm -f "$OUT/sha256sum.txt.part"
-  [[ -n "$want" ]] || { rm -f "$file.part"; die "sha256sum.txt of $TALOS_VERSION lists no metal-amd64.raw.zst"; }
-  [[ "$got" == "$want" ]] || { rm -f "$file.part"; die "metal-amd64.raw.zst: sha256 $got, the release says $want: refused"; }
+  register_schematic
+  log "downloading metal-amd64.raw.zst of Talos $TALOS_VERSION, schematic $WORKER_SCHEMATIC"
+  got=$(download "$(worker_image_url)" "$file")
+  if [[ "$got" != "$want" ]]; then
+    rm -f "$file.part"
+    die "$(worker_image_url): sha256 $got, $VERSIONS_FILE pins TALOS_WORKER_IMAGE_SHA256=$want: refused"
+  fi
   mv "$file.part" "$file"
   echo "$file"
 }
 
+# Trust on first download, over https from the Image Factory: prints the two pins.
+digests() {
+  read_names
+  mkdir -p "$OUT"
+  register_schematic
+  local worker control_plane
+  log "downloading both images of Talos $TALOS_VERSION to record their digests"
+  worker=$(download "$(worker_image_url)" "$(worker_image_file)")
+  mv "$(worker_image_file).part" "$(worker_image_file)"
+  control_plane=$(download "$(control_plane_image_url)" "$OUT/talos-control-plane.raw.zst")
+  rm -f "$OUT/talos-control-plane.raw.zst.part"
+  printf 'TALOS_CONTROL_PLANE_IMAGE_SHA256=%s\nTALOS_WORKER_IMAGE_SHA256=%s\n' "$control_plane" "$worker"
+}
+
 nodes() {
-  : "${TALOS_VERSION:?}"
-  local tool metal
+  local tool metal control_plane_sha256
   for tool in scw-infra scw-rescue-flash talos-apply-insecure; do need_tool "$tool"; done
+  [[ -s "$talosconfig" ]] || die "$talosconfig is missing: run the configs step (make apply-infra) first"
+  control_plane_sha256=$(pinned_sha256 TALOS_CONTROL_PLANE_IMAGE_SHA256)
   metal=$(image)
   read_names
-  # scw-infra finds the nodes again from Scaleway and carries over, by server id, what the later
-  # steps recorded in the last inventory (image flashed, config applied), so a re-run skips it.
-  # Each tool reads the inventory and writes it back enriched; the file is replaced only when the
-  # whole pipe succeeded (a failing tool still writes what it did, kept as inventory.partial).
+  local reflash=()
+  [[ "${REFLASH:-}" == yes ]] && reflash=(--reflash)
+  # scw-infra finds the nodes again from Scaleway (importing the control planes' image when it is
+  # missing; giving each new control plane its config as user data, which Talos's Scaleway
+  # platform reads at boot, so it never opens maintenance mode) and carries over, by server id,
+  # what the later steps recorded in the last inventory, so a re-run skips it. Each tool reads the inventory and writes it back enriched; the file is
+  # replaced only when the whole pipe succeeded (a failing tool still writes what it did, kept as
+  # inventory.partial). The worker's flashed tag is written last, once talos-apply-insecure has
+  # proved the node ours.
   "$BIN/scw-infra" apply --config "$INFRA_CONFIG" --talos-version "$TALOS_VERSION" \
       --previous "$inventory" \
+      --talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$control_plane_sha256" \
+      --control-plane-config "$OUT/controlplane.yaml" \
     | "$BIN/scw-rescue-flash" --image "$metal" --disk "$INSTALL_DISK" --ssh-key "$SSH_PRIVATE_KEY" \
-    | "$BIN/talos-apply-insecure" --config-dir "$OUT" \
+        --installer-image "$WORKER_INSTALLER_IMAGE" --talosconfig "$talosconfig" "${reflash[@]}" \
+    | without_secrets "$BIN/talos-apply-insecure" --config-dir "$OUT" --talosconfig "$talosconfig" \
+    | "$BIN/scw-rescue-flash" --tag-proven \
     > "$inventory.partial"
   mv "$inventory.partial" "$inventory"
+}
+
+# The plan of the nodes step's scw-infra apply, with the same pins and config (those there are:
+# an unrecorded image digest or configs not generated yet are said, and left out).
+plan() {
+  need_tool scw-infra
+  local args=()
+  if [[ "$TALOS_CONTROL_PLANE_IMAGE_SHA256" =~ ^[0-9a-f]{64}$ ]]; then
+    args+=(--talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$TALOS_CONTROL_PLANE_IMAGE_SHA256")
+  else
+    log "TALOS_CONTROL_PLANE_IMAGE_SHA256 is not recorded (make talos-image-digests): the plan cannot import the control planes' image"
+  fi
+  if [[ -s "$OUT/controlplane.yaml" ]]; then
+    args+=(--control-plane-config "$OUT/controlplane.yaml")
+  else
+    log "$OUT/controlplane.yaml is not generated yet (the configs step): the plan gives no control plane its user data"
+  fi
+  "$BIN/scw-infra" apply --dry-run --config "$INFRA_CONFIG" --talos-version "$TALOS_VERSION" "${args[@]}"
 }
 
 need_inventory() {
   [[ -s "$inventory" ]] || die "$inventory is missing: run the nodes step (make apply-infra) first"
 }
 
+# Whether etcd runs on the control plane at $1: prints `true` or `false`, or fails when the node
+# does not answer. Talos keeps a Service resource per service; etcd's is not running until it is
+# bootstrapped or has joined (internal/app/machined/pkg/system/services/etcd.go).
+etcd_running() {
+  local out
+  if out=$(talos --talosconfig "$talosconfig" --endpoints "$1" --nodes "$1" \
+      get services etcd --output jsonpath='{.spec.running}' 2>&1); then
+    [[ "$out" == *true* ]] && echo true || echo false
+  elif [[ "$out" == *NotFound* ]]; then
+    echo false
+  else
+    printf '%s\n' "$out" >&2
+    return 1
+  fi
+}
+
+# Whether etcd is bootstrapped is asked of the cluster, never of a file left on this machine
+# (which would outlive a destroyed cluster): if a control plane runs etcd, it is. When every
+# control plane answers and none runs it, the first one is bootstrapped; Talos answers
+# FailedPrecondition until it is ready ("bootstrap is not available yet", "time is not in sync
+# yet": v1alpha1_server.go Bootstrap), so that is retried, within a bound.
 bootstrap() {
-  need_talosctl
-  local marker=$OUT/bootstrapped ip
-  if [[ -f "$marker" ]]; then log "etcd already bootstrapped ($(cat "$marker"))"; return; fi
   need_inventory
   read_names --inventory "$inventory"
-  ip=$FIRST_CONTROL_PLANE
-  log "bootstrapping etcd on $ip"
-  local output
-  if output=$(talosctl --talosconfig "$talosconfig" --endpoints "$ip" --nodes "$ip" bootstrap 2>&1); then
-    :
-  elif grep -q 'AlreadyExists' <<<"$output"; then
-    # Talos refuses a second bootstrap: etcd is already there, which is what we want.
-    log "etcd was already bootstrapped on $ip"
-  else
-    printf '%s\n' "$output" >&2
-    die "bootstrap on $ip failed"
+  need_talosctl
+  local tries=${BOOTSTRAP_TRIES:-90} interval=${BOOTSTRAP_INTERVAL:-10} try ip state output silent
+  local -a control_planes
+  IFS=, read -ra control_planes <<<"$CONTROL_PLANE_ADDRESSES"
+  for ((try = 1; try <= tries; try++)); do
+    silent=()
+    for ip in "${control_planes[@]}"; do
+      if ! state=$(etcd_running "$ip"); then silent+=("$ip"); continue; fi
+      if [[ "$state" == true ]]; then log "etcd runs on $ip: the cluster is bootstrapped"; return; fi
+    done
+    if (( ${#silent[@]} )); then
+      log "waiting for the control planes to answer (${silent[*]}) ($try/$tries)"
+    elif output=$(talos --talosconfig "$talosconfig" --endpoints "$FIRST_CONTROL_PLANE" \
+        --nodes "$FIRST_CONTROL_PLANE" bootstrap 2>&1); then
+      log "bootstrapped etcd on $FIRST_CONTROL_PLANE"
+      return
+    elif [[ "$output" == *AlreadyExists* ]]; then
+      # Its etcd data is there already: it was bootstrapped, and etcd is starting.
+      log "etcd was already bootstrapped on $FIRST_CONTROL_PLANE"
+      return
+    elif [[ "$output" == *FailedPrecondition* ]]; then
+      log "$FIRST_CONTROL_PLANE is not ready to bootstrap yet ($try/$tries): ${output##*desc = }"
+    else
+      printf '%s\n' "$output" >&2
+      die "bootstrap on $FIRST_CONTROL_PLANE failed"
+    fi
+    (( try < tries )) && sleep "$interval"
+  done
+  if (( ${#silent[@]} )); then
+    die "the control planes ${silent[*]} did not answer after $tries tries ${interval}s apart: etcd is not bootstrapped"
   fi
-  echo "$ip" > "$marker"
+  die "$FIRST_CONTROL_PLANE was still not ready to bootstrap after $tries tries ${interval}s apart: ${output:-}"
 }
 
 outputs() {
-  need_talosctl
   need_inventory
   read_names --inventory "$inventory"
+  need_talosctl
   local ip=$FIRST_CONTROL_PLANE
-  (umask 077; talosctl --talosconfig "$talosconfig" --endpoints "$ip" --nodes "$ip" \
+  (umask 077; talos --talosconfig "$talosconfig" --endpoints "$ip" --nodes "$ip" \
     kubeconfig "$OUT/kubeconfig" --merge=false --force >&2)
   chmod 600 "$OUT/kubeconfig"
   "$BIN/scw-infra" platform-inputs --config "$INFRA_CONFIG" --inventory "$inventory" \
@@ -167,9 +319,11 @@ outputs() {
 case "$step" in
   configs) configs ;;
   image) image >/dev/null ;;
+  digests) digests ;;
+  plan) plan ;;
   nodes) nodes ;;
   bootstrap) bootstrap ;;
   outputs) outputs ;;
   apply) configs; nodes; bootstrap; outputs ;;
-  *) die "unknown step '$step' (configs|image|nodes|bootstrap|outputs|apply)" ;;
+  *) die "unknown step '$step' (configs|image|digests|plan|nodes|bootstrap|outputs|apply)" ;;
 esac

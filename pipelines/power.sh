@@ -43,7 +43,9 @@ while IFS='=' read -r key value; do
 done < <(scw names --inventory "$inventory")
 [[ -n "$CONTROL_PLANE_ADDRESSES" ]] || die "$inventory lists no control plane address"
 timeout=${TALOS_SHUTDOWN_TIMEOUT:-10m}
-talos() { talosctl --talosconfig "$talosconfig" "$@"; }
+# shellcheck source=without-secrets.sh
+. "$(dirname "$0")/without-secrets.sh"
+talos() { without_secrets talosctl --talosconfig "$talosconfig" "$@"; }
 
 state=$(scw state --nodes worker)
 if [[ "$state" == running ]]; then

@@ -1,11 +1,17 @@
-//! `pipelines/infra.sh` with a recording talosctl stand-in (testkit's `stand-ins/talosctl`, which
-//! behaves as talosctl v1.13.9 does for gen secrets/config, bootstrap and kubeconfig) on PATH:
-//! the secrets are made once and kept (0600), the configs come from the rendered patches and
-//! validate against Talos's schema, etcd is bootstrapped once, the kubeconfig (0600) and the
-//! PlatformInputs record are written. The image step is checked against a loopback release.
+//! `pipelines/infra.sh` as `make apply-infra` runs it:
+//! - the configs come from the real talosctl (built at `TALOSCTL_VERSION` by
+//!   pipelines/upstream.sh): `gen secrets`, `gen config` with the patches scw-infra rendered,
+//!   `validate` (mode cloud for the control planes, metal for the worker); a talosctl of another
+//!   minor is refused;
+//! - the node calls (bootstrap, get, kubeconfig) go to testkit's `stand-ins/talosctl`, which
+//!   answers as a node would (listening late, FailedPrecondition early in boot, AlreadyExists);
+//!   whether etcd is bootstrapped is asked of the cluster, so a new cluster is bootstrapped again;
+//! - the worker's image comes from a loopback Image Factory, checked against its pin;
+//! - the node tools are recording stand-ins that show what the script gives each of them (the
+//!   pins, the Scaleway secret only to the tools that need it).
+//!
 //! The script reads the config and the inventory, and writes the record, only through the
-//! scw-infra cargo built (`names`, `platform-inputs`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! scw-infra cargo built (`names`, `talos-patches`, `platform-inputs`).
 
 use crate::talos_schema;
 
@@ -14,14 +20,29 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+/// The worker's schematic: the kernel arguments of the example config's offer (EM-A116X-SSD).
+const WORKER_SCHEMATIC: &str = "b4f89946a66f1ffdda1caf6d31f852c10b2b2b2c320d040baf863e9962065f02";
+const SECRET: &str = "11111111-1111-4111-8111-111111111111";
 
 struct Env {
     dir: tempfile::TempDir,
 }
 
 impl Env {
-    fn new() -> Env {
+    /// A working folder with the example config (disk /dev/nvme0n1) and a PATH whose talosctl is
+    /// the stand-in in front of the real one; `None` (after a skip) when talosctl is not built.
+    fn new(test: &str) -> Option<Env> {
+        let yaml = Command::new("python3")
+            .args(["-c", "import yaml"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !yaml {
+            testkit::skip_or_fail(test, "python3 (the talosctl stand-in)");
+            return None;
+        }
+        let real = testkit::upstream::program(test, "talosctl")?;
         let env = Env {
             dir: tempfile::tempdir().unwrap(),
         };
@@ -29,13 +50,20 @@ impl Env {
         fs::create_dir_all(env.path("state")).unwrap();
         std::os::unix::fs::symlink(testkit::standin::path("talosctl"), env.path("bin/talosctl"))
             .unwrap();
+        fs::write(env.path("real-talosctl"), real.display().to_string()).unwrap();
         let example =
             fs::read_to_string(testkit::workspace::root().join("config/infra.example.json"))
                 .unwrap();
         let mut infra: Value = serde_json::from_str(&example).unwrap();
         infra["worker"]["install_disk"] = "/dev/nvme0n1".into();
-        fs::write(env.path("infra.json"), infra.to_string()).unwrap();
-        env
+        env.write_config(&infra);
+        // The pins as the repository has them.
+        fs::copy(
+            testkit::workspace::root().join("k8s/versions.env"),
+            env.path("versions.env"),
+        )
+        .unwrap();
+        Some(env)
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -44,6 +72,33 @@ impl Env {
 
     fn out(&self, name: &str) -> PathBuf {
         self.path("out").join(name)
+    }
+
+    fn config(&self) -> Value {
+        serde_json::from_str(&fs::read_to_string(self.path("infra.json")).unwrap()).unwrap()
+    }
+
+    fn write_config(&self, infra: &Value) {
+        fs::write(self.path("infra.json"), infra.to_string()).unwrap();
+    }
+
+    /// Sets pins of the versions file the script reads (a test's copy of k8s/versions.env).
+    fn pin(&self, key: &str, value: &str) {
+        let text = fs::read_to_string(self.path("versions.env")).unwrap();
+        let mut found = false;
+        let lines: Vec<String> = text
+            .lines()
+            .map(|line| {
+                if line.starts_with(&format!("{key}=")) {
+                    found = true;
+                    format!("{key}={value}")
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect();
+        assert!(found, "{key} is not pinned");
+        fs::write(self.path("versions.env"), lines.join("\n") + "\n").unwrap();
     }
 
     fn infra(&self, step: &str, extra: &[(&str, &str)]) -> Output {
@@ -62,20 +117,41 @@ impl Env {
             .env("BIN", scw_infra.parent().unwrap())
             .env("OUT", self.path("out"))
             .env("INFRA_CONFIG", self.path("infra.json"))
+            .env("VERSIONS_FILE", self.path("versions.env"))
             .env("TALOSCTL_LOG", self.path("talosctl.log"))
-            .env("TALOSCTL_STATE", self.path("state"));
+            .env("TALOSCTL_STATE", self.path("state"))
+            .env(
+                "TALOSCTL_REAL",
+                fs::read_to_string(self.path("real-talosctl")).unwrap(),
+            )
+            .env("BOOTSTRAP_INTERVAL", "0")
+            // The operator's credentials, as the Makefile's environment would hold them.
+            .env("SCW_SECRET_KEY", SECRET);
         for (k, v) in extra {
             command.env(k, v);
         }
         command.output().unwrap()
     }
 
-    /// The talosctl calls so far, each as its argv.
-    fn calls(&self) -> Vec<Vec<String>> {
+    /// The talosctl calls so far: each one's argv, and whether the Scaleway secret reached it.
+    fn calls(&self) -> Vec<(Vec<String>, bool)> {
         fs::read_to_string(self.path("talosctl.log"))
             .unwrap_or_default()
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
+            .map(|l| {
+                let call: Value = serde_json::from_str(l).unwrap();
+                let argv = serde_json::from_value(call["argv"].clone()).unwrap();
+                (argv, call["scw_secret_in_env"] == true)
+            })
+            .collect()
+    }
+
+    /// The talosctl calls whose argv contains `word`.
+    fn calls_with(&self, word: &str) -> Vec<Vec<String>> {
+        self.calls()
+            .into_iter()
+            .map(|(argv, _)| argv)
+            .filter(|argv| argv.iter().any(|a| a == word))
             .collect()
     }
 }
@@ -90,61 +166,68 @@ fn ok(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+fn failed(out: &Output, code: i32, needles: &[&str]) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    for needle in needles {
+        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
+    }
+    stderr
+}
+
 fn mode(path: &Path) -> u32 {
     fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
-fn prerequisites(test: &str) -> bool {
-    let yaml = Command::new("python3")
-        .args(["-c", "import yaml"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !yaml {
-        testkit::skip_or_fail(test, "python3 with PyYAML (the talosctl stand-in)");
-    }
-    yaml
-}
-
-#[test]
-fn configs_come_from_the_patches_with_secrets_made_once_and_kept() {
-    let test = "configs_come_from_the_patches";
-    if !prerequisites(test) {
-        return;
-    }
-    let Some(schemas) = talos_schema::schemas(test) else {
-        return;
-    };
-    let env = Env::new();
-    ok(&env.infra("configs", &[]));
-
-    let calls = env.calls();
-    assert_eq!(calls.len(), 2, "{calls:?}");
-    assert_eq!(calls[0][..2], ["gen", "secrets"]);
-    let gen_config = &calls[1];
-    assert_eq!(
-        gen_config[..4],
-        ["gen", "config", "edge-par", "https://api.example.com:6443"]
-    );
-    let flag = |name: &str| -> Vec<String> {
-        gen_config
-            .windows(2)
-            .filter(|w| w[0] == name)
-            .map(|w| {
-                Path::new(&w[1])
+/// The value of `--flag` in an argv, each time it is given (file names for `@file` patches).
+fn flag_values(argv: &[String], name: &str) -> Vec<String> {
+    argv.windows(2)
+        .filter(|w| w[0] == name)
+        .map(|w| {
+            let value = w[1].trim_start_matches('@');
+            if value.starts_with('/') {
+                Path::new(value)
                     .file_name()
                     .unwrap()
                     .to_string_lossy()
                     .into_owned()
-            })
-            .collect()
-    };
-    assert_eq!(flag("--with-secrets"), ["secrets.yaml"]);
+            } else {
+                value.to_owned()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_validation() {
+    let test = "configs_are_made_by_the_real_talosctl";
+    let Some(env) = Env::new(test) else { return };
+    ok(&env.infra("configs", &[]));
+
+    let gen_secrets = env.calls_with("secrets");
+    assert_eq!(gen_secrets.len(), 1);
+    let gen_config = env.calls_with("config");
+    assert_eq!(gen_config.len(), 1, "{gen_config:?}");
+    let gen_config = &gen_config[0];
     assert_eq!(
-        flag("--config-patch"),
+        gen_config[..4],
+        ["gen", "config", "edge-par", "https://api.example.com:6443"]
+    );
+    // The pins, not talosctl's own defaults: the nodes' Talos, the cluster's one Kubernetes, and
+    // the installer of TALOS_VERSION.
+    assert_eq!(flag_values(gen_config, "--talos-version"), ["v1.13.11"]);
+    assert_eq!(flag_values(gen_config, "--kubernetes-version"), ["v1.36.3"]);
+    assert_eq!(
+        flag_values(gen_config, "--install-image"),
+        ["ghcr.io/siderolabs/installer:v1.13.11"]
+    );
+    assert_eq!(flag_values(gen_config, "--with-secrets"), ["secrets.yaml"]);
+    assert_eq!(
+        flag_values(gen_config, "--config-patch"),
         ["10-cni-none-no-kube-proxy.yaml", "20-kubeprism.yaml"]
     );
     assert_eq!(
-        flag("--config-patch-control-plane"),
+        flag_values(gen_config, "--config-patch-control-plane"),
         [
             "30-cert-sans.controlplane.yaml",
             "40-nodeport-range.controlplane.yaml",
@@ -152,13 +235,34 @@ fn configs_come_from_the_patches_with_secrets_made_once_and_kept() {
         ]
     );
     assert_eq!(
-        flag("--config-patch-worker"),
-        ["50-install-disk.worker.yaml", "70-edge-worker.worker.yaml"]
+        flag_values(gen_config, "--config-patch-worker"),
+        [
+            "50-install-disk.worker.yaml",
+            "55-installer-image.worker.yaml",
+            "70-edge-worker.worker.yaml",
+            "75-hostname.worker.yaml"
+        ]
     );
-    assert!(
-        !gen_config.iter().any(|a| a == "--kubernetes-version"),
-        "Kubernetes is Talos's default"
+    // Each config checked by talosctl validate as its node will: cloud, metal.
+    let validations: Vec<(String, String)> = env
+        .calls_with("validate")
+        .iter()
+        .map(|argv| {
+            (
+                flag_values(argv, "--config")[0].clone(),
+                flag_values(argv, "--mode")[0].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        validations,
+        [
+            ("controlplane.yaml".to_owned(), "cloud".to_owned()),
+            ("worker.yaml".to_owned(), "metal".to_owned())
+        ]
     );
+    // No talosctl call ever holds the Scaleway secret.
+    assert!(env.calls().iter().all(|(_, secret)| !secret));
 
     // Secrets and everything that embeds them are 0600.
     for file in [
@@ -169,78 +273,198 @@ fn configs_come_from_the_patches_with_secrets_made_once_and_kept() {
     ] {
         assert_eq!(mode(&env.out(file)), 0o600, "{file}");
     }
-    // The generated configs are valid Talos documents with the rendered values.
+    // What talosctl validate accepted holds the rendered values. (Talos's JSON schema is not
+    // the judge of a whole generated config: gen config writes the deprecated `persist: true`,
+    // which the schema leaves out.)
+    let read = |role: &str| {
+        talos_schema::documents(&fs::read_to_string(env.out(&format!("{role}.yaml"))).unwrap())
+    };
     for role in ["controlplane", "worker"] {
-        let text = fs::read_to_string(env.out(&format!("{role}.yaml"))).unwrap();
-        let config: Value = serde_norway::from_str(&text).unwrap();
-        let errors = schemas.errors(&config);
-        assert!(errors.is_empty(), "{role}: {errors:#?}");
-        assert_eq!(config["cluster"]["network"]["cni"]["name"], "none");
+        let machine = talos_schema::document(&read(role), "v1alpha1").clone();
+        assert_eq!(machine["cluster"]["network"]["cni"]["name"], "none");
+        assert!(
+            machine["machine"]["kubelet"]["image"]
+                .as_str()
+                .unwrap()
+                .ends_with(":v1.36.3")
+        );
     }
-    let cp: Value =
-        serde_norway::from_str(&fs::read_to_string(env.out("controlplane.yaml")).unwrap()).unwrap();
+    let cp = read("controlplane");
+    let cp_machine = talos_schema::document(&cp, "v1alpha1");
     assert_eq!(
-        cp["cluster"]["apiServer"]["certSANs"],
-        serde_json::json!(["api.example.com"])
+        cp_machine["cluster"]["apiServer"]["certSANs"],
+        json!(["api.example.com"])
     );
-    let worker: Value =
-        serde_norway::from_str(&fs::read_to_string(env.out("worker.yaml")).unwrap()).unwrap();
-    assert_eq!(worker["machine"]["install"]["disk"], "/dev/nvme0n1");
+    assert_eq!(
+        cp_machine["machine"]["install"]["image"],
+        "ghcr.io/siderolabs/installer:v1.13.11"
+    );
+    let worker = read("worker");
+    let worker_machine = talos_schema::document(&worker, "v1alpha1");
+    assert_eq!(worker_machine["machine"]["install"]["disk"], "/dev/nvme0n1");
+    // The installer of the worker's schematic, whose kernel arguments its offer needs.
+    assert_eq!(
+        worker_machine["machine"]["install"]["image"],
+        format!("factory.talos.dev/metal-installer/{WORKER_SCHEMATIC}:v1.13.11")
+    );
+    // gen config's HostnameConfig (auto: stable) turned into the config's worker name.
+    let hostname = talos_schema::document(&worker, "HostnameConfig");
+    assert_eq!(hostname["hostname"], "edge-worker-1");
+    assert_eq!(hostname["auto"], "off");
 
-    // A second run changes nothing: same secrets, no talosctl call, same configs (same digests).
+    // A second run changes nothing: same secrets, no gen call, same configs (same digests).
     let secrets = fs::read(env.out("secrets.yaml")).unwrap();
     let worker_bytes = fs::read(env.out("worker.yaml")).unwrap();
     let stderr = ok(&env.infra("configs", &[]));
     assert!(stderr.contains("up to date"), "{stderr}");
-    assert_eq!(env.calls().len(), 2);
+    assert_eq!(env.calls_with("gen").len(), 2);
     assert_eq!(fs::read(env.out("worker.yaml")).unwrap(), worker_bytes);
 
-    // A changed input regenerates the configs, never the secrets.
-    let mut infra: Value =
-        serde_json::from_str(&fs::read_to_string(env.path("infra.json")).unwrap()).unwrap();
-    infra["worker"]["install_disk"] = "/dev/sdb".into();
-    fs::write(env.path("infra.json"), infra.to_string()).unwrap();
+    // Another pin's bump changes nothing; Kubernetes' regenerates them.
+    env.pin("CILIUM_VERSION", "1.20.9");
+    assert!(ok(&env.infra("configs", &[])).contains("up to date"));
+    env.pin("KUBERNETES_VERSION", "v1.36.4");
     ok(&env.infra("configs", &[]));
-    let calls = env.calls();
-    assert_eq!(calls.len(), 3);
-    assert_eq!(calls[2][..2], ["gen", "config"]);
+    let regenerated = env.calls_with("config");
+    assert_eq!(regenerated.len(), 2, "{regenerated:?}");
+    assert_eq!(
+        flag_values(&regenerated[1], "--kubernetes-version"),
+        ["v1.36.4"]
+    );
+
+    // A changed input regenerates the configs, never the secrets.
+    let mut infra = env.config();
+    infra["worker"]["install_disk"] = "/dev/sdb".into();
+    env.write_config(&infra);
+    ok(&env.infra("configs", &[]));
+    assert_eq!(env.calls_with("config").len(), 3);
     assert_eq!(fs::read(env.out("secrets.yaml")).unwrap(), secrets);
-    assert!(
-        fs::read_to_string(env.out("worker.yaml"))
-            .unwrap()
-            .contains("/dev/sdb")
+    let worker = read("worker");
+    assert_eq!(
+        talos_schema::document(&worker, "v1alpha1")["machine"]["install"]["disk"],
+        "/dev/sdb"
     );
 }
 
-const INVENTORY: &str = r#"{"kind":"NodeInventory","version":1,"cluster_name":"edge-par",
-  "cluster_endpoint":"https://api.example.com:6443","nodes":[
-  {"name":"edge-par-cp-1","role":"controlplane","kind":"instance","zone":"fr-par-1","id":"11111111-1111-4111-8111-111111111111",
-   "public_ipv4":"203.0.113.11","public_ipv6":null,"private_ipv4":"10.194.0.11","steps":{"config_applied":"sha256:aa"}},
-  {"name":"edge-worker-1","role":"worker","kind":"elastic-metal","zone":"fr-par-1","id":"22222222-2222-4222-8222-222222222222",
-   "public_ipv4":"203.0.113.10","public_ipv6":null,"private_ipv4":null,"steps":{"image_flashed":"sha256:bb"}}]}"#;
+#[test]
+fn a_value_that_is_not_what_its_field_holds_stops_the_configs_before_talosctl() {
+    let test = "a_value_that_is_not_what_its_field_holds";
+    let Some(env) = Env::new(test) else { return };
+    // GNU sed's `e` flag runs the pattern space as a command: a disk like this one ran `touch`
+    // when the patches were templated with sed.
+    let marker = env.path("ran");
+    for (field, value) in [
+        (
+            "install_disk",
+            format!("/dev/sda|e touch {}|", marker.display()),
+        ),
+        ("install_disk", "/dev/sda\n    wipe: true".to_owned()),
+    ] {
+        let mut infra = env.config();
+        infra["worker"][field] = value.clone().into();
+        env.write_config(&infra);
+        let out = env.infra("configs", &[]);
+        failed(
+            &out,
+            2,
+            &["infra.json", "worker.install_disk", "device path"],
+        );
+        assert!(!marker.exists(), "{value}");
+    }
+    let mut infra = env.config();
+    infra["worker"]["install_disk"] = "/dev/sda".into();
+    infra["api_hostname"] = "api|e touch x|".into();
+    env.write_config(&infra);
+    failed(&env.infra("configs", &[]), 2, &["api_hostname"]);
+    assert!(env.calls().is_empty(), "{:?}", env.calls());
+    assert!(!env.out("patches").exists());
+}
 
 #[test]
-fn bootstrap_happens_once_and_the_outputs_are_written() {
-    let test = "bootstrap_happens_once";
-    if !prerequisites(test) {
-        return;
-    }
-    let env = Env::new();
+fn a_talosctl_of_another_minor_is_refused_naming_both_versions() {
+    let test = "a_talosctl_of_another_minor_is_refused";
+    let Some(env) = Env::new(test) else { return };
+    let other = env.path("other-bin");
+    fs::create_dir_all(&other).unwrap();
+    let fake = other.join("talosctl");
+    fs::write(
+        &fake,
+        "#!/bin/sh\nprintf 'Client:\\nTalos v1.12.4\\n'\necho \"$@\" >> \"$0.calls\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", other.display(), std::env::var("PATH").unwrap());
+    let out = env.infra("configs", &[("PATH", &path)]);
+    failed(
+        &out,
+        1,
+        &["talosctl v1.12 is installed", "v1.13.11", "same minor only"],
+    );
+    // Asked its version, nothing else.
+    assert_eq!(
+        fs::read_to_string(other.join("talosctl.calls")).unwrap(),
+        "version --client --short\n"
+    );
+    assert!(!env.out("secrets.yaml").exists());
+}
+
+/// An inventory of one cluster: three control planes at `203.0.113.<first>..+2`, the worker.
+fn inventory(first: u8) -> String {
+    let cp = |i: u8| {
+        json!({"name": format!("edge-par-cp-{i}"), "role": "controlplane", "kind": "instance",
+               "zone": "fr-par-1", "id": format!("1111111{i}-1111-4111-8111-{first:012}"),
+               "public_ipv4": format!("203.0.113.{}", first + i - 1), "public_ipv6": null,
+               "private_ipv4": null, "steps": {}})
+    };
+    json!({"kind": "NodeInventory", "version": 2, "cluster_name": "edge-par",
+           "cluster_endpoint": "https://api.example.com:6443", "ssh_key_ids": [],
+           "nodes": [cp(1), cp(2), cp(3),
+                     {"name": "edge-worker-1", "role": "worker", "kind": "elastic-metal",
+                      "zone": "fr-par-1", "id": "22222222-2222-4222-8222-222222222222",
+                      "public_ipv4": "203.0.113.10", "public_ipv6": null, "private_ipv4": null,
+                      "steps": {}}]})
+    .to_string()
+}
+
+#[test]
+fn etcd_is_bootstrapped_when_the_cluster_runs_none_once_ready_and_again_for_a_new_cluster() {
+    let test = "etcd_is_bootstrapped_when_the_cluster_runs_none";
+    let Some(env) = Env::new(test) else { return };
     ok(&env.infra("configs", &[]));
     // Without an inventory the step says what to run first.
-    let out = env.infra("bootstrap", &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("inventory.json is missing"));
+    failed(
+        &env.infra("bootstrap", &[]),
+        1,
+        &["inventory.json is missing"],
+    );
 
-    fs::write(env.out("inventory.json"), INVENTORY).unwrap();
-    ok(&env.infra("bootstrap", &[]));
-    let bootstrap: Vec<Vec<String>> = env
-        .calls()
-        .into_iter()
-        .filter(|c| c.contains(&"bootstrap".to_owned()))
-        .collect();
-    assert_eq!(bootstrap.len(), 1);
-    let call = bootstrap[0].join(" ");
+    // Booting machines: each node refuses the first call, and the first bootstrap comes too
+    // early for Talos.
+    let booting = [
+        ("TALOSCTL_SILENT_CALLS", "1"),
+        ("TALOSCTL_BOOTSTRAP_NOT_READY", "1"),
+    ];
+    fs::write(env.out("inventory.json"), inventory(11)).unwrap();
+    let stderr = ok(&env.infra("bootstrap", &booting));
+    assert!(
+        stderr.contains(
+            "waiting for the control planes to answer (203.0.113.11 203.0.113.12 203.0.113.13)"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "203.0.113.11 is not ready to bootstrap yet (2/90): bootstrap is not available yet"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("bootstrapped etcd on 203.0.113.11"),
+        "{stderr}"
+    );
+    let bootstraps = env.calls_with("bootstrap");
+    assert_eq!(bootstraps.len(), 2, "{bootstraps:?}");
+    let call = bootstraps[1].join(" ");
     assert!(
         call.contains("--nodes 203.0.113.11") && call.contains("--endpoints 203.0.113.11"),
         "{call}"
@@ -253,19 +477,24 @@ fn bootstrap_happens_once_and_the_outputs_are_written() {
         "{call}"
     );
 
-    // Again: nothing asked of Talos.
+    // Again: the cluster says etcd runs; nothing is bootstrapped.
     let stderr = ok(&env.infra("bootstrap", &[]));
     assert!(
-        stderr.contains("already bootstrapped (203.0.113.11)"),
+        stderr.contains("etcd runs on 203.0.113.11: the cluster is bootstrapped"),
         "{stderr}"
     );
-    // Marker lost (another machine): Talos answers AlreadyExists, which is success.
-    fs::remove_file(env.out("bootstrapped")).unwrap();
+    assert_eq!(env.calls_with("bootstrap").len(), 2);
+
+    // make destroy, then make apply: new machines, new addresses, no etcd anywhere. The cluster
+    // is asked, not a file of this machine: it is bootstrapped again.
+    fs::write(env.out("inventory.json"), inventory(21)).unwrap();
     let stderr = ok(&env.infra("bootstrap", &[]));
     assert!(
-        stderr.contains("was already bootstrapped on 203.0.113.11"),
+        stderr.contains("bootstrapped etcd on 203.0.113.21"),
         "{stderr}"
     );
+    assert_eq!(env.calls_with("bootstrap").len(), 3);
+    assert!(env.calls().iter().all(|(_, secret)| !secret));
 
     ok(&env.infra("outputs", &[]));
     assert_eq!(mode(&env.out("kubeconfig")), 0o600);
@@ -274,58 +503,58 @@ fn bootstrap_happens_once_and_the_outputs_are_written() {
             .unwrap();
     // The record render-edge reads: decoded with its own type, unknown fields refused.
     let record: pop_common::records::PlatformInputs = serde_json::from_value(inputs).unwrap();
-    assert_eq!(record.edge_node_name, "edge-worker-1");
     assert_eq!(record.edge_public_ipv4.to_string(), "203.0.113.10");
     assert_eq!(record.dns_zone, "example.com");
     assert_eq!(record.cluster_endpoint, "https://api.example.com:6443");
+    // The node the edge layer selects on is the worker's hostname in its Talos config.
+    let worker = talos_schema::documents(&fs::read_to_string(env.out("worker.yaml")).unwrap());
+    assert_eq!(
+        talos_schema::document(&worker, "HostnameConfig")["hostname"],
+        record.edge_node_name.as_str()
+    );
     // What the host firewall is rendered from: the admin networks and every node's address.
     assert_eq!(record.admin_cidrs, ["198.51.100.0/24".parse().unwrap()]);
+    let addresses = |list: &[&str]| -> Vec<std::net::IpAddr> {
+        list.iter().map(|a| a.parse().unwrap()).collect()
+    };
     assert_eq!(
         record.control_plane_addresses,
-        ["203.0.113.11".parse::<std::net::IpAddr>().unwrap()]
+        addresses(&["203.0.113.21", "203.0.113.22", "203.0.113.23"])
     );
-    assert_eq!(
-        record.worker_addresses,
-        ["203.0.113.10".parse::<std::net::IpAddr>().unwrap()]
-    );
+    assert_eq!(record.worker_addresses, addresses(&["203.0.113.10"]));
 }
 
 #[test]
-fn the_node_pipeline_names_a_tool_that_is_not_built() {
-    let test = "the_node_pipeline_names_a_tool";
-    if !prerequisites(test) {
-        return;
-    }
-    let env = Env::new();
-    fs::create_dir_all(env.path("empty-bin")).unwrap();
-    let bin = env.path("empty-bin");
+fn control_planes_that_never_answer_fail_the_bootstrap_naming_them() {
+    let test = "control_planes_that_never_answer";
+    let Some(env) = Env::new(test) else { return };
+    ok(&env.infra("configs", &[]));
+    fs::write(env.out("inventory.json"), inventory(31)).unwrap();
     let out = env.infra(
-        "nodes",
+        "bootstrap",
+        &[("TALOSCTL_SILENT_CALLS", "1000"), ("BOOTSTRAP_TRIES", "3")],
+    );
+    failed(
+        &out,
+        1,
         &[
-            ("BIN", bin.to_str().unwrap()),
-            ("TALOS_VERSION", "v1.13.11"),
+            "the control planes 203.0.113.31 203.0.113.32 203.0.113.33 did not answer after 3 tries",
+            "etcd is not bootstrapped",
         ],
     );
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("scw-infra is not built"), "{stderr}");
-    assert!(env.calls().is_empty());
+    assert!(env.calls_with("bootstrap").is_empty());
 }
 
 #[test]
 fn a_bad_config_stops_every_step_with_the_field_named_before_talos_is_asked() {
     let test = "a_bad_config_stops_every_step";
-    if !prerequisites(test) {
-        return;
-    }
-    let env = Env::new();
-    let mut infra: Value =
-        serde_json::from_str(&fs::read_to_string(env.path("infra.json")).unwrap()).unwrap();
+    let Some(env) = Env::new(test) else { return };
+    let mut infra = env.config();
     infra["cluster_endpoint"] = "https://elsewhere.example.net:6443".into();
-    fs::write(env.path("infra.json"), infra.to_string()).unwrap();
+    env.write_config(&infra);
     fs::create_dir_all(env.path("out")).unwrap();
-    fs::write(env.out("inventory.json"), INVENTORY).unwrap();
-    for step in ["configs", "bootstrap", "outputs"] {
+    fs::write(env.out("inventory.json"), inventory(11)).unwrap();
+    for step in ["configs", "bootstrap", "outputs", "image"] {
         let out = env.infra(step, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{step}: {stderr}");
@@ -339,62 +568,269 @@ fn a_bad_config_stops_every_step_with_the_field_named_before_talos_is_asked() {
 }
 
 #[test]
-fn the_worker_image_is_downloaded_once_and_checked_against_the_release() {
+fn the_worker_image_is_registered_downloaded_once_and_checked_against_its_pin() {
     use sha2::{Digest, Sha256};
     use testkit::http::{Reply, Server};
-    let test = "the_worker_image_is_downloaded_once";
-    if !prerequisites(test) {
-        return;
-    }
+    let test = "the_worker_image_is_registered_downloaded_once";
+    let Some(env) = Env::new(test) else { return };
     if Command::new("curl").arg("--version").output().is_err() {
         testkit::skip_or_fail(test, "curl");
         return;
     }
     let image = b"zstd image bytes".to_vec();
-    let sums = format!(
-        "{:x}  metal-amd64.raw.zst\n{:x}  other.iso\n",
-        Sha256::digest(&image),
-        Sha256::digest(b"x")
-    );
+    let digest = format!("{:x}", Sha256::digest(&image));
+    let file = env.out(&format!(
+        "talos-v1.13.11-{}-metal-amd64.raw.zst",
+        &WORKER_SCHEMATIC[..12]
+    ));
 
-    let env = Env::new();
-    let bad = Server::start(vec![
-        Reply::ok(sums.replace(&format!("{:x}", Sha256::digest(&image)), &"0".repeat(64))),
+    // Not recorded yet: stopped before any download, saying how to record it.
+    let none = Server::start(vec![]).unwrap();
+    env.pin("TALOS_FACTORY_URL", &none.url);
+    failed(
+        &env.infra("image", &[]),
+        1,
+        &[
+            "TALOS_WORKER_IMAGE_SHA256 is `unrecorded`",
+            "make talos-image-digests",
+        ],
+    );
+    assert!(none.requests().is_empty());
+
+    // A download that is not the pinned file is refused and not kept.
+    let factory = |bytes: Vec<u8>| {
+        Server::start(vec![
+            Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
+            Reply::ok(bytes),
+        ])
+        .unwrap()
+    };
+    env.pin("TALOS_WORKER_IMAGE_SHA256", &digest);
+    let bad = factory(b"another image".to_vec());
+    env.pin("TALOS_FACTORY_URL", &bad.url);
+    failed(&env.infra("image", &[]), 1, &["refused", &digest]);
+    assert!(!file.exists());
+    assert!(!file.with_extension("zst.part").exists());
+
+    let good = factory(image.clone());
+    env.pin("TALOS_FACTORY_URL", &good.url);
+    ok(&env.infra("image", &[]));
+    assert_eq!(fs::read(&file).unwrap(), image);
+    let requests = good.requests();
+    let targets: Vec<(&str, &str)> = requests
+        .iter()
+        .map(|r| (r.method.as_str(), r.target.as_str()))
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            ("POST", "/schematics"),
+            (
+                "GET",
+                &*format!("/image/{WORKER_SCHEMATIC}/v1.13.11/metal-amd64.raw.zst")
+            )
+        ]
+    );
+    // The schematic posted is the one whose digest is the pinned id.
+    assert_eq!(
+        format!("{:x}", Sha256::digest(&requests[0].body)),
+        WORKER_SCHEMATIC
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&requests[0].body),
+        "customization:\n    extraKernelArgs:\n        - intel_iommu=on\n        - iommu=pt\n"
+    );
+    // Present and matching its pin: not downloaded again (the server has no reply left).
+    ok(&env.infra("image", &[]));
+}
+
+/// A node tool that records its argv and whether the Scaleway secret reached it, then hands the
+/// inventory on (scw-infra: the real one for every command but `apply`, which prints `inventory`).
+fn recording_tool(bin: &Path, name: &str, log: &Path, inventory: &Path) {
+    let body = if name == "scw-infra" {
+        format!(
+            "if [ \"$1\" = apply ]; then cat {}; else exec {} \"$@\"; fi",
+            inventory.display(),
+            testkit::workspace::bin("scw-infra").display()
+        )
+    } else {
+        "cat".to_owned()
+    };
+    let script = format!(
+        "#!/bin/bash\nprintf '%s\\t%s\\t%s\\n' {name} \"${{SCW_SECRET_KEY:+secret}}\" \"$*\" >> {log}\n{body}\n",
+        log = log.display()
+    );
+    let path = bin.join(name);
+    fs::write(&path, script).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() {
+    use sha2::{Digest, Sha256};
+    use testkit::http::{Reply, Server};
+    let test = "the_node_pipeline_gets_the_pins";
+    let Some(env) = Env::new(test) else { return };
+    ok(&env.infra("configs", &[]));
+    let image = b"zstd image bytes".to_vec();
+    let factory = Server::start(vec![
+        Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
         Reply::ok(image.clone()),
     ])
     .unwrap();
-    let out = env.infra(
-        "image",
-        &[
-            ("TALOS_VERSION", "v1.13.11"),
-            ("TALOS_RELEASE_URL", &bad.url),
-        ],
+    env.pin("TALOS_FACTORY_URL", &factory.url);
+    env.pin(
+        "TALOS_WORKER_IMAGE_SHA256",
+        &format!("{:x}", Sha256::digest(&image)),
     );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("refused"));
-    assert!(!env.out("talos-v1.13.11-metal-amd64.raw.zst").exists());
-    assert!(!env.out("talos-v1.13.11-metal-amd64.raw.zst.part").exists());
-
-    let good = Server::start(vec![Reply::ok(sums), Reply::ok(image.clone())]).unwrap();
-    ok(&env.infra(
-        "image",
-        &[
-            ("TALOS_VERSION", "v1.13.11"),
-            ("TALOS_RELEASE_URL", &good.url),
-        ],
-    ));
+    let control_plane_digest = "c".repeat(64);
+    env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &control_plane_digest);
+    let bin = env.path("node-tools");
+    fs::create_dir_all(&bin).unwrap();
+    let log = env.path("node-tools.log");
+    fs::write(env.path("scw-inventory.json"), inventory(11)).unwrap();
+    for tool in ["scw-infra", "scw-rescue-flash", "talos-apply-insecure"] {
+        recording_tool(&bin, tool, &log, &env.path("scw-inventory.json"));
+    }
+    let bin_dir = bin.display().to_string();
+    ok(&env.infra("nodes", &[("BIN", &bin_dir), ("REFLASH", "yes")]));
     assert_eq!(
-        fs::read(env.out("talos-v1.13.11-metal-amd64.raw.zst")).unwrap(),
-        image
+        fs::read_to_string(env.out("inventory.json")).unwrap(),
+        inventory(11)
     );
-    let targets: Vec<String> = good.requests().into_iter().map(|r| r.target).collect();
-    assert_eq!(targets, ["/sha256sum.txt", "/metal-amd64.raw.zst"]);
-    // Present: not downloaded again (the server has no reply left).
-    ok(&env.infra(
-        "image",
-        &[
-            ("TALOS_VERSION", "v1.13.11"),
-            ("TALOS_RELEASE_URL", &good.url),
-        ],
-    ));
+    let calls: Vec<(String, bool, String)> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut fields = l.splitn(3, '\t');
+            (
+                fields.next().unwrap().to_owned(),
+                fields.next().unwrap() == "secret",
+                fields.next().unwrap().to_owned(),
+            )
+        })
+        .filter(|(_, _, args)| !args.starts_with("names") && !args.starts_with("talos-"))
+        .collect();
+    // The four stages of the pipe (they start together: their lines come in any order).
+    let call = |tool: &str, tag_proven: bool| {
+        let found: Vec<&(String, bool, String)> = calls
+            .iter()
+            .filter(|c| c.0 == tool && (c.2 == "--tag-proven") == tag_proven)
+            .collect();
+        assert_eq!(found.len(), 1, "{tool}: {calls:?}");
+        found[0].clone()
+    };
+    assert_eq!(calls.len(), 4, "{calls:?}");
+    let (apply, flash, talos, tag) = (
+        call("scw-infra", false),
+        call("scw-rescue-flash", false),
+        call("talos-apply-insecure", false),
+        call("scw-rescue-flash", true),
+    );
+    // The Scaleway secret reaches the two tools that call Scaleway, never the Talos one.
+    assert_eq!(
+        [apply.1, flash.1, talos.1, tag.1],
+        [true, true, false, true]
+    );
+    // scw-infra imports the control planes' image from the pins when it is missing.
+    assert!(
+        apply.2.contains(&format!(
+            "--talos-image-url {}/image/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba/v1.13.11/scaleway-amd64.raw.zst --talos-image-sha256 {control_plane_digest}",
+            factory.url
+        )),
+        "{}",
+        apply.2
+    );
+    // The control planes get their config as user data: they boot configured.
+    assert!(
+        apply.2.contains(&format!(
+            "--control-plane-config {}",
+            env.out("controlplane.yaml").display()
+        )),
+        "{}",
+        apply.2
+    );
+    let flash = &flash.2;
+    for needle in [
+        &format!(
+            "--image {}",
+            env.out(&format!(
+                "talos-v1.13.11-{}-metal-amd64.raw.zst",
+                &WORKER_SCHEMATIC[..12]
+            ))
+            .display()
+        ),
+        "--disk /dev/nvme0n1",
+        &format!("--installer-image factory.talos.dev/metal-installer/{WORKER_SCHEMATIC}:v1.13.11"),
+        "--reflash",
+    ] {
+        assert!(flash.contains(needle), "`{needle}` not in {flash}");
+    }
+    assert!(
+        talos.2.contains(&format!(
+            "--talosconfig {}",
+            env.out("talosconfig").display()
+        )),
+        "{}",
+        talos.2
+    );
+}
+
+#[test]
+fn the_node_pipeline_names_a_tool_that_is_not_built() {
+    let test = "the_node_pipeline_names_a_tool";
+    let Some(env) = Env::new(test) else { return };
+    fs::create_dir_all(env.path("empty-bin")).unwrap();
+    let bin = env.path("empty-bin");
+    let out = env.infra("nodes", &[("BIN", bin.to_str().unwrap())]);
+    failed(&out, 1, &["scw-infra is not built"]);
+    assert!(env.calls().is_empty());
+}
+
+#[test]
+fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
+    let test = "the_dry_run_plans_with_the_pins";
+    let Some(env) = Env::new(test) else { return };
+    let bin = env.path("node-tools");
+    fs::create_dir_all(&bin).unwrap();
+    let log = env.path("node-tools.log");
+    // Its `apply` prints what it is given to print: the plan is not this test's concern.
+    fs::write(env.path("plan.jsonl"), "").unwrap();
+    recording_tool(&bin, "scw-infra", &log, &env.path("plan.jsonl"));
+    let bin_dir = bin.display().to_string();
+    let plans = || -> Vec<String> {
+        fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("apply --dry-run"))
+            .map(str::to_owned)
+            .collect()
+    };
+    // Nothing recorded, nothing generated: the plan says what it leaves out.
+    let stderr = ok(&env.infra("plan", &[("BIN", &bin_dir)]));
+    assert!(
+        stderr.contains("TALOS_CONTROL_PLANE_IMAGE_SHA256 is not recorded"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("controlplane.yaml is not generated yet"),
+        "{stderr}"
+    );
+    assert!(!plans()[0].contains("--talos-image-url"), "{:?}", plans());
+
+    let digest = "c".repeat(64);
+    env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &digest);
+    ok(&env.infra("configs", &[]));
+    ok(&env.infra("plan", &[("BIN", &bin_dir)]));
+    let plan = &plans()[1];
+    for needle in [
+        "--talos-version v1.13.11".to_owned(),
+        format!("--talos-image-sha256 {digest}"),
+        format!(
+            "--control-plane-config {}",
+            env.out("controlplane.yaml").display()
+        ),
+    ] {
+        assert!(plan.contains(&needle), "`{needle}` not in {plan}");
+    }
 }

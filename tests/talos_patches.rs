@@ -1,140 +1,169 @@
-//! `talos/patches/`: every patch, and the control-plane and worker configs merged from them, valid
-//! against Talos's own machine-config schema (`../shared/talos/v1.13.9/schemas/config.schema.json`,
-//! JSON Schema 2020-12, `additionalProperties: false` on every v1alpha1 object, so an unknown or
-//! misspelt key fails). Contract checked: what Talos v1.13 accepts as a v1alpha1 document.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `talos/patches/`, rendered by `scw-infra talos-patches` from the example config as the infra
+//! pipeline renders them: every patch document valid against Talos's own machine-config schema
+//! (`../shared/talos/v1.13.9/schemas/config.schema.json`, JSON Schema 2020-12,
+//! `additionalProperties: false` on every v1alpha1 object), and the configs the real
+//! `talosctl gen config` (built at `TALOSCTL_VERSION`) makes from them accepted by the real
+//! `talosctl validate`, mode cloud for the control planes and metal for the worker. Contract
+//! checked: what Talos v1.13 accepts.
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use crate::talos_schema::schemas;
+use crate::talos_schema::{self, Schemas};
 use serde_json::{Value, json};
 
 const TEST: &str = "talos_patches";
 
-/// The placeholders `pipelines/infra.sh` fills in, with example values.
+/// What the example config renders into the placeholders.
 const API_HOSTNAME: &str = "api.example.com";
 const INSTALL_DISK: &str = "/dev/nvme0n1";
 
-fn patches_dir() -> PathBuf {
-    testkit::workspace::root().join("talos/patches")
+/// The patches rendered into a temporary folder, with the example config and the disk above:
+/// `(gen config flag, path)` in name order.
+struct Rendered {
+    dir: tempfile::TempDir,
+    patches: Vec<(String, PathBuf)>,
 }
 
-/// Which nodes a patch applies to, from its name (`NN-name[.controlplane|.worker].yaml`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scope {
-    All,
-    ControlPlane,
-    Worker,
-}
-
-fn scope(path: &Path) -> Scope {
-    let name = path.file_name().unwrap().to_str().unwrap();
-    if name.ends_with(".controlplane.yaml") {
-        Scope::ControlPlane
-    } else if name.ends_with(".worker.yaml") {
-        Scope::Worker
-    } else {
-        Scope::All
-    }
-}
-
-/// The patches in the order talosctl receives them (name order).
-fn patches() -> Vec<(PathBuf, Value)> {
-    let mut paths: Vec<PathBuf> = fs::read_dir(patches_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    paths.sort();
-    assert!(paths.len() >= 5, "too few patches: {paths:?}");
-    paths
-        .into_iter()
-        .map(|path| {
-            let text = fs::read_to_string(&path)
-                .unwrap()
-                .replace("${API_HOSTNAME}", API_HOSTNAME)
-                .replace("${INSTALL_DISK}", INSTALL_DISK);
-            assert!(
-                !text.contains("${"),
-                "{}: unknown placeholder",
-                path.display()
-            );
-            let value: Value = serde_norway::from_str(&text)
-                .unwrap_or_else(|e| panic!("{}: not YAML: {e}", path.display()));
-            (path, value)
+fn render() -> Rendered {
+    let dir = tempfile::tempdir().unwrap();
+    let example =
+        fs::read_to_string(testkit::workspace::root().join("config/infra.example.json")).unwrap();
+    let mut infra: Value = serde_json::from_str(&example).unwrap();
+    infra["worker"]["install_disk"] = INSTALL_DISK.into();
+    let config = dir.path().join("infra.json");
+    fs::write(&config, infra.to_string()).unwrap();
+    let out = Command::new(testkit::workspace::bin("scw-infra"))
+        .arg("talos-patches")
+        .arg("--config")
+        .arg(&config)
+        .arg("--patches")
+        .arg(testkit::workspace::root().join("talos/patches"))
+        .arg("--out-dir")
+        .arg(dir.path().join("patches"))
+        .output()
+        .unwrap();
+    let listing = testkit::process::success_stdout(&out);
+    let patches: Vec<(String, PathBuf)> = listing
+        .lines()
+        .map(|line| {
+            let (flag, path) = line.split_once('\t').unwrap();
+            (flag.to_owned(), PathBuf::from(path))
         })
-        .collect()
+        .collect();
+    assert!(patches.len() >= 7, "too few patches: {patches:?}");
+    for (_, path) in &patches {
+        let text = fs::read_to_string(path).unwrap();
+        assert!(
+            !text.contains("${"),
+            "{}: a placeholder is left",
+            path.display()
+        );
+    }
+    Rendered { dir, patches }
 }
 
-/// Talos's merge of a v1alpha1 patch (pkg/machinery/config/merge): maps merge key by key, lists
-/// are appended, scalars are replaced.
-fn merge(base: &mut Value, patch: &Value) {
-    match (base, patch) {
-        (Value::Object(base), Value::Object(patch)) => {
-            for (key, value) in patch {
-                match base.get_mut(key) {
-                    Some(existing) => merge(existing, value),
-                    None => {
-                        base.insert(key.clone(), value.clone());
-                    }
-                }
-            }
-        }
-        (Value::Array(base), Value::Array(patch)) => base.extend(patch.iter().cloned()),
-        (base, patch) => *base = patch.clone(),
+fn talosctl(test: &str) -> Option<PathBuf> {
+    testkit::upstream::program(test, "talosctl")
+}
+
+/// `talosctl gen config` of the example cluster with `patches`, in a folder of `dir`; returns
+/// the folder, or talosctl's stderr when it refuses.
+fn gen_config(
+    talosctl: &Path,
+    dir: &Path,
+    name: &str,
+    patches: &[(String, PathBuf)],
+) -> Result<PathBuf, String> {
+    let secrets = dir.join("secrets.yaml");
+    if !secrets.exists() {
+        let out = Command::new(talosctl)
+            .args(["gen", "secrets", "-o"])
+            .arg(&secrets)
+            .output()
+            .unwrap();
+        testkit::process::success_stdout(&out);
+    }
+    let out_dir = dir.join(name);
+    let mut command = Command::new(talosctl);
+    command
+        .args(["gen", "config", "edge-par", "https://api.example.com:6443"])
+        .arg("--with-secrets")
+        .arg(&secrets)
+        .args([
+            "--talos-version",
+            "v1.13.11",
+            "--kubernetes-version",
+            "v1.36.3",
+        ]);
+    for (flag, path) in patches {
+        command.arg(flag).arg(format!("@{}", path.display()));
+    }
+    let out = command.arg("--output").arg(&out_dir).output().unwrap();
+    if out.status.success() {
+        Ok(out_dir)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
 }
 
-/// The skeleton talosctl gen config starts from (the fields these patches do not set), merged
-/// with the patches of one role in name order.
-fn merged(role: &str, patches: &[(PathBuf, Value)]) -> Value {
-    let mut config = json!({
-        "version": "v1alpha1",
-        "machine": {"type": role, "install": {"disk": "/dev/sda", "wipe": false}},
-        "cluster": {
-            "clusterName": "edge-par",
-            "controlPlane": {"endpoint": format!("https://{API_HOSTNAME}:6443")},
-            "network": {"dnsDomain": "cluster.local"}
-        }
-    });
-    for (path, patch) in patches {
-        let applies = match scope(path) {
-            Scope::All => true,
-            Scope::ControlPlane => role == "controlplane",
-            Scope::Worker => role == "worker",
-        };
-        if applies {
-            merge(&mut config, patch);
-        }
+/// `talosctl validate --strict` of `config` in `mode`: `Ok` or its complaint.
+fn validate(talosctl: &Path, config: &Path, mode: &str) -> Result<(), String> {
+    let out = Command::new(talosctl)
+        .arg("validate")
+        .arg("--config")
+        .arg(config)
+        .args(["--mode", mode, "--strict"])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
-    config
+}
+
+fn machine(dir: &Path, role: &str) -> Vec<Value> {
+    talos_schema::documents(&fs::read_to_string(dir.join(format!("{role}.yaml"))).unwrap())
 }
 
 #[test]
-fn every_patch_is_a_valid_talos_document() {
-    let Some(schemas) = schemas(TEST) else { return };
-    for (path, patch) in patches() {
-        let errors = schemas.errors(&patch);
-        assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+fn every_rendered_patch_document_is_a_valid_talos_document() {
+    let Some(schemas): Option<Schemas> = talos_schema::schemas(TEST) else {
+        return;
+    };
+    let rendered = render();
+    for (_, path) in &rendered.patches {
+        for document in talos_schema::documents(&fs::read_to_string(path).unwrap()) {
+            let errors = schemas.any_kind_errors(&document);
+            assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+        }
     }
 }
 
 #[test]
-fn the_merged_configs_are_valid_and_carry_what_the_platform_layer_relies_on() {
-    let Some(schemas) = schemas(TEST) else { return };
-    let patches = patches();
+fn the_real_talosctl_makes_valid_configs_that_carry_what_the_platform_layer_relies_on() {
+    let test = "the_real_talosctl_makes_valid_configs";
+    let Some(talosctl) = talosctl(test) else {
+        return;
+    };
+    let rendered = render();
+    let out = gen_config(&talosctl, rendered.dir.path(), "configs", &rendered.patches).unwrap();
+    validate(&talosctl, &out.join("controlplane.yaml"), "cloud").unwrap();
+    validate(&talosctl, &out.join("worker.yaml"), "metal").unwrap();
+
     for role in ["controlplane", "worker"] {
-        let config = merged(role, &patches);
-        let errors = schemas.errors(&config);
-        assert!(errors.is_empty(), "{role}: {errors:#?}");
+        let documents = machine(&out, role);
+        let config = talos_schema::document(&documents, "v1alpha1");
         // Cilium is the CNI and kube-proxy's replacement; KubePrism is its way to the API.
         assert_eq!(config["cluster"]["network"]["cni"]["name"], "none");
         assert_eq!(config["cluster"]["proxy"]["disabled"], true);
         assert_eq!(config["machine"]["features"]["kubePrism"]["enabled"], true);
         assert_eq!(config["machine"]["features"]["kubePrism"]["port"], 7445);
     }
-    let control_plane = merged("controlplane", &patches);
+    let documents = machine(&out, "controlplane");
+    let control_plane = talos_schema::document(&documents, "v1alpha1");
     let api = &control_plane["cluster"]["apiServer"];
     assert_eq!(api["certSANs"], json!([API_HOSTNAME]));
     let range = api["extraArgs"]["service-node-port-range"]
@@ -148,43 +177,82 @@ fn the_merged_configs_are_valid_and_carry_what_the_platform_layer_relies_on() {
         false
     );
     assert_eq!(control_plane["machine"]["install"]["disk"], "/dev/sda");
+    // The control planes keep gen config's own hostname document (auto: stable).
+    assert_eq!(
+        talos_schema::document(&documents, "HostnameConfig")["auto"],
+        "stable"
+    );
 
-    let worker = merged("worker", &patches);
+    let documents = machine(&out, "worker");
+    let worker = talos_schema::document(&documents, "v1alpha1");
     assert_eq!(worker["machine"]["install"]["disk"], INSTALL_DISK);
+    assert!(
+        worker["machine"]["install"]["image"]
+            .as_str()
+            .unwrap()
+            .starts_with("factory.talos.dev/metal-installer/"),
+        "{worker:#}"
+    );
     assert_eq!(
         worker["machine"]["nodeLabels"]["edge.node.kubernetes.io/public"],
         "true"
     );
     assert!(worker["cluster"].get("apiServer").is_none(), "{worker:#}");
+    // gen config for 1.13 writes `auto: stable`; the worker's patch turns it off and names it.
+    let hostname = talos_schema::document(&documents, "HostnameConfig");
+    assert_eq!(
+        (&hostname["auto"], &hostname["hostname"]),
+        (&json!("off"), &json!("edge-worker-1"))
+    );
 }
 
 #[test]
-fn a_misspelt_key_or_a_wrong_type_fails_validation() {
-    let Some(schemas) = schemas(TEST) else { return };
-    let patches = patches();
-    let good = merged("controlplane", &patches);
-    assert!(schemas.errors(&good).is_empty());
-
+fn a_misspelt_key_a_wrong_type_or_a_hostname_set_twice_is_refused_by_the_real_talosctl() {
+    let test = "a_misspelt_key_a_wrong_type";
+    let Some(talosctl) = talosctl(test) else {
+        return;
+    };
+    let Some(schemas) = talos_schema::schemas(test) else {
+        return;
+    };
+    let rendered = render();
+    let write = |name: &str, text: &str| {
+        let path = rendered.dir.path().join(name);
+        fs::write(&path, text).unwrap();
+        path
+    };
     // kubePrism spelt with a capital P: Talos would ignore nothing, it refuses the key.
-    let mut misspelt = good.clone();
-    let features = misspelt["machine"]["features"].as_object_mut().unwrap();
-    let prism = features.remove("kubePrism").unwrap();
-    features.insert("kubePRism".into(), prism);
-    let errors = schemas.errors(&misspelt).join("\n");
-    assert!(
-        errors.contains("/machine/features") && errors.contains("kubePRism"),
-        "{errors}"
+    let misspelt = write(
+        "misspelt.yaml",
+        "machine:\n  features:\n    kubePRism:\n      enabled: true\n",
     );
-
-    let mut wrong_type = good.clone();
-    wrong_type["machine"]["features"]["kubePrism"]["port"] = json!("7445");
-    let errors = schemas.errors(&wrong_type).join("\n");
-    assert!(
-        errors.contains("/machine/features/kubePrism/port"),
-        "{errors}"
+    let wrong_type = write(
+        "wrong-type.yaml",
+        "machine:\n  features:\n    kubePrism:\n      port: \"7445x\"\n",
     );
-
-    let mut unknown_top = good;
-    unknown_top["clusterr"] = json!({});
-    assert!(!schemas.errors(&unknown_top).is_empty());
+    // A hostname next to gen config's `auto: stable`, without turning auto off.
+    let twice = write(
+        "twice.yaml",
+        "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: edge-worker-1\n",
+    );
+    for (name, patch, needle) in [
+        ("misspelt", &misspelt, "unknown keys found during decoding"),
+        ("wrong-type", &wrong_type, "7445x"),
+    ] {
+        let patches = [("--config-patch".to_owned(), patch.clone())];
+        let err = gen_config(&talosctl, rendered.dir.path(), name, &patches).unwrap_err();
+        assert!(err.contains(needle), "{name}: {err}");
+        // The schema says the same of the patch on its own.
+        let document = &talos_schema::documents(&fs::read_to_string(patch).unwrap())[0];
+        assert!(!schemas.any_kind_errors(document).is_empty(), "{name}");
+    }
+    let patches = [("--config-patch-worker".to_owned(), twice)];
+    let refused = match gen_config(&talosctl, rendered.dir.path(), "twice", &patches) {
+        Err(err) => err,
+        Ok(out) => validate(&talosctl, &out.join("worker.yaml"), "metal").unwrap_err(),
+    };
+    assert!(
+        refused.contains("'auto' and 'hostname' cannot be set at the same time"),
+        "{refused}"
+    );
 }

@@ -73,4 +73,37 @@ impl Schemas {
         );
         self.errors_against(&build(&narrowed(&self.full, definition)), document)
     }
+
+    /// The errors of one document of a multi-document config or patch, whatever its kind: the
+    /// v1alpha1 document with [`Schemas::errors`], any other (HostnameConfig, ...) against the
+    /// kinds Talos takes.
+    pub fn any_kind_errors(&self, document: &Value) -> Vec<String> {
+        if document.get("version") == Some(&json!("v1alpha1")) {
+            return self.errors(document);
+        }
+        self.any_document
+            .iter_errors(document)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect()
+    }
+}
+
+/// The documents of a multi-document YAML config (what talosctl gen config writes), in order.
+pub fn documents(text: &str) -> Vec<Value> {
+    use serde::Deserialize;
+    serde_norway::Deserializer::from_str(text)
+        .map(|document| Value::deserialize(document).unwrap())
+        .filter(|document| !document.is_null())
+        .collect()
+}
+
+/// The document of `kind` (`v1alpha1` for the machine config itself) of a multi-document config.
+pub fn document<'a>(documents: &'a [Value], kind: &str) -> &'a Value {
+    documents
+        .iter()
+        .find(|d| {
+            d.get("kind") == Some(&json!(kind))
+                || (kind == "v1alpha1" && d.get("version") == Some(&json!("v1alpha1")))
+        })
+        .unwrap_or_else(|| panic!("no {kind} document in {documents:#?}"))
 }

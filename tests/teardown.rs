@@ -127,8 +127,8 @@ impl World {
         ]
     }
 
-    /// Everything logged (Scaleway requests as objects, talosctl calls as arrays), in order,
-    /// and forgets it.
+    /// Everything logged (Scaleway requests, talosctl calls as `{argv, scw_secret_in_env}`), in
+    /// order, and forgets it.
     fn take_log(&self) -> Vec<Value> {
         let path = self.path("requests.jsonl");
         let text = fs::read_to_string(&path).unwrap_or_default();
@@ -307,7 +307,7 @@ fn first(log: &[Value], what: &str, matches: impl Fn(&Value) -> bool) -> usize {
 }
 
 fn talosctl_on(entry: &Value, node: &str) -> bool {
-    let argv: Vec<&str> = entry
+    let argv: Vec<&str> = entry["argv"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
@@ -349,7 +349,7 @@ fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control
     let poweroff = first(&log, "poweroff", |e| e["body"]["action"] == "poweroff");
     assert!(worker_shutdown < worker_stop, "{log:#?}");
     // The worker is drained (no --force); the control planes, which run no workloads, are not.
-    let argv = |i: usize| log[i].as_array().unwrap().clone();
+    let argv = |i: usize| log[i]["argv"].as_array().unwrap().clone();
     assert!(
         !argv(worker_shutdown).contains(&json!("--force")),
         "{log:#?}"
@@ -359,6 +359,32 @@ fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control
         assert!(worker_stop < at && at < poweroff, "{cp}: {log:#?}");
         assert!(argv(at).contains(&json!("--force")), "{log:#?}");
     }
+    // talosctl talks to Talos only: the Scaleway secret key is not in its environment.
+    let talosctl: Vec<&Value> = log.iter().filter(|e| e.get("argv").is_some()).collect();
+    assert_eq!(talosctl.len(), 1 + control_planes.len(), "{log:#?}");
+    for call in talosctl {
+        assert_eq!(call["scw_secret_in_env"], false, "{call}");
+    }
+    // A node Talos shut down answers no other call either (what the bring-up's probes meet).
+    let probe = world
+        .command("talosctl")
+        .arg("--talosconfig")
+        .arg(world.path("out/talosconfig"))
+        .args([
+            "--endpoints",
+            &control_planes[0],
+            "--nodes",
+            &control_planes[0],
+        ])
+        .args(["get", "services", "etcd", "-o", "jsonpath={.spec.running}"])
+        .output()
+        .unwrap();
+    assert!(
+        !probe.status.success() && text(&probe).contains("code = Unavailable"),
+        "{}",
+        text(&probe)
+    );
+    world.take_log();
     let state = world.state();
     assert!(
         tagged(&state["servers"])

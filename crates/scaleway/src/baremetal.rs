@@ -70,11 +70,35 @@ pub struct Ip {
     pub version: IpVersion,
 }
 
-/// `rescue_server`: the user only. The password is not a field here, so it is never kept in
-/// memory (the rescue system is reached with the SSH key).
+/// `rescue_server`: the rescue system's user and password. The user logs in with an SSH key;
+/// the password is what its `sudo` asks for (the rescue user is not root).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct RescueServer {
     pub user: String,
+    #[serde(default)]
+    pub password: RescuePassword,
+}
+
+/// The rescue password: no `Display`, a redacted `Debug`; read only through
+/// [`RescuePassword::expose`], where it is written to `sudo -S`'s standard input.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct RescuePassword(String);
+
+impl RescuePassword {
+    pub fn new(value: impl Into<String>) -> Self {
+        RescuePassword(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for RescuePassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RescuePassword(<redacted>)")
+    }
 }
 
 /// `scaleway.baremetal.v1.Server`: what the tools read of it.
@@ -128,7 +152,8 @@ pub struct CreateServer {
     pub tags: Vec<String>,
 }
 
-/// The body of `POST .../servers/{id}/reboot`.
+/// The body of `POST .../servers/{id}/reboot` and of `.../start` (StartServer takes the same
+/// `boot_type` and `ssh_key_ids`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reboot {
     pub boot_type: BootType,
@@ -215,6 +240,22 @@ impl<'c> Baremetal<'c> {
             &format!("{}/start", Self::server_path(zone, id)),
             &serde_json::json!({}),
             &|| self.now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready]),
+        )?;
+        self.client.mine(server)
+    }
+
+    /// Starts a stopped server into `boot_type`, with SSH keys for the rescue image: a server
+    /// with no installed OS answers no reboot, only a stop then this. Answered with a 5xx or
+    /// cut, the start took effect when the server is starting or ready in that boot type.
+    pub fn start_into(&self, zone: &str, id: &str, body: &Reboot) -> R<Server> {
+        let server: Server = self.client.post_checked(
+            &format!("{}/start", Self::server_path(zone, id)),
+            body,
+            &|| {
+                Ok(self
+                    .now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready])?
+                    .filter(|s| s.boot_type == body.boot_type))
+            },
         )?;
         self.client.mine(server)
     }

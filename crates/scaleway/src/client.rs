@@ -382,7 +382,7 @@ impl<'a> Client<'a> {
             path: path.to_owned(),
             message: format!("the request does not encode: {e}"),
         })?;
-        let response = self.call(method, path, &[], Some(&body))?;
+        let response = self.call(method, path, &[], Some(Body::Json(&body)))?;
         decode(method, path, &response.body)
     }
 
@@ -426,6 +426,27 @@ impl<'a> Client<'a> {
         self.call(Method::Delete, path, &[], None).map(drop)
     }
 
+    /// A call whose body is not JSON (an Instance's user data: `text/plain`); its answer, if
+    /// any, is not read.
+    pub fn send_bytes(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> Result<(), ApiError> {
+        self.call(
+            method,
+            path,
+            &[],
+            Some(Body::Bytes {
+                content_type,
+                bytes: body,
+            }),
+        )
+        .map(drop)
+    }
+
     /// One call, retried while the answer is a 429 or a transient state, and, for an idempotent
     /// call only, a 5xx or a cut connection.
     fn call(
@@ -433,7 +454,7 @@ impl<'a> Client<'a> {
         method: Method,
         path: &str,
         query: &[(&str, String)],
-        body: Option<&Value>,
+        body: Option<Body<'_>>,
     ) -> Result<HttpResponse, ApiError> {
         let mut url = format!("{}{}", self.base_url, path);
         if !query.is_empty() {
@@ -444,9 +465,18 @@ impl<'a> Client<'a> {
             url = format!("{url}?{}", pairs.join("&"));
         }
         let mut headers = vec![("X-Auth-Token".to_owned(), self.secret.expose().to_owned())];
-        let body = body.map(|b| {
-            headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
-            serde_json::to_vec(b).unwrap_or_default()
+        let body = body.map(|body| match body {
+            Body::Json(value) => {
+                headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
+                serde_json::to_vec(value).unwrap_or_default()
+            }
+            Body::Bytes {
+                content_type,
+                bytes,
+            } => {
+                headers.push(("Content-Type".to_owned(), content_type.to_owned()));
+                bytes.to_vec()
+            }
         });
         let request = HttpRequest {
             method: method.as_str(),
@@ -492,6 +522,15 @@ impl<'a> Client<'a> {
             }),
         }
     }
+}
+
+/// A request's body.
+enum Body<'a> {
+    Json(&'a Value),
+    Bytes {
+        content_type: &'a str,
+        bytes: &'a [u8],
+    },
 }
 
 /// Sends with `send` (given the retry's number, 0 for the first attempt) until an outcome is

@@ -520,6 +520,18 @@ impl<'c> Instance<'c> {
         Ok(())
     }
 
+    /// Sets the user data `key` of a server (`PATCH .../servers/{id}/user_data/{key}`, a
+    /// `text/plain` body). Talos's Scaleway platform reads its machine config from the key
+    /// `cloud-init` at boot.
+    pub fn set_user_data(&self, zone: &str, id: &str, key: &str, content: &[u8]) -> R<()> {
+        self.client.send_bytes(
+            Method::Patch,
+            &format!("/instance/v1/zones/{zone}/servers/{id}/user_data/{key}"),
+            "text/plain",
+            content,
+        )
+    }
+
     pub fn delete_server(&self, zone: &str, id: &str) -> R<()> {
         self.client
             .delete(&Self::path(zone, &format!("servers/{id}")))

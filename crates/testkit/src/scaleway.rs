@@ -25,10 +25,10 @@ pub fn control(url: &str, what: &str, body: Option<&Value>) -> Value {
 }
 
 /// `"METHOD path"` of each logged Scaleway request that changes something (lines of another
-/// shape, such as a talosctl stand-in's argv logged into the same file, are left out).
+/// shape, such as a talosctl stand-in's call logged into the same file, are left out).
 pub fn mutations(log: &[Value]) -> Vec<String> {
     log.iter()
-        .filter(|r| r.is_object() && r["method"] != "GET")
+        .filter(|r| r.get("method").is_some_and(|m| m != "GET"))
         .map(|r| {
             format!(
                 "{} {}",

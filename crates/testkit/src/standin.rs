@@ -84,6 +84,30 @@ impl Drop for StandIn {
     }
 }
 
+/// The Scaleway stand-in's command (`scaleway_api.py`, checking every request against the
+/// shared OpenAPI specs, its objects shaped like the shared recordings), writing its port to
+/// `port_file` and logging each request to `log`; the caller adds its own arguments.
+pub fn scaleway_api(
+    shared: &Path,
+    port_file: &Path,
+    log: &Path,
+    secret: &str,
+    project: &str,
+) -> Command {
+    let mut command = python("scaleway_api.py");
+    command
+        .arg("--specs")
+        .arg(shared.join("scaleway-openapi"))
+        .arg("--cassettes")
+        .arg(shared.join("scaleway-cassettes"))
+        .arg("--port-file")
+        .arg(port_file)
+        .arg("--log")
+        .arg(log)
+        .args(["--secret", secret, "--project", project]);
+    command
+}
+
 /// The S3 stand-in (`s3_api.py`, SigV4 checked with `access_key`/`secret`, region `fr-par`)
 /// keeping its objects in `dir/s3` and logging requests to `dir/s3.jsonl` (port file
 /// `dir/s3-port`).
@@ -116,19 +140,14 @@ pub fn scaleway(
     dns_zone: Option<&str>,
 ) -> StandIn {
     let port_file = dir.join("scaleway-port");
-    let mut command = python("scaleway_api.py");
-    command
-        .arg("--specs")
-        .arg(shared.join("scaleway-openapi"))
-        .arg("--cassettes")
-        .arg(shared.join("scaleway-cassettes"))
-        .arg("--port-file")
-        .arg(&port_file)
-        .arg("--log")
-        .arg(dir.join("requests.jsonl"))
-        .args(["--secret", secret, "--project", project])
-        .arg("--s3-root")
-        .arg(dir.join("s3"));
+    let mut command = scaleway_api(
+        shared,
+        &port_file,
+        &dir.join("requests.jsonl"),
+        secret,
+        project,
+    );
+    command.arg("--s3-root").arg(dir.join("s3"));
     if let Some(zone) = dns_zone {
         command.args(["--dns-zone", zone]);
     }

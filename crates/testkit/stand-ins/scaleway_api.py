@@ -16,6 +16,24 @@ total_count. Servers move through their real states, one step per look at them: 
 stopped -> starting -> running -> stopping -> stopped (terminate: stopping, then gone), Elastic
 Metal delivering -> ready -> stopping -> stopped -> starting -> ready.
 
+Elastic Metal, as the tools order it (without `install`, so with no OS):
+- no Instance image exists until one is imported or seeded: nothing is pre-seeded;
+- `reboot` is refused while the server has no installed OS (`install` is null): the rescue mode
+  documentation requires an installed server (docs-content
+  pages/elastic-metal/how-to/use-rescue-mode.mdx, "Requirements"), and operators report that a
+  server without one answers no reboot; `stop` then `start` with a `boot_type` works;
+- `start` and `reboot` take `boot_type` and `ssh_key_ids`, "additional SSH public key IDs to
+  configure on rescue image" (scaleway.baremetal.v1.Api.yml, StartServer and RebootServer): an
+  unknown id is a 404; a boot into rescue writes the public keys of exactly those ids to
+  RESCUE_DIR/authorized_keys (the only keys the rescue sshd of the tests accepts: a server with
+  no OS has no registered keys of its own) and the rescue password to RESCUE_DIR/password; a
+  normal boot empties both;
+- `rescue_server` ({user, password}, the rescue system's credentials) is filled one look after
+  the server is ready in rescue, not at the first `ready` answer.
+
+An Instance's user data (SetServerUserData, a `*/*` body) is kept as the bytes sent; the log
+keeps their digest and content type, the state dump (`user_data`) their digest by server and key.
+
 An API key can read every project of its organization, and a list answers with the objects of
 all of them unless it is given the project filter the spec declares ("List only Instances of this
 Project ID": `project` for the Instance API, `project_id` for Elastic Metal, Block, IAM, Domain
@@ -32,7 +50,7 @@ The Registry v1 namespace endpoints are not in the specs: they are checked again
 issue names (name, project_id, is_public, description).
 
 Usage: scaleway_api.py --specs DIR --cassettes DIR --port-file F --log F --secret S --project P
-                       [--dns-zone Z]
+                       [--dns-zone Z] [--rescue-dir DIR --rescue-user NAME]
 Control (not Scaleway): POST /__standin/faults [{method, path (regex), kind: status|cut|slow,
 status, retry_after, count, applied}], POST /__standin/seed {kind, project, ...fields},
 GET /__standin/state. A fault with `applied: true` lets the request take effect and then answers
@@ -43,6 +61,7 @@ done); without it the request is not done.
 
 import argparse
 import copy
+import hashlib
 import datetime
 import glob
 import json
@@ -313,7 +332,7 @@ def new_id():
 
 
 class State:
-    def __init__(self, templates, project, dns_zone):
+    def __init__(self, templates, project, dns_zone, rescue_dir=None, rescue_user="rescue"):
         self.t = templates
         self.project = project
         self.lock = threading.RLock()
@@ -333,6 +352,8 @@ class State:
         self.s3_root = None
         self.faults = []
         self.next_ip = 10
+        self.rescue_dir = rescue_dir
+        self.rescue_user = rescue_user
         offer = copy.deepcopy(self.t["offer"])
         offer.update(id=new_id(), name="EM-A116X-SSD", stock="available", enable=True,
                      subscription_period="hourly", zone="fr-par-1")
@@ -389,7 +410,28 @@ class State:
             else:
                 s["_steps"] = 0
                 s["status"] = nxt
+        elif s["status"] == "ready" and s["boot_type"] == "rescue" and s.get("rescue_server") is None:
+            # The credentials come a look after the server says it is ready in rescue.
+            if s.get("_rescue_ready"):
+                s["rescue_server"] = {"user": self.rescue_user, "password": s["_rescue_password"]}
+            s["_rescue_ready"] = True
         return s
+
+    def boot_bm(self, s, boot_type, ssh_key_ids):
+        """A start or reboot: the rescue image gets exactly the keys named by id."""
+        keys = []
+        for key_id in ssh_key_ids:
+            key = self.ssh_keys.get(key_id)
+            if not key:
+                raise not_found("ssh_key", key_id)
+            keys.append(key["public_key"])
+        s.update(status="starting", _steps=0, boot_type=boot_type, rescue_server=None, _rescue_ready=False,
+                 _rescue_password=uuid.uuid4().hex if boot_type == "rescue" else None)
+        if self.rescue_dir:
+            with open(os.path.join(self.rescue_dir, "authorized_keys"), "w") as f:
+                f.write("".join(k + "\n" for k in keys) if boot_type == "rescue" else "")
+            with open(os.path.join(self.rescue_dir, "password"), "w") as f:
+                f.write(s["_rescue_password"] or "")
 
 
 def public(obj):
@@ -669,6 +711,14 @@ def handle(state, method, template, p, query, body):
         task.update(id=new_id(), description=f"server_{action}", status="pending", href_from=f"/servers/{srv['id']}/action",
                     started_at=now(), terminated_at=None, progress=0, zone=zone)
         return Answer(202, {"task": task})
+    if template == "/instance/v1/zones/{zone}/servers/{server_id}/user_data/{key}" and method == "PATCH":
+        # SetServerUserData: the bytes as they are (Talos's Scaleway platform reads the key
+        # `cloud-init` at boot).
+        srv = s.servers.get(p["server_id"])
+        if not srv:
+            raise not_found("instance_server", p["server_id"])
+        srv.setdefault("_user_data", {})[p["key"]] = body
+        return Answer(204, None)
     if template == "/instance/v1/zones/{zone}/servers/{server_id}/attach-volume":
         srv = s.servers.get(p["server_id"])
         if not srv:
@@ -808,6 +858,10 @@ def handle(state, method, template, p, query, body):
         if template.endswith("{server_id}"):
             if method == "GET":
                 return Answer(200, public(s.look_bm(srv)))
+            if method == "PATCH":
+                if "tags" in body:
+                    srv["tags"] = body["tags"]
+                return Answer(200, public(srv))
             if method == "DELETE":
                 del s.bm_servers[srv["id"]]
                 srv["status"] = "deleting"
@@ -815,6 +869,9 @@ def handle(state, method, template, p, query, body):
         action = template.rsplit("/", 1)[1]
         if srv["status"] == "delivering":
             raise Answer(400, {"message": "Server is not delivered"})
+        boot_type = body.get("boot_type") or "unknown_boot_type"
+        if boot_type == "unknown_boot_type":
+            boot_type = srv["boot_type"] if action == "start" else "normal"
         if action == "stop":
             if srv["status"] != "ready":
                 raise bad(f"server is {srv['status']}")
@@ -822,9 +879,12 @@ def handle(state, method, template, p, query, body):
         elif action == "start":
             if srv["status"] != "stopped":
                 raise bad(f"server is {srv['status']}")
-            srv.update(status="starting", _steps=0, boot_type=body.get("boot_type", srv["boot_type"]))
+            s.boot_bm(srv, boot_type, body.get("ssh_key_ids") or [])
         elif action == "reboot":
-            srv.update(status="starting", _steps=0, boot_type=body.get("boot_type", "normal"))
+            if srv.get("install") is None:
+                raise Answer(412, {"type": "precondition_failed", "precondition": "server_not_installed",
+                                   "message": "server has no installed OS: stop it, then start it"})
+            s.boot_bm(srv, boot_type, body.get("ssh_key_ids") or [])
         return Answer(200, public(srv))
 
     # IAM SSH keys
@@ -911,8 +971,8 @@ def handle(state, method, template, p, query, body):
 
 
 def seed(state, body):
-    """Adds a resource as someone else (or a half-built run) left it, in `project` (the stand-in's
-    own by default)."""
+    """Adds a resource as someone else (or a half-built run, or an earlier import) left it, in
+    `project` (the stand-in's own by default)."""
     kind = body.pop("kind")
     zone = body.pop("zone", "fr-par-1")
     project = body.pop("project", state.project)
@@ -932,13 +992,17 @@ def seed(state, body):
                         "project": project, **({"public_ips": body["public_ips"]} if "public_ips" in body else {})})
             return a.body["server"]
         if kind == "baremetal_server":
-            # An Elastic Metal server, delivered, in `status` (ready by default).
+            # An Elastic Metal server ordered without an OS and delivered, in `status` (ready by
+            # default, normal boot), at `address` when given.
             offer = next(iter(state.offers))
             srv = handle(state, "POST", "/baremetal/v1/zones/{zone}/servers", {"zone": zone}, {},
                          {"offer_id": offer, "project_id": project, "name": body["name"], "description": "",
                           "tags": body.get("tags", [])}).body
-            state.bm_servers[srv["id"]].update(status=body.get("status", "ready"), _steps=0)
-            return public(state.bm_servers[srv["id"]])
+            srv = state.bm_servers[srv["id"]]
+            srv.update(status=body.get("status", "ready"), _steps=0)
+            if "address" in body:
+                srv["ips"][0]["address"] = body["address"]
+            return public(srv)
         if kind == "attached_volume":
             # A Block volume made by hand and attached to a server with the Instance API's
             # attach-volume, as an operator adds a data disk.
@@ -973,11 +1037,14 @@ def main():
     ap = argparse.ArgumentParser()
     for name in ("--specs", "--cassettes", "--port-file", "--log", "--secret", "--project"):
         ap.add_argument(name, required=True)
+    ap.add_argument("--rescue-dir", default="", help="where a rescue boot writes authorized_keys and password")
+    ap.add_argument("--rescue-user", default="rescue")
     ap.add_argument("--dns-zone", default="")
     ap.add_argument("--s3-root", default="", help="where the S3 stand-in keeps its objects")
     args = ap.parse_args()
     spec = Spec(args.specs)
-    state = State(load_templates(args.cassettes, spec), args.project, args.dns_zone)
+    state = State(load_templates(args.cassettes, spec), args.project, args.dns_zone,
+                  args.rescue_dir or None, args.rescue_user)
     state.s3_root = args.s3_root or None
     log = open(args.log, "a", buffering=1)
     log_lock = threading.Lock()
@@ -1007,9 +1074,18 @@ def main():
             query = parse_qs(url.query, keep_blank_values=True)
             entry = {"method": method, "path": url.path, "query": query,
                      "body": None, "token": self.headers.get("X-Auth-Token") == args.secret}
+            # An operation whose body is not JSON (an Instance's user data: `*/*`, binary) takes
+            # the bytes as they are; the log keeps their digest, not them.
+            _, _, raw_op, _ = spec.match(method, url.path)
+            takes_bytes = raw_op is not None and "*/*" in raw_op.get("requestBody", {}).get("content", {})
             try:
-                body = json.loads(raw) if raw else None
-                entry["body"] = body
+                if takes_bytes:
+                    body = None
+                    entry["body"] = {"bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest(),
+                                     "content_type": self.headers.get("Content-Type")}
+                else:
+                    body = json.loads(raw) if raw else None
+                    entry["body"] = body
             except ValueError:
                 body = None
                 entry["refused"] = ["body is not JSON"]
@@ -1052,7 +1128,10 @@ def main():
                 check_path(op, params, errors)
                 check_query(op, query, errors)
                 schema = (op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema"))
-                if schema is None and body not in (None, {}):
+                if takes_bytes:
+                    if not raw and op["requestBody"].get("required"):
+                        errors.append("body required")
+                elif schema is None and body not in (None, {}):
                     errors.append("a body where the operation takes none")
                 elif schema is not None:
                     if body is None and resolve(schema, comps).get("required"):
@@ -1066,7 +1145,7 @@ def main():
                                                     "help_message": e} for e in errors]})
             with state.lock:
                 try:
-                    answer = handle(state, method, template, params, query, body or {})
+                    answer = handle(state, method, template, params, query, raw if takes_bytes else body or {})
                 except Answer as a:
                     answer = a
             entry["status"] = answer.status
@@ -1104,6 +1183,9 @@ def main():
                              "images", "snapshots")}
                     dump["records"] = state.records
                     dump["rules"] = state.rules
+                    # Each server's user data, by key: the digest of the bytes.
+                    dump["user_data"] = {sid: {k: hashlib.sha256(v).hexdigest() for k, v in srv.get("_user_data", {}).items()}
+                                         for sid, srv in state.servers.items()}
                     return self.send(200, dump)
             self.send(404, {"message": "no such control"})
 

@@ -13,10 +13,17 @@ internal/app/machined/pkg/controllers/runtime/api_service_config.go, services/ma
   is no config yet). Every other RPC is Unimplemented (the generated servicer's default).
   With --talos v1.11, the older maintenance service instead: only AUTO, TRY and REBOOT, others
   Unimplemented; Version Unimplemented "API is not implemented in maintenance mode".
-- once a config is applied (not a dry run) the node leaves maintenance mode: the API restarts
-  with mutual TLS required (a CA the client does not have), as the API service config switches
-  SkipVerifyingClientCert off.
-- --start configured: mutual TLS from the start (an installed node).
+- once a config is applied (not a dry run) the node leaves maintenance mode: from the next
+  handshake, mutual TLS is required, as the API service config switches SkipVerifyingClientCert off,
+  presenting --configured-cert (issued by the machine CA, naming the node's addresses:
+  internal/app/machined/pkg/controllers/secrets/api_cert_sans.go) and taking only client
+  certificates of --client-ca (the machine CA: apid verifies clients against it).
+- --start configured: mutual TLS from the start (an installed node); with a --configured-cert
+  and --client-ca of another CA, a node someone else configured.
+- --listen-after S: the port is chosen (and written) at once, the API listens only S seconds
+  later: a machine still in its POST, then booting.
+- --swap-cert/--swap-key: after the first Version call, new handshakes get this other
+  certificate (an on-path host answering in the node's place, or a rebooted node).
 
 Writes the port it listens on to --port-file, each config it took to --record-dir/applied-N.yaml
 and each call to --record-dir/calls.jsonl. Stops by itself after --lifetime seconds.
@@ -25,6 +32,8 @@ import argparse
 import importlib
 import json
 import os
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -57,6 +66,11 @@ def main():
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)
     parser.add_argument("--client-ca", required=True)
+    parser.add_argument("--configured-cert")
+    parser.add_argument("--configured-key")
+    parser.add_argument("--swap-cert")
+    parser.add_argument("--swap-key")
+    parser.add_argument("--listen-after", type=float, default=0)
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--record-dir", required=True)
     parser.add_argument("--start", choices=["maintenance", "configured"], default="maintenance")
@@ -66,10 +80,8 @@ def main():
 
     pb, pb_grpc = compile_protos(args.api_dir, tempfile.mkdtemp(prefix="talos-api-"))
     Mode = pb.ApplyConfigurationRequest
-    key = open(args.key, "rb").read()
-    cert = open(args.cert, "rb").read()
-    client_ca = open(args.client_ca, "rb").read()
-    state = {"maintenance": args.start == "maintenance", "applied": 0}
+    swap = bool(args.swap_cert)
+    state = {"maintenance": args.start == "maintenance", "applied": 0, "versions": 0}
     leave = threading.Event()
 
     def record(call):
@@ -78,6 +90,7 @@ def main():
 
     class Machine(pb_grpc.MachineServiceServicer):
         def Version(self, request, context):
+            state["versions"] += 1
             record({"rpc": "Version", "maintenance": state["maintenance"]})
             if state["maintenance"] and args.talos == "v1.11":
                 context.abort(grpc.StatusCode.UNIMPLEMENTED,
@@ -118,29 +131,76 @@ def main():
             return pb.ApplyConfigurationResponse(messages=[pb.ApplyConfiguration(
                 mode=chosen, mode_details=details)])
 
-    def serve(mutual, port):
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        pb_grpc.add_MachineServiceServicer_to_server(Machine(), server)
-        credentials = grpc.ssl_server_credentials(
-            [(key, cert)], root_certificates=client_ca if mutual else None,
-            require_client_auth=mutual)
-        bound = server.add_secure_port(f"127.0.0.1:{port}", credentials)
-        server.start()
-        return server, bound
+    # gRPC itself runs without TLS on an inner loopback port; TLS is the front's (OpenSSL, through
+    # Python's ssl module), as Talos's apid is Go's crypto/tls: both take Ed25519 client
+    # certificates (talosctl's admin certificate is one), which gRPC's own BoringSSL refuses by
+    # default.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_MachineServiceServicer_to_server(Machine(), server)
+    inner = server.add_insecure_port("127.0.0.1:0")
+    server.start()
 
-    server, port = serve(not state["maintenance"], 0)
+    def context(mutual):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.set_alpn_protocols(["h2"])
+        if mutual:
+            ctx.load_cert_chain(args.configured_cert or args.cert, args.configured_key or args.key)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(args.client_ca)
+        elif swap and state["versions"] > 0:
+            ctx.load_cert_chain(args.swap_cert, args.swap_key)
+        else:
+            ctx.load_cert_chain(args.cert, args.key)
+        return ctx
+
+    def pump(source, sink):
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def connection(raw):
+        # Each handshake sees the node as it is now: maintenance (and which certificate) or not.
+        try:
+            tls = context(not state["maintenance"]).wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError):
+            raw.close()
+            return
+        backend = socket.create_connection(("127.0.0.1", inner))
+        threading.Thread(target=pump, args=(backend, tls), daemon=True).start()
+        pump(tls, backend)
+
+    # The port is chosen now and written at once; the API may listen on it later.
+    front = socket.socket()
+    front.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    front.bind(("127.0.0.1", 0))
     with open(args.port_file + ".tmp", "w") as f:
-        f.write(str(port))
+        f.write(str(front.getsockname()[1]))
     os.rename(args.port_file + ".tmp", args.port_file)
+    time.sleep(args.listen_after)
+    front.listen(16)
+    front.settimeout(0.1)
 
     deadline = time.monotonic() + args.lifetime
     while time.monotonic() < deadline:
-        if leave.wait(timeout=0.1) and state["maintenance"]:
-            # Leave maintenance mode: the API comes back on the same port with mutual TLS.
+        try:
+            raw, _ = front.accept()
+        except socket.timeout:
+            raw = None
+        if raw is not None:
+            raw.settimeout(10)
+            threading.Thread(target=connection, args=(raw,), daemon=True).start()
+        if leave.is_set() and state["maintenance"]:
+            # Leave maintenance mode: from the next handshake on, mutual TLS.
             time.sleep(0.2)  # let the answer reach the client first
-            server.stop(grace=1).wait()
             state["maintenance"] = False
-            server, _ = serve(True, port)
             leave.clear()
     server.stop(grace=0)
 

@@ -93,7 +93,11 @@ impl InfraConfig {
                 format!("`{}` is not a host name", self.api_hostname),
             ));
         }
-        let expected = format!("https://{}.{}:6443", self.api_hostname, self.dns_zone);
+        // The API host goes into the control planes' certificate SANs (a Talos patch).
+        let api_host = format!("{}.{}", self.api_hostname, self.dns_zone);
+        pop_common::records::check_host_name(&api_host)
+            .map_err(|e| field("api_hostname", format!("with dns_zone, {e}")))?;
+        let expected = format!("https://{api_host}:6443");
         if self.cluster_endpoint != expected {
             return Err(field(
                 "cluster_endpoint",
@@ -131,6 +135,9 @@ impl InfraConfig {
         if self.worker.offer.is_empty() {
             return Err(field("worker.offer", "is empty".into()));
         }
+        // The disk goes into the worker's Talos config and onto the rescue system's `dd` line.
+        pop_common::records::check_install_disk(&self.worker.install_disk)
+            .map_err(|e| field("worker.install_disk", e.to_string()))?;
         if self.admin_cidrs.is_empty() {
             return Err(field(
                 "admin_cidrs",
@@ -234,6 +241,19 @@ mod tests {
             v[key] = value;
             let err = load(&v).unwrap_err().to_string();
             assert!(err.contains(needle), "{key}: {err}");
+        }
+        for (disk, needle) in [
+            ("/dev/sda|e reboot", "worker.install_disk"),
+            ("/dev/sda\n    wipe: true", "worker.install_disk"),
+            ("sda", "worker.install_disk"),
+        ] {
+            let mut v = example();
+            v["worker"]["install_disk"] = disk.into();
+            let err = load(&v).unwrap_err().to_string();
+            assert!(
+                err.contains(needle) && err.contains("device path"),
+                "{disk}: {err}"
+            );
         }
         let mut v = example();
         v["control_plane"]["count"] = 2.into();

@@ -12,6 +12,8 @@
 //! scw-infra credentials                                            # which profile resolves
 //! scw-infra names --config config/infra.json [--inventory FILE]   # KEY=value for infra.sh
 //! scw-infra platform-inputs --config config/infra.json --inventory FILE
+//! scw-infra talos-patches --config config/infra.json --out-dir talos/_out/patches
+//! scw-infra talos-schematic --config config/infra.json     # the worker's Image Factory schematic
 //! ```
 //!
 //! Each of `apply`, `power` and `destroy` first computes a plan from reads only ([`plan`]), then
@@ -31,6 +33,7 @@ pub mod outputs;
 pub mod plan;
 pub mod power;
 pub mod tags;
+pub mod talos;
 pub mod wait;
 
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
@@ -108,6 +111,10 @@ pub enum Command {
         /// The part size of the image upload, in MiB (at least 5).
         #[arg(long, value_name = "MIB", default_value_t = 64)]
         upload_part_mib: usize,
+        /// The control planes' machine config (talos/_out/controlplane.yaml): each new control
+        /// plane gets it as user data before its first boot, and boots configured.
+        #[arg(long, value_name = "FILE")]
+        control_plane_config: Option<PathBuf>,
     },
     /// Power the servers on or off (instances poweron/poweroff, Elastic Metal start/stop).
     Power {
@@ -162,6 +169,26 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         inventory: Option<PathBuf>,
     },
+    /// Render talos/patches/ with the config's values into a folder; print each rendered patch
+    /// as `<talosctl gen config flag><TAB><path>`, in name order.
+    TalosPatches {
+        /// The infra config.
+        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
+        config: PathBuf,
+        /// The patches, with their `${NAME}` placeholders.
+        #[arg(long, value_name = "DIR", default_value = "talos/patches")]
+        patches: PathBuf,
+        /// Where the rendered patches go (a file is rewritten only when it changes).
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+    },
+    /// Print the Image Factory schematic (YAML) of the worker's Talos image: the kernel
+    /// arguments its offer needs.
+    TalosSchematic {
+        /// The infra config.
+        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
+        config: PathBuf,
+    },
     /// Print the PlatformInputs record the platform and edge layers read.
     PlatformInputs {
         /// The infra config.
@@ -192,6 +219,12 @@ pub enum Config {
         config: InfraConfig,
         inventory: InventoryFile,
     },
+    TalosPatches {
+        values: std::collections::BTreeMap<&'static str, String>,
+        patches: PathBuf,
+        out_dir: PathBuf,
+    },
+    TalosSchematic(talos::Schematic),
     Run(Box<RunConfig>),
 }
 
@@ -211,7 +244,7 @@ pub struct RunConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Apply {
-        inputs: ApplyInputs,
+        inputs: Box<ApplyInputs>,
         dry_run: bool,
         previous: Option<InventoryFile>,
     },
@@ -257,6 +290,8 @@ pub enum Error {
     #[error("destroy cancelled: nothing was deleted")]
     Cancelled,
     #[error(transparent)]
+    Patches(#[from] talos::PatchError),
+    #[error(transparent)]
     Plan(#[from] destroy::PlanError),
     #[error("cannot write the output: {0}")]
     Output(#[from] OutputError),
@@ -267,7 +302,10 @@ impl Report for Error {
         match self {
             Error::Input(_) | Error::Credentials(_) | Error::Usage(_) => Exit::Usage,
             Error::Infra(err) => err.exit(),
-            Error::Cancelled | Error::Output(_) | Error::Plan(_) => Exit::Failure,
+            Error::Patches(talos::PatchError::Input(_)) => Exit::Usage,
+            Error::Cancelled | Error::Output(_) | Error::Patches(_) | Error::Plan(_) => {
+                Exit::Failure
+            }
         }
     }
 }
@@ -284,6 +322,24 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                 config_path: config,
             });
         }
+        Command::TalosPatches {
+            config,
+            patches,
+            out_dir,
+        } => {
+            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
+            return Ok(Config::TalosPatches {
+                values: talos::placeholders(&infra, &config, &talos::PINS)?,
+                patches,
+                out_dir,
+            });
+        }
+        Command::TalosSchematic { config } => {
+            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
+            return Ok(Config::TalosSchematic(talos::Schematic::for_offer(
+                &infra.worker.offer,
+            )));
+        }
         Command::PlatformInputs { config, inventory } => {
             return Ok(Config::PlatformInputs {
                 config: InfraConfig::load(&config, env.non_empty("HOME"))?,
@@ -298,6 +354,7 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             talos_image_url,
             talos_image_sha256,
             upload_part_mib,
+            control_plane_config,
         } => {
             if !talos_version.starts_with('v') || talos_version.len() < 2 {
                 return Err(Error::Usage(format!(
@@ -334,12 +391,19 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
             let ssh_public_key = read_public_key(&common.config, &infra)?;
             let action = Action::Apply {
-                inputs: ApplyInputs {
+                inputs: Box::new(ApplyInputs {
                     talos_version,
                     talos_source,
                     ssh_public_key,
                     part_size: upload_part_mib * 1024 * 1024,
-                },
+                    control_plane_config: control_plane_config
+                        .map(|path| {
+                            std::fs::read(&path)
+                                .map(apply::UserData::new)
+                                .map_err(|source| InputError::Read { path, source })
+                        })
+                        .transpose()?,
+                }),
                 dry_run,
                 previous,
             };
@@ -477,6 +541,25 @@ pub fn run_with(
                 writeln!(output, "{key}={value}").output()?;
             }
             return Ok(output.flush().output()?);
+        }
+        Config::TalosPatches {
+            values,
+            patches,
+            out_dir,
+        } => {
+            for rendered in talos::render_patches(values, patches, out_dir)? {
+                writeln!(
+                    output,
+                    "{}\t{}",
+                    rendered.scope.flag(),
+                    rendered.path.display()
+                )
+                .output()?;
+            }
+            return Ok(output.flush().output()?);
+        }
+        Config::TalosSchematic(schematic) => {
+            return Ok(output.write_all(schematic.yaml().as_bytes()).output()?);
         }
         Config::PlatformInputs { config, inventory } => {
             let record = outputs::platform_inputs(config, inventory)?;

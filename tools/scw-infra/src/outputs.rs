@@ -9,6 +9,7 @@ use pop_common::input::InputError;
 use pop_common::records::{NodeInventory, NodeRole, PlatformInputs, Version};
 
 use crate::config::InfraConfig;
+use crate::talos;
 
 /// An inventory read from a file, with the file's name for errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,15 +28,18 @@ impl InventoryFile {
 }
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
-/// endpoint's host (for the certificate SANs), the worker's install disk, the SSH private key;
-/// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped),
-/// of every control plane (comma separated) and of the worker (what `make down` shuts down
-/// through Talos's API).
+/// endpoint's host (for the certificate SANs), the worker's install disk and name (its Kubernetes
+/// node name), the Image Factory schematic its offer needs (checked against the pin) and its
+/// installer, the SSH private key; with an inventory, the public IPv4 of the first control plane
+/// (where etcd is bootstrapped), of every control plane (comma separated: where etcd is looked
+/// for, and the endpoints `make down` goes through) and of the worker (what `make down` shuts
+/// down through Talos's API).
 pub fn names(
     config: &InfraConfig,
     config_path: &Path,
     inventory: Option<&InventoryFile>,
 ) -> Result<Vec<(&'static str, String)>, InputError> {
+    let schematic = talos::worker_schematic(config, config_path, &talos::PINS)?;
     let mut pairs = vec![
         ("CLUSTER_NAME", config.cluster_name.clone()),
         ("CLUSTER_ENDPOINT", config.cluster_endpoint.clone()),
@@ -44,6 +48,12 @@ pub fn names(
             format!("{}.{}", config.api_hostname, config.dns_zone),
         ),
         ("INSTALL_DISK", config.worker.install_disk.clone()),
+        ("WORKER_NAME", config.worker.name.clone()),
+        (
+            "WORKER_INSTALLER_IMAGE",
+            talos::metal_installer(&talos::PINS, &schematic)?,
+        ),
+        ("WORKER_SCHEMATIC", schematic),
         ("SSH_PRIVATE_KEY", config.ssh_private_key_path.clone()),
     ];
     // One pair a line: a value with a line break would read as another pair.

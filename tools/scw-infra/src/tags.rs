@@ -22,8 +22,9 @@
 
 use crate::config::InfraConfig;
 
-pub const TAG_CLUSTER: &str = "edgepop-cluster";
-pub const TAG_ROLE: &str = "edgepop-role";
+/// Shared with the node tools, which check them before they act on a server.
+pub const TAG_CLUSTER: &str = pop_common::records::server_tags::CLUSTER;
+pub const TAG_ROLE: &str = pop_common::records::server_tags::ROLE;
 pub const TAG_NODE: &str = "edgepop-node";
 pub const TAG_TALOS: &str = "edgepop-talos";
 pub const TAG_TALOS_SHA256: &str = "edgepop-talos-sha256";

@@ -303,9 +303,19 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
             .any(|r| r["name"] == "www" && r["type"] == "AAAA")
     );
     assert_eq!(state["ssh_keys"][0]["public_key"], PUBKEY);
+    // The key registered for the worker's rescue system is named by its IAM id.
+    assert_eq!(
+        inventory["ssh_key_ids"],
+        json!([state["ssh_keys"][0]["id"]])
+    );
     assert_eq!(state["namespaces"][0]["is_public"], true);
 
     let second = ok(&s.scw(APPLY));
+    let found: Value = serde_json::from_str(second.trim()).unwrap();
+    assert_eq!(
+        found["ssh_key_ids"], inventory["ssh_key_ids"],
+        "found again"
+    );
     let again = s.take_requests();
     assert_eq!(
         mutations(&again),
@@ -389,7 +399,7 @@ fn a_dry_run_makes_no_mutating_call_and_the_run_makes_the_planned_ones() {
         assert_eq!(ip["node"], instance["node"]);
         assert!(
             instance["image"].is_string(),
-            "the pre-seeded image: {instance}"
+            "the seeded image: {instance}"
         );
     }
     assert_eq!(steps(&planned, "order-worker").len(), 1);
@@ -1331,6 +1341,100 @@ fn the_stand_in_answers_have_the_recorded_shape() {
     }
 }
 
+#[test]
+fn each_new_control_plane_gets_its_config_as_user_data_before_it_first_boots() {
+    let Some(s) = StandIn::start("user_data", false) else {
+        return;
+    };
+    // A machine config stands here for talos/_out/controlplane.yaml (it holds every cluster CA
+    // key: the plan and the logs may show its digest, never its content).
+    let config = "version: v1alpha1\nmachine:\n  type: controlplane\n  token: secret-token-1234\n";
+    let path = s.dir.path().join("controlplane.yaml");
+    std::fs::write(&path, config).unwrap();
+    let digest = scaleway::s3::sigv4::sha256_hex(config.as_bytes());
+    let with_config = |dry_run: bool| {
+        let mut args = APPLY.to_vec();
+        args.extend(["--control-plane-config", path.to_str().unwrap()]);
+        if dry_run {
+            args.push("--dry-run");
+        }
+        let out = s.scw(&args);
+        assert_not_shown(&out, &["secret-token-1234"]);
+        ok(&out)
+    };
+    let planned = lines(&with_config(true));
+    let user_data = steps(&planned, "set-user-data");
+    assert_eq!(user_data.len(), 3, "{planned:?}");
+    for step in &user_data {
+        assert_eq!(step["key"], "cloud-init");
+        assert_eq!(step["sha256"], format!("sha256:{digest}"));
+    }
+    s.take_requests();
+
+    // The first creation is done, then answered 502: the server it made is found by its tags,
+    // not made twice, and still gets its config before its first boot.
+    s.faults(
+        json!([{"method": "POST", "path": "/instance/v1/zones/fr-par-1/servers$",
+                     "kind": "status", "status": 502, "applied": true, "count": 1}]),
+    );
+    with_config(false);
+    let requests = s.take_requests();
+    let writes = mutations(&requests);
+    assert_eq!(
+        requests.iter().filter(|r| r["fault_status"] == 502).count(),
+        1
+    );
+    let creations = writes
+        .iter()
+        .filter(|w| *w == "POST /instance/v1/zones/fr-par-1/servers")
+        .count();
+    assert_eq!(creations, 3, "{writes:#?}");
+    let state = s.state();
+    assert_eq!(tagged(&state["servers"]).len(), 3);
+    for server in tagged(&state["servers"]) {
+        let id = server["id"].as_str().unwrap();
+        // The bytes as they are, as text/plain, under the key Talos's Scaleway platform reads.
+        assert_eq!(state["user_data"][id]["cloud-init"], digest.as_str());
+        let set = requests
+            .iter()
+            .find(|r| {
+                r["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("{id}/user_data/cloud-init"))
+            })
+            .unwrap();
+        assert_eq!(set["body"]["content_type"], "text/plain");
+        // Before the server's first boot.
+        let poweron = requests
+            .iter()
+            .position(|r| {
+                r["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("{id}/action"))
+                    && r["body"]["action"] == "poweron"
+            })
+            .unwrap();
+        let user_data = requests
+            .iter()
+            .position(|r| {
+                r["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("{id}/user_data/cloud-init"))
+            })
+            .unwrap();
+        assert!(user_data < poweron, "{writes:#?}");
+    }
+    // The servers exist now: a second apply gives nothing again.
+    with_config(false);
+    assert!(
+        !mutations(&s.take_requests())
+            .iter()
+            .any(|w| w.contains("user_data")),
+    );
+}
 /// Another project the same API key reads, holding a cluster of the same name.
 const OTHER_PROJECT: &str = "22222222-2222-4222-8222-222222222222";
 

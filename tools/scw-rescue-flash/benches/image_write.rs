@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use scw_rescue_flash::progress::Progress;
 use scw_rescue_flash::read_ahead::ReadAhead;
 use scw_rescue_flash::rescue::Rescue;
-use scw_rescue_flash::{Image, send_image};
+use scw_rescue_flash::{Image, write_image};
 use sha2::{Digest, Sha256};
 
 const RAW_MIB: usize = 512;
@@ -163,7 +163,7 @@ fn main() {
     // The tool's own write (`send_image`), the .zst expanded on the far side or here.
     let ours = |image: &Image, on_rescue: bool| {
         measure(image, false, &|| {
-            send_image(&connect(), image, &write, on_rescue, "bench").unwrap();
+            write_image(&connect(), image, "", b"", &write, on_rescue, "bench").unwrap();
         })
     };
     // The raw image through libssh2, no decompression anywhere.
@@ -171,7 +171,9 @@ fn main() {
         measure(image, false, &|| {
             let reader = ReadAhead::new(File::open(raw_path).unwrap());
             let mut progress = Progress::new("bench (raw)", bytes);
-            let sent = connect().stream(&write, reader, &mut progress).unwrap();
+            let sent = connect()
+                .stream(&write, b"", reader, &mut progress)
+                .unwrap();
             assert_eq!(sent, bytes);
         })
     };

@@ -4,20 +4,37 @@
 //!
 //! Reads the `NodeInventory` on stdin; for each Elastic Metal node whose recorded
 //! `image_flashed` digest is not this image's:
-//! 1. reboots it into rescue (Elastic Metal API), waits until the API says it is ready in rescue,
-//!    then until SSH answers (`--ssh-tries` times `--ssh-interval-seconds` apart, 60 x 10 s);
-//! 2. connects with the SSH key; the rescue host key is new at each rescue boot, so its
-//!    fingerprint is logged and accepted for this session only (never written to known_hosts);
-//! 3. reads `lsblk --json -b -p`, logs it, checks the target disk (exists, whole disk, large
+//! 1. checks that the server carries our cluster's and the worker role's tags (else nothing is
+//!    done to it), and that it does not run another image of ours already: a configured worker
+//!    is never written over (a Talos upgrade is `talosctl upgrade`, said in the refusal), unless
+//!    `--reflash` asks for it;
+//! 2. boots it into rescue as a server with no installed OS allows: stop, then start with
+//!    `boot_type: rescue` and the IAM keys the inventory names by id (`ssh_key_ids`, the only keys
+//!    the rescue image of such a server gets); waits until the API says it is ready in rescue,
+//!    then until SSH answers (`--ssh-tries` times `--ssh-interval-seconds` apart, 60 x 10 s), then
+//!    reads the rescue user and password again (the API fills them after the first `ready`);
+//! 3. connects with the SSH key; the rescue host key is new at each rescue boot, so its
+//!    fingerprint is logged and accepted for this session only (never written to known_hosts).
+//!    The rescue user is not root: the disk commands run under `sudo -S`, the rescue password
+//!    written to its standard input (never on a command line, never logged);
+//! 4. reads `lsblk --json -b -p`, logs it, checks the target disk (exists, whole disk, large
 //!    enough, nothing mounted) and otherwise refuses, naming the disks that would do;
-//! 4. streams the image into `dd` on the rescue side, with a progress bar on stderr: compressed,
+//! 5. streams the image into `dd` on the rescue side, with a progress bar on stderr: compressed,
 //!    for the rescue system's `zstd -dc` to expand, when it has zstd and the .zst saves at least
 //!    a tenth of the bytes (a disk image is mostly free space, so a fraction of the raw bytes
-//!    crosses the network and the SSH cipher), else decompressed here; syncs; reads the disk
-//!    back and compares the sha256 with the image's;
-//! 5. reboots it normally and records `image_flashed: sha256:<digest of the raw image>`, in the
-//!    inventory and in the server's tags (`edgepop-image-flashed=sha256:...`), so that a re-run
-//!    from a fresh inventory finds it done too.
+//!    crosses the network and the SSH cipher), else decompressed here; or, with `--image-url`,
+//!    the rescue system downloads the .zst (https only), whose sha256 must be the local copy's
+//!    before the disk is touched; syncs; reads the disk back and compares the sha256 with the
+//!    image's;
+//! 6. boots it normally (stop, start with `boot_type: normal`) and records
+//!    `image_flashed: sha256:<digest of the raw image>` in the inventory (and forgets any
+//!    `config_applied`: the node is in maintenance mode again).
+//!
+//! `--tag-proven` does only the last part of the job, once `talos-apply-insecure` has proved the
+//! node ours: it writes the image's digest in the server's tags (`edgepop-image-flashed=
+//! sha256:...`), so that a re-run from a fresh inventory finds it done, and a version bump
+//! finds what runs there. The read-back guards against faults, not against a lying rescue host:
+//! the tag waits for the proof.
 //!
 //! Writes the inventory back on stdout, even when a node failed (then exits 1 after it).
 
@@ -34,10 +51,12 @@ use std::time::Duration;
 
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
-use pop_common::records::{Node, NodeFailure, NodeInventory, NodeKind, steps};
+use pop_common::records::{
+    Node, NodeFailure, NodeInventory, NodeKind, NodeRole, server_tags, steps,
+};
 use pop_common::tool::Env;
 use pop_common::wait::{Poll, Sleeper, ThreadSleeper};
-use scaleway::baremetal::{Baremetal, BootType, Reboot, ServerStatus};
+use scaleway::baremetal::{Baremetal, BootType, Reboot, RescuePassword, Server, ServerStatus};
 use scaleway::{ApiError, Client, Credentials, Transport, UreqTransport};
 use sha2::{Digest, Sha256};
 
@@ -53,30 +72,30 @@ pub const FLASHED_TAG: &str = "edgepop-image-flashed=";
 #[command(name = "scw-rescue-flash", version)]
 pub struct Cli {
     /// The Talos disk image, zstd-compressed (metal-amd64.raw.zst from the Image Factory).
-    #[arg(long)]
-    pub image: PathBuf,
+    #[arg(long, required_unless_present = "tag_proven")]
+    pub image: Option<PathBuf>,
     /// The disk to write (the worker's install_disk; Scaleway may present NVMe).
     #[arg(long, default_value = "/dev/sda")]
     pub disk: String,
-    /// The SSH private key whose public half is registered at Scaleway [default: ~/.ssh/id_ed25519].
+    /// The SSH private key whose public half scw-infra registered [default: ~/.ssh/id_ed25519].
     #[arg(long)]
     pub ssh_key: Option<PathBuf>,
-    /// SSH user in rescue [default: the server's rescue_server.user, else `rescue`].
+    /// SSH user in rescue [default: the server's rescue_server.user].
     #[arg(long)]
     pub ssh_user: Option<String>,
     #[arg(long, default_value_t = 22)]
     pub ssh_port: u16,
-    /// How many times to check for the rescue system (API, then SSH).
+    /// How many times to check for a state change, the rescue system's SSH, its credentials.
     #[arg(long, default_value_t = 60)]
     pub ssh_tries: u32,
     /// Seconds between two checks.
     #[arg(long, default_value_t = 10)]
     pub ssh_interval_seconds: u64,
-    /// Scaleway SSH key ids to add to the rescue system (`ssh_key_ids` of the reboot).
+    /// More Scaleway SSH key ids for the rescue system, besides the inventory's.
     #[arg(long = "ssh-key-id")]
     pub ssh_key_ids: Vec<String>,
-    /// Let the rescue system download the image itself from this URL (the same file as --image,
-    /// which still gives the size and the digest the read-back is checked against).
+    /// Let the rescue system download the image itself from this https URL (the same file as
+    /// --image, whose sha256 the download must have before the disk is touched).
     #[arg(long, value_name = "URL")]
     pub image_url: Option<String>,
     /// Where the image is decompressed: `rescue` sends the .zst as it is and runs `zstd -dc`
@@ -84,18 +103,42 @@ pub struct Cli {
     /// and the .zst is at most nine tenths of the raw image.
     #[arg(long, value_enum, default_value_t = DecompressOn::Auto)]
     pub decompress_on: DecompressOn,
-    /// Run the disk commands without `sudo -n` (when the rescue user is root).
+    /// Run the disk commands without sudo (when the rescue user is root).
     #[arg(long)]
     pub no_sudo: bool,
     /// Seconds allowed for one API call, one SSH connection or one stalled SSH read/write.
     #[arg(long, default_value_t = 60)]
     pub timeout_seconds: u64,
+    /// Write over a worker that runs another image of ours (a version bump): this wipes the
+    /// node, which then needs its config again. Without it, such a worker is refused with the
+    /// `talosctl upgrade` command that updates it in place.
+    #[arg(long)]
+    pub reflash: bool,
+    /// The installer of the new image, for the `talosctl upgrade` command a refusal gives.
+    #[arg(long, value_name = "IMAGE")]
+    pub installer_image: Option<String>,
+    /// The talosconfig, for the `talosctl upgrade` command a refusal gives.
+    #[arg(long, value_name = "FILE", default_value = "talos/_out/talosconfig")]
+    pub talosconfig: PathBuf,
+    /// Only write the flashed tag on the servers whose image is recorded and whose config
+    /// talos-apply-insecure recorded (proved ours); flash nothing.
+    #[arg(long, conflicts_with_all = ["image", "image_url", "reflash"])]
+    pub tag_proven: bool,
+}
+
+/// What `run` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Flash this image.
+    Flash(PathBuf),
+    /// Tag the servers proved ours.
+    TagProven,
 }
 
 /// What `run` needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    pub image: PathBuf,
+    pub mode: Mode,
     pub disk: String,
     pub ssh_key: PathBuf,
     pub ssh_user: Option<String>,
@@ -103,10 +146,13 @@ pub struct Config {
     pub ssh_tries: u32,
     pub ssh_interval: Duration,
     pub ssh_key_ids: Vec<String>,
-    pub image_url: Option<String>,
+    pub image_url: Option<ImageUrl>,
     pub decompress_on: DecompressOn,
     pub sudo: bool,
     pub timeout: Duration,
+    pub reflash: bool,
+    pub installer_image: Option<String>,
+    pub talosconfig: PathBuf,
     /// Resolved as Scaleway's own tools resolve them; the secret never printed.
     pub credentials: Credentials,
 }
@@ -120,6 +166,67 @@ pub enum DecompressOn {
     Rescue,
     /// Here: the raw image crosses the network.
     Local,
+}
+
+/// An image URL the rescue system may fetch: https (http only to a loopback host, for tests),
+/// no character a shell, a curl config line or curl's globbing would read. Shown without its
+/// query string (a presigned URL's signature).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ImageUrl {
+    url: String,
+    loopback: bool,
+}
+
+impl ImageUrl {
+    pub fn parse(url: &str) -> Result<ImageUrl, String> {
+        let plain = url
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~:/?&=%+,;@".contains(&b));
+        if !plain {
+            return Err(format!(
+                "--image-url `{}`: only letters, digits and -._~:/?&=%+,;@ are taken (no quotes, spaces, shell or glob characters)",
+                ImageUrl::shown_of(url)
+            ));
+        }
+        let loopback = [
+            "http://127.0.0.1:",
+            "http://127.0.0.1/",
+            "http://[::1]:",
+            "http://localhost:",
+        ]
+        .iter()
+        .any(|prefix| url.starts_with(prefix));
+        if !url.starts_with("https://") && !loopback {
+            return Err(format!(
+                "--image-url `{}`: https only (a download over http could be anything)",
+                ImageUrl::shown_of(url)
+            ));
+        }
+        Ok(ImageUrl {
+            url: url.to_owned(),
+            loopback,
+        })
+    }
+
+    fn shown_of(url: &str) -> &str {
+        url.split_once('?').map_or(url, |(path, _)| path)
+    }
+
+    /// The URL without its query string: what the logs show.
+    pub fn shown(&self) -> &str {
+        ImageUrl::shown_of(&self.url)
+    }
+
+    /// What `curl -K -` reads: the URL never goes on the rescue system's command line.
+    fn curl_config(&self) -> String {
+        format!("url = \"{}\"\n", self.url)
+    }
+}
+
+impl std::fmt::Debug for ImageUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.shown())
+    }
 }
 
 /// The image file cannot be read as a zstd disk image.
@@ -154,40 +261,19 @@ impl Report for Error {
     }
 }
 
-/// A disk path that is safe to put in a shell command line as is.
-fn plain_path(path: &str) -> bool {
-    path.starts_with('/')
-        && path
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b))
-}
-
-/// A URL that can sit inside double quotes in a shell command line as is.
-fn plain_url(url: &str) -> bool {
-    (url.starts_with("https://") || url.starts_with("http://"))
-        && url
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~:/?#[]@!&()*+,;=%".contains(&b))
-}
-
 /// Checks the arguments and reads the Scaleway credentials from the environment.
 pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
-    if !plain_path(&cli.disk) {
-        return Err(Error::Usage(format!(
-            "--disk `{}`: an absolute device path such as /dev/sda or /dev/nvme0n1",
-            cli.disk
-        )));
-    }
+    pop_common::records::check_install_disk(&cli.disk)
+        .map_err(|e| Error::Usage(format!("--disk {e}")))?;
     if cli.ssh_tries == 0 {
         return Err(Error::Usage("--ssh-tries: must be at least 1".into()));
     }
-    if let Some(url) = &cli.image_url
-        && !plain_url(url)
-    {
-        return Err(Error::Usage(format!(
-            "--image-url `{url}`: an http(s) URL without quotes, spaces or shell characters"
-        )));
-    }
+    let image_url = cli
+        .image_url
+        .as_deref()
+        .map(ImageUrl::parse)
+        .transpose()
+        .map_err(Error::Usage)?;
     let credentials = scaleway::creds::load(env).map_err(|e| Error::Usage(e.to_string()))?;
     let ssh_key = match &cli.ssh_key {
         Some(path) => path.clone(),
@@ -198,7 +284,7 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             Path::new(home).join(".ssh/id_ed25519")
         }
     };
-    if cli.image_url.is_some() && cli.decompress_on == DecompressOn::Local {
+    if image_url.is_some() && cli.decompress_on == DecompressOn::Local {
         return Err(Error::Usage(
             "--decompress-on local cannot go with --image-url: the rescue system decompresses what it downloads".into(),
         ));
@@ -208,8 +294,13 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     {
         return Err(Error::Usage("--ssh-user: empty".into()));
     }
+    let mode = match (cli.tag_proven, cli.image) {
+        (true, _) => Mode::TagProven,
+        (false, Some(image)) => Mode::Flash(image),
+        (false, None) => return Err(Error::Usage("--image: required".into())),
+    };
     Ok(Config {
-        image: cli.image,
+        mode,
         disk: cli.disk,
         ssh_key,
         ssh_user: cli.ssh_user,
@@ -217,10 +308,13 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
         ssh_tries: cli.ssh_tries,
         ssh_interval: Duration::from_secs(cli.ssh_interval_seconds),
         ssh_key_ids: cli.ssh_key_ids,
-        image_url: cli.image_url,
+        image_url,
         decompress_on: cli.decompress_on,
         sudo: !cli.no_sudo,
         timeout: Duration::from_secs(cli.timeout_seconds.max(1)),
+        reflash: cli.reflash,
+        installer_image: cli.installer_image,
+        talosconfig: cli.talosconfig,
         credentials,
     })
 }
@@ -235,6 +329,8 @@ pub struct Image {
     pub compressed: u64,
     /// sha256 of the raw (decompressed) image, lower-case hex.
     pub sha256: String,
+    /// sha256 of the .zst file itself: what a download of it must have.
+    pub compressed_sha256: String,
 }
 
 impl Image {
@@ -248,6 +344,15 @@ impl Image {
                 message: format!("cannot read its size: {e}"),
             })?
             .len();
+        let compressed_sha256 = {
+            let mut file = Image::open_file(path)?;
+            let mut hasher = Sha256::new();
+            std::io::copy(&mut file, &mut hasher).map_err(|e| ImageError {
+                path: path.to_path_buf(),
+                message: format!("cannot read: {e}"),
+            })?;
+            pop_common::hex::encode(&hasher.finalize())
+        };
         let mut reader = Image::decoder(path, file)?;
         let mut hasher = Sha256::new();
         let mut buffer = vec![0u8; 1 << 20];
@@ -274,6 +379,7 @@ impl Image {
             size,
             compressed,
             sha256: pop_common::hex::encode(&hasher.finalize()),
+            compressed_sha256,
         })
     }
 
@@ -312,7 +418,7 @@ impl Image {
     }
 }
 
-/// Why one node was not flashed.
+/// Why one node was not flashed (or tagged).
 #[derive(Debug, thiserror::Error)]
 pub enum FlashError {
     #[error("no public IPv4 in the inventory")]
@@ -322,17 +428,37 @@ pub enum FlashError {
     #[error("server {id} does not exist in {zone} (scw baremetal server get {id} zone={zone})")]
     NoServer { id: String, zone: String },
     #[error(
-        "server {name} never became ready in rescue after {tries} checks {interval}s apart (scw baremetal server get {id} zone={zone})"
+        "server {id} lacks the tags {missing}: it is not this cluster's worker (a wrong or altered inventory?); nothing was done to it"
     )]
-    NeverInRescue {
+    NotOurs { id: String, missing: String },
+    #[error(
+        "no SSH key id for the rescue system: a server ordered without an OS has no key of its own, its rescue image takes only the keys its start names (scw-infra puts the id of the key it registers in the inventory; or --ssh-key-id); nothing was done"
+    )]
+    NoKeys,
+    #[error(
+        "runs {running} (configured), not {wanted}: writing the new image would wipe it. Upgrade it in place: talosctl --talosconfig {talosconfig} --nodes {ip} --endpoints {ip} upgrade --image {installer}; or write over it with --reflash (REFLASH=yes make apply-infra), which wipes the node; nothing was done"
+    )]
+    RunsAnotherImage {
+        running: String,
+        wanted: String,
+        ip: String,
+        installer: String,
+        talosconfig: String,
+    },
+    #[error(
+        "server {name} was not {what} after {tries} checks {interval}s apart (last: {last}) (scw baremetal server get {id} zone={zone})"
+    )]
+    Never {
         name: String,
+        what: &'static str,
+        last: String,
         id: String,
         zone: String,
         tries: u32,
         interval: u64,
     },
     #[error(
-        "server {name}: the rescue system never answered SSH on {address} after {tries} tries {interval}s apart; check that it booted into rescue and that the SSH key is the one registered at Scaleway, then retry (by hand: scw baremetal server reboot {id} boot-type=rescue zone={zone})"
+        "server {name}: the rescue system never answered SSH on {address} after {tries} tries {interval}s apart; check that it booted into rescue, then retry (by hand: scw baremetal server stop {id} zone={zone}, then scw baremetal server start {id} boot-type=rescue ssh-key-ids.0=<key id> zone={zone})"
     )]
     NoSsh {
         name: String,
@@ -357,6 +483,14 @@ pub enum FlashError {
         "--decompress-on rescue: the rescue system has no zstd (`zstd --version` failed there); nothing was written"
     )]
     NoZstd,
+    #[error(
+        "the download of {url} has sha256 {found}, not the pinned image's {want}: refused before the disk was touched"
+    )]
+    Download {
+        url: String,
+        found: String,
+        want: String,
+    },
     #[error(transparent)]
     Image(#[from] ImageError),
     #[error(
@@ -382,6 +516,47 @@ enum Flashed {
     AlreadyTagged,
 }
 
+/// How the disk commands get root on the rescue system.
+enum Root {
+    /// The SSH user is root (`--no-sudo`).
+    Already,
+    /// `sudo` without a password (the rescue image's sudoers may allow it).
+    NoPassword,
+    /// `sudo -S`, the rescue password on its standard input.
+    Password(RescuePassword),
+}
+
+impl Root {
+    /// What goes before a command that needs root. `-k` makes sudo ask even with cached
+    /// credentials, so the password line is always read by sudo, never by the command.
+    fn prefix(&self) -> &'static str {
+        match self {
+            Root::Already => "",
+            Root::NoPassword => "sudo -n ",
+            Root::Password(_) => "sudo -S -k -p '' ",
+        }
+    }
+
+    /// What comes first on such a command's standard input.
+    fn input(&self) -> Vec<u8> {
+        match self {
+            Root::Password(password) => format!("{}\n", password.expose()).into_bytes(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// What every node's flash shares.
+struct Job<'a> {
+    config: &'a Config,
+    cluster_name: &'a str,
+    /// The IAM key ids the rescue image gets: the inventory's, then `--ssh-key-id`.
+    key_ids: Vec<String>,
+    image: &'a Image,
+    api: Baremetal<'a>,
+    sleeper: &'a dyn Sleeper,
+}
+
 /// Flashes every Elastic Metal node of `inventory` whose recorded image is not this one,
 /// recording what it did there; returns the nodes that failed, and why.
 pub fn flash_all(
@@ -391,6 +566,21 @@ pub fn flash_all(
     api: Baremetal<'_>,
     sleeper: &dyn Sleeper,
 ) -> Vec<NodeFailure> {
+    let mut key_ids = inventory.ssh_key_ids.clone();
+    for id in &config.ssh_key_ids {
+        if !key_ids.contains(id) {
+            key_ids.push(id.clone());
+        }
+    }
+    let cluster_name = inventory.cluster_name.clone();
+    let job = Job {
+        config,
+        cluster_name: &cluster_name,
+        key_ids,
+        image,
+        api,
+        sleeper,
+    };
     let mut failures = Vec::new();
     let mut flashed = Vec::new();
     let digest = image.digest();
@@ -403,10 +593,10 @@ pub fn flash_all(
     let mut skipped = nodes.done;
     for mut todo in nodes.todo {
         let node = &*todo.node;
-        match flash_one(config, node, image, api, sleeper) {
+        match job.flash_one(node) {
             Ok(Flashed::AlreadyTagged) => {
                 pop_common::info!(
-                    "{}: the server's tags say it already has {digest}, skipped",
+                    "{}: the server's tags say it already runs {digest}, skipped",
                     node.name
                 );
                 skipped.push(node.name.clone());
@@ -415,6 +605,8 @@ pub fn flash_all(
             Ok(Flashed::Now) => {
                 flashed.push(node.name.clone());
                 todo.record();
+                // A new disk: the node is in maintenance mode, waiting for its config.
+                todo.node.steps.remove(steps::CONFIG_APPLIED);
             }
             Err(error) => {
                 let failure = NodeFailure::new(&node.name, error);
@@ -439,213 +631,314 @@ pub fn flash_all(
     failures
 }
 
-fn sudo(config: &Config) -> &'static str {
-    if config.sudo { "sudo -n " } else { "" }
+/// The server `node` names, checked to be this cluster's worker.
+fn our_server(api: Baremetal<'_>, cluster_name: &str, node: &Node) -> Result<Server, FlashError> {
+    let server = api
+        .server(&node.zone, &node.id)?
+        .ok_or_else(|| FlashError::NoServer {
+            id: node.id.clone(),
+            zone: node.zone.clone(),
+        })?;
+    let missing = server_tags::missing(&server.tags, cluster_name, NodeRole::Worker);
+    if !missing.is_empty() {
+        return Err(FlashError::NotOurs {
+            id: node.id.clone(),
+            missing: missing.join(", "),
+        });
+    }
+    Ok(server)
 }
 
-fn flash_one(
-    config: &Config,
-    node: &Node,
-    image: &Image,
-    api: Baremetal<'_>,
-    sleeper: &dyn Sleeper,
-) -> Result<Flashed, FlashError> {
-    let name = &node.name;
-    let ip = node
-        .public_ipv4
-        .map(IpAddr::V4)
-        .ok_or(FlashError::NoAddress)?;
-    let address = SocketAddr::new(ip, config.ssh_port);
-    let (zone, id) = (node.zone.as_str(), node.id.as_str());
-    let no_server = || FlashError::NoServer {
-        id: id.to_owned(),
-        zone: zone.to_owned(),
-    };
-    let tag = format!("{FLASHED_TAG}{}", image.digest());
-    let before = api.server(zone, id)?.ok_or_else(no_server)?;
-    if before.tags.contains(&tag) {
-        return Ok(Flashed::AlreadyTagged);
+/// The flashed tag's digest, if the server carries one.
+fn flashed_tag(server: &Server) -> Option<&str> {
+    server.tags.iter().find_map(|t| t.strip_prefix(FLASHED_TAG))
+}
+
+/// The server's tags with `tag` as its only flashed tag (none with `None`).
+fn with_flashed_tag(server: &Server, tag: Option<String>) -> Vec<String> {
+    server
+        .tags
+        .iter()
+        .filter(|t| !t.starts_with(FLASHED_TAG))
+        .cloned()
+        .chain(tag)
+        .collect()
+}
+
+impl Job<'_> {
+    fn poll(&self) -> Poll {
+        Poll {
+            tries: self.config.ssh_tries,
+            interval: self.config.ssh_interval,
+        }
     }
 
-    pop_common::info!("{name}: rebooting into rescue");
-    api.reboot(
-        zone,
-        id,
-        &Reboot {
-            boot_type: BootType::Rescue,
-            ssh_key_ids: config.ssh_key_ids.clone(),
-        },
-    )?;
-    let poll = Poll {
-        tries: config.ssh_tries,
-        interval: config.ssh_interval,
-    };
-    let server = poll
-        .until(sleeper, |_| {
-            let now = api.server(zone, id)?.ok_or_else(no_server)?;
-            if now.status == ServerStatus::Ready && now.boot_type == BootType::Rescue {
+    /// Looks at the server until `wanted` says yes (within the poll's bound); names `what` when
+    /// it never does.
+    fn wait_for(
+        &self,
+        node: &Node,
+        what: &'static str,
+        wanted: impl Fn(&Server) -> bool,
+    ) -> Result<Server, FlashError> {
+        let mut last = String::from("no answer");
+        let found = self.poll().until(self.sleeper, |_| {
+            let now =
+                self.api
+                    .server(&node.zone, &node.id)?
+                    .ok_or_else(|| FlashError::NoServer {
+                        id: node.id.clone(),
+                        zone: node.zone.clone(),
+                    })?;
+            if wanted(&now) {
                 return Ok(Some(now));
             }
-            pop_common::debug!("{name}: {} ({} boot), waiting", now.status, now.boot_type);
+            last = format!("{}, {} boot", now.status, now.boot_type);
+            pop_common::debug!("{}: {last}, waiting until {what}", node.name);
             Ok::<_, FlashError>(None)
-        })?
-        .ok_or_else(|| FlashError::NeverInRescue {
-            name: name.clone(),
-            id: id.to_owned(),
-            zone: zone.to_owned(),
-            tries: config.ssh_tries,
-            interval: config.ssh_interval.as_secs(),
         })?;
-    let answered = poll.until(sleeper, |attempt| {
-        if rescue::answers(address, config.timeout.min(Duration::from_secs(10))) {
-            return Ok::<_, FlashError>(Some(()));
+        found.ok_or_else(|| FlashError::Never {
+            name: node.name.clone(),
+            what,
+            last,
+            id: node.id.clone(),
+            zone: node.zone.clone(),
+            tries: self.config.ssh_tries,
+            interval: self.config.ssh_interval.as_secs(),
+        })
+    }
+
+    /// Boots the server into `boot_type` as a server with no installed OS allows (it answers no
+    /// reboot): stop it (once it is settled), then start it into `boot_type`.
+    fn boot_into(
+        &self,
+        node: &Node,
+        boot_type: BootType,
+        key_ids: &[String],
+    ) -> Result<Server, FlashError> {
+        let (zone, id, name) = (node.zone.as_str(), node.id.as_str(), &node.name);
+        let settled = self.wait_for(node, "ready or stopped", |s| {
+            matches!(s.status, ServerStatus::Ready | ServerStatus::Stopped)
+        })?;
+        if settled.status == ServerStatus::Ready {
+            pop_common::info!("{name}: stopping, to start it into {boot_type} boot");
+            self.api.stop(zone, id)?;
+            self.wait_for(node, "stopped", |s| s.status == ServerStatus::Stopped)?;
         }
-        pop_common::debug!(
-            "{name}: no SSH on {address} yet ({attempt}/{})",
-            config.ssh_tries
+        pop_common::info!(
+            "{name}: starting into {boot_type} boot{}",
+            if key_ids.is_empty() {
+                String::new()
+            } else {
+                format!(" with the SSH keys {}", key_ids.join(", "))
+            }
         );
-        Ok(None)
-    })?;
-    if answered.is_none() {
-        return Err(FlashError::NoSsh {
-            name: name.clone(),
-            address,
-            id: id.to_owned(),
-            zone: zone.to_owned(),
-            tries: config.ssh_tries,
-            interval: config.ssh_interval.as_secs(),
-        });
+        self.api.start_into(
+            zone,
+            id,
+            &Reboot {
+                boot_type: boot_type.clone(),
+                ssh_key_ids: key_ids.to_vec(),
+            },
+        )?;
+        self.wait_for(node, "ready in that boot", |s| {
+            s.status == ServerStatus::Ready && s.boot_type == boot_type
+        })
     }
-    let user = config
-        .ssh_user
-        .clone()
-        .or(server.rescue_server.map(|r| r.user))
-        .unwrap_or_else(|| "rescue".to_owned());
-    let session = Rescue::connect(address, &user, &config.ssh_key, config.timeout)?;
-    pop_common::info!(
-        "{name}: rescue host key {} accepted for this session only (not written to known_hosts); cipher {}",
-        session.host_key_fingerprint,
-        session.cipher()
-    );
 
-    let lsblk = session.run("lsblk --json -b -p")?;
-    if lsblk.status != 0 {
-        return Err(FlashError::Command {
-            what: "lsblk",
-            status: lsblk.status,
-            stderr: lsblk.stderr.trim().to_owned(),
-        });
-    }
-    let compact: String = lsblk
-        .stdout
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    pop_common::info!("{name}: lsblk: {compact}");
-    let disk_size = disk::check(&lsblk.stdout, &config.disk, image.size)?;
-    pop_common::info!(
-        "{name}: writing {} ({} bytes raw) onto {} ({disk_size} bytes)",
-        image.path.display(),
-        image.size,
-        config.disk
-    );
-
-    let write = format!(
-        "{}dd of={} bs=4M conv=fsync status=none",
-        sudo(config),
-        config.disk
-    );
-    match &config.image_url {
-        None => {
-            let on_rescue = match config.decompress_on {
-                DecompressOn::Local => false,
-                DecompressOn::Auto if !image.worth_sending_compressed() => {
-                    pop_common::info!(
-                        "{name}: the .zst is {} % of the raw image, too little saved to send it compressed",
-                        image.compressed * 100 / image.size
-                    );
-                    false
-                }
-                DecompressOn::Auto => {
-                    let found = has_zstd(&session)?;
-                    if !found {
-                        pop_common::info!("{name}: the rescue system has no zstd");
-                    }
-                    found
-                }
-                DecompressOn::Rescue if has_zstd(&session)? => true,
-                DecompressOn::Rescue => return Err(FlashError::NoZstd),
-            };
-            send_image(&session, image, &write, on_rescue, name)?;
+    fn flash_one(&self, node: &Node) -> Result<Flashed, FlashError> {
+        let (config, image, api) = (self.config, self.image, self.api);
+        let name = &node.name;
+        let ip = node
+            .public_ipv4
+            .map(IpAddr::V4)
+            .ok_or(FlashError::NoAddress)?;
+        let address = SocketAddr::new(ip, config.ssh_port);
+        let (zone, id) = (node.zone.as_str(), node.id.as_str());
+        let before = our_server(api, self.cluster_name, node)?;
+        let wanted = image.digest();
+        if flashed_tag(&before) == Some(wanted.as_str()) {
+            return Ok(Flashed::AlreadyTagged);
         }
-        Some(url) => {
-            // The rescue host fetches the same pinned file itself (its uplink is the data
-            // centre's); the read-back below checks it against the local copy's digest.
-            pop_common::info!("{name}: the rescue system downloads {url} and writes it");
-            let ran = session.run(&pipefail(&format!(
-                "curl -fsSL --retry 3 \"{url}\" | zstd -dc | {write}"
-            )))?;
-            if ran.status != 0 {
-                return Err(FlashError::Command {
-                    what: "the download and write on the rescue system",
-                    status: ran.status,
-                    stderr: ran.stderr.trim().to_owned(),
+        // A worker that runs an image of ours (its tag, written once it proved ours; or a config
+        // applied over the image recorded) is a live node: a new image would wipe it.
+        let running = flashed_tag(&before).map(str::to_owned).or_else(|| {
+            node.step(steps::CONFIG_APPLIED)
+                .and(node.step(steps::IMAGE_FLASHED))
+                .map(str::to_owned)
+        });
+        if let Some(running) = running {
+            if !config.reflash {
+                return Err(FlashError::RunsAnotherImage {
+                    running,
+                    wanted,
+                    ip: ip.to_string(),
+                    installer: config
+                        .installer_image
+                        .clone()
+                        .unwrap_or_else(|| "<the new image's installer>".into()),
+                    talosconfig: config.talosconfig.display().to_string(),
                 });
             }
+            pop_common::warn!(
+                "{name}: runs {running}; --reflash: writing {wanted} over it (the node is wiped)"
+            );
+            // The tag would claim an image the disk no longer holds: gone before the disk is.
+            if flashed_tag(&before).is_some() {
+                api.set_tags(zone, id, &with_flashed_tag(&before, None))?;
+            }
         }
+        if self.key_ids.is_empty() {
+            return Err(FlashError::NoKeys);
+        }
+
+        self.boot_into(node, BootType::Rescue, &self.key_ids)?;
+        let answered = self.poll().until(self.sleeper, |attempt| {
+            if rescue::answers(address, config.timeout.min(Duration::from_secs(10))) {
+                return Ok::<_, FlashError>(Some(()));
+            }
+            pop_common::debug!(
+                "{name}: no SSH on {address} yet ({attempt}/{})",
+                config.ssh_tries
+            );
+            Ok(None)
+        })?;
+        if answered.is_none() {
+            return Err(FlashError::NoSsh {
+                name: name.clone(),
+                address,
+                id: id.to_owned(),
+                zone: zone.to_owned(),
+                tries: config.ssh_tries,
+                interval: config.ssh_interval.as_secs(),
+            });
+        }
+        // The rescue credentials, read again now: the API may fill them after its first `ready`.
+        let in_rescue = self.wait_for(node, "showing its rescue credentials", |s| {
+            s.rescue_server.as_ref().is_some_and(|r| !r.user.is_empty())
+        })?;
+        let Some(credentials) = in_rescue.rescue_server else {
+            return Err(FlashError::Never {
+                name: name.clone(),
+                what: "showing its rescue credentials",
+                last: "no rescue_server".into(),
+                id: id.to_owned(),
+                zone: zone.to_owned(),
+                tries: config.ssh_tries,
+                interval: config.ssh_interval.as_secs(),
+            });
+        };
+        let user = config.ssh_user.clone().unwrap_or(credentials.user);
+        let session = Rescue::connect(address, &user, &config.ssh_key, config.timeout)?;
+        pop_common::info!(
+            "{name}: rescue host key {} accepted for this session only (not written to known_hosts); cipher {}",
+            session.host_key_fingerprint,
+            session.cipher()
+        );
+        let root = if !config.sudo {
+            Root::Already
+        } else if session.run("sudo -n true")?.status == 0 {
+            Root::NoPassword
+        } else {
+            pop_common::info!(
+                "{name}: {user} needs the rescue password for sudo: given on its standard input"
+            );
+            Root::Password(credentials.password)
+        };
+
+        let lsblk = session.run("lsblk --json -b -p")?;
+        if lsblk.status != 0 {
+            return Err(FlashError::Command {
+                what: "lsblk",
+                status: lsblk.status,
+                stderr: lsblk.stderr.trim().to_owned(),
+            });
+        }
+        let compact: String = lsblk
+            .stdout
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        pop_common::info!("{name}: lsblk: {compact}");
+        let disk_size = disk::check(&lsblk.stdout, &config.disk, image.size)?;
+        pop_common::info!(
+            "{name}: writing {} ({} bytes raw) onto {} ({disk_size} bytes)",
+            image.path.display(),
+            image.size,
+            config.disk
+        );
+
+        let write = format!("dd of={} bs=4M conv=fsync status=none", config.disk);
+        match &config.image_url {
+            None => {
+                let on_rescue = match config.decompress_on {
+                    DecompressOn::Local => false,
+                    DecompressOn::Auto if !image.worth_sending_compressed() => {
+                        pop_common::info!(
+                            "{name}: the .zst is {} % of the raw image, too little saved to send it compressed",
+                            image.compressed * 100 / image.size
+                        );
+                        false
+                    }
+                    DecompressOn::Auto => {
+                        let found = has_zstd(&session)?;
+                        if !found {
+                            pop_common::info!("{name}: the rescue system has no zstd");
+                        }
+                        found
+                    }
+                    DecompressOn::Rescue if has_zstd(&session)? => true,
+                    DecompressOn::Rescue => return Err(FlashError::NoZstd),
+                };
+                send_image(&session, image, &root, &write, on_rescue, name)?;
+            }
+            Some(url) => download_and_write(&session, image, &root, &write, url, name)?,
+        }
+        let flush = session.run_with_input(
+            &format!(
+                "{}sh -c 'sync && if [ -b {disk} ]; then blockdev --flushbufs {disk}; fi'",
+                root.prefix(),
+                disk = config.disk
+            ),
+            &root.input(),
+        )?;
+        if flush.status != 0 {
+            return Err(FlashError::Command {
+                what: "sync",
+                status: flush.status,
+                stderr: flush.stderr.trim().to_owned(),
+            });
+        }
+        let read_back = session.run_with_input(
+            &format!(
+                "{}sh -c 'head -c {} {} | sha256sum'",
+                root.prefix(),
+                image.size,
+                config.disk
+            ),
+            &root.input(),
+        )?;
+        let on_disk = read_back
+            .stdout
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
+        if read_back.status != 0 || on_disk != image.sha256 {
+            return Err(FlashError::ReadBack {
+                disk: config.disk.clone(),
+                found: on_disk.to_owned(),
+                want: image.sha256.clone(),
+                stderr: read_back.stderr.trim().to_owned(),
+            });
+        }
+        pop_common::info!(
+            "{name}: {} verified (sha256 {on_disk}); booting it normally",
+            config.disk
+        );
+        drop(session);
+        self.boot_into(node, BootType::Normal, &[])?;
+        Ok(Flashed::Now)
     }
-    let flush = format!(
-        "{}sh -c 'sync && if [ -b {disk} ]; then blockdev --flushbufs {disk}; fi'",
-        sudo(config),
-        disk = config.disk
-    );
-    let synced = session.run(&flush)?;
-    if synced.status != 0 {
-        return Err(FlashError::Command {
-            what: "sync",
-            status: synced.status,
-            stderr: synced.stderr.trim().to_owned(),
-        });
-    }
-    let read_back = session.run(&format!(
-        "{}head -c {} {} | sha256sum",
-        sudo(config),
-        image.size,
-        config.disk
-    ))?;
-    let on_disk = read_back
-        .stdout
-        .split_whitespace()
-        .next()
-        .unwrap_or_default();
-    if read_back.status != 0 || on_disk != image.sha256 {
-        return Err(FlashError::ReadBack {
-            disk: config.disk.clone(),
-            found: on_disk.to_owned(),
-            want: image.sha256.clone(),
-            stderr: read_back.stderr.trim().to_owned(),
-        });
-    }
-    pop_common::info!(
-        "{name}: {} verified (sha256 {on_disk}); rebooting normally",
-        config.disk
-    );
-    api.reboot(
-        zone,
-        id,
-        &Reboot {
-            boot_type: BootType::Normal,
-            ssh_key_ids: Vec::new(),
-        },
-    )?;
-    let mut tags: Vec<String> = before
-        .tags
-        .into_iter()
-        .filter(|t| !t.starts_with(FLASHED_TAG))
-        .collect();
-    tags.push(tag);
-    api.set_tags(zone, id, &tags)?;
-    Ok(Flashed::Now)
 }
 
 /// `pipeline` as one command for the rescue shell, failing when any of its stages fails.
@@ -658,13 +951,115 @@ fn has_zstd(session: &Rescue) -> Result<bool, SshError> {
     Ok(session.run("zstd --version")?.status == 0)
 }
 
-/// Streams `image` into `write` (the `dd` on the rescue side). With `on_rescue`, the .zst goes
-/// as it is, into `zstd -dc | write` there: only the compressed bytes cross the network and the
-/// SSH cipher, the part of the write that costs the most. Otherwise it is decompressed here, in
-/// its own thread, so that the decompression overlaps the encryption and sending.
-pub fn send_image(
+/// The rescue system downloads the .zst into its RAM (https only, no globbing, the URL given to
+/// curl on its standard input, not its command line), checks its sha256 against the local copy's
+/// before anything touches the disk, then expands it onto the disk as root.
+fn download_and_write(
     session: &Rescue,
     image: &Image,
+    root: &Root,
+    write: &str,
+    url: &ImageUrl,
+    name: &str,
+) -> Result<(), FlashError> {
+    pop_common::info!("{name}: the rescue system downloads {}", url.shown());
+    let temp = session.run("mktemp /tmp/edgepop-talos.XXXXXX")?;
+    let file = temp.stdout.trim().to_owned();
+    if temp.status != 0
+        || !file.starts_with("/tmp/edgepop-talos.")
+        || !file
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b))
+    {
+        return Err(FlashError::Command {
+            what: "mktemp on the rescue system",
+            status: temp.status,
+            stderr: temp.stderr.trim().to_owned(),
+        });
+    }
+    let protocols = if url.loopback {
+        "=http,https"
+    } else {
+        "=https"
+    };
+    let fetched = session.run_with_input(
+        &format!(
+            "curl -fsS --globoff --proto {protocols} --retry 3 -K - -o {file} && sha256sum {file}"
+        ),
+        url.curl_config().as_bytes(),
+    )?;
+    let found = fetched
+        .stdout
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    if fetched.status != 0 {
+        session.run(&format!("rm -f {file}"))?;
+        return Err(FlashError::Command {
+            what: "the download on the rescue system",
+            status: fetched.status,
+            stderr: fetched.stderr.trim().replace(&url.url, url.shown()),
+        });
+    }
+    if found != image.compressed_sha256 {
+        session.run(&format!("rm -f {file}"))?;
+        return Err(FlashError::Download {
+            url: url.shown().to_owned(),
+            found,
+            want: image.compressed_sha256.clone(),
+        });
+    }
+    let ran = session.run_with_input(
+        &format!(
+            "{}{}",
+            root.prefix(),
+            pipefail(&format!("zstd -dc {file} | {write}"))
+        ),
+        &root.input(),
+    )?;
+    session.run(&format!("rm -f {file}"))?;
+    if ran.status != 0 {
+        return Err(FlashError::Command {
+            what: "the write of the download on the rescue system",
+            status: ran.status,
+            stderr: ran.stderr.trim().to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Streams `image` into `write` (the `dd` on the rescue side, run as `root` says). With
+/// `on_rescue`, the .zst goes as it is, into `zstd -dc | write` there: only the compressed bytes
+/// cross the network and the SSH cipher, the part of the write that costs the most. Otherwise it
+/// is decompressed here, in its own thread, so that the decompression overlaps the encryption
+/// and sending.
+fn send_image(
+    session: &Rescue,
+    image: &Image,
+    root: &Root,
+    write: &str,
+    on_rescue: bool,
+    name: &str,
+) -> Result<(), FlashError> {
+    write_image(
+        session,
+        image,
+        root.prefix(),
+        &root.input(),
+        write,
+        on_rescue,
+        name,
+    )
+}
+
+/// [`send_image`] with the root prefix and the line before the image given as they are (the
+/// bench writes as the SSH user, with neither).
+pub fn write_image(
+    session: &Rescue,
+    image: &Image,
+    prefix: &str,
+    input: &[u8],
     write: &str,
     on_rescue: bool,
     name: &str,
@@ -676,19 +1071,25 @@ pub fn send_image(
             "{name}: sending the compressed image ({size} bytes for {} raw); the rescue system decompresses it",
             image.size
         );
-        let command = pipefail(&format!("zstd -dc | {write}"));
+        let command = format!("{prefix}{}", pipefail(&format!("zstd -dc | {write}")));
         let mut progress = Progress::new(&format!("{name} (compressed)"), size);
-        let sent = session.stream(&command, read_ahead::ReadAhead::new(file), &mut progress)?;
+        let sent = session.stream(
+            &command,
+            input,
+            read_ahead::ReadAhead::new(file),
+            &mut progress,
+        )?;
         (command, size, sent)
     } else {
         pop_common::info!(
             "{name}: decompressing here, sending the raw image ({} bytes)",
             image.size
         );
+        let command = format!("{prefix}{write}");
         let reader = read_ahead::ReadAhead::new(Image::open_at(&image.path)?);
         let mut progress = Progress::new(name, image.size);
-        let sent = session.stream(write, reader, &mut progress)?;
-        (write.to_owned(), image.size, sent)
+        let sent = session.stream(&command, input, reader, &mut progress)?;
+        (command, image.size, sent)
     };
     if sent != size {
         return Err(FlashError::Changed {
@@ -700,7 +1101,45 @@ pub fn send_image(
     Ok(())
 }
 
-/// Reads the inventory on `input`, flashes the nodes, writes the inventory on `output`.
+/// Writes the flashed tag on each Elastic Metal server whose image the inventory records and
+/// whose config talos-apply-insecure recorded (which it does only once the node proved ours by
+/// mutual TLS); returns the servers that failed.
+pub fn tag_proven(inventory: &NodeInventory, api: Baremetal<'_>) -> Vec<NodeFailure> {
+    let mut failures = Vec::new();
+    for node in inventory
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::ElasticMetal)
+    {
+        let (Some(image), Some(_)) = (
+            node.step(steps::IMAGE_FLASHED),
+            node.step(steps::CONFIG_APPLIED),
+        ) else {
+            pop_common::info!("{}: not proved ours yet, not tagged", node.name);
+            continue;
+        };
+        let tagged = our_server(api, &inventory.cluster_name, node).and_then(|server| {
+            if flashed_tag(&server) == Some(image) {
+                return Ok(false);
+            }
+            let tags = with_flashed_tag(&server, Some(format!("{FLASHED_TAG}{image}")));
+            api.set_tags(&node.zone, &node.id, &tags)?;
+            Ok(true)
+        });
+        match tagged {
+            Ok(true) => pop_common::info!("{}: proved ours, running {image}: tagged", node.name),
+            Ok(false) => {}
+            Err(error) => {
+                let failure = NodeFailure::new(&node.name, error);
+                pop_common::warn!("{failure}");
+                failures.push(failure);
+            }
+        }
+    }
+    failures
+}
+
+/// Reads the inventory on `input`, flashes (or tags) the nodes, writes the inventory on `output`.
 pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
     run_with(
         config,
@@ -728,28 +1167,33 @@ pub fn run_with(
             source,
         })?;
     let mut inventory: NodeInventory = pop_common::input::decode_json(stdin, &bytes)?;
-    let needs_work = inventory
-        .nodes
-        .iter()
-        .any(|n| n.kind == NodeKind::ElasticMetal);
-    let failures = if needs_work {
-        let image = Image::measure(&config.image)?;
-        pop_common::info!(
-            "image {}: {} bytes raw, {}",
-            config.image.display(),
-            image.size,
-            image.digest()
-        );
-        let client = Client::new(
-            transport,
-            sleeper,
-            &config.credentials.api_url,
-            config.credentials.secret_key.clone(),
-            &config.credentials.project_id,
-        );
-        flash_all(config, &mut inventory, &image, client.baremetal(), sleeper)
-    } else {
-        Vec::new()
+    let client = Client::new(
+        transport,
+        sleeper,
+        &config.credentials.api_url,
+        config.credentials.secret_key.clone(),
+        &config.credentials.project_id,
+    );
+    let failures = match &config.mode {
+        Mode::TagProven => tag_proven(&inventory, client.baremetal()),
+        Mode::Flash(path) => {
+            if inventory
+                .nodes
+                .iter()
+                .any(|n| n.kind == NodeKind::ElasticMetal)
+            {
+                let image = Image::measure(path)?;
+                pop_common::info!(
+                    "image {}: {} bytes raw, {}",
+                    path.display(),
+                    image.size,
+                    image.digest()
+                );
+                flash_all(config, &mut inventory, &image, client.baremetal(), sleeper)
+            } else {
+                Vec::new()
+            }
+        }
     };
     inventory.write_to(&mut output).output()?;
     Ok(pop_common::records::NodeFailures::check(failures)?)
@@ -779,6 +1223,14 @@ mod tests {
     fn defaults_come_from_the_environment_and_the_secret_is_never_printed() {
         let cli = Cli::parse_from(["t", "--image", "talos.raw.zst"]);
         let config = resolve(cli, &env()).unwrap();
+        assert_eq!(config.mode, Mode::Flash(PathBuf::from("talos.raw.zst")));
+        assert!(!config.reflash);
+        let tag = Cli::parse_from(["t", "--tag-proven"]);
+        assert_eq!(resolve(tag, &env()).unwrap().mode, Mode::TagProven);
+        assert!(
+            Cli::try_parse_from(["t"]).is_err(),
+            "--image or --tag-proven"
+        );
         assert_eq!(config.ssh_key, PathBuf::from("/home/op/.ssh/id_ed25519"));
         assert_eq!(config.credentials.api_url, "https://api.scaleway.com");
         assert_eq!(
@@ -796,10 +1248,15 @@ mod tests {
 
     #[test]
     fn bad_arguments_and_missing_credentials_are_usage_errors() {
-        let unsafe_disk = Cli::parse_from(["t", "--image", "i", "--disk", "/dev/sda; rm -rf /"]);
-        let err = resolve(unsafe_disk, &env()).unwrap_err();
-        assert_eq!(err.exit(), Exit::Usage);
-        assert!(err.to_string().contains("--disk"));
+        for disk in ["/dev/sda; rm -rf /", "/dev/sda|e reboot", "sda"] {
+            let unsafe_disk = Cli::parse_from(["t", "--image", "i", "--disk", disk]);
+            let err = resolve(unsafe_disk, &env()).unwrap_err();
+            assert_eq!(err.exit(), Exit::Usage);
+            assert!(
+                err.to_string().contains("--disk") && err.to_string().contains("device path"),
+                "{err}"
+            );
+        }
         let cli = Cli::parse_from(["t", "--image", "i"]);
         let no_credentials = Env::from_pairs([
             ("HOME", "/h"),
@@ -809,16 +1266,29 @@ mod tests {
         assert!(err.to_string().contains("SCW_ACCESS_KEY"), "{err}");
         let zero = Cli::parse_from(["t", "--image", "i", "--ssh-tries", "0"]);
         assert!(resolve(zero, &env()).is_err());
-        for url in [
-            "ftp://x/i.zst",
-            "https://x/$(reboot)",
-            "https://x/\"i",
-            "https://x/a b",
+        for (url, needle) in [
+            ("ftp://x/i.zst", "https only"),
+            ("http://factory.example/i.zst", "https only"),
+            ("https://x/$(reboot)", "no quotes"),
+            ("https://x/\"i", "no quotes"),
+            ("https://x/a b", "no quotes"),
+            ("https://x/img[1-9].zst", "glob"),
+            ("https://x/{a,b}.zst", "glob"),
         ] {
             let cli = Cli::parse_from(["t", "--image", "i", "--image-url", url]);
-            let err = resolve(cli, &env()).unwrap_err();
-            assert!(err.to_string().contains("--image-url"), "{url}: {err}");
+            let err = resolve(cli, &env()).unwrap_err().to_string();
+            assert!(
+                err.contains("--image-url") && err.contains(needle),
+                "{url}: {err}"
+            );
         }
+        // A presigned URL is shown without its query string, even when refused.
+        let presigned = "http://bucket.example/i.zst?X-Amz-Signature=0123secret";
+        let cli = Cli::parse_from(["t", "--image", "i", "--image-url", presigned]);
+        let err = resolve(cli, &env()).unwrap_err().to_string();
+        assert!(!err.contains("0123secret"), "{err}");
+        let url = ImageUrl::parse("https://b.example/i.zst?X-Amz-Signature=0123secret").unwrap();
+        assert_eq!(format!("{url:?}"), "https://b.example/i.zst");
         let download_raw = Cli::parse_from([
             "t",
             "--image",
@@ -852,6 +1322,10 @@ mod tests {
         let image = Image::measure(&path).unwrap();
         assert_eq!(image.size, raw.len() as u64);
         assert_eq!(image.sha256, pop_common::hex::encode(&Sha256::digest(&raw)));
+        assert_eq!(
+            image.compressed_sha256,
+            pop_common::hex::encode(&Sha256::digest(std::fs::read(&path).unwrap()))
+        );
         assert!(image.compressed < 1 << 20 && image.worth_sending_compressed());
         let noise = dir.path().join("noise.raw.zst");
         let random = testkit::incompressible_bytes(1 << 20, 7);

@@ -201,6 +201,12 @@ impl Rescue {
 
     /// Runs `command` and collects its output.
     pub fn run(&self, command: &str) -> Result<Ran, SshError> {
+        self.run_with_input(command, &[])
+    }
+
+    /// Runs `command` with `input` on its standard input (then end of file), and collects its
+    /// output. (How a password reaches `sudo -S`: never on a command line.)
+    pub fn run_with_input(&self, command: &str, input: &[u8]) -> Result<Ran, SshError> {
         let failed = |doing| {
             move |source: io::Error| SshError::Channel {
                 command: command.to_owned(),
@@ -209,6 +215,14 @@ impl Rescue {
             }
         };
         let mut channel = self.exec(command)?;
+        if !input.is_empty() {
+            channel
+                .write_all(input)
+                .map_err(failed("writing its input"))?;
+        }
+        channel
+            .send_eof()
+            .map_err(|e| failed("ending its input")(e.into()))?;
         let mut stdout = String::new();
         channel
             .read_to_string(&mut stdout)
@@ -231,18 +245,23 @@ impl Rescue {
         })
     }
 
-    /// Streams `image` into `command`'s stdin (the writer on the rescue side); returns the number
-    /// of bytes sent. The image's buffer goes to the channel as it is (no copy), a megabyte at a
+    /// Streams `image` into `command`'s stdin (the writer on the rescue side), after `prefix`
+    /// (the line `sudo -S` reads its password from, or nothing); returns the number of image
+    /// bytes sent. The image's buffer goes to the channel as it is (no copy), a megabyte at a
     /// time: libssh2 cuts it into packets itself. (What landed is checked by reading the disk
     /// back, not by hashing here: the CPU goes to the cipher.)
     pub fn stream(
         &self,
         command: &str,
+        prefix: &[u8],
         mut image: impl BufRead,
         progress: &mut Progress,
     ) -> Result<u64, SshError> {
         let mut channel = self.exec(command)?;
         let mut sent = 0u64;
+        channel
+            .write_all(prefix)
+            .map_err(|source| SshError::LostMidStream { sent, source })?;
         loop {
             let chunk = image
                 .fill_buf()

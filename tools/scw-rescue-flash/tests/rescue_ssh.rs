@@ -1,10 +1,12 @@
 //! scw-rescue-flash end to end, on loopback:
+//! - the Elastic Metal API is testkit's `scaleway_api.py`, which checks every request against
+//!   Scaleway's OpenAPI and behaves as a server ordered without an OS does: no reboot, a stop
+//!   then a start into rescue with `ssh_key_ids`, whose public keys (and no other) it writes into
+//!   the rescue system's authorized_keys, its rescue credentials a poll after `ready`;
 //! - the rescue system is a real OpenSSH server (Debian's openssh-server), started here on a free
-//!   port with a throwaway host key and user key; its "disk" is a file, and `lsblk` on the
-//!   session's PATH is a script printing what `lsblk --json -b -p` prints in Scaleway's rescue;
-//! - the Elastic Metal API is testkit's scripted HTTP server; every request the tool sends is
-//!   checked against the reboot schema of `../shared/scaleway-openapi/scaleway.baremetal.v1.Api.yml`
-//!   and every reply uses only fields of its `Server` schema (contract: Elastic Metal API v1).
+//!   port with a throwaway host key; its user is not root: its `sudo` (a shim first on the
+//!   session's PATH) asks for the rescue password the API gave, on standard input; its "disk" is
+//!   a file, and `lsblk` a script printing what `lsblk --json -b -p` prints in Scaleway's rescue.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support {
@@ -14,14 +16,22 @@ mod support {
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
+use scaleway::http::HttpRequest;
+use scaleway::{Transport, UreqTransport};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use support::sshd::{Rescue, Sshd, free_port, rescue, script};
 use testkit::http::{Reply, Server};
 
-const SERVER_ID: &str = "22222222-2222-4222-8222-222222222222";
 const SECRET: &str = "33333333-3333-4333-8333-333333333333";
+const PROJECT: &str = "22222222-2222-4222-8222-222222222222";
+const OURS: [&str; 3] = [
+    "edgepop-cluster=edge-par",
+    "edgepop-role=worker",
+    "edgepop-node=edge-worker-1",
+];
 
 /// A raw image of 12 MiB like a disk's (64 KiB blocks of random bytes between blocks of zeros:
 /// a misplaced block shows), and its .zst, half as large: worth sending compressed, and large
@@ -37,59 +47,181 @@ fn image(dir: &Path) -> (PathBuf, Vec<u8>) {
     (path, raw)
 }
 
-/// The server as the Elastic Metal API answers it (every call on a server answers the whole
-/// object): the fields the client reads are all there, as in the recorded traffic.
-fn server_json(status: &str, boot_type: &str, user: &str, tags: &[&str]) -> String {
-    json!({"id": SERVER_ID, "name": "edge-worker-1", "status": status, "boot_type": boot_type,
-           "project_id": "22222222-2222-4222-8222-222222222222",
-           "offer_id": "33333333-3333-4333-8333-000000000001", "offer_name": "EM-A116X-SSD",
-           "ips": [{"id": "44444444-4444-4444-8444-444444444444", "address": "127.0.0.1",
-                    "version": "IPv4"}],
-           "zone": "fr-par-1", "tags": tags, "rescue_server": {"user": user, "password": "x"}})
-    .to_string()
+fn sha256(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
 }
 
-fn inventory(steps: &str) -> String {
-    format!(
-        r#"{{"kind":"NodeInventory","version":1,"cluster_name":"edge-par","cluster_endpoint":"https://api.example.com:6443",
-        "nodes":[{{"name":"edge-par-cp-1","role":"controlplane","kind":"instance","zone":"fr-par-1",
-        "id":"11111111-1111-4111-8111-111111111111","public_ipv4":"127.0.0.1","public_ipv6":null,"private_ipv4":null,"steps":{{}}}},
-        {{"name":"edge-worker-1","role":"worker","kind":"elastic-metal","zone":"fr-par-1",
-        "id":"{SERVER_ID}","public_ipv4":"127.0.0.1","public_ipv6":null,"private_ipv4":null,"steps":{steps}}}]}}"#
-    )
+/// The Scaleway stand-in, with one worker server and the IAM key of the rescue tests' user key.
+struct Api {
+    _stand_in: testkit::standin::StandIn,
+    url: String,
+    log: PathBuf,
+    server: String,
+    key: String,
+}
+
+impl Api {
+    fn start(test: &str, rescue: &Rescue, tags: &[&str]) -> Option<Api> {
+        let shared = testkit::workspace::shared_dir(test)?;
+        let port_file = rescue.path("api-port");
+        let log = rescue.path("api.jsonl");
+        let mut command =
+            testkit::standin::scaleway_api(&shared, &port_file, &log, SECRET, PROJECT);
+        command
+            .arg("--rescue-dir")
+            .arg(rescue.dir.path())
+            .args(["--rescue-user", &rescue.user]);
+        let stand_in = testkit::standin::StandIn::start(&mut command, &port_file);
+        let mut api = Api {
+            url: stand_in.url(),
+            _stand_in: stand_in,
+            log,
+            server: String::new(),
+            key: String::new(),
+        };
+        let public_key = fs::read_to_string(rescue.path("user_key.pub")).unwrap();
+        api.key = api.seed(json!({"kind": "ssh_key", "name": "edgepop-edge-par",
+                                  "public_key": public_key.trim()}))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        api.server = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                     "tags": tags, "address": "127.0.0.1"}))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        Some(api)
+    }
+
+    fn control(&self, method: &'static str, path: &str, body: Option<Value>) -> Value {
+        let response = UreqTransport::new(Duration::from_secs(30))
+            .send(&HttpRequest {
+                method,
+                url: format!("{}/__standin/{path}", self.url),
+                headers: vec![("Content-Type".into(), "application/json".into())],
+                body: body.map(|b| b.to_string().into_bytes()),
+            })
+            .unwrap();
+        assert_eq!(response.status, 200, "{path}");
+        serde_json::from_slice(&response.body).unwrap()
+    }
+
+    fn seed(&self, body: Value) -> Value {
+        self.control("POST", "seed", Some(body))
+    }
+
+    /// The server as the API holds it now.
+    fn server(&self) -> Value {
+        let state = self.control("GET", "state", None);
+        state["bm_servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == self.server.as_str())
+            .unwrap()
+            .clone()
+    }
+
+    /// Every request so far, each checked: the secret key sent, nothing refused by the spec.
+    fn requests(&self) -> Vec<Value> {
+        fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .inspect(|r| {
+                assert_eq!(r["token"], true, "{r}");
+                assert!(r.get("refused").is_none(), "refused by the spec: {r}");
+            })
+            .collect()
+    }
+
+    /// The calls that change something, as `METHOD last-path-segment [boot_type]`.
+    fn mutations(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .filter(|r| r["method"] != "GET")
+            .map(|r| {
+                let action = r["path"].as_str().unwrap().rsplit('/').next().unwrap();
+                let action = if action == self.server {
+                    "server"
+                } else {
+                    action
+                };
+                match r["body"]["boot_type"].as_str() {
+                    Some(boot) => format!("{} {action} {boot}", r["method"].as_str().unwrap()),
+                    None => format!("{} {action}", r["method"].as_str().unwrap()),
+                }
+            })
+            .collect()
+    }
+
+    fn inventory(&self, steps: &str) -> String {
+        self.inventory_with_keys(steps, &[self.key.as_str()])
+    }
+
+    fn inventory_with_keys(&self, steps: &str, keys: &[&str]) -> String {
+        json!({"kind": "NodeInventory", "version": 2, "cluster_name": "edge-par",
+               "cluster_endpoint": "https://api.example.com:6443", "ssh_key_ids": keys,
+               "nodes": [
+                 {"name": "edge-par-cp-1", "role": "controlplane", "kind": "instance",
+                  "zone": "fr-par-1", "id": "11111111-1111-4111-8111-111111111111",
+                  "public_ipv4": "127.0.0.1", "public_ipv6": null, "private_ipv4": null, "steps": {}},
+                 {"name": "edge-worker-1", "role": "worker", "kind": "elastic-metal",
+                  "zone": "fr-par-1", "id": self.server, "public_ipv4": "127.0.0.1",
+                  "public_ipv6": null, "private_ipv4": null,
+                  "steps": serde_json::from_str::<Value>(steps).unwrap()}]})
+        .to_string()
+    }
+}
+
+/// The rescue user's `sudo`: it asks for the rescue password (the one the API gave), read from
+/// standard input with -S, as Ubuntu's sudo for a regular user does; -n fails. Logs its argv.
+fn sudo_that_asks_for_the_password(rescue: &Rescue) {
+    let dir = rescue.dir.path().display();
+    script(
+        &rescue.path("bin/sudo"),
+        &format!(
+            "#!/bin/bash\n\
+             printf '%s\\n' \"$*\" >> {dir}/sudo.log\n\
+             noninteractive=0; stdin=0\n\
+             while [ $# -gt 0 ]; do case \"$1\" in\n\
+               -n) noninteractive=1;; -S) stdin=1;; -k) ;; -p) shift;; --) shift; break;;\n\
+               -*) echo \"sudo: unknown option $1\" >&2; exit 1;; *) break;; esac; shift; done\n\
+             if [ $noninteractive = 1 ]; then echo 'sudo: a password is required' >&2; exit 1; fi\n\
+             if [ $stdin = 0 ]; then echo 'sudo: a terminal is required to read the password' >&2; exit 1; fi\n\
+             IFS= read -r line || {{ echo 'sudo: no password was provided' >&2; exit 1; }}\n\
+             [ \"$line\" = \"$(cat {dir}/password)\" ] || {{ echo 'sudo: 1 incorrect password attempt' >&2; exit 1; }}\n\
+             exec \"$@\"\n"
+        ),
+    );
 }
 
 fn flash(
     rescue: &Rescue,
     port: u16,
-    api: &Server,
+    api: &Api,
     image: &Path,
     stdin: &str,
     extra: &[&str],
 ) -> Output {
-    testkit::process::run_with_stdin(
-        Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"));
+    if !extra.contains(&"--tag-proven") {
+        command
             .arg("--image")
             .arg(image)
             .arg("--disk")
-            .arg(rescue.disk())
+            .arg(rescue.disk());
+    }
+    testkit::process::run_with_stdin(
+        command
             .arg("--ssh-key")
             .arg(rescue.path("user_key"))
-            .args([
-                "--ssh-port",
-                &port.to_string(),
-                "--no-sudo",
-                "--timeout-seconds",
-                "20",
-            ])
-            .args(["--ssh-tries", "3", "--ssh-interval-seconds", "0"])
+            .args(["--ssh-port", &port.to_string(), "--timeout-seconds", "20"])
+            .args(["--ssh-tries", "20", "--ssh-interval-seconds", "0"])
             .args(extra)
             .env("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX")
             .env("SCW_SECRET_KEY", SECRET)
-            .env(
-                "SCW_DEFAULT_PROJECT_ID",
-                "22222222-2222-4222-8222-222222222222",
-            )
+            .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
             // No config file of the machine's: the environment alone.
             .env("SCW_CONFIG_PATH", rescue.path("no-scw-config.yaml"))
             .env("SCW_API_URL", &api.url),
@@ -97,182 +229,117 @@ fn flash(
     )
 }
 
-/// The Elastic Metal API's reboot body and Server fields, from Scaleway's OpenAPI.
-struct Contract {
-    reboot_fields: Vec<String>,
-    patch_fields: Vec<String>,
-    boot_types: Vec<String>,
-    server_fields: Vec<String>,
+/// One run on a one-worker inventory with no step done.
+fn flash_fresh(rescue: &Rescue, sshd: &Sshd, api: &Api, image: &Path, extra: &[&str]) -> Output {
+    flash(rescue, sshd.port, api, image, &api.inventory("{}"), extra)
 }
 
-fn contract(test: &str) -> Option<Contract> {
-    let shared = testkit::workspace::shared_dir(test)?;
-    let text =
-        fs::read_to_string(shared.join("scaleway-openapi/scaleway.baremetal.v1.Api.yml")).unwrap();
-    let spec: Value = serde_norway::from_str(&text).unwrap();
-    let reboot = &spec["paths"]["/baremetal/v1/zones/{zone}/servers/{server_id}/reboot"]["post"]["requestBody"]
-        ["content"]["application/json"]["schema"]["properties"];
-    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
-    let patch = &spec["paths"]["/baremetal/v1/zones/{zone}/servers/{server_id}"]["patch"]["requestBody"]
-        ["content"]["application/json"]["schema"]["properties"];
-    Some(Contract {
-        reboot_fields: keys(reboot),
-        patch_fields: keys(patch),
-        boot_types: reboot["boot_type"]["enum"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_owned())
-            .collect(),
-        server_fields: keys(
-            &spec["components"]["schemas"]["scaleway.baremetal.v1.Server"]["properties"],
-        ),
-    })
+/// What each flashing test starts from: a rescue system (sshd) whose authorized_keys is empty
+/// until the API boots the server into rescue, whose sudo wants the password, with an empty
+/// 16 MiB disk; the API with our worker; an image (with its raw bytes). `None` when a
+/// prerequisite is missing (skipped).
+fn setup(test: &str) -> Option<(Rescue, Sshd, Api, PathBuf, Vec<u8>)> {
+    setup_tagged(test, &OURS)
 }
 
-impl Contract {
-    /// Every request: the server's path, the secret key header, and for a reboot or a patch a
-    /// body made of the schema's fields only. Returns the boot types asked, in order, and the GET
-    /// count; `tags` gets the tags each PATCH set.
-    fn check_tags(
-        &self,
-        requests: &[testkit::http::Request],
-        tags: &mut Vec<Value>,
-    ) -> (Vec<String>, usize) {
-        let server_path = format!("/baremetal/v1/zones/fr-par-1/servers/{SERVER_ID}");
-        let mut boots = Vec::new();
-        let mut gets = 0;
-        for request in requests {
-            assert_eq!(request.header("x-auth-token"), Some(SECRET));
-            match request.method.as_str() {
-                "POST" => {
-                    assert_eq!(request.target, format!("{server_path}/reboot"));
-                    let body: Value = serde_json::from_slice(&request.body).unwrap();
-                    for key in body.as_object().unwrap().keys() {
-                        assert!(
-                            self.reboot_fields.contains(key),
-                            "reboot field {key} not in the API"
-                        );
-                    }
-                    let boot = body["boot_type"].as_str().unwrap().to_owned();
-                    assert!(self.boot_types.contains(&boot), "{boot}");
-                    boots.push(boot);
-                }
-                "GET" => {
-                    assert_eq!(request.target, server_path);
-                    gets += 1;
-                }
-                "PATCH" => {
-                    assert_eq!(request.target, server_path);
-                    let body: Value = serde_json::from_slice(&request.body).unwrap();
-                    for key in body.as_object().unwrap().keys() {
-                        assert!(
-                            self.patch_fields.contains(key),
-                            "update field {key} not in the API"
-                        );
-                    }
-                    tags.push(body["tags"].clone());
-                }
-                other => panic!("unexpected {other} {}", request.target),
-            }
-        }
-        (boots, gets)
-    }
-
-    fn check(&self, requests: &[testkit::http::Request]) -> (Vec<String>, usize) {
-        self.check_tags(requests, &mut Vec::new())
-    }
-
-    fn reply(&self, status: &str, boot_type: &str, user: &str) -> Reply {
-        self.reply_tagged(status, boot_type, user, &["edgepop-cluster=edge-par"])
-    }
-
-    fn reply_tagged(&self, status: &str, boot_type: &str, user: &str, tags: &[&str]) -> Reply {
-        let body = server_json(status, boot_type, user, tags);
-        let value: Value = serde_json::from_str(&body).unwrap();
-        for key in value.as_object().unwrap().keys() {
-            assert!(
-                self.server_fields.contains(key),
-                "Server field {key} not in the API"
-            );
-        }
-        Reply::json(200, body)
-    }
-
-    /// the server as it is, reboot into rescue, one check while it resets, ready in rescue, the
-    /// normal reboot, the tags.
-    fn full_script(&self, user: &str) -> Vec<Reply> {
-        vec![
-            self.reply("ready", "normal", user),
-            self.reply("resetting", "rescue", user),
-            self.reply("resetting", "rescue", user),
-            self.reply("ready", "rescue", user),
-            self.reply("resetting", "normal", user),
-            self.reply("resetting", "normal", user),
-        ]
-    }
-}
-
-/// What each flashing test starts from: the API contract, a rescue system listening with an
-/// empty disk, and an image (with its raw bytes). `None` when a prerequisite is missing (skipped).
-fn setup(test: &str) -> Option<(Contract, Rescue, Sshd, PathBuf, Vec<u8>)> {
-    let contract = contract(test)?;
+/// [`setup`], the worker server carrying `tags`.
+fn setup_tagged(test: &str, tags: &[&str]) -> Option<(Rescue, Sshd, Api, PathBuf, Vec<u8>)> {
     let (rescue, sshd) = rescue(test)?;
+    fs::write(rescue.path("authorized_keys"), "").unwrap();
+    sudo_that_asks_for_the_password(&rescue);
+    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
+    let api = Api::start(test, &rescue, tags)?;
     let (image, raw) = image(rescue.dir.path());
-    Some((contract, rescue, sshd, image, raw))
+    Some((rescue, sshd, api, image, raw))
 }
 
-/// One run of the tool on a one-worker inventory with no step done, against a fresh API stand-in
-/// that answers the whole rescue-then-normal sequence.
-fn flash_fresh(
-    contract: &Contract,
-    rescue: &Rescue,
-    sshd: &Sshd,
-    image: &Path,
-    extra: &[&str],
-) -> (Server, Output) {
-    let api = Server::start(contract.full_script(&rescue.user)).unwrap();
-    let out = flash(rescue, sshd.port, &api, image, &inventory("{}"), extra);
-    (api, out)
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
+fn failed(out: &Output, needles: &[&str]) -> String {
+    let stderr = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for needle in needles {
+        assert!(stderr.contains(needle), "`{needle}` not in {stderr}");
+    }
+    let written: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(written["nodes"][1]["steps"].get("image_flashed").is_none());
+    stderr
 }
+
+/// The boot into rescue a server without an OS takes, the image written, the normal boot.
+const FLASHED: [&str; 4] = [
+    "POST stop",
+    "POST start rescue",
+    "POST stop",
+    "POST start normal",
+];
 
 #[test]
-fn the_image_lands_on_the_disk_verified_then_a_rerun_is_a_no_op() {
-    let test = "the_image_lands_on_the_disk_verified";
-    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
+fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_the_proof() {
+    let test = "the_image_lands_through_the_keys_given_by_id";
+    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
         return;
     };
-    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
-    let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     let stdout = testkit::process::success_stdout(&out);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr(&out);
 
     // The bytes on the "disk" are the decompressed image's.
     let written = fs::read(rescue.disk()).unwrap();
     assert_eq!(written.len(), raw.len());
     assert_eq!(sha256(&written), sha256(&raw));
-    let inventory_out: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(
-        inventory_out["nodes"][1]["steps"]["image_flashed"],
-        format!("sha256:{}", sha256(&raw))
-    );
+    let inventory: Value = serde_json::from_str(&stdout).unwrap();
+    let digest = format!("sha256:{}", sha256(&raw));
+    assert_eq!(inventory["nodes"][1]["steps"]["image_flashed"], digest);
     assert!(
-        inventory_out["nodes"][0]["steps"]
+        inventory["nodes"][0]["steps"]
             .get("image_flashed")
             .is_none(),
         "instances are not flashed"
     );
-    let mut tags = Vec::new();
-    let (boots, gets) = contract.check_tags(&api.requests(), &mut tags);
-    assert_eq!(boots, ["rescue", "normal"]);
-    assert_eq!(gets, 3);
-    // The digest is kept in the server's tags too, next to the tags it had.
-    let tag = format!("edgepop-image-flashed=sha256:{}", sha256(&raw));
-    assert_eq!(tags, [json!(["edgepop-cluster=edge-par", tag.clone()])]);
+    // Stop, start into rescue with the key named by id (a server with no OS answers no
+    // reboot), then the same into the normal boot; no tag yet: the node is not proved ours.
+    assert_eq!(api.mutations(), FLASHED);
+    let starts: Vec<Value> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r["path"].as_str().unwrap().ends_with("/start"))
+        .map(|r| r["body"].clone())
+        .collect();
+    assert_eq!(starts[0]["ssh_key_ids"], json!([api.key]));
+    assert_eq!(api.server()["tags"], json!(OURS));
+    // The rescue user's sudo got the password on its standard input: never on a command line,
+    // never in a log.
+    let password = fs::read_to_string(rescue.path("password")).unwrap_or_default();
+    let sudo = fs::read_to_string(rescue.path("sudo.log")).unwrap();
+    assert!(
+        sudo.lines().any(|l| l.starts_with("-S -k -p  bash -c")),
+        "{sudo}"
+    );
+    assert!(
+        stderr.contains("needs the rescue password for sudo"),
+        "{stderr}"
+    );
+    let sshd_log = fs::read_to_string(rescue.path("sshd.log")).unwrap();
+    // (Empty now: the normal boot took the rescue system, and its password, away.)
+    assert!(password.is_empty());
+    let rescue_password = api
+        .requests()
+        .into_iter()
+        .find_map(|r| {
+            r["response"]["rescue_server"]["password"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap();
+    for text in [&sudo, &stderr, &stdout, &sshd_log] {
+        assert!(
+            !text.contains(&rescue_password),
+            "the password leaked: {text}"
+        );
+    }
     // The host key is accepted for this session only, and logged; lsblk is logged.
     let fingerprint = String::from_utf8(
         Command::new("ssh-keygen")
@@ -295,52 +362,238 @@ fn the_image_lands_on_the_disk_verified_then_a_rerun_is_a_no_op() {
     assert!(!stderr.contains(SECRET));
 
     // Re-run with the inventory it wrote: nothing asked of Scaleway, nothing written.
-    let api_again = Server::start(vec![]).unwrap();
     fs::write(rescue.disk(), b"untouched").unwrap();
-    let again = flash(&rescue, sshd.port, &api_again, &image, &stdout, &[]);
+    let requests = api.requests().len();
+    let again = flash(&rescue, sshd.port, &api, &image, &stdout, &[]);
     assert_eq!(testkit::process::success_stdout(&again), stdout);
-    assert!(api_again.requests().is_empty());
+    assert_eq!(api.requests().len(), requests);
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"untouched");
 
-    // A fresh inventory (another machine): the server's tag says it is done; one GET, no reboot.
-    let api_tagged = Server::start(vec![contract.reply_tagged(
-        "ready",
-        "normal",
-        &rescue.user,
-        &[&tag],
-    )])
-    .unwrap();
-    let tagged = flash(
-        &rescue,
-        sshd.port,
-        &api_tagged,
-        &image,
-        &inventory("{}"),
-        &[],
-    );
+    // The tag waits for the proof: without config_applied, --tag-proven writes nothing...
+    let tagged = flash(&rescue, sshd.port, &api, &image, &stdout, &["--tag-proven"]);
     assert_eq!(testkit::process::success_stdout(&tagged), stdout);
-    assert_eq!(contract.check(&api_tagged.requests()), (vec![], 1));
+    assert!(stderr_of_contains(&tagged, "not proved ours yet"));
+    assert_eq!(api.mutations(), FLASHED);
+    // ...and once talos-apply-insecure recorded it (the node proved ours), the digest is tagged.
+    let proven = stdout.replace(
+        &format!("\"image_flashed\": \"{digest}\""),
+        &format!("\"config_applied\": \"sha256:c0\",\n        \"image_flashed\": \"{digest}\""),
+    );
+    assert_ne!(proven, stdout);
+    let tagged = flash(&rescue, sshd.port, &api, &image, &proven, &["--tag-proven"]);
+    testkit::process::success_stdout(&tagged);
+    let tag = format!("edgepop-image-flashed={digest}");
+    let mut tags: Vec<Value> = OURS.iter().map(|t| json!(t)).collect();
+    tags.push(json!(tag));
+    assert_eq!(api.server()["tags"], Value::Array(tags));
+
+    // A fresh inventory (another machine): the server's tag says it is done; one GET, no boot.
+    let before = api.requests().len();
+    let fresh = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let fresh_stdout = testkit::process::success_stdout(&fresh);
+    let fresh_inventory: Value = serde_json::from_str(&fresh_stdout).unwrap();
+    assert_eq!(
+        fresh_inventory["nodes"][1]["steps"]["image_flashed"],
+        digest
+    );
+    assert_eq!(api.requests().len(), before + 1);
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"untouched");
 }
 
+fn stderr_of_contains(out: &Output, needle: &str) -> bool {
+    stderr(out).contains(needle)
+}
+
 #[test]
-fn the_rescue_system_can_download_the_pinned_image_itself() {
-    let test = "the_rescue_system_can_download";
+fn without_a_key_given_by_id_the_rescue_system_is_never_asked_for() {
+    let test = "without_a_key_given_by_id";
+    let Some((rescue, sshd, api, image, _)) = setup(test) else {
+        return;
+    };
+    fs::write(rescue.disk(), b"before").unwrap();
+    let out = flash(
+        &rescue,
+        sshd.port,
+        &api,
+        &image,
+        &api.inventory_with_keys("{}", &[]),
+        &[],
+    );
+    failed(
+        &out,
+        &["edge-worker-1", "no SSH key id for the rescue system"],
+    );
+    assert!(api.mutations().is_empty());
+
+    // Another key's id: the rescue system gets that key, not ours, and refuses us.
+    let other = api.seed(json!({"kind": "ssh_key", "name": "someone-else",
+                                "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ3qQ0Xc8sMVvWQ5F0h7W0z0wLZc1V4m0cQ2yqU2c2c"}));
+    let other = other["id"].as_str().unwrap();
+    let out = flash(
+        &rescue,
+        sshd.port,
+        &api,
+        &image,
+        &api.inventory_with_keys("{}", &[other]),
+        &[],
+    );
+    failed(&out, &["edge-worker-1", "refused"]);
+    assert_eq!(api.mutations(), ["POST stop", "POST start rescue"]);
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+}
+
+#[test]
+fn a_server_without_our_cluster_and_role_tags_is_left_alone() {
+    let test = "a_server_without_our_tags";
+    let tags = ["edgepop-cluster=edge-ams", "edgepop-role=worker"];
+    let Some((rescue, sshd, api, image, _)) = setup_tagged(test, &tags) else {
+        return;
+    };
+    fs::write(rescue.disk(), b"before").unwrap();
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    failed(
+        &out,
+        &[
+            "edge-worker-1",
+            "lacks the tags edgepop-cluster=edge-par",
+            "nothing was done to it",
+        ],
+    );
+    assert!(api.mutations().is_empty());
+    let proven = api.inventory(r#"{"image_flashed": "sha256:00", "config_applied": "sha256:11"}"#);
+    let out = flash(&rescue, sshd.port, &api, &image, &proven, &["--tag-proven"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(api.mutations().is_empty());
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+}
+
+#[test]
+fn a_server_of_another_project_is_left_alone_whatever_its_tags() {
+    let test = "a_server_of_another_project";
+    let Some((rescue, sshd, mut api, image, _)) = setup(test) else {
+        return;
+    };
+    // Another project the same API key reads holds a server with our cluster's very tags, and
+    // the inventory names it.
+    let other = "44444444-4444-4444-8444-444444444444";
+    api.server = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                 "project": other, "tags": OURS, "address": "127.0.0.1"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    fs::write(rescue.disk(), b"before").unwrap();
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    failed(
+        &out,
+        &[
+            "edge-worker-1",
+            &format!("belongs to the project {other}"),
+            "not ours",
+        ],
+    );
+    let proven = api.inventory(r#"{"image_flashed": "sha256:00", "config_applied": "sha256:11"}"#);
+    let out = flash(&rescue, sshd.port, &api, &image, &proven, &["--tag-proven"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not ours"), "{}", stderr(&out));
+    assert!(api.mutations().is_empty());
+    assert_eq!(api.server()["tags"], json!(OURS));
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+}
+
+#[test]
+fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_asked() {
+    let test = "a_version_bump_on_a_configured_worker";
+    let old = format!("sha256:{}", "0".repeat(64));
+    let running = format!("edgepop-image-flashed={old}");
+    let mut tags = OURS.to_vec();
+    tags.push(running.as_str());
+    let Some((rescue, sshd, api, image, raw)) = setup_tagged(test, &tags) else {
+        return;
+    };
+    let installer = "factory.talos.dev/metal-installer/b4f8:v1.13.12";
+    fs::write(rescue.disk(), b"the running node").unwrap();
+    let out = flash_fresh(
+        &rescue,
+        &sshd,
+        &api,
+        &image,
+        &["--installer-image", installer],
+    );
+    failed(
+        &out,
+        &[
+            "edge-worker-1",
+            &format!("runs {old} (configured)"),
+            &format!(
+                "talosctl --talosconfig talos/_out/talosconfig --nodes 127.0.0.1 --endpoints 127.0.0.1 upgrade --image {installer}"
+            ),
+            "--reflash",
+            "nothing was done",
+        ],
+    );
+    assert!(api.mutations().is_empty());
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"the running node");
+    // Without the tag, a config applied over the recorded image says the same.
+    let applied = api.inventory(&format!(
+        r#"{{"image_flashed": "{old}", "config_applied": "sha256:11"}}"#
+    ));
+    let out = flash(&rescue, sshd.port, &api, &image, &applied, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("runs sha256:0000"),
+        "{}",
+        stderr(&out)
+    );
+    let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(kept["nodes"][1]["steps"]["image_flashed"], old);
+    assert!(api.mutations().is_empty());
+
+    // Asked explicitly: the tag goes first, then the node is wiped and flashed; its config is
+    // forgotten (it is in maintenance mode again).
+    let out = flash(&rescue, sshd.port, &api, &image, &applied, &["--reflash"]);
+    let stdout = testkit::process::success_stdout(&out);
+    assert!(stderr(&out).contains("--reflash: writing"));
+    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    let mut expected = vec!["PATCH server".to_owned()];
+    expected.extend(FLASHED.iter().map(|m| (*m).to_owned()));
+    assert_eq!(api.mutations(), expected);
+    assert_eq!(api.server()["tags"], json!(OURS));
+    let written: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        written["nodes"][1]["steps"],
+        json!({"image_flashed": format!("sha256:{}", sha256(&raw))})
+    );
+}
+
+#[test]
+fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_disk() {
+    let test = "the_rescue_system_downloads_the_image";
     for tool in ["zstd", "curl"] {
         if Command::new(tool).arg("--version").output().is_err() {
             testkit::skip_or_fail(test, &format!("{tool} (the rescue side of --image-url)"));
             return;
         }
     }
-    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
+    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
         return;
     };
-    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
     let release = Server::start(vec![Reply::ok(fs::read(&image).unwrap())]).unwrap();
-    let url = format!("{}/metal-amd64.raw.zst", release.url);
-    let (_api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &["--image-url", &url]);
+    // A presigned URL: its query string is a credential, never shown.
+    let url = format!(
+        "{}/metal-amd64.raw.zst?X-Amz-Signature=0123secret",
+        release.url
+    );
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
     let stdout = testkit::process::success_stdout(&out);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("the rescue system downloads"));
+    let stderr_text = stderr(&out);
+    assert!(
+        stderr_text.contains(&format!(
+            "the rescue system downloads {}/metal-amd64.raw.zst\n",
+            release.url
+        )),
+        "{stderr_text}"
+    );
+    assert!(!stderr_text.contains("0123secret"), "{stderr_text}");
     assert_eq!(release.requests().len(), 1);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
     let written: Value = serde_json::from_str(&stdout).unwrap();
@@ -348,16 +601,24 @@ fn the_rescue_system_can_download_the_pinned_image_itself() {
         written["nodes"][1]["steps"]["image_flashed"],
         format!("sha256:{}", sha256(&raw))
     );
+    // The URL reached curl on its standard input: not on a command line of the rescue system.
+    let sudo = fs::read_to_string(rescue.path("sudo.log")).unwrap();
+    assert!(!sudo.contains("http"), "{sudo}");
 
-    // A download that is not the pinned file fails the read-back: not recorded, not rebooted.
+    // A download that is not the pinned file is refused before anything touches the disk.
     let other = zstd::encode_all(&b"not the image"[..], 3).unwrap();
     let release = Server::start(vec![Reply::ok(other)]).unwrap();
     let url = format!("{}/metal-amd64.raw.zst", release.url);
-    let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &["--image-url", &url]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("is not the image's"), "{stderr}");
-    assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
+    fs::write(rescue.disk(), b"before").unwrap();
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
+    failed(&out, &["refused before the disk was touched"]);
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+    let leftovers: Vec<String> = fs::read_dir("/tmp")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("edgepop-talos."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]
@@ -367,10 +628,9 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         testkit::skip_or_fail(test, "zstd (the rescue side's decompression)");
         return;
     };
-    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
+    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
         return;
     };
-    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
     let compressed = fs::metadata(&image).unwrap().len();
     // The rescue system's zstd, recording how it is called.
     let calls = rescue.path("zstd-calls");
@@ -380,46 +640,39 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         zstd.display()
     );
     script(&rescue.path("bin/zstd"), &recording_zstd);
-    let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let stderr_text = stderr(&out);
     testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
     assert!(
-        stderr.contains(&format!(
+        stderr_text.contains(&format!(
             "sending the compressed image ({compressed} bytes for {} raw); the rescue system decompresses it",
             raw.len()
         )),
-        "{stderr}"
+        "{stderr_text}"
     );
     assert_eq!(fs::read_to_string(&calls).unwrap(), "--version\n-dc\n");
-    assert_eq!(contract.check(&api.requests()).0, ["rescue", "normal"]);
 
     // `--decompress-on local`: the raw image crosses; the rescue side's zstd is not asked.
     fs::remove_file(&calls).unwrap();
     fs::write(rescue.disk(), b"before").unwrap();
-    let (_, out) = flash_fresh(
-        &contract,
-        &rescue,
-        &sshd,
-        &image,
-        &["--decompress-on", "local"],
-    );
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--decompress-on", "local"]);
     testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("decompressing here"));
+    assert!(stderr(&out).contains("decompressing here"));
     assert!(!calls.exists());
 
     // An image that does not compress: `auto` sends it raw, without asking the rescue side.
     let noise = testkit::incompressible_bytes(3 << 20, 9);
     let noise_image = rescue.path("noise.raw.zst");
     fs::write(&noise_image, zstd::encode_all(noise.as_slice(), 3).unwrap()).unwrap();
-    let (_, out) = flash_fresh(&contract, &rescue, &sshd, &noise_image, &[]);
+    let out = flash_fresh(&rescue, &sshd, &api, &noise_image, &[]);
     testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&noise));
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("too little saved to send it compressed"),
-        "{stderr}"
+        stderr(&out).contains("too little saved to send it compressed"),
+        "{}",
+        stderr(&out)
     );
     assert!(!calls.exists());
 
@@ -430,38 +683,33 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         "#!/bin/sh\necho 'zstd: command not found' >&2\nexit 127\n",
     );
     fs::write(rescue.disk(), b"before").unwrap();
-    let (_, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("the rescue system has no zstd"), "{stderr}");
-    assert!(stderr.contains("decompressing here"), "{stderr}");
+    let stderr_text = stderr(&out);
+    assert!(
+        stderr_text.contains("the rescue system has no zstd"),
+        "{stderr_text}"
+    );
+    assert!(stderr_text.contains("decompressing here"), "{stderr_text}");
 
     fs::write(rescue.disk(), b"before").unwrap();
-    let (api, out) = flash_fresh(
-        &contract,
-        &rescue,
-        &sshd,
-        &image,
-        &["--decompress-on", "rescue"],
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--decompress-on", "rescue"]);
+    failed(
+        &out,
+        &[
+            "edge-worker-1",
+            "--decompress-on rescue: the rescue system has no zstd",
+            "nothing was written",
+        ],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    for needle in [
-        "edge-worker-1",
-        "--decompress-on rescue: the rescue system has no zstd",
-        "nothing was written",
-    ] {
-        assert!(stderr.contains(needle), "`{needle}` not in {stderr}");
-    }
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
-    assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
 }
 
 #[test]
 fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
     let test = "a_wrong_too_small_or_mounted_disk_is_refused";
-    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
+    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
         return;
     };
     let other = json!({"name": "/dev/nvme0n1", "size": 480103981056u64, "type": "disk", "mountpoints": [null]});
@@ -482,32 +730,28 @@ fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
     for (devices, needles) in cases {
         rescue.lsblk(devices);
         fs::write(rescue.disk(), b"before").unwrap();
-        let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
-        for needle in needles
-            .iter()
-            .chain(&["edge-worker-1", "refused:", "nothing was written"])
-        {
-            assert!(stderr.contains(needle), "`{needle}` not in {stderr}");
-        }
+        let before = api.mutations().len();
+        let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+        let mut all = needles.clone();
+        all.extend(["edge-worker-1", "refused:", "nothing was written"]);
+        failed(&out, &all);
         assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
-        let written: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(written["nodes"][1]["steps"].get("image_flashed").is_none());
-        // Left in rescue for a look; no normal reboot.
-        assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
+        // Left in rescue for a look; no normal boot.
+        assert_eq!(
+            api.mutations()[before..],
+            ["POST stop".to_owned(), "POST start rescue".to_owned()]
+        );
     }
 }
 
 #[test]
 fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
     let test = "a_connection_cut_mid_write";
-    let Some((contract, rescue, sshd, image, raw)) = setup(test) else {
+    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
         return;
     };
-    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
     // The first dd takes 1 MiB, then kills the SSH session it runs in (its nearest sshd
-    // ancestor: dd may sit behind the rescue side's zstd and bash): the connection drops
+    // ancestor: dd may sit behind the rescue side's zstd, bash and sudo): the connection drops
     // mid-stream, as when the rescue system or the network goes away.
     script(
         &rescue.path("bin/dd"),
@@ -516,85 +760,106 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
             dir = rescue.dir.path().display()
         ),
     );
-    let (api, out) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("edge-worker-1"), "{stderr}");
-    assert!(stderr.contains("the connection was lost after"), "{stderr}");
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let stderr_text = failed(&out, &["edge-worker-1", "the connection was lost after"]);
     assert!(
-        !stderr.contains("after all"),
-        "cut after the stream, not in it: {stderr}"
+        !stderr_text.contains("after all"),
+        "cut after the stream, not in it: {stderr_text}"
     );
-    let first: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(first["nodes"][1]["steps"].get("image_flashed").is_none());
-    assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
+    assert_eq!(api.mutations(), ["POST stop", "POST start rescue"]);
 
-    let (api, again) = flash_fresh(&contract, &rescue, &sshd, &image, &[]);
-    let stdout = testkit::process::success_stdout(&again);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let stdout = testkit::process::success_stdout(&out);
     assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
     let written: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(
         written["nodes"][1]["steps"]["image_flashed"],
         format!("sha256:{}", sha256(&raw))
     );
-    assert_eq!(contract.check(&api.requests()).0, ["rescue", "normal"]);
+    assert_eq!(api.mutations()[2..], FLASHED.map(str::to_owned));
+}
+
+#[test]
+fn a_start_answered_502_after_it_took_effect_is_not_sent_again() {
+    let test = "a_start_answered_502";
+    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+        return;
+    };
+    // Each start is done, then answered 502 (a gateway that gave up while the API acted): the
+    // server is found starting in the boot asked for, and the start is not repeated.
+    api.control(
+        "POST",
+        "faults",
+        Some(
+            json!([{"method": "POST", "path": "/start$", "kind": "status", "status": 502,
+                     "applied": true, "count": 2}]),
+        ),
+    );
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let stdout = testkit::process::success_stdout(&out);
+    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    let written: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        written["nodes"][1]["steps"]["image_flashed"],
+        format!("sha256:{}", sha256(&raw))
+    );
+    let answered_502 = api
+        .requests()
+        .iter()
+        .filter(|r| r["fault_status"] == 502)
+        .count();
+    assert_eq!(answered_502, 2, "both faults were met");
+    assert_eq!(api.mutations(), FLASHED.map(str::to_owned));
 }
 
 #[test]
 fn a_rescue_that_never_answers_ssh_times_out_naming_the_server() {
     let test = "a_rescue_that_never_answers";
-    let Some(contract) = contract(test) else {
+    let Some((rescue, _sshd, api, image, _)) = setup(test) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (image, _) = image(dir.path());
-    let key = dir.path().join("key");
-    fs::write(&key, "unused").unwrap();
-    let rescue = Rescue {
-        dir,
-        user: "rescue".into(),
-    };
-    let api = Server::start(vec![
-        contract.reply("ready", "normal", "rescue"),
-        contract.reply("resetting", "rescue", "rescue"),
-        contract.reply("ready", "rescue", "rescue"),
-    ])
-    .unwrap();
     // A port where nothing listens: the rescue system never comes.
     let closed = free_port();
-    let out = flash(&rescue, closed, &api, &image, &inventory("{}"), &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    for needle in [
-        "server edge-worker-1",
-        "never answered SSH on 127.0.0.1",
-        "after 3 tries",
-        &format!("scw baremetal server reboot {SERVER_ID} boot-type=rescue zone=fr-par-1"),
-    ] {
-        assert!(stderr.contains(needle), "`{needle}` not in {stderr}");
-    }
-    assert_eq!(contract.check(&api.requests()).0, ["rescue"]);
+    let out = flash(&rescue, closed, &api, &image, &api.inventory("{}"), &[]);
+    failed(
+        &out,
+        &[
+            "server edge-worker-1",
+            "never answered SSH on 127.0.0.1",
+            "after 20 tries",
+            &format!("scw baremetal server start {} boot-type=rescue", api.server),
+        ],
+    );
+    assert_eq!(api.mutations(), ["POST stop", "POST start rescue"]);
 }
 
 #[test]
 fn bad_input_is_refused_before_any_call() {
     let dir = tempfile::tempdir().unwrap();
     let api = Server::start(vec![]).unwrap();
-    let rescue = Rescue {
-        dir,
-        user: "rescue".into(),
+    let missing = dir.path().join("missing.raw.zst");
+    let inventory = r#"{"kind":"NodeInventory","version":2,"cluster_name":"edge-par","cluster_endpoint":"https://api.example.com:6443","ssh_key_ids":[],"nodes":[{"name":"w","role":"worker","kind":"elastic-metal","zone":"fr-par-1","id":"22222222-2222-4222-8222-222222222222","public_ipv4":"127.0.0.1","public_ipv6":null,"private_ipv4":null,"steps":{}}]}"#;
+    let run = |stdin: &str| {
+        testkit::process::run_with_stdin(
+            Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"))
+                .arg("--image")
+                .arg(&missing)
+                .env("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX")
+                .env("SCW_SECRET_KEY", SECRET)
+                .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
+                .env("SCW_CONFIG_PATH", dir.path().join("no-scw-config.yaml"))
+                .env("SCW_API_URL", &api.url),
+            stdin.as_bytes(),
+        )
     };
-    let missing = rescue.path("missing.raw.zst");
-    let out = flash(&rescue, 9, &api, &missing, &inventory("{}"), &[]);
-    testkit::process::assert_refused(&out, 2, &["missing.raw.zst", "cannot open"]);
-    let out = flash(
-        &rescue,
-        9,
-        &api,
-        &missing,
-        "{\"kind\":\"NodeInventory\"}",
-        &[],
+    testkit::process::assert_refused(&run(inventory), 2, &["missing.raw.zst", "cannot open"]);
+    testkit::process::assert_refused(&run("{\"kind\":\"NodeInventory\"}"), 2, &["<stdin>"]);
+    let version_one = inventory.replace(r#""version":2"#, r#""version":1"#);
+    testkit::process::assert_refused(&run(&version_one), 2, &["unsupported version 1"]);
+    let path_in_id = inventory.replace(
+        "22222222-2222-4222-8222-222222222222",
+        "22222222-2222-4222-8222-222222222222/reboot",
     );
-    testkit::process::assert_refused(&out, 2, &["<stdin>"]);
+    testkit::process::assert_refused(&run(&path_in_id), 2, &["nodes[0].id", "Scaleway id"]);
     assert!(api.requests().is_empty());
 }

@@ -1,6 +1,6 @@
-//! The real [`MaintenanceApi`]: tonic over a TLS connector of our own (no client certificate,
-//! trust on first use or SPKI pins), one connection per call so that each probe sees the node as
-//! it is now.
+//! The real [`NodeApi`]: tonic over TLS connectors of our own (without a client certificate,
+//! trusting a pinned SPKI or the first one seen; or mutual TLS with our talosconfig), one
+//! connection per call so that each probe sees the node as it is now.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -15,41 +15,44 @@ use tonic_prost::ProstCodec;
 use crate::proto::{
     self, ApplyConfigurationRequest, ApplyConfigurationResponse, Empty, VersionResponse,
 };
+use crate::talosconfig::Trust;
 use crate::tls::{self, Seen};
-use crate::{Applied, CallError, MaintenanceApi, Probe};
+use crate::{Applied, CallError, NodeApi, Probe, Proof};
 
 /// Talos's API over the network, for real.
 #[derive(Debug)]
 pub struct GrpcApi {
     runtime: tokio::runtime::Runtime,
-    pins: Vec<String>,
+    trust: Trust,
     timeout: Duration,
 }
 
 impl GrpcApi {
-    pub fn new(pins: Vec<String>, timeout: Duration) -> std::io::Result<Self> {
+    pub fn new(trust: Trust, timeout: Duration) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         Ok(GrpcApi {
             runtime,
-            pins,
+            trust,
             timeout,
         })
     }
 
-    /// One unary call on a fresh TLS connection; the verifier's record comes back with it.
+    /// One unary call on a fresh TLS connection made with `tls`; what its verifier saw comes
+    /// back with the answer.
     fn call<Req, Resp>(
         &self,
         address: SocketAddr,
         path: &'static str,
         request: Req,
-    ) -> Result<(Result<Resp, tonic::Status>, Seen), rustls::Error>
+        tls: (rustls::ClientConfig, Arc<Mutex<Seen>>),
+    ) -> (Result<Resp, tonic::Status>, Seen)
     where
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
-        let (config, seen) = tls::client_config(&self.pins)?;
+        let (config, seen) = tls;
         let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
         let timeout = self.timeout;
         let result = self.runtime.block_on(async move {
@@ -80,7 +83,7 @@ impl GrpcApi {
             .await
             .map(tonic::Response::into_inner)
         });
-        Ok((result, take(&seen)))
+        (result, take(&seen))
     }
 }
 
@@ -129,46 +132,58 @@ fn describe(status: &tonic::Status) -> String {
 /// (`certificate_required` in TLS 1.3, `bad_certificate`/`handshake_failure` in TLS 1.2).
 fn client_certificate_required(status: &tonic::Status) -> bool {
     let text = describe(status);
-    ["CertificateRequired", "BadCertificate", "HandshakeFailure"]
-        .iter()
-        .any(|alert| text.contains(alert))
+    [
+        "CertificateRequired",
+        "BadCertificate",
+        "HandshakeFailure",
+        "UnknownCA",
+        "DecryptError",
+        "CertificateUnknown",
+    ]
+    .iter()
+    .any(|alert| text.contains(alert))
 }
 
-impl MaintenanceApi for GrpcApi {
-    fn probe(&self, address: SocketAddr) -> Probe {
-        match self.call::<Empty, VersionResponse>(address, proto::VERSION, Empty {}) {
-            Err(error) => Probe::Unreachable(format!("cannot set up TLS: {error}")),
-            Ok((_, seen)) if seen.pin_mismatch => Probe::PinMismatch {
+impl NodeApi for GrpcApi {
+    fn probe(&self, address: SocketAddr, pins: &[String]) -> Probe {
+        let tls = match tls::client_config(pins) {
+            Ok(tls) => tls,
+            Err(error) => return Probe::Unreachable(format!("cannot set up TLS: {error}")),
+        };
+        match self.call::<Empty, VersionResponse>(address, proto::VERSION, Empty {}, tls) {
+            (_, seen) if seen.pin_mismatch => Probe::PinMismatch {
                 fingerprint: seen.fingerprint.unwrap_or_default(),
             },
             // Asked for a client certificate during the handshake: mutual TLS, configured. (The
             // refusal that follows is an alert or a closed connection depending on the server.)
-            Ok((_, seen)) if seen.client_certificate_requested => Probe::Configured,
+            (_, seen) if seen.client_certificate_requested => Probe::Configured,
             // Any gRPC answer means the node took a client without a certificate: maintenance
             // mode. Talos v1.13 answers Version to that reader; older ones say Unimplemented.
-            Ok((Ok(_), seen)) => Probe::Maintenance {
+            (Ok(_), seen) => Probe::Maintenance {
                 fingerprint: seen.fingerprint.unwrap_or_default(),
             },
-            Ok((Err(status), seen)) if !is_transport(&status) => Probe::Maintenance {
+            (Err(status), seen) if !is_transport(&status) => Probe::Maintenance {
                 fingerprint: seen.fingerprint.unwrap_or_default(),
             },
-            Ok((Err(status), _)) if client_certificate_required(&status) => Probe::Configured,
-            Ok((Err(status), _)) => Probe::Unreachable(describe(&status)),
+            (Err(status), _) if client_certificate_required(&status) => Probe::Configured,
+            (Err(status), _) => Probe::Unreachable(describe(&status)),
         }
     }
 
-    fn apply(&self, address: SocketAddr, config: &[u8]) -> Result<Applied, CallError> {
+    fn apply(&self, address: SocketAddr, pin: &str, config: &[u8]) -> Result<Applied, CallError> {
         let request = ApplyConfigurationRequest {
             data: config.to_vec(),
             mode: proto::Mode::Auto as i32,
             dry_run: false,
             try_mode_timeout: None,
         };
+        let tls = tls::client_config(&[pin.to_owned()])?;
         match self.call::<_, ApplyConfigurationResponse>(
             address,
             proto::APPLY_CONFIGURATION,
             request,
-        )? {
+            tls,
+        ) {
             (_, seen) if seen.pin_mismatch => {
                 Err(CallError::NotPinned(seen.fingerprint.unwrap_or_default()))
             }
@@ -188,6 +203,32 @@ impl MaintenanceApi for GrpcApi {
                 code: status.code(),
                 message: describe(&status),
             }),
+        }
+    }
+
+    fn prove(&self, address: SocketAddr, maintenance_pin: Option<&str>) -> Proof {
+        let tls = match tls::mutual_config(&self.trust, maintenance_pin) {
+            Ok(tls) => tls,
+            Err(error) => return Proof::Unreachable(format!("cannot set up TLS: {error}")),
+        };
+        match self.call::<Empty, VersionResponse>(address, proto::VERSION, Empty {}, tls) {
+            (_, seen) if seen.maintenance => Proof::Maintenance,
+            (_, seen) if seen.foreign.is_some() => Proof::Foreign {
+                why: format!(
+                    "its certificate is not one of our machine CA's: {}",
+                    seen.foreign.unwrap_or_default()
+                ),
+                fingerprint: seen.fingerprint,
+            },
+            // The handshake verified its chain to our CA and it took our client certificate:
+            // any gRPC answer is from a node of ours.
+            (Ok(_), _) => Proof::Ours,
+            (Err(status), _) if !is_transport(&status) => Proof::Ours,
+            (Err(status), seen) if client_certificate_required(&status) => Proof::Foreign {
+                why: format!("it refused our client certificate: {}", describe(&status)),
+                fingerprint: seen.fingerprint,
+            },
+            (Err(status), _) => Proof::Unreachable(describe(&status)),
         }
     }
 }

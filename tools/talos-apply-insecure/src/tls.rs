@@ -3,10 +3,15 @@
 //! use (its SPKI fingerprint is logged), or checked against pinned SPKI fingerprints, the ones the
 //! node's console prints (`--cert-fingerprint`, base64 of the SHA-256 of the
 //! SubjectPublicKeyInfo). The handshake signature is still verified, so the peer holds the key.
+//!
+//! A configured node is ours only through [`mutual_config`]: our talosconfig's client certificate
+//! offered, the node's certificate verified as a chain to our machine CA naming the node's
+//! address (Talos puts the node's addresses in its API certificate: api_cert_sans.go).
 
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
+use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -77,6 +82,11 @@ pub struct Seen {
     /// The server asked for a client certificate (a TLS CertificateRequest): a configured
     /// node's apid requires mutual TLS, a node in maintenance mode never asks.
     pub client_certificate_requested: bool,
+    /// (Mutual TLS) the node presented the maintenance certificate pinned earlier: it has not
+    /// left maintenance mode yet.
+    pub maintenance: bool,
+    /// (Mutual TLS) why the node's certificate is not one of our cluster's.
+    pub foreign: Option<String>,
 }
 
 /// Trust on first use, or only the pinned SPKI fingerprints when there are some.
@@ -151,6 +161,109 @@ impl ServerCertVerifier for MaintenanceVerifier {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
     }
+}
+
+/// Our cluster's nodes only: a certificate that chains to our machine CA and names the node's
+/// address. The maintenance certificate pinned before (the same node, not configured yet) is
+/// told apart, so that waiting for a node to leave maintenance never trusts anything else.
+#[derive(Debug)]
+pub struct OurNodeVerifier {
+    chain: Arc<WebPkiServerVerifier>,
+    maintenance_pin: Option<String>,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl ServerCertVerifier for OurNodeVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let fingerprint = spki_fingerprint(end_entity);
+        let record = |maintenance: bool, foreign: Option<String>| {
+            if let Ok(mut seen) = self.seen.lock() {
+                seen.fingerprint = fingerprint.clone();
+                seen.maintenance = maintenance;
+                seen.foreign = foreign;
+            }
+        };
+        if fingerprint.is_some() && fingerprint == self.maintenance_pin {
+            record(true, None);
+            return Err(rustls::Error::General(
+                "still the maintenance certificate".into(),
+            ));
+        }
+        match self.chain.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Ok(verified) => {
+                record(false, None);
+                Ok(verified)
+            }
+            Err(error) => {
+                record(false, Some(error.to_string()));
+                Err(error)
+            }
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}
+
+/// A client config for one mutual-TLS connection to a node: our talosconfig's client
+/// certificate, the node's certificate checked by [`OurNodeVerifier`].
+pub fn mutual_config(
+    trust: &crate::talosconfig::Trust,
+    maintenance_pin: Option<&str>,
+) -> Result<(rustls::ClientConfig, Arc<Mutex<Seen>>), rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in &trust.ca {
+        roots.add(ca.clone())?;
+    }
+    let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+        .build()
+        .map_err(|e| rustls::Error::General(format!("our machine CA: {e}")))?;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let verifier = OurNodeVerifier {
+        chain,
+        maintenance_pin: maintenance_pin.map(str::to_owned),
+        seen: Arc::clone(&seen),
+    };
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_client_auth_cert(trust.chain.clone(), trust.key.clone_key())?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok((config, seen))
 }
 
 /// Has no certificate to give, and records that the server asked for one.

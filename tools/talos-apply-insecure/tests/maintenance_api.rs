@@ -1,8 +1,11 @@
 //! talos-apply-insecure against testkit's `talos_maintenance.py`: a Talos API on loopback
-//! with a self-signed certificate, speaking the real `machine.MachineService` messages compiled
-//! from `../shared/talos/v1.13.9/api` (so the hand-written prost messages are checked against
-//! Talos's own .proto), behaving as Talos v1.13.9's maintenance mode does (and v1.11's, where
-//! Version is Unimplemented), leaving maintenance mode for mutual TLS once a config is applied.
+//! speaking the real `machine.MachineService` messages compiled from
+//! `../shared/talos/v1.13.9/api` (so the hand-written prost messages are checked against Talos's
+//! own .proto), behaving as Talos v1.13.9's maintenance mode does (and v1.11's, where Version is
+//! Unimplemented), leaving maintenance mode for mutual TLS once a config is applied. The cluster's
+//! trust is the real talosctl's (`gen secrets`, and the talosconfig of `gen config`: an Ed25519
+//! machine CA and admin certificate); a configured node's certificate is issued by that machine
+//! CA, or by another one (someone else's node).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
@@ -39,8 +42,9 @@ impl StandIn {
     }
 }
 
-/// The tools this test needs, or a skip (a failure under CI).
-fn prerequisites(test: &str) -> Option<PathBuf> {
+/// The tools this test needs (the shared protos, python with grpcio-tools, openssl, the real
+/// talosctl), or a skip (a failure under CI).
+fn prerequisites(test: &str) -> Option<(PathBuf, PathBuf)> {
     let shared = testkit::workspace::shared_dir(test)?;
     if !testkit::workspace::python3(test) {
         return None;
@@ -57,77 +61,191 @@ fn prerequisites(test: &str) -> Option<PathBuf> {
         testkit::skip_or_fail(test, "openssl");
         return None;
     }
-    Some(shared.join("talos/v1.13.9/api"))
+    let talosctl = testkit::upstream::program(test, "talosctl")?;
+    Some((shared.join("talos/v1.13.9/api"), talosctl))
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
+fn run(dir: &Path, program: &str, args: &[&str]) {
+    let out = Command::new(program)
         .args(args)
         .current_dir(dir)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "openssl {args:?}: {}",
+        "{program} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
 
-/// A self-signed node certificate (as the maintenance CA's would be) and a client CA the tool
-/// never has.
-fn certificates(dir: &Path) {
-    for name in ["node", "client-ca"] {
-        openssl(
-            dir,
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.crt"),
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN={name}"),
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-            ],
-        );
-    }
+/// A self-signed certificate `name.crt` (key `name.key`) for 127.0.0.1: what a maintenance API
+/// presents (its throwaway CA's), or a CA.
+fn self_signed(dir: &Path, name: &str) {
+    let (key, crt, subject) = (
+        format!("{name}.key"),
+        format!("{name}.crt"),
+        format!("/CN={name}"),
+    );
+    run(
+        dir,
+        "openssl",
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &crt,
+            "-days",
+            "2",
+            "-subj",
+            &subject,
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+    );
 }
 
-/// The node certificate's SPKI fingerprint, computed by openssl (independent of the tool).
-fn spki_fingerprint(dir: &Path) -> String {
-    let script = "openssl x509 -in node.crt -pubkey -noout | openssl pkey -pubin -outform der \
-                  | openssl dgst -sha256 -binary | base64";
+/// `name.crt` (key `name.key`): a certificate for 127.0.0.1 issued by the CA `ca`, as a
+/// configured node's API certificate is by its machine CA, naming its addresses.
+fn issued(dir: &Path, name: &str, ca: &str) {
+    let (key, csr, crt, ext) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.crt"),
+        format!("{name}.ext"),
+    );
+    let subject = format!("/CN={name}");
+    run(
+        dir,
+        "openssl",
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            &subject,
+        ],
+    );
+    fs::write(
+        dir.join(&ext),
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
+    run(
+        dir,
+        "openssl",
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_crt,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &crt,
+            "-extfile",
+            &ext,
+        ],
+    );
+}
+
+/// The cluster as talosctl makes it: `secrets.yaml` and the `talosconfig` (its context
+/// `edge-par`), the machine CA as `machine-ca.{crt,key}`; then `node` (self-signed: the
+/// maintenance certificate), `mitm` (another self-signed one), `configured` (the node's
+/// certificate once configured, of the machine CA), and a `foreign-ca` with its `foreign` node.
+fn certificates(dir: &Path, talosctl: &Path) {
+    let talosctl = talosctl.to_str().unwrap();
+    run(dir, talosctl, &["gen", "secrets", "-o", "secrets.yaml"]);
+    run(
+        dir,
+        talosctl,
+        &[
+            "gen",
+            "config",
+            "edge-par",
+            "https://api.example.com:6443",
+            "--with-secrets",
+            "secrets.yaml",
+            "--output-types",
+            "talosconfig",
+            "-o",
+            "talosconfig",
+        ],
+    );
+    // The machine (OS) CA out of the secrets bundle: Talos labels its Ed25519 key
+    // `ED25519 PRIVATE KEY` (PKCS#8 inside), which openssl reads as `PRIVATE KEY`.
+    let extract = "import base64, yaml\n\
+                   ca = yaml.safe_load(open('secrets.yaml'))['certs']['os']\n\
+                   open('machine-ca.crt', 'wb').write(base64.b64decode(ca['crt']))\n\
+                   key = base64.b64decode(ca['key']).decode()\n\
+                   open('machine-ca.key', 'w').write(key.replace('ED25519 PRIVATE KEY', 'PRIVATE KEY'))\n";
+    run(dir, "python3", &["-c", extract]);
+    self_signed(dir, "node");
+    self_signed(dir, "mitm");
+    issued(dir, "configured", "machine-ca");
+    self_signed(dir, "foreign-ca");
+    issued(dir, "foreign", "foreign-ca");
+}
+
+/// A certificate's SPKI fingerprint, computed by openssl (independent of the tool).
+fn spki_fingerprint(dir: &Path, name: &str) -> String {
+    let script = format!(
+        "openssl x509 -in {name}.crt -pubkey -noout | openssl pkey -pubin -outform der \
+         | openssl dgst -sha256 -binary | base64"
+    );
     let out = Command::new("bash")
-        .args(["-c", script])
+        .args(["-c", &script])
         .current_dir(dir)
         .output()
         .unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// The stand-in, maintenance certificate `node`, configured certificate `configured` taking
+/// clients of the machine CA, with `extra` arguments (which override those).
 fn start(api: &Path, dir: &Path, extra: &[&str]) -> StandIn {
-    let records = dir.join(format!("records-{}", extra.join("-")));
+    let records = dir.join(format!("records-{}", extra.join("-").replace('/', "_")));
     fs::create_dir_all(&records).unwrap();
     let port_file = records.join("port");
-    let script = testkit::standin::path("talos_maintenance.py");
+    let mut args: Vec<String> = [
+        ("--cert", "node.crt"),
+        ("--key", "node.key"),
+        ("--configured-cert", "configured.crt"),
+        ("--configured-key", "configured.key"),
+        ("--client-ca", "machine-ca.crt"),
+    ]
+    .into_iter()
+    .filter(|(flag, _)| !extra.contains(flag))
+    .flat_map(|(flag, file)| [flag.to_owned(), dir.join(file).display().to_string()])
+    .collect();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     let child = Command::new("python3")
-        .arg(script)
+        .arg(testkit::standin::path("talos_maintenance.py"))
         .args(["--api-dir", api.to_str().unwrap()])
-        .args(["--cert", dir.join("node.crt").to_str().unwrap()])
-        .args(["--key", dir.join("node.key").to_str().unwrap()])
-        .args(["--client-ca", dir.join("client-ca.crt").to_str().unwrap()])
         .args(["--port-file", port_file.to_str().unwrap()])
         .args(["--record-dir", records.to_str().unwrap()])
-        .args(extra)
+        .args(&args)
+        .current_dir(dir)
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
@@ -151,53 +269,56 @@ fn start(api: &Path, dir: &Path, extra: &[&str]) -> StandIn {
 
 fn inventory(steps: &str) -> String {
     format!(
-        r#"{{"kind":"NodeInventory","version":1,"cluster_name":"edge-par","cluster_endpoint":"https://api.example.com:6443",
+        r#"{{"kind":"NodeInventory","version":2,"cluster_name":"edge-par","cluster_endpoint":"https://api.example.com:6443",
+        "ssh_key_ids":[],
         "nodes":[{{"name":"edge-worker-1","role":"worker","kind":"elastic-metal","zone":"fr-par-1",
         "id":"22222222-2222-4222-8222-222222222222","public_ipv4":"127.0.0.1","public_ipv6":null,
         "private_ipv4":null,"steps":{steps}}}]}}"#
     )
 }
 
+/// The tool on one node at `port`, with bounds a loopback node meets (overridden by `extra`).
 fn tool(dir: &Path, port: u16, stdin: &str, extra: &[&str]) -> Output {
-    testkit::process::run_with_stdin(
-        Command::new(env!("CARGO_BIN_EXE_talos-apply-insecure"))
-            .args([
-                "--config-dir",
-                dir.to_str().unwrap(),
-                "--port",
-                &port.to_string(),
-            ])
-            .args([
-                "--wait-tries",
-                "30",
-                "--wait-interval-seconds",
-                "1",
-                "--timeout-seconds",
-                "5",
-            ])
-            .args(extra),
-        stdin.as_bytes(),
-    )
+    let mut command = Command::new(env!("CARGO_BIN_EXE_talos-apply-insecure"));
+    command
+        .arg("--config-dir")
+        .arg(dir)
+        .arg("--talosconfig")
+        .arg(dir.join("talosconfig"))
+        .args(["--port", &port.to_string()]);
+    for (flag, value) in [
+        ("--boot-tries", "60"),
+        ("--boot-interval-seconds", "1"),
+        ("--wait-tries", "30"),
+        ("--wait-interval-seconds", "1"),
+        ("--timeout-seconds", "5"),
+    ] {
+        if !extra.contains(&flag) {
+            command.args([flag, value]);
+        }
+    }
+    testkit::process::run_with_stdin(command.args(extra), stdin.as_bytes())
 }
 
 fn setup(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
-    let api = prerequisites(test)?;
+    let (api, talosctl) = prerequisites(test)?;
     let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
+    certificates(dir.path(), &talosctl);
     fs::write(dir.path().join("worker.yaml"), WORKER_CONFIG).unwrap();
     Some((dir, api))
 }
 
 /// A node failed: exit 1, every needle on stderr, and the inventory still written (without a
 /// record for that node) so that the pipeline keeps what the other nodes did.
-fn assert_failed(out: &Output, needles: &[&str]) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
+fn assert_failed(out: &Output, needles: &[&str]) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     for needle in needles {
         assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
     }
     let written: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(written["nodes"][0]["steps"].get("config_applied").is_none());
+    stderr
 }
 
 fn digest(bytes: &[u8]) -> String {
@@ -205,11 +326,12 @@ fn digest(bytes: &[u8]) -> String {
 }
 
 #[test]
-fn a_node_in_maintenance_takes_its_config_leaves_maintenance_and_a_rerun_skips_it() {
-    let Some((dir, api)) = setup("a_node_in_maintenance_takes_its_config") else {
+fn a_booting_node_takes_its_config_once_it_listens_proves_ours_and_a_rerun_skips_it() {
+    let Some((dir, api)) = setup("a_booting_node_takes_its_config") else {
         return;
     };
-    let node = start(&api, dir.path(), &[]);
+    // The machine is still in its POST for a few seconds: nothing listens yet.
+    let node = start(&api, dir.path(), &["--listen-after", "3"]);
     let out = tool(dir.path(), node.port, &inventory("{}"), &[]);
     let stdout = testkit::process::success_stdout(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -227,30 +349,48 @@ fn a_node_in_maintenance_takes_its_config_leaves_maintenance_and_a_rerun_skips_i
     assert_eq!(applies.len(), 1, "{applies:?}");
     assert_eq!(applies[0]["mode"], "AUTO");
     assert_eq!(applies[0]["dry_run"], false);
-    // The log names the certificate it trusted on first use and what the node answered.
-    assert!(stderr.contains(&spki_fingerprint(dir.path())), "{stderr}");
-    assert!(stderr.contains("trusted on first use"), "{stderr}");
+    // The log names the certificate the first probe saw, which pinned the rest.
+    let pin = spki_fingerprint(dir.path(), "node");
+    assert!(
+        stderr.contains(&format!(
+            "certificate SPKI {pin} (seen by the first probe, pinned for the rest of the run)"
+        )),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("mode NO_REBOOT: Applied configuration without a reboot"),
         "{stderr}"
     );
-    assert!(stderr.contains("left maintenance mode"), "{stderr}");
+    // Recorded only once mutual TLS with our talosconfig succeeded: the node's Version was
+    // answered over it (configured, not in maintenance).
+    assert!(
+        stderr.contains("left maintenance mode, and is ours"),
+        "{stderr}"
+    );
+    assert!(
+        node.calls("Version")
+            .iter()
+            .any(|call| call["maintenance"] == false),
+        "{:?}",
+        node.calls("Version")
+    );
     assert!(
         stderr.contains("config applied: edge-worker-1;"),
         "{stderr}"
     );
 
     // Re-run with the inventory it wrote: skipped without a call.
+    let versions = node.calls("Version").len();
     let again = tool(dir.path(), node.port, &stdout, &[]);
     let stdout_again = testkit::process::success_stdout(&again);
     assert_eq!(stdout_again, stdout);
-    assert_eq!(node.calls("ApplyConfiguration").len(), 1);
+    assert_eq!(node.calls("Version").len(), versions);
     assert!(
         String::from_utf8_lossy(&again.stderr)
             .contains("skipped (same config already applied): edge-worker-1")
     );
 
-    // A changed config on a node that is configured now: reported, not sent, record kept.
+    // A changed config on a node that is configured, and ours: reported, not sent, record kept.
     fs::write(
         dir.path().join("worker.yaml"),
         format!("{WORKER_CONFIG}debug: true\n"),
@@ -260,7 +400,7 @@ fn a_node_in_maintenance_takes_its_config_leaves_maintenance_and_a_rerun_skips_i
     let stdout_changed = testkit::process::success_stdout(&changed);
     let stderr_changed = String::from_utf8_lossy(&changed.stderr);
     assert!(
-        stderr_changed.contains("already configured with sha256:"),
+        stderr_changed.contains("configured with sha256:") && stderr_changed.contains("and ours"),
         "{stderr_changed}"
     );
     assert!(
@@ -272,12 +412,34 @@ fn a_node_in_maintenance_takes_its_config_leaves_maintenance_and_a_rerun_skips_i
 }
 
 #[test]
+fn a_node_that_never_listens_fails_naming_it_when_the_bound_passes() {
+    let Some((dir, api)) = setup("a_node_that_never_listens") else {
+        return;
+    };
+    let node = start(&api, dir.path(), &["--listen-after", "100"]);
+    let out = tool(
+        dir.path(),
+        node.port,
+        &inventory("{}"),
+        &["--boot-tries", "3", "--boot-interval-seconds", "0"],
+    );
+    assert_failed(
+        &out,
+        &[
+            "edge-worker-1",
+            "its Talos API did not answer after 3 checks",
+            "nothing sent",
+        ],
+    );
+}
+
+#[test]
 fn an_older_talos_whose_version_is_unimplemented_in_maintenance_is_recognised_and_pinned() {
     let Some((dir, api)) = setup("an_older_talos") else {
         return;
     };
     let node = start(&api, dir.path(), &["--talos", "v1.11"]);
-    let pin = spki_fingerprint(dir.path());
+    let pin = spki_fingerprint(dir.path(), "node");
     let out = tool(
         dir.path(),
         node.port,
@@ -287,7 +449,9 @@ fn an_older_talos_whose_version_is_unimplemented_in_maintenance_is_recognised_an
     testkit::process::success_stdout(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("certificate SPKI {pin} (pinned)")),
+        stderr.contains(&format!(
+            "certificate SPKI {pin} (pinned by --cert-fingerprint)"
+        )),
         "{stderr}"
     );
     assert_eq!(node.calls("ApplyConfiguration")[0]["mode"], "AUTO");
@@ -323,25 +487,88 @@ fn a_wrong_pin_is_refused_and_nothing_is_sent() {
 }
 
 #[test]
-fn a_configured_node_requiring_mutual_tls_is_reported_and_left_alone() {
-    let Some((dir, api)) = setup("a_configured_node") else {
+fn another_certificate_at_apply_than_at_the_probe_gets_nothing() {
+    let Some((dir, api)) = setup("another_certificate_at_apply") else {
         return;
     };
-    let node = start(&api, dir.path(), &["--start", "configured"]);
+    // Once the probe is answered, another host (or a rebooted node) answers in its place.
+    let mitm = |name: &str| dir.path().join(name).display().to_string();
+    let (cert, key) = (mitm("mitm.crt"), mitm("mitm.key"));
+    let node = start(
+        &api,
+        dir.path(),
+        &["--swap-cert", &cert, "--swap-key", &key],
+    );
     let out = tool(dir.path(), node.port, &inventory("{}"), &[]);
+    assert_failed(
+        &out,
+        &[
+            "edge-worker-1",
+            &format!(
+                "certificate SPKI fingerprint {} is not the pinned one",
+                spki_fingerprint(dir.path(), "mitm")
+            ),
+        ],
+    );
+    assert_eq!(node.calls("Version").len(), 1);
+    assert!(
+        node.calls("ApplyConfiguration").is_empty(),
+        "the config was sent"
+    );
+    assert!(!node.records.join("applied-1.yaml").exists());
+}
+
+#[test]
+fn a_configured_node_is_ours_only_with_our_client_certificate_and_machine_ca() {
+    let Some((dir, api)) = setup("a_configured_node_is_ours_only") else {
+        return;
+    };
+    // Configured by us (an earlier run, or user-data): reported, left alone, nothing sent.
+    let ours = start(&api, dir.path(), &["--start", "configured"]);
+    let out = tool(dir.path(), ours.port, &inventory("{}"), &[]);
     let stdout = testkit::process::success_stdout(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("already configured (its API requires a client certificate)"),
+        stderr.contains("already configured, and ours (mutual TLS with our talosconfig)"),
         "{stderr}"
     );
     assert!(
-        stderr.contains("configured outside this run (use talosctl): edge-worker-1"),
+        stderr.contains("configured earlier and ours (use talosctl): edge-worker-1"),
         "{stderr}"
     );
     let written: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert!(written["nodes"][0]["steps"].get("config_applied").is_none());
-    assert!(node.calls("ApplyConfiguration").is_empty());
+    assert!(ours.calls("ApplyConfiguration").is_empty());
+    assert_eq!(ours.calls("Version").len(), 1, "answered over mutual TLS");
+
+    // Configured by someone else (another CA for its certificate and its clients): failed.
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    let foreign = start(
+        &api,
+        dir.path(),
+        &[
+            "--start",
+            "configured",
+            "--configured-cert",
+            &file("foreign.crt"),
+            "--configured-key",
+            &file("foreign.key"),
+            "--client-ca",
+            &file("foreign-ca.crt"),
+        ],
+    );
+    let out = tool(dir.path(), foreign.port, &inventory("{}"), &[]);
+    assert_failed(
+        &out,
+        &[
+            "edge-worker-1",
+            "configured, but not as a node of this cluster",
+            "edge-par",
+            "not one of our machine CA's",
+        ],
+    );
+    assert!(foreign.calls("ApplyConfiguration").is_empty());
+    assert!(foreign.calls("Version").is_empty());
 }
 
 #[test]
@@ -365,13 +592,20 @@ fn a_config_the_node_refuses_fails_the_node_and_records_nothing() {
 
 #[test]
 fn bad_input_is_refused_before_any_connection() {
-    let dir = tempfile::tempdir().unwrap();
+    let Some((dir, _)) = setup("bad_input_is_refused") else {
+        return;
+    };
     // Port 9 (discard) on loopback: nothing must even try it.
     let out = tool(dir.path(), 9, "{\"kind\":\"NodeInventory\"}", &[]);
     testkit::process::assert_refused(&out, 2, &["<stdin>", "version"]);
+    fs::remove_file(dir.path().join("worker.yaml")).unwrap();
     let out = tool(dir.path(), 9, &inventory("{}"), &[]);
     testkit::process::assert_refused(&out, 2, &["worker.yaml", "cannot read the machine config"]);
     assert!(out.stdout.is_empty());
+    // Refused while reading the arguments, before stdin is read: nothing is written to it.
+    fs::write(dir.path().join("talosconfig"), "context: x\ncontexts: {}\n").unwrap();
+    let out = tool(dir.path(), 9, "", &[]);
+    testkit::process::assert_refused(&out, 2, &["--talosconfig", "`x` is not in `contexts`"]);
 }
 
 /// A Python client on the same compiled protos: sends `mode` to a stand-in and prints the

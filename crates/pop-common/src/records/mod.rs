@@ -5,13 +5,16 @@
 //! unknown field: a pipe that silently drops or guesses data is worse than one that stops.
 //! Adding a field is a new version.
 
+mod node_fields;
 mod node_inventory;
 mod platform_inputs;
 mod problem;
 mod published_images;
 mod scaleway_names;
+pub mod server_tags;
 mod tag;
 
+pub use node_fields::{InvalidValue, check_host_name, check_install_disk};
 pub use node_inventory::{
     NODE_INVENTORY_VERSION, Node, NodeFailure, NodeFailures, NodeInventory, NodeKind, NodeRole,
     StepNodes, StepTodo, steps,

@@ -7,9 +7,10 @@
 //! ```json
 //! {
 //!   "kind": "NodeInventory",
-//!   "version": 1,
+//!   "version": 2,
 //!   "cluster_name": "edge-par",
 //!   "cluster_endpoint": "https://api.example.com:6443",
+//!   "ssh_key_ids": ["33333333-3333-4333-8333-333333333333"],
 //!   "nodes": [
 //!     {
 //!       "name": "edge-par-cp-1", "role": "controlplane", "kind": "instance",
@@ -35,13 +36,15 @@ use serde::{Deserialize, Serialize};
 
 use super::tag::{Kind, RecordKind, Version};
 
-pub const NODE_INVENTORY_VERSION: u32 = 1;
+pub const NODE_INVENTORY_VERSION: u32 = 2;
 
 /// The step names tools record in [`Node::steps`], defined once.
 pub mod steps {
     /// `scw-rescue-flash`: the digest (`sha256:<hex>`) of the image written onto the disk.
     pub const IMAGE_FLASHED: &str = "image_flashed";
-    /// `talos-apply-insecure`: the digest (`sha256:<hex>`) of the machine config applied.
+    /// `talos-apply-insecure`: the digest (`sha256:<hex>`) of the machine config it sent, recorded
+    /// only once the node proved to be ours (it answered mutual TLS with our talosconfig, with a
+    /// certificate that chains to our machine CA).
     pub const CONFIG_APPLIED: &str = "config_applied";
 }
 
@@ -55,6 +58,12 @@ pub struct NodeInventory {
     pub cluster_name: String,
     /// The Kubernetes API URL (`https://<api_hostname>.<dns_zone>:6443`).
     pub cluster_endpoint: String,
+    /// The IAM ids of the SSH keys `scw-infra` registered for the cluster: the keys Scaleway
+    /// configures on the rescue image of the Elastic Metal servers (the `ssh_key_ids` of their
+    /// start into rescue), as a server ordered without an OS has none of its own (UUIDs,
+    /// checked when read).
+    #[serde(deserialize_with = "super::scaleway_names::ids")]
+    pub ssh_key_ids: Vec<String>,
     pub nodes: Vec<Node>,
 }
 
@@ -243,8 +252,9 @@ mod tests {
     use super::*;
 
     const EXAMPLE: &str = r#"{
-        "kind": "NodeInventory", "version": 1,
+        "kind": "NodeInventory", "version": 2,
         "cluster_name": "edge-par", "cluster_endpoint": "https://api.example.com:6443",
+        "ssh_key_ids": ["33333333-3333-4333-8333-333333333333"],
         "nodes": [
           { "name": "edge-par-cp-1", "role": "controlplane", "kind": "instance",
             "zone": "fr-par-1", "id": "11111111-1111-4111-8111-111111111111",
@@ -281,6 +291,11 @@ mod tests {
                 "\"11111111-1111-4111-8111-111111111111\"",
                 "\"11111111-1111-4111-8111-111111111111/action\"",
                 "nodes[0].id",
+            ),
+            (
+                "\"33333333-3333-4333-8333-333333333333\"",
+                "\"33333333-3333-4333-8333-333333333333&x=1\"",
+                "ssh_key_ids",
             ),
         ] {
             let text = EXAMPLE.replacen(good, bad, 1);
@@ -398,14 +413,16 @@ mod tests {
 
     #[test]
     fn unknown_fields_other_kinds_and_unknown_roles_are_refused() {
-        let extra = EXAMPLE.replace(r#""version": 1,"#, r#""version": 1, "state": "x","#);
+        let extra = EXAMPLE.replace(r#""version": 2,"#, r#""version": 2, "state": "x","#);
         assert!(serde_json::from_str::<NodeInventory>(&extra).is_err());
         let node_extra = EXAMPLE.replace(r#""steps": {} }"#, r#""steps": {}, "ssh": 22 }"#);
         assert!(serde_json::from_str::<NodeInventory>(&node_extra).is_err());
         let kind = EXAMPLE.replace(r#""kind": "NodeInventory""#, r#""kind": "PlatformInputs""#);
         assert!(serde_json::from_str::<NodeInventory>(&kind).is_err());
-        let version = EXAMPLE.replace(r#""version": 1"#, r#""version": 2"#);
-        assert!(serde_json::from_str::<NodeInventory>(&version).is_err());
+        // Version 1 had no ssh_key_ids: a reader of version 2 refuses it, saying so.
+        let version = EXAMPLE.replace(r#""version": 2"#, r#""version": 1"#);
+        let err = serde_json::from_str::<NodeInventory>(&version).unwrap_err();
+        assert!(err.to_string().contains("unsupported version 1"), "{err}");
         let role = EXAMPLE.replace(r#""role": "worker""#, r#""role": "etcd""#);
         assert!(serde_json::from_str::<NodeInventory>(&role).is_err());
     }

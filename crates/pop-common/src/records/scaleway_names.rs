@@ -52,6 +52,15 @@ pub(crate) fn id<'de, D: Deserializer<'de>>(de: D) -> Result<String, D::Error> {
     Ok(id)
 }
 
+/// Deserializes a list of ids, refusing any that is not one.
+pub(crate) fn ids<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error> {
+    let ids = Vec::<String>::deserialize(de)?;
+    for id in &ids {
+        check_id(id).map_err(serde::de::Error::custom)?;
+    }
+    Ok(ids)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,21 @@ pub struct Create {
     pub tags: Vec<String>,
 }
 
+/// Giving a new control plane its machine config as user data (`cloud-init`) before its first
+/// boot: Talos's Scaleway platform downloads it from the metadata service
+/// (internal/app/machined/pkg/runtime/v1alpha1/platform/scaleway, Configuration), so the node
+/// never opens maintenance mode. The plan shows the config's digest only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SetUserData {
+    pub node: String,
+    pub server: Ref,
+    pub key: &'static str,
+    pub sha256: String,
+}
+
+/// The user data key Talos's Scaleway platform reads its config from.
+pub const TALOS_USER_DATA_KEY: &str = "cloud-init";
+
 /// Moving a control plane into the cluster's security group (a server made by hand, or by a
 /// run that died, may sit in the default group, which accepts everything inbound).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -100,6 +115,14 @@ pub fn plan(
                         tags: names.node_tags(Role::Controlplane, &node),
                     })
                 });
+                if let Some(config) = &inputs.control_plane_config {
+                    steps.push(ApplyStep::SetUserData(SetUserData {
+                        node: node.clone(),
+                        server: server.clone(),
+                        key: TALOS_USER_DATA_KEY,
+                        sha256: config.sha256.clone(),
+                    }));
+                }
                 (server, ServerState::Stopped)
             }
         };
@@ -192,6 +215,33 @@ impl Create {
         known.created.insert(self.creates, &server.id);
         known.servers.insert(self.node.clone(), server);
         Ok(())
+    }
+}
+
+impl SetUserData {
+    pub fn execute(
+        &self,
+        cluster: &Cluster<'_>,
+        inputs: &ApplyInputs,
+        known: &Known,
+        step: usize,
+    ) -> R<()> {
+        let server = known.created.resolve(&self.server, step)?;
+        let Some(config) = &inputs.control_plane_config else {
+            return Err(InfraError::Unresolved { step });
+        };
+        pop_common::info!(
+            "giving {} its machine config ({}) as user data `{}`",
+            self.node,
+            config.sha256,
+            self.key
+        );
+        Ok(cluster.api.instance().set_user_data(
+            cluster.zone(),
+            &server,
+            self.key,
+            &config.bytes,
+        )?)
     }
 }
 

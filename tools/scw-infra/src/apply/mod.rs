@@ -45,6 +45,30 @@ pub struct ApplyInputs {
     pub ssh_public_key: String,
     /// Multipart upload part size, in bytes.
     pub part_size: usize,
+    /// The control planes' Talos machine config, given to each new one as its user data
+    /// (`cloud-init`), which Talos's Scaleway platform reads at boot: it boots configured, with
+    /// no maintenance mode open on the network. A secret: never printed, only its digest.
+    pub control_plane_config: Option<UserData>,
+}
+
+/// A machine config given as user data: its bytes, never printed, and their digest.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserData {
+    pub bytes: Vec<u8>,
+    pub sha256: String,
+}
+
+impl UserData {
+    pub fn new(bytes: Vec<u8>) -> UserData {
+        let sha256 = pop_common::records::Digest::sha256(&bytes).into();
+        UserData { bytes, sha256 }
+    }
+}
+
+impl std::fmt::Debug for UserData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.sha256)
+    }
 }
 
 /// One step of `apply`.
@@ -56,6 +80,7 @@ pub enum ApplyStep {
     ImportTalosImage(image::Import),
     WaitTalosImage(image::WaitImage),
     CreateInstance(instances::Create),
+    SetUserData(instances::SetUserData),
     MoveInstance(instances::MoveToGroup),
     AttachFlexibleIp(ips::Attach),
     PowerInstance(InstancePower),
@@ -130,6 +155,8 @@ pub struct Known {
     pub rules: Vec<(firewall::RuleSpec, String)>,
     /// Its editable rules that are not inbound accept rules (none of the cluster's).
     pub foreign_rules: usize,
+    /// The IAM id of the worker's SSH key, found or registered.
+    pub ssh_key_id: Option<String>,
 }
 
 impl Known {
@@ -230,6 +257,7 @@ pub fn execute(cluster: &Cluster<'_>, inputs: &ApplyInputs, plan: ApplyPlan) -> 
             ApplyStep::ImportTalosImage(s) => s.execute(cluster, inputs, &mut known)?,
             ApplyStep::WaitTalosImage(s) => s.execute(cluster)?,
             ApplyStep::CreateInstance(s) => s.execute(cluster, &mut known, n)?,
+            ApplyStep::SetUserData(s) => s.execute(cluster, inputs, &known, n)?,
             ApplyStep::MoveInstance(s) => s.execute(cluster, &mut known, n)?,
             ApplyStep::AttachFlexibleIp(s) => s.execute(cluster, &mut known, n)?,
             ApplyStep::PowerInstance(s) => s.execute(cluster, &known.created, n)?,
@@ -272,12 +300,16 @@ fn inventory(cluster: &Cluster<'_>, known: &Known) -> R<NodeInventory> {
         name: names.worker().to_owned(),
         id: String::new(),
     })?;
-    nodes.push(baremetal_node(worker));
+    // The worker is named as the config names it, whatever an adopted server is called at
+    // Scaleway: that name is its Talos hostname (a HostnameConfig patch), hence its Kubernetes
+    // node name, which the edge layer selects on (PlatformInputs.edge_node_name).
+    nodes.push(baremetal_node(worker, names.worker()));
     Ok(NodeInventory {
         kind: Default::default(),
         version: Version,
         cluster_name: cluster.config.cluster_name.clone(),
         cluster_endpoint: cluster.config.cluster_endpoint.clone(),
+        ssh_key_ids: known.ssh_key_id.iter().cloned().collect(),
         nodes,
     })
 }
@@ -316,9 +348,9 @@ fn instance_node(server: &instance::Server, ip: Option<&instance::Ip>) -> Node {
     }
 }
 
-fn baremetal_node(server: &baremetal::Server) -> Node {
+fn baremetal_node(server: &baremetal::Server, name: &str) -> Node {
     Node {
-        name: server.name.clone(),
+        name: name.to_owned(),
         role: NodeRole::Worker,
         kind: NodeKind::ElasticMetal,
         zone: server.zone.clone(),

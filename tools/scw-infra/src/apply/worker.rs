@@ -40,7 +40,7 @@ pub fn plan(
     steps: &mut Steps<ApplyStep>,
     known: &mut Known,
 ) -> R<bool> {
-    plan_key(cluster, inputs, steps)?;
+    plan_key(cluster, inputs, steps, known)?;
     let names = cluster.names();
     let name = names.worker().to_owned();
     let tags = names.tags(Role::Worker);
@@ -112,14 +112,21 @@ pub fn plan(
 }
 
 /// The key of the worker, ours by name and by public key; another key under our name stops the
-/// run.
-fn plan_key(cluster: &Cluster<'_>, inputs: &ApplyInputs, steps: &mut Steps<ApplyStep>) -> R<()> {
+/// run. Its id (found now, or once the step registers it) goes into the inventory: the rescue
+/// system of a server ordered without an OS only accepts the keys its start names by id.
+fn plan_key(
+    cluster: &Cluster<'_>,
+    inputs: &ApplyInputs,
+    steps: &mut Steps<ApplyStep>,
+    known: &mut Known,
+) -> R<()> {
     let name = cluster.names().ssh_key();
     let keys = cluster.api.iam().ssh_keys(&name)?;
-    if keys
+    if let Some(ours) = keys
         .iter()
-        .any(|k| same_key(&k.public_key, &inputs.ssh_public_key))
+        .find(|k| same_key(&k.public_key, &inputs.ssh_public_key))
     {
+        known.ssh_key_id = Some(ours.id.clone());
         return Ok(());
     }
     if let Some(other) = keys.first() {
@@ -148,6 +155,7 @@ impl RegisterKey {
             project_id: cluster.project.to_owned(),
         })?;
         known.created.insert(self.creates, &key.id);
+        known.ssh_key_id = Some(key.id);
         Ok(())
     }
 }

@@ -50,9 +50,11 @@ impl Drop for Sshd {
     }
 }
 
-/// A directory with the keys, the sshd config, the session's bin/ and the disk file.
+/// A directory with the keys, the sshd config and the session's bin/, and one under /dev/ with
+/// the disk file (the tool takes only device paths under /dev/ as disks: /dev/shm is one).
 pub struct Rescue {
     pub dir: tempfile::TempDir,
+    pub devices: tempfile::TempDir,
     pub user: String,
 }
 
@@ -61,7 +63,7 @@ impl Rescue {
         self.dir.path().join(name)
     }
     pub fn disk(&self) -> PathBuf {
-        self.path("disk.img")
+        self.devices.path().join("disk.img")
     }
     /// The `lsblk` the session finds first on its PATH.
     pub fn lsblk(&self, devices: Value) {
@@ -113,11 +115,21 @@ pub fn sshd_binary(test: &str) -> Option<PathBuf> {
 pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
     let sshd = sshd_binary(test)?;
     let dir = tempfile::tempdir().unwrap();
+    let Ok(devices) = tempfile::Builder::new()
+        .prefix("edgepop-rescue-")
+        .tempdir_in("/dev/shm")
+    else {
+        testkit::skip_or_fail(
+            test,
+            "a writable /dev/shm (the rescue disk: a file under /dev/)",
+        );
+        return None;
+    };
     let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
         .unwrap()
         .trim()
         .to_owned();
-    let rescue = Rescue { dir, user };
+    let rescue = Rescue { dir, devices, user };
     for key in ["host_key", "user_key"] {
         let out = Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-f"])

@@ -1,0 +1,123 @@
+//! The values that go from the infra config into a node's Talos machine config and onto the
+//! rescue system's command lines: the worker's install disk and the API host name. They are
+//! checked here, once, where they enter (the config, a tool's arguments), so that every later
+//! use (a YAML patch, a `dd of=...` on the rescue system) can take them as they are: a value
+//! that passes holds no character a YAML scalar or a shell word would read as syntax.
+
+/// Why a value was refused: says what a good one looks like.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{value}` {expected}")]
+pub struct InvalidValue {
+    pub value: String,
+    pub expected: &'static str,
+}
+
+/// An install disk: an absolute device path under `/dev/` (`/dev/sda`, `/dev/nvme0n1`,
+/// `/dev/disk/by-id/wwn-0x5000c500a1b2c3d4`, `/dev/disk/by-path/pci-0000:00:17.0-ata-1`), each
+/// part made of letters, digits and `._:+-`, no `.` or `..` part, at most 255 bytes.
+pub fn check_install_disk(value: &str) -> Result<(), InvalidValue> {
+    let refused = || InvalidValue {
+        value: value.to_owned(),
+        expected: "is not a device path such as /dev/sda, /dev/nvme0n1 or \
+                   /dev/disk/by-id/<id> (letters, digits and ._:+- after /dev/)",
+    };
+    let rest = value.strip_prefix("/dev/").ok_or_else(refused)?;
+    let parts_ok = rest.split('/').all(|part| {
+        !part.is_empty()
+            && part != "."
+            && part != ".."
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:+-".contains(&b))
+    });
+    if value.len() <= 255 && parts_ok {
+        Ok(())
+    } else {
+        Err(refused())
+    }
+}
+
+/// A DNS host name: dot-separated labels of 1 to 63 lowercase letters, digits and `-`, none
+/// starting or ending with `-`, at least two labels, at most 253 bytes.
+pub fn check_host_name(value: &str) -> Result<(), InvalidValue> {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    if value.len() <= 253 && value.contains('.') && value.split('.').all(label) {
+        Ok(())
+    } else {
+        Err(InvalidValue {
+            value: value.to_owned(),
+            expected: "is not a DNS host name such as api.example.com (lowercase letters, \
+                       digits and '-' in dot-separated labels)",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_paths_pass_and_anything_a_yaml_or_shell_parser_would_read_is_refused() {
+        for good in [
+            "/dev/sda",
+            "/dev/nvme0n1",
+            "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4",
+            "/dev/disk/by-path/pci-0000:00:17.0-ata-1",
+        ] {
+            assert_eq!(check_install_disk(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "sda",
+            "/dev/",
+            "/dev//sda",
+            "/dev/../etc/passwd",
+            "/etc/passwd",
+            "/dev/sda; reboot",
+            "/dev/sda|e reboot",
+            "/dev/sd$(id)",
+            "/dev/sda\n    wipe: true",
+            "/dev/sda #",
+            "/dev/sd\"a",
+            "/dev/sd'a",
+            "/dev/sd`a`",
+            "/dev/sd a",
+            "/dev/sd{a}",
+        ] {
+            let err = check_install_disk(bad).unwrap_err();
+            assert!(err.to_string().contains("device path"), "{bad}: {err}");
+        }
+        assert!(check_install_disk(&format!("/dev/{}", "a".repeat(251))).is_err());
+    }
+
+    #[test]
+    fn host_names_pass_and_anything_else_is_refused() {
+        for good in ["api.example.com", "a.b", "k8s-1.edge.example.net"] {
+            assert_eq!(check_host_name(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "localhost",
+            "API.example.com",
+            "-api.example.com",
+            "api-.example.com",
+            "api..example.com",
+            "api.example.com.",
+            "api.example.com|e id",
+            "api.example.com\n  - evil",
+            "api.example.com:6443",
+            "*.example.com",
+            "api_1.example.com",
+        ] {
+            let err = check_host_name(bad).unwrap_err();
+            assert!(err.to_string().contains("DNS host name"), "{bad}: {err}");
+        }
+        let long = format!("{}.com", "a".repeat(64));
+        assert!(check_host_name(&long).is_err());
+    }
+}
