@@ -4,6 +4,7 @@
 //! - [`cassettes`]: the Scaleway traffic recorded by Scaleway's own tools, for contract tests.
 //! - [`control_plane`]: a real Kubernetes control plane on loopback (etcd, kube-apiserver,
 //!   kube-controller-manager, kube-scheduler, kwok for nodes and pods), one per test binary.
+//! - [`crds`]: the CRDs the platform layer installs, at their pins, for that control plane.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
@@ -19,6 +20,7 @@
 
 pub mod cassettes;
 pub mod control_plane;
+pub mod crds;
 pub mod http;
 pub mod process;
 pub mod standin;
@@ -78,14 +80,18 @@ pub fn file_names(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
-/// The pin `key` of `k8s/versions.env`, for this crate's tests.
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
-fn pin(key: &str) -> String {
-    let text = std::fs::read_to_string(workspace::root().join(pop_common::pins::FILE)).unwrap();
+/// The pin `key` of `k8s/versions.env`, read with the one reader of that file; a key that is not
+/// pinned fails the test.
+#[allow(clippy::panic)] // a test helper: a pin that cannot be read fails the test, saying which
+pub fn pin(key: &str) -> String {
+    let path = workspace::root().join(pop_common::pins::FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) => panic!("{}: {err}", path.display()),
+    };
     match pop_common::pins::Pins::new(&text).get(key) {
         Some(value) => value.to_owned(),
-        None => panic!("{key} is not pinned in k8s/versions.env"),
+        None => panic!("{key} is not pinned in {}", path.display()),
     }
 }
 
