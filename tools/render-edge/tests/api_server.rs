@@ -2,7 +2,7 @@
 //! (`testkit::control_plane`), with the CRDs the platform layer installs (Gateway API standard
 //! channel, Istio, cert-manager: `testkit::crds`): every object of both committed examples is
 //! taken, validated as a creation (OpenAPI schemas, the CRDs' CEL rules, strict field
-//! validation, admission).
+//! validation, admission), and the edge config's limits are the ones the API server holds.
 //!
 //! One control plane for this test binary holds one edge: before anything else of the edge
 //! exists, the filter-off example is applied as a server-side dry run, then the filter-on
@@ -197,6 +197,16 @@ fn every_object_of_both_examples_is_taken_by_the_api_server_as_a_creation() {
     assert!(lost.is_empty(), "{}", lost.join("\n"));
 }
 
+/// `edge.example.json` with `change` applied to it, written into `dir`.
+fn config_with(dir: &Path, change: impl FnOnce(&mut Value)) -> PathBuf {
+    let text = std::fs::read_to_string(workspace().join("config/edge.example.json")).unwrap();
+    let mut config: Value = serde_json::from_str(&text).unwrap();
+    change(&mut config);
+    let path = dir.join("edge.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
 /// A name of `len` characters in the examples' DNS zone, made of labels of at most 63.
 fn hostname_of_length(len: usize) -> String {
     let zone = ".example.com";
@@ -216,6 +226,70 @@ fn hostname_of_length(len: usize) -> String {
     let host = format!("{}{zone}", labels.join("."));
     assert_eq!(host.len(), len, "{host}");
     host
+}
+
+#[test]
+fn what_the_edge_config_accepts_at_its_limits_the_api_server_takes() {
+    let Some(edge) = edge("what_the_edge_config_accepts_at_its_limits") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let render = |change: &dyn Fn(&mut Value)| rendered(&config_with(dir.path(), change));
+
+    // The longest hostname render-edge takes: the names made from it (listener, route, Secret)
+    // must still be valid names.
+    let longest = (200..=253)
+        .rev()
+        .map(hostname_of_length)
+        .find(|host| {
+            let host = host.clone();
+            render(&move |c: &mut Value| c["hostnames"] = json!([host, "www.example.com"])).is_ok()
+        })
+        .unwrap();
+    // As many hostnames as it takes, and a Deployment as large as it takes.
+    let hostnames: Vec<String> = (1..)
+        .map(|i| format!("h{i}.example.com"))
+        .take(64)
+        .collect();
+    let most = (1..=hostnames.len())
+        .rev()
+        .find(|n| {
+            let some = hostnames[..*n].to_vec();
+            render(&move |c: &mut Value| c["hostnames"] = json!(some)).is_ok()
+        })
+        .unwrap();
+    let replicas = [u64::from(u32::MAX), 2_147_483_648, 2_147_483_647]
+        .into_iter()
+        .find(|n| {
+            let n = *n;
+            render(&move |c: &mut Value| c["origin"]["replicas"] = json!(n)).is_ok()
+        })
+        .unwrap();
+    let cases = [
+        (
+            format!("a hostname of {} characters", longest.len()),
+            render(&|c: &mut Value| c["hostnames"] = json!([longest, "www.example.com"])),
+        ),
+        (
+            format!("{most} hostnames"),
+            render(&|c: &mut Value| c["hostnames"] = json!(hostnames[..most])),
+        ),
+        (
+            format!("{replicas} replicas"),
+            render(&|c: &mut Value| c["origin"]["replicas"] = json!(replicas)),
+        ),
+    ];
+    let mut refused = Vec::new();
+    for (case, objects) in cases {
+        let out = apply(edge.plane, &objects.unwrap(), true);
+        if !out.status.success() {
+            refused.push(format!(
+                "{case}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    assert!(refused.is_empty(), "{}", refused.join("\n"));
 }
 
 #[test]

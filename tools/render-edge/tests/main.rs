@@ -2,7 +2,7 @@
 //! - `cli`: the binary as a user runs it, against the golden files in `fixtures/`;
 //! - `objects`: what the rendered objects must say for the edge to work, field by field;
 //! - `schemas`: every rendered object against the upstream JSON Schemas;
-//! - `api_server`: every rendered object taken by the real API server;
+//! - `api_server`: every rendered object taken by the real API server, up to the config's limits;
 //! - `admission`: the ValidatingAdmissionPolicy, evaluated by the real API server on allowed and
 //!   refused changes of the lists job.
 
