@@ -297,6 +297,24 @@ impl ControlPlane {
     /// is Ready.
     #[track_caller]
     pub fn add_node(&self, name: &str, labels: &[(&str, &str)]) {
+        self.create_node(name, labels);
+        self.kubectl_ok(
+            &[
+                "wait",
+                "--for=condition=Ready",
+                &format!("node/{name}"),
+                "--timeout=120s",
+            ],
+            "",
+        );
+    }
+
+    /// [`ControlPlane::add_node`] without the wait. kwok takes a node over by holding its Lease
+    /// (`kube-node-lease/<name>`, as a kubelet does) and retries while another holder's is
+    /// current: a node whose Lease a test holds stays without status (not Ready) until the test
+    /// lets the Lease go, as a node whose kubelet has not come back.
+    #[track_caller]
+    pub fn create_node(&self, name: &str, labels: &[(&str, &str)]) {
         let mut all: BTreeMap<&str, &str> = BTreeMap::from([
             ("kubernetes.io/hostname", name),
             ("kubernetes.io/os", "linux"),
@@ -313,15 +331,6 @@ impl ControlPlane {
             },
         });
         self.kubectl_ok(&["create", "-f", "-"], &node.to_string());
-        self.kubectl_ok(
-            &[
-                "wait",
-                "--for=condition=Ready",
-                &format!("node/{name}"),
-                "--timeout=120s",
-            ],
-            "",
-        );
     }
 
     /// Installs the CRDs of `bundles` (server-side apply, as `make apply-platform` applies the
