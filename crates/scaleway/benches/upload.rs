@@ -49,7 +49,7 @@ fn main() {
     let part_sizes: &[usize] = if bench { &[16, 64] } else { &[5] };
     for &part in part_sizes {
         let start = Instant::now();
-        s3.upload_file("bench", &format!("scaleway-{part}"), &file, part * MIB)
+        s3.upload_file("bench", &format!("scaleway-{part}"), &file, part * MIB, &[])
             .unwrap();
         let secs = start.elapsed().as_secs_f64();
         let stored = s3

@@ -3,12 +3,16 @@
 
 Contract enforced: AWS Signature Version 4 as S3 checks it, implemented here independently of
 the tool (hashlib/hmac): every request must carry `Authorization: AWS4-HMAC-SHA256` for the
-expected access key, region and service `s3`, sign `host`, `x-amz-date` and
+expected access key, region and service `s3`, sign `host`, `x-amz-date`, every other `x-amz-*` header and
 `x-amz-content-sha256`, and the `x-amz-content-sha256` must be the body's sha256 (or `UNSIGNED-PAYLOAD`); otherwise it
 answers 403 `SignatureDoesNotMatch` (or `XAmzContentSHA256Mismatch`) and logs the request as
 refused. Buckets and objects live as files under --root (so the Scaleway stand-in can check that
 an imported object exists). Multipart uploads follow S3's rules: every part but the last is at
-least 5 MiB, the completion lists parts in order with their ETags.
+least 5 MiB, the completion lists parts in order with their ETags. User-defined metadata
+(`x-amz-meta-*` request headers of a PUT or of the CreateMultipartUpload that makes the object)
+is kept with the object, replaced by the next PUT of the key, and returned by HEAD (AWS, "Working
+with object metadata": user-defined metadata is set when the object is uploaded and returned as
+`x-amz-meta-*` response headers; an object's metadata cannot be changed but by replacing it).
 
 Usage: s3_api.py --root DIR --port-file F --log F --access-key A --secret S --region R
 Control: POST /__standin/faults [{method, path (regex), status, count}].
@@ -61,7 +65,8 @@ def main():
     os.makedirs(args.root, exist_ok=True)
     log = open(args.log, "a", buffering=1)
     lock = threading.Lock()
-    uploads = {}  # upload id -> {bucket, key, parts: {n: (etag, bytes)}}
+    uploads = {}  # upload id -> {bucket, key, meta, parts: {n: (etag, bytes)}}
+    metadata = {}  # (bucket, key) -> {x-amz-meta-*: value}
     faults = []
 
     def obj_path(bucket, key):
@@ -116,7 +121,10 @@ def main():
                     problems.append(f"access key {access}")
                 if region != args.region:
                     problems.append(f"region {region}")
-                for needed in ("host", "x-amz-content-sha256", "x-amz-date"):
+                # S3 wants every x-amz-* header of the request signed (AWS, "Signature
+                # Calculations for the Authorization Header": CanonicalHeaders).
+                amz = sorted(h for h in headers if h.startswith("x-amz-"))
+                for needed in sorted({"host", "x-amz-content-sha256", "x-amz-date", *amz}):
                     if needed not in signed:
                         problems.append(f"{needed} is not signed")
                 want = expected_authorization(self.command, url.path, url.query, headers, signed,
@@ -169,11 +177,14 @@ def main():
             if not os.path.isdir(bdir):
                 return self.error(404, "NoSuchBucket", "The specified bucket does not exist")
             path = obj_path(bucket, key)
+            meta = {k.lower(): v for k, v in self.headers.items() if k.lower().startswith("x-amz-meta-")}
             if method == "HEAD":
                 if not os.path.exists(path):
                     return self.send(404)
                 self.send_response(200)
                 self.send_header("Content-Length", str(os.path.getsize(path)))
+                for k, v in metadata.get((bucket, key), {}).items():
+                    self.send_header(k, v)
                 self.end_headers()
                 return
             if method == "PUT" and "uploadId" in q:
@@ -186,10 +197,11 @@ def main():
             if method == "PUT":
                 with open(path, "wb") as f:
                     f.write(body)
+                metadata[(bucket, key)] = meta
                 return self.send(200, b"", {"ETag": '"' + hashlib.md5(body).hexdigest() + '"'})
             if method == "POST" and "uploads" in q:
                 uid = str(uuid.uuid4())
-                uploads[uid] = {"bucket": bucket, "key": key, "parts": {}}
+                uploads[uid] = {"bucket": bucket, "key": key, "meta": meta, "parts": {}}
                 xml = f"<InitiateMultipartUploadResult><Bucket>{bucket}</Bucket><Key>{key}</Key><UploadId>{uid}</UploadId></InitiateMultipartUploadResult>"
                 return self.send(200, xml, {"Content-Type": "application/xml"})
             if method == "POST" and "uploadId" in q:
@@ -210,6 +222,7 @@ def main():
                     data += part[1]
                 with open(path, "wb") as f:
                     f.write(data)
+                metadata[(bucket, key)] = up["meta"]
                 del uploads[q["uploadId"]]
                 return self.send(200, f"<CompleteMultipartUploadResult><Key>{key}</Key></CompleteMultipartUploadResult>",
                                  {"Content-Type": "application/xml"})
@@ -219,6 +232,7 @@ def main():
             if method == "DELETE":
                 if os.path.exists(path):
                     os.remove(path)
+                metadata.pop((bucket, key), None)
                 return self.send(204)
             if method == "GET":
                 if not os.path.exists(path):

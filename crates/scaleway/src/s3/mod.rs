@@ -19,6 +19,26 @@ use sigv4::{Request, Signer, sha256_hex};
 /// The smallest part S3 accepts (every part but the last).
 pub const MIN_PART: usize = 5 * 1024 * 1024;
 
+/// The header prefix of an object's user metadata (AWS, "Working with object metadata").
+const META_PREFIX: &str = "x-amz-meta-";
+
+/// What a HEAD says of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectHead {
+    pub size: u64,
+    /// Its user metadata, by name (without the `x-amz-meta-` prefix, in lower case).
+    pub metadata: Vec<(String, String)>,
+}
+
+impl ObjectHead {
+    pub fn meta(&self, name: &str) -> Option<&str> {
+        self.metadata
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum S3Error {
     #[error("S3 {method} {path}: HTTP {status}: {code}: {message}")]
@@ -94,6 +114,19 @@ impl<'a> S3<'a> {
         query: &str,
         body: Vec<u8>,
     ) -> Result<HttpResponse, S3Error> {
+        self.call_with(method, path, query, body, &[])
+    }
+
+    /// [`Self::call`] with more headers, signed with the others (S3 wants every `x-amz-*`
+    /// header signed).
+    fn call_with(
+        &self,
+        method: &'static str,
+        path: &str,
+        query: &str,
+        body: Vec<u8>,
+        extra: &[(String, String)],
+    ) -> Result<HttpResponse, S3Error> {
         let payload = sha256_hex(&body);
         let url = if query.is_empty() {
             format!("{}{path}", self.endpoint)
@@ -130,6 +163,7 @@ impl<'a> S3<'a> {
                     ("x-amz-content-sha256".to_owned(), payload.clone()),
                     ("x-amz-date".to_owned(), date.clone()),
                 ];
+                headers.extend(extra.iter().cloned());
                 let authorization = self.signer.authorization(
                     &date,
                     &Request {
@@ -185,24 +219,50 @@ impl<'a> S3<'a> {
         Ok(())
     }
 
-    /// The object's size, `None` when it does not exist.
-    pub fn object_size(&self, bucket: &str, key: &str) -> Result<Option<u64>, S3Error> {
+    /// The object's size and user metadata, `None` when it does not exist.
+    pub fn object(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>, S3Error> {
         let path = object_path(bucket, key);
-        Ok(self.exists(&path)?.and_then(|r| {
-            r.header("content-length")
+        Ok(self.exists(&path)?.map(|r| ObjectHead {
+            size: r
+                .header("content-length")
                 .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0),
+            metadata: r
+                .headers
+                .iter()
+                .filter_map(|(k, v)| {
+                    k.strip_prefix(META_PREFIX)
+                        .map(|name| (name.to_owned(), v.clone()))
+                })
+                .collect(),
         }))
     }
 
+    /// The object's size, `None` when it does not exist.
+    pub fn object_size(&self, bucket: &str, key: &str) -> Result<Option<u64>, S3Error> {
+        Ok(self.object(bucket, key)?.map(|o| o.size))
+    }
+
     /// Uploads a file: one PUT when it fits in one part, else a multipart upload (aborted if a
-    /// part fails, so no orphan parts are left billed).
+    /// part fails, so no orphan parts are left billed). `metadata` is recorded with the object
+    /// (`x-amz-meta-<name>`), as [`Self::object`] reads it back.
     pub fn upload_file(
         &self,
         bucket: &str,
         key: &str,
         file: &Path,
         part_size: usize,
+        metadata: &[(&str, &str)],
     ) -> Result<u64, S3Error> {
+        let meta: Vec<(String, String)> = metadata
+            .iter()
+            .map(|(k, v)| {
+                (
+                    format!("{META_PREFIX}{}", k.to_ascii_lowercase()),
+                    (*v).to_owned(),
+                )
+            })
+            .collect();
         let io = |error| S3Error::File {
             path: file.to_path_buf(),
             error,
@@ -214,11 +274,11 @@ impl<'a> S3<'a> {
         if total <= part_size as u64 {
             let mut body = Vec::new();
             reader.read_to_end(&mut body).map_err(io)?;
-            self.call("PUT", &path, "", body)?;
+            self.call_with("PUT", &path, "", body, &meta)?;
             pop_common::info!("uploaded {key}: {total} bytes");
             return Ok(total);
         }
-        let created = self.call("POST", &path, "uploads=", Vec::new())?;
+        let created = self.call_with("POST", &path, "uploads=", Vec::new(), &meta)?;
         let upload_id = xml_value(&String::from_utf8_lossy(&created.body), "UploadId")
             .ok_or_else(|| S3Error::Answer(format!("POST {path}?uploads"), "UploadId"))?;
         let result = self.upload_parts(&path, &upload_id, &mut reader, part_size, total);
