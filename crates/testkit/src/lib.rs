@@ -82,6 +82,26 @@ pub fn file_names(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
+/// Looks every half second, for two minutes at most, until `look` gives a value: what a test
+/// waits for from a controller or a server that acts on its own time (pop-common's one bounded
+/// loop). Fails the test naming `what` when the time is up.
+#[allow(clippy::panic)] // a test helper: failing is its job
+#[track_caller]
+pub fn eventually<T>(what: &str, mut look: impl FnMut() -> Option<T>) -> T {
+    use pop_common::wait::{Poll, ThreadSleeper};
+    let poll = Poll::within(
+        std::time::Duration::from_secs(120),
+        std::time::Duration::from_millis(500),
+    );
+    match poll.until(
+        &ThreadSleeper,
+        |_| Ok::<_, std::convert::Infallible>(look()),
+    ) {
+        Ok(Some(found)) => found,
+        Ok(None) | Err(_) => panic!("not within {:?}: {what}", poll.span()),
+    }
+}
+
 /// The pin `key` of `k8s/versions.env`, read with the one reader of that file; a key that is not
 /// pinned fails the test.
 #[allow(clippy::panic)] // a test helper: a pin that cannot be read fails the test, saying which

@@ -53,36 +53,20 @@ fn job(test: &str) -> Option<&'static Job> {
             edge,
             account: edge.plane.service_account(&namespace, &name),
         };
-        let mut last = String::new();
-        for _ in 0..120 {
+        testkit::eventually("the policy to refuse the job's change of spec.url", || {
             let out = job.patch(&json!({"spec": {"url": "oci://example.org/other@sha256:0"}}));
-            last = String::from_utf8_lossy(&out.stderr).into_owned();
-            if last.contains("ValidatingAdmissionPolicy") {
-                return job;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        }
-        panic!("the policy never refused the job's change of spec.url: {last}");
+            String::from_utf8_lossy(&out.stderr)
+                .contains("ValidatingAdmissionPolicy")
+                .then_some(())
+        });
+        job
     }))
 }
 
 impl Job {
     /// A merge patch of the plugin by the job, as a server-side dry run.
     fn patch(&self, patch: &Value) -> Output {
-        let (namespace, _) = job_account();
-        let ns = format!("--namespace={namespace}");
-        let patch = patch.to_string();
-        let args = [
-            "patch",
-            "wasmplugin",
-            "pow-filter",
-            &ns,
-            "--type=merge",
-            "--dry-run=server",
-            "--patch",
-            &patch,
-        ];
-        testkit::process::run_with_stdin(self.account.kubectl().args(args), b"")
+        testkit::process::run_with_stdin(self.account.kubectl().args(dry_run_patch(patch)), b"")
     }
 
     /// The policy's messages in the server's refusal of `patch`, by the job.
@@ -112,6 +96,21 @@ impl Job {
         );
         serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap()
     }
+}
+
+/// kubectl's arguments for a merge patch of the plugin, as a server-side dry run: it goes
+/// through authorisation and admission, and nothing is stored.
+fn dry_run_patch(patch: &Value) -> Vec<String> {
+    let (namespace, _) = job_account();
+    vec![
+        "patch".to_owned(),
+        "wasmplugin".to_owned(),
+        "pow-filter".to_owned(),
+        format!("--namespace={namespace}"),
+        "--type=merge".to_owned(),
+        "--dry-run=server".to_owned(),
+        format!("--patch={patch}"),
+    ]
 }
 
 /// `pluginConfig.lists` as lists-refresh publishes it.
@@ -247,8 +246,7 @@ fn the_policy_binds_the_job_only() {
     };
     // The operator's own change, and another identity with every right, go through (dry run).
     let (namespace, _) = job_account();
-    let ns = format!("--namespace={namespace}");
-    let patch = json!({"spec": {"url": "oci://registry.example/pow:next"}}).to_string();
+    let patch = json!({"spec": {"url": "oci://registry.example/pow:next"}});
     for identity in [
         vec![],
         vec![
@@ -256,17 +254,9 @@ fn the_policy_binds_the_job_only() {
             "--as-group=system:masters".to_owned(),
         ],
     ] {
-        let mut args = vec![
-            "patch",
-            "wasmplugin",
-            "pow-filter",
-            &ns,
-            "--type=merge",
-            "--dry-run=server",
-            "--patch",
-            &patch,
-        ];
-        args.extend(identity.iter().map(String::as_str));
+        let mut args = dry_run_patch(&patch);
+        args.extend(identity);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = kubectl(job.edge.plane, &args, "");
         testkit::process::success_stdout(&out);
     }
@@ -276,22 +266,15 @@ fn the_policy_binds_the_job_only() {
     let name = find(&objects, "ValidatingAdmissionPolicy")["metadata"]["name"]
         .as_str()
         .unwrap();
-    let mut policy = Value::Null;
-    for _ in 0..120 {
+    let policy = testkit::eventually("the policy to be type-checked", || {
         let out = kubectl(
             job.edge.plane,
             &["get", "validatingadmissionpolicy", name, "--output=json"],
             "",
         );
-        policy = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
-        if policy["status"]["observedGeneration"] == policy["metadata"]["generation"] {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
-    assert_eq!(
-        policy["status"]["observedGeneration"], policy["metadata"]["generation"],
-        "never type-checked: {policy}"
-    );
+        let policy: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
+        (policy["status"]["observedGeneration"] == policy["metadata"]["generation"])
+            .then_some(policy)
+    });
     assert_eq!(policy["status"]["typeChecking"], json!({}), "{policy}");
 }

@@ -18,6 +18,7 @@ use manifest_check::Validator;
 use render_edge::{Config, Format, plan, render};
 use serde_json::{Value, json};
 use testkit::control_plane::ControlPlane;
+use testkit::process::text;
 
 /// The field manager of `make apply-edge` (the Makefile's FIELD_MANAGER_EDGE).
 pub const FIELD_MANAGER: &str = "edgepop-edge";
@@ -63,15 +64,6 @@ pub fn apply(plane: &ControlPlane, objects: &[Value], dry_run: bool) -> Output {
         args.push("--dry-run=server");
     }
     kubectl(plane, &args, &stream(objects))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The edge of this test binary's control plane.

@@ -9,13 +9,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard, mpsc};
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 
 use serde_json::{Value, json};
 use testkit::control_plane::ControlPlane;
+use testkit::process::Running;
 
 /// One test at a time on the shared control plane, with what it made, removed when it ends
 /// (whether it passes or not).
@@ -170,94 +169,14 @@ impl Scene {
 
     /// wait-ready started in the background (log at debug), once it has listed `what` and
     /// watches it for the change it waits for: proof that it is waiting.
-    fn waiting(&self, what: &str) -> Waiting {
-        let mut child = self
-            .wait_ready(&["--timeout", "180s"])
-            .env("EDGEPOP_LOG", "debug")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (lines, rx) = mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut all = String::new();
-            for line in BufReader::new(err).lines() {
-                let line = line.unwrap();
-                all.push_str(&line);
-                all.push('\n');
-                let _ = lines.send(line);
-            }
-            all
-        });
-        let watching = format!("{what}: watching from resourceVersion");
-        loop {
-            match rx.recv_timeout(Duration::from_secs(120)) {
-                Ok(line) if line.contains(&watching) => break,
-                Ok(_) => {}
-                Err(_) => {
-                    let _ = child.kill();
-                    let status = child.wait().unwrap();
-                    panic!(
-                        "wait-ready never watched {what} ({status}): {}",
-                        reader.join().unwrap()
-                    );
-                }
-            }
-        }
-        Waiting {
-            child,
-            reader: Some(reader),
-        }
+    fn waiting(&self, what: &str) -> Running {
+        let mut running = Running::spawn(
+            self.wait_ready(&["--timeout", "180s"])
+                .env("EDGEPOP_LOG", "debug"),
+        );
+        running.wait_for_line(&format!("{what}: watching from resourceVersion"));
+        running
     }
-}
-
-struct Waiting {
-    child: Child,
-    reader: Option<std::thread::JoinHandle<String>>,
-}
-
-impl Waiting {
-    /// Still waiting (it has not exited).
-    fn still(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    /// Its exit, stdout and log, once it ends.
-    fn end(mut self) -> Output {
-        let mut stdout = Vec::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_end(&mut stdout)
-            .unwrap();
-        let status = self.child.wait().unwrap();
-        let stderr = self.reader.take().unwrap().join().unwrap().into_bytes();
-        Output {
-            status,
-            stdout,
-            stderr,
-        }
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls `done` until it holds (two minutes at most, else the test fails naming `what`).
-fn until(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..240 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    panic!("not within two minutes: {what}");
 }
 
 /// A Lease time (RFC 3339 with microseconds), now.
@@ -297,7 +216,7 @@ fn a_node_not_ready_yet_is_waited_for_until_it_is() {
         "--output=jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
     ]);
     assert_ne!(ready, "True");
-    assert!(waiting.still(), "wait-ready ended with a node not Ready");
+    assert!(waiting.running(), "wait-ready ended with a node not Ready");
 
     // The kubelet's lease lapses: kwok takes the node over and reports it Ready.
     scene.kubectl(&[
@@ -308,7 +227,7 @@ fn a_node_not_ready_yet_is_waited_for_until_it_is() {
         "--type=merge",
         "--patch={\"spec\":{\"holderIdentity\":null}}",
     ]);
-    let out = waiting.end();
+    let out = waiting.finish();
     let summary: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
     assert_eq!(summary["nodes_ready"], 1, "{summary}");
     let log = String::from_utf8_lossy(&out.stderr);
@@ -336,8 +255,8 @@ fn cordoned_nodes_are_uncordoned_as_asked_and_their_pods_then_run() {
                 .is_some_and(|cs| cs.iter().any(|c| c["reason"] == "Unschedulable"))
         })
     };
-    until("the pod to be Unschedulable", || {
-        !scene.pods(namespace, "web").is_empty() && unschedulable(&scene)
+    testkit::eventually("the pod to be Unschedulable", || {
+        (!scene.pods(namespace, "web").is_empty() && unschedulable(&scene)).then_some(())
     });
 
     let summary = scene.ready(&["--timeout", "180s", "--uncordon", first]);
@@ -423,8 +342,8 @@ fn failed_pods_beside_their_running_replacements_pass() {
             phases.sort();
             phases
         };
-        until(&format!("{app}: a Running replacement"), || {
-            phases() == ["Failed", "Running"]
+        testkit::eventually(&format!("{app}: a Running replacement"), || {
+            (phases() == ["Failed", "Running"]).then_some(())
         });
     }
     let summary = scene.ready(&["--timeout", "60s"]);
@@ -480,7 +399,7 @@ fn a_running_pod_that_is_not_ready_is_waited_for_and_named() {
 
     // It comes back: the kubelet reports the container running and ready.
     let mut waiting = scene.waiting("pods");
-    assert!(waiting.still(), "wait-ready ended with a pod not Ready");
+    assert!(waiting.running(), "wait-ready ended with a pod not Ready");
     let running = json!({
         "conditions": [
             {"type": "PodScheduled", "status": "True"},
@@ -495,7 +414,7 @@ fn a_running_pod_that_is_not_ready_is_waited_for_and_named() {
         }],
     });
     scene.report(namespace, &name, &running);
-    let out = waiting.end();
+    let out = waiting.finish();
     let summary: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
     assert_eq!(summary["pods_running"], 1, "{summary}");
 }
