@@ -210,10 +210,8 @@ fn hostname_of_length(len: usize) -> String {
         let take = if left - take == 1 { take - 1 } else { take };
         let letter = char::from(b'a' + u8::try_from(labels.len()).unwrap());
         labels.push(letter.to_string().repeat(take));
-        left -= take;
-        if left > 0 {
-            left -= 1;
-        }
+        // The dot before the next label, if any.
+        left = (left - take).saturating_sub(1);
     }
     let host = format!("{}{zone}", labels.join("."));
     assert_eq!(host.len(), len, "{host}");

@@ -264,10 +264,11 @@ fn more_hostnames_than_an_httproute_holds_are_refused() {
     let case = Case::new();
     let config = case.write("edge.json", &with_hosts(&hosts(16), ""));
     let list = render_list(&case.inputs(), &config);
-    let routes = list["items"].as_array().unwrap().iter();
-    let redirect = routes
-        .filter(|o| o["metadata"]["name"] == "http-to-https")
-        .next()
+    let redirect = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["metadata"]["name"] == "http-to-https")
         .unwrap();
     assert_eq!(redirect["spec"]["hostnames"].as_array().unwrap().len(), 16);
     case.refuses(
