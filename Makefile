@@ -19,7 +19,10 @@ include k8s/versions.env
 OUT          ?= talos/_out
 INPUTS       ?= $(OUT)/platform-inputs.json
 INFRA_CONFIG ?= config/infra.json
-PLATFORM_CONFIG ?= config/platform.json
+# The cluster profile of the platform layer: edge (this Scaleway edge) or onprem (an existing
+# Talos cluster on premises, config/onprem.json; render-platform --help).
+PROFILE      ?= edge
+PLATFORM_CONFIG ?= $(if $(filter edge,$(PROFILE)),config/platform.json,config/$(PROFILE).json)
 EDGE_CONFIG  ?= config/edge.json
 # What `make publish-images` writes and the edge config's images.published names.
 PUBLISHED_IMAGES ?= $(OUT)/published-images.json
@@ -60,7 +63,7 @@ FILTER_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find filter -name '*
 $(INFRA_CONFIG):
 	@echo "make: $@ is missing: cp config/infra.example.json $@, then edit it" >&2; exit 1
 $(PLATFORM_CONFIG):
-	@echo "make: $@ is missing: cp config/platform.example.json $@, then edit it" >&2; exit 1
+	@echo "make: $@ is missing: cp $(patsubst %.json,%.example.json,$@) $@, then edit it" >&2; exit 1
 $(EDGE_CONFIG):
 	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
 $(INPUTS):
@@ -82,8 +85,8 @@ guard-cluster: have-kubeconfig $(INPUTS) $(BIN)/kubeconfig-guard
 help: ## List the targets (this text)
 	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-check: ## Check the tools and credentials a real deployment needs
-	@pipelines/check-prereqs.sh
+check: ## Check the tools and credentials a real deployment needs (PROFILE=onprem: those of an existing cluster's platform layer)
+	@PROFILE='$(PROFILE)' $(if $(filter edge,$(PROFILE)),,PLATFORM_CONFIG='$(PLATFORM_CONFIG)') pipelines/check-prereqs.sh
 
 apply: ## Apply the three layers in order: infra, then platform, then edge
 	$(MAKE) apply-infra
@@ -100,29 +103,41 @@ apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos co
 dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
 	$(BIN)/scw-infra apply --dry-run --config '$(INFRA_CONFIG)' --talos-version '$(TALOS_VERSION)'
 
-##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio
+##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio (PROFILE=onprem: the on-premises base)
 .PHONY: vendor apply-platform diff-platform
-PLATFORM_VALUES ?= $(OUT)/platform-values
+PLATFORM_VALUES ?= $(OUT)/platform-values$(if $(filter edge,$(PROFILE)),,-$(PROFILE))
 DELETE_CRDS     ?=
 
-# render-platform owns the list of releases: it writes each one's Helm values (the day-2
-# switches of the platform config, the declared flows' ports), the host firewall (from the
-# declared flows and the cluster's addresses in the platform inputs), and then releases.tsv, the
-# releases in install order with their charts and pins, which platform.sh reads. It compiles
-# k8s/versions.env in.
-PLATFORM_RELEASES := $(PLATFORM_VALUES)/releases.tsv
+# render-platform owns the profiles: it checks the profile's order, writes each component's
+# rendered layer (Helm values with the declared flows' ports, objects, the edge's host firewall
+# from the flows and the cluster's addresses in the platform inputs, the secrets' template) from
+# the profile's config, and then components.tsv, the components in install order with their
+# kinds, charts and pins, which platform.sh reads. It compiles k8s/versions.env in.
+PLATFORM_PLAN := $(PLATFORM_VALUES)/components.tsv
+PLATFORM_ENV   = RENDERED_DIR='$(PLATFORM_VALUES)' RENDER_PLATFORM='$(BIN)/render-platform' TALOSCONFIG='$(OUT)/talosconfig'
+# The edge's host firewall is made of the addresses of the cluster the infra layer wrote.
+PLATFORM_INPUTS = $(if $(filter edge,$(PROFILE)),$(INPUTS))
 $(BIN)/render-platform: k8s/versions.env
-$(PLATFORM_RELEASES): $(PLATFORM_CONFIG) $(INPUTS) $(BIN)/render-platform
-	$(BIN)/render-platform --config $(PLATFORM_CONFIG) --inputs $(INPUTS) --out-dir $(PLATFORM_VALUES)
+$(PLATFORM_PLAN): $(PLATFORM_CONFIG) $(PLATFORM_INPUTS) $(BIN)/render-platform
+	$(BIN)/render-platform --profile '$(PROFILE)' --config '$(PLATFORM_CONFIG)' $(if $(PLATFORM_INPUTS),--inputs '$(PLATFORM_INPUTS)') --out-dir '$(PLATFORM_VALUES)'
 
 vendor: ## Fetch the pinned Gateway API CRDs into k8s/vendor/ and check each sha256 (once, before apply-platform)
 	@pipelines/vendor.sh
 
-apply-platform: guard-cluster $(PLATFORM_RELEASES) ## Cilium and the host firewall, Gateway API CRDs, cert-manager, Istio: helm --wait --atomic, pinned
-	@RENDERED_DIR='$(PLATFORM_VALUES)' TALOSCONFIG='$(OUT)/talosconfig' pipelines/platform.sh apply
+# The edge's cluster is checked against its platform inputs (guard-cluster). Another profile acts
+# on an existing cluster this Makefile did not make: its kubeconfig must be named on the command
+# line, so that the edge's own default never receives another profile's components.
+PLATFORM_GUARD = $(if $(filter edge,$(PROFILE)),guard-cluster,guard-profile-kubeconfig)
+.PHONY: guard-profile-kubeconfig
+guard-profile-kubeconfig:
+	@$(if $(filter command line,$(origin KUBECONFIG)),,echo "make: PROFILE=$(PROFILE) acts on an existing cluster: name its kubeconfig (make ... PROFILE=$(PROFILE) KUBECONFIG=FILE)" >&2; exit 1)
+	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist" >&2; exit 1; }
 
-diff-platform: guard-cluster $(PLATFORM_RELEASES) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), talosctl --dry-run, nothing changed
-	@RENDERED_DIR='$(PLATFORM_VALUES)' TALOSCONFIG='$(OUT)/talosconfig' pipelines/platform.sh diff
+apply-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## The profile's components in order (PROFILE=edge|onprem): helm --wait --atomic, pinned; objects, secrets and the edge's host firewall
+	@$(PLATFORM_ENV) pipelines/platform.sh apply
+
+diff-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), kubectl diff, talosctl --dry-run, nothing changed
+	@$(PLATFORM_ENV) pipelines/platform.sh diff
 
 ##@ Layer 3, edge: gateway, routes, certificates, origin, the challenge filter and its images
 .PHONY: apply-edge dry-run-edge diff-edge check-manifests filter-image lists-image lists-musl publish-images setup-images
@@ -213,8 +228,8 @@ kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make 
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
 	@echo "export KUBECONFIG='$(KUBECONFIG)'"
 
-cluster-status: guard-cluster ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
-	@pipelines/cluster-status.sh
+cluster-status: $(PLATFORM_GUARD) $(if $(filter edge,$(PROFILE)),,$(PLATFORM_PLAN)) ## One table (PROFILE=edge: nodes, Cilium, cert-manager, Istio, Gateways, Certificates, the filter; onprem: the seed's checks), exit 1 if a row is not ok
+	@PROFILE='$(PROFILE)' NAMES='$(PLATFORM_VALUES)/status.env' pipelines/cluster-status.sh
 
 rotate-pow-secret: guard-cluster $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
 	@NAMES=$(EDGE_NAMES) OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
@@ -234,10 +249,13 @@ destroy-edge: guard-cluster $(EDGE_NAMES) ## Delete the edge objects the ApplySe
 	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "every edge object of the cluster $$cluster" "$$cluster"; \
 	NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh
 
-destroy-platform: guard-cluster $(PLATFORM_RELEASES) ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
-	@cluster=$$($(GUARD) | sed -n 's/^CLUSTER_NAME=//p'); \
-	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,) of the cluster $$cluster" "$$cluster"; \
-	RENDERED_DIR='$(PLATFORM_VALUES)' DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
+# The question names the cluster: the edge's, from its platform inputs; another profile's, the
+# kubeconfig's current context.
+PLATFORM_CLUSTER = $(if $(filter edge,$(PROFILE)),$$($(GUARD) | sed -n 's/^CLUSTER_NAME=//p'),$$(kubectl config current-context))
+destroy-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## Uninstall the profile's components in reverse order; namespaces, CRDs and istio-base stay unless DELETE_CRDS=yes for the last two
+	@cluster=$(PLATFORM_CLUSTER); \
+	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the platform layer ($(PROFILE))$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,) of the cluster $$cluster" "$$cluster"; \
+	$(PLATFORM_ENV) DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
 destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show scw-infra's destroy plan (cluster, project, each resource), ask, then delete exactly that
 	@$(DESTROY_ENV) pipelines/destroy.sh infra

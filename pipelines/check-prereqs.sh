@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make check`: the tools and credentials a real deployment needs. Prints one line per check and
 # fails if a required one is missing. Reads no secret value: only whether one is set.
+# PROFILE=onprem (an existing cluster, no Scaleway): kubectl, helm, sops and the cluster's age key,
+# its config and the shape of its SOPS file, as render-platform checks them.
 set -euo pipefail
 # VERSIONS_FILE: the pins (default: k8s/versions.env), for tests.
 source "${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}"
@@ -15,7 +17,9 @@ echo "tools:"
 minor() { grep -o 'v[0-9]*\.[0-9]*' | head -1 || true; }
 # version_ge A B: A >= B (vX.Y.Z, as sort -V orders them).
 version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" == "$2" ]]; }
-if ! have talosctl; then miss "talosctl (not installed; $TALOS_VERSION's minor needed)"
+profile=${PROFILE:-edge}
+if [[ "$profile" != edge ]]; then opt "talosctl (the $profile profile's platform layer does not use it)"
+elif ! have talosctl; then miss "talosctl (not installed; $TALOS_VERSION's minor needed)"
 else
   got=$(talosctl version --client --short 2>/dev/null | minor)
   want=${TALOS_VERSION%.*}
@@ -40,6 +44,27 @@ else
   else miss "helm ${got:-?}: Helm $HELM_MAJOR_VERSION, $HELM_MIN_VERSION or newer needed"; fi
   if helm diff version >/dev/null 2>&1; then ok "helm diff plugin (make diff-platform)"
   else opt "helm diff plugin (make diff-platform falls back to helm template | kubectl diff)"; fi
+fi
+if [[ "$profile" != edge ]]; then
+  # The cluster exists: what the platform layer of this profile needs, and nothing of Scaleway.
+  if have sops; then ok "sops (decrypts the cluster's secrets at apply time; pinned for the tests: SOPS_VERSION $SOPS_VERSION)"
+  else miss "sops (not installed: it decrypts the cluster's secrets at apply time)"; fi
+  echo "secrets and configuration:"
+  age_keys=${XDG_CONFIG_HOME:-$HOME/.config}/sops/age/keys.txt
+  if [[ -n "${SOPS_AGE_KEY_FILE:-}" ]]; then
+    [[ -f "$SOPS_AGE_KEY_FILE" ]] && ok "SOPS_AGE_KEY_FILE names a file" || miss "SOPS_AGE_KEY_FILE names no file ($SOPS_AGE_KEY_FILE)"
+  elif [[ -n "${SOPS_AGE_KEY:-}${SOPS_AGE_KEY_CMD:-}" ]]; then ok "an age key in SOPS_AGE_KEY or SOPS_AGE_KEY_CMD"
+  elif [[ -f "$age_keys" ]]; then ok "age keys in $age_keys"
+  else miss "no age key: SOPS_AGE_KEY_FILE (or $age_keys) must hold the cluster's age key"; fi
+  platform_config=${PLATFORM_CONFIG:-config/$profile.json}
+  render=${BIN:-target/release}/render-platform
+  if [[ ! -f "$platform_config" ]]; then miss "$platform_config (cp config/$profile.example.json $platform_config, then edit)"
+  elif [[ ! -x "$render" ]]; then opt "$platform_config present, not checked (render-platform is not built: make apply-platform builds it)"
+  elif why=$("$render" --profile "$profile" --config "$platform_config" secrets 2>&1 >/dev/null); then ok "$platform_config and its SOPS file"
+  else miss "$platform_config: ${why#render-platform: error: }"; fi
+  if (( missing )); then echo "make check: something is missing (see above)" >&2; exit 1; fi
+  echo "make check: ready (PROFILE=$profile)"
+  exit 0
 fi
 if have curl; then ok "curl"; else miss "curl (make vendor)"; fi
 if have kubeconform; then ok "kubeconform"; else opt "kubeconform (make check-manifests uses the project's own validator without it)"; fi

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # `make cluster-status`: one table of what the layers put on the cluster, to check each step of a
-# deployment: nodes, Cilium, cert-manager, Istio, the Gateway API CRDs, Gateways,
-# Certificates and the filter's WasmPlugin. Exits 0 when every row is ok, 1 otherwise (2 when
+# deployment. PROFILE=edge (the default): nodes, Cilium, cert-manager, Istio, the Gateway API
+# CRDs, Gateways, Certificates and the filter's WasmPlugin. PROFILE=onprem: the base's own
+# checks, each row saying where to look when it is not ok: nodes Ready, `cilium status`, the
+# default StorageClass, Traefik's external address, the CrowdSec bouncer registered and pulling,
+# and the smoke test's name answering in HTTPS at the public address; the names it checks come
+# from render-platform's status.env (NAMES). Exits 0 when every row is ok, 1 otherwise (2 when
 # the cluster cannot be asked).
 #
 #   COMPONENT    NAME                                   STATE     DETAIL
@@ -35,6 +39,82 @@ while IFS="$sep" read -r name ready unschedulable kubelet; do
   if [[ "$unschedulable" == true ]]; then detail+=", cordoned"; [[ "$state" != ok ]] || state=CORDONED; fi
   row node "$name" "$state" "$detail"
 done < <(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}|{.status.conditions[?(@.type=="Ready")].status}|{.spec.unschedulable}|{.status.nodeInfo.kubeletVersion}{"\n"}{end}')
+
+# The onprem profile's checks (its seed's list), after the nodes.
+onprem_rows() {
+  local out rc line name revoked pulled address code dns
+  # Cilium's own summary, from an agent.
+  rc=0; out=$(kubectl -n kube-system exec ds/cilium -- cilium status --brief 2>&1) || rc=$?
+  if (( rc == 0 )) && [[ "$out" == OK* ]]; then row cilium kube-system/ds/cilium ok "cilium status: OK"
+  else row cilium kube-system/ds/cilium DEGRADED "${out%%$'\n'*}; look at: kubectl -n kube-system exec ds/cilium -- cilium status"; fi
+
+  # The StorageClass ceph-csi-rbd makes, the cluster's default.
+  if ! out=$(kubectl get storageclass "$STORAGE_CLASS" -o jsonpath='{.metadata.annotations.storageclass\.kubernetes\.io/is-default-class}|{.provisioner}' 2>/dev/null); then
+    row storage "storageclass/$STORAGE_CLASS" ABSENT "look at: kubectl -n $CEPH_NAMESPACE get pods (ceph-csi-rbd makes it)"
+  elif [[ "${out%%|*}" != true ]]; then
+    row storage "storageclass/$STORAGE_CLASS" NOT-DEFAULT "${out#*|}; look at: kubectl get storageclass (another is the default?)"
+  else row storage "storageclass/$STORAGE_CLASS" ok "default, ${out#*|}"; fi
+
+  # Traefik's Service, at the address the router forwards to.
+  if ! address=$(kubectl -n "$TRAEFIK_NAMESPACE" get svc "$TRAEFIK_SERVICE" -o jsonpath='{.status.loadBalancer.ingress[*].ip}' 2>/dev/null); then
+    row traefik "$TRAEFIK_NAMESPACE/svc/$TRAEFIK_SERVICE" ABSENT "look at: helm -n $TRAEFIK_NAMESPACE status traefik"
+  elif [[ -z "$address" ]]; then
+    row traefik "$TRAEFIK_NAMESPACE/svc/$TRAEFIK_SERVICE" PENDING "no external address; look at: kubectl get ciliumloadbalancerippool $LB_POOL -o yaml (is $INGRESS_ADDRESS in it, and free?)"
+  elif [[ "$address" != "$INGRESS_ADDRESS" ]]; then
+    row traefik "$TRAEFIK_NAMESPACE/svc/$TRAEFIK_SERVICE" WRONG-IP "EXTERNAL-IP $address, the router forwards to $INGRESS_ADDRESS"
+  else row traefik "$TRAEFIK_NAMESPACE/svc/$TRAEFIK_SERVICE" ok "EXTERNAL-IP $address"; fi
+
+  # The bouncer, registered by the LAPI and pulling decisions. `cscli bouncers list -o raw` is CSV:
+  # name,ip,revoked (validated|pending),last_pull,type,version,auth_type (crowdsec
+  # cmd/crowdsec-cli/clibouncer, listCSV).
+  if ! out=$(kubectl -n "$CROWDSEC_NAMESPACE" exec "deploy/$LAPI_DEPLOYMENT" -- cscli bouncers list -o raw 2>/dev/null); then
+    row crowdsec "bouncer/$BOUNCER_NAME" ABSENT "the LAPI does not answer; look at: kubectl -n $CROWDSEC_NAMESPACE get pods"
+  else
+    line=$(grep -m1 "^$BOUNCER_NAME," <<<"$out" || true)
+    IFS=, read -r name _ revoked pulled _ <<<"$line"
+    if [[ -z "$line" ]]; then
+      row crowdsec "bouncer/$BOUNCER_NAME" ABSENT "not registered; look at: kubectl -n $CROWDSEC_NAMESPACE logs deploy/$LAPI_DEPLOYMENT (BOUNCER_KEY_$BOUNCER_NAME)"
+    elif [[ "$revoked" != validated ]]; then
+      row crowdsec "bouncer/$BOUNCER_NAME" REVOKED "$revoked; look at: kubectl -n $CROWDSEC_NAMESPACE exec deploy/$LAPI_DEPLOYMENT -- cscli bouncers list"
+    elif [[ -z "$pulled" ]]; then
+      row crowdsec "bouncer/$BOUNCER_NAME" NOT-PULLING "registered, never pulled; look at: kubectl -n $TRAEFIK_NAMESPACE logs deploy/traefik | grep -i crowdsec (its key: $TRAEFIK_NAMESPACE/crowdsec-bouncer-key)"
+    else row crowdsec "bouncer/$BOUNCER_NAME" ok "registered, last pull $pulled"; fi
+  fi
+
+  # The smoke test's name: published at the public address, answering in HTTPS. curl's exit
+  # codes are its manual's (EXIT CODES): 6 no such name, 7 refused, 28 timeout, 35 and 60 TLS.
+  dns=$(getent ahostsv4 "$SMOKE_HOST" 2>/dev/null | awk 'NR == 1 {print $1}' || true)
+  local insecure=() note=""
+  if [[ "$ACME_SERVER" == staging ]]; then insecure=(--insecure); note=" (staging certificate: acme.server production for a trusted one)"; fi
+  rc=0; code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 10 "${insecure[@]}" "https://$SMOKE_HOST/" 2>/dev/null) || rc=$?
+  if [[ -z "$dns" ]]; then
+    row https "$SMOKE_HOST" NO-DNS "no address; look at: kubectl -n external-dns logs deploy/external-dns"
+  elif [[ "$dns" != "$PUBLIC_ADDRESS" ]]; then
+    row https "$SMOKE_HOST" WRONG-DNS "resolves to $dns, not $PUBLIC_ADDRESS; look at: kubectl -n $SMOKE_NAMESPACE get ingress whoami (its status shows what external-dns publishes)"
+  elif (( rc == 7 || rc == 28 )); then
+    row https "$SMOKE_HOST" UNREACHABLE "nothing answers on $PUBLIC_ADDRESS:443; look at: the router's forwarding of 80 and 443 to $INGRESS_ADDRESS"
+  elif (( rc == 35 || rc == 60 )); then
+    row https "$SMOKE_HOST" NO-CERT "no valid certificate; look at: kubectl -n $SMOKE_NAMESPACE get certificate,challenges"
+  elif (( rc != 0 )); then
+    row https "$SMOKE_HOST" FAILED "curl exit $rc; look at: curl -v https://$SMOKE_HOST/"
+  elif [[ "$code" != 200 ]]; then
+    row https "$SMOKE_HOST" "HTTP-$code" "Traefik answers $code (403: the bouncer); look at: kubectl -n $SMOKE_NAMESPACE describe ingress whoami"
+  else row https "$SMOKE_HOST" ok "HTTP 200 at $dns$note"; fi
+}
+
+profile=${PROFILE:-edge}
+case "$profile" in
+  edge) ;;
+  onprem)
+    [[ -n "${NAMES:-}" && -f "$NAMES" ]] ||
+      { echo "cluster-status: ${NAMES:-NAMES} is missing: render-platform --profile onprem writes status.env" >&2; exit 2; }
+    # shellcheck source=/dev/null
+    source "$NAMES"
+    onprem_rows
+    if (( not_ok )); then echo "cluster-status: $not_ok row(s) not ok" >&2; exit 1; fi
+    exit 0 ;;
+  *) echo "cluster-status: no status for profile '$profile'" >&2; exit 2 ;;
+esac
 
 # Workloads: ready / wanted. ds = DaemonSet, deploy = Deployment.
 workload() {

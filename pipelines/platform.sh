@@ -1,44 +1,57 @@
 #!/usr/bin/env bash
-# The platform layer (layer 2): the Helm releases render-platform lists, in its order, with the
-# host firewall right after Cilium and the Gateway API CRDs (the vendored bundle of `make vendor`,
-# which cert-manager and istiod watch) applied just before cert-manager:
-#   1. Cilium (the CNI: nothing else schedules before it)
-#   2. the host firewall: Cilium's host policies (server-side apply, once Cilium's CRD is
-#      established) and Talos's ingress firewall on the worker (talosctl patch machineconfig,
-#      no reboot), both rendered by render-platform from the declared flows; whether they log or
-#      drop is config/platform.json's cilium.policy_audit_mode
-#   3. the Gateway API CRDs, 4. cert-manager, with its CRDs and Gateway API support
-#   5. istio-base (Istio's CRDs), 6. istiod
+# The platform layer (layer 2) of a cluster profile: the components render-platform lists in
+# components.tsv, in its order, each installed as its kind says (render-platform --help and
+# tools/render-platform/src/profile.rs hold the profiles; this script knows none of them):
+#   helm        helm upgrade --install --version <pin> --wait --atomic, with the committed values
+#               files, then the rendered one (the cluster's layer)
+#   crds        vendored CRD files, each checked against its sha256 pin, server-side applied,
+#               then waited for until Established
+#   namespaces  the rendered Namespaces, server-side applied
+#   objects     the rendered objects, server-side applied once the CRDs they need are
+#               Established, taking back any field edited by hand; then the named rollout
+#   secrets     the cluster's SOPS file, decrypted by sops before anything is installed, turned
+#               into Secrets by render-platform --secrets, server-side applied
+#   talos       a machine-config patch (talosctl patch machineconfig, no reboot) on each node
+#               <component>.tsv lists (endpoint, node, patch file): the edge's host firewall on
+#               the worker; kept on destroy, where it goes on protecting the node
 #
-#   platform.sh apply     helm upgrade --install --version <pin> --wait --atomic, per release;
-#                         the CRDs by server-side apply. A second run changes nothing.
+#   platform.sh apply     installs every component in order. A second run changes nothing, and
+#                         brings back whatever was changed by hand.
 #   platform.sh diff      the dry-run twin: helm diff when the plugin is there, otherwise
-#                         helm template | kubectl diff --server-side. Changes nothing.
-#   platform.sh destroy   uninstall in the reverse order (the host policies go before Cilium; Talos's
-#                         firewall stays in the worker's machine config, protecting it); the CRDs
-#                         (and istio-base, whose templates are the Istio CRDs) stay unless
-#                         DELETE_CRDS=yes. What a kept release leaves pointing at an uninstalled one
-#                         goes: istio-base's validating webhook istiod-default-validator
-#                         (failurePolicy Fail once istiod has patched it) would refuse every write
-#                         of an Istio object, the lists refresh's included, while istiod is gone.
+#                         helm template | kubectl diff --server-side; kubectl diff for the rest.
+#                         Changes nothing.
+#   platform.sh destroy   removes in the reverse order: releases uninstalled, objects and Secrets
+#                         deleted; the namespaces (they hold the volumes' claims), the CRDs and
+#                         istio-base (whose templates are the Istio CRDs) stay unless
+#                         DELETE_CRDS=yes for the last two. What a kept release leaves pointing
+#                         at an uninstalled one goes: istio-base's validating webhook
+#                         istiod-default-validator (failurePolicy Fail once istiod has patched it)
+#                         would refuse every write of an Istio object, the lists refresh's
+#                         included, while istiod is gone.
 #
-# Everything is checked before the first change: the tools, the values files, and the sha256 of
-# every vendored CRD file against its pin in k8s/versions.env. A failing step stops the ones after
-# it (helm --atomic rolls its own release back).
+# Everything is checked before the first change: the tools, the values files, the sha256 of every
+# vendored CRD file against its pin in k8s/versions.env, and the secrets, which are decrypted
+# first: a missing age key or a file that does not decrypt stops the run before anything is
+# installed. A failing step stops the ones after it (helm --atomic rolls its own release back).
+#
+# Secrets: sops writes the clear document only into a pipe to render-platform, whose Secrets go
+# to a 0600 file in a 0700 folder of its own, removed when the script ends, however it ends;
+# they are never in an argument or a log.
 #
 # Environment:
-#   RENDERED_DIR    render-platform's output (--out-dir): releases.tsv, the releases in install
-#                   order (name, namespace, chart, repository, version), one <release>.json each
-#                   (the day-2 switches), host-firewall.json (the Cilium host policies),
-#                   talos-firewall.worker.yaml and talos-firewall.tsv (where to patch it:
-#                   endpoint, node, file)
-#   TALOSCONFIG     the cluster's talosconfig (default: talos/_out/talosconfig)
-#   VALUES_DIR      the committed values (default: values)
+#   RENDERED_DIR    render-platform's output (--out-dir): components.tsv, and the rendered file
+#                   of each component that has one (<component>.json)
+#   RENDER_PLATFORM render-platform, for --secrets (default: target/release/render-platform)
+#   VALUES_DIR      the folder the plan's committed values files are relative to (default: the
+#                   repository)
 #   VENDOR_DIR      where `make vendor` put the bundle (default: k8s/vendor)
 #   VERSIONS_FILE   the pins (default: k8s/versions.env)
-#   FIELD_MANAGER   server-side apply field manager for the CRDs (default: edgepop-platform)
+#   FIELD_MANAGER   server-side apply field manager (default: edgepop-platform)
 #   HELM_TIMEOUT    per release (default: 10m)
 #   DELETE_CRDS     destroy only: yes also deletes the platform's CRDs (and every object of them)
+#   TALOSCONFIG     the cluster's talosconfig, for `talos` components (default:
+#                   talos/_out/talosconfig)
+#   SOPS_AGE_KEY_FILE (or sops's other ways to find an age key): the cluster's age key
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,9 +64,10 @@ versions=${VERSIONS_FILE:-k8s/versions.env}
 [[ -f "$versions" ]] || die "$versions does not exist"
 # shellcheck source=../k8s/versions.env
 source "$versions"
-values_dir=${VALUES_DIR:-values}
+values_dir=${VALUES_DIR:-}
 vendor_dir=${VENDOR_DIR:-k8s/vendor}
 rendered_dir=${RENDERED_DIR:-}
+render_platform=${RENDER_PLATFORM:-target/release/render-platform}
 field_manager=${FIELD_MANAGER:-edgepop-platform}
 timeout=${HELM_TIMEOUT:-10m}
 
@@ -64,191 +78,300 @@ helm_version=$(helm version --short 2>/dev/null || true)
 [[ "$helm_version" == "v${HELM_MAJOR_VERSION:?}."* ]] ||
   die "helm ${helm_version:-?} is not Helm $HELM_MAJOR_VERSION, the major version this layer is written for (make check)"
 
-# The releases as render-platform lists them: "name namespace chart repository version" (tabs),
-# in install order.
-releases_file=${rendered_dir:-RENDERED_DIR}/releases.tsv
-[[ -n "$rendered_dir" && -f "$releases_file" ]] ||
-  die "$releases_file is missing: make writes it with render-platform --out-dir from config/platform.json"
-releases=()
+# The components as render-platform lists them, in install order: "name kind namespace source
+# repository version list needs ready depends" (tabs; `-` for an empty field).
+plan_file=${rendered_dir:-RENDERED_DIR}/components.tsv
+[[ -n "$rendered_dir" && -f "$plan_file" ]] ||
+  die "$plan_file is missing: make writes it with render-platform --out-dir from the profile's config"
+components=()
 while IFS= read -r line; do
-  [[ -z "$line" || "$line" == \#* ]] || releases+=("$line")
-done < "$releases_file"
-(( ${#releases[@]} > 0 )) || die "$releases_file lists no release"
+  [[ -z "$line" || "$line" == \#* ]] || components+=("$line")
+done < "$plan_file"
+(( ${#components[@]} > 0 )) || die "$plan_file lists no component"
 
-# The vendored Gateway API files, each checked against its pin (in the order of the pins).
-crd_dir="$vendor_dir/gateway-api-$GATEWAY_API_VERSION"
-crd_files=()
-check_crds() {
-  local line pin file want got
-  while IFS= read -r line; do
-    pin=${line#*=}; file=${pin%%:*}; want=${pin#*:}
-    [[ -f "$crd_dir/$file" ]] || die "$crd_dir/$file is missing: run make vendor"
-    got=$(sha256sum "$crd_dir/$file" | cut -d' ' -f1)
-    [[ "$got" == "$want" ]] || die "$crd_dir/$file: sha256 $got does not match the pin $want ($versions): nothing applied"
-    crd_files+=("$crd_dir/$file")
-  done < <(grep -E '^VENDOR_GATEWAY_API_[A-Z0-9_]+=' "$versions")
-  (( ${#crd_files[@]} > 0 )) || die "no VENDOR_GATEWAY_API_* pin in $versions"
+# Reads one plan line into the globals below.
+component() {
+  IFS=$'\t' read -r name kind ns source repo version list needs ready _depends <<<"$1"
+  local field
+  for field in ns source repo version list needs ready; do
+    [[ "${!field}" != - ]] || printf -v "$field" '%s' ""
+  done
 }
 
-# The host firewall render-platform wrote, and talosctl to patch the worker with.
+# The vendored CRD files of a `crds` component, each checked against its pin, in the order of
+# the pins: crd_files[<component>] holds them, newline-separated.
+declare -A crd_files=()
+check_crds() {
+  local prefix=$1 bundle=$2 line pin file want got dir files=""
+  dir="$vendor_dir/$name-$bundle"
+  while IFS= read -r line; do
+    pin=${line#*=}; file=${pin%%:*}; want=${pin#*:}
+    [[ -f "$dir/$file" ]] || die "$dir/$file is missing: run make vendor"
+    got=$(sha256sum "$dir/$file" | cut -d' ' -f1)
+    [[ "$got" == "$want" ]] || die "$dir/$file: sha256 $got does not match the pin $want ($versions): nothing applied"
+    files+="$dir/$file"$'\n'
+  done < <(grep -E "^${prefix}[A-Z0-9_]+=" "$versions")
+  [[ -n "$files" ]] || die "no ${prefix}* pin in $versions"
+  crd_files[$name]=$files
+}
+
+# `-f FILE` for each vendored file of the component.
+crd_flags() {
+  local f
+  while IFS= read -r f; do [[ -z "$f" ]] || printf '%s\n' -f "$f"; done <<<"${crd_files[$1]}"
+}
+
+# The nodes a `talos` component patches: talos_patches[<component>] holds "endpoint node file"
+# lines (tabs), from the rendered <component>.tsv.
 talosconfig=${TALOSCONFIG:-talos/_out/talosconfig}
-host_policies=$rendered_dir/host-firewall.json
-talos_list=$rendered_dir/talos-firewall.tsv
-talos_patches=()
-check_firewall() {
-  local line endpoint node patch
-  [[ -f "$host_policies" && -f "$talos_list" ]] ||
-    die "$host_policies or $talos_list is missing: make renders them with render-platform --inputs"
+declare -A talos_patches=()
+check_talos() {
+  local line endpoint node patch patches="" list="$rendered_dir/$name.tsv"
+  [[ -f "$list" ]] || die "$list is missing: make renders it with render-platform --inputs"
   command -v talosctl >/dev/null || die "talosctl is not installed (make check lists what is needed)"
   [[ -f "$talosconfig" ]] || die "$talosconfig is missing: it is written by make apply-infra"
   while IFS=$'\t' read -r endpoint node patch; do
     [[ -z "$endpoint" || "$endpoint" == \#* ]] && continue
     [[ -f "$rendered_dir/$patch" ]] || die "$rendered_dir/$patch is missing"
-    talos_patches+=("$endpoint"$'\t'"$node"$'\t'"$rendered_dir/$patch")
-  done < "$talos_list"
-  (( ${#talos_patches[@]} > 0 )) || die "$talos_list names no node to patch"
+    patches+="$endpoint"$'\t'"$node"$'\t'"$rendered_dir/$patch"$'\n'
+  done < "$list"
+  [[ -n "$patches" ]] || die "$list names no node to patch"
+  talos_patches[$name]=$patches
 }
 
-# talosctl patch machineconfig on each listed node, with the extra flags given (--mode, --dry-run).
+# talosctl patch machineconfig on each node of the component, with the extra flags given
+# (--mode, --dry-run).
 patch_talos() {
   local entry endpoint node patch
-  for entry in "${talos_patches[@]}"; do
+  while IFS= read -r entry; do
+    [[ -n "$entry" ]] || continue
     IFS=$'\t' read -r endpoint node patch <<<"$entry"
     talosctl --talosconfig "$talosconfig" --endpoints "$endpoint" --nodes "$node" \
       patch machineconfig --patch "@$patch" "$@" ||
-      die "Talos's firewall was not patched on $node (through $endpoint)"
+      die "$name: $node was not patched (through $endpoint)"
+  done <<<"${talos_patches[$name]}"
+}
+
+# helm's values flags for a release: the committed files, then the rendered cluster layer (helm
+# merges each over the ones before).
+values_flags() {
+  local f
+  IFS=, read -r -a files <<<"$list"
+  for f in "${files[@]}"; do printf '%s\n' -f "${values_dir:+$values_dir/}$f"; done
+  printf '%s\n' -f "$rendered_dir/$name.json"
+}
+
+# Everything a component needs, before the first change.
+check_all() {
+  local entry f
+  for entry in "${components[@]}"; do
+    component "$entry"
+    case "$kind" in
+      helm)
+        IFS=, read -r -a files <<<"$list"
+        for f in "${files[@]}"; do
+          f=${values_dir:+$values_dir/}$f
+          [[ -f "$f" ]] || die "$f is missing"
+        done
+        [[ -f "$rendered_dir/$name.json" ]] ||
+          die "$rendered_dir/$name.json is missing: make renders it from the profile's config" ;;
+      crds) check_crds "$source" "$version" ;;
+      namespaces|objects|secrets)
+        [[ -f "$rendered_dir/$name.json" ]] ||
+          die "$rendered_dir/$name.json is missing: make renders it with render-platform from the profile's config (the edge's with --inputs)" ;;
+      talos) check_talos ;;
+      *) die "$plan_file: component $name has an unknown kind '$kind'" ;;
+    esac
   done
 }
 
-# Every release's values files: the committed one and the rendered day-2 switches.
-check_values() {
-  local entry name
-  for entry in "${releases[@]}"; do
-    read -r name _ <<<"$entry"
-    [[ -f "$values_dir/$name.yaml" ]] || die "$values_dir/$name.yaml is missing"
-    [[ -f "$rendered_dir/$name.json" ]] ||
-      die "$rendered_dir/$name.json is missing: make renders it from config/platform.json"
+# The Secrets of every `secrets` component, decrypted now, before anything is installed:
+# secret_files[<component>] is a 0600 file in a 0700 folder removed on exit.
+declare -A secret_files=()
+secrets_dir=""
+cleanup() { if [[ -n "$secrets_dir" ]]; then rm -rf -- "$secrets_dir"; fi; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+decrypt_secrets() {
+  local entry
+  for entry in "${components[@]}"; do
+    component "$entry"
+    [[ "$kind" == secrets ]] || continue
+    [[ -f "$source" ]] || die "$source is missing: the cluster's SOPS file (the config's \"secrets\")"
+    command -v sops >/dev/null || die "sops is not installed (make check lists what is needed)"
+    [[ -x "$render_platform" ]] || die "$render_platform is missing (RENDER_PLATFORM)"
+    if [[ -z "$secrets_dir" ]]; then
+      secrets_dir=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/edgepop-secrets.XXXXXX")
+    fi
+    say "$name: decrypting $source (sops, age)"
+    if ! (umask 077 && sops --decrypt --output-type json "$source" |
+          "$render_platform" --secrets "$rendered_dir/$name.json" > "$secrets_dir/$name.json"); then
+      die "$source did not decrypt into the Secrets render-platform expects (is SOPS_AGE_KEY_FILE the cluster's age key?): nothing installed"
+    fi
+    secret_files[$name]="$secrets_dir/$name.json"
   done
 }
 
-# helm's values flags for a release: the committed file, then the rendered day-2 switches (helm
-# merges the second over the first).
-values_flags() { printf '%s\n' -f "$values_dir/$1.yaml" -f "$rendered_dir/$1.json"; }
+# Server-side apply of a file; a field changed by hand (another field manager) is taken back.
+apply_file() {
+  kubectl apply --server-side --force-conflicts --field-manager="$field_manager" -f "$1"
+}
 
-crd_file_flags() { local f; for f in "${crd_files[@]}"; do printf '%s\n' -f "$f"; done; }
+# The CRDs an `objects` component needs, Established.
+wait_for_crds() {
+  local crd
+  IFS=, read -r -a crds <<<"$needs"
+  for crd in "${crds[@]}"; do
+    kubectl wait --for=condition=Established --timeout=120s "crd/$crd" ||
+      die "$name needs the CRD $crd, which is not Established: stopping (is the component that brings it running?)"
+  done
+}
 
 apply() {
-  check_crds
-  check_values
-  check_firewall
-  local entry name ns chart repo version flags
-  mapfile -t crd_flags < <(crd_file_flags)
-  for entry in "${releases[@]}"; do
-    read -r name ns chart repo version <<<"$entry"
-    if [[ "$name" == cert-manager ]]; then
-      say "Gateway API CRDs $GATEWAY_API_VERSION (${#crd_files[@]} files, server-side apply)"
-      kubectl apply --server-side --field-manager="$field_manager" "${crd_flags[@]}" ||
-        die "the Gateway API CRDs were not applied: stopping before cert-manager"
-      kubectl wait --for=condition=Established --timeout=60s "${crd_flags[@]}" ||
-        die "the Gateway API CRDs are not Established: stopping before cert-manager"
-    fi
-    mapfile -t flags < <(values_flags "$name")
-    say "$name: chart $chart $version in $ns (waits until ready, rolls back on failure)"
-    helm upgrade --install "$name" "$chart" --repo "$repo" --version "$version" \
-      --namespace "$ns" --create-namespace --wait --atomic --timeout "$timeout" "${flags[@]}" ||
-      die "$name did not install: stopping (helm rolled it back)"
-    if [[ "$name" == cilium ]]; then
-      # The operator registers Cilium's CRDs as it starts.
-      say "host firewall: Cilium host policies, then Talos's ingress firewall on the worker"
-      kubectl wait --for=condition=Established --timeout=120s \
-        crd/ciliumclusterwidenetworkpolicies.cilium.io ||
-        die "Cilium's CiliumClusterwideNetworkPolicy CRD is not established: stopping"
-      kubectl apply --server-side --field-manager="$field_manager" -f "$host_policies" ||
-        die "the host policies were not applied: stopping"
-      patch_talos --mode=no-reboot
-    fi
+  check_all
+  decrypt_secrets
+  local entry flags installed=""
+  for entry in "${components[@]}"; do
+    component "$entry"
+    case "$kind" in
+      helm)
+        mapfile -t flags < <(values_flags)
+        say "$name: chart $source $version in $ns (waits until ready, rolls back on failure)"
+        helm upgrade --install "$name" "$source" --repo "$repo" --version "$version" \
+          --namespace "$ns" --create-namespace --wait --atomic --timeout "$timeout" "${flags[@]}" ||
+          die "$name did not install: stopping (helm rolled it back)"
+        installed+="$name $version, " ;;
+      crds)
+        mapfile -t flags < <(crd_flags "$name")
+        say "$name: CRDs $version ($(( ${#flags[@]} / 2 )) files, server-side apply)"
+        kubectl apply --server-side --field-manager="$field_manager" "${flags[@]}" ||
+          die "the $name CRDs were not applied: stopping"
+        kubectl wait --for=condition=Established --timeout=60s "${flags[@]}" ||
+          die "the $name CRDs are not Established: stopping"
+        installed+="$name CRDs $version, " ;;
+      namespaces|objects)
+        [[ -z "$needs" ]] || wait_for_crds
+        say "$name: $kind (server-side apply)"
+        apply_file "$rendered_dir/$name.json" || die "$name was not applied: stopping"
+        if [[ -n "$ready" ]]; then
+          kubectl -n "$ns" rollout status "$ready" --timeout="$timeout" ||
+            die "$name: $ready did not roll out: stopping"
+        fi
+        installed+="$name, " ;;
+      secrets)
+        say "$name: ${list//,/, } (server-side apply)"
+        apply_file "${secret_files[$name]}" || die "$name were not applied: stopping"
+        installed+="$name, " ;;
+      talos)
+        say "$name: talosctl patch machineconfig (no reboot)"
+        patch_talos --mode=no-reboot
+        installed+="$name, " ;;
+    esac
   done
-  local installed=""
-  for entry in "${releases[@]}"; do
-    read -r name ns chart repo version <<<"$entry"
-    installed+="$name $version, "
-  done
-  say "done: ${installed}Gateway API CRDs $GATEWAY_API_VERSION"
+  say "done: ${installed%, }"
 }
 
 diff_platform() {
-  check_crds
-  check_values
-  check_firewall
-  local entry name ns chart repo version flags rc use_plugin=no
+  check_all
+  decrypt_secrets
+  local entry flags rc use_plugin=no
   if helm diff version >/dev/null 2>&1; then use_plugin=yes; fi
-  mapfile -t crd_flags < <(crd_file_flags)
-  for entry in "${releases[@]}"; do
-    read -r name ns chart repo version <<<"$entry"
-    mapfile -t flags < <(values_flags "$name")
-    if [[ "$name" == cert-manager ]]; then
-      say "diff: Gateway API CRDs $GATEWAY_API_VERSION"
-      rc=0; kubectl diff --server-side --field-manager="$field_manager" "${crd_flags[@]}" || rc=$?
-      (( rc <= 1 )) || die "kubectl diff failed on the Gateway API CRDs"
-    fi
-    say "diff: $name ($chart $version)"
-    if [[ "$use_plugin" == yes ]]; then
-      helm diff upgrade "$name" "$chart" --repo "$repo" --version "$version" --namespace "$ns" \
-        --allow-unreleased "${flags[@]}" || die "helm diff failed on $name"
-    else
-      # kubectl diff exits 1 when there are differences, more on an error; helm template's own
-      # failure must not hide behind that 1.
-      set +e
-      helm template "$name" "$chart" --repo "$repo" --version "$version" --namespace "$ns" "${flags[@]}" |
-        kubectl diff --server-side --field-manager=helm -f -
-      local status=("${PIPESTATUS[@]}")
-      set -e
-      (( status[0] == 0 )) || die "helm template failed on $name"
-      (( status[1] <= 1 )) || die "kubectl diff failed on $name"
-    fi
-    if [[ "$name" == cilium ]]; then
-      say "diff: the host firewall (Cilium host policies, Talos's ingress firewall)"
-      rc=0; kubectl diff --server-side --field-manager="$field_manager" -f "$host_policies" || rc=$?
-      (( rc <= 1 )) || die "kubectl diff failed on the host policies"
-      patch_talos --dry-run
-    fi
+  for entry in "${components[@]}"; do
+    component "$entry"
+    case "$kind" in
+      crds)
+        mapfile -t flags < <(crd_flags "$name")
+        say "diff: $name CRDs $version"
+        rc=0; kubectl diff --server-side --field-manager="$field_manager" "${flags[@]}" || rc=$?
+        (( rc <= 1 )) || die "kubectl diff failed on the $name CRDs" ;;
+      namespaces|objects|secrets)
+        say "diff: $name"
+        local file="$rendered_dir/$name.json"
+        [[ "$kind" != secrets ]] || file=${secret_files[$name]}
+        # kubectl diff masks the values of Secrets.
+        rc=0; kubectl diff --server-side --force-conflicts --field-manager="$field_manager" -f "$file" || rc=$?
+        (( rc <= 1 )) || die "kubectl diff failed on $name" ;;
+      talos)
+        say "diff: $name (talosctl --dry-run)"
+        patch_talos --dry-run ;;
+      helm)
+        mapfile -t flags < <(values_flags)
+        say "diff: $name ($source $version)"
+        if [[ "$use_plugin" == yes ]]; then
+          helm diff upgrade "$name" "$source" --repo "$repo" --version "$version" --namespace "$ns" \
+            --allow-unreleased "${flags[@]}" || die "helm diff failed on $name"
+        else
+          # kubectl diff exits 1 when there are differences, more on an error; helm template's own
+          # failure must not hide behind that 1.
+          set +e
+          helm template "$name" "$source" --repo "$repo" --version "$version" --namespace "$ns" "${flags[@]}" |
+            kubectl diff --server-side --field-manager=helm -f -
+          local status=("${PIPESTATUS[@]}")
+          set -e
+          (( status[0] == 0 )) || die "helm template failed on $name"
+          (( status[1] <= 1 )) || die "kubectl diff failed on $name"
+        fi ;;
+    esac
   done
 }
 
 destroy() {
-  local i entry name ns chart repo version
-  for (( i = ${#releases[@]} - 1; i >= 0; i-- )); do
-    read -r name ns chart repo version <<<"${releases[$i]}"
-    if [[ "$name" == istio-base && "${DELETE_CRDS:-}" != yes ]]; then
-      say "istio-base kept: its templates are the Istio CRDs (DELETE_CRDS=yes removes them)"
-      # The base chart's webhook to istiod, labelled app=istiod and release=<its release>
-      # (manifests/charts/base/templates/defaultrevision-validatingwebhookconfiguration.yaml,
-      # Istio 1.30): istiod is gone, and a helm upgrade of istio-base makes it again.
-      say "deleting istio-base's validating webhook to istiod (istiod-default-validator)"
-      kubectl delete validatingwebhookconfiguration -l "app=istiod,release=$name" --ignore-not-found
-      continue
-    fi
-    if ! helm status "$name" --namespace "$ns" >/dev/null 2>&1; then
-      say "$name: not installed"
-      continue
-    fi
-    if [[ "$name" == cilium && -f "$host_policies" ]]; then
-      say "the host policies: deleting (Talos's firewall stays in the worker's machine config)"
-      kubectl delete --ignore-not-found -f "$host_policies" || die "the host policies were not deleted: stopping"
-    fi
-    say "$name: uninstalling"
-    helm uninstall "$name" --namespace "$ns" --wait --timeout "$timeout" || die "$name was not uninstalled: stopping"
+  local i entry secret
+  for (( i = ${#components[@]} - 1; i >= 0; i-- )); do
+    component "${components[$i]}"
+    case "$kind" in
+      helm)
+        if [[ "$name" == istio-base && "${DELETE_CRDS:-}" != yes ]]; then
+          say "istio-base kept: its templates are the Istio CRDs (DELETE_CRDS=yes removes them)"
+          # The base chart's webhook to istiod, labelled app=istiod and release=<its release>
+          # (manifests/charts/base/templates/defaultrevision-validatingwebhookconfiguration.yaml,
+          # Istio 1.30): istiod is gone, and a helm upgrade of istio-base makes it again.
+          say "deleting istio-base's validating webhook to istiod (istiod-default-validator)"
+          kubectl delete validatingwebhookconfiguration -l "app=istiod,release=$name" --ignore-not-found
+          continue
+        fi
+        if ! helm status "$name" --namespace "$ns" >/dev/null 2>&1; then
+          say "$name: not installed"
+          continue
+        fi
+        say "$name: uninstalling"
+        helm uninstall "$name" --namespace "$ns" --wait --timeout "$timeout" || die "$name was not uninstalled: stopping" ;;
+      objects)
+        # Without their CRDs (the release that brought them is gone) there is nothing to delete.
+        local crd gone=""
+        IFS=, read -r -a crds <<<"$needs"
+        for crd in "${crds[@]}"; do kubectl get crd "$crd" >/dev/null 2>&1 || gone=$crd; done
+        if [[ -n "$gone" ]]; then
+          say "$name: nothing to delete (the CRD $gone is gone)"
+          continue
+        fi
+        say "$name: deleting its objects"
+        kubectl delete --ignore-not-found --wait -f "$rendered_dir/$name.json" || die "$name was not deleted: stopping" ;;
+      secrets)
+        IFS=, read -r -a secrets <<<"$list"
+        for secret in "${secrets[@]}"; do
+          say "$name: deleting $secret"
+          kubectl delete secret --ignore-not-found -n "${secret%%/*}" "${secret#*/}" ||
+            die "$secret was not deleted: stopping"
+        done ;;
+      namespaces)
+        say "$name kept: they hold the volumes' claims (kubectl delete namespace removes one and everything in it)" ;;
+      talos)
+        say "$name kept: it stays in the nodes' machine config, protecting them" ;;
+      crds) ;;
+    esac
   done
   if [[ "${DELETE_CRDS:-}" == yes ]]; then
     # Every CRD of the platform's API groups; deleting one deletes all its objects.
     mapfile -t crds < <(kubectl get crd -o name |
-      grep -E '\.(gateway\.networking\.k8s\.io|cert-manager\.io|istio\.io|cilium\.io)$' || true)
+      grep -E '\.(gateway\.networking\.k8s\.io|cert-manager\.io|istio\.io|cilium\.io|traefik\.io|snapshot\.storage\.k8s\.io)$' || true)
     if (( ${#crds[@]} > 0 )); then
       say "deleting ${#crds[@]} CRDs (DELETE_CRDS=yes)"
       kubectl delete --wait "${crds[@]}"
     fi
   else
-    say "CRDs kept (Gateway API, cert-manager, Istio, Cilium): DELETE_CRDS=yes removes them"
+    say "CRDs kept: DELETE_CRDS=yes removes them"
   fi
 }
 

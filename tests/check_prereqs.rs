@@ -344,3 +344,62 @@ fn a_vendored_crd_that_does_not_match_its_pin_fails() {
     assert_eq!(out.status.code(), Some(1), "{}", report(&out));
     assert!(line_with(&stdout(&out), "Gateway API").contains("make vendor"));
 }
+
+#[test]
+fn make_check_for_the_onprem_profile_asks_for_sops_its_age_key_and_a_well_formed_secrets_file() {
+    let machine = Machine::ready();
+    script(&machine.bin(), "sops", "echo 'sops 3.13.3 (latest)'");
+    let work = machine.dir.path().join("work");
+    let fixture = repo().join("tests/fixtures/sops/onprem.secrets.sops.yaml");
+    let mut config: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
+    )
+    .unwrap();
+    config["secrets"] = serde_json::json!(fixture);
+    fs::write(work.join("config/onprem.json"), config.to_string()).unwrap();
+    let key = repo().join("tests/fixtures/sops/test-only.agekey");
+    let key = key.to_str().unwrap();
+    let onprem = [("PROFILE", "onprem"), ("SOPS_AGE_KEY_FILE", key)];
+    // No Scaleway credentials and no talosctl: this cluster exists already.
+    fs::remove_file(machine.bin().join("talosctl")).unwrap();
+    let unset = ["SCW_ACCESS_KEY", "SCW_SECRET_KEY", "SCW_DEFAULT_PROJECT_ID"];
+    let out = machine.check(&onprem, &unset);
+    assert_eq!(out.status.code(), Some(0), "{}", report(&out));
+    let text = stdout(&out);
+    assert!(
+        line_with(&text, "sops").trim_start().starts_with("ok"),
+        "{text}"
+    );
+    assert!(
+        line_with(&text, "config/onprem.json")
+            .trim_start()
+            .starts_with("ok"),
+        "{text}"
+    );
+    assert!(!text.contains("SCW_"), "{text}");
+
+    // No sops, no key, a secrets file with a clear value: each named.
+    fs::remove_file(machine.bin().join("sops")).unwrap();
+    let clear = machine.dir.path().join("clear.sops.yaml");
+    fs::write(
+        &clear,
+        fs::read_to_string(&fixture)
+            .unwrap()
+            .replacen("user_key: ENC[", "user_key: clear-[", 1),
+    )
+    .unwrap();
+    config["secrets"] = serde_json::json!(clear);
+    fs::write(work.join("config/onprem.json"), config.to_string()).unwrap();
+    let out = machine.check(&[("PROFILE", "onprem")], &unset);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    let text = stdout(&out);
+    assert!(
+        line_with(&text, "sops (not installed").contains("MISSING"),
+        "{text}"
+    );
+    assert!(line_with(&text, "no age key").contains("MISSING"), "{text}");
+    assert!(
+        line_with(&text, "ceph.user_key").contains("is not encrypted"),
+        "{text}"
+    );
+}

@@ -22,7 +22,6 @@ use std::net::IpAddr;
 use crate::values_contract::example_platform;
 use flows::{Addresses, FLOWS, NODE_PORT_RANGE, Peer, Ports, Role, Traffic};
 use ipnet::IpNet;
-use render_platform::Release;
 use render_platform::host_firewall;
 use scw_infra::apply::Address;
 use scw_infra::apply::firewall::{self, Source};
@@ -147,7 +146,7 @@ fn the_security_group_accepts_exactly_the_declared_flows_to_the_control_planes()
 
 /// Our Cilium values for a config: values/cilium.yaml, then what render-platform writes.
 fn cilium_values(platform: &render_platform::PlatformConfig) -> Value {
-    crate::values_contract::our_values(Release::Cilium, platform)
+    crate::values_contract::edge_values("cilium", platform)
 }
 
 /// A flow from the nodes to every node carrying this traffic is declared.

@@ -356,9 +356,11 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
         "kubectl wait --for=condition=Established --timeout=120s \
          crd/ciliumclusterwidenetworkpolicies.cilium.io"
     );
+    // Applied as every rendered object: a field edited by hand is taken back.
     assert!(
-        calls[2].starts_with("kubectl apply --server-side --field-manager=edgepop-platform")
-            && has_pair(&calls[2], "-f", &policies.display().to_string()),
+        calls[2].starts_with(
+            "kubectl apply --server-side --force-conflicts --field-manager=edgepop-platform"
+        ) && has_pair(&calls[2], "-f", &policies.display().to_string()),
         "{}",
         calls[2]
     );
@@ -379,7 +381,7 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
     world.fails_saying(
         "apply",
         &[("STANDIN_TALOSCTL_FAIL", "203.0.113.10")],
-        &["Talos's firewall was not patched on 203.0.113.10"],
+        &["talos-firewall: 203.0.113.10 was not patched"],
     );
     let calls = world.calls();
     assert_eq!(starting_with(&calls, "helm upgrade").len(), 1, "{calls:#?}");
@@ -390,7 +392,7 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
     world.fails_saying(
         "apply",
         &[],
-        &["host-firewall.json", "render-platform --inputs"],
+        &["host-firewall.json is missing", "render-platform"],
     );
     assert!(mutating(&world.calls()).is_empty(), "{:#?}", world.calls());
 }
@@ -433,9 +435,9 @@ fn a_missing_vendored_file_or_rendered_values_file_stops_before_any_change() {
 
     // Without render-platform's list there is nothing to install, diff or uninstall.
     let world = World::new();
-    fs::remove_file(world.dir.path().join("rendered/releases.tsv")).unwrap();
+    fs::remove_file(world.dir.path().join("rendered/components.tsv")).unwrap();
     for mode in ["apply", "diff", "destroy"] {
-        world.fails_saying(mode, &[], &["releases.tsv is missing", "render-platform"]);
+        world.fails_saying(mode, &[], &["components.tsv is missing", "render-platform"]);
     }
     assert!(work(&world.calls()).is_empty(), "{:#?}", world.calls());
 }
@@ -727,4 +729,26 @@ fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
         "{:#?}",
         world.calls()
     );
+}
+
+#[test]
+fn make_acts_on_another_profile_only_through_a_kubeconfig_named_on_its_command_line() {
+    let world = World::new();
+    // KUBECONFIG comes from the environment (World::command): never taken for another profile,
+    // whose cluster this Makefile did not make.
+    let out = world
+        .command("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .args(["apply-platform", "PROFILE=onprem"])
+        .args(make_args(&world))
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("PROFILE=onprem acts on an existing cluster: name its kubeconfig"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
 }

@@ -13,6 +13,16 @@
 //!   `_internal_defaults_do_not_set`, plus `profile`, `platform` and `compatibilityVersion`,
 //!   whose names must be a profile file of the chart; istiod copies `pilot.*` to the top level.
 //!
+//! - Traefik 41.3.0 (closed at the root and in 31 places; `ports.<name>` is one schema for
+//!   every entry point), external-dns 1.21.1 and CrowdSec 0.24.0 (draft-06, through `$ref`): the
+//!   schema's `properties` tree, following `additionalProperties` schemas; and, as helm does,
+//!   the chart's defaults merged with ours validated against the whole schema (enums, items).
+//! - ceph-csi-rbd 3.17.1 and snapshot-controller 5.2.0: no schema; the keys are those of
+//!   values.yaml, with the type of their default.
+//!
+//! Every Helm component of every profile (render-platform's) is checked: the committed values
+//! files it layers, merged with what render-platform renders from the profile's example config.
+//!
 //! A key is open below an object the chart leaves free (no properties in the schema; `{}` in
 //! Istio's defaults: annotations, resources, env). Types: the value's JSON type must be one the
 //! schema allows (or the type of Istio's default, when the default is not null).
@@ -21,21 +31,29 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use render_platform::Release;
+use render_platform::profile::{Component, Kind};
+use render_platform::{ClusterConfig, Profile};
 use serde_json::{Value, json};
 
 const TEST: &str = "values_contract";
 
+/// The chart versions whose contracts ../shared/charts holds: a `*_CONTRACT_VERSION` where the
+/// pin was not collected there, the pin itself otherwise.
 fn chart_dir(chart: &str) -> Option<PathBuf> {
     let shared = testkit::workspace::shared_dir(TEST)?;
     let versions = versions();
-    let version = match chart {
-        "cilium" => &versions["CILIUM_CONTRACT_VERSION"],
-        "cert-manager" => &versions["CERT_MANAGER_CONTRACT_VERSION"],
-        "base" | "istiod" => &versions["ISTIO_CONTRACT_VERSION"],
+    let key = match chart {
+        "cilium" => "CILIUM_CONTRACT_VERSION",
+        "cert-manager" => "CERT_MANAGER_CONTRACT_VERSION",
+        "base" | "istiod" => "ISTIO_CONTRACT_VERSION",
+        "traefik" => "TRAEFIK_VERSION",
+        "ceph-csi-rbd" => "CEPH_CSI_RBD_VERSION",
+        "external-dns" => "EXTERNAL_DNS_VERSION",
+        "crowdsec" => "CROWDSEC_VERSION",
+        "snapshot-controller" => "SNAPSHOT_CONTROLLER_VERSION",
         other => panic!("no contract for {other}"),
     };
-    let dir = shared.join("charts").join(chart).join(version);
+    let dir = shared.join("charts").join(chart).join(&versions[key]);
     assert!(dir.is_dir(), "{} is missing", dir.display());
     Some(dir)
 }
@@ -58,14 +76,75 @@ fn yaml_file(path: &Path) -> Value {
     if value.is_null() { json!({}) } else { value }
 }
 
-/// Our values for a release: the committed file merged with what render-platform gives for the
-/// example config (helm merges the second -f over the first the same way: maps deep, the rest
-/// replaced).
-pub(crate) fn our_values(release: Release, platform: &render_platform::PlatformConfig) -> Value {
-    let mut base =
-        yaml_file(&testkit::workspace::root().join(format!("values/{}.yaml", release.name())));
-    merge(&mut base, render_platform::render(platform, release));
-    base
+/// A profile's example config and its path.
+fn example(profile: Profile) -> (ClusterConfig, PathBuf) {
+    let file = match profile {
+        Profile::Edge => "config/platform.example.json",
+        Profile::Onprem => "config/onprem.example.json",
+    };
+    let path = testkit::workspace::root().join(file);
+    (ClusterConfig::load(profile, &path).unwrap(), path)
+}
+
+/// A Helm component of a profile, by name.
+fn component(profile: Profile, name: &str) -> &'static Component {
+    profile
+        .components()
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("{}: no component {name}", profile.name()))
+}
+
+/// Every Helm component of every profile.
+fn helm_components() -> Vec<(Profile, &'static Component)> {
+    Profile::ALL
+        .into_iter()
+        .flat_map(|p| p.components().iter().map(move |c| (p, c)))
+        .filter(|(_, c)| matches!(c.kind, Kind::Helm { .. }))
+        .collect()
+}
+
+fn chart(component: &Component) -> &'static str {
+    match component.kind {
+        Kind::Helm { chart, .. } => chart,
+        _ => panic!("{} is not a Helm component", component.name),
+    }
+}
+
+/// Our values for a release: its committed files merged in order with what render-platform
+/// renders for the config (helm merges each -f over the ones before the same way: maps deep,
+/// the rest replaced).
+fn values_of(component: &Component, cluster: &ClusterConfig, path: &Path) -> Value {
+    let Kind::Helm { values, .. } = component.kind else {
+        panic!("{} is not a Helm component", component.name)
+    };
+    let mut merged = json!({});
+    for file in values {
+        merge(
+            &mut merged,
+            yaml_file(&testkit::workspace::root().join(file)),
+        );
+    }
+    let rendered =
+        render_platform::rendered(cluster, path, component, &render_platform::PINS).unwrap();
+    merge(&mut merged, rendered.unwrap());
+    merged
+}
+
+/// [`values_of`] for the profile's example config.
+fn our_values(profile: Profile, name: &str) -> Value {
+    let (cluster, path) = example(profile);
+    values_of(component(profile, name), &cluster, &path)
+}
+
+/// The edge profile's values of a release for this platform config.
+pub(crate) fn edge_values(name: &str, platform: &render_platform::PlatformConfig) -> Value {
+    let (_, path) = example(Profile::Edge);
+    values_of(
+        component(Profile::Edge, name),
+        &ClusterConfig::Edge(platform.clone()),
+        &path,
+    )
 }
 
 pub(crate) fn example_platform() -> render_platform::PlatformConfig {
@@ -125,12 +204,19 @@ enum Contract {
         /// Paths under an open object whose own keys are known from elsewhere (cert-manager's
         /// `config`: ControllerConfiguration), as (prefix, allowed dotted keys below it).
         sub_contracts: Vec<(String, Vec<String>)>,
+        /// The chart's values.yaml: when given, the defaults merged with our values are
+        /// validated against the whole schema, as helm does before rendering.
+        defaults: Option<Value>,
     },
-    /// Istio: the defaults under `_internal_defaults_do_not_set`, the profile names.
-    Istio {
+    /// No schema: the keys of the chart's defaults, with their types. Istio's defaults sit under
+    /// `_internal_defaults_do_not_set`, and its profile names are files of the chart.
+    Defaults {
         defaults: Value,
-        profiles: Vec<String>,
+        istio_profiles: Option<Vec<String>>,
         descope_pilot: bool,
+        /// A schema that declares only part of the keys (CrowdSec's): the defaults merged with
+        /// ours are still validated against it, as helm does.
+        schema: Option<Value>,
     },
 }
 
@@ -163,6 +249,7 @@ fn cilium_contract() -> Option<Contract> {
         template_only,
         removed,
         sub_contracts: Vec::new(),
+        defaults: None,
     })
 }
 
@@ -188,6 +275,58 @@ fn cert_manager_contract() -> Option<Contract> {
         template_only: Vec::new(),
         removed: Vec::new(),
         sub_contracts: vec![("config".to_owned(), controller_configuration)],
+        defaults: None,
+    })
+}
+
+/// A chart whose schema is the contract, validated whole over the defaults merged with ours.
+fn schema_contract(chart: &str) -> Option<Contract> {
+    let dir = chart_dir(chart)?;
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("values.schema.json")).unwrap())
+            .unwrap();
+    let mut sub_contracts = Vec::new();
+    if chart == "traefik" {
+        // `service.spec` is copied into the Service's spec (templates/_service.tpl, `with
+        // .service.spec`): its keys are ServiceSpec's, from the Kubernetes schema (selector and
+        // ports are the chart's own).
+        let shared = testkit::workspace::shared_dir(TEST)?;
+        let service: Value = serde_json::from_str(
+            &std::fs::read_to_string(shared.join("schemas/service-v1.json")).unwrap(),
+        )
+        .unwrap();
+        let fields = service["properties"]["spec"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| *k != "selector" && *k != "ports")
+            .cloned()
+            .collect();
+        sub_contracts.push(("service.spec".to_owned(), fields));
+    }
+    Some(Contract::Schema {
+        schema,
+        template_only: Vec::new(),
+        removed: Vec::new(),
+        sub_contracts,
+        defaults: Some(yaml_file(&dir.join("values.yaml"))),
+    })
+}
+
+/// A chart without a schema, or with one that lists only part of its keys: values.yaml is the
+/// list of keys.
+fn defaults_contract(chart: &str) -> Option<Contract> {
+    let dir = chart_dir(chart)?;
+    // CrowdSec's schema declares a few keys of each object (agent: 4 of 40) and closes none of
+    // them: values.yaml is the list of keys, the schema checks the values.
+    let schema = dir.join("values.schema.json");
+    Some(Contract::Defaults {
+        defaults: yaml_file(&dir.join("values.yaml")),
+        istio_profiles: None,
+        descope_pilot: false,
+        schema: schema
+            .exists()
+            .then(|| serde_json::from_str(&std::fs::read_to_string(schema).unwrap()).unwrap()),
     })
 }
 
@@ -210,10 +349,11 @@ fn istio_contract(chart: &str) -> Option<Contract> {
             )
         })
         .collect();
-    Some(Contract::Istio {
+    Some(Contract::Defaults {
         defaults,
-        profiles,
+        istio_profiles: Some(profiles),
         descope_pilot: chart == "istiod",
+        schema: None,
     })
 }
 
@@ -252,14 +392,50 @@ fn type_fits(allowed: &[String], value: &Value) -> bool {
 impl Contract {
     /// Every violation of our values, one line each (empty: the values keep the contract).
     fn violations(&self, values: &Value) -> Vec<String> {
-        leaves(values)
+        let mut bad: Vec<String> = leaves(values)
             .into_iter()
             .filter_map(|(path, value)| {
                 self.check(&path, &value)
                     .err()
                     .map(|why| format!("{}: {why}", path.join(".")))
             })
-            .collect()
+            .collect();
+        let whole = match self {
+            Contract::Schema {
+                schema,
+                defaults: Some(defaults),
+                ..
+            }
+            | Contract::Defaults {
+                schema: Some(schema),
+                defaults,
+                ..
+            } => Some((schema, defaults)),
+            _ => None,
+        };
+        if let Some((schema, defaults)) = whole {
+            let mut merged = defaults.clone();
+            merge(&mut merged, values.clone());
+            let validator = jsonschema::validator_for(schema).unwrap();
+            for error in validator.iter_errors(&merged) {
+                let at = error
+                    .instance_path()
+                    .to_string()
+                    .trim_start_matches('/')
+                    .replace('/', ".");
+                let line = format!("{at}: the schema refuses it: {error}");
+                // One line per key: the key check may have named it, or a key below it, already
+                // (the schema reports an unknown key at its parent).
+                let named = |b: &String| {
+                    let key = b.split(':').next().unwrap_or_default();
+                    at.is_empty() || key == at || key.starts_with(&format!("{at}."))
+                };
+                if !bad.iter().any(named) {
+                    bad.push(line);
+                }
+            }
+        }
+        bad
     }
 
     fn check(&self, path: &[String], value: &Value) -> Result<(), String> {
@@ -269,6 +445,7 @@ impl Contract {
                 template_only,
                 removed,
                 sub_contracts,
+                ..
             } => {
                 let dotted = path.join(".");
                 if let Some(key) = removed
@@ -282,7 +459,9 @@ impl Contract {
                 let mut node = deref(schema, schema);
                 for (depth, key) in path.iter().enumerate() {
                     let props = node.get("properties").and_then(Value::as_object);
-                    match props.and_then(|p| p.get(key)) {
+                    // A map of named entries sharing one schema (Traefik's `ports.<name>`).
+                    let shared = node.get("additionalProperties").filter(|a| a.is_object());
+                    match props.and_then(|p| p.get(key)).or(shared) {
                         Some(next) => node = deref(schema, next),
                         None => {
                             let here = path[..depth].join(".");
@@ -328,10 +507,11 @@ impl Contract {
                     ))
                 }
             }
-            Contract::Istio {
+            Contract::Defaults {
                 defaults,
-                profiles,
+                istio_profiles,
                 descope_pilot,
+                ..
             } => {
                 let path: &[String] = if *descope_pilot
                     && path.first().is_some_and(|k| k == "pilot")
@@ -341,7 +521,8 @@ impl Contract {
                 } else {
                     path
                 };
-                if path.len() == 1
+                if let Some(profiles) = istio_profiles
+                    && path.len() == 1
                     && ["profile", "platform", "compatibilityVersion"].contains(&path[0].as_str())
                 {
                     let name = value.as_str().ok_or("a profile name is a string")?;
@@ -358,7 +539,7 @@ impl Contract {
                         ))
                     };
                 }
-                if path.first().is_some_and(|k| k == "defaults") {
+                if istio_profiles.is_some() && path.first().is_some_and(|k| k == "defaults") {
                     return Err("setting `defaults` makes the chart fail".into());
                 }
                 let mut node = defaults;
@@ -384,43 +565,55 @@ impl Contract {
     }
 }
 
-fn contract(release: Release) -> Option<Contract> {
-    match release {
-        Release::Cilium => cilium_contract(),
-        Release::CertManager => cert_manager_contract(),
-        Release::IstioBase => istio_contract("base"),
-        Release::Istiod => istio_contract("istiod"),
+fn contract(chart: &str) -> Option<Contract> {
+    match chart {
+        "cilium" => cilium_contract(),
+        "cert-manager" => cert_manager_contract(),
+        "base" | "istiod" => istio_contract(chart),
+        "traefik" | "external-dns" => schema_contract(chart),
+        "crowdsec" | "ceph-csi-rbd" | "snapshot-controller" => defaults_contract(chart),
+        other => panic!("no contract for {other}"),
     }
 }
 
-/// The example config and the day-2 variants (enforce, strict WireGuard, no Hubble UI).
-fn platform_variants() -> Vec<render_platform::PlatformConfig> {
-    let example = example_platform();
-    let mut day2 = example.clone();
-    day2.cilium.policy_audit_mode = false;
-    day2.cilium.wireguard.strict_mode = true;
-    day2.cilium.hubble.ui = false;
-    render_platform::check(&day2).unwrap();
-    vec![example, day2]
+/// A profile's example config, and for the edge its day-2 variants (enforce, strict WireGuard,
+/// no Hubble UI).
+fn variants(profile: Profile) -> Vec<(ClusterConfig, PathBuf)> {
+    let (example, path) = example(profile);
+    let mut variants = vec![(example.clone(), path.clone())];
+    if let ClusterConfig::Edge(platform) = example {
+        let mut day2 = platform;
+        day2.cilium.policy_audit_mode = false;
+        day2.cilium.wireguard.strict_mode = true;
+        day2.cilium.hubble.ui = false;
+        render_platform::check(&day2).unwrap();
+        variants.push((ClusterConfig::Edge(day2), path));
+    }
+    variants
 }
 
 #[test]
 fn every_key_we_set_exists_in_the_chart_with_a_compatible_type() {
-    for release in Release::ALL {
-        let Some(contract) = contract(release) else {
+    for (profile, component) in helm_components() {
+        let Some(contract) = contract(chart(component)) else {
             return;
         };
-        for platform in platform_variants() {
-            let values = our_values(release, &platform);
+        for (cluster, path) in variants(profile) {
+            let values = values_of(component, &cluster, &path);
             let bad = contract.violations(&values);
-            assert!(bad.is_empty(), "{}: {bad:#?}", release.name());
+            assert!(
+                bad.is_empty(),
+                "{} {}: {bad:#?}",
+                profile.name(),
+                component.name
+            );
         }
     }
 }
 
 #[test]
 fn the_talos_values_are_there() {
-    let values = our_values(Release::Cilium, &example_platform());
+    let values = our_values(Profile::Edge, "cilium");
     for (pointer, want) in [
         ("/ipam/mode", json!("kubernetes")),
         ("/kubeProxyReplacement", json!(true)),
@@ -444,14 +637,14 @@ fn the_talos_values_are_there() {
             "Talos forbids SYS_MODULE: {caps:?}"
         );
     }
-    let cm = our_values(Release::CertManager, &example_platform());
+    let cm = our_values(Profile::Edge, "cert-manager");
     assert_eq!(cm.pointer("/crds/enabled"), Some(&json!(true)));
     assert_eq!(cm.pointer("/config/gatewayAPI/enabled"), Some(&json!(true)));
 }
 
 /// Our values with one key changed, and the path the contract must name.
-fn broken(release: Release, pointer_path: &[&str], value: Value) -> Value {
-    let mut values = our_values(release, &example_platform());
+fn broken(profile: Profile, name: &str, pointer_path: &[&str], value: Value) -> Value {
+    let mut values = our_values(profile, name);
     let mut slot = &mut values;
     for key in pointer_path {
         slot = slot
@@ -466,162 +659,267 @@ fn broken(release: Release, pointer_path: &[&str], value: Value) -> Value {
 
 #[test]
 fn a_typo_a_removed_key_an_old_form_or_a_wrong_type_is_refused_for_every_chart() {
-    let cases: Vec<(Release, &[&str], Value, &str)> = vec![
+    let cases: Vec<(Profile, &str, &[&str], Value, &str)> = vec![
         (
-            Release::Cilium,
+            Profile::Edge,
+            "cilium",
             &["kubeProxyReplacment"],
             json!(true),
             "no key `kubeProxyReplacment`",
         ),
         (
-            Release::Cilium,
+            Profile::Edge,
+            "cilium",
             &["tunnel"],
             json!("vxlan"),
             "`tunnel` was removed",
         ),
         (
-            Release::Cilium,
+            Profile::Edge,
+            "cilium",
             &["encryption", "strictMode", "enabled"],
             json!(true),
             "no key `enabled`",
         ),
         (
-            Release::Cilium,
+            Profile::Edge,
+            "cilium",
             &["nodePort", "enabled"],
             json!(true),
             "no key `enabled`",
         ),
         (
-            Release::Cilium,
+            Profile::Edge,
+            "cilium",
             &["ipam", "mode"],
             json!(["kubernetes"]),
             "a array where the chart takes string",
         ),
         (
-            Release::Cilium,
+            Profile::Edge,
+            "cilium",
             &["cgroup", "autoMount"],
             json!(false),
             "a boolean where the chart takes object",
         ),
         (
-            Release::CertManager,
+            Profile::Edge,
+            "cert-manager",
             &["crds", "enable"],
             json!(true),
             "no key `enable`",
         ),
         (
-            Release::CertManager,
+            Profile::Edge,
+            "cert-manager",
             &["installCRD"],
             json!(true),
             "no key `installCRD`",
         ),
         (
-            Release::CertManager,
+            Profile::Edge,
+            "cert-manager",
             &["config", "gatewayApi", "enabled"],
             json!(true),
             "`gatewayApi.enabled` is not a field",
         ),
         (
-            Release::CertManager,
+            Profile::Edge,
+            "cert-manager",
             &["crds", "keep"],
             json!("yes"),
             "a string where the chart takes boolean",
         ),
         (
-            Release::IstioBase,
+            Profile::Edge,
+            "istio-base",
             &["global", "istioNamspace"],
             json!("istio-system"),
             "no key `istioNamspace`",
         ),
         (
-            Release::IstioBase,
+            Profile::Edge,
+            "istio-base",
             &["base", "enableCRDTemplates"],
             json!("true"),
             "a string where the chart's default is a boolean",
         ),
         (
-            Release::Istiod,
+            Profile::Edge,
+            "istiod",
             &["pilot", "autoscaleEnabld"],
             json!(false),
             "no key `autoscaleEnabld`",
         ),
         (
-            Release::Istiod,
+            Profile::Edge,
+            "istiod",
             &["profile"],
             json!("default"),
             "no files/profile-default.yaml",
         ),
         (
-            Release::Istiod,
+            Profile::Edge,
+            "istiod",
             &["defaults", "env"],
             json!({"A": "b"}),
             "`defaults` makes the chart fail",
         ),
+        // The onprem profile's charts.
+        (
+            Profile::Onprem,
+            "traefik",
+            &["logs", "access", "enabled"],
+            json!(true),
+            "no key `logs`",
+        ),
+        (
+            Profile::Onprem,
+            "traefik",
+            &["ports", "web", "http", "middleware"],
+            json!(["traefik-crowdsec@kubernetescrd"]),
+            "no key `middleware`",
+        ),
+        (
+            Profile::Onprem,
+            "traefik",
+            &["service", "spec", "externalTraficPolicy"],
+            json!("Local"),
+            "`externalTraficPolicy` is not a field",
+        ),
+        (
+            Profile::Onprem,
+            "traefik",
+            &["deployment", "replicas"],
+            json!("2"),
+            "a string where the chart takes integer",
+        ),
+        (
+            Profile::Onprem,
+            "external-dns",
+            &["policy"],
+            json!("upsert"),
+            "the schema refuses it",
+        ),
+        (
+            Profile::Onprem,
+            "external-dns",
+            &["domainFilter"],
+            json!(["k8s.exemple.fr"]),
+            "no key `domainFilter`",
+        ),
+        (
+            Profile::Onprem,
+            "crowdsec",
+            &["container_runtime"],
+            json!("cri-o"),
+            "the schema refuses it",
+        ),
+        (
+            Profile::Onprem,
+            "crowdsec",
+            &["agent", "acquisitions"],
+            json!([]),
+            "no key `acquisitions`",
+        ),
+        (
+            Profile::Onprem,
+            "ceph-csi-rbd",
+            &["storageclass"],
+            json!({"create": true}),
+            "no key `storageclass`",
+        ),
+        (
+            Profile::Onprem,
+            "ceph-csi-rbd",
+            &["csiConfig"],
+            json!("clusterID: x"),
+            "a string where the chart's default is a array",
+        ),
+        (
+            Profile::Onprem,
+            "snapshot-controller",
+            &["installCRD"],
+            json!(true),
+            "no key `installCRD`",
+        ),
+        (
+            Profile::Onprem,
+            "cilium",
+            &["l2announcement", "enabled"],
+            json!(true),
+            "no key `l2announcement`",
+        ),
     ];
-    for (release, path, value, needle) in cases {
-        let Some(contract) = contract(release) else {
+    for (profile, name, path, value, needle) in cases {
+        let Some(contract) = contract(chart(component(profile, name))) else {
             return;
         };
-        let bad = contract.violations(&broken(release, path, value));
+        let bad = contract.violations(&broken(profile, name, path, value));
         let dotted = path.join(".");
         assert!(
             bad.iter()
                 .any(|line| line.starts_with(&dotted) && line.contains(needle)),
             "{}: {dotted}: `{needle}` not in {bad:#?}",
-            release.name()
+            name
         );
-        assert_eq!(
-            bad.len(),
-            1,
-            "{}: only the broken key: {bad:#?}",
-            release.name()
-        );
+        assert_eq!(bad.len(), 1, "{}: only the broken key: {bad:#?}", name);
     }
 }
 
 #[test]
 fn open_objects_take_any_key_and_template_only_keys_are_accepted() {
-    let cases: Vec<(Release, &[&str], Value)> = vec![
+    let cases: Vec<(Profile, &str, &[&str], Value)> = vec![
         (
-            Release::Cilium,
+            Profile::Edge,
+            "cilium",
             &["podAnnotations", "example.com/anything"],
             json!("x"),
         ),
         (
-            Release::Cilium,
+            Profile::Edge,
+            "cilium",
             &["resources", "limits", "memory"],
             json!("1Gi"),
         ),
-        (Release::Cilium, &["loadBalancer", "mode"], json!("dsr")),
         (
-            Release::CertManager,
+            Profile::Edge,
+            "cilium",
+            &["loadBalancer", "mode"],
+            json!("dsr"),
+        ),
+        (
+            Profile::Edge,
+            "cert-manager",
             &["podAnnotations", "example.com/anything"],
             json!("x"),
         ),
         (
-            Release::CertManager,
+            Profile::Edge,
+            "cert-manager",
             &["resources", "requests", "cpu"],
             json!("10m"),
         ),
-        (Release::Istiod, &["env", "PILOT_ANYTHING"], json!("1")),
         (
-            Release::Istiod,
+            Profile::Edge,
+            "istiod",
+            &["env", "PILOT_ANYTHING"],
+            json!("1"),
+        ),
+        (
+            Profile::Edge,
+            "istiod",
             &["pilot", "env", "PILOT_ANYTHING"],
             json!("1"),
         ),
-        (Release::Istiod, &["profile"], json!("stable")),
+        (Profile::Edge, "istiod", &["profile"], json!("stable")),
     ];
-    for (release, path, value) in cases {
-        let Some(contract) = contract(release) else {
+    for (profile, name, path, value) in cases {
+        let Some(contract) = contract(chart(component(profile, name))) else {
             return;
         };
-        let bad = contract.violations(&broken(release, path, value));
-        assert!(
-            bad.is_empty(),
-            "{}: {}: {bad:#?}",
-            release.name(),
-            path.join(".")
-        );
+        let bad = contract.violations(&broken(profile, name, path, value));
+        assert!(bad.is_empty(), "{}: {}: {bad:#?}", name, path.join("."));
     }
 }
 
@@ -630,19 +928,19 @@ fn open_objects_take_any_key_and_template_only_keys_are_accepted() {
 const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
 
 /// Our values over the chart's own defaults (what helm renders from).
-fn effective(release: Release, chart: &str) -> Option<Value> {
+fn effective(name: &str, chart: &str) -> Option<Value> {
     let dir = chart_dir(chart)?;
     let mut defaults = yaml_file(&dir.join("values.yaml"));
     if let Some(inner) = defaults.get("_internal_defaults_do_not_set").cloned() {
         defaults = inner; // Istio's charts keep their defaults one level down
     }
-    merge(&mut defaults, our_values(release, &example_platform()));
+    merge(&mut defaults, our_values(Profile::Edge, name));
     Some(defaults)
 }
 
 #[test]
 fn istiod_runs_on_the_control_planes_and_no_budget_can_block_draining_the_worker() {
-    let Some(istiod) = effective(Release::Istiod, "istiod") else {
+    let Some(istiod) = effective("istiod", "istiod") else {
         return;
     };
     // Placed on the control planes, whose NoSchedule taint it tolerates.
@@ -688,11 +986,8 @@ fn istiod_runs_on_the_control_planes_and_no_budget_can_block_draining_the_worker
     }
     // What runs on the worker: no chart's budget is switched on (every podDisruptionBudget of
     // Cilium's and cert-manager's values, defaults included).
-    for (release, chart) in [
-        (Release::Cilium, "cilium"),
-        (Release::CertManager, "cert-manager"),
-    ] {
-        let Some(values) = effective(release, chart) else {
+    for (name, chart) in [("cilium", "cilium"), ("cert-manager", "cert-manager")] {
+        let Some(values) = effective(name, chart) else {
             return;
         };
         let mut budgets = 0;

@@ -12,6 +12,7 @@
 //! - [`pins`]: reading the version pins of `k8s/versions.env`.
 //! - [`wait`]: the injected clock ([`wait::Sleeper`]) and the one bounded polling loop.
 
+pub mod acme;
 pub mod exit;
 pub mod hex;
 pub mod input;

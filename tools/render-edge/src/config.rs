@@ -52,26 +52,7 @@ pub struct ImagesConfig {
     pub published: Option<PathBuf>,
 }
 
-/// Which Let's Encrypt server issues the certificates.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AcmeServer {
-    /// Untrusted certificates, generous rate limits: the default while trying things out.
-    #[default]
-    Staging,
-    /// Trusted certificates; needs an email for expiry notices.
-    Production,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AcmeConfig {
-    #[serde(default)]
-    pub server: AcmeServer,
-    /// The ACME account's contact; required for production.
-    #[serde(default)]
-    pub email: Option<String>,
-}
+pub use pop_common::acme::{AcmeConfig, AcmeServer};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -158,18 +158,12 @@ fn gateway_class() -> Value {
 }
 
 pub fn issuer_name(server: AcmeServer) -> &'static str {
-    match server {
-        AcmeServer::Staging => "letsencrypt-staging",
-        AcmeServer::Production => "letsencrypt-production",
-    }
+    server.issuer_name()
 }
 
 fn cluster_issuer(plan: &Plan) -> Value {
     let name = issuer_name(plan.acme_server);
-    let server = match plan.acme_server {
-        AcmeServer::Staging => "https://acme-staging-v02.api.letsencrypt.org/directory",
-        AcmeServer::Production => "https://acme-v02.api.letsencrypt.org/directory",
-    };
+    let server = plan.acme_server.directory();
     let mut acme = json!({
         "server": server,
         "privateKeySecretRef": {"name": format!("{name}-account")},

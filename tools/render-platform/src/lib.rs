@@ -1,30 +1,38 @@
-//! `render-platform`: the platform layer's Helm values and host firewall. The values carry the
-//! day-2 switches of `config/platform.json` (policy audit or enforce, WireGuard and its strict
-//! mode, Hubble, cert-manager's Gateway API support, Istio's default GatewayClass) and the ports
-//! of the declared flows (`crates/flows`: Cilium's routing mode, tunnel, health and Hubble ports,
-//! the NodePort range); the host firewall is rendered from the same flows and the cluster's
-//! addresses (the `PlatformInputs` record), see [`host_firewall`].
+//! `render-platform`: the platform layer of a cluster profile. A profile is a declared, ordered
+//! list of components ([`profile`]); this tool checks its order, renders each component's
+//! cluster-specific layer from the profile's config, and writes the plan that
+//! `pipelines/platform.sh` installs, diffs and uninstalls, whatever the profile.
 //!
-//! The committed `values/<release>.yaml` hold what never changes (what Talos imposes); helm reads
+//! Two profiles: `edge` (the default), the Scaleway edge (Cilium, the Gateway API CRDs,
+//! cert-manager, Istio), whose config `config/platform.json` holds the day-2 switches (policy
+//! audit or enforce, WireGuard and its strict mode, Hubble, the NodePort range, cert-manager's
+//! Gateway API support, Istio's default GatewayClass); and `onprem` ([`onprem`]), the base of an
+//! existing Talos cluster on premises, whose config is `config/onprem.json`.
+//!
+//! The committed `values/<chart>.yaml` hold what never changes (what Talos imposes); helm reads
 //! this tool's output after them (`-f values/cilium.yaml -f <rendered>`), so a day-2 change is an
-//! edit of the platform config, never of a values file. The output is JSON (which Helm reads as
+//! edit of the cluster's config, never of a values file. The output is JSON (which Helm reads as
 //! YAML), keys sorted, so the same config always gives the same bytes.
 //!
 //! ```text
-//! render-platform --config config/platform.json cilium              # one release, on stdout
-//! render-platform --config config/platform.json --inputs talos/_out/platform-inputs.json \
-//!     --out-dir DIR                                                 # everything, and the lists
+//! render-platform --config config/platform.json cilium                     # one component, on stdout
+//! render-platform --config config/platform.json --out-dir DIR              # every component, and the plan
+//! render-platform --profile onprem --config config/onprem.json --out-dir DIR
+//! sops --decrypt --output-type json FILE | render-platform --secrets DIR/secrets.json
 //! ```
 //!
-//! This tool owns the list of releases: with `--out-dir` it writes `DIR/<release>.json` for each,
-//! the host firewall (`DIR/host-firewall.json`, a `List` of Cilium host policies;
-//! `DIR/talos-firewall.worker.yaml`, Talos's ingress firewall documents for the worker, and
-//! `DIR/talos-firewall.tsv`, where to apply them: endpoint, node, file), then
-//! `DIR/releases.tsv`, one line per release in install order: name, namespace, chart, repository
-//! and version (tab-separated; the last two are the pins of `k8s/versions.env`, compiled in).
-//! `pipelines/platform.sh` installs, diffs and uninstalls what those files list.
+//! With `--out-dir` it writes `DIR/<component>.json` for each component that has a rendered
+//! layer (a Helm release's values, the objects of an `objects` or `namespaces` component, the
+//! [`secrets::SecretsTemplate`] of a `secrets` one), `DIR/status.env` for profiles whose
+//! `make cluster-status` needs names of the render, then `DIR/components.tsv`, one line per
+//! component in install order ([`profile::plan_text`]; the chart pins of `k8s/versions.env`,
+//! compiled in). `--secrets` is the apply-time step: the decrypted SOPS document on stdin, the
+//! Secrets on stdout.
 
 pub mod host_firewall;
+pub mod onprem;
+pub mod profile;
+pub mod secrets;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -39,126 +47,305 @@ use pop_common::tool::Env;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use profile::{Component, Kind, PLAN_FILE, PlanLine};
+
 /// `k8s/versions.env` as it was when this binary was built.
 pub const PINS: Pins<'static> = Pins::new(include_str!("../../../k8s/versions.env"));
 
-/// The file of `--out-dir` that lists the releases.
-pub const RELEASES_FILE: &str = "releases.tsv";
-/// The files of `--out-dir` that hold the host firewall.
+/// The files of `--out-dir` that hold the edge's host firewall: the Cilium host policies (the
+/// `host-firewall` component's objects), Talos's ingress firewall documents for the worker and
+/// where to apply them (the `talos-firewall` component).
 pub const HOST_POLICIES_FILE: &str = "host-firewall.json";
 pub const TALOS_FIREWALL_FILE: &str = "talos-firewall.worker.yaml";
 pub const TALOS_FIREWALL_LIST: &str = "talos-firewall.tsv";
 
-/// The Helm releases of the platform layer, in install order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Release {
-    Cilium,
-    CertManager,
-    IstioBase,
-    Istiod,
+/// The file of `--out-dir` with the names `make cluster-status` shares with the render.
+pub const STATUS_FILE: &str = "status.env";
+
+/// The cluster profiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Profile {
+    /// The Scaleway edge: Cilium, the Gateway API CRDs, cert-manager, Istio.
+    #[default]
+    Edge,
+    /// An existing Talos cluster on premises: Cilium LB IPAM and L2, ceph-csi-rbd and snapshots,
+    /// Traefik, CrowdSec, cert-manager, external-dns on OVH, secrets from SOPS.
+    Onprem,
 }
 
-impl Release {
-    /// Install order: the CNI first (nothing schedules before it), cert-manager (after the
-    /// Gateway API CRDs, which platform.sh applies before it), then Istio's CRDs and istiod.
-    pub const ALL: [Release; 4] = [
-        Release::Cilium,
-        Release::CertManager,
-        Release::IstioBase,
-        Release::Istiod,
-    ];
+impl Profile {
+    pub const ALL: [Profile; 2] = [Profile::Edge, Profile::Onprem];
 
-    /// The name used for the release, its values file and the rendered file.
     pub fn name(self) -> &'static str {
         match self {
-            Release::Cilium => "cilium",
-            Release::CertManager => "cert-manager",
-            Release::IstioBase => "istio-base",
-            Release::Istiod => "istiod",
+            Profile::Edge => "edge",
+            Profile::Onprem => "onprem",
         }
     }
 
-    /// The namespace the release is installed in (the charts' documented ones).
-    pub fn namespace(self) -> &'static str {
+    /// The profile's components, in install order.
+    pub fn components(self) -> &'static [Component] {
         match self {
-            Release::Cilium => "kube-system",
-            Release::CertManager => "cert-manager",
-            Release::IstioBase | Release::Istiod => "istio-system",
-        }
-    }
-
-    /// The chart, in its repository.
-    pub fn chart(self) -> &'static str {
-        match self {
-            Release::Cilium => "cilium",
-            Release::CertManager => "cert-manager",
-            Release::IstioBase => "base",
-            Release::Istiod => "istiod",
-        }
-    }
-
-    /// The keys of the chart's repository and version in `k8s/versions.env`.
-    pub fn pin_keys(self) -> (&'static str, &'static str) {
-        match self {
-            Release::Cilium => ("CILIUM_CHART_REPO", "CILIUM_VERSION"),
-            Release::CertManager => ("CERT_MANAGER_CHART_REPO", "CERT_MANAGER_VERSION"),
-            Release::IstioBase | Release::Istiod => ("ISTIO_CHART_REPO", "ISTIO_VERSION"),
+            Profile::Edge => EDGE_COMPONENTS,
+            Profile::Onprem => onprem::COMPONENTS,
         }
     }
 }
 
-/// The lines of `releases.tsv` for the given pins: every release in install order, or the first
-/// missing pin.
-pub fn releases_tsv(pins: &Pins) -> Result<String, InputError> {
-    let mut text =
-        String::from("# release\tnamespace\tchart\trepository\tversion, in install order\n");
-    for release in Release::ALL {
-        let (repo, version) = release.pin_keys();
-        text.push_str(&format!(
-            "{}\t{}\t{}\t{}\t{}\n",
-            release.name(),
-            release.namespace(),
-            release.chart(),
-            pins.require(repo)?,
-            pins.require(version)?
-        ));
+/// Cilium, the CNI of every profile (nothing schedules before it): the Talos values, then the
+/// profile's cluster layer. Its operator registers the CRDs its features use as it starts.
+pub const CILIUM: Component = Component {
+    name: "cilium",
+    namespace: Some("kube-system"),
+    kind: Kind::Helm {
+        chart: "cilium",
+        repo_pin: "CILIUM_CHART_REPO",
+        version_pin: "CILIUM_VERSION",
+        values: &["values/cilium.yaml"],
+        crds: &[
+            "ciliumclusterwidenetworkpolicies.cilium.io",
+            "ciliumloadbalancerippools.cilium.io",
+            "ciliuml2announcementpolicies.cilium.io",
+        ],
+    },
+    depends_on: &[],
+};
+
+/// The edge profile, in install order: the CNI first (nothing schedules before it) and the host
+/// firewall it enforces, the Gateway API CRDs that cert-manager and istiod watch, cert-manager,
+/// then Istio's CRDs and istiod.
+pub const EDGE_COMPONENTS: &[Component] = &[
+    CILIUM,
+    // The host firewall, from the declared flows and the cluster's addresses: Cilium's host
+    // policies, then Talos's ingress firewall on the worker (no reboot).
+    Component {
+        name: "host-firewall",
+        namespace: None,
+        kind: Kind::Objects {
+            needs: &["ciliumclusterwidenetworkpolicies.cilium.io"],
+            ready: None,
+        },
+        depends_on: &["cilium"],
+    },
+    Component {
+        name: "talos-firewall",
+        namespace: None,
+        kind: Kind::Talos,
+        depends_on: &["host-firewall"],
+    },
+    Component {
+        name: "gateway-api",
+        namespace: None,
+        kind: Kind::Crds {
+            pins_prefix: "VENDOR_GATEWAY_API_",
+            version_pin: "GATEWAY_API_VERSION",
+            crds: &[
+                "gatewayclasses.gateway.networking.k8s.io",
+                "gateways.gateway.networking.k8s.io",
+                "httproutes.gateway.networking.k8s.io",
+            ],
+        },
+        depends_on: &[],
+    },
+    Component {
+        name: "cert-manager",
+        namespace: Some("cert-manager"),
+        kind: Kind::Helm {
+            chart: "cert-manager",
+            repo_pin: "CERT_MANAGER_CHART_REPO",
+            version_pin: "CERT_MANAGER_VERSION",
+            values: &["values/cert-manager.yaml"],
+            crds: &["clusterissuers.cert-manager.io"],
+        },
+        depends_on: &["cilium", "gateway-api"],
+    },
+    Component {
+        name: "istio-base",
+        namespace: Some("istio-system"),
+        kind: Kind::Helm {
+            chart: "base",
+            repo_pin: "ISTIO_CHART_REPO",
+            version_pin: "ISTIO_VERSION",
+            values: &["values/istio-base.yaml"],
+            crds: &["wasmplugins.extensions.istio.io"],
+        },
+        depends_on: &["cilium"],
+    },
+    Component {
+        name: "istiod",
+        namespace: Some("istio-system"),
+        kind: Kind::Helm {
+            chart: "istiod",
+            repo_pin: "ISTIO_CHART_REPO",
+            version_pin: "ISTIO_VERSION",
+            values: &["values/istiod.yaml"],
+            crds: &[],
+        },
+        depends_on: &["istio-base", "gateway-api"],
+    },
+];
+
+/// A profile's config, loaded and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterConfig {
+    Edge(PlatformConfig),
+    Onprem(Box<onprem::OnpremConfig>),
+}
+
+impl ClusterConfig {
+    /// Reads the config of `profile` from `path`: every refusal names the file and the field.
+    pub fn load(profile: Profile, path: &Path) -> Result<ClusterConfig, InputError> {
+        Ok(match profile {
+            Profile::Edge => ClusterConfig::Edge(load(path)?),
+            Profile::Onprem => ClusterConfig::Onprem(Box::new(onprem::load(path)?)),
+        })
     }
-    Ok(text)
+
+    pub fn profile(&self) -> Profile {
+        match self {
+            ClusterConfig::Edge(_) => Profile::Edge,
+            ClusterConfig::Onprem(_) => Profile::Onprem,
+        }
+    }
+}
+
+/// The rendered layer of one component: a Helm release's values, the objects of an `objects` or
+/// `namespaces` component (a `v1` `List`), the template of a `secrets` one; `None` for vendored
+/// CRDs. `config_path` is the config's own path (files it names are relative to its folder).
+pub fn rendered(
+    cluster: &ClusterConfig,
+    config_path: &Path,
+    component: &Component,
+    pins: &Pins,
+) -> Result<Option<Value>, Error> {
+    let missing = || Error::NoRender(component.name);
+    Ok(match (&component.kind, cluster) {
+        (Kind::Crds { .. }, _) => None,
+        (Kind::Helm { .. }, ClusterConfig::Edge(platform)) => {
+            Some(render(platform, component.name).ok_or_else(missing)?)
+        }
+        (Kind::Helm { .. }, ClusterConfig::Onprem(config)) => {
+            Some(onprem::values(config, component.name, pins)?.ok_or_else(missing)?)
+        }
+        (Kind::Objects { .. } | Kind::Namespaces, ClusterConfig::Onprem(config)) => {
+            let items = onprem::objects(config, component.name, pins)?.ok_or_else(missing)?;
+            Some(json!({"apiVersion": "v1", "kind": "List", "items": items}))
+        }
+        (Kind::Secrets, ClusterConfig::Onprem(config)) => {
+            let template = onprem::secrets_template(config, config_path);
+            secrets::check_encrypted(&template.source, &template)?;
+            Some(
+                serde_json::to_value(&template)
+                    .map_err(|e| Error::Write(io::Error::other(e).into()))?,
+            )
+        }
+        // The host firewall's files come from the cluster's addresses ([`firewall_files`]).
+        (Kind::Objects { .. } | Kind::Talos, ClusterConfig::Edge(_)) => None,
+        (Kind::Talos, ClusterConfig::Onprem(_))
+        | (Kind::Namespaces | Kind::Secrets, ClusterConfig::Edge(_)) => {
+            return Err(missing());
+        }
+    })
+}
+
+/// The plan's line of each component, with its pins resolved; the first missing pin is an error.
+pub fn plan(
+    components: &[Component],
+    pins: &Pins,
+    rendered_secrets: &[(&str, &secrets::SecretsTemplate)],
+) -> Result<Vec<PlanLine>, InputError> {
+    components
+        .iter()
+        .map(|component| {
+            let mut line = PlanLine {
+                component: *component,
+                source: String::new(),
+                repository: String::new(),
+                version: String::new(),
+                list: Vec::new(),
+            };
+            match component.kind {
+                Kind::Helm {
+                    chart,
+                    repo_pin,
+                    version_pin,
+                    values,
+                    ..
+                } => {
+                    line.source = chart.to_owned();
+                    line.repository = pins.require(repo_pin)?.to_owned();
+                    line.version = pins.require(version_pin)?.to_owned();
+                    line.list = values.iter().map(|v| (*v).to_owned()).collect();
+                }
+                Kind::Crds {
+                    pins_prefix,
+                    version_pin,
+                    ..
+                } => {
+                    line.source = pins_prefix.to_owned();
+                    line.version = pins.require(version_pin)?.to_owned();
+                }
+                Kind::Secrets => {
+                    if let Some((_, template)) =
+                        rendered_secrets.iter().find(|(n, _)| *n == component.name)
+                    {
+                        line.source = template.source.display().to_string();
+                        line.list = template.names();
+                    }
+                }
+                Kind::Namespaces | Kind::Objects { .. } | Kind::Talos => {}
+            }
+            Ok(line)
+        })
+        .collect()
 }
 
 #[derive(Debug, Parser)]
 #[command(name = "render-platform", version, about)]
 pub struct Cli {
-    /// The platform config (config/platform.json; example: config/platform.example.json).
-    #[arg(long)]
-    pub config: PathBuf,
-    /// The release whose values to print.
-    #[arg(value_enum)]
-    pub release: Option<Release>,
-    /// Write every release's values into DIR/<release>.json, the host firewall, then
-    /// DIR/releases.tsv.
-    #[arg(long, value_name = "DIR", requires = "inputs")]
+    /// The cluster profile.
+    #[arg(long, value_enum, default_value_t = Profile::Edge)]
+    pub profile: Profile,
+    /// The profile's config (edge: config/platform.json; onprem: config/onprem.json; examples
+    /// beside them, *.example.json).
+    #[arg(long, required_unless_present = "secrets")]
+    pub config: Option<PathBuf>,
+    /// The component whose rendered layer to print.
+    pub component: Option<String>,
+    /// Write every component's rendered layer into DIR/<component>.json, then DIR/components.tsv.
+    #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
-    /// The infra layer's output (talos/_out/platform-inputs.json): the addresses the host
-    /// firewall is rendered from. Needed with --out-dir.
+    /// The infra layer's output (talos/_out/platform-inputs.json): the addresses the edge's host
+    /// firewall is rendered from. Needed with --out-dir for the edge profile.
     #[arg(long, value_name = "FILE")]
     pub inputs: Option<PathBuf>,
+    /// Apply time: read the decrypted SOPS document (JSON) on stdin and print the Secrets of this
+    /// template (DIR/<component>.json of a `secrets` component).
+    #[arg(long, value_name = "TEMPLATE", conflicts_with_all = ["config", "component", "out_dir", "inputs"])]
+    pub secrets: Option<PathBuf>,
 }
 
-/// What to render, and where: the config file itself is read by `run` (it is input).
+/// What to do: the files named are read by `run` (they are input).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    pub config: PathBuf,
-    pub target: Target,
+pub enum Config {
+    Render {
+        profile: Profile,
+        config: PathBuf,
+        target: Target,
+        /// The platform inputs (the edge's host firewall).
+        inputs: Option<PathBuf>,
+    },
+    FillSecrets {
+        template: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// One release's values on stdout.
-    Stdout(Release),
-    /// Every release's values, the host firewall and `releases.tsv` into `dir`, with the
-    /// addresses read from `inputs`.
-    Dir { dir: PathBuf, inputs: PathBuf },
+    /// One component's rendered layer on stdout.
+    Stdout(String),
+    /// Every component's rendered layer and the plan into this directory.
+    Dir(PathBuf),
 }
 
 /// `config/platform.json`.
@@ -220,10 +407,28 @@ pub struct IstioConfig {
 pub enum Error {
     #[error(transparent)]
     Input(#[from] InputError),
+    #[error(transparent)]
+    Order(#[from] profile::OrderError),
+    #[error(transparent)]
+    Secrets(#[from] secrets::FillError),
     #[error("writing the values: {0}")]
     Write(#[from] OutputError),
-    #[error("name one release, or give --out-dir for all of them")]
+    #[error("name one component, or give --out-dir for all of them")]
     Target,
+    #[error(
+        "the edge profile's --out-dir needs --inputs (talos/_out/platform-inputs.json): its host firewall is made of the cluster's addresses"
+    )]
+    Inputs,
+    #[error(
+        "profile `{profile}` has no component `{name}` with a rendered layer (it has: {known})"
+    )]
+    UnknownComponent {
+        profile: &'static str,
+        name: String,
+        known: String,
+    },
+    #[error("component `{0}`: this profile renders nothing for it")]
+    NoRender(&'static str),
     #[error("cannot write {}: {source}", path.display())]
     WriteFile {
         path: PathBuf,
@@ -235,60 +440,125 @@ pub enum Error {
 impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
-            Error::Input(_) | Error::Target => Exit::Usage,
-            Error::Write(_) | Error::WriteFile { .. } => Exit::Failure,
+            Error::Input(_) | Error::Target | Error::Inputs | Error::UnknownComponent { .. } => {
+                Exit::Usage
+            }
+            Error::Secrets(secrets::FillError::Write(_)) => Exit::Failure,
+            Error::Secrets(_) => Exit::Usage,
+            Error::Order(_) | Error::NoRender(_) | Error::Write(_) | Error::WriteFile { .. } => {
+                Exit::Failure
+            }
         }
     }
 }
 
-/// The arguments into a target; the environment plays no part.
+/// The arguments into what to do; the environment plays no part.
 pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
-    let target = match (cli.release, cli.out_dir, cli.inputs) {
-        (Some(release), None, _) => Target::Stdout(release),
-        (None, Some(dir), Some(inputs)) => Target::Dir { dir, inputs },
+    if let Some(template) = cli.secrets {
+        return Ok(Config::FillSecrets { template });
+    }
+    let target = match (cli.component, cli.out_dir) {
+        (Some(component), None) => Target::Stdout(component),
+        (None, Some(dir)) => Target::Dir(dir),
         _ => return Err(Error::Target),
     };
-    Ok(Config {
-        config: cli.config,
+    if cli.profile == Profile::Edge && matches!(target, Target::Dir(_)) && cli.inputs.is_none() {
+        return Err(Error::Inputs);
+    }
+    Ok(Config::Render {
+        profile: cli.profile,
+        // clap requires --config without --secrets.
+        config: cli.config.ok_or(Error::Target)?,
         target,
+        inputs: cli.inputs,
     })
 }
 
-/// Prints one release's values, or writes every release's and the list into `--out-dir`.
-pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(), Error> {
-    run_with(config, &PINS, output)
+/// Prints one component's rendered layer, writes every one and the plan into `--out-dir`, or
+/// (`--secrets`) turns the decrypted SOPS document on `input` into Secrets on `output`.
+pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
+    run_with(config, &PINS, input, output)
 }
 
 /// [`run`] with the given pins. Everything is checked and rendered before the first write.
-pub fn run_with(config: &Config, pins: &Pins, mut output: impl Write) -> Result<(), Error> {
-    let platform = load(&config.config)?;
-    match &config.target {
-        Target::Dir { dir, inputs } => {
-            let inputs_path = inputs;
-            let inputs: PlatformInputs = pop_common::input::read_json(inputs_path)?;
-            let releases = releases_tsv(pins)?;
-            let values = Release::ALL
-                .iter()
-                .map(|&release| Ok((release, values_text(&platform, release)?)))
-                .collect::<Result<Vec<_>, Error>>()?;
-            let firewall = firewall_files(&platform, &inputs, inputs_path)?;
+pub fn run_with(
+    config: &Config,
+    pins: &Pins,
+    input: impl Read,
+    mut output: impl Write,
+) -> Result<(), Error> {
+    let (profile, config_path, target, inputs_path) = match config {
+        Config::FillSecrets { template } => {
+            let template: secrets::SecretsTemplate = pop_common::input::read_json(template)?;
+            return Ok(secrets::fill(&template, input, output)?);
+        }
+        Config::Render {
+            profile,
+            config,
+            target,
+            inputs,
+        } => (*profile, config, target, inputs),
+    };
+    let components = profile.components();
+    profile::check(profile.name(), components)?;
+    let cluster = ClusterConfig::load(profile, config_path)?;
+    match target {
+        Target::Dir(dir) => {
+            let mut files = Vec::new();
+            let mut templates = Vec::new();
+            for component in components {
+                let Some(value) = rendered(&cluster, config_path, component, pins)? else {
+                    continue;
+                };
+                if let Kind::Secrets = component.kind {
+                    let template: secrets::SecretsTemplate = serde_json::from_value(value.clone())
+                        .map_err(|e| Error::Write(io::Error::other(e).into()))?;
+                    templates.push((component.name, template));
+                }
+                files.push((format!("{}.json", component.name), json_text(&value)?));
+            }
+            let template_refs: Vec<(&str, &secrets::SecretsTemplate)> =
+                templates.iter().map(|(n, t)| (*n, t)).collect();
+            let plan = profile::plan_text(&plan(components, pins, &template_refs)?);
+            match &cluster {
+                ClusterConfig::Onprem(onprem) => {
+                    files.push((STATUS_FILE.to_owned(), onprem::status_names(onprem)));
+                }
+                ClusterConfig::Edge(platform) => {
+                    let path = inputs_path.as_ref().ok_or(Error::Inputs)?;
+                    let inputs: PlatformInputs = pop_common::input::read_json(path)?;
+                    for (name, text) in firewall_files(platform, &inputs, path)? {
+                        files.push((name.to_owned(), text));
+                    }
+                }
+            }
             std::fs::create_dir_all(dir).map_err(|source| Error::WriteFile {
                 path: dir.clone(),
                 source,
             })?;
-            for (release, text) in values {
-                write_file(dir, &format!("{}.json", release.name()), &text)?;
+            for (name, text) in files {
+                write_file(dir, &name, &text)?;
             }
-            for (name, text) in firewall {
-                write_file(dir, name, &text)?;
-            }
-            // Last: its date says that every values file beside it is as fresh.
-            write_file(dir, RELEASES_FILE, &releases)
+            // Last: its date says that every file beside it is as fresh.
+            write_file(dir, PLAN_FILE, &plan)
         }
-        Target::Stdout(release) => {
-            output
-                .write_all(values_text(&platform, *release)?.as_bytes())
-                .output()?;
+        Target::Stdout(name) => {
+            let unknown = || Error::UnknownComponent {
+                profile: profile.name(),
+                name: name.clone(),
+                known: components
+                    .iter()
+                    .filter(|c| matches!(rendered(&cluster, config_path, c, pins), Ok(Some(_))))
+                    .map(|c| c.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            let component = components
+                .iter()
+                .find(|c| c.name == name)
+                .ok_or_else(unknown)?;
+            let value = rendered(&cluster, config_path, component, pins)?.ok_or_else(unknown)?;
+            output.write_all(json_text(&value)?.as_bytes()).output()?;
             Ok(output.flush().output()?)
         }
     }
@@ -370,9 +640,9 @@ fn firewall_files(
     ])
 }
 
-/// The values of one release as pretty JSON, ending with a newline.
-fn values_text(platform: &PlatformConfig, release: Release) -> Result<String, Error> {
-    let mut text = serde_json::to_string_pretty(&render(platform, release))
+/// A rendered layer as pretty JSON, ending with a newline.
+fn json_text(value: &Value) -> Result<String, Error> {
+    let mut text = serde_json::to_string_pretty(value)
         .map_err(|err| Error::Write(io::Error::other(err).into()))?;
     text.push('\n');
     Ok(text)
@@ -438,7 +708,7 @@ pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
-fn is_dns_label(name: &str) -> bool {
+pub(crate) fn is_dns_label(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
         && name
@@ -448,11 +718,11 @@ fn is_dns_label(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
-/// The values of one release for a checked config (pure).
-pub fn render(platform: &PlatformConfig, release: Release) -> Value {
-    match release {
-        Release::Cilium => cilium(&platform.cilium),
-        Release::CertManager => json!({
+/// The edge profile's values of one Helm component for a checked config (pure).
+pub fn render(platform: &PlatformConfig, component: &str) -> Option<Value> {
+    Some(match component {
+        "cilium" => cilium(&platform.cilium),
+        "cert-manager" => json!({
             "config": {
                 // cert-manager renders `config` as its ControllerConfiguration only with these
                 // two set; `gatewayAPI.enabled` is the v1.21 form (enableGatewayAPI is deprecated).
@@ -462,13 +732,14 @@ pub fn render(platform: &PlatformConfig, release: Release) -> Value {
             }
         }),
         // Nothing of the platform config concerns the CRD chart.
-        Release::IstioBase => json!({}),
-        Release::Istiod => json!({
+        "istio-base" => json!({}),
+        "istiod" => json!({
             "env": {
                 "PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME": platform.istio.gateway_class,
             }
         }),
-    }
+        _ => return None,
+    })
 }
 
 fn cilium(cilium: &CiliumConfig) -> Value {
@@ -526,7 +797,7 @@ mod tests {
 
     #[test]
     fn the_example_renders_audit_mode_wireguard_not_strict_and_hubble() {
-        let values = render(&example(), Release::Cilium);
+        let values = render(&example(), "cilium").unwrap();
         assert_eq!(values["policyAuditMode"], json!(true));
         assert_eq!(values["nodePort"]["range"], json!("80,443"));
         assert_eq!(values["routingMode"], json!("tunnel"));
@@ -562,7 +833,7 @@ mod tests {
         platform.cilium.wireguard.strict_mode = true;
         platform.cilium.wireguard.strict_mode_cidr = Some("10.244.0.0/16".parse().unwrap());
         check(&platform).unwrap();
-        let values = render(&platform, Release::Cilium);
+        let values = render(&platform, "cilium").unwrap();
         assert_eq!(values["policyAuditMode"], json!(false));
         let egress = &values["encryption"]["strictMode"]["egress"];
         assert_eq!(egress["enabled"], json!(true));
@@ -577,16 +848,16 @@ mod tests {
     #[test]
     fn cert_manager_gets_the_v1_21_gateway_api_switch_and_istiod_the_class() {
         let platform = example();
-        let cm = render(&platform, Release::CertManager);
+        let cm = render(&platform, "cert-manager").unwrap();
         assert_eq!(cm["config"]["gatewayAPI"]["enabled"], json!(true));
         assert_eq!(cm["config"]["kind"], json!("ControllerConfiguration"));
         assert!(cm["config"].get("enableGatewayAPI").is_none());
-        let istiod = render(&platform, Release::Istiod);
+        let istiod = render(&platform, "istiod").unwrap();
         assert_eq!(
             istiod["env"]["PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME"],
             json!("istio")
         );
-        assert_eq!(render(&platform, Release::IstioBase), json!({}));
+        assert_eq!(render(&platform, "istio-base").unwrap(), json!({}));
     }
 
     #[test]
@@ -657,37 +928,48 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/platform-inputs.example.json")
     }
 
+    fn render_config(target: Target) -> Config {
+        Config::Render {
+            profile: Profile::Edge,
+            config: example_path(),
+            target,
+            inputs: Some(inputs_path()),
+        }
+    }
+
     #[test]
     fn run_writes_json_that_ends_with_a_newline() {
-        let config = Config {
-            config: example_path(),
-            target: Target::Stdout(Release::Cilium),
-        };
+        let config = render_config(Target::Stdout("cilium".into()));
         let mut out = Vec::new();
         run(&config, std::io::empty(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.ends_with("}\n"));
         let back: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(back, render(&example(), Release::Cilium));
+        assert_eq!(back, render(&example(), "cilium").unwrap());
     }
 
     #[test]
-    fn the_out_dir_holds_every_release_and_the_list_in_install_order_with_the_pins() {
+    fn every_profile_keeps_its_order() {
+        for profile in Profile::ALL {
+            profile::check(profile.name(), profile.components()).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_out_dir_holds_every_component_and_the_plan_in_install_order_with_the_pins() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("rendered");
-        let config = Config {
-            config: example_path(),
-            target: Target::Dir {
-                dir: out.clone(),
-                inputs: inputs_path(),
-            },
-        };
-        run(&config, std::io::empty(), Vec::new()).unwrap();
-        let list = std::fs::read_to_string(out.join(RELEASES_FILE)).unwrap();
+        run(
+            &render_config(Target::Dir(out.clone())),
+            std::io::empty(),
+            Vec::new(),
+        )
+        .unwrap();
+        let list = std::fs::read_to_string(out.join(PLAN_FILE)).unwrap();
         let rows: Vec<Vec<&str>> = list
             .lines()
             .filter(|l| !l.starts_with('#'))
-            .map(|l| l.split('\t').collect())
+            .map(|l| l.split('\t').take(7).collect())
             .collect();
         let pin = |key: &str| PINS.get(key).unwrap();
         assert_eq!(
@@ -695,49 +977,67 @@ mod tests {
             [
                 [
                     "cilium",
+                    "helm",
                     "kube-system",
                     "cilium",
                     pin("CILIUM_CHART_REPO"),
-                    pin("CILIUM_VERSION")
+                    pin("CILIUM_VERSION"),
+                    "values/cilium.yaml"
+                ],
+                ["host-firewall", "objects", "-", "-", "-", "-", "-"],
+                ["talos-firewall", "talos", "-", "-", "-", "-", "-"],
+                [
+                    "gateway-api",
+                    "crds",
+                    "-",
+                    "VENDOR_GATEWAY_API_",
+                    "-",
+                    pin("GATEWAY_API_VERSION"),
+                    "-"
                 ],
                 [
                     "cert-manager",
+                    "helm",
                     "cert-manager",
                     "cert-manager",
                     pin("CERT_MANAGER_CHART_REPO"),
-                    pin("CERT_MANAGER_VERSION")
+                    pin("CERT_MANAGER_VERSION"),
+                    "values/cert-manager.yaml"
                 ],
                 [
                     "istio-base",
+                    "helm",
                     "istio-system",
                     "base",
                     pin("ISTIO_CHART_REPO"),
-                    pin("ISTIO_VERSION")
+                    pin("ISTIO_VERSION"),
+                    "values/istio-base.yaml"
                 ],
                 [
                     "istiod",
+                    "helm",
                     "istio-system",
                     "istiod",
                     pin("ISTIO_CHART_REPO"),
-                    pin("ISTIO_VERSION")
+                    pin("ISTIO_VERSION"),
+                    "values/istiod.yaml"
                 ],
             ]
         );
-        for release in Release::ALL {
-            let text =
-                std::fs::read_to_string(out.join(format!("{}.json", release.name()))).unwrap();
+        for name in ["cilium", "cert-manager", "istio-base", "istiod"] {
+            let text = std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap();
             let values: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(values, render(&example(), release), "{}", release.name());
+            assert_eq!(values, render(&example(), name).unwrap(), "{name}");
         }
         assert_eq!(
             testkit::file_names(&out),
             [
                 "cert-manager.json",
                 "cilium.json",
+                PLAN_FILE,
                 HOST_POLICIES_FILE,
                 "istio-base.json",
                 "istiod.json",
-                RELEASES_FILE,
                 TALOS_FIREWALL_LIST,
                 TALOS_FIREWALL_FILE,
             ],
@@ -749,19 +1049,18 @@ mod tests {
     fn a_missing_chart_pin_is_refused_naming_it_and_nothing_is_written() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("rendered");
-        let config = Config {
-            config: example_path(),
-            target: Target::Dir {
-                dir: out.clone(),
-                inputs: inputs_path(),
-            },
-        };
         let pins = Pins::new("CILIUM_CHART_REPO=https://helm.cilium.io\nCILIUM_VERSION=1.20.3\n");
-        let err = run_with(&config, &pins, Vec::new()).unwrap_err();
+        let err = run_with(
+            &render_config(Target::Dir(out.clone())),
+            &pins,
+            std::io::empty(),
+            Vec::new(),
+        )
+        .unwrap_err();
         assert_eq!(err.exit(), Exit::Usage);
         assert!(
             err.to_string()
-                .starts_with("k8s/versions.env: field `CERT_MANAGER_CHART_REPO`: not pinned"),
+                .starts_with("k8s/versions.env: field `GATEWAY_API_VERSION`: not pinned"),
             "{err}"
         );
         assert!(!out.exists());
@@ -782,12 +1081,11 @@ mod tests {
             let path = dir.path().join("platform-inputs.json");
             std::fs::write(&path, inputs.to_string()).unwrap();
             let out = dir.path().join("rendered");
-            let config = Config {
+            let config = Config::Render {
+                profile: Profile::Edge,
                 config: example_path(),
-                target: Target::Dir {
-                    dir: out.clone(),
-                    inputs: path,
-                },
+                target: Target::Dir(out.clone()),
+                inputs: Some(path),
             };
             let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();
             assert_eq!(err.exit(), Exit::Usage);
@@ -801,34 +1099,61 @@ mod tests {
     }
 
     #[test]
-    fn a_release_or_the_out_dir_is_named_not_both_nor_neither() {
+    fn a_component_or_the_out_dir_is_named_not_both_nor_neither() {
         let cli = |args: &[&str]| {
             Cli::try_parse_from(["render-platform", "--config", "p.json"].iter().chain(args))
                 .unwrap()
         };
         let env = Env::default();
+        let target = |config| match config {
+            Config::Render { target, .. } => target,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(
-            resolve(cli(&["istiod"]), &env).unwrap().target,
-            Target::Stdout(Release::Istiod)
+            target(resolve(cli(&["istiod"]), &env).unwrap()),
+            Target::Stdout("istiod".into())
         );
         assert_eq!(
-            resolve(cli(&["--out-dir", "d", "--inputs", "i.json"]), &env)
-                .unwrap()
-                .target,
-            Target::Dir {
-                dir: PathBuf::from("d"),
-                inputs: PathBuf::from("i.json")
-            }
+            target(resolve(cli(&["--out-dir", "d", "--inputs", "i.json"]), &env).unwrap()),
+            Target::Dir(PathBuf::from("d"))
         );
-        // The host firewall needs the cluster's addresses.
-        assert!(
-            Cli::try_parse_from(["render-platform", "--config", "p.json", "--out-dir", "d"])
-                .is_err()
-        );
-        for args in [&[][..], &["cilium", "--out-dir", "d", "--inputs", "i.json"]] {
+        // The edge's host firewall is made of the cluster's addresses.
+        let err = resolve(cli(&["--out-dir", "d"]), &env).unwrap_err();
+        assert!(matches!(err, Error::Inputs), "{err}");
+        for args in [&[][..], &["cilium", "--out-dir", "d"]] {
             let err = resolve(cli(args), &env).unwrap_err();
             assert!(matches!(err, Error::Target), "{err}");
             assert_eq!(err.exit(), Exit::Usage);
         }
+        // --secrets takes no config: it only reads its template and stdin.
+        let fill = Cli::try_parse_from(["render-platform", "--secrets", "t.json"]).unwrap();
+        assert_eq!(
+            resolve(fill, &env).unwrap(),
+            Config::FillSecrets {
+                template: PathBuf::from("t.json")
+            }
+        );
+        assert!(
+            Cli::try_parse_from(["render-platform", "--secrets", "t.json", "--config", "c"])
+                .is_err()
+        );
+        assert!(Cli::try_parse_from(["render-platform", "cilium"]).is_err());
+    }
+
+    #[test]
+    fn an_unknown_component_is_refused_naming_the_profiles_components() {
+        let err = run(
+            &render_config(Target::Stdout("traefik".into())),
+            std::io::empty(),
+            Vec::new(),
+        )
+        .unwrap_err();
+        assert_eq!(err.exit(), Exit::Usage);
+        let text = err.to_string();
+        assert!(
+            text.contains("profile `edge` has no component `traefik`")
+                && text.contains("cilium, cert-manager, istio-base, istiod"),
+            "{text}"
+        );
     }
 }

@@ -1,0 +1,53 @@
+//! Let's Encrypt's ACME servers, as every layer that renders a ClusterIssuer names them: the
+//! edge layer (render-edge) and the onprem profile's platform (render-platform).
+
+use serde::Deserialize;
+
+/// Which Let's Encrypt server issues the certificates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AcmeServer {
+    /// Untrusted certificates, generous rate limits: the default while trying things out.
+    #[default]
+    Staging,
+    /// Trusted certificates; needs an email for expiry notices.
+    Production,
+}
+
+impl AcmeServer {
+    /// The server's ACME directory (letsencrypt.org, "ACME API Endpoints").
+    pub fn directory(self) -> &'static str {
+        match self {
+            AcmeServer::Staging => "https://acme-staging-v02.api.letsencrypt.org/directory",
+            AcmeServer::Production => "https://acme-v02.api.letsencrypt.org/directory",
+        }
+    }
+
+    /// The ClusterIssuer of this server; its ACME account key is `<name>-account`.
+    pub fn issuer_name(self) -> &'static str {
+        match self {
+            AcmeServer::Staging => "letsencrypt-staging",
+            AcmeServer::Production => "letsencrypt-production",
+        }
+    }
+
+    /// How the configs spell it.
+    pub fn word(self) -> &'static str {
+        match self {
+            AcmeServer::Staging => "staging",
+            AcmeServer::Production => "production",
+        }
+    }
+}
+
+/// The `acme` object of the configs that render a ClusterIssuer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeConfig {
+    /// Staging until the chain works.
+    #[serde(default)]
+    pub server: AcmeServer,
+    /// The ACME account's contact; required for production.
+    #[serde(default)]
+    pub email: Option<String>,
+}

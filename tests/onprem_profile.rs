@@ -1,0 +1,795 @@
+//! The `onprem` profile end to end: `pipelines/platform.sh` on what render-platform renders from
+//! `config/onprem.example.json` (its secrets file being the committed test-only SOPS fixture),
+//! with the recording helm stand-in, the real sops decrypting with the test age key, and the
+//! real kubectl against a real API server (testkit's control plane) on which the CRDs the charts
+//! bring are installed from ../shared/crds, as the charts would. Every call is recorded in order.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use render_platform::Profile;
+use render_platform::profile::Kind;
+use serde_json::Value;
+use testkit::control_plane::ControlPlane;
+
+const TEST: &str = "onprem_profile";
+
+fn repo() -> PathBuf {
+    testkit::workspace::root()
+}
+
+fn fixtures() -> PathBuf {
+    repo().join("tests/fixtures/sops")
+}
+
+/// The clear values of the fixture (fake, test-only): none may appear in an argument, a log or
+/// a file other than the 0600 one.
+const CLEAR: [&str; 5] = [
+    "test-only-ceph-user-key",
+    "test-only-ovh-application-key",
+    "test-only-ovh-application-secret",
+    "test-only-ovh-consumer-key",
+    "test-only-crowdsec-bouncer-key",
+];
+
+/// Records the call (arguments shell-quoted, and the mode of a `-f` file under $TMPDIR and of its
+/// folder), then runs the real program.
+const WRAPPER: &str = r#"#!/usr/bin/env bash
+set -euo pipefail
+line=$(basename "$0"); prev=""
+for a in "$@"; do
+  line+=" $(printf '%q' "$a")"
+  if [[ "$prev" == -f && "$a" == "$TMPDIR"/* ]]; then
+    line+=" <mode $(stat -c %a "$a") in $(stat -c %a "$(dirname "$a")")>"
+  fi
+  prev=$a
+done
+printf '%s\n' "$line" >> "$STANDIN_LOG"
+exec "$REAL_PROGRAM_DIR/$(basename "$0")" "$@"
+"#;
+
+/// render-platform on the onprem example config, its `secrets` replaced, into `dir/rendered`;
+/// returns the config as written (`dir/onprem.json`).
+pub(crate) fn render_example(dir: &Path, secrets: &Path) -> Value {
+    let mut config: Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
+    )
+    .unwrap();
+    config["secrets"] = Value::String(secrets.display().to_string());
+    let path = dir.join("onprem.json");
+    fs::write(&path, config.to_string()).unwrap();
+    let out = Command::new(testkit::workspace::bin("render-platform"))
+        .args(["--profile", "onprem", "--config"])
+        .arg(&path)
+        .arg("--out-dir")
+        .arg(dir.join("rendered"))
+        .output()
+        .unwrap();
+    testkit::process::success_stdout(&out);
+    config
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl World {
+    /// The rendered profile (with `secrets` as the config's SOPS file), a PATH of the recording
+    /// helm and of wrappers of the real sops and kubectl, an empty $TMPDIR and $HOME.
+    fn new(kubeconfig: &Path, secrets: &Path) -> Option<World> {
+        let sops = testkit::upstream::program(TEST, "sops")?;
+        let kubectl = testkit::upstream::program(TEST, "kubectl")?;
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        let bin = dir.path().join("bin");
+        for d in [
+            &real,
+            &bin,
+            &dir.path().join("tmp"),
+            &dir.path().join("home"),
+        ] {
+            fs::create_dir_all(d).unwrap();
+        }
+        std::os::unix::fs::symlink(&sops, real.join("sops")).unwrap();
+        std::os::unix::fs::symlink(&kubectl, real.join("kubectl")).unwrap();
+        for name in ["sops", "kubectl"] {
+            fs::write(bin.join(name), WRAPPER).unwrap();
+            fs::set_permissions(bin.join(name), fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::os::unix::fs::symlink(
+            testkit::standin::path("recording").join("helm"),
+            bin.join("helm"),
+        )
+        .unwrap();
+        let world = World {
+            dir,
+            kubeconfig: kubeconfig.to_path_buf(),
+        };
+        world.render(secrets);
+        fs::write(world.log(), "").unwrap();
+        Some(world)
+    }
+
+    fn render(&self, secrets: &Path) {
+        render_example(self.dir.path(), secrets);
+    }
+
+    fn rendered(&self) -> PathBuf {
+        self.dir.path().join("rendered")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("calls.log")
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.dir.path().join("tmp")
+    }
+
+    fn platform(&self, mode: &str, env: &[(&str, &Path)]) -> Output {
+        let path = format!(
+            "{}:{}",
+            self.dir.path().join("bin").display(),
+            std::env::var("PATH").unwrap()
+        );
+        let mut cmd = Command::new("bash");
+        cmd.arg(repo().join("pipelines/platform.sh"))
+            .arg(mode)
+            .env("PATH", path)
+            .env("STANDIN_LOG", self.log())
+            .env("REAL_PROGRAM_DIR", self.dir.path().join("real"))
+            .env("RENDERED_DIR", self.rendered())
+            .env(
+                "RENDER_PLATFORM",
+                testkit::workspace::bin("render-platform"),
+            )
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("TMPDIR", self.tmp())
+            .env("HOME", self.dir.path().join("home"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("home"))
+            .env("HELM_TIMEOUT", "120s")
+            .env_remove("SOPS_AGE_KEY")
+            .env_remove("SOPS_AGE_KEY_FILE")
+            .env_remove("SOPS_AGE_KEY_CMD")
+            .env_remove("SOPS_AGE_SSH_PRIVATE_KEY_FILE")
+            .env_remove("STANDIN_HELM_FAIL")
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    /// The calls since the last reset, with the secrets folder's random name made stable.
+    fn take_calls(&self) -> Vec<String> {
+        let text = fs::read_to_string(self.log()).unwrap();
+        fs::write(self.log(), "").unwrap();
+        text.lines()
+            .map(|line| {
+                line.split(' ')
+                    .map(|w| match w.find("edgepop-secrets.") {
+                        Some(at) => {
+                            let rest = &w[at + "edgepop-secrets.".len()..];
+                            let tail = rest.find('/').map_or("", |i| &rest[i..]);
+                            format!("{}edgepop-secrets.*{tail}", &w[..at])
+                        }
+                        None => w.to_owned(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+}
+
+fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn key() -> PathBuf {
+    fixtures().join("test-only.agekey")
+}
+
+/// The test-only SOPS fixture.
+pub(crate) fn sops_file() -> PathBuf {
+    fixtures().join("onprem.secrets.sops.yaml")
+}
+
+/// The component a changing call acts for: a helm release, or the rendered file applied.
+fn acted_on(call: &str) -> Option<String> {
+    let words: Vec<&str> = call.split(' ').collect();
+    if call.starts_with("helm upgrade --install ") {
+        return Some(words[3].to_owned());
+    }
+    if call.starts_with("kubectl apply ") {
+        let file = words.windows(2).find(|w| w[0] == "-f")?[1];
+        return Some(
+            Path::new(file)
+                .file_stem()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    None
+}
+
+/// Installs a CRD file and waits until its CRDs are Established. kubectl wait fails outright on
+/// a CRD whose status has no conditions yet ("<nil> is of the type <nil>"), so it is asked again,
+/// a bounded number of times.
+fn install_crd(plane: &ControlPlane, path: &Path) {
+    let path = path.to_str().unwrap();
+    plane.kubectl_ok(&["apply", "--server-side", "-f", path], "");
+    let wait = [
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "-f",
+        path,
+    ];
+    for _ in 0..30 {
+        if plane
+            .kubectl()
+            .args(wait)
+            .output()
+            .unwrap()
+            .status
+            .success()
+        {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    plane.kubectl_ok(&wait, "");
+}
+
+/// What the API server says of an object it refuses (server-side dry run).
+fn refused(plane: &ControlPlane, object: &str) -> String {
+    let out = testkit::process::run_with_stdin(
+        plane
+            .kubectl()
+            .args(["apply", "--server-side", "--dry-run=server", "-f", "-"]),
+        object.as_bytes(),
+    );
+    assert!(!out.status.success(), "accepted: {object}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The CRDs the charts bring, from ../shared/crds, installed as the charts would.
+fn install_chart_crds(plane: &ControlPlane) -> Option<()> {
+    let crds = testkit::workspace::shared_dir(TEST)?.join("crds");
+    for file in [
+        "cilium-v1.20/v2/ciliumloadbalancerippools.yaml",
+        "cilium-v1.20/v2alpha1/ciliuml2announcementpolicies.yaml",
+        "traefik-41.3.0/traefik.io_middlewares.yaml",
+        "external-snapshotter-v8.6.0/snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
+        "external-snapshotter-v8.6.0/snapshot.storage.k8s.io_volumesnapshots.yaml",
+        "external-snapshotter-v8.6.0/snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
+        "cert-manager-v1.21.1.yaml",
+    ] {
+        install_crd(plane, &crds.join(file));
+    }
+    Some(())
+}
+
+/// `kind/namespace/name resourceVersion` of every object the profile applied.
+fn resource_versions(plane: &ControlPlane, world: &World) -> Vec<String> {
+    let mut files: Vec<PathBuf> = Profile::Onprem
+        .components()
+        .iter()
+        .filter(|c| matches!(c.kind, Kind::Objects { .. } | Kind::Namespaces))
+        .map(|c| world.rendered().join(format!("{}.json", c.name)))
+        .collect();
+    files.sort();
+    let mut versions = Vec::new();
+    for file in files {
+        versions.push(plane.kubectl_ok(
+            &[
+                "get",
+                "-f",
+                file.to_str().unwrap(),
+                "-o",
+                "jsonpath={range .items[*]}{.kind}/{.metadata.namespace}/{.metadata.name} {.metadata.resourceVersion}{\"\\n\"}{end}",
+            ],
+            "",
+        ));
+    }
+    versions.push(plane.kubectl_ok(
+        &[
+            "get",
+            "secrets",
+            "-A",
+            "-l",
+            "app.kubernetes.io/component=secrets",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.metadata.resourceVersion}{\"\\n\"}{end}",
+        ],
+        "",
+    ));
+    versions
+}
+
+fn secret_value(plane: &ControlPlane, namespace: &str, name: &str, key: &str) -> String {
+    plane.kubectl_ok(
+        &[
+            "-n",
+            namespace,
+            "get",
+            "secret",
+            name,
+            "-o",
+            &format!("jsonpath={{.data.{key}}}"),
+        ],
+        "",
+    )
+}
+
+/// Every file under `dir` whose text holds a clear value.
+fn files_holding_a_secret(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut next = vec![dir.to_path_buf()];
+    while let Some(dir) = next.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_symlink() {
+                continue;
+            }
+            if path.is_dir() {
+                next.push(path);
+            } else if let Ok(text) = fs::read_to_string(&path)
+                && CLEAR.iter().any(|c| text.contains(c))
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_nothing_but_hand_edits()
+ {
+    let Some(plane) = ControlPlane::start(TEST) else {
+        return;
+    };
+    let Some(()) = install_chart_crds(&plane) else {
+        return;
+    };
+    // A worker for the smoke test's pod (kwok runs it).
+    plane.add_node("onprem-worker-1", &[]);
+    let Some(world) = World::new(plane.kubeconfig(), &sops_file()) else {
+        return;
+    };
+    let key = key();
+    let env = [("SOPS_AGE_KEY_FILE", key.as_path())];
+
+    let out = world.platform("apply", &env);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let calls = world.take_calls();
+
+    // sops decrypts first, before any helm or kubectl call but helm's version check.
+    assert_eq!(calls[0], "helm version --short");
+    assert!(
+        calls[1].starts_with("sops --decrypt --output-type json "),
+        "{calls:#?}"
+    );
+    assert_eq!(calls.iter().filter(|c| c.starts_with("sops")).count(), 1);
+
+    // The order, on the calls: each component acted on once, in the profile's order, after
+    // every component it depends on.
+    let acted: Vec<String> = calls.iter().filter_map(|c| acted_on(c)).collect();
+    let profile: Vec<&str> = Profile::Onprem
+        .components()
+        .iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(acted, profile, "{calls:#?}");
+    for component in Profile::Onprem.components() {
+        let at = acted.iter().position(|a| a == component.name).unwrap();
+        for dependency in component.depends_on {
+            let there = acted.iter().position(|a| a == dependency).unwrap();
+            assert!(there < at, "{} before {dependency}", component.name);
+        }
+    }
+    // Objects wait for the CRDs they need, after the release that brings them.
+    let wait_pool = calls
+        .iter()
+        .position(|c| c.contains("crd/ciliumloadbalancerippools.cilium.io"))
+        .unwrap();
+    let cilium = calls
+        .iter()
+        .position(|c| c.starts_with("helm upgrade --install cilium "))
+        .unwrap();
+    assert!(cilium < wait_pool, "{calls:#?}");
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.contains("rollout status deployment/whoami")),
+        "{calls:#?}"
+    );
+
+    // The Secrets: from a 0600 file in a 0700 folder, gone afterwards; no clear value in an
+    // argument, the log or any file left; the values reached the API server.
+    let secrets_apply = calls
+        .iter()
+        .find(|c| c.starts_with("kubectl apply") && c.contains("edgepop-secrets.*/secrets.json"))
+        .unwrap();
+    assert!(
+        secrets_apply.ends_with("<mode 600 in 700>"),
+        "{secrets_apply}"
+    );
+    for clear in CLEAR {
+        assert!(
+            !calls.iter().any(|c| c.contains(clear)),
+            "{clear} in an argument"
+        );
+        assert!(!output_text(&out).contains(clear), "{clear} in the log");
+    }
+    assert!(
+        testkit::file_names(&world.tmp()).is_empty(),
+        "the secrets folder is left"
+    );
+    assert_eq!(
+        files_holding_a_secret(world.dir.path()),
+        Vec::<PathBuf>::new()
+    );
+    // base64 of test-only-ovh-consumer-key
+    assert_eq!(
+        secret_value(&plane, "external-dns", "ovh-credentials", "consumer_key"),
+        "dGVzdC1vbmx5LW92aC1jb25zdW1lci1rZXk="
+    );
+    assert_eq!(
+        secret_value(&plane, "traefik", "crowdsec-bouncer-key", "api-key"),
+        secret_value(&plane, "crowdsec", "crowdsec-bouncer-key", "api-key"),
+    );
+
+    // A second run asks the same and changes nothing on the API server.
+    let before = resource_versions(&plane, &world);
+    let out = world.platform("apply", &env);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(world.take_calls(), calls);
+    assert_eq!(resource_versions(&plane, &world), before);
+
+    // Edited by hand (another field manager): the next run takes it back.
+    plane.kubectl_ok(
+        &[
+            "patch",
+            "ciliumloadbalancerippool",
+            "demo-pool",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"blocks":[{"start":"10.20.1.200","stop":"10.20.1.210"}]}}"#,
+        ],
+        "",
+    );
+    plane.kubectl_ok(
+        &[
+            "-n",
+            "external-dns",
+            "patch",
+            "secret",
+            "ovh-credentials",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"consumer_key":"aGFuZA=="}}"#,
+        ],
+        "",
+    );
+    let out = world.platform("apply", &env);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(world.take_calls(), calls, "a re-run makes the same calls");
+    let blocks = plane.kubectl_ok(
+        &[
+            "get",
+            "ciliumloadbalancerippool",
+            "demo-pool",
+            "-o",
+            "jsonpath={.spec.blocks[*].start}-{.spec.blocks[*].stop}",
+        ],
+        "",
+    );
+    assert_eq!(blocks, "10.20.1.100-10.20.1.150");
+    assert_eq!(
+        secret_value(&plane, "external-dns", "ovh-credentials", "consumer_key"),
+        "dGVzdC1vbmx5LW92aC1jb25zdW1lci1rZXk="
+    );
+
+    // The dry-run twin: nothing to change, nothing changed, the Secrets' values masked (helm's
+    // side through the helm-diff plugin of the stand-in).
+    let plugin = Path::new("yes");
+    let out = world.platform("diff", &[env[0], ("STANDIN_HELM_DIFF", plugin)]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let calls = world.take_calls();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.starts_with("kubectl apply") || c.starts_with("helm upgrade")),
+        "{calls:#?}"
+    );
+    for clear in CLEAR {
+        assert!(!output_text(&out).contains(clear), "{clear} in the diff");
+    }
+    assert!(testkit::file_names(&world.tmp()).is_empty());
+}
+
+#[test]
+fn the_api_server_refuses_an_unknown_field_so_its_acceptance_means_something() {
+    let Some(plane) = ControlPlane::shared(TEST) else {
+        return;
+    };
+    let Some(crds) = testkit::workspace::shared_dir(TEST).map(|d| d.join("crds")) else {
+        return;
+    };
+    install_crd(
+        plane,
+        &crds.join("cilium-v1.20/v2/ciliumloadbalancerippools.yaml"),
+    );
+    let typo = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumLoadBalancerIPPool","metadata":{"name":"onprem-typo"},"spec":{"blocks":[{"begin":"10.0.0.1","stop":"10.0.0.2"}]}}"#;
+    let err = refused(plane, typo);
+    assert!(
+        err.contains(".spec.blocks[0].begin: field not declared in schema"),
+        "{err}"
+    );
+    // The L2 policy has no cilium.io/v2: the seed's v2alpha1 is its only version.
+    install_crd(
+        plane,
+        &crds.join("cilium-v1.20/v2alpha1/ciliuml2announcementpolicies.yaml"),
+    );
+    let v2 = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumL2AnnouncementPolicy","metadata":{"name":"onprem-v2"},"spec":{"loadBalancerIPs":true}}"#;
+    let err = refused(plane, v2);
+    assert!(err.contains("CiliumL2AnnouncementPolicy"), "{err}");
+}
+
+#[test]
+fn a_wrong_or_missing_key_or_a_tampered_file_stops_before_any_helm_or_kubectl_call() {
+    // No API server: nothing may be asked of one.
+    let unreachable = Path::new("/nonexistent/kubeconfig");
+    let Some(world) = World::new(unreachable, &sops_file()) else {
+        return;
+    };
+    let Some(age_keygen) = testkit::upstream::program(TEST, "age-keygen") else {
+        return;
+    };
+    let other_key = world.dir.path().join("other.agekey");
+    let out = Command::new(age_keygen)
+        .arg("-o")
+        .arg(&other_key)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+
+    let refused = |world: &World, env: &[(&str, &Path)], what: &str| {
+        let out = world.platform("apply", env);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", output_text(&out));
+        let text = output_text(&out);
+        assert!(text.contains("nothing installed"), "{what}: {text}");
+        let calls = world.take_calls();
+        assert!(
+            calls
+                .iter()
+                .all(|c| c.starts_with("sops ") || c == "helm version --short"),
+            "{what}: {calls:#?}"
+        );
+        for clear in CLEAR {
+            assert!(!text.contains(clear), "{what}: {clear} in the log");
+        }
+        assert!(
+            testkit::file_names(&world.tmp()).is_empty(),
+            "{what}: left files"
+        );
+    };
+    refused(
+        &world,
+        &[("SOPS_AGE_KEY_FILE", other_key.as_path())],
+        "another key",
+    );
+    refused(&world, &[], "no key at all");
+
+    // One encrypted value altered: the file's MAC no longer matches.
+    let tampered = world.dir.path().join("tampered.sops.yaml");
+    let text = fs::read_to_string(sops_file()).unwrap();
+    let at = text.find("data:").unwrap() + "data:".len();
+    let flipped = if &text[at..=at] == "A" { "B" } else { "A" };
+    fs::write(
+        &tampered,
+        format!("{}{flipped}{}", &text[..at], &text[at + 1..]),
+    )
+    .unwrap();
+    world.render(&tampered);
+    let key = key();
+    refused(
+        &world,
+        &[("SOPS_AGE_KEY_FILE", key.as_path())],
+        "a tampered file",
+    );
+}
+
+/// The layers agree: every Secret a rendered value names is one the secrets component makes, in
+/// that namespace, with that key; the Traefik Service's address is in the pool; the published
+/// address is given once, by the chart's own key.
+#[test]
+fn every_secret_the_values_name_is_made_from_the_sops_file_and_the_addresses_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = render_example(dir.path(), &sops_file());
+    let out_dir = dir.path().join("rendered");
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&fs::read_to_string(out_dir.join(format!("{name}.json"))).unwrap())
+            .unwrap()
+    };
+    let template = read("secrets");
+    let made: Vec<(String, String, String)> = template["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            s["data"].as_object().unwrap().keys().map(move |k| {
+                (
+                    s["namespace"].as_str().unwrap().to_owned(),
+                    s["name"].as_str().unwrap().to_owned(),
+                    k.clone(),
+                )
+            })
+        })
+        .collect();
+    let mut named = 0;
+    for component in Profile::Onprem.components() {
+        if !matches!(component.kind, Kind::Helm { .. }) {
+            continue;
+        }
+        let values = read(component.name);
+        let text = values.to_string();
+        let namespace = component.namespace.unwrap();
+        // Every secretKeyRef in the rendered values.
+        let mut refs = Vec::new();
+        collect_secret_refs(&values, &mut refs);
+        for (name, key) in refs {
+            named += 1;
+            assert!(
+                made.contains(&(namespace.to_owned(), name.clone(), key.clone())),
+                "{}: {name}/{key} is made by no secret of {namespace}: {made:#?}",
+                component.name
+            );
+        }
+        assert!(!CLEAR.iter().any(|c| text.contains(c)));
+    }
+    assert_eq!(named, 4, "external-dns's three and the LAPI's bouncer key");
+    // Traefik mounts the bouncer's key from a Secret of its namespace.
+    let traefik = read("traefik");
+    let volume = traefik["volumes"][0]["name"].as_str().unwrap();
+    assert!(
+        made.iter()
+            .any(|(ns, name, _)| ns == "traefik" && name == volume)
+    );
+    // Its address is inside the pool; the published one is given by the chart's key, once.
+    let pool = &read("load-balancer")["items"][0]["spec"]["blocks"][0];
+    let address = traefik["service"]["annotations"]["lbipam.cilium.io/ips"]
+        .as_str()
+        .unwrap();
+    let ip = |s: &Value| s.as_str().unwrap().parse::<std::net::Ipv4Addr>().unwrap();
+    let address: std::net::Ipv4Addr = address.parse().unwrap();
+    assert!(ip(&pool["start"]) <= address && address <= ip(&pool["stop"]));
+    assert_eq!(
+        traefik["providers"]["kubernetesIngress"]["ingressEndpoint"]["ip"],
+        config["ingress"]["public_address"]
+    );
+    assert!(traefik.get("additionalArguments").is_none());
+}
+
+fn collect_secret_refs(value: &Value, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(r) = map.get("secretKeyRef") {
+                out.push((
+                    r["name"].as_str().unwrap().to_owned(),
+                    r["key"].as_str().unwrap().to_owned(),
+                ));
+            }
+            map.values().for_each(|v| collect_secret_refs(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_secret_refs(v, out)),
+        _ => {}
+    }
+}
+
+/// `make diff-platform PROFILE=onprem KUBECONFIG=...`: make renders the profile from its config
+/// (the plan, the secrets' template) and hands platform.sh render-platform for the secrets; the
+/// recording helm and kubectl show the dry run, sops decrypts with the test key.
+#[test]
+fn make_renders_the_onprem_profile_and_runs_its_dry_run_twin() {
+    let Some(sops) = testkit::upstream::program(TEST, "sops") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&sops, bin.join("sops")).unwrap();
+    let tmp = dir.path().join("tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    let mut config: Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
+    )
+    .unwrap();
+    config["secrets"] = Value::String(sops_file().display().to_string());
+    let config_path = dir.path().join("onprem.json");
+    fs::write(&config_path, config.to_string()).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    fs::write(&kubeconfig, "# never read: kubectl is a stand-in\n").unwrap();
+    let log = dir.path().join("calls.log");
+    fs::write(&log, "").unwrap();
+    let rendered = dir.path().join("rendered");
+    let tools = testkit::workspace::bin("render-platform");
+    let out = Command::new("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .args(["diff-platform", "PROFILE=onprem"])
+        .arg(format!("KUBECONFIG={}", kubeconfig.display()))
+        .arg(format!("PLATFORM_CONFIG={}", config_path.display()))
+        .arg(format!("PLATFORM_VALUES={}", rendered.display()))
+        .arg(format!("BIN={}", tools.parent().unwrap().display()))
+        .arg("RUST_SOURCES=")
+        .env(
+            "PATH",
+            format!(
+                "{}:{}:{}",
+                testkit::standin::path("recording").display(),
+                bin.display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .env("STANDIN_LOG", &log)
+        .env("SOPS_AGE_KEY_FILE", key())
+        .env("TMPDIR", &tmp)
+        .env("HOME", dir.path())
+        .env_remove("STANDIN_HELM_DIFF")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    // make rendered the plan from the config.
+    let plan = fs::read_to_string(rendered.join("components.tsv")).unwrap();
+    assert!(
+        plan.contains("\nsmoke-test\tobjects\tsmoke-test\t"),
+        "{plan}"
+    );
+    let calls: Vec<String> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.starts_with("helm upgrade") || c.starts_with("kubectl apply")),
+        "{calls:#?}"
+    );
+    let diffs = |what: &str| {
+        calls
+            .iter()
+            .any(|c| c.starts_with("kubectl diff") && c.contains(what))
+    };
+    assert!(
+        diffs("namespaces.json") && diffs("secrets.json") && diffs("smoke-test.json"),
+        "{calls:#?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.starts_with("helm template traefik traefik ")),
+        "{calls:#?}"
+    );
+    assert!(
+        testkit::file_names(&tmp).is_empty(),
+        "the secrets folder is left"
+    );
+    for clear in CLEAR {
+        assert!(!output_text(&out).contains(clear) && !calls.iter().any(|c| c.contains(clear)));
+    }
+}
