@@ -53,7 +53,8 @@ check_gateway_class_accepted() {
   log "GatewayClass $gateway_class is not Accepted after ${gateway_class_wait}s" \
     "(status '${status:-none}' for generation '${observed:-none}' of '${generation:-none}'," \
     "reason '${reason:-none}', message '${message:-none}')."
-  log "No status at all means istiod is not handling the class: check that istiod runs" \
+  log "Status Unknown with reason Pending ('Waiting for controller', what the Gateway API CRD sets" \
+    "by default), or no status at all, means no controller has answered for the class: check that istiod runs" \
     "(kubectl -n istio-system get pods), that its controller name is the class's" \
     "spec.controllerName (istiod's PILOT_GATEWAY_API_CONTROLLER_NAME, istio.io/gateway-controller" \
     "by default), and istiod's log (kubectl -n istio-system logs deploy/istiod | grep -i gatewayclass)."

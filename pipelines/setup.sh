@@ -97,8 +97,8 @@ if ((${#need[@]})); then
 fi
 [[ "$what" == images ]] && exit 0
 
-# Python packages: PyYAML decodes apply patches in the Kubernetes API stand-in; grpcio-tools
-# compiles Talos's own .proto files for the Talos API stand-in.
+# Python packages: PyYAML reads the specs of the Scaleway API stand-in and the machine configs of
+# the Talos API stand-in; grpcio-tools compiles Talos's own .proto files for the latter.
 for module in yaml:pyyaml grpc_tools:grpcio-tools; do
   python3 -c "import ${module%%:*}" 2>/dev/null && continue
   log "installing ${module#*:}"
@@ -113,14 +113,6 @@ for dir in filter/browsers/chromium filter/browsers/firefox crates/scaleway/test
   log "npm ci in $dir"
   npm ci --prefix "$dir" --no-audit --no-fund >&2
 done
-
-# kubectl drives the edge pipeline's tests against the API stand-in, and ApplySet prune needs
-# 1.27 or later. It is not installed here: Debian's kubernetes-client is older than that, and
-# Google's apt source is not reachable from every machine.
-kubectl_minor=$(kubectl version --client 2>/dev/null | sed -n 's/^Client Version: v1\.\([0-9]*\).*/\1/p')
-if ((${kubectl_minor:-0} < 27)); then
-  missing "kubectl 1.27 or later is missing (found ${kubectl_minor:+1.}${kubectl_minor:-none})"
-fi
 
 # The real upstream programs the tests run (etcd, the Kubernetes control plane and kubectl, kwok,
 # talosctl, sops, age): built with Go from the Go module proxy at the pins of k8s/versions.env and

@@ -7,6 +7,7 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use testkit::process::text;
 
 fn repo() -> PathBuf {
     testkit::workspace::root()
@@ -23,15 +24,6 @@ fn shared(test: &str, what: &str) -> Option<PathBuf> {
         testkit::skip_or_fail(test, &format!("{}", shared.join(what).display()));
         None
     }
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 // --- check-manifests.sh ------------------------------------------------------------------------

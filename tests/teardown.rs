@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
+use testkit::process::text;
 use testkit::scaleway::{control, mutations};
 
 const SECRET: &str = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b";
@@ -146,15 +147,6 @@ impl World {
     fn state(&self) -> Value {
         control(&self.scaleway.url(), "state", None)
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn tagged(objects: &Value) -> Vec<&Value> {

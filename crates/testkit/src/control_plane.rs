@@ -14,13 +14,13 @@
 //! process: a dropped control plane kills its programs and removes its folder, and a lifeline
 //! process does the same for a shared one when the test process ends, however it ends.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long start-up may take, each step (the API server's first start on a loaded 2-core
@@ -76,6 +76,8 @@ pub struct ControlPlane {
     kubectl: PathBuf,
     components: Vec<Component>,
     lifeline: Option<Lifeline>,
+    /// The CRD bundles installed so far ([`ControlPlane::install_crds`]), held while installing.
+    crds: Mutex<BTreeSet<PathBuf>>,
 }
 
 #[derive(Debug)]
@@ -117,6 +119,7 @@ impl ControlPlane {
             server: String::new(),
             kubectl: programs.kubectl.clone(),
             components: Vec::new(),
+            crds: Mutex::new(BTreeSet::new()),
             lifeline: Some(lifeline),
             dir,
         };
@@ -294,6 +297,24 @@ impl ControlPlane {
     /// is Ready.
     #[track_caller]
     pub fn add_node(&self, name: &str, labels: &[(&str, &str)]) {
+        self.create_node(name, labels);
+        self.kubectl_ok(
+            &[
+                "wait",
+                "--for=condition=Ready",
+                &format!("node/{name}"),
+                "--timeout=120s",
+            ],
+            "",
+        );
+    }
+
+    /// [`ControlPlane::add_node`] without the wait. kwok takes a node over by holding its Lease
+    /// (`kube-node-lease/<name>`, as a kubelet does) and retries while another holder's is
+    /// current: a node whose Lease a test holds stays without status (not Ready) until the test
+    /// lets the Lease go, as a node whose kubelet has not come back.
+    #[track_caller]
+    pub fn create_node(&self, name: &str, labels: &[(&str, &str)]) {
         let mut all: BTreeMap<&str, &str> = BTreeMap::from([
             ("kubernetes.io/hostname", name),
             ("kubernetes.io/os", "linux"),
@@ -310,15 +331,44 @@ impl ControlPlane {
             },
         });
         self.kubectl_ok(&["create", "-f", "-"], &node.to_string());
+    }
+
+    /// Installs the CRDs of `bundles` (server-side apply, as `make apply-platform` applies the
+    /// Gateway API's) and waits until each is Established, so that the API server serves their
+    /// kinds. A bundle is installed once per control plane: tests sharing one may all ask, the
+    /// first installs and the others wait for it.
+    #[track_caller]
+    pub fn install_crds(&self, bundles: &[PathBuf]) {
+        let mut installed = self
+            .crds
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let new: Vec<&PathBuf> = bundles.iter().filter(|b| !installed.contains(*b)).collect();
+        if new.is_empty() {
+            return;
+        }
+        let files: Vec<String> = new
+            .iter()
+            .map(|b| format!("--filename={}", b.display()))
+            .collect();
+        let files: Vec<&str> = files.iter().map(String::as_str).collect();
+        self.kubectl_ok(&[&["apply", "--server-side"], &files[..]].concat(), "");
         self.kubectl_ok(
             &[
-                "wait",
-                "--for=condition=Ready",
-                &format!("node/{name}"),
-                "--timeout=120s",
-            ],
+                &["wait", "--for=condition=Established", "--timeout=120s"],
+                &files[..],
+            ]
+            .concat(),
             "",
         );
+        installed.extend(new.into_iter().cloned());
+    }
+
+    /// The credentials of the ServiceAccount `namespace/name` as the kubelet projects them into
+    /// its pods: a token the API server issues for it, the cluster's CA, the namespace.
+    #[track_caller]
+    pub fn service_account(&self, namespace: &str, name: &str) -> ServiceAccount {
+        ServiceAccount::issue(self, namespace, name)
     }
 
     /// Spawns a component, logging to `<dir>/logs/<name>.log`, and hands its pid to the lifeline.
@@ -402,6 +452,103 @@ impl Drop for ControlPlane {
         if let Some(lifeline) = self.lifeline.take() {
             lifeline.release();
         }
+    }
+}
+
+/// A ServiceAccount's credentials, laid out as in a pod's
+/// `/var/run/secrets/kubernetes.io/serviceaccount` (what the kubelet's projected volume holds):
+/// `token` (a TokenRequest, for the API server's own audience, one hour), `ca.crt` (the
+/// namespace's `kube-root-ca.crt` ConfigMap, which the controller manager publishes) and
+/// `namespace`; beside them a kubeconfig that authenticates with that token file. The token is
+/// written 0600 and never passes through an argument. Removed when dropped.
+#[derive(Debug)]
+pub struct ServiceAccount {
+    dir: tempfile::TempDir,
+    kubectl: PathBuf,
+}
+
+impl ServiceAccount {
+    #[allow(clippy::panic)] // a test helper: credentials that cannot be made fail the test
+    #[track_caller]
+    fn issue(plane: &ControlPlane, namespace: &str, name: &str) -> ServiceAccount {
+        let dir = match tempfile::Builder::new()
+            .prefix("edgepop-serviceaccount-")
+            .tempdir()
+        {
+            Ok(dir) => dir,
+            Err(err) => panic!("cannot make a folder for {namespace}/{name}'s credentials: {err}"),
+        };
+        let account = ServiceAccount {
+            kubectl: plane.kubectl.clone(),
+            dir,
+        };
+        let ns = format!("--namespace={namespace}");
+        let token = plane.kubectl_ok(&["create", "token", name, &ns, "--duration=1h"], "");
+        write_private(&account.token(), token.trim());
+        // Published by the controller manager's root-ca-cert-publisher soon after the namespace.
+        plane.kubectl_ok(
+            &[
+                "wait",
+                "--for=create",
+                "configmap/kube-root-ca.crt",
+                &ns,
+                "--timeout=60s",
+            ],
+            "",
+        );
+        let ca = plane.kubectl_ok(
+            &[
+                "get",
+                "configmap",
+                "kube-root-ca.crt",
+                &ns,
+                "--output=jsonpath={.data.ca\\.crt}",
+            ],
+            "",
+        );
+        write(&account.ca(), &ca);
+        write(&account.dir.path().join("namespace"), namespace);
+        let config = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{
+                "name": "edgepop-test",
+                "cluster": {"server": plane.server, "certificate-authority": account.ca()},
+            }],
+            "users": [{"name": name, "user": {"tokenFile": account.token()}}],
+            "contexts": [{
+                "name": name,
+                "context": {"cluster": "edgepop-test", "user": name, "namespace": namespace},
+            }],
+            "current-context": name,
+        });
+        write(&account.kubeconfig(), &config.to_string());
+        account
+    }
+
+    /// The folder, for a program that reads it as a pod would (`token`, `ca.crt`, `namespace`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn token(&self) -> PathBuf {
+        self.dir.path().join("token")
+    }
+
+    pub fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    /// A kubeconfig whose user is this ServiceAccount (its namespace is the default one).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// The pinned kubectl, authenticated as this ServiceAccount.
+    pub fn kubectl(&self) -> Command {
+        let mut command = Command::new(&self.kubectl);
+        command.arg("--kubeconfig").arg(self.kubeconfig());
+        command
     }
 }
 
@@ -708,6 +855,21 @@ fn path_str(path: &Path) -> String {
 fn create_dir(dir: &Path) {
     if let Err(err) = fs::create_dir_all(dir) {
         panic!("cannot create {}: {err}", dir.display());
+    }
+}
+
+/// Writes a secret: the file is created 0600, before anything is written into it.
+#[allow(clippy::panic)] // a test helper
+fn write_private(path: &Path, text: &str) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let written = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()));
+    if let Err(err) = written {
+        panic!("cannot write {}: {err}", path.display());
     }
 }
 

@@ -1,6 +1,6 @@
 //! A scripted HTTP/1.1 server on loopback, for tests: it serves the real captures, plays the
 //! failures a source can have (error status, a stall, a cut body), and records every request so
-//! a test can assert method, path, headers and body (the Kubernetes API stand-in uses it).
+//! a test can assert method, path, headers and body.
 //!
 //! Each connection gets the next reply of the script, then is closed; after the last one the
 //! server thread ends by itself. Nothing here is timed: a stall lasts until the client gives up.

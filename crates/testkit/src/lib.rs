@@ -4,6 +4,7 @@
 //! - [`cassettes`]: the Scaleway traffic recorded by Scaleway's own tools, for contract tests.
 //! - [`control_plane`]: a real Kubernetes control plane on loopback (etcd, kube-apiserver,
 //!   kube-controller-manager, kube-scheduler, kwok for nodes and pods), one per test binary.
+//! - [`crds`]: the CRDs the platform layer installs, at their pins, for that control plane.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`scaleway`]: the Scaleway stand-in's control endpoints and request log.
@@ -20,6 +21,7 @@
 
 pub mod cassettes;
 pub mod control_plane;
+pub mod crds;
 pub mod http;
 pub mod process;
 pub mod scaleway;
@@ -80,14 +82,38 @@ pub fn file_names(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
-/// The pin `key` of `k8s/versions.env`, for this crate's tests.
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::panic)]
-fn pin(key: &str) -> String {
-    let text = std::fs::read_to_string(workspace::root().join(pop_common::pins::FILE)).unwrap();
+/// Looks every half second, for two minutes at most, until `look` gives a value: what a test
+/// waits for from a controller or a server that acts on its own time (pop-common's one bounded
+/// loop). Fails the test naming `what` when the time is up.
+#[allow(clippy::panic)] // a test helper: failing is its job
+#[track_caller]
+pub fn eventually<T>(what: &str, mut look: impl FnMut() -> Option<T>) -> T {
+    use pop_common::wait::{Poll, ThreadSleeper};
+    let poll = Poll::within(
+        std::time::Duration::from_secs(120),
+        std::time::Duration::from_millis(500),
+    );
+    match poll.until(
+        &ThreadSleeper,
+        |_| Ok::<_, std::convert::Infallible>(look()),
+    ) {
+        Ok(Some(found)) => found,
+        Ok(None) | Err(_) => panic!("not within {:?}: {what}", poll.span()),
+    }
+}
+
+/// The pin `key` of `k8s/versions.env`, read with the one reader of that file; a key that is not
+/// pinned fails the test.
+#[allow(clippy::panic)] // a test helper: a pin that cannot be read fails the test, saying which
+pub fn pin(key: &str) -> String {
+    let path = workspace::root().join(pop_common::pins::FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) => panic!("{}: {err}", path.display()),
+    };
     match pop_common::pins::Pins::new(&text).get(key) {
         Some(value) => value.to_owned(),
-        None => panic!("{key} is not pinned in k8s/versions.env"),
+        None => panic!("{key} is not pinned in {}", path.display()),
     }
 }
 

@@ -15,6 +15,16 @@ pub fn assert_refused(out: &std::process::Output, code: i32, needles: &[&str]) {
     }
 }
 
+/// A program's exit code, stdout and stderr, for a failed assertion's message.
+pub fn text(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// A tool's stdout, after checking it exited 0 (its stderr is shown when it did not).
 #[allow(clippy::panic)] // an assertion helper for tests: failing is its job
 #[track_caller] // the failure points at the test's line
@@ -67,4 +77,117 @@ pub fn which(program: &str) -> Option<std::path::PathBuf> {
                 .metadata()
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
+}
+
+/// A program running in the background whose stderr is read as it comes: a test waits for the
+/// line that says the program reached a point, acts on what it waits for, then collects its
+/// output. Killed when dropped.
+#[derive(Debug)]
+pub struct Running {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Everything it said on stderr, once it has closed it.
+    said: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Running {
+    /// Starts `command` with stdout and stderr piped (stdin is the caller's to set).
+    #[allow(clippy::panic)] // a test helper: a program that cannot start fails the test
+    #[track_caller]
+    pub fn spawn(command: &mut std::process::Command) -> Running {
+        use std::io::BufRead as _;
+        use std::process::Stdio;
+        let mut child = match command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(err) => panic!("cannot start {command:?}: {err}"),
+        };
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take();
+        let said = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in stderr
+                .map(std::io::BufReader::new)
+                .into_iter()
+                .flat_map(|reader| reader.lines())
+                .map_while(Result::ok)
+            {
+                all.push_str(&line);
+                all.push('\n');
+                let _ = tx.send(line);
+            }
+            all
+        });
+        Running {
+            child,
+            lines,
+            said: Some(said),
+        }
+    }
+
+    /// Returns once a line of its stderr holds `needle`; fails the test, with everything the
+    /// program said, when it ends first or two minutes pass.
+    #[allow(clippy::panic)] // a test helper: failing is its job
+    #[track_caller]
+    pub fn wait_for_line(&mut self, needle: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return,
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = self.child.kill();
+                    let status = self.child.wait();
+                    let said = self.said.take().and_then(|s| s.join().ok());
+                    panic!(
+                        "never said `{needle}` ({status:?}):\n{}",
+                        said.unwrap_or_default()
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for its end: its exit status, stdout and everything it said on stderr.
+    #[allow(clippy::panic)] // a test helper
+    pub fn finish(mut self) -> std::process::Output {
+        use std::io::Read as _;
+        let mut stdout = Vec::new();
+        if let Some(mut out) = self.child.stdout.take()
+            && let Err(err) = out.read_to_end(&mut stdout)
+        {
+            panic!("cannot read the stdout of a background program: {err}");
+        }
+        let status = match self.child.wait() {
+            Ok(status) => status,
+            Err(err) => panic!("cannot wait for a background program: {err}"),
+        };
+        let stderr = self
+            .said
+            .take()
+            .and_then(|s| s.join().ok())
+            .unwrap_or_default()
+            .into_bytes();
+        std::process::Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,7 +1,8 @@
 //! lists-refresh against a scripted Kubernetes API stand-in on loopback: the real generators
 //! run on the real captures (served over loopback HTTP or read from files), and every request
 //! is asserted (method, path, field manager, content type, token, body). And with `--out-dir`
-//! (what `make lists` runs): the lists as files, no API at all.
+//! (what `make lists` runs): the lists as files, no API at all. The job against the real API
+//! server, under its real identity and Role, is `api_server.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};

@@ -14,12 +14,15 @@ use pop_common::records::{Digest, Kind, PlatformInputs, PublishedImages, Version
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::render;
+
 /// The edge layer's settings, as written by the operator (`config/edge.json`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EdgeConfig {
-    /// Public names served by the edge, each with its own HTTPS listener and certificate
-    /// (HTTP-01 gives no wildcard). Each must belong to the inputs' `dns_zone`.
+    /// Public names served by the edge (at most [`MAX_HOSTNAMES`]), each with its own HTTPS
+    /// listener and certificate (HTTP-01 gives no wildcard). Each must belong to the inputs'
+    /// `dns_zone`.
     pub hostnames: Vec<String>,
     /// The Let's Encrypt issuer.
     #[serde(default)]
@@ -161,6 +164,15 @@ fn default_secret_name() -> String {
     "pow-hmac".to_string()
 }
 
+/// The most hostnames the edge serves: its HTTP listener's redirect route lists every one, and
+/// an HTTPRoute's `spec.hostnames` holds at most 16 (Gateway API v1.4.0,
+/// gateway.networking.k8s.io_httproutes.yaml, `maxItems: 16`).
+pub const MAX_HOSTNAMES: usize = 16;
+/// The longest name of a Kubernetes object or of a Gateway listener: a DNS subdomain, 253
+/// characters (apimachinery's `DNS1123SubdomainMaxLength`; the Gateway API's `SectionName` and
+/// `ObjectName`, `maxLength: 253`).
+pub const MAX_NAME: usize = 253;
+
 /// Everything the renderer needs, checked and resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -210,11 +222,35 @@ pub fn resolve(
             "at least one hostname is needed: the gateway has nothing to serve",
         ));
     }
+    if config.hostnames.len() > MAX_HOSTNAMES {
+        return Err(InputError::field(
+            config_path,
+            "hostnames",
+            format!(
+                "{} hostnames, at most {MAX_HOSTNAMES}: the HTTP listener's redirect route lists \
+                 them all, and an HTTPRoute holds at most {MAX_HOSTNAMES}",
+                config.hostnames.len()
+            ),
+        ));
+    }
     let mut seen = BTreeSet::new();
     for (i, host) in config.hostnames.iter().enumerate() {
         let field = format!("hostnames[{i}]");
         check_dns_name(host)
             .map_err(|why| InputError::field(config_path, &field, format!("`{host}`: {why}")))?;
+        for (what, name) in render::names_of_hostname(host) {
+            if name.len() > MAX_NAME {
+                return Err(InputError::field(
+                    config_path,
+                    &field,
+                    format!(
+                        "`{host}` is too long: {what} would be named with {} characters, over \
+                         the {MAX_NAME} of a Kubernetes name",
+                        name.len()
+                    ),
+                ));
+            }
+        }
         if host != &zone && !host.ends_with(&format!(".{zone}")) {
             return Err(InputError::field(
                 config_path,
@@ -256,6 +292,17 @@ pub fn resolve(
             config_path,
             "origin.replicas",
             "must be at least 1: the routes would lead nowhere",
+        ));
+    }
+    if i32::try_from(config.origin.replicas).is_err() {
+        return Err(InputError::field(
+            config_path,
+            "origin.replicas",
+            format!(
+                "{} is more than a Deployment takes (its replicas is a 32-bit integer, at most {})",
+                config.origin.replicas,
+                i32::MAX
+            ),
         ));
     }
 

@@ -208,6 +208,20 @@ pub fn certificate_secret_name(host: &str) -> String {
     format!("tls-{host}")
 }
 
+/// The HTTPRoute that sends the hostname's HTTPS traffic to the origin.
+pub fn origin_route_name(host: &str) -> String {
+    format!("origin-{host}")
+}
+
+/// The names made from a hostname, with what each names: each must stay a valid name.
+pub fn names_of_hostname(host: &str) -> [(&'static str, String); 3] {
+    [
+        ("its HTTPS listener", https_listener_name(host)),
+        ("its HTTPRoute", origin_route_name(host)),
+        ("its certificate's Secret", certificate_secret_name(host)),
+    ]
+}
+
 /// Istio's per-gateway customisation (`spec.infrastructure.parametersRef`): strategic merge
 /// patches over the Deployment and Service it generates.
 fn gateway_options(plan: &Plan) -> Result<Value, EncodeError> {
@@ -396,7 +410,7 @@ fn origin_route(host: &str) -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
-        "metadata": meta(&format!("origin-{host}"), "routes"),
+        "metadata": meta(&origin_route_name(host), "routes"),
         "spec": {
             // Several listeners share 443: naming the section keeps the route on its own name.
             "parentRefs": [{"name": GATEWAY, "sectionName": https_listener_name(host)}],

@@ -1,47 +1,116 @@
 //! The ValidatingAdmissionPolicy that keeps the lists-refresh job to `spec.pluginConfig.lists`,
-//! its CEL evaluated on allowed and refused changes of the rendered WasmPlugin.
-//!
-//! Evaluator: the `cel` crate (the Rust interpreter of the CEL spec). The API server runs
-//! cel-go on the same inputs: at admission it declares `object`, `oldObject` and `request` as
-//! dynamic values built from the unstructured objects (maps, lists, strings, numbers), which
-//! is what this test hands the interpreter: the expressions are read from the rendered policy,
-//! never re-typed here.
+//! evaluated by the real API server (`api_server::edge`: the rendered edge applied on this test
+//! binary's control plane): the job's requests go out with the token of the ServiceAccount its
+//! CronJob runs as, through RBAC and then the policy, and each refused change is refused by the
+//! server with the policy's message. Refused changes are sent as server-side dry runs, which go
+//! through admission and store nothing; the allowed ones are stored.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
 
-use cel::{Context, Program, Value as CelValue};
-use render_edge::{Config, Format, plan, render};
 use serde_json::{Value, json};
+use testkit::control_plane::ServiceAccount;
 
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../config")
-        .join(name)
-}
+use crate::api_server::{Edge, edge, example, kubectl};
 
+/// The WasmPlugin the policy guards, and the rest of the edge, as rendered.
 fn rendered() -> Vec<Value> {
-    let cli = Config {
-        inputs: example("platform-inputs.example.json"),
-        config: example("edge-pow.example.json"),
-        format: Format::Json,
-        names: false,
-    };
-    render::objects(&plan(&cli).unwrap()).unwrap()
+    example("edge-pow.example.json")
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
     objects.iter().find(|o| o["kind"] == kind).unwrap()
 }
 
-/// The WasmPlugin as it lives in the cluster after the edge apply and a first refresh.
-fn live_plugin() -> Value {
-    let mut plugin = find(&rendered(), "WasmPlugin").clone();
-    plugin["metadata"]["resourceVersion"] = json!("41");
-    plugin["metadata"]["generation"] = json!(3);
-    plugin["spec"]["pluginConfig"]["lists"] = lists("2026-11-30T10:17:00Z", "185.220.101.0/24\n");
-    plugin
+/// The ServiceAccount the rendered CronJob's pods run as, in its namespace.
+fn job_account() -> (String, String) {
+    let objects = rendered();
+    let cron = find(&objects, "CronJob");
+    let account = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"];
+    (
+        cron["metadata"]["namespace"].as_str().unwrap().to_owned(),
+        account.as_str().unwrap().to_owned(),
+    )
+}
+
+/// The edge, and the job's credentials, once the server enforces the policy.
+struct Job {
+    edge: &'static Edge,
+    account: ServiceAccount,
+}
+
+/// The policy takes effect once the API server's admission plugin has loaded it (informers, a
+/// moment after the apply): until then a change it refuses goes through. Each test waits for it
+/// through the first that asks, with a change it must refuse (bounded, dry run).
+fn job(test: &str) -> Option<&'static Job> {
+    static JOB: OnceLock<Job> = OnceLock::new();
+    let edge = edge(test)?;
+    Some(JOB.get_or_init(|| {
+        let (namespace, name) = job_account();
+        let job = Job {
+            edge,
+            account: edge.plane.service_account(&namespace, &name),
+        };
+        testkit::eventually("the policy to refuse the job's change of spec.url", || {
+            let out = job.patch(&json!({"spec": {"url": "oci://example.org/other@sha256:0"}}));
+            String::from_utf8_lossy(&out.stderr)
+                .contains("ValidatingAdmissionPolicy")
+                .then_some(())
+        });
+        job
+    }))
+}
+
+impl Job {
+    /// A merge patch of the plugin by the job, as a server-side dry run.
+    fn patch(&self, patch: &Value) -> Output {
+        testkit::process::run_with_stdin(self.account.kubectl().args(dry_run_patch(patch)), b"")
+    }
+
+    /// The policy's messages in the server's refusal of `patch`, by the job.
+    fn refused(&self, patch: &Value) -> Vec<String> {
+        let out = self.patch(patch);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{patch} was taken");
+        let messages: Vec<String> = stderr
+            .lines()
+            .filter_map(|l| l.split_once("denied request: ").map(|(_, m)| m.to_owned()))
+            .collect();
+        assert!(
+            !messages.is_empty(),
+            "{patch}: refused, but not by the policy: {stderr}"
+        );
+        messages
+    }
+
+    /// The plugin as stored.
+    fn plugin(&self) -> Value {
+        let (namespace, _) = job_account();
+        let ns = format!("--namespace={namespace}");
+        let out = kubectl(
+            self.edge.plane,
+            &["get", "wasmplugin", "pow-filter", &ns, "--output=json"],
+            "",
+        );
+        serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap()
+    }
+}
+
+/// kubectl's arguments for a merge patch of the plugin, as a server-side dry run: it goes
+/// through authorisation and admission, and nothing is stored.
+fn dry_run_patch(patch: &Value) -> Vec<String> {
+    let (namespace, _) = job_account();
+    vec![
+        "patch".to_owned(),
+        "wasmplugin".to_owned(),
+        "pow-filter".to_owned(),
+        format!("--namespace={namespace}"),
+        "--type=merge".to_owned(),
+        "--dry-run=server".to_owned(),
+        format!("--patch={patch}"),
+    ]
 }
 
 /// `pluginConfig.lists` as lists-refresh publishes it.
@@ -49,93 +118,59 @@ fn lists(version: &str, tor: &str) -> Value {
     json!({"version": version, "generated_at": version, "sets": {"tor": tor}})
 }
 
-fn eval(expression: &str, object: &Value, old: &Value, username: &str) -> bool {
-    let program = Program::compile(expression)
-        .unwrap_or_else(|e| panic!("the API server would refuse to compile {expression}: {e:?}"));
-    let mut context = Context::default();
-    context.add_variable("object", object.clone()).unwrap();
-    context.add_variable("oldObject", old.clone()).unwrap();
-    context
-        .add_variable(
-            "request",
-            json!({"operation": "UPDATE", "userInfo": {"username": username}}),
-        )
-        .unwrap();
-    match program.execute(&context) {
-        Ok(CelValue::Bool(b)) => b,
-        // failurePolicy Fail: an error refuses the change. Say which, so a broken expression
-        // does not pass for a refusal.
-        other => panic!("{expression} did not evaluate to a bool: {other:?}"),
-    }
-}
+const ONLY_LISTS: &str = "may change only spec.pluginConfig.lists";
 
-struct Policy {
-    condition: String,
-    validations: Vec<(String, String)>,
-}
-
-fn policy() -> Policy {
-    let objects = rendered();
-    let vap = find(&objects, "ValidatingAdmissionPolicy");
-    let conditions = vap["spec"]["matchConditions"].as_array().unwrap();
-    assert_eq!(conditions.len(), 1);
-    Policy {
-        condition: conditions[0]["expression"].as_str().unwrap().to_string(),
-        validations: vap["spec"]["validations"]
-            .as_array()
+#[test]
+fn the_job_may_publish_the_first_lists_then_new_ones() {
+    let Some(job) = job("the_job_may_publish_the_first_lists") else {
+        return;
+    };
+    let rendered_spec = find(&rendered(), "WasmPlugin")["spec"].clone();
+    assert!(job.plugin()["spec"]["pluginConfig"].get("lists").is_none());
+    for list in [
+        lists("2026-11-30T10:17:00Z", "185.220.101.0/24\n"),
+        json!({
+            "version": "2026-11-30T11:17:00Z", "generated_at": "2026-11-30T11:17:00Z",
+            "sets": {"tor": "185.220.101.0/24\n2a0b:f4c2::/40\n", "hosting": "3.0.0.0/8\n"},
+        }),
+    ] {
+        // What lists-refresh sends: a server-side apply of the lists alone, as its field
+        // manager, taking them over.
+        let (namespace, _) = job_account();
+        let apply = json!({
+            "apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": "pow-filter", "namespace": namespace},
+            "spec": {"pluginConfig": {"lists": list}},
+        });
+        let out = testkit::process::run_with_stdin(
+            job.account.kubectl().args([
+                "apply",
+                "--server-side",
+                "--field-manager=edgepop-lists",
+                "--force-conflicts",
+                "--filename=-",
+            ]),
+            apply.to_string().as_bytes(),
+        );
+        testkit::process::success_stdout(&out);
+        let mut stored = job.plugin()["spec"].clone();
+        assert_eq!(stored["pluginConfig"]["lists"], list);
+        stored["pluginConfig"]
+            .as_object_mut()
             .unwrap()
-            .iter()
-            .map(|v| {
-                (
-                    v["expression"].as_str().unwrap().to_string(),
-                    v["message"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect(),
+            .remove("lists");
+        assert_eq!(
+            stored, rendered_spec,
+            "the rest of the plugin is as rendered"
+        );
     }
-}
-
-const JOB: &str = "system:serviceaccount:edge:lists-refresh";
-
-/// The messages of the validations that refuse `new` over `old`, as the job.
-fn refusals(new: &Value, old: &Value) -> Vec<String> {
-    let policy = policy();
-    assert!(eval(&policy.condition, new, old, JOB));
-    policy
-        .validations
-        .iter()
-        .filter(|(expression, _)| !eval(expression, new, old, JOB))
-        .map(|(_, message)| message.clone())
-        .collect()
-}
-
-#[test]
-fn the_job_may_publish_new_lists() {
-    let old = live_plugin();
-    let mut new = old.clone();
-    new["spec"]["pluginConfig"]["lists"] = json!({
-        "version": "2026-11-30T11:17:00Z", "generated_at": "2026-11-30T11:17:00Z",
-        "sets": {"tor": "185.220.101.0/24\n2a0b:f4c2::/40\n", "hosting": "3.0.0.0/8\n"},
-    });
-    // What a server-side apply changes besides: the server's bookkeeping.
-    new["metadata"]["resourceVersion"] = json!("42");
-    new["metadata"]["generation"] = json!(4);
-    new["metadata"]["managedFields"] = json!([{"manager": "edgepop-lists", "operation": "Apply"}]);
-    assert_eq!(refusals(&new, &old), Vec::<String>::new());
-}
-
-#[test]
-fn the_job_may_publish_the_first_lists() {
-    let old = find(&rendered(), "WasmPlugin").clone();
-    assert!(old["spec"]["pluginConfig"].get("lists").is_none());
-    let mut new = old.clone();
-    new["spec"]["pluginConfig"]["lists"] = lists("2026-11-30T10:17:00Z", "185.220.101.0/24\n");
-    assert_eq!(refusals(&new, &old), Vec::<String>::new());
 }
 
 #[test]
 fn the_job_may_not_change_the_module_or_its_environment() {
-    let old = live_plugin();
+    let Some(job) = job("the_job_may_not_change_the_module") else {
+        return;
+    };
     for (field, value) in [
         ("url", json!("oci://attacker.example/pow:evil")),
         ("sha256", json!("ab".repeat(32))),
@@ -147,106 +182,99 @@ fn the_job_may_not_change_the_module_or_its_environment() {
         ("match", json!([{"ports": [{"number": 80}]}])),
         // A key the rendered object does not have: gaining one is a change too.
         ("priority", json!(1000)),
+        // So is losing one.
+        ("match", Value::Null),
     ] {
-        let mut new = old.clone();
-        new["spec"][field] = value;
-        let refused = refusals(&new, &old);
+        let refused = job.refused(&json!({"spec": {field: value}}));
         assert_eq!(refused.len(), 1, "{field}: {refused:?}");
+        assert!(refused[0].contains(ONLY_LISTS), "{field}: {refused:?}");
         assert!(refused[0].ends_with("(spec)"), "{field}: {refused:?}");
-        assert!(refused[0].contains("may change only spec.pluginConfig.lists"));
     }
-    let mut new = old.clone();
-    new["spec"].as_object_mut().unwrap().remove("match");
-    assert_eq!(
-        refusals(&new, &old).len(),
-        1,
-        "removing a field is a change"
-    );
 }
 
 #[test]
 fn the_job_may_not_change_the_filter_settings_beside_the_lists() {
-    let old = live_plugin();
-    let settings = old["spec"]["pluginConfig"].as_object().unwrap();
-    let setting = settings.keys().find(|k| *k != "lists").unwrap().clone();
-    let mut changed = old.clone();
-    changed["spec"]["pluginConfig"][&setting] = json!("something else");
-    let mut added = old.clone();
-    added["spec"]["pluginConfig"]["demo_secret"] = json!("known");
-    let mut removed = old.clone();
-    removed["spec"]["pluginConfig"]
-        .as_object_mut()
+    let Some(job) = job("the_job_may_not_change_the_filter_settings") else {
+        return;
+    };
+    let settings = find(&rendered(), "WasmPlugin")["spec"]["pluginConfig"].clone();
+    let setting = settings
+        .as_object()
         .unwrap()
-        .remove(&setting);
-    for new in [changed, added, removed] {
-        let refused = refusals(&new, &old);
-        assert_eq!(refused.len(), 1, "{refused:?}");
-        assert!(refused[0].ends_with("(spec.pluginConfig)"), "{refused:?}");
+        .keys()
+        .find(|k| *k != "lists")
+        .unwrap()
+        .clone();
+    for change in [
+        json!({setting.as_str(): "something else"}),
+        json!({"demo_secret": "known"}),
+        json!({setting.as_str(): null}),
+        // Beside new lists, which alone it may write.
+        json!({"mode": "off", "lists": lists("2026-11-30T12:17:00Z", "")}),
+    ] {
+        let refused = job.refused(&json!({"spec": {"pluginConfig": change}}));
+        assert_eq!(refused.len(), 1, "{change}: {refused:?}");
+        assert!(
+            refused[0].ends_with("(spec.pluginConfig)"),
+            "{change}: {refused:?}"
+        );
     }
 }
 
 #[test]
-fn the_job_may_not_relabel_the_plugin() {
-    let old = live_plugin();
-    let mut new = old.clone();
-    new["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("someone-else");
-    let refused = refusals(&new, &old);
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(refused[0].contains("metadata.labels"));
-    let mut new = old.clone();
-    new["metadata"]["annotations"] = json!({"a": "b"});
-    assert_eq!(refusals(&new, &old).len(), 1);
+fn the_job_may_not_relabel_or_annotate_the_plugin() {
+    let Some(job) = job("the_job_may_not_relabel_the_plugin") else {
+        return;
+    };
+    for change in [
+        json!({"labels": {"app.kubernetes.io/managed-by": "someone-else"}}),
+        json!({"annotations": {"a": "b"}}),
+    ] {
+        let refused = job.refused(&json!({"metadata": change}));
+        assert_eq!(refused.len(), 1, "{change}: {refused:?}");
+        assert!(
+            refused[0].contains("(metadata.labels, metadata.annotations)"),
+            "{change}: {refused:?}"
+        );
+    }
 }
 
 #[test]
-fn the_policy_binds_only_the_lists_job_to_the_one_plugin_in_the_edge_namespace() {
-    let policy = policy();
-    let old = live_plugin();
-    let mut new = old.clone();
-    new["spec"]["url"] = json!("oci://registry.example/pow:next");
-    // The operator's own apply (edgepop-edge, any admin) is not this policy's business.
-    for user in ["kubernetes-admin", "system:serviceaccount:edge:default"] {
-        assert!(!eval(&policy.condition, &new, &old, user), "{user}");
+fn the_policy_binds_the_job_only() {
+    let Some(job) = job("the_policy_binds_the_job_only") else {
+        return;
+    };
+    // The operator's own change, and another identity with every right, go through (dry run).
+    let (namespace, _) = job_account();
+    let patch = json!({"spec": {"url": "oci://registry.example/pow:next"}});
+    for identity in [
+        vec![],
+        vec![
+            format!("--as=system:serviceaccount:{namespace}:default"),
+            "--as-group=system:masters".to_owned(),
+        ],
+    ] {
+        let mut args = dry_run_patch(&patch);
+        args.extend(identity);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = kubectl(job.edge.plane, &args, "");
+        testkit::process::success_stdout(&out);
     }
-    assert!(eval(&policy.condition, &new, &old, JOB));
-
-    // JOB is the identity the API server gives the rendered CronJob's pods.
+    // The server type-checked the policy's expressions against the WasmPlugin's schema (a
+    // controller, after the policy is stored), and found nothing to warn about.
     let objects = rendered();
-    let cron = find(&objects, "CronJob");
-    let account = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"];
-    assert_eq!(
-        JOB,
-        format!(
-            "system:serviceaccount:{}:{}",
-            cron["metadata"]["namespace"].as_str().unwrap(),
-            account.as_str().unwrap()
-        )
-    );
-
-    let vap = find(&objects, "ValidatingAdmissionPolicy");
-    let rule = &vap["spec"]["matchConstraints"]["resourceRules"][0];
-    assert_eq!(rule["resources"], json!(["wasmplugins"]));
-    assert_eq!(rule["resourceNames"], json!(["pow-filter"]));
-    assert_eq!(rule["operations"], json!(["UPDATE"]));
-    assert_eq!(vap["spec"]["failurePolicy"], "Fail");
-    let binding = find(&objects, "ValidatingAdmissionPolicyBinding");
-    assert_eq!(binding["spec"]["policyName"], vap["metadata"]["name"]);
-    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
-    assert_eq!(
-        binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
-        "edge"
-    );
-    // The Role the policy guards: the job's account, the plugin it patches.
-    let role = objects
-        .iter()
-        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "lists-refresh")
+    let name = find(&objects, "ValidatingAdmissionPolicy")["metadata"]["name"]
+        .as_str()
         .unwrap();
-    assert!(
-        role["rules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["resources"] == json!(["wasmplugins"])
-                && r["resourceNames"] == json!(["pow-filter"]))
-    );
+    let policy = testkit::eventually("the policy to be type-checked", || {
+        let out = kubectl(
+            job.edge.plane,
+            &["get", "validatingadmissionpolicy", name, "--output=json"],
+            "",
+        );
+        let policy: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
+        (policy["status"]["observedGeneration"] == policy["metadata"]["generation"])
+            .then_some(policy)
+    });
+    assert_eq!(policy["status"]["typeChecking"], json!({}), "{policy}");
 }

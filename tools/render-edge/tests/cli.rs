@@ -254,6 +254,64 @@ fn two_listeners_with_the_same_hostname_are_refused() {
 }
 
 #[test]
+fn more_hostnames_than_an_httproute_holds_are_refused() {
+    let hosts = |n: usize| {
+        (1..=n)
+            .map(|i| format!(r#""h{i}.example.com""#))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let case = Case::new();
+    let config = case.write("edge.json", &with_hosts(&hosts(16), ""));
+    let list = render_list(&case.inputs(), &config);
+    let redirect = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["metadata"]["name"] == "http-to-https")
+        .unwrap();
+    assert_eq!(redirect["spec"]["hostnames"].as_array().unwrap().len(), 16);
+    case.refuses(
+        &with_hosts(&hosts(17), ""),
+        &["field `hostnames`", "17 hostnames, at most 16"],
+    );
+}
+
+#[test]
+fn a_hostname_too_long_for_the_names_made_from_it_is_refused() {
+    // 246 characters: `origin-<host>` is 253, the longest name Kubernetes takes.
+    let host = |last: usize| {
+        format!(
+            "{}.example.com",
+            [63, 63, 63, last].map(|n| "a".repeat(n)).join(".")
+        )
+    };
+    let longest = host(42);
+    assert_eq!(longest.len(), 246);
+    let case = Case::new();
+    let config = case.write("edge.json", &with_hosts(&format!(r#""{longest}""#), ""));
+    render_list(&case.inputs(), &config);
+    case.refuses(
+        &with_hosts(&format!(r#""www.example.com", "{}""#, host(43)), ""),
+        &[
+            "field `hostnames[1]`",
+            "too long: its HTTPRoute would be named with 254 characters",
+        ],
+    );
+}
+
+#[test]
+fn more_replicas_than_a_deployment_takes_are_refused() {
+    Case::new().refuses(
+        &with_hosts(
+            r#""www.example.com""#,
+            r#", "origin": {"replicas": 2147483648}"#,
+        ),
+        &["field `origin.replicas`", "at most 2147483647"],
+    );
+}
+
+#[test]
 fn a_hostname_outside_the_dns_zone_is_refused() {
     Case::new().refuses(
         &with_hosts(r#""www.example.org""#, ""),

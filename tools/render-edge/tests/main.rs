@@ -2,9 +2,12 @@
 //! - `cli`: the binary as a user runs it, against the golden files in `fixtures/`;
 //! - `objects`: what the rendered objects must say for the edge to work, field by field;
 //! - `schemas`: every rendered object against the upstream JSON Schemas;
-//! - `admission`: the ValidatingAdmissionPolicy's CEL on allowed and refused changes.
+//! - `api_server`: every rendered object taken by the real API server, up to the config's limits;
+//! - `admission`: the ValidatingAdmissionPolicy, evaluated by the real API server on allowed and
+//!   refused changes of the lists job.
 
 mod admission;
+mod api_server;
 mod cli;
 mod objects;
 mod schemas;

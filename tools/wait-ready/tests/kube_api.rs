@@ -14,11 +14,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -806,51 +804,23 @@ fn an_api_server_that_refuses_connections_at_first_is_waited_for() {
         .unwrap()
         .port();
     let dir = tempfile::tempdir().unwrap();
-    let mut child: Child = wait_ready(&dir, port, &["--timeout", "5m"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines_tx, lines_rx) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(err).lines() {
-            let line = line.unwrap();
-            all.push_str(&line);
-            all.push('\n');
-            let _ = lines_tx.send(line);
-        }
-        all
-    });
-    // Start the API server once the tool has said it met a refusal (bounded: it says so at its
-    // first attempt).
-    loop {
-        let line = lines_rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("wait-ready never said the API server does not answer");
-        if line.contains("does not answer yet") {
-            break;
-        }
-    }
+    let mut running =
+        testkit::process::Running::spawn(&mut wait_ready(&dir, port, &["--timeout", "5m"]));
+    // Start the API server once the tool has said it met a refusal (it says so at its first
+    // attempt).
+    running.wait_for_line("does not answer yet");
     let api = ApiStandIn::start_on(
         TcpListener::bind(("127.0.0.1", port)).unwrap(),
         ready_cluster(),
     );
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let status = child.wait().unwrap();
-    let err = reader.join().unwrap();
-    assert!(status.success(), "{err}");
+    let out = running.finish();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
     assert!(
         err.contains("Connection refused") || err.contains("connection refused"),
         "{err}"
     );
+    let stdout = String::from_utf8(out.stdout).unwrap();
     let summary: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(summary["nodes_ready"], json!(2));
     // Once it answers: one list each, nothing more.
