@@ -37,6 +37,7 @@ use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::tool::Env;
 use pop_common::wait::{Sleeper, ThreadSleeper};
+use scaleway::s3::multipart::Multipart;
 use scaleway::s3::{self, S3};
 use scaleway::{Client, Credentials, CredentialsError, RetryPolicy, Transport, UreqTransport};
 
@@ -97,6 +98,9 @@ pub enum Command {
         /// The part size of the image upload, in MiB (at least 5).
         #[arg(long, value_name = "MIB", default_value_t = 64)]
         upload_part_mib: usize,
+        /// Parts of the image upload sent at once (1 to 32); each is held in memory meanwhile.
+        #[arg(long, value_name = "N", default_value_t = Multipart::default().parallel)]
+        upload_parallel: usize,
     },
     /// Power the servers on or off (instances poweron/poweroff, Elastic Metal start/stop).
     Power {
@@ -249,6 +253,7 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             talos_image_url,
             talos_image_sha256,
             upload_part_mib,
+            upload_parallel,
         } => {
             if !talos_version.starts_with('v') || talos_version.len() < 2 {
                 return Err(Error::Usage(format!(
@@ -275,6 +280,12 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                     "--upload-part-mib {upload_part_mib}: S3 parts are at least 5 MiB"
                 )));
             }
+            if !(1..=s3::multipart::MAX_PARALLEL).contains(&upload_parallel) {
+                return Err(Error::Usage(format!(
+                    "--upload-parallel {upload_parallel}: between 1 and {} parts at once",
+                    s3::multipart::MAX_PARALLEL
+                )));
+            }
             // A first run has no previous inventory: a missing file is no inventory.
             let previous = match previous {
                 Some(path) if path.exists() => Some(InventoryFile::read(&path)?),
@@ -287,7 +298,10 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                     talos_version,
                     talos_source,
                     ssh_public_key,
-                    part_size: upload_part_mib * 1024 * 1024,
+                    upload: Multipart {
+                        part_size: upload_part_mib * 1024 * 1024,
+                        parallel: upload_parallel,
+                    },
                 },
                 dry_run,
                 previous,
@@ -381,8 +395,8 @@ pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), 
 /// [`run`] over any transport and clock.
 pub fn run_with(
     config: &Config,
-    transport: &dyn Transport,
-    sleeper: &dyn Sleeper,
+    transport: &(dyn Transport + Sync),
+    sleeper: &(dyn Sleeper + Sync),
     input: impl Read,
     mut output: impl Write,
 ) -> Result<(), Error> {

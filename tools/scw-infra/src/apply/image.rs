@@ -101,7 +101,7 @@ impl Import {
         if s3.object_size(&self.bucket, &self.key)? == Some(size) {
             pop_common::info!("{} is already uploaded", self.key);
         } else {
-            s3.upload_file(&self.bucket, &self.key, &qcow2, inputs.part_size)?;
+            s3.upload_file(&self.bucket, &self.key, &qcow2, inputs.upload)?;
         }
         pop_common::info!("importing {} as a Block snapshot", self.key);
         let snapshot = cluster.api.block().import_snapshot(
