@@ -23,14 +23,26 @@ PLATFORM_CONFIG ?= config/platform.json
 EDGE_CONFIG  ?= config/edge.json
 # What `make publish-images` writes and the edge config's images.published names.
 PUBLISHED_IMAGES ?= $(OUT)/published-images.json
-KUBECONFIG   ?= $(CURDIR)/$(OUT)/kubeconfig
 SCHEMAS_DIR  ?= ../shared/schemas
 CARGO        ?= cargo
 CONFIRM      ?=
 DEMO_PORT    ?= 8080
 BIN          := $(or $(CARGO_TARGET_DIR),target)/release
 FIELD_MANAGER_EDGE := edgepop-edge
+
+# The cluster every kubectl, helm and wait-ready of this Makefile acts on: its own kubeconfig, or
+# the one named on make's command line (make KUBECONFIG=FILE). A KUBECONFIG inherited from the
+# shell is ignored: it may point at any cluster (production), where a target would uninstall and
+# delete. Before any write, kubeconfig-guard checks that its current context is this cluster's
+# API server (guard-cluster).
+SHELL_KUBECONFIG := $(if $(filter environment%,$(origin KUBECONFIG)),$(KUBECONFIG))
+ifneq ($(origin KUBECONFIG),command line)
+override KUBECONFIG := $(abspath $(OUT))/kubeconfig
+endif
 export KUBECONFIG
+# helm reads these over the kubeconfig: none from the shell is let through.
+unexport HELM_KUBECONTEXT HELM_KUBEAPISERVER HELM_KUBETOKEN HELM_KUBECAFILE HELM_KUBEASUSER \
+  HELM_KUBEASGROUPS HELM_KUBEINSECURE_SKIP_TLS_VERIFY HELM_KUBETLS_SERVER_NAME
 
 # Tools are built in release mode when a recipe needs them; cargo leaves the binary untouched
 # (older than its sources) when nothing changed, so file targets that depend on it stay fresh.
@@ -54,9 +66,16 @@ $(EDGE_CONFIG):
 $(INPUTS):
 	@echo "make: $@ is missing: it is written by make apply-infra (layer 1)" >&2; exit 1
 
-.PHONY: have-kubeconfig
+.PHONY: have-kubeconfig guard-cluster
 have-kubeconfig:
 	@test -f '$(KUBECONFIG)' || { echo "make: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
+
+# The kubeconfig's current context must be this cluster's API server (cluster_endpoint of
+# platform-inputs.json); it prints CLUSTER_NAME and CLUSTER_ENDPOINT for the questions.
+GUARD = $(BIN)/kubeconfig-guard --kubeconfig '$(KUBECONFIG)' --inputs '$(INPUTS)'
+guard-cluster: have-kubeconfig $(INPUTS) $(BIN)/kubeconfig-guard
+	@$(if $(SHELL_KUBECONFIG),echo "make: KUBECONFIG from the environment ($(SHELL_KUBECONFIG)) is ignored: this Makefile acts on $(KUBECONFIG) (make KUBECONFIG=FILE chooses another)" >&2;) \
+	$(GUARD) >/dev/null
 
 ##@ Start (no cluster, no credential)
 .PHONY: help check apply
@@ -87,21 +106,23 @@ PLATFORM_VALUES ?= $(OUT)/platform-values
 DELETE_CRDS     ?=
 
 # render-platform owns the list of releases: it writes each one's Helm values (the day-2
-# switches of the platform config) and then releases.tsv, the releases in install order with
-# their charts and pins, which platform.sh reads. It compiles k8s/versions.env in.
+# switches of the platform config, the declared flows' ports), the host firewall (from the
+# declared flows and the cluster's addresses in the platform inputs), and then releases.tsv, the
+# releases in install order with their charts and pins, which platform.sh reads. It compiles
+# k8s/versions.env in.
 PLATFORM_RELEASES := $(PLATFORM_VALUES)/releases.tsv
 $(BIN)/render-platform: k8s/versions.env
-$(PLATFORM_RELEASES): $(PLATFORM_CONFIG) $(BIN)/render-platform
-	$(BIN)/render-platform --config $(PLATFORM_CONFIG) --out-dir $(PLATFORM_VALUES)
+$(PLATFORM_RELEASES): $(PLATFORM_CONFIG) $(INPUTS) $(BIN)/render-platform
+	$(BIN)/render-platform --config $(PLATFORM_CONFIG) --inputs $(INPUTS) --out-dir $(PLATFORM_VALUES)
 
 vendor: ## Fetch the pinned Gateway API CRDs into k8s/vendor/ and check each sha256 (once, before apply-platform)
 	@pipelines/vendor.sh
 
-apply-platform: have-kubeconfig $(PLATFORM_RELEASES) ## Cilium, Gateway API CRDs, cert-manager, Istio: helm --wait --atomic, pinned
-	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh apply
+apply-platform: guard-cluster $(PLATFORM_RELEASES) ## Cilium and the host firewall, Gateway API CRDs, cert-manager, Istio: helm --wait --atomic, pinned
+	@RENDERED_DIR='$(PLATFORM_VALUES)' TALOSCONFIG='$(OUT)/talosconfig' pipelines/platform.sh apply
 
-diff-platform: have-kubeconfig $(PLATFORM_RELEASES) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), nothing changed
-	@RENDERED_DIR='$(PLATFORM_VALUES)' pipelines/platform.sh diff
+diff-platform: guard-cluster $(PLATFORM_RELEASES) ## The dry-run twin of apply-platform: helm diff (or helm template | kubectl diff), talosctl --dry-run, nothing changed
+	@RENDERED_DIR='$(PLATFORM_VALUES)' TALOSCONFIG='$(OUT)/talosconfig' pipelines/platform.sh diff
 
 ##@ Layer 3, edge: gateway, routes, certificates, origin, the challenge filter and its images
 .PHONY: apply-edge dry-run-edge diff-edge check-manifests filter-image lists-image lists-musl publish-images setup-images
@@ -123,13 +144,13 @@ $(EDGE_NAMES): $(EDGE_INPUTS)
 	$(BIN)/render-edge --inputs $(INPUTS) --config $(EDGE_CONFIG) --names > $@.tmp
 	mv $@.tmp $@
 
-apply-edge: $(EDGE_OBJECTS) $(EDGE_NAMES) ## Server-side apply of the edge objects; prunes what is no longer rendered
+apply-edge: guard-cluster $(EDGE_OBJECTS) $(EDGE_NAMES) ## Server-side apply of the edge objects; prunes what is no longer rendered
 	@OBJECTS=$(EDGE_OBJECTS) NAMES=$(EDGE_NAMES) FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh apply
 
-dry-run-edge: $(EDGE_OBJECTS) $(EDGE_NAMES) ## The dry-run twin of apply-edge: the API server checks everything, nothing is persisted
+dry-run-edge: guard-cluster $(EDGE_OBJECTS) $(EDGE_NAMES) ## The dry-run twin of apply-edge: the API server checks everything, nothing is persisted
 	@OBJECTS=$(EDGE_OBJECTS) NAMES=$(EDGE_NAMES) FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh dry-run
 
-diff-edge: $(EDGE_OBJECTS) $(EDGE_NAMES) ## Show what apply-edge would change on the cluster
+diff-edge: guard-cluster $(EDGE_OBJECTS) $(EDGE_NAMES) ## Show what apply-edge would change on the cluster
 	@OBJECTS=$(EDGE_OBJECTS) NAMES=$(EDGE_NAMES) FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' OUT='$(OUT)' pipelines/apply-edge.sh diff
 
 check-manifests: $(BIN)/render-edge $(BIN)/manifest-check ## Render the committed edge examples (filter off and on) and validate every object against the upstream schemas
@@ -174,55 +195,52 @@ setup-images:
 ##@ Day to day
 .PHONY: up down kubeconfig cluster-status rotate-pow-secret
 # make up: scw-infra powers the servers on; wait-ready hands back control only when every node is
-# Ready, the nodes are uncordoned and no pod is outside Running or Succeeded. UNCORDON=all
+# Ready, the nodes are uncordoned and every pod is Running and Ready (finished Jobs, evicted,
+# shut-down and replaced pods aside). UNCORDON=all
 # (default) uncordons every cordoned node, UNCORDON=a,b only those, UNCORDON= none.
 UNCORDON     ?= all
 UP_TIMEOUT   ?= 15m
 UNCORDON_FLAGS = $(if $(filter all,$(UNCORDON)),--uncordon-all,$(foreach node,$(subst $(,), ,$(UNCORDON)),--uncordon $(node)))
 
-up: have-kubeconfig $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the cluster on, then wait until nodes are Ready and uncordoned and pods Running (UNCORDON=all|a,b|)
-	$(BIN)/scw-infra power on --config '$(INFRA_CONFIG)'
+up: guard-cluster $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power the control planes on, then the worker; wait until nodes are Ready and uncordoned and pods Running and Ready (UNCORDON=all|a,b|)
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/power.sh up
 	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)' $(UNCORDON_FLAGS)
 
-down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Power the cluster off: Instances poweroff (not standby, still billed), Elastic Metal stop
-	$(BIN)/scw-infra power off --config '$(INFRA_CONFIG)'
+down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Shut the worker down through Talos (drained) and stop it, then the control planes; Instances poweroff (not standby, still billed)
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/power.sh down
 
 kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make kubeconfig)"
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
 	@echo "export KUBECONFIG='$(KUBECONFIG)'"
 
-cluster-status: ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
+cluster-status: guard-cluster ## One table: nodes, Cilium, cert-manager, Istio, Gateway API CRDs, Gateways, Certificates, the filter (exit 1 if a row is not ok)
 	@pipelines/cluster-status.sh
 
-rotate-pow-secret: $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
+rotate-pow-secret: guard-cluster $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
 	@NAMES=$(EDGE_NAMES) OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
 
-##@ Tear down (reverse order; asks first unless CONFIRM=yes)
-.PHONY: destroy destroy-edge destroy-platform destroy-infra confirm
-destroy: ## Destroy edge, then platform, then infra
-	@$(MAKE) --no-print-directory confirm WHAT="the edge, the platform and the infrastructure of this cluster"
-	$(MAKE) destroy-edge CONFIRM=yes
-	$(MAKE) destroy-platform CONFIRM=yes
-	$(MAKE) destroy-infra CONFIRM=yes
+##@ Tear down (reverse order; shows what goes and asks for the cluster's name unless CONFIRM=yes)
+.PHONY: destroy destroy-edge destroy-platform destroy-infra
+# scw-infra's plan of the Scaleway resources, shown before the question and then carried out
+# exactly (refused if it no longer lists what exists).
+DESTROY_PLAN ?= $(OUT)/destroy-plan.jsonl
+DESTROY_ENV = OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' DESTROY_PLAN='$(DESTROY_PLAN)' CONFIRM='$(CONFIRM)'
 
-destroy-edge: $(EDGE_NAMES) ## Delete the edge layer's objects
-	@$(MAKE) --no-print-directory confirm WHAT="every edge object of this cluster"
-	@NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh
+destroy: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show the infra plan, ask once, then destroy edge, platform (skipped, and said, when the cluster is off or gone) and infra
+	@MAKE='$(MAKE)' $(DESTROY_ENV) pipelines/destroy.sh all
 
-destroy-platform: $(PLATFORM_RELEASES) ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
-	@$(MAKE) --no-print-directory confirm WHAT="the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,)"
-	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: nothing to uninstall from" >&2; exit 1; }
-	@RENDERED_DIR='$(PLATFORM_VALUES)' DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
+destroy-edge: guard-cluster $(EDGE_NAMES) ## Delete the edge objects the ApplySet proves ours, then its namespace
+	@cluster=$$($(GUARD) | sed -n 's/^CLUSTER_NAME=//p'); \
+	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "every edge object of the cluster $$cluster" "$$cluster"; \
+	NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh
 
-destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Delete the Scaleway resources found by the cluster's tags (prints each one removed)
-	@$(MAKE) --no-print-directory confirm WHAT="every Scaleway resource of this cluster"
-	$(BIN)/scw-infra destroy --yes --config '$(INFRA_CONFIG)'
+destroy-platform: guard-cluster $(PLATFORM_RELEASES) ## Uninstall istiod, cert-manager and Cilium (reverse order); CRDs and istio-base stay unless DELETE_CRDS=yes
+	@cluster=$$($(GUARD) | sed -n 's/^CLUSTER_NAME=//p'); \
+	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the platform layer$(if $(filter yes,$(DELETE_CRDS)), and its CRDs with every object of them,) of the cluster $$cluster" "$$cluster"; \
+	RENDERED_DIR='$(PLATFORM_VALUES)' DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
-confirm:
-	@if [[ '$(CONFIRM)' == yes ]]; then exit 0; fi; \
-	if [[ ! -t 0 ]]; then echo "refusing to destroy $(WHAT) without a terminal: set CONFIRM=yes" >&2; exit 1; fi; \
-	read -r -p "Destroy $(WHAT)? Type 'yes': " answer; \
-	[[ "$$answer" == yes ]] || { echo "nothing destroyed" >&2; exit 1; }
+destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show scw-infra's destroy plan (cluster, project, each resource), ask, then delete exactly that
+	@$(DESTROY_ENV) pipelines/destroy.sh infra
 
 ##@ Build, demo, tests
 .PHONY: filter demo lists test lint bench bench-lists setup-demo setup-test setup-bench

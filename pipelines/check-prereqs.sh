@@ -31,11 +31,13 @@ else
     ok "kubectl $got (Kubernetes $KUBERNETES_VERSION)"
   else miss "kubectl ${got:-?}: must be within one minor of Kubernetes $KUBERNETES_VERSION"; fi
 fi
-if ! have helm; then miss "helm (not installed; $HELM_MIN_VERSION or newer)"
+if ! have helm; then miss "helm (not installed; Helm $HELM_MAJOR_VERSION, $HELM_MIN_VERSION or newer)"
 else
   got=$(helm version --short 2>/dev/null | grep -o 'v[0-9]*\.[0-9]*\.[0-9]*' | head -1 || true)
-  if [[ -n "$got" ]] && version_ge "$got" "$HELM_MIN_VERSION"; then ok "helm $got (>= $HELM_MIN_VERSION)"
-  else miss "helm ${got:-?}: $HELM_MIN_VERSION or newer needed"; fi
+  if [[ -n "$got" && "${got%%.*}" != "v$HELM_MAJOR_VERSION" ]]; then
+    miss "helm $got: only Helm $HELM_MAJOR_VERSION is supported ($HELM_MIN_VERSION or newer; Helm 4 renamed --atomic and changed --wait)"
+  elif [[ -n "$got" ]] && version_ge "$got" "$HELM_MIN_VERSION"; then ok "helm $got (Helm $HELM_MAJOR_VERSION, >= $HELM_MIN_VERSION)"
+  else miss "helm ${got:-?}: Helm $HELM_MAJOR_VERSION, $HELM_MIN_VERSION or newer needed"; fi
   if helm diff version >/dev/null 2>&1; then ok "helm diff plugin (make diff-platform)"
   else opt "helm diff plugin (make diff-platform falls back to helm template | kubectl diff)"; fi
 fi

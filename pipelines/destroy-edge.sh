@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Deletes every object of the edge layer, then its namespace (which takes the HMAC Secret and the
-# certificates with it). What to delete is read from the cluster: the ApplySet apply-edge.sh
-# applies with lists every kind it holds (the parent's contains-group-kinds annotation) and
-# labels every member with its id, so nothing here re-types the kinds render-edge renders. The
-# namespace and the set's parent are named by render-edge ($NAMES, what `render-edge --names`
-# printed). The Makefile asks for confirmation first.
+# Deletes the edge layer: exactly what the ApplySet proves ours, and nothing else. What to
+# delete is read from the cluster: the ApplySet apply-edge.sh applies with lists every kind it
+# holds (the parent's contains-group-kinds annotation) and labels every member with its id, so
+# nothing here re-types the kinds render-edge renders. The namespace (which takes the HMAC
+# Secret and the certificates with it) goes last, and only when it is itself a member of the set.
+# Without an ApplySet parent nothing is deleted: a namespace of that name is someone else's.
+# The namespace and the set's parent are named by render-edge ($NAMES, what `render-edge
+# --names` printed). The Makefile checks the cluster and asks for confirmation first.
 set -euo pipefail
 : "${NAMES:?}"
 log() { printf 'destroy-edge: %s\n' "$*" >&2; }
@@ -13,20 +15,26 @@ command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
 . "$(dirname "$0")/edge-names.sh"
 read_edge_names "$NAMES" || exit 1
 namespace=$EDGE_NAMESPACE
+member_label=applyset.kubernetes.io/part-of
 
 parent() {
   kubectl -n "$namespace" get "$EDGE_APPLYSET_PARENT" --ignore-not-found -o jsonpath="$1"
 }
 id=$(parent '{.metadata.labels.applyset\.kubernetes\.io/id}')
 kinds=$(parent '{.metadata.annotations.applyset\.kubernetes\.io/contains-group-kinds}')
-if [[ -n "$id" && -n "$kinds" ]]; then
-  # The namespace goes last, on its own: the cluster-scoped members first, while it still exists.
-  kinds=$(tr ',' '\n' <<< "$kinds" | { grep -vx 'Namespace' || true; } | paste -sd, -)
-  log "deleting the members of the ApplySet $id: $kinds"
-  kubectl -n "$namespace" delete "$kinds" -l "applyset.kubernetes.io/part-of=$id" \
-    --ignore-not-found --wait=true
-else
-  log "no ApplySet parent $namespace/$EDGE_APPLYSET_PARENT: apply-edge never applied here"
+if [[ -z "$id" || -z "$kinds" ]]; then
+  log "no ApplySet parent $namespace/$EDGE_APPLYSET_PARENT: nothing here is proven to be the edge layer's; nothing deleted"
+  exit 0
 fi
-kubectl delete namespace "$namespace" --ignore-not-found --wait=true
-log "edge layer deleted"
+# The namespace goes last, on its own: the cluster-scoped members first, while it still exists.
+kinds=$(tr ',' '\n' <<< "$kinds" | { grep -vx 'Namespace' || true; } | paste -sd, -)
+log "deleting the members of the ApplySet $id: $kinds"
+kubectl -n "$namespace" delete "$kinds" -l "$member_label=$id" --ignore-not-found --wait=true
+owner=$(kubectl get namespace "$namespace" --ignore-not-found \
+  -o jsonpath="{.metadata.labels.applyset\.kubernetes\.io/part-of}")
+if [[ "$owner" == "$id" ]]; then
+  kubectl delete namespace "$namespace" --ignore-not-found --wait=true
+  log "edge layer deleted"
+else
+  log "the namespace $namespace is not a member of the ApplySet $id: kept"
+fi

@@ -144,6 +144,20 @@ impl StandIn {
         out
     }
 
+    /// Runs destroy-edge.sh for what `objects` names; checks that it succeeded and returns its
+    /// stderr.
+    fn destroy_edge(&self, objects: &Path) -> String {
+        let out = Command::new(workspace().join("pipelines/destroy-edge.sh"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("NAMES", names_of(objects))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{said}");
+        said
+    }
+
     fn write(&self, name: &str, text: &str) -> PathBuf {
         let path = self.dir.path().join(name);
         std::fs::write(&path, text).unwrap();
@@ -711,14 +725,7 @@ fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
     let objects = api.render("edge-pow.example.json");
     api.apply_edge("apply", &objects);
     api.take_requests();
-    let out = Command::new(workspace().join("pipelines/destroy-edge.sh"))
-        .env("KUBECONFIG", &api.kubeconfig)
-        .env("NAMES", names_of(&objects))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{said}");
+    api.destroy_edge(&objects);
     let deleted = deleted_paths(&api.take_requests());
     // Every rendered kind, cluster-scoped ones included, read from the ApplySet (not re-typed).
     for gone in [
@@ -742,4 +749,30 @@ fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
         "the namespace goes last"
     );
     assert!(api.get(&["gatewayclass", "istio"]).is_none());
+}
+
+#[test]
+fn destroy_edge_deletes_nothing_that_no_applyset_proves_ours() {
+    if !tools_present("destroy_edge_deletes_nothing_unproven") {
+        return;
+    }
+    let api = StandIn::start();
+    // A namespace of the same name that the edge layer never applied (no ApplySet parent in it).
+    let objects = api.render("edge.example.json");
+    let namespace = api.write(
+        "someone-else.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: edge\n",
+    );
+    api.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=someone-else",
+        "-f",
+        namespace.to_str().unwrap(),
+    ]);
+    api.take_requests();
+    let said = api.destroy_edge(&objects);
+    assert!(said.contains("nothing deleted"), "{said}");
+    assert_eq!(deleted_paths(&api.take_requests()), Vec::<String>::new());
+    assert!(api.get(&["namespace", "edge"]).is_some());
 }

@@ -181,10 +181,12 @@ fn a_ready_machine_passes_with_one_line_per_prerequisite() {
     assert!(line_with(&text, "talosctl").trim_start().starts_with("ok"));
     assert!(line_with(&text, "talosctl").contains(&talos_minor));
     assert!(line_with(&text, "kubectl").trim_start().starts_with("ok"));
+    let helm = line_with(&text, "helm v3.19.0");
+    assert!(helm.trim_start().starts_with("ok"), "{helm}");
+    // The major version the platform layer is written for is stated.
     assert!(
-        line_with(&text, "helm v3.19.0")
-            .trim_start()
-            .starts_with("ok")
+        helm.contains(&format!("Helm {}", pin("HELM_MAJOR_VERSION"))),
+        "{helm}"
     );
     assert!(
         line_with(&text, "helm diff plugin")
@@ -272,6 +274,27 @@ fn a_helm_older_than_the_minimum_or_a_kubectl_two_minors_away_fails() {
 }
 
 #[test]
+fn helm_4_is_refused_saying_which_major_version_is_supported() {
+    let machine = Machine::ready();
+    script(
+        &machine.bin(),
+        "helm",
+        "[[ $1 == version ]] && echo 'v4.0.1+g3a12c9e'; [[ $1 != diff ]]",
+    );
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    let line = line_with(&stdout(&out), "helm v4.0.1").to_owned();
+    assert!(line.trim_start().starts_with("MISSING"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "only Helm {} is supported",
+            pin("HELM_MAJOR_VERSION")
+        )),
+        "{line}"
+    );
+}
+
+#[test]
 fn missing_credentials_fail() {
     let machine = Machine::ready();
     let out = machine.check(
@@ -292,15 +315,16 @@ fn missing_credentials_fail() {
 fn an_invalid_platform_config_fails_naming_the_field() {
     let machine = Machine::ready();
     let path = machine.dir.path().join("work/config/platform.json");
+    // Hubble's UI without its relay: the chart would refuse it.
     let text = fs::read_to_string(&path)
         .unwrap()
-        .replace("\"80,443\"", "\"443,80\"");
+        .replace("\"relay\": true", "\"relay\": false");
     fs::write(&path, text).unwrap();
     let out = machine.check(&[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", report(&out));
     let line = line_with(&stdout(&out), "platform.json").to_owned();
     assert!(
-        line.trim_start().starts_with("MISSING") && line.contains("cilium.node_port_range"),
+        line.trim_start().starts_with("MISSING") && line.contains("cilium.hubble.ui"),
         "{line}"
     );
 }

@@ -214,9 +214,9 @@ fn configs_come_from_the_patches_with_secrets_made_once_and_kept() {
 
 const INVENTORY: &str = r#"{"kind":"NodeInventory","version":1,"cluster_name":"edge-par",
   "cluster_endpoint":"https://api.example.com:6443","nodes":[
-  {"name":"edge-par-cp-1","role":"controlplane","kind":"instance","zone":"fr-par-1","id":"1",
+  {"name":"edge-par-cp-1","role":"controlplane","kind":"instance","zone":"fr-par-1","id":"11111111-1111-4111-8111-111111111111",
    "public_ipv4":"203.0.113.11","public_ipv6":null,"private_ipv4":"10.194.0.11","steps":{"config_applied":"sha256:aa"}},
-  {"name":"edge-worker-1","role":"worker","kind":"elastic-metal","zone":"fr-par-1","id":"2",
+  {"name":"edge-worker-1","role":"worker","kind":"elastic-metal","zone":"fr-par-1","id":"22222222-2222-4222-8222-222222222222",
    "public_ipv4":"203.0.113.10","public_ipv6":null,"private_ipv4":null,"steps":{"image_flashed":"sha256:bb"}}]}"#;
 
 #[test]
@@ -278,6 +278,16 @@ fn bootstrap_happens_once_and_the_outputs_are_written() {
     assert_eq!(record.edge_public_ipv4.to_string(), "203.0.113.10");
     assert_eq!(record.dns_zone, "example.com");
     assert_eq!(record.cluster_endpoint, "https://api.example.com:6443");
+    // What the host firewall is rendered from: the admin networks and every node's address.
+    assert_eq!(record.admin_cidrs, ["198.51.100.0/24".parse().unwrap()]);
+    assert_eq!(
+        record.control_plane_addresses,
+        ["203.0.113.11".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert_eq!(
+        record.worker_addresses,
+        ["203.0.113.10".parse::<std::net::IpAddr>().unwrap()]
+    );
 }
 
 #[test]

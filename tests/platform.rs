@@ -1,7 +1,7 @@
 //! `pipelines/platform.sh` (make apply-platform, diff-platform, destroy-platform) with recording
-//! stand-ins of helm and kubectl on PATH (testkit's stand-ins/recording): what the real tools would
-//! be asked, in which order, with which pins, flags and values files. The real helm runs only
-//! against a real cluster.
+//! stand-ins of helm, kubectl and talosctl on PATH (testkit's stand-ins/recording): what the real
+//! tools would be asked, in which order, with which pins, flags, values files and host firewall.
+//! The real helm runs only against a real cluster.
 //!
 //! The Gateway API pins are replaced by a versions file of the test's own (same keys, files of
 //! its own with their sha256), so the test needs no download.
@@ -69,6 +69,8 @@ impl World {
         let out = Command::new(testkit::workspace::bin("render-platform"))
             .arg("--config")
             .arg(repo().join("config/platform.example.json"))
+            .arg("--inputs")
+            .arg(repo().join("config/platform-inputs.example.json"))
             .arg("--out-dir")
             .arg(dir.path().join("rendered"))
             .output()
@@ -80,7 +82,40 @@ impl World {
             "# never read: helm and kubectl are stand-ins\n",
         )
         .unwrap();
+        // What make acts on: the cluster's own outputs (talos/_out), as apply-infra leaves them.
+        let out = dir.path().join("out");
+        fs::create_dir_all(&out).unwrap();
+        fs::copy(
+            repo().join("config/platform-inputs.example.json"),
+            out.join("platform-inputs.json"),
+        )
+        .unwrap();
+        fs::write(
+            out.join("kubeconfig"),
+            kubeconfig("admin@edge-par", "https://api.example.com:6443"),
+        )
+        .unwrap();
+        fs::write(
+            out.join("talosconfig"),
+            "# never read: talosctl is a stand-in\n",
+        )
+        .unwrap();
+        // Another cluster's, as a shell may point at it.
+        fs::write(
+            dir.path().join("prod-kubeconfig"),
+            kubeconfig("prod", "https://prod.example.net:6443"),
+        )
+        .unwrap();
         World { dir, crd_files }
+    }
+
+    /// The KUBECONFIG each helm and kubectl call was given.
+    fn kubeconfigs(&self) -> Vec<String> {
+        fs::read_to_string(self.dir.path().join("kubeconfigs.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     fn command(&self, program: &str) -> Command {
@@ -96,7 +131,14 @@ impl World {
             .env("VENDOR_DIR", self.dir.path().join("vendor"))
             .env("RENDERED_DIR", self.dir.path().join("rendered"))
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("TALOSCONFIG", self.dir.path().join("out/talosconfig"))
+            .env(
+                "STANDIN_KUBECONFIG_LOG",
+                self.dir.path().join("kubeconfigs.log"),
+            )
             .env_remove("DELETE_CRDS")
+            .env_remove("STANDIN_HELM_VERSION")
+            .env_remove("STANDIN_TALOSCTL_FAIL")
             .env_remove("STANDIN_HELM_FAIL")
             .stdin(Stdio::null());
         cmd
@@ -146,11 +188,22 @@ impl World {
     }
 }
 
+/// A kubeconfig as talosctl writes one (key material left out: never read here), whose current
+/// context points at `server`.
+fn kubeconfig(context: &str, server: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: {context}\n  context:\n    cluster: c\n    user: u\n\
+         current-context: {context}\nusers:\n- name: u\n  user: {{}}\n"
+    )
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// The calls that change or would change something (not the `helm diff version` probe).
+/// The calls that change or would change something (not the `helm version` probes, not a
+/// talosctl `--dry-run`).
 fn mutating(calls: &[String]) -> Vec<&String> {
     calls
         .iter()
@@ -159,7 +212,17 @@ fn mutating(calls: &[String]) -> Vec<&String> {
                 || c.starts_with("kubectl apply")
                 || c.starts_with("helm uninstall")
                 || c.starts_with("kubectl delete")
+                || (c.starts_with("talosctl") && !c.contains("--dry-run"))
         })
+        .collect()
+}
+
+/// The calls made, less the probes of the tools' versions.
+fn work(calls: &[String]) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|c| !c.starts_with("helm version"))
+        .cloned()
         .collect()
 }
 
@@ -191,12 +254,23 @@ fn has_pair(call: &str, flag: &str, value: &str) -> bool {
 fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
     let world = World::new();
     let (calls, _) = world.succeeds("apply", &[]);
+    let calls = work(&calls);
     let pins = pins();
-    let steps: Vec<String> = calls.iter().map(|c| words(c)[..3].join(" ")).collect();
+    // The first two words of each call, and the third for kubectl and helm.
+    let steps: Vec<String> = calls
+        .iter()
+        .map(|c| match words(c)[0] {
+            "talosctl" => "talosctl".to_owned(),
+            _ => words(c)[..3].join(" "),
+        })
+        .collect();
     assert_eq!(
         steps,
         [
             "helm upgrade --install",
+            "kubectl wait --for=condition=Established",
+            "kubectl apply --server-side",
+            "talosctl",
             "kubectl apply --server-side",
             "kubectl wait --for=condition=Established",
             "helm upgrade --install",
@@ -253,7 +327,7 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
             .position(|x| x == ["-f", values.as_str(), "-f", rendered.as_str()]);
         assert!(at.is_some(), "values files not in order: {call}");
     }
-    let apply = &calls[1];
+    let apply = &calls[4];
     assert!(
         apply.contains("--field-manager=edgepop-platform"),
         "{apply}"
@@ -264,10 +338,74 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
             "{apply}"
         );
     }
-    // A second run asks for exactly the same (upgrade --install and server-side apply converge).
+    // A second run asks for exactly the same (upgrade --install, server-side apply and Talos's
+    // strategic merge of documents by name converge).
     fs::write(world.dir.path().join("calls.log"), "").unwrap();
     assert!(world.platform("apply", &[]).status.success());
-    assert_eq!(world.calls(), calls);
+    assert_eq!(work(&world.calls()), calls);
+}
+
+#[test]
+fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_without_reboot() {
+    let world = World::new();
+    let (calls, _) = world.succeeds("apply", &[]);
+    let calls = work(&calls);
+    let policies = world.dir.path().join("rendered/host-firewall.json");
+    assert_eq!(
+        calls[1],
+        "kubectl wait --for=condition=Established --timeout=120s \
+         crd/ciliumclusterwidenetworkpolicies.cilium.io"
+    );
+    assert!(
+        calls[2].starts_with("kubectl apply --server-side --field-manager=edgepop-platform")
+            && has_pair(&calls[2], "-f", &policies.display().to_string()),
+        "{}",
+        calls[2]
+    );
+    // The example inputs: the first control plane's apid forwards to the worker's.
+    let patch = world.dir.path().join("rendered/talos-firewall.worker.yaml");
+    let talos = &calls[3];
+    assert!(
+        has_pair(talos, "--endpoints", "203.0.113.11")
+            && has_pair(talos, "--nodes", "203.0.113.10")
+            && talos.contains("patch machineconfig")
+            && has_pair(talos, "--patch", &format!("@{}", patch.display()))
+            && talos.contains("--mode=no-reboot"),
+        "{talos}"
+    );
+
+    // An unreachable worker stops the layer before cert-manager.
+    let world = World::new();
+    world.fails_saying(
+        "apply",
+        &[("STANDIN_TALOSCTL_FAIL", "203.0.113.10")],
+        &["Talos's firewall was not patched on 203.0.113.10"],
+    );
+    let calls = world.calls();
+    assert_eq!(starting_with(&calls, "helm upgrade").len(), 1, "{calls:#?}");
+
+    // Without the rendered host firewall nothing is changed.
+    let world = World::new();
+    fs::remove_file(world.dir.path().join("rendered/host-firewall.json")).unwrap();
+    world.fails_saying(
+        "apply",
+        &[],
+        &["host-firewall.json", "render-platform --inputs"],
+    );
+    assert!(mutating(&world.calls()).is_empty(), "{:#?}", world.calls());
+}
+
+#[test]
+fn helm_4_is_refused_before_any_change() {
+    let world = World::new();
+    for mode in ["apply", "diff", "destroy"] {
+        world.fails_saying(
+            mode,
+            &[("STANDIN_HELM_VERSION", "v4.0.1+g3a12c9e")],
+            &["helm v4.0.1+g3a12c9e is not Helm 3"],
+        );
+    }
+    assert!(mutating(&world.calls()).is_empty(), "{:#?}", world.calls());
 }
 
 #[test]
@@ -275,7 +413,7 @@ fn a_crd_file_that_does_not_match_its_pin_stops_everything_before_any_change() {
     let world = World::new();
     fs::write(&world.crd_files[1], "kind: Tampered\n").unwrap();
     world.fails_saying("apply", &[], &["httproutes.yaml", "does not match the pin"]);
-    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+    assert!(work(&world.calls()).is_empty(), "{:#?}", world.calls());
     // The dry-run twin refuses it the same way.
     world.fails_saying("diff", &[], &[]);
     assert!(mutating(&world.calls()).is_empty());
@@ -286,12 +424,12 @@ fn a_missing_vendored_file_or_rendered_values_file_stops_before_any_change() {
     let world = World::new();
     fs::remove_file(&world.crd_files[0]).unwrap();
     world.fails_saying("apply", &[], &["make vendor"]);
-    assert!(world.calls().is_empty());
+    assert!(work(&world.calls()).is_empty());
 
     let world = World::new();
     fs::remove_file(world.rendered("istiod")).unwrap();
     world.fails_saying("apply", &[], &["istiod.json is missing"]);
-    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+    assert!(work(&world.calls()).is_empty(), "{:#?}", world.calls());
 
     // Without render-platform's list there is nothing to install, diff or uninstall.
     let world = World::new();
@@ -299,7 +437,7 @@ fn a_missing_vendored_file_or_rendered_values_file_stops_before_any_change() {
     for mode in ["apply", "diff", "destroy"] {
         world.fails_saying(mode, &[], &["releases.tsv is missing", "render-platform"]);
     }
-    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+    assert!(work(&world.calls()).is_empty(), "{:#?}", world.calls());
 }
 
 #[test]
@@ -334,10 +472,14 @@ fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_not
         assert!(has_pair(call, "--version", &pins()[key]), "{call}");
     }
     let diffs: Vec<&String> = starting_with(&calls, "kubectl diff");
-    // One per release, fed what helm template printed, and the CRDs' between Cilium and
-    // cert-manager, in the apply order.
-    assert_eq!(diffs.len(), 5, "{calls:#?}");
-    let crds = diffs[1];
+    // One per release, fed what helm template printed, the host policies' after Cilium's and
+    // the CRDs' before cert-manager, in the apply order.
+    assert_eq!(diffs.len(), 6, "{calls:#?}");
+    assert!(diffs[1].contains("host-firewall.json"), "{}", diffs[1]);
+    let talos = starting_with(&calls, "talosctl");
+    assert_eq!(talos.len(), 1, "{calls:#?}");
+    assert!(talos[0].contains("--dry-run"), "{}", talos[0]);
+    let crds = diffs[2];
     assert!(
         crds.contains("--server-side") && crds.contains(&world.crd_files[0].display().to_string()),
         "{crds}"
@@ -345,7 +487,7 @@ fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_not
     for diff in diffs
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i != 1)
+        .filter(|(i, _)| *i != 1 && *i != 2)
         .map(|(_, d)| d)
     {
         assert!(
@@ -392,10 +534,18 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
         ["istiod", "cert-manager", "cilium"],
         "{calls:#?}"
     );
-    assert!(
-        !calls.iter().any(|c| c.starts_with("kubectl delete")),
-        "{calls:#?}"
-    );
+    // istio-base stays, and with it its validating webhook to istiod (istiod-default-validator,
+    // failurePolicy Fail once istiod patched it): with istiod gone, every write of an Istio
+    // object would be refused. Deleted, by the labels the base chart gives it, once istiod is.
+    // The host policies go just before Cilium. No CRD is deleted.
+    let webhook = "kubectl delete validatingwebhookconfiguration -l app=istiod\\,release=istio-base --ignore-not-found";
+    let deletes = starting_with(&calls, "kubectl delete");
+    assert_eq!(deletes.len(), 2, "{calls:#?}");
+    assert_eq!(deletes[0], webhook, "{calls:#?}");
+    assert!(deletes[1].contains("host-firewall.json"), "{}", deletes[1]);
+    let at = |call: &str| calls.iter().position(|c| c.starts_with(call)).unwrap();
+    assert!(at("helm uninstall istiod") < at(webhook), "{calls:#?}");
+    assert!(at(deletes[1]) < at("helm uninstall cilium"), "{calls:#?}");
 
     let world = World::new();
     let crds = "customresourcedefinition.apiextensions.k8s.io/gateways.gateway.networking.k8s.io \
@@ -419,7 +569,7 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
     );
     let delete = calls
         .iter()
-        .find(|c| c.starts_with("kubectl delete"))
+        .find(|c| c.starts_with("kubectl delete --wait"))
         .expect("no CRD deleted");
     assert!(
         delete.contains("wasmplugins.extensions.istio.io")
@@ -440,19 +590,101 @@ fn destroy_skips_what_is_not_installed() {
     assert!(err.contains("istiod: not installed"), "{err}");
 }
 
-/// `make VARIABLE=...` for the world: its rendered releases, and the tools this test built (make
-/// must neither render again nor rebuild them in release mode).
+/// `make VARIABLE=...` for the world: its rendered releases, its cluster outputs, and the tools
+/// this test built (make must neither render again nor rebuild them in release mode).
 fn make_args(world: &World) -> Vec<String> {
     let bin = testkit::workspace::bin("render-platform");
+    testkit::workspace::bin("kubeconfig-guard");
     vec![
         format!(
             "PLATFORM_VALUES={}",
             world.dir.path().join("rendered").display()
         ),
         "PLATFORM_CONFIG=config/platform.example.json".to_owned(),
+        format!("OUT={}", world.dir.path().join("out").display()),
         format!("BIN={}", bin.parent().unwrap().display()),
         "RUST_SOURCES=".to_owned(),
     ]
+}
+
+/// `make destroy-platform CONFIRM=yes` in the world, with `env` and `args` added.
+fn make_destroy_platform(world: &World, env: &[(&str, &Path)], args: &[String]) -> Output {
+    let mut make = world.command("make");
+    make.args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .args(["destroy-platform", "CONFIRM=yes"])
+        .args(make_args(world))
+        .args(args)
+        .env("STANDIN_HELM_INSTALLED", "cilium");
+    for (k, v) in env {
+        make.env(k, v);
+    }
+    make.output().unwrap()
+}
+
+#[test]
+fn make_acts_on_the_cluster_s_own_kubeconfig_never_on_the_shell_s() {
+    let world = World::new();
+    let prod = world.dir.path().join("prod-kubeconfig");
+    let own = world.dir.path().join("out/kubeconfig");
+
+    // The shell points at another cluster: make acts on its own kubeconfig, and says so.
+    let out = make_destroy_platform(&world, &[("KUBECONFIG", &prod)], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("KUBECONFIG from the environment")
+            && stderr(&out).contains("is ignored"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(uninstalled(&world.calls()), ["cilium"]);
+    let seen = world.kubeconfigs();
+    assert!(!seen.is_empty());
+    for line in &seen {
+        assert!(line.ends_with(&*own.to_string_lossy()), "{line}");
+    }
+    assert!(
+        stderr(&out).contains("of the cluster edge-par") || stderr(&out).contains("edge-par"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Without the cluster's own kubeconfig, the shell's is still not used: refused, nothing done.
+    let world = World::new();
+    fs::remove_file(world.dir.path().join("out/kubeconfig")).unwrap();
+    let out = make_destroy_platform(&world, &[("KUBECONFIG", &prod)], &[]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+    assert!(world.kubeconfigs().is_empty());
+}
+
+#[test]
+fn a_kubeconfig_whose_current_context_is_another_cluster_is_refused_before_any_write() {
+    // Named on make's command line: taken, then checked against platform-inputs.json.
+    let world = World::new();
+    let prod = world.dir.path().join("prod-kubeconfig");
+    let out = make_destroy_platform(&world, &[], &[format!("KUBECONFIG={}", prod.display())]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains("https://prod.example.net:6443")
+            && err.contains("https://api.example.com:6443"),
+        "{err}"
+    );
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+
+    // The cluster's own file, switched to another context: refused too.
+    let world = World::new();
+    fs::write(
+        world.dir.path().join("out/kubeconfig"),
+        kubeconfig("prod", "https://prod.example.net:6443"),
+    )
+    .unwrap();
+    let out = make_destroy_platform(&world, &[], &[]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("`prod`"), "{}", stderr(&out));
+    assert!(world.calls().is_empty(), "{:#?}", world.calls());
 }
 
 #[test]
@@ -470,11 +702,12 @@ fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
         .unwrap();
     assert_ne!(out.status.code(), Some(0));
     assert!(
-        stderr(&out).contains("refusing to destroy"),
+        stderr(&out).contains("refusing to destroy")
+            && stderr(&out).contains("of the cluster edge-par"),
         "{}",
         stderr(&out)
     );
-    assert!(world.calls().is_empty(), "{:#?}", world.calls());
+    assert!(work(&world.calls()).is_empty(), "{:#?}", world.calls());
 
     let out = world
         .command("make")

@@ -61,14 +61,14 @@ fn yaml_file(path: &Path) -> Value {
 /// Our values for a release: the committed file merged with what render-platform gives for the
 /// example config (helm merges the second -f over the first the same way: maps deep, the rest
 /// replaced).
-fn our_values(release: Release, platform: &render_platform::PlatformConfig) -> Value {
+pub(crate) fn our_values(release: Release, platform: &render_platform::PlatformConfig) -> Value {
     let mut base =
         yaml_file(&testkit::workspace::root().join(format!("values/{}.yaml", release.name())));
     merge(&mut base, render_platform::render(platform, release));
     base
 }
 
-fn example_platform() -> render_platform::PlatformConfig {
+pub(crate) fn example_platform() -> render_platform::PlatformConfig {
     render_platform::load(&testkit::workspace::root().join("config/platform.example.json")).unwrap()
 }
 
@@ -621,6 +621,93 @@ fn open_objects_take_any_key_and_template_only_keys_are_accepted() {
             "{}: {}: {bad:#?}",
             release.name(),
             path.join(".")
+        );
+    }
+}
+
+/// The control planes' label and taint, as Talos sets them when control planes take no workloads
+/// (`cluster.allowSchedulingOnControlPlanes: false`, talos/patches/60).
+const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+
+/// Our values over the chart's own defaults (what helm renders from).
+fn effective(release: Release, chart: &str) -> Option<Value> {
+    let dir = chart_dir(chart)?;
+    let mut defaults = yaml_file(&dir.join("values.yaml"));
+    if let Some(inner) = defaults.get("_internal_defaults_do_not_set").cloned() {
+        defaults = inner; // Istio's charts keep their defaults one level down
+    }
+    merge(&mut defaults, our_values(release, &example_platform()));
+    Some(defaults)
+}
+
+#[test]
+fn istiod_runs_on_the_control_planes_and_no_budget_can_block_draining_the_worker() {
+    let Some(istiod) = effective(Release::Istiod, "istiod") else {
+        return;
+    };
+    // Placed on the control planes, whose NoSchedule taint it tolerates.
+    assert_eq!(
+        istiod["nodeSelector"],
+        json!({CONTROL_PLANE: ""}),
+        "{istiod:#}"
+    );
+    let tolerates = istiod["tolerations"].as_array().unwrap().iter().any(|t| {
+        t["key"] == CONTROL_PLANE
+            && (t["operator"] == "Exists" || t.get("value").is_none_or(|v| v == ""))
+            && t.get("effect").is_none_or(|e| e == "NoSchedule" || e == "")
+    });
+    assert!(tolerates, "{:#}", istiod["tolerations"]);
+    // The chart renders its PodDisruptionBudget (minAvailable pdb.minAvailable) only above one
+    // replica (istio 1.30.3 manifests/charts/istio-control/istio-discovery/templates/
+    // poddisruptionbudget.yaml: autoscaleMin > 1, or replicaCount > 1 without autoscaling).
+    let autoscale = istiod["autoscaleEnabled"].as_bool().unwrap();
+    let replicas = if autoscale {
+        istiod["autoscaleMin"].as_u64().unwrap()
+    } else {
+        istiod["replicaCount"].as_u64().unwrap()
+    };
+    let budget =
+        istiod["global"]["defaultPodDisruptionBudget"]["enabled"] == json!(true) && replicas > 1;
+    if budget {
+        // Then a drain must always find a replica to spare: fewer required than running, each
+        // on its own control plane, and enough control planes for them all.
+        let min_available = istiod["pdb"]["minAvailable"].as_u64().unwrap();
+        assert!(min_available < replicas, "{min_available} of {replicas}");
+        let spread = &istiod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+        assert_eq!(
+            spread[0]["topologyKey"], "kubernetes.io/hostname",
+            "{spread:#}"
+        );
+        assert_eq!(spread[0]["labelSelector"]["matchLabels"]["app"], "istiod");
+        let infra: Value = serde_json::from_str(
+            &std::fs::read_to_string(testkit::workspace::root().join("config/infra.example.json"))
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(replicas <= infra["control_plane"]["count"].as_u64().unwrap());
+    }
+    // What runs on the worker: no chart's budget is switched on (every podDisruptionBudget of
+    // Cilium's and cert-manager's values, defaults included).
+    for (release, chart) in [
+        (Release::Cilium, "cilium"),
+        (Release::CertManager, "cert-manager"),
+    ] {
+        let Some(values) = effective(release, chart) else {
+            return;
+        };
+        let mut budgets = 0;
+        for (path, value) in leaves(&values) {
+            if path.len() >= 2
+                && path[path.len() - 2] == "podDisruptionBudget"
+                && path[path.len() - 1] == "enabled"
+            {
+                budgets += 1;
+                assert_eq!(value, json!(false), "{chart}: {}", path.join("."));
+            }
+        }
+        assert!(
+            budgets > 0,
+            "{chart}: no podDisruptionBudget found in its values"
         );
     }
 }

@@ -45,64 +45,100 @@ impl Ranges {
 
     /// The minimal aggregated prefixes of each family, sorted by address.
     pub fn collapse(self) -> (Vec<Ipv4Net>, Vec<Ipv6Net>) {
-        let wide: Vec<(u128, u128)> = self
-            .v4
-            .into_iter()
-            .map(|(a, b)| (u128::from(a), u128::from(b)))
-            .collect();
-        let v4 = split(merge(wide), 32)
-            .into_iter()
-            .filter_map(|(addr, len)| {
-                let addr = u32::try_from(addr).ok()?;
-                Ipv4Net::new(Ipv4Addr::from(addr), len).ok()
-            })
-            .collect();
-        let v6 = split(merge(self.v6), 128)
-            .into_iter()
-            .filter_map(|(addr, len)| Ipv6Net::new(Ipv6Addr::from(addr), len).ok())
-            .collect();
+        let v4 = split(merge(self.v4), |addr, len| {
+            Ipv4Net::new(Ipv4Addr::from(addr), len).ok()
+        });
+        let v6 = split(merge(self.v6), |addr, len| {
+            Ipv6Net::new(Ipv6Addr::from(addr), len).ok()
+        });
         (v4, v6)
     }
 }
 
+/// An address of one family as an unsigned integer of its width (`u32`, `u128`), so that each
+/// family is aggregated in its own width.
+trait Address: Copy + Ord {
+    const WIDTH: u32;
+    const ZERO: Self;
+    const ONE: Self;
+    const MAX: Self;
+    fn trailing_zeros(self) -> u32;
+    fn leading_zeros(self) -> u32;
+    fn wrapping_sub(self, other: Self) -> Self;
+    fn checked_add(self, other: Self) -> Option<Self>;
+    /// `2^bits`, for `bits` below the width.
+    fn power_of_two(bits: u32) -> Self;
+}
+
+macro_rules! address {
+    ($int:ty) => {
+        impl Address for $int {
+            const WIDTH: u32 = <$int>::BITS;
+            const ZERO: Self = 0;
+            const ONE: Self = 1;
+            const MAX: Self = <$int>::MAX;
+            fn trailing_zeros(self) -> u32 {
+                <$int>::trailing_zeros(self)
+            }
+            fn leading_zeros(self) -> u32 {
+                <$int>::leading_zeros(self)
+            }
+            fn wrapping_sub(self, other: Self) -> Self {
+                <$int>::wrapping_sub(self, other)
+            }
+            fn checked_add(self, other: Self) -> Option<Self> {
+                <$int>::checked_add(self, other)
+            }
+            fn power_of_two(bits: u32) -> Self {
+                1 << bits
+            }
+        }
+    };
+}
+
+address!(u32);
+address!(u128);
+
 /// Sorts and joins overlapping or adjacent ranges.
-fn merge(mut ranges: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
+fn merge<A: Address>(mut ranges: Vec<(A, A)>) -> Vec<(A, A)> {
     ranges.sort_unstable();
-    let mut merged: Vec<(u128, u128)> = Vec::with_capacity(ranges.len());
+    let mut merged: Vec<(A, A)> = Vec::with_capacity(ranges.len());
     for (first, last) in ranges {
         match merged.last_mut() {
-            Some((_, end)) if first <= end.saturating_add(1) => *end = (*end).max(last),
+            Some((_, end)) if first <= end.checked_add(A::ONE).unwrap_or(A::MAX) => {
+                *end = (*end).max(last)
+            }
             _ => merged.push((first, last)),
         }
     }
     merged
 }
 
-/// Cuts each range into the largest aligned blocks, for addresses `width` bits wide.
-fn split(ranges: Vec<(u128, u128)>, width: u8) -> Vec<(u128, u8)> {
+/// Cuts each range into the largest aligned blocks, made into prefixes by `net` (from an
+/// address and a prefix length).
+fn split<A: Address, N>(ranges: Vec<(A, A)>, net: impl Fn(A, u8) -> Option<N>) -> Vec<N> {
     let mut nets = Vec::with_capacity(ranges.len());
     for (mut first, last) in ranges {
         loop {
             // The largest block aligned at `first`...
-            let align = if first == 0 {
-                u32::from(width)
+            let align = if first == A::ZERO {
+                A::WIDTH
             } else {
-                first.trailing_zeros().min(u32::from(width))
+                first.trailing_zeros()
             };
             // ...that does not run past `last`: log2 of the range's size, rounded down.
-            let span = last - first; // size - 1
-            let fit = if span == u128::MAX {
-                128
-            } else {
-                127 - (span + 1).leading_zeros()
+            let span = last.wrapping_sub(first); // size - 1
+            let fit = match span.checked_add(A::ONE) {
+                Some(size) => A::WIDTH - 1 - size.leading_zeros(),
+                None => A::WIDTH,
             };
             let bits = align.min(fit);
-            nets.push((first, width - bits as u8));
-            if bits >= 128 {
+            // A prefix length is at most 128: it fits a u8.
+            nets.extend(net(first, (A::WIDTH - bits) as u8));
+            if bits >= A::WIDTH {
                 break;
             }
-            let next = first.checked_add(1u128 << bits);
-            match next {
+            match first.checked_add(A::power_of_two(bits)) {
                 Some(next) if next <= last => first = next,
                 _ => break,
             }
@@ -163,6 +199,49 @@ mod tests {
             v4(&[("255.255.255.254", "255.255.255.255")]),
             ["255.255.255.254/31"]
         );
+    }
+
+    /// Random ranges in a window of 4096 addresses, at the bottom and at the top of the IPv4
+    /// space: the prefixes cover exactly their union, do not overlap, are sorted, and no two
+    /// neighbours could be one prefix.
+    #[test]
+    fn random_ranges_collapse_to_their_exact_union_in_the_fewest_prefixes() {
+        const WINDOW: u32 = 4096;
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut random = |below: u32| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % u64::from(below)) as u32
+        };
+        for base in [0, u32::MAX - (WINDOW - 1)] {
+            for _ in 0..300 {
+                let mut ranges = Ranges::new();
+                let mut covered = vec![false; WINDOW as usize];
+                for _ in 0..=random(8) {
+                    let first = random(WINDOW);
+                    let last = first + random(WINDOW - first);
+                    ranges.add_v4(Ipv4Addr::from(base + first), Ipv4Addr::from(base + last));
+                    covered[first as usize..=last as usize].fill(true);
+                }
+                let nets = ranges.collapse().0;
+                let mut by_nets = vec![false; WINDOW as usize];
+                for net in &nets {
+                    let first = u32::from(net.network()) - base;
+                    let last = u32::from(net.broadcast()) - base;
+                    let block = &mut by_nets[first as usize..=last as usize];
+                    assert!(block.iter().all(|b| !b), "{net} overlaps another prefix");
+                    block.fill(true);
+                }
+                assert!(by_nets == covered, "{nets:?}");
+                for pair in nets.windows(2) {
+                    assert!(pair[0].network() < pair[1].network(), "{pair:?}");
+                    let siblings = pair[0].prefix_len() == pair[1].prefix_len()
+                        && pair[0].supernet() == pair[1].supernet();
+                    assert!(!siblings, "{pair:?} make one prefix");
+                }
+            }
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 pub mod args;
 pub mod cidr;
 pub mod error;
+mod gzip;
 pub mod list;
 pub mod records;
 pub mod source;

@@ -1,7 +1,7 @@
 //! Opening a source: a file, an http(s) URL or stdin (`-`), plain or gzip, as a stream.
 //!
-//! Nothing is read whole into memory: the caller pulls lines from a [`BufRead`]. Gzip is
-//! recognised by its magic bytes, not by a name or a header, so a `.gz` served as
+//! Nothing is read whole into memory: [`open`] gives a [`BufRead`], and [`each_line`] lends its
+//! lines one at a time. Gzip (see the `gzip` module) is recognised by its magic bytes, not by a name or a header, so a `.gz` served as
 //! `application/octet-stream` and a plain file named `.gz` both work. Errors that happen while
 //! streaming (a timeout in the middle of the body, a cut gzip stream) are turned into
 //! [`ListError`] by [`SourceName::read_error`], so they name the source too.
@@ -10,9 +10,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::time::Duration;
 
-use flate2::bufread::MultiGzDecoder;
-
 use crate::error::ListError;
+use crate::gzip;
 
 /// Reader buffer: large enough that line parsing, not syscalls, dominates.
 const BUFFER: usize = 256 * 1024;
@@ -103,10 +102,7 @@ pub fn open<'a>(
         let mut reader = BufReader::with_capacity(BUFFER, stdin);
         let head = reader.fill_buf().map_err(|err| source.read_error(err))?;
         return Ok(if head.starts_with(&GZIP_MAGIC) {
-            Box::new(BufReader::with_capacity(
-                BUFFER,
-                MultiGzDecoder::new(reader),
-            ))
+            Box::new(gzip::inline(reader))
         } else {
             Box::new(reader)
         });
@@ -123,110 +119,9 @@ pub fn open<'a>(
     let mut reader = BufReader::with_capacity(BUFFER, raw);
     let head = reader.fill_buf().map_err(|err| source.read_error(err))?;
     if head.starts_with(&GZIP_MAGIC) {
-        Ok(Box::new(Inflater::start(MultiGzDecoder::new(reader))))
+        Ok(Box::new(gzip::threaded(reader)))
     } else {
         Ok(Box::new(reader))
-    }
-}
-
-/// Chunks decoded by a background thread. The thread stops at the end of the data, at the
-/// first error (passed on to the reader), or as soon as the reader is dropped.
-struct Inflater {
-    chunks: std::sync::mpsc::Receiver<io::Result<Vec<u8>>>,
-    /// Chunks read, handed back to the thread to be filled again (no new allocation, no
-    /// zeroing of fresh memory on the decoding side, which is the slower one).
-    spent: std::sync::mpsc::SyncSender<Vec<u8>>,
-    current: Vec<u8>,
-    position: usize,
-    done: bool,
-}
-
-impl Inflater {
-    fn start(mut decoder: impl Read + Send + 'static) -> Inflater {
-        let (sender, chunks) = std::sync::mpsc::sync_channel(4);
-        let (spent, reusable) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
-        std::thread::spawn(move || {
-            loop {
-                let mut chunk = reusable.try_recv().unwrap_or_default();
-                chunk.resize(BUFFER, 0);
-                let mut filled = 0;
-                // Fill the chunk (inflate returns little at a time) before handing it over.
-                let outcome = loop {
-                    match decoder.read(&mut chunk[filled..]) {
-                        Ok(0) => break Ok(true),
-                        Ok(n) => {
-                            filled += n;
-                            if filled == chunk.len() {
-                                break Ok(false);
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => break Err(e),
-                    }
-                };
-                chunk.truncate(filled);
-                let (message, last) = match outcome {
-                    Ok(end) => (Ok(chunk), end),
-                    Err(e) => {
-                        if filled > 0 && sender.send(Ok(chunk)).is_err() {
-                            return;
-                        }
-                        (Err(e), true)
-                    }
-                };
-                if (message.as_ref().is_ok_and(|c| !c.is_empty()) || message.is_err())
-                    && sender.send(message).is_err()
-                {
-                    return;
-                }
-                if last {
-                    return;
-                }
-            }
-        });
-        Inflater {
-            chunks,
-            spent,
-            current: Vec::new(),
-            position: 0,
-            done: false,
-        }
-    }
-}
-
-impl Read for Inflater {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let available = self.fill_buf()?;
-        let n = available.len().min(out.len());
-        out[..n].copy_from_slice(&available[..n]);
-        self.consume(n);
-        Ok(n)
-    }
-}
-
-impl BufRead for Inflater {
-    fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        while self.position >= self.current.len() && !self.done {
-            match self.chunks.recv() {
-                Ok(Ok(chunk)) => {
-                    let spent = std::mem::replace(&mut self.current, chunk);
-                    // The thread may have ended, or have enough chunks: then this one is freed.
-                    let _ = self.spent.try_send(spent);
-                    self.position = 0;
-                }
-                Ok(Err(e)) => {
-                    self.done = true;
-                    return Err(e);
-                }
-                // The thread ended after the last chunk.
-                Err(_) => self.done = true,
-            }
-        }
-        Ok(&self.current[self.position.min(self.current.len())..])
-    }
-
-    fn consume(&mut self, amount: usize) {
-        self.position += amount;
     }
 }
 
@@ -261,82 +156,69 @@ fn fetch(source: &SourceName) -> Result<impl Read + Send + use<>, ListError> {
 /// that does not parse): a binary file without newlines never fills the memory.
 pub const MAX_LINE: usize = 64 * 1024;
 
-/// Reads `reader` line by line, without the line ending, counting lines from 1. Returns `None`
-/// at the end. A line whole in the reader's buffer is lent from there, without a copy, and
-/// consumed from the reader at the next call; the others are gathered in a reused buffer.
-#[derive(Debug, Default)]
-pub struct Lines {
-    buf: Vec<u8>,
-    number: u64,
-    /// Bytes of the reader's buffer lent as the last line, to consume at the next call.
-    lent: usize,
-}
-
-impl Lines {
-    pub fn new() -> Self {
-        Lines::default()
-    }
-
-    /// The next line and its number, or `None` at the end of the data. A line longer than
-    /// [`MAX_LINE`] is returned cut at that length (the rest is skipped).
-    pub fn next<'s>(
-        &'s mut self,
-        reader: &'s mut (dyn BufRead + '_),
-    ) -> io::Result<Option<(u64, &'s [u8])>> {
-        reader.consume(std::mem::take(&mut self.lent));
-        let available = reader.fill_buf()?;
-        let window = &available[..available.len().min(MAX_LINE + 1)];
-        if let Some(end) = memchr::memchr(b'\n', window) {
-            self.number += 1;
-            self.lent = end + 1;
-            // The same bytes again (nothing was consumed), borrowed for as long as the line.
-            let line = reader.fill_buf()?.get(..end).ok_or_else(|| {
-                io::Error::other("the reader's buffer shrank without being consumed")
-            })?;
-            return Ok(Some((
-                self.number,
-                line.strip_suffix(b"\r").unwrap_or(line),
-            )));
-        }
-        self.buf.clear();
-        let limit = (MAX_LINE + 1) as u64;
-        if Read::take(&mut *reader, limit).read_until(b'\n', &mut self.buf)? == 0 {
-            return Ok(None);
-        }
-        self.number += 1;
-        if self.buf.len() > MAX_LINE && self.buf.last() != Some(&b'\n') {
-            self.buf.truncate(MAX_LINE);
-            skip_line(reader)?;
-        }
-        let mut line = self.buf.as_slice();
-        if let Some(rest) = line.strip_suffix(b"\n") {
-            line = rest;
-        }
-        if let Some(rest) = line.strip_suffix(b"\r") {
-            line = rest;
-        }
-        Ok(Some((self.number, line)))
-    }
-}
-
-/// Discards up to and including the next newline, without buffering it.
-fn skip_line(reader: &mut dyn BufRead) -> io::Result<()> {
+/// Calls `line` with each line of `reader` and its number (from 1), without its ending (`\n` or
+/// `\r\n`), in order; stops at the first error, of reading (named after `source`) or of `line`.
+/// A line longer than [`MAX_LINE`] is passed cut at that length (the rest is skipped).
+///
+/// The line ends are searched a whole buffer at a time (SIMD), and each line whole in the
+/// reader's buffer is lent from there; only a line that the end of a buffer cuts is copied, into
+/// a buffer of at most [`MAX_LINE`] bytes. This is the loop over every row of a dataset: one
+/// call of `line` per line, no call through `reader` per line.
+pub fn each_line(
+    source: &SourceName,
+    reader: &mut dyn BufRead,
+    mut line: impl FnMut(u64, &[u8]) -> Result<(), ListError>,
+) -> Result<(), ListError> {
+    let mut number = 0u64;
+    // The start of the line that the end of the last buffer cut (empty when none was cut).
+    let mut head: Vec<u8> = Vec::new();
     loop {
-        let chunk = reader.fill_buf()?;
-        if chunk.is_empty() {
-            return Ok(());
+        let buffer = reader.fill_buf().map_err(|e| source.read_error(e))?;
+        if buffer.is_empty() {
+            break;
         }
-        match chunk.iter().position(|b| *b == b'\n') {
-            Some(i) => {
-                reader.consume(i + 1);
-                return Ok(());
-            }
-            None => {
-                let n = chunk.len();
-                reader.consume(n);
-            }
+        let mut start = 0;
+        if !head.is_empty() {
+            let Some(end) = memchr::memchr(b'\n', buffer) else {
+                extend_up_to_max_line(&mut head, buffer);
+                let all = buffer.len();
+                reader.consume(all);
+                continue;
+            };
+            extend_up_to_max_line(&mut head, &buffer[..end]);
+            number += 1;
+            line(number, without_ending(&head))?;
+            head.clear();
+            start = end + 1;
         }
+        let rest = &buffer[start..];
+        let mut from = 0;
+        for end in memchr::memchr_iter(b'\n', rest) {
+            number += 1;
+            line(number, without_ending(&rest[from..end]))?;
+            from = end + 1;
+        }
+        extend_up_to_max_line(&mut head, &rest[from..]);
+        let all = buffer.len();
+        reader.consume(all);
     }
+    if !head.is_empty() {
+        line(number + 1, without_ending(&head))?;
+    }
+    Ok(())
+}
+
+/// Appends `bytes` to the cut line `head`, keeping at most [`MAX_LINE`] bytes of it.
+fn extend_up_to_max_line(head: &mut Vec<u8>, bytes: &[u8]) {
+    let room = MAX_LINE.saturating_sub(head.len());
+    head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+}
+
+/// A line (without its `\n`) cut at [`MAX_LINE`], without its `\r`.
+#[inline]
+fn without_ending(line: &[u8]) -> &[u8] {
+    let line = &line[..line.len().min(MAX_LINE)];
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 /// Collects the rows that fail to parse, up to a tolerance, and reports them with their line
@@ -420,11 +302,11 @@ mod tests {
         let source = SourceName::new("-", Duration::from_secs(1));
         let mut stdin = bytes;
         let mut reader = open(&source, &mut stdin)?;
-        let mut lines = Lines::new();
         let mut out = Vec::new();
-        while let Some((n, line)) = lines.next(&mut reader).map_err(|e| source.read_error(e))? {
+        each_line(&source, &mut reader, |n, line| {
             out.push((n, String::from_utf8_lossy(line).into_owned()));
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -471,6 +353,77 @@ mod tests {
         assert_eq!(lines[1], (2, "next".to_string()));
     }
 
+    /// Lines as `str::split` sees them: the reference [`each_line`] must agree with whatever
+    /// the buffer boundaries are.
+    fn split_lines(data: &[u8]) -> Vec<(u64, Vec<u8>)> {
+        let mut parts: Vec<&[u8]> = data.split(|b| *b == b'\n').collect();
+        if parts.last().is_some_and(|p| p.is_empty()) {
+            parts.pop();
+        }
+        (1..)
+            .zip(parts)
+            .map(|(n, p)| {
+                let p = &p[..p.len().min(MAX_LINE)];
+                (n, p.strip_suffix(b"\r").unwrap_or(p).to_vec())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lines_cut_by_the_end_of_a_buffer_are_joined_whatever_the_buffer_size() {
+        let mut data = b"1.0.0.0,1.0.0.255,13335\r\n\n\r\n".to_vec();
+        data.extend(vec![b'y'; MAX_LINE - 1]);
+        data.extend(b"\r\nshort\n");
+        data.extend(vec![b'z'; MAX_LINE + 5]);
+        data.extend(b"\nlast without end\r");
+        let expected = split_lines(&data);
+        assert_eq!(expected.len(), 7);
+        assert_eq!(
+            expected[3].1.len(),
+            MAX_LINE - 1,
+            "the \\r of a line of MAX_LINE"
+        );
+        assert_eq!(expected[5].1.len(), MAX_LINE);
+        let source = SourceName::new("-", Duration::from_secs(1));
+        for capacity in [
+            1,
+            2,
+            3,
+            7,
+            64,
+            4096,
+            MAX_LINE - 1,
+            MAX_LINE + 1,
+            3 * MAX_LINE,
+        ] {
+            let mut reader = BufReader::with_capacity(capacity, data.as_slice());
+            let mut lines = Vec::new();
+            each_line(&source, &mut reader, |n, line| {
+                lines.push((n, line.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            assert!(lines == expected, "buffers of {capacity} bytes");
+        }
+    }
+
+    #[test]
+    fn the_first_error_of_a_line_stops_the_reading() {
+        let source = SourceName::new("-", Duration::from_secs(1));
+        let mut reader = BufReader::with_capacity(4, &b"a\nb\nc\nd\n"[..]);
+        let mut seen = Vec::new();
+        let err = each_line(&source, &mut reader, |n, line| {
+            seen.push(n);
+            if line == b"b" {
+                return Err(source.format_error("b is bad"));
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "source -: b is bad");
+        assert_eq!(seen, [1, 2]);
+    }
+
     #[test]
     fn a_gzip_file_is_inflated_in_a_thread_with_the_same_lines_and_errors() {
         let dir = std::env::temp_dir().join(format!("lists-core-{}", std::process::id()));
@@ -485,15 +438,12 @@ mod tests {
             let source = SourceName::new(path.to_str().unwrap(), Duration::from_secs(1));
             let mut none: &[u8] = b"";
             let mut reader = open(&source, &mut none).unwrap();
-            let mut lines = Lines::new();
             let mut count = 0;
-            loop {
-                match lines.next(&mut reader) {
-                    Ok(Some(_)) => count += 1,
-                    Ok(None) => return Ok(count),
-                    Err(e) => return Err(source.read_error(e)),
-                }
-            }
+            each_line(&source, &mut reader, |_, _| {
+                count += 1;
+                Ok(())
+            })
+            .map(|()| count)
         };
         assert_eq!(read_file(&full).unwrap(), 100_000);
         let err = read_file(&full[..full.len() / 2]).unwrap_err();

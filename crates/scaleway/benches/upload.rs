@@ -94,7 +94,7 @@ fn main() {
                     part_size: part * MIB,
                     parallel,
                 };
-                s3.upload_file("bench", &key, &file, how).unwrap();
+                s3.upload_file("bench", &key, &file, how, &[]).unwrap();
                 speeds.push(mb / start.elapsed().as_secs_f64());
                 stored(&key);
             }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Tagged, has_tags};
+use crate::{Tagged, has_tags, owned};
 
 type R<T> = Result<T, ApiError>;
 
@@ -152,16 +152,19 @@ impl<'c> Baremetal<'c> {
         format!("/baremetal/v1/zones/{zone}/servers/{id}")
     }
 
-    /// The servers carrying every tag of `tags` (an array query: one `tags=` per tag).
+    /// The project's servers carrying every tag of `tags` (an array query: one `tags=` per tag).
     pub fn servers(&self, zone: &str, tags: &[String]) -> R<Vec<Server>> {
-        let query: Vec<(&str, String)> = tags.iter().map(|t| ("tags", t.clone())).collect();
+        let mut query: Vec<(&str, String)> = vec![("project_id", self.client.project().into())];
+        query.extend(tags.iter().map(|t| ("tags", t.clone())));
         let all: Vec<Server> = self.client.list(
             &format!("/baremetal/v1/zones/{zone}/servers"),
             &query,
             "servers",
             "page_size",
         )?;
-        Ok(all
+        Ok(self
+            .client
+            .only_mine(all)
             .into_iter()
             .filter(|s| has_tags(s.tags(), tags))
             .collect())
@@ -169,7 +172,16 @@ impl<'c> Baremetal<'c> {
 
     /// One server; `None` once it is gone.
     pub fn server(&self, zone: &str, id: &str) -> R<Option<Server>> {
-        self.client.get_opt(&Self::server_path(zone, id))
+        let found: Option<Server> = self.client.get_opt(&Self::server_path(zone, id))?;
+        found.map(|s| self.client.mine(s)).transpose()
+    }
+
+    /// The server, when its status is one of `statuses`: whether an action answered with a 5xx
+    /// or cut took effect.
+    fn now_in(&self, zone: &str, id: &str, statuses: &[ServerStatus]) -> R<Option<Server>> {
+        Ok(self
+            .server(zone, id)?
+            .filter(|s| statuses.contains(&s.status)))
     }
 
     /// The hourly offers of this exact name.
@@ -186,39 +198,45 @@ impl<'c> Baremetal<'c> {
         Ok(all.into_iter().filter(|o| o.name == name).collect())
     }
 
-    /// Orders a server.
+    /// Orders a server (a billed one: answered with a 5xx or cut, the order is looked for by its
+    /// tags before it is sent again).
     pub fn create_server(&self, zone: &str, body: &CreateServer) -> R<Server> {
-        self.client.send(
-            Method::Post,
+        let server: Server = self.client.post_checked(
             &format!("/baremetal/v1/zones/{zone}/servers"),
             body,
-        )
+            &|| Ok(self.servers(zone, &body.tags)?.into_iter().next()),
+        )?;
+        self.client.mine(server)
     }
 
     /// Starts a stopped server (no body field: the boot type stays).
     pub fn start(&self, zone: &str, id: &str) -> R<Server> {
-        self.client.send(
-            Method::Post,
+        let server: Server = self.client.post_checked(
             &format!("{}/start", Self::server_path(zone, id)),
             &serde_json::json!({}),
-        )
+            &|| self.now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready]),
+        )?;
+        self.client.mine(server)
     }
 
     pub fn stop(&self, zone: &str, id: &str) -> R<Server> {
-        self.client.send(
-            Method::Post,
+        let server: Server = self.client.post_checked(
             &format!("{}/stop", Self::server_path(zone, id)),
             &serde_json::json!({}),
-        )
+            &|| self.now_in(zone, id, &[ServerStatus::Stopping, ServerStatus::Stopped]),
+        )?;
+        self.client.mine(server)
     }
 
-    /// Reboots into `boot_type`, with extra SSH keys for the rescue image.
+    /// Reboots into `boot_type`, with extra SSH keys for the rescue image. Never sent again after
+    /// a 5xx or a cut: nothing in the server tells a reboot that was done from one that was not.
     pub fn reboot(&self, zone: &str, id: &str, body: &Reboot) -> R<Server> {
-        self.client.send(
+        let server: Server = self.client.send(
             Method::Post,
             &format!("{}/reboot", Self::server_path(zone, id)),
             body,
-        )
+        )?;
+        self.client.mine(server)
     }
 
     /// Replaces the server's tags.
@@ -227,8 +245,10 @@ impl<'c> Baremetal<'c> {
         struct Body<'a> {
             tags: &'a [String],
         }
-        self.client
-            .send(Method::Patch, &Self::server_path(zone, id), &Body { tags })
+        let server: Server =
+            self.client
+                .send(Method::Patch, &Self::server_path(zone, id), &Body { tags })?;
+        self.client.mine(server)
     }
 
     pub fn delete_server(&self, zone: &str, id: &str) -> R<()> {
@@ -241,3 +261,5 @@ impl Tagged for Server {
         &self.tags
     }
 }
+
+owned!(Server: "Elastic Metal server");

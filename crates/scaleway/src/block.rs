@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ApiError, Client, Method};
+use crate::client::{ApiError, Client};
 use crate::enums::api_enum;
-use crate::{Tagged, has_tags};
+use crate::{Tagged, has_tags, owned};
 
 type R<T> = Result<T, ApiError>;
 
@@ -84,24 +84,29 @@ impl<'c> Block<'c> {
         Block { client }
     }
 
-    /// Imports a QCOW2 object of Object Storage as a snapshot.
+    /// Imports a QCOW2 object of Object Storage as a snapshot (answered with a 5xx or cut, the
+    /// import is looked for by its tags before it is sent again).
     pub fn import_snapshot(&self, zone: &str, body: &ImportSnapshot) -> R<Snapshot> {
-        self.client.send(
-            Method::Post,
+        let snapshot: Snapshot = self.client.post_checked(
             &format!("/block/v1/zones/{zone}/snapshots/import-from-object-storage"),
             body,
-        )
+            &|| Ok(self.snapshots(zone, &body.tags)?.into_iter().next()),
+        )?;
+        self.client.mine(snapshot)
     }
 
     pub fn snapshot(&self, zone: &str, id: &str) -> R<Option<Snapshot>> {
-        self.client
-            .get_opt(&format!("/block/v1/zones/{zone}/snapshots/{id}"))
+        let found: Option<Snapshot> = self
+            .client
+            .get_opt(&format!("/block/v1/zones/{zone}/snapshots/{id}"))?;
+        found.map(|s| self.client.mine(s)).transpose()
     }
 
-    /// The snapshots carrying every tag of `tags` (an array query: one `tags=` per tag; the
-    /// spec marks `include_deleted` as required).
+    /// The project's snapshots carrying every tag of `tags` (an array query: one `tags=` per
+    /// tag; the spec marks `include_deleted` as required).
     pub fn snapshots(&self, zone: &str, tags: &[String]) -> R<Vec<Snapshot>> {
-        let mut query: Vec<(&str, String)> = tags.iter().map(|t| ("tags", t.clone())).collect();
+        let mut query: Vec<(&str, String)> = vec![("project_id", self.client.project().into())];
+        query.extend(tags.iter().map(|t| ("tags", t.clone())));
         query.push(("include_deleted", "false".into()));
         let all: Vec<Snapshot> = self.client.list(
             &format!("/block/v1/zones/{zone}/snapshots"),
@@ -109,7 +114,9 @@ impl<'c> Block<'c> {
             "snapshots",
             "page_size",
         )?;
-        Ok(all
+        Ok(self
+            .client
+            .only_mine(all)
             .into_iter()
             .filter(|s| has_tags(s.tags(), tags))
             .collect())
@@ -122,8 +129,10 @@ impl<'c> Block<'c> {
 
     /// One volume; `None` once it is gone.
     pub fn volume(&self, zone: &str, id: &str) -> R<Option<Volume>> {
-        self.client
-            .get_opt(&format!("/block/v1/zones/{zone}/volumes/{id}"))
+        let found: Option<Volume> = self
+            .client
+            .get_opt(&format!("/block/v1/zones/{zone}/volumes/{id}"))?;
+        found.map(|v| self.client.mine(v)).transpose()
     }
 
     pub fn delete_volume(&self, zone: &str, id: &str) -> R<()> {
@@ -137,3 +146,5 @@ impl Tagged for Snapshot {
         &self.tags
     }
 }
+
+owned!(Snapshot: "Block snapshot", Volume: "Block volume");

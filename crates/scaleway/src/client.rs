@@ -1,8 +1,16 @@
-//! The Scaleway API client: the `X-Auth-Token` header, JSON in and out, retries of 429 and 5xx
-//! with bounded exponential backoff, jitter and `Retry-After`, Scaleway's error bodies shown on a
-//! 4xx, pagination, and a count of the calls made. Every call returns `Result<R, ApiError>`: the
+//! The Scaleway API client: the `X-Auth-Token` header, JSON in and out, retries with bounded
+//! exponential backoff, jitter and `Retry-After`, Scaleway's error bodies shown on a 4xx,
+//! pagination, and a count of the calls made. Every call returns `Result<R, ApiError>`: the
 //! client sends what it is asked and knows nothing of plans or dry runs (those belong to the tool
 //! that decides what to send).
+//!
+//! What is retried depends on what the call does ([`Method`]): a GET, PUT, PATCH or DELETE is
+//! sent again on a 429, a 5xx or a cut connection; a POST (it creates or acts) only on a 429,
+//! which is a refusal, and a transient state. A POST answered with a 5xx or cut may have been
+//! done: [`Client::post_checked`] looks whether it took effect before it sends it again.
+//!
+//! The client belongs to one project: the product modules scope every list to it and check the
+//! project of every object an answer carries ([`crate::Owned`]).
 //!
 //! The outside world comes in as two narrow traits, `&dyn Transport` (the network) and
 //! `&dyn Sleeper` (the clock between retries), as every outside dependency of the tools does.
@@ -16,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::Owned;
 use crate::creds::SecretKey;
 use crate::http::{HttpRequest, HttpResponse, Transport, TransportError};
 
@@ -176,6 +185,16 @@ pub enum ApiError {
         path: String,
         pages: u32,
     },
+    /// The answer is an object of another project than the client's: never ours to act on.
+    #[error(
+        "the {kind} {id} belongs to the project {project}, not to {expected}: not ours, left alone"
+    )]
+    OtherProject {
+        kind: &'static str,
+        id: String,
+        project: String,
+        expected: String,
+    },
 }
 
 impl ApiError {
@@ -185,6 +204,12 @@ impl ApiError {
             ApiError::Status { status, .. } | ApiError::StatusRaw { status, .. } => Some(*status),
             _ => None,
         }
+    }
+
+    /// Whether the call may have been done although it failed: a 5xx (a gateway that gave up
+    /// while the API acted) or a connection cut before the answer.
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, ApiError::Transport { .. }) || self.status().is_some_and(|s| s >= 500)
     }
 }
 
@@ -196,13 +221,14 @@ pub struct CallCounts {
     pub retries: u32,
 }
 
-/// The client: one API endpoint, one secret key.
+/// The client: one API endpoint, one secret key, one project.
 #[derive(Debug)]
 pub struct Client<'a> {
     transport: &'a dyn Transport,
     sleeper: &'a dyn Sleeper,
     base_url: String,
     secret: SecretKey,
+    project: String,
     policy: RetryPolicy,
     counts: Cell<CallCounts>,
 }
@@ -211,20 +237,63 @@ pub struct Client<'a> {
 pub const MAX_PAGES: u32 = 500;
 
 impl<'a> Client<'a> {
+    /// A client of `project`: the lists are scoped to it and every object checked against it.
     pub fn new(
         transport: &'a dyn Transport,
         sleeper: &'a dyn Sleeper,
         base_url: &str,
         secret: SecretKey,
+        project: &str,
     ) -> Self {
         Client {
             transport,
             sleeper,
             base_url: base_url.trim_end_matches('/').to_owned(),
             secret,
+            project: project.to_owned(),
             policy: RetryPolicy::default(),
             counts: Cell::default(),
         }
+    }
+
+    /// The project every list is scoped to and every object must belong to.
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+
+    /// The object, when it belongs to the client's project.
+    pub(crate) fn mine<T: Owned>(&self, object: T) -> Result<T, ApiError> {
+        if object.project() == self.project {
+            Ok(object)
+        } else {
+            Err(ApiError::OtherProject {
+                kind: T::KIND,
+                id: object.id().to_owned(),
+                project: object.project().to_owned(),
+                expected: self.project.clone(),
+            })
+        }
+    }
+
+    /// The objects of a list scoped to the project that do belong to it: one of another project
+    /// (the API did not apply the filter) is left out, and said.
+    pub(crate) fn only_mine<T: Owned>(&self, objects: Vec<T>) -> Vec<T> {
+        objects
+            .into_iter()
+            .filter(|o| {
+                let mine = o.project() == self.project;
+                if !mine {
+                    pop_common::warn!(
+                        "ignored the {} {} of the project {}: the list was asked for {} only",
+                        T::KIND,
+                        o.id(),
+                        o.project(),
+                        self.project
+                    );
+                }
+                mine
+            })
+            .collect()
     }
 
     pub fn with_policy(mut self, policy: RetryPolicy) -> Self {
@@ -317,13 +386,48 @@ impl<'a> Client<'a> {
         decode(method, path, &response.body)
     }
 
+    /// A POST whose outcome is checked when it is unknown: answered with a 5xx or cut, it may
+    /// have been done, so `done` looks (by tags, by name, by state) for what it would have made
+    /// or changed; when `done` finds it, that is the answer, and only when it finds nothing is
+    /// the POST sent again, within the retry policy's attempts. A 429 or a transient state is
+    /// retried as for every call (the API refused it).
+    pub fn post_checked<B: Serialize + ?Sized, R: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        done: &dyn Fn() -> Result<Option<R>, ApiError>,
+    ) -> Result<R, ApiError> {
+        let mut attempt = 0;
+        loop {
+            let error = match self.send(Method::Post, path, body) {
+                Ok(answer) => return Ok(answer),
+                Err(error) if error.outcome_unknown() => error,
+                Err(error) => return Err(error),
+            };
+            if let Some(found) = done()? {
+                pop_common::warn!("{error}; it took effect all the same");
+                return Ok(found);
+            }
+            attempt += 1;
+            if attempt >= self.policy.attempts {
+                return Err(error);
+            }
+            let wait = self.policy.delay(attempt - 1, None, random());
+            pop_common::warn!(
+                "{error}; it did not take effect: sending it again in {} ms",
+                wait.as_millis()
+            );
+            self.sleeper.sleep(wait);
+        }
+    }
+
     /// A DELETE; its answer, if any, is not read.
     pub fn delete(&self, path: &str) -> Result<(), ApiError> {
         self.call(Method::Delete, path, &[], None).map(drop)
     }
 
-    /// One call, retried while the answer is 429, 5xx, a transient state, or (for an idempotent
-    /// call) a cut connection.
+    /// One call, retried while the answer is a 429 or a transient state, and, for an idempotent
+    /// call only, a 5xx or a cut connection.
     fn call(
         &self,
         method: Method,
@@ -355,8 +459,8 @@ impl<'a> Client<'a> {
             &self.policy,
             self.sleeper,
             &format_args!("{method} {path}"),
-            // A call whose answer was cut may have been done: only an idempotent one is sent
-            // again. A POST is left to the next run, which finds what it made by its tags.
+            // A call answered with a 5xx or cut may have been done: only an idempotent one is
+            // sent again blindly (a POST goes through `post_checked`).
             method.idempotent(),
             // A resource in a transient state (`transient_state`: a server starting, a volume
             // detaching) is waited out like a 5xx, within the same bound.
@@ -391,15 +495,16 @@ impl<'a> Client<'a> {
 }
 
 /// Sends with `send` (given the retry's number, 0 for the first attempt) until an outcome is
-/// final, and returns it with the number of attempts: a 429, a 5xx, an answer `transient`
-/// describes, or (with `retry_cut`) a cut connection is sent again after a backoff that honours
-/// `Retry-After`, at most `policy.attempts` times in all, each wait said on stderr under `label`.
-/// The one retry loop of the API client and of Object Storage.
+/// final, and returns it with the number of attempts: a 429 or an answer `transient` describes
+/// (refusals: nothing was done), and, when the call is `repeatable` (idempotent), a 5xx or a cut
+/// connection, is sent again after a backoff that honours `Retry-After`, at most
+/// `policy.attempts` times in all, each wait said on stderr under `label`. The one retry loop of
+/// the API client and of Object Storage.
 pub(crate) fn retrying(
     policy: &RetryPolicy,
     sleeper: &dyn Sleeper,
     label: &dyn fmt::Display,
-    retry_cut: bool,
+    repeatable: bool,
     transient: impl Fn(&HttpResponse) -> Option<String>,
     mut send: impl FnMut(u32) -> Result<HttpResponse, TransportError>,
 ) -> (Result<HttpResponse, TransportError>, u32) {
@@ -408,7 +513,7 @@ pub(crate) fn retrying(
         let outcome = send(retry);
         let again = match &outcome {
             Ok(response) if response.status < 300 => None,
-            Ok(response) if response.status == 429 || response.status >= 500 => {
+            Ok(response) if response.status == 429 || (repeatable && response.status >= 500) => {
                 let retry_after = response
                     .header("retry-after")
                     .and_then(|v| v.trim().parse::<u64>().ok())
@@ -416,7 +521,7 @@ pub(crate) fn retrying(
                 Some((format!("HTTP {}", response.status), retry_after))
             }
             Ok(response) => transient(response).map(|why| (why, None)),
-            Err(error) if retry_cut => Some((error.to_string(), None)),
+            Err(error) if repeatable => Some((error.to_string(), None)),
             Err(_) => None,
         };
         match again {
@@ -534,12 +639,15 @@ mod tests {
         })
     }
 
+    const PROJECT: &str = "11111111-1111-4111-8111-111111111111";
+
     fn client<'a>(script: &'a Script, sleeps: &'a Recorder) -> Client<'a> {
         Client::new(
             script,
             sleeps,
             "http://127.0.0.1:1/",
             SecretKey::new("s3cr3t"),
+            PROJECT,
         )
     }
 
@@ -696,5 +804,125 @@ mod tests {
         );
         assert!(seen[1].url.ends_with("page=2&per_page=100"));
         assert!(seen[2].url.ends_with("page=1&page_size=100"));
+    }
+
+    fn posts(script: &Script) -> usize {
+        script
+            .seen
+            .borrow()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .count()
+    }
+
+    #[test]
+    fn a_post_is_retried_on_429_but_never_blindly_on_a_5xx() {
+        let script = Script::default();
+        script.answers.borrow_mut().extend([
+            answer(429, &[("retry-after", "0")], ""),
+            answer(201, &[], r#"{"id": "a"}"#),
+            answer(502, &[], "bad gateway"),
+        ]);
+        let sleeps = Recorder::default();
+        let c = client(&script, &sleeps);
+        let made: Value = c.send(Method::Post, "/x", &serde_json::json!({})).unwrap();
+        assert_eq!(made["id"], "a");
+        assert_eq!(posts(&script), 2, "the 429 was a refusal: sent again");
+        let err = c
+            .send::<_, Value>(Method::Post, "/x", &serde_json::json!({}))
+            .unwrap_err();
+        assert_eq!(err.status(), Some(502));
+        assert!(err.outcome_unknown());
+        assert_eq!(posts(&script), 3, "the 502 was not repeated");
+    }
+
+    #[test]
+    fn a_post_answered_502_that_took_effect_is_sent_once() {
+        let script = Script::default();
+        script.answers.borrow_mut().extend([
+            answer(502, &[], "bad gateway"),
+            // What would come next: a second server.
+            answer(201, &[], r#"{"id": "second"}"#),
+        ]);
+        let sleeps = Recorder::default();
+        let c = client(&script, &sleeps);
+        let looked = Cell::new(0);
+        let made: Value = c
+            .post_checked("/servers", &serde_json::json!({"tags": ["t"]}), &|| {
+                looked.set(looked.get() + 1);
+                Ok(Some(serde_json::json!({"id": "first"})))
+            })
+            .unwrap();
+        assert_eq!(made["id"], "first", "what the look found");
+        assert_eq!(posts(&script), 1);
+        assert_eq!(looked.get(), 1);
+    }
+
+    #[test]
+    fn a_post_answered_502_that_did_not_take_effect_is_sent_again_within_the_bound() {
+        let script = Script::default();
+        script.answers.borrow_mut().extend([
+            answer(502, &[], ""),
+            Err(TransportError("connection reset".into())),
+            answer(201, &[], r#"{"id": "made"}"#),
+        ]);
+        let sleeps = Recorder::default();
+        let c = client(&script, &sleeps);
+        let made: Value = c
+            .post_checked("/servers", &serde_json::json!({}), &|| Ok(None))
+            .unwrap();
+        assert_eq!(made["id"], "made");
+        assert_eq!(posts(&script), 3);
+        assert_eq!(sleeps.0.borrow().len(), 2);
+
+        let script = Script::default();
+        for _ in 0..6 {
+            script.answers.borrow_mut().push_back(answer(503, &[], ""));
+        }
+        let c = client(&script, &sleeps).with_policy(RetryPolicy {
+            attempts: 3,
+            ..RetryPolicy::default()
+        });
+        let err = c
+            .post_checked::<_, Value>("/servers", &serde_json::json!({}), &|| Ok(None))
+            .unwrap_err();
+        assert_eq!(err.status(), Some(503));
+        assert_eq!(posts(&script), 3, "bounded by the policy's attempts");
+    }
+
+    #[derive(Debug)]
+    struct Thing {
+        id: String,
+        project: String,
+    }
+
+    impl Owned for Thing {
+        const KIND: &'static str = "thing";
+        fn id(&self) -> &str {
+            &self.id
+        }
+        fn project(&self) -> &str {
+            &self.project
+        }
+    }
+
+    #[test]
+    fn an_object_of_another_project_is_never_returned() {
+        let script = Script::default();
+        let sleeps = Recorder::default();
+        let c = client(&script, &sleeps);
+        let thing = |id: &str, project: &str| Thing {
+            id: id.into(),
+            project: project.into(),
+        };
+        let other = "22222222-2222-4222-8222-222222222222";
+        let err = c.mine(thing("x", other)).unwrap_err().to_string();
+        assert!(err.contains(other) && err.contains("not ours"), "{err}");
+        assert_eq!(c.mine(thing("y", PROJECT)).unwrap().id, "y");
+        let kept = c.only_mine(vec![thing("a", other), thing("b", PROJECT)]);
+        assert_eq!(
+            kept.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["b"]
+        );
     }
 }

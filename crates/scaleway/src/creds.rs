@@ -124,6 +124,8 @@ pub enum CredentialsError {
     },
     #[error("environment variable {0} is not valid UTF-8")]
     NotUnicode(String),
+    #[error(transparent)]
+    Endpoint(#[from] crate::http::EndpointError),
 }
 
 /// Where the config file is, and whether it is the default one (which falls back to
@@ -238,11 +240,16 @@ pub fn resolve(
         .ok_or_else(|| missing("project id", "SCW_DEFAULT_PROJECT_ID", "default_project_id"))?;
     let organization_id = first(&["SCW_DEFAULT_ORGANIZATION_ID", "SCW_ORGANIZATION"])?
         .or(profile.default_organization_id);
-    let api_url = var("SCW_API_URL")?
-        .or(profile.api_url)
-        .unwrap_or_else(|| DEFAULT_API_URL.to_owned())
-        .trim_end_matches('/')
-        .to_owned();
+    let (api_url, api_url_from) = match var("SCW_API_URL")? {
+        Some(url) => (url, "SCW_API_URL".to_owned()),
+        None => match profile.api_url {
+            Some(url) => (url, format!("api_url of {source}")),
+            None => (DEFAULT_API_URL.to_owned(), "the default API URL".to_owned()),
+        },
+    };
+    // The secret key goes to this endpoint with every call.
+    crate::http::check_endpoint(&api_url_from, &api_url)?;
+    let api_url = api_url.trim_end_matches('/').to_owned();
     Ok(Credentials {
         access_key,
         secret_key,
@@ -329,6 +336,22 @@ profiles:
         assert_eq!(c.api_url, "http://127.0.0.1:9");
         // Not in the environment: still the profile's.
         assert_eq!(c.access_key, "SCWWORKWORKWORKWORKWO");
+    }
+
+    #[test]
+    fn an_api_url_in_plain_http_is_refused_unless_on_loopback() {
+        let err = creds(&[("SCW_API_URL", "http://api.example.com")], Some(FILE))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SCW_API_URL") && err.contains("plain http"),
+            "{err}"
+        );
+        let text = FILE.replace("https://root.example", "http://root.example");
+        let err = creds(&[], Some(&text)).unwrap_err().to_string();
+        assert!(err.contains("api_url of profile `work`"), "{err}");
+        let c = creds(&[("SCW_API_URL", "http://127.0.0.1:9/")], Some(FILE)).unwrap();
+        assert_eq!(c.api_url, "http://127.0.0.1:9");
     }
 
     #[test]

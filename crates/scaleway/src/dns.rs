@@ -4,6 +4,7 @@
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
+use crate::Owned;
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
 
@@ -94,12 +95,13 @@ impl<'c> Dns<'c> {
         Dns { client }
     }
 
-    /// The zone, when Scaleway hosts it for this project (a 403 or a 404 is "not hosted").
-    pub fn zone(&self, project: &str, dns_zone: &str) -> R<Option<Zone>> {
+    /// The zone, when Scaleway hosts it for the client's project (a 403 or a 404 is "not
+    /// hosted").
+    pub fn zone(&self, dns_zone: &str) -> R<Option<Zone>> {
         let zones: Vec<Zone> = match self.client.list(
             "/domain/v2beta1/dns-zones",
             &[
-                ("project_id", project.to_owned()),
+                ("project_id", self.client.project().to_owned()),
                 ("domain", registered_domain(dns_zone).to_owned()),
                 ("dns_zone", dns_zone.to_owned()),
             ],
@@ -110,7 +112,11 @@ impl<'c> Dns<'c> {
             Err(err) if matches!(err.status(), Some(403 | 404)) => return Ok(None),
             Err(err) => return Err(err),
         };
-        Ok(zones.into_iter().find(|z| z.name() == dns_zone))
+        Ok(self
+            .client
+            .only_mine(zones)
+            .into_iter()
+            .find(|z| z.name() == dns_zone))
     }
 
     /// The records of exactly this name and type.
@@ -146,6 +152,16 @@ impl<'c> Dns<'c> {
             },
         )?;
         Ok(())
+    }
+}
+
+impl Owned for Zone {
+    const KIND: &'static str = "DNS zone";
+    fn id(&self) -> &str {
+        &self.domain
+    }
+    fn project(&self) -> &str {
+        &self.project
     }
 }
 

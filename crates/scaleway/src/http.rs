@@ -1,6 +1,11 @@
 //! The narrow edge to the network: one request in, one response out. The client's logic (auth,
 //! retries, pagination, errors) is tested over fakes of [`Transport`]; [`UreqTransport`] is the
 //! real one.
+//!
+//! Every request carries a credential (the `X-Auth-Token` header, or an S3 signature), so the
+//! transport follows no redirect: a 3xx is an answer, and the credential never reaches another
+//! host. The endpoints are checked once, where they are configured ([`check_endpoint`]): https,
+//! or plain http on a loopback address only (the tests' stand-ins).
 
 use std::time::Duration;
 
@@ -61,7 +66,56 @@ pub trait Transport: std::fmt::Debug {
     fn send(&self, request: &HttpRequest) -> Result<HttpResponse, TransportError>;
 }
 
-/// The real transport: ureq, rustls, statuses returned as answers, bounded by a timeout.
+/// Why an endpoint is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} `{url}`: {why}")]
+pub struct EndpointError {
+    /// Where it was configured (`SCW_API_URL`, `SCW_S3_ENDPOINT`).
+    pub what: String,
+    pub url: String,
+    pub why: &'static str,
+}
+
+/// An endpoint a credential may be sent to: `https://host[:port]`, or `http://` on a loopback
+/// address (127.0.0.0/8, ::1, localhost), where nothing leaves the machine.
+pub fn check_endpoint(what: &str, url: &str) -> Result<(), EndpointError> {
+    let refuse = |why| {
+        Err(EndpointError {
+            what: what.to_owned(),
+            url: url.to_owned(),
+            why,
+        })
+    };
+    let Ok(uri) = url.parse::<ureq::http::Uri>() else {
+        return refuse("not a URL");
+    };
+    let Some(host) = uri.host() else {
+        return refuse("not an absolute URL with a host");
+    };
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return refuse("a URL with credentials in it");
+    }
+    if uri.query().is_some() {
+        return refuse("a URL with a query");
+    }
+    match uri.scheme_str() {
+        Some("https") => Ok(()),
+        Some("http") if is_loopback(host) => Ok(()),
+        Some("http") => refuse("plain http is only for a loopback address: use https"),
+        _ => refuse("not an http(s) URL"),
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The real transport: ureq, rustls, statuses returned as answers (a redirect too: none is
+/// followed), bounded by a timeout.
 #[derive(Debug)]
 pub struct UreqTransport {
     agent: ureq::Agent,
@@ -71,6 +125,9 @@ impl UreqTransport {
     pub fn new(timeout: Duration) -> UreqTransport {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            // ureq follows redirects by default, headers and all: the token would go to
+            // whatever host a redirect names.
+            .max_redirects(0)
             .timeout_global(Some(timeout))
             .user_agent(concat!("edgepop/", env!("CARGO_PKG_VERSION")))
             .build();
@@ -119,5 +176,40 @@ impl Transport for UreqTransport {
             headers,
             body,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_https_or_plain_http_on_loopback() {
+        for good in [
+            "https://api.scaleway.com",
+            "https://s3.fr-par.scw.cloud/",
+            "http://127.0.0.1:8080",
+            "http://127.1.2.3",
+            "http://[::1]:9000",
+            "http://localhost:1",
+        ] {
+            assert_eq!(check_endpoint("SCW_API_URL", good), Ok(()), "{good}");
+        }
+        for (bad, why) in [
+            ("http://api.scaleway.com", "plain http"),
+            ("http://10.0.0.1", "plain http"),
+            ("http://127.0.0.1.evil.example", "plain http"),
+            ("ftp://127.0.0.1", "not an http"),
+            ("api.scaleway.com", "not an http"),
+            ("/relative", "host"),
+            ("https://user:pw@api.scaleway.com", "credentials"),
+            ("https://api.scaleway.com/?x=1", "query"),
+        ] {
+            let err = check_endpoint("SCW_API_URL", bad).unwrap_err().to_string();
+            assert!(
+                err.contains(why) && err.contains("SCW_API_URL"),
+                "{bad}: {err}"
+            );
+        }
     }
 }

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ApiError, Client, Method};
+use crate::client::{ApiError, Client};
+use crate::owned;
 
 type R<T> = Result<T, ApiError>;
 
@@ -38,25 +39,68 @@ impl<'c> Iam<'c> {
     }
 
     /// The project's keys of exactly this name.
-    pub fn ssh_keys(&self, project: &str, name: &str) -> R<Vec<SshKey>> {
+    pub fn ssh_keys(&self, name: &str) -> R<Vec<SshKey>> {
         let all: Vec<SshKey> = self.client.list(
             "/iam/v1alpha1/ssh-keys",
             &[
-                ("project_id", project.to_owned()),
+                ("project_id", self.client.project().to_owned()),
                 ("name", name.to_owned()),
             ],
             "ssh_keys",
             "page_size",
         )?;
-        Ok(all.into_iter().filter(|k| k.name == name).collect())
+        Ok(self
+            .client
+            .only_mine(all)
+            .into_iter()
+            .filter(|k| k.name == name)
+            .collect())
     }
 
+    /// Registers a key (answered with a 5xx or cut, a key of this name and public key is looked
+    /// for before it is sent again).
     pub fn create_ssh_key(&self, body: &CreateSshKey) -> R<SshKey> {
-        self.client
-            .send(Method::Post, "/iam/v1alpha1/ssh-keys", body)
+        let key: SshKey = self
+            .client
+            .post_checked("/iam/v1alpha1/ssh-keys", body, &|| {
+                Ok(self
+                    .ssh_keys(&body.name)?
+                    .into_iter()
+                    .find(|k| same_key(&k.public_key, &body.public_key)))
+            })?;
+        self.client.mine(key)
     }
 
     pub fn delete_ssh_key(&self, id: &str) -> R<()> {
         self.client.delete(&format!("/iam/v1alpha1/ssh-keys/{id}"))
+    }
+}
+
+/// Two OpenSSH public keys are the same key when their type and base64 body are (the comment
+/// may differ).
+pub fn same_key(a: &str, b: &str) -> bool {
+    let fields = |k: &str| {
+        k.split_whitespace()
+            .take(2)
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    fields(a) == fields(b) && fields(a).len() == 2
+}
+
+owned!(SshKey: "IAM SSH key");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_compare_without_their_comment() {
+        assert!(same_key(
+            "ssh-ed25519 AAAA me@host",
+            "ssh-ed25519 AAAA other\n"
+        ));
+        assert!(!same_key("ssh-ed25519 AAAA", "ssh-ed25519 AAAB"));
+        assert!(!same_key("", ""));
     }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Tagged, has_tags};
+use crate::{Owned, Tagged, has_tags, owned};
 
 type R<T> = Result<T, ApiError>;
 
@@ -245,7 +245,8 @@ pub struct SetRule {
     pub protocol: Protocol,
     pub direction: &'static str,
     pub ip_range: String,
-    pub dest_port_from: u32,
+    /// `null` for ICMP (and ANY), which take no ports.
+    pub dest_port_from: Option<u32>,
     /// `null` for one port.
     pub dest_port_to: Option<u32>,
     pub position: u32,
@@ -297,9 +298,10 @@ impl<'c> Instance<'c> {
         Instance { client }
     }
 
-    /// A list the API filters on tags (comma separated, pages of `per_page`, the list's key named
-    /// as the collection), checked again here: an object is kept only with every tag.
-    fn tagged<X: Tagged + DeserializeOwned>(
+    /// A list the API filters on the client's project and on tags (comma separated, pages of
+    /// `per_page`, the list's key named as the collection), checked again here: an object is kept
+    /// only in the project and with every tag.
+    fn tagged<X: Tagged + Owned + DeserializeOwned>(
         &self,
         zone: &str,
         collection: &str,
@@ -307,14 +309,30 @@ impl<'c> Instance<'c> {
     ) -> R<Vec<X>> {
         let all: Vec<X> = self.client.list(
             &format!("/instance/v1/zones/{zone}/{collection}"),
-            &[("tags", tags.join(","))],
+            &[
+                ("project", self.client.project().to_owned()),
+                ("tags", tags.join(",")),
+            ],
             collection,
             "per_page",
         )?;
-        Ok(all
+        Ok(self
+            .client
+            .only_mine(all)
             .into_iter()
             .filter(|x| has_tags(x.tags(), tags))
             .collect())
+    }
+
+    /// The first object of the project carrying every tag of `tags`: what a creation answered
+    /// with a 5xx or cut would have made (the plan found none before it sent it).
+    fn made<X: Tagged + Owned + DeserializeOwned>(
+        &self,
+        zone: &str,
+        collection: &str,
+        tags: &[String],
+    ) -> R<Option<X>> {
+        Ok(self.tagged(zone, collection, tags)?.into_iter().next())
     }
 
     fn path(zone: &str, rest: &str) -> String {
@@ -334,8 +352,12 @@ impl<'c> Instance<'c> {
     ) -> R<SecurityGroup> {
         let answer: SecurityGroupEnvelope =
             self.client
-                .send(Method::Post, &Self::path(zone, "security_groups"), body)?;
-        Ok(answer.security_group)
+                .post_checked(&Self::path(zone, "security_groups"), body, &|| {
+                    Ok(self
+                        .made(zone, "security_groups", &body.tags)?
+                        .map(|security_group| SecurityGroupEnvelope { security_group }))
+                })?;
+        self.client.mine(answer.security_group)
     }
 
     pub fn delete_security_group(&self, zone: &str, id: &str) -> R<()> {
@@ -375,10 +397,14 @@ impl<'c> Instance<'c> {
     }
 
     pub fn create_ip(&self, zone: &str, body: &CreateIp) -> R<Ip> {
-        let answer: IpEnvelope = self
-            .client
-            .send(Method::Post, &Self::path(zone, "ips"), body)?;
-        Ok(answer.ip)
+        let answer: IpEnvelope =
+            self.client
+                .post_checked(&Self::path(zone, "ips"), body, &|| {
+                    Ok(self
+                        .made(zone, "ips", &body.tags)?
+                        .map(|ip| IpEnvelope { ip }))
+                })?;
+        self.client.mine(answer.ip)
     }
 
     /// Attaches the IP to a server.
@@ -392,7 +418,7 @@ impl<'c> Instance<'c> {
             &Self::path(zone, &format!("ips/{ip}")),
             &Body { server },
         )?;
-        Ok(answer.ip)
+        self.client.mine(answer.ip)
     }
 
     pub fn delete_ip(&self, zone: &str, ip: &str) -> R<()> {
@@ -409,14 +435,18 @@ impl<'c> Instance<'c> {
         let answer: Option<ImageEnvelope> = self
             .client
             .get_opt(&Self::path(zone, &format!("images/{id}")))?;
-        Ok(answer.map(|a| a.image))
+        answer.map(|a| self.client.mine(a.image)).transpose()
     }
 
     pub fn create_image(&self, zone: &str, body: &CreateImage) -> R<Image> {
         let answer: ImageEnvelope =
             self.client
-                .send(Method::Post, &Self::path(zone, "images"), body)?;
-        Ok(answer.image)
+                .post_checked(&Self::path(zone, "images"), body, &|| {
+                    Ok(self
+                        .made(zone, "images", &body.tags)?
+                        .map(|image| ImageEnvelope { image }))
+                })?;
+        self.client.mine(answer.image)
     }
 
     pub fn delete_image(&self, zone: &str, id: &str) -> R<()> {
@@ -435,14 +465,18 @@ impl<'c> Instance<'c> {
         let answer: Option<ServerEnvelope> = self
             .client
             .get_opt(&Self::path(zone, &format!("servers/{id}")))?;
-        Ok(answer.map(|a| a.server))
+        answer.map(|a| self.client.mine(a.server)).transpose()
     }
 
     pub fn create_server(&self, zone: &str, body: &CreateServer) -> R<Server> {
         let answer: ServerEnvelope =
             self.client
-                .send(Method::Post, &Self::path(zone, "servers"), body)?;
-        Ok(answer.server)
+                .post_checked(&Self::path(zone, "servers"), body, &|| {
+                    Ok(self
+                        .made(zone, "servers", &body.tags)?
+                        .map(|server| ServerEnvelope { server }))
+                })?;
+        self.client.mine(answer.server)
     }
 
     /// Puts the server in the security group.
@@ -462,21 +496,28 @@ impl<'c> Instance<'c> {
                 security_group: Group { id: group },
             },
         )?;
-        Ok(answer.server)
+        self.client.mine(answer.server)
     }
 
-    /// `poweron`, `poweroff` or `terminate`: the task that carries it out.
-    pub fn action(&self, zone: &str, id: &str, action: ServerAction) -> R<Task> {
+    /// Sends `poweron`, `poweroff` or `terminate`. Answered with a 5xx or cut, the action took
+    /// effect when the server no longer allows it (it is starting, stopping, or gone): only
+    /// otherwise is it sent again.
+    pub fn action(&self, zone: &str, id: &str, action: ServerAction) -> R<()> {
         #[derive(Serialize)]
-        struct Body {
-            action: ServerAction,
+        struct Body<'a> {
+            action: &'a ServerAction,
         }
-        let answer: TaskEnvelope = self.client.send(
-            Method::Post,
+        let _: IgnoredAny = self.client.post_checked(
             &Self::path(zone, &format!("servers/{id}/action")),
-            &Body { action },
+            &Body { action: &action },
+            &|| {
+                Ok(match self.server(zone, id)? {
+                    Some(server) if server.allows(&action) => None,
+                    _ => Some(IgnoredAny),
+                })
+            },
         )?;
-        Ok(answer.task)
+        Ok(())
     }
 
     pub fn delete_server(&self, zone: &str, id: &str) -> R<()> {
@@ -502,3 +543,10 @@ macro_rules! tagged {
 }
 
 tagged!(SecurityGroup, Server, Ip, Image);
+
+owned!(
+    SecurityGroup: "security group",
+    Server: "Instance",
+    Ip: "flexible IP",
+    Image: "image",
+);

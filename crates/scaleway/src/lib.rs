@@ -9,8 +9,15 @@
 //! Every call returns `Result<R, ApiError>`: the client sends what it is asked, and deciding
 //! what to send (a plan, a dry run) is the business of the tool that uses it.
 //!
+//! A client belongs to one project: every list it sends carries the project filter of the spec
+//! (`project` or `project_id`: an API key reads every project of its organization, and a list
+//! without the filter answers with all of them), and every object an answer carries is checked
+//! against it ([`Owned`]): one of another project is left out of a list, and is an error as the
+//! answer of a call on one object.
+//!
 //! ```text
-//! let client = Client::new(&transport, &sleeper, &credentials.api_url, credentials.secret_key);
+//! let client = Client::new(&transport, &sleeper, &credentials.api_url, credentials.secret_key,
+//!                          &credentials.project_id);
 //! let servers = client.instance().servers("fr-par-1", &tags)?;
 //! client.baremetal().reboot("fr-par-1", &id, &Reboot { boot_type: BootType::Rescue, ssh_key_ids })?;
 //! ```
@@ -37,6 +44,30 @@ pub use http::{Transport, UreqTransport};
 pub trait Tagged {
     fn tags(&self) -> &[String];
 }
+
+/// An object that belongs to a project: checked against the client's before it is returned.
+pub trait Owned {
+    /// What it is, for messages (`Instance server`).
+    const KIND: &'static str;
+    fn id(&self) -> &str;
+    fn project(&self) -> &str;
+}
+
+/// `impl Owned` for objects whose `id` and `project` fields say it, each with its kind.
+macro_rules! owned {
+    ($($resource:ty: $kind:literal),* $(,)?) => {$(
+        impl $crate::Owned for $resource {
+            const KIND: &'static str = $kind;
+            fn id(&self) -> &str {
+                &self.id
+            }
+            fn project(&self) -> &str {
+                &self.project
+            }
+        }
+    )*};
+}
+pub(crate) use owned;
 
 /// Whether `have` holds every tag of `want`.
 pub fn has_tags(have: &[String], want: &[String]) -> bool {

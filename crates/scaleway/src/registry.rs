@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ApiError, Client, Method};
+use crate::client::{ApiError, Client};
+use crate::owned;
 
 type R<T> = Result<T, ApiError>;
 
@@ -37,24 +38,34 @@ impl<'c> Registry<'c> {
     }
 
     /// The project's namespaces of exactly this name.
-    pub fn namespaces(&self, region: &str, project: &str, name: &str) -> R<Vec<Namespace>> {
+    pub fn namespaces(&self, region: &str, name: &str) -> R<Vec<Namespace>> {
         let all: Vec<Namespace> = self.client.list(
             &format!("/registry/v1/regions/{region}/namespaces"),
             &[
-                ("project_id", project.to_owned()),
+                ("project_id", self.client.project().to_owned()),
                 ("name", name.to_owned()),
             ],
             "namespaces",
             "page_size",
         )?;
-        Ok(all.into_iter().filter(|n| n.name == name).collect())
+        Ok(self
+            .client
+            .only_mine(all)
+            .into_iter()
+            .filter(|n| n.name == name)
+            .collect())
     }
 
+    /// Creates a namespace (answered with a 5xx or cut, one of this name is looked for before
+    /// it is sent again).
     pub fn create_namespace(&self, region: &str, body: &CreateNamespace) -> R<Namespace> {
-        self.client.send(
-            Method::Post,
+        let namespace: Namespace = self.client.post_checked(
             &format!("/registry/v1/regions/{region}/namespaces"),
             body,
-        )
+            &|| Ok(self.namespaces(region, &body.name)?.into_iter().next()),
+        )?;
+        self.client.mine(namespace)
     }
 }
+
+owned!(Namespace: "registry namespace");

@@ -749,10 +749,13 @@ mod tests {
         let Some(plane) = ControlPlane::shared("the_api_server_takes_the_patches") else {
             return;
         };
-        // talos/patches/40-nodeport-range.controlplane.yaml: the gateway's NodePorts 80 and 443.
+        // talos/patches/40-nodeport-range.controlplane.yaml: the declared range (crates/flows),
+        // the gateway's node ports and no host port.
+        let range = flows::NODE_PORT_RANGE;
         assert!(
+            talos_extra_args("apiServer").contains(&format!("--service-node-port-range={range}")),
+            "{:?}",
             talos_extra_args("apiServer")
-                .contains(&"--service-node-port-range=80-32767".to_owned())
         );
         let service = |port: u16| {
             serde_json::json!({
@@ -765,21 +768,38 @@ mod tests {
             .to_string()
         };
         // Created for real: a server-side dry run does not allocate the port, so checks no range.
-        plane.kubectl_ok(&["create", "-f", "-"], &service(80));
-        let refused = crate::process::run_with_stdin(
-            plane.kubectl().args(["create", "-f", "-"]),
-            service(79).as_bytes(),
-        );
-        plane.kubectl_ok(
-            &["delete", "service", "nodeport-80", "--namespace=default"],
-            "",
-        );
-        let stderr = String::from_utf8_lossy(&refused.stderr);
-        assert!(!refused.status.success(), "port 79 accepted");
-        assert!(
-            stderr.contains("provided port is not in the valid range"),
-            "{stderr}"
-        );
+        for port in [range.first, range.last] {
+            plane.kubectl_ok(&["create", "-f", "-"], &service(port));
+        }
+        // Just outside, and the kubelet's port, which the old range 80-32767 held.
+        let refused: Vec<_> = [range.first - 1, range.last + 1, 10250]
+            .into_iter()
+            .map(|port| {
+                crate::process::run_with_stdin(
+                    plane.kubectl().args(["create", "-f", "-"]),
+                    service(port).as_bytes(),
+                )
+            })
+            .collect();
+        for port in [range.first, range.last] {
+            plane.kubectl_ok(
+                &[
+                    "delete",
+                    "service",
+                    &format!("nodeport-{port}"),
+                    "--namespace=default",
+                ],
+                "",
+            );
+        }
+        for out in refused {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "a port outside {range} accepted");
+            assert!(
+                stderr.contains("provided port is not in the valid range"),
+                "{stderr}"
+            );
+        }
     }
 
     #[test]

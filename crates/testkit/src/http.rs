@@ -24,6 +24,8 @@ pub enum Reply {
     Stall,
     /// Declares `declared` bytes, sends `body` (shorter), and closes.
     Cut { declared: usize, body: Vec<u8> },
+    /// A redirect (`status` 301, 302, 307 or 308) to `location`, as a server that moved answers.
+    Redirect { status: u16, location: String },
 }
 
 impl Reply {
@@ -139,6 +141,13 @@ fn serve(stream: TcpStream, reply: Reply, sender: &mpsc::Sender<Request>) -> io:
             let mut sink = [0u8; 1024];
             while matches!(reader.read(&mut sink), Ok(n) if n > 0) {}
         }
+        Reply::Redirect { status, location } => {
+            write!(
+                stream,
+                "HTTP/1.1 {status} {}\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                reason(status)
+            )?;
+        }
         Reply::Cut { declared, body } => {
             write!(
                 stream,
@@ -191,6 +200,10 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         201 => "Created",
+        301 => "Moved Permanently",
+        302 => "Found",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
         404 => "Not Found",
         409 => "Conflict",
         500 => "Internal Server Error",

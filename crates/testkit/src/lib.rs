@@ -6,6 +6,7 @@
 //!   kube-controller-manager, kube-scheduler, kwok for nodes and pods), one per test binary.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
+//! - [`scaleway`]: the Scaleway stand-in's control endpoints and request log.
 //! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
 //!   (Python servers, and the recording `helm`, `kubectl` and `talosctl`); the servers are started
 //!   on loopback and killed on drop.
@@ -21,6 +22,7 @@ pub mod cassettes;
 pub mod control_plane;
 pub mod http;
 pub mod process;
+pub mod scaleway;
 pub mod standin;
 pub mod upstream;
 pub mod workspace;

@@ -103,6 +103,38 @@ pub fn s3(dir: &Path, access_key: &str, secret: &str) -> StandIn {
     )
 }
 
+/// The Scaleway API stand-in (`scaleway_api.py`, every request checked against the specs in
+/// `shared/scaleway-openapi`, objects shaped like `shared/scaleway-cassettes`), accepting
+/// `secret` and making what it is asked in `project`; with `dns_zone`, a zone it hosts for that
+/// project. It logs requests to `dir/requests.jsonl` and reads the image bucket's objects from
+/// the S3 stand-in's root (`dir/s3`, see [`s3`]).
+pub fn scaleway(
+    shared: &Path,
+    dir: &Path,
+    secret: &str,
+    project: &str,
+    dns_zone: Option<&str>,
+) -> StandIn {
+    let port_file = dir.join("scaleway-port");
+    let mut command = python("scaleway_api.py");
+    command
+        .arg("--specs")
+        .arg(shared.join("scaleway-openapi"))
+        .arg("--cassettes")
+        .arg(shared.join("scaleway-cassettes"))
+        .arg("--port-file")
+        .arg(&port_file)
+        .arg("--log")
+        .arg(dir.join("requests.jsonl"))
+        .args(["--secret", secret, "--project", project])
+        .arg("--s3-root")
+        .arg(dir.join("s3"));
+    if let Some(zone) = dns_zone {
+        command.args(["--dns-zone", zone]);
+    }
+    StandIn::start(&mut command, &port_file)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -48,13 +48,14 @@ RESOURCES = {
                                           ("Gateway", "gateways", True), ("HTTPRoute", "httproutes", True)],
     ("cert-manager.io", "v1"): [("ClusterIssuer", "clusterissuers", False)],
     ("extensions.istio.io", "v1alpha1"): [("WasmPlugin", "wasmplugins", True)],
+    ("cilium.io", "v2"): [("CiliumNetworkPolicy", "ciliumnetworkpolicies", True)],
     ("admissionregistration.k8s.io", "v1"): [
         ("ValidatingAdmissionPolicy", "validatingadmissionpolicies", False),
         ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", False)],
 }
 # Kinds whose status is a subresource: writes to the main resource never change it.
 WITH_STATUS = {"Namespace", "Service", "Deployment", "CronJob", "Job", "GatewayClass", "Gateway",
-               "HTTPRoute", "ClusterIssuer", "ValidatingAdmissionPolicy"}
+               "HTTPRoute", "ClusterIssuer", "ValidatingAdmissionPolicy", "CiliumNetworkPolicy"}
 # Never owned by a manager (the API server strips them before computing field sets).
 IGNORED = {("apiVersion",), ("kind",), ("status",)} | {("metadata", f) for f in (
     "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",

@@ -3,7 +3,7 @@
 
 Contract enforced: AWS Signature Version 4 as S3 checks it, implemented here independently of
 the tool (hashlib/hmac): every request must carry `Authorization: AWS4-HMAC-SHA256` for the
-expected access key, region and service `s3`, sign `host`, `x-amz-date` and
+expected access key, region and service `s3`, sign `host`, `x-amz-date`, every other `x-amz-*` header and
 `x-amz-content-sha256`, and the `x-amz-content-sha256` must be the body's sha256 (or `UNSIGNED-PAYLOAD`); otherwise it
 answers 403 `SignatureDoesNotMatch` (or `XAmzContentSHA256Mismatch`) and logs the request as
 refused. A `Content-MD5` header, when sent, must be the body's MD5, else 400 `BadDigest` (AWS S3
@@ -25,7 +25,11 @@ with or without S3's namespace), and an aborted upload's parts are gone. A part'
 quoted MD5 of its bytes; a multipart object's ETag is the MD5 of the concatenated binary MD5s of
 its parts, a dash, and the count of parts (AWS S3 User Guide, "Checking object integrity":
 multipart ETags; MinIO's `getCompleteMultipartMD5` computes it the same way), returned by the
-completion and by HEAD and GET.
+completion and by HEAD and GET. User-defined metadata (`x-amz-meta-*` request headers of a PUT or
+of the CreateMultipartUpload that makes the object) is kept with the object, replaced by the next
+PUT of the key, and returned by HEAD (AWS, "Working with object metadata": user-defined metadata
+is set when the object is uploaded and returned as `x-amz-meta-*` response headers; an object's
+metadata cannot be changed but by replacing it).
 
 Usage: s3_api.py --root DIR --port-file F --log F --access-key A --secret S --region R
 Log: one JSON line per request once it is answered (so in the order answers went out): method,
@@ -122,31 +126,32 @@ def main():
     log = open(args.log, "a", buffering=1)
     lock = threading.Lock()
     answered = threading.Condition(lock)  # notified when a request has been answered
-    uploads = {}  # upload id -> {bucket, key, parts: {n: (etag, md5 digest, bytes)}, in_flight}
-    etags = {}  # (bucket, key) -> the stored object's ETag
+    uploads = {}  # upload id -> {bucket, key, meta, parts: {n: (etag, md5 digest, bytes)}, in_flight}
+    objects = {}  # (bucket, key) -> {etag, meta: {x-amz-meta-*: value}} of the stored object
     faults = []
     answered_queries = []  # the query of every request answered, for holds
 
     def obj_path(bucket, key):
         return os.path.join(args.root, bucket, key.replace("/", "%2F"))
 
-    def store(bucket, key, chunks, etag):
-        """Writes an object whole (staged, then renamed) and records its ETag."""
+    def store(bucket, key, chunks, etag, meta):
+        """Writes an object whole (staged, then renamed) and records its ETag and metadata."""
         tmp = os.path.join(staging, str(uuid.uuid4()))
         with open(tmp, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)
         with lock:
             os.replace(tmp, obj_path(bucket, key))
-            etags[(bucket, key)] = etag
+            objects[(bucket, key)] = {"etag": etag, "meta": meta}
 
-    def stored_etag(bucket, key, path):
+    def stored(bucket, key, path):
+        """The ETag and metadata of a stored object."""
         with lock:
-            etag = etags.get((bucket, key))
-        if etag is None:
+            found = objects.get((bucket, key))
+        if found is None:
             with open(path, "rb") as f:
-                etag = '"' + hashlib.md5(f.read()).hexdigest() + '"'
-        return etag
+                found = {"etag": '"' + hashlib.md5(f.read()).hexdigest() + '"', "meta": {}}
+        return found
 
     class Handler(loopback.Handler):
         def send(self, status, body=b"", headers=None):
@@ -222,7 +227,10 @@ def main():
                     problems.append(f"access key {access}")
                 if region != args.region:
                     problems.append(f"region {region}")
-                for needed in ("host", "x-amz-content-sha256", "x-amz-date"):
+                # S3 wants every x-amz-* header of the request signed (AWS, "Signature
+                # Calculations for the Authorization Header": CanonicalHeaders).
+                amz = sorted(h for h in headers if h.startswith("x-amz-"))
+                for needed in sorted({"host", "x-amz-content-sha256", "x-amz-date", *amz}):
                     if needed not in signed:
                         problems.append(f"{needed} is not signed")
                 want = expected_authorization(self.command, url.path, url.query, headers, signed,
@@ -290,6 +298,7 @@ def main():
             if not os.path.isdir(bdir):
                 return self.error(404, "NoSuchBucket", "The specified bucket does not exist")
             path = obj_path(bucket, key)
+            meta = {k.lower(): v for k, v in self.headers.items() if k.lower().startswith("x-amz-meta-")}
             if method == "PUT" and "uploadId" in q:
                 number = q.get("partNumber", "")
                 if not number.isdigit() or not 1 <= int(number) <= MAX_PART_NUMBER:
@@ -304,12 +313,12 @@ def main():
                 return self.send(200, b"", {"ETag": etag})
             if method == "PUT":
                 etag = '"' + md5.hex() + '"'
-                store(bucket, key, [body], etag)
+                store(bucket, key, [body], etag, meta)
                 return self.send(200, b"", {"ETag": etag})
             if method == "POST" and "uploads" in q:
                 uid = str(uuid.uuid4())
                 with lock:
-                    uploads[uid] = {"bucket": bucket, "key": key, "parts": {}, "in_flight": 0}
+                    uploads[uid] = {"bucket": bucket, "key": key, "meta": meta, "parts": {}, "in_flight": 0}
                 xml = f"<InitiateMultipartUploadResult><Bucket>{bucket}</Bucket><Key>{key}</Key><UploadId>{uid}</UploadId></InitiateMultipartUploadResult>"
                 return self.send(200, xml, {"Content-Type": "application/xml"})
             if method == "POST" and "uploadId" in q:
@@ -333,7 +342,7 @@ def main():
                         chosen.append(part)
                     del uploads[q["uploadId"]]
                 etag = '"{}-{}"'.format(hashlib.md5(b"".join(p[1] for p in chosen)).hexdigest(), len(chosen))
-                store(bucket, key, (p[2] for p in chosen), etag)
+                store(bucket, key, (p[2] for p in chosen), etag, up["meta"])
                 return self.send(200, f"<CompleteMultipartUploadResult><Key>{key}</Key><ETag>{etag}</ETag></CompleteMultipartUploadResult>",
                                  {"Content-Type": "application/xml"})
             if method == "DELETE" and "uploadId" in q:
@@ -345,23 +354,25 @@ def main():
                 with lock:
                     if os.path.exists(path):
                         os.remove(path)
-                    etags.pop((bucket, key), None)
+                    objects.pop((bucket, key), None)
                 return self.send(204)
             if method in ("GET", "HEAD"):
                 if not os.path.exists(path):
                     if method == "HEAD":
                         return self.send(404)
                     return self.error(404, "NoSuchKey", "The specified key does not exist.")
-                etag = stored_etag(bucket, key, path)
+                found = stored(bucket, key, path)
                 if method == "HEAD":
                     self.status = 200
                     self.send_response(200)
                     self.send_header("Content-Length", str(os.path.getsize(path)))
-                    self.send_header("ETag", etag)
+                    self.send_header("ETag", found["etag"])
+                    for k, v in found["meta"].items():
+                        self.send_header(k, v)
                     self.end_headers()
                     return
                 with open(path, "rb") as f:
-                    return self.send(200, f.read(), {"ETag": etag})
+                    return self.send(200, f.read(), {"ETag": found["etag"], **found["meta"]})
             return self.error(400, "InvalidRequest", "not modelled")
 
         do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do

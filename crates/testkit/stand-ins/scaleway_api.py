@@ -16,13 +16,29 @@ total_count. Servers move through their real states, one step per look at them: 
 stopped -> starting -> running -> stopping -> stopped (terminate: stopping, then gone), Elastic
 Metal delivering -> ready -> stopping -> stopped -> starting -> ready.
 
+An API key can read every project of its organization, and a list answers with the objects of
+all of them unless it is given the project filter the spec declares ("List only Instances of this
+Project ID": `project` for the Instance API, `project_id` for Elastic Metal, Block, IAM, Domain
+and Registry): the stand-in applies that filter, and only when it is given, so objects seeded in
+another project (`"project"` in a seed) show up in every unscoped list, as they do on Scaleway.
+
+An Instance's `volumes` map keys its root volume, made from the image at creation, as "0" and the
+volumes attached later as "1", "2"... (scaleway-cli `internal/namespaces/instance/v1/
+custom_server_create.go`: `volumes["0"]` is the root volume, additional volumes `i + 1`);
+`attach-volume` adds a Block volume under the next key, and `terminate` only detaches Block
+volumes (ServerAction `terminate`: "deletes local volumes, only detaches sbs_volume").
+
 The Registry v1 namespace endpoints are not in the specs: they are checked against the fields the
 issue names (name, project_id, is_public, description).
 
 Usage: scaleway_api.py --specs DIR --cassettes DIR --port-file F --log F --secret S --project P
-                       [--talos-version V] [--dns-zone Z]
+                       [--dns-zone Z]
 Control (not Scaleway): POST /__standin/faults [{method, path (regex), kind: status|cut|slow,
-status, retry_after, count}], POST /__standin/seed {kind, ...fields}, GET /__standin/state.
+status, retry_after, count, applied}], POST /__standin/seed {kind, project, ...fields},
+GET /__standin/state. A fault with `applied: true` lets the request take effect and then answers
+the fault instead of the result, as a gateway does that times out after the backend acted
+(RFC 9110, 9.2.2: a client cannot tell whether a non-idempotent request it got no answer for was
+done); without it the request is not done.
 """
 
 import argparse
@@ -297,7 +313,7 @@ def new_id():
 
 
 class State:
-    def __init__(self, templates, project, talos_version, dns_zone):
+    def __init__(self, templates, project, dns_zone):
         self.t = templates
         self.project = project
         self.lock = threading.RLock()
@@ -317,10 +333,6 @@ class State:
         self.s3_root = None
         self.faults = []
         self.next_ip = 10
-        image = copy.deepcopy(self.t["image"])
-        image.update(id=new_id(), name=f"talos-{talos_version}", tags=[f"edgepop-talos={talos_version}"],
-                     state="available", arch="x86_64", project=project, zone="fr-par-1", public=False)
-        self.images[image["id"]] = image
         offer = copy.deepcopy(self.t["offer"])
         offer.update(id=new_id(), name="EM-A116X-SSD", stock="available", enable=True,
                      subscription_period="hourly", zone="fr-par-1")
@@ -422,8 +434,12 @@ def handle(state, method, template, p, query, body):
     zone = p.get("zone")
     q1 = lambda name: query.get(name, [None])[0]  # noqa: E731
 
+    def in_project(items, field, param):
+        """The spec's project filter, applied only when given (a key reads every project)."""
+        return [o for o in items if not q1(param) or o.get(field) == q1(param)]
+
     def instance_list(key, objects, tags_from_query=True):
-        items = list(objects)
+        items = in_project(objects, "project", "project")
         if tags_from_query and q1("tags"):
             items = [o for o in items if has_tags(o, q1("tags").split(","))]
         if q1("name"):
@@ -432,6 +448,7 @@ def handle(state, method, template, p, query, body):
         return Answer(200, {key: [public(o) for o in chunk]}, {"X-Total-Count": str(total)})
 
     def listed(key, items):
+        items = in_project(items, "project_id", "project_id")
         chunk, total = page(items, query, "page_size", False)
         return Answer(200, {"total_count": total, key: [public(o) for o in chunk]})
 
@@ -652,6 +669,23 @@ def handle(state, method, template, p, query, body):
         task.update(id=new_id(), description=f"server_{action}", status="pending", href_from=f"/servers/{srv['id']}/action",
                     started_at=now(), terminated_at=None, progress=0, zone=zone)
         return Answer(202, {"task": task})
+    if template == "/instance/v1/zones/{zone}/servers/{server_id}/attach-volume":
+        srv = s.servers.get(p["server_id"])
+        if not srv:
+            raise not_found("instance_server", p["server_id"])
+        vol = s.volumes.get(body["volume_id"])
+        if not vol:
+            raise not_found("volume", body["volume_id"])
+        if vol["status"] != "available":
+            raise bad(f"volume is {vol['status']}")
+        key = str(max((int(k) for k in srv["volumes"]), default=-1) + 1)
+        srv["volumes"][key] = {"boot": False, "volume_type": "sbs_volume", "id": vol["id"], "state": "available",
+                               "zone": zone}
+        vol["status"] = "in_use"
+        vol["references"] = [{"id": new_id(), "product_resource_type": "instance_server",
+                              "product_resource_id": srv["id"], "created_at": now(), "type": "exclusive",
+                              "status": "attached"}]
+        return Answer(200, {"server": public(srv)})
     if template == "/instance/v1/zones/{zone}/volumes/{volume_id}" and method == "DELETE":
         raise not_found("instance_volume", p["volume_id"])
 
@@ -796,9 +830,7 @@ def handle(state, method, template, p, query, body):
     # IAM SSH keys
     if template == "/iam/v1alpha1/ssh-keys":
         if method == "GET":
-            items = [k for k in s.ssh_keys.values()
-                     if (not q1("name") or q1("name") in k["name"])
-                     and (not q1("project_id") or k["project_id"] == q1("project_id"))]
+            items = [k for k in s.ssh_keys.values() if not q1("name") or q1("name") in k["name"]]
             return listed("ssh_keys", items)
         key = copy.deepcopy(s.t["ssh_key"])
         key.update(id=new_id(), name=body["name"], public_key=body["public_key"], project_id=body["project_id"],
@@ -879,27 +911,56 @@ def handle(state, method, template, p, query, body):
 
 
 def seed(state, body):
-    """Adds a resource as someone else (or a half-built run) left it."""
+    """Adds a resource as someone else (or a half-built run) left it, in `project` (the stand-in's
+    own by default)."""
     kind = body.pop("kind")
     zone = body.pop("zone", "fr-par-1")
+    project = body.pop("project", state.project)
     with state.lock:
+        if kind == "image":
+            # An available image, as an import or a hand-made one leaves it.
+            image = copy.deepcopy(state.t["image"])
+            image.update(id=new_id(), name=body.get("name", "talos"), tags=body.get("tags", []), state="available",
+                         arch=body.get("arch", "x86_64"), project=project, zone=zone, public=False)
+            state.images[image["id"]] = image
+            return public(image)
         if kind == "instance_server":
-            # A plain server: created stopped, from the Talos image.
-            image = next(iter(state.images))
+            # A plain server: created stopped, from the given image (else any, else a bare one).
+            image = body.get("image") or next(iter(state.images), None) or seed(state, {"kind": "image"})["id"]
             a = handle(state, "POST", "/instance/v1/zones/{zone}/servers", {"zone": zone}, {},
                        {"name": body["name"], "commercial_type": "DEV1-M", "image": image, "tags": body.get("tags", []),
-                        "project": state.project, **({"public_ips": body["public_ips"]} if "public_ips" in body else {})})
+                        "project": project, **({"public_ips": body["public_ips"]} if "public_ips" in body else {})})
             return a.body["server"]
+        if kind == "baremetal_server":
+            # An Elastic Metal server, delivered, in `status` (ready by default).
+            offer = next(iter(state.offers))
+            srv = handle(state, "POST", "/baremetal/v1/zones/{zone}/servers", {"zone": zone}, {},
+                         {"offer_id": offer, "project_id": project, "name": body["name"], "description": "",
+                          "tags": body.get("tags", [])}).body
+            state.bm_servers[srv["id"]].update(status=body.get("status", "ready"), _steps=0)
+            return public(state.bm_servers[srv["id"]])
+        if kind == "attached_volume":
+            # A Block volume made by hand and attached to a server with the Instance API's
+            # attach-volume, as an operator adds a data disk.
+            vol = {"id": new_id(), "name": body.get("name", "data"), "type": "sbs_5k", "size": 20_000_000_000,
+                   "project_id": project, "created_at": now(), "updated_at": now(), "parent_snapshot_id": None,
+                   "status": "available", "tags": [], "zone": zone, "specs": {"perf_iops": 5000, "class": "sbs"},
+                   "last_detached_at": None, "references": []}
+            state.volumes[vol["id"]] = vol
+            handle(state, "POST", "/instance/v1/zones/{zone}/servers/{server_id}/attach-volume",
+                   {"zone": zone, "server_id": body["server"]}, {},
+                   {"volume_id": vol["id"], "volume_type": "sbs_volume"})
+            return public(vol)
         if kind == "security_group":
             return handle(state, "POST", "/instance/v1/zones/{zone}/security_groups", {"zone": zone}, {},
-                          {"name": body["name"], "tags": body.get("tags", []), "inbound_default_policy": "drop"}
-                          ).body["security_group"]
+                          {"name": body["name"], "tags": body.get("tags", []), "inbound_default_policy": "drop",
+                           "project": project}).body["security_group"]
         if kind == "ip":
             return handle(state, "POST", "/instance/v1/zones/{zone}/ips", {"zone": zone}, {},
-                          {"tags": body.get("tags", [])}).body["ip"]
+                          {"tags": body.get("tags", []), "project": project}).body["ip"]
         if kind == "ssh_key":
             return handle(state, "POST", "/iam/v1alpha1/ssh-keys", {}, {},
-                          {"name": body["name"], "public_key": body["public_key"], "project_id": state.project}).body
+                          {"name": body["name"], "public_key": body["public_key"], "project_id": project}).body
         if kind == "record":
             rec = {"id": new_id(), "data": body["data"], "name": body["name"], "priority": 0, "ttl": 300,
                    "type": body["type"], "comment": body.get("comment")}
@@ -912,12 +973,11 @@ def main():
     ap = argparse.ArgumentParser()
     for name in ("--specs", "--cassettes", "--port-file", "--log", "--secret", "--project"):
         ap.add_argument(name, required=True)
-    ap.add_argument("--talos-version", default="v1.13.11")
     ap.add_argument("--dns-zone", default="")
     ap.add_argument("--s3-root", default="", help="where the S3 stand-in keeps its objects")
     args = ap.parse_args()
     spec = Spec(args.specs)
-    state = State(load_templates(args.cassettes, spec), args.project, args.talos_version, args.dns_zone)
+    state = State(load_templates(args.cassettes, spec), args.project, args.dns_zone)
     state.s3_root = args.s3_root or None
     log = open(args.log, "a", buffering=1)
     log_lock = threading.Lock()
@@ -963,7 +1023,7 @@ def main():
                     fault["count"] -= 1
             if fault:
                 entry["fault"] = fault["kind"]
-                if fault["kind"] != "slow":
+                if fault["kind"] != "slow" and not fault.get("applied"):
                     self.record(entry)
                 if fault["kind"] == "cut":
                     self.close_connection = True
@@ -971,6 +1031,8 @@ def main():
                     return
                 if fault["kind"] == "slow":
                     time.sleep(fault.get("seconds", 0.3))
+                elif fault.get("applied"):
+                    pass  # handled below, once the request has taken effect
                 else:
                     headers = {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else {}
                     return self.send(fault["status"], {"message": "stand-in fault", "type": "unknown"}
@@ -1020,6 +1082,11 @@ def main():
                     return self.send(500, {"message": "stand-in answer is not spec-valid: " + "; ".join(rerrors[:5])})
             if answer.status < 300 and answer.body is not None:
                 entry["response"] = answer.body  # for the tests that compare shapes with the recordings
+            if fault and fault.get("applied"):
+                # It took effect; the client is told it failed.
+                entry["fault_status"] = fault["status"]
+                self.record(entry)
+                return self.send(fault["status"], {"message": "stand-in fault", "type": "unknown"})
             self.record(entry)
             self.send(answer.status, answer.body, answer.headers)
 

@@ -29,7 +29,7 @@ use lists_core::args::{Common, CommonArgs};
 use lists_core::cidr::Ranges;
 use lists_core::list::{self, ListMeta};
 use lists_core::records::ListGenerator;
-use lists_core::source::{self, BadRows, Lines, SourceName};
+use lists_core::source::{self, BadRows, SourceName};
 use pop_common::tool::Env;
 
 pub use dataset::Format;
@@ -179,14 +179,13 @@ fn read_source(
     ranges: &mut Ranges,
 ) -> Result<Stats, ListError> {
     let mut reader = source::open(src, stdin)?;
-    let mut lines = Lines::new();
     let mut bad = BadRows::new(config.common.max_bad_rows);
     let mut format = config.format;
     let (mut rows, mut selected) = (0u64, 0u64);
     let format_error = |message: String| src.format_error(message);
-    while let Some((number, line)) = lines.next(&mut *reader).map_err(|e| src.read_error(e))? {
+    source::each_line(src, &mut *reader, |number, line| {
         if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
+            return Ok(());
         }
         let fmt = match format {
             Some(fmt) => fmt,
@@ -222,7 +221,8 @@ fn read_source(
             }
             Err(why) => bad.record(src, number, line, why)?,
         }
-    }
+        Ok(())
+    })?;
     let Some(format) = format.filter(|_| rows > 0) else {
         return Err(format_error("holds no data row".into()));
     };

@@ -28,7 +28,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use lists_core::args::{Common, CommonArgs};
 use lists_core::list::{self, ListMeta};
 use lists_core::records::ListGenerator;
-use lists_core::source::{self, BadRows, Lines, SourceName};
+use lists_core::source::{self, BadRows, SourceName};
 use pop_common::tool::Env;
 use serde::Deserialize;
 
@@ -242,18 +242,14 @@ fn read_lines(
     exits: &mut Exits,
     bad: &mut BadRows,
 ) -> Result<u64, ListError> {
-    let mut lines = Lines::new();
     let mut entries = 0u64;
-    while let Some((number, line)) = lines.next(reader).map_err(|e| src.read_error(e))? {
+    source::each_line(src, reader, |number, line| {
         let text = match std::str::from_utf8(line) {
             Ok(text) => text.trim(),
-            Err(_) => {
-                bad.record(src, number, line, "not text")?;
-                continue;
-            }
+            Err(_) => return bad.record(src, number, line, "not text"),
         };
         if text.is_empty() || text.starts_with('#') {
-            continue;
+            return Ok(());
         }
         let outcome = match format {
             Format::Bulk => text
@@ -263,20 +259,21 @@ fn read_lines(
             _ => exit_addresses_line(text, exits),
         };
         match outcome {
-            Ok(()) => entries += 1,
-            Err(why) if entries == 0 && format == Format::Bulk => {
-                return Err(format_error(
-                    src,
-                    format!(
-                        "does not match the {} format: line {number}: {why}: `{}`",
-                        format.label(),
-                        text.chars().take(80).collect::<String>().escape_debug()
-                    ),
-                ));
+            Ok(()) => {
+                entries += 1;
+                Ok(())
             }
-            Err(why) => bad.record(src, number, line, why)?,
+            Err(why) if entries == 0 && format == Format::Bulk => Err(format_error(
+                src,
+                format!(
+                    "does not match the {} format: line {number}: {why}: `{}`",
+                    format.label(),
+                    text.chars().take(80).collect::<String>().escape_debug()
+                ),
+            )),
+            Err(why) => bad.record(src, number, line, why),
         }
-    }
+    })?;
     if entries == 0 {
         return Err(format_error(
             src,

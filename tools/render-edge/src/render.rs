@@ -32,9 +32,12 @@ pub const SECRET_ENV: &str = "POW_HMAC_SECRET";
 pub const PREVIOUS_SECRET_ENV: &str = "POW_HMAC_SECRET_PREVIOUS";
 
 const ORIGIN_PORT: u16 = 8080;
-/// The Gateway's listener ports.
-pub const HTTP_PORT: u16 = 80;
-pub const HTTPS_PORT: u16 = 443;
+/// The Gateway's listener ports (the declared flows' public ports).
+pub const HTTP_PORT: u16 = flows::HTTP;
+pub const HTTPS_PORT: u16 = flows::HTTPS;
+/// The label Istio puts on the gateway's pods, naming their Gateway (its deployment
+/// controller's `GatewayNameLabel`, the Service's selector).
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
 /// The proxy container in the Deployment Istio generates for a Gateway.
 const ISTIO_PROXY_CONTAINER: &str = "istio-proxy";
 
@@ -46,6 +49,7 @@ pub fn objects(plan: &Plan) -> Result<Vec<Value>, EncodeError> {
         cluster_issuer(plan),
         gateway_options(plan)?,
         gateway(plan),
+        gateway_policy(),
         http_redirect_route(plan),
     ];
     out.extend(plan.hostnames.iter().map(|host| origin_route(host)));
@@ -234,16 +238,20 @@ fn gateway_options(plan: &Plan) -> Result<Value, EncodeError> {
     });
     let service = json!({
         "spec": {
+            // The Service istiod generates is a LoadBalancer by default; the worker's own
+            // address is the edge (no load balancer), so a NodePort.
             "type": "NodePort",
             // Keep the client's source address (no SNAT to another node): the filter's policy
             // and the challenge's binding depend on it.
             "externalTrafficPolicy": "Local",
-            // Cilium's NodePort range is 80,443 on this cluster, so HTTP-01 and HTTPS reach the
-            // worker's public address on the standard ports without a load balancer.
-            "ports": [
-                {"port": 80, "nodePort": 80},
-                {"port": 443, "nodePort": 443},
-            ],
+            // Every port of the Service gets a node port, pinned in the declared range (80-443,
+            // shared with the API server): HTTP-01 and HTTPS on the worker's public address on
+            // the standard ports, and the status port istiod always adds on a port of its own.
+            // Merged into istiod's ports by `port` (strategic merge).
+            "ports": flows::GATEWAY_NODE_PORTS
+                .iter()
+                .map(|(port, node_port)| json!({"port": port, "nodePort": node_port}))
+                .collect::<Vec<_>>(),
         },
     });
     Ok(json!({
@@ -280,10 +288,11 @@ fn gateway(plan: &Plan) -> Value {
         })
     }));
     let mut metadata = meta(GATEWAY, "gateway");
+    // No `networking.istio.io/service-type`: Istio 1.30 reports it as a deprecated field and
+    // the Gateway is then not Accepted; the Service's type comes from the ConfigMap overlay.
     metadata["annotations"] = json!({
         // One Certificate per HTTPS listener, from the listener's hostname and certificateRef.
         "cert-manager.io/cluster-issuer": issuer_name(plan.acme_server),
-        "networking.istio.io/service-type": "NodePort",
     });
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
@@ -305,6 +314,55 @@ fn gateway(plan: &Plan) -> Value {
                 },
             },
             "listeners": listeners,
+        },
+    })
+}
+
+/// The Cilium entities a flow's peer stands for, seen from a pod: the internet, and the pods that
+/// reach the worker's public address from inside the cluster (cert-manager's HTTP-01 self-check
+/// does), or the nodes (kubelets, agents' health endpoints).
+fn pod_peer_entities(peer: flows::Peer) -> &'static [&'static str] {
+    match peer {
+        flows::Peer::Internet => &["world", "cluster"],
+        _ => &["host", "remote-node", "health"],
+    }
+}
+
+/// What the gateway's pods take: on each port of their Service, the peers of the flow declared
+/// to its node port, and nothing else (Envoy's admin, stats and agent ports stay closed). Cilium
+/// serves node ports before a host policy could see the packet, so this is where a node port's
+/// sources are held; `policyAuditMode` decides whether it logs or drops.
+fn gateway_policy() -> Value {
+    let mut ingress = Vec::new();
+    for (port, node_port) in flows::GATEWAY_NODE_PORTS {
+        let peer = flows::to(flows::Role::Worker)
+            .find(|f| f.traffic == flows::Traffic::Tcp(flows::Ports::one(node_port)))
+            .map_or(flows::Peer::Nodes, |f| f.from);
+        let entities = pod_peer_entities(peer);
+        let rule = json!({"port": port.to_string(), "protocol": "TCP"});
+        match ingress
+            .iter_mut()
+            .find(|r: &&mut Value| r["fromEntities"] == json!(entities))
+        {
+            Some(existing) => existing["toPorts"][0]["ports"]
+                .as_array_mut()
+                .into_iter()
+                .for_each(|ports| ports.push(rule.clone())),
+            None => ingress.push(json!({
+                "fromEntities": entities,
+                "toPorts": [{"ports": [rule]}],
+            })),
+        }
+    }
+    json!({
+        "apiVersion": "cilium.io/v2",
+        "kind": "CiliumNetworkPolicy",
+        "metadata": meta(GATEWAY, "gateway"),
+        "spec": {
+            "description": "The gateway's pods take the edge's ports from anywhere and the \
+                status port from the nodes only (its node port is public otherwise)",
+            "endpointSelector": {"matchLabels": {GATEWAY_NAME_LABEL: GATEWAY}},
+            "ingress": ingress,
         },
     })
 }

@@ -68,10 +68,22 @@ fn the_gateway_has_one_https_listener_per_hostname_with_its_own_certificate() {
         gateway["metadata"]["annotations"]["cert-manager.io/cluster-issuer"],
         "letsencrypt-staging"
     );
-    assert_eq!(
-        gateway["metadata"]["annotations"]["networking.istio.io/service-type"],
-        "NodePort"
-    );
+}
+
+#[test]
+fn the_gateway_carries_no_deprecated_field_so_istio_accepts_it() {
+    // Istio 1.30.3 pilot/pkg/config/kube/gateway/conversion.go: a Gateway annotated
+    // networking.istio.io/service-type gets a DeprecateFieldUsage error ("annotation ... is
+    // deprecated, use Spec.Infrastructure.Routeability") and is not Accepted.
+    for config in ["edge.example.json", "edge-pow.example.json"] {
+        let objects = objects(config);
+        let gateway = find(&objects, "Gateway", "edge-gateway");
+        let annotations = gateway["metadata"]["annotations"].as_object().unwrap();
+        assert!(
+            !annotations.contains_key("networking.istio.io/service-type"),
+            "{annotations:?}"
+        );
+    }
 }
 
 #[test]
@@ -241,13 +253,17 @@ fn the_gateway_service_keeps_client_addresses_on_ports_80_and_443() {
         .iter()
         .map(|p| p["nodePort"].as_i64().unwrap())
         .collect();
-    assert_eq!(node_ports, [80, 443]);
+    assert_eq!(node_ports, [80, 443, 442]);
     let deployment: Value =
         serde_norway::from_str(options["data"]["deployment"].as_str().unwrap()).unwrap();
     assert_eq!(
         deployment["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"],
         "edge-worker-1"
     );
+    // Istio makes a PodDisruptionBudget (and an autoscaler) for a gateway only when they are
+    // overlaid: none, so the one gateway replica on the one worker never blocks its drain.
+    let keys: Vec<&String> = options["data"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["deployment", "service"]);
 }
 
 #[test]
@@ -322,8 +338,8 @@ fn what_istiod_generates_for_the_gateway_gets_its_own_labels_not_the_gateways() 
     );
     // What Istio reads from the Gateway's own annotations stays there.
     assert_eq!(
-        gateway["metadata"]["annotations"]["networking.istio.io/service-type"],
-        "NodePort"
+        gateway["metadata"]["annotations"]["cert-manager.io/cluster-issuer"],
+        "letsencrypt-staging"
     );
 }
 
@@ -355,5 +371,122 @@ fn the_filter_runs_on_the_https_listeners_only() {
     for listener in gateway["spec"]["listeners"].as_array().unwrap() {
         let https = listener["protocol"] == "HTTPS";
         assert_eq!(listener["port"] == 443, https, "{listener}");
+    }
+}
+
+/// The Service istiod's deployment controller generates for a Gateway, as Istio 1.30.3 builds it
+/// (pilot/pkg/config/kube/gatewaycommon/deploymentcontroller.go, `extractServicePorts`, and the
+/// istiod chart's files/kube-gateway.yaml): first `status-port` 15021, then one port per distinct
+/// listener port, named after its first listener, protocol TCP, no node port; type LoadBalancer
+/// (the class's default). Then the parametersRef ConfigMap's `service` overlay, as a strategic
+/// merge patch: `spec` maps merge, `ports` merge by their key `port` (core/v1 ServicePort's
+/// patchMergeKey), scalars are replaced.
+fn istio_gateway_service(gateway: &Value, overlay: &Value) -> Value {
+    let mut ports = vec![serde_json::json!({
+        "name": "status-port", "port": flows::GATEWAY_STATUS_PORT, "protocol": "TCP",
+        "appProtocol": "tcp",
+    })];
+    let mut seen = Vec::new();
+    for listener in gateway["spec"]["listeners"].as_array().unwrap() {
+        let port = listener["port"].as_u64().unwrap();
+        if seen.contains(&port) {
+            continue;
+        }
+        seen.push(port);
+        ports.push(serde_json::json!({
+            "name": listener["name"].as_str().unwrap().replace('.', "-"),
+            "port": port,
+            "protocol": "TCP",
+            "appProtocol": listener["protocol"].as_str().unwrap().to_lowercase(),
+        }));
+    }
+    let mut service = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "spec": {"ipFamilyPolicy": "PreferDualStack", "ports": ports, "type": "LoadBalancer"},
+    });
+    for (key, value) in overlay["spec"].as_object().unwrap() {
+        if key == "ports" {
+            for patch in value.as_array().unwrap() {
+                let list = service["spec"]["ports"].as_array_mut().unwrap();
+                match list.iter_mut().find(|p| p["port"] == patch["port"]) {
+                    Some(port) => {
+                        for (k, v) in patch.as_object().unwrap() {
+                            port[k] = v.clone();
+                        }
+                    }
+                    None => list.push(patch.clone()),
+                }
+            }
+        } else {
+            service["spec"][key] = value.clone();
+        }
+    }
+    service
+}
+
+#[test]
+fn every_node_port_of_the_gateway_service_is_pinned_in_the_range_and_declared() {
+    for config in ["edge.example.json", "edge-pow.example.json"] {
+        let objects = objects(config);
+        let gateway = find(&objects, "Gateway", "edge-gateway");
+        let options = find(&objects, "ConfigMap", "edge-gateway-options");
+        let overlay: Value =
+            serde_norway::from_str(options["data"]["service"].as_str().unwrap()).unwrap();
+        let service = istio_gateway_service(gateway, &overlay);
+        assert_eq!(service["spec"]["type"], "NodePort");
+        let ports = service["spec"]["ports"].as_array().unwrap();
+        let names: Vec<&str> = ports.iter().map(|p| p["name"].as_str().unwrap()).collect();
+        assert_eq!(names[..2], ["status-port", "http"], "{names:?}");
+        assert_eq!(ports.len(), 3, "status, HTTP, HTTPS: {ports:#?}");
+        for port in ports {
+            // An overlay entry for a port istiod does not generate would add a port of its own.
+            assert!(
+                port.get("name").is_some(),
+                "a port istiod does not make: {port}"
+            );
+            let node_port = port["nodePort"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("a random node port: {port}"))
+                as u16;
+            assert!(
+                flows::NODE_PORT_RANGE.contains(node_port),
+                "{port} outside {}",
+                flows::NODE_PORT_RANGE
+            );
+            let flow = flows::to(flows::Role::Worker)
+                .find(|f| f.traffic == flows::Traffic::Tcp(flows::Ports::one(node_port)))
+                .unwrap_or_else(|| panic!("node port {node_port} is not a declared flow"));
+            // The gateway's pods take the Service's port (its target) from the flow's peer only.
+            let policy = find(&objects, "CiliumNetworkPolicy", "edge-gateway");
+            let target = port["port"].as_u64().unwrap().to_string();
+            let allowed: Vec<&Value> = policy["spec"]["ingress"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|rule| {
+                    rule["toPorts"][0]["ports"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p["port"] == target.as_str())
+                })
+                .collect();
+            assert_eq!(allowed.len(), 1, "{target}: {allowed:?}");
+            let entities = allowed[0]["fromEntities"].as_array().unwrap();
+            let world = entities.contains(&Value::from("world"));
+            assert_eq!(
+                world,
+                flow.from == flows::Peer::Internet,
+                "{target} from {entities:?}, declared from {}",
+                flow.from
+            );
+        }
+        // The policy selects the gateway's pods by the label istiod gives them.
+        let policy = find(&objects, "CiliumNetworkPolicy", "edge-gateway");
+        assert_eq!(
+            policy["spec"]["endpointSelector"]["matchLabels"]["gateway.networking.k8s.io/gateway-name"],
+            "edge-gateway"
+        );
     }
 }

@@ -1,6 +1,9 @@
-//! `render-platform`: the day-2 switches of `config/platform.json` (policy audit or enforce,
-//! WireGuard and its strict mode, Hubble, the NodePort range, cert-manager's Gateway API
-//! support, Istio's default GatewayClass) as Helm values, for one release.
+//! `render-platform`: the platform layer's Helm values and host firewall. The values carry the
+//! day-2 switches of `config/platform.json` (policy audit or enforce, WireGuard and its strict
+//! mode, Hubble, cert-manager's Gateway API support, Istio's default GatewayClass) and the ports
+//! of the declared flows (`crates/flows`: Cilium's routing mode, tunnel, health and Hubble ports,
+//! the NodePort range); the host firewall is rendered from the same flows and the cluster's
+//! addresses (the `PlatformInputs` record), see [`host_firewall`].
 //!
 //! The committed `values/<release>.yaml` hold what never changes (what Talos imposes); helm reads
 //! this tool's output after them (`-f values/cilium.yaml -f <rendered>`), so a day-2 change is an
@@ -9,21 +12,29 @@
 //!
 //! ```text
 //! render-platform --config config/platform.json cilium              # one release, on stdout
-//! render-platform --config config/platform.json --out-dir DIR       # every release, and the list
+//! render-platform --config config/platform.json --inputs talos/_out/platform-inputs.json \
+//!     --out-dir DIR                                                 # everything, and the lists
 //! ```
 //!
 //! This tool owns the list of releases: with `--out-dir` it writes `DIR/<release>.json` for each,
-//! then `DIR/releases.tsv`, one line per release in install order: name, namespace, chart,
-//! repository and version (tab-separated; the last two are the pins of `k8s/versions.env`,
-//! compiled in). `pipelines/platform.sh` installs, diffs and uninstalls what that file lists.
+//! the host firewall (`DIR/host-firewall.json`, a `List` of Cilium host policies;
+//! `DIR/talos-firewall.worker.yaml`, Talos's ingress firewall documents for the worker, and
+//! `DIR/talos-firewall.tsv`, where to apply them: endpoint, node, file), then
+//! `DIR/releases.tsv`, one line per release in install order: name, namespace, chart, repository
+//! and version (tab-separated; the last two are the pins of `k8s/versions.env`, compiled in).
+//! `pipelines/platform.sh` installs, diffs and uninstalls what those files list.
+
+pub mod host_firewall;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, ValueEnum};
+use flows::{Addresses, Routing};
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::pins::Pins;
+use pop_common::records::PlatformInputs;
 use pop_common::tool::Env;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -33,6 +44,10 @@ pub const PINS: Pins<'static> = Pins::new(include_str!("../../../k8s/versions.en
 
 /// The file of `--out-dir` that lists the releases.
 pub const RELEASES_FILE: &str = "releases.tsv";
+/// The files of `--out-dir` that hold the host firewall.
+pub const HOST_POLICIES_FILE: &str = "host-firewall.json";
+pub const TALOS_FIREWALL_FILE: &str = "talos-firewall.worker.yaml";
+pub const TALOS_FIREWALL_LIST: &str = "talos-firewall.tsv";
 
 /// The Helm releases of the platform layer, in install order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -120,9 +135,14 @@ pub struct Cli {
     /// The release whose values to print.
     #[arg(value_enum)]
     pub release: Option<Release>,
-    /// Write every release's values into DIR/<release>.json, then DIR/releases.tsv.
-    #[arg(long, value_name = "DIR")]
+    /// Write every release's values into DIR/<release>.json, the host firewall, then
+    /// DIR/releases.tsv.
+    #[arg(long, value_name = "DIR", requires = "inputs")]
     pub out_dir: Option<PathBuf>,
+    /// The infra layer's output (talos/_out/platform-inputs.json): the addresses the host
+    /// firewall is rendered from. Needed with --out-dir.
+    #[arg(long, value_name = "FILE")]
+    pub inputs: Option<PathBuf>,
 }
 
 /// What to render, and where: the config file itself is read by `run` (it is input).
@@ -136,8 +156,9 @@ pub struct Config {
 pub enum Target {
     /// One release's values on stdout.
     Stdout(Release),
-    /// Every release's values and `releases.tsv` into this directory.
-    Dir(PathBuf),
+    /// Every release's values, the host firewall and `releases.tsv` into `dir`, with the
+    /// addresses read from `inputs`.
+    Dir { dir: PathBuf, inputs: PathBuf },
 }
 
 /// `config/platform.json`.
@@ -152,10 +173,8 @@ pub struct PlatformConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CiliumConfig {
-    /// `"<first>,<last>"`: the NodePort range, as Cilium's `node-port-range` flag takes it. It
-    /// must match kube-apiserver's `--service-node-port-range` (the Talos machine config).
-    pub node_port_range: String,
-    /// true: policies are logged, not enforced (verdict AUDIT); false: enforced.
+    /// true: policies, the host firewall's included, are logged, not enforced (verdict AUDIT),
+    /// and Talos's ingress firewall on the worker accepts by default; false: both enforce.
     pub policy_audit_mode: bool,
     pub wireguard: WireGuardConfig,
     pub hubble: HubbleConfig,
@@ -224,9 +243,9 @@ impl Report for Error {
 
 /// The arguments into a target; the environment plays no part.
 pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
-    let target = match (cli.release, cli.out_dir) {
-        (Some(release), None) => Target::Stdout(release),
-        (None, Some(dir)) => Target::Dir(dir),
+    let target = match (cli.release, cli.out_dir, cli.inputs) {
+        (Some(release), None, _) => Target::Stdout(release),
+        (None, Some(dir), Some(inputs)) => Target::Dir { dir, inputs },
         _ => return Err(Error::Target),
     };
     Ok(Config {
@@ -244,18 +263,24 @@ pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(),
 pub fn run_with(config: &Config, pins: &Pins, mut output: impl Write) -> Result<(), Error> {
     let platform = load(&config.config)?;
     match &config.target {
-        Target::Dir(dir) => {
+        Target::Dir { dir, inputs } => {
+            let inputs_path = inputs;
+            let inputs: PlatformInputs = pop_common::input::read_json(inputs_path)?;
             let releases = releases_tsv(pins)?;
             let values = Release::ALL
                 .iter()
                 .map(|&release| Ok((release, values_text(&platform, release)?)))
                 .collect::<Result<Vec<_>, Error>>()?;
+            let firewall = firewall_files(&platform, &inputs, inputs_path)?;
             std::fs::create_dir_all(dir).map_err(|source| Error::WriteFile {
                 path: dir.clone(),
                 source,
             })?;
             for (release, text) in values {
                 write_file(dir, &format!("{}.json", release.name()), &text)?;
+            }
+            for (name, text) in firewall {
+                write_file(dir, name, &text)?;
             }
             // Last: its date says that every values file beside it is as fresh.
             write_file(dir, RELEASES_FILE, &releases)
@@ -267,6 +292,82 @@ pub fn run_with(config: &Config, pins: &Pins, mut output: impl Write) -> Result<
             Ok(output.flush().output()?)
         }
     }
+}
+
+/// The cluster's addresses, as the host firewall knows them.
+pub fn addresses(inputs: &PlatformInputs) -> Addresses {
+    Addresses {
+        admin: inputs.admin_cidrs.clone(),
+        control_planes: inputs.control_plane_addresses.clone(),
+        workers: inputs.worker_addresses.clone(),
+    }
+}
+
+/// The host firewall's files, `(name, text)`: the Cilium host policies as a JSON `List`, Talos's
+/// documents for the worker as a YAML stream, and where to apply them: through the first
+/// control plane's apid (reachable from the admin networks as long as the security group is
+/// right, whatever the worker's own rules say) to each worker's IPv4 address.
+fn firewall_files(
+    platform: &PlatformConfig,
+    inputs: &PlatformInputs,
+    inputs_path: &Path,
+) -> Result<Vec<(&'static str, String)>, Error> {
+    // An empty list would not mean "nobody" to every layer (an empty CIDR set in a Cilium rule
+    // selects nothing to narrow; Talos with no subnet drops a port for everyone): refused.
+    let refuse = |field: &str, why: &str| Error::Input(InputError::field(inputs_path, field, why));
+    if inputs.admin_cidrs.is_empty() {
+        return Err(refuse(
+            "admin_cidrs",
+            "is empty: nobody could reach the Talos and Kubernetes APIs",
+        ));
+    }
+    if !inputs.worker_addresses.iter().any(|a| a.is_ipv4()) {
+        return Err(refuse(
+            "worker_addresses",
+            "holds no IPv4 address: no worker to patch",
+        ));
+    }
+    let endpoint = inputs
+        .control_plane_addresses
+        .iter()
+        .find(|a| a.is_ipv4())
+        .ok_or_else(|| {
+            refuse(
+                "control_plane_addresses",
+                "holds no IPv4 address: no control plane to reach the worker through",
+            )
+        })?;
+    let addresses = addresses(inputs);
+    let encode = |e: String| Error::Write(io::Error::other(e).into());
+    let labels = serde_json::json!({
+        "app.kubernetes.io/part-of": "edgepop",
+        "app.kubernetes.io/managed-by": "render-platform",
+        "app.kubernetes.io/component": "host-firewall",
+    });
+    let policies = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": host_firewall::cilium_policies(&addresses, &labels),
+    });
+    let mut policies =
+        serde_json::to_string_pretty(&policies).map_err(|e| encode(e.to_string()))?;
+    policies.push('\n');
+    let mut talos = String::new();
+    for document in host_firewall::talos_documents(&addresses, platform.cilium.policy_audit_mode) {
+        talos.push_str("---\n");
+        talos.push_str(&serde_norway::to_string(&document).map_err(|e| encode(e.to_string()))?);
+    }
+    let mut targets = String::from(
+        "# endpoint\tnode\tpatch: talosctl --endpoints <endpoint> --nodes <node> patch machineconfig --patch @<patch>\n",
+    );
+    for worker in inputs.worker_addresses.iter().filter(|a| a.is_ipv4()) {
+        targets.push_str(&format!("{endpoint}\t{worker}\t{TALOS_FIREWALL_FILE}\n"));
+    }
+    Ok(vec![
+        (HOST_POLICIES_FILE, policies),
+        (TALOS_FIREWALL_FILE, talos),
+        (TALOS_FIREWALL_LIST, targets),
+    ])
 }
 
 /// The values of one release as pretty JSON, ending with a newline.
@@ -296,7 +397,6 @@ pub fn load(path: &std::path::Path) -> Result<PlatformConfig, InputError> {
 /// The rules the types cannot say; `Err((field, why))`.
 pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
     let cilium = &platform.cilium;
-    node_port_range(&cilium.node_port_range).map_err(|why| ("cilium.node_port_range", why))?;
     let wg = &cilium.wireguard;
     if wg.node_encryption && !wg.enabled {
         return Err((
@@ -336,18 +436,6 @@ pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
         ));
     }
     Ok(())
-}
-
-/// `"<first>,<last>"` with 0 < first <= last <= 65535.
-fn node_port_range(range: &str) -> Result<(u16, u16), String> {
-    let bad = || format!("`{range}` is not `<first>,<last>` (ports, first <= last), e.g. `80,443`");
-    let (first, last) = range.split_once(',').ok_or_else(bad)?;
-    let first: u16 = first.parse().map_err(|_| bad())?;
-    let last: u16 = last.parse().map_err(|_| bad())?;
-    if first == 0 || first > last {
-        return Err(bad());
-    }
-    Ok((first, last))
 }
 
 fn is_dns_label(name: &str) -> bool {
@@ -402,12 +490,23 @@ fn cilium(cilium: &CiliumConfig) -> Value {
         // The chart's default routing is a tunnel, where node identities must stay allowed.
         encryption["strictMode"]["egress"]["allowRemoteNodeIdentities"] = json!(true);
     }
+    let Routing::Tunnel { protocol, port } = flows::ROUTING;
     json!({
         // Comment-only in values.yaml, read by the templates (template-only-keys.txt).
         "policyAuditMode": cilium.policy_audit_mode,
-        "nodePort": {"range": cilium.node_port_range},
+        // The declared flows' ports (crates/flows): the routing mode and the tunnel, chosen
+        // there and opened between nodes only; the health checks; Hubble's server, which the
+        // peer service must target; the node-port range the API server shares.
+        "routingMode": "tunnel",
+        "tunnelProtocol": protocol.cilium(),
+        "tunnelPort": port,
+        // Template-only too (the agent's cluster-health-port).
+        "clusterHealthPort": flows::CILIUM_HEALTH,
+        "nodePort": {"range": flows::NODE_PORT_RANGE.cilium()},
         "encryption": encryption,
         "hubble": {
+            "listenAddress": format!(":{}", flows::HUBBLE),
+            "peerService": {"targetPort": flows::HUBBLE},
             "relay": {"enabled": cilium.hubble.relay},
             "ui": {"enabled": cilium.hubble.ui},
         },
@@ -430,6 +529,12 @@ mod tests {
         let values = render(&example(), Release::Cilium);
         assert_eq!(values["policyAuditMode"], json!(true));
         assert_eq!(values["nodePort"]["range"], json!("80,443"));
+        assert_eq!(values["routingMode"], json!("tunnel"));
+        assert_eq!(values["tunnelProtocol"], json!("vxlan"));
+        assert_eq!(values["tunnelPort"], json!(8472));
+        assert_eq!(values["clusterHealthPort"], json!(4240));
+        assert_eq!(values["hubble"]["listenAddress"], json!(":4244"));
+        assert_eq!(values["hubble"]["peerService"]["targetPort"], json!(4244));
         assert_eq!(values["encryption"]["enabled"], json!(true));
         assert_eq!(values["encryption"]["type"], json!("wireguard"));
         assert_eq!(values["encryption"]["nodeEncryption"], json!(true));
@@ -488,18 +593,6 @@ mod tests {
     fn inconsistent_switches_are_refused_naming_the_field() {
         type Mutation = fn(&mut PlatformConfig);
         let cases: Vec<(Mutation, &str)> = vec![
-            (
-                |p| p.cilium.node_port_range = "443,80".into(),
-                "cilium.node_port_range",
-            ),
-            (
-                |p| p.cilium.node_port_range = "80-443".into(),
-                "cilium.node_port_range",
-            ),
-            (
-                |p| p.cilium.node_port_range = "0,443".into(),
-                "cilium.node_port_range",
-            ),
             (
                 |p| {
                     p.cilium.wireguard.enabled = false;
@@ -560,6 +653,10 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/platform.example.json")
     }
 
+    fn inputs_path() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/platform-inputs.example.json")
+    }
+
     #[test]
     fn run_writes_json_that_ends_with_a_newline() {
         let config = Config {
@@ -580,7 +677,10 @@ mod tests {
         let out = dir.path().join("rendered");
         let config = Config {
             config: example_path(),
-            target: Target::Dir(out.clone()),
+            target: Target::Dir {
+                dir: out.clone(),
+                inputs: inputs_path(),
+            },
         };
         run(&config, std::io::empty(), Vec::new()).unwrap();
         let list = std::fs::read_to_string(out.join(RELEASES_FILE)).unwrap();
@@ -634,9 +734,12 @@ mod tests {
             [
                 "cert-manager.json",
                 "cilium.json",
+                HOST_POLICIES_FILE,
                 "istio-base.json",
                 "istiod.json",
-                RELEASES_FILE
+                RELEASES_FILE,
+                TALOS_FIREWALL_LIST,
+                TALOS_FIREWALL_FILE,
             ],
             "no temporary file is left"
         );
@@ -648,7 +751,10 @@ mod tests {
         let out = dir.path().join("rendered");
         let config = Config {
             config: example_path(),
-            target: Target::Dir(out.clone()),
+            target: Target::Dir {
+                dir: out.clone(),
+                inputs: inputs_path(),
+            },
         };
         let pins = Pins::new("CILIUM_CHART_REPO=https://helm.cilium.io\nCILIUM_VERSION=1.20.3\n");
         let err = run_with(&config, &pins, Vec::new()).unwrap_err();
@@ -659,6 +765,39 @@ mod tests {
             "{err}"
         );
         assert!(!out.exists());
+    }
+
+    #[test]
+    fn inputs_without_admins_or_nodes_are_refused_naming_the_field_and_nothing_is_written() {
+        let example: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(inputs_path()).unwrap()).unwrap();
+        for (field, value) in [
+            ("admin_cidrs", json!([])),
+            ("worker_addresses", json!(["2001:db8::10"])),
+            ("control_plane_addresses", json!([])),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut inputs = example.clone();
+            inputs[field] = value;
+            let path = dir.path().join("platform-inputs.json");
+            std::fs::write(&path, inputs.to_string()).unwrap();
+            let out = dir.path().join("rendered");
+            let config = Config {
+                config: example_path(),
+                target: Target::Dir {
+                    dir: out.clone(),
+                    inputs: path,
+                },
+            };
+            let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();
+            assert_eq!(err.exit(), Exit::Usage);
+            let text = err.to_string();
+            assert!(
+                text.contains("platform-inputs.json") && text.contains(field),
+                "{text}"
+            );
+            assert!(!out.exists(), "{field}: something was written");
+        }
     }
 
     #[test]
@@ -673,10 +812,20 @@ mod tests {
             Target::Stdout(Release::Istiod)
         );
         assert_eq!(
-            resolve(cli(&["--out-dir", "d"]), &env).unwrap().target,
-            Target::Dir(PathBuf::from("d"))
+            resolve(cli(&["--out-dir", "d", "--inputs", "i.json"]), &env)
+                .unwrap()
+                .target,
+            Target::Dir {
+                dir: PathBuf::from("d"),
+                inputs: PathBuf::from("i.json")
+            }
         );
-        for args in [&[][..], &["cilium", "--out-dir", "d"]] {
+        // The host firewall needs the cluster's addresses.
+        assert!(
+            Cli::try_parse_from(["render-platform", "--config", "p.json", "--out-dir", "d"])
+                .is_err()
+        );
+        for args in [&[][..], &["cilium", "--out-dir", "d", "--inputs", "i.json"]] {
             let err = resolve(cli(args), &env).unwrap_err();
             assert!(matches!(err, Error::Target), "{err}");
             assert_eq!(err.exit(), Exit::Usage);

@@ -80,12 +80,7 @@ impl InfraConfig {
                 ),
             ));
         }
-        if !is_zone(&self.zone) {
-            return Err(field(
-                "zone",
-                format!("`{}` is not a Scaleway zone such as fr-par-1", self.zone),
-            ));
-        }
+        pop_common::records::check_zone(&self.zone).map_err(|message| field("zone", message))?;
         if !self.dns_zone.split('.').all(is_label) || !self.dns_zone.contains('.') {
             return Err(field(
                 "dns_zone",
@@ -175,17 +170,6 @@ fn is_label(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
-}
-
-fn is_zone(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('-').collect();
-    parts.len() == 3
-        && parts[0].len() == 2
-        && parts[1].len() == 3
-        && parts[..2]
-            .iter()
-            .all(|p| p.bytes().all(|b| b.is_ascii_lowercase()))
-        && parts[2].parse::<u8>().is_ok()
 }
 
 fn expand_home(path: &str, home: Option<&str>) -> PathBuf {

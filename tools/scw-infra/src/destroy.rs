@@ -1,26 +1,37 @@
-//! `destroy`: the plan lists every resource of the cluster, found by its tags (or, for what has
-//! no tags, matched as exactly as the API allows), in dependency order: DNS records, Instances
-//! (then the volumes they leave behind), the Elastic Metal worker, the Talos image, its snapshot,
-//! the bucket's objects and the bucket, the flexible IPs, the security group, the SSH key.
+//! `destroy`: the plan lists every resource of the cluster in the credentials' project, found by
+//! its tags (or, for what has no tags, matched as exactly as the API allows), in dependency
+//! order: DNS records, Instances (then the root volumes they leave behind), the Elastic Metal
+//! worker, the Talos image, its snapshot, the bucket's objects and the bucket, the flexible IPs,
+//! the security group, the SSH key. A volume attached to an Instance by hand is not ours: the
+//! termination detaches it, and it stays.
 //!
 //! The same list is what `--dry-run` prints, what the question shows before anything is
 //! deleted, and what the run prints as each resource goes: one [`Removal`] each, one JSON line
-//! each. Executing removes exactly the plan's resources, and nothing else.
+//! each. Executing removes exactly the plan's resources, and nothing else. `--plan-out` writes
+//! the plan to a file (after a [`Whose`] line) for the Makefile to show and ask; `--plan` carries
+//! out that file, and only when a new plan lists exactly the same resources.
 
 use std::fmt;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use scaleway::block::VolumeStatus;
 use scaleway::dns::{Change, RecordType};
 use scaleway::instance::{ServerAction, VolumeType};
 use serde::{Deserialize, Serialize};
 
-use crate::apply::worker::same_key;
 use crate::cluster::Cluster;
 use crate::error::InfraError;
 use crate::wait;
+use scaleway::iam::same_key;
 
 type R<T> = Result<T, InfraError>;
+
+/// The key of an Instance's root volume in its `volumes` map: the one made from the image when
+/// the server was created; the volumes attached later are "1", "2"... (scaleway-cli,
+/// `internal/namespaces/instance/v1/custom_server_create.go`: `volumes["0"]` is the root volume,
+/// additional volumes `i + 1`).
+pub const ROOT_VOLUME: &str = "0";
 
 /// How an Instance goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,6 +172,68 @@ impl fmt::Display for Removal {
     }
 }
 
+/// Whose resources a plan file lists: its first line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Whose {
+    kind: PlanKind,
+    pub cluster: String,
+    pub project: String,
+    pub zone: String,
+}
+
+/// The `kind` of a plan file's first line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum PlanKind {
+    DestroyPlan,
+}
+
+impl Whose {
+    pub fn new(cluster: &str, project: &str, zone: &str) -> Whose {
+        Whose {
+            kind: PlanKind::DestroyPlan,
+            cluster: cluster.to_owned(),
+            project: project.to_owned(),
+            zone: zone.to_owned(),
+        }
+    }
+}
+
+/// Why a plan file is not carried out (nothing is deleted).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{}: {error}", path.display())]
+    File {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: not a destroy plan written by scw-infra destroy --plan-out: {message}", path.display())]
+    Format { path: PathBuf, message: String },
+    #[error(
+        "{}: the plan is for cluster {} in project {} ({}), not for cluster {} in project {} ({}): \
+         nothing was deleted",
+        path.display(), planned.cluster, planned.project, planned.zone, now.cluster, now.project,
+        now.zone
+    )]
+    NotThisCluster {
+        path: PathBuf,
+        planned: Box<Whose>,
+        now: Box<Whose>,
+    },
+    #[error(
+        "{}: the plan no longer matches what exists (now also: {}; gone or changed: {}): nothing \
+         was deleted; make a new plan and look at it again",
+        path.display(),
+        if added.is_empty() { "none".to_owned() } else { added.join(", ") },
+        if gone.is_empty() { "none".to_owned() } else { gone.join(", ") }
+    )]
+    Stale {
+        path: PathBuf,
+        added: Vec<String>,
+        gone: Vec<String>,
+    },
+}
+
 /// Everything `destroy` will remove, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DestroyPlan {
@@ -168,6 +241,69 @@ pub struct DestroyPlan {
 }
 
 impl DestroyPlan {
+    /// Writes the plan to `path` (replaced whole, once written): `whose` first, then one line
+    /// per removal.
+    pub fn write_file(&self, path: &Path, whose: &Whose) -> Result<(), PlanError> {
+        let fail = |error| PlanError::File {
+            path: path.to_path_buf(),
+            error,
+        };
+        let mut text = serde_json::to_vec(whose).map_err(|e| fail(e.into()))?;
+        text.push(b'\n');
+        self.write_json_lines(&mut text).map_err(fail)?;
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, &text).map_err(fail)?;
+        std::fs::rename(&partial, path).map_err(fail)
+    }
+
+    /// The plan of `path`, when it is one for `whose` (the cluster, project and zone of now).
+    pub fn read_file(path: &Path, whose: &Whose) -> Result<DestroyPlan, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|error| PlanError::File {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let format = |message: String| PlanError::Format {
+            path: path.to_path_buf(),
+            message,
+        };
+        let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+        let planned: Whose = serde_json::from_str(first).map_err(|e| format(e.to_string()))?;
+        if planned != *whose {
+            return Err(PlanError::NotThisCluster {
+                path: path.to_path_buf(),
+                planned: Box::new(planned),
+                now: Box::new(whose.clone()),
+            });
+        }
+        DestroyPlan::from_json_lines(rest).map_err(|e| format(e.to_string()))
+    }
+
+    /// Whether `now` (a plan made just now) lists exactly the resources of this one.
+    pub fn still_matches(&self, now: &DestroyPlan, path: &Path) -> Result<(), PlanError> {
+        let lines = |plan: &DestroyPlan| -> Vec<String> {
+            let mut lines: Vec<String> = plan.removals.iter().map(ToString::to_string).collect();
+            lines.sort();
+            lines
+        };
+        let (planned, current) = (lines(self), lines(now));
+        if planned == current {
+            return Ok(());
+        }
+        Err(PlanError::Stale {
+            path: path.to_path_buf(),
+            added: current
+                .iter()
+                .filter(|l| !planned.contains(l))
+                .cloned()
+                .collect(),
+            gone: planned
+                .iter()
+                .filter(|l| !current.contains(l))
+                .cloned()
+                .collect(),
+        })
+    }
+
     /// One JSON line per removal.
     pub fn write_json_lines(&self, mut out: impl Write) -> std::io::Result<()> {
         for removal in &self.removals {
@@ -197,7 +333,7 @@ pub fn plan(cluster: &Cluster<'_>, ssh_public_key: &str) -> R<DestroyPlan> {
     // DNS records carrying our comment.
     let config = cluster.config;
     let dns = cluster.api.dns();
-    if dns.zone(cluster.project, &config.dns_zone)?.is_some() {
+    if dns.zone(&config.dns_zone)?.is_some() {
         let mut record_names = vec![config.api_hostname.clone()];
         record_names.extend(
             config
@@ -233,7 +369,23 @@ pub fn plan(cluster: &Cluster<'_>, ssh_public_key: &str) -> R<DestroyPlan> {
                 state: s.state.to_string(),
             });
         };
-        for v in s.volumes.values() {
+        for (key, v) in &s.volumes {
+            if key != ROOT_VOLUME {
+                // Not made by scw-infra: someone attached it. A Block volume survives the
+                // termination (detached); a local one would be deleted with the server.
+                if v.volume_type != VolumeType::SbsVolume && how == InstanceRemoval::Terminate {
+                    return Err(InfraError::ForeignLocalVolume {
+                        server: s.name,
+                        volume: v.id.clone(),
+                    });
+                }
+                pop_common::warn!(
+                    "the volume {} attached to {} is not its root volume: not ours, it stays",
+                    v.id,
+                    s.name
+                );
+                continue;
+            }
             let api = match (&v.volume_type, how) {
                 (VolumeType::SbsVolume, _) => VolumeApi::Block,
                 (_, InstanceRemoval::Delete) => VolumeApi::Instance,
@@ -315,11 +467,7 @@ pub fn plan(cluster: &Cluster<'_>, ssh_public_key: &str) -> R<DestroyPlan> {
     }
 
     // The SSH key: ours by name and by public key.
-    for k in cluster
-        .api
-        .iam()
-        .ssh_keys(cluster.project, &names.ssh_key())?
-    {
+    for k in cluster.api.iam().ssh_keys(&names.ssh_key())? {
         if same_key(&k.public_key, ssh_public_key) {
             removals.push(Removal::SshKey {
                 id: k.id,

@@ -30,13 +30,15 @@ pub enum InfraError {
     #[error("the flexible IP {ip} tagged for {node} is attached to another server")]
     IpAttachedElsewhere { ip: String, node: String },
     #[error(
-        "no available x86_64 Instance image tagged {tag} in {zone}, and no pinned image to import \
-         (--talos-image-url and --talos-image-sha256). Import scaleway-amd64 of Talos {version} \
-         by hand (scw block snapshot import-from-object-storage, then scw instance image \
-         create ... tags.0={tag}) or pass the pins, and run again"
+        "no available x86_64 Instance image of this project tagged {} in {zone}, and no pinned \
+         image to import (--talos-image-url and --talos-image-sha256). Import scaleway-amd64 of \
+         Talos {version} by hand (scw block snapshot import-from-object-storage, then scw instance \
+         image create ... {}) or pass the pins, and run again",
+        tags.join(" and "),
+        tags.iter().enumerate().map(|(i, t)| format!("tags.{i}={t}")).collect::<Vec<_>>().join(" ")
     )]
     NoTalosImage {
-        tag: String,
+        tags: Vec<String>,
         zone: String,
         version: String,
     },
@@ -65,10 +67,21 @@ pub enum InfraError {
     },
     #[error("no server carries the tag {tag}: run apply first")]
     NothingToPower { tag: String },
+    #[error("the {what} {name} is {state}: it cannot be powered on or off from there")]
+    CannotPower {
+        what: &'static str,
+        name: String,
+        state: String,
+    },
     #[error(
         "the Instance {name} is {state}: neither terminate nor delete is possible now; run destroy again later"
     )]
     InstanceBusy { name: String, state: String },
+    #[error(
+        "the Instance {server} has the local volume {volume}, which scw-infra did not make: its \
+         termination would delete it; detach it (or power the Instance off), then run destroy again"
+    )]
+    ForeignLocalVolume { server: String, volume: String },
     /// A resource reached a state it does not leave by itself.
     #[error("the {what} {name} ({id}) is {state}")]
     Failed {
@@ -108,7 +121,9 @@ impl InfraError {
             | InfraError::ForeignSshKey { .. }
             | InfraError::ForeignDnsRecord { .. }
             | InfraError::NothingToPower { .. }
+            | InfraError::CannotPower { .. }
             | InfraError::InstanceBusy { .. }
+            | InfraError::ForeignLocalVolume { .. }
             | InfraError::Failed { .. }
             | InfraError::Vanished { .. }
             | InfraError::Timeout { .. }

@@ -4,8 +4,11 @@
 //! ```text
 //! scw-infra apply --config config/infra.json --talos-version v1.13.11 [--previous FILE] > nodes.json
 //! scw-infra apply --config ... --talos-version ... --dry-run      # the plan, one JSON line a step
-//! scw-infra power on|off --config config/infra.json [--dry-run]
+//! scw-infra power on|off --config config/infra.json [--nodes controlplane|worker] [--dry-run]
+//! scw-infra state --config config/infra.json [--nodes controlplane|worker]   # running, stopped...
 //! scw-infra destroy --config config/infra.json [--yes] [--dry-run]
+//! scw-infra destroy --config config/infra.json --plan-out FILE    # the plan, for a person to read
+//! scw-infra destroy --config config/infra.json --plan FILE [--yes] # exactly that plan, if still true
 //! scw-infra credentials                                            # which profile resolves
 //! scw-infra names --config config/infra.json [--inventory FILE]   # KEY=value for infra.sh
 //! scw-infra platform-inputs --config config/infra.json --inventory FILE
@@ -14,8 +17,10 @@
 //! Each of `apply`, `power` and `destroy` first computes a plan from reads only ([`plan`]), then
 //! executes exactly that plan; `--dry-run` prints it and stops. The tag scheme is documented in
 //! [`tags`]. Credentials are resolved as Scaleway's own tools do (`scaleway::creds`); the secret
-//! key is only ever sent as the `X-Auth-Token` header. `apply` prints the `NodeInventory` record
-//! (pop-common) on stdout; `destroy` prints one JSON line per resource removed.
+//! key is only ever sent as the `X-Auth-Token` header, to an https endpoint (plain http only on
+//! loopback). Every list is scoped to the credentials' project and the cluster's tags. `apply`
+//! prints the `NodeInventory` record (pop-common) on stdout; `destroy` prints one JSON line per
+//! resource removed.
 
 pub mod apply;
 pub mod cluster;
@@ -47,6 +52,7 @@ use crate::cluster::Cluster;
 use crate::config::InfraConfig;
 use crate::error::InfraError;
 use crate::outputs::InventoryFile;
+use crate::power::Nodes;
 use crate::wait::Waits;
 
 /// The cluster's Scaleway resources, through the API.
@@ -63,7 +69,12 @@ pub struct Common {
     #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
     pub config: PathBuf,
     /// Seconds between two looks at a server that is changing state.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10,
+        env = "SCW_INFRA_POLL_SECONDS"
+    )]
     pub poll_seconds: u64,
     /// The first wait before retrying a 429, a 5xx or a cut connection (doubled each time, with
     /// jitter, at most 6 attempts and 30 s a wait).
@@ -108,9 +119,20 @@ pub enum Command {
         state: PowerState,
         #[command(flatten)]
         common: Common,
+        /// Which servers: the control planes, the worker, or all of them.
+        #[arg(long, value_enum, default_value = "all")]
+        nodes: Nodes,
         /// Print the plan (one JSON line a step) and change nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Print where the servers are: running, stopped, absent or mixed (one word).
+    State {
+        #[command(flatten)]
+        common: Common,
+        /// Which servers: the control planes, the worker, or all of them.
+        #[arg(long, value_enum, default_value = "all")]
+        nodes: Nodes,
     },
     /// Delete every resource of this cluster, in dependency order, after showing the list.
     Destroy {
@@ -121,8 +143,16 @@ pub enum Command {
         yes: bool,
         /// Print what would be removed (one JSON line each, as the run prints them) and change
         /// nothing.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["plan", "plan_out"])]
         dry_run: bool,
+        /// Write the plan to FILE, show it on stderr, print CLUSTER, PROJECT, RESOURCES and
+        /// POWER as KEY=value lines, and change nothing.
+        #[arg(long, value_name = "FILE", conflicts_with = "plan")]
+        plan_out: Option<PathBuf>,
+        /// Remove exactly the resources of this plan (written by --plan-out), and only when it
+        /// still lists what exists: a plan that no longer matches is refused.
+        #[arg(long, value_name = "FILE")]
+        plan: Option<PathBuf>,
     },
     /// Say which credentials resolve (access key and profile; never the secret key).
     Credentials,
@@ -191,14 +221,31 @@ pub enum Action {
     },
     Power {
         state: PowerState,
+        nodes: Nodes,
         dry_run: bool,
+    },
+    State {
+        nodes: Nodes,
     },
     Destroy {
         /// The key whose IAM copy is ours to delete (one line).
         ssh_public_key: String,
         yes: bool,
-        dry_run: bool,
+        how: DestroyHow,
     },
+}
+
+/// What `destroy` does with its plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DestroyHow {
+    /// Plans, asks (unless --yes), removes.
+    Run,
+    /// Prints the plan's lines.
+    DryRun,
+    /// Writes the plan to the file and shows it.
+    PlanOut(PathBuf),
+    /// Removes what the file's plan lists, if it is still what exists.
+    Plan(PathBuf),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +260,8 @@ pub enum Error {
     Usage(String),
     #[error("destroy cancelled: nothing was deleted")]
     Cancelled,
+    #[error(transparent)]
+    Plan(#[from] destroy::PlanError),
     #[error("cannot write the output: {0}")]
     Output(#[from] OutputError),
 }
@@ -222,7 +271,7 @@ impl Report for Error {
         match self {
             Error::Input(_) | Error::Credentials(_) | Error::Usage(_) => Exit::Usage,
             Error::Infra(err) => err.exit(),
-            Error::Cancelled | Error::Output(_) => Exit::Failure,
+            Error::Cancelled | Error::Output(_) | Error::Plan(_) => Exit::Failure,
         }
     }
 }
@@ -262,6 +311,8 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             }
             let talos_source = match (talos_image_url, talos_image_sha256) {
                 (Some(url), Some(sha256)) => {
+                    scaleway::http::check_endpoint("--talos-image-url", &url)
+                        .map_err(|e| Error::Usage(e.to_string()))?;
                     if sha256.len() != 64
                         || !sha256
                             .bytes()
@@ -311,22 +362,40 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
         Command::Power {
             state,
             common,
+            nodes,
             dry_run,
         } => {
             let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
-            (common, (infra, Action::Power { state, dry_run }))
+            let action = Action::Power {
+                state,
+                nodes,
+                dry_run,
+            };
+            (common, (infra, action))
+        }
+        Command::State { common, nodes } => {
+            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
+            (common, (infra, Action::State { nodes }))
         }
         Command::Destroy {
             common,
             yes,
             dry_run,
+            plan_out,
+            plan,
         } => {
             let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
             let ssh_public_key = read_public_key(&common.config, &infra)?;
+            let how = match (dry_run, plan_out, plan) {
+                (true, _, _) => DestroyHow::DryRun,
+                (_, Some(file), _) => DestroyHow::PlanOut(file),
+                (_, _, Some(file)) => DestroyHow::Plan(file),
+                _ => DestroyHow::Run,
+            };
             let action = Action::Destroy {
                 ssh_public_key,
                 yes,
-                dry_run,
+                how,
             };
             (common, (infra, action))
         }
@@ -337,6 +406,9 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
         || format!("https://s3.{}.scw.cloud", infra.region()),
         str::to_owned,
     );
+    // Every S3 request is signed with the secret key.
+    scaleway::http::check_endpoint("SCW_S3_ENDPOINT", &s3_endpoint)
+        .map_err(|e| Error::Usage(e.to_string()))?;
     Ok(Config::Run(Box::new(RunConfig {
         action,
         infra,
@@ -434,6 +506,7 @@ pub fn run_with(
         sleeper,
         &run.credentials.api_url,
         run.credentials.secret_key.clone(),
+        &run.credentials.project_id,
     )
     .with_policy(run.retry);
     let s3 = S3::new(
@@ -487,46 +560,113 @@ fn act(
             }
             Ok(inventory.write_to(output).output()?)
         }
-        Action::Power { state, dry_run } => {
-            let steps = power::plan(cluster, *state == PowerState::On)?;
+        Action::Power {
+            state,
+            nodes,
+            dry_run,
+        } => {
+            let steps = power::plan(cluster, *state == PowerState::On, *nodes)?;
             if *dry_run {
                 return Ok(steps.write_json_lines(output).output()?);
             }
             Ok(power::execute(cluster, &steps)?)
         }
+        Action::State { nodes } => {
+            let power = power::state(cluster, *nodes)?;
+            Ok(writeln!(output, "{}", power.as_str()).output()?)
+        }
         Action::Destroy {
             ssh_public_key,
             yes,
-            dry_run,
-        } => {
-            if !yes && !dry_run && !run.interactive {
-                return Err(Error::Usage(
-                    "destroy asks for confirmation and stdin is not a terminal: pass --yes".into(),
-                ));
-            }
-            let plan = destroy::plan(cluster, ssh_public_key)?;
-            if *dry_run {
-                return Ok(plan.write_json_lines(output).output()?);
-            }
-            if plan.removals.is_empty() {
-                pop_common::info!("nothing of {} to remove", run.infra.cluster_name);
-                return Ok(());
-            }
-            if !yes && !confirm(&plan, &run.infra.cluster_name, input)? {
-                return Err(Error::Cancelled);
-            }
-            destroy::execute(cluster, &plan, |removal| {
-                removal.write_line(&mut *output).output()?;
-                Ok::<(), Error>(())
-            })
-        }
+            how,
+        } => destroy(run, cluster, ssh_public_key, *yes, how, input, output),
     }
+}
+
+fn destroy(
+    run: &RunConfig,
+    cluster: &Cluster<'_>,
+    ssh_public_key: &str,
+    yes: bool,
+    how: &DestroyHow,
+    input: impl Read,
+    output: &mut impl Write,
+) -> Result<(), Error> {
+    let asks = !yes && matches!(how, DestroyHow::Run | DestroyHow::Plan(_));
+    if asks && !run.interactive {
+        return Err(Error::Usage(
+            "destroy asks for confirmation and stdin is not a terminal: pass --yes".into(),
+        ));
+    }
+    let whose = destroy::Whose::new(
+        &run.infra.cluster_name,
+        &run.credentials.project_id,
+        &run.infra.zone,
+    );
+    let plan = match how {
+        DestroyHow::Plan(file) => {
+            let planned = destroy::DestroyPlan::read_file(file, &whose)?;
+            let now = destroy::plan(cluster, ssh_public_key)?;
+            planned.still_matches(&now, file)?;
+            planned
+        }
+        _ => destroy::plan(cluster, ssh_public_key)?,
+    };
+    match how {
+        DestroyHow::DryRun => return Ok(plan.write_json_lines(output).output()?),
+        DestroyHow::PlanOut(file) => {
+            plan.write_file(file, &whose)?;
+            let power = power::state(cluster, Nodes::All)?;
+            let mut shown = io::stderr().lock();
+            for removal in &plan.removals {
+                let _ = writeln!(shown, "  {removal}");
+            }
+            pop_common::info!(
+                "{} resources of cluster {} in project {} ({}); the plan is in {}",
+                plan.removals.len(),
+                whose.cluster,
+                whose.project,
+                whose.zone,
+                file.display()
+            );
+            for (key, value) in [
+                ("CLUSTER", whose.cluster.clone()),
+                ("PROJECT", whose.project.clone()),
+                ("RESOURCES", plan.removals.len().to_string()),
+                ("POWER", power.as_str().to_owned()),
+            ] {
+                writeln!(output, "{key}={value}").output()?;
+            }
+            return Ok(output.flush().output()?);
+        }
+        DestroyHow::Run | DestroyHow::Plan(_) => {}
+    }
+    if plan.removals.is_empty() {
+        pop_common::info!(
+            "nothing of {} in project {} to remove",
+            whose.cluster,
+            whose.project
+        );
+        return Ok(());
+    }
+    if asks && !confirm(&plan, &whose, input)? {
+        return Err(Error::Cancelled);
+    }
+    destroy::execute(cluster, &plan, |removal| {
+        removal.write_line(&mut *output).output()?;
+        Ok::<(), Error>(())
+    })?;
+    if let DestroyHow::Plan(file) = how {
+        // Carried out: a second run with it would only be refused as stale.
+        let _ = std::fs::remove_file(file);
+    }
+    Ok(())
 }
 
 /// Shows the plan on the terminal (stderr) and asks for the cluster's name.
 fn confirm(
     plan: &destroy::DestroyPlan,
-    cluster_name: &str,
+    whose: &destroy::Whose,
     input: impl Read,
 ) -> Result<bool, Error> {
     let mut err = io::stderr().lock();
@@ -535,8 +675,10 @@ fn confirm(
         question.push_str(&format!("  {removal}\n"));
     }
     question.push_str(&format!(
-        "Delete these {} resources of {cluster_name}? Type the cluster name: ",
-        plan.removals.len()
+        "Delete these {} resources of cluster {} in project {}? Type the cluster name: ",
+        plan.removals.len(),
+        whose.cluster,
+        whose.project
     ));
     // The terminal is stderr: a write that fails there leaves nobody to answer.
     err.write_all(question.as_bytes())
@@ -546,7 +688,7 @@ fn confirm(
     BufReader::new(input)
         .read_line(&mut answer)
         .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
-    Ok(answer.trim() == cluster_name)
+    Ok(answer.trim() == whose.cluster)
 }
 
 // `s3::MIN_PART` is the floor of --upload-part-mib.

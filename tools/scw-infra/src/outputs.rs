@@ -2,10 +2,11 @@
 //! here so that no script reads or builds a record: `names` prints the values the script uses as
 //! `KEY=value` lines, `platform-inputs` writes the `PlatformInputs` record the next layers read.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use pop_common::input::InputError;
-use pop_common::records::{NodeInventory, PlatformInputs, Version};
+use pop_common::records::{NodeInventory, NodeRole, PlatformInputs, Version};
 
 use crate::config::InfraConfig;
 
@@ -27,7 +28,9 @@ impl InventoryFile {
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
 /// endpoint's host (for the certificate SANs), the worker's install disk, the SSH private key;
-/// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped).
+/// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped),
+/// of every control plane (comma separated) and of the worker (what `make down` shuts down
+/// through Talos's API).
 pub fn names(
     config: &InfraConfig,
     config_path: &Path,
@@ -62,12 +65,24 @@ pub fn names(
                 InputError::field(&file.path, "nodes", "no control plane with a public_ipv4")
             })?;
         pairs.push(("FIRST_CONTROL_PLANE", first.to_string()));
+        let control_planes: Vec<String> = file
+            .inventory
+            .nodes
+            .iter()
+            .filter(|n| n.role == NodeRole::Controlplane)
+            .filter_map(|n| n.public_ipv4.map(|a| a.to_string()))
+            .collect();
+        pairs.push(("CONTROL_PLANE_ADDRESSES", control_planes.join(",")));
+        if let Some(worker) = file.inventory.edge_worker().and_then(|n| n.public_ipv4) {
+            pairs.push(("WORKER_ADDRESS", worker.to_string()));
+        }
     }
     Ok(pairs)
 }
 
 /// The record the platform and edge layers read: the cluster from the inventory, the DNS zone
-/// from the config, the edge node from the inventory's Elastic Metal worker.
+/// and the admin networks from the config, the edge node from the inventory's Elastic Metal
+/// worker, and every node's public addresses (what the host firewall knows as nodes).
 pub fn platform_inputs(
     config: &InfraConfig,
     file: &InventoryFile,
@@ -91,5 +106,22 @@ pub fn platform_inputs(
         dns_zone: config.dns_zone.clone(),
         edge_node_name: worker.name.clone(),
         edge_public_ipv4: ipv4,
+        admin_cidrs: config.admin_cidrs.clone(),
+        control_plane_addresses: public_addresses(inventory, NodeRole::Controlplane),
+        worker_addresses: public_addresses(inventory, NodeRole::Worker),
     })
+}
+
+/// The public addresses of the nodes of one role, IPv4 then IPv6, in inventory order.
+fn public_addresses(inventory: &NodeInventory, role: NodeRole) -> Vec<IpAddr> {
+    inventory
+        .nodes
+        .iter()
+        .filter(|node| node.role == role)
+        .flat_map(|node| {
+            let v4 = node.public_ipv4.map(IpAddr::V4);
+            let v6 = node.public_ipv6.map(IpAddr::V6);
+            v4.into_iter().chain(v6)
+        })
+        .collect()
 }

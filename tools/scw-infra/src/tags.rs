@@ -7,8 +7,12 @@
 //! | `edgepop-role=controlplane-firewall` | the security group | the control planes' group |
 //! | `edgepop-role=worker` | the Elastic Metal server | the worker |
 //! | `edgepop-node=<node name>` | Instances, flexible IPs, Elastic Metal | pairs an IP with its server |
-//! | `edgepop-talos=<version>` | the Instance image (looked up) | the Talos image to boot |
-//! | `edgepop-talos-sha256=<hex>` | the Instance image | the pinned digest it was imported from |
+//! | `edgepop-talos=<version>` | the Instance image, its snapshot | the Talos image to boot |
+//! | `edgepop-talos-sha256=<hex>` | the Instance image, its snapshot | the pinned digest it was imported from |
+//!
+//! Every lookup is also scoped to the credentials' project (the client's), and the Talos image is
+//! looked up with the cluster's tag too: an image another cluster imported is never booted
+//! (its `destroy` would delete it from under this one).
 //!
 //! What cannot carry tags is matched as exactly as the API allows: DNS records by their
 //! `comment` (`edgepop-cluster=<name>`), the IAM SSH key by its name (`edgepop-<cluster>`) and
@@ -100,10 +104,10 @@ impl Names<'_> {
         format!("edgepop-{}-{prefix}", self.config.cluster_name).to_ascii_lowercase()
     }
 
-    /// The tags an imported Talos image carries, and that find it again: its version, the
-    /// pinned digest when there is one.
+    /// The tags an imported Talos image carries, and that find it again: the cluster's, its
+    /// version, the pinned digest when there is one.
     pub fn talos_image_tags(&self, version: &str, sha256: Option<&str>) -> Vec<String> {
-        let mut tags = vec![tag(TAG_TALOS, version)];
+        let mut tags = vec![self.cluster_tag(), tag(TAG_TALOS, version)];
         tags.extend(sha256.map(|d| tag(TAG_TALOS_SHA256, d)));
         tags
     }

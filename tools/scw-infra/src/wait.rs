@@ -6,10 +6,11 @@ use std::time::Duration;
 use pop_common::wait::Poll;
 use scaleway::baremetal::{self, ServerStatus};
 use scaleway::block::{SnapshotStatus, Volume, VolumeStatus};
-use scaleway::instance::{self, Image, ImageState, ServerState};
+use scaleway::instance::{self, Image, ImageState};
 
 use crate::cluster::Cluster;
 use crate::error::InfraError;
+use crate::power::InstanceTarget;
 
 type R<T> = Result<T, InfraError>;
 
@@ -39,17 +40,17 @@ pub fn until<T>(
         })
 }
 
-/// Until the Instance is in `state`; its last look.
+/// Until the Instance is `target`; its last look.
 pub fn instance(
     cluster: &Cluster<'_>,
     id: &str,
     name: &str,
-    state: &ServerState,
+    target: InstanceTarget,
 ) -> R<instance::Server> {
-    let what = format!("the Instance {name} to be {state}");
+    let what = format!("the Instance {name} to be {target}");
     until(cluster, cluster.waits.instance, &what, || {
         match cluster.api.instance().server(cluster.zone(), id)? {
-            Some(s) if s.state == *state => Ok(Some(s)),
+            Some(s) if target.reached(&s.state) => Ok(Some(s)),
             Some(_) => Ok(None),
             None => Err(vanished("Instance", name, id)),
         }

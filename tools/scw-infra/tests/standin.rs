@@ -15,6 +15,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 use testkit::cassettes as recorded;
+use testkit::scaleway::{control, mutations};
 
 const SECRET: &str = "7f3c9e2a-5b1d-4e8f-a6c2-0d9b8e7f6a5c";
 const ACCESS: &str = "SCWTESTTESTTESTTESTT";
@@ -35,37 +36,36 @@ fn root() -> PathBuf {
 }
 
 impl StandIn {
-    /// `None` (after skip_or_fail) when python3 or the shared specs are missing.
+    /// The stand-in with this cluster's Talos image, as an earlier import left it; `None` (after
+    /// skip_or_fail) when python3 or the shared specs are missing.
     fn start(test: &str, dns_zone: bool) -> Option<StandIn> {
+        let s = StandIn::start_bare(test, dns_zone)?;
+        s.seed_talos_image(PROJECT, CLUSTER_TAG);
+        Some(s)
+    }
+
+    /// The Talos image of v1.13.11 in `project`, tagged for the cluster `cluster_tag`.
+    fn seed_talos_image(&self, project: &str, cluster_tag: &str) -> Value {
+        self.seed(
+            json!({"kind": "image", "name": "talos-v1.13.11", "project": project,
+                         "tags": ["edgepop-talos=v1.13.11", cluster_tag]}),
+        )
+    }
+
+    /// The stand-in with nothing in it (not even a Talos image).
+    fn start_bare(test: &str, dns_zone: bool) -> Option<StandIn> {
         if !testkit::workspace::python3(test) {
             return None;
         }
         let shared = testkit::workspace::shared_dir(test)?;
         let dir = tempfile::tempdir().unwrap();
-        let port_file = dir.path().join("port");
-        let mut cmd = testkit::standin::python("scaleway_api.py");
-        cmd.arg("--specs")
-            .arg(shared.join("scaleway-openapi"))
-            .arg("--cassettes")
-            .arg(shared.join("scaleway-cassettes"))
-            .arg("--port-file")
-            .arg(&port_file)
-            .arg("--log")
-            .arg(dir.path().join("requests.jsonl"))
-            .args([
-                "--secret",
-                SECRET,
-                "--project",
-                PROJECT,
-                "--talos-version",
-                "v1.13.11",
-            ]);
-        if dns_zone {
-            cmd.args(["--dns-zone", "example.com"]);
-        }
-        cmd.arg("--s3-root").arg(dir.path().join("s3"));
-        // The Scaleway stand-in serves the image bucket's objects from the S3 stand-in's root.
-        let scaleway = testkit::standin::StandIn::start(&mut cmd, &port_file);
+        let scaleway = testkit::standin::scaleway(
+            &shared,
+            dir.path(),
+            SECRET,
+            PROJECT,
+            dns_zone.then_some("example.com"),
+        );
         let s3 = testkit::standin::s3(dir.path(), ACCESS, SECRET);
         std::fs::write(dir.path().join("id.pub"), format!("{PUBKEY}\n")).unwrap();
         let mut config: Value = serde_json::from_slice(
@@ -77,36 +77,16 @@ impl StandIn {
         Some(StandIn { scaleway, s3, dir })
     }
 
-    fn control(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(true)
-            .build()
-            .into();
-        let url = format!("{}/__standin/{path}", self.scaleway.url());
-        let mut resp = match body {
-            Some(b) => agent
-                .post(&url)
-                .header("Content-Type", "application/json")
-                .send(b.to_string())
-                .unwrap(),
-            None => {
-                assert_eq!(method, "GET");
-                agent.get(&url).call().unwrap()
-            }
-        };
-        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
-    }
-
     fn state(&self) -> Value {
-        self.control("GET", "state", None)
+        control(&self.scaleway.url(), "state", None)
     }
 
     fn seed(&self, body: Value) -> Value {
-        self.control("POST", "seed", Some(body))
+        control(&self.scaleway.url(), "seed", Some(&body))
     }
 
     fn faults(&self, faults: Value) {
-        self.control("POST", "faults", Some(faults));
+        control(&self.scaleway.url(), "faults", Some(&faults));
     }
 
     /// The JSON lines a stand-in logged to `name` in the test's directory.
@@ -210,31 +190,8 @@ fn ok(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
-fn mutations(requests: &[Value]) -> Vec<String> {
-    requests
-        .iter()
-        .filter(|r| r["method"] != "GET")
-        .map(|r| {
-            format!(
-                "{} {}",
-                r["method"].as_str().unwrap(),
-                r["path"].as_str().unwrap()
-            )
-        })
-        .collect()
-}
-
 fn tagged(objects: &Value) -> Vec<&Value> {
-    objects
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|o| {
-            o["tags"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t == CLUSTER_TAG))
-        })
-        .collect()
+    testkit::scaleway::tagged(objects, CLUSTER_TAG)
 }
 
 const APPLY: &[&str] = &["apply", "--talos-version", "v1.13.11"];
@@ -303,8 +260,31 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
         .iter()
         .filter(|r| r["direction"] == "inbound")
         .collect();
-    // 2 admin rules + 5 per node for 4 nodes with IPv4, plus the worker's IPv6.
-    assert_eq!(inbound.len(), 2 + 5 * 5, "{inbound:?}");
+    // The declared flows to the control planes (crates/flows): from each admin CIDR, from each
+    // node address (3 control planes and the worker's IPv4 and IPv6), and from each control
+    // plane's address (etcd).
+    let from = |peer: flows::Peer| {
+        flows::to(flows::Role::ControlPlane)
+            .filter(|f| f.from == peer)
+            .count()
+    };
+    assert_eq!(
+        inbound.len(),
+        from(flows::Peer::Admin)
+            + 5 * from(flows::Peer::Nodes)
+            + 3 * from(flows::Peer::ControlPlanes),
+        "{inbound:?}"
+    );
+    assert!(
+        inbound
+            .iter()
+            .any(|r| r["protocol"] == "UDP" && r["dest_port_from"] == 8472)
+    );
+    assert!(
+        inbound
+            .iter()
+            .any(|r| r["protocol"] == "ICMP" && r["dest_port_from"].is_null())
+    );
     assert!(
         inbound
             .iter()
@@ -485,18 +465,17 @@ fn a_half_built_or_interrupted_cluster_converges() {
     let ip = s.seed(json!({"kind": "ip", "tags": [CLUSTER_TAG, "edgepop-role=controlplane", "edgepop-node=edge-par-cp-1"]}));
     s.seed(json!({"kind": "instance_server", "name": "edge-par-cp-1",
                   "tags": [CLUSTER_TAG, "edgepop-role=controlplane", "edgepop-node=edge-par-cp-1"]}));
-    // This run is cut while creating the second server: the POST is not repeated (it may have
-    // been done), the run fails, and the next one converges.
+    // This run is cut while creating the second server: the POST is not repeated blindly (it
+    // may have been done); the servers tagged for that node are looked for, none is there, and
+    // only then is it sent again.
     s.faults(json!([{"method": "POST", "path": "/servers$", "kind": "cut", "count": 1}]));
     let out = s.scw(APPLY);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
+    ok(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("did not take effect"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    s.take_requests();
-    ok(&s.scw(APPLY));
     s.take_requests();
     let state = s.state();
     let servers = tagged(&state["servers"]);
@@ -987,32 +966,43 @@ fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether zstd and qemu-img, which the import runs, are here (else skip_or_fail).
+fn image_tools(test: &str) -> bool {
+    for program in ["zstd", "qemu-img"] {
+        if !have(program) {
+            testkit::skip_or_fail(test, program);
+            return false;
+        }
+    }
+    true
+}
+
+/// `zstd -q raw -o zst`.
+fn compress(raw: &Path, zst: &Path) {
+    let status = Command::new("zstd")
+        .arg("-q")
+        .arg(raw)
+        .arg("-o")
+        .arg(zst)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 #[test]
 fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     let Some(s) = StandIn::start("image_import", false) else {
         return;
     };
-    for program in ["zstd", "qemu-img"] {
-        if !have(program) {
-            testkit::skip_or_fail("image_import", program);
-            return;
-        }
+    if !image_tools("image_import") {
+        return;
     }
     // 12 MiB that do not compress: the QCOW2 is as big, so the upload goes in 3 parts of 5 MiB.
     let raw = s.dir.path().join("disk.raw");
     let bytes = testkit::incompressible_bytes(12 << 20, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(&raw, &bytes).unwrap();
     let zst = s.dir.path().join("disk.raw.zst");
-    assert!(
-        Command::new("zstd")
-            .arg("-q")
-            .arg(&raw)
-            .arg("-o")
-            .arg(&zst)
-            .status()
-            .unwrap()
-            .success()
-    );
+    compress(&raw, &zst);
     let zst = std::fs::read(&zst).unwrap();
     let digest = scaleway::s3::sigv4::sha256_hex(&zst);
     // The Image Factory stand-in: one answer per download.
@@ -1339,4 +1329,489 @@ fn the_stand_in_answers_have_the_recorded_shape() {
             "{endpoint} was not compared: {compared:?}"
         );
     }
+}
+
+/// Another project the same API key reads, holding a cluster of the same name.
+const OTHER_PROJECT: &str = "22222222-2222-4222-8222-222222222222";
+
+impl StandIn {
+    /// A whole `edge-par` in `project`, as an apply there left it: three control planes with
+    /// their IPs, the worker, the security group, the SSH key (the same public key), the image.
+    fn seed_cluster(&self, project: &str) -> Vec<String> {
+        let image = self.seed_talos_image(project, CLUSTER_TAG);
+        let mut ids = vec![image["id"].as_str().unwrap().to_owned()];
+        for n in 1..=3 {
+            let node = format!("edgepop-node=edge-par-cp-{n}");
+            let tags = json!([CLUSTER_TAG, "edgepop-role=controlplane", node]);
+            let ip = self.seed(json!({"kind": "ip", "project": project, "tags": tags}));
+            let server = self.seed(json!({"kind": "instance_server", "project": project,
+                "name": format!("edge-par-cp-{n}"), "image": image["id"], "tags": tags,
+                "public_ips": [ip["id"]]}));
+            ids.push(ip["id"].as_str().unwrap().to_owned());
+            ids.push(server["id"].as_str().unwrap().to_owned());
+        }
+        let worker = self.seed(json!({"kind": "baremetal_server", "project": project,
+            "name": "edge-worker-1",
+            "tags": [CLUSTER_TAG, "edgepop-role=worker", "edgepop-node=edge-worker-1"]}));
+        let group = self.seed(json!({"kind": "security_group", "project": project,
+            "name": "edge-par-controlplane",
+            "tags": [CLUSTER_TAG, "edgepop-role=controlplane-firewall"]}));
+        let key = self.seed(json!({"kind": "ssh_key", "project": project,
+            "name": "edgepop-edge-par", "public_key": PUBKEY}));
+        for object in [worker, group, key] {
+            ids.push(object["id"].as_str().unwrap().to_owned());
+        }
+        ids
+    }
+}
+
+/// The ids of what the state holds of `project`.
+fn ids_in(state: &Value, project: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    for kind in [
+        "servers",
+        "ips",
+        "security_groups",
+        "bm_servers",
+        "ssh_keys",
+        "images",
+    ] {
+        for o in state[kind].as_array().unwrap() {
+            let owner = o.get("project").or_else(|| o.get("project_id")).unwrap();
+            if owner == project {
+                ids.push(o["id"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    ids.sort();
+    ids
+}
+
+#[test]
+fn the_same_cluster_name_in_another_project_is_never_planned_adopted_powered_or_destroyed() {
+    let Some(s) = StandIn::start_bare("other_project", true) else {
+        return;
+    };
+    // Another project of the organization holds an edge-par of its own; this project has an
+    // image of another cluster of the same Talos version, then its own.
+    let mut theirs = s.seed_cluster(OTHER_PROJECT);
+    theirs.sort();
+    s.seed_talos_image(PROJECT, "edgepop-cluster=edge-ams");
+    let ours = s.seed_talos_image(PROJECT, CLUSTER_TAG);
+
+    // destroy finds nothing of this project's edge-par but its image; power finds nothing.
+    let planned = lines(&ok(&s.scw(&["destroy", "--dry-run"])));
+    assert_eq!(
+        kind_and_id(&planned),
+        [("image".to_owned(), ours["id"].as_str().unwrap().to_owned())],
+        "another project's resources planned for deletion"
+    );
+    let out = s.scw(&["power", "off", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", ok_or_text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run apply first"));
+    let requests = s.take_requests();
+    // Every list named the project.
+    for r in requests.iter().filter(|r| {
+        r["method"] == "GET"
+            && [
+                "servers",
+                "ips",
+                "security_groups",
+                "images",
+                "snapshots",
+                "ssh-keys",
+            ]
+            .iter()
+            .any(|c| r["path"].as_str().unwrap().ends_with(c))
+    }) {
+        let project = r["query"]
+            .get("project")
+            .or_else(|| r["query"].get("project_id"));
+        assert_eq!(project, Some(&json!([PROJECT])), "unscoped list: {r}");
+    }
+
+    // apply plans a cluster of its own: no worker adopted, the key registered here, and the
+    // control planes booted from this cluster's image.
+    let plan = lines(&ok(&s.scw(&[
+        "apply",
+        "--talos-version",
+        "v1.13.11",
+        "--dry-run",
+    ])));
+    assert_eq!(steps(&plan, "order-worker").len(), 1, "{plan:?}");
+    assert_eq!(steps(&plan, "register-ssh-key").len(), 1, "{plan:?}");
+    assert_eq!(steps(&plan, "create-instance").len(), 3, "{plan:?}");
+    for create in steps(&plan, "create-instance") {
+        assert_eq!(create["image"], ours["id"], "{create}");
+    }
+    ok(&s.scw(APPLY));
+    ok(&s.scw(&["power", "off"]));
+    ok(&s.scw(&["destroy", "--yes"]));
+
+    // The other project's cluster is as it was: never written to.
+    let writes = mutations(&s.take_requests());
+    for id in &theirs {
+        assert!(
+            !writes.iter().any(|w| w.contains(id.as_str())),
+            "touched {id}: {writes:?}"
+        );
+    }
+    let state = s.state();
+    assert_eq!(ids_in(&state, OTHER_PROJECT), theirs);
+    for server in state["servers"].as_array().unwrap() {
+        assert_ne!(server["state"], "stopping", "{server}");
+    }
+}
+
+fn ok_or_text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_post_answered_502_after_it_took_effect_is_sent_once() {
+    let Some(s) = StandIn::start("post_502", true) else {
+        return;
+    };
+    // Each creation and each power action is done, then answered 502 (a gateway that gave up
+    // while the API acted); a second POST would be answered 200 and make a second one.
+    let applied = |path: &str| {
+        json!({"method": "POST", "path": path, "kind": "status",
+                                      "status": 502, "applied": true, "count": 1})
+    };
+    s.faults(json!([
+        applied("/instance/v1/zones/fr-par-1/servers$"),
+        applied("/instance/v1/zones/fr-par-1/ips$"),
+        applied("/security_groups$"),
+        applied("/baremetal/v1/zones/fr-par-1/servers$"),
+        applied("/iam/v1alpha1/ssh-keys$"),
+        applied("/action$"),
+        applied("/namespaces$"),
+    ]));
+    let out = s.scw(APPLY);
+    ok(&out);
+    let requests = s.take_requests();
+    let answered_502 = requests.iter().filter(|r| r["fault_status"] == 502).count();
+    assert_eq!(answered_502, 7, "every fault was met: {requests:#?}");
+    let writes = mutations(&requests);
+    let sent = |call: &str| writes.iter().filter(|w| *w == call).count();
+    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/servers"), 3);
+    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/ips"), 3);
+    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/security_groups"), 1);
+    assert_eq!(sent("POST /baremetal/v1/zones/fr-par-1/servers"), 1);
+    assert_eq!(sent("POST /iam/v1alpha1/ssh-keys"), 1);
+    assert_eq!(sent("POST /registry/v1/regions/fr-par/namespaces"), 1);
+    let actions = writes.iter().filter(|w| w.ends_with("/action")).count();
+    assert_eq!(actions, 3, "one poweron per control plane: {writes:#?}");
+    let state = s.state();
+    assert_eq!(tagged(&state["servers"]).len(), 3);
+    assert_eq!(tagged(&state["ips"]).len(), 3);
+    assert_eq!(tagged(&state["security_groups"]).len(), 1);
+    assert_eq!(tagged(&state["bm_servers"]).len(), 1);
+    assert_eq!(state["ssh_keys"].as_array().unwrap().len(), 1);
+    assert_eq!(state["namespaces"].as_array().unwrap().len(), 1);
+    // Converged: the next run only reads.
+    ok(&s.scw(APPLY));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+}
+
+#[test]
+fn a_data_volume_attached_by_hand_survives_destroy() {
+    let Some(s) = StandIn::start("hand_attached_volume", false) else {
+        return;
+    };
+    ok(&s.scw(APPLY));
+    let server = tagged(&s.state()["servers"])[0]["id"].clone();
+    let data = s.seed(json!({"kind": "attached_volume", "server": server, "name": "data"}));
+    let root_volumes: Vec<String> = tagged(&s.state()["servers"])
+        .iter()
+        .map(|v| v["volumes"]["0"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    s.take_requests();
+
+    let plan = lines(&ok(&s.scw(&["destroy", "--dry-run"])));
+    let volumes: Vec<&str> = plan
+        .iter()
+        .filter(|r| r["removed"] == "volume")
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    let mut expected: Vec<&str> = root_volumes.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    let mut volumes_sorted = volumes.clone();
+    volumes_sorted.sort_unstable();
+    assert_eq!(volumes_sorted, expected, "only the root volumes: {plan:?}");
+
+    ok(&s.scw(&["destroy", "--yes"]));
+    let state = s.state();
+    let left: Vec<&Value> = state["volumes"].as_array().unwrap().iter().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0]["id"], data["id"]);
+    assert_eq!(
+        left[0]["status"], "available",
+        "detached by the termination"
+    );
+    assert!(tagged(&state["servers"]).is_empty());
+}
+
+/// The KEY=value lines of an output.
+fn pairs(out: &str) -> std::collections::BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[test]
+fn destroy_carries_out_the_plan_file_it_showed_and_refuses_one_that_no_longer_matches() {
+    let Some(s) = StandIn::start("destroy_plan_file", true) else {
+        return;
+    };
+    ok(&s.scw(APPLY));
+    s.take_requests();
+    let file = s.dir.path().join("destroy-plan.jsonl");
+    let file_arg = file.to_str().unwrap();
+
+    // The plan, written and shown; nothing changed.
+    let out = s.scw(&["destroy", "--plan-out", file_arg]);
+    let said = pairs(&ok(&out));
+    assert_eq!(said["CLUSTER"], "edge-par");
+    assert_eq!(said["PROJECT"], PROJECT);
+    assert_eq!(said["POWER"], "running");
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (header, rest) = text.split_once('\n').unwrap();
+    let header: Value = serde_json::from_str(header).unwrap();
+    assert_eq!(
+        header,
+        json!({"kind": "DestroyPlan", "cluster": "edge-par", "project": PROJECT, "zone": "fr-par-1"})
+    );
+    let planned = lines(rest);
+    assert_eq!(said["RESOURCES"], planned.len().to_string());
+    let shown = question_lines(&String::from_utf8_lossy(&out.stderr));
+    assert_eq!(shown, kind_and_id(&planned), "the list shown is the plan");
+
+    // Something new of the cluster appears: the plan shown is no longer the truth.
+    s.seed(json!({"kind": "ip", "tags": [CLUSTER_TAG]}));
+    s.take_requests();
+    let out = s.scw(&["destroy", "--plan", file_arg, "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no longer matches") && stderr.contains("flexible-ip"),
+        "{stderr}"
+    );
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+
+    // A plan made for another project is refused as well.
+    let foreign = text.replace(PROJECT, OTHER_PROJECT);
+    let foreign_file = s.dir.path().join("foreign-plan.jsonl");
+    std::fs::write(&foreign_file, foreign).unwrap();
+    let out = s.scw(&["destroy", "--plan", foreign_file.to_str().unwrap(), "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not for cluster edge-par"));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+
+    // A new plan, carried out: exactly its resources are deleted, and the file is used up.
+    let said = pairs(&ok(&s.scw(&["destroy", "--plan-out", file_arg])));
+    let planned = lines(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .split_once('\n')
+            .unwrap()
+            .1,
+    );
+    assert_eq!(said["RESOURCES"], planned.len().to_string());
+    s.take_requests();
+    let removed = lines(&ok(&s.scw(&["destroy", "--plan", file_arg, "--yes"])));
+    assert_eq!(removed, planned);
+    let mut deleted = Vec::new();
+    for request in s.take_requests() {
+        if request["method"] == "GET" {
+            continue;
+        }
+        if request["method"] == "PATCH" && request["path"].as_str().unwrap().contains("/records") {
+            deleted.extend(dns_deletions(&request));
+        } else {
+            deleted.push(deletion(&request));
+        }
+    }
+    deleted.sort();
+    let mut expected = kind_and_id(&planned);
+    expected.sort();
+    assert_eq!(deleted, expected);
+    assert!(
+        !file.exists(),
+        "a plan carried out is not left to be run again"
+    );
+}
+
+#[test]
+fn a_stopping_worker_is_waited_for_until_stopped_then_started() {
+    let Some(s) = StandIn::start("stopping_worker", false) else {
+        return;
+    };
+    s.seed(
+        json!({"kind": "baremetal_server", "name": "edge-worker-1", "status": "stopping",
+                  "tags": [CLUSTER_TAG, "edgepop-role=worker", "edgepop-node=edge-worker-1"]}),
+    );
+    // The plan waits only for what is under way (the stop) and for what it sends (the start).
+    let plan = lines(&ok(&s.scw(&["power", "on", "--dry-run"])));
+    let kinds: Vec<(&str, &str)> = plan
+        .iter()
+        .map(|p| {
+            (
+                p["step"].as_str().unwrap(),
+                p["status"]
+                    .as_str()
+                    .or_else(|| p["action"].as_str())
+                    .unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("wait-worker", "stopped"),
+            ("power-worker", "start"),
+            ("wait-worker", "ready")
+        ],
+        "{plan:?}"
+    );
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    ok(&s.scw(&["power", "on"]));
+    let state = s.state();
+    assert_eq!(tagged(&state["bm_servers"])[0]["status"], "ready");
+    let writes = mutations(&s.take_requests());
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert!(writes[0].ends_with("/start"), "{writes:?}");
+}
+
+#[test]
+fn plain_http_endpoints_other_than_loopback_are_refused_before_any_call() {
+    let Some(s) = StandIn::start("plain_http", false) else {
+        return;
+    };
+    for (var, url) in [
+        ("SCW_API_URL", "http://api.scaleway.com"),
+        ("SCW_S3_ENDPOINT", "http://s3.fr-par.scw.cloud"),
+    ] {
+        let config = s.dir.path().join("infra.json");
+        let out = s
+            .scw_infra()
+            .args(["power", "off", "--dry-run", "--config"])
+            .arg(&config)
+            .env("SCW_CONFIG_PATH", s.dir.path().join("none.yaml"))
+            .env("SCW_ACCESS_KEY", ACCESS)
+            .env("SCW_SECRET_KEY", SECRET)
+            .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
+            .env(var, url)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{var}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(var) && stderr.contains("https"),
+            "{var}: {stderr}"
+        );
+        assert_not_shown(&out, &[SECRET]);
+    }
+    assert!(s.take_requests().is_empty());
+}
+
+#[test]
+fn an_uploaded_object_is_reused_only_when_it_is_this_very_image() {
+    let Some(s) = StandIn::start("image_reuse", false) else {
+        return;
+    };
+    if !image_tools("image_reuse") {
+        return;
+    }
+    // A disk of 6 MiB that does not compress, its .zst, and the QCOW2 the tool will make of it.
+    let raw = s.dir.path().join("disk.raw");
+    std::fs::write(&raw, testkit::incompressible_bytes(6 << 20, 7)).unwrap();
+    let zst = s.dir.path().join("disk.raw.zst");
+    let qcow2 = s.dir.path().join("disk.qcow2");
+    compress(&raw, &zst);
+    let converted = Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "qcow2"])
+        .arg(&raw)
+        .arg(&qcow2)
+        .status()
+        .unwrap();
+    assert!(converted.success());
+    let zst = std::fs::read(&zst).unwrap();
+    let image = std::fs::read(&qcow2).unwrap();
+    let digest = scaleway::s3::sigv4::sha256_hex(&zst);
+
+    // Where the tool uploads it, another file of the same size already is: a QCOW2 header and
+    // nothing of this image (an older conversion, a half-written upload, someone else's file).
+    let bucket = s
+        .dir
+        .path()
+        .join("s3")
+        .join(format!("edgepop-edge-par-{}", &PROJECT[..8]));
+    std::fs::create_dir_all(&bucket).unwrap();
+    let key = format!("talos%2Fv1.14.0-{}.qcow2", &digest[..12]);
+    let mut other = b"QFI\xfb".to_vec();
+    other.resize(image.len(), 0);
+    std::fs::write(bucket.join(&key), &other).unwrap();
+
+    let factory = testkit::http::Server::start(vec![
+        testkit::http::Reply::ok(zst.clone()),
+        testkit::http::Reply::ok(zst),
+    ])
+    .unwrap();
+    let url = format!("{}/image/s/v1.14.0/scaleway-amd64.raw.zst", factory.url);
+    let apply = || {
+        s.scw(&[
+            "apply",
+            "--talos-version",
+            "v1.14.0",
+            "--talos-image-url",
+            &url,
+            "--talos-image-sha256",
+            &digest,
+            "--upload-part-mib",
+            "5",
+        ])
+    };
+    // The run uploads the image over it; the import then fails (a refusal of the Block API),
+    // which leaves the object for the next run.
+    s.faults(
+        json!([{"method": "POST", "path": "/import-from-object-storage$", "kind": "status",
+                     "status": 400, "count": 1}]),
+    );
+    let out = apply();
+    assert_eq!(out.status.code(), Some(1), "{}", ok_or_text(&out));
+    assert!(
+        ok_or_text(&out).contains("holds another file"),
+        "{}",
+        ok_or_text(&out)
+    );
+    let uploads = s
+        .take_s3()
+        .iter()
+        .filter(|r| r["method"] == "PUT" && r["size"].as_u64().unwrap() > 0)
+        .count();
+    assert!(uploads > 0, "the other file was taken for this image");
+    assert!(
+        std::fs::read(bucket.join(&key)).unwrap() == image,
+        "the object is not this image"
+    );
+    s.take_requests();
+
+    // The next run reuses its own upload: nothing is uploaded, the import is made from it.
+    let out = apply();
+    ok(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is already uploaded"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let puts = s
+        .take_s3()
+        .iter()
+        .filter(|r| r["method"] == "PUT" && r["size"].as_u64().unwrap() > 0)
+        .count();
+    assert_eq!(puts, 0);
+    s.take_requests();
 }

@@ -745,6 +745,7 @@ pub fn run_with(
             sleeper,
             &config.credentials.api_url,
             config.credentials.secret_key.clone(),
+            &config.credentials.project_id,
         );
         flash_all(config, &mut inventory, &image, client.baremetal(), sleeper)
     } else {

@@ -492,7 +492,7 @@ mod tests {
     fn inventory(steps: &str) -> NodeInventory {
         serde_json::from_str(&format!(
             r#"{{"kind":"NodeInventory","version":1,"cluster_name":"c","cluster_endpoint":"https://api.example.com:6443",
-            "nodes":[{{"name":"w1","role":"worker","kind":"elastic-metal","zone":"fr-par-1","id":"x",
+            "nodes":[{{"name":"w1","role":"worker","kind":"elastic-metal","zone":"fr-par-1","id":"22222222-2222-4222-8222-222222222222",
             "public_ipv4":"192.0.2.7","public_ipv6":null,"private_ipv4":null,"steps":{steps}}}]}}"#
         ))
         .unwrap()

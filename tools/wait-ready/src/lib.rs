@@ -1,6 +1,8 @@
 //! `wait-ready`: hands control back only when the cluster `make up` powered on can take work:
-//! every node Ready, the nodes it is told to uncordon uncordoned, then no pod outside
-//! Running or Succeeded (pods of a finished Job do not count).
+//! every node Ready, the nodes it is told to uncordon uncordoned, then every pod Running and
+//! Ready (a container in CrashLoopBackOff keeps its pod Running but not Ready), except what is
+//! done with: pods of a finished Job, Succeeded pods, pods the kubelet evicted or stopped for a
+//! node shutdown, and Failed pods whose owner serves again through a replacement.
 //!
 //! Watch-based: one list then one watch per resource, resumed from the last resourceVersion; no
 //! polling loop. While the API server refuses connections (a waking node), it retries with a
@@ -22,7 +24,9 @@ use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::tool::Env;
 
 pub use duration::parse_duration;
-pub use state::{NodeView, PodView, Selection, Summary, node_view, pod_view, to_uncordon};
+pub use state::{
+    NodeView, PodView, Selection, Summary, blocking, node_view, pod_view, to_uncordon,
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "wait-ready", version, about)]

@@ -14,7 +14,9 @@ use pop_common::{debug, info};
 use serde::de::DeserializeOwned;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
-use crate::state::{NodeView, Summary, node_view, pod_view, to_uncordon};
+use crate::state::{
+    NodeView, PodView, Summary, blocking, failed_but_done, node_view, pod_view, to_uncordon,
+};
 use crate::{Config, Error};
 
 /// How long one watch may stay open before the API server ends it (it is then resumed).
@@ -275,12 +277,14 @@ pub(crate) async fn wait(config: &Config) -> Result<Summary, Error> {
         );
     }
 
-    // 3. No pod outside Running or Succeeded.
+    // 3. Every pod Running and Ready, or done with.
     let pods_api: Api<Pod> = Api::all(client.clone());
     let mut pods = Cache::new();
-    info!("waiting for every pod to be Running or Succeeded (finished Job pods aside)");
-    let none_blocks =
-        |objects: &BTreeMap<String, Pod>| objects.values().all(|p| !pod_view(p).blocks());
+    info!(
+        "waiting for every pod to be Running and Ready (finished Job, evicted, shut-down and \
+         replaced pods aside)"
+    );
+    let none_blocks = |objects: &BTreeMap<String, Pod>| blocking(&pod_views(objects)).is_empty();
     match timeout_at(
         deadline,
         watch_until(&pods_api, "pods", &mut pods, none_blocks),
@@ -290,19 +294,20 @@ pub(crate) async fn wait(config: &Config) -> Result<Summary, Error> {
         Ok(result) => result?,
         Err(_) => return Err(timed_out(stuck_pods(&client, &pods).await)),
     }
-    let views: Vec<_> = pods.objects.values().map(pod_view).collect();
+    let views = pod_views(&pods.objects);
     let summary = Summary {
         kind: Default::default(),
         version: Default::default(),
         nodes_ready: nodes.objects.len(),
         uncordoned: targets,
         still_cordoned,
-        pods_running: views.iter().filter(|p| p.phase == "Running").count(),
+        pods_running: views.iter().filter(|p| p.serving()).count(),
         pods_succeeded: views
             .iter()
             .filter(|p| p.phase == "Succeeded" && !p.finished_job)
             .count(),
         finished_job_pods_ignored: views.iter().filter(|p| p.finished_job).count(),
+        failed_pods_ignored: failed_but_done(&views),
         waited_seconds: started.elapsed().as_secs(),
     };
     info!(
@@ -310,6 +315,10 @@ pub(crate) async fn wait(config: &Config) -> Result<Summary, Error> {
         summary.nodes_ready, summary.pods_running, summary.pods_succeeded
     );
     Ok(summary)
+}
+
+fn pod_views(pods: &BTreeMap<String, Pod>) -> Vec<PodView> {
+    pods.values().map(pod_view).collect()
 }
 
 fn unreachable<K>(cache: &Cache<K>, what: &str) -> Option<String> {
@@ -343,13 +352,8 @@ async fn stuck_pods(client: &Client, pods: &Cache<Pod>) -> String {
         return why;
     }
     let mut lines = Vec::new();
-    let blocking: Vec<_> = pods
-        .objects
-        .values()
-        .map(pod_view)
-        .filter(|p| p.blocks())
-        .collect();
-    for (i, pod) in blocking.iter().enumerate() {
+    let views = pod_views(&pods.objects);
+    for (i, pod) in blocking(&views).iter().enumerate() {
         let mut line = format!("pod {} ({})", pod.key(), pod.why);
         if i < EVENTS_FOR_AT_MOST
             && let Some(event) = last_event(client, &pod.namespace, &pod.name).await

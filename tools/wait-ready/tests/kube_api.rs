@@ -438,6 +438,9 @@ fn node(name: &str, ready: bool, cordoned: bool) -> Value {
            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, condition]}})
 }
 
+/// A pod as the API server returns it. A Running pod carries the conditions its kubelet reports
+/// (kubernetes pkg/kubelet/status/generate.go and kubelet_pods.go: PodReadyToStartContainers,
+/// Initialized, Ready, ContainersReady, PodScheduled) and a running, ready container.
 fn pod(namespace: &str, name: &str, phase: &str, owner: Option<&str>) -> Value {
     let mut p = json!({"kind": "Pod", "apiVersion": "v1",
         "metadata": {"name": name, "namespace": namespace},
@@ -447,9 +450,60 @@ fn pod(namespace: &str, name: &str, phase: &str, owner: Option<&str>) -> Value {
         p["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": "0/4 nodes are available: 4 node(s) had untolerated taint {node.kubernetes.io/not-ready: }."}]);
     }
+    if phase == "Running" {
+        p["status"]["conditions"] = json!(
+            [
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled"
+            ]
+            .map(|t| json!({"type": t, "status": "True"}))
+        );
+        p["status"]["containerStatuses"] = json!([{"name": "app", "ready": true, "started": true,
+            "restartCount": 0, "image": "registry.example/app:1", "imageID": "",
+            "state": {"running": {"startedAt": "2026-11-30T20:00:00Z"}}}]);
+    }
     if let Some(kind) = owner {
         p["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": kind, "name": "lists-refresh-29000000", "uid": "0b7c"}]);
     }
+    p
+}
+
+/// The pod, owned by a controller of that kind, name and uid (as the controller sets it:
+/// `controller: true`).
+fn owned(mut pod: Value, kind: &str, name: &str, uid: &str) -> Value {
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind,
+        "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
+    pod
+}
+
+/// A Failed pod the kubelet ended with this reason and message (status.reason, status.message).
+fn ended(mut pod: Value, reason: &str, message: &str) -> Value {
+    pod["status"]["reason"] = json!(reason);
+    pod["status"]["message"] = json!(message);
+    pod
+}
+
+/// A Running pod whose container keeps crashing: the phase stays Running, the kubelet reports
+/// Ready and ContainersReady False (reason ContainersNotReady) and the container waiting in
+/// CrashLoopBackOff (kubernetes pkg/kubelet/status/generate.go, kuberuntime's back-off message).
+fn crash_looping(namespace: &str, name: &str, container: &str) -> Value {
+    let mut p = pod(namespace, name, "Running", None);
+    let unready = format!("containers with unready status: [{container}]");
+    p["status"]["conditions"] = json!([
+        {"type": "PodReadyToStartContainers", "status": "True"},
+        {"type": "Initialized", "status": "True"},
+        {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": unready},
+        {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady", "message": unready},
+        {"type": "PodScheduled", "status": "True"}]);
+    p["status"]["containerStatuses"] = json!([{"name": container, "ready": false, "started": false,
+        "restartCount": 6, "image": "docker.io/istio/pilot:1.30.6", "imageID": "",
+        "state": {"waiting": {"reason": "CrashLoopBackOff",
+            "message": format!("back-off 5m0s restarting failed container={container} pod={name}_{namespace}(0d9c)")}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+            "startedAt": "2026-11-30T20:00:00Z", "finishedAt": "2026-11-30T20:00:02Z"}}}]);
     p
 }
 
@@ -527,7 +581,7 @@ fn nodes_not_ready_then_ready_are_waited_for_through_one_watch() {
         "{}",
         stderr(&out)
     );
-    assert!(stderr(&out).contains("waiting for every pod to be Running or Succeeded"));
+    assert!(stderr(&out).contains("waiting for every pod to be Running and Ready"));
 }
 
 #[test]
@@ -627,6 +681,120 @@ fn finished_job_pods_are_ignored() {
     assert_eq!(api.shorts(), ["GET nodes", "GET pods"]);
     assert_eq!(summary["finished_job_pods_ignored"], json!(2));
     assert_eq!(summary["pods_running"], json!(1));
+}
+
+#[test]
+fn a_failed_pod_beside_its_running_replacement_passes_and_so_do_evicted_pods() {
+    // After a reboot: the pod the graceful node shutdown stopped stays Failed beside the one its
+    // ReplicaSet made since, and an evicted pod of a DaemonSet lingers until garbage collection.
+    let mut cluster = ready_cluster();
+    let shutdown = "Pod was terminated in response to imminent node shutdown.";
+    cluster.add_pod(owned(
+        ended(
+            pod("edge", "origin-5d9c-old", "Failed", None),
+            "Terminated",
+            shutdown,
+        ),
+        "ReplicaSet",
+        "origin-5d9c",
+        "rs-origin",
+    ));
+    cluster.add_pod(owned(
+        pod("edge", "origin-5d9c-new", "Running", None),
+        "ReplicaSet",
+        "origin-5d9c",
+        "rs-origin",
+    ));
+    cluster.add_pod(owned(
+        ended(
+            pod("kube-system", "cilium-envoy-8f2kq", "Failed", None),
+            "Evicted",
+            "The node was low on resource: ephemeral-storage.",
+        ),
+        "DaemonSet",
+        "cilium-envoy",
+        "ds-envoy",
+    ));
+    let api = ApiStandIn::start(cluster);
+    // Bounded: a wait-ready that took them for stuck would wait its whole default 15 minutes.
+    let (out, summary) = run(&api, &["--timeout", "20s"]);
+    assert_eq!(api.shorts(), ["GET nodes", "GET pods"], "{}", stderr(&out));
+    assert_eq!(summary["failed_pods_ignored"], json!(2));
+    assert_eq!(summary["pods_running"], json!(2));
+}
+
+#[test]
+fn a_failed_pod_without_a_replacement_is_named_at_the_timeout() {
+    let mut cluster = ready_cluster();
+    cluster.add_pod(owned(
+        ended(
+            pod("edge", "origin-5d9c-old", "Failed", None),
+            "Error",
+            "exit 2",
+        ),
+        "ReplicaSet",
+        "origin-5d9c",
+        "rs-origin",
+    ));
+    // Another owner's pod serving is no replacement.
+    cluster.add_pod(owned(
+        pod("edge", "lists-web-1", "Running", None),
+        "ReplicaSet",
+        "lists-web",
+        "rs-other",
+    ));
+    let api = ApiStandIn::start(cluster);
+    let out = output(api.port, &["--timeout", "2s"]);
+    testkit::process::assert_refused(
+        &out,
+        1,
+        &[
+            "timed out after 2s",
+            "pod edge/origin-5d9c-old (phase Failed; reason Error: exit 2",
+        ],
+    );
+    assert!(!stderr(&out).contains("lists-web"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_running_pod_that_is_not_ready_keeps_waiting_and_is_named_at_the_timeout() {
+    let mut cluster = ready_cluster();
+    cluster.add_pod(crash_looping("istio-system", "istiod-7c9d", "discovery"));
+    let api = ApiStandIn::start(cluster);
+    let out = output(api.port, &["--timeout", "3s"]);
+    testkit::process::assert_refused(
+        &out,
+        1,
+        &[
+            "timed out after 3s",
+            "pod istio-system/istiod-7c9d (phase Running",
+            "Ready=False ContainersNotReady: containers with unready status: [discovery]",
+            "container discovery waiting CrashLoopBackOff: back-off 5m0s",
+        ],
+    );
+    // It waited on the watch, not on a polling loop.
+    assert_eq!(
+        api.shorts(),
+        ["GET nodes", "GET pods", "WATCH pods", "GET events"]
+    );
+}
+
+#[test]
+fn a_running_pod_that_becomes_ready_is_waited_for_through_one_watch() {
+    let mut cluster = ready_cluster();
+    cluster.add_pod(crash_looping("istio-system", "istiod-7c9d", "discovery"));
+    cluster
+        .pod_changes
+        .push_back(pod("istio-system", "istiod-7c9d", "Running", None));
+    let api = ApiStandIn::start(cluster);
+    let (out, summary) = run(&api, &["--timeout", "20s"]);
+    assert_eq!(
+        api.shorts(),
+        ["GET nodes", "GET pods", "WATCH pods"],
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(summary["pods_running"], json!(2));
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod node_inventory;
 mod platform_inputs;
 mod problem;
 mod published_images;
+mod scaleway_names;
 mod tag;
 
 pub use node_inventory::{
@@ -18,4 +19,5 @@ pub use node_inventory::{
 pub use platform_inputs::{PLATFORM_INPUTS_VERSION, PlatformInputs};
 pub use problem::{Problem, join as join_problems};
 pub use published_images::{Digest, PUBLISHED_IMAGES_VERSION, PublishedImage, PublishedImages};
+pub use scaleway_names::{check_id, check_zone};
 pub use tag::{Kind, RecordKind, Version};

@@ -70,9 +70,11 @@ pub struct Node {
     pub name: String,
     pub role: NodeRole,
     pub kind: NodeKind,
-    /// The Scaleway zone, such as `fr-par-1`.
+    /// The Scaleway zone, such as `fr-par-1` (checked when read: it goes into API paths).
+    #[serde(deserialize_with = "super::scaleway_names::zone")]
     pub zone: String,
-    /// The Scaleway server id (Instance or Elastic Metal).
+    /// The Scaleway server id (Instance or Elastic Metal; a UUID, checked when read).
+    #[serde(deserialize_with = "super::scaleway_names::id")]
     pub id: String,
     pub public_ipv4: Option<Ipv4Addr>,
     pub public_ipv6: Option<Ipv6Addr>,
@@ -269,6 +271,30 @@ mod tests {
         assert!(text.contains(r#""kind":"elastic-metal""#), "{text}");
         let again: NodeInventory = serde_json::from_str(&text).unwrap();
         assert_eq!(inventory, again);
+    }
+
+    #[test]
+    fn a_zone_or_an_id_that_would_bend_an_api_path_is_refused_naming_the_field() {
+        for (good, bad, field) in [
+            ("\"fr-par-1\"", "\"fr-par-1/../../iam\"", "nodes[0].zone"),
+            (
+                "\"11111111-1111-4111-8111-111111111111\"",
+                "\"11111111-1111-4111-8111-111111111111/action\"",
+                "nodes[0].id",
+            ),
+        ] {
+            let text = EXAMPLE.replacen(good, bad, 1);
+            let err = crate::input::decode_json::<NodeInventory>(
+                std::path::Path::new("inventory.json"),
+                text.as_bytes(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("inventory.json") && err.contains(field) && err.contains("Scaleway"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -6,22 +6,27 @@
 //! ```json
 //! {
 //!   "kind": "PlatformInputs",
-//!   "version": 1,
+//!   "version": 2,
 //!   "cluster_name": "edge-par",
 //!   "cluster_endpoint": "https://api.example.com:6443",
 //!   "dns_zone": "example.com",
 //!   "edge_node_name": "edge-worker-1",
-//!   "edge_public_ipv4": "203.0.113.10"
+//!   "edge_public_ipv4": "203.0.113.10",
+//!   "admin_cidrs": ["198.51.100.0/24"],
+//!   "control_plane_addresses": ["203.0.113.11", "203.0.113.12", "203.0.113.13"],
+//!   "worker_addresses": ["203.0.113.10", "2001:db8::10"]
 //! }
 //! ```
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
+use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use super::tag::{Kind, RecordKind, Version};
 
-pub const PLATFORM_INPUTS_VERSION: u32 = 1;
+/// 2: the addresses the host firewall is rendered from (admin networks, nodes).
+pub const PLATFORM_INPUTS_VERSION: u32 = 2;
 
 /// The facts the infra layer knows and the later layers need.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +44,12 @@ pub struct PlatformInputs {
     pub edge_node_name: String,
     /// The worker's public IPv4: where the edge hostnames' A records point.
     pub edge_public_ipv4: Ipv4Addr,
+    /// Who may reach the Talos and Kubernetes APIs (the infra config's `admin_cidrs`).
+    pub admin_cidrs: Vec<IpNet>,
+    /// The control planes' public addresses: what the host firewall knows as control planes.
+    pub control_plane_addresses: Vec<IpAddr>,
+    /// The workers' public addresses (IPv4, and IPv6 when the server has one).
+    pub worker_addresses: Vec<IpAddr>,
 }
 
 impl RecordKind for PlatformInputs {
@@ -50,10 +61,12 @@ mod tests {
     use super::*;
 
     const EXAMPLE: &str = r#"{
-        "kind": "PlatformInputs", "version": 1,
+        "kind": "PlatformInputs", "version": 2,
         "cluster_name": "edge-par", "cluster_endpoint": "https://api.example.com:6443",
         "dns_zone": "example.com", "edge_node_name": "edge-worker-1",
-        "edge_public_ipv4": "203.0.113.10"
+        "edge_public_ipv4": "203.0.113.10", "admin_cidrs": ["198.51.100.0/24"],
+        "control_plane_addresses": ["203.0.113.11"],
+        "worker_addresses": ["203.0.113.10", "2001:db8::10"]
     }"#;
 
     #[test]
@@ -67,7 +80,7 @@ mod tests {
 
     #[test]
     fn unknown_fields_and_missing_fields_are_refused() {
-        let extra = EXAMPLE.replace("\"version\": 1,", "\"version\": 1, \"zone\": \"fr-par-1\",");
+        let extra = EXAMPLE.replace("\"version\": 2,", "\"version\": 2, \"zone\": \"fr-par-1\",");
         assert!(serde_json::from_str::<PlatformInputs>(&extra).is_err());
         let missing = EXAMPLE.replace("\"dns_zone\": \"example.com\",", "");
         let err = serde_json::from_str::<PlatformInputs>(&missing).unwrap_err();

@@ -18,6 +18,26 @@ use sigv4::{Request, Signer, sha256_hex};
 /// The smallest part S3 accepts (every part but the last).
 pub const MIN_PART: usize = 5 * 1024 * 1024;
 
+/// The header prefix of an object's user metadata (AWS, "Working with object metadata").
+const META_PREFIX: &str = "x-amz-meta-";
+
+/// What a HEAD says of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectHead {
+    pub size: u64,
+    /// Its user metadata, by name (without the `x-amz-meta-` prefix, in lower case).
+    pub metadata: Vec<(String, String)>,
+}
+
+impl ObjectHead {
+    pub fn meta(&self, name: &str) -> Option<&str> {
+        self.metadata
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum S3Error {
     #[error("S3 {method} {path}: HTTP {status}: {code}: {message}")]
@@ -121,11 +141,13 @@ impl<'a> S3<'a> {
             path,
             query,
             body,
+            &[],
         )
     }
 
-    /// [`Self::call`], its retries logged as `label`. The payload's digest is computed once,
-    /// whatever the retries.
+    /// [`Self::call`], its retries logged as `label`, with more headers, signed with the others
+    /// (S3 wants every `x-amz-*` header signed). The payload's digest is computed once, whatever
+    /// the retries.
     fn call_as(
         &self,
         label: &dyn std::fmt::Display,
@@ -133,6 +155,7 @@ impl<'a> S3<'a> {
         path: &str,
         query: &str,
         body: Vec<u8>,
+        extra: &[(String, String)],
     ) -> Result<HttpResponse, S3Error> {
         let payload = sha256_hex(&body);
         let url = if query.is_empty() {
@@ -170,6 +193,7 @@ impl<'a> S3<'a> {
                     ("x-amz-content-sha256".to_owned(), payload.clone()),
                     ("x-amz-date".to_owned(), date.clone()),
                 ];
+                headers.extend(extra.iter().cloned());
                 let authorization = self.signer.authorization(
                     &date,
                     &Request {
@@ -225,13 +249,28 @@ impl<'a> S3<'a> {
         Ok(())
     }
 
+    /// The object's size and user metadata, `None` when it does not exist.
+    pub fn object(&self, bucket: &str, key: &str) -> Result<Option<ObjectHead>, S3Error> {
+        let path = object_path(bucket, key);
+        Ok(self.exists(&path)?.map(|r| ObjectHead {
+            size: r
+                .header("content-length")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0),
+            metadata: r
+                .headers
+                .iter()
+                .filter_map(|(k, v)| {
+                    k.strip_prefix(META_PREFIX)
+                        .map(|name| (name.to_owned(), v.clone()))
+                })
+                .collect(),
+        }))
+    }
+
     /// The object's size, `None` when it does not exist.
     pub fn object_size(&self, bucket: &str, key: &str) -> Result<Option<u64>, S3Error> {
-        let path = object_path(bucket, key);
-        Ok(self.exists(&path)?.and_then(|r| {
-            r.header("content-length")
-                .and_then(|v| v.trim().parse().ok())
-        }))
+        Ok(self.object(bucket, key)?.map(|o| o.size))
     }
 
     /// The keys under `prefix` (ListObjectsV2, every page).

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::{MIN_PART, S3, S3Error, object_path, sigv4, xml_value, xml_values};
+use super::{META_PREFIX, MIN_PART, S3, S3Error, object_path, sigv4, xml_value, xml_values};
 
 /// The most parts Object Storage takes in one upload: "1 to 1000 parts per object" (Scaleway's
 /// Object Storage docs, "Managing multipart uploads"; AWS takes 10,000).
@@ -51,13 +51,25 @@ impl S3<'_> {
     /// Uploads `file` to `bucket`/`key` and returns its size: one PUT when it fits in one part,
     /// else a multipart upload (see the module). Uploads of the same key that an interrupted run
     /// left unfinished are aborted first: their parts are billed and nothing else would end them.
+    /// `metadata` is recorded with the object (`x-amz-meta-<name>`), as [`S3::object`] reads it
+    /// back.
     pub fn upload_file(
         &self,
         bucket: &str,
         key: &str,
         file: &Path,
         how: Multipart,
+        metadata: &[(&str, &str)],
     ) -> Result<u64, S3Error> {
+        let meta: Vec<(String, String)> = metadata
+            .iter()
+            .map(|(k, v)| {
+                (
+                    format!("{META_PREFIX}{}", k.to_ascii_lowercase()),
+                    (*v).to_owned(),
+                )
+            })
+            .collect();
         let io = |error| S3Error::File {
             path: file.to_path_buf(),
             error,
@@ -69,7 +81,14 @@ impl S3<'_> {
         if total <= part_size as u64 {
             let mut body = Vec::new();
             handle.read_to_end(&mut body).map_err(io)?;
-            self.call("PUT", &path, "", body)?;
+            self.call_as(
+                &format_args!("S3 PUT {path}"),
+                "PUT",
+                &path,
+                "",
+                body,
+                &meta,
+            )?;
             pop_common::info!("uploaded {key}: {total} bytes");
             return Ok(total);
         }
@@ -89,7 +108,14 @@ impl S3<'_> {
             );
             self.abort(&path, &upload_id)?;
         }
-        let created = self.call("POST", &path, "uploads=", Vec::new())?;
+        let created = self.call_as(
+            &format_args!("S3 POST {path}?uploads"),
+            "POST",
+            &path,
+            "uploads=",
+            Vec::new(),
+            &meta,
+        )?;
         let upload_id = xml_value(&String::from_utf8_lossy(&created.body), "UploadId")
             .ok_or_else(|| S3Error::Answer(format!("POST {path}?uploads"), "UploadId"))?;
         let upload = Upload {
@@ -233,7 +259,7 @@ impl Upload<'_, '_> {
         let label = format_args!("S3 PUT {} part {number} of {}", self.path, self.parts);
         let response = self
             .s3
-            .call_as(&label, "PUT", self.path, &query, body)
+            .call_as(&label, "PUT", self.path, &query, body, &[])
             .map_err(named)?;
         let etag = response
             .header("etag")

@@ -77,7 +77,7 @@ pub fn plan(
     let dns_zone = &cluster.config.dns_zone;
     let sets = wanted(cluster, control_planes, worker);
     let dns = cluster.api.dns();
-    if dns.zone(cluster.project, dns_zone)?.is_none() {
+    if dns.zone(dns_zone)?.is_none() {
         steps.push(ApplyStep::ShowDnsRecords(SetRecords {
             dns_zone: dns_zone.clone(),
             sets,

@@ -1,9 +1,11 @@
 //! The control planes' security group: inbound dropped unless a rule accepts it, and exactly the
-//! rules the cluster needs: 6443 and 50000 from the admin CIDRs; between nodes 6443, 50000-50001,
-//! 10250, 2379-2380 (TCP) and 51871 (UDP, WireGuard).
+//! rules of the flows declared to the control planes (`crates/flows`): one rule a port range and
+//! source network, from the admin CIDRs, the control planes' or every node's address. Flows from
+//! pods need none: between nodes they travel inside the tunnel, whose flows the group lets in.
 
 use std::net::IpAddr;
 
+use flows::{Peer, Traffic};
 use ipnet::IpNet;
 use scaleway::instance::{CreateSecurityGroup, Policy, Protocol, Rule, SetRule};
 use serde::Serialize;
@@ -32,12 +34,12 @@ pub struct SetRules {
     pub rules: Vec<PlannedRule>,
 }
 
-/// An inbound accept rule, from a network or a node's address.
+/// An inbound accept rule, from a network or a node's address; ICMP takes no ports.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct PlannedRule {
     pub protocol: Protocol,
     pub from: Source,
-    pub ports: (u32, u32),
+    pub ports: Option<(u32, u32)>,
 }
 
 /// Where a rule accepts traffic from.
@@ -53,66 +55,73 @@ pub enum Source {
 pub struct RuleSpec {
     pub protocol: Protocol,
     pub ip_range: IpNet,
-    pub from: u32,
-    pub to: u32,
+    /// First and last port; none for ICMP.
+    pub ports: Option<(u32, u32)>,
 }
 
 impl RuleSpec {
-    /// An inbound accept rule as the API shows it (`dest_port_to` null for one port; an address
-    /// without a prefix length is one host).
+    /// An inbound accept rule as the API shows it (`dest_port_to` null for one port, both null
+    /// for ICMP; an address without a prefix length is one host).
     pub fn from_rule(rule: &Rule) -> Option<RuleSpec> {
         if rule.direction != "inbound" || rule.action != "accept" {
             return None;
         }
-        if !matches!(rule.protocol, Protocol::Tcp | Protocol::Udp) {
-            return None;
-        }
+        let ports = match rule.protocol {
+            Protocol::Tcp | Protocol::Udp => {
+                let from = rule.dest_port_from?;
+                Some((from, rule.dest_port_to.unwrap_or(from)))
+            }
+            Protocol::Icmp if rule.dest_port_from.is_none() => None,
+            _ => return None,
+        };
         let ip_range = rule
             .ip_range
             .parse::<IpNet>()
             .or_else(|_| rule.ip_range.parse::<IpAddr>().map(IpNet::from))
             .ok()?
             .trunc();
-        let from = rule.dest_port_from?;
-        let to = rule.dest_port_to.unwrap_or(from);
         Some(RuleSpec {
             protocol: rule.protocol.clone(),
             ip_range,
-            from,
-            to,
+            ports,
         })
     }
 }
 
-/// The rules the cluster needs, and only those.
-pub fn desired(admin_cidrs: &[IpNet], nodes: &[Address]) -> Vec<PlannedRule> {
+/// The rules of the flows declared to the control planes, and only those. A group's ICMP rule
+/// takes every ICMP type: the declared echo is the part of it Cilium's health checks use.
+pub fn desired(
+    admin_cidrs: &[IpNet],
+    control_planes: &[Address],
+    workers: &[Address],
+) -> Vec<PlannedRule> {
+    let node = |address: &Address| match address {
+        Address::Known(address) => Source::Net(IpNet::from(*address)),
+        pending => Source::Node(pending.clone()),
+    };
     let mut rules = Vec::new();
-    for cidr in admin_cidrs {
-        for port in [6443, 50000] {
-            rules.push(PlannedRule {
-                protocol: Protocol::Tcp,
-                from: Source::Net(*cidr),
-                ports: (port, port),
-            });
-        }
-    }
-    for node in nodes {
-        let from = match node {
-            Address::Known(address) => Source::Net(IpNet::from(*address)),
-            pending => Source::Node(pending.clone()),
+    for flow in flows::to(flows::Role::ControlPlane).filter(|f| f.from.outside_the_tunnel()) {
+        let (protocol, ports) = match flow.traffic {
+            Traffic::Tcp(p) => (Protocol::Tcp, Some((p.first.into(), p.last.into()))),
+            Traffic::Udp(p) => (Protocol::Udp, Some((p.first.into(), p.last.into()))),
+            Traffic::IcmpEcho => (Protocol::Icmp, None),
         };
-        for ports in [(6443, 6443), (50000, 50001), (10250, 10250), (2379, 2380)] {
-            rules.push(PlannedRule {
-                protocol: Protocol::Tcp,
-                from: from.clone(),
-                ports,
-            });
-        }
-        rules.push(PlannedRule {
-            protocol: Protocol::Udp,
+        let sources: Vec<Source> = match flow.from {
+            Peer::Internet => Peer::Internet
+                .networks(&flows::Addresses::default())
+                .into_iter()
+                .map(Source::Net)
+                .collect(),
+            Peer::Admin => admin_cidrs.iter().copied().map(Source::Net).collect(),
+            Peer::ControlPlanes => control_planes.iter().map(node).collect(),
+            Peer::Nodes => control_planes.iter().chain(workers).map(node).collect(),
+            Peer::Pods => Vec::new(),
+        };
+        rules.extend(sources.into_iter().map(|from| PlannedRule {
+            protocol: protocol.clone(),
             from,
-            ports: (51871, 51871),
-        });
+            ports,
+        }));
     }
     rules.sort();
     rules.dedup();
@@ -134,8 +143,7 @@ fn specs(rules: &[PlannedRule], known: Option<&Known>) -> Option<Vec<RuleSpec>> 
         out.push(RuleSpec {
             protocol: rule.protocol.clone(),
             ip_range,
-            from: rule.ports.0,
-            to: rule.ports.1,
+            ports: rule.ports,
         });
     }
     out.sort();
@@ -196,9 +204,10 @@ pub fn plan_rules(
     steps: &mut Steps<ApplyStep>,
     known: &Known,
     group: &Ref,
-    nodes: &[Address],
+    control_planes: &[Address],
+    workers: &[Address],
 ) -> R<()> {
-    let rules = desired(&cluster.config.admin_cidrs, nodes);
+    let rules = desired(&cluster.config.admin_cidrs, control_planes, workers);
     if group.existing().is_some()
         && let Some(wanted) = specs(&rules, None)
     {
@@ -268,8 +277,8 @@ impl SetRules {
                 protocol: spec.protocol.clone(),
                 direction: "inbound",
                 ip_range: spec.ip_range.to_string(),
-                dest_port_from: spec.from,
-                dest_port_to: (spec.to != spec.from).then_some(spec.to),
+                dest_port_from: spec.ports.map(|(from, _)| from),
+                dest_port_to: spec.ports.and_then(|(from, to)| (to != from).then_some(to)),
                 position,
             })
             .collect();
@@ -303,29 +312,67 @@ mod tests {
             Some(RuleSpec {
                 protocol: Protocol::Tcp,
                 ip_range: "203.0.113.7/32".parse().unwrap(),
-                from: 6443,
-                to: 6443
+                ports: Some((6443, 6443)),
             })
         );
+        let icmp = Rule {
+            protocol: Protocol::Icmp,
+            dest_port_from: None,
+            ..rule
+        };
+        assert_eq!(RuleSpec::from_rule(&icmp).unwrap().ports, None);
+    }
+
+    /// The rules of the declared flows to the control planes from one kind of source.
+    fn declared(peer: Peer) -> usize {
+        flows::to(flows::Role::ControlPlane)
+            .filter(|f| f.from == peer)
+            .count()
     }
 
     #[test]
     fn a_pending_address_keeps_the_rules_unresolved_until_execution() {
         let admin: Vec<IpNet> = vec!["198.51.100.0/24".parse().unwrap()];
         let known: Vec<Address> = vec![Address::Known("203.0.113.7".parse().unwrap())];
-        let rules = desired(&admin, &known);
-        assert_eq!(rules.len(), 2 + 5);
-        assert_eq!(specs(&rules, None).unwrap().len(), 7);
+        let rules = desired(&admin, &known, &[]);
+        let per_control_plane = declared(Peer::Nodes) + declared(Peer::ControlPlanes);
+        assert_eq!(rules.len(), declared(Peer::Admin) + per_control_plane);
+        assert_eq!(specs(&rules, None).unwrap().len(), rules.len());
         let pending = vec![Address::Pending {
             address_of: super::super::NodeOf::Worker("w".into()),
             family: super::super::Family::Ipv6,
         }];
-        let rules = desired(&admin, &pending);
+        let rules = desired(&admin, &[], &pending);
         assert!(
             specs(&rules, None).is_none(),
             "not comparable while pending"
         );
         // A worker delivered without IPv6: its rules are left out, the admin ones stay.
-        assert_eq!(specs(&rules, Some(&Known::default())).unwrap().len(), 2);
+        assert_eq!(
+            specs(&rules, Some(&Known::default())).unwrap().len(),
+            declared(Peer::Admin)
+        );
+    }
+
+    #[test]
+    fn etcd_is_open_to_the_control_planes_only_and_icmp_takes_no_ports() {
+        let cp: Address = Address::Known("203.0.113.11".parse().unwrap());
+        let worker: Address = Address::Known("203.0.113.10".parse().unwrap());
+        let rules = desired(&[], &[cp], &[worker]);
+        let etcd: Vec<&PlannedRule> = rules
+            .iter()
+            .filter(|r| r.ports == Some((2379, 2380)))
+            .collect();
+        assert_eq!(etcd.len(), 1);
+        assert_eq!(
+            etcd[0].from,
+            Source::Net("203.0.113.11/32".parse().unwrap())
+        );
+        let icmp: Vec<&PlannedRule> = rules
+            .iter()
+            .filter(|r| r.protocol == Protocol::Icmp)
+            .collect();
+        assert_eq!(icmp.len(), 2, "from both nodes");
+        assert!(icmp.iter().all(|r| r.ports.is_none()));
     }
 }

@@ -1,5 +1,6 @@
-//! The Talos image the control planes boot from: the Instance image tagged with the Talos version
-//! (and the pinned digest, when one is given); when there is none and the pins are given, it is
+//! The Talos image the control planes boot from: the project's Instance image tagged with the
+//! cluster, the Talos version (and the pinned digest, when one is given); when there is none and
+//! the pins are given, it is
 //! imported: the file downloaded and converted here ([`super::image_file`]), uploaded to the
 //! cluster's bucket (SigV4, multipart), imported as a Block snapshot and made an Instance image.
 
@@ -16,8 +17,13 @@ use crate::wait;
 
 type R<T> = Result<T, InfraError>;
 
-/// Importing the pinned image: download, check, convert, upload to `bucket`/`key` (unless an
-/// object of that size is there), import as the snapshot `name`, make the image `name`.
+/// The object metadata (`x-amz-meta-sha256`) that records the sha256 of the uploaded QCOW2, so
+/// that a later run reuses the object only when it is that very file.
+const SHA256_META: &str = "sha256";
+
+/// Importing the pinned image: download, check, convert, upload to `bucket`/`key` (unless the
+/// object there is this very file: the sha256 recorded in its metadata when it was uploaded is
+/// this file's), import as the snapshot `name`, make the image `name`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Import {
     pub creates: PlannedId,
@@ -56,13 +62,11 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs, steps: &mut Steps<Apply
     }
     let Some(source) = source else {
         return Err(InfraError::NoTalosImage {
-            tag: tags.first().cloned().unwrap_or_default(),
+            tags,
             zone: cluster.zone().to_owned(),
             version: inputs.talos_version.clone(),
         });
     };
-    let mut tags = tags;
-    tags.push(names.cluster_tag());
     Ok(steps.create(|creates| {
         ApplyStep::ImportTalosImage(Import {
             creates,
@@ -94,14 +98,32 @@ impl Import {
         let zst = image_file::download(&source, work.path())?;
         let (qcow2, raw_size) = image_file::convert(&zst, work.path())?;
         let size = std::fs::metadata(&qcow2).map(|m| m.len()).unwrap_or(0);
+        let digest = image_file::sha256_file(&qcow2)?;
         if !s3.bucket_exists(&self.bucket)? {
             pop_common::info!("creating the bucket {}", self.bucket);
             s3.create_bucket(&self.bucket)?;
         }
-        if s3.object_size(&self.bucket, &self.key)? == Some(size) {
-            pop_common::info!("{} is already uploaded", self.key);
-        } else {
-            s3.upload_file(&self.bucket, &self.key, &qcow2, inputs.upload)?;
+        match s3.object(&self.bucket, &self.key)? {
+            Some(found) if found.size == size && found.meta(SHA256_META) == Some(&digest) => {
+                pop_common::info!("{} is already uploaded (sha256 {digest})", self.key);
+            }
+            found => {
+                if let Some(found) = found {
+                    pop_common::warn!(
+                        "{} holds another file ({} bytes, sha256 {}): uploading this image over it",
+                        self.key,
+                        found.size,
+                        found.meta(SHA256_META).unwrap_or("not recorded")
+                    );
+                }
+                s3.upload_file(
+                    &self.bucket,
+                    &self.key,
+                    &qcow2,
+                    inputs.upload,
+                    &[(SHA256_META, &digest)],
+                )?;
+            }
         }
         pop_common::info!("importing {} as a Block snapshot", self.key);
         let snapshot = cluster.api.block().import_snapshot(

@@ -148,6 +148,18 @@ pub fn convert(zst: &Path, dir: &Path) -> Result<(PathBuf, u64), ImageError> {
     Ok((qcow2, size))
 }
 
+/// The sha256 (lowercase hex) of a file, read as a stream.
+pub fn sha256_file(path: &Path) -> Result<String, ImageError> {
+    let fail = |error| ImageError::File {
+        path: path.to_path_buf(),
+        error,
+    };
+    let mut file = std::fs::File::open(path).map_err(fail)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(fail)?;
+    Ok(pop_common::hex::encode(&hasher.finalize()))
+}
+
 /// The snapshot size to ask for: the disk rounded up to whole GB, at least 10 GB (the guide's).
 pub fn snapshot_size(raw_size: u64) -> u64 {
     const GB: u64 = 1_000_000_000;

@@ -57,7 +57,11 @@ pub fn plan(
         let (server, state) = match take_by_node(&mut servers, &node)? {
             Some(found) => {
                 let server = Ref::Existing(found.id.clone());
-                if found.security_group.as_ref().map(|g| g.id.as_str()) != group.existing() {
+                // A group this plan makes holds no server yet.
+                let in_group = group
+                    .existing()
+                    .is_some_and(|id| found.security_group.as_ref().is_some_and(|g| g.id == id));
+                if !in_group {
                     steps.push(ApplyStep::MoveInstance(MoveToGroup {
                         node: node.clone(),
                         server: server.clone(),
@@ -99,9 +103,10 @@ pub fn plan(
                 (server, ServerState::Stopped)
             }
         };
-        let (power, wait) = power::instance_to(&node, &server, &state, true);
-        steps.extend(power.map(ApplyStep::PowerInstance));
-        steps.extend(wait.map(ApplyStep::WaitInstance));
+        let transition = power::instance_to(&node, &server, &state, true)?;
+        steps.extend(transition.before.map(ApplyStep::WaitInstance));
+        steps.extend(transition.action.map(ApplyStep::PowerInstance));
+        steps.extend(transition.after.map(ApplyStep::WaitInstance));
     }
     if let Some(extra) = servers.first() {
         pop_common::warn!(

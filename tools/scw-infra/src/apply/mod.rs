@@ -195,9 +195,14 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
         .into_iter()
         .filter_map(|family| address(&known, worker.clone(), family, worker_settles))
         .collect();
-    let mut nodes = control_planes.clone();
-    nodes.extend(worker_addresses.iter().cloned());
-    firewall::plan_rules(cluster, &mut steps, &known, &group, &nodes)?;
+    firewall::plan_rules(
+        cluster,
+        &mut steps,
+        &known,
+        &group,
+        &control_planes,
+        &worker_addresses,
+    )?;
     dns::plan(cluster, &mut steps, &control_planes, &worker_addresses)?;
     registry::plan(cluster, &mut steps)?;
     Ok(ApplyPlan { steps, known })

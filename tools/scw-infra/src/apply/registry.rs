@@ -22,10 +22,7 @@ pub struct Create {
 pub fn plan(cluster: &Cluster<'_>, steps: &mut Steps<ApplyStep>) -> R<()> {
     let region = cluster.config.region();
     let name = &cluster.config.registry_namespace;
-    let found = cluster
-        .api
-        .registry()
-        .namespaces(region, cluster.project, name)?;
+    let found = cluster.api.registry().namespaces(region, name)?;
     match found.first() {
         Some(ns) if !ns.is_public => pop_common::warn!(
             "the registry namespace {name} is private: nodes need credentials to pull from {}",

@@ -2,7 +2,7 @@
 //! server adopted by its tags or ordered, then started and waited for until it is ready.
 
 use scaleway::baremetal::{CreateServer, ServerStatus, Stock};
-use scaleway::iam::CreateSshKey;
+use scaleway::iam::{CreateSshKey, same_key};
 use serde::Serialize;
 
 use super::{ApplyInputs, ApplyStep, Known};
@@ -103,10 +103,11 @@ pub fn plan(
             (server, ServerStatus::Delivering)
         }
     };
-    let (power, wait) = power::worker_to(&name, &server, &status, true);
-    let settles = wait.is_some();
-    steps.extend(power.map(ApplyStep::PowerWorker));
-    steps.extend(wait.map(ApplyStep::WaitWorker));
+    let transition = power::worker_to(&name, &server, &status, true)?;
+    let settles = transition.changes();
+    steps.extend(transition.before.map(ApplyStep::WaitWorker));
+    steps.extend(transition.action.map(ApplyStep::PowerWorker));
+    steps.extend(transition.after.map(ApplyStep::WaitWorker));
     Ok(settles)
 }
 
@@ -114,7 +115,7 @@ pub fn plan(
 /// run.
 fn plan_key(cluster: &Cluster<'_>, inputs: &ApplyInputs, steps: &mut Steps<ApplyStep>) -> R<()> {
     let name = cluster.names().ssh_key();
-    let keys = cluster.api.iam().ssh_keys(cluster.project, &name)?;
+    let keys = cluster.api.iam().ssh_keys(&name)?;
     if keys
         .iter()
         .any(|k| same_key(&k.public_key, &inputs.ssh_public_key))
@@ -136,17 +137,6 @@ fn plan_key(cluster: &Cluster<'_>, inputs: &ApplyInputs, steps: &mut Steps<Apply
         })
     });
     Ok(())
-}
-
-/// Two OpenSSH public keys are the same key when their type and base64 body are.
-pub fn same_key(a: &str, b: &str) -> bool {
-    let fields = |k: &str| {
-        k.split_whitespace()
-            .take(2)
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
-    fields(a) == fields(b) && fields(a).len() == 2
 }
 
 impl RegisterKey {
@@ -182,20 +172,5 @@ impl Order {
         known.created.insert(self.creates, &server.id);
         known.worker = Some(server);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_compare_without_their_comment() {
-        assert!(same_key(
-            "ssh-ed25519 AAAA me@host",
-            "ssh-ed25519 AAAA other\n"
-        ));
-        assert!(!same_key("ssh-ed25519 AAAA", "ssh-ed25519 AAAB"));
-        assert!(!same_key("", ""));
     }
 }

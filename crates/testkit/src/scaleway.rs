@@ -1,0 +1,54 @@
+//! What the tests that drive the Scaleway stand-in share: its control endpoints (seed a
+//! resource, inject faults, read the state; not Scaleway's API) and the reading of its request
+//! log.
+
+#![allow(clippy::unwrap_used)] // a test helper: a stand-in that does not answer fails the test
+
+use serde_json::Value;
+
+/// `POST <url>/__standin/<what>` with `body`, or a GET without one; the stand-in's JSON answer.
+pub fn control(url: &str, what: &str, body: Option<&Value>) -> Value {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(true)
+        .build()
+        .into();
+    let url = format!("{url}/__standin/{what}");
+    let mut answer = match body {
+        Some(body) => agent
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .unwrap(),
+        None => agent.get(&url).call().unwrap(),
+    };
+    serde_json::from_str(&answer.body_mut().read_to_string().unwrap()).unwrap()
+}
+
+/// `"METHOD path"` of each logged Scaleway request that changes something (lines of another
+/// shape, such as a talosctl stand-in's argv logged into the same file, are left out).
+pub fn mutations(log: &[Value]) -> Vec<String> {
+    log.iter()
+        .filter(|r| r.is_object() && r["method"] != "GET")
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["method"].as_str().unwrap(),
+                r["path"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// The objects of a list of the state (`state["servers"]`) that carry `tag`.
+pub fn tagged<'a>(objects: &'a Value, tag: &str) -> Vec<&'a Value> {
+    objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            o["tags"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t == tag))
+        })
+        .collect()
+}

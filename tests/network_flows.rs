@@ -1,0 +1,678 @@
+//! The cluster's network as one contract: every layer that opens or closes a port is rendered,
+//! read back, and compared with the declaration (`crates/flows`), for each peer class and port.
+//!
+//! - the control planes' security group (scw-infra's planned rules): the networks it accepts on
+//!   each port are exactly those of the declared peers (pods excepted: they reach another node
+//!   only inside the tunnel, which is what the group sees);
+//! - Cilium's values (render-platform over values/cilium.yaml): the routing mode, the tunnel,
+//!   health and Hubble ports and WireGuard's are declared flows between nodes;
+//! - the NodePort ranges of the API server (talos/patches) and of Cilium are the declared one;
+//! - the host firewall (render-platform): the Cilium host policies, read back peer by peer from
+//!   their selectors, allow on each role's nodes exactly the declared flows, and validate against
+//!   the CiliumClusterwideNetworkPolicy schema (`../shared/schemas`, from the Cilium CRDs in
+//!   `../shared/crds`); Talos's ingress firewall documents for the worker accept exactly the
+//!   declared networks on each port, validate against Talos's own config schema, and block by
+//!   default only once the platform config enforces;
+//! - the README's table is the declaration's.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use crate::values_contract::example_platform;
+use flows::{Addresses, FLOWS, NODE_PORT_RANGE, Peer, Ports, Role, Traffic};
+use ipnet::IpNet;
+use render_platform::Release;
+use render_platform::host_firewall;
+use scw_infra::apply::Address;
+use scw_infra::apply::firewall::{self, Source};
+use serde_json::Value;
+
+/// A cluster's addresses: admin networks, three control planes, a worker with IPv6.
+fn addresses() -> Addresses {
+    Addresses {
+        admin: vec![
+            "198.51.100.0/24".parse().unwrap(),
+            "2001:db8:a::/48".parse().unwrap(),
+        ],
+        control_planes: ["203.0.113.11", "203.0.113.12", "203.0.113.13"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect(),
+        workers: vec![
+            "203.0.113.10".parse().unwrap(),
+            "2001:db8::10".parse().unwrap(),
+        ],
+    }
+}
+
+/// One port of one protocol (ICMP echo has none): what the comparisons are made on, so that a
+/// rule for `50000-50001` and two flows for `50000` and `50001` compare equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Port(&'static str, Option<u16>);
+
+impl std::fmt::Display for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1 {
+            Some(port) => write!(f, "{} {port}", self.0.to_uppercase()),
+            None => write!(f, "{} echo", self.0.to_uppercase()),
+        }
+    }
+}
+
+fn ports_of(traffic: Traffic) -> Vec<Port> {
+    match traffic.ports() {
+        Some(ports) => (ports.first..=ports.last)
+            .map(|p| Port(traffic.protocol(), Some(p)))
+            .collect(),
+        None => vec![Port(traffic.protocol(), None)],
+    }
+}
+
+/// What a layer accepts: the networks allowed on each port.
+type Accepted = BTreeMap<Port, BTreeSet<IpNet>>;
+
+fn accept(into: &mut Accepted, traffic: Traffic, networks: impl IntoIterator<Item = IpNet>) {
+    let networks: Vec<IpNet> = networks.into_iter().collect();
+    for port in ports_of(traffic) {
+        into.entry(port)
+            .or_default()
+            .extend(networks.iter().copied());
+    }
+}
+
+/// What a filter by address must accept on each port of `role`: the union of the declared
+/// peers' networks (only the peers `sees` lets through).
+fn declared_networks(role: Role, addresses: &Addresses, sees: impl Fn(Peer) -> bool) -> Accepted {
+    let mut out = Accepted::new();
+    for flow in FLOWS.iter().filter(|f| f.reaches(role) && sees(f.from)) {
+        accept(&mut out, flow.traffic, flow.from.networks(addresses));
+    }
+    out
+}
+
+/// Compares what a layer accepts with what is declared, one line per difference.
+fn differences(layer: &str, declared: &Accepted, rendered: &Accepted) -> Vec<String> {
+    let mut out = Vec::new();
+    let keys: BTreeSet<&Port> = declared.keys().chain(rendered.keys()).collect();
+    for traffic in keys {
+        let empty = BTreeSet::new();
+        let want = declared.get(traffic).unwrap_or(&empty);
+        let got = rendered.get(traffic).unwrap_or(&empty);
+        for missing in want.difference(got) {
+            out.push(format!(
+                "{layer}: {traffic} from {missing} is declared, not allowed"
+            ));
+        }
+        for extra in got.difference(want) {
+            out.push(format!(
+                "{layer}: {traffic} from {extra} is allowed, not declared"
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_security_group_accepts_exactly_the_declared_flows_to_the_control_planes() {
+    let addresses = addresses();
+    let known =
+        |list: &[IpAddr]| -> Vec<Address> { list.iter().map(|a| Address::Known(*a)).collect() };
+    let rules = firewall::desired(
+        &addresses.admin,
+        &known(&addresses.control_planes),
+        &known(&addresses.workers),
+    );
+    let mut rendered = Accepted::new();
+    for rule in &rules {
+        let Source::Net(net) = &rule.from else {
+            panic!("an address left pending: {rule:?}")
+        };
+        let ports = rule
+            .ports
+            .map(|(first, last)| Ports::range(first as u16, last as u16));
+        let traffic = match (&rule.protocol, ports) {
+            (scaleway::instance::Protocol::Tcp, Some(ports)) => Traffic::Tcp(ports),
+            (scaleway::instance::Protocol::Udp, Some(ports)) => Traffic::Udp(ports),
+            // A group's ICMP rule takes every type, echo among them.
+            (scaleway::instance::Protocol::Icmp, None) => Traffic::IcmpEcho,
+            other => panic!("a rule for {other:?}"),
+        };
+        accept(&mut rendered, traffic, [*net]);
+    }
+    let declared = declared_networks(Role::ControlPlane, &addresses, Peer::outside_the_tunnel);
+    let diff = differences("security group", &declared, &rendered);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+}
+
+/// Our Cilium values for a config: values/cilium.yaml, then what render-platform writes.
+fn cilium_values(platform: &render_platform::PlatformConfig) -> Value {
+    crate::values_contract::our_values(Release::Cilium, platform)
+}
+
+/// A flow from the nodes to every node carrying this traffic is declared.
+fn between_nodes(traffic: Traffic) -> bool {
+    Role::ALL.iter().all(|role| {
+        FLOWS
+            .iter()
+            .any(|f| f.from == Peer::Nodes && f.traffic == traffic && f.reaches(*role))
+    })
+}
+
+fn port_of(value: &Value, what: &str) -> u16 {
+    match value {
+        Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+        Value::String(s) => s.rsplit(':').next().and_then(|p| p.parse().ok()),
+        _ => None,
+    }
+    .unwrap_or_else(|| panic!("{what}: not a port: {value}"))
+}
+
+#[test]
+fn the_cilium_ports_are_declared_flows_between_nodes() {
+    let values = cilium_values(&example_platform());
+    let mut problems = Vec::new();
+    // The routing mode is chosen here, not left to the chart's default.
+    let routing = values.get("routingMode").and_then(Value::as_str);
+    let protocol = values.get("tunnelProtocol").and_then(Value::as_str);
+    match (routing, protocol, values.get("tunnelPort")) {
+        (Some("tunnel"), Some("vxlan"), Some(port)) => {
+            let tunnel = Traffic::Udp(Ports::one(port_of(port, "tunnelPort")));
+            if !between_nodes(tunnel) {
+                problems.push(format!(
+                    "the tunnel ({tunnel}) is not declared between nodes"
+                ));
+            }
+        }
+        other => problems.push(format!(
+            "routingMode, tunnelProtocol, tunnelPort are not tunnel, vxlan and a port: {other:?}"
+        )),
+    }
+    match values.get("clusterHealthPort") {
+        Some(port) => {
+            let health = Traffic::Tcp(Ports::one(port_of(port, "clusterHealthPort")));
+            if !between_nodes(health) || !between_nodes(Traffic::IcmpEcho) {
+                problems.push(format!(
+                    "the health checks ({health}, ICMP) are not declared"
+                ));
+            }
+        }
+        None => problems.push("clusterHealthPort is not set".into()),
+    }
+    for pointer in ["/hubble/listenAddress", "/hubble/peerService/targetPort"] {
+        match values.pointer(pointer) {
+            Some(port) => {
+                let hubble = Traffic::Tcp(Ports::one(port_of(port, pointer)));
+                let declared = Role::ALL.iter().all(|role| {
+                    FLOWS
+                        .iter()
+                        .any(|f| f.traffic == hubble && f.reaches(*role))
+                });
+                if !declared {
+                    problems.push(format!("Hubble's {pointer} ({hubble}) is not declared"));
+                }
+            }
+            None => problems.push(format!("{pointer} is not set")),
+        }
+    }
+    if values.pointer("/encryption/type") == Some(&Value::from("wireguard"))
+        && !between_nodes(Traffic::Udp(Ports::one(flows::WIREGUARD)))
+    {
+        problems.push("WireGuard's port is not declared between nodes".into());
+    }
+    let range = values.pointer("/nodePort/range").and_then(Value::as_str);
+    if range != Some(NODE_PORT_RANGE.cilium().as_str()) {
+        problems.push(format!(
+            "nodePort.range is {range:?}, the declared range is {}",
+            NODE_PORT_RANGE.cilium()
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_api_server_and_cilium_share_the_declared_node_port_range() {
+    let path = testkit::workspace::root().join("talos/patches/40-nodeport-range.controlplane.yaml");
+    let patch: Value = serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let api_server = patch
+        .pointer("/cluster/apiServer/extraArgs/service-node-port-range")
+        .and_then(Value::as_str)
+        .unwrap();
+    assert_eq!(
+        api_server,
+        NODE_PORT_RANGE.to_string(),
+        "{}",
+        path.display()
+    );
+    let cilium = cilium_values(&example_platform());
+    assert_eq!(
+        cilium.pointer("/nodePort/range").and_then(Value::as_str),
+        Some(NODE_PORT_RANGE.cilium().as_str())
+    );
+    // The same ports, spelt each tool's way.
+    let (first, last) = api_server.split_once('-').unwrap();
+    assert_eq!(format!("{first},{last}"), NODE_PORT_RANGE.cilium());
+}
+
+#[test]
+fn every_address_class_is_what_the_addresses_say() {
+    // The comparisons above only mean something if the peers' networks are distinct.
+    let addresses = addresses();
+    let mut seen: BTreeMap<IpNet, Peer> = BTreeMap::new();
+    for peer in [Peer::Internet, Peer::Admin, Peer::ControlPlanes, Peer::Pods] {
+        for net in peer.networks(&addresses) {
+            assert!(seen.insert(net, peer).is_none(), "{net} twice");
+        }
+    }
+    let worker: IpAddr = addresses.workers[0];
+    assert!(
+        Peer::Nodes
+            .networks(&addresses)
+            .contains(&IpNet::from(worker))
+    );
+    assert!(
+        !Peer::ControlPlanes
+            .networks(&addresses)
+            .contains(&IpNet::from(worker))
+    );
+}
+
+/// The host firewall as render-platform writes it for the example config (audit or enforce) and
+/// the example inputs: the Cilium policies (a `List`) and Talos's documents (a YAML stream).
+fn rendered_firewall(audit: bool) -> (Vec<Value>, Vec<Value>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = testkit::workspace::root();
+    let mut platform: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("config/platform.example.json")).unwrap(),
+    )
+    .unwrap();
+    platform["cilium"]["policy_audit_mode"] = Value::Bool(audit);
+    let config = dir.path().join("platform.json");
+    std::fs::write(&config, platform.to_string()).unwrap();
+    let out = dir.path().join("rendered");
+    let run = std::process::Command::new(testkit::workspace::bin("render-platform"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--inputs")
+        .arg(root.join("config/platform-inputs.example.json"))
+        .arg("--out-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
+    testkit::process::success_stdout(&run);
+    let list: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join(render_platform::HOST_POLICIES_FILE)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(list["kind"], "List");
+    let talos_text =
+        std::fs::read_to_string(out.join(render_platform::TALOS_FIREWALL_FILE)).unwrap();
+    let talos: Vec<Value> = talos_text
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_norway::from_str(d).unwrap())
+        .collect();
+    let where_to = std::fs::read_to_string(out.join(render_platform::TALOS_FIREWALL_LIST)).unwrap();
+    (list["items"].as_array().unwrap().clone(), talos, where_to)
+}
+
+/// The example inputs' addresses (what the rendered files were made from).
+fn example_addresses() -> Addresses {
+    let inputs: pop_common::records::PlatformInputs = serde_json::from_str(
+        &std::fs::read_to_string(
+            testkit::workspace::root().join("config/platform-inputs.example.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    render_platform::addresses(&inputs)
+}
+
+/// Which nodes a host policy's selector picks, read back: control planes carry Talos's
+/// control-plane label, the worker does not.
+fn role_of(policy: &Value) -> Role {
+    let selector = &policy["spec"]["nodeSelector"];
+    let label = host_firewall::CONTROL_PLANE_LABEL;
+    if selector.pointer("/matchLabels").and_then(|m| m.get(label)) == Some(&Value::from("")) {
+        Role::ControlPlane
+    } else if selector["matchExpressions"]
+        == serde_json::json!([{"key": label, "operator": "DoesNotExist"}])
+    {
+        Role::Worker
+    } else {
+        panic!("a node selector of no role: {selector}")
+    }
+}
+
+/// The peer class of a Cilium ingress rule, read back from its selector.
+fn peer_of(rule: &Value, addresses: &Addresses) -> Peer {
+    let entities: Option<BTreeSet<&str>> = rule.get("fromEntities").map(|e| {
+        e.as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect()
+    });
+    if let Some(entities) = entities {
+        let nodes: BTreeSet<&str> = host_firewall::NODE_ENTITIES.into_iter().collect();
+        return match entities.iter().copied().collect::<Vec<_>>().as_slice() {
+            ["world"] => Peer::Internet,
+            ["kube-apiserver"] => Peer::ControlPlanes,
+            _ if entities == nodes => Peer::Nodes,
+            other => panic!("entities of no peer class: {other:?}"),
+        };
+    }
+    if let Some(set) = rule.get("fromCIDRSet") {
+        let cidrs: Vec<IpNet> = set
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                assert!(c.get("except").is_none(), "{c}");
+                c["cidr"].as_str().unwrap().parse().unwrap()
+            })
+            .collect();
+        assert_eq!(
+            cidrs, addresses.admin,
+            "a CIDR set that is not the admin networks"
+        );
+        return Peer::Admin;
+    }
+    let pods = serde_json::json!([{"matchExpressions": [
+        {"key": host_firewall::POD_NAMESPACE_LABEL, "operator": "Exists"}
+    ]}]);
+    if rule.get("fromEndpoints") == Some(&pods) {
+        return Peer::Pods;
+    }
+    panic!("a rule of no peer class: {rule}")
+}
+
+/// What a host policy allows: (peer, port), read back from every ingress rule.
+fn cilium_allows(policy: &Value, addresses: &Addresses) -> BTreeSet<(Peer, Port)> {
+    let mut out = BTreeSet::new();
+    for rule in policy["spec"]["ingress"].as_array().unwrap() {
+        let peer = peer_of(rule, addresses);
+        for to_ports in rule
+            .get("toPorts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for port in to_ports["ports"].as_array().unwrap() {
+                let first: u16 = port["port"].as_str().unwrap().parse().unwrap();
+                let last = port
+                    .get("endPort")
+                    .map_or(first, |e| e.as_u64().unwrap() as u16);
+                let traffic = match port["protocol"].as_str().unwrap() {
+                    "TCP" => Traffic::Tcp(Ports::range(first, last)),
+                    "UDP" => Traffic::Udp(Ports::range(first, last)),
+                    other => panic!("protocol {other}"),
+                };
+                out.extend(ports_of(traffic).into_iter().map(|p| (peer, p)));
+            }
+        }
+        for icmp in rule
+            .get("icmps")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let types: BTreeSet<(String, u64)> = icmp["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    (
+                        f["family"].as_str().unwrap().to_owned(),
+                        f["type"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            let echo: BTreeSet<(String, u64)> =
+                [("IPv4".to_owned(), 8), ("IPv6".to_owned(), 128)].into();
+            assert_eq!(types, echo, "ICMP other than echo");
+            out.insert((peer, ports_of(Traffic::IcmpEcho)[0]));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_host_policies_allow_exactly_the_declared_flows_on_each_role() {
+    let addresses = example_addresses();
+    let (policies, _, _) = rendered_firewall(true);
+    let mut roles = Vec::new();
+    let mut problems = Vec::new();
+    for policy in &policies {
+        let role = role_of(policy);
+        roles.push(role);
+        let rendered = cilium_allows(policy, &addresses);
+        let declared: BTreeSet<(Peer, Port)> = FLOWS
+            .iter()
+            .filter(|f| f.reaches(role))
+            .flat_map(|f| ports_of(f.traffic).into_iter().map(move |p| (f.from, p)))
+            .collect();
+        for (peer, port) in declared.difference(&rendered) {
+            problems.push(format!(
+                "{role}: {port} from {peer} is declared, not allowed"
+            ));
+        }
+        for (peer, port) in rendered.difference(&declared) {
+            problems.push(format!(
+                "{role}: {port} from {peer} is allowed, not declared"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    roles.sort();
+    assert_eq!(roles, Role::ALL, "one host policy a role");
+}
+
+/// A label selector's verdict on a node's labels (matchLabels and the operators used here).
+fn selects(selector: &Value, labels: &BTreeMap<&str, &str>) -> bool {
+    let by_label = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k.as_str()) == Some(&v.as_str().unwrap()));
+    let by_expression = selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let key = e["key"].as_str().unwrap();
+            match e["operator"].as_str().unwrap() {
+                "Exists" => labels.contains_key(key),
+                "DoesNotExist" => !labels.contains_key(key),
+                other => panic!("operator {other}"),
+            }
+        });
+    by_label && by_expression
+}
+
+#[test]
+fn every_node_is_selected_by_exactly_one_host_policy_on_labels_cilium_keeps() {
+    let (policies, _, _) = rendered_firewall(true);
+    // The labels of the nodes as Talos and our patches set them (70-edge-worker.worker.yaml).
+    let control_plane: BTreeMap<&str, &str> = [
+        (host_firewall::CONTROL_PLANE_LABEL, ""),
+        ("kubernetes.io/os", "linux"),
+    ]
+    .into();
+    let worker: BTreeMap<&str, &str> = [
+        ("edge.node.kubernetes.io/public", "true"),
+        ("kubernetes.io/os", "linux"),
+    ]
+    .into();
+    for (node, role) in [
+        (&control_plane, Role::ControlPlane),
+        (&worker, Role::Worker),
+    ] {
+        let picked: Vec<Role> = policies
+            .iter()
+            .filter(|p| selects(&p["spec"]["nodeSelector"], node))
+            .map(role_of)
+            .collect();
+        assert_eq!(picked, [role]);
+    }
+    // Cilium's default label filter drops keys that start with kubernetes.io or k8s.io from a
+    // host endpoint's labels (cilium pkg/labelsfilter/filter.go, defaultLabelPrefixCfg): a
+    // selector on one of them would select nothing, silently.
+    for policy in &policies {
+        let selector = &policy["spec"]["nodeSelector"];
+        let keys = selector
+            .get("matchLabels")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.keys().map(String::as_str))
+            .chain(
+                selector
+                    .get("matchExpressions")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|e| e["key"].as_str().unwrap()),
+            );
+        for key in keys {
+            assert!(
+                !key.starts_with("kubernetes.io") && !key.starts_with("k8s.io"),
+                "{key} is not among a host endpoint's labels"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_host_policy_is_valid_against_the_cilium_crd() {
+    let Some(shared) = testkit::workspace::shared_dir("every_host_policy_is_valid") else {
+        return;
+    };
+    let validator = manifest_check::Validator::new(&shared.join("schemas")).unwrap();
+    for audit in [true, false] {
+        let (policies, _, _) = rendered_firewall(audit);
+        for policy in &policies {
+            if let Err(violations) = validator.validate(policy) {
+                panic!("{}: {violations:#?}", policy["metadata"]["name"]);
+            }
+        }
+        // The check can fail: a misspelt field is refused.
+        let mut typo = policies[0].clone();
+        typo["spec"]["ingress"][0]["fromEntity"] = serde_json::json!(["world"]);
+        let violations = validator.validate(&typo).unwrap_err();
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.to_string().contains("fromEntity")),
+            "{violations:?}"
+        );
+    }
+}
+
+/// What Talos's documents accept on each port: the rules' subnets (every rule is an accept rule
+/// when blocking by default, and the only sources let in on its ports when accepting).
+fn talos_accepts(documents: &[Value]) -> Accepted {
+    let mut out = Accepted::new();
+    for document in documents
+        .iter()
+        .filter(|d| d["kind"] == "NetworkRuleConfig")
+    {
+        let protocol = document["portSelector"]["protocol"].as_str().unwrap();
+        let networks: Vec<IpNet> = document["ingress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                assert!(i.get("except").is_none(), "{i}");
+                i["subnet"].as_str().unwrap().parse().unwrap()
+            })
+            .collect();
+        for port in document["portSelector"]["ports"].as_array().unwrap() {
+            let ports = match port {
+                Value::Number(n) => Ports::one(n.as_u64().unwrap() as u16),
+                Value::String(s) => {
+                    let (a, b) = s.split_once('-').unwrap();
+                    Ports::range(a.parse().unwrap(), b.parse().unwrap())
+                }
+                other => panic!("port {other}"),
+            };
+            let traffic = match protocol {
+                "tcp" => Traffic::Tcp(ports),
+                "udp" => Traffic::Udp(ports),
+                other => panic!("protocol {other}"),
+            };
+            accept(&mut out, traffic, networks.iter().copied());
+        }
+    }
+    out
+}
+
+#[test]
+fn talos_accepts_exactly_the_declared_networks_on_the_worker_and_blocks_only_when_enforcing() {
+    let addresses = example_addresses();
+    let Some(schemas) = crate::talos_schema::schemas("talos_accepts_exactly_the_declared") else {
+        return;
+    };
+    for (audit, default_action) in [(true, "accept"), (false, "block")] {
+        let (_, documents, where_to) = rendered_firewall(audit);
+        for document in &documents {
+            let definition = match document["kind"].as_str().unwrap() {
+                "NetworkDefaultActionConfig" => "network.DefaultActionConfigV1Alpha1",
+                "NetworkRuleConfig" => "network.RuleConfigV1Alpha1",
+                other => panic!("a {other} document"),
+            };
+            let errors = schemas.document_errors(definition, document);
+            assert!(errors.is_empty(), "{document}: {errors:#?}");
+        }
+        let defaults: Vec<&Value> = documents
+            .iter()
+            .filter(|d| d["kind"] == "NetworkDefaultActionConfig")
+            .collect();
+        assert_eq!(defaults.len(), 1);
+        assert_eq!(defaults[0]["ingress"], default_action);
+        let mut names: Vec<&str> = documents
+            .iter()
+            .filter_map(|d| d["name"].as_str())
+            .collect();
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "Talos wants each rule's name once");
+
+        // ICMP takes no rule (Talos wants ports): blocking, Talos itself accepts ICMP at 5
+        // packets a second (siderolabs/talos v1.13.0 nftables_chain_config.go), accepting, all
+        // of it. Every other declared port is a rule with exactly the declared networks.
+        let mut declared = declared_networks(Role::Worker, &addresses, |_| true);
+        let icmp = declared.remove(&ports_of(Traffic::IcmpEcho)[0]);
+        assert!(
+            icmp.is_some(),
+            "the health checks' ICMP is declared to the worker"
+        );
+        let rendered = talos_accepts(&documents);
+        let diff = differences("Talos (worker)", &declared, &rendered);
+        assert!(diff.is_empty(), "{}", diff.join("\n"));
+
+        // Applied through the first control plane's apid, to the worker's IPv4 address.
+        let lines: Vec<&str> = where_to.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            lines,
+            [format!(
+                "{}\t{}\t{}",
+                addresses.control_planes[0],
+                addresses.workers[0],
+                render_platform::TALOS_FIREWALL_FILE
+            )]
+        );
+    }
+}
+
+#[test]
+fn the_readme_table_is_the_declared_flows() {
+    let readme = std::fs::read_to_string(testkit::workspace::root().join("README.md")).unwrap();
+    let table = flows::markdown_table();
+    assert!(
+        readme.contains(&table),
+        "README.md must hold the flows' table as crates/flows renders it:\n{table}"
+    );
+}

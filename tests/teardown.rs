@@ -1,0 +1,397 @@
+//! make destroy, destroy-infra and down against the Scaleway and S3 stand-ins (testkit's
+//! `scaleway_api.py`, `s3_api.py`) and the talosctl stand-in, with the scw-infra cargo built:
+//! the destroy question shows scw-infra's plan and names the cluster and the project, and what is
+//! deleted is that list; a cluster already powered off goes on to the infrastructure; the worker
+//! is shut down through Talos, then stopped, before the control planes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use testkit::scaleway::{control, mutations};
+
+const SECRET: &str = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b";
+const ACCESS: &str = "SCWTEARDOWNTEARDOWNT";
+const PROJECT: &str = "11111111-1111-4111-8111-111111111111";
+const CLUSTER_TAG: &str = "edgepop-cluster=edge-par";
+
+struct World {
+    scaleway: testkit::standin::StandIn,
+    s3: testkit::standin::StandIn,
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    /// The stand-ins holding this cluster's Talos image; `None` (after skip_or_fail) when
+    /// python3 or the shared specs are missing.
+    fn start(test: &str) -> Option<World> {
+        if !testkit::workspace::python3(test) {
+            return None;
+        }
+        let shared = testkit::workspace::shared_dir(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        let scaleway = testkit::standin::scaleway(&shared, dir.path(), SECRET, PROJECT, None);
+        let s3 = testkit::standin::s3(dir.path(), ACCESS, SECRET);
+        let key = dir.path().join("id.pub");
+        fs::write(
+            &key,
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHRlYXJkb3duLXRlc3Qta2V5LW5vdC1yZWFs t@e\n",
+        )
+        .unwrap();
+        let mut config: Value = serde_json::from_str(
+            &fs::read_to_string(testkit::workspace::root().join("config/infra.example.json"))
+                .unwrap(),
+        )
+        .unwrap();
+        config["ssh_public_key_path"] = json!(key);
+        fs::write(dir.path().join("infra.json"), config.to_string()).unwrap();
+        fs::create_dir_all(dir.path().join("out")).unwrap();
+        fs::create_dir_all(dir.path().join("talos-state")).unwrap();
+        let world = World { scaleway, s3, dir };
+        control(
+            &world.scaleway.url(),
+            "seed",
+            Some(&json!({"kind": "image", "name": "talos-v1.13.11",
+                         "tags": ["edgepop-talos=v1.13.11", CLUSTER_TAG]})),
+        );
+        Some(world)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `program` with only the stand-ins' credentials and endpoints, the talosctl stand-in first
+    /// on PATH, and its log interleaved with the Scaleway requests (one file, in order).
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let bin = self.path("bin");
+        fs::create_dir_all(&bin).unwrap();
+        if !bin.join("talosctl").exists() {
+            std::os::unix::fs::symlink(testkit::standin::path("talosctl"), bin.join("talosctl"))
+                .unwrap();
+        }
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
+            .env("HOME", self.dir.path())
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .env("SCW_CONFIG_PATH", self.path("no-such-config.yaml"))
+            .env("SCW_API_URL", self.scaleway.url())
+            .env("SCW_S3_ENDPOINT", self.s3.url())
+            .env("SCW_ACCESS_KEY", ACCESS)
+            .env("SCW_SECRET_KEY", SECRET)
+            .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
+            .env("TALOSCTL_LOG", self.path("requests.jsonl"))
+            .env("TALOSCTL_STATE", self.path("talos-state"))
+            // The stand-in's servers change state at each look: no need to wait between looks.
+            .env("SCW_INFRA_POLL_SECONDS", "0")
+            .current_dir(testkit::workspace::root())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn scw_infra(&self, args: &[&str]) -> Output {
+        let out = self
+            .command(testkit::workspace::bin("scw-infra"))
+            .args(args)
+            .arg("--config")
+            .arg(self.path("infra.json"))
+            .args(["--poll-seconds", "0", "--retry-base-ms", "1"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        out
+    }
+
+    /// The cluster, as `make apply-infra` leaves it: built, its inventory in out/.
+    fn apply(&self) {
+        let out = self.scw_infra(&["apply", "--talos-version", "v1.13.11"]);
+        fs::write(self.path("out/inventory.json"), &out.stdout).unwrap();
+        fs::write(self.path("out/talosconfig"), "context: edge-par\n").unwrap();
+        self.take_log();
+    }
+
+    /// `make <args>` for this world (the tools cargo built; nothing rebuilt).
+    fn make_args(&self) -> Vec<String> {
+        let bin = testkit::workspace::bin("scw-infra");
+        vec![
+            "--no-print-directory".into(),
+            format!("OUT={}", self.path("out").display()),
+            format!("INFRA_CONFIG={}", self.path("infra.json").display()),
+            format!("BIN={}", bin.parent().unwrap().display()),
+            "RUST_SOURCES=".into(),
+        ]
+    }
+
+    /// Everything logged (Scaleway requests as objects, talosctl calls as arrays), in order,
+    /// and forgets it.
+    fn take_log(&self) -> Vec<Value> {
+        let path = self.path("requests.jsonl");
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        fs::write(&path, "").unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for l in lines.iter().filter(|l| l.is_object()) {
+            assert!(l.get("refused").is_none(), "the specs refuse: {l}");
+        }
+        lines
+    }
+
+    fn state(&self) -> Value {
+        control(&self.scaleway.url(), "state", None)
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn tagged(objects: &Value) -> Vec<&Value> {
+    testkit::scaleway::tagged(objects, CLUSTER_TAG)
+}
+
+/// The ids of what a destroy's requests deleted (terminated Instances, deleted objects).
+fn deleted_ids(log: &[Value]) -> Vec<String> {
+    let mut ids: Vec<String> = log
+        .iter()
+        .filter(|r| r.is_object())
+        .filter_map(|r| {
+            let path = r["path"].as_str().unwrap();
+            match r["method"].as_str().unwrap() {
+                "DELETE" => path.rsplit('/').next().map(str::to_owned),
+                "POST" if path.ends_with("/action") => {
+                    assert_eq!(r["body"]["action"], "terminate", "{r}");
+                    path.split('/').rev().nth(1).map(str::to_owned)
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The ids of the question's lines (`  <kind> <name> (<id>)[, terminated]`).
+fn question_ids(terminal: &str) -> Vec<String> {
+    let mut ids: Vec<String> = terminal
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| l.starts_with("  ") && l.contains(" ("))
+        .map(|l| {
+            let l = l
+                .trim()
+                .trim_end_matches(", terminated")
+                .trim_end_matches(", deleted");
+            l.rsplit_once(" (")
+                .unwrap()
+                .1
+                .trim_end_matches(')')
+                .to_owned()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn make_destroy_infra_asks_naming_cluster_and_project_and_deletes_the_list_it_showed() {
+    let test = "make_destroy_infra_prompt";
+    let Some(world) = World::start(test) else {
+        return;
+    };
+    let Some(script) = testkit::process::which("script") else {
+        testkit::skip_or_fail(test, "util-linux script (a pseudo-terminal)");
+        return;
+    };
+    world.apply();
+    let make = |answer: &str| {
+        let mut line = vec!["make".to_owned()];
+        line.extend(world.make_args());
+        line.push("destroy-infra".into());
+        let line: Vec<String> = line.iter().map(|a| format!("'{a}'")).collect();
+        let out = testkit::process::run_with_stdin(
+            world
+                .command(&script)
+                .args([
+                    "-q",
+                    "-e",
+                    "-E",
+                    "never",
+                    "-c",
+                    &line.join(" "),
+                    "/dev/null",
+                ])
+                .env("SHELL", "/bin/sh"),
+            format!("{answer}\n").as_bytes(),
+        );
+        let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(!terminal.contains(SECRET), "{terminal}");
+        (terminal, out.status.code())
+    };
+
+    // A wrong answer: the list and the question, and nothing deleted.
+    let (terminal, code) = make("edge-ams");
+    assert_ne!(code, Some(0), "{terminal}");
+    let shown = question_ids(&terminal);
+    assert!(shown.len() > 10, "{terminal}");
+    assert!(
+        terminal.contains(&format!("of cluster edge-par in project {PROJECT}"))
+            && terminal.contains("Type the cluster name (edge-par)"),
+        "{terminal}"
+    );
+    assert!(terminal.contains("nothing destroyed"), "{terminal}");
+    assert_eq!(mutations(&world.take_log()), Vec::<String>::new());
+
+    // The cluster's name: exactly the list shown is deleted.
+    let (terminal, code) = make("edge-par");
+    assert_eq!(code, Some(0), "{terminal}");
+    assert_eq!(
+        question_ids(&terminal),
+        shown,
+        "the same plan is shown again"
+    );
+    assert_eq!(deleted_ids(&world.take_log()), shown, "{terminal}");
+    let state = world.state();
+    for kind in ["servers", "ips", "security_groups", "bm_servers"] {
+        assert!(tagged(&state[kind]).is_empty(), "{kind}: {}", state[kind]);
+    }
+}
+
+#[test]
+fn make_destroy_goes_on_to_the_infra_when_the_cluster_is_powered_off() {
+    let Some(world) = World::start("make_destroy_powered_off") else {
+        return;
+    };
+    world.apply();
+    world.scw_infra(&["power", "off"]);
+    world.take_log();
+    // No kubeconfig, no platform inputs, no edge config: the Kubernetes layers cannot be reached,
+    // and need not be: their objects go with the servers.
+    let out = world
+        .command("make")
+        .args(world.make_args())
+        .args(["destroy", "CONFIRM=yes"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is stopped")
+            && stderr.contains("skipping destroy-edge and destroy-platform"),
+        "{stderr}"
+    );
+    let log = world.take_log();
+    assert!(!deleted_ids(&log).is_empty());
+    let state = world.state();
+    for kind in ["servers", "ips", "security_groups", "bm_servers"] {
+        assert!(tagged(&state[kind]).is_empty(), "{kind}: {}", state[kind]);
+    }
+}
+
+/// The position in `log` of the first entry `matches` picks.
+fn first(log: &[Value], what: &str, matches: impl Fn(&Value) -> bool) -> usize {
+    log.iter()
+        .position(matches)
+        .unwrap_or_else(|| panic!("no {what} in {log:#?}"))
+}
+
+fn talosctl_on(entry: &Value, node: &str) -> bool {
+    let argv: Vec<&str> = entry
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    argv.contains(&"shutdown") && argv.windows(2).any(|w| w == ["--nodes", node])
+}
+
+#[test]
+fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control_planes() {
+    let Some(world) = World::start("make_down") else {
+        return;
+    };
+    world.apply();
+    let inventory: Value =
+        serde_json::from_str(&fs::read_to_string(world.path("out/inventory.json")).unwrap())
+            .unwrap();
+    let address = |role: &str| -> Vec<String> {
+        inventory["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["role"] == role)
+            .map(|n| n["public_ipv4"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (worker, control_planes) = (address("worker").remove(0), address("controlplane"));
+
+    let out = world
+        .command("make")
+        .args(world.make_args())
+        .arg("down")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let log = world.take_log();
+    let worker_shutdown = first(&log, "worker shutdown", |e| talosctl_on(e, &worker));
+    let worker_stop = first(&log, "worker stop", |e| {
+        e["method"] == "POST" && e["path"].as_str().is_some_and(|p| p.ends_with("/stop"))
+    });
+    let poweroff = first(&log, "poweroff", |e| e["body"]["action"] == "poweroff");
+    assert!(worker_shutdown < worker_stop, "{log:#?}");
+    // The worker is drained (no --force); the control planes, which run no workloads, are not.
+    let argv = |i: usize| log[i].as_array().unwrap().clone();
+    assert!(
+        !argv(worker_shutdown).contains(&json!("--force")),
+        "{log:#?}"
+    );
+    for cp in &control_planes {
+        let at = first(&log, "control-plane shutdown", |e| talosctl_on(e, cp));
+        assert!(worker_stop < at && at < poweroff, "{cp}: {log:#?}");
+        assert!(argv(at).contains(&json!("--force")), "{log:#?}");
+    }
+    let state = world.state();
+    assert!(
+        tagged(&state["servers"])
+            .iter()
+            .all(|s| s["state"] == "stopped")
+    );
+    assert!(
+        tagged(&state["bm_servers"])
+            .iter()
+            .all(|s| s["status"] == "stopped")
+    );
+
+    // Up: the control planes before the worker.
+    let out = world
+        .command("bash")
+        .arg(testkit::workspace::root().join("pipelines/power.sh"))
+        .arg("up")
+        .env("OUT", world.path("out"))
+        .env("INFRA_CONFIG", world.path("infra.json"))
+        .env(
+            "BIN",
+            testkit::workspace::bin("scw-infra").parent().unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let log = world.take_log();
+    let poweron = first(&log, "poweron", |e| e["body"]["action"] == "poweron");
+    let start = first(&log, "worker start", |e| {
+        e["method"] == "POST" && e["path"].as_str().is_some_and(|p| p.ends_with("/start"))
+    });
+    let running = first(&log, "control planes running", |e| {
+        e["method"] == "GET" && e["response"]["server"]["state"] == "running"
+    });
+    assert!(poweron < start && running < start, "{log:#?}");
+}

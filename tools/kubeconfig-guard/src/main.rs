@@ -1,0 +1,1 @@
+pop_common::main!(kubeconfig_guard);

@@ -1,0 +1,252 @@
+//! The host firewall, rendered from the declared flows (`crates/flows`) and the cluster's
+//! addresses (the `PlatformInputs` record):
+//!
+//! - Cilium host policies: one `CiliumClusterwideNetworkPolicy` a node role, selecting the
+//!   role's nodes by label (`nodeSelector`), allowing on each node exactly the flows declared to
+//!   it. Cilium's `policyAuditMode` (the platform config's `cilium.policy_audit_mode`) decides
+//!   whether it logs or drops what they do not allow.
+//! - Talos's ingress firewall on the worker, the one node no Scaleway security group protects:
+//!   `NetworkRuleConfig` documents (one a service and protocol, the union of its peers'
+//!   networks) and the `NetworkDefaultActionConfig`. Talos applies them with nftables from the
+//!   first moments of a boot, before the kubelet starts Cilium, and while Cilium is down.
+//!
+//! How each peer class is selected, by Cilium (an identity) and by Talos (addresses):
+//!
+//! | peer | Cilium | Talos |
+//! | --- | --- | --- |
+//! | internet | entity `world` | `0.0.0.0/0`, `::/0` |
+//! | admin CIDRs | `fromCIDRSet` | the CIDRs |
+//! | control planes | entity `kube-apiserver` (the nodes that serve the API: all control planes, nothing else) | their addresses |
+//! | nodes | entities `host`, `remote-node` and `health` (the agents' health endpoints) | every node's address |
+//! | pods | every endpoint with a pod namespace label | the pod CIDR (a pod's packets leave the tunnel with its address) |
+
+use flows::{Addresses, Peer, Ports, Role, Traffic};
+use serde_json::{Value, json};
+
+/// The label every node of a role carries: control planes are labelled by Talos
+/// (`node-role.kubernetes.io/control-plane`); a worker is every node without it. Cilium keeps
+/// both forms among a host endpoint's labels (its default label filter drops only keys that start
+/// with `kubernetes.io` or `k8s.io`, cilium pkg/labelsfilter/filter.go).
+pub const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+
+/// The Cilium entities that stand for the nodes (see the module's table).
+pub const NODE_ENTITIES: [&str; 3] = ["host", "remote-node", "health"];
+
+/// The label key every pod's endpoint carries (Cilium's `k8s:io.kubernetes.pod.namespace`) and
+/// no node identity has.
+pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+
+/// The name of a role's host policy.
+pub fn policy_name(role: Role) -> String {
+    format!("host-firewall-{}", role.name())
+}
+
+fn node_selector(role: Role) -> Value {
+    match role {
+        Role::ControlPlane => json!({"matchLabels": {CONTROL_PLANE_LABEL: ""}}),
+        Role::Worker => json!({"matchExpressions": [
+            {"key": CONTROL_PLANE_LABEL, "operator": "DoesNotExist"}
+        ]}),
+    }
+}
+
+/// Where a peer comes from, in a Cilium ingress rule.
+fn cilium_peer(peer: Peer, addresses: &Addresses) -> Value {
+    match peer {
+        Peer::Internet => json!({"fromEntities": ["world"]}),
+        Peer::Admin => json!({"fromCIDRSet": addresses
+            .admin
+            .iter()
+            .map(|cidr| json!({"cidr": cidr.to_string()}))
+            .collect::<Vec<_>>()}),
+        Peer::ControlPlanes => json!({"fromEntities": ["kube-apiserver"]}),
+        Peer::Nodes => json!({"fromEntities": NODE_ENTITIES}),
+        Peer::Pods => json!({"fromEndpoints": [
+            {"matchExpressions": [{"key": POD_NAMESPACE_LABEL, "operator": "Exists"}]}
+        ]}),
+    }
+}
+
+fn cilium_port(protocol: &str, ports: Ports) -> Value {
+    let mut port = json!({"port": ports.first.to_string(), "protocol": protocol});
+    if ports.last != ports.first {
+        port["endPort"] = json!(ports.last);
+    }
+    port
+}
+
+/// One role's host policy: one ingress rule a peer (and one for its ICMP, which Cilium keeps
+/// apart from ports).
+pub fn cilium_policy(role: Role, addresses: &Addresses, labels: &Value) -> Value {
+    let mut ingress = Vec::new();
+    for (peer, traffic) in flows::by_peer(role) {
+        let ports: Vec<Value> = traffic
+            .iter()
+            .filter_map(|t| match t {
+                Traffic::Tcp(ports) => Some(cilium_port("TCP", *ports)),
+                Traffic::Udp(ports) => Some(cilium_port("UDP", *ports)),
+                Traffic::IcmpEcho => None,
+            })
+            .collect();
+        if !ports.is_empty() {
+            let mut rule = cilium_peer(peer, addresses);
+            rule["toPorts"] = json!([{"ports": ports}]);
+            ingress.push(rule);
+        }
+        if traffic.contains(&Traffic::IcmpEcho) {
+            let mut rule = cilium_peer(peer, addresses);
+            rule["icmps"] = json!([{"fields": [
+                {"type": 8, "family": "IPv4"},
+                {"type": 128, "family": "IPv6"},
+            ]}]);
+            ingress.push(rule);
+        }
+    }
+    json!({
+        "apiVersion": "cilium.io/v2",
+        "kind": "CiliumClusterwideNetworkPolicy",
+        "metadata": {"name": policy_name(role), "labels": labels},
+        "spec": {
+            "description": format!(
+                "What may reach the {role}'s host (rendered from the declared flows): everything \
+                 else is logged while policyAuditMode is on, dropped once it is off"
+            ),
+            "nodeSelector": node_selector(role),
+            "ingress": ingress,
+        },
+    })
+}
+
+/// The host policies of every role.
+pub fn cilium_policies(addresses: &Addresses, labels: &Value) -> Vec<Value> {
+    Role::ALL
+        .iter()
+        .map(|role| cilium_policy(*role, addresses, labels))
+        .collect()
+}
+
+/// Talos's ingress firewall for the worker: the default action (`accept` while auditing, when
+/// Talos drops only what a rule's port receives from outside its networks; `block` once
+/// enforcing, when it drops everything no rule accepts), then one rule a service and protocol.
+/// ICMP has no rule: Talos takes no ports for it and, blocking, still accepts ICMP at 5 packets a
+/// second (siderolabs/talos v1.13.0 internal/app/machined/pkg/controllers/network/
+/// nftables_chain_config.go), which is what Cilium's health checks need.
+pub fn talos_documents(addresses: &Addresses, audit: bool) -> Vec<Value> {
+    let mut documents = vec![json!({
+        "apiVersion": "v1alpha1",
+        "kind": "NetworkDefaultActionConfig",
+        "ingress": if audit { "accept" } else { "block" },
+    })];
+    for rule in flows::by_service(Role::Worker) {
+        if rule.ports.is_empty() {
+            continue;
+        }
+        let mut networks = Vec::new();
+        for peer in &rule.peers {
+            for net in peer.networks(addresses) {
+                if !networks.contains(&net) {
+                    networks.push(net);
+                }
+            }
+        }
+        let ports: Vec<Value> = rule
+            .ports
+            .iter()
+            .map(|p| {
+                if p.first == p.last {
+                    json!(p.first)
+                } else {
+                    json!(p.to_string())
+                }
+            })
+            .collect();
+        documents.push(json!({
+            "apiVersion": "v1alpha1",
+            "kind": "NetworkRuleConfig",
+            "name": format!("{}-{}", rule.service, rule.protocol),
+            "portSelector": {"ports": ports, "protocol": rule.protocol},
+            "ingress": networks
+                .iter()
+                .map(|net| json!({"subnet": net.to_string()}))
+                .collect::<Vec<_>>(),
+        }));
+    }
+    documents
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn addresses() -> Addresses {
+        Addresses {
+            admin: vec!["198.51.100.0/24".parse().unwrap()],
+            control_planes: vec!["203.0.113.11".parse().unwrap()],
+            workers: vec!["203.0.113.10".parse().unwrap()],
+        }
+    }
+
+    #[test]
+    fn the_worker_policy_opens_80_and_443_to_the_world_and_the_talos_api_to_the_admins() {
+        let policy = cilium_policy(Role::Worker, &addresses(), &json!({}));
+        let ingress = policy["spec"]["ingress"].as_array().unwrap();
+        assert_eq!(
+            ingress[0],
+            json!({"fromEntities": ["world"], "toPorts": [{"ports": [
+                {"port": "80", "protocol": "TCP"}, {"port": "443", "protocol": "TCP"}
+            ]}]})
+        );
+        let admin = ingress.iter().find(|r| r.get("fromCIDRSet").is_some());
+        assert_eq!(
+            admin.unwrap(),
+            &json!({"fromCIDRSet": [{"cidr": "198.51.100.0/24"}], "toPorts": [{"ports": [
+                {"port": "50000", "protocol": "TCP"}
+            ]}]})
+        );
+        assert_eq!(
+            policy["spec"]["nodeSelector"]["matchExpressions"][0]["operator"],
+            "DoesNotExist"
+        );
+    }
+
+    #[test]
+    fn etcd_is_a_range_for_the_control_planes_only() {
+        let policy = cilium_policy(Role::ControlPlane, &addresses(), &json!({}));
+        let etcd = policy["spec"]["ingress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["fromEntities"] == json!(["kube-apiserver"]))
+            .unwrap();
+        assert_eq!(
+            etcd["toPorts"][0]["ports"],
+            json!([{"port": "2379", "endPort": 2380, "protocol": "TCP"}])
+        );
+    }
+
+    #[test]
+    fn talos_blocks_only_when_enforcing_and_names_each_rule_once() {
+        let audit = talos_documents(&addresses(), true);
+        assert_eq!(audit[0]["ingress"], "accept");
+        let enforce = talos_documents(&addresses(), false);
+        assert_eq!(enforce[0]["ingress"], "block");
+        assert_eq!(audit[1..], enforce[1..]);
+        let mut names: Vec<&str> = audit[1..]
+            .iter()
+            .map(|d| d["name"].as_str().unwrap())
+            .collect();
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "{names:?}");
+        let vxlan = audit
+            .iter()
+            .find(|d| d["name"] == "cilium-vxlan-udp")
+            .unwrap();
+        assert_eq!(
+            vxlan["ingress"],
+            json!([{"subnet": "203.0.113.11/32"}, {"subnet": "203.0.113.10/32"}])
+        );
+    }
+}
