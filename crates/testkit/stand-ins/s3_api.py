@@ -40,8 +40,11 @@ Control (unsigned): POST /__standin/faults with a list of
       requests are answered `status` (`SlowDown`) without being served;
   {method, path, query, hold_until (regex on the query), count}: the next `count` matching
       requests are held, before being served, until a request whose query matches `hold_until`
-      has been answered (at most HOLD_SECONDS, then 503 `SlowDown`): parts made to arrive out of
-      order, deterministically.
+      has been answered: parts stored out of order, whatever the timing;
+  {method, path, query, gather (a number), count}: the next `count` matching part uploads are
+      held until `gather` parts of their upload are in flight at once: a client's parallelism
+      shown, whatever the timing.
+  A held request waits HOLD_SECONDS at most, then is answered 503 `SlowDown`.
 """
 
 import argparse
@@ -60,9 +63,9 @@ import loopback  # loopback.py, beside this script
 
 MIN_PART = 5 * 1024 * 1024
 MAX_PART_NUMBER = 1000
-# A held request gives up after this long: a client that never sends the releasing request (one
-# that uploads one part at a time) is answered 503 and goes on.
-HOLD_SECONDS = 30
+# A held request gives up after this long: a client that never sends what releases it (one that
+# uploads one part at a time) is answered 503 and goes on.
+HOLD_SECONDS = 20
 
 
 def canonical_query(query):
@@ -124,8 +127,9 @@ def main():
     staging = args.root.rstrip("/") + ".staging"
     os.makedirs(staging, exist_ok=True)
     log = open(args.log, "a", buffering=1)
-    lock = threading.Lock()
-    answered = threading.Condition(lock)  # notified when a request has been answered
+    # Reentrant: an answer sent while the state is locked logs itself under the same lock.
+    lock = threading.RLock()
+    changed = threading.Condition(lock)  # notified when a request arrives or is answered
     uploads = {}  # upload id -> {bucket, key, meta, parts: {n: (etag, md5 digest, bytes)}, in_flight}
     objects = {}  # (bucket, key) -> {etag, meta: {x-amz-meta-*: value}} of the stored object
     faults = []
@@ -154,10 +158,25 @@ def main():
         return found
 
     class Handler(loopback.Handler):
+        def answer(self, status):
+            """Logs the request as answered `status`, before the answer goes out: whoever reads
+            the log after the answer finds it there."""
+            if self.entry is None:
+                return
+            entry, self.entry = self.entry, None
+            entry["status"] = status
+            with lock:
+                up = uploads.get(self.part_of) if self.part_of else None
+                if up and "in_flight" in entry:
+                    up["in_flight"] -= 1
+                log.write(json.dumps(entry) + "\n")
+                answered_queries.append(entry["query"])
+                changed.notify_all()
+
         def send(self, status, body=b"", headers=None):
             if isinstance(body, str):
                 body = body.encode()
-            self.status = status
+            self.answer(status)
             self.send_response(status)
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
@@ -172,39 +191,34 @@ def main():
 
         def do(self):
             url = urlsplit(self.path)
+            self.entry = None
             if url.path == "/__standin/faults":
                 body = self.body_bytes()
                 with lock:
                     faults.extend(json.loads(body))
                 return self.send(200, b"{}")
             q = dict(parse_qsl(url.query, keep_blank_values=True))
-            part_of = q.get("uploadId") if self.command == "PUT" and "partNumber" in q else None
+            self.part_of = q.get("uploadId") if self.command == "PUT" and "partNumber" in q else None
             entry = {"method": self.command, "path": url.path, "query": url.query}
-            if part_of:
+            if self.part_of:
                 with lock:
-                    up = uploads.get(part_of)
+                    up = uploads.get(self.part_of)
                     if up:
                         up["in_flight"] += 1
                         entry["in_flight"] = up["in_flight"]
-            self.status = None
+                        changed.notify_all()
+            self.entry = entry
             try:
                 self.handle_request(url, q, entry)
             finally:
-                with lock:
-                    up = uploads.get(part_of) if part_of else None
-                    if up and "in_flight" in entry:
-                        up["in_flight"] -= 1
-                    entry["status"] = self.status
-                    log.write(json.dumps(entry) + "\n")
-                    answered_queries.append(url.query)
-                    answered.notify_all()
+                self.answer(None)  # no answer went out (the connection broke): logged all the same
 
         def handle_request(self, url, q, entry):
             body = self.body_bytes()
             entry["size"] = len(body)
             with lock:
                 fault = next((f for f in faults if f["count"] > 0 and f.get("method", self.command) == self.command
-                              and re.search(f["path"], url.path)
+                              and re.search(f.get("path", ""), url.path)
                               and re.search(f.get("query", ""), url.query)), None)
                 if fault:
                     fault["count"] -= 1
@@ -249,12 +263,19 @@ def main():
                 entry["refused"] = ["BadDigest"]
                 return self.error(400, "BadDigest", "The Content-MD5 you specified did not match what we received.")
             if fault:
-                with answered:
-                    released = answered.wait_for(
-                        lambda: any(re.search(fault["hold_until"], a) for a in answered_queries), HOLD_SECONDS)
+                with lock:
+                    up = uploads.get(self.part_of) if self.part_of else None
+                if "gather" in fault:
+                    def release():
+                        return up is not None and up["in_flight"] >= fault["gather"]
+                else:
+                    def release():
+                        return any(re.search(fault["hold_until"], a) for a in answered_queries)
+                with changed:
+                    released = changed.wait_for(release, HOLD_SECONDS)
                 if not released:
                     entry["fault"] = "held, never released"
-                    return self.error(503, "SlowDown", f"held until {fault['hold_until']}, which never came")
+                    return self.error(503, "SlowDown", f"held for {fault}, which never came")
                 entry["held"] = True
             self.serve(url, q, body, md5)
 
@@ -363,7 +384,7 @@ def main():
                     return self.error(404, "NoSuchKey", "The specified key does not exist.")
                 found = stored(bucket, key, path)
                 if method == "HEAD":
-                    self.status = 200
+                    self.answer(200)
                     self.send_response(200)
                     self.send_header("Content-Length", str(os.path.getsize(path)))
                     self.send_header("ETag", found["etag"])
