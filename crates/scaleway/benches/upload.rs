@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use pop_common::wait::ThreadSleeper;
 use scaleway::s3::S3;
-use scaleway::s3::multipart::Multipart;
+use scaleway::s3::multipart::{MAX_PARALLEL, Multipart};
 use scaleway::{RetryPolicy, SecretKey, UreqTransport};
 
 const ACCESS: &str = "SCWBENCHBENCHBENCHBE";
@@ -48,7 +48,8 @@ fn main() {
     let bytes = testkit::incompressible_bytes(size, 0x2545_f491_4f6c_dd1d);
     std::fs::write(&file, &bytes).unwrap();
 
-    let transport = UreqTransport::new(Duration::from_secs(600));
+    // The transport scw-infra uploads with.
+    let transport = UreqTransport::for_uploads(Duration::from_secs(120), MAX_PARALLEL);
     let s3 = S3::new(
         &transport,
         &ThreadSleeper,

@@ -455,19 +455,24 @@ fn read_public_key(config_path: &std::path::Path, infra: &InfraConfig) -> Result
 
 /// Runs against the real API (or `SCW_API_URL`).
 pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
+    // An image part's time depends on the link and on the parts sent at once: Object Storage's
+    // requests are bounded by the time nothing moves, not by their total.
+    let stall = Duration::from_secs(120);
     run_with(
         config,
-        &UreqTransport::new(Duration::from_secs(120)),
+        &UreqTransport::new(stall),
+        &UreqTransport::for_uploads(stall, s3::multipart::MAX_PARALLEL),
         &ThreadSleeper,
         input,
         output,
     )
 }
 
-/// [`run`] over any transport and clock.
+/// [`run`] over any transports (the API's, Object Storage's) and clock.
 pub fn run_with(
     config: &Config,
-    transport: &(dyn Transport + Sync),
+    transport: &dyn Transport,
+    object_storage: &(dyn Transport + Sync),
     sleeper: &(dyn Sleeper + Sync),
     input: impl Read,
     mut output: impl Write,
@@ -510,7 +515,7 @@ pub fn run_with(
     )
     .with_policy(run.retry);
     let s3 = S3::new(
-        transport,
+        object_storage,
         sleeper,
         &run.s3_endpoint,
         run.infra.region(),
