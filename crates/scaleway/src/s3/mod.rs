@@ -25,6 +25,10 @@ const META_PREFIX: &str = "x-amz-meta-";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectHead {
     pub size: u64,
+    /// As S3 computes it: the quoted MD5 of an object put whole; for a multipart upload, the MD5
+    /// of its parts' MD5s, a dash and the count of parts (AWS S3 User Guide, "Checking object
+    /// integrity").
+    pub etag: Option<String>,
     /// Its user metadata, by name (without the `x-amz-meta-` prefix, in lower case).
     pub metadata: Vec<(String, String)>,
 }
@@ -257,6 +261,7 @@ impl<'a> S3<'a> {
                 .header("content-length")
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0),
+            etag: r.header("etag").map(str::to_owned),
             metadata: r
                 .headers
                 .iter()
