@@ -698,3 +698,34 @@ fn confirm(
 
 // `s3::MIN_PART` is the floor of --upload-part-mib.
 const _: () = assert!(s3::MIN_PART == 5 * 1024 * 1024);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(extra: &[&str]) -> Result<Config, Error> {
+        let mut args = vec!["scw-infra", "apply", "--config", "/nonexistent/infra.json"];
+        args.extend(["--talos-version", "v1.14.0"]);
+        args.extend(extra);
+        resolve(
+            Cli::try_parse_from(args).unwrap(),
+            &Env::from_pairs([("HOME", "/nonexistent")]),
+        )
+    }
+
+    #[test]
+    fn the_parts_sent_at_once_are_between_1_and_the_bound() {
+        for bad in ["0", "33"] {
+            let err = apply(&["--upload-parallel", bad]).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("--upload-parallel {bad}: between 1 and 32")),
+                "{err}"
+            );
+        }
+        // In bounds, the resolution goes on and stops at the missing config, not at the flag.
+        for good in ["1", "32"] {
+            let err = apply(&["--upload-parallel", good]).unwrap_err().to_string();
+            assert!(err.contains("/nonexistent/infra.json"), "{err}");
+        }
+    }
+}
