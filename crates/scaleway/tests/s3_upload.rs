@@ -11,8 +11,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use pop_common::wait::Sleeper;
-use scaleway::s3::S3;
 use scaleway::s3::multipart::{MAX_PARALLEL, Multipart};
+use scaleway::s3::{S3, S3Error};
 use scaleway::{RetryPolicy, SecretKey, UreqTransport};
 use serde_json::{Value, json};
 
@@ -80,6 +80,21 @@ impl Setup {
         )
         .unwrap();
         path
+    }
+
+    /// Uploads `file` in parts of 5 MiB, `parallel` at once.
+    fn upload(&self, file: &Path, parallel: usize) -> Result<u64, S3Error> {
+        let how = Multipart {
+            part_size: 5 * MIB,
+            parallel,
+        };
+        self.s3().upload_file(BUCKET, KEY, file, how, &[])
+    }
+
+    /// No multipart upload of the key is left begun, neither completed nor aborted.
+    fn assert_none_unfinished(&self) {
+        let left = self.s3().unfinished_uploads(BUCKET, KEY).unwrap();
+        assert_eq!(left, Vec::<String>::new());
     }
 
     fn faults(&self, faults: Value) {
@@ -187,11 +202,8 @@ fn parts_go_up_at_once_and_out_of_order_into_the_object_s3_makes() {
         1,
         json!({"hold_until": "(^|&)partNumber=3(&|$)", "count": 1})
     )]));
-    let how = Multipart {
-        part_size: 5 * MIB,
-        parallel: 3,
-    };
-    let size = s.s3().upload_file(BUCKET, KEY, &file, how, &[]).unwrap();
+    let parallel = 3;
+    let size = s.upload(&file, parallel).unwrap();
     assert_eq!(size, 21 * MIB as u64);
 
     let log = s.take_log();
@@ -216,10 +228,7 @@ fn parts_go_up_at_once_and_out_of_order_into_the_object_s3_makes() {
     let etag = head.etag.unwrap();
     assert!(etag.ends_with("-5\""), "{etag}");
     assert_eq!(etag, multipart_etag(&file, 5 * MIB));
-    assert_eq!(
-        s.s3().unfinished_uploads(BUCKET, KEY).unwrap(),
-        Vec::<String>::new()
-    );
+    s.assert_none_unfinished();
 }
 
 #[test]
@@ -231,11 +240,8 @@ fn as_many_parts_as_asked_are_in_flight_at_once_and_no_more() {
     let file = s.file(31 * MIB);
     // The first three parts to arrive are held until three are in flight at once.
     s.faults(json!([{"method": "PUT", "query": "(^|&)partNumber=", "gather": 3, "count": 3}]));
-    let how = Multipart {
-        part_size: 5 * MIB,
-        parallel: 3,
-    };
-    s.s3().upload_file(BUCKET, KEY, &file, how, &[]).unwrap();
+    let parallel = 3;
+    s.upload(&file, parallel).unwrap();
     let log = s.take_log();
     let in_flight: Vec<u64> = log
         .iter()
@@ -255,11 +261,8 @@ fn a_part_that_fails_once_is_sent_again_alone() {
     };
     let file = s.file(21 * MIB);
     s.faults(json!([on_part(2, json!({"status": 500, "count": 1}))]));
-    let how = Multipart {
-        part_size: 5 * MIB,
-        parallel: 3,
-    };
-    s.s3().upload_file(BUCKET, KEY, &file, how, &[]).unwrap();
+    let parallel = 3;
+    s.upload(&file, parallel).unwrap();
 
     let log = s.take_log();
     let mut sent = parts(&log);
@@ -286,15 +289,8 @@ fn a_part_that_keeps_failing_aborts_the_upload_and_names_the_part() {
     };
     let file = s.file(21 * MIB);
     s.faults(json!([on_part(3, json!({"status": 500, "count": 100}))]));
-    let how = Multipart {
-        part_size: 5 * MIB,
-        parallel: 2,
-    };
-    let err = s
-        .s3()
-        .upload_file(BUCKET, KEY, &file, how, &[])
-        .unwrap_err()
-        .to_string();
+    let parallel = 2;
+    let err = s.upload(&file, parallel).unwrap_err().to_string();
     assert!(
         err.starts_with("part 3 of 5 (bytes 10485760-15728639): ") && err.contains("HTTP 500"),
         "{err}"
@@ -320,10 +316,7 @@ fn a_part_that_keeps_failing_aborts_the_upload_and_names_the_part() {
     );
     assert_eq!(log.last().unwrap()["method"], "DELETE");
     assert_eq!(s.stored(), None);
-    assert_eq!(
-        s.s3().unfinished_uploads(BUCKET, KEY).unwrap(),
-        Vec::<String>::new()
-    );
+    s.assert_none_unfinished();
 }
 
 #[test]
@@ -334,15 +327,8 @@ fn a_completion_answered_200_with_an_error_is_an_error_and_the_upload_is_aborted
     let file = s.file(11 * MIB);
     // S3 can answer a completion 200 and fail it, the error in the body.
     s.faults(json!([{"method": "POST", "query": "^uploadId=", "status": 200, "count": 1}]));
-    let how = Multipart {
-        part_size: 5 * MIB,
-        parallel: 2,
-    };
-    let err = s
-        .s3()
-        .upload_file(BUCKET, KEY, &file, how, &[])
-        .unwrap_err()
-        .to_string();
+    let parallel = 2;
+    let err = s.upload(&file, parallel).unwrap_err().to_string();
     assert!(err.contains("HTTP 200: SlowDown"), "{err}");
     let log = s.take_log();
     assert_eq!(
@@ -354,10 +340,7 @@ fn a_completion_answered_200_with_an_error_is_an_error_and_the_upload_is_aborted
             "DELETE uploadId"
         ]
     );
-    assert_eq!(
-        s.s3().unfinished_uploads(BUCKET, KEY).unwrap(),
-        Vec::<String>::new()
-    );
+    s.assert_none_unfinished();
 }
 
 #[test]
@@ -366,24 +349,19 @@ fn an_upload_an_interrupted_run_left_unfinished_is_aborted_first() {
         return;
     };
     let file = s.file(11 * MIB);
-    let how = Multipart {
-        part_size: 5 * MIB,
-        parallel: 2,
-    };
+    let parallel = 2;
     // A run whose part and abort both fail for good (every try) leaves its upload behind, as a
     // killed run does.
     s.faults(json!([
         on_part(2, json!({"status": 500, "count": ATTEMPTS})),
         {"method": "DELETE", "query": "^uploadId=", "status": 500, "count": ATTEMPTS},
     ]));
-    s.s3()
-        .upload_file(BUCKET, KEY, &file, how, &[])
-        .unwrap_err();
+    s.upload(&file, parallel).unwrap_err();
     let left = s.s3().unfinished_uploads(BUCKET, KEY).unwrap();
     assert_eq!(left.len(), 1);
     s.take_log();
 
-    s.s3().upload_file(BUCKET, KEY, &file, how, &[]).unwrap();
+    s.upload(&file, parallel).unwrap();
     let log = s.take_log();
     assert_eq!(
         others(&log),
@@ -395,10 +373,7 @@ fn an_upload_an_interrupted_run_left_unfinished_is_aborted_first() {
         ]
     );
     assert!(log[1]["query"].as_str().unwrap().contains(&left[0]));
-    assert_eq!(
-        s.s3().unfinished_uploads(BUCKET, KEY).unwrap(),
-        Vec::<String>::new()
-    );
+    s.assert_none_unfinished();
     assert!(s.stored().unwrap() == std::fs::read(&file).unwrap());
 }
 
@@ -413,15 +388,8 @@ fn a_file_of_more_parts_than_object_storage_takes_is_refused_before_any_request(
         .unwrap()
         .set_len(1001 * 5 * MIB as u64)
         .unwrap();
-    let how = Multipart {
-        part_size: 5 * MIB,
-        parallel: 4,
-    };
-    let err = s
-        .s3()
-        .upload_file(BUCKET, KEY, &path, how, &[])
-        .unwrap_err()
-        .to_string();
+    let parallel = 4;
+    let err = s.upload(&path, parallel).unwrap_err().to_string();
     assert!(
         err.contains("is 1001 parts, more than the 1000") && err.contains("huge.qcow2"),
         "{err}"
