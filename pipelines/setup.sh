@@ -68,6 +68,7 @@ test   docker-registry                       docker-registry  # a real OCI regis
 test   skopeo                                skopeo           # the registry's independent reader
 bench  iprange                               iprange          # the list generation bench's baselines
 bench  hyperfine                             hyperfine
+bench  rclone                                rclone           # the image upload bench's baseline: a real S3 client
 "
 present() {
   local check checks

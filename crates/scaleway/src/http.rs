@@ -122,17 +122,39 @@ pub struct UreqTransport {
 }
 
 impl UreqTransport {
+    /// Every request bounded by `timeout`, from connecting to the answer's last byte.
     pub fn new(timeout: Duration) -> UreqTransport {
-        let config = ureq::Agent::config_builder()
+        Self::build(Self::config().timeout_global(Some(timeout)))
+    }
+
+    /// For large bodies sent several at once (the parts of an upload to Object Storage): how long
+    /// one takes depends on the link and on how many share it, so a request has no total bound,
+    /// but a connection on which no byte moves for `stall` is given up (and the request retried).
+    /// Up to `connections` idle connections are kept per host, one for each request in flight, so
+    /// that none is opened again (a TLS handshake) for the next part; ureq keeps 3 by default.
+    pub fn for_uploads(stall: Duration, connections: usize) -> UreqTransport {
+        Self::build(
+            Self::config()
+                .timeout_connect(Some(stall))
+                .timeout_per_read(Some(stall))
+                .timeout_per_write(Some(stall))
+                .max_idle_connections(connections.max(10))
+                .max_idle_connections_per_host(connections),
+        )
+    }
+
+    fn config() -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
+        ureq::Agent::config_builder()
             .http_status_as_error(false)
             // ureq follows redirects by default, headers and all: the token would go to
             // whatever host a redirect names.
             .max_redirects(0)
-            .timeout_global(Some(timeout))
             .user_agent(concat!("edgepop/", env!("CARGO_PKG_VERSION")))
-            .build();
+    }
+
+    fn build(config: ureq::config::ConfigBuilder<ureq::typestate::AgentScope>) -> UreqTransport {
         UreqTransport {
-            agent: config.into(),
+            agent: config.build().into(),
         }
     }
 }
@@ -150,7 +172,8 @@ impl Transport for UreqTransport {
         let result = match &request.body {
             Some(body) => self
                 .agent
-                .run(builder.body(body.clone()).map_err(|e| fail(&e))?),
+                // Sent from the request's own buffer: a part is tens of MiB, not worth a copy.
+                .run(builder.body(body.as_slice()).map_err(|e| fail(&e))?),
             None => self.agent.run(builder.body(()).map_err(|e| fail(&e))?),
         };
         let mut response = result.map_err(|e| fail(&e))?;

@@ -6,19 +6,49 @@ the tool (hashlib/hmac): every request must carry `Authorization: AWS4-HMAC-SHA2
 expected access key, region and service `s3`, sign `host`, `x-amz-date`, every other `x-amz-*` header and
 `x-amz-content-sha256`, and the `x-amz-content-sha256` must be the body's sha256 (or `UNSIGNED-PAYLOAD`); otherwise it
 answers 403 `SignatureDoesNotMatch` (or `XAmzContentSHA256Mismatch`) and logs the request as
-refused. Buckets and objects live as files under --root (so the Scaleway stand-in can check that
-an imported object exists). Multipart uploads follow S3's rules: every part but the last is at
-least 5 MiB, the completion lists parts in order with their ETags. User-defined metadata
-(`x-amz-meta-*` request headers of a PUT or of the CreateMultipartUpload that makes the object)
-is kept with the object, replaced by the next PUT of the key, and returned by HEAD (AWS, "Working
-with object metadata": user-defined metadata is set when the object is uploaded and returned as
-`x-amz-meta-*` response headers; an object's metadata cannot be changed but by replacing it).
+refused. A `Content-MD5` header, when sent, must be the body's MD5, else 400 `BadDigest` (AWS S3
+API Reference, PutObject and UploadPart: "Content-MD5"). Buckets and objects live as files under
+--root (so the Scaleway stand-in can check that an imported object exists); an object appears
+whole or not at all (written beside the root, then renamed into it).
+
+Requests are served concurrently, one thread per connection, as S3 serves them: the parts of one
+multipart upload "can be uploaded independently, in any order, and in parallel" (AWS S3 User
+Guide, "Uploading and copying objects using multipart upload"). Only the shared state (uploads,
+ETags, faults, the log) is under a lock; hashing and writing bodies are not.
+
+Multipart uploads follow S3's rules (AWS S3 API Reference: CreateMultipartUpload, UploadPart,
+CompleteMultipartUpload, AbortMultipartUpload, ListMultipartUploads): part numbers 1 to 1000
+(Scaleway's limit, "Managing multipart uploads" in Scaleway's Object Storage docs; AWS takes
+10,000), every part but the last at least 5 MiB, a part sent again under the same number replaces
+it, the completion lists parts in ascending order with their ETags (its XML elements in any order,
+with or without S3's namespace), and an aborted upload's parts are gone. A part's ETag is the
+quoted MD5 of its bytes; a multipart object's ETag is the MD5 of the concatenated binary MD5s of
+its parts, a dash, and the count of parts (AWS S3 User Guide, "Checking object integrity":
+multipart ETags; MinIO's `getCompleteMultipartMD5` computes it the same way), returned by the
+completion and by HEAD and GET. User-defined metadata (`x-amz-meta-*` request headers of a PUT or
+of the CreateMultipartUpload that makes the object) is kept with the object, replaced by the next
+PUT of the key, and returned by HEAD (AWS, "Working with object metadata": user-defined metadata
+is set when the object is uploaded and returned as `x-amz-meta-*` response headers; an object's
+metadata cannot be changed but by replacing it).
 
 Usage: s3_api.py --root DIR --port-file F --log F --access-key A --secret S --region R
-Control: POST /__standin/faults [{method, path (regex), status, count}].
+Log: one JSON line per request once it is answered (so in the order answers went out): method,
+path, query, size, status, and for a part upload `in_flight`, the parts of that upload being
+received or stored at once when it arrived (itself included).
+Control (unsigned): POST /__standin/faults with a list of
+  {method, path (regex), query (regex, optional), status, count}: the next `count` matching
+      requests are answered `status` (`SlowDown`) without being served;
+  {method, path, query, hold_until (regex on the query), count}: the next `count` matching
+      requests are held, before being served, until a request whose query matches `hold_until`
+      has been answered: parts stored out of order, whatever the timing;
+  {method, path, query, gather (a number), count}: the next `count` matching part uploads are
+      held until `gather` parts of their upload are in flight at once: a client's parallelism
+      shown, whatever the timing.
+  A held request waits HOLD_SECONDS at most, then is answered 503 `SlowDown`.
 """
 
 import argparse
+import base64
 import hashlib
 import hmac
 import json
@@ -26,11 +56,16 @@ import os
 import re
 import threading
 import uuid
+import xml.etree.ElementTree as ET
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import loopback  # loopback.py, beside this script
 
 MIN_PART = 5 * 1024 * 1024
+MAX_PART_NUMBER = 1000
+# A held request gives up after this long: a client that never sends what releases it (one that
+# uploads one part at a time) is answered 503 and goes on.
+HOLD_SECONDS = 20
 
 
 def canonical_query(query):
@@ -57,25 +92,91 @@ def expected_authorization(method, path, query, headers, signed, access, secret,
     return f"AWS4-HMAC-SHA256 Credential={access}/{scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"
 
 
+def completed_parts(body):
+    """The (part number, ETag) pairs of a CompleteMultipartUpload body, in the order listed, or
+    None when it is not one. S3 reads XML: element order inside <Part> and the namespace
+    (http://s3.amazonaws.com/doc/2006-03-01/, which AWS's SDKs send) do not matter."""
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        return None
+
+    def local(tag):
+        return tag.rsplit("}", 1)[-1]
+
+    if local(root.tag) != "CompleteMultipartUpload":
+        return None
+    listed = []
+    for part in root:
+        if local(part.tag) != "Part":
+            continue
+        fields = {local(child.tag): (child.text or "").strip() for child in part}
+        if not fields.get("PartNumber", "").isdigit() or "ETag" not in fields:
+            return None
+        listed.append((int(fields["PartNumber"]), fields["ETag"]))
+    return listed
+
+
 def main():
     ap = argparse.ArgumentParser()
     for name in ("--root", "--port-file", "--log", "--access-key", "--secret", "--region"):
         ap.add_argument(name, required=True)
     args = ap.parse_args()
     os.makedirs(args.root, exist_ok=True)
+    # Objects are written here, then renamed into the root: never seen half-written.
+    staging = args.root.rstrip("/") + ".staging"
+    os.makedirs(staging, exist_ok=True)
     log = open(args.log, "a", buffering=1)
-    lock = threading.Lock()
-    uploads = {}  # upload id -> {bucket, key, meta, parts: {n: (etag, bytes)}}
-    metadata = {}  # (bucket, key) -> {x-amz-meta-*: value}
+    # Reentrant: an answer sent while the state is locked logs itself under the same lock.
+    lock = threading.RLock()
+    changed = threading.Condition(lock)  # notified when a request arrives or is answered
+    uploads = {}  # upload id -> {bucket, key, meta, parts: {n: (etag, md5 digest, bytes)}, in_flight}
+    objects = {}  # (bucket, key) -> {etag, meta: {x-amz-meta-*: value}} of the stored object
     faults = []
+    answered_queries = []  # the query of every request answered, for holds
 
     def obj_path(bucket, key):
         return os.path.join(args.root, bucket, key.replace("/", "%2F"))
 
+    def store(bucket, key, chunks, etag, meta):
+        """Writes an object whole (staged, then renamed) and records its ETag and metadata."""
+        tmp = os.path.join(staging, str(uuid.uuid4()))
+        with open(tmp, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        with lock:
+            os.replace(tmp, obj_path(bucket, key))
+            objects[(bucket, key)] = {"etag": etag, "meta": meta}
+
+    def stored(bucket, key, path):
+        """The ETag and metadata of a stored object."""
+        with lock:
+            found = objects.get((bucket, key))
+        if found is None:
+            with open(path, "rb") as f:
+                found = {"etag": '"' + hashlib.md5(f.read()).hexdigest() + '"', "meta": {}}
+        return found
+
     class Handler(loopback.Handler):
+        def answer(self, status):
+            """Logs the request as answered `status`, before the answer goes out: whoever reads
+            the log after the answer finds it there."""
+            if self.entry is None:
+                return
+            entry, self.entry = self.entry, None
+            entry["status"] = status
+            with lock:
+                up = uploads.get(self.part_of) if self.part_of else None
+                if up and "in_flight" in entry:
+                    up["in_flight"] -= 1
+                log.write(json.dumps(entry) + "\n")
+                answered_queries.append(entry["query"])
+                changed.notify_all()
+
         def send(self, status, body=b"", headers=None):
             if isinstance(body, str):
                 body = body.encode()
+            self.answer(status)
             self.send_response(status)
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
@@ -90,20 +191,39 @@ def main():
 
         def do(self):
             url = urlsplit(self.path)
-            body = self.body_bytes()
+            self.entry = None
             if url.path == "/__standin/faults":
+                body = self.body_bytes()
                 with lock:
                     faults.extend(json.loads(body))
                 return self.send(200, b"{}")
-            entry = {"method": self.command, "path": url.path, "query": url.query, "size": len(body)}
+            q = dict(parse_qsl(url.query, keep_blank_values=True))
+            self.part_of = q.get("uploadId") if self.command == "PUT" and "partNumber" in q else None
+            entry = {"method": self.command, "path": url.path, "query": url.query}
+            if self.part_of:
+                with lock:
+                    up = uploads.get(self.part_of)
+                    if up:
+                        up["in_flight"] += 1
+                        entry["in_flight"] = up["in_flight"]
+                        changed.notify_all()
+            self.entry = entry
+            try:
+                self.handle_request(url, q, entry)
+            finally:
+                self.answer(None)  # no answer went out (the connection broke): logged all the same
+
+        def handle_request(self, url, q, entry):
+            body = self.body_bytes()
+            entry["size"] = len(body)
             with lock:
                 fault = next((f for f in faults if f["count"] > 0 and f.get("method", self.command) == self.command
-                              and re.search(f["path"], url.path)), None)
+                              and re.search(f.get("path", ""), url.path)
+                              and re.search(f.get("query", ""), url.query)), None)
                 if fault:
                     fault["count"] -= 1
-            if fault:
+            if fault and "status" in fault:
                 entry["fault"] = fault["status"]
-                log.write(json.dumps(entry) + "\n")
                 return self.error(fault["status"], "SlowDown", "stand-in fault")
             # The signature, recomputed.
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -136,109 +256,144 @@ def main():
                 problems.append("XAmzContentSHA256Mismatch")
             if problems:
                 entry["refused"] = problems
-                log.write(json.dumps(entry) + "\n")
                 return self.error(403, problems[-1] if "Mismatch" in problems[-1] else "SignatureDoesNotMatch",
                                   "; ".join(problems))
-            log.write(json.dumps(entry) + "\n")
-            with lock:
-                self.serve(url, body)
+            md5 = hashlib.md5(body).digest() if self.command == "PUT" else None
+            if "content-md5" in headers and base64.b64decode(headers["content-md5"]) != md5:
+                entry["refused"] = ["BadDigest"]
+                return self.error(400, "BadDigest", "The Content-MD5 you specified did not match what we received.")
+            if fault:
+                with lock:
+                    up = uploads.get(self.part_of) if self.part_of else None
+                if "gather" in fault:
+                    def release():
+                        return up is not None and up["in_flight"] >= fault["gather"]
+                else:
+                    def release():
+                        return any(re.search(fault["hold_until"], a) for a in answered_queries)
+                with changed:
+                    released = changed.wait_for(release, HOLD_SECONDS)
+                if not released:
+                    entry["fault"] = "held, never released"
+                    return self.error(503, "SlowDown", f"held for {fault}, which never came")
+                entry["held"] = True
+            self.serve(url, q, body, md5)
 
-        def serve(self, url, body):
+        def serve(self, url, q, body, md5):
             parts = url.path.lstrip("/").split("/", 1)
             bucket = parts[0]
             key = unquote(parts[1]) if len(parts) > 1 else ""
-            q = dict(parse_qsl(url.query, keep_blank_values=True))
             bdir = os.path.join(args.root, bucket)
             method = self.command
             if not key:
-                if method == "HEAD":
-                    return self.send(200 if os.path.isdir(bdir) else 404)
-                if method == "PUT":
-                    if os.path.isdir(bdir):
-                        return self.error(409, "BucketAlreadyOwnedByYou", "bucket exists")
-                    os.makedirs(bdir)
-                    return self.send(200)
-                if not os.path.isdir(bdir):
-                    return self.error(404, "NoSuchBucket", "The specified bucket does not exist")
-                if method == "DELETE":
-                    if os.listdir(bdir):
-                        return self.error(409, "BucketNotEmpty", "The bucket you tried to delete is not empty")
-                    os.rmdir(bdir)
-                    return self.send(204)
-                if method == "GET" and q.get("list-type") == "2":
+                with lock:
+                    if method == "HEAD":
+                        return self.send(200 if os.path.isdir(bdir) else 404)
+                    if method == "PUT":
+                        if os.path.isdir(bdir):
+                            return self.error(409, "BucketAlreadyOwnedByYou", "bucket exists")
+                        os.makedirs(bdir)
+                        return self.send(200)
+                    if not os.path.isdir(bdir):
+                        return self.error(404, "NoSuchBucket", "The specified bucket does not exist")
+                    if method == "DELETE":
+                        if os.listdir(bdir):
+                            return self.error(409, "BucketNotEmpty", "The bucket you tried to delete is not empty")
+                        os.rmdir(bdir)
+                        return self.send(204)
                     prefix = q.get("prefix", "")
-                    keys = sorted(unquote(k) for k in os.listdir(bdir))
-                    keys = [k.replace("%2F", "/") for k in keys]
-                    keys = [k for k in keys if k.startswith(prefix)]
-                    xml = "<ListBucketResult><Name>{}</Name><IsTruncated>false</IsTruncated>{}</ListBucketResult>".format(
-                        bucket, "".join(f"<Contents><Key>{k}</Key></Contents>" for k in keys))
-                    return self.send(200, xml, {"Content-Type": "application/xml"})
+                    if method == "GET" and q.get("list-type") == "2":
+                        keys = sorted(unquote(k) for k in os.listdir(bdir))
+                        keys = [k.replace("%2F", "/") for k in keys]
+                        keys = [k for k in keys if k.startswith(prefix)]
+                        xml = "<ListBucketResult><Name>{}</Name><IsTruncated>false</IsTruncated>{}</ListBucketResult>".format(
+                            bucket, "".join(f"<Contents><Key>{k}</Key></Contents>" for k in keys))
+                        return self.send(200, xml, {"Content-Type": "application/xml"})
+                    if method == "GET" and "uploads" in q:
+                        pending = sorted((up["key"], uid) for uid, up in uploads.items()
+                                         if up["bucket"] == bucket and up["key"].startswith(prefix))
+                        xml = "<ListMultipartUploadsResult><Bucket>{}</Bucket><IsTruncated>false</IsTruncated>{}</ListMultipartUploadsResult>".format(
+                            bucket, "".join(f"<Upload><Key>{k}</Key><UploadId>{u}</UploadId></Upload>" for k, u in pending))
+                        return self.send(200, xml, {"Content-Type": "application/xml"})
                 return self.error(400, "InvalidRequest", "not modelled")
             if not os.path.isdir(bdir):
                 return self.error(404, "NoSuchBucket", "The specified bucket does not exist")
             path = obj_path(bucket, key)
             meta = {k.lower(): v for k, v in self.headers.items() if k.lower().startswith("x-amz-meta-")}
-            if method == "HEAD":
-                if not os.path.exists(path):
-                    return self.send(404)
-                self.send_response(200)
-                self.send_header("Content-Length", str(os.path.getsize(path)))
-                for k, v in metadata.get((bucket, key), {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                return
             if method == "PUT" and "uploadId" in q:
-                up = uploads.get(q["uploadId"])
-                if not up:
-                    return self.error(404, "NoSuchUpload", "no such upload")
-                etag = '"' + hashlib.md5(body).hexdigest() + '"'
-                up["parts"][int(q["partNumber"])] = (etag, body)
+                number = q.get("partNumber", "")
+                if not number.isdigit() or not 1 <= int(number) <= MAX_PART_NUMBER:
+                    return self.error(400, "InvalidArgument",
+                                      f"Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive")
+                etag = '"' + md5.hex() + '"'
+                with lock:
+                    up = uploads.get(q["uploadId"])
+                    if not up or (up["bucket"], up["key"]) != (bucket, key):
+                        return self.error(404, "NoSuchUpload", "The specified upload does not exist")
+                    up["parts"][int(number)] = (etag, md5, body)
                 return self.send(200, b"", {"ETag": etag})
             if method == "PUT":
-                with open(path, "wb") as f:
-                    f.write(body)
-                metadata[(bucket, key)] = meta
-                return self.send(200, b"", {"ETag": '"' + hashlib.md5(body).hexdigest() + '"'})
+                etag = '"' + md5.hex() + '"'
+                store(bucket, key, [body], etag, meta)
+                return self.send(200, b"", {"ETag": etag})
             if method == "POST" and "uploads" in q:
                 uid = str(uuid.uuid4())
-                uploads[uid] = {"bucket": bucket, "key": key, "meta": meta, "parts": {}}
+                with lock:
+                    uploads[uid] = {"bucket": bucket, "key": key, "meta": meta, "parts": {}, "in_flight": 0}
                 xml = f"<InitiateMultipartUploadResult><Bucket>{bucket}</Bucket><Key>{key}</Key><UploadId>{uid}</UploadId></InitiateMultipartUploadResult>"
                 return self.send(200, xml, {"Content-Type": "application/xml"})
             if method == "POST" and "uploadId" in q:
-                up = uploads.get(q["uploadId"])
-                if not up:
-                    return self.error(404, "NoSuchUpload", "no such upload")
-                listed = re.findall(r"<Part><PartNumber>(\d+)</PartNumber><ETag>([^<]+)</ETag></Part>", body.decode())
-                numbers = [int(n) for n, _ in listed]
-                if not listed or numbers != sorted(numbers):
-                    return self.error(400, "InvalidPartOrder", "parts not in order")
-                data = b""
-                for i, (n, etag) in enumerate(listed):
-                    part = up["parts"].get(int(n))
-                    if not part or part[0] != etag.replace("&quot;", '"'):
-                        return self.error(400, "InvalidPart", f"part {n}")
-                    if i < len(listed) - 1 and len(part[1]) < MIN_PART:
-                        return self.error(400, "EntityTooSmall", f"part {n} is {len(part[1])} bytes")
-                    data += part[1]
-                with open(path, "wb") as f:
-                    f.write(data)
-                metadata[(bucket, key)] = up["meta"]
-                del uploads[q["uploadId"]]
-                return self.send(200, f"<CompleteMultipartUploadResult><Key>{key}</Key></CompleteMultipartUploadResult>",
+                listed = completed_parts(body)
+                if not listed:
+                    return self.error(400, "MalformedXML", "not a CompleteMultipartUpload with parts")
+                numbers = [n for n, _ in listed]
+                if numbers != sorted(set(numbers)):
+                    return self.error(400, "InvalidPartOrder", "The list of parts was not in ascending order")
+                with lock:
+                    up = uploads.get(q["uploadId"])
+                    if not up or (up["bucket"], up["key"]) != (bucket, key):
+                        return self.error(404, "NoSuchUpload", "The specified upload does not exist")
+                    chosen = []
+                    for i, (n, etag) in enumerate(listed):
+                        part = up["parts"].get(n)
+                        if not part or part[0] != etag:
+                            return self.error(400, "InvalidPart", f"part {n}")
+                        if i < len(listed) - 1 and len(part[2]) < MIN_PART:
+                            return self.error(400, "EntityTooSmall", f"part {n} is {len(part[2])} bytes")
+                        chosen.append(part)
+                    del uploads[q["uploadId"]]
+                etag = '"{}-{}"'.format(hashlib.md5(b"".join(p[1] for p in chosen)).hexdigest(), len(chosen))
+                store(bucket, key, (p[2] for p in chosen), etag, up["meta"])
+                return self.send(200, f"<CompleteMultipartUploadResult><Key>{key}</Key><ETag>{etag}</ETag></CompleteMultipartUploadResult>",
                                  {"Content-Type": "application/xml"})
             if method == "DELETE" and "uploadId" in q:
-                uploads.pop(q["uploadId"], None)
+                with lock:
+                    if uploads.pop(q["uploadId"], None) is None:
+                        return self.error(404, "NoSuchUpload", "The specified upload does not exist")
                 return self.send(204)
             if method == "DELETE":
-                if os.path.exists(path):
-                    os.remove(path)
-                metadata.pop((bucket, key), None)
+                with lock:
+                    if os.path.exists(path):
+                        os.remove(path)
+                    objects.pop((bucket, key), None)
                 return self.send(204)
-            if method == "GET":
+            if method in ("GET", "HEAD"):
                 if not os.path.exists(path):
+                    if method == "HEAD":
+                        return self.send(404)
                     return self.error(404, "NoSuchKey", "The specified key does not exist.")
+                found = stored(bucket, key, path)
+                if method == "HEAD":
+                    self.answer(200)
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(os.path.getsize(path)))
+                    self.send_header("ETag", found["etag"])
+                    for k, v in found["meta"].items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    return
                 with open(path, "rb") as f:
-                    return self.send(200, f.read())
+                    return self.send(200, f.read(), {"ETag": found["etag"], **found["meta"]})
             return self.error(400, "InvalidRequest", "not modelled")
 
         do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do

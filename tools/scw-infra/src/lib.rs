@@ -45,6 +45,7 @@ use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::tool::Env;
 use pop_common::wait::{Sleeper, ThreadSleeper};
+use scaleway::s3::multipart::Multipart;
 use scaleway::s3::{self, S3};
 use scaleway::{Client, Credentials, CredentialsError, RetryPolicy, Transport, UreqTransport};
 
@@ -111,6 +112,9 @@ pub enum Command {
         /// The part size of the image upload, in MiB (at least 5).
         #[arg(long, value_name = "MIB", default_value_t = 64)]
         upload_part_mib: usize,
+        /// Parts of the image upload sent at once (1 to 32); each is held in memory meanwhile.
+        #[arg(long, value_name = "N", default_value_t = Multipart::default().parallel)]
+        upload_parallel: usize,
         /// The control planes' machine config (talos/_out/controlplane.yaml): each new control
         /// plane gets it as user data before its first boot, and boots configured.
         #[arg(long, value_name = "FILE")]
@@ -354,6 +358,7 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             talos_image_url,
             talos_image_sha256,
             upload_part_mib,
+            upload_parallel,
             control_plane_config,
         } => {
             if !talos_version.starts_with('v') || talos_version.len() < 2 {
@@ -383,6 +388,12 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                     "--upload-part-mib {upload_part_mib}: S3 parts are at least 5 MiB"
                 )));
             }
+            if !(1..=s3::multipart::MAX_PARALLEL).contains(&upload_parallel) {
+                return Err(Error::Usage(format!(
+                    "--upload-parallel {upload_parallel}: between 1 and {} parts at once",
+                    s3::multipart::MAX_PARALLEL
+                )));
+            }
             // A first run has no previous inventory: a missing file is no inventory.
             let previous = match previous {
                 Some(path) if path.exists() => Some(InventoryFile::read(&path)?),
@@ -395,7 +406,10 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                     talos_version,
                     talos_source,
                     ssh_public_key,
-                    part_size: upload_part_mib * 1024 * 1024,
+                    upload: Multipart {
+                        part_size: upload_part_mib * 1024 * 1024,
+                        parallel: upload_parallel,
+                    },
                     control_plane_config: control_plane_config
                         .map(|path| {
                             std::fs::read(&path)
@@ -505,20 +519,25 @@ fn read_public_key(config_path: &std::path::Path, infra: &InfraConfig) -> Result
 
 /// Runs against the real API (or `SCW_API_URL`).
 pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
+    // An image part's time depends on the link and on the parts sent at once: Object Storage's
+    // requests are bounded by the time nothing moves, not by their total.
+    let stall = Duration::from_secs(120);
     run_with(
         config,
-        &UreqTransport::new(Duration::from_secs(120)),
+        &UreqTransport::new(stall),
+        &UreqTransport::for_uploads(stall, s3::multipart::MAX_PARALLEL),
         &ThreadSleeper,
         input,
         output,
     )
 }
 
-/// [`run`] over any transport and clock.
+/// [`run`] over any transports (the API's, Object Storage's) and clock.
 pub fn run_with(
     config: &Config,
     transport: &dyn Transport,
-    sleeper: &dyn Sleeper,
+    object_storage: &(dyn Transport + Sync),
+    sleeper: &(dyn Sleeper + Sync),
     input: impl Read,
     mut output: impl Write,
 ) -> Result<(), Error> {
@@ -579,7 +598,7 @@ pub fn run_with(
     )
     .with_policy(run.retry);
     let s3 = S3::new(
-        transport,
+        object_storage,
         sleeper,
         &run.s3_endpoint,
         run.infra.region(),
@@ -762,3 +781,34 @@ fn confirm(
 
 // `s3::MIN_PART` is the floor of --upload-part-mib.
 const _: () = assert!(s3::MIN_PART == 5 * 1024 * 1024);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(extra: &[&str]) -> Result<Config, Error> {
+        let mut args = vec!["scw-infra", "apply", "--config", "/nonexistent/infra.json"];
+        args.extend(["--talos-version", "v1.14.0"]);
+        args.extend(extra);
+        resolve(
+            Cli::try_parse_from(args).unwrap(),
+            &Env::from_pairs([("HOME", "/nonexistent")]),
+        )
+    }
+
+    #[test]
+    fn the_parts_sent_at_once_are_between_1_and_the_bound() {
+        for bad in ["0", "33"] {
+            let err = apply(&["--upload-parallel", bad]).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("--upload-parallel {bad}: between 1 and 32")),
+                "{err}"
+            );
+        }
+        // In bounds, the resolution goes on and stops at the missing config, not at the flag.
+        for good in ["1", "32"] {
+            let err = apply(&["--upload-parallel", good]).unwrap_err().to_string();
+            assert!(err.contains("/nonexistent/infra.json"), "{err}");
+        }
+    }
+}

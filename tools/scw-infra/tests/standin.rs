@@ -1130,7 +1130,34 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     assert!(s.state()["snapshots"].as_array().unwrap().is_empty());
     s.take_requests();
 
-    ok(&apply(&digest));
+    // Parts 1 and 2 are held until part 3 is stored: the progress counts what Object Storage
+    // acknowledged, so its first line is part 3's 2 MiB (the QCOW2's last part: 12 MiB of disk
+    // and its header), not the 5 MiB of the first part read.
+    control(
+        &s.s3.url(),
+        "faults",
+        Some(
+            &json!([{"method": "PUT", "query": "(^|&)partNumber=[12](&|$)",
+                      "hold_until": "(^|&)partNumber=3(&|$)", "count": 2}]),
+        ),
+    );
+    let out = apply(&digest);
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let progress: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.split_once("% acknowledged ").map(|(_, p)| p))
+        .collect();
+    assert_eq!(
+        progress,
+        [
+            "(2 of 12 MiB, 1 of 3 parts)",
+            "(7 of 12 MiB, 2 of 3 parts)",
+            "(12 of 12 MiB, 3 of 3 parts)"
+        ],
+        "{stderr}"
+    );
+    assert!(stderr.contains("100% acknowledged"), "{stderr}");
     let s3 = s.take_s3();
     let parts = s3
         .iter()

@@ -1,12 +1,11 @@
 //! Scaleway Object Storage (the S3 API), path-style, every request signed with AWS Signature
 //! Version 4 ([`sigv4`]) and its payload hashed (`x-amz-content-sha256`). Large files go up in
-//! parts (multipart upload), with progress on stderr; 5xx and 429 (`SlowDown`) are retried with
-//! the client's bounded backoff.
+//! parts sent concurrently ([`multipart`]), with progress on stderr; 5xx and 429 (`SlowDown`) are
+//! retried with the client's bounded backoff, request by request.
 
+pub mod multipart;
 pub mod sigv4;
 
-use std::io::Read;
-use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pop_common::wait::Sleeper;
@@ -26,6 +25,10 @@ const META_PREFIX: &str = "x-amz-meta-";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectHead {
     pub size: u64,
+    /// As S3 computes it: the quoted MD5 of an object put whole; for a multipart upload, the MD5
+    /// of its parts' MD5s, a dash and the count of parts (AWS S3 User Guide, "Checking object
+    /// integrity").
+    pub etag: Option<String>,
     /// Its user metadata, by name (without the `x-amz-meta-` prefix, in lower case).
     pub metadata: Vec<(String, String)>,
 }
@@ -62,13 +65,35 @@ pub enum S3Error {
     },
     #[error("S3 {0}: an answer without {1}")]
     Answer(String, &'static str),
+    /// One part of a multipart upload failed for good (after its own retries).
+    #[error("part {number} of {parts} (bytes {first}-{last}): {source}")]
+    Part {
+        number: u64,
+        parts: u64,
+        first: u64,
+        last: u64,
+        source: Box<S3Error>,
+    },
+    #[error(
+        "{}: {size} bytes in parts of {part_size} bytes is {parts} parts, more than the {max} \
+         Object Storage accepts: use larger parts",
+        path.display()
+    )]
+    TooManyParts {
+        path: std::path::PathBuf,
+        size: u64,
+        part_size: usize,
+        parts: u64,
+        max: u64,
+    },
 }
 
-/// An S3 client for one endpoint and region.
+/// An S3 client for one endpoint and region. It is `Sync`: the parts of an upload are sent from
+/// several threads through the same transport.
 #[derive(Debug)]
 pub struct S3<'a> {
-    transport: &'a dyn Transport,
-    sleeper: &'a dyn Sleeper,
+    transport: &'a (dyn Transport + Sync),
+    sleeper: &'a (dyn Sleeper + Sync),
     /// `http(s)://host[:port]`, no trailing slash.
     endpoint: String,
     host: String,
@@ -78,8 +103,8 @@ pub struct S3<'a> {
 
 impl<'a> S3<'a> {
     pub fn new(
-        transport: &'a dyn Transport,
-        sleeper: &'a dyn Sleeper,
+        transport: &'a (dyn Transport + Sync),
+        sleeper: &'a (dyn Sleeper + Sync),
         endpoint: &str,
         region: &str,
         access_key: &str,
@@ -114,13 +139,22 @@ impl<'a> S3<'a> {
         query: &str,
         body: Vec<u8>,
     ) -> Result<HttpResponse, S3Error> {
-        self.call_with(method, path, query, body, &[])
+        self.call_as(
+            &format_args!("S3 {method} {path}"),
+            method,
+            path,
+            query,
+            body,
+            &[],
+        )
     }
 
-    /// [`Self::call`] with more headers, signed with the others (S3 wants every `x-amz-*`
-    /// header signed).
-    fn call_with(
+    /// [`Self::call`], its retries logged as `label`, with more headers, signed with the others
+    /// (S3 wants every `x-amz-*` header signed). The payload's digest is computed once, whatever
+    /// the retries.
+    fn call_as(
         &self,
+        label: &dyn std::fmt::Display,
         method: &'static str,
         path: &str,
         query: &str,
@@ -149,7 +183,7 @@ impl<'a> S3<'a> {
         let (outcome, _) = retrying(
             &self.policy,
             self.sleeper,
-            &format_args!("S3 {method} {path}"),
+            label,
             true,
             |_| None,
             |_| {
@@ -227,6 +261,7 @@ impl<'a> S3<'a> {
                 .header("content-length")
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0),
+            etag: r.header("etag").map(str::to_owned),
             metadata: r
                 .headers
                 .iter()
@@ -241,112 +276,6 @@ impl<'a> S3<'a> {
     /// The object's size, `None` when it does not exist.
     pub fn object_size(&self, bucket: &str, key: &str) -> Result<Option<u64>, S3Error> {
         Ok(self.object(bucket, key)?.map(|o| o.size))
-    }
-
-    /// Uploads a file: one PUT when it fits in one part, else a multipart upload (aborted if a
-    /// part fails, so no orphan parts are left billed). `metadata` is recorded with the object
-    /// (`x-amz-meta-<name>`), as [`Self::object`] reads it back.
-    pub fn upload_file(
-        &self,
-        bucket: &str,
-        key: &str,
-        file: &Path,
-        part_size: usize,
-        metadata: &[(&str, &str)],
-    ) -> Result<u64, S3Error> {
-        let meta: Vec<(String, String)> = metadata
-            .iter()
-            .map(|(k, v)| {
-                (
-                    format!("{META_PREFIX}{}", k.to_ascii_lowercase()),
-                    (*v).to_owned(),
-                )
-            })
-            .collect();
-        let io = |error| S3Error::File {
-            path: file.to_path_buf(),
-            error,
-        };
-        let part_size = part_size.max(MIN_PART);
-        let total = std::fs::metadata(file).map_err(io)?.len();
-        let mut reader = std::fs::File::open(file).map_err(io)?;
-        let path = object_path(bucket, key);
-        if total <= part_size as u64 {
-            let mut body = Vec::new();
-            reader.read_to_end(&mut body).map_err(io)?;
-            self.call_with("PUT", &path, "", body, &meta)?;
-            pop_common::info!("uploaded {key}: {total} bytes");
-            return Ok(total);
-        }
-        let created = self.call_with("POST", &path, "uploads=", Vec::new(), &meta)?;
-        let upload_id = xml_value(&String::from_utf8_lossy(&created.body), "UploadId")
-            .ok_or_else(|| S3Error::Answer(format!("POST {path}?uploads"), "UploadId"))?;
-        let result = self.upload_parts(&path, &upload_id, &mut reader, part_size, total);
-        match result {
-            Ok(parts) => {
-                let mut xml = String::from("<CompleteMultipartUpload>");
-                for (n, etag) in &parts {
-                    xml.push_str(&format!(
-                        "<Part><PartNumber>{n}</PartNumber><ETag>{etag}</ETag></Part>"
-                    ));
-                }
-                xml.push_str("</CompleteMultipartUpload>");
-                let query = format!("uploadId={}", sigv4::uri_encode(&upload_id, false));
-                self.call("POST", &path, &query, xml.into_bytes())?;
-                Ok(total)
-            }
-            Err(err) => {
-                let query = format!("uploadId={}", sigv4::uri_encode(&upload_id, false));
-                if let Err(abort) = self.call("DELETE", &path, &query, Vec::new()) {
-                    pop_common::warn!("could not abort the upload {upload_id}: {abort}");
-                }
-                Err(err)
-            }
-        }
-    }
-
-    fn upload_parts(
-        &self,
-        path: &str,
-        upload_id: &str,
-        reader: &mut impl Read,
-        part_size: usize,
-        total: u64,
-    ) -> Result<Vec<(u32, String)>, S3Error> {
-        let mut parts = Vec::new();
-        let mut sent = 0u64;
-        for number in 1u32..=10_000 {
-            let mut chunk = Vec::with_capacity(part_size);
-            reader
-                .by_ref()
-                .take(part_size as u64)
-                .read_to_end(&mut chunk)
-                .map_err(|error| S3Error::File {
-                    path: path.into(),
-                    error,
-                })?;
-            if chunk.is_empty() {
-                break;
-            }
-            sent += chunk.len() as u64;
-            let query = format!(
-                "partNumber={number}&uploadId={}",
-                sigv4::uri_encode(upload_id, false)
-            );
-            let r = self.call("PUT", path, &query, chunk)?;
-            let etag = r
-                .header("etag")
-                .ok_or_else(|| S3Error::Answer(format!("PUT {path} part {number}"), "ETag"))?
-                .to_owned();
-            parts.push((number, etag));
-            pop_common::info!(
-                "upload: {:>3}% ({} of {} MiB)",
-                sent * 100 / total.max(1),
-                sent >> 20,
-                total >> 20
-            );
-        }
-        Ok(parts)
     }
 
     /// The keys under `prefix` (ListObjectsV2, every page).

@@ -120,7 +120,7 @@ impl Import {
                     &self.bucket,
                     &self.key,
                     &qcow2,
-                    inputs.part_size,
+                    inputs.upload,
                     &[(SHA256_META, &digest)],
                 )?;
             }

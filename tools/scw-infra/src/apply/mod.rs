@@ -24,6 +24,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use pop_common::records::{Node, NodeInventory, NodeKind, NodeRole, Version};
 use scaleway::baremetal::{self, IpVersion};
 use scaleway::instance;
+use scaleway::s3::multipart::Multipart;
 use serde::Serialize;
 
 use crate::cluster::Cluster;
@@ -43,8 +44,8 @@ pub struct ApplyInputs {
     pub talos_source: Option<TalosSource>,
     /// The worker's SSH public key (one line).
     pub ssh_public_key: String,
-    /// Multipart upload part size, in bytes.
-    pub part_size: usize,
+    /// How the image goes up to Object Storage: part size, parts at once.
+    pub upload: Multipart,
     /// The control planes' Talos machine config, given to each new one as its user data
     /// (`cloud-init`), which Talos's Scaleway platform reads at boot: it boots configured, with
     /// no maintenance mode open on the network. A secret: never printed, only its digest.
