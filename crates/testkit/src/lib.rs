@@ -11,6 +11,8 @@
 //! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
 //!   (Python servers, and the recording `helm`, `kubectl` and `talosctl`); the servers are started
 //!   on loopback and killed on drop.
+//! - [`tunnel`]: an HTTP CONNECT proxy on loopback to one address (a cluster's API server under
+//!   the name of its endpoint).
 //! - [`upstream`]: the real upstream programs built at the pins (`pipelines/upstream.sh`).
 //! - [`workspace`]: the workspace root, `../shared`, the binaries cargo built, `python3`.
 //!
@@ -26,6 +28,7 @@ pub mod http;
 pub mod process;
 pub mod scaleway;
 pub mod standin;
+pub mod tunnel;
 pub mod upstream;
 pub mod workspace;
 
