@@ -292,13 +292,13 @@ fn make_destroy_goes_on_to_the_infra_when_the_cluster_is_powered_off() {
 }
 
 /// The position in `log` of the first entry `matches` picks.
-fn first(log: &[Value], what: &str, matches: impl Fn(&Value) -> bool) -> usize {
+pub(crate) fn first(log: &[Value], what: &str, matches: impl Fn(&Value) -> bool) -> usize {
     log.iter()
         .position(matches)
         .unwrap_or_else(|| panic!("no {what} in {log:#?}"))
 }
 
-fn talosctl_on(entry: &Value, node: &str) -> bool {
+pub(crate) fn talosctl_on(entry: &Value, node: &str) -> bool {
     let argv: Vec<&str> = entry["argv"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())

@@ -30,7 +30,7 @@ impl Tunnel {
     pub fn start(authority: &str, target: &str) -> Tunnel {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
-        let url = format!("http://{address}");
+        let url = format!("http://localhost:{}", address.port());
         let stop = Arc::new(AtomicBool::new(false));
         let refused = Arc::new(Mutex::new(Vec::new()));
         let opened = Arc::new(Mutex::new(0));
@@ -56,7 +56,11 @@ impl Tunnel {
         tunnel
     }
 
-    /// `http://127.0.0.1:<port>`, for `HTTPS_PROXY`.
+    /// `http://localhost:<port>`, for `HTTPS_PROXY`. Named `localhost` rather than
+    /// `127.0.0.1` so that `NO_PROXY=127.0.0.1`, which keeps the stand-ins' loopback URLs
+    /// direct, does not also name the proxy: kube 5 (wait-ready) compares `NO_PROXY` with the
+    /// proxy's own address, not the server's, and drops a proxy it lists
+    /// (kube-client src/config/file_loader.rs, `proxy_url`).
     pub fn url(&self) -> &str {
         &self.url
     }
