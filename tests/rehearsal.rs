@@ -406,27 +406,27 @@ fn istiod(
             if stop.load(Ordering::SeqCst) || (class && gateways) {
                 break;
             }
-            if !class {
-                if let Some(generation) = run(&[
+            if !class
+                && let Some(generation) = run(&[
                     "get",
                     "gatewayclass",
                     "istio",
                     "-o",
                     "jsonpath={.metadata.generation}",
-                ]) {
-                    let status = json!({"status": {"conditions": [condition(
-                        "Accepted", &generation, "Accepted", "Handled by Istio controller")]}});
-                    class = run(&[
-                        "patch",
-                        "gatewayclass",
-                        "istio",
-                        "--subresource=status",
-                        "--type=merge",
-                        "-p",
-                        &status.to_string(),
-                    ])
-                    .is_some();
-                }
+                ])
+            {
+                let status = json!({"status": {"conditions": [condition(
+                    "Accepted", &generation, "Accepted", "Handled by Istio controller")]}});
+                class = run(&[
+                    "patch",
+                    "gatewayclass",
+                    "istio",
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    &status.to_string(),
+                ])
+                .is_some();
             }
             if !gateways {
                 let listed = run(&[
