@@ -10,10 +10,11 @@
 //!   stand-in for the calls that need a node (bootstrap, kubeconfig, the host firewall's patch,
 //!   shutdown). Its `kubeconfig` hands out the test control plane's admin kubeconfig under the
 //!   config's `cluster_endpoint`, `https://api.example.com:6443`, as Talos would;
-//! - the node tools after scw-infra apply (scw-rescue-flash, talos-apply-insecure) are recording
-//!   pass-throughs here: each has its own end-to-end tests against the real sshd and the Talos
-//!   maintenance stand-in, which need ports and addresses of their own that `pipelines/infra.sh`
-//!   does not pass;
+//! - the worker's flash: the real scw-rescue-flash, through a real sshd standing for its rescue
+//!   system (testkit::sshd), the worker adopted at 127.0.0.1 (only its sshd's port is added to
+//!   the command infra.sh runs); talos-apply-insecure is recorded and hands the inventory on
+//!   (its own tests run it against the Talos maintenance stand-in: here every node would need
+//!   an address and a machine-CA certificate of its own on loopback);
 //! - Kubernetes: the real control plane (testkit::control_plane) with kwok nodes named as the
 //!   inventory names the machines, reached under the endpoint's name through a loopback CONNECT
 //!   proxy (`HTTPS_PROXY`, testkit::tunnel) that refuses any other destination, by the pinned
@@ -63,6 +64,10 @@ struct Stage {
     tunnel: testkit::tunnel::Tunnel,
     kubectl_dir: PathBuf,
     talosctl: PathBuf,
+    rescue: testkit::sshd::Rescue,
+    _sshd: testkit::sshd::Sshd,
+    /// The worker's image, as its disk must hold it once flashed.
+    worker_raw: Vec<u8>,
 }
 
 impl Stage {
@@ -135,23 +140,31 @@ impl Stage {
             .join("\n");
         fs::write(path("versions.env"), versions + "\n").unwrap();
 
-        let scaleway = testkit::standin::scaleway(&shared, dir.path(), SECRET, PROJECT, None);
+        // The worker's rescue system: the real sshd, its user's sudo asking for the rescue
+        // password, an empty 16 MiB disk; authorized_keys empty until the API boots the server
+        // into rescue with the IAM key scw-infra registers.
+        let (rescue, sshd) = testkit::sshd::rescue(test)?;
+        fs::write(rescue.path("authorized_keys"), "").unwrap();
+        rescue.sudo_that_asks_for_the_password();
+        rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
+        let scaleway =
+            testkit::standin::scaleway_with_rescue(&shared, dir.path(), SECRET, PROJECT, &rescue);
+        // The worker, an Elastic Metal server carrying our tags, which scw-infra adopts rather
+        // than ordering: the one way to give it the rescue system's loopback address.
+        control(
+            &scaleway.url(),
+            "seed",
+            Some(&json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                         "tags": [CLUSTER_TAG, "edgepop-role=worker", "edgepop-node=edge-worker-1"],
+                         "address": "127.0.0.1"})),
+        );
         let s3 = testkit::standin::s3(dir.path(), ACCESS, SECRET);
 
-        // The configs, from the committed examples, with this test's key files.
-        fs::write(
-            path("id_ed25519.pub"),
-            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHJlaGVhcnNhbC10ZXN0LWtleS1ub3QtcmVhbA r@e\n",
-        )
-        .unwrap();
-        fs::write(
-            path("id_ed25519"),
-            "not a key: the flash is recorded here\n",
-        )
-        .unwrap();
+        // The configs, from the committed examples, with the rescue's user key and disk.
         let mut infra = example("infra.example.json");
-        infra["ssh_public_key_path"] = json!(path("id_ed25519.pub"));
-        infra["ssh_private_key_path"] = json!(path("id_ed25519"));
+        infra["ssh_public_key_path"] = json!(rescue.path("user_key.pub"));
+        infra["ssh_private_key_path"] = json!(rescue.path("user_key"));
+        infra["worker"]["install_disk"] = json!(rescue.disk());
         fs::write(path("config/infra.json"), infra.to_string()).unwrap();
         for (from, to) in [
             ("platform.example.json", "platform.json"),
@@ -180,23 +193,39 @@ impl Stage {
         ] {
             std::os::unix::fs::symlink(testkit::workspace::bin(tool), bin.join(tool)).unwrap();
         }
-        for tool in ["scw-rescue-flash", "talos-apply-insecure"] {
-            executable(
-                &bin.join(tool),
-                &format!(
-                    "#!/bin/bash\n# Records its call and hands the inventory on unchanged.\n\
-                     printf '%s\\t%s\\t%s\\n' {tool} \"${{SCW_SECRET_KEY:+secret}}\" \"$*\" >> {log}\n\
-                     cat\n",
-                    log = path("node-tools.log").display()
-                ),
-            );
-        }
+        // The node tools' calls recorded; scw-rescue-flash then runs for real, told the rescue
+        // sshd's port and to look again at once (the stand-in's server changes state at each
+        // look); talos-apply-insecure hands the inventory on unchanged.
+        let log = path("node-tools.log");
+        let record = |tool: &str| {
+            format!(
+                "#!/bin/bash\nprintf '%s\\t%s\\t%s\\n' {tool} \"${{SCW_SECRET_KEY:+secret}}\" \"$*\" >> {}\n",
+                log.display()
+            )
+        };
+        executable(
+            &bin.join("scw-rescue-flash"),
+            &format!(
+                "{}exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"\n",
+                record("scw-rescue-flash"),
+                testkit::workspace::bin("scw-rescue-flash").display(),
+                sshd.port
+            ),
+        );
+        executable(
+            &bin.join("talos-apply-insecure"),
+            &format!("{}cat\n", record("talos-apply-insecure")),
+        );
         std::os::unix::fs::symlink(testkit::standin::path("talosctl"), path("bin/talosctl"))
             .unwrap();
         std::os::unix::fs::symlink(testkit::standin::path("recording/helm"), path("bin/helm"))
             .unwrap();
 
+        let worker_raw = fs::read(path("worker.raw")).unwrap();
         Some(Stage {
+            rescue,
+            _sshd: sshd,
+            worker_raw,
             dir,
             plane,
             scaleway,
@@ -733,6 +762,46 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
                 .count()
                 == 2,
         "{node_tools}"
+    );
+    // The worker was flashed through its rescue system: its disk holds the image, the
+    // inventory records it, and the server went through rescue and back to a normal boot.
+    let disk = fs::read(stage.rescue.disk()).unwrap();
+    assert!(
+        disk.len() == stage.worker_raw.len() && sha256(&disk) == sha256(&stage.worker_raw),
+        "the worker's disk is not the image"
+    );
+    let worker_node = inventory["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["role"] == "worker")
+        .unwrap();
+    assert_eq!(
+        worker_node["steps"]["image_flashed"],
+        format!("sha256:{}", sha256(&stage.worker_raw)),
+        "{inventory}"
+    );
+    let boots: Vec<&str> = log
+        .iter()
+        .filter(|r| {
+            r["method"] == "POST"
+                && r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.contains("/baremetal/") && p.ends_with("/start"))
+        })
+        .map(|r| r["body"]["boot_type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(boots, ["rescue", "normal"], "{log:#?}");
+    // Its config was not proved applied here (talos-apply-insecure is recorded, not run): the
+    // flashed tag, which only a node proved ours gets, is not written.
+    let state_worker = testkit::scaleway::tagged(&state["bm_servers"], CLUSTER_TAG)[0].clone();
+    assert!(
+        !state_worker["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t.as_str().unwrap().starts_with("edgepop-image-flashed=")),
+        "{state_worker}"
     );
     // helm: each release of the platform layer, in the order components.tsv gives.
     let components: Vec<String> = fs::read_to_string(stage.out("platform-values/components.tsv"))

@@ -8,6 +8,7 @@
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`scaleway`]: the Scaleway stand-in's control endpoints and request log.
+//! - [`sshd`]: a real OpenSSH server on loopback standing for Scaleway's rescue system.
 //! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
 //!   (Python servers, and the recording `helm`, `kubectl` and `talosctl`); the servers are started
 //!   on loopback and killed on drop.
@@ -27,6 +28,7 @@ pub mod crds;
 pub mod http;
 pub mod process;
 pub mod scaleway;
+pub mod sshd;
 pub mod standin;
 pub mod tunnel;
 pub mod upstream;
