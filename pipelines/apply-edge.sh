@@ -8,8 +8,8 @@
 #   pipelines/apply-edge.sh apply|dry-run|diff
 #
 # Environment (set by the Makefile): OBJECTS (the rendered YAML), NAMES (what render-edge --names
-# printed for the same inputs), FIELD_MANAGER, OUT; GATEWAY_CLASS_WAIT_SECONDS (default 60): how
-# long to wait for istiod to accept the class.
+# printed for the same inputs), FIELD_MANAGER, OUT; GATEWAY_WAIT_SECONDS (default 60): how long
+# to wait for istiod to accept the GatewayClass, and then the Gateway.
 #
 # The HMAC keys of the challenge filter are created here, at apply time, in a Secret: never
 # rendered, never in git, never on a command line (kubectl reads them from a 0600 file).
@@ -30,35 +30,39 @@ command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
 
 filter_enabled() { [[ -n "${EDGE_WASM_PLUGIN:-}" ]]; }
 
-# istiod answers for the GatewayClass by setting its Accepted condition, for the generation it
-# saw; until it does, no Gateway of the class is programmed. Polled (bounded) rather than watched.
+# istiod answers for the GatewayClass, then for each Gateway of the class, by setting their
+# Accepted condition for the generation it saw; a Gateway it does not accept is not programmed
+# (no listener serves). Polled (bounded) rather than watched.
 gateway_class=${EDGE_GATEWAY_CLASS:?$NAMES names no GatewayClass}
-gateway_class_wait=${GATEWAY_CLASS_WAIT_SECONDS:-60}
-check_gateway_class_accepted() {
-  local waited=0 status observed generation reason message
+gateway=${EDGE_GATEWAY:?$NAMES names no Gateway}
+accepted_wait=${GATEWAY_WAIT_SECONDS:-60}
+# wait_accepted LABEL KUBECTL_GET_ARGS...: waits until the object's Accepted condition is True
+# for its current generation; else says what the controller answered, and where to look.
+wait_accepted() {
+  local label=$1 waited=0 answer status observed generation reason message
+  shift
+  local condition='{.status.conditions[?(@.type=="Accepted")]'
   while :; do
     # "<status>|<observedGeneration>|<generation>": an answer for an older spec does not count.
-    status=$(kubectl get gatewayclass "$gateway_class" -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}|{.status.conditions[?(@.type=="Accepted")].observedGeneration}|{.metadata.generation}' 2>/dev/null || true)
-    IFS='|' read -r status observed generation <<< "$status" || true
+    answer=$(kubectl get "$@" -o jsonpath="$condition.status}|$condition.observedGeneration}|{.metadata.generation}" 2>/dev/null || true)
+    IFS='|' read -r status observed generation <<< "$answer" || true
     if [[ "$status" == True && "$observed" == "$generation" ]]; then
-      log "GatewayClass $gateway_class is Accepted"; return 0
+      log "$label is Accepted"; return 0
     fi
-    ((waited >= gateway_class_wait)) && break
-    sleep 2; waited=$((waited + 2))
+    ((waited >= accepted_wait)) && break
+    sleep 1; waited=$((waited + 1))
   done
-  reason=$(kubectl get gatewayclass "$gateway_class" \
-    -o jsonpath='{.status.conditions[?(@.type=="Accepted")].reason}' 2>/dev/null || true)
-  message=$(kubectl get gatewayclass "$gateway_class" \
-    -o jsonpath='{.status.conditions[?(@.type=="Accepted")].message}' 2>/dev/null || true)
-  log "GatewayClass $gateway_class is not Accepted after ${gateway_class_wait}s" \
+  reason=$(kubectl get "$@" -o jsonpath="$condition.reason}" 2>/dev/null || true)
+  message=$(kubectl get "$@" -o jsonpath="$condition.message}" 2>/dev/null || true)
+  log "$label is not Accepted after ${accepted_wait}s" \
     "(status '${status:-none}' for generation '${observed:-none}' of '${generation:-none}'," \
     "reason '${reason:-none}', message '${message:-none}')."
-  log "Status Unknown with reason Pending ('Waiting for controller', what the Gateway API CRD sets" \
-    "by default), or no status at all, means no controller has answered for the class: check that istiod runs" \
+  log "Status Unknown with reason Pending ('Waiting for controller', what the Gateway API CRDs set" \
+    "by default), or no status at all, means no controller has answered: check that istiod runs" \
     "(kubectl -n istio-system get pods), that its controller name is the class's" \
     "spec.controllerName (istiod's PILOT_GATEWAY_API_CONTROLLER_NAME, istio.io/gateway-controller" \
-    "by default), and istiod's log (kubectl -n istio-system logs deploy/istiod | grep -i gatewayclass)."
-  log "A status False names the cause in its reason and message (kubectl get gatewayclass $gateway_class -o yaml)."
+    "by default), and istiod's log (kubectl -n istio-system logs deploy/istiod | grep -i gateway)."
+  log "A status False names the cause in its reason and message (kubectl get $* -o yaml)."
   exit 1
 }
 
@@ -108,7 +112,8 @@ case "$mode" in
         --dry-run=client -o yaml \
         | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
     fi
-    check_gateway_class_accepted
+    wait_accepted "GatewayClass $gateway_class" gatewayclass "$gateway_class"
+    wait_accepted "Gateway $namespace/$gateway" --namespace="$namespace" gateway "$gateway"
     ;;
   *)
     log "unknown mode '$mode' (apply, dry-run or diff)"; exit 2 ;;

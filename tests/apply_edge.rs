@@ -34,6 +34,22 @@ use testkit::control_plane::ControlPlane;
 
 const NAMESPACE: &str = "edge";
 
+/// istiod's answer for a Gateway: its Accepted condition.
+#[derive(Clone, Copy)]
+struct GatewayAnswer {
+    status: &'static str,
+    reason: &'static str,
+    message: &'static str,
+}
+
+/// What istiod 1.30 writes for a Gateway it accepts (its gateway conditions, as in the golden
+/// status files of pilot/pkg/config/kube/gateway/testdata).
+const GATEWAY_ACCEPTED: GatewayAnswer = GatewayAnswer {
+    status: "True",
+    reason: "Accepted",
+    message: "Resource accepted",
+};
+
 fn workspace() -> PathBuf {
     testkit::workspace::root()
 }
@@ -159,24 +175,104 @@ impl Cluster {
         command
     }
 
-    fn run_apply_edge(&self, mode: &str, objects: &Path, wait_seconds: &str) -> Output {
-        self.script("apply-edge.sh")
+    /// Runs apply-edge.sh while istiod's status controller is played (when `answer` is given):
+    /// once the Gateway exists, its Accepted condition is set to `answer` for the generation
+    /// seen, as istiod does for each generation of a Gateway of its class.
+    fn run_apply_edge_answered(
+        &self,
+        mode: &str,
+        objects: &Path,
+        wait_seconds: &str,
+        answer: Option<GatewayAnswer>,
+    ) -> Output {
+        let stdout = self.dir.path().join("apply-edge.stdout");
+        let stderr = self.dir.path().join("apply-edge.stderr");
+        let mut child = self
+            .script("apply-edge.sh")
             .arg(mode)
             .env("OBJECTS", objects)
             .env("NAMES", names_of(objects))
-            .env("GATEWAY_CLASS_WAIT_SECONDS", wait_seconds)
-            .output()
-            .unwrap()
+            .env("GATEWAY_WAIT_SECONDS", wait_seconds)
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut answered = None;
+        // Bounded: the script's own waits are shorter than this.
+        let mut status = None;
+        for _ in 0..1200 {
+            if let Some(exit) = child.try_wait().unwrap() {
+                status = Some(exit);
+                break;
+            }
+            if let Some(answer) = answer {
+                self.answer_gateway(answer, &mut answered);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let Some(status) = status else {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("apply-edge.sh {mode} did not stop within 60 s");
+        };
+        Output {
+            status,
+            stdout: std::fs::read(&stdout).unwrap(),
+            stderr: std::fs::read(&stderr).unwrap(),
+        }
     }
 
+    fn run_apply_edge(&self, mode: &str, objects: &Path, wait_seconds: &str) -> Output {
+        self.run_apply_edge_answered(mode, objects, wait_seconds, None)
+    }
+
+    /// apply-edge.sh, with istiod accepting the Gateway; checks that it succeeded.
     fn apply_edge(&self, mode: &str, objects: &Path) -> Output {
-        let out = self.run_apply_edge(mode, objects, "0");
+        let out = self.run_apply_edge_answered(mode, objects, "30", Some(GATEWAY_ACCEPTED));
         assert!(
             out.status.success(),
             "apply-edge.sh {mode}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         out
+    }
+
+    /// istiod's status controller for the Gateway `edge/edge-gateway`: once it exists, its
+    /// Accepted condition for the generation seen (`answered` remembers which one).
+    fn answer_gateway(&self, answer: GatewayAnswer, answered: &mut Option<i64>) {
+        let out = self.kubectl(&[
+            "get",
+            "--namespace",
+            NAMESPACE,
+            "gateway",
+            "edge-gateway",
+            "--output=jsonpath={.metadata.generation}",
+            "--ignore-not-found",
+        ]);
+        let Ok(generation) = String::from_utf8_lossy(&out.stdout).trim().parse::<i64>() else {
+            return;
+        };
+        if *answered == Some(generation) {
+            return;
+        }
+        let status = json!({"status": {"conditions": [{
+            "type": "Accepted", "status": answer.status, "reason": answer.reason,
+            "message": answer.message, "observedGeneration": generation,
+            "lastTransitionTime": "2026-11-30T00:00:00Z",
+        }]}});
+        self.kubectl_ok(&[
+            "patch",
+            "--namespace",
+            NAMESPACE,
+            "gateway",
+            "edge-gateway",
+            "--subresource=status",
+            "--type=merge",
+            "--field-manager=pilot-discovery",
+            "-p",
+            &status.to_string(),
+        ]);
+        *answered = Some(generation);
     }
 
     /// Runs destroy-edge.sh for what `objects` names; checks that it succeeded and returns its
@@ -715,10 +811,7 @@ fn a_gateway_class_istiod_does_not_accept_stops_the_apply_and_says_where_to_look
         said.contains("reason 'Pending', message 'Waiting for controller'"),
         "{said}"
     );
-    assert!(
-        said.contains("no controller has answered for the class"),
-        "{said}"
-    );
+    assert!(said.contains("no controller has answered"), "{said}");
     assert!(said.contains("istio-system"), "{said}");
     assert!(said.contains("PILOT_GATEWAY_API_CONTROLLER_NAME"), "{said}");
     // Everything was applied all the same: the check reports, it does not undo.
@@ -726,6 +819,44 @@ fn a_gateway_class_istiod_does_not_accept_stops_the_apply_and_says_where_to_look
         cluster
             .get(&["-n", NAMESPACE, "gateway", "edge-gateway"])
             .is_some()
+    );
+}
+
+#[test]
+fn a_gateway_istiod_does_not_accept_stops_the_apply_naming_its_reason() {
+    let Some(cluster) = cluster("a_gateway_istiod_does_not_accept") else {
+        return;
+    };
+    cluster.play_istiod_class();
+    // A refusal as the Gateway API defines one (apis/v1/gateway_types.go: Accepted False with
+    // reason InvalidParameters), with the kind of message istiod gives.
+    let refused = GatewayAnswer {
+        status: "False",
+        reason: "InvalidParameters",
+        message: "invalid parameters: a deprecated field is set",
+    };
+    let objects = cluster.render("edge.example.json");
+    let out = cluster.run_apply_edge_answered("apply", &objects, "3", Some(refused));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("GatewayClass istio is Accepted"), "{said}");
+    assert!(
+        said.contains("Gateway edge/edge-gateway is not Accepted after 3s"),
+        "{said}"
+    );
+    assert!(
+        said.contains("status 'False' for generation '1' of '1'"),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "reason 'InvalidParameters', message 'invalid parameters: a deprecated field is set'"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains("kubectl get --namespace=edge gateway edge-gateway -o yaml"),
+        "{said}"
     );
 }
 

@@ -40,10 +40,12 @@ Control (unsigned): POST /__standin/faults with a list of
       requests are answered `status` (`SlowDown`) without being served;
   {method, path, query, hold_until (regex on the query), count}: the next `count` matching
       requests are held, before being served, until a request whose query matches `hold_until`
-      has been answered: parts stored out of order, whatever the timing;
+      has been answered (after the fault was set): parts stored out of order, whatever the timing;
   {method, path, query, gather (a number), count}: the next `count` matching part uploads are
       held until `gather` parts of their upload are in flight at once: a client's parallelism
       shown, whatever the timing.
+  POST /__standin/signal with {name}: counts as an answered request of query `signal=<name>`,
+  so that a test releases held requests once it has seen the client react to the others.
   A held request waits HOLD_SECONDS at most, then is answered 503 `SlowDown`.
 """
 
@@ -195,7 +197,17 @@ def main():
             if url.path == "/__standin/faults":
                 body = self.body_bytes()
                 with lock:
-                    faults.extend(json.loads(body))
+                    # A hold waits for an answer given after the fault was set, not for one
+                    # of an earlier upload.
+                    for fault in json.loads(body):
+                        fault["answered_before"] = len(answered_queries)
+                        faults.append(fault)
+                return self.send(200, b"{}")
+            if url.path == "/__standin/signal":
+                name = json.loads(self.body_bytes())["name"]
+                with lock:
+                    answered_queries.append(f"signal={name}")
+                    changed.notify_all()
                 return self.send(200, b"{}")
             q = dict(parse_qsl(url.query, keep_blank_values=True))
             self.part_of = q.get("uploadId") if self.command == "PUT" and "partNumber" in q else None
@@ -270,7 +282,8 @@ def main():
                         return up is not None and up["in_flight"] >= fault["gather"]
                 else:
                     def release():
-                        return any(re.search(fault["hold_until"], a) for a in answered_queries)
+                        return any(re.search(fault["hold_until"], a)
+                                   for a in answered_queries[fault["answered_before"]:])
                 with changed:
                     released = changed.wait_for(release, HOLD_SECONDS)
                 if not released:

@@ -1,5 +1,7 @@
-//! Issue 9's attacks, natively where that is clearer than through the module (the same attacks
-//! run against the real `.wasm` in `filter/proxy-wasm-host/tests/attacks.rs`).
+//! The attacks the filter must withstand (spending at scale, a failing store, cookies cleared
+//! for one scope used in another, floods of fake cookies, a new TTL), run natively where that is
+//! clearer than through the module (the same attacks run against the real `.wasm` in
+//! `filter/proxy-wasm-host/tests/attacks.rs`).
 
 #![allow(clippy::unwrap_used)] // a failed unwrap in a test is a test failure
 

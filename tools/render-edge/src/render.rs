@@ -80,6 +80,7 @@ pub fn names(plan: &Plan) -> Vec<(&'static str, String)> {
             format!("configmap/{APPLYSET_PARENT}"),
         ),
         ("EDGE_GATEWAY_CLASS", GATEWAY_CLASS.to_owned()),
+        ("EDGE_GATEWAY", GATEWAY.to_owned()),
         ("EDGE_GATEWAY_DEPLOYMENT", gateway_deployment_name()),
         ("EDGE_WASM_PLUGIN", filter(WASM_PLUGIN)),
         (

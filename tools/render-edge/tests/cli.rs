@@ -709,6 +709,7 @@ fn names_in_objects(list: &serde_json::Value) -> Vec<(String, String)> {
         ("EDGE_NAMESPACE", name("Namespace")),
         ("EDGE_APPLYSET_PARENT", "configmap/edge-applyset".to_owned()),
         ("EDGE_GATEWAY_CLASS", name("GatewayClass")),
+        ("EDGE_GATEWAY", name("Gateway")),
         (
             "EDGE_GATEWAY_DEPLOYMENT",
             format!(

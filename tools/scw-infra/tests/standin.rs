@@ -145,9 +145,16 @@ impl StandIn {
     /// Runs scw-infra with only the given credentials in its environment (no profile file),
     /// and checks that the secret shows in none of its output.
     fn scw_env(&self, args: &[&str], secret: &str) -> Output {
+        let out = self.scw_command(args, secret).output().unwrap();
+        assert_not_shown(&out, &[secret]);
+        out
+    }
+
+    /// scw-infra `args` with the test's config and only the given credentials.
+    fn scw_command(&self, args: &[&str], secret: &str) -> Command {
         let config = self.dir.path().join("infra.json");
-        let out = self
-            .scw_infra()
+        let mut command = self.scw_infra();
+        command
             .args(args)
             .arg("--config")
             .arg(&config)
@@ -159,10 +166,38 @@ impl StandIn {
             .env("SCW_ACCESS_KEY", ACCESS)
             .env("SCW_SECRET_KEY", secret)
             .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
-            .env("EDGEPOP_LOG", "debug")
-            .output()
+            .env("EDGEPOP_LOG", "debug");
+        command
+    }
+
+    /// Runs scw-infra `args` reading its stderr as it comes: `on_line` sees each line first.
+    fn scw_watched(&self, args: &[&str], mut on_line: impl FnMut(&str)) -> Output {
+        use std::io::BufRead;
+        let mut child = self
+            .scw_command(args, SECRET)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
-        assert_not_shown(&out, &[secret]);
+        let mut stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut stdout, &mut bytes).unwrap();
+            bytes
+        });
+        let mut stderr = Vec::new();
+        for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+            let line = line.unwrap();
+            on_line(&line);
+            stderr.extend_from_slice(line.as_bytes());
+            stderr.push(b'\n');
+        }
+        let out = Output {
+            status: child.wait().unwrap(),
+            stdout: reader.join().unwrap(),
+            stderr,
+        };
+        assert_not_shown(&out, &[SECRET]);
         out
     }
 }
@@ -1130,33 +1165,52 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     assert!(s.state()["snapshots"].as_array().unwrap().is_empty());
     s.take_requests();
 
-    // Parts 1 and 2 are held until part 3 is stored: the progress counts what Object Storage
-    // acknowledged, so its first line is part 3's 2 MiB (the QCOW2's last part: 12 MiB of disk
-    // and its header), not the 5 MiB of the first part read.
+    // Parts 1 and 2 are held until the test has read scw-infra's first progress line: the
+    // progress counts what Object Storage acknowledged, so that line is part 3's 2 MiB (the
+    // QCOW2's last part: 12 MiB of disk and its header), not the 5 MiB of the first part read.
     control(
         &s.s3.url(),
         "faults",
         Some(
             &json!([{"method": "PUT", "query": "(^|&)partNumber=[12](&|$)",
-                      "hold_until": "(^|&)partNumber=3(&|$)", "count": 2}]),
+                      "hold_until": "(^|&)signal=first-progress-read(&|$)", "count": 2}]),
         ),
     );
-    let out = apply(&digest);
+    let mut progress = Vec::new();
+    let out = s.scw_watched(
+        &[
+            "apply",
+            "--talos-version",
+            "v1.14.0",
+            "--talos-image-url",
+            &url,
+            "--talos-image-sha256",
+            &digest,
+            "--upload-part-mib",
+            "5",
+        ],
+        |line| {
+            if let Some((_, p)) = line.split_once("% acknowledged ") {
+                if progress.is_empty() {
+                    control(
+                        &s.s3.url(),
+                        "signal",
+                        Some(&json!({"name": "first-progress-read"})),
+                    );
+                }
+                progress.push(p.to_owned());
+            }
+        },
+    );
     ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let progress: Vec<&str> = stderr
-        .lines()
-        .filter_map(|l| l.split_once("% acknowledged ").map(|(_, p)| p))
-        .collect();
+    assert_eq!(progress[0], "(2 of 12 MiB, 1 of 3 parts)", "{stderr}");
     assert_eq!(
-        progress,
-        [
-            "(2 of 12 MiB, 1 of 3 parts)",
-            "(7 of 12 MiB, 2 of 3 parts)",
-            "(12 of 12 MiB, 3 of 3 parts)"
-        ],
+        progress.last().map(String::as_str),
+        Some("(12 of 12 MiB, 3 of 3 parts)"),
         "{stderr}"
     );
+    assert_eq!(progress.len(), 3, "{stderr}");
     assert!(stderr.contains("100% acknowledged"), "{stderr}");
     let s3 = s.take_s3();
     let parts = s3
