@@ -290,7 +290,7 @@ impl Stage {
             .env("VENDOR_DIR", self.path("vendor"))
             .env("VENDOR_BASE_URL", &self._vendor.url)
             .env("BOOTSTRAP_INTERVAL", "0")
-            .env("GATEWAY_CLASS_WAIT_SECONDS", "120")
+            .env("GATEWAY_WAIT_SECONDS", "120")
             // The Scaleway requests and the talosctl calls in one log, in order.
             .env("TALOSCTL_LOG", self.path("requests.jsonl"))
             .env("TALOSCTL_STATE", self.path("talos-state"))
@@ -600,8 +600,7 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         stop.clone(),
     );
     let applied = stage.make(&["apply"]);
-    // istiod answers on its own time: for a Gateway apply-edge.sh does not wait for, after
-    // make apply returns. A failed apply leaves nothing to answer for.
+    // apply-edge.sh waits for both answers; a failed apply leaves nothing to answer for.
     if !applied.status.success() {
         stop.store(true, Ordering::SeqCst);
     }
@@ -609,6 +608,14 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
     assert!(applied.status.success(), "make apply: {}", text(&applied));
     assert!(!text(&applied).contains(SECRET));
     assert!(class_accepted && gateway_accepted);
+    // apply-edge.sh saw istiod's answers for the generations it applied.
+    let said = text(&applied);
+    assert!(
+        said.contains("GatewayClass istio is Accepted")
+            && said.contains(&format!("Gateway {}", "edge/"))
+            && said.matches(" is Accepted").count() == 2,
+        "{said}"
+    );
 
     // Written: the layers' outputs under OUT, what holds a secret 0600.
     for file in [
