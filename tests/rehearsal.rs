@@ -249,6 +249,48 @@ impl Stage {
     /// `make <args>` as the operator runs it, with the Makefile's variables pointing here, the
     /// stand-ins' endpoints and credentials, and nothing else of this process's environment.
     fn make(&self, args: &[&str]) -> Output {
+        self.make_command(args).output().unwrap()
+    }
+
+    /// `make <args>` run at a terminal (util-linux `script`, a pseudo-terminal) whose operator
+    /// types `answer` and Enter: what the terminal showed (the recipes' stdout and stderr), and
+    /// make's exit code.
+    fn make_at_a_terminal(
+        &self,
+        script: &Path,
+        args: &[&str],
+        answer: &str,
+    ) -> (String, Option<i32>) {
+        let make = self.make_command(args);
+        let mut line = vec![make.get_program().to_string_lossy().into_owned()];
+        line.extend(make.get_args().map(|a| a.to_string_lossy().into_owned()));
+        let line: Vec<String> = line.iter().map(|a| format!("'{a}'")).collect();
+        let mut command = Command::new(script);
+        command
+            .env_clear()
+            .args([
+                "-q",
+                "-e",
+                "-E",
+                "never",
+                "-c",
+                &line.join(" "),
+                "/dev/null",
+            ])
+            .env("SHELL", "/bin/sh");
+        for (key, value) in make.get_envs() {
+            if let Some(value) = value {
+                command.env(key, value);
+            }
+        }
+        let out = testkit::process::run_with_stdin(&mut command, format!("{answer}\n").as_bytes());
+        let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(!terminal.contains(SECRET), "the secret key was shown");
+        (terminal, out.status.code())
+    }
+
+    /// The command [`Stage::make`] runs.
+    fn make_command(&self, args: &[&str]) -> Command {
         let path = format!(
             "{}:{}:{}",
             self.path("bin").display(),
@@ -303,7 +345,7 @@ impl Stage {
             .env("HTTPS_PROXY", self.tunnel.url())
             .env("NO_PROXY", "127.0.0.1")
             .stdin(Stdio::null());
-        command.output().unwrap()
+        command
     }
 
     fn make_ok(&self, args: &[&str]) -> String {
@@ -576,6 +618,10 @@ fn leftovers(state: &Value) -> Vec<String> {
 fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() {
     let test = "the_cluster_is_applied_powered_down_and_up_and_destroyed";
     let started = Instant::now();
+    let Some(script) = testkit::process::which("script") else {
+        testkit::skip_or_fail(test, "util-linux script (a pseudo-terminal)");
+        return;
+    };
     let Some(stage) = Stage::start(test) else {
         return;
     };
@@ -999,8 +1045,17 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
 
     // --- make destroy, with everything the platform brought (DELETE_CRDS=yes): edge, platform,
     // then exactly the Scaleway plan shown.
-    let said = stage.make_ok(&["destroy", "CONFIRM=yes", "DELETE_CRDS=yes"]);
-    assert!(said.contains("cluster edge-par destroyed"), "{said}");
+    // The operator is shown the plan and asked, at a terminal, for the cluster's name.
+    let (terminal, code) =
+        stage.make_at_a_terminal(&script, &["destroy", "DELETE_CRDS=yes"], CLUSTER);
+    assert_eq!(code, Some(0), "{terminal}");
+    assert!(
+        terminal.contains("Destroy the edge layer, the platform layer and the ")
+            && terminal.contains(&format!("of cluster {CLUSTER} in project {PROJECT}"))
+            && terminal.contains(&format!("Type the cluster name ({CLUSTER})"))
+            && terminal.contains("cluster edge-par destroyed"),
+        "{terminal}"
+    );
     assert_eq!(leftovers(&stage.state()), Vec::<String>::new());
     assert_eq!(stage.releases(), Vec::<String>::new());
     let helm = stage.take_helm();
