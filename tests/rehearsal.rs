@@ -261,29 +261,7 @@ impl Stage {
         args: &[&str],
         answer: &str,
     ) -> (String, Option<i32>) {
-        let make = self.make_command(args);
-        let mut line = vec![make.get_program().to_string_lossy().into_owned()];
-        line.extend(make.get_args().map(|a| a.to_string_lossy().into_owned()));
-        let line: Vec<String> = line.iter().map(|a| format!("'{a}'")).collect();
-        let mut command = Command::new(script);
-        command
-            .env_clear()
-            .args([
-                "-q",
-                "-e",
-                "-E",
-                "never",
-                "-c",
-                &line.join(" "),
-                "/dev/null",
-            ])
-            .env("SHELL", "/bin/sh");
-        for (key, value) in make.get_envs() {
-            if let Some(value) = value {
-                command.env(key, value);
-            }
-        }
-        let out = testkit::process::run_with_stdin(&mut command, format!("{answer}\n").as_bytes());
+        let out = testkit::process::at_a_terminal(script, &self.make_command(args), answer);
         let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(!terminal.contains(SECRET), "the secret key was shown");
         (terminal, out.status.code())
@@ -443,7 +421,9 @@ fn zstd_image(raw: &Path, mark: u8) -> Vec<u8> {
 /// once the GatewayClass `istio` exists, its Accepted condition; once a Gateway of the edge
 /// exists, its Accepted and Programmed conditions; each for the generation it saw, through the
 /// status subresource, as istiod writes them (pilot/pkg/config/kube/gateway/conditions.go,
-/// Istio 1.30). Ends when both are written, or when told to stop.
+/// Istio 1.30). Ends when both are written, or when told to stop. The kinds are named with
+/// their group: Istio's CRDs have a `gateways` too, and kubectl's discovery cache, made before
+/// the Gateway API's CRDs exist, would resolve the short name to Istio's for ten minutes.
 fn istiod(
     plane_kubeconfig: PathBuf,
     kubectl: PathBuf,
@@ -480,7 +460,7 @@ fn istiod(
             if !class
                 && let Some(generation) = run(&[
                     "get",
-                    "gatewayclass",
+                    "gatewayclasses.gateway.networking.k8s.io",
                     "istio",
                     "-o",
                     "jsonpath={.metadata.generation}",
@@ -490,7 +470,7 @@ fn istiod(
                     "Accepted", &generation, "Accepted", "Handled by Istio controller")]}});
                 class = run(&[
                     "patch",
-                    "gatewayclass",
+                    "gatewayclasses.gateway.networking.k8s.io",
                     "istio",
                     "--subresource=status",
                     "--type=merge",
@@ -502,7 +482,7 @@ fn istiod(
             if !gateways {
                 let listed = run(&[
                     "get",
-                    "gateways",
+                    "gateways.gateway.networking.k8s.io",
                     "--all-namespaces",
                     "-o",
                     "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name} {.metadata.generation}{\"\\n\"}{end}",
@@ -520,7 +500,7 @@ fn istiod(
                     ]}});
                     gateways = run(&[
                         "patch",
-                        "gateway",
+                        "gateways.gateway.networking.k8s.io",
                         name,
                         "--namespace",
                         namespace,

@@ -208,25 +208,9 @@ fn make_destroy_infra_asks_naming_cluster_and_project_and_deletes_the_list_it_sh
     };
     world.apply();
     let make = |answer: &str| {
-        let mut line = vec!["make".to_owned()];
-        line.extend(world.make_args());
-        line.push("destroy-infra".into());
-        let line: Vec<String> = line.iter().map(|a| format!("'{a}'")).collect();
-        let out = testkit::process::run_with_stdin(
-            world
-                .command(&script)
-                .args([
-                    "-q",
-                    "-e",
-                    "-E",
-                    "never",
-                    "-c",
-                    &line.join(" "),
-                    "/dev/null",
-                ])
-                .env("SHELL", "/bin/sh"),
-            format!("{answer}\n").as_bytes(),
-        );
+        let mut make = world.command("make");
+        make.args(world.make_args()).arg("destroy-infra");
+        let out = testkit::process::at_a_terminal(&script, &make, answer);
         let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(!terminal.contains(SECRET), "{terminal}");
         (terminal, out.status.code())

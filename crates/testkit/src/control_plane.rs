@@ -284,28 +284,17 @@ impl ControlPlane {
 
     /// The admin kubeconfig under the example configs' endpoint,
     /// `https://api.example.com:6443` (what Talos's `kubeconfig` hands out for them), written
-    /// to `path` (0600): clients reach it through a [`crate::tunnel::Tunnel`] from
+    /// to `path` (0600, a file that does not exist yet): clients reach it through a [`crate::tunnel::Tunnel`] from
     /// [`ControlPlane::example_endpoint_authority`] to [`ControlPlane::address`].
     #[allow(clippy::panic)] // a test helper: a kubeconfig that cannot be written fails the test
     pub fn example_endpoint_kubeconfig(&self, path: &Path) {
-        use std::os::unix::fs::OpenOptionsExt;
         let text = fs::read_to_string(&self.kubeconfig)
             .unwrap_or_else(|err| panic!("{}: {err}", self.kubeconfig.display()));
         let mut config: serde_json::Value = serde_json::from_str(&text)
             .unwrap_or_else(|err| panic!("{}: {err}", self.kubeconfig.display()));
         config["clusters"][0]["cluster"]["server"] =
             format!("https://{}", Self::example_endpoint_authority()).into();
-        let renamed = config.to_string();
-        let written = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-            .and_then(|mut file| file.write_all(renamed.as_bytes()));
-        if let Err(err) = written {
-            panic!("{}: {err}", path.display());
-        }
+        write_private(path, &config.to_string());
     }
 
     /// `api.example.com:6443`, the authority of the example configs' `cluster_endpoint`.
