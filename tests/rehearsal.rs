@@ -58,9 +58,9 @@ struct Stage {
     dir: tempfile::TempDir,
     plane: ControlPlane,
     scaleway: testkit::standin::StandIn,
-    _s3: testkit::standin::StandIn,
+    s3: testkit::standin::StandIn,
     factory: Server,
-    _vendor: crate::pipelines::Server,
+    vendor: crate::pipelines::Server,
     tunnel: testkit::tunnel::Tunnel,
     kubectl_dir: PathBuf,
     talosctl: PathBuf,
@@ -229,9 +229,9 @@ impl Stage {
             dir,
             plane,
             scaleway,
-            _s3: s3,
+            s3,
             factory,
-            _vendor: vendor,
+            vendor,
             tunnel,
             kubectl_dir: kubectl.parent().unwrap().to_path_buf(),
             talosctl,
@@ -301,14 +301,14 @@ impl Stage {
             .env("PATH", path)
             .env("SCW_CONFIG_PATH", self.path("no-such-config.yaml"))
             .env("SCW_API_URL", self.scaleway.url())
-            .env("SCW_S3_ENDPOINT", self._s3.url())
+            .env("SCW_S3_ENDPOINT", self.s3.url())
             .env("SCW_ACCESS_KEY", ACCESS)
             .env("SCW_SECRET_KEY", SECRET)
             .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
             .env("SCW_INFRA_POLL_SECONDS", "0")
             .env("VERSIONS_FILE", self.path("versions.env"))
             .env("VENDOR_DIR", self.path("vendor"))
-            .env("VENDOR_BASE_URL", &self._vendor.url)
+            .env("VENDOR_BASE_URL", &self.vendor.url)
             .env("BOOTSTRAP_INTERVAL", "0")
             .env("GATEWAY_WAIT_SECONDS", "120")
             // The Scaleway requests and the talosctl calls in one log, in order.
