@@ -179,17 +179,15 @@ impl<'c> Baremetal<'c> {
 
     /// The project's servers carrying every tag of `tags` (an array query: one `tags=` per tag).
     pub fn servers(&self, zone: &str, tags: &[String]) -> R<Vec<Server>> {
-        let mut query: Vec<(&str, String)> = vec![("project_id", self.client.project().into())];
-        query.extend(tags.iter().map(|t| ("tags", t.clone())));
-        let all: Vec<Server> = self.client.list(
+        let filters: Vec<(&str, String)> = tags.iter().map(|t| ("tags", t.clone())).collect();
+        let all: Vec<Server> = self.client.list_mine(
             &format!("/baremetal/v1/zones/{zone}/servers"),
-            &query,
+            "project_id",
+            &filters,
             "servers",
             "page_size",
         )?;
-        Ok(self
-            .client
-            .only_mine(all)
+        Ok(all
             .into_iter()
             .filter(|s| has_tags(s.tags(), tags))
             .collect())
@@ -197,8 +195,7 @@ impl<'c> Baremetal<'c> {
 
     /// One server; `None` once it is gone.
     pub fn server(&self, zone: &str, id: &str) -> R<Option<Server>> {
-        let found: Option<Server> = self.client.get_opt(&Self::server_path(zone, id))?;
-        found.map(|s| self.client.mine(s)).transpose()
+        self.client.get_mine(&Self::server_path(zone, id))
     }
 
     /// The server, when its status is one of `statuses`: whether an action answered with a 5xx
@@ -226,12 +223,11 @@ impl<'c> Baremetal<'c> {
     /// Orders a server (a billed one: answered with a 5xx or cut, the order is looked for by its
     /// tags before it is sent again).
     pub fn create_server(&self, zone: &str, body: &CreateServer) -> R<Server> {
-        let server: Server = self.client.post_checked(
+        self.client.create(
             &format!("/baremetal/v1/zones/{zone}/servers"),
             body,
-            &|| Ok(self.servers(zone, &body.tags)?.into_iter().next()),
-        )?;
-        self.client.mine(server)
+            &|| self.servers(zone, &body.tags),
+        )
     }
 
     /// Starts a stopped server (no body field: the boot type stays).

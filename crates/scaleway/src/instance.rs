@@ -307,18 +307,14 @@ impl<'c> Instance<'c> {
         collection: &str,
         tags: &[String],
     ) -> R<Vec<X>> {
-        let all: Vec<X> = self.client.list(
+        let all: Vec<X> = self.client.list_mine(
             &format!("/instance/v1/zones/{zone}/{collection}"),
-            &[
-                ("project", self.client.project().to_owned()),
-                ("tags", tags.join(",")),
-            ],
+            "project",
+            &[("tags", tags.join(","))],
             collection,
             "per_page",
         )?;
-        Ok(self
-            .client
-            .only_mine(all)
+        Ok(all
             .into_iter()
             .filter(|x| has_tags(x.tags(), tags))
             .collect())
