@@ -230,39 +230,46 @@ impl<'c> Baremetal<'c> {
         )
     }
 
-    /// Starts a stopped server (no body field: the boot type stays).
-    pub fn start(&self, zone: &str, id: &str) -> R<Server> {
+    /// POSTs the server action `action` (`start`, `stop`); answered with a 5xx or cut, it took
+    /// effect when `done` finds the server in a status the action leads to.
+    fn server_action<B: Serialize + ?Sized>(
+        &self,
+        zone: &str,
+        id: &str,
+        action: &str,
+        body: &B,
+        done: &dyn Fn() -> R<Option<Server>>,
+    ) -> R<Server> {
         let server: Server = self.client.post_checked(
-            &format!("{}/start", Self::server_path(zone, id)),
-            &serde_json::json!({}),
-            &|| self.now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready]),
+            &format!("{}/{action}", Self::server_path(zone, id)),
+            body,
+            done,
         )?;
         self.client.mine(server)
+    }
+
+    /// Starts a stopped server (no body field: the boot type stays).
+    pub fn start(&self, zone: &str, id: &str) -> R<Server> {
+        self.server_action(zone, id, "start", &serde_json::json!({}), &|| {
+            self.now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready])
+        })
     }
 
     /// Starts a stopped server into `boot_type`, with SSH keys for the rescue image: a server
     /// with no installed OS answers no reboot, only a stop then this. Answered with a 5xx or
     /// cut, the start took effect when the server is starting or ready in that boot type.
     pub fn start_into(&self, zone: &str, id: &str, body: &Reboot) -> R<Server> {
-        let server: Server = self.client.post_checked(
-            &format!("{}/start", Self::server_path(zone, id)),
-            body,
-            &|| {
-                Ok(self
-                    .now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready])?
-                    .filter(|s| s.boot_type == body.boot_type))
-            },
-        )?;
-        self.client.mine(server)
+        self.server_action(zone, id, "start", body, &|| {
+            Ok(self
+                .now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready])?
+                .filter(|s| s.boot_type == body.boot_type))
+        })
     }
 
     pub fn stop(&self, zone: &str, id: &str) -> R<Server> {
-        let server: Server = self.client.post_checked(
-            &format!("{}/stop", Self::server_path(zone, id)),
-            &serde_json::json!({}),
-            &|| self.now_in(zone, id, &[ServerStatus::Stopping, ServerStatus::Stopped]),
-        )?;
-        self.client.mine(server)
+        self.server_action(zone, id, "stop", &serde_json::json!({}), &|| {
+            self.now_in(zone, id, &[ServerStatus::Stopping, ServerStatus::Stopped])
+        })
     }
 
     /// Reboots into `boot_type`, with extra SSH keys for the rescue image. Never sent again after
