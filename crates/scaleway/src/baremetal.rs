@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Tagged, has_tags, owned};
+use crate::{Tagged, has_tags, owned, tagged};
 
 type R<T> = Result<T, ApiError>;
 
@@ -300,10 +300,6 @@ impl<'c> Baremetal<'c> {
     }
 }
 
-impl Tagged for Server {
-    fn tags(&self) -> &[String] {
-        &self.tags
-    }
-}
+tagged!(Server);
 
 owned!(Server: "Elastic Metal server");

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ApiError, Client};
 use crate::enums::api_enum;
-use crate::{Tagged, has_tags, owned};
+use crate::{Tagged, has_tags, owned, tagged};
 
 type R<T> = Result<T, ApiError>;
 
@@ -134,10 +134,6 @@ impl<'c> Block<'c> {
     }
 }
 
-impl Tagged for Snapshot {
-    fn tags(&self) -> &[String] {
-        &self.tags
-    }
-}
+tagged!(Snapshot);
 
 owned!(Snapshot: "Block snapshot", Volume: "Block volume");

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Owned, Tagged, has_tags, owned};
+use crate::{Owned, Tagged, has_tags, owned, tagged};
 
 type R<T> = Result<T, ApiError>;
 
@@ -538,16 +538,6 @@ impl<'c> Instance<'c> {
         self.client
             .delete(&Self::path(zone, &format!("volumes/{id}")))
     }
-}
-
-macro_rules! tagged {
-    ($($resource:ty),* $(,)?) => {$(
-        impl Tagged for $resource {
-            fn tags(&self) -> &[String] {
-                &self.tags
-            }
-        }
-    )*};
 }
 
 tagged!(SecurityGroup, Server, Ip, Image);

@@ -69,6 +69,18 @@ macro_rules! owned {
 }
 pub(crate) use owned;
 
+/// `impl Tagged` for objects whose `tags` field says it.
+macro_rules! tagged {
+    ($($resource:ty),* $(,)?) => {$(
+        impl $crate::Tagged for $resource {
+            fn tags(&self) -> &[String] {
+                &self.tags
+            }
+        }
+    )*};
+}
+pub(crate) use tagged;
+
 /// Whether `have` holds every tag of `want`.
 pub fn has_tags(have: &[String], want: &[String]) -> bool {
     want.iter().all(|w| have.contains(w))
