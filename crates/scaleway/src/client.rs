@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Owned;
-use crate::creds::SecretKey;
+use crate::creds::{Credentials, SecretKey};
 use crate::http::{HttpRequest, HttpResponse, Transport, TransportError};
 
 /// What a call does to the world, which decides what may be repeated after a failure.
@@ -254,6 +254,21 @@ impl<'a> Client<'a> {
             policy: RetryPolicy::default(),
             counts: Cell::default(),
         }
+    }
+
+    /// A client of the credentials' project, at their API URL.
+    pub fn for_credentials(
+        transport: &'a dyn Transport,
+        sleeper: &'a dyn Sleeper,
+        credentials: &Credentials,
+    ) -> Self {
+        Client::new(
+            transport,
+            sleeper,
+            &credentials.api_url,
+            credentials.secret_key.clone(),
+            &credentials.project_id,
+        )
     }
 
     /// The project every list is scoped to and every object must belong to.

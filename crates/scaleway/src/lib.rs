@@ -16,8 +16,7 @@
 //! answer of a call on one object.
 //!
 //! ```text
-//! let client = Client::new(&transport, &sleeper, &credentials.api_url, credentials.secret_key,
-//!                          &credentials.project_id);
+//! let client = Client::for_credentials(&transport, &sleeper, &credentials);
 //! let servers = client.instance().servers("fr-par-1", &tags)?;
 //! client.baremetal().reboot("fr-par-1", &id, &Reboot { boot_type: BootType::Rescue, ssh_key_ids })?;
 //! ```
