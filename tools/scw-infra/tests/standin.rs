@@ -693,6 +693,23 @@ fn deletion(request: &Value) -> (String, String) {
     (kind.to_owned(), last)
 }
 
+/// What destroy's requests removed, as `(kind, id)`, in the order sent: the reads skipped, a
+/// PATCH of the Domain API's records counted as the records it deletes.
+fn deletions(requests: Vec<Value>) -> Vec<(String, String)> {
+    let mut deleted = Vec::new();
+    for request in requests {
+        if request["method"] == "GET" {
+            continue;
+        }
+        if request["method"] == "PATCH" && request["path"].as_str().unwrap().contains("/records") {
+            deleted.extend(dns_deletions(&request));
+        } else {
+            deleted.push(deletion(&request));
+        }
+    }
+    deleted
+}
+
 /// The DNS records a PATCH of the Domain API deleted, as `(kind, id)`.
 fn dns_deletions(request: &Value) -> Vec<(String, String)> {
     request["body"]["changes"]
@@ -830,17 +847,7 @@ fn destroy_shows_the_plan_it_then_executes_exactly() {
         printed, planned,
         "the run prints the plan's lines, in order"
     );
-    let mut deleted = Vec::new();
-    for request in s.take_requests() {
-        if request["method"] == "GET" {
-            continue;
-        }
-        if request["method"] == "PATCH" && request["path"].as_str().unwrap().contains("/records") {
-            deleted.extend(dns_deletions(&request));
-        } else {
-            deleted.push(deletion(&request));
-        }
-    }
+    let deleted = deletions(s.take_requests());
     let mut deleted_sorted = deleted.clone();
     deleted_sorted.sort();
     let mut plan_sorted = plan.clone();
@@ -1825,17 +1832,7 @@ fn destroy_carries_out_the_plan_file_it_showed_and_refuses_one_that_no_longer_ma
     s.take_requests();
     let removed = lines(&ok(&s.scw(&["destroy", "--plan", file_arg, "--yes"])));
     assert_eq!(removed, planned);
-    let mut deleted = Vec::new();
-    for request in s.take_requests() {
-        if request["method"] == "GET" {
-            continue;
-        }
-        if request["method"] == "PATCH" && request["path"].as_str().unwrap().contains("/records") {
-            deleted.extend(dns_deletions(&request));
-        } else {
-            deleted.push(deletion(&request));
-        }
-    }
+    let mut deleted = deletions(s.take_requests());
     deleted.sort();
     let mut expected = kind_and_id(&planned);
     expected.sort();
