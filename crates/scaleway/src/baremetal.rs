@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Tagged, has_tags, owned, tagged};
+use crate::{owned, tagged, tags_query, with_every_tag};
 
 type R<T> = Result<T, ApiError>;
 
@@ -179,18 +179,14 @@ impl<'c> Baremetal<'c> {
 
     /// The project's servers carrying every tag of `tags` (an array query: one `tags=` per tag).
     pub fn servers(&self, zone: &str, tags: &[String]) -> R<Vec<Server>> {
-        let filters: Vec<(&str, String)> = tags.iter().map(|t| ("tags", t.clone())).collect();
-        let all: Vec<Server> = self.client.list_mine(
+        let all = self.client.list_mine(
             &format!("/baremetal/v1/zones/{zone}/servers"),
             "project_id",
-            &filters,
+            &tags_query(tags),
             "servers",
             "page_size",
         )?;
-        Ok(all
-            .into_iter()
-            .filter(|s| has_tags(s.tags(), tags))
-            .collect())
+        Ok(with_every_tag(all, tags))
     }
 
     /// One server; `None` once it is gone.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ApiError, Client};
 use crate::enums::api_enum;
-use crate::{Tagged, has_tags, owned, tagged};
+use crate::{owned, tagged, tags_query, with_every_tag};
 
 type R<T> = Result<T, ApiError>;
 
@@ -102,19 +102,16 @@ impl<'c> Block<'c> {
     /// The project's snapshots carrying every tag of `tags` (an array query: one `tags=` per
     /// tag; the spec marks `include_deleted` as required).
     pub fn snapshots(&self, zone: &str, tags: &[String]) -> R<Vec<Snapshot>> {
-        let mut filters: Vec<(&str, String)> = tags.iter().map(|t| ("tags", t.clone())).collect();
+        let mut filters = tags_query(tags);
         filters.push(("include_deleted", "false".into()));
-        let all: Vec<Snapshot> = self.client.list_mine(
+        let all = self.client.list_mine(
             &format!("/block/v1/zones/{zone}/snapshots"),
             "project_id",
             &filters,
             "snapshots",
             "page_size",
         )?;
-        Ok(all
-            .into_iter()
-            .filter(|s| has_tags(s.tags(), tags))
-            .collect())
+        Ok(with_every_tag(all, tags))
     }
 
     pub fn delete_snapshot(&self, zone: &str, id: &str) -> R<()> {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Owned, Tagged, has_tags, owned, tagged};
+use crate::{Owned, Tagged, owned, tagged, with_every_tag};
 
 type R<T> = Result<T, ApiError>;
 
@@ -307,17 +307,14 @@ impl<'c> Instance<'c> {
         collection: &str,
         tags: &[String],
     ) -> R<Vec<X>> {
-        let all: Vec<X> = self.client.list_mine(
+        let all = self.client.list_mine(
             &format!("/instance/v1/zones/{zone}/{collection}"),
             "project",
             &[("tags", tags.join(","))],
             collection,
             "per_page",
         )?;
-        Ok(all
-            .into_iter()
-            .filter(|x| has_tags(x.tags(), tags))
-            .collect())
+        Ok(with_every_tag(all, tags))
     }
 
     /// The first object of the project carrying every tag of `tags`: what a creation answered

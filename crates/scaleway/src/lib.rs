@@ -80,6 +80,19 @@ macro_rules! tagged {
 }
 pub(crate) use tagged;
 
+/// The objects of a list filtered by `tags` that do carry every one of them.
+pub(crate) fn with_every_tag<T: Tagged>(objects: Vec<T>, tags: &[String]) -> Vec<T> {
+    objects
+        .into_iter()
+        .filter(|o| has_tags(o.tags(), tags))
+        .collect()
+}
+
+/// The tags filter of the APIs that take an array query: one `tags=` per tag.
+pub(crate) fn tags_query(tags: &[String]) -> Vec<(&'static str, String)> {
+    tags.iter().map(|t| ("tags", t.clone())).collect()
+}
+
 /// Whether `have` holds every tag of `want`.
 pub fn has_tags(have: &[String], want: &[String]) -> bool {
     want.iter().all(|w| have.contains(w))
