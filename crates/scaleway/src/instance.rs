@@ -332,6 +332,26 @@ impl<'c> Instance<'c> {
         format!("/instance/v1/zones/{zone}/{rest}")
     }
 
+    /// Creates an object of `collection` with the tags `tags` (its answer the envelope `E`, which
+    /// `wrap` and `unwrap` put it in and take it out of); answered with a 5xx or cut, what
+    /// [`Instance::made`] finds is what it made. The object is the project's.
+    fn create<B: Serialize, X: Tagged + Owned + DeserializeOwned, E: DeserializeOwned>(
+        &self,
+        zone: &str,
+        collection: &str,
+        body: &B,
+        tags: &[String],
+        wrap: fn(X) -> E,
+        unwrap: fn(E) -> X,
+    ) -> R<X> {
+        let answer: E = self
+            .client
+            .post_checked(&Self::path(zone, collection), body, &|| {
+                Ok(self.made(zone, collection, tags)?.map(wrap))
+            })?;
+        self.client.mine(unwrap(answer))
+    }
+
     // ---- security groups
 
     pub fn security_groups(&self, zone: &str, tags: &[String]) -> R<Vec<SecurityGroup>> {
@@ -343,14 +363,14 @@ impl<'c> Instance<'c> {
         zone: &str,
         body: &CreateSecurityGroup,
     ) -> R<SecurityGroup> {
-        let answer: SecurityGroupEnvelope =
-            self.client
-                .post_checked(&Self::path(zone, "security_groups"), body, &|| {
-                    Ok(self
-                        .made(zone, "security_groups", &body.tags)?
-                        .map(|security_group| SecurityGroupEnvelope { security_group }))
-                })?;
-        self.client.mine(answer.security_group)
+        self.create(
+            zone,
+            "security_groups",
+            body,
+            &body.tags,
+            |security_group| SecurityGroupEnvelope { security_group },
+            |answer| answer.security_group,
+        )
     }
 
     pub fn delete_security_group(&self, zone: &str, id: &str) -> R<()> {
@@ -390,14 +410,14 @@ impl<'c> Instance<'c> {
     }
 
     pub fn create_ip(&self, zone: &str, body: &CreateIp) -> R<Ip> {
-        let answer: IpEnvelope =
-            self.client
-                .post_checked(&Self::path(zone, "ips"), body, &|| {
-                    Ok(self
-                        .made(zone, "ips", &body.tags)?
-                        .map(|ip| IpEnvelope { ip }))
-                })?;
-        self.client.mine(answer.ip)
+        self.create(
+            zone,
+            "ips",
+            body,
+            &body.tags,
+            |ip| IpEnvelope { ip },
+            |answer| answer.ip,
+        )
     }
 
     /// Attaches the IP to a server.
@@ -432,14 +452,14 @@ impl<'c> Instance<'c> {
     }
 
     pub fn create_image(&self, zone: &str, body: &CreateImage) -> R<Image> {
-        let answer: ImageEnvelope =
-            self.client
-                .post_checked(&Self::path(zone, "images"), body, &|| {
-                    Ok(self
-                        .made(zone, "images", &body.tags)?
-                        .map(|image| ImageEnvelope { image }))
-                })?;
-        self.client.mine(answer.image)
+        self.create(
+            zone,
+            "images",
+            body,
+            &body.tags,
+            |image| ImageEnvelope { image },
+            |answer| answer.image,
+        )
     }
 
     pub fn delete_image(&self, zone: &str, id: &str) -> R<()> {
@@ -462,14 +482,14 @@ impl<'c> Instance<'c> {
     }
 
     pub fn create_server(&self, zone: &str, body: &CreateServer) -> R<Server> {
-        let answer: ServerEnvelope =
-            self.client
-                .post_checked(&Self::path(zone, "servers"), body, &|| {
-                    Ok(self
-                        .made(zone, "servers", &body.tags)?
-                        .map(|server| ServerEnvelope { server }))
-                })?;
-        self.client.mine(answer.server)
+        self.create(
+            zone,
+            "servers",
+            body,
+            &body.tags,
+            |server| ServerEnvelope { server },
+            |answer| answer.server,
+        )
     }
 
     /// Puts the server in the security group.
