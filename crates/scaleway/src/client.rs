@@ -987,15 +987,7 @@ mod tests {
         project: String,
     }
 
-    impl Owned for Thing {
-        const KIND: &'static str = "thing";
-        fn id(&self) -> &str {
-            &self.id
-        }
-        fn project(&self) -> &str {
-            &self.project
-        }
-    }
+    crate::owned!(Thing: "thing");
 
     #[test]
     fn an_object_of_another_project_is_never_returned() {
