@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Tagged, has_tags, owned};
+use crate::{owned, tagged, tags_query, with_every_tag};
 
 type R<T> = Result<T, ApiError>;
 
@@ -179,26 +179,19 @@ impl<'c> Baremetal<'c> {
 
     /// The project's servers carrying every tag of `tags` (an array query: one `tags=` per tag).
     pub fn servers(&self, zone: &str, tags: &[String]) -> R<Vec<Server>> {
-        let mut query: Vec<(&str, String)> = vec![("project_id", self.client.project().into())];
-        query.extend(tags.iter().map(|t| ("tags", t.clone())));
-        let all: Vec<Server> = self.client.list(
+        let all = self.client.list_mine(
             &format!("/baremetal/v1/zones/{zone}/servers"),
-            &query,
+            "project_id",
+            &tags_query(tags),
             "servers",
             "page_size",
         )?;
-        Ok(self
-            .client
-            .only_mine(all)
-            .into_iter()
-            .filter(|s| has_tags(s.tags(), tags))
-            .collect())
+        Ok(with_every_tag(all, tags))
     }
 
     /// One server; `None` once it is gone.
     pub fn server(&self, zone: &str, id: &str) -> R<Option<Server>> {
-        let found: Option<Server> = self.client.get_opt(&Self::server_path(zone, id))?;
-        found.map(|s| self.client.mine(s)).transpose()
+        self.client.get_mine(&Self::server_path(zone, id))
     }
 
     /// The server, when its status is one of `statuses`: whether an action answered with a 5xx
@@ -226,47 +219,53 @@ impl<'c> Baremetal<'c> {
     /// Orders a server (a billed one: answered with a 5xx or cut, the order is looked for by its
     /// tags before it is sent again).
     pub fn create_server(&self, zone: &str, body: &CreateServer) -> R<Server> {
-        let server: Server = self.client.post_checked(
+        self.client.create(
             &format!("/baremetal/v1/zones/{zone}/servers"),
             body,
-            &|| Ok(self.servers(zone, &body.tags)?.into_iter().next()),
+            &|| self.servers(zone, &body.tags),
+        )
+    }
+
+    /// POSTs the server action `action` (`start`, `stop`); answered with a 5xx or cut, it took
+    /// effect when `done` finds the server in a status the action leads to.
+    fn server_action<B: Serialize + ?Sized>(
+        &self,
+        zone: &str,
+        id: &str,
+        action: &str,
+        body: &B,
+        done: &dyn Fn() -> R<Option<Server>>,
+    ) -> R<Server> {
+        let server: Server = self.client.post_checked(
+            &format!("{}/{action}", Self::server_path(zone, id)),
+            body,
+            done,
         )?;
         self.client.mine(server)
     }
 
     /// Starts a stopped server (no body field: the boot type stays).
     pub fn start(&self, zone: &str, id: &str) -> R<Server> {
-        let server: Server = self.client.post_checked(
-            &format!("{}/start", Self::server_path(zone, id)),
-            &serde_json::json!({}),
-            &|| self.now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready]),
-        )?;
-        self.client.mine(server)
+        self.server_action(zone, id, "start", &serde_json::json!({}), &|| {
+            self.now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready])
+        })
     }
 
     /// Starts a stopped server into `boot_type`, with SSH keys for the rescue image: a server
     /// with no installed OS answers no reboot, only a stop then this. Answered with a 5xx or
     /// cut, the start took effect when the server is starting or ready in that boot type.
     pub fn start_into(&self, zone: &str, id: &str, body: &Reboot) -> R<Server> {
-        let server: Server = self.client.post_checked(
-            &format!("{}/start", Self::server_path(zone, id)),
-            body,
-            &|| {
-                Ok(self
-                    .now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready])?
-                    .filter(|s| s.boot_type == body.boot_type))
-            },
-        )?;
-        self.client.mine(server)
+        self.server_action(zone, id, "start", body, &|| {
+            Ok(self
+                .now_in(zone, id, &[ServerStatus::Starting, ServerStatus::Ready])?
+                .filter(|s| s.boot_type == body.boot_type))
+        })
     }
 
     pub fn stop(&self, zone: &str, id: &str) -> R<Server> {
-        let server: Server = self.client.post_checked(
-            &format!("{}/stop", Self::server_path(zone, id)),
-            &serde_json::json!({}),
-            &|| self.now_in(zone, id, &[ServerStatus::Stopping, ServerStatus::Stopped]),
-        )?;
-        self.client.mine(server)
+        self.server_action(zone, id, "stop", &serde_json::json!({}), &|| {
+            self.now_in(zone, id, &[ServerStatus::Stopping, ServerStatus::Stopped])
+        })
     }
 
     /// Reboots into `boot_type`, with extra SSH keys for the rescue image. Never sent again after
@@ -297,10 +296,6 @@ impl<'c> Baremetal<'c> {
     }
 }
 
-impl Tagged for Server {
-    fn tags(&self) -> &[String] {
-        &self.tags
-    }
-}
+tagged!(Server);
 
 owned!(Server: "Elastic Metal server");

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{ApiError, Client};
 use crate::enums::api_enum;
-use crate::{Tagged, has_tags, owned};
+use crate::{owned, tagged, tags_query, with_every_tag};
 
 type R<T> = Result<T, ApiError>;
 
@@ -87,39 +87,31 @@ impl<'c> Block<'c> {
     /// Imports a QCOW2 object of Object Storage as a snapshot (answered with a 5xx or cut, the
     /// import is looked for by its tags before it is sent again).
     pub fn import_snapshot(&self, zone: &str, body: &ImportSnapshot) -> R<Snapshot> {
-        let snapshot: Snapshot = self.client.post_checked(
+        self.client.create(
             &format!("/block/v1/zones/{zone}/snapshots/import-from-object-storage"),
             body,
-            &|| Ok(self.snapshots(zone, &body.tags)?.into_iter().next()),
-        )?;
-        self.client.mine(snapshot)
+            &|| self.snapshots(zone, &body.tags),
+        )
     }
 
     pub fn snapshot(&self, zone: &str, id: &str) -> R<Option<Snapshot>> {
-        let found: Option<Snapshot> = self
-            .client
-            .get_opt(&format!("/block/v1/zones/{zone}/snapshots/{id}"))?;
-        found.map(|s| self.client.mine(s)).transpose()
+        self.client
+            .get_mine(&format!("/block/v1/zones/{zone}/snapshots/{id}"))
     }
 
     /// The project's snapshots carrying every tag of `tags` (an array query: one `tags=` per
     /// tag; the spec marks `include_deleted` as required).
     pub fn snapshots(&self, zone: &str, tags: &[String]) -> R<Vec<Snapshot>> {
-        let mut query: Vec<(&str, String)> = vec![("project_id", self.client.project().into())];
-        query.extend(tags.iter().map(|t| ("tags", t.clone())));
-        query.push(("include_deleted", "false".into()));
-        let all: Vec<Snapshot> = self.client.list(
+        let mut filters = tags_query(tags);
+        filters.push(("include_deleted", "false".into()));
+        let all = self.client.list_mine(
             &format!("/block/v1/zones/{zone}/snapshots"),
-            &query,
+            "project_id",
+            &filters,
             "snapshots",
             "page_size",
         )?;
-        Ok(self
-            .client
-            .only_mine(all)
-            .into_iter()
-            .filter(|s| has_tags(s.tags(), tags))
-            .collect())
+        Ok(with_every_tag(all, tags))
     }
 
     pub fn delete_snapshot(&self, zone: &str, id: &str) -> R<()> {
@@ -129,10 +121,8 @@ impl<'c> Block<'c> {
 
     /// One volume; `None` once it is gone.
     pub fn volume(&self, zone: &str, id: &str) -> R<Option<Volume>> {
-        let found: Option<Volume> = self
-            .client
-            .get_opt(&format!("/block/v1/zones/{zone}/volumes/{id}"))?;
-        found.map(|v| self.client.mine(v)).transpose()
+        self.client
+            .get_mine(&format!("/block/v1/zones/{zone}/volumes/{id}"))
     }
 
     pub fn delete_volume(&self, zone: &str, id: &str) -> R<()> {
@@ -141,10 +131,6 @@ impl<'c> Block<'c> {
     }
 }
 
-impl Tagged for Snapshot {
-    fn tags(&self) -> &[String] {
-        &self.tags
-    }
-}
+tagged!(Snapshot);
 
 owned!(Snapshot: "Block snapshot", Volume: "Block volume");

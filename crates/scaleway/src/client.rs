@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Owned;
-use crate::creds::SecretKey;
+use crate::creds::{Credentials, SecretKey};
 use crate::http::{HttpRequest, HttpResponse, Transport, TransportError};
 
 /// What a call does to the world, which decides what may be repeated after a failure.
@@ -256,6 +256,21 @@ impl<'a> Client<'a> {
         }
     }
 
+    /// A client of the credentials' project, at their API URL.
+    pub fn for_credentials(
+        transport: &'a dyn Transport,
+        sleeper: &'a dyn Sleeper,
+        credentials: &Credentials,
+    ) -> Self {
+        Client::new(
+            transport,
+            sleeper,
+            &credentials.api_url,
+            credentials.secret_key.clone(),
+            &credentials.project_id,
+        )
+    }
+
     /// The project every list is scoped to and every object must belong to.
     pub fn project(&self) -> &str {
         &self.project
@@ -324,6 +339,15 @@ impl<'a> Client<'a> {
         }
     }
 
+    /// A GET of one object of the project: `None` on a 404.
+    pub(crate) fn get_mine<T: Owned + DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<Option<T>, ApiError> {
+        let found: Option<T> = self.get_opt(path)?;
+        found.map(|object| self.mine(object)).transpose()
+    }
+
     /// Every page of a list. `items` is the list's key in the body; `size_param` is the page-size
     /// query name (`per_page` for the Instance API, `page_size` elsewhere). The total comes from
     /// `X-Total-Count` (Instance) or the body's `total_count`.
@@ -367,6 +391,22 @@ impl<'a> Client<'a> {
             path: path.to_owned(),
             pages: MAX_PAGES,
         })
+    }
+
+    /// Every page of a list of the project's objects: the query carries the project filter
+    /// (`project_param`: `project` for the Instance API, `project_id` elsewhere) before
+    /// `filters`, and an object of another project in the answer is left out.
+    pub(crate) fn list_mine<T: Owned + DeserializeOwned>(
+        &self,
+        path: &str,
+        project_param: &'static str,
+        filters: &[(&str, String)],
+        items: &str,
+        size_param: &'static str,
+    ) -> Result<Vec<T>, ApiError> {
+        let mut query = vec![(project_param, self.project.clone())];
+        query.extend_from_slice(filters);
+        Ok(self.only_mine(self.list(path, &query, items, size_param)?))
     }
 
     /// A call that changes something, with a JSON body; the answer decoded (into
@@ -419,6 +459,18 @@ impl<'a> Client<'a> {
             );
             self.sleeper.sleep(wait);
         }
+    }
+
+    /// A creation: a [`Client::post_checked`] whose outcome, when unknown, is the first object
+    /// `made` lists (by the tags or the name the body gave it); the object is the project's.
+    pub(crate) fn create<B: Serialize + ?Sized, T: Owned + DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        made: &dyn Fn() -> Result<Vec<T>, ApiError>,
+    ) -> Result<T, ApiError> {
+        let object = self.post_checked(path, body, &|| Ok(made()?.into_iter().next()))?;
+        self.mine(object)
     }
 
     /// A DELETE; its answer, if any, is not read.
@@ -935,15 +987,7 @@ mod tests {
         project: String,
     }
 
-    impl Owned for Thing {
-        const KIND: &'static str = "thing";
-        fn id(&self) -> &str {
-            &self.id
-        }
-        fn project(&self) -> &str {
-            &self.project
-        }
-    }
+    crate::owned!(Thing: "thing");
 
     #[test]
     fn an_object_of_another_project_is_never_returned() {

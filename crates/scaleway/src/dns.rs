@@ -98,10 +98,10 @@ impl<'c> Dns<'c> {
     /// The zone, when Scaleway hosts it for the client's project (a 403 or a 404 is "not
     /// hosted").
     pub fn zone(&self, dns_zone: &str) -> R<Option<Zone>> {
-        let zones: Vec<Zone> = match self.client.list(
+        let zones: Vec<Zone> = match self.client.list_mine(
             "/domain/v2beta1/dns-zones",
+            "project_id",
             &[
-                ("project_id", self.client.project().to_owned()),
                 ("domain", registered_domain(dns_zone).to_owned()),
                 ("dns_zone", dns_zone.to_owned()),
             ],
@@ -112,11 +112,7 @@ impl<'c> Dns<'c> {
             Err(err) if matches!(err.status(), Some(403 | 404)) => return Ok(None),
             Err(err) => return Err(err),
         };
-        Ok(self
-            .client
-            .only_mine(zones)
-            .into_iter()
-            .find(|z| z.name() == dns_zone))
+        Ok(zones.into_iter().find(|z| z.name() == dns_zone))
     }
 
     /// The records of exactly this name and type.

@@ -40,35 +40,26 @@ impl<'c> Iam<'c> {
 
     /// The project's keys of exactly this name.
     pub fn ssh_keys(&self, name: &str) -> R<Vec<SshKey>> {
-        let all: Vec<SshKey> = self.client.list(
+        let all: Vec<SshKey> = self.client.list_mine(
             "/iam/v1alpha1/ssh-keys",
-            &[
-                ("project_id", self.client.project().to_owned()),
-                ("name", name.to_owned()),
-            ],
+            "project_id",
+            &[("name", name.to_owned())],
             "ssh_keys",
             "page_size",
         )?;
-        Ok(self
-            .client
-            .only_mine(all)
-            .into_iter()
-            .filter(|k| k.name == name)
-            .collect())
+        Ok(all.into_iter().filter(|k| k.name == name).collect())
     }
 
     /// Registers a key (answered with a 5xx or cut, a key of this name and public key is looked
     /// for before it is sent again).
     pub fn create_ssh_key(&self, body: &CreateSshKey) -> R<SshKey> {
-        let key: SshKey = self
-            .client
-            .post_checked("/iam/v1alpha1/ssh-keys", body, &|| {
-                Ok(self
-                    .ssh_keys(&body.name)?
-                    .into_iter()
-                    .find(|k| same_key(&k.public_key, &body.public_key)))
-            })?;
-        self.client.mine(key)
+        self.client.create("/iam/v1alpha1/ssh-keys", body, &|| {
+            Ok(self
+                .ssh_keys(&body.name)?
+                .into_iter()
+                .filter(|k| same_key(&k.public_key, &body.public_key))
+                .collect())
+        })
     }
 
     pub fn delete_ssh_key(&self, id: &str) -> R<()> {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
-use crate::{Owned, Tagged, has_tags, owned};
+use crate::{Owned, Tagged, owned, tagged, with_every_tag};
 
 type R<T> = Result<T, ApiError>;
 
@@ -307,21 +307,14 @@ impl<'c> Instance<'c> {
         collection: &str,
         tags: &[String],
     ) -> R<Vec<X>> {
-        let all: Vec<X> = self.client.list(
+        let all = self.client.list_mine(
             &format!("/instance/v1/zones/{zone}/{collection}"),
-            &[
-                ("project", self.client.project().to_owned()),
-                ("tags", tags.join(",")),
-            ],
+            "project",
+            &[("tags", tags.join(","))],
             collection,
             "per_page",
         )?;
-        Ok(self
-            .client
-            .only_mine(all)
-            .into_iter()
-            .filter(|x| has_tags(x.tags(), tags))
-            .collect())
+        Ok(with_every_tag(all, tags))
     }
 
     /// The first object of the project carrying every tag of `tags`: what a creation answered
@@ -339,6 +332,26 @@ impl<'c> Instance<'c> {
         format!("/instance/v1/zones/{zone}/{rest}")
     }
 
+    /// Creates an object of `collection` with the tags `tags` (its answer the envelope `E`, which
+    /// `wrap` and `unwrap` put it in and take it out of); answered with a 5xx or cut, what
+    /// [`Instance::made`] finds is what it made. The object is the project's.
+    fn create<B: Serialize, X: Tagged + Owned + DeserializeOwned, E: DeserializeOwned>(
+        &self,
+        zone: &str,
+        collection: &str,
+        body: &B,
+        tags: &[String],
+        wrap: fn(X) -> E,
+        unwrap: fn(E) -> X,
+    ) -> R<X> {
+        let answer: E = self
+            .client
+            .post_checked(&Self::path(zone, collection), body, &|| {
+                Ok(self.made(zone, collection, tags)?.map(wrap))
+            })?;
+        self.client.mine(unwrap(answer))
+    }
+
     // ---- security groups
 
     pub fn security_groups(&self, zone: &str, tags: &[String]) -> R<Vec<SecurityGroup>> {
@@ -350,14 +363,14 @@ impl<'c> Instance<'c> {
         zone: &str,
         body: &CreateSecurityGroup,
     ) -> R<SecurityGroup> {
-        let answer: SecurityGroupEnvelope =
-            self.client
-                .post_checked(&Self::path(zone, "security_groups"), body, &|| {
-                    Ok(self
-                        .made(zone, "security_groups", &body.tags)?
-                        .map(|security_group| SecurityGroupEnvelope { security_group }))
-                })?;
-        self.client.mine(answer.security_group)
+        self.create(
+            zone,
+            "security_groups",
+            body,
+            &body.tags,
+            |security_group| SecurityGroupEnvelope { security_group },
+            |answer| answer.security_group,
+        )
     }
 
     pub fn delete_security_group(&self, zone: &str, id: &str) -> R<()> {
@@ -397,14 +410,14 @@ impl<'c> Instance<'c> {
     }
 
     pub fn create_ip(&self, zone: &str, body: &CreateIp) -> R<Ip> {
-        let answer: IpEnvelope =
-            self.client
-                .post_checked(&Self::path(zone, "ips"), body, &|| {
-                    Ok(self
-                        .made(zone, "ips", &body.tags)?
-                        .map(|ip| IpEnvelope { ip }))
-                })?;
-        self.client.mine(answer.ip)
+        self.create(
+            zone,
+            "ips",
+            body,
+            &body.tags,
+            |ip| IpEnvelope { ip },
+            |answer| answer.ip,
+        )
     }
 
     /// Attaches the IP to a server.
@@ -439,14 +452,14 @@ impl<'c> Instance<'c> {
     }
 
     pub fn create_image(&self, zone: &str, body: &CreateImage) -> R<Image> {
-        let answer: ImageEnvelope =
-            self.client
-                .post_checked(&Self::path(zone, "images"), body, &|| {
-                    Ok(self
-                        .made(zone, "images", &body.tags)?
-                        .map(|image| ImageEnvelope { image }))
-                })?;
-        self.client.mine(answer.image)
+        self.create(
+            zone,
+            "images",
+            body,
+            &body.tags,
+            |image| ImageEnvelope { image },
+            |answer| answer.image,
+        )
     }
 
     pub fn delete_image(&self, zone: &str, id: &str) -> R<()> {
@@ -469,14 +482,14 @@ impl<'c> Instance<'c> {
     }
 
     pub fn create_server(&self, zone: &str, body: &CreateServer) -> R<Server> {
-        let answer: ServerEnvelope =
-            self.client
-                .post_checked(&Self::path(zone, "servers"), body, &|| {
-                    Ok(self
-                        .made(zone, "servers", &body.tags)?
-                        .map(|server| ServerEnvelope { server }))
-                })?;
-        self.client.mine(answer.server)
+        self.create(
+            zone,
+            "servers",
+            body,
+            &body.tags,
+            |server| ServerEnvelope { server },
+            |answer| answer.server,
+        )
     }
 
     /// Puts the server in the security group.
@@ -542,16 +555,6 @@ impl<'c> Instance<'c> {
         self.client
             .delete(&Self::path(zone, &format!("volumes/{id}")))
     }
-}
-
-macro_rules! tagged {
-    ($($resource:ty),* $(,)?) => {$(
-        impl Tagged for $resource {
-            fn tags(&self) -> &[String] {
-                &self.tags
-            }
-        }
-    )*};
 }
 
 tagged!(SecurityGroup, Server, Ip, Image);

@@ -16,8 +16,7 @@
 //! answer of a call on one object.
 //!
 //! ```text
-//! let client = Client::new(&transport, &sleeper, &credentials.api_url, credentials.secret_key,
-//!                          &credentials.project_id);
+//! let client = Client::for_credentials(&transport, &sleeper, &credentials);
 //! let servers = client.instance().servers("fr-par-1", &tags)?;
 //! client.baremetal().reboot("fr-par-1", &id, &Reboot { boot_type: BootType::Rescue, ssh_key_ids })?;
 //! ```
@@ -68,6 +67,31 @@ macro_rules! owned {
     )*};
 }
 pub(crate) use owned;
+
+/// `impl Tagged` for objects whose `tags` field says it.
+macro_rules! tagged {
+    ($($resource:ty),* $(,)?) => {$(
+        impl $crate::Tagged for $resource {
+            fn tags(&self) -> &[String] {
+                &self.tags
+            }
+        }
+    )*};
+}
+pub(crate) use tagged;
+
+/// The objects of a list filtered by `tags` that do carry every one of them.
+pub(crate) fn with_every_tag<T: Tagged>(objects: Vec<T>, tags: &[String]) -> Vec<T> {
+    objects
+        .into_iter()
+        .filter(|o| has_tags(o.tags(), tags))
+        .collect()
+}
+
+/// The tags filter of the APIs that take an array query: one `tags=` per tag.
+pub(crate) fn tags_query(tags: &[String]) -> Vec<(&'static str, String)> {
+    tags.iter().map(|t| ("tags", t.clone())).collect()
+}
 
 /// Whether `have` holds every tag of `want`.
 pub fn has_tags(have: &[String], want: &[String]) -> bool {

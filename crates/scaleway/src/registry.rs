@@ -39,32 +39,24 @@ impl<'c> Registry<'c> {
 
     /// The project's namespaces of exactly this name.
     pub fn namespaces(&self, region: &str, name: &str) -> R<Vec<Namespace>> {
-        let all: Vec<Namespace> = self.client.list(
+        let all: Vec<Namespace> = self.client.list_mine(
             &format!("/registry/v1/regions/{region}/namespaces"),
-            &[
-                ("project_id", self.client.project().to_owned()),
-                ("name", name.to_owned()),
-            ],
+            "project_id",
+            &[("name", name.to_owned())],
             "namespaces",
             "page_size",
         )?;
-        Ok(self
-            .client
-            .only_mine(all)
-            .into_iter()
-            .filter(|n| n.name == name)
-            .collect())
+        Ok(all.into_iter().filter(|n| n.name == name).collect())
     }
 
     /// Creates a namespace (answered with a 5xx or cut, one of this name is looked for before
     /// it is sent again).
     pub fn create_namespace(&self, region: &str, body: &CreateNamespace) -> R<Namespace> {
-        let namespace: Namespace = self.client.post_checked(
+        self.client.create(
             &format!("/registry/v1/regions/{region}/namespaces"),
             body,
-            &|| Ok(self.namespaces(region, &body.name)?.into_iter().next()),
-        )?;
-        self.client.mine(namespace)
+            &|| self.namespaces(region, &body.name),
+        )
     }
 }
 

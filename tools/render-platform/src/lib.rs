@@ -111,6 +111,26 @@ pub const CILIUM: Component = Component {
     depends_on: &[],
 };
 
+/// The ClusterIssuer CRD cert-manager's chart installs, which the issuers wait for.
+pub const CLUSTER_ISSUER_CRD: &str = "clusterissuers.cert-manager.io";
+
+/// cert-manager, the certificates of every profile, after what `depends_on` names (the edge's
+/// Gateway API CRDs, which it watches).
+pub const fn cert_manager(depends_on: &'static [&'static str]) -> Component {
+    Component {
+        name: "cert-manager",
+        namespace: Some("cert-manager"),
+        kind: Kind::Helm {
+            chart: "cert-manager",
+            repo_pin: "CERT_MANAGER_CHART_REPO",
+            version_pin: "CERT_MANAGER_VERSION",
+            values: &["values/cert-manager.yaml"],
+            crds: &[CLUSTER_ISSUER_CRD],
+        },
+        depends_on,
+    }
+}
+
 /// The edge profile, in install order: the CNI first (nothing schedules before it) and the host
 /// firewall it enforces, the Gateway API CRDs that cert-manager and istiod watch, cert-manager,
 /// then Istio's CRDs and istiod.
@@ -147,18 +167,7 @@ pub const EDGE_COMPONENTS: &[Component] = &[
         },
         depends_on: &[],
     },
-    Component {
-        name: "cert-manager",
-        namespace: Some("cert-manager"),
-        kind: Kind::Helm {
-            chart: "cert-manager",
-            repo_pin: "CERT_MANAGER_CHART_REPO",
-            version_pin: "CERT_MANAGER_VERSION",
-            values: &["values/cert-manager.yaml"],
-            crds: &["clusterissuers.cert-manager.io"],
-        },
-        depends_on: &["cilium", "gateway-api"],
-    },
+    cert_manager(&["cilium", "gateway-api"]),
     Component {
         name: "istio-base",
         namespace: Some("istio-system"),

@@ -17,6 +17,7 @@ use pop_common::pins::Pins;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::CLUSTER_ISSUER_CRD;
 use crate::profile::{Component, Kind};
 use crate::secrets::{SecretSpec, SecretsTemplate, Source};
 
@@ -119,18 +120,7 @@ pub const COMPONENTS: &[Component] = &[
         },
         depends_on: &["traefik", "crowdsec"],
     },
-    Component {
-        name: "cert-manager",
-        namespace: Some("cert-manager"),
-        kind: Kind::Helm {
-            chart: "cert-manager",
-            repo_pin: "CERT_MANAGER_CHART_REPO",
-            version_pin: "CERT_MANAGER_VERSION",
-            values: &["values/cert-manager.yaml"],
-            crds: &[CLUSTER_ISSUER_CRD],
-        },
-        depends_on: &["cilium"],
-    },
+    crate::cert_manager(&["cilium"]),
     Component {
         name: "letsencrypt",
         namespace: None,
@@ -169,7 +159,6 @@ const POOL_CRD: &str = "ciliumloadbalancerippools.cilium.io";
 const L2_CRD: &str = "ciliuml2announcementpolicies.cilium.io";
 const SNAPSHOT_CLASS_CRD: &str = "volumesnapshotclasses.snapshot.storage.k8s.io";
 const MIDDLEWARE_CRD: &str = "middlewares.traefik.io";
-const CLUSTER_ISSUER_CRD: &str = "clusterissuers.cert-manager.io";
 
 const CEPH_NAMESPACE: &str = "ceph-csi-rbd";
 const TRAEFIK_NAMESPACE: &str = "traefik";

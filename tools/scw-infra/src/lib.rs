@@ -589,14 +589,8 @@ pub fn run_with(
         }
         Config::Run(run) => run,
     };
-    let client = Client::new(
-        transport,
-        sleeper,
-        &run.credentials.api_url,
-        run.credentials.secret_key.clone(),
-        &run.credentials.project_id,
-    )
-    .with_policy(run.retry);
+    let client =
+        Client::for_credentials(transport, sleeper, &run.credentials).with_policy(run.retry);
     let s3 = S3::new(
         object_storage,
         sleeper,

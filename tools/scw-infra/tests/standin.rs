@@ -693,6 +693,23 @@ fn deletion(request: &Value) -> (String, String) {
     (kind.to_owned(), last)
 }
 
+/// What destroy's requests removed, as `(kind, id)`, in the order sent: the reads skipped, a
+/// PATCH of the Domain API's records counted as the records it deletes.
+fn deletions(requests: Vec<Value>) -> Vec<(String, String)> {
+    let mut deleted = Vec::new();
+    for request in requests {
+        if request["method"] == "GET" {
+            continue;
+        }
+        if request["method"] == "PATCH" && request["path"].as_str().unwrap().contains("/records") {
+            deleted.extend(dns_deletions(&request));
+        } else {
+            deleted.push(deletion(&request));
+        }
+    }
+    deleted
+}
+
 /// The DNS records a PATCH of the Domain API deleted, as `(kind, id)`.
 fn dns_deletions(request: &Value) -> Vec<(String, String)> {
     request["body"]["changes"]
@@ -830,17 +847,7 @@ fn destroy_shows_the_plan_it_then_executes_exactly() {
         printed, planned,
         "the run prints the plan's lines, in order"
     );
-    let mut deleted = Vec::new();
-    for request in s.take_requests() {
-        if request["method"] == "GET" {
-            continue;
-        }
-        if request["method"] == "PATCH" && request["path"].as_str().unwrap().contains("/records") {
-            deleted.extend(dns_deletions(&request));
-        } else {
-            deleted.push(deletion(&request));
-        }
-    }
+    let deleted = deletions(s.take_requests());
     let mut deleted_sorted = deleted.clone();
     deleted_sorted.sort();
     let mut plan_sorted = plan.clone();
@@ -1034,45 +1041,75 @@ fn compress(raw: &Path, zst: &Path) {
     assert!(status.success());
 }
 
+/// A Talos disk that does not compress, served as `.raw.zst` by an Image Factory stand-in
+/// (one answer per download, two answers).
+struct FactoryImage {
+    raw: PathBuf,
+    /// The `.zst`'s SHA-256, the digest `apply` pins.
+    digest: String,
+    url: String,
+    _factory: testkit::http::Server,
+}
+
+impl FactoryImage {
+    /// A disk of `size` bytes drawn from `seed`; `None` when the test is skipped for want of
+    /// the image tools.
+    fn serve(s: &StandIn, test: &str, size: usize, seed: u64) -> Option<Self> {
+        if !image_tools(test) {
+            return None;
+        }
+        let raw = s.dir.path().join("disk.raw");
+        std::fs::write(&raw, testkit::incompressible_bytes(size, seed)).unwrap();
+        let zst = s.dir.path().join("disk.raw.zst");
+        compress(&raw, &zst);
+        let zst = std::fs::read(&zst).unwrap();
+        let digest = scaleway::s3::sigv4::sha256_hex(&zst);
+        let factory = testkit::http::Server::start(vec![
+            testkit::http::Reply::ok(zst.clone()),
+            testkit::http::Reply::ok(zst),
+        ])
+        .unwrap();
+        let url = format!(
+            "{}/image/schematic/v1.14.0/scaleway-amd64.raw.zst",
+            factory.url
+        );
+        Some(FactoryImage {
+            raw,
+            digest,
+            url,
+            _factory: factory,
+        })
+    }
+
+    /// The arguments of an `apply` that imports this image pinned at `sha256`, uploaded in
+    /// parts of 5 MiB.
+    fn apply_args<'a>(&'a self, sha256: &'a str) -> [&'a str; 9] {
+        [
+            "apply",
+            "--talos-version",
+            "v1.14.0",
+            "--talos-image-url",
+            &self.url,
+            "--talos-image-sha256",
+            sha256,
+            "--upload-part-mib",
+            "5",
+        ]
+    }
+}
+
 #[test]
 fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     let Some(s) = StandIn::start("image_import", false) else {
         return;
     };
-    if !image_tools("image_import") {
-        return;
-    }
     // 12 MiB that do not compress: the QCOW2 is as big, so the upload goes in 3 parts of 5 MiB.
-    let raw = s.dir.path().join("disk.raw");
-    let bytes = testkit::incompressible_bytes(12 << 20, 0x9e37_79b9_7f4a_7c15);
-    std::fs::write(&raw, &bytes).unwrap();
-    let zst = s.dir.path().join("disk.raw.zst");
-    compress(&raw, &zst);
-    let zst = std::fs::read(&zst).unwrap();
-    let digest = scaleway::s3::sigv4::sha256_hex(&zst);
-    // The Image Factory stand-in: one answer per download.
-    let factory = testkit::http::Server::start(vec![
-        testkit::http::Reply::ok(zst.clone()),
-        testkit::http::Reply::ok(zst.clone()),
-    ])
-    .unwrap();
-    let url = format!(
-        "{}/image/schematic/v1.14.0/scaleway-amd64.raw.zst",
-        factory.url
-    );
-    let apply = |sha: &str| {
-        s.scw(&[
-            "apply",
-            "--talos-version",
-            "v1.14.0",
-            "--talos-image-url",
-            &url,
-            "--talos-image-sha256",
-            sha,
-            "--upload-part-mib",
-            "5",
-        ])
+    let Some(talos) = FactoryImage::serve(&s, "image_import", 12 << 20, 0x9e37_79b9_7f4a_7c15)
+    else {
+        return;
     };
+    let (url, digest) = (&talos.url, &talos.digest);
+    let apply = |sha: &str| s.scw(&talos.apply_args(sha));
 
     // The S3 stand-in does check signatures: an unsigned request and a forged one are refused.
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -1109,9 +1146,9 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         "--talos-version",
         "v1.14.0",
         "--talos-image-url",
-        &url,
+        url,
         "--talos-image-sha256",
-        &digest,
+        digest,
     ])));
     let import = steps(&planned, "import-talos-image");
     assert_eq!(import.len(), 1, "{planned:?}");
@@ -1177,31 +1214,18 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         ),
     );
     let mut progress = Vec::new();
-    let out = s.scw_watched(
-        &[
-            "apply",
-            "--talos-version",
-            "v1.14.0",
-            "--talos-image-url",
-            &url,
-            "--talos-image-sha256",
-            &digest,
-            "--upload-part-mib",
-            "5",
-        ],
-        |line| {
-            if let Some((_, p)) = line.split_once("% acknowledged ") {
-                if progress.is_empty() {
-                    control(
-                        &s.s3.url(),
-                        "signal",
-                        Some(&json!({"name": "first-progress-read"})),
-                    );
-                }
-                progress.push(p.to_owned());
+    let out = s.scw_watched(&talos.apply_args(digest), |line| {
+        if let Some((_, p)) = line.split_once("% acknowledged ") {
+            if progress.is_empty() {
+                control(
+                    &s.s3.url(),
+                    "signal",
+                    Some(&json!({"name": "first-progress-read"})),
+                );
             }
-        },
-    );
+            progress.push(p.to_owned());
+        }
+    });
     ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(progress[0], "(2 of 12 MiB, 1 of 3 parts)", "{stderr}");
@@ -1255,7 +1279,7 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     s.take_requests();
 
     // Again: no download (the factory has no answer left), no upload, no mutation.
-    ok(&apply(&digest));
+    ok(&apply(digest));
     assert_eq!(s.take_s3(), Vec::<Value>::new());
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
 
@@ -1808,17 +1832,7 @@ fn destroy_carries_out_the_plan_file_it_showed_and_refuses_one_that_no_longer_ma
     s.take_requests();
     let removed = lines(&ok(&s.scw(&["destroy", "--plan", file_arg, "--yes"])));
     assert_eq!(removed, planned);
-    let mut deleted = Vec::new();
-    for request in s.take_requests() {
-        if request["method"] == "GET" {
-            continue;
-        }
-        if request["method"] == "PATCH" && request["path"].as_str().unwrap().contains("/records") {
-            deleted.extend(dns_deletions(&request));
-        } else {
-            deleted.push(deletion(&request));
-        }
-    }
+    let mut deleted = deletions(s.take_requests());
     deleted.sort();
     let mut expected = kind_and_id(&planned);
     expected.sort();
@@ -1907,25 +1921,20 @@ fn an_uploaded_object_is_reused_only_when_it_is_this_very_image() {
     let Some(s) = StandIn::start("image_reuse", false) else {
         return;
     };
-    if !image_tools("image_reuse") {
+    // A disk of 6 MiB that does not compress, and the QCOW2 the tool will make of it.
+    let Some(talos) = FactoryImage::serve(&s, "image_reuse", 6 << 20, 7) else {
         return;
-    }
-    // A disk of 6 MiB that does not compress, its .zst, and the QCOW2 the tool will make of it.
-    let raw = s.dir.path().join("disk.raw");
-    std::fs::write(&raw, testkit::incompressible_bytes(6 << 20, 7)).unwrap();
-    let zst = s.dir.path().join("disk.raw.zst");
+    };
+    let digest = &talos.digest;
     let qcow2 = s.dir.path().join("disk.qcow2");
-    compress(&raw, &zst);
     let converted = Command::new("qemu-img")
         .args(["convert", "-f", "raw", "-O", "qcow2"])
-        .arg(&raw)
+        .arg(&talos.raw)
         .arg(&qcow2)
         .status()
         .unwrap();
     assert!(converted.success());
-    let zst = std::fs::read(&zst).unwrap();
     let image = std::fs::read(&qcow2).unwrap();
-    let digest = scaleway::s3::sigv4::sha256_hex(&zst);
 
     // Where the tool uploads it, another file of the same size already is: a QCOW2 header and
     // nothing of this image (an older conversion, a half-written upload, someone else's file).
@@ -1940,25 +1949,7 @@ fn an_uploaded_object_is_reused_only_when_it_is_this_very_image() {
     other.resize(image.len(), 0);
     std::fs::write(bucket.join(&key), &other).unwrap();
 
-    let factory = testkit::http::Server::start(vec![
-        testkit::http::Reply::ok(zst.clone()),
-        testkit::http::Reply::ok(zst),
-    ])
-    .unwrap();
-    let url = format!("{}/image/s/v1.14.0/scaleway-amd64.raw.zst", factory.url);
-    let apply = || {
-        s.scw(&[
-            "apply",
-            "--talos-version",
-            "v1.14.0",
-            "--talos-image-url",
-            &url,
-            "--talos-image-sha256",
-            &digest,
-            "--upload-part-mib",
-            "5",
-        ])
-    };
+    let apply = || s.scw(&talos.apply_args(digest));
     // The run uploads the image over it; the import then fails (a refusal of the Block API),
     // which leaves the object for the next run.
     s.faults(

@@ -1167,13 +1167,7 @@ pub fn run_with(
             source,
         })?;
     let mut inventory: NodeInventory = pop_common::input::decode_json(stdin, &bytes)?;
-    let client = Client::new(
-        transport,
-        sleeper,
-        &config.credentials.api_url,
-        config.credentials.secret_key.clone(),
-        &config.credentials.project_id,
-    );
+    let client = Client::for_credentials(transport, sleeper, &config.credentials);
     let failures = match &config.mode {
         Mode::TagProven => tag_proven(&inventory, client.baremetal()),
         Mode::Flash(path) => {

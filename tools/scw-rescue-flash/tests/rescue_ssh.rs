@@ -242,6 +242,18 @@ fn failed(out: &Output, needles: &[&str]) -> String {
     stderr
 }
 
+/// A run that wrote the image: it succeeded, the disk holds `raw`, and the inventory it wrote
+/// records the Elastic Metal node's image as flashed, by its digest.
+fn flashed(out: &Output, rescue: &Rescue, raw: &[u8]) {
+    let stdout = testkit::process::success_stdout(out);
+    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(raw));
+    let written: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        written["nodes"][1]["steps"]["image_flashed"],
+        format!("sha256:{}", sha256(raw))
+    );
+}
+
 /// The boot into rescue a server without an OS takes, the image written, the normal boot.
 const FLASHED: [&str; 4] = [
     "POST stop",
@@ -558,7 +570,7 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
         release.url
     );
     let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
-    let stdout = testkit::process::success_stdout(&out);
+    flashed(&out, &rescue, &raw);
     let stderr_text = stderr(&out);
     assert!(
         stderr_text.contains(&format!(
@@ -569,12 +581,6 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
     );
     assert!(!stderr_text.contains("0123secret"), "{stderr_text}");
     assert_eq!(release.requests().len(), 1);
-    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
-    let written: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(
-        written["nodes"][1]["steps"]["image_flashed"],
-        format!("sha256:{}", sha256(&raw))
-    );
     // The URL reached curl on its standard input: not on a command line of the rescue system.
     let sudo = fs::read_to_string(rescue.path("sudo.log")).unwrap();
     assert!(!sudo.contains("http"), "{sudo}");
@@ -743,13 +749,7 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
     assert_eq!(api.mutations(), ["POST stop", "POST start rescue"]);
 
     let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
-    let stdout = testkit::process::success_stdout(&out);
-    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
-    let written: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(
-        written["nodes"][1]["steps"]["image_flashed"],
-        format!("sha256:{}", sha256(&raw))
-    );
+    flashed(&out, &rescue, &raw);
     assert_eq!(api.mutations()[2..], FLASHED.map(str::to_owned));
 }
 
@@ -770,13 +770,7 @@ fn a_start_answered_502_after_it_took_effect_is_not_sent_again() {
         ),
     );
     let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
-    let stdout = testkit::process::success_stdout(&out);
-    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
-    let written: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(
-        written["nodes"][1]["steps"]["image_flashed"],
-        format!("sha256:{}", sha256(&raw))
-    );
+    flashed(&out, &rescue, &raw);
     let answered_502 = api
         .requests()
         .iter()

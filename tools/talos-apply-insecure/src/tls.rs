@@ -11,11 +11,12 @@
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
+use rustls::client::WantsClientCert;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::{ClientConfig, ConfigBuilder, DigitallySignedStruct, SignatureScheme};
 use sha2::{Digest, Sha256};
 
 /// The SPKI fingerprint of a DER certificate, as Talos prints it: base64(sha256(SPKI DER)).
@@ -257,13 +258,28 @@ pub fn mutual_config(
         maintenance_pin: maintenance_pin.map(str::to_owned),
         seen: Arc::clone(&seen),
     };
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let config = grpc_config(provider, Arc::new(verifier), |builder| {
+        builder.with_client_auth_cert(trust.chain.clone(), trust.key.clone_key())
+    })?;
+    Ok((config, seen))
+}
+
+/// A client config for a node's gRPC API: the node's certificate checked by `verifier`, ours
+/// (or none) given by `client_auth`, HTTP/2 by ALPN (gRPC servers require it).
+fn grpc_config(
+    provider: Arc<CryptoProvider>,
+    verifier: Arc<dyn ServerCertVerifier>,
+    client_auth: impl FnOnce(
+        ConfigBuilder<ClientConfig, WantsClientCert>,
+    ) -> Result<ClientConfig, rustls::Error>,
+) -> Result<ClientConfig, rustls::Error> {
+    let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_client_auth_cert(trust.chain.clone(), trust.key.clone_key())?;
+        .with_custom_certificate_verifier(verifier);
+    let mut config = client_auth(builder)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok((config, seen))
+    Ok(config)
 }
 
 /// Has no certificate to give, and records that the server asked for one.
@@ -291,20 +307,18 @@ impl rustls::client::ResolvesClientCert for NoCertificate {
 }
 
 /// A client config for one connection: no client certificate (that is what tells a node in
-/// maintenance mode apart from a configured one), HTTP/2 by ALPN (gRPC servers require it).
+/// maintenance mode apart from a configured one).
 pub fn client_config(
     pins: &[String],
 ) -> Result<(rustls::ClientConfig, Arc<Mutex<Seen>>), rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let (verifier, seen) = MaintenanceVerifier::new(pins.to_vec(), &provider);
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_client_cert_resolver(Arc::new(NoCertificate {
-            seen: Arc::clone(&seen),
-        }));
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    let no_certificate = Arc::new(NoCertificate {
+        seen: Arc::clone(&seen),
+    });
+    let config = grpc_config(provider, Arc::new(verifier), |builder| {
+        Ok(builder.with_client_cert_resolver(no_certificate))
+    })?;
     Ok((config, seen))
 }
 

@@ -78,68 +78,50 @@ fn run(dir: &Path, program: &str, args: &[&str]) {
     );
 }
 
+/// `openssl req` with a new P-256 key `name.key` and the subject `/CN=name`, writing `out`:
+/// a self-signed certificate (`-x509`) or a signing request (`-new`), `extra` options after.
+fn new_key_and_request(dir: &Path, name: &str, kind: &str, out: &str, extra: &[&str]) {
+    let (key, subject) = (format!("{name}.key"), format!("/CN={name}"));
+    let mut args = vec![
+        "req",
+        kind,
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        out,
+        "-subj",
+        &subject,
+    ];
+    args.extend_from_slice(extra);
+    run(dir, "openssl", &args);
+}
+
 /// A self-signed certificate `name.crt` (key `name.key`) for 127.0.0.1: what a maintenance API
 /// presents (its throwaway CA's), or a CA.
 fn self_signed(dir: &Path, name: &str) {
-    let (key, crt, subject) = (
-        format!("{name}.key"),
-        format!("{name}.crt"),
-        format!("/CN={name}"),
-    );
-    run(
+    new_key_and_request(
         dir,
-        "openssl",
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &crt,
-            "-days",
-            "2",
-            "-subj",
-            &subject,
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
+        name,
+        "-x509",
+        &format!("{name}.crt"),
+        &["-days", "2", "-addext", "subjectAltName=IP:127.0.0.1"],
     );
 }
 
 /// `name.crt` (key `name.key`): a certificate for 127.0.0.1 issued by the CA `ca`, as a
 /// configured node's API certificate is by its machine CA, naming its addresses.
 fn issued(dir: &Path, name: &str, ca: &str) {
-    let (key, csr, crt, ext) = (
-        format!("{name}.key"),
+    let (csr, crt, ext) = (
         format!("{name}.csr"),
         format!("{name}.crt"),
         format!("{name}.ext"),
     );
-    let subject = format!("/CN={name}");
-    run(
-        dir,
-        "openssl",
-        &[
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &subject,
-        ],
-    );
+    new_key_and_request(dir, name, "-new", &csr, &[]);
     fs::write(
         dir.join(&ext),
         "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",

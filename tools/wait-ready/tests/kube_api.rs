@@ -552,6 +552,26 @@ fn run(api: &ApiStandIn, args: &[&str]) -> (std::process::Output, Value) {
     (out, serde_json::from_str(&stdout).unwrap())
 }
 
+/// wait-ready given `--timeout after` against the stand-in on `port`: it gives up (exit 1),
+/// saying it timed out after `after`, and names each of `needles`.
+fn timed_out(port: u16, after: &str, needles: &[&str]) -> std::process::Output {
+    let out = output(port, &["--timeout", after]);
+    let timed_out = format!("timed out after {after}");
+    let mut expected = vec![timed_out.as_str()];
+    expected.extend_from_slice(needles);
+    testkit::process::assert_refused(&out, 1, &expected);
+    out
+}
+
+/// A port on 127.0.0.1 where nothing listens (bound, then released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -742,14 +762,10 @@ fn a_failed_pod_without_a_replacement_is_named_at_the_timeout() {
         "rs-other",
     ));
     let api = ApiStandIn::start(cluster);
-    let out = output(api.port, &["--timeout", "2s"]);
-    testkit::process::assert_refused(
-        &out,
-        1,
-        &[
-            "timed out after 2s",
-            "pod edge/origin-5d9c-old (phase Failed; reason Error: exit 2",
-        ],
+    let out = timed_out(
+        api.port,
+        "2s",
+        &["pod edge/origin-5d9c-old (phase Failed; reason Error: exit 2"],
     );
     assert!(!stderr(&out).contains("lists-web"), "{}", stderr(&out));
 }
@@ -759,12 +775,10 @@ fn a_running_pod_that_is_not_ready_keeps_waiting_and_is_named_at_the_timeout() {
     let mut cluster = ready_cluster();
     cluster.add_pod(crash_looping("istio-system", "istiod-7c9d", "discovery"));
     let api = ApiStandIn::start(cluster);
-    let out = output(api.port, &["--timeout", "3s"]);
-    testkit::process::assert_refused(
-        &out,
-        1,
+    timed_out(
+        api.port,
+        "3s",
         &[
-            "timed out after 3s",
             "pod istio-system/istiod-7c9d (phase Running",
             "Ready=False ContainersNotReady: containers with unready status: [discovery]",
             "container discovery waiting CrashLoopBackOff: back-off 5m0s",
@@ -798,11 +812,7 @@ fn a_running_pod_that_becomes_ready_is_waited_for_through_one_watch() {
 #[test]
 fn an_api_server_that_refuses_connections_at_first_is_waited_for() {
     // A port with nobody listening: connections are refused until the stand-in starts there.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let mut running =
         testkit::process::Running::spawn(&mut wait_ready(&dir, port, &["--timeout", "5m"]));
@@ -829,13 +839,7 @@ fn an_api_server_that_refuses_connections_at_first_is_waited_for() {
 
 #[test]
 fn an_api_server_that_never_answers_is_reported_at_the_deadline() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let out = output(port, &["--timeout", "2s"]);
-    testkit::process::assert_refused(&out, 1, &["timed out after 2s", "never listed the nodes"]);
+    timed_out(free_port(), "2s", &["never listed the nodes"]);
 }
 
 #[test]
@@ -869,12 +873,10 @@ fn a_timeout_names_the_stuck_pod_its_reason_and_its_last_event() {
         "reason": "Killing", "message": "not this pod", "lastTimestamp": "2026-11-30T21:00:00Z"}),
     );
     let api = ApiStandIn::start(cluster);
-    let out = output(api.port, &["--timeout", "3s"]);
-    testkit::process::assert_refused(
-        &out,
-        1,
+    let out = timed_out(
+        api.port,
+        "3s",
         &[
-            "timed out after 3s",
             "pod edge/origin-5d9c",
             "PodScheduled=False Unschedulable",
             "last event: FailedScheduling: 0/4 nodes are available",
