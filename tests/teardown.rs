@@ -131,17 +131,7 @@ impl World {
     /// Everything logged (Scaleway requests, talosctl calls as `{argv, scw_secret_in_env}`), in
     /// order, and forgets it.
     fn take_log(&self) -> Vec<Value> {
-        let path = self.path("requests.jsonl");
-        let text = fs::read_to_string(&path).unwrap_or_default();
-        fs::write(&path, "").unwrap();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        for l in lines.iter().filter(|l| l.is_object()) {
-            assert!(l.get("refused").is_none(), "the specs refuse: {l}");
-        }
-        lines
+        testkit::scaleway::take_log(&self.path("requests.jsonl"))
     }
 
     fn state(&self) -> Value {
