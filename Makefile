@@ -30,7 +30,9 @@ SCHEMAS_DIR  ?= ../shared/schemas
 CARGO        ?= cargo
 CONFIRM      ?=
 DEMO_PORT    ?= 8080
-BIN          := $(or $(CARGO_TARGET_DIR),target)/release
+# Cargo's target folder: CARGO_TARGET_DIR when the environment sets it (read without a warning
+# for an undefined variable when it does not).
+BIN          := $(or $(if $(filter undefined,$(origin CARGO_TARGET_DIR)),,$(CARGO_TARGET_DIR)),target)/release
 FIELD_MANAGER_EDGE := edgepop-edge
 
 # The cluster every kubectl, helm and wait-ready of this Makefile acts on: its own kubeconfig, or
