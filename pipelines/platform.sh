@@ -139,14 +139,18 @@ check_talos() {
   talos_patches[$name]=$patches
 }
 
+# shellcheck source=without-secrets.sh
+. pipelines/without-secrets.sh
+
 # talosctl patch machineconfig on each node of the component, with the extra flags given
-# (--mode, --dry-run).
+# (--mode, --dry-run). talosctl talks to Talos only: it never gets the Scaleway secret key that
+# make hands every recipe.
 patch_talos() {
   local entry endpoint node patch
   while IFS= read -r entry; do
     [[ -n "$entry" ]] || continue
     IFS=$'\t' read -r endpoint node patch <<<"$entry"
-    talosctl --talosconfig "$talosconfig" --endpoints "$endpoint" --nodes "$node" \
+    without_secrets talosctl --talosconfig "$talosconfig" --endpoints "$endpoint" --nodes "$node" \
       patch machineconfig --patch "@$patch" "$@" ||
       die "$name: $node was not patched (through $endpoint)"
   done <<<"${talos_patches[$name]}"

@@ -14,6 +14,7 @@ mod network_flows;
 mod onprem_profile;
 mod pipelines;
 mod platform;
+mod rehearsal;
 mod talos_patches;
 mod talos_schema;
 mod teardown;

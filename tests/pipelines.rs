@@ -153,7 +153,7 @@ fn sha256(path: &Path) -> String {
 /// Splits the shared bundle at its `---` / `#` / `# <path>` / `#` headers back into the upstream
 /// files. PROVENANCE.md says each file's leading `---` line was dropped: each file is written with
 /// and without it, and the one whose sha256 is the pin in UPSTREAM-FILES.tsv is kept.
-fn rebuild_upstream_files(bundle: &Path, tsv: &Path, into: &Path) -> usize {
+pub(crate) fn rebuild_upstream_files(bundle: &Path, tsv: &Path, into: &Path) -> usize {
     let bundle = fs::read_to_string(bundle).unwrap();
     let tsv = fs::read_to_string(tsv).unwrap();
     let pinned = |path: &str| {
@@ -199,13 +199,13 @@ fn rebuild_upstream_files(bundle: &Path, tsv: &Path, into: &Path) -> usize {
 }
 
 /// `python3 -m http.server` on an ephemeral loopback port, killed (by its own handle) on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Server {
-    fn start(dir: &Path) -> Option<Server> {
+    pub(crate) fn start(dir: &Path) -> Option<Server> {
         let mut child = Command::new("python3")
             .args([
                 "-u",

@@ -398,6 +398,19 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
 }
 
 #[test]
+fn talosctl_runs_without_the_scaleway_secret_the_makefile_s_environment_holds() {
+    // make exports the operator's environment, Scaleway credentials included, to every recipe.
+    let secret = [("SCW_SECRET_KEY", "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0")];
+    let world = World::new();
+    let (calls, _) = world.succeeds("apply", &secret);
+    assert_eq!(starting_with(&calls, "talosctl").len(), 1, "{calls:#?}");
+    let world = World::new();
+    let out = world.platform("diff", &secret);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(starting_with(&world.calls(), "talosctl").len(), 1);
+}
+
+#[test]
 fn helm_4_is_refused_before_any_change() {
     let world = World::new();
     for mode in ["apply", "diff", "destroy"] {

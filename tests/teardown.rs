@@ -131,17 +131,7 @@ impl World {
     /// Everything logged (Scaleway requests, talosctl calls as `{argv, scw_secret_in_env}`), in
     /// order, and forgets it.
     fn take_log(&self) -> Vec<Value> {
-        let path = self.path("requests.jsonl");
-        let text = fs::read_to_string(&path).unwrap_or_default();
-        fs::write(&path, "").unwrap();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        for l in lines.iter().filter(|l| l.is_object()) {
-            assert!(l.get("refused").is_none(), "the specs refuse: {l}");
-        }
-        lines
+        testkit::scaleway::take_log(&self.path("requests.jsonl"))
     }
 
     fn state(&self) -> Value {
@@ -208,25 +198,9 @@ fn make_destroy_infra_asks_naming_cluster_and_project_and_deletes_the_list_it_sh
     };
     world.apply();
     let make = |answer: &str| {
-        let mut line = vec!["make".to_owned()];
-        line.extend(world.make_args());
-        line.push("destroy-infra".into());
-        let line: Vec<String> = line.iter().map(|a| format!("'{a}'")).collect();
-        let out = testkit::process::run_with_stdin(
-            world
-                .command(&script)
-                .args([
-                    "-q",
-                    "-e",
-                    "-E",
-                    "never",
-                    "-c",
-                    &line.join(" "),
-                    "/dev/null",
-                ])
-                .env("SHELL", "/bin/sh"),
-            format!("{answer}\n").as_bytes(),
-        );
+        let mut make = world.command("make");
+        make.args(world.make_args()).arg("destroy-infra");
+        let out = testkit::process::at_a_terminal(&script, &make, answer);
         let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(!terminal.contains(SECRET), "{terminal}");
         (terminal, out.status.code())
@@ -292,13 +266,13 @@ fn make_destroy_goes_on_to_the_infra_when_the_cluster_is_powered_off() {
 }
 
 /// The position in `log` of the first entry `matches` picks.
-fn first(log: &[Value], what: &str, matches: impl Fn(&Value) -> bool) -> usize {
+pub(crate) fn first(log: &[Value], what: &str, matches: impl Fn(&Value) -> bool) -> usize {
     log.iter()
         .position(matches)
         .unwrap_or_else(|| panic!("no {what} in {log:#?}"))
 }
 
-fn talosctl_on(entry: &Value, node: &str) -> bool {
+pub(crate) fn talosctl_on(entry: &Value, node: &str) -> bool {
     let argv: Vec<&str> = entry["argv"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())

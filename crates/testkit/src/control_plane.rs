@@ -30,6 +30,11 @@ const START_TIMEOUT: Duration = Duration::from_secs(180);
 /// DefaultIPv4PodNet, v1.13.9).
 const SERVICE_CIDR: &str = "10.96.0.0/12";
 const POD_CIDR: &str = "10.244.0.0/16";
+/// The API server's name in the example configs' `cluster_endpoint`
+/// (`https://api.example.com:6443`, config/infra.example.json): its certificate names it too, so
+/// that a test reaching this server through [`crate::tunnel`] under that name checks it as a
+/// client checks the cluster's (Talos puts the endpoint's host in the API server's SANs).
+pub const EXAMPLE_API_HOST: &str = "api.example.com";
 /// The annotation by which kwok manages a node (its `--manage-nodes-with-annotation-selector`):
 /// a node without it is left alone, for tests that need a node that never becomes Ready.
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
@@ -275,6 +280,31 @@ impl ControlPlane {
     /// `https://127.0.0.1:<port>`.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// The admin kubeconfig under the example configs' endpoint,
+    /// `https://api.example.com:6443` (what Talos's `kubeconfig` hands out for them), written
+    /// to `path` (0600, a file that does not exist yet): clients reach it through a [`crate::tunnel::Tunnel`] from
+    /// [`ControlPlane::example_endpoint_authority`] to [`ControlPlane::address`].
+    #[allow(clippy::panic)] // a test helper: a kubeconfig that cannot be written fails the test
+    pub fn example_endpoint_kubeconfig(&self, path: &Path) {
+        let text = fs::read_to_string(&self.kubeconfig)
+            .unwrap_or_else(|err| panic!("{}: {err}", self.kubeconfig.display()));
+        let mut config: serde_json::Value = serde_json::from_str(&text)
+            .unwrap_or_else(|err| panic!("{}: {err}", self.kubeconfig.display()));
+        config["clusters"][0]["cluster"]["server"] =
+            format!("https://{}", Self::example_endpoint_authority()).into();
+        write_private(path, &config.to_string());
+    }
+
+    /// `api.example.com:6443`, the authority of the example configs' `cluster_endpoint`.
+    pub fn example_endpoint_authority() -> String {
+        format!("{EXAMPLE_API_HOST}:6443")
+    }
+
+    /// `127.0.0.1:<port>`, where the API server listens.
+    pub fn address(&self) -> &str {
+        self.server.trim_start_matches("https://")
     }
 
     /// The pinned kubectl, with `--kubeconfig` set to [`ControlPlane::kubeconfig`].
@@ -639,7 +669,7 @@ impl Pki {
             "/CN=kube-apiserver",
             &[
                 "extendedKeyUsage=serverAuth",
-                "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                &format!("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:{EXAMPLE_API_HOST}"),
             ],
         );
         // The users the RBAC bootstrap roles are bound to.

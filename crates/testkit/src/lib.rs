@@ -8,9 +8,12 @@
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`scaleway`]: the Scaleway stand-in's control endpoints and request log.
+//! - [`sshd`]: a real OpenSSH server on loopback standing for Scaleway's rescue system.
 //! - [`standin`]: the stand-ins of the APIs that cannot run here, in `stand-ins/` beside this crate
 //!   (Python servers, and the recording `helm`, `kubectl` and `talosctl`); the servers are started
 //!   on loopback and killed on drop.
+//! - [`tunnel`]: an HTTP CONNECT proxy on loopback to one address (a cluster's API server under
+//!   the name of its endpoint).
 //! - [`upstream`]: the real upstream programs built at the pins (`pipelines/upstream.sh`).
 //! - [`workspace`]: the workspace root, `../shared`, the binaries cargo built, `python3`.
 //!
@@ -25,7 +28,9 @@ pub mod crds;
 pub mod http;
 pub mod process;
 pub mod scaleway;
+pub mod sshd;
 pub mod standin;
+pub mod tunnel;
 pub mod upstream;
 pub mod workspace;
 

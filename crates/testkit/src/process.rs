@@ -66,6 +66,45 @@ pub fn run_with_stdin(command: &mut std::process::Command, stdin: &[u8]) -> std:
     }
 }
 
+/// Runs `command` at a terminal whose operator types `answer` and Enter: util-linux `script`
+/// (the program at `script`) gives it a pseudo-terminal, so that a question asked only of a
+/// terminal is asked. The command's program, arguments, working directory and the environment
+/// it sets are kept, and nothing else of this process's environment (give `command` an
+/// `env_clear`, as a test of a tool does). The output's stdout is what the terminal showed,
+/// standard output and error mixed as a terminal shows them.
+pub fn at_a_terminal(
+    script: &std::path::Path,
+    command: &std::process::Command,
+    answer: &str,
+) -> std::process::Output {
+    let mut line = vec![command.get_program().to_string_lossy().into_owned()];
+    line.extend(command.get_args().map(|a| a.to_string_lossy().into_owned()));
+    // Quoted for script's `sh -c`: the arguments of the tests hold no single quote.
+    let line: Vec<String> = line.iter().map(|a| format!("'{a}'")).collect();
+    let mut terminal = std::process::Command::new(script);
+    terminal
+        .env_clear()
+        .args([
+            "-q",
+            "-e",
+            "-E",
+            "never",
+            "-c",
+            &line.join(" "),
+            "/dev/null",
+        ])
+        .env("SHELL", "/bin/sh");
+    for (key, value) in command.get_envs() {
+        if let Some(value) = value {
+            terminal.env(key, value);
+        }
+    }
+    if let Some(dir) = command.get_current_dir() {
+        terminal.current_dir(dir);
+    }
+    run_with_stdin(&mut terminal, format!("{answer}\n").as_bytes())
+}
+
 /// Where `program` is on the PATH, as a shell would find it (`None` when it is not there).
 pub fn which(program: &str) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;

@@ -52,3 +52,19 @@ pub fn tagged<'a>(objects: &'a Value, tag: &str) -> Vec<&'a Value> {
         })
         .collect()
 }
+
+/// The lines of a request log shared by the Scaleway stand-in's requests and the talosctl
+/// stand-in's calls (`{argv, scw_secret_in_env}`), in order, and empties it, so that the next
+/// look sees what came after. Fails the test on a request the specs refused.
+pub fn take_log(path: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    std::fs::write(path, "").unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for l in lines.iter().filter(|l| l.is_object()) {
+        assert!(l.get("refused").is_none(), "the specs refuse: {l}");
+    }
+    lines
+}

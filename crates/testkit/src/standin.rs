@@ -139,6 +139,38 @@ pub fn scaleway(
     project: &str,
     dns_zone: Option<&str>,
 ) -> StandIn {
+    scaleway_with(shared, dir, secret, project, dns_zone, &[])
+}
+
+/// [`scaleway`] whose Elastic Metal servers boot into a rescue system: the real sshd of a
+/// [`crate::sshd::Rescue`], whose `authorized_keys` and `password` a rescue boot writes, for the
+/// user `rescue.user`.
+pub fn scaleway_with_rescue(
+    shared: &Path,
+    dir: &Path,
+    secret: &str,
+    project: &str,
+    rescue: &crate::sshd::Rescue,
+) -> StandIn {
+    let rescue_dir = rescue.dir.path().display().to_string();
+    scaleway_with(
+        shared,
+        dir,
+        secret,
+        project,
+        None,
+        &["--rescue-dir", &rescue_dir, "--rescue-user", &rescue.user],
+    )
+}
+
+fn scaleway_with(
+    shared: &Path,
+    dir: &Path,
+    secret: &str,
+    project: &str,
+    dns_zone: Option<&str>,
+    extra: &[&str],
+) -> StandIn {
     let port_file = dir.join("scaleway-port");
     let mut command = scaleway_api(
         shared,
@@ -151,6 +183,7 @@ pub fn scaleway(
     if let Some(zone) = dns_zone {
         command.args(["--dns-zone", zone]);
     }
+    command.args(extra);
     StandIn::start(&mut command, &port_file)
 }
 

@@ -763,41 +763,7 @@ impl StandIn {
             testkit::skip_or_fail("destroy_prompt", "util-linux script (a pseudo-terminal)");
             return None;
         };
-        let config = self.dir.path().join("infra.json");
-        let mut command = vec![env!("CARGO_BIN_EXE_scw-infra").to_owned()];
-        command.extend(args.iter().map(|a| (*a).to_owned()));
-        command.extend([
-            "--config".to_owned(),
-            config.to_str().unwrap().to_owned(),
-            "--poll-seconds".into(),
-            "0".into(),
-            "--retry-base-ms".into(),
-            "1".into(),
-        ]);
-        // Paths and words of our own: quoting each in '' is enough for the shell script runs.
-        let line: Vec<String> = command.iter().map(|a| format!("'{a}'")).collect();
-        let out = testkit::process::run_with_stdin(
-            self.command(&script)
-                .args([
-                    "-q",
-                    "-e",
-                    "-E",
-                    "never",
-                    "-c",
-                    &line.join(" "),
-                    "/dev/null",
-                ])
-                .env(
-                    "SCW_CONFIG_PATH",
-                    self.dir.path().join("no-such-config.yaml"),
-                )
-                .env("SCW_ACCESS_KEY", ACCESS)
-                .env("SCW_SECRET_KEY", SECRET)
-                .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
-                .env("EDGEPOP_LOG", "debug")
-                .env("SHELL", "/bin/sh"),
-            format!("{answer}\n").as_bytes(),
-        );
+        let out = testkit::process::at_a_terminal(&script, &self.scw_command(args, SECRET), answer);
         assert_not_shown(&out, &[SECRET]);
         Some((
             String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -28,8 +28,7 @@
     clippy::print_stdout
 )]
 
-#[path = "../tests/support/sshd.rs"]
-mod sshd;
+use testkit::sshd;
 
 use std::fs::{self, File};
 use std::io::BufReader;

@@ -9,10 +9,6 @@
 //!   a file, and `lsblk` a script printing what `lsblk --json -b -p` prints in Scaleway's rescue.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support {
-    pub mod sshd;
-}
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -22,8 +18,8 @@ use scaleway::http::HttpRequest;
 use scaleway::{Transport, UreqTransport};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use support::sshd::{Rescue, Sshd, free_port, rescue, script};
 use testkit::http::{Reply, Server};
+use testkit::sshd::{Rescue, Sshd, free_port, rescue, script};
 
 const SECRET: &str = "33333333-3333-4333-8333-333333333333";
 const PROJECT: &str = "22222222-2222-4222-8222-222222222222";
@@ -174,28 +170,6 @@ impl Api {
     }
 }
 
-/// The rescue user's `sudo`: it asks for the rescue password (the one the API gave), read from
-/// standard input with -S, as Ubuntu's sudo for a regular user does; -n fails. Logs its argv.
-fn sudo_that_asks_for_the_password(rescue: &Rescue) {
-    let dir = rescue.dir.path().display();
-    script(
-        &rescue.path("bin/sudo"),
-        &format!(
-            "#!/bin/bash\n\
-             printf '%s\\n' \"$*\" >> {dir}/sudo.log\n\
-             noninteractive=0; stdin=0\n\
-             while [ $# -gt 0 ]; do case \"$1\" in\n\
-               -n) noninteractive=1;; -S) stdin=1;; -k) ;; -p) shift;; --) shift; break;;\n\
-               -*) echo \"sudo: unknown option $1\" >&2; exit 1;; *) break;; esac; shift; done\n\
-             if [ $noninteractive = 1 ]; then echo 'sudo: a password is required' >&2; exit 1; fi\n\
-             if [ $stdin = 0 ]; then echo 'sudo: a terminal is required to read the password' >&2; exit 1; fi\n\
-             IFS= read -r line || {{ echo 'sudo: no password was provided' >&2; exit 1; }}\n\
-             [ \"$line\" = \"$(cat {dir}/password)\" ] || {{ echo 'sudo: 1 incorrect password attempt' >&2; exit 1; }}\n\
-             exec \"$@\"\n"
-        ),
-    );
-}
-
 fn flash(
     rescue: &Rescue,
     port: u16,
@@ -246,7 +220,7 @@ fn setup(test: &str) -> Option<(Rescue, Sshd, Api, PathBuf, Vec<u8>)> {
 fn setup_tagged(test: &str, tags: &[&str]) -> Option<(Rescue, Sshd, Api, PathBuf, Vec<u8>)> {
     let (rescue, sshd) = rescue(test)?;
     fs::write(rescue.path("authorized_keys"), "").unwrap();
-    sudo_that_asks_for_the_password(&rescue);
+    rescue.sudo_that_asks_for_the_password();
     rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
     let api = Api::start(test, &rescue, tags)?;
     let (image, raw) = image(rescue.dir.path());

@@ -418,3 +418,39 @@ fn a_running_pod_that_is_not_ready_is_waited_for_and_named() {
     let summary: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
     assert_eq!(summary["pods_running"], 1, "{summary}");
 }
+
+/// An operator behind an HTTPS proxy (`HTTPS_PROXY` in the shell, as kubectl honours it): the
+/// kubeconfig names the cluster's endpoint, which only the proxy reaches. wait-ready goes
+/// through it as kubectl does, and still checks the server's certificate against that name.
+#[test]
+fn the_cluster_is_reached_through_the_https_proxy_of_the_environment() {
+    let Some(mut scene) = scene("the_cluster_is_reached_through_the_https_proxy") else {
+        return;
+    };
+    scene.node("wr-proxied");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    scene.plane.example_endpoint_kubeconfig(&kubeconfig);
+    let proxy = testkit::tunnel::Tunnel::start(
+        &ControlPlane::example_endpoint_authority(),
+        scene.plane.address(),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_wait-ready"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--timeout", "60s"])
+        .stdin(Stdio::null())
+        .env_remove("KUBECONFIG")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .env("HTTPS_PROXY", proxy.url())
+        .output()
+        .unwrap();
+    let summary: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
+    assert_eq!(summary["nodes_ready"], 1, "{summary}");
+    assert!(
+        proxy.opened() > 0,
+        "wait-ready did not go through the proxy"
+    );
+    assert_eq!(proxy.refused(), Vec::<String>::new());
+}

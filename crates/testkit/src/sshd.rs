@@ -1,7 +1,7 @@
 //! A real OpenSSH server on loopback standing for Scaleway's rescue system, for the tests and
 //! the bench: started on a free port with a throwaway host key and user key, as the user running
 //! the test; its "disk" is a file and `lsblk` a script first on the session's PATH.
-#![allow(dead_code)] // each user of this module takes what it needs
+#![allow(clippy::unwrap_used, clippy::panic)] // a test helper: a rescue that cannot start fails the test
 
 use std::fs;
 use std::io::Read;
@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+#[derive(Debug)]
 pub struct Sshd {
     child: Child,
     pub port: u16,
@@ -52,6 +53,7 @@ impl Drop for Sshd {
 
 /// A directory with the keys, the sshd config and the session's bin/, and one under /dev/ with
 /// the disk file (the tool takes only device paths under /dev/ as disks: /dev/shm is one).
+#[derive(Debug)]
 pub struct Rescue {
     pub dir: tempfile::TempDir,
     pub devices: tempfile::TempDir,
@@ -65,6 +67,30 @@ impl Rescue {
     pub fn disk(&self) -> PathBuf {
         self.devices.path().join("disk.img")
     }
+    /// The rescue user's `sudo`, first on the session's PATH: it asks for the rescue password
+    /// (the one the API gave, which the Scaleway stand-in writes to `password` here), read from
+    /// standard input with -S, as Ubuntu's sudo for a regular user does; -n fails. Logs its
+    /// argv to `sudo.log`.
+    pub fn sudo_that_asks_for_the_password(&self) {
+        let dir = self.dir.path().display();
+        script(
+            &self.path("bin/sudo"),
+            &format!(
+                "#!/bin/bash\n\
+                 printf '%s\\n' \"$*\" >> {dir}/sudo.log\n\
+                 noninteractive=0; stdin=0\n\
+                 while [ $# -gt 0 ]; do case \"$1\" in\n\
+                   -n) noninteractive=1;; -S) stdin=1;; -k) ;; -p) shift;; --) shift; break;;\n\
+                   -*) echo \"sudo: unknown option $1\" >&2; exit 1;; *) break;; esac; shift; done\n\
+                 if [ $noninteractive = 1 ]; then echo 'sudo: a password is required' >&2; exit 1; fi\n\
+                 if [ $stdin = 0 ]; then echo 'sudo: a terminal is required to read the password' >&2; exit 1; fi\n\
+                 IFS= read -r line || {{ echo 'sudo: no password was provided' >&2; exit 1; }}\n\
+                 [ \"$line\" = \"$(cat {dir}/password)\" ] || {{ echo 'sudo: 1 incorrect password attempt' >&2; exit 1; }}\n\
+                 exec \"$@\"\n"
+            ),
+        );
+    }
+
     /// The `lsblk` the session finds first on its PATH.
     pub fn lsblk(&self, devices: Value) {
         let body = json!({ "blockdevices": devices }).to_string();
@@ -107,7 +133,7 @@ pub fn sshd_binary(test: &str) -> Option<PathBuf> {
     if sshd.is_file() && keygen {
         Some(sshd)
     } else {
-        testkit::skip_or_fail(test, "sshd and ssh-keygen (apt-get install openssh-server)");
+        crate::skip_or_fail(test, "sshd and ssh-keygen (apt-get install openssh-server)");
         None
     }
 }
@@ -119,7 +145,7 @@ pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
         .prefix("edgepop-rescue-")
         .tempdir_in("/dev/shm")
     else {
-        testkit::skip_or_fail(
+        crate::skip_or_fail(
             test,
             "a writable /dev/shm (the rescue disk: a file under /dev/)",
         );
@@ -136,7 +162,7 @@ pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
             .arg(rescue.path(key))
             .output()
             .unwrap();
-        testkit::process::success_stdout(&out);
+        crate::process::success_stdout(&out);
     }
     fs::copy(rescue.path("user_key.pub"), rescue.path("authorized_keys")).unwrap();
     fs::create_dir(rescue.path("bin")).unwrap();

@@ -1,0 +1,1080 @@
+//! The whole life of a cluster, as an operator drives it: `make vendor`, `make apply`,
+//! `make down`, `make up`, `make destroy`, each through the Makefile with its variables (OUT,
+//! INFRA_CONFIG, PLATFORM_CONFIG, EDGE_CONFIG, BIN) pointing into a temporary folder, on the
+//! chained parts that can run here:
+//!
+//! - Scaleway: testkit's `scaleway_api.py` (every request checked against Scaleway's OpenAPI) and
+//!   `s3_api.py`, with the real scw-infra: the control planes' Talos image is imported for real
+//!   (download from a loopback Image Factory, zstd, qemu-img, multipart upload, snapshot import);
+//! - Talos: the real talosctl for gen secrets, gen config and validate; testkit's talosctl
+//!   stand-in for the calls that need a node (bootstrap, kubeconfig, the host firewall's patch,
+//!   shutdown). Its `kubeconfig` hands out the test control plane's admin kubeconfig under the
+//!   config's `cluster_endpoint`, `https://api.example.com:6443`, as Talos would;
+//! - the worker's flash: the real scw-rescue-flash, through a real sshd standing for its rescue
+//!   system (testkit::sshd), the worker adopted at 127.0.0.1 (only its sshd's port is added to
+//!   the command infra.sh runs); talos-apply-insecure is recorded and hands the inventory on
+//!   (its own tests run it against the Talos maintenance stand-in: here every node would need
+//!   an address and a machine-CA certificate of its own on loopback);
+//! - Kubernetes: the real control plane (testkit::control_plane) with kwok nodes named as the
+//!   inventory names the machines, reached under the endpoint's name through a loopback CONNECT
+//!   proxy (`HTTPS_PROXY`, testkit::tunnel) that refuses any other destination, by the pinned
+//!   kubectl and by wait-ready; the recording helm (which keeps which releases are installed);
+//!   istiod's answer (the GatewayClass and Gateway conditions) written by this test as istiod
+//!   writes it, since istiod does not build here.
+//!
+//! After each step: what exists (Scaleway objects, Kubernetes objects, files under OUT with
+//! their modes), what was called, in order (Scaleway requests and talosctl calls in one log, the
+//! helm calls), and after destroy that nothing of the cluster is left. Between the steps, a step
+//! whose input was removed (the inventory before down, the platform inputs before up) stops
+//! naming the file and changes nothing.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use testkit::control_plane::ControlPlane;
+use testkit::http::{Reply, Server};
+use testkit::process::text;
+use testkit::scaleway::{control, mutations};
+
+use crate::teardown::{first, talosctl_on};
+
+const SECRET: &str = "5c4b3a29-1807-4f6e-9d5c-4b3a29180706";
+const ACCESS: &str = "SCWREHEARSALREHEARSA";
+const PROJECT: &str = "33333333-3333-4333-8333-333333333333";
+const CLUSTER: &str = "edge-par";
+const CLUSTER_TAG: &str = "edgepop-cluster=edge-par";
+/// The worker's schematic of the example config's offer (as tests/infra_pipeline.rs has it).
+const WORKER_SCHEMATIC: &str = "b4f89946a66f1ffdda1caf6d31f852c10b2b2b2c320d040baf863e9962065f02";
+
+/// Everything the rehearsal runs against; dropped (stopped) when the test ends.
+struct Stage {
+    dir: tempfile::TempDir,
+    plane: ControlPlane,
+    scaleway: testkit::standin::StandIn,
+    s3: testkit::standin::StandIn,
+    factory: Server,
+    vendor: crate::pipelines::Server,
+    tunnel: testkit::tunnel::Tunnel,
+    kubectl_dir: PathBuf,
+    talosctl: PathBuf,
+    rescue: testkit::sshd::Rescue,
+    _sshd: testkit::sshd::Sshd,
+    /// The worker's image, as its disk must hold it once flashed.
+    worker_raw: Vec<u8>,
+}
+
+impl Stage {
+    fn start(test: &str) -> Option<Stage> {
+        if !testkit::workspace::python3(test) {
+            return None;
+        }
+        for program in ["zstd", "qemu-img", "curl", "make"] {
+            if testkit::process::which(program).is_none() {
+                testkit::skip_or_fail(test, program);
+                return None;
+            }
+        }
+        let shared = testkit::workspace::shared_dir(test)?;
+        let talosctl = testkit::upstream::program(test, "talosctl")?;
+        let kubectl = testkit::upstream::program(test, "kubectl")?;
+        let crds = testkit::crds::platform(test)?;
+        let plane = ControlPlane::start(test)?;
+        // The CRDs the charts bring (istio-base's templates, cert-manager's, Cilium's operator
+        // installs its own): the recording helm installs nothing. The Gateway API's are the
+        // platform layer's own to apply, from the vendored files.
+        plane.install_crds(&crds[1..]);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name);
+        for sub in ["bin", "out", "talos-state", "served", "config"] {
+            fs::create_dir_all(path(sub)).unwrap();
+        }
+
+        // make vendor's upstream: the pinned Gateway API files, rebuilt from the shared bundle.
+        let crd_dir = shared.join("crds");
+        crate::pipelines::rebuild_upstream_files(
+            &crd_dir.join(format!(
+                "gateway-api-{}-standard.yaml",
+                testkit::pin("GATEWAY_API_VERSION")
+            )),
+            &crd_dir.join("UPSTREAM-FILES.tsv"),
+            &path("served"),
+        );
+        let Some(vendor) = crate::pipelines::Server::start(&path("served")) else {
+            testkit::skip_or_fail(test, "python3 (its http.server)");
+            return None;
+        };
+
+        // The Image Factory: the worker's schematic registered, its metal image, then the
+        // control planes' image, which scw-infra imports. Both are real zstd files.
+        let worker_image = zstd_image(&path("worker.raw"), 0x11);
+        let control_plane_image = zstd_image(&path("control-plane.raw"), 0x22);
+        let factory = Server::start(vec![
+            Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
+            Reply::ok(worker_image.clone()),
+            Reply::ok(control_plane_image.clone()),
+        ])
+        .unwrap();
+        let versions = fs::read_to_string(testkit::workspace::root().join("k8s/versions.env"))
+            .unwrap()
+            .lines()
+            .map(|line| match line.split_once('=') {
+                Some(("TALOS_FACTORY_URL", _)) => format!("TALOS_FACTORY_URL={}", factory.url),
+                Some(("TALOS_WORKER_IMAGE_SHA256", _)) => {
+                    format!("TALOS_WORKER_IMAGE_SHA256={}", sha256(&worker_image))
+                }
+                Some(("TALOS_CONTROL_PLANE_IMAGE_SHA256", _)) => format!(
+                    "TALOS_CONTROL_PLANE_IMAGE_SHA256={}",
+                    sha256(&control_plane_image)
+                ),
+                _ => line.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        fs::write(path("versions.env"), versions + "\n").unwrap();
+
+        // The worker's rescue system: the real sshd, its user's sudo asking for the rescue
+        // password, an empty 16 MiB disk; authorized_keys empty until the API boots the server
+        // into rescue with the IAM key scw-infra registers.
+        let (rescue, sshd) = testkit::sshd::rescue(test)?;
+        fs::write(rescue.path("authorized_keys"), "").unwrap();
+        rescue.sudo_that_asks_for_the_password();
+        rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
+        let scaleway =
+            testkit::standin::scaleway_with_rescue(&shared, dir.path(), SECRET, PROJECT, &rescue);
+        // The worker, an Elastic Metal server carrying our tags, which scw-infra adopts rather
+        // than ordering: the one way to give it the rescue system's loopback address.
+        control(
+            &scaleway.url(),
+            "seed",
+            Some(&json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                         "tags": [CLUSTER_TAG, "edgepop-role=worker", "edgepop-node=edge-worker-1"],
+                         "address": "127.0.0.1"})),
+        );
+        let s3 = testkit::standin::s3(dir.path(), ACCESS, SECRET);
+
+        // The configs, from the committed examples, with the rescue's user key and disk.
+        let mut infra = example("infra.example.json");
+        infra["ssh_public_key_path"] = json!(rescue.path("user_key.pub"));
+        infra["ssh_private_key_path"] = json!(rescue.path("user_key"));
+        infra["worker"]["install_disk"] = json!(rescue.disk());
+        fs::write(path("config/infra.json"), infra.to_string()).unwrap();
+        for (from, to) in [
+            ("platform.example.json", "platform.json"),
+            ("edge.example.json", "edge.json"),
+        ] {
+            fs::write(path("config").join(to), example(from).to_string()).unwrap();
+        }
+
+        // The cluster's admin kubeconfig as Talos hands it out (its server the config's
+        // cluster_endpoint), and the route to it.
+        plane.example_endpoint_kubeconfig(&path("cluster-kubeconfig"));
+        let tunnel = testkit::tunnel::Tunnel::start(
+            &ControlPlane::example_endpoint_authority(),
+            plane.address(),
+        );
+
+        // BIN: the tools cargo built, the two node tools after scw-infra apply recorded.
+        let bin = path("tools");
+        fs::create_dir_all(&bin).unwrap();
+        for tool in [
+            "scw-infra",
+            "kubeconfig-guard",
+            "render-platform",
+            "render-edge",
+            "wait-ready",
+        ] {
+            std::os::unix::fs::symlink(testkit::workspace::bin(tool), bin.join(tool)).unwrap();
+        }
+        // The node tools' calls recorded; scw-rescue-flash then runs for real, told the rescue
+        // sshd's port and to look again at once (the stand-in's server changes state at each
+        // look); talos-apply-insecure hands the inventory on unchanged.
+        let log = path("node-tools.log");
+        let record = |tool: &str| {
+            format!(
+                "#!/bin/bash\nprintf '%s\\t%s\\t%s\\n' {tool} \"${{SCW_SECRET_KEY:+secret}}\" \"$*\" >> {}\n",
+                log.display()
+            )
+        };
+        executable(
+            &bin.join("scw-rescue-flash"),
+            &format!(
+                "{}exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"\n",
+                record("scw-rescue-flash"),
+                testkit::workspace::bin("scw-rescue-flash").display(),
+                sshd.port
+            ),
+        );
+        executable(
+            &bin.join("talos-apply-insecure"),
+            &format!("{}cat\n", record("talos-apply-insecure")),
+        );
+        std::os::unix::fs::symlink(testkit::standin::path("talosctl"), path("bin/talosctl"))
+            .unwrap();
+        std::os::unix::fs::symlink(testkit::standin::path("recording/helm"), path("bin/helm"))
+            .unwrap();
+
+        let worker_raw = fs::read(path("worker.raw")).unwrap();
+        Some(Stage {
+            rescue,
+            _sshd: sshd,
+            worker_raw,
+            dir,
+            plane,
+            scaleway,
+            s3,
+            factory,
+            vendor,
+            tunnel,
+            kubectl_dir: kubectl.parent().unwrap().to_path_buf(),
+            talosctl,
+        })
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn out(&self, name: &str) -> PathBuf {
+        self.path("out").join(name)
+    }
+
+    /// `make <args>` as the operator runs it, with the Makefile's variables pointing here, the
+    /// stand-ins' endpoints and credentials, and nothing else of this process's environment.
+    fn make(&self, args: &[&str]) -> Output {
+        self.make_command(args).output().unwrap()
+    }
+
+    /// `make <args>` run at a terminal (util-linux `script`, a pseudo-terminal) whose operator
+    /// types `answer` and Enter: what the terminal showed (the recipes' stdout and stderr), and
+    /// make's exit code.
+    fn make_at_a_terminal(
+        &self,
+        script: &Path,
+        args: &[&str],
+        answer: &str,
+    ) -> (String, Option<i32>) {
+        let out = testkit::process::at_a_terminal(script, &self.make_command(args), answer);
+        let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(!terminal.contains(SECRET), "the secret key was shown");
+        (terminal, out.status.code())
+    }
+
+    /// The command [`Stage::make`] runs.
+    fn make_command(&self, args: &[&str]) -> Command {
+        let path = format!(
+            "{}:{}:{}",
+            self.path("bin").display(),
+            self.kubectl_dir.display(),
+            std::env::var("PATH").unwrap()
+        );
+        let mut command = Command::new("make");
+        command
+            .env_clear()
+            .args(["--no-print-directory", "-C"])
+            .arg(testkit::workspace::root())
+            .arg(format!("OUT={}", self.path("out").display()))
+            .arg(format!(
+                "INFRA_CONFIG={}",
+                self.path("config/infra.json").display()
+            ))
+            .arg(format!(
+                "PLATFORM_CONFIG={}",
+                self.path("config/platform.json").display()
+            ))
+            .arg(format!(
+                "EDGE_CONFIG={}",
+                self.path("config/edge.json").display()
+            ))
+            .arg(format!("BIN={}", self.path("tools").display()))
+            // The tools are the ones cargo built for this test: nothing is rebuilt.
+            .args(["RUST_SOURCES=", "CARGO=true"])
+            .args(args)
+            .env("HOME", self.dir.path())
+            .env("PATH", path)
+            .env("SCW_CONFIG_PATH", self.path("no-such-config.yaml"))
+            .env("SCW_API_URL", self.scaleway.url())
+            .env("SCW_S3_ENDPOINT", self.s3.url())
+            .env("SCW_ACCESS_KEY", ACCESS)
+            .env("SCW_SECRET_KEY", SECRET)
+            .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
+            .env("SCW_INFRA_POLL_SECONDS", "0")
+            .env("VERSIONS_FILE", self.path("versions.env"))
+            .env("VENDOR_DIR", self.path("vendor"))
+            .env("VENDOR_BASE_URL", &self.vendor.url)
+            .env("BOOTSTRAP_INTERVAL", "0")
+            .env("GATEWAY_WAIT_SECONDS", "120")
+            // The Scaleway requests and the talosctl calls in one log, in order.
+            .env("TALOSCTL_LOG", self.path("requests.jsonl"))
+            .env("TALOSCTL_STATE", self.path("talos-state"))
+            .env("TALOSCTL_REAL", &self.talosctl)
+            .env("TALOSCTL_KUBECONFIG", self.path("cluster-kubeconfig"))
+            .env("STANDIN_LOG", self.path("helm.log"))
+            .env("STANDIN_HELM_STATE", self.path("helm-releases"))
+            // The API server is reached under the endpoint's name through the proxy only;
+            // everything else here is on 127.0.0.1, which goes direct.
+            .env("HTTPS_PROXY", self.tunnel.url())
+            .env("NO_PROXY", "127.0.0.1")
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn make_ok(&self, args: &[&str]) -> String {
+        let out = self.make(args);
+        assert!(out.status.success(), "make {args:?}: {}", text(&out));
+        assert!(!text(&out).contains(SECRET), "the secret key was printed");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// The Scaleway requests and talosctl calls since the last look.
+    /// No talosctl call of the pipelines gets the Scaleway secret key.
+    fn take_log(&self) -> Vec<Value> {
+        let log = testkit::scaleway::take_log(&self.path("requests.jsonl"));
+        for call in log.iter().filter(|l| l.get("argv").is_some()) {
+            assert_eq!(
+                call["scw_secret_in_env"], false,
+                "talosctl got the secret: {call}"
+            );
+        }
+        log
+    }
+
+    /// The helm calls since the last look, each `helm <verb> <release>`.
+    fn take_helm(&self) -> Vec<String> {
+        let path = self.path("helm.log");
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        fs::write(&path, "").unwrap();
+        text.lines()
+            .map(|l| l.replace("upgrade --install", "upgrade"))
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .collect()
+    }
+
+    /// The releases the recording helm holds as installed (`<namespace>.<release>`).
+    fn releases(&self) -> Vec<String> {
+        let dir = self.path("helm-releases");
+        if dir.exists() {
+            testkit::file_names(&dir)
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn state(&self) -> Value {
+        control(&self.scaleway.url(), "state", None)
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        self.plane.kubectl_ok(args, "")
+    }
+
+    fn inventory(&self) -> Value {
+        serde_json::from_str(&fs::read_to_string(self.out("inventory.json")).unwrap()).unwrap()
+    }
+}
+
+fn example(name: &str) -> Value {
+    serde_json::from_str(
+        &fs::read_to_string(testkit::workspace::root().join("config").join(name)).unwrap(),
+    )
+    .unwrap()
+}
+
+fn executable(path: &Path, script: &str) {
+    fs::write(path, script).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// A 1 MiB raw disk image (zeros and one marked block) compressed by the zstd command.
+fn zstd_image(raw: &Path, mark: u8) -> Vec<u8> {
+    let mut bytes = vec![0u8; 1 << 20];
+    bytes[4096..8192].fill(mark);
+    fs::write(raw, &bytes).unwrap();
+    let out = Command::new("zstd")
+        .args(["-q", "-f", "-3"])
+        .arg(raw)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    fs::read(raw.with_extension("raw.zst")).unwrap()
+}
+
+/// istiod's answer, played by the test while `make apply` runs (istiod does not build here):
+/// once the GatewayClass `istio` exists, its Accepted condition; once a Gateway of the edge
+/// exists, its Accepted and Programmed conditions; each for the generation it saw, through the
+/// status subresource, as istiod writes them (pilot/pkg/config/kube/gateway/conditions.go,
+/// Istio 1.30). Ends when both are written, or when told to stop. The kinds are named with
+/// their group: Istio's CRDs have a `gateways` too, and kubectl's discovery cache, made before
+/// the Gateway API's CRDs exist, would resolve the short name to Istio's for ten minutes.
+fn istiod(
+    plane_kubeconfig: PathBuf,
+    kubectl: PathBuf,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(bool, bool)> {
+    std::thread::spawn(move || {
+        let run = |args: &[&str]| -> Option<String> {
+            let out = Command::new(&kubectl)
+                .arg("--kubeconfig")
+                .arg(&plane_kubeconfig)
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .ok()?;
+            if !out.status.success() && args[0] == "patch" {
+                // Shown with the test's failure: why istiod's answer was refused.
+                eprintln!("istiod: kubectl {args:?}: {}", text(&out));
+            }
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        let condition = |kind: &str, generation: &str, reason: &str, message: &str| {
+            json!({"type": kind, "status": "True", "reason": reason, "message": message,
+                   "observedGeneration": generation.parse::<i64>().unwrap(),
+                   "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        };
+        let (mut class, mut gateways) = (false, false);
+        // Bounded: 10 minutes at most, a look every half second.
+        for _ in 0..1200 {
+            if stop.load(Ordering::SeqCst) || (class && gateways) {
+                break;
+            }
+            if !class
+                && let Some(generation) = run(&[
+                    "get",
+                    "gatewayclasses.gateway.networking.k8s.io",
+                    "istio",
+                    "-o",
+                    "jsonpath={.metadata.generation}",
+                ])
+            {
+                let status = json!({"status": {"conditions": [condition(
+                    "Accepted", &generation, "Accepted", "Handled by Istio controller")]}});
+                class = run(&[
+                    "patch",
+                    "gatewayclasses.gateway.networking.k8s.io",
+                    "istio",
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    &status.to_string(),
+                ])
+                .is_some();
+            }
+            if !gateways {
+                let listed = run(&[
+                    "get",
+                    "gateways.gateway.networking.k8s.io",
+                    "--all-namespaces",
+                    "-o",
+                    "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name} {.metadata.generation}{\"\\n\"}{end}",
+                ])
+                .unwrap_or_default();
+                for line in listed.lines().filter(|l| !l.is_empty()) {
+                    let [namespace, name, generation] = line.split(' ').collect::<Vec<_>>()[..]
+                    else {
+                        continue;
+                    };
+                    let status = json!({"status": {"conditions": [
+                        condition("Accepted", generation, "Accepted", "Resource accepted"),
+                        condition("Programmed", generation, "Programmed",
+                                  "Resource programmed, assigned to service(s)"),
+                    ]}});
+                    gateways = run(&[
+                        "patch",
+                        "gateways.gateway.networking.k8s.io",
+                        name,
+                        "--namespace",
+                        namespace,
+                        "--subresource=status",
+                        "--type=merge",
+                        "-p",
+                        &status.to_string(),
+                    ])
+                    .is_some();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        (class, gateways)
+    })
+}
+
+/// The argv of a talosctl call logged, or `None` for a Scaleway request.
+fn argv(entry: &Value) -> Option<Vec<String>> {
+    serde_json::from_value(entry.get("argv")?.clone()).ok()
+}
+
+/// The talosctl calls of a log, as their subcommand words (`gen secrets`, `bootstrap`...) with
+/// the node they name.
+fn talosctl_calls(log: &[Value]) -> Vec<String> {
+    log.iter()
+        .filter_map(argv)
+        .map(|argv| {
+            let mut words = Vec::new();
+            let mut node = None;
+            let mut i = 0;
+            while i < argv.len() {
+                let a = &argv[i];
+                if a == "--nodes" {
+                    node = argv.get(i + 1).cloned();
+                    i += 2;
+                    continue;
+                }
+                if a.starts_with('-') {
+                    // Flags with a value: skip the value.
+                    if !a.contains('=')
+                        && ![
+                            "--force",
+                            "--wait",
+                            "--strict",
+                            "--dry-run",
+                            "--short",
+                            "--client",
+                        ]
+                        .contains(&a.as_str())
+                    {
+                        i += 1;
+                    }
+                    i += 1;
+                    continue;
+                }
+                if words.len() < 2 {
+                    words.push(a.clone());
+                }
+                i += 1;
+            }
+            match node {
+                Some(node) => format!("{} @{node}", words.join(" ")),
+                None => words.join(" "),
+            }
+        })
+        .collect()
+}
+
+/// The tagged objects of the cluster left in the stand-in's state, by kind.
+fn leftovers(state: &Value) -> Vec<String> {
+    let mut left = Vec::new();
+    for kind in [
+        "servers",
+        "ips",
+        "security_groups",
+        "bm_servers",
+        "images",
+        "snapshots",
+        "volumes",
+    ] {
+        for object in testkit::scaleway::tagged(&state[kind], CLUSTER_TAG) {
+            left.push(format!("{kind} {}", object["id"]));
+        }
+    }
+    for key in state["ssh_keys"].as_array().unwrap() {
+        if key["name"] == format!("edgepop-{CLUSTER}") {
+            left.push(format!("ssh_key {}", key["id"]));
+        }
+    }
+    left
+}
+
+#[test]
+fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() {
+    let test = "the_cluster_is_applied_powered_down_and_up_and_destroyed";
+    let started = Instant::now();
+    let Some(script) = testkit::process::which("script") else {
+        testkit::skip_or_fail(test, "util-linux script (a pseudo-terminal)");
+        return;
+    };
+    let Some(stage) = Stage::start(test) else {
+        return;
+    };
+
+    // --- make vendor: the pinned Gateway API files, each checked.
+    stage.make_ok(&["vendor"]);
+    assert!(
+        stage
+            .path("vendor")
+            .join(format!(
+                "gateway-api-{}.yaml",
+                testkit::pin("GATEWAY_API_VERSION")
+            ))
+            .is_file()
+    );
+
+    // --- make apply, istiod answering for the edge's class and Gateway meanwhile.
+    let stop = Arc::new(AtomicBool::new(false));
+    let istiod = istiod(
+        stage.plane.kubeconfig().to_path_buf(),
+        stage.kubectl_dir.join("kubectl"),
+        stop.clone(),
+    );
+    let applied = stage.make(&["apply"]);
+    // apply-edge.sh waits for both answers; a failed apply leaves nothing to answer for.
+    if !applied.status.success() {
+        stop.store(true, Ordering::SeqCst);
+    }
+    let (class_accepted, gateway_accepted) = istiod.join().unwrap();
+    assert!(applied.status.success(), "make apply: {}", text(&applied));
+    assert!(!text(&applied).contains(SECRET));
+    assert!(class_accepted && gateway_accepted);
+    // apply-edge.sh saw istiod's answers for the generations it applied.
+    let said = text(&applied);
+    assert!(
+        said.contains("GatewayClass istio is Accepted")
+            && said.contains(&format!("Gateway {}", "edge/"))
+            && said.matches(" is Accepted").count() == 2,
+        "{said}"
+    );
+
+    // Written: the layers' outputs under OUT, what holds a secret 0600.
+    for file in [
+        "secrets.yaml",
+        "controlplane.yaml",
+        "worker.yaml",
+        "talosconfig",
+        "kubeconfig",
+    ] {
+        assert_eq!(mode(&stage.out(file)), 0o600, "{file}");
+    }
+    for file in [
+        "inventory.json",
+        "platform-inputs.json",
+        "platform-values/components.tsv",
+        "edge-objects.yaml",
+        "edge-names.env",
+    ] {
+        assert!(stage.out(file).is_file(), "{file}");
+    }
+    assert!(!stage.out("inventory.json.partial").exists());
+    // The kubeconfig infra.sh wrote is the one the node handed out: the cluster's endpoint.
+    assert_eq!(
+        fs::read(stage.out("kubeconfig")).unwrap(),
+        fs::read(stage.path("cluster-kubeconfig")).unwrap()
+    );
+    let inputs: pop_common::records::PlatformInputs =
+        serde_json::from_str(&fs::read_to_string(stage.out("platform-inputs.json")).unwrap())
+            .unwrap();
+    assert_eq!(inputs.cluster_endpoint, "https://api.example.com:6443");
+    let inventory = stage.inventory();
+    let nodes: Vec<(String, String, String)> = inventory["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["role"].as_str().unwrap().to_owned(),
+                n["name"].as_str().unwrap().to_owned(),
+                n["public_ipv4"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let of_role = |role: &str| -> Vec<(String, String)> {
+        nodes
+            .iter()
+            .filter(|n| n.0 == role)
+            .map(|n| (n.1.clone(), n.2.clone()))
+            .collect()
+    };
+    let (control_planes, workers) = (of_role("controlplane"), of_role("worker"));
+    assert_eq!(control_planes.len(), 3, "{inventory}");
+    assert_eq!(workers.len(), 1, "{inventory}");
+    let (worker, worker_ip) = workers[0].clone();
+    // The edge selects the node by the worker's name, the node name Talos gives it.
+    assert_eq!(worker, "edge-worker-1");
+    assert_eq!(inputs.edge_node_name.as_str(), worker);
+
+    // What exists at Scaleway: the cluster's machines running, its image imported.
+    let state = stage.state();
+    let servers = testkit::scaleway::tagged(&state["servers"], CLUSTER_TAG);
+    assert_eq!(servers.len(), 3);
+    assert!(
+        servers.iter().all(|s| s["state"] == "running"),
+        "{servers:?}"
+    );
+    assert_eq!(
+        testkit::scaleway::tagged(&state["bm_servers"], CLUSTER_TAG).len(),
+        1
+    );
+    let images = testkit::scaleway::tagged(&state["images"], CLUSTER_TAG);
+    assert_eq!(images.len(), 1, "{images:?}");
+    // Each control plane got the config as user data: its digest is controlplane.yaml's.
+    let config_digest = sha256(&fs::read(stage.out("controlplane.yaml")).unwrap());
+    for server in &servers {
+        let id = server["id"].as_str().unwrap();
+        assert_eq!(
+            state["user_data"][id]["cloud-init"], config_digest,
+            "{id}: {}",
+            state["user_data"]
+        );
+    }
+
+    // What was called, in order: the Image Factory (schematic, worker image, control planes'
+    // image); talosctl: the configs, then the bootstrap and the kubeconfig from the first
+    // control plane, then the host firewall on the worker (platform layer).
+    let factory: Vec<(String, String)> = stage
+        .factory
+        .requests()
+        .iter()
+        .map(|r| (r.method.clone(), r.target.clone()))
+        .collect();
+    assert_eq!(factory.len(), 3, "{factory:?}");
+    assert_eq!(factory[0], ("POST".into(), "/schematics".into()));
+    assert!(
+        factory[1].1.ends_with("/metal-amd64.raw.zst"),
+        "{factory:?}"
+    );
+    assert!(
+        factory[2].1.ends_with("/scaleway-amd64.raw.zst"),
+        "{factory:?}"
+    );
+    let log = stage.take_log();
+    let talos = talosctl_calls(&log);
+    let first_cp = &control_planes[0].1;
+    let position = |call: &str| {
+        talos
+            .iter()
+            .position(|c| c == call)
+            .unwrap_or_else(|| panic!("no `{call}` in {talos:#?}"))
+    };
+    let bootstrap = position(&format!("bootstrap @{first_cp}"));
+    let kubeconfig = talos
+        .iter()
+        .position(|c| c.starts_with("kubeconfig ") && c.ends_with(&format!("@{first_cp}")))
+        .unwrap_or_else(|| panic!("no kubeconfig call in {talos:#?}"));
+    let patch = position(&format!("patch machineconfig @{worker_ip}"));
+    assert!(
+        position("gen secrets") < position("gen config")
+            && position("gen config") < bootstrap
+            && bootstrap < kubeconfig
+            && kubeconfig < patch,
+        "{talos:#?}"
+    );
+    // The Scaleway side: the image imported before any server is made; the worker ordered.
+    let changes = mutations(&log);
+    let image_made = changes
+        .iter()
+        .position(|c| c.ends_with("/images"))
+        .unwrap_or_else(|| panic!("{changes:#?}"));
+    let server_made = changes
+        .iter()
+        .position(|c| c.ends_with("/servers"))
+        .unwrap_or_else(|| panic!("{changes:#?}"));
+    assert!(image_made < server_made, "{changes:#?}");
+    // The node tools got the inventory in the pipe; only the Scaleway one got the secret.
+    let node_tools = fs::read_to_string(stage.path("node-tools.log")).unwrap();
+    let tools: Vec<(&str, &str)> = node_tools
+        .lines()
+        .map(|l| {
+            let mut f = l.splitn(3, '\t');
+            (f.next().unwrap(), f.next().unwrap())
+        })
+        .collect();
+    assert_eq!(tools.len(), 3, "{node_tools}");
+    assert!(
+        tools.contains(&("talos-apply-insecure", ""))
+            && tools
+                .iter()
+                .filter(|t| *t == &("scw-rescue-flash", "secret"))
+                .count()
+                == 2,
+        "{node_tools}"
+    );
+    // The worker was flashed through its rescue system: its disk holds the image, the
+    // inventory records it, and the server went through rescue and back to a normal boot.
+    let disk = fs::read(stage.rescue.disk()).unwrap();
+    assert!(
+        disk.len() == stage.worker_raw.len() && sha256(&disk) == sha256(&stage.worker_raw),
+        "the worker's disk is not the image"
+    );
+    let worker_node = inventory["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["role"] == "worker")
+        .unwrap();
+    assert_eq!(
+        worker_node["steps"]["image_flashed"],
+        format!("sha256:{}", sha256(&stage.worker_raw)),
+        "{inventory}"
+    );
+    let boots: Vec<&str> = log
+        .iter()
+        .filter(|r| {
+            r["method"] == "POST"
+                && r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.contains("/baremetal/") && p.ends_with("/start"))
+        })
+        .map(|r| r["body"]["boot_type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(boots, ["rescue", "normal"], "{log:#?}");
+    // Its config was not proved applied here (talos-apply-insecure is recorded, not run): the
+    // flashed tag, which only a node proved ours gets, is not written.
+    let state_worker = testkit::scaleway::tagged(&state["bm_servers"], CLUSTER_TAG)[0].clone();
+    assert!(
+        !state_worker["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t.as_str().unwrap().starts_with("edgepop-image-flashed=")),
+        "{state_worker}"
+    );
+    // helm: each release of the platform layer, in the order components.tsv gives.
+    let components: Vec<String> = fs::read_to_string(stage.out("platform-values/components.tsv"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter(|l| l.split('\t').nth(1) == Some("helm"))
+        .map(|l| l.split('\t').next().unwrap().to_owned())
+        .collect();
+    let helm = stage.take_helm();
+    let upgrades: Vec<String> = helm
+        .iter()
+        .filter(|c| c.starts_with("helm upgrade"))
+        .map(|c| c.trim_start_matches("helm upgrade ").to_owned())
+        .collect();
+    assert_eq!(upgrades, components, "{helm:#?}");
+    assert!(components.len() >= 3, "{components:?}");
+
+    // What exists in Kubernetes: the Gateway API CRDs the platform layer applied, the edge's
+    // objects, each a member of its ApplySet.
+    stage.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/gateways.gateway.networking.k8s.io",
+        "--timeout=10s",
+    ]);
+    let names = fs::read_to_string(stage.out("edge-names.env")).unwrap();
+    let namespace = names
+        .lines()
+        .find_map(|l| l.strip_prefix("EDGE_NAMESPACE="))
+        .unwrap()
+        .trim_matches('\'')
+        .to_owned();
+    let kinds = stage.kubectl(&[
+        "get",
+        "gateways,httproutes,deployments,services",
+        "--namespace",
+        &namespace,
+        "--selector=applyset.kubernetes.io/part-of",
+        "-o",
+        "jsonpath={range .items[*]}{.kind}{\"\\n\"}{end}",
+    ]);
+    for kind in ["Gateway", "HTTPRoute", "Deployment", "Service"] {
+        assert!(kinds.lines().any(|k| k == kind), "{kind}: {kinds}");
+    }
+    stage.kubectl(&["get", "gatewayclass", "istio"]);
+
+    // The machines come up as the inventory names them: kwok's nodes stand for their kubelets.
+    // The worker first, so that the edge's pods, pending until a node exists, land on it;
+    // then the control planes, labelled and tainted as Talos registers them when
+    // `allowSchedulingOnControlPlanes` is false (talos/patches/60-control-plane-no-workloads).
+    stage.plane.add_node(&worker, &[]);
+    let deployments = stage.kubectl(&[
+        "get",
+        "deployments",
+        "--namespace",
+        &namespace,
+        "-o",
+        "name",
+    ]);
+    for deployment in deployments.lines() {
+        stage.kubectl(&[
+            "rollout",
+            "status",
+            deployment,
+            "--namespace",
+            &namespace,
+            "--timeout=120s",
+        ]);
+    }
+    let placed = stage.kubectl(&[
+        "get",
+        "pods",
+        "--namespace",
+        &namespace,
+        "-o",
+        "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}",
+    ]);
+    assert!(
+        !placed.is_empty() && placed.lines().all(|node| node == worker),
+        "{placed}"
+    );
+    for (name, _) in &control_planes {
+        stage
+            .plane
+            .add_node(name, &[("node-role.kubernetes.io/control-plane", "")]);
+        stage.kubectl(&[
+            "taint",
+            "node",
+            name,
+            "node-role.kubernetes.io/control-plane:NoSchedule",
+        ]);
+    }
+
+    // --- A step whose input is gone stops, naming it, and changes nothing: down without the
+    // inventory.
+    fs::rename(stage.out("inventory.json"), stage.path("inventory.aside")).unwrap();
+    let out = stage.make(&["down"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("inventory.json is missing"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(mutations(&stage.take_log()), Vec::<String>::new());
+    fs::rename(stage.path("inventory.aside"), stage.out("inventory.json")).unwrap();
+
+    // --- make down: the worker shut down through Talos and stopped, then the control planes.
+    stage.make_ok(&["down"]);
+    let log = stage.take_log();
+    let worker_shutdown = first(&log, "worker shutdown", |e| talosctl_on(e, &worker_ip));
+    let worker_stop = first(&log, "worker stop", |e| {
+        e["method"] == "POST" && e["path"].as_str().is_some_and(|p| p.ends_with("/stop"))
+    });
+    let poweroff = first(&log, "poweroff", |e| e["body"]["action"] == "poweroff");
+    assert!(
+        worker_shutdown < worker_stop && worker_stop < poweroff,
+        "{log:#?}"
+    );
+    for (_, ip) in &control_planes {
+        let at = first(&log, "control-plane shutdown", |e| talosctl_on(e, ip));
+        assert!(worker_stop < at && at < poweroff, "{ip}: {log:#?}");
+    }
+    let state = stage.state();
+    assert!(
+        testkit::scaleway::tagged(&state["servers"], CLUSTER_TAG)
+            .iter()
+            .all(|s| s["state"] == "stopped")
+    );
+    assert!(
+        testkit::scaleway::tagged(&state["bm_servers"], CLUSTER_TAG)
+            .iter()
+            .all(|s| s["status"] == "stopped")
+    );
+    // Talos cordoned the worker before its shutdown (its drain): the cluster holds that when it
+    // comes back.
+    stage.kubectl(&["cordon", &worker]);
+
+    // --- up without the platform inputs: refused before any machine is started.
+    fs::rename(
+        stage.out("platform-inputs.json"),
+        stage.path("inputs.aside"),
+    )
+    .unwrap();
+    let out = stage.make(&["up"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("platform-inputs.json is missing"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(mutations(&stage.take_log()), Vec::<String>::new());
+    fs::rename(
+        stage.path("inputs.aside"),
+        stage.out("platform-inputs.json"),
+    )
+    .unwrap();
+
+    // --- make up: the control planes first, then the worker; wait-ready uncordons it.
+    let out = stage.make(&["up", "UP_TIMEOUT=3m"]);
+    assert!(out.status.success(), "make up: {}", text(&out));
+    let summary: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(summary["nodes_ready"], 4, "{summary}");
+    assert_eq!(summary["uncordoned"], json!([worker]), "{summary}");
+    assert_eq!(
+        stage.kubectl(&[
+            "get",
+            "node",
+            &worker,
+            "-o",
+            "jsonpath={.spec.unschedulable}"
+        ]),
+        ""
+    );
+    let log = stage.take_log();
+    let poweron = first(&log, "poweron", |e| e["body"]["action"] == "poweron");
+    let start = first(&log, "worker start", |e| {
+        e["method"] == "POST" && e["path"].as_str().is_some_and(|p| p.ends_with("/start"))
+    });
+    assert!(poweron < start, "{log:#?}");
+    let state = stage.state();
+    assert!(
+        testkit::scaleway::tagged(&state["servers"], CLUSTER_TAG)
+            .iter()
+            .all(|s| s["state"] == "running")
+    );
+
+    // --- make destroy, with everything the platform brought (DELETE_CRDS=yes): edge, platform,
+    // then exactly the Scaleway plan shown.
+    // The operator is shown the plan and asked, at a terminal, for the cluster's name.
+    let (terminal, code) =
+        stage.make_at_a_terminal(&script, &["destroy", "DELETE_CRDS=yes"], CLUSTER);
+    assert_eq!(code, Some(0), "{terminal}");
+    assert!(
+        terminal.contains("Destroy the edge layer, the platform layer and the ")
+            && terminal.contains(&format!("of cluster {CLUSTER} in project {PROJECT}"))
+            && terminal.contains(&format!("Type the cluster name ({CLUSTER})"))
+            && terminal.contains("cluster edge-par destroyed"),
+        "{terminal}"
+    );
+    assert_eq!(leftovers(&stage.state()), Vec::<String>::new());
+    assert_eq!(stage.releases(), Vec::<String>::new());
+    let helm = stage.take_helm();
+    let uninstalled: Vec<String> = helm
+        .iter()
+        .filter(|c| c.starts_with("helm uninstall"))
+        .map(|c| c.trim_start_matches("helm uninstall ").to_owned())
+        .collect();
+    let mut reversed = components.clone();
+    reversed.reverse();
+    assert_eq!(uninstalled, reversed, "{helm:#?}");
+    assert_eq!(
+        stage.kubectl(&[
+            "get",
+            "namespace",
+            &namespace,
+            "--ignore-not-found",
+            "-o",
+            "name"
+        ]),
+        ""
+    );
+    // The platform's CRDs went with DELETE_CRDS=yes, and every object of them (the
+    // GatewayClass, the ClusterIssuer) with them.
+    let crds = stage.kubectl(&["get", "crd", "-o", "name"]);
+    for group in [
+        "gateway.networking.k8s.io",
+        "cert-manager.io",
+        "istio.io",
+        "cilium.io",
+    ] {
+        assert!(!crds.contains(group), "{group}: {crds}");
+    }
+    // Nothing tried to leave loopback, and the cluster was reached under its endpoint's name.
+    assert_eq!(stage.tunnel.refused(), Vec::<String>::new());
+    assert!(stage.tunnel.opened() > 0);
+
+    // The figure the report gives (not asserted: speed is measured by make bench only).
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "rehearsal: vendor, apply, down, up, destroy in {:.0?}",
+        started.elapsed()
+    );
+}
