@@ -112,8 +112,11 @@ case "$mode" in
         --dry-run=client -o yaml \
         | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
     fi
-    wait_accepted "GatewayClass $gateway_class" gatewayclass "$gateway_class"
-    wait_accepted "Gateway $namespace/$gateway" --namespace="$namespace" gateway "$gateway"
+    # Full resource names: Istio's own CRDs define a kind Gateway too (networking.istio.io), so
+    # the short name can name either.
+    wait_accepted "GatewayClass $gateway_class" gatewayclasses.gateway.networking.k8s.io "$gateway_class"
+    wait_accepted "Gateway $namespace/$gateway" --namespace="$namespace" \
+      gateways.gateway.networking.k8s.io "$gateway"
     ;;
   *)
     log "unknown mode '$mode' (apply, dry-run or diff)"; exit 2 ;;

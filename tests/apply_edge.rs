@@ -244,7 +244,7 @@ impl Cluster {
             "get",
             "--namespace",
             NAMESPACE,
-            "gateway",
+            "gateways.gateway.networking.k8s.io",
             "edge-gateway",
             "--output=jsonpath={.metadata.generation}",
             "--ignore-not-found",
@@ -264,7 +264,7 @@ impl Cluster {
             "patch",
             "--namespace",
             NAMESPACE,
-            "gateway",
+            "gateways.gateway.networking.k8s.io",
             "edge-gateway",
             "--subresource=status",
             "--type=merge",
@@ -855,7 +855,9 @@ fn a_gateway_istiod_does_not_accept_stops_the_apply_naming_its_reason() {
         "{said}"
     );
     assert!(
-        said.contains("kubectl get --namespace=edge gateway edge-gateway -o yaml"),
+        said.contains(
+            "kubectl get --namespace=edge gateways.gateway.networking.k8s.io edge-gateway -o yaml"
+        ),
         "{said}"
     );
 }
