@@ -353,7 +353,7 @@ impl Http {
         // it): kept raw until then, not copied.
         let mut cookies: Vec<&[u8]> = Vec::new();
         let map = abi::get_request_header_map().map_err(|s| ("get_header_map_pairs", s))?;
-        let mut headers = abi::deserialize_map_with(&map, |name, value| {
+        let headers = abi::deserialize_map_with(&map, |name, value| {
             if name == b"cookie" {
                 cookies.push(value);
                 return None;
@@ -387,22 +387,17 @@ impl Http {
         if now.secs >= self.shared.age_written.get().saturating_add(60) {
             self.shared.write_age(now.secs);
         }
-        let secure = Request {
-            headers: std::mem::take(&mut headers),
-            source_address: None,
+        let mut req = Request {
+            headers,
+            source_address: source,
         };
-        let is_secure = secure.is_secure();
-        headers = secure.headers;
+        let is_secure = req.is_secure();
         for value in cookies {
-            headers.push((
+            req.headers.push((
                 Cow::Borrowed("cookie"),
                 pow_core::filter::clearance_pairs(value, cookie_name, is_secure),
             ));
         }
-        let req = Request {
-            headers,
-            source_address: source,
-        };
         let action = {
             let mut metrics = self.shared.metrics.borrow_mut();
             if !filter.is_armed() {
