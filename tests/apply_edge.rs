@@ -198,9 +198,10 @@ impl Cluster {
             .spawn()
             .unwrap();
         let mut answered = None;
-        // Bounded: the script's own waits are shorter than this.
+        // Bounded (60 s): the script's own waits are shorter than this. A look every 250 ms, each
+        // a kubectl process: the script itself looks once a second.
         let mut status = None;
-        for _ in 0..1200 {
+        for _ in 0..240 {
             if let Some(exit) = child.try_wait().unwrap() {
                 status = Some(exit);
                 break;
@@ -208,7 +209,7 @@ impl Cluster {
             if let Some(answer) = answer {
                 self.answer_gateway(answer, &mut answered);
             }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            std::thread::sleep(std::time::Duration::from_millis(250));
         }
         let Some(status) = status else {
             child.kill().unwrap();
