@@ -49,6 +49,22 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, InputError> {
     decode_json(path, &bytes)
 }
 
+/// Reads `input` to its end (a pipe, stdin) and decodes it like [`read_json`]; `name` says
+/// where it came from in errors (`<stdin>`).
+pub fn read_json_from<T: DeserializeOwned>(
+    name: &Path,
+    mut input: impl io::Read,
+) -> Result<T, InputError> {
+    let mut bytes = Vec::new();
+    input
+        .read_to_end(&mut bytes)
+        .map_err(|source| InputError::Read {
+            path: name.to_path_buf(),
+            source,
+        })?;
+    decode_json(name, &bytes)
+}
+
 /// Decodes JSON bytes that came from `path` (which is only used to name it in errors).
 pub fn decode_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, InputError> {
     // A syntax error is reported as such first, so that "invalid JSON" is not mistaken for a

@@ -20,11 +20,14 @@
 //! it has no tags to prove it is ours), the image bucket by its name
 //! (`edgepop-<cluster>-<project id prefix>`).
 
+use pop_common::records::NodeRole;
+use pop_common::records::server_tags;
+
 use crate::config::InfraConfig;
 
 /// Shared with the node tools, which check them before they act on a server.
-pub const TAG_CLUSTER: &str = pop_common::records::server_tags::CLUSTER;
-pub const TAG_ROLE: &str = pop_common::records::server_tags::ROLE;
+pub const TAG_CLUSTER: &str = server_tags::CLUSTER;
+pub const TAG_ROLE: &str = server_tags::ROLE;
 pub const TAG_NODE: &str = "edgepop-node";
 pub const TAG_TALOS: &str = "edgepop-talos";
 pub const TAG_TALOS_SHA256: &str = "edgepop-talos-sha256";
@@ -43,11 +46,13 @@ pub enum Role {
 }
 
 impl Role {
-    pub fn as_str(self) -> &'static str {
+    /// `edgepop-role=<role>`: a node's is the one the node tools check
+    /// ([`server_tags::role`]), so both sides read it from one place.
+    fn tag(self) -> String {
         match self {
-            Role::Controlplane => "controlplane",
-            Role::ControlplaneFirewall => "controlplane-firewall",
-            Role::Worker => "worker",
+            Role::Controlplane => server_tags::role(NodeRole::Controlplane),
+            Role::Worker => server_tags::role(NodeRole::Worker),
+            Role::ControlplaneFirewall => tag(TAG_ROLE, "controlplane-firewall"),
         }
     }
 }
@@ -63,12 +68,12 @@ impl Names<'_> {
     /// `edgepop-cluster=<cluster_name>`: on every taggable resource, and the comment of the DNS
     /// records.
     pub fn cluster_tag(&self) -> String {
-        tag(TAG_CLUSTER, &self.config.cluster_name)
+        server_tags::cluster(&self.config.cluster_name)
     }
 
     /// The cluster's tag and a role.
     pub fn tags(&self, role: Role) -> Vec<String> {
-        vec![self.cluster_tag(), tag(TAG_ROLE, role.as_str())]
+        vec![self.cluster_tag(), role.tag()]
     }
 
     /// The cluster's tag, a role and the node.

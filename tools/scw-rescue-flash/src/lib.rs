@@ -1155,18 +1155,11 @@ pub fn run_with(
     config: &Config,
     transport: &dyn Transport,
     sleeper: &dyn Sleeper,
-    mut input: impl Read,
+    input: impl Read,
     mut output: impl Write,
 ) -> Result<(), Error> {
-    let stdin = Path::new("<stdin>");
-    let mut bytes = Vec::new();
-    input
-        .read_to_end(&mut bytes)
-        .map_err(|source| InputError::Read {
-            path: stdin.to_path_buf(),
-            source,
-        })?;
-    let mut inventory: NodeInventory = pop_common::input::decode_json(stdin, &bytes)?;
+    let mut inventory: NodeInventory =
+        pop_common::input::read_json_from(Path::new("<stdin>"), input)?;
     let client = Client::for_credentials(transport, sleeper, &config.credentials);
     let failures = match &config.mode {
         Mode::TagProven => tag_proven(&inventory, client.baremetal()),

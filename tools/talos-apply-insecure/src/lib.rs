@@ -537,18 +537,11 @@ pub fn run_with(
     config: &Config,
     api: &dyn NodeApi,
     sleeper: &dyn Sleeper,
-    mut input: impl Read,
+    input: impl Read,
     mut output: impl Write,
 ) -> Result<(), Error> {
-    let stdin = Path::new("<stdin>");
-    let mut bytes = Vec::new();
-    input
-        .read_to_end(&mut bytes)
-        .map_err(|source| InputError::Read {
-            path: stdin.to_path_buf(),
-            source,
-        })?;
-    let mut inventory: NodeInventory = pop_common::input::decode_json(stdin, &bytes)?;
+    let mut inventory: NodeInventory =
+        pop_common::input::read_json_from(Path::new("<stdin>"), input)?;
     let mut configs = Vec::new();
     for role in [NodeRole::Controlplane, NodeRole::Worker] {
         if !inventory.nodes.iter().any(|n| n.role == role) {

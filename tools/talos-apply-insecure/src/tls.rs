@@ -16,61 +16,18 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
 use rustls::{ClientConfig, ConfigBuilder, DigitallySignedStruct, SignatureScheme};
 use sha2::{Digest, Sha256};
 
 /// The SPKI fingerprint of a DER certificate, as Talos prints it: base64(sha256(SPKI DER)).
+/// The certificate is parsed by rustls's own X.509 parser, the one the handshake uses.
 pub fn spki_fingerprint(certificate: &[u8]) -> Option<String> {
-    let spki = subject_public_key_info(certificate)?;
+    let der = CertificateDer::from(certificate);
+    let spki = ParsedCertificate::try_from(&der)
+        .ok()?
+        .subject_public_key_info();
     Some(base64::engine::general_purpose::STANDARD.encode(Sha256::digest(spki)))
-}
-
-/// One DER element: its tag, its bytes (header and content), its content, and what follows it.
-type Element<'a> = (u8, &'a [u8], &'a [u8], &'a [u8]);
-
-fn element(der: &[u8]) -> Option<Element<'_>> {
-    let tag = *der.first()?;
-    let first = *der.get(1)?;
-    let (length, header) = if first < 0x80 {
-        (usize::from(first), 2)
-    } else {
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 {
-            return None;
-        }
-        let mut length = 0usize;
-        for byte in der.get(2..2 + count)? {
-            length = (length << 8) | usize::from(*byte);
-        }
-        (length, 2 + count)
-    };
-    let end = header.checked_add(length)?;
-    Some((tag, der.get(..end)?, der.get(header..end)?, der.get(end..)?))
-}
-
-/// `Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL, serialNumber,
-/// signature, issuer, validity, subject, subjectPublicKeyInfo, ... } ... }` (RFC 5280).
-fn subject_public_key_info(certificate: &[u8]) -> Option<&[u8]> {
-    const SEQUENCE: u8 = 0x30;
-    let (tag, _, certificate, _) = element(certificate)?;
-    if tag != SEQUENCE {
-        return None;
-    }
-    let (tag, _, tbs, _) = element(certificate)?;
-    if tag != SEQUENCE {
-        return None;
-    }
-    let mut rest = tbs;
-    // The explicit [0] version is optional (absent means v1).
-    if rest.first() == Some(&0xa0) {
-        rest = element(rest)?.3;
-    }
-    // serialNumber, signature, issuer, validity, subject.
-    for _ in 0..5 {
-        rest = element(rest)?.3;
-    }
-    let (tag, whole, _, _) = element(rest)?;
-    (tag == SEQUENCE).then_some(whole)
 }
 
 /// What the verifier saw, for the caller's log and error.
@@ -328,16 +285,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn der_lengths_short_and_long_and_truncated() {
-        let (tag, whole, content, rest) = element(&[0x30, 2, 1, 2, 9]).unwrap();
-        assert_eq!(
-            (tag, whole, content, rest),
-            (0x30, &[0x30, 2, 1, 2][..], &[1, 2][..], &[9][..])
-        );
-        let long = [&[0x04, 0x81, 3][..], &[7, 7, 7]].concat();
-        assert_eq!(element(&long).map(|e| e.2), Some(&[7u8, 7, 7][..]));
-        assert!(element(&[0x30, 5, 1]).is_none());
-        assert!(element(&[0x30, 0x85, 1, 1, 1, 1, 1]).is_none());
+    fn not_a_certificate_has_no_fingerprint() {
         assert!(spki_fingerprint(b"not a certificate").is_none());
     }
 }
