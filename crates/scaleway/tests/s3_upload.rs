@@ -182,12 +182,7 @@ fn multipart_etag(file: &Path, part_size: usize) -> String {
         .arg(part_size.to_string())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    testkit::process::success_stdout(&out).trim().to_owned()
 }
 
 #[test]
