@@ -10,16 +10,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use testkit::pin;
+
 fn repo() -> PathBuf {
     testkit::workspace::root()
-}
-
-fn pin(key: &str) -> String {
-    fs::read_to_string(repo().join("k8s/versions.env"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_owned))
-        .unwrap()
 }
 
 fn script(dir: &Path, name: &str, body: &str) {

@@ -9,6 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use testkit::pin;
+
 const KUBECTL: &str = r#"#!/usr/bin/env bash
 # kubectl stand-in: `get --raw /readyz`; `[-n NS] get KIND [NAME|-A] -o jsonpath=...`;
 # `-n NS exec TARGET -- COMMAND...`.
@@ -138,14 +140,6 @@ fn status_of(answers: &Path, dir: &Path, env: &[(&str, &Path)]) -> Output {
         command.env(k, v);
     }
     command.output().unwrap()
-}
-
-fn pin(key: &str) -> String {
-    fs::read_to_string(testkit::workspace::root().join("k8s/versions.env"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_owned))
-        .unwrap()
 }
 
 fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {

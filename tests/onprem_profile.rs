@@ -222,35 +222,6 @@ fn acted_on(call: &str) -> Option<String> {
     None
 }
 
-/// Installs a CRD file and waits until its CRDs are Established. kubectl wait fails outright on
-/// a CRD whose status has no conditions yet ("<nil> is of the type <nil>"), so it is asked again,
-/// a bounded number of times.
-fn install_crd(plane: &ControlPlane, path: &Path) {
-    let path = path.to_str().unwrap();
-    plane.kubectl_ok(&["apply", "--server-side", "-f", path], "");
-    let wait = [
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "-f",
-        path,
-    ];
-    for _ in 0..30 {
-        if plane
-            .kubectl()
-            .args(wait)
-            .output()
-            .unwrap()
-            .status
-            .success()
-        {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_secs(1));
-    }
-    plane.kubectl_ok(&wait, "");
-}
-
 /// What the API server says of an object it refuses (server-side dry run).
 fn refused(plane: &ControlPlane, object: &str) -> String {
     let out = testkit::process::run_with_stdin(
@@ -266,7 +237,7 @@ fn refused(plane: &ControlPlane, object: &str) -> String {
 /// The CRDs the charts bring, from ../shared/crds, installed as the charts would.
 fn install_chart_crds(plane: &ControlPlane) -> Option<()> {
     let crds = testkit::workspace::shared_dir(TEST)?.join("crds");
-    for file in [
+    let files: Vec<PathBuf> = [
         "cilium-v1.20/v2/ciliumloadbalancerippools.yaml",
         "cilium-v1.20/v2alpha1/ciliuml2announcementpolicies.yaml",
         "traefik-41.3.0/traefik.io_middlewares.yaml",
@@ -274,9 +245,11 @@ fn install_chart_crds(plane: &ControlPlane) -> Option<()> {
         "external-snapshotter-v8.6.0/snapshot.storage.k8s.io_volumesnapshots.yaml",
         "external-snapshotter-v8.6.0/snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
         "cert-manager-v1.21.1.yaml",
-    ] {
-        install_crd(plane, &crds.join(file));
-    }
+    ]
+    .iter()
+    .map(|file| crds.join(file))
+    .collect();
+    plane.install_crds(&files);
     Some(())
 }
 
@@ -528,10 +501,7 @@ fn the_api_server_refuses_an_unknown_field_so_its_acceptance_means_something() {
     let Some(crds) = testkit::workspace::shared_dir(TEST).map(|d| d.join("crds")) else {
         return;
     };
-    install_crd(
-        plane,
-        &crds.join("cilium-v1.20/v2/ciliumloadbalancerippools.yaml"),
-    );
+    plane.install_crds(&[crds.join("cilium-v1.20/v2/ciliumloadbalancerippools.yaml")]);
     let typo = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumLoadBalancerIPPool","metadata":{"name":"onprem-typo"},"spec":{"blocks":[{"begin":"10.0.0.1","stop":"10.0.0.2"}]}}"#;
     let err = refused(plane, typo);
     assert!(
@@ -539,10 +509,7 @@ fn the_api_server_refuses_an_unknown_field_so_its_acceptance_means_something() {
         "{err}"
     );
     // The L2 policy has no cilium.io/v2: the seed's v2alpha1 is its only version.
-    install_crd(
-        plane,
-        &crds.join("cilium-v1.20/v2alpha1/ciliuml2announcementpolicies.yaml"),
-    );
+    plane.install_crds(&[crds.join("cilium-v1.20/v2alpha1/ciliuml2announcementpolicies.yaml")]);
     let v2 = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumL2AnnouncementPolicy","metadata":{"name":"onprem-v2"},"spec":{"loadBalancerIPs":true}}"#;
     let err = refused(plane, v2);
     assert!(err.contains("CiliumL2AnnouncementPolicy"), "{err}");

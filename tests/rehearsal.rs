@@ -299,13 +299,6 @@ impl Stage {
             .args(args)
             .env("HOME", self.dir.path())
             .env("PATH", path)
-            .env("SCW_CONFIG_PATH", self.path("no-such-config.yaml"))
-            .env("SCW_API_URL", self.scaleway.url())
-            .env("SCW_S3_ENDPOINT", self.s3.url())
-            .env("SCW_ACCESS_KEY", ACCESS)
-            .env("SCW_SECRET_KEY", SECRET)
-            .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
-            .env("SCW_INFRA_POLL_SECONDS", "0")
             .env("VERSIONS_FILE", self.path("versions.env"))
             .env("VENDOR_DIR", self.path("vendor"))
             .env("VENDOR_BASE_URL", &self.vendor.url)
@@ -323,6 +316,13 @@ impl Stage {
             .env("HTTPS_PROXY", self.tunnel.url())
             .env("NO_PROXY", "127.0.0.1")
             .stdin(Stdio::null());
+        testkit::scaleway::stand_in_env(
+            &mut command,
+            self.dir.path(),
+            &self.scaleway,
+            &self.s3,
+            (ACCESS, SECRET, PROJECT),
+        );
         command
     }
 

@@ -80,18 +80,17 @@ impl World {
                 "PATH",
                 format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
             )
-            .env("SCW_CONFIG_PATH", self.path("no-such-config.yaml"))
-            .env("SCW_API_URL", self.scaleway.url())
-            .env("SCW_S3_ENDPOINT", self.s3.url())
-            .env("SCW_ACCESS_KEY", ACCESS)
-            .env("SCW_SECRET_KEY", SECRET)
-            .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
             .env("TALOSCTL_LOG", self.path("requests.jsonl"))
             .env("TALOSCTL_STATE", self.path("talos-state"))
-            // The stand-in's servers change state at each look: no need to wait between looks.
-            .env("SCW_INFRA_POLL_SECONDS", "0")
             .current_dir(testkit::workspace::root())
             .stdin(Stdio::null());
+        testkit::scaleway::stand_in_env(
+            &mut cmd,
+            self.dir.path(),
+            &self.scaleway,
+            &self.s3,
+            (ACCESS, SECRET, PROJECT),
+        );
         cmd
     }
 

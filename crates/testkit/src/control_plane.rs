@@ -383,14 +383,27 @@ impl ControlPlane {
             .collect();
         let files: Vec<&str> = files.iter().map(String::as_str).collect();
         self.kubectl_ok(&[&["apply", "--server-side"], &files[..]].concat(), "");
-        self.kubectl_ok(
-            &[
-                &["wait", "--for=condition=Established", "--timeout=120s"],
-                &files[..],
-            ]
-            .concat(),
-            "",
-        );
+        // kubectl wait fails outright on a CRD whose status has no conditions yet ("<nil> is of
+        // the type <nil>"), as a just-applied one may: it is asked again, a bounded number of
+        // times, and the last answer fails the test with kubectl's own words.
+        let wait = [
+            &["wait", "--for=condition=Established", "--timeout=120s"],
+            &files[..],
+        ]
+        .concat();
+        for _ in 0..30 {
+            if self
+                .kubectl()
+                .args(&wait)
+                .output()
+                .is_ok_and(|out| out.status.success())
+            {
+                installed.extend(new.into_iter().cloned());
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        self.kubectl_ok(&wait, "");
         installed.extend(new.into_iter().cloned());
     }
 

@@ -68,3 +68,24 @@ pub fn take_log(path: &std::path::Path) -> Vec<Value> {
     }
     lines
 }
+
+/// Points `command` at the Scaleway and S3 stand-ins with only the given credentials in its
+/// environment: the profile file it would read instead (`SCW_CONFIG_PATH`) names one that does
+/// not exist in `dir`, and scw-infra polls without waiting, since the stand-in's objects change
+/// state at each look.
+pub fn stand_in_env<'a>(
+    command: &'a mut std::process::Command,
+    dir: &std::path::Path,
+    scaleway: &crate::standin::StandIn,
+    s3: &crate::standin::StandIn,
+    (access_key, secret, project): (&str, &str, &str),
+) -> &'a mut std::process::Command {
+    command
+        .env("SCW_CONFIG_PATH", dir.join("no-such-config.yaml"))
+        .env("SCW_API_URL", scaleway.url())
+        .env("SCW_S3_ENDPOINT", s3.url())
+        .env("SCW_ACCESS_KEY", access_key)
+        .env("SCW_SECRET_KEY", secret)
+        .env("SCW_DEFAULT_PROJECT_ID", project)
+        .env("SCW_INFRA_POLL_SECONDS", "0")
+}
