@@ -1,19 +1,23 @@
 //! Keys, the challenge's HMAC, the clearance cookie and the proof-of-work check.
 //!
-//! - A challenge is `HMAC-SHA256(key, "pow-challenge-v1" ‖ binding ‖ expiry ‖ difficulty ‖ salt)`:
-//!   32 bytes, so that `challenge ‖ nonce` (40 bytes) fits in one SHA-256 block and the page's
-//!   solver needs one compression per attempt.
+//! - Each secret gives two keys, one per purpose: `HMAC-SHA256(secret, "pow-challenge-v2")` for
+//!   challenges and `HMAC-SHA256(secret, "pow-clearance-v3")` for cookies, derived once when the
+//!   keys are made. A challenge can never be taken for a cookie, and no message carries a label.
+//! - A challenge is `HMAC-SHA256(challenge key, binding ‖ expiry ‖ difficulty ‖ salt)`: 32 bytes,
+//!   so that `challenge ‖ nonce` (40 bytes) fits in one SHA-256 block and the page's solver needs
+//!   one compression per attempt.
 //! - A solution is an 8-byte nonce (big-endian) such that `SHA-256(challenge ‖ nonce)` starts
 //!   with `difficulty` zero bits.
-//! - A clearance cookie is `<expiry>.<difficulty>.<hex HMAC-SHA256(key, "pow-clearance-v2" ‖
-//!   binding ‖ expiry ‖ difficulty)>`: it records the difficulty paid, so that it clears only
-//!   where no more is asked.
-//! - The binding is the client's /24 or /64, SHA-256 of the User-Agent (its first
-//!   [`MAX_USER_AGENT`] bytes) and the host; the domain labels keep a challenge from ever being
-//!   taken for a cookie. A host longer than any real one ([`MAX_HOST_LEN`]) is bound as one
-//!   overlong host, so the work per request never grows with the `:authority` header.
-//! - Checking several cookies feeds the binding once per key: the MAC state after the label and
-//!   the binding is kept and cloned for each cookie's expiry and difficulty.
+//! - A clearance cookie is `<expiry>.<difficulty>.<hex HMAC-SHA256(cookie key, binding ‖ expiry ‖
+//!   difficulty)>`: it records the difficulty paid, so that it clears only where no more is
+//!   asked. Its message is 50 bytes: one compression inside the HMAC and one outside, the least
+//!   an HMAC-SHA256 costs.
+//! - The binding is the client's /24 or /64 ([`crate::net::binding_net`], 9 bytes) and the
+//!   client digest: `SHA-256(host length ‖ host ‖ User-Agent)`, the host lowercased and the
+//!   User-Agent cut at [`MAX_USER_AGENT`] bytes. A host longer than any real one
+//!   ([`MAX_HOST_LEN`]) is bound as one overlong host, so the work per request never grows with
+//!   the `:authority` header. Browsers send the same User-Agent on every request to the same few
+//!   hosts, so the digest is mostly found in [`ClientDigests`].
 //!
 //! Both the current and the previous key are accepted, so a rotation logs nobody out. Every
 //! comparison of a MAC is constant-time (`hmac`'s `verify_slice`).
@@ -24,6 +28,7 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::config::MIN_SECRET_LEN;
+use crate::net::Net;
 
 /// The longest host (`:authority`, port included) bound as it is: a DNS name has at most 253
 /// characters, a port 6 more. A longer one is no site's: it is bound as [`OVERLONG_HOST`].
@@ -36,12 +41,40 @@ pub const MAX_USER_AGENT: usize = 1024;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// The HMAC keys, held as keyed HMAC instances: the key schedule (the two compressions of
-/// the padded key) is done once here, and each MAC starts from a clone. Debug never prints them.
+/// The HMAC keys of the current and the previous secret, held as keyed HMAC instances: the
+/// derivation and the key schedule (the two compressions of the padded key) are done once here,
+/// and each MAC starts from a clone. Debug never prints them.
 #[derive(Clone)]
 pub struct Keys {
-    current: HmacSha256,
-    previous: Option<HmacSha256>,
+    current: PurposeKeys,
+    previous: Option<PurposeKeys>,
+}
+
+/// The two keys one secret gives.
+#[derive(Clone)]
+struct PurposeKeys {
+    challenge: HmacSha256,
+    clearance: HmacSha256,
+}
+
+/// The labels the per-purpose keys are derived with; a new label is a new format, and every
+/// challenge and cookie made under the old one stops being accepted.
+const CHALLENGE_LABEL: &[u8] = b"pow-challenge-v2";
+const CLEARANCE_LABEL: &[u8] = b"pow-clearance-v3";
+
+impl PurposeKeys {
+    fn derive(secret: &[u8]) -> Option<PurposeKeys> {
+        let base = mac_with(secret)?;
+        let derive = |label: &[u8]| {
+            let mut mac = base.clone();
+            mac.update(label);
+            mac_with(&mac.finalize().into_bytes())
+        };
+        Some(PurposeKeys {
+            challenge: derive(CHALLENGE_LABEL)?,
+            clearance: derive(CLEARANCE_LABEL)?,
+        })
+    }
 }
 
 impl fmt::Debug for Keys {
@@ -82,12 +115,12 @@ impl Keys {
         let current = match current {
             None | Some([]) => return Err(KeyError::Missing),
             Some(c) if c.len() < MIN_SECRET_LEN => return Err(KeyError::TooShort(c.len())),
-            Some(c) => mac_with(c).ok_or(KeyError::Missing)?,
+            Some(c) => PurposeKeys::derive(c).ok_or(KeyError::Missing)?,
         };
         let (previous, warning) = match previous {
             None | Some([]) => (None, None),
             Some(p) if p.len() < MIN_SECRET_LEN => (None, Some(KeyError::TooShort(p.len()))),
-            Some(p) => match mac_with(p) {
+            Some(p) => match PurposeKeys::derive(p) {
                 Some(m) => (Some(m), None),
                 None => (None, Some(KeyError::Missing)),
             },
@@ -95,20 +128,18 @@ impl Keys {
         Ok((Keys { current, previous }, warning))
     }
 
-    fn all(&self) -> impl Iterator<Item = &HmacSha256> {
+    fn all(&self) -> impl Iterator<Item = &PurposeKeys> {
         std::iter::once(&self.current).chain(self.previous.as_ref())
     }
 }
 
 /// What a challenge and a cookie are bound to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Binding {
     /// [`crate::net::binding_net`] of the client.
-    pub net: [u8; 17],
-    /// SHA-256 of the User-Agent (of the empty string when there is none).
-    pub ua_hash: [u8; 32],
-    /// The `:authority`, lowercased.
-    pub host: String,
+    pub net: Net,
+    /// [`client_digest`] of the host and the User-Agent.
+    pub client: [u8; 32],
 }
 
 /// What the binding hashes of a User-Agent: its first [`MAX_USER_AGENT`] bytes.
@@ -117,28 +148,42 @@ pub fn bound_user_agent(user_agent: &str) -> &[u8] {
     &ua[..ua.len().min(MAX_USER_AGENT)]
 }
 
-impl Binding {
-    pub fn new(net: [u8; 17], user_agent: &str, host: &str) -> Binding {
-        Binding::with_ua_hash(net, sha256(bound_user_agent(user_agent)), host)
+/// What the binding takes of a host, before lowercasing: the host itself, or [`OVERLONG_HOST`].
+fn bound_host(host: &str) -> &[u8] {
+    if host.len() > MAX_HOST_LEN {
+        OVERLONG_HOST.as_bytes()
+    } else {
+        host.as_bytes()
     }
+}
 
-    /// The binding, the User-Agent's hash being known already (see [`UaHashes`]).
-    pub fn with_ua_hash(net: [u8; 17], ua_hash: [u8; 32], host: &str) -> Binding {
-        let host = if host.len() > MAX_HOST_LEN {
-            OVERLONG_HOST.to_owned()
-        } else {
-            host.to_ascii_lowercase()
-        };
-        Binding { net, ua_hash, host }
+/// `SHA-256(host length as 8 bytes big-endian ‖ lowercased host ‖ User-Agent)`, of the bound
+/// parts ([`bound_host`], [`bound_user_agent`]). The length comes first so that no two (host,
+/// User-Agent) pairs feed the same bytes.
+pub fn client_digest(host: &str, user_agent: &str) -> [u8; 32] {
+    let host = bound_host(host);
+    let mut lower = [0u8; MAX_HOST_LEN];
+    let lower = &mut lower[..host.len()];
+    lower.copy_from_slice(host);
+    lower.make_ascii_lowercase();
+    let mut h = Sha256::new();
+    h.update((lower.len() as u64).to_be_bytes());
+    h.update(&*lower);
+    h.update(bound_user_agent(user_agent));
+    h.finalize().into()
+}
+
+impl Binding {
+    pub fn new(net: Net, user_agent: &str, host: &str) -> Binding {
+        Binding {
+            net,
+            client: client_digest(host, user_agent),
+        }
     }
 
     fn feed(&self, mac: &mut HmacSha256) {
         mac.update(&self.net);
-        mac.update(&self.ua_hash);
-        // The host is variable length: its length first, so that no two bindings feed the same
-        // bytes.
-        mac.update(&(self.host.len() as u64).to_be_bytes());
-        mac.update(self.host.as_bytes());
+        mac.update(&self.client);
     }
 }
 
@@ -157,9 +202,8 @@ pub struct ChallengeParams {
     pub salt: u64,
 }
 
-fn challenge_mac(key: &HmacSha256, b: &Binding, p: &ChallengeParams) -> HmacSha256 {
-    let mut mac = key.clone();
-    mac.update(b"pow-challenge-v1\0");
+fn challenge_mac(keys: &PurposeKeys, b: &Binding, p: &ChallengeParams) -> HmacSha256 {
+    let mut mac = keys.challenge.clone();
     b.feed(&mut mac);
     mac.update(&p.expiry.to_be_bytes());
     mac.update(&[p.difficulty]);
@@ -204,17 +248,9 @@ pub fn check_work(challenge: &[u8; 32], nonce: u64, difficulty: u8) -> bool {
     work_bits(challenge, nonce) >= u32::from(difficulty)
 }
 
-/// The MAC state of a cookie for one key once the label and the binding are fed: every cookie
-/// checked against that key starts from a clone of it.
-fn cookie_prefix(key: &HmacSha256, b: &Binding) -> HmacSha256 {
-    let mut mac = key.clone();
-    mac.update(b"pow-clearance-v2\0");
+fn cookie_tag(keys: &PurposeKeys, b: &Binding, expiry: u64, difficulty: u8) -> HmacSha256 {
+    let mut mac = keys.clearance.clone();
     b.feed(&mut mac);
-    mac
-}
-
-fn cookie_tag(prefix: &HmacSha256, expiry: u64, difficulty: u8) -> HmacSha256 {
-    let mut mac = prefix.clone();
     mac.update(&expiry.to_be_bytes());
     mac.update(&[difficulty]);
     mac
@@ -222,7 +258,7 @@ fn cookie_tag(prefix: &HmacSha256, expiry: u64, difficulty: u8) -> HmacSha256 {
 
 /// The clearance cookie's value: `<expiry>.<difficulty>.<64 hex digits>`.
 pub fn issue_cookie(keys: &Keys, b: &Binding, expiry: u64, difficulty: u8) -> String {
-    let tag: [u8; 32] = cookie_tag(&cookie_prefix(&keys.current, b), expiry, difficulty)
+    let tag: [u8; 32] = cookie_tag(&keys.current, b, expiry, difficulty)
         .finalize()
         .into_bytes()
         .into();
@@ -261,54 +297,6 @@ fn parse_cookie(value: &str) -> Result<CookieFields, CookieError> {
     })
 }
 
-/// Checks clearance cookies for one binding, feeding the binding into each key's MAC once (the
-/// previous key's only when a cookie gets that far).
-pub struct CookieChecker<'a> {
-    keys: &'a Keys,
-    binding: &'a Binding,
-    prefixes: [Option<HmacSha256>; 2],
-}
-
-impl fmt::Debug for CookieChecker<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CookieChecker")
-            .field("binding", self.binding)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<'a> CookieChecker<'a> {
-    pub fn new(keys: &'a Keys, binding: &'a Binding) -> CookieChecker<'a> {
-        CookieChecker {
-            keys,
-            binding,
-            prefixes: [None, None],
-        }
-    }
-
-    /// Checks one cookie: well-formed, `now <= expiry <= now + max_ttl`, MAC of one of the
-    /// keys. Returns the difficulty it was paid at.
-    pub fn check(&mut self, value: &str, now: u64, max_ttl: u64) -> Result<u8, CookieError> {
-        let fields = parse_cookie(value)?;
-        if fields.expiry < now || fields.expiry > now.saturating_add(max_ttl) {
-            return Err(CookieError::Expired);
-        }
-        for (i, key) in self.keys.all().enumerate() {
-            let Some(slot) = self.prefixes.get_mut(i) else {
-                break;
-            };
-            let prefix = slot.get_or_insert_with(|| cookie_prefix(key, self.binding));
-            if cookie_tag(prefix, fields.expiry, fields.difficulty)
-                .verify_slice(&fields.tag)
-                .is_ok()
-            {
-                return Ok(fields.difficulty);
-            }
-        }
-        Err(CookieError::BadMac)
-    }
-}
-
 /// Checks a clearance cookie: well-formed, `now <= expiry <= now + max_ttl`, MAC of one of the
 /// keys. Returns the difficulty it was paid at.
 pub fn check_cookie(
@@ -318,37 +306,67 @@ pub fn check_cookie(
     now: u64,
     max_ttl: u64,
 ) -> Result<u8, CookieError> {
-    CookieChecker::new(keys, b).check(value, now, max_ttl)
+    let fields = parse_cookie(value)?;
+    if fields.expiry < now || fields.expiry > now.saturating_add(max_ttl) {
+        return Err(CookieError::Expired);
+    }
+    if keys.all().any(|k| {
+        cookie_tag(k, b, fields.expiry, fields.difficulty)
+            .verify_slice(&fields.tag)
+            .is_ok()
+    }) {
+        Ok(fields.difficulty)
+    } else {
+        Err(CookieError::BadMac)
+    }
 }
 
-/// The hashes of the last few User-Agents seen: browsers send the same one on every request
-/// (and most send one of a handful), so the binding's SHA-256 of it is mostly found here. A
-/// pure memo: the hash is the same either way.
+/// The client digests ([`client_digest`]) of the last few (host, User-Agent) pairs seen:
+/// browsers send the same User-Agent on every request, most send one of a handful, and a
+/// gateway serves a few hosts. A pure memo: the digest is the same either way.
 #[derive(Debug, Default)]
-pub struct UaHashes {
-    entries: std::cell::RefCell<Vec<(Vec<u8>, [u8; 32])>>,
+pub struct ClientDigests {
+    entries: std::cell::RefCell<Vec<ClientDigest>>,
     next: std::cell::Cell<usize>,
 }
 
-impl UaHashes {
-    /// How many User-Agents are remembered.
-    pub const SIZE: usize = 8;
+#[derive(Debug)]
+struct ClientDigest {
+    /// The bound host, lowercased.
+    host: Vec<u8>,
+    /// The bound User-Agent.
+    user_agent: Vec<u8>,
+    digest: [u8; 32],
+}
 
-    /// SHA-256 of the bound part of `user_agent` ([`bound_user_agent`]).
-    pub fn hash(&self, user_agent: &str) -> [u8; 32] {
+impl ClientDigests {
+    /// How many (host, User-Agent) pairs are remembered.
+    pub const SIZE: usize = 16;
+
+    /// [`client_digest`] of `host` and `user_agent`.
+    pub fn digest(&self, host: &str, user_agent: &str) -> [u8; 32] {
+        let bound = bound_host(host);
         let ua = bound_user_agent(user_agent);
         let mut entries = self.entries.borrow_mut();
-        if let Some((_, hash)) = entries.iter().find(|(known, _)| known.as_slice() == ua) {
-            return *hash;
+        if let Some(known) = entries
+            .iter()
+            .find(|e| e.user_agent == ua && e.host.eq_ignore_ascii_case(bound))
+        {
+            return known.digest;
         }
-        let hash = sha256(ua);
+        let digest = client_digest(host, user_agent);
+        let entry = ClientDigest {
+            host: bound.to_ascii_lowercase(),
+            user_agent: ua.to_vec(),
+            digest,
+        };
         if entries.len() < Self::SIZE {
-            entries.push((ua.to_vec(), hash));
+            entries.push(entry);
         } else if let Some(slot) = entries.get_mut(self.next.get() % Self::SIZE) {
-            *slot = (ua.to_vec(), hash);
+            *slot = entry;
             self.next.set(self.next.get().wrapping_add(1));
         }
-        hash
+        digest
     }
 }
 
@@ -580,16 +598,84 @@ mod tests {
     }
 
     #[test]
-    fn the_user_agent_memo_gives_the_hash() {
-        let memo = UaHashes::default();
+    fn the_client_memo_gives_the_digest() {
+        let memo = ClientDigests::default();
+        let long_host = "h".repeat(MAX_HOST_LEN + 1);
         for round in 0..3 {
-            for i in 0..(UaHashes::SIZE + 3) {
+            for i in 0..(ClientDigests::SIZE + 3) {
                 let ua = format!("Mozilla/5.0 agent {i} {}", "x".repeat(MAX_USER_AGENT));
-                let direct = Binding::new([4; 17], &ua, "h");
-                assert_eq!(memo.hash(&ua), direct.ua_hash, "{round} {i}");
+                for host in ["Example.org", "example.org", "example.net", &long_host] {
+                    let direct = Binding::new([4; 9], &ua, host);
+                    assert_eq!(memo.digest(host, &ua), direct.client, "{round} {i} {host}");
+                }
             }
         }
-        assert_eq!(memo.entries.borrow().len(), UaHashes::SIZE);
+        assert_eq!(memo.entries.borrow().len(), ClientDigests::SIZE);
+    }
+
+    #[test]
+    fn the_client_digest_binds_host_and_user_agent_apart() {
+        // The host's length comes first: moving bytes between host and User-Agent changes it.
+        assert_ne!(client_digest("ab", "c"), client_digest("a", "bc"));
+        assert_eq!(
+            client_digest("EXAMPLE.org", "UA"),
+            client_digest("example.org", "UA")
+        );
+        assert_ne!(
+            client_digest("example.org", "UA"),
+            client_digest("example.org", "ua")
+        );
+        // Every overlong host is one host; the User-Agent counts up to its bound only.
+        let long = |c: &str| c.repeat(MAX_HOST_LEN + 1);
+        assert_eq!(
+            client_digest(&long("a"), "UA"),
+            client_digest(&long("b"), "UA")
+        );
+        assert_eq!(
+            client_digest(&long("a"), "UA"),
+            client_digest(OVERLONG_HOST, "UA")
+        );
+        let ua = "x".repeat(MAX_USER_AGENT);
+        assert_eq!(
+            client_digest("h", &ua),
+            client_digest("h", &format!("{ua}y"))
+        );
+        assert_ne!(client_digest("h", &ua[1..]), client_digest("h", &ua));
+    }
+
+    #[test]
+    fn the_purposes_have_keys_of_their_own() {
+        // The cookie's message under the challenge key is not the cookie's tag: what the
+        // challenge key signs can never pass as a cookie, whatever the bytes.
+        let k = keys(K1, None);
+        let b = binding("192.0.2.10", "UA", "h");
+        let mut under_challenge_key = k.current.challenge.clone();
+        b.feed(&mut under_challenge_key);
+        under_challenge_key.update(&5000u64.to_be_bytes());
+        under_challenge_key.update(&[8]);
+        let forged = format!(
+            "5000.8.{}",
+            hex(&under_challenge_key.finalize().into_bytes())
+        );
+        assert_eq!(
+            check_cookie(&k, &b, &forged, 4000, 86_400),
+            Err(CookieError::BadMac)
+        );
+        assert_eq!(
+            check_cookie(&k, &b, &issue_cookie(&k, &b, 5000, 8), 4000, 86_400),
+            Ok(8)
+        );
+        // Neither key is the secret itself.
+        let plain = mac_with(K1).unwrap();
+        let mut under_secret = plain.clone();
+        b.feed(&mut under_secret);
+        under_secret.update(&5000u64.to_be_bytes());
+        under_secret.update(&[8]);
+        let forged = format!("5000.8.{}", hex(&under_secret.finalize().into_bytes()));
+        assert_eq!(
+            check_cookie(&k, &b, &forged, 4000, 86_400),
+            Err(CookieError::BadMac)
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::net::IpAddr;
 
 use crate::bypass;
 use crate::config::{Mode, PluginConfig};
-use crate::crypto::{self, Binding, ChallengeParams, CookieChecker, Keys, Salts, UaHashes};
+use crate::crypto::{self, Binding, ChallengeParams, ClientDigests, Keys, Salts};
 use crate::lists::ListTable;
 use crate::net;
 use crate::page::{self, PageData};
@@ -213,14 +213,6 @@ impl Ranges {
             .iter()
             .map(|&(start, end)| start..end)
     }
-
-    fn owned_iter(self) -> impl Iterator<Item = std::ops::Range<usize>> {
-        let len = self.len;
-        self.items
-            .into_iter()
-            .take(len)
-            .map(|(start, end)| start..end)
-    }
 }
 
 /// Reduces a raw Cookie header to the clearance pairs [`Filter::on_request`] checks (see
@@ -360,7 +352,7 @@ pub struct Filter {
     list_metrics: Vec<String>,
     nat64: Vec<net::Nat64Prefix>,
     salts: Salts,
-    ua_hashes: UaHashes,
+    client_digests: ClientDigests,
 }
 
 impl Filter {
@@ -390,7 +382,7 @@ impl Filter {
             list_metrics,
             nat64,
             salts: Salts::new(salt_seed),
-            ua_hashes: UaHashes::default(),
+            client_digests: ClientDigests::default(),
         })
     }
 
@@ -468,13 +460,16 @@ impl Filter {
         self.challenge(keys, req, &binding, difficulty, return_to, now)
     }
 
-    fn binding(&self, req: &Request<'_>, net: [u8; 17]) -> Binding {
+    fn binding(&self, req: &Request<'_>, net: net::Net) -> Binding {
         let host = req
             .header(":authority")
             .or_else(|| req.header("host"))
             .unwrap_or("");
-        let ua_hash = self.ua_hashes.hash(req.header("user-agent").unwrap_or(""));
-        Binding::with_ua_hash(net, ua_hash, host)
+        let user_agent = req.header("user-agent").unwrap_or("");
+        Binding {
+            net,
+            client: self.client_digests.digest(host, user_agent),
+        }
     }
 
     /// The clearance cookie's name as it is set: `__Host-` prefixed when Secure.
@@ -501,37 +496,61 @@ impl Filter {
     ) -> bool {
         let name = self.config.cookie_name.as_str();
         let secure = req.is_secure();
-        let mut checker = CookieChecker::new(keys, binding);
-        let mut checked = 0;
+        let mut left = MAX_COOKIES_CHECKED;
+        let check = |header: &str, ranges: &Ranges, left: &mut usize| {
+            for range in ranges.iter() {
+                if *left == 0 {
+                    return false;
+                }
+                *left -= 1;
+                let Some((_, value)) = header.get(range).and_then(|p| p.split_once('=')) else {
+                    continue;
+                };
+                let value = value.trim().trim_matches('"');
+                if crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
+                    .is_ok_and(|paid| paid >= difficulty)
+                {
+                    return true;
+                }
+            }
+            false
+        };
         // Several Cookie headers (HTTP/2 may split them) are one list: the `__Host-` pairs of
-        // all of them first, then the others. (The glue has reduced each header to a few pairs:
-        // reading them twice costs nothing.)
-        let prefixed = req.header_all("cookie").flat_map(|h| {
-            named_ranges(h.as_bytes(), name, secure)
-                .0
-                .owned_iter()
-                .map(move |r| (h, r))
-        });
-        let plain = req.header_all("cookie").flat_map(|h| {
-            named_ranges(h.as_bytes(), name, secure)
-                .1
-                .owned_iter()
-                .map(move |r| (h, r))
-        });
-        for (header, range) in prefixed.chain(plain).take(MAX_COOKIES_CHECKED) {
-            checked += 1;
-            let Some((_, value)) = header.get(range).and_then(|p| p.split_once('=')) else {
-                continue;
-            };
-            let value = value.trim().trim_matches('"');
-            if checker
-                .check(value, now, self.config.clearance_ttl_secs)
-                .is_ok_and(|paid| paid >= difficulty)
-            {
+        // all of them first, then the others. The first header's pairs are found once; the
+        // others' (a rare case) again for their plain pairs. (The glue has reduced each header
+        // to a few pairs.)
+        // The scans stop once MAX_COOKIES_CHECKED pairs were checked, however many headers.
+        let mut first_plain = None;
+        for (i, header) in req.header_all("cookie").enumerate() {
+            let (prefixed, plain) = named_ranges(header.as_bytes(), name, secure);
+            if check(header, &prefixed, &mut left) {
+                return true;
+            }
+            if i == 0 {
+                first_plain = Some((header, plain));
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        if let Some((header, plain)) = &first_plain
+            && check(header, plain, &mut left)
+        {
+            return true;
+        }
+        for header in req.header_all("cookie").skip(1) {
+            if left == 0 {
+                break;
+            }
+            if check(
+                header,
+                &named_ranges(header.as_bytes(), name, secure).1,
+                &mut left,
+            ) {
                 return true;
             }
         }
-        if checked > 0 {
+        if left < MAX_COOKIES_CHECKED {
             metrics.increment(metric::COOKIE_INVALID);
         }
         false

@@ -120,14 +120,17 @@ pub fn client_ip(source: Option<&str>, nat64: &[Nat64Prefix]) -> Option<IpAddr> 
         .map(|ip| canonical(ip, nat64))
 }
 
+/// The bytes of a client's network a challenge or a cookie is bound to ([`binding_net`]).
+pub type Net = [u8; 9];
+
 /// The binding of a client whose address is unusable: a family tag of its own, so that such
 /// clients are challenged (and may pay) rather than let through.
-pub const NO_ADDRESS: [u8; 17] = [0; 17];
+pub const NO_ADDRESS: Net = [0; 9];
 
 /// The bytes a challenge or a cookie is bound to: a family tag, then the /24 (IPv4) or the
-/// /64 (IPv6), zero-padded to 17 bytes. `ip` is canonical ([`client_ip`]).
-pub fn binding_net(ip: IpAddr) -> [u8; 17] {
-    let mut out = [0u8; 17];
+/// /64 (IPv6), zero-padded to 9 bytes. `ip` is canonical ([`client_ip`]).
+pub fn binding_net(ip: IpAddr) -> Net {
+    let mut out = [0u8; 9];
     match ip {
         IpAddr::V4(a) => {
             out[0] = 4;

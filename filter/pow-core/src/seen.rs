@@ -24,6 +24,8 @@
 //! replayed at another (each has its own set), or one whose record a full shard evicted, within
 //! the challenge's lifetime; a clearance cookie is a bearer token until its own expiry.
 
+use crate::net::Net;
+
 /// Shared-data entries (one per group of client networks).
 pub const SHARDS: u64 = 64;
 /// Spent challenges remembered per shard (24 bytes each: 6 KiB a shard at most).
@@ -69,7 +71,7 @@ pub enum Spent {
 }
 
 /// The shared-data key of a client network's shard.
-pub fn shard_key(net: &[u8; 17]) -> String {
+pub fn shard_key(net: &Net) -> String {
     // FNV-1a: spreads networks over the shards; nothing here needs to be secret.
     let hash = net.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -105,7 +107,7 @@ fn epoch(store: &mut dyn SharedStore, now: u64) -> Option<u64> {
 /// seen-set started (it cannot know).
 pub fn spend(
     store: &mut dyn SharedStore,
-    net: &[u8; 17],
+    net: &Net,
     challenge: &[u8; 32],
     issued: u64,
     expiry: u64,
@@ -210,7 +212,7 @@ impl SharedStore for MemoryStore {
 mod tests {
     use super::*;
 
-    const NET: [u8; 17] = [4, 192, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    const NET: Net = [4, 192, 0, 2, 0, 0, 0, 0, 0];
 
     fn id(n: u32) -> [u8; 32] {
         let mut c = [0u8; 32];
@@ -218,8 +220,8 @@ mod tests {
         c
     }
 
-    fn net(n: u32) -> [u8; 17] {
-        let mut out = [0u8; 17];
+    fn net(n: u32) -> Net {
+        let mut out = [0u8; 9];
         out[0] = 6;
         out[1..5].copy_from_slice(&n.to_be_bytes());
         out

@@ -490,3 +490,40 @@ fn the_host_prefixed_cookie_is_checked_first_across_cookie_headers() {
     );
     assert_eq!(w.send(&forged).status(), Some(403));
 }
+
+#[test]
+fn over_http_later_cookie_headers_count_within_the_bound() {
+    let mut w = World::new(&LISTED.replace("\"listed\"", "\"all\""));
+    let src = "198.51.100.20:4000";
+    let http = |p: &str| with_header(req(p, src), ":scheme", "http");
+    let q = solve(&page_data(&w.send(&http("/"))));
+    let v = w.send(&http(&verify_path(&q)));
+    let good = v
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(good.starts_with("pow_clearance="), "{good}");
+    let value = good.split_once('=').unwrap().1;
+    let forged = format!("pow_clearance={}0", &value[..value.len() - 1]);
+    let split = |first: &str, second: &str| {
+        let mut r = with_header(http("/"), "cookie", first);
+        r.headers.push(("cookie".into(), second.to_owned().into()));
+        r
+    };
+    // The valid cookie in the second header passes after one or two forged ones in the first...
+    for forged_before in 1..pow_core::filter::MAX_COOKIES_CHECKED {
+        let first = vec![forged.as_str(); forged_before].join("; ");
+        assert_eq!(
+            w.send(&split(&first, &good)),
+            Action::Continue,
+            "{forged_before}"
+        );
+    }
+    // ...and is never reached once as many forged ones as are checked came first.
+    let first = [forged.as_str(); pow_core::filter::MAX_COOKIES_CHECKED].join("; ");
+    assert_eq!(w.send(&split(&first, &good)).status(), Some(403));
+    assert_eq!(w.send(&split("other=1", &good)), Action::Continue);
+}

@@ -194,6 +194,21 @@ pub struct Host {
     crashed: Option<String>,
 }
 
+/// The engine without instruction counting. With `EDGEPOP_WASM_PERF_MAP` set, wasmtime writes
+/// `/tmp/perf-<pid>.map`, so that `perf report` names the module's functions (filter/README.md,
+/// "Profiling"); an engine that cannot be made so falls back to the default one.
+fn plain_engine() -> Engine {
+    if std::env::var_os("EDGEPOP_WASM_PERF_MAP").is_some() {
+        let mut config = wasmtime::Config::new();
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        match Engine::new(&config) {
+            Ok(engine) => return engine,
+            Err(e) => eprintln!("proxy-wasm-host: no perf map ({e:#}); profiling without names"),
+        }
+    }
+    Engine::default()
+}
+
 /// Compiled modules, by content: tests load the same .wasm many times and compiling it is the
 /// slow part.
 fn compile(bytes: &[u8], count_instructions: bool) -> Result<(Engine, Module), HostError> {
@@ -212,7 +227,7 @@ fn compile(bytes: &[u8], count_instructions: bool) -> Result<(Engine, Module), H
             .clone()
             .map_err(HostError::Compile)?
     } else {
-        ENGINE.get_or_init(Engine::default).clone()
+        ENGINE.get_or_init(plain_engine).clone()
     };
     let mut hasher = DefaultHasher::new();
     bytes.hash(&mut hasher);

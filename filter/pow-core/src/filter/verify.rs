@@ -6,6 +6,7 @@ use super::{
     Action, Filter, MITIGATED_HEADER, Metrics, Now, REASON_HEADER, Request, VERIFY_PATH, metric,
 };
 use crate::crypto::{self, Binding, ChallengeParams, Keys};
+use crate::net::Net;
 use crate::page;
 use crate::redirect;
 use crate::seen::{self, SharedStore, Spent};
@@ -17,7 +18,7 @@ impl Filter {
         keys: &Keys,
         req: &Request<'_>,
         raw_path: &str,
-        net: [u8; 17],
+        net: Net,
         now: Now,
         store: &mut dyn SharedStore,
         metrics: &mut dyn Metrics,
@@ -97,7 +98,7 @@ impl Filter {
         &self,
         keys: &Keys,
         req: &Request<'_>,
-        net: [u8; 17],
+        net: Net,
         now: Now,
         parsed: Result<VerifyQuery, VerifyFailure>,
         store: &mut dyn SharedStore,
