@@ -62,12 +62,18 @@ pub fn write(level: Level, args: Arguments<'_>) {
         return;
     }
     let tool = TOOL.get().copied().unwrap_or("edgepop");
-    // A failed write to stderr has nowhere to be reported: ignore it rather than panic.
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "{tool}: {}: {args}",
-        level.label()
-    );
+    // One write per message: stderr is unbuffered, so `writeln!` would make a write of every
+    // piece, and the lines of tools sharing one stderr (lists-refresh's generators, a pipeline
+    // under make -j) could mix mid-line. A failed write has nowhere to be reported: ignored
+    // rather than a panic.
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(line(tool, level, args).as_bytes());
+}
+
+/// `<tool>: <level>: <message>` and a newline.
+fn line(tool: &str, level: Level, args: Arguments<'_>) -> String {
+    format!("{tool}: {}: {args}\n", level.label())
 }
 
 pub fn error(args: Arguments<'_>) {
@@ -95,6 +101,14 @@ macro_rules! debug {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_is_one_line() {
+        assert_eq!(
+            line("lists-gen-asn", Level::Warn, format_args!("{} rows", 3)),
+            "lists-gen-asn: warning: 3 rows\n"
+        );
+    }
 
     #[test]
     fn levels_parse_and_order() {
