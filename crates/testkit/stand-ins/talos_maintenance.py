@@ -7,7 +7,11 @@ Talos v1.13.9 does (internal/app/machined/internal/server/v1alpha1/v1alpha1_serv
 internal/app/machined/pkg/controllers/runtime/api_service_config.go, services/machined.go):
 
 - maintenance mode: server-only TLS with a self-signed certificate, every peer gets the reader
-  role. ApplyConfiguration is open to it: the config must parse, REBOOT and AUTO become
+  role. ApplyConfiguration is open to it: the config must load and pass the config's own
+  validation for the platform's mode (metal), else InvalidArgument with Talos's message; the
+  real talosctl's `validate` (--talosctl) runs both, as configloader.NewFromBytes and
+  Config.Validate do in machined (the runtime checks against the node's resources aside).
+  REBOOT and AUTO become
   NO_REBOOT ("Applied configuration without a reboot"), TRY, NO_REBOOT and STAGED are accepted,
   any other value is InvalidArgument. Version is open to readers too (features unset, as there
   is no config yet). Every other RPC is Unimplemented (the generated servicer's default).
@@ -42,7 +46,6 @@ import time
 from concurrent import futures
 
 import grpc
-import yaml
 
 
 def compile_protos(api_dir, out_dir):
@@ -58,6 +61,18 @@ def compile_protos(api_dir, out_dir):
     sys.path.insert(0, out_dir)
     return (importlib.import_module("machine.machine_pb2"),
             importlib.import_module("machine.machine_pb2_grpc"))
+
+
+def validation_error(talosctl, data):
+    """Talos's refusal of a config on a metal node (loading it, then its Validate), or None."""
+    with tempfile.NamedTemporaryFile(suffix=".yaml") as config:
+        config.write(data)
+        config.flush()
+        check = subprocess.run([talosctl, "validate", "--config", config.name, "--mode", "metal"],
+                               capture_output=True, text=True, timeout=30)
+    if check.returncode == 0:
+        return None
+    return check.stderr.strip() or f"talosctl validate exited with {check.returncode}"
 
 
 def main():
@@ -76,6 +91,8 @@ def main():
     parser.add_argument("--start", choices=["maintenance", "configured"], default="maintenance")
     parser.add_argument("--talos", choices=["v1.13", "v1.11"], default="v1.13")
     parser.add_argument("--lifetime", type=float, default=120)
+    parser.add_argument("--talosctl", required=True,
+                        help="the real talosctl, whose validate checks each config received")
     args = parser.parse_args()
 
     pb, pb_grpc = compile_protos(args.api_dir, tempfile.mkdtemp(prefix="talos-api-"))
@@ -106,12 +123,9 @@ def main():
             if args.talos == "v1.11" and request.mode not in (Mode.AUTO, Mode.TRY, Mode.REBOOT):
                 context.abort(grpc.StatusCode.UNIMPLEMENTED,
                               f"apply configuration in {mode} mode is not supported in maintenance mode")
-            try:
-                documents = [d for d in yaml.safe_load_all(request.data) if d is not None]
-            except yaml.YAMLError as e:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"failed to decode config: {e}")
-            if not documents or not all(isinstance(d, dict) for d in documents):
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no config documents")
+            refusal = validation_error(args.talosctl, request.data)
+            if refusal is not None:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, refusal)
             if request.mode in (Mode.REBOOT, Mode.AUTO, Mode.NO_REBOOT):
                 chosen, details = Mode.NO_REBOOT, "Applied configuration without a reboot"
             elif request.mode == Mode.TRY:

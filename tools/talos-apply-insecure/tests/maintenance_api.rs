@@ -15,9 +15,6 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-const WORKER_CONFIG: &str =
-    "version: v1alpha1\nmachine:\n  type: worker\n  token: t\ncluster:\n  clusterName: edge-par\n";
-
 struct StandIn {
     child: Child,
     port: u16,
@@ -151,8 +148,8 @@ fn issued(dir: &Path, name: &str, ca: &str) {
     );
 }
 
-/// The cluster as talosctl makes it: `secrets.yaml` and the `talosconfig` (its context
-/// `edge-par`), the machine CA as `machine-ca.{crt,key}`; then `node` (self-signed: the
+/// The cluster as talosctl makes it: `secrets.yaml`, the `talosconfig` (its context
+/// `edge-par`) and `worker.yaml`, the machine CA as `machine-ca.{crt,key}`; then `node` (self-signed: the
 /// maintenance certificate), `mitm` (another self-signed one), `configured` (the node's
 /// certificate once configured, of the machine CA), and a `foreign-ca` with its `foreign` node.
 fn certificates(dir: &Path, talosctl: &Path) {
@@ -172,6 +169,23 @@ fn certificates(dir: &Path, talosctl: &Path) {
             "talosconfig",
             "-o",
             "talosconfig",
+        ],
+    );
+    // The worker's config as talosctl makes it: one the node's validation accepts.
+    run(
+        dir,
+        talosctl,
+        &[
+            "gen",
+            "config",
+            "edge-par",
+            "https://api.example.com:6443",
+            "--with-secrets",
+            "secrets.yaml",
+            "--output-types",
+            "worker",
+            "-o",
+            "worker.yaml",
         ],
     );
     // The machine (OS) CA out of the secrets bundle: Talos labels its Ed25519 key
@@ -226,6 +240,8 @@ fn start(api: &Path, dir: &Path, extra: &[&str]) -> StandIn {
         .args(["--api-dir", api.to_str().unwrap()])
         .args(["--port-file", port_file.to_str().unwrap()])
         .args(["--record-dir", records.to_str().unwrap()])
+        .arg("--talosctl")
+        .arg(dir.join("talosctl"))
         .args(&args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -286,7 +302,8 @@ fn setup(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
     let (api, talosctl) = prerequisites(test)?;
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path(), &talosctl);
-    fs::write(dir.path().join("worker.yaml"), WORKER_CONFIG).unwrap();
+    // Where `start` finds the real talosctl, whose validate the stand-in runs on each config.
+    std::os::unix::fs::symlink(&talosctl, dir.path().join("talosctl")).unwrap();
     Some((dir, api))
 }
 
@@ -321,11 +338,12 @@ fn a_booting_node_takes_its_config_once_it_listens_proves_ours_and_a_rerun_skips
     let recorded = written["nodes"][0]["steps"]["config_applied"]
         .as_str()
         .unwrap();
-    assert_eq!(recorded, digest(WORKER_CONFIG.as_bytes()));
+    let worker = fs::read_to_string(dir.path().join("worker.yaml")).unwrap();
+    assert_eq!(recorded, digest(worker.as_bytes()));
     // The node received exactly the worker config, in mode AUTO, over the real messages.
     assert_eq!(
         fs::read_to_string(node.records.join("applied-1.yaml")).unwrap(),
-        WORKER_CONFIG
+        worker
     );
     let applies = node.calls("ApplyConfiguration");
     assert_eq!(applies.len(), 1, "{applies:?}");
@@ -373,11 +391,9 @@ fn a_booting_node_takes_its_config_once_it_listens_proves_ours_and_a_rerun_skips
     );
 
     // A changed config on a node that is configured, and ours: reported, not sent, record kept.
-    fs::write(
-        dir.path().join("worker.yaml"),
-        format!("{WORKER_CONFIG}debug: true\n"),
-    )
-    .unwrap();
+    let changed_config = worker.replacen("debug: false", "debug: true", 1);
+    assert_ne!(changed_config, worker);
+    fs::write(dir.path().join("worker.yaml"), changed_config).unwrap();
     let changed = tool(dir.path(), node.port, &stdout, &[]);
     let stdout_changed = testkit::process::success_stdout(&changed);
     let stderr_changed = String::from_utf8_lossy(&changed.stderr);
@@ -561,15 +577,40 @@ fn a_config_the_node_refuses_fails_the_node_and_records_nothing() {
     fs::write(dir.path().join("worker.yaml"), "machine: [unclosed\n").unwrap();
     let node = start(&api, dir.path(), &[]);
     let out = tool(dir.path(), node.port, &inventory("{}"), &[]);
+    assert_failed(&out, &["edge-worker-1", "InvalidArgument", "decode error"]);
+    assert!(!node.records.join("applied-1.yaml").exists());
+}
+
+/// Talos validates what it is given before taking it (configloader, then the config's own
+/// Validate for the platform's mode: v1alpha1_server.go, ApplyConfiguration, at v1.13.9): a
+/// config that parses but lacks what a metal node needs is refused, and the node stays as it was.
+#[test]
+fn a_config_talos_validation_refuses_fails_the_node_and_records_nothing() {
+    let Some((dir, api)) = setup("a_config_talos_validation_refuses") else {
+        return;
+    };
+    fs::write(
+        dir.path().join("worker.yaml"),
+        "version: v1alpha1\nmachine:\n  type: worker\n  token: t\ncluster:\n  clusterName: edge-par\n",
+    )
+    .unwrap();
+    let node = start(&api, dir.path(), &[]);
+    let out = tool(dir.path(), node.port, &inventory("{}"), &[]);
     assert_failed(
         &out,
         &[
             "edge-worker-1",
             "InvalidArgument",
-            "failed to decode config",
+            "cluster controlplane endpoint is required",
+            "install instructions are required in \"metal\" mode",
         ],
     );
     assert!(!node.records.join("applied-1.yaml").exists());
+    assert!(
+        node.calls("Version")
+            .iter()
+            .all(|c| c["maintenance"] == true)
+    );
 }
 
 #[test]
@@ -602,7 +643,7 @@ pb, pb_grpc = talos_maintenance.compile_protos({api:?}, tempfile.mkdtemp())
 credentials = grpc.ssl_channel_credentials(root_certificates=open({cert:?}, "rb").read())
 channel = grpc.secure_channel("127.0.0.1:{port}", credentials)
 stub = pb_grpc.MachineServiceStub(channel)
-request = pb.ApplyConfigurationRequest(data=b"version: v1alpha1\n", mode=pb.ApplyConfigurationRequest.{mode}, dry_run=True)
+request = pb.ApplyConfigurationRequest(data=open({worker:?}, "rb").read(), mode=pb.ApplyConfigurationRequest.{mode}, dry_run=True)
 try:
     answer = stub.ApplyConfiguration(request, timeout=10)
     print("OK", pb.ApplyConfigurationRequest.Mode.Name(answer.messages[0].mode))
@@ -612,6 +653,7 @@ except grpc.RpcError as e:
         stand_ins = testkit::standin::path("").display().to_string(),
         api = api.display().to_string(),
         cert = dir.join("node.crt").display().to_string(),
+        worker = dir.join("worker.yaml").display().to_string(),
     );
     let out = Command::new("python3")
         .args(["-c", &client])
