@@ -2,7 +2,8 @@
 //! (every signature checked, multipart as S3 does it, requests served concurrently): parts in
 //! flight at once and answered out of order, a part retried alone, a part that fails for good
 //! aborting the upload, an upload an interrupted run left unfinished, and the object and its ETag
-//! as S3 makes them (the ETag from an independent oracle, Python's hashlib).
+//! as S3 makes them (the ETag from an independent oracle, Python's hashlib). And the listing of a
+//! bucket, page after page, as S3 pages it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -390,4 +391,46 @@ fn a_file_of_more_parts_than_object_storage_takes_is_refused_before_any_request(
         "{err}"
     );
     assert_eq!(s.take_log(), Vec::<Value>::new());
+}
+
+#[test]
+fn a_listing_takes_every_page_s3_gives() {
+    let Some(s) = Setup::start("a_listing_takes_every_page") else {
+        return;
+    };
+    // Small objects, one PUT each; keys with characters the token and the XML must carry.
+    let file = s.dir.path().join("small");
+    std::fs::write(&file, b"x").unwrap();
+    let keys = [
+        "a",
+        "b&c",
+        "talos/v1.13.9.qcow2",
+        "talos/v1.14.0.qcow2",
+        "z z",
+    ];
+    for key in keys {
+        let how = Multipart {
+            part_size: 5 * MIB,
+            parallel: 1,
+        };
+        s.s3().upload_file(BUCKET, key, &file, how, &[]).unwrap();
+    }
+    s.take_log();
+    testkit::scaleway::control(
+        &s.stand_in.url(),
+        "listing",
+        Some(&json!({ "page_size": 2 })),
+    );
+    assert_eq!(s.s3().list_keys(BUCKET, "").unwrap(), keys);
+    let lists: Vec<Value> = s
+        .take_log()
+        .into_iter()
+        .filter(|r| r["query"].as_str().unwrap().contains("list-type=2"))
+        .collect();
+    assert_eq!(lists.len(), 3, "{lists:?}");
+    assert!(lists.iter().all(|r| r["status"] == 200), "{lists:?}");
+    assert_eq!(
+        s.s3().list_keys(BUCKET, "talos/").unwrap(),
+        ["talos/v1.13.9.qcow2", "talos/v1.14.0.qcow2"]
+    );
 }

@@ -32,6 +32,12 @@ is set when the object is uploaded and returned as `x-amz-meta-*` response heade
 metadata cannot be changed but by replacing it).
 
 Usage: s3_api.py --root DIR --port-file F --log F --access-key A --secret S --region R
+ListObjectsV2 answers as S3 does (AWS S3 API Reference, ListObjectsV2): keys in UTF-8 binary
+order, at most `max-keys` (default and most 1,000) a page; a page that is not the last says
+`IsTruncated` true and gives a `NextContinuationToken`, an opaque string the next request sends
+back as `continuation-token` (S3's are base64 with `+`, `/` and `=`: these carry all three, so a
+client that does not percent-encode them sends another token, refused 400 `InvalidArgument`).
+
 Log: one JSON line per request once it is answered (so in the order answers went out): method,
 path, query, size, status, and for a part upload `in_flight`, the parts of that upload being
 received or stored at once when it arrived (itself included).
@@ -44,6 +50,8 @@ Control (unsigned): POST /__standin/faults with a list of
   {method, path, query, gather (a number), count}: the next `count` matching part uploads are
       held until `gather` parts of their upload are in flight at once: a client's parallelism
       shown, whatever the timing.
+  POST /__standin/listing with {page_size}: ListObjectsV2 pages hold at most this many keys
+      from now on (S3's most, 1,000, by default), so that a test sees paging with a few objects.
   POST /__standin/signal with {name}: counts as an answered request of query `signal=<name>`,
   so that a test releases held requests once it has seen the client react to the others.
   A held request waits HOLD_SECONDS at most, then is answered 503 `SlowDown`.
@@ -58,6 +66,7 @@ import os
 import re
 import threading
 import uuid
+from xml.sax.saxutils import escape
 import xml.etree.ElementTree as ET
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
@@ -119,6 +128,30 @@ def completed_parts(body):
     return listed
 
 
+# The bytes before the last key listed in a continuation token: with them its base64 starts
+# `+/`, and the padding gives `=` when the key's length calls for it.
+TOKEN_MARK = b"\xfb\xff"
+
+
+def list_token(last_key):
+    """The continuation token after `last_key`: opaque to the client, as S3's are."""
+    return base64.b64encode(TOKEN_MARK + last_key.encode()).decode()
+
+
+def list_token_key(token):
+    """The key a token was made after, or None when the token is not one of ours."""
+    try:
+        raw = base64.b64decode(token, validate=True)
+    except ValueError:
+        return None
+    if not raw.startswith(TOKEN_MARK):
+        return None
+    try:
+        return raw[len(TOKEN_MARK):].decode()
+    except UnicodeDecodeError:
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     for name in ("--root", "--port-file", "--log", "--access-key", "--secret", "--region"):
@@ -136,6 +169,7 @@ def main():
     objects = {}  # (bucket, key) -> {etag, meta: {x-amz-meta-*: value}} of the stored object
     faults = []
     answered_queries = []  # the query of every request answered, for holds
+    listing = {"page_size": 1000}  # S3's most keys a ListObjectsV2 page
 
     def obj_path(bucket, key):
         return os.path.join(args.root, bucket, key.replace("/", "%2F"))
@@ -202,6 +236,10 @@ def main():
                     for fault in json.loads(body):
                         fault["answered_before"] = len(answered_queries)
                         faults.append(fault)
+                return self.send(200, b"{}")
+            if url.path == "/__standin/listing":
+                with lock:
+                    listing["page_size"] = int(json.loads(self.body_bytes())["page_size"])
                 return self.send(200, b"{}")
             if url.path == "/__standin/signal":
                 name = json.loads(self.body_bytes())["name"]
@@ -316,11 +354,28 @@ def main():
                         return self.send(204)
                     prefix = q.get("prefix", "")
                     if method == "GET" and q.get("list-type") == "2":
-                        keys = sorted(unquote(k) for k in os.listdir(bdir))
-                        keys = [k.replace("%2F", "/") for k in keys]
+                        keys = sorted((unquote(k).replace("%2F", "/") for k in os.listdir(bdir)),
+                                      key=lambda k: k.encode())
                         keys = [k for k in keys if k.startswith(prefix)]
-                        xml = "<ListBucketResult><Name>{}</Name><IsTruncated>false</IsTruncated>{}</ListBucketResult>".format(
-                            bucket, "".join(f"<Contents><Key>{k}</Key></Contents>" for k in keys))
+                        try:
+                            max_keys = min(int(q.get("max-keys", "1000")), 1000)
+                        except ValueError:
+                            return self.error(400, "InvalidArgument", "Provided max-keys not an integer or within integer range")
+                        token = q.get("continuation-token")
+                        if token is not None:
+                            after = list_token_key(token)
+                            if after is None:
+                                return self.error(400, "InvalidArgument", "The continuation token provided is incorrect")
+                            keys = [k for k in keys if k.encode() > after.encode()]
+                        with lock:
+                            size = min(max_keys, listing["page_size"])
+                        page, more = keys[:size], len(keys) > size
+                        xml = "<ListBucketResult><Name>{}</Name><Prefix>{}</Prefix><KeyCount>{}</KeyCount><MaxKeys>{}</MaxKeys>{}<IsTruncated>{}</IsTruncated>{}{}</ListBucketResult>".format(
+                            bucket, escape(prefix), len(page), max_keys,
+                            f"<ContinuationToken>{escape(token)}</ContinuationToken>" if token is not None else "",
+                            "true" if more else "false",
+                            f"<NextContinuationToken>{list_token(page[-1])}</NextContinuationToken>" if more else "",
+                            "".join(f"<Contents><Key>{escape(k)}</Key></Contents>" for k in page))
                         return self.send(200, xml, {"Content-Type": "application/xml"})
                     if method == "GET" and "uploads" in q:
                         pending = sorted((up["key"], uid) for uid, up in uploads.items()
