@@ -434,3 +434,34 @@ fn a_listing_takes_every_page_s3_gives() {
         ["talos/v1.13.9.qcow2", "talos/v1.14.0.qcow2"]
     );
 }
+
+#[test]
+fn a_clock_off_by_more_than_fifteen_minutes_is_named_in_the_error() {
+    let Some(s) = Setup::start("a_clock_off_by_more_than_fifteen_minutes") else {
+        return;
+    };
+    let clock = |offset_seconds: i64| {
+        testkit::scaleway::control(
+            &s.stand_in.url(),
+            "clock",
+            Some(&json!({ "offset_seconds": offset_seconds })),
+        );
+    };
+    // Within S3's window, either way: answered.
+    for offset in [-600, 600] {
+        clock(offset);
+        assert_eq!(s.s3().object(BUCKET, KEY).unwrap(), None);
+    }
+    clock(20 * 60);
+    // A listing's answer names S3's reason; a HEAD's has no body, and its error says what a
+    // bare 403 can mean.
+    let err = s.s3().list_keys(BUCKET, "").unwrap_err().to_string();
+    assert!(err.contains("HTTP 403: RequestTimeTooSkewed"), "{err}");
+    let err = s.s3().object(BUCKET, KEY).unwrap_err().to_string();
+    assert!(err.contains("HTTP 403 without a reason"), "{err}");
+    assert!(err.contains("RequestTimeTooSkewed"), "{err}");
+    // Behind, as far: refused alike.
+    clock(-20 * 60);
+    let err = s.s3().list_keys(BUCKET, "").unwrap_err().to_string();
+    assert!(err.contains("RequestTimeTooSkewed"), "{err}");
+}

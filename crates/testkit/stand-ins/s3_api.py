@@ -32,6 +32,11 @@ is set when the object is uploaded and returned as `x-amz-meta-*` response heade
 metadata cannot be changed but by replacing it).
 
 Usage: s3_api.py --root DIR --port-file F --log F --access-key A --secret S --region R
+A request whose `x-amz-date` is more than 15 minutes from the server's clock is refused 403
+`RequestTimeTooSkewed` (AWS S3 API Reference, "Error responses": the difference between the
+request time and the server's time is too large; AWS, "Authenticating Requests (AWS Signature
+Version 4)": a signed request is valid within 15 minutes of its timestamp).
+
 ListObjectsV2 answers as S3 does (AWS S3 API Reference, ListObjectsV2): keys in UTF-8 binary
 order, at most `max-keys` (default and most 1,000) a page; a page that is not the last says
 `IsTruncated` true and gives a `NextContinuationToken`, an opaque string the next request sends
@@ -52,6 +57,8 @@ Control (unsigned): POST /__standin/faults with a list of
       shown, whatever the timing.
   POST /__standin/listing with {page_size}: ListObjectsV2 pages hold at most this many keys
       from now on (S3's most, 1,000, by default), so that a test sees paging with a few objects.
+  POST /__standin/clock with {offset_seconds}: the stand-in's clock runs this far from the
+      machine's, as a server's clock differs from a client's that is off.
   POST /__standin/signal with {name}: counts as an answered request of query `signal=<name>`,
   so that a test releases held requests once it has seen the client react to the others.
   A held request waits HOLD_SECONDS at most, then is answered 503 `SlowDown`.
@@ -59,12 +66,14 @@ Control (unsigned): POST /__standin/faults with a list of
 
 import argparse
 import base64
+import calendar
 import hashlib
 import hmac
 import json
 import os
 import re
 import threading
+import time
 import uuid
 from xml.sax.saxutils import escape
 import xml.etree.ElementTree as ET
@@ -128,6 +137,9 @@ def completed_parts(body):
     return listed
 
 
+# How far a request's x-amz-date may be from the server's clock.
+SKEW_SECONDS = 15 * 60
+
 # The bytes before the last key listed in a continuation token: with them its base64 starts
 # `+/`, and the padding gives `=` when the key's length calls for it.
 TOKEN_MARK = b"\xfb\xff"
@@ -170,6 +182,7 @@ def main():
     faults = []
     answered_queries = []  # the query of every request answered, for holds
     listing = {"page_size": 1000}  # S3's most keys a ListObjectsV2 page
+    clock = {"offset_seconds": 0}
 
     def obj_path(bucket, key):
         return os.path.join(args.root, bucket, key.replace("/", "%2F"))
@@ -236,6 +249,10 @@ def main():
                     for fault in json.loads(body):
                         fault["answered_before"] = len(answered_queries)
                         faults.append(fault)
+                return self.send(200, b"{}")
+            if url.path == "/__standin/clock":
+                with lock:
+                    clock["offset_seconds"] = float(json.loads(self.body_bytes())["offset_seconds"])
                 return self.send(200, b"{}")
             if url.path == "/__standin/listing":
                 with lock:
@@ -304,6 +321,17 @@ def main():
             # UNSIGNED-PAYLOAD is S3's way to sign the headers only (curl uses it for uploads).
             if payload != "UNSIGNED-PAYLOAD" and payload != hashlib.sha256(body).hexdigest():
                 problems.append("XAmzContentSHA256Mismatch")
+            if not problems:
+                try:
+                    sent = calendar.timegm(time.strptime(date, "%Y%m%dT%H%M%SZ"))
+                except ValueError:
+                    sent = None
+                with lock:
+                    now = time.time() + clock["offset_seconds"]
+                if sent is None or abs(now - sent) > SKEW_SECONDS:
+                    entry["refused"] = ["RequestTimeTooSkewed"]
+                    return self.error(403, "RequestTimeTooSkewed",
+                                      "The difference between the request time and the current time is too large.")
             if problems:
                 entry["refused"] = problems
                 return self.error(403, problems[-1] if "Mismatch" in problems[-1] else "SignatureDoesNotMatch",

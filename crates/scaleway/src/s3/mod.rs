@@ -44,7 +44,7 @@ impl ObjectHead {
 
 #[derive(Debug, thiserror::Error)]
 pub enum S3Error {
-    #[error("S3 {method} {path}: HTTP {status}: {code}: {message}")]
+    #[error("S3 {method} {path}: HTTP {status}{}", status_detail(*status, code, message))]
     Status {
         method: &'static str,
         path: String,
@@ -309,6 +309,21 @@ impl<'a> S3<'a> {
     }
 }
 
+/// What follows the status in an [`S3Error::Status`]: S3's code and message, or, for an answer
+/// without them (a HEAD answer never has a body), what a 403 can mean.
+fn status_detail(status: u16, code: &str, message: &str) -> String {
+    match (code.is_empty(), message.is_empty()) {
+        (false, false) => format!(": {code}: {message}"),
+        (false, true) => format!(": {code}"),
+        (true, false) => format!(": {message}"),
+        (true, true) if status == 403 => " without a reason (a HEAD answer has no body): a wrong \
+            key or secret, no access to the bucket, or this machine's clock more than 15 minutes \
+            off (S3's RequestTimeTooSkewed)"
+            .to_owned(),
+        (true, true) => " without a reason (a HEAD answer has no body)".to_owned(),
+    }
+}
+
 fn object_path(bucket: &str, key: &str) -> String {
     format!("/{bucket}/{}", sigv4::uri_encode(key, true))
 }
@@ -343,6 +358,31 @@ pub fn xml_values(xml: &str, tag: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_without_a_body_says_what_it_can_mean() {
+        let status = |status, code: &str, message: &str| {
+            S3Error::Status {
+                method: "HEAD",
+                path: "/b/k".to_owned(),
+                status,
+                code: code.to_owned(),
+                message: message.to_owned(),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            status(403, "AccessDenied", "Access Denied"),
+            "S3 HEAD /b/k: HTTP 403: AccessDenied: Access Denied"
+        );
+        let bare = status(403, "", "");
+        assert!(
+            bare.starts_with("S3 HEAD /b/k: HTTP 403 without a reason"),
+            "{bare}"
+        );
+        assert!(bare.contains("clock more than 15 minutes off"), "{bare}");
+        assert!(!status(500, "", "").contains("clock"));
+    }
 
     #[test]
     fn xml_values_are_found_and_unescaped() {
