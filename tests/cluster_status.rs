@@ -1,7 +1,10 @@
-//! `make cluster-status` (pipelines/cluster-status.sh) with a kubectl stand-in that answers the
-//! queries the script makes from a folder of canned answers (what kubectl prints for those
-//! jsonpath queries: fields separated by `|`), and fails like kubectl (exit 1) for an object or a
-//! resource type that does not exist.
+//! `make cluster-status` (pipelines/cluster-status.sh). What the script does with each answer:
+//! a kubectl stand-in answers its queries from a folder of canned answers (what kubectl prints
+//! for those jsonpath queries: fields separated by `|`), and fails like kubectl (exit 1) for an
+//! object or a resource type that does not exist. Whether the answers are those: the same
+//! script with the pinned kubectl against a real API server (testkit's control plane, kwok's
+//! nodes and pods, the platform's CRDs), every query but `exec` (no kubelet runs here) read
+//! from real objects.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
@@ -9,6 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use testkit::control_plane::ControlPlane;
 use testkit::pin;
 
 const KUBECTL: &str = r#"#!/usr/bin/env bash
@@ -344,6 +348,333 @@ fn the_onprem_table_is_the_seeds_checks_each_saying_where_to_look() {
     assert_eq!(
         row(&table, "whoami.demo.k8s.exemple.fr")[2],
         "WRONG-DNS",
+        "{table}"
+    );
+}
+
+/// kubectl for the real-cluster test: the pinned kubectl against the test's API server, except
+/// `exec`, which needs a kubelet and a container (none runs here): that one is answered from
+/// $ANSWERS by the stand-in above, installed beside it as `kubectl-canned`.
+const KUBECTL_REAL_BUT_EXEC: &str = r#"#!/usr/bin/env bash
+for arg in "$@"; do
+  [[ "$arg" == exec ]] && exec "$(dirname "$0")/kubectl-canned" "$@"
+done
+exec "$REAL_KUBECTL" "$@"
+"#;
+
+/// The script against the real API server of `plane`, through [`KUBECTL_REAL_BUT_EXEC`].
+fn status_real(
+    plane: &ControlPlane,
+    kubectl: &Path,
+    answers: &Path,
+    dir: &Path,
+    env: &[(&str, &Path)],
+) -> (Option<i32>, String) {
+    let bin = dir.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    for (name, text) in [
+        ("kubectl", KUBECTL_REAL_BUT_EXEC),
+        ("kubectl-canned", KUBECTL),
+        ("curl", CURL),
+        ("getent", GETENT),
+    ] {
+        let path = bin.join(name);
+        fs::write(&path, text).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut command = Command::new("bash");
+    command
+        .arg(testkit::workspace::root().join("pipelines/cluster-status.sh"))
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .env("KUBECONFIG", plane.kubeconfig())
+        .env("REAL_KUBECTL", kubectl)
+        .env("ANSWERS", answers)
+        .env_remove("PROFILE")
+        .env_remove("NAMES")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    (
+        out.status.code(),
+        format!("{table}{}", String::from_utf8_lossy(&out.stderr)),
+    )
+}
+
+/// A Deployment (or, `daemon`, a DaemonSet) of one container in `ns`, on the nodes labelled
+/// `edgepop.test/pool=<pool>` (kwok runs its pods without containers).
+fn workload(kind: &str, ns: &str, name: &str, pool: &str) -> serde_json::Value {
+    let mut spec = serde_json::json!({
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {
+                "nodeSelector": {"edgepop.test/pool": pool},
+                "containers": [{"name": name, "image": "registry.example/pause:1"}],
+            },
+        },
+    });
+    if kind == "Deployment" {
+        spec["replicas"] = 1.into();
+    }
+    serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    })
+}
+
+/// `kubectl patch --subresource=status` of `what` with `status` (a merge patch).
+fn set_status(plane: &ControlPlane, what: &[&str], status: &serde_json::Value) {
+    let patch = serde_json::json!({ "status": status }).to_string();
+    let args = [
+        what,
+        &["--subresource=status", "--type=merge", "-p", &patch],
+    ]
+    .concat();
+    plane.kubectl_ok(&[&["patch"], &args[..]].concat(), "");
+}
+
+fn condition(kind: &str, status: &str) -> serde_json::Value {
+    serde_json::json!({
+        "type": kind,
+        "status": status,
+        "reason": if status == "True" { kind } else { "Pending" },
+        "message": "",
+        "lastTransitionTime": "2026-12-01T00:00:00Z",
+        "observedGeneration": 1,
+    })
+}
+
+/// The queries the script makes, read by the real kubectl from a real API server (kwok's nodes
+/// and pods, the platform's CRDs, objects whose status a test sets as their controllers would):
+/// the canned answers above check what the script does with an answer, this checks the answers.
+#[test]
+fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
+    const TEST: &str = "cluster_status_real";
+    let Some(crds) = testkit::crds::platform(TEST) else {
+        return;
+    };
+    let Some(kubectl) = testkit::upstream::program(TEST, "kubectl") else {
+        return;
+    };
+    // Its own: the script lists every node and objects of every namespace.
+    let Some(plane) = ControlPlane::start(TEST) else {
+        return;
+    };
+    plane.install_crds(&crds);
+    let pool = [("edgepop.test/pool", "cluster")];
+    plane.add_node("cp-1", &pool);
+    plane.add_node("edge-worker-1", &pool);
+    for ns in ["cert-manager", "istio-system", "edge", "traefik"] {
+        plane.kubectl_ok(&["create", "namespace", ns], "");
+    }
+    let workloads = [
+        ("DaemonSet", "kube-system", "cilium"),
+        ("Deployment", "kube-system", "cilium-operator"),
+        ("Deployment", "kube-system", "hubble-relay"),
+        ("Deployment", "cert-manager", "cert-manager"),
+        ("Deployment", "cert-manager", "cert-manager-webhook"),
+        ("Deployment", "cert-manager", "cert-manager-cainjector"),
+        ("Deployment", "istio-system", "istiod"),
+    ];
+    for (kind, ns, name) in workloads {
+        plane.kubectl_ok(
+            &["create", "-f", "-"],
+            &workload(kind, ns, name, "cluster").to_string(),
+        );
+    }
+    for (kind, ns, name) in workloads {
+        let what = format!("{}/{name}", kind.to_lowercase());
+        plane.kubectl_ok(
+            &["-n", ns, "rollout", "status", &what, "--timeout=120s"],
+            "",
+        );
+    }
+    let edge_objects = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+         "metadata": {"name": "edge-gateway", "namespace": "edge"},
+         "spec": {"gatewayClassName": "istio",
+                  "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}},
+        {"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+         "metadata": {"name": "www-tls", "namespace": "edge"},
+         "spec": {"secretName": "www-tls", "dnsNames": ["www.example.com"],
+                  "issuerRef": {"name": "letsencrypt", "kind": "ClusterIssuer"}}},
+        {"apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
+         "metadata": {"name": "pow-filter", "namespace": "edge"},
+         "spec": {"url": "oci://ghcr.io/edgepop/pow-filter@sha256:ab"}},
+    ]});
+    plane.kubectl_ok(&["create", "-f", "-"], &edge_objects.to_string());
+    set_status(
+        &plane,
+        &["-n", "edge", "gateway", "edge-gateway"],
+        &serde_json::json!({
+            "addresses": [{"type": "IPAddress", "value": "203.0.113.10"}],
+            "conditions": [condition("Accepted", "True"), condition("Programmed", "True")],
+        }),
+    );
+    let certificate = |ready: &str| {
+        set_status(
+            &plane,
+            &["-n", "edge", "certificate", "www-tls"],
+            &serde_json::json!({
+                "conditions": [condition("Ready", ready)],
+                "notAfter": "2027-02-28T00:00:00Z",
+            }),
+        );
+    };
+    certificate("True");
+
+    let dir = tempfile::tempdir().unwrap();
+    let answers = dir.path().join("answers");
+    fs::create_dir_all(&answers).unwrap();
+    let (code, table) = status_real(&plane, &kubectl, &answers, dir.path(), &[]);
+    assert_eq!(code, Some(0), "{table}");
+    // 2 nodes, 7 workloads, 6 CRDs, a gateway, a certificate, the filter.
+    assert_eq!(table.lines().count(), 1 + 2 + 7 + 6 + 3, "{table}");
+    assert!(
+        table
+            .lines()
+            .skip(1)
+            .all(|l| l.split_whitespace().nth(2) == Some("ok")),
+        "{table}"
+    );
+    assert_eq!(row(&table, "kube-system/ds/cilium")[3..5], ["2/2", "ready"]);
+    assert_eq!(row(&table, "istio-system/deploy/istiod")[3], "1/1");
+    assert_eq!(
+        row(&table, "gateways.gateway.networking.k8s.io")[3],
+        pin("GATEWAY_API_VERSION")
+    );
+    assert_eq!(row(&table, "edge/edge-gateway")[3], "203.0.113.10");
+    assert_eq!(
+        row(&table, "edge/www-tls")[3..5],
+        ["expires", "2027-02-28T00:00:00Z"]
+    );
+    assert_eq!(
+        row(&table, "edge/pow-filter")[3],
+        "oci://ghcr.io/edgepop/pow-filter@sha256:ab"
+    );
+
+    // The onprem profile's queries on the same nodes: the StorageClass, Traefik's address.
+    let (onprem_answers, names) = onprem(dir.path());
+    let sc = serde_json::json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "ceph-rbd",
+                     "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "rbd.csi.ceph.com",
+    });
+    let svc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "traefik", "namespace": "traefik"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "traefik"},
+                 "ports": [{"name": "websecure", "port": 443}]},
+    });
+    plane.kubectl_ok(&["create", "-f", "-"], &sc.to_string());
+    plane.kubectl_ok(&["create", "-f", "-"], &svc.to_string());
+    let profile = Path::new("onprem");
+    let env = [("PROFILE", profile), ("NAMES", names.as_path())];
+    let (code, table) = status_real(&plane, &kubectl, &onprem_answers, dir.path(), &env);
+    assert_eq!(code, Some(1), "{table}");
+    assert_eq!(row(&table, "traefik/svc/traefik")[2], "PENDING", "{table}");
+    set_status(
+        &plane,
+        &["-n", "traefik", "service", "traefik"],
+        &serde_json::json!({"loadBalancer": {"ingress": [{"ip": "10.20.1.100"}]}}),
+    );
+    let (code, table) = status_real(&plane, &kubectl, &onprem_answers, dir.path(), &env);
+    assert_eq!(code, Some(0), "{table}");
+    assert_eq!(
+        row(&table, "traefik/svc/traefik")[3..],
+        ["EXTERNAL-IP", "10.20.1.100"]
+    );
+    assert_eq!(
+        row(&table, "storageclass/ceph-rbd")[3..],
+        ["default,", "rbd.csi.ceph.com"]
+    );
+    plane.kubectl_ok(
+        &[
+            "annotate",
+            "storageclass",
+            "ceph-rbd",
+            "storageclass.kubernetes.io/is-default-class-",
+        ],
+        "",
+    );
+    let (_, table) = status_real(&plane, &kubectl, &onprem_answers, dir.path(), &env);
+    assert_eq!(
+        row(&table, "storageclass/ceph-rbd")[2],
+        "NOT-DEFAULT",
+        "{table}"
+    );
+
+    // What is not ok, made so in the cluster.
+    plane.kubectl_ok(&["cordon", "cp-1"], "");
+    // A node no kubelet (nor kwok) has reported for: no Ready condition.
+    let silent = serde_json::json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "edge-worker-2"}});
+    plane.kubectl_ok(&["create", "-f", "-"], &silent.to_string());
+    plane.kubectl_ok(
+        &["-n", "istio-system", "delete", "deployment", "istiod"],
+        "",
+    );
+    // A Deployment whose pod no node can take.
+    plane.kubectl_ok(
+        &[
+            "-n",
+            "cert-manager",
+            "delete",
+            "deployment",
+            "cert-manager-webhook",
+        ],
+        "",
+    );
+    plane.kubectl_ok(
+        &["create", "-f", "-"],
+        &workload("Deployment", "cert-manager", "cert-manager-webhook", "none").to_string(),
+    );
+    plane.kubectl_ok(
+        &[
+            "annotate",
+            "--overwrite",
+            "crd",
+            "gateways.gateway.networking.k8s.io",
+            "gateway.networking.k8s.io/bundle-version=v1.3.0",
+        ],
+        "",
+    );
+    certificate("False");
+    plane.kubectl_ok(
+        &[
+            "delete",
+            "crd",
+            "wasmplugins.extensions.istio.io",
+            "--wait=true",
+        ],
+        "",
+    );
+    let (code, table) = status_real(&plane, &kubectl, &answers, dir.path(), &[]);
+    assert_eq!(code, Some(1), "{table}");
+    for (name, state) in [
+        ("cp-1", "CORDONED"),
+        ("edge-worker-2", "NOT-READY"),
+        ("istio-system/deploy/istiod", "ABSENT"),
+        ("cert-manager/deploy/cert-manager-webhook", "DEGRADED"),
+        ("gateways.gateway.networking.k8s.io", "DRIFT"),
+        ("edge/www-tls", "NOT-READY"),
+        ("wasmplugins.extensions.istio.io", "ABSENT"),
+    ] {
+        assert_eq!(row(&table, name)[2], state, "{name}: {table}");
+    }
+    assert_eq!(row(&table, "edge-worker-2")[3], "Ready=unknown,", "{table}");
+    assert_eq!(
+        row(&table, "cert-manager/deploy/cert-manager-webhook")[3],
+        "0/1",
         "{table}"
     );
 }
