@@ -119,15 +119,30 @@ fn status(answers: &Path, dir: &Path) -> Output {
 }
 
 fn status_of(answers: &Path, dir: &Path, env: &[(&str, &Path)]) -> Output {
+    let kubeconfig = dir.join("kubeconfig");
+    fs::write(&kubeconfig, "# never read: kubectl is a stand-in\n").unwrap();
+    let tools = [("kubectl", KUBECTL), ("curl", CURL), ("getent", GETENT)];
+    script(&tools, &kubeconfig, answers, dir, env)
+        .output()
+        .unwrap()
+}
+
+/// The script, with `tools` (name and text) installed first on its PATH, the kubeconfig and
+/// the answers given, and `env` on top.
+fn script(
+    tools: &[(&str, &str)],
+    kubeconfig: &Path,
+    answers: &Path,
+    dir: &Path,
+    env: &[(&str, &Path)],
+) -> Command {
     let bin = dir.join("bin");
     fs::create_dir_all(&bin).unwrap();
-    for (name, text) in [("kubectl", KUBECTL), ("curl", CURL), ("getent", GETENT)] {
+    for (name, text) in tools {
         let path = bin.join(name);
         fs::write(&path, text).unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let kubeconfig = dir.join("kubeconfig");
-    fs::write(&kubeconfig, "# never read: kubectl is a stand-in\n").unwrap();
     let mut command = Command::new("bash");
     command
         .arg(testkit::workspace::root().join("pipelines/cluster-status.sh"))
@@ -143,7 +158,20 @@ fn status_of(answers: &Path, dir: &Path, env: &[(&str, &Path)]) -> Output {
     for (k, v) in env {
         command.env(k, v);
     }
-    command.output().unwrap()
+    command
+}
+
+/// The table has `lines` lines, its header first, and every row is ok.
+#[track_caller]
+fn assert_all_ok(table: &str, lines: usize) {
+    assert_eq!(table.lines().count(), lines, "{table}");
+    assert!(
+        table
+            .lines()
+            .skip(1)
+            .all(|l| l.split_whitespace().nth(2) == Some("ok")),
+        "{table}"
+    );
 }
 
 fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
@@ -175,13 +203,7 @@ fn a_healthy_cluster_is_one_table_of_ok_rows() {
         ["COMPONENT", "NAME", "STATE", "DETAIL"]
     );
     // 2 nodes, 7 workloads, 6 CRDs, a gateway, a certificate, the filter.
-    assert_eq!(lines.len(), 1 + 2 + 7 + 6 + 3, "{table}");
-    assert!(
-        lines[1..]
-            .iter()
-            .all(|l| l.split_whitespace().nth(2) == Some("ok")),
-        "{table}"
-    );
+    assert_all_ok(&table, 1 + 2 + 7 + 6 + 3);
     assert_eq!(row(&table, "kube-system/ds/cilium")[3..5], ["4/4", "ready"]);
     assert_eq!(row(&table, "edge/edge-gateway")[3], "203.0.113.10");
     assert_eq!(row(&table, "edge/pow-filter")[0], "filter");
@@ -267,14 +289,7 @@ fn the_onprem_table_is_the_seeds_checks_each_saying_where_to_look() {
         String::from_utf8_lossy(&out.stderr)
     );
     // 3 nodes, Cilium, the StorageClass, Traefik, the bouncer, the smoke test's name.
-    assert_eq!(table.lines().count(), 1 + 3 + 5, "{table}");
-    assert!(
-        table
-            .lines()
-            .skip(1)
-            .all(|l| l.split_whitespace().nth(2) == Some("ok")),
-        "{table}"
-    );
+    assert_all_ok(&table, 1 + 3 + 5);
     assert_eq!(
         row(&table, "traefik/svc/traefik")[3..],
         ["EXTERNAL-IP", "10.20.1.100"]
@@ -370,34 +385,14 @@ fn status_real(
     dir: &Path,
     env: &[(&str, &Path)],
 ) -> (Option<i32>, String) {
-    let bin = dir.join("bin");
-    fs::create_dir_all(&bin).unwrap();
-    for (name, text) in [
+    let tools = [
         ("kubectl", KUBECTL_REAL_BUT_EXEC),
         ("kubectl-canned", KUBECTL),
         ("curl", CURL),
         ("getent", GETENT),
-    ] {
-        let path = bin.join(name);
-        fs::write(&path, text).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let mut command = Command::new("bash");
-    command
-        .arg(testkit::workspace::root().join("pipelines/cluster-status.sh"))
-        .env(
-            "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-        )
-        .env("KUBECONFIG", plane.kubeconfig())
-        .env("REAL_KUBECTL", kubectl)
-        .env("ANSWERS", answers)
-        .env_remove("PROFILE")
-        .env_remove("NAMES")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        command.env(k, v);
-    }
+    ];
+    let mut command = script(&tools, plane.kubeconfig(), answers, dir, env);
+    command.env("REAL_KUBECTL", kubectl);
     let out = command.output().unwrap();
     let table = String::from_utf8(out.stdout).unwrap();
     (
@@ -537,14 +532,7 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
     let (code, table) = status_real(&plane, &kubectl, &answers, dir.path(), &[]);
     assert_eq!(code, Some(0), "{table}");
     // 2 nodes, 7 workloads, 6 CRDs, a gateway, a certificate, the filter.
-    assert_eq!(table.lines().count(), 1 + 2 + 7 + 6 + 3, "{table}");
-    assert!(
-        table
-            .lines()
-            .skip(1)
-            .all(|l| l.split_whitespace().nth(2) == Some("ok")),
-        "{table}"
-    );
+    assert_all_ok(&table, 1 + 2 + 7 + 6 + 3);
     assert_eq!(row(&table, "kube-system/ds/cilium")[3..5], ["2/2", "ready"]);
     assert_eq!(row(&table, "istio-system/deploy/istiod")[3], "1/1");
     assert_eq!(

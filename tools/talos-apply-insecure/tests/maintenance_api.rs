@@ -155,6 +155,7 @@ fn issued(dir: &Path, name: &str, ca: &str) {
 fn certificates(dir: &Path, talosctl: &Path) {
     let talosctl = talosctl.to_str().unwrap();
     run(dir, talosctl, &["gen", "secrets", "-o", "secrets.yaml"]);
+    // The talosconfig, and the worker's config, one the node's validation accepts.
     run(
         dir,
         talosctl,
@@ -166,26 +167,9 @@ fn certificates(dir: &Path, talosctl: &Path) {
             "--with-secrets",
             "secrets.yaml",
             "--output-types",
-            "talosconfig",
+            "talosconfig,worker",
             "-o",
-            "talosconfig",
-        ],
-    );
-    // The worker's config as talosctl makes it: one the node's validation accepts.
-    run(
-        dir,
-        talosctl,
-        &[
-            "gen",
-            "config",
-            "edge-par",
-            "https://api.example.com:6443",
-            "--with-secrets",
-            "secrets.yaml",
-            "--output-types",
-            "worker",
-            "-o",
-            "worker.yaml",
+            ".",
         ],
     );
     // The machine (OS) CA out of the secrets bundle: Talos labels its Ed25519 key
