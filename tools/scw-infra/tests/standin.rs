@@ -154,19 +154,18 @@ impl StandIn {
     fn scw_command(&self, args: &[&str], secret: &str) -> Command {
         let config = self.dir.path().join("infra.json");
         let mut command = self.scw_infra();
-        command
-            .args(args)
-            .arg("--config")
-            .arg(&config)
-            .args(["--poll-seconds", "0", "--retry-base-ms", "1"])
-            .env(
-                "SCW_CONFIG_PATH",
-                self.dir.path().join("no-such-config.yaml"),
-            )
-            .env("SCW_ACCESS_KEY", ACCESS)
-            .env("SCW_SECRET_KEY", secret)
-            .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
-            .env("EDGEPOP_LOG", "debug");
+        testkit::scaleway::stand_in_env(
+            &mut command,
+            self.dir.path(),
+            &self.scaleway,
+            &self.s3,
+            (ACCESS, secret, PROJECT),
+        )
+        .args(args)
+        .arg("--config")
+        .arg(&config)
+        .args(["--poll-seconds", "0", "--retry-base-ms", "1"])
+        .env("EDGEPOP_LOG", "debug");
         command
     }
 
