@@ -31,24 +31,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::{Value, json};
 use testkit::control_plane::ControlPlane;
+use testkit::istiod::{self, Istiod};
 
 const NAMESPACE: &str = "edge";
-
-/// istiod's answer for a Gateway: its Accepted condition.
-#[derive(Clone, Copy)]
-struct GatewayAnswer {
-    status: &'static str,
-    reason: &'static str,
-    message: &'static str,
-}
-
-/// What istiod 1.30 writes for a Gateway it accepts (its gateway conditions, as in the golden
-/// status files of pilot/pkg/config/kube/gateway/testdata).
-const GATEWAY_ACCEPTED: GatewayAnswer = GatewayAnswer {
-    status: "True",
-    reason: "Accepted",
-    message: "Resource accepted",
-};
 
 fn workspace() -> PathBuf {
     testkit::workspace::root()
@@ -183,7 +168,7 @@ impl Cluster {
         mode: &str,
         objects: &Path,
         wait_seconds: &str,
-        answer: Option<GatewayAnswer>,
+        answer: Option<istiod::Answer>,
     ) -> Output {
         let stdout = self.dir.path().join("apply-edge.stdout");
         let stderr = self.dir.path().join("apply-edge.stderr");
@@ -197,7 +182,7 @@ impl Cluster {
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
-        let mut answered = None;
+        let mut istiod = Istiod::new(|| self.plane.kubectl());
         // Bounded (60 s): the script's own waits are shorter than this. A look every 250 ms, each
         // a kubectl process: the script itself looks once a second.
         let mut status = None;
@@ -207,7 +192,7 @@ impl Cluster {
                 break;
             }
             if let Some(answer) = answer {
-                self.answer_gateway(answer, &mut answered);
+                istiod.look(answer);
             }
             std::thread::sleep(std::time::Duration::from_millis(250));
         }
@@ -229,51 +214,13 @@ impl Cluster {
 
     /// apply-edge.sh, with istiod accepting the Gateway; checks that it succeeded.
     fn apply_edge(&self, mode: &str, objects: &Path) -> Output {
-        let out = self.run_apply_edge_answered(mode, objects, "30", Some(GATEWAY_ACCEPTED));
+        let out = self.run_apply_edge_answered(mode, objects, "30", Some(istiod::ACCEPTED));
         assert!(
             out.status.success(),
             "apply-edge.sh {mode}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         out
-    }
-
-    /// istiod's status controller for the Gateway `edge/edge-gateway`: once it exists, its
-    /// Accepted condition for the generation seen (`answered` remembers which one).
-    fn answer_gateway(&self, answer: GatewayAnswer, answered: &mut Option<i64>) {
-        let out = self.kubectl(&[
-            "get",
-            "--namespace",
-            NAMESPACE,
-            "gateways.gateway.networking.k8s.io",
-            "edge-gateway",
-            "--output=jsonpath={.metadata.generation}",
-            "--ignore-not-found",
-        ]);
-        let Ok(generation) = String::from_utf8_lossy(&out.stdout).trim().parse::<i64>() else {
-            return;
-        };
-        if *answered == Some(generation) {
-            return;
-        }
-        let status = json!({"status": {"conditions": [{
-            "type": "Accepted", "status": answer.status, "reason": answer.reason,
-            "message": answer.message, "observedGeneration": generation,
-            "lastTransitionTime": "2026-11-30T00:00:00Z",
-        }]}});
-        self.kubectl_ok(&[
-            "patch",
-            "--namespace",
-            NAMESPACE,
-            "gateways.gateway.networking.k8s.io",
-            "edge-gateway",
-            "--subresource=status",
-            "--type=merge",
-            "--field-manager=pilot-discovery",
-            "-p",
-            &status.to_string(),
-        ]);
-        *answered = Some(generation);
     }
 
     /// Runs destroy-edge.sh for what `objects` names; checks that it succeeded and returns its
@@ -338,16 +285,7 @@ impl Cluster {
             "-f",
             class.to_str().unwrap(),
         ]);
-        self.kubectl_ok(&[
-            "patch",
-            "gatewayclass",
-            "istio",
-            "--subresource=status",
-            "--type=merge",
-            "--field-manager=pilot-discovery",
-            "-p",
-            r#"{"status":{"conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"Handled by Istio controller","observedGeneration":1,"lastTransitionTime":"2026-11-30T00:00:00Z"}]}}"#,
-        ]);
+        Istiod::new(|| self.plane.kubectl()).look(istiod::ACCEPTED);
     }
 
     /// istiod's deployment controller for the Gateway `edge/edge-gateway`: what it generates,
@@ -831,7 +769,7 @@ fn a_gateway_istiod_does_not_accept_stops_the_apply_naming_its_reason() {
     cluster.play_istiod_class();
     // A refusal as the Gateway API defines one (apis/v1/gateway_types.go: Accepted False with
     // reason InvalidParameters), with the kind of message istiod gives.
-    let refused = GatewayAnswer {
+    let refused = istiod::Answer {
         status: "False",
         reason: "InvalidParameters",
         message: "invalid parameters: a deprecated field is set",

@@ -19,8 +19,8 @@
 //!   inventory names the machines, reached under the endpoint's name through a loopback CONNECT
 //!   proxy (`HTTPS_PROXY`, testkit::tunnel) that refuses any other destination, by the pinned
 //!   kubectl and by wait-ready; the recording helm (which keeps which releases are installed);
-//!   istiod's answer (the GatewayClass and Gateway conditions) written by this test as istiod
-//!   writes it, since istiod does not build here.
+//!   istiod's answer (the GatewayClass and Gateway conditions) written by testkit::istiod as
+//!   istiod writes it, since istiod does not build here.
 //!
 //! After each step: what exists (Scaleway objects, Kubernetes objects, files under OUT with
 //! their modes), what was called, in order (Scaleway requests and talosctl calls in one log, the
@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use testkit::control_plane::ControlPlane;
 use testkit::http::{Reply, Server};
+use testkit::istiod::{self, Istiod};
 use testkit::process::text;
 use testkit::scaleway::{control, mutations};
 
@@ -414,104 +415,30 @@ fn zstd_image(raw: &Path, mark: u8) -> Vec<u8> {
     fs::read(raw.with_extension("raw.zst")).unwrap()
 }
 
-/// istiod's answer, played by the test while `make apply` runs (istiod does not build here):
-/// once the GatewayClass `istio` exists, its Accepted condition; once a Gateway of the edge
-/// exists, its Accepted and Programmed conditions; each for the generation it saw, through the
-/// status subresource, as istiod writes them (pilot/pkg/config/kube/gateway/conditions.go,
-/// Istio 1.30). Ends when both are written, or when told to stop. The kinds are named with
-/// their group: Istio's CRDs have a `gateways` too, and kubectl's discovery cache, made before
-/// the Gateway API's CRDs exist, would resolve the short name to Istio's for ten minutes.
+/// istiod's answers ([`testkit::istiod`]), played while `make apply` runs: the class of its
+/// controller Accepted, then the edge's Gateway. Ends when both are answered, or when told to
+/// stop; says how many classes and Gateways it answered.
 fn istiod(
     plane_kubeconfig: PathBuf,
     kubectl: PathBuf,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<(bool, bool)> {
+) -> std::thread::JoinHandle<(usize, usize)> {
     std::thread::spawn(move || {
-        let run = |args: &[&str]| -> Option<String> {
-            let out = Command::new(&kubectl)
-                .arg("--kubeconfig")
-                .arg(&plane_kubeconfig)
-                .args(args)
-                .stdin(Stdio::null())
-                .output()
-                .ok()?;
-            if !out.status.success() && args[0] == "patch" {
-                // Shown with the test's failure: why istiod's answer was refused.
-                eprintln!("istiod: kubectl {args:?}: {}", text(&out));
-            }
-            out.status
-                .success()
-                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-        };
-        let condition = |kind: &str, generation: &str, reason: &str, message: &str| {
-            json!({"type": kind, "status": "True", "reason": reason, "message": message,
-                   "observedGeneration": generation.parse::<i64>().unwrap(),
-                   "lastTransitionTime": "2026-01-01T00:00:00Z"})
-        };
-        let (mut class, mut gateways) = (false, false);
+        let mut istiod = Istiod::new(|| {
+            let mut command = Command::new(&kubectl);
+            command.arg("--kubeconfig").arg(&plane_kubeconfig);
+            command
+        });
         // Bounded: 10 minutes at most, a look every half second.
         for _ in 0..1200 {
-            if stop.load(Ordering::SeqCst) || (class && gateways) {
+            let (classes, gateways) = istiod.answered();
+            if stop.load(Ordering::SeqCst) || (classes > 0 && gateways > 0) {
                 break;
             }
-            if !class
-                && let Some(generation) = run(&[
-                    "get",
-                    "gatewayclasses.gateway.networking.k8s.io",
-                    "istio",
-                    "-o",
-                    "jsonpath={.metadata.generation}",
-                ])
-            {
-                let status = json!({"status": {"conditions": [condition(
-                    "Accepted", &generation, "Accepted", "Handled by Istio controller")]}});
-                class = run(&[
-                    "patch",
-                    "gatewayclasses.gateway.networking.k8s.io",
-                    "istio",
-                    "--subresource=status",
-                    "--type=merge",
-                    "-p",
-                    &status.to_string(),
-                ])
-                .is_some();
-            }
-            if !gateways {
-                let listed = run(&[
-                    "get",
-                    "gateways.gateway.networking.k8s.io",
-                    "--all-namespaces",
-                    "-o",
-                    "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name} {.metadata.generation}{\"\\n\"}{end}",
-                ])
-                .unwrap_or_default();
-                for line in listed.lines().filter(|l| !l.is_empty()) {
-                    let [namespace, name, generation] = line.split(' ').collect::<Vec<_>>()[..]
-                    else {
-                        continue;
-                    };
-                    let status = json!({"status": {"conditions": [
-                        condition("Accepted", generation, "Accepted", "Resource accepted"),
-                        condition("Programmed", generation, "Programmed",
-                                  "Resource programmed, assigned to service(s)"),
-                    ]}});
-                    gateways = run(&[
-                        "patch",
-                        "gateways.gateway.networking.k8s.io",
-                        name,
-                        "--namespace",
-                        namespace,
-                        "--subresource=status",
-                        "--type=merge",
-                        "-p",
-                        &status.to_string(),
-                    ])
-                    .is_some();
-                }
-            }
+            istiod.look(istiod::ACCEPTED);
             std::thread::sleep(Duration::from_millis(500));
         }
-        (class, gateways)
+        istiod.answered()
     })
 }
 
@@ -627,10 +554,10 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
     if !applied.status.success() {
         stop.store(true, Ordering::SeqCst);
     }
-    let (class_accepted, gateway_accepted) = istiod.join().unwrap();
+    let (classes, gateways) = istiod.join().unwrap();
     assert!(applied.status.success(), "make apply: {}", text(&applied));
     assert!(!text(&applied).contains(SECRET));
-    assert!(class_accepted && gateway_accepted);
+    assert_eq!((classes, gateways), (1, 1));
     // apply-edge.sh saw istiod's answers for the generations it applied.
     let said = text(&applied);
     assert!(

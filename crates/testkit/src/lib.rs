@@ -6,6 +6,7 @@
 //!   kube-controller-manager, kube-scheduler, kwok for nodes and pods), one per test binary.
 //! - [`crds`]: the CRDs the platform layer installs, at their pins, for that control plane.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
+//! - [`istiod`]: istiod's answers to GatewayClasses and Gateways (istiod does not build here).
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`scaleway`]: the Scaleway stand-in's control endpoints and request log.
 //! - [`sshd`]: a real OpenSSH server on loopback standing for Scaleway's rescue system.
@@ -26,6 +27,7 @@ pub mod cassettes;
 pub mod control_plane;
 pub mod crds;
 pub mod http;
+pub mod istiod;
 pub mod process;
 pub mod scaleway;
 pub mod sshd;
