@@ -166,10 +166,15 @@ pub fn client_digest(host: &str, user_agent: &str) -> [u8; 32] {
     let lower = &mut lower[..host.len()];
     lower.copy_from_slice(host);
     lower.make_ascii_lowercase();
+    digest_of_bound(lower, bound_user_agent(user_agent))
+}
+
+/// [`client_digest`] of a bound host already lowercased and a bound User-Agent.
+fn digest_of_bound(lower_host: &[u8], user_agent: &[u8]) -> [u8; 32] {
     let mut h = Sha256::new();
-    h.update((lower.len() as u64).to_be_bytes());
-    h.update(&*lower);
-    h.update(bound_user_agent(user_agent));
+    h.update((lower_host.len() as u64).to_be_bytes());
+    h.update(lower_host);
+    h.update(user_agent);
     h.finalize().into()
 }
 
@@ -354,19 +359,30 @@ impl ClientDigests {
         {
             return known.digest;
         }
-        let digest = client_digest(host, user_agent);
-        let entry = ClientDigest {
-            host: bound.to_ascii_lowercase(),
-            user_agent: ua.to_vec(),
-            digest,
-        };
-        if entries.len() < Self::SIZE {
-            entries.push(entry);
-        } else if let Some(slot) = entries.get_mut(self.next.get() % Self::SIZE) {
-            *slot = entry;
+        // The slot the pair goes to: a new one while there is room, else the next in turn,
+        // its buffers reused.
+        let slot = if entries.len() < Self::SIZE {
+            entries.push(ClientDigest {
+                host: Vec::new(),
+                user_agent: Vec::new(),
+                digest: [0; 32],
+            });
+            entries.last_mut()
+        } else {
+            let at = self.next.get() % Self::SIZE;
             self.next.set(self.next.get().wrapping_add(1));
-        }
-        digest
+            entries.get_mut(at)
+        };
+        let Some(slot) = slot else {
+            return client_digest(host, user_agent);
+        };
+        slot.host.clear();
+        slot.host.extend_from_slice(bound);
+        slot.host.make_ascii_lowercase();
+        slot.user_agent.clear();
+        slot.user_agent.extend_from_slice(ua);
+        slot.digest = digest_of_bound(&slot.host, ua);
+        slot.digest
     }
 }
 

@@ -497,56 +497,49 @@ impl Filter {
         let name = self.config.cookie_name.as_str();
         let secure = req.is_secure();
         let mut left = MAX_COOKIES_CHECKED;
-        let check = |header: &str, ranges: &Ranges, left: &mut usize| {
-            for range in ranges.iter() {
-                if *left == 0 {
-                    return false;
+        // One pair checked (the caller counts it against the bound).
+        let check = |pair: Option<&str>| {
+            let Some((_, value)) = pair.and_then(|p| p.split_once('=')) else {
+                return false;
+            };
+            let value = value.trim().trim_matches('"');
+            crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
+                .is_ok_and(|paid| paid >= difficulty)
+        };
+        // Several Cookie headers (HTTP/2 may split them) are one list: the `__Host-` pairs of
+        // all of them first, then the others, whose places are kept (no more than could be
+        // checked) while each header is scanned once. The scans stop once MAX_COOKIES_CHECKED
+        // pairs were checked, however many headers. (The glue has reduced each header to a few
+        // pairs.)
+        let mut plain = [("", 0, 0); MAX_COOKIES_CHECKED];
+        let mut kept = 0;
+        for header in req.header_all("cookie") {
+            if left == 0 {
+                break;
+            }
+            let (prefixed, others) = named_ranges(header.as_bytes(), name, secure);
+            for range in prefixed.iter() {
+                if left == 0 {
+                    break;
                 }
-                *left -= 1;
-                let Some((_, value)) = header.get(range).and_then(|p| p.split_once('=')) else {
-                    continue;
-                };
-                let value = value.trim().trim_matches('"');
-                if crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
-                    .is_ok_and(|paid| paid >= difficulty)
-                {
+                left -= 1;
+                if check(header.get(range)) {
                     return true;
                 }
             }
-            false
-        };
-        // Several Cookie headers (HTTP/2 may split them) are one list: the `__Host-` pairs of
-        // all of them first, then the others. The first header's pairs are found once; the
-        // others' (a rare case) again for their plain pairs. (The glue has reduced each header
-        // to a few pairs.)
-        // The scans stop once MAX_COOKIES_CHECKED pairs were checked, however many headers.
-        let mut first_plain = None;
-        for (i, header) in req.header_all("cookie").enumerate() {
-            let (prefixed, plain) = named_ranges(header.as_bytes(), name, secure);
-            if check(header, &prefixed, &mut left) {
-                return true;
+            for range in others.iter() {
+                if let Some(slot) = plain.get_mut(kept) {
+                    *slot = (header, range.start, range.end);
+                    kept += 1;
+                }
             }
-            if i == 0 {
-                first_plain = Some((header, plain));
-            }
+        }
+        for &(header, start, end) in &plain[..kept] {
             if left == 0 {
                 break;
             }
-        }
-        if let Some((header, plain)) = &first_plain
-            && check(header, plain, &mut left)
-        {
-            return true;
-        }
-        for header in req.header_all("cookie").skip(1) {
-            if left == 0 {
-                break;
-            }
-            if check(
-                header,
-                &named_ranges(header.as_bytes(), name, secure).1,
-                &mut left,
-            ) {
+            left -= 1;
+            if check(header.get(start..end)) {
                 return true;
             }
         }
