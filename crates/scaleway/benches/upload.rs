@@ -68,7 +68,7 @@ fn main() {
         );
         std::fs::remove_file(path).unwrap();
     };
-    let rclone = have("rclone");
+    let rclone = testkit::process::which("rclone").is_some();
     if !rclone {
         assert!(
             !bench,
@@ -181,13 +181,6 @@ fn rclone_upload(endpoint: &str, file: &Path, key: &str, part_mib: usize, checks
         "rclone: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 fn median(values: &mut [f64]) -> f64 {

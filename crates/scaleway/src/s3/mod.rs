@@ -218,16 +218,7 @@ impl<'a> S3<'a> {
         );
         match outcome {
             Ok(r) if r.status < 300 => Ok(r),
-            Ok(r) => {
-                let text = String::from_utf8_lossy(&r.body);
-                Err(S3Error::Status {
-                    method,
-                    path: path.to_owned(),
-                    status: r.status,
-                    code: xml_value(&text, "Code").unwrap_or_default(),
-                    message: xml_value(&text, "Message").unwrap_or_default(),
-                })
-            }
+            Ok(r) => Err(S3Error::status(method, path, r.status, &r.body)),
             Err(e) => Err(S3Error::Transport {
                 method,
                 path: path.to_owned(),
@@ -273,11 +264,6 @@ impl<'a> S3<'a> {
         }))
     }
 
-    /// The object's size, `None` when it does not exist.
-    pub fn object_size(&self, bucket: &str, key: &str) -> Result<Option<u64>, S3Error> {
-        Ok(self.object(bucket, key)?.map(|o| o.size))
-    }
-
     /// The keys under `prefix` (ListObjectsV2, every page).
     pub fn list_keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, S3Error> {
         let mut keys = Vec::new();
@@ -306,6 +292,20 @@ impl<'a> S3<'a> {
     pub fn delete_bucket(&self, bucket: &str) -> Result<(), S3Error> {
         self.call("DELETE", &format!("/{bucket}"), "", Vec::new())?;
         Ok(())
+    }
+}
+
+impl S3Error {
+    /// An answer that is an error: its status, and S3's code and message from its XML body.
+    pub(crate) fn status(method: &'static str, path: &str, status: u16, body: &[u8]) -> S3Error {
+        let text = String::from_utf8_lossy(body);
+        S3Error::Status {
+            method,
+            path: path.to_owned(),
+            status,
+            code: xml_value(&text, "Code").unwrap_or_default(),
+            message: xml_value(&text, "Message").unwrap_or_default(),
+        }
     }
 }
 

@@ -292,15 +292,8 @@ impl Upload<'_, '_> {
         let r = self
             .s3
             .call("POST", self.path, &self.upload_query, xml.into_bytes())?;
-        let text = String::from_utf8_lossy(&r.body);
-        if text.contains("<Error>") {
-            return Err(S3Error::Status {
-                method: "POST",
-                path: self.path.to_owned(),
-                status: r.status,
-                code: xml_value(&text, "Code").unwrap_or_default(),
-                message: xml_value(&text, "Message").unwrap_or_default(),
-            });
+        if String::from_utf8_lossy(&r.body).contains("<Error>") {
+            return Err(S3Error::status("POST", self.path, r.status, &r.body));
         }
         Ok(())
     }
