@@ -48,6 +48,7 @@ talos() { without_secrets talosctl "$@"; }
 # FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_SCHEMATIC,
 # WORKER_INSTALLER_IMAGE, INSTALL_DISK, SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE,
 # CONTROL_PLANE_ADDRESSES (comma separated). A bad config stops here, with scw-infra's message.
+names_read=""
 read_names() {
   need_tool scw-infra
   local pairs key value
@@ -59,6 +60,7 @@ read_names() {
         printf -v "$key" '%s' "$value" ;;
     esac
   done <<<"$pairs"
+  names_read=yes
 }
 
 secrets=$OUT/secrets.yaml
@@ -163,7 +165,8 @@ worker_image_file() {
 
 # The worker's disk image, downloaded once and checked against its pin; prints its path.
 image() {
-  read_names
+  # The names are read once by a caller that has them already (nodes), else here.
+  [[ -n "${names_read:-}" ]] || read_names
   local want file got
   want=$(pinned_sha256 TALOS_WORKER_IMAGE_SHA256)
   file=$(worker_image_file)
@@ -199,8 +202,8 @@ nodes() {
   for tool in scw-infra scw-rescue-flash talos-apply-insecure; do need_tool "$tool"; done
   [[ -s "$talosconfig" ]] || die "$talosconfig is missing: run the configs step (make apply-infra) first"
   control_plane_sha256=$(pinned_sha256 TALOS_CONTROL_PLANE_IMAGE_SHA256)
-  metal=$(image)
   read_names
+  metal=$(image)
   local reflash=()
   [[ "${REFLASH:-}" == yes ]] && reflash=(--reflash)
   # scw-infra finds the nodes again from Scaleway (importing the control planes' image when it is

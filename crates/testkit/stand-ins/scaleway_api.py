@@ -1076,8 +1076,8 @@ def main():
                      "body": None, "token": self.headers.get("X-Auth-Token") == args.secret}
             # An operation whose body is not JSON (an Instance's user data: `*/*`, binary) takes
             # the bytes as they are; the log keeps their digest, not them.
-            _, _, raw_op, _ = spec.match(method, url.path)
-            takes_bytes = raw_op is not None and "*/*" in raw_op.get("requestBody", {}).get("content", {})
+            template, params, op, comps = spec.match(method, url.path)
+            takes_bytes = op is not None and "*/*" in op.get("requestBody", {}).get("content", {})
             try:
                 if takes_bytes:
                     body = None
@@ -1118,7 +1118,6 @@ def main():
                 entry["refused"] = ["no or wrong X-Auth-Token"]
                 self.record(entry)
                 return self.send(401, {"type": "denied_authentication", "message": "authentication is denied"})
-            template, params, op, comps = spec.match(method, url.path)
             errors = []
             if template is None:
                 errors.append(f"{method} {url.path}: no such operation in the specs"
