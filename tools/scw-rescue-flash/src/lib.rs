@@ -319,6 +319,20 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     })
 }
 
+/// A reader that hashes what it reads.
+struct HashingReader<R> {
+    inner: R,
+    hasher: Sha256,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(buf.get(..n).unwrap_or_default());
+        Ok(n)
+    }
+}
+
 /// The raw image behind the `.zst` file: its size and digest, found by decompressing it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
@@ -344,16 +358,18 @@ impl Image {
                 message: format!("cannot read its size: {e}"),
             })?
             .len();
-        let compressed_sha256 = {
-            let mut file = Image::open_file(path)?;
-            let mut hasher = Sha256::new();
-            std::io::copy(&mut file, &mut hasher).map_err(|e| ImageError {
-                path: path.to_path_buf(),
-                message: format!("cannot read: {e}"),
-            })?;
-            pop_common::hex::encode(&hasher.finalize())
+        // One read of the file: the .zst's digest is taken from the bytes the decoder reads,
+        // beneath its buffer, and from whatever follows the last frame.
+        let mut file = HashingReader {
+            inner: file,
+            hasher: Sha256::new(),
         };
-        let mut reader = Image::decoder(path, file)?;
+        let mut reader =
+            zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(1 << 20, &mut file))
+                .map_err(|e| ImageError {
+                    path: path.to_path_buf(),
+                    message: format!("not a zstd image: {e}"),
+                })?;
         let mut hasher = Sha256::new();
         let mut buffer = vec![0u8; 1 << 20];
         let mut size = 0u64;
@@ -368,6 +384,12 @@ impl Image {
             hasher.update(buffer.get(..n).unwrap_or_default());
             size += n as u64;
         }
+        drop(reader);
+        std::io::copy(&mut file, &mut std::io::sink()).map_err(|e| ImageError {
+            path: path.to_path_buf(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let compressed_sha256 = pop_common::hex::encode(&file.hasher.finalize());
         if size == 0 {
             return Err(ImageError {
                 path: path.to_path_buf(),
@@ -673,14 +695,14 @@ impl Job<'_> {
         }
     }
 
-    /// Looks at the server until `wanted` says yes (within the poll's bound); names `what` when
-    /// it never does.
-    fn wait_for(
+    /// Looks at the server until `pick` finds what it wants in it (within the poll's bound), and
+    /// returns that; names `what` when it never does.
+    fn wait_for<T>(
         &self,
         node: &Node,
         what: &'static str,
-        wanted: impl Fn(&Server) -> bool,
-    ) -> Result<Server, FlashError> {
+        pick: impl Fn(&Server) -> Option<T>,
+    ) -> Result<T, FlashError> {
         let mut last = String::from("no answer");
         let found = self.poll().until(self.sleeper, |_| {
             let now =
@@ -690,8 +712,8 @@ impl Job<'_> {
                         id: node.id.clone(),
                         zone: node.zone.clone(),
                     })?;
-            if wanted(&now) {
-                return Ok(Some(now));
+            if let Some(found) = pick(&now) {
+                return Ok(Some(found));
             }
             last = format!("{}, {} boot", now.status, now.boot_type);
             pop_common::debug!("{}: {last}, waiting until {what}", node.name);
@@ -715,15 +737,19 @@ impl Job<'_> {
         node: &Node,
         boot_type: BootType,
         key_ids: &[String],
-    ) -> Result<Server, FlashError> {
+    ) -> Result<(), FlashError> {
         let (zone, id, name) = (node.zone.as_str(), node.id.as_str(), &node.name);
-        let settled = self.wait_for(node, "ready or stopped", |s| {
-            matches!(s.status, ServerStatus::Ready | ServerStatus::Stopped)
+        let ready = self.wait_for(node, "ready or stopped", |s| match s.status {
+            ServerStatus::Ready => Some(true),
+            ServerStatus::Stopped => Some(false),
+            _ => None,
         })?;
-        if settled.status == ServerStatus::Ready {
+        if ready {
             pop_common::info!("{name}: stopping, to start it into {boot_type} boot");
             self.api.stop(zone, id)?;
-            self.wait_for(node, "stopped", |s| s.status == ServerStatus::Stopped)?;
+            self.wait_for(node, "stopped", |s| {
+                (s.status == ServerStatus::Stopped).then_some(())
+            })?;
         }
         pop_common::info!(
             "{name}: starting into {boot_type} boot{}",
@@ -742,7 +768,7 @@ impl Job<'_> {
             },
         )?;
         self.wait_for(node, "ready in that boot", |s| {
-            s.status == ServerStatus::Ready && s.boot_type == boot_type
+            (s.status == ServerStatus::Ready && s.boot_type == boot_type).then_some(())
         })
     }
 
@@ -814,20 +840,9 @@ impl Job<'_> {
             });
         }
         // The rescue credentials, read again now: the API may fill them after its first `ready`.
-        let in_rescue = self.wait_for(node, "showing its rescue credentials", |s| {
-            s.rescue_server.as_ref().is_some_and(|r| !r.user.is_empty())
+        let credentials = self.wait_for(node, "showing its rescue credentials", |s| {
+            s.rescue_server.clone().filter(|r| !r.user.is_empty())
         })?;
-        let Some(credentials) = in_rescue.rescue_server else {
-            return Err(FlashError::Never {
-                name: name.clone(),
-                what: "showing its rescue credentials",
-                last: "no rescue_server".into(),
-                id: id.to_owned(),
-                zone: zone.to_owned(),
-                tries: config.ssh_tries,
-                interval: config.ssh_interval.as_secs(),
-            });
-        };
         let user = config.ssh_user.clone().unwrap_or(credentials.user);
         let session = Rescue::connect(address, &user, &config.ssh_key, config.timeout)?;
         pop_common::info!(
