@@ -204,7 +204,7 @@ impl Stage {
                 log.display()
             )
         };
-        executable(
+        testkit::sshd::script(
             &bin.join("scw-rescue-flash"),
             &format!(
                 "{}exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"\n",
@@ -213,7 +213,7 @@ impl Stage {
                 sshd.port
             ),
         );
-        executable(
+        testkit::sshd::script(
             &bin.join("talos-apply-insecure"),
             &format!("{}cat\n", record("talos-apply-insecure")),
         );
@@ -386,11 +386,6 @@ fn example(name: &str) -> Value {
         &fs::read_to_string(testkit::workspace::root().join("config").join(name)).unwrap(),
     )
     .unwrap()
-}
-
-fn executable(path: &Path, script: &str) {
-    fs::write(path, script).unwrap();
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 fn sha256(bytes: &[u8]) -> String {

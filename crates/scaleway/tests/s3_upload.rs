@@ -105,17 +105,7 @@ impl Setup {
     /// The requests the stand-in answered so far, in the order it answered them (and forgets
     /// them); none of them refused for its signature.
     fn take_log(&self) -> Vec<Value> {
-        let path = self.dir.path().join("s3.jsonl");
-        let log: Vec<Value> = std::fs::read_to_string(&path)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        std::fs::write(&path, "").unwrap();
-        for r in &log {
-            assert!(r.get("refused").is_none(), "refused: {r}");
-        }
-        log
+        testkit::scaleway::take_log(&self.dir.path().join("s3.jsonl"))
     }
 
     /// The object as the stand-in stored it.

@@ -17,7 +17,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
+
+use crate::free_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -853,15 +855,6 @@ fn talos_extra_args(component: &str) -> Vec<String> {
     args.into_iter()
         .map(|(key, value)| format!("--{key}={value}"))
         .collect()
-}
-
-/// A port free on 127.0.0.1 when asked (the program that gets it binds it a moment later).
-#[allow(clippy::panic)] // a test helper
-fn free_port() -> u16 {
-    match TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
-        Ok(addr) => addr.port(),
-        Err(err) => panic!("no free port on 127.0.0.1: {err}"),
-    }
 }
 
 /// The files of `dir`, sorted by name.

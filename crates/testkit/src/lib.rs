@@ -36,6 +36,16 @@ pub mod tunnel;
 pub mod upstream;
 pub mod workspace;
 
+/// A port free on 127.0.0.1 when asked: bound, then released (a program that gets it binds it
+/// a moment later; a test that wants nothing listening there leaves it so).
+#[allow(clippy::panic)] // a test helper
+pub fn free_port() -> u16 {
+    match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
+        Ok(addr) => addr.port(),
+        Err(err) => panic!("no free port on 127.0.0.1: {err}"),
+    }
+}
+
 /// The variable that turns every skip into a failure.
 pub const REQUIRE_ALL_VAR: &str = "EDGEPOP_REQUIRE_ALL";
 

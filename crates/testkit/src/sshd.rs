@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -119,14 +119,6 @@ pub fn script(path: &Path, text: &str) {
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 pub fn sshd_binary(test: &str) -> Option<PathBuf> {
     let sshd = PathBuf::from("/usr/sbin/sshd");
     let keygen = Command::new("ssh-keygen").arg("-?").output().is_ok();
@@ -167,7 +159,7 @@ pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
     fs::copy(rescue.path("user_key.pub"), rescue.path("authorized_keys")).unwrap();
     fs::create_dir(rescue.path("bin")).unwrap();
     rescue.lsblk(json!([]));
-    let port = free_port();
+    let port = crate::free_port();
     let config = format!(
         "Port {port}\nListenAddress 127.0.0.1\nHostKey {dir}/host_key\nPidFile none\n\
          AuthorizedKeysFile {dir}/authorized_keys\nStrictModes no\nUsePAM no\n\

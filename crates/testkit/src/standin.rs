@@ -87,7 +87,7 @@ impl Drop for StandIn {
 /// The Scaleway stand-in's command (`scaleway_api.py`, checking every request against the
 /// shared OpenAPI specs, its objects shaped like the shared recordings), writing its port to
 /// `port_file` and logging each request to `log`; the caller adds its own arguments.
-pub fn scaleway_api(
+fn scaleway_api(
     shared: &Path,
     port_file: &Path,
     log: &Path,

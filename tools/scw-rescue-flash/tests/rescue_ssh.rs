@@ -12,14 +12,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
 
-use scaleway::http::HttpRequest;
-use scaleway::{Transport, UreqTransport};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use testkit::free_port;
 use testkit::http::{Reply, Server};
-use testkit::sshd::{Rescue, Sshd, free_port, rescue, script};
+use testkit::sshd::{Rescue, Sshd, rescue, script};
 
 const SECRET: &str = "33333333-3333-4333-8333-333333333333";
 const PROJECT: &str = "22222222-2222-4222-8222-222222222222";
@@ -59,15 +57,14 @@ struct Api {
 impl Api {
     fn start(test: &str, rescue: &Rescue, tags: &[&str]) -> Option<Api> {
         let shared = testkit::workspace::shared_dir(test)?;
-        let port_file = rescue.path("api-port");
-        let log = rescue.path("api.jsonl");
-        let mut command =
-            testkit::standin::scaleway_api(&shared, &port_file, &log, SECRET, PROJECT);
-        command
-            .arg("--rescue-dir")
-            .arg(rescue.dir.path())
-            .args(["--rescue-user", &rescue.user]);
-        let stand_in = testkit::standin::StandIn::start(&mut command, &port_file);
+        let stand_in = testkit::standin::scaleway_with_rescue(
+            &shared,
+            rescue.dir.path(),
+            SECRET,
+            PROJECT,
+            rescue,
+        );
+        let log = rescue.path("requests.jsonl");
         let mut api = Api {
             url: stand_in.url(),
             _stand_in: stand_in,
@@ -89,26 +86,17 @@ impl Api {
         Some(api)
     }
 
-    fn control(&self, method: &'static str, path: &str, body: Option<Value>) -> Value {
-        let response = UreqTransport::new(Duration::from_secs(30))
-            .send(&HttpRequest {
-                method,
-                url: format!("{}/__standin/{path}", self.url),
-                headers: vec![("Content-Type".into(), "application/json".into())],
-                body: body.map(|b| b.to_string().into_bytes()),
-            })
-            .unwrap();
-        assert_eq!(response.status, 200, "{path}");
-        serde_json::from_slice(&response.body).unwrap()
+    fn control(&self, path: &str, body: Option<Value>) -> Value {
+        testkit::scaleway::control(&self.url, path, body.as_ref())
     }
 
     fn seed(&self, body: Value) -> Value {
-        self.control("POST", "seed", Some(body))
+        self.control("seed", Some(body))
     }
 
     /// The server as the API holds it now.
     fn server(&self) -> Value {
-        let state = self.control("GET", "state", None);
+        let state = self.control("state", None);
         state["bm_servers"]
             .as_array()
             .unwrap()
@@ -762,7 +750,6 @@ fn a_start_answered_502_after_it_took_effect_is_not_sent_again() {
     // Each start is done, then answered 502 (a gateway that gave up while the API acted): the
     // server is found starting in the boot asked for, and the start is not repeated.
     api.control(
-        "POST",
         "faults",
         Some(
             json!([{"method": "POST", "path": "/start$", "kind": "status", "status": 502,

@@ -563,15 +563,6 @@ fn timed_out(port: u16, after: &str, needles: &[&str]) -> std::process::Output {
     out
 }
 
-/// A port on 127.0.0.1 where nothing listens (bound, then released).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -812,7 +803,7 @@ fn a_running_pod_that_becomes_ready_is_waited_for_through_one_watch() {
 #[test]
 fn an_api_server_that_refuses_connections_at_first_is_waited_for() {
     // A port with nobody listening: connections are refused until the stand-in starts there.
-    let port = free_port();
+    let port = testkit::free_port();
     let dir = tempfile::tempdir().unwrap();
     let mut running =
         testkit::process::Running::spawn(&mut wait_ready(&dir, port, &["--timeout", "5m"]));
@@ -839,7 +830,7 @@ fn an_api_server_that_refuses_connections_at_first_is_waited_for() {
 
 #[test]
 fn an_api_server_that_never_answers_is_reported_at_the_deadline() {
-    timed_out(free_port(), "2s", &["never listed the nodes"]);
+    timed_out(testkit::free_port(), "2s", &["never listed the nodes"]);
 }
 
 #[test]
