@@ -35,10 +35,11 @@ fn job_account() -> (String, String) {
     )
 }
 
-/// The edge, and the job's credentials, once the server enforces the policy.
+/// The edge, and the job's credentials and namespace, once the server enforces the policy.
 struct Job {
     edge: &'static Edge,
     account: ServiceAccount,
+    namespace: String,
 }
 
 /// The policy takes effect once the API server's admission plugin has loaded it (informers, a
@@ -52,6 +53,7 @@ fn job(test: &str) -> Option<&'static Job> {
         let job = Job {
             edge,
             account: edge.plane.service_account(&namespace, &name),
+            namespace,
         };
         testkit::eventually("the policy to refuse the job's change of spec.url", || {
             let out = job.patch(&json!({"spec": {"url": "oci://example.org/other@sha256:0"}}));
@@ -66,7 +68,10 @@ fn job(test: &str) -> Option<&'static Job> {
 impl Job {
     /// A merge patch of the plugin by the job, as a server-side dry run.
     fn patch(&self, patch: &Value) -> Output {
-        testkit::process::run_with_stdin(self.account.kubectl().args(dry_run_patch(patch)), b"")
+        testkit::process::run_with_stdin(
+            self.account.kubectl().args(self.dry_run_patch(patch)),
+            b"",
+        )
     }
 
     /// The policy's messages in the server's refusal of `patch`, by the job.
@@ -87,8 +92,7 @@ impl Job {
 
     /// The plugin as stored.
     fn plugin(&self) -> Value {
-        let (namespace, _) = job_account();
-        let ns = format!("--namespace={namespace}");
+        let ns = format!("--namespace={}", self.namespace);
         let out = kubectl(
             self.edge.plane,
             &["get", "wasmplugin", "pow-filter", &ns, "--output=json"],
@@ -96,21 +100,20 @@ impl Job {
         );
         serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap()
     }
-}
 
-/// kubectl's arguments for a merge patch of the plugin, as a server-side dry run: it goes
-/// through authorisation and admission, and nothing is stored.
-fn dry_run_patch(patch: &Value) -> Vec<String> {
-    let (namespace, _) = job_account();
-    vec![
-        "patch".to_owned(),
-        "wasmplugin".to_owned(),
-        "pow-filter".to_owned(),
-        format!("--namespace={namespace}"),
-        "--type=merge".to_owned(),
-        "--dry-run=server".to_owned(),
-        format!("--patch={patch}"),
-    ]
+    /// kubectl's arguments for a merge patch of the plugin, as a server-side dry run: it goes
+    /// through authorisation and admission, and nothing is stored.
+    fn dry_run_patch(&self, patch: &Value) -> Vec<String> {
+        vec![
+            "patch".to_owned(),
+            "wasmplugin".to_owned(),
+            "pow-filter".to_owned(),
+            format!("--namespace={}", self.namespace),
+            "--type=merge".to_owned(),
+            "--dry-run=server".to_owned(),
+            format!("--patch={patch}"),
+        ]
+    }
 }
 
 /// `pluginConfig.lists` as lists-refresh publishes it.
@@ -136,7 +139,7 @@ fn the_job_may_publish_the_first_lists_then_new_ones() {
     ] {
         // What lists-refresh sends: a server-side apply of the lists alone, as its field
         // manager, taking them over.
-        let (namespace, _) = job_account();
+        let namespace = &job.namespace;
         let apply = json!({
             "apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
             "metadata": {"name": "pow-filter", "namespace": namespace},
@@ -245,7 +248,7 @@ fn the_policy_binds_the_job_only() {
         return;
     };
     // The operator's own change, and another identity with every right, go through (dry run).
-    let (namespace, _) = job_account();
+    let namespace = &job.namespace;
     let patch = json!({"spec": {"url": "oci://registry.example/pow:next"}});
     for identity in [
         vec![],
@@ -254,7 +257,7 @@ fn the_policy_binds_the_job_only() {
             "--as-group=system:masters".to_owned(),
         ],
     ] {
-        let mut args = dry_run_patch(&patch);
+        let mut args = job.dry_run_patch(&patch);
         args.extend(identity);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = kubectl(job.edge.plane, &args, "");
