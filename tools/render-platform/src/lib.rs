@@ -708,23 +708,13 @@ pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
         return Err(("cilium.hubble.ui", "needs cilium.hubble.relay".into()));
     }
     let class = &platform.istio.gateway_class;
-    if !is_dns_label(class) {
+    if !pop_common::records::is_dns_label(class) {
         return Err((
             "istio.gateway_class",
             format!("`{class}` is not a Kubernetes object name (lower-case DNS label)"),
         ));
     }
     Ok(())
-}
-
-pub(crate) fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
 }
 
 /// The edge profile's values of one Helm component for a checked config (pure).

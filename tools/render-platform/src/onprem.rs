@@ -277,7 +277,7 @@ pub fn load(path: &Path) -> Result<OnpremConfig, InputError> {
 
 /// The rules the types cannot say; `Err((field, why))`.
 pub fn check(config: &OnpremConfig) -> Result<(), (&'static str, String)> {
-    if !crate::is_dns_label(&config.cluster_name) {
+    if !pop_common::records::is_dns_label(&config.cluster_name) {
         return Err((
             "cluster_name",
             format!("`{}` is not a lower-case DNS label", config.cluster_name),
@@ -357,14 +357,16 @@ pub fn check(config: &OnpremConfig) -> Result<(), (&'static str, String)> {
             "must be the user's name without `client.` (ceph-csi adds it)".into(),
         ));
     }
-    if !is_dns_name(&config.dns.domain) {
+    if !pop_common::records::is_host_name(&config.dns.domain) {
         return Err((
             "dns.domain",
             format!("`{}` is not a DNS name", config.dns.domain),
         ));
     }
     let host = &config.smoke_test.host;
-    if !is_dns_name(host) || !host.ends_with(&format!(".{}", config.dns.domain)) {
+    if !pop_common::records::is_host_name(host)
+        || !host.ends_with(&format!(".{}", config.dns.domain))
+    {
         return Err((
             "smoke_test.host",
             format!(
@@ -391,10 +393,6 @@ pub fn check(config: &OnpremConfig) -> Result<(), (&'static str, String)> {
 fn is_host_port(text: &str) -> bool {
     text.rsplit_once(':')
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
-}
-
-fn is_dns_name(name: &str) -> bool {
-    name.len() <= 253 && name.contains('.') && name.split('.').all(crate::is_dns_label)
 }
 
 /// The labels on every object this profile renders.

@@ -71,7 +71,7 @@ impl InfraConfig {
 
     pub fn check(&self, path: &Path) -> Result<(), InputError> {
         let field = |name: &str, message: String| InputError::field(path, name, message);
-        if !is_label(&self.cluster_name) {
+        if !pop_common::records::is_dns_label(&self.cluster_name) {
             return Err(field(
                 "cluster_name",
                 format!(
@@ -81,13 +81,22 @@ impl InfraConfig {
             ));
         }
         pop_common::records::check_zone(&self.zone).map_err(|message| field("zone", message))?;
-        if !self.dns_zone.split('.').all(is_label) || !self.dns_zone.contains('.') {
+        if !self
+            .dns_zone
+            .split('.')
+            .all(pop_common::records::is_dns_label)
+            || !self.dns_zone.contains('.')
+        {
             return Err(field(
                 "dns_zone",
                 format!("`{}` is not a DNS name", self.dns_zone),
             ));
         }
-        if !self.api_hostname.split('.').all(is_label) {
+        if !self
+            .api_hostname
+            .split('.')
+            .all(pop_common::records::is_dns_label)
+        {
             return Err(field(
                 "api_hostname",
                 format!("`{}` is not a host name", self.api_hostname),
@@ -126,7 +135,7 @@ impl InfraConfig {
         if self.control_plane.instance_type.is_empty() {
             return Err(field("control_plane.instance_type", "is empty".into()));
         }
-        if !is_label(&self.worker.name) {
+        if !pop_common::records::is_dns_label(&self.worker.name) {
             return Err(field(
                 "worker.name",
                 format!("`{}` is not a host name", self.worker.name),
@@ -145,14 +154,16 @@ impl InfraConfig {
             ));
         }
         for (i, name) in self.edge_hostnames.iter().enumerate() {
-            if name != "@" && !name.split('.').all(is_label) {
+            if name != "@" && !name.split('.').all(pop_common::records::is_dns_label) {
                 return Err(field(
                     &format!("edge_hostnames[{i}]"),
                     format!("`{name}` is not a host name (or `@`)"),
                 ));
             }
         }
-        if !is_label(&self.registry_namespace) || self.registry_namespace.len() < 4 {
+        if !pop_common::records::is_dns_label(&self.registry_namespace)
+            || self.registry_namespace.len() < 4
+        {
             return Err(field(
                 "registry_namespace",
                 format!(
@@ -168,15 +179,6 @@ impl InfraConfig {
     pub fn region(&self) -> &str {
         self.zone.rsplit_once('-').map_or(&self.zone, |(r, _)| r)
     }
-}
-
-fn is_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 fn expand_home(path: &str, home: Option<&str>) -> PathBuf {

@@ -14,7 +14,9 @@ mod scaleway_names;
 pub mod server_tags;
 mod tag;
 
-pub use node_fields::{InvalidValue, check_host_name, check_install_disk};
+pub use node_fields::{
+    InvalidValue, check_host_name, check_install_disk, is_dns_label, is_host_name,
+};
 pub use node_inventory::{
     NODE_INVENTORY_VERSION, Node, NodeFailure, NodeFailures, NodeInventory, NodeKind, NodeRole,
     StepNodes, StepTodo, steps,

@@ -37,18 +37,26 @@ pub fn check_install_disk(value: &str) -> Result<(), InvalidValue> {
     }
 }
 
-/// A DNS host name: dot-separated labels of 1 to 63 lowercase letters, digits and `-`, none
-/// starting or ending with `-`, at least two labels, at most 253 bytes.
+/// A DNS label as the project writes names: 1 to 63 lowercase letters, digits and `-`, not
+/// starting or ending with `-`.
+pub fn is_dns_label(label: &str) -> bool {
+    !label.is_empty()
+        && label.len() <= 63
+        && !label.starts_with('-')
+        && !label.ends_with('-')
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// A DNS host name: dot-separated [`is_dns_label`] labels, at least two, at most 253 bytes.
+pub fn is_host_name(value: &str) -> bool {
+    value.len() <= 253 && value.contains('.') && value.split('.').all(is_dns_label)
+}
+
+/// [`is_host_name`], or why not.
 pub fn check_host_name(value: &str) -> Result<(), InvalidValue> {
-    let label = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    };
-    if value.len() <= 253 && value.contains('.') && value.split('.').all(label) {
+    if is_host_name(value) {
         Ok(())
     } else {
         Err(InvalidValue {
