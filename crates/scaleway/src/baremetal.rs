@@ -86,10 +86,6 @@ pub struct RescueServer {
 pub struct RescuePassword(String);
 
 impl RescuePassword {
-    pub fn new(value: impl Into<String>) -> Self {
-        RescuePassword(value.into())
-    }
-
     pub fn expose(&self) -> &str {
         &self.0
     }

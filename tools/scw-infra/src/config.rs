@@ -103,7 +103,7 @@ impl InfraConfig {
             ));
         }
         // The API host goes into the control planes' certificate SANs (a Talos patch).
-        let api_host = format!("{}.{}", self.api_hostname, self.dns_zone);
+        let api_host = self.api_host();
         pop_common::records::check_host_name(&api_host)
             .map_err(|e| field("api_hostname", format!("with dns_zone, {e}")))?;
         let expected = format!("https://{api_host}:6443");
@@ -173,6 +173,11 @@ impl InfraConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The cluster API's host name: `<api_hostname>.<dns_zone>`.
+    pub fn api_host(&self) -> String {
+        format!("{}.{}", self.api_hostname, self.dns_zone)
     }
 
     /// The region of the zone (`fr-par-1` -> `fr-par`).

@@ -28,9 +28,8 @@ impl InventoryFile {
 }
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
-/// endpoint's host (for the certificate SANs), the worker's install disk and name (its Kubernetes
-/// node name), the Image Factory schematic its offer needs (checked against the pin) and its
-/// installer, the SSH private key; with an inventory, the public IPv4 of the first control plane
+/// endpoint's host (for the certificate SANs), the worker's install disk, the Image Factory
+/// schematic its offer needs (checked against the pin) and its installer, the SSH private key; with an inventory, the public IPv4 of the first control plane
 /// (where etcd is bootstrapped), of every control plane (comma separated: where etcd is looked
 /// for, and the endpoints `make down` goes through) and of the worker (what `make down` shuts
 /// down through Talos's API).
@@ -43,12 +42,8 @@ pub fn names(
     let mut pairs = vec![
         ("CLUSTER_NAME", config.cluster_name.clone()),
         ("CLUSTER_ENDPOINT", config.cluster_endpoint.clone()),
-        (
-            "API_HOST",
-            format!("{}.{}", config.api_hostname, config.dns_zone),
-        ),
+        ("API_HOST", config.api_host()),
         ("INSTALL_DISK", config.worker.install_disk.clone()),
-        ("WORKER_NAME", config.worker.name.clone()),
         (
             "WORKER_INSTALLER_IMAGE",
             talos::metal_installer(&talos::PINS, &schematic)?,

@@ -144,10 +144,7 @@ pub fn placeholders(
 ) -> Result<BTreeMap<&'static str, String>, InputError> {
     let schematic = worker_schematic(config, config_path, pins)?;
     Ok(BTreeMap::from([
-        (
-            "API_HOSTNAME",
-            format!("{}.{}", config.api_hostname, config.dns_zone),
-        ),
+        ("API_HOSTNAME", config.api_host()),
         ("INSTALL_DISK", config.worker.install_disk.clone()),
         ("WORKER_NAME", config.worker.name.clone()),
         ("WORKER_INSTALLER_IMAGE", metal_installer(pins, &schematic)?),
