@@ -122,18 +122,13 @@ impl S3<'_> {
             s3: self,
             path: &path,
             key,
-            upload_query: format!("uploadId={}", sigv4::uri_encode(&upload_id, false)),
+            upload_query: upload_query(&upload_id),
             file: &handle,
             file_name: file,
             part_size: part_size as u64,
             total,
             parts,
-            progress: Mutex::new(Acknowledged {
-                total,
-                parts,
-                bytes: 0,
-                count: 0,
-            }),
+            progress: Mutex::new(Acknowledged::default()),
         };
         let result = upload
             .send_parts(how.parallel)
@@ -165,8 +160,7 @@ impl S3<'_> {
 
     /// AbortMultipartUpload; an upload already gone (an abort repeated after a cut) is aborted.
     fn abort(&self, path: &str, upload_id: &str) -> Result<(), S3Error> {
-        let query = format!("uploadId={}", sigv4::uri_encode(upload_id, false));
-        match self.call("DELETE", path, &query, Vec::new()) {
+        match self.call("DELETE", path, &upload_query(upload_id), Vec::new()) {
             Ok(_) | Err(S3Error::Status { status: 404, .. }) => Ok(()),
             Err(err) => Err(err),
         }
@@ -272,7 +266,16 @@ impl Upload<'_, '_> {
             .to_owned();
         // Logged under the lock, so that the lines on stderr only ever go up.
         let mut progress = lock(&self.progress);
-        let line = progress.add(len);
+        progress.bytes += len;
+        progress.count += 1;
+        let line = format!(
+            "{:>3}% acknowledged ({} of {} MiB, {} of {} parts)",
+            progress.bytes * 100 / self.total.max(1),
+            progress.bytes >> 20,
+            self.total >> 20,
+            progress.count,
+            self.parts
+        );
         pop_common::info!("upload {}: {line}", self.key);
         drop(progress);
         Ok(etag)
@@ -301,28 +304,15 @@ impl Upload<'_, '_> {
 
 /// What Object Storage has acknowledged of an upload: a part counts once its PUT is answered with
 /// its ETag, never when it is read or being sent.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Acknowledged {
-    total: u64,
-    parts: u64,
     bytes: u64,
     count: u64,
 }
 
-impl Acknowledged {
-    /// Counts one more part of `bytes` and says where the upload stands.
-    fn add(&mut self, bytes: u64) -> String {
-        self.bytes += bytes;
-        self.count += 1;
-        format!(
-            "{:>3}% acknowledged ({} of {} MiB, {} of {} parts)",
-            self.bytes * 100 / self.total.max(1),
-            self.bytes >> 20,
-            self.total >> 20,
-            self.count,
-            self.parts
-        )
-    }
+/// `uploadId=<id>`, encoded: the query of every call on one multipart upload.
+fn upload_query(upload_id: &str) -> String {
+    format!("uploadId={}", sigv4::uri_encode(upload_id, false))
 }
 
 /// A lock that a panicked thread left poisoned still guards plain data: take it.
