@@ -407,15 +407,16 @@ fn apply_one(
             }
             answered => Ok(Some(answered)),
         })?;
-    let never = |reason: String| ApplyError::NeverAnswered {
-        address,
-        tries: config.boot.tries,
-        interval: config.boot.interval.as_secs(),
-        reason,
-    };
     let pin = match first {
-        None => return Err(never(last)),
-        Some(Probe::Unreachable(reason)) => return Err(never(reason)),
+        // The look above never stops on an unreachable node: it only runs out of tries.
+        None | Some(Probe::Unreachable(_)) => {
+            return Err(ApplyError::NeverAnswered {
+                address,
+                tries: config.boot.tries,
+                interval: config.boot.interval.as_secs(),
+                reason: last,
+            });
+        }
         Some(Probe::PinMismatch { fingerprint }) => {
             return Err(ApplyError::PinMismatch {
                 address,
