@@ -175,7 +175,7 @@ fn failed(out: &Output, code: i32, needles: &[&str]) -> String {
     stderr
 }
 
-fn mode(path: &Path) -> u32 {
+pub(crate) fn mode(path: &Path) -> u32 {
     fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
@@ -656,13 +656,16 @@ fn recording_tool(bin: &Path, name: &str, log: &Path, inventory: &Path) {
     } else {
         "cat".to_owned()
     };
-    let script = format!(
+    testkit::sshd::script(&bin.join(name), &recording_script(name, log, &body));
+}
+
+/// A bash script that appends `name`, whether the Scaleway secret reached it, and its
+/// arguments, tab-separated, to `log`, then runs `body`.
+pub(crate) fn recording_script(name: &str, log: &Path, body: &str) -> String {
+    format!(
         "#!/bin/bash\nprintf '%s\\t%s\\t%s\\n' {name} \"${{SCW_SECRET_KEY:+secret}}\" \"$*\" >> {log}\n{body}\n",
         log = log.display()
-    );
-    let path = bin.join(name);
-    fs::write(&path, script).unwrap();
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    )
 }
 
 #[test]

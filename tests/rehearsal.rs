@@ -29,7 +29,6 @@
 //! naming the file and changes nothing.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -44,6 +43,7 @@ use testkit::istiod::{self, Istiod};
 use testkit::process::text;
 use testkit::scaleway::{control, mutations};
 
+use crate::infra_pipeline::{mode, recording_script};
 use crate::teardown::{first, talosctl_on};
 
 const SECRET: &str = "5c4b3a29-1807-4f6e-9d5c-4b3a29180706";
@@ -198,24 +198,21 @@ impl Stage {
         // sshd's port and to look again at once (the stand-in's server changes state at each
         // look); talos-apply-insecure hands the inventory on unchanged.
         let log = path("node-tools.log");
-        let record = |tool: &str| {
-            format!(
-                "#!/bin/bash\nprintf '%s\\t%s\\t%s\\n' {tool} \"${{SCW_SECRET_KEY:+secret}}\" \"$*\" >> {}\n",
-                log.display()
-            )
-        };
         testkit::sshd::script(
             &bin.join("scw-rescue-flash"),
-            &format!(
-                "{}exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"\n",
-                record("scw-rescue-flash"),
-                testkit::workspace::bin("scw-rescue-flash").display(),
-                sshd.port
+            &recording_script(
+                "scw-rescue-flash",
+                &log,
+                &format!(
+                    "exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"",
+                    testkit::workspace::bin("scw-rescue-flash").display(),
+                    sshd.port
+                ),
             ),
         );
         testkit::sshd::script(
             &bin.join("talos-apply-insecure"),
-            &format!("{}cat\n", record("talos-apply-insecure")),
+            &recording_script("talos-apply-insecure", &log, "cat"),
         );
         std::os::unix::fs::symlink(testkit::standin::path("talosctl"), path("bin/talosctl"))
             .unwrap();
@@ -390,10 +387,6 @@ fn example(name: &str) -> Value {
 
 fn sha256(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
-}
-
-fn mode(path: &Path) -> u32 {
-    fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
 /// A 1 MiB raw disk image (zeros and one marked block) compressed by the zstd command.
