@@ -786,6 +786,10 @@ impl Job<'_> {
         if flashed_tag(&before) == Some(wanted.as_str()) {
             return Ok(Flashed::AlreadyTagged);
         }
+        // Checked before anything changes: without a key, the rescue system would lock us out.
+        if self.key_ids.is_empty() {
+            return Err(FlashError::NoKeys);
+        }
         // A worker that runs an image of ours (its tag, written once it proved ours; or a config
         // applied over the image recorded) is a live node: a new image would wipe it.
         let running = flashed_tag(&before).map(str::to_owned).or_else(|| {
@@ -814,10 +818,6 @@ impl Job<'_> {
                 api.set_tags(zone, id, &with_flashed_tag(&before, None))?;
             }
         }
-        if self.key_ids.is_empty() {
-            return Err(FlashError::NoKeys);
-        }
-
         self.boot_into(node, BootType::Rescue, &self.key_ids)?;
         let answered = self.poll().until(self.sleeper, |attempt| {
             if rescue::answers(address, config.timeout.min(Duration::from_secs(10))) {

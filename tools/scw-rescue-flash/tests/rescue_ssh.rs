@@ -522,6 +522,20 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
     assert_eq!(kept["nodes"][1]["steps"]["image_flashed"], old);
     assert!(api.mutations().is_empty());
 
+    // Asked, but with no key the rescue system would take: refused before anything changes, the
+    // tag of the running image included.
+    let keyless = api.inventory_with_keys(
+        &format!(r#"{{"image_flashed": "{old}", "config_applied": "sha256:11"}}"#),
+        &[],
+    );
+    let out = flash(&rescue, sshd.port, &api, &image, &keyless, &["--reflash"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for needle in ["no SSH key id for the rescue system", "nothing was done"] {
+        assert!(stderr(&out).contains(needle), "{}", stderr(&out));
+    }
+    assert!(api.mutations().is_empty());
+    assert_eq!(api.server()["tags"], json!(tags));
+
     // Asked explicitly: the tag goes first, then the node is wiped and flashed; its config is
     // forgotten (it is in maintenance mode again).
     let out = flash(&rescue, sshd.port, &api, &image, &applied, &["--reflash"]);
