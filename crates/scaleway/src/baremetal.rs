@@ -79,23 +79,8 @@ pub struct RescueServer {
     pub password: RescuePassword,
 }
 
-/// The rescue password: no `Display`, a redacted `Debug`; read only through
-/// [`RescuePassword::expose`], where it is written to `sudo -S`'s standard input.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct RescuePassword(String);
-
-impl RescuePassword {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for RescuePassword {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RescuePassword(<redacted>)")
-    }
-}
+/// The rescue password: written only to `sudo -S`'s standard input.
+pub type RescuePassword = crate::creds::Secret;
 
 /// `scaleway.baremetal.v1.Server`: what the tools read of it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

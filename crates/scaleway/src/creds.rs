@@ -22,27 +22,32 @@ use serde::Deserialize;
 /// The public API, when neither the profile nor `SCW_API_URL` names another.
 pub const DEFAULT_API_URL: &str = "https://api.scaleway.com";
 
-/// The secret key of an API key: never printed, logged or shown by `Debug`.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
+/// A secret the API hands out or takes (an API key's secret key, a rescue password): no
+/// `Display`, a redacted `Debug`, read only through [`Secret::expose`] where it is sent.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
-pub struct SecretKey(String);
+pub struct Secret(String);
 
-impl SecretKey {
-    pub fn new(value: impl Into<String>) -> SecretKey {
-        SecretKey(value.into())
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
     }
 
-    /// The value, for the one place that sends it (the `X-Auth-Token` header).
+    /// The value, for the one place that sends it (the `X-Auth-Token` header, SigV4's key, or
+    /// `sudo -S`'s standard input).
     pub fn expose(&self) -> &str {
         &self.0
     }
 }
 
-impl fmt::Debug for SecretKey {
+impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SecretKey(<redacted>)")
+        f.write_str("Secret(<redacted>)")
     }
 }
+
+/// The secret key of an API key: never printed, logged or shown by `Debug`.
+pub type SecretKey = Secret;
 
 /// One profile of the config file (the root keys, or one entry of `profiles:`). Keys the file
 /// may hold that this tool does not use (`send_telemetry`, `s3_*`) are ignored.
@@ -232,7 +237,7 @@ pub fn resolve(
         "SCALEWAY_TOKEN",
         "SCALEWAY_ACCESS_KEY",
     ])?
-    .map(SecretKey)
+    .map(Secret)
     .or(profile.secret_key)
     .ok_or_else(|| missing("secret key", "SCW_SECRET_KEY", "secret_key"))?;
     let project_id = var("SCW_DEFAULT_PROJECT_ID")?
