@@ -168,37 +168,6 @@ impl StandIn {
         .env("EDGEPOP_LOG", "debug");
         command
     }
-
-    /// Runs scw-infra `args` reading its stderr as it comes: `on_line` sees each line first.
-    fn scw_watched(&self, args: &[&str], mut on_line: impl FnMut(&str)) -> Output {
-        use std::io::BufRead;
-        let mut child = self
-            .scw_command(args, SECRET)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut stdout, &mut bytes).unwrap();
-            bytes
-        });
-        let mut stderr = Vec::new();
-        for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
-            let line = line.unwrap();
-            on_line(&line);
-            stderr.extend_from_slice(line.as_bytes());
-            stderr.push(b'\n');
-        }
-        let out = Output {
-            status: child.wait().unwrap(),
-            stdout: reader.join().unwrap(),
-            stderr,
-        };
-        assert_not_shown(&out, &[SECRET]);
-        out
-    }
 }
 
 /// Checks that none of `secrets` shows in the run's stdout or stderr.
@@ -1178,24 +1147,25 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
                       "hold_until": "(^|&)signal=first-progress-read(&|$)", "count": 2}]),
         ),
     );
-    let mut progress = Vec::new();
-    let out = s.scw_watched(&talos.apply_args(digest), |line| {
-        if let Some((_, p)) = line.split_once("% acknowledged ") {
-            if progress.is_empty() {
-                control(
-                    &s.s3.url(),
-                    "signal",
-                    Some(&json!({"name": "first-progress-read"})),
-                );
-            }
-            progress.push(p.to_owned());
-        }
-    });
+    let mut run =
+        testkit::process::Running::spawn(&mut s.scw_command(&talos.apply_args(digest), SECRET));
+    run.wait_for_line("% acknowledged ");
+    control(
+        &s.s3.url(),
+        "signal",
+        Some(&json!({"name": "first-progress-read"})),
+    );
+    let out = run.finish();
+    assert_not_shown(&out, &[SECRET]);
     ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let progress: Vec<&str> = stderr
+        .lines()
+        .filter_map(|line| Some(line.split_once("% acknowledged ")?.1))
+        .collect();
     assert_eq!(progress[0], "(2 of 12 MiB, 1 of 3 parts)", "{stderr}");
     assert_eq!(
-        progress.last().map(String::as_str),
+        progress.last().copied(),
         Some("(12 of 12 MiB, 3 of 3 parts)"),
         "{stderr}"
     );
