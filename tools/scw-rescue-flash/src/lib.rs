@@ -188,18 +188,27 @@ impl ImageUrl {
                 ImageUrl::shown_of(url)
             ));
         }
-        let loopback = [
-            "http://127.0.0.1:",
-            "http://127.0.0.1/",
-            "http://[::1]:",
-            "http://localhost:",
-        ]
-        .iter()
-        .any(|prefix| url.starts_with(prefix));
-        if !url.starts_with("https://") && !loopback {
-            return Err(format!(
-                "--image-url `{}`: https only (a download over http could be anything)",
-                ImageUrl::shown_of(url)
+        let refused = |why: &str| format!("--image-url `{}`: {why}", ImageUrl::shown_of(url));
+        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+        let authority = rest.split(['/', '?']).next().unwrap_or_default();
+        // Userinfo would let `http://127.0.0.1:x@elsewhere/` read as loopback; an image URL
+        // never needs it (a presigned URL signs in its query string).
+        if authority.contains('@') {
+            return Err(refused(
+                "no user or password before the host (`user:secret@`)",
+            ));
+        }
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split_once(']').map_or(authority, |(address, _)| address),
+            None => authority.split(':').next().unwrap_or_default(),
+        };
+        if host.is_empty() {
+            return Err(refused("no host"));
+        }
+        let loopback = scheme == "http" && ["127.0.0.1", "::1", "localhost"].contains(&host);
+        if scheme != "https" && !loopback {
+            return Err(refused(
+                "https only (a download over http could be anything)",
             ));
         }
         Ok(ImageUrl {
@@ -1276,6 +1285,12 @@ mod tests {
             ("https://x/a b", "no quotes"),
             ("https://x/img[1-9].zst", "glob"),
             ("https://x/{a,b}.zst", "glob"),
+            // A loopback host only by its prefix: the host is after the `@`.
+            ("http://127.0.0.1:x@evil.example/i.zst", "user or password"),
+            ("http://localhost:80@evil.example/i.zst", "user or password"),
+            ("https://user:secret@b.example/i.zst", "user or password"),
+            ("http://127.0.0.1.evil.example/i.zst", "https only"),
+            ("https:///i.zst", "no host"),
         ] {
             let cli = Cli::parse_from(["t", "--image", "i", "--image-url", url]);
             let err = resolve(cli, &env()).unwrap_err().to_string();
