@@ -320,9 +320,13 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     let (common, action) = match cli.command {
         Command::Credentials => return Ok(Config::Credentials(scaleway::creds::load(env)?)),
         Command::Names { config, inventory } => {
+            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
             return Ok(Config::Names {
-                config: InfraConfig::load(&config, env.non_empty("HOME"))?,
-                inventory: inventory.as_deref().map(InventoryFile::read).transpose()?,
+                inventory: inventory
+                    .as_deref()
+                    .map(|path| InventoryFile::read_for(path, &infra, &config))
+                    .transpose()?,
+                config: infra,
                 config_path: config,
             });
         }
@@ -345,9 +349,10 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             )));
         }
         Command::PlatformInputs { config, inventory } => {
+            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
             return Ok(Config::PlatformInputs {
-                config: InfraConfig::load(&config, env.non_empty("HOME"))?,
-                inventory: InventoryFile::read(&inventory)?,
+                inventory: InventoryFile::read_for(&inventory, &infra, &config)?,
+                config: infra,
             });
         }
         Command::Apply {
@@ -394,12 +399,14 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                     s3::multipart::MAX_PARALLEL
                 )));
             }
+            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
             // A first run has no previous inventory: a missing file is no inventory.
             let previous = match previous {
-                Some(path) if path.exists() => Some(InventoryFile::read(&path)?),
+                Some(path) if path.exists() => {
+                    Some(InventoryFile::read_for(&path, &infra, &common.config)?)
+                }
                 _ => None,
             };
-            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
             let ssh_public_key = read_public_key(&common.config, &infra)?;
             let action = Action::Apply {
                 inputs: Box::new(ApplyInputs {

@@ -19,10 +19,41 @@ pub struct InventoryFile {
 }
 
 impl InventoryFile {
-    pub fn read(path: &Path) -> Result<InventoryFile, InputError> {
+    /// Reads the inventory at `path` and checks that it is the cluster of `config` (read from
+    /// `config_path`): an inventory that another cluster left in the same output folder would
+    /// otherwise lend its nodes to this cluster's commands (`make down` shutting them down).
+    pub fn read_for(
+        path: &Path,
+        config: &InfraConfig,
+        config_path: &Path,
+    ) -> Result<InventoryFile, InputError> {
+        let inventory: NodeInventory = pop_common::input::read_json(path)?;
+        for (field, theirs, ours) in [
+            (
+                "cluster_name",
+                &inventory.cluster_name,
+                &config.cluster_name,
+            ),
+            (
+                "cluster_endpoint",
+                &inventory.cluster_endpoint,
+                &config.cluster_endpoint,
+            ),
+        ] {
+            if theirs != ours {
+                return Err(InputError::field(
+                    path,
+                    field,
+                    format!(
+                        "`{theirs}`, where {} says `{ours}`: the inventory of another cluster (each cluster has its own output folder)",
+                        config_path.display()
+                    ),
+                ));
+            }
+        }
         Ok(InventoryFile {
             path: path.to_path_buf(),
-            inventory: pop_common::input::read_json(path)?,
+            inventory,
         })
     }
 }
@@ -129,4 +160,47 @@ fn public_addresses(inventory: &NodeInventory, role: NodeRole) -> Vec<IpAddr> {
             v4.into_iter().chain(v6)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    #[test]
+    fn an_inventory_of_another_cluster_is_refused_naming_both_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/infra.example.json");
+        let config = InfraConfig::load(&example, Some("/home/me")).unwrap();
+        let inventory = |name: &str, endpoint: &str| {
+            let path = dir.path().join(format!("{name}.json"));
+            let text = serde_json::json!({
+                "kind": "NodeInventory", "version": 2, "cluster_name": name,
+                "cluster_endpoint": endpoint, "ssh_key_ids": [], "nodes": []
+            });
+            std::fs::write(&path, text.to_string()).unwrap();
+            path
+        };
+        let ours = inventory(&config.cluster_name, &config.cluster_endpoint);
+        let file = InventoryFile::read_for(&ours, &config, &example).unwrap();
+        assert_eq!(file.inventory.cluster_name, config.cluster_name);
+        for (path, field) in [
+            (inventory("other", &config.cluster_endpoint), "cluster_name"),
+            (
+                inventory(&config.cluster_name, "https://api.other.example:6443"),
+                "cluster_endpoint",
+            ),
+        ] {
+            let err = InventoryFile::read_for(&path, &config, &example)
+                .unwrap_err()
+                .to_string();
+            for needle in [
+                path.display().to_string(),
+                example.display().to_string(),
+                format!("field `{field}`"),
+            ] {
+                assert!(err.contains(&needle), "`{needle}` not in {err}");
+            }
+        }
+    }
 }
