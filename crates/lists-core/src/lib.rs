@@ -6,12 +6,13 @@
 //!   Python's `ipaddress.collapse_addresses` gives.
 //! - [`list`]: the `PolicyList` record, its text form, the shrink check against the previous
 //!   list.
-//! - [`args`]: the flags both generators share.
+//! - [`args`]: the flags both generators share; [`formats`]: the input formats of each.
 //! - [`records`]: the `ListSources` and `PolicyList` records.
 
 pub mod args;
 pub mod cidr;
 pub mod error;
+pub mod formats;
 mod gzip;
 pub mod list;
 pub mod records;

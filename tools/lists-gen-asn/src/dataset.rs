@@ -5,23 +5,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-/// The IP-to-ASN dataset formats understood.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Iptoasn,
-    IpLocationDb,
-    Geolite2,
-}
-
-impl Format {
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Format::Iptoasn => "iptoasn TSV",
-            Format::IpLocationDb => "ip-location-db CSV",
-            Format::Geolite2 => "GeoLite2-ASN CSV",
-        }
-    }
-}
+pub use lists_core::formats::AsnFormat as Format;
 
 /// An inclusive range of one family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

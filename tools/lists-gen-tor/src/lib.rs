@@ -45,23 +45,7 @@ pub struct Cli {
     pub common: CommonArgs,
 }
 
-/// The Tor exit list formats understood.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Bulk,
-    ExitAddresses,
-    Onionoo,
-}
-
-impl Format {
-    fn label(self) -> &'static str {
-        match self {
-            Format::Bulk => "bulk exit list",
-            Format::ExitAddresses => "TorDNSEL exit-addresses",
-            Format::Onionoo => "Onionoo details",
-        }
-    }
-}
+pub use lists_core::formats::TorFormat as Format;
 
 /// The resolved configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

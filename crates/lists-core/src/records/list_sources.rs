@@ -41,6 +41,8 @@ use serde::{Deserialize, Serialize};
 
 use pop_common::records::{Kind, Problem, RecordKind, Version};
 
+use crate::formats::{self, AsnFormat, TorFormat};
+
 pub const LIST_SOURCES_VERSION: u32 = 1;
 
 /// The lists the refresh job regenerates.
@@ -172,6 +174,19 @@ impl ListSources {
                 }
                 _ => {}
             }
+            let refusal = list
+                .format
+                .as_deref()
+                .and_then(|format| match list.generator {
+                    ListGenerator::Asn => formats::refusal::<AsnFormat>(format),
+                    ListGenerator::Tor => formats::refusal::<TorFormat>(format),
+                });
+            if let Some(why) = refusal {
+                problems.push(Problem::new(
+                    at("format"),
+                    format!("{why} (what {} takes)", list.generator.command()),
+                ));
+            }
         }
         problems
     }
@@ -228,9 +243,9 @@ mod tests {
     #[test]
     fn broken_rules_are_each_named_with_their_field() {
         let bad = r#"{"kind":"ListSources","version":1,"max_shrink_percent":150,"lists":[
-            {"name":"Tor","generator":"tor","sources":["exits.txt"],"asns":[1]},
-            {"name":"hosting","generator":"asn","sources":[]},
-            {"name":"hosting","generator":"asn","sources":["/x"],"asns":[2]}]}"#;
+            {"name":"Tor","generator":"tor","sources":["exits.txt"],"asns":[1],"format":"Bulk"},
+            {"name":"hosting","generator":"asn","sources":[],"format":"bulk"},
+            {"name":"hosting","generator":"asn","sources":["/x"],"asns":[2],"format":"geolite2"}]}"#;
         let sources: ListSources = serde_json::from_str(bad).unwrap();
         let problems = pop_common::records::join_problems(&sources.problems());
         let fields: Vec<String> = sources.problems().into_iter().map(|p| p.field).collect();
@@ -241,8 +256,10 @@ mod tests {
                 "lists[0].name",
                 "lists[0].sources[0]",
                 "lists[0].asns",
+                "lists[0].format",
                 "lists[1].sources",
                 "lists[1].asns",
+                "lists[1].format",
                 "lists[2].name"
             ]
         );
@@ -251,6 +268,8 @@ mod tests {
             "lists[0].name: `Tor`",
             "lists[0].sources[0]: `exits.txt`",
             "lists[0].asns: a `tor` list takes no ASN",
+            "lists[0].format: `Bulk` is not one of bulk, exit-addresses, onionoo (what lists-gen-tor takes)",
+            "lists[1].format: `bulk` is not one of iptoasn, ip-location-db, geolite2",
             "lists[1].sources: at least one",
             "lists[1].asns: an `asn` list needs",
             "lists[2].name: `hosting` appears twice",
