@@ -202,8 +202,13 @@ impl Whose {
 /// Why a plan file is not carried out (nothing is deleted).
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    #[error("{}: {error}", path.display())]
-    File {
+    #[error("{}: cannot write: {error}", path.display())]
+    Write {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: cannot read: {error}", path.display())]
+    Read {
         path: PathBuf,
         error: std::io::Error,
     },
@@ -244,7 +249,7 @@ impl DestroyPlan {
     /// Writes the plan to `path` (replaced whole, once written): `whose` first, then one line
     /// per removal.
     pub fn write_file(&self, path: &Path, whose: &Whose) -> Result<(), PlanError> {
-        let fail = |error| PlanError::File {
+        let fail = |error| PlanError::Write {
             path: path.to_path_buf(),
             error,
         };
@@ -258,7 +263,7 @@ impl DestroyPlan {
 
     /// The plan of `path`, when it is one for `whose` (the cluster, project and zone of now).
     pub fn read_file(path: &Path, whose: &Whose) -> Result<DestroyPlan, PlanError> {
-        let text = std::fs::read_to_string(path).map_err(|error| PlanError::File {
+        let text = std::fs::read_to_string(path).map_err(|error| PlanError::Read {
             path: path.to_path_buf(),
             error,
         })?;

@@ -307,6 +307,12 @@ impl Report for Error {
             Error::Input(_) | Error::Credentials(_) | Error::Usage(_) => Exit::Usage,
             Error::Infra(err) => err.exit(),
             Error::Patches(talos::PatchError::Input(_)) => Exit::Usage,
+            // A --plan that cannot be read, is not a plan, or is another cluster's: bad input.
+            Error::Plan(
+                destroy::PlanError::Read { .. }
+                | destroy::PlanError::Format { .. }
+                | destroy::PlanError::NotThisCluster { .. },
+            ) => Exit::Usage,
             Error::Cancelled | Error::Output(_) | Error::Patches(_) | Error::Plan(_) => {
                 Exit::Failure
             }

@@ -1750,8 +1750,22 @@ fn destroy_carries_out_the_plan_file_it_showed_and_refuses_one_that_no_longer_ma
     let foreign_file = s.dir.path().join("foreign-plan.jsonl");
     std::fs::write(&foreign_file, foreign).unwrap();
     let out = s.scw(&["destroy", "--plan", foreign_file.to_str().unwrap(), "--yes"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not for cluster edge-par"));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    // So is a file that is no plan, or none: bad input, named.
+    let garbage = s.dir.path().join("garbage-plan.jsonl");
+    std::fs::write(&garbage, "garbage\n").unwrap();
+    let missing = s.dir.path().join("missing-plan.jsonl");
+    for (path, needle) in [(&garbage, "not a destroy plan"), (&missing, "cannot read")] {
+        let out = s.scw(&["destroy", "--plan", path.to_str().unwrap(), "--yes"]);
+        assert_eq!(out.status.code(), Some(2), "{}", path.display());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&path.display().to_string()) && stderr.contains(needle),
+            "{stderr}"
+        );
+    }
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
 
     // A new plan, carried out: exactly its resources are deleted, and the file is used up.
