@@ -209,12 +209,17 @@ nodes() {
   # scw-infra finds the nodes again from Scaleway (importing the control planes' image when it is
   # missing; giving each new control plane its config as user data, which Talos's Scaleway
   # platform reads at boot, so it never opens maintenance mode) and carries over, by server id,
-  # what the later steps recorded in the last inventory, so a re-run skips it. Each tool reads the inventory and writes it back enriched; the file is
-  # replaced only when the whole pipe succeeded (a failing tool still writes what it did, kept as
-  # inventory.partial). The worker's flashed tag is written last, once talos-apply-insecure has
-  # proved the node ours.
+  # what the later steps recorded in the last inventory, so a re-run skips it. Each tool reads
+  # the inventory and writes it back enriched; the file is replaced only when the whole pipe
+  # succeeded. A failing tool still writes what it did (inventory.partial): the next run keeps
+  # that aside as inventory.unfinished and carries it over first, so what a failed run flashed or
+  # configured is not done again. The worker's flashed tag is written last, once
+  # talos-apply-insecure has proved the node ours.
+  if [[ -s "$inventory.partial" ]]; then
+    mv "$inventory.partial" "$inventory.unfinished"
+  fi
   "$BIN/scw-infra" apply --config "$INFRA_CONFIG" --talos-version "$TALOS_VERSION" \
-      --previous "$inventory" \
+      --previous "$inventory.unfinished" --previous "$inventory" \
       --talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$control_plane_sha256" \
       --control-plane-config "$OUT/controlplane.yaml" \
     | "$BIN/scw-rescue-flash" --image "$metal" --disk "$INSTALL_DISK" --ssh-key "$SSH_PRIVATE_KEY" \
@@ -223,6 +228,7 @@ nodes() {
     | "$BIN/scw-rescue-flash" --tag-proven \
     > "$inventory.partial"
   mv "$inventory.partial" "$inventory"
+  rm -f "$inventory.unfinished"
 }
 
 # The plan of the nodes step's scw-infra apply, with the same pins and config (those there are:

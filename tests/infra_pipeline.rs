@@ -780,6 +780,104 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
 }
 
 #[test]
+fn a_failed_node_pipeline_keeps_what_it_did_and_the_next_run_carries_it_over_first() {
+    use sha2::{Digest, Sha256};
+    use testkit::http::{Reply, Server};
+    let test = "a_failed_node_pipeline_keeps_what_it_did";
+    let Some(env) = Env::new(test) else { return };
+    ok(&env.infra("configs", &[]));
+    let image = b"zstd image bytes".to_vec();
+    let factory = Server::start(vec![
+        Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
+        Reply::ok(image.clone()),
+    ])
+    .unwrap();
+    env.pin("TALOS_FACTORY_URL", &factory.url);
+    env.pin(
+        "TALOS_WORKER_IMAGE_SHA256",
+        &format!("{:x}", Sha256::digest(&image)),
+    );
+    env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &"c".repeat(64));
+    let bin = env.path("node-tools");
+    fs::create_dir_all(&bin).unwrap();
+    let log = env.path("node-tools.log");
+    let seen = env.path("previous-seen.log");
+    fs::write(env.path("scw-inventory.json"), inventory(11)).unwrap();
+    // scw-infra apply notes which of its --previous files exist, and what they hold, when it
+    // starts; the other commands are the real ones.
+    let scw_infra = format!(
+        "if [ \"$1\" = apply ]; then\n  while [ $# -gt 0 ]; do\n    if [ \"$1\" = --previous ]; then\n      if [ -s \"$2\" ]; then echo \"$2 $(sha256sum < \"$2\" | cut -c1-64)\"; else echo \"$2 none\"; fi >> {seen}\n    fi\n    shift\n  done\n  cat {inventory}\nelse exec {real} \"$@\"; fi",
+        seen = seen.display(),
+        inventory = env.path("scw-inventory.json").display(),
+        real = testkit::workspace::bin("scw-infra").display()
+    );
+    testkit::sshd::script(
+        &bin.join("scw-infra"),
+        &recording_script("scw-infra", &log, &scw_infra),
+    );
+    recording_tool(
+        &bin,
+        "scw-rescue-flash",
+        &log,
+        &env.path("scw-inventory.json"),
+    );
+    // talos-apply-insecure fails after writing what it did, as the node tools do.
+    let worked =
+        inventory(11).replace(r#""steps":{}"#, r#""steps":{"config_applied":"sha256:11"}"#);
+    assert_ne!(worked, inventory(11));
+    fs::write(env.path("worked.json"), &worked).unwrap();
+    testkit::sshd::script(
+        &bin.join("talos-apply-insecure"),
+        &recording_script(
+            "talos-apply-insecure",
+            &log,
+            &format!(
+                "cat > /dev/null; cat {}; exit 1",
+                env.path("worked.json").display()
+            ),
+        ),
+    );
+    let bin_dir = bin.display().to_string();
+    let out = env.infra("nodes", &[("BIN", &bin_dir)]);
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let inventory_file = env.out("inventory.json");
+    let partial = env.out("inventory.json.partial");
+    let unfinished = env.out("inventory.json.unfinished");
+    assert!(
+        !inventory_file.exists(),
+        "only a whole run writes the inventory"
+    );
+    assert_eq!(fs::read_to_string(&partial).unwrap(), worked);
+
+    // The next run succeeds: it read the failed run's record first, then the last inventory
+    // (none yet), and leaves only the new inventory.
+    recording_tool(
+        &bin,
+        "talos-apply-insecure",
+        &log,
+        &env.path("scw-inventory.json"),
+    );
+    ok(&env.infra("nodes", &[("BIN", &bin_dir)]));
+    let digest = format!("{:x}", Sha256::digest(worked.as_bytes()));
+    let said = fs::read_to_string(&seen).unwrap();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(
+        lines[lines.len() - 2..],
+        [
+            format!("{} {digest}", unfinished.display()),
+            format!("{} none", inventory_file.display())
+        ],
+        "{said}"
+    );
+    assert_eq!(fs::read_to_string(&inventory_file).unwrap(), inventory(11));
+    assert!(!unfinished.exists() && !partial.exists());
+}
+
+#[test]
 fn the_node_pipeline_names_a_tool_that_is_not_built() {
     let test = "the_node_pipeline_names_a_tool";
     let Some(env) = Env::new(test) else { return };

@@ -2,7 +2,7 @@
 //! found again by their tags (no state file: nothing to guard, nothing to drift).
 //!
 //! ```text
-//! scw-infra apply --config config/infra.json --talos-version v1.13.11 [--previous FILE] > nodes.json
+//! scw-infra apply --config config/infra.json --talos-version v1.13.11 [--previous FILE]... > nodes.json
 //! scw-infra apply --config ... --talos-version ... --dry-run      # the plan, one JSON line a step
 //! scw-infra power on|off --config config/infra.json [--nodes controlplane|worker] [--dry-run]
 //! scw-infra state --config config/infra.json [--nodes controlplane|worker]   # running, stopped...
@@ -43,6 +43,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
+use pop_common::records::NodeInventory;
 use pop_common::tool::Env;
 use pop_common::wait::{Sleeper, ThreadSleeper};
 use scaleway::s3::multipart::Multipart;
@@ -99,9 +100,11 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
         /// The inventory of the last run, when there is one: what the node tools recorded on
-        /// each server (image flashed, config applied) is carried over, by server id.
+        /// each server (image flashed, config applied) is carried over, by server id. Repeat it
+        /// to carry over from several (an unfinished run's, then the last good one): the first
+        /// file that records a step gives its value. A file that does not exist is skipped.
         #[arg(long, value_name = "FILE")]
-        previous: Option<PathBuf>,
+        previous: Vec<PathBuf>,
         /// The Image Factory's scaleway-amd64.raw.zst to import when no Instance image of this
         /// version and digest exists (with --talos-image-sha256).
         #[arg(long, value_name = "URL", requires = "talos_image_sha256")]
@@ -250,7 +253,8 @@ pub enum Action {
     Apply {
         inputs: Box<ApplyInputs>,
         dry_run: bool,
-        previous: Option<InventoryFile>,
+        /// The inventories to carry steps from, in order of precedence.
+        previous: Vec<InventoryFile>,
     },
     Power {
         state: PowerState,
@@ -407,12 +411,11 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             }
             let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
             // A first run has no previous inventory: a missing file is no inventory.
-            let previous = match previous {
-                Some(path) if path.exists() => {
-                    Some(InventoryFile::read_for(&path, &infra, &common.config)?)
-                }
-                _ => None,
-            };
+            let previous = previous
+                .iter()
+                .filter(|path| path.exists())
+                .map(|path| InventoryFile::read_for(path, &infra, &common.config))
+                .collect::<Result<Vec<_>, _>>()?;
             let ssh_public_key = read_public_key(&common.config, &infra)?;
             let action = Action::Apply {
                 inputs: Box::new(ApplyInputs {
@@ -650,9 +653,8 @@ fn act(
                 return Ok(plan.steps.write_json_lines(output).output()?);
             }
             let mut inventory = apply::execute(cluster, inputs, plan)?;
-            if let Some(previous) = previous {
-                inventory.carry_steps_from(&previous.inventory);
-            }
+            let previous: Vec<&NodeInventory> = previous.iter().map(|f| &f.inventory).collect();
+            inventory.carry_steps_from(&previous);
             Ok(inventory.write_to(output).output()?)
         }
         Action::Power {

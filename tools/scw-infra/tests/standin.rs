@@ -450,6 +450,63 @@ fn a_dry_run_makes_no_mutating_call_and_the_run_makes_the_planned_ones() {
     // Converged: an empty plan.
     let again = ok(&s.scw(&["apply", "--talos-version", "v1.13.11", "--dry-run"]));
     assert_eq!(again, "", "nothing left to do");
+
+    // What the node tools recorded is carried over by server id: an unfinished run's record of
+    // a server first, whole (its reflash undid the applied config), then the last complete
+    // run's; a file that does not exist is no inventory.
+    let inventory: Value = serde_json::from_str(&ok(&s.scw(APPLY))).unwrap();
+    let mut last = inventory.clone();
+    for node in last["nodes"].as_array_mut().unwrap() {
+        node["steps"] = json!({"image_flashed": "sha256:old", "config_applied": "sha256:11"});
+    }
+    let mut unfinished = inventory.clone();
+    unfinished["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|n| n["role"] == "worker");
+    unfinished["nodes"][0]["steps"] = json!({"image_flashed": "sha256:new"});
+    let file = |name: &str, value: &Value| {
+        let path = s.dir.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path.display().to_string()
+    };
+    let (last_file, unfinished_file) = (
+        file("last.json", &last),
+        file("unfinished.json", &unfinished),
+    );
+    let missing = s.dir.path().join("missing.json").display().to_string();
+    let mut args = APPLY.to_vec();
+    args.extend([
+        "--previous",
+        &missing,
+        "--previous",
+        &unfinished_file,
+        "--previous",
+        &last_file,
+    ]);
+    let carried: Value = serde_json::from_str(&ok(&s.scw(&args))).unwrap();
+    for node in carried["nodes"].as_array().unwrap() {
+        let expected = if node["role"] == "worker" {
+            json!({"image_flashed": "sha256:new"})
+        } else {
+            json!({"image_flashed": "sha256:old", "config_applied": "sha256:11"})
+        };
+        assert_eq!(node["steps"], expected, "{node}");
+    }
+    // Another cluster's inventory is refused, named with its field.
+    let mut other = last.clone();
+    other["cluster_name"] = "edge-ams".into();
+    let other_file = file("other.json", &other);
+    let mut args = APPLY.to_vec();
+    args.extend(["--previous", &other_file]);
+    let out = s.scw(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&other_file) && stderr.contains("field `cluster_name`"),
+        "{stderr}"
+    );
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
     let out = lines(&ok(&s.scw(&["destroy", "--dry-run"])));
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
     let servers: Vec<&Value> = out

@@ -219,12 +219,17 @@ impl NodeInventory {
         StepNodes { todo, done }
     }
 
-    /// Carries over what the node tools recorded in `previous` (an earlier inventory of the same
-    /// cluster), node by node, matched by server id: a server found again keeps its steps, a new
-    /// server starts with none. A step this inventory already records wins.
-    pub fn carry_steps_from(&mut self, previous: &NodeInventory) {
+    /// Carries over what the node tools recorded in `previous` (earlier inventories of the same
+    /// cluster, the newest first), node by node, matched by server id: a server found again
+    /// keeps the steps of the first inventory that lists it (whole: a step an older one records
+    /// may since have been undone, as a reflash undoes the applied config), a new server starts
+    /// with none. A step this inventory already records wins.
+    pub fn carry_steps_from(&mut self, previous: &[&NodeInventory]) {
         for node in &mut self.nodes {
-            if let Some(old) = previous.nodes.iter().find(|o| o.id == node.id) {
+            let newest = previous
+                .iter()
+                .find_map(|inventory| inventory.nodes.iter().find(|o| o.id == node.id));
+            if let Some(old) = newest {
                 for (step, value) in &old.steps {
                     node.steps
                         .entry(step.clone())
@@ -394,7 +399,23 @@ mod tests {
         fresh.nodes[1]
             .steps
             .insert(steps::CONFIG_APPLIED.into(), "sha256:11".into());
-        fresh.carry_steps_from(&previous);
+        // An unfinished run, newer than a last good one where the worker was configured: it
+        // reflashed the worker, which undid that config. Its record of the worker is taken whole.
+        let mut configured = previous.clone();
+        configured.nodes[1]
+            .steps
+            .insert(steps::CONFIG_APPLIED.into(), "sha256:11".into());
+        let mut unfinished = previous.clone();
+        unfinished.nodes.retain(|n| n.role == NodeRole::Worker);
+        unfinished.nodes[0].steps = [(steps::IMAGE_FLASHED.to_owned(), "sha256:22".to_owned())]
+            .into_iter()
+            .collect();
+        let mut after_unfinished = previous.clone();
+        after_unfinished.nodes[1].steps.clear();
+        after_unfinished.carry_steps_from(&[&unfinished, &configured]);
+        assert_eq!(after_unfinished.nodes[1].steps, unfinished.nodes[0].steps);
+
+        fresh.carry_steps_from(&[&previous]);
         assert!(fresh.nodes[0].steps.is_empty());
         assert_eq!(fresh.nodes[1].step(steps::IMAGE_FLASHED), Some("sha256:00"));
         assert_eq!(
