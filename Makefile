@@ -258,7 +258,7 @@ DESTROY_PLAN ?= $(OUT)/destroy-plan.jsonl
 DESTROY_ENV = OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' DESTROY_PLAN='$(DESTROY_PLAN)' CONFIRM='$(CONFIRM)'
 
 destroy: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show the infra plan, ask once, then destroy edge, platform (skipped, and said, when the cluster is off or gone) and infra
-	@MAKE='$(MAKE)' $(DESTROY_ENV) pipelines/destroy.sh all
+	@MAKE='$(MAKE)' EDGE_CONFIG='$(EDGE_CONFIG)' PLATFORM_CONFIG='$(PLATFORM_CONFIG)' $(DESTROY_ENV) pipelines/destroy.sh all
 
 destroy-edge: guard-cluster $(EDGE_NAMES) ## Delete the edge objects the ApplySet proves ours, then its namespace
 	@cluster=$$($(GUARD) | sed -n 's/^CLUSTER_NAME=//p'); \

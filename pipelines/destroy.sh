@@ -10,7 +10,9 @@
 #
 # Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN, DESTROY_PLAN (the plan file),
 # CONFIRM (yes: do not ask), MAKE (all: the make that destroys the edge and platform layers),
-# KUBECONFIG (the cluster's, as the Makefile chose it).
+# KUBECONFIG (the cluster's, as the Makefile chose it), EDGE_CONFIG and PLATFORM_CONFIG (all:
+# a layer whose config is missing was never applied from here, and is skipped, said so, before
+# the question rather than failing after it).
 set -euo pipefail
 scope=${1:-}
 [[ "$scope" == all || "$scope" == infra ]] || { echo "usage: destroy.sh all|infra" >&2; exit 2; }
@@ -31,7 +33,8 @@ done <<<"$pairs"
 [[ -n "$CLUSTER" && -n "$PROJECT" && "$RESOURCES" =~ ^[0-9]+$ && -n "$POWER" ]] ||
   die "scw-infra destroy --plan-out did not say whose plan it is: $pairs"
 
-kube=no
+# The Kubernetes layers destroyed first, in this order: those that can be reached.
+layers=()
 if [[ "$scope" == all ]]; then
   if [[ "$POWER" != running ]]; then
     log "the cluster $CLUSTER is $POWER: its Kubernetes objects go with its servers;" \
@@ -40,23 +43,34 @@ if [[ "$scope" == all ]]; then
     log "no kubeconfig at '${KUBECONFIG:-}': the edge and platform layers cannot be reached;" \
       "skipping them, going on to the infrastructure"
   else
-    kube=yes
+    for layer in edge platform; do
+      config_var=${layer^^}_CONFIG
+      config=${!config_var:?}
+      if [[ -f "$config" ]]; then
+        layers+=("$layer")
+      else
+        log "no $layer config at '$config': the $layer layer was never applied from here;" \
+          "skipping destroy-$layer (its objects go with the servers)"
+      fi
+    done
   fi
 fi
-if (( RESOURCES == 0 )) && [[ "$kube" == no ]]; then
+if (( RESOURCES == 0 && ${#layers[@]} == 0 )); then
   log "nothing of cluster $CLUSTER in project $PROJECT to destroy"
   rm -f "$DESTROY_PLAN"
   exit 0
 fi
 
 what="the $RESOURCES Scaleway resources listed above, of cluster $CLUSTER in project $PROJECT"
-[[ "$kube" == yes ]] && what="the edge layer, the platform layer and $what"
+if (( ${#layers[@]} > 0 )); then
+  printf -v named 'the %s layer, ' "${layers[@]}"
+  what="${named%, } and $what"
+fi
 CONFIRM=${CONFIRM:-} "$(dirname "$0")/confirm.sh" "$what" "$CLUSTER"
 
-if [[ "$kube" == yes ]]; then
-  "${MAKE:?}" --no-print-directory destroy-edge CONFIRM=yes
-  "$MAKE" --no-print-directory destroy-platform CONFIRM=yes
-fi
+for layer in "${layers[@]}"; do
+  "${MAKE:?}" --no-print-directory "destroy-$layer" CONFIRM=yes
+done
 if (( RESOURCES > 0 )); then
   "$BIN/scw-infra" destroy --config "$INFRA_CONFIG" --plan "$DESTROY_PLAN" --yes
 fi

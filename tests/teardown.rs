@@ -264,6 +264,46 @@ fn make_destroy_goes_on_to_the_infra_when_the_cluster_is_powered_off() {
     }
 }
 
+#[test]
+fn make_destroy_skips_a_layer_never_configured_before_asking_and_goes_on() {
+    let Some(world) = World::start("make_destroy_skips_a_layer") else {
+        return;
+    };
+    world.apply();
+    // The cluster runs and its kubeconfig is there, but neither Kubernetes layer was ever
+    // configured from here (a first `make apply` that stopped after the infrastructure).
+    fs::write(
+        world.path("out/kubeconfig"),
+        "apiVersion: v1\nkind: Config\n",
+    )
+    .unwrap();
+    let out = world
+        .command("make")
+        .args(world.make_args())
+        .arg(format!("EDGE_CONFIG={}", world.path("edge.json").display()))
+        .arg(format!(
+            "PLATFORM_CONFIG={}",
+            world.path("platform.json").display()
+        ))
+        .args(["destroy", "CONFIRM=yes"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for layer in ["edge", "platform"] {
+        let config = world.path(&format!("{layer}.json"));
+        assert!(
+            stderr.contains(&format!("no {layer} config at '{}'", config.display()))
+                && stderr.contains(&format!("skipping destroy-{layer}")),
+            "{stderr}"
+        );
+    }
+    let state = world.state();
+    for kind in ["servers", "ips", "security_groups", "bm_servers"] {
+        assert!(tagged(&state[kind]).is_empty(), "{kind}: {}", state[kind]);
+    }
+}
+
 /// The position in `log` of the first entry `matches` picks.
 pub(crate) fn first(log: &[Value], what: &str, matches: impl Fn(&Value) -> bool) -> usize {
     log.iter()
