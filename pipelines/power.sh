@@ -10,8 +10,8 @@
 #                             left in standby, which is still billed)
 #   pipelines/power.sh up     the control planes first (etcd, the API server), then the worker
 #
-# A machine that is not running is not asked to shut down; one that is changing state is waited
-# for by scw-infra. Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN;
+# Each machine that runs is shut down through Talos (at the public address Scaleway lists for
+# it); one that is off is not asked, one that is changing state is waited for by scw-infra. Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN;
 # TALOS_SHUTDOWN_TIMEOUT (default 10m, per node).
 set -euo pipefail
 mode=${1:-}
@@ -29,42 +29,41 @@ if [[ "$mode" == up ]]; then
 fi
 
 talosconfig=$OUT/talosconfig
-inventory=$OUT/inventory.json
-[[ -f "$talosconfig" && -s "$inventory" ]] ||
-  die "$talosconfig or $inventory is missing: the nodes cannot be shut down through Talos" \
+[[ -f "$talosconfig" ]] ||
+  die "$talosconfig is missing: the nodes cannot be shut down through Talos" \
     "(scw-infra power off --config $INFRA_CONFIG cuts the power without a shutdown)"
 command -v talosctl >/dev/null || die "talosctl is not installed (make check lists what is needed)"
-# The nodes' addresses, as scw-infra reads them from the inventory.
-CONTROL_PLANE_ADDRESSES='' WORKER_ADDRESS=''
-while IFS='=' read -r key value; do
-  case $key in
-    CONTROL_PLANE_ADDRESSES | WORKER_ADDRESS) printf -v "$key" '%s' "$value" ;;
-  esac
-done < <(scw names --inventory "$inventory")
-[[ -n "$CONTROL_PLANE_ADDRESSES" ]] || die "$inventory lists no control plane address"
 timeout=${TALOS_SHUTDOWN_TIMEOUT:-10m}
 # shellcheck source=without-secrets.sh
 . "$(dirname "$0")/without-secrets.sh"
 talos() { without_secrets talosctl --talosconfig "$talosconfig" "$@"; }
+# The public IPv4 of each server of $1 (controlplane or worker) that runs, as Scaleway lists the
+# cluster's servers, into the array named $2: each is shut down through Talos before the power
+# of them all is cut (a server off, or changing state, is not asked).
+running() {
+  local addresses
+  addresses=$(scw state --nodes "$1" --running-addresses)
+  local -n into=$2
+  into=()
+  [[ -z "$addresses" ]] || mapfile -t into <<<"$addresses"
+}
+running controlplane control_planes
+running worker workers
 
-state=$(scw state --nodes worker)
-if [[ "$state" == running ]]; then
-  [[ -n "$WORKER_ADDRESS" ]] || die "$inventory lists no worker address"
-  log "shutting the worker $WORKER_ADDRESS down through Talos (cordon, drain, stop; at most $timeout)"
-  talos --endpoints "$CONTROL_PLANE_ADDRESSES" --nodes "$WORKER_ADDRESS" shutdown --wait --timeout "$timeout"
-fi
-if [[ "$state" != absent ]]; then
+for node in "${workers[@]}"; do
+  (( ${#control_planes[@]} > 0 )) || die "the worker $node runs but no control plane does: Talos's API cannot be reached to drain it"
+  log "shutting the worker $node down through Talos (cordon, drain, stop; at most $timeout)"
+  endpoints=$(IFS=,; echo "${control_planes[*]}")
+  talos --endpoints "$endpoints" --nodes "$node" shutdown --wait --timeout "$timeout"
+done
+if [[ "$(scw state --nodes worker)" != absent ]]; then
   scw power off --nodes worker
 fi
 
-state=$(scw state --nodes controlplane)
-if [[ "$state" == running ]]; then
-  IFS=, read -ra control_planes <<<"$CONTROL_PLANE_ADDRESSES"
-  for node in "${control_planes[@]}"; do
-    log "shutting the control plane $node down through Talos (at most $timeout)"
-    talos --endpoints "$node" --nodes "$node" shutdown --force --wait --timeout "$timeout"
-  done
-fi
-if [[ "$state" != absent ]]; then
+for node in "${control_planes[@]}"; do
+  log "shutting the control plane $node down through Talos (at most $timeout)"
+  talos --endpoints "$node" --nodes "$node" shutdown --force --wait --timeout "$timeout"
+done
+if [[ "$(scw state --nodes controlplane)" != absent ]]; then
   scw power off --nodes controlplane
 fi

@@ -320,6 +320,48 @@ pub(crate) fn talosctl_on(entry: &Value, node: &str) -> bool {
 }
 
 #[test]
+fn make_down_shuts_down_through_talos_each_control_plane_that_runs_when_another_is_off() {
+    let Some(world) = World::start("make_down_mixed") else {
+        return;
+    };
+    world.apply();
+    let inventory: Value =
+        serde_json::from_str(&fs::read_to_string(world.path("out/inventory.json")).unwrap())
+            .unwrap();
+    let running: Vec<String> = inventory["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["role"] == "controlplane")
+        .map(|n| n["public_ipv4"].as_str().unwrap().to_owned())
+        .collect();
+    // A fourth control plane of the cluster, stopped: the control planes are `mixed`.
+    let off = control(
+        &world.scaleway.url(),
+        "seed",
+        Some(&json!({"kind": "instance_server", "name": "edge-par-cp-4",
+                     "tags": [CLUSTER_TAG, "edgepop-role=controlplane"]})),
+    );
+    assert_eq!(off["state"], "stopped", "{off}");
+    world.take_log();
+    let out = world
+        .command("make")
+        .args(world.make_args())
+        .arg("down")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let log = world.take_log();
+    let poweroff = first(&log, "poweroff", |e| e["body"]["action"] == "poweroff");
+    for cp in &running {
+        let at = first(&log, "control-plane shutdown", |e| talosctl_on(e, cp));
+        assert!(at < poweroff, "{cp}: {log:#?}");
+    }
+    let shutdowns = log.iter().filter(|e| e.get("argv").is_some()).count();
+    assert_eq!(shutdowns, 1 + running.len(), "{log:#?}");
+}
+
+#[test]
 fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control_planes() {
     let Some(world) = World::start("make_down") else {
         return;

@@ -74,6 +74,10 @@ pub enum InfraError {
         state: String,
     },
     #[error(
+        "the server {name} runs without a public IPv4: Talos's API cannot be reached there to shut it down"
+    )]
+    NoPublicIpv4 { name: String },
+    #[error(
         "the Instance {name} is {state}: neither terminate nor delete is possible now; run destroy again later"
     )]
     InstanceBusy { name: String, state: String },
@@ -122,6 +126,7 @@ impl InfraError {
             | InfraError::ForeignDnsRecord { .. }
             | InfraError::NothingToPower { .. }
             | InfraError::CannotPower { .. }
+            | InfraError::NoPublicIpv4 { .. }
             | InfraError::InstanceBusy { .. }
             | InfraError::ForeignLocalVolume { .. }
             | InfraError::Failed { .. }

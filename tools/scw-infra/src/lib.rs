@@ -143,6 +143,10 @@ pub enum Command {
         /// Which servers: the control planes, the worker, or all of them.
         #[arg(long, value_enum, default_value = "all")]
         nodes: Nodes,
+        /// Print instead the public IPv4 of each server that runs, one a line (none: nothing):
+        /// the nodes to shut down through Talos before their power is cut.
+        #[arg(long)]
+        running_addresses: bool,
     },
     /// Delete every resource of this cluster, in dependency order, after showing the list.
     Destroy {
@@ -263,6 +267,8 @@ pub enum Action {
     },
     State {
         nodes: Nodes,
+        /// The running servers' addresses rather than one word.
+        running_addresses: bool,
     },
     Destroy {
         /// The key whose IAM copy is ours to delete (one line).
@@ -453,9 +459,17 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             };
             (common, (infra, action))
         }
-        Command::State { common, nodes } => {
+        Command::State {
+            common,
+            nodes,
+            running_addresses,
+        } => {
             let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
-            (common, (infra, Action::State { nodes }))
+            let action = Action::State {
+                nodes,
+                running_addresses,
+            };
+            (common, (infra, action))
         }
         Command::Destroy {
             common,
@@ -668,9 +682,22 @@ fn act(
             }
             Ok(power::execute(cluster, &steps)?)
         }
-        Action::State { nodes } => {
+        Action::State {
+            nodes,
+            running_addresses: false,
+        } => {
             let power = power::state(cluster, *nodes)?;
             Ok(writeln!(output, "{}", power.as_str()).output()?)
+        }
+        Action::State {
+            nodes,
+            running_addresses: true,
+        } => {
+            let text: String = power::running_addresses(cluster, *nodes)?
+                .iter()
+                .map(|address| format!("{address}\n"))
+                .collect();
+            Ok(output.write_all(text.as_bytes()).output()?)
         }
         Action::Destroy {
             ssh_public_key,

@@ -4,9 +4,12 @@
 //! wait is only ever for a state a change under way or a sent action leads to. `--nodes` picks
 //! the control planes or the worker (`make down` stops the worker first). The action and wait
 //! steps are shared with `apply`, which powers on what it finds stopped; `state` says where the
-//! servers are.
+//! servers are, or the addresses of those that run (`make down` shuts those down through Talos
+//! before it cuts the power).
 
-use scaleway::baremetal::{self, ServerStatus};
+use std::net::Ipv4Addr;
+
+use scaleway::baremetal::{self, IpVersion, ServerStatus};
 use scaleway::instance::{self, ServerAction, ServerState};
 use serde::Serialize;
 
@@ -365,6 +368,30 @@ pub fn state(cluster: &Cluster<'_>, nodes: Nodes) -> R<Power> {
     } else {
         Power::Mixed
     })
+}
+
+/// The public IPv4 of each server of `nodes` that runs (reads only): where Talos's API shuts
+/// it down. A server changing state, or off, is not listed.
+pub fn running_addresses(cluster: &Cluster<'_>, nodes: Nodes) -> R<Vec<Ipv4Addr>> {
+    let (instances, workers) = servers(cluster, nodes)?;
+    let no_address = |name: &str| InfraError::NoPublicIpv4 {
+        name: name.to_owned(),
+    };
+    let instances = instances
+        .iter()
+        .filter(|s| s.state == ServerState::Running)
+        .map(|s| {
+            crate::apply::control_plane_ipv4(Some(s), None).ok_or_else(|| no_address(&s.name))
+        });
+    let workers = workers
+        .iter()
+        .filter(|w| w.status == ServerStatus::Ready)
+        .map(|w| {
+            w.address(&IpVersion::V4)
+                .and_then(|a| a.parse().ok())
+                .ok_or_else(|| no_address(&w.name))
+        });
+    instances.chain(workers).collect()
 }
 
 /// For every server of `nodes` that is not in the target state: the waits for the changes under

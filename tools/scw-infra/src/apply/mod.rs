@@ -315,7 +315,7 @@ fn inventory(cluster: &Cluster<'_>, known: &Known) -> R<NodeInventory> {
     })
 }
 
-fn control_plane_ipv4(
+pub(crate) fn control_plane_ipv4(
     server: Option<&instance::Server>,
     ip: Option<&instance::Ip>,
 ) -> Option<Ipv4Addr> {
