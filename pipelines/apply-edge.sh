@@ -36,6 +36,8 @@ filter_enabled() { [[ -n "${EDGE_WASM_PLUGIN:-}" ]]; }
 gateway_class=${EDGE_GATEWAY_CLASS:?$NAMES names no GatewayClass}
 gateway=${EDGE_GATEWAY:?$NAMES names no Gateway}
 accepted_wait=${GATEWAY_WAIT_SECONDS:-60}
+[[ "$accepted_wait" =~ ^[0-9]+$ ]] || {
+  log "GATEWAY_WAIT_SECONDS='$accepted_wait': a whole number of seconds (60, not 1m)"; exit 2; }
 # wait_accepted LABEL KUBECTL_GET_ARGS...: waits until the object's Accepted condition is True
 # for its current generation; else says what the controller answered, and where to look.
 wait_accepted() {
@@ -87,12 +89,38 @@ ensure_hmac_secret() {
     | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
 }
 
+# Before the first apply the namespace does not exist: the API server cannot place objects in it,
+# even in a dry run, nor hold the ApplySet's parent. Everything would then be created, and there
+# is nothing to prune: a client dry run lists it.
+namespace_exists() { [[ -n "$(kubectl get namespace "$namespace" --ignore-not-found -o name)" ]]; }
+first_apply_preview() {
+  log "the namespace $namespace does not exist yet (no apply-edge so far): every object below would" \
+    "be created, nothing pruned; the API server checks them at the first apply"
+  kubectl apply --dry-run=client -f "$OBJECTS"
+}
+
 case "$mode" in
   diff)
+    if ! namespace_exists; then first_apply_preview; exit 0; fi
+    # Each object as the apply would send it: labelled as a member of the set (kubectl adds that
+    # label at apply time), so an object already applied shows no change for it.
+    set_id=$(kubectl -n "$namespace" get "$EDGE_APPLYSET_PARENT" --ignore-not-found \
+      -o jsonpath='{.metadata.labels.applyset\.kubernetes\.io/id}')
+    labelled=$OBJECTS
+    if [[ -n "$set_id" ]]; then
+      labelled=$(mktemp --suffix=.json)
+      trap 'rm -f "$labelled"' EXIT
+      # JSON: kubectl writes several objects as YAML without the separators between them.
+      kubectl label --local -f "$OBJECTS" -o json "applyset.kubernetes.io/part-of=$set_id" > "$labelled"
+    fi
     # kubectl diff exits 1 when there are differences: that is its answer, not a failure.
-    kubectl diff --server-side --field-manager="$FIELD_MANAGER" -f "$OBJECTS" || [[ $? -eq 1 ]]
+    kubectl diff --server-side --field-manager="$FIELD_MANAGER" -f "$labelled" || [[ $? -eq 1 ]]
+    # What the apply would prune, which a diff of the rendered objects cannot show.
+    kubectl apply --server-side --field-manager="$FIELD_MANAGER" --dry-run=server \
+      "${applyset[@]}" -f "$OBJECTS" | { grep ' pruned ' || true; }
     ;;
   dry-run)
+    if ! namespace_exists; then first_apply_preview; exit 0; fi
     kubectl apply --server-side --field-manager="$FIELD_MANAGER" --dry-run=server \
       "${applyset[@]}" -f "$OBJECTS"
     ;;
@@ -104,7 +132,7 @@ case "$mode" in
       | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
     if filter_enabled; then ensure_hmac_secret; fi
     kubectl apply --server-side --field-manager="$FIELD_MANAGER" \
-      "${applyset[@]}" -f "$OBJECTS"
+      "${applyset[@]}" -f "$OBJECTS" >&2
     lists_configmap=${EDGE_LISTS_CONFIGMAP:-} lists_cronjob=${EDGE_LISTS_CRONJOB:-}
     if filter_enabled && [[ -z "$(kubectl -n "$namespace" get configmap "$lists_configmap" -o jsonpath='{.data}')" ]]; then
       log "$lists_configmap is empty: starting a first refresh now instead of waiting for the schedule"

@@ -32,6 +32,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde_json::{Value, json};
 use testkit::control_plane::ControlPlane;
 use testkit::istiod::{self, Istiod};
+use testkit::process::text;
 
 const NAMESPACE: &str = "edge";
 
@@ -478,6 +479,25 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
     cluster.play_istiod_class();
     let with_filter = cluster.render("edge-pow.example.json");
 
+    // Before the first apply, the dry run and the diff say what would be created, and create
+    // nothing; a wait that is not a whole number of seconds stops the apply before any change.
+    for mode in ["dry-run", "diff"] {
+        let out = cluster.apply_edge(mode, &with_filter);
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            shown.contains("wasmplugin.extensions.istio.io/pow-filter created (dry run)"),
+            "{mode}: {shown}"
+        );
+    }
+    let out = cluster.run_apply_edge("apply", &with_filter, "2m");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("GATEWAY_WAIT_SECONDS='2m'"),
+        "{}",
+        text(&out)
+    );
+    assert!(cluster.get(&["namespace", NAMESPACE]).is_none());
+
     let first = cluster.apply_edge("apply", &with_filter);
     // The lists were empty, so a first refresh was started: a Job of the CronJob's.
     let jobs = cluster.first_refreshes();
@@ -557,15 +577,21 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
         .unwrap();
     assert_eq!(lists["data"]["tor.txt"], "185.220.101.1/32\n");
 
-    // The dry-run twin shows the prune and changes nothing.
+    // What is applied shows no difference: no change, nothing to prune.
+    let diff = cluster.apply_edge("diff", &with_filter);
+    assert_eq!(String::from_utf8_lossy(&diff.stdout), "", "{}", text(&diff));
+
+    // The dry-run twin and the diff show the prune, and change nothing.
     let without_filter = cluster.render("edge.example.json");
     let before = cluster.snapshot(&with_filter);
-    let dry = cluster.apply_edge("dry-run", &without_filter);
-    let shown = String::from_utf8_lossy(&dry.stdout);
-    assert!(
-        shown.contains("wasmplugin.extensions.istio.io/pow-filter pruned (server dry run)"),
-        "{shown}"
-    );
+    for mode in ["dry-run", "diff"] {
+        let out = cluster.apply_edge(mode, &without_filter);
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            shown.contains("wasmplugin.extensions.istio.io/pow-filter pruned (server dry run)"),
+            "{mode}: {shown}"
+        );
+    }
     assert_eq!(cluster.snapshot(&with_filter), before);
 
     // Turning the filter off prunes what only the filter needed, and keeps the rest; the first
@@ -696,7 +722,10 @@ fn istiods_objects_survive_two_applies_and_the_gateway_class_is_co_owned() {
 
     // Second apply: the prune leaves alone what istiod generated for the Gateway.
     let second = cluster.apply_edge("apply", &objects);
-    let applied = String::from_utf8_lossy(&second.stdout);
+    // The apply's progress is on stderr; stdout carries nothing.
+    assert_eq!(String::from_utf8_lossy(&second.stdout), "");
+    let applied = String::from_utf8_lossy(&second.stderr);
+    assert!(applied.contains("serverside-applied"), "{applied}");
     assert!(!applied.contains("pruned"), "{applied}");
     for kind in ["deployment", "service", "serviceaccount"] {
         let generated = cluster
