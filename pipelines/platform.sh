@@ -27,7 +27,9 @@
 #                         at an uninstalled one goes: istio-base's validating webhook
 #                         istiod-default-validator (failurePolicy Fail once istiod has patched it)
 #                         would refuse every write of an Istio object, the lists refresh's
-#                         included, while istiod is gone.
+#                         included, while istiod is gone. DELETE_CRDS=yes deletes the CRDs of
+#                         the API groups the plan's components own, and no other.
+#   platform.sh crd-groups  prints those groups (what the destroy question names)
 #
 # Everything is checked before the first change: the tools, the values files, the sha256 of every
 # vendored CRD file against its pin in k8s/versions.env, and the secrets, which are decrypted
@@ -58,7 +60,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 die() { echo "platform: $*" >&2; exit 1; }
 say() { echo "platform: $*" >&2; }
-[[ "$mode" == apply || "$mode" == diff || "$mode" == destroy ]] || die "usage: platform.sh apply|diff|destroy"
+[[ "$mode" =~ ^(apply|diff|destroy|crd-groups)$ ]] || die "usage: platform.sh apply|diff|destroy|crd-groups"
 
 versions=${VERSIONS_FILE:-k8s/versions.env}
 [[ -f "$versions" ]] || die "$versions does not exist"
@@ -79,7 +81,7 @@ helm_version=$(helm version --short 2>/dev/null || true)
   die "helm ${helm_version:-?} is not Helm $HELM_MAJOR_VERSION, the major version this layer is written for (make check)"
 
 # The components as render-platform lists them, in install order: "name kind namespace source
-# repository version list needs ready depends" (tabs; `-` for an empty field).
+# repository version list needs ready depends crd_groups" (tabs; `-` for an empty field).
 plan_file=${rendered_dir:-RENDERED_DIR}/components.tsv
 [[ -n "$rendered_dir" && -f "$plan_file" ]] ||
   die "$plan_file is missing: make writes it with render-platform --out-dir from the profile's config"
@@ -91,12 +93,25 @@ done < "$plan_file"
 
 # Reads one plan line into the globals below.
 component() {
-  IFS=$'\t' read -r name kind ns source repo version list needs ready _depends <<<"$1"
+  IFS=$'\t' read -r name kind ns source repo version list needs ready _depends crd_groups <<<"$1"
   local field
-  for field in ns source repo version list needs ready; do
+  for field in ns source repo version list needs ready crd_groups; do
     [[ "${!field}" != - ]] || printf -v "$field" '%s' ""
   done
 }
+
+# The API groups whose CRDs the plan's components own, one a line.
+crd_groups() {
+  local line
+  for line in "${components[@]}"; do
+    component "$line"
+    [[ -z "$crd_groups" ]] || tr ',' '\n' <<<"$crd_groups"
+  done | sort -u
+}
+if [[ "$mode" == crd-groups ]]; then
+  crd_groups | paste -sd' '
+  exit 0
+fi
 
 # The vendored CRD files of a `crds` component, each checked against its pin, in the order of
 # the pins: crd_files[<component>] holds them, newline-separated.
@@ -367,11 +382,18 @@ destroy() {
     esac
   done
   if [[ "${DELETE_CRDS:-}" == yes ]]; then
-    # Every CRD of the platform's API groups; deleting one deletes all its objects.
-    mapfile -t crds < <(kubectl get crd -o name |
-      grep -E '\.(gateway\.networking\.k8s\.io|cert-manager\.io|istio\.io|cilium\.io|traefik\.io|snapshot\.storage\.k8s\.io)$' || true)
+    # Every CRD of the API groups this profile's components own, and no other (another
+    # profile's, or another team's); deleting one deletes all its objects.
+    local -A owned=()
+    local group crd
+    for group in $(crd_groups); do owned[$group]=1; done
+    crds=()
+    while IFS= read -r crd; do
+      group=${crd#*/}; group=${group#*.}
+      [[ -z "$crd" || -z "${owned[$group]:-}" ]] || crds+=("$crd")
+    done < <(kubectl get crd -o name)
     if (( ${#crds[@]} > 0 )); then
-      say "deleting ${#crds[@]} CRDs (DELETE_CRDS=yes)"
+      say "deleting ${#crds[@]} CRDs of ${!owned[*]} (DELETE_CRDS=yes)"
       kubectl delete --wait "${crds[@]}"
     fi
   else

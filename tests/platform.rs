@@ -567,6 +567,10 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
                 customresourcedefinition.apiextensions.k8s.io/certificates.cert-manager.io \
                 customresourcedefinition.apiextensions.k8s.io/wasmplugins.extensions.istio.io \
                 customresourcedefinition.apiextensions.k8s.io/ciliumnodes.cilium.io \
+                customresourcedefinition.apiextensions.k8s.io/orders.acme.cert-manager.io \
+                customresourcedefinition.apiextensions.k8s.io/gateways.networking.istio.io \
+                customresourcedefinition.apiextensions.k8s.io/middlewares.traefik.io \
+                customresourcedefinition.apiextensions.k8s.io/volumesnapshots.snapshot.storage.k8s.io \
                 customresourcedefinition.apiextensions.k8s.io/widgets.example.com";
     let (calls, _) = world.succeeds(
         "destroy",
@@ -586,15 +590,25 @@ fn destroy_uninstalls_in_reverse_and_keeps_the_crds_unless_asked() {
         .iter()
         .find(|c| c.starts_with("kubectl delete --wait"))
         .expect("no CRD deleted");
-    assert!(
-        delete.contains("wasmplugins.extensions.istio.io")
-            && delete.contains("ciliumnodes.cilium.io"),
-        "{delete}"
-    );
-    assert!(
-        !delete.contains("widgets.example.com"),
-        "not ours: {delete}"
-    );
+    for ours in [
+        "gateways.gateway.networking.k8s.io",
+        "certificates.cert-manager.io",
+        "orders.acme.cert-manager.io",
+        "wasmplugins.extensions.istio.io",
+        "gateways.networking.istio.io",
+        "ciliumnodes.cilium.io",
+    ] {
+        assert!(delete.contains(ours), "{ours}: {delete}");
+    }
+    // Another team's, and the CRDs of another profile's components (onprem's Traefik and
+    // snapshots), which this profile never installs.
+    for theirs in [
+        "widgets.example.com",
+        "middlewares.traefik.io",
+        "volumesnapshots.snapshot.storage.k8s.io",
+    ] {
+        assert!(!delete.contains(theirs), "not ours: {theirs}: {delete}");
+    }
 }
 
 #[test]

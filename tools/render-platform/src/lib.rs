@@ -125,7 +125,8 @@ pub const fn cert_manager(depends_on: &'static [&'static str]) -> Component {
             repo_pin: "CERT_MANAGER_CHART_REPO",
             version_pin: "CERT_MANAGER_VERSION",
             values: &["values/cert-manager.yaml"],
-            crds: &[CLUSTER_ISSUER_CRD],
+            // Its ACME CRDs (orders, challenges) are of a group of their own.
+            crds: &[CLUSTER_ISSUER_CRD, "orders.acme.cert-manager.io"],
         },
         depends_on,
     }
@@ -176,7 +177,13 @@ pub const EDGE_COMPONENTS: &[Component] = &[
             repo_pin: "ISTIO_CHART_REPO",
             version_pin: "ISTIO_VERSION",
             values: &["values/istio-base.yaml"],
-            crds: &["wasmplugins.extensions.istio.io"],
+            // One of each of the chart's API groups (Istio 1.30's CRDs).
+            crds: &[
+                "wasmplugins.extensions.istio.io",
+                "virtualservices.networking.istio.io",
+                "authorizationpolicies.security.istio.io",
+                "telemetries.telemetry.istio.io",
+            ],
         },
         depends_on: &["cilium"],
     },

@@ -58,6 +58,8 @@ pub const COMPONENTS: &[Component] = &[
                 SNAPSHOT_CLASS_CRD,
                 "volumesnapshots.snapshot.storage.k8s.io",
                 "volumesnapshotcontents.snapshot.storage.k8s.io",
+                // external-snapshotter v8.6.0's group snapshots, a group of their own.
+                "volumegroupsnapshots.groupsnapshot.storage.k8s.io",
             ],
         },
         depends_on: &["cilium"],

@@ -40,7 +40,9 @@ pub enum Kind {
         /// The committed values files, relative to the repository, in the order helm merges
         /// them; the cluster's rendered values come last.
         values: &'static [&'static str],
-        /// The CRDs the release brings (its templates, its `crds/`, or its operator).
+        /// The CRDs the release brings (its templates, its `crds/`, or its operator): at least
+        /// one of each API group it owns, since `DELETE_CRDS=yes` deletes every CRD of the
+        /// groups the profile's components own (and nothing else).
         crds: &'static [&'static str],
     },
     /// Vendored CRD files, pinned one by one: `<prefix><NAME>=<file>:<sha256>` in
@@ -82,6 +84,18 @@ impl Kind {
             Kind::Helm { crds, .. } | Kind::Crds { crds, .. } => crds,
             _ => &[],
         }
+    }
+
+    /// The API groups of the CRDs it brings, each once, in order.
+    fn crd_groups(&self) -> Vec<&'static str> {
+        let mut groups: Vec<&'static str> = Vec::new();
+        for crd in self.brings() {
+            let group = crd.split_once('.').map_or(*crd, |(_, group)| group);
+            if !groups.contains(&group) {
+                groups.push(group);
+            }
+        }
+        groups
     }
 }
 
@@ -167,7 +181,7 @@ pub struct PlanLine {
 
 /// The header of the plan, naming its columns (tab-separated, `-` for an empty field, lists
 /// comma-separated).
-const PLAN_HEADER: &str = "# component\tkind\tnamespace\tsource\trepository\tversion\tlist\tneeds\tready\tdepends, in install order\n";
+const PLAN_HEADER: &str = "# component\tkind\tnamespace\tsource\trepository\tversion\tlist\tneeds\tready\tdepends\tcrd groups, in install order\n";
 
 /// The plan's text: one line per component, in install order.
 pub fn plan_text(lines: &[PlanLine]) -> String {
@@ -187,7 +201,7 @@ pub fn plan_text(lines: &[PlanLine]) -> String {
         };
         let _ = writeln!(
             text,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             c.name,
             c.kind.word(),
             field(c.namespace.unwrap_or_default()),
@@ -198,6 +212,7 @@ pub fn plan_text(lines: &[PlanLine]) -> String {
             field(&needs),
             field(ready),
             field(&c.depends_on.join(",")),
+            field(&c.kind.crd_groups().join(",")),
         );
     }
     text
@@ -312,6 +327,13 @@ mod tests {
                 list: vec!["values/cni.yaml".into()],
             },
             PlanLine {
+                component: helm("widgets", &["cni"]),
+                source: "chart".into(),
+                repository: "https://charts.example".into(),
+                version: "1.2.3".into(),
+                list: Vec::new(),
+            },
+            PlanLine {
                 component: objects("a-widget", &["cni"]),
                 source: String::new(),
                 repository: String::new(),
@@ -338,7 +360,21 @@ mod tests {
                     "values/cni.yaml",
                     "-",
                     "-",
+                    "-",
                     "-"
+                ],
+                vec![
+                    "widgets",
+                    "helm",
+                    "ns",
+                    "chart",
+                    "https://charts.example",
+                    "1.2.3",
+                    "-",
+                    "-",
+                    "-",
+                    "cni",
+                    "example.com"
                 ],
                 vec![
                     "a-widget",
@@ -350,7 +386,8 @@ mod tests {
                     "-",
                     "widgets.example.com",
                     "-",
-                    "cni"
+                    "cni",
+                    "-"
                 ],
             ]
         );
