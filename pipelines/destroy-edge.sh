@@ -7,6 +7,7 @@
 # Without an ApplySet parent nothing is deleted: a namespace of that name is someone else's.
 # The namespace and the set's parent are named by render-edge ($NAMES, what `render-edge
 # --names` printed). The Makefile checks the cluster and asks for confirmation first.
+# DELETE_TIMEOUT (default 5m): how long each deletion may wait for its objects to be gone.
 set -euo pipefail
 : "${NAMES:?}"
 log() { printf 'destroy-edge: %s\n' "$*" >&2; }
@@ -16,6 +17,13 @@ command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
 read_edge_names "$NAMES" || exit 1
 namespace=$EDGE_NAMESPACE
 member_label=applyset.kubernetes.io/part-of
+# kubectl delete --wait waits a week by default: an object whose finalizer nobody removes (its
+# controller gone) would hang the teardown without a word.
+timeout=${DELETE_TIMEOUT:-5m}
+stuck() {
+  log "$1 still there after $timeout: a finalizer that no controller removes? See: $2"
+  exit 1
+}
 
 parent() {
   kubectl -n "$namespace" get "$EDGE_APPLYSET_PARENT" --ignore-not-found -o jsonpath="$1"
@@ -29,11 +37,14 @@ fi
 # The namespace goes last, on its own: the cluster-scoped members first, while it still exists.
 kinds=$(tr ',' '\n' <<< "$kinds" | { grep -vx 'Namespace' || true; } | paste -sd, -)
 log "deleting the members of the ApplySet $id: $kinds"
-kubectl -n "$namespace" delete "$kinds" -l "$member_label=$id" --ignore-not-found --wait=true
+kubectl -n "$namespace" delete "$kinds" -l "$member_label=$id" --ignore-not-found --wait=true \
+  --timeout="$timeout" ||
+  stuck "members of the ApplySet $id are" "kubectl -n $namespace get $kinds -l $member_label=$id"
 owner=$(kubectl get namespace "$namespace" --ignore-not-found \
   -o jsonpath="{.metadata.labels.applyset\.kubernetes\.io/part-of}")
 if [[ "$owner" == "$id" ]]; then
-  kubectl delete namespace "$namespace" --ignore-not-found --wait=true
+  kubectl delete namespace "$namespace" --ignore-not-found --wait=true --timeout="$timeout" ||
+    stuck "the namespace $namespace is" "kubectl get namespace $namespace -o yaml (status.conditions)"
   log "edge layer deleted"
 else
   log "the namespace $namespace is not a member of the ApplySet $id: kept"

@@ -49,7 +49,7 @@
 #   VENDOR_DIR      where `make vendor` put the bundle (default: k8s/vendor)
 #   VERSIONS_FILE   the pins (default: k8s/versions.env)
 #   FIELD_MANAGER   server-side apply field manager (default: edgepop-platform)
-#   HELM_TIMEOUT    per release (default: 10m)
+#   HELM_TIMEOUT    per release, and per deletion of objects or CRDs (default: 10m)
 #   DELETE_CRDS     destroy only: yes also deletes the platform's CRDs (and every object of them)
 #   TALOSCONFIG     the cluster's talosconfig, for `talos` components (default:
 #                   talos/_out/talosconfig)
@@ -366,7 +366,8 @@ destroy() {
           continue
         fi
         say "$name: deleting its objects"
-        kubectl delete --ignore-not-found --wait -f "$rendered_dir/$name.json" || die "$name was not deleted: stopping" ;;
+        kubectl delete --ignore-not-found --wait --timeout="$timeout" -f "$rendered_dir/$name.json" ||
+          die "$name was not deleted within $timeout (a finalizer that no controller removes?): stopping" ;;
       secrets)
         IFS=, read -r -a secrets <<<"$list"
         for secret in "${secrets[@]}"; do
@@ -394,7 +395,8 @@ destroy() {
     done < <(kubectl get crd -o name)
     if (( ${#crds[@]} > 0 )); then
       say "deleting ${#crds[@]} CRDs of ${!owned[*]} (DELETE_CRDS=yes)"
-      kubectl delete --wait "${crds[@]}"
+      kubectl delete --wait --timeout="$timeout" "${crds[@]}" ||
+        die "the CRDs were not deleted within $timeout (objects of them held by finalizers?): stopping"
     fi
   else
     say "CRDs kept: DELETE_CRDS=yes removes them"

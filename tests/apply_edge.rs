@@ -867,6 +867,30 @@ fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
     let rendered = cluster.rendered(&objects);
     let cluster_scoped = rendered.iter().filter(|(_, ns)| ns.is_empty()).count();
     assert!(cluster_scoped >= 5, "{rendered:?}");
+    // A member held by a finalizer that no controller removes: the deletion gives up after
+    // its bound, saying what is still there, instead of waiting a week.
+    let held = ["-n", NAMESPACE, "configmap", "lists-sources"];
+    let finalizer = |op: &str| {
+        let patch = format!(r#"{{"metadata":{{"finalizers":{op}}}}}"#);
+        let mut args = vec!["patch"];
+        args.extend(held);
+        args.extend(["--type=merge", "-p", &patch]);
+        cluster.kubectl_ok(&args);
+    };
+    finalizer(r#"["example.com/held"]"#);
+    let out = cluster
+        .script("destroy-edge.sh")
+        .env("NAMES", names_of(&objects))
+        .env("DELETE_TIMEOUT", "2s")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("still there after 2s") && text(&out).contains("get "),
+        "{}",
+        text(&out)
+    );
+    finalizer("null");
     let (deleted, said) = cluster.destroy_edge(&objects);
     // Every rendered object, cluster-scoped ones included, read from the ApplySet (not re-typed).
     for (name, namespace) in &rendered {
