@@ -3,7 +3,7 @@
 //! tools would be asked, in which order, with which pins, flags, values files and host firewall.
 //! The real helm runs only against a real cluster. talosctl's calls are then answered by its node
 //! stand-in (testkit's stand-ins/talosctl, with the real talosctl): the worker holds the config
-//! the infra layer makes.
+//! the infra layer makes, and takes the host firewall's patch as a node would, or refuses it.
 //!
 //! The Gateway API pins are replaced by a versions file of the test's own (same keys, files of
 //! its own with their sha256), so the test needs no download.
@@ -140,6 +140,12 @@ impl World {
     /// The talosctl node stand-in's state: the nodes' configs.
     fn talos_state(&self) -> PathBuf {
         self.dir.path().join("talos-state")
+    }
+
+    /// The worker's machine config now, document by document.
+    fn worker_config(&self) -> Vec<serde_json::Value> {
+        let path = testkit::standin::talos_node_config(&self.talos_state(), WORKER);
+        crate::talos_schema::documents(&fs::read_to_string(path).unwrap())
     }
 
     /// The KUBECONFIG each helm and kubectl call was given.
@@ -418,6 +424,27 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
             && talos.contains("--mode=no-reboot"),
         "{talos}"
     );
+    // The worker took it without a reboot: its config holds each rule, by name, beside the
+    // documents it had (the hostname's).
+    let rules: Vec<serde_json::Value> =
+        crate::talos_schema::documents(&fs::read_to_string(&patch).unwrap());
+    let config = world.worker_config();
+    assert!(rules.len() > 2, "{rules:#?}");
+    for rule in &rules {
+        assert!(config.contains(rule), "{rule} not in the worker's config");
+    }
+    crate::talos_schema::document(&config, "HostnameConfig");
+    // A second run finds the worker's config as the patch makes it: nothing to apply.
+    let out = world.platform("apply", &[]);
+    assert!(
+        out.status.success() && stderr(&out).contains("Apply was skipped: no changes detected."),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        world.worker_config() == config,
+        "the worker's config changed"
+    );
 
     // An unreachable worker (its apid refuses connections) stops the layer before cert-manager.
     let Some(world) = World::with_worker("the_host_firewall_follows_cilium") else {
@@ -443,6 +470,79 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
         &["host-firewall.json is missing", "render-platform"],
     );
     assert!(mutating(&world.calls()).is_empty(), "{:#?}", world.calls());
+}
+
+#[test]
+fn a_host_firewall_patch_the_worker_refuses_stops_the_layer_and_leaves_its_config() {
+    let test = "a_host_firewall_patch_the_worker_refuses";
+    let cases: [(&str, &str, &[&str]); 3] = [
+        (
+            // The node's validation refuses a rule without a port.
+            "a rule without a port",
+            "apiVersion: v1alpha1\nkind: NetworkRuleConfig\nname: gateway-tcp\n\
+             portSelector:\n  ports: []\n  protocol: tcp\ningress:\n  - subnet: 0.0.0.0/0\n",
+            &["code = InvalidArgument", "portSelector.ports is required"],
+        ),
+        (
+            // talosctl applies no JSON patch to a config of several documents, as the worker's
+            // is (its hostname's document), whatever its path.
+            "a JSON patch",
+            "- op: add\n  path: /machine/network/hostname\n  value: edge\n",
+            &["JSON6902 patches are not supported for multi-document machine configuration"],
+        ),
+        (
+            // A running node takes a change of the machine's environment only with a reboot.
+            "a change that needs a reboot",
+            "machine:\n  env:\n    HTTPS_PROXY: http://proxy.example:3128\n",
+            &[
+                "code = InvalidArgument",
+                "can't be applied in immediate mode",
+            ],
+        ),
+    ];
+    for (what, patch, said) in cases {
+        let Some(world) = World::with_worker(test) else {
+            return;
+        };
+        let config = world.worker_config();
+        fs::write(
+            world.dir.path().join("rendered/talos-firewall.worker.yaml"),
+            patch,
+        )
+        .unwrap();
+        let mut needles = vec!["talos-firewall: 203.0.113.10 was not patched"];
+        needles.extend(said);
+        world.fails_saying("apply", &[], &needles);
+        // (compared, not printed: a machine config holds the cluster's secrets)
+        assert!(
+            world.worker_config() == config,
+            "{what}: the config changed"
+        );
+        let calls = world.calls();
+        assert_eq!(
+            starting_with(&calls, "helm upgrade").len(),
+            1,
+            "{what}: {calls:#?}"
+        );
+    }
+
+    // A worker that holds no config (which no node out of maintenance mode does) fails too.
+    let Some(world) = World::with_worker(test) else {
+        return;
+    };
+    fs::remove_file(testkit::standin::talos_node_config(
+        &world.talos_state(),
+        WORKER,
+    ))
+    .unwrap();
+    world.fails_saying(
+        "apply",
+        &[],
+        &[
+            "holds no machine config for the node 203.0.113.10",
+            "talos-firewall: 203.0.113.10 was not patched",
+        ],
+    );
 }
 
 #[test]
@@ -530,8 +630,18 @@ fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_not
     let Some(world) = World::with_worker("diff_without_the_plugin") else {
         return;
     };
-    let (calls, _) = world.succeeds("diff", &[]);
+    let config = world.worker_config();
+    let (calls, err) = world.succeeds("diff", &[]);
     assert!(mutating(&calls).is_empty(), "{calls:#?}");
+    // The worker answers what the host firewall's patch would change, and keeps its config.
+    assert!(
+        err.contains("Dry run summary:") && err.contains("+kind: NetworkRuleConfig"),
+        "{err}"
+    );
+    assert!(
+        world.worker_config() == config,
+        "the worker's config changed"
+    );
     let templates: Vec<&String> = starting_with(&calls, "helm template");
     assert_eq!(templates.len(), 4, "{calls:#?}");
     for (call, key) in templates.iter().zip([

@@ -694,6 +694,23 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
             && kubeconfig < patch,
         "{talos:#?}"
     );
+    // The worker took its host firewall without a reboot: its config holds each rule.
+    assert_eq!(worker_ip, WORKER_ADDRESS);
+    let worker_config = crate::talos_schema::documents(
+        &fs::read_to_string(testkit::standin::talos_node_config(
+            &stage.path("talos-state"),
+            WORKER_ADDRESS,
+        ))
+        .unwrap(),
+    );
+    let rules =
+        fs::read_to_string(stage.out("platform-values/talos-firewall.worker.yaml")).unwrap();
+    for rule in crate::talos_schema::documents(&rules) {
+        assert!(
+            worker_config.contains(&rule),
+            "{rule} not in the worker's config"
+        );
+    }
     // The Scaleway side: the image imported before any server is made; the worker ordered.
     let changes = mutations(&log);
     let image_made = changes
