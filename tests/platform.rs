@@ -1,7 +1,9 @@
 //! `pipelines/platform.sh` (make apply-platform, diff-platform, destroy-platform) with recording
 //! stand-ins of helm, kubectl and talosctl on PATH (testkit's stand-ins/recording): what the real
 //! tools would be asked, in which order, with which pins, flags, values files and host firewall.
-//! The real helm runs only against a real cluster.
+//! The real helm runs only against a real cluster. talosctl's calls are then answered by its node
+//! stand-in (testkit's stand-ins/talosctl, with the real talosctl): the worker holds the config
+//! the infra layer makes, and takes the host firewall's patch as a node would, or refuses it.
 //!
 //! The Gateway API pins are replaced by a versions file of the test's own (same keys, files of
 //! its own with their sha256), so the test needs no download.
@@ -11,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
 
 fn repo() -> PathBuf {
     testkit::workspace::root()
@@ -32,9 +35,14 @@ fn sha256(path: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()[..64].to_owned()
 }
 
+/// The worker of the example platform inputs: the node the host firewall is patched into.
+const WORKER: &str = "203.0.113.10";
+
 struct World {
     dir: tempfile::TempDir,
     crd_files: Vec<PathBuf>,
+    /// The real talosctl, behind the node stand-in ([`World::with_worker`]).
+    talosctl: Option<PathBuf>,
 }
 
 impl World {
@@ -106,7 +114,38 @@ impl World {
             kubeconfig("prod", "https://prod.example.net:6443"),
         )
         .unwrap();
-        World { dir, crd_files }
+        World {
+            dir,
+            crd_files,
+            talosctl: None,
+        }
+    }
+
+    /// [`World::new`] whose worker holds its machine config, as the infra layer leaves it, for
+    /// the runs that patch it; `None` (after a skip) when the real talosctl is not built.
+    fn with_worker(test: &str) -> Option<World> {
+        static WORKER_CONFIG: OnceLock<Vec<u8>> = OnceLock::new();
+        if !testkit::workspace::python3(test) {
+            return None;
+        }
+        let talosctl = testkit::upstream::program(test, "talosctl")?;
+        let config =
+            WORKER_CONFIG.get_or_init(|| crate::talos_patches::example_worker_config(&talosctl));
+        let mut world = World::new();
+        testkit::standin::write_talos_node_config(&world.talos_state(), WORKER, config);
+        world.talosctl = Some(talosctl);
+        Some(world)
+    }
+
+    /// The talosctl node stand-in's state: the nodes' configs.
+    fn talos_state(&self) -> PathBuf {
+        self.dir.path().join("talos-state")
+    }
+
+    /// The worker's machine config now, document by document.
+    fn worker_config(&self) -> Vec<serde_json::Value> {
+        let path = testkit::standin::talos_node_config(&self.talos_state(), WORKER);
+        crate::talos_schema::documents(&fs::read_to_string(path).unwrap())
     }
 
     /// The KUBECONFIG each helm and kubectl call was given.
@@ -136,11 +175,17 @@ impl World {
                 "STANDIN_KUBECONFIG_LOG",
                 self.dir.path().join("kubeconfigs.log"),
             )
+            .env("TALOSCTL_LOG", self.dir.path().join("talosctl.jsonl"))
+            .env("TALOSCTL_STATE", self.talos_state())
+            .env_remove("TALOSCTL_REAL")
+            .env_remove("TALOSCTL_SILENT_CALLS")
             .env_remove("DELETE_CRDS")
             .env_remove("STANDIN_HELM_VERSION")
-            .env_remove("STANDIN_TALOSCTL_FAIL")
             .env_remove("STANDIN_HELM_FAIL")
             .stdin(Stdio::null());
+        if let Some(talosctl) = &self.talosctl {
+            cmd.env("TALOSCTL_REAL", talosctl);
+        }
         cmd
     }
 
@@ -252,7 +297,9 @@ fn has_pair(call: &str, flag: &str, value: &str) -> bool {
 
 #[test]
 fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
-    let world = World::new();
+    let Some(world) = World::with_worker("apply_installs_in_order") else {
+        return;
+    };
     let (calls, _) = world.succeeds("apply", &[]);
     let calls = work(&calls);
     let pins = pins();
@@ -347,7 +394,9 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
 
 #[test]
 fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_without_reboot() {
-    let world = World::new();
+    let Some(world) = World::with_worker("the_host_firewall_follows_cilium") else {
+        return;
+    };
     let (calls, _) = world.succeeds("apply", &[]);
     let calls = work(&calls);
     let policies = world.dir.path().join("rendered/host-firewall.json");
@@ -375,13 +424,39 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
             && talos.contains("--mode=no-reboot"),
         "{talos}"
     );
+    // The worker took it without a reboot: its config holds each rule, by name, beside the
+    // documents it had (the hostname's).
+    let rules: Vec<serde_json::Value> =
+        crate::talos_schema::documents(&fs::read_to_string(&patch).unwrap());
+    let config = world.worker_config();
+    assert!(rules.len() > 2, "{rules:#?}");
+    for rule in &rules {
+        assert!(config.contains(rule), "{rule} not in the worker's config");
+    }
+    crate::talos_schema::document(&config, "HostnameConfig");
+    // A second run finds the worker's config as the patch makes it: nothing to apply.
+    let out = world.platform("apply", &[]);
+    assert!(
+        out.status.success() && stderr(&out).contains("Apply was skipped: no changes detected."),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        world.worker_config() == config,
+        "the worker's config changed"
+    );
 
-    // An unreachable worker stops the layer before cert-manager.
-    let world = World::new();
+    // An unreachable worker (its apid refuses connections) stops the layer before cert-manager.
+    let Some(world) = World::with_worker("the_host_firewall_follows_cilium") else {
+        return;
+    };
     world.fails_saying(
         "apply",
-        &[("STANDIN_TALOSCTL_FAIL", "203.0.113.10")],
-        &["talos-firewall: 203.0.113.10 was not patched"],
+        &[("TALOSCTL_SILENT_CALLS", "1")],
+        &[
+            "talos-firewall: 203.0.113.10 was not patched",
+            "code = Unavailable",
+        ],
     );
     let calls = world.calls();
     assert_eq!(starting_with(&calls, "helm upgrade").len(), 1, "{calls:#?}");
@@ -398,13 +473,90 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
 }
 
 #[test]
+fn a_host_firewall_patch_the_worker_refuses_stops_the_layer_and_leaves_its_config() {
+    let test = "a_host_firewall_patch_the_worker_refuses";
+    let cases: [(&str, &str, &[&str]); 3] = [
+        (
+            // The node's validation refuses a rule without a port.
+            "a rule without a port",
+            "apiVersion: v1alpha1\nkind: NetworkRuleConfig\nname: gateway-tcp\n\
+             portSelector:\n  ports: []\n  protocol: tcp\ningress:\n  - subnet: 0.0.0.0/0\n",
+            &["code = InvalidArgument", "portSelector.ports is required"],
+        ),
+        (
+            // talosctl applies no JSON patch to a config of several documents, as the worker's
+            // is (its hostname's document), whatever its path.
+            "a JSON patch",
+            "- op: add\n  path: /machine/network/hostname\n  value: edge\n",
+            &["JSON6902 patches are not supported for multi-document machine configuration"],
+        ),
+        (
+            // A running node takes a change of the machine's environment only with a reboot.
+            "a change that needs a reboot",
+            "machine:\n  env:\n    HTTPS_PROXY: http://proxy.example:3128\n",
+            &[
+                "code = InvalidArgument",
+                "can't be applied in immediate mode",
+            ],
+        ),
+    ];
+    for (what, patch, said) in cases {
+        let Some(world) = World::with_worker(test) else {
+            return;
+        };
+        let config = world.worker_config();
+        fs::write(
+            world.dir.path().join("rendered/talos-firewall.worker.yaml"),
+            patch,
+        )
+        .unwrap();
+        let mut needles = vec!["talos-firewall: 203.0.113.10 was not patched"];
+        needles.extend(said);
+        world.fails_saying("apply", &[], &needles);
+        // (compared, not printed: a machine config holds the cluster's secrets)
+        assert!(
+            world.worker_config() == config,
+            "{what}: the config changed"
+        );
+        let calls = world.calls();
+        assert_eq!(
+            starting_with(&calls, "helm upgrade").len(),
+            1,
+            "{what}: {calls:#?}"
+        );
+    }
+
+    // A worker that holds no config (which no node out of maintenance mode does) fails too.
+    let Some(world) = World::with_worker(test) else {
+        return;
+    };
+    fs::remove_file(testkit::standin::talos_node_config(
+        &world.talos_state(),
+        WORKER,
+    ))
+    .unwrap();
+    world.fails_saying(
+        "apply",
+        &[],
+        &[
+            "holds no machine config for the node 203.0.113.10",
+            "talos-firewall: 203.0.113.10 was not patched",
+        ],
+    );
+}
+
+#[test]
 fn talosctl_runs_without_the_scaleway_secret_the_makefile_s_environment_holds() {
     // make exports the operator's environment, Scaleway credentials included, to every recipe.
     let secret = [("SCW_SECRET_KEY", "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0")];
-    let world = World::new();
+    let Some(world) = World::with_worker("talosctl_runs_without_the_scaleway_secret") else {
+        return;
+    };
     let (calls, _) = world.succeeds("apply", &secret);
     assert_eq!(starting_with(&calls, "talosctl").len(), 1, "{calls:#?}");
-    let world = World::new();
+    let Some(world) = World::with_worker("talosctl_runs_without_the_scaleway_secret") else {
+        return;
+    };
     let out = world.platform("diff", &secret);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(starting_with(&world.calls(), "talosctl").len(), 1);
@@ -457,7 +609,9 @@ fn a_missing_vendored_file_or_rendered_values_file_stops_before_any_change() {
 
 #[test]
 fn a_failing_release_stops_the_ones_after_it() {
-    let world = World::new();
+    let Some(world) = World::with_worker("a_failing_release_stops_the_ones_after_it") else {
+        return;
+    };
     world.fails_saying(
         "apply",
         &[("STANDIN_HELM_FAIL", "cert-manager")],
@@ -473,9 +627,21 @@ fn a_failing_release_stops_the_ones_after_it() {
 
 #[test]
 fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_nothing() {
-    let world = World::new();
-    let (calls, _) = world.succeeds("diff", &[]);
+    let Some(world) = World::with_worker("diff_without_the_plugin") else {
+        return;
+    };
+    let config = world.worker_config();
+    let (calls, err) = world.succeeds("diff", &[]);
     assert!(mutating(&calls).is_empty(), "{calls:#?}");
+    // The worker answers what the host firewall's patch would change, and keeps its config.
+    assert!(
+        err.contains("Dry run summary:") && err.contains("+kind: NetworkRuleConfig"),
+        "{err}"
+    );
+    assert!(
+        world.worker_config() == config,
+        "the worker's config changed"
+    );
     let templates: Vec<&String> = starting_with(&calls, "helm template");
     assert_eq!(templates.len(), 4, "{calls:#?}");
     for (call, key) in templates.iter().zip([
@@ -522,7 +688,9 @@ fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_not
 
 #[test]
 fn diff_with_the_plugin_uses_helm_diff() {
-    let world = World::new();
+    let Some(world) = World::with_worker("diff_with_the_plugin") else {
+        return;
+    };
     let (calls, _) = world.succeeds("diff", &[("STANDIN_HELM_DIFF", "yes")]);
     assert!(mutating(&calls).is_empty(), "{calls:#?}");
     let diffs: Vec<&String> = starting_with(&calls, "helm diff upgrade");

@@ -51,6 +51,9 @@ const ACCESS: &str = "SCWREHEARSALREHEARSA";
 const PROJECT: &str = "33333333-3333-4333-8333-333333333333";
 const CLUSTER: &str = "edge-par";
 const CLUSTER_TAG: &str = "edgepop-cluster=edge-par";
+/// The worker's address: its rescue system's sshd listens there, and its node stand-in answers
+/// there.
+const WORKER_ADDRESS: &str = "127.0.0.1";
 /// The worker's schematic of the example config's offer (as tests/infra_pipeline.rs has it).
 const WORKER_SCHEMATIC: &str = "b4f89946a66f1ffdda1caf6d31f852c10b2b2b2c320d040baf863e9962065f02";
 
@@ -157,7 +160,7 @@ impl Stage {
             "seed",
             Some(&json!({"kind": "baremetal_server", "name": "edge-worker-1",
                          "tags": [CLUSTER_TAG, "edgepop-role=worker", "edgepop-node=edge-worker-1"],
-                         "address": "127.0.0.1"})),
+                         "address": WORKER_ADDRESS})),
         );
         let s3 = testkit::standin::s3(dir.path(), ACCESS, SECRET);
 
@@ -196,7 +199,10 @@ impl Stage {
         }
         // The node tools' calls recorded; scw-rescue-flash then runs for real, told the rescue
         // sshd's port and to look again at once (the stand-in's server changes state at each
-        // look); talos-apply-insecure hands the inventory on unchanged.
+        // look); talos-apply-insecure hands the inventory on unchanged, and the worker, in
+        // maintenance mode, takes worker.yaml from --config-dir: its node stand-in holds it from
+        // then on (the control planes took theirs as user data, which no talosctl call here
+        // reads).
         let log = path("node-tools.log");
         testkit::sshd::script(
             &bin.join("scw-rescue-flash"),
@@ -210,9 +216,19 @@ impl Stage {
                 ),
             ),
         );
+        let worker_config =
+            testkit::standin::talos_node_config(&path("talos-state"), WORKER_ADDRESS);
         testkit::sshd::script(
             &bin.join("talos-apply-insecure"),
-            &recording_script("talos-apply-insecure", &log, "cat"),
+            &recording_script(
+                "talos-apply-insecure",
+                &log,
+                &format!(
+                    "while (( $# )); do [[ $1 == --config-dir ]] && config_dir=$2; shift; done\n\
+                     install -D -m 600 \"$config_dir/worker.yaml\" '{}' || exit 1\ncat",
+                    worker_config.display()
+                ),
+            ),
         );
         std::os::unix::fs::symlink(testkit::standin::path("talosctl"), path("bin/talosctl"))
             .unwrap();
@@ -678,6 +694,23 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
             && kubeconfig < patch,
         "{talos:#?}"
     );
+    // The worker took its host firewall without a reboot: its config holds each rule.
+    assert_eq!(worker_ip, WORKER_ADDRESS);
+    let worker_config = crate::talos_schema::documents(
+        &fs::read_to_string(testkit::standin::talos_node_config(
+            &stage.path("talos-state"),
+            WORKER_ADDRESS,
+        ))
+        .unwrap(),
+    );
+    let rules =
+        fs::read_to_string(stage.out("platform-values/talos-firewall.worker.yaml")).unwrap();
+    for rule in crate::talos_schema::documents(&rules) {
+        assert!(
+            worker_config.contains(&rule),
+            "{rule} not in the worker's config"
+        );
+    }
     // The Scaleway side: the image imported before any server is made; the worker ordered.
     let changes = mutations(&log);
     let image_made = changes

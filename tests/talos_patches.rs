@@ -64,6 +64,14 @@ fn render() -> Rendered {
     Rendered { dir, patches }
 }
 
+/// The worker's machine config as the infra layer makes it for the example config (the committed
+/// patches rendered, the real `talosctl gen config`): what the worker holds once it took it.
+pub(crate) fn example_worker_config(talosctl: &Path) -> Vec<u8> {
+    let rendered = render();
+    let out = gen_config(talosctl, rendered.dir.path(), "configs", &rendered.patches).unwrap();
+    fs::read(out.join("worker.yaml")).unwrap()
+}
+
 fn talosctl(test: &str) -> Option<PathBuf> {
     testkit::upstream::program(test, "talosctl")
 }

@@ -1,5 +1,6 @@
 //! The stand-ins of the APIs that cannot run on a test machine (Scaleway, S3, a Talos node in
-//! maintenance mode, the Kubernetes API for the pipelines) and the recording `helm`, `kubectl` and
+//! maintenance mode and talosctl's calls to a configured one, the Kubernetes API for the
+//! pipelines) and the recording `helm`, `kubectl` and
 //! `talosctl`, all in `stand-ins/` beside this crate. The Python servers run as child processes
 //! on loopback: each binds an ephemeral port on 127.0.0.1 and writes it (atomically, by rename) to
 //! a port file once it listens. [`StandIn`] starts one, waits for that port and kills it on drop.
@@ -81,6 +82,36 @@ impl Drop for StandIn {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Where the talosctl stand-in (`stand-ins/talosctl`, whose state is `$TALOSCTL_STATE`, here
+/// `state`) keeps the active machine config of the node at `address`: what `patch
+/// machineconfig` patches. A node out of maintenance mode always has one.
+pub fn talos_node_config(state: &Path, address: &str) -> PathBuf {
+    state.join(address).join("config.yaml")
+}
+
+/// Gives the node at `address` of the talosctl stand-in's `state` the machine config `config`,
+/// as the node holds the config it took (0600: a machine config holds the cluster's secrets).
+#[allow(clippy::panic)] // a test helper: a state it cannot write fails the test
+pub fn write_talos_node_config(state: &Path, address: &str, config: &[u8]) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = talos_node_config(state, address);
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+        })
+        .and_then(|mut file| file.write_all(config));
+    if let Err(err) = written {
+        panic!("cannot write {}: {err}", path.display());
     }
 }
 
