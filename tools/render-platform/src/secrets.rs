@@ -18,11 +18,11 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use pop_common::exit::{OutputError, WritingOutput};
 use pop_common::input::InputError;
+use pop_common::records::{Kind, RecordKind, Version};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// The record kind and version of the template file.
-pub const TEMPLATE_KIND: &str = "SecretsTemplate";
+/// The record version of the template file.
 pub const TEMPLATE_VERSION: u32 = 1;
 
 /// Which value of the SOPS document goes into which Secret. Written by render-platform at render
@@ -30,8 +30,8 @@ pub const TEMPLATE_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SecretsTemplate {
-    pub kind: String,
-    pub version: u32,
+    pub kind: Kind<SecretsTemplate>,
+    pub version: Version<TEMPLATE_VERSION>,
     /// The SOPS file these Secrets are made from.
     pub source: PathBuf,
     pub secrets: Vec<SecretSpec>,
@@ -55,11 +55,15 @@ pub enum Source {
     Value(String),
 }
 
+impl RecordKind for SecretsTemplate {
+    const KIND: &'static str = "SecretsTemplate";
+}
+
 impl SecretsTemplate {
     pub fn new(source: PathBuf, secrets: Vec<SecretSpec>) -> Self {
         SecretsTemplate {
-            kind: TEMPLATE_KIND.to_owned(),
-            version: TEMPLATE_VERSION,
+            kind: Kind::new(),
+            version: Version,
             source,
             secrets,
         }
@@ -270,6 +274,24 @@ mod tests {
                 },
             ],
         )
+    }
+
+    #[test]
+    fn a_template_of_another_kind_or_version_is_refused_naming_the_field() {
+        let written = serde_json::to_value(template()).unwrap();
+        assert_eq!(written["kind"], "SecretsTemplate");
+        assert_eq!(written["version"], 1);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secrets.template.json");
+        for (field, value) in [("kind", json!("Other")), ("version", json!(7))] {
+            let mut other = written.clone();
+            other[field] = value;
+            std::fs::write(&path, other.to_string()).unwrap();
+            let err = pop_common::input::read_json::<SecretsTemplate>(&path)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
     }
 
     #[test]
