@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// The longest timeout taken: a week.
+const MAX_SECONDS: u64 = 7 * 24 * 3600;
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("`{text}` is not a duration such as 90s, 15m or 1h");
     let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
@@ -18,6 +21,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     .ok_or_else(bad)?;
     if seconds == 0 {
         return Err(format!("`{text}`: the timeout must be more than zero"));
+    }
+    // A deadline is the start plus the timeout: it must be a time the clock can hold.
+    if seconds > MAX_SECONDS {
+        return Err(format!(
+            "`{text}`: the timeout must be at most 168h (a week)"
+        ));
     }
     Ok(Duration::from_secs(seconds))
 }
@@ -43,7 +52,21 @@ mod tests {
         assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        for bad in ["", "m", "15 m", "1.5m", "3d", "-1s", "0s"] {
+        assert_eq!(
+            parse_duration("168h").unwrap(),
+            Duration::from_secs(604_800)
+        );
+        for bad in [
+            "",
+            "m",
+            "15 m",
+            "1.5m",
+            "3d",
+            "-1s",
+            "0s",
+            "169h",
+            "18446744073709551615",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
         assert_eq!(human(Duration::from_secs(95)), "1m35s");
