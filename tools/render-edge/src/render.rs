@@ -14,7 +14,7 @@ use crate::config::{AcmeServer, Plan, PowPlan};
 
 pub const NAMESPACE: &str = "edge";
 pub const GATEWAY: &str = "edge-gateway";
-pub const GATEWAY_CLASS: &str = "istio";
+pub const GATEWAY_CLASS: &str = pop_common::records::EDGE_GATEWAY_CLASS;
 pub const GATEWAY_OPTIONS: &str = "edge-gateway-options";
 pub const HTTP_LISTENER: &str = "http";
 pub const ORIGIN: &str = "origin";

@@ -370,7 +370,6 @@ pub enum Target {
 pub struct PlatformConfig {
     pub cilium: CiliumConfig,
     pub cert_manager: CertManagerConfig,
-    pub istio: IstioConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -410,13 +409,6 @@ pub struct CertManagerConfig {
     /// cert-manager's Gateway API support (HTTP-01 through HTTPRoutes, Certificates from
     /// annotated Gateways).
     pub gateway_api: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IstioConfig {
-    /// The GatewayClass istiod creates and serves by default.
-    pub gateway_class: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -714,13 +706,6 @@ pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
         // The chart's validate.yaml refuses the UI without the relay.
         return Err(("cilium.hubble.ui", "needs cilium.hubble.relay".into()));
     }
-    let class = &platform.istio.gateway_class;
-    if !pop_common::records::is_dns_label(class) {
-        return Err((
-            "istio.gateway_class",
-            format!("`{class}` is not a Kubernetes object name (lower-case DNS label)"),
-        ));
-    }
     Ok(())
 }
 
@@ -741,7 +726,7 @@ pub fn render(platform: &PlatformConfig, component: &str) -> Option<Value> {
         "istio-base" => json!({}),
         "istiod" => json!({
             "env": {
-                "PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME": platform.istio.gateway_class,
+                "PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME": pop_common::records::EDGE_GATEWAY_CLASS,
             }
         }),
         _ => return None,
@@ -897,10 +882,6 @@ mod tests {
                 "cilium.wireguard.strict_mode_cidr",
             ),
             (|p| p.cilium.hubble.relay = false, "cilium.hubble.ui"),
-            (
-                |p| p.istio.gateway_class = "Istio".into(),
-                "istio.gateway_class",
-            ),
         ];
         for (mutate, field) in cases {
             let mut platform = example();

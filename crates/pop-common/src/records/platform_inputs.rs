@@ -28,6 +28,10 @@ use super::tag::{Kind, RecordKind, Version};
 /// 2: the addresses the host firewall is rendered from (admin networks, nodes).
 pub const PLATFORM_INPUTS_VERSION: u32 = 2;
 
+/// The GatewayClass of the edge's Gateway: the platform layer makes it istiod's default class
+/// (istiod creates it too, and the two co-own it), the edge layer declares and uses it.
+pub const EDGE_GATEWAY_CLASS: &str = "istio";
+
 /// The facts the infra layer knows and the later layers need.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
