@@ -8,7 +8,12 @@
 # The namespace and the set's parent are named by render-edge ($NAMES, what `render-edge
 # --names` printed). The Makefile checks the cluster and asks for confirmation first.
 # DELETE_TIMEOUT (default 5m): how long each deletion may wait for its objects to be gone.
+#
+#   pipelines/destroy-edge.sh [delete]   deletes, as above
+#   pipelines/destroy-edge.sh list       says what `delete` would delete, and deletes nothing
 set -euo pipefail
+mode=${1:-delete}
+[[ "$mode" == delete || "$mode" == list ]] || { echo "usage: destroy-edge.sh [delete|list]" >&2; exit 2; }
 : "${NAMES:?}"
 log() { printf 'destroy-edge: %s\n' "$*" >&2; }
 command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
@@ -36,12 +41,21 @@ if [[ -z "$id" || -z "$kinds" ]]; then
 fi
 # The namespace goes last, on its own: the cluster-scoped members first, while it still exists.
 kinds=$(tr ',' '\n' <<< "$kinds" | { grep -vx 'Namespace' || true; } | paste -sd, -)
+owner=$(kubectl get namespace "$namespace" --ignore-not-found \
+  -o jsonpath="{.metadata.labels.applyset\.kubernetes\.io/part-of}")
+if [[ "$mode" == list ]]; then
+  members=$(kubectl -n "$namespace" get "$kinds" -l "$member_label=$id" -o name | sort)
+  log "the ApplySet $id holds $(wc -l <<< "$members") objects, which destroy-edge deletes:"
+  sed 's/^/  /' <<< "$members" >&2
+  if [[ "$owner" == "$id" ]]; then
+    log "then the namespace $namespace, with everything in it (the HMAC Secret, the certificates)"
+  fi
+  exit 0
+fi
 log "deleting the members of the ApplySet $id: $kinds"
 kubectl -n "$namespace" delete "$kinds" -l "$member_label=$id" --ignore-not-found --wait=true \
   --timeout="$timeout" ||
   stuck "members of the ApplySet $id are" "kubectl -n $namespace get $kinds -l $member_label=$id"
-owner=$(kubectl get namespace "$namespace" --ignore-not-found \
-  -o jsonpath="{.metadata.labels.applyset\.kubernetes\.io/part-of}")
 if [[ "$owner" == "$id" ]]; then
   kubectl delete namespace "$namespace" --ignore-not-found --wait=true --timeout="$timeout" ||
     stuck "the namespace $namespace is" "kubectl get namespace $namespace -o yaml (status.conditions)"

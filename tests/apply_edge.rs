@@ -867,6 +867,25 @@ fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
     let rendered = cluster.rendered(&objects);
     let cluster_scoped = rendered.iter().filter(|(_, ns)| ns.is_empty()).count();
     assert!(cluster_scoped >= 5, "{rendered:?}");
+    // What goes is shown first (before make's question), and nothing goes with it.
+    let listed = cluster
+        .script("destroy-edge.sh")
+        .arg("list")
+        .env("NAMES", names_of(&objects))
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", text(&listed));
+    let shown = String::from_utf8_lossy(&listed.stderr);
+    for member in [
+        "configmap/lists-sources",
+        "gateway.gateway.networking.k8s.io/edge-gateway",
+        "then the namespace edge",
+    ] {
+        assert!(shown.contains(member), "{member}: {shown}");
+    }
+    for (name, namespace) in &rendered {
+        assert!(cluster.get_in(namespace, name).is_some(), "{name} went");
+    }
     // A member held by a finalizer that no controller removes: the deletion gives up after
     // its bound, saying what is still there, instead of waiting a week.
     let held = ["-n", NAMESPACE, "configmap", "lists-sources"];
