@@ -134,11 +134,19 @@ case "$mode" in
     kubectl apply --server-side --field-manager="$FIELD_MANAGER" \
       "${applyset[@]}" -f "$OBJECTS" >&2
     lists_configmap=${EDGE_LISTS_CONFIGMAP:-} lists_cronjob=${EDGE_LISTS_CRONJOB:-}
+    # One first refresh, under one name: a Job started by hand escapes the CronJob's Forbid, so a
+    # second apply while the lists are still empty must not start another beside it.
+    first_refresh=$lists_cronjob-first
     if filter_enabled && [[ -z "$(kubectl -n "$namespace" get configmap "$lists_configmap" -o jsonpath='{.data}')" ]]; then
-      log "$lists_configmap is empty: starting a first refresh now instead of waiting for the schedule"
-      kubectl -n "$namespace" create job --from="cronjob/$lists_cronjob" "$lists_cronjob-first-$(date +%s)" \
-        --dry-run=client -o yaml \
-        | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
+      if [[ -n "$(kubectl -n "$namespace" get job "$first_refresh" --ignore-not-found -o name)" ]]; then
+        log "$lists_configmap is still empty; the first refresh $first_refresh has started already" \
+          "(kubectl -n $namespace logs job/$first_refresh); the schedule refreshes it next"
+      else
+        log "$lists_configmap is empty: starting a first refresh now instead of waiting for the schedule"
+        kubectl -n "$namespace" create job --from="cronjob/$lists_cronjob" "$first_refresh" \
+          --dry-run=client -o yaml \
+          | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
+      fi
     fi
     # Full resource names: Istio's own CRDs define a kind Gateway too (networking.istio.io), so
     # the short name can name either.

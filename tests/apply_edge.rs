@@ -393,12 +393,7 @@ impl Cluster {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|j| {
-                j["metadata"]["name"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("lists-refresh-first-")
-            })
+            .filter(|j| j["metadata"]["name"] == "lists-refresh-first")
             .cloned()
             .collect()
     }
@@ -502,6 +497,17 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
     // The lists were empty, so a first refresh was started: a Job of the CronJob's.
     let jobs = cluster.first_refreshes();
     assert_eq!(jobs.len(), 1, "{jobs:?}");
+    // Applied again while the lists are still empty: the first refresh is not started twice.
+    let again = cluster.apply_edge("apply", &with_filter);
+    assert!(
+        text(&again).contains("has started already"),
+        "{}",
+        text(&again)
+    );
+    let uids = |jobs: &[Value]| -> Vec<Value> {
+        jobs.iter().map(|j| j["metadata"]["uid"].clone()).collect()
+    };
+    assert_eq!(uids(&cluster.first_refreshes()), uids(&jobs));
     let job = jobs[0]["metadata"]["name"].as_str().unwrap().to_owned();
     assert_eq!(jobs[0]["metadata"]["ownerReferences"][0]["kind"], "CronJob");
     // Every object the script wrote, it wrote by server-side apply as edgepop-edge, and nothing
