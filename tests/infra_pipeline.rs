@@ -668,12 +668,12 @@ pub(crate) fn recording_script(name: &str, log: &Path, body: &str) -> String {
     )
 }
 
-#[test]
-fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() {
+/// What the node pipeline needs before it runs: the configs made, the Image Factory played
+/// (the schematic, then the worker's image once) and pinned, the control planes' image pinned.
+/// Returns the factory (it must outlive the run) and the control planes' pinned digest.
+fn node_pipeline_pins(env: &Env) -> (testkit::http::Server, String) {
     use sha2::{Digest, Sha256};
     use testkit::http::{Reply, Server};
-    let test = "the_node_pipeline_gets_the_pins";
-    let Some(env) = Env::new(test) else { return };
     ok(&env.infra("configs", &[]));
     let image = b"zstd image bytes".to_vec();
     let factory = Server::start(vec![
@@ -688,6 +688,14 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
     );
     let control_plane_digest = "c".repeat(64);
     env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &control_plane_digest);
+    (factory, control_plane_digest)
+}
+
+#[test]
+fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() {
+    let test = "the_node_pipeline_gets_the_pins";
+    let Some(env) = Env::new(test) else { return };
+    let (factory, control_plane_digest) = node_pipeline_pins(&env);
     let bin = env.path("node-tools");
     fs::create_dir_all(&bin).unwrap();
     let log = env.path("node-tools.log");
@@ -782,22 +790,9 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
 #[test]
 fn a_failed_node_pipeline_keeps_what_it_did_and_the_next_run_carries_it_over_first() {
     use sha2::{Digest, Sha256};
-    use testkit::http::{Reply, Server};
     let test = "a_failed_node_pipeline_keeps_what_it_did";
     let Some(env) = Env::new(test) else { return };
-    ok(&env.infra("configs", &[]));
-    let image = b"zstd image bytes".to_vec();
-    let factory = Server::start(vec![
-        Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
-        Reply::ok(image.clone()),
-    ])
-    .unwrap();
-    env.pin("TALOS_FACTORY_URL", &factory.url);
-    env.pin(
-        "TALOS_WORKER_IMAGE_SHA256",
-        &format!("{:x}", Sha256::digest(&image)),
-    );
-    env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &"c".repeat(64));
+    let _factory = node_pipeline_pins(&env);
     let bin = env.path("node-tools");
     fs::create_dir_all(&bin).unwrap();
     let log = env.path("node-tools.log");

@@ -133,6 +133,32 @@ impl World {
         testkit::scaleway::take_log(&self.path("requests.jsonl"))
     }
 
+    /// `make <args>` for this world, which must succeed.
+    fn make_ok(&self, args: &[&str]) -> Output {
+        let out = self
+            .command("make")
+            .args(self.make_args())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        out
+    }
+
+    /// The public IPv4 of the inventory's nodes of `role`, in its order.
+    fn addresses(&self, role: &str) -> Vec<String> {
+        let inventory: Value =
+            serde_json::from_str(&fs::read_to_string(self.path("out/inventory.json")).unwrap())
+                .unwrap();
+        inventory["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["role"] == role)
+            .map(|n| n["public_ipv4"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     fn state(&self) -> Value {
         control(&self.scaleway.url(), "state", None)
     }
@@ -325,16 +351,7 @@ fn make_down_shuts_down_through_talos_each_control_plane_that_runs_when_another_
         return;
     };
     world.apply();
-    let inventory: Value =
-        serde_json::from_str(&fs::read_to_string(world.path("out/inventory.json")).unwrap())
-            .unwrap();
-    let running: Vec<String> = inventory["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["role"] == "controlplane")
-        .map(|n| n["public_ipv4"].as_str().unwrap().to_owned())
-        .collect();
+    let running = world.addresses("controlplane");
     // A fourth control plane of the cluster, stopped: the control planes are `mixed`.
     let off = control(
         &world.scaleway.url(),
@@ -344,13 +361,7 @@ fn make_down_shuts_down_through_talos_each_control_plane_that_runs_when_another_
     );
     assert_eq!(off["state"], "stopped", "{off}");
     world.take_log();
-    let out = world
-        .command("make")
-        .args(world.make_args())
-        .arg("down")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    world.make_ok(&["down"]);
     let log = world.take_log();
     let poweroff = first(&log, "poweroff", |e| e["body"]["action"] == "poweroff");
     for cp in &running {
@@ -367,27 +378,12 @@ fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control
         return;
     };
     world.apply();
-    let inventory: Value =
-        serde_json::from_str(&fs::read_to_string(world.path("out/inventory.json")).unwrap())
-            .unwrap();
-    let address = |role: &str| -> Vec<String> {
-        inventory["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| n["role"] == role)
-            .map(|n| n["public_ipv4"].as_str().unwrap().to_owned())
-            .collect()
-    };
-    let (worker, control_planes) = (address("worker").remove(0), address("controlplane"));
+    let (worker, control_planes) = (
+        world.addresses("worker").remove(0),
+        world.addresses("controlplane"),
+    );
 
-    let out = world
-        .command("make")
-        .args(world.make_args())
-        .arg("down")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    world.make_ok(&["down"]);
     let log = world.take_log();
     let worker_shutdown = first(&log, "worker shutdown", |e| talosctl_on(e, &worker));
     let worker_stop = first(&log, "worker stop", |e| {
