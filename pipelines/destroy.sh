@@ -43,9 +43,9 @@ if [[ "$scope" == all ]]; then
     log "no kubeconfig at '${KUBECONFIG:-}': the edge and platform layers cannot be reached;" \
       "skipping them, going on to the infrastructure"
   else
+    declare -A configs=([edge]=${EDGE_CONFIG:?} [platform]=${PLATFORM_CONFIG:?})
     for layer in edge platform; do
-      config_var=${layer^^}_CONFIG
-      config=${!config_var:?}
+      config=${configs[$layer]}
       if [[ -f "$config" ]]; then
         layers+=("$layer")
       else
