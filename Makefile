@@ -262,9 +262,7 @@ destroy: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show the infra plan, ask once, then
 
 destroy-edge: guard-cluster $(EDGE_NAMES) ## Delete the edge objects the ApplySet proves ours, then its namespace
 	@cluster=$$($(GUARD) | sed -n 's/^CLUSTER_NAME=//p'); \
-	NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh list; \
-	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "every edge object listed above, of the cluster $$cluster" "$$cluster"; \
-	NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh delete
+	CLUSTER="$$cluster" CONFIRM='$(CONFIRM)' NAMES=$(EDGE_NAMES) pipelines/destroy-edge.sh delete
 
 # The question names the cluster: the edge's, from its platform inputs; another profile's, from
 # its config.

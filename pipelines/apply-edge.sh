@@ -18,6 +18,7 @@ set -euo pipefail
 mode=${1:?usage: apply-edge.sh apply|dry-run|diff}
 : "${OBJECTS:?}" "${NAMES:?}" "${FIELD_MANAGER:?}" "${OUT:?}"
 log() { printf 'apply-edge: %s\n' "$*" >&2; }
+[[ "$mode" =~ ^(apply|dry-run|diff)$ ]] || { log "unknown mode '$mode' (apply, dry-run or diff)"; exit 2; }
 . "$(dirname "$0")/edge-names.sh"
 read_edge_names "$NAMES" || exit 1
 namespace=$EDGE_NAMESPACE
@@ -92,26 +93,24 @@ ensure_hmac_secret() {
 # Before the first apply the namespace does not exist: the API server cannot place objects in it,
 # even in a dry run, nor hold the ApplySet's parent. Everything would then be created, and there
 # is nothing to prune: a client dry run lists it.
-namespace_exists() { [[ -n "$(kubectl get namespace "$namespace" --ignore-not-found -o name)" ]]; }
-first_apply_preview() {
+if [[ "$mode" != apply && -z "$(kubectl get namespace "$namespace" --ignore-not-found -o name)" ]]; then
   log "the namespace $namespace does not exist yet (no apply-edge so far): every object below would" \
     "be created, nothing pruned; the API server checks them at the first apply"
   kubectl apply --dry-run=client -f "$OBJECTS"
-}
+  exit 0
+fi
 
 case "$mode" in
   diff)
-    if ! namespace_exists; then first_apply_preview; exit 0; fi
     # Each object as the apply would send it: labelled as a member of the set (kubectl adds that
     # label at apply time), so an object already applied shows no change for it.
-    set_id=$(kubectl -n "$namespace" get "$EDGE_APPLYSET_PARENT" --ignore-not-found \
-      -o jsonpath='{.metadata.labels.applyset\.kubernetes\.io/id}')
+    set_id=$(applyset_parent '{.metadata.labels.applyset\.kubernetes\.io/id}')
     labelled=$OBJECTS
     if [[ -n "$set_id" ]]; then
       labelled=$(mktemp --suffix=.json)
       trap 'rm -f "$labelled"' EXIT
       # JSON: kubectl writes several objects as YAML without the separators between them.
-      kubectl label --local -f "$OBJECTS" -o json "applyset.kubernetes.io/part-of=$set_id" > "$labelled"
+      kubectl label --local -f "$OBJECTS" -o json "$APPLYSET_MEMBER_LABEL=$set_id" > "$labelled"
     fi
     # kubectl diff exits 1 when there are differences: that is its answer, not a failure.
     kubectl diff --server-side --field-manager="$FIELD_MANAGER" -f "$labelled" || [[ $? -eq 1 ]]
@@ -120,7 +119,6 @@ case "$mode" in
       "${applyset[@]}" -f "$OBJECTS" | { grep ' pruned ' || true; }
     ;;
   dry-run)
-    if ! namespace_exists; then first_apply_preview; exit 0; fi
     kubectl apply --server-side --field-manager="$FIELD_MANAGER" --dry-run=server \
       "${applyset[@]}" -f "$OBJECTS"
     ;;
@@ -154,6 +152,4 @@ case "$mode" in
     wait_accepted "Gateway $namespace/$gateway" --namespace="$namespace" \
       gateways.gateway.networking.k8s.io "$gateway"
     ;;
-  *)
-    log "unknown mode '$mode' (apply, dry-run or diff)"; exit 2 ;;
 esac

@@ -6,22 +6,24 @@
 # Secret and the certificates with it) goes last, and only when it is itself a member of the set.
 # Without an ApplySet parent nothing is deleted: a namespace of that name is someone else's.
 # The namespace and the set's parent are named by render-edge ($NAMES, what `render-edge
-# --names` printed). The Makefile checks the cluster and asks for confirmation first.
+# --names` printed). The Makefile checks the cluster first; this script shows what goes, then
+# asks (confirm.sh: CLUSTER names the cluster, CONFIRM=yes skips the question).
 # DELETE_TIMEOUT (default 5m): how long each deletion may wait for its objects to be gone.
 #
-#   pipelines/destroy-edge.sh [delete]   deletes, as above
-#   pipelines/destroy-edge.sh list       says what `delete` would delete, and deletes nothing
+#   pipelines/destroy-edge.sh [delete]   shows what goes, asks, deletes, as above
+#   pipelines/destroy-edge.sh list       shows what goes, and deletes nothing
 set -euo pipefail
 mode=${1:-delete}
 [[ "$mode" == delete || "$mode" == list ]] || { echo "usage: destroy-edge.sh [delete|list]" >&2; exit 2; }
 : "${NAMES:?}"
+[[ "$mode" == list ]] || : "${CLUSTER:?CLUSTER must name the cluster, for the question}"
 log() { printf 'destroy-edge: %s\n' "$*" >&2; }
 command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
 [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]] || { log "no kubeconfig at '${KUBECONFIG:-}'"; exit 1; }
 . "$(dirname "$0")/edge-names.sh"
 read_edge_names "$NAMES" || exit 1
 namespace=$EDGE_NAMESPACE
-member_label=applyset.kubernetes.io/part-of
+member_label=$APPLYSET_MEMBER_LABEL
 # kubectl delete --wait waits a week by default: an object whose finalizer nobody removes (its
 # controller gone) would hang the teardown without a word.
 timeout=${DELETE_TIMEOUT:-5m}
@@ -30,11 +32,9 @@ stuck() {
   exit 1
 }
 
-parent() {
-  kubectl -n "$namespace" get "$EDGE_APPLYSET_PARENT" --ignore-not-found -o jsonpath="$1"
-}
-id=$(parent '{.metadata.labels.applyset\.kubernetes\.io/id}')
-kinds=$(parent '{.metadata.annotations.applyset\.kubernetes\.io/contains-group-kinds}')
+parent=$(applyset_parent \
+  '{.metadata.labels.applyset\.kubernetes\.io/id}{"\t"}{.metadata.annotations.applyset\.kubernetes\.io/contains-group-kinds}')
+IFS=$'\t' read -r id kinds <<< "$parent"
 if [[ -z "$id" || -z "$kinds" ]]; then
   log "no ApplySet parent $namespace/$EDGE_APPLYSET_PARENT: nothing here is proven to be the edge layer's; nothing deleted"
   exit 0
@@ -43,15 +43,14 @@ fi
 kinds=$(tr ',' '\n' <<< "$kinds" | { grep -vx 'Namespace' || true; } | paste -sd, -)
 owner=$(kubectl get namespace "$namespace" --ignore-not-found \
   -o jsonpath="{.metadata.labels.applyset\.kubernetes\.io/part-of}")
-if [[ "$mode" == list ]]; then
-  members=$(kubectl -n "$namespace" get "$kinds" -l "$member_label=$id" -o name | sort)
-  log "the ApplySet $id holds $(wc -l <<< "$members") objects, which destroy-edge deletes:"
-  sed 's/^/  /' <<< "$members" >&2
-  if [[ "$owner" == "$id" ]]; then
-    log "then the namespace $namespace, with everything in it (the HMAC Secret, the certificates)"
-  fi
-  exit 0
+members=$(kubectl -n "$namespace" get "$kinds" -l "$member_label=$id" -o name | sort)
+log "the ApplySet $id holds $(wc -l <<< "$members") objects, which destroy-edge deletes:"
+sed 's/^/  /' <<< "$members" >&2
+if [[ "$owner" == "$id" ]]; then
+  log "then the namespace $namespace, with everything in it (the HMAC Secret, the certificates)"
 fi
+[[ "$mode" == delete ]] || exit 0
+CONFIRM=${CONFIRM:-} "$(dirname "$0")/confirm.sh" "every edge object listed above, of the cluster $CLUSTER" "$CLUSTER"
 log "deleting the members of the ApplySet $id: $kinds"
 kubectl -n "$namespace" delete "$kinds" -l "$member_label=$id" --ignore-not-found --wait=true \
   --timeout="$timeout" ||

@@ -14,3 +14,11 @@ read_edge_names() {
   [[ -n "${EDGE_NAMESPACE:-}" && -n "${EDGE_APPLYSET_PARENT:-}" ]] ||
     { printf '%s: EDGE_NAMESPACE or EDGE_APPLYSET_PARENT is missing\n' "$file" >&2; return 1; }
 }
+
+# The label kubectl gives each member of an ApplySet, valued with the set's id.
+APPLYSET_MEMBER_LABEL=applyset.kubernetes.io/part-of
+
+# applyset_parent JSONPATH: reads the edge's ApplySet parent (nothing when it does not exist).
+applyset_parent() {
+  kubectl -n "$EDGE_NAMESPACE" get "$EDGE_APPLYSET_PARENT" --ignore-not-found -o jsonpath="$1"
+}

@@ -48,7 +48,6 @@ talos() { without_secrets talosctl "$@"; }
 # FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_SCHEMATIC,
 # WORKER_INSTALLER_IMAGE, INSTALL_DISK, SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE,
 # CONTROL_PLANE_ADDRESSES (comma separated). A bad config stops here, with scw-infra's message.
-names_read=""
 read_names() {
   need_tool scw-infra
   local pairs key value
@@ -60,7 +59,6 @@ read_names() {
         printf -v "$key" '%s' "$value" ;;
     esac
   done <<<"$pairs"
-  names_read=yes
 }
 
 secrets=$OUT/secrets.yaml
@@ -163,10 +161,9 @@ worker_image_file() {
   printf '%s/talos-%s-%s-metal-amd64.raw.zst' "$OUT" "$TALOS_VERSION" "${WORKER_SCHEMATIC:0:12}"
 }
 
-# The worker's disk image, downloaded once and checked against its pin; prints its path.
+# The worker's disk image, downloaded once and checked against its pin; prints its path (the
+# names read first).
 image() {
-  # The names are read once by a caller that has them already (nodes), else here.
-  [[ -n "${names_read:-}" ]] || read_names
   local want file got
   want=$(pinned_sha256 TALOS_WORKER_IMAGE_SHA256)
   file=$(worker_image_file)
@@ -327,7 +324,7 @@ outputs() {
 
 case "$step" in
   configs) configs ;;
-  image) image >/dev/null ;;
+  image) read_names; image >/dev/null ;;
   digests) digests ;;
   plan) plan ;;
   nodes) nodes ;;

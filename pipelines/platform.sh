@@ -73,13 +73,6 @@ render_platform=${RENDER_PLATFORM:-target/release/render-platform}
 field_manager=${FIELD_MANAGER:-edgepop-platform}
 timeout=${HELM_TIMEOUT:-10m}
 
-command -v helm >/dev/null || die "helm is not installed (make check lists what is needed)"
-command -v kubectl >/dev/null || die "kubectl is not installed (make check lists what is needed)"
-# Helm 4 renamed --atomic and changed what --wait waits for: this script speaks Helm 3.
-helm_version=$(helm version --short 2>/dev/null || true)
-[[ "$helm_version" == "v${HELM_MAJOR_VERSION:?}."* ]] ||
-  die "helm ${helm_version:-?} is not Helm $HELM_MAJOR_VERSION, the major version this layer is written for (make check)"
-
 # The components as render-platform lists them, in install order: "name kind namespace source
 # repository version list needs ready depends crd_groups" (tabs; `-` for an empty field).
 plan_file=${rendered_dir:-RENDERED_DIR}/components.tsv
@@ -108,10 +101,18 @@ crd_groups() {
     [[ -z "$crd_groups" ]] || tr ',' '\n' <<<"$crd_groups"
   done | sort -u
 }
+# What the question names reads only the plan.
 if [[ "$mode" == crd-groups ]]; then
   crd_groups | paste -sd' '
   exit 0
 fi
+
+command -v helm >/dev/null || die "helm is not installed (make check lists what is needed)"
+command -v kubectl >/dev/null || die "kubectl is not installed (make check lists what is needed)"
+# Helm 4 renamed --atomic and changed what --wait waits for: this script speaks Helm 3.
+helm_version=$(helm version --short 2>/dev/null || true)
+[[ "$helm_version" == "v${HELM_MAJOR_VERSION:?}."* ]] ||
+  die "helm ${helm_version:-?} is not Helm $HELM_MAJOR_VERSION, the major version this layer is written for (make check)"
 
 # The vendored CRD files of a `crds` component, each checked against its pin, in the order of
 # the pins: crd_files[<component>] holds them, newline-separated.

@@ -49,21 +49,28 @@ running() {
 }
 running controlplane control_planes
 running worker workers
+# cut_power NODES RUNNING: powers NODES off; with none running, only when some exist (off ones
+# are left as they are, and none at all is not an error).
+cut_power() {
+  if (( $2 > 0 )) || [[ "$(scw state --nodes "$1")" != absent ]]; then
+    scw power off --nodes "$1"
+  fi
+}
 
-for node in "${workers[@]}"; do
-  (( ${#control_planes[@]} > 0 )) || die "the worker $node runs but no control plane does: Talos's API cannot be reached to drain it"
-  log "shutting the worker $node down through Talos (cordon, drain, stop; at most $timeout)"
+# The worker is drained through the API of the control planes that run.
+if (( ${#workers[@]} > 0 )); then
+  (( ${#control_planes[@]} > 0 )) ||
+    die "the worker ${workers[*]} runs but no control plane does: Talos's API cannot be reached to drain it"
   endpoints=$(IFS=,; echo "${control_planes[*]}")
+fi
+for node in "${workers[@]}"; do
+  log "shutting the worker $node down through Talos (cordon, drain, stop; at most $timeout)"
   talos --endpoints "$endpoints" --nodes "$node" shutdown --wait --timeout "$timeout"
 done
-if [[ "$(scw state --nodes worker)" != absent ]]; then
-  scw power off --nodes worker
-fi
+cut_power worker "${#workers[@]}"
 
 for node in "${control_planes[@]}"; do
   log "shutting the control plane $node down through Talos (at most $timeout)"
   talos --endpoints "$node" --nodes "$node" shutdown --force --wait --timeout "$timeout"
 done
-if [[ "$(scw state --nodes controlplane)" != absent ]]; then
-  scw power off --nodes controlplane
-fi
+cut_power controlplane "${#control_planes[@]}"

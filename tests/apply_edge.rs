@@ -184,8 +184,8 @@ impl Cluster {
             .spawn()
             .unwrap();
         let mut istiod = Istiod::new(|| self.plane.kubectl());
-        // Bounded (60 s): the script's own waits are shorter than this. A look every 250 ms, each
-        // a kubectl process: the script itself looks once a second.
+        // Bounded (60 s): the script's own waits are shorter than this. A look every 250 ms (two
+        // kubectl lists, classes and Gateways): the script itself looks once a second.
         let mut status = None;
         for _ in 0..240 {
             if let Some(exit) = child.try_wait().unwrap() {
@@ -230,6 +230,8 @@ impl Cluster {
         let out = self
             .script("destroy-edge.sh")
             .env("NAMES", names_of(objects))
+            .env("CLUSTER", "edge-par")
+            .env("CONFIRM", "yes")
             .output()
             .unwrap();
         let said = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -906,6 +908,8 @@ fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
     let out = cluster
         .script("destroy-edge.sh")
         .env("NAMES", names_of(&objects))
+        .env("CLUSTER", "edge-par")
+        .env("CONFIRM", "yes")
         .env("DELETE_TIMEOUT", "2s")
         .output()
         .unwrap();
