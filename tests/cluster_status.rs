@@ -8,7 +8,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -139,9 +138,7 @@ fn script(
     let bin = dir.join("bin");
     fs::create_dir_all(&bin).unwrap();
     for (name, text) in tools {
-        let path = bin.join(name);
-        fs::write(&path, text).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        testkit::sshd::script(&bin.join(name), text);
     }
     let mut command = Command::new("bash");
     command

@@ -656,16 +656,17 @@ fn recording_tool(bin: &Path, name: &str, log: &Path, inventory: &Path) {
     } else {
         "cat".to_owned()
     };
-    testkit::sshd::script(&bin.join(name), &recording_script(name, log, &body));
+    record_tool(bin, name, log, &body);
 }
 
-/// A bash script that appends `name`, whether the Scaleway secret reached it, and its
-/// arguments, tab-separated, to `log`, then runs `body`.
-pub(crate) fn recording_script(name: &str, log: &Path, body: &str) -> String {
-    format!(
+/// Writes `bin/<name>`: a bash script that appends `name`, whether the Scaleway secret reached
+/// it, and its arguments, tab-separated, to `log`, then runs `body`.
+pub(crate) fn record_tool(bin: &Path, name: &str, log: &Path, body: &str) {
+    let script = format!(
         "#!/bin/bash\nprintf '%s\\t%s\\t%s\\n' {name} \"${{SCW_SECRET_KEY:+secret}}\" \"$*\" >> {log}\n{body}\n",
         log = log.display()
-    )
+    );
+    testkit::sshd::script(&bin.join(name), &script);
 }
 
 /// What the node pipeline needs before it runs: the configs made, the Image Factory played
@@ -806,10 +807,7 @@ fn a_failed_node_pipeline_keeps_what_it_did_and_the_next_run_carries_it_over_fir
         inventory = env.path("scw-inventory.json").display(),
         real = testkit::workspace::bin("scw-infra").display()
     );
-    testkit::sshd::script(
-        &bin.join("scw-infra"),
-        &recording_script("scw-infra", &log, &scw_infra),
-    );
+    record_tool(&bin, "scw-infra", &log, &scw_infra);
     recording_tool(
         &bin,
         "scw-rescue-flash",
@@ -821,15 +819,13 @@ fn a_failed_node_pipeline_keeps_what_it_did_and_the_next_run_carries_it_over_fir
         inventory(11).replace(r#""steps":{}"#, r#""steps":{"config_applied":"sha256:11"}"#);
     assert_ne!(worked, inventory(11));
     fs::write(env.path("worked.json"), &worked).unwrap();
-    testkit::sshd::script(
-        &bin.join("talos-apply-insecure"),
-        &recording_script(
-            "talos-apply-insecure",
-            &log,
-            &format!(
-                "cat > /dev/null; cat {}; exit 1",
-                env.path("worked.json").display()
-            ),
+    record_tool(
+        &bin,
+        "talos-apply-insecure",
+        &log,
+        &format!(
+            "cat > /dev/null; cat {}; exit 1",
+            env.path("worked.json").display()
         ),
     );
     let bin_dir = bin.display().to_string();

@@ -43,7 +43,7 @@ use testkit::istiod::{self, Istiod};
 use testkit::process::text;
 use testkit::scaleway::{control, mutations};
 
-use crate::infra_pipeline::{mode, recording_script};
+use crate::infra_pipeline::{mode, record_tool};
 use crate::teardown::{first, talosctl_on};
 
 const SECRET: &str = "5c4b3a29-1807-4f6e-9d5c-4b3a29180706";
@@ -204,30 +204,26 @@ impl Stage {
         // then on (the control planes took theirs as user data, which no talosctl call here
         // reads).
         let log = path("node-tools.log");
-        testkit::sshd::script(
-            &bin.join("scw-rescue-flash"),
-            &recording_script(
-                "scw-rescue-flash",
-                &log,
-                &format!(
-                    "exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"",
-                    testkit::workspace::bin("scw-rescue-flash").display(),
-                    sshd.port
-                ),
+        record_tool(
+            &bin,
+            "scw-rescue-flash",
+            &log,
+            &format!(
+                "exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"",
+                testkit::workspace::bin("scw-rescue-flash").display(),
+                sshd.port
             ),
         );
         let worker_config =
             testkit::standin::talos_node_config(&path("talos-state"), WORKER_ADDRESS);
-        testkit::sshd::script(
-            &bin.join("talos-apply-insecure"),
-            &recording_script(
-                "talos-apply-insecure",
-                &log,
-                &format!(
-                    "while (( $# )); do [[ $1 == --config-dir ]] && config_dir=$2; shift; done\n\
-                     install -D -m 600 \"$config_dir/worker.yaml\" '{}' || exit 1\ncat",
-                    worker_config.display()
-                ),
+        record_tool(
+            &bin,
+            "talos-apply-insecure",
+            &log,
+            &format!(
+                "while (( $# )); do [[ $1 == --config-dir ]] && config_dir=$2; shift; done\n\
+                 install -D -m 600 \"$config_dir/worker.yaml\" '{}' || exit 1\ncat",
+                worker_config.display()
             ),
         );
         std::os::unix::fs::symlink(testkit::standin::path("talosctl"), path("bin/talosctl"))

@@ -269,13 +269,7 @@ fn make_destroy_goes_on_to_the_infra_when_the_cluster_is_powered_off() {
     world.take_log();
     // No kubeconfig, no platform inputs, no edge config: the Kubernetes layers cannot be reached,
     // and need not be: their objects go with the servers.
-    let out = world
-        .command("make")
-        .args(world.make_args())
-        .args(["destroy", "CONFIRM=yes"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    let out = world.make_ok(&["destroy", "CONFIRM=yes"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("is stopped")
@@ -303,18 +297,9 @@ fn make_destroy_skips_a_layer_never_configured_before_asking_and_goes_on() {
         "apiVersion: v1\nkind: Config\n",
     )
     .unwrap();
-    let out = world
-        .command("make")
-        .args(world.make_args())
-        .arg(format!("EDGE_CONFIG={}", world.path("edge.json").display()))
-        .arg(format!(
-            "PLATFORM_CONFIG={}",
-            world.path("platform.json").display()
-        ))
-        .args(["destroy", "CONFIRM=yes"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    let edge = format!("EDGE_CONFIG={}", world.path("edge.json").display());
+    let platform = format!("PLATFORM_CONFIG={}", world.path("platform.json").display());
+    let out = world.make_ok(&[&edge, &platform, "destroy", "CONFIRM=yes"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     for layer in ["edge", "platform"] {
         let config = world.path(&format!("{layer}.json"));
