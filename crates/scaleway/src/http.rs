@@ -76,8 +76,38 @@ pub struct EndpointError {
     pub why: &'static str,
 }
 
-/// An endpoint a credential may be sent to: `https://host[:port]`, or `http://` on a loopback
-/// address (127.0.0.0/8, ::1, localhost), where nothing leaves the machine.
+/// Why [`check_url`] refuses a URL; each caller words it for its own flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlRefusal {
+    NotAUrl,
+    NoHost,
+    /// `user:secret@` before the host: it would also let `http://127.0.0.1:x@elsewhere/` read
+    /// as loopback.
+    Credentials,
+    /// `http://` to a host that is not loopback.
+    PlainHttp,
+    NotHttp,
+}
+
+/// A URL something may be sent to or fetched from: `https://host...`, or `http://` on a loopback
+/// address (127.0.0.0/8, ::1, localhost), where nothing leaves the machine; never with
+/// credentials before the host. Returns it parsed.
+pub fn check_url(url: &str) -> Result<ureq::http::Uri, UrlRefusal> {
+    let uri: ureq::http::Uri = url.parse().map_err(|_| UrlRefusal::NotAUrl)?;
+    let host = uri.host().ok_or(UrlRefusal::NoHost)?;
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(UrlRefusal::Credentials);
+    }
+    match uri.scheme_str() {
+        Some("https") => {}
+        Some("http") if is_loopback(host) => {}
+        Some("http") => return Err(UrlRefusal::PlainHttp),
+        _ => return Err(UrlRefusal::NotHttp),
+    }
+    Ok(uri)
+}
+
+/// An endpoint a credential may be sent to: a URL [`check_url`] takes, without a query.
 pub fn check_endpoint(what: &str, url: &str) -> Result<(), EndpointError> {
     let refuse = |why| {
         Err(EndpointError {
@@ -86,23 +116,16 @@ pub fn check_endpoint(what: &str, url: &str) -> Result<(), EndpointError> {
             why,
         })
     };
-    let Ok(uri) = url.parse::<ureq::http::Uri>() else {
-        return refuse("not a URL");
-    };
-    let Some(host) = uri.host() else {
-        return refuse("not an absolute URL with a host");
-    };
-    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-        return refuse("a URL with credentials in it");
-    }
-    if uri.query().is_some() {
-        return refuse("a URL with a query");
-    }
-    match uri.scheme_str() {
-        Some("https") => Ok(()),
-        Some("http") if is_loopback(host) => Ok(()),
-        Some("http") => refuse("plain http is only for a loopback address: use https"),
-        _ => refuse("not an http(s) URL"),
+    match check_url(url) {
+        Ok(uri) if uri.query().is_some() => refuse("a URL with a query"),
+        Ok(_) => Ok(()),
+        Err(UrlRefusal::NotAUrl) => refuse("not a URL"),
+        Err(UrlRefusal::NoHost) => refuse("not an absolute URL with a host"),
+        Err(UrlRefusal::Credentials) => refuse("a URL with credentials in it"),
+        Err(UrlRefusal::PlainHttp) => {
+            refuse("plain http is only for a loopback address: use https")
+        }
+        Err(UrlRefusal::NotHttp) => refuse("not an http(s) URL"),
     }
 }
 

@@ -57,6 +57,7 @@ use pop_common::records::{
 use pop_common::tool::Env;
 use pop_common::wait::{Poll, Sleeper, ThreadSleeper};
 use scaleway::baremetal::{Baremetal, BootType, Reboot, RescuePassword, Server, ServerStatus};
+use scaleway::http::UrlRefusal;
 use scaleway::{ApiError, Client, Credentials, Transport, UreqTransport};
 use sha2::{Digest, Sha256};
 
@@ -189,28 +190,17 @@ impl ImageUrl {
             ));
         }
         let refused = |why: &str| format!("--image-url `{}`: {why}", ImageUrl::shown_of(url));
-        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-        let authority = rest.split(['/', '?']).next().unwrap_or_default();
-        // Userinfo would let `http://127.0.0.1:x@elsewhere/` read as loopback; an image URL
-        // never needs it (a presigned URL signs in its query string).
-        if authority.contains('@') {
-            return Err(refused(
-                "no user or password before the host (`user:secret@`)",
-            ));
-        }
-        let host = match authority.strip_prefix('[') {
-            Some(v6) => v6.split_once(']').map_or(authority, |(address, _)| address),
-            None => authority.split(':').next().unwrap_or_default(),
-        };
-        if host.is_empty() {
-            return Err(refused("no host"));
-        }
-        let loopback = scheme == "http" && ["127.0.0.1", "::1", "localhost"].contains(&host);
-        if scheme != "https" && !loopback {
-            return Err(refused(
-                "https only (a download over http could be anything)",
-            ));
-        }
+        let uri = scaleway::http::check_url(url).map_err(|why| {
+            refused(match why {
+                UrlRefusal::NotAUrl | UrlRefusal::NoHost => "no host",
+                // An image URL never needs them: a presigned URL signs in its query string.
+                UrlRefusal::Credentials => "no user or password before the host (`user:secret@`)",
+                UrlRefusal::PlainHttp | UrlRefusal::NotHttp => {
+                    "https only (a download over http could be anything)"
+                }
+            })
+        })?;
+        let loopback = uri.scheme_str() == Some("http");
         Ok(ImageUrl {
             url: url.to_owned(),
             loopback,
