@@ -81,12 +81,7 @@ impl InfraConfig {
             ));
         }
         pop_common::records::check_zone(&self.zone).map_err(|message| field("zone", message))?;
-        if !self
-            .dns_zone
-            .split('.')
-            .all(pop_common::records::is_dns_label)
-            || !self.dns_zone.contains('.')
-        {
+        if !pop_common::records::is_host_name(&self.dns_zone) {
             return Err(field(
                 "dns_zone",
                 format!("`{}` is not a DNS name", self.dns_zone),

@@ -21,7 +21,7 @@ pub struct InventoryFile {
 impl InventoryFile {
     /// Reads the inventory at `path` and checks that it is the cluster of `config` (read from
     /// `config_path`): an inventory that another cluster left in the same output folder would
-    /// otherwise lend its nodes to this cluster's commands (`make down` shutting them down).
+    /// otherwise lend its nodes to this cluster's commands (the bootstrap, the platform inputs).
     pub fn read_for(
         path: &Path,
         config: &InfraConfig,
@@ -60,10 +60,9 @@ impl InventoryFile {
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
 /// endpoint's host (for the certificate SANs), the worker's install disk, the Image Factory
-/// schematic its offer needs (checked against the pin) and its installer, the SSH private key; with an inventory, the public IPv4 of the first control plane
-/// (where etcd is bootstrapped), of every control plane (comma separated: where etcd is looked
-/// for, and the endpoints `make down` goes through) and of the worker (what `make down` shuts
-/// down through Talos's API).
+/// schematic its offer needs (checked against the pin) and its installer, the SSH private key;
+/// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped)
+/// and of every control plane (comma separated: where etcd is looked for).
 pub fn names(
     config: &InfraConfig,
     config_path: &Path,
@@ -109,9 +108,6 @@ pub fn names(
             .filter_map(|n| n.public_ipv4.map(|a| a.to_string()))
             .collect();
         pairs.push(("CONTROL_PLANE_ADDRESSES", control_planes.join(",")));
-        if let Some(worker) = file.inventory.edge_worker().and_then(|n| n.public_ipv4) {
-            pairs.push(("WORKER_ADDRESS", worker.to_string()));
-        }
     }
     Ok(pairs)
 }
