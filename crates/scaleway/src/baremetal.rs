@@ -104,12 +104,22 @@ pub struct Server {
 }
 
 impl Server {
-    /// The first address of `version`.
-    pub fn address(&self, version: &IpVersion) -> Option<&str> {
+    /// The first address of `version`, parsed (none when it does not parse as one).
+    fn address<A: std::str::FromStr>(&self, version: &IpVersion) -> Option<A> {
         self.ips
             .iter()
             .find(|ip| ip.version == *version)
-            .map(|ip| ip.address.as_str())
+            .and_then(|ip| ip.address.parse().ok())
+    }
+
+    /// Its first public IPv4.
+    pub fn ipv4(&self) -> Option<std::net::Ipv4Addr> {
+        self.address(&IpVersion::V4)
+    }
+
+    /// Its first public IPv6.
+    pub fn ipv6(&self) -> Option<std::net::Ipv6Addr> {
+        self.address(&IpVersion::V6)
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::net::Ipv4Addr;
 
-use scaleway::baremetal::{self, IpVersion, ServerStatus};
+use scaleway::baremetal::{self, ServerStatus};
 use scaleway::instance::{self, ServerAction, ServerState};
 use serde::Serialize;
 
@@ -386,11 +386,7 @@ pub fn running_addresses(cluster: &Cluster<'_>, nodes: Nodes) -> R<Vec<Ipv4Addr>
     let workers = workers
         .iter()
         .filter(|w| w.status == ServerStatus::Ready)
-        .map(|w| {
-            w.address(&IpVersion::V4)
-                .and_then(|a| a.parse().ok())
-                .ok_or_else(|| no_address(&w.name))
-        });
+        .map(|w| w.ipv4().ok_or_else(|| no_address(&w.name)));
     instances.chain(workers).collect()
 }
 

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use pop_common::records::{Node, NodeInventory, NodeKind, NodeRole, Version};
-use scaleway::baremetal::{self, IpVersion};
+use scaleway::baremetal;
 use scaleway::instance;
 use scaleway::s3::multipart::Multipart;
 use serde::Serialize;
@@ -167,16 +167,8 @@ impl Known {
             NodeOf::Worker(_) => {
                 let worker = self.worker.as_ref()?;
                 match family {
-                    Family::Ipv4 => worker
-                        .address(&IpVersion::V4)?
-                        .parse::<Ipv4Addr>()
-                        .ok()
-                        .map(IpAddr::V4),
-                    Family::Ipv6 => worker
-                        .address(&IpVersion::V6)?
-                        .parse::<Ipv6Addr>()
-                        .ok()
-                        .map(IpAddr::V6),
+                    Family::Ipv4 => worker.ipv4().map(IpAddr::V4),
+                    Family::Ipv6 => worker.ipv6().map(IpAddr::V6),
                 }
             }
             NodeOf::ControlPlane(name) => {
@@ -356,8 +348,8 @@ fn baremetal_node(server: &baremetal::Server, name: &str) -> Node {
         kind: NodeKind::ElasticMetal,
         zone: server.zone.clone(),
         id: server.id.clone(),
-        public_ipv4: server.address(&IpVersion::V4).and_then(|a| a.parse().ok()),
-        public_ipv6: server.address(&IpVersion::V6).and_then(|a| a.parse().ok()),
+        public_ipv4: server.ipv4(),
+        public_ipv6: server.ipv6(),
         private_ipv4: None,
         steps: BTreeMap::new(),
     }
