@@ -363,12 +363,7 @@ impl Image {
             inner: file,
             hasher: Sha256::new(),
         };
-        let mut reader =
-            zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(1 << 20, &mut file))
-                .map_err(|e| ImageError {
-                    path: path.to_path_buf(),
-                    message: format!("not a zstd image: {e}"),
-                })?;
+        let mut reader = Image::decoder(path, &mut file)?;
         let mut hasher = Sha256::new();
         let mut buffer = vec![0u8; 1 << 20];
         let mut size = 0u64;
@@ -413,7 +408,7 @@ impl Image {
     }
 
     /// `file` (the .zst at `path`), decompressed as it is read.
-    fn decoder(path: &Path, file: File) -> Result<impl Read + use<>, ImageError> {
+    fn decoder<R: Read>(path: &Path, file: R) -> Result<impl Read + use<R>, ImageError> {
         zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(1 << 20, file)).map_err(
             |e| ImageError {
                 path: path.to_path_buf(),
