@@ -497,50 +497,55 @@ impl Filter {
         let name = self.config.cookie_name.as_str();
         let secure = req.is_secure();
         let mut left = MAX_COOKIES_CHECKED;
-        // One pair checked (the caller counts it against the bound).
-        let check = |pair: Option<&str>| {
-            let Some((_, value)) = pair.and_then(|p| p.split_once('=')) else {
-                return false;
-            };
-            let value = value.trim().trim_matches('"');
-            crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
-                .is_ok_and(|paid| paid >= difficulty)
+        // One pair checked, counted against the bound: whether it is a valid cookie, `None`
+        // once the bound is spent.
+        let check = |left: &mut usize, pair: Option<&str>| {
+            *left = left.checked_sub(1)?;
+            Some(
+                pair.and_then(|p| p.split_once('='))
+                    .is_some_and(|(_, value)| {
+                        let value = value.trim().trim_matches('"');
+                        crypto::check_cookie(
+                            keys,
+                            binding,
+                            value,
+                            now,
+                            self.config.clearance_ttl_secs,
+                        )
+                        .is_ok_and(|paid| paid >= difficulty)
+                    }),
+            )
         };
         // Several Cookie headers (HTTP/2 may split them) are one list: the `__Host-` pairs of
-        // all of them first, then the others, whose places are kept (no more than could be
-        // checked) while each header is scanned once. The scans stop once MAX_COOKIES_CHECKED
-        // pairs were checked, however many headers. (The glue has reduced each header to a few
-        // pairs.)
-        let mut plain = [("", 0, 0); MAX_COOKIES_CHECKED];
+        // all of them first, then the others, kept (no more than could be checked) while each
+        // header is scanned once. The scans stop once MAX_COOKIES_CHECKED pairs were checked,
+        // however many headers. (The glue has reduced each header to a few pairs.)
+        let mut plain: [Option<&str>; MAX_COOKIES_CHECKED] = [None; MAX_COOKIES_CHECKED];
         let mut kept = 0;
-        for header in req.header_all("cookie") {
+        'headers: for header in req.header_all("cookie") {
             if left == 0 {
                 break;
             }
             let (prefixed, others) = named_ranges(header.as_bytes(), name, secure);
             for range in prefixed.iter() {
-                if left == 0 {
-                    break;
-                }
-                left -= 1;
-                if check(header.get(range)) {
-                    return true;
+                match check(&mut left, header.get(range)) {
+                    Some(true) => return true,
+                    Some(false) => {}
+                    None => break 'headers,
                 }
             }
             for range in others.iter() {
                 if let Some(slot) = plain.get_mut(kept) {
-                    *slot = (header, range.start, range.end);
+                    *slot = header.get(range);
                     kept += 1;
                 }
             }
         }
-        for &(header, start, end) in &plain[..kept] {
-            if left == 0 {
-                break;
-            }
-            left -= 1;
-            if check(header.get(start..end)) {
-                return true;
+        for pair in plain.iter().take(kept) {
+            match check(&mut left, *pair) {
+                Some(true) => return true,
+                Some(false) => {}
+                None => break,
             }
         }
         if left < MAX_COOKIES_CHECKED {
