@@ -37,7 +37,10 @@ pub fn cookie(data: &[u8]) {
     let Ok((keys, _)) = Keys::new(Some(SECRET), None) else {
         return;
     };
-    let binding = Binding::new(binding_net([192, 0, 2, 1].into()), "UA", "example.org");
+    let Some(binding) = Binding::new(binding_net([192, 0, 2, 1].into()), "UA", "example.org")
+    else {
+        return;
+    };
     let now = 1_800_000_000;
     if let Ok(difficulty) = check_cookie(&keys, &binding, value, now, 86_400) {
         let expiry: u64 = value.split('.').next().unwrap_or("").parse().unwrap_or(0);
@@ -50,33 +53,37 @@ pub fn cookie(data: &[u8]) {
 }
 
 /// The glue's reduction of a raw Cookie header keeps exactly the clearance pairs that splitting
-/// the lossily decoded header finds, in the order they are checked and no more than are checked:
-/// over https the first `__Host-<name>` one, then the `<name>` ones before it; over http the
-/// first `<name>` ones.
+/// the lossily decoded header finds (names compared exactly once spaces and tabs are stripped),
+/// in header order, and no more than can be checked: over https the first `__Host-<name>`
+/// ones and the first `<name>` ones, up to the last `__Host-` one that can be checked; over
+/// http the first `<name>` ones.
 fn cookie_reduction(data: &[u8]) {
     let whole = String::from_utf8_lossy(data);
+    let ows = |s: &str| s.trim_matches([' ', '\t']).to_owned();
     for name in ["pow_clearance", "p"] {
-        let pairs: Vec<(&str, &str)> = whole
-            .split(';')
-            .filter_map(|pair| {
-                let (n, _) = pair.trim().split_once('=')?;
-                Some((n.trim(), pair.trim()))
-            })
-            .collect();
         let prefixed = format!("{HOST_PREFIX}{name}");
-        let first_prefixed = pairs.iter().position(|(n, _)| *n == prefixed);
-        let plain = |upto: usize| -> Vec<&str> {
-            pairs[..upto]
-                .iter()
-                .filter(|(n, _)| *n == name)
-                .map(|(_, p)| *p)
-                .take(MAX_COOKIES_CHECKED)
-                .collect()
-        };
-        let mut secure: Vec<&str> = first_prefixed.map(|i| pairs[i].1).into_iter().collect();
-        secure.extend(plain(first_prefixed.unwrap_or(pairs.len())));
-        secure.truncate(MAX_COOKIES_CHECKED);
-        let http = plain(pairs.len());
+        let (mut secure, mut http) = (Vec::new(), Vec::new());
+        let (mut prefixed_kept, mut plain_kept, mut http_kept) = (0, 0, 0);
+        for pair in whole.split(';') {
+            let Some((n, _)) = pair.split_once('=') else {
+                continue;
+            };
+            let n = ows(n);
+            if n == name && http_kept < MAX_COOKIES_CHECKED {
+                http_kept += 1;
+                http.push(ows(pair));
+            }
+            if prefixed_kept == MAX_COOKIES_CHECKED {
+                continue;
+            }
+            if n == prefixed {
+                prefixed_kept += 1;
+                secure.push(ows(pair));
+            } else if n == name && plain_kept < MAX_COOKIES_CHECKED {
+                plain_kept += 1;
+                secure.push(ows(pair));
+            }
+        }
         for (is_secure, expected) in [(true, secure), (false, http)] {
             assert_eq!(
                 pow_core::filter::clearance_pairs(data, name, is_secure),

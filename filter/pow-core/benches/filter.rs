@@ -77,11 +77,13 @@ fn main() {
         binding_net([192, 0, 2, 1].into()),
         "Mozilla/5.0",
         "example.org",
-    );
+    )
+    .unwrap();
     let n = if full { 100_000u32 } else { 100 };
     let start = Instant::now();
     for i in 0..n {
         let p = ChallengeParams {
+            issued: 0,
             expiry: u64::from(i),
             difficulty: 16,
             salt: 1,
@@ -162,7 +164,8 @@ fn fake_cookies(full: bool) {
         binding_net([192, 0, 2, 1].into()),
         "Mozilla/5.0",
         "example.org",
-    );
+    )
+    .unwrap();
     let cookie = format!(
         "pow_clearance={}",
         crypto::issue_cookie(&keys, &b, now + 3600, 16)

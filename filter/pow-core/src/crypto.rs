@@ -1,11 +1,12 @@
 //! Keys, the challenge's HMAC, the clearance cookie and the proof-of-work check.
 //!
-//! - Each secret gives two keys, one per purpose: `HMAC-SHA256(secret, "pow-challenge-v2")` for
+//! - Each secret gives two keys, one per purpose: `HMAC-SHA256(secret, "pow-challenge-v3")` for
 //!   challenges and `HMAC-SHA256(secret, "pow-clearance-v3")` for cookies, derived once when the
 //!   keys are made. A challenge can never be taken for a cookie, and no message carries a label.
-//! - A challenge is `HMAC-SHA256(challenge key, binding ‖ expiry ‖ difficulty ‖ salt)`: 32 bytes,
-//!   so that `challenge ‖ nonce` (40 bytes) fits in one SHA-256 block and the page's solver needs
-//!   one compression per attempt.
+//! - A challenge is `HMAC-SHA256(challenge key, binding ‖ issued ‖ expiry ‖ difficulty ‖ salt)`:
+//!   32 bytes, so that `challenge ‖ nonce` (40 bytes) fits in one SHA-256 block and the page's
+//!   solver needs one compression per attempt. It carries when it was issued as well as when it
+//!   expires, so the seen-set's "issued before I started" never depends on the TTL in force.
 //! - A solution is an 8-byte nonce (big-endian) such that `SHA-256(challenge ‖ nonce)` starts
 //!   with `difficulty` zero bits.
 //! - A clearance cookie is `<expiry>.<difficulty>.<hex HMAC-SHA256(cookie key, binding ‖ expiry ‖
@@ -14,9 +15,9 @@
 //!   an HMAC-SHA256 costs.
 //! - The binding is the client's /24 or /64 ([`crate::net::binding_net`], 9 bytes) and the
 //!   client digest: `SHA-256(host length ‖ host ‖ User-Agent)`, the host lowercased and the
-//!   User-Agent cut at [`MAX_USER_AGENT`] bytes. A host longer than any real one
-//!   ([`MAX_HOST_LEN`]) is bound as one overlong host, so the work per request never grows with
-//!   the `:authority` header. Browsers send the same User-Agent on every request to the same few
+//!   User-Agent cut at [`MAX_USER_AGENT`] bytes. A host longer than any DNS name
+//!   ([`MAX_HOST_LEN`]) is bound to nothing: no site has it, and the work per request never
+//!   grows with the `:authority` header. Browsers send the same User-Agent on every request to the same few
 //!   hosts, so the digest is mostly found in [`ClientDigests`].
 //!
 //! Both the current and the previous key are accepted, so a rotation logs nobody out. Every
@@ -30,11 +31,9 @@ use sha2::{Digest, Sha256};
 use crate::config::MIN_SECRET_LEN;
 use crate::net::Net;
 
-/// The longest host (`:authority`, port included) bound as it is: a DNS name has at most 253
-/// characters, a port 6 more. A longer one is no site's: it is bound as [`OVERLONG_HOST`].
+/// The longest host (`:authority`, port included) that can be bound: a DNS name has at most 253
+/// characters, a port 6 more. A longer one is no site's, and nothing is bound to it.
 pub const MAX_HOST_LEN: usize = 260;
-/// What every host longer than [`MAX_HOST_LEN`] is bound as (no host name has parentheses).
-pub const OVERLONG_HOST: &str = "(overlong)";
 /// The bytes of the User-Agent the binding hashes: real ones are far shorter, and a longer
 /// header then costs no more.
 pub const MAX_USER_AGENT: usize = 1024;
@@ -59,7 +58,7 @@ struct PurposeKeys {
 
 /// The labels the per-purpose keys are derived with; a new label is a new format, and every
 /// challenge and cookie made under the old one stops being accepted.
-const CHALLENGE_LABEL: &[u8] = b"pow-challenge-v2";
+const CHALLENGE_LABEL: &[u8] = b"pow-challenge-v3";
 const CLEARANCE_LABEL: &[u8] = b"pow-clearance-v3";
 
 impl PurposeKeys {
@@ -148,25 +147,22 @@ pub fn bound_user_agent(user_agent: &str) -> &[u8] {
     &ua[..ua.len().min(MAX_USER_AGENT)]
 }
 
-/// What the binding takes of a host, before lowercasing: the host itself, or [`OVERLONG_HOST`].
-fn bound_host(host: &str) -> &[u8] {
-    if host.len() > MAX_HOST_LEN {
-        OVERLONG_HOST.as_bytes()
-    } else {
-        host.as_bytes()
-    }
+/// The host as the binding takes it, before lowercasing: `None` when longer than
+/// [`MAX_HOST_LEN`].
+fn bound_host(host: &str) -> Option<&[u8]> {
+    (host.len() <= MAX_HOST_LEN).then_some(host.as_bytes())
 }
 
 /// `SHA-256(host length as 8 bytes big-endian ‖ lowercased host ‖ User-Agent)`, of the bound
-/// parts ([`bound_host`], [`bound_user_agent`]). The length comes first so that no two (host,
-/// User-Agent) pairs feed the same bytes.
-pub fn client_digest(host: &str, user_agent: &str) -> [u8; 32] {
-    let host = bound_host(host);
+/// parts ([`bound_host`], [`bound_user_agent`]); `None` for a host longer than [`MAX_HOST_LEN`].
+/// The length comes first so that no two (host, User-Agent) pairs feed the same bytes.
+pub fn client_digest(host: &str, user_agent: &str) -> Option<[u8; 32]> {
+    let host = bound_host(host)?;
     let mut lower = [0u8; MAX_HOST_LEN];
-    let lower = &mut lower[..host.len()];
+    let lower = lower.get_mut(..host.len())?;
     lower.copy_from_slice(host);
     lower.make_ascii_lowercase();
-    digest_of_bound(lower, bound_user_agent(user_agent))
+    Some(digest_of_bound(lower, bound_user_agent(user_agent)))
 }
 
 /// [`client_digest`] of a bound host already lowercased and a bound User-Agent.
@@ -179,11 +175,12 @@ fn digest_of_bound(lower_host: &[u8], user_agent: &[u8]) -> [u8; 32] {
 }
 
 impl Binding {
-    pub fn new(net: Net, user_agent: &str, host: &str) -> Binding {
-        Binding {
+    /// `None` for a host longer than [`MAX_HOST_LEN`].
+    pub fn new(net: Net, user_agent: &str, host: &str) -> Option<Binding> {
+        Some(Binding {
             net,
-            client: client_digest(host, user_agent),
-        }
+            client: client_digest(host, user_agent)?,
+        })
     }
 
     fn feed(&self, mac: &mut HmacSha256) {
@@ -199,6 +196,9 @@ fn mac_with(key: &[u8]) -> Option<HmacSha256> {
 /// The fields of a challenge besides its binding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChallengeParams {
+    /// Unix seconds when it was issued: what the seen-set compares with the time it started,
+    /// whatever the challenge TTL in force when it is spent.
+    pub issued: u64,
     /// Unix seconds after which it can no longer be solved.
     pub expiry: u64,
     /// Leading zero bits asked.
@@ -210,6 +210,7 @@ pub struct ChallengeParams {
 fn challenge_mac(keys: &PurposeKeys, b: &Binding, p: &ChallengeParams) -> HmacSha256 {
     let mut mac = keys.challenge.clone();
     b.feed(&mut mac);
+    mac.update(&p.issued.to_be_bytes());
     mac.update(&p.expiry.to_be_bytes());
     mac.update(&[p.difficulty]);
     mac.update(&p.salt.to_be_bytes());
@@ -349,15 +350,15 @@ impl ClientDigests {
     pub const SIZE: usize = 16;
 
     /// [`client_digest`] of `host` and `user_agent`.
-    pub fn digest(&self, host: &str, user_agent: &str) -> [u8; 32] {
-        let bound = bound_host(host);
+    pub fn digest(&self, host: &str, user_agent: &str) -> Option<[u8; 32]> {
+        let bound = bound_host(host)?;
         let ua = bound_user_agent(user_agent);
         let mut entries = self.entries.borrow_mut();
         if let Some(known) = entries
             .iter()
             .find(|e| e.user_agent == ua && e.host.eq_ignore_ascii_case(bound))
         {
-            return known.digest;
+            return Some(known.digest);
         }
         // The slot the pair goes to: a new one while there is room, else the next in turn,
         // its buffers reused.
@@ -382,7 +383,7 @@ impl ClientDigests {
         slot.user_agent.clear();
         slot.user_agent.extend_from_slice(ua);
         slot.digest = digest_of_bound(&slot.host, ua);
-        slot.digest
+        Some(slot.digest)
     }
 }
 
@@ -478,7 +479,7 @@ mod tests {
     }
 
     fn binding(ip: &str, ua: &str, host: &str) -> Binding {
-        Binding::new(binding_net(ip.parse().unwrap()), ua, host)
+        Binding::new(binding_net(ip.parse().unwrap()), ua, host).unwrap()
     }
 
     const K1: &[u8] = b"0123456789abcdef0123456789abcdef";
@@ -504,6 +505,7 @@ mod tests {
         let k = keys(K1, None);
         let b = binding("192.0.2.10", "Mozilla/5.0", "Example.org");
         let p = ChallengeParams {
+            issued: 700,
             expiry: 1000,
             difficulty: 8,
             salt: 7,
@@ -526,6 +528,7 @@ mod tests {
             assert!(!check_challenge(&k, &other, &p, &c), "{other:?}");
         }
         for q in [
+            ChallengeParams { issued: 701, ..p },
             ChallengeParams { expiry: 1001, ..p },
             ChallengeParams { difficulty: 7, ..p },
             ChallengeParams { salt: 8, ..p },
@@ -540,6 +543,7 @@ mod tests {
     fn rotation_accepts_current_and_previous() {
         let b = binding("192.0.2.10", "UA", "h");
         let p = ChallengeParams {
+            issued: 700,
             expiry: 1000,
             difficulty: 8,
             salt: 1,
@@ -621,8 +625,8 @@ mod tests {
             for i in 0..(ClientDigests::SIZE + 3) {
                 let ua = format!("Mozilla/5.0 agent {i} {}", "x".repeat(MAX_USER_AGENT));
                 for host in ["Example.org", "example.org", "example.net", &long_host] {
-                    let direct = Binding::new([4; 9], &ua, host);
-                    assert_eq!(memo.digest(host, &ua), direct.client, "{round} {i} {host}");
+                    let direct = Binding::new([4; 9], &ua, host).map(|b| b.client);
+                    assert_eq!(memo.digest(host, &ua), direct, "{round} {i} {host}");
                 }
             }
         }
@@ -641,16 +645,9 @@ mod tests {
             client_digest("example.org", "UA"),
             client_digest("example.org", "ua")
         );
-        // Every overlong host is one host; the User-Agent counts up to its bound only.
-        let long = |c: &str| c.repeat(MAX_HOST_LEN + 1);
-        assert_eq!(
-            client_digest(&long("a"), "UA"),
-            client_digest(&long("b"), "UA")
-        );
-        assert_eq!(
-            client_digest(&long("a"), "UA"),
-            client_digest(OVERLONG_HOST, "UA")
-        );
+        // A host longer than a DNS name binds nothing; the User-Agent counts up to its bound.
+        assert!(client_digest(&"a".repeat(MAX_HOST_LEN), "UA").is_some());
+        assert_eq!(client_digest(&"a".repeat(MAX_HOST_LEN + 1), "UA"), None);
         let ua = "x".repeat(MAX_USER_AGENT);
         assert_eq!(
             client_digest("h", &ua),

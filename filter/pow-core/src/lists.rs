@@ -12,6 +12,7 @@
 use std::net::IpAddr;
 
 use crate::config::Lists;
+use crate::net::{self, ListedAs, Nat64Prefix};
 
 /// One parsed CIDR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,10 +212,20 @@ struct PrefixSet {
 }
 
 impl PrefixSet {
-    fn build(nets: &[Net]) -> Self {
+    /// The tables of `nets`, an IPv6 entry that denotes IPv4 addresses (as the filter reads
+    /// addresses, through these NAT64 prefixes) taken as that IPv4 prefix
+    /// ([`net::ipv4_of_prefix`]).
+    fn build(nets: &[Net], nat64: &[Nat64Prefix]) -> Self {
         let (mut v4, mut short, mut long) = (Vec::new(), Vec::new(), Vec::new());
         for net in nets {
-            match *net {
+            let net = match *net {
+                Net::V6(a, l) => match net::ipv4_of_prefix(a, l, nat64) {
+                    ListedAs::V4(a, l) => Net::V4(a, l),
+                    ListedAs::V6 => Net::V6(a, l),
+                },
+                v4 => v4,
+            };
+            match net {
                 Net::V4(a, l) => v4.push((a, l)),
                 Net::V6(a, l) if l <= 64 => short.push(((a >> 64) as u64, l)),
                 Net::V6(a, l) => long.push((a, l)),
@@ -262,8 +273,9 @@ pub struct ListTable {
 
 impl ListTable {
     /// Builds the table from the configuration's lists (already checked by
-    /// [`crate::config::PluginConfig::check`]; a set that fails to parse here is an error too).
-    pub fn build(lists: Option<&Lists>) -> Result<ListTable, String> {
+    /// [`crate::config::PluginConfig::check`]; a set that fails to parse here is an error too),
+    /// reading IPv6 forms of IPv4 through the configured NAT64 prefixes as the lookup does.
+    pub fn build(lists: Option<&Lists>, nat64: &[Nat64Prefix]) -> Result<ListTable, String> {
         let Some(lists) = lists else {
             return Ok(ListTable::default());
         };
@@ -278,7 +290,7 @@ impl ListTable {
         for (name, text) in &lists.sets {
             let nets = parse_set(text).map_err(|e| format!("lists.sets.{name}: {e}"))?;
             table.names.push(name.clone());
-            table.sets.push(PrefixSet::build(&nets));
+            table.sets.push(PrefixSet::build(&nets, nat64));
         }
         Ok(table)
     }
@@ -289,7 +301,7 @@ impl ListTable {
             names: lists.iter().map(|(n, _)| (*n).to_owned()).collect(),
             sets: lists
                 .iter()
-                .map(|(_, nets)| PrefixSet::build(nets))
+                .map(|(_, nets)| PrefixSet::build(nets, &[]))
                 .collect(),
             ..ListTable::default()
         }
@@ -512,7 +524,7 @@ mod tests {
             generated_at: Some("2026-11-29T17:17:00Z".into()),
             sets: [("tor".to_owned(), "185.220.101.1/32".to_owned())].into(),
         };
-        let t = ListTable::build(Some(&lists)).unwrap();
+        let t = ListTable::build(Some(&lists), &[]).unwrap();
         assert_eq!(t.version, "v1");
         assert_eq!(t.generated_at, Some(1_795_972_620));
         assert_eq!(t.names(), ["tor".to_owned()]);
@@ -521,7 +533,7 @@ mod tests {
             ..lists
         };
         assert!(
-            ListTable::build(Some(&bad))
+            ListTable::build(Some(&bad), &[])
                 .unwrap_err()
                 .contains("lists.sets.tor")
         );

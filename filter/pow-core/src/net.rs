@@ -8,10 +8,12 @@
 //!
 //! An IPv6 address that carries an IPv4 one is read as that IPv4 address, for the lists and for
 //! the binding: IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), 6to4
-//! (`2002:AABB:CCDD::/48`, RFC 3056), NAT64's well-known prefix `64:ff9b::/96` and the
+//! (`2002:AABB:CCDD::/48`, RFC 3056), Teredo (`2001::/32`, RFC 4380: the client's address,
+//! inverted, in the last 32 bits), NAT64's well-known prefix `64:ff9b::/96` and the
 //! configured NAT64 prefixes (RFC 6052: /32, /40, /48, /56, /64 or /96). Behind a NAT64 or SIIT
-//! front every IPv4 client would otherwise share one /64, and a listed IPv4 address would
-//! escape the lists.
+//! front (or one Teredo server) every IPv4 client would otherwise share one /64, and a listed
+//! IPv4 address would escape the lists. List entries written in these forms are read the same
+//! way ([`ipv4_of_prefix`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -49,22 +51,106 @@ impl Nat64Prefix {
         Ok(Nat64Prefix { bits, len })
     }
 
-    /// The IPv4 address embedded in `a`, if `a` is in this prefix.
-    fn extract(&self, a: Ipv6Addr) -> Option<Ipv4Addr> {
-        if u128::from(a) & mask(self.len) != self.bits {
-            return None;
-        }
-        let o = a.octets();
-        // RFC 6052, figure 1: the IPv4 octets around bits 64-71 (the "u" octet, always zero).
-        let v4 = match self.len {
-            32 => [o[4], o[5], o[6], o[7]],
-            40 => [o[5], o[6], o[7], o[9]],
-            48 => [o[6], o[7], o[9], o[10]],
-            56 => [o[7], o[9], o[10], o[11]],
-            64 => [o[9], o[10], o[11], o[12]],
-            _ => [o[12], o[13], o[14], o[15]],
+    /// Where this prefix carries the IPv4 address: RFC 6052, figure 1, around bits 64-71 (the
+    /// "u" octet, which must be zero).
+    fn embedding(&self) -> Embedding {
+        let segments: &'static [(u8, u8)] = match self.len {
+            32 => &[(32, 64)],
+            40 => &[(40, 64), (72, 80)],
+            48 => &[(48, 64), (72, 88)],
+            56 => &[(56, 64), (72, 96)],
+            64 => &[(72, 104)],
+            _ => &[(96, 128)],
         };
-        (self.len == 96 || o[8] == 0).then(|| Ipv4Addr::from(v4))
+        Embedding {
+            bits: self.bits,
+            len: self.len,
+            segments,
+            inverted: false,
+            u_octet: self.len != 96,
+        }
+    }
+}
+
+/// An IPv6 range whose addresses carry an IPv4 address, and where.
+#[derive(Debug, Clone, Copy)]
+struct Embedding {
+    bits: u128,
+    len: u8,
+    /// The bit ranges (`start..end`, bit 0 the most significant) holding the IPv4 address, in
+    /// order.
+    segments: &'static [(u8, u8)],
+    /// Teredo carries the client's address with every bit flipped (RFC 4380, section 4).
+    inverted: bool,
+    /// NAT64 prefixes shorter than /96 keep bits 64-71 zero (RFC 6052, section 2.2).
+    u_octet: bool,
+}
+
+/// The ranges every address is read through, besides the configured NAT64 prefixes:
+/// IPv4-mapped (`::ffff:0:0/96`), 6to4 (`2002::/16`, RFC 3056), Teredo (`2001::/32`, RFC 4380:
+/// the client's address, inverted, in the last 32 bits) and NAT64's well-known prefix.
+/// IPv4-compatible addresses (`::/96`) are read in [`canonical`] itself, `::` and `::1` aside.
+const EMBEDDINGS: [Embedding; 4] = [
+    Embedding {
+        bits: 0xffff_u128 << 32,
+        len: 96,
+        segments: &[(96, 128)],
+        inverted: false,
+        u_octet: false,
+    },
+    Embedding {
+        bits: 0x2002_u128 << 112,
+        len: 16,
+        segments: &[(16, 48)],
+        inverted: false,
+        u_octet: false,
+    },
+    Embedding {
+        bits: 0x2001_0000_u128 << 96,
+        len: 32,
+        segments: &[(96, 128)],
+        inverted: true,
+        u_octet: false,
+    },
+    Embedding {
+        bits: 0x0064_ff9b_u128 << 96,
+        len: 96,
+        segments: &[(96, 128)],
+        inverted: false,
+        u_octet: false,
+    },
+];
+
+/// IPv4-compatible addresses: `::a.b.c.d` (RFC 4291, section 2.5.5.1).
+const COMPATIBLE: Embedding = Embedding {
+    bits: 0,
+    len: 96,
+    segments: &[(96, 128)],
+    inverted: false,
+    u_octet: false,
+};
+
+impl Embedding {
+    fn holds(&self, a: u128) -> bool {
+        a & mask(self.len) == self.bits && !(self.u_octet && (a >> 56) & 0xff != 0)
+    }
+
+    /// The IPv4 bits at these segments of `a`, and how many of them lie before bit `upto`.
+    fn ipv4_of(&self, a: u128, upto: u8) -> (u32, u8) {
+        // A u64, so that a 32-bit segment shifts in without overflow; 32 bits in all.
+        let (mut v4, mut known) = (0u64, 0u8);
+        for &(start, end) in self.segments {
+            let width = end - start;
+            let chunk = (a >> (128 - u32::from(end))) & ((1u128 << width) - 1);
+            v4 = (v4 << width) | chunk as u64;
+            known += upto.clamp(start, end) - start;
+        }
+        let v4 = v4 as u32;
+        (if self.inverted { !v4 } else { v4 }, known)
+    }
+
+    fn last_bit(&self) -> u8 {
+        self.segments.last().map_or(self.len, |&(_, end)| end)
     }
 }
 
@@ -80,22 +166,57 @@ pub fn canonical(ip: IpAddr, nat64: &[Nat64Prefix]) -> IpAddr {
     let IpAddr::V6(a) = ip else {
         return ip;
     };
-    let o = a.octets();
     let bits = u128::from(a);
-    if let Some(v4) = a.to_ipv4_mapped() {
-        return IpAddr::V4(v4);
-    }
     // IPv4-compatible: ::a.b.c.d, but not :: and ::1.
     if bits >> 32 == 0 && bits > 1 {
-        return IpAddr::V4(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
+        return IpAddr::V4(Ipv4Addr::from(bits as u32));
     }
-    if o[0] == 0x20 && o[1] == 0x02 {
-        return IpAddr::V4(Ipv4Addr::new(o[2], o[3], o[4], o[5]));
+    let configured = nat64.iter().map(Nat64Prefix::embedding);
+    EMBEDDINGS
+        .into_iter()
+        .chain(configured)
+        .find(|e| e.holds(bits))
+        .map_or(ip, |e| IpAddr::V4(Ipv4Addr::from(e.ipv4_of(bits, 128).0)))
+}
+
+/// How the filter reads a list entry given as an IPv6 prefix ([`ipv4_of_prefix`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListedAs {
+    /// An IPv6 prefix as it is.
+    V6,
+    /// The IPv4 prefix (address, length) its addresses are read as.
+    V4(u32, u8),
+}
+
+/// How a list entry written as an IPv6 prefix is matched, given that every address is read
+/// through [`canonical`] before the lookup: an entry inside a range that carries IPv4 addresses
+/// (`::ffff:198.51.100.0/120`, `2002:cb00:7100::/40`, `64:ff9b::c000:200/120`, Teredo, a
+/// configured NAT64 prefix) would otherwise never match, so it is the IPv4 prefix it denotes;
+/// one that pins bits past the IPv4 part (a 6to4 /56) is the whole IPv4 address, as every
+/// address in it is read as that one. An entry that is the whole range, or that pins the
+/// Teredo server but not the client, names no IPv4 address in particular: it stays IPv6
+/// (reading `2002::/16` as `0.0.0.0/0` would list every IPv4 client).
+pub fn ipv4_of_prefix(bits: u128, len: u8, nat64: &[Nat64Prefix]) -> ListedAs {
+    // `::` and `::1` are read as themselves, not as IPv4-compatible addresses.
+    if len == 128 && bits <= 1 {
+        return ListedAs::V6;
     }
-    std::iter::once(&NAT64_WELL_KNOWN)
-        .chain(nat64)
-        .find_map(|p| p.extract(a))
-        .map_or(ip, IpAddr::V4)
+    let configured = nat64.iter().map(Nat64Prefix::embedding);
+    let Some(e) = std::iter::once(COMPATIBLE)
+        .chain(EMBEDDINGS)
+        .chain(configured)
+        .find(|e| len >= e.len && e.holds(bits))
+    else {
+        return ListedAs::V6;
+    };
+    let first_v4_bit = e.segments.first().map_or(e.len, |&(start, _)| start);
+    if len <= first_v4_bit {
+        return ListedAs::V6;
+    }
+    let (v4, known) = e.ipv4_of(bits, len);
+    let known = if len > e.last_bit() { 32 } else { known };
+    let v4_mask = u32::MAX.checked_shl(32 - u32::from(known)).unwrap_or(0);
+    ListedAs::V4(v4 & v4_mask, known)
 }
 
 /// Parses `1.2.3.4:5678`, `[2001:db8::1]:443`, `1.2.3.4` or `2001:db8::1` (not canonicalised).
@@ -201,6 +322,8 @@ mod tests {
             "2001:db9:1b9:dc65:7::",
             "2001:db9:0:56b9:dc:6507::",
             "2001:db9:0:64:b9:dc65:700::",
+            // Teredo: server 65.54.227.120, the client inverted in the last 32 bits.
+            "2001:0:4136:e378:8000:63bf:4623:9af8",
         ] {
             assert_eq!(canonical(ip(embedded), &custom), v4, "{embedded}");
         }
@@ -219,6 +342,54 @@ mod tests {
             canonical(ip("2001:db8:64::b9dc:6507"), &[]),
             ip("2001:db8:64::b9dc:6507")
         );
+    }
+
+    #[test]
+    fn list_entries_in_an_ipv6_form_of_ipv4_are_read_as_ipv4() {
+        let custom = [Nat64Prefix::parse("2001:db8:48::/48").unwrap()];
+        let listed = |entry: &str| {
+            let (addr, len) = entry.split_once('/').unwrap();
+            ipv4_of_prefix(
+                u128::from(addr.parse::<Ipv6Addr>().unwrap()),
+                len.parse().unwrap(),
+                &custom,
+            )
+        };
+        let v4 = |a: &str, len: u8| ListedAs::V4(u32::from(a.parse::<Ipv4Addr>().unwrap()), len);
+        for (entry, expected) in [
+            ("::ffff:198.51.100.0/120", v4("198.51.100.0", 24)),
+            ("::ffff:198.51.100.7/128", v4("198.51.100.7", 32)),
+            ("::198.51.100.0/120", v4("198.51.100.0", 24)),
+            ("2002:cb00:7100::/40", v4("203.0.113.0", 24)),
+            ("2002:cb00:7105::/48", v4("203.0.113.5", 32)),
+            // Past the IPv4 part: every address in it is read as that one IPv4 address.
+            ("2002:cb00:7105:100::/56", v4("203.0.113.5", 32)),
+            ("64:ff9b::c000:200/120", v4("192.0.2.0", 24)),
+            (
+                "2001:0:4136:e378:8000:63bf:3fff:fd00/120",
+                v4("192.0.2.0", 24),
+            ),
+            (
+                "2001:0:4136:e378:8000:63bf:3fff:fdd2/128",
+                v4("192.0.2.45", 32),
+            ),
+            // A configured /48: the IPv4 address around the u octet.
+            ("2001:db8:48:c000:2::/80", v4("192.0.2.0", 24)),
+            ("2001:db8:48:c000::/64", v4("192.0.0.0", 16)),
+            // Whole ranges, and Teredo servers, name no IPv4 address in particular.
+            ("2002::/16", ListedAs::V6),
+            ("2001::/32", ListedAs::V6),
+            ("2001:0:4136:e378::/64", ListedAs::V6),
+            ("::ffff:0:0/96", ListedAs::V6),
+            ("64:ff9b::/96", ListedAs::V6),
+            ("2001:db8:48::/48", ListedAs::V6),
+            ("::/0", ListedAs::V6),
+            ("::1/128", ListedAs::V6),
+            ("2a0b:f4c2::/40", ListedAs::V6),
+            ("2001:db8:48:c000:ff00::/72", ListedAs::V6),
+        ] {
+            assert_eq!(listed(entry), expected, "{entry}");
+        }
     }
 
     #[test]

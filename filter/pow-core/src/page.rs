@@ -181,6 +181,7 @@ fn strings(lang: Lang) -> &'static Strings {
 pub struct PageData<'a> {
     pub challenge_hex: &'a str,
     pub salt_hex: &'a str,
+    pub issued: u64,
     pub expiry: u64,
     pub difficulty: u8,
     pub return_to: &'a str,
@@ -226,6 +227,7 @@ pub fn render_html(lang: Lang, data: &PageData<'_>) -> String {
     let json = serde_json::json!({
         "c": data.challenge_hex,
         "s": data.salt_hex,
+        "i": data.issued,
         "e": data.expiry,
         "d": data.difficulty,
         "r": data.return_to,
@@ -424,6 +426,7 @@ mod tests {
         PageData {
             challenge_hex: "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
             salt_hex: "0000000000000001",
+            issued: 1_795_972_320,
             expiry: 1_795_972_620,
             difficulty: 12,
             return_to: "/a?b=</script><script>alert(1)</script>&c",

@@ -115,7 +115,7 @@ mod tests {
 
     /// Which key a choice signs with: the cookie it issues checks under `key` alone.
     fn signs_with(choice: &SecretChoice, key: &[u8]) -> bool {
-        let b = Binding::new([0; 9], "ua", "h");
+        let b = Binding::new([0; 9], "ua", "h").unwrap();
         let Some(keys) = &choice.keys else {
             return false;
         };
@@ -133,7 +133,7 @@ mod tests {
         assert!(signs_with(&choice, A));
         assert!(!signs_with(&choice, B));
         assert!(choice.notices.is_empty(), "{:?}", choice.notices);
-        let b = Binding::new([0; 9], "ua", "h");
+        let b = Binding::new([0; 9], "ua", "h").unwrap();
         let old = Keys::new(Some(B), None).unwrap().0;
         let cookie = crypto::issue_cookie(&old, &b, 1000, 8);
         let keys = choice.keys.as_ref().unwrap();

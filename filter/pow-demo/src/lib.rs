@@ -501,8 +501,9 @@ pub fn answer_challenge(page: &str, max_tries: u64) -> Option<String> {
             .or_else(|| v.as_str().map(str::to_owned))
     };
     Some(format!(
-        "{}?c={challenge_hex}&e={}&d={bits}&s={}&n={nonce:016x}&r={}",
+        "{}?c={challenge_hex}&i={}&e={}&d={bits}&s={}&n={nonce:016x}&r={}",
         data["v"].as_str()?,
+        number(&data["i"])?,
         number(&data["e"])?,
         data["s"].as_str()?,
         percent_encode(data["r"].as_str()?),
@@ -552,7 +553,7 @@ mod tests {
 
     #[test]
     fn a_challenge_page_is_answered_as_the_page_would() {
-        let page = r#"<p>x</p><script id="pow-data" type="application/json">{"c":"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff","s":"ab","e":1700000000,"d":8,"r":"/a b?x=1","v":"/.pow/verify","t":{}}</script>"#;
+        let page = r#"<p>x</p><script id="pow-data" type="application/json">{"c":"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff","s":"ab","i":1699999700,"e":1700000000,"d":8,"r":"/a b?x=1","v":"/.pow/verify","t":{}}</script>"#;
         let answer = answer_challenge(page, 1 << 20).unwrap();
         assert!(answer.starts_with("/.pow/verify?c=0011"), "{answer}");
         assert!(answer.ends_with("&r=%2Fa%20b%3Fx%3D1"), "{answer}");

@@ -92,6 +92,13 @@ mod raw {
         pub fn proxy_increment_metric(id: u32, offset: i64) -> u32;
         pub fn proxy_record_metric(id: u32, value: u64) -> u32;
         pub fn proxy_remove_header_map_value(kind: u32, key: *const u8, key_size: usize) -> u32;
+        pub fn proxy_replace_header_map_value(
+            kind: u32,
+            key: *const u8,
+            key_size: usize,
+            value: *const u8,
+            value_size: usize,
+        ) -> u32;
     }
 
     #[link(wasm_import_module = "wasi_snapshot_preview1")]
@@ -161,6 +168,20 @@ pub fn remove_request_header(name: &str) -> Result<(), Status> {
     // SAFETY: a pointer and length of a live &str.
     ok(unsafe {
         raw::proxy_remove_header_map_value(MAP_HTTP_REQUEST_HEADERS, name.as_ptr(), name.len())
+    })
+}
+
+/// Sets a request header (`:path` included), replacing every value it had.
+pub fn replace_request_header(name: &str, value: &str) -> Result<(), Status> {
+    // SAFETY: pointers and lengths of live &strs.
+    ok(unsafe {
+        raw::proxy_replace_header_map_value(
+            MAP_HTTP_REQUEST_HEADERS,
+            name.as_ptr(),
+            name.len(),
+            value.as_ptr(),
+            value.len(),
+        )
     })
 }
 

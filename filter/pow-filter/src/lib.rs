@@ -410,9 +410,13 @@ impl Http {
             filter.on_request(&req, now, &mut HostStore, &mut *metrics)
         };
         match action {
-            pow_core::Action::Continue => {
+            pow_core::Action::Continue(forward) => {
                 for name in overrides {
                     abi::remove_request_header(name).map_err(|s| ("remove_header_map_value", s))?;
+                }
+                if let Some(path) = forward.path {
+                    abi::replace_request_header(":path", &path)
+                        .map_err(|s| ("replace_header_map_value(:path)", s))?;
                 }
                 Ok(Action::Continue)
             }

@@ -37,7 +37,7 @@ fn the_failure_page_never_leads_to_an_unverified_path() {
         return;
     };
     let forged = format!(
-        "/.pow/verify?c={}&e={}&d=1&s=0000000000000000&n=0000000000000000&r=%2Faccount%2Fdelete%3Fconfirm%3D1",
+        "/.pow/verify?c={}&i={T0}&e={}&d=1&s=0000000000000000&n=0000000000000000&r=%2Faccount%2Fdelete%3Fconfirm%3D1",
         "0".repeat(64),
         T0 + 60
     );

@@ -3,10 +3,13 @@
 //! - `filter_pow`: the real release `pow_filter.wasm`, flow by flow;
 //! - `attacks`: the first adversarial review's attacks, replayed against the real module;
 //! - `hardening`: the second review's (return path, tossed cookies, header sizes, client
-//!   address, bypass width, salts, replay, unusable peer address).
+//!   address, bypass width, salts, replay, unusable peer address);
+//! - `third_review`: the third review's (lookalike cookie names, queries on bypassed paths,
+//!   headers naming another site, overlong hosts, a lowered TTL, Teredo, IPv6 forms in lists).
 
 mod abi;
 mod attacks;
 mod common;
 mod filter_pow;
 mod hardening;
+mod third_review;

@@ -1,4 +1,4 @@
-//! The verify endpoint (`GET /.pow/verify?c=&e=&d=&s=&n=&r=`): parses the solution, checks it
+//! The verify endpoint (`GET /.pow/verify?c=&i=&e=&d=&s=&n=&r=`): parses the solution, checks it
 //! (method, return target, difficulty, expiry window, MAC, work, seen-set: the first failure
 //! denies) and answers with the clearance cookie or the reason it was refused.
 
@@ -115,14 +115,17 @@ impl Filter {
         {
             return Err(VerifyFailure::Malformed);
         }
-        if q.expiry < now.secs {
+        // Issued no later than now, not expired, and living no longer than the challenge TTL
+        // in force now allows (a lowered TTL shortens the challenges already out).
+        if q.issued > now.secs || q.expiry < now.secs || q.expiry < q.issued {
             return Err(VerifyFailure::Expired);
         }
-        if q.expiry > now.secs.saturating_add(self.config.challenge_ttl_secs) {
+        if q.expiry - q.issued > self.config.challenge_ttl_secs {
             return Err(VerifyFailure::Expired);
         }
-        let binding = self.binding(req, net);
+        let binding = self.binding(req, net).ok_or(VerifyFailure::Malformed)?;
         let params = ChallengeParams {
+            issued: q.issued,
             expiry: q.expiry,
             difficulty: q.difficulty,
             salt: q.salt,
@@ -133,13 +136,13 @@ impl Filter {
         if !crypto::check_work(&q.challenge, q.nonce, q.difficulty) {
             return Err(VerifyFailure::Work);
         }
-        // When it was issued, as far as the current configuration tells.
-        let issued = q.expiry.saturating_sub(self.config.challenge_ttl_secs);
+        // When it was issued, as the MAC vouches: not derived from a TTL that may have changed
+        // (a restart that lowered it would otherwise date a spent challenge after the set began).
         let spent = seen::spend(
             store,
             &binding.net,
             &q.challenge,
-            issued,
+            q.issued,
             q.expiry,
             now.secs,
         )
@@ -157,7 +160,7 @@ pub enum VerifyFailure {
     Malformed,
     /// The return target is not a same-origin path.
     Redirect,
-    /// Past its expiry, or an expiry further than the challenge TTL.
+    /// Past its expiry, issued later than now, or living longer than the challenge TTL.
     Expired,
     /// Not issued by us for this client (/24 or /64, User-Agent, host) and these parameters.
     Mac,
@@ -191,11 +194,12 @@ impl VerifyFailure {
     }
 }
 
-/// The verify request's query: `c` (64 hex), `e` (expiry), `d` (bits), `s` (16 hex), `n`
-/// (16 hex), `r` (the return path, percent-encoded). Each exactly once; nothing else.
+/// The verify request's query: `c` (64 hex), `i` (issued), `e` (expiry), `d` (bits), `s` (16
+/// hex), `n` (16 hex), `r` (the return path, percent-encoded). Each exactly once; nothing else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyQuery {
     pub challenge: [u8; 32],
+    pub issued: u64,
     pub expiry: u64,
     pub difficulty: u8,
     pub salt: u64,
@@ -208,7 +212,7 @@ impl VerifyQuery {
         if query.len() > 4096 {
             return Err(VerifyFailure::Malformed);
         }
-        let mut fields: [Option<&str>; 6] = [None; 6];
+        let mut fields: [Option<&str>; 7] = [None; 7];
         for pair in query.split('&') {
             let (k, v) = pair.split_once('=').ok_or(VerifyFailure::Malformed)?;
             let slot = match k {
@@ -218,13 +222,23 @@ impl VerifyQuery {
                 "s" => 3,
                 "n" => 4,
                 "r" => 5,
+                "i" => 6,
                 _ => return Err(VerifyFailure::Malformed),
             };
             if fields[slot].replace(v).is_some() {
                 return Err(VerifyFailure::Malformed);
             }
         }
-        let [Some(c), Some(e), Some(d), Some(s), Some(n), Some(r)] = fields else {
+        let [
+            Some(c),
+            Some(e),
+            Some(d),
+            Some(s),
+            Some(n),
+            Some(r),
+            Some(i),
+        ] = fields
+        else {
             return Err(VerifyFailure::Malformed);
         };
         let bad = VerifyFailure::Malformed;
@@ -232,6 +246,7 @@ impl VerifyQuery {
             .map_err(|_| VerifyFailure::Redirect)?;
         Ok(VerifyQuery {
             challenge: crypto::unhex::<32>(c).ok_or(bad)?,
+            issued: crypto::parse_decimal(i).ok_or(bad)?,
             expiry: crypto::parse_decimal(e).ok_or(bad)?,
             difficulty: u8::try_from(crypto::parse_decimal(d).ok_or(bad)?).map_err(|_| bad)?,
             salt: u64::from_be_bytes(crypto::unhex::<8>(s).ok_or(bad)?),
@@ -243,8 +258,9 @@ impl VerifyQuery {
     /// The query string for these values (what the page builds).
     pub fn to_query(&self) -> String {
         format!(
-            "c={}&e={}&d={}&s={:016x}&n={:016x}&r={}",
+            "c={}&i={}&e={}&d={}&s={:016x}&n={:016x}&r={}",
             crypto::hex(&self.challenge),
+            self.issued,
             self.expiry,
             self.difficulty,
             self.salt,

@@ -94,7 +94,7 @@ function powLib(self) {
     for (var j = 0; j < workers.length; j++) workers[j].terminate();
     bar.value = 100;
     say(t.done);
-    var q = "c=" + data.c + "&e=" + data.e + "&d=" + d + "&s=" + data.s + "&n=" + hex8(r[0]) + hex8(r[1]) +
+    var q = "c=" + data.c + "&i=" + data.i + "&e=" + data.e + "&d=" + d + "&s=" + data.s + "&n=" + hex8(r[0]) + hex8(r[1]) +
       "&r=" + encodeURIComponent(data.r);
     window.location.replace(data.v + "?" + q);
   }

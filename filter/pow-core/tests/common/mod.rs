@@ -104,7 +104,7 @@ pub fn with_header(mut r: Request<'static>, name: &str, value: &str) -> Request<
 pub fn body(a: &Action) -> String {
     match a {
         Action::Respond { body, .. } => String::from_utf8(body.clone()).unwrap(),
-        Action::Continue => String::new(),
+        Action::Continue(_) => String::new(),
     }
 }
 
@@ -128,6 +128,7 @@ pub fn solve(data: &serde_json::Value) -> VerifyQuery {
         .unwrap();
     VerifyQuery {
         challenge,
+        issued: data["i"].as_u64().unwrap(),
         expiry: data["e"].as_u64().unwrap(),
         difficulty: d,
         salt: u64::from_str_radix(data["s"].as_str().unwrap(), 16).unwrap(),

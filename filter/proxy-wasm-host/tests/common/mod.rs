@@ -127,6 +127,8 @@ pub fn metric(host: &Host, name: &str) -> i64 {
 pub struct Challenge {
     pub c: String,
     pub s: String,
+    /// When it was issued (`None` from a module that does not say).
+    pub i: Option<u64>,
     pub e: u64,
     pub d: u32,
     pub r: String,
@@ -146,6 +148,7 @@ pub fn challenge_of(o: &Outcome) -> Challenge {
     Challenge {
         c: v["c"].as_str().unwrap().into(),
         s: v["s"].as_str().unwrap().into(),
+        i: v["i"].as_u64(),
         e: v["e"].as_u64().unwrap(),
         d: v["d"].as_u64().unwrap() as u32,
         r: v["r"].as_str().unwrap().into(),
@@ -206,8 +209,9 @@ pub fn encode(s: &str) -> String {
 }
 
 pub fn verify_url(ch: &Challenge, nonce: u64, r: &str) -> String {
+    let issued = ch.i.map(|i| format!("&i={i}")).unwrap_or_default();
     format!(
-        "{}?c={}&e={}&d={}&s={}&n={nonce:016x}&r={}",
+        "{}?c={}{issued}&e={}&d={}&s={}&n={nonce:016x}&r={}",
         ch.v,
         ch.c,
         ch.e,
