@@ -12,12 +12,14 @@
 //! the browser proofs of cookie tossing need.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use http1::{HOP_BY_HOP, HttpRequest, text as text_response};
 
 use pop_common::tool::Env;
 use proxy_wasm_host::{Host, HostConfig, HostError, Request, Response, Served};
@@ -178,24 +180,26 @@ impl Demo {
         )?;
         let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let (origin_server, origin) = listen(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let (origin_server, origin) = http1::Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
         // With TLS, the HTTP edge listens on a loopback port of its own, behind the TLS front.
         let http_addr = if tls.is_some() {
             SocketAddr::from(([127, 0, 0, 1], 0))
         } else {
             config.edge
         };
-        let (edge_server, http_edge) = listen(http_addr)?;
+        let (edge_server, http_edge) = http1::Server::bind(http_addr)?;
+        // One filter VM, as one Envoy worker has: requests reach it one at a time.
+        let edge = Mutex::new(Edge {
+            host,
+            origin,
+            agent: origin_agent(),
+            scheme: if tls.is_some() { "https" } else { "http" },
+        });
         let mut threads = vec![
-            spawn_loop(origin_server, stop.clone(), serve_origin),
-            spawn_loop(edge_server, stop.clone(), {
-                let mut edge = Edge {
-                    host,
-                    origin,
-                    agent: origin_agent(),
-                    scheme: if tls.is_some() { "https" } else { "http" },
-                };
-                move |req| edge.serve(req)
+            origin_server.spawn(stop.clone(), serve_origin),
+            edge_server.spawn(stop.clone(), move |req| match edge.lock() {
+                Ok(mut edge) => edge.serve(req),
+                Err(_) => text_response(502, "the filter failed earlier\n"),
             }),
         ];
         let edge = match tls {
@@ -240,38 +244,8 @@ impl Demo {
     }
 }
 
+mod http1;
 mod tls;
-
-fn listen(addr: SocketAddr) -> Result<(tiny_http::Server, SocketAddr), DemoError> {
-    let err = |reason: String| DemoError::Listen {
-        addr: addr.to_string(),
-        reason,
-    };
-    let listener = TcpListener::bind(addr).map_err(|e| err(e.to_string()))?;
-    let bound = listener.local_addr().map_err(|e| err(e.to_string()))?;
-    let server =
-        tiny_http::Server::from_listener(listener, None).map_err(|e| err(e.to_string()))?;
-    Ok((server, bound))
-}
-
-/// Serves requests one at a time until `stop` is set (checked every 100 ms).
-fn spawn_loop<F>(server: tiny_http::Server, stop: Arc<AtomicBool>, mut handle: F) -> JoinHandle<()>
-where
-    F: FnMut(tiny_http::Request) + Send + 'static,
-{
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::SeqCst) {
-            match server.recv_timeout(Duration::from_millis(100)) {
-                Ok(Some(request)) => handle(request),
-                Ok(None) => {}
-                Err(e) => {
-                    pop_common::warn!("accept failed: {e}");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-        }
-    })
-}
 
 fn origin_agent() -> ureq::Agent {
     ureq::Agent::config_builder()
@@ -291,50 +265,28 @@ struct Edge {
     scheme: &'static str,
 }
 
-/// Hop-by-hop headers: never forwarded (RFC 9110 section 7.6.1), plus the length, which the
-/// server recomputes.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-];
-
 impl Edge {
-    fn serve(&mut self, mut req: tiny_http::Request) {
-        let headers: Vec<(String, String)> = req
-            .headers()
-            .iter()
-            .map(|h| {
-                (
-                    h.field.as_str().as_str().to_ascii_lowercase(),
-                    h.value.as_str().to_owned(),
-                )
-            })
-            .collect();
-        let authority = headers
+    fn serve(&mut self, req: HttpRequest) -> Response {
+        let authority = req
+            .headers
             .iter()
             .find(|(k, _)| k == "host")
             .map_or_else(|| "localhost".to_owned(), |(_, v)| v.clone());
-        let mut body = Vec::new();
-        let _ = req.as_reader().take(1 << 20).read_to_end(&mut body);
         let request = Request {
-            method: req.method().as_str().to_owned(),
-            path: req.url().to_owned(),
+            method: req.method,
+            path: req.target,
             authority,
             scheme: self.scheme.to_owned(),
-            headers: headers.into_iter().filter(|(k, _)| k != "host").collect(),
-            source_address: req
-                .remote_addr()
-                .map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string()),
-            body: (!body.is_empty()).then_some(body),
+            headers: req
+                .headers
+                .into_iter()
+                .filter(|(k, _)| k != "host")
+                .collect(),
+            source_address: req.peer.to_string(),
+            body: (!req.body.is_empty()).then_some(req.body),
         };
         let (origin, agent) = (self.origin, self.agent.clone());
-        let response = match self.host.exchange(request, |headers, body| {
+        match self.host.exchange(request, |headers, body| {
             forward(&agent, origin, headers, body)
         }) {
             Ok(Served::Local(response)) | Ok(Served::Upstream { response, .. }) => response,
@@ -344,8 +296,7 @@ impl Edge {
                 pop_common::warn!("filter error: {e}");
                 text_response(502, &format!("the filter failed: {e}\n"))
             }
-        };
-        respond(req, response);
+        }
     }
 }
 
@@ -367,7 +318,12 @@ fn forward(
     let mut builder = ureq::http::Request::builder().method(method).uri(&uri);
     for (k, v) in headers {
         if !k.starts_with(':') && !HOP_BY_HOP.contains(&k.as_str()) {
-            builder = builder.header(k.as_str(), v.as_str());
+            // As bytes: a value may hold obs-text (a cookie name behind U+2000), which Envoy
+            // forwards as it came.
+            match ureq::http::HeaderValue::from_bytes(v.as_bytes()) {
+                Ok(value) => builder = builder.header(k.as_str(), value),
+                Err(_) => pop_common::warn!("header {k} not forwarded: not a header value"),
+            }
         }
     }
     if let Some(authority) = get(":authority") {
@@ -400,32 +356,6 @@ fn forward(
     }
 }
 
-fn text_response(status: u32, text: &str) -> Response {
-    Response {
-        status,
-        headers: vec![(
-            "content-type".to_owned(),
-            "text/plain; charset=utf-8".to_owned(),
-        )],
-        body: text.as_bytes().to_vec(),
-    }
-}
-
-fn respond(req: tiny_http::Request, response: Response) {
-    let status = u16::try_from(response.status).unwrap_or(500);
-    let mut out = tiny_http::Response::from_data(response.body).with_status_code(status);
-    for (k, v) in &response.headers {
-        if HOP_BY_HOP.contains(&k.to_ascii_lowercase().as_str()) {
-            continue;
-        }
-        if let Ok(header) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-            out.add_header(header);
-        }
-    }
-    // The browser went away: nothing to tell anyone.
-    let _ = req.respond(out);
-}
-
 /// The page a visitor reaches once the filter lets them through.
 pub const ORIGIN_PAGE: &str = r#"<!doctype html>
 <html lang="en">
@@ -444,9 +374,9 @@ to the demo origin. Reload the page: the cookie keeps you through without a new 
 </body></html>
 "#;
 
-fn serve_origin(req: tiny_http::Request) {
+fn serve_origin(req: HttpRequest) -> Response {
     let path: String = req
-        .url()
+        .target
         .chars()
         .map(|c| match c {
             '<' => "&lt;".to_owned(),
@@ -457,20 +387,17 @@ fn serve_origin(req: tiny_http::Request) {
         })
         .collect();
     let page = ORIGIN_PAGE.replace("{path}", &path);
-    respond(
-        req,
-        Response {
-            status: 200,
-            headers: vec![
-                (
-                    "content-type".to_owned(),
-                    "text/html; charset=utf-8".to_owned(),
-                ),
-                ("cache-control".to_owned(), "no-store".to_owned()),
-            ],
-            body: page.into_bytes(),
-        },
-    );
+    Response {
+        status: 200,
+        headers: vec![
+            (
+                "content-type".to_owned(),
+                "text/html; charset=utf-8".to_owned(),
+            ),
+            ("cache-control".to_owned(), "no-store".to_owned()),
+        ],
+        body: page.into_bytes(),
+    }
 }
 
 /// A client without a browser paying the proof of work: reads the challenge page's `pow-data`,

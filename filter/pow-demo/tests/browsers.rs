@@ -369,3 +369,93 @@ fn headless_chromium_reaches_the_origin_past_tossed_cookies() {
     assert_eq!(result["challenges"], 0, "{result}");
     assert_eq!(result["reachedOrigin"], true, "{result}");
 }
+
+/// What a lookalike run must show: the sibling's cookie was stored and is sent to the edge, and
+/// the visitor reached the origin, then reached it again on another path without a challenge.
+fn assert_the_lookalike_hides_nothing(result: &serde_json::Value) {
+    assert_eq!(
+        result["stored"], true,
+        "the browser refused the lookalike: {result}"
+    );
+    assert_eq!(result["sentToEdge"], true, "{result}");
+    assert_eq!(
+        result["firstReached"], true,
+        "the visitor never reached the origin (a challenge loop): {result}"
+    );
+    assert_eq!(result["reachedOrigin"], true, "{result}");
+    assert_eq!(result["challenges"], 0, "{result}");
+}
+
+/// A sibling subdomain sets, with `document.cookie`, a cookie named U+2000 then
+/// `__Host-pow_clearance` for the parent domain with `Path=/`: Chromium stores it as an ordinary
+/// cookie and sends it before the edge's own on every path, its raw UTF-8 reaching the edge
+/// (which passes such bytes to the filter as Envoy does). The visitor solves once and reaches
+/// the origin, and again on another page: the lookalike is not taken for the clearance cookie.
+#[test]
+fn headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name() {
+    let test = "headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name";
+    let Some(driver) = chromium_driver(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(tls) = self_signed(test, dir.path()) else {
+        return;
+    };
+    let Some(demo) = start_demo_with(test, 10, Some(tls)) else {
+        return;
+    };
+    let result = run_chromium(&driver, "lookalike.mjs", demo, &[]);
+    assert_the_lookalike_hides_nothing(&result);
+    // Playwright reports the header's bytes as Latin-1: U+2000's UTF-8 (E2 80 80) shows as
+    // "\u{e2}\u{20ac}\u{20ac}". It was sent first, raw.
+    let order: Vec<&str> = result["sentOrder"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "\u{e2}\u{20ac}\u{20ac}__Host-pow_clearance",
+            "__Host-pow_clearance"
+        ],
+        "{result}"
+    );
+}
+
+/// [`headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name`] in headless Firefox ESR.
+#[test]
+fn headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name() {
+    let test = "headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name";
+    let firefox = std::env::var("FIREFOX").unwrap_or_else(|_| "/usr/bin/firefox-esr".to_owned());
+    if !Path::new(&firefox).is_file() {
+        return skip_or_fail(test, &format!("firefox ({firefox})"));
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        return skip_or_fail(test, "node");
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/firefox");
+    if !dir.join("node_modules/puppeteer-core").is_dir() {
+        return skip_or_fail(test, "puppeteer-core (npm ci in filter/browsers/firefox)");
+    }
+    let certs = tempfile::tempdir().unwrap();
+    let Some(tls) = self_signed(test, certs.path()) else {
+        return;
+    };
+    let Some(demo) = start_demo_with(test, 10, Some(tls)) else {
+        return;
+    };
+    let mut command = Command::new("node");
+    command
+        .arg(dir.join("lookalike.mjs"))
+        .arg(demo.url())
+        .env("FIREFOX", &firefox);
+    let result = run_solver(command, demo);
+    assert_the_lookalike_hides_nothing(&result);
+    assert_eq!(
+        result["sentOrder"],
+        serde_json::json!(["\u{2000}__Host-pow_clearance", "__Host-pow_clearance"]),
+        "{result}"
+    );
+}
