@@ -201,6 +201,13 @@ pub enum RefreshError {
         limit: usize,
         detail: Option<String>,
     },
+    /// The filter would refuse the WasmPlugin's pluginConfig with these lists. Envoy would then
+    /// NACK the update and keep running the previous configuration, lists included, with no
+    /// error where the job could see it: refused here instead.
+    #[error(
+        "the filter would refuse WasmPlugin {wasmplugin}'s pluginConfig with these lists ({reason}); nothing was written, the previous lists stay"
+    )]
+    FilterRefuses { wasmplugin: String, reason: String },
     #[error("every list failed ({}); nothing was written, the previous lists stay", ListFailure::join(.0))]
     AllFailed(Vec<ListFailure>),
     #[error("wrote the other lists; these failed and keep their previous version: {}", ListFailure::join(.0))]
@@ -226,6 +233,7 @@ impl Report for RefreshError {
             | RefreshError::Status { .. }
             | RefreshError::Json { .. }
             | RefreshError::TooLarge { .. }
+            | RefreshError::FilterRefuses { .. }
             | RefreshError::AllFailed(_)
             | RefreshError::SomeFailed(_)
             | RefreshError::Output(_) => Exit::Failure,
@@ -493,6 +501,9 @@ fn publish(
             plan.old_version()
         );
     } else {
+        if let Some((_, name, object)) = &wasm {
+            plan.check_wasmplugin_config(object, &format!("{}/{name}", cluster.namespace))?;
+        }
         let cm = plan.configmap(cluster, current.as_ref());
         kube.apply(&cm_path, &cm, FIELD_MANAGER)?;
         pop_common::info!(

@@ -165,6 +165,35 @@ impl Plan {
         Ok(())
     }
 
+    /// Refuses lists the filter would refuse with the WasmPlugin's pluginConfig as it stands
+    /// (a kept list that no longer parses, more lists than the filter takes): decoded and built
+    /// by the filter's own code, as its `on_configure` would. Envoy checks a new pluginConfig on
+    /// a throwaway VM and, when the module refuses it, rejects the update and keeps the previous
+    /// configuration (proxy-wasm-cpp-host `src/wasm.cc`, the canary; Envoy's
+    /// `source/extensions/common/wasm/wasm.cc`, `PluginConfig` throwing `WasmException`).
+    pub(crate) fn check_wasmplugin_config(
+        &self,
+        current: &Value,
+        wasmplugin: &str,
+    ) -> Result<(), RefreshError> {
+        let mut config = current
+            .pointer("/spec/pluginConfig")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if let Some(object) = config.as_object_mut() {
+            object.insert("lists".to_owned(), self.lists());
+        }
+        let refused = |reason: String| RefreshError::FilterRefuses {
+            wasmplugin: wasmplugin.to_owned(),
+            reason,
+        };
+        let bytes = serde_json::to_vec(&config).map_err(|e| refused(e.to_string()))?;
+        let decoded =
+            pow_core::PluginConfig::from_json(&bytes).map_err(|e| refused(e.to_string()))?;
+        pow_core::Filter::new(decoded, None, [0; 32]).map_err(refused)?;
+        Ok(())
+    }
+
     /// The filter's `lists` object.
     pub(crate) fn lists(&self) -> Value {
         json!({"version": self.version, "generated_at": self.version, "sets": self.sets})
@@ -253,6 +282,40 @@ mod tests {
         );
         assert!(plan.changed);
         assert!(!plan.data().contains_key("hosting.txt"));
+    }
+
+    #[test]
+    fn lists_the_filter_would_refuse_are_refused_before_anything_is_written() {
+        let wasmplugin = json!({"spec": {"pluginConfig": {"mode": "listed", "difficulty": 12}}});
+        let fresh = Plan::new(
+            &sources(&["tor"]),
+            &BTreeMap::new(),
+            &map(&[("tor", "192.0.2.1/32\n")]),
+            NOW,
+        );
+        assert!(
+            fresh
+                .check_wasmplugin_config(&wasmplugin, "edge/pow")
+                .is_ok()
+        );
+        // A kept list that somebody edited by hand in the ConfigMap.
+        let kept = Plan::new(
+            &sources(&["tor"]),
+            &map(&[("tor.txt", "192.0.2.1/32\nnot-a-cidr\n")]),
+            &BTreeMap::new(),
+            NOW,
+        );
+        let err = kept
+            .check_wasmplugin_config(&wasmplugin, "edge/pow")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("edge/pow"), "{err}");
+        assert!(err.contains("lists.sets.tor"), "{err}");
+        assert!(err.contains("not-a-cidr"), "{err}");
+        // The rest of the pluginConfig counts too: a field the filter refuses.
+        let odd = json!({"spec": {"pluginConfig": {"mode": "sometimes"}}});
+        let err = fresh.check_wasmplugin_config(&odd, "edge/pow").unwrap_err();
+        assert!(err.to_string().contains("mode"), "{err}");
     }
 
     #[test]

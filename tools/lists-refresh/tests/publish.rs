@@ -439,3 +439,33 @@ fn an_out_dir_run_where_every_list_fails_writes_nothing() {
     assert!(log.contains("every list failed"), "{log}");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
+
+/// A list the filter would refuse (here a kept list edited by hand in the ConfigMap) is refused
+/// before anything is written: Envoy would reject the new pluginConfig and keep running the old
+/// one, lists included, with nothing the job could see.
+#[test]
+fn lists_the_filter_would_refuse_are_refused_before_any_write() {
+    let job = Job::new();
+    let file = job.dir.path().join("exits.txt");
+    std::fs::write(&file, "185.220.101.1\n").unwrap();
+    let missing = job.dir.path().join("gone.txt");
+    let sources = job.sources(json!([
+        {"name": "tor", "generator": "tor", "sources": [file]},
+        {"name": "hosting", "generator": "tor", "sources": [missing]},
+    ]));
+    let api = Server::start(vec![
+        configmap(json!({"hosting.txt": "203.0.113.0/24\nsee the wiki\n", "version": NOW})),
+        wasmplugin(NOW),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    let log = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("the filter would refuse WasmPlugin edge/pow-filter"), "{log}");
+    assert!(log.contains("lists.sets.hosting"), "{log}");
+    assert!(log.contains("nothing was written"), "{log}");
+    let requests = api.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_get(&requests[0], CM);
+    assert_get(&requests[1], WASM);
+}
