@@ -4,7 +4,7 @@
 
 use pow_core::bypass;
 use pow_core::crypto::{Binding, Keys, check_cookie, issue_cookie};
-use pow_core::filter::{HOST_PREFIX, MAX_COOKIES_CHECKED, VERIFY_PATH};
+use pow_core::filter::{ClearancePairs, HOST_PREFIX, MAX_COOKIES_CHECKED, VERIFY_PATH};
 use pow_core::net::{self, Nat64Prefix, binding_net};
 use pow_core::page;
 use pow_core::redirect::{check_target, percent_decode};
@@ -30,7 +30,7 @@ const SECRET: &[u8] = b"fuzzing-secret-of-at-least-32-bytes!";
 /// Any cookie value: accepted only if it is exactly what the key issues for its expiry and
 /// difficulty (no forgery, no alternative spelling).
 pub fn cookie(data: &[u8]) {
-    cookie_reduction(data);
+    cookie_pairs(data);
     let Ok(value) = std::str::from_utf8(data) else {
         return;
     };
@@ -52,43 +52,45 @@ pub fn cookie(data: &[u8]) {
     }
 }
 
-/// The glue's reduction of a raw Cookie header keeps exactly the clearance pairs that splitting
-/// the lossily decoded header finds (names compared exactly once spaces and tabs are stripped),
-/// in header order, and no more than can be checked: over https the first `__Host-<name>`
-/// ones and the first `<name>` ones, up to the last `__Host-` one that can be checked; over
-/// http the first `<name>` ones.
-fn cookie_reduction(data: &[u8]) {
+/// The clearance pairs of a raw Cookie header are found, in the order they are checked and no
+/// more than are checked, exactly as splitting the lossily decoded header finds them (names
+/// compared exactly once spaces and tabs are stripped): over https the `__Host-<name>` ones,
+/// then the `<name>` ones; over http the `<name>` ones; [`MAX_COOKIES_CHECKED`] at most.
+fn cookie_pairs(data: &[u8]) {
     let whole = String::from_utf8_lossy(data);
     let ows = |s: &str| s.trim_matches([' ', '\t']).to_owned();
     for name in ["pow_clearance", "p"] {
         let prefixed = format!("{HOST_PREFIX}{name}");
-        let (mut secure, mut http) = (Vec::new(), Vec::new());
-        let (mut prefixed_kept, mut plain_kept, mut http_kept) = (0, 0, 0);
+        let (mut host_pairs, mut plain_pairs) = (Vec::new(), Vec::new());
         for pair in whole.split(';') {
             let Some((n, _)) = pair.split_once('=') else {
                 continue;
             };
-            let n = ows(n);
-            if n == name && http_kept < MAX_COOKIES_CHECKED {
-                http_kept += 1;
-                http.push(ows(pair));
-            }
-            if prefixed_kept == MAX_COOKIES_CHECKED {
-                continue;
-            }
-            if n == prefixed {
-                prefixed_kept += 1;
-                secure.push(ows(pair));
-            } else if n == name && plain_kept < MAX_COOKIES_CHECKED {
-                plain_kept += 1;
-                secure.push(ows(pair));
+            if ows(n) == prefixed {
+                host_pairs.push(ows(pair));
+            } else if ows(n) == name {
+                plain_pairs.push(ows(pair));
             }
         }
+        let secure: Vec<String> = host_pairs
+            .iter()
+            .chain(&plain_pairs)
+            .take(MAX_COOKIES_CHECKED)
+            .cloned()
+            .collect();
+        let http: Vec<String> = plain_pairs
+            .iter()
+            .take(MAX_COOKIES_CHECKED)
+            .cloned()
+            .collect();
         for (is_secure, expected) in [(true, secure), (false, http)] {
+            let found: Vec<String> = ClearancePairs::new(std::iter::once(data), name, is_secure)
+                .take(MAX_COOKIES_CHECKED)
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
             assert_eq!(
-                pow_core::filter::clearance_pairs(data, name, is_secure),
-                expected.join("; "),
-                "the reduction differs from the whole header (https: {is_secure})"
+                found, expected,
+                "the pairs found differ from the whole header's (https: {is_secure})"
             );
         }
     }
@@ -128,6 +130,7 @@ pub fn verify_request(data: &[u8]) {
                 ("cookie".into(), cookie.into()),
                 ("accept".into(), "text/html".into()),
             ],
+            cookies: Vec::new(),
             source_address: Some(source.into()),
         };
         let now = Now {

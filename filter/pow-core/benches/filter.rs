@@ -184,6 +184,7 @@ fn fake_cookies(full: bool) {
                 ("accept".into(), "text/html".into()),
                 ("cookie".into(), cookie.to_owned().into()),
             ],
+            cookies: Vec::new(),
             source_address: Some("192.0.2.1:4000".into()),
         }
     };

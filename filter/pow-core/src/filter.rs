@@ -8,8 +8,8 @@
 //! else lets the request through and is counted (`pow_fail_open`).
 //!
 //! The work per request is bounded whatever the header sizes: each header is read up to a limit
-//! ([`read_limit`]), the Cookie header is reduced to a few clearance pairs
-//! ([`clearance_pairs`]), the host is bound at most [`crypto::MAX_HOST_LEN`] long, and Accept and
+//! ([`read_limit`]), the Cookie header is scanned for a few clearance pairs, no further than the
+//! first valid one ([`ClearancePairs`]), the host is bound at most [`crypto::MAX_HOST_LEN`] long, and Accept and
 //! Accept-Language are read for their first items only.
 
 use std::borrow::Cow;
@@ -84,7 +84,7 @@ pub trait Metrics {
 pub const MAX_PATH: usize = 4200;
 
 /// How many bytes of a header [`Filter::on_request`] reads: `Some(limit)` for the headers it
-/// reads besides `cookie`, `None` for the others (`cookie` is reduced by [`clearance_pairs`]):
+/// reads besides `cookie`, `None` for the others (`cookie` is passed whole, undecoded):
 /// the glue copies no other header out of the proxy, and no more of these. Names as Envoy
 /// passes them, lowercase; one `match`, as the glue asks it of every header of every request.
 pub fn read_limit(name: &[u8]) -> Option<usize> {
@@ -121,9 +121,12 @@ pub const STRIPPED_HEADERS: &[&str] = &[
 #[derive(Debug, Default, Clone)]
 pub struct Request<'a> {
     /// All request headers, pseudo-headers (`:path`, `:authority`, ...) included, names lowercase.
-    /// The glue passes only the headers [`read_limit`] names (each up to its limit), and each
-    /// Cookie header reduced by [`clearance_pairs`] (which decides alike).
+    /// The glue passes only the headers [`read_limit`] names (each up to its limit), and the
+    /// Cookie headers in [`Request::cookies`].
     pub headers: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    /// The Cookie headers as the proxy holds them, undecoded: only the clearance pairs checked
+    /// are ever looked at ([`ClearancePairs`]). Cookie headers in `headers` count too.
+    pub cookies: Vec<&'a [u8]>,
     /// The `source.address` property.
     pub source_address: Option<Cow<'a, str>>,
 }
@@ -149,6 +152,14 @@ impl Request<'_> {
         https(":scheme") || https("x-forwarded-proto")
     }
 
+    /// The Cookie headers' bytes: [`Request::cookies`], then those in `headers`.
+    pub fn cookie_headers(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.cookies
+            .iter()
+            .copied()
+            .chain(self.header_all("cookie").map(str::as_bytes))
+    }
+
     /// Every value of a header.
     pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.headers
@@ -158,35 +169,110 @@ impl Request<'_> {
     }
 }
 
-/// The clearance pairs of a Cookie header that can be checked, in header order: over https the
-/// first [`MAX_COOKIES_CHECKED`] named `__Host-<name>`, and over either scheme the first
-/// [`MAX_COOKIES_CHECKED`] named `<name>` (the name without the prefix, the previous version's).
-/// [`Filter::has_valid_cookie`] checks the `__Host-` ones first, wherever they stand (a browser
-/// holds one: it is host-only with `Path=/`, and no sibling subdomain can set one), then the
-/// others, [`MAX_COOKIES_CHECKED`] in all. A sibling can set any number of `<name>` cookies for
-/// the parent domain, which browsers send first when their path is longer: they never hide
-/// ours. Over plain http, where no browser sends a `__Host-` cookie, only `<name>` counts.
+/// The clearance pairs of a request's Cookie headers, in the order they are checked, found
+/// lazily: over https each pair named `__Host-<name>` as the scan meets it (a browser holds one:
+/// it is host-only with `Path=/`, and no sibling subdomain can set one), then, once the scan is
+/// over, the first [`MAX_COOKIES_CHECKED`] named `<name>` (the name without the prefix, the
+/// previous version's); over plain http, where no browser sends a `__Host-` cookie, only the
+/// first `<name>` ones. A sibling can set any number of `<name>` cookies for the parent domain,
+/// which browsers send first when their path is longer: they never hide ours. Several Cookie
+/// headers (HTTP/2 may split them) are one list.
+///
+/// The checker takes [`MAX_COOKIES_CHECKED`] pairs at most and stops at the first valid one,
+/// so the scan goes no further than the clearance cookie that passes: a valid `__Host-` cookie
+/// at the front of 60 KiB of others costs one pair's scan.
 ///
 /// A pair's name is compared byte for byte, after stripping only spaces and tabs around it
 /// (RFC 6265, section 5.4's cookie-string, and RFC 9110's OWS): a browser stores a name that
 /// starts with U+00A0 or U+2000 as an ordinary cookie, which a sibling may set with `Domain=`,
 /// so a name that only looks like `__Host-<name>` once Unicode whitespace is trimmed is not
-/// ours. The scan stops as soon as nothing further could be checked.
-fn named_ranges(header: &[u8], name: &str, secure: bool) -> (Ranges, Ranges) {
-    let (mut prefixed, mut plain) = (Ranges::default(), Ranges::default());
-    let mut at = 0;
-    while at < header.len() && !(prefixed.is_full() || (!secure && plain.is_full())) {
-        let end = find_byte(&header[at..], b';').map_or(header.len(), |i| at + i);
-        let pair = &header[at..end];
-        let range = at..end;
-        at = end + 1;
-        match pair_name(pair, name.as_bytes()) {
-            Some(PairName::Prefixed) if secure => prefixed.push(range),
-            Some(PairName::Plain) => plain.push(range),
-            _ => {}
+/// ours. Nothing is decoded or copied: pairs are byte slices of the headers.
+#[derive(Debug)]
+pub struct ClearancePairs<'h, I> {
+    headers: I,
+    current: &'h [u8],
+    at: usize,
+    name: &'h [u8],
+    secure: bool,
+    prefixed_seen: usize,
+    plain: [&'h [u8]; MAX_COOKIES_CHECKED],
+    plain_kept: usize,
+    plain_given: usize,
+    scanning: bool,
+}
+
+impl<'h, I: Iterator<Item = &'h [u8]>> ClearancePairs<'h, I> {
+    pub fn new(headers: I, name: &'h str, secure: bool) -> Self {
+        ClearancePairs {
+            headers,
+            current: &[],
+            at: 0,
+            name: name.as_bytes(),
+            secure,
+            prefixed_seen: 0,
+            plain: [&[]; MAX_COOKIES_CHECKED],
+            plain_kept: 0,
+            plain_given: 0,
+            scanning: true,
         }
     }
-    (prefixed, plain)
+
+    /// Whether the scan has found all it could give: the checker takes no more than
+    /// [`MAX_COOKIES_CHECKED`] pairs.
+    fn scan_is_done(&self) -> bool {
+        if self.secure {
+            self.prefixed_seen == MAX_COOKIES_CHECKED
+        } else {
+            self.plain_kept == MAX_COOKIES_CHECKED
+        }
+    }
+}
+
+impl<'h, I: Iterator<Item = &'h [u8]>> Iterator for ClearancePairs<'h, I> {
+    /// A `name=value` pair, without the spaces and tabs around it.
+    type Item = &'h [u8];
+
+    fn next(&mut self) -> Option<&'h [u8]> {
+        while self.scanning {
+            if self.scan_is_done() {
+                self.scanning = false;
+                break;
+            }
+            if self.at >= self.current.len() {
+                match self.headers.next() {
+                    Some(header) => {
+                        self.current = header;
+                        self.at = 0;
+                        continue;
+                    }
+                    None => {
+                        self.scanning = false;
+                        break;
+                    }
+                }
+            }
+            let rest = self.current.get(self.at..).unwrap_or_default();
+            let end = find_byte(rest, b';').unwrap_or(rest.len());
+            let pair = rest.get(..end).unwrap_or_default();
+            self.at += end + 1;
+            match pair_name(pair, self.name) {
+                Some(PairName::Prefixed) if self.secure => {
+                    self.prefixed_seen += 1;
+                    return Some(trim_ows(pair));
+                }
+                Some(PairName::Plain) => {
+                    if let Some(slot) = self.plain.get_mut(self.plain_kept) {
+                        *slot = trim_ows(pair);
+                        self.plain_kept += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let pair = self.plain.get(self.plain_given..self.plain_kept)?.first()?;
+        self.plain_given += 1;
+        Some(pair)
+    }
 }
 
 /// Which of the clearance cookie's names a pair has.
@@ -226,66 +312,6 @@ fn trim_ows(bytes: &[u8]) -> &[u8] {
 /// [`trim_ows`] for text.
 fn trim_ows_str(text: &str) -> &str {
     text.trim_matches([' ', '\t'])
-}
-
-/// At most [`MAX_COOKIES_CHECKED`] byte ranges, without allocating.
-#[derive(Debug, Default)]
-struct Ranges {
-    items: [(usize, usize); MAX_COOKIES_CHECKED],
-    len: usize,
-}
-
-impl Ranges {
-    fn is_full(&self) -> bool {
-        self.len == MAX_COOKIES_CHECKED
-    }
-
-    /// Adds a range unless full.
-    fn push(&mut self, range: std::ops::Range<usize>) {
-        if let Some(slot) = self.items.get_mut(self.len) {
-            *slot = (range.start, range.end);
-            self.len += 1;
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
-        self.items[..self.len]
-            .iter()
-            .map(|&(start, end)| start..end)
-    }
-}
-
-/// Reduces a raw Cookie header to the clearance pairs [`Filter::on_request`] can check (see
-/// [`named_ranges`]), in header order, each without the spaces and tabs around it, joined by
-/// `"; "`: the core reads the reduced header as it would the whole one. The glue calls this
-/// instead of copying the whole header out of the host's buffer, so a request stuffed with
-/// 60 KiB of cookies costs a scan for the pairs' boundaries, not a UTF-8 validation and a copy
-/// of every byte. Only the kept pairs are decoded (bytes that are not UTF-8 replaced, which
-/// never falls on a `;` or `=`, both ASCII).
-pub fn clearance_pairs<'h>(header: &'h [u8], name: &str, secure: bool) -> Cow<'h, str> {
-    let (prefixed, plain) = named_ranges(header, name, secure);
-    let mut kept: [(usize, usize); 2 * MAX_COOKIES_CHECKED] = [(0, 0); 2 * MAX_COOKIES_CHECKED];
-    let mut count = 0;
-    for (slot, range) in kept.iter_mut().zip(prefixed.iter().chain(plain.iter())) {
-        *slot = (range.start, range.end);
-        count += 1;
-    }
-    let kept = &mut kept[..count];
-    kept.sort_unstable();
-    let decode = |&(start, end): &(usize, usize)| utf8_lossy(trim_ows(&header[start..end]));
-    match kept {
-        [] => Cow::Borrowed(""),
-        // The usual case, one clearance cookie: borrowed, not copied.
-        [one] => decode(one),
-        [first, rest @ ..] => {
-            let mut joined = decode(first).into_owned();
-            for range in rest.iter() {
-                joined.push_str("; ");
-                joined.push_str(&decode(range));
-            }
-            Cow::Owned(joined)
-        }
-    }
 }
 
 /// `String::from_utf8_lossy`, with the common case (valid UTF-8, mostly ASCII) checked first
@@ -537,7 +563,7 @@ impl Filter {
         }
     }
 
-    /// Whether one of the clearance cookies checked ([`named_ranges`]: `__Host-` ones first,
+    /// Whether one of the clearance cookies checked ([`ClearancePairs`]: `__Host-` ones first,
     /// at most [`MAX_COOKIES_CHECKED`]) is valid and was paid at `difficulty` bits or more.
     /// Looking at no more bounds what a request stuffed with fake cookies costs (one MAC each
     /// per key); a browser sends one, or a few when the name is also set on a parent domain.
@@ -550,61 +576,29 @@ impl Filter {
         now: u64,
         metrics: &mut dyn Metrics,
     ) -> bool {
-        let name = self.config.cookie_name.as_str();
-        let secure = req.is_secure();
-        let mut left = MAX_COOKIES_CHECKED;
-        // One pair checked, counted against the bound: whether it is a valid cookie, `None`
-        // once the bound is spent.
-        let check = |left: &mut usize, pair: Option<&str>| {
-            *left = left.checked_sub(1)?;
-            Some(
-                pair.and_then(|p| p.split_once('='))
-                    .is_some_and(|(_, value)| {
-                        let value = trim_ows_str(value).trim_matches('"');
-                        crypto::check_cookie(
-                            keys,
-                            binding,
-                            value,
-                            now,
-                            self.config.clearance_ttl_secs,
-                        )
-                        .is_ok_and(|paid| paid >= difficulty)
-                    }),
-            )
-        };
-        // Several Cookie headers (HTTP/2 may split them) are one list: the `__Host-` pairs of
-        // all of them first, then the others, kept (no more than could be checked) while each
-        // header is scanned once. The scans stop once MAX_COOKIES_CHECKED pairs were checked,
-        // however many headers. (The glue has reduced each header to a few pairs.)
-        let mut plain: [Option<&str>; MAX_COOKIES_CHECKED] = [None; MAX_COOKIES_CHECKED];
-        let mut kept = 0;
-        'headers: for header in req.header_all("cookie") {
-            if left == 0 {
-                break;
-            }
-            let (prefixed, others) = named_ranges(header.as_bytes(), name, secure);
-            for range in prefixed.iter() {
-                match check(&mut left, header.get(range)) {
-                    Some(true) => return true,
-                    Some(false) => {}
-                    None => break 'headers,
-                }
-            }
-            for range in others.iter() {
-                if let Some(slot) = plain.get_mut(kept) {
-                    *slot = header.get(range);
-                    kept += 1;
-                }
+        let pairs = ClearancePairs::new(
+            req.cookie_headers(),
+            &self.config.cookie_name,
+            req.is_secure(),
+        );
+        let mut checked = 0;
+        for pair in pairs.take(MAX_COOKIES_CHECKED) {
+            checked += 1;
+            let value = pair
+                .iter()
+                .position(|b| *b == b'=')
+                .and_then(|eq| pair.get(eq + 1..))
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .map(|v| trim_ows_str(v).trim_matches('"'));
+            let valid = value.is_some_and(|value| {
+                crypto::check_cookie(keys, binding, value, now, self.config.clearance_ttl_secs)
+                    .is_ok_and(|paid| paid >= difficulty)
+            });
+            if valid {
+                return true;
             }
         }
-        for pair in plain.iter().take(kept) {
-            match check(&mut left, *pair) {
-                Some(true) => return true,
-                Some(false) => {}
-                None => break,
-            }
-        }
-        if left < MAX_COOKIES_CHECKED {
+        if checked > 0 {
             metrics.increment(metric::COOKIE_INVALID);
         }
         false

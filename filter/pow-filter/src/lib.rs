@@ -342,15 +342,14 @@ fn strip_routing_overrides() {
 
 impl Http {
     fn decide(&self, filter: &Filter) -> Result<Action, (&'static str, abi::Status)> {
-        // Only the headers the core reads are decoded, each up to the bytes that matter, and of
-        // the Cookie header only its clearance pairs: a request carrying 60 KiB in any header
-        // then costs a scan of the names, not a UTF-8 validation and a copy of all of it.
+        // Only the headers the core reads are decoded, each up to the bytes that matter, and the
+        // Cookie header not at all (the core scans its bytes for the clearance pairs): a request
+        // carrying 60 KiB in any header then costs a scan of the names, not a UTF-8 validation
+        // and a copy of all of it.
         // Envoy's header names are lowercase (HTTP/2 requires it; its HTTP/1 codec lowers
         // them), so they are compared as they are.
-        let cookie_name = filter.config.cookie_name.as_str();
         let mut overrides: Vec<&'static str> = Vec::new();
-        // Cookie headers are reduced once the scheme is known (which pairs can count depends on
-        // it): kept raw until then, not copied.
+        // The Cookie headers' bytes, borrowed from the map, never copied.
         let mut cookies: Vec<&[u8]> = Vec::new();
         let map = abi::get_request_header_map().map_err(|s| ("get_header_map_pairs", s))?;
         let headers = abi::deserialize_map_with(&map, |name, value| {
@@ -387,17 +386,11 @@ impl Http {
         if now.secs >= self.shared.age_written.get().saturating_add(60) {
             self.shared.write_age(now.secs);
         }
-        let mut req = Request {
+        let req = Request {
             headers,
+            cookies,
             source_address: source,
         };
-        let is_secure = req.is_secure();
-        for value in cookies {
-            req.headers.push((
-                Cow::Borrowed("cookie"),
-                pow_core::filter::clearance_pairs(value, cookie_name, is_secure),
-            ));
-        }
         let action = {
             let mut metrics = self.shared.metrics.borrow_mut();
             if !filter.is_armed() {

@@ -90,6 +90,7 @@ pub fn req(path: &str, source: &str) -> Request<'static> {
             ("user-agent".into(), BROWSER.into()),
             ("accept".into(), HTML.into()),
         ],
+        cookies: Vec::new(),
         source_address: Some(source.to_owned().into()),
     }
 }
