@@ -59,10 +59,23 @@ pub fn is_acme(path: &str) -> bool {
 /// Whether a request with this method and path (without its query) bypasses, given the
 /// configured bypass paths.
 pub fn bypasses(method: &str, path: &str, configured: &[String]) -> bool {
+    bypasses_acme(method, path) || bypasses_configured(method, path, configured)
+}
+
+/// Whether it is a read of an ACME HTTP-01 token: the built-in bypass, before any rule.
+pub fn bypasses_acme(method: &str, path: &str) -> bool {
     // The cheap tests first: most paths are no bypass path, and are never scanned whole.
     matches!(method, "GET" | "HEAD")
         && path.len() <= MAX_BYPASS_PATH
-        && (is_acme(path) || configured.iter().any(|p| matches(path, p)))
+        && is_acme(path)
+        && is_plain(path)
+}
+
+/// Whether it is a read of one of the configured bypass paths.
+pub fn bypasses_configured(method: &str, path: &str, configured: &[String]) -> bool {
+    matches!(method, "GET" | "HEAD")
+        && path.len() <= MAX_BYPASS_PATH
+        && configured.iter().any(|p| matches(path, p))
         && is_plain(path)
 }
 

@@ -38,7 +38,9 @@
 //! | `secret_env` | `"POW_HMAC_SECRET"` | the VM environment variable with the current HMAC secret (at least 32 bytes) |
 //! | `previous_secret_env` | `"POW_HMAC_SECRET_PREVIOUS"` | the variable with the previous secret, still accepted during a rotation |
 //! | `demo_secret` | `null` | demo only: a secret inline in the config (logged as a warning; never in production) |
-//! | `lists` | none | the policy lists, written by the hourly refresh: `version`, `generated_at` (RFC 3339) and `sets` (name to CIDRs separated by whitespace, IPv4 and IPv6 mixed; `#` starts a comment to the end of the line) |
+//! | `lists` | none | the policy lists, written by the hourly refresh: `version`, `generated_at` (RFC 3339) and `sets` (name to CIDRs separated by whitespace, IPv4 and IPv6 mixed; `#` starts a comment to the end of the line; an IPv6 form of IPv4 is the IPv4 prefix it denotes) |
+//! | `rules` | `[]` | the ordered rules: the first that matches decides, the short form (`bypass_paths`, the lists' difficulties, `mode`) decides the rest (see [`crate::policy`]) |
+//! | `refresh_delay_secs` | 5 | how long a `refresh` challenge waits before it may be answered (1 to 60, under `challenge_ttl_secs`) |
 //!
 //! [`PluginConfig::from_json`] decodes and checks it; its errors name the field.
 
@@ -86,6 +88,10 @@ pub struct PluginConfig {
     pub previous_secret_env: String,
     pub demo_secret: Option<String>,
     pub lists: Option<Lists>,
+    /// The ordered rules (see [`crate::policy`]); what none matches, the short form decides.
+    pub rules: Vec<crate::policy::Rule>,
+    /// How long a `refresh` challenge page waits before it goes on to the verify endpoint.
+    pub refresh_delay_secs: u64,
 }
 
 impl Default for PluginConfig {
@@ -104,6 +110,8 @@ impl Default for PluginConfig {
             previous_secret_env: "POW_HMAC_SECRET_PREVIOUS".to_owned(),
             demo_secret: None,
             lists: None,
+            rules: Vec::new(),
+            refresh_delay_secs: 5,
         }
     }
 }
@@ -139,7 +147,7 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+pub(crate) fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError {
         field: field.into(),
         message: message.into(),
@@ -229,6 +237,16 @@ impl PluginConfig {
                 return Err(err(field, "an environment variable name"));
             }
         }
+        if !(1..=60).contains(&self.refresh_delay_secs) {
+            return Err(err("refresh_delay_secs", "between 1 and 60"));
+        }
+        if self.refresh_delay_secs >= self.challenge_ttl_secs {
+            return Err(err(
+                "refresh_delay_secs",
+                "shorter than challenge_ttl_secs, or a refresh challenge expires before it may be answered",
+            ));
+        }
+        crate::policy::check(self)?;
         if let Some(lists) = &self.lists {
             if lists.sets.len() > MAX_LISTS {
                 return Err(err("lists.sets", format!("at most {MAX_LISTS} lists")));

@@ -13,18 +13,23 @@
 //! Accept-Language are read for their first items only.
 
 use std::borrow::Cow;
-use std::net::IpAddr;
 
 use crate::bypass;
-use crate::config::{Mode, PluginConfig};
-use crate::crypto::{self, Binding, ChallengeParams, ClientDigests, Keys, Salts};
+use crate::config::PluginConfig;
+use crate::crypto::{self, Binding, ClientDigests, Keys, Salts};
 use crate::lists::ListTable;
 use crate::net;
-use crate::page::{self, PageData};
+use crate::page;
+use crate::policy::{CompiledPolicy, Outcome, Verdict};
 use crate::redirect;
 use crate::seen::SharedStore;
 
+mod challenge;
+mod decide;
 mod verify;
+
+use challenge::{denied, overlong_host};
+use decide::{Labels, RuleLabels};
 
 pub use verify::{VerifyFailure, VerifyQuery, percent_encode_component};
 
@@ -40,6 +45,10 @@ pub const MAX_COOKIES_CHECKED: usize = 3;
 pub const HOST_PREFIX: &str = "__Host-";
 /// On a failed verification, says why (`malformed`, `expired`, `mac`, `work`, `replay`, ...).
 pub const REASON_HEADER: &str = "pow-verify";
+/// Says which rule decided and how: on every request let through to the origin
+/// (`rule=<name>; action=<allowed|cleared>`), and on the filter's own answers (`denied`,
+/// `challenged` with the difficulty and the kind).
+pub const DECISION_HEADER: &str = "pow-decision";
 
 /// Metric names (counters unless noted). Per-list and per-reason names are built from these
 /// prefixes: `pow_list_matches_<list>`, `pow_verify_failed_<reason>`.
@@ -114,6 +123,8 @@ pub const STRIPPED_HEADERS: &[&str] = &[
     "forwarded",
     "x-host",
     "x-forwarded-server",
+    // Ours: the origin trusts the filter's, never a client's.
+    "pow-decision",
 ];
 
 /// A request as the filter sees it. Names and values may borrow from the buffer the glue got
@@ -379,11 +390,16 @@ pub struct Forward {
     /// The `:path` the origin gets instead of the request's: a bypassed path without its query
     /// (see [`Filter::on_request`]).
     pub path: Option<String>,
+    /// The [`DECISION_HEADER`] the origin gets (the client's own copy never reaches it).
+    pub decision: Option<String>,
 }
 
 impl Action {
     /// Let it through unchanged.
-    pub const CONTINUE: Action = Action::Continue(Forward { path: None });
+    pub const CONTINUE: Action = Action::Continue(Forward {
+        path: None,
+        decision: None,
+    });
 
     pub fn is_continue(&self) -> bool {
         matches!(self, Action::Continue(_))
@@ -424,6 +440,8 @@ pub struct Filter {
     nat64: Vec<net::Nat64Prefix>,
     salts: Salts,
     client_digests: ClientDigests,
+    policy: CompiledPolicy,
+    labels: RuleLabels,
 }
 
 impl Filter {
@@ -446,6 +464,8 @@ impl Filter {
             .iter()
             .map(|n| format!("{}{n}", metric::LIST_MATCHES_PREFIX))
             .collect();
+        let policy = CompiledPolicy::compile(&config, lists.names(), &[]);
+        let labels = RuleLabels::new(lists.names(), &policy.rules);
         Ok(Filter {
             config,
             lists,
@@ -454,6 +474,19 @@ impl Filter {
             nat64,
             salts: Salts::new(salt_seed),
             client_digests: ClientDigests::default(),
+            policy,
+            labels,
+        })
+    }
+
+    /// [`read_limit`], and the headers this configuration's rules test (their first bytes, as
+    /// many as a rule's value can hold).
+    pub fn read_limit(&self, name: &[u8]) -> Option<usize> {
+        read_limit(name).or_else(|| {
+            self.policy
+                .header_names()
+                .any(|h| h.as_bytes() == name)
+                .then_some(crate::policy::MAX_MATCH_LEN + 1)
         })
     }
 
@@ -486,6 +519,7 @@ impl Filter {
             names.push(format!("{}{}", metric::VERIFY_FAILED_PREFIX, r.name()));
         }
         names.extend(self.list_metrics.iter().cloned());
+        names.extend(self.labels.metric_names(&self.policy.rules));
         names
     }
 
@@ -500,13 +534,16 @@ impl Filter {
         let raw_path = req.header(":path").unwrap_or("/");
         let path = path_part(raw_path);
         let method = req.header(":method").unwrap_or("");
-        if bypass::bypasses(method, path, &self.config.bypass_paths) {
+        if bypass::bypasses_acme(method, path) {
             metrics.increment(metric::BYPASSED);
-            // Without its query: a bypassed path names a file, and a query could only matter
-            // to a handler the bypass did not mean (a front controller that routes by
-            // `?route=`, `?q=` or `?option=` would serve any page unpaid).
-            let path = (path.len() < raw_path.len()).then(|| path.to_owned());
-            return Action::Continue(Forward { path });
+            return self.allowed(
+                &self.labels.acme,
+                Verdict::Allowed,
+                raw_path,
+                path,
+                true,
+                metrics,
+            );
         }
         let Some(keys) = &self.keys else {
             metrics.increment(metric::UNPROTECTED);
@@ -520,10 +557,30 @@ impl Filter {
         if path == VERIFY_PATH {
             return self.verify(keys, req, raw_path, net, now, store, metrics);
         }
-        let (required, lists) = self.policy(ip);
-        let Some(difficulty) = required else {
-            metrics.increment(metric::PASSED_POLICY);
-            return Action::CONTINUE;
+        let decision = self.decide(req, method, path, ip);
+        let labels = decision.labels;
+        let (difficulty, kind) = match decision.outcome {
+            Outcome::Allow => {
+                let counter = if std::ptr::eq(labels, &self.labels.bypass) {
+                    metric::BYPASSED
+                } else {
+                    metric::PASSED_POLICY
+                };
+                metrics.increment(counter);
+                return self.allowed(
+                    labels,
+                    Verdict::Allowed,
+                    raw_path,
+                    path,
+                    decision.strips_query,
+                    metrics,
+                );
+            }
+            Outcome::Deny => {
+                metrics.increment(labels.metric(Verdict::Denied));
+                return denied(labels);
+            }
+            Outcome::Challenge { difficulty, kind } => (difficulty, kind),
         };
         let Some(binding) = self.binding(req, net) else {
             metrics.increment(metric::HOST_OVERLONG);
@@ -531,12 +588,43 @@ impl Filter {
         };
         if self.has_valid_cookie(keys, req, &binding, difficulty, now.secs, metrics) {
             metrics.increment(metric::PASSED_COOKIE);
-            return Action::CONTINUE;
+            return self.allowed(labels, Verdict::Cleared, raw_path, path, false, metrics);
         }
-        self.count_list_matches(lists, metrics);
+        self.count_list_matches(decision.lists, metrics);
         metrics.increment(metric::CHALLENGES_ISSUED);
+        metrics.increment(labels.metric(Verdict::Challenged));
         let return_to = redirect::check_target(raw_path, VERIFY_PATH).unwrap_or("/");
-        self.challenge(keys, req, &binding, difficulty, return_to, now)
+        let mut action = self.challenge(keys, req, &binding, difficulty, kind, return_to, now);
+        if let Action::Respond { headers, .. } = &mut action {
+            headers.push((
+                DECISION_HEADER.to_owned(),
+                format!(
+                    "{}; difficulty={difficulty}; kind={}",
+                    labels.decision(Verdict::Challenged),
+                    kind.name()
+                ),
+            ));
+        }
+        action
+    }
+
+    /// A request let through by `labels`' rule: counted, marked for the origin, and without its
+    /// query when the rule matched it by a path that the query could lead elsewhere.
+    fn allowed(
+        &self,
+        labels: &Labels,
+        verdict: Verdict,
+        raw_path: &str,
+        path: &str,
+        strips_query: bool,
+        metrics: &mut dyn Metrics,
+    ) -> Action {
+        metrics.increment(labels.metric(verdict));
+        let path = (strips_query && path.len() < raw_path.len()).then(|| path.to_owned());
+        Action::Continue(Forward {
+            path,
+            decision: Some(labels.decision(verdict).to_owned()),
+        })
     }
 
     /// What a challenge or a cookie of this request is bound to; `None` when the host is longer
@@ -604,115 +692,12 @@ impl Filter {
         false
     }
 
-    /// The difficulty this client must pay now (`None`: it passes), and the lists it is in
-    /// (bit `i` for list `i`).
-    /// A client without a usable address is in no list, and pays the configured difficulty
-    /// unless the mode is `off`.
-    fn policy(&self, ip: Option<IpAddr>) -> (Option<u8>, u32) {
-        if self.config.mode == Mode::Off {
-            return (None, 0);
-        }
-        let Some(ip) = ip else {
-            return (Some(self.config.difficulty), 0);
-        };
-        let bits = self.lists.lookup(ip);
-        let mut listed: Option<u8> = None;
-        for (i, name) in self.lists.names().iter().enumerate().take(32) {
-            if bits & (1 << i) != 0 {
-                let d = self.config.difficulty_for(name);
-                listed = Some(listed.map_or(d, |l| l.max(d)));
-            }
-        }
-        let required = match self.config.mode {
-            Mode::Off => None,
-            Mode::Listed => listed,
-            Mode::All => {
-                Some(listed.map_or(self.config.difficulty, |l| l.max(self.config.difficulty)))
-            }
-        };
-        (required, bits)
-    }
-
     fn count_list_matches(&self, bits: u32, metrics: &mut dyn Metrics) {
         for (i, m) in self.list_metrics.iter().enumerate().take(32) {
             if bits & (1 << i) != 0 {
                 metrics.increment(m);
             }
         }
-    }
-
-    fn challenge(
-        &self,
-        keys: &Keys,
-        req: &Request<'_>,
-        binding: &Binding,
-        difficulty: u8,
-        return_to: &str,
-        now: Now,
-    ) -> Action {
-        let params = ChallengeParams {
-            issued: now.secs,
-            expiry: now.secs.saturating_add(self.config.challenge_ttl_secs),
-            difficulty,
-            salt: self.salts.next(),
-        };
-        let challenge = crypto::issue_challenge(keys, binding, &params);
-        let lang = page::negotiate(req.header("accept-language"));
-        let mut headers = vec![
-            (MITIGATED_HEADER.to_owned(), "challenge".to_owned()),
-            ("cache-control".to_owned(), "no-store".to_owned()),
-            ("x-content-type-options".to_owned(), "nosniff".to_owned()),
-            ("referrer-policy".to_owned(), "same-origin".to_owned()),
-            ("content-language".to_owned(), lang.tag().to_owned()),
-        ];
-        let body = if page::wants_html(req.header("accept")) {
-            headers.push((
-                "content-type".to_owned(),
-                "text/html; charset=utf-8".to_owned(),
-            ));
-            headers.push(("content-security-policy".to_owned(), page::csp().to_owned()));
-            page::render_html(
-                lang,
-                &PageData {
-                    challenge_hex: &crypto::hex(&challenge),
-                    salt_hex: &format!("{:016x}", params.salt),
-                    issued: params.issued,
-                    expiry: params.expiry,
-                    difficulty,
-                    return_to,
-                    verify_path: VERIFY_PATH,
-                },
-            )
-            .into_bytes()
-        } else {
-            headers.push((
-                "content-type".to_owned(),
-                "text/plain; charset=utf-8".to_owned(),
-            ));
-            page::render_plain(lang).as_bytes().to_vec()
-        };
-        Action::Respond {
-            status: 403,
-            headers,
-            body,
-        }
-    }
-}
-
-/// The answer to a request that must pay but whose host no DNS name can be: nothing can be
-/// bound to it, so no challenge it could solve and no cookie it could hold.
-fn overlong_host() -> Action {
-    Action::Respond {
-        status: 400,
-        headers: vec![
-            ("cache-control".to_owned(), "no-store".to_owned()),
-            (
-                "content-type".to_owned(),
-                "text/plain; charset=utf-8".to_owned(),
-            ),
-            ("x-content-type-options".to_owned(), "nosniff".to_owned()),
-        ],
-        body: b"pow-filter: the host name is longer than a DNS name can be\n".to_vec(),
     }
 }
 

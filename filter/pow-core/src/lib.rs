@@ -11,6 +11,7 @@ pub mod lists;
 pub mod log_limit;
 pub mod net;
 pub mod page;
+pub mod policy;
 pub mod redirect;
 pub mod secrets;
 pub mod seen;

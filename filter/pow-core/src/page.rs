@@ -118,6 +118,9 @@ struct Strings {
     failed_title: &'static str,
     failed: &'static str,
     retry: &'static str,
+    refresh_heading: &'static str,
+    refresh_explain: &'static str,
+    refresh_plain: &'static str,
 }
 
 const EN: Strings = Strings {
@@ -142,6 +145,12 @@ const EN: Strings = Strings {
     failed: "The proof of work could not be verified (it may have expired). A new check starts \
              in a few seconds.",
     retry: "Start again now",
+    refresh_heading: "One moment: this site checks visitors",
+    refresh_explain: "You will be taken to the page you asked for in {delay} seconds. This short \
+                      wait keeps abusive automated traffic away; it needs no JavaScript and no \
+                      personal data.",
+    refresh_plain: "This site asks clients to wait: after {delay} seconds, GET {url} (a cookie \
+                    then spares you the wait for a while).\n",
 };
 
 const FR: Strings = Strings {
@@ -167,6 +176,12 @@ const FR: Strings = Strings {
     failed: "La preuve de travail n'a pas pu être vérifiée (elle a peut-être expiré). Une \
              nouvelle vérification démarre dans quelques secondes.",
     retry: "Recommencer maintenant",
+    refresh_heading: "Un instant : ce site vérifie ses visiteurs",
+    refresh_explain: "Vous serez conduit à la page demandée dans {delay} secondes. Cette courte \
+                      attente tient à l'écart le trafic automatisé abusif ; elle ne demande ni \
+                      JavaScript ni donnée personnelle.",
+    refresh_plain: "Ce site demande aux clients d'attendre : après {delay} secondes, faites GET \
+                    {url} (un cookie vous dispense ensuite de l'attente pendant un temps).\n",
 };
 
 fn strings(lang: Lang) -> &'static Strings {
@@ -282,6 +297,49 @@ pub fn render_failure(lang: Lang) -> String {
         failed = s.failed,
         retry = s.retry,
     )
+}
+
+/// The challenge without script: the page goes on to `verify_url` (a same-origin path and
+/// query) after `delay` seconds by itself, which any browser does with JavaScript turned off.
+pub fn render_refresh(lang: Lang, delay: u64, verify_url: &str) -> String {
+    let s = strings(lang);
+    let delay_text = delay.to_string();
+    let explain = fill(s.refresh_explain, &[("delay", &delay_text)]);
+    format!(
+        "<!doctype html>\n<html lang=\"{lang}\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <meta name=\"color-scheme\" content=\"light dark\">\
+         <meta name=\"robots\" content=\"noindex,nofollow\">\
+         <meta http-equiv=\"refresh\" content=\"{delay};url={url}\"><title>{title}</title></head>\
+         <body><main><h1>{heading}</h1><p role=\"status\">{explain}</p></main></body></html>\n",
+        lang = lang.tag(),
+        url = html_attribute(verify_url),
+        title = s.title,
+        heading = s.refresh_heading,
+    )
+}
+
+/// [`render_refresh`] for clients that do not take HTML: what they may do.
+pub fn render_refresh_plain(lang: Lang, delay: u64, verify_url: &str) -> String {
+    fill(
+        strings(lang).refresh_plain,
+        &[("delay", &delay.to_string()), ("url", verify_url)],
+    )
+}
+
+/// Text safe inside a double-quoted HTML attribute.
+fn html_attribute(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Replaces `{name}` in the template (never in the values).

@@ -8,16 +8,17 @@ use crate::common::*;
 #[test]
 fn built_in_and_configured_paths_always_pass() {
     let mut w = World::new(&LISTED.replace("\"listed\"", "\"all\""));
-    for (path, forwarded) in [
-        ("/.well-known/acme-challenge/abc", None),
-        ("/healthz", None),
+    for (path, forwarded, rule) in [
+        ("/.well-known/acme-challenge/abc", None, "acme"),
+        ("/healthz", None, "bypass"),
         // A bypassed path reaches the origin without its query.
-        ("/healthz?x=1", Some("/healthz")),
+        ("/healthz?x=1", Some("/healthz"), "bypass"),
     ] {
         assert_eq!(
             w.send(&req(path, "185.220.101.7:4000")),
             Action::Continue(pow_core::filter::Forward {
-                path: forwarded.map(str::to_owned)
+                path: forwarded.map(str::to_owned),
+                decision: Some(format!("rule={rule}; action=allowed")),
             }),
             "{path}"
         );
@@ -53,7 +54,7 @@ fn built_in_and_configured_paths_always_pass() {
 fn listed_mode_challenges_listed_addresses_only() {
     let mut w = World::new(LISTED);
     for src in ["8.8.8.8:1234", "[2001:db8::1]:443", "185.220.100.255:1"] {
-        assert_eq!(w.send(&req("/", src)), Action::CONTINUE, "{src}");
+        assert!(w.send(&req("/", src)).is_continue(), "{src}");
     }
     assert_eq!(w.metrics.get(metric::PASSED_POLICY), 3);
     let a = w.send(&req("/some/page?q=1", "185.220.101.7:4000"));
@@ -102,7 +103,7 @@ fn non_browsers_get_a_short_text_and_french_is_spoken() {
 #[test]
 fn off_and_all_modes() {
     let mut off = World::new(&LISTED.replace("\"listed\"", "\"off\""));
-    assert_eq!(off.send(&req("/", "185.220.101.7:1")), Action::CONTINUE);
+    assert!(off.send(&req("/", "185.220.101.7:1")).is_continue());
     let mut all = World::new(&LISTED.replace("\"listed\"", "\"all\""));
     assert_eq!(page_data(&all.send(&req("/", "8.8.8.8:1")))["d"], 6);
     assert_eq!(page_data(&all.send(&req("/", "185.220.101.7:1")))["d"], 9);
@@ -136,7 +137,7 @@ fn solve_verify_cookie_then_pass() {
         "cookie",
         &format!("a=b; {cookie}; c=d"),
     );
-    assert_eq!(w.send(&with_cookie), Action::CONTINUE);
+    assert!(w.send(&with_cookie).is_continue());
     assert_eq!(w.metrics.get(metric::PASSED_COOKIE), 1);
 
     // Bound like the challenge: another /24, another UA, another host are challenged again.
@@ -368,9 +369,10 @@ fn key_rotation_logs_nobody_out() {
         rotated.send(&req(&verify_path(&q), src)).status(),
         Some(303)
     );
-    assert_eq!(
-        rotated.send(&with_header(req("/", src), "cookie", &cookie)),
-        Action::CONTINUE
+    assert!(
+        rotated
+            .send(&with_header(req("/", src), "cookie", &cookie))
+            .is_continue()
     );
 
     let mut dropped = World::with_keys(LISTED, Some(keys(KEY_B, None)));
@@ -393,7 +395,7 @@ fn key_rotation_logs_nobody_out() {
 fn without_a_secret_nothing_is_challenged_and_it_is_counted() {
     let mut w = World::with_keys(&LISTED.replace("\"listed\"", "\"all\""), None);
     assert!(!w.filter.is_armed());
-    assert_eq!(w.send(&req("/", "185.220.101.7:1")), Action::CONTINUE);
+    assert!(w.send(&req("/", "185.220.101.7:1")).is_continue());
     assert_eq!(w.metrics.get(metric::UNPROTECTED), 1);
     assert!(Keys::new(Some(b"too short"), None).is_err());
 }
@@ -404,7 +406,7 @@ fn forwarded_for_is_never_read() {
     let mut direct = World::new(LISTED);
     // The peer (a load balancer, or a client writing XFF) is what counts: Envoy put the client
     // it derived in source.address.
-    assert_eq!(direct.send(&xff(req("/", "10.0.0.3:1"))), Action::CONTINUE);
+    assert!(direct.send(&xff(req("/", "10.0.0.3:1"))).is_continue());
     assert!(
         PluginConfig::from_json(br#"{"trusted_hops": 1}"#)
             .unwrap_err()
@@ -425,7 +427,7 @@ fn an_unusable_client_address_is_challenged_and_counted() {
     assert_eq!(w.metrics.get(metric::FAIL_OPEN), 0);
     // Mode off challenges nobody, address or not.
     let mut off = World::new(&LISTED.replace("\"listed\"", "\"off\""));
-    assert_eq!(off.send(&r), Action::CONTINUE);
+    assert!(off.send(&r).is_continue());
 }
 
 #[test]
@@ -457,7 +459,7 @@ fn the_return_path_of_a_strange_request_is_the_root() {
 #[test]
 fn a_new_configuration_swaps_the_lists() {
     let mut w = World::new(LISTED);
-    assert_eq!(w.send(&req("/", "8.8.8.8:1")), Action::CONTINUE);
+    assert!(w.send(&req("/", "8.8.8.8:1")).is_continue());
     w.filter = Filter::new(
         config(&LISTED.replace("198.51.100.0/24", "8.8.8.0/24")),
         Some(keys(KEY_A, None)),
@@ -481,10 +483,10 @@ fn the_host_prefixed_cookie_is_checked_first_across_cookie_headers() {
     let three = [tossed.as_str(); 3].join("; ");
     // One header, the tossed ones first; or HTTP/2's split headers, the tossed ones in the first.
     let one = with_header(req("/", src), "cookie", &format!("{three}; {good}"));
-    assert_eq!(w.send(&one), Action::CONTINUE);
+    assert!(w.send(&one).is_continue());
     let mut split = with_header(req("/", src), "cookie", &three);
     split.headers.push(("cookie".into(), good.clone().into()));
-    assert_eq!(w.send(&split), Action::CONTINUE);
+    assert!(w.send(&split).is_continue());
     // Without the prefixed one, three forged ones are checked and the visitor is challenged.
     let forged = with_header(
         req("/", src),
@@ -519,14 +521,13 @@ fn over_http_later_cookie_headers_count_within_the_bound() {
     // The valid cookie in the second header passes after one or two forged ones in the first...
     for forged_before in 1..pow_core::filter::MAX_COOKIES_CHECKED {
         let first = vec![forged.as_str(); forged_before].join("; ");
-        assert_eq!(
-            w.send(&split(&first, &good)),
-            Action::CONTINUE,
+        assert!(
+            w.send(&split(&first, &good)).is_continue(),
             "{forged_before}"
         );
     }
     // ...and is never reached once as many forged ones as are checked came first.
     let first = [forged.as_str(); pow_core::filter::MAX_COOKIES_CHECKED].join("; ");
     assert_eq!(w.send(&split(&first, &good)).status(), Some(403));
-    assert_eq!(w.send(&split("other=1", &good)), Action::CONTINUE);
+    assert!(w.send(&split("other=1", &good)).is_continue());
 }

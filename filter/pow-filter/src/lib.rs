@@ -357,7 +357,7 @@ impl Http {
                 cookies.push(value);
                 return None;
             }
-            if let Some(limit) = pow_core::filter::read_limit(name) {
+            if let Some(limit) = filter.read_limit(name) {
                 let kept = value.get(..limit).unwrap_or(value);
                 return Some(pow_core::filter::utf8_lossy(kept));
             }
@@ -410,6 +410,10 @@ impl Http {
                 if let Some(path) = forward.path {
                     abi::replace_request_header(":path", &path)
                         .map_err(|s| ("replace_header_map_value(:path)", s))?;
+                }
+                if let Some(decision) = forward.decision {
+                    abi::replace_request_header(pow_core::filter::DECISION_HEADER, &decision)
+                        .map_err(|s| ("replace_header_map_value(pow-decision)", s))?;
                 }
                 Ok(Action::Continue)
             }

@@ -4,6 +4,8 @@
 //! - `attacks`: the first adversarial review's attacks, replayed against the real module;
 //! - `hardening`: the second review's (return path, tossed cookies, header sizes, client
 //!   address, bypass width, salts, replay, unusable peer address);
+//! - `policy`: the ordered rules, the short form deciding the rest, the refresh tier, the
+//!   decision the origin is told;
 //! - `third_review`: the third review's (lookalike cookie names, queries on bypassed paths,
 //!   headers naming another site, overlong hosts, a lowered TTL, Teredo, IPv6 forms in lists).
 
@@ -12,4 +14,5 @@ mod attacks;
 mod common;
 mod filter_pow;
 mod hardening;
+mod policy;
 mod third_review;

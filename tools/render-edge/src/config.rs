@@ -394,13 +394,27 @@ fn resolve_pow(
             e.message,
         )
     })?;
+    let known = |name: &str| pow.lists.sources.iter().any(|list| list.name == name);
     for name in decoded.list_difficulty.keys() {
-        if !pow.lists.sources.iter().any(|list| &list.name == name) {
+        if !known(name) {
             return Err(InputError::field(
                 config_path,
                 format!("pow.plugin_config.list_difficulty.{name}"),
                 format!("no list named `{name}` in pow.lists.sources"),
             ));
+        }
+    }
+    // A rule naming a list the refresh never writes would never match: a typo, said here.
+    for (i, rule) in decoded.rules.iter().enumerate() {
+        let crawlers = rule.crawler.as_ref().and_then(|c| c.names()).unwrap_or(&[]);
+        for (field, names) in [("lists", &rule.lists[..]), ("crawler", crawlers)] {
+            if let Some((j, name)) = names.iter().enumerate().find(|(_, n)| !known(n)) {
+                return Err(InputError::field(
+                    config_path,
+                    format!("pow.plugin_config.rules[{i}].{field}[{j}]"),
+                    format!("no list named `{name}` in pow.lists.sources"),
+                ));
+            }
         }
     }
     let lists = ListSources {

@@ -596,6 +596,19 @@ fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
             "no list named `tors`",
         ],
     );
+    // A rule is checked by the filter's own decoder, naming the rule and the field...
+    Case::new().refuses(
+        &pow(r#"{"rules": [{"name": "login", "path": ["/login;x"], "action": "allow"}]}"#),
+        &["field `pow.plugin_config.rules[0].path[0]`", "plain path"],
+    );
+    // ...and against the lists the refresh writes.
+    Case::new().refuses(
+        &pow(r#"{"rules": [{"name": "t", "lists": ["tor", "tors"], "action": "challenge"}]}"#),
+        &[
+            "field `pow.plugin_config.rules[0].lists[1]`",
+            "no list named `tors`",
+        ],
+    );
     // The filter reads the client address Envoy derived; proxies in front are Istio's to know
     // (numTrustedProxies), and the rendered topology has none.
     Case::new().refuses(

@@ -111,7 +111,12 @@ impl Filter {
         let target = redirect::check_target(&q.return_to, VERIFY_PATH)
             .map_err(|_| VerifyFailure::Redirect)?
             .to_owned();
-        if !(crate::config::MIN_DIFFICULTY..=crate::config::MAX_DIFFICULTY).contains(&q.difficulty)
+        // 0 bits: a refresh challenge, whose answer is the wait. It came from the filter (the
+        // MAC covers the difficulty) and is accepted only once the delay has passed.
+        let refresh = q.difficulty == 0;
+        if !refresh
+            && !(crate::config::MIN_DIFFICULTY..=crate::config::MAX_DIFFICULTY)
+                .contains(&q.difficulty)
         {
             return Err(VerifyFailure::Malformed);
         }
@@ -135,6 +140,9 @@ impl Filter {
         }
         if !crypto::check_work(&q.challenge, q.nonce, q.difficulty) {
             return Err(VerifyFailure::Work);
+        }
+        if refresh && now.secs < q.issued.saturating_add(self.config.refresh_delay_secs) {
+            return Err(VerifyFailure::Early);
         }
         // When it was issued, as the MAC vouches: not derived from a TTL that may have changed
         // (a restart that lowered it would otherwise date a spent challenge after the set began).
@@ -168,10 +176,12 @@ pub enum VerifyFailure {
     Work,
     /// Already spent, or issued before the seen-set started (it cannot know).
     Replay,
+    /// A refresh challenge answered before its delay.
+    Early,
 }
 
 impl VerifyFailure {
-    pub const ALL: [VerifyFailure; 7] = [
+    pub const ALL: [VerifyFailure; 8] = [
         VerifyFailure::Method,
         VerifyFailure::Malformed,
         VerifyFailure::Redirect,
@@ -179,6 +189,7 @@ impl VerifyFailure {
         VerifyFailure::Mac,
         VerifyFailure::Work,
         VerifyFailure::Replay,
+        VerifyFailure::Early,
     ];
 
     pub fn name(self) -> &'static str {
@@ -190,6 +201,7 @@ impl VerifyFailure {
             VerifyFailure::Mac => "mac",
             VerifyFailure::Work => "work",
             VerifyFailure::Replay => "replay",
+            VerifyFailure::Early => "early",
         }
     }
 }

@@ -1,0 +1,197 @@
+//! Which rule decides a request: the configured rules first ([`crate::policy`]), then the short
+//! form, as rules of its own: `bypass` (`bypass_paths`), `no-address`, `list.<name>` (the
+//! hardest list the address is in) and `default` (the mode: `all` challenges, `listed` and
+//! `off` allow).
+
+use std::net::IpAddr;
+
+use crate::config::Mode;
+use crate::policy::{
+    self, BYPASS_RULE, CompiledRule, DEFAULT_RULE, Features, NO_ADDRESS_RULE, Outcome, Verdict,
+};
+
+use super::{Filter, Request};
+
+/// What a rule is called in `pow-decision` and its counters, computed once per configuration.
+#[derive(Debug, Clone)]
+pub struct Labels {
+    pub name: String,
+    /// `pow_rule_<verdict>_<name>`, by [`Verdict`] in [`Verdict::ALL`]'s order.
+    pub metrics: [String; 4],
+    /// `rule=<name>; action=<verdict>`, likewise.
+    pub decisions: [String; 4],
+}
+
+impl Labels {
+    pub fn new(name: &str) -> Labels {
+        let by = |f: &dyn Fn(Verdict) -> String| Verdict::ALL.map(f);
+        Labels {
+            name: name.to_owned(),
+            metrics: by(&|v| policy::rule_metric(v, name)),
+            decisions: by(&|v| format!("rule={name}; action={}", v.name())),
+        }
+    }
+
+    pub fn metric(&self, verdict: Verdict) -> &str {
+        &self.metrics[verdict_index(verdict)]
+    }
+
+    pub fn decision(&self, verdict: Verdict) -> &str {
+        &self.decisions[verdict_index(verdict)]
+    }
+}
+
+fn verdict_index(verdict: Verdict) -> usize {
+    match verdict {
+        Verdict::Allowed => 0,
+        Verdict::Cleared => 1,
+        Verdict::Denied => 2,
+        Verdict::Challenged => 3,
+    }
+}
+
+/// The labels of the short form's rules, and of the configured ones by index.
+#[derive(Debug, Clone)]
+pub struct RuleLabels {
+    pub acme: Labels,
+    pub bypass: Labels,
+    pub no_address: Labels,
+    pub default: Labels,
+    /// `list.<name>`, by list index.
+    pub lists: Vec<Labels>,
+    pub rules: Vec<Labels>,
+}
+
+impl RuleLabels {
+    pub fn new(list_names: &[String], rules: &[CompiledRule]) -> RuleLabels {
+        RuleLabels {
+            acme: Labels::new(policy::ACME_RULE),
+            bypass: Labels::new(BYPASS_RULE),
+            no_address: Labels::new(NO_ADDRESS_RULE),
+            default: Labels::new(DEFAULT_RULE),
+            lists: list_names
+                .iter()
+                .map(|n| Labels::new(&policy::list_rule(n)))
+                .collect(),
+            rules: rules.iter().map(|r| Labels::new(&r.name)).collect(),
+        }
+    }
+
+    /// Every counter these rules can increment, with the verdicts each can give.
+    pub fn metric_names(&self, rules: &[CompiledRule]) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut add = |labels: &Labels, verdicts: &[Verdict]| {
+            names.extend(verdicts.iter().map(|v| labels.metric(*v).to_owned()));
+        };
+        add(&self.acme, &[Verdict::Allowed]);
+        add(&self.bypass, &[Verdict::Allowed]);
+        add(&self.no_address, &[Verdict::Cleared, Verdict::Challenged]);
+        add(&self.default, &Verdict::ALL);
+        for list in &self.lists {
+            add(list, &[Verdict::Cleared, Verdict::Challenged]);
+        }
+        for (labels, rule) in self.rules.iter().zip(rules) {
+            add(labels, Verdict::of(rule.outcome));
+        }
+        names
+    }
+}
+
+/// What decided a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Decision<'f> {
+    pub labels: &'f Labels,
+    pub outcome: Outcome,
+    /// The request reaches the origin without its query (a path-matched allow).
+    pub strips_query: bool,
+    /// The lists the address is in (bit `i` for list `i`).
+    pub lists: u32,
+}
+
+impl Filter {
+    /// The rule that decides `req` (not the built-in ACME bypass nor the verify endpoint, which
+    /// come first) and its outcome.
+    pub(super) fn decide<'f>(
+        &'f self,
+        req: &Request<'_>,
+        method: &str,
+        path: &str,
+        ip: Option<IpAddr>,
+    ) -> Decision<'f> {
+        let lists = ip.map_or(0, |ip| self.lists.lookup(ip));
+        if self.policy.has_rules() {
+            let features = Features {
+                host: req
+                    .header(":authority")
+                    .or_else(|| req.header("host"))
+                    .unwrap_or(""),
+                method,
+                path,
+                user_agent: req.header("user-agent").unwrap_or(""),
+                accept: req.header("accept"),
+                lists,
+                crawlers: 0,
+                spoofed_crawler: false,
+                signed_agent: None,
+            };
+            let header = |name: &str| req.header(name);
+            if let Some(at) = self.policy.decide(&features, &header)
+                && let (Some(rule), Some(labels)) =
+                    (self.policy.rules.get(at), self.labels.rules.get(at))
+            {
+                return Decision {
+                    labels,
+                    outcome: rule.outcome,
+                    strips_query: rule.strips_query,
+                    lists,
+                };
+            }
+        }
+        self.short_form(method, path, ip, lists)
+    }
+
+    /// `bypass_paths`, then the mode with the lists' difficulties.
+    fn short_form(&self, method: &str, path: &str, ip: Option<IpAddr>, lists: u32) -> Decision<'_> {
+        let decision = |labels, outcome| Decision {
+            labels,
+            outcome,
+            strips_query: false,
+            lists,
+        };
+        if crate::bypass::bypasses_configured(method, path, &self.config.bypass_paths) {
+            return Decision {
+                strips_query: true,
+                ..decision(&self.labels.bypass, Outcome::Allow)
+            };
+        }
+        let pow = |difficulty| Outcome::Challenge {
+            difficulty,
+            kind: policy::ChallengeKind::Pow,
+        };
+        if self.config.mode == Mode::Off {
+            return decision(&self.labels.default, Outcome::Allow);
+        }
+        if ip.is_none() {
+            return decision(&self.labels.no_address, pow(self.config.difficulty));
+        }
+        // The hardest list the address is in.
+        let mut hardest: Option<(usize, u8)> = None;
+        for (i, name) in self.lists.names().iter().enumerate().take(32) {
+            if lists & (1 << i) != 0 {
+                let d = self.config.difficulty_for(name);
+                if hardest.is_none_or(|(_, h)| d > h) {
+                    hardest = Some((i, d));
+                }
+            }
+        }
+        let listed = hardest.and_then(|(i, d)| Some((self.labels.lists.get(i)?, d)));
+        match (self.config.mode, listed) {
+            (Mode::All, Some((labels, d))) if d >= self.config.difficulty => {
+                decision(labels, pow(d))
+            }
+            (Mode::All, _) => decision(&self.labels.default, pow(self.config.difficulty)),
+            (_, Some((labels, d))) => decision(labels, pow(d)),
+            (_, None) => decision(&self.labels.default, Outcome::Allow),
+        }
+    }
+}
