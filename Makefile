@@ -277,7 +277,7 @@ destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show scw-infra's destroy plan
 	@$(DESTROY_ENV) pipelines/destroy.sh infra
 
 ##@ Build, demo, tests
-.PHONY: filter demo lists test lint bench bench-lists setup-demo setup-test setup-bench
+.PHONY: filter demo explain lists test lint bench bench-lists setup-demo setup-test setup-bench
 $(FILTER_WASM): $(FILTER_SOURCES) | setup-demo
 	$(CARGO) build --quiet -p pow-filter --target wasm32-wasip1 --profile wasm-release
 	@touch $@
@@ -291,6 +291,10 @@ demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0
 
 LISTS_SOURCES ?= config/lists-sources.example.json
 LISTS_OUT     ?= $(OUT)/lists
+
+# explain: the policy of EDGE_CONFIG tried on requests before it is deployed, by the real module.
+explain: setup-demo $(FILTER_WASM) ## Decide the JSON request lines on stdin with EDGE_CONFIG's policy and the lists in LISTS_OUT (make lists)
+	@$(CARGO) run --quiet --release -p pow-demo --bin pow-demo -- --wasm '$(FILTER_WASM)' explain --config '$(EDGE_CONFIG)' --lists '$(LISTS_OUT)'
 LISTS_SHARED  ?= $(if $(filter undefined,$(origin EDGEPOP_SHARED)),../shared,$(EDGEPOP_SHARED))
 
 # lists-refresh runs each generator (found beside it) in its own process, as the CronJob does,

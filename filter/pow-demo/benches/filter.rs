@@ -573,6 +573,7 @@ fn hash_rates() -> Result<String, String> {
     // 32 bits: about 4 billion attempts on average, never reached in the window (and an answer
     // is never followed).
     let cli = Cli {
+        command: None,
         port: 0,
         wasm: None,
         difficulty: Some(32),

@@ -34,6 +34,8 @@ pub const SECRET_ENV: &str = "POW_HMAC_SECRET";
     about = "The proof-of-work edge on loopback, in front of a demo origin"
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// Port of the edge on 127.0.0.1 (0: any free port)
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
@@ -50,6 +52,28 @@ pub struct Cli {
     /// The certificate's private key (PEM)
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+}
+
+/// What else `pow-demo` does than serve the demo.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Decide requests described as JSON lines on stdin with the real module and an edge
+    /// config, one JSON line out per request (rule, action, difficulty, kind)
+    Explain {
+        /// The edge config whose pow.plugin_config and list sources are tried
+        #[arg(long)]
+        config: PathBuf,
+        /// The folder of generated lists, `<name>.txt` (what `make lists` writes)
+        #[arg(long)]
+        lists: PathBuf,
+    },
+}
+
+/// What `pow-demo` runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Job {
+    Demo(DemoConfig),
+    Explain(explain::ExplainConfig),
 }
 
 /// A certificate chain and its key, PEM files.
@@ -81,6 +105,8 @@ pub enum DemoError {
     Listen { addr: String, reason: String },
     #[error("cannot generate the demo secret: {0}")]
     Random(String),
+    #[error(transparent)]
+    Explain(#[from] explain::ExplainError),
     #[error("cannot use the TLS certificate or key {path}: {reason}")]
     Tls { path: PathBuf, reason: String },
 }
@@ -88,7 +114,7 @@ pub enum DemoError {
 impl pop_common::exit::Report for DemoError {
     fn exit(&self) -> pop_common::exit::Exit {
         match self {
-            DemoError::NoModule(_) => pop_common::exit::Exit::Usage,
+            DemoError::NoModule(_) | DemoError::Explain(_) => pop_common::exit::Exit::Usage,
             _ => pop_common::exit::Exit::Failure,
         }
     }
@@ -106,18 +132,26 @@ pub fn default_wasm(cargo_target_dir: Option<&str>, workspace: &Path) -> PathBuf
 
 /// Resolves the arguments and the environment (`CARGO_TARGET_DIR`, where `make filter` put the
 /// module) into what runs.
-pub fn resolve(cli: Cli, env: &Env) -> Result<DemoConfig, DemoError> {
+pub fn resolve(cli: Cli, env: &Env) -> Result<Job, DemoError> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    Ok(resolve_in(
-        &cli,
-        env.non_empty("CARGO_TARGET_DIR"),
-        &workspace,
-    ))
+    let demo = resolve_in(&cli, env.non_empty("CARGO_TARGET_DIR"), &workspace);
+    match cli.command {
+        None => Ok(Job::Demo(demo)),
+        Some(Command::Explain { config, lists }) => {
+            Ok(Job::Explain(explain::resolve(&config, &lists, demo.wasm)?))
+        }
+    }
 }
 
-/// Runs the demo until Ctrl-C: the URL to open is said on stderr; nothing is read or written on
-/// the standard streams.
-pub fn run(config: &DemoConfig, _input: impl Read, _output: impl Write) -> Result<(), DemoError> {
+/// Runs the demo until Ctrl-C (the URL to open is said on stderr; nothing is read or written on
+/// the standard streams), or explains the requests of `input` on `output`.
+pub fn run(job: &Job, input: impl Read, output: impl Write) -> Result<(), DemoError> {
+    let config = match job {
+        Job::Demo(config) => config,
+        Job::Explain(config) => {
+            return explain::run(config, std::io::BufReader::new(input), output);
+        }
+    };
     let running = Demo::start(config)?;
     pop_common::info!(
         "open {} (the origin is behind it; Ctrl-C stops both)",
@@ -244,6 +278,7 @@ impl Demo {
     }
 }
 
+pub mod explain;
 mod http1;
 mod tls;
 

@@ -33,6 +33,7 @@ fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
 fn start_demo_with(test: &str, difficulty: u8, tls: Option<(PathBuf, PathBuf)>) -> Option<Demo> {
     let (tls_cert, tls_key) = tls.unzip();
     let cli = Cli {
+        command: None,
         port: 0,
         wasm: None,
         difficulty: Some(difficulty),

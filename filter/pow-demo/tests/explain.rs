@@ -1,0 +1,136 @@
+//! `pow-demo explain` as an operator runs it: the example edge config, a folder of lists, request
+//! descriptions on stdin; one JSON answer per line, decided by the real release module.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn module(test: &str) -> Option<PathBuf> {
+    let target = match std::env::var("CARGO_TARGET_DIR") {
+        Ok(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => workspace().join("target"),
+    };
+    let wasm = target.join("wasm32-wasip1/wasm-release/pow_filter.wasm");
+    if wasm.is_file() {
+        Some(wasm)
+    } else {
+        testkit::skip_or_fail(test, &format!("{} (make filter)", wasm.display()));
+        None
+    }
+}
+
+fn explain(wasm: &Path, config: &Path, lists: &Path, stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pow-demo"))
+        .arg("--wasm")
+        .arg(wasm)
+        .arg("explain")
+        .arg("--config")
+        .arg(config)
+        .arg("--lists")
+        .arg(lists)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Lists as `make lists` writes them: one CIDR a line.
+fn lists() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tor.txt"), "185.220.101.0/24\n").unwrap();
+    std::fs::write(dir.path().join("hosting.txt"), "203.0.113.0/24\n").unwrap();
+    dir
+}
+
+#[test]
+fn explain_says_which_rule_decides_each_request() {
+    let test = "explain_says_which_rule_decides_each_request";
+    let Some(wasm) = module(test) else {
+        return;
+    };
+    let lists = lists();
+    let config = workspace().join("config/edge-pow.example.json");
+    let requests = [
+        r#"{"host": "edge.example.com", "address": "185.220.101.7", "headers": {"accept": "text/html"}}"#,
+        r#"{"host": "edge.example.com", "address": "203.0.113.5"}"#,
+        r#"{"host": "edge.example.com", "path": "/healthz?x=1", "address": "185.220.101.7"}"#,
+        "",
+        r#"{"method": "POST", "host": "edge.example.com", "path": "/", "address": "8.8.8.8"}"#,
+    ];
+    let out = explain(&wasm, &config, lists.path(), &requests.join("\n"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let answers: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            serde_json::json!({"rule": "list.tor", "action": "challenged", "difficulty": 20, "kind": "pow", "status": 403}),
+            serde_json::json!({"rule": "list.hosting", "action": "challenged", "difficulty": 16, "kind": "pow", "status": 403}),
+            serde_json::json!({"rule": "bypass", "action": "allowed", "status": null}),
+            serde_json::json!({"rule": "default", "action": "allowed", "status": null}),
+        ]
+    );
+}
+
+#[test]
+fn explain_refuses_what_it_cannot_read_naming_it() {
+    let test = "explain_refuses_what_it_cannot_read_naming_it";
+    let Some(wasm) = module(test) else {
+        return;
+    };
+    let config = workspace().join("config/edge-pow.example.json");
+    // A list the sources name is missing.
+    let empty = tempfile::tempdir().unwrap();
+    let out = explain(&wasm, &config, empty.path(), "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("tor.txt") && stderr.contains("make lists"),
+        "{stderr}"
+    );
+    // A bad line: named, and nothing printed for it.
+    let lists = lists();
+    let lines = concat!(
+        r#"{"host": "h", "address": "8.8.8.8"}"#,
+        "\n",
+        r#"{"host": "h", "address": "not-an-address"}"#
+    );
+    let out = explain(&wasm, &config, lists.path(), lines);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("stdin line 2") && stderr.contains("address"),
+        "{stderr}"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    // A rule the filter would refuse, named.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("edge.json");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        r#""mode": "listed","#,
+        r#""mode": "listed", "rules": [{"name": "x", "path": ["/a;b"], "action": "allow"}],"#,
+    );
+    std::fs::write(&bad, text).unwrap();
+    let out = explain(&wasm, &bad, lists.path(), "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("rules[0].path[0]"), "{stderr}");
+}
