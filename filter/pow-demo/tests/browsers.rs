@@ -29,6 +29,55 @@ fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
     start_demo_with(test, difficulty, None)
 }
 
+/// The demo with this pluginConfig instead of the default `mode: all` one.
+fn start_demo_configured(test: &str, plugin_config: serde_json::Value) -> Option<Demo> {
+    let cli = Cli {
+        command: None,
+        port: 0,
+        wasm: None,
+        difficulty: None,
+        tls_cert: None,
+        tls_key: None,
+    };
+    let mut config = demo::resolve_in(
+        &cli,
+        std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
+        &workspace(),
+    );
+    if !config.wasm.is_file() {
+        skip_or_fail(
+            test,
+            &format!(
+                "the release filter module {} (make filter)",
+                config.wasm.display()
+            ),
+        );
+        return None;
+    }
+    config.plugin_config = plugin_config.to_string();
+    Some(Demo::start(&config).unwrap())
+}
+
+/// Every visitor on the refresh tier, waiting one second.
+fn refresh_tier() -> serde_json::Value {
+    serde_json::json!({
+        "mode": "all", "secret_env": demo::SECRET_ENV, "refresh_delay_secs": 1,
+        "rules": [{"name": "no-script", "action": "challenge", "kind": "refresh"}],
+    })
+}
+
+/// What a refresh run must show: a challenge page without script, then the origin, then the
+/// origin again on the cookie alone.
+fn assert_the_refresh_tier_lets_through(result: &serde_json::Value) {
+    assert_eq!(result["challengeStatus"], 403, "{result}");
+    assert_eq!(
+        result["scripts"], 0,
+        "the refresh page carries no script: {result}"
+    );
+    assert_eq!(result["origin"], "You reached the origin", "{result}");
+    assert_eq!(result["secondStatus"], 200, "{result}");
+}
+
 /// [`start_demo`], serving https with this certificate and key when given.
 fn start_demo_with(test: &str, difficulty: u8, tls: Option<(PathBuf, PathBuf)>) -> Option<Demo> {
     let (tls_cert, tls_key) = tls.unzip();
@@ -459,4 +508,42 @@ fn headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name() {
         serde_json::json!(["\u{2000}__Host-pow_clearance", "__Host-pow_clearance"]),
         "{result}"
     );
+}
+
+/// The refresh tier in headless Chromium with JavaScript turned off.
+#[test]
+fn headless_chromium_without_javascript_passes_the_refresh_tier() {
+    let test = "headless_chromium_without_javascript_passes_the_refresh_tier";
+    let Some(driver) = chromium_driver(test) else {
+        return;
+    };
+    let Some(demo) = start_demo_configured(test, refresh_tier()) else {
+        return;
+    };
+    let result = run_chromium(&driver, "refresh.mjs", demo, &[]);
+    assert_the_refresh_tier_lets_through(&result);
+}
+
+/// The refresh tier in headless Firefox ESR with JavaScript turned off.
+#[test]
+fn headless_firefox_without_javascript_passes_the_refresh_tier() {
+    let test = "headless_firefox_without_javascript_passes_the_refresh_tier";
+    let firefox = std::env::var("FIREFOX").unwrap_or_else(|_| "/usr/bin/firefox-esr".to_owned());
+    if !Path::new(&firefox).is_file() {
+        return skip_or_fail(test, &format!("firefox ({firefox})"));
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/firefox");
+    if !dir.join("node_modules/puppeteer-core").is_dir() {
+        return skip_or_fail(test, "puppeteer-core (npm ci in filter/browsers/firefox)");
+    }
+    let Some(demo) = start_demo_configured(test, refresh_tier()) else {
+        return;
+    };
+    let mut command = Command::new("node");
+    command
+        .arg(dir.join("refresh.mjs"))
+        .arg(demo.url())
+        .env("FIREFOX", &firefox);
+    let result = run_solver(command, demo);
+    assert_the_refresh_tier_lets_through(&result);
 }
