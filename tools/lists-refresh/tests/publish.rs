@@ -461,7 +461,10 @@ fn lists_the_filter_would_refuse_are_refused_before_any_write() {
     let out = job.run(&api, &sources);
     let log = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{log}");
-    assert!(log.contains("the filter would refuse WasmPlugin edge/pow-filter"), "{log}");
+    assert!(
+        log.contains("the filter would refuse WasmPlugin edge/pow-filter"),
+        "{log}"
+    );
     assert!(log.contains("lists.sets.hosting"), "{log}");
     assert!(log.contains("nothing was written"), "{log}");
     let requests = api.requests();
