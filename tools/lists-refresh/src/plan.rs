@@ -235,7 +235,7 @@ mod tests {
             .map(|n| format!(r#"{{"name":"{n}","generator":"tor","sources":["/x"]}}"#))
             .collect();
         serde_json::from_str(&format!(
-            r#"{{"kind":"ListSources","version":1,"lists":[{}]}}"#,
+            r#"{{"kind":"ListSources","version":2,"lists":[{}]}}"#,
             lists.join(",")
         ))
         .unwrap()
