@@ -432,6 +432,12 @@ mod tests {
         let sources: ListSources = serde_json::from_str(&text).unwrap();
         assert!(sources.problems().is_empty(), "{:?}", sources.problems());
         assert!(sources.lists.len() <= MAX_LISTS);
+        let crawlers = sources
+            .lists
+            .iter()
+            .filter(|l| l.generator == ListGenerator::Crawlers);
+        assert!(crawlers.clone().count() > 0);
+        assert!(crawlers.clone().all(|l| !l.tokens.is_empty()));
     }
 
     #[test]
