@@ -208,7 +208,7 @@ filter-image: $(FILTER_WASM) $(BIN)/oci-image ## The filter as a Wasm OCI image 
 lists-musl: setup-images
 	CC_$(subst -,_,$(MUSL_TARGET))=musl-gcc CARGO_PROFILE_RELEASE_STRIP=symbols \
 	RUSTFLAGS='--remap-path-prefix=$(CURDIR)=/src --remap-path-prefix=$(if $(filter undefined,$(origin CARGO_HOME)),$(HOME)/.cargo,$(CARGO_HOME))=/cargo' \
-	  $(CARGO) build --quiet --locked --release --target $(MUSL_TARGET) -p lists-refresh -p lists-gen-asn -p lists-gen-tor
+	  $(CARGO) build --quiet --locked --release --target $(MUSL_TARGET) -p lists-refresh -p lists-gen-asn -p lists-gen-tor -p lists-gen-crawlers
 
 lists-image: lists-musl $(BIN)/oci-image ## The lists-refresh image (static binaries, CA bundle, no base, uid 65532) in target/images/lists-refresh; prints its manifest digest
 	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image lists --bin-dir '$(MUSL_BIN)' --ca-bundle '$(CA_BUNDLE)' --out '$(LISTS_IMAGE)'
@@ -299,7 +299,7 @@ LISTS_SHARED  ?= $(if $(filter undefined,$(origin EDGEPOP_SHARED)),../shared,$(E
 
 # lists-refresh runs each generator (found beside it) in its own process, as the CronJob does,
 # and writes <name>.txt; a list that fails keeps its previous file and the run exits 1 naming it.
-lists: $(BIN)/lists-refresh $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor ## Generate the policy lists (Tor exits, hosting ASNs) from LISTS_SOURCES into talos/_out/lists/
+lists: $(BIN)/lists-refresh $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor $(BIN)/lists-gen-crawlers ## Generate the policy lists (Tor exits, hosting ASNs, verified crawlers) from LISTS_SOURCES into talos/_out/lists/
 	$(BIN)/lists-refresh --sources '$(LISTS_SOURCES)' --out-dir '$(LISTS_OUT)'
 
 .PHONY: upstream

@@ -95,6 +95,8 @@ fn musl_bin_dir(test: &str) -> Option<PathBuf> {
                 "lists-gen-asn",
                 "-p",
                 "lists-gen-tor",
+                "-p",
+                "lists-gen-crawlers",
             ])
             .env("CC_x86_64_unknown_linux_musl", "musl-gcc")
             // Without debug info: a fifth of the size, and the image has no use for it.
@@ -435,7 +437,12 @@ fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would
             .join("etc/ssl/certs/ca-certificates.crt")
             .is_file()
     );
-    for name in ["lists-refresh", "lists-gen-asn", "lists-gen-tor"] {
+    for name in [
+        "lists-refresh",
+        "lists-gen-asn",
+        "lists-gen-tor",
+        "lists-gen-crawlers",
+    ] {
         assert_eq!(
             std::fs::read(lists_root.join("usr/local/bin").join(name)).unwrap(),
             std::fs::read(bins.join(name)).unwrap(),

@@ -1,4 +1,4 @@
-//! The arguments both generators share, and their resolution into a [`Common`] config.
+//! The arguments every generator shares, and their resolution into a [`Common`] config.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use crate::error::ListError;
 use crate::list::OutputFormat;
 use crate::source::SourceName;
 
-/// Flags common to `lists-gen-asn` and `lists-gen-tor`.
+/// Flags common to `lists-gen-asn`, `lists-gen-tor` and `lists-gen-crawlers`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
     /// Sources: files, http(s) URLs, or `-` for stdin; plain or gzip. The list is their union.

@@ -1,4 +1,5 @@
-//! The list records and what the list generators (`lists-gen-asn`, `lists-gen-tor`) share.
+//! The list records and what the list generators (`lists-gen-asn`, `lists-gen-tor`,
+//! `lists-gen-crawlers`) share.
 //!
 //! - [`source`]: open a file, an http(s) URL or stdin, plain or gzip, as a stream of lines; every
 //!   error names the source (URLs redacted of credentials).
@@ -6,7 +7,7 @@
 //!   Python's `ipaddress.collapse_addresses` gives.
 //! - [`list`]: the `PolicyList` record, its text form, the shrink check against the previous
 //!   list.
-//! - [`args`]: the flags both generators share; [`formats`]: the input formats of each.
+//! - [`args`]: the flags every generator shares; [`formats`]: the input formats of each.
 //! - [`records`]: the `ListSources` and `PolicyList` records.
 
 pub mod args;

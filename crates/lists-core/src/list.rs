@@ -51,6 +51,8 @@ pub struct ListMeta {
     pub generator: ListGenerator,
     pub sources: Vec<String>,
     pub asns: Vec<u32>,
+    /// The crawler's User-Agent tokens (`crawlers` lists only).
+    pub tokens: Vec<String>,
 }
 
 /// Builds the record, stamped with the current time.
@@ -62,6 +64,7 @@ pub fn policy_list(meta: ListMeta, ipv4: Vec<Ipv4Net>, ipv6: Vec<Ipv6Net>) -> Po
         generator: meta.generator,
         sources: meta.sources,
         asns: meta.asns,
+        tokens: meta.tokens,
         generated_at: crate::time::now_rfc3339(),
         counts: ListCounts {
             ipv4: ipv4.len(),
@@ -261,6 +264,7 @@ mod tests {
                 generator: ListGenerator::Tor,
                 sources: vec!["/x".into()],
                 asns: vec![],
+                tokens: vec![],
             },
             v4.iter().map(|s| s.parse().unwrap()).collect(),
             v6.iter().map(|s| s.parse().unwrap()).collect(),

@@ -19,7 +19,8 @@
 //!   "lists": {
 //!     "version": "2026-11-29T17:17:00Z",
 //!     "generated_at": "2026-11-29T17:17:00Z",
-//!     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "hosting": "..."}
+//!     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "googlebot": "66.249.64.0/19"},
+//!     "tokens": {"googlebot": ["Googlebot"]}
 //!   }
 //! }
 //! ```
@@ -39,6 +40,7 @@
 //! | `previous_secret_env` | `"POW_HMAC_SECRET_PREVIOUS"` | the variable with the previous secret, still accepted during a rotation |
 //! | `demo_secret` | `null` | demo only: a secret inline in the config (logged as a warning; never in production) |
 //! | `lists` | none | the policy lists, written by the hourly refresh: `version`, `generated_at` (RFC 3339) and `sets` (name to CIDRs separated by whitespace, IPv4 and IPv6 mixed; `#` starts a comment to the end of the line; an IPv6 form of IPv4 is the IPv4 prefix it denotes) |
+//! | `lists.tokens` | `{}` | for a verified-crawler list (a name in `sets`): the User-Agent tokens its operator documents, 1 to 16 of them, each 1 to 64 bytes of visible ASCII without `;` or `,` ([`TOKEN_RULE`]), each once |
 //! | `rules` | `[]` | the ordered rules: the first that matches decides, the short form (`bypass_paths`, the lists' difficulties, `mode`) decides the rest (see [`crate::policy`]) |
 //! | `refresh_delay_secs` | 5 | how long a `refresh` challenge waits before it may be answered (1 to 60, under `challenge_ttl_secs`) |
 //!
@@ -126,6 +128,10 @@ pub struct Lists {
     pub generated_at: Option<String>,
     /// List name to CIDRs separated by whitespace.
     pub sets: BTreeMap<String, String>,
+    /// List name (one of `sets`) to the User-Agent tokens of the crawler whose published ranges
+    /// that list holds. Left out when empty, so a config without crawler lists reads as before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tokens: BTreeMap<String, Vec<String>>,
 }
 
 /// A configuration that cannot be used. `field` is a path such as `lists.sets.tor`.
@@ -264,6 +270,19 @@ impl PluginConfig {
                 check_list_name(&field, name)?;
                 crate::lists::parse_set(text).map_err(|e| err(field, e))?;
             }
+            for (name, tokens) in &lists.tokens {
+                let field = format!("lists.tokens.{name}");
+                if !lists.sets.contains_key(name) {
+                    return Err(err(field, format!("no list named `{name}` in lists.sets")));
+                }
+                if let Some(problem) = token_problem(tokens) {
+                    let field = match problem.index {
+                        Some(i) => format!("{field}[{i}]"),
+                        None => field,
+                    };
+                    return Err(err(field, problem.message));
+                }
+            }
         }
         Ok(())
     }
@@ -306,6 +325,67 @@ pub fn valid_list_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
+/// At most this many User-Agent tokens per list.
+pub const MAX_TOKENS: usize = 16;
+/// The longest User-Agent token, in bytes.
+pub const MAX_TOKEN_LEN: usize = 64;
+/// The token rule, in words: every tool that takes a User-Agent token refuses what the filter
+/// refuses, with this sentence.
+pub const TOKEN_RULE: &str = "a User-Agent token is 1 to 64 bytes of visible ASCII (no space, \
+     `;` or `,`), as a product name in a User-Agent header (`Googlebot`, `AdsBot-Google`)";
+
+/// Whether the filter accepts `token` as a crawler's User-Agent token. Visible ASCII: a token
+/// is looked for in the bytes of a User-Agent header, where a product name has no space; no `;`
+/// or `,`: they separate the items around a product name (`(compatible; Googlebot/2.1; +http://
+/// www.google.com/bot.html)`), so a token holding one would straddle two.
+pub fn valid_token(token: &str) -> bool {
+    (1..=MAX_TOKEN_LEN).contains(&token.len())
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b';' && b != b',')
+}
+
+/// What is wrong with a list's tokens: the index of the token at fault (`None`: the whole
+/// list) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenProblem {
+    pub index: Option<usize>,
+    pub message: String,
+}
+
+/// The first broken rule of a list's User-Agent tokens, `None` when they are usable: 1 to
+/// [`MAX_TOKENS`] of them, each [`valid_token`], none twice. The one rule: the list records
+/// (lists-core) and the generator call this too.
+pub fn token_problem(tokens: &[String]) -> Option<TokenProblem> {
+    let whole = |message: String| {
+        Some(TokenProblem {
+            index: None,
+            message,
+        })
+    };
+    if tokens.is_empty() {
+        return whole("at least one User-Agent token is needed".to_owned());
+    }
+    if tokens.len() > MAX_TOKENS {
+        return whole(format!("{} tokens, at most {MAX_TOKENS}", tokens.len()));
+    }
+    for (i, token) in tokens.iter().enumerate() {
+        let at = |message: String| {
+            Some(TokenProblem {
+                index: Some(i),
+                message,
+            })
+        };
+        if !valid_token(token) {
+            return at(format!("`{}`: {TOKEN_RULE}", token.escape_debug()));
+        }
+        if tokens[..i].contains(token) {
+            return at(format!("`{token}` appears twice"));
+        }
+    }
+    None
+}
+
 fn check_list_name(field: &str, name: &str) -> Result<(), ConfigError> {
     if !valid_list_name(name) {
         return Err(err(field, LIST_NAME_RULE));
@@ -340,12 +420,66 @@ mod tests {
           "secret_env": "POW_HMAC_SECRET", "previous_secret_env": "POW_HMAC_SECRET_PREVIOUS",
           "demo_secret": null,
           "lists": {"version": "2026-11-29T17:17:00Z", "generated_at": "2026-11-29T17:17:00Z",
-                    "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "hosting": "10.0.0.0/8"}}
+                    "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "googlebot": "66.249.64.0/19"},
+                    "tokens": {"googlebot": ["Googlebot"]}}
         }"#;
         let c = PluginConfig::from_json(json).unwrap();
         assert_eq!(c.difficulty_for("tor"), 20);
         assert_eq!(c.difficulty_for("other"), 16);
         assert_eq!(c.bypass_paths, vec!["/healthz".to_owned()]);
+        let lists = c.lists.unwrap();
+        assert_eq!(lists.tokens["googlebot"], ["Googlebot"]);
+        // No token: the key is left out, as a config without crawler lists always was.
+        let plain = Lists {
+            tokens: BTreeMap::new(),
+            ..lists
+        };
+        assert!(!serde_json::to_string(&plain).unwrap().contains("tokens"));
+    }
+
+    #[test]
+    fn tokens_follow_the_token_rule() {
+        for good in [
+            "Googlebot",
+            "AdsBot-Google",
+            "OAI-SearchBot",
+            "bingbot",
+            "a",
+            &"x".repeat(64),
+        ] {
+            assert!(valid_token(good), "{good}");
+        }
+        for bad in [
+            "",
+            "Google bot",
+            "Googlebot;",
+            "a,b",
+            "Googlebot\t",
+            "é",
+            &"x".repeat(65),
+        ] {
+            assert!(!valid_token(bad), "{bad:?}");
+        }
+        let tokens = |list: &[&str]| list.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        assert_eq!(token_problem(&tokens(&["Googlebot", "GoogleOther"])), None);
+        assert_eq!(token_problem(&[]).unwrap().index, None);
+        let many: Vec<String> = (0..=MAX_TOKENS).map(|i| format!("Bot{i}")).collect();
+        assert_eq!(
+            token_problem(&many).unwrap().message,
+            "17 tokens, at most 16"
+        );
+        let twice = token_problem(&tokens(&["a", "b", "a"])).unwrap();
+        assert_eq!(
+            (twice.index, twice.message.as_str()),
+            (Some(2), "`a` appears twice")
+        );
+        let bad = token_problem(&tokens(&["ok", "not ok"])).unwrap();
+        assert_eq!(bad.index, Some(1));
+        assert!(
+            bad.message.starts_with("`not ok`: a User-Agent token is"),
+            "{}",
+            bad.message
+        );
     }
 
     #[test]
@@ -388,6 +522,22 @@ mod tests {
                 "lists.generated_at",
             ),
             (br#"{"lists": {"colour": 1}}"#, "lists.colour"),
+            (
+                br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"gptbot": ["GPTBot"]}}}"#,
+                "lists.tokens.gptbot",
+            ),
+            (
+                br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": []}}}"#,
+                "lists.tokens.tor",
+            ),
+            (
+                br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": ["ok", "a b"]}}}"#,
+                "lists.tokens.tor[1]",
+            ),
+            (
+                br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": "GPTBot"}}}"#,
+                "lists.tokens.tor",
+            ),
             (br#"{"unknown": 1}"#, "unknown"),
         ];
         for (json, field) in cases {

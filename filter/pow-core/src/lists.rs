@@ -523,6 +523,7 @@ mod tests {
             version: "v1".into(),
             generated_at: Some("2026-11-29T17:17:00Z".into()),
             sets: [("tor".to_owned(), "185.220.101.1/32".to_owned())].into(),
+            ..Default::default()
         };
         let t = ListTable::build(Some(&lists), &[]).unwrap();
         assert_eq!(t.version, "v1");

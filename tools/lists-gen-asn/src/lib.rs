@@ -152,6 +152,7 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
             generator: ListGenerator::Asn,
             sources: shown,
             asns: config.asns.clone(),
+            tokens: Vec::new(),
         },
         ipv4,
         ipv6,

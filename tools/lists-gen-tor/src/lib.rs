@@ -141,6 +141,7 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
             generator: ListGenerator::Tor,
             sources: shown,
             asns: Vec::new(),
+            tokens: Vec::new(),
         },
         ipv4,
         ipv6,

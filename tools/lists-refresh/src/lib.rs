@@ -7,23 +7,28 @@
 //!
 //! 1. Reads the `ListSources` record (`--sources`) and GETs the `policy-lists` ConfigMap: its
 //!    `<name>.txt` keys are the previous lists.
-//! 2. Runs each list's generator (`lists-gen-asn`, `lists-gen-tor`) in its own process, with
-//!    the previous list for the shrink check. A generator that fails (source down, bad data,
-//!    shrink) leaves its list at its previous version; its own message is in the job's log, and
-//!    the run exits 1 naming it after publishing the others.
+//! 2. Runs each list's generator (`lists-gen-asn`, `lists-gen-tor`, `lists-gen-crawlers` with
+//!    a `--token` per token of the list) in its own process, with the previous list for the
+//!    shrink check. A generator that fails (source down, bad data, shrink) leaves its list at
+//!    its previous version; its own message is in the job's log, and the run exits 1 naming it
+//!    after publishing the others.
 //! 3. Checks the ConfigMap's 1 MiB limit before any write, then server-side-applies, as field
 //!    manager `edgepop-lists` (`force=true`):
 //!    - the ConfigMap's `data`: `<name>.txt` per list (one CIDR per line), `version` and
 //!      `generated_at`. The failed lists are applied with their previous content, so they stay
 //!      as they were (a key this manager stops applying would be deleted);
 //!    - the WasmPlugin's `spec.pluginConfig.lists`: `{"version", "generated_at", "sets": {name:
-//!      CIDRs separated by newlines}}`, the format the filter reads.
+//!      CIDRs separated by newlines}, "tokens": {name: [User-Agent tokens]}}`, the format the
+//!      filter reads; `tokens` holds the crawler lists that have content (a kept one too), and
+//!      comes from the sources, so the ConfigMap does not carry it.
 //!
-//!    Nothing is written when nothing changed and the WasmPlugin already has this version.
+//!    Nothing is written when nothing changed and the WasmPlugin already has this version and
+//!    these tokens.
 //!
 //! With `--out-dir DIR` (what `make lists` runs) the lists go to `DIR/<name>.txt` instead, one
-//! CIDR per line: no cluster, the previous `<name>.txt` is the shrink check's baseline, a list
-//! whose generator fails keeps its file, and the run exits 1 naming it after writing the others.
+//! CIDR per line (the prefixes only: the tokens are those of the sources): no cluster, the
+//! previous `<name>.txt` is the shrink check's baseline, a list whose generator fails keeps its
+//! file, and the run exits 1 naming it after writing the others.
 //!
 //! Why the WasmPlugin and not only the ConfigMap: Istio delivers a `pluginConfig` change to the
 //! gateways by ECDS, as a fresh `on_configure` in the running VM, where the filter swaps its
@@ -83,7 +88,8 @@ pub struct Cli {
     /// The ListSources record.
     #[arg(long, default_value = "/etc/lists-refresh/sources.json")]
     pub sources: PathBuf,
-    /// Where lists-gen-asn and lists-gen-tor are (default: beside this program).
+    /// Where the generators (lists-gen-asn, lists-gen-tor, lists-gen-crawlers) are (default:
+    /// beside this program).
     #[arg(long)]
     pub generators_dir: Option<PathBuf>,
     /// The API server URL (default: from KUBERNETES_SERVICE_HOST and _PORT, in-cluster).
@@ -467,7 +473,7 @@ fn publish(
         return Err(RefreshError::AllFailed(failed));
     }
 
-    let plan = Plan::new(sources, &old_data, &fresh, &cluster.now);
+    let mut plan = Plan::new(sources, &old_data, &fresh, &cluster.now);
     plan.check_size(current.as_ref())?;
     let wasm = match &cluster.wasmplugin {
         Some(name) => {
@@ -487,6 +493,7 @@ fn publish(
         None => None,
     };
     if let Some((_, _, object)) = &wasm {
+        plan.compare_tokens(object);
         plan.check_wasmplugin_size(object)?;
     }
 
@@ -560,7 +567,8 @@ fn generate(
             sources.max_shrink_percent
         ))
         .arg(format!("--timeout={}", sources.timeout_seconds))
-        .args(list.asns.iter().map(|a| format!("--asn={a}")));
+        .args(list.asns.iter().map(|a| format!("--asn={a}")))
+        .args(list.tokens.iter().map(|t| format!("--token={t}")));
     if let Some(format) = &list.format {
         command.arg(format!("--format={format}"));
     }
@@ -591,7 +599,7 @@ fn generate(
             detail: e.to_string(),
         })?;
     let problems = record.problems();
-    if !problems.is_empty() || record.name != list.name {
+    if !problems.is_empty() || record.name != list.name || record.tokens != list.tokens {
         return Err(GenerateError::Unsound {
             generator,
             name: record.name,

@@ -1,6 +1,7 @@
 //! What one run applies: every list with content (fresh, or the previous one kept when its
-//! generator failed), the version stamp, the size checks, and the two objects it server-side
-//! applies (the ConfigMap's data and the WasmPlugin's `pluginConfig.lists`).
+//! generator failed), the User-Agent tokens of its crawler lists, the version stamp, the size
+//! checks, and the two objects it server-side applies (the ConfigMap's data and the
+//! WasmPlugin's `pluginConfig.lists`).
 
 use std::collections::BTreeMap;
 
@@ -31,11 +32,14 @@ pub(crate) fn data_of(object: Option<&Value>) -> BTreeMap<String, String> {
 pub(crate) struct Plan {
     /// Every list of the sources that has content: fresh, or the previous one kept.
     pub(crate) sets: BTreeMap<String, String>,
+    /// The tokens of every crawler list in `sets`, from the sources: a kept list keeps them too.
+    pub(crate) tokens: BTreeMap<String, Vec<String>>,
     pub(crate) fresh: Vec<String>,
     pub(crate) kept: Vec<String>,
     pub(crate) changed: bool,
     pub(crate) version: String,
     pub(crate) old_version: Option<String>,
+    now: String,
 }
 
 impl Plan {
@@ -66,8 +70,16 @@ impl Plan {
                 .is_some_and(|n| sets.contains_key(n))
         };
         changed |= old.keys().any(|k| k.ends_with(".txt") && !listed(k));
+        // Only lists with content: the filter refuses tokens of a list it does not have.
+        let tokens = sources
+            .lists
+            .iter()
+            .filter(|list| !list.tokens.is_empty() && sets.contains_key(&list.name))
+            .map(|list| (list.name.clone(), list.tokens.clone()))
+            .collect();
         Plan {
             sets,
+            tokens,
             fresh: fresh_names,
             kept,
             changed,
@@ -79,6 +91,22 @@ impl Plan {
                     .unwrap_or_else(|| now.to_owned())
             },
             old_version: old.get("version").cloned(),
+            now: now.to_owned(),
+        }
+    }
+
+    /// The tokens live in the sources, not in the ConfigMap: a WasmPlugin whose lists carry
+    /// other tokens (a token added to the sources, a first run with crawler lists) is out of
+    /// date even when no set changed. That is a change, stamped with a new version.
+    pub(crate) fn compare_tokens(&mut self, wasmplugin: &Value) {
+        let current: Option<BTreeMap<String, Vec<String>>> =
+            match wasmplugin.pointer("/spec/pluginConfig/lists/tokens") {
+                None => Some(BTreeMap::new()),
+                Some(tokens) => serde_json::from_value(tokens.clone()).ok(),
+            };
+        if current.as_ref() != Some(&self.tokens) {
+            self.changed = true;
+            self.version.clone_from(&self.now);
         }
     }
 
@@ -194,9 +222,15 @@ impl Plan {
         Ok(())
     }
 
-    /// The filter's `lists` object.
+    /// The filter's `lists` object; `tokens` only when a list has some, so that lists without
+    /// crawlers read as they always did.
     pub(crate) fn lists(&self) -> Value {
-        json!({"version": self.version, "generated_at": self.version, "sets": self.sets})
+        let mut lists =
+            json!({"version": self.version, "generated_at": self.version, "sets": self.sets});
+        if !self.tokens.is_empty() {
+            lists["tokens"] = json!(self.tokens);
+        }
+        lists
     }
 
     pub(crate) fn configmap(&self, cluster: &Cluster, current: Option<&Value>) -> Value {
@@ -235,7 +269,7 @@ mod tests {
             .map(|n| format!(r#"{{"name":"{n}","generator":"tor","sources":["/x"]}}"#))
             .collect();
         serde_json::from_str(&format!(
-            r#"{{"kind":"ListSources","version":1,"lists":[{}]}}"#,
+            r#"{{"kind":"ListSources","version":2,"lists":[{}]}}"#,
             lists.join(",")
         ))
         .unwrap()
@@ -316,6 +350,89 @@ mod tests {
         let odd = json!({"spec": {"pluginConfig": {"mode": "sometimes"}}});
         let err = fresh.check_wasmplugin_config(&odd, "edge/pow").unwrap_err();
         assert!(err.to_string().contains("mode"), "{err}");
+    }
+
+    /// A tor list and two crawler lists, `googlebot` and `gptbot`.
+    fn with_crawlers() -> ListSources {
+        serde_json::from_value(json!({"kind": "ListSources", "version": 2, "lists": [
+            {"name": "tor", "generator": "tor", "sources": ["/t"]},
+            {"name": "googlebot", "generator": "crawlers", "sources": ["/g.json"],
+             "tokens": ["Googlebot"]},
+            {"name": "gptbot", "generator": "crawlers", "sources": ["/o.json"],
+             "tokens": ["GPTBot"]},
+        ]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn crawler_lists_with_content_carry_their_tokens_and_a_kept_one_keeps_them() {
+        // googlebot failed and keeps its previous version; gptbot failed with none to keep.
+        let old = map(&[("googlebot.txt", "66.249.64.0/19\n"), ("version", "v1")]);
+        let plan = Plan::new(
+            &with_crawlers(),
+            &old,
+            &map(&[("tor", "192.0.2.1/32\n")]),
+            NOW,
+        );
+        assert_eq!(plan.kept, ["googlebot"]);
+        assert_eq!(
+            plan.lists()["tokens"],
+            json!({"googlebot": ["Googlebot"]}),
+            "no tokens for gptbot, which the filter would refuse without its set"
+        );
+        // The filter takes them as they are.
+        let wasmplugin = json!({"spec": {"pluginConfig": {}}});
+        assert!(
+            plan.check_wasmplugin_config(&wasmplugin, "edge/pow")
+                .is_ok()
+        );
+        // The ConfigMap carries no token.
+        assert!(plan.data().values().all(|v| !v.contains("Googlebot")));
+        // Without crawler lists, no `tokens` key at all.
+        let plain = Plan::new(
+            &sources(&["tor"]),
+            &BTreeMap::new(),
+            &map(&[("tor", "192.0.2.1/32\n")]),
+            NOW,
+        );
+        assert!(plain.lists().get("tokens").is_none());
+    }
+
+    #[test]
+    fn tokens_the_wasmplugin_lacks_are_a_change_with_a_new_version() {
+        let old = map(&[
+            ("googlebot.txt", "66.249.64.0/19\n"),
+            ("gptbot.txt", "52.230.152.0/24\n"),
+            ("tor.txt", "192.0.2.1/32\n"),
+            ("version", "v1"),
+        ]);
+        let fresh = map(&[
+            ("tor", "192.0.2.1/32\n"),
+            ("googlebot", "66.249.64.0/19\n"),
+            ("gptbot", "52.230.152.0/24\n"),
+        ]);
+        let planned = || Plan::new(&with_crawlers(), &old, &fresh, NOW);
+        let with_tokens = |tokens: Value| json!({"spec": {"pluginConfig": {"lists": {"version": "v1", "tokens": tokens}}}});
+        let mut plan = planned();
+        assert!(!plan.changed);
+        plan.compare_tokens(&with_tokens(
+            json!({"googlebot": ["Googlebot"], "gptbot": ["GPTBot"]}),
+        ));
+        assert!(!plan.changed, "the same tokens: nothing to write");
+        assert_eq!(plan.version, "v1");
+        for stale in [
+            json!({"googlebot": ["Googlebot"]}),
+            json!({"googlebot": ["Googlebot"], "gptbot": ["GPTBot", "ChatGPT-User"]}),
+            json!("not a map"),
+        ] {
+            let mut plan = planned();
+            plan.compare_tokens(&with_tokens(stale.clone()));
+            assert!(plan.changed, "{stale}");
+            assert_eq!(plan.version, NOW);
+        }
+        let mut plan = planned();
+        plan.compare_tokens(&json!({"spec": {"pluginConfig": {"lists": {"version": "v1"}}}}));
+        assert!(plan.changed, "a WasmPlugin from before the crawler lists");
     }
 
     #[test]

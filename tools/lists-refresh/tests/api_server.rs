@@ -87,16 +87,18 @@ impl Edge {
         serde_json::from_str(&out).unwrap()
     }
 
-    /// The tor and hosting lists from the shared captures (files: no network).
+    /// The tor, hosting and gptbot lists from the shared captures (files: no network).
     fn sources(&self, dir: &std::path::Path) -> PathBuf {
         let fixtures = self.shared.join("fixtures");
         let record = json!({
-            "kind": "ListSources", "version": 1, "max_shrink_percent": 50, "timeout_seconds": 30,
+            "kind": "ListSources", "version": 2, "max_shrink_percent": 50, "timeout_seconds": 30,
             "lists": [
                 {"name": "tor", "generator": "tor",
                  "sources": [fixtures.join("tor/torbulkexitlist_2023-10-14.txt")]},
                 {"name": "hosting", "generator": "asn", "asns": [13335],
                  "sources": [fixtures.join("asn/iptoasn/ip2asn-v4_slice-google-cloudflare_2019-02-19.tsv")]},
+                {"name": "gptbot", "generator": "crawlers", "tokens": ["GPTBot"],
+                 "sources": [fixtures.join("bots/crawler-ip-ranges/openai/gptbot.json")]},
             ],
         });
         let file = dir.join("sources.json");
@@ -108,6 +110,7 @@ impl Edge {
     fn refresh(&self, account: &ServiceAccount, now: &str, extra: &[&str]) -> Output {
         let dir = tempfile::tempdir().unwrap();
         workspace::bin("lists-gen-asn");
+        workspace::bin("lists-gen-crawlers");
         let generators = workspace::bin("lists-gen-tor");
         Command::new(env!("CARGO_BIN_EXE_lists-refresh"))
             .arg(format!("--namespace={NAMESPACE}"))
@@ -154,8 +157,8 @@ fn owned_by<'a>(object: &'a [(String, Value)], manager: &str) -> &'a Value {
 }
 
 #[test]
-fn the_job_publishes_both_lists_and_a_reapplied_edge_keeps_them() {
-    let Some(edge) = edge("the_job_publishes_both_lists") else {
+fn the_job_publishes_its_lists_and_a_reapplied_edge_keeps_them() {
+    let Some(edge) = edge("the_job_publishes_its_lists") else {
         return;
     };
     let out = edge.refresh(&edge.job, NOW, &[]);
@@ -163,14 +166,23 @@ fn the_job_publishes_both_lists_and_a_reapplied_edge_keeps_them() {
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         summary,
-        json!({"version": NOW, "changed": true, "regenerated": ["tor", "hosting"], "kept": []})
+        json!({"version": NOW, "changed": true, "regenerated": ["tor", "hosting", "gptbot"], "kept": []})
     );
 
     let check = |edge: &Edge| {
         let cm = edge.get("configmap/policy-lists");
         let data = cm["data"].as_object().unwrap();
         let keys: Vec<&str> = data.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["generated_at", "hosting.txt", "tor.txt", "version"]);
+        assert_eq!(
+            keys,
+            [
+                "generated_at",
+                "gptbot.txt",
+                "hosting.txt",
+                "tor.txt",
+                "version"
+            ]
+        );
         assert_eq!(data["version"], NOW);
         assert_eq!(data["tor.txt"].as_str().unwrap().lines().count(), 1305);
         assert!(
@@ -196,12 +208,15 @@ fn the_job_publishes_both_lists_and_a_reapplied_edge_keeps_them() {
         assert_eq!(published["version"], NOW);
         assert_eq!(published["sets"]["tor"], data["tor.txt"]);
         assert_eq!(published["sets"]["hosting"], data["hosting.txt"]);
+        assert_eq!(published["sets"]["gptbot"], data["gptbot.txt"]);
+        assert_eq!(published["tokens"], json!({"gptbot": ["GPTBot"]}));
         let owners = managers(&plugin);
         assert_eq!(
             owned_by(&owners, "edgepop-lists"),
             &json!({"f:spec": {"f:pluginConfig": {"f:lists": {
                 ".": {}, "f:generated_at": {}, "f:version": {},
-                "f:sets": {".": {}, "f:hosting": {}, "f:tor": {}},
+                "f:sets": {".": {}, "f:gptbot": {}, "f:hosting": {}, "f:tor": {}},
+                "f:tokens": {".": {}, "f:gptbot": {}},
             }}}})
         );
         // The rest of the filter's settings stay the edge layer's.

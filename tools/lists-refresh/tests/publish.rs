@@ -20,6 +20,7 @@ const APPLY_QUERY: &str = "?fieldManager=edgepop-lists&force=true";
 /// The directory of the generators, built beside this test (testkit builds them if needed).
 fn generators() -> PathBuf {
     workspace::bin("lists-gen-asn");
+    workspace::bin("lists-gen-crawlers");
     let tor = workspace::bin("lists-gen-tor");
     tor.parent().unwrap().to_path_buf()
 }
@@ -41,7 +42,7 @@ impl Job {
 
     fn sources(&self, lists: Value) -> PathBuf {
         let file = self.dir.path().join("sources.json");
-        let record = json!({"kind": "ListSources", "version": 1, "max_shrink_percent": 50,
+        let record = json!({"kind": "ListSources", "version": 2, "max_shrink_percent": 50,
                             "timeout_seconds": 5, "lists": lists});
         std::fs::write(&file, record.to_string()).unwrap();
         file
@@ -471,4 +472,221 @@ fn lists_the_filter_would_refuse_are_refused_before_any_write() {
     assert_eq!(requests.len(), 2, "{requests:?}");
     assert_get(&requests[0], CM);
     assert_get(&requests[1], WASM);
+}
+
+const CRAWLERS: &str = "bots/crawler-ip-ranges";
+
+/// A crawler capture's list as lists-gen-crawlers writes it (one CIDR per line).
+fn crawler_text(file: &Path) -> String {
+    let out = Command::new(workspace::bin("lists-gen-crawlers"))
+        .args(["--token=Bot", "-o", "text"])
+        .arg(file)
+        .env_remove("EDGEPOP_LOG")
+        .output()
+        .unwrap();
+    testkit::process::success_stdout(&out)
+}
+
+#[test]
+fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
+    let test = "crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only";
+    let Some(bots) = capture(test, CRAWLERS) else {
+        return;
+    };
+    let job = Job::new();
+    let google = Server::start(vec![Reply::json(
+        200,
+        std::fs::read(bots.join("google/googlebot.json")).unwrap(),
+    )])
+    .unwrap();
+    let fetchers = ["AdsBot-Google", "FeedFetcher-Google"];
+    let sources = job.sources(json!([
+        {"name": "googlebot", "generator": "crawlers",
+         "sources": [format!("{}/static/crawling/ipranges/common-crawlers.json", google.url)],
+         "tokens": ["Googlebot"]},
+        {"name": "google-fetchers", "generator": "crawlers",
+         "sources": [bots.join("google/user-triggered-fetchers.json"),
+                     bots.join("google/user-triggered-fetchers-google.json")],
+         "tokens": fetchers},
+        {"name": "bingbot", "generator": "crawlers",
+         "sources": [bots.join("bing/bingbot.json")], "tokens": ["bingbot"]},
+    ]));
+    let api = Server::start(vec![
+        configmap(json!({})),
+        wasmplugin("older"),
+        Reply::json(200, "{}"),
+        Reply::json(200, "{}"),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests = api.requests();
+    assert_eq!(requests.len(), 4);
+    let cm = assert_apply(&requests[2], CM);
+    let data = cm["data"].as_object().unwrap();
+    let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+    // The ConfigMap holds the prefixes only: the tokens come from the sources every run.
+    assert_eq!(
+        keys,
+        [
+            "bingbot.txt",
+            "generated_at",
+            "google-fetchers.txt",
+            "googlebot.txt",
+            "version"
+        ]
+    );
+    // 45 IPv4 and 27 IPv6 prefixes once Googlebot's 165 and 142 are aggregated.
+    assert_eq!(
+        data["googlebot.txt"].as_str().unwrap().lines().count(),
+        45 + 27
+    );
+    assert_eq!(
+        data["google-fetchers.txt"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .count(),
+        133 + 164
+    );
+
+    let wasm = assert_apply(&requests[3], WASM);
+    let lists = &wasm["spec"]["pluginConfig"]["lists"];
+    assert_eq!(
+        lists["tokens"],
+        json!({"bingbot": ["bingbot"], "google-fetchers": fetchers, "googlebot": ["Googlebot"]})
+    );
+    assert_eq!(lists["sets"]["googlebot"], data["googlebot.txt"]);
+    assert_eq!(lists["sets"]["bingbot"], data["bingbot.txt"]);
+    // What was applied is what the filter takes.
+    let config = serde_json::to_vec(&wasm["spec"]["pluginConfig"]).unwrap();
+    let decoded = pow_core::PluginConfig::from_json(&config).unwrap();
+    assert_eq!(decoded.lists.unwrap().tokens["googlebot"], ["Googlebot"]);
+}
+
+#[test]
+fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
+    let test = "a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens";
+    let Some(bots) = capture(test, CRAWLERS) else {
+        return;
+    };
+    let job = Job::new();
+    let down = Server::start(vec![Reply::status(500)]).unwrap();
+    let down_url = format!("{}/static/crawling/ipranges/common-crawlers.json", down.url);
+    let old_googlebot = "66.249.64.0/19\n2001:4860:4801::/48\n";
+    // The last chatgpt-user list; its source now serves GPTBot's 12 prefixes instead of 154.
+    let old_chatgpt = crawler_text(&bots.join("openai/chatgpt-user.json"));
+    let sources = job.sources(json!([
+        {"name": "googlebot", "generator": "crawlers", "sources": [down_url],
+         "tokens": ["Googlebot"]},
+        {"name": "chatgpt-user", "generator": "crawlers",
+         "sources": [bots.join("openai/gptbot.json")], "tokens": ["ChatGPT-User"]},
+        {"name": "oai-searchbot", "generator": "crawlers",
+         "sources": [bots.join("openai/searchbot.json")], "tokens": ["OAI-SearchBot"]},
+        {"name": "bingbot", "generator": "crawlers",
+         "sources": [job.dir.path().join("no-bingbot.json")], "tokens": ["bingbot"]},
+    ]));
+    let api = Server::start(vec![
+        configmap(
+            json!({"googlebot.txt": old_googlebot, "chatgpt-user.txt": old_chatgpt,
+                         "version": "v0"}),
+        ),
+        wasmplugin("v0"),
+        Reply::json(200, "{}"),
+        Reply::json(200, "{}"),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    let log = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "lists-gen-crawlers: error: source {down_url}: HTTP status 500"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains("list chatgpt-user: refused, IPv4 prefixes fell from 154 to 12"),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "these failed and keep their previous version: \
+             googlebot (lists-gen-crawlers exited with 1), \
+             chatgpt-user (lists-gen-crawlers exited with 1), \
+             bingbot (lists-gen-crawlers exited with 2)"
+        ),
+        "{log}"
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["kept"], json!(["googlebot", "chatgpt-user"]));
+    assert_eq!(summary["regenerated"], json!(["oai-searchbot"]));
+
+    let requests = api.requests();
+    assert_eq!(requests.len(), 4);
+    let cm = assert_apply(&requests[2], CM);
+    assert_eq!(cm["data"]["googlebot.txt"], old_googlebot);
+    assert_eq!(cm["data"]["chatgpt-user.txt"], old_chatgpt.as_str());
+    let lists = &assert_apply(&requests[3], WASM)["spec"]["pluginConfig"]["lists"];
+    assert_eq!(lists["sets"]["googlebot"], old_googlebot);
+    assert_eq!(lists["sets"]["chatgpt-user"], old_chatgpt.as_str());
+    // The kept lists keep their tokens; bingbot, with nothing to keep, has neither set nor
+    // tokens (the filter refuses tokens of a list it does not have).
+    assert_eq!(
+        lists["tokens"],
+        json!({"chatgpt-user": ["ChatGPT-User"], "googlebot": ["Googlebot"],
+               "oai-searchbot": ["OAI-SearchBot"]})
+    );
+    assert!(lists["sets"].get("bingbot").is_none());
+}
+
+#[test]
+fn tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed() {
+    let test = "tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed";
+    let Some(bots) = capture(test, CRAWLERS) else {
+        return;
+    };
+    let job = Job::new();
+    let gptbot = bots.join("openai/gptbot.json");
+    let text = crawler_text(&gptbot);
+    let sources = job.sources(json!([
+        {"name": "gptbot", "generator": "crawlers", "sources": [gptbot], "tokens": ["GPTBot"]},
+    ]));
+    // The same list and version as published, by a job that wrote no tokens.
+    let api = Server::start(vec![
+        configmap(json!({"gptbot.txt": text, "version": "v7"})),
+        wasmplugin("v7"),
+        Reply::json(200, "{}"),
+        Reply::json(200, "{}"),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["changed"], true);
+    assert_eq!(summary["version"], NOW);
+    let requests = api.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(assert_apply(&requests[2], CM)["data"]["version"], NOW);
+    let lists = &assert_apply(&requests[3], WASM)["spec"]["pluginConfig"]["lists"];
+    assert_eq!(lists["version"], NOW);
+    assert_eq!(lists["tokens"], json!({"gptbot": ["GPTBot"]}));
+
+    // Next run: the WasmPlugin has them; nothing to write.
+    let api = Server::start(vec![
+        configmap(json!({"gptbot.txt": text, "version": NOW})),
+        Reply::json(
+            200,
+            json!({"apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
+                   "metadata": {"name": "pow-filter", "namespace": "edge"},
+                   "spec": {"pluginConfig": {"lists": {"version": NOW, "sets": {"gptbot": text},
+                                                       "tokens": {"gptbot": ["GPTBot"]}}}}})
+            .to_string(),
+        ),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("unchanged since version {NOW}")));
+    assert_eq!(api.requests().len(), 2);
 }

@@ -12,8 +12,8 @@
 //!
 //! - `filter`: Istio's "compat" Wasm image: one `application/vnd.oci.image.layer.v1.tar+gzip`
 //!   layer holding `plugin.wasm` (istio pkg/wasm/imagefetcher.go, `extractOCIStandardImage`).
-//! - `lists`: lists-refresh, lists-gen-asn and lists-gen-tor (static binaries) and a CA bundle on
-//!   no base image: no shell, no package manager, user 65532.
+//! - `lists`: lists-refresh, lists-gen-asn, lists-gen-tor and lists-gen-crawlers (static
+//!   binaries) and a CA bundle on no base image: no shell, no package manager, user 65532.
 //! - `publish`: pushes both to the edge config's `images.registry`; credentials come from
 //!   `EDGEPOP_REGISTRY_USERNAME` and `EDGEPOP_REGISTRY_PASSWORD`, or from the docker-style auth
 //!   file named by `EDGEPOP_REGISTRY_AUTH_FILE` (mode 0600), never from the command line.
@@ -41,7 +41,12 @@ use crate::registry::{Client, Credentials, Host};
 pub const FILTER_REPOSITORY: &str = "pow-filter";
 pub const LISTS_REPOSITORY: &str = "lists-refresh";
 /// The binaries of the lists image, all in /usr/local/bin; the first is the entrypoint.
-pub const LISTS_BINARIES: [&str; 3] = ["lists-refresh", "lists-gen-asn", "lists-gen-tor"];
+pub const LISTS_BINARIES: [&str; 4] = [
+    "lists-refresh",
+    "lists-gen-asn",
+    "lists-gen-tor",
+    "lists-gen-crawlers",
+];
 /// The lists image's user: distroless's `nonroot`, which the CronJob's securityContext names.
 pub const LISTS_USER: &str = "65532:65532";
 pub const CA_BUNDLE_PATH: &str = "etc/ssl/certs/ca-certificates.crt";
@@ -70,7 +75,7 @@ pub enum Command {
     },
     /// The lists-refresh image from static binaries; prints its manifest digest.
     Lists {
-        /// Where lists-refresh, lists-gen-asn and lists-gen-tor (static, musl) are.
+        /// Where lists-refresh and the generators it runs (static, musl) are.
         #[arg(long, value_name = "DIR")]
         bin_dir: PathBuf,
         /// The CA certificates (PEM) the binaries may use for https sources.

@@ -147,12 +147,14 @@ fn default_lists() -> Vec<ListSource> {
             sources: vec!["https://check.torproject.org/torbulkexitlist".to_string()],
             format: None,
             asns: Vec::new(),
+            tokens: Vec::new(),
         },
         ListSource {
             name: "hosting".to_string(),
             generator: ListGenerator::Asn,
             sources: vec!["https://iptoasn.com/data/ip2asn-combined.tsv.gz".to_string()],
             format: None,
+            tokens: Vec::new(),
             asns: vec![
                 16276, 24940, 14061, 12876, 16509, 396982, 8075, 63949, 20473, 13335,
             ],

@@ -6,7 +6,7 @@
 //! ```json
 //! {
 //!   "kind": "ListSources",
-//!   "version": 1,
+//!   "version": 2,
 //!   "max_shrink_percent": 50,
 //!   "timeout_seconds": 120,
 //!   "lists": [
@@ -14,7 +14,10 @@
 //!      "sources": ["https://check.torproject.org/torbulkexitlist"]},
 //!     {"name": "hosting", "generator": "asn",
 //!      "sources": ["https://iptoasn.com/data/ip2asn-combined.tsv.gz"],
-//!      "asns": [16276, 24940]}
+//!      "asns": [16276, 24940]},
+//!     {"name": "googlebot", "generator": "crawlers",
+//!      "sources": ["https://developers.google.com/static/crawling/ipranges/common-crawlers.json"],
+//!      "tokens": ["Googlebot"]}
 //!   ]
 //! }
 //! ```
@@ -24,13 +27,19 @@
 //!   in the filter. The filter's rule (pow-core's `valid_list_name`): 1 to 32 of `[a-z0-9_-]`,
 //!   unique, and at most 16 lists (`MAX_LISTS`): what the filter would refuse is refused here,
 //!   before anything is published.
-//! - `generator` is `asn` (runs `lists-gen-asn`) or `tor` (runs `lists-gen-tor`).
+//! - `generator` is `asn` (runs `lists-gen-asn`), `tor` (runs `lists-gen-tor`) or `crawlers`
+//!   (runs `lists-gen-crawlers`: a crawler operator's published ranges).
 //! - `sources` are http(s) URLs or absolute file paths, at least one. Every source is read and
 //!   the list is the union of what they give; if any source fails, the whole list keeps its
 //!   previous version (a partial list would silently let visitors through).
 //! - `format` (optional) forces the input format instead of detecting it: for `asn`
-//!   `iptoasn`, `ip-location-db` or `geolite2`; for `tor` `bulk`, `exit-addresses` or `onionoo`.
-//! - `asns` is required (non-empty) for `asn` and forbidden for `tor`.
+//!   `iptoasn`, `ip-location-db` or `geolite2`; for `tor` `bulk`, `exit-addresses` or `onionoo`;
+//!   none for `crawlers`, which reads one format.
+//! - `asns` is required (non-empty) for `asn` and forbidden for the others.
+//! - `tokens` is required for `crawlers` and forbidden for the others: the User-Agent tokens the
+//!   crawler's operator documents for those ranges (`Googlebot`), which the filter needs with
+//!   the address to call a visitor that crawler. The filter's rule (pow-core's `token_problem`):
+//!   1 to 16 tokens, each 1 to 64 bytes of visible ASCII without `;` or `,`, none twice.
 //! - `max_shrink_percent` (default 50): a regenerated list that has lost more than this share of
 //!   its entries compared with the published one is refused, and the old one is kept.
 //! - `timeout_seconds` (default 120): the whole download of one source, connection included.
@@ -43,7 +52,8 @@ use pop_common::records::{Kind, Problem, RecordKind, Version};
 
 use crate::formats::{self, AsnFormat, TorFormat};
 
-pub const LIST_SOURCES_VERSION: u32 = 1;
+/// 2: `tokens`, and the `crawlers` generator.
+pub const LIST_SOURCES_VERSION: u32 = 2;
 
 /// The lists the refresh job regenerates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +81,9 @@ pub struct ListSource {
     pub format: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub asns: Vec<u32>,
+    /// The crawler's User-Agent tokens (`crawlers` lists only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<String>,
 }
 
 /// Which generator builds a list.
@@ -81,6 +94,8 @@ pub enum ListGenerator {
     Asn,
     /// `lists-gen-tor`: the Tor exit addresses.
     Tor,
+    /// `lists-gen-crawlers`: a crawler operator's published address ranges.
+    Crawlers,
 }
 
 impl ListGenerator {
@@ -89,6 +104,16 @@ impl ListGenerator {
         match self {
             ListGenerator::Asn => "lists-gen-asn",
             ListGenerator::Tor => "lists-gen-tor",
+            ListGenerator::Crawlers => "lists-gen-crawlers",
+        }
+    }
+
+    /// What the record and the errors call it (its serialised name).
+    pub fn label(self) -> &'static str {
+        match self {
+            ListGenerator::Asn => "asn",
+            ListGenerator::Tor => "tor",
+            ListGenerator::Crawlers => "crawlers",
         }
     }
 }
@@ -169,17 +194,24 @@ impl ListSources {
                         "an `asn` list needs at least one ASN",
                     ));
                 }
-                ListGenerator::Tor if !list.asns.is_empty() => {
-                    problems.push(Problem::new(at("asns"), "a `tor` list takes no ASN"));
+                ListGenerator::Tor | ListGenerator::Crawlers if !list.asns.is_empty() => {
+                    problems.push(Problem::new(
+                        at("asns"),
+                        format!("a `{}` list takes no ASN", list.generator.label()),
+                    ));
                 }
                 _ => {}
             }
+            problems.extend(token_problems(list.generator, &list.tokens, &at("tokens")));
             let refusal = list
                 .format
                 .as_deref()
                 .and_then(|format| match list.generator {
                     ListGenerator::Asn => formats::refusal::<AsnFormat>(format),
                     ListGenerator::Tor => formats::refusal::<TorFormat>(format),
+                    ListGenerator::Crawlers => {
+                        Some("a `crawlers` list takes no format: it reads one".to_owned())
+                    }
                 });
             if let Some(why) = refusal {
                 problems.push(Problem::new(
@@ -195,19 +227,55 @@ impl ListSources {
 /// Whether `name` can name a list: the filter's own rule (it also makes a valid ConfigMap key
 /// once `.txt` is added).
 pub use pow_core::config::{LIST_NAME_RULE, MAX_LISTS, valid_list_name};
+/// The User-Agent token rule: the filter's own, as for list names.
+pub use pow_core::config::{MAX_TOKENS, TOKEN_RULE, token_problem, valid_token};
+
+/// The problems of a list's `tokens` (the field's path is `field`): required for a `crawlers`
+/// list and checked by the filter's rule, forbidden for the others. Shared by both records.
+pub(crate) fn token_problems(
+    generator: ListGenerator,
+    tokens: &[String],
+    field: &str,
+) -> Option<Problem> {
+    if generator != ListGenerator::Crawlers {
+        return (!tokens.is_empty()).then(|| {
+            Problem::new(
+                field,
+                format!(
+                    "`{}` lists take no token (only `crawlers` lists do)",
+                    generator.label()
+                ),
+            )
+        });
+    }
+    token_problem(tokens).map(|problem| match problem.index {
+        Some(i) => Problem::new(format!("{field}[{i}]"), problem.message),
+        None => Problem::new(
+            field,
+            if tokens.is_empty() {
+                "a `crawlers` list needs at least one User-Agent token".to_owned()
+            } else {
+                problem.message
+            },
+        ),
+    })
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const EXAMPLE: &str = r#"{
-        "kind": "ListSources", "version": 1, "max_shrink_percent": 50, "timeout_seconds": 120,
+        "kind": "ListSources", "version": 2, "max_shrink_percent": 50, "timeout_seconds": 120,
         "lists": [
             {"name": "tor", "generator": "tor",
              "sources": ["https://check.torproject.org/torbulkexitlist"]},
             {"name": "hosting", "generator": "asn",
              "sources": ["https://iptoasn.com/data/ip2asn-combined.tsv.gz"],
-             "asns": [16276, 24940]}
+             "asns": [16276, 24940]},
+            {"name": "googlebot", "generator": "crawlers",
+             "sources": ["https://developers.google.com/static/crawling/ipranges/common-crawlers.json"],
+             "tokens": ["Googlebot"]}
         ]
     }"#;
 
@@ -216,6 +284,9 @@ mod tests {
         let sources: ListSources = serde_json::from_str(EXAMPLE).unwrap();
         assert_eq!(sources.lists[1].asns, vec![16276, 24940]);
         assert_eq!(sources.lists[0].generator.command(), "lists-gen-tor");
+        assert_eq!(sources.lists[2].generator.command(), "lists-gen-crawlers");
+        assert_eq!(sources.lists[2].tokens, ["Googlebot"]);
+        assert!(sources.lists[0].tokens.is_empty());
         assert!(sources.problems().is_empty(), "{:?}", sources.problems());
         let again: ListSources =
             serde_json::from_str(&serde_json::to_string(&sources).unwrap()).unwrap();
@@ -224,7 +295,7 @@ mod tests {
 
     #[test]
     fn the_knobs_have_defaults() {
-        let short = r#"{"kind":"ListSources","version":1,"lists":[
+        let short = r#"{"kind":"ListSources","version":2,"lists":[
             {"name":"tor","generator":"tor","sources":["/data/exits.txt"]}]}"#;
         let sources: ListSources = serde_json::from_str(short).unwrap();
         assert_eq!(sources.max_shrink_percent, 50);
@@ -242,7 +313,7 @@ mod tests {
 
     #[test]
     fn broken_rules_are_each_named_with_their_field() {
-        let bad = r#"{"kind":"ListSources","version":1,"max_shrink_percent":150,"lists":[
+        let bad = r#"{"kind":"ListSources","version":2,"max_shrink_percent":150,"lists":[
             {"name":"Tor","generator":"tor","sources":["exits.txt"],"asns":[1],"format":"Bulk"},
             {"name":"hosting","generator":"asn","sources":[],"format":"bulk"},
             {"name":"hosting","generator":"asn","sources":["/x"],"asns":[2],"format":"geolite2"}]}"#;
@@ -282,6 +353,94 @@ mod tests {
     }
 
     #[test]
+    fn a_generators_label_is_its_serialised_name() {
+        for generator in [
+            ListGenerator::Asn,
+            ListGenerator::Tor,
+            ListGenerator::Crawlers,
+        ] {
+            assert_eq!(
+                serde_json::to_value(generator).unwrap(),
+                generator.label(),
+                "{generator:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_version_1_record_is_refused_naming_the_version() {
+        let old = EXAMPLE.replace("\"version\": 2", "\"version\": 1");
+        let err = serde_json::from_str::<ListSources>(&old).unwrap_err();
+        assert!(err.to_string().contains("unsupported version 1"), "{err}");
+    }
+
+    #[test]
+    fn crawler_lists_need_tokens_by_the_filters_rule_and_the_others_take_none() {
+        let bad = r#"{"kind":"ListSources","version":2,"lists":[
+            {"name":"googlebot","generator":"crawlers","sources":["/g.json"]},
+            {"name":"bingbot","generator":"crawlers","sources":["/b.json"],
+             "tokens":["bingbot","bing bot"]},
+            {"name":"gptbot","generator":"crawlers","sources":["/o.json"],"format":"json",
+             "asns":[8075],"tokens":["GPTBot","GPTBot"]},
+            {"name":"tor","generator":"tor","sources":["/t"],"tokens":["Googlebot"]},
+            {"name":"many","generator":"crawlers","sources":["/m.json"],
+             "tokens":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]},
+            {"name":"long","generator":"crawlers","sources":["/l.json"],
+             "tokens":["ok","x;y"]}]}"#;
+        let sources: ListSources = serde_json::from_str(bad).unwrap();
+        let problems = pop_common::records::join_problems(&sources.problems());
+        let fields: Vec<String> = sources.problems().into_iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "lists[0].tokens",
+                "lists[1].tokens[1]",
+                "lists[2].asns",
+                "lists[2].tokens[1]",
+                "lists[2].format",
+                "lists[3].tokens",
+                "lists[4].tokens",
+                "lists[5].tokens[1]",
+            ],
+            "{problems}"
+        );
+        for expected in [
+            "lists[0].tokens: a `crawlers` list needs at least one User-Agent token",
+            "lists[1].tokens[1]: `bing bot`: a User-Agent token is 1 to 64 bytes of visible ASCII",
+            "lists[2].asns: a `crawlers` list takes no ASN",
+            "lists[2].tokens[1]: `GPTBot` appears twice",
+            "lists[2].format: a `crawlers` list takes no format",
+            "lists[3].tokens: `tor` lists take no token (only `crawlers` lists do)",
+            "lists[4].tokens: 17 tokens, at most 16",
+            "lists[5].tokens[1]: `x;y`",
+        ] {
+            assert!(
+                problems.contains(expected),
+                "{expected} not in:\n{problems}"
+            );
+        }
+    }
+
+    /// `make lists` reads the committed example: it must be a record the refresh takes.
+    #[test]
+    fn the_committed_example_has_no_problem() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../config/lists-sources.example.json"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let sources: ListSources = serde_json::from_str(&text).unwrap();
+        assert!(sources.problems().is_empty(), "{:?}", sources.problems());
+        assert!(sources.lists.len() <= MAX_LISTS);
+        let crawlers = sources
+            .lists
+            .iter()
+            .filter(|l| l.generator == ListGenerator::Crawlers);
+        assert!(crawlers.clone().count() > 0);
+        assert!(crawlers.clone().all(|l| !l.tokens.is_empty()));
+    }
+
+    #[test]
     fn list_names_follow_the_filters_rule() {
         assert!(valid_list_name("hosting-eu"));
         assert!(valid_list_name("tor_exits"));
@@ -309,7 +468,7 @@ mod tests {
             .map(|i| format!(r#"{{"name":"l{i}","generator":"tor","sources":["/x"]}}"#))
             .collect();
         let text = format!(
-            r#"{{"kind":"ListSources","version":1,"lists":[{}]}}"#,
+            r#"{{"kind":"ListSources","version":2,"lists":[{}]}}"#,
             lists.join(",")
         );
         let sources: ListSources = serde_json::from_str(&text).unwrap();

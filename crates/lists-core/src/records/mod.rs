@@ -8,6 +8,7 @@ mod policy_list;
 
 pub use list_sources::{
     DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, LIST_NAME_RULE, LIST_SOURCES_VERSION,
-    ListGenerator, ListSource, ListSources, MAX_LISTS, valid_list_name,
+    ListGenerator, ListSource, ListSources, MAX_LISTS, MAX_TOKENS, TOKEN_RULE, token_problem,
+    valid_list_name, valid_token,
 };
 pub use policy_list::{ListCounts, POLICY_LIST_VERSION, PolicyList};

@@ -1,12 +1,14 @@
-//! `PolicyList`: one generated policy list (Tor exits, the prefixes of hosting ASNs).
+//! `PolicyList`: one generated policy list (Tor exits, the prefixes of hosting ASNs, a
+//! crawler's published ranges).
 //!
-//! Written on stdout by `lists-gen-asn` and `lists-gen-tor`, read by `lists-refresh` (which
-//! publishes it) and by the generators themselves as `--previous`. Example:
+//! Written on stdout by `lists-gen-asn`, `lists-gen-tor` and `lists-gen-crawlers`, read by
+//! `lists-refresh` (which publishes it) and by the generators themselves as `--previous`.
+//! Example:
 //!
 //! ```json
 //! {
 //!   "kind": "PolicyList",
-//!   "version": 1,
+//!   "version": 2,
 //!   "name": "hosting",
 //!   "generator": "asn",
 //!   "sources": ["https://iptoasn.com/data/ip2asn-combined.tsv.gz"],
@@ -19,16 +21,19 @@
 //! ```
 //!
 //! Each family's prefixes are canonical (no host bit set), sorted by address and never overlap:
-//! an `asn` list is the minimal aggregated set; a `tor` list has one /32 or /128 per address.
+//! an `asn` or `crawlers` list is the minimal aggregated set; a `tor` list has one /32 or /128
+//! per address. A `crawlers` list carries `tokens`, the User-Agent tokens its operator documents
+//! (`["Googlebot"]`), by the filter's rule; the other lists carry none.
 //! `sources` never carries credentials: user info and query strings of URLs are redacted.
 
 use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
-use super::list_sources::{ListGenerator, valid_list_name};
+use super::list_sources::{ListGenerator, token_problems, valid_list_name};
 use pop_common::records::{Kind, Problem, RecordKind, Version};
 
-pub const POLICY_LIST_VERSION: u32 = 1;
+/// 2: `tokens`, and the `crawlers` generator.
+pub const POLICY_LIST_VERSION: u32 = 2;
 
 /// One generated list of prefixes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +50,9 @@ pub struct PolicyList {
     /// The ASNs selected (`asn` lists only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub asns: Vec<u32>,
+    /// The crawler's User-Agent tokens (`crawlers` lists only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<String>,
     /// When it was generated, RFC 3339 in UTC (`2026-06-19T17:00:00Z`).
     pub generated_at: String,
     /// How many prefixes per family (equal to the lengths of `ipv4` and `ipv6`).
@@ -92,6 +100,7 @@ impl PolicyList {
                 format!("`{}` is not a valid list name", self.name),
             ));
         }
+        problems.extend(token_problems(self.generator, &self.tokens, "tokens"));
         for (field, counted, actual) in [
             ("ipv4", self.counts.ipv4, self.ipv4.len()),
             ("ipv6", self.counts.ipv6, self.ipv6.len()),
@@ -191,7 +200,7 @@ mod tests {
     }
 
     const EXAMPLE: &str = r#"{
-        "kind": "PolicyList", "version": 1, "name": "hosting", "generator": "asn",
+        "kind": "PolicyList", "version": 2, "name": "hosting", "generator": "asn",
         "sources": ["https://iptoasn.com/data/ip2asn-combined.tsv.gz"], "asns": [24940],
         "generated_at": "2026-06-19T17:00:00Z", "counts": {"ipv4": 2, "ipv6": 1},
         "ipv4": ["5.9.0.0/16", "23.88.0.0/17"], "ipv6": ["2a01:4f8::/32"]
@@ -221,6 +230,33 @@ mod tests {
         assert!(serde_json::from_str::<PolicyList>(&extra).is_err());
         let bad_prefix = EXAMPLE.replace("5.9.0.0/16", "5.9.0.0/33");
         assert!(serde_json::from_str::<PolicyList>(&bad_prefix).is_err());
+    }
+
+    #[test]
+    fn a_crawlers_list_carries_its_tokens_by_the_filters_rule() {
+        let crawlers = EXAMPLE
+            .replace("\"asn\"", "\"crawlers\"")
+            .replace("\"asns\": [24940]", "\"tokens\": [\"Googlebot\"]");
+        let list: PolicyList = serde_json::from_str(&crawlers).unwrap();
+        assert!(list.problems().is_empty(), "{:?}", list.problems());
+        let text = serde_json::to_string(&list).unwrap();
+        assert!(text.contains(r#""tokens":["Googlebot"]"#), "{text}");
+        let problems = |json: &str| {
+            let list: PolicyList = serde_json::from_str(json).unwrap();
+            pop_common::records::join_problems(&list.problems())
+        };
+        assert_eq!(
+            problems(&crawlers.replace("\"tokens\": [\"Googlebot\"],", "")),
+            "tokens: a `crawlers` list needs at least one User-Agent token"
+        );
+        assert!(
+            problems(&crawlers.replace("[\"Googlebot\"]", "[\"Googlebot\", \"Google bot\"]"))
+                .starts_with("tokens[1]: `Google bot`: a User-Agent token is")
+        );
+        assert_eq!(
+            problems(&EXAMPLE.replace("\"asns\"", "\"tokens\": [\"Googlebot\"], \"asns\"")),
+            "tokens: `asn` lists take no token (only `crawlers` lists do)"
+        );
     }
 
     #[test]

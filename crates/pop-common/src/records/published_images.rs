@@ -40,7 +40,8 @@ pub struct PublishedImages {
     pub registry: String,
     /// The proof-of-work filter, a Wasm image in Istio's "compat" layout (`plugin.wasm`).
     pub filter: PublishedImage,
-    /// The lists-refresh CronJob's image (with lists-gen-asn and lists-gen-tor).
+    /// The lists-refresh CronJob's image (with lists-gen-asn, lists-gen-tor and
+    /// lists-gen-crawlers).
     pub lists_refresh: PublishedImage,
 }
 

@@ -1,0 +1,1 @@
+pop_common::main!(lists_gen_crawlers);
