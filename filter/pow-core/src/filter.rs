@@ -16,6 +16,7 @@ use std::borrow::Cow;
 
 use crate::bypass;
 use crate::config::PluginConfig;
+use crate::crawlers::CrawlerTokens;
 use crate::crypto::{self, Binding, ClientDigests, Keys, Salts};
 use crate::lists::ListTable;
 use crate::net;
@@ -442,6 +443,7 @@ pub struct Filter {
     client_digests: ClientDigests,
     policy: CompiledPolicy,
     labels: RuleLabels,
+    crawlers: Option<CrawlerTokens>,
 }
 
 impl Filter {
@@ -466,6 +468,10 @@ impl Filter {
             .collect();
         let policy = CompiledPolicy::compile(&config, lists.names(), &[]);
         let labels = RuleLabels::new(lists.names(), &policy.rules);
+        let crawlers = config
+            .lists
+            .as_ref()
+            .and_then(|l| CrawlerTokens::build(lists.names(), &l.tokens));
         Ok(Filter {
             config,
             lists,
@@ -476,6 +482,7 @@ impl Filter {
             client_digests: ClientDigests::default(),
             policy,
             labels,
+            crawlers,
         })
     }
 

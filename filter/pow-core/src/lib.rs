@@ -5,6 +5,7 @@
 
 pub mod bypass;
 pub mod config;
+pub mod crawlers;
 pub mod crypto;
 pub mod filter;
 pub mod lists;

@@ -279,3 +279,70 @@ fn the_refresh_tier_clears_after_its_delay_and_only_for_refresh_rules() {
         "{body}"
     );
 }
+
+/// The prefixes of an operator's published range file, as captured (`prefixes[].ipv4Prefix`,
+/// `ipv6Prefix`), one a line.
+fn published_ranges(file: &std::path::Path) -> String {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    doc["prefixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["ipv4Prefix"].as_str().or(p["ipv6Prefix"].as_str()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Verified crawlers from Bing's and Google's ranges as they publish them: `bingbot` from inside
+/// Bing's ranges is let through; the same User-Agent from a hosting network is a spoofed
+/// crawler, denied; a browser's User-Agent from Bing's ranges is neither.
+#[test]
+fn verified_crawlers_pass_and_spoofed_ones_are_denied_on_the_real_ranges() {
+    let test = "verified_crawlers_pass_and_spoofed_ones_are_denied_on_the_real_ranges";
+    let Some(shared) = testkit::workspace::shared_dir(test) else {
+        return;
+    };
+    let ranges = shared.join("fixtures/bots/crawler-ip-ranges");
+    let config = serde_json::json!({
+        "mode": "all", "difficulty": 8,
+        "rules": [
+            {"name": "search", "crawler": ["bingbot", "googlebot"], "action": "allow"},
+            {"name": "liars", "spoofed_crawler": true, "action": "deny"}
+        ],
+        "lists": {
+            "version": "2026-11-29T17:17:00Z",
+            "sets": {
+                "bingbot": published_ranges(&ranges.join("bing/bingbot.json")),
+                "googlebot": published_ranges(&ranges.join("google/googlebot.json")),
+                "hosting": "203.0.113.0/24"
+            },
+            "tokens": {"bingbot": ["bingbot"], "googlebot": ["Googlebot"]}
+        }
+    });
+    let Some(mut host) = start_with(test, config.to_string().into_bytes(), secret_env()) else {
+        return;
+    };
+    let bing = "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)";
+    let google = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+    let from = |ua: &str, address: &str| {
+        let mut r = browser("/", address);
+        r.headers.retain(|(n, _)| n != "user-agent");
+        r.header("user-agent", ua)
+    };
+    // 157.55.39.0/24 is the first of Bing's published prefixes.
+    let o = host.request(from(bing, "157.55.39.7:40000")).unwrap();
+    assert_eq!(decision_at_origin(&o), "rule=search; action=allowed");
+    // Googlebot claimed from Bing's ranges, bingbot from a hosting network: spoofed.
+    for (ua, address) in [(google, "157.55.39.7:1"), (bing, "203.0.113.9:1")] {
+        let (status, headers, _) = local(&host.request(from(ua, address)).unwrap());
+        assert_eq!(
+            (status, header(&headers, "pow-decision")),
+            (403, Some("rule=liars; action=denied")),
+            "{ua} from {address}"
+        );
+    }
+    // A browser from Bing's ranges claims nothing: the mode decides.
+    let o = host.request(browser("/", "157.55.39.7:1")).unwrap();
+    assert_eq!(challenge_of(&o).d, 8);
+}

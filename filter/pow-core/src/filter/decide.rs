@@ -120,6 +120,12 @@ impl Filter {
     ) -> Decision<'f> {
         let lists = ip.map_or(0, |ip| self.lists.lookup(ip));
         if self.policy.has_rules() {
+            let user_agent = req.header("user-agent").unwrap_or("");
+            let crawl = self
+                .crawlers
+                .as_ref()
+                .map(|c| c.crawl(user_agent, lists))
+                .unwrap_or_default();
             let features = Features {
                 host: req
                     .header(":authority")
@@ -127,11 +133,11 @@ impl Filter {
                     .unwrap_or(""),
                 method,
                 path,
-                user_agent: req.header("user-agent").unwrap_or(""),
+                user_agent,
                 accept: req.header("accept"),
                 lists,
-                crawlers: 0,
-                spoofed_crawler: false,
+                crawlers: crawl.verified,
+                spoofed_crawler: crawl.spoofed,
                 signed_agent: None,
             };
             let header = |name: &str| req.header(name);
