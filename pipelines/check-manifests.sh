@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make check-manifests`: render the committed edge examples with render-edge (filter off:
-# config/edge.example.json; filter on: config/edge-pow.example.json; both with
+# config/edge.example.json; filter on: config/edge-pow.example.json and the policy a site would
+# deploy, config/edge-site.example.json; all with
 # config/platform-inputs.example.json) into $MANIFESTS_DIR/*.yaml, then validate every object
 # strictly against the upstream JSON schemas in $SCHEMAS_DIR (kubeconform layout, see its
 # PROVENANCE.md). With FILE arguments, validates those files instead and renders nothing.
@@ -37,7 +38,7 @@ if (( $# > 0 )); then
 else
   mkdir -p "$out"
   inputs=config/platform-inputs.example.json
-  for pair in edge:config/edge.example.json edge-pow:config/edge-pow.example.json; do
+  for pair in edge:config/edge.example.json edge-pow:config/edge-pow.example.json edge-site:config/edge-site.example.json; do
     name=${pair%%:*}
     config=${pair#*:}
     say "rendering $config with $inputs -> $out/$name.yaml"

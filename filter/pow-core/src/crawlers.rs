@@ -63,6 +63,11 @@ impl CrawlerTokens {
         })
     }
 
+    /// The crawler lists (bit `i` for list `i`).
+    pub fn lists(&self) -> u32 {
+        self.lists_of.iter().fold(0, |acc, bits| acc | bits)
+    }
+
     /// What a request with this User-Agent (its first bytes, as the binding reads it) from an
     /// address in `lists` (bit `i` for list `i`) is.
     pub fn crawl(&self, user_agent: &str, lists: u32) -> Crawl {

@@ -64,7 +64,12 @@ pub fn resolve(
         });
     };
     let mut sets = BTreeMap::new();
+    let mut tokens = BTreeMap::new();
     for source in &pow.lists.sources {
+        // A crawler list's User-Agent tokens come from its source, as lists-refresh writes them.
+        if !source.tokens.is_empty() {
+            tokens.insert(source.name.clone(), source.tokens.clone());
+        }
         let path = lists_dir.join(format!("{}.txt", source.name));
         let text = std::fs::read_to_string(&path).map_err(|_| ExplainError::MissingList {
             path: path.clone(),
@@ -73,7 +78,7 @@ pub fn resolve(
         sets.insert(source.name.clone(), text);
     }
     let mut plugin_config = Value::Object(pow.plugin_config);
-    plugin_config["lists"] = json!({"version": "explain", "sets": sets});
+    plugin_config["lists"] = json!({"version": "explain", "sets": sets, "tokens": tokens});
     let plugin_config = plugin_config.to_string();
     // The filter's own decoder, so that a config it refuses is named here, not as a refused
     // on_configure.

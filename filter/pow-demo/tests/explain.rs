@@ -134,3 +134,101 @@ fn explain_refuses_what_it_cannot_read_naming_it() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("rules[0].path[0]"), "{stderr}");
 }
+
+/// The prefixes of an operator's published range file, one a line.
+fn published_ranges(file: &Path) -> String {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    doc["prefixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["ipv4Prefix"].as_str().or(p["ipv6Prefix"].as_str()))
+        .map(|p| format!("{p}\n"))
+        .collect()
+}
+
+/// What the README's table says a row meets, as explain's answer would be written there.
+fn meets(answer: &serde_json::Value) -> String {
+    let rule = answer["rule"].as_str().unwrap();
+    let action = answer["action"].as_str().unwrap();
+    match (action, answer["kind"].as_str()) {
+        ("challenged", Some("pow")) => {
+            format!("`{rule}`: challenged (pow, {} bits)", answer["difficulty"])
+        }
+        ("challenged", Some(kind)) => format!("`{rule}`: challenged ({kind})"),
+        _ => format!("`{rule}`: {action}"),
+    }
+}
+
+/// filter/README.md's table of what each visitor meets with the example a site would deploy is
+/// what the real module decides, row by row, with the crawler ranges as their operators publish
+/// them.
+#[test]
+fn the_readme_table_is_what_explain_says() {
+    let test = "the_readme_table_is_what_explain_says";
+    let Some(wasm) = module(test) else {
+        return;
+    };
+    let Some(shared) = testkit::workspace::shared_dir(test) else {
+        return;
+    };
+    let readme = std::fs::read_to_string(workspace().join("filter/README.md")).unwrap();
+    let start = readme
+        .find("<!-- explain-table: config/edge-site.example.json -->")
+        .unwrap();
+    let end = readme[start..].find("<!-- /explain-table -->").unwrap() + start;
+    let rows: Vec<(String, String)> = readme[start..end]
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains("| `{"))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
+            (cells[1].trim_matches('`').to_owned(), cells[2].to_owned())
+        })
+        .collect();
+    assert!(rows.len() >= 8, "the table lost its rows: {rows:?}");
+    let ranges = shared.join("fixtures/bots/crawler-ip-ranges");
+    let lists = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: String| {
+        std::fs::write(lists.path().join(format!("{name}.txt")), text).unwrap();
+    };
+    write("tor", "185.220.101.0/24\n".to_owned());
+    write("hosting", "203.0.113.0/24\n".to_owned());
+    for (name, files) in [
+        ("googlebot", &["google/googlebot.json"][..]),
+        ("google-special", &["google/special-crawlers.json"]),
+        (
+            "google-fetchers",
+            &[
+                "google/user-triggered-fetchers.json",
+                "google/user-triggered-fetchers-google.json",
+            ],
+        ),
+        ("bingbot", &["bing/bingbot.json"]),
+        ("gptbot", &["openai/gptbot.json"]),
+        ("oai-searchbot", &["openai/searchbot.json"]),
+        ("chatgpt-user", &["openai/chatgpt-user.json"]),
+    ] {
+        write(
+            name,
+            files
+                .iter()
+                .map(|f| published_ranges(&ranges.join(f)))
+                .collect(),
+        );
+    }
+    let config = workspace().join("config/edge-site.example.json");
+    let stdin: Vec<&str> = rows.iter().map(|(request, _)| request.as_str()).collect();
+    let out = explain(&wasm, &config, lists.path(), &stdin.join("\n"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let answers: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), rows.len());
+    for ((request, expected), answer) in rows.iter().zip(&answers) {
+        assert_eq!(&meets(answer), expected, "{request}");
+    }
+}

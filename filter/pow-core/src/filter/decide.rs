@@ -180,10 +180,12 @@ impl Filter {
         if ip.is_none() {
             return decision(&self.labels.no_address, pow(self.config.difficulty));
         }
-        // The hardest list the address is in.
+        // The hardest list the address is in. A crawler's list names who a request may be,
+        // not whom to challenge: only rules use it.
+        let crawler_lists = self.crawlers.as_ref().map_or(0, |c| c.lists());
         let mut hardest: Option<(usize, u8)> = None;
         for (i, name) in self.lists.names().iter().enumerate().take(32) {
-            if lists & (1 << i) != 0 {
+            if lists & !crawler_lists & (1 << i) != 0 {
                 let d = self.config.difficulty_for(name);
                 if hardest.is_none_or(|(_, h)| d > h) {
                     hardest = Some((i, d));
