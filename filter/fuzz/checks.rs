@@ -23,6 +23,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("bypass", bypass_path),
     ("client_address", client_address),
     ("negotiation", negotiation),
+    ("rules", rules),
 ];
 
 const SECRET: &[u8] = b"fuzzing-secret-of-at-least-32-bytes!";
@@ -171,6 +172,112 @@ pub fn config(data: &[u8]) {
         let again = PluginConfig::from_json(&json);
         assert_eq!(again.as_ref(), Ok(&config));
         assert!(Filter::new(config, None, [0; 32]).is_ok());
+    }
+}
+
+/// Any rules (the bytes as the JSON of `rules`): refused or accepted without a panic; accepted,
+/// the compiled indexes decide as trying the rules one by one, in order, does, on a request made
+/// to meet each rule and on one that meets none in particular.
+pub fn rules(data: &[u8]) {
+    use pow_core::policy::{CompiledPolicy, Features, Names, Rule};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(config) = PluginConfig::from_json(format!(r#"{{"rules": {text}}}"#).as_bytes()) else {
+        return;
+    };
+    let lists = ["tor", "hosting", "googlebot"].map(String::from);
+    let agents = ["signer".to_owned()];
+    let policy = CompiledPolicy::compile(&config, &lists, &agents);
+    let one_by_one: Vec<CompiledPolicy> = config
+        .rules
+        .iter()
+        .map(|rule| {
+            let mut alone = config.clone();
+            alone.rules = vec![rule.clone()];
+            CompiledPolicy::compile(&alone, &lists, &agents)
+        })
+        .collect();
+    let bit = |names: &[String]| {
+        names
+            .iter()
+            .filter_map(|n| lists.iter().position(|l| l == n))
+            .fold(0u32, |acc, i| acc | 1 << i)
+    };
+    // A request that meets `rule`'s first value of each condition.
+    let meeting = |rule: &Rule| -> (
+        String,
+        String,
+        String,
+        String,
+        Vec<(String, String)>,
+        Features<'static>,
+    ) {
+        let host = rule.host.first().map_or("h.example".to_owned(), |h| {
+            h.strip_prefix("*.").map_or(h.clone(), |s| format!("a.{s}"))
+        });
+        let path = rule.path.first().map_or("/".to_owned(), |p| {
+            if p.ends_with('/') {
+                format!("{p}x")
+            } else {
+                p.clone()
+            }
+        });
+        let ua = rule
+            .user_agent
+            .first()
+            .map_or("UA".to_owned(), |u| format!("x {u} y"));
+        let accept = rule.accept.first().cloned().unwrap_or_default();
+        let headers = rule
+            .header
+            .iter()
+            .filter_map(|(n, c)| match c {
+                pow_core::policy::HeaderCondition::Equals(v) => Some((n.clone(), v.clone())),
+                pow_core::policy::HeaderCondition::Present(true) => Some((n.clone(), "1".into())),
+                pow_core::policy::HeaderCondition::Present(false) => None,
+            })
+            .collect();
+        let crawlers = match &rule.crawler {
+            Some(Names::Some(names)) => bit(names),
+            Some(Names::Any(_)) => 0b100,
+            None => 0,
+        };
+        let features = Features {
+            lists: bit(&rule.lists),
+            crawlers,
+            spoofed_crawler: rule.spoofed_crawler.unwrap_or(false),
+            signed_agent: rule.signed_agent.as_ref().map(|_| 0),
+            ..Features::default()
+        };
+        (host, path, ua, accept, headers, features)
+    };
+    let mut requests: Vec<_> = config.rules.iter().take(16).map(meeting).collect();
+    requests.push(meeting(&Rule::default()));
+    for (host, path, ua, accept, headers, features) in &requests {
+        let method = config
+            .rules
+            .iter()
+            .find_map(|r| r.method.first())
+            .map_or("GET", String::as_str);
+        let f = Features {
+            host,
+            method,
+            path,
+            user_agent: ua,
+            accept: Some(accept),
+            ..*features
+        };
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let decided = policy.decide(&f, &header);
+        let in_order = one_by_one
+            .iter()
+            .position(|p| p.decide(&f, &header).is_some());
+        assert_eq!(decided, in_order, "{f:?}");
     }
 }
 
