@@ -279,6 +279,7 @@ fn run() -> Result<(), String> {
         }
     }
     header_size_scenarios(&filter, &env, &mut hosts, &mut scenarios)?;
+    policy_scenarios(&filter, &env, &mut hosts, &mut scenarios)?;
 
     for round in 0..=ROUNDS {
         for s in &mut scenarios {
@@ -528,6 +529,31 @@ fn ratios(scenarios: &mut [Scenario], floor_ns: f64) -> Result<String, String> {
             ratio <= 2.0,
         ));
     }
+    // The policy: its rules compiled into indexes, so the decision costs no more with more rules.
+    let policy_pass = median_of("policy: cookie pass, 100 rules")?;
+    let short_pass = median_of("policy: cookie pass, the short form")?;
+    rows.push((
+        "cookie pass, 100 rules / the short form".to_owned(),
+        policy_pass / short_pass,
+        "<= 1.05",
+        policy_pass / short_pass <= 1.05,
+    ));
+    rows.push((
+        "cookie pass, 100 rules / floor".to_owned(),
+        policy_pass / floor_ns,
+        "(figure)",
+        true,
+    ));
+    let one = median_of("policy: unlisted address, 1 rule")?;
+    for count in ["100", "1000"] {
+        let many = median_of(&format!("policy: unlisted address, {count} rules"))?;
+        rows.push((
+            format!("unlisted address, {count} rules / 1 rule"),
+            many / one,
+            "<= 1.2",
+            many / one <= 1.2,
+        ));
+    }
     let mut out =
         String::from("\n| ratio (this run) | value | goal | met |\n| --- | ---: | --- | --- |\n");
     for (label, value, goal, met) in rows {
@@ -540,6 +566,74 @@ fn ratios(scenarios: &mut [Scenario], floor_ns: f64) -> Result<String, String> {
     }
     out.push('\n');
     Ok(out)
+}
+
+/// `count` rules of the kinds a site writes (User-Agent, path, host and header conditions, each
+/// rule its own values), none of which the bench's requests meet: every index is consulted.
+fn rules(count: usize) -> serde_json::Value {
+    let rules: Vec<serde_json::Value> = (0..count)
+        .map(|i| match i % 4 {
+            0 => serde_json::json!({"name": format!("r{i}"), "user_agent": [format!("agent-{i}/")], "action": "deny"}),
+            1 => serde_json::json!({"name": format!("r{i}"), "path": [format!("/area-{i}/")], "action": "challenge", "difficulty": 12}),
+            2 => serde_json::json!({"name": format!("r{i}"), "host": [format!("site-{i}.example")], "action": "allow"}),
+            _ => serde_json::json!({"name": format!("r{i}"), "header": {"x-api-key": format!("key-{i}")}, "action": "allow"}),
+        })
+        .collect();
+    serde_json::Value::Array(rules)
+}
+
+/// The policy rows: a cookie pass under the short form and under 100 rules (1k prefixes each),
+/// and an unlisted address decided under 1, 100 and 1,000 rules.
+fn policy_scenarios(
+    filter: &Path,
+    env: &[(String, Vec<u8>)],
+    hosts: &mut Vec<Host>,
+    scenarios: &mut Vec<Scenario>,
+) -> Result<(), String> {
+    let set = prefixes(1_000);
+    let with_rules = |count: Option<usize>| -> Result<Host, String> {
+        let mut config: serde_json::Value =
+            serde_json::from_slice(&listed_config(&set)).map_err(|e| e.to_string())?;
+        if let Some(count) = count {
+            config["rules"] = rules(count);
+        }
+        Host::load(
+            filter,
+            HostConfig {
+                plugin_config: config.to_string().into_bytes(),
+                env: env.to_vec(),
+                log_level: 3,
+                ..HostConfig::default()
+            },
+        )
+        .map_err(|e| format!("{count:?} rules: {e}"))
+    };
+    for (label, count) in [("the short form", None), ("100 rules", Some(100))] {
+        let mut host = with_rules(count)?;
+        let cookie = clearance_cookie(&mut host)?;
+        hosts.push(host);
+        scenarios.push(Scenario {
+            label: format!("policy: cookie pass, {label}"),
+            host_index: hosts.len() - 1,
+            request: request(LISTED, Some(&cookie)),
+            expect_local: false,
+            samples: Vec::new(),
+        });
+    }
+    for count in [1, 100, 1000] {
+        hosts.push(with_rules(Some(count))?);
+        scenarios.push(Scenario {
+            label: format!(
+                "policy: unlisted address, {count} rule{}",
+                if count == 1 { "" } else { "s" }
+            ),
+            host_index: hosts.len() - 1,
+            request: request(UNLISTED, None),
+            expect_local: false,
+            samples: Vec::new(),
+        });
+    }
+    Ok(())
 }
 
 /// `openssl speed -bytes 64 sha256 -seconds 3`, one core: SHA-256 of 64-byte inputs per second.
