@@ -4,6 +4,7 @@
 //! - [`cassettes`]: the Scaleway traffic recorded by Scaleway's own tools, for contract tests.
 //! - [`control_plane`]: a real Kubernetes control plane on loopback (etcd, kube-apiserver,
 //!   kube-controller-manager, kube-scheduler, kwok for nodes and pods), one per test binary.
+//! - [`crawler_ranges`]: the crawler operators' published ranges, captured, as list text.
 //! - [`crds`]: the CRDs the platform layer installs, at their pins, for that control plane.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`istiod`]: istiod's answers to GatewayClasses and Gateways (istiod does not build here).
@@ -25,6 +26,7 @@
 
 pub mod cassettes;
 pub mod control_plane;
+pub mod crawler_ranges;
 pub mod crds;
 pub mod http;
 pub mod istiod;

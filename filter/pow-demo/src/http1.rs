@@ -41,6 +41,19 @@ pub struct HttpRequest {
     pub peer: SocketAddr,
 }
 
+/// A non-blocking listener on `addr` (the accept loops poll it with their stop flag), and the
+/// address it got.
+pub fn listen(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), DemoError> {
+    let err = |reason: std::io::Error| DemoError::Listen {
+        addr: addr.to_string(),
+        reason: reason.to_string(),
+    };
+    let listener = TcpListener::bind(addr).map_err(err)?;
+    let bound = listener.local_addr().map_err(err)?;
+    listener.set_nonblocking(true).map_err(err)?;
+    Ok((listener, bound))
+}
+
 /// A listening server.
 pub struct Server {
     listener: TcpListener,
@@ -49,13 +62,7 @@ pub struct Server {
 impl Server {
     /// Listens on `addr`; the address it got (a port 0 is any free port).
     pub fn bind(addr: SocketAddr) -> Result<(Server, SocketAddr), DemoError> {
-        let err = |reason: std::io::Error| DemoError::Listen {
-            addr: addr.to_string(),
-            reason: reason.to_string(),
-        };
-        let listener = TcpListener::bind(addr).map_err(err)?;
-        let bound = listener.local_addr().map_err(err)?;
-        listener.set_nonblocking(true).map_err(err)?;
+        let (listener, bound) = listen(addr)?;
         Ok((Server { listener }, bound))
     }
 

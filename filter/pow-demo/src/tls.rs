@@ -58,13 +58,7 @@ impl Front {
         config: Arc<ServerConfig>,
         http: SocketAddr,
     ) -> Result<(Front, SocketAddr), DemoError> {
-        let err = |reason: std::io::Error| DemoError::Listen {
-            addr: addr.to_string(),
-            reason: reason.to_string(),
-        };
-        let listener = TcpListener::bind(addr).map_err(err)?;
-        let bound = listener.local_addr().map_err(err)?;
-        listener.set_nonblocking(true).map_err(err)?;
+        let (listener, bound) = crate::http1::listen(addr)?;
         Ok((
             Front {
                 listener,

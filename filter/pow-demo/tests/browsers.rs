@@ -31,31 +31,7 @@ fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
 
 /// The demo with this pluginConfig instead of the default `mode: all` one.
 fn start_demo_configured(test: &str, plugin_config: serde_json::Value) -> Option<Demo> {
-    let cli = Cli {
-        command: None,
-        port: 0,
-        wasm: None,
-        difficulty: None,
-        tls_cert: None,
-        tls_key: None,
-    };
-    let mut config = demo::resolve_in(
-        &cli,
-        std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
-        &workspace(),
-    );
-    if !config.wasm.is_file() {
-        skip_or_fail(
-            test,
-            &format!(
-                "the release filter module {} (make filter)",
-                config.wasm.display()
-            ),
-        );
-        return None;
-    }
-    config.plugin_config = plugin_config.to_string();
-    Some(Demo::start(&config).unwrap())
+    start_demo_from(test, None, None, Some(plugin_config))
 }
 
 /// Every visitor on the refresh tier, waiting one second.
@@ -80,16 +56,27 @@ fn assert_the_refresh_tier_lets_through(result: &serde_json::Value) {
 
 /// [`start_demo`], serving https with this certificate and key when given.
 fn start_demo_with(test: &str, difficulty: u8, tls: Option<(PathBuf, PathBuf)>) -> Option<Demo> {
+    start_demo_from(test, Some(difficulty), tls, None)
+}
+
+/// The demo as `pow-demo` resolves these arguments, with this pluginConfig when given, or
+/// `None` after a skip (a failure under CI) without the release module.
+fn start_demo_from(
+    test: &str,
+    difficulty: Option<u8>,
+    tls: Option<(PathBuf, PathBuf)>,
+    plugin_config: Option<serde_json::Value>,
+) -> Option<Demo> {
     let (tls_cert, tls_key) = tls.unzip();
     let cli = Cli {
         command: None,
         port: 0,
         wasm: None,
-        difficulty: Some(difficulty),
+        difficulty,
         tls_cert,
         tls_key,
     };
-    let config = demo::resolve_in(
+    let mut config = demo::resolve_in(
         &cli,
         std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
         &workspace(),
@@ -103,6 +90,9 @@ fn start_demo_with(test: &str, difficulty: u8, tls: Option<(PathBuf, PathBuf)>) 
             ),
         );
         return None;
+    }
+    if let Some(plugin_config) = plugin_config {
+        config.plugin_config = plugin_config.to_string();
     }
     Some(Demo::start(&config).unwrap())
 }

@@ -48,6 +48,17 @@ fn explain(wasm: &Path, config: &Path, lists: &Path, stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// The JSON lines of a successful run.
+fn answers(out: Output) -> Vec<serde_json::Value> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// Lists as `make lists` writes them: one CIDR a line.
 fn lists() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -72,13 +83,7 @@ fn explain_says_which_rule_decides_each_request() {
         r#"{"method": "POST", "host": "edge.example.com", "path": "/", "address": "8.8.8.8"}"#,
     ];
     let out = explain(&wasm, &config, lists.path(), &requests.join("\n"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let answers: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let answers = answers(out);
     assert_eq!(
         answers,
         [
@@ -133,19 +138,6 @@ fn explain_refuses_what_it_cannot_read_naming_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("rules[0].path[0]"), "{stderr}");
-}
-
-/// The prefixes of an operator's published range file, one a line.
-fn published_ranges(file: &Path) -> String {
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-    doc["prefixes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["ipv4Prefix"].as_str().or(p["ipv6Prefix"].as_str()))
-        .map(|p| format!("{p}\n"))
-        .collect()
 }
 
 /// What the README's table says a row meets, as explain's answer would be written there.
@@ -213,20 +205,14 @@ fn the_readme_table_is_what_explain_says() {
             name,
             files
                 .iter()
-                .map(|f| published_ranges(&ranges.join(f)))
+                .map(|f| testkit::crawler_ranges::as_list(&ranges.join(f)))
                 .collect(),
         );
     }
     let config = workspace().join("config/edge-site.example.json");
     let stdin: Vec<&str> = rows.iter().map(|(request, _)| request.as_str()).collect();
     let out = explain(&wasm, &config, lists.path(), &stdin.join("\n"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let answers: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let answers = answers(out);
     assert_eq!(answers.len(), rows.len());
     for ((request, expected), answer) in rows.iter().zip(&answers) {
         assert_eq!(&meets(answer), expected, "{request}");

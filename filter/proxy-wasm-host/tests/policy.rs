@@ -280,20 +280,6 @@ fn the_refresh_tier_clears_after_its_delay_and_only_for_refresh_rules() {
     );
 }
 
-/// The prefixes of an operator's published range file, as captured (`prefixes[].ipv4Prefix`,
-/// `ipv6Prefix`), one a line.
-fn published_ranges(file: &std::path::Path) -> String {
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-    doc["prefixes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["ipv4Prefix"].as_str().or(p["ipv6Prefix"].as_str()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Verified crawlers from Bing's and Google's ranges as they publish them: `bingbot` from inside
 /// Bing's ranges is let through; the same User-Agent from a hosting network is a spoofed
 /// crawler, denied; a browser's User-Agent from Bing's ranges is neither.
@@ -313,8 +299,8 @@ fn verified_crawlers_pass_and_spoofed_ones_are_denied_on_the_real_ranges() {
         "lists": {
             "version": "2026-11-29T17:17:00Z",
             "sets": {
-                "bingbot": published_ranges(&ranges.join("bing/bingbot.json")),
-                "googlebot": published_ranges(&ranges.join("google/googlebot.json")),
+                "bingbot": testkit::crawler_ranges::as_list(&ranges.join("bing/bingbot.json")),
+                "googlebot": testkit::crawler_ranges::as_list(&ranges.join("google/googlebot.json")),
                 "hosting": "203.0.113.0/24"
             },
             "tokens": {"bingbot": ["bingbot"], "googlebot": ["Googlebot"]}
