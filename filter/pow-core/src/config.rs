@@ -20,7 +20,9 @@
 //!     "version": "2026-11-29T17:17:00Z",
 //!     "generated_at": "2026-11-29T17:17:00Z",
 //!     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "hosting": "..."}
-//!   }
+//!   },
+//!   "agents": {"examplebot": {"keys": {"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "..."}]}}},
+//!   "signature_max_age_secs": 300
 //! }
 //! ```
 //!
@@ -38,6 +40,8 @@
 //! | `secret_env` | `"POW_HMAC_SECRET"` | the VM environment variable with the current HMAC secret (at least 32 bytes) |
 //! | `previous_secret_env` | `"POW_HMAC_SECRET_PREVIOUS"` | the variable with the previous secret, still accepted during a rotation |
 //! | `demo_secret` | `null` | demo only: a secret inline in the config (logged as a warning; never in production) |
+//! | `agents` | `{}` | Web Bot Auth: agent name (a list name) to its key directory as served at `/.well-known/http-message-signatures-directory` (`{"keys": [JWK, ...]}`); its Ed25519 keys (`kty` `OKP`, `crv` `Ed25519`) verify the agent's signatures, other keys are skipped, and an agent with none is refused (see [`crate::web_bot_auth`]) |
+//! | `signature_max_age_secs` | 300 | the longest `expires - created` of an agent's signature accepted (1 s to 1 day, the drafts' recommended ceiling): the filter keeps no nonces, so this is how long a seen signature can be replayed |
 //! | `lists` | none | the policy lists, written by the hourly refresh: `version`, `generated_at` (RFC 3339) and `sets` (name to CIDRs separated by whitespace, IPv4 and IPv6 mixed; `#` starts a comment to the end of the line) |
 //!
 //! [`PluginConfig::from_json`] decodes and checks it; its errors name the field.
@@ -86,6 +90,8 @@ pub struct PluginConfig {
     pub previous_secret_env: String,
     pub demo_secret: Option<String>,
     pub lists: Option<Lists>,
+    pub agents: BTreeMap<String, Agent>,
+    pub signature_max_age_secs: u64,
 }
 
 impl Default for PluginConfig {
@@ -104,6 +110,8 @@ impl Default for PluginConfig {
             previous_secret_env: "POW_HMAC_SECRET_PREVIOUS".to_owned(),
             demo_secret: None,
             lists: None,
+            agents: BTreeMap::new(),
+            signature_max_age_secs: crate::web_bot_auth::DEFAULT_MAX_AGE_SECS,
         }
     }
 }
@@ -118,6 +126,14 @@ pub struct Lists {
     pub generated_at: Option<String>,
     /// List name to CIDRs separated by whitespace.
     pub sets: BTreeMap<String, String>,
+}
+
+/// An agent whose Web Bot Auth signatures are trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// Its key directory, as the agent serves it.
+    pub keys: crate::web_bot_auth::KeyDirectory,
 }
 
 /// A configuration that cannot be used. `field` is a path such as `lists.sets.tor`.
@@ -247,6 +263,13 @@ impl PluginConfig {
                 crate::lists::parse_set(text).map_err(|e| err(field, e))?;
             }
         }
+        if !(1..=crate::web_bot_auth::MAX_MAX_AGE_SECS).contains(&self.signature_max_age_secs) {
+            return Err(err("signature_max_age_secs", "between 1 and 86400 (a day)"));
+        }
+        for name in self.agents.keys() {
+            check_list_name(&format!("agents.{name}"), name)?;
+        }
+        crate::web_bot_auth::TrustedAgents::from_config(self)?;
         Ok(())
     }
 
