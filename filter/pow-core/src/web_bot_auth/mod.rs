@@ -20,7 +20,7 @@
 //!
 //! The work is bounded whatever the request: each field read is at most [`MAX_FIELD_LEN`]
 //! bytes, a dictionary at most [`sf::MAX_MEMBERS`] members, a signature at most
-//! [`sf::MAX_ITEMS`] components, the base at most [`base::MAX_BASE_LEN`] bytes; one SHA-512
+//! [`sf::MAX_ITEMS`] components, the base at most [`MAX_BASE_LEN`] bytes; one SHA-512
 //! and one double scalar multiplication at most. Nothing here panics on any input.
 
 mod base;
