@@ -9,7 +9,14 @@ use pow_core::net::{self, Nat64Prefix, binding_net};
 use pow_core::page;
 use pow_core::redirect::{check_target, percent_decode};
 use pow_core::seen::MemoryStore;
+use pow_core::web_bot_auth::{
+    KeyDirectory, MAX_DIRECTORY_KEYS, SignedRequest, TrustedAgents, checked_base, thumbprint,
+};
 use pow_core::{Action, Filter, Metrics, Now, PluginConfig, Request};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 
 /// One target's check: panics on a violation.
 pub type Check = fn(&[u8]);
@@ -24,6 +31,8 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("client_address", client_address),
     ("negotiation", negotiation),
     ("rules", rules),
+    ("signature_input", signature_input),
+    ("key_directory", key_directory),
 ];
 
 const SECRET: &[u8] = b"fuzzing-secret-of-at-least-32-bytes!";
@@ -356,5 +365,150 @@ pub fn negotiation(data: &[u8]) {
     if text.len() >= page::MAX_NEGOTIATED || text.split(',').count() > page::MAX_ITEMS {
         assert_eq!(page::negotiate(Some(&longer)), lang, "{text:?}");
         assert_eq!(page::wants_html(Some(&longer)), html, "{text:?}");
+    }
+}
+
+/// RFC 9421 appendix B.1.4's test key (its seed `d` and public `x`), which signs the seeds.
+const TEST_SEED: &str = "n4Ni-HpISpVObnQMW0wOhCKROaIKqKtW_2ZYb2p9KcU";
+const TEST_X: &str = "JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs";
+/// Inside the windows of the Web Bot Auth draft's Ed25519 vectors (2025-01-01T00:06:40Z).
+const SIGNED_AT: u64 = 1_735_690_000;
+
+/// Any Signature-Input, Signature and Signature-Agent (lines 1 to 3; no third line, no
+/// Signature-Agent): never a panic, and never a verified agent unless the signature is the
+/// one the trusted key makes over the base that was checked, which names that key and covers
+/// the authority. Ed25519 signing is deterministic, so any other accepted signature would be
+/// a forgery.
+pub fn signature_input(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut parts = text.splitn(3, '\n');
+    let mut headers: Vec<(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)> = vec![
+        ("date".into(), "Tue, 20 Apr 2021 02:07:55 GMT".into()),
+        ("content-type".into(), "application/json".into()),
+        ("signature-input".into(), parts.next().unwrap_or("").into()),
+        ("signature".into(), parts.next().unwrap_or("").into()),
+    ];
+    if let Some(agent) = parts.next() {
+        headers.push(("signature-agent".into(), agent.into()));
+    }
+    let req = SignedRequest {
+        method: "POST",
+        scheme: "https",
+        authority: "example.com",
+        path: "/foo?param=Value&Pet=dog",
+        headers: &headers,
+    };
+    let Ok(directory) = KeyDirectory::from_json(
+        format!(r#"{{"keys": [{{"kty": "OKP", "crv": "Ed25519", "x": "{TEST_X}"}}]}}"#).as_bytes(),
+    ) else {
+        return;
+    };
+    let Ok(agents) = TrustedAgents::new([("testbot", &directory)], u64::MAX) else {
+        return;
+    };
+    let Ok(bounded) = TrustedAgents::new([("testbot", &directory)], 300) else {
+        return;
+    };
+    let unbounded = agents.verify(&req, SIGNED_AT);
+    if bounded.verify(&req, SIGNED_AT).is_ok() {
+        assert!(
+            unbounded.is_ok(),
+            "a bound let through what no bound refused"
+        );
+    }
+    if unbounded.is_err() {
+        return;
+    }
+    assert_eq!(unbounded, Ok("testbot"));
+    let checked = checked_base(&req, SIGNED_AT, u64::MAX);
+    assert!(
+        checked.is_ok(),
+        "verified, but the checks refuse it: {checked:?}"
+    );
+    let Ok((keyid, base, signature)) = checked else {
+        return;
+    };
+    let Ok(seed) = URL_SAFE_NO_PAD.decode(TEST_SEED) else {
+        return;
+    };
+    let Ok(seed) = <[u8; 32]>::try_from(seed) else {
+        return;
+    };
+    let key = SigningKey::from_bytes(&seed);
+    assert_eq!(
+        keyid,
+        thumbprint(&key.verifying_key()),
+        "another keyid verified"
+    );
+    assert_eq!(
+        key.sign(base.as_bytes()).to_bytes(),
+        signature,
+        "a signature the key did not make verified over {base:?}"
+    );
+    let last = base.lines().last().unwrap_or("");
+    assert!(last.starts_with("\"@signature-params\": ("), "{base:?}");
+    assert!(last.contains(r#";tag="web-bot-auth""#), "{base:?}");
+    assert!(
+        base.lines().any(|l| l == "\"@authority\": example.com"
+            || l == "\"@target-uri\": https://example.com/foo?param=Value&Pet=dog"),
+        "{base:?}"
+    );
+}
+
+/// Any key directory: never a panic; the keys accepted are exactly its entries that are
+/// Ed25519 signing JWKs (`kty` OKP, `crv` Ed25519, `use` absent or `sig`), in order, once
+/// each, with the thumbprint of their `x`; the others are counted as skipped; and the directory
+/// is refused only when it is too long or one of those entries' `x` is not a valid key.
+pub fn key_directory(data: &[u8]) {
+    let Ok(directory) = KeyDirectory::from_json(data) else {
+        return;
+    };
+    // Which entries are kept is decided here again, from serde's reading of the JSON (a
+    // generic serde_json::Value would refuse what a typed decoding skips unread: a number out
+    // of f64 range, a string that is not UTF-8, in a member no JWK reader looks at).
+    let entries = &directory.keys;
+    let is_ed25519 = |e: &&pow_core::web_bot_auth::Jwk| {
+        e.kty == "OKP"
+            && e.crv.as_deref() == Some("Ed25519")
+            && e.use_.as_deref().is_none_or(|u| u == "sig")
+    };
+    let valid_x = |x: &str| -> Option<VerifyingKey> {
+        let bytes: [u8; 32] = URL_SAFE_NO_PAD.decode(x).ok()?.try_into().ok()?;
+        let key = VerifyingKey::from_bytes(&bytes).ok()?;
+        (URL_SAFE_NO_PAD.encode(key.to_edwards().compress().to_bytes()) == x && !key.is_weak())
+            .then_some(key)
+    };
+    let ed25519: Vec<Option<VerifyingKey>> = entries
+        .iter()
+        .filter(|e| is_ed25519(e))
+        .map(|e| e.x.as_deref().and_then(valid_x))
+        .collect();
+    match directory.ed25519_keys() {
+        Ok((keys, skipped)) => {
+            assert!(entries.len() <= MAX_DIRECTORY_KEYS);
+            assert_eq!(skipped, entries.len() - ed25519.len());
+            let mut expected: Vec<VerifyingKey> = Vec::new();
+            for key in ed25519 {
+                assert!(key.is_some(), "an invalid Ed25519 key was not refused");
+                let Some(key) = key else {
+                    continue;
+                };
+                if !expected.contains(&key) {
+                    expected.push(key);
+                }
+            }
+            assert_eq!(keys.len(), expected.len());
+            for (got, want) in keys.iter().zip(&expected) {
+                assert_eq!(&got.key, want);
+                let x = URL_SAFE_NO_PAD.encode(want.as_bytes());
+                let json = format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{x}"}}"#);
+                let digest = pow_core::crypto::sha256(json.as_bytes());
+                assert_eq!(got.thumbprint, URL_SAFE_NO_PAD.encode(digest));
+            }
+        }
+        Err(_) => assert!(
+            entries.len() > MAX_DIRECTORY_KEYS || ed25519.iter().any(Option::is_none),
+            "a directory of valid keys refused"
+        ),
     }
 }

@@ -21,7 +21,9 @@
 //!     "generated_at": "2026-11-29T17:17:00Z",
 //!     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "googlebot": "66.249.64.0/19"},
 //!     "tokens": {"googlebot": ["Googlebot"]}
-//!   }
+//!   },
+//!   "agents": {"examplebot": {"keys": {"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "..."}]}}},
+//!   "signature_max_age_secs": 300
 //! }
 //! ```
 //!
@@ -43,6 +45,8 @@
 //! | `lists.tokens` | `{}` | for a verified-crawler list (a name in `sets`): the User-Agent tokens its operator documents, 1 to 16 of them, each 1 to 64 bytes of visible ASCII without `;` or `,` ([`TOKEN_RULE`]), each once |
 //! | `rules` | `[]` | the ordered rules: the first that matches decides, the short form (`bypass_paths`, the lists' difficulties, `mode`) decides the rest (see [`crate::policy`]) |
 //! | `refresh_delay_secs` | 5 | how long a `refresh` challenge waits before it may be answered (1 to 60, under `challenge_ttl_secs`) |
+//! | `agents` | `{}` | Web Bot Auth: agent name (a list name) to its key directory as served at `/.well-known/http-message-signatures-directory` (`{"keys": [JWK, ...]}`); its Ed25519 keys (`kty` `OKP`, `crv` `Ed25519`) verify the agent's signatures, other keys are skipped, and an agent with none is refused (see [`crate::web_bot_auth`]) |
+//! | `signature_max_age_secs` | 300 | the longest `expires - created` of an agent's signature accepted (1 s to 1 day, the drafts' recommended ceiling): the filter keeps no nonces, so this is how long a seen signature can be replayed |
 //!
 //! [`PluginConfig::from_json`] decodes and checks it; its errors name the field.
 
@@ -94,6 +98,8 @@ pub struct PluginConfig {
     pub rules: Vec<crate::policy::Rule>,
     /// How long a `refresh` challenge page waits before it goes on to the verify endpoint.
     pub refresh_delay_secs: u64,
+    pub agents: BTreeMap<String, Agent>,
+    pub signature_max_age_secs: u64,
 }
 
 impl Default for PluginConfig {
@@ -114,6 +120,8 @@ impl Default for PluginConfig {
             lists: None,
             rules: Vec::new(),
             refresh_delay_secs: 5,
+            agents: BTreeMap::new(),
+            signature_max_age_secs: crate::web_bot_auth::DEFAULT_MAX_AGE_SECS,
         }
     }
 }
@@ -132,6 +140,14 @@ pub struct Lists {
     /// that list holds. Left out when empty, so a config without crawler lists reads as before.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens: BTreeMap<String, Vec<String>>,
+}
+
+/// An agent whose Web Bot Auth signatures are trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// Its key directory, as the agent serves it.
+    pub keys: crate::web_bot_auth::KeyDirectory,
 }
 
 /// A configuration that cannot be used. `field` is a path such as `lists.sets.tor`.
@@ -284,6 +300,13 @@ impl PluginConfig {
                 }
             }
         }
+        if !(1..=crate::web_bot_auth::MAX_MAX_AGE_SECS).contains(&self.signature_max_age_secs) {
+            return Err(err("signature_max_age_secs", "between 1 and 86400 (a day)"));
+        }
+        for name in self.agents.keys() {
+            check_list_name(&format!("agents.{name}"), name)?;
+        }
+        crate::web_bot_auth::TrustedAgents::from_config(self)?;
         Ok(())
     }
 

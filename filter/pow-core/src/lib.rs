@@ -17,6 +17,7 @@ pub mod redirect;
 pub mod secrets;
 pub mod seen;
 pub mod time;
+pub mod web_bot_auth;
 
 pub use config::{ConfigError, Mode, PluginConfig};
 pub use filter::{Action, Filter, Metrics, Now, Request};
