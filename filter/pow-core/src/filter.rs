@@ -24,6 +24,7 @@ use crate::page;
 use crate::policy::{CompiledPolicy, Outcome, Verdict};
 use crate::redirect;
 use crate::seen::SharedStore;
+use crate::web_bot_auth::{TrustedAgents, Unsigned};
 
 mod challenge;
 mod decide;
@@ -66,6 +67,10 @@ pub mod metric {
     /// Requests whose `source.address` was missing or not an address: challenged, each bound
     /// to one shared "no address" network.
     pub const ADDRESS_UNUSABLE: &str = "pow_address_unusable";
+    /// Web Bot Auth: a signature of a trusted agent verified; one that did not, by reason
+    /// (`pow_signature_unsigned_<reason>`, a request without a signature not counted).
+    pub const SIGNATURE_VERIFIED: &str = "pow_signature_verified";
+    pub const SIGNATURE_UNSIGNED_PREFIX: &str = "pow_signature_unsigned_";
     /// Requests that had to pay but whose host is longer than a DNS name can be: answered 400.
     pub const HOST_OVERLONG: &str = "pow_host_overlong";
     /// Requests passed unchallenged because the secret is missing or too short.
@@ -444,6 +449,7 @@ pub struct Filter {
     policy: CompiledPolicy,
     labels: RuleLabels,
     crawlers: Option<CrawlerTokens>,
+    agents: TrustedAgents,
 }
 
 impl Filter {
@@ -466,7 +472,8 @@ impl Filter {
             .iter()
             .map(|n| format!("{}{n}", metric::LIST_MATCHES_PREFIX))
             .collect();
-        let policy = CompiledPolicy::compile(&config, lists.names(), &[]);
+        let agents = TrustedAgents::from_config(&config).map_err(|e| e.to_string())?;
+        let policy = CompiledPolicy::compile(&config, lists.names(), agents.names());
         let labels = RuleLabels::new(lists.names(), &policy.rules);
         let crawlers = config
             .lists
@@ -483,18 +490,26 @@ impl Filter {
             policy,
             labels,
             crawlers,
+            agents,
         })
     }
 
     /// [`read_limit`], and the headers this configuration's rules test (their first bytes, as
     /// many as a rule's value can hold).
     pub fn read_limit(&self, name: &[u8]) -> Option<usize> {
-        read_limit(name).or_else(|| {
-            self.policy
-                .header_names()
-                .any(|h| h.as_bytes() == name)
-                .then_some(crate::policy::MAX_MATCH_LEN + 1)
-        })
+        read_limit(name)
+            .or_else(|| {
+                self.policy
+                    .header_names()
+                    .any(|h| h.as_bytes() == name)
+                    .then_some(crate::policy::MAX_MATCH_LEN + 1)
+            })
+            .or_else(|| {
+                // A Web Bot Auth signature's own fields, when a rule tests signed agents.
+                (self.policy.tests_signed_agents()
+                    && matches!(name, b"signature-input" | b"signature" | b"signature-agent"))
+                .then_some(crate::web_bot_auth::MAX_FIELD_LEN + 1)
+            })
     }
 
     /// Whether the filter has usable keys.
@@ -527,6 +542,18 @@ impl Filter {
         }
         names.extend(self.list_metrics.iter().cloned());
         names.extend(self.labels.metric_names(&self.policy.rules));
+        if self.policy.tests_signed_agents() {
+            names.push(metric::SIGNATURE_VERIFIED.to_owned());
+            for reason in Unsigned::ALL {
+                if reason != Unsigned::NoSignature {
+                    names.push(format!(
+                        "{}{}",
+                        metric::SIGNATURE_UNSIGNED_PREFIX,
+                        reason.name()
+                    ));
+                }
+            }
+        }
         names
     }
 
@@ -564,7 +591,7 @@ impl Filter {
         if path == VERIFY_PATH {
             return self.verify(keys, req, raw_path, net, now, store, metrics);
         }
-        let decision = self.decide(req, method, path, ip);
+        let decision = self.decide(req, method, path, ip, now.secs, metrics);
         let labels = decision.labels;
         let (difficulty, kind) = match decision.outcome {
             Outcome::Allow => {

@@ -332,3 +332,96 @@ fn verified_crawlers_pass_and_spoofed_ones_are_denied_on_the_real_ranges() {
     let o = host.request(browser("/", "157.55.39.7:1")).unwrap();
     assert_eq!(challenge_of(&o).d, 8);
 }
+
+/// Web Bot Auth on the real module, with the draft's signed request (legacy `Signature-Agent`,
+/// RFC 9421's Ed25519 test key): the valid signature lets the agent through a `signed_agent`
+/// rule; one byte changed, another authority, an unknown key or an expired signature counts as
+/// unsigned (the mode decides) and is counted by its reason.
+#[test]
+fn a_signed_agent_passes_and_a_broken_signature_counts_as_unsigned() {
+    let test = "a_signed_agent_passes_and_a_broken_signature_counts_as_unsigned";
+    let Some(shared) = testkit::workspace::shared_dir(test) else {
+        return;
+    };
+    let bots = shared.join("fixtures/bots");
+    let mut key: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(bots.join("rfc9421/test-key-ed25519.jwk.json")).unwrap(),
+    )
+    .unwrap();
+    key.as_object_mut().unwrap().remove("d");
+    let config = serde_json::json!({
+        "mode": "all", "difficulty": 8, "signature_max_age_secs": 3600,
+        "agents": {"testbot": {"keys": {"keys": [key]}}},
+        "rules": [{"name": "signed", "signed_agent": ["testbot"], "action": "allow"}],
+    });
+    let fields: Vec<(String, String)> =
+        std::fs::read_to_string(bots.join(
+            "web-bot-auth-drafts/arch05-ed25519-sig2-signature-agent-legacy-string.headers.txt",
+        ))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.to_owned()))
+        .collect();
+    let Some(wasm) = module(test) else {
+        return;
+    };
+    // Within the signature's window: created 1735689600, expires 1735693200.
+    let mut host = Host::load(
+        &wasm,
+        HostConfig {
+            plugin_config: config.to_string().into_bytes(),
+            env: secret_env(),
+            time_nanos: Some(1_735_690_000 * 1_000_000_000),
+            ..HostConfig::default()
+        },
+    )
+    .unwrap();
+    let signed = |authority: &str, change: &dyn Fn(&str, &str) -> String| {
+        let mut r = Request {
+            authority: authority.to_owned(),
+            ..browser("/", FROM)
+        };
+        for (name, value) in &fields {
+            r = r.header(name, &change(name, value));
+        }
+        r
+    };
+    let as_is = |_: &str, v: &str| v.to_owned();
+    let o = host.request(signed("example.com", &as_is)).unwrap();
+    assert_eq!(decision_at_origin(&o), "rule=signed; action=allowed");
+    assert_eq!(metric(&host, "pow_signature_verified"), 1);
+    let flip = |name: &str, v: &str| {
+        if name == "signature" {
+            v.replacen("jdq0", "jdq1", 1)
+        } else {
+            v.to_owned()
+        }
+    };
+    let unknown = |name: &str, v: &str| {
+        if name == "signature-input" {
+            v.replacen("poqk", "Xoqk", 1)
+        } else {
+            v.to_owned()
+        }
+    };
+    for (authority, change, reason, count) in [
+        (
+            "example.com",
+            &flip as &dyn Fn(&str, &str) -> String,
+            "bad_signature",
+            1,
+        ),
+        ("other.example", &as_is, "bad_signature", 2),
+        ("example.com", &unknown, "unknown_key", 1),
+    ] {
+        let o = host.request(signed(authority, change)).unwrap();
+        assert_eq!(challenge_of(&o).d, 8, "{reason}: a broken signature passed");
+        let counter = format!("pow_signature_unsigned_{reason}");
+        assert_eq!(metric(&host, &counter), count, "{counter}");
+    }
+    host.set_time_nanos(1_735_693_201 * 1_000_000_000);
+    let o = host.request(signed("example.com", &as_is)).unwrap();
+    assert_eq!(challenge_of(&o).d, 8);
+    assert_eq!(metric(&host, "pow_signature_unsigned_expired"), 1);
+}

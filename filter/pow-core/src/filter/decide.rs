@@ -10,7 +10,8 @@ use crate::policy::{
     self, BYPASS_RULE, CompiledRule, DEFAULT_RULE, Features, NO_ADDRESS_RULE, Outcome, Verdict,
 };
 
-use super::{Filter, Request};
+use super::{Filter, Metrics, Request, metric};
+use crate::web_bot_auth::SignedRequest;
 
 /// What a rule is called in `pow-decision` and its counters, computed once per configuration.
 #[derive(Debug, Clone)]
@@ -117,6 +118,8 @@ impl Filter {
         method: &str,
         path: &str,
         ip: Option<IpAddr>,
+        now: u64,
+        metrics: &mut dyn Metrics,
     ) -> Decision<'f> {
         let lists = ip.map_or(0, |ip| self.lists.lookup(ip));
         if self.policy.has_rules() {
@@ -138,7 +141,7 @@ impl Filter {
                 lists,
                 crawlers: crawl.verified,
                 spoofed_crawler: crawl.spoofed,
-                signed_agent: None,
+                signed_agent: self.signed_agent(req, now, metrics),
             };
             let header = |name: &str| req.header(name);
             if let Some(at) = self.policy.decide(&features, &header)
@@ -154,6 +157,34 @@ impl Filter {
             }
         }
         self.short_form(method, path, ip, lists)
+    }
+
+    /// The index of the trusted agent whose Web Bot Auth signature the request carries, when a
+    /// rule tests signed agents: at most one signature is checked; one that does not verify
+    /// counts as none, and is counted by its reason.
+    fn signed_agent(
+        &self,
+        req: &Request<'_>,
+        now: u64,
+        metrics: &mut dyn Metrics,
+    ) -> Option<usize> {
+        if !self.policy.tests_signed_agents() || req.header("signature-input").is_none() {
+            return None;
+        }
+        match self.agents.verify(&SignedRequest::from_request(req), now) {
+            Ok(name) => {
+                metrics.increment(metric::SIGNATURE_VERIFIED);
+                self.agents.names().iter().position(|n| n == name)
+            }
+            Err(reason) => {
+                metrics.increment(&format!(
+                    "{}{}",
+                    metric::SIGNATURE_UNSIGNED_PREFIX,
+                    reason.name()
+                ));
+                None
+            }
+        }
     }
 
     /// `bypass_paths`, then the mode with the lists' difficulties.

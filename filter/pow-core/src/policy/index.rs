@@ -359,6 +359,11 @@ impl CompiledPolicy {
         self.headers.iter().map(|h| h.name.as_str())
     }
 
+    /// Whether a rule tests a signed agent (so a signature is worth verifying).
+    pub fn tests_signed_agents(&self) -> bool {
+        self.agent.wild != self.all
+    }
+
     /// Whether there is any rule to decide.
     pub fn has_rules(&self) -> bool {
         !self.rules.is_empty()
