@@ -19,7 +19,8 @@
 //!   "lists": {
 //!     "version": "2026-11-29T17:17:00Z",
 //!     "generated_at": "2026-11-29T17:17:00Z",
-//!     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "hosting": "..."}
+//!     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40"},
+//!     "packed": {"hosting": "AXjaY2Tg4AIAACIAFA=="}
 //!   }
 //! }
 //! ```
@@ -38,7 +39,7 @@
 //! | `secret_env` | `"POW_HMAC_SECRET"` | the VM environment variable with the current HMAC secret (at least 32 bytes) |
 //! | `previous_secret_env` | `"POW_HMAC_SECRET_PREVIOUS"` | the variable with the previous secret, still accepted during a rotation |
 //! | `demo_secret` | `null` | demo only: a secret inline in the config (logged as a warning; never in production) |
-//! | `lists` | none | the policy lists, written by the hourly refresh: `version`, `generated_at` (RFC 3339) and `sets` (name to CIDRs separated by whitespace, IPv4 and IPv6 mixed; `#` starts a comment to the end of the line) |
+//! | `lists` | none | the policy lists, written by the hourly refresh: `version`, `generated_at` (RFC 3339), `sets` (name to CIDRs separated by whitespace, IPv4 and IPv6 mixed; `#` starts a comment to the end of the line) and `packed` (name to the same set packed: sorted, delta-encoded, zlib, base64, about a tenth of the text; see [`crate::packed`]); a list is in `sets` or in `packed`, not both |
 //!
 //! [`PluginConfig::from_json`] decodes and checks it; its errors name the field.
 
@@ -118,6 +119,10 @@ pub struct Lists {
     pub generated_at: Option<String>,
     /// List name to CIDRs separated by whitespace.
     pub sets: BTreeMap<String, String>,
+    /// List name to its prefixes in the packed form ([`crate::packed`]): what fits when the
+    /// text would not. Left out when empty, so a text-only config serialises as before.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub packed: BTreeMap<String, String>,
 }
 
 /// A configuration that cannot be used. `field` is a path such as `lists.sets.tor`.
@@ -230,8 +235,13 @@ impl PluginConfig {
             }
         }
         if let Some(lists) = &self.lists {
-            if lists.sets.len() > MAX_LISTS {
-                return Err(err("lists.sets", format!("at most {MAX_LISTS} lists")));
+            if lists.sets.len() + lists.packed.len() > MAX_LISTS {
+                let field = if lists.packed.is_empty() {
+                    "lists.sets"
+                } else {
+                    "lists.packed"
+                };
+                return Err(err(field, format!("at most {MAX_LISTS} lists")));
             }
             if lists.version.len() > 128 {
                 return Err(err("lists.version", "at most 128 characters"));
@@ -241,11 +251,13 @@ impl PluginConfig {
             {
                 return Err(err("lists.generated_at", "not an RFC 3339 date-time"));
             }
-            for (name, text) in &lists.sets {
-                let field = format!("lists.sets.{name}");
-                check_list_name(&field, name)?;
-                crate::lists::parse_set(text).map_err(|e| err(field, e))?;
+            for name in lists.sets.keys() {
+                check_list_name(&format!("lists.sets.{name}"), name)?;
             }
+            for name in lists.packed.keys() {
+                check_list_name(&format!("lists.packed.{name}"), name)?;
+            }
+            crate::lists::decode_each(lists, |_, _| ()).map_err(|(field, e)| err(field, e))?;
         }
         Ok(())
     }
@@ -322,9 +334,13 @@ mod tests {
           "secret_env": "POW_HMAC_SECRET", "previous_secret_env": "POW_HMAC_SECRET_PREVIOUS",
           "demo_secret": null,
           "lists": {"version": "2026-11-29T17:17:00Z", "generated_at": "2026-11-29T17:17:00Z",
-                    "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "hosting": "10.0.0.0/8"}}
+                    "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40"},
+                    "packed": {"hosting": "AXjaY2Tg4AIAACIAFA=="}}
         }"#;
         let c = PluginConfig::from_json(json).unwrap();
+        let lists = c.lists.as_ref().unwrap();
+        let table = crate::lists::ListTable::build(Some(lists), &[]).unwrap();
+        assert_eq!(table.lists_of("10.1.2.3".parse().unwrap()), ["hosting"]);
         assert_eq!(c.difficulty_for("tor"), 20);
         assert_eq!(c.difficulty_for("other"), 16);
         assert_eq!(c.bypass_paths, vec!["/healthz".to_owned()]);
@@ -370,6 +386,24 @@ mod tests {
                 "lists.generated_at",
             ),
             (br#"{"lists": {"colour": 1}}"#, "lists.colour"),
+            (
+                br#"{"lists": {"packed": {"tor": "not base64"}}}"#,
+                "lists.packed.tor",
+            ),
+            (
+                br#"{"lists": {"packed": {"tor": "AQ=="}}}"#,
+                "lists.packed.tor",
+            ),
+            (
+                br#"{"lists": {"packed": {"Tor": "AXjaY2Tg4AIAACIAFA=="}}}"#,
+                "lists.packed.Tor",
+            ),
+            (
+                br#"{"lists": {"sets": {"tor": "10.0.0.0/8"},
+                               "packed": {"tor": "AXjaY2Tg4AIAACIAFA=="}}}"#,
+                "lists.packed.tor",
+            ),
+            (br#"{"lists": {"packed": {"tor": 1}}}"#, "lists.packed.tor"),
             (br#"{"unknown": 1}"#, "unknown"),
         ];
         for (json, field) in cases {
@@ -377,6 +411,22 @@ mod tests {
             assert_eq!(&e.field, field, "{}: {e}", String::from_utf8_lossy(json));
             assert!(e.to_string().contains(field) || *field == ".");
         }
+        let both = br#"{"lists": {"sets": {"tor": "10.0.0.0/8"},
+                                  "packed": {"tor": "AXjaY2Tg4AIAACIAFA=="}}}"#;
+        let e = PluginConfig::from_json(both).unwrap_err();
+        assert!(e.message.contains("also in lists.sets"), "{e}");
+        // Text and packed lists count together against the limit.
+        let sets: Vec<String> = (0..9).map(|i| format!(r#""t{i}": "10.0.0.0/8""#)).collect();
+        let packed: Vec<String> = (0..8)
+            .map(|i| format!(r#""p{i}": "AXjaY2Tg4AIAACIAFA==""#))
+            .collect();
+        let many = format!(
+            r#"{{"lists": {{"sets": {{{}}}, "packed": {{{}}}}}}}"#,
+            sets.join(","),
+            packed.join(",")
+        );
+        let e = PluginConfig::from_json(many.as_bytes()).unwrap_err();
+        assert_eq!(e.field, "lists.packed", "{e}");
         let e = PluginConfig::from_json(br#"{"trusted_hops": 2}"#).unwrap_err();
         assert!(e.message.contains("numTrustedProxies"), "{e}");
         let e = PluginConfig::from_json(br#"{"unknown": 1}"#).unwrap_err();
