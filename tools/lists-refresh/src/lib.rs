@@ -11,13 +11,19 @@
 //!    the previous list for the shrink check. A generator that fails (source down, bad data,
 //!    shrink) leaves its list at its previous version; its own message is in the job's log, and
 //!    the run exits 1 naming it after publishing the others.
-//! 3. Checks the ConfigMap's 1 MiB limit before any write, then server-side-applies, as field
-//!    manager `edgepop-lists` (`force=true`):
+//! 3. Packs every list (`pow_core::packed`: sorted, delta-encoded, zlib, base64, about 1.3
+//!    bytes a prefix against 16 as text), checks the ConfigMap's 1 MiB and the WasmPlugin's
+//!    1.5 MiB (etcd's request limit) before any write, refusing naming each list with its
+//!    prefix count and sizes, then server-side-applies, as field manager `edgepop-lists`
+//!    (`force=true`):
 //!    - the ConfigMap's `data`: `<name>.txt` per list (one CIDR per line), `version` and
-//!      `generated_at`. The failed lists are applied with their previous content, so they stay
-//!      as they were (a key this manager stops applying would be deleted);
-//!    - the WasmPlugin's `spec.pluginConfig.lists`: `{"version", "generated_at", "sets": {name:
-//!      CIDRs separated by newlines}}`, the format the filter reads.
+//!      `generated_at`; when the text would not fit, the largest lists go packed instead, as
+//!      `binaryData` `<name>.packed` (read back as the previous lists all the same). The failed
+//!      lists are applied with their previous content, so they stay as they were (a key this
+//!      manager stops applying would be deleted);
+//!    - the WasmPlugin's `spec.pluginConfig.lists`: `{"version", "generated_at", "packed":
+//!      {name: packed set}}`, the form the filter reads (a few hundred thousand prefixes fit
+//!      where the text held about 80k).
 //!
 //!    Nothing is written when nothing changed and the WasmPlugin already has this version.
 //!
@@ -53,7 +59,7 @@ use serde_json::Value;
 
 pub use kube::Kube;
 pub use plan::key_of;
-use plan::{Plan, data_of};
+use plan::{Plan, previous_of};
 
 /// The ConfigMap size limit enforced by the API server (data and binaryData together).
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
@@ -208,6 +214,14 @@ pub enum RefreshError {
         "the filter would refuse WasmPlugin {wasmplugin}'s pluginConfig with these lists ({reason}); nothing was written, the previous lists stay"
     )]
     FilterRefuses { wasmplugin: String, reason: String },
+    /// A list the filter would refuse, whatever the form (a kept list edited by hand).
+    #[error(
+        "the filter would refuse list {list} ({reason}); nothing was written, the previous lists stay"
+    )]
+    ListRefused { list: String, reason: String },
+    /// A previous list packed in the ConfigMap that does not decode.
+    #[error("ConfigMap key binaryData.{key}: not a packed list ({reason}); nothing was written")]
+    PreviousList { key: String, reason: String },
     #[error("every list failed ({}); nothing was written, the previous lists stay", ListFailure::join(.0))]
     AllFailed(Vec<ListFailure>),
     #[error("wrote the other lists; these failed and keep their previous version: {}", ListFailure::join(.0))]
@@ -234,6 +248,8 @@ impl Report for RefreshError {
             | RefreshError::Json { .. }
             | RefreshError::TooLarge { .. }
             | RefreshError::FilterRefuses { .. }
+            | RefreshError::ListRefused { .. }
+            | RefreshError::PreviousList { .. }
             | RefreshError::AllFailed(_)
             | RefreshError::SomeFailed(_)
             | RefreshError::Output(_) => Exit::Failure,
@@ -432,7 +448,7 @@ fn publish(
         cluster.namespace, cluster.configmap
     );
     let current = kube.get(&cm_path)?;
-    let old_data = data_of(current.as_ref());
+    let old_data = previous_of(current.as_ref())?;
 
     // The previous lists, as files for the generators' shrink check.
     let work = tempfile::tempdir().map_err(RefreshError::TempDir)?;
@@ -467,8 +483,8 @@ fn publish(
         return Err(RefreshError::AllFailed(failed));
     }
 
-    let plan = Plan::new(sources, &old_data, &fresh, &cluster.now);
-    plan.check_size(current.as_ref())?;
+    let plan = Plan::new(sources, &old_data, &fresh, &cluster.now)?;
+    let layout = plan.configmap_layout(current.as_ref())?;
     let wasm = match &cluster.wasmplugin {
         Some(name) => {
             let path = format!(
@@ -504,14 +520,23 @@ fn publish(
         if let Some((_, name, object)) = &wasm {
             plan.check_wasmplugin_config(object, &format!("{}/{name}", cluster.namespace))?;
         }
-        let cm = plan.configmap(cluster, current.as_ref());
+        let cm = plan.configmap(cluster, current.as_ref(), &layout);
         kube.apply(&cm_path, &cm, FIELD_MANAGER)?;
+        let packed: Vec<&str> = layout.binary_data.keys().map(String::as_str).collect();
         pop_common::info!(
-            "ConfigMap {}/{}: applied version {} ({})",
+            "ConfigMap {}/{}: applied version {} ({}){}",
             cluster.namespace,
             cluster.configmap,
             plan.version,
-            plan.summary()
+            plan.summary(),
+            if packed.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; packed, as text would not fit: binaryData {}",
+                    packed.join(", ")
+                )
+            }
         );
         if let Some((path, name, _)) = &wasm {
             kube.apply(path, &plan.wasmplugin(cluster, name), FIELD_MANAGER)?;
