@@ -276,7 +276,10 @@ pub fn packed_lists(data: &[u8]) {
                 nets.len()
             );
             let again = packed::encode_bytes(&nets);
-            assert!(again.is_ok(), "{form}: decoded but does not encode: {again:?}");
+            assert!(
+                again.is_ok(),
+                "{form}: decoded but does not encode: {again:?}"
+            );
             let Ok(again) = again else {
                 return;
             };

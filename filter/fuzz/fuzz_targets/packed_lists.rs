@@ -52,7 +52,10 @@ static ALLOCATOR: Counting = Counting;
 /// The most a decode may hold: the base64-decoded input, the inflated body (at most the limit;
 /// its last growth holds old and new at once), the inflater's state, and the prefixes.
 fn ceiling(input: usize) -> usize {
-    input + 2 * packed::MAX_BODY_BYTES + (64 << 10) + packed::MAX_PREFIXES * size_of::<pow_core::lists::Net>()
+    input
+        + 2 * packed::MAX_BODY_BYTES
+        + (64 << 10)
+        + packed::MAX_PREFIXES * size_of::<pow_core::lists::Net>()
 }
 
 /// The peak allocation of `f` above what was held before it.
@@ -66,7 +69,8 @@ fn peak_of<R>(f: impl FnOnce() -> R) -> (R, usize) {
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let (_, text_peak) = peak_of(|| packed::decode(&text, packed::MAX_PREFIXES).map(|n| n.len()));
-    let (_, raw_peak) = peak_of(|| packed::decode_bytes(data, packed::MAX_PREFIXES).map(|n| n.len()));
+    let (_, raw_peak) =
+        peak_of(|| packed::decode_bytes(data, packed::MAX_PREFIXES).map(|n| n.len()));
     for peak in [text_peak, raw_peak] {
         assert!(peak <= ceiling(data.len()), "the decoder held {peak} bytes");
     }
