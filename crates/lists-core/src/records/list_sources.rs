@@ -19,11 +19,11 @@
 //! }
 //! ```
 //!
-//! - `name` names the list everywhere: the ConfigMap key `<name>.txt`, the set name in the
-//!   WasmPlugin's `pluginConfig.lists.sets`, the `--list-name` of the generator, a metric name
-//!   in the filter. The filter's rule (pow-core's `valid_list_name`): 1 to 32 of `[a-z0-9_-]`,
-//!   unique, and at most 16 lists (`MAX_LISTS`): what the filter would refuse is refused here,
-//!   before anything is published.
+//! - `name` names the list everywhere: the ConfigMap key `<name>.txt` (or `<name>.packed`),
+//!   the set name in the WasmPlugin's `pluginConfig.lists.packed`, the `--list-name` of the
+//!   generator, a metric name in the filter. The filter's rule (pow-core's `valid_list_name`):
+//!   1 to 32 of `[a-z0-9_-]`, unique, and at most 16 lists (`MAX_LISTS`): what the filter would
+//!   refuse is refused here, before anything is published.
 //! - `generator` is `asn` (runs `lists-gen-asn`) or `tor` (runs `lists-gen-tor`).
 //! - `sources` are http(s) URLs or absolute file paths, at least one. Every source is read and
 //!   the list is the union of what they give; if any source fails, the whole list keeps its
