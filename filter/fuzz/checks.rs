@@ -6,6 +6,7 @@ use pow_core::bypass;
 use pow_core::crypto::{Binding, Keys, check_cookie, issue_cookie};
 use pow_core::filter::{ClearancePairs, HOST_PREFIX, MAX_COOKIES_CHECKED, VERIFY_PATH};
 use pow_core::net::{self, Nat64Prefix, binding_net};
+use pow_core::packed;
 use pow_core::page;
 use pow_core::redirect::{check_target, percent_decode};
 use pow_core::seen::MemoryStore;
@@ -33,6 +34,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("rules", rules),
     ("signature_input", signature_input),
     ("key_directory", key_directory),
+    ("packed_lists", packed_lists),
 ];
 
 const SECRET: &[u8] = b"fuzzing-secret-of-at-least-32-bytes!";
@@ -510,5 +512,52 @@ pub fn key_directory(data: &[u8]) {
             entries.len() > MAX_DIRECTORY_KEYS || ed25519.iter().any(Option::is_none),
             "a directory of valid keys refused"
         ),
+    }
+}
+
+/// Any bytes as a packed list, three ways: as the base64 text, as the bytes under it (format
+/// byte and zlib), and as the body itself (deflated here, so the fuzzer reaches the body's
+/// parser without having to forge a zlib stream). Never a panic, never more prefixes than the
+/// caller allows; what decodes re-encodes to the same set, and a body that decodes is the one
+/// the encoder writes for that set (one encoding per set: sorted, no duplicates, shortest
+/// varints). What the decoder allocates is bounded by the fuzz target (`fuzz_targets/`).
+pub fn packed_lists(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut body_form = vec![packed::FORMAT];
+    body_form.extend(miniz_oxide::deflate::compress_to_vec_zlib(data, 1));
+    for max in [packed::MAX_PREFIXES, 3] {
+        for (form, decoded) in [
+            ("text", packed::decode(&text, max)),
+            ("bytes", packed::decode_bytes(data, max)),
+            ("body", packed::decode_bytes(&body_form, max)),
+        ] {
+            let Ok(nets) = decoded else {
+                continue;
+            };
+            assert!(
+                nets.len() <= max,
+                "{form}: {} prefixes over {max}",
+                nets.len()
+            );
+            let again = packed::encode_bytes(&nets);
+            assert!(
+                again.is_ok(),
+                "{form}: decoded but does not encode: {again:?}"
+            );
+            let Ok(again) = again else {
+                return;
+            };
+            assert_eq!(
+                packed::decode_bytes(&again, max).as_ref(),
+                Ok(&nets),
+                "{form}: the set changed through a round trip"
+            );
+            let body = again
+                .get(1..)
+                .and_then(|z| miniz_oxide::inflate::decompress_to_vec_zlib(z).ok());
+            if form == "body" {
+                assert_eq!(body.as_deref(), Some(data), "a second encoding of one set");
+            }
+        }
     }
 }

@@ -141,7 +141,177 @@ fn main() {
     );
     black_box(filter);
 
+    packed_lists(full);
     fake_cookies(full);
+}
+
+/// A realistic list of about `n` prefixes, deterministic: hosting-like allocations (runs of
+/// IPv4 /19 to /24 and IPv6 /29 to /48 close together, as ASN lists are), crawler ranges (IPv4
+/// /27 and /28, IPv6 /64) and Tor-like single addresses (/32, /128), three IPv4 for one IPv6,
+/// as in lists built from a real ASN dataset.
+fn realistic(n: usize) -> Vec<Net> {
+    let mut s = 0x2545_F491_4F6C_DD1Du64 ^ n as u64;
+    let mut nets = Vec::with_capacity(n + 64);
+    while nets.len() < n {
+        let r = xorshift(&mut s);
+        let run = 1 + (xorshift(&mut s) % 40) as usize;
+        match r % 100 {
+            // Hosting, IPv4: a run of prefixes within one /12 or so.
+            0..=69 => {
+                let mut a = ((r >> 32) as u32 | 0x0100_0000) & 0xfff0_0000;
+                for _ in 0..run {
+                    let len = 19 + (xorshift(&mut s) % 6) as u8;
+                    a = a.wrapping_add((1 + (xorshift(&mut s) % 8) as u32) << (32 - len));
+                    nets.push(Net::V4(a & (u32::MAX << (32 - len)), len));
+                }
+            }
+            // Hosting, IPv6: a run within one /24 of 2000::/4.
+            70..=89 => {
+                let mut a = (0x2000u128 | u128::from((r >> 40) as u16 & 0x0fff)) << 112;
+                for _ in 0..run {
+                    let len = [29u8, 32, 36, 40, 44, 48][(xorshift(&mut s) % 6) as usize];
+                    a = a.wrapping_add(u128::from(1 + xorshift(&mut s) % 4) << (128 - len));
+                    nets.push(Net::V6(a & (u128::MAX << (128 - len)), len));
+                }
+            }
+            // Crawlers: /27 and /28 runs, and /64s.
+            90..=95 => {
+                let a = (r >> 32) as u32 & 0xffff_ff00;
+                for i in 0..run.min(8) as u32 {
+                    nets.push(Net::V4(a + i * 32, 27 + (i % 2) as u8));
+                }
+                let b = (0x2001_4860u128 << 96) | (u128::from(r as u16) << 64);
+                nets.push(Net::V6(b, 64));
+            }
+            // Tor-like single addresses.
+            _ => {
+                nets.push(Net::V4((r >> 32) as u32, 32));
+                if r.is_multiple_of(7) {
+                    nets.push(Net::V6(u128::from(r) << 64 | u128::from(r >> 17), 128));
+                }
+            }
+        }
+    }
+    nets.truncate(n);
+    nets
+}
+
+/// The worst case for packing: prefixes spread uniformly (80 % IPv4 /16 to /32, 20 % IPv6 /32
+/// to /64 anywhere in 2a00::/8), as the host bench's synthetic lists are.
+fn uniform(n: usize) -> Vec<Net> {
+    let mut s = 0x9E37_79B9_7F4A_7C15u64 ^ n as u64;
+    (0..n)
+        .map(|_| {
+            let r = xorshift(&mut s);
+            if r.is_multiple_of(5) {
+                let len = 32 + ((r >> 8) % 33) as u8;
+                let a = (0x2au128 << 120) | (u128::from(xorshift(&mut s)) << 56);
+                Net::V6(a & (u128::MAX << (128 - len)), len)
+            } else {
+                let len = 16 + ((r >> 8) % 17) as u8;
+                Net::V4(
+                    (xorshift(&mut s) >> 32) as u32 & (u32::MAX << (32 - len)),
+                    len,
+                )
+            }
+        })
+        .collect()
+}
+
+fn text_of(nets: &[Net]) -> String {
+    use std::fmt::Write;
+    let mut text = String::new();
+    for net in nets {
+        let _ = match *net {
+            Net::V4(a, l) => writeln!(text, "{}/{l}", Ipv4Addr::from(a)),
+            Net::V6(a, l) => writeln!(text, "{}/{l}", Ipv6Addr::from(a)),
+        };
+    }
+    text
+}
+
+/// A WasmPlugin as the edge renders it, with `lists` as lists-refresh writes them: its JSON
+/// size is what etcd's 1.5 MiB bounds.
+fn wasmplugin(lists: serde_json::Value) -> usize {
+    serde_json::json!({
+        "apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "pow-filter", "namespace": "edge",
+                     "labels": {"app.kubernetes.io/managed-by": "render-edge"}},
+        "spec": {
+            "url": "oci://rg.fr-par.scw.cloud/edgepop/pow-filter:0.1.0",
+            "sha256": "0".repeat(64), "phase": "AUTHN", "failStrategy": "FAIL_OPEN",
+            "selector": {"matchLabels": {"istio": "ingressgateway"}},
+            "pluginConfig": {"mode": "listed", "difficulty": 16, "lists": lists},
+        },
+    })
+    .to_string()
+    .len()
+}
+
+/// The packed lists: the WasmPlugin's size with the lists as text and packed, and what a
+/// configure costs with each (decode and check, then the table build), natively.
+fn packed_lists(full: bool) {
+    use pow_core::packed;
+    const LIMIT: usize = 1536 * 1024;
+    let sizes: &[usize] = if full {
+        &[100_000, 250_000, 1_000_000]
+    } else {
+        &[1_000]
+    };
+    println!(
+        "packed lists: WasmPlugin object bytes (limit {LIMIT}), text vs packed, and configure \
+         (from_json + Filter::new) time"
+    );
+    for (mix, make) in [
+        ("realistic", realistic as fn(usize) -> Vec<Net>),
+        ("uniform", uniform),
+    ] {
+        for &n in sizes {
+            let nets = make(n);
+            let text = text_of(&nets);
+            let value = packed::encode(&nets).unwrap();
+            let meta = serde_json::json!({"version": "2026-11-29T17:17:00Z",
+                                          "generated_at": "2026-11-29T17:17:00Z"});
+            let mut as_text = meta.clone();
+            as_text["sets"] = serde_json::json!({"hosting": text});
+            let mut as_packed = meta;
+            as_packed["packed"] = serde_json::json!({"hosting": value});
+            let (text_size, packed_size) =
+                (wasmplugin(as_text.clone()), wasmplugin(as_packed.clone()));
+            let fits = |size: usize| if size <= LIMIT { "fits" } else { "over" };
+            let start = Instant::now();
+            let decoded = packed::decode(&value, packed::MAX_PREFIXES).unwrap();
+            let decode_ms = start.elapsed().as_secs_f64() * 1000.0;
+            assert_eq!(decoded.len(), {
+                let mut v = nets.clone();
+                v.sort_by_key(|n| match *n {
+                    Net::V4(a, l) => (0, u128::from(a), l),
+                    Net::V6(a, l) => (1, a, l),
+                });
+                v.dedup();
+                v.len()
+            });
+            let configure = |lists: &serde_json::Value| {
+                let json = serde_json::json!({"lists": lists}).to_string();
+                let start = Instant::now();
+                let config = pow_core::PluginConfig::from_json(json.as_bytes()).unwrap();
+                let filter = pow_core::Filter::new(config, None, [0; 32]).unwrap();
+                let ms = start.elapsed().as_secs_f64() * 1000.0;
+                black_box(filter);
+                ms
+            };
+            let (text_ms, packed_ms) = (configure(&as_text), configure(&as_packed));
+            println!(
+                "  {mix:>9} {n:>9} prefixes: text {text_size:>9} B ({:5.2} B/prefix, {}), \
+                 packed {packed_size:>8} B ({:4.2} B/prefix, {}); configure text {text_ms:6.1} ms, \
+                 packed {packed_ms:6.1} ms (one decode {decode_ms:5.1} ms)",
+                text_size as f64 / n as f64,
+                fits(text_size),
+                packed_size as f64 / n as f64,
+                fits(packed_size),
+            );
+        }
+    }
 }
 
 struct Nothing;

@@ -20,6 +20,7 @@
 //!     "version": "2026-11-29T17:17:00Z",
 //!     "generated_at": "2026-11-29T17:17:00Z",
 //!     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "googlebot": "66.249.64.0/19"},
+//!     "packed": {"hosting": "AXjaY2Tg4AIAACIAFA=="},
 //!     "tokens": {"googlebot": ["Googlebot"]}
 //!   },
 //!   "agents": {"examplebot": {"keys": {"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "..."}]}}},
@@ -41,8 +42,8 @@
 //! | `secret_env` | `"POW_HMAC_SECRET"` | the VM environment variable with the current HMAC secret (at least 32 bytes) |
 //! | `previous_secret_env` | `"POW_HMAC_SECRET_PREVIOUS"` | the variable with the previous secret, still accepted during a rotation |
 //! | `demo_secret` | `null` | demo only: a secret inline in the config (logged as a warning; never in production) |
-//! | `lists` | none | the policy lists, written by the hourly refresh: `version`, `generated_at` (RFC 3339) and `sets` (name to CIDRs separated by whitespace, IPv4 and IPv6 mixed; `#` starts a comment to the end of the line; an IPv6 form of IPv4 is the IPv4 prefix it denotes) |
-//! | `lists.tokens` | `{}` | for a verified-crawler list (a name in `sets`): the User-Agent tokens its operator documents, 1 to 16 of them, each 1 to 64 bytes of visible ASCII without `;` or `,` ([`TOKEN_RULE`]), each once |
+//! | `lists` | none | the policy lists, written by the hourly refresh: `version`, `generated_at` (RFC 3339), `sets` (name to CIDRs separated by whitespace, IPv4 and IPv6 mixed; `#` starts a comment to the end of the line) and `packed` (name to the same set packed: sorted, delta-encoded, zlib, base64, about a tenth of the text; see [`crate::packed`]); a list is in `sets` or in `packed`, not both |
+//! | `lists.tokens` | `{}` | for a verified-crawler list (a name in `sets` or `packed`): the User-Agent tokens its operator documents, 1 to 16 of them, each 1 to 64 bytes of visible ASCII without `;` or `,` ([`TOKEN_RULE`]), each once |
 //! | `rules` | `[]` | the ordered rules: the first that matches decides, the short form (`bypass_paths`, the lists' difficulties, `mode`) decides the rest (see [`crate::policy`]) |
 //! | `refresh_delay_secs` | 5 | how long a `refresh` challenge waits before it may be answered (1 to 60, under `challenge_ttl_secs`) |
 //! | `agents` | `{}` | Web Bot Auth: agent name (a list name) to its key directory as served at `/.well-known/http-message-signatures-directory` (`{"keys": [JWK, ...]}`); its Ed25519 keys (`kty` `OKP`, `crv` `Ed25519`) verify the agent's signatures, other keys are skipped, and an agent with none is refused (see [`crate::web_bot_auth`]) |
@@ -140,6 +141,10 @@ pub struct Lists {
     /// that list holds. Left out when empty, so a config without crawler lists reads as before.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens: BTreeMap<String, Vec<String>>,
+    /// List name to its prefixes in the packed form ([`crate::packed`]): what fits when the
+    /// text would not. Left out when empty, so a text-only config serialises as before.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub packed: BTreeMap<String, String>,
 }
 
 /// An agent whose Web Bot Auth signatures are trusted.
@@ -270,8 +275,13 @@ impl PluginConfig {
         }
         crate::policy::check(self)?;
         if let Some(lists) = &self.lists {
-            if lists.sets.len() > MAX_LISTS {
-                return Err(err("lists.sets", format!("at most {MAX_LISTS} lists")));
+            if lists.sets.len() + lists.packed.len() > MAX_LISTS {
+                let field = if lists.packed.is_empty() {
+                    "lists.sets"
+                } else {
+                    "lists.packed"
+                };
+                return Err(err(field, format!("at most {MAX_LISTS} lists")));
             }
             if lists.version.len() > 128 {
                 return Err(err("lists.version", "at most 128 characters"));
@@ -281,15 +291,16 @@ impl PluginConfig {
             {
                 return Err(err("lists.generated_at", "not an RFC 3339 date-time"));
             }
-            for (name, text) in &lists.sets {
-                let field = format!("lists.sets.{name}");
-                check_list_name(&field, name)?;
-                crate::lists::parse_set(text).map_err(|e| err(field, e))?;
+            for name in lists.sets.keys() {
+                check_list_name(&format!("lists.sets.{name}"), name)?;
             }
             for (name, tokens) in &lists.tokens {
                 let field = format!("lists.tokens.{name}");
-                if !lists.sets.contains_key(name) {
-                    return Err(err(field, format!("no list named `{name}` in lists.sets")));
+                if !lists.sets.contains_key(name) && !lists.packed.contains_key(name) {
+                    return Err(err(
+                        field,
+                        format!("no list named `{name}` in lists.sets or lists.packed"),
+                    ));
                 }
                 if let Some(problem) = token_problem(tokens) {
                     let field = match problem.index {
@@ -299,6 +310,10 @@ impl PluginConfig {
                     return Err(err(field, problem.message));
                 }
             }
+            for name in lists.packed.keys() {
+                check_list_name(&format!("lists.packed.{name}"), name)?;
+            }
+            crate::lists::decode_each(lists, |_, _| ()).map_err(|(field, e)| err(field, e))?;
         }
         if !(1..=crate::web_bot_auth::MAX_MAX_AGE_SECS).contains(&self.signature_max_age_secs) {
             return Err(err("signature_max_age_secs", "between 1 and 86400 (a day)"));
@@ -445,8 +460,13 @@ mod tests {
           "lists": {"version": "2026-11-29T17:17:00Z", "generated_at": "2026-11-29T17:17:00Z",
                     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "googlebot": "66.249.64.0/19"},
                     "tokens": {"googlebot": ["Googlebot"]}}
+                    "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40"},
+                    "packed": {"hosting": "AXjaY2Tg4AIAACIAFA=="}}
         }"#;
         let c = PluginConfig::from_json(json).unwrap();
+        let lists = c.lists.as_ref().unwrap();
+        let table = crate::lists::ListTable::build(Some(lists), &[]).unwrap();
+        assert_eq!(table.lists_of("10.1.2.3".parse().unwrap()), ["hosting"]);
         assert_eq!(c.difficulty_for("tor"), 20);
         assert_eq!(c.difficulty_for("other"), 16);
         assert_eq!(c.bypass_paths, vec!["/healthz".to_owned()]);
@@ -561,6 +581,24 @@ mod tests {
                 br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": "GPTBot"}}}"#,
                 "lists.tokens.tor",
             ),
+            (
+                br#"{"lists": {"packed": {"tor": "not base64"}}}"#,
+                "lists.packed.tor",
+            ),
+            (
+                br#"{"lists": {"packed": {"tor": "AQ=="}}}"#,
+                "lists.packed.tor",
+            ),
+            (
+                br#"{"lists": {"packed": {"Tor": "AXjaY2Tg4AIAACIAFA=="}}}"#,
+                "lists.packed.Tor",
+            ),
+            (
+                br#"{"lists": {"sets": {"tor": "10.0.0.0/8"},
+                               "packed": {"tor": "AXjaY2Tg4AIAACIAFA=="}}}"#,
+                "lists.packed.tor",
+            ),
+            (br#"{"lists": {"packed": {"tor": 1}}}"#, "lists.packed.tor"),
             (br#"{"unknown": 1}"#, "unknown"),
         ];
         for (json, field) in cases {
@@ -568,6 +606,22 @@ mod tests {
             assert_eq!(&e.field, field, "{}: {e}", String::from_utf8_lossy(json));
             assert!(e.to_string().contains(field) || *field == ".");
         }
+        let both = br#"{"lists": {"sets": {"tor": "10.0.0.0/8"},
+                                  "packed": {"tor": "AXjaY2Tg4AIAACIAFA=="}}}"#;
+        let e = PluginConfig::from_json(both).unwrap_err();
+        assert!(e.message.contains("also in lists.sets"), "{e}");
+        // Text and packed lists count together against the limit.
+        let sets: Vec<String> = (0..9).map(|i| format!(r#""t{i}": "10.0.0.0/8""#)).collect();
+        let packed: Vec<String> = (0..8)
+            .map(|i| format!(r#""p{i}": "AXjaY2Tg4AIAACIAFA==""#))
+            .collect();
+        let many = format!(
+            r#"{{"lists": {{"sets": {{{}}}, "packed": {{{}}}}}}}"#,
+            sets.join(","),
+            packed.join(",")
+        );
+        let e = PluginConfig::from_json(many.as_bytes()).unwrap_err();
+        assert_eq!(e.field, "lists.packed", "{e}");
         let e = PluginConfig::from_json(br#"{"trusted_hops": 2}"#).unwrap_err();
         assert!(e.message.contains("numTrustedProxies"), "{e}");
         let e = PluginConfig::from_json(br#"{"unknown": 1}"#).unwrap_err();

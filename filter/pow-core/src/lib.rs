@@ -11,6 +11,7 @@ pub mod filter;
 pub mod lists;
 pub mod log_limit;
 pub mod net;
+pub mod packed;
 pub mod page;
 pub mod policy;
 pub mod redirect;

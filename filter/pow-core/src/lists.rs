@@ -82,6 +82,49 @@ fn mask128(len: u8) -> u128 {
     }
 }
 
+/// Decodes every list of `lists`, text (`sets`) and packed alike, in name order, one at a time
+/// (only one list's prefixes are held at once), and hands each to `each`: the one path from
+/// either form to the table, so both give the same. The packed lists share one budget of
+/// [`crate::packed::MAX_PREFIXES`]. The error is the field (`lists.sets.<name>` or
+/// `lists.packed.<name>`) and what is wrong with it.
+pub fn decode_each(
+    lists: &Lists,
+    mut each: impl FnMut(&str, Vec<Net>),
+) -> Result<(), (String, String)> {
+    let names: std::collections::BTreeSet<&String> =
+        lists.sets.keys().chain(lists.packed.keys()).collect();
+    let mut budget = crate::packed::MAX_PREFIXES;
+    for name in names {
+        let nets = match (lists.sets.get(name), lists.packed.get(name)) {
+            (Some(_), Some(_)) => {
+                return Err((
+                    format!("lists.packed.{name}"),
+                    "also in lists.sets: a list is either text or packed, not both".to_owned(),
+                ));
+            }
+            (Some(text), None) => parse_set(text).map_err(|e| (format!("lists.sets.{name}"), e))?,
+            (None, Some(packed)) => {
+                let nets = crate::packed::decode(packed, budget).map_err(|e| {
+                    let e = if budget < crate::packed::MAX_PREFIXES {
+                        format!(
+                            "{e} ({budget} left of the packed lists' {} prefixes)",
+                            crate::packed::MAX_PREFIXES
+                        )
+                    } else {
+                        e
+                    };
+                    (format!("lists.packed.{name}"), e)
+                })?;
+                budget = budget.saturating_sub(nets.len());
+                nets
+            }
+            (None, None) => continue,
+        };
+        each(name, nets);
+    }
+    Ok(())
+}
+
 /// Sorted disjoint prefixes of one address width, with an index by the top 16 bits when the
 /// table is large: `index[k]` is the position of the first prefix whose start has top bits
 /// `>= k`, so a lookup binary-searches one bucket (a few entries even at a million prefixes)
@@ -287,11 +330,11 @@ impl ListTable {
                 .and_then(crate::time::parse_rfc3339),
             ..ListTable::default()
         };
-        for (name, text) in &lists.sets {
-            let nets = parse_set(text).map_err(|e| format!("lists.sets.{name}: {e}"))?;
-            table.names.push(name.clone());
+        decode_each(lists, |name, nets| {
+            table.names.push(name.to_owned());
             table.sets.push(PrefixSet::build(&nets, nat64));
-        }
+        })
+        .map_err(|(field, e)| format!("{field}: {e}"))?;
         Ok(table)
     }
 
@@ -354,6 +397,7 @@ impl ListTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     fn ip(s: &str) -> IpAddr {
@@ -515,6 +559,81 @@ mod tests {
             .collect();
         let t6 = ListTable::from_nets(&[("hosting", &all_v6)]);
         assert!(t6.heap_bytes() <= 16 << 20, "{} bytes", t6.heap_bytes());
+    }
+
+    /// The packed form of a set builds exactly the table its text does, the IPv6 forms of IPv4
+    /// (NAT64, configured NAT64, 6to4, Teredo, mapped, compatible) included: both go through
+    /// the same `PrefixSet::build`.
+    #[test]
+    fn packed_and_text_build_the_same_table() {
+        let text = "185.220.101.1/32 10.0.0.0/8 10.1.0.0/16 0.0.0.0/1 2a0b:f4c2::/40 \
+                    64:ff9b::c000:201/128 64:ff9b::c633:6400/120 64:ff9b:1:c000:2:100::/88 \
+                    2002:cb00:7100::/40 2002::/16 2001:0:4136:e378:8000:63bf:3fff:fdd2/128 \
+                    ::ffff:198.18.0.0/111 ::c000:205/128 ::1 :: 2001:db8::/32 2001:db8::/48 \
+                    fe80::/10 2001:db8:1:2:3::/80 203.0.113.7 203.0.113.7";
+        let nets = parse_set(text).unwrap();
+        let nat64 = [Nat64Prefix::parse("64:ff9b:1::/48").unwrap()];
+        let packed = crate::packed::encode(&nets).unwrap();
+        let as_text = Lists {
+            sets: [("x".to_owned(), text.to_owned())].into(),
+            ..Lists::default()
+        };
+        let as_packed = Lists {
+            packed: [("x".to_owned(), packed)].into(),
+            ..Lists::default()
+        };
+        let t = ListTable::build(Some(&as_text), &nat64).unwrap();
+        let p = ListTable::build(Some(&as_packed), &nat64).unwrap();
+        assert_eq!(t.prefix_count(), p.prefix_count());
+        let (a, b) = (&t.sets[0].v4, &p.sets[0].v4);
+        assert_eq!((&a.starts, &a.lens), (&b.starts, &b.lens));
+        assert_eq!(t.sets[0].v6_short.starts, p.sets[0].v6_short.starts);
+        assert_eq!(t.sets[0].v6_short.lens, p.sets[0].v6_short.lens);
+        assert_eq!(t.sets[0].v6_long.starts, p.sets[0].v6_long.starts);
+        assert_eq!(t.sets[0].v6_long.lens, p.sets[0].v6_long.lens);
+        // The IPv6 forms of IPv4 became IPv4 entries in both.
+        assert!(t.sets[0].v4.starts.contains(&0xC000_0201));
+        for probe in [
+            "192.0.2.1",
+            "198.51.100.9",
+            "192.0.2.5",
+            "203.0.113.9",
+            "203.0.113.7",
+            "127.0.0.1",
+            "2a0b:f4c2:1::1",
+            "2002::1",
+            "::1",
+            "2001:db8:1:2:3::9",
+            "fe80::1",
+        ] {
+            let ip = ip(probe);
+            assert_eq!(t.lookup(ip), p.lookup(ip), "{probe}");
+        }
+        assert_eq!(p.lookup(ip("192.0.2.1")), 1);
+    }
+
+    #[test]
+    fn the_packed_lists_share_one_budget_and_name_the_list_past_it() {
+        let one = crate::packed::encode(&parse_set("10.0.0.0/8").unwrap()).unwrap();
+        let ok = Lists {
+            packed: [("a".to_owned(), one.clone()), ("b".to_owned(), one.clone())].into(),
+            ..Lists::default()
+        };
+        let mut seen = Vec::new();
+        decode_each(&ok, |name, nets| seen.push((name.to_owned(), nets.len()))).unwrap();
+        assert_eq!(seen, [("a".to_owned(), 1), ("b".to_owned(), 1)]);
+        // The budget itself is crate::packed's; here, that a list past it is named.
+        let bad = Lists {
+            packed: [("a".to_owned(), one), ("b".to_owned(), "AQ==".to_owned())].into(),
+            ..Lists::default()
+        };
+        let (field, e) = decode_each(&bad, |_, _| ()).unwrap_err();
+        assert_eq!(field, "lists.packed.b", "{e}");
+        assert!(
+            ListTable::build(Some(&bad), &[])
+                .unwrap_err()
+                .starts_with("lists.packed.b: ")
+        );
     }
 
     #[test]

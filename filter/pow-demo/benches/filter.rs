@@ -125,6 +125,83 @@ fn listed_config(prefixes: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The same lists packed (`pluginConfig.lists.packed`), as lists-refresh writes them.
+fn packed_config(prefixes: &str) -> Result<(Vec<u8>, usize), String> {
+    let nets = pow_core::lists::parse_set(prefixes)?;
+    let packed = pow_core::packed::encode(&nets)?;
+    let config = serde_json::json!({
+        "mode": "listed",
+        "difficulty": 6,
+        "lists": {
+            "version": "bench",
+            "generated_at": "2026-11-29T00:00:00Z",
+            "packed": { "hosting": packed },
+        },
+    });
+    Ok((config.to_string().into_bytes(), packed.len()))
+}
+
+/// What a list refresh costs the running module, text against packed: `on_configure` on one
+/// VM (`reconfigure`, so the module's compile is not counted), median of three, then a listed
+/// address must be challenged.
+fn packed_configures(filter: &Path, env: &[(String, Vec<u8>)]) -> Result<String, String> {
+    let mut host = Host::load(
+        filter,
+        HostConfig {
+            plugin_config: listed_config(&prefixes(1_000)),
+            env: env.to_vec(),
+            log_level: 3,
+            ..HostConfig::default()
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n## A list refresh in the module: on_configure, text against packed (median of 3)\n"
+    );
+    let _ = writeln!(
+        out,
+        "| prefixes | pluginConfig text | packed | on_configure text | on_configure packed |"
+    );
+    let _ = writeln!(out, "| ---: | ---: | ---: | ---: | ---: |");
+    for (count, name) in [(100_000, "100k"), (250_000, "250k"), (1_000_000, "1M")] {
+        let text = prefixes(count);
+        let text_config = listed_config(&text);
+        let (packed, _) = packed_config(&text)?;
+        let mut times = [Vec::new(), Vec::new()];
+        for _ in 0..3 {
+            for (config, samples) in [&text_config, &packed].into_iter().zip(times.iter_mut()) {
+                let t = Instant::now();
+                let accepted = host
+                    .reconfigure(config.clone())
+                    .map_err(|e| e.to_string())?;
+                samples.push(t.elapsed().as_secs_f64() * 1000.0);
+                if !accepted {
+                    return Err(format!("{name} prefixes: the module refused the lists"));
+                }
+            }
+        }
+        match host
+            .request(request(LISTED, None))
+            .map_err(|e| e.to_string())?
+        {
+            Outcome::Local { status: 403, .. } => {}
+            other => return Err(format!("{name} packed: {LISTED} not challenged: {other:?}")),
+        }
+        let [text_ms, packed_ms] = &mut times;
+        let _ = writeln!(
+            out,
+            "| {name} | {:.2} MB | {:.2} MB | {:.0} ms | {:.0} ms |",
+            text_config.len() as f64 / 1e6,
+            packed.len() as f64 / 1e6,
+            median(text_ms),
+            median(packed_ms)
+        );
+    }
+    Ok(out)
+}
+
 fn request(source: &str, cookie: Option<&str>) -> Request {
     let mut request = Request::get("/articles/42")
         .from_address(source)
@@ -332,6 +409,7 @@ fn run() -> Result<(), String> {
         );
     }
     drop(hosts);
+    out.push_str(&packed_configures(&filter, &env)?);
 
     out.push('\n');
     out.push_str(&hash_rates()?);

@@ -12,23 +12,28 @@
 //!    shrink check. A generator that fails (source down, bad data, shrink) leaves its list at
 //!    its previous version; its own message is in the job's log, and the run exits 1 naming it
 //!    after publishing the others.
-//! 3. Checks the ConfigMap's 1 MiB limit before any write, then server-side-applies, as field
-//!    manager `edgepop-lists` (`force=true`):
+//! 3. Packs every list (`pow_core::packed`: sorted, delta-encoded, zlib, base64, about 1.3
+//!    bytes a prefix against 16 as text), checks the ConfigMap's 1 MiB and the WasmPlugin's
+//!    1.5 MiB (etcd's request limit) before any write, refusing naming each list with its
+//!    prefix count and sizes, then server-side-applies, as field manager `edgepop-lists`
+//!    (`force=true`):
 //!    - the ConfigMap's `data`: `<name>.txt` per list (one CIDR per line), `version` and
-//!      `generated_at`. The failed lists are applied with their previous content, so they stay
-//!      as they were (a key this manager stops applying would be deleted);
-//!    - the WasmPlugin's `spec.pluginConfig.lists`: `{"version", "generated_at", "sets": {name:
-//!      CIDRs separated by newlines}, "tokens": {name: [User-Agent tokens]}}`, the format the
-//!      filter reads; `tokens` holds the crawler lists that have content (a kept one too), and
-//!      comes from the sources, so the ConfigMap does not carry it.
+//!      `generated_at`; when the text would not fit, the largest lists go packed instead, as
+//!      `binaryData` `<name>.packed` (read back as the previous lists all the same). The failed
+//!      lists are applied with their previous content, so they stay as they were (a key this
+//!      manager stops applying would be deleted);
+//!    - the WasmPlugin's `spec.pluginConfig.lists`: `{"version", "generated_at", "packed":
+//!      {name: packed set}, "tokens": {name: [User-Agent tokens]}}`, the form the filter reads
+//!      (a few hundred thousand prefixes fit where the text held about 80k); `tokens` holds the
+//!      crawler lists that have content (a kept one too), and comes from the sources, so the
+//!      ConfigMap does not carry it.
 //!
 //!    Nothing is written when nothing changed and the WasmPlugin already has this version and
 //!    these tokens.
 //!
 //! With `--out-dir DIR` (what `make lists` runs) the lists go to `DIR/<name>.txt` instead, one
-//! CIDR per line (the prefixes only: the tokens are those of the sources): no cluster, the
-//! previous `<name>.txt` is the shrink check's baseline, a list whose generator fails keeps its
-//! file, and the run exits 1 naming it after writing the others.
+//! CIDR per line: no cluster, the previous `<name>.txt` is the shrink check's baseline, a list
+//! whose generator fails keeps its file, and the run exits 1 naming it after writing the others.
 //!
 //! Why the WasmPlugin and not only the ConfigMap: Istio delivers a `pluginConfig` change to the
 //! gateways by ECDS, as a fresh `on_configure` in the running VM, where the filter swaps its
@@ -58,7 +63,7 @@ use serde_json::Value;
 
 pub use kube::Kube;
 pub use plan::key_of;
-use plan::{Plan, data_of};
+use plan::{Plan, previous_of};
 
 /// The ConfigMap size limit enforced by the API server (data and binaryData together).
 pub const CONFIGMAP_LIMIT: usize = 1024 * 1024;
@@ -214,6 +219,14 @@ pub enum RefreshError {
         "the filter would refuse WasmPlugin {wasmplugin}'s pluginConfig with these lists ({reason}); nothing was written, the previous lists stay"
     )]
     FilterRefuses { wasmplugin: String, reason: String },
+    /// A list the filter would refuse, whatever the form (a kept list edited by hand).
+    #[error(
+        "the filter would refuse list {list} ({reason}); nothing was written, the previous lists stay"
+    )]
+    ListRefused { list: String, reason: String },
+    /// A previous list packed in the ConfigMap that does not decode.
+    #[error("ConfigMap key binaryData.{key}: not a packed list ({reason}); nothing was written")]
+    PreviousList { key: String, reason: String },
     #[error("every list failed ({}); nothing was written, the previous lists stay", ListFailure::join(.0))]
     AllFailed(Vec<ListFailure>),
     #[error("wrote the other lists; these failed and keep their previous version: {}", ListFailure::join(.0))]
@@ -240,6 +253,8 @@ impl Report for RefreshError {
             | RefreshError::Json { .. }
             | RefreshError::TooLarge { .. }
             | RefreshError::FilterRefuses { .. }
+            | RefreshError::ListRefused { .. }
+            | RefreshError::PreviousList { .. }
             | RefreshError::AllFailed(_)
             | RefreshError::SomeFailed(_)
             | RefreshError::Output(_) => Exit::Failure,
@@ -438,7 +453,7 @@ fn publish(
         cluster.namespace, cluster.configmap
     );
     let current = kube.get(&cm_path)?;
-    let old_data = data_of(current.as_ref());
+    let old_data = previous_of(current.as_ref())?;
 
     // The previous lists, as files for the generators' shrink check.
     let work = tempfile::tempdir().map_err(RefreshError::TempDir)?;
@@ -473,8 +488,9 @@ fn publish(
         return Err(RefreshError::AllFailed(failed));
     }
 
-    let mut plan = Plan::new(sources, &old_data, &fresh, &cluster.now);
-    plan.check_size(current.as_ref())?;
+    let mut plan = Plan::new(sources, &old_data, &fresh, &cluster.now)?;
+    // Measured before anything else is read, so that what cannot fit is refused first.
+    let mut layout = plan.configmap_layout(current.as_ref())?;
     let wasm = match &cluster.wasmplugin {
         Some(name) => {
             let path = format!(
@@ -493,7 +509,10 @@ fn publish(
         None => None,
     };
     if let Some((_, _, object)) = &wasm {
-        plan.compare_tokens(object);
+        if plan.compare_tokens(object) {
+            // A new version stamp: the ConfigMap's data carries it.
+            layout = plan.configmap_layout(current.as_ref())?;
+        }
         plan.check_wasmplugin_size(object)?;
     }
 
@@ -511,14 +530,23 @@ fn publish(
         if let Some((_, name, object)) = &wasm {
             plan.check_wasmplugin_config(object, &format!("{}/{name}", cluster.namespace))?;
         }
-        let cm = plan.configmap(cluster, current.as_ref());
+        let cm = plan.configmap(cluster, current.as_ref(), &layout);
         kube.apply(&cm_path, &cm, FIELD_MANAGER)?;
+        let packed: Vec<&str> = layout.binary_data.keys().map(String::as_str).collect();
         pop_common::info!(
-            "ConfigMap {}/{}: applied version {} ({})",
+            "ConfigMap {}/{}: applied version {} ({}){}",
             cluster.namespace,
             cluster.configmap,
             plan.version,
-            plan.summary()
+            plan.summary(),
+            if packed.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; packed, as text would not fit: binaryData {}",
+                    packed.join(", ")
+                )
+            }
         );
         if let Some((path, name, _)) = &wasm {
             kube.apply(path, &plan.wasmplugin(cluster, name), FIELD_MANAGER)?;

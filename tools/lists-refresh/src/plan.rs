@@ -1,18 +1,72 @@
 //! What one run applies: every list with content (fresh, or the previous one kept when its
-//! generator failed), the User-Agent tokens of its crawler lists, the version stamp, the size
-//! checks, and the two objects it server-side applies (the ConfigMap's data and the
-//! WasmPlugin's `pluginConfig.lists`).
+//! generator failed), the version stamp, the size checks, and the two objects it server-side
+//! applies (the ConfigMap's data and the WasmPlugin's `pluginConfig.lists`).
+//!
+//! The WasmPlugin gets every list packed (`pluginConfig.lists.packed`, see `pow_core::packed`):
+//! about a tenth of the text, which is what lets a few hundred thousand prefixes fit in one
+//! object. The ConfigMap keeps each list as text (`<name>.txt`), which people read, while the
+//! ConfigMap fits in its 1 MiB; past that, the largest lists move to `binaryData` as
+//! `<name>.packed` (the bytes under the WasmPlugin's base64), largest first, until it fits.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use lists_core::records::ListSources;
+use pow_core::lists::Net;
 use serde_json::{Value, json};
 
 use crate::{CONFIGMAP_LIMIT, Cluster, OBJECT_LIMIT, RefreshError};
 
-/// The ConfigMap key of a list.
+/// The ConfigMap key of a list as text, in `data`.
 pub fn key_of(name: &str) -> String {
     format!("{name}.txt")
+}
+
+/// The ConfigMap key of a list packed, in `binaryData`.
+pub fn packed_key_of(name: &str) -> String {
+    format!("{name}.packed")
+}
+
+/// The previous lists as text by ConfigMap key (`<name>.txt`), whichever form the ConfigMap
+/// holds them in, with its other `data` keys (`version`). A packed list that does not decode
+/// stops the run: without it there is no shrink baseline and no kept version.
+pub(crate) fn previous_of(
+    object: Option<&Value>,
+) -> Result<BTreeMap<String, String>, RefreshError> {
+    let mut data = data_of(object);
+    let binary = object
+        .and_then(|o| o.get("binaryData"))
+        .and_then(Value::as_object);
+    for (key, value) in binary.into_iter().flatten() {
+        let Some(name) = key.strip_suffix(".packed") else {
+            continue;
+        };
+        let unreadable = |reason: String| RefreshError::PreviousList {
+            key: key.clone(),
+            reason,
+        };
+        let packed = value
+            .as_str()
+            .ok_or_else(|| unreadable("not a string".to_owned()))?;
+        let nets =
+            pow_core::packed::decode(packed, pow_core::packed::MAX_PREFIXES).map_err(unreadable)?;
+        data.insert(key_of(name), text_of(&nets));
+    }
+    Ok(data)
+}
+
+/// One CIDR per line, as the generators write them.
+pub(crate) fn text_of(nets: &[Net]) -> String {
+    let mut text = String::with_capacity(nets.len() * 18);
+    for net in nets {
+        // Writing to a String cannot fail.
+        let _ = match *net {
+            Net::V4(a, l) => writeln!(text, "{}/{l}", Ipv4Addr::from(a)),
+            Net::V6(a, l) => writeln!(text, "{}/{l}", Ipv6Addr::from(a)),
+        };
+    }
+    text
 }
 
 pub(crate) fn data_of(object: Option<&Value>) -> BTreeMap<String, String> {
@@ -27,11 +81,31 @@ pub(crate) fn data_of(object: Option<&Value>) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// One list packed.
+#[derive(Debug)]
+pub(crate) struct Packed {
+    /// The WasmPlugin's value (and the ConfigMap's `binaryData` value, which the API carries
+    /// in base64 too).
+    pub(crate) base64: String,
+    /// The bytes under the base64, what the ConfigMap's limit counts.
+    pub(crate) bytes: usize,
+    pub(crate) prefixes: usize,
+}
+
+/// Where each list goes in the ConfigMap.
+#[derive(Debug, Default)]
+pub(crate) struct Layout {
+    pub(crate) data: BTreeMap<String, String>,
+    pub(crate) binary_data: BTreeMap<String, String>,
+}
+
 /// What will be applied.
 #[derive(Debug)]
 pub(crate) struct Plan {
     /// Every list of the sources that has content: fresh, or the previous one kept.
     pub(crate) sets: BTreeMap<String, String>,
+    /// The same lists, packed.
+    pub(crate) packed: BTreeMap<String, Packed>,
     /// The tokens of every crawler list in `sets`, from the sources: a kept list keeps them too.
     pub(crate) tokens: BTreeMap<String, Vec<String>>,
     pub(crate) fresh: Vec<String>,
@@ -43,13 +117,14 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// `now` stamps the version when anything changed.
+    /// `now` stamps the version when anything changed. Refuses a list the filter would refuse
+    /// (a kept list edited by hand that no longer parses, more prefixes than it takes).
     pub(crate) fn new(
         sources: &ListSources,
         old: &BTreeMap<String, String>,
         fresh: &BTreeMap<String, String>,
         now: &str,
-    ) -> Plan {
+    ) -> Result<Plan, RefreshError> {
         let mut sets = BTreeMap::new();
         let (mut fresh_names, mut kept) = (Vec::new(), Vec::new());
         let mut changed = false;
@@ -70,6 +145,22 @@ impl Plan {
                 .is_some_and(|n| sets.contains_key(n))
         };
         changed |= old.keys().any(|k| k.ends_with(".txt") && !listed(k));
+        let mut packed = BTreeMap::new();
+        for (name, text) in &sets {
+            let refused = |reason: String| RefreshError::ListRefused {
+                list: name.clone(),
+                reason,
+            };
+            let nets = pow_core::lists::parse_set(text).map_err(refused)?;
+            let base64 = pow_core::packed::encode(&nets).map_err(refused)?;
+            let padding = base64.bytes().rev().take_while(|&b| b == b'=').count();
+            let list = Packed {
+                bytes: base64.len() / 4 * 3 - padding,
+                base64,
+                prefixes: nets.len(),
+            };
+            packed.insert(name.clone(), list);
+        }
         // Only lists with content: the filter refuses tokens of a list it does not have.
         let tokens = sources
             .lists
@@ -77,8 +168,9 @@ impl Plan {
             .filter(|list| !list.tokens.is_empty() && sets.contains_key(&list.name))
             .map(|list| (list.name.clone(), list.tokens.clone()))
             .collect();
-        Plan {
+        Ok(Plan {
             sets,
+            packed,
             tokens,
             fresh: fresh_names,
             kept,
@@ -92,22 +184,25 @@ impl Plan {
             },
             old_version: old.get("version").cloned(),
             now: now.to_owned(),
-        }
+        })
     }
 
     /// The tokens live in the sources, not in the ConfigMap: a WasmPlugin whose lists carry
     /// other tokens (a token added to the sources, a first run with crawler lists) is out of
     /// date even when no set changed. That is a change, stamped with a new version.
-    pub(crate) fn compare_tokens(&mut self, wasmplugin: &Value) {
+    /// Whether that made a change.
+    pub(crate) fn compare_tokens(&mut self, wasmplugin: &Value) -> bool {
         let current: Option<BTreeMap<String, Vec<String>>> =
             match wasmplugin.pointer("/spec/pluginConfig/lists/tokens") {
                 None => Some(BTreeMap::new()),
                 Some(tokens) => serde_json::from_value(tokens.clone()).ok(),
             };
-        if current.as_ref() != Some(&self.tokens) {
+        let stale = current.as_ref() != Some(&self.tokens);
+        if stale {
             self.changed = true;
             self.version.clone_from(&self.now);
         }
+        stale
     }
 
     pub(crate) fn old_version(&self) -> &str {
@@ -127,21 +222,37 @@ impl Plan {
         parts.join("; ")
     }
 
-    /// The ConfigMap's data this job owns.
-    pub(crate) fn data(&self) -> BTreeMap<String, String> {
-        let mut data: BTreeMap<String, String> = self
-            .sets
+    /// Each list with its prefix count and sizes, for a refusal: what would have to shrink.
+    fn sizes(&self, text: bool) -> String {
+        self.packed
             .iter()
-            .map(|(name, text)| (key_of(name), text.clone()))
-            .collect();
-        data.insert("version".into(), self.version.clone());
-        data.insert("generated_at".into(), self.version.clone());
-        data
+            .map(|(name, p)| {
+                let text_len = self.sets.get(name).map_or(0, String::len);
+                if text {
+                    format!(
+                        "{name}: {} prefixes, {text_len} bytes as text, {} bytes packed",
+                        p.prefixes, p.bytes
+                    )
+                } else {
+                    format!(
+                        "{name}: {} prefixes, {} bytes packed",
+                        p.prefixes,
+                        p.base64.len()
+                    )
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
-    /// Refuses a ConfigMap over 1 MiB: ours plus the keys other managers put there.
-    pub(crate) fn check_size(&self, current: Option<&Value>) -> Result<(), RefreshError> {
-        let ours = self.data();
+    /// Where each list goes in the ConfigMap, refusing one over 1 MiB (ours plus the keys other
+    /// managers put there): text while it fits, then the largest texts packed until it fits.
+    pub(crate) fn configmap_layout(&self, current: Option<&Value>) -> Result<Layout, RefreshError> {
+        let mut layout = Layout::default();
+        layout.data.insert("version".into(), self.version.clone());
+        layout
+            .data
+            .insert("generated_at".into(), self.version.clone());
         let others: usize = data_of(current)
             .iter()
             .filter(|(k, _)| !(k.ends_with(".txt") || *k == "version" || *k == "generated_at"))
@@ -152,21 +263,44 @@ impl Plan {
             .and_then(Value::as_object)
             .map(|b| {
                 b.iter()
+                    .filter(|(k, _)| !k.ends_with(".packed"))
                     .map(|(k, v)| k.len() + v.as_str().map_or(0, |s| s.len() / 4 * 3))
                     .sum()
             })
             .unwrap_or(0);
-        let size: usize =
-            ours.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() + others + binary;
-        if size > CONFIGMAP_LIMIT {
-            return Err(RefreshError::TooLarge {
-                what: "policy-lists ConfigMap",
-                size,
-                limit: CONFIGMAP_LIMIT,
-                detail: Some(self.summary()),
-            });
+        let entries = |m: &BTreeMap<String, String>| -> usize {
+            m.iter().map(|(k, v)| k.len() + v.len()).sum()
+        };
+        let mut size = entries(&layout.data) + others + binary;
+        let mut texts: Vec<(&String, &String)> = self.sets.iter().collect();
+        size += texts
+            .iter()
+            .map(|(n, t)| key_of(n).len() + t.len())
+            .sum::<usize>();
+        // Largest first; the stable sort keeps name order among equals.
+        texts.sort_by_key(|(_, t)| std::cmp::Reverse(t.len()));
+        let mut texts = texts.into_iter();
+        while size > CONFIGMAP_LIMIT {
+            let Some((name, text)) = texts.next() else {
+                return Err(RefreshError::TooLarge {
+                    what: "policy-lists ConfigMap",
+                    size,
+                    limit: CONFIGMAP_LIMIT,
+                    detail: Some(self.sizes(true)),
+                });
+            };
+            let bytes = self.packed.get(name).map_or(0, |p| p.bytes);
+            size = size - key_of(name).len() - text.len() + packed_key_of(name).len() + bytes;
+            if let Some(p) = self.packed.get(name) {
+                layout
+                    .binary_data
+                    .insert(packed_key_of(name), p.base64.clone());
+            }
         }
-        Ok(())
+        for (name, text) in texts {
+            layout.data.insert(key_of(name), text.clone());
+        }
+        Ok(layout)
     }
 
     /// Refuses a WasmPlugin that would exceed what etcd stores in one object.
@@ -187,7 +321,7 @@ impl Plan {
                 what: "WasmPlugin",
                 size,
                 limit: OBJECT_LIMIT,
-                detail: None,
+                detail: Some(self.sizes(false)),
             });
         }
         Ok(())
@@ -222,25 +356,38 @@ impl Plan {
         Ok(())
     }
 
-    /// The filter's `lists` object; `tokens` only when a list has some, so that lists without
-    /// crawlers read as they always did.
+    /// The filter's `lists` object: every list packed.
     pub(crate) fn lists(&self) -> Value {
+        let packed: BTreeMap<&String, &String> =
+            self.packed.iter().map(|(n, p)| (n, &p.base64)).collect();
         let mut lists =
-            json!({"version": self.version, "generated_at": self.version, "sets": self.sets});
+            json!({"version": self.version, "generated_at": self.version, "packed": packed});
+        // Only when a list has some, so that lists without crawlers read as they always did.
         if !self.tokens.is_empty() {
             lists["tokens"] = json!(self.tokens);
         }
         lists
     }
 
-    pub(crate) fn configmap(&self, cluster: &Cluster, current: Option<&Value>) -> Value {
+    pub(crate) fn configmap(
+        &self,
+        cluster: &Cluster,
+        current: Option<&Value>,
+        layout: &Layout,
+    ) -> Value {
         let mut metadata = json!({"name": cluster.configmap, "namespace": cluster.namespace});
         // Optimistic concurrency: if someone wrote the ConfigMap since we read it, the apply
         // fails with 409 instead of overwriting what we did not read.
         if let Some(rv) = current.and_then(|o| o.pointer("/metadata/resourceVersion")) {
             metadata["resourceVersion"] = rv.clone();
         }
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": self.data()})
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+                            "data": layout.data});
+        // Sent only when it has keys: an apply without the field gives up ours in it.
+        if !layout.binary_data.is_empty() {
+            cm["binaryData"] = json!(layout.binary_data);
+        }
+        cm
     }
 
     pub(crate) fn wasmplugin(&self, cluster: &Cluster, name: &str) -> Value {
@@ -282,6 +429,10 @@ mod tests {
             .collect()
     }
 
+    fn data(plan: &Plan) -> BTreeMap<String, String> {
+        plan.configmap_layout(None).unwrap().data
+    }
+
     #[test]
     fn a_failed_list_keeps_its_previous_content_and_unchanged_lists_keep_the_version() {
         let old = map(&[
@@ -294,17 +445,19 @@ mod tests {
             &old,
             &map(&[("tor", "192.0.2.1/32\n")]),
             NOW,
-        );
+        )
+        .unwrap();
         assert!(!plan.changed);
         assert_eq!(plan.version, "v1");
         assert_eq!(plan.kept, ["hosting"]);
-        assert_eq!(plan.data()["hosting.txt"], "10.0.0.0/8\n");
+        assert_eq!(data(&plan)["hosting.txt"], "10.0.0.0/8\n");
         let plan = Plan::new(
             &sources(&["tor", "hosting"]),
             &old,
             &map(&[("tor", "192.0.2.9/32\n")]),
             NOW,
-        );
+        )
+        .unwrap();
         assert!(plan.changed);
         assert_eq!(plan.version, NOW);
         // A list dropped from the sources is a change (its key goes away).
@@ -313,9 +466,10 @@ mod tests {
             &old,
             &map(&[("tor", "192.0.2.1/32\n")]),
             NOW,
-        );
+        )
+        .unwrap();
         assert!(plan.changed);
-        assert!(!plan.data().contains_key("hosting.txt"));
+        assert!(!data(&plan).contains_key("hosting.txt"));
     }
 
     #[test]
@@ -326,30 +480,84 @@ mod tests {
             &BTreeMap::new(),
             &map(&[("tor", "192.0.2.1/32\n")]),
             NOW,
-        );
+        )
+        .unwrap();
         assert!(
             fresh
                 .check_wasmplugin_config(&wasmplugin, "edge/pow")
                 .is_ok()
         );
-        // A kept list that somebody edited by hand in the ConfigMap.
-        let kept = Plan::new(
+        // A kept list that somebody edited by hand in the ConfigMap: it cannot be packed.
+        let err = Plan::new(
             &sources(&["tor"]),
             &map(&[("tor.txt", "192.0.2.1/32\nnot-a-cidr\n")]),
             &BTreeMap::new(),
             NOW,
-        );
-        let err = kept
-            .check_wasmplugin_config(&wasmplugin, "edge/pow")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("edge/pow"), "{err}");
-        assert!(err.contains("lists.sets.tor"), "{err}");
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("the filter would refuse list tor"), "{err}");
         assert!(err.contains("not-a-cidr"), "{err}");
         // The rest of the pluginConfig counts too: a field the filter refuses.
         let odd = json!({"spec": {"pluginConfig": {"mode": "sometimes"}}});
         let err = fresh.check_wasmplugin_config(&odd, "edge/pow").unwrap_err();
         assert!(err.to_string().contains("mode"), "{err}");
+    }
+
+    /// `n` distinct /32s, as text.
+    fn addresses(n: u32) -> String {
+        (0..n)
+            .map(|i| format!("11.{}.{}.{}/32\n", i >> 16, (i >> 8) & 255, i & 255))
+            .collect()
+    }
+
+    #[test]
+    fn the_configmap_keeps_text_while_it_fits_then_packs_the_largest_lists() {
+        let (small, big) = (addresses(10), addresses(80_000));
+        let plan = Plan::new(
+            &sources(&["tor", "hosting"]),
+            &BTreeMap::new(),
+            &map(&[("tor", &small), ("hosting", &big)]),
+            NOW,
+        )
+        .unwrap();
+        // 80,000 /32s are 1.3 MB of text: hosting goes packed, tor stays text.
+        let layout = plan.configmap_layout(None).unwrap();
+        assert_eq!(layout.data["tor.txt"], small);
+        assert!(!layout.data.contains_key("hosting.txt"));
+        let packed = &layout.binary_data["hosting.packed"];
+        assert_eq!(packed, &plan.packed["hosting"].base64);
+        // Read back as the previous lists: the same text, under the text key.
+        let cm = plan.configmap(
+            &Cluster {
+                namespace: "edge".into(),
+                configmap: "policy-lists".into(),
+                wasmplugin: None,
+                api_server: String::new(),
+                ca_file: "ca".into(),
+                token_file: "token".into(),
+                now: NOW.into(),
+            },
+            None,
+            &layout,
+        );
+        let previous = previous_of(Some(&cm)).unwrap();
+        assert_eq!(previous["hosting.txt"], big);
+        assert_eq!(previous["tor.txt"], small);
+        assert_eq!(previous["version"], NOW);
+        // Everything fits as text: no binaryData at all.
+        let plan = Plan::new(
+            &sources(&["tor"]),
+            &BTreeMap::new(),
+            &map(&[("tor", &small)]),
+            NOW,
+        )
+        .unwrap();
+        let layout = plan.configmap_layout(None).unwrap();
+        assert!(layout.binary_data.is_empty());
+        let cm = json!({"binaryData": {"tor.packed": "AQ=="}});
+        let err = previous_of(Some(&cm)).unwrap_err().to_string();
+        assert!(err.contains("binaryData.tor.packed"), "{err}");
     }
 
     /// A tor list and two crawler lists, `googlebot` and `gptbot`.
@@ -373,7 +581,8 @@ mod tests {
             &old,
             &map(&[("tor", "192.0.2.1/32\n")]),
             NOW,
-        );
+        )
+        .unwrap();
         assert_eq!(plan.kept, ["googlebot"]);
         assert_eq!(
             plan.lists()["tokens"],
@@ -387,14 +596,15 @@ mod tests {
                 .is_ok()
         );
         // The ConfigMap carries no token.
-        assert!(plan.data().values().all(|v| !v.contains("Googlebot")));
+        assert!(data(&plan).values().all(|v| !v.contains("Googlebot")));
         // Without crawler lists, no `tokens` key at all.
         let plain = Plan::new(
             &sources(&["tor"]),
             &BTreeMap::new(),
             &map(&[("tor", "192.0.2.1/32\n")]),
             NOW,
-        );
+        )
+        .unwrap();
         assert!(plain.lists().get("tokens").is_none());
     }
 
@@ -411,7 +621,7 @@ mod tests {
             ("googlebot", "66.249.64.0/19\n"),
             ("gptbot", "52.230.152.0/24\n"),
         ]);
-        let planned = || Plan::new(&with_crawlers(), &old, &fresh, NOW);
+        let planned = || Plan::new(&with_crawlers(), &old, &fresh, NOW).unwrap();
         let with_tokens = |tokens: Value| json!({"spec": {"pluginConfig": {"lists": {"version": "v1", "tokens": tokens}}}});
         let mut plan = planned();
         assert!(!plan.changed);
@@ -436,20 +646,24 @@ mod tests {
     }
 
     #[test]
-    fn the_size_check_counts_other_keys_and_refuses_over_one_mib() {
-        let big = "x".repeat(CONFIGMAP_LIMIT / 2);
+    fn the_size_check_counts_other_keys_and_refuses_over_one_mib_naming_the_lists() {
         let plan = Plan::new(
             &sources(&["tor"]),
             &BTreeMap::new(),
-            &map(&[("tor", &big)]),
+            &map(&[("tor", &addresses(20_000))]),
             NOW,
-        );
-        assert!(plan.check_size(None).is_ok());
-        let current = json!({"data": {"notes": big, "tor.txt": "old"}});
-        let err = plan.check_size(Some(&current)).unwrap_err();
+        )
+        .unwrap();
+        assert!(plan.configmap_layout(None).is_ok());
+        let notes = "x".repeat(CONFIGMAP_LIMIT - 50);
+        let current = json!({"data": {"notes": notes, "tor.txt": "old"}});
+        let err = plan.configmap_layout(Some(&current)).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains("over the 1048576-byte limit"), "{err}");
         assert!(
-            err.to_string().contains("over the 1048576-byte limit"),
+            err.contains("tor: 20000 prefixes, 288818 bytes as text, 74 bytes packed"),
             "{err}"
         );
+        assert!(err.contains("nothing was written"), "{err}");
     }
 }

@@ -206,16 +206,26 @@ fn the_job_publishes_its_lists_and_a_reapplied_edge_keeps_them() {
         let plugin = edge.get("wasmplugin/pow-filter");
         let published = &plugin["spec"]["pluginConfig"]["lists"];
         assert_eq!(published["version"], NOW);
-        assert_eq!(published["sets"]["tor"], data["tor.txt"]);
-        assert_eq!(published["sets"]["hosting"], data["hosting.txt"]);
-        assert_eq!(published["sets"]["gptbot"], data["gptbot.txt"]);
+        // Packed, the same prefixes as the ConfigMap's text (which fits, so stays text).
+        assert!(cm.get("binaryData").is_none(), "{cm}");
+        for name in ["tor", "hosting", "gptbot"] {
+            let packed = published["packed"][name].as_str().unwrap();
+            let unpacked = pow_core::packed::decode(packed, pow_core::packed::MAX_PREFIXES);
+            let text = data[&format!("{name}.txt")].as_str().unwrap();
+            let mut nets = pow_core::lists::parse_set(text).unwrap();
+            nets.sort_by_key(|n| match *n {
+                pow_core::lists::Net::V4(a, l) => (0, u128::from(a), l),
+                pow_core::lists::Net::V6(a, l) => (1, a, l),
+            });
+            assert_eq!(unpacked, Ok(nets), "{name}");
+        }
         assert_eq!(published["tokens"], json!({"gptbot": ["GPTBot"]}));
         let owners = managers(&plugin);
         assert_eq!(
             owned_by(&owners, "edgepop-lists"),
             &json!({"f:spec": {"f:pluginConfig": {"f:lists": {
                 ".": {}, "f:generated_at": {}, "f:version": {},
-                "f:sets": {".": {}, "f:gptbot": {}, "f:hosting": {}, "f:tor": {}},
+                "f:packed": {".": {}, "f:gptbot": {}, "f:hosting": {}, "f:tor": {}},
                 "f:tokens": {".": {}, "f:gptbot": {}},
             }}}})
         );

@@ -8,6 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use pow_core::lists::Net;
+use pow_core::packed;
 use serde_json::{Value, json};
 use testkit::http::{Reply, Request, Server};
 use testkit::workspace;
@@ -174,8 +176,30 @@ fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() 
     let lists = &wasm["spec"]["pluginConfig"]["lists"];
     assert_eq!(lists["version"], NOW);
     assert_eq!(lists["generated_at"], NOW);
-    assert_eq!(lists["sets"]["tor"], data["tor.txt"]);
-    assert_eq!(lists["sets"]["hosting"], data["hosting.txt"]);
+    // Every list packed, the same prefixes as the ConfigMap's text.
+    assert_eq!(lists.as_object().unwrap().len(), 3, "{lists}");
+    assert_eq!(unpack(&lists["packed"]["tor"]), parse(&data["tor.txt"]));
+    assert_eq!(
+        unpack(&lists["packed"]["hosting"]),
+        parse(&data["hosting.txt"])
+    );
+    assert!(cm.get("binaryData").is_none(), "the text fits");
+}
+
+/// A packed list's prefixes.
+fn unpack(value: &Value) -> Vec<Net> {
+    packed::decode(value.as_str().unwrap(), packed::MAX_PREFIXES).unwrap()
+}
+
+/// A text list's prefixes, in the packed form's order (sorted, IPv4 first).
+fn parse(text: &Value) -> Vec<Net> {
+    let mut nets = pow_core::lists::parse_set(text.as_str().unwrap()).unwrap();
+    nets.sort_by_key(|n| match *n {
+        Net::V4(a, l) => (0, u128::from(a), l),
+        Net::V6(a, l) => (1, a, l),
+    });
+    nets.dedup();
+    nets
 }
 
 #[test]
@@ -226,8 +250,8 @@ fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
     );
     let wasm = assert_apply(&requests[3], WASM);
     assert_eq!(
-        wasm["spec"]["pluginConfig"]["lists"]["sets"]["tor"],
-        old_tor
+        unpack(&wasm["spec"]["pluginConfig"]["lists"]["packed"]["tor"]),
+        parse(&json!(old_tor))
     );
 }
 
@@ -265,25 +289,136 @@ fn a_large_shrink_and_a_source_down_publish_nothing() {
     assert_get(&requests[0], CM);
 }
 
-#[test]
-fn a_configmap_over_one_mib_is_refused_before_any_write() {
+/// `count` distinct public IPv4 addresses with gaps of 1 to 64 (deterministic), one a line:
+/// about 14 bytes a prefix as text and 1 packed.
+fn spread_addresses(count: usize) -> String {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut addr: u32 = 11 << 24;
+    let mut out = String::with_capacity(count * 15);
+    for _ in 0..count {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        addr += 1 + (x % 64) as u32;
+        let [a, b, c, d] = addr.to_be_bytes();
+        out.push_str(&format!("{a}.{b}.{c}.{d}\n"));
+    }
+    out
+}
+
+/// A tor list of `count` spread addresses, and the job to publish it.
+fn big_tor(count: usize) -> (Job, PathBuf) {
     let job = Job::new();
-    // 80,000 distinct public addresses: about 1.3 MB as /32 lines.
-    let many: String = (0u32..80_000)
-        .map(|i| format!("11.{}.{}.{}\n", i >> 16, (i >> 8) & 255, i & 255))
-        .collect();
     let file = job.dir.path().join("exits.txt");
-    std::fs::write(&file, many).unwrap();
+    std::fs::write(&file, spread_addresses(count)).unwrap();
     let sources = job.sources(json!([{"name": "tor", "generator": "tor", "sources": [file]}]));
-    let api = Server::start(vec![configmap(json!({}))]).unwrap();
+    (job, sources)
+}
+
+/// 250,000 prefixes: 3.5 MB as text, over both the ConfigMap's 1 MiB and the WasmPlugin's
+/// 1.5 MiB; packed they fit both. The ConfigMap holds the list packed in binaryData (its text
+/// would not fit), the WasmPlugin packed, and the next run reads the packed list back as its
+/// previous list: unchanged, nothing written.
+#[test]
+fn a_list_over_the_limits_as_text_is_published_packed_and_read_back() {
+    let (job, sources) = big_tor(250_000);
+    let api = Server::start(vec![
+        configmap(json!({"notes": "kept by its own manager"})),
+        wasmplugin("older"),
+        Reply::json(200, "{}"),
+        Reply::json(200, "{}"),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("packed, as text would not fit: binaryData tor.packed"),
+        "{log}"
+    );
+    let requests = api.requests();
+    assert_eq!(requests.len(), 4);
+    let cm = assert_apply(&requests[2], CM);
+    let keys: Vec<&str> = cm["data"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["generated_at", "version"]);
+    let in_cm = &cm["binaryData"]["tor.packed"];
+    assert!(
+        requests[2].body.len() < 1024 * 1024,
+        "{}",
+        requests[2].body.len()
+    );
+    let wasm = assert_apply(&requests[3], WASM);
+    let in_wasm = &wasm["spec"]["pluginConfig"]["lists"]["packed"]["tor"];
+    assert_eq!(in_cm, in_wasm);
+    assert_eq!(unpack(in_wasm).len(), 250_000);
+    let text_len = spread_addresses(250_000).len() + 250_000 * 3; // each line gains "/32"
+    assert!(text_len > 1536 * 1024, "{text_len}");
+    assert!(
+        requests[3].body.len() < 1536 * 1024 / 3,
+        "{}",
+        requests[3].body.len()
+    );
+
+    // The next run: the ConfigMap as applied, the WasmPlugin at its version.
+    let mut applied = cm.clone();
+    applied["data"]["notes"] = json!("kept by its own manager");
+    let api = Server::start(vec![Reply::json(200, applied.to_string()), wasmplugin(NOW)]).unwrap();
+    let out = job.run(&api, &sources);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unchanged since version"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(api.requests().len(), 2);
+}
+
+/// Lists that do not fit even packed are refused before any write, naming each list with its
+/// prefix count and sizes: in the ConfigMap (here crowded by another manager's key) and in the
+/// WasmPlugin (here crowded by a large annotation).
+#[test]
+fn lists_over_the_limits_even_packed_are_refused_naming_them_before_any_write() {
+    let (job, sources) = big_tor(250_000);
+    let crowded = "x".repeat(1024 * 1024 - 100_000);
+    let api = Server::start(vec![configmap(json!({"notes": crowded}))]).unwrap();
     let out = job.run(&api, &sources);
     let log = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("the policy-lists ConfigMap would be"), "{log}");
     assert!(log.contains("over the 1048576-byte limit"), "{log}");
-    assert!(log.contains("nothing was written"), "{log}");
+    assert!(log.contains("(tor: 250000 prefixes, "), "{log}");
+    assert!(log.contains("bytes as text, "), "{log}");
+    assert!(log.contains("bytes packed); nothing was written"), "{log}");
     let requests = api.requests();
     assert_eq!(requests.len(), 1);
     assert_get(&requests[0], CM);
+
+    let annotation = "x".repeat(1536 * 1024 - 200_000);
+    let wasm = json!({"apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
+                      "metadata": {"name": "pow-filter", "namespace": "edge",
+                                   "annotations": {"note": annotation}},
+                      "spec": {"pluginConfig": {"mode": "listed"}}});
+    let api = Server::start(vec![
+        configmap(json!({})),
+        Reply::json(200, wasm.to_string()),
+    ])
+    .unwrap();
+    let out = job.run(&api, &sources);
+    let log = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("the WasmPlugin would be"), "{log}");
+    assert!(log.contains("over the 1572864-byte limit"), "{log}");
+    assert!(log.contains("(tor: 250000 prefixes, "), "{log}");
+    assert!(log.contains("bytes packed); nothing was written"), "{log}");
+    let requests = api.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_get(&requests[0], CM);
+    assert_get(&requests[1], WASM);
 }
 
 #[test]
@@ -463,18 +598,35 @@ fn lists_the_filter_would_refuse_are_refused_before_any_write() {
     let log = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{log}");
     assert!(
-        log.contains("the filter would refuse WasmPlugin edge/pow-filter"),
+        log.contains("the filter would refuse list hosting"),
         "{log}"
     );
-    assert!(log.contains("lists.sets.hosting"), "{log}");
+    assert!(log.contains("`see` is not a CIDR"), "{log}");
     assert!(log.contains("nothing was written"), "{log}");
+    // Refused as it is packed, before the WasmPlugin is even read.
     let requests = api.requests();
-    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests.len(), 1, "{requests:?}");
     assert_get(&requests[0], CM);
-    assert_get(&requests[1], WASM);
 }
 
 const CRAWLERS: &str = "bots/crawler-ip-ranges";
+
+/// The WasmPlugin's packed list `name` holds the prefixes of this text.
+fn assert_packed_as(lists: &Value, name: &str, text: &Value) {
+    let sorted = |mut nets: Vec<pow_core::lists::Net>| {
+        nets.sort_by_key(|n| match *n {
+            pow_core::lists::Net::V4(a, l) => (0, u128::from(a), l),
+            pow_core::lists::Net::V6(a, l) => (1, a, l),
+        });
+        nets
+    };
+    let packed = lists["packed"][name]
+        .as_str()
+        .unwrap_or_else(|| panic!("no packed {name}: {lists}"));
+    let unpacked = pow_core::packed::decode(packed, pow_core::packed::MAX_PREFIXES).unwrap();
+    let text = pow_core::lists::parse_set(text.as_str().unwrap()).unwrap();
+    assert_eq!(sorted(unpacked), sorted(text), "{name}");
+}
 
 /// A crawler capture's list as lists-gen-crawlers writes it (one CIDR per line).
 fn crawler_text(file: &Path) -> String {
@@ -556,8 +708,8 @@ fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
         lists["tokens"],
         json!({"bingbot": ["bingbot"], "google-fetchers": fetchers, "googlebot": ["Googlebot"]})
     );
-    assert_eq!(lists["sets"]["googlebot"], data["googlebot.txt"]);
-    assert_eq!(lists["sets"]["bingbot"], data["bingbot.txt"]);
+    assert_packed_as(lists, "googlebot", &data["googlebot.txt"]);
+    assert_packed_as(lists, "bingbot", &data["bingbot.txt"]);
     // What was applied is what the filter takes.
     let config = serde_json::to_vec(&wasm["spec"]["pluginConfig"]).unwrap();
     let decoded = pow_core::PluginConfig::from_json(&config).unwrap();
@@ -628,8 +780,8 @@ fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
     assert_eq!(cm["data"]["googlebot.txt"], old_googlebot);
     assert_eq!(cm["data"]["chatgpt-user.txt"], old_chatgpt.as_str());
     let lists = &assert_apply(&requests[3], WASM)["spec"]["pluginConfig"]["lists"];
-    assert_eq!(lists["sets"]["googlebot"], old_googlebot);
-    assert_eq!(lists["sets"]["chatgpt-user"], old_chatgpt.as_str());
+    assert_packed_as(lists, "googlebot", &json!(old_googlebot));
+    assert_packed_as(lists, "chatgpt-user", &json!(old_chatgpt));
     // The kept lists keep their tokens; bingbot, with nothing to keep, has neither set nor
     // tokens (the filter refuses tokens of a list it does not have).
     assert_eq!(
@@ -637,7 +789,7 @@ fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
         json!({"chatgpt-user": ["ChatGPT-User"], "googlebot": ["Googlebot"],
                "oai-searchbot": ["OAI-SearchBot"]})
     );
-    assert!(lists["sets"].get("bingbot").is_none());
+    assert!(lists["packed"].get("bingbot").is_none());
 }
 
 #[test]

@@ -22,11 +22,11 @@
 //! }
 //! ```
 //!
-//! - `name` names the list everywhere: the ConfigMap key `<name>.txt`, the set name in the
-//!   WasmPlugin's `pluginConfig.lists.sets`, the `--list-name` of the generator, a metric name
-//!   in the filter. The filter's rule (pow-core's `valid_list_name`): 1 to 32 of `[a-z0-9_-]`,
-//!   unique, and at most 16 lists (`MAX_LISTS`): what the filter would refuse is refused here,
-//!   before anything is published.
+//! - `name` names the list everywhere: the ConfigMap key `<name>.txt` (or `<name>.packed`),
+//!   the set name in the WasmPlugin's `pluginConfig.lists.packed`, the `--list-name` of the
+//!   generator, a metric name in the filter. The filter's rule (pow-core's `valid_list_name`):
+//!   1 to 32 of `[a-z0-9_-]`, unique, and at most 16 lists (`MAX_LISTS`): what the filter would
+//!   refuse is refused here, before anything is published.
 //! - `generator` is `asn` (runs `lists-gen-asn`), `tor` (runs `lists-gen-tor`) or `crawlers`
 //!   (runs `lists-gen-crawlers`: a crawler operator's published ranges).
 //! - `sources` are http(s) URLs or absolute file paths, at least one. Every source is read and

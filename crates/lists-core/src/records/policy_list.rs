@@ -75,7 +75,7 @@ impl RecordKind for PolicyList {
 
 impl PolicyList {
     /// The text form of the list, the one every tool writes (the `<name>.txt` keys of the
-    /// `policy-lists` ConfigMap, the sets of the filter's `pluginConfig.lists`, `-o text`):
+    /// `policy-lists` ConfigMap, the filter's `pluginConfig.lists.sets`, `-o text`):
     /// one CIDR per line, IPv4 then IPv6, each line ending with `\n`.
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
