@@ -397,7 +397,6 @@ impl ListTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     fn ip(s: &str) -> IpAddr {
