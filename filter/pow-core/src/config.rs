@@ -459,8 +459,7 @@ mod tests {
           "demo_secret": null,
           "lists": {"version": "2026-11-29T17:17:00Z", "generated_at": "2026-11-29T17:17:00Z",
                     "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40", "googlebot": "66.249.64.0/19"},
-                    "tokens": {"googlebot": ["Googlebot"]}}
-                    "sets": {"tor": "185.220.101.1/32\n2a0b:f4c2::/40"},
+                    "tokens": {"googlebot": ["Googlebot"]},
                     "packed": {"hosting": "AXjaY2Tg4AIAACIAFA=="}}
         }"#;
         let c = PluginConfig::from_json(json).unwrap();
