@@ -471,8 +471,17 @@ impl CompiledPolicy {
         if host.len() > crate::crypto::MAX_HOST_LEN {
             return found;
         }
-        let lower = host.to_ascii_lowercase();
-        meet(&self.host_exact, lower.as_str(), &mut found, words);
+        // Lowercased on the stack: no allocation per request.
+        let mut buffer = [0u8; crate::crypto::MAX_HOST_LEN];
+        let Some(lower) = buffer.get_mut(..host.len()) else {
+            return found;
+        };
+        lower.copy_from_slice(host.as_bytes());
+        lower.make_ascii_lowercase();
+        let Ok(lower) = std::str::from_utf8(lower) else {
+            return found;
+        };
+        meet(&self.host_exact, lower, &mut found, words);
         if !self.host_suffix.is_empty() {
             for (at, _) in lower.match_indices('.') {
                 if let Some(bits) = lower.get(at + 1..).and_then(|s| self.host_suffix.get(s)) {

@@ -18,13 +18,19 @@ const DECODE_ROUNDS: usize = 2;
 /// The path, then the forms a lenient origin may read it as, each once: percent-decoded (twice
 /// over), `\` taken for `/`, `;` parameters dropped from each segment, empty and `.` segments
 /// dropped, `..` resolved; and that, ASCII lowercased (servers that fold case).
-pub fn lenient_forms(path: &str) -> Vec<String> {
-    let mut forms = vec![path.to_owned()];
+pub fn lenient_forms(path: &str) -> Vec<std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
+    // A plain path without capitals is its own normal form: nothing to allocate (most
+    // requests).
+    if crate::bypass::is_plain(path) && !path.bytes().any(|b| b.is_ascii_uppercase()) {
+        return vec![Cow::Borrowed(path)];
+    }
+    let mut forms = vec![Cow::Borrowed(path)];
     let normal = normalise(path);
     let folded = normal.to_ascii_lowercase();
     for form in [normal, folded] {
-        if !forms.contains(&form) {
-            forms.push(form);
+        if !forms.iter().any(|f| *f == form) {
+            forms.push(Cow::Owned(form));
         }
     }
     forms
