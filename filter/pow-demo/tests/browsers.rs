@@ -117,6 +117,26 @@ fn chromium_driver(test: &str) -> Option<(String, PathBuf)> {
     Some((chromium, browser_dir))
 }
 
+/// Debian's Firefox ESR and the puppeteer-core driver's directory, or `None` after a skip (a
+/// failure under CI) when Firefox, node or the npm package is missing.
+fn firefox_driver(test: &str) -> Option<(String, PathBuf)> {
+    let firefox = std::env::var("FIREFOX").unwrap_or_else(|_| "/usr/bin/firefox-esr".to_owned());
+    if !Path::new(&firefox).is_file() {
+        skip_or_fail(test, &format!("firefox ({firefox})"));
+        return None;
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        skip_or_fail(test, "node");
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/firefox");
+    if !dir.join("node_modules/puppeteer-core").is_dir() {
+        skip_or_fail(test, "puppeteer-core (npm ci in filter/browsers/firefox)");
+        return None;
+    }
+    Some((firefox, dir))
+}
+
 /// Runs one of the Chromium driver scripts against the demo (see [`run_solver`]).
 fn run_chromium(
     (chromium, browser_dir): &(String, PathBuf),
@@ -276,17 +296,9 @@ fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
 #[test]
 fn headless_firefox_solves_the_challenge_page_and_lands_on_the_origin() {
     let test = "headless_firefox_solves_the_challenge_page_and_lands_on_the_origin";
-    let firefox = std::env::var("FIREFOX").unwrap_or_else(|_| "/usr/bin/firefox-esr".to_owned());
-    if !Path::new(&firefox).is_file() {
-        return skip_or_fail(test, &format!("firefox ({firefox})"));
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        return skip_or_fail(test, "node");
-    }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/firefox");
-    if !dir.join("node_modules/puppeteer-core").is_dir() {
-        return skip_or_fail(test, "puppeteer-core (npm ci in filter/browsers/firefox)");
-    }
+    let Some((firefox, dir)) = firefox_driver(test) else {
+        return;
+    };
     let Some(demo) = start_demo(test, 18) else {
         return;
     };
@@ -468,17 +480,9 @@ fn headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name() {
 #[test]
 fn headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name() {
     let test = "headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name";
-    let firefox = std::env::var("FIREFOX").unwrap_or_else(|_| "/usr/bin/firefox-esr".to_owned());
-    if !Path::new(&firefox).is_file() {
-        return skip_or_fail(test, &format!("firefox ({firefox})"));
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        return skip_or_fail(test, "node");
-    }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/firefox");
-    if !dir.join("node_modules/puppeteer-core").is_dir() {
-        return skip_or_fail(test, "puppeteer-core (npm ci in filter/browsers/firefox)");
-    }
+    let Some((firefox, dir)) = firefox_driver(test) else {
+        return;
+    };
     let certs = tempfile::tempdir().unwrap();
     let Some(tls) = self_signed(test, certs.path()) else {
         return;
@@ -518,14 +522,9 @@ fn headless_chromium_without_javascript_passes_the_refresh_tier() {
 #[test]
 fn headless_firefox_without_javascript_passes_the_refresh_tier() {
     let test = "headless_firefox_without_javascript_passes_the_refresh_tier";
-    let firefox = std::env::var("FIREFOX").unwrap_or_else(|_| "/usr/bin/firefox-esr".to_owned());
-    if !Path::new(&firefox).is_file() {
-        return skip_or_fail(test, &format!("firefox ({firefox})"));
-    }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/firefox");
-    if !dir.join("node_modules/puppeteer-core").is_dir() {
-        return skip_or_fail(test, "puppeteer-core (npm ci in filter/browsers/firefox)");
-    }
+    let Some((firefox, dir)) = firefox_driver(test) else {
+        return;
+    };
     let Some(demo) = start_demo_configured(test, refresh_tier()) else {
         return;
     };
