@@ -14,6 +14,8 @@ pub struct CrawlerTokens {
     automaton: AhoCorasick,
     /// Bit `i` for list `i` of the table, by token.
     lists_of: Vec<u32>,
+    /// The crawler lists (bit `i` for list `i`): every token's lists together.
+    pub lists: u32,
 }
 
 /// What a request claims and is.
@@ -57,15 +59,12 @@ impl CrawlerTokens {
             .match_kind(MatchKind::Standard)
             .build(&patterns)
             .ok()?;
+        let lists = lists_of.iter().fold(0, |acc, bits| acc | bits);
         Some(CrawlerTokens {
             automaton,
             lists_of,
+            lists,
         })
-    }
-
-    /// The crawler lists (bit `i` for list `i`).
-    pub fn lists(&self) -> u32 {
-        self.lists_of.iter().fold(0, |acc, bits| acc | bits)
     }
 
     /// What a request with this User-Agent (its first bytes, as the binding reads it) from an

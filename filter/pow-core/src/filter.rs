@@ -13,6 +13,7 @@
 //! Accept-Language are read for their first items only.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use crate::bypass;
 use crate::config::PluginConfig;
@@ -397,7 +398,7 @@ pub struct Forward {
     /// (see [`Filter::on_request`]).
     pub path: Option<String>,
     /// The [`DECISION_HEADER`] the origin gets (the client's own copy never reaches it).
-    pub decision: Option<String>,
+    pub decision: Option<Arc<str>>,
 }
 
 impl Action {
@@ -657,7 +658,7 @@ impl Filter {
         let path = (strips_query && path.len() < raw_path.len()).then(|| path.to_owned());
         Action::Continue(Forward {
             path,
-            decision: Some(labels.decision(verdict).to_owned()),
+            decision: Some(Arc::clone(labels.decision(verdict))),
         })
     }
 

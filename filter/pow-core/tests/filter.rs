@@ -18,7 +18,7 @@ fn built_in_and_configured_paths_always_pass() {
             w.send(&req(path, "185.220.101.7:4000")),
             Action::Continue(pow_core::filter::Forward {
                 path: forwarded.map(str::to_owned),
-                decision: Some(format!("rule={rule}; action=allowed")),
+                decision: Some(format!("rule={rule}; action=allowed").into()),
             }),
             "{path}"
         );

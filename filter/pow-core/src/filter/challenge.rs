@@ -106,7 +106,7 @@ pub(super) fn denied(labels: &Labels) -> Action {
             (MITIGATED_HEADER.to_owned(), "deny".to_owned()),
             (
                 DECISION_HEADER.to_owned(),
-                labels.decision(Verdict::Denied).to_owned(),
+                labels.decision(Verdict::Denied).to_string(),
             ),
             ("cache-control".to_owned(), "no-store".to_owned()),
             (

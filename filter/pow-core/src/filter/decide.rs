@@ -4,6 +4,7 @@
 //! `off` allow).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::config::Mode;
 use crate::policy::{
@@ -19,8 +20,9 @@ pub struct Labels {
     pub name: String,
     /// `pow_rule_<verdict>_<name>`, by [`Verdict`] in [`Verdict::ALL`]'s order.
     pub metrics: [String; 4],
-    /// `rule=<name>; action=<verdict>`, likewise.
-    pub decisions: [String; 4],
+    /// `rule=<name>; action=<verdict>`, likewise: shared, so that a request let through takes
+    /// its `pow-decision` without copying it.
+    pub decisions: [Arc<str>; 4],
 }
 
 impl Labels {
@@ -29,7 +31,7 @@ impl Labels {
         Labels {
             name: name.to_owned(),
             metrics: by(&|v| policy::rule_metric(v, name)),
-            decisions: by(&|v| format!("rule={name}; action={}", v.name())),
+            decisions: Verdict::ALL.map(|v| Arc::from(format!("rule={name}; action={}", v.name()))),
         }
     }
 
@@ -37,7 +39,7 @@ impl Labels {
         &self.metrics[verdict_index(verdict)]
     }
 
-    pub fn decision(&self, verdict: Verdict) -> &str {
+    pub fn decision(&self, verdict: Verdict) -> &Arc<str> {
         &self.decisions[verdict_index(verdict)]
     }
 }
@@ -213,7 +215,7 @@ impl Filter {
         }
         // The hardest list the address is in. A crawler's list names who a request may be,
         // not whom to challenge: only rules use it.
-        let crawler_lists = self.crawlers.as_ref().map_or(0, |c| c.lists());
+        let crawler_lists = self.crawlers.as_ref().map_or(0, |c| c.lists);
         let mut hardest: Option<(usize, u8)> = None;
         for (i, name) in self.lists.names().iter().enumerate().take(32) {
             if lists & !crawler_lists & (1 << i) != 0 {

@@ -80,10 +80,6 @@ impl<K: std::hash::Hash + Eq> Field<K> {
             self.by.entry(key).or_insert(Bits::EMPTY).set(i);
         }
     }
-
-    fn is_wild(&self) -> bool {
-        self.by.is_empty()
-    }
 }
 
 /// The rules whose condition `key` meets, added to `out`.
@@ -386,7 +382,7 @@ impl CompiledPolicy {
         if tested(&self.host_exact.wild) && !narrow(&mut acc, self.hosts(f.host)) {
             return None;
         }
-        if !self.method.is_wild() {
+        if tested(&self.method.wild) {
             let mut found = self.method.wild;
             meet(&self.method, f.method, &mut found, words);
             if !narrow(&mut acc, found) {
@@ -396,7 +392,7 @@ impl CompiledPolicy {
         if tested(&self.allow_path_exact.wild) && !narrow(&mut acc, self.paths(f.path)) {
             return None;
         }
-        if !self.user_agent.is_wild() {
+        if tested(&self.user_agent.wild) {
             let mut found = self.user_agent.wild;
             if let Some(ac) = &self.patterns {
                 let ua = crate::crypto::bound_user_agent(f.user_agent);
@@ -421,7 +417,7 @@ impl CompiledPolicy {
                 return None;
             }
         }
-        if !self.accept.is_wild() {
+        if tested(&self.accept.wild) {
             let mut found = self.accept.wild;
             for media in accepted_media_types(f.accept) {
                 meet(&self.accept, media.as_str(), &mut found, words);
@@ -430,7 +426,7 @@ impl CompiledPolicy {
                 return None;
             }
         }
-        if !self.lists.is_wild() && !narrow(&mut acc, self.indexed(&self.lists, f.lists, None)) {
+        if tested(&self.lists.wild) && !narrow(&mut acc, self.indexed(&self.lists, f.lists, None)) {
             return None;
         }
         if tested(&self.crawler.wild)
@@ -441,7 +437,7 @@ impl CompiledPolicy {
         {
             return None;
         }
-        if !self.spoofed.is_wild() {
+        if tested(&self.spoofed.wild) {
             let mut found = self.spoofed.wild;
             meet(&self.spoofed, &f.spoofed_crawler, &mut found, words);
             if !narrow(&mut acc, found) {
