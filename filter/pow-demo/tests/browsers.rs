@@ -100,41 +100,55 @@ fn start_demo_from(
 /// Debian's Chromium and the playwright-core driver's directory, or `None` after a skip (a
 /// failure under CI) when Chromium, node or the npm package is missing.
 fn chromium_driver(test: &str) -> Option<(String, PathBuf)> {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
-    if !Path::new(&chromium).is_file() {
-        skip_or_fail(test, &format!("chromium ({chromium})"));
-        return None;
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        skip_or_fail(test, "node");
-        return None;
-    }
-    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/chromium");
-    if !browser_dir.join("node_modules/playwright-core").is_dir() {
-        skip_or_fail(test, "playwright-core (npm ci in filter/browsers/chromium)");
-        return None;
-    }
-    Some((chromium, browser_dir))
+    driver(
+        test,
+        "CHROMIUM",
+        "/usr/bin/chromium",
+        "chromium",
+        "playwright-core",
+    )
 }
 
-/// Debian's Firefox ESR and the puppeteer-core driver's directory, or `None` after a skip (a
-/// failure under CI) when Firefox, node or the npm package is missing.
+/// Debian's Firefox ESR and the puppeteer-core driver's directory, likewise.
 fn firefox_driver(test: &str) -> Option<(String, PathBuf)> {
-    let firefox = std::env::var("FIREFOX").unwrap_or_else(|_| "/usr/bin/firefox-esr".to_owned());
-    if !Path::new(&firefox).is_file() {
-        skip_or_fail(test, &format!("firefox ({firefox})"));
+    driver(
+        test,
+        "FIREFOX",
+        "/usr/bin/firefox-esr",
+        "firefox",
+        "puppeteer-core",
+    )
+}
+
+/// The browser (`$variable`, else `default`) and `filter/browsers/<dir>` with its npm `package`
+/// installed, or `None` after a skip (a failure under CI) when one of them or node is missing.
+fn driver(
+    test: &str,
+    variable: &str,
+    default: &str,
+    dir: &str,
+    package: &str,
+) -> Option<(String, PathBuf)> {
+    let browser = std::env::var(variable).unwrap_or_else(|_| default.to_owned());
+    if !Path::new(&browser).is_file() {
+        skip_or_fail(test, &format!("{dir} ({browser})"));
         return None;
     }
     if Command::new("node").arg("--version").output().is_err() {
         skip_or_fail(test, "node");
         return None;
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../browsers/firefox");
-    if !dir.join("node_modules/puppeteer-core").is_dir() {
-        skip_or_fail(test, "puppeteer-core (npm ci in filter/browsers/firefox)");
+    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../browsers")
+        .join(dir);
+    if !browser_dir.join("node_modules").join(package).is_dir() {
+        skip_or_fail(
+            test,
+            &format!("{package} (npm ci in filter/browsers/{dir})"),
+        );
         return None;
     }
-    Some((firefox, dir))
+    Some((browser, browser_dir))
 }
 
 /// Runs one of the Chromium driver scripts against the demo (see [`run_solver`]).
