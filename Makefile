@@ -22,6 +22,11 @@ INFRA_CONFIG ?= config/infra.json
 # The cluster profile of the platform layer: edge (this Scaleway edge) or onprem (an existing
 # Talos cluster on premises, config/onprem.json; render-platform --help).
 PROFILE      ?= edge
+# Refused before anything else: an unknown word would be read as the name of a config file.
+PROFILES     := edge onprem
+ifneq ($(words $(PROFILE)) $(filter $(PROFILES),$(PROFILE)),1 $(strip $(PROFILE)))
+$(error PROFILE=$(PROFILE) is not a profile: use one of edge, onprem)
+endif
 PLATFORM_CONFIG ?= $(if $(filter edge,$(PROFILE)),config/platform.json,config/$(PROFILE).json)
 EDGE_CONFIG  ?= config/edge.json
 # What `make publish-images` writes and the edge config's images.published names.
