@@ -69,8 +69,16 @@ impl InfraConfig {
         Ok(config)
     }
 
+    /// Every field checked, in the file's order; the error names the first that is wrong.
     pub fn check(&self, path: &Path) -> Result<(), InputError> {
         let field = |name: &str, message: String| InputError::field(path, name, message);
+        self.check_names(&field)?;
+        self.check_nodes(&field)?;
+        self.check_access(&field)
+    }
+
+    /// The cluster's name, zone, DNS zone and API endpoint.
+    fn check_names(&self, field: &impl Fn(&str, String) -> InputError) -> Result<(), InputError> {
         if !pop_common::records::is_dns_label(&self.cluster_name) {
             return Err(field(
                 "cluster_name",
@@ -112,6 +120,11 @@ impl InfraConfig {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The control planes and the worker.
+    fn check_nodes(&self, field: &impl Fn(&str, String) -> InputError) -> Result<(), InputError> {
         if self.control_plane.count == 0 || self.control_plane.count.is_multiple_of(2) {
             return Err(field(
                 "control_plane.count",
@@ -142,6 +155,11 @@ impl InfraConfig {
         // The disk goes into the worker's Talos config and onto the rescue system's `dd` line.
         pop_common::records::check_install_disk(&self.worker.install_disk)
             .map_err(|e| field("worker.install_disk", e.to_string()))?;
+        Ok(())
+    }
+
+    /// Who reaches the APIs, the edge's names, the registry.
+    fn check_access(&self, field: &impl Fn(&str, String) -> InputError) -> Result<(), InputError> {
         if self.admin_cidrs.is_empty() {
             return Err(field(
                 "admin_cidrs",

@@ -328,14 +328,50 @@ impl DestroyPlan {
     }
 }
 
-/// Finds every resource of the cluster (reads only).
+/// Finds every resource of the cluster (reads only), in the order they are removed.
 pub fn plan(cluster: &Cluster<'_>, ssh_public_key: &str) -> R<DestroyPlan> {
     let zone = cluster.zone();
     let names = cluster.names();
     let cluster_tag = vec![names.cluster_tag()];
     let mut removals = Vec::new();
+    plan_dns_records(cluster, &mut removals)?;
+    plan_instances(cluster, &mut removals)?;
+    for s in cluster.api.baremetal().servers(zone, &cluster_tag)? {
+        removals.push(Removal::ElasticMetalServer {
+            id: s.id,
+            name: s.name,
+        });
+    }
+    plan_images_and_bucket(cluster, &mut removals)?;
+    // Flexible IPs, then the security group (no server uses them any more).
+    for ip in cluster.api.instance().ips(zone, &cluster_tag)? {
+        removals.push(Removal::FlexibleIp {
+            id: ip.id,
+            name: ip.address.unwrap_or_default(),
+        });
+    }
+    for g in cluster.api.instance().security_groups(zone, &cluster_tag)? {
+        removals.push(Removal::SecurityGroup {
+            id: g.id,
+            name: g.name,
+        });
+    }
 
-    // DNS records carrying our comment.
+    // The SSH key: ours by name and by public key.
+    for k in cluster.api.iam().ssh_keys(&names.ssh_key())? {
+        if same_key(&k.public_key, ssh_public_key) {
+            removals.push(Removal::SshKey {
+                id: k.id,
+                name: k.name,
+            });
+        }
+    }
+    Ok(DestroyPlan { removals })
+}
+
+/// The DNS records carrying our comment, when Scaleway hosts the zone.
+fn plan_dns_records(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()> {
+    let names = cluster.names();
     let config = cluster.config;
     let dns = cluster.api.dns();
     if dns.zone(&config.dns_zone)?.is_some() {
@@ -360,10 +396,20 @@ pub fn plan(cluster: &Cluster<'_>, ssh_public_key: &str) -> R<DestroyPlan> {
         }
     }
 
+    Ok(())
+}
+
+/// The Instances and the volumes they leave behind.
+fn plan_instances(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()> {
+    let cluster_tag = vec![cluster.names().cluster_tag()];
     // Instances: a running one is terminated (its local volumes go with it), a stopped one
     // deleted; then the volumes they leave behind.
     let mut volumes = Vec::new();
-    for s in cluster.api.instance().servers(zone, &cluster_tag)? {
+    for s in cluster
+        .api
+        .instance()
+        .servers(cluster.zone(), &cluster_tag)?
+    {
         let how = if s.allows(&ServerAction::Terminate) {
             InstanceRemoval::Terminate
         } else if s.state.is_off() {
@@ -410,14 +456,13 @@ pub fn plan(cluster: &Cluster<'_>, ssh_public_key: &str) -> R<DestroyPlan> {
     }
     removals.extend(volumes);
 
-    for s in cluster.api.baremetal().servers(zone, &cluster_tag)? {
-        removals.push(Removal::ElasticMetalServer {
-            id: s.id,
-            name: s.name,
-        });
-    }
+    Ok(())
+}
 
-    // The Talos image, then its snapshot, then the bucket's objects and the bucket.
+/// The Talos image, then its snapshot, then the bucket's objects and the bucket.
+fn plan_images_and_bucket(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()> {
+    let (zone, names) = (cluster.zone(), cluster.names());
+    let cluster_tag = vec![names.cluster_tag()];
     for i in cluster.api.instance().images(zone, &cluster_tag)? {
         removals.push(Removal::Image {
             id: i.id,
@@ -457,30 +502,7 @@ pub fn plan(cluster: &Cluster<'_>, ssh_public_key: &str) -> R<DestroyPlan> {
         }
     }
 
-    // Flexible IPs, then the security group (no server uses them any more).
-    for ip in cluster.api.instance().ips(zone, &cluster_tag)? {
-        removals.push(Removal::FlexibleIp {
-            id: ip.id,
-            name: ip.address.unwrap_or_default(),
-        });
-    }
-    for g in cluster.api.instance().security_groups(zone, &cluster_tag)? {
-        removals.push(Removal::SecurityGroup {
-            id: g.id,
-            name: g.name,
-        });
-    }
-
-    // The SSH key: ours by name and by public key.
-    for k in cluster.api.iam().ssh_keys(&names.ssh_key())? {
-        if same_key(&k.public_key, ssh_public_key) {
-            removals.push(Removal::SshKey {
-                id: k.id,
-                name: k.name,
-            });
-        }
-    }
-    Ok(DestroyPlan { removals })
+    Ok(())
 }
 
 /// Removes the plan's resources, in order; `done` is called with each once it is gone (and may

@@ -25,6 +25,7 @@
 //! resource removed.
 
 pub mod apply;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod destroy;
@@ -32,264 +33,27 @@ pub mod error;
 pub mod outputs;
 pub mod plan;
 pub mod power;
+pub mod resolve;
 pub mod tags;
 pub mod talos;
 pub mod wait;
 
-use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
-use std::path::PathBuf;
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
 use pop_common::records::NodeInventory;
-use pop_common::tool::Env;
 use pop_common::wait::{Sleeper, ThreadSleeper};
-use scaleway::s3::multipart::Multipart;
 use scaleway::s3::{self, S3};
-use scaleway::{Client, Credentials, CredentialsError, RetryPolicy, Transport, UreqTransport};
+use scaleway::{Client, CredentialsError, Transport, UreqTransport};
 
-use crate::apply::ApplyInputs;
-use crate::apply::image_file::TalosSource;
+pub use crate::cli::{Cli, PowerState};
+pub use crate::resolve::{Action, Config, DestroyHow, Local, RunConfig, resolve};
+
 use crate::cluster::Cluster;
-use crate::config::InfraConfig;
 use crate::error::InfraError;
-use crate::outputs::InventoryFile;
 use crate::power::Nodes;
-use crate::wait::Waits;
-
-/// The cluster's Scaleway resources, through the API.
-#[derive(Debug, Parser)]
-#[command(name = "scw-infra", version, about)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct Common {
-    /// The infra config (see config/infra.example.json).
-    #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
-    pub config: PathBuf,
-    /// Seconds between two looks at a server that is changing state.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 10,
-        env = "SCW_INFRA_POLL_SECONDS"
-    )]
-    pub poll_seconds: u64,
-    /// The first wait before retrying a 429, a 5xx or a cut connection (doubled each time, with
-    /// jitter, at most 6 attempts and 30 s a wait).
-    #[arg(long, value_name = "MS", default_value_t = 500)]
-    pub retry_base_ms: u64,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Ensure every resource of the cluster (idempotent) and print the node inventory.
-    Apply {
-        #[command(flatten)]
-        common: Common,
-        /// The Talos version whose Instance image (tagged edgepop-talos=<version>) boots the
-        /// control planes (k8s/versions.env: TALOS_VERSION).
-        #[arg(long, value_name = "VERSION")]
-        talos_version: String,
-        /// Print the plan (one JSON line a step) and change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// The inventory of the last run, when there is one: what the node tools recorded on
-        /// each server (image flashed, config applied) is carried over, by server id. Repeat it
-        /// to carry over from several (an unfinished run's, then the last good one): the first
-        /// file that records a step gives its value. A file that does not exist is skipped.
-        #[arg(long, value_name = "FILE")]
-        previous: Vec<PathBuf>,
-        /// The Image Factory's scaleway-amd64.raw.zst to import when no Instance image of this
-        /// version and digest exists (with --talos-image-sha256).
-        #[arg(long, value_name = "URL", requires = "talos_image_sha256")]
-        talos_image_url: Option<String>,
-        /// The pinned sha256 of that file (64 hex digits); a download that differs is refused.
-        #[arg(long, value_name = "HEX", requires = "talos_image_url")]
-        talos_image_sha256: Option<String>,
-        /// The part size of the image upload, in MiB (at least 5).
-        #[arg(long, value_name = "MIB", default_value_t = 64)]
-        upload_part_mib: usize,
-        /// Parts of the image upload sent at once (1 to 32); each is held in memory meanwhile.
-        #[arg(long, value_name = "N", default_value_t = Multipart::default().parallel)]
-        upload_parallel: usize,
-        /// The control planes' machine config (talos/_out/controlplane.yaml): each new control
-        /// plane gets it as user data before its first boot, and boots configured.
-        #[arg(long, value_name = "FILE")]
-        control_plane_config: Option<PathBuf>,
-    },
-    /// Power the servers on or off (instances poweron/poweroff, Elastic Metal start/stop).
-    Power {
-        #[arg(value_enum)]
-        state: PowerState,
-        #[command(flatten)]
-        common: Common,
-        /// Which servers: the control planes, the worker, or all of them.
-        #[arg(long, value_enum, default_value = "all")]
-        nodes: Nodes,
-        /// Print the plan (one JSON line a step) and change nothing.
-        #[arg(long)]
-        dry_run: bool,
-    },
-    /// Print where the servers are: running, stopped, absent or mixed (one word).
-    State {
-        #[command(flatten)]
-        common: Common,
-        /// Which servers: the control planes, the worker, or all of them.
-        #[arg(long, value_enum, default_value = "all")]
-        nodes: Nodes,
-        /// Print instead the public IPv4 of each server that runs, one a line (none: nothing):
-        /// the nodes to shut down through Talos before their power is cut.
-        #[arg(long)]
-        running_addresses: bool,
-    },
-    /// Delete every resource of this cluster, in dependency order, after showing the list.
-    Destroy {
-        #[command(flatten)]
-        common: Common,
-        /// Do not ask (required when stdin is not a terminal).
-        #[arg(long)]
-        yes: bool,
-        /// Print what would be removed (one JSON line each, as the run prints them) and change
-        /// nothing.
-        #[arg(long, conflicts_with_all = ["plan", "plan_out"])]
-        dry_run: bool,
-        /// Write the plan to FILE, show it on stderr, print CLUSTER, PROJECT, RESOURCES and
-        /// POWER as KEY=value lines, and change nothing.
-        #[arg(long, value_name = "FILE", conflicts_with = "plan")]
-        plan_out: Option<PathBuf>,
-        /// Remove exactly the resources of this plan (written by --plan-out), and only when it
-        /// still lists what exists: a plan that no longer matches is refused.
-        #[arg(long, value_name = "FILE")]
-        plan: Option<PathBuf>,
-    },
-    /// Say which credentials resolve (access key and profile; never the secret key).
-    Credentials,
-    /// Print, as KEY=value lines, the values the infra pipeline needs from the config (and, with
-    /// --inventory, the first control plane's address).
-    Names {
-        /// The infra config.
-        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
-        config: PathBuf,
-        /// A node inventory (talos/_out/inventory.json).
-        #[arg(long, value_name = "FILE")]
-        inventory: Option<PathBuf>,
-    },
-    /// Render talos/patches/ with the config's values into a folder; print each rendered patch
-    /// as `<talosctl gen config flag><TAB><path>`, in name order.
-    TalosPatches {
-        /// The infra config.
-        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
-        config: PathBuf,
-        /// The patches, with their `${NAME}` placeholders.
-        #[arg(long, value_name = "DIR", default_value = "talos/patches")]
-        patches: PathBuf,
-        /// Where the rendered patches go (a file is rewritten only when it changes).
-        #[arg(long, value_name = "DIR")]
-        out_dir: PathBuf,
-    },
-    /// Print the Image Factory schematic (YAML) of the worker's Talos image: the kernel
-    /// arguments its offer needs.
-    TalosSchematic {
-        /// The infra config.
-        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
-        config: PathBuf,
-    },
-    /// Print the PlatformInputs record the platform and edge layers read.
-    PlatformInputs {
-        /// The infra config.
-        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
-        config: PathBuf,
-        /// The node inventory (talos/_out/inventory.json).
-        #[arg(long, value_name = "FILE")]
-        inventory: PathBuf,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PowerState {
-    On,
-    Off,
-}
-
-/// What to do, resolved.
-#[derive(Debug)]
-pub enum Config {
-    Credentials(Credentials),
-    Names {
-        config: InfraConfig,
-        config_path: PathBuf,
-        inventory: Option<InventoryFile>,
-    },
-    PlatformInputs {
-        config: InfraConfig,
-        inventory: InventoryFile,
-    },
-    TalosPatches {
-        values: std::collections::BTreeMap<&'static str, String>,
-        patches: PathBuf,
-        out_dir: PathBuf,
-    },
-    TalosSchematic(talos::Schematic),
-    Run(Box<RunConfig>),
-}
-
-#[derive(Debug)]
-pub struct RunConfig {
-    pub action: Action,
-    pub infra: InfraConfig,
-    pub credentials: Credentials,
-    pub waits: Waits,
-    pub retry: RetryPolicy,
-    /// Object Storage: `SCW_S3_ENDPOINT`, else `https://s3.<region>.scw.cloud` (path-style).
-    pub s3_endpoint: String,
-    /// Whether a person can answer the destroy question (stdin is a terminal).
-    pub interactive: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    Apply {
-        inputs: Box<ApplyInputs>,
-        dry_run: bool,
-        /// The inventories to carry steps from, in order of precedence.
-        previous: Vec<InventoryFile>,
-    },
-    Power {
-        state: PowerState,
-        nodes: Nodes,
-        dry_run: bool,
-    },
-    State {
-        nodes: Nodes,
-        /// The running servers' addresses rather than one word.
-        running_addresses: bool,
-    },
-    Destroy {
-        /// The key whose IAM copy is ours to delete (one line).
-        ssh_public_key: String,
-        yes: bool,
-        how: DestroyHow,
-    },
-}
-
-/// What `destroy` does with its plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DestroyHow {
-    /// Plans, asks (unless --yes), removes.
-    Run,
-    /// Prints the plan's lines.
-    DryRun,
-    /// Writes the plan to the file and shows it.
-    PlanOut(PathBuf),
-    /// Removes what the file's plan lists, if it is still what exists.
-    Plan(PathBuf),
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -330,223 +94,6 @@ impl Report for Error {
     }
 }
 
-/// Reads the config, the SSH public key, the previous inventory and the credentials (local
-/// files and the environment); nothing is sent.
-pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
-    let (common, action) = match cli.command {
-        Command::Credentials => return Ok(Config::Credentials(scaleway::creds::load(env)?)),
-        Command::Names { config, inventory } => {
-            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
-            return Ok(Config::Names {
-                inventory: inventory
-                    .as_deref()
-                    .map(|path| InventoryFile::read_for(path, &infra, &config))
-                    .transpose()?,
-                config: infra,
-                config_path: config,
-            });
-        }
-        Command::TalosPatches {
-            config,
-            patches,
-            out_dir,
-        } => {
-            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
-            return Ok(Config::TalosPatches {
-                values: talos::placeholders(&infra, &config, &talos::PINS)?,
-                patches,
-                out_dir,
-            });
-        }
-        Command::TalosSchematic { config } => {
-            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
-            return Ok(Config::TalosSchematic(talos::Schematic::for_offer(
-                &infra.worker.offer,
-            )));
-        }
-        Command::PlatformInputs { config, inventory } => {
-            let infra = InfraConfig::load(&config, env.non_empty("HOME"))?;
-            return Ok(Config::PlatformInputs {
-                inventory: InventoryFile::read_for(&inventory, &infra, &config)?,
-                config: infra,
-            });
-        }
-        Command::Apply {
-            common,
-            talos_version,
-            dry_run,
-            previous,
-            talos_image_url,
-            talos_image_sha256,
-            upload_part_mib,
-            upload_parallel,
-            control_plane_config,
-        } => {
-            if !talos_version.starts_with('v') || talos_version.len() < 2 {
-                return Err(Error::Usage(format!(
-                    "--talos-version `{talos_version}` is not a Talos version such as v1.13.11"
-                )));
-            }
-            let talos_source = match (talos_image_url, talos_image_sha256) {
-                (Some(url), Some(sha256)) => {
-                    scaleway::http::check_endpoint("--talos-image-url", &url)
-                        .map_err(|e| Error::Usage(e.to_string()))?;
-                    if sha256.len() != 64
-                        || !sha256
-                            .bytes()
-                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-                    {
-                        return Err(Error::Usage(format!(
-                            "--talos-image-sha256 `{sha256}` is not 64 lowercase hex digits"
-                        )));
-                    }
-                    Some(TalosSource { url, sha256 })
-                }
-                _ => None,
-            };
-            if upload_part_mib < 5 {
-                return Err(Error::Usage(format!(
-                    "--upload-part-mib {upload_part_mib}: S3 parts are at least 5 MiB"
-                )));
-            }
-            if !(1..=s3::multipart::MAX_PARALLEL).contains(&upload_parallel) {
-                return Err(Error::Usage(format!(
-                    "--upload-parallel {upload_parallel}: between 1 and {} parts at once",
-                    s3::multipart::MAX_PARALLEL
-                )));
-            }
-            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
-            // A first run has no previous inventory: a missing file is no inventory.
-            let previous = previous
-                .iter()
-                .filter(|path| path.exists())
-                .map(|path| InventoryFile::read_for(path, &infra, &common.config))
-                .collect::<Result<Vec<_>, _>>()?;
-            let ssh_public_key = read_public_key(&common.config, &infra)?;
-            let action = Action::Apply {
-                inputs: Box::new(ApplyInputs {
-                    talos_version,
-                    talos_source,
-                    ssh_public_key,
-                    upload: Multipart {
-                        part_size: upload_part_mib * 1024 * 1024,
-                        parallel: upload_parallel,
-                    },
-                    control_plane_config: control_plane_config
-                        .map(|path| {
-                            std::fs::read(&path)
-                                .map(apply::UserData::new)
-                                .map_err(|source| InputError::Read { path, source })
-                        })
-                        .transpose()?,
-                }),
-                dry_run,
-                previous,
-            };
-            (common, (infra, action))
-        }
-        Command::Power {
-            state,
-            common,
-            nodes,
-            dry_run,
-        } => {
-            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
-            let action = Action::Power {
-                state,
-                nodes,
-                dry_run,
-            };
-            (common, (infra, action))
-        }
-        Command::State {
-            common,
-            nodes,
-            running_addresses,
-        } => {
-            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
-            let action = Action::State {
-                nodes,
-                running_addresses,
-            };
-            (common, (infra, action))
-        }
-        Command::Destroy {
-            common,
-            yes,
-            dry_run,
-            plan_out,
-            plan,
-        } => {
-            let infra = InfraConfig::load(&common.config, env.non_empty("HOME"))?;
-            let ssh_public_key = read_public_key(&common.config, &infra)?;
-            let how = match (dry_run, plan_out, plan) {
-                (true, _, _) => DestroyHow::DryRun,
-                (_, Some(file), _) => DestroyHow::PlanOut(file),
-                (_, _, Some(file)) => DestroyHow::Plan(file),
-                _ => DestroyHow::Run,
-            };
-            let action = Action::Destroy {
-                ssh_public_key,
-                yes,
-                how,
-            };
-            (common, (infra, action))
-        }
-    };
-    let (infra, action) = action;
-    let credentials = scaleway::creds::load(env)?;
-    let s3_endpoint = env.non_empty("SCW_S3_ENDPOINT").map_or_else(
-        || format!("https://s3.{}.scw.cloud", infra.region()),
-        str::to_owned,
-    );
-    // Every S3 request is signed with the secret key.
-    scaleway::http::check_endpoint("SCW_S3_ENDPOINT", &s3_endpoint)
-        .map_err(|e| Error::Usage(e.to_string()))?;
-    Ok(Config::Run(Box::new(RunConfig {
-        action,
-        infra,
-        credentials,
-        waits: Waits {
-            poll: Duration::from_secs(common.poll_seconds),
-            instance: Duration::from_secs(15 * 60),
-            elastic_metal: Duration::from_secs(120 * 60),
-        },
-        retry: RetryPolicy {
-            base: Duration::from_millis(common.retry_base_ms),
-            ..RetryPolicy::default()
-        },
-        s3_endpoint,
-        interactive: io::stdin().is_terminal(),
-    })))
-}
-
-/// The first line of the file `ssh_public_key_path` names, which must be an OpenSSH public key.
-fn read_public_key(config_path: &std::path::Path, infra: &InfraConfig) -> Result<String, Error> {
-    let path = PathBuf::from(&infra.ssh_public_key_path);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        InputError::field(
-            config_path,
-            "ssh_public_key_path",
-            format!("cannot read {}: {e}", path.display()),
-        )
-    })?;
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    if !line.starts_with("ssh-") && !line.starts_with("ecdsa-") {
-        return Err(InputError::field(
-            config_path,
-            "ssh_public_key_path",
-            format!("{} is not an OpenSSH public key", path.display()),
-        )
-        .into());
-    }
-    Ok(line.to_owned())
-}
-
 /// Runs against the real API (or `SCW_API_URL`).
 pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
     // An image part's time depends on the link and on the parts sent at once: Object Storage's
@@ -572,51 +119,7 @@ pub fn run_with(
     mut output: impl Write,
 ) -> Result<(), Error> {
     let run = match config {
-        Config::Credentials(c) => {
-            let line = serde_json::json!({
-                "access_key": c.access_key,
-                "project_id": c.project_id,
-                "api_url": c.api_url,
-                "source": c.source,
-            });
-            return Ok(writeln!(output, "{line}").output()?);
-        }
-        Config::Names {
-            config,
-            config_path,
-            inventory,
-        } => {
-            for (key, value) in outputs::names(config, config_path, inventory.as_ref())? {
-                writeln!(output, "{key}={value}").output()?;
-            }
-            return Ok(output.flush().output()?);
-        }
-        Config::TalosPatches {
-            values,
-            patches,
-            out_dir,
-        } => {
-            for rendered in talos::render_patches(values, patches, out_dir)? {
-                writeln!(
-                    output,
-                    "{}\t{}",
-                    rendered.scope.flag(),
-                    rendered.path.display()
-                )
-                .output()?;
-            }
-            return Ok(output.flush().output()?);
-        }
-        Config::TalosSchematic(schematic) => {
-            return Ok(output.write_all(schematic.yaml().as_bytes()).output()?);
-        }
-        Config::PlatformInputs { config, inventory } => {
-            let record = outputs::platform_inputs(config, inventory)?;
-            serde_json::to_writer_pretty(&mut output, &record)
-                .map_err(io::Error::from)
-                .output()?;
-            return Ok(writeln!(output).output()?);
-        }
+        Config::Local(local) => return write_local(local, output),
         Config::Run(run) => run,
     };
     let client =
@@ -647,6 +150,52 @@ pub fn run_with(
         counts.retries
     );
     result
+}
+
+/// The answer of a command that reads local files only.
+fn write_local(local: &Local, mut output: impl Write) -> Result<(), Error> {
+    match local {
+        Local::Credentials(c) => {
+            let line = serde_json::json!({
+                "access_key": c.access_key,
+                "project_id": c.project_id,
+                "api_url": c.api_url,
+                "source": c.source,
+            });
+            Ok(writeln!(output, "{line}").output()?)
+        }
+        Local::Names {
+            config,
+            config_path,
+            inventory,
+        } => {
+            for (key, value) in outputs::names(config, config_path, inventory.as_ref())? {
+                writeln!(output, "{key}={value}").output()?;
+            }
+            Ok(output.flush().output()?)
+        }
+        Local::TalosPatches {
+            values,
+            patches,
+            out_dir,
+        } => {
+            for rendered in talos::render_patches(values, patches, out_dir)? {
+                let (flag, path) = (rendered.scope.flag(), rendered.path.display());
+                writeln!(output, "{flag}\t{path}").output()?;
+            }
+            Ok(output.flush().output()?)
+        }
+        Local::TalosSchematic(schematic) => {
+            Ok(output.write_all(schematic.yaml().as_bytes()).output()?)
+        }
+        Local::PlatformInputs { config, inventory } => {
+            let record = outputs::platform_inputs(config, inventory)?;
+            serde_json::to_writer_pretty(&mut output, &record)
+                .map_err(io::Error::from)
+                .output()?;
+            Ok(writeln!(output).output()?)
+        }
+    }
 }
 
 fn act(
@@ -817,34 +366,3 @@ fn confirm(
 
 // `s3::MIN_PART` is the floor of --upload-part-mib.
 const _: () = assert!(s3::MIN_PART == 5 * 1024 * 1024);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn apply(extra: &[&str]) -> Result<Config, Error> {
-        let mut args = vec!["scw-infra", "apply", "--config", "/nonexistent/infra.json"];
-        args.extend(["--talos-version", "v1.14.0"]);
-        args.extend(extra);
-        resolve(
-            Cli::try_parse_from(args).unwrap(),
-            &Env::from_pairs([("HOME", "/nonexistent")]),
-        )
-    }
-
-    #[test]
-    fn the_parts_sent_at_once_are_between_1_and_the_bound() {
-        for bad in ["0", "33"] {
-            let err = apply(&["--upload-parallel", bad]).unwrap_err().to_string();
-            assert!(
-                err.contains(&format!("--upload-parallel {bad}: between 1 and 32")),
-                "{err}"
-            );
-        }
-        // In bounds, the resolution goes on and stops at the missing config, not at the flag.
-        for good in ["1", "32"] {
-            let err = apply(&["--upload-parallel", good]).unwrap_err().to_string();
-            assert!(err.contains("/nonexistent/infra.json"), "{err}");
-        }
-    }
-}

@@ -70,26 +70,7 @@ pub fn plan(
     for node in names.control_planes() {
         let ip = ips.get(&node).cloned();
         let (server, state) = match take_by_node(&mut servers, &node)? {
-            Some(found) => {
-                let server = Ref::Existing(found.id.clone());
-                // A group this plan makes holds no server yet.
-                let in_group = group
-                    .existing()
-                    .is_some_and(|id| found.security_group.as_ref().is_some_and(|g| g.id == id));
-                if !in_group {
-                    steps.push(ApplyStep::MoveInstance(MoveToGroup {
-                        node: node.clone(),
-                        server: server.clone(),
-                        security_group: group.clone(),
-                    }));
-                }
-                if let Some(ip) = &ip {
-                    plan_attach(steps, known, &node, ip, &found)?;
-                }
-                let state = found.state.clone();
-                known.servers.insert(node.clone(), found);
-                (server, state)
-            }
+            Some(found) => plan_found(steps, known, group, &node, ip.as_ref(), found)?,
             None => {
                 let image = match &talos_image {
                     Some(image) => image.clone(),
@@ -99,30 +80,7 @@ pub fn plan(
                         image
                     }
                 };
-                let Some(ip) = ip else {
-                    return Err(InfraError::Unresolved {
-                        step: steps.len() + 1,
-                    });
-                };
-                let server = steps.create(|creates| {
-                    ApplyStep::CreateInstance(Create {
-                        creates,
-                        node: node.clone(),
-                        commercial_type: cluster.config.control_plane.instance_type.clone(),
-                        image,
-                        security_group: group.clone(),
-                        ip,
-                        tags: names.node_tags(Role::Controlplane, &node),
-                    })
-                });
-                if let Some(config) = &inputs.control_plane_config {
-                    steps.push(ApplyStep::SetUserData(SetUserData {
-                        node: node.clone(),
-                        server: server.clone(),
-                        key: TALOS_USER_DATA_KEY,
-                        sha256: config.sha256.clone(),
-                    }));
-                }
+                let server = plan_create(cluster, inputs, steps, group, &node, ip, image)?;
                 (server, ServerState::Stopped)
             }
         };
@@ -140,6 +98,73 @@ pub fn plan(
         );
     }
     Ok(())
+}
+
+/// A control plane found: moved into the group and given its IP when it lacks them.
+fn plan_found(
+    steps: &mut Steps<ApplyStep>,
+    known: &mut Known,
+    group: &Ref,
+    node: &str,
+    ip: Option<&Ref>,
+    found: instance::Server,
+) -> R<(Ref, ServerState)> {
+    let server = Ref::Existing(found.id.clone());
+    // A group this plan makes holds no server yet.
+    let in_group = group
+        .existing()
+        .is_some_and(|id| found.security_group.as_ref().is_some_and(|g| g.id == id));
+    if !in_group {
+        steps.push(ApplyStep::MoveInstance(MoveToGroup {
+            node: node.to_owned(),
+            server: server.clone(),
+            security_group: group.clone(),
+        }));
+    }
+    if let Some(ip) = ip {
+        plan_attach(steps, known, node, ip, &found)?;
+    }
+    let state = found.state.clone();
+    known.servers.insert(node.to_owned(), found);
+    Ok((server, state))
+}
+
+/// A control plane to make, from `image`, with its IP, and its machine config as user data.
+fn plan_create(
+    cluster: &Cluster<'_>,
+    inputs: &ApplyInputs,
+    steps: &mut Steps<ApplyStep>,
+    group: &Ref,
+    node: &str,
+    ip: Option<Ref>,
+    image: Ref,
+) -> R<Ref> {
+    let Some(ip) = ip else {
+        return Err(InfraError::Unresolved {
+            step: steps.len() + 1,
+        });
+    };
+    let names = cluster.names();
+    let server = steps.create(|creates| {
+        ApplyStep::CreateInstance(Create {
+            creates,
+            node: node.to_owned(),
+            commercial_type: cluster.config.control_plane.instance_type.clone(),
+            image,
+            security_group: group.clone(),
+            ip,
+            tags: names.node_tags(Role::Controlplane, node),
+        })
+    });
+    if let Some(config) = &inputs.control_plane_config {
+        steps.push(ApplyStep::SetUserData(SetUserData {
+            node: node.to_owned(),
+            server: server.clone(),
+            key: TALOS_USER_DATA_KEY,
+            sha256: config.sha256.clone(),
+        }));
+    }
+    Ok(server)
 }
 
 /// The attach step when the node's flexible IP is not on its server: refused when it is on
