@@ -416,7 +416,7 @@ mod tests {
             .map(|n| format!(r#"{{"name":"{n}","generator":"tor","sources":["/x"]}}"#))
             .collect();
         serde_json::from_str(&format!(
-            r#"{{"kind":"ListSources","version":2,"lists":[{}]}}"#,
+            r#"{{"kind":"ListSources","version":3,"lists":[{}]}}"#,
             lists.join(",")
         ))
         .unwrap()
@@ -562,7 +562,7 @@ mod tests {
 
     /// A tor list and two crawler lists, `googlebot` and `gptbot`.
     fn with_crawlers() -> ListSources {
-        serde_json::from_value(json!({"kind": "ListSources", "version": 2, "lists": [
+        serde_json::from_value(json!({"kind": "ListSources", "version": 3, "lists": [
             {"name": "tor", "generator": "tor", "sources": ["/t"]},
             {"name": "googlebot", "generator": "crawlers", "sources": ["/g.json"],
              "tokens": ["Googlebot"]},

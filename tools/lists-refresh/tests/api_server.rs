@@ -91,7 +91,7 @@ impl Edge {
     fn sources(&self, dir: &std::path::Path) -> PathBuf {
         let fixtures = self.shared.join("fixtures");
         let record = json!({
-            "kind": "ListSources", "version": 2, "max_shrink_percent": 50, "timeout_seconds": 30,
+            "kind": "ListSources", "version": 3, "max_shrink_percent": 50, "timeout_seconds": 30,
             "lists": [
                 {"name": "tor", "generator": "tor",
                  "sources": [fixtures.join("tor/torbulkexitlist_2023-10-14.txt")]},

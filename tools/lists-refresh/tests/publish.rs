@@ -44,7 +44,7 @@ impl Job {
 
     fn sources(&self, lists: Value) -> PathBuf {
         let file = self.dir.path().join("sources.json");
-        let record = json!({"kind": "ListSources", "version": 2, "max_shrink_percent": 50,
+        let record = json!({"kind": "ListSources", "version": 3, "max_shrink_percent": 50,
                             "timeout_seconds": 5, "lists": lists});
         std::fs::write(&file, record.to_string()).unwrap();
         file

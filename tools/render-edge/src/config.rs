@@ -7,14 +7,17 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use lists_core::records::{
-    DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, ListGenerator, ListSource, ListSources,
+    AgentSource, DEFAULT_MAX_SHRINK_PERCENT, DEFAULT_TIMEOUT_SECONDS, ListGenerator, ListSource,
+    ListSources,
 };
 use pop_common::input::{InputError, read_json};
-use pop_common::records::{Digest, Kind, PlatformInputs, PublishedImages, Version};
+use pop_common::records::{Digest, PlatformInputs, PublishedImages};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::render;
+
+mod lists;
 
 /// The edge layer's settings, as written by the operator (`config/edge.json`).
 #[derive(Debug, Clone, Deserialize)]
@@ -102,6 +105,10 @@ pub struct PowConfig {
     /// Which policy lists the hourly refresh regenerates, and from where.
     #[serde(default)]
     pub lists: ListsConfig,
+    /// The Web Bot Auth agents trusted, each by its key directory's https URL (or its keys
+    /// inline): the hourly refresh fetches the directories and delivers the keys with the lists.
+    #[serde(default)]
+    pub agents: Vec<AgentSource>,
 }
 
 /// The policy lists' sources (rendered into the `lists-sources` ConfigMap the CronJob reads).
@@ -364,6 +371,11 @@ fn resolve_pow(
             "the hourly refresh owns the lists; a config that carried them would revert it",
         ),
         (
+            "agents",
+            "the hourly refresh delivers the agents' keys from their directories: name the \
+             agents in pow.agents",
+        ),
+        (
             "demo_secret",
             "a secret in the WasmPlugin would be readable by anyone who can read the object; \
              the secret reaches the proxy from the Secret at apply time",
@@ -396,50 +408,7 @@ fn resolve_pow(
             e.message,
         )
     })?;
-    let known = |name: &str| pow.lists.sources.iter().any(|list| list.name == name);
-    for name in decoded.list_difficulty.keys() {
-        if !known(name) {
-            return Err(InputError::field(
-                config_path,
-                format!("pow.plugin_config.list_difficulty.{name}"),
-                format!("no list named `{name}` in pow.lists.sources"),
-            ));
-        }
-    }
-    // A rule naming a list the refresh never writes would never match: a typo, said here.
-    for (i, rule) in decoded.rules.iter().enumerate() {
-        let crawlers = rule.crawler.as_ref().and_then(|c| c.names()).unwrap_or(&[]);
-        for (field, names) in [("lists", &rule.lists[..]), ("crawler", crawlers)] {
-            if let Some((j, name)) = names.iter().enumerate().find(|(_, n)| !known(n)) {
-                return Err(InputError::field(
-                    config_path,
-                    format!("pow.plugin_config.rules[{i}].{field}[{j}]"),
-                    format!("no list named `{name}` in pow.lists.sources"),
-                ));
-            }
-        }
-    }
-    let lists = ListSources {
-        kind: Kind::new(),
-        version: Version,
-        max_shrink_percent: pow.lists.max_shrink_percent,
-        timeout_seconds: pow.lists.timeout_seconds,
-        lists: pow.lists.sources,
-    };
-    if let Some(problem) = lists.problems().into_iter().next() {
-        // ListSources names its fields from its own root, where the lists are `lists`; the
-        // config nests them under pow.lists and calls them `sources` (`lists[i]` as well as the
-        // whole `lists`, whose count the filter limits).
-        let field = match problem.field.strip_prefix("lists") {
-            Some(rest) => format!("sources{rest}"),
-            None => problem.field,
-        };
-        return Err(InputError::field(
-            config_path,
-            format!("pow.lists.{field}"),
-            problem.message,
-        ));
-    }
+    let lists = lists::record(pow.lists, pow.agents, &decoded, config_path)?;
     Ok(PowPlan {
         url,
         sha256,

@@ -130,21 +130,30 @@ fn the_job_may_publish_the_first_lists_then_new_ones() {
     };
     let rendered_spec = find(&rendered(), "WasmPlugin")["spec"].clone();
     assert!(job.plugin()["spec"]["pluginConfig"].get("lists").is_none());
-    for list in [
-        lists("2026-11-30T10:17:00Z", "185.220.101.0/24\n"),
-        json!({
-            "version": "2026-11-30T11:17:00Z", "generated_at": "2026-11-30T11:17:00Z",
-            "sets": {"tor": "185.220.101.0/24\n2a0b:f4c2::/40\n", "hosting": "3.0.0.0/8\n"},
-        }),
+    // The trusted agents' keys, which the job delivers with the lists (the RFC 9421 test key).
+    let agents = json!({"examplebot": {"keys": {"keys": [
+        {"kty": "OKP", "crv": "Ed25519", "x": "JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs"}]}}});
+    for (list, agents) in [
+        (lists("2026-11-30T10:17:00Z", "185.220.101.0/24\n"), None),
+        (
+            json!({
+                "version": "2026-11-30T11:17:00Z", "generated_at": "2026-11-30T11:17:00Z",
+                "sets": {"tor": "185.220.101.0/24\n2a0b:f4c2::/40\n", "hosting": "3.0.0.0/8\n"},
+            }),
+            Some(agents),
+        ),
     ] {
-        // What lists-refresh sends: a server-side apply of the lists alone, as its field
-        // manager, taking them over.
+        // What lists-refresh sends: a server-side apply of the lists (and agents) alone, as its
+        // field manager, taking them over.
         let namespace = &job.namespace;
-        let apply = json!({
+        let mut apply = json!({
             "apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
             "metadata": {"name": "pow-filter", "namespace": namespace},
             "spec": {"pluginConfig": {"lists": list}},
         });
+        if let Some(agents) = &agents {
+            apply["spec"]["pluginConfig"]["agents"] = agents.clone();
+        }
         let out = testkit::process::run_with_stdin(
             job.account.kubectl().args([
                 "apply",
@@ -158,10 +167,12 @@ fn the_job_may_publish_the_first_lists_then_new_ones() {
         testkit::process::success_stdout(&out);
         let mut stored = job.plugin()["spec"].clone();
         assert_eq!(stored["pluginConfig"]["lists"], list);
-        stored["pluginConfig"]
-            .as_object_mut()
-            .unwrap()
-            .remove("lists");
+        if let Some(agents) = &agents {
+            assert_eq!(&stored["pluginConfig"]["agents"], agents);
+        }
+        let config = stored["pluginConfig"].as_object_mut().unwrap();
+        config.remove("lists");
+        config.remove("agents");
         assert_eq!(
             stored, rendered_spec,
             "the rest of the plugin is as rendered"

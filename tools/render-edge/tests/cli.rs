@@ -513,7 +513,11 @@ fn inputs_of_another_kind_or_version_are_refused() {
 
 #[test]
 fn the_filter_config_may_not_carry_lists_or_a_secret() {
-    for (key, value) in [("lists", "{}"), ("demo_secret", r#""0123456789abcdef""#)] {
+    for (key, value) in [
+        ("lists", "{}"),
+        ("agents", "{}"),
+        ("demo_secret", r#""0123456789abcdef""#),
+    ] {
         Case::new().refuses(
             &with_hosts(
                 r#""www.example.com""#,
@@ -791,5 +795,77 @@ fn names_of_a_bad_config_are_refused_like_the_objects() {
         String::from_utf8_lossy(&out.stderr).contains("field `hostnames`"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The trusted agents go to the lists job's record, which fetches their directories; never to
+/// the WasmPlugin, whose `agents` the job owns.
+#[test]
+fn trusted_agents_are_checked_and_rendered_into_the_lists_jobs_record() {
+    let pow = |agents: &str, rules: &str| {
+        with_hosts(
+            r#""www.example.com""#,
+            &format!(
+                r#", "pow_enabled": true, {IMAGES}, "pow": {{
+                "plugin_config": {{"rules": {rules}}}, "agents": {agents}}}"#
+            ),
+        )
+    };
+    let directory = "https://bot.example.com/.well-known/http-message-signatures-directory";
+    let agents = format!(r#"[{{"name": "examplebot", "directory": "{directory}"}}]"#);
+    let signed = r#"[{"name": "signed", "signed_agent": ["examplebot"], "action": "allow"}]"#;
+    let case = Case::new();
+    let config = case.write("edge.json", &pow(&agents, signed));
+    let list = render_list(&case.inputs(), &config);
+    let items = list["items"].as_array().unwrap();
+    let sources = items
+        .iter()
+        .find(|i| i["kind"] == "ConfigMap" && i["metadata"]["name"] == "lists-sources")
+        .unwrap();
+    let record: serde_json::Value =
+        serde_json::from_str(sources["data"]["sources.json"].as_str().unwrap()).unwrap();
+    assert_eq!(record["version"], 3);
+    assert_eq!(
+        record["agents"],
+        serde_json::json!([{"name": "examplebot", "directory": directory}])
+    );
+    let plugin = items.iter().find(|i| i["kind"] == "WasmPlugin").unwrap();
+    assert!(plugin["spec"]["pluginConfig"].get("agents").is_none());
+
+    Case::new().refuses(
+        &pow(
+            r#"[{"name": "examplebot", "directory": "http://bot.example.com/d"}]"#,
+            "[]",
+        ),
+        &["field `pow.agents[0].directory`", "https://"],
+    );
+    // Loopback http is for a test's stand-in, never the edge.
+    Case::new().refuses(
+        &pow(
+            r#"[{"name": "examplebot", "directory": "http://127.0.0.1:8080/d"}]"#,
+            "[]",
+        ),
+        &["field `pow.agents[0].directory`"],
+    );
+    Case::new().refuses(
+        &pow(
+            r#"[{"name": "examplebot", "keys": {"keys": [{"kty": "RSA"}]}}]"#,
+            "[]",
+        ),
+        &["field `pow.agents[0].keys`", "no Ed25519 key"],
+    );
+    Case::new().refuses(
+        &pow(&agents.replace("examplebot", "Example"), "[]"),
+        &["field `pow.agents[0].name`"],
+    );
+    Case::new().refuses(
+        &pow(
+            &agents,
+            &signed.replace("[\"examplebot\"]", "[\"otherbot\"]"),
+        ),
+        &[
+            "field `pow.plugin_config.rules[0].signed_agent[0]`",
+            "no agent named `otherbot` in pow.agents",
+        ],
     );
 }

@@ -1,4 +1,6 @@
-//! `ListSources`: which policy lists the `lists-refresh` CronJob regenerates, and from where.
+//! `ListSources`: which policy lists the `lists-refresh` CronJob regenerates, and from where,
+//! and the Web Bot Auth agents whose keys it delivers with them (`agents`, see
+//! [`AgentSource`](super::AgentSource)).
 //!
 //! Rendered by render-edge into the ConfigMap `lists-sources`, mounted by the CronJob at
 //! `/etc/lists-refresh/sources.json`, read by `lists-refresh`. Example:
@@ -6,7 +8,7 @@
 //! ```json
 //! {
 //!   "kind": "ListSources",
-//!   "version": 2,
+//!   "version": 3,
 //!   "max_shrink_percent": 50,
 //!   "timeout_seconds": 120,
 //!   "lists": [
@@ -18,6 +20,10 @@
 //!     {"name": "googlebot", "generator": "crawlers",
 //!      "sources": ["https://developers.google.com/static/crawling/ipranges/common-crawlers.json"],
 //!      "tokens": ["Googlebot"]}
+//!   ],
+//!   "agents": [
+//!     {"name": "examplebot",
+//!      "directory": "https://bot.example.com/.well-known/http-message-signatures-directory"}
 //!   ]
 //! }
 //! ```
@@ -50,10 +56,11 @@ use serde::{Deserialize, Serialize};
 
 use pop_common::records::{Kind, Problem, RecordKind, Version};
 
+use super::agent_source::{AgentSource, agent_problems};
 use crate::formats::{self, AsnFormat, TorFormat};
 
-/// 2: `tokens`, and the `crawlers` generator.
-pub const LIST_SOURCES_VERSION: u32 = 2;
+/// 3: `agents`. 2: `tokens`, and the `crawlers` generator.
+pub const LIST_SOURCES_VERSION: u32 = 3;
 
 /// The lists the refresh job regenerates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +75,9 @@ pub struct ListSources {
     #[serde(default = "default_timeout_seconds")]
     pub timeout_seconds: u32,
     pub lists: Vec<ListSource>,
+    /// The Web Bot Auth agents whose keys are delivered with the lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentSource>,
 }
 
 /// One policy list and where it comes from.
@@ -175,50 +185,62 @@ impl ListSources {
                     format!("`{}` appears twice", list.name),
                 ));
             }
-            if list.sources.is_empty() {
-                problems.push(Problem::new(at("sources"), "at least one source is needed"));
-            }
-            for (j, source) in list.sources.iter().enumerate() {
-                let remote = source.starts_with("https://") || source.starts_with("http://");
-                if !remote && !source.starts_with('/') {
-                    problems.push(Problem::new(
-                        at(&format!("sources[{j}]")),
-                        format!("`{source}` is neither an http(s) URL nor an absolute path"),
-                    ));
-                }
-            }
-            match list.generator {
-                ListGenerator::Asn if list.asns.is_empty() => {
-                    problems.push(Problem::new(
-                        at("asns"),
-                        "an `asn` list needs at least one ASN",
-                    ));
-                }
-                ListGenerator::Tor | ListGenerator::Crawlers if !list.asns.is_empty() => {
-                    problems.push(Problem::new(
-                        at("asns"),
-                        format!("a `{}` list takes no ASN", list.generator.label()),
-                    ));
-                }
-                _ => {}
-            }
-            problems.extend(token_problems(list.generator, &list.tokens, &at("tokens")));
-            let refusal = list
-                .format
-                .as_deref()
-                .and_then(|format| match list.generator {
-                    ListGenerator::Asn => formats::refusal::<AsnFormat>(format),
-                    ListGenerator::Tor => formats::refusal::<TorFormat>(format),
-                    ListGenerator::Crawlers => {
-                        Some("a `crawlers` list takes no format: it reads one".to_owned())
-                    }
-                });
-            if let Some(why) = refusal {
+            problems.extend(list.problems(&at));
+        }
+        problems.extend(agent_problems(&self.agents));
+        problems
+    }
+}
+
+impl ListSource {
+    /// The problems of one list besides its name (which needs the others), its fields named by
+    /// `at` (`lists[1].asns`).
+    fn problems(&self, at: &dyn Fn(&str) -> String) -> Vec<Problem> {
+        let list = self;
+        let mut problems = Vec::new();
+        if list.sources.is_empty() {
+            problems.push(Problem::new(at("sources"), "at least one source is needed"));
+        }
+        for (j, source) in list.sources.iter().enumerate() {
+            let remote = source.starts_with("https://") || source.starts_with("http://");
+            if !remote && !source.starts_with('/') {
                 problems.push(Problem::new(
-                    at("format"),
-                    format!("{why} (what {} takes)", list.generator.command()),
+                    at(&format!("sources[{j}]")),
+                    format!("`{source}` is neither an http(s) URL nor an absolute path"),
                 ));
             }
+        }
+        match list.generator {
+            ListGenerator::Asn if list.asns.is_empty() => {
+                problems.push(Problem::new(
+                    at("asns"),
+                    "an `asn` list needs at least one ASN",
+                ));
+            }
+            ListGenerator::Tor | ListGenerator::Crawlers if !list.asns.is_empty() => {
+                problems.push(Problem::new(
+                    at("asns"),
+                    format!("a `{}` list takes no ASN", list.generator.label()),
+                ));
+            }
+            _ => {}
+        }
+        problems.extend(token_problems(list.generator, &list.tokens, &at("tokens")));
+        let refusal = list
+            .format
+            .as_deref()
+            .and_then(|format| match list.generator {
+                ListGenerator::Asn => formats::refusal::<AsnFormat>(format),
+                ListGenerator::Tor => formats::refusal::<TorFormat>(format),
+                ListGenerator::Crawlers => {
+                    Some("a `crawlers` list takes no format: it reads one".to_owned())
+                }
+            });
+        if let Some(why) = refusal {
+            problems.push(Problem::new(
+                at("format"),
+                format!("{why} (what {} takes)", list.generator.command()),
+            ));
         }
         problems
     }
@@ -266,7 +288,7 @@ mod tests {
     use super::*;
 
     const EXAMPLE: &str = r#"{
-        "kind": "ListSources", "version": 2, "max_shrink_percent": 50, "timeout_seconds": 120,
+        "kind": "ListSources", "version": 3, "max_shrink_percent": 50, "timeout_seconds": 120,
         "lists": [
             {"name": "tor", "generator": "tor",
              "sources": ["https://check.torproject.org/torbulkexitlist"]},
@@ -295,7 +317,7 @@ mod tests {
 
     #[test]
     fn the_knobs_have_defaults() {
-        let short = r#"{"kind":"ListSources","version":2,"lists":[
+        let short = r#"{"kind":"ListSources","version":3,"lists":[
             {"name":"tor","generator":"tor","sources":["/data/exits.txt"]}]}"#;
         let sources: ListSources = serde_json::from_str(short).unwrap();
         assert_eq!(sources.max_shrink_percent, 50);
@@ -313,7 +335,7 @@ mod tests {
 
     #[test]
     fn broken_rules_are_each_named_with_their_field() {
-        let bad = r#"{"kind":"ListSources","version":2,"max_shrink_percent":150,"lists":[
+        let bad = r#"{"kind":"ListSources","version":3,"max_shrink_percent":150,"lists":[
             {"name":"Tor","generator":"tor","sources":["exits.txt"],"asns":[1],"format":"Bulk"},
             {"name":"hosting","generator":"asn","sources":[],"format":"bulk"},
             {"name":"hosting","generator":"asn","sources":["/x"],"asns":[2],"format":"geolite2"}]}"#;
@@ -368,15 +390,15 @@ mod tests {
     }
 
     #[test]
-    fn a_version_1_record_is_refused_naming_the_version() {
-        let old = EXAMPLE.replace("\"version\": 2", "\"version\": 1");
+    fn a_version_2_record_is_refused_naming_the_version() {
+        let old = EXAMPLE.replace("\"version\": 3", "\"version\": 2");
         let err = serde_json::from_str::<ListSources>(&old).unwrap_err();
-        assert!(err.to_string().contains("unsupported version 1"), "{err}");
+        assert!(err.to_string().contains("unsupported version 2"), "{err}");
     }
 
     #[test]
     fn crawler_lists_need_tokens_by_the_filters_rule_and_the_others_take_none() {
-        let bad = r#"{"kind":"ListSources","version":2,"lists":[
+        let bad = r#"{"kind":"ListSources","version":3,"lists":[
             {"name":"googlebot","generator":"crawlers","sources":["/g.json"]},
             {"name":"bingbot","generator":"crawlers","sources":["/b.json"],
              "tokens":["bingbot","bing bot"]},
@@ -468,7 +490,7 @@ mod tests {
             .map(|i| format!(r#"{{"name":"l{i}","generator":"tor","sources":["/x"]}}"#))
             .collect();
         let text = format!(
-            r#"{{"kind":"ListSources","version":2,"lists":[{}]}}"#,
+            r#"{{"kind":"ListSources","version":3,"lists":[{}]}}"#,
             lists.join(",")
         );
         let sources: ListSources = serde_json::from_str(&text).unwrap();

@@ -1,5 +1,5 @@
 //! What RBAC cannot say: the lists-refresh ServiceAccount may `patch` the WasmPlugin (to publish
-//! `spec.pluginConfig.lists`), and RBAC cannot limit a patch to one field, so the job that parses
+//! `spec.pluginConfig.lists` and the trusted agents' keys, `spec.pluginConfig.agents`), and RBAC cannot limit a patch to one field, so the job that parses
 //! internet data could otherwise rewrite the module's `url`, `sha256` or `vmConfig`. A
 //! ValidatingAdmissionPolicy refuses any change by that account to anything else.
 //!
@@ -23,14 +23,16 @@ pub const SPEC_UNCHANGED: &str = "object.spec.all(k, k == 'pluginConfig' || \
      (k in oldObject.spec && object.spec[k] == oldObject.spec[k])) && \
      oldObject.spec.all(k, k == 'pluginConfig' || k in object.spec)";
 
-/// `spec.pluginConfig` keeps every key but `lists`, with the same value, and gains none
-/// (a missing pluginConfig counts as an empty one).
+/// `spec.pluginConfig` keeps every key but `lists` and `agents`, with the same value, and gains
+/// none (a missing pluginConfig counts as an empty one).
 pub const PLUGIN_CONFIG_UNCHANGED_BUT_LISTS: &str = "(!has(object.spec.pluginConfig) || \
-     object.spec.pluginConfig.all(k, k == 'lists' || (has(oldObject.spec.pluginConfig) && \
+     object.spec.pluginConfig.all(k, k == 'lists' || k == 'agents' || \
+     (has(oldObject.spec.pluginConfig) && \
      k in oldObject.spec.pluginConfig && \
      object.spec.pluginConfig[k] == oldObject.spec.pluginConfig[k]))) && \
      (!has(oldObject.spec.pluginConfig) || \
-     oldObject.spec.pluginConfig.all(k, k == 'lists' || (has(object.spec.pluginConfig) && \
+     oldObject.spec.pluginConfig.all(k, k == 'lists' || k == 'agents' || \
+     (has(object.spec.pluginConfig) && \
      k in object.spec.pluginConfig)))";
 
 /// The labels and annotations stay as they are (the ApplySet and the prune read labels).
@@ -49,7 +51,7 @@ pub fn match_condition() -> String {
 
 pub fn policy() -> Value {
     let refused = format!(
-        "{} may change only spec.pluginConfig.lists on WasmPlugin {NAMESPACE}/{WASM_PLUGIN}",
+        "{} may change only spec.pluginConfig.lists and spec.pluginConfig.agents on WasmPlugin {NAMESPACE}/{WASM_PLUGIN}",
         lists_refresh_username()
     );
     json!({
