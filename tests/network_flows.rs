@@ -13,7 +13,7 @@
 //!   `../shared/crds`); Talos's ingress firewall documents for the worker accept exactly the
 //!   declared networks on each port, validate against Talos's own config schema, and block by
 //!   default only once the platform config enforces;
-//! - the README's table is the declaration's.
+//! - the ports table of docs/infrastructure.md is the declaration's.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -667,11 +667,12 @@ fn talos_accepts_exactly_the_declared_networks_on_the_worker_and_blocks_only_whe
 }
 
 #[test]
-fn the_readme_table_is_the_declared_flows() {
-    let readme = std::fs::read_to_string(testkit::workspace::root().join("README.md")).unwrap();
+fn the_documented_ports_table_is_the_declared_flows() {
+    let doc = std::fs::read_to_string(testkit::workspace::root().join("docs/infrastructure.md"))
+        .unwrap();
     let table = flows::markdown_table();
     assert!(
-        readme.contains(&table),
-        "README.md must hold the flows' table as crates/flows renders it:\n{table}"
+        doc.contains(&table),
+        "docs/infrastructure.md must hold the flows' table as crates/flows renders it:\n{table}"
     );
 }

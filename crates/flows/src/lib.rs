@@ -10,7 +10,7 @@
 //! - the API server's NodePort range (`talos/patches/40-nodeport-range.controlplane.yaml`,
 //!   checked against [`NODE_PORT_RANGE`] by a test);
 //! - the gateway Service's node ports and the gateway pods' policy (`render-edge`);
-//! - the README's table ([`markdown_table`], checked by a test).
+//! - the ports table of docs/infrastructure.md ([`markdown_table`], checked by a test).
 //!
 //! `tests/network_flows.rs` renders each layer and reads it back against [`FLOWS`]: for every
 //! peer class and port, each layer allows exactly what is declared here.
@@ -61,7 +61,7 @@ impl Ports {
 
 impl fmt::Display for Ports {
     /// `80` or `2379-2380`: the API server's `--service-node-port-range` spelling, Talos's and
-    /// the README's.
+    /// the documentation's.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.first == self.last {
             write!(f, "{}", self.first)
@@ -214,7 +214,7 @@ pub struct Flow {
     pub from: Peer,
     pub to: &'static [Role],
     pub traffic: Traffic,
-    /// Why the flow exists, for the README.
+    /// Why the flow exists, for the documentation.
     pub why: &'static str,
 }
 
@@ -337,7 +337,7 @@ pub const HOST_PORTS: &[Traffic] = &[
     Traffic::Udp(Ports::one(WIREGUARD)),
 ];
 
-/// The flows, in the README's order: the public edge, the operator, then the cluster itself.
+/// The flows, in the documented table's order: the public edge, the operator, then the cluster itself.
 pub const FLOWS: &[Flow] = &[
     Flow {
         service: "gateway",
@@ -534,7 +534,7 @@ pub fn by_peer(role: Role) -> Vec<(Peer, Vec<Traffic>)> {
     out
 }
 
-/// The README's table of the flows, one row each (GitHub Markdown).
+/// The documented table of the flows (docs/infrastructure.md), one row each (GitHub Markdown).
 pub fn markdown_table() -> String {
     let mut text = String::from(
         "| from | to | port | what listens | why |\n| --- | --- | --- | --- | --- |\n",
