@@ -668,8 +668,8 @@ fn talos_accepts_exactly_the_declared_networks_on_the_worker_and_blocks_only_whe
 
 #[test]
 fn the_documented_ports_table_is_the_declared_flows() {
-    let doc = std::fs::read_to_string(testkit::workspace::root().join("docs/infrastructure.md"))
-        .unwrap();
+    let doc =
+        std::fs::read_to_string(testkit::workspace::root().join("docs/infrastructure.md")).unwrap();
     let table = flows::markdown_table();
     assert!(
         doc.contains(&table),
