@@ -20,8 +20,15 @@
 //! | nodes | entities `host`, `remote-node` and `health` (the agents' health endpoints) | every node's address |
 //! | pods | every endpoint with a pod namespace label | the pod CIDR (a pod's packets leave the tunnel with its address) |
 
+use std::io;
+use std::path::Path;
+
 use flows::{Addresses, Peer, Ports, Role, Traffic};
+use pop_common::input::InputError;
+use pop_common::records::PlatformInputs;
 use serde_json::{Value, json};
+
+use crate::{Error, HOST_POLICIES_FILE, PlatformConfig, TALOS_FIREWALL_FILE, TALOS_FIREWALL_LIST};
 
 /// The label every node of a role carries: control planes are labelled by Talos
 /// (`node-role.kubernetes.io/control-plane`); a worker is every node without it. Cilium keeps
@@ -172,6 +179,82 @@ pub fn talos_documents(addresses: &Addresses, audit: bool) -> Vec<Value> {
         }));
     }
     documents
+}
+
+/// The cluster's addresses, as the host firewall knows them.
+pub fn addresses(inputs: &PlatformInputs) -> Addresses {
+    Addresses {
+        admin: inputs.admin_cidrs.clone(),
+        control_planes: inputs.control_plane_addresses.clone(),
+        workers: inputs.worker_addresses.clone(),
+    }
+}
+
+/// The host firewall's files, `(name, text)`: the Cilium host policies as a JSON `List`, Talos's
+/// documents for the worker as a YAML stream, and where to apply them: through the first
+/// control plane's apid (reachable from the admin networks as long as the security group is
+/// right, whatever the worker's own rules say) to each worker's IPv4 address.
+pub(crate) fn firewall_files(
+    platform: &PlatformConfig,
+    inputs: &PlatformInputs,
+    inputs_path: &Path,
+) -> Result<Vec<(&'static str, String)>, Error> {
+    // An empty list would not mean "nobody" to every layer (an empty CIDR set in a Cilium rule
+    // selects nothing to narrow; Talos with no subnet drops a port for everyone): refused.
+    let refuse = |field: &str, why: &str| Error::Input(InputError::field(inputs_path, field, why));
+    if inputs.admin_cidrs.is_empty() {
+        return Err(refuse(
+            "admin_cidrs",
+            "is empty: nobody could reach the Talos and Kubernetes APIs",
+        ));
+    }
+    if !inputs.worker_addresses.iter().any(|a| a.is_ipv4()) {
+        return Err(refuse(
+            "worker_addresses",
+            "holds no IPv4 address: no worker to patch",
+        ));
+    }
+    let endpoint = inputs
+        .control_plane_addresses
+        .iter()
+        .find(|a| a.is_ipv4())
+        .ok_or_else(|| {
+            refuse(
+                "control_plane_addresses",
+                "holds no IPv4 address: no control plane to reach the worker through",
+            )
+        })?;
+    let addresses = addresses(inputs);
+    let encode = |e: String| Error::Write(io::Error::other(e).into());
+    let labels = json!({
+        "app.kubernetes.io/part-of": "edgepop",
+        "app.kubernetes.io/managed-by": "render-platform",
+        "app.kubernetes.io/component": "host-firewall",
+    });
+    let policies = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": cilium_policies(&addresses, &labels),
+    });
+    let mut policies =
+        serde_json::to_string_pretty(&policies).map_err(|e| encode(e.to_string()))?;
+    policies.push('\n');
+    let mut talos = String::new();
+    for document in talos_documents(&addresses, platform.cilium.policy_audit_mode) {
+        talos.push_str("---\n");
+        talos.push_str(&serde_norway::to_string(&document).map_err(|e| encode(e.to_string()))?);
+    }
+    let mut targets = String::from(
+        "# endpoint\tnode\tpatch: talosctl --endpoints <endpoint> --nodes <node> patch machineconfig --patch @<patch>\n",
+    );
+    for worker in inputs.worker_addresses.iter().filter(|a| a.is_ipv4()) {
+        targets.push_str(&format!("{endpoint}\t{worker}\t{TALOS_FIREWALL_FILE}\n"));
+    }
+    Ok(vec![
+        (HOST_POLICIES_FILE, policies),
+        (TALOS_FIREWALL_FILE, talos),
+        (TALOS_FIREWALL_LIST, targets),
+    ])
 }
 
 #[cfg(test)]

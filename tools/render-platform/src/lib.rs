@@ -29,25 +29,33 @@
 //! compiled in). `--secrets` is the apply-time step: the decrypted SOPS document on stdin, the
 //! Secrets on stdout.
 
+mod cli;
+mod edge;
+mod error;
 pub mod host_firewall;
 pub mod onprem;
 pub mod profile;
+mod run;
 pub mod secrets;
 
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
-use clap::{Parser, ValueEnum};
-use flows::{Addresses, Routing};
-use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
+use clap::ValueEnum;
 use pop_common::input::InputError;
 use pop_common::pins::Pins;
-use pop_common::records::PlatformInputs;
-use pop_common::tool::Env;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use profile::{Component, Kind, PLAN_FILE, PlanLine};
+pub use cli::{Cli, Config, Target, resolve};
+pub use edge::{
+    CertManagerConfig, CiliumConfig, EDGE_COMPONENTS, HubbleConfig, PlatformConfig,
+    WireGuardConfig, check, load, render,
+};
+pub use error::Error;
+pub use host_firewall::addresses;
+pub use run::{run, run_with};
+
+use profile::{Component, Kind, PlanLine};
 
 /// `k8s/versions.env` as it was when this binary was built.
 pub const PINS: Pins<'static> = Pins::new(include_str!("../../../k8s/versions.env"));
@@ -132,75 +140,6 @@ pub const fn cert_manager(depends_on: &'static [&'static str]) -> Component {
     }
 }
 
-/// The edge profile, in install order: the CNI first (nothing schedules before it) and the host
-/// firewall it enforces, the Gateway API CRDs that cert-manager and istiod watch, cert-manager,
-/// then Istio's CRDs and istiod.
-pub const EDGE_COMPONENTS: &[Component] = &[
-    CILIUM,
-    // The host firewall, from the declared flows and the cluster's addresses: Cilium's host
-    // policies, then Talos's ingress firewall on the worker (no reboot).
-    Component {
-        name: "host-firewall",
-        namespace: None,
-        kind: Kind::Objects {
-            needs: &["ciliumclusterwidenetworkpolicies.cilium.io"],
-            ready: None,
-        },
-        depends_on: &["cilium"],
-    },
-    Component {
-        name: "talos-firewall",
-        namespace: None,
-        kind: Kind::Talos,
-        depends_on: &["host-firewall"],
-    },
-    Component {
-        name: "gateway-api",
-        namespace: None,
-        kind: Kind::Crds {
-            pins_prefix: "VENDOR_GATEWAY_API_",
-            version_pin: "GATEWAY_API_VERSION",
-            crds: &[
-                "gatewayclasses.gateway.networking.k8s.io",
-                "gateways.gateway.networking.k8s.io",
-                "httproutes.gateway.networking.k8s.io",
-            ],
-        },
-        depends_on: &[],
-    },
-    cert_manager(&["cilium", "gateway-api"]),
-    Component {
-        name: "istio-base",
-        namespace: Some("istio-system"),
-        kind: Kind::Helm {
-            chart: "base",
-            repo_pin: "ISTIO_CHART_REPO",
-            version_pin: "ISTIO_VERSION",
-            values: &["values/istio-base.yaml"],
-            // One of each of the chart's API groups (Istio 1.30's CRDs).
-            crds: &[
-                "wasmplugins.extensions.istio.io",
-                "virtualservices.networking.istio.io",
-                "authorizationpolicies.security.istio.io",
-                "telemetries.telemetry.istio.io",
-            ],
-        },
-        depends_on: &["cilium"],
-    },
-    Component {
-        name: "istiod",
-        namespace: Some("istio-system"),
-        kind: Kind::Helm {
-            chart: "istiod",
-            repo_pin: "ISTIO_CHART_REPO",
-            version_pin: "ISTIO_VERSION",
-            values: &["values/istiod.yaml"],
-            crds: &[],
-        },
-        depends_on: &["istio-base", "gateway-api"],
-    },
-];
-
 /// A profile's config, loaded and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterConfig {
@@ -249,7 +188,8 @@ pub fn rendered(
         }
         (Kind::Secrets, ClusterConfig::Onprem(config)) => {
             let template = onprem::secrets_template(config, config_path);
-            secrets::check_encrypted(&template.source, &template)?;
+            secrets::check_encrypted(&template.source, &template)
+                .map_err(onprem::how_to_make_the_secrets_file)?;
             Some(
                 serde_json::to_value(&template)
                     .map_err(|e| Error::Write(io::Error::other(e).into()))?,
@@ -316,595 +256,19 @@ pub fn plan(
         .collect()
 }
 
-#[derive(Debug, Parser)]
-#[command(name = "render-platform", version, about)]
-pub struct Cli {
-    /// The cluster profile.
-    #[arg(long, value_enum, default_value_t = Profile::Edge)]
-    pub profile: Profile,
-    /// The profile's config (edge: config/platform.json; onprem: config/onprem.json; examples
-    /// beside them, *.example.json).
-    #[arg(long, required_unless_present = "secrets")]
-    pub config: Option<PathBuf>,
-    /// The component whose rendered layer to print.
-    pub component: Option<String>,
-    /// Write every component's rendered layer into DIR/<component>.json, then DIR/components.tsv.
-    #[arg(long, value_name = "DIR")]
-    pub out_dir: Option<PathBuf>,
-    /// The infra layer's output (talos/_out/platform-inputs.json): the addresses the edge's host
-    /// firewall is rendered from. Needed with --out-dir for the edge profile.
-    #[arg(long, value_name = "FILE")]
-    pub inputs: Option<PathBuf>,
-    /// Apply time: read the decrypted SOPS document (JSON) on stdin and print the Secrets of this
-    /// template (DIR/<component>.json of a `secrets` component).
-    #[arg(long, value_name = "TEMPLATE", conflicts_with_all = ["config", "component", "out_dir", "inputs"])]
-    pub secrets: Option<PathBuf>,
-}
-
-/// What to do: the files named are read by `run` (they are input).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Config {
-    Render {
-        profile: Profile,
-        config: PathBuf,
-        target: Target,
-        /// The platform inputs (the edge's host firewall).
-        inputs: Option<PathBuf>,
-    },
-    FillSecrets {
-        template: PathBuf,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// One component's rendered layer on stdout.
-    Stdout(String),
-    /// Every component's rendered layer and the plan into this directory.
-    Dir(PathBuf),
-}
-
-/// `config/platform.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlatformConfig {
-    pub cilium: CiliumConfig,
-    pub cert_manager: CertManagerConfig,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CiliumConfig {
-    /// true: policies, the host firewall's included, are logged, not enforced (verdict AUDIT),
-    /// and Talos's ingress firewall on the worker accepts by default; false: both enforce.
-    pub policy_audit_mode: bool,
-    pub wireguard: WireGuardConfig,
-    pub hubble: HubbleConfig,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WireGuardConfig {
-    pub enabled: bool,
-    /// Node-to-node and pod-to-node traffic too (beta upstream).
-    pub node_encryption: bool,
-    /// Drop plaintext pod traffic inside `strict_mode_cidr` (egress and ingress).
-    pub strict_mode: bool,
-    /// The pod CIDR whose plaintext traffic strict mode drops (Talos's default pod subnet is
-    /// 10.244.0.0/16). Required when `strict_mode` is true.
-    #[serde(default)]
-    pub strict_mode_cidr: Option<ipnet::IpNet>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HubbleConfig {
-    pub relay: bool,
-    pub ui: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CertManagerConfig {
-    /// cert-manager's Gateway API support (HTTP-01 through HTTPRoutes, Certificates from
-    /// annotated Gateways).
-    pub gateway_api: bool,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Input(#[from] InputError),
-    #[error(transparent)]
-    Order(#[from] profile::OrderError),
-    #[error(transparent)]
-    Secrets(#[from] secrets::FillError),
-    #[error("writing the values: {0}")]
-    Write(#[from] OutputError),
-    #[error("name one component, or give --out-dir for all of them")]
-    Target,
-    #[error(
-        "the edge profile's --out-dir needs --inputs (talos/_out/platform-inputs.json): its host firewall is made of the cluster's addresses"
-    )]
-    Inputs,
-    #[error(
-        "profile `{profile}` has no component `{name}` with a rendered layer (it has: {known})"
-    )]
-    UnknownComponent {
-        profile: &'static str,
-        name: String,
-        known: String,
-    },
-    #[error("component `{0}`: this profile renders nothing for it")]
-    NoRender(&'static str),
-    #[error("cannot write {}: {source}", path.display())]
-    WriteFile {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl Report for Error {
-    fn exit(&self) -> Exit {
-        match self {
-            Error::Input(_) | Error::Target | Error::Inputs | Error::UnknownComponent { .. } => {
-                Exit::Usage
-            }
-            Error::Secrets(secrets::FillError::Write(_)) => Exit::Failure,
-            Error::Secrets(_) => Exit::Usage,
-            Error::Order(_) | Error::NoRender(_) | Error::Write(_) | Error::WriteFile { .. } => {
-                Exit::Failure
-            }
-        }
-    }
-}
-
-/// The arguments into what to do; the environment plays no part.
-pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
-    if let Some(template) = cli.secrets {
-        return Ok(Config::FillSecrets { template });
-    }
-    let target = match (cli.component, cli.out_dir) {
-        (Some(component), None) => Target::Stdout(component),
-        (None, Some(dir)) => Target::Dir(dir),
-        _ => return Err(Error::Target),
-    };
-    if cli.profile == Profile::Edge && matches!(target, Target::Dir(_)) && cli.inputs.is_none() {
-        return Err(Error::Inputs);
-    }
-    Ok(Config::Render {
-        profile: cli.profile,
-        // clap requires --config without --secrets.
-        config: cli.config.ok_or(Error::Target)?,
-        target,
-        inputs: cli.inputs,
-    })
-}
-
-/// Prints one component's rendered layer, writes every one and the plan into `--out-dir`, or
-/// (`--secrets`) turns the decrypted SOPS document on `input` into Secrets on `output`.
-pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
-    run_with(config, &PINS, input, output)
-}
-
-/// [`run`] with the given pins. Everything is checked and rendered before the first write.
-pub fn run_with(
-    config: &Config,
-    pins: &Pins,
-    input: impl Read,
-    mut output: impl Write,
-) -> Result<(), Error> {
-    let (profile, config_path, target, inputs_path) = match config {
-        Config::FillSecrets { template } => {
-            let template: secrets::SecretsTemplate = pop_common::input::read_json(template)?;
-            return Ok(secrets::fill(&template, input, output)?);
-        }
-        Config::Render {
-            profile,
-            config,
-            target,
-            inputs,
-        } => (*profile, config, target, inputs),
-    };
-    let components = profile.components();
-    profile::check(profile.name(), components)?;
-    let cluster = ClusterConfig::load(profile, config_path)?;
-    match target {
-        Target::Dir(dir) => {
-            let mut files = Vec::new();
-            let mut templates = Vec::new();
-            for component in components {
-                let Some(value) = rendered(&cluster, config_path, component, pins)? else {
-                    continue;
-                };
-                if let Kind::Secrets = component.kind {
-                    let template: secrets::SecretsTemplate = serde_json::from_value(value.clone())
-                        .map_err(|e| Error::Write(io::Error::other(e).into()))?;
-                    templates.push((component.name, template));
-                }
-                files.push((format!("{}.json", component.name), json_text(&value)?));
-            }
-            let template_refs: Vec<(&str, &secrets::SecretsTemplate)> =
-                templates.iter().map(|(n, t)| (*n, t)).collect();
-            let plan = profile::plan_text(&plan(components, pins, &template_refs)?);
-            match &cluster {
-                ClusterConfig::Onprem(onprem) => {
-                    files.push((STATUS_FILE.to_owned(), onprem::status_names(onprem)));
-                }
-                ClusterConfig::Edge(platform) => {
-                    let path = inputs_path.as_ref().ok_or(Error::Inputs)?;
-                    let inputs: PlatformInputs = pop_common::input::read_json(path)?;
-                    for (name, text) in firewall_files(platform, &inputs, path)? {
-                        files.push((name.to_owned(), text));
-                    }
-                }
-            }
-            std::fs::create_dir_all(dir).map_err(|source| Error::WriteFile {
-                path: dir.clone(),
-                source,
-            })?;
-            for (name, text) in files {
-                write_file(dir, &name, &text)?;
-            }
-            // Last: its date says that every file beside it is as fresh.
-            write_file(dir, PLAN_FILE, &plan)
-        }
-        Target::Stdout(name) => {
-            let unknown = || Error::UnknownComponent {
-                profile: profile.name(),
-                name: name.clone(),
-                known: components
-                    .iter()
-                    .filter(|c| matches!(rendered(&cluster, config_path, c, pins), Ok(Some(_))))
-                    .map(|c| c.name)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            };
-            let component = components
-                .iter()
-                .find(|c| c.name == name)
-                .ok_or_else(unknown)?;
-            let value = rendered(&cluster, config_path, component, pins)?.ok_or_else(unknown)?;
-            output.write_all(json_text(&value)?.as_bytes()).output()?;
-            Ok(output.flush().output()?)
-        }
-    }
-}
-
-/// The cluster's addresses, as the host firewall knows them.
-pub fn addresses(inputs: &PlatformInputs) -> Addresses {
-    Addresses {
-        admin: inputs.admin_cidrs.clone(),
-        control_planes: inputs.control_plane_addresses.clone(),
-        workers: inputs.worker_addresses.clone(),
-    }
-}
-
-/// The host firewall's files, `(name, text)`: the Cilium host policies as a JSON `List`, Talos's
-/// documents for the worker as a YAML stream, and where to apply them: through the first
-/// control plane's apid (reachable from the admin networks as long as the security group is
-/// right, whatever the worker's own rules say) to each worker's IPv4 address.
-fn firewall_files(
-    platform: &PlatformConfig,
-    inputs: &PlatformInputs,
-    inputs_path: &Path,
-) -> Result<Vec<(&'static str, String)>, Error> {
-    // An empty list would not mean "nobody" to every layer (an empty CIDR set in a Cilium rule
-    // selects nothing to narrow; Talos with no subnet drops a port for everyone): refused.
-    let refuse = |field: &str, why: &str| Error::Input(InputError::field(inputs_path, field, why));
-    if inputs.admin_cidrs.is_empty() {
-        return Err(refuse(
-            "admin_cidrs",
-            "is empty: nobody could reach the Talos and Kubernetes APIs",
-        ));
-    }
-    if !inputs.worker_addresses.iter().any(|a| a.is_ipv4()) {
-        return Err(refuse(
-            "worker_addresses",
-            "holds no IPv4 address: no worker to patch",
-        ));
-    }
-    let endpoint = inputs
-        .control_plane_addresses
-        .iter()
-        .find(|a| a.is_ipv4())
-        .ok_or_else(|| {
-            refuse(
-                "control_plane_addresses",
-                "holds no IPv4 address: no control plane to reach the worker through",
-            )
-        })?;
-    let addresses = addresses(inputs);
-    let encode = |e: String| Error::Write(io::Error::other(e).into());
-    let labels = serde_json::json!({
-        "app.kubernetes.io/part-of": "edgepop",
-        "app.kubernetes.io/managed-by": "render-platform",
-        "app.kubernetes.io/component": "host-firewall",
-    });
-    let policies = json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": host_firewall::cilium_policies(&addresses, &labels),
-    });
-    let mut policies =
-        serde_json::to_string_pretty(&policies).map_err(|e| encode(e.to_string()))?;
-    policies.push('\n');
-    let mut talos = String::new();
-    for document in host_firewall::talos_documents(&addresses, platform.cilium.policy_audit_mode) {
-        talos.push_str("---\n");
-        talos.push_str(&serde_norway::to_string(&document).map_err(|e| encode(e.to_string()))?);
-    }
-    let mut targets = String::from(
-        "# endpoint\tnode\tpatch: talosctl --endpoints <endpoint> --nodes <node> patch machineconfig --patch @<patch>\n",
-    );
-    for worker in inputs.worker_addresses.iter().filter(|a| a.is_ipv4()) {
-        targets.push_str(&format!("{endpoint}\t{worker}\t{TALOS_FIREWALL_FILE}\n"));
-    }
-    Ok(vec![
-        (HOST_POLICIES_FILE, policies),
-        (TALOS_FIREWALL_FILE, talos),
-        (TALOS_FIREWALL_LIST, targets),
-    ])
-}
-
-/// A rendered layer as pretty JSON, ending with a newline.
-fn json_text(value: &Value) -> Result<String, Error> {
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|err| Error::Write(io::Error::other(err).into()))?;
-    text.push('\n');
-    Ok(text)
-}
-
-/// Writes `dir/name` through a temporary file renamed into place.
-fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), Error> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|source| Error::WriteFile { path, source })
-}
-
-/// Reads and checks the platform config: every refusal names the file and the field.
-pub fn load(path: &std::path::Path) -> Result<PlatformConfig, InputError> {
-    let platform: PlatformConfig = pop_common::input::read_json(path)?;
-    check(&platform).map_err(|(field, message)| InputError::field(path, field, message))?;
-    Ok(platform)
-}
-
-/// The rules the types cannot say; `Err((field, why))`.
-pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
-    let cilium = &platform.cilium;
-    let wg = &cilium.wireguard;
-    if wg.node_encryption && !wg.enabled {
-        return Err((
-            "cilium.wireguard.node_encryption",
-            "needs cilium.wireguard.enabled".into(),
-        ));
-    }
-    if wg.strict_mode && !wg.enabled {
-        return Err((
-            "cilium.wireguard.strict_mode",
-            "needs cilium.wireguard.enabled".into(),
-        ));
-    }
-    if wg.strict_mode && wg.strict_mode_cidr.is_none() {
-        return Err((
-            "cilium.wireguard.strict_mode_cidr",
-            "required when strict_mode is true (the pod CIDR, 10.244.0.0/16 on a default Talos)"
-                .into(),
-        ));
-    }
-    if let Some(ipnet::IpNet::V6(_)) = wg.strict_mode_cidr {
-        // Cilium's strict-mode CIDR is IPv4 only.
-        return Err((
-            "cilium.wireguard.strict_mode_cidr",
-            "must be an IPv4 CIDR".into(),
-        ));
-    }
-    if cilium.hubble.ui && !cilium.hubble.relay {
-        // The chart's validate.yaml refuses the UI without the relay.
-        return Err(("cilium.hubble.ui", "needs cilium.hubble.relay".into()));
-    }
-    Ok(())
-}
-
-/// The edge profile's values of one Helm component for a checked config (pure).
-pub fn render(platform: &PlatformConfig, component: &str) -> Option<Value> {
-    Some(match component {
-        "cilium" => cilium(&platform.cilium),
-        "cert-manager" => json!({
-            "config": {
-                // cert-manager renders `config` as its ControllerConfiguration only with these
-                // two set; `gatewayAPI.enabled` is the v1.21 form (enableGatewayAPI is deprecated).
-                "apiVersion": "controller.config.cert-manager.io/v1alpha1",
-                "kind": "ControllerConfiguration",
-                "gatewayAPI": {"enabled": platform.cert_manager.gateway_api},
-            }
-        }),
-        // Nothing of the platform config concerns the CRD chart.
-        "istio-base" => json!({}),
-        "istiod" => json!({
-            "env": {
-                "PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME": pop_common::records::EDGE_GATEWAY_CLASS,
-            }
-        }),
-        _ => return None,
-    })
-}
-
-fn cilium(cilium: &CiliumConfig) -> Value {
-    let wg = &cilium.wireguard;
-    let mut encryption = json!({
-        "enabled": wg.enabled,
-        "nodeEncryption": wg.node_encryption,
-        // The 1.18+ form; `strictMode.enabled` was removed in 1.20.
-        "strictMode": {
-            "egress": {"enabled": wg.strict_mode},
-            "ingress": {"enabled": wg.strict_mode},
-        },
-    });
-    if wg.enabled {
-        encryption["type"] = json!("wireguard");
-    }
-    if let (true, Some(cidr)) = (wg.strict_mode, wg.strict_mode_cidr) {
-        encryption["strictMode"]["egress"]["cidr"] = json!(cidr.to_string());
-        // The chart's default routing is a tunnel, where node identities must stay allowed.
-        encryption["strictMode"]["egress"]["allowRemoteNodeIdentities"] = json!(true);
-    }
-    let Routing::Tunnel { protocol, port } = flows::ROUTING;
-    json!({
-        // Comment-only in values.yaml, read by the templates (template-only-keys.txt).
-        "policyAuditMode": cilium.policy_audit_mode,
-        // The declared flows' ports (crates/flows): the routing mode and the tunnel, chosen
-        // there and opened between nodes only; the health checks; Hubble's server, which the
-        // peer service must target; the node-port range the API server shares.
-        "routingMode": "tunnel",
-        "tunnelProtocol": protocol.cilium(),
-        "tunnelPort": port,
-        // Template-only too (the agent's cluster-health-port).
-        "clusterHealthPort": flows::CILIUM_HEALTH,
-        "nodePort": {"range": flows::NODE_PORT_RANGE.cilium()},
-        "encryption": encryption,
-        "hubble": {
-            "listenAddress": format!(":{}", flows::HUBBLE),
-            "peerService": {"targetPort": flows::HUBBLE},
-            "relay": {"enabled": cilium.hubble.relay},
-            "ui": {"enabled": cilium.hubble.ui},
-        },
-    })
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
 
+    use clap::Parser;
+    use pop_common::exit::{Exit, Report};
+    use pop_common::tool::Env;
+    use profile::PLAN_FILE;
+    use std::path::PathBuf;
+
     fn example() -> PlatformConfig {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../config/platform.example.json");
-        load(&path).unwrap()
-    }
-
-    #[test]
-    fn the_example_renders_audit_mode_wireguard_not_strict_and_hubble() {
-        let values = render(&example(), "cilium").unwrap();
-        assert_eq!(values["policyAuditMode"], json!(true));
-        assert_eq!(values["nodePort"]["range"], json!("80,443"));
-        assert_eq!(values["routingMode"], json!("tunnel"));
-        assert_eq!(values["tunnelProtocol"], json!("vxlan"));
-        assert_eq!(values["tunnelPort"], json!(8472));
-        assert_eq!(values["clusterHealthPort"], json!(4240));
-        assert_eq!(values["hubble"]["listenAddress"], json!(":4244"));
-        assert_eq!(values["hubble"]["peerService"]["targetPort"], json!(4244));
-        assert_eq!(values["encryption"]["enabled"], json!(true));
-        assert_eq!(values["encryption"]["type"], json!("wireguard"));
-        assert_eq!(values["encryption"]["nodeEncryption"], json!(true));
-        assert_eq!(
-            values["encryption"]["strictMode"]["egress"]["enabled"],
-            json!(false)
-        );
-        assert_eq!(
-            values["encryption"]["strictMode"]["ingress"]["enabled"],
-            json!(false)
-        );
-        assert!(
-            values["encryption"]["strictMode"]["egress"]
-                .get("cidr")
-                .is_none()
-        );
-        assert_eq!(values["hubble"]["relay"]["enabled"], json!(true));
-        assert_eq!(values["hubble"]["ui"]["enabled"], json!(true));
-    }
-
-    #[test]
-    fn day_two_enforce_and_strict_wireguard_come_from_the_config() {
-        let mut platform = example();
-        platform.cilium.policy_audit_mode = false;
-        platform.cilium.wireguard.strict_mode = true;
-        platform.cilium.wireguard.strict_mode_cidr = Some("10.244.0.0/16".parse().unwrap());
-        check(&platform).unwrap();
-        let values = render(&platform, "cilium").unwrap();
-        assert_eq!(values["policyAuditMode"], json!(false));
-        let egress = &values["encryption"]["strictMode"]["egress"];
-        assert_eq!(egress["enabled"], json!(true));
-        assert_eq!(egress["cidr"], json!("10.244.0.0/16"));
-        assert_eq!(egress["allowRemoteNodeIdentities"], json!(true));
-        assert_eq!(
-            values["encryption"]["strictMode"]["ingress"]["enabled"],
-            json!(true)
-        );
-    }
-
-    #[test]
-    fn cert_manager_gets_the_v1_21_gateway_api_switch_and_istiod_the_class() {
-        let platform = example();
-        let cm = render(&platform, "cert-manager").unwrap();
-        assert_eq!(cm["config"]["gatewayAPI"]["enabled"], json!(true));
-        assert_eq!(cm["config"]["kind"], json!("ControllerConfiguration"));
-        assert!(cm["config"].get("enableGatewayAPI").is_none());
-        let istiod = render(&platform, "istiod").unwrap();
-        assert_eq!(
-            istiod["env"]["PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME"],
-            json!("istio")
-        );
-        assert_eq!(render(&platform, "istio-base").unwrap(), json!({}));
-    }
-
-    #[test]
-    fn inconsistent_switches_are_refused_naming_the_field() {
-        type Mutation = fn(&mut PlatformConfig);
-        let cases: Vec<(Mutation, &str)> = vec![
-            (
-                |p| {
-                    p.cilium.wireguard.enabled = false;
-                    p.cilium.wireguard.node_encryption = false;
-                    p.cilium.wireguard.strict_mode = true;
-                },
-                "cilium.wireguard.strict_mode",
-            ),
-            (
-                |p| p.cilium.wireguard.enabled = false,
-                "cilium.wireguard.node_encryption",
-            ),
-            (
-                |p| {
-                    p.cilium.wireguard.strict_mode = true;
-                    p.cilium.wireguard.strict_mode_cidr = None;
-                },
-                "cilium.wireguard.strict_mode_cidr",
-            ),
-            (
-                |p| {
-                    p.cilium.wireguard.strict_mode = true;
-                    p.cilium.wireguard.strict_mode_cidr = Some("fd00::/64".parse().unwrap());
-                },
-                "cilium.wireguard.strict_mode_cidr",
-            ),
-            (|p| p.cilium.hubble.relay = false, "cilium.hubble.ui"),
-        ];
-        for (mutate, field) in cases {
-            let mut platform = example();
-            mutate(&mut platform);
-            let (got, _) = check(&platform).expect_err(field);
-            assert_eq!(got, field);
-        }
-    }
-
-    #[test]
-    fn an_unknown_field_is_refused_naming_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("platform.json");
-        let text = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../config/platform.example.json"),
-        )
-        .unwrap()
-        .replace("\"policy_audit_mode\"", "\"policy_audit\"");
-        std::fs::write(&path, text).unwrap();
-        let err = load(&path).unwrap_err().to_string();
-        assert!(err.contains("platform.json"), "{err}");
-        assert!(err.contains("policy_audit"), "{err}");
+        load(&example_path()).unwrap()
     }
 
     fn example_path() -> PathBuf {
@@ -1141,6 +505,84 @@ mod tests {
             text.contains("profile `edge` has no component `traefik`")
                 && text.contains("cilium, cert-manager, istio-base, istiod"),
             "{text}"
+        );
+    }
+
+    /// The onprem example config, its SOPS file the committed test-only fixture.
+    fn onprem_config(dir: &Path, secrets: &Path) -> PathBuf {
+        let example =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/onprem.example.json");
+        let mut config: Value =
+            serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+        config["secrets"] = json!(secrets);
+        let path = dir.join("onprem.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        path
+    }
+
+    fn fixture_sops() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/sops/onprem.secrets.sops.yaml")
+    }
+
+    #[test]
+    fn print_names_checks_every_component_and_prints_the_names_writing_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::Render {
+            profile: Profile::Onprem,
+            config: onprem_config(dir.path(), &fixture_sops()),
+            target: Target::Names,
+            inputs: None,
+        };
+        let mut out = Vec::new();
+        run(&config, std::io::empty(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for want in [
+            "CLUSTER_ENDPOINT=https://api.demo.k8s.exemple.fr:6443".to_owned(),
+            format!("SECRETS_FILE={}", fixture_sops().display()),
+            "SECRETS_RECIPIENTS=age1nuhnt27e8q0ssp9qweqsy9tzfwccccv0g5p64agdm9ulng729q7q5tnw97"
+                .to_owned(),
+        ] {
+            assert!(lines.contains(&want.as_str()), "{want} not in:\n{text}");
+        }
+        assert_eq!(testkit::file_names(dir.path()), ["onprem.json"]);
+
+        // The edge profile shares no names.
+        let cli = Cli::try_parse_from(["render-platform", "--config", "p.json", "--print-names"])
+            .unwrap();
+        let err = resolve(cli, &Env::default()).unwrap_err();
+        assert!(matches!(err, Error::NoNames("edge")), "{err}");
+        assert_eq!(err.exit(), Exit::Usage);
+    }
+
+    #[test]
+    fn a_missing_sops_file_points_at_the_shipped_example_and_the_sops_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("onprem.secrets.sops.yaml");
+        let config = Config::Render {
+            profile: Profile::Onprem,
+            config: onprem_config(dir.path(), &missing),
+            target: Target::Names,
+            inputs: None,
+        };
+        let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();
+        assert_eq!(err.exit(), Exit::Usage);
+        let text = err.to_string();
+        for needle in [
+            missing.to_str().unwrap(),
+            "cannot read",
+            onprem::SECRETS_EXAMPLE,
+            "sops --encrypt --age",
+        ] {
+            assert!(text.contains(needle), "`{needle}` not in: {text}");
+        }
+        assert!(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(onprem::SECRETS_EXAMPLE)
+                .is_file(),
+            "the example the error names is shipped"
         );
     }
 }

@@ -8,18 +8,25 @@
 //! uses it: the pool and the Traefik Service's address, the Ceph cluster id in the CSI config,
 //! the StorageClass and the VolumeSnapshotClass, the Secrets and the values that name them.
 
-use std::net::Ipv4Addr;
+mod config;
+mod objects;
+mod values;
+
 use std::path::{Path, PathBuf};
 
-use pop_common::acme::{AcmeConfig, AcmeServer};
 use pop_common::input::InputError;
-use pop_common::pins::Pins;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::CLUSTER_ISSUER_CRD;
 use crate::profile::{Component, Kind};
-use crate::secrets::{SecretSpec, SecretsTemplate, Source};
+use crate::secrets::{self, SecretSpec, SecretsTemplate, Source};
+
+pub use config::{
+    CephConfig, DnsConfig, IngressConfig, LoadBalancerConfig, OnpremConfig, SmokeTestConfig, check,
+    load,
+};
+pub use objects::objects;
+pub use values::values;
 
 /// The profile's components, in install order: no storage before the network, no certificate
 /// before the ingress.
@@ -196,207 +203,6 @@ const LAPI_PORT: u16 = 8080;
 /// The release names the chart-made objects derive from (Traefik's Service and IngressClass).
 const TRAEFIK: &str = "traefik";
 
-/// The cluster's config (`config/onprem.json`; example: `config/onprem.example.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OnpremConfig {
-    /// Names the pool, the L2 policy and external-dns's TXT ownership records.
-    pub cluster_name: String,
-    /// The cluster's Kubernetes API (`https://host:port`): make acts only on a kubeconfig whose
-    /// current context points there (kubeconfig-guard).
-    pub cluster_endpoint: String,
-    /// The SOPS file of this cluster's secrets, relative to this config's folder.
-    pub secrets: PathBuf,
-    pub load_balancer: LoadBalancerConfig,
-    pub ingress: IngressConfig,
-    pub ceph: CephConfig,
-    pub dns: DnsConfig,
-    #[serde(default)]
-    pub acme: AcmeConfig,
-    pub smoke_test: SmokeTestConfig,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoadBalancerConfig {
-    /// The first and last address Cilium may give to LoadBalancer Services, announced in ARP
-    /// on the nodes' network.
-    pub first: Ipv4Addr,
-    pub last: Ipv4Addr,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IngressConfig {
-    /// Traefik's load-balancer address, inside the pool: where the router forwards 80 and 443.
-    pub address: Ipv4Addr,
-    /// The public address the router forwards from: what the Ingresses show, and so what
-    /// external-dns publishes.
-    pub public_address: Ipv4Addr,
-    /// One Traefik per worker.
-    pub replicas: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CephConfig {
-    /// The Ceph cluster's fsid.
-    pub cluster_id: String,
-    /// `host:port` of each monitor.
-    pub monitors: Vec<String>,
-    pub pool: String,
-    /// The Ceph user, without `client.` (its key is in the SOPS file, `ceph.user_key`).
-    pub user: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DnsConfig {
-    /// The zone (or subzone) external-dns may write in.
-    pub domain: String,
-    /// OVH's API endpoint (external-dns `--ovh-endpoint`).
-    #[serde(default = "default_ovh_endpoint")]
-    pub ovh_endpoint: String,
-}
-
-fn default_ovh_endpoint() -> String {
-    "ovh-eu".to_owned()
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SmokeTestConfig {
-    /// The name, under `dns.domain`, the small app answers on in HTTPS.
-    pub host: String,
-}
-
-/// Reads and checks the config; every refusal names the file and the field.
-pub fn load(path: &Path) -> Result<OnpremConfig, InputError> {
-    let config: OnpremConfig = pop_common::input::read_json(path)?;
-    check(&config).map_err(|(field, why)| InputError::field(path, field, why))?;
-    Ok(config)
-}
-
-/// The rules the types cannot say; `Err((field, why))`.
-pub fn check(config: &OnpremConfig) -> Result<(), (&'static str, String)> {
-    if !pop_common::records::is_dns_label(&config.cluster_name) {
-        return Err((
-            "cluster_name",
-            format!("`{}` is not a lower-case DNS label", config.cluster_name),
-        ));
-    }
-    let api_host = config
-        .cluster_endpoint
-        .strip_prefix("https://")
-        .unwrap_or_default();
-    if api_host.is_empty()
-        || api_host.starts_with([':', '/'])
-        || api_host.contains(char::is_whitespace)
-    {
-        return Err((
-            "cluster_endpoint",
-            format!(
-                "`{}` is not an https:// URL with a host",
-                config.cluster_endpoint
-            ),
-        ));
-    }
-    let lb = &config.load_balancer;
-    if lb.first > lb.last {
-        return Err((
-            "load_balancer.last",
-            format!("{} comes before load_balancer.first {}", lb.last, lb.first),
-        ));
-    }
-    let ingress = &config.ingress;
-    if ingress.address < lb.first || ingress.address > lb.last {
-        return Err((
-            "ingress.address",
-            format!(
-                "{} is outside the pool {}-{}: Cilium would never give it",
-                ingress.address, lb.first, lb.last
-            ),
-        ));
-    }
-    let public = ingress.public_address;
-    if public.is_private()
-        || public.is_loopback()
-        || public.is_link_local()
-        || public.is_unspecified()
-        || public.is_broadcast()
-    {
-        return Err((
-            "ingress.public_address",
-            format!(
-                "{public} is not a public address: external-dns would publish names nobody \
-                 outside can reach (give the router's public address)"
-            ),
-        ));
-    }
-    if ingress.replicas == 0 {
-        return Err(("ingress.replicas", "must be at least 1".into()));
-    }
-    let ceph = &config.ceph;
-    // The chart: "cannot be greater than 36 bytes in length" (an fsid is a 36-byte UUID).
-    if ceph.cluster_id.is_empty() || ceph.cluster_id.len() > 36 {
-        return Err((
-            "ceph.cluster_id",
-            "must be the Ceph cluster's fsid (1 to 36 bytes)".into(),
-        ));
-    }
-    if ceph.monitors.is_empty() {
-        return Err(("ceph.monitors", "needs at least one monitor".into()));
-    }
-    if let Some(bad) = ceph.monitors.iter().find(|m| !is_host_port(m)) {
-        return Err(("ceph.monitors", format!("`{bad}` is not `host:port`")));
-    }
-    if ceph.pool.is_empty() {
-        return Err(("ceph.pool", "must name the RBD pool".into()));
-    }
-    if ceph.user.is_empty() || ceph.user.starts_with("client.") {
-        return Err((
-            "ceph.user",
-            "must be the user's name without `client.` (ceph-csi adds it)".into(),
-        ));
-    }
-    if !pop_common::records::is_host_name(&config.dns.domain) {
-        return Err((
-            "dns.domain",
-            format!("`{}` is not a DNS name", config.dns.domain),
-        ));
-    }
-    let host = &config.smoke_test.host;
-    if !pop_common::records::is_host_name(host)
-        || !host.ends_with(&format!(".{}", config.dns.domain))
-    {
-        return Err((
-            "smoke_test.host",
-            format!(
-                "`{host}` is not a name under dns.domain `{}`: external-dns publishes nothing \
-                 outside it",
-                config.dns.domain
-            ),
-        ));
-    }
-    let email = config
-        .acme
-        .email
-        .as_deref()
-        .filter(|e| !e.trim().is_empty());
-    if config.acme.server == AcmeServer::Production && email.is_none() {
-        return Err((
-            "acme.email",
-            "required with the production server (expiry and account notices)".into(),
-        ));
-    }
-    Ok(())
-}
-
-fn is_host_port(text: &str) -> bool {
-    text.rsplit_once(':')
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
-}
-
 /// The labels on every object this profile renders.
 pub fn labels(component: &str) -> Value {
     json!({
@@ -410,6 +216,28 @@ pub fn labels(component: &str) -> Value {
 pub fn secrets_file(config: &OnpremConfig, config_path: &Path) -> PathBuf {
     let dir = config_path.parent().unwrap_or(Path::new(""));
     dir.join(&config.secrets)
+}
+
+/// The shipped example of the SOPS file's clear shape (fake values).
+pub const SECRETS_EXAMPLE: &str = "config/onprem.secrets.example.yaml";
+
+/// A SOPS file that cannot be read, its error told where its shape is and how to encrypt it.
+pub fn how_to_make_the_secrets_file(err: InputError) -> InputError {
+    match err {
+        InputError::Read { path, source } => {
+            let how = format!(
+                "{source}; write the cluster's values in the shape of {SECRETS_EXAMPLE}, then \
+                 encrypt them to the cluster's age key: sops --encrypt --age <its public key> \
+                 --output {} <that file> (and remove the clear file)",
+                path.display()
+            );
+            InputError::Read {
+                source: std::io::Error::new(source.kind(), how),
+                path,
+            }
+        }
+        other => other,
+    }
 }
 
 /// Which value of the SOPS file goes into which Secret.
@@ -452,298 +280,18 @@ pub fn secrets_template(config: &OnpremConfig, config_path: &Path) -> SecretsTem
     )
 }
 
-/// A `secretKeyRef` environment variable.
-fn env_from_secret(name: &str, secret: &str, key: &str) -> Value {
-    json!({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
-}
-
-/// The cluster's values of a Helm component (merged by helm over the committed files).
-pub fn values(
-    config: &OnpremConfig,
-    component: &str,
-    pins: &Pins,
-) -> Result<Option<Value>, InputError> {
-    let values = match component {
-        "cilium" => json!({
-            // LB IPAM is on by default in 1.20; the announcements are not.
-            "l2announcements": {"enabled": true},
-            // The host firewall of values/cilium.yaml enforces the edge's declared flows, whose
-            // host policies this profile does not have.
-            "hostFirewall": {"enabled": false},
-        }),
-        "snapshot-controller" => json!({}),
-        "ceph-csi-rbd" => {
-            let ceph = &config.ceph;
-            json!({
-                "csiConfig": [{"clusterID": ceph.cluster_id, "monitors": ceph.monitors}],
-                "storageClass": {
-                    "create": true,
-                    "name": STORAGE_CLASS,
-                    "clusterID": ceph.cluster_id,
-                    "pool": ceph.pool,
-                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
-                },
-                // The Secret comes from the SOPS file (component `secrets`), never through
-                // helm, whose release history would keep the key.
-                "secret": {"create": false, "name": CEPH_SECRET},
-            })
-        }
-        "traefik" => {
-            let middleware = format!("{TRAEFIK_NAMESPACE}-{BOUNCER_MIDDLEWARE}@kubernetescrd");
-            json!({
-                "deployment": {"replicas": config.ingress.replicas},
-                "service": {
-                    "annotations": {"lbipam.cilium.io/ips": config.ingress.address.to_string()},
-                },
-                // What the Ingresses' status shows, so what external-dns publishes: the
-                // router's public address, not the Service's (the chart's own key, which
-                // renders --providers.kubernetesingress.ingressendpoint.ip once).
-                "providers": {"kubernetesIngress": {
-                    "publishedService": {"enabled": false},
-                    "ingressEndpoint": {"ip": config.ingress.public_address.to_string()},
-                }},
-                // The bouncer on both entry points: every Ingress is covered, none can forget it.
-                "ports": {
-                    "web": {"http": {"middlewares": [middleware]}},
-                    "websecure": {"http": {"middlewares": [middleware]}},
-                },
-                "experimental": {"plugins": {BOUNCER_PLUGIN: {
-                    "moduleName": "github.com/maxlerebourg/crowdsec-bouncer-traefik-plugin",
-                    "version": pins.require("CROWDSEC_BOUNCER_PLUGIN_VERSION")?,
-                }}},
-                "volumes": [{"name": BOUNCER_SECRET, "mountPath": BOUNCER_KEY_DIR, "type": "secret"}],
-            })
-        }
-        "crowdsec" => json!({
-            // Traefik's access logs, from its pods' files on each node.
-            "agent": {"acquisition": [{
-                "namespace": TRAEFIK_NAMESPACE,
-                "podName": format!("{TRAEFIK}-*"),
-                "program": "traefik",
-            }]},
-            "lapi": {"env": [env_from_secret(
-                &format!("BOUNCER_KEY_{BOUNCER_NAME}"),
-                BOUNCER_SECRET,
-                BOUNCER_SECRET_KEY,
-            )]},
-        }),
-        "cert-manager" => json!({}),
-        "external-dns" => json!({
-            "domainFilters": [config.dns.domain],
-            "txtOwnerId": config.cluster_name,
-            "extraArgs": [format!("--ovh-endpoint={}", config.dns.ovh_endpoint)],
-            "env": [
-                env_from_secret("OVH_APPLICATION_KEY", OVH_SECRET, "application_key"),
-                env_from_secret("OVH_APPLICATION_SECRET", OVH_SECRET, "application_secret"),
-                env_from_secret("OVH_CONSUMER_KEY", OVH_SECRET, "consumer_key"),
-            ],
-        }),
-        _ => return Ok(None),
-    };
-    Ok(Some(values))
-}
-
-/// The objects of an `objects` or `namespaces` component.
-pub fn objects(
-    config: &OnpremConfig,
-    component: &str,
-    pins: &Pins,
-) -> Result<Option<Vec<Value>>, InputError> {
-    let objects = match component {
-        "namespaces" => namespaces(),
-        "load-balancer" => vec![
-            json!({
-                "apiVersion": "cilium.io/v2",
-                "kind": "CiliumLoadBalancerIPPool",
-                "metadata": {"name": format!("{}-pool", config.cluster_name), "labels": labels(component)},
-                "spec": {"blocks": [{
-                    "start": config.load_balancer.first.to_string(),
-                    "stop": config.load_balancer.last.to_string(),
-                }]},
-            }),
-            json!({
-                // v2alpha1 is the CRD's only version.
-                "apiVersion": "cilium.io/v2alpha1",
-                "kind": "CiliumL2AnnouncementPolicy",
-                "metadata": {"name": format!("{}-l2", config.cluster_name), "labels": labels(component)},
-                "spec": {"loadBalancerIPs": true},
-            }),
-        ],
-        "backup-snapshots" => vec![json!({
-            "apiVersion": "snapshot.storage.k8s.io/v1",
-            "kind": "VolumeSnapshotClass",
-            "metadata": {
-                "name": STORAGE_CLASS,
-                "labels": merged(labels(component), json!({
-                    // The class Velero's CSI support takes for this driver.
-                    "velero.io/csi-volumesnapshot-class": "true",
-                })),
-            },
-            "driver": CEPH_DRIVER,
-            "deletionPolicy": "Delete",
-            "parameters": {
-                "clusterID": config.ceph.cluster_id,
-                "csi.storage.k8s.io/snapshotter-secret-name": CEPH_SECRET,
-                "csi.storage.k8s.io/snapshotter-secret-namespace": CEPH_NAMESPACE,
-            },
-        })],
-        "crowdsec-bouncer" => vec![json!({
-            "apiVersion": "traefik.io/v1alpha1",
-            "kind": "Middleware",
-            "metadata": {"name": BOUNCER_MIDDLEWARE, "namespace": TRAEFIK_NAMESPACE, "labels": labels(component)},
-            "spec": {"plugin": {BOUNCER_PLUGIN: {
-                "enabled": true,
-                // Decisions pulled every minute and kept in Traefik: no LAPI call per request.
-                "crowdsecMode": "stream",
-                "crowdsecLapiScheme": "http",
-                "crowdsecLapiHost": format!("{LAPI_SERVICE}.{CROWDSEC_NAMESPACE}.svc:{LAPI_PORT}"),
-                "crowdsecLapiKeyFile": format!("{BOUNCER_KEY_DIR}/{BOUNCER_SECRET_KEY}"),
-            }}},
-        })],
-        "letsencrypt" => {
-            let server = config.acme.server.directory();
-            let name = config.acme.server.issuer_name();
-            let mut acme = json!({
-                "server": server,
-                "privateKeySecretRef": {"name": format!("{name}-account")},
-                // HTTP-01, one certificate per name: the DNS credentials never write
-                // validation records, and a leaked certificate is worth one name.
-                "solvers": [{"http01": {"ingress": {"ingressClassName": TRAEFIK}}}],
-            });
-            if let Some(email) = config
-                .acme
-                .email
-                .as_deref()
-                .filter(|e| !e.trim().is_empty())
-            {
-                acme["email"] = json!(email);
-            }
-            vec![json!({
-                "apiVersion": "cert-manager.io/v1",
-                "kind": "ClusterIssuer",
-                "metadata": {"name": name, "labels": labels(component)},
-                "spec": {"acme": acme},
-            })]
-        }
-        "smoke-test" => smoke_test(config, pins.require("SMOKE_TEST_IMAGE")?),
-        _ => return Ok(None),
-    };
-    Ok(Some(objects))
-}
-
-fn merged(mut a: Value, b: Value) -> Value {
-    if let (Value::Object(a), Value::Object(b)) = (&mut a, b) {
-        a.extend(b);
-    }
-    a
-}
-
-/// Every namespace of the profile but kube-system, with the Pod Security level its pods need:
-/// Talos enforces `baseline` by default, which refuses ceph-csi's privileged node plugin and
-/// CrowdSec's agent (it reads the nodes' /var/log through a hostPath). The smoke test's own pod
-/// keeps to `restricted`; the charts' others are left at Talos's `baseline`.
-fn namespaces() -> Vec<Value> {
-    [
-        (CEPH_NAMESPACE, "privileged"),
-        (TRAEFIK_NAMESPACE, "baseline"),
-        (CROWDSEC_NAMESPACE, "privileged"),
-        ("cert-manager", "baseline"),
-        (EXTERNAL_DNS_NAMESPACE, "baseline"),
-        (SMOKE_NAMESPACE, "restricted"),
-    ]
-    .into_iter()
-    .map(|(name, level)| {
-        json!({
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": name,
-                "labels": merged(labels("namespaces"), json!({
-                    "pod-security.kubernetes.io/enforce": level,
-                })),
-            },
-        })
-    })
-    .collect()
-}
-
-/// The seed's last test: a small app whose Ingress must answer in HTTPS on its name, which
-/// needs DNS (external-dns), a certificate (cert-manager through Traefik), the router's
-/// forwarding and the bouncer letting it through.
-fn smoke_test(config: &OnpremConfig, image: &str) -> Vec<Value> {
-    let name = "whoami";
-    let selector = json!({"app.kubernetes.io/name": name});
-    let pod_labels = merged(labels("smoke-test"), selector.clone());
-    vec![
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name, "namespace": SMOKE_NAMESPACE, "labels": pod_labels},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": selector},
-                "template": {
-                    "metadata": {"labels": pod_labels},
-                    "spec": {
-                        "automountServiceAccountToken": false,
-                        "securityContext": {
-                            "runAsNonRoot": true,
-                            "runAsUser": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
-                        "containers": [{
-                            "name": name,
-                            "image": image,
-                            // An unprivileged port: the pod runs as a user.
-                            "args": ["--port", "8080"],
-                            "ports": [{"name": "http", "containerPort": 8080}],
-                            "securityContext": {
-                                "allowPrivilegeEscalation": false,
-                                "readOnlyRootFilesystem": true,
-                                "capabilities": {"drop": ["ALL"]},
-                            },
-                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
-                        }],
-                    },
-                },
-            },
-        }),
-        json!({
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": name, "namespace": SMOKE_NAMESPACE, "labels": labels("smoke-test")},
-            "spec": {"selector": selector, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
-        }),
-        json!({
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "Ingress",
-            "metadata": {
-                "name": name,
-                "namespace": SMOKE_NAMESPACE,
-                "labels": labels("smoke-test"),
-                "annotations": {"cert-manager.io/cluster-issuer": config.acme.server.issuer_name()},
-            },
-            "spec": {
-                "ingressClassName": TRAEFIK,
-                "tls": [{"hosts": [config.smoke_test.host], "secretName": format!("{name}-tls")}],
-                "rules": [{
-                    "host": config.smoke_test.host,
-                    "http": {"paths": [{
-                        "path": "/",
-                        "pathType": "Prefix",
-                        "backend": {"service": {"name": name, "port": {"name": "http"}}},
-                    }]},
-                }],
-            },
-        }),
-    ]
-}
-
-/// The names `make cluster-status PROFILE=onprem` shares with the render, one `KEY=value` a line.
-pub fn status_names(config: &OnpremConfig) -> String {
+/// The names `make check` and `make cluster-status PROFILE=onprem` share with the render, one
+/// `KEY=value` a line (read, never sourced: the SOPS file's path may hold any character but a
+/// newline). `SECRETS_RECIPIENTS`: the age recipients the SOPS file is encrypted to,
+/// comma-separated.
+pub fn status_names(config: &OnpremConfig, config_path: &Path) -> Result<String, InputError> {
+    let secrets_file = secrets_file(config, config_path);
+    let recipients = secrets::age_recipients(&secrets_file)?;
     let pairs = [
         ("CLUSTER_NAME", config.cluster_name.clone()),
         ("CLUSTER_ENDPOINT", config.cluster_endpoint.clone()),
+        ("SECRETS_FILE", secrets_file.display().to_string()),
+        ("SECRETS_RECIPIENTS", recipients.join(",")),
         ("STORAGE_CLASS", STORAGE_CLASS.to_owned()),
         ("CEPH_NAMESPACE", CEPH_NAMESPACE.to_owned()),
         ("TRAEFIK_NAMESPACE", TRAEFIK_NAMESPACE.to_owned()),
@@ -758,114 +306,18 @@ pub fn status_names(config: &OnpremConfig) -> String {
         ("SMOKE_HOST", config.smoke_test.host.clone()),
         ("ACME_SERVER", config.acme.server.word().to_owned()),
     ];
-    pairs.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+    Ok(pairs.iter().map(|(k, v)| format!("{k}={v}\n")).collect())
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use pop_common::pins::Pins;
 
     fn example() -> OnpremConfig {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/onprem.example.json");
         load(&path).unwrap()
-    }
-
-    #[test]
-    fn the_example_passes_and_inconsistent_values_are_refused_naming_the_field() {
-        check(&example()).unwrap();
-        type Mutation = fn(&mut OnpremConfig);
-        let cases: Vec<(Mutation, &str, &str)> = vec![
-            (
-                |c| c.cluster_name = "Demo".into(),
-                "cluster_name",
-                "DNS label",
-            ),
-            (
-                |c| c.cluster_endpoint = "http://api.demo.k8s.exemple.fr:6443".into(),
-                "cluster_endpoint",
-                "https://",
-            ),
-            (
-                |c| c.cluster_endpoint = "https://:6443".into(),
-                "cluster_endpoint",
-                "with a host",
-            ),
-            (
-                |c| c.load_balancer.last = "10.20.1.99".parse().unwrap(),
-                "load_balancer.last",
-                "comes before",
-            ),
-            (
-                |c| c.ingress.address = "10.20.1.200".parse().unwrap(),
-                "ingress.address",
-                "outside the pool",
-            ),
-            (
-                |c| c.ingress.public_address = "10.20.1.100".parse().unwrap(),
-                "ingress.public_address",
-                "not a public address",
-            ),
-            (|c| c.ingress.replicas = 0, "ingress.replicas", "at least 1"),
-            (
-                |c| c.ceph.cluster_id = "x".repeat(37),
-                "ceph.cluster_id",
-                "36 bytes",
-            ),
-            (|c| c.ceph.monitors.clear(), "ceph.monitors", "at least one"),
-            (
-                |c| c.ceph.monitors = vec!["172.16.0.11".into()],
-                "ceph.monitors",
-                "host:port",
-            ),
-            (
-                |c| c.ceph.user = "client.k8s".into(),
-                "ceph.user",
-                "client.",
-            ),
-            (
-                |c| c.dns.domain = "localhost".into(),
-                "dns.domain",
-                "DNS name",
-            ),
-            (
-                |c| c.smoke_test.host = "whoami.example.org".into(),
-                "smoke_test.host",
-                "under dns.domain",
-            ),
-            (
-                |c| {
-                    c.acme.server = AcmeServer::Production;
-                    c.acme.email = None;
-                },
-                "acme.email",
-                "production",
-            ),
-        ];
-        for (mutate, field, why) in cases {
-            let mut config = example();
-            mutate(&mut config);
-            let (got, message) = check(&config).expect_err(field);
-            assert_eq!(got, field);
-            assert!(message.contains(why), "{field}: {message}");
-        }
-    }
-
-    #[test]
-    fn an_unknown_field_is_refused_naming_file_and_field() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("onprem.json");
-        let text = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/onprem.example.json"),
-        )
-        .unwrap()
-        .replace("\"public_address\"", "\"public_adress\"");
-        std::fs::write(&path, text).unwrap();
-        let err = load(&path).unwrap_err().to_string();
-        assert!(
-            err.contains("onprem.json") && err.contains("public_adress"),
-            "{err}"
-        );
     }
 
     #[test]

@@ -144,23 +144,43 @@ fn same_paths(
     Ok(())
 }
 
-/// Checks the encrypted SOPS file at render time: its keys are the template's, every value is
-/// encrypted, and SOPS's metadata names at least one age recipient.
-pub fn check_encrypted(path: &Path, template: &SecretsTemplate) -> Result<(), InputError> {
+/// The SOPS file as a document (YAML).
+fn read_document(path: &Path) -> Result<Value, InputError> {
     let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    let document: Value = serde_norway::from_str(&text).map_err(|err| InputError::Syntax {
+    serde_norway::from_str(&text).map_err(|err| InputError::Syntax {
         path: path.to_path_buf(),
         message: format!("not a YAML document: {err}"),
-    })?;
-    let field = |field: &str, why: &str| InputError::field(path, field, why);
-    let recipients = document
+    })
+}
+
+/// The age recipients SOPS's metadata names (`sops.age[].recipient`), in its order.
+fn recipients_of(document: &Value) -> Vec<String> {
+    document
         .pointer("/sops/age")
         .and_then(Value::as_array)
-        .map_or(0, Vec::len);
-    if recipients == 0 {
+        .map(|keys| {
+            keys.iter()
+                .filter_map(|key| key.get("recipient").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The age recipients the SOPS file is encrypted to (public keys: nothing is decrypted).
+pub fn age_recipients(path: &Path) -> Result<Vec<String>, InputError> {
+    Ok(recipients_of(&read_document(path)?))
+}
+
+/// Checks the encrypted SOPS file at render time: its keys are the template's, every value is
+/// encrypted, and SOPS's metadata names at least one age recipient.
+pub fn check_encrypted(path: &Path, template: &SecretsTemplate) -> Result<(), InputError> {
+    let document = read_document(path)?;
+    let field = |field: &str, why: &str| InputError::field(path, field, why);
+    if recipients_of(&document).is_empty() {
         return Err(field(
             "sops.age",
             "no age recipient: the file is not encrypted with sops --age (see the README)",

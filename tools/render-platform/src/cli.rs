@@ -1,0 +1,89 @@
+//! The command line, and what it asks for.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use pop_common::tool::Env;
+
+use crate::{Error, Profile};
+
+#[derive(Debug, Parser)]
+#[command(name = "render-platform", version, about)]
+pub struct Cli {
+    /// The cluster profile.
+    #[arg(long, value_enum, default_value_t = Profile::Edge)]
+    pub profile: Profile,
+    /// The profile's config (edge: config/platform.json; onprem: config/onprem.json; examples
+    /// beside them, *.example.json).
+    #[arg(long, required_unless_present = "secrets")]
+    pub config: Option<PathBuf>,
+    /// The component whose rendered layer to print.
+    pub component: Option<String>,
+    /// Write every component's rendered layer into DIR/<component>.json, then DIR/components.tsv.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// The infra layer's output (talos/_out/platform-inputs.json): the addresses the edge's host
+    /// firewall is rendered from. Needed with --out-dir for the edge profile.
+    #[arg(long, value_name = "FILE")]
+    pub inputs: Option<PathBuf>,
+    /// Apply time: read the decrypted SOPS document (JSON) on stdin and print the Secrets of this
+    /// template (DIR/<component>.json of a `secrets` component).
+    #[arg(long, value_name = "TEMPLATE", conflicts_with_all = ["config", "component", "out_dir", "inputs", "print_names"])]
+    pub secrets: Option<PathBuf>,
+    /// Check that every component renders, writing nothing, and print the names `make check`
+    /// and `make cluster-status` share with the render (what --out-dir writes as status.env:
+    /// the cluster's endpoint, its SOPS file and its recipients, ...). Not for the edge profile.
+    #[arg(long, conflicts_with_all = ["component", "out_dir", "inputs"])]
+    pub print_names: bool,
+}
+
+/// What to do: the files named are read by `run` (they are input).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Config {
+    Render {
+        profile: Profile,
+        config: PathBuf,
+        target: Target,
+        /// The platform inputs (the edge's host firewall).
+        inputs: Option<PathBuf>,
+    },
+    FillSecrets {
+        template: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One component's rendered layer on stdout.
+    Stdout(String),
+    /// Every component's rendered layer and the plan into this directory.
+    Dir(PathBuf),
+    /// Every component rendered, nothing written; the names of status.env on stdout.
+    Names,
+}
+
+/// The arguments into what to do; the environment plays no part.
+pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
+    if let Some(template) = cli.secrets {
+        return Ok(Config::FillSecrets { template });
+    }
+    let target = match (cli.component, cli.out_dir, cli.print_names) {
+        (Some(component), None, false) => Target::Stdout(component),
+        (None, Some(dir), false) => Target::Dir(dir),
+        (None, None, true) if cli.profile == Profile::Edge => {
+            return Err(Error::NoNames(cli.profile.name()));
+        }
+        (None, None, true) => Target::Names,
+        _ => return Err(Error::Target),
+    };
+    if cli.profile == Profile::Edge && matches!(target, Target::Dir(_)) && cli.inputs.is_none() {
+        return Err(Error::Inputs);
+    }
+    Ok(Config::Render {
+        profile: cli.profile,
+        // clap requires --config without --secrets.
+        config: cli.config.ok_or(Error::Target)?,
+        target,
+        inputs: cli.inputs,
+    })
+}

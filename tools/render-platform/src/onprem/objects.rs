@@ -1,0 +1,206 @@
+//! The objects of the profile's `objects` and `namespaces` components.
+
+use pop_common::input::InputError;
+use pop_common::pins::Pins;
+use serde_json::{Value, json};
+
+use super::*;
+
+/// The objects of an `objects` or `namespaces` component.
+pub fn objects(
+    config: &OnpremConfig,
+    component: &str,
+    pins: &Pins,
+) -> Result<Option<Vec<Value>>, InputError> {
+    let objects = match component {
+        "namespaces" => namespaces(),
+        "load-balancer" => vec![
+            json!({
+                "apiVersion": "cilium.io/v2",
+                "kind": "CiliumLoadBalancerIPPool",
+                "metadata": {"name": format!("{}-pool", config.cluster_name), "labels": labels(component)},
+                "spec": {"blocks": [{
+                    "start": config.load_balancer.first.to_string(),
+                    "stop": config.load_balancer.last.to_string(),
+                }]},
+            }),
+            json!({
+                // v2alpha1 is the CRD's only version.
+                "apiVersion": "cilium.io/v2alpha1",
+                "kind": "CiliumL2AnnouncementPolicy",
+                "metadata": {"name": format!("{}-l2", config.cluster_name), "labels": labels(component)},
+                "spec": {"loadBalancerIPs": true},
+            }),
+        ],
+        "backup-snapshots" => vec![json!({
+            "apiVersion": "snapshot.storage.k8s.io/v1",
+            "kind": "VolumeSnapshotClass",
+            "metadata": {
+                "name": STORAGE_CLASS,
+                "labels": merged(labels(component), json!({
+                    // The class Velero's CSI support takes for this driver.
+                    "velero.io/csi-volumesnapshot-class": "true",
+                })),
+            },
+            "driver": CEPH_DRIVER,
+            "deletionPolicy": "Delete",
+            "parameters": {
+                "clusterID": config.ceph.cluster_id,
+                "csi.storage.k8s.io/snapshotter-secret-name": CEPH_SECRET,
+                "csi.storage.k8s.io/snapshotter-secret-namespace": CEPH_NAMESPACE,
+            },
+        })],
+        "crowdsec-bouncer" => vec![json!({
+            "apiVersion": "traefik.io/v1alpha1",
+            "kind": "Middleware",
+            "metadata": {"name": BOUNCER_MIDDLEWARE, "namespace": TRAEFIK_NAMESPACE, "labels": labels(component)},
+            "spec": {"plugin": {BOUNCER_PLUGIN: {
+                "enabled": true,
+                // Decisions pulled every minute and kept in Traefik: no LAPI call per request.
+                "crowdsecMode": "stream",
+                "crowdsecLapiScheme": "http",
+                "crowdsecLapiHost": format!("{LAPI_SERVICE}.{CROWDSEC_NAMESPACE}.svc:{LAPI_PORT}"),
+                "crowdsecLapiKeyFile": format!("{BOUNCER_KEY_DIR}/{BOUNCER_SECRET_KEY}"),
+            }}},
+        })],
+        "letsencrypt" => vec![cluster_issuer(config)],
+        "smoke-test" => smoke_test(config, pins.require("SMOKE_TEST_IMAGE")?),
+        _ => return Ok(None),
+    };
+    Ok(Some(objects))
+}
+
+/// The ACME ClusterIssuer, answering HTTP-01 through Traefik.
+fn cluster_issuer(config: &OnpremConfig) -> Value {
+    let server = config.acme.server.directory();
+    let name = config.acme.server.issuer_name();
+    let mut acme = json!({
+        "server": server,
+        "privateKeySecretRef": {"name": format!("{name}-account")},
+        // HTTP-01, one certificate per name: the DNS credentials never write
+        // validation records, and a leaked certificate is worth one name.
+        "solvers": [{"http01": {"ingress": {"ingressClassName": TRAEFIK}}}],
+    });
+    if let Some(email) = config
+        .acme
+        .email
+        .as_deref()
+        .filter(|e| !e.trim().is_empty())
+    {
+        acme["email"] = json!(email);
+    }
+    json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "ClusterIssuer",
+        "metadata": {"name": name, "labels": labels("letsencrypt")},
+        "spec": {"acme": acme},
+    })
+}
+
+fn merged(mut a: Value, b: Value) -> Value {
+    if let (Value::Object(a), Value::Object(b)) = (&mut a, b) {
+        a.extend(b);
+    }
+    a
+}
+
+/// Every namespace of the profile but kube-system, with the Pod Security level its pods need:
+/// Talos enforces `baseline` by default, which refuses ceph-csi's privileged node plugin and
+/// CrowdSec's agent (it reads the nodes' /var/log through a hostPath). The smoke test's own pod
+/// keeps to `restricted`; the charts' others are left at Talos's `baseline`.
+fn namespaces() -> Vec<Value> {
+    [
+        (CEPH_NAMESPACE, "privileged"),
+        (TRAEFIK_NAMESPACE, "baseline"),
+        (CROWDSEC_NAMESPACE, "privileged"),
+        ("cert-manager", "baseline"),
+        (EXTERNAL_DNS_NAMESPACE, "baseline"),
+        (SMOKE_NAMESPACE, "restricted"),
+    ]
+    .into_iter()
+    .map(|(name, level)| {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "labels": merged(labels("namespaces"), json!({
+                    "pod-security.kubernetes.io/enforce": level,
+                })),
+            },
+        })
+    })
+    .collect()
+}
+
+/// The seed's last test: a small app whose Ingress must answer in HTTPS on its name, which
+/// needs DNS (external-dns), a certificate (cert-manager through Traefik), the router's
+/// forwarding and the bouncer letting it through.
+fn smoke_test(config: &OnpremConfig, image: &str) -> Vec<Value> {
+    let name = "whoami";
+    let selector = json!({"app.kubernetes.io/name": name});
+    let pod_labels = merged(labels("smoke-test"), selector.clone());
+    vec![
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": SMOKE_NAMESPACE, "labels": pod_labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": selector},
+                "template": {
+                    "metadata": {"labels": pod_labels},
+                    "spec": {
+                        "automountServiceAccountToken": false,
+                        "securityContext": {
+                            "runAsNonRoot": true,
+                            "runAsUser": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [{
+                            "name": name,
+                            "image": image,
+                            // An unprivileged port: the pod runs as a user.
+                            "args": ["--port", "8080"],
+                            "ports": [{"name": "http", "containerPort": 8080}],
+                            "securityContext": {
+                                "allowPrivilegeEscalation": false,
+                                "readOnlyRootFilesystem": true,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+                        }],
+                    },
+                },
+            },
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": SMOKE_NAMESPACE, "labels": labels("smoke-test")},
+            "spec": {"selector": selector, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+        }),
+        json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": {
+                "name": name,
+                "namespace": SMOKE_NAMESPACE,
+                "labels": labels("smoke-test"),
+                "annotations": {"cert-manager.io/cluster-issuer": config.acme.server.issuer_name()},
+            },
+            "spec": {
+                "ingressClassName": TRAEFIK,
+                "tls": [{"hosts": [config.smoke_test.host], "secretName": format!("{name}-tls")}],
+                "rules": [{
+                    "host": config.smoke_test.host,
+                    "http": {"paths": [{
+                        "path": "/",
+                        "pathType": "Prefix",
+                        "backend": {"service": {"name": name, "port": {"name": "http"}}},
+                    }]},
+                }],
+            },
+        }),
+    ]
+}

@@ -1,0 +1,101 @@
+//! The cluster's values of each Helm component of the profile.
+
+use pop_common::input::InputError;
+use pop_common::pins::Pins;
+use serde_json::{Value, json};
+
+use super::*;
+
+/// A `secretKeyRef` environment variable.
+fn env_from_secret(name: &str, secret: &str, key: &str) -> Value {
+    json!({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+}
+
+/// The cluster's values of a Helm component (merged by helm over the committed files).
+pub fn values(
+    config: &OnpremConfig,
+    component: &str,
+    pins: &Pins,
+) -> Result<Option<Value>, InputError> {
+    let values = match component {
+        "cilium" => json!({
+            // LB IPAM is on by default in 1.20; the announcements are not.
+            "l2announcements": {"enabled": true},
+            // The host firewall of values/cilium.yaml enforces the edge's declared flows, whose
+            // host policies this profile does not have.
+            "hostFirewall": {"enabled": false},
+        }),
+        "snapshot-controller" => json!({}),
+        "ceph-csi-rbd" => {
+            let ceph = &config.ceph;
+            json!({
+                "csiConfig": [{"clusterID": ceph.cluster_id, "monitors": ceph.monitors}],
+                "storageClass": {
+                    "create": true,
+                    "name": STORAGE_CLASS,
+                    "clusterID": ceph.cluster_id,
+                    "pool": ceph.pool,
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                // The Secret comes from the SOPS file (component `secrets`), never through
+                // helm, whose release history would keep the key.
+                "secret": {"create": false, "name": CEPH_SECRET},
+            })
+        }
+        "traefik" => traefik(config, pins)?,
+        "crowdsec" => json!({
+            // Traefik's access logs, from its pods' files on each node.
+            "agent": {"acquisition": [{
+                "namespace": TRAEFIK_NAMESPACE,
+                "podName": format!("{TRAEFIK}-*"),
+                "program": "traefik",
+            }]},
+            "lapi": {"env": [env_from_secret(
+                &format!("BOUNCER_KEY_{BOUNCER_NAME}"),
+                BOUNCER_SECRET,
+                BOUNCER_SECRET_KEY,
+            )]},
+        }),
+        "cert-manager" => json!({}),
+        "external-dns" => json!({
+            "domainFilters": [config.dns.domain],
+            "txtOwnerId": config.cluster_name,
+            "extraArgs": [format!("--ovh-endpoint={}", config.dns.ovh_endpoint)],
+            "env": [
+                env_from_secret("OVH_APPLICATION_KEY", OVH_SECRET, "application_key"),
+                env_from_secret("OVH_APPLICATION_SECRET", OVH_SECRET, "application_secret"),
+                env_from_secret("OVH_CONSUMER_KEY", OVH_SECRET, "consumer_key"),
+            ],
+        }),
+        _ => return Ok(None),
+    };
+    Ok(Some(values))
+}
+
+/// Traefik: its address in the pool, the public one in the Ingresses' status, the bouncer.
+fn traefik(config: &OnpremConfig, pins: &Pins) -> Result<Value, InputError> {
+    let middleware = format!("{TRAEFIK_NAMESPACE}-{BOUNCER_MIDDLEWARE}@kubernetescrd");
+    Ok(json!({
+        "deployment": {"replicas": config.ingress.replicas},
+        "service": {
+            "annotations": {"lbipam.cilium.io/ips": config.ingress.address.to_string()},
+        },
+        // What the Ingresses' status shows, so what external-dns publishes: the
+        // router's public address, not the Service's (the chart's own key, which
+        // renders --providers.kubernetesingress.ingressendpoint.ip once).
+        "providers": {"kubernetesIngress": {
+            "publishedService": {"enabled": false},
+            "ingressEndpoint": {"ip": config.ingress.public_address.to_string()},
+        }},
+        // The bouncer on both entry points: every Ingress is covered, none can forget it.
+        "ports": {
+            "web": {"http": {"middlewares": [middleware]}},
+            "websecure": {"http": {"middlewares": [middleware]}},
+        },
+        "experimental": {"plugins": {BOUNCER_PLUGIN: {
+            "moduleName": "github.com/maxlerebourg/crowdsec-bouncer-traefik-plugin",
+            "version": pins.require("CROWDSEC_BOUNCER_PLUGIN_VERSION")?,
+        }}},
+        "volumes": [{"name": BOUNCER_SECRET, "mountPath": BOUNCER_KEY_DIR, "type": "secret"}],
+    }))
+}

@@ -1,0 +1,167 @@
+//! Running a resolved command line: render, check, then write.
+
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+use pop_common::exit::WritingOutput;
+use pop_common::pins::Pins;
+use pop_common::records::PlatformInputs;
+use serde_json::Value;
+
+use crate::profile::{self, Kind, PLAN_FILE};
+use crate::{
+    ClusterConfig, Config, Error, PINS, STATUS_FILE, Target, host_firewall, onprem, plan, rendered,
+    secrets,
+};
+
+/// Prints one component's rendered layer, writes every one and the plan into `--out-dir`, or
+/// (`--secrets`) turns the decrypted SOPS document on `input` into Secrets on `output`.
+pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
+    run_with(config, &PINS, input, output)
+}
+
+/// [`run`] with the given pins. Everything is checked and rendered before the first write.
+pub fn run_with(
+    config: &Config,
+    pins: &Pins,
+    input: impl Read,
+    mut output: impl Write,
+) -> Result<(), Error> {
+    let (profile, config_path, target, inputs_path) = match config {
+        Config::FillSecrets { template } => {
+            let template: secrets::SecretsTemplate = pop_common::input::read_json(template)?;
+            return Ok(secrets::fill(&template, input, output)?);
+        }
+        Config::Render {
+            profile,
+            config,
+            target,
+            inputs,
+        } => (*profile, config, target, inputs),
+    };
+    profile::check(profile.name(), profile.components())?;
+    let cluster = ClusterConfig::load(profile, config_path)?;
+    match target {
+        Target::Dir(dir) => {
+            let rendering = render_all(&cluster, config_path, inputs_path.as_deref(), pins)?;
+            write_all(dir, &rendering)
+        }
+        Target::Names => {
+            let rendering = render_all(&cluster, config_path, inputs_path.as_deref(), pins)?;
+            let (_, names) = rendering
+                .files
+                .iter()
+                .find(|(name, _)| name == STATUS_FILE)
+                .ok_or(Error::NoNames(profile.name()))?;
+            output.write_all(names.as_bytes()).output()?;
+            Ok(output.flush().output()?)
+        }
+        Target::Stdout(name) => {
+            let value = render_one(&cluster, config_path, name, pins)?;
+            output.write_all(json_text(&value)?.as_bytes()).output()?;
+            Ok(output.flush().output()?)
+        }
+    }
+}
+
+/// What `--out-dir` holds: each file's name and text, and the plan, written last.
+struct Rendering {
+    files: Vec<(String, String)>,
+    plan: String,
+}
+
+/// Every component's rendered layer, the files of the profile (the edge's host firewall, the
+/// on-prem names) and the plan, in memory: nothing is written if anything fails.
+fn render_all(
+    cluster: &ClusterConfig,
+    config_path: &Path,
+    inputs_path: Option<&Path>,
+    pins: &Pins,
+) -> Result<Rendering, Error> {
+    let components = cluster.profile().components();
+    let mut files = Vec::new();
+    let mut templates = Vec::new();
+    for component in components {
+        let Some(value) = rendered(cluster, config_path, component, pins)? else {
+            continue;
+        };
+        if let Kind::Secrets = component.kind {
+            let template: secrets::SecretsTemplate = serde_json::from_value(value.clone())
+                .map_err(|e| Error::Write(io::Error::other(e).into()))?;
+            templates.push((component.name, template));
+        }
+        files.push((format!("{}.json", component.name), json_text(&value)?));
+    }
+    let template_refs: Vec<(&str, &secrets::SecretsTemplate)> =
+        templates.iter().map(|(n, t)| (*n, t)).collect();
+    let plan = profile::plan_text(&plan(components, pins, &template_refs)?);
+    match cluster {
+        ClusterConfig::Onprem(onprem) => {
+            let names = onprem::status_names(onprem, config_path)?;
+            files.push((STATUS_FILE.to_owned(), names));
+        }
+        ClusterConfig::Edge(platform) => {
+            let path = inputs_path.ok_or(Error::Inputs)?;
+            let inputs: PlatformInputs = pop_common::input::read_json(path)?;
+            for (name, text) in host_firewall::firewall_files(platform, &inputs, path)? {
+                files.push((name.to_owned(), text));
+            }
+        }
+    }
+    Ok(Rendering { files, plan })
+}
+
+fn write_all(dir: &Path, rendering: &Rendering) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::WriteFile {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    for (name, text) in &rendering.files {
+        write_file(dir, name, text)?;
+    }
+    // Last: its date says that every file beside it is as fresh.
+    write_file(dir, PLAN_FILE, &rendering.plan)
+}
+
+/// One component's rendered layer; an unknown one is refused naming those that have one.
+fn render_one(
+    cluster: &ClusterConfig,
+    config_path: &Path,
+    name: &str,
+    pins: &Pins,
+) -> Result<Value, Error> {
+    let profile = cluster.profile();
+    let components = profile.components();
+    let unknown = || Error::UnknownComponent {
+        profile: profile.name(),
+        name: name.to_owned(),
+        known: components
+            .iter()
+            .filter(|c| matches!(rendered(cluster, config_path, c, pins), Ok(Some(_))))
+            .map(|c| c.name)
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let component = components
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(unknown)?;
+    rendered(cluster, config_path, component, pins)?.ok_or_else(unknown)
+}
+
+/// A rendered layer as pretty JSON, ending with a newline.
+fn json_text(value: &Value) -> Result<String, Error> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|err| Error::Write(io::Error::other(err).into()))?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Writes `dir/name` through a temporary file renamed into place.
+fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), Error> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|source| Error::WriteFile { path, source })
+}
