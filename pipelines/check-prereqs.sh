@@ -10,6 +10,7 @@ missing=0
 have() { command -v "$1" >/dev/null 2>&1; }
 ok()   { printf '  ok       %s\n' "$*"; }
 miss() { printf '  MISSING  %s\n' "$*"; missing=1; }
+invalid() { printf '  INVALID  %s\n' "$*"; missing=1; }
 opt()  { printf '  optional %s\n' "$*"; }
 
 echo "tools:"
@@ -26,7 +27,8 @@ else
   if [[ "$got" == "$want" ]]; then ok "talosctl $got (the cluster runs $TALOS_VERSION)"
   else miss "talosctl ${got:-?}: the cluster runs $TALOS_VERSION, talosctl must have the same minor ($want)"; fi
 fi
-if ! have kubectl; then miss "kubectl (not installed)"
+if [[ "$profile" != edge ]]; then :  # against the cluster's own version (check-onprem.sh)
+elif ! have kubectl; then miss "kubectl (not installed)"
 else
   # kubectl's skew policy: within one minor of the API server.
   got=$(kubectl version --client 2>/dev/null | minor)
@@ -45,27 +47,9 @@ else
   if helm diff version >/dev/null 2>&1; then ok "helm diff plugin (make diff-platform)"
   else opt "helm diff plugin (make diff-platform falls back to helm template | kubectl diff)"; fi
 fi
-if [[ "$profile" != edge ]]; then
-  # The cluster exists: what the platform layer of this profile needs, and nothing of Scaleway.
-  if have sops; then ok "sops (decrypts the cluster's secrets at apply time; pinned for the tests: SOPS_VERSION $SOPS_VERSION)"
-  else miss "sops (not installed: it decrypts the cluster's secrets at apply time)"; fi
-  echo "secrets and configuration:"
-  age_keys=${XDG_CONFIG_HOME:-$HOME/.config}/sops/age/keys.txt
-  if [[ -n "${SOPS_AGE_KEY_FILE:-}" ]]; then
-    [[ -f "$SOPS_AGE_KEY_FILE" ]] && ok "SOPS_AGE_KEY_FILE names a file" || miss "SOPS_AGE_KEY_FILE names no file ($SOPS_AGE_KEY_FILE)"
-  elif [[ -n "${SOPS_AGE_KEY:-}${SOPS_AGE_KEY_CMD:-}" ]]; then ok "an age key in SOPS_AGE_KEY or SOPS_AGE_KEY_CMD"
-  elif [[ -f "$age_keys" ]]; then ok "age keys in $age_keys"
-  else miss "no age key: SOPS_AGE_KEY_FILE (or $age_keys) must hold the cluster's age key"; fi
-  platform_config=${PLATFORM_CONFIG:-config/$profile.json}
-  render=${BIN:-target/release}/render-platform
-  if [[ ! -f "$platform_config" ]]; then miss "$platform_config (cp config/$profile.example.json $platform_config, then edit)"
-  elif [[ ! -x "$render" ]]; then opt "$platform_config present, not checked (render-platform is not built: make apply-platform builds it)"
-  elif why=$("$render" --profile "$profile" --config "$platform_config" secrets 2>&1 >/dev/null); then ok "$platform_config and its SOPS file"
-  else miss "$platform_config: ${why#render-platform: error: }"; fi
-  if (( missing )); then echo "make check: something is missing (see above)" >&2; exit 1; fi
-  echo "make check: ready (PROFILE=$profile)"
-  exit 0
-fi
+# The cluster exists: what the platform layer of this profile needs, and nothing of Scaleway.
+# shellcheck source=check-onprem.sh
+if [[ "$profile" != edge ]]; then source "$(dirname "$0")/check-onprem.sh"; fi
 if have curl; then ok "curl"; else miss "curl (make vendor)"; fi
 if have kubeconform; then ok "kubeconform"; else opt "kubeconform (make check-manifests uses the project's own validator without it)"; fi
 if have cargo; then ok "cargo"; else miss "cargo (builds the tools)"; fi
@@ -98,7 +82,7 @@ render=${BIN:-target/release}/render-platform
 if [[ ! -f "$platform_config" ]]; then miss "$platform_config (cp config/platform.example.json $platform_config, then edit)"
 elif [[ ! -x "$render" ]]; then opt "$platform_config present, not checked (render-platform is not built: make apply-platform builds it)"
 elif why=$("$render" --config "$platform_config" cilium 2>&1 >/dev/null); then ok "$platform_config"
-else miss "$platform_config: ${why#render-platform: error: }"; fi
+else why=${why#render-platform: error: }; invalid "$platform_config: ${why#"$platform_config: "}"; fi
 vendor_dir=${VENDOR_DIR:-k8s/vendor}/gateway-api-$GATEWAY_API_VERSION
 bad=0; pins=0
 while IFS= read -r line; do
@@ -107,5 +91,5 @@ while IFS= read -r line; do
 done < <(grep -E '^VENDOR_GATEWAY_API_[A-Z0-9_]+=' "${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}")
 if (( bad == 0 && pins > 0 )); then ok "Gateway API $GATEWAY_API_VERSION CRDs vendored in $vendor_dir"
 else miss "Gateway API $GATEWAY_API_VERSION CRDs: $bad of $pins files missing or not matching their pins in $vendor_dir (make vendor)"; fi
-if (( missing )); then echo "make check: something is missing (see above)" >&2; exit 1; fi
+if (( missing )); then echo "make check: something is missing or invalid (see above)" >&2; exit 1; fi
 echo "make check: ready"

@@ -318,7 +318,9 @@ fn an_invalid_platform_config_fails_naming_the_field() {
     assert_eq!(out.status.code(), Some(1), "{}", report(&out));
     let line = line_with(&stdout(&out), "platform.json").to_owned();
     assert!(
-        line.trim_start().starts_with("MISSING") && line.contains("cilium.hubble.ui"),
+        line.trim_start().starts_with("INVALID")
+            && line.contains("cilium.hubble.ui")
+            && line.matches("platform.json").count() == 1,
         "{line}"
     );
 }

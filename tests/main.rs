@@ -11,6 +11,7 @@ mod cluster_status;
 mod images;
 mod infra_pipeline;
 mod network_flows;
+mod onprem_check;
 mod onprem_profile;
 mod pipelines;
 mod platform;
