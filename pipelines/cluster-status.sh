@@ -16,10 +16,33 @@ set -euo pipefail
 here=$(dirname "$0")
 source "${VERSIONS_FILE:-$here/../k8s/versions.env}"
 command -v kubectl >/dev/null || { echo "cluster-status: kubectl is not installed" >&2; exit 2; }
+
+# What to say when the cluster cannot be asked: the edge's cluster is this Makefile's own (its
+# kubeconfig made by apply-infra, its power by make up); another profile's exists on its own.
+profile=${PROFILE:-edge}
+case "$profile" in
+  edge)
+    no_kubeconfig="run make apply-infra first"
+    no_answer="the API server does not answer (make up powers the cluster on)" ;;
+  onprem)
+    [[ -n "${NAMES:-}" && -f "$NAMES" ]] ||
+      { echo "cluster-status: ${NAMES:-NAMES} is missing: render-platform --profile onprem writes status.env" >&2; exit 2; }
+    # The render's names, KEY=value a line: read, not sourced (a value is never run), and only
+    # the ones this script uses.
+    while IFS='=' read -r key value; do
+      case "$key" in
+        CLUSTER_ENDPOINT|STORAGE_CLASS|CEPH_NAMESPACE|TRAEFIK_NAMESPACE|TRAEFIK_SERVICE|INGRESS_ADDRESS|\
+        PUBLIC_ADDRESS|LB_POOL|CROWDSEC_NAMESPACE|LAPI_DEPLOYMENT|BOUNCER_NAME|SMOKE_NAMESPACE|SMOKE_HOST|\
+        ACME_SERVER) printf -v "$key" '%s' "$value" ;;
+      esac
+    done <"$NAMES"
+    no_kubeconfig="name the cluster's kubeconfig (make cluster-status PROFILE=onprem KUBECONFIG=FILE)"
+    no_answer="the API server at ${CLUSTER_ENDPOINT:-?} does not answer: check the cluster (its control planes are up and reachable from here) and the kubeconfig $KUBECONFIG (its current context, its credentials)" ;;
+  *) echo "cluster-status: no status for profile '$profile'" >&2; exit 2 ;;
+esac
 [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]] || {
-  echo "cluster-status: no kubeconfig at '${KUBECONFIG:-}': run make apply-infra first" >&2; exit 2; }
-kubectl get --raw /readyz >/dev/null 2>&1 || {
-  echo "cluster-status: the API server does not answer (make up powers the cluster on)" >&2; exit 2; }
+  echo "cluster-status: no kubeconfig at '${KUBECONFIG:-}': $no_kubeconfig" >&2; exit 2; }
+kubectl get --raw /readyz >/dev/null 2>&1 || { echo "cluster-status: $no_answer" >&2; exit 2; }
 
 not_ok=0
 row() {
@@ -102,19 +125,11 @@ onprem_rows() {
   else row https "$SMOKE_HOST" ok "HTTP 200 at $dns$note"; fi
 }
 
-profile=${PROFILE:-edge}
-case "$profile" in
-  edge) ;;
-  onprem)
-    [[ -n "${NAMES:-}" && -f "$NAMES" ]] ||
-      { echo "cluster-status: ${NAMES:-NAMES} is missing: render-platform --profile onprem writes status.env" >&2; exit 2; }
-    # shellcheck source=/dev/null
-    source "$NAMES"
-    onprem_rows
-    if (( not_ok )); then echo "cluster-status: $not_ok row(s) not ok" >&2; exit 1; fi
-    exit 0 ;;
-  *) echo "cluster-status: no status for profile '$profile'" >&2; exit 2 ;;
-esac
+if [[ "$profile" == onprem ]]; then
+  onprem_rows
+  if (( not_ok )); then echo "cluster-status: $not_ok row(s) not ok" >&2; exit 1; fi
+  exit 0
+fi
 
 # Workloads: ready / wanted. ds = DaemonSet, deploy = Deployment.
 workload() {

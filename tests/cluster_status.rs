@@ -663,3 +663,71 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
         "{table}"
     );
 }
+
+/// An API server that does not answer, through the real kubectl (a kubeconfig at a closed
+/// loopback port): the edge's cluster is this Makefile's, powered by make up; an on-premises one
+/// is not, and its message names the API server and the kubeconfig instead.
+#[test]
+fn an_api_server_down_is_told_as_the_profile_it_belongs_to() {
+    const TEST: &str = "cluster_status_down";
+    let Some(kubectl) = testkit::upstream::program(TEST, "kubectl") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let port = testkit::free_port();
+    fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: down\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\nusers:\n- name: nobody\n  user: {{}}\ncontexts:\n- name: down\n  context: {{cluster: down, user: nobody}}\ncurrent-context: down\n"
+        ),
+    )
+    .unwrap();
+    let (_, names) = onprem(dir.path());
+    let tools = [(
+        "kubectl",
+        format!(
+            "#!/usr/bin/env bash\nexec \"{}\" \"$@\"\n",
+            kubectl.display()
+        ),
+    )];
+    let tools: Vec<(&str, &str)> = tools.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let answers = dir.path().join("answers");
+    let run = |env: &[(&str, &Path)]| {
+        script(&tools, &kubeconfig, &answers, dir.path(), env)
+            .output()
+            .unwrap()
+    };
+    let edge = run(&[]);
+    assert_eq!(
+        edge.status.code(),
+        Some(2),
+        "{}",
+        testkit::process::text(&edge)
+    );
+    assert!(
+        String::from_utf8_lossy(&edge.stderr).contains("make up powers the cluster on"),
+        "{}",
+        testkit::process::text(&edge)
+    );
+    let profile = Path::new("onprem");
+    let onprem = run(&[("PROFILE", profile), ("NAMES", names.as_path())]);
+    assert_eq!(
+        onprem.status.code(),
+        Some(2),
+        "{}",
+        testkit::process::text(&onprem)
+    );
+    let stderr = String::from_utf8_lossy(&onprem.stderr);
+    assert!(
+        stderr.contains("the API server at https://api.demo.k8s.exemple.fr:6443 does not answer")
+            && stderr.contains(kubeconfig.to_str().unwrap()),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("make up"), "{stderr}");
+    assert!(
+        onprem.stdout.is_empty(),
+        "{}",
+        testkit::process::text(&onprem)
+    );
+}
