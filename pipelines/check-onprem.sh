@@ -107,7 +107,8 @@ else
     else miss "sops cannot decrypt $secrets_file with the age key in $key_text: ${sops_why%%$'\n'*}"; fi
   fi
 fi
-# What already runs (a cluster made with Talos's defaults runs flannel and kube-proxy): every
+# What already runs (a cluster made with Talos's defaults runs flannel, the DaemonSet
+# kube-system/kube-flannel of Talos's k8stemplates/flannel.go, and kube-proxy): every
 # DaemonSet, with the helm release that owns it (the annotation helm checks before it adopts an
 # object: helm pkg/action/validate.go, checkOwnership).
 cluster_rows() {

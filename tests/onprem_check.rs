@@ -325,7 +325,10 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
         "{text}"
     );
 
-    // What a cluster made with Talos's defaults runs, and a Cilium installed outside helm.
+    // What a cluster made with Talos's defaults runs (its bootstrap manifests: the DaemonSets
+    // kube-system/kube-flannel, Talos internal/app/machined/pkg/controllers/k8s/internal/
+    // k8stemplates/flannel.go, and kube-system/kube-proxy), and a Cilium another helm release
+    // installed (helm writes meta.helm.sh/release-name on every object it installs).
     for (name, annotations) in [
         ("kube-flannel", "{}"),
         ("kube-proxy", "{}"),
