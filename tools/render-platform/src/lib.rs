@@ -18,6 +18,7 @@
 //! render-platform --config config/platform.json cilium                     # one component, on stdout
 //! render-platform --config config/platform.json --out-dir DIR              # every component, and the plan
 //! render-platform --profile onprem --config config/onprem.json --out-dir DIR
+//! render-platform --profile onprem --config config/onprem.json --print-names  # make check
 //! sops --decrypt --output-type json FILE | render-platform --secrets DIR/secrets.json
 //! ```
 //!
@@ -26,7 +27,7 @@
 //! [`secrets::SecretsTemplate`] of a `secrets` one), `DIR/status.env` for profiles whose
 //! `make cluster-status` needs names of the render, then `DIR/components.tsv`, one line per
 //! component in install order ([`profile::plan_text`]; the chart pins of `k8s/versions.env`,
-//! compiled in). `--secrets` is the apply-time step: the decrypted SOPS document on stdin, the
+//! compiled in). `--print-names` renders the same, writes nothing, and prints `status.env`. `--secrets` is the apply-time step: the decrypted SOPS document on stdin, the
 //! Secrets on stdout.
 
 mod cli;
