@@ -119,7 +119,9 @@ fn serve(stream: TcpStream, reply: Reply, sender: &mpsc::Sender<Request>) -> io:
     // A bound on how long a silent client can hold the thread; never reached in a passing test.
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
-    let request = read_request(&mut reader)?;
+    let Some(request) = read_request(&mut reader)? else {
+        return Ok(());
+    };
     let _ = sender.send(request);
     let mut stream = stream;
     match reply {
@@ -160,9 +162,13 @@ fn serve(stream: TcpStream, reply: Reply, sender: &mpsc::Sender<Request>) -> io:
     stream.shutdown(std::net::Shutdown::Both)
 }
 
-fn read_request(reader: &mut impl BufRead) -> io::Result<Request> {
+/// Reads one HTTP/1.1 request (its body by Content-Length); `None` when the client closed the
+/// connection before sending one, as a kept-alive client does once it is done.
+pub fn read_request(reader: &mut impl BufRead) -> io::Result<Option<Request>> {
     let mut line = String::new();
-    reader.read_line(&mut line)?;
+    if reader.read_line(&mut line)? == 0 {
+        return Ok(None);
+    }
     let mut parts = line.split_whitespace();
     let method = parts.next().unwrap_or_default().to_string();
     let target = parts.next().unwrap_or_default().to_string();
@@ -188,12 +194,12 @@ fn read_request(reader: &mut impl BufRead) -> io::Result<Request> {
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
-    Ok(Request {
+    Ok(Some(Request {
         method,
         target,
         headers,
         body,
-    })
+    }))
 }
 
 fn reason(status: u16) -> &'static str {

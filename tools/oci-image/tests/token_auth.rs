@@ -10,13 +10,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufReader, Write};
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
+use testkit::http::{Request, read_request};
 
 const TOKEN: &str = "stand-in-token-7f3a";
 const USER: &str = "nologin";
@@ -36,48 +37,145 @@ fn hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Method, target, lower-case headers, body.
-type Received = (String, String, BTreeMap<String, String>, Vec<u8>);
-
-/// Reads one HTTP/1.1 request: method, target, lower-case headers, body.
-fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Received> {
-    let mut line = String::new();
-    if stream.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_string();
-    let target = parts.next()?.to_string();
-    let mut headers = BTreeMap::new();
-    loop {
-        let mut h = String::new();
-        stream.read_line(&mut h).ok()?;
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let (k, v) = h.split_once(':')?;
-        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-    }
-    let length: usize = headers
-        .get("content-length")
-        .and_then(|l| l.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; length];
-    stream.read_exact(&mut body).ok()?;
-    Some((method, target, headers, body))
+/// The registry's side of one exchange: status, extra header lines, body.
+struct Answer {
+    status: u16,
+    headers: String,
+    body: Vec<u8>,
 }
 
-/// The registry and its token service on one loopback port; serves until `requests` answers
+impl Answer {
+    fn new(status: u16, body: &[u8]) -> Answer {
+        Answer {
+            status,
+            headers: String::new(),
+            body: body.to_vec(),
+        }
+    }
+
+    fn with_header(mut self, name: &str, value: &str) -> Answer {
+        self.headers.push_str(&format!("{name}: {value}\r\n"));
+        self
+    }
+}
+
+/// The registry and its token service: the blobs it holds and where it sends for a token.
+struct Registry {
+    realm: String,
+    blobs: BTreeMap<String, Vec<u8>>,
+}
+
+impl Registry {
+    /// `served` numbers the upload locations it hands out.
+    fn answer(&mut self, request: &Request, served: usize) -> Answer {
+        let (path, query) = request
+            .target
+            .split_once('?')
+            .unwrap_or((&request.target, ""));
+        let query = query
+            .replace("%3A", ":")
+            .replace("%2F", "/")
+            .replace("%2C", ",");
+        let authorization = request.header("authorization");
+        let method = request.method.as_str();
+        if path == "/token" {
+            token(authorization, &query)
+        } else if authorization != Some(format!("Bearer {TOKEN}").as_str()) {
+            let challenge = format!(
+                "Bearer realm=\"{}\",service=\"stand-in\",scope=\"repository:x:pull\"",
+                self.realm
+            );
+            Answer::new(401, br#"{"errors":[{"code":"UNAUTHORIZED"}]}"#)
+                .with_header("WWW-Authenticate", &challenge)
+        } else if method == "HEAD" && path.contains("/blobs/sha256:") {
+            let digest = path.rsplit('/').next().unwrap();
+            Answer::new(
+                if self.blobs.contains_key(digest) {
+                    200
+                } else {
+                    404
+                },
+                b"",
+            )
+        } else if method == "POST" && path.ends_with("/blobs/uploads/") {
+            Answer::new(202, b"")
+                .with_header("Location", &format!("{path}upload-{served}?_state=opaque"))
+        } else if method == "PUT" && path.contains("/blobs/uploads/upload-") {
+            self.put_blob(&query, &request.body)
+        } else if method == "PUT" && path.contains("/manifests/") {
+            self.put_manifest(request)
+        } else {
+            Answer::new(404, b"")
+        }
+    }
+
+    /// The upload's last step: kept only when `?digest=` is the digest of the bytes.
+    fn put_blob(&mut self, query: &str, body: &[u8]) -> Answer {
+        let digest = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("digest="))
+            .unwrap_or_default()
+            .replace("%3A", ":");
+        if query.contains("_state=opaque") && digest == format!("sha256:{}", hex(body)) {
+            self.blobs.insert(digest, body.to_vec());
+            Answer::new(201, b"")
+        } else {
+            Answer::new(400, br#"{"errors":[{"code":"DIGEST_INVALID"}]}"#)
+        }
+    }
+
+    /// A manifest is taken once every blob it names is held, with the OCI media type.
+    fn put_manifest(&self, request: &Request) -> Answer {
+        let manifest: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        let complete = manifest["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(std::iter::once(&manifest["config"]))
+            .all(|d| self.blobs.contains_key(d["digest"].as_str().unwrap()));
+        if complete
+            && request.header("content-type") == Some("application/vnd.oci.image.manifest.v1+json")
+        {
+            Answer::new(201, b"").with_header(
+                "Docker-Content-Digest",
+                &format!("sha256:{}", hex(&request.body)),
+            )
+        } else {
+            Answer::new(400, br#"{"errors":[{"code":"MANIFEST_BLOB_UNKNOWN"}]}"#)
+        }
+    }
+}
+
+/// The token service: a token for the right Basic credentials asking push and pull on one of
+/// our repositories, for this service.
+fn token(authorization: Option<&str>, query: &str) -> Answer {
+    let expected = format!("Basic {}", base64_basic(USER, PASSWORD));
+    if authorization == Some(expected.as_str())
+        && query.contains("scope=repository:edgepop/")
+        && query.contains(":pull,push")
+        && query.contains("service=stand-in")
+    {
+        Answer::new(
+            200,
+            format!(r#"{{"token": "{TOKEN}", "expires_in": 300}}"#).as_bytes(),
+        )
+    } else {
+        Answer::new(401, b"{}")
+    }
+}
+
+/// The registry and its token service on one loopback port; serves until `answers` answers
 /// have been given (bounded), then stops by itself.
 fn start(answers: usize) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    let realm = format!("http://{base}/token");
+    let mut registry = Registry {
+        realm: format!("http://{base}/token"),
+        blobs: BTreeMap::new(),
+    };
     std::thread::spawn(move || {
-        let mut blobs: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         let mut served = 0;
         while served < answers {
             let Ok((stream, _)) = listener.accept() else {
@@ -85,92 +183,25 @@ fn start(answers: usize) -> (String, Arc<Mutex<Vec<Seen>>>) {
             };
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut out = stream;
-            while let Some((method, target, headers, body)) = read_request(&mut reader) {
+            // A kept-alive connection carries request after request.
+            while let Ok(Some(request)) = read_request(&mut reader) {
                 served += 1;
-                let authorization = headers.get("authorization").cloned();
                 log.lock().unwrap().push(Seen {
-                    method: method.clone(),
-                    target: target.clone(),
-                    authorization: authorization.clone(),
+                    method: request.method.clone(),
+                    target: request.target.clone(),
+                    authorization: request.header("authorization").map(str::to_owned),
                 });
-                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-                let query = query
-                    .replace("%3A", ":")
-                    .replace("%2F", "/")
-                    .replace("%2C", ",");
-                let mut extra = String::new();
-                let (status, reply): (u16, Vec<u8>) = if path == "/token" {
-                    let expected = format!("Basic {}", base64_basic(USER, PASSWORD));
-                    if authorization.as_deref() == Some(expected.as_str())
-                        && query.contains("scope=repository:edgepop/")
-                        && query.contains(":pull,push")
-                        && query.contains("service=stand-in")
-                    {
-                        (
-                            200,
-                            format!(r#"{{"token": "{TOKEN}", "expires_in": 300}}"#).into_bytes(),
-                        )
-                    } else {
-                        (401, b"{}".to_vec())
-                    }
-                } else if authorization.as_deref() != Some(&format!("Bearer {TOKEN}")) {
-                    extra = format!(
-                        "WWW-Authenticate: Bearer realm=\"{realm}\",service=\"stand-in\",scope=\"repository:x:pull\"\r\n"
-                    );
-                    (401, br#"{"errors":[{"code":"UNAUTHORIZED"}]}"#.to_vec())
-                } else if method == "HEAD" && path.contains("/blobs/sha256:") {
-                    let digest = path.rsplit('/').next().unwrap();
-                    (
-                        if blobs.contains_key(digest) { 200 } else { 404 },
-                        Vec::new(),
-                    )
-                } else if method == "POST" && path.ends_with("/blobs/uploads/") {
-                    extra = format!("Location: {path}upload-{served}?_state=opaque\r\n");
-                    (202, Vec::new())
-                } else if method == "PUT" && path.contains("/blobs/uploads/upload-") {
-                    let digest = query
-                        .split('&')
-                        .find_map(|kv| kv.strip_prefix("digest="))
-                        .unwrap_or_default()
-                        .replace("%3A", ":");
-                    if query.contains("_state=opaque") && digest == format!("sha256:{}", hex(&body))
-                    {
-                        blobs.insert(digest, body);
-                        (201, Vec::new())
-                    } else {
-                        (400, br#"{"errors":[{"code":"DIGEST_INVALID"}]}"#.to_vec())
-                    }
-                } else if method == "PUT" && path.contains("/manifests/") {
-                    let manifest: serde_json::Value = serde_json::from_slice(&body).unwrap();
-                    let complete = manifest["layers"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .chain(std::iter::once(&manifest["config"]))
-                        .all(|d| blobs.contains_key(d["digest"].as_str().unwrap()));
-                    if complete
-                        && headers.get("content-type").map(String::as_str)
-                            == Some("application/vnd.oci.image.manifest.v1+json")
-                    {
-                        extra = format!("Docker-Content-Digest: sha256:{}\r\n", hex(&body));
-                        (201, Vec::new())
-                    } else {
-                        (
-                            400,
-                            br#"{"errors":[{"code":"MANIFEST_BLOB_UNKNOWN"}]}"#.to_vec(),
-                        )
-                    }
-                } else {
-                    (404, Vec::new())
-                };
+                let answer = registry.answer(&request, served);
                 let head = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n{extra}\r\n",
-                    reply.len()
+                    "HTTP/1.1 {} X\r\nContent-Length: {}\r\n{}\r\n",
+                    answer.status,
+                    answer.body.len(),
+                    answer.headers
                 );
                 if out.write_all(head.as_bytes()).is_err() {
                     break;
                 }
-                if method != "HEAD" && out.write_all(&reply).is_err() {
+                if request.method != "HEAD" && out.write_all(&answer.body).is_err() {
                     break;
                 }
                 if served >= answers {

@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -19,32 +19,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use testkit::http::{Request, read_request};
 
-#[derive(Debug, Clone)]
-struct Recorded {
-    method: String,
-    target: String,
-    content_type: Option<String>,
-    body: String,
-}
-
-impl Recorded {
-    /// `GET nodes`, `WATCH pods`, `PATCH nodes/n1`, `GET events`: what the tests compare.
-    fn short(&self) -> String {
-        let path = self.target.split('?').next().unwrap_or_default();
-        let rest = path.trim_start_matches("/api/v1/");
-        // namespaces/<ns>/<resource> → <resource>; nodes/<name> stays.
-        let resource = match rest.strip_prefix("namespaces/") {
-            Some(r) => r.rsplit('/').next().unwrap_or_default(),
-            None => rest,
-        };
-        let verb = if self.target.contains("watch=true") {
-            "WATCH"
-        } else {
-            self.method.as_str()
-        };
-        format!("{verb} {resource}")
-    }
+/// `GET nodes`, `WATCH pods`, `PATCH nodes/n1`, `GET events`: what the tests compare.
+fn short(request: &Request) -> String {
+    let path = request.target.split('?').next().unwrap_or_default();
+    let rest = path.trim_start_matches("/api/v1/");
+    // namespaces/<ns>/<resource> → <resource>; nodes/<name> stays.
+    let resource = match rest.strip_prefix("namespaces/") {
+        Some(r) => r.rsplit('/').next().unwrap_or_default(),
+        None => rest,
+    };
+    let verb = if request.target.contains("watch=true") {
+        "WATCH"
+    } else {
+        request.method.as_str()
+    };
+    format!("{verb} {resource}")
 }
 
 #[derive(Default)]
@@ -78,19 +69,23 @@ impl Cluster {
     fn add_pod(&mut self, pod: Value) {
         let mut pod = pod;
         self.bump(&mut pod);
-        let key = format!(
-            "{}/{}",
-            pod["metadata"]["namespace"].as_str().unwrap(),
-            pod["metadata"]["name"].as_str().unwrap()
-        );
-        self.pods.insert(key, pod);
+        self.pods.insert(pod_key(&pod), pod);
     }
+}
+
+/// `<namespace>/<name>`, how the cluster keeps its pods.
+fn pod_key(pod: &Value) -> String {
+    format!(
+        "{}/{}",
+        pod["metadata"]["namespace"].as_str().unwrap(),
+        pod["metadata"]["name"].as_str().unwrap()
+    )
 }
 
 struct ApiStandIn {
     port: u16,
     cluster: Arc<Mutex<Cluster>>,
-    requests: Arc<Mutex<Vec<Recorded>>>,
+    requests: Arc<Mutex<Vec<Request>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -123,12 +118,17 @@ impl ApiStandIn {
         }
     }
 
-    fn requests(&self) -> Vec<Recorded> {
+    fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
     }
 
     fn shorts(&self) -> Vec<String> {
-        self.requests().iter().map(Recorded::short).collect()
+        self.requests().iter().map(short).collect()
+    }
+
+    /// The exact requests made, in order (a polling loop makes more); the tool's stderr says why.
+    fn assert_requests(&self, out: &std::process::Output, expected: &[&str]) {
+        assert_eq!(self.shorts(), expected, "{}", stderr(out));
     }
 }
 
@@ -171,41 +171,12 @@ fn query(target: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn serve(mut stream: TcpStream, cluster: &Mutex<Cluster>, requests: &Mutex<Vec<Recorded>>) {
+fn serve(mut stream: TcpStream, cluster: &Mutex<Cluster>, requests: &Mutex<Vec<Request>>) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+    let Ok(Some(request)) = read_request(&mut reader) else {
         return;
-    }
-    let mut parts = line.split_whitespace();
-    let (method, target) = (
-        parts.next().unwrap_or_default().to_owned(),
-        parts.next().unwrap_or_default().to_owned(),
-    );
-    let mut length = 0usize;
-    let mut content_type = None;
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
-            break;
-        }
-        let (name, value) = header.split_once(':').unwrap_or((&header, ""));
-        match name.to_ascii_lowercase().as_str() {
-            "content-length" => length = value.trim().parse().unwrap_or(0),
-            "content-type" => content_type = Some(value.trim().to_owned()),
-            _ => {}
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    let body = String::from_utf8(body).unwrap();
-    requests.lock().unwrap().push(Recorded {
-        method: method.clone(),
-        target: target.clone(),
-        content_type: content_type.clone(),
-        body: body.clone(),
-    });
-
+    };
+    requests.lock().unwrap().push(request.clone());
     if cluster.lock().unwrap().forbidden {
         respond(
             &mut stream,
@@ -218,171 +189,23 @@ fn serve(mut stream: TcpStream, cluster: &Mutex<Cluster>, requests: &Mutex<Vec<R
         );
         return;
     }
-    let path = target.split('?').next().unwrap_or_default().to_owned();
-    let q = query(&target);
-    let kind = match path.as_str() {
+    let path = request.target.split('?').next().unwrap_or_default();
+    let q = query(&request.target);
+    let kind = match path {
         "/api/v1/nodes" => Some("Node"),
         "/api/v1/pods" => Some("Pod"),
         _ => None,
     };
-    match (method.as_str(), kind) {
+    match (request.method.as_str(), kind) {
         ("GET", Some(kind)) if q.get("watch").map(String::as_str) == Some("true") => {
-            let mut guard = cluster.lock().unwrap();
-            let current = guard.resource_version.to_string();
-            let expire = std::mem::take(&mut guard.expire_next_watch);
-            if expire || q.get("resourceVersion") != Some(&current) {
-                // The stand-in's history is one version deep: a watch from any other version
-                // is what the API server answers once its window has moved on.
-                let event = json!({"type": "ERROR", "object": status(410, "Expired", "too old resource version")});
-                drop(guard);
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{event}\n"
-                );
-                return;
-            }
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
-            );
-            let changes: Vec<Value> = if kind == "Node" {
-                guard.node_changes.drain(..).collect()
-            } else {
-                guard.pod_changes.drain(..).collect()
-            };
-            for mut object in changes {
-                guard.bump(&mut object);
-                object["kind"] = json!(kind);
-                object["apiVersion"] = json!("v1");
-                if kind == "Node" {
-                    guard.nodes.insert(
-                        object["metadata"]["name"].as_str().unwrap().to_owned(),
-                        object.clone(),
-                    );
-                } else {
-                    let key = format!(
-                        "{}/{}",
-                        object["metadata"]["namespace"].as_str().unwrap(),
-                        object["metadata"]["name"].as_str().unwrap()
-                    );
-                    guard.pods.insert(key, object.clone());
-                }
-                let _ = writeln!(stream, "{}", json!({"type": "MODIFIED", "object": object}));
-                let _ = stream.flush();
-            }
-            drop(guard);
-            // A watch stays open until the client goes away (the real one until timeoutSeconds).
-            let mut sink = [0u8; 64];
-            while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+            watch(stream, cluster, kind, &q);
         }
-        ("GET", Some(kind)) => {
-            let guard = cluster.lock().unwrap();
-            let items: Vec<Value> = if kind == "Node" {
-                guard.nodes.values().cloned().collect()
-            } else {
-                guard.pods.values().cloned().collect()
-            };
-            // List items carry no kind or apiVersion; the list does.
-            let items: Vec<Value> = items
-                .into_iter()
-                .map(|mut o| {
-                    o.as_object_mut().unwrap().remove("kind");
-                    o.as_object_mut().unwrap().remove("apiVersion");
-                    o
-                })
-                .collect();
-            let list = json!({"kind": format!("{kind}List"), "apiVersion": "v1",
-                              "metadata": {"resourceVersion": guard.resource_version.to_string()}, "items": items});
-            drop(guard);
-            respond(&mut stream, "200 OK", &list);
-        }
+        ("GET", Some(kind)) => list(&mut stream, cluster, kind),
         ("PATCH", None) if path.starts_with("/api/v1/nodes/") => {
-            if content_type.as_deref() != Some("application/merge-patch+json") {
-                respond(
-                    &mut stream,
-                    "415 Unsupported Media Type",
-                    &status(
-                        415,
-                        "UnsupportedMediaType",
-                        "the body of the request was in an unknown format",
-                    ),
-                );
-                return;
-            }
-            let name = path.trim_start_matches("/api/v1/nodes/").to_owned();
-            let patch: Value = serde_json::from_str(&body).unwrap();
-            let mut guard = cluster.lock().unwrap();
-            let Some(mut node) = guard.nodes.get(&name).cloned() else {
-                drop(guard);
-                respond(
-                    &mut stream,
-                    "404 Not Found",
-                    &status(404, "NotFound", &format!("nodes \"{name}\" not found")),
-                );
-                return;
-            };
-            merge_patch(&mut node, &patch);
-            guard.bump(&mut node);
-            guard.nodes.insert(name, node.clone());
-            drop(guard);
-            node["kind"] = json!("Node");
-            node["apiVersion"] = json!("v1");
-            respond(&mut stream, "200 OK", &node);
+            patch_node(&mut stream, cluster, &request, path);
         }
         ("GET", None) if path.starts_with("/api/v1/namespaces/") && path.ends_with("/events") => {
-            let namespace = path
-                .trim_start_matches("/api/v1/namespaces/")
-                .trim_end_matches("/events")
-                .to_owned();
-            let mut wanted = BTreeMap::new();
-            for term in q
-                .get("fieldSelector")
-                .map(String::as_str)
-                .unwrap_or_default()
-                .split(',')
-                .filter(|t| !t.is_empty())
-            {
-                let (field, value) = term.split_once('=').unwrap();
-                if ![
-                    "involvedObject.kind",
-                    "involvedObject.name",
-                    "involvedObject.namespace",
-                    "reason",
-                    "type",
-                ]
-                .contains(&field)
-                {
-                    respond(
-                        &mut stream,
-                        "400 Bad Request",
-                        &status(
-                            400,
-                            "BadRequest",
-                            &format!("\"{field}\" is not a known field selector"),
-                        ),
-                    );
-                    return;
-                }
-                wanted.insert(
-                    field.trim_start_matches("involvedObject.").to_owned(),
-                    value.to_owned(),
-                );
-            }
-            let guard = cluster.lock().unwrap();
-            let items: Vec<Value> = guard
-                .events
-                .iter()
-                .filter(|e| e["metadata"]["namespace"] == json!(namespace))
-                .filter(|e| {
-                    wanted
-                        .iter()
-                        .all(|(k, v)| e["involvedObject"][k] == json!(v))
-                })
-                .cloned()
-                .collect();
-            let list = json!({"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": guard.resource_version.to_string()}, "items": items});
-            drop(guard);
-            respond(&mut stream, "200 OK", &list);
+            events(&mut stream, cluster, path, &q);
         }
         _ => respond(
             &mut stream,
@@ -394,6 +217,173 @@ fn serve(mut stream: TcpStream, cluster: &Mutex<Cluster>, requests: &Mutex<Vec<R
             ),
         ),
     }
+}
+
+/// A watch from the list's version: the queued changes as MODIFIED events, then the stream
+/// stays open until the client goes away (the real one until timeoutSeconds).
+fn watch(
+    mut stream: TcpStream,
+    cluster: &Mutex<Cluster>,
+    kind: &str,
+    q: &BTreeMap<String, String>,
+) {
+    let mut guard = cluster.lock().unwrap();
+    let current = guard.resource_version.to_string();
+    let expire = std::mem::take(&mut guard.expire_next_watch);
+    if expire || q.get("resourceVersion") != Some(&current) {
+        // The stand-in's history is one version deep: a watch from any other version
+        // is what the API server answers once its window has moved on.
+        let event =
+            json!({"type": "ERROR", "object": status(410, "Expired", "too old resource version")});
+        drop(guard);
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{event}\n"
+        );
+        return;
+    }
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+    );
+    let changes: Vec<Value> = if kind == "Node" {
+        guard.node_changes.drain(..).collect()
+    } else {
+        guard.pod_changes.drain(..).collect()
+    };
+    for mut object in changes {
+        guard.bump(&mut object);
+        object["kind"] = json!(kind);
+        object["apiVersion"] = json!("v1");
+        if kind == "Node" {
+            let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+            guard.nodes.insert(name, object.clone());
+        } else {
+            guard.pods.insert(pod_key(&object), object.clone());
+        }
+        let _ = writeln!(stream, "{}", json!({"type": "MODIFIED", "object": object}));
+        let _ = stream.flush();
+    }
+    drop(guard);
+    let mut sink = [0u8; 64];
+    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+}
+
+fn list(stream: &mut TcpStream, cluster: &Mutex<Cluster>, kind: &str) {
+    let guard = cluster.lock().unwrap();
+    let items: Vec<Value> = if kind == "Node" {
+        guard.nodes.values().cloned().collect()
+    } else {
+        guard.pods.values().cloned().collect()
+    };
+    // List items carry no kind or apiVersion; the list does.
+    let items: Vec<Value> = items
+        .into_iter()
+        .map(|mut o| {
+            o.as_object_mut().unwrap().remove("kind");
+            o.as_object_mut().unwrap().remove("apiVersion");
+            o
+        })
+        .collect();
+    let list = json!({"kind": format!("{kind}List"), "apiVersion": "v1",
+                      "metadata": {"resourceVersion": guard.resource_version.to_string()}, "items": items});
+    drop(guard);
+    respond(stream, "200 OK", &list);
+}
+
+fn patch_node(stream: &mut TcpStream, cluster: &Mutex<Cluster>, request: &Request, path: &str) {
+    if request.header("content-type") != Some("application/merge-patch+json") {
+        respond(
+            stream,
+            "415 Unsupported Media Type",
+            &status(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format",
+            ),
+        );
+        return;
+    }
+    let name = path.trim_start_matches("/api/v1/nodes/").to_owned();
+    let patch: Value = serde_json::from_slice(&request.body).unwrap();
+    let mut guard = cluster.lock().unwrap();
+    let Some(mut node) = guard.nodes.get(&name).cloned() else {
+        drop(guard);
+        respond(
+            stream,
+            "404 Not Found",
+            &status(404, "NotFound", &format!("nodes \"{name}\" not found")),
+        );
+        return;
+    };
+    merge_patch(&mut node, &patch);
+    guard.bump(&mut node);
+    guard.nodes.insert(name, node.clone());
+    drop(guard);
+    node["kind"] = json!("Node");
+    node["apiVersion"] = json!("v1");
+    respond(stream, "200 OK", &node);
+}
+
+/// The field selectors the API server knows for events; any other is a 400.
+const EVENT_FIELDS: [&str; 5] = [
+    "involvedObject.kind",
+    "involvedObject.name",
+    "involvedObject.namespace",
+    "reason",
+    "type",
+];
+
+fn events(
+    stream: &mut TcpStream,
+    cluster: &Mutex<Cluster>,
+    path: &str,
+    q: &BTreeMap<String, String>,
+) {
+    let namespace = path
+        .trim_start_matches("/api/v1/namespaces/")
+        .trim_end_matches("/events");
+    let mut wanted = BTreeMap::new();
+    for term in q
+        .get("fieldSelector")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|t| !t.is_empty())
+    {
+        let (field, value) = term.split_once('=').unwrap();
+        if !EVENT_FIELDS.contains(&field) {
+            respond(
+                stream,
+                "400 Bad Request",
+                &status(
+                    400,
+                    "BadRequest",
+                    &format!("\"{field}\" is not a known field selector"),
+                ),
+            );
+            return;
+        }
+        wanted.insert(
+            field.trim_start_matches("involvedObject.").to_owned(),
+            value.to_owned(),
+        );
+    }
+    let guard = cluster.lock().unwrap();
+    let items: Vec<Value> = guard
+        .events
+        .iter()
+        .filter(|e| e["metadata"]["namespace"] == json!(namespace))
+        .filter(|e| {
+            wanted
+                .iter()
+                .all(|(k, v)| e["involvedObject"][k] == json!(v))
+        })
+        .cloned()
+        .collect();
+    let list = json!({"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": guard.resource_version.to_string()}, "items": items});
+    drop(guard);
+    respond(stream, "200 OK", &list);
 }
 
 /// RFC 7386 JSON merge patch.
@@ -578,12 +568,7 @@ fn nodes_not_ready_then_ready_are_waited_for_through_one_watch() {
         .push_back(node("edge-worker-1", true, false));
     let api = ApiStandIn::start(cluster);
     let (out, summary) = run(&api, &[]);
-    assert_eq!(
-        api.shorts(),
-        ["GET nodes", "WATCH nodes", "GET pods"],
-        "{}",
-        stderr(&out)
-    );
+    api.assert_requests(&out, &["GET nodes", "WATCH nodes", "GET pods"]);
     assert_eq!(summary["nodes_ready"], json!(2));
     assert!(
         stderr(&out).contains("waiting for every node to be Ready"),
@@ -600,19 +585,17 @@ fn the_cordoned_node_it_is_told_about_is_uncordoned_by_a_merge_patch() {
     cluster.add_node(node("cp-2", true, true));
     let api = ApiStandIn::start(cluster);
     let (out, summary) = run(&api, &["--uncordon", "edge-worker-1"]);
-    assert_eq!(
-        api.shorts(),
-        ["GET nodes", "PATCH nodes/edge-worker-1", "GET pods"],
-        "{}",
-        stderr(&out)
+    api.assert_requests(
+        &out,
+        &["GET nodes", "PATCH nodes/edge-worker-1", "GET pods"],
     );
     let patch = &api.requests()[1];
     assert_eq!(
-        patch.content_type.as_deref(),
+        patch.header("content-type"),
         Some("application/merge-patch+json")
     );
     assert_eq!(
-        serde_json::from_str::<Value>(&patch.body).unwrap(),
+        serde_json::from_slice::<Value>(&patch.body).unwrap(),
         json!({"spec": {"unschedulable": false}})
     );
     assert_eq!(
@@ -661,12 +644,7 @@ fn pods_pending_then_running_are_waited_for_through_one_watch() {
         .push_back(pod("edge", "origin-5d9c", "Running", None));
     let api = ApiStandIn::start(cluster);
     let (out, summary) = run(&api, &[]);
-    assert_eq!(
-        api.shorts(),
-        ["GET nodes", "GET pods", "WATCH pods"],
-        "{}",
-        stderr(&out)
-    );
+    api.assert_requests(&out, &["GET nodes", "GET pods", "WATCH pods"]);
     assert_eq!(summary["pods_running"], json!(2));
 }
 
@@ -727,7 +705,7 @@ fn a_failed_pod_beside_its_running_replacement_passes_and_so_do_evicted_pods() {
     let api = ApiStandIn::start(cluster);
     // Bounded: a wait-ready that took them for stuck would wait its whole default 15 minutes.
     let (out, summary) = run(&api, &["--timeout", "20s"]);
-    assert_eq!(api.shorts(), ["GET nodes", "GET pods"], "{}", stderr(&out));
+    api.assert_requests(&out, &["GET nodes", "GET pods"]);
     assert_eq!(summary["failed_pods_ignored"], json!(2));
     assert_eq!(summary["pods_running"], json!(2));
 }
@@ -791,12 +769,7 @@ fn a_running_pod_that_becomes_ready_is_waited_for_through_one_watch() {
         .push_back(pod("istio-system", "istiod-7c9d", "Running", None));
     let api = ApiStandIn::start(cluster);
     let (out, summary) = run(&api, &["--timeout", "20s"]);
-    assert_eq!(
-        api.shorts(),
-        ["GET nodes", "GET pods", "WATCH pods"],
-        "{}",
-        stderr(&out)
-    );
+    api.assert_requests(&out, &["GET nodes", "GET pods", "WATCH pods"]);
     assert_eq!(summary["pods_running"], json!(2));
 }
 
@@ -918,17 +891,15 @@ fn a_watch_whose_version_expired_lists_again_then_watches() {
     cluster.expire_next_watch = true;
     let api = ApiStandIn::start(cluster);
     let (out, summary) = run(&api, &[]);
-    assert_eq!(
-        api.shorts(),
-        [
+    api.assert_requests(
+        &out,
+        &[
             "GET nodes",
             "WATCH nodes",
             "GET nodes",
             "WATCH nodes",
-            "GET pods"
+            "GET pods",
         ],
-        "{}",
-        stderr(&out)
     );
     assert_eq!(summary["nodes_ready"], json!(2));
 }
