@@ -250,6 +250,64 @@ const FLASHED: [&str; 4] = [
     "POST start normal",
 ];
 
+/// The rescue user's sudo got the password on its standard input (never on a command line,
+/// never in a log); the host key was accepted for the session only and logged, as lsblk was.
+fn assert_the_password_stays_secret_and_the_host_key_is_logged(
+    rescue: &Rescue,
+    api: &Api,
+    stdout: &str,
+    stderr: &str,
+) {
+    let password = fs::read_to_string(rescue.path("password")).unwrap_or_default();
+    let sudo = fs::read_to_string(rescue.path("sudo.log")).unwrap();
+    assert!(
+        sudo.lines().any(|l| l.starts_with("-S -k -p  bash -c")),
+        "{sudo}"
+    );
+    assert!(
+        stderr.contains("needs the rescue password for sudo"),
+        "{stderr}"
+    );
+    let sshd_log = fs::read_to_string(rescue.path("sshd.log")).unwrap();
+    // (Empty now: the normal boot took the rescue system, and its password, away.)
+    assert!(password.is_empty());
+    let rescue_password = api
+        .requests()
+        .into_iter()
+        .find_map(|r| {
+            r["response"]["rescue_server"]["password"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap();
+    for text in [sudo.as_str(), stderr, stdout, &sshd_log] {
+        assert!(
+            !text.contains(&rescue_password),
+            "the password leaked: {text}"
+        );
+    }
+    // The host key is accepted for this session only, and logged; lsblk is logged.
+    let fingerprint = String::from_utf8(
+        Command::new("ssh-keygen")
+            .arg("-lf")
+            .arg(rescue.path("host_key.pub"))
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let fingerprint = fingerprint.split_whitespace().nth(1).unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "rescue host key {fingerprint} accepted for this session only"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("lsblk: {\"blockdevices\""), "{stderr}");
+    assert!(stderr.contains("verified (sha256"), "{stderr}");
+    assert!(!stderr.contains(SECRET));
+}
+
 #[test]
 fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_the_proof() {
     let test = "the_image_lands_through_the_keys_given_by_id";
@@ -284,56 +342,7 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
         .collect();
     assert_eq!(starts[0]["ssh_key_ids"], json!([api.key]));
     assert_eq!(api.server()["tags"], json!(OURS));
-    // The rescue user's sudo got the password on its standard input: never on a command line,
-    // never in a log.
-    let password = fs::read_to_string(rescue.path("password")).unwrap_or_default();
-    let sudo = fs::read_to_string(rescue.path("sudo.log")).unwrap();
-    assert!(
-        sudo.lines().any(|l| l.starts_with("-S -k -p  bash -c")),
-        "{sudo}"
-    );
-    assert!(
-        stderr.contains("needs the rescue password for sudo"),
-        "{stderr}"
-    );
-    let sshd_log = fs::read_to_string(rescue.path("sshd.log")).unwrap();
-    // (Empty now: the normal boot took the rescue system, and its password, away.)
-    assert!(password.is_empty());
-    let rescue_password = api
-        .requests()
-        .into_iter()
-        .find_map(|r| {
-            r["response"]["rescue_server"]["password"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .unwrap();
-    for text in [&sudo, &stderr, &stdout, &sshd_log] {
-        assert!(
-            !text.contains(&rescue_password),
-            "the password leaked: {text}"
-        );
-    }
-    // The host key is accepted for this session only, and logged; lsblk is logged.
-    let fingerprint = String::from_utf8(
-        Command::new("ssh-keygen")
-            .arg("-lf")
-            .arg(rescue.path("host_key.pub"))
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let fingerprint = fingerprint.split_whitespace().nth(1).unwrap();
-    assert!(
-        stderr.contains(&format!(
-            "rescue host key {fingerprint} accepted for this session only"
-        )),
-        "{stderr}"
-    );
-    assert!(stderr.contains("lsblk: {\"blockdevices\""), "{stderr}");
-    assert!(stderr.contains("verified (sha256"), "{stderr}");
-    assert!(!stderr.contains(SECRET));
+    assert_the_password_stays_secret_and_the_host_key_is_logged(&rescue, &api, &stdout, &stderr);
 
     // Re-run with the inventory it wrote: nothing asked of Scaleway, nothing written.
     fs::write(rescue.disk(), b"untouched").unwrap();

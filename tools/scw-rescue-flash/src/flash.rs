@@ -1,0 +1,575 @@
+//! The flash of each Elastic Metal node: checked ours and not live, booted into rescue, its
+//! disk checked, written, read back, booted normally; and the flashed tag, once proved ours.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use pop_common::records::{
+    Node, NodeFailure, NodeInventory, NodeKind, NodeRole, server_tags, steps,
+};
+use pop_common::wait::{Poll, Sleeper};
+use scaleway::ApiError;
+use scaleway::baremetal::{Baremetal, BootType, Reboot, Server, ServerStatus};
+
+use crate::FLASHED_TAG;
+use crate::cli::{Config, DecompressOn};
+use crate::disk::{self, Refusal};
+use crate::image::{Image, ImageError};
+use crate::rescue::{self, Rescue, SshError};
+use crate::write::{Root, download_and_write, has_zstd, send_image};
+
+/// Why one node was not flashed (or tagged).
+#[derive(Debug, thiserror::Error)]
+pub enum FlashError {
+    #[error("no public IPv4 in the inventory")]
+    NoAddress,
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("server {id} does not exist in {zone} (scw baremetal server get {id} zone={zone})")]
+    NoServer { id: String, zone: String },
+    #[error(
+        "server {id} lacks the tags {missing}: it is not this cluster's worker (a wrong or altered inventory?); nothing was done to it"
+    )]
+    NotOurs { id: String, missing: String },
+    #[error(
+        "no SSH key id for the rescue system: a server ordered without an OS has no key of its own, its rescue image takes only the keys its start names (scw-infra puts the id of the key it registers in the inventory; or --ssh-key-id); nothing was done"
+    )]
+    NoKeys,
+    #[error(
+        "runs {running} (configured), not {wanted}: writing the new image would wipe it. Upgrade it in place: talosctl --talosconfig {talosconfig} --nodes {ip} --endpoints {ip} upgrade --image {installer}; or write over it with --reflash (REFLASH=yes make apply-infra), which wipes the node; nothing was done"
+    )]
+    RunsAnotherImage {
+        running: String,
+        wanted: String,
+        ip: String,
+        installer: String,
+        talosconfig: String,
+    },
+    #[error(
+        "server {name} was not {what} after {tries} checks {interval}s apart (last: {last}) (scw baremetal server get {id} zone={zone})"
+    )]
+    Never {
+        name: String,
+        what: &'static str,
+        last: String,
+        id: String,
+        zone: String,
+        tries: u32,
+        interval: u64,
+    },
+    #[error(
+        "server {name}: the rescue system never answered SSH on {address} after {tries} tries {interval}s apart; check that it booted into rescue, then retry (by hand: scw baremetal server stop {id} zone={zone}, then scw baremetal server start {id} boot-type=rescue ssh-key-ids.0=<key id> zone={zone})"
+    )]
+    NoSsh {
+        name: String,
+        address: SocketAddr,
+        id: String,
+        zone: String,
+        tries: u32,
+        interval: u64,
+    },
+    #[error(transparent)]
+    Ssh(#[from] SshError),
+    #[error("refused: {0}; nothing was written")]
+    Disk(#[from] Refusal),
+    /// A command on the rescue system exited with an error.
+    #[error("{what} failed ({status}): {stderr}")]
+    Command {
+        what: &'static str,
+        status: i32,
+        stderr: String,
+    },
+    #[error(
+        "--decompress-on rescue: the rescue system has no zstd (`zstd --version` failed there); nothing was written"
+    )]
+    NoZstd,
+    #[error(
+        "the download of {url} has sha256 {found}, not the pinned image's {want}: refused before the disk was touched"
+    )]
+    Download {
+        url: String,
+        found: String,
+        want: String,
+    },
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(
+        "the image changed while it was written ({sent} bytes sent into `{command}`, {size} measured)"
+    )]
+    Changed {
+        sent: u64,
+        command: String,
+        size: u64,
+    },
+    #[error("read back from {disk}: sha256 {found:?} is not the image's {want} ({stderr})")]
+    ReadBack {
+        disk: String,
+        found: String,
+        want: String,
+        stderr: String,
+    },
+}
+
+/// What a node's flash came to.
+enum Flashed {
+    Now,
+    AlreadyTagged,
+}
+
+/// What every node's flash shares.
+struct Job<'a> {
+    config: &'a Config,
+    cluster_name: &'a str,
+    /// The IAM key ids the rescue image gets: the inventory's, then `--ssh-key-id`.
+    key_ids: Vec<String>,
+    image: &'a Image,
+    api: Baremetal<'a>,
+    sleeper: &'a dyn Sleeper,
+}
+
+/// Flashes every Elastic Metal node of `inventory` whose recorded image is not this one,
+/// recording what it did there; returns the nodes that failed, and why.
+pub fn flash_all(
+    config: &Config,
+    inventory: &mut NodeInventory,
+    image: &Image,
+    api: Baremetal<'_>,
+    sleeper: &dyn Sleeper,
+) -> Vec<NodeFailure> {
+    let mut key_ids = inventory.ssh_key_ids.clone();
+    for id in &config.ssh_key_ids {
+        if !key_ids.contains(id) {
+            key_ids.push(id.clone());
+        }
+    }
+    let cluster_name = inventory.cluster_name.clone();
+    let job = Job {
+        config,
+        cluster_name: &cluster_name,
+        key_ids,
+        image,
+        api,
+        sleeper,
+    };
+    let mut failures = Vec::new();
+    let mut flashed = Vec::new();
+    let digest = image.digest();
+    let nodes = inventory.for_step(steps::IMAGE_FLASHED, |n| {
+        (n.kind == NodeKind::ElasticMetal).then(|| digest.clone())
+    });
+    for name in &nodes.done {
+        pop_common::info!("{name}: already flashed with {digest}, skipped");
+    }
+    let mut skipped = nodes.done;
+    for mut todo in nodes.todo {
+        let node = &*todo.node;
+        match job.flash_one(node) {
+            Ok(Flashed::AlreadyTagged) => {
+                pop_common::info!(
+                    "{}: the server's tags say it already runs {digest}, skipped",
+                    node.name
+                );
+                skipped.push(node.name.clone());
+                todo.record();
+            }
+            Ok(Flashed::Now) => {
+                flashed.push(node.name.clone());
+                todo.record();
+                // A new disk: the node is in maintenance mode, waiting for its config.
+                todo.node.steps.remove(steps::CONFIG_APPLIED);
+            }
+            Err(error) => {
+                let failure = NodeFailure::new(&node.name, error);
+                pop_common::warn!("{failure}");
+                failures.push(failure);
+            }
+        }
+    }
+    let list = |names: &[String]| {
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    pop_common::info!(
+        "flashed: {}; skipped (already this image): {}; failed: {}",
+        list(&flashed),
+        list(&skipped),
+        failures.len()
+    );
+    failures
+}
+
+/// The server `node` names, checked to be this cluster's worker.
+fn our_server(api: Baremetal<'_>, cluster_name: &str, node: &Node) -> Result<Server, FlashError> {
+    let server = api
+        .server(&node.zone, &node.id)?
+        .ok_or_else(|| FlashError::NoServer {
+            id: node.id.clone(),
+            zone: node.zone.clone(),
+        })?;
+    let missing = server_tags::missing(&server.tags, cluster_name, NodeRole::Worker);
+    if !missing.is_empty() {
+        return Err(FlashError::NotOurs {
+            id: node.id.clone(),
+            missing: missing.join(", "),
+        });
+    }
+    Ok(server)
+}
+
+/// The flashed tag's digest, if the server carries one.
+fn flashed_tag(server: &Server) -> Option<&str> {
+    server.tags.iter().find_map(|t| t.strip_prefix(FLASHED_TAG))
+}
+
+/// The server's tags with `tag` as its only flashed tag (none with `None`).
+fn with_flashed_tag(server: &Server, tag: Option<String>) -> Vec<String> {
+    server
+        .tags
+        .iter()
+        .filter(|t| !t.starts_with(FLASHED_TAG))
+        .cloned()
+        .chain(tag)
+        .collect()
+}
+
+impl Job<'_> {
+    fn poll(&self) -> Poll {
+        Poll {
+            tries: self.config.ssh_tries,
+            interval: self.config.ssh_interval,
+        }
+    }
+
+    /// Looks at the server until `pick` finds what it wants in it (within the poll's bound), and
+    /// returns that; names `what` when it never does.
+    fn wait_for<T>(
+        &self,
+        node: &Node,
+        what: &'static str,
+        pick: impl Fn(&Server) -> Option<T>,
+    ) -> Result<T, FlashError> {
+        let mut last = String::from("no answer");
+        let found = self.poll().until(self.sleeper, |_| {
+            let now =
+                self.api
+                    .server(&node.zone, &node.id)?
+                    .ok_or_else(|| FlashError::NoServer {
+                        id: node.id.clone(),
+                        zone: node.zone.clone(),
+                    })?;
+            if let Some(found) = pick(&now) {
+                return Ok(Some(found));
+            }
+            last = format!("{}, {} boot", now.status, now.boot_type);
+            pop_common::debug!("{}: {last}, waiting until {what}", node.name);
+            Ok::<_, FlashError>(None)
+        })?;
+        found.ok_or_else(|| FlashError::Never {
+            name: node.name.clone(),
+            what,
+            last,
+            id: node.id.clone(),
+            zone: node.zone.clone(),
+            tries: self.config.ssh_tries,
+            interval: self.config.ssh_interval.as_secs(),
+        })
+    }
+
+    /// Boots the server into `boot_type` as a server with no installed OS allows (it answers no
+    /// reboot): stop it (once it is settled), then start it into `boot_type`.
+    fn boot_into(
+        &self,
+        node: &Node,
+        boot_type: BootType,
+        key_ids: &[String],
+    ) -> Result<(), FlashError> {
+        let (zone, id, name) = (node.zone.as_str(), node.id.as_str(), &node.name);
+        let ready = self.wait_for(node, "ready or stopped", |s| match s.status {
+            ServerStatus::Ready => Some(true),
+            ServerStatus::Stopped => Some(false),
+            _ => None,
+        })?;
+        if ready {
+            pop_common::info!("{name}: stopping, to start it into {boot_type} boot");
+            self.api.stop(zone, id)?;
+            self.wait_for(node, "stopped", |s| {
+                (s.status == ServerStatus::Stopped).then_some(())
+            })?;
+        }
+        pop_common::info!(
+            "{name}: starting into {boot_type} boot{}",
+            if key_ids.is_empty() {
+                String::new()
+            } else {
+                format!(" with the SSH keys {}", key_ids.join(", "))
+            }
+        );
+        self.api.start_into(
+            zone,
+            id,
+            &Reboot {
+                boot_type: boot_type.clone(),
+                ssh_key_ids: key_ids.to_vec(),
+            },
+        )?;
+        self.wait_for(node, "ready in that boot", |s| {
+            (s.status == ServerStatus::Ready && s.boot_type == boot_type).then_some(())
+        })
+    }
+
+    fn flash_one(&self, node: &Node) -> Result<Flashed, FlashError> {
+        let ip = node
+            .public_ipv4
+            .map(IpAddr::V4)
+            .ok_or(FlashError::NoAddress)?;
+        if !self.needs_writing(node, ip)? {
+            return Ok(Flashed::AlreadyTagged);
+        }
+        self.boot_into(node, BootType::Rescue, &self.key_ids)?;
+        let (session, root) = self.open_rescue(node, SocketAddr::new(ip, self.config.ssh_port))?;
+        self.check_disk(&session, &node.name)?;
+        self.write(&session, &root, &node.name)?;
+        self.verify(&session, &root, &node.name)?;
+        drop(session);
+        self.boot_into(node, BootType::Normal, &[])?;
+        Ok(Flashed::Now)
+    }
+
+    /// Whether the node's disk is to be written (false: its tags say it runs this image), checked
+    /// before anything changes: the server is this cluster's worker, there is a key for the
+    /// rescue system, and it runs no other image of ours unless `--reflash` says to wipe it.
+    fn needs_writing(&self, node: &Node, ip: IpAddr) -> Result<bool, FlashError> {
+        let (config, api, name) = (self.config, self.api, &node.name);
+        let before = our_server(api, self.cluster_name, node)?;
+        let wanted = self.image.digest();
+        if flashed_tag(&before) == Some(wanted.as_str()) {
+            return Ok(false);
+        }
+        // Without a key, the rescue system would lock us out.
+        if self.key_ids.is_empty() {
+            return Err(FlashError::NoKeys);
+        }
+        // A worker that runs an image of ours (its tag, written once it proved ours; or a config
+        // applied over the image recorded) is a live node: a new image would wipe it.
+        let running = flashed_tag(&before).map(str::to_owned).or_else(|| {
+            node.step(steps::CONFIG_APPLIED)
+                .and(node.step(steps::IMAGE_FLASHED))
+                .map(str::to_owned)
+        });
+        let Some(running) = running else {
+            return Ok(true);
+        };
+        if !config.reflash {
+            return Err(FlashError::RunsAnotherImage {
+                running,
+                wanted,
+                ip: ip.to_string(),
+                installer: config
+                    .installer_image
+                    .clone()
+                    .unwrap_or_else(|| "<the new image's installer>".into()),
+                talosconfig: config.talosconfig.display().to_string(),
+            });
+        }
+        pop_common::warn!(
+            "{name}: runs {running}; --reflash: writing {wanted} over it (the node is wiped)"
+        );
+        // The tag would claim an image the disk no longer holds: gone before the disk is.
+        if flashed_tag(&before).is_some() {
+            api.set_tags(&node.zone, &node.id, &with_flashed_tag(&before, None))?;
+        }
+        Ok(true)
+    }
+
+    /// Once the server is in rescue: waits for its SSH, reads its rescue credentials again (the
+    /// API may fill them after its first `ready`), connects, and finds how to be root there.
+    fn open_rescue(&self, node: &Node, address: SocketAddr) -> Result<(Rescue, Root), FlashError> {
+        let (config, name) = (self.config, &node.name);
+        let answered = self.poll().until(self.sleeper, |attempt| {
+            if rescue::answers(address, config.timeout.min(Duration::from_secs(10))) {
+                return Ok::<_, FlashError>(Some(()));
+            }
+            pop_common::debug!(
+                "{name}: no SSH on {address} yet ({attempt}/{})",
+                config.ssh_tries
+            );
+            Ok(None)
+        })?;
+        if answered.is_none() {
+            return Err(FlashError::NoSsh {
+                name: name.clone(),
+                address,
+                id: node.id.clone(),
+                zone: node.zone.clone(),
+                tries: config.ssh_tries,
+                interval: config.ssh_interval.as_secs(),
+            });
+        }
+        let credentials = self.wait_for(node, "showing its rescue credentials", |s| {
+            s.rescue_server.clone().filter(|r| !r.user.is_empty())
+        })?;
+        let user = config.ssh_user.clone().unwrap_or(credentials.user);
+        let session = Rescue::connect(address, &user, &config.ssh_key, config.timeout)?;
+        pop_common::info!(
+            "{name}: rescue host key {} accepted for this session only (not written to known_hosts); cipher {}",
+            session.host_key_fingerprint,
+            session.cipher()
+        );
+        let root = if !config.sudo {
+            Root::Already
+        } else if session.run("sudo -n true")?.status == 0 {
+            Root::NoPassword
+        } else {
+            pop_common::info!(
+                "{name}: {user} needs the rescue password for sudo: given on its standard input"
+            );
+            Root::Password(credentials.password)
+        };
+        Ok((session, root))
+    }
+
+    /// The target disk, as `lsblk` shows it: there, whole, large enough, nothing mounted.
+    fn check_disk(&self, session: &Rescue, name: &str) -> Result<(), FlashError> {
+        let (config, image) = (self.config, self.image);
+        let lsblk = session.run("lsblk --json -b -p")?;
+        if lsblk.status != 0 {
+            return Err(FlashError::Command {
+                what: "lsblk",
+                status: lsblk.status,
+                stderr: lsblk.stderr.trim().to_owned(),
+            });
+        }
+        let compact: String = lsblk
+            .stdout
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        pop_common::info!("{name}: lsblk: {compact}");
+        let disk_size = disk::check(&lsblk.stdout, &config.disk, image.size)?;
+        pop_common::info!(
+            "{name}: writing {} ({} bytes raw) onto {} ({disk_size} bytes)",
+            image.path.display(),
+            image.size,
+            config.disk
+        );
+        Ok(())
+    }
+
+    /// The image onto the disk: downloaded by the rescue system with `--image-url`, else sent
+    /// compressed or raw, as `--decompress-on` and what the rescue system has decide.
+    fn write(&self, session: &Rescue, root: &Root, name: &str) -> Result<(), FlashError> {
+        let (config, image) = (self.config, self.image);
+        let write = format!("dd of={} bs=4M conv=fsync status=none", config.disk);
+        if let Some(url) = &config.image_url {
+            return download_and_write(session, image, root, &write, url, name);
+        }
+        let on_rescue = match config.decompress_on {
+            DecompressOn::Local => false,
+            DecompressOn::Auto if !image.worth_sending_compressed() => {
+                pop_common::info!(
+                    "{name}: the .zst is {} % of the raw image, too little saved to send it compressed",
+                    image.compressed * 100 / image.size
+                );
+                false
+            }
+            DecompressOn::Auto => {
+                let found = has_zstd(session)?;
+                if !found {
+                    pop_common::info!("{name}: the rescue system has no zstd");
+                }
+                found
+            }
+            DecompressOn::Rescue if has_zstd(session)? => true,
+            DecompressOn::Rescue => return Err(FlashError::NoZstd),
+        };
+        send_image(session, image, root, &write, on_rescue, name)
+    }
+
+    /// Syncs, then reads the disk back and compares its sha256 with the image's.
+    fn verify(&self, session: &Rescue, root: &Root, name: &str) -> Result<(), FlashError> {
+        let (config, image) = (self.config, self.image);
+        let flush = session.run_with_input(
+            &format!(
+                "{}sh -c 'sync && if [ -b {disk} ]; then blockdev --flushbufs {disk}; fi'",
+                root.prefix(),
+                disk = config.disk
+            ),
+            &root.input(),
+        )?;
+        if flush.status != 0 {
+            return Err(FlashError::Command {
+                what: "sync",
+                status: flush.status,
+                stderr: flush.stderr.trim().to_owned(),
+            });
+        }
+        let read_back = session.run_with_input(
+            &format!(
+                "{}sh -c 'head -c {} {} | sha256sum'",
+                root.prefix(),
+                image.size,
+                config.disk
+            ),
+            &root.input(),
+        )?;
+        let on_disk = read_back
+            .stdout
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
+        if read_back.status != 0 || on_disk != image.sha256 {
+            return Err(FlashError::ReadBack {
+                disk: config.disk.clone(),
+                found: on_disk.to_owned(),
+                want: image.sha256.clone(),
+                stderr: read_back.stderr.trim().to_owned(),
+            });
+        }
+        pop_common::info!(
+            "{name}: {} verified (sha256 {on_disk}); booting it normally",
+            config.disk
+        );
+        Ok(())
+    }
+}
+
+/// Writes the flashed tag on each Elastic Metal server whose image the inventory records and
+/// whose config talos-apply-insecure recorded (which it does only once the node proved ours by
+/// mutual TLS); returns the servers that failed.
+pub fn tag_proven(inventory: &NodeInventory, api: Baremetal<'_>) -> Vec<NodeFailure> {
+    let mut failures = Vec::new();
+    for node in inventory
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::ElasticMetal)
+    {
+        let (Some(image), Some(_)) = (
+            node.step(steps::IMAGE_FLASHED),
+            node.step(steps::CONFIG_APPLIED),
+        ) else {
+            pop_common::info!("{}: not proved ours yet, not tagged", node.name);
+            continue;
+        };
+        let tagged = our_server(api, &inventory.cluster_name, node).and_then(|server| {
+            if flashed_tag(&server) == Some(image) {
+                return Ok(false);
+            }
+            let tags = with_flashed_tag(&server, Some(format!("{FLASHED_TAG}{image}")));
+            api.set_tags(&node.zone, &node.id, &tags)?;
+            Ok(true)
+        });
+        match tagged {
+            Ok(true) => pop_common::info!("{}: proved ours, running {image}: tagged", node.name),
+            Ok(false) => {}
+            Err(error) => {
+                let failure = NodeFailure::new(&node.name, error);
+                pop_common::warn!("{failure}");
+                failures.push(failure);
+            }
+        }
+    }
+    failures
+}
