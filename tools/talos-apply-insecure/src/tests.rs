@@ -1,0 +1,319 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use pop_common::records::{NodeFailure, steps};
+
+use super::*;
+
+/// A clock that counts its sleeps.
+#[derive(Debug, Default)]
+struct Counted(RefCell<u32>);
+impl Sleeper for Counted {
+    fn sleep(&self, _: Duration) {
+        *self.0.borrow_mut() += 1;
+    }
+}
+
+/// A scripted node: what it answers to each probe and proof, in order, and what it took.
+#[derive(Default)]
+struct Scripted {
+    probes: RefCell<VecDeque<Probe>>,
+    proofs: RefCell<VecDeque<Proof>>,
+    /// The pins each probe, proof and apply was made with.
+    pins: RefCell<Vec<String>>,
+    applied: RefCell<Vec<(SocketAddr, Vec<u8>)>>,
+    refuse: Option<String>,
+}
+
+impl Scripted {
+    fn new(probes: Vec<Probe>, proofs: Vec<Proof>) -> Self {
+        Scripted {
+            probes: RefCell::new(probes.into()),
+            proofs: RefCell::new(proofs.into()),
+            ..Scripted::default()
+        }
+    }
+}
+
+impl NodeApi for Scripted {
+    fn probe(&self, _: SocketAddr, pins: &[String]) -> Probe {
+        self.pins.borrow_mut().push(format!("probe {pins:?}"));
+        self.probes
+            .borrow_mut()
+            .pop_front()
+            .expect("probed more often than scripted")
+    }
+    fn apply(&self, address: SocketAddr, pin: &str, config: &[u8]) -> Result<Applied, CallError> {
+        self.pins.borrow_mut().push(format!("apply {pin}"));
+        if let Some(refusal) = &self.refuse {
+            return Err(CallError::Failed {
+                code: tonic::Code::InvalidArgument,
+                message: refusal.clone(),
+            });
+        }
+        self.applied.borrow_mut().push((address, config.to_vec()));
+        Ok(Applied {
+            mode: "NO_REBOOT".into(),
+            details: "Applied configuration without a reboot".into(),
+            warnings: vec![],
+        })
+    }
+    fn prove(&self, _: SocketAddr, maintenance_pin: Option<&str>) -> Proof {
+        self.pins
+            .borrow_mut()
+            .push(format!("prove {maintenance_pin:?}"));
+        self.proofs
+            .borrow_mut()
+            .pop_front()
+            .expect("proved more often than scripted")
+    }
+}
+
+fn config() -> Config {
+    Config {
+        config_dir: PathBuf::from("unused"),
+        trust: Trust {
+            context: "edge-par".into(),
+            ca: vec![],
+            chain: vec![],
+            key: std::sync::Arc::new(rustls::pki_types::PrivateKeyDer::Pkcs8(vec![0u8].into())),
+        },
+        port: 50000,
+        pins: vec![],
+        boot: Poll {
+            tries: 4,
+            interval: Duration::from_secs(10),
+        },
+        wait: Poll {
+            tries: 3,
+            interval: Duration::from_secs(5),
+        },
+        timeout: Duration::from_secs(1),
+    }
+}
+
+fn inventory(steps: &str) -> NodeInventory {
+    serde_json::from_str(&format!(
+        r#"{{"kind":"NodeInventory","version":2,"cluster_name":"c","cluster_endpoint":"https://api.example.com:6443",
+        "ssh_key_ids":[],
+        "nodes":[{{"name":"w1","role":"worker","kind":"elastic-metal","zone":"fr-par-1","id":"22222222-2222-4222-8222-222222222222",
+        "public_ipv4":"192.0.2.7","public_ipv6":null,"private_ipv4":null,"steps":{steps}}}]}}"#
+    ))
+    .unwrap()
+}
+
+fn maintenance() -> Probe {
+    Probe::Maintenance {
+        fingerprint: "fp".into(),
+    }
+}
+
+fn unreachable() -> Probe {
+    Probe::Unreachable("connection refused".into())
+}
+
+/// `apply_all` of one worker config with the default options, sleeping not at all.
+fn apply_worker(
+    api: &Scripted,
+    inventory: &mut NodeInventory,
+    worker_config: &[u8],
+) -> (Outcome, Vec<NodeFailure>) {
+    apply_all(
+        &config(),
+        inventory,
+        &[(NodeRole::Worker, worker_config.to_vec())],
+        api,
+        &Counted::default(),
+    )
+}
+
+#[test]
+fn a_booting_node_is_waited_for_then_the_first_certificate_pins_apply_and_the_proof() {
+    let api = Scripted::new(
+        vec![unreachable(), unreachable(), maintenance()],
+        vec![
+            Proof::Maintenance,
+            Proof::Unreachable("rebooting".into()),
+            Proof::Ours,
+        ],
+    );
+    let mut inventory = inventory("{}");
+    let configs = [
+        (NodeRole::Worker, b"worker".to_vec()),
+        (NodeRole::Controlplane, b"cp".to_vec()),
+    ];
+    let sleeps = Counted::default();
+    let (outcome, failures) = apply_all(&config(), &mut inventory, &configs, &api, &sleeps);
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(outcome.configured, ["w1"]);
+    // Two sleeps waiting for the boot, one before the first proof, two between proofs.
+    assert_eq!(*sleeps.0.borrow(), 5);
+    assert_eq!(
+        api.applied.borrow().as_slice(),
+        [("192.0.2.7:50000".parse().unwrap(), b"worker".to_vec())]
+    );
+    // Unpinned probes until the node answered; then its certificate is the pin.
+    assert_eq!(
+        api.pins.borrow().as_slice(),
+        [
+            "probe []",
+            "probe []",
+            "probe []",
+            "apply fp",
+            "prove Some(\"fp\")",
+            "prove Some(\"fp\")",
+            "prove Some(\"fp\")"
+        ]
+    );
+    assert_eq!(
+        inventory.nodes[0].step(steps::CONFIG_APPLIED),
+        Some(digest(b"worker").as_str())
+    );
+}
+
+#[test]
+fn a_node_that_never_answers_fails_naming_the_bound() {
+    let api = Scripted::new(vec![unreachable(); 4], vec![]);
+    let mut inventory = inventory("{}");
+    let (outcome, failures) = apply_worker(&api, &mut inventory, b"w");
+    assert_eq!(outcome.failed, ["w1"]);
+    let message = failures[0].to_string();
+    assert!(
+        message
+            .contains("w1: 192.0.2.7:50000: its Talos API did not answer after 4 checks 10s apart")
+            && message.contains("connection refused"),
+        "{message}"
+    );
+    assert!(api.applied.borrow().is_empty());
+}
+
+#[test]
+fn a_matching_digest_is_skipped_without_a_call() {
+    let api = Scripted::new(vec![], vec![]);
+    let mut inventory = inventory(&format!(r#"{{"config_applied":"{}"}}"#, digest(b"worker")));
+    let (outcome, failures) = apply_worker(&api, &mut inventory, b"worker");
+    assert!(failures.is_empty());
+    assert_eq!(outcome.skipped, ["w1"]);
+    assert!(api.pins.borrow().is_empty());
+}
+
+#[test]
+fn a_configured_node_is_left_alone_if_ours_and_fails_if_not() {
+    let api = Scripted::new(vec![Probe::Configured], vec![Proof::Ours]);
+    let mut recorded = inventory(r#"{"config_applied":"sha256:old"}"#);
+    let (outcome, failures) = apply_worker(&api, &mut recorded, b"new");
+    assert!(failures.is_empty());
+    assert_eq!(outcome.already_configured, ["w1"]);
+    assert!(api.applied.borrow().is_empty());
+    assert_eq!(
+        recorded.nodes[0].step(steps::CONFIG_APPLIED),
+        Some("sha256:old")
+    );
+    assert!(
+        outcome
+            .to_string()
+            .contains("configured earlier and ours (use talosctl): w1")
+    );
+
+    let foreign = Scripted::new(
+        vec![Probe::Configured],
+        vec![Proof::Foreign {
+            fingerprint: Some("other".into()),
+            why: "its certificate is not one of our machine CA's: UnknownIssuer".into(),
+        }],
+    );
+    let mut fresh = inventory("{}");
+    let (outcome, failures) = apply_worker(&foreign, &mut fresh, b"new");
+    assert_eq!(outcome.failed, ["w1"]);
+    let message = failures[0].to_string();
+    assert!(
+        message.contains("configured, but not as a node of this cluster")
+            && message.contains("edge-par")
+            && message.contains("UnknownIssuer"),
+        "{message}"
+    );
+    assert!(foreign.applied.borrow().is_empty());
+}
+
+#[test]
+fn a_certificate_neither_pinned_nor_ours_after_the_config_fails_unrecorded() {
+    let api = Scripted::new(
+        vec![maintenance()],
+        vec![
+            Proof::Maintenance,
+            Proof::Foreign {
+                fingerprint: Some("mitm".into()),
+                why: "UnknownIssuer".into(),
+            },
+        ],
+    );
+    let mut inventory = inventory("{}");
+    let (outcome, failures) = apply_worker(&api, &mut inventory, b"w");
+    assert_eq!(outcome.failed, ["w1"]);
+    assert!(
+        failures[0].to_string().contains(
+            "presented a certificate (SPKI mitm) that is neither the pinned maintenance one (fp)"
+        ),
+        "{failures:?}"
+    );
+    assert_eq!(inventory.nodes[0].step(steps::CONFIG_APPLIED), None);
+}
+
+#[test]
+fn a_node_that_never_proves_ours_fails_unrecorded_and_is_named() {
+    let api = Scripted::new(vec![maintenance()], vec![Proof::Maintenance; 3]);
+    let mut inventory = inventory("{}");
+    let (outcome, failures) = apply_worker(&api, &mut inventory, b"w");
+    assert_eq!(outcome.failed, ["w1"]);
+    assert!(failures[0].to_string().contains("w1: 192.0.2.7:50000: took the config but did not prove ours (mutual TLS with the talosconfig) after 3 checks 5s apart: still in maintenance mode"), "{failures:?}");
+    assert_eq!(inventory.nodes[0].step(steps::CONFIG_APPLIED), None);
+}
+
+#[test]
+fn pin_mismatch_and_a_refusal_send_nothing_more() {
+    for (probe, refuse, needle) in [
+        (
+            Probe::PinMismatch {
+                fingerprint: "AAA=".into(),
+            },
+            None,
+            "AAA= is not one of the pinned ones",
+        ),
+        (
+            maintenance(),
+            Some("bad YAML".to_owned()),
+            "ApplyConfiguration failed: InvalidArgument: bad YAML",
+        ),
+    ] {
+        let mut api = Scripted::new(vec![probe], vec![]);
+        api.refuse = refuse;
+        let mut inventory = inventory("{}");
+        let (_, failures) = apply_worker(&api, &mut inventory, b"w");
+        assert!(
+            failures.len() == 1 && failures[0].to_string().contains(needle),
+            "{failures:?}"
+        );
+        assert!(api.applied.borrow().is_empty());
+        assert_eq!(inventory.nodes[0].step(steps::CONFIG_APPLIED), None);
+    }
+}
+
+#[test]
+fn pins_must_be_base64_sha256_and_the_talosconfig_must_read() {
+    use clap::Parser;
+    let env = Env::default();
+    let bad = Cli::parse_from(["t", "--cert-fingerprint", "abc"]);
+    let err = resolve(bad, &env).unwrap_err();
+    assert_eq!(err.exit(), Exit::Usage);
+    assert!(err.to_string().contains("--cert-fingerprint `abc`"));
+    let missing = Cli::parse_from(["t", "--talosconfig", "/nonexistent/talosconfig"]);
+    let err = resolve(missing, &env).unwrap_err();
+    assert_eq!(err.exit(), Exit::Usage);
+    assert!(
+        err.to_string()
+            .starts_with("--talosconfig /nonexistent/talosconfig: cannot read"),
+        "{err}"
+    );
+}
