@@ -57,8 +57,84 @@ impl HttpResponse {
 
 /// The connection failed or was cut before a whole response arrived.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct TransportError(pub String);
+#[error("{message}")]
+pub struct TransportError {
+    pub failure: Failure,
+    /// What the HTTP library said.
+    pub message: String,
+}
+
+/// How a request failed to get an answer: whether sending it again can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The host name did not resolve (the resolver failed or gave no address): a wrong name or
+    /// a machine without DNS, which a retry seconds later does not change. Nothing was sent.
+    Resolve,
+    /// Refused, timed out, reset, cut before the whole answer: worth another try (and, for a
+    /// call that changes something, the request may have arrived).
+    Connection,
+}
+
+impl TransportError {
+    pub fn connection(message: impl Into<String>) -> TransportError {
+        TransportError {
+            failure: Failure::Connection,
+            message: message.into(),
+        }
+    }
+
+    pub fn resolve(message: impl Into<String>) -> TransportError {
+        TransportError {
+            failure: Failure::Resolve,
+            message: message.into(),
+        }
+    }
+
+    /// Whether a retry may get an answer: not when the name does not resolve.
+    pub fn retryable(&self) -> bool {
+        self.failure != Failure::Resolve
+    }
+
+    /// What follows `METHOD URL: ` in a report of it after `attempts`: which host could not be
+    /// found, or what happened and how many times it was tried.
+    pub fn detail(&self, url: &str, attempts: u32) -> String {
+        match self.failure {
+            Failure::Resolve => format!(
+                "cannot resolve the host {} ({}): not retried, check the name and this \
+                 machine's DNS",
+                host_of(url),
+                self.message
+            ),
+            Failure::Connection => format!("{} (gave up after {attempts} attempts)", self.message),
+        }
+    }
+}
+
+/// The host (and port) of a URL: what lies between `scheme://` and the path.
+pub fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split(['/', '?']).next().unwrap_or(rest)
+}
+
+/// The ureq error of a request that got no answer, classified: a name that does not resolve is
+/// ureq's `HostNotFound` (the resolver gave no address) or the resolver's own error, which
+/// ureq passes on as `Io`: std's getaddrinfo error reads `failed to lookup address
+/// information: <gai_strerror>` (`cvt_gai`, in std's unix socket module).
+fn classify(error: &ureq::Error) -> TransportError {
+    let message = error.to_string();
+    let resolve = match error {
+        ureq::Error::HostNotFound => true,
+        ureq::Error::Io(io) => io
+            .to_string()
+            .starts_with("failed to lookup address information"),
+        _ => false,
+    };
+    if resolve {
+        TransportError::resolve(message)
+    } else {
+        TransportError::connection(message)
+    }
+}
 
 /// Sends one request: the network, as the client and the S3 signer see it (handed in as
 /// `&dyn Transport`, so tests script it).
@@ -191,7 +267,7 @@ impl Transport for UreqTransport {
             builder = builder.header(name, value);
         }
         // ureq's errors name the URL and the cause, never a header value.
-        let fail = |err: &dyn std::fmt::Display| TransportError(err.to_string());
+        let fail = |err: &dyn std::fmt::Display| TransportError::connection(err.to_string());
         let result = match &request.body {
             Some(body) => self
                 .agent
@@ -199,7 +275,7 @@ impl Transport for UreqTransport {
                 .run(builder.body(body.as_slice()).map_err(|e| fail(&e))?),
             None => self.agent.run(builder.body(()).map_err(|e| fail(&e))?),
         };
-        let mut response = result.map_err(|e| fail(&e))?;
+        let mut response = result.map_err(|e| classify(&e))?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
@@ -228,6 +304,17 @@ impl Transport for UreqTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_of_a_url_is_between_the_scheme_and_the_path() {
+        assert_eq!(host_of("https://api.scaleway.com"), "api.scaleway.com");
+        assert_eq!(
+            host_of("https://s3.fr-par.scw.cloud/b/k"),
+            "s3.fr-par.scw.cloud"
+        );
+        assert_eq!(host_of("http://127.0.0.1:8080/x?y=1"), "127.0.0.1:8080");
+        assert_eq!(host_of("http://[::1]:9000"), "[::1]:9000");
+    }
 
     #[test]
     fn an_endpoint_is_https_or_plain_http_on_loopback() {

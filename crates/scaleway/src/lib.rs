@@ -28,10 +28,12 @@ pub mod block;
 pub mod client;
 pub mod creds;
 pub mod dns;
+mod error;
 pub mod http;
 pub mod iam;
 pub mod instance;
 pub mod registry;
+mod retry;
 pub mod s3;
 
 pub use client::{ApiError, Client, Method, RetryPolicy};

@@ -247,10 +247,22 @@ fn a_part_that_fails_once_is_sent_again_alone() {
     };
     let file = s.file(21 * MIB);
     s.faults(json!([on_part(2, json!({"status": 500, "count": 1}))]));
-    let parallel = 3;
-    s.upload(&file, parallel).unwrap();
+    let s3 = s.s3();
+    let how = Multipart {
+        part_size: 5 * MIB,
+        parallel: 3,
+    };
+    s3.upload_file(BUCKET, KEY, &file, how, &[]).unwrap();
 
     let log = s.take_log();
+    // Every request the stand-in answered is counted, the part sent again as a retry.
+    let counts = s3.counts();
+    assert_eq!(counts.retries, 1, "{counts:?}");
+    assert_eq!(
+        usize::try_from(counts.reads + counts.mutations).unwrap(),
+        log.len(),
+        "{counts:?}"
+    );
     let mut sent = parts(&log);
     sent.sort_unstable();
     assert_eq!(sent, [1, 2, 2, 3, 4, 5], "part 2 twice, the others once");

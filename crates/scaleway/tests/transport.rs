@@ -82,3 +82,75 @@ fn a_redirect_to_another_host_receives_no_token() {
             .all(|r| r.header("x-auth-token") == Some(SECRET))
     );
 }
+
+/// A client of the API at `url` through the real transport, 3 attempts at most.
+fn client_at<'a>(transport: &'a UreqTransport, url: &str) -> Client<'a> {
+    Client::new(transport, &NoSleep, url, SecretKey::new(SECRET), PROJECT).with_policy(
+        RetryPolicy {
+            attempts: 3,
+            ..RetryPolicy::default()
+        },
+    )
+}
+
+#[test]
+fn a_name_that_does_not_resolve_is_tried_once_and_named() {
+    // RFC 6761: `.invalid` names never resolve.
+    let transport = UreqTransport::new(Duration::from_secs(10));
+    let client = client_at(&transport, "https://api.edgepop-test.invalid");
+    let err = client
+        .get::<serde_json::Value>("/instance/v1/zones/fr-par-1/servers", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(
+            "GET https://api.edgepop-test.invalid/instance/v1/zones/fr-par-1/servers: "
+        ) && err.contains("cannot resolve the host api.edgepop-test.invalid"),
+        "{err}"
+    );
+    assert_eq!(client.counts().reads, 1, "{err}");
+
+    let uploads = UreqTransport::for_uploads(Duration::from_secs(10), 1);
+    let s3 = scaleway::s3::S3::new(
+        &uploads,
+        &NoSleep,
+        "https://s3.edgepop-test.invalid",
+        "fr-par",
+        "SCWTESTTESTTESTTESTT",
+        SecretKey::new(SECRET),
+        RetryPolicy {
+            attempts: 3,
+            ..RetryPolicy::default()
+        },
+    );
+    let err = s3.bucket_exists("bucket").unwrap_err().to_string();
+    assert!(
+        err.starts_with("S3 HEAD https://s3.edgepop-test.invalid/bucket: ")
+            && err.contains("cannot resolve the host s3.edgepop-test.invalid"),
+        "{err}"
+    );
+    assert_eq!((s3.counts().reads, s3.counts().retries), (1, 0), "{err}");
+}
+
+#[test]
+fn a_refused_connection_is_retried_and_named() {
+    // A loopback port nothing listens on any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let transport = UreqTransport::new(Duration::from_secs(10));
+    let url = format!("http://127.0.0.1:{port}");
+    let client = client_at(&transport, &url);
+    let err = client
+        .get::<serde_json::Value>("/instance/v1/zones/fr-par-1/servers", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!("GET {url}/instance/v1/zones/fr-par-1/servers: "))
+            && err.ends_with("(gave up after 3 attempts)"),
+        "{err}"
+    );
+    assert_eq!((client.counts().reads, client.counts().retries), (3, 2));
+}

@@ -142,12 +142,15 @@ pub fn run_with(
         waits: run.waits,
     };
     let result = act(run, &cluster, input, &mut output);
-    let counts = client.counts();
+    let (api, object_storage) = (client.counts(), s3.counts());
     pop_common::info!(
-        "API calls: {} reads, {} mutations ({} retries)",
-        counts.reads,
-        counts.mutations,
-        counts.retries
+        "API calls: {} reads, {} mutations ({} retries); Object Storage: {} reads, {} writes ({} retries)",
+        api.reads,
+        api.mutations,
+        api.retries,
+        object_storage.reads,
+        object_storage.mutations,
+        object_storage.retries
     );
     result
 }

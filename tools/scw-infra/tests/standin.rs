@@ -1997,3 +1997,45 @@ fn an_uploaded_object_is_reused_only_when_it_is_this_very_image() {
     assert_eq!(puts, 0);
     s.take_requests();
 }
+
+#[test]
+fn a_host_that_does_not_resolve_is_named_tried_once_and_counted() {
+    let Some(s) = StandIn::start("unresolvable", false) else {
+        return;
+    };
+    // The API at a name that never resolves (RFC 6761): one attempt, and the host is named.
+    let mut apply = s.scw_command(APPLY, SECRET);
+    apply
+        .arg("--dry-run")
+        .env("SCW_API_URL", "https://api.edgepop-test.invalid");
+    let out = apply.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("GET https://api.edgepop-test.invalid/instance/v1/zones/fr-par-1/")
+            && stderr.contains("cannot resolve the host api.edgepop-test.invalid")
+            && !stderr.contains("retrying"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("API calls: 1 reads, 0 mutations (0 retries)"),
+        "{stderr}"
+    );
+    // Object Storage the same: destroy's bucket lookup, after the API's reads.
+    let mut destroy = s.scw_command(&["destroy", "--dry-run"], SECRET);
+    destroy.env("SCW_S3_ENDPOINT", "https://s3.edgepop-test.invalid");
+    let out = destroy.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("S3 HEAD https://s3.edgepop-test.invalid/")
+            && stderr.contains("cannot resolve the host s3.edgepop-test.invalid")
+            && !stderr.contains("retrying"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Object Storage: 1 reads, 0 writes (0 retries)"),
+        "{stderr}"
+    );
+    s.take_requests();
+}

@@ -6,13 +6,15 @@
 pub mod multipart;
 pub mod sigv4;
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pop_common::wait::Sleeper;
 
-use crate::client::{RetryPolicy, retrying};
+use crate::client::CallCounts;
 use crate::creds::SecretKey;
-use crate::http::{HttpRequest, HttpResponse, Transport};
+use crate::http::{HttpRequest, HttpResponse, Transport, TransportError};
+use crate::retry::{RetryPolicy, retrying};
 use sigv4::{Request, Signer, sha256_hex};
 
 /// The smallest part S3 accepts (every part but the last).
@@ -52,11 +54,13 @@ pub enum S3Error {
         code: String,
         message: String,
     },
-    #[error("S3 {method} {path}: {error}")]
+    /// No answer: the URL (the endpoint and the path, without the query) names the host.
+    #[error("S3 {method} {url}: {}", error.detail(url, *attempts))]
     Transport {
         method: &'static str,
-        path: String,
-        error: String,
+        url: String,
+        attempts: u32,
+        error: TransportError,
     },
     #[error("{}: {error}", path.display())]
     File {
@@ -99,6 +103,16 @@ pub struct S3<'a> {
     host: String,
     signer: Signer,
     policy: RetryPolicy,
+    /// The requests sent (retries included), counted from every thread of an upload.
+    sent: Counts,
+}
+
+/// [`CallCounts`] that threads add to.
+#[derive(Debug, Default)]
+struct Counts {
+    reads: AtomicU32,
+    writes: AtomicU32,
+    retries: AtomicU32,
 }
 
 impl<'a> S3<'a> {
@@ -128,6 +142,17 @@ impl<'a> S3<'a> {
                 service: "s3".to_owned(),
             },
             policy,
+            sent: Counts::default(),
+        }
+    }
+
+    /// The requests sent so far: reads (GET, HEAD), writes (the others), and how many of them
+    /// were retries.
+    pub fn counts(&self) -> CallCounts {
+        CallCounts {
+            reads: self.sent.reads.load(Ordering::Relaxed),
+            mutations: self.sent.writes.load(Ordering::Relaxed),
+            retries: self.sent.retries.load(Ordering::Relaxed),
         }
     }
 
@@ -140,7 +165,7 @@ impl<'a> S3<'a> {
         body: Vec<u8>,
     ) -> Result<HttpResponse, S3Error> {
         self.call_as(
-            &format_args!("S3 {method} {path}"),
+            &format_args!("S3 {method} {}{path}", self.endpoint),
             method,
             path,
             query,
@@ -180,13 +205,22 @@ impl<'a> S3<'a> {
         };
         // Every S3 call here is safe to repeat after a cut: a part or an object put twice is the
         // same part or object.
-        let (outcome, _) = retrying(
+        let (outcome, attempts) = retrying(
             &self.policy,
             self.sleeper,
             label,
             true,
             |_| None,
-            |_| {
+            |retry| {
+                let kind = if matches!(method, "GET" | "HEAD") {
+                    &self.sent.reads
+                } else {
+                    &self.sent.writes
+                };
+                kind.fetch_add(1, Ordering::Relaxed);
+                if retry > 0 {
+                    self.sent.retries.fetch_add(1, Ordering::Relaxed);
+                }
                 // Signed again at each attempt: the date is part of the signature.
                 let now = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
@@ -219,10 +253,11 @@ impl<'a> S3<'a> {
         match outcome {
             Ok(r) if r.status < 300 => Ok(r),
             Ok(r) => Err(S3Error::status(method, path, r.status, &r.body)),
-            Err(e) => Err(S3Error::Transport {
+            Err(error) => Err(S3Error::Transport {
                 method,
-                path: path.to_owned(),
-                error: e.to_string(),
+                url: format!("{}{path}", self.endpoint),
+                attempts,
+                error,
             }),
         }
     }

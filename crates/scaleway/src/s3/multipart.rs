@@ -47,6 +47,19 @@ impl Default for Multipart {
     }
 }
 
+/// An object's user metadata as the headers that record it (`x-amz-meta-<name>`).
+fn meta_headers(metadata: &[(&str, &str)]) -> Vec<(String, String)> {
+    metadata
+        .iter()
+        .map(|(k, v)| {
+            (
+                format!("{META_PREFIX}{}", k.to_ascii_lowercase()),
+                (*v).to_owned(),
+            )
+        })
+        .collect()
+}
+
 impl S3<'_> {
     /// Uploads `file` to `bucket`/`key` and returns its size: one PUT when it fits in one part,
     /// else a multipart upload (see the module). Uploads of the same key that an interrupted run
@@ -61,15 +74,7 @@ impl S3<'_> {
         how: Multipart,
         metadata: &[(&str, &str)],
     ) -> Result<u64, S3Error> {
-        let meta: Vec<(String, String)> = metadata
-            .iter()
-            .map(|(k, v)| {
-                (
-                    format!("{META_PREFIX}{}", k.to_ascii_lowercase()),
-                    (*v).to_owned(),
-                )
-            })
-            .collect();
+        let meta = meta_headers(metadata);
         let io = |error| S3Error::File {
             path: file.to_path_buf(),
             error,
@@ -81,16 +86,7 @@ impl S3<'_> {
         if total <= part_size as u64 {
             let mut body = Vec::new();
             handle.read_to_end(&mut body).map_err(io)?;
-            self.call_as(
-                &format_args!("S3 PUT {path}"),
-                "PUT",
-                &path,
-                "",
-                body,
-                &meta,
-            )?;
-            pop_common::info!("uploaded {key}: {total} bytes");
-            return Ok(total);
+            return self.put_whole(&path, key, body, &meta);
         }
         let parts = total.div_ceil(part_size as u64);
         if parts > MAX_PARTS {
@@ -143,6 +139,20 @@ impl S3<'_> {
             return Err(err);
         }
         Ok(total)
+    }
+
+    /// A file that fits in one part, in one PUT; returns its size.
+    fn put_whole(
+        &self,
+        path: &str,
+        key: &str,
+        body: Vec<u8>,
+        meta: &[(String, String)],
+    ) -> Result<u64, S3Error> {
+        let size = body.len() as u64;
+        self.call_as(&format_args!("S3 PUT {path}"), "PUT", path, "", body, meta)?;
+        pop_common::info!("uploaded {key}: {size} bytes");
+        Ok(size)
     }
 
     /// The ids of the multipart uploads of `key` begun and neither completed nor aborted
