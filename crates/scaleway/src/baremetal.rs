@@ -8,6 +8,12 @@ use crate::client::{ApiError, Client, Method};
 use crate::enums::api_enum;
 use crate::{owned, tagged, tags_query, with_every_tag};
 
+/// The zones of the Elastic Metal API: the `zone` path parameter's enum, the same on every
+/// operation of scaleway.baremetal.v1.Api.yml.
+pub const ZONES: &[&str] = &[
+    "fr-par-1", "fr-par-2", "nl-ams-1", "nl-ams-2", "pl-waw-2", "pl-waw-3",
+];
+
 type R<T> = Result<T, ApiError>;
 
 api_enum! {

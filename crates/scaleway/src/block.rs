@@ -7,6 +7,13 @@ use crate::client::{ApiError, Client};
 use crate::enums::api_enum;
 use crate::{owned, tagged, tags_query, with_every_tag};
 
+/// The zones of the Block Storage API: the `zone` path parameter's enum, the same on every
+/// operation of scaleway.block.v1.Api.yml.
+pub const ZONES: &[&str] = &[
+    "fr-par-1", "fr-par-2", "fr-par-3", "nl-ams-1", "nl-ams-2", "nl-ams-3", "pl-waw-1", "pl-waw-2",
+    "pl-waw-3",
+];
+
 type R<T> = Result<T, ApiError>;
 
 api_enum! {

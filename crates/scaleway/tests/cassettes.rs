@@ -265,3 +265,42 @@ fn every_recorded_body_of_the_endpoints_used_decodes() {
         );
     }
 }
+
+/// The `zone` path parameter's enums of a spec: one set per distinct list.
+fn zone_enums(shared: &std::path::Path, spec: &str) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(shared.join("scaleway-openapi").join(spec)).unwrap();
+    let doc: serde_json::Value = serde_norway::from_str(&text).unwrap();
+    let mut enums: Vec<Vec<String>> = Vec::new();
+    for operations in doc["paths"].as_object().unwrap().values() {
+        for operation in operations.as_object().unwrap().values() {
+            let parameters = operation["parameters"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for parameter in parameters {
+                if parameter["in"] == "path" && parameter["name"] == "zone" {
+                    let zones =
+                        serde_json::from_value(parameter["schema"]["enum"].clone()).unwrap();
+                    if !enums.contains(&zones) {
+                        enums.push(zones);
+                    }
+                }
+            }
+        }
+    }
+    enums
+}
+
+#[test]
+fn each_product_s_zones_are_those_its_openapi_lists_on_every_operation() {
+    let Some(shared) = testkit::workspace::shared_dir("each_product_s_zones") else {
+        return;
+    };
+    for (spec, zones) in [
+        ("scaleway.instance.v1.Api.yml", instance::ZONES),
+        ("scaleway.baremetal.v1.Api.yml", baremetal::ZONES),
+        ("scaleway.block.v1.Api.yml", block::ZONES),
+    ] {
+        assert_eq!(zone_enums(&shared, spec), [zones.to_vec()], "{spec}");
+    }
+}

@@ -29,6 +29,10 @@ pub struct InfraConfig {
     pub ssh_private_key_path: String,
     /// Who may reach 6443 (Kubernetes) and 50000 (Talos API) from outside.
     pub admin_cidrs: Vec<IpNet>,
+    /// Must be `true` for `admin_cidrs` to hold a prefix shorter than /8 (`0.0.0.0/0`, `::/0`):
+    /// that opens the Talos and Kubernetes APIs to most of the internet.
+    #[serde(default)]
+    pub allow_admin_apis_from_anywhere: bool,
     /// Names in `dns_zone` that point at the worker (the edge's public names).
     #[serde(default)]
     pub edge_hostnames: Vec<String>,
@@ -89,6 +93,7 @@ impl InfraConfig {
             ));
         }
         pop_common::records::check_zone(&self.zone).map_err(|message| field("zone", message))?;
+        check_zone_offers(&self.zone).map_err(|message| field("zone", message))?;
         if !pop_common::records::is_host_name(&self.dns_zone) {
             return Err(field(
                 "dns_zone",
@@ -166,6 +171,22 @@ impl InfraConfig {
                 "is empty: nobody could reach the Kubernetes and Talos APIs".into(),
             ));
         }
+        if !self.allow_admin_apis_from_anywhere
+            && let Some((i, wide)) = self
+                .admin_cidrs
+                .iter()
+                .enumerate()
+                .find(|(_, cidr)| cidr.prefix_len() < MIN_ADMIN_PREFIX)
+        {
+            return Err(field(
+                &format!("admin_cidrs[{i}]"),
+                format!(
+                    "{wide} is shorter than /{MIN_ADMIN_PREFIX}: it opens the Talos API (50000) \
+                     and the Kubernetes API (6443) to the world; list the addresses you \
+                     administer from, or set allow_admin_apis_from_anywhere: true to mean it"
+                ),
+            ));
+        }
         for (i, name) in self.edge_hostnames.iter().enumerate() {
             if name != "@" && !name.split('.').all(pop_common::records::is_dns_label) {
                 return Err(field(
@@ -197,6 +218,40 @@ impl InfraConfig {
     pub fn region(&self) -> &str {
         self.zone.rsplit_once('-').map_or(&self.zone, |(r, _)| r)
     }
+}
+
+/// The shortest prefix `admin_cidrs` takes without `allow_admin_apis_from_anywhere`.
+const MIN_ADMIN_PREFIX: u8 = 8;
+
+/// The zone must offer what the cluster is made of there: Instances (the control planes),
+/// Block Storage (their image's snapshot) and Elastic Metal (the worker), as each product's
+/// OpenAPI lists its zones (`scaleway::instance::ZONES`, ...); the API would refuse the rest with
+/// a 400 after some calls have been made.
+fn check_zone_offers(zone: &str) -> Result<(), String> {
+    let products: [(&str, &[&str]); 3] = [
+        ("Instances", scaleway::instance::ZONES),
+        ("Block Storage", scaleway::block::ZONES),
+        ("Elastic Metal", scaleway::baremetal::ZONES),
+    ];
+    let lacking: Vec<&str> = products
+        .iter()
+        .filter(|(_, zones)| !zones.contains(&zone))
+        .map(|(product, _)| *product)
+        .collect();
+    if lacking.is_empty() {
+        return Ok(());
+    }
+    let every: Vec<&str> = scaleway::baremetal::ZONES
+        .iter()
+        .copied()
+        .filter(|z| products.iter().all(|(_, zones)| zones.contains(z)))
+        .collect();
+    Err(format!(
+        "`{zone}` has no {} at Scaleway; the zones with Instances, Block Storage and Elastic \
+         Metal are {}",
+        lacking.join(", "),
+        every.join(", ")
+    ))
 }
 
 fn expand_home(path: &str, home: Option<&str>) -> PathBuf {
@@ -279,5 +334,63 @@ mod tests {
         v["control_plane"]["count"] = 2.into();
         let err = load(&v).unwrap_err().to_string();
         assert!(err.contains("control_plane.count"), "{err}");
+    }
+
+    #[test]
+    fn a_zone_without_every_product_the_cluster_uses_is_refused_naming_the_others() {
+        for (zone, lacking) in [
+            ("fr-par-9", "no Instances, Block Storage, Elastic Metal"),
+            // Instances and Block Storage, but no Elastic Metal for the worker.
+            ("fr-par-3", "no Elastic Metal at Scaleway"),
+            ("it-mil-1", "no Block Storage, Elastic Metal"),
+        ] {
+            let mut v = example();
+            v["zone"] = zone.into();
+            let err = load(&v).unwrap_err().to_string();
+            assert!(
+                err.contains("field `zone`")
+                    && err.contains(lacking)
+                    && err.contains("fr-par-1, fr-par-2, nl-ams-1, nl-ams-2, pl-waw-2, pl-waw-3"),
+                "{zone}: {err}"
+            );
+        }
+        for zone in ["fr-par-2", "nl-ams-1", "pl-waw-3"] {
+            let mut v = example();
+            v["zone"] = zone.into();
+            load(&v).unwrap();
+        }
+    }
+
+    #[test]
+    fn admin_cidrs_open_to_the_world_need_the_opt_in() {
+        for (cidrs, refused) in [
+            (
+                serde_json::json!(["203.0.113.0/24", "0.0.0.0/0"]),
+                "admin_cidrs[1]",
+            ),
+            (serde_json::json!(["::/0"]), "admin_cidrs[0]"),
+            (serde_json::json!(["10.0.0.0/7"]), "admin_cidrs[0]"),
+            (serde_json::json!(["2001:db8::/4"]), "admin_cidrs[0]"),
+        ] {
+            let mut v = example();
+            v["admin_cidrs"] = cidrs.clone();
+            let err = load(&v).unwrap_err().to_string();
+            assert!(
+                err.contains(refused)
+                    && err.contains("Talos API (50000)")
+                    && err.contains("Kubernetes API (6443)")
+                    && err.contains("allow_admin_apis_from_anywhere"),
+                "{cidrs}: {err}"
+            );
+            v["allow_admin_apis_from_anywhere"] = true.into();
+            assert_eq!(
+                load(&v).unwrap().admin_cidrs.len(),
+                cidrs.as_array().unwrap().len()
+            );
+        }
+        // A /8 is the widest taken without it.
+        let mut v = example();
+        v["admin_cidrs"] = serde_json::json!(["10.0.0.0/8", "2001:db8::/8"]);
+        load(&v).unwrap();
     }
 }

@@ -2039,3 +2039,24 @@ fn a_host_that_does_not_resolve_is_named_tried_once_and_counted() {
     );
     s.take_requests();
 }
+
+#[test]
+fn a_zone_without_elastic_metal_is_refused_before_any_request() {
+    let Some(s) = StandIn::start("zone_refused", false) else {
+        return;
+    };
+    let config = s.dir.path().join("infra.json");
+    let mut infra: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    for zone in ["fr-par-9", "fr-par-3"] {
+        infra["zone"] = json!(zone);
+        std::fs::write(&config, infra.to_string()).unwrap();
+        let out = s.scw(&["apply", "--talos-version", "v1.13.11", "--dry-run"]);
+        assert_eq!(out.status.code(), Some(2), "{zone}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("field `zone`") && stderr.contains("Elastic Metal"),
+            "{zone}: {stderr}"
+        );
+        assert!(s.take_requests().is_empty(), "{zone}: the API was asked");
+    }
+}
