@@ -100,7 +100,8 @@ pub struct Credentials {
     pub organization_id: Option<String>,
     /// Without a trailing slash.
     pub api_url: String,
-    /// Which profile was read, and from where (for `make check`).
+    /// Where the keys came from: the environment variables that gave them, or the profile and
+    /// file read, or both (for `make check`).
     pub source: String,
 }
 
@@ -149,8 +150,11 @@ pub fn config_path(env: &Env) -> (PathBuf, bool) {
 /// Reads the config file (a missing one is empty) and resolves the credentials.
 pub fn load(env: &Env) -> Result<Credentials, CredentialsError> {
     let (path, default) = config_path(env);
-    let path = if default && !path.exists() {
-        path.with_file_name("config.yml")
+    // The SDK falls back to `config.yml` when the default `config.yaml` is missing; with neither
+    // there, the messages name `config.yaml`, the file to create.
+    let legacy = path.with_file_name("config.yml");
+    let path = if default && !path.exists() && legacy.exists() {
+        legacy
     } else {
         path
     };
@@ -167,88 +171,164 @@ pub fn load(env: &Env) -> Result<Credentials, CredentialsError> {
     resolve(env, &path, text.as_deref())
 }
 
-/// The pure part: `text` is the config file's content (`None` when there is none).
-pub fn resolve(
+/// Where the keys that make the credentials came from, for [`Credentials::source`].
+#[derive(Debug, Default)]
+struct Origins {
+    /// The environment variables that gave a key.
+    env: Vec<&'static str>,
+    /// The profile's keys that gave one.
+    file: Vec<&'static str>,
+}
+
+impl Origins {
+    /// The variable's value when one of them is set, else the profile's `key`; noted.
+    fn pick<T>(
+        &mut self,
+        from_env: Option<(&'static str, T)>,
+        from_file: Option<T>,
+        key: &'static str,
+    ) -> Option<T> {
+        match (from_env, from_file) {
+            (Some((name, value)), _) => {
+                self.env.push(name);
+                Some(value)
+            }
+            (None, Some(value)) => {
+                self.file.push(key);
+                Some(value)
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// What they say: the variables, the profile (`profile` names it and its file), or both.
+    fn describe(&self, profile: &str) -> String {
+        let variables = |names: &[&str]| match names {
+            [one] => format!("the environment variable {one}"),
+            many => format!("the environment variables {}", many.join(", ")),
+        };
+        match (self.env.is_empty(), self.file.is_empty()) {
+            (false, true) => variables(&self.env),
+            (true, _) => profile.to_owned(),
+            (false, false) => format!(
+                "{}, and {} from {profile}",
+                variables(&self.env),
+                self.file.join(", ")
+            ),
+        }
+    }
+}
+
+/// The first of `names` that the environment sets to something, with its name.
+fn first_var(
     env: &Env,
-    path: &Path,
-    text: Option<&str>,
-) -> Result<Credentials, CredentialsError> {
-    let file: ConfigFile = match text {
-        None => ConfigFile::default(),
-        Some(text) if text.trim().is_empty() => ConfigFile::default(),
+    names: &[&'static str],
+) -> Result<Option<(&'static str, String)>, CredentialsError> {
+    for name in names {
+        let value = env
+            .get(name)
+            .map_err(|_| CredentialsError::NotUnicode((*name).to_owned()))?;
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
+            return Ok(Some((name, value.to_owned())));
+        }
+    }
+    Ok(None)
+}
+
+/// The config file's text decoded (none, or only blanks, is an empty file).
+fn parse_file(path: &Path, text: Option<&str>) -> Result<ConfigFile, CredentialsError> {
+    match text {
+        None => Ok(ConfigFile::default()),
+        Some(text) if text.trim().is_empty() => Ok(ConfigFile::default()),
         Some(text) => serde_norway::from_str(text).map_err(|err| CredentialsError::Syntax {
             path: path.to_path_buf(),
             location: err
                 .location()
                 .map(|l| format!("line {}, column {}", l.line(), l.column()))
                 .unwrap_or_else(|| "an unknown place".into()),
-        })?,
-    };
-    let var = |name: &str| -> Result<Option<String>, CredentialsError> {
-        env.get(name)
-            .map(|v| v.filter(|v| !v.is_empty()).map(str::to_owned))
-            .map_err(|_| CredentialsError::NotUnicode(name.to_owned()))
-    };
-    let first = |names: &[&str]| -> Result<Option<String>, CredentialsError> {
-        for name in names {
-            if let Some(value) = var(name)? {
-                return Ok(Some(value));
-            }
-        }
-        Ok(None)
-    };
+        }),
+    }
+}
 
-    let (name, origin) = match var("SCW_PROFILE")? {
-        Some(name) => (Some(name), "SCW_PROFILE"),
+/// The profile `SCW_PROFILE` or `active_profile` names, merged over the root keys (or the root
+/// keys alone), and how to name it.
+fn active_profile(
+    env: &Env,
+    file: ConfigFile,
+    path: &Path,
+) -> Result<(Profile, String), CredentialsError> {
+    let (name, origin) = match first_var(env, &["SCW_PROFILE"])? {
+        Some((_, name)) => (Some(name), "SCW_PROFILE"),
         None => (file.active_profile.clone(), "active_profile"),
     };
-    let profile = match &name {
-        None => file.root,
-        Some(name) => match file.profiles.get(name) {
-            Some(named) => named.clone().over(file.root),
-            None => {
-                return Err(CredentialsError::NoProfile {
-                    path: path.to_path_buf(),
-                    name: name.clone(),
-                    origin,
-                });
-            }
-        },
+    let Some(name) = name else {
+        let described = format!("the default profile of {}", path.display());
+        return Ok((file.root, described));
     };
-    let source = match &name {
-        Some(name) => format!("profile `{name}` of {}", path.display()),
-        None => format!("the default profile of {}", path.display()),
-    };
+    match file.profiles.get(&name) {
+        Some(named) => {
+            let described = format!("profile `{name}` of {}", path.display());
+            Ok((named.clone().over(file.root), described))
+        }
+        None => Err(CredentialsError::NoProfile {
+            path: path.to_path_buf(),
+            name,
+            origin,
+        }),
+    }
+}
 
+/// The pure part: `text` is the config file's content (`None` when there is none).
+pub fn resolve(
+    env: &Env,
+    path: &Path,
+    text: Option<&str>,
+) -> Result<Credentials, CredentialsError> {
+    let file = parse_file(path, text)?;
+    let (profile, profile_named) = active_profile(env, file, path)?;
     let missing = |what, env, key| CredentialsError::Missing {
         what,
         env,
         key,
         path: path.to_path_buf(),
     };
+    let mut origins = Origins::default();
+    let access_key = origins
+        .pick(
+            first_var(env, &["SCW_ACCESS_KEY"])?,
+            profile.access_key,
+            "access_key",
+        )
+        .ok_or_else(|| missing("access key", "SCW_ACCESS_KEY", "access_key"))?;
     // The legacy names are the SDK's (scw/env.go): SCW_TOKEN, SCALEWAY_TOKEN and
     // SCALEWAY_ACCESS_KEY all meant the secret in the v1 tools.
-    let access_key = var("SCW_ACCESS_KEY")?
-        .or(profile.access_key)
-        .ok_or_else(|| missing("access key", "SCW_ACCESS_KEY", "access_key"))?;
-    let secret_key = first(&[
+    let secret_names = [
         "SCW_SECRET_KEY",
         "SCW_TOKEN",
         "SCALEWAY_TOKEN",
         "SCALEWAY_ACCESS_KEY",
-    ])?
-    .map(Secret)
-    .or(profile.secret_key)
-    .ok_or_else(|| missing("secret key", "SCW_SECRET_KEY", "secret_key"))?;
-    let project_id = var("SCW_DEFAULT_PROJECT_ID")?
-        .or(profile.default_project_id)
+    ];
+    let secret_key = origins
+        .pick(
+            first_var(env, &secret_names)?.map(|(name, value)| (name, Secret(value))),
+            profile.secret_key,
+            "secret_key",
+        )
+        .ok_or_else(|| missing("secret key", "SCW_SECRET_KEY", "secret_key"))?;
+    let project_id = origins
+        .pick(
+            first_var(env, &["SCW_DEFAULT_PROJECT_ID"])?,
+            profile.default_project_id,
+            "default_project_id",
+        )
         .ok_or_else(|| missing("project id", "SCW_DEFAULT_PROJECT_ID", "default_project_id"))?;
-    let organization_id = first(&["SCW_DEFAULT_ORGANIZATION_ID", "SCW_ORGANIZATION"])?
+    let organization_id = first_var(env, &["SCW_DEFAULT_ORGANIZATION_ID", "SCW_ORGANIZATION"])?
+        .map(|(_, value)| value)
         .or(profile.default_organization_id);
-    let (api_url, api_url_from) = match var("SCW_API_URL")? {
-        Some(url) => (url, "SCW_API_URL".to_owned()),
+    let (api_url, api_url_from) = match first_var(env, &["SCW_API_URL"])? {
+        Some((_, url)) => (url, "SCW_API_URL".to_owned()),
         None => match profile.api_url {
-            Some(url) => (url, format!("api_url of {source}")),
+            Some(url) => (url, format!("api_url of {profile_named}")),
             None => (DEFAULT_API_URL.to_owned(), "the default API URL".to_owned()),
         },
     };
@@ -261,7 +341,7 @@ pub fn resolve(
         project_id,
         organization_id,
         api_url,
-        source,
+        source: origins.describe(&profile_named),
     })
 }
 
@@ -384,6 +464,44 @@ profiles:
         .unwrap();
         assert_eq!(c.api_url, DEFAULT_API_URL);
         assert_eq!(c.project_id, "p");
+        // No file was read: the source says the variables, and no file.
+        assert_eq!(
+            c.source,
+            "the environment variables SCW_ACCESS_KEY, SCW_SECRET_KEY, SCW_DEFAULT_PROJECT_ID"
+        );
+    }
+
+    #[test]
+    fn the_source_names_the_variables_and_the_profile_keys_that_gave_a_key() {
+        let c = creds(&[], Some(FILE)).unwrap();
+        assert_eq!(c.source, "profile `work` of /cfg.yaml");
+        let text = FILE.replace("active_profile: work\n", "");
+        assert_eq!(
+            creds(&[], Some(&text)).unwrap().source,
+            "the default profile of /cfg.yaml"
+        );
+        let c = creds(&[("SCW_TOKEN", "legacy")], Some(FILE)).unwrap();
+        assert_eq!(
+            c.source,
+            "the environment variable SCW_TOKEN, and access_key, default_project_id from \
+             profile `work` of /cfg.yaml"
+        );
+    }
+
+    #[test]
+    fn without_any_file_the_default_config_yaml_is_named_not_config_yml() {
+        let home = tempfile::tempdir().unwrap();
+        let home_str = home.path().to_str().unwrap();
+        let err = load(&env(&[("HOME", home_str), ("SCW_ACCESS_KEY", "a")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(".config/scw/config.yaml"), "{err}");
+        // A `config.yml` alone is read, as the SDK reads it.
+        let dir = home.path().join(".config/scw");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.yml"), FILE).unwrap();
+        let c = load(&env(&[("HOME", home_str)])).unwrap();
+        assert!(c.source.ends_with(".config/scw/config.yml"), "{}", c.source);
     }
 
     #[test]

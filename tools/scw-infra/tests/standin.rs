@@ -2060,3 +2060,41 @@ fn a_zone_without_elastic_metal_is_refused_before_any_request() {
         assert!(s.take_requests().is_empty(), "{zone}: the API was asked");
     }
 }
+
+#[test]
+fn the_credentials_source_is_what_gave_the_keys() {
+    let Some(s) = StandIn::start("credentials_source", false) else {
+        return;
+    };
+    // Only the environment, and no config file where the default one would be.
+    let out = s
+        .scw_infra()
+        .arg("credentials")
+        .env("SCW_ACCESS_KEY", ACCESS)
+        .env("SCW_SECRET_KEY", SECRET)
+        .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
+        .output()
+        .unwrap();
+    let line: Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(
+        line["source"],
+        "the environment variables SCW_ACCESS_KEY, SCW_SECRET_KEY, SCW_DEFAULT_PROJECT_ID"
+    );
+    // Only the file, at the default place under HOME.
+    let dir = s.dir.path().join(".config/scw");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        format!("access_key: {ACCESS}\nsecret_key: {SECRET}\ndefault_project_id: {PROJECT}\n"),
+    )
+    .unwrap();
+    let out = s.scw_infra().arg("credentials").output().unwrap();
+    let line: Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(
+        line["source"],
+        format!(
+            "the default profile of {}",
+            dir.join("config.yaml").display()
+        )
+    );
+}
