@@ -14,7 +14,8 @@
 #                                  | scw-rescue-flash --tag-proven
 #   pipelines/infra.sh bootstrap   etcd on the first control plane, unless the cluster runs it
 #   pipelines/infra.sh outputs     talos/_out/kubeconfig (0600) and talos/_out/platform-inputs.json
-#   pipelines/infra.sh apply       configs, image, nodes, bootstrap, outputs, in this order
+#   pipelines/infra.sh apply       its preconditions checked (apply_preconditions), then configs,
+#                                  image, nodes, bootstrap, outputs, in this order
 #
 # Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN; VERSIONS_FILE (default
 # k8s/versions.env: TALOS_VERSION, KUBERNETES_VERSION and the Image Factory pins), PATCHES
@@ -72,6 +73,19 @@ need_talosctl() {
   client=$(talos version --client --short 2>/dev/null | grep -o 'v[0-9]*\.[0-9]*' | head -1 || true)
   [[ "$client" == "${TALOS_VERSION%.*}" ]] \
     || die "talosctl ${client:-of unknown version} is installed, the cluster runs $TALOS_VERSION: Talos supports a talosctl of the same minor only (${TALOS_VERSION%.*}.x)"
+}
+
+# Everything `apply` needs that is known before it writes anything, checked before it writes
+# anything (a refusal leaves $OUT as it was): the config valid (scw-infra reads it), the node
+# tools built, a talosctl of the cluster's minor, both images' digests recorded in
+# $VERSIONS_FILE.
+apply_preconditions() {
+  local tool
+  for tool in scw-infra scw-rescue-flash talos-apply-insecure; do need_tool "$tool"; done
+  read_names
+  need_talosctl
+  pinned_sha256 TALOS_CONTROL_PLANE_IMAGE_SHA256 >/dev/null
+  pinned_sha256 TALOS_WORKER_IMAGE_SHA256 >/dev/null
 }
 
 configs() {
@@ -142,18 +156,31 @@ worker_image_url() {
   printf '%s/image/%s/%s/metal-amd64.raw.zst' "$TALOS_FACTORY_URL" "$WORKER_SCHEMATIC" "$TALOS_VERSION"
 }
 
+# One request to the Image Factory: curl with the arguments after $1, which says what it is for.
+# A factory that was not reached (curl failed: no such name, no route, refused, TLS, timeout;
+# curl's own message is on stderr) is told apart from one that answered with an error status.
+factory_request() {
+  local what=$1 status rc=0 host=${TALOS_FACTORY_URL#*://}
+  shift
+  host=${host%%/*}
+  status=$(without_secrets curl -sS --globoff --retry 3 --write-out '%{http_code}' "$@") || rc=$?
+  (( rc == 0 )) || die "could not reach $host for $what (curl exit $rc, its message above): check the name and this machine's network"
+  [[ "$status" == 2?? ]] || die "the Image Factory at $host answered HTTP $status to $what"
+}
+
 # Registers the worker's schematic with the Image Factory (idempotent: its id is the digest of
 # its content), which serves images of known schematics only.
 register_schematic() {
   "$BIN/scw-infra" talos-schematic --config "$INFRA_CONFIG" > "$OUT/worker-schematic.yaml"
-  without_secrets curl -fsS --globoff --retry 3 -X POST -H 'Content-Type: application/yaml' \
-    --data-binary "@$OUT/worker-schematic.yaml" "$TALOS_FACTORY_URL/schematics" >/dev/null \
-    || die "the Image Factory refused the worker's schematic $WORKER_SCHEMATIC ($OUT/worker-schematic.yaml)"
+  factory_request "the worker's schematic $WORKER_SCHEMATIC ($OUT/worker-schematic.yaml)" \
+    -X POST -H 'Content-Type: application/yaml' --data-binary "@$OUT/worker-schematic.yaml" \
+    -o /dev/null "$TALOS_FACTORY_URL/schematics"
 }
 
 # Downloads $1 to $2 (atomically) and prints its sha256.
 download() {
-  without_secrets curl -fSL --globoff --retry 3 -o "$2.part" "$1" || { rm -f "$2.part"; die "downloading $1 failed"; }
+  # In a subshell: its stop leaves this function to remove the partial file.
+  (factory_request "the download of $1" -L -o "$2.part" "$1") || { rm -f "$2.part"; exit 1; }
   sha256sum "$2.part" | cut -d' ' -f1
 }
 
@@ -330,6 +357,6 @@ case "$step" in
   nodes) nodes ;;
   bootstrap) bootstrap ;;
   outputs) outputs ;;
-  apply) configs; nodes; bootstrap; outputs ;;
+  apply) apply_preconditions; configs; nodes; bootstrap; outputs ;;
   *) die "unknown step '$step' (configs|image|digests|plan|nodes|bootstrap|outputs|apply)" ;;
 esac

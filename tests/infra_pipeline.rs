@@ -926,3 +926,152 @@ fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
         assert!(plan.contains(&needle), "`{needle}` not in {plan}");
     }
 }
+
+#[test]
+fn apply_checks_every_precondition_before_it_writes_anything() {
+    let test = "apply_checks_every_precondition";
+    let Some(env) = Env::new(test) else { return };
+    let bin = env.path("node-tools");
+    fs::create_dir_all(&bin).unwrap();
+    let log = env.path("node-tools.log");
+    fs::write(env.path("scw-inventory.json"), inventory(11)).unwrap();
+    for tool in ["scw-infra", "scw-rescue-flash", "talos-apply-insecure"] {
+        recording_tool(&bin, tool, &log, &env.path("scw-inventory.json"));
+    }
+    let bin_dir = bin.display().to_string();
+    let nothing_written = |what: &str| {
+        assert!(
+            !env.path("out").exists(),
+            "{what}: {:?}",
+            fs::read_dir(env.path("out")).map(|d| d.count())
+        );
+        assert!(
+            env.calls_with("gen").is_empty(),
+            "{what}: {:?}",
+            env.calls()
+        );
+        assert!(
+            !fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("\tapply"),
+            "{what}"
+        );
+    };
+
+    // The pins as committed: the control planes' image is not recorded.
+    failed(
+        &env.infra("apply", &[("BIN", &bin_dir)]),
+        1,
+        &[
+            "TALOS_CONTROL_PLANE_IMAGE_SHA256 is `unrecorded`",
+            "make talos-image-digests",
+        ],
+    );
+    nothing_written("no control-plane digest");
+    env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &"c".repeat(64));
+    failed(
+        &env.infra("apply", &[("BIN", &bin_dir)]),
+        1,
+        &["TALOS_WORKER_IMAGE_SHA256 is `unrecorded`"],
+    );
+    nothing_written("no worker digest");
+    env.pin("TALOS_WORKER_IMAGE_SHA256", &"d".repeat(64));
+
+    // A talosctl of another minor.
+    let other = env.path("other-bin");
+    fs::create_dir_all(&other).unwrap();
+    let fake = other.join("talosctl");
+    fs::write(&fake, "#!/bin/sh\nprintf 'Client:\\nTalos v1.12.4\\n'\n").unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", other.display(), std::env::var("PATH").unwrap());
+    failed(
+        &env.infra("apply", &[("BIN", &bin_dir), ("PATH", &path)]),
+        1,
+        &["talosctl v1.12 is installed", "same minor only"],
+    );
+    nothing_written("talosctl v1.12");
+
+    // A node tool that is not built.
+    fs::remove_file(bin.join("talos-apply-insecure")).unwrap();
+    failed(
+        &env.infra("apply", &[("BIN", &bin_dir)]),
+        1,
+        &["talos-apply-insecure is not built"],
+    );
+    nothing_written("a tool missing");
+    recording_tool(
+        &bin,
+        "talos-apply-insecure",
+        &log,
+        &env.path("scw-inventory.json"),
+    );
+
+    // A config that is not valid.
+    let mut infra = env.config();
+    infra["cluster_endpoint"] = "https://elsewhere.example.net:6443".into();
+    env.write_config(&infra);
+    failed(
+        &env.infra("apply", &[("BIN", &bin_dir)]),
+        2,
+        &["cluster_endpoint"],
+    );
+    nothing_written("a bad config");
+}
+
+#[test]
+fn an_image_factory_out_of_reach_is_not_called_a_refusal() {
+    use testkit::http::{Reply, Server};
+    let test = "an_image_factory_out_of_reach";
+    let Some(env) = Env::new(test) else { return };
+    if Command::new("curl").arg("--version").output().is_err() {
+        testkit::skip_or_fail(test, "curl");
+        return;
+    }
+    // A name that never resolves (RFC 6761, .invalid): the factory was not reached.
+    env.pin("TALOS_FACTORY_URL", "https://factory.edgepop-test.invalid");
+    let stderr = failed(
+        &env.infra("digests", &[]),
+        1,
+        &[
+            "could not reach factory.edgepop-test.invalid",
+            "the worker's schematic",
+        ],
+    );
+    assert!(
+        !stderr.contains("refused") && !stderr.contains("answered"),
+        "{stderr}"
+    );
+
+    // Reached, and answering an error: that is the factory's answer, with its status.
+    let factory = Server::start(vec![Reply::json(400, r#"{"error":"bad schematic"}"#)]).unwrap();
+    env.pin("TALOS_FACTORY_URL", &factory.url);
+    let stderr = failed(
+        &env.infra("digests", &[]),
+        1,
+        &["answered HTTP 400", "the worker's schematic"],
+    );
+    assert!(!stderr.contains("could not reach"), "{stderr}");
+
+    // The schematic is taken but the image is not served: the download is named, nothing kept.
+    let factory = Server::start(vec![
+        Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
+        Reply::json(404, r#"{"error":"not found"}"#),
+    ])
+    .unwrap();
+    env.pin("TALOS_FACTORY_URL", &factory.url);
+    failed(
+        &env.infra("digests", &[]),
+        1,
+        &[
+            "answered HTTP 404",
+            "the download of",
+            "metal-amd64.raw.zst",
+        ],
+    );
+    let kept: Vec<_> = fs::read_dir(env.path("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".zst") || name.ends_with(".part"))
+        .collect();
+    assert!(kept.is_empty(), "{kept:?}");
+}
