@@ -211,89 +211,38 @@ async fn connect(path: &Path) -> Result<Client, Error> {
     Client::try_from(config).map_err(|e| bad(e.to_string()))
 }
 
-pub(crate) async fn wait(config: &Config) -> Result<Summary, Error> {
-    let started = Instant::now();
-    let deadline = started + config.timeout;
-    let client = connect(&config.kubeconfig).await?;
-    let timed_out = |stuck: String| Error::Timeout {
-        waited: config.timeout,
-        stuck,
-    };
+/// When the whole wait ends, and how long that was, for the error that names what is stuck.
+#[derive(Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    waited: Duration,
+}
 
-    // 1. Every node Ready.
-    let nodes_api: Api<Node> = Api::all(client.clone());
-    let mut nodes = Cache::new();
-    info!("waiting for every node to be Ready");
-    let all_ready = |objects: &BTreeMap<String, Node>| {
-        !objects.is_empty() && objects.values().all(|n| node_view(n).ready)
-    };
-    match timeout_at(
-        deadline,
-        watch_until(&nodes_api, "nodes", &mut nodes, all_ready),
-    )
-    .await
-    {
-        Ok(result) => result?,
-        Err(_) => return Err(timed_out(stuck_nodes(&nodes))),
-    }
-    let views: BTreeMap<String, NodeView> = nodes
-        .objects
-        .values()
-        .map(|n| (n.name_any(), node_view(n)))
-        .collect();
-    info!("{} nodes Ready", views.len());
-
-    // 2. Uncordon what was asked.
-    let targets = to_uncordon(&views, &config.uncordon).map_err(Error::UnknownNode)?;
-    for name in &targets {
-        info!("uncordoning node {name}");
-        let patch = Patch::Merge(serde_json::json!({"spec": {"unschedulable": false}}));
-        let params = PatchParams::default();
-        let mut backoff = Backoff(0);
-        loop {
-            let attempt = timeout_at(deadline, nodes_api.patch(name, &params, &patch));
-            match attempt.await {
-                Ok(Ok(_)) => break,
-                Ok(Err(err)) if transient(&err) => {
-                    note(&mut nodes, "uncordon", &err);
-                    if timeout_at(deadline, backoff.wait()).await.is_err() {
-                        return Err(timed_out(format!("node {name} is still cordoned: {err}")));
-                    }
-                }
-                Ok(Err(err)) => return Err(Error::Api(format!("uncordoning {name}: {err}"))),
-                Err(_) => return Err(timed_out(format!("node {name} is still cordoned"))),
-            }
+impl Deadline {
+    fn timed_out(self, stuck: String) -> Error {
+        Error::Timeout {
+            waited: self.waited,
+            stuck,
         }
     }
-    let still_cordoned: Vec<String> = views
-        .values()
-        .filter(|v| v.unschedulable && !targets.contains(&v.name))
-        .map(|v| v.name.clone())
-        .collect();
-    if !still_cordoned.is_empty() {
-        info!(
-            "left cordoned (not asked to uncordon them): {}",
-            still_cordoned.join(", ")
-        );
-    }
+}
 
-    // 3. Every pod Running and Ready, or done with.
-    let pods_api: Api<Pod> = Api::all(client.clone());
-    let mut pods = Cache::new();
-    info!(
-        "waiting for every pod to be Running and Ready (finished Job, evicted, shut-down and \
-         replaced pods aside)"
-    );
-    let none_blocks = |objects: &BTreeMap<String, Pod>| blocking(&pod_views(objects)).is_empty();
-    match timeout_at(
-        deadline,
-        watch_until(&pods_api, "pods", &mut pods, none_blocks),
-    )
-    .await
-    {
-        Ok(result) => result?,
-        Err(_) => return Err(timed_out(stuck_pods(&client, &pods).await)),
+pub(crate) async fn wait(config: &Config) -> Result<Summary, Error> {
+    let started = Instant::now();
+    let deadline = Deadline {
+        at: started + config.timeout,
+        waited: config.timeout,
+    };
+    let client = connect(&config.kubeconfig).await?;
+    let nodes_api: Api<Node> = Api::all(client.clone());
+    let mut nodes = Cache::new();
+    let views = nodes_ready(&nodes_api, &mut nodes, deadline).await?;
+    let targets = to_uncordon(&views, &config.uncordon).map_err(Error::UnknownNode)?;
+    for name in &targets {
+        uncordon(&nodes_api, &mut nodes, name, deadline).await?;
     }
+    let still_cordoned = left_cordoned(&views, &targets);
+    let pods = pods_serving(&client, deadline).await?;
     let views = pod_views(&pods.objects);
     let summary = Summary {
         kind: Default::default(),
@@ -315,6 +264,92 @@ pub(crate) async fn wait(config: &Config) -> Result<Summary, Error> {
         summary.nodes_ready, summary.pods_running, summary.pods_succeeded
     );
     Ok(summary)
+}
+
+/// Step 1: every node Ready.
+async fn nodes_ready(
+    nodes_api: &Api<Node>,
+    nodes: &mut Cache<Node>,
+    deadline: Deadline,
+) -> Result<BTreeMap<String, NodeView>, Error> {
+    info!("waiting for every node to be Ready");
+    let all_ready = |objects: &BTreeMap<String, Node>| {
+        !objects.is_empty() && objects.values().all(|n| node_view(n).ready)
+    };
+    let watched = watch_until(nodes_api, "nodes", nodes, all_ready);
+    match timeout_at(deadline.at, watched).await {
+        Ok(result) => result?,
+        Err(_) => return Err(deadline.timed_out(stuck_nodes(nodes))),
+    }
+    let views: BTreeMap<String, NodeView> = nodes
+        .objects
+        .values()
+        .map(|n| (n.name_any(), node_view(n)))
+        .collect();
+    info!("{} nodes Ready", views.len());
+    Ok(views)
+}
+
+/// Step 2, for one node asked for: a merge patch, retried while the API server's answer is
+/// transient.
+async fn uncordon(
+    nodes_api: &Api<Node>,
+    nodes: &mut Cache<Node>,
+    name: &str,
+    deadline: Deadline,
+) -> Result<(), Error> {
+    info!("uncordoning node {name}");
+    let patch = Patch::Merge(serde_json::json!({"spec": {"unschedulable": false}}));
+    let params = PatchParams::default();
+    let mut backoff = Backoff(0);
+    loop {
+        let attempt = timeout_at(deadline.at, nodes_api.patch(name, &params, &patch));
+        match attempt.await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(err)) if transient(&err) => {
+                note(nodes, "uncordon", &err);
+                if timeout_at(deadline.at, backoff.wait()).await.is_err() {
+                    let stuck = format!("node {name} is still cordoned: {err}");
+                    return Err(deadline.timed_out(stuck));
+                }
+            }
+            Ok(Err(err)) => return Err(Error::Api(format!("uncordoning {name}: {err}"))),
+            Err(_) => return Err(deadline.timed_out(format!("node {name} is still cordoned"))),
+        }
+    }
+}
+
+/// The cordoned nodes nobody asked to uncordon: said, and left so.
+fn left_cordoned(views: &BTreeMap<String, NodeView>, targets: &[String]) -> Vec<String> {
+    let still_cordoned: Vec<String> = views
+        .values()
+        .filter(|v| v.unschedulable && !targets.contains(&v.name))
+        .map(|v| v.name.clone())
+        .collect();
+    if !still_cordoned.is_empty() {
+        info!(
+            "left cordoned (not asked to uncordon them): {}",
+            still_cordoned.join(", ")
+        );
+    }
+    still_cordoned
+}
+
+/// Step 3: every pod Running and Ready, or done with.
+async fn pods_serving(client: &Client, deadline: Deadline) -> Result<Cache<Pod>, Error> {
+    let pods_api: Api<Pod> = Api::all(client.clone());
+    let mut pods = Cache::new();
+    info!(
+        "waiting for every pod to be Running and Ready (finished Job, evicted, shut-down and \
+         replaced pods aside)"
+    );
+    let none_blocks = |objects: &BTreeMap<String, Pod>| blocking(&pod_views(objects)).is_empty();
+    let watched = watch_until(&pods_api, "pods", &mut pods, none_blocks);
+    match timeout_at(deadline.at, watched).await {
+        Ok(result) => result?,
+        Err(_) => return Err(deadline.timed_out(stuck_pods(client, &pods).await)),
+    }
+    Ok(pods)
 }
 
 fn pod_views(pods: &BTreeMap<String, Pod>) -> Vec<PodView> {
