@@ -344,62 +344,6 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             out,
             tag,
         } => {
-            let mut entries = Vec::new();
-            for dir in [
-                "etc",
-                "etc/ssl",
-                "etc/ssl/certs",
-                "usr",
-                "usr/local",
-                "usr/local/bin",
-            ] {
-                entries.push(Entry::Dir {
-                    path: dir.into(),
-                    mode: 0o755,
-                });
-            }
-            // A writable /tmp for when no emptyDir is mounted there (sticky, as usual).
-            entries.push(Entry::Dir {
-                path: "tmp".into(),
-                mode: 0o1777,
-            });
-            for name in LISTS_BINARIES {
-                let path = bin_dir.join(name);
-                let data = read_file(&path, "a binary of the lists image")?;
-                match needs_interpreter(&data) {
-                    None => {
-                        return Err(Error::Usage(format!(
-                            "{}: not a 64-bit little-endian ELF executable",
-                            path.display()
-                        )));
-                    }
-                    Some(true) => {
-                        return Err(Error::Usage(format!(
-                            "{}: dynamically linked (it names a program interpreter): the image \
-                             has no libc; build it for x86_64-unknown-linux-musl",
-                            path.display()
-                        )));
-                    }
-                    Some(false) => {}
-                }
-                entries.push(Entry::File {
-                    path: format!("usr/local/bin/{name}"),
-                    mode: 0o755,
-                    data,
-                });
-            }
-            let ca = read_file(ca_bundle, "the CA bundle")?;
-            if !String::from_utf8_lossy(&ca).contains("-----BEGIN CERTIFICATE-----") {
-                return Err(Error::Usage(format!(
-                    "{}: no PEM certificate in the CA bundle",
-                    ca_bundle.display()
-                )));
-            }
-            entries.push(Entry::File {
-                path: CA_BUNDLE_PATH.into(),
-                mode: 0o644,
-                data: ca,
-            });
             let spec = ImageSpec {
                 architecture: "amd64".into(),
                 os: "linux".into(),
@@ -412,7 +356,7 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                     entrypoint: vec![format!("/usr/local/bin/{}", LISTS_BINARIES[0])],
                     working_dir: Some("/".into()),
                 },
-                entries,
+                entries: lists_entries(bin_dir, ca_bundle)?,
                 mtime: mtime(env)?,
                 tag: tag.clone(),
             };
@@ -427,57 +371,127 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             lists,
             record,
         } => {
-            let config: EdgeImages = read_json(edge_config)?;
-            if let Some(record) = record {
-                let named = config.images.as_ref().and_then(|i| i.published.as_ref());
-                let named = named.map(|p| match edge_config.parent() {
-                    Some(dir) if p.is_relative() => dir.join(p),
-                    _ => p.clone(),
-                });
-                let same = match &named {
-                    Some(named) => {
-                        normalized(named).is_some() && normalized(named) == normalized(record)
-                    }
-                    None => false,
-                };
-                if !same {
-                    return Err(Error::Input(InputError::field(
-                        edge_config,
-                        "images.published",
-                        format!(
-                            "{} is not {} where the record goes: render-edge would read another \
-                             (or no) record; make them name the same file",
-                            named.map_or("(absent)".to_string(), |n| n.display().to_string()),
-                            record.display()
-                        ),
-                    )));
-                }
-            }
-            let registry = config
-                .images
-                .map(|i| i.registry.trim_end_matches('/').to_string())
-                .ok_or_else(|| {
-                    InputError::field(
-                        edge_config,
-                        "images.registry",
-                        "required to publish: where the images go, such as \
-                         rg.fr-par.scw.cloud/<namespace>",
-                    )
-                })?;
-            check_registry(&registry)
-                .map_err(|why| InputError::field(edge_config, "images.registry", why))?;
-            let host = registry.split('/').next().unwrap_or_default().to_string();
-            let credentials = credentials(env, &host)?;
-            Ok(Config::Publish(Box::new(Publish {
-                host: Host::new(&host),
-                registry,
-                credentials,
-                filter: filter.clone(),
-                lists: lists.clone(),
-                record: record.clone(),
-            })))
+            let publish = resolve_publish(env, edge_config, (filter, lists), record.as_deref())?;
+            Ok(Config::Publish(Box::new(publish)))
         }
     }
+}
+
+/// The lists image's tree: its directories, the static binaries, and the CA bundle.
+fn lists_entries(bin_dir: &Path, ca_bundle: &Path) -> Result<Vec<Entry>, Error> {
+    let mut entries = Vec::new();
+    for dir in [
+        "etc",
+        "etc/ssl",
+        "etc/ssl/certs",
+        "usr",
+        "usr/local",
+        "usr/local/bin",
+    ] {
+        entries.push(Entry::Dir {
+            path: dir.into(),
+            mode: 0o755,
+        });
+    }
+    // A writable /tmp for when no emptyDir is mounted there (sticky, as usual).
+    entries.push(Entry::Dir {
+        path: "tmp".into(),
+        mode: 0o1777,
+    });
+    for name in LISTS_BINARIES {
+        let path = bin_dir.join(name);
+        let data = read_file(&path, "a binary of the lists image")?;
+        match needs_interpreter(&data) {
+            None => {
+                return Err(Error::Usage(format!(
+                    "{}: not a 64-bit little-endian ELF executable",
+                    path.display()
+                )));
+            }
+            Some(true) => {
+                return Err(Error::Usage(format!(
+                    "{}: dynamically linked (it names a program interpreter): the image \
+                     has no libc; build it for x86_64-unknown-linux-musl",
+                    path.display()
+                )));
+            }
+            Some(false) => {}
+        }
+        entries.push(Entry::File {
+            path: format!("usr/local/bin/{name}"),
+            mode: 0o755,
+            data,
+        });
+    }
+    let ca = read_file(ca_bundle, "the CA bundle")?;
+    if !String::from_utf8_lossy(&ca).contains("-----BEGIN CERTIFICATE-----") {
+        return Err(Error::Usage(format!(
+            "{}: no PEM certificate in the CA bundle",
+            ca_bundle.display()
+        )));
+    }
+    entries.push(Entry::File {
+        path: CA_BUNDLE_PATH.into(),
+        mode: 0o644,
+        data: ca,
+    });
+    Ok(entries)
+}
+
+/// Where publish pushes and with what credentials, from the edge config.
+fn resolve_publish(
+    env: &Env,
+    edge_config: &Path,
+    layouts: (&Path, &Path),
+    record: Option<&Path>,
+) -> Result<Publish, Error> {
+    let config: EdgeImages = read_json(edge_config)?;
+    if let Some(record) = record {
+        let named = config.images.as_ref().and_then(|i| i.published.as_ref());
+        let named = named.map(|p| match edge_config.parent() {
+            Some(dir) if p.is_relative() => dir.join(p),
+            _ => p.clone(),
+        });
+        let same = match &named {
+            Some(named) => normalized(named).is_some() && normalized(named) == normalized(record),
+            None => false,
+        };
+        if !same {
+            return Err(Error::Input(InputError::field(
+                edge_config,
+                "images.published",
+                format!(
+                    "{} is not {} where the record goes: render-edge would read another \
+                     (or no) record; make them name the same file",
+                    named.map_or("(absent)".to_string(), |n| n.display().to_string()),
+                    record.display()
+                ),
+            )));
+        }
+    }
+    let registry = config
+        .images
+        .map(|i| i.registry.trim_end_matches('/').to_string())
+        .ok_or_else(|| {
+            InputError::field(
+                edge_config,
+                "images.registry",
+                "required to publish: where the images go, such as \
+                 rg.fr-par.scw.cloud/<namespace>",
+            )
+        })?;
+    check_registry(&registry)
+        .map_err(|why| InputError::field(edge_config, "images.registry", why))?;
+    let host = registry.split('/').next().unwrap_or_default().to_string();
+    let credentials = credentials(env, &host)?;
+    Ok(Publish {
+        host: Host::new(&host),
+        registry,
+        credentials,
+        filter: layouts.0.to_path_buf(),
+        lists: layouts.1.to_path_buf(),
+        record: record.map(Path::to_path_buf),
+    })
 }
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it into place.
