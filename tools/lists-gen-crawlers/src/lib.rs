@@ -230,53 +230,59 @@ fn parse(bytes: &[u8]) -> Result<RangeFile, Refusal> {
         ..RangeFile::default()
     };
     for (i, entry) in prefixes.iter().enumerate() {
-        let at = format!("prefixes[{i}]");
-        let Value::Object(entry) = entry else {
-            return Err(format(format!("{at} is {}, not an object", kind(entry))));
-        };
-        let (key, text) = match (entry.get("ipv4Prefix"), entry.get("ipv6Prefix")) {
-            (Some(v4), None) => ("ipv4Prefix", v4),
-            (None, Some(v6)) => ("ipv6Prefix", v6),
-            (Some(_), Some(_)) => {
-                return Err(format(format!(
-                    "{at} has both `ipv4Prefix` and `ipv6Prefix`: one prefix per entry"
-                )));
-            }
-            (None, None) => {
-                return Err(format(format!(
-                    "{at} has neither `ipv4Prefix` nor `ipv6Prefix`"
-                )));
-            }
-        };
-        let Value::String(text) = text else {
-            return Err(format(format!(
-                "{at}.{key} is {}, not a string",
-                kind(text)
-            )));
-        };
-        let refused = |family: &str| {
-            format(format!(
-                "{at}.{key}: `{}` is not an {family} prefix (address/length)",
-                text.chars().take(80).collect::<String>().escape_debug()
-            ))
-        };
-        let mut note_host_bits = |cleared: bool| {
-            if cleared {
-                let (count, _) = file.host_bits.get_or_insert_with(|| (0, text.clone()));
-                *count += 1;
-            }
-        };
-        if key == "ipv4Prefix" {
-            let net: Ipv4Net = text.parse().map_err(|_| refused("IPv4"))?;
-            note_host_bits(net.trunc() != net);
-            file.ipv4.push(net.trunc());
-        } else {
-            let net: Ipv6Net = text.parse().map_err(|_| refused("IPv6"))?;
-            note_host_bits(net.trunc() != net);
-            file.ipv6.push(net.trunc());
-        }
+        add_entry(&mut file, &format!("prefixes[{i}]"), entry)?;
     }
     Ok(file)
+}
+
+/// One entry of `prefixes` (named `at` in the errors): its prefix, host bits cleared.
+fn add_entry(file: &mut RangeFile, at: &str, entry: &Value) -> Result<(), Refusal> {
+    let format = |message: String| Refusal::Format(message);
+    let Value::Object(entry) = entry else {
+        return Err(format(format!("{at} is {}, not an object", kind(entry))));
+    };
+    let (key, text) = match (entry.get("ipv4Prefix"), entry.get("ipv6Prefix")) {
+        (Some(v4), None) => ("ipv4Prefix", v4),
+        (None, Some(v6)) => ("ipv6Prefix", v6),
+        (Some(_), Some(_)) => {
+            return Err(format(format!(
+                "{at} has both `ipv4Prefix` and `ipv6Prefix`: one prefix per entry"
+            )));
+        }
+        (None, None) => {
+            return Err(format(format!(
+                "{at} has neither `ipv4Prefix` nor `ipv6Prefix`"
+            )));
+        }
+    };
+    let Value::String(text) = text else {
+        return Err(format(format!(
+            "{at}.{key} is {}, not a string",
+            kind(text)
+        )));
+    };
+    let refused = |family: &str| {
+        format(format!(
+            "{at}.{key}: `{}` is not an {family} prefix (address/length)",
+            text.chars().take(80).collect::<String>().escape_debug()
+        ))
+    };
+    let mut note_host_bits = |cleared: bool| {
+        if cleared {
+            let (count, _) = file.host_bits.get_or_insert_with(|| (0, text.clone()));
+            *count += 1;
+        }
+    };
+    if key == "ipv4Prefix" {
+        let net: Ipv4Net = text.parse().map_err(|_| refused("IPv4"))?;
+        note_host_bits(net.trunc() != net);
+        file.ipv4.push(net.trunc());
+    } else {
+        let net: Ipv6Net = text.parse().map_err(|_| refused("IPv6"))?;
+        note_host_bits(net.trunc() != net);
+        file.ipv6.push(net.trunc());
+    }
+    Ok(())
 }
 
 /// What a JSON value is, for an error.
