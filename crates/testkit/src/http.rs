@@ -26,6 +26,12 @@ pub enum Reply {
     Cut { declared: usize, body: Vec<u8> },
     /// A redirect (`status` 301, 302, 307 or 308) to `location`, as a server that moved answers.
     Redirect { status: u16, location: String },
+    /// A complete response with these header fields (besides Content-Length and Connection).
+    Headers {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
 }
 
 impl Reply {
@@ -85,8 +91,15 @@ pub struct Server {
 impl Server {
     /// Listens on a free loopback port and plays `script`, one reply per connection.
     pub fn start(script: Vec<Reply>) -> io::Result<Server> {
+        Server::start_for(|_| script)
+    }
+
+    /// Listens on a free loopback port and plays the script `script` makes for its URL
+    /// (`http://127.0.0.1:<port>`): replies that name their own address, as signed ones do.
+    pub fn start_for(script: impl FnOnce(&str) -> Vec<Reply>) -> io::Result<Server> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let url = format!("http://{}", listener.local_addr()?);
+        let script = script(&url);
         let (sender, requests) = mpsc::channel();
         thread::spawn(move || {
             for reply in script {
@@ -134,6 +147,22 @@ fn serve(stream: TcpStream, reply: Reply, sender: &mpsc::Sender<Request>) -> io:
                 stream,
                 "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 reason(status),
+                body.len()
+            )?;
+            stream.write_all(&body)?;
+        }
+        Reply::Headers {
+            status,
+            headers,
+            body,
+        } => {
+            write!(stream, "HTTP/1.1 {status} {}\r\n", reason(status))?;
+            for (name, value) in headers {
+                write!(stream, "{name}: {value}\r\n")?;
+            }
+            write!(
+                stream,
+                "Content-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             )?;
             stream.write_all(&body)?;

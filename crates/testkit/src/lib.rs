@@ -7,6 +7,8 @@
 //! - [`crawler_ranges`]: the crawler operators' published ranges, captured, as list text.
 //! - [`crds`]: the CRDs the platform layer installs, at their pins, for that control plane.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
+//! - [`key_directory`]: a Web Bot Auth agent's key directory served as the agent serves it
+//!   (signed), and requests signed as the agent signs them, with the RFC 9421 test key.
 //! - [`istiod`]: istiod's answers to GatewayClasses and Gateways (istiod does not build here).
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`scaleway`]: the Scaleway stand-in's control endpoints and request log.
@@ -30,6 +32,7 @@ pub mod crawler_ranges;
 pub mod crds;
 pub mod http;
 pub mod istiod;
+pub mod key_directory;
 pub mod process;
 pub mod scaleway;
 pub mod sshd;

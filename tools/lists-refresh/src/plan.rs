@@ -1,6 +1,11 @@
 //! What one run applies: every list with content (fresh, or the previous one kept when its
-//! generator failed), the version stamp, the size checks, and the two objects it server-side
-//! applies (the ConfigMap's data and the WasmPlugin's `pluginConfig.lists`).
+//! generator failed), the trusted agents' keys (likewise), the version stamp, the size checks,
+//! and the two objects it server-side applies (the ConfigMap's data, and the WasmPlugin's
+//! `pluginConfig.lists` and `pluginConfig.agents`).
+//!
+//! Each agent's keys are its directory as the filter reads it (`{"keys": [JWK, ...]}`): in the
+//! ConfigMap as `<name>.directory.json` (the previous keys of the next run), in the WasmPlugin
+//! as `pluginConfig.agents.<name>.keys`.
 //!
 //! The WasmPlugin gets every list packed (`pluginConfig.lists.packed`, see `pow_core::packed`):
 //! about a tenth of the text, which is what lets a few hundred thousand prefixes fit in one
@@ -12,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use lists_core::records::ListSources;
+use lists_core::records::{KeyDirectory, ListSources};
 use pow_core::lists::Net;
 use serde_json::{Value, json};
 
@@ -21,6 +26,34 @@ use crate::{CONFIGMAP_LIMIT, Cluster, OBJECT_LIMIT, RefreshError};
 /// The ConfigMap key of a list as text, in `data`.
 pub fn key_of(name: &str) -> String {
     format!("{name}.txt")
+}
+
+/// The ConfigMap key of an agent's keys (its directory as JSON), in `data`.
+pub fn agent_key_of(name: &str) -> String {
+    format!("{name}{AGENT_SUFFIX}")
+}
+
+const AGENT_SUFFIX: &str = ".directory.json";
+
+/// The previous keys of each agent, from the ConfigMap's data; an entry that no longer decodes
+/// (edited by hand) is none, said in the log.
+pub(crate) fn previous_agents(data: &BTreeMap<String, String>) -> BTreeMap<String, KeyDirectory> {
+    let mut agents = BTreeMap::new();
+    for (key, text) in data {
+        let Some(name) = key.strip_suffix(AGENT_SUFFIX) else {
+            continue;
+        };
+        match KeyDirectory::from_json(text.as_bytes()) {
+            Ok(keys) => {
+                agents.insert(name.to_owned(), keys);
+            }
+            Err(why) => pop_common::warn!(
+                "ConfigMap key data.{key}: not a key directory ({why}): agent {name} has no \
+                 previous keys"
+            ),
+        }
+    }
+    agents
 }
 
 /// The ConfigMap key of a list packed, in `binaryData`.
@@ -110,6 +143,9 @@ pub(crate) struct Plan {
     pub(crate) tokens: BTreeMap<String, Vec<String>>,
     pub(crate) fresh: Vec<String>,
     pub(crate) kept: Vec<String>,
+    /// Each trusted agent's keys (fetched, or its previous ones kept), and as JSON text.
+    pub(crate) agents: BTreeMap<String, KeyDirectory>,
+    pub(crate) agent_texts: BTreeMap<String, String>,
     pub(crate) changed: bool,
     pub(crate) version: String,
     pub(crate) old_version: Option<String>,
@@ -174,6 +210,8 @@ impl Plan {
             tokens,
             fresh: fresh_names,
             kept,
+            agents: BTreeMap::new(),
+            agent_texts: BTreeMap::new(),
             changed,
             version: if changed {
                 now.to_owned()
@@ -187,17 +225,59 @@ impl Plan {
         })
     }
 
-    /// The tokens live in the sources, not in the ConfigMap: a WasmPlugin whose lists carry
-    /// other tokens (a token added to the sources, a first run with crawler lists) is out of
-    /// date even when no set changed. That is a change, stamped with a new version.
-    /// Whether that made a change.
-    pub(crate) fn compare_tokens(&mut self, wasmplugin: &Value) -> bool {
+    /// Adds the agents' keys; keys that differ from the ConfigMap's `old` data, and an agent
+    /// gone from the sources, are a change.
+    pub(crate) fn add_agents(
+        &mut self,
+        agents: BTreeMap<String, KeyDirectory>,
+        old: &BTreeMap<String, String>,
+    ) {
+        let texts: BTreeMap<String, String> = agents
+            .iter()
+            .map(|(name, keys)| {
+                let text = serde_json::to_string(keys).unwrap_or_default();
+                (name.clone(), text)
+            })
+            .collect();
+        let old_texts: BTreeMap<&str, &String> = old
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_suffix(AGENT_SUFFIX)?, v)))
+            .collect();
+        let new_texts: BTreeMap<&str, &String> =
+            texts.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        if old_texts != new_texts {
+            self.changed = true;
+            self.version.clone_from(&self.now);
+        }
+        self.agents = agents;
+        self.agent_texts = texts;
+    }
+
+    /// The filter's `agents` object: each agent's directory under `keys`.
+    pub(crate) fn agents_config(&self) -> Value {
+        let agents: BTreeMap<&String, Value> = self
+            .agents
+            .iter()
+            .map(|(name, keys)| (name, json!({"keys": keys})))
+            .collect();
+        json!(agents)
+    }
+
+    /// The tokens and the agents' keys live in the sources, not in the ConfigMap's lists: a
+    /// WasmPlugin whose lists carry other tokens (a token added to the sources, a first run with
+    /// crawler lists), or other agents' keys, is out of date even when no set changed. That is a
+    /// change, stamped with a new version. Whether that made a change.
+    pub(crate) fn compare_wasmplugin(&mut self, wasmplugin: &Value) -> bool {
         let current: Option<BTreeMap<String, Vec<String>>> =
             match wasmplugin.pointer("/spec/pluginConfig/lists/tokens") {
                 None => Some(BTreeMap::new()),
                 Some(tokens) => serde_json::from_value(tokens.clone()).ok(),
             };
-        let stale = current.as_ref() != Some(&self.tokens);
+        let agents = wasmplugin
+            .pointer("/spec/pluginConfig/agents")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let stale = current.as_ref() != Some(&self.tokens) || agents != self.agents_config();
         if stale {
             self.changed = true;
             self.version.clone_from(&self.now);
@@ -253,9 +333,17 @@ impl Plan {
         layout
             .data
             .insert("generated_at".into(), self.version.clone());
+        for (name, text) in &self.agent_texts {
+            layout.data.insert(agent_key_of(name), text.clone());
+        }
         let others: usize = data_of(current)
             .iter()
-            .filter(|(k, _)| !(k.ends_with(".txt") || *k == "version" || *k == "generated_at"))
+            .filter(|(k, _)| {
+                !(k.ends_with(".txt")
+                    || k.ends_with(AGENT_SUFFIX)
+                    || *k == "version"
+                    || *k == "generated_at")
+            })
             .map(|(k, v)| k.len() + v.len())
             .sum();
         let binary: usize = current
@@ -314,8 +402,9 @@ impl Plan {
             .and_then(Value::as_object_mut)
         {
             config.remove("lists");
+            config.remove("agents");
         }
-        let size = json_len(&object) + json_len(&self.lists());
+        let size = json_len(&object) + json_len(&self.lists()) + json_len(&self.agents_config());
         if size > OBJECT_LIMIT {
             return Err(RefreshError::TooLarge {
                 what: "WasmPlugin",
@@ -344,6 +433,10 @@ impl Plan {
             .unwrap_or_else(|| json!({}));
         if let Some(object) = config.as_object_mut() {
             object.insert("lists".to_owned(), self.lists());
+            object.remove("agents");
+            if !self.agents.is_empty() {
+                object.insert("agents".to_owned(), self.agents_config());
+            }
         }
         let refused = |reason: String| RefreshError::FilterRefuses {
             wasmplugin: wasmplugin.to_owned(),
@@ -391,11 +484,16 @@ impl Plan {
     }
 
     pub(crate) fn wasmplugin(&self, cluster: &Cluster, name: &str) -> Value {
+        let mut config = json!({"lists": self.lists()});
+        // Sent only when there are agents: an apply without the field gives up ours in it.
+        if !self.agents.is_empty() {
+            config["agents"] = self.agents_config();
+        }
         json!({
             "apiVersion": "extensions.istio.io/v1alpha1",
             "kind": "WasmPlugin",
             "metadata": {"name": name, "namespace": cluster.namespace},
-            "spec": {"pluginConfig": {"lists": self.lists()}},
+            "spec": {"pluginConfig": config},
         })
     }
 }
@@ -625,7 +723,7 @@ mod tests {
         let with_tokens = |tokens: Value| json!({"spec": {"pluginConfig": {"lists": {"version": "v1", "tokens": tokens}}}});
         let mut plan = planned();
         assert!(!plan.changed);
-        plan.compare_tokens(&with_tokens(
+        plan.compare_wasmplugin(&with_tokens(
             json!({"googlebot": ["Googlebot"], "gptbot": ["GPTBot"]}),
         ));
         assert!(!plan.changed, "the same tokens: nothing to write");
@@ -636,12 +734,12 @@ mod tests {
             json!("not a map"),
         ] {
             let mut plan = planned();
-            plan.compare_tokens(&with_tokens(stale.clone()));
+            plan.compare_wasmplugin(&with_tokens(stale.clone()));
             assert!(plan.changed, "{stale}");
             assert_eq!(plan.version, NOW);
         }
         let mut plan = planned();
-        plan.compare_tokens(&json!({"spec": {"pluginConfig": {"lists": {"version": "v1"}}}}));
+        plan.compare_wasmplugin(&json!({"spec": {"pluginConfig": {"lists": {"version": "v1"}}}}));
         assert!(plan.changed, "a WasmPlugin from before the crawler lists");
     }
 

@@ -156,6 +156,76 @@ fn owned_by<'a>(object: &'a [(String, Value)], manager: &str) -> &'a Value {
         .1
 }
 
+/// What the job published, as the API server stores it and whose it is; the two objects'
+/// resourceVersions, to see whether a later run wrote them again.
+fn check(edge: &Edge) -> (Value, Value) {
+    let cm = edge.get("configmap/policy-lists");
+    let data = cm["data"].as_object().unwrap();
+    let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "generated_at",
+            "gptbot.txt",
+            "hosting.txt",
+            "tor.txt",
+            "version"
+        ]
+    );
+    assert_eq!(data["version"], NOW);
+    assert_eq!(data["tor.txt"].as_str().unwrap().lines().count(), 1305);
+    assert!(
+        data["hosting.txt"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .any(|l| l == "1.1.1.0/24")
+    );
+    // The data is the job's, the labels and annotations the edge layer's.
+    let owners = managers(&cm);
+    let lists = owned_by(&owners, "edgepop-lists");
+    assert!(lists["f:data"]["f:tor.txt"].is_object(), "{lists}");
+    assert!(lists.get("f:metadata").is_none(), "{lists}");
+    assert!(owned_by(&owners, EDGE_MANAGER)["f:metadata"]["f:labels"].is_object());
+    assert_eq!(
+        cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "render-edge"
+    );
+
+    let plugin = edge.get("wasmplugin/pow-filter");
+    let published = &plugin["spec"]["pluginConfig"]["lists"];
+    assert_eq!(published["version"], NOW);
+    // Packed, the same prefixes as the ConfigMap's text (which fits, so stays text).
+    assert!(cm.get("binaryData").is_none(), "{cm}");
+    for name in ["tor", "hosting", "gptbot"] {
+        let packed = published["packed"][name].as_str().unwrap();
+        let unpacked = pow_core::packed::decode(packed, pow_core::packed::MAX_PREFIXES);
+        let text = data[&format!("{name}.txt")].as_str().unwrap();
+        let mut nets = pow_core::lists::parse_set(text).unwrap();
+        nets.sort_by_key(|n| match *n {
+            pow_core::lists::Net::V4(a, l) => (0, u128::from(a), l),
+            pow_core::lists::Net::V6(a, l) => (1, a, l),
+        });
+        assert_eq!(unpacked, Ok(nets), "{name}");
+    }
+    assert_eq!(published["tokens"], json!({"gptbot": ["GPTBot"]}));
+    let owners = managers(&plugin);
+    assert_eq!(
+        owned_by(&owners, "edgepop-lists"),
+        &json!({"f:spec": {"f:pluginConfig": {"f:lists": {
+            ".": {}, "f:generated_at": {}, "f:version": {},
+            "f:packed": {".": {}, "f:gptbot": {}, "f:hosting": {}, "f:tor": {}},
+            "f:tokens": {".": {}, "f:gptbot": {}},
+        }}}})
+    );
+    // The rest of the filter's settings stay the edge layer's.
+    assert_eq!(plugin["spec"]["pluginConfig"]["mode"], "listed");
+    (
+        cm["metadata"]["resourceVersion"].clone(),
+        plugin["metadata"]["resourceVersion"].clone(),
+    )
+}
+
 #[test]
 fn the_job_publishes_its_lists_and_a_reapplied_edge_keeps_them() {
     let Some(edge) = edge("the_job_publishes_its_lists") else {
@@ -169,73 +239,6 @@ fn the_job_publishes_its_lists_and_a_reapplied_edge_keeps_them() {
         json!({"version": NOW, "changed": true, "regenerated": ["tor", "hosting", "gptbot"], "kept": []})
     );
 
-    let check = |edge: &Edge| {
-        let cm = edge.get("configmap/policy-lists");
-        let data = cm["data"].as_object().unwrap();
-        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
-        assert_eq!(
-            keys,
-            [
-                "generated_at",
-                "gptbot.txt",
-                "hosting.txt",
-                "tor.txt",
-                "version"
-            ]
-        );
-        assert_eq!(data["version"], NOW);
-        assert_eq!(data["tor.txt"].as_str().unwrap().lines().count(), 1305);
-        assert!(
-            data["hosting.txt"]
-                .as_str()
-                .unwrap()
-                .lines()
-                .any(|l| l == "1.1.1.0/24")
-        );
-        // The data is the job's, the labels and annotations the edge layer's.
-        let owners = managers(&cm);
-        let lists = owned_by(&owners, "edgepop-lists");
-        assert!(lists["f:data"]["f:tor.txt"].is_object(), "{lists}");
-        assert!(lists.get("f:metadata").is_none(), "{lists}");
-        assert!(owned_by(&owners, EDGE_MANAGER)["f:metadata"]["f:labels"].is_object());
-        assert_eq!(
-            cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-            "render-edge"
-        );
-
-        let plugin = edge.get("wasmplugin/pow-filter");
-        let published = &plugin["spec"]["pluginConfig"]["lists"];
-        assert_eq!(published["version"], NOW);
-        // Packed, the same prefixes as the ConfigMap's text (which fits, so stays text).
-        assert!(cm.get("binaryData").is_none(), "{cm}");
-        for name in ["tor", "hosting", "gptbot"] {
-            let packed = published["packed"][name].as_str().unwrap();
-            let unpacked = pow_core::packed::decode(packed, pow_core::packed::MAX_PREFIXES);
-            let text = data[&format!("{name}.txt")].as_str().unwrap();
-            let mut nets = pow_core::lists::parse_set(text).unwrap();
-            nets.sort_by_key(|n| match *n {
-                pow_core::lists::Net::V4(a, l) => (0, u128::from(a), l),
-                pow_core::lists::Net::V6(a, l) => (1, a, l),
-            });
-            assert_eq!(unpacked, Ok(nets), "{name}");
-        }
-        assert_eq!(published["tokens"], json!({"gptbot": ["GPTBot"]}));
-        let owners = managers(&plugin);
-        assert_eq!(
-            owned_by(&owners, "edgepop-lists"),
-            &json!({"f:spec": {"f:pluginConfig": {"f:lists": {
-                ".": {}, "f:generated_at": {}, "f:version": {},
-                "f:packed": {".": {}, "f:gptbot": {}, "f:hosting": {}, "f:tor": {}},
-                "f:tokens": {".": {}, "f:gptbot": {}},
-            }}}})
-        );
-        // The rest of the filter's settings stay the edge layer's.
-        assert_eq!(plugin["spec"]["pluginConfig"]["mode"], "listed");
-        (
-            cm["metadata"]["resourceVersion"].clone(),
-            plugin["metadata"]["resourceVersion"].clone(),
-        )
-    };
     check(edge);
 
     // `make apply-edge` again: the edge renders the ConfigMap without data and the plugin

@@ -233,9 +233,7 @@ fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
         "{log}"
     );
     assert!(
-        log.contains(
-            "these failed and keep their previous version: tor (lists-gen-tor exited with 1)"
-        ),
+        log.contains("these failed: tor (lists-gen-tor exited with 1; keeps its previous version)"),
         "{log}"
     );
     let requests = api.requests();
@@ -518,7 +516,7 @@ fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         summary,
-        json!({"out_dir": dir, "regenerated": ["tor", "hosting"], "kept": []})
+        json!({"out_dir": dir, "regenerated": ["tor", "hosting"], "kept": [], "failed": []})
     );
     // One CIDR per line, the form the CronJob publishes.
     let tor = std::fs::read_to_string(dir.join("tor.txt")).unwrap();
@@ -544,15 +542,13 @@ fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
     let out = job.run_into(&dir, &sources);
     let log = tor_refused_for_its_shrink(&out);
     assert!(
-        log.contains(
-            "these failed and keep their previous version: tor (lists-gen-tor exited with 1)"
-        ),
+        log.contains("these failed: tor (lists-gen-tor exited with 1; keeps its previous version)"),
         "{log}"
     );
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         summary,
-        json!({"out_dir": dir, "regenerated": ["hosting"], "kept": ["tor"]})
+        json!({"out_dir": dir, "regenerated": ["hosting"], "kept": ["tor"], "failed": []})
     );
     assert_eq!(lines(&dir.join("tor.txt")), 1305);
     assert!(lines(&dir.join("hosting.txt")) > 0);
@@ -573,7 +569,7 @@ fn an_out_dir_run_where_every_list_fails_writes_nothing() {
     let log = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{log}");
     assert!(log.contains("every list failed"), "{log}");
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    assert!(!dir.exists(), "nothing written, nothing created");
 }
 
 /// A list the filter would refuse (here a kept list edited by hand in the ConfigMap) is refused
@@ -763,10 +759,11 @@ fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
     );
     assert!(
         log.contains(
-            "these failed and keep their previous version: \
-             googlebot (lists-gen-crawlers exited with 1), \
-             chatgpt-user (lists-gen-crawlers exited with 1), \
-             bingbot (lists-gen-crawlers exited with 2)"
+            "these failed: \
+             googlebot (lists-gen-crawlers exited with 1; keeps its previous version), \
+             chatgpt-user (lists-gen-crawlers exited with 1; keeps its previous version), \
+             bingbot (lists-gen-crawlers exited with 2; has no previous version: nothing is \
+             written for it)"
         ),
         "{log}"
     );
