@@ -296,10 +296,13 @@ demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0
 
 LISTS_SOURCES ?= config/lists-sources.example.json
 LISTS_OUT     ?= $(OUT)/lists
+# explain: the trusted agents' key directory files, NAME=FILE separated by spaces; an agent not
+# named here is read from LISTS_OUT/<name>.directory.json (make lists writes it).
+AGENT_DIRECTORIES ?=
 
 # explain: the policy of EDGE_CONFIG tried on requests before it is deployed, by the real module.
-explain: setup-demo $(FILTER_WASM) ## Decide the JSON request lines on stdin with EDGE_CONFIG's policy and the lists in LISTS_OUT (make lists)
-	@$(CARGO) run --quiet --release -p pow-demo --bin pow-demo -- --wasm '$(FILTER_WASM)' explain --config '$(EDGE_CONFIG)' --lists '$(LISTS_OUT)'
+explain: setup-demo $(FILTER_WASM) ## Decide the JSON request lines on stdin with EDGE_CONFIG's policy, the lists in LISTS_OUT (make lists) and the agents' AGENT_DIRECTORIES
+	@$(CARGO) run --quiet --release -p pow-demo --bin pow-demo -- --wasm '$(FILTER_WASM)' explain --config '$(EDGE_CONFIG)' --lists '$(LISTS_OUT)'$(foreach d,$(AGENT_DIRECTORIES), --agent-directory '$(d)')
 LISTS_SHARED  ?= $(if $(filter undefined,$(origin EDGEPOP_SHARED)),../shared,$(EDGEPOP_SHARED))
 
 # lists-refresh runs each generator (found beside it) in its own process, as the CronJob does,

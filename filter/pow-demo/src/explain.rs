@@ -1,6 +1,9 @@
 //! `pow-demo explain`: a policy tried before it is deployed. Reads the edge config (its
-//! `pow.plugin_config` and list sources) and a folder of generated lists (`<name>.txt`, as
-//! `make lists` writes them), loads the real module in the host with that pluginConfig, then
+//! `pow.plugin_config`, list sources and trusted agents), a folder of generated lists
+//! (`<name>.txt`, as `make lists` writes them) and the agents' key directory files (each
+//! `--agent-directory NAME=FILE`, else `<name>.directory.json` in the lists' folder, which
+//! `make lists` writes; an agent with its keys inline needs none), builds the pluginConfig the
+//! lists job would deliver, loads the real module in the host with it, then
 //! reads request descriptions as JSON lines on stdin and prints, for each, one JSON line: the
 //! rule that decided, the action, and for a challenge its difficulty and kind, as the module
 //! said them in `pow-decision`.
@@ -36,16 +39,30 @@ pub enum ExplainError {
     Config { path: PathBuf, reason: String },
     #[error("{}: no list `{name}` (pow.lists.sources names it): run `make lists` first", path.display())]
     MissingList { path: PathBuf, name: String },
+    #[error("--agent-directory `{0}`: NAME=FILE, NAME an agent of pow.agents")]
+    AgentFlag(String),
+    #[error("--agent-directory {name}=...: no agent `{name}` in pow.agents")]
+    UnknownAgent { name: String },
+    #[error("agent `{name}`: no key directory file: give --agent-directory {name}=FILE (make explain: AGENT_DIRECTORIES), or run `make lists`, which writes {}", path.display())]
+    MissingAgent { name: String, path: PathBuf },
+    #[error("agent `{name}`: {}: not a key directory: {reason}", path.display())]
+    AgentFile {
+        name: String,
+        path: PathBuf,
+        reason: String,
+    },
     #[error("stdin line {line}: {reason}")]
     Line { line: usize, reason: String },
     #[error("cannot write the answer: {0}")]
     Write(String),
 }
 
-/// The pluginConfig the edge config gives the filter, with the lists of `lists_dir`.
+/// The pluginConfig the edge config gives the filter, with the lists of `lists_dir` and the
+/// agents' keys of `agent_directories` (`NAME=FILE` each).
 pub fn resolve(
     config_path: &Path,
     lists_dir: &Path,
+    agent_directories: &[String],
     wasm: PathBuf,
 ) -> Result<ExplainConfig, ExplainError> {
     let text = std::fs::read_to_string(config_path).map_err(|e| ExplainError::Read {
@@ -77,8 +94,20 @@ pub fn resolve(
         })?;
         sets.insert(source.name.clone(), text);
     }
+    if pow.plugin_config.contains_key("agents") {
+        return Err(ExplainError::Config {
+            path: config_path.to_owned(),
+            reason: "pow.plugin_config.agents: name the agents in pow.agents (the lists job \
+                     delivers their keys)"
+                .to_owned(),
+        });
+    }
+    let agents = agent_keys(&pow.agents, lists_dir, agent_directories)?;
     let mut plugin_config = Value::Object(pow.plugin_config);
     plugin_config["lists"] = json!({"version": "explain", "sets": sets, "tokens": tokens});
+    if !agents.is_empty() {
+        plugin_config["agents"] = json!(agents);
+    }
     let plugin_config = plugin_config.to_string();
     // The filter's own decoder, so that a config it refuses is named here, not as a refused
     // on_configure.
@@ -92,6 +121,62 @@ pub fn resolve(
         wasm,
         plugin_config,
     })
+}
+
+/// Each agent's keys as the lists job delivers them (`{"keys": directory}`): inline, or read
+/// from its directory file.
+fn agent_keys(
+    agents: &[lists_core::records::AgentSource],
+    lists_dir: &Path,
+    flags: &[String],
+) -> Result<BTreeMap<String, Value>, ExplainError> {
+    let mut files = BTreeMap::new();
+    for flag in flags {
+        let (name, file) = flag
+            .split_once('=')
+            .filter(|(name, file)| !name.is_empty() && !file.is_empty())
+            .ok_or_else(|| ExplainError::AgentFlag(flag.clone()))?;
+        if !agents.iter().any(|a| a.name == name) {
+            return Err(ExplainError::UnknownAgent {
+                name: name.to_owned(),
+            });
+        }
+        files.insert(name.to_owned(), PathBuf::from(file));
+    }
+    let mut keys = BTreeMap::new();
+    for agent in agents {
+        let directory = match (&agent.keys, files.remove(&agent.name)) {
+            (_, Some(path)) => read_directory(&agent.name, &path)?,
+            (Some(inline), None) => inline.clone(),
+            (None, None) => {
+                let path = lists_dir.join(format!("{}.directory.json", agent.name));
+                if !path.is_file() {
+                    return Err(ExplainError::MissingAgent {
+                        name: agent.name.clone(),
+                        path,
+                    });
+                }
+                read_directory(&agent.name, &path)?
+            }
+        };
+        keys.insert(agent.name.clone(), json!({"keys": directory}));
+    }
+    Ok(keys)
+}
+
+/// A key directory file, decoded by the filter's own parser (its keys are checked with the rest
+/// of the pluginConfig).
+fn read_directory(
+    name: &str,
+    path: &Path,
+) -> Result<pow_core::web_bot_auth::KeyDirectory, ExplainError> {
+    let unreadable = |reason: String| ExplainError::AgentFile {
+        name: name.to_owned(),
+        path: path.to_owned(),
+        reason,
+    };
+    let bytes = std::fs::read(path).map_err(|e| unreadable(e.to_string()))?;
+    pow_core::web_bot_auth::KeyDirectory::from_json(&bytes).map_err(unreadable)
 }
 
 /// One request description of stdin.

@@ -63,9 +63,15 @@ pub enum Command {
         /// The edge config whose pow.plugin_config and list sources are tried
         #[arg(long)]
         config: PathBuf,
-        /// The folder of generated lists, `<name>.txt` (what `make lists` writes)
+        /// The folder of generated lists, `<name>.txt` (what `make lists` writes), where an
+        /// agent's key directory is looked for too, as `<name>.directory.json`
         #[arg(long)]
         lists: PathBuf,
+        /// A trusted agent's key directory file (the JSON its
+        /// /.well-known/http-message-signatures-directory serves), for an agent of pow.agents;
+        /// repeatable
+        #[arg(long = "agent-directory", value_name = "NAME=FILE")]
+        agent_directories: Vec<String>,
     },
 }
 
@@ -137,9 +143,16 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Job, DemoError> {
     let demo = resolve_in(&cli, env.non_empty("CARGO_TARGET_DIR"), &workspace);
     match cli.command {
         None => Ok(Job::Demo(demo)),
-        Some(Command::Explain { config, lists }) => {
-            Ok(Job::Explain(explain::resolve(&config, &lists, demo.wasm)?))
-        }
+        Some(Command::Explain {
+            config,
+            lists,
+            agent_directories,
+        }) => Ok(Job::Explain(explain::resolve(
+            &config,
+            &lists,
+            &agent_directories,
+            demo.wasm,
+        )?)),
     }
 }
 

@@ -26,6 +26,10 @@ fn module(test: &str) -> Option<PathBuf> {
 }
 
 fn explain(wasm: &Path, config: &Path, lists: &Path, stdin: &str) -> Output {
+    explain_with(wasm, config, lists, &[], stdin)
+}
+
+fn explain_with(wasm: &Path, config: &Path, lists: &Path, extra: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pow-demo"))
         .arg("--wasm")
         .arg(wasm)
@@ -34,6 +38,7 @@ fn explain(wasm: &Path, config: &Path, lists: &Path, stdin: &str) -> Output {
         .arg(config)
         .arg("--lists")
         .arg(lists)
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -217,4 +222,120 @@ fn the_readme_table_is_what_explain_says() {
     for ((request, expected), answer) in rows.iter().zip(&answers) {
         assert_eq!(&meets(answer), expected, "{request}");
     }
+}
+
+/// An edge config trusting `examplebot` by its directory's URL, with a rule letting its signed
+/// requests through before the lists are looked at.
+fn with_examplebot(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(workspace().join("config/edge-pow.example.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    config["pow"]["agents"] = serde_json::json!([{"name": "examplebot",
+        "directory": "https://bot.example.com/.well-known/http-message-signatures-directory"}]);
+    config["pow"]["plugin_config"]["rules"] =
+        serde_json::json!([{"name": "signed", "signed_agent": ["examplebot"], "action": "allow"}]);
+    let path = dir.join("edge.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+/// A request signed by the agent (the RFC 9421 test key, signing now as an agent does) is decided
+/// with the keys of its directory file, as the draft prints that directory; unsigned, the same
+/// visitor meets the lists.
+#[test]
+fn explain_decides_a_signed_request_with_keys_from_a_directory_file() {
+    let test = "explain_decides_a_signed_request_with_keys_from_a_directory_file";
+    let Some(wasm) = module(test) else {
+        return;
+    };
+    let (Some(shared), Some(key)) = (
+        testkit::workspace::shared_dir(test),
+        testkit::key_directory::AgentKey::rfc9421(test),
+    ) else {
+        return;
+    };
+    let directory = shared.join("fixtures/bots/web-bot-auth-drafts/dir05-key-directory.json");
+    let lists = lists();
+    let config = with_examplebot(lists.path());
+    let now = testkit::key_directory::unix_now();
+    let headers: serde_json::Map<String, serde_json::Value> = key
+        .sign_request("edge.example.com", now, 60)
+        .into_iter()
+        .map(|(n, v)| (n, serde_json::Value::String(v)))
+        .collect();
+    let signed = serde_json::json!({"host": "edge.example.com", "address": "185.220.101.7",
+                                    "headers": headers});
+    let unsigned = r#"{"host": "edge.example.com", "address": "185.220.101.7"}"#;
+    let flag = format!("examplebot={}", directory.display());
+    let out = explain_with(
+        &wasm,
+        &config,
+        lists.path(),
+        &["--agent-directory", &flag],
+        &format!("{signed}\n{unsigned}\n"),
+    );
+    assert_eq!(
+        answers(out),
+        [
+            serde_json::json!({"rule": "signed", "action": "allowed", "status": null}),
+            serde_json::json!({"rule": "list.tor", "action": "challenged", "difficulty": 20, "kind": "pow", "status": 403}),
+        ]
+    );
+    // Without the flag, the file `make lists` writes beside the lists is read.
+    std::fs::copy(&directory, lists.path().join("examplebot.directory.json")).unwrap();
+    let out = explain(&wasm, &config, lists.path(), &format!("{signed}\n"));
+    assert_eq!(answers(out)[0]["rule"], "signed");
+}
+
+#[test]
+fn explain_names_a_missing_or_unknown_agent_directory() {
+    let test = "explain_names_a_missing_or_unknown_agent_directory";
+    let Some(wasm) = module(test) else {
+        return;
+    };
+    let lists = lists();
+    let config = with_examplebot(lists.path());
+    let out = explain(&wasm, &config, lists.path(), "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for needle in [
+        "agent `examplebot`",
+        "--agent-directory examplebot=FILE",
+        "make lists",
+    ] {
+        assert!(stderr.contains(needle), "{needle} not in: {stderr}");
+    }
+    let out = explain_with(
+        &wasm,
+        &config,
+        lists.path(),
+        &["--agent-directory", "otherbot=x.json"],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no agent `otherbot` in pow.agents"),
+        "{stderr}"
+    );
+    // A directory the filter refuses is named by the filter's decoder.
+    let bad = lists.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "AAAA"}]}"#,
+    )
+    .unwrap();
+    let flag = format!("examplebot={}", bad.display());
+    let out = explain_with(
+        &wasm,
+        &config,
+        lists.path(),
+        &["--agent-directory", &flag],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("agents.examplebot.keys.keys[0].x"),
+        "{stderr}"
+    );
 }
