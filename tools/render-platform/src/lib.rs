@@ -307,6 +307,60 @@ mod tests {
         }
     }
 
+    /// The plan the example renders: each component in install order with its pins.
+    fn plan_rows() -> Vec<[&'static str; 7]> {
+        let pin = |key: &str| PINS.get(key).unwrap();
+        vec![
+            [
+                "cilium",
+                "helm",
+                "kube-system",
+                "cilium",
+                pin("CILIUM_CHART_REPO"),
+                pin("CILIUM_VERSION"),
+                "values/cilium.yaml",
+            ],
+            ["host-firewall", "objects", "-", "-", "-", "-", "-"],
+            ["talos-firewall", "talos", "-", "-", "-", "-", "-"],
+            [
+                "gateway-api",
+                "crds",
+                "-",
+                "VENDOR_GATEWAY_API_",
+                "-",
+                pin("GATEWAY_API_VERSION"),
+                "-",
+            ],
+            [
+                "cert-manager",
+                "helm",
+                "cert-manager",
+                "cert-manager",
+                pin("CERT_MANAGER_CHART_REPO"),
+                pin("CERT_MANAGER_VERSION"),
+                "values/cert-manager.yaml",
+            ],
+            [
+                "istio-base",
+                "helm",
+                "istio-system",
+                "base",
+                pin("ISTIO_CHART_REPO"),
+                pin("ISTIO_VERSION"),
+                "values/istio-base.yaml",
+            ],
+            [
+                "istiod",
+                "helm",
+                "istio-system",
+                "istiod",
+                pin("ISTIO_CHART_REPO"),
+                pin("ISTIO_VERSION"),
+                "values/istiod.yaml",
+            ],
+        ]
+    }
+
     #[test]
     fn the_out_dir_holds_every_component_and_the_plan_in_install_order_with_the_pins() {
         let dir = tempfile::tempdir().unwrap();
@@ -323,59 +377,7 @@ mod tests {
             .filter(|l| !l.starts_with('#'))
             .map(|l| l.split('\t').take(7).collect())
             .collect();
-        let pin = |key: &str| PINS.get(key).unwrap();
-        assert_eq!(
-            rows,
-            [
-                [
-                    "cilium",
-                    "helm",
-                    "kube-system",
-                    "cilium",
-                    pin("CILIUM_CHART_REPO"),
-                    pin("CILIUM_VERSION"),
-                    "values/cilium.yaml"
-                ],
-                ["host-firewall", "objects", "-", "-", "-", "-", "-"],
-                ["talos-firewall", "talos", "-", "-", "-", "-", "-"],
-                [
-                    "gateway-api",
-                    "crds",
-                    "-",
-                    "VENDOR_GATEWAY_API_",
-                    "-",
-                    pin("GATEWAY_API_VERSION"),
-                    "-"
-                ],
-                [
-                    "cert-manager",
-                    "helm",
-                    "cert-manager",
-                    "cert-manager",
-                    pin("CERT_MANAGER_CHART_REPO"),
-                    pin("CERT_MANAGER_VERSION"),
-                    "values/cert-manager.yaml"
-                ],
-                [
-                    "istio-base",
-                    "helm",
-                    "istio-system",
-                    "base",
-                    pin("ISTIO_CHART_REPO"),
-                    pin("ISTIO_VERSION"),
-                    "values/istio-base.yaml"
-                ],
-                [
-                    "istiod",
-                    "helm",
-                    "istio-system",
-                    "istiod",
-                    pin("ISTIO_CHART_REPO"),
-                    pin("ISTIO_VERSION"),
-                    "values/istiod.yaml"
-                ],
-            ]
-        );
+        assert_eq!(rows, plan_rows());
         for name in ["cilium", "cert-manager", "istio-base", "istiod"] {
             let text = std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap();
             let values: Value = serde_json::from_str(&text).unwrap();

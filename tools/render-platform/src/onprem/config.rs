@@ -264,11 +264,12 @@ mod tests {
         load(&path).unwrap()
     }
 
-    #[test]
-    fn the_example_passes_and_inconsistent_values_are_refused_naming_the_field() {
-        check(&example()).unwrap();
-        type Mutation = fn(&mut OnpremConfig);
-        let cases: Vec<(Mutation, &str, &str)> = vec![
+    /// A change to the example, the field its refusal names, and words of the reason.
+    type Case = (fn(&mut OnpremConfig), &'static str, &'static str);
+
+    /// The cluster's name and endpoint, and the addresses Cilium and Traefik are given.
+    fn cluster_and_address_cases() -> Vec<Case> {
+        vec![
             (
                 |c| c.cluster_name = "Demo".into(),
                 "cluster_name",
@@ -300,6 +301,12 @@ mod tests {
                 "not a public address",
             ),
             (|c| c.ingress.replicas = 0, "ingress.replicas", "at least 1"),
+        ]
+    }
+
+    /// Ceph, the secrets file, DNS and ACME.
+    fn storage_name_and_acme_cases() -> Vec<Case> {
+        vec![
             (
                 |c| c.ceph.cluster_id = "my-ceph".into(),
                 "ceph.cluster_id",
@@ -349,7 +356,15 @@ mod tests {
                 "acme.email",
                 "production",
             ),
-        ];
+        ]
+    }
+
+    #[test]
+    fn the_example_passes_and_inconsistent_values_are_refused_naming_the_field() {
+        check(&example()).unwrap();
+        let cases = cluster_and_address_cases()
+            .into_iter()
+            .chain(storage_name_and_acme_cases());
         for (mutate, field, why) in cases {
             let mut config = example();
             mutate(&mut config);
