@@ -467,3 +467,43 @@ fn an_offline_run_with_nothing_to_keep_says_so_and_creates_nothing() {
     assert!(!dir.exists(), "nothing written, nothing created");
     assert!(!dir.parent().unwrap().exists());
 }
+
+/// A second run that finds the same keys (and the same lists) already published writes nothing:
+/// the keys are compared as delivered, not re-stamped every hour.
+#[test]
+fn the_same_keys_already_published_write_nothing() {
+    let test = "the_same_keys_already_published_write_nothing";
+    let Some(key) = AgentKey::rfc9421(test) else {
+        return;
+    };
+    let job = Job::new();
+    let directory = Server::start_for(|url| {
+        let reply = |now| Directory::of(&[&key]).reply(authority(url), now);
+        vec![reply(unix_now()), reply(unix_now())]
+    })
+    .unwrap();
+    let sources = job.sources(examplebot(&directory));
+    let api = api_writing(configmap(json!({})));
+    let out = job.run(&api, &sources);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (cm, wasm) = applies(&api);
+    // What the API server holds after the first run.
+    let stored_wasm = Reply::json(
+        200,
+        json!({"apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
+               "metadata": {"name": "pow-filter", "namespace": "edge"},
+               "spec": {"url": "oci://example/pow-filter:1",
+                        "pluginConfig": {"mode": "listed",
+                                         "lists": wasm["spec"]["pluginConfig"]["lists"],
+                                         "agents": wasm["spec"]["pluginConfig"]["agents"]}}})
+        .to_string(),
+    );
+    let api = Server::start(vec![configmap(cm["data"].clone()), stored_wasm]).unwrap();
+    let out = job.run(&api, &sources);
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("lists unchanged since version"), "{log}");
+    assert_eq!(api.requests().len(), 2, "only the two GETs");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["changed"], false);
+}
