@@ -60,14 +60,6 @@ fn main() {
         RetryPolicy::default(),
     );
     s3.create_bucket("bench").unwrap();
-    let stored = |key: &str| {
-        let path = dir.path().join("s3/bench").join(key);
-        assert!(
-            std::fs::read(&path).unwrap() == bytes,
-            "{key}: the object is not the file"
-        );
-        std::fs::remove_file(path).unwrap();
-    };
     let rclone = testkit::process::which("rclone").is_some();
     if !rclone {
         assert!(
@@ -76,43 +68,25 @@ fn main() {
         );
         println!("rclone is missing: the smoke run uploads with edgepop only");
     }
-    let mb = size as f64 / 1e6;
+    let mb = mb_of(size);
     println!(
         "image upload to the S3 stand-in: {mb:.0} MB, median MB/s of {rounds} round(s), the \
          clients taking turns"
     );
+    let run = Run {
+        s3: &s3,
+        endpoint: &endpoint,
+        file: &file,
+        dir: dir.path(),
+        bytes: &bytes,
+        rounds,
+        rclone,
+    };
     let mut verdicts = Vec::new();
     for &part in part_sizes {
-        let mut ours = Vec::new();
-        let mut one_at_a_time = Vec::new();
-        let mut theirs = Vec::new();
-        let mut theirs_unsummed = Vec::new();
-        for _ in 0..rounds {
-            for (parallel, speeds) in [(PARALLEL, &mut ours), (1, &mut one_at_a_time)] {
-                let key = format!("edgepop-{part}-{parallel}");
-                let start = Instant::now();
-                let how = Multipart {
-                    part_size: part * MIB,
-                    parallel,
-                };
-                s3.upload_file("bench", &key, &file, how, &[]).unwrap();
-                speeds.push(mb / start.elapsed().as_secs_f64());
-                stored(&key);
-            }
-            if rclone {
-                for (checksum, speeds) in [(true, &mut theirs), (false, &mut theirs_unsummed)] {
-                    let key = format!("rclone-{part}-{checksum}");
-                    let start = Instant::now();
-                    rclone_upload(&endpoint, &file, &key, part, checksum);
-                    speeds.push(mb / start.elapsed().as_secs_f64());
-                    stored(&key);
-                }
-            }
-        }
-        let (ours, one_at_a_time) = (median(&mut ours), median(&mut one_at_a_time));
+        let [ours, one_at_a_time, theirs, unsummed] = run.speeds(part);
         println!("  {part} MiB parts, {PARALLEL} at once: edgepop {ours:6.0} MB/s");
         if rclone {
-            let (theirs, unsummed) = (median(&mut theirs), median(&mut theirs_unsummed));
             println!("  {part} MiB parts, {PARALLEL} at once: rclone  {theirs:6.0} MB/s");
             println!(
                 "  {part} MiB parts, {PARALLEL} at once: rclone  {unsummed:6.0} MB/s with \
@@ -135,6 +109,69 @@ fn main() {
         println!("{verdict}");
     }
     drop(stand_in);
+}
+
+/// Megabytes (10^6 bytes).
+fn mb_of(bytes: usize) -> f64 {
+    bytes as f64 / 1e6
+}
+
+/// What every round uploads, where, and with what.
+struct Run<'a> {
+    s3: &'a S3<'a>,
+    endpoint: &'a str,
+    file: &'a Path,
+    /// The stand-in's folder, where it stores the objects.
+    dir: &'a Path,
+    /// The file's bytes, which every stored object must be.
+    bytes: &'a [u8],
+    rounds: usize,
+    rclone: bool,
+}
+
+impl Run<'_> {
+    /// The median MB/s of the rounds with parts of `part` MiB: edgepop with PARALLEL parts at
+    /// once, edgepop one at a time, rclone, rclone without its whole-file MD5 (0 without
+    /// rclone); the clients take turns within each round.
+    fn speeds(&self, part: usize) -> [f64; 4] {
+        let mb = mb_of(self.bytes.len());
+        let mut speeds: [Vec<f64>; 4] = Default::default();
+        for _ in 0..self.rounds {
+            for (parallel, i) in [(PARALLEL, 0), (1, 1)] {
+                let key = format!("edgepop-{part}-{parallel}");
+                let start = Instant::now();
+                let how = Multipart {
+                    part_size: part * MIB,
+                    parallel,
+                };
+                self.s3
+                    .upload_file("bench", &key, self.file, how, &[])
+                    .unwrap();
+                speeds[i].push(mb / start.elapsed().as_secs_f64());
+                self.stored(&key);
+            }
+            if self.rclone {
+                for (checksum, i) in [(true, 2), (false, 3)] {
+                    let key = format!("rclone-{part}-{checksum}");
+                    let start = Instant::now();
+                    rclone_upload(self.endpoint, self.file, &key, part, checksum);
+                    speeds[i].push(mb / start.elapsed().as_secs_f64());
+                    self.stored(&key);
+                }
+            }
+        }
+        speeds.map(|mut s| if s.is_empty() { 0.0 } else { median(&mut s) })
+    }
+
+    /// Checks that the object `key` is the file, then removes it.
+    fn stored(&self, key: &str) {
+        let path = self.dir.join("s3/bench").join(key);
+        assert!(
+            std::fs::read(&path).unwrap() == self.bytes,
+            "{key}: the object is not the file"
+        );
+        std::fs::remove_file(path).unwrap();
+    }
 }
 
 /// `rclone copyto FILE s3:bench/KEY` as a user runs it against Object Storage, with the part size

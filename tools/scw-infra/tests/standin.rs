@@ -210,15 +210,9 @@ const DESTROYED: [&str; 7] = [
     "ssh-key",
 ];
 
-#[test]
-fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
-    let Some(s) = StandIn::start("fresh_apply", true) else {
-        return;
-    };
-    let first = ok(&s.scw(APPLY));
-    let requests = s.take_requests();
-    let writes = mutations(&requests);
-    let inventory: Value = serde_json::from_str(first.trim()).unwrap();
+/// The inventory of a fresh apply: its kind and endpoint, three Instances with an IPv4, the
+/// Elastic Metal worker with both addresses.
+fn assert_inventory_of_three_control_planes_and_the_worker(inventory: &Value) {
     assert_eq!(inventory["kind"], "NodeInventory");
     assert_eq!(
         inventory["cluster_endpoint"],
@@ -238,22 +232,11 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
     let worker = nodes.iter().find(|n| n["role"] == "worker").unwrap();
     assert_eq!(worker["kind"], "elastic-metal");
     assert!(worker["public_ipv4"].is_string() && worker["public_ipv6"].is_string());
+}
 
-    // What the API now holds.
-    let state = s.state();
-    assert_eq!(tagged(&state["servers"]).len(), 3);
-    assert!(
-        tagged(&state["servers"])
-            .iter()
-            .all(|v| v["state"] == "running")
-    );
-    assert_eq!(tagged(&state["ips"]).len(), 3);
-    assert!(
-        tagged(&state["ips"])
-            .iter()
-            .all(|v| v["state"] == "attached")
-    );
-    assert_eq!(tagged(&state["bm_servers"]).len(), 1);
+/// The security group drops inbound by default and accepts the declared flows to the control
+/// planes (crates/flows), from each admin CIDR and each node address.
+fn assert_the_group_drops_all_but_the_declared_flows(state: &Value) {
     let group = &tagged(&state["security_groups"])[0];
     assert_eq!(group["inbound_default_policy"], "drop");
     let rules = state["rules"][group["id"].as_str().unwrap()]
@@ -298,6 +281,64 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
             .iter()
             .any(|r| r["protocol"] == "UDP" && r["dest_port_from"] == 51871)
     );
+}
+
+/// `power off`, then `power on`: real states, bounded waits.
+fn assert_power_off_then_on(s: &StandIn) {
+    ok(&s.scw(&["power", "off"]));
+    let state = s.state();
+    assert!(
+        tagged(&state["servers"])
+            .iter()
+            .all(|v| v["state"] == "stopped"),
+        "{state}"
+    );
+    assert!(
+        tagged(&state["bm_servers"])
+            .iter()
+            .all(|v| v["status"] == "stopped")
+    );
+    ok(&s.scw(&["power", "on"]));
+    let state = s.state();
+    assert!(
+        tagged(&state["servers"])
+            .iter()
+            .all(|v| v["state"] == "running")
+    );
+    assert!(
+        tagged(&state["bm_servers"])
+            .iter()
+            .all(|v| v["status"] == "ready")
+    );
+}
+
+#[test]
+fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
+    let Some(s) = StandIn::start("fresh_apply", true) else {
+        return;
+    };
+    let first = ok(&s.scw(APPLY));
+    let requests = s.take_requests();
+    let writes = mutations(&requests);
+    let inventory: Value = serde_json::from_str(first.trim()).unwrap();
+    assert_inventory_of_three_control_planes_and_the_worker(&inventory);
+
+    // What the API now holds.
+    let state = s.state();
+    assert_eq!(tagged(&state["servers"]).len(), 3);
+    assert!(
+        tagged(&state["servers"])
+            .iter()
+            .all(|v| v["state"] == "running")
+    );
+    assert_eq!(tagged(&state["ips"]).len(), 3);
+    assert!(
+        tagged(&state["ips"])
+            .iter()
+            .all(|v| v["state"] == "attached")
+    );
+    assert_eq!(tagged(&state["bm_servers"]).len(), 1);
+    assert_the_group_drops_all_but_the_declared_flows(&state);
     let records = state["records"]["example.com"].as_array().unwrap();
     assert_eq!(records.iter().filter(|r| r["name"] == "api").count(), 3);
     assert!(
@@ -334,32 +375,7 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
         mutations(&again).len()
     );
 
-    // power off, then on: real states, bounded waits.
-    ok(&s.scw(&["power", "off"]));
-    let state = s.state();
-    assert!(
-        tagged(&state["servers"])
-            .iter()
-            .all(|v| v["state"] == "stopped"),
-        "{state}"
-    );
-    assert!(
-        tagged(&state["bm_servers"])
-            .iter()
-            .all(|v| v["status"] == "stopped")
-    );
-    ok(&s.scw(&["power", "on"]));
-    let state = s.state();
-    assert!(
-        tagged(&state["servers"])
-            .iter()
-            .all(|v| v["state"] == "running")
-    );
-    assert!(
-        tagged(&state["bm_servers"])
-            .iter()
-            .all(|v| v["status"] == "ready")
-    );
+    assert_power_off_then_on(&s);
     s.take_requests();
 }
 
@@ -375,85 +391,10 @@ fn steps<'a>(plan: &'a [Value], kind: &str) -> Vec<&'a Value> {
     plan.iter().filter(|p| p["step"] == kind).collect()
 }
 
-#[test]
-fn a_dry_run_makes_no_mutating_call_and_the_run_makes_the_planned_ones() {
-    let Some(s) = StandIn::start("dry_run", true) else {
-        return;
-    };
-    let planned = lines(&ok(&s.scw(&[
-        "apply",
-        "--talos-version",
-        "v1.13.11",
-        "--dry-run",
-    ])));
-    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
-    let group = steps(&planned, "create-security-group");
-    assert_eq!(group.len(), 1, "{planned:?}");
-    let ips = steps(&planned, "create-flexible-ip");
-    let instances = steps(&planned, "create-instance");
-    assert_eq!((ips.len(), instances.len()), (3, 3), "{planned:?}");
-    // A resource made by the plan is named by the step that makes it, never by a placeholder.
-    for instance in &instances {
-        assert_eq!(instance["security_group"]["created_by_step"], group[0]["n"]);
-        let ip = ips
-            .iter()
-            .find(|ip| ip["n"] == instance["ip"]["created_by_step"])
-            .unwrap_or_else(|| panic!("{instance}"));
-        assert_eq!(ip["node"], instance["node"]);
-        assert!(
-            instance["image"].is_string(),
-            "the seeded image: {instance}"
-        );
-    }
-    assert_eq!(steps(&planned, "order-worker").len(), 1);
-    assert_eq!(steps(&planned, "register-ssh-key").len(), 1);
-    let rules = steps(&planned, "set-firewall-rules");
-    assert_eq!(rules.len(), 1);
-    // The addresses that do not exist yet are named by their node.
-    assert!(
-        rules[0]["rules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["from"]["address_of"]["worker"] == "edge-worker-1"
-                && r["from"]["family"] == "ipv6"),
-        "{}",
-        rules[0]
-    );
-
-    // The run makes the planned calls: one creation per creating step.
-    ok(&s.scw(APPLY));
-    let writes = mutations(&s.take_requests());
-    let sent = |call: &str| writes.iter().filter(|w| *w == call).count();
-    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/security_groups"), 1);
-    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/ips"), ips.len());
-    assert_eq!(
-        sent("POST /instance/v1/zones/fr-par-1/servers"),
-        instances.len()
-    );
-    assert_eq!(sent("POST /baremetal/v1/zones/fr-par-1/servers"), 1);
-    assert_eq!(sent("POST /iam/v1alpha1/ssh-keys"), 1);
-    assert_eq!(
-        sent(
-            "PUT /instance/v1/zones/fr-par-1/security_groups/{}/rules"
-                .replace(
-                    "{}",
-                    tagged(&s.state()["security_groups"])[0]["id"]
-                        .as_str()
-                        .unwrap()
-                )
-                .as_str()
-        ),
-        1
-    );
-
-    // Converged: an empty plan.
-    let again = ok(&s.scw(&["apply", "--talos-version", "v1.13.11", "--dry-run"]));
-    assert_eq!(again, "", "nothing left to do");
-
-    // What the node tools recorded is carried over by server id: an unfinished run's record of
-    // a server first, whole (its reflash undid the applied config), then the last complete
-    // run's; a file that does not exist is no inventory.
+/// What the node tools recorded is carried over by server id: an unfinished run's record of a
+/// server first, whole (its reflash undid the applied config), then the last complete run's; a
+/// file that does not exist is no inventory. Returns the last run's inventory.
+fn assert_steps_are_carried_over_by_server_id(s: &StandIn) -> Value {
     let inventory: Value = serde_json::from_str(&ok(&s.scw(APPLY))).unwrap();
     let mut last = inventory.clone();
     for node in last["nodes"].as_array_mut().unwrap() {
@@ -493,6 +434,96 @@ fn a_dry_run_makes_no_mutating_call_and_the_run_makes_the_planned_ones() {
         };
         assert_eq!(node["steps"], expected, "{node}");
     }
+    last
+}
+
+/// A fresh cluster's plan: one group, three IPs and Instances, the worker and its key, the
+/// rules; what the plan makes is named by the step that makes it, an address not known yet by
+/// its node. Returns the IPs and Instances to create.
+fn assert_the_plan_names_what_it_makes(planned: &[Value]) -> (usize, usize) {
+    let group = steps(planned, "create-security-group");
+    assert_eq!(group.len(), 1, "{planned:?}");
+    let ips = steps(planned, "create-flexible-ip");
+    let instances = steps(planned, "create-instance");
+    assert_eq!((ips.len(), instances.len()), (3, 3), "{planned:?}");
+    // A resource made by the plan is named by the step that makes it, never by a placeholder.
+    for instance in &instances {
+        assert_eq!(instance["security_group"]["created_by_step"], group[0]["n"]);
+        let ip = ips
+            .iter()
+            .find(|ip| ip["n"] == instance["ip"]["created_by_step"])
+            .unwrap_or_else(|| panic!("{instance}"));
+        assert_eq!(ip["node"], instance["node"]);
+        assert!(
+            instance["image"].is_string(),
+            "the seeded image: {instance}"
+        );
+    }
+    assert_eq!(steps(planned, "order-worker").len(), 1);
+    assert_eq!(steps(planned, "register-ssh-key").len(), 1);
+    let rules = steps(planned, "set-firewall-rules");
+    assert_eq!(rules.len(), 1);
+    // The addresses that do not exist yet are named by their node.
+    assert!(
+        rules[0]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["from"]["address_of"]["worker"] == "edge-worker-1"
+                && r["from"]["family"] == "ipv6"),
+        "{}",
+        rules[0]
+    );
+    (ips.len(), instances.len())
+}
+
+#[test]
+fn a_dry_run_makes_no_mutating_call_and_the_run_makes_the_planned_ones() {
+    let Some(s) = StandIn::start("dry_run", true) else {
+        return;
+    };
+    let planned = lines(&ok(&s.scw(&[
+        "apply",
+        "--talos-version",
+        "v1.13.11",
+        "--dry-run",
+    ])));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    let (ips, instances) = assert_the_plan_names_what_it_makes(&planned);
+
+    // The run makes the planned calls: one creation per creating step.
+    ok(&s.scw(APPLY));
+    let writes = mutations(&s.take_requests());
+    let sent = |call: &str| writes.iter().filter(|w| *w == call).count();
+    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/security_groups"), 1);
+    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/ips"), ips);
+    assert_eq!(sent("POST /instance/v1/zones/fr-par-1/servers"), instances);
+    assert_eq!(sent("POST /baremetal/v1/zones/fr-par-1/servers"), 1);
+    assert_eq!(sent("POST /iam/v1alpha1/ssh-keys"), 1);
+    assert_eq!(
+        sent(
+            "PUT /instance/v1/zones/fr-par-1/security_groups/{}/rules"
+                .replace(
+                    "{}",
+                    tagged(&s.state()["security_groups"])[0]["id"]
+                        .as_str()
+                        .unwrap()
+                )
+                .as_str()
+        ),
+        1
+    );
+
+    // Converged: an empty plan.
+    let again = ok(&s.scw(&["apply", "--talos-version", "v1.13.11", "--dry-run"]));
+    assert_eq!(again, "", "nothing left to do");
+
+    let last = assert_steps_are_carried_over_by_server_id(&s);
+    let file = |name: &str, value: &Value| {
+        let path = s.dir.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path.display().to_string()
+    };
     // Another cluster's inventory is refused, named with its field.
     let mut other = last.clone();
     other["cluster_name"] = "edge-ams".into();
@@ -1089,20 +1120,8 @@ impl FactoryImage {
     }
 }
 
-#[test]
-fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
-    let Some(s) = StandIn::start("image_import", false) else {
-        return;
-    };
-    // 12 MiB that do not compress: the QCOW2 is as big, so the upload goes in 3 parts of 5 MiB.
-    let Some(talos) = FactoryImage::serve(&s, "image_import", 12 << 20, 0x9e37_79b9_7f4a_7c15)
-    else {
-        return;
-    };
-    let (url, digest) = (&talos.url, &talos.digest);
-    let apply = |sha: &str| s.scw(&talos.apply_args(sha));
-
-    // The S3 stand-in does check signatures: an unsigned request and a forged one are refused.
+/// The S3 stand-in does check signatures: an unsigned request and a forged one are refused.
+fn assert_the_s3_stand_in_checks_signatures(s: &StandIn) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -1128,9 +1147,11 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         .unwrap();
     assert_eq!(forged.status().as_u16(), 403);
     std::fs::write(s.dir.path().join("s3.jsonl"), "").unwrap();
+}
 
-    // The dry run plans the import (the upload to the bucket, the snapshot, the image), and
-    // downloads nothing; the control planes boot from the image that step makes.
+/// The dry run plans the import (the upload to the bucket, the snapshot, the image), and
+/// downloads nothing; the control planes boot from the image that step makes.
+fn assert_the_dry_run_plans_the_import(s: &StandIn, url: &str, digest: &str) {
     let planned = lines(&ok(&s.scw(&[
         "apply",
         "--dry-run",
@@ -1180,22 +1201,13 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     );
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
     assert_eq!(s.take_s3(), Vec::<Value>::new());
+}
 
-    // A download whose digest is not the pinned one: refused, nothing uploaded or imported.
-    let out = apply(&"0".repeat(64));
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("the pinned one is") && stderr.contains("refused"),
-        "{stderr}"
-    );
-    assert_eq!(s.take_s3(), Vec::<Value>::new());
-    assert!(s.state()["snapshots"].as_array().unwrap().is_empty());
-    s.take_requests();
-
-    // Parts 1 and 2 are held until the test has read scw-infra's first progress line: the
-    // progress counts what Object Storage acknowledged, so that line is part 3's 2 MiB (the
-    // QCOW2's last part: 12 MiB of disk and its header), not the 5 MiB of the first part read.
+/// Parts 1 and 2 are held until the test has read scw-infra's first progress line: the
+/// progress counts what Object Storage acknowledged, so that line is part 3's 2 MiB (the
+/// QCOW2's last part: 12 MiB of disk and its header), not the 5 MiB of the first part read.
+fn assert_the_progress_counts_what_object_storage_acknowledged(s: &StandIn, talos: &FactoryImage) {
+    let digest = &talos.digest;
     control(
         &s.s3.url(),
         "faults",
@@ -1234,6 +1246,11 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         .filter(|r| r["method"] == "PUT" && r["query"].as_str().unwrap().contains("partNumber"))
         .count();
     assert_eq!(parts, 3, "{s3:?}");
+}
+
+/// One Talos image of the pinned digest, available, booting every control plane, made from
+/// one snapshot of one object.
+fn assert_one_image_of_the_pin_boots_the_servers(s: &StandIn, digest: &str) {
     let state = s.state();
     let images: Vec<&Value> = state["images"]
         .as_array()
@@ -1269,13 +1286,10 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         .collect();
     assert_eq!(objects.len(), 1, "one bucket");
     s.take_requests();
+}
 
-    // Again: no download (the factory has no answer left), no upload, no mutation.
-    ok(&apply(digest));
-    assert_eq!(s.take_s3(), Vec::<Value>::new());
-    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
-
-    // Destroy: the image, then the snapshot, then the object and the bucket.
+/// Destroy: the image, then the snapshot, then the object and the bucket.
+fn assert_destroy_removes_the_image_then_the_snapshot_then_the_bucket(s: &StandIn) {
     let out = ok(&s.scw(&["destroy", "--yes"]));
     let kinds: Vec<String> = out
         .lines()
@@ -1304,6 +1318,46 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
         std::fs::read_dir(s.dir.path().join("s3")).unwrap().count(),
         0
     );
+}
+
+#[test]
+fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
+    let Some(s) = StandIn::start("image_import", false) else {
+        return;
+    };
+    // 12 MiB that do not compress: the QCOW2 is as big, so the upload goes in 3 parts of 5 MiB.
+    let Some(talos) = FactoryImage::serve(&s, "image_import", 12 << 20, 0x9e37_79b9_7f4a_7c15)
+    else {
+        return;
+    };
+    let (url, digest) = (&talos.url, &talos.digest);
+    let apply = |sha: &str| s.scw(&talos.apply_args(sha));
+
+    assert_the_s3_stand_in_checks_signatures(&s);
+
+    assert_the_dry_run_plans_the_import(&s, url, digest);
+
+    // A download whose digest is not the pinned one: refused, nothing uploaded or imported.
+    let out = apply(&"0".repeat(64));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the pinned one is") && stderr.contains("refused"),
+        "{stderr}"
+    );
+    assert_eq!(s.take_s3(), Vec::<Value>::new());
+    assert!(s.state()["snapshots"].as_array().unwrap().is_empty());
+    s.take_requests();
+
+    assert_the_progress_counts_what_object_storage_acknowledged(&s, &talos);
+    assert_one_image_of_the_pin_boots_the_servers(&s, digest);
+
+    // Again: no download (the factory has no answer left), no upload, no mutation.
+    ok(&apply(digest));
+    assert_eq!(s.take_s3(), Vec::<Value>::new());
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+
+    assert_destroy_removes_the_image_then_the_snapshot_then_the_bucket(&s);
     s.take_requests();
 }
 
@@ -1438,6 +1492,47 @@ fn the_stand_in_answers_have_the_recorded_shape() {
     }
 }
 
+/// The server `id` got `digest`'s bytes as text/plain, under the key Talos's Scaleway platform
+/// reads, before its first boot.
+fn assert_user_data_before_first_boot(state: &Value, requests: &[Value], id: &str, digest: &str) {
+    // The bytes as they are, as text/plain, under the key Talos's Scaleway platform reads.
+    assert_eq!(state["user_data"][id]["cloud-init"], digest);
+    let set = requests
+        .iter()
+        .find(|r| {
+            r["path"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("{id}/user_data/cloud-init"))
+        })
+        .unwrap();
+    assert_eq!(set["body"]["content_type"], "text/plain");
+    // Before the server's first boot.
+    let poweron = requests
+        .iter()
+        .position(|r| {
+            r["path"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("{id}/action"))
+                && r["body"]["action"] == "poweron"
+        })
+        .unwrap();
+    let user_data = requests
+        .iter()
+        .position(|r| {
+            r["path"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("{id}/user_data/cloud-init"))
+        })
+        .unwrap();
+    assert!(
+        user_data < poweron,
+        "{id}: user data after the first poweron"
+    );
+}
+
 #[test]
 fn each_new_control_plane_gets_its_config_as_user_data_before_it_first_boots() {
     let Some(s) = StandIn::start("user_data", false) else {
@@ -1489,40 +1584,12 @@ fn each_new_control_plane_gets_its_config_as_user_data_before_it_first_boots() {
     let state = s.state();
     assert_eq!(tagged(&state["servers"]).len(), 3);
     for server in tagged(&state["servers"]) {
-        let id = server["id"].as_str().unwrap();
-        // The bytes as they are, as text/plain, under the key Talos's Scaleway platform reads.
-        assert_eq!(state["user_data"][id]["cloud-init"], digest.as_str());
-        let set = requests
-            .iter()
-            .find(|r| {
-                r["path"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with(&format!("{id}/user_data/cloud-init"))
-            })
-            .unwrap();
-        assert_eq!(set["body"]["content_type"], "text/plain");
-        // Before the server's first boot.
-        let poweron = requests
-            .iter()
-            .position(|r| {
-                r["path"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with(&format!("{id}/action"))
-                    && r["body"]["action"] == "poweron"
-            })
-            .unwrap();
-        let user_data = requests
-            .iter()
-            .position(|r| {
-                r["path"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with(&format!("{id}/user_data/cloud-init"))
-            })
-            .unwrap();
-        assert!(user_data < poweron, "{writes:#?}");
+        assert_user_data_before_first_boot(
+            &state,
+            &requests,
+            server["id"].as_str().unwrap(),
+            &digest,
+        );
     }
     // The servers exist now: a second apply gives nothing again.
     with_config(false);

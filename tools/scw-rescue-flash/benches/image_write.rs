@@ -33,7 +33,7 @@ use testkit::sshd;
 use std::fs::{self, File};
 use std::io::BufReader;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -101,16 +101,7 @@ fn main() {
     let Some((rescue, sshd)) = sshd::rescue("bench image_write") else {
         return;
     };
-    let mut images = Vec::new();
-    for (name, incompressible) in [("disk-like", false), ("incompressible", true)] {
-        let raw = raw_image(incompressible);
-        let raw_path = rescue.path(&format!("{name}.raw"));
-        let zst_path = rescue.path(&format!("{name}.raw.zst"));
-        fs::write(&raw_path, &raw).unwrap();
-        fs::write(&zst_path, zstd::encode_all(raw.as_slice(), 3).unwrap()).unwrap();
-        drop(raw);
-        images.push((name, raw_path, Image::measure(&zst_path).unwrap()));
-    }
+    let images = images(&rescue);
     let target = rescue.path("disk.img");
     let write = format!("dd of={} bs=4M status=none", target.display());
     let address: SocketAddr = ([127, 0, 0, 1], sshd.port).into();
@@ -178,25 +169,7 @@ fn main() {
     };
     let baseline = |raw_path: &Path, image: &Image| {
         measure(image, true, &|| {
-            let status = Command::new("ssh")
-                .args([
-                    "-T",
-                    "-o",
-                    "BatchMode=yes",
-                    "-o",
-                    "StrictHostKeyChecking=no",
-                ])
-                .args(["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
-                .arg("-i")
-                .arg(rescue.path("user_key"))
-                .args(["-p", &sshd.port.to_string()])
-                .arg(format!("{}@127.0.0.1", rescue.user))
-                .arg(&write)
-                .stdin(File::open(raw_path).unwrap())
-                .stdout(Stdio::null())
-                .status()
-                .unwrap();
-            assert!(status.success());
+            ssh_baseline(&rescue, sshd.port, &write, raw_path);
         })
     };
 
@@ -211,11 +184,56 @@ fn main() {
             runs[3].push(transport(raw_path, image));
         }
     }
+    report(&images, &mut runs);
+}
+
+/// The two images the bench writes, made in the rescue folder: a disk-like one (one MiB in two
+/// random) and an incompressible one, each with its .zst and its measure.
+fn images(rescue: &sshd::Rescue) -> Vec<(&'static str, PathBuf, Image)> {
+    let mut images = Vec::new();
+    for (name, incompressible) in [("disk-like", false), ("incompressible", true)] {
+        let raw = raw_image(incompressible);
+        let raw_path = rescue.path(&format!("{name}.raw"));
+        let zst_path = rescue.path(&format!("{name}.raw.zst"));
+        fs::write(&raw_path, &raw).unwrap();
+        fs::write(&zst_path, zstd::encode_all(raw.as_slice(), 3).unwrap()).unwrap();
+        drop(raw);
+        images.push((name, raw_path, Image::measure(&zst_path).unwrap()));
+    }
+    images
+}
+
+/// `ssh host 'dd of=FILE bs=4M' < image`: the baseline, with OpenSSH.
+fn ssh_baseline(rescue: &sshd::Rescue, port: u16, write: &str, raw_path: &Path) {
+    let status = Command::new("ssh")
+        .args([
+            "-T",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+        ])
+        .args(["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
+        .arg("-i")
+        .arg(rescue.path("user_key"))
+        .args(["-p", &port.to_string()])
+        .arg(format!("{}@127.0.0.1", rescue.user))
+        .arg(write)
+        .stdin(File::open(raw_path).unwrap())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The medians of each image's runs: baseline, on the rescue side, here, the transport alone.
+fn report(images: &[(&str, PathBuf, Image)], runs: &mut [[Vec<Run>; 4]]) {
+    let bytes = (RAW_MIB << 20) as u64;
     println!("image write over loopback SSH, {RAW_MIB} MiB raw, median of {ROUNDS} rounds:");
     println!(
         "(CPU: ms per MB of raw image, on the client and on the far side: sshd, shell, zstd, dd)"
     );
-    for ((name, _, image), runs) in images.iter().zip(&mut runs) {
+    for ((name, _, image), runs) in images.iter().zip(runs.iter_mut()) {
         let compressed = fs::metadata(&image.path).unwrap().len();
         let [base, rescue_side, here, alone] = runs.each_mut().map(|r| medians(r));
         println!(
