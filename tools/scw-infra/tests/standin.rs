@@ -2112,6 +2112,30 @@ fn a_zone_without_elastic_metal_is_refused_before_any_request() {
     let Some(s) = StandIn::start("zone_refused", false) else {
         return;
     };
+    // The API refuses a zone its OpenAPI does not list for the product with a 400 (the
+    // stand-in checks the zone path parameter against the spec's enum), after whatever calls
+    // came before: the config is refused first, locally.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    for path in [
+        "/instance/v1/zones/fr-par-9/servers",
+        "/baremetal/v1/zones/fr-par-3/servers",
+    ] {
+        let mut answer = agent
+            .get(format!("{}{path}", s.scaleway.url()))
+            .header("X-Auth-Token", SECRET)
+            .call()
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 400, "{path}");
+        let body = answer.body_mut().read_to_string().unwrap();
+        assert!(
+            body.contains("invalid_arguments") && body.contains("path zone"),
+            "{path}: {body}"
+        );
+    }
+    s.take_log("requests.jsonl");
     let config = s.dir.path().join("infra.json");
     let mut infra: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
     for zone in ["fr-par-9", "fr-par-3"] {
