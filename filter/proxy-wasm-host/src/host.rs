@@ -1,16 +1,19 @@
 //! [`Host`]: one proxy-wasm VM running one module, driven the way Envoy drives it.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
 
-use wasmtime::{Engine, Instance, Linker, Module, Store, TypedFunc, WasmParams, WasmResults};
+use wasmtime::{Linker, Store, WasmParams, WasmResults};
 
 use crate::abi::{self, action};
 use crate::hostcalls;
 use crate::state::{State, Stream};
+
+mod engine;
+mod envoy;
+
+use engine::{Callback, Callbacks};
+use envoy::stream_for;
 
 /// How the VM is set up: what Istio's WasmPlugin would give it.
 #[derive(Debug, Clone, Default)]
@@ -34,7 +37,7 @@ pub struct HostConfig {
     /// Envoy's `xff_num_trusted_hops` (Istio: the gateway's `numTrustedProxies`): how many
     /// proxies in front of the gateway are trusted to append to `X-Forwarded-For`. The host
     /// derives the client address and sanitises `X-Forwarded-Proto` and `:scheme` from it, as
-    /// Envoy does before any filter runs (see [`envoy_view`]).
+    /// Envoy does before any filter runs.
     pub xff_num_trusted_hops: u32,
     /// A fixed clock from the start, in nanoseconds since the Unix epoch (`None`: real time),
     /// as [`Host::set_time_nanos`] sets it later: `on_configure` already reads it.
@@ -160,30 +163,6 @@ pub enum HostError {
     Paused { callback: &'static str },
 }
 
-type Callback<P, R> = Option<TypedFunc<P, R>>;
-
-/// The module's callbacks (all optional in the spec).
-struct Callbacks {
-    initialize: Callback<(), ()>,
-    on_context_create: Callback<(i32, i32), ()>,
-    on_vm_start: Callback<(i32, i32), i32>,
-    on_configure: Callback<(i32, i32), i32>,
-    on_tick: Callback<i32, ()>,
-    on_request_headers: Callback<(i32, i32, i32), i32>,
-    on_request_body: Callback<(i32, i32, i32), i32>,
-    on_response_headers: Callback<(i32, i32, i32), i32>,
-    on_response_body: Callback<(i32, i32, i32), i32>,
-    on_done: Callback<i32, i32>,
-    on_log: Callback<i32, ()>,
-    on_delete: Callback<i32, ()>,
-}
-
-impl std::fmt::Debug for Callbacks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Callbacks").finish_non_exhaustive()
-    }
-}
-
 /// A proxy-wasm VM running one module. Synchronous: one stream at a time.
 #[derive(Debug)]
 pub struct Host {
@@ -192,74 +171,6 @@ pub struct Host {
     root: i32,
     next_context: i32,
     crashed: Option<String>,
-}
-
-/// The engine without instruction counting. With `EDGEPOP_WASM_PERF_MAP` set, wasmtime writes
-/// `/tmp/perf-<pid>.map`, so that `perf report` names the module's functions (filter/README.md,
-/// "Profiling"); an engine that cannot be made so falls back to the default one.
-fn plain_engine() -> Engine {
-    if std::env::var_os("EDGEPOP_WASM_PERF_MAP").is_some() {
-        let mut config = wasmtime::Config::new();
-        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
-        match Engine::new(&config) {
-            Ok(engine) => return engine,
-            Err(e) => eprintln!("proxy-wasm-host: no perf map ({e:#}); profiling without names"),
-        }
-    }
-    Engine::default()
-}
-
-/// Compiled modules, by content: tests load the same .wasm many times and compiling it is the
-/// slow part.
-fn compile(bytes: &[u8], count_instructions: bool) -> Result<(Engine, Module), HostError> {
-    static ENGINE: OnceLock<Engine> = OnceLock::new();
-    static METERED: OnceLock<Result<Engine, String>> = OnceLock::new();
-    /// Instruction counting, length and hash of the module's bytes.
-    type Key = (bool, usize, u64);
-    static MODULES: OnceLock<Mutex<HashMap<Key, Module>>> = OnceLock::new();
-    let engine = if count_instructions {
-        METERED
-            .get_or_init(|| {
-                let mut config = wasmtime::Config::new();
-                config.consume_fuel(true);
-                Engine::new(&config).map_err(|e| format!("{e:#}"))
-            })
-            .clone()
-            .map_err(HostError::Compile)?
-    } else {
-        ENGINE.get_or_init(plain_engine).clone()
-    };
-    let mut hasher = DefaultHasher::new();
-    bytes.hash(&mut hasher);
-    let key = (count_instructions, bytes.len(), hasher.finish());
-    let cache = MODULES.get_or_init(Mutex::default);
-    let cached = match cache.lock() {
-        Ok(guard) => guard.get(&key).cloned(),
-        Err(poisoned) => poisoned.into_inner().get(&key).cloned(),
-    };
-    if let Some(module) = cached {
-        return Ok((engine, module));
-    }
-    let module = Module::new(&engine, bytes).map_err(|e| HostError::Compile(format!("{e:#}")))?;
-    match cache.lock() {
-        Ok(mut guard) => guard.insert(key, module.clone()),
-        Err(poisoned) => poisoned.into_inner().insert(key, module.clone()),
-    };
-    Ok((engine, module))
-}
-
-fn typed<P: WasmParams, R: WasmResults>(
-    store: &mut Store<State>,
-    instance: &Instance,
-    name: &str,
-) -> Result<Callback<P, R>, HostError> {
-    if instance.get_export(&mut *store, name).is_none() {
-        return Ok(None);
-    }
-    instance
-        .get_typed_func::<P, R>(&mut *store, name)
-        .map(Some)
-        .map_err(|e| HostError::NotProxyWasm(format!("export {name} has the wrong type: {e:#}")))
 }
 
 impl Host {
@@ -275,7 +186,15 @@ impl Host {
 
     /// Same as [`Host::load`], from the module's bytes (binary or, in tests, text).
     pub fn from_bytes(bytes: &[u8], config: HostConfig) -> Result<Host, HostError> {
-        let (engine, module) = compile(bytes, config.count_instructions)?;
+        let mut host = Host::instantiate(bytes, config)?;
+        host.start()?;
+        Ok(host)
+    }
+
+    /// Compiles and instantiates the module, refusing one that imports what this host does
+    /// not provide or that is no proxy-wasm module; nothing of it has run yet.
+    fn instantiate(bytes: &[u8], config: HostConfig) -> Result<Host, HostError> {
+        let (engine, module) = engine::compile(bytes, config.count_instructions)?;
         let mut linker: Linker<State> = Linker::new(&engine);
         let supported =
             hostcalls::define(&mut linker).map_err(|e| HostError::Instantiate(format!("{e:#}")))?;
@@ -293,21 +212,7 @@ impl Host {
                 abi::ABI_MARKER
             )));
         }
-        let state = State {
-            manual_time: config.time_nanos,
-            config,
-            tick_period_ms: 0,
-            logs: VecDeque::new(),
-            metrics: Vec::new(),
-            shared: HashMap::new(),
-            next_cas: 0,
-            queues: Vec::new(),
-            set_properties: HashMap::new(),
-            stream: None,
-            memory: None,
-            alloc: None,
-        };
-        let mut store = Store::new(&engine, state);
+        let mut store = Store::new(&engine, State::new(config));
         if store.data().config.count_instructions {
             store
                 .set_fuel(u64::MAX)
@@ -319,48 +224,31 @@ impl Host {
         let memory = instance
             .get_memory(&mut store, "memory")
             .ok_or_else(|| HostError::NotProxyWasm("no exported memory".to_owned()))?;
-        let alloc = match typed::<i32, i32>(&mut store, &instance, "proxy_on_memory_allocate")? {
-            Some(f) => f,
-            None => typed::<i32, i32>(&mut store, &instance, "malloc")?.ok_or_else(|| {
-                HostError::NotProxyWasm("no proxy_on_memory_allocate (or malloc) export".to_owned())
-            })?,
-        };
+        let alloc = engine::allocator(&mut store, &instance)?;
         store.data_mut().memory = Some(memory);
         store.data_mut().alloc = Some(alloc);
-        let start = match typed::<(), ()>(&mut store, &instance, "_initialize")? {
-            Some(f) => Some(f),
-            None => typed::<(), ()>(&mut store, &instance, "_start")?,
-        };
-        let calls = Callbacks {
-            initialize: start,
-            on_context_create: typed(&mut store, &instance, "proxy_on_context_create")?,
-            on_vm_start: typed(&mut store, &instance, "proxy_on_vm_start")?,
-            on_configure: typed(&mut store, &instance, "proxy_on_configure")?,
-            on_tick: typed(&mut store, &instance, "proxy_on_tick")?,
-            on_request_headers: typed(&mut store, &instance, "proxy_on_request_headers")?,
-            on_request_body: typed(&mut store, &instance, "proxy_on_request_body")?,
-            on_response_headers: typed(&mut store, &instance, "proxy_on_response_headers")?,
-            on_response_body: typed(&mut store, &instance, "proxy_on_response_body")?,
-            on_done: typed(&mut store, &instance, "proxy_on_done")?,
-            on_log: typed(&mut store, &instance, "proxy_on_log")?,
-            on_delete: typed(&mut store, &instance, "proxy_on_delete")?,
-        };
-        let mut host = Host {
+        let calls = Callbacks::find(&mut store, &instance)?;
+        Ok(Host {
             store,
             calls,
             root: 1,
             next_context: 2,
             crashed: None,
-        };
-        host.call(host.calls.initialize.clone(), (), "_initialize")?;
-        host.call(
-            host.calls.on_context_create.clone(),
+        })
+    }
+
+    /// Starts the VM as Envoy does: `_initialize`, the root context, `on_vm_start`,
+    /// `on_configure`; a module that refuses either is refused.
+    fn start(&mut self) -> Result<(), HostError> {
+        self.call(self.calls.initialize.clone(), (), "_initialize")?;
+        self.call(
+            self.calls.on_context_create.clone(),
             (1, 0),
             "proxy_on_context_create",
         )?;
-        let vm_config_len = host.store.data().config.vm_config.len() as i32;
-        if host.call(
-            host.calls.on_vm_start.clone(),
+        let vm_config_len = self.store.data().config.vm_config.len() as i32;
+        if self.call(
+            self.calls.on_vm_start.clone(),
             (1, vm_config_len),
             "proxy_on_vm_start",
         )? == Some(0)
@@ -369,9 +257,9 @@ impl Host {
                 callback: "proxy_on_vm_start",
             });
         }
-        let config_len = host.store.data().config.plugin_config.len() as i32;
-        if host.call(
-            host.calls.on_configure.clone(),
+        let config_len = self.store.data().config.plugin_config.len() as i32;
+        if self.call(
+            self.calls.on_configure.clone(),
             (1, config_len),
             "proxy_on_configure",
         )? == Some(0)
@@ -380,7 +268,7 @@ impl Host {
                 callback: "proxy_on_configure",
             });
         }
-        Ok(host)
+        Ok(())
     }
 
     /// A new plugin configuration in the same VM, as Istio's ECDS does on a `pluginConfig`
@@ -532,6 +420,22 @@ impl Host {
             .map(|s| s.request_body.clone())
             .unwrap_or_default();
         let response = upstream(&request_headers, &request_body);
+        match self.response_phase(context, &response)? {
+            Some(local) => Ok(Served::Local(local)),
+            None => Ok(Served::Upstream {
+                request_headers,
+                response: self.response_as_changed(response.status),
+            }),
+        }
+    }
+
+    /// The module's response callbacks on the upstream's `response`; `Some` when the module
+    /// answered instead.
+    fn response_phase(
+        &mut self,
+        context: i32,
+        response: &Response,
+    ) -> Result<Option<Response>, HostError> {
         if let Some(stream) = self.store.data_mut().stream.as_mut() {
             let mut headers = vec![(":status".to_owned(), response.status.to_string())];
             headers.extend(
@@ -556,7 +460,7 @@ impl Host {
             "proxy_on_response_headers",
         )?;
         if let Some(local) = self.take_local() {
-            return Ok(Served::Local(local));
+            return Ok(Some(local));
         }
         self.check_not_paused(action, "proxy_on_response_headers")?;
         if !response.body.is_empty() {
@@ -570,10 +474,16 @@ impl Host {
                 "proxy_on_response_body",
             )?;
             if let Some(local) = self.take_local() {
-                return Ok(Served::Local(local));
+                return Ok(Some(local));
             }
             self.check_not_paused(action, "proxy_on_response_body")?;
         }
+        Ok(None)
+    }
+
+    /// The response as the module's callbacks left it (`upstream_status` when they took the
+    /// `:status` away), pseudo-headers removed.
+    fn response_as_changed(&self, upstream_status: u32) -> Response {
         let stream = self.stream();
         let headers = stream
             .map(|s| s.response_headers.clone())
@@ -582,19 +492,16 @@ impl Host {
             .iter()
             .find(|(k, _)| k == ":status")
             .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(response.status);
+            .unwrap_or(upstream_status);
         let body = stream.map(|s| s.response_body.clone()).unwrap_or_default();
-        Ok(Served::Upstream {
-            request_headers,
-            response: Response {
-                status,
-                headers: headers
-                    .into_iter()
-                    .filter(|(k, _)| !k.starts_with(':'))
-                    .collect(),
-                body,
-            },
-        })
+        Response {
+            status,
+            headers: headers
+                .into_iter()
+                .filter(|(k, _)| !k.starts_with(':'))
+                .collect(),
+            body,
+        }
     }
 
     fn request_phase(&mut self, context: i32, request: &Request) -> Result<Outcome, HostError> {
@@ -728,122 +635,5 @@ impl Response {
             headers: self.headers,
             body: self.body,
         }
-    }
-}
-
-/// What Envoy's connection manager makes of a request before any filter runs, with
-/// `use_remote_address: true` (as Istio's gateways run) and `xff_num_trusted_hops` = `hops`:
-/// - the trusted client address: the peer when `hops` is 0; else the `hops`-th address from the
-///   right of the incoming `X-Forwarded-For`, or the peer when there are fewer or it is not an
-///   address (Envoy `docs/root/configuration/http/http_conn_man/headers.rst`, x-forwarded-for).
-///   Filters see it as `source.address`: `ActiveStream::decodeHeaders` calls
-///   `setDownstreamRemoteAddress(mutate_result.final_remote_address)`
-///   (`source/common/http/conn_manager_impl.cc`); an address taken from XFF has port 0;
-/// - the peer appended to `X-Forwarded-For`;
-/// - `X-Forwarded-Proto` kept from downstream only when `hops` > 0 (and `http` or `https`),
-///   else set from the connection; for HTTP/1, `:scheme` follows it (same page, x-forwarded-proto
-///   and :scheme).
-///
-/// Returns the header map (pseudo-headers first) and the `source.address` value.
-fn envoy_view(request: &Request, hops: u32) -> (Vec<(String, String)>, String) {
-    let mut headers: Vec<(String, String)> = request
-        .headers
-        .iter()
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-        .collect();
-    let peer: Option<std::net::SocketAddr> = request.source_address.parse().ok();
-    let incoming: Vec<&str> = headers
-        .iter()
-        .filter(|(k, _)| k == "x-forwarded-for")
-        .map(|(_, v)| v.as_str())
-        .collect();
-    let mut xff = incoming.join(", ");
-    // Only trusted hops make Envoy read the entries; otherwise it only appends the peer.
-    let from_xff = match usize::try_from(hops) {
-        Ok(n) if n > 0 => {
-            let entries: Vec<&str> = xff.split(',').map(str::trim).collect();
-            entries
-                .len()
-                .checked_sub(n)
-                .and_then(|i| entries[i].parse::<std::net::IpAddr>().ok())
-        }
-        _ => None,
-    };
-    let source = match from_xff {
-        Some(ip) => std::net::SocketAddr::new(ip, 0).to_string(),
-        None => request.source_address.clone(),
-    };
-    if let Some(peer) = peer {
-        if !xff.is_empty() {
-            xff.push_str(", ");
-        }
-        xff.push_str(&peer.ip().to_string());
-        headers.retain(|(k, _)| k != "x-forwarded-for");
-        headers.push(("x-forwarded-for".to_owned(), xff));
-    }
-    let trusted_proto = headers
-        .iter()
-        .find(|(k, _)| k == "x-forwarded-proto")
-        .map(|(_, v)| v.trim().to_ascii_lowercase())
-        .filter(|v| hops > 0 && (v == "http" || v == "https"));
-    let proto = trusted_proto.unwrap_or_else(|| request.scheme.clone());
-    headers.retain(|(k, _)| k != "x-forwarded-proto");
-    headers.push(("x-forwarded-proto".to_owned(), proto.clone()));
-    let mut map = vec![
-        (":method".to_owned(), request.method.clone()),
-        (":path".to_owned(), request.path.clone()),
-        (":authority".to_owned(), request.authority.clone()),
-        (":scheme".to_owned(), proto),
-    ];
-    map.extend(headers);
-    (map, source)
-}
-
-/// The stream's state: its header map is built once from the request, as a codec builds
-/// Envoy's (the request itself is not copied).
-fn stream_for(request: &Request, context: i32, hops: u32) -> Stream {
-    let (headers, source) = envoy_view(request, hops);
-    let mut properties = HashMap::new();
-    let mut text = |name: &str, value: &str| {
-        properties.insert(name.to_owned(), value.as_bytes().to_vec());
-    };
-    let (url_path, query) = request.path.split_once('?').unwrap_or((&request.path, ""));
-    text("source.address", &source);
-    text("request.path", &request.path);
-    text("request.url_path", url_path);
-    text("request.query", query);
-    text("request.host", &request.authority);
-    text("request.scheme", &request.scheme);
-    text("request.method", &request.method);
-    text("request.protocol", "HTTP/1.1");
-    text("request.id", &format!("edgepop-{context}"));
-    for (header, property) in [
-        ("user-agent", "request.useragent"),
-        ("referer", "request.referer"),
-    ] {
-        if let Some((_, v)) = headers.iter().find(|(k, _)| k == header) {
-            properties.insert(property.to_owned(), v.as_bytes().to_vec());
-        }
-    }
-    if let Some(port) = request
-        .source_address
-        .rsplit_once(':')
-        .and_then(|(_, port)| port.parse::<u16>().ok())
-    {
-        properties.insert(
-            "source.port".to_owned(),
-            i64::from(port).to_le_bytes().to_vec(),
-        );
-    }
-    Stream {
-        request_headers: headers,
-        request_body: Vec::new(),
-        request_trailers: Vec::new(),
-        response_headers: Vec::new(),
-        response_body: Vec::new(),
-        response_trailers: Vec::new(),
-        properties,
-        local: None,
-        end_of_stream: request.body.is_none(),
     }
 }

@@ -76,6 +76,24 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
+    /// A VM's state before its module runs: `config`'s clock, nothing logged, defined or shared.
+    pub fn new(config: HostConfig) -> State {
+        State {
+            manual_time: config.time_nanos,
+            config,
+            tick_period_ms: 0,
+            logs: VecDeque::new(),
+            metrics: Vec::new(),
+            shared: HashMap::new(),
+            next_cas: 0,
+            queues: Vec::new(),
+            set_properties: HashMap::new(),
+            stream: None,
+            memory: None,
+            alloc: None,
+        }
+    }
+
     pub fn now_nanos(&self) -> u64 {
         self.manual_time.unwrap_or_else(|| {
             SystemTime::now()

@@ -9,6 +9,12 @@ use crate::abi::{self, status};
 use crate::state::State;
 
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
+    define_reads(linker, names)?;
+    define_writes(linker, names)
+}
+
+/// Reading a map (and setting it whole).
+fn define_reads(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let fail = status::INTERNAL_FAILURE;
     hostcalls! { linker, names, "env", fail;
         fn proxy_get_header_map_pairs(caller, kind: i32, ret_ptr: i32, ret_len: i32) {
@@ -52,6 +58,12 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             }
         }
     }
+    Ok(())
+}
+
+/// Adding, replacing and removing one value, and the map's size.
+fn define_writes(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
+    let fail = status::INTERNAL_FAILURE;
     for (name, replace) in [
         ("proxy_add_header_map_value", false),
         ("proxy_replace_header_map_value", true),

@@ -7,6 +7,12 @@ use crate::abi;
 use crate::state::State;
 
 pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
+    define_io_and_environment(linker, names)?;
+    define_clock_random_and_exit(linker, names)
+}
+
+/// `fd_write` (to the log), the environment and the (empty) arguments.
+fn define_io_and_environment(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
     let eio = errno::IO;
     hostcalls! { linker, names, WASI, eio;
         fn fd_write(caller, fd: i32, iovs: i32, iovs_len: i32, ret: i32) {
@@ -79,6 +85,14 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
             )
         }
         fn args_get(caller, _ptrs: i32, _buf: i32) { Ok(errno::SUCCESS) }
+    }
+    Ok(())
+}
+
+/// The clock, the random source, `sched_yield` and `proc_exit` (a trap).
+fn define_clock_random_and_exit(linker: &mut Linker<State>, names: &mut Names) -> Result<()> {
+    let eio = errno::IO;
+    hostcalls! { linker, names, WASI, eio;
         fn clock_time_get(caller, _id: i32, _precision: i64, ret: i32) {
             let now = caller.data().now_nanos();
             Ok(wasi_written(write_u64(&mut caller, ret, now)))
