@@ -190,7 +190,7 @@ pub fn config(data: &[u8]) {
 /// the compiled indexes decide as trying the rules one by one, in order, does, on a request made
 /// to meet each rule and on one that meets none in particular.
 pub fn rules(data: &[u8]) {
-    use pow_core::policy::{CompiledPolicy, Features, Names, Rule};
+    use pow_core::policy::{CompiledPolicy, Features, Rule};
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -209,59 +209,7 @@ pub fn rules(data: &[u8]) {
             CompiledPolicy::compile(&alone, &lists, &agents)
         })
         .collect();
-    let bit = |names: &[String]| {
-        names
-            .iter()
-            .filter_map(|n| lists.iter().position(|l| l == n))
-            .fold(0u32, |acc, i| acc | 1 << i)
-    };
-    // A request that meets `rule`'s first value of each condition.
-    let meeting = |rule: &Rule| -> (
-        String,
-        String,
-        String,
-        String,
-        Vec<(String, String)>,
-        Features<'static>,
-    ) {
-        let host = rule.host.first().map_or("h.example".to_owned(), |h| {
-            h.strip_prefix("*.").map_or(h.clone(), |s| format!("a.{s}"))
-        });
-        let path = rule.path.first().map_or("/".to_owned(), |p| {
-            if p.ends_with('/') {
-                format!("{p}x")
-            } else {
-                p.clone()
-            }
-        });
-        let ua = rule
-            .user_agent
-            .first()
-            .map_or("UA".to_owned(), |u| format!("x {u} y"));
-        let accept = rule.accept.first().cloned().unwrap_or_default();
-        let headers = rule
-            .header
-            .iter()
-            .filter_map(|(n, c)| match c {
-                pow_core::policy::HeaderCondition::Equals(v) => Some((n.clone(), v.clone())),
-                pow_core::policy::HeaderCondition::Present(true) => Some((n.clone(), "1".into())),
-                pow_core::policy::HeaderCondition::Present(false) => None,
-            })
-            .collect();
-        let crawlers = match &rule.crawler {
-            Some(Names::Some(names)) => bit(names),
-            Some(Names::Any(_)) => 0b100,
-            None => 0,
-        };
-        let features = Features {
-            lists: bit(&rule.lists),
-            crawlers,
-            spoofed_crawler: rule.spoofed_crawler.unwrap_or(false),
-            signed_agent: rule.signed_agent.as_ref().map(|_| 0),
-            ..Features::default()
-        };
-        (host, path, ua, accept, headers, features)
-    };
+    let meeting = |rule: &Rule| meeting(rule, &lists);
     let mut requests: Vec<_> = config.rules.iter().take(16).map(meeting).collect();
     requests.push(meeting(&Rule::default()));
     for (host, path, ua, accept, headers, features) in &requests {
@@ -290,6 +238,65 @@ pub fn rules(data: &[u8]) {
             .position(|p| p.decide(&f, &header).is_some());
         assert_eq!(decided, in_order, "{f:?}");
     }
+}
+
+/// What a request that meets `rule`'s first value of each condition sends: host, path,
+/// User-Agent, Accept, headers, and the rest of its [`pow_core::policy::Features`].
+type Meeting = (
+    String,
+    String,
+    String,
+    String,
+    Vec<(String, String)>,
+    pow_core::policy::Features<'static>,
+);
+
+/// A request that meets `rule`'s first value of each condition (`lists` name the table's lists).
+fn meeting(rule: &pow_core::policy::Rule, lists: &[String]) -> Meeting {
+    use pow_core::policy::{Features, Names};
+    let bit = |names: &[String]| {
+        names
+            .iter()
+            .filter_map(|n| lists.iter().position(|l| l == n))
+            .fold(0u32, |acc, i| acc | 1 << i)
+    };
+    let host = rule.host.first().map_or("h.example".to_owned(), |h| {
+        h.strip_prefix("*.").map_or(h.clone(), |s| format!("a.{s}"))
+    });
+    let path = rule.path.first().map_or("/".to_owned(), |p| {
+        if p.ends_with('/') {
+            format!("{p}x")
+        } else {
+            p.clone()
+        }
+    });
+    let ua = rule
+        .user_agent
+        .first()
+        .map_or("UA".to_owned(), |u| format!("x {u} y"));
+    let accept = rule.accept.first().cloned().unwrap_or_default();
+    let headers = rule
+        .header
+        .iter()
+        .filter_map(|(n, c)| match c {
+            pow_core::policy::HeaderCondition::Equals(v) => Some((n.clone(), v.clone())),
+            pow_core::policy::HeaderCondition::Present(true) => Some((n.clone(), "1".into())),
+            pow_core::policy::HeaderCondition::Present(false) => None,
+        })
+        .collect();
+    let crawlers = match &rule.crawler {
+        Some(Names::Some(names)) => bit(names),
+        Some(Names::Any(_)) => 0b100,
+        None => 0,
+    };
+    let features = Features {
+        lists: bit(&rule.lists),
+        crawlers,
+        spoofed_crawler: rule.spoofed_crawler.unwrap_or(false),
+        signed_agent: rule.signed_agent.as_ref().map(|_| 0),
+        ..Features::default()
+    };
+    (host, path, ua, accept, headers, features)
 }
 
 /// Any path: one that bypasses means the same to every origin. Percent-decoding it, dropping

@@ -40,6 +40,15 @@ fn main() {
     } else {
         &[1_000]
     };
+    lookups(sizes, full);
+    crypto_costs(full);
+    configure_cost(full);
+    packed_lists(full);
+    fake_cookies(full);
+}
+
+/// ns per lookup of mixed IPv4/IPv6 probes, and the table's heap, for each size.
+fn lookups(sizes: &[usize], full: bool) {
     println!("lookup: ns per lookup (mixed IPv4/IPv6 probes), table heap");
     for &n in sizes {
         let t = table(n);
@@ -69,7 +78,10 @@ fn main() {
             t.prefix_count()
         );
     }
+}
 
+/// A challenge's HMAC, a cookie check and a proof-of-work check.
+fn crypto_costs(full: bool) {
     let keys = Keys::new(Some(b"bench-secret-of-at-least-32-bytes!!"), None)
         .unwrap()
         .0;
@@ -120,8 +132,10 @@ fn main() {
         "proof-of-work check (one SHA-256): {:.0} ns",
         start.elapsed().as_nanos() as f64 / f64::from(n)
     );
+}
 
-    // What an on_configure costs with big lists: decode, check and build the table.
+/// What an on_configure costs with big lists: decode, check and build the table.
+fn configure_cost(full: bool) {
     let count = if full { 100_000 } else { 1_000 };
     let mut s = 7u64;
     let text: String = (0..count)
@@ -140,9 +154,6 @@ fn main() {
         start.elapsed().as_secs_f64() * 1000.0
     );
     black_box(filter);
-
-    packed_lists(full);
-    fake_cookies(full);
 }
 
 /// A realistic list of about `n` prefixes, deterministic: hosting-like allocations (runs of

@@ -227,6 +227,23 @@ impl PluginConfig {
                  gatewayTopology), or they would be counted twice",
             ));
         }
+        self.check_ttls_and_names()?;
+        crate::policy::check(self)?;
+        if let Some(lists) = &self.lists {
+            check_lists(lists)?;
+        }
+        if !(1..=crate::web_bot_auth::MAX_MAX_AGE_SECS).contains(&self.signature_max_age_secs) {
+            return Err(err("signature_max_age_secs", "between 1 and 86400 (a day)"));
+        }
+        for name in self.agents.keys() {
+            check_list_name(&format!("agents.{name}"), name)?;
+        }
+        crate::web_bot_auth::TrustedAgents::from_config(self)?;
+        Ok(())
+    }
+
+    /// The TTLs, the cookie's name, the secrets' variables and the refresh delay.
+    fn check_ttls_and_names(&self) -> Result<(), ConfigError> {
         if !(10..=86_400).contains(&self.challenge_ttl_secs) {
             return Err(err("challenge_ttl_secs", "between 10 and 86400"));
         }
@@ -273,55 +290,6 @@ impl PluginConfig {
                 "shorter than challenge_ttl_secs, or a refresh challenge expires before it may be answered",
             ));
         }
-        crate::policy::check(self)?;
-        if let Some(lists) = &self.lists {
-            if lists.sets.len() + lists.packed.len() > MAX_LISTS {
-                let field = if lists.packed.is_empty() {
-                    "lists.sets"
-                } else {
-                    "lists.packed"
-                };
-                return Err(err(field, format!("at most {MAX_LISTS} lists")));
-            }
-            if lists.version.len() > 128 {
-                return Err(err("lists.version", "at most 128 characters"));
-            }
-            if let Some(at) = &lists.generated_at
-                && crate::time::parse_rfc3339(at).is_none()
-            {
-                return Err(err("lists.generated_at", "not an RFC 3339 date-time"));
-            }
-            for name in lists.sets.keys() {
-                check_list_name(&format!("lists.sets.{name}"), name)?;
-            }
-            for (name, tokens) in &lists.tokens {
-                let field = format!("lists.tokens.{name}");
-                if !lists.sets.contains_key(name) && !lists.packed.contains_key(name) {
-                    return Err(err(
-                        field,
-                        format!("no list named `{name}` in lists.sets or lists.packed"),
-                    ));
-                }
-                if let Some(problem) = token_problem(tokens) {
-                    let field = match problem.index {
-                        Some(i) => format!("{field}[{i}]"),
-                        None => field,
-                    };
-                    return Err(err(field, problem.message));
-                }
-            }
-            for name in lists.packed.keys() {
-                check_list_name(&format!("lists.packed.{name}"), name)?;
-            }
-            crate::lists::decode_each(lists, |_, _| ()).map_err(|(field, e)| err(field, e))?;
-        }
-        if !(1..=crate::web_bot_auth::MAX_MAX_AGE_SECS).contains(&self.signature_max_age_secs) {
-            return Err(err("signature_max_age_secs", "between 1 and 86400 (a day)"));
-        }
-        for name in self.agents.keys() {
-            check_list_name(&format!("agents.{name}"), name)?;
-        }
-        crate::web_bot_auth::TrustedAgents::from_config(self)?;
         Ok(())
     }
 
@@ -424,6 +392,50 @@ pub fn token_problem(tokens: &[String]) -> Option<TokenProblem> {
     None
 }
 
+/// The lists: how many, their names, version and date, their tokens, and that each decodes.
+fn check_lists(lists: &Lists) -> Result<(), ConfigError> {
+    if lists.sets.len() + lists.packed.len() > MAX_LISTS {
+        let field = if lists.packed.is_empty() {
+            "lists.sets"
+        } else {
+            "lists.packed"
+        };
+        return Err(err(field, format!("at most {MAX_LISTS} lists")));
+    }
+    if lists.version.len() > 128 {
+        return Err(err("lists.version", "at most 128 characters"));
+    }
+    if let Some(at) = &lists.generated_at
+        && crate::time::parse_rfc3339(at).is_none()
+    {
+        return Err(err("lists.generated_at", "not an RFC 3339 date-time"));
+    }
+    for name in lists.sets.keys() {
+        check_list_name(&format!("lists.sets.{name}"), name)?;
+    }
+    for (name, tokens) in &lists.tokens {
+        let field = format!("lists.tokens.{name}");
+        if !lists.sets.contains_key(name) && !lists.packed.contains_key(name) {
+            return Err(err(
+                field,
+                format!("no list named `{name}` in lists.sets or lists.packed"),
+            ));
+        }
+        if let Some(problem) = token_problem(tokens) {
+            let field = match problem.index {
+                Some(i) => format!("{field}[{i}]"),
+                None => field,
+            };
+            return Err(err(field, problem.message));
+        }
+    }
+    for name in lists.packed.keys() {
+        check_list_name(&format!("lists.packed.{name}"), name)?;
+    }
+    crate::lists::decode_each(lists, |_, _| ()).map_err(|(field, e)| err(field, e))?;
+    Ok(())
+}
+
 fn check_list_name(field: &str, name: &str) -> Result<(), ConfigError> {
     if !valid_list_name(name) {
         return Err(err(field, LIST_NAME_RULE));
@@ -524,83 +536,85 @@ mod tests {
         );
     }
 
+    /// Bad configurations, each with the field its error names.
+    const BAD_FIELDS: &[(&[u8], &str)] = &[
+        (br#"{"mode": "some"}"#, "mode"),
+        (br#"{"difficulty": 0}"#, "difficulty"),
+        (br#"{"difficulty": 33}"#, "difficulty"),
+        (br#"{"difficulty": 300}"#, "difficulty"),
+        (
+            br#"{"list_difficulty": {"tor": 40}}"#,
+            "list_difficulty.tor",
+        ),
+        (br#"{"bypass_paths": ["healthz"]}"#, "bypass_paths[0]"),
+        (br#"{"bypass_paths": ["/ok", "/a;b"]}"#, "bypass_paths[1]"),
+        (br#"{"bypass_paths": ["/a/../b"]}"#, "bypass_paths[0]"),
+        (br#"{"bypass_paths": ["/"]}"#, "bypass_paths[0]"),
+        (br#"{"challenge_ttl_secs": 1}"#, "challenge_ttl_secs"),
+        (br#"{"clearance_ttl_secs": 1}"#, "clearance_ttl_secs"),
+        (br#"{"cookie_name": "a b"}"#, "cookie_name"),
+        (br#"{"cookie_name": ""}"#, "cookie_name"),
+        (br#"{"cookie_name": "__Host-pow"}"#, "cookie_name"),
+        (br#"{"cookie_name": "__secure-pow"}"#, "cookie_name"),
+        (br#"{"trusted_hops": 1}"#, "trusted_hops"),
+        (
+            br#"{"nat64_prefixes": ["64:ff9b::/33"]}"#,
+            "nat64_prefixes[0]",
+        ),
+        (br#"{"secret_env": ""}"#, "secret_env"),
+        (
+            br#"{"lists": {"sets": {"tor": "1.2.3.4/33"}}}"#,
+            "lists.sets.tor",
+        ),
+        (
+            br#"{"lists": {"sets": {"Tor": "1.2.3.4"}}}"#,
+            "lists.sets.Tor",
+        ),
+        (
+            br#"{"lists": {"generated_at": "yesterday"}}"#,
+            "lists.generated_at",
+        ),
+        (br#"{"lists": {"colour": 1}}"#, "lists.colour"),
+        (
+            br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"gptbot": ["GPTBot"]}}}"#,
+            "lists.tokens.gptbot",
+        ),
+        (
+            br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": []}}}"#,
+            "lists.tokens.tor",
+        ),
+        (
+            br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": ["ok", "a b"]}}}"#,
+            "lists.tokens.tor[1]",
+        ),
+        (
+            br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": "GPTBot"}}}"#,
+            "lists.tokens.tor",
+        ),
+        (
+            br#"{"lists": {"packed": {"tor": "not base64"}}}"#,
+            "lists.packed.tor",
+        ),
+        (
+            br#"{"lists": {"packed": {"tor": "AQ=="}}}"#,
+            "lists.packed.tor",
+        ),
+        (
+            br#"{"lists": {"packed": {"Tor": "AXjaY2Tg4AIAACIAFA=="}}}"#,
+            "lists.packed.Tor",
+        ),
+        (
+            br#"{"lists": {"sets": {"tor": "10.0.0.0/8"},
+                           "packed": {"tor": "AXjaY2Tg4AIAACIAFA=="}}}"#,
+            "lists.packed.tor",
+        ),
+        (br#"{"lists": {"packed": {"tor": 1}}}"#, "lists.packed.tor"),
+        (br#"{"unknown": 1}"#, "unknown"),
+    ];
+
     #[test]
     fn errors_name_the_field() {
-        let cases: &[(&[u8], &str)] = &[
-            (br#"{"mode": "some"}"#, "mode"),
-            (br#"{"difficulty": 0}"#, "difficulty"),
-            (br#"{"difficulty": 33}"#, "difficulty"),
-            (br#"{"difficulty": 300}"#, "difficulty"),
-            (
-                br#"{"list_difficulty": {"tor": 40}}"#,
-                "list_difficulty.tor",
-            ),
-            (br#"{"bypass_paths": ["healthz"]}"#, "bypass_paths[0]"),
-            (br#"{"bypass_paths": ["/ok", "/a;b"]}"#, "bypass_paths[1]"),
-            (br#"{"bypass_paths": ["/a/../b"]}"#, "bypass_paths[0]"),
-            (br#"{"bypass_paths": ["/"]}"#, "bypass_paths[0]"),
-            (br#"{"challenge_ttl_secs": 1}"#, "challenge_ttl_secs"),
-            (br#"{"clearance_ttl_secs": 1}"#, "clearance_ttl_secs"),
-            (br#"{"cookie_name": "a b"}"#, "cookie_name"),
-            (br#"{"cookie_name": ""}"#, "cookie_name"),
-            (br#"{"cookie_name": "__Host-pow"}"#, "cookie_name"),
-            (br#"{"cookie_name": "__secure-pow"}"#, "cookie_name"),
-            (br#"{"trusted_hops": 1}"#, "trusted_hops"),
-            (
-                br#"{"nat64_prefixes": ["64:ff9b::/33"]}"#,
-                "nat64_prefixes[0]",
-            ),
-            (br#"{"secret_env": ""}"#, "secret_env"),
-            (
-                br#"{"lists": {"sets": {"tor": "1.2.3.4/33"}}}"#,
-                "lists.sets.tor",
-            ),
-            (
-                br#"{"lists": {"sets": {"Tor": "1.2.3.4"}}}"#,
-                "lists.sets.Tor",
-            ),
-            (
-                br#"{"lists": {"generated_at": "yesterday"}}"#,
-                "lists.generated_at",
-            ),
-            (br#"{"lists": {"colour": 1}}"#, "lists.colour"),
-            (
-                br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"gptbot": ["GPTBot"]}}}"#,
-                "lists.tokens.gptbot",
-            ),
-            (
-                br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": []}}}"#,
-                "lists.tokens.tor",
-            ),
-            (
-                br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": ["ok", "a b"]}}}"#,
-                "lists.tokens.tor[1]",
-            ),
-            (
-                br#"{"lists": {"sets": {"tor": "1.2.3.4"}, "tokens": {"tor": "GPTBot"}}}"#,
-                "lists.tokens.tor",
-            ),
-            (
-                br#"{"lists": {"packed": {"tor": "not base64"}}}"#,
-                "lists.packed.tor",
-            ),
-            (
-                br#"{"lists": {"packed": {"tor": "AQ=="}}}"#,
-                "lists.packed.tor",
-            ),
-            (
-                br#"{"lists": {"packed": {"Tor": "AXjaY2Tg4AIAACIAFA=="}}}"#,
-                "lists.packed.Tor",
-            ),
-            (
-                br#"{"lists": {"sets": {"tor": "10.0.0.0/8"},
-                               "packed": {"tor": "AXjaY2Tg4AIAACIAFA=="}}}"#,
-                "lists.packed.tor",
-            ),
-            (br#"{"lists": {"packed": {"tor": 1}}}"#, "lists.packed.tor"),
-            (br#"{"unknown": 1}"#, "unknown"),
-        ];
-        for (json, field) in cases {
+        for (json, field) in BAD_FIELDS {
             let e = PluginConfig::from_json(json).unwrap_err();
             assert_eq!(&e.field, field, "{}: {e}", String::from_utf8_lossy(json));
             assert!(e.to_string().contains(field) || *field == ".");

@@ -32,7 +32,7 @@ use crate::config::{
 mod index;
 mod path;
 
-pub use index::{CompiledPolicy, CompiledRule, Features};
+pub use index::{CompiledPolicy, CompiledRule, Facts, Features};
 
 /// The most rules a policy may have (each is a bit of the indexes' sets).
 pub const MAX_RULES: usize = 1024;
@@ -230,135 +230,10 @@ pub fn check(config: &PluginConfig) -> Result<(), ConfigError> {
     let mut header_names: Vec<&str> = Vec::new();
     for (i, rule) in rules.iter().enumerate() {
         let field = |f: &str| format!("rules[{i}].{f}");
-        if !valid_list_name(&rule.name) {
-            return Err(config_err(
-                field("name"),
-                "1 to 32 of [a-z0-9_-] (it becomes part of a metric name)",
-            ));
-        }
-        if RESERVED.contains(&rule.name.as_str()) {
-            return Err(config_err(
-                field("name"),
-                format!("`{}` names a rule of the short form", rule.name),
-            ));
-        }
-        if rules[..i].iter().any(|r| r.name == rule.name) {
-            return Err(config_err(
-                field("name"),
-                format!("another rule is named `{}`", rule.name),
-            ));
-        }
-        for (j, host) in rule.host.iter().enumerate() {
-            let name = host.strip_prefix("*.").unwrap_or(host);
-            if !is_lower_dns_name(name) {
-                return Err(config_err(
-                    field(&format!("host[{j}]")),
-                    "a lowercase host name, or `*.` then one (no port, no trailing dot)",
-                ));
-            }
-        }
-        for (j, method) in rule.method.iter().enumerate() {
-            if method.is_empty()
-                || method.len() > 16
-                || !method.bytes().all(|b| b.is_ascii_uppercase())
-            {
-                return Err(config_err(
-                    field(&format!("method[{j}]")),
-                    "an uppercase method such as GET",
-                ));
-            }
-        }
-        for (j, p) in rule.path.iter().enumerate() {
-            if !crate::bypass::is_plain(p) || p == "/" || p.split('/').count() > MAX_PATH_SEGMENTS {
-                return Err(config_err(
-                    field(&format!("path[{j}]")),
-                    format!(
-                        "a plain path other than `/`, of at most {MAX_PATH_SEGMENTS} segments: \
-                         `/` then segments of letters, digits, `-`, `.`, `_`, `~`; ending with `/` \
-                         it is every path below it"
-                    ),
-                ));
-            }
-        }
-        for (j, ua) in rule.user_agent.iter().enumerate() {
-            if !is_visible_text(ua) {
-                return Err(config_err(
-                    field(&format!("user_agent[{j}]")),
-                    format!("1 to {MAX_MATCH_LEN} printable ASCII characters"),
-                ));
-            }
-        }
-        for (name, condition) in &rule.header {
-            let f = field(&format!("header.{name}"));
-            if name.is_empty()
-                || name.len() > 64
-                || !name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            {
-                return Err(config_err(f, "a lowercase header name"));
-            }
-            if matches!(name.as_str(), "cookie" | "host") {
-                return Err(config_err(
-                    f,
-                    "the filter reads cookies for its own clearance only, and the host is \
-                     matched by `host`",
-                ));
-            }
-            if let HeaderCondition::Equals(v) = condition
-                && !is_visible_text(v)
-            {
-                return Err(config_err(
-                    f,
-                    format!("`true`, `false`, or 1 to {MAX_MATCH_LEN} printable ASCII characters"),
-                ));
-            }
-            if !header_names.contains(&name.as_str()) {
-                header_names.push(name);
-            }
-        }
-        for (j, media) in rule.accept.iter().enumerate() {
-            let ok = media
-                .split_once('/')
-                .is_some_and(|(t, s)| is_token(t) && is_token(s) && t != "*" && s != "*")
-                && media.bytes().all(|b| !b.is_ascii_uppercase());
-            if !ok {
-                return Err(config_err(
-                    field(&format!("accept[{j}]")),
-                    "a lowercase media type such as application/rss+xml (no wildcard)",
-                ));
-            }
-        }
-        for (j, list) in rule.lists.iter().enumerate() {
-            if !valid_list_name(list) {
-                return Err(config_err(
-                    field(&format!("lists[{j}]")),
-                    crate::config::LIST_NAME_RULE,
-                ));
-            }
-        }
-        for (what, names) in [
-            ("crawler", &rule.crawler),
-            ("signed_agent", &rule.signed_agent),
-        ] {
-            match names {
-                Some(Names::Any(word)) if word != "any" => {
-                    return Err(config_err(field(what), "`any`, or a list of names"));
-                }
-                Some(Names::Some(list)) => {
-                    if list.is_empty() {
-                        return Err(config_err(field(what), "`any`, or a list of names"));
-                    }
-                    if let Some(j) = list.iter().position(|n| !valid_list_name(n)) {
-                        return Err(config_err(
-                            field(&format!("{what}[{j}]")),
-                            crate::config::LIST_NAME_RULE,
-                        ));
-                    }
-                }
-                _ => {}
-            }
-        }
+        check_name(rule, &rules[..i], &field)?;
+        check_request_conditions(rule, &field)?;
+        check_headers(rule, &field, &mut header_names)?;
+        check_client_conditions(rule, &field)?;
         check_action(rule, &field)?;
     }
     if header_names.len() > MAX_HEADER_NAMES {
@@ -369,6 +244,164 @@ pub fn check(config: &PluginConfig) -> Result<(), ConfigError> {
                 header_names.len()
             ),
         ));
+    }
+    Ok(())
+}
+
+/// A rule's name: valid, not one of the short form's, not an earlier rule's.
+fn check_name(
+    rule: &Rule,
+    earlier: &[Rule],
+    field: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    if !valid_list_name(&rule.name) {
+        return Err(config_err(
+            field("name"),
+            "1 to 32 of [a-z0-9_-] (it becomes part of a metric name)",
+        ));
+    }
+    if RESERVED.contains(&rule.name.as_str()) {
+        return Err(config_err(
+            field("name"),
+            format!("`{}` names a rule of the short form", rule.name),
+        ));
+    }
+    if earlier.iter().any(|r| r.name == rule.name) {
+        return Err(config_err(
+            field("name"),
+            format!("another rule is named `{}`", rule.name),
+        ));
+    }
+    Ok(())
+}
+
+/// The conditions on the request line and the User-Agent: host, method, path, user_agent.
+fn check_request_conditions(
+    rule: &Rule,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    for (j, host) in rule.host.iter().enumerate() {
+        let name = host.strip_prefix("*.").unwrap_or(host);
+        if !is_lower_dns_name(name) {
+            return Err(config_err(
+                field(&format!("host[{j}]")),
+                "a lowercase host name, or `*.` then one (no port, no trailing dot)",
+            ));
+        }
+    }
+    for (j, method) in rule.method.iter().enumerate() {
+        if method.is_empty() || method.len() > 16 || !method.bytes().all(|b| b.is_ascii_uppercase())
+        {
+            return Err(config_err(
+                field(&format!("method[{j}]")),
+                "an uppercase method such as GET",
+            ));
+        }
+    }
+    for (j, p) in rule.path.iter().enumerate() {
+        if !crate::bypass::is_plain(p) || p == "/" || p.split('/').count() > MAX_PATH_SEGMENTS {
+            return Err(config_err(
+                field(&format!("path[{j}]")),
+                format!(
+                    "a plain path other than `/`, of at most {MAX_PATH_SEGMENTS} segments: \
+                     `/` then segments of letters, digits, `-`, `.`, `_`, `~`; ending with `/` \
+                     it is every path below it"
+                ),
+            ));
+        }
+    }
+    for (j, ua) in rule.user_agent.iter().enumerate() {
+        if !is_visible_text(ua) {
+            return Err(config_err(
+                field(&format!("user_agent[{j}]")),
+                format!("1 to {MAX_MATCH_LEN} printable ASCII characters"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The header conditions; each name tested is added to `header_names`.
+fn check_headers<'r>(
+    rule: &'r Rule,
+    field: &dyn Fn(&str) -> String,
+    header_names: &mut Vec<&'r str>,
+) -> Result<(), ConfigError> {
+    for (name, condition) in &rule.header {
+        let f = field(&format!("header.{name}"));
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return Err(config_err(f, "a lowercase header name"));
+        }
+        if matches!(name.as_str(), "cookie" | "host") {
+            return Err(config_err(
+                f,
+                "the filter reads cookies for its own clearance only, and the host is \
+                 matched by `host`",
+            ));
+        }
+        if let HeaderCondition::Equals(v) = condition
+            && !is_visible_text(v)
+        {
+            return Err(config_err(
+                f,
+                format!("`true`, `false`, or 1 to {MAX_MATCH_LEN} printable ASCII characters"),
+            ));
+        }
+        if !header_names.contains(&name.as_str()) {
+            header_names.push(name);
+        }
+    }
+    Ok(())
+}
+
+/// The conditions on what the client is: `accept`, `lists`, `crawler`, `signed_agent`.
+fn check_client_conditions(rule: &Rule, field: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+    for (j, media) in rule.accept.iter().enumerate() {
+        let ok = media
+            .split_once('/')
+            .is_some_and(|(t, s)| is_token(t) && is_token(s) && t != "*" && s != "*")
+            && media.bytes().all(|b| !b.is_ascii_uppercase());
+        if !ok {
+            return Err(config_err(
+                field(&format!("accept[{j}]")),
+                "a lowercase media type such as application/rss+xml (no wildcard)",
+            ));
+        }
+    }
+    for (j, list) in rule.lists.iter().enumerate() {
+        if !valid_list_name(list) {
+            return Err(config_err(
+                field(&format!("lists[{j}]")),
+                crate::config::LIST_NAME_RULE,
+            ));
+        }
+    }
+    for (what, names) in [
+        ("crawler", &rule.crawler),
+        ("signed_agent", &rule.signed_agent),
+    ] {
+        match names {
+            Some(Names::Any(word)) if word != "any" => {
+                return Err(config_err(field(what), "`any`, or a list of names"));
+            }
+            Some(Names::Some(list)) => {
+                if list.is_empty() {
+                    return Err(config_err(field(what), "`any`, or a list of names"));
+                }
+                if let Some(j) = list.iter().position(|n| !valid_list_name(n)) {
+                    return Err(config_err(
+                        field(&format!("{what}[{j}]")),
+                        crate::config::LIST_NAME_RULE,
+                    ));
+                }
+            }
+            _ => {}
+        }
     }
     Ok(())
 }

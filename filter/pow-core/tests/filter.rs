@@ -155,128 +155,57 @@ fn solve_verify_cookie_then_pass() {
     assert_eq!(w.send(&with_cookie).status(), Some(403));
 }
 
+/// Verifications of `q` (a solution from `src`) each refused for its reason: the work, the MAC
+/// (another network, User-Agent, host, difficulty or salt), the expiry, the return path, the
+/// form, the method.
+fn bad_verifications(q: &VerifyQuery, src: &str) -> Vec<(&'static str, Request<'static>)> {
+    let changed = |change: &dyn Fn(&mut VerifyQuery)| {
+        let mut v = q.clone();
+        change(&mut v);
+        req(&verify_path(&v), src)
+    };
+    let genuine = || req(&verify_path(q), src);
+    let mut cases = vec![
+        ("work", changed(&|v| v.nonce ^= 0xdead_beef_0000)),
+        ("mac", req(&verify_path(q), "185.220.102.7:1")),
+        (
+            "mac",
+            with_header(genuine(), "user-agent", "python-requests/2"),
+        ),
+        ("mac", with_header(genuine(), ":authority", "evil.example")),
+        ("mac", changed(&|v| v.difficulty -= 1)),
+        ("mac", changed(&|v| v.salt += 1)),
+        ("expired", changed(&|v| v.expiry += 3600)),
+    ];
+    for target in [
+        "//evil.example/",
+        "https://evil.example/",
+        "/\\evil.example",
+        "/%2F%2Fevil.example",
+        "/%0d%0aSet-Cookie:x=1",
+    ] {
+        cases.push(("redirect", changed(&|v| v.return_to = target.into())));
+    }
+    cases.extend([
+        ("malformed", req(VERIFY_PATH, src)),
+        ("malformed", req(&format!("{}&e=1", verify_path(q)), src)),
+        ("malformed", req(&format!("{}&x=1", verify_path(q)), src)),
+        (
+            "malformed",
+            req(&verify_path(q).replace("&d=", "&d=+"), src),
+        ),
+        ("method", with_header(genuine(), ":method", "POST")),
+    ]);
+    cases
+}
+
 #[test]
 fn every_bad_verification_is_refused_with_its_reason() {
     let mut w = World::new(LISTED);
     let src = "185.220.101.7:4000";
     let q = solve(&page_data(&w.send(&req("/x", src))));
 
-    let cases: Vec<(&str, Request)> = vec![
-        (
-            "work",
-            req(
-                &verify_path(&VerifyQuery {
-                    nonce: q.nonce ^ 0xdead_beef_0000,
-                    ..q.clone()
-                }),
-                src,
-            ),
-        ),
-        ("mac", req(&verify_path(&q), "185.220.102.7:1")),
-        (
-            "mac",
-            with_header(
-                req(&verify_path(&q), src),
-                "user-agent",
-                "python-requests/2",
-            ),
-        ),
-        (
-            "mac",
-            with_header(req(&verify_path(&q), src), ":authority", "evil.example"),
-        ),
-        (
-            "mac",
-            req(
-                &verify_path(&VerifyQuery {
-                    difficulty: q.difficulty - 1,
-                    ..q.clone()
-                }),
-                src,
-            ),
-        ),
-        (
-            "mac",
-            req(
-                &verify_path(&VerifyQuery {
-                    salt: q.salt + 1,
-                    ..q.clone()
-                }),
-                src,
-            ),
-        ),
-        (
-            "expired",
-            req(
-                &verify_path(&VerifyQuery {
-                    expiry: q.expiry + 3600,
-                    ..q.clone()
-                }),
-                src,
-            ),
-        ),
-        (
-            "redirect",
-            req(
-                &verify_path(&VerifyQuery {
-                    return_to: "//evil.example/".into(),
-                    ..q.clone()
-                }),
-                src,
-            ),
-        ),
-        (
-            "redirect",
-            req(
-                &verify_path(&VerifyQuery {
-                    return_to: "https://evil.example/".into(),
-                    ..q.clone()
-                }),
-                src,
-            ),
-        ),
-        (
-            "redirect",
-            req(
-                &verify_path(&VerifyQuery {
-                    return_to: "/\\evil.example".into(),
-                    ..q.clone()
-                }),
-                src,
-            ),
-        ),
-        (
-            "redirect",
-            req(
-                &verify_path(&VerifyQuery {
-                    return_to: "/%2F%2Fevil.example".into(),
-                    ..q.clone()
-                }),
-                src,
-            ),
-        ),
-        (
-            "redirect",
-            req(
-                &verify_path(&VerifyQuery {
-                    return_to: "/%0d%0aSet-Cookie:x=1".into(),
-                    ..q.clone()
-                }),
-                src,
-            ),
-        ),
-        ("malformed", req(VERIFY_PATH, src)),
-        ("malformed", req(&format!("{}&e=1", verify_path(&q)), src)),
-        ("malformed", req(&format!("{}&x=1", verify_path(&q)), src)),
-        (
-            "malformed",
-            req(&verify_path(&q).replace("&d=", "&d=+"), src),
-        ),
-        (
-            "method",
-            with_header(req(&verify_path(&q), src), ":method", "POST"),
-        ),
-    ];
+    let cases = bad_verifications(&q, src);
     for (reason, r) in cases {
         let a = w.send(&r);
         assert_eq!(a.status(), Some(403), "{reason}: {:?}", r.header(":path"));
