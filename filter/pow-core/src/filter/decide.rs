@@ -7,8 +7,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::config::Mode;
+use crate::crawlers::Crawl;
 use crate::policy::{
-    self, BYPASS_RULE, CompiledRule, DEFAULT_RULE, Features, NO_ADDRESS_RULE, Outcome, Verdict,
+    self, BYPASS_RULE, CompiledRule, DEFAULT_RULE, Facts, NO_ADDRESS_RULE, Outcome, Verdict,
 };
 
 use super::{Filter, Metrics, Request, metric};
@@ -111,6 +112,72 @@ pub struct Decision<'f> {
     pub lists: u32,
 }
 
+/// A request as the policy reads it ([`Facts`]): each header looked up when a rule asks for it,
+/// the crawler check once at most, the signature checked (and counted) only when a rule still
+/// in the running tests signed agents.
+struct RequestFacts<'f, 'r, 'm> {
+    filter: &'f Filter,
+    req: &'f Request<'r>,
+    method: &'f str,
+    path: &'f str,
+    lists: u32,
+    crawl: Option<Crawl>,
+    now: u64,
+    metrics: &'m mut dyn Metrics,
+}
+
+impl RequestFacts<'_, '_, '_> {
+    fn crawl(&mut self) -> Crawl {
+        if let Some(crawl) = self.crawl {
+            return crawl;
+        }
+        let crawl = self
+            .filter
+            .crawlers
+            .as_ref()
+            .map(|c| c.crawl(self.req.header("user-agent").unwrap_or(""), self.lists))
+            .unwrap_or_default();
+        self.crawl = Some(crawl);
+        crawl
+    }
+}
+
+impl Facts for RequestFacts<'_, '_, '_> {
+    fn host(&self) -> &str {
+        self.req
+            .header(":authority")
+            .or_else(|| self.req.header("host"))
+            .unwrap_or("")
+    }
+    fn method(&self) -> &str {
+        self.method
+    }
+    fn path(&self) -> &str {
+        self.path
+    }
+    fn user_agent(&self) -> &str {
+        self.req.header("user-agent").unwrap_or("")
+    }
+    fn accept(&self) -> Option<&str> {
+        self.req.header("accept")
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.req.header(name)
+    }
+    fn lists(&self) -> u32 {
+        self.lists
+    }
+    fn crawlers(&mut self) -> u32 {
+        self.crawl().verified
+    }
+    fn spoofed_crawler(&mut self) -> bool {
+        self.crawl().spoofed
+    }
+    fn signed_agent(&mut self) -> Option<usize> {
+        self.filter.signed_agent(self.req, self.now, self.metrics)
+    }
+}
+
 impl Filter {
     /// The rule that decides `req` (not the built-in ACME bypass nor the verify endpoint, which
     /// come first) and its outcome.
@@ -125,28 +192,17 @@ impl Filter {
     ) -> Decision<'f> {
         let lists = ip.map_or(0, |ip| self.lists.lookup(ip));
         if self.policy.has_rules() {
-            let user_agent = req.header("user-agent").unwrap_or("");
-            let crawl = self
-                .crawlers
-                .as_ref()
-                .map(|c| c.crawl(user_agent, lists))
-                .unwrap_or_default();
-            let features = Features {
-                host: req
-                    .header(":authority")
-                    .or_else(|| req.header("host"))
-                    .unwrap_or(""),
+            let mut facts = RequestFacts {
+                filter: self,
+                req,
                 method,
                 path,
-                user_agent,
-                accept: req.header("accept"),
                 lists,
-                crawlers: crawl.verified,
-                spoofed_crawler: crawl.spoofed,
-                signed_agent: self.signed_agent(req, now, metrics),
+                crawl: None,
+                now,
+                metrics,
             };
-            let header = |name: &str| req.header(name);
-            if let Some(at) = self.policy.decide(&features, &header)
+            if let Some(at) = self.policy.decide_facts(&mut facts)
                 && let (Some(rule), Some(labels)) =
                     (self.policy.rules.get(at), self.labels.rules.get(at))
             {
@@ -161,9 +217,10 @@ impl Filter {
         self.short_form(method, path, ip, lists)
     }
 
-    /// The index of the trusted agent whose Web Bot Auth signature the request carries, when a
-    /// rule tests signed agents: at most one signature is checked; one that does not verify
-    /// counts as none, and is counted by its reason.
+    /// The index of the trusted agent whose Web Bot Auth signature the request carries, asked by
+    /// the policy only while a rule still in the running tests signed agents: at most one
+    /// signature is checked; one that does not verify counts as none, and is counted by its
+    /// reason.
     fn signed_agent(
         &self,
         req: &Request<'_>,

@@ -3,14 +3,45 @@
 //! condition the request meets. The first rule in every set decides.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
-use super::path::{lenient_forms, segment_prefixes};
 use super::{HeaderCondition, MAX_RULES, Outcome, Rule, RuleAction, outcome_of};
 use crate::config::PluginConfig;
 
+mod decide;
+
+pub use decide::{Facts, Features};
+
 const WORDS: usize = MAX_RULES / 64;
+
+/// FNV-1a: each request looks its host and path up in these maps, and SipHash (the std default,
+/// there to resist chosen keys) costs more than the rest of the lookup. The keys are the
+/// configuration's; a request only chooses what it looks up, which costs at most the longest
+/// probe the configuration's own keys make.
+#[derive(Debug, Default, Clone, Copy)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let start = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        self.0 = bytes.iter().fold(start, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    }
+}
+
+/// The rules by key of one condition's values.
+type Map<K> = HashMap<K, Bits, BuildHasherDefault<Fnv>>;
 
 /// A set of rules, by index: one bit each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,14 +91,14 @@ impl Bits {
 #[derive(Debug, Clone)]
 struct Field<K> {
     wild: Bits,
-    by: HashMap<K, Bits>,
+    by: Map<K>,
 }
 
 impl<K: std::hash::Hash + Eq> Field<K> {
     fn new(all: Bits) -> Self {
         Field {
             wild: all,
-            by: HashMap::new(),
+            by: Map::default(),
         }
     }
 
@@ -93,26 +124,6 @@ where
     }
 }
 
-/// What the policy needs of a request, gathered once by the filter.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Features<'r> {
-    /// `:authority`, as sent.
-    pub host: &'r str,
-    pub method: &'r str,
-    /// The path without its query.
-    pub path: &'r str,
-    pub user_agent: &'r str,
-    pub accept: Option<&'r str>,
-    /// Bit `i` for list `i` of the table.
-    pub lists: u32,
-    /// Bit `i` for list `i` when the request is that list's verified crawler.
-    pub crawlers: u32,
-    /// The User-Agent names a crawler whose ranges do not hold the address.
-    pub spoofed_crawler: bool,
-    /// The index of the trusted agent whose signature verified.
-    pub signed_agent: Option<usize>,
-}
-
 /// One compiled rule.
 #[derive(Debug, Clone)]
 pub struct CompiledRule {
@@ -131,14 +142,14 @@ pub struct CompiledPolicy {
     all: Bits,
     host_exact: Field<String>,
     /// Keyed by the suffix after `*.`; shares `wild` with `host_exact` through `host_wild`.
-    host_suffix: HashMap<String, Bits>,
+    host_suffix: Map<String>,
     method: Field<String>,
     /// Paths of `allow` rules: plain paths only.
     allow_path_exact: Field<String>,
-    allow_path_prefix: HashMap<String, Bits>,
+    allow_path_prefix: Map<String>,
     /// Paths of `deny` and `challenge` rules: the path as lenient origins read it, too.
-    other_path_exact: HashMap<String, Bits>,
-    other_path_prefix: HashMap<String, Bits>,
+    other_path_exact: Map<String>,
+    other_path_prefix: Map<String>,
     user_agent: Field<usize>,
     patterns: Option<AhoCorasick>,
     /// Per tested header name: present, absent, equal to a value.
@@ -150,6 +161,8 @@ pub struct CompiledPolicy {
     spoofed: Field<bool>,
     agent: Field<usize>,
     agent_any: Bits,
+    /// Some rule tests a signed agent.
+    tests_signed_agents: bool,
 }
 
 #[derive(Debug)]
@@ -171,19 +184,17 @@ impl CompiledPolicy {
         let rules = &config.rules;
         let words = rules.len().div_ceil(64).clamp(1, WORDS);
         let all = (0..rules.len()).fold(Bits::EMPTY, Bits::with);
-        let position =
-            |names: &[String], name: &str| names.iter().position(|n| n == name).unwrap_or(UNKNOWN);
         let mut p = CompiledPolicy {
             rules: Vec::with_capacity(rules.len()),
             words,
             all,
             host_exact: Field::new(all),
-            host_suffix: HashMap::new(),
+            host_suffix: Map::default(),
             method: Field::new(all),
             allow_path_exact: Field::new(all),
-            allow_path_prefix: HashMap::new(),
-            other_path_exact: HashMap::new(),
-            other_path_prefix: HashMap::new(),
+            allow_path_prefix: Map::default(),
+            other_path_exact: Map::default(),
+            other_path_prefix: Map::default(),
             user_agent: Field::new(all),
             patterns: None,
             headers: Vec::new(),
@@ -194,6 +205,7 @@ impl CompiledPolicy {
             spoofed: Field::new(all),
             agent: Field::new(all),
             agent_any: Bits::EMPTY,
+            tests_signed_agents: false,
         };
         let mut patterns: Vec<String> = Vec::new();
         for (i, rule) in rules.iter().enumerate().take(MAX_RULES) {
@@ -209,56 +221,12 @@ impl CompiledPolicy {
                 p.method.add(i, rule.method.iter().cloned());
             }
             p.add_path(i, rule);
-            if !rule.user_agent.is_empty() {
-                let ids: Vec<usize> = rule
-                    .user_agent
-                    .iter()
-                    .map(|ua| {
-                        let lower = ua.to_ascii_lowercase();
-                        match patterns.iter().position(|known| *known == lower) {
-                            Some(id) => id,
-                            None => {
-                                patterns.push(lower);
-                                patterns.len() - 1
-                            }
-                        }
-                    })
-                    .collect();
-                p.user_agent.add(i, ids);
-            }
+            p.add_user_agent(i, rule, &mut patterns);
             p.add_headers(i, rule);
             if !rule.accept.is_empty() {
                 p.accept.add(i, rule.accept.iter().cloned());
             }
-            if !rule.lists.is_empty() {
-                p.lists
-                    .add(i, rule.lists.iter().map(|name| position(lists, name)));
-            }
-            if let Some(names) = &rule.crawler {
-                match names.names() {
-                    None => {
-                        p.crawler.add(i, []);
-                        p.crawler_any.set(i);
-                    }
-                    Some(names) => p
-                        .crawler
-                        .add(i, names.iter().map(|name| position(lists, name))),
-                }
-            }
-            if let Some(spoofed) = rule.spoofed_crawler {
-                p.spoofed.add(i, [spoofed]);
-            }
-            if let Some(names) = &rule.signed_agent {
-                match names.names() {
-                    None => {
-                        p.agent.add(i, []);
-                        p.agent_any.set(i);
-                    }
-                    Some(names) => p
-                        .agent
-                        .add(i, names.iter().map(|name| position(agents, name))),
-                }
-            }
+            p.add_client(i, rule, lists, agents);
         }
         if !patterns.is_empty() {
             p.patterns = AhoCorasickBuilder::new()
@@ -267,7 +235,67 @@ impl CompiledPolicy {
                 .build(&patterns)
                 .ok();
         }
+        p.tests_signed_agents = p.agent.wild != p.all;
         p
+    }
+
+    /// Rule `i`'s User-Agent substrings, each a pattern of the one automaton (lowercased, the
+    /// automaton folds case; a substring two rules name is one pattern).
+    fn add_user_agent(&mut self, i: usize, rule: &Rule, patterns: &mut Vec<String>) {
+        if rule.user_agent.is_empty() {
+            return;
+        }
+        let ids: Vec<usize> = rule
+            .user_agent
+            .iter()
+            .map(|ua| {
+                let lower = ua.to_ascii_lowercase();
+                match patterns.iter().position(|known| *known == lower) {
+                    Some(id) => id,
+                    None => {
+                        patterns.push(lower);
+                        patterns.len() - 1
+                    }
+                }
+            })
+            .collect();
+        self.user_agent.add(i, ids);
+    }
+
+    /// Rule `i`'s conditions on who the client is: lists, crawlers, spoofed crawler, signed
+    /// agent (names as indexes of `lists` and `agents`).
+    fn add_client(&mut self, i: usize, rule: &Rule, lists: &[String], agents: &[String]) {
+        let position =
+            |names: &[String], name: &str| names.iter().position(|n| n == name).unwrap_or(UNKNOWN);
+        if !rule.lists.is_empty() {
+            self.lists
+                .add(i, rule.lists.iter().map(|name| position(lists, name)));
+        }
+        if let Some(names) = &rule.crawler {
+            match names.names() {
+                None => {
+                    self.crawler.add(i, []);
+                    self.crawler_any.set(i);
+                }
+                Some(names) => self
+                    .crawler
+                    .add(i, names.iter().map(|name| position(lists, name))),
+            }
+        }
+        if let Some(spoofed) = rule.spoofed_crawler {
+            self.spoofed.add(i, [spoofed]);
+        }
+        if let Some(names) = &rule.signed_agent {
+            match names.names() {
+                None => {
+                    self.agent.add(i, []);
+                    self.agent_any.set(i);
+                }
+                Some(names) => self
+                    .agent
+                    .add(i, names.iter().map(|name| position(agents, name))),
+            }
+        }
     }
 
     fn add_host(&mut self, i: usize, rule: &Rule) {
@@ -357,438 +385,14 @@ impl CompiledPolicy {
 
     /// Whether a rule tests a signed agent (so a signature is worth verifying).
     pub fn tests_signed_agents(&self) -> bool {
-        self.agent.wild != self.all
+        self.tests_signed_agents
     }
 
     /// Whether there is any rule to decide.
     pub fn has_rules(&self) -> bool {
         !self.rules.is_empty()
     }
-
-    /// The index of the first rule every condition of which the request meets.
-    pub fn decide<'r>(
-        &self,
-        f: &Features<'r>,
-        header: &dyn Fn(&str) -> Option<&'r str>,
-    ) -> Option<usize> {
-        if self.rules.is_empty() {
-            return None;
-        }
-        let words = self.words;
-        let mut acc = self.all;
-        let narrow = |acc: &mut Bits, found: Bits| acc.and(&found, words);
-        // A field whose `wild` is every rule has no rule testing it: nothing to narrow.
-        let tested = |wild: &Bits| *wild != self.all;
-        if tested(&self.host_exact.wild) && !narrow(&mut acc, self.hosts(f.host)) {
-            return None;
-        }
-        if tested(&self.method.wild) {
-            let mut found = self.method.wild;
-            meet(&self.method, f.method, &mut found, words);
-            if !narrow(&mut acc, found) {
-                return None;
-            }
-        }
-        if tested(&self.allow_path_exact.wild) && !narrow(&mut acc, self.paths(f.path)) {
-            return None;
-        }
-        if tested(&self.user_agent.wild) {
-            let mut found = self.user_agent.wild;
-            if let Some(ac) = &self.patterns {
-                let ua = crate::crypto::bound_user_agent(f.user_agent);
-                for m in ac.find_overlapping_iter(ua) {
-                    meet(&self.user_agent, &m.pattern().as_usize(), &mut found, words);
-                }
-            }
-            if !narrow(&mut acc, found) {
-                return None;
-            }
-        }
-        for h in &self.headers {
-            let mut found = h.field.wild;
-            match header(&h.name) {
-                Some(value) => {
-                    found.or(&h.present, words);
-                    meet(&h.field, value.trim_matches([' ', '\t']), &mut found, words);
-                }
-                None => found.or(&h.absent, words),
-            }
-            if !narrow(&mut acc, found) {
-                return None;
-            }
-        }
-        if tested(&self.accept.wild) {
-            let mut found = self.accept.wild;
-            for media in accepted_media_types(f.accept) {
-                meet(&self.accept, media.as_str(), &mut found, words);
-            }
-            if !narrow(&mut acc, found) {
-                return None;
-            }
-        }
-        if tested(&self.lists.wild) && !narrow(&mut acc, self.indexed(&self.lists, f.lists, None)) {
-            return None;
-        }
-        if tested(&self.crawler.wild)
-            && !narrow(
-                &mut acc,
-                self.indexed(&self.crawler, f.crawlers, Some(&self.crawler_any)),
-            )
-        {
-            return None;
-        }
-        if tested(&self.spoofed.wild) {
-            let mut found = self.spoofed.wild;
-            meet(&self.spoofed, &f.spoofed_crawler, &mut found, words);
-            if !narrow(&mut acc, found) {
-                return None;
-            }
-        }
-        if tested(&self.agent.wild) {
-            let mut found = self.agent.wild;
-            if let Some(agent) = f.signed_agent {
-                found.or(&self.agent_any, words);
-                meet(&self.agent, &agent, &mut found, words);
-            }
-            if !narrow(&mut acc, found) {
-                return None;
-            }
-        }
-        acc.first(words).filter(|i| *i < self.rules.len())
-    }
-
-    /// The rules the host lets through: exact names, then each `*.` suffix (a proper suffix at a
-    /// label boundary), the port and one trailing dot aside, case folded.
-    fn hosts(&self, authority: &str) -> Bits {
-        let words = self.words;
-        let mut found = self.host_exact.wild;
-        let host = strip_port(authority);
-        let host = host.strip_suffix('.').unwrap_or(host);
-        if host.len() > crate::crypto::MAX_HOST_LEN {
-            return found;
-        }
-        // Lowercased on the stack: no allocation per request.
-        let mut buffer = [0u8; crate::crypto::MAX_HOST_LEN];
-        let Some(lower) = buffer.get_mut(..host.len()) else {
-            return found;
-        };
-        lower.copy_from_slice(host.as_bytes());
-        lower.make_ascii_lowercase();
-        let Ok(lower) = std::str::from_utf8(lower) else {
-            return found;
-        };
-        meet(&self.host_exact, lower, &mut found, words);
-        if !self.host_suffix.is_empty() {
-            for (at, _) in lower.match_indices('.') {
-                if let Some(bits) = lower.get(at + 1..).and_then(|s| self.host_suffix.get(s)) {
-                    found.or(bits, words);
-                }
-            }
-        }
-        found
-    }
-
-    /// The rules the path lets through: `allow` rules on a plain path only; the others on the
-    /// path and on the forms lenient origins read it as.
-    fn paths(&self, path: &str) -> Bits {
-        let words = self.words;
-        let mut found = self.allow_path_exact.wild;
-        let plain = path.len() <= crate::bypass::MAX_BYPASS_PATH && crate::bypass::is_plain(path);
-        let lookup = |found: &mut Bits,
-                      path: &str,
-                      exact: &HashMap<String, Bits>,
-                      prefix: &HashMap<String, Bits>| {
-            if let Some(bits) = exact.get(path) {
-                found.or(bits, words);
-            }
-            if !prefix.is_empty() {
-                for p in segment_prefixes(path) {
-                    if let Some(bits) = prefix.get(p) {
-                        found.or(bits, words);
-                    }
-                }
-            }
-        };
-        if plain {
-            lookup(
-                &mut found,
-                path,
-                &self.allow_path_exact.by,
-                &self.allow_path_prefix,
-            );
-        }
-        if !(self.other_path_exact.is_empty() && self.other_path_prefix.is_empty()) {
-            for form in lenient_forms(path) {
-                lookup(
-                    &mut found,
-                    &form,
-                    &self.other_path_exact,
-                    &self.other_path_prefix,
-                );
-            }
-        }
-        found
-    }
-
-    /// The rules an indexed condition lets through for the set bits of `present`.
-    fn indexed(&self, field: &Field<usize>, present: u32, any: Option<&Bits>) -> Bits {
-        let mut found = field.wild;
-        if present != 0 {
-            if let Some(any) = any {
-                found.or(any, self.words);
-            }
-            for i in 0..32usize {
-                if present & (1 << i) != 0 {
-                    meet(field, &i, &mut found, self.words);
-                }
-            }
-        }
-        found
-    }
-}
-
-/// The host of an `:authority`, without its port (`[v6]:port` keeps its brackets).
-fn strip_port(authority: &str) -> &str {
-    if authority.starts_with('[') {
-        return authority
-            .find(']')
-            .and_then(|end| authority.get(..=end))
-            .unwrap_or(authority);
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
-        _ => authority,
-    }
-}
-
-/// The media types an `Accept` header names (parameters dropped, lowercased), its first 16
-/// items of its first 1 KiB, as the page's negotiation reads it.
-fn accepted_media_types(accept: Option<&str>) -> impl Iterator<Item = String> + '_ {
-    let text = accept.unwrap_or("");
-    let text = text
-        .get(..text.len().min(crate::page::MAX_NEGOTIATED))
-        .unwrap_or("");
-    text.split(',').take(16).filter_map(|item| {
-        let media = item.split(';').next()?.trim_matches([' ', '\t']);
-        (!media.is_empty()).then(|| media.to_ascii_lowercase())
-    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn policy(rules: &str, lists: &[&str]) -> CompiledPolicy {
-        let config =
-            PluginConfig::from_json(format!(r#"{{"rules": {rules}}}"#).as_bytes()).unwrap();
-        let lists: Vec<String> = lists.iter().map(|s| (*s).to_owned()).collect();
-        CompiledPolicy::compile(&config, &lists, &["chatgpt".to_owned()])
-    }
-
-    fn decide<'p, 'r>(
-        p: &'p CompiledPolicy,
-        f: Features<'r>,
-        headers: &[(&str, &'r str)],
-    ) -> Option<&'p str> {
-        let lookup = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
-        p.decide(&f, &lookup)
-            .and_then(|i| p.rules.get(i))
-            .map(|r| r.name.as_str())
-    }
-
-    fn req<'a>(host: &'a str, path: &'a str, ua: &'a str) -> Features<'a> {
-        Features {
-            host,
-            method: "GET",
-            path,
-            user_agent: ua,
-            ..Features::default()
-        }
-    }
-
-    #[test]
-    fn the_first_rule_that_matches_decides() {
-        let p = policy(
-            r#"[{"name": "login", "path": ["/login"], "action": "challenge", "difficulty": 20},
-                {"name": "api", "host": ["api.example.org"], "action": "allow"},
-                {"name": "subs", "host": ["*.example.net"], "method": ["POST"], "action": "deny"},
-                {"name": "static", "path": ["/static/"], "action": "allow"},
-                {"name": "bots", "user_agent": ["curl", "Wget"], "action": "deny"},
-                {"name": "everything", "action": "challenge"}]"#,
-            &[],
-        );
-        let ua = "Mozilla/5.0";
-        assert_eq!(
-            decide(&p, req("api.example.org", "/login", ua), &[]),
-            Some("login")
-        );
-        assert_eq!(
-            decide(&p, req("API.Example.org:443", "/x", ua), &[]),
-            Some("api")
-        );
-        assert_eq!(
-            decide(&p, req("api.example.org.", "/x", ua), &[]),
-            Some("api")
-        );
-        let post = Features {
-            method: "POST",
-            ..req("a.b.example.net", "/x", ua)
-        };
-        assert_eq!(decide(&p, post, &[]), Some("subs"));
-        // `*.` is a proper suffix: not the apex, not a longer label.
-        let apex = Features {
-            method: "POST",
-            ..req("example.net", "/x", ua)
-        };
-        assert_eq!(decide(&p, apex, &[]), Some("everything"));
-        let other = Features {
-            method: "POST",
-            ..req("badexample.net", "/x", ua)
-        };
-        assert_eq!(decide(&p, other, &[]), Some("everything"));
-        assert_eq!(
-            decide(&p, req("h", "/static/a.js", ua), &[]),
-            Some("static")
-        );
-        assert_eq!(
-            decide(&p, req("h", "/static/", ua), &[]),
-            Some("everything")
-        );
-        assert_eq!(decide(&p, req("h", "/", "curl/8.5"), &[]), Some("bots"));
-        assert_eq!(decide(&p, req("h", "/", "x WGET/1"), &[]), Some("bots"));
-        assert_eq!(decide(&p, req("h", "/", ua), &[]), Some("everything"));
-    }
-
-    #[test]
-    fn an_allow_path_matches_only_plain_paths_a_deny_path_also_lenient_ones() {
-        let p = policy(
-            r#"[{"name": "admin", "path": ["/admin/", "/wp-login.php"], "action": "deny"},
-                {"name": "feed", "path": ["/feed"], "action": "allow"}]"#,
-            &[],
-        );
-        for path in [
-            "/admin/x",
-            "/%61dmin/x",
-            "/Admin/x",
-            "/admin;jsessionid=1/x",
-            "/static/../admin/x",
-            "//admin/x",
-            "/admin%2fx",
-            "\\admin\\x",
-            "/WP-LOGIN.PHP",
-            "/wp-login.php;x",
-        ] {
-            assert_eq!(
-                decide(&p, req("h", path, "UA"), &[]),
-                Some("admin"),
-                "{path}"
-            );
-        }
-        assert_eq!(decide(&p, req("h", "/feed", "UA"), &[]), Some("feed"));
-        for path in ["/feed;x", "/%66eed", "/x/../feed", "/Feed"] {
-            assert_eq!(decide(&p, req("h", path, "UA"), &[]), None, "{path}");
-        }
-    }
-
-    #[test]
-    fn headers_accept_lists_crawlers_and_agents() {
-        let p = policy(
-            r#"[{"name": "key", "header": {"x-api-key": "k1"}, "action": "allow"},
-                {"name": "ajax", "header": {"x-requested-with": true, "accept-language": false}, "action": "deny"},
-                {"name": "feeds", "accept": ["application/rss+xml", "application/atom+xml"], "action": "challenge", "kind": "refresh"},
-                {"name": "tor", "lists": ["tor"], "action": "challenge", "difficulty": 20},
-                {"name": "google", "crawler": ["googlebot"], "action": "allow"},
-                {"name": "crawlers", "crawler": "any", "action": "allow"},
-                {"name": "liars", "spoofed_crawler": true, "action": "deny"},
-                {"name": "signed", "signed_agent": "any", "action": "allow"}]"#,
-            &["tor", "googlebot", "bingbot"],
-        );
-        let f = req("h", "/", "UA");
-        assert_eq!(decide(&p, f, &[("x-api-key", "k1")]), Some("key"));
-        assert_eq!(decide(&p, f, &[("x-api-key", "k2")]), None);
-        assert_eq!(decide(&p, f, &[("x-requested-with", "x")]), Some("ajax"));
-        assert_eq!(
-            decide(
-                &p,
-                f,
-                &[("x-requested-with", "x"), ("accept-language", "en")]
-            ),
-            None
-        );
-        let feed = Features {
-            accept: Some("application/atom+xml;q=0.9, text/html"),
-            ..f
-        };
-        assert_eq!(decide(&p, feed, &[]), Some("feeds"));
-        let browser = Features {
-            accept: Some("text/html,*/*;q=0.8"),
-            ..f
-        };
-        assert_eq!(decide(&p, browser, &[]), None);
-        assert_eq!(decide(&p, Features { lists: 0b1, ..f }, &[]), Some("tor"));
-        assert_eq!(decide(&p, Features { lists: 0b10, ..f }, &[]), None);
-        assert_eq!(
-            decide(
-                &p,
-                Features {
-                    crawlers: 0b10,
-                    ..f
-                },
-                &[]
-            ),
-            Some("google")
-        );
-        assert_eq!(
-            decide(
-                &p,
-                Features {
-                    crawlers: 0b100,
-                    ..f
-                },
-                &[]
-            ),
-            Some("crawlers")
-        );
-        assert_eq!(
-            decide(
-                &p,
-                Features {
-                    spoofed_crawler: true,
-                    ..f
-                },
-                &[]
-            ),
-            Some("liars")
-        );
-        assert_eq!(
-            decide(
-                &p,
-                Features {
-                    signed_agent: Some(0),
-                    ..f
-                },
-                &[]
-            ),
-            Some("signed")
-        );
-    }
-
-    #[test]
-    fn a_thousand_rules_index_like_one() {
-        let rules: Vec<String> = (0..1000)
-            .map(|i| {
-                format!(r#"{{"name": "r{i}", "user_agent": ["agent-{i}/"], "action": "deny"}}"#)
-            })
-            .collect();
-        let p = policy(&format!("[{}]", rules.join(",")), &[]);
-        assert_eq!(
-            decide(&p, req("h", "/", "x agent-999/1"), &[]),
-            Some("r999")
-        );
-        assert_eq!(
-            decide(&p, req("h", "/", "x agent-0/1 agent-500/"), &[]),
-            Some("r0")
-        );
-        assert_eq!(decide(&p, req("h", "/", "Mozilla/5.0"), &[]), None);
-    }
-}
+mod tests;

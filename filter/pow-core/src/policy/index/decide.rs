@@ -1,0 +1,359 @@
+//! A request decided against the compiled rules: each condition narrows the rules still in the
+//! running, cheapest first, and a condition is looked at only while one of those rules tests it.
+//! So a request costs the conditions its candidates have, not every condition some rule has: a
+//! header lookup, the User-Agent automaton or a signature check is skipped once no rule left
+//! needs it. The first rule every condition lets through decides, whatever the order.
+
+use super::super::path::{lenient_forms, segment_prefixes};
+use super::{Bits, CompiledPolicy, Field, Map, meet};
+
+/// What the policy reads of a request, each asked for only when a rule still in the running
+/// tests it (the filter computes the costly ones, a crawler's check and a signature's, then).
+pub trait Facts {
+    /// `:authority`, as sent.
+    fn host(&self) -> &str;
+    fn method(&self) -> &str;
+    /// The path without its query.
+    fn path(&self) -> &str;
+    fn user_agent(&self) -> &str;
+    fn accept(&self) -> Option<&str>;
+    /// The first value of a header the rules test, by its lowercase name.
+    fn header(&self, name: &str) -> Option<&str>;
+    /// Bit `i` for list `i` of the table.
+    fn lists(&self) -> u32;
+    /// Bit `i` for list `i` when the request is that list's verified crawler.
+    fn crawlers(&mut self) -> u32;
+    /// The User-Agent names a crawler whose ranges do not hold the address.
+    fn spoofed_crawler(&mut self) -> bool;
+    /// The index of the trusted agent whose signature verified.
+    fn signed_agent(&mut self) -> Option<usize>;
+}
+
+/// What the policy needs of a request, gathered beforehand (the tests and the fuzz target's
+/// reference): [`Facts`] with a header lookup.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Features<'r> {
+    /// `:authority`, as sent.
+    pub host: &'r str,
+    pub method: &'r str,
+    /// The path without its query.
+    pub path: &'r str,
+    pub user_agent: &'r str,
+    pub accept: Option<&'r str>,
+    /// Bit `i` for list `i` of the table.
+    pub lists: u32,
+    /// Bit `i` for list `i` when the request is that list's verified crawler.
+    pub crawlers: u32,
+    /// The User-Agent names a crawler whose ranges do not hold the address.
+    pub spoofed_crawler: bool,
+    /// The index of the trusted agent whose signature verified.
+    pub signed_agent: Option<usize>,
+}
+
+/// [`Features`] and a header lookup, as [`Facts`].
+struct Gathered<'f, 'r> {
+    features: &'f Features<'r>,
+    header: &'f dyn Fn(&str) -> Option<&'r str>,
+}
+
+impl Facts for Gathered<'_, '_> {
+    fn host(&self) -> &str {
+        self.features.host
+    }
+    fn method(&self) -> &str {
+        self.features.method
+    }
+    fn path(&self) -> &str {
+        self.features.path
+    }
+    fn user_agent(&self) -> &str {
+        self.features.user_agent
+    }
+    fn accept(&self) -> Option<&str> {
+        self.features.accept
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        (self.header)(name)
+    }
+    fn lists(&self) -> u32 {
+        self.features.lists
+    }
+    fn crawlers(&mut self) -> u32 {
+        self.features.crawlers
+    }
+    fn spoofed_crawler(&mut self) -> bool {
+        self.features.spoofed_crawler
+    }
+    fn signed_agent(&mut self) -> Option<usize> {
+        self.features.signed_agent
+    }
+}
+
+/// The rules still in the running, and how many words of a [`Bits`] the policy uses.
+struct Running {
+    acc: Bits,
+    words: usize,
+}
+
+impl Running {
+    /// Whether a rule still in the running tests the condition whose `wild` this is.
+    fn tests(&self, wild: &Bits) -> bool {
+        self.acc
+            .0
+            .iter()
+            .zip(&wild.0)
+            .take(self.words)
+            .any(|(a, w)| a & !w != 0)
+    }
+
+    /// Keeps the rules `found` lets through; whether any is left.
+    fn narrow(&mut self, found: &Bits) -> bool {
+        self.acc.and(found, self.words)
+    }
+}
+
+impl CompiledPolicy {
+    /// The index of the first rule every condition of which the request meets.
+    pub fn decide<'r>(
+        &self,
+        f: &Features<'r>,
+        header: &dyn Fn(&str) -> Option<&'r str>,
+    ) -> Option<usize> {
+        self.decide_facts(&mut Gathered {
+            features: f,
+            header,
+        })
+    }
+
+    /// [`CompiledPolicy::decide`], reading the request through `facts` as the conditions need
+    /// it: the lists and the method first (a bitset, a short key), then the host, the headers,
+    /// `Accept`, the path, the User-Agent automaton, the crawler checks, and the signature last.
+    pub fn decide_facts(&self, facts: &mut dyn Facts) -> Option<usize> {
+        if self.rules.is_empty() {
+            return None;
+        }
+        let mut run = Running {
+            acc: self.all,
+            words: self.words,
+        };
+        let left = self.narrow_by_request(&mut run, facts)
+            && self.narrow_by_client(&mut run, facts)
+            && self.narrow_by_identity(&mut run, facts);
+        if !left {
+            return None;
+        }
+        run.acc.first(run.words).filter(|i| *i < self.rules.len())
+    }
+
+    /// The conditions read from the request as it came: lists, method, host, headers, Accept,
+    /// path. `false` when no rule is left.
+    fn narrow_by_request(&self, run: &mut Running, facts: &dyn Facts) -> bool {
+        let words = run.words;
+        if run.tests(&self.lists.wild)
+            && !run.narrow(&self.indexed(&self.lists, facts.lists(), None))
+        {
+            return false;
+        }
+        if run.tests(&self.method.wild) {
+            let mut found = self.method.wild;
+            meet(&self.method, facts.method(), &mut found, words);
+            if !run.narrow(&found) {
+                return false;
+            }
+        }
+        if run.tests(&self.host_exact.wild) && !run.narrow(&self.hosts(facts.host())) {
+            return false;
+        }
+        for h in &self.headers {
+            if !run.tests(&h.field.wild) {
+                continue;
+            }
+            let mut found = h.field.wild;
+            match facts.header(&h.name) {
+                Some(value) => {
+                    found.or(&h.present, words);
+                    meet(&h.field, value.trim_matches([' ', '\t']), &mut found, words);
+                }
+                None => found.or(&h.absent, words),
+            }
+            if !run.narrow(&found) {
+                return false;
+            }
+        }
+        if run.tests(&self.accept.wild) {
+            let mut found = self.accept.wild;
+            for media in accepted_media_types(facts.accept()) {
+                meet(&self.accept, media.as_str(), &mut found, words);
+            }
+            if !run.narrow(&found) {
+                return false;
+            }
+        }
+        !run.tests(&self.allow_path_exact.wild) || run.narrow(&self.paths(facts.path()))
+    }
+
+    /// The User-Agent's substrings, then the crawler checks (which read it too). `false` when
+    /// no rule is left.
+    fn narrow_by_client(&self, run: &mut Running, facts: &mut dyn Facts) -> bool {
+        let words = run.words;
+        if run.tests(&self.user_agent.wild) {
+            let mut found = self.user_agent.wild;
+            if let Some(ac) = &self.patterns {
+                let ua = crate::crypto::bound_user_agent(facts.user_agent());
+                for m in ac.find_overlapping_iter(ua) {
+                    meet(&self.user_agent, &m.pattern().as_usize(), &mut found, words);
+                }
+            }
+            if !run.narrow(&found) {
+                return false;
+            }
+        }
+        if run.tests(&self.crawler.wild) {
+            let found = self.indexed(&self.crawler, facts.crawlers(), Some(&self.crawler_any));
+            if !run.narrow(&found) {
+                return false;
+            }
+        }
+        if run.tests(&self.spoofed.wild) {
+            let mut found = self.spoofed.wild;
+            meet(&self.spoofed, &facts.spoofed_crawler(), &mut found, words);
+            if !run.narrow(&found) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The signed agent: a signature check, the costliest, only for the rules still left.
+    fn narrow_by_identity(&self, run: &mut Running, facts: &mut dyn Facts) -> bool {
+        if !run.tests(&self.agent.wild) {
+            return true;
+        }
+        let mut found = self.agent.wild;
+        if let Some(agent) = facts.signed_agent() {
+            found.or(&self.agent_any, run.words);
+            meet(&self.agent, &agent, &mut found, run.words);
+        }
+        run.narrow(&found)
+    }
+
+    /// The rules the host lets through: exact names, then each `*.` suffix (a proper suffix at a
+    /// label boundary), the port and one trailing dot aside, case folded.
+    fn hosts(&self, authority: &str) -> Bits {
+        let words = self.words;
+        let mut found = self.host_exact.wild;
+        let host = strip_port(authority);
+        let host = host.strip_suffix('.').unwrap_or(host);
+        if host.len() > crate::crypto::MAX_HOST_LEN {
+            return found;
+        }
+        // Lowercased on the stack when it has capitals: no allocation per request, and no
+        // copy for the lowercase hosts browsers send.
+        let mut buffer;
+        let lower = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+            buffer = [0u8; crate::crypto::MAX_HOST_LEN];
+            let Some(lower) = buffer.get_mut(..host.len()) else {
+                return found;
+            };
+            lower.copy_from_slice(host.as_bytes());
+            lower.make_ascii_lowercase();
+            let Ok(lower) = std::str::from_utf8(lower) else {
+                return found;
+            };
+            lower
+        } else {
+            host
+        };
+        meet(&self.host_exact, lower, &mut found, words);
+        if !self.host_suffix.is_empty() {
+            for (at, _) in lower.match_indices('.') {
+                if let Some(bits) = lower.get(at + 1..).and_then(|s| self.host_suffix.get(s)) {
+                    found.or(bits, words);
+                }
+            }
+        }
+        found
+    }
+
+    /// The rules the path lets through: `allow` rules on a plain path only; the others on the
+    /// path and on the forms lenient origins read it as.
+    fn paths(&self, path: &str) -> Bits {
+        let words = self.words;
+        let mut found = self.allow_path_exact.wild;
+        let plain = path.len() <= crate::bypass::MAX_BYPASS_PATH && crate::bypass::is_plain(path);
+        let lookup = |found: &mut Bits, path: &str, exact: &Map<String>, prefix: &Map<String>| {
+            if let Some(bits) = exact.get(path) {
+                found.or(bits, words);
+            }
+            if !prefix.is_empty() {
+                for p in segment_prefixes(path) {
+                    if let Some(bits) = prefix.get(p) {
+                        found.or(bits, words);
+                    }
+                }
+            }
+        };
+        if plain {
+            lookup(
+                &mut found,
+                path,
+                &self.allow_path_exact.by,
+                &self.allow_path_prefix,
+            );
+        }
+        if !(self.other_path_exact.is_empty() && self.other_path_prefix.is_empty()) {
+            for form in lenient_forms(path) {
+                lookup(
+                    &mut found,
+                    &form,
+                    &self.other_path_exact,
+                    &self.other_path_prefix,
+                );
+            }
+        }
+        found
+    }
+
+    /// The rules an indexed condition lets through for the set bits of `present`.
+    fn indexed(&self, field: &Field<usize>, present: u32, any: Option<&Bits>) -> Bits {
+        let mut found = field.wild;
+        if present != 0 {
+            if let Some(any) = any {
+                found.or(any, self.words);
+            }
+            for i in 0..32usize {
+                if present & (1 << i) != 0 {
+                    meet(field, &i, &mut found, self.words);
+                }
+            }
+        }
+        found
+    }
+}
+
+/// The host of an `:authority`, without its port (`[v6]:port` keeps its brackets).
+fn strip_port(authority: &str) -> &str {
+    if authority.starts_with('[') {
+        return authority
+            .find(']')
+            .and_then(|end| authority.get(..=end))
+            .unwrap_or(authority);
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => authority,
+    }
+}
+
+/// The media types an `Accept` header names (parameters dropped, lowercased), its first 16
+/// items of its first 1 KiB, as the page's negotiation reads it.
+fn accepted_media_types(accept: Option<&str>) -> impl Iterator<Item = String> + '_ {
+    let text = accept.unwrap_or("");
+    let text = text
+        .get(..text.len().min(crate::page::MAX_NEGOTIATED))
+        .unwrap_or("");
+    text.split(',').take(16).filter_map(|item| {
+        let media = item.split(';').next()?.trim_matches([' ', '\t']);
+        (!media.is_empty()).then(|| media.to_ascii_lowercase())
+    })
+}

@@ -1,0 +1,212 @@
+use super::*;
+
+fn policy(rules: &str, lists: &[&str]) -> CompiledPolicy {
+    let config = PluginConfig::from_json(format!(r#"{{"rules": {rules}}}"#).as_bytes()).unwrap();
+    let lists: Vec<String> = lists.iter().map(|s| (*s).to_owned()).collect();
+    CompiledPolicy::compile(&config, &lists, &["chatgpt".to_owned()])
+}
+
+fn decide<'p, 'r>(
+    p: &'p CompiledPolicy,
+    f: Features<'r>,
+    headers: &[(&str, &'r str)],
+) -> Option<&'p str> {
+    let lookup = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+    p.decide(&f, &lookup)
+        .and_then(|i| p.rules.get(i))
+        .map(|r| r.name.as_str())
+}
+
+fn req<'a>(host: &'a str, path: &'a str, ua: &'a str) -> Features<'a> {
+    Features {
+        host,
+        method: "GET",
+        path,
+        user_agent: ua,
+        ..Features::default()
+    }
+}
+
+#[test]
+fn the_first_rule_that_matches_decides() {
+    let p = policy(
+        r#"[{"name": "login", "path": ["/login"], "action": "challenge", "difficulty": 20},
+            {"name": "api", "host": ["api.example.org"], "action": "allow"},
+            {"name": "subs", "host": ["*.example.net"], "method": ["POST"], "action": "deny"},
+            {"name": "static", "path": ["/static/"], "action": "allow"},
+            {"name": "bots", "user_agent": ["curl", "Wget"], "action": "deny"},
+            {"name": "everything", "action": "challenge"}]"#,
+        &[],
+    );
+    let ua = "Mozilla/5.0";
+    assert_eq!(
+        decide(&p, req("api.example.org", "/login", ua), &[]),
+        Some("login")
+    );
+    assert_eq!(
+        decide(&p, req("API.Example.org:443", "/x", ua), &[]),
+        Some("api")
+    );
+    assert_eq!(
+        decide(&p, req("api.example.org.", "/x", ua), &[]),
+        Some("api")
+    );
+    let post = Features {
+        method: "POST",
+        ..req("a.b.example.net", "/x", ua)
+    };
+    assert_eq!(decide(&p, post, &[]), Some("subs"));
+    // `*.` is a proper suffix: not the apex, not a longer label.
+    let apex = Features {
+        method: "POST",
+        ..req("example.net", "/x", ua)
+    };
+    assert_eq!(decide(&p, apex, &[]), Some("everything"));
+    let other = Features {
+        method: "POST",
+        ..req("badexample.net", "/x", ua)
+    };
+    assert_eq!(decide(&p, other, &[]), Some("everything"));
+    assert_eq!(
+        decide(&p, req("h", "/static/a.js", ua), &[]),
+        Some("static")
+    );
+    assert_eq!(
+        decide(&p, req("h", "/static/", ua), &[]),
+        Some("everything")
+    );
+    assert_eq!(decide(&p, req("h", "/", "curl/8.5"), &[]), Some("bots"));
+    assert_eq!(decide(&p, req("h", "/", "x WGET/1"), &[]), Some("bots"));
+    assert_eq!(decide(&p, req("h", "/", ua), &[]), Some("everything"));
+}
+
+#[test]
+fn an_allow_path_matches_only_plain_paths_a_deny_path_also_lenient_ones() {
+    let p = policy(
+        r#"[{"name": "admin", "path": ["/admin/", "/wp-login.php"], "action": "deny"},
+            {"name": "feed", "path": ["/feed"], "action": "allow"}]"#,
+        &[],
+    );
+    for path in [
+        "/admin/x",
+        "/%61dmin/x",
+        "/Admin/x",
+        "/admin;jsessionid=1/x",
+        "/static/../admin/x",
+        "//admin/x",
+        "/admin%2fx",
+        "\\admin\\x",
+        "/WP-LOGIN.PHP",
+        "/wp-login.php;x",
+    ] {
+        assert_eq!(
+            decide(&p, req("h", path, "UA"), &[]),
+            Some("admin"),
+            "{path}"
+        );
+    }
+    assert_eq!(decide(&p, req("h", "/feed", "UA"), &[]), Some("feed"));
+    for path in ["/feed;x", "/%66eed", "/x/../feed", "/Feed"] {
+        assert_eq!(decide(&p, req("h", path, "UA"), &[]), None, "{path}");
+    }
+}
+
+#[test]
+fn headers_accept_lists_crawlers_and_agents() {
+    let p = policy(
+        r#"[{"name": "key", "header": {"x-api-key": "k1"}, "action": "allow"},
+            {"name": "ajax", "header": {"x-requested-with": true, "accept-language": false}, "action": "deny"},
+            {"name": "feeds", "accept": ["application/rss+xml", "application/atom+xml"], "action": "challenge", "kind": "refresh"},
+            {"name": "tor", "lists": ["tor"], "action": "challenge", "difficulty": 20},
+            {"name": "google", "crawler": ["googlebot"], "action": "allow"},
+            {"name": "crawlers", "crawler": "any", "action": "allow"},
+            {"name": "liars", "spoofed_crawler": true, "action": "deny"},
+            {"name": "signed", "signed_agent": "any", "action": "allow"}]"#,
+        &["tor", "googlebot", "bingbot"],
+    );
+    let f = req("h", "/", "UA");
+    assert_eq!(decide(&p, f, &[("x-api-key", "k1")]), Some("key"));
+    assert_eq!(decide(&p, f, &[("x-api-key", "k2")]), None);
+    assert_eq!(decide(&p, f, &[("x-requested-with", "x")]), Some("ajax"));
+    assert_eq!(
+        decide(
+            &p,
+            f,
+            &[("x-requested-with", "x"), ("accept-language", "en")]
+        ),
+        None
+    );
+    let feed = Features {
+        accept: Some("application/atom+xml;q=0.9, text/html"),
+        ..f
+    };
+    assert_eq!(decide(&p, feed, &[]), Some("feeds"));
+    let browser = Features {
+        accept: Some("text/html,*/*;q=0.8"),
+        ..f
+    };
+    assert_eq!(decide(&p, browser, &[]), None);
+    assert_eq!(decide(&p, Features { lists: 0b1, ..f }, &[]), Some("tor"));
+    assert_eq!(decide(&p, Features { lists: 0b10, ..f }, &[]), None);
+    assert_eq!(
+        decide(
+            &p,
+            Features {
+                crawlers: 0b10,
+                ..f
+            },
+            &[]
+        ),
+        Some("google")
+    );
+    assert_eq!(
+        decide(
+            &p,
+            Features {
+                crawlers: 0b100,
+                ..f
+            },
+            &[]
+        ),
+        Some("crawlers")
+    );
+    assert_eq!(
+        decide(
+            &p,
+            Features {
+                spoofed_crawler: true,
+                ..f
+            },
+            &[]
+        ),
+        Some("liars")
+    );
+    assert_eq!(
+        decide(
+            &p,
+            Features {
+                signed_agent: Some(0),
+                ..f
+            },
+            &[]
+        ),
+        Some("signed")
+    );
+}
+
+#[test]
+fn a_thousand_rules_index_like_one() {
+    let rules: Vec<String> = (0..1000)
+        .map(|i| format!(r#"{{"name": "r{i}", "user_agent": ["agent-{i}/"], "action": "deny"}}"#))
+        .collect();
+    let p = policy(&format!("[{}]", rules.join(",")), &[]);
+    assert_eq!(
+        decide(&p, req("h", "/", "x agent-999/1"), &[]),
+        Some("r999")
+    );
+    assert_eq!(
+        decide(&p, req("h", "/", "x agent-0/1 agent-500/"), &[]),
+        Some("r0")
+    );
+    assert_eq!(decide(&p, req("h", "/", "Mozilla/5.0"), &[]), None);
+}
