@@ -124,20 +124,12 @@ fn solve_verify_and_pass_with_the_cookie() {
     assert_eq!(local(&o).0, 403);
 }
 
-#[test]
-fn every_bad_solution_is_refused() {
-    let Some(mut host) = start("every_bad_solution_is_refused", "all") else {
-        return;
-    };
-    let from = "198.51.100.20:40000";
-    let ch = challenge_of(&host.request(browser("/x", from)).unwrap());
-    let nonce = solve(&ch);
-    let good = verify_url(&ch, nonce, "/x");
-    let cases: Vec<(&str, Request)> = vec![
-        (
-            "work",
-            browser(&verify_url(&ch, bad_nonce(&ch), "/x"), from),
-        ),
+/// Verifications of `ch` (solved by `nonce`, asked from `from`) each refused for its reason:
+/// the work, the MAC (another network, User-Agent or host), the return path.
+fn bad_solutions(ch: &Challenge, nonce: u64, from: &str) -> Vec<(&'static str, Request)> {
+    let good = verify_url(ch, nonce, "/x");
+    vec![
+        ("work", browser(&verify_url(ch, bad_nonce(ch), "/x"), from)),
         ("mac", browser(&good, "198.51.101.20:40000")),
         ("mac", {
             let mut r = browser(&good, from);
@@ -153,21 +145,33 @@ fn every_bad_solution_is_refused() {
         ),
         (
             "redirect",
-            browser(&verify_url(&ch, nonce, "//evil.example/"), from),
+            browser(&verify_url(ch, nonce, "//evil.example/"), from),
         ),
         (
             "redirect",
-            browser(&verify_url(&ch, nonce, "/\\evil.example"), from),
+            browser(&verify_url(ch, nonce, "/\\evil.example"), from),
         ),
         (
             "redirect",
-            browser(&verify_url(&ch, nonce, "https://evil.example/"), from),
+            browser(&verify_url(ch, nonce, "https://evil.example/"), from),
         ),
         (
             "redirect",
-            browser(&verify_url(&ch, nonce, "/%2F%2Fevil.example"), from),
+            browser(&verify_url(ch, nonce, "/%2F%2Fevil.example"), from),
         ),
-    ];
+    ]
+}
+
+#[test]
+fn every_bad_solution_is_refused() {
+    let Some(mut host) = start("every_bad_solution_is_refused", "all") else {
+        return;
+    };
+    let from = "198.51.100.20:40000";
+    let ch = challenge_of(&host.request(browser("/x", from)).unwrap());
+    let nonce = solve(&ch);
+    let good = verify_url(&ch, nonce, "/x");
+    let cases = bad_solutions(&ch, nonce, from);
     for (reason, req) in cases {
         let path = req.path.clone();
         let (status, headers, _) = local(&host.request(req).unwrap());

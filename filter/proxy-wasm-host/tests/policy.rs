@@ -45,6 +45,65 @@ const RULES: &str = r#"[
     {"name": "static", "path": ["/static/"], "action": "allow"}
 ]"#;
 
+/// A User-Agent substring of [`RULES`] (case-insensitive) denies; a header equal to a value
+/// allows.
+fn user_agent_and_header_decide(host: &mut Host) {
+    // User-Agent substring, case-insensitive: denied, with the rule's name.
+    let o = host
+        .request(replacing(
+            browser("/", FROM),
+            "user-agent",
+            "my SCRAPY/2.11 bot",
+        ))
+        .unwrap();
+    let (status, headers, body) = local(&o);
+    assert_eq!(status, 403);
+    assert_eq!(header(&headers, "pow-mitigated"), Some("deny"));
+    assert_eq!(
+        header(&headers, "pow-decision"),
+        Some("rule=scrapers; action=denied")
+    );
+    assert!(body.contains("scrapers"), "{body}");
+    // A header equal to a value.
+    let o = host
+        .request(browser("/x", TOR_EXIT).header("x-requested-with", "XMLHttpRequest"))
+        .unwrap();
+    assert_eq!(decision_at_origin(&o), "rule=xhr; action=allowed");
+}
+
+/// The paths of [`RULES`]: an allow rule's only as a plain path (its query dropped), a deny or
+/// challenge rule's also as lenient origins read it.
+fn paths_decide(host: &mut Host) {
+    // An allow rule's path: a plain path below it, without its query.
+    let o = host
+        .request(browser("/static/app.js?route=admin", TOR_EXIT))
+        .unwrap();
+    assert_eq!(decision_at_origin(&o), "rule=static; action=allowed");
+    let Outcome::Continue { headers } = &o else {
+        unreachable!()
+    };
+    assert_eq!(header(headers, ":path"), Some("/static/app.js"));
+    // Not a plain path: not the allow rule's, so the short form challenges the listed address.
+    for path in [
+        "/static/../admin",
+        "/static/%2e%2e/admin",
+        "/static;x/app.js",
+    ] {
+        let o = host.request(browser(path, TOR_EXIT)).unwrap();
+        assert_eq!(local(&o).0, 403, "{path} was allowed");
+    }
+    // A deny or challenge path also matches as lenient origins read it.
+    for path in [
+        "/%6Cogin",
+        "/LOGIN",
+        "/account;jsessionid=1/x",
+        "/static/../login",
+    ] {
+        let o = host.request(browser(path, FROM)).unwrap();
+        assert_eq!(challenge_of(&o).d, 12, "{path} escaped the login rule");
+    }
+}
+
 #[test]
 fn each_condition_and_action_decides_on_the_real_module() {
     let test = "each_condition_and_action_decides_on_the_real_module";
@@ -82,27 +141,7 @@ fn each_condition_and_action_decides_on_the_real_module() {
         ..at("api.example.org", "/v1", TOR_EXIT)
     };
     assert_eq!(challenge_of(&host.request(post).unwrap()).d, 10);
-    // User-Agent substring, case-insensitive: denied, with the rule's name.
-    let o = host
-        .request(replacing(
-            browser("/", FROM),
-            "user-agent",
-            "my SCRAPY/2.11 bot",
-        ))
-        .unwrap();
-    let (status, headers, body) = local(&o);
-    assert_eq!(status, 403);
-    assert_eq!(header(&headers, "pow-mitigated"), Some("deny"));
-    assert_eq!(
-        header(&headers, "pow-decision"),
-        Some("rule=scrapers; action=denied")
-    );
-    assert!(body.contains("scrapers"), "{body}");
-    // A header equal to a value.
-    let o = host
-        .request(browser("/x", TOR_EXIT).header("x-requested-with", "XMLHttpRequest"))
-        .unwrap();
-    assert_eq!(decision_at_origin(&o), "rule=xhr; action=allowed");
+    user_agent_and_header_decide(&mut host);
     // A path: challenged harder than the address's list would.
     let o = host.request(browser("/account/settings", FROM)).unwrap();
     let (_, headers, _) = local(&o);
@@ -123,34 +162,7 @@ fn each_condition_and_action_decides_on_the_real_module() {
         challenge_of(&host.request(browser("/", "203.0.113.9:1")).unwrap()).d,
         6
     );
-    // An allow rule's path: a plain path below it, without its query.
-    let o = host
-        .request(browser("/static/app.js?route=admin", TOR_EXIT))
-        .unwrap();
-    assert_eq!(decision_at_origin(&o), "rule=static; action=allowed");
-    let Outcome::Continue { headers } = &o else {
-        unreachable!()
-    };
-    assert_eq!(header(headers, ":path"), Some("/static/app.js"));
-    // Not a plain path: not the allow rule's, so the short form challenges the listed address.
-    for path in [
-        "/static/../admin",
-        "/static/%2e%2e/admin",
-        "/static;x/app.js",
-    ] {
-        let o = host.request(browser(path, TOR_EXIT)).unwrap();
-        assert_eq!(local(&o).0, 403, "{path} was allowed");
-    }
-    // A deny or challenge path also matches as lenient origins read it.
-    for path in [
-        "/%6Cogin",
-        "/LOGIN",
-        "/account;jsessionid=1/x",
-        "/static/../login",
-    ] {
-        let o = host.request(browser(path, FROM)).unwrap();
-        assert_eq!(challenge_of(&o).d, 12, "{path} escaped the login rule");
-    }
+    paths_decide(&mut host);
     // The short form decides the rest: an unlisted address is let through by `default`, a
     // listed one challenged by its list.
     assert_eq!(
@@ -333,6 +345,16 @@ fn verified_crawlers_pass_and_spoofed_ones_are_denied_on_the_real_ranges() {
     assert_eq!(challenge_of(&o).d, 8);
 }
 
+/// The header fields of a `Name: value` file, names lowercased.
+fn header_fields(path: &std::path::Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.to_owned()))
+        .collect()
+}
+
 /// Web Bot Auth on the real module, with the draft's signed request (legacy `Signature-Agent`,
 /// RFC 9421's Ed25519 test key): the valid signature lets the agent through a `signed_agent`
 /// rule; one byte changed, another authority, an unknown key or an expired signature counts as
@@ -354,15 +376,10 @@ fn a_signed_agent_passes_and_a_broken_signature_counts_as_unsigned() {
         "agents": {"testbot": {"keys": {"keys": [key]}}},
         "rules": [{"name": "signed", "signed_agent": ["testbot"], "action": "allow"}],
     });
-    let fields: Vec<(String, String)> =
-        std::fs::read_to_string(bots.join(
+    let fields =
+        header_fields(&bots.join(
             "web-bot-auth-drafts/arch05-ed25519-sig2-signature-agent-legacy-string.headers.txt",
-        ))
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once(": "))
-        .map(|(n, v)| (n.to_ascii_lowercase(), v.to_owned()))
-        .collect();
+        ));
     let Some(wasm) = module(test) else {
         return;
     };
