@@ -541,7 +541,10 @@ fn keys_tags_algorithms_and_coverage() {
     assert_eq!(sign(&rsa, &[]).verify(), Err(Unsigned::Unsupported));
     let token_alg = input(r#""@authority""#, ";alg=ed25519");
     assert_eq!(sign(&token_alg, &[]).verify(), Err(Unsigned::Malformed));
+}
 
+#[test]
+fn coverage_and_components() {
     // Coverage: @authority or @target-uri; Signature-Agent when sent.
     assert_eq!(
         sign(&input(r#""@target-uri""#, ""), &[]).verify(),
@@ -596,6 +599,11 @@ fn keys_tags_algorithms_and_coverage() {
             "{components}"
         );
     }
+    // A derived component RFC 9421 does not define: refused, counted apart.
+    assert_eq!(
+        sign(&input(r#""@authority" "@nonsense""#, ""), &[]).verify(),
+        Err(Unsigned::UnknownComponent)
+    );
     // A covered header the request lacks.
     assert_eq!(
         sign(&input(r#""@authority" "content-type""#, ""), &[]).verify(),
@@ -725,4 +733,25 @@ fn every_reason_has_a_metric_name() {
         assert!(pow_core::config::valid_list_name(name), "{name}");
         assert!(!names[..i].contains(name), "{name}");
     }
+}
+
+#[test]
+fn the_fields_a_signature_covers_are_named_for_the_glue() {
+    let covered = |components: &str| web_bot_auth::covered_fields(&input(components, ""));
+    assert_eq!(
+        covered(r#""@authority" "content-type" "date" "signature-agent";key="a""#),
+        ["content-type", "date", "signature-agent"]
+    );
+    // Derived components are no fields; a name that is no field name is left out.
+    assert!(covered(r#""@authority" "@method" "Content-Type" ":path""#).is_empty());
+    // Only the member tagged web-bot-auth counts, and nothing when the field does not parse.
+    let other = r#"a=("x-first");tag="other", sig1=("x-second");tag="web-bot-auth""#;
+    assert_eq!(web_bot_auth::covered_fields(other), ["x-second"]);
+    assert!(web_bot_auth::covered_fields("sig1=(").is_empty());
+    // A covered field of several lines is one value, its lines trimmed and joined.
+    let signed = sign(
+        &input(r#""@authority" "x-tags""#, ""),
+        &[("x-tags", " a "), ("x-tags", "b")],
+    );
+    assert_eq!(signed.verify(), Ok("testbot".to_owned()));
 }

@@ -340,37 +340,62 @@ fn strip_routing_overrides() {
     }
 }
 
+/// The request's headers as the filter reads them, borrowed from the proxy's `map`, and the
+/// routing-override headers it carries (removed if it is let through). Only the headers the
+/// core reads are decoded, each up to the bytes that matter, and the Cookie header not at all
+/// (the core scans its bytes for the clearance pairs): a request carrying 60 KiB in any header
+/// then costs a scan of the names, not a UTF-8 validation and a copy of all of it. Envoy's
+/// header names are lowercase (HTTP/2 requires it; its HTTP/1 codec lowers them), so they are
+/// compared as they are. `None` when the map is malformed.
+fn read_headers<'m>(filter: &Filter, map: &'m [u8]) -> Option<(Request<'m>, Vec<&'static str>)> {
+    let mut overrides: Vec<&'static str> = Vec::new();
+    let mut cookies: Vec<&[u8]> = Vec::new();
+    let headers = abi::deserialize_map_with(map, |name, value| {
+        if name == b"cookie" {
+            cookies.push(value);
+            return None;
+        }
+        if let Some(limit) = filter.read_limit(name) {
+            let kept = value.get(..limit).unwrap_or(value);
+            return Some(pow_core::filter::utf8_lossy(kept));
+        }
+        if let Some(stripped) = pow_core::filter::STRIPPED_HEADERS
+            .iter()
+            .find(|s| s.as_bytes() == name)
+            && !overrides.contains(stripped)
+        {
+            overrides.push(stripped);
+        }
+        None
+    })?;
+    let mut req = Request {
+        headers,
+        cookies,
+        source_address: None,
+    };
+    // The fields a Web Bot Auth signature covers, read only when there is one to check.
+    let covered = filter.covered_fields(&req);
+    if !covered.is_empty() {
+        let mut lines = 0;
+        let limit = pow_core::web_bot_auth::MAX_FIELD_LEN + 1;
+        let more = abi::deserialize_map_with(map, |name, value| {
+            let wanted = lines < pow_core::filter::MAX_COVERED_LINES
+                && covered.iter().any(|c| c.as_bytes() == name);
+            wanted.then(|| {
+                lines += 1;
+                pow_core::filter::utf8_lossy(value.get(..limit).unwrap_or(value))
+            })
+        })?;
+        req.headers.extend(more);
+    }
+    Some((req, overrides))
+}
+
 impl Http {
     fn decide(&self, filter: &Filter) -> Result<Action, (&'static str, abi::Status)> {
-        // Only the headers the core reads are decoded, each up to the bytes that matter, and the
-        // Cookie header not at all (the core scans its bytes for the clearance pairs): a request
-        // carrying 60 KiB in any header then costs a scan of the names, not a UTF-8 validation
-        // and a copy of all of it.
-        // Envoy's header names are lowercase (HTTP/2 requires it; its HTTP/1 codec lowers
-        // them), so they are compared as they are.
-        let mut overrides: Vec<&'static str> = Vec::new();
-        // The Cookie headers' bytes, borrowed from the map, never copied.
-        let mut cookies: Vec<&[u8]> = Vec::new();
         let map = abi::get_request_header_map().map_err(|s| ("get_header_map_pairs", s))?;
-        let headers = abi::deserialize_map_with(&map, |name, value| {
-            if name == b"cookie" {
-                cookies.push(value);
-                return None;
-            }
-            if let Some(limit) = filter.read_limit(name) {
-                let kept = value.get(..limit).unwrap_or(value);
-                return Some(pow_core::filter::utf8_lossy(kept));
-            }
-            if let Some(stripped) = pow_core::filter::STRIPPED_HEADERS
-                .iter()
-                .find(|s| s.as_bytes() == name)
-                && !overrides.contains(stripped)
-            {
-                overrides.push(stripped);
-            }
-            None
-        })
-        .ok_or(("get_header_map_pairs (malformed map)", abi::Status(3)))?;
+        let (mut req, overrides) = read_headers(filter, &map)
+            .ok_or(("get_header_map_pairs (malformed map)", abi::Status(3)))?;
         let source = abi::get_property(b"source\0address")
             .map_err(|s| ("get_property(source.address)", s))?
             .map(|b| {
@@ -386,11 +411,7 @@ impl Http {
         if now.secs >= self.shared.age_written.get().saturating_add(60) {
             self.shared.write_age(now.secs);
         }
-        let req = Request {
-            headers,
-            cookies,
-            source_address: source,
-        };
+        req.source_address = source;
         let action = {
             let mut metrics = self.shared.metrics.borrow_mut();
             if !filter.is_armed() {

@@ -4,7 +4,8 @@
 //! `@target-uri`, `@authority`, `@scheme`, `@request-target`, `@path` and `@query`. Header
 //! fields are supported whole (section 2.1) or as one dictionary member (`;key`, section
 //! 2.1.2). Any other component parameter (`sf`, `bs`, `req`, `tr`, `name`) and any other
-//! derived component (`@query-param`, `@status`) is refused as unsupported, never guessed at.
+//! derived component of section 2.2 (`@query-param`, `@status`) is refused as unsupported, and
+//! one it does not define as unknown, never guessed at.
 
 use std::borrow::Cow;
 
@@ -100,12 +101,7 @@ fn component_value<'r>(
         }
         return derived_value(req, derived);
     }
-    // Section 2.1: the component name of a field is its name, lowercased.
-    if name.is_empty()
-        || !name
-            .bytes()
-            .all(|b| sf::is_tchar(b) && !b.is_ascii_uppercase())
-    {
+    if !is_field_name(name) {
         return Err(Unsigned::Malformed);
     }
     let key = match params.as_slice() {
@@ -124,6 +120,14 @@ fn component_value<'r>(
     let mut text = String::new();
     sf::write_member(&mut text, member);
     Ok(Cow::Owned(text))
+}
+
+/// Section 2.1: the component name of a field is its name (a token), lowercased.
+pub fn is_field_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| sf::is_tchar(b) && !b.is_ascii_uppercase())
 }
 
 fn derived_value<'r>(req: &SignedRequest<'r>, derived: &str) -> Result<Cow<'r, str>, Unsigned> {
@@ -152,8 +156,10 @@ fn derived_value<'r>(req: &SignedRequest<'r>, derived: &str) -> Result<Cow<'r, s
         "query" => Cow::Owned(format!("?{}", query.unwrap_or(""))),
         // `@signature-params` is not a component one can cover (section 2.3).
         "signature-params" => return Err(Unsigned::Malformed),
-        // `@query-param` needs `;name`, `@status` is a response's; anything else is unknown.
-        _ => return Err(Unsigned::Unsupported),
+        // `@query-param` needs `;name`, `@status` is a response's: defined, not supported.
+        "query-param" | "status" => return Err(Unsigned::Unsupported),
+        // Anything else RFC 9421 does not define: refused, never guessed at.
+        _ => return Err(Unsigned::UnknownComponent),
     };
     Ok(value)
 }
@@ -254,6 +260,13 @@ mod tests {
         assert_eq!(derived_value(&r, "query").unwrap(), "?");
         assert_eq!(derived_value(&r, "status"), Err(Unsigned::Unsupported));
         assert_eq!(derived_value(&r, "query-param"), Err(Unsigned::Unsupported));
+        for unknown in ["status-code", "authority-x", "", "Method"] {
+            assert_eq!(
+                derived_value(&r, unknown),
+                Err(Unsigned::UnknownComponent),
+                "{unknown}"
+            );
+        }
         assert_eq!(
             derived_value(&r, "signature-params"),
             Err(Unsigned::Malformed)

@@ -34,7 +34,7 @@ use ed25519_dalek::{Signature, VerifyingKey};
 use crate::config::{ConfigError, PluginConfig};
 use crate::filter::Request;
 
-pub use base::{MAX_BASE_LEN, signature_base};
+pub use base::{MAX_BASE_LEN, field_value, signature_base};
 pub use keys::{Ed25519Key, Jwk, KeyDirectory, KeyError, MAX_DIRECTORY_KEYS, decode_x, thumbprint};
 
 /// The longest `Signature-Input`, `Signature`, `Signature-Agent` or covered field read (all its
@@ -70,6 +70,8 @@ pub enum Unsigned {
     NotWebBotAuth,
     /// An `alg` other than `ed25519`, or a component or component parameter not supported.
     Unsupported,
+    /// A derived component (`@...`) that RFC 9421 section 2.2 does not define.
+    UnknownComponent,
     /// Now is past `expires`.
     Expired,
     /// `created` is more than [`CLOCK_SKEW_SECS`] ahead of now.
@@ -86,11 +88,12 @@ pub enum Unsigned {
 }
 
 impl Unsigned {
-    pub const ALL: [Unsigned; 10] = [
+    pub const ALL: [Unsigned; 11] = [
         Unsigned::NoSignature,
         Unsigned::Malformed,
         Unsigned::NotWebBotAuth,
         Unsigned::Unsupported,
+        Unsigned::UnknownComponent,
         Unsigned::Expired,
         Unsigned::NotYetValid,
         Unsigned::TooLong,
@@ -106,6 +109,7 @@ impl Unsigned {
             Unsigned::Malformed => "malformed",
             Unsigned::NotWebBotAuth => "not_web_bot_auth",
             Unsigned::Unsupported => "unsupported",
+            Unsigned::UnknownComponent => "unknown_component",
             Unsigned::Expired => "expired",
             Unsigned::NotYetValid => "not_yet_valid",
             Unsigned::TooLong => "too_long",
@@ -293,18 +297,7 @@ fn with_signature<T>(
     };
     let inputs = sf::parse_dictionary(&input).map_err(|_| Unsigned::Malformed)?;
     let signatures = sf::parse_dictionary(&signature).map_err(|_| Unsigned::Malformed)?;
-    // The first member tagged web-bot-auth: one signature checked, whatever else is sent.
-    let (label, member) = inputs
-        .iter()
-        .find(|(_, member)| {
-            let params = match member {
-                sf::Member::InnerList(_, params) | sf::Member::Item(sf::Item { params, .. }) => {
-                    params
-                }
-            };
-            matches!(string_param(params, "tag"), Some(Ok(TAG)))
-        })
-        .ok_or(Unsigned::NotWebBotAuth)?;
+    let (label, member) = first_tagged(&inputs).ok_or(Unsigned::NotWebBotAuth)?;
     let sf::Member::InnerList(components, params) = member else {
         return Err(Unsigned::Malformed);
     };
@@ -321,22 +314,7 @@ fn with_signature<T>(
         return Err(Unsigned::Unsupported);
     }
     let keyid = string_param(params, "keyid").ok_or(Unsigned::Malformed)??;
-    let integer = |key: &str| match sf::param(params, key) {
-        Some(sf::Bare::Integer(i)) => u64::try_from(*i).map_err(|_| Unsigned::Malformed),
-        _ => Err(Unsigned::Malformed),
-    };
-    let created = integer("created")?;
-    let expires = integer("expires")?;
-    if now > expires {
-        return Err(Unsigned::Expired);
-    }
-    if created > now.saturating_add(CLOCK_SKEW_SECS) {
-        return Err(Unsigned::NotYetValid);
-    }
-    match expires.checked_sub(created) {
-        Some(age) if age <= max_age_secs => {}
-        _ => return Err(Unsigned::TooLong),
-    }
+    check_times(params, now, max_age_secs)?;
     let covers = |name: &str| {
         components
             .iter()
@@ -359,6 +337,60 @@ fn with_signature<T>(
         },
         bytes,
     )
+}
+
+/// The first member of `Signature-Input` tagged `web-bot-auth`: one signature checked, whatever
+/// else is sent.
+fn first_tagged<'d, 'a>(inputs: &'d sf::Dictionary<'a>) -> Option<&'d (&'a str, sf::Member<'a>)> {
+    inputs.iter().find(|(_, member)| {
+        let params = match member {
+            sf::Member::InnerList(_, params) | sf::Member::Item(sf::Item { params, .. }) => params,
+        };
+        matches!(string_param(params, "tag"), Some(Ok(TAG)))
+    })
+}
+
+/// The header fields the signature [`TrustedAgents::verify`] would check covers, by name
+/// (lowercase, as RFC 9421 section 2.1 names them), from the request's `Signature-Input`: what
+/// the glue must pass besides the fields it reads anyway. Derived components (`@...`) are not
+/// fields; a name that is no field name is left out (the signature is malformed whatever is
+/// passed). At most [`sf::MAX_ITEMS`] names; none when the field does not parse.
+pub fn covered_fields(signature_input: &str) -> Vec<String> {
+    let Ok(inputs) = sf::parse_dictionary(signature_input) else {
+        return Vec::new();
+    };
+    let Some((_, sf::Member::InnerList(components, _))) = first_tagged(&inputs) else {
+        return Vec::new();
+    };
+    components
+        .iter()
+        .filter_map(|c| match &c.bare {
+            sf::Bare::String(name) if base::is_field_name(name) => Some(name.to_string()),
+            _ => None,
+        })
+        .take(sf::MAX_ITEMS)
+        .collect()
+}
+
+/// `created` and `expires`: both there, now between them (`created` up to [`CLOCK_SKEW_SECS`]
+/// ahead), at most `max_age_secs` apart.
+fn check_times(params: &sf::Params<'_>, now: u64, max_age_secs: u64) -> Result<(), Unsigned> {
+    let integer = |key: &str| match sf::param(params, key) {
+        Some(sf::Bare::Integer(i)) => u64::try_from(*i).map_err(|_| Unsigned::Malformed),
+        _ => Err(Unsigned::Malformed),
+    };
+    let created = integer("created")?;
+    let expires = integer("expires")?;
+    if now > expires {
+        return Err(Unsigned::Expired);
+    }
+    if created > now.saturating_add(CLOCK_SKEW_SECS) {
+        return Err(Unsigned::NotYetValid);
+    }
+    match expires.checked_sub(created) {
+        Some(age) if age <= max_age_secs => Ok(()),
+        _ => Err(Unsigned::TooLong),
+    }
 }
 
 /// `Signature-Agent` is a dictionary of strings (directory-05, "Header Field Definition"), or,
