@@ -8,6 +8,7 @@ pub mod config;
 pub mod crawlers;
 pub mod crypto;
 pub mod filter;
+pub mod fnv;
 pub mod lists;
 pub mod log_limit;
 pub mod net;

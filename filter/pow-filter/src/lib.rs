@@ -58,33 +58,10 @@ fn now_secs_or_zero() -> u64 {
     abi::now_nanos().map_or(0, |n| n / 1_000_000_000)
 }
 
-/// FNV-1a: the metric ids are looked up by name on every request, and SipHash (the std
-/// default, there to resist chosen keys) costs more than the rest of the lookup; the names are
-/// the filter's own.
-#[derive(Debug, Default, Clone, Copy)]
-struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let start = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        self.0 = bytes.iter().fold(start, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-    }
-}
-
 /// Counter and gauge ids, defined on first use.
 #[derive(Debug, Default)]
 struct MetricIds {
-    ids: HashMap<String, u32, std::hash::BuildHasherDefault<Fnv>>,
+    ids: HashMap<String, u32, pow_core::fnv::FnvBuild>,
 }
 
 impl MetricIds {

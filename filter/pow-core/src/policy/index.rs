@@ -3,12 +3,12 @@
 //! condition the request meets. The first rule in every set decides.
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
 use super::{HeaderCondition, MAX_RULES, Outcome, Rule, RuleAction, outcome_of};
 use crate::config::PluginConfig;
+use crate::fnv::FnvBuild;
 
 mod decide;
 
@@ -16,32 +16,8 @@ pub use decide::{Facts, Features};
 
 const WORDS: usize = MAX_RULES / 64;
 
-/// FNV-1a: each request looks its host and path up in these maps, and SipHash (the std default,
-/// there to resist chosen keys) costs more than the rest of the lookup. The keys are the
-/// configuration's; a request only chooses what it looks up, which costs at most the longest
-/// probe the configuration's own keys make.
-#[derive(Debug, Default, Clone, Copy)]
-struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let start = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        self.0 = bytes.iter().fold(start, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-    }
-}
-
 /// The rules by key of one condition's values.
-type Map<K> = HashMap<K, Bits, BuildHasherDefault<Fnv>>;
+type Map<K> = HashMap<K, Bits, FnvBuild>;
 
 /// A set of rules, by index: one bit each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
