@@ -101,12 +101,7 @@ pub fn refresh(
             Err(why) => {
                 let old = previous.get(&agent.name);
                 let failure = Failure::agent(&agent.name, why, old.is_some());
-                pop_common::warn!(
-                    "agent {}: {}: {}",
-                    agent.name,
-                    failure.consequence(),
-                    failure.reason()
-                );
+                failure.warn();
                 if let Some(old) = old {
                     out.keys.insert(agent.name.clone(), old.clone());
                     out.kept.push(agent.name.clone());

@@ -182,6 +182,15 @@ impl Failure {
         }
     }
 
+    /// The warning a failure logs when it happens: what failed, what is left, why.
+    pub fn warn(&self) {
+        let what = match &self.what {
+            Failed::List { list, .. } => format!("list {list}"),
+            Failed::Agent { agent, .. } => format!("agent {agent}"),
+        };
+        pop_common::warn!("{what}: {}: {}", self.consequence(), self.reason());
+    }
+
     pub fn reason(&self) -> String {
         match &self.what {
             Failed::List { reason, .. } => reason.to_string(),

@@ -41,12 +41,7 @@ pub(crate) fn write_dir(
             }
             Err(why) => {
                 let failure = Failure::list(&list.name, why, previous.is_some());
-                pop_common::warn!(
-                    "list {}: {}: {}",
-                    list.name,
-                    failure.consequence(),
-                    failure.reason()
-                );
+                failure.warn();
                 if previous.is_some() {
                     kept.push(list.name.clone());
                 }

@@ -116,12 +116,7 @@ fn generate_all(
             }
             Err(why) => {
                 let failure = Failure::list(&list.name, why, previous.is_some());
-                pop_common::warn!(
-                    "list {}: {}: {}",
-                    list.name,
-                    failure.consequence(),
-                    failure.reason()
-                );
+                failure.warn();
                 failures.push(failure);
             }
         }
