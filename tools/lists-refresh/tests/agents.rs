@@ -6,8 +6,9 @@
 //! way verify an agent's signed request in the real filter module.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::path::PathBuf;
 
 use proxy_wasm_host::{Host, HostConfig, Outcome, Request};
 use serde_json::{Value, json};
@@ -15,64 +16,19 @@ use testkit::http::{Reply, Server};
 use testkit::key_directory::{AgentKey, Directory, MEDIA_TYPE, unix_now};
 use testkit::workspace;
 
-const NOW: &str = "2026-11-29T17:17:00Z";
-const CM: &str = "/api/v1/namespaces/edge/configmaps/policy-lists";
-const WASM: &str = "/apis/extensions.istio.io/v1alpha1/namespaces/edge/wasmplugins/pow-filter";
+use common::{CM, Job, WASM, stderr};
+
 const WELL_KNOWN: &str = "/.well-known/http-message-signatures-directory";
 
-struct Job {
-    dir: tempfile::TempDir,
-    generators: PathBuf,
-}
-
-impl Job {
-    fn new() -> Job {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("token"), "test-token\n").unwrap();
-        std::fs::write(dir.path().join("exits.txt"), "185.220.101.1\n").unwrap();
-        let tor = workspace::bin("lists-gen-tor");
-        Job {
-            dir,
-            generators: tor.parent().unwrap().to_path_buf(),
-        }
-    }
-
-    /// A record with one tor list (from a file) and these agents.
-    fn sources(&self, agents: Value) -> PathBuf {
-        let file = self.dir.path().join("sources.json");
-        let exits = self.dir.path().join("exits.txt");
-        let record = json!({"kind": "ListSources", "version": 3, "timeout_seconds": 5,
-            "lists": [{"name": "tor", "generator": "tor", "sources": [exits]}],
-            "agents": agents});
-        std::fs::write(&file, record.to_string()).unwrap();
-        file
-    }
-
-    fn run(&self, api: &Server, sources: &Path) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_lists-refresh"))
-            .arg(format!("--sources={}", sources.display()))
-            .arg(format!("--api-server={}", api.url))
-            .arg(format!(
-                "--serviceaccount-dir={}",
-                self.dir.path().display()
-            ))
-            .arg(format!("--generators-dir={}", self.generators.display()))
-            .arg(format!("--now={NOW}"))
-            .env_remove("EDGEPOP_LOG")
-            .output()
-            .unwrap()
-    }
-
-    fn run_into(&self, dir: &Path, sources: &Path) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_lists-refresh"))
-            .arg(format!("--sources={}", sources.display()))
-            .arg(format!("--out-dir={}", dir.display()))
-            .arg(format!("--generators-dir={}", self.generators.display()))
-            .env_remove("EDGEPOP_LOG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .output()
-            .unwrap()
-    }
+/// A record with one tor list (from a file) and these agents.
+fn tor_and_agents(job: &Job, agents: Value) -> PathBuf {
+    let exits = job.dir.path().join("exits.txt");
+    std::fs::write(&exits, "185.220.101.1\n").unwrap();
+    job.write_sources(
+        &json!({"kind": "ListSources", "version": 3, "timeout_seconds": 5,
+        "lists": [{"name": "tor", "generator": "tor", "sources": [exits]}],
+        "agents": agents}),
+    )
 }
 
 /// The agent of the tests, trusted by its directory's URL on `server`.
@@ -132,10 +88,6 @@ fn applies(api: &Server) -> (Value, Value) {
     )
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// The directory as the filter reads it: the test key's entry, `kty`, `crv`, `x`, `use` only
 /// (its `kid` is not the thumbprint; the filter computes that).
 fn delivered(key: &AgentKey) -> Value {
@@ -152,7 +104,7 @@ fn a_trusted_agents_keys_reach_the_pluginconfig_and_verify_its_requests_in_the_m
     let directory =
         Server::start_for(|url| vec![Directory::of(&[&key]).reply(authority(url), unix_now())])
             .unwrap();
-    let sources = job.sources(examplebot(&directory));
+    let sources = tor_and_agents(&job, examplebot(&directory));
     let api = api_writing(configmap(json!({})));
     let out = job.run(&api, &sources);
     let log = stderr(&out);
@@ -314,7 +266,7 @@ fn a_failing_directory_keeps_the_last_good_keys_and_is_named() {
     for (reason, reply) in cases {
         let job = Job::new();
         let directory = Server::start_for(|url| vec![reply(authority(url))]).unwrap();
-        let sources = job.sources(examplebot(&directory));
+        let sources = tor_and_agents(&job, examplebot(&directory));
         let api = api_writing(configmap(previous(&key)));
         let out = job.run(&api, &sources);
         let log = stderr(&out);
@@ -362,7 +314,7 @@ fn an_invalid_directory_is_refused_with_its_name() {
     let job = Job::new();
     let directory =
         Server::start_for(|url| vec![broken.reply(authority(url), unix_now())]).unwrap();
-    let sources = job.sources(examplebot(&directory));
+    let sources = tor_and_agents(&job, examplebot(&directory));
     let api = api_writing(Reply::status(404));
     let out = job.run(&api, &sources);
     let log = stderr(&out);
@@ -385,8 +337,11 @@ fn an_invalid_directory_is_refused_with_its_name() {
 #[test]
 fn a_directory_over_plain_http_to_another_host_is_refused_naming_the_field() {
     let job = Job::new();
-    let sources = job.sources(json!([{"name": "examplebot",
-        "directory": "http://bot.example.com/.well-known/http-message-signatures-directory"}]));
+    let sources = tor_and_agents(
+        &job,
+        json!([{"name": "examplebot",
+        "directory": "http://bot.example.com/.well-known/http-message-signatures-directory"}]),
+    );
     let api = Server::start(vec![]).unwrap();
     let out = job.run(&api, &sources);
     let log = stderr(&out);
@@ -413,7 +368,7 @@ fn the_out_dir_gets_each_agents_keys_and_a_failing_directory_keeps_its_file() {
         ]
     })
     .unwrap();
-    let sources = job.sources(examplebot(&good));
+    let sources = tor_and_agents(&job, examplebot(&good));
     let out = job.run_into(&dir, &sources);
     assert!(out.status.success(), "{}", stderr(&out));
     let file = dir.join("examplebot.directory.json");
@@ -482,7 +437,7 @@ fn the_same_keys_already_published_write_nothing() {
         vec![reply(unix_now()), reply(unix_now())]
     })
     .unwrap();
-    let sources = job.sources(examplebot(&directory));
+    let sources = tor_and_agents(&job, examplebot(&directory));
     let api = api_writing(configmap(json!({})));
     let out = job.run(&api, &sources);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -5,6 +5,8 @@
 //! server, under its real identity and Role, is `api_server.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -14,59 +16,16 @@ use serde_json::{Value, json};
 use testkit::http::{Reply, Request, Server};
 use testkit::workspace;
 
-const NOW: &str = "2026-11-29T17:17:00Z";
-const CM: &str = "/api/v1/namespaces/edge/configmaps/policy-lists";
-const WASM: &str = "/apis/extensions.istio.io/v1alpha1/namespaces/edge/wasmplugins/pow-filter";
+use common::{CM, Job, NOW, WASM, stderr};
+
 const APPLY_QUERY: &str = "?fieldManager=edgepop-lists&force=true";
 
-/// The directory of the generators, built beside this test (testkit builds them if needed).
-fn generators() -> PathBuf {
-    workspace::bin("lists-gen-asn");
-    workspace::bin("lists-gen-crawlers");
-    let tor = workspace::bin("lists-gen-tor");
-    tor.parent().unwrap().to_path_buf()
-}
-
-struct Job {
-    dir: tempfile::TempDir,
-    generators: PathBuf,
-}
-
-impl Job {
-    fn new() -> Job {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("token"), "test-token\n").unwrap();
-        Job {
-            dir,
-            generators: generators(),
-        }
-    }
-
-    fn sources(&self, lists: Value) -> PathBuf {
-        let file = self.dir.path().join("sources.json");
-        let record = json!({"kind": "ListSources", "version": 3, "max_shrink_percent": 50,
-                            "timeout_seconds": 5, "lists": lists});
-        std::fs::write(&file, record.to_string()).unwrap();
-        file
-    }
-
-    fn run(&self, api: &Server, sources: &Path) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_lists-refresh"))
-            .arg("--namespace=edge")
-            .arg("--configmap=policy-lists")
-            .arg("--wasmplugin=pow-filter")
-            .arg(format!("--sources={}", sources.display()))
-            .arg(format!("--api-server={}", api.url))
-            .arg(format!(
-                "--serviceaccount-dir={}",
-                self.dir.path().display()
-            ))
-            .arg(format!("--generators-dir={}", self.generators.display()))
-            .arg(format!("--now={NOW}"))
-            .env_remove("EDGEPOP_LOG")
-            .output()
-            .unwrap()
-    }
+/// A record of these lists.
+fn lists_record(job: &Job, lists: Value) -> PathBuf {
+    job.write_sources(
+        &json!({"kind": "ListSources", "version": 3, "max_shrink_percent": 50,
+                              "timeout_seconds": 5, "lists": lists}),
+    )
 }
 
 fn configmap(data: Value) -> Reply {
@@ -111,10 +70,6 @@ fn assert_apply(request: &Request, path: &str) -> Value {
     serde_json::from_slice(&request.body).unwrap()
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn capture(test: &str, rel: &str) -> Option<PathBuf> {
     workspace::shared_dir(test).map(|s| s.join("fixtures").join(rel))
 }
@@ -130,10 +85,13 @@ fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() 
     };
     let job = Job::new();
     let tor_source = Server::start(vec![Reply::ok(std::fs::read(&bulk).unwrap())]).unwrap();
-    let sources = job.sources(json!([
-        {"name": "tor", "generator": "tor", "sources": [format!("{}/torbulkexitlist", tor_source.url)]},
-        {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335, 15169]},
-    ]));
+    let sources = lists_record(
+        &job,
+        json!([
+            {"name": "tor", "generator": "tor", "sources": [format!("{}/torbulkexitlist", tor_source.url)]},
+            {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335, 15169]},
+        ]),
+    );
     let api = Server::start(vec![
         configmap(json!({"notes": "kept by its own manager"})),
         wasmplugin("older"),
@@ -211,10 +169,13 @@ fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
     let job = Job::new();
     let tor_source = Server::start(vec![Reply::status(500)]).unwrap();
     let tor_url = format!("{}/torbulkexitlist", tor_source.url);
-    let sources = job.sources(json!([
-        {"name": "tor", "generator": "tor", "sources": [tor_url]},
-        {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335]},
-    ]));
+    let sources = lists_record(
+        &job,
+        json!([
+            {"name": "tor", "generator": "tor", "sources": [tor_url]},
+            {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335]},
+        ]),
+    );
     let old_tor = "185.220.101.1/32\n185.220.101.2/32\n";
     let api = Server::start(vec![
         configmap(json!({"tor.txt": old_tor, "version": "v0"})),
@@ -268,10 +229,13 @@ fn a_large_shrink_and_a_source_down_publish_nothing() {
         "{}/ip2asn-combined.tsv.gz",
         testkit::http::closed_port_url().unwrap()
     );
-    let sources = job.sources(json!([
-        {"name": "tor", "generator": "tor", "sources": [format!("{}/torbulkexitlist", tor_source.url)]},
-        {"name": "hosting", "generator": "asn", "sources": [down], "asns": [13335]},
-    ]));
+    let sources = lists_record(
+        &job,
+        json!([
+            {"name": "tor", "generator": "tor", "sources": [format!("{}/torbulkexitlist", tor_source.url)]},
+            {"name": "hosting", "generator": "asn", "sources": [down], "asns": [13335]},
+        ]),
+    );
     let api = Server::start(vec![configmap(
         json!({"tor.txt": previous, "version": "v0"}),
     )])
@@ -309,7 +273,10 @@ fn big_tor(count: usize) -> (Job, PathBuf) {
     let job = Job::new();
     let file = job.dir.path().join("exits.txt");
     std::fs::write(&file, spread_addresses(count)).unwrap();
-    let sources = job.sources(json!([{"name": "tor", "generator": "tor", "sources": [file]}]));
+    let sources = lists_record(
+        &job,
+        json!([{"name": "tor", "generator": "tor", "sources": [file]}]),
+    );
     (job, sources)
 }
 
@@ -424,7 +391,10 @@ fn unchanged_lists_already_in_the_wasmplugin_write_nothing() {
     let job = Job::new();
     let file = job.dir.path().join("exits.txt");
     std::fs::write(&file, "185.220.101.1\n").unwrap();
-    let sources = job.sources(json!([{"name": "tor", "generator": "tor", "sources": [file]}]));
+    let sources = lists_record(
+        &job,
+        json!([{"name": "tor", "generator": "tor", "sources": [file]}]),
+    );
     let api = Server::start(vec![
         configmap(json!({"tor.txt": "185.220.101.1/32\n", "version": "v7"})),
         wasmplugin("v7"),
@@ -456,7 +426,7 @@ fn a_list_name_the_filter_would_refuse_is_refused_before_any_request() {
             ),
         ];
     for (lists, field) in cases {
-        let sources = job.sources(lists);
+        let sources = lists_record(&job, lists);
         let api = Server::start(vec![configmap(json!({}))]).unwrap();
         let out = job.run(&api, &sources);
         let log = stderr(&out);
@@ -464,20 +434,6 @@ fn a_list_name_the_filter_would_refuse_is_refused_before_any_request() {
         assert!(log.contains(field), "{log}");
         assert!(log.contains("sources.json"), "names the file: {log}");
         assert!(api.requests().is_empty(), "nothing may reach the API");
-    }
-}
-
-impl Job {
-    /// `lists-refresh --out-dir DIR`: no API server, no ServiceAccount.
-    fn run_into(&self, dir: &Path, sources: &Path) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_lists-refresh"))
-            .arg(format!("--sources={}", sources.display()))
-            .arg(format!("--out-dir={}", dir.display()))
-            .arg(format!("--generators-dir={}", self.generators.display()))
-            .env_remove("EDGEPOP_LOG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .output()
-            .unwrap()
     }
 }
 
@@ -506,10 +462,13 @@ fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
     let job = Job::new();
     let exits = job.dir.path().join("exits.txt");
     std::fs::copy(&bulk, &exits).unwrap();
-    let sources = job.sources(json!([
-        {"name": "tor", "generator": "tor", "sources": [exits]},
-        {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335]},
-    ]));
+    let sources = lists_record(
+        &job,
+        json!([
+            {"name": "tor", "generator": "tor", "sources": [exits]},
+            {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335]},
+        ]),
+    );
     let dir = job.dir.path().join("lists");
     let out = job.run_into(&dir, &sources);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -563,7 +522,10 @@ fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
 fn an_out_dir_run_where_every_list_fails_writes_nothing() {
     let job = Job::new();
     let missing = job.dir.path().join("no-such-capture.txt");
-    let sources = job.sources(json!([{"name": "tor", "generator": "tor", "sources": [missing]}]));
+    let sources = lists_record(
+        &job,
+        json!([{"name": "tor", "generator": "tor", "sources": [missing]}]),
+    );
     let dir = job.dir.path().join("lists");
     let out = job.run_into(&dir, &sources);
     let log = stderr(&out);
@@ -581,10 +543,13 @@ fn lists_the_filter_would_refuse_are_refused_before_any_write() {
     let file = job.dir.path().join("exits.txt");
     std::fs::write(&file, "185.220.101.1\n").unwrap();
     let missing = job.dir.path().join("gone.txt");
-    let sources = job.sources(json!([
-        {"name": "tor", "generator": "tor", "sources": [file]},
-        {"name": "hosting", "generator": "tor", "sources": [missing]},
-    ]));
+    let sources = lists_record(
+        &job,
+        json!([
+            {"name": "tor", "generator": "tor", "sources": [file]},
+            {"name": "hosting", "generator": "tor", "sources": [missing]},
+        ]),
+    );
     let api = Server::start(vec![
         configmap(json!({"hosting.txt": "203.0.113.0/24\nsee the wiki\n", "version": NOW})),
         wasmplugin(NOW),
@@ -648,17 +613,20 @@ fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
     )])
     .unwrap();
     let fetchers = ["AdsBot-Google", "FeedFetcher-Google"];
-    let sources = job.sources(json!([
-        {"name": "googlebot", "generator": "crawlers",
-         "sources": [format!("{}/static/crawling/ipranges/common-crawlers.json", google.url)],
-         "tokens": ["Googlebot"]},
-        {"name": "google-fetchers", "generator": "crawlers",
-         "sources": [bots.join("google/user-triggered-fetchers.json"),
-                     bots.join("google/user-triggered-fetchers-google.json")],
-         "tokens": fetchers},
-        {"name": "bingbot", "generator": "crawlers",
-         "sources": [bots.join("bing/bingbot.json")], "tokens": ["bingbot"]},
-    ]));
+    let sources = lists_record(
+        &job,
+        json!([
+            {"name": "googlebot", "generator": "crawlers",
+             "sources": [format!("{}/static/crawling/ipranges/common-crawlers.json", google.url)],
+             "tokens": ["Googlebot"]},
+            {"name": "google-fetchers", "generator": "crawlers",
+             "sources": [bots.join("google/user-triggered-fetchers.json"),
+                         bots.join("google/user-triggered-fetchers-google.json")],
+             "tokens": fetchers},
+            {"name": "bingbot", "generator": "crawlers",
+             "sources": [bots.join("bing/bingbot.json")], "tokens": ["bingbot"]},
+        ]),
+    );
     let api = Server::start(vec![
         configmap(json!({})),
         wasmplugin("older"),
@@ -724,16 +692,19 @@ fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
     let old_googlebot = "66.249.64.0/19\n2001:4860:4801::/48\n";
     // The last chatgpt-user list; its source now serves GPTBot's 12 prefixes instead of 154.
     let old_chatgpt = crawler_text(&bots.join("openai/chatgpt-user.json"));
-    let sources = job.sources(json!([
-        {"name": "googlebot", "generator": "crawlers", "sources": [down_url],
-         "tokens": ["Googlebot"]},
-        {"name": "chatgpt-user", "generator": "crawlers",
-         "sources": [bots.join("openai/gptbot.json")], "tokens": ["ChatGPT-User"]},
-        {"name": "oai-searchbot", "generator": "crawlers",
-         "sources": [bots.join("openai/searchbot.json")], "tokens": ["OAI-SearchBot"]},
-        {"name": "bingbot", "generator": "crawlers",
-         "sources": [job.dir.path().join("no-bingbot.json")], "tokens": ["bingbot"]},
-    ]));
+    let sources = lists_record(
+        &job,
+        json!([
+            {"name": "googlebot", "generator": "crawlers", "sources": [down_url],
+             "tokens": ["Googlebot"]},
+            {"name": "chatgpt-user", "generator": "crawlers",
+             "sources": [bots.join("openai/gptbot.json")], "tokens": ["ChatGPT-User"]},
+            {"name": "oai-searchbot", "generator": "crawlers",
+             "sources": [bots.join("openai/searchbot.json")], "tokens": ["OAI-SearchBot"]},
+            {"name": "bingbot", "generator": "crawlers",
+             "sources": [job.dir.path().join("no-bingbot.json")], "tokens": ["bingbot"]},
+        ]),
+    );
     let api = Server::start(vec![
         configmap(
             json!({"googlebot.txt": old_googlebot, "chatgpt-user.txt": old_chatgpt,
@@ -798,9 +769,12 @@ fn tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed() {
     let job = Job::new();
     let gptbot = bots.join("openai/gptbot.json");
     let text = crawler_text(&gptbot);
-    let sources = job.sources(json!([
-        {"name": "gptbot", "generator": "crawlers", "sources": [gptbot], "tokens": ["GPTBot"]},
-    ]));
+    let sources = lists_record(
+        &job,
+        json!([
+            {"name": "gptbot", "generator": "crawlers", "sources": [gptbot], "tokens": ["GPTBot"]},
+        ]),
+    );
     // The same list and version as published, by a job that wrote no tokens.
     let api = Server::start(vec![
         configmap(json!({"gptbot.txt": text, "version": "v7"})),
