@@ -114,6 +114,18 @@ impl Machine {
     }
 
     /// `make check PROFILE=onprem` as make runs it, with `env` on top.
+    /// `make check`'s script, which must exit with `code`; its stdout.
+    fn check_exits(&self, config: &Path, env: &[(&str, &OsStr)], code: i32) -> String {
+        let out = self.check(config, env);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{}",
+            testkit::process::text(&out)
+        );
+        stdout(&out)
+    }
+
     fn check(&self, config: &Path, env: &[(&str, &OsStr)]) -> Output {
         let tools = testkit::workspace::bin("render-platform")
             .parent()
@@ -302,14 +314,7 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
         ("KUBECONFIG", plane.kubeconfig().as_os_str()),
         ("VERSIONS_FILE", versions_file.as_os_str()),
     ];
-    let out = machine.check(&config, &env);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        testkit::process::text(&out)
-    );
-    let text = stdout(&out);
+    let text = machine.check_exits(&config, &env, 0);
     let line = line_with(&text, "kubectl v1.");
     assert!(
         line.trim_start().starts_with("ok")
@@ -336,14 +341,7 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
     ] {
         plane.kubectl_ok(&["apply", "-f", "-"], &daemonset(name, annotations));
     }
-    let out = machine.check(&config, &env);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        testkit::process::text(&out)
-    );
-    let text = stdout(&out);
+    let text = machine.check_exits(&config, &env, 1);
     for (needle, hint) in [
         ("runs flannel (kube-system/kube-flannel)", "cni.name: none"),
         (
@@ -374,14 +372,7 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
         &["apply", "-f", "-"],
         &daemonset("cilium", r#"{"meta.helm.sh/release-name": "cilium"}"#),
     );
-    let out = machine.check(&config, &env);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        testkit::process::text(&out)
-    );
-    let text = stdout(&out);
+    let text = machine.check_exits(&config, &env, 0);
     assert!(
         line_with(&text, "Cilium is the helm release cilium")
             .trim_start()
@@ -391,14 +382,7 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
 
     // A kubectl two minors away from the server.
     machine.kubectl_claiming("v1.34.0");
-    let out = machine.check(&config, &env);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        testkit::process::text(&out)
-    );
-    let text = stdout(&out);
+    let text = machine.check_exits(&config, &env, 1);
     let line = line_with(&text, "kubectl v1.34");
     assert!(
         line.trim_start().starts_with("MISSING")
@@ -419,14 +403,7 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
         ("SOPS_AGE_KEY_FILE", key.as_os_str()),
         ("KUBECONFIG", down.as_os_str()),
     ];
-    let out = machine.check(&config, &env);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        testkit::process::text(&out)
-    );
-    let text = stdout(&out);
+    let text = machine.check_exits(&config, &env, 0);
     let line = line_with(&text, "kubectl v1.32");
     assert!(
         line.trim_start().starts_with("optional")
@@ -436,14 +413,7 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
     );
 
     // No kubeconfig named: unchecked too, saying how to name one.
-    let out = machine.check(&config, &[("SOPS_AGE_KEY_FILE", key.as_os_str())]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        testkit::process::text(&out)
-    );
-    let text = stdout(&out);
+    let text = machine.check_exits(&config, &[("SOPS_AGE_KEY_FILE", key.as_os_str())], 0);
     assert!(
         line_with(&text, "kubectl v1.32").contains("KUBECONFIG=FILE"),
         "{text}"
@@ -460,14 +430,7 @@ fn the_shipped_secrets_example_encrypted_with_a_test_key_passes_the_check_and_re
     let sops_file = machine.path("onprem.secrets.sops.yaml");
     let config = machine.config(&sops_file, None);
     let (key, recipient) = machine.age_key("test.agekey");
-    let out = machine.check(&config, &[("SOPS_AGE_KEY_FILE", key.as_os_str())]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        testkit::process::text(&out)
-    );
-    let text = stdout(&out);
+    let text = machine.check_exits(&config, &[("SOPS_AGE_KEY_FILE", key.as_os_str())], 1);
     let line = line_with(&text, "cannot read");
     assert!(
         line.trim_start().starts_with("INVALID")
@@ -485,14 +448,7 @@ fn the_shipped_secrets_example_encrypted_with_a_test_key_passes_the_check_and_re
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", testkit::process::text(&out));
-    let out = machine.check(&config, &[("SOPS_AGE_KEY_FILE", key.as_os_str())]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        testkit::process::text(&out)
-    );
-    let text = stdout(&out);
+    let text = machine.check_exits(&config, &[("SOPS_AGE_KEY_FILE", key.as_os_str())], 0);
     assert!(
         line_with(&text, "age key").contains("decrypts")
             && line_with(&text, "and its SOPS file")
