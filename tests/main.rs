@@ -8,6 +8,7 @@
 mod apply_edge;
 mod check_prereqs;
 mod cluster_status;
+mod docs_commands;
 mod house;
 mod images;
 mod infra_pipeline;
