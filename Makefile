@@ -40,6 +40,17 @@ DEMO_PORT    ?= 8080
 BIN          := $(or $(if $(filter undefined,$(origin CARGO_TARGET_DIR)),,$(CARGO_TARGET_DIR)),target)/release
 FIELD_MANAGER_EDGE := edgepop-edge
 
+# The operator's clients (talosctl, kubectl, helm, sops) at their pins: `make tools` builds them
+# into TOOLS_DIR, from the cache the tests' setup fills (pipelines/upstream.sh). Once it exists it
+# comes first on every recipe's PATH, so an older kubectl or a Helm 4 elsewhere is not picked up;
+# TOOLS_DIR= (empty) leaves PATH as it is.
+XDG_CACHE_HOME ?= $(HOME)/.cache
+TOOLS_DIR    ?= $(XDG_CACHE_HOME)/edgepop/tools/bin
+TOOLS        := talosctl kubectl helm sops
+ifneq ($(wildcard $(TOOLS_DIR)),)
+export PATH := $(abspath $(TOOLS_DIR)):$(PATH)
+endif
+
 # The cluster every kubectl, helm and wait-ready of this Makefile acts on: its own kubeconfig, or
 # the one named on make's command line (make KUBECONFIG=FILE). A KUBECONFIG inherited from the
 # shell is ignored: it may point at any cluster (production), where a target would uninstall and
@@ -88,9 +99,14 @@ guard-cluster: have-kubeconfig $(INPUTS) $(BIN)/kubeconfig-guard
 	$(GUARD) >/dev/null
 
 ##@ Start (no cluster, no credential)
-.PHONY: help check apply
+.PHONY: help tools check apply
 help: ## List the targets (this text)
 	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+tools: ## Build talosctl, kubectl, helm and sops at their pins (Go module proxy, cached) into TOOLS_DIR, first on the recipes' PATH
+	@$(if $(TOOLS_DIR),,echo "make tools: TOOLS_DIR is empty: name the folder to build the tools into" >&2; exit 2)
+	@pipelines/upstream.sh install '$(TOOLS_DIR)' $(TOOLS)
+	@echo "make tools: the Makefile's recipes use them; eval \"\$$(make kubeconfig)\" puts them first on your shell's PATH too" >&2
 
 check: ## Check the tools and credentials a real deployment needs (PROFILE=onprem: those of an existing cluster's platform layer)
 	@PROFILE='$(PROFILE)' $(if $(filter edge,$(PROFILE)),,PLATFORM_CONFIG='$(PLATFORM_CONFIG)') pipelines/check-prereqs.sh
@@ -245,9 +261,10 @@ up: guard-cluster $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power th
 down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Shut the worker down through Talos (drained) and stop it, then the control planes; Instances poweroff (not standby, still billed)
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/power.sh down
 
-kubeconfig: ## Print the export line for the cluster's kubeconfig: eval "$(make kubeconfig)"
+kubeconfig: ## Print the export lines for the cluster's kubeconfig (and the make tools folder): eval "$(make kubeconfig)"
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
 	@echo "export KUBECONFIG='$(KUBECONFIG)'"
+	@$(if $(wildcard $(TOOLS_DIR)),echo "export PATH='$(abspath $(TOOLS_DIR))':\"\$$PATH\"")
 
 cluster-status: $(PLATFORM_GUARD) $(if $(filter edge,$(PROFILE)),,$(PLATFORM_PLAN)) ## One table (PROFILE=edge: nodes, Cilium, cert-manager, Istio, Gateways, Certificates, the filter; onprem: the seed's checks), exit 1 if a row is not ok
 	@PROFILE='$(PROFILE)' NAMES='$(PLATFORM_VALUES)/status.env' pipelines/cluster-status.sh
@@ -311,7 +328,7 @@ lists: $(BIN)/lists-refresh $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor $(BIN)/lis
 	$(BIN)/lists-refresh --sources '$(LISTS_SOURCES)' --out-dir '$(LISTS_OUT)'
 
 .PHONY: upstream
-upstream: ## Build the upstream programs the tests run (etcd, Kubernetes, kwok, talosctl, sops, age) at the pins, cached; print their paths
+upstream: ## Build the upstream programs the tests run (etcd, Kubernetes, kwok, talosctl, sops, age) and helm at the pins, cached; print their paths
 	@pipelines/upstream.sh build
 
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)

@@ -25,7 +25,7 @@ namespace=$EDGE_NAMESPACE
 export KUBECTL_APPLYSET=true # ApplySet is behind this switch in kubectl 1.27 to 1.3x
 applyset=(--applyset="$EDGE_APPLYSET_PARENT" --namespace="$namespace" --prune)
 
-command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
+command -v kubectl >/dev/null || { log "kubectl is not installed (make tools builds it at its pin)"; exit 1; }
 [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]] || {
   log "no kubeconfig at '${KUBECONFIG:-}': run make apply-infra first, or set KUBECONFIG"; exit 1; }
 

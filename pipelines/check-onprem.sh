@@ -41,11 +41,11 @@ else
 fi
 
 if have sops; then ok "sops (decrypts the cluster's secrets at apply time; pinned for the tests: SOPS_VERSION $SOPS_VERSION)"
-else miss "sops (not installed: it decrypts the cluster's secrets at apply time)"; fi
+else miss "sops (not installed: it decrypts the cluster's secrets at apply time; $tools_hint)"; fi
 
 # kubectl's skew policy: within one minor of the API server, here the cluster's own.
 skew_unchecked() { opt "kubectl $1: its skew against the cluster cannot be checked yet: $2"; }
-if ! have kubectl; then miss "kubectl (not installed)"
+if ! have kubectl; then miss "kubectl (not installed; $tools_hint)"
 else
   got=$(kubectl version --client 2>/dev/null | minor)
   endpoint=""

@@ -14,36 +14,38 @@ invalid() { printf '  INVALID  %s\n' "$*"; missing=1; }
 opt()  { printf '  optional %s\n' "$*"; }
 
 echo "tools:"
+# Each missing or wrong client is one `make tools` away: it builds them at their pins.
+tools_hint="make tools builds it"
 # One line per tool, with the version it must have (k8s/versions.env).
 minor() { grep -o 'v[0-9]*\.[0-9]*' | head -1 || true; }
 # version_ge A B: A >= B (vX.Y.Z, as sort -V orders them).
 version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" == "$2" ]]; }
 profile=${PROFILE:-edge}
 if [[ "$profile" != edge ]]; then opt "talosctl (the $profile profile's platform layer does not use it)"
-elif ! have talosctl; then miss "talosctl (not installed; $TALOS_VERSION's minor needed)"
+elif ! have talosctl; then miss "talosctl (not installed; $TALOS_VERSION's minor needed; $tools_hint)"
 else
   got=$(talosctl version --client --short 2>/dev/null | minor)
   want=${TALOS_VERSION%.*}
   if [[ "$got" == "$want" ]]; then ok "talosctl $got (the cluster runs $TALOS_VERSION)"
-  else miss "talosctl ${got:-?}: the cluster runs $TALOS_VERSION, talosctl must have the same minor ($want)"; fi
+  else miss "talosctl ${got:-?}: the cluster runs $TALOS_VERSION, talosctl must have the same minor ($want; $tools_hint)"; fi
 fi
 if [[ "$profile" != edge ]]; then :  # against the cluster's own version (check-onprem.sh)
-elif ! have kubectl; then miss "kubectl (not installed)"
+elif ! have kubectl; then miss "kubectl (not installed; $tools_hint)"
 else
   # kubectl's skew policy: within one minor of the API server.
   got=$(kubectl version --client 2>/dev/null | minor)
   want=$(minor <<<"$KUBERNETES_VERSION")
   if [[ -n "$got" ]] && (( ${got#v1.} - ${want#v1.} <= 1 && ${want#v1.} - ${got#v1.} <= 1 )); then
     ok "kubectl $got (Kubernetes $KUBERNETES_VERSION)"
-  else miss "kubectl ${got:-?}: must be within one minor of Kubernetes $KUBERNETES_VERSION"; fi
+  else miss "kubectl ${got:-?}: must be within one minor of Kubernetes $KUBERNETES_VERSION ($tools_hint)"; fi
 fi
-if ! have helm; then miss "helm (not installed; Helm $HELM_MAJOR_VERSION, $HELM_MIN_VERSION or newer)"
+if ! have helm; then miss "helm (not installed; Helm $HELM_MAJOR_VERSION, $HELM_MIN_VERSION or newer; $tools_hint)"
 else
   got=$(helm version --short 2>/dev/null | grep -o 'v[0-9]*\.[0-9]*\.[0-9]*' | head -1 || true)
   if [[ -n "$got" && "${got%%.*}" != "v$HELM_MAJOR_VERSION" ]]; then
-    miss "helm $got: only Helm $HELM_MAJOR_VERSION is supported ($HELM_MIN_VERSION or newer; Helm 4 renamed --atomic and changed --wait)"
+    miss "helm $got: only Helm $HELM_MAJOR_VERSION is supported ($HELM_MIN_VERSION or newer; Helm 4 renamed --atomic and changed --wait; $tools_hint)"
   elif [[ -n "$got" ]] && version_ge "$got" "$HELM_MIN_VERSION"; then ok "helm $got (Helm $HELM_MAJOR_VERSION, >= $HELM_MIN_VERSION)"
-  else miss "helm ${got:-?}: Helm $HELM_MAJOR_VERSION, $HELM_MIN_VERSION or newer needed"; fi
+  else miss "helm ${got:-?}: Helm $HELM_MAJOR_VERSION, $HELM_MIN_VERSION or newer needed ($tools_hint)"; fi
   if helm diff version >/dev/null 2>&1; then ok "helm diff plugin (make diff-platform)"
   else opt "helm diff plugin (make diff-platform falls back to helm template | kubectl diff)"; fi
 fi

@@ -15,7 +15,7 @@
 set -euo pipefail
 here=$(dirname "$0")
 source "${VERSIONS_FILE:-$here/../k8s/versions.env}"
-command -v kubectl >/dev/null || { echo "cluster-status: kubectl is not installed" >&2; exit 2; }
+command -v kubectl >/dev/null || { echo "cluster-status: kubectl is not installed (make tools builds it at its pin)" >&2; exit 2; }
 
 # What to say when the cluster cannot be asked: the edge's cluster is this Makefile's own (its
 # kubeconfig made by apply-infra, its power by make up); another profile's exists on its own.

@@ -18,7 +18,7 @@ mode=${1:-delete}
 : "${NAMES:?}"
 [[ "$mode" == list ]] || : "${CLUSTER:?CLUSTER must name the cluster, for the question}"
 log() { printf 'destroy-edge: %s\n' "$*" >&2; }
-command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
+command -v kubectl >/dev/null || { log "kubectl is not installed (make tools builds it at its pin)"; exit 1; }
 [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]] || { log "no kubeconfig at '${KUBECONFIG:-}'"; exit 1; }
 . "$(dirname "$0")/edge-names.sh"
 read_edge_names "$NAMES" || exit 1

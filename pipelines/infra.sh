@@ -68,7 +68,7 @@ inventory=$OUT/inventory.json
 
 # talosctl must have the cluster's minor: Talos supports its client within the same minor only.
 need_talosctl() {
-  command -v talosctl >/dev/null || die "talosctl is not installed (the cluster runs $TALOS_VERSION: install ${TALOS_VERSION%.*}.x)"
+  command -v talosctl >/dev/null || die "talosctl is not installed (the cluster runs $TALOS_VERSION: make tools builds a ${TALOS_VERSION%.*}.x)"
   local client
   client=$(talos version --client --short 2>/dev/null | grep -o 'v[0-9]*\.[0-9]*' | head -1 || true)
   [[ "$client" == "${TALOS_VERSION%.*}" ]] \

@@ -107,8 +107,8 @@ if [[ "$mode" == crd-groups ]]; then
   exit 0
 fi
 
-command -v helm >/dev/null || die "helm is not installed (make check lists what is needed)"
-command -v kubectl >/dev/null || die "kubectl is not installed (make check lists what is needed)"
+command -v helm >/dev/null || die "helm is not installed (make tools builds it at its pin)"
+command -v kubectl >/dev/null || die "kubectl is not installed (make tools builds it at its pin)"
 # Helm 4 renamed --atomic and changed what --wait waits for: this script speaks Helm 3.
 helm_version=$(helm version --short 2>/dev/null || true)
 [[ "$helm_version" == "v${HELM_MAJOR_VERSION:?}."* ]] ||
@@ -144,7 +144,7 @@ declare -A talos_patches=()
 check_talos() {
   local line endpoint node patch patches="" list="$rendered_dir/$name.tsv"
   [[ -f "$list" ]] || die "$list is missing: make renders it with render-platform --inputs"
-  command -v talosctl >/dev/null || die "talosctl is not installed (make check lists what is needed)"
+  command -v talosctl >/dev/null || die "talosctl is not installed (make tools builds it at its pin)"
   [[ -f "$talosconfig" ]] || die "$talosconfig is missing: it is written by make apply-infra"
   while IFS=$'\t' read -r endpoint node patch; do
     [[ -z "$endpoint" || "$endpoint" == \#* ]] && continue
@@ -219,7 +219,7 @@ decrypt_secrets() {
     component "$entry"
     [[ "$kind" == secrets ]] || continue
     [[ -f "$source" ]] || die "$source is missing: the cluster's SOPS file (the config's \"secrets\")"
-    command -v sops >/dev/null || die "sops is not installed (make check lists what is needed)"
+    command -v sops >/dev/null || die "sops is not installed (make tools builds it at its pin)"
     [[ -x "$render_platform" ]] || die "$render_platform is missing (RENDER_PLATFORM)"
     if [[ -z "$secrets_dir" ]]; then
       secrets_dir=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/edgepop-secrets.XXXXXX")

@@ -32,7 +32,7 @@ talosconfig=$OUT/talosconfig
 [[ -f "$talosconfig" ]] ||
   die "$talosconfig is missing: the nodes cannot be shut down through Talos" \
     "(scw-infra power off --config $INFRA_CONFIG cuts the power without a shutdown)"
-command -v talosctl >/dev/null || die "talosctl is not installed (make check lists what is needed)"
+command -v talosctl >/dev/null || die "talosctl is not installed (make tools builds it at its pin)"
 timeout=${TALOS_SHUTDOWN_TIMEOUT:-10m}
 # shellcheck source=without-secrets.sh
 . "$(dirname "$0")/without-secrets.sh"

@@ -11,7 +11,7 @@
 set -euo pipefail
 : "${OUT:?}" "${FIELD_MANAGER:?}" "${NAMES:?}"
 log() { printf 'rotate-pow-secret: %s\n' "$*" >&2; }
-command -v kubectl >/dev/null || { log "kubectl is not installed"; exit 1; }
+command -v kubectl >/dev/null || { log "kubectl is not installed (make tools builds it at its pin)"; exit 1; }
 . "$(dirname "$0")/edge-names.sh"
 read_edge_names "$NAMES" || exit 1
 namespace=$EDGE_NAMESPACE

@@ -116,9 +116,10 @@ for dir in filter/browsers/chromium filter/browsers/firefox crates/scaleway/test
 done
 
 # The real upstream programs the tests run (etcd, the Kubernetes control plane and kubectl, kwok,
-# talosctl, sops, age): built with Go from the Go module proxy at the pins of k8s/versions.env and
-# cached outside the tree by pipelines/upstream.sh, so only the first run builds. Go comes with the
-# machine image: Debian's golang-go is older than their go.mod files want.
+# talosctl, sops, age) and helm: built with Go from the Go module proxy at the pins of
+# k8s/versions.env and cached outside the tree by pipelines/upstream.sh, so only the first run
+# builds, and `make tools` finds the operator's clients there. Go comes with the machine image:
+# Debian's golang-go is older than their go.mod files want.
 if wants test; then
   go_minor=$(go env GOVERSION 2>/dev/null | sed -nE 's/^go1\.([0-9]+).*/\1/p')
   if ((${go_minor:-0} < 26)); then

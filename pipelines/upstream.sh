@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds the real upstream programs the tests run (Kubernetes control plane, etcd, kwok, talosctl,
-# sops, age) from the Go module proxy, at the versions pinned in k8s/versions.env, and caches them
-# by version outside the tree, so that only the first run builds.
+# sops, age, helm) from the Go module proxy, at the versions pinned in k8s/versions.env, and caches
+# them by version outside the tree, so that only the first run builds. `make tools` installs the
+# operator's clients from the same cache.
 #
-#   pipelines/upstream.sh [build]   build what is missing, then print "name<TAB>path" per binary
-#   pipelines/upstream.sh paths     print "name<TAB>path" per binary, building nothing
+#   pipelines/upstream.sh [build [NAME...]]   build what is missing (of NAME... only, when given),
+#                                             then print "name<TAB>path" per binary
+#   pipelines/upstream.sh paths [NAME...]     print "name<TAB>path" per binary, building nothing
+#   pipelines/upstream.sh install DIR NAME... build NAME... as build does, then link (or copy)
+#                                             each into DIR and print "name<TAB>DIR/name"
 #
 # Each program is built from a small Go module of ours, k8s/upstream/<module>/, whose go.mod
 # requires the pinned upstream module (and copies its replace directives) and whose go.sum is
@@ -36,6 +40,7 @@ binaries=(
   "sops                    sops        github.com/getsops/sops/v3   github.com/getsops/sops/v3/cmd/sops           --version --disable-version-check"
   "age                     age         filippo.io/age               filippo.io/age/cmd/age                        --version"
   "age-keygen              age         filippo.io/age               filippo.io/age/cmd/age-keygen                 --version"
+  "helm                    helm        helm.sh/helm/v3              helm.sh/helm/v3/cmd/helm                      version --short"
 )
 
 # The pin of each module in k8s/versions.env.
@@ -47,6 +52,7 @@ pin() {
     talosctl) echo "$TALOSCTL_VERSION" ;;
     sops) echo "$SOPS_VERSION" ;;
     age) echo "$AGE_VERSION" ;;
+    helm) echo "$HELM_VERSION" ;;
     *) die "no pin for module $1" ;;
   esac
 }
@@ -68,11 +74,38 @@ build_flags() {
       ;;
     talosctl) tags=grpcnotrace ;; # Talos's Makefile, GO_BUILDTAGS_TALOSCTL
     age) ld+=("-X main.Version=$version") ;; # else age reports our module's version, not its own
+    helm)
+      # Helm's Makefile at v3.22.0 (LDFLAGS): the release's version with no metadata, and the
+      # Kubernetes version its lint and chartutil assume, the client-go minor it is built with + 1.
+      local client_go
+      client_go=$(sed -nE 's/^[[:space:]]*k8s\.io\/client-go v0\.([0-9]+)\..*/\1/p' "$root/k8s/upstream/helm/go.mod")
+      [[ -n $client_go ]] || die "k8s/upstream/helm/go.mod requires no k8s.io/client-go"
+      local pkg=helm.sh/helm/v3
+      ld+=("-X $pkg/internal/version.version=$version" "-X $pkg/internal/version.metadata="
+        "-X $pkg/internal/version.gitTreeState=clean")
+      for pkg in $pkg/pkg/lint/rules $pkg/pkg/chartutil; do
+        ld+=("-X $pkg.k8sVersionMajor=1" "-X $pkg.k8sVersionMinor=$client_go")
+      done
+      ;;
   esac
   printf '%s\n' "-trimpath" "-tags=$tags" "-ldflags=-s -w ${ld[*]-}"
 }
 
-list() { printf '%s\n' "${binaries[@]}"; }
+# The binaries, or only those named (known_names refuses a name the list lacks).
+known_names() {
+  local wanted
+  for wanted in "$@"; do
+    printf '%s\n' "${binaries[@]}" | grep -q "^$wanted " || die "no upstream program is named $wanted"
+  done
+}
+list() {
+  local line name
+  for line in "${binaries[@]}"; do
+    name=${line%% *}
+    (($# == 0)) || [[ " $* " == *" $name "* ]] || continue
+    printf '%s\n' "$line"
+  done
+}
 
 # A module must build the pinned version: its go.mod is the only other place naming it, and the
 # nested modules it replaces (Kubernetes's staging modules, Talos's machinery) must be of the
@@ -99,14 +132,33 @@ kwok_stages=(
   pod/fast/pod-delete.yaml
 )
 
+shift $(($# > 0))
 if [[ $mode == paths ]]; then
+  known_names "$@"
   while read -r name module _ _ _; do
     printf '%s\t%s\n' "$name" "$cache/$module/$(pin "$module")/$name"
-  done < <(list)
-  printf '%s\t%s\n' kwok-stages "$cache/kwok/$(pin kwok)/stages"
+  done < <(list "$@")
+  (($#)) || printf '%s\t%s\n' kwok-stages "$cache/kwok/$(pin kwok)/stages"
   exit 0
 fi
-[[ $mode == build ]] || die "usage: upstream.sh [build|paths]"
+if [[ $mode == install ]]; then
+  (($# >= 2)) || die "usage: upstream.sh install DIR NAME..."
+  dir=$1
+  shift
+  built=$("$0" build "$@") || exit 1
+  mkdir -p "$dir"
+  # A hard link costs no space; across filesystems, a copy. Replaced whole, never half-written.
+  while IFS=$'\t' read -r name path; do
+    if [[ ! "$dir/$name" -ef "$path" ]]; then
+      ln -f "$path" "$dir/.$name.tmp" 2>/dev/null || cp "$path" "$dir/.$name.tmp"
+      mv -f "$dir/.$name.tmp" "$dir/$name"
+    fi
+    printf '%s\t%s\n' "$name" "$dir/$name"
+  done <<<"$built"
+  exit 0
+fi
+[[ $mode == build ]] || die "usage: upstream.sh [build [NAME...]|paths [NAME...]|install DIR NAME...]"
+known_names "$@"
 
 command -v go >/dev/null || die "go is missing: install Go 1.26 or later (the tests that run the upstream programs skip meanwhile)"
 # The Go the machine has, never one downloaded because a go.mod asks for a newer one.
@@ -151,8 +203,9 @@ while read -r name module upstream package version_args; do
     log "built $name $version in $((SECONDS - start)) s"
   fi
   printf '%s\t%s\n' "$name" "$dir/$name"
-done < <(list)
+done < <(list "$@")
 
+(($#)) && exit 0
 stages=$cache/kwok/$KWOK_VERSION/stages
 if [[ ! -d $stages ]]; then
   kwok_dir=$(cd "$root/k8s/upstream/kwok" && go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/kwok) ||

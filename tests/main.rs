@@ -21,4 +21,5 @@ mod rehearsal;
 mod talos_patches;
 mod talos_schema;
 mod teardown;
+mod tools;
 mod values_contract;

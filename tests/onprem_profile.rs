@@ -711,7 +711,7 @@ fn make_renders_the_onprem_profile_and_runs_its_dry_run_twin() {
         Command::new("make")
             .args(["--no-print-directory", "-C"])
             .arg(repo())
-            .args(["diff-platform", "PROFILE=onprem"])
+            .args(["diff-platform", "PROFILE=onprem", "TOOLS_DIR="])
             .arg(format!("KUBECONFIG={}", kubeconfig.display()))
             .arg(format!("PLATFORM_CONFIG={}", config_path.display()))
             .arg(format!("PLATFORM_VALUES={}", rendered.display()))

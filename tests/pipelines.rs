@@ -494,7 +494,7 @@ fn make_help_follows_the_layers() {
         }
     }
     let expected: [(&str, &[&str]); 7] = [
-        ("Start", &["help", "check", "apply"]),
+        ("Start", &["help", "tools", "check", "apply"]),
         ("Layer 1, infra", &["apply-infra", "dry-run-infra"]),
         (
             "Layer 2, platform",

@@ -166,6 +166,8 @@ impl World {
         let mut cmd = Command::new(program);
         cmd.env("PATH", path)
             .env("STANDIN_LOG", self.dir.path().join("calls.log"))
+            // The recording clients on PATH, never those of a `make tools` folder.
+            .env("TOOLS_DIR", "")
             .env("VERSIONS_FILE", self.dir.path().join("versions.env"))
             .env("VENDOR_DIR", self.dir.path().join("vendor"))
             .env("RENDERED_DIR", self.dir.path().join("rendered"))

@@ -290,6 +290,8 @@ impl Stage {
             .env_clear()
             .args(["--no-print-directory", "-C"])
             .arg(testkit::workspace::root())
+            // The stand-ins on PATH, never the clients of a `make tools` folder.
+            .arg("TOOLS_DIR=")
             .arg(format!("OUT={}", self.path("out").display()))
             .arg(format!(
                 "INFRA_CONFIG={}",

@@ -80,6 +80,8 @@ impl World {
                 "PATH",
                 format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
             )
+            // The stand-ins on PATH, never the clients of a `make tools` folder.
+            .env("TOOLS_DIR", "")
             .env("TALOSCTL_LOG", self.path("requests.jsonl"))
             .env("TALOSCTL_STATE", self.path("talos-state"))
             .current_dir(testkit::workspace::root())
