@@ -395,25 +395,7 @@ fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control
     for call in talosctl {
         assert_eq!(call["scw_secret_in_env"], false, "{call}");
     }
-    // A node Talos shut down answers no other call either (what the bring-up's probes meet).
-    let probe = world
-        .command("talosctl")
-        .arg("--talosconfig")
-        .arg(world.path("out/talosconfig"))
-        .args([
-            "--endpoints",
-            &control_planes[0],
-            "--nodes",
-            &control_planes[0],
-        ])
-        .args(["get", "services", "etcd", "-o", "jsonpath={.spec.running}"])
-        .output()
-        .unwrap();
-    assert!(
-        !probe.status.success() && text(&probe).contains("code = Unavailable"),
-        "{}",
-        text(&probe)
-    );
+    assert_a_shut_down_node_answers_nothing(&world, &control_planes[0]);
     world.take_log();
     let state = world.state();
     assert!(
@@ -426,8 +408,28 @@ fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control
             .iter()
             .all(|s| s["status"] == "stopped")
     );
+    assert_up_powers_the_control_planes_on_before_the_worker(&world);
+}
 
-    // Up: the control planes before the worker.
+/// A node Talos shut down answers no other call either (what the bring-up's probes meet).
+fn assert_a_shut_down_node_answers_nothing(world: &World, control_plane: &str) {
+    let probe = world
+        .command("talosctl")
+        .arg("--talosconfig")
+        .arg(world.path("out/talosconfig"))
+        .args(["--endpoints", control_plane, "--nodes", control_plane])
+        .args(["get", "services", "etcd", "-o", "jsonpath={.spec.running}"])
+        .output()
+        .unwrap();
+    assert!(
+        !probe.status.success() && text(&probe).contains("code = Unavailable"),
+        "{}",
+        text(&probe)
+    );
+}
+
+/// `make up`'s power step: the control planes before the worker.
+fn assert_up_powers_the_control_planes_on_before_the_worker(world: &World) {
     let out = world
         .command("bash")
         .arg(testkit::workspace::root().join("pipelines/power.sh"))
