@@ -476,17 +476,26 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
     cluster.play_istiod_class();
     let with_filter = cluster.render("edge-pow.example.json");
 
-    // Before the first apply, the dry run and the diff say what would be created, and create
-    // nothing; a wait that is not a whole number of seconds stops the apply before any change.
+    assert_the_twins_and_a_bad_wait_change_nothing(&cluster, &with_filter);
+    let (first, job) = first_apply_starts_one_refresh(&cluster, &with_filter);
+    assert_written_by_server_side_apply_only(&cluster, &with_filter, &job);
+    let secret = assert_the_hmac_key_is_kept_private(&cluster, &first);
+    assert_a_reapply_converges_and_keeps_the_refreshed_lists(&cluster, &with_filter, &secret);
+    assert_turning_the_filter_off_prunes_only_its_objects(&cluster, &with_filter, &job);
+}
+
+/// Before the first apply, the dry run and the diff say what would be created, and create
+/// nothing; a wait that is not a whole number of seconds stops the apply before any change.
+fn assert_the_twins_and_a_bad_wait_change_nothing(cluster: &Cluster, with_filter: &Path) {
     for mode in ["dry-run", "diff"] {
-        let out = cluster.apply_edge(mode, &with_filter);
+        let out = cluster.apply_edge(mode, with_filter);
         let shown = String::from_utf8_lossy(&out.stdout);
         assert!(
             shown.contains("wasmplugin.extensions.istio.io/pow-filter created (dry run)"),
             "{mode}: {shown}"
         );
     }
-    let out = cluster.run_apply_edge("apply", &with_filter, "2m");
+    let out = cluster.run_apply_edge("apply", with_filter, "2m");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
         text(&out).contains("GATEWAY_WAIT_SECONDS='2m'"),
@@ -494,13 +503,17 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
         text(&out)
     );
     assert!(cluster.get(&["namespace", NAMESPACE]).is_none());
+}
 
-    let first = cluster.apply_edge("apply", &with_filter);
+/// The first apply; the lists were empty, so a first refresh was started, a Job of the
+/// CronJob's, and only once however often it is applied: the apply's output and the Job's name.
+fn first_apply_starts_one_refresh(cluster: &Cluster, with_filter: &Path) -> (Output, String) {
+    let first = cluster.apply_edge("apply", with_filter);
     // The lists were empty, so a first refresh was started: a Job of the CronJob's.
     let jobs = cluster.first_refreshes();
     assert_eq!(jobs.len(), 1, "{jobs:?}");
     // Applied again while the lists are still empty: the first refresh is not started twice.
-    let again = cluster.apply_edge("apply", &with_filter);
+    let again = cluster.apply_edge("apply", with_filter);
     assert!(
         text(&again).contains("has started already"),
         "{}",
@@ -512,9 +525,13 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
     assert_eq!(uids(&cluster.first_refreshes()), uids(&jobs));
     let job = jobs[0]["metadata"]["name"].as_str().unwrap().to_owned();
     assert_eq!(jobs[0]["metadata"]["ownerReferences"][0]["kind"], "CronJob");
-    // Every object the script wrote, it wrote by server-side apply as edgepop-edge, and nothing
-    // else of ours wrote it (the controllers write status through its subresource).
-    let mut written = cluster.rendered(&with_filter);
+    (first, job)
+}
+
+/// Every object the script wrote, it wrote by server-side apply as edgepop-edge, and nothing
+/// else of ours wrote it (the controllers write status through its subresource).
+fn assert_written_by_server_side_apply_only(cluster: &Cluster, with_filter: &Path, job: &str) {
+    let mut written = cluster.rendered(with_filter);
     written.extend([
         ("secret/pow-hmac".to_owned(), NAMESPACE.to_owned()),
         (format!("job/{job}"), NAMESPACE.to_owned()),
@@ -530,7 +547,11 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
             assert_eq!(by, ["edgepop-edge Apply"], "{name}: {item}");
         }
     }
-    // The HMAC Secret: a `current` key of 48 random bytes, from a 0600 file; never printed.
+}
+
+/// The HMAC Secret: a `current` key of 48 random bytes, from a 0600 file; never printed in the
+/// first apply's output. Returns the Secret.
+fn assert_the_hmac_key_is_kept_private(cluster: &Cluster, first: &Output) -> Value {
     let secret = cluster
         .get(&["-n", NAMESPACE, "secret", "pow-hmac"])
         .unwrap();
@@ -550,7 +571,17 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
         !printed.contains(key.trim()),
         "the key leaked into the output"
     );
-    // The lists ConfigMap carries no data, and the edge layer claims none of it.
+    secret
+}
+
+/// The lists ConfigMap carries no data, and the edge layer claims none of it; once the refresh
+/// published them, a re-apply converges: the lists untouched, no second first-refresh, the
+/// Secret left alone, and no difference shown.
+fn assert_a_reapply_converges_and_keeps_the_refreshed_lists(
+    cluster: &Cluster,
+    with_filter: &Path,
+    secret: &Value,
+) {
     let lists = cluster
         .get(&["-n", NAMESPACE, "configmap", "policy-lists"])
         .unwrap();
@@ -571,7 +602,7 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
     ]);
 
     // A re-apply converges: the lists untouched, no second first-refresh, the Secret left alone.
-    cluster.apply_edge("apply", &with_filter);
+    cluster.apply_edge("apply", with_filter);
     assert_eq!(cluster.first_refreshes().len(), 1);
     let again = cluster
         .get(&["-n", NAMESPACE, "secret", "pow-hmac"])
@@ -586,12 +617,19 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
     assert_eq!(lists["data"]["tor.txt"], "185.220.101.1/32\n");
 
     // What is applied shows no difference: no change, nothing to prune.
-    let diff = cluster.apply_edge("diff", &with_filter);
+    let diff = cluster.apply_edge("diff", with_filter);
     assert_eq!(String::from_utf8_lossy(&diff.stdout), "", "{}", text(&diff));
+}
 
-    // The dry-run twin and the diff show the prune, and change nothing.
+/// The dry-run twin and the diff show the prune, and change nothing; turning the filter off
+/// prunes what only the filter needed, and keeps the rest.
+fn assert_turning_the_filter_off_prunes_only_its_objects(
+    cluster: &Cluster,
+    with_filter: &Path,
+    job: &str,
+) {
     let without_filter = cluster.render("edge.example.json");
-    let before = cluster.snapshot(&with_filter);
+    let before = cluster.snapshot(with_filter);
     for mode in ["dry-run", "diff"] {
         let out = cluster.apply_edge(mode, &without_filter);
         let shown = String::from_utf8_lossy(&out.stdout);
@@ -600,7 +638,7 @@ fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_r
             "{mode}: {shown}"
         );
     }
-    assert_eq!(cluster.snapshot(&with_filter), before);
+    assert_eq!(cluster.snapshot(with_filter), before);
 
     // Turning the filter off prunes what only the filter needed, and keeps the rest; the first
     // refresh's Job goes with its CronJob (garbage collection).

@@ -304,7 +304,6 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
     };
     let (calls, _) = world.succeeds("apply", &[]);
     let calls = work(&calls);
-    let pins = pins();
     // The first two words of each call, and the third for kubectl and helm.
     let steps: Vec<String> = calls
         .iter()
@@ -328,7 +327,30 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
         ],
         "{calls:#?}"
     );
-    let helm: Vec<&String> = starting_with(&calls, "helm upgrade");
+    assert_each_release_is_pinned_with_its_values(&world, &calls);
+    let apply = &calls[4];
+    assert!(
+        apply.contains("--field-manager=edgepop-platform"),
+        "{apply}"
+    );
+    for file in &world.crd_files {
+        assert!(
+            has_pair(apply, "-f", &file.display().to_string()),
+            "{apply}"
+        );
+    }
+    // A second run asks for exactly the same (upgrade --install, server-side apply and Talos's
+    // strategic merge of documents by name converge).
+    fs::write(world.dir.path().join("calls.log"), "").unwrap();
+    assert!(world.platform("apply", &[]).status.success());
+    assert_eq!(work(&world.calls()), calls);
+}
+
+/// Each helm release of the edge in order: its chart, repository, version and namespace from
+/// the pins, helm's safety flags, and the committed values before the rendered ones.
+fn assert_each_release_is_pinned_with_its_values(world: &World, calls: &[String]) {
+    let pins = pins();
+    let helm: Vec<&String> = starting_with(calls, "helm upgrade");
     let expected = [
         (
             "cilium",
@@ -376,22 +398,6 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
             .position(|x| x == ["-f", values.as_str(), "-f", rendered.as_str()]);
         assert!(at.is_some(), "values files not in order: {call}");
     }
-    let apply = &calls[4];
-    assert!(
-        apply.contains("--field-manager=edgepop-platform"),
-        "{apply}"
-    );
-    for file in &world.crd_files {
-        assert!(
-            has_pair(apply, "-f", &file.display().to_string()),
-            "{apply}"
-        );
-    }
-    // A second run asks for exactly the same (upgrade --install, server-side apply and Talos's
-    // strategic merge of documents by name converge).
-    fs::write(world.dir.path().join("calls.log"), "").unwrap();
-    assert!(world.platform("apply", &[]).status.success());
-    assert_eq!(work(&world.calls()), calls);
 }
 
 #[test]
