@@ -303,24 +303,32 @@ fn the_onprem_table_is_the_seeds_checks_each_saying_where_to_look() {
         "{args}"
     );
     assert!(table.contains("staging certificate"), "{table}");
+    assert_each_onprem_failure_says_where_to_look(&answers, dir.path(), &env);
+}
 
-    // Each failure is named with where to look.
+/// Each failure of the onprem table is named with where to look, a name published at the
+/// internal address included.
+fn assert_each_onprem_failure_says_where_to_look(
+    answers: &Path,
+    dir: &Path,
+    env: &[(&str, &Path)],
+) {
     answer(
-        &answers,
+        answers,
         "exec_kube-system_ds_cilium",
         "error: KVStore: Failure\\n",
     );
-    answer(&answers, "exec_kube-system_ds_cilium.rc", "1");
-    answer(&answers, "__storageclass_ceph-rbd", "|rbd.csi.ceph.com");
-    answer(&answers, "traefik_svc_traefik", "");
+    answer(answers, "exec_kube-system_ds_cilium.rc", "1");
+    answer(answers, "__storageclass_ceph-rbd", "|rbd.csi.ceph.com");
+    answer(answers, "traefik_svc_traefik", "");
     answer(
-        &answers,
+        answers,
         "exec_crowdsec_deploy_crowdsec-lapi",
         "name,ip,revoked,last_pull,type,version,auth_type\\ntraefik,,validated,,,,api-key\\n",
     );
-    answer(&answers, "curl_rc", "7");
-    answer(&answers, "curl_code", "000");
-    let out = status_of(&answers, dir.path(), &env);
+    answer(answers, "curl_rc", "7");
+    answer(answers, "curl_code", "000");
+    let out = status_of(answers, dir, env);
     let table = String::from_utf8(out.stdout.clone()).unwrap();
     assert_eq!(out.status.code(), Some(1), "{table}");
     for (name, state, hint) in [
@@ -351,11 +359,11 @@ fn the_onprem_table_is_the_seeds_checks_each_saying_where_to_look() {
     }
     // A name published at the internal address (the seed's lesson).
     answer(
-        &answers,
+        answers,
         "getent_whoami.demo.k8s.exemple.fr",
         "10.20.1.100     STREAM whoami.demo.k8s.exemple.fr\n",
     );
-    let out = status_of(&answers, dir.path(), &env);
+    let out = status_of(answers, dir, env);
     let table = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         row(&table, "whoami.demo.k8s.exemple.fr")[2],
@@ -461,6 +469,18 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
         return;
     };
     plane.install_crds(&crds);
+    seed_an_edge_cluster(&plane);
+    let dir = tempfile::tempdir().unwrap();
+    let answers = dir.path().join("answers");
+    fs::create_dir_all(&answers).unwrap();
+    assert_the_edge_table_reads_the_cluster(&plane, &kubectl, &answers, dir.path());
+    assert_the_onprem_queries_read_the_cluster(&plane, &kubectl, dir.path());
+    assert_what_is_broken_in_the_cluster_is_not_ok(&plane, &kubectl, &answers, dir.path());
+}
+
+/// Two kwok nodes, the platform's workloads rolled out, and the edge's Gateway, Certificate and
+/// WasmPlugin with the status their controllers would write.
+fn seed_an_edge_cluster(plane: &ControlPlane) {
     let pool = [("edgepop.test/pool", "cluster")];
     plane.add_node("cp-1", &pool);
     plane.add_node("edge-worker-1", &pool);
@@ -504,29 +524,36 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
     ]});
     plane.kubectl_ok(&["create", "-f", "-"], &edge_objects.to_string());
     set_status(
-        &plane,
+        plane,
         &["-n", "edge", "gateway", "edge-gateway"],
         &serde_json::json!({
             "addresses": [{"type": "IPAddress", "value": "203.0.113.10"}],
             "conditions": [condition("Accepted", "True"), condition("Programmed", "True")],
         }),
     );
-    let certificate = |ready: &str| {
-        set_status(
-            &plane,
-            &["-n", "edge", "certificate", "www-tls"],
-            &serde_json::json!({
-                "conditions": [condition("Ready", ready)],
-                "notAfter": "2027-02-28T00:00:00Z",
-            }),
-        );
-    };
-    certificate("True");
+    set_certificate(plane, "True");
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let answers = dir.path().join("answers");
-    fs::create_dir_all(&answers).unwrap();
-    let (code, table) = status_real(&plane, &kubectl, &answers, dir.path(), &[]);
+/// The Certificate's Ready condition, as cert-manager writes it.
+fn set_certificate(plane: &ControlPlane, ready: &str) {
+    set_status(
+        plane,
+        &["-n", "edge", "certificate", "www-tls"],
+        &serde_json::json!({
+            "conditions": [condition("Ready", ready)],
+            "notAfter": "2027-02-28T00:00:00Z",
+        }),
+    );
+}
+
+/// The edge profile's table of that cluster: every row ok, each with what the cluster says.
+fn assert_the_edge_table_reads_the_cluster(
+    plane: &ControlPlane,
+    kubectl: &Path,
+    answers: &Path,
+    dir: &Path,
+) {
+    let (code, table) = status_real(plane, kubectl, answers, dir, &[]);
     assert_eq!(code, Some(0), "{table}");
     // 2 nodes, 7 workloads, 6 CRDs, a gateway, a certificate, the filter.
     assert_all_ok(&table, 1 + 2 + 7 + 6 + 3);
@@ -545,9 +572,11 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
         row(&table, "edge/pow-filter")[3],
         "oci://ghcr.io/edgepop/pow-filter@sha256:ab"
     );
+}
 
-    // The onprem profile's queries on the same nodes: the StorageClass, Traefik's address.
-    let (onprem_answers, names) = onprem(dir.path());
+/// The onprem profile's queries on the same nodes: the StorageClass, Traefik's address.
+fn assert_the_onprem_queries_read_the_cluster(plane: &ControlPlane, kubectl: &Path, dir: &Path) {
+    let (onprem_answers, names) = onprem(dir);
     let sc = serde_json::json!({
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
         "metadata": {"name": "ceph-rbd",
@@ -564,15 +593,15 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
     plane.kubectl_ok(&["create", "-f", "-"], &svc.to_string());
     let profile = Path::new("onprem");
     let env = [("PROFILE", profile), ("NAMES", names.as_path())];
-    let (code, table) = status_real(&plane, &kubectl, &onprem_answers, dir.path(), &env);
+    let (code, table) = status_real(plane, kubectl, &onprem_answers, dir, &env);
     assert_eq!(code, Some(1), "{table}");
     assert_eq!(row(&table, "traefik/svc/traefik")[2], "PENDING", "{table}");
     set_status(
-        &plane,
+        plane,
         &["-n", "traefik", "service", "traefik"],
         &serde_json::json!({"loadBalancer": {"ingress": [{"ip": "10.20.1.100"}]}}),
     );
-    let (code, table) = status_real(&plane, &kubectl, &onprem_answers, dir.path(), &env);
+    let (code, table) = status_real(plane, kubectl, &onprem_answers, dir, &env);
     assert_eq!(code, Some(0), "{table}");
     assert_eq!(
         row(&table, "traefik/svc/traefik")[3..],
@@ -591,14 +620,22 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
         ],
         "",
     );
-    let (_, table) = status_real(&plane, &kubectl, &onprem_answers, dir.path(), &env);
+    let (_, table) = status_real(plane, kubectl, &onprem_answers, dir, &env);
     assert_eq!(
         row(&table, "storageclass/ceph-rbd")[2],
         "NOT-DEFAULT",
         "{table}"
     );
+}
 
-    // What is not ok, made so in the cluster.
+/// What is not ok, made so in the cluster, is told so: a cordoned node, one never reported, a
+/// workload gone or unschedulable, a CRD of another version, a certificate not ready.
+fn assert_what_is_broken_in_the_cluster_is_not_ok(
+    plane: &ControlPlane,
+    kubectl: &Path,
+    answers: &Path,
+    dir: &Path,
+) {
     plane.kubectl_ok(&["cordon", "cp-1"], "");
     // A node no kubelet (nor kwok) has reported for: no Ready condition.
     let silent = serde_json::json!({"apiVersion": "v1", "kind": "Node",
@@ -633,7 +670,7 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
         ],
         "",
     );
-    certificate("False");
+    set_certificate(plane, "False");
     plane.kubectl_ok(
         &[
             "delete",
@@ -643,7 +680,7 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
         ],
         "",
     );
-    let (code, table) = status_real(&plane, &kubectl, &answers, dir.path(), &[]);
+    let (code, table) = status_real(plane, kubectl, answers, dir, &[]);
     assert_eq!(code, Some(1), "{table}");
     for (name, state) in [
         ("cp-1", "CORDONED"),
