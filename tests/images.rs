@@ -385,120 +385,179 @@ fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would
     // Publishing again pushes nothing new and records the same thing.
     assert_eq!(publish(), text);
 
-    // skopeo's view: the manifest stored under the digest and under the tag hashes to it.
-    for (name, digest) in [
-        ("pow-filter", &filter_digest),
-        ("lists-refresh", &lists_digest),
-    ] {
-        let by_digest = registry.skopeo_raw(&format!("{namespace}/{name}@{digest}"));
-        let by_tag =
-            registry.skopeo_raw(&format!("{namespace}/{name}:{}", env!("CARGO_PKG_VERSION")));
-        assert_eq!(by_digest, by_tag);
-        let file = work.path().join(format!("{name}.manifest"));
-        std::fs::write(&file, &by_digest).unwrap();
-        assert_eq!(format!("sha256:{}", sha256_hex(&file)), *digest);
+    let images = Published {
+        registry: &registry,
+        namespace: &namespace,
+        filter_digest: &filter_digest,
+        lists_digest: &lists_digest,
+        work: work.path(),
+    };
+    images.assert_skopeo_reads_what_the_record_pins();
+    images.assert_the_filter_layer_is_the_module(&wasm);
+    images.assert_the_lists_image_is_static_non_root_and_runs(test, &bins);
+    images.assert_istio_accepts_what_render_edge_pins(&config, &wasm);
+}
+
+/// The two images as published to the test's registry: where, and the digests the record pins.
+struct Published<'a> {
+    registry: &'a Registry,
+    namespace: &'a str,
+    filter_digest: &'a str,
+    lists_digest: &'a str,
+    work: &'a Path,
+}
+
+impl Published<'_> {
+    /// skopeo's view: the manifest stored under the digest and under the tag hashes to it.
+    fn assert_skopeo_reads_what_the_record_pins(&self) {
+        let Published {
+            registry,
+            namespace,
+            filter_digest,
+            lists_digest,
+            work,
+        } = *self;
+        for (name, digest) in [
+            ("pow-filter", &filter_digest),
+            ("lists-refresh", &lists_digest),
+        ] {
+            let by_digest = registry.skopeo_raw(&format!("{namespace}/{name}@{digest}"));
+            let by_tag =
+                registry.skopeo_raw(&format!("{namespace}/{name}:{}", env!("CARGO_PKG_VERSION")));
+            assert_eq!(by_digest, by_tag);
+            let file = work.join(format!("{name}.manifest"));
+            std::fs::write(&file, &by_digest).unwrap();
+            assert_eq!(format!("sha256:{}", sha256_hex(&file)), *digest);
+        }
     }
 
-    // The filter layer holds plugin.wasm, byte for byte the module that was built.
-    let filter_root = work.path().join("filter-root");
-    unpack(
-        &format!("{namespace}/pow-filter@{filter_digest}"),
-        &work.path().join("f"),
-        &filter_root,
-    );
-    assert_eq!(
-        std::fs::read(filter_root.join("plugin.wasm")).unwrap(),
-        std::fs::read(&wasm).unwrap()
-    );
-
-    // The lists image's config: non-root user, the entrypoint, no shell anywhere.
-    let config_json: Value = serde_json::from_slice(
-        &run(Command::new("skopeo")
-            .args(["inspect", "--config", "--tls-verify=false"])
-            .arg(format!("docker://{namespace}/lists-refresh@{lists_digest}")))
-        .stdout,
-    )
-    .unwrap();
-    assert_eq!(config_json["config"]["User"], "65532:65532");
-    assert_eq!(
-        config_json["config"]["Entrypoint"],
-        serde_json::json!(["/usr/local/bin/lists-refresh"])
-    );
-    assert_eq!(config_json["os"], "linux");
-    let lists_root = work.path().join("lists-root");
-    unpack(
-        &format!("{namespace}/lists-refresh@{lists_digest}"),
-        &work.path().join("l"),
-        &lists_root,
-    );
-    assert!(!lists_root.join("bin/sh").exists() && !lists_root.join("bin").exists());
-    assert!(
-        lists_root
-            .join("etc/ssl/certs/ca-certificates.crt")
-            .is_file()
-    );
-    for name in [
-        "lists-refresh",
-        "lists-gen-asn",
-        "lists-gen-tor",
-        "lists-gen-crawlers",
-    ] {
+    /// The filter layer holds plugin.wasm, byte for byte the module that was built.
+    fn assert_the_filter_layer_is_the_module(&self, wasm: &Path) {
+        let Published {
+            namespace,
+            filter_digest,
+            work,
+            ..
+        } = *self;
+        let filter_root = work.join("filter-root");
+        unpack(
+            &format!("{namespace}/pow-filter@{filter_digest}"),
+            &work.join("f"),
+            &filter_root,
+        );
         assert_eq!(
-            std::fs::read(lists_root.join("usr/local/bin").join(name)).unwrap(),
-            std::fs::read(bins.join(name)).unwrap(),
-            "{name}"
+            std::fs::read(filter_root.join("plugin.wasm")).unwrap(),
+            std::fs::read(wasm).unwrap()
         );
     }
 
-    // The entrypoint runs (static: no loader needed) and a generator makes a list from a capture.
-    let entry = lists_root.join("usr/local/bin/lists-refresh");
-    let help = stdout(Command::new(&entry).arg("--help"));
-    assert!(help.contains("--sources"), "{help}");
-    if let Some(shared) = workspace::shared_dir(test) {
-        let capture = shared.join("fixtures/tor/torbulkexitlist_2023-10-14.txt");
-        let list = stdout(
-            Command::new(lists_root.join("usr/local/bin/lists-gen-tor"))
-                .args(["-o", "text"])
-                .arg(&capture),
+    /// The lists image's config: non-root user, the entrypoint, no shell anywhere; its binaries
+    /// are those built, the entrypoint runs (static: no loader needed) and a generator makes a
+    /// list from a capture.
+    fn assert_the_lists_image_is_static_non_root_and_runs(&self, test: &str, bins: &Path) {
+        let Published {
+            namespace,
+            lists_digest,
+            work,
+            ..
+        } = *self;
+        let config_json: Value = serde_json::from_slice(
+            &run(Command::new("skopeo")
+                .args(["inspect", "--config", "--tls-verify=false"])
+                .arg(format!("docker://{namespace}/lists-refresh@{lists_digest}")))
+            .stdout,
+        )
+        .unwrap();
+        assert_eq!(config_json["config"]["User"], "65532:65532");
+        assert_eq!(
+            config_json["config"]["Entrypoint"],
+            serde_json::json!(["/usr/local/bin/lists-refresh"])
         );
-        let lines = list.lines().count();
-        assert!(lines > 100, "{lines} addresses from {}", capture.display());
+        assert_eq!(config_json["os"], "linux");
+        let lists_root = work.join("lists-root");
+        unpack(
+            &format!("{namespace}/lists-refresh@{lists_digest}"),
+            &work.join("l"),
+            &lists_root,
+        );
+        assert!(!lists_root.join("bin/sh").exists() && !lists_root.join("bin").exists());
         assert!(
-            list.lines()
-                .all(|l| l.parse::<std::net::IpAddr>().is_ok() || l.contains('/')),
-            "{list}"
+            lists_root
+                .join("etc/ssl/certs/ca-certificates.crt")
+                .is_file()
         );
+        for name in [
+            "lists-refresh",
+            "lists-gen-asn",
+            "lists-gen-tor",
+            "lists-gen-crawlers",
+        ] {
+            assert_eq!(
+                std::fs::read(lists_root.join("usr/local/bin").join(name)).unwrap(),
+                std::fs::read(bins.join(name)).unwrap(),
+                "{name}"
+            );
+        }
+
+        // The entrypoint runs (static: no loader needed) and a generator makes a list from a capture.
+        let entry = lists_root.join("usr/local/bin/lists-refresh");
+        let help = stdout(Command::new(&entry).arg("--help"));
+        assert!(help.contains("--sources"), "{help}");
+        if let Some(shared) = workspace::shared_dir(test) {
+            let capture = shared.join("fixtures/tor/torbulkexitlist_2023-10-14.txt");
+            let list = stdout(
+                Command::new(lists_root.join("usr/local/bin/lists-gen-tor"))
+                    .args(["-o", "text"])
+                    .arg(&capture),
+            );
+            let lines = list.lines().count();
+            assert!(lines > 100, "{lines} addresses from {}", capture.display());
+            assert!(
+                list.lines()
+                    .all(|l| l.parse::<std::net::IpAddr>().is_ok() || l.contains('/')),
+                "{list}"
+            );
+        }
     }
 
-    // render-edge from that record; then Istio's check: the manifest's digest, fetched back,
-    // must equal the WasmPlugin's sha256. The .wasm file's own hash would fail it.
-    let out = run(Command::new(workspace::bin("render-edge"))
-        .arg("--inputs")
-        .arg(workspace::root().join("config/platform-inputs.example.json"))
-        .arg("--config")
-        .arg(&config)
-        .args(["-o", "json"]));
-    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let items = list["items"].as_array().unwrap();
-    let plugin = items.iter().find(|i| i["kind"] == "WasmPlugin").unwrap();
-    let url = plugin["spec"]["url"].as_str().unwrap();
-    let sha256 = plugin["spec"]["sha256"].as_str().unwrap();
-    let reference = url.strip_prefix("oci://").unwrap();
-    assert_eq!(reference, format!("{namespace}/pow-filter@{filter_digest}"));
-    let fetched = work.path().join("fetched.manifest");
-    std::fs::write(&fetched, registry.skopeo_raw(reference)).unwrap();
-    let actual = sha256_hex(&fetched);
-    assert_eq!(actual, sha256, "Istio would refuse the module");
-    assert_ne!(
-        actual,
-        sha256_hex(&wasm),
-        "the .wasm hash must not pass for the manifest digest"
-    );
-    let cron = items.iter().find(|i| i["kind"] == "CronJob").unwrap();
-    assert_eq!(
-        cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
-        format!("{namespace}/lists-refresh@{lists_digest}")
-    );
+    /// render-edge from that record; then Istio's check: the manifest's digest, fetched back,
+    /// must equal the WasmPlugin's sha256. The .wasm file's own hash would fail it.
+    fn assert_istio_accepts_what_render_edge_pins(&self, config: &Path, wasm: &Path) {
+        let Published {
+            registry,
+            namespace,
+            filter_digest,
+            lists_digest,
+            work,
+        } = *self;
+        let out = run(Command::new(workspace::bin("render-edge"))
+            .arg("--inputs")
+            .arg(workspace::root().join("config/platform-inputs.example.json"))
+            .arg("--config")
+            .arg(config)
+            .args(["-o", "json"]));
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let items = list["items"].as_array().unwrap();
+        let plugin = items.iter().find(|i| i["kind"] == "WasmPlugin").unwrap();
+        let url = plugin["spec"]["url"].as_str().unwrap();
+        let sha256 = plugin["spec"]["sha256"].as_str().unwrap();
+        let reference = url.strip_prefix("oci://").unwrap();
+        assert_eq!(reference, format!("{namespace}/pow-filter@{filter_digest}"));
+        let fetched = work.join("fetched.manifest");
+        std::fs::write(&fetched, registry.skopeo_raw(reference)).unwrap();
+        let actual = sha256_hex(&fetched);
+        assert_eq!(actual, sha256, "Istio would refuse the module");
+        assert_ne!(
+            actual,
+            sha256_hex(wasm),
+            "the .wasm hash must not pass for the manifest digest"
+        );
+        let cron = items.iter().find(|i| i["kind"] == "CronJob").unwrap();
+        assert_eq!(
+            cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
+            format!("{namespace}/lists-refresh@{lists_digest}")
+        );
+    }
 }
 
 #[test]
@@ -598,13 +657,26 @@ fn a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private
         ("EDGEPOP_REGISTRY_PASSWORD", "edgepop-test-password"),
     ]);
     let record: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
+    assert_a_private_auth_file_publishes_the_same(&registry.host, work.path(), &publish, &record);
+    assert_skopeo_with_the_credentials_finds_the_pinned_manifest(&namespace, work.path(), &record);
+}
 
-    // The docker-style auth file: refused while others can read it, used once it is 0600.
-    let auth = work.path().join("auth.json");
+/// `oci-image publish` with these variables in its environment (and no other credentials).
+type Publish<'a> = dyn Fn(&[(&str, &str)]) -> std::process::Output + 'a;
+
+/// The docker-style auth file: refused while others can read it, used once it is 0600, where it
+/// records what the environment's credentials recorded.
+fn assert_a_private_auth_file_publishes_the_same(
+    host: &str,
+    work: &Path,
+    publish: &Publish<'_>,
+    record: &Value,
+) {
+    let auth = work.join("auth.json");
     // base64("edgepop:edgepop-test-password")
     std::fs::write(
         &auth,
-        serde_json::json!({"auths": {registry.host.clone(): {"auth": "ZWRnZXBvcDplZGdlcG9wLXRlc3QtcGFzc3dvcmQ="}}})
+        serde_json::json!({"auths": {host: {"auth": "ZWRnZXBvcDplZGdlcG9wLXRlc3QtcGFzc3dvcmQ="}}})
             .to_string(),
     )
     .unwrap();
@@ -615,9 +687,15 @@ fn a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private
     std::fs::set_permissions(&auth, std::fs::Permissions::from_mode(0o600)).unwrap();
     let again: Value =
         serde_json::from_str(&testkit::process::success_stdout(&publish(&auth_env))).unwrap();
-    assert_eq!(again, record);
+    assert_eq!(&again, record);
+}
 
-    // skopeo, with the same credentials, finds the manifest the record pins.
+/// skopeo, with the same credentials, finds the manifest the record pins.
+fn assert_skopeo_with_the_credentials_finds_the_pinned_manifest(
+    namespace: &str,
+    work: &Path,
+    record: &Value,
+) {
     let digest = record["filter"]["digest"].as_str().unwrap();
     let raw = run(Command::new("skopeo")
         .args([
@@ -629,7 +707,7 @@ fn a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private
         ])
         .arg(format!("docker://{namespace}/pow-filter@{digest}")))
     .stdout;
-    let file = work.path().join("m.json");
+    let file = work.join("m.json");
     std::fs::write(&file, raw).unwrap();
     assert_eq!(format!("sha256:{}", sha256_hex(&file)), digest);
 }
