@@ -330,6 +330,29 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
         "{text}"
     );
 
+    assert_what_already_runs_is_refused_or_upgraded(&machine, &plane, &config, &env);
+    // A kubectl two minors away from the server.
+    machine.kubectl_claiming("v1.34.0");
+    let text = machine.check_exits(&config, &env, 1);
+    let line = line_with(&text, "kubectl v1.34");
+    assert!(
+        line.trim_start().starts_with("MISSING")
+            && line.contains(&format!("cluster's Kubernetes {server}")),
+        "{text}"
+    );
+
+    assert_the_skew_is_unchecked_without_an_answering_server(&machine, &plane, &key);
+}
+
+/// What a cluster made with Talos's defaults runs is refused, saying which setting its machine
+/// config needs; a Cilium installed by another helm release too; the release this profile
+/// upgrades is ok.
+fn assert_what_already_runs_is_refused_or_upgraded(
+    machine: &Machine,
+    plane: &ControlPlane,
+    config: &Path,
+    env: &[(&str, &OsStr)],
+) {
     // What a cluster made with Talos's defaults runs (its bootstrap manifests: the DaemonSets
     // kube-system/kube-flannel, Talos internal/app/machined/pkg/controllers/k8s/internal/
     // k8stemplates/flannel.go, and kube-system/kube-proxy), and a Cilium another helm release
@@ -341,7 +364,7 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
     ] {
         plane.kubectl_ok(&["apply", "-f", "-"], &daemonset(name, annotations));
     }
-    let text = machine.check_exits(&config, &env, 1);
+    let text = machine.check_exits(config, env, 1);
     for (needle, hint) in [
         ("runs flannel (kube-system/kube-flannel)", "cni.name: none"),
         (
@@ -372,25 +395,22 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
         &["apply", "-f", "-"],
         &daemonset("cilium", r#"{"meta.helm.sh/release-name": "cilium"}"#),
     );
-    let text = machine.check_exits(&config, &env, 0);
+    let text = machine.check_exits(config, env, 0);
     assert!(
         line_with(&text, "Cilium is the helm release cilium")
             .trim_start()
             .starts_with("ok"),
         "{text}"
     );
+}
 
-    // A kubectl two minors away from the server.
-    machine.kubectl_claiming("v1.34.0");
-    let text = machine.check_exits(&config, &env, 1);
-    let line = line_with(&text, "kubectl v1.34");
-    assert!(
-        line.trim_start().starts_with("MISSING")
-            && line.contains(&format!("cluster's Kubernetes {server}")),
-        "{text}"
-    );
-
-    // The server does not answer: the skew is unchecked, not missing.
+/// The server does not answer, or no kubeconfig is named: the skew is unchecked, not missing,
+/// and the second says how to name one.
+fn assert_the_skew_is_unchecked_without_an_answering_server(
+    machine: &Machine,
+    plane: &ControlPlane,
+    key: &Path,
+) {
     machine.kubectl_claiming("v1.32.0");
     let closed = format!("https://127.0.0.1:{}", testkit::free_port());
     let mut kubeconfig: Value =
@@ -457,11 +477,21 @@ fn the_shipped_secrets_example_encrypted_with_a_test_key_passes_the_check_and_re
         "{text}"
     );
 
-    // It renders, and its values fill every Secret of the template.
+    assert_the_example_renders_every_secret_with_fake_values(&machine, &config, &sops_file, &key);
+}
+
+/// The encrypted example renders, and its values, all obviously fake, fill every Secret of the
+/// template.
+fn assert_the_example_renders_every_secret_with_fake_values(
+    machine: &Machine,
+    config: &Path,
+    sops_file: &Path,
+    key: &Path,
+) {
     let rendered = machine.path("rendered");
     let out = Command::new(testkit::workspace::bin("render-platform"))
         .args(["--profile", "onprem", "--config"])
-        .arg(&config)
+        .arg(config)
         .arg("--out-dir")
         .arg(&rendered)
         .output()
@@ -469,7 +499,7 @@ fn the_shipped_secrets_example_encrypted_with_a_test_key_passes_the_check_and_re
     testkit::process::success_stdout(&out);
     let decrypted = Command::new(&machine.sops)
         .args(["--decrypt", "--output-type", "json"])
-        .arg(&sops_file)
+        .arg(sops_file)
         .env("SOPS_AGE_KEY_FILE", key.as_os_str())
         .output()
         .unwrap();
