@@ -356,8 +356,23 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
     );
     assert_eq!(calls.iter().filter(|c| c.starts_with("sops")).count(), 1);
 
-    // The order, on the calls: each component acted on once, in the profile's order, after
-    // every component it depends on.
+    assert_each_component_comes_after_what_it_needs(&calls);
+    assert_the_secrets_never_show_and_reach_the_api_server(&plane, &world, &calls, &out);
+    // A second run asks the same and changes nothing on the API server.
+    let before = resource_versions(&plane, &world);
+    let out = world.platform("apply", &env);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(world.take_calls(), calls);
+    assert_eq!(resource_versions(&plane, &world), before);
+
+    assert_a_rerun_takes_back_hand_edits(&plane, &world, &env, &calls);
+    assert_the_dry_run_changes_nothing_and_masks_the_secrets(&world, env[0]);
+}
+
+/// The order, on the calls: each component acted on once, in the profile's order, after every
+/// component it depends on; objects wait for the CRDs they need, after the release that brings
+/// them.
+fn assert_each_component_comes_after_what_it_needs(calls: &[String]) {
     let acted: Vec<String> = calls.iter().filter_map(|c| acted_on(c)).collect();
     let profile: Vec<&str> = Profile::Onprem
         .components()
@@ -388,9 +403,16 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
             .any(|c| c.contains("rollout status deployment/whoami")),
         "{calls:#?}"
     );
+}
 
-    // The Secrets: from a 0600 file in a 0700 folder, gone afterwards; no clear value in an
-    // argument, the log or any file left; the values reached the API server.
+/// The Secrets: from a 0600 file in a 0700 folder, gone afterwards; no clear value in an
+/// argument, the log or any file left; the values reached the API server.
+fn assert_the_secrets_never_show_and_reach_the_api_server(
+    plane: &ControlPlane,
+    world: &World,
+    calls: &[String],
+    out: &Output,
+) {
     let secrets_apply = calls
         .iter()
         .find(|c| c.starts_with("kubectl apply") && c.contains("edgepop-secrets.*/secrets.json"))
@@ -404,7 +426,7 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
             !calls.iter().any(|c| c.contains(clear)),
             "{clear} in an argument"
         );
-        assert!(!output_text(&out).contains(clear), "{clear} in the log");
+        assert!(!output_text(out).contains(clear), "{clear} in the log");
     }
     assert!(
         testkit::file_names(&world.tmp()).is_empty(),
@@ -416,22 +438,22 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
     );
     // base64 of test-only-ovh-consumer-key
     assert_eq!(
-        secret_value(&plane, "external-dns", "ovh-credentials", "consumer_key"),
+        secret_value(plane, "external-dns", "ovh-credentials", "consumer_key"),
         "dGVzdC1vbmx5LW92aC1jb25zdW1lci1rZXk="
     );
     assert_eq!(
-        secret_value(&plane, "traefik", "crowdsec-bouncer-key", "api-key"),
-        secret_value(&plane, "crowdsec", "crowdsec-bouncer-key", "api-key"),
+        secret_value(plane, "traefik", "crowdsec-bouncer-key", "api-key"),
+        secret_value(plane, "crowdsec", "crowdsec-bouncer-key", "api-key"),
     );
+}
 
-    // A second run asks the same and changes nothing on the API server.
-    let before = resource_versions(&plane, &world);
-    let out = world.platform("apply", &env);
-    assert!(out.status.success(), "{}", output_text(&out));
-    assert_eq!(world.take_calls(), calls);
-    assert_eq!(resource_versions(&plane, &world), before);
-
-    // Edited by hand (another field manager): the next run takes it back.
+/// Edited by hand (another field manager): the next run takes it back, with the same calls.
+fn assert_a_rerun_takes_back_hand_edits(
+    plane: &ControlPlane,
+    world: &World,
+    env: &[(&str, &Path)],
+    calls: &[String],
+) {
     plane.kubectl_ok(
         &[
             "patch",
@@ -456,7 +478,7 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
         ],
         "",
     );
-    let out = world.platform("apply", &env);
+    let out = world.platform("apply", env);
     assert!(out.status.success(), "{}", output_text(&out));
     assert_eq!(world.take_calls(), calls, "a re-run makes the same calls");
     let blocks = plane.kubectl_ok(
@@ -471,14 +493,19 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
     );
     assert_eq!(blocks, "10.20.1.100-10.20.1.150");
     assert_eq!(
-        secret_value(&plane, "external-dns", "ovh-credentials", "consumer_key"),
+        secret_value(plane, "external-dns", "ovh-credentials", "consumer_key"),
         "dGVzdC1vbmx5LW92aC1jb25zdW1lci1rZXk="
     );
+}
 
-    // The dry-run twin: nothing to change, nothing changed, the Secrets' values masked (helm's
-    // side through the helm-diff plugin of the stand-in).
+/// The dry-run twin: nothing to change, nothing changed, the Secrets' values masked (helm's
+/// side through the helm-diff plugin of the stand-in).
+fn assert_the_dry_run_changes_nothing_and_masks_the_secrets(
+    world: &World,
+    sops_key: (&str, &Path),
+) {
     let plugin = Path::new("yes");
-    let out = world.platform("diff", &[env[0], ("STANDIN_HELM_DIFF", plugin)]);
+    let out = world.platform("diff", &[sops_key, ("STANDIN_HELM_DIFF", plugin)]);
     assert!(out.status.success(), "{}", output_text(&out));
     let calls = world.take_calls();
     assert!(
@@ -737,13 +764,36 @@ fn make_renders_the_onprem_profile_and_runs_its_dry_run_twin() {
     };
     let out = make();
     assert!(out.status.success(), "{}", output_text(&out));
+    assert_the_dry_run_rendered_the_plan_and_wrote_nothing(&out, &log, &rendered, &tmp);
+
+    // A kubeconfig whose current context is another cluster: refused before any call.
+    pointing_at("https://prod.example.net:6443");
+    fs::write(&log, "").unwrap();
+    let out = make();
+    assert_ne!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("points at https://prod.example.net:6443"),
+        "{}",
+        output_text(&out)
+    );
+    assert_eq!(fs::read_to_string(&log).unwrap(), "", "a call was made");
+}
+
+/// make rendered the plan from the config; the dry run diffed, wrote nothing, and left no
+/// secret behind or in its calls.
+fn assert_the_dry_run_rendered_the_plan_and_wrote_nothing(
+    out: &Output,
+    log: &Path,
+    rendered: &Path,
+    tmp: &Path,
+) {
     // make rendered the plan from the config.
     let plan = fs::read_to_string(rendered.join("components.tsv")).unwrap();
     assert!(
         plan.contains("\nsmoke-test\tobjects\tsmoke-test\t"),
         "{plan}"
     );
-    let calls: Vec<String> = fs::read_to_string(&log)
+    let calls: Vec<String> = fs::read_to_string(log)
         .unwrap()
         .lines()
         .map(str::to_owned)
@@ -770,22 +820,10 @@ fn make_renders_the_onprem_profile_and_runs_its_dry_run_twin() {
         "{calls:#?}"
     );
     assert!(
-        testkit::file_names(&tmp).is_empty(),
+        testkit::file_names(tmp).is_empty(),
         "the secrets folder is left"
     );
     for clear in CLEAR {
-        assert!(!output_text(&out).contains(clear) && !calls.iter().any(|c| c.contains(clear)));
+        assert!(!output_text(out).contains(clear) && !calls.iter().any(|c| c.contains(clear)));
     }
-
-    // A kubeconfig whose current context is another cluster: refused before any call.
-    pointing_at("https://prod.example.net:6443");
-    fs::write(&log, "").unwrap();
-    let out = make();
-    assert_ne!(out.status.code(), Some(0), "{}", output_text(&out));
-    assert!(
-        output_text(&out).contains("points at https://prod.example.net:6443"),
-        "{}",
-        output_text(&out)
-    );
-    assert_eq!(fs::read_to_string(&log).unwrap(), "", "a call was made");
 }
