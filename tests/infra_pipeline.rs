@@ -204,6 +204,50 @@ fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_
     let Some(env) = Env::new(test) else { return };
     ok(&env.infra("configs", &[]));
 
+    assert_gen_config_gets_the_pins_and_the_patches(&env);
+    assert_the_configs_are_private_and_hold_the_rendered_values(&env);
+    let read = |role: &str| {
+        talos_schema::documents(&fs::read_to_string(env.out(&format!("{role}.yaml"))).unwrap())
+    };
+
+    // A second run changes nothing: same secrets, no gen call, same configs (same digests).
+    let secrets = fs::read(env.out("secrets.yaml")).unwrap();
+    let worker_bytes = fs::read(env.out("worker.yaml")).unwrap();
+    let stderr = ok(&env.infra("configs", &[]));
+    assert!(stderr.contains("up to date"), "{stderr}");
+    assert_eq!(env.calls_with("gen").len(), 2);
+    assert_eq!(fs::read(env.out("worker.yaml")).unwrap(), worker_bytes);
+
+    // Another pin's bump changes nothing; Kubernetes' regenerates them.
+    env.pin("CILIUM_VERSION", "1.20.9");
+    assert!(ok(&env.infra("configs", &[])).contains("up to date"));
+    env.pin("KUBERNETES_VERSION", "v1.36.4");
+    ok(&env.infra("configs", &[]));
+    let regenerated = env.calls_with("config");
+    assert_eq!(regenerated.len(), 2, "{regenerated:?}");
+    assert_eq!(
+        flag_values(&regenerated[1], "--kubernetes-version"),
+        ["v1.36.4"]
+    );
+
+    // A changed input regenerates the configs, never the secrets.
+    let mut infra = env.config();
+    infra["worker"]["install_disk"] = "/dev/sdb".into();
+    env.write_config(&infra);
+    ok(&env.infra("configs", &[]));
+    assert_eq!(env.calls_with("config").len(), 3);
+    assert_eq!(fs::read(env.out("secrets.yaml")).unwrap(), secrets);
+    let worker = read("worker");
+    assert_eq!(
+        talos_schema::document(&worker, "v1alpha1")["machine"]["install"]["disk"],
+        "/dev/sdb"
+    );
+}
+
+/// talosctl gen config gets the pins, not its own defaults (the nodes' Talos, the cluster's one
+/// Kubernetes, the installer of TALOS_VERSION) and the patches by role; each config is checked
+/// by talosctl validate as its node will; no call holds the Scaleway secret.
+fn assert_gen_config_gets_the_pins_and_the_patches(env: &Env) {
     let gen_secrets = env.calls_with("secrets");
     assert_eq!(gen_secrets.len(), 1);
     let gen_config = env.calls_with("config");
@@ -213,8 +257,6 @@ fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_
         gen_config[..4],
         ["gen", "config", "edge-par", "https://api.example.com:6443"]
     );
-    // The pins, not talosctl's own defaults: the nodes' Talos, the cluster's one Kubernetes, and
-    // the installer of TALOS_VERSION.
     assert_eq!(flag_values(gen_config, "--talos-version"), ["v1.13.11"]);
     assert_eq!(flag_values(gen_config, "--kubernetes-version"), ["v1.36.3"]);
     assert_eq!(
@@ -263,8 +305,11 @@ fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_
     );
     // No talosctl call ever holds the Scaleway secret.
     assert!(env.calls().iter().all(|(_, secret)| !secret));
+}
 
-    // Secrets and everything that embeds them are 0600.
+/// Secrets and everything that embeds them are 0600; what talosctl validate accepted holds the
+/// rendered values.
+fn assert_the_configs_are_private_and_hold_the_rendered_values(env: &Env) {
     for file in [
         "secrets.yaml",
         "controlplane.yaml",
@@ -311,39 +356,6 @@ fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_
     let hostname = talos_schema::document(&worker, "HostnameConfig");
     assert_eq!(hostname["hostname"], "edge-worker-1");
     assert_eq!(hostname["auto"], "off");
-
-    // A second run changes nothing: same secrets, no gen call, same configs (same digests).
-    let secrets = fs::read(env.out("secrets.yaml")).unwrap();
-    let worker_bytes = fs::read(env.out("worker.yaml")).unwrap();
-    let stderr = ok(&env.infra("configs", &[]));
-    assert!(stderr.contains("up to date"), "{stderr}");
-    assert_eq!(env.calls_with("gen").len(), 2);
-    assert_eq!(fs::read(env.out("worker.yaml")).unwrap(), worker_bytes);
-
-    // Another pin's bump changes nothing; Kubernetes' regenerates them.
-    env.pin("CILIUM_VERSION", "1.20.9");
-    assert!(ok(&env.infra("configs", &[])).contains("up to date"));
-    env.pin("KUBERNETES_VERSION", "v1.36.4");
-    ok(&env.infra("configs", &[]));
-    let regenerated = env.calls_with("config");
-    assert_eq!(regenerated.len(), 2, "{regenerated:?}");
-    assert_eq!(
-        flag_values(&regenerated[1], "--kubernetes-version"),
-        ["v1.36.4"]
-    );
-
-    // A changed input regenerates the configs, never the secrets.
-    let mut infra = env.config();
-    infra["worker"]["install_disk"] = "/dev/sdb".into();
-    env.write_config(&infra);
-    ok(&env.infra("configs", &[]));
-    assert_eq!(env.calls_with("config").len(), 3);
-    assert_eq!(fs::read(env.out("secrets.yaml")).unwrap(), secrets);
-    let worker = read("worker");
-    assert_eq!(
-        talos_schema::document(&worker, "v1alpha1")["machine"]["install"]["disk"],
-        "/dev/sdb"
-    );
 }
 
 #[test]
@@ -496,6 +508,12 @@ fn etcd_is_bootstrapped_when_the_cluster_runs_none_once_ready_and_again_for_a_ne
     assert_eq!(env.calls_with("bootstrap").len(), 3);
     assert!(env.calls().iter().all(|(_, secret)| !secret));
 
+    assert_the_outputs_are_what_the_next_layers_read(&env);
+}
+
+/// The outputs: a private kubeconfig, and the PlatformInputs record render-edge reads, with the
+/// worker's name and what the host firewall is rendered from.
+fn assert_the_outputs_are_what_the_next_layers_read(env: &Env) {
     ok(&env.infra("outputs", &[]));
     assert_eq!(mode(&env.out("kubeconfig")), 0o600);
     let inputs: Value =
@@ -692,6 +710,24 @@ fn node_pipeline_pins(env: &Env) -> (testkit::http::Server, String) {
     (factory, control_plane_digest)
 }
 
+/// The node tools' calls the recording tools logged, each as (tool, whether the Scaleway secret
+/// was in its environment, its arguments); scw-infra's `names` and `talos-*` look-ups left out.
+fn node_tool_calls(log: &Path) -> Vec<(String, bool, String)> {
+    fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut fields = l.splitn(3, '\t');
+            (
+                fields.next().unwrap().to_owned(),
+                fields.next().unwrap() == "secret",
+                fields.next().unwrap().to_owned(),
+            )
+        })
+        .filter(|(_, _, args)| !args.starts_with("names") && !args.starts_with("talos-"))
+        .collect()
+}
+
 #[test]
 fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() {
     let test = "the_node_pipeline_gets_the_pins";
@@ -710,19 +746,7 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         fs::read_to_string(env.out("inventory.json")).unwrap(),
         inventory(11)
     );
-    let calls: Vec<(String, bool, String)> = fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut fields = l.splitn(3, '\t');
-            (
-                fields.next().unwrap().to_owned(),
-                fields.next().unwrap() == "secret",
-                fields.next().unwrap().to_owned(),
-            )
-        })
-        .filter(|(_, _, args)| !args.starts_with("names") && !args.starts_with("talos-"))
-        .collect();
+    let calls = node_tool_calls(&log);
     // The four stages of the pipe (they start together: their lines come in any order).
     let call = |tool: &str, tag_proven: bool| {
         let found: Vec<&(String, bool, String)> = calls
