@@ -19,6 +19,9 @@ include k8s/versions.env
 OUT          ?= talos/_out
 INPUTS       ?= $(OUT)/platform-inputs.json
 INFRA_CONFIG ?= config/infra.json
+# The Talos images' sha256, recorded by `make talos-image-digests` (untracked, per Talos version
+# and schematic).
+TALOS_DIGESTS ?= config/talos-image-digests.env
 # The cluster profile of the platform layer: edge (this Scaleway edge) or onprem (an existing
 # Talos cluster on premises, config/onprem.json; render-platform --help).
 PROFILE      ?= edge
@@ -109,7 +112,7 @@ tools: ## Build talosctl, kubectl, helm and sops at their pins (Go module proxy,
 	@echo "make tools: the Makefile's recipes use them; eval \"\$$(make kubeconfig)\" puts them first on your shell's PATH too" >&2
 
 check: ## Check the tools and credentials a real deployment needs (PROFILE=onprem: those of an existing cluster's platform layer)
-	@PROFILE='$(PROFILE)' $(if $(filter edge,$(PROFILE)),,PLATFORM_CONFIG='$(PLATFORM_CONFIG)') pipelines/check-prereqs.sh
+	@PROFILE='$(PROFILE)' TALOS_DIGESTS='$(TALOS_DIGESTS)' $(if $(filter edge,$(PROFILE)),,PLATFORM_CONFIG='$(PLATFORM_CONFIG)') pipelines/check-prereqs.sh
 
 apply: ## Apply the three layers in order: infra, then platform, then edge
 	$(MAKE) apply-infra
@@ -124,13 +127,13 @@ apply: ## Apply the three layers in order: infra, then platform, then edge
 REFLASH ?=
 apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos configured; writes talos/_out/kubeconfig and platform-inputs.json
 	@$(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
-	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' REFLASH='$(REFLASH)' pipelines/infra.sh apply
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' REFLASH='$(REFLASH)' pipelines/infra.sh apply
 
-talos-image-digests: $(BIN)/scw-infra $(INFRA_CONFIG) ## Download the Talos images of the pins once (Image Factory, https) and print the sha256 lines to pin in k8s/versions.env
-	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/infra.sh digests
+talos-image-digests: $(BIN)/scw-infra $(INFRA_CONFIG) ## Download the Talos images of the pins once (Image Factory, https) and record their sha256 in config/talos-image-digests.env
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' pipelines/infra.sh digests
 
 dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply, with apply-infra's pins: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
-	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/infra.sh plan
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' pipelines/infra.sh plan
 
 ##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio (PROFILE=onprem: the on-premises base)
 .PHONY: vendor apply-platform diff-platform

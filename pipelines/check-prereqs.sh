@@ -78,6 +78,18 @@ for f in config/edge.json; do
   [[ -f "$f" ]] && ok "$f" || miss "$f (cp config/edge.example.json config/edge.json, then edit)"
 done
 
+# The Talos images of the current pins, recorded on this machine (apply-infra refuses without).
+# shellcheck source=talos-digests.sh
+. "$(dirname "$0")/talos-digests.sh"
+if [[ "$profile" == edge ]]; then
+  unrecorded=()
+  for image in control-plane worker; do
+    [[ -n "$(recorded_sha256 "$image")" ]] || unrecorded+=("$image")
+  done
+  if ((${#unrecorded[@]} == 0)); then ok "the Talos $TALOS_VERSION images' sha256 recorded in $TALOS_DIGESTS"
+  else miss "the Talos $TALOS_VERSION images' sha256 (${unrecorded[*]}) are not recorded in $TALOS_DIGESTS: make talos-image-digests"; fi
+fi
+
 # The platform config as render-platform reads it, and the vendored CRDs.
 platform_config=${PLATFORM_CONFIG:-config/platform.json}
 render=${BIN:-target/release}/render-platform

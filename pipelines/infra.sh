@@ -6,8 +6,8 @@
 #                                  talosconfig, each checked by talosctl validate
 #   pipelines/infra.sh image       the worker's Talos image from the Image Factory, checked
 #                                  against its pin (the control planes' is scw-infra's to import)
-#   pipelines/infra.sh digests     download both images once and print the sha256 pins to put in
-#                                  k8s/versions.env (make talos-image-digests)
+#   pipelines/infra.sh digests     download both images once and record their sha256 in
+#                                  $TALOS_DIGESTS (make talos-image-digests)
 #   pipelines/infra.sh plan        the dry-run twin of the nodes step's scw-infra apply: the plan
 #                                  it would run (a JSON line a step), nothing changed
 #   pipelines/infra.sh nodes       scw-infra apply | scw-rescue-flash | talos-apply-insecure
@@ -18,7 +18,8 @@
 #                                  image, nodes, bootstrap, outputs, in this order
 #
 # Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN; VERSIONS_FILE (default
-# k8s/versions.env: TALOS_VERSION, KUBERNETES_VERSION and the Image Factory pins), PATCHES
+# k8s/versions.env: TALOS_VERSION, KUBERNETES_VERSION and the Image Factory pins), TALOS_DIGESTS
+# (default config/talos-image-digests.env: the images' sha256, recorded there), PATCHES
 # (default talos/patches), REFLASH=yes (let scw-rescue-flash write over a worker that runs
 # another image: it wipes the node), BOOTSTRAP_TRIES and BOOTSTRAP_INTERVAL (how long the
 # bootstrap waits for booting control planes: 90 times 10 s). Everything generated is under $OUT
@@ -43,6 +44,8 @@ need_tool() { [[ -x "${BIN:?}/$1" ]] || die "$BIN/$1 is not built (make apply-in
 
 # shellcheck source=without-secrets.sh
 . "$(dirname "$0")/without-secrets.sh"
+# shellcheck source=talos-digests.sh
+. "$(dirname "$0")/talos-digests.sh"
 talos() { without_secrets talosctl "$@"; }
 
 # The values this script needs, as scw-infra reads them from the config (and, with --inventory
@@ -78,14 +81,14 @@ need_talosctl() {
 # Everything `apply` needs that is known before it writes anything, checked before it writes
 # anything (a refusal leaves $OUT as it was): the config valid (scw-infra reads it), the node
 # tools built, a talosctl of the cluster's minor, both images' digests recorded in
-# $VERSIONS_FILE.
+# $TALOS_DIGESTS.
 apply_preconditions() {
   local tool
   for tool in scw-infra scw-rescue-flash talos-apply-insecure; do need_tool "$tool"; done
   read_names
   need_talosctl
-  pinned_sha256 TALOS_CONTROL_PLANE_IMAGE_SHA256 >/dev/null
-  pinned_sha256 TALOS_WORKER_IMAGE_SHA256 >/dev/null
+  pinned_sha256 control-plane >/dev/null
+  pinned_sha256 worker >/dev/null
 }
 
 configs() {
@@ -140,21 +143,17 @@ configs() {
     || die "$OUT/worker.yaml: refused by talosctl validate (mode metal)"
 }
 
-# A pinned sha256, or a stop saying how to record it.
+# A recorded sha256, or a stop saying how to record it.
 pinned_sha256() {
-  local key=$1 value=${!1:-}
-  [[ "$value" =~ ^[0-9a-f]{64}$ ]] \
-    || die "$VERSIONS_FILE: $key is \`${value}\`, not a sha256: record the Image Factory's images once with make talos-image-digests, and pin what it prints"
+  local value
+  value=$(recorded_sha256 "$1")
+  [[ -n "$value" ]] \
+    || die "$TALOS_DIGESTS records no sha256 of the $1 image $(image_key "$1"): record the Image Factory's images of Talos $TALOS_VERSION once with make talos-image-digests"
   printf '%s' "$value"
 }
 
-control_plane_image_url() {
-  printf '%s/image/%s/%s/scaleway-amd64.raw.zst' "$TALOS_FACTORY_URL" "$TALOS_CONTROL_PLANE_SCHEMATIC" "$TALOS_VERSION"
-}
-
-worker_image_url() {
-  printf '%s/image/%s/%s/metal-amd64.raw.zst' "$TALOS_FACTORY_URL" "$WORKER_SCHEMATIC" "$TALOS_VERSION"
-}
+control_plane_image_url() { image_url control-plane; }
+worker_image_url() { image_url worker; }
 
 # One request to the Image Factory: curl with the arguments after $1, which says what it is for.
 # A factory that was not reached (curl failed: no such name, no route, refused, TLS, timeout;
@@ -192,7 +191,7 @@ worker_image_file() {
 # names read first).
 image() {
   local want file got
-  want=$(pinned_sha256 TALOS_WORKER_IMAGE_SHA256)
+  want=$(pinned_sha256 worker)
   file=$(worker_image_file)
   if [[ -s "$file" ]] && [[ "$(sha256sum "$file" | cut -d' ' -f1)" == "$want" ]]; then echo "$file"; return; fi
   mkdir -p "$OUT"
@@ -201,31 +200,45 @@ image() {
   got=$(download "$(worker_image_url)" "$file")
   if [[ "$got" != "$want" ]]; then
     rm -f "$file.part"
-    die "$(worker_image_url): sha256 $got, $VERSIONS_FILE pins TALOS_WORKER_IMAGE_SHA256=$want: refused"
+    die "$(worker_image_url): sha256 $got, $TALOS_DIGESTS records $want: refused"
   fi
   mv "$file.part" "$file"
   echo "$file"
 }
 
-# Trust on first download, over https from the Image Factory: prints the two pins.
+# Trust on first download, over https from the Image Factory: records both images' sha256 in
+# $TALOS_DIGESTS (replacing their earlier lines, keeping other versions') and prints the lines.
 digests() {
   read_names
   mkdir -p "$OUT"
   register_schematic
-  local worker control_plane
+  local worker control_plane lines
   log "downloading both images of Talos $TALOS_VERSION to record their digests"
   worker=$(download "$(worker_image_url)" "$(worker_image_file)")
   mv "$(worker_image_file).part" "$(worker_image_file)"
   control_plane=$(download "$(control_plane_image_url)" "$OUT/talos-control-plane.raw.zst")
   rm -f "$OUT/talos-control-plane.raw.zst.part"
-  printf 'TALOS_CONTROL_PLANE_IMAGE_SHA256=%s\nTALOS_WORKER_IMAGE_SHA256=%s\n' "$control_plane" "$worker"
+  lines=$(printf '%s=%s\n%s=%s' "$(control_plane_image_key)" "$control_plane" "$(worker_image_key)" "$worker")
+  mkdir -p "$(dirname "$TALOS_DIGESTS")"
+  {
+    echo "# The sha256 of the Talos images, <TALOS_VERSION>/<schematic>/<file>=<sha256>: recorded by"
+    echo "# make talos-image-digests over https from the Image Factory (trust on first download)."
+    if [[ -f "$TALOS_DIGESTS" ]]; then
+      grep -v '^#' "$TALOS_DIGESTS" | grep -vF -e "$(control_plane_image_key)=" -e "$(worker_image_key)=" || true
+    fi
+    printf '%s\n' "$lines"
+  } >"$TALOS_DIGESTS.tmp"
+  chmod 644 "$TALOS_DIGESTS.tmp"
+  mv "$TALOS_DIGESTS.tmp" "$TALOS_DIGESTS"
+  log "recorded both images of Talos $TALOS_VERSION in $TALOS_DIGESTS"
+  printf '%s\n' "$lines"
 }
 
 nodes() {
   local tool metal control_plane_sha256
   for tool in scw-infra scw-rescue-flash talos-apply-insecure; do need_tool "$tool"; done
   [[ -s "$talosconfig" ]] || die "$talosconfig is missing: run the configs step (make apply-infra) first"
-  control_plane_sha256=$(pinned_sha256 TALOS_CONTROL_PLANE_IMAGE_SHA256)
+  control_plane_sha256=$(pinned_sha256 control-plane)
   read_names
   metal=$(image)
   local reflash=()
@@ -259,11 +272,12 @@ nodes() {
 # an unrecorded image digest or configs not generated yet are said, and left out).
 plan() {
   need_tool scw-infra
-  local args=()
-  if [[ "$TALOS_CONTROL_PLANE_IMAGE_SHA256" =~ ^[0-9a-f]{64}$ ]]; then
-    args+=(--talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$TALOS_CONTROL_PLANE_IMAGE_SHA256")
+  local args=() control_plane_sha256
+  control_plane_sha256=$(recorded_sha256 control-plane)
+  if [[ -n "$control_plane_sha256" ]]; then
+    args+=(--talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$control_plane_sha256")
   else
-    log "TALOS_CONTROL_PLANE_IMAGE_SHA256 is not recorded (make talos-image-digests): the plan cannot import the control planes' image"
+    log "the control-plane image $(control_plane_image_key) is not recorded in $TALOS_DIGESTS (make talos-image-digests): the plan cannot import the control planes' image"
   fi
   if [[ -s "$OUT/controlplane.yaml" ]]; then
     args+=(--control-plane-config "$OUT/controlplane.yaml")

@@ -43,6 +43,7 @@ impl Machine {
             "sort",
             "cut",
             "sha256sum",
+            "awk",
             "tr",
         ] {
             let out = Command::new("bash")
@@ -108,6 +109,19 @@ impl Machine {
             )
             .unwrap();
         }
+        // Both Talos images of the pins recorded, as make talos-image-digests records them.
+        let talos = pin("TALOS_VERSION");
+        fs::write(
+            work.join("config/talos-image-digests.env"),
+            format!(
+                "{talos}/{}/scaleway-amd64.raw.zst={}\n{talos}/{}/metal-amd64.raw.zst={}\n",
+                pin("TALOS_CONTROL_PLANE_SCHEMATIC"),
+                "c".repeat(64),
+                pin("TALOS_WORKER_SCHEMATIC"),
+                "d".repeat(64)
+            ),
+        )
+        .unwrap();
         fs::create_dir_all(dir.path().join("home")).unwrap();
         Machine { dir }
     }
@@ -200,6 +214,12 @@ fn a_ready_machine_passes_with_one_line_per_prerequisite() {
     );
     assert!(
         line_with(&text, "Gateway API")
+            .trim_start()
+            .starts_with("ok"),
+        "{text}"
+    );
+    assert!(
+        line_with(&text, "images' sha256")
             .trim_start()
             .starts_with("ok"),
         "{text}"
@@ -398,4 +418,32 @@ fn make_check_for_the_onprem_profile_asks_for_sops_its_age_key_and_a_well_formed
         line_with(&text, "ceph.user_key").contains("is not encrypted"),
         "{text}"
     );
+}
+
+#[test]
+fn talos_images_unrecorded_for_the_current_pins_are_missing_naming_the_target() {
+    let machine = Machine::ready();
+    let digests = machine
+        .dir
+        .path()
+        .join("work/config/talos-image-digests.env");
+    // Recorded for another Talos version only: a bump leaves the new images unrecorded.
+    let other = fs::read_to_string(&digests)
+        .unwrap()
+        .replace(&pin("TALOS_VERSION"), "v1.13.0");
+    fs::write(&digests, other).unwrap();
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    let line = line_with(&stdout(&out), "images' sha256").to_owned();
+    assert!(
+        line.trim_start().starts_with("MISSING")
+            && line.contains("make talos-image-digests")
+            && line.contains(&format!("Talos {}", pin("TALOS_VERSION")))
+            && line.contains("(control-plane worker)"),
+        "{line}"
+    );
+    fs::remove_file(&digests).unwrap();
+    let out = machine.check(&[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+    assert!(line_with(&stdout(&out), "images' sha256").contains("MISSING"));
 }

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
+use testkit::pin;
 
 /// The worker's schematic: the kernel arguments of the example config's offer (EM-A116X-SSD).
 const WORKER_SCHEMATIC: &str = "b4f89946a66f1ffdda1caf6d31f852c10b2b2b2c320d040baf863e9962065f02";
@@ -101,6 +102,29 @@ impl Env {
         fs::write(self.path("versions.env"), lines.join("\n") + "\n").unwrap();
     }
 
+    /// The key the pipeline records `image` (`control-plane` or `worker`) under in the digests
+    /// file: `<TALOS_VERSION>/<schematic>/<file>`.
+    fn image_key(&self, image: &str) -> String {
+        let (schematic, file) = match image {
+            "control-plane" => (
+                pin("TALOS_CONTROL_PLANE_SCHEMATIC"),
+                "scaleway-amd64.raw.zst",
+            ),
+            "worker" => (WORKER_SCHEMATIC.to_owned(), "metal-amd64.raw.zst"),
+            other => panic!("no image {other}"),
+        };
+        format!("{}/{schematic}/{file}", pin("TALOS_VERSION"))
+    }
+
+    /// Records the sha256 of `image` in the digests file the script reads, as
+    /// `make talos-image-digests` does.
+    fn record(&self, image: &str, digest: &str) {
+        let path = self.path("talos-image-digests.env");
+        let mut text = fs::read_to_string(&path).unwrap_or_default();
+        text.push_str(&format!("{}={digest}\n", self.image_key(image)));
+        fs::write(path, text).unwrap();
+    }
+
     fn infra(&self, step: &str, extra: &[(&str, &str)]) -> Output {
         let path = format!(
             "{}:{}",
@@ -118,6 +142,7 @@ impl Env {
             .env("OUT", self.path("out"))
             .env("INFRA_CONFIG", self.path("infra.json"))
             .env("VERSIONS_FILE", self.path("versions.env"))
+            .env("TALOS_DIGESTS", self.path("talos-image-digests.env"))
             .env("TALOSCTL_LOG", self.path("talosctl.log"))
             .env("TALOSCTL_STATE", self.path("state"))
             .env(
@@ -609,7 +634,7 @@ fn the_worker_image_is_registered_downloaded_once_and_checked_against_its_pin() 
         &env.infra("image", &[]),
         1,
         &[
-            "TALOS_WORKER_IMAGE_SHA256 is `unrecorded`",
+            "records no sha256 of the worker image",
             "make talos-image-digests",
         ],
     );
@@ -623,7 +648,7 @@ fn the_worker_image_is_registered_downloaded_once_and_checked_against_its_pin() 
         ])
         .unwrap()
     };
-    env.pin("TALOS_WORKER_IMAGE_SHA256", &digest);
+    env.record("worker", &digest);
     let bad = factory(b"another image".to_vec());
     env.pin("TALOS_FACTORY_URL", &bad.url);
     failed(&env.infra("image", &[]), 1, &["refused", &digest]);
@@ -701,12 +726,9 @@ fn node_pipeline_pins(env: &Env) -> (testkit::http::Server, String) {
     ])
     .unwrap();
     env.pin("TALOS_FACTORY_URL", &factory.url);
-    env.pin(
-        "TALOS_WORKER_IMAGE_SHA256",
-        &format!("{:x}", Sha256::digest(&image)),
-    );
+    env.record("worker", &format!("{:x}", Sha256::digest(&image)));
     let control_plane_digest = "c".repeat(64);
-    env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &control_plane_digest);
+    env.record("control-plane", &control_plane_digest);
     (factory, control_plane_digest)
 }
 
@@ -925,7 +947,10 @@ fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
     // Nothing recorded, nothing generated: the plan says what it leaves out.
     let stderr = ok(&env.infra("plan", &[("BIN", &bin_dir)]));
     assert!(
-        stderr.contains("TALOS_CONTROL_PLANE_IMAGE_SHA256 is not recorded"),
+        stderr.contains(&format!(
+            "the control-plane image {} is not recorded",
+            env.image_key("control-plane")
+        )),
         "{stderr}"
     );
     assert!(
@@ -935,7 +960,7 @@ fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
     assert!(!plans()[0].contains("--talos-image-url"), "{:?}", plans());
 
     let digest = "c".repeat(64);
-    env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &digest);
+    env.record("control-plane", &digest);
     ok(&env.infra("configs", &[]));
     ok(&env.infra("plan", &[("BIN", &bin_dir)]));
     let plan = &plans()[1];
@@ -982,24 +1007,24 @@ fn apply_checks_every_precondition_before_it_writes_anything() {
         );
     };
 
-    // The pins as committed: the control planes' image is not recorded.
+    // Nothing recorded yet: the control planes' image is not.
     failed(
         &env.infra("apply", &[("BIN", &bin_dir)]),
         1,
         &[
-            "TALOS_CONTROL_PLANE_IMAGE_SHA256 is `unrecorded`",
+            "records no sha256 of the control-plane image",
             "make talos-image-digests",
         ],
     );
     nothing_written("no control-plane digest");
-    env.pin("TALOS_CONTROL_PLANE_IMAGE_SHA256", &"c".repeat(64));
+    env.record("control-plane", &"c".repeat(64));
     failed(
         &env.infra("apply", &[("BIN", &bin_dir)]),
         1,
-        &["TALOS_WORKER_IMAGE_SHA256 is `unrecorded`"],
+        &["records no sha256 of the worker image"],
     );
     nothing_written("no worker digest");
-    env.pin("TALOS_WORKER_IMAGE_SHA256", &"d".repeat(64));
+    env.record("worker", &"d".repeat(64));
 
     // A talosctl of another minor.
     let other = env.path("other-bin");
@@ -1098,4 +1123,67 @@ fn an_image_factory_out_of_reach_is_not_called_a_refusal() {
         .filter(|name| name.ends_with(".zst") || name.ends_with(".part"))
         .collect();
     assert!(kept.is_empty(), "{kept:?}");
+}
+
+#[test]
+fn the_digests_are_recorded_outside_the_tracked_pins_keyed_by_version_and_schematic() {
+    use sha2::{Digest, Sha256};
+    use testkit::http::{Reply, Server};
+    let test = "the_digests_are_recorded_outside_the_tracked_pins";
+    let Some(env) = Env::new(test) else { return };
+    if Command::new("curl").arg("--version").output().is_err() {
+        testkit::skip_or_fail(test, "curl");
+        return;
+    }
+    let (worker, control_plane) = (b"worker image".to_vec(), b"control plane image".to_vec());
+    let factory = Server::start(vec![
+        Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
+        Reply::ok(worker.clone()),
+        Reply::ok(control_plane.clone()),
+    ])
+    .unwrap();
+    env.pin("TALOS_FACTORY_URL", &factory.url);
+    // An earlier record of these images is replaced; another version's is kept.
+    let other = format!(
+        "v1.13.0/{WORKER_SCHEMATIC}/metal-amd64.raw.zst={}",
+        "e".repeat(64)
+    );
+    fs::write(
+        env.path("talos-image-digests.env"),
+        format!("{other}\n{}={}\n", env.image_key("worker"), "f".repeat(64)),
+    )
+    .unwrap();
+    let tracked = fs::read(env.path("versions.env")).unwrap();
+    let out = env.infra("digests", &[]);
+    ok(&out);
+    let expected = format!(
+        "{}={:x}\n{}={:x}\n",
+        env.image_key("control-plane"),
+        Sha256::digest(&control_plane),
+        env.image_key("worker"),
+        Sha256::digest(&worker)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    let recorded = fs::read_to_string(env.path("talos-image-digests.env")).unwrap();
+    let lines: Vec<&str> = recorded.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(
+        lines.join("\n") + "\n",
+        format!("{other}\n{expected}"),
+        "{recorded}"
+    );
+    assert_eq!(mode(&env.path("talos-image-digests.env")), 0o644);
+    assert_eq!(fs::read(env.path("versions.env")).unwrap(), tracked);
+
+    // The worker's image is the one recorded: kept, not downloaded again (no reply is left).
+    ok(&env.infra("image", &[]));
+    // A Talos bump: its images are not recorded yet.
+    env.pin("TALOS_VERSION", "v1.13.12");
+    failed(
+        &env.infra("image", &[]),
+        1,
+        &[
+            "records no sha256 of the worker image v1.13.12/",
+            "make talos-image-digests",
+        ],
+    );
 }

@@ -131,18 +131,24 @@ impl Stage {
             .lines()
             .map(|line| match line.split_once('=') {
                 Some(("TALOS_FACTORY_URL", _)) => format!("TALOS_FACTORY_URL={}", factory.url),
-                Some(("TALOS_WORKER_IMAGE_SHA256", _)) => {
-                    format!("TALOS_WORKER_IMAGE_SHA256={}", sha256(&worker_image))
-                }
-                Some(("TALOS_CONTROL_PLANE_IMAGE_SHA256", _)) => format!(
-                    "TALOS_CONTROL_PLANE_IMAGE_SHA256={}",
-                    sha256(&control_plane_image)
-                ),
                 _ => line.to_owned(),
             })
             .collect::<Vec<_>>()
             .join("\n");
         fs::write(path("versions.env"), versions + "\n").unwrap();
+        // Both images recorded, as `make talos-image-digests` records them.
+        let talos = testkit::pin("TALOS_VERSION");
+        let control_plane_schematic = testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC");
+        fs::write(
+            path("talos-image-digests.env"),
+            format!(
+                "{talos}/{control_plane_schematic}/scaleway-amd64.raw.zst={}\n\
+                 {talos}/{WORKER_SCHEMATIC}/metal-amd64.raw.zst={}\n",
+                sha256(&control_plane_image),
+                sha256(&worker_image)
+            ),
+        )
+        .unwrap();
 
         // The worker's rescue system: the real sshd, its user's sudo asking for the rescue
         // password, an empty 16 MiB disk; authorized_keys empty until the API boots the server
@@ -306,6 +312,10 @@ impl Stage {
                 self.path("config/edge.json").display()
             ))
             .arg(format!("BIN={}", self.path("tools").display()))
+            .arg(format!(
+                "TALOS_DIGESTS={}",
+                self.path("talos-image-digests.env").display()
+            ))
             // The tools are the ones cargo built for this test: nothing is rebuilt.
             .args(["RUST_SOURCES=", "CARGO=true"])
             .args(args)

@@ -108,8 +108,8 @@ pub fn worker_schematic(
             "worker.offer",
             format!(
                 "{} needs the Image Factory schematic {id} ({args}), but {} pins \
-                 {WORKER_SCHEMATIC}={pinned}: change that pin, and \
-                 TALOS_WORKER_IMAGE_SHA256 with it (make talos-image-digests)",
+                 {WORKER_SCHEMATIC}={pinned}: change that pin, then record its image \
+                 (make talos-image-digests)",
                 config.worker.offer,
                 pop_common::pins::FILE
             ),
