@@ -101,20 +101,7 @@ impl Stage {
             fs::create_dir_all(path(sub)).unwrap();
         }
 
-        // make vendor's upstream: the pinned Gateway API files, rebuilt from the shared bundle.
-        let crd_dir = shared.join("crds");
-        crate::pipelines::rebuild_upstream_files(
-            &crd_dir.join(format!(
-                "gateway-api-{}-standard.yaml",
-                testkit::pin("GATEWAY_API_VERSION")
-            )),
-            &crd_dir.join("UPSTREAM-FILES.tsv"),
-            &path("served"),
-        );
-        let Some(vendor) = crate::pipelines::Server::start(&path("served")) else {
-            testkit::skip_or_fail(test, "python3 (its http.server)");
-            return None;
-        };
+        let vendor = vendor_server(test, &shared, dir.path())?;
 
         // The Image Factory: the worker's schematic registered, its metal image, then the
         // control planes' image, which scw-infra imports. Both are real zstd files.
@@ -150,38 +137,10 @@ impl Stage {
         )
         .unwrap();
 
-        // The worker's rescue system: the real sshd, its user's sudo asking for the rescue
-        // password, an empty 16 MiB disk; authorized_keys empty until the API boots the server
-        // into rescue with the IAM key scw-infra registers.
-        let (rescue, sshd) = testkit::sshd::rescue(test)?;
-        fs::write(rescue.path("authorized_keys"), "").unwrap();
-        rescue.sudo_that_asks_for_the_password();
-        rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
-        let scaleway =
-            testkit::standin::scaleway_with_rescue(&shared, dir.path(), SECRET, PROJECT, &rescue);
-        // The worker, an Elastic Metal server carrying our tags, which scw-infra adopts rather
-        // than ordering: the one way to give it the rescue system's loopback address.
-        control(
-            &scaleway.url(),
-            "seed",
-            Some(&json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                         "tags": [CLUSTER_TAG, "edgepop-role=worker", "edgepop-node=edge-worker-1"],
-                         "address": WORKER_ADDRESS})),
-        );
+        let (rescue, sshd, scaleway) = rescue_and_scaleway(test, &shared, dir.path())?;
         let s3 = testkit::standin::s3(dir.path(), ACCESS, SECRET);
 
-        // The configs, from the committed examples, with the rescue's user key and disk.
-        let mut infra = example("infra.example.json");
-        infra["ssh_public_key_path"] = json!(rescue.path("user_key.pub"));
-        infra["ssh_private_key_path"] = json!(rescue.path("user_key"));
-        infra["worker"]["install_disk"] = json!(rescue.disk());
-        fs::write(path("config/infra.json"), infra.to_string()).unwrap();
-        for (from, to) in [
-            ("platform.example.json", "platform.json"),
-            ("edge.example.json", "edge.json"),
-        ] {
-            fs::write(path("config").join(to), example(from).to_string()).unwrap();
-        }
+        write_configs(dir.path(), &rescue);
 
         // The cluster's admin kubeconfig as Talos hands it out (its server the config's
         // cluster_endpoint), and the route to it.
@@ -191,51 +150,7 @@ impl Stage {
             plane.address(),
         );
 
-        // BIN: the tools cargo built, the two node tools after scw-infra apply recorded.
-        let bin = path("tools");
-        fs::create_dir_all(&bin).unwrap();
-        for tool in [
-            "scw-infra",
-            "kubeconfig-guard",
-            "render-platform",
-            "render-edge",
-            "wait-ready",
-        ] {
-            std::os::unix::fs::symlink(testkit::workspace::bin(tool), bin.join(tool)).unwrap();
-        }
-        // The node tools' calls recorded; scw-rescue-flash then runs for real, told the rescue
-        // sshd's port and to look again at once (the stand-in's server changes state at each
-        // look); talos-apply-insecure hands the inventory on unchanged, and the worker, in
-        // maintenance mode, takes worker.yaml from --config-dir: its node stand-in holds it from
-        // then on (the control planes took theirs as user data, which no talosctl call here
-        // reads).
-        let log = path("node-tools.log");
-        record_tool(
-            &bin,
-            "scw-rescue-flash",
-            &log,
-            &format!(
-                "exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"",
-                testkit::workspace::bin("scw-rescue-flash").display(),
-                sshd.port
-            ),
-        );
-        let worker_config =
-            testkit::standin::talos_node_config(&path("talos-state"), WORKER_ADDRESS);
-        record_tool(
-            &bin,
-            "talos-apply-insecure",
-            &log,
-            &format!(
-                "while (( $# )); do [[ $1 == --config-dir ]] && config_dir=$2; shift; done\n\
-                 install -D -m 600 \"$config_dir/worker.yaml\" '{}' || exit 1\ncat",
-                worker_config.display()
-            ),
-        );
-        std::os::unix::fs::symlink(testkit::standin::path("talosctl"), path("bin/talosctl"))
-            .unwrap();
-        std::os::unix::fs::symlink(testkit::standin::path("recording/helm"), path("bin/helm"))
-            .unwrap();
+        install_tools(dir.path(), sshd.port);
 
         let worker_raw = fs::read(path("worker.raw")).unwrap();
         Some(Stage {
@@ -528,6 +443,119 @@ fn leftovers(state: &Value) -> Vec<String> {
         }
     }
     left
+}
+
+/// make vendor's upstream: the pinned Gateway API files, rebuilt from the shared bundle and
+/// served on loopback.
+fn vendor_server(test: &str, shared: &Path, dir: &Path) -> Option<crate::pipelines::Server> {
+    let path = |name: &str| dir.join(name);
+    let crd_dir = shared.join("crds");
+    crate::pipelines::rebuild_upstream_files(
+        &crd_dir.join(format!(
+            "gateway-api-{}-standard.yaml",
+            testkit::pin("GATEWAY_API_VERSION")
+        )),
+        &crd_dir.join("UPSTREAM-FILES.tsv"),
+        &path("served"),
+    );
+    let Some(vendor) = crate::pipelines::Server::start(&path("served")) else {
+        testkit::skip_or_fail(test, "python3 (its http.server)");
+        return None;
+    };
+    Some(vendor)
+}
+
+/// The worker's rescue system and the Scaleway stand-in that boots the worker into it.
+fn rescue_and_scaleway(
+    test: &str,
+    shared: &Path,
+    dir: &Path,
+) -> Option<(
+    testkit::sshd::Rescue,
+    testkit::sshd::Sshd,
+    testkit::standin::StandIn,
+)> {
+    // The worker's rescue system: the real sshd, its user's sudo asking for the rescue
+    // password, an empty 16 MiB disk; authorized_keys empty until the API boots the server
+    // into rescue with the IAM key scw-infra registers.
+    let (rescue, sshd) = testkit::sshd::rescue(test)?;
+    fs::write(rescue.path("authorized_keys"), "").unwrap();
+    rescue.sudo_that_asks_for_the_password();
+    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
+    let scaleway = testkit::standin::scaleway_with_rescue(shared, dir, SECRET, PROJECT, &rescue);
+    // The worker, an Elastic Metal server carrying our tags, which scw-infra adopts rather
+    // than ordering: the one way to give it the rescue system's loopback address.
+    control(
+        &scaleway.url(),
+        "seed",
+        Some(&json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                     "tags": [CLUSTER_TAG, "edgepop-role=worker", "edgepop-node=edge-worker-1"],
+                     "address": WORKER_ADDRESS})),
+    );
+    Some((rescue, sshd, scaleway))
+}
+
+/// The configs, from the committed examples, with the rescue's user key and disk.
+fn write_configs(dir: &Path, rescue: &testkit::sshd::Rescue) {
+    let path = |name: &str| dir.join(name);
+    let mut infra = example("infra.example.json");
+    infra["ssh_public_key_path"] = json!(rescue.path("user_key.pub"));
+    infra["ssh_private_key_path"] = json!(rescue.path("user_key"));
+    infra["worker"]["install_disk"] = json!(rescue.disk());
+    fs::write(path("config/infra.json"), infra.to_string()).unwrap();
+    for (from, to) in [
+        ("platform.example.json", "platform.json"),
+        ("edge.example.json", "edge.json"),
+    ] {
+        fs::write(path("config").join(to), example(from).to_string()).unwrap();
+    }
+}
+
+/// BIN: the tools cargo built, the two node tools after scw-infra apply recorded; on PATH, the
+/// talosctl stand-in and the recording helm.
+fn install_tools(dir: &Path, sshd_port: u16) {
+    let path = |name: &str| dir.join(name);
+    let bin = path("tools");
+    fs::create_dir_all(&bin).unwrap();
+    for tool in [
+        "scw-infra",
+        "kubeconfig-guard",
+        "render-platform",
+        "render-edge",
+        "wait-ready",
+    ] {
+        std::os::unix::fs::symlink(testkit::workspace::bin(tool), bin.join(tool)).unwrap();
+    }
+    // The node tools' calls recorded; scw-rescue-flash then runs for real, told the rescue
+    // sshd's port and to look again at once (the stand-in's server changes state at each
+    // look); talos-apply-insecure hands the inventory on unchanged, and the worker, in
+    // maintenance mode, takes worker.yaml from --config-dir: its node stand-in holds it from
+    // then on (the control planes took theirs as user data, which no talosctl call here
+    // reads).
+    let log = path("node-tools.log");
+    record_tool(
+        &bin,
+        "scw-rescue-flash",
+        &log,
+        &format!(
+            "exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"",
+            testkit::workspace::bin("scw-rescue-flash").display(),
+            sshd_port
+        ),
+    );
+    let worker_config = testkit::standin::talos_node_config(&path("talos-state"), WORKER_ADDRESS);
+    record_tool(
+        &bin,
+        "talos-apply-insecure",
+        &log,
+        &format!(
+            "while (( $# )); do [[ $1 == --config-dir ]] && config_dir=$2; shift; done\n\
+             install -D -m 600 \"$config_dir/worker.yaml\" '{}' || exit 1\ncat",
+            worker_config.display()
+        ),
+    );
+    std::os::unix::fs::symlink(testkit::standin::path("talosctl"), path("bin/talosctl")).unwrap();
+    std::os::unix::fs::symlink(testkit::standin::path("recording/helm"), path("bin/helm")).unwrap();
 }
 
 #[test]
