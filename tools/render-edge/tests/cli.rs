@@ -486,7 +486,7 @@ fn inputs_missing_a_field_are_refused_and_named() {
     let case = Case::new();
     let inputs = case.write(
         "inputs.json",
-        r#"{"kind": "PlatformInputs", "version": 2, "cluster_name": "c",
+        r#"{"kind": "PlatformInputs", "version": 3, "cluster_name": "c",
             "cluster_endpoint": "https://api.example.com:6443", "edge_node_name": "w",
             "edge_public_ipv4": "203.0.113.10"}"#,
     );
@@ -499,7 +499,7 @@ fn inputs_of_another_kind_or_version_are_refused() {
     let case = Case::new();
     let text = std::fs::read_to_string(case.inputs()).unwrap();
     let config = case.write("edge.json", &with_hosts(r#""www.example.com""#, ""));
-    let other_version = case.write("v1.json", &text.replace("\"version\": 2", "\"version\": 1"));
+    let other_version = case.write("v1.json", &text.replace("\"version\": 3", "\"version\": 1"));
     case.refuses_files(
         &other_version,
         &config,

@@ -33,7 +33,9 @@ pub struct InfraConfig {
     /// that opens the Talos and Kubernetes APIs to most of the internet.
     #[serde(default)]
     pub allow_admin_apis_from_anywhere: bool,
-    /// Names in `dns_zone` that point at the worker (the edge's public names).
+    /// Names in `dns_zone` that point at the worker (`www`, `shop.eu`, `@` for the zone
+    /// itself): the one declaration of the edge's public names. The DNS records are made from
+    /// it, and the edge layer serves exactly these names (`PlatformInputs.edge_hostnames`).
     #[serde(default)]
     pub edge_hostnames: Vec<String>,
     /// The public Container Registry namespace of the project's images.
@@ -209,6 +211,23 @@ impl InfraConfig {
         Ok(())
     }
 
+    /// The edge's names as the zone's records name them: `@`, the apex, is the empty name.
+    pub fn edge_record_names(&self) -> impl Iterator<Item = &str> {
+        self.edge_hostnames
+            .iter()
+            .map(|name| if name == "@" { "" } else { name.as_str() })
+    }
+
+    /// The edge's names, fully qualified (`www.example.com`): what the edge layer serves.
+    pub fn edge_fqdns(&self) -> Vec<String> {
+        self.edge_record_names()
+            .map(|name| match name {
+                "" => self.dns_zone.clone(),
+                name => format!("{name}.{}", self.dns_zone),
+            })
+            .collect()
+    }
+
     /// The cluster API's host name: `<api_hostname>.<dns_zone>`.
     pub fn api_host(&self) -> String {
         format!("{}.{}", self.api_hostname, self.dns_zone)
@@ -334,6 +353,21 @@ mod tests {
         v["control_plane"]["count"] = 2.into();
         let err = load(&v).unwrap_err().to_string();
         assert!(err.contains("control_plane.count"), "{err}");
+    }
+
+    #[test]
+    fn the_edge_hostnames_are_qualified_in_the_zone_the_apex_as_at() {
+        let mut v = example();
+        v["edge_hostnames"] = serde_json::json!(["www", "@", "shop.eu"]);
+        let c = load(&v).unwrap();
+        assert_eq!(
+            c.edge_record_names().collect::<Vec<_>>(),
+            ["www", "", "shop.eu"]
+        );
+        assert_eq!(
+            c.edge_fqdns(),
+            ["www.example.com", "example.com", "shop.eu.example.com"]
+        );
     }
 
     #[test]

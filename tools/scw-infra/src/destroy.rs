@@ -375,16 +375,11 @@ fn plan_dns_records(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()>
     let config = cluster.config;
     let dns = cluster.api.dns();
     if dns.zone(&config.dns_zone)?.is_some() {
-        let mut record_names = vec![config.api_hostname.clone()];
-        record_names.extend(
-            config
-                .edge_hostnames
-                .iter()
-                .map(|n| if n == "@" { String::new() } else { n.clone() }),
-        );
+        let record_names =
+            std::iter::once(config.api_hostname.as_str()).chain(config.edge_record_names());
         for name in record_names {
             for record_type in [RecordType::A, RecordType::Aaaa] {
-                for r in dns.records(&config.dns_zone, &name, &record_type)? {
+                for r in dns.records(&config.dns_zone, name, &record_type)? {
                     if r.comment.as_deref() == Some(names.cluster_tag().as_str()) {
                         removals.push(Removal::DnsRecord {
                             name: format!("{} {} {}", r.name, r.record_type, r.data),

@@ -112,9 +112,10 @@ pub fn names(
     Ok(pairs)
 }
 
-/// The record the platform and edge layers read: the cluster from the inventory, the DNS zone
-/// and the admin networks from the config, the edge node from the inventory's Elastic Metal
-/// worker, and every node's public addresses (what the host firewall knows as nodes).
+/// The record the platform and edge layers read: the cluster from the inventory, the DNS zone,
+/// the edge's names (fully qualified, as the DNS step makes their records) and the admin
+/// networks from the config, the edge node from the inventory's Elastic Metal worker, and every
+/// node's public addresses (what the host firewall knows as nodes).
 pub fn platform_inputs(
     config: &InfraConfig,
     file: &InventoryFile,
@@ -136,6 +137,7 @@ pub fn platform_inputs(
         cluster_name: inventory.cluster_name.clone(),
         cluster_endpoint: inventory.cluster_endpoint.clone(),
         dns_zone: config.dns_zone.clone(),
+        edge_hostnames: config.edge_fqdns(),
         edge_node_name: worker.name.clone(),
         edge_public_ipv4: ipv4,
         admin_cidrs: config.admin_cidrs.clone(),
@@ -162,6 +164,27 @@ fn public_addresses(inventory: &NodeInventory, role: NodeRole) -> Vec<IpAddr> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+
+    #[test]
+    fn the_platform_inputs_carry_the_edge_hostnames_fully_qualified() {
+        let dir = tempfile::tempdir().unwrap();
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/infra.example.json");
+        let mut config = InfraConfig::load(&example, Some("/home/me")).unwrap();
+        config.edge_hostnames = vec!["www".into(), "@".into()];
+        let path = dir.path().join("inventory.json");
+        let inventory = serde_json::json!({
+            "kind": "NodeInventory", "version": 2, "cluster_name": config.cluster_name,
+            "cluster_endpoint": config.cluster_endpoint, "ssh_key_ids": [],
+            "nodes": [{"name": "edge-worker-1", "role": "worker", "kind": "elastic-metal",
+                       "zone": "fr-par-1", "id": "22222222-2222-4222-8222-222222222222",
+                       "public_ipv4": "203.0.113.10", "public_ipv6": null,
+                       "private_ipv4": null, "steps": {}}]
+        });
+        std::fs::write(&path, inventory.to_string()).unwrap();
+        let file = InventoryFile::read_for(&path, &config, &example).unwrap();
+        let inputs = platform_inputs(&config, &file).unwrap();
+        assert_eq!(inputs.edge_hostnames, ["www.example.com", "example.com"]);
+    }
 
     #[test]
     fn an_inventory_of_another_cluster_is_refused_naming_both_files() {

@@ -21,7 +21,9 @@ pub use node_inventory::{
     NODE_INVENTORY_VERSION, Node, NodeFailure, NodeFailures, NodeInventory, NodeKind, NodeRole,
     StepNodes, StepTodo, steps,
 };
-pub use platform_inputs::{EDGE_GATEWAY_CLASS, PLATFORM_INPUTS_VERSION, PlatformInputs};
+pub use platform_inputs::{
+    EDGE_GATEWAY_CLASS, MAX_EDGE_HOSTNAMES, PLATFORM_INPUTS_VERSION, PlatformInputs,
+};
 pub use problem::{Problem, join as join_problems};
 pub use published_images::{Digest, PUBLISHED_IMAGES_VERSION, PublishedImage, PublishedImages};
 pub use scaleway_names::{check_id, check_zone};

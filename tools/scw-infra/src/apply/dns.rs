@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::{Address, ApplyStep, Known};
 use crate::cluster::Cluster;
+use crate::config::InfraConfig;
 use crate::error::InfraError;
 use crate::plan::Steps;
 
@@ -35,18 +36,22 @@ pub struct RecordSet {
     pub data: Vec<Address>,
 }
 
-/// Every record set this cluster owns.
-fn wanted(cluster: &Cluster<'_>, control_planes: &[Address], worker: &[Address]) -> Vec<RecordSet> {
+/// Every record set this cluster owns: `api_hostname` to the control planes, each of the
+/// edge's names to the worker's addresses.
+pub fn wanted(
+    config: &InfraConfig,
+    control_planes: &[Address],
+    worker: &[Address],
+) -> Vec<RecordSet> {
     let mut out = Vec::new();
     if !control_planes.is_empty() {
         out.push(RecordSet {
-            name: cluster.config.api_hostname.clone(),
+            name: config.api_hostname.clone(),
             record_type: RecordType::A,
             data: control_planes.to_vec(),
         });
     }
-    for name in &cluster.config.edge_hostnames {
-        let name = if name == "@" { "" } else { name.as_str() };
+    for name in config.edge_record_names() {
         for address in worker {
             let record_type = match address {
                 Address::Known(IpAddr::V4(_))
@@ -75,7 +80,7 @@ pub fn plan(
     worker: &[Address],
 ) -> R<()> {
     let dns_zone = &cluster.config.dns_zone;
-    let sets = wanted(cluster, control_planes, worker);
+    let sets = wanted(cluster.config, control_planes, worker);
     let dns = cluster.api.dns();
     if dns.zone(dns_zone)?.is_none() {
         steps.push(ApplyStep::ShowDnsRecords(SetRecords {
