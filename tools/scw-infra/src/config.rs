@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
 use pop_common::input::{InputError, read_json};
+use pop_common::records::MAX_EDGE_HOSTNAMES;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -189,14 +190,7 @@ impl InfraConfig {
                 ),
             ));
         }
-        for (i, name) in self.edge_hostnames.iter().enumerate() {
-            if name != "@" && !name.split('.').all(pop_common::records::is_dns_label) {
-                return Err(field(
-                    &format!("edge_hostnames[{i}]"),
-                    format!("`{name}` is not a host name (or `@`)"),
-                ));
-            }
-        }
+        self.check_edge_hostnames(field)?;
         if !pop_common::records::is_dns_label(&self.registry_namespace)
             || self.registry_namespace.len() < 4
         {
@@ -207,6 +201,56 @@ impl InfraConfig {
                     self.registry_namespace
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// The edge's names, checked before any record is made for them: the edge layer serves
+    /// every one, so each must be one it can serve.
+    fn check_edge_hostnames(
+        &self,
+        field: &impl Fn(&str, String) -> InputError,
+    ) -> Result<(), InputError> {
+        if self.edge_hostnames.is_empty() {
+            return Err(field(
+                "edge_hostnames",
+                "is empty: the edge serves these names (as `www` for www.<dns_zone>, `@` for \
+                 the zone itself); list at least one"
+                    .into(),
+            ));
+        }
+        if self.edge_hostnames.len() > MAX_EDGE_HOSTNAMES {
+            return Err(field(
+                "edge_hostnames",
+                format!(
+                    "{} names, at most {MAX_EDGE_HOSTNAMES}: the edge's HTTP listener redirects \
+                     them all with one HTTPRoute, which holds at most {MAX_EDGE_HOSTNAMES}",
+                    self.edge_hostnames.len()
+                ),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for ((i, name), fqdn) in self
+            .edge_hostnames
+            .iter()
+            .enumerate()
+            .zip(self.edge_fqdns())
+        {
+            let field = |why: String| field(&format!("edge_hostnames[{i}]"), why);
+            if name != "@" && !name.split('.').all(pop_common::records::is_dns_label) {
+                return Err(field(format!("`{name}` is not a host name (or `@`)")));
+            }
+            pop_common::records::check_host_name(&fqdn)
+                .map_err(|e| field(format!("with dns_zone, {e}")))?;
+            if *name == self.api_hostname {
+                return Err(field(format!(
+                    "`{name}` is api_hostname: its records point at the control planes, the \
+                     edge's at the worker"
+                )));
+            }
+            if !seen.insert(fqdn.clone()) {
+                return Err(field(format!("`{name}` is listed twice ({fqdn})")));
+            }
         }
         Ok(())
     }
@@ -368,6 +412,61 @@ mod tests {
             c.edge_fqdns(),
             ["www.example.com", "example.com", "shop.eu.example.com"]
         );
+    }
+
+    #[test]
+    fn edge_hostnames_the_edge_could_not_serve_are_refused_before_any_record() {
+        let long = "a".repeat(63);
+        for (names, refused, why) in [
+            (serde_json::json!([]), "edge_hostnames`", "is empty"),
+            (
+                serde_json::json!(["www", "WWW"]),
+                "edge_hostnames[1]",
+                "not a host name",
+            ),
+            (
+                serde_json::json!(["*"]),
+                "edge_hostnames[0]",
+                "not a host name",
+            ),
+            (
+                serde_json::json!(["www", "www"]),
+                "edge_hostnames[1]",
+                "listed twice",
+            ),
+            (
+                serde_json::json!(["@", "@"]),
+                "edge_hostnames[1]",
+                "listed twice",
+            ),
+            (
+                serde_json::json!(["api"]),
+                "edge_hostnames[0]",
+                "is api_hostname",
+            ),
+            (
+                serde_json::json!([format!("{long}.{long}.{long}.{long}")]),
+                "edge_hostnames[0]",
+                "with dns_zone",
+            ),
+            (
+                serde_json::json!((1..=17).map(|n| format!("n{n}")).collect::<Vec<_>>()),
+                "edge_hostnames`",
+                "17 names, at most 16",
+            ),
+        ] {
+            let mut v = example();
+            v["edge_hostnames"] = names.clone();
+            let err = load(&v).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("field `{refused}")) && err.contains(why),
+                "{names}: {err}"
+            );
+        }
+        let mut v = example();
+        v["edge_hostnames"] =
+            serde_json::json!((1..=16).map(|n| format!("n{n}")).collect::<Vec<_>>());
+        assert_eq!(load(&v).unwrap().edge_fqdns().len(), 16);
     }
 
     #[test]
