@@ -350,7 +350,6 @@ fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would
     std::fs::write(
         &config,
         serde_json::json!({
-            "hostnames": ["edge.example.com"],
             "pow_enabled": true,
             "pow": {},
             // In a directory that does not exist yet, as talos/_out on a fresh checkout.

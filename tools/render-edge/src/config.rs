@@ -3,7 +3,6 @@
 //! Decoding refuses unknown keys (a typo must not pass silently); [`resolve`] then checks every
 //! rule that decoding cannot express and names the field and the file when one is broken.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use lists_core::records::{
@@ -15,18 +14,18 @@ use pop_common::records::{Digest, PlatformInputs, PublishedImages};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::render;
-
+mod hostnames;
 mod lists;
 
 /// The edge layer's settings, as written by the operator (`config/edge.json`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EdgeConfig {
-    /// Public names served by the edge (at most [`MAX_HOSTNAMES`]), each with its own HTTPS
-    /// listener and certificate (HTTP-01 gives no wildcard). Each must belong to the inputs'
-    /// `dns_zone`.
-    pub hostnames: Vec<String>,
+    /// Not where the edge's names are declared: those are the infra config's `edge_hostnames`,
+    /// which get the DNS records and reach this tool through the platform inputs. Read only to
+    /// refuse a list that differs from them, by name, rather than as an unknown field.
+    #[serde(default)]
+    pub hostnames: Option<Vec<String>>,
     /// The Let's Encrypt issuer.
     #[serde(default)]
     pub acme: AcmeConfig,
@@ -173,10 +172,8 @@ fn default_secret_name() -> String {
     "pow-hmac".to_string()
 }
 
-/// The most hostnames the edge serves: its HTTP listener's redirect route lists every one, and
-/// an HTTPRoute's `spec.hostnames` holds at most 16 (Gateway API v1.4.0,
-/// gateway.networking.k8s.io_httproutes.yaml, `maxItems: 16`).
-pub const MAX_HOSTNAMES: usize = 16;
+/// The most hostnames the edge serves (the platform inputs' own limit, where it is explained).
+pub const MAX_HOSTNAMES: usize = pop_common::records::MAX_EDGE_HOSTNAMES;
 /// The longest name of a Kubernetes object or of a Gateway listener: a DNS subdomain, 253
 /// characters (apimachinery's `DNS1123SubdomainMaxLength`; the Gateway API's `SectionName` and
 /// `ObjectName`, `maxLength: 253`).
@@ -187,6 +184,8 @@ pub const MAX_NAME: usize = 253;
 pub struct Plan {
     pub cluster_name: String,
     pub edge_node_name: String,
+    /// The public names served, each with its own HTTPS listener and certificate (HTTP-01
+    /// gives no wildcard): the platform inputs' `edge_hostnames`, in their order.
     pub hostnames: Vec<String>,
     pub acme_server: AcmeServer,
     pub acme_email: Option<String>,
@@ -224,60 +223,13 @@ pub fn resolve(
     if let Err(why) = check_dns_name(&zone) {
         return Err(InputError::field(inputs_path, "dns_zone", why));
     }
-    if config.hostnames.is_empty() {
-        return Err(InputError::field(
-            config_path,
-            "hostnames",
-            "at least one hostname is needed: the gateway has nothing to serve",
-        ));
-    }
-    if config.hostnames.len() > MAX_HOSTNAMES {
-        return Err(InputError::field(
-            config_path,
-            "hostnames",
-            format!(
-                "{} hostnames, at most {MAX_HOSTNAMES}: the HTTP listener's redirect route lists \
-                 them all, and an HTTPRoute holds at most {MAX_HOSTNAMES}",
-                config.hostnames.len()
-            ),
-        ));
-    }
-    let mut seen = BTreeSet::new();
-    for (i, host) in config.hostnames.iter().enumerate() {
-        let field = format!("hostnames[{i}]");
-        check_dns_name(host)
-            .map_err(|why| InputError::field(config_path, &field, format!("`{host}`: {why}")))?;
-        for (what, name) in render::names_of_hostname(host) {
-            if name.len() > MAX_NAME {
-                return Err(InputError::field(
-                    config_path,
-                    &field,
-                    format!(
-                        "`{host}` is too long: {what} would be named with {} characters, over \
-                         the {MAX_NAME} of a Kubernetes name",
-                        name.len()
-                    ),
-                ));
-            }
-        }
-        if host != &zone && !host.ends_with(&format!(".{zone}")) {
-            return Err(InputError::field(
-                config_path,
-                &field,
-                format!(
-                    "`{host}` is outside the DNS zone `{zone}` (dns_zone in {})",
-                    inputs_path.display()
-                ),
-            ));
-        }
-        if !seen.insert(host.as_str()) {
-            return Err(InputError::field(
-                config_path,
-                &field,
-                format!("`{host}` is listed twice: two listeners cannot share a hostname"),
-            ));
-        }
-    }
+    let hostnames = hostnames::served(inputs, inputs_path, &zone)?;
+    hostnames::check_config(
+        config.hostnames.as_deref(),
+        config_path,
+        &hostnames,
+        inputs_path,
+    )?;
 
     let email = config.acme.email.filter(|e| !e.trim().is_empty());
     if let Some(email) = &email
@@ -330,7 +282,7 @@ pub fn resolve(
     Ok(Plan {
         cluster_name: inputs.cluster_name.clone(),
         edge_node_name: inputs.edge_node_name.clone(),
-        hostnames: config.hostnames,
+        hostnames,
         acme_server: config.acme.server,
         acme_email: email,
         origin_replicas: config.origin.replicas,

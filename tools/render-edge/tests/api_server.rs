@@ -29,14 +29,15 @@ fn workspace() -> PathBuf {
 
 /// The objects of the committed example `config`.
 pub fn example(config: &str) -> Vec<Value> {
-    rendered(&workspace().join("config").join(config)).unwrap()
+    let inputs = workspace().join("config/platform-inputs.example.json");
+    rendered(&inputs, &workspace().join("config").join(config)).unwrap()
 }
 
-/// The objects of the edge config `config`, with the committed platform inputs; or render-edge's
+/// The objects of the platform inputs `inputs` and the edge config `config`; or render-edge's
 /// refusal.
-fn rendered(config: &Path) -> Result<Vec<Value>, String> {
+fn rendered(inputs: &Path, config: &Path) -> Result<Vec<Value>, String> {
     let cli = Config {
-        inputs: workspace().join("config/platform-inputs.example.json"),
+        inputs: inputs.to_path_buf(),
         config: config.to_path_buf(),
         format: Format::Json,
         names: false,
@@ -189,14 +190,19 @@ fn every_object_of_both_examples_is_taken_by_the_api_server_as_a_creation() {
     assert!(lost.is_empty(), "{}", lost.join("\n"));
 }
 
-/// `edge.example.json` with `change` applied to it, written into `dir`.
-fn config_with(dir: &Path, change: impl FnOnce(&mut Value)) -> PathBuf {
-    let text = std::fs::read_to_string(workspace().join("config/edge.example.json")).unwrap();
-    let mut config: Value = serde_json::from_str(&text).unwrap();
-    change(&mut config);
-    let path = dir.join("edge.json");
-    std::fs::write(&path, config.to_string()).unwrap();
-    path
+/// The committed platform inputs and `edge.example.json`, `change` applied to them (in this
+/// order), written into `dir`: their paths.
+fn files_with(dir: &Path, change: impl FnOnce(&mut Value, &mut Value)) -> (PathBuf, PathBuf) {
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(workspace().join(name)).unwrap()).unwrap()
+    };
+    let mut inputs = read("config/platform-inputs.example.json");
+    let mut config = read("config/edge.example.json");
+    change(&mut inputs, &mut config);
+    let paths = (dir.join("platform-inputs.json"), dir.join("edge.json"));
+    std::fs::write(&paths.0, inputs.to_string()).unwrap();
+    std::fs::write(&paths.1, config.to_string()).unwrap();
+    paths
 }
 
 /// A name of `len` characters in the examples' DNS zone, made of labels of at most 63.
@@ -224,7 +230,10 @@ fn what_the_edge_config_accepts_at_its_limits_the_api_server_takes() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let render = |change: &dyn Fn(&mut Value)| rendered(&config_with(dir.path(), change));
+    let render = |change: &dyn Fn(&mut Value, &mut Value)| {
+        let (inputs, config) = files_with(dir.path(), change);
+        rendered(&inputs, &config)
+    };
 
     // The longest hostname render-edge takes: the names made from it (listener, route, Secret)
     // must still be valid names.
@@ -233,7 +242,10 @@ fn what_the_edge_config_accepts_at_its_limits_the_api_server_takes() {
         .map(hostname_of_length)
         .find(|host| {
             let host = host.clone();
-            render(&move |c: &mut Value| c["hostnames"] = json!([host, "www.example.com"])).is_ok()
+            render(&move |i: &mut Value, _: &mut Value| {
+                i["edge_hostnames"] = json!([host, "www.example.com"]);
+            })
+            .is_ok()
         })
         .unwrap();
     // As many hostnames as it takes, and a Deployment as large as it takes.
@@ -245,28 +257,30 @@ fn what_the_edge_config_accepts_at_its_limits_the_api_server_takes() {
         .rev()
         .find(|n| {
             let some = hostnames[..*n].to_vec();
-            render(&move |c: &mut Value| c["hostnames"] = json!(some)).is_ok()
+            render(&move |i: &mut Value, _: &mut Value| i["edge_hostnames"] = json!(some)).is_ok()
         })
         .unwrap();
     let replicas = [u64::from(u32::MAX), 2_147_483_648, 2_147_483_647]
         .into_iter()
         .find(|n| {
             let n = *n;
-            render(&move |c: &mut Value| c["origin"]["replicas"] = json!(n)).is_ok()
+            render(&move |_: &mut Value, c: &mut Value| c["origin"]["replicas"] = json!(n)).is_ok()
         })
         .unwrap();
     let cases = [
         (
             format!("a hostname of {} characters", longest.len()),
-            render(&|c: &mut Value| c["hostnames"] = json!([longest, "www.example.com"])),
+            render(&|i: &mut Value, _: &mut Value| {
+                i["edge_hostnames"] = json!([longest, "www.example.com"]);
+            }),
         ),
         (
             format!("{most} hostnames"),
-            render(&|c: &mut Value| c["hostnames"] = json!(hostnames[..most])),
+            render(&|i: &mut Value, _: &mut Value| i["edge_hostnames"] = json!(hostnames[..most])),
         ),
         (
             format!("{replicas} replicas"),
-            render(&|c: &mut Value| c["origin"]["replicas"] = json!(replicas)),
+            render(&|_: &mut Value, c: &mut Value| c["origin"]["replicas"] = json!(replicas)),
         ),
     ];
     let mut refused = Vec::new();

@@ -10,6 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use serde_json::json;
+
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -163,6 +165,21 @@ impl Case {
         self.dir.path().join("inputs.json")
     }
 
+    /// The example inputs with these `edge_hostnames`, as `names.json`.
+    fn inputs_with(&self, hostnames: serde_json::Value) -> PathBuf {
+        let text = std::fs::read_to_string(self.inputs()).unwrap();
+        let mut inputs: serde_json::Value = serde_json::from_str(&text).unwrap();
+        inputs["edge_hostnames"] = hostnames;
+        self.write("names.json", &inputs.to_string())
+    }
+
+    /// Renders an empty config with inputs of these `edge_hostnames` and expects a refusal.
+    fn refuses_names(&self, hostnames: serde_json::Value, needles: &[&str]) {
+        let inputs = self.inputs_with(hostnames);
+        let config = self.write("edge.json", "{}");
+        self.refuses_files(&inputs, &config, needles);
+    }
+
     /// Renders `config` (JSON text) and expects a refusal whose message holds every `needle`.
     fn refuses(&self, config: &str, needles: &[&str]) {
         let path = self.write("edge.json", config);
@@ -190,8 +207,9 @@ const IMAGES: &str =
 const FILTER_DIGEST: &str = "1111111111111111111111111111111111111111111111111111111111111111";
 const LISTS_DIGEST: &str = "2222222222222222222222222222222222222222222222222222222222222222";
 
-fn with_hosts(hosts: &str, rest: &str) -> String {
-    format!(r#"{{"hostnames": [{hosts}]{rest}}}"#)
+/// An edge config of `rest`, the fields after the first (`, "pow_enabled": true, ...`).
+fn edge_config(rest: &str) -> String {
+    format!("{{{}}}", rest.strip_prefix(", ").unwrap_or(rest))
 }
 
 #[test]
@@ -204,7 +222,7 @@ fn a_missing_config_file_is_named() {
 #[test]
 fn an_unreadable_inputs_file_is_named() {
     let case = Case::new();
-    let config = case.write("edge.json", &with_hosts(r#""www.example.com""#, ""));
+    let config = case.write("edge.json", &edge_config(""));
     // A directory cannot be read as a file, even by root (file modes do not stop root).
     case.refuses_files(case.dir.path(), &config, &["cannot read"]);
 }
@@ -212,7 +230,7 @@ fn an_unreadable_inputs_file_is_named() {
 #[test]
 fn invalid_json_is_refused() {
     Case::new().refuses(
-        r#"{"hostnames": ["www.example.com"],"#,
+        r#"{"origin": {"replicas": 2},"#,
         &["edge.json", "invalid JSON"],
     );
 }
@@ -220,36 +238,41 @@ fn invalid_json_is_refused() {
 #[test]
 fn an_unknown_key_is_refused_with_its_path() {
     Case::new().refuses(
-        &with_hosts(r#""www.example.com""#, r#", "acme": {"sever": "staging"}"#),
+        &edge_config(r#", "acme": {"sever": "staging"}"#),
         &["edge.json", "field `acme.sever`", "unknown field"],
     );
     Case::new().refuses(
-        &with_hosts(r#""www.example.com""#, r#", "pow_enable": true"#),
+        &edge_config(r#", "pow_enable": true"#),
         &["unknown field pow_enable"],
     );
 }
 
 #[test]
-fn a_hostname_that_is_not_a_dns_name_is_refused() {
-    Case::new().refuses(
-        &with_hosts(r#""www..example.com""#, ""),
-        &["edge.json", "field `hostnames[0]`", "empty label"],
+fn a_hostname_that_is_not_a_dns_name_is_refused_saying_where_it_is_declared() {
+    let case = Case::new();
+    case.refuses_names(
+        json!(["www..example.com"]),
+        &[
+            "names.json",
+            "field `edge_hostnames[0]`",
+            "empty label",
+            "the infra config's edge_hostnames",
+            "rerun `make apply-infra`",
+        ],
     );
-    Case::new().refuses(
-        &with_hosts(r#""www.example.com", "shop_1.example.com""#, ""),
-        &["field `hostnames[1]`", "shop_1"],
+    case.refuses_names(
+        json!(["www.example.com", "shop_1.example.com"]),
+        &["field `edge_hostnames[1]`", "shop_1"],
     );
-    Case::new().refuses(
-        &with_hosts(r#""*.example.com""#, ""),
-        &["hostnames[0]", "wildcard"],
-    );
+    case.refuses_names(json!(["*.example.com"]), &["edge_hostnames[0]", "wildcard"]);
+    case.refuses_names(json!([]), &["field `edge_hostnames`", "nothing to serve"]);
 }
 
 #[test]
 fn two_listeners_with_the_same_hostname_are_refused() {
-    Case::new().refuses(
-        &with_hosts(r#""www.example.com", "www.example.com""#, ""),
-        &["field `hostnames[1]`", "listed twice"],
+    Case::new().refuses_names(
+        json!(["www.example.com", "www.example.com"]),
+        &["field `edge_hostnames[1]`", "listed twice"],
     );
 }
 
@@ -257,13 +280,12 @@ fn two_listeners_with_the_same_hostname_are_refused() {
 fn more_hostnames_than_an_httproute_holds_are_refused() {
     let hosts = |n: usize| {
         (1..=n)
-            .map(|i| format!(r#""h{i}.example.com""#))
+            .map(|i| format!("h{i}.example.com"))
             .collect::<Vec<_>>()
-            .join(", ")
     };
     let case = Case::new();
-    let config = case.write("edge.json", &with_hosts(&hosts(16), ""));
-    let list = render_list(&case.inputs(), &config);
+    let config = case.write("edge.json", "{}");
+    let list = render_list(&case.inputs_with(json!(hosts(16))), &config);
     let redirect = list["items"]
         .as_array()
         .unwrap()
@@ -271,9 +293,9 @@ fn more_hostnames_than_an_httproute_holds_are_refused() {
         .find(|o| o["metadata"]["name"] == "http-to-https")
         .unwrap();
     assert_eq!(redirect["spec"]["hostnames"].as_array().unwrap().len(), 16);
-    case.refuses(
-        &with_hosts(&hosts(17), ""),
-        &["field `hostnames`", "17 hostnames, at most 16"],
+    case.refuses_names(
+        json!(hosts(17)),
+        &["field `edge_hostnames`", "17 hostnames, at most 16"],
     );
 }
 
@@ -289,12 +311,12 @@ fn a_hostname_too_long_for_the_names_made_from_it_is_refused() {
     let longest = host(42);
     assert_eq!(longest.len(), 246);
     let case = Case::new();
-    let config = case.write("edge.json", &with_hosts(&format!(r#""{longest}""#), ""));
-    render_list(&case.inputs(), &config);
-    case.refuses(
-        &with_hosts(&format!(r#""www.example.com", "{}""#, host(43)), ""),
+    let config = case.write("edge.json", "{}");
+    render_list(&case.inputs_with(json!([longest])), &config);
+    case.refuses_names(
+        json!(["www.example.com", host(43)]),
         &[
-            "field `hostnames[1]`",
+            "field `edge_hostnames[1]`",
             "too long: its HTTPRoute would be named with 254 characters",
         ],
     );
@@ -303,46 +325,122 @@ fn a_hostname_too_long_for_the_names_made_from_it_is_refused() {
 #[test]
 fn more_replicas_than_a_deployment_takes_are_refused() {
     Case::new().refuses(
-        &with_hosts(
-            r#""www.example.com""#,
-            r#", "origin": {"replicas": 2147483648}"#,
-        ),
+        &edge_config(r#", "origin": {"replicas": 2147483648}"#),
         &["field `origin.replicas`", "at most 2147483647"],
     );
 }
 
 #[test]
 fn a_hostname_outside_the_dns_zone_is_refused() {
-    Case::new().refuses(
-        &with_hosts(r#""www.example.org""#, ""),
-        &["field `hostnames[0]`", "outside the DNS zone `example.com`"],
+    Case::new().refuses_names(
+        json!(["www.example.org"]),
+        &[
+            "field `edge_hostnames[0]`",
+            "outside the DNS zone `example.com`",
+        ],
     );
     // A suffix that is not a whole label is outside the zone too.
-    Case::new().refuses(
-        &with_hosts(r#""www.badexample.com""#, ""),
-        &["outside the DNS zone"],
+    Case::new().refuses_names(json!(["www.badexample.com"]), &["outside the DNS zone"]);
+}
+
+/// The hostnames of a render, where each is used: the HTTP redirect route's, the HTTPS
+/// listeners' that carry a certificate (cert-manager's gateway-shim makes one Certificate per
+/// such listener, from its hostname), and the origin routes'.
+fn served(list: &serde_json::Value) -> [Vec<String>; 3] {
+    let items = list["items"].as_array().unwrap();
+    let of = |kind: &'static str| items.iter().filter(move |i| i["kind"] == kind);
+    let hosts = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (redirect, origin): (Vec<_>, Vec<_>) =
+        of("HTTPRoute").partition(|r| r["metadata"]["name"] == "http-to-https");
+    let certified = of("Gateway")
+        .flat_map(|g| g["spec"]["listeners"].as_array().unwrap())
+        .filter(|l| l["tls"]["certificateRefs"].is_array())
+        .map(|l| l["hostname"].as_str().unwrap().to_owned())
+        .collect();
+    [
+        redirect
+            .iter()
+            .flat_map(|r| hosts(&r["spec"]["hostnames"]))
+            .collect(),
+        certified,
+        origin
+            .iter()
+            .flat_map(|r| hosts(&r["spec"]["hostnames"]))
+            .collect(),
+    ]
+}
+
+#[test]
+fn the_names_served_are_the_platform_inputs_edge_hostnames() {
+    let case = Case::new();
+    let config = case.write("edge.json", "{}");
+    let names = ["example.com", "shop.eu.example.com"];
+    let list = render_list(&case.inputs_with(json!(names)), &config);
+    for (used, hosts) in ["redirected", "certified", "routed"]
+        .iter()
+        .zip(served(&list))
+    {
+        assert_eq!(hosts, names, "{used}");
+    }
+}
+
+#[test]
+fn an_edge_config_that_still_lists_hostnames_is_refused_unless_they_are_the_same() {
+    let case = Case::new();
+    let served = r#"["www.example.com", "edge.example.com"]"#;
+    // The same names, in any order: rendered as without the field, with a warning.
+    let same = case.write("same.json", &format!(r#"{{"hostnames": {served}}}"#));
+    let without = case.write("without.json", "{}");
+    let out = render(&case.inputs(), &same, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(out.stdout, render(&case.inputs(), &without, &[]).stdout);
+    for needle in [
+        "same.json: field `hostnames` is ignored",
+        "the infra config's edge_hostnames",
+        "inputs.json",
+        "remove it",
+    ] {
+        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
+    }
+    // A name that has no DNS record, and one left out: refused, naming each.
+    case.refuses(
+        r#"{"hostnames": ["www.example.com", "shop.example.com"]}"#,
+        &[
+            "edge.json: field `hostnames`",
+            "the infra config's edge_hostnames, read from",
+            "inputs.json",
+            "`shop.example.com` not in edge_hostnames",
+            "rerun `make apply-infra`",
+            "`edge.example.com` served but not listed here",
+        ],
+    );
+    case.refuses(
+        r#"{"hostnames": []}"#,
+        &["field `hostnames`", "served but not listed"],
     );
 }
 
 #[test]
 fn the_filter_enabled_without_a_published_record_is_refused() {
-    let hosts = r#""www.example.com""#;
     Case::new().refuses(
-        &with_hosts(hosts, r#", "pow_enabled": true"#),
+        &edge_config(r#", "pow_enabled": true"#),
         &["field `pow`", "no `pow` section"],
     );
     // Even with a module URL: the CronJob's image can only be rendered pinned by digest.
     Case::new().refuses(
-        &with_hosts(
-            hosts,
-            r#", "pow_enabled": true, "pow": {"url": "https://example.net/f.wasm", "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#,
+        &edge_config(r#", "pow_enabled": true, "pow": {"url": "https://example.net/f.wasm", "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#,
         ),
         &["field `images.published`", "required", "make publish-images"],
     );
     Case::new().refuses(
-        &with_hosts(
-            hosts,
-            r#", "pow_enabled": true, "pow": {}, "images": {"registry": "rg.fr-par.scw.cloud/edgepop", "published": "absent.json"}"#,
+        &edge_config(r#", "pow_enabled": true, "pow": {}, "images": {"registry": "rg.fr-par.scw.cloud/edgepop", "published": "absent.json"}"#,
         ),
         &["absent.json", "cannot read"],
     );
@@ -352,10 +450,7 @@ fn the_filter_enabled_without_a_published_record_is_refused() {
 fn render_pow(case: &Case, pow: &str) -> (serde_json::Value, serde_json::Value) {
     let config = case.write(
         "edge.json",
-        &with_hosts(
-            r#""www.example.com""#,
-            &format!(r#", "pow_enabled": true, "pow": {pow}, {IMAGES}"#),
-        ),
+        &edge_config(&format!(r#", "pow_enabled": true, "pow": {pow}, {IMAGES}"#)),
     );
     let list = render_list(&case.inputs(), &config);
     let find = |kind: &str| {
@@ -450,10 +545,7 @@ fn module_urls_that_cannot_be_pinned_are_refused_with_the_reason() {
         ),
     ] {
         Case::new().refuses(
-            &with_hosts(
-                r#""www.example.com""#,
-                &format!(r#", "pow_enabled": true, "pow": {pow}, {IMAGES}"#),
-            ),
+            &edge_config(&format!(r#", "pow_enabled": true, "pow": {pow}, {IMAGES}"#)),
             needles,
         );
     }
@@ -462,9 +554,7 @@ fn module_urls_that_cannot_be_pinned_are_refused_with_the_reason() {
 #[test]
 fn a_record_published_to_another_registry_is_refused() {
     Case::new().refuses(
-        &with_hosts(
-            r#""www.example.com""#,
-            r#", "pow_enabled": true, "pow": {}, "images": {"registry": "rg.nl-ams.scw.cloud/edgepop", "published": "published.json"}"#,
+        &edge_config(r#", "pow_enabled": true, "pow": {}, "images": {"registry": "rg.nl-ams.scw.cloud/edgepop", "published": "published.json"}"#,
         ),
         &["published.json", "field `registry`", "rg.nl-ams.scw.cloud/edgepop", "make publish-images"],
     );
@@ -473,10 +563,7 @@ fn a_record_published_to_another_registry_is_refused() {
 #[test]
 fn the_production_issuer_without_an_email_is_refused() {
     Case::new().refuses(
-        &with_hosts(
-            r#""www.example.com""#,
-            r#", "acme": {"server": "production"}"#,
-        ),
+        &edge_config(r#", "acme": {"server": "production"}"#),
         &["field `acme.email`", "production issuer needs an email"],
     );
 }
@@ -490,7 +577,7 @@ fn inputs_missing_a_field_are_refused_and_named() {
             "cluster_endpoint": "https://api.example.com:6443", "edge_node_name": "w",
             "edge_public_ipv4": "203.0.113.10"}"#,
     );
-    let config = case.write("edge.json", &with_hosts(r#""www.example.com""#, ""));
+    let config = case.write("edge.json", &edge_config(""));
     case.refuses_files(&inputs, &config, &["inputs.json", "missing field dns_zone"]);
 }
 
@@ -498,12 +585,28 @@ fn inputs_missing_a_field_are_refused_and_named() {
 fn inputs_of_another_kind_or_version_are_refused() {
     let case = Case::new();
     let text = std::fs::read_to_string(case.inputs()).unwrap();
-    let config = case.write("edge.json", &with_hosts(r#""www.example.com""#, ""));
+    let config = case.write("edge.json", &edge_config(""));
     let other_version = case.write("v1.json", &text.replace("\"version\": 3", "\"version\": 1"));
     case.refuses_files(
         &other_version,
         &config,
         &["field `version`", "unsupported version 1"],
+    );
+    // The version before the hostnames: what rewrites it is named.
+    let older = text.replace("\"version\": 3", "\"version\": 2").replace(
+        r#""edge_hostnames": ["edge.example.com", "www.example.com"],"#,
+        "",
+    );
+    assert!(!older.contains("edge_hostnames"), "{older}");
+    let older = case.write("v2.json", &older);
+    case.refuses_files(
+        &older,
+        &config,
+        &[
+            "v2.json: field `version`",
+            "unsupported version 2: this tool reads version 3",
+            "rerun `make apply-infra`",
+        ],
     );
 }
 
@@ -515,13 +618,10 @@ fn the_filter_config_may_not_carry_lists_or_a_secret() {
         ("demo_secret", r#""0123456789abcdef""#),
     ] {
         Case::new().refuses(
-            &with_hosts(
-                r#""www.example.com""#,
-                &format!(
-                    r#", "pow_enabled": true, {IMAGES}, "pow": {{
+            &edge_config(&format!(
+                r#", "pow_enabled": true, {IMAGES}, "pow": {{
                     "plugin_config": {{"{key}": {value}}}}}"#
-                ),
-            ),
+            )),
             &[&format!("field `pow.plugin_config.{key}`"), "not allowed"],
         );
     }
@@ -530,9 +630,7 @@ fn the_filter_config_may_not_carry_lists_or_a_secret() {
 #[test]
 fn a_bad_list_source_is_refused_with_its_path() {
     Case::new().refuses(
-        &with_hosts(
-            r#""www.example.com""#,
-            &format!(
+        &edge_config(&format!(
                 r#", "pow_enabled": true, {}"#,
                 POW_OK.replacen(
                     "}",
@@ -550,12 +648,9 @@ fn a_minimal_config_renders_with_defaults() {
     let case = Case::new();
     let config = case.write(
         "edge.json",
-        &with_hosts(
-            r#""example.com""#,
-            &format!(r#", "pow_enabled": true, {POW_OK}"#),
-        ),
+        &edge_config(&format!(r#", "pow_enabled": true, {POW_OK}"#)),
     );
-    let list = render_list(&case.inputs(), &config);
+    let list = render_list(&case.inputs_with(json!(["example.com"])), &config);
     let issuer = list["items"]
         .as_array()
         .unwrap()
@@ -573,13 +668,10 @@ fn a_minimal_config_renders_with_defaults() {
 #[test]
 fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
     let pow = |plugin_config: &str| {
-        with_hosts(
-            r#""www.example.com""#,
-            &format!(
-                r#", "pow_enabled": true, {IMAGES}, "pow": {{
+        edge_config(&format!(
+            r#", "pow_enabled": true, {IMAGES}, "pow": {{
                 "plugin_config": {plugin_config}}}"#
-            ),
-        )
+        ))
     };
     Case::new().refuses(
         &pow(r#"{"mode": "everyone"}"#),
@@ -622,18 +714,15 @@ fn a_filter_setting_the_filter_would_refuse_is_refused_here() {
 
 /// A config whose filter has these list sources.
 fn with_list_sources(sources: &str) -> String {
-    with_hosts(
-        r#""www.example.com""#,
-        &format!(
-            r#", "pow_enabled": true, {}"#,
-            // The lists go inside `pow`, whose object is the first to close.
-            POW_OK.replacen(
-                "}",
-                &format!(r#", "lists": {{"sources": [{sources}]}}}}"#),
-                1
-            )
-        ),
-    )
+    edge_config(&format!(
+        r#", "pow_enabled": true, {}"#,
+        // The lists go inside `pow`, whose object is the first to close.
+        POW_OK.replacen(
+            "}",
+            &format!(r#", "lists": {{"sources": [{sources}]}}}}"#),
+            1
+        )
+    ))
 }
 
 #[test]
@@ -762,12 +851,9 @@ fn the_names_are_those_of_the_rendered_objects_with_the_filter_on_or_off() {
     let case = Case::new();
     let config = case.write(
         "edge.json",
-        &with_hosts(
-            r#""www.example.com""#,
-            &format!(
-                r#", "pow_enabled": true, "pow": {{"secret_name": "edge-filter-keys"}}, {IMAGES}"#
-            ),
-        ),
+        &edge_config(&format!(
+            r#", "pow_enabled": true, "pow": {{"secret_name": "edge-filter-keys"}}, {IMAGES}"#
+        )),
     );
     let printed = names(&case.inputs(), &config);
     assert!(
@@ -783,12 +869,12 @@ fn the_names_are_those_of_the_rendered_objects_with_the_filter_on_or_off() {
 #[test]
 fn names_of_a_bad_config_are_refused_like_the_objects() {
     let case = Case::new();
-    let config = case.write("edge.json", r#"{"hostnames": []}"#);
+    let config = case.write("edge.json", r#"{"origin": {"replicas": 0}}"#);
     let out = render(&case.inputs(), &config, &["--names"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("field `hostnames`"),
+        String::from_utf8_lossy(&out.stderr).contains("field `origin.replicas`"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -799,13 +885,10 @@ fn names_of_a_bad_config_are_refused_like_the_objects() {
 #[test]
 fn trusted_agents_are_checked_and_rendered_into_the_lists_jobs_record() {
     let pow = |agents: &str, rules: &str| {
-        with_hosts(
-            r#""www.example.com""#,
-            &format!(
-                r#", "pow_enabled": true, {IMAGES}, "pow": {{
+        edge_config(&format!(
+            r#", "pow_enabled": true, {IMAGES}, "pow": {{
                 "plugin_config": {{"rules": {rules}}}, "agents": {agents}}}"#
-            ),
-        )
+        ))
     };
     let directory = "https://bot.example.com/.well-known/http-message-signatures-directory";
     let agents = format!(r#"[{{"name": "examplebot", "directory": "{directory}"}}]"#);
