@@ -9,6 +9,7 @@ mod apply_edge;
 mod check_prereqs;
 mod cluster_status;
 mod docs_commands;
+mod edge_hostnames;
 mod house;
 mod images;
 mod infra_pipeline;

@@ -862,6 +862,32 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         assert!(kinds.lines().any(|k| k == kind), "{kind}: {kinds}");
     }
     stage.kubectl(&["get", "gatewayclass", "istio"]);
+    // The names routed are those the infra layer gave the worker's DNS records, from the one
+    // declaration of them (the infra config's edge_hostnames). The stand-in hosts no zone, so
+    // the records are the ones the operator is told to create.
+    let shown = said
+        .lines()
+        .find_map(|l| l.split_once("create these records yourself: "))
+        .unwrap_or_else(|| panic!("no records shown: {said}"))
+        .1;
+    let recorded: std::collections::BTreeSet<String> = shown
+        .split("; ")
+        .filter_map(|r| match r.split(' ').collect::<Vec<_>>()[..] {
+            [name, "A", data] if data == worker_ip => Some(format!("{name}.example.com")),
+            _ => None,
+        })
+        .collect();
+    let routed = stage.kubectl(&[
+        "get",
+        "httproutes",
+        "--namespace",
+        &namespace,
+        "-o",
+        "jsonpath={range .items[*]}{range .spec.hostnames[*]}{@}{\"\\n\"}{end}{end}",
+    ]);
+    let routed: std::collections::BTreeSet<String> = routed.lines().map(str::to_owned).collect();
+    assert_eq!(recorded.len(), 2, "{shown}");
+    assert_eq!(routed, recorded);
 
     // The machines come up as the inventory names them: kwok's nodes stand for their kubelets.
     // The worker first, so that the edge's pods, pending until a node exists, land on it;
