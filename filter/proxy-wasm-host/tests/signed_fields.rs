@@ -2,7 +2,7 @@
 //! that cover header fields besides `Signature-Agent`: the glue passes the fields a signature
 //! names, and their values enter the base as RFC 9421 section 2.1 serialises them (each line
 //! trimmed, the lines joined by `, `). A derived component the RFC does not define is refused
-//! and counted as such.
+//! and counted as such. `Cookie` is never passed, covered or not.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -122,6 +122,19 @@ fn a_signature_covering_other_header_fields_verifies() {
         .unwrap();
     assert_eq!(challenge_of(&o).d, 8);
     assert_eq!(metric(&host, "pow_signature_unsigned_malformed"), 1);
+    // A signature over `Cookie`: the glue never passes it, so the component is missing and the
+    // clearance cookie never enters a signature base, even signed correctly.
+    let cookie_lines = "\"@authority\": example.com\n\"cookie\": a=b\n";
+    let o = host
+        .request(signed(
+            &key,
+            r#""@authority" "cookie""#,
+            cookie_lines,
+            &[("cookie", "a=b")],
+        ))
+        .unwrap();
+    assert_eq!(challenge_of(&o).d, 8);
+    assert_eq!(metric(&host, "pow_signature_unsigned_malformed"), 2);
     // A derived component RFC 9421 does not define: refused, and said so.
     let unknown = "\"@authority\": example.com\n\"@nonsense\": x\n";
     let o = host
