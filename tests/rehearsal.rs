@@ -570,7 +570,36 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         return;
     };
 
-    // --- make vendor: the pinned Gateway API files, each checked.
+    vendor_step(&stage);
+    let said = apply_step(&stage);
+    let (inventory, control_planes, worker, worker_ip) = assert_the_outputs_written(&stage);
+    let state = assert_the_scaleway_resources(&stage);
+    let log = assert_the_calls_in_order(&stage, &control_planes, &worker_ip);
+    assert_the_scaleway_side_and_the_node_tools(&stage, &log);
+    assert_the_worker_was_flashed(&stage, &inventory, &log, &state);
+    let components = assert_the_helm_releases_in_order(&stage);
+    let namespace = assert_the_edge_objects_in_their_applyset(&stage);
+    assert_the_routed_names_are_those_recorded(&stage, &said, &worker_ip, &namespace);
+    bring_the_nodes_up(&stage, &worker, &namespace, &control_planes);
+    down_step(&stage, &worker, &worker_ip, &control_planes);
+    up_step(&stage, &worker);
+    destroy_step(&stage, &script, &components, &namespace);
+
+    // Nothing tried to leave loopback, and the cluster was reached under its endpoint's name.
+    assert_eq!(stage.tunnel.refused(), Vec::<String>::new());
+    assert!(stage.tunnel.opened() > 0);
+
+    // The figure the report gives (not asserted: speed is measured by make bench only).
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "rehearsal: vendor, apply, down, up, destroy in {:.0?}",
+        started.elapsed()
+    );
+}
+
+/// make vendor: the pinned Gateway API files, each checked.
+fn vendor_step(stage: &Stage) {
     stage.make_ok(&["vendor"]);
     assert!(
         stage
@@ -581,8 +610,10 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
             ))
             .is_file()
     );
+}
 
-    // --- make apply, istiod answering for the edge's class and Gateway meanwhile.
+/// make apply, istiod answering for the edge's class and Gateway meanwhile.
+fn apply_step(stage: &Stage) -> String {
     let stop = Arc::new(AtomicBool::new(false));
     let istiod = istiod(
         stage.plane.kubeconfig().to_path_buf(),
@@ -606,8 +637,11 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
             && said.matches(" is Accepted").count() == 2,
         "{said}"
     );
+    said
+}
 
-    // Written: the layers' outputs under OUT, what holds a secret 0600.
+/// Written: the layers' outputs under OUT, what holds a secret 0600.
+fn assert_the_outputs_written(stage: &Stage) -> (Value, Vec<(String, String)>, String, String) {
     for file in [
         "secrets.yaml",
         "controlplane.yaml",
@@ -663,8 +697,11 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
     // The edge selects the node by the worker's name, the node name Talos gives it.
     assert_eq!(worker, "edge-worker-1");
     assert_eq!(inputs.edge_node_name.as_str(), worker);
+    (inventory, control_planes, worker, worker_ip)
+}
 
-    // What exists at Scaleway: the cluster's machines running, its image imported.
+/// What exists at Scaleway: the cluster's machines running, its image imported.
+fn assert_the_scaleway_resources(stage: &Stage) -> Value {
     let state = stage.state();
     let servers = testkit::scaleway::tagged(&state["servers"], CLUSTER_TAG);
     assert_eq!(servers.len(), 3);
@@ -688,10 +725,17 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
             state["user_data"]
         );
     }
+    state
+}
 
-    // What was called, in order: the Image Factory (schematic, worker image, control planes'
-    // image); talosctl: the configs, then the bootstrap and the kubeconfig from the first
-    // control plane, then the host firewall on the worker (platform layer).
+/// What was called, in order: the Image Factory (schematic, worker image, control planes'
+/// image); talosctl: the configs, then the bootstrap and the kubeconfig from the first control
+/// plane, then the host firewall on the worker (platform layer).
+fn assert_the_calls_in_order(
+    stage: &Stage,
+    control_planes: &[(String, String)],
+    worker_ip: &str,
+) -> Vec<Value> {
     let factory: Vec<(String, String)> = stage
         .factory
         .requests()
@@ -747,8 +791,12 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
             "{rule} not in the worker's config"
         );
     }
-    // The Scaleway side: the image imported before any server is made; the worker ordered.
-    let changes = mutations(&log);
+    log
+}
+
+/// The Scaleway side: the image imported before any server is made; the worker ordered.
+fn assert_the_scaleway_side_and_the_node_tools(stage: &Stage, log: &[Value]) {
+    let changes = mutations(log);
     let image_made = changes
         .iter()
         .position(|c| c.ends_with("/images"))
@@ -777,8 +825,11 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
                 == 2,
         "{node_tools}"
     );
-    // The worker was flashed through its rescue system: its disk holds the image, the
-    // inventory records it, and the server went through rescue and back to a normal boot.
+}
+
+/// The worker was flashed through its rescue system: its disk holds the image, the inventory
+/// records it, and the server went through rescue and back to a normal boot.
+fn assert_the_worker_was_flashed(stage: &Stage, inventory: &Value, log: &[Value], state: &Value) {
     let disk = fs::read(stage.rescue.disk()).unwrap();
     assert!(
         disk.len() == stage.worker_raw.len() && sha256(&disk) == sha256(&stage.worker_raw),
@@ -817,7 +868,10 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
             .any(|t| t.as_str().unwrap().starts_with("edgepop-image-flashed=")),
         "{state_worker}"
     );
-    // helm: each release of the platform layer, in the order components.tsv gives.
+}
+
+/// helm: each release of the platform layer, in the order components.tsv gives.
+fn assert_the_helm_releases_in_order(stage: &Stage) -> Vec<String> {
     let components: Vec<String> = fs::read_to_string(stage.out("platform-values/components.tsv"))
         .unwrap()
         .lines()
@@ -833,9 +887,12 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         .collect();
     assert_eq!(upgrades, components, "{helm:#?}");
     assert!(components.len() >= 3, "{components:?}");
+    components
+}
 
-    // What exists in Kubernetes: the Gateway API CRDs the platform layer applied, the edge's
-    // objects, each a member of its ApplySet.
+/// What exists in Kubernetes: the Gateway API CRDs the platform layer applied, the edge's
+/// objects, each a member of its ApplySet.
+fn assert_the_edge_objects_in_their_applyset(stage: &Stage) -> String {
     stage.kubectl(&[
         "wait",
         "--for=condition=Established",
@@ -862,9 +919,18 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         assert!(kinds.lines().any(|k| k == kind), "{kind}: {kinds}");
     }
     stage.kubectl(&["get", "gatewayclass", "istio"]);
-    // The names routed are those the infra layer gave the worker's DNS records, from the one
-    // declaration of them (the infra config's edge_hostnames). The stand-in hosts no zone, so
-    // the records are the ones the operator is told to create.
+    namespace
+}
+
+/// The names routed are those the infra layer gave the worker's DNS records, from the one
+/// declaration of them (the infra config's edge_hostnames). The stand-in hosts no zone, so the
+/// records are the ones the operator is told to create (in what make apply said).
+fn assert_the_routed_names_are_those_recorded(
+    stage: &Stage,
+    said: &str,
+    worker_ip: &str,
+    namespace: &str,
+) {
     let shown = said
         .lines()
         .find_map(|l| l.split_once("create these records yourself: "))
@@ -881,34 +947,35 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         "get",
         "httproutes",
         "--namespace",
-        &namespace,
+        namespace,
         "-o",
         "jsonpath={range .items[*]}{range .spec.hostnames[*]}{@}{\"\\n\"}{end}{end}",
     ]);
     let routed: std::collections::BTreeSet<String> = routed.lines().map(str::to_owned).collect();
     assert_eq!(recorded.len(), 2, "{shown}");
     assert_eq!(routed, recorded);
+}
 
-    // The machines come up as the inventory names them: kwok's nodes stand for their kubelets.
-    // The worker first, so that the edge's pods, pending until a node exists, land on it;
-    // then the control planes, labelled and tainted as Talos registers them when
-    // `allowSchedulingOnControlPlanes` is false (talos/patches/60-control-plane-no-workloads).
-    stage.plane.add_node(&worker, &[]);
-    let deployments = stage.kubectl(&[
-        "get",
-        "deployments",
-        "--namespace",
-        &namespace,
-        "-o",
-        "name",
-    ]);
+/// The machines come up as the inventory names them: kwok's nodes stand for their kubelets. The
+/// worker first, so that the edge's pods, pending until a node exists, land on it; then the
+/// control planes, labelled and tainted as Talos registers them when
+/// `allowSchedulingOnControlPlanes` is false (talos/patches/60-control-plane-no-workloads).
+fn bring_the_nodes_up(
+    stage: &Stage,
+    worker: &str,
+    namespace: &str,
+    control_planes: &[(String, String)],
+) {
+    stage.plane.add_node(worker, &[]);
+    let deployments =
+        stage.kubectl(&["get", "deployments", "--namespace", namespace, "-o", "name"]);
     for deployment in deployments.lines() {
         stage.kubectl(&[
             "rollout",
             "status",
             deployment,
             "--namespace",
-            &namespace,
+            namespace,
             "--timeout=120s",
         ]);
     }
@@ -916,7 +983,7 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         "get",
         "pods",
         "--namespace",
-        &namespace,
+        namespace,
         "-o",
         "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}",
     ]);
@@ -924,7 +991,7 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         !placed.is_empty() && placed.lines().all(|node| node == worker),
         "{placed}"
     );
-    for (name, _) in &control_planes {
+    for (name, _) in control_planes {
         stage
             .plane
             .add_node(name, &[("node-role.kubernetes.io/control-plane", "")]);
@@ -935,9 +1002,12 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
             "node-role.kubernetes.io/control-plane:NoSchedule",
         ]);
     }
+}
 
-    // --- A step whose input is gone stops, naming it, and changes nothing: down without the
-    // talosconfig (the nodes could not be shut down before their power is cut).
+/// make down: first without the talosconfig, which stops it, naming the file, with nothing
+/// changed (the nodes could not be shut down before their power is cut); then the worker shut
+/// down through Talos and stopped, then the control planes.
+fn down_step(stage: &Stage, worker: &str, worker_ip: &str, control_planes: &[(String, String)]) {
     fs::rename(stage.out("talosconfig"), stage.path("talosconfig.aside")).unwrap();
     let out = stage.make(&["down"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -952,7 +1022,7 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
     // --- make down: the worker shut down through Talos and stopped, then the control planes.
     stage.make_ok(&["down"]);
     let log = stage.take_log();
-    let worker_shutdown = first(&log, "worker shutdown", |e| talosctl_on(e, &worker_ip));
+    let worker_shutdown = first(&log, "worker shutdown", |e| talosctl_on(e, worker_ip));
     let worker_stop = first(&log, "worker stop", |e| {
         e["method"] == "POST" && e["path"].as_str().is_some_and(|p| p.ends_with("/stop"))
     });
@@ -961,7 +1031,7 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         worker_shutdown < worker_stop && worker_stop < poweroff,
         "{log:#?}"
     );
-    for (_, ip) in &control_planes {
+    for (_, ip) in control_planes {
         let at = first(&log, "control-plane shutdown", |e| talosctl_on(e, ip));
         assert!(worker_stop < at && at < poweroff, "{ip}: {log:#?}");
     }
@@ -978,9 +1048,12 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
     );
     // Talos cordoned the worker before its shutdown (its drain): the cluster holds that when it
     // comes back.
-    stage.kubectl(&["cordon", &worker]);
+    stage.kubectl(&["cordon", worker]);
+}
 
-    // --- up without the platform inputs: refused before any machine is started.
+/// make up: first without the platform inputs, refused before any machine is started; then
+/// the control planes first, then the worker, which wait-ready uncordons.
+fn up_step(stage: &Stage, worker: &str) {
     fs::rename(
         stage.out("platform-inputs.json"),
         stage.path("inputs.aside"),
@@ -1011,7 +1084,7 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         stage.kubectl(&[
             "get",
             "node",
-            &worker,
+            worker,
             "-o",
             "jsonpath={.spec.unschedulable}"
         ]),
@@ -1029,12 +1102,14 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
             .iter()
             .all(|s| s["state"] == "running")
     );
+}
 
-    // --- make destroy, with everything the platform brought (DELETE_CRDS=yes): edge, platform,
-    // then exactly the Scaleway plan shown.
-    // The operator is shown the plan and asked, at a terminal, for the cluster's name.
+/// make destroy, with everything the platform brought (DELETE_CRDS=yes): edge, platform, then
+/// exactly the Scaleway plan shown. The operator is shown the plan and asked, at a terminal,
+/// for the cluster's name.
+fn destroy_step(stage: &Stage, script: &Path, components: &[String], namespace: &str) {
     let (terminal, code) =
-        stage.make_at_a_terminal(&script, &["destroy", "DELETE_CRDS=yes"], CLUSTER);
+        stage.make_at_a_terminal(script, &["destroy", "DELETE_CRDS=yes"], CLUSTER);
     assert_eq!(code, Some(0), "{terminal}");
     assert!(
         terminal.contains("Destroy the edge layer, the platform layer and the ")
@@ -1051,14 +1126,14 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
         .filter(|c| c.starts_with("helm uninstall"))
         .map(|c| c.trim_start_matches("helm uninstall ").to_owned())
         .collect();
-    let mut reversed = components.clone();
+    let mut reversed = components.to_vec();
     reversed.reverse();
     assert_eq!(uninstalled, reversed, "{helm:#?}");
     assert_eq!(
         stage.kubectl(&[
             "get",
             "namespace",
-            &namespace,
+            namespace,
             "--ignore-not-found",
             "-o",
             "name"
@@ -1076,15 +1151,4 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
     ] {
         assert!(!crds.contains(group), "{group}: {crds}");
     }
-    // Nothing tried to leave loopback, and the cluster was reached under its endpoint's name.
-    assert_eq!(stage.tunnel.refused(), Vec::<String>::new());
-    assert!(stage.tunnel.opened() > 0);
-
-    // The figure the report gives (not asserted: speed is measured by make bench only).
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "rehearsal: vendor, apply, down, up, destroy in {:.0?}",
-        started.elapsed()
-    );
 }
