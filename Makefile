@@ -111,8 +111,10 @@ tools: ## Build talosctl, kubectl, helm and sops at their pins (Go module proxy,
 	@pipelines/upstream.sh install '$(TOOLS_DIR)' $(TOOLS)
 	@echo "make tools: the Makefile's recipes use them; eval \"\$$(make kubeconfig)\" puts them first on your shell's PATH too" >&2
 
-check: ## Check the tools and credentials a real deployment needs (PROFILE=onprem: those of an existing cluster's platform layer)
-	@PROFILE='$(PROFILE)' TALOS_DIGESTS='$(TALOS_DIGESTS)' $(if $(filter edge,$(PROFILE)),,PLATFORM_CONFIG='$(PLATFORM_CONFIG)') pipelines/check-prereqs.sh
+# It builds the tools that read the configs, so that each config is checked as its layer reads it.
+CHECK_TOOLS = $(BIN)/render-platform $(if $(filter edge,$(PROFILE)),$(BIN)/scw-infra $(BIN)/render-edge,$(BIN)/kubeconfig-guard)
+check: $(CHECK_TOOLS) ## Check the tools, credentials, configs (each as its layer reads it) and Talos image digests a real deployment needs (PROFILE=onprem: those of an existing cluster's platform layer)
+	@PROFILE='$(PROFILE)' BIN='$(BIN)' INFRA_CONFIG='$(INFRA_CONFIG)' EDGE_CONFIG='$(EDGE_CONFIG)' INPUTS='$(INPUTS)' TALOS_DIGESTS='$(TALOS_DIGESTS)' $(if $(filter edge,$(PROFILE)),,PLATFORM_CONFIG='$(PLATFORM_CONFIG)') pipelines/check-prereqs.sh
 
 apply: ## Apply the three layers in order: infra, then platform, then edge
 	$(MAKE) apply-infra

@@ -65,18 +65,54 @@ else miss "no SCW_ACCESS_KEY/SCW_SECRET_KEY and no $config"; fi
 if [[ -n "${SCW_DEFAULT_PROJECT_ID:-}" ]] || { [[ -f "$config" ]] && grep -q default_project_id "$config"; }; then ok "default project id"; else miss "SCW_DEFAULT_PROJECT_ID (or default_project_id in $config)"; fi
 
 # The credentials as scw-infra itself resolves them (profile and access key; the secret key is
-# never printed). Needs the tool built: `make check` does not build it.
-scw_infra=${BIN:-${CARGO_TARGET_DIR:-target}/release}/scw-infra
-if [[ -x "$scw_infra" ]]; then
+# never printed). `make check` builds the tools it runs; run alone, a tool not built is said.
+bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
+scw_infra=$bin/scw-infra
+built() { [[ -x "$bin/$1" ]] || { miss "$2: not checked, $bin/$1 is not built (make check builds it)"; false; }; }
+# A tool's refusal without its name and the file it already names.
+why() { local text=${1#*: error: }; printf '%s' "${text#"$2: "}"; }
+if built scw-infra "the credentials scw-infra resolves"; then
   if resolved=$("$scw_infra" credentials 2>&1); then ok "scw-infra resolves credentials: $resolved"
   else miss "scw-infra cannot resolve credentials: $resolved"; fi
-else opt "scw-infra is not built: cargo build --release --bin scw-infra, then make check, to test the credentials it resolves"; fi
-[[ -f "${INFRA_CONFIG:-config/infra.json}" ]] && ok "${INFRA_CONFIG:-config/infra.json}" || miss "${INFRA_CONFIG:-config/infra.json} (cp config/infra.example.json config/infra.json, then edit)"
+fi
 
 echo "configuration:"
-for f in config/edge.json; do
-  [[ -f "$f" ]] && ok "$f" || miss "$f (cp config/edge.example.json config/edge.json, then edit)"
-done
+# The infra config as apply reads it (every field, the SSH key it names, the worker's schematic).
+infra_config=${INFRA_CONFIG:-config/infra.json}
+infra_ok=0
+if [[ ! -f "$infra_config" ]]; then miss "$infra_config (cp config/infra.example.json $infra_config, then edit)"
+elif built scw-infra "$infra_config"; then
+  if refusal=$("$scw_infra" check-config --config "$infra_config" 2>&1 >/dev/null); then ok "$infra_config"; infra_ok=1
+  else invalid "$infra_config: $(why "$refusal" "$infra_config")"; fi
+fi
+
+# The edge config as render-edge renders it: against the platform inputs the infra layer wrote,
+# else those the infra config would give (documentation addresses for the servers), else the
+# committed example's.
+edge_config=${EDGE_CONFIG:-config/edge.json}
+inputs=${INPUTS:-talos/_out/platform-inputs.json}
+if [[ ! -f "$edge_config" ]]; then miss "$edge_config (cp config/edge.example.json $edge_config, then edit)"
+elif built render-edge "$edge_config"; then
+  placeholder=""
+  if [[ ! -f "$inputs" ]]; then
+    placeholder=$(mktemp)
+    trap 'rm -f "$placeholder"' EXIT
+    if (( infra_ok )) && "$scw_infra" check-config --config "$infra_config" --platform-inputs >"$placeholder" 2>/dev/null; then
+      inputs_said="the platform inputs $infra_config gives"
+    else
+      cp "$(dirname "$0")/../config/platform-inputs.example.json" "$placeholder"
+      inputs_said="config/platform-inputs.example.json"
+    fi
+    inputs=$placeholder
+  else inputs_said=$inputs; fi
+  if refusal=$("$bin/render-edge" --inputs "$inputs" --config "$edge_config" 2>&1 >/dev/null); then
+    ok "$edge_config (rendered with $inputs_said)"
+  else
+    refusal=$(why "$refusal" "$edge_config")
+    [[ -z "$placeholder" ]] || refusal=${refusal//$placeholder/$inputs_said}
+    invalid "$edge_config: $refusal"
+  fi
+fi
 
 # The Talos images of the current pins, recorded on this machine (apply-infra refuses without).
 # shellcheck source=talos-digests.sh
@@ -92,11 +128,11 @@ fi
 
 # The platform config as render-platform reads it, and the vendored CRDs.
 platform_config=${PLATFORM_CONFIG:-config/platform.json}
-render=${BIN:-target/release}/render-platform
+render=$bin/render-platform
 if [[ ! -f "$platform_config" ]]; then miss "$platform_config (cp config/platform.example.json $platform_config, then edit)"
-elif [[ ! -x "$render" ]]; then opt "$platform_config present, not checked (render-platform is not built: make apply-platform builds it)"
-elif why=$("$render" --config "$platform_config" cilium 2>&1 >/dev/null); then ok "$platform_config"
-else why=${why#render-platform: error: }; invalid "$platform_config: ${why#"$platform_config: "}"; fi
+elif ! built render-platform "$platform_config"; then :
+elif refusal=$("$render" --config "$platform_config" cilium 2>&1 >/dev/null); then ok "$platform_config"
+else invalid "$platform_config: $(why "$refusal" "$platform_config")"; fi
 vendor_dir=${VENDOR_DIR:-k8s/vendor}/gateway-api-$GATEWAY_API_VERSION
 bad=0; pins=0
 while IFS= read -r line; do

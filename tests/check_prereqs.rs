@@ -22,6 +22,30 @@ fn script(dir: &Path, name: &str, body: &str) {
     fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// What an operator has made before `make check`: both Talos images of the pins recorded, as
+/// make talos-image-digests records them, and the SSH public key the example infra config names
+/// (~/.ssh/id_ed25519.pub).
+fn operator_files(work: &Path, home: &Path) {
+    let talos = pin("TALOS_VERSION");
+    fs::write(
+        work.join("config/talos-image-digests.env"),
+        format!(
+            "{talos}/{}/scaleway-amd64.raw.zst={}\n{talos}/{}/metal-amd64.raw.zst={}\n",
+            pin("TALOS_CONTROL_PLANE_SCHEMATIC"),
+            "c".repeat(64),
+            pin("TALOS_WORKER_SCHEMATIC"),
+            "d".repeat(64)
+        ),
+    )
+    .unwrap();
+    fs::create_dir_all(home.join(".ssh")).unwrap();
+    fs::write(
+        home.join(".ssh/id_ed25519.pub"),
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEdgepopTestKeyOnly operator\n",
+    )
+    .unwrap();
+}
+
 struct Machine {
     dir: tempfile::TempDir,
 }
@@ -45,6 +69,9 @@ impl Machine {
             "sha256sum",
             "awk",
             "tr",
+            "mktemp",
+            "cp",
+            "rm",
         ] {
             let out = Command::new("bash")
                 .args(["-c", &format!("command -v {tool}")])
@@ -109,20 +136,7 @@ impl Machine {
             )
             .unwrap();
         }
-        // Both Talos images of the pins recorded, as make talos-image-digests records them.
-        let talos = pin("TALOS_VERSION");
-        fs::write(
-            work.join("config/talos-image-digests.env"),
-            format!(
-                "{talos}/{}/scaleway-amd64.raw.zst={}\n{talos}/{}/metal-amd64.raw.zst={}\n",
-                pin("TALOS_CONTROL_PLANE_SCHEMATIC"),
-                "c".repeat(64),
-                pin("TALOS_WORKER_SCHEMATIC"),
-                "d".repeat(64)
-            ),
-        )
-        .unwrap();
-        fs::create_dir_all(dir.path().join("home")).unwrap();
+        operator_files(&work, &dir.path().join("home"));
         Machine { dir }
     }
 
@@ -131,6 +145,9 @@ impl Machine {
     }
 
     fn check(&self, env: &[(&str, &str)], unset: &[&str]) -> Output {
+        // The tools make check builds before it runs the script.
+        testkit::workspace::bin("scw-infra");
+        testkit::workspace::bin("render-edge");
         let tools = testkit::workspace::bin("render-platform")
             .parent()
             .unwrap()
@@ -446,4 +463,69 @@ fn talos_images_unrecorded_for_the_current_pins_are_missing_naming_the_target() 
     let out = machine.check(&[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", report(&out));
     assert!(line_with(&stdout(&out), "images' sha256").contains("MISSING"));
+}
+
+#[test]
+fn a_malformed_infra_or_edge_config_is_invalid_naming_the_field() {
+    let machine = Machine::ready();
+    let config = machine.dir.path().join("work/config");
+    let out = machine.check(&[], &[]);
+    let text = stdout(&out);
+    assert!(
+        line_with(&text, "config/infra.json")
+            .trim_start()
+            .starts_with("ok"),
+        "{text}"
+    );
+    // The edge config is rendered against what the infra config gives, not the example's zone.
+    let edge = line_with(&text, "config/edge.json").to_owned();
+    assert!(
+        edge.trim_start().starts_with("ok") && edge.contains("config/infra.json gives"),
+        "{edge}"
+    );
+
+    // A misspelt key in infra.json, an even control-plane count: each refused by its field.
+    let infra = fs::read_to_string(config.join("infra.json")).unwrap();
+    for (text, field) in [
+        (
+            infra.replacen("\"cluster_name\"", "\"cluster_nmae\"", 1),
+            "cluster_nmae",
+        ),
+        (
+            infra.replacen("\"count\": 3", "\"count\": 2", 1),
+            "control_plane.count",
+        ),
+    ] {
+        assert_ne!(text, infra, "the example changed: {field}");
+        fs::write(config.join("infra.json"), &text).unwrap();
+        let out = machine.check(&[], &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+        let line = line_with(&stdout(&out), "config/infra.json").to_owned();
+        assert!(
+            line.trim_start().starts_with("INVALID")
+                && line.contains(field)
+                && line.matches("infra.json").count() == 1,
+            "{line}"
+        );
+    }
+    fs::write(config.join("infra.json"), &infra).unwrap();
+
+    // A truncated edge.json, an ACME server that is not one.
+    let edge = fs::read_to_string(config.join("edge.json")).unwrap();
+    for (text, field) in [
+        (edge[..edge.len() / 2].to_owned(), "invalid JSON"),
+        (edge.replacen("\"staging\"", "\"prod\"", 1), "acme.server"),
+    ] {
+        assert_ne!(text, edge, "the example changed: {field}");
+        fs::write(config.join("edge.json"), &text).unwrap();
+        let out = machine.check(&[], &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+        let line = line_with(&stdout(&out), "config/edge.json").to_owned();
+        assert!(
+            line.trim_start().starts_with("INVALID") && line.contains(field),
+            "{line}"
+        );
+        // The stand-in inputs are named as what they stand for, not as a temporary file.
+        assert!(!line.contains("/tmp"), "{line}");
+    }
 }

@@ -97,7 +97,13 @@ fn the_tools_folder_comes_first_on_the_recipes_path_once_it_exists() {
     // machine has.
     let bin = testkit::workspace::bin("scw-infra");
     let bin = bin.parent().unwrap();
-    let check = make(&tools_dir, &["check", &format!("BIN={}", bin.display())]);
+    // The tools make check builds are the ones cargo built for this test (RUST_SOURCES=).
+    testkit::workspace::bin("render-edge");
+    testkit::workspace::bin("render-platform");
+    let check = make(
+        &tools_dir,
+        &["check", &format!("BIN={}", bin.display()), "RUST_SOURCES="],
+    );
     let report = text(&check);
     let helm = format!("ok       helm {}", pin("HELM_VERSION"));
     assert!(report.contains(&helm), "no `{helm}` in:\n{report}");

@@ -99,6 +99,18 @@ pub enum CloudCommand {
 pub enum LocalCommand {
     /// Say which credentials resolve (access key and profile; never the secret key).
     Credentials,
+    /// Check the config as apply reads it (every field, the SSH public key it names, the
+    /// worker's Image Factory schematic); print nothing, exit 2 naming the field of a refusal.
+    CheckConfig {
+        /// The infra config.
+        #[arg(long, value_name = "FILE", default_value = "config/infra.json")]
+        config: PathBuf,
+        /// Print the PlatformInputs record this config would give once its servers exist,
+        /// documentation addresses standing for theirs (what make check renders the edge
+        /// config against before the first apply).
+        #[arg(long)]
+        platform_inputs: bool,
+    },
     /// Print, as KEY=value lines, the values the infra pipeline needs from the config (and, with
     /// --inventory, the first control plane's address).
     Names {

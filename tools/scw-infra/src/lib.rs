@@ -25,6 +25,7 @@
 //! resource removed.
 
 pub mod apply;
+pub mod check;
 pub mod cli;
 pub mod cluster;
 pub mod config;
@@ -158,6 +159,13 @@ pub fn run_with(
 /// The answer of a command that reads local files only.
 fn write_local(local: &Local, mut output: impl Write) -> Result<(), Error> {
     match local {
+        Local::ConfigChecked(None) => Ok(output.flush().output()?),
+        Local::ConfigChecked(Some(record)) => {
+            serde_json::to_writer_pretty(&mut output, record)
+                .map_err(io::Error::from)
+                .output()?;
+            Ok(writeln!(output).output()?)
+        }
         Local::Credentials(c) => {
             let line = serde_json::json!({
                 "access_key": c.access_key,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pop_common::input::InputError;
+use pop_common::records::PlatformInputs;
 use pop_common::tool::Env;
 use scaleway::s3::{self, multipart::Multipart};
 use scaleway::{Credentials, RetryPolicy};
@@ -33,6 +34,8 @@ pub enum Config {
 #[derive(Debug)]
 pub enum Local {
     Credentials(Credentials),
+    /// The config was read and every check passed: nothing to print, or the record it gives.
+    ConfigChecked(Option<Box<PlatformInputs>>),
     Names {
         config: InfraConfig,
         config_path: PathBuf,
@@ -116,6 +119,18 @@ fn resolve_local(command: LocalCommand, env: &Env) -> Result<Local, Error> {
     let home = env.non_empty("HOME");
     Ok(match command {
         LocalCommand::Credentials => Local::Credentials(scaleway::creds::load(env)?),
+        LocalCommand::CheckConfig {
+            config,
+            platform_inputs,
+        } => {
+            let infra = InfraConfig::load(&config, home)?;
+            read_public_key(&config, &infra)?;
+            talos::placeholders(&infra, &config, &talos::PINS)?;
+            let record = platform_inputs
+                .then(|| crate::check::placeholder_platform_inputs(&infra, &config))
+                .transpose()?;
+            Local::ConfigChecked(record.map(Box::new))
+        }
         LocalCommand::Names { config, inventory } => {
             let infra = InfraConfig::load(&config, home)?;
             let inventory = inventory
@@ -393,5 +408,54 @@ mod tests {
             let err = apply(&["--upload-parallel", good]).unwrap_err().to_string();
             assert!(err.contains("/nonexistent/infra.json"), "{err}");
         }
+    }
+
+    /// `check-config` on the example config, with `home` as HOME (where `~/.ssh` is read).
+    fn check_config(
+        home: &Path,
+        edit: impl FnOnce(&mut serde_json::Value),
+    ) -> Result<Config, Error> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let example = std::fs::read_to_string(root.join("config/infra.example.json")).unwrap();
+        let mut config: serde_json::Value = serde_json::from_str(&example).unwrap();
+        edit(&mut config);
+        let path = home.join("infra.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        let args = [
+            "scw-infra",
+            "check-config",
+            "--config",
+            path.to_str().unwrap(),
+        ];
+        resolve(
+            Cli::try_parse_from(args).unwrap(),
+            &Env::from_pairs([("HOME", home.to_str().unwrap())]),
+        )
+    }
+
+    #[test]
+    fn check_config_reads_what_apply_reads_and_names_the_field_it_refuses() {
+        let home = tempfile::tempdir().unwrap();
+        // The SSH public key the example names is not there yet.
+        let err = check_config(home.path(), |_| {}).unwrap_err();
+        assert!(matches!(err, Error::Input(_)), "{err:?}");
+        assert!(
+            err.to_string().contains("field `ssh_public_key_path`"),
+            "{err}"
+        );
+        std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+        std::fs::write(
+            home.path().join(".ssh/id_ed25519.pub"),
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEdgepopTestKeyOnly operator\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            check_config(home.path(), |_| {}).unwrap(),
+            Config::Local(local) if matches!(*local, Local::ConfigChecked(None))
+        ));
+        let err = check_config(home.path(), |c| c["control_plane"]["count"] = 2.into())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field `control_plane.count`"), "{err}");
     }
 }
