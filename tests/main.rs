@@ -18,6 +18,7 @@ mod onprem_check;
 mod onprem_profile;
 mod pipelines;
 mod platform;
+mod readme_walk;
 mod rehearsal;
 mod talos_patches;
 mod talos_schema;
