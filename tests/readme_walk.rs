@@ -119,6 +119,80 @@ fn factory() -> Server {
     .unwrap()
 }
 
+/// make vendor's upstream: the pinned Gateway API files, rebuilt from the shared bundle and
+/// served on loopback; `None` (after skip_or_fail) without python3's http.server.
+fn crd_server(shared: &Path, dir: &Path) -> Option<crate::pipelines::Server> {
+    let crds = shared.join("crds");
+    fs::create_dir_all(dir.join("served")).unwrap();
+    crate::pipelines::rebuild_upstream_files(
+        &crds.join(format!(
+            "gateway-api-{}-standard.yaml",
+            testkit::pin("GATEWAY_API_VERSION")
+        )),
+        &crds.join("UPSTREAM-FILES.tsv"),
+        &dir.join("served"),
+    );
+    let server = crate::pipelines::Server::start(&dir.join("served"));
+    if server.is_none() {
+        testkit::skip_or_fail(TEST, "python3 (its http.server)");
+    }
+    server
+}
+
+/// The reader's home: an SSH key pair where the example config looks (~/.ssh).
+fn reader_home(dir: &Path) -> PathBuf {
+    let home = dir.join("home");
+    fs::create_dir_all(home.join(".ssh")).unwrap();
+    fs::write(
+        home.join(".ssh/id_ed25519.pub"),
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEdgepopTestKeyOnly operator\n",
+    )
+    .unwrap();
+    home
+}
+
+/// The reader's machine: the scratch checkout, the make that points at the built tools, the
+/// upstream cache, the stand-ins' endpoints, and credentials in the environment only.
+struct Reader {
+    repo: PathBuf,
+    shim: PathBuf,
+    home: PathBuf,
+    cache: PathBuf,
+    tools_dir: PathBuf,
+    crd_url: String,
+    scw_config: PathBuf,
+}
+
+impl Reader {
+    /// One line of the README's block, as the reader's shell runs it in the checkout.
+    fn run(&self, command: &str) -> Output {
+        Command::new("bash")
+            .args(["-euo", "pipefail", "-c", command])
+            .current_dir(&self.repo)
+            .env(
+                "PATH",
+                format!("{}:{}", self.shim.display(), std::env::var("PATH").unwrap()),
+            )
+            .env("HOME", &self.home)
+            .env("EDGEPOP_UPSTREAM_CACHE", &self.cache)
+            .env("TOOLS_DIR", &self.tools_dir)
+            .env("VENDOR_BASE_URL", &self.crd_url)
+            .env("SCW_CONFIG_PATH", &self.scw_config)
+            .env("SCW_ACCESS_KEY", "SCWABCDEFGHIJKLMNOPQ")
+            .env("SCW_SECRET_KEY", "11111111-2222-4333-8444-555555555555")
+            .env(
+                "SCW_DEFAULT_PROJECT_ID",
+                "66666666-7777-4888-9999-000000000000",
+            )
+            .env_remove("SCW_PROFILE")
+            .env_remove("KUBECONFIG")
+            .env_remove("XDG_CACHE_HOME")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
 #[test]
 fn the_readme_deployment_block_runs_up_to_the_first_call_that_needs_the_cloud() {
     let Some(helm) = testkit::upstream::program(TEST, "helm") else {
@@ -142,32 +216,19 @@ fn the_readme_deployment_block_runs_up_to_the_first_call_that_needs_the_cloud() 
     let factory = factory();
     let repo = scratch_checkout(dir.path(), &factory.url);
     let shim = make_shim(dir.path());
-    let crds = shared.join("crds");
-    fs::create_dir_all(dir.path().join("served")).unwrap();
-    crate::pipelines::rebuild_upstream_files(
-        &crds.join(format!(
-            "gateway-api-{}-standard.yaml",
-            testkit::pin("GATEWAY_API_VERSION")
-        )),
-        &crds.join("UPSTREAM-FILES.tsv"),
-        &dir.path().join("served"),
-    );
-    let Some(crd_server) = crate::pipelines::Server::start(&dir.path().join("served")) else {
-        testkit::skip_or_fail(TEST, "python3 (its http.server)");
+    let Some(crd_server) = crd_server(&shared, dir.path()) else {
         return;
     };
-    // The reader's machine: an SSH key pair where the example config looks (~/.ssh), the
-    // credentials in the environment.
-    let home = dir.path().join("home");
-    fs::create_dir_all(home.join(".ssh")).unwrap();
-    fs::write(
-        home.join(".ssh/id_ed25519.pub"),
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEdgepopTestKeyOnly operator\n",
-    )
-    .unwrap();
-    // <cache>/helm/<version>/helm: the cache the tests' setup filled.
-    let cache = helm.ancestors().nth(3).unwrap().to_path_buf();
-    let tools_dir = dir.path().join("tools/bin");
+    let reader = Reader {
+        home: reader_home(dir.path()),
+        repo,
+        shim,
+        // <cache>/helm/<version>/helm: the cache the tests' setup filled.
+        cache: helm.ancestors().nth(3).unwrap().to_path_buf(),
+        tools_dir: dir.path().join("tools/bin"),
+        crd_url: crd_server.url.clone(),
+        scw_config: dir.path().join("no-such-config.yaml"),
+    };
 
     let commands = deployment_block(
         &fs::read_to_string(testkit::workspace::root().join("README.md")).unwrap(),
@@ -178,30 +239,7 @@ fn the_readme_deployment_block_runs_up_to_the_first_call_that_needs_the_cloud() 
         .unwrap_or_else(|| panic!("the README's deployment block never applies: {commands:?}"));
     let mut walked = Vec::new();
     for command in &commands[..apply] {
-        let out = Command::new("bash")
-            .args(["-euo", "pipefail", "-c", command])
-            .current_dir(&repo)
-            .env(
-                "PATH",
-                format!("{}:{}", shim.display(), std::env::var("PATH").unwrap()),
-            )
-            .env("HOME", &home)
-            .env("EDGEPOP_UPSTREAM_CACHE", &cache)
-            .env("TOOLS_DIR", &tools_dir)
-            .env("VENDOR_BASE_URL", &crd_server.url)
-            .env("SCW_CONFIG_PATH", dir.path().join("no-such-config.yaml"))
-            .env("SCW_ACCESS_KEY", "SCWABCDEFGHIJKLMNOPQ")
-            .env("SCW_SECRET_KEY", "11111111-2222-4333-8444-555555555555")
-            .env(
-                "SCW_DEFAULT_PROJECT_ID",
-                "66666666-7777-4888-9999-000000000000",
-            )
-            .env_remove("SCW_PROFILE")
-            .env_remove("KUBECONFIG")
-            .env_remove("XDG_CACHE_HOME")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let out = reader.run(command);
         walked.push(command.clone());
         let said = text(&out);
         assert!(
@@ -233,6 +271,6 @@ fn the_readme_deployment_block_runs_up_to_the_first_call_that_needs_the_cloud() 
             "the README's deployment block runs no `{needed}` before `make apply`: {walked:?}"
         );
     }
-    assert!(repo.join("config/talos-image-digests.env").is_file());
-    assert!(tools_dir.join("helm").is_file());
+    assert!(reader.repo.join("config/talos-image-digests.env").is_file());
+    assert!(reader.tools_dir.join("helm").is_file());
 }
