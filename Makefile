@@ -329,8 +329,14 @@ LISTS_SHARED  ?= $(if $(filter undefined,$(origin EDGEPOP_SHARED)),../shared,$(E
 
 # lists-refresh runs each generator (found beside it) in its own process, as the CronJob does,
 # and writes <name>.txt; a list that fails keeps its previous file and the run exits 1 naming it.
-lists: $(BIN)/lists-refresh $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor $(BIN)/lists-gen-crawlers ## Generate the policy lists (Tor exits, hosting ASNs, verified crawlers) from LISTS_SOURCES into talos/_out/lists/
-	$(BIN)/lists-refresh --sources '$(LISTS_SOURCES)' --out-dir '$(LISTS_OUT)'
+# FORCE=yes publishes a list that shrank beyond its threshold (lists-refresh --force), once the
+# operator has checked the source really lost those networks.
+FORCE ?=
+ifneq ($(filter-out yes,$(FORCE)),)
+$(error FORCE=$(FORCE) is not understood: FORCE=yes publishes lists that shrank, nothing else is forced)
+endif
+lists: $(BIN)/lists-refresh $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor $(BIN)/lists-gen-crawlers ## Generate the policy lists (Tor exits, hosting ASNs, verified crawlers) from LISTS_SOURCES into talos/_out/lists/ (FORCE=yes: even those that shrank)
+	$(BIN)/lists-refresh --sources '$(LISTS_SOURCES)' --out-dir '$(LISTS_OUT)'$(if $(FORCE), --force)
 
 .PHONY: upstream
 upstream: ## Build the upstream programs the tests run (etcd, Kubernetes, kwok, talosctl, sops, age) and helm at the pins, cached; print their paths

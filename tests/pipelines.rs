@@ -536,3 +536,40 @@ fn make_help_follows_the_layers() {
         }
     }
 }
+
+/// `make lists FORCE=yes` publishes a list that shrank beyond the threshold (lists-refresh
+/// `--force`, which the refusal names); without it nothing is forced, and another word is
+/// refused before anything runs, as REFLASH and DELETE_CRDS take only `yes`.
+#[test]
+fn make_lists_passes_force_only_when_asked() {
+    let lists_command = |force: Option<&str>| {
+        let mut make = Command::new("make");
+        make.args(["--no-print-directory", "-n", "-C"])
+            .arg(repo())
+            .arg("lists")
+            // The recipe as make would run it, without building the tools it names.
+            .arg("BIN=/nonexistent/bin")
+            .stdin(Stdio::null());
+        if let Some(force) = force {
+            make.arg(format!("FORCE={force}"));
+        }
+        make.output().unwrap()
+    };
+    let recipe = |out: &std::process::Output| {
+        assert!(out.status.success(), "{}", text(out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.contains("lists-refresh --sources"))
+            .unwrap_or_else(|| panic!("no lists-refresh line: {}", text(out)))
+            .to_owned()
+    };
+    assert!(!recipe(&lists_command(None)).contains("--force"));
+    assert!(recipe(&lists_command(Some("yes"))).ends_with(" --force"));
+    let refused = lists_command(Some("true"));
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("FORCE=true") && stderr.contains("FORCE=yes"),
+        "{stderr}"
+    );
+}
