@@ -183,7 +183,7 @@ pub fn check_encrypted(path: &Path, template: &SecretsTemplate) -> Result<(), In
     if recipients_of(&document).is_empty() {
         return Err(field(
             "sops.age",
-            "no age recipient: the file is not encrypted with sops --age (see the README)",
+            "no age recipient: the file is not encrypted with sops --age (docs/onprem.md, its config and its secrets, says how)",
         ));
     }
     let found = leaves(&document);
