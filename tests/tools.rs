@@ -6,6 +6,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use testkit::process::text;
 
 use testkit::pin;
 
@@ -22,15 +23,6 @@ const TOOLS: [(&str, &str, &[&str]); 4] = [
         &["--version", "--disable-version-check"],
     ),
 ];
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// The cached builds, or `None` (skipped) when the setup has not built them: the test never
 /// builds them itself.
