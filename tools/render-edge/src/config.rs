@@ -457,36 +457,57 @@ fn filter_source(
         )));
     }
     if let Some(reference) = url.strip_prefix("oci://") {
-        let Some((name, digest)) = reference.rsplit_once('@') else {
-            return Err(field(format!(
-                "`{url}` is not pinned by digest: Istio compares sha256 with the image's manifest \
-                 digest, and a tag can move; write oci://<repository>@sha256:<digest>, or leave \
-                 pow.url out to use the published image"
-            )));
-        };
-        if !name.contains('/') || name.starts_with('/') || name.ends_with('/') {
-            return Err(field(format!(
-                "`{url}`: `{name}` is not a registry/repository name"
-            )));
-        }
-        let digest = Digest::parse(digest).map_err(field)?;
-        if let Some(sha) = &pow.sha256
-            && sha.to_ascii_lowercase() != digest.hex()
-        {
-            return Err(InputError::field(
-                config_path,
-                "pow.sha256",
-                format!(
-                    "`{sha}` differs from the digest in pow.url: for oci:// Istio compares \
-                     sha256 with the manifest digest"
-                ),
-            ));
-        }
-        return Ok((url.to_string(), digest.hex().to_string()));
+        return oci_source(pow, config_path, url, reference);
     }
     if !url.starts_with("https://") {
         return Err(field(format!("`{url}` must start with oci:// or https://")));
     }
+    https_source(pow, config_path, url)
+}
+
+/// An `oci://` module: pinned by the manifest digest in its reference, which `pow.sha256`, when
+/// given, must repeat.
+fn oci_source(
+    pow: &PowConfig,
+    config_path: &Path,
+    url: &str,
+    reference: &str,
+) -> Result<(String, String), InputError> {
+    let field = |why: String| InputError::field(config_path, "pow.url", why);
+    let Some((name, digest)) = reference.rsplit_once('@') else {
+        return Err(field(format!(
+            "`{url}` is not pinned by digest: Istio compares sha256 with the image's manifest \
+             digest, and a tag can move; write oci://<repository>@sha256:<digest>, or leave \
+             pow.url out to use the published image"
+        )));
+    };
+    if !name.contains('/') || name.starts_with('/') || name.ends_with('/') {
+        return Err(field(format!(
+            "`{url}`: `{name}` is not a registry/repository name"
+        )));
+    }
+    let digest = Digest::parse(digest).map_err(field)?;
+    if let Some(sha) = &pow.sha256
+        && sha.to_ascii_lowercase() != digest.hex()
+    {
+        return Err(InputError::field(
+            config_path,
+            "pow.sha256",
+            format!(
+                "`{sha}` differs from the digest in pow.url: for oci:// Istio compares \
+                 sha256 with the manifest digest"
+            ),
+        ));
+    }
+    Ok((url.to_string(), digest.hex().to_string()))
+}
+
+/// An `https://` module: pinned by the file's own sha256, which `pow.sha256` must give.
+fn https_source(
+    pow: &PowConfig,
+    config_path: &Path,
+    url: &str,
+) -> Result<(String, String), InputError> {
     let sha256 = match &pow.sha256 {
         Some(sha) => sha,
         None => {
