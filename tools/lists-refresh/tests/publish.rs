@@ -50,6 +50,18 @@ fn wasmplugin(lists_version: &str) -> Reply {
     )
 }
 
+/// The API server of one publishing run: the ConfigMap holding `data` and the WasmPlugin at
+/// `lists_version` are read, then both applies succeed.
+fn apply_conversation(data: Value, lists_version: &str) -> Server {
+    Server::start(vec![
+        configmap(data),
+        wasmplugin(lists_version),
+        Reply::json(200, "{}"),
+        Reply::json(200, "{}"),
+    ])
+    .unwrap()
+}
+
 fn assert_get(request: &Request, path: &str) {
     assert_eq!(
         (request.method.as_str(), request.target.as_str()),
@@ -92,13 +104,7 @@ fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() 
             {"name": "hosting", "generator": "asn", "sources": [slice], "asns": [13335, 15169]},
         ]),
     );
-    let api = Server::start(vec![
-        configmap(json!({"notes": "kept by its own manager"})),
-        wasmplugin("older"),
-        Reply::json(200, "{}"),
-        Reply::json(200, "{}"),
-    ])
-    .unwrap();
+    let api = apply_conversation(json!({"notes": "kept by its own manager"}), "older");
     let out = job.run(&api, &sources);
     assert!(out.status.success(), "{}", stderr(&out));
     // stdout carries the run's summary, and only that.
@@ -177,16 +183,8 @@ fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
         ]),
     );
     let old_tor = "185.220.101.1/32\n185.220.101.2/32\n";
-    let api = Server::start(vec![
-        configmap(json!({"tor.txt": old_tor, "version": "v0"})),
-        wasmplugin("v0"),
-        Reply::json(200, "{}"),
-        Reply::json(200, "{}"),
-    ])
-    .unwrap();
-    let out = job.run(&api, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let api = apply_conversation(json!({"tor.txt": old_tor, "version": "v0"}), "v0");
+    let log = job.run_failing(&api, &sources);
     assert!(
         log.contains(&format!(
             "lists-gen-tor: error: source {tor_url}: HTTP status 500"
@@ -287,13 +285,7 @@ fn big_tor(count: usize) -> (Job, PathBuf) {
 #[test]
 fn a_list_over_the_limits_as_text_is_published_packed_and_read_back() {
     let (job, sources) = big_tor(250_000);
-    let api = Server::start(vec![
-        configmap(json!({"notes": "kept by its own manager"})),
-        wasmplugin("older"),
-        Reply::json(200, "{}"),
-        Reply::json(200, "{}"),
-    ])
-    .unwrap();
+    let api = apply_conversation(json!({"notes": "kept by its own manager"}), "older");
     let out = job.run(&api, &sources);
     let log = stderr(&out);
     assert!(out.status.success(), "{log}");
@@ -351,9 +343,7 @@ fn lists_over_the_limits_even_packed_are_refused_naming_them_before_any_write() 
     let (job, sources) = big_tor(250_000);
     let crowded = "x".repeat(1024 * 1024 - 100_000);
     let api = Server::start(vec![configmap(json!({"notes": crowded}))]).unwrap();
-    let out = job.run(&api, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = job.run_failing(&api, &sources);
     assert!(log.contains("the policy-lists ConfigMap would be"), "{log}");
     assert!(log.contains("over the 1048576-byte limit"), "{log}");
     assert!(log.contains("(tor: 250000 prefixes, "), "{log}");
@@ -373,9 +363,7 @@ fn lists_over_the_limits_even_packed_are_refused_naming_them_before_any_write() 
         Reply::json(200, wasm.to_string()),
     ])
     .unwrap();
-    let out = job.run(&api, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = job.run_failing(&api, &sources);
     assert!(log.contains("the WasmPlugin would be"), "{log}");
     assert!(log.contains("over the 1572864-byte limit"), "{log}");
     assert!(log.contains("(tor: 250000 prefixes, "), "{log}");
@@ -555,9 +543,7 @@ fn lists_the_filter_would_refuse_are_refused_before_any_write() {
         wasmplugin(NOW),
     ])
     .unwrap();
-    let out = job.run(&api, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = job.run_failing(&api, &sources);
     assert!(
         log.contains("the filter would refuse list hosting"),
         "{log}"
@@ -627,13 +613,7 @@ fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
              "sources": [bots.join("bing/bingbot.json")], "tokens": ["bingbot"]},
         ]),
     );
-    let api = Server::start(vec![
-        configmap(json!({})),
-        wasmplugin("older"),
-        Reply::json(200, "{}"),
-        Reply::json(200, "{}"),
-    ])
-    .unwrap();
+    let api = apply_conversation(json!({}), "older");
     let out = job.run(&api, &sources);
     assert!(out.status.success(), "{}", stderr(&out));
     let requests = api.requests();
@@ -705,16 +685,11 @@ fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
              "sources": [job.dir.path().join("no-bingbot.json")], "tokens": ["bingbot"]},
         ]),
     );
-    let api = Server::start(vec![
-        configmap(
-            json!({"googlebot.txt": old_googlebot, "chatgpt-user.txt": old_chatgpt,
+    let api = apply_conversation(
+        json!({"googlebot.txt": old_googlebot, "chatgpt-user.txt": old_chatgpt,
                          "version": "v0"}),
-        ),
-        wasmplugin("v0"),
-        Reply::json(200, "{}"),
-        Reply::json(200, "{}"),
-    ])
-    .unwrap();
+        "v0",
+    );
     let out = job.run(&api, &sources);
     let log = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{log}");
@@ -776,13 +751,7 @@ fn tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed() {
         ]),
     );
     // The same list and version as published, by a job that wrote no tokens.
-    let api = Server::start(vec![
-        configmap(json!({"gptbot.txt": text, "version": "v7"})),
-        wasmplugin("v7"),
-        Reply::json(200, "{}"),
-        Reply::json(200, "{}"),
-    ])
-    .unwrap();
+    let api = apply_conversation(json!({"gptbot.txt": text, "version": "v7"}), "v7");
     let out = job.run(&api, &sources);
     assert!(out.status.success(), "{}", stderr(&out));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -69,6 +69,15 @@ impl Job {
             .unwrap()
     }
 
+    /// [`Job::run`] when some list or agent must fail: the run exits 1 (the others published);
+    /// its log.
+    pub fn run_failing(&self, api: &Server, sources: &Path) -> String {
+        let out = self.run(api, sources);
+        let log = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{log}");
+        log
+    }
+
     /// `lists-refresh --out-dir DIR`: no API server, no ServiceAccount.
     pub fn run_into(&self, dir: &Path, sources: &Path) -> Output {
         Command::new(env!("CARGO_BIN_EXE_lists-refresh"))
