@@ -34,6 +34,15 @@ struct Env {
 impl Env {
     /// A working folder with the example config (disk /dev/nvme0n1) and a PATH whose talosctl is
     /// the stand-in in front of the real one; `None` (after a skip) when talosctl is not built.
+    /// [`Env::new`] for a test whose pipeline downloads with curl (the images).
+    fn with_curl(test: &str) -> Option<Env> {
+        if Command::new("curl").arg("--version").output().is_err() {
+            testkit::skip_or_fail(test, "curl");
+            return None;
+        }
+        Env::new(test)
+    }
+
     fn new(test: &str) -> Option<Env> {
         let yaml = Command::new("python3")
             .args(["-c", "import yaml"])
@@ -615,11 +624,9 @@ fn the_worker_image_is_registered_downloaded_once_and_checked_against_its_pin() 
     use sha2::{Digest, Sha256};
     use testkit::http::{Reply, Server};
     let test = "the_worker_image_is_registered_downloaded_once";
-    let Some(env) = Env::new(test) else { return };
-    if Command::new("curl").arg("--version").output().is_err() {
-        testkit::skip_or_fail(test, "curl");
+    let Some(env) = Env::with_curl(test) else {
         return;
-    }
+    };
     let image = b"zstd image bytes".to_vec();
     let digest = format!("{:x}", Sha256::digest(&image));
     let file = env.out(&format!(
@@ -1071,11 +1078,9 @@ fn apply_checks_every_precondition_before_it_writes_anything() {
 fn an_image_factory_out_of_reach_is_not_called_a_refusal() {
     use testkit::http::{Reply, Server};
     let test = "an_image_factory_out_of_reach";
-    let Some(env) = Env::new(test) else { return };
-    if Command::new("curl").arg("--version").output().is_err() {
-        testkit::skip_or_fail(test, "curl");
+    let Some(env) = Env::with_curl(test) else {
         return;
-    }
+    };
     // A name that never resolves (RFC 6761, .invalid): the factory was not reached.
     env.pin("TALOS_FACTORY_URL", "https://factory.edgepop-test.invalid");
     let stderr = failed(
@@ -1130,11 +1135,9 @@ fn the_digests_are_recorded_outside_the_tracked_pins_keyed_by_version_and_schema
     use sha2::{Digest, Sha256};
     use testkit::http::{Reply, Server};
     let test = "the_digests_are_recorded_outside_the_tracked_pins";
-    let Some(env) = Env::new(test) else { return };
-    if Command::new("curl").arg("--version").output().is_err() {
-        testkit::skip_or_fail(test, "curl");
+    let Some(env) = Env::with_curl(test) else {
         return;
-    }
+    };
     let (worker, control_plane) = (b"worker image".to_vec(), b"control plane image".to_vec());
     let factory = Server::start(vec![
         Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
