@@ -53,6 +53,12 @@ fi
 # shellcheck source=check-onprem.sh
 if [[ "$profile" != edge ]]; then source "$(dirname "$0")/check-onprem.sh"; fi
 if have curl; then ok "curl"; else miss "curl (make vendor)"; fi
+# scw-infra decompresses and converts the control planes' Talos image before importing it
+# (tools/scw-infra/src/apply/image_file.rs): a missing one stops apply-infra after the download.
+if [[ "$profile" == edge ]]; then
+  if have zstd; then ok "zstd (the Talos image import)"; else miss "zstd (the Talos image import: apt-get install zstd)"; fi
+  if have qemu-img; then ok "qemu-img (the Talos image import)"; else miss "qemu-img (the Talos image import: apt-get install qemu-utils)"; fi
+fi
 if have kubeconform; then ok "kubeconform"; else opt "kubeconform (make check-manifests uses the project's own validator without it)"; fi
 if have cargo; then ok "cargo"; else miss "cargo (builds the tools)"; fi
 if have rustup && rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1; then ok "rust target wasm32-wasip1"; else opt "rust target wasm32-wasip1 (to build the filter: rustup target add wasm32-wasip1)"; fi

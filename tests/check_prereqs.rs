@@ -100,6 +100,9 @@ impl Machine {
             "[[ $1 == version ]] && echo 'v3.19.0+g3d8990f'; [[ $1 != diff ]]",
         );
         script(&bin, "curl", "echo curl 8.14.1");
+        // scw-infra runs both on the control planes' image (apply/image_file.rs).
+        script(&bin, "zstd", "echo '*** Zstandard CLI (64-bit) v1.5.4'");
+        script(&bin, "qemu-img", "echo 'qemu-img version 7.2.15'");
         script(&bin, "cargo", "echo cargo 1.95.0");
         script(&bin, "rustup", "echo wasm32-wasip1");
 
@@ -258,6 +261,20 @@ fn a_missing_tool_fails_naming_it() {
             .starts_with("MISSING")
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("something is missing"));
+}
+
+#[test]
+fn the_image_tools_of_the_import_are_missing_naming_their_package() {
+    for (tool, package) in [("zstd", "zstd"), ("qemu-img", "qemu-utils")] {
+        let machine = Machine::ready();
+        fs::remove_file(machine.bin().join(tool)).unwrap();
+        let out = machine.check(&[], &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", report(&out));
+        let said = stdout(&out);
+        let line = line_with(&said, tool);
+        assert!(line.trim_start().starts_with("MISSING"), "{line}");
+        assert!(line.contains(&format!("apt-get install {package}")), "{line}");
+    }
 }
 
 #[test]
