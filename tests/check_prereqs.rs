@@ -46,6 +46,36 @@ fn operator_files(work: &Path, home: &Path) {
     .unwrap();
 }
 
+/// The clients make check asks for their versions, answering as the real ones do, and the
+/// tools it only looks for.
+fn client_stand_ins(bin: &Path) {
+    // What the real clients print (talosctl: `version --client --short`; kubectl:
+    // `version --client`; helm: `version --short`).
+    let talos = pin("TALOS_VERSION");
+    script(
+        bin,
+        "talosctl",
+        &format!("echo 'Client:'; echo '\tTalos {talos}'"),
+    );
+    let k8s = pin("KUBERNETES_VERSION");
+    script(
+        bin,
+        "kubectl",
+        &format!("echo 'Client Version: {k8s}'; echo 'Kustomize Version: v5.7.1'"),
+    );
+    script(
+        bin,
+        "helm",
+        "[[ $1 == version ]] && echo 'v3.19.0+g3d8990f'; [[ $1 != diff ]]",
+    );
+    script(bin, "curl", "echo curl 8.14.1");
+    // scw-infra runs both on the control planes' image (apply/image_file.rs).
+    script(bin, "zstd", "echo '*** Zstandard CLI (64-bit) v1.5.4'");
+    script(bin, "qemu-img", "echo 'qemu-img version 7.2.15'");
+    script(bin, "cargo", "echo cargo 1.95.0");
+    script(bin, "rustup", "echo wasm32-wasip1");
+}
+
 struct Machine {
     dir: tempfile::TempDir,
 }
@@ -80,31 +110,7 @@ impl Machine {
             let path = String::from_utf8(out.stdout).unwrap();
             std::os::unix::fs::symlink(path.trim(), bin.join(tool)).unwrap();
         }
-        // What the real clients print (talosctl: `version --client --short`; kubectl:
-        // `version --client`; helm: `version --short`).
-        let talos = pin("TALOS_VERSION");
-        script(
-            &bin,
-            "talosctl",
-            &format!("echo 'Client:'; echo '\tTalos {talos}'"),
-        );
-        let k8s = pin("KUBERNETES_VERSION");
-        script(
-            &bin,
-            "kubectl",
-            &format!("echo 'Client Version: {k8s}'; echo 'Kustomize Version: v5.7.1'"),
-        );
-        script(
-            &bin,
-            "helm",
-            "[[ $1 == version ]] && echo 'v3.19.0+g3d8990f'; [[ $1 != diff ]]",
-        );
-        script(&bin, "curl", "echo curl 8.14.1");
-        // scw-infra runs both on the control planes' image (apply/image_file.rs).
-        script(&bin, "zstd", "echo '*** Zstandard CLI (64-bit) v1.5.4'");
-        script(&bin, "qemu-img", "echo 'qemu-img version 7.2.15'");
-        script(&bin, "cargo", "echo cargo 1.95.0");
-        script(&bin, "rustup", "echo wasm32-wasip1");
+        client_stand_ins(&bin);
 
         let work = dir.path().join("work");
         let version = pin("GATEWAY_API_VERSION");
@@ -273,7 +279,10 @@ fn the_image_tools_of_the_import_are_missing_naming_their_package() {
         let said = stdout(&out);
         let line = line_with(&said, tool);
         assert!(line.trim_start().starts_with("MISSING"), "{line}");
-        assert!(line.contains(&format!("apt-get install {package}")), "{line}");
+        assert!(
+            line.contains(&format!("apt-get install {package}")),
+            "{line}"
+        );
     }
 }
 
