@@ -84,11 +84,17 @@ fi
 
 echo "configuration:"
 # The infra config as apply reads it (every field, the SSH key it names, the worker's schematic).
+# Before the first apply the same run prints the platform inputs this config would give, which
+# the edge config is rendered against below.
 infra_config=${INFRA_CONFIG:-config/infra.json}
+inputs=${INPUTS:-talos/_out/platform-inputs.json}
+infra_inputs=$(mktemp)
+trap 'rm -f "$infra_inputs"' EXIT
 infra_ok=0
 if [[ ! -f "$infra_config" ]]; then miss "$infra_config (cp config/infra.example.json $infra_config, then edit)"
 elif built scw-infra "$infra_config"; then
-  if refusal=$("$scw_infra" check-config --config "$infra_config" 2>&1 >/dev/null); then ok "$infra_config"; infra_ok=1
+  if refusal=$("$scw_infra" check-config --config "$infra_config" $([[ -f "$inputs" ]] || echo --platform-inputs) 2>&1 >"$infra_inputs"); then
+    ok "$infra_config"; infra_ok=1
   else invalid "$infra_config: $(why "$refusal" "$infra_config")"; fi
 fi
 
@@ -96,14 +102,12 @@ fi
 # else those the infra config would give (documentation addresses for the servers), else the
 # committed example's.
 edge_config=${EDGE_CONFIG:-config/edge.json}
-inputs=${INPUTS:-talos/_out/platform-inputs.json}
 if [[ ! -f "$edge_config" ]]; then miss "$edge_config (cp config/edge.example.json $edge_config, then edit)"
 elif built render-edge "$edge_config"; then
   placeholder=""
   if [[ ! -f "$inputs" ]]; then
-    placeholder=$(mktemp)
-    trap 'rm -f "$placeholder"' EXIT
-    if (( infra_ok )) && "$scw_infra" check-config --config "$infra_config" --platform-inputs >"$placeholder" 2>/dev/null; then
+    placeholder=$infra_inputs
+    if (( infra_ok )); then
       inputs_said="the platform inputs $infra_config gives"
     else
       cp "$(dirname "$0")/../config/platform-inputs.example.json" "$placeholder"
