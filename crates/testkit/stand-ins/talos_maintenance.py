@@ -36,6 +36,7 @@ import argparse
 import importlib
 import json
 import os
+import select
 import socket
 import ssl
 import subprocess
@@ -167,18 +168,37 @@ def main():
             ctx.load_cert_chain(args.cert, args.key)
         return ctx
 
-    def pump(source, sink):
+    def relay(tls, backend):
+        # One thread drives both directions: OpenSSL forbids using one SSL object from two
+        # threads at once (reads and writes interleaved from two threads fail at random under
+        # load). No idle timeout once the handshake is done: a config's validation by talosctl
+        # may take seconds on a loaded machine while the client waits in silence; --lifetime
+        # bounds the whole process.
+        tls.settimeout(None)
         try:
-            while chunk := source.recv(65536):
-                sink.sendall(chunk)
+            while True:
+                readable, _, _ = select.select([tls, backend], [], [])
+                if tls in readable or tls.pending():
+                    chunk = tls.recv(65536)
+                    if not chunk:
+                        break
+                    backend.sendall(chunk)
+                    while tls.pending():
+                        backend.sendall(tls.recv(65536))
+                if backend in readable:
+                    chunk = backend.recv(65536)
+                    if not chunk:
+                        break
+                    tls.sendall(chunk)
         except OSError:
             pass
         finally:
-            for end in (source, sink):
+            for end in (tls, backend):
                 try:
                     end.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+                end.close()
 
     def connection(raw):
         # Each handshake sees the node as it is now: maintenance (and which certificate) or not.
@@ -187,9 +207,7 @@ def main():
         except (ssl.SSLError, OSError):
             raw.close()
             return
-        backend = socket.create_connection(("127.0.0.1", inner))
-        threading.Thread(target=pump, args=(backend, tls), daemon=True).start()
-        pump(tls, backend)
+        relay(tls, socket.create_connection(("127.0.0.1", inner)))
 
     # The port is chosen now and written at once; the API may listen on it later.
     front = socket.socket()
@@ -209,7 +227,7 @@ def main():
         except socket.timeout:
             raw = None
         if raw is not None:
-            raw.settimeout(10)
+            raw.settimeout(10)  # bounds the handshake only
             threading.Thread(target=connection, args=(raw,), daemon=True).start()
         if leave.is_set() and state["maintenance"]:
             # Leave maintenance mode: from the next handshake on, mutual TLS.
