@@ -177,6 +177,7 @@ pub fn flash_all(
                 todo.record();
                 // A new disk: the node is in maintenance mode, waiting for its config.
                 todo.node.steps.remove(steps::CONFIG_APPLIED);
+                todo.node.steps.remove(steps::PROVED_OURS);
             }
             Err(error) => {
                 let failure = NodeFailure::new(&node.name, error);
@@ -352,13 +353,12 @@ impl Job<'_> {
         if self.key_ids.is_empty() {
             return Err(FlashError::NoKeys);
         }
-        // A worker that runs an image of ours (its tag, written once it proved ours; or a config
-        // applied over the image recorded) is a live node: a new image would wipe it.
-        let running = flashed_tag(&before).map(str::to_owned).or_else(|| {
-            node.step(steps::CONFIG_APPLIED)
-                .and(node.step(steps::IMAGE_FLASHED))
-                .map(str::to_owned)
-        });
+        // A worker that runs an image of ours (its tag, written once it proved ours; or the
+        // image recorded, with a config applied over it or a proof made while it ran it) is a
+        // live node: a new image would wipe it.
+        let running = flashed_tag(&before)
+            .or_else(|| node.proved_image())
+            .map(str::to_owned);
         let Some(running) = running else {
             return Ok(true);
         };
@@ -536,9 +536,9 @@ impl Job<'_> {
     }
 }
 
-/// Writes the flashed tag on each Elastic Metal server whose image the inventory records and
-/// whose config talos-apply-insecure recorded (which it does only once the node proved ours by
-/// mutual TLS); returns the servers that failed.
+/// Writes the flashed tag on each Elastic Metal server whose image the inventory records as
+/// proved ours by talos-apply-insecure (a config it applied, recorded only once the node answered
+/// mutual TLS, or a proof on a node it found configured); returns the servers that failed.
 pub fn tag_proven(inventory: &NodeInventory, api: Baremetal<'_>) -> Vec<NodeFailure> {
     let mut failures = Vec::new();
     for node in inventory
@@ -546,10 +546,7 @@ pub fn tag_proven(inventory: &NodeInventory, api: Baremetal<'_>) -> Vec<NodeFail
         .iter()
         .filter(|n| n.kind == NodeKind::ElasticMetal)
     {
-        let (Some(image), Some(_)) = (
-            node.step(steps::IMAGE_FLASHED),
-            node.step(steps::CONFIG_APPLIED),
-        ) else {
+        let Some(image) = node.proved_image() else {
             pop_common::info!("{}: not proved ours yet, not tagged", node.name);
             continue;
         };

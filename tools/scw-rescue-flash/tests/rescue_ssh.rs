@@ -311,7 +311,7 @@ fn assert_the_password_stays_secret_and_the_host_key_is_logged(
 #[test]
 fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_the_proof() {
     let test = "the_image_lands_through_the_keys_given_by_id";
-    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+    let Some((rescue, sshd, mut api, image, raw)) = setup(test) else {
         return;
     };
     let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
@@ -368,7 +368,28 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
     let tag = format!("edgepop-image-flashed={digest}");
     let mut tags: Vec<Value> = OURS.iter().map(|t| json!(t)).collect();
     tags.push(json!(tag));
+    assert_eq!(api.server()["tags"], Value::Array(tags.clone()));
+    // A proof that came a run late (found configured and ours, no config recorded) tags as
+    // well: here on a second, untagged server of ours.
+    let second = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                 "tags": OURS, "address": "127.0.0.1"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first = std::mem::replace(&mut api.server, second);
+    let late = api.inventory(&format!(
+        r#"{{"image_flashed": "{digest}", "proved_ours": "{digest}"}}"#
+    ));
+    testkit::process::success_stdout(&flash(
+        &rescue,
+        sshd.port,
+        &api,
+        &image,
+        &late,
+        &["--tag-proven"],
+    ));
     assert_eq!(api.server()["tags"], Value::Array(tags));
+    api.server = first;
 
     // A fresh inventory (another machine): the server's tag says it is done; one GET, no boot.
     let before = api.requests().len();
@@ -490,7 +511,7 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
     let running = format!("edgepop-image-flashed={old}");
     let mut tags = OURS.to_vec();
     tags.push(running.as_str());
-    let Some((rescue, sshd, api, image, raw)) = setup_tagged(test, &tags) else {
+    let Some((rescue, sshd, mut api, image, raw)) = setup_tagged(test, &tags) else {
         return;
     };
     let installer = "factory.talos.dev/metal-installer/b4f8:v1.13.12";
@@ -516,20 +537,36 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
     );
     assert!(api.mutations().is_empty());
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"the running node");
-    // Without the tag, a config applied over the recorded image says the same.
+    // Without the tag (here on a second server of ours, untagged), the inventory says the node
+    // is live: a config applied over the recorded image, or a proof on it that came a run late
+    // (found configured and ours, no config recorded).
+    let untagged = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                   "tags": OURS, "address": "127.0.0.1"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let tagged = std::mem::replace(&mut api.server, untagged);
+    for proof in [
+        r#""config_applied": "sha256:11""#.to_owned(),
+        format!(r#""proved_ours": "{old}""#),
+    ] {
+        let live = api.inventory(&format!(r#"{{"image_flashed": "{old}", {proof}}}"#));
+        let out = flash(&rescue, sshd.port, &api, &image, &live, &[]);
+        assert_eq!(out.status.code(), Some(1), "{proof}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("runs sha256:0000"),
+            "{proof}: {}",
+            stderr(&out)
+        );
+        let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(kept["nodes"][1]["steps"]["image_flashed"], old);
+        assert!(api.mutations().is_empty(), "{proof}");
+        assert_eq!(fs::read(rescue.disk()).unwrap(), b"the running node");
+    }
+    api.server = tagged;
     let applied = api.inventory(&format!(
         r#"{{"image_flashed": "{old}", "config_applied": "sha256:11"}}"#
     ));
-    let out = flash(&rescue, sshd.port, &api, &image, &applied, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("runs sha256:0000"),
-        "{}",
-        stderr(&out)
-    );
-    let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(kept["nodes"][1]["steps"]["image_flashed"], old);
-    assert!(api.mutations().is_empty());
 
     // Asked, but with no key the rescue system would take: refused before anything changes, the
     // tag of the running image included.

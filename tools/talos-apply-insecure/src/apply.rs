@@ -148,8 +148,12 @@ pub fn apply_all(
             Ok(NodeResult::Configured) => {
                 outcome.configured.push(node.name.clone());
                 todo.record();
+                todo.node.record_proved_ours();
             }
-            Ok(NodeResult::AlreadyOurs) => outcome.already_configured.push(node.name.clone()),
+            Ok(NodeResult::AlreadyOurs) => {
+                outcome.already_configured.push(node.name.clone());
+                todo.node.record_proved_ours();
+            }
             Err(error) => {
                 let failure = NodeFailure::new(&node.name, error);
                 pop_common::warn!("{failure}");

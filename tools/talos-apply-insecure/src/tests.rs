@@ -238,6 +238,29 @@ fn a_configured_node_is_left_alone_if_ours_and_fails_if_not() {
 }
 
 #[test]
+fn a_flashed_node_found_configured_and_ours_records_the_proof_not_a_config() {
+    // The first run's proof came too late: the image is recorded, the config is not. Found
+    // configured and ours now, the node is recorded as proved ours on its image, so that the
+    // flash's guard knows it is live; no config is claimed, as none was seen applied.
+    let api = Scripted::new(vec![Probe::Configured], vec![Proof::Ours]);
+    let mut recorded = inventory(r#"{"image_flashed":"sha256:img"}"#);
+    let (outcome, failures) = apply_worker(&api, &mut recorded, b"new");
+    assert!(failures.is_empty());
+    assert_eq!(outcome.already_configured, ["w1"]);
+    let node = &recorded.nodes[0];
+    assert_eq!(node.step(steps::PROVED_OURS), Some("sha256:img"));
+    assert_eq!(node.step(steps::CONFIG_APPLIED), None);
+    assert_eq!(node.proved_image(), Some("sha256:img"));
+
+    // A node never flashed (an Instance) has no image to prove.
+    let mut instance = inventory("{}");
+    let ours = Scripted::new(vec![Probe::Configured], vec![Proof::Ours]);
+    let (_, failures) = apply_worker(&ours, &mut instance, b"new");
+    assert!(failures.is_empty());
+    assert!(instance.nodes[0].steps.is_empty());
+}
+
+#[test]
 fn a_certificate_neither_pinned_nor_ours_after_the_config_fails_unrecorded() {
     let api = Scripted::new(
         vec![maintenance()],

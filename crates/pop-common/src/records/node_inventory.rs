@@ -46,6 +46,11 @@ pub mod steps {
     /// only once the node proved to be ours (it answered mutual TLS with our talosconfig, with a
     /// certificate that chains to our machine CA).
     pub const CONFIG_APPLIED: &str = "config_applied";
+    /// `talos-apply-insecure`: on a flashed node, the image digest (the `image_flashed` value)
+    /// it ran when it proved ours, whether this run configured it or found it configured. A
+    /// proof that comes a run late (the first run's wait ran out, or the run was cut) records
+    /// no config, yet the node is live: this is what tells `scw-rescue-flash` so.
+    pub const PROVED_OURS: &str = "proved_ours";
 }
 
 /// Every node of one cluster.
@@ -163,6 +168,23 @@ impl Node {
     /// What `step` recorded on this node, if it ran.
     pub fn step(&self, step: &str) -> Option<&str> {
         self.steps.get(step).map(String::as_str)
+    }
+
+    /// The image the inventory says this node runs as a live node of ours: the flashed image,
+    /// once a config was applied over it or the node proved ours while running it.
+    pub fn proved_image(&self) -> Option<&str> {
+        let image = self.step(steps::IMAGE_FLASHED)?;
+        let proved = self.step(steps::CONFIG_APPLIED).is_some()
+            || self.step(steps::PROVED_OURS) == Some(image);
+        proved.then_some(image)
+    }
+
+    /// Records that the node proved ours while running the image recorded as flashed (nothing
+    /// for a node never flashed, such as an Instance).
+    pub fn record_proved_ours(&mut self) {
+        if let Some(image) = self.step(steps::IMAGE_FLASHED).map(str::to_owned) {
+            self.steps.insert(steps::PROVED_OURS.to_owned(), image);
+        }
     }
 }
 
