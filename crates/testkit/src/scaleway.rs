@@ -88,4 +88,6 @@ pub fn stand_in_env<'a>(
         .env("SCW_SECRET_KEY", secret)
         .env("SCW_DEFAULT_PROJECT_ID", project)
         .env("SCW_INFRA_POLL_SECONDS", "0")
+        // The talosctl stand-in tells the Scaleway one when a node's guest powered itself off.
+        .env("TALOSCTL_SCALEWAY", scaleway.url())
 }

@@ -53,8 +53,14 @@ Usage: scaleway_api.py --specs DIR --cassettes DIR --port-file F --log F --secre
                        [--dns-zone Z] [--rescue-dir DIR --rescue-user NAME]
 Control (not Scaleway): POST /__standin/faults [{method, path (regex), kind: status|cut|slow,
 status, retry_after, count, applied}], POST /__standin/seed {kind, project, ...fields},
-GET /__standin/state. A fault with `applied: true` lets the request take effect and then answers
-the fault instead of the result, as a gateway does that times out after the backend acted
+POST /__standin/guest-halt {address} (the guest of the Instance with that public IPv4 powered
+itself off, as `talosctl shutdown` makes Talos do: the Instance goes stopping, then `stopped in
+place`, standby, still billed: "`poweroff` typed inside the guest gives standby",
+scaleway/docs-content PR #5001, ../shared/reference/infra-facts.md §2 S10; from there
+`poweroff` "fully stop[s] the Instance and release[s] the hypervisor slot" and `poweron`
+starts it: scaleway.instance.v1.Api.yml, ServerAction), GET /__standin/state. A fault with
+`applied: true` lets the request take effect and then answers the fault instead of the result,
+as a gateway does that times out after the backend acted
 (RFC 9110, 9.2.2: a client cannot tell whether a non-idempotent request it got no answer for was
 done); without it the request is not done.
 """
@@ -380,6 +386,10 @@ class State:
             if s.get("_terminating"):
                 self.remove_server(s)
                 return None
+            if s.pop("_halted", False):
+                s.update(state="stopped in place", state_detail="stopped in place",
+                         allowed_actions=["poweron", "poweroff", "backup"])
+                return s
             s["state"] = "running" if s["state"] == "starting" else "stopped"
             s["state_detail"] = "booted" if s["state"] == "running" else ""
             s["allowed_actions"] = (["poweroff", "terminate", "reboot", "stop_in_place", "backup"]
@@ -1176,6 +1186,13 @@ def main():
                     return self.send(200, {"faults": len(state.faults)})
                 if path == "/__standin/seed" and method == "POST":
                     return self.send(200, seed(state, body))
+                if path == "/__standin/guest-halt" and method == "POST":
+                    halted = [srv for srv in state.servers.values() if srv["state"] == "running" and
+                              any(ip["address"] == body["address"] for ip in srv["public_ips"])]
+                    for srv in halted:
+                        srv.update(state="stopping", state_detail="stopping", _halted=True, _steps=0,
+                                   allowed_actions=["stop_in_place", "backup"])
+                    return self.send(200, {"halted": [srv["id"] for srv in halted]})
                 if path == "/__standin/state" and method == "GET":
                     dump = {k: [public(o) for o in getattr(state, k).values()] for k in
                             ("security_groups", "ips", "servers", "volumes", "bm_servers", "ssh_keys", "namespaces",

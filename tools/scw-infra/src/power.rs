@@ -38,13 +38,19 @@ pub enum InstanceTarget {
     /// Stopped or stopped in place: where a stop already under way ends (`poweroff` or
     /// `stop_in_place`), and what `poweron` starts from.
     Off,
+    /// Stopped, from a stop already under way: waited for until off, then powered off if it
+    /// ended in standby (stopped in place, still billed), as a shutdown from inside the guest
+    /// (Talos's, by `make down`) ends.
+    StoppedAfterStop,
 }
 
 impl InstanceTarget {
     pub fn reached(self, state: &ServerState) -> bool {
         match self {
             InstanceTarget::Running => *state == ServerState::Running,
-            InstanceTarget::Stopped => *state == ServerState::Stopped,
+            InstanceTarget::Stopped | InstanceTarget::StoppedAfterStop => {
+                *state == ServerState::Stopped
+            }
             InstanceTarget::Off => state.is_off(),
         }
     }
@@ -56,6 +62,9 @@ impl std::fmt::Display for InstanceTarget {
             InstanceTarget::Running => "running",
             InstanceTarget::Stopped => "stopped",
             InstanceTarget::Off => "stopped or stopped in place",
+            InstanceTarget::StoppedAfterStop => {
+                "stopped (powered off if the stop under way ends in place)"
+            }
         })
     }
 }
@@ -139,7 +148,23 @@ impl WaitInstance {
         step: usize,
     ) -> R<instance::Server> {
         let id = created.resolve(&self.server, step)?;
-        wait::instance(cluster, &id, &self.node, self.until)
+        if self.until != InstanceTarget::StoppedAfterStop {
+            return wait::instance(cluster, &id, &self.node, self.until);
+        }
+        let off = wait::instance(cluster, &id, &self.node, InstanceTarget::Off)?;
+        if off.state != ServerState::StoppedInPlace {
+            return Ok(off);
+        }
+        pop_common::info!(
+            "{}: stopped in place (standby, still billed): {}",
+            self.node,
+            ServerAction::PowerOff
+        );
+        cluster
+            .api
+            .instance()
+            .action(cluster.zone(), &id, ServerAction::PowerOff)?;
+        wait::instance(cluster, &id, &self.node, InstanceTarget::Stopped)
     }
 }
 
@@ -201,7 +226,7 @@ pub fn instance_to(
         server: server.clone(),
         action,
     };
-    use InstanceTarget::{Off, Running, Stopped};
+    use InstanceTarget::{Off, Running, Stopped, StoppedAfterStop};
     let (before, action, after) = match (on, state) {
         (true, ServerState::Running) | (false, ServerState::Stopped) => {
             return Ok(Transition::none());
@@ -212,9 +237,9 @@ pub fn instance_to(
         (false, ServerState::Running | ServerState::StoppedInPlace) => {
             (None, Some(ServerAction::PowerOff), Some(Stopped))
         }
-        // A stop under way ends stopped, or stopped in place (which the next `power off`
-        // turns into stopped): waited for, nothing sent.
-        (false, ServerState::Stopping) => (None, None, Some(Off)),
+        // A stop under way ends stopped, or stopped in place (a shutdown from inside the
+        // guest), which is then powered off.
+        (false, ServerState::Stopping) => (None, None, Some(StoppedAfterStop)),
         (false, ServerState::Starting) => {
             (Some(Running), Some(ServerAction::PowerOff), Some(Stopped))
         }
@@ -487,7 +512,11 @@ mod tests {
         );
         assert_eq!(
             instance(Stopping, false),
-            (None, None, s("stopped or stopped in place"))
+            (
+                None,
+                None,
+                s("stopped (powered off if the stop under way ends in place)")
+            )
         );
         assert_eq!(
             instance(Starting, false),
