@@ -281,6 +281,34 @@ pub struct CreateServer {
     pub public_ips: Vec<String>,
     pub dynamic_ip_required: bool,
     pub enable_ipv6: bool,
+    /// The root volume, made from the image (`volumes["0"]`).
+    pub volumes: ServerVolumes,
+}
+
+/// `CreateServer.volumes`: only the root volume, key "0" (scaleway-cli
+/// `internal/namespaces/instance/v1/custom_server_create.go`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerVolumes {
+    #[serde(rename = "0")]
+    pub root: RootVolume,
+}
+
+/// The root volume of a new Instance: a Block volume made from the image's snapshot, grown to
+/// `size` bytes (whole GB, Block's granularity; the snapshot's size if it is smaller).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RootVolume {
+    pub size: u64,
+    pub volume_type: &'static str,
+}
+
+impl RootVolume {
+    /// A Block (`sbs_volume`) root volume of `size` bytes.
+    pub fn block(size: u64) -> Self {
+        RootVolume {
+            size,
+            volume_type: "sbs_volume",
+        }
+    }
 }
 
 /// The body of `POST .../images` from a Block snapshot.

@@ -638,7 +638,7 @@ def handle(state, method, template, p, query, body):
             raise not_found("instance_image", body.get("image"))
         srv = copy.deepcopy(s.t["instance_server"])
         sid = new_id()
-        vol = {"id": new_id(), "name": f"{body['name']}-root", "type": "sbs_5k", "size": 10_000_000_000,
+        vol = {"id": new_id(), "name": f"{body['name']}-root", "type": "sbs_5k", "size": root_volume_size(s, image, body),
                "project_id": s.project, "created_at": now(), "updated_at": now(), "parent_snapshot_id": None,
                "status": "in_use", "tags": [], "zone": zone, "specs": {"perf_iops": 5000, "class": "sbs"},
                "last_detached_at": None,
@@ -978,6 +978,27 @@ def handle(state, method, template, p, query, body):
 
 
 # ---- the server -------------------------------------------------------------------------------
+
+
+def root_volume_size(s, image, body):
+    """The root volume of a new Instance is made from its image's root snapshot: of the
+    snapshot's size, unless `volumes["0"].size` asks for a resize (Block v1 CreateVolume
+    from_snapshot: "Size is optional and is used only if a resize of the volume is requested,
+    otherwise original snapshot size will be used", with "a granularity of 1 GB (10^9 bytes)";
+    a volume cannot be smaller than the snapshot it holds)."""
+    snap = s.snapshots.get(image.get("_root"))
+    base = snap["size"] if snap else 10_000_000_000
+    root = (body.get("volumes") or {}).get("0")
+    if root is None or root.get("size") is None:
+        return base
+    size = root["size"]
+    if root.get("volume_type") != "sbs_volume":
+        raise bad(f"volumes.0.volume_type: the image's root is a Block snapshot, not {root.get('volume_type')}")
+    if size % 1_000_000_000:
+        raise bad("volumes.0.size: Block volumes have a granularity of 1 GB (10^9 bytes)")
+    if size < base:
+        raise bad(f"volumes.0.size: {size} is smaller than the image's snapshot ({base})")
+    return size
 
 
 def seed(state, body):

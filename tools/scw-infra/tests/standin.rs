@@ -312,6 +312,29 @@ fn assert_power_off_then_on(s: &StandIn) {
     );
 }
 
+/// Each control plane boots from a root volume of at least 10 GiB, Talos's minimum for a
+/// control plane (siderolabs/docs, talos/v1.13 getting-started/system-requirements): larger
+/// than the image's 10 GB snapshot, which is what Scaleway makes the root volume of when it is
+/// asked for no size.
+fn assert_each_control_plane_disk_holds_what_talos_asks(state: &Value) {
+    const GIB: u64 = 1 << 30;
+    for server in tagged(&state["servers"]) {
+        let root = &server["volumes"]["0"]["id"];
+        let volume = state["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == *root)
+            .unwrap();
+        let size = volume["size"].as_u64().unwrap();
+        assert!(
+            size >= 10 * GIB,
+            "{}: a root volume of {size} bytes",
+            server["name"]
+        );
+    }
+}
+
 #[test]
 fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
     let Some(s) = StandIn::start("fresh_apply", true) else {
@@ -338,6 +361,7 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
             .all(|v| v["state"] == "attached")
     );
     assert_eq!(tagged(&state["bm_servers"]).len(), 1);
+    assert_each_control_plane_disk_holds_what_talos_asks(&state);
     assert_the_group_drops_all_but_the_declared_flows(&state);
     let records = state["records"]["example.com"].as_array().unwrap();
     assert_eq!(records.iter().filter(|r| r["name"] == "api").count(), 3);

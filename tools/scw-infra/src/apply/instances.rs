@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use scaleway::instance::{self, CreateServer, ServerState};
+use scaleway::instance::{self, CreateServer, RootVolume, ServerState, ServerVolumes};
 use serde::Serialize;
 
 use super::{ApplyInputs, ApplyStep, Known, image};
@@ -218,6 +218,13 @@ fn take_by_node(servers: &mut Vec<instance::Server>, node: &str) -> R<Option<ins
     }
 }
 
+/// The control planes' root volume, in bytes: Talos asks at least 10 GiB of a control plane's
+/// disk (siderolabs/docs, talos/v1.13 getting-started/system-requirements) and grows its
+/// partitions into the disk it boots from, while the image's own snapshot is 10 GB (9.3 GiB).
+/// 25 GB is the disk the Talos Scaleway guide adds for a node's data
+/// (platform-specific-installations/cloud-platforms/scaleway), in whole GB, Block's granularity.
+pub const CONTROL_PLANE_ROOT_VOLUME_BYTES: u64 = 25_000_000_000;
+
 impl Create {
     pub fn execute(&self, cluster: &Cluster<'_>, known: &mut Known, step: usize) -> R<()> {
         let created = &known.created;
@@ -231,6 +238,9 @@ impl Create {
             public_ips: vec![created.resolve(&self.ip, step)?],
             dynamic_ip_required: false,
             enable_ipv6: false,
+            volumes: ServerVolumes {
+                root: RootVolume::block(CONTROL_PLANE_ROOT_VOLUME_BYTES),
+            },
         };
         pop_common::info!("creating the Instance {}", self.node);
         let server = cluster
