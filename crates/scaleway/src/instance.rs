@@ -568,6 +568,18 @@ impl<'c> Instance<'c> {
         Ok(())
     }
 
+    /// The user data keys set on a server (`GET .../servers/{id}/user_data`).
+    pub fn user_data_keys(&self, zone: &str, id: &str) -> R<Vec<String>> {
+        #[derive(Deserialize)]
+        struct Keys {
+            user_data: Vec<String>,
+        }
+        let keys: Keys = self
+            .client
+            .get(&Self::path(zone, &format!("servers/{id}/user_data")), &[])?;
+        Ok(keys.user_data)
+    }
+
     /// Sets the user data `key` of a server (`PATCH .../servers/{id}/user_data/{key}`, a
     /// `text/plain` body). Talos's Scaleway platform reads its machine config from the key
     /// `cloud-init` at boot.

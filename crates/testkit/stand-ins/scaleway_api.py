@@ -721,6 +721,12 @@ def handle(state, method, template, p, query, body):
         task.update(id=new_id(), description=f"server_{action}", status="pending", href_from=f"/servers/{srv['id']}/action",
                     started_at=now(), terminated_at=None, progress=0, zone=zone)
         return Answer(202, {"task": task})
+    if template == "/instance/v1/zones/{zone}/servers/{server_id}/user_data" and method == "GET":
+        # ListServerUserData: the keys set on the server, whatever made it.
+        srv = s.servers.get(p["server_id"])
+        if not srv:
+            raise not_found("instance_server", p["server_id"])
+        return Answer(200, {"user_data": sorted(srv.get("_user_data", {}))})
     if template == "/instance/v1/zones/{zone}/servers/{server_id}/user_data/{key}" and method == "PATCH":
         # SetServerUserData: the bytes as they are (Talos's Scaleway platform reads the key
         # `cloud-init` at boot).

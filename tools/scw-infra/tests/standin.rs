@@ -1557,27 +1557,36 @@ fn assert_user_data_before_first_boot(state: &Value, requests: &[Value], id: &st
     );
 }
 
+/// A machine config standing for talos/_out/controlplane.yaml (it holds every cluster CA key:
+/// the plan and the logs may show its digest, never its content), written in the stand-in's
+/// folder: its path and digest.
+fn control_plane_config(s: &StandIn) -> (PathBuf, String) {
+    let config = "version: v1alpha1\nmachine:\n  type: controlplane\n  token: secret-token-1234\n";
+    let path = s.dir.path().join("controlplane.yaml");
+    std::fs::write(&path, config).unwrap();
+    (path, scaleway::s3::sigv4::sha256_hex(config.as_bytes()))
+}
+
+/// `scw-infra apply` with the control planes' config (and `--dry-run` when asked), its output
+/// checked for the config's content.
+fn apply_with_config(s: &StandIn, path: &Path, dry_run: bool) -> Output {
+    let mut args = APPLY.to_vec();
+    args.extend(["--control-plane-config", path.to_str().unwrap()]);
+    if dry_run {
+        args.push("--dry-run");
+    }
+    let out = s.scw(&args);
+    assert_not_shown(&out, &["secret-token-1234"]);
+    out
+}
+
 #[test]
 fn each_new_control_plane_gets_its_config_as_user_data_before_it_first_boots() {
     let Some(s) = StandIn::start("user_data", false) else {
         return;
     };
-    // A machine config stands here for talos/_out/controlplane.yaml (it holds every cluster CA
-    // key: the plan and the logs may show its digest, never its content).
-    let config = "version: v1alpha1\nmachine:\n  type: controlplane\n  token: secret-token-1234\n";
-    let path = s.dir.path().join("controlplane.yaml");
-    std::fs::write(&path, config).unwrap();
-    let digest = scaleway::s3::sigv4::sha256_hex(config.as_bytes());
-    let with_config = |dry_run: bool| {
-        let mut args = APPLY.to_vec();
-        args.extend(["--control-plane-config", path.to_str().unwrap()]);
-        if dry_run {
-            args.push("--dry-run");
-        }
-        let out = s.scw(&args);
-        assert_not_shown(&out, &["secret-token-1234"]);
-        ok(&out)
-    };
+    let (path, digest) = control_plane_config(&s);
+    let with_config = |dry_run: bool| ok(&apply_with_config(&s, &path, dry_run));
     let planned = lines(&with_config(true));
     let user_data = steps(&planned, "set-user-data");
     assert_eq!(user_data.len(), 3, "{planned:?}");
@@ -1623,6 +1632,45 @@ fn each_new_control_plane_gets_its_config_as_user_data_before_it_first_boots() {
             .any(|w| w.contains("user_data")),
     );
 }
+#[test]
+fn a_control_plane_a_cut_run_left_without_its_config_gets_it_before_it_first_boots() {
+    let Some(s) = StandIn::start("user_data_refused", false) else {
+        return;
+    };
+    let (path, digest) = control_plane_config(&s);
+    // The first control plane is made, then its user data refused: the run stops there.
+    s.faults(json!([{"method": "PATCH", "path": "/user_data/cloud-init$",
+                     "kind": "status", "status": 400, "count": 1}]));
+    let out = apply_with_config(&s, &path, false);
+    assert!(!out.status.success());
+    let state = s.state();
+    let made = tagged(&state["servers"]);
+    assert_eq!(made.len(), 1);
+    let first = made[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(made[0]["state"], "stopped");
+    assert!(state["user_data"][&first].get("cloud-init").is_none());
+    s.take_requests();
+
+    // The rerun finds it off without its config: it gets it before its first boot, as the new
+    // ones do.
+    let planned = lines(&ok(&apply_with_config(&s, &path, true)));
+    let user_data = steps(&planned, "set-user-data");
+    assert_eq!(user_data.len(), 3, "{planned:?}");
+    assert_eq!(user_data[0]["server"], first.as_str(), "{planned:?}");
+    ok(&apply_with_config(&s, &path, false));
+    let requests = s.take_requests();
+    let state = s.state();
+    assert_eq!(tagged(&state["servers"]).len(), 3);
+    for server in tagged(&state["servers"]) {
+        assert_user_data_before_first_boot(
+            &state,
+            &requests,
+            server["id"].as_str().unwrap(),
+            &digest,
+        );
+    }
+}
+
 /// Another project the same API key reads, holding a cluster of the same name.
 const OTHER_PROJECT: &str = "22222222-2222-4222-8222-222222222222";
 

@@ -70,7 +70,11 @@ pub fn plan(
     for node in names.control_planes() {
         let ip = ips.get(&node).cloned();
         let (server, state) = match take_by_node(&mut servers, &node)? {
-            Some(found) => plan_found(steps, known, group, &node, ip.as_ref(), found)?,
+            Some(found) => {
+                let (server, state) = plan_found(steps, known, group, &node, ip.as_ref(), found)?;
+                plan_missing_user_data(cluster, inputs, steps, &node, &server, &state)?;
+                (server, state)
+            }
             None => {
                 let image = match &talos_image {
                     Some(image) => image.clone(),
@@ -127,6 +131,39 @@ fn plan_found(
     let state = found.state.clone();
     known.servers.insert(node.to_owned(), found);
     Ok((server, state))
+}
+
+/// A control plane found off without its config as user data (a run cut between its creation
+/// and the user data, or the user data refused) would boot into maintenance mode and take its
+/// config on first-use trust: it gets the config before it is powered on, as a new one does.
+fn plan_missing_user_data(
+    cluster: &Cluster<'_>,
+    inputs: &ApplyInputs,
+    steps: &mut Steps<ApplyStep>,
+    node: &str,
+    server: &Ref,
+    state: &ServerState,
+) -> R<()> {
+    let (Some(config), Some(id)) = (&inputs.control_plane_config, server.existing()) else {
+        return Ok(());
+    };
+    if !state.is_off() {
+        return Ok(());
+    }
+    let keys = cluster.api.instance().user_data_keys(cluster.zone(), id)?;
+    if keys.iter().any(|k| k == TALOS_USER_DATA_KEY) {
+        return Ok(());
+    }
+    pop_common::warn!(
+        "{node} is off and holds no machine config as user data `{TALOS_USER_DATA_KEY}` (a run cut short after creating it?): it gets it before it is powered on"
+    );
+    steps.push(ApplyStep::SetUserData(SetUserData {
+        node: node.to_owned(),
+        server: server.clone(),
+        key: TALOS_USER_DATA_KEY,
+        sha256: config.sha256.clone(),
+    }));
+    Ok(())
 }
 
 /// A control plane to make, from `image`, with its IP, and its machine config as user data.
