@@ -1062,6 +1062,10 @@ def seed(state, body):
         if kind == "ssh_key":
             return handle(state, "POST", "/iam/v1alpha1/ssh-keys", {}, {},
                           {"name": body["name"], "public_key": body["public_key"], "project_id": project}).body
+        if kind == "namespace":
+            return handle(state, "POST", "/registry/v1/regions/{region}/namespaces",
+                          {"region": body.get("region", "fr-par")}, {},
+                          {"name": body["name"], "project_id": project, "is_public": True}).body
         if kind == "record":
             rec = {"id": new_id(), "data": body["data"], "name": body["name"], "priority": 0, "ttl": 300,
                    "type": body["type"], "comment": body.get("comment")}

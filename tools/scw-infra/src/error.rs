@@ -100,6 +100,12 @@ pub enum InfraError {
         name: String,
         id: String,
     },
+    #[error(
+        "the registry namespace name {name} is taken by another project (names are globally \
+         unique across Scaleway): choose another registry_namespace in the infra config; \
+         nothing billed was made"
+    )]
+    RegistryNameTaken { name: String },
     #[error("timed out after {seconds} s waiting for {what}")]
     Timeout { what: String, seconds: u64 },
     #[error("cannot make a work directory for the Talos image: {0}")]
@@ -123,6 +129,7 @@ impl InfraError {
             | InfraError::IpAttachedElsewhere { .. }
             | InfraError::OutOfStock { .. }
             | InfraError::ForeignSshKey { .. }
+            | InfraError::RegistryNameTaken { .. }
             | InfraError::ForeignDnsRecord { .. }
             | InfraError::NothingToPower { .. }
             | InfraError::CannotPower { .. }

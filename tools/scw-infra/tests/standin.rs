@@ -1855,6 +1855,38 @@ fn a_post_answered_502_after_it_took_effect_is_sent_once() {
 }
 
 #[test]
+fn a_registry_name_taken_elsewhere_stops_the_run_before_anything_billed() {
+    let Some(s) = StandIn::start("registry_name_taken", false) else {
+        return;
+    };
+    // Registry namespace names are unique across Scaleway ("each namespace must have a globally
+    // unique name": docs-content pages/container-registry/concepts.mdx), and the lookup sees
+    // only this project's: another project holds the example's name.
+    s.seed(json!({"kind": "namespace", "name": "edge-par", "project": OTHER_PROJECT}));
+    s.take_requests();
+    let planned = lines(&ok(&s.scw(&[APPLY, &["--dry-run"]].concat())));
+    let kinds: Vec<&str> = planned.iter().filter_map(|p| p["step"].as_str()).collect();
+    assert_eq!(
+        kinds.first(),
+        Some(&"create-registry-namespace"),
+        "{kinds:?}"
+    );
+
+    let out = s.scw(APPLY);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in ["edge-par", "registry_namespace", "globally unique"] {
+        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
+    }
+    let writes = mutations(&s.take_requests());
+    assert_eq!(
+        writes,
+        ["POST /registry/v1/regions/fr-par/namespaces"],
+        "nothing billed was made"
+    );
+}
+
+#[test]
 fn a_data_volume_attached_by_hand_survives_destroy() {
     let Some(s) = StandIn::start("hand_attached_volume", false) else {
         return;
@@ -2151,7 +2183,7 @@ fn a_host_that_does_not_resolve_is_named_tried_once_and_counted() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("GET https://api.edgepop-test.invalid/instance/v1/zones/fr-par-1/")
+        stderr.contains("GET https://api.edgepop-test.invalid/registry/v1/regions/fr-par/")
             && stderr.contains("cannot resolve the host api.edgepop-test.invalid")
             && !stderr.contains("retrying"),
         "{stderr}"

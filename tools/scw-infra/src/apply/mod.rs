@@ -183,11 +183,14 @@ impl Known {
 }
 
 /// Reads the cluster's resources and lists what `apply` must do, in the order it runs: the
-/// security group, the flexible IPs, the control planes (and the Talos image, when one must be
-/// made), the worker and its SSH key, the firewall rules, the DNS records, the registry.
+/// registry namespace (free, but its name is unique across Scaleway, so it is the step most
+/// likely to be refused: first, before anything billed), the security group, the flexible IPs,
+/// the control planes (and the Talos image, when one must be made), the worker and its SSH key,
+/// the firewall rules, the DNS records.
 pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
     let mut steps = Steps::default();
     let mut known = Known::default();
+    registry::plan(cluster, &mut steps)?;
     let group = firewall::plan_group(cluster, &mut steps, &mut known)?;
     let ips = ips::plan(cluster, &mut steps, &mut known)?;
     instances::plan(cluster, inputs, &mut steps, &mut known, &group, &ips)?;
@@ -223,7 +226,6 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
         &worker_addresses,
     )?;
     dns::plan(cluster, &mut steps, &control_planes, &worker_addresses)?;
-    registry::plan(cluster, &mut steps)?;
     Ok(ApplyPlan { steps, known })
 }
 

@@ -40,14 +40,24 @@ pub fn plan(cluster: &Cluster<'_>, steps: &mut Steps<ApplyStep>) -> R<()> {
 impl Create {
     pub fn execute(&self, cluster: &Cluster<'_>) -> R<()> {
         pop_common::info!("creating the public registry namespace {}", self.name);
-        let ns = cluster.api.registry().create_namespace(
-            &self.region,
-            &CreateNamespace {
-                name: self.name.clone(),
-                project_id: cluster.project.to_owned(),
-                is_public: true,
-            },
-        )?;
+        let ns = cluster
+            .api
+            .registry()
+            .create_namespace(
+                &self.region,
+                &CreateNamespace {
+                    name: self.name.clone(),
+                    project_id: cluster.project.to_owned(),
+                    is_public: true,
+                },
+            )
+            .map_err(|error| match error.status() {
+                // This project has no namespace of the name (the plan looked): another one has.
+                Some(409) => InfraError::RegistryNameTaken {
+                    name: self.name.clone(),
+                },
+                _ => error.into(),
+            })?;
         pop_common::info!("registry: {}", ns.endpoint);
         Ok(())
     }
