@@ -31,7 +31,17 @@ PUT of the key, and returned by HEAD (AWS, "Working with object metadata": user-
 is set when the object is uploaded and returned as `x-amz-meta-*` response headers; an object's
 metadata cannot be changed but by replacing it).
 
+Buckets belong to a Scaleway project (scaleway/docs-content
+pages/iam/api-cli/using-api-key-object-storage.mdx): S3 tools sign with the bare access key and
+"will always use [the API key's] preferred Project", and a bucket is made "inside the preferred
+Project", unless the access key is given as `ACCESS_KEY@PROJECT_ID`, which signs and acts in
+that project. The stand-in takes both forms of the key, and keeps each bucket's project in
+ROOT.projects/BUCKET (where the Scaleway stand-in reads it: a snapshot is imported only from a
+bucket of its own project); the preferred project is --preferred-project, by default one that
+is not the project the tests deploy into, as for an operator whose key prefers another one.
+
 Usage: s3_api.py --root DIR --port-file F --log F --access-key A --secret S --region R
+                 [--preferred-project P]
 A request whose `x-amz-date` is more than 15 minutes from the server's clock is refused 403
 `RequestTimeTooSkewed` (AWS S3 API Reference, "Error responses": the difference between the
 request time and the server's time is too large; AWS, "Authenticating Requests (AWS Signature
@@ -164,12 +174,19 @@ def list_token_key(token):
         return None
 
 
+# The API key's preferred Object Storage project, unless --preferred-project says another.
+PREFERRED_PROJECT = "55555555-5555-4555-8555-555555555555"
+
+
 def main():
     ap = argparse.ArgumentParser()
     for name in ("--root", "--port-file", "--log", "--access-key", "--secret", "--region"):
         ap.add_argument(name, required=True)
+    ap.add_argument("--preferred-project", default=PREFERRED_PROJECT)
     args = ap.parse_args()
     os.makedirs(args.root, exist_ok=True)
+    projects = args.root.rstrip("/") + ".projects"
+    os.makedirs(projects, exist_ok=True)
     # Objects are written here, then renamed into the root: never seen half-written.
     staging = args.root.rstrip("/") + ".staging"
     os.makedirs(staging, exist_ok=True)
@@ -304,8 +321,10 @@ def main():
                 problems.append("no AWS4-HMAC-SHA256 Authorization")
             else:
                 access, _, region, signed = m.group(1), m.group(2), m.group(3), m.group(4).split(";")
-                if access != args.access_key:
+                key_id, _, project = access.partition("@")
+                if key_id != args.access_key:
                     problems.append(f"access key {access}")
+                self.project = project or args.preferred_project
                 if region != args.region:
                     problems.append(f"region {region}")
                 # S3 wants every x-amz-* header of the request signed (AWS, "Signature
@@ -315,7 +334,7 @@ def main():
                     if needed not in signed:
                         problems.append(f"{needed} is not signed")
                 want = expected_authorization(self.command, url.path, url.query, headers, signed,
-                                              args.access_key, args.secret, args.region, date, payload)
+                                              access, args.secret, args.region, date, payload)
                 if auth != want:
                     problems.append("SignatureDoesNotMatch")
             # UNSIGNED-PAYLOAD is S3's way to sign the headers only (curl uses it for uploads).
@@ -372,6 +391,8 @@ def main():
                         if os.path.isdir(bdir):
                             return self.error(409, "BucketAlreadyOwnedByYou", "bucket exists")
                         os.makedirs(bdir)
+                        with open(os.path.join(projects, bucket), "w") as f:
+                            f.write(self.project)
                         return self.send(200)
                     if not os.path.isdir(bdir):
                         return self.error(404, "NoSuchBucket", "The specified bucket does not exist")
@@ -379,6 +400,7 @@ def main():
                         if os.listdir(bdir):
                             return self.error(409, "BucketNotEmpty", "The bucket you tried to delete is not empty")
                         os.rmdir(bdir)
+                        os.remove(os.path.join(projects, bucket))
                         return self.send(204)
                     prefix = q.get("prefix", "")
                     if method == "GET" and q.get("list-type") == "2":

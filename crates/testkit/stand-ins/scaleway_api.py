@@ -778,6 +778,15 @@ def handle(state, method, template, p, query, body):
         if not os.path.exists(path):
             raise Answer(404, {"message": "resource is not found", "resource": "object",
                                "resource_id": f"{body['bucket']}/{body['key']}", "type": "not_found"})
+        # "Any bucket that belongs to the same project as the snapshot can be used" (Scaleway's
+        # Instance snapshot import guide, compute/instances/api-cli/snapshot-import-export-feature):
+        # the bucket's project is the one the S3 stand-in made it in. No recording holds the
+        # refusal: it is answered in the shape of Scaleway's permission errors.
+        with open(os.path.join(s.s3_root.rstrip("/") + ".projects", body["bucket"])) as f:
+            bucket_project = f.read()
+        if bucket_project != body["project_id"]:
+            raise Answer(403, {"type": "permissions_denied", "message": "insufficient permissions",
+                               "details": [{"resource": "object_storage_bucket", "action": "read"}]})
         with open(path, "rb") as f:
             if f.read(4) != b"QFI\xfb":
                 raise Answer(400, {"type": "invalid_arguments", "message": "invalid argument(s)",

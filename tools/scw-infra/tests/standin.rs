@@ -2115,12 +2115,13 @@ fn an_uploaded_object_is_reused_only_when_it_is_this_very_image() {
 
     // Where the tool uploads it, another file of the same size already is: a QCOW2 header and
     // nothing of this image (an older conversion, a half-written upload, someone else's file).
-    let bucket = s
-        .dir
-        .path()
-        .join("s3")
-        .join(format!("edgepop-edge-par-{}", &PROJECT[..8]));
+    let name = format!("edgepop-edge-par-{}", &PROJECT[..8]);
+    let bucket = s.dir.path().join("s3").join(&name);
     std::fs::create_dir_all(&bucket).unwrap();
+    // A bucket of this project, where the S3 stand-in keeps it.
+    let projects = s.dir.path().join("s3.projects");
+    std::fs::create_dir_all(&projects).unwrap();
+    std::fs::write(projects.join(&name), PROJECT).unwrap();
     let key = format!("talos%2Fv1.14.0-{}.qcow2", &digest[..12]);
     let mut other = b"QFI\xfb".to_vec();
     other.resize(image.len(), 0);
