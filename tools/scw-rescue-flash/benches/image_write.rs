@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use scw_rescue_flash::login::Login;
 use scw_rescue_flash::progress::Progress;
 use scw_rescue_flash::read_ahead::ReadAhead;
 use scw_rescue_flash::rescue::Rescue;
@@ -110,7 +111,7 @@ fn main() {
         Rescue::connect(
             address,
             &rescue.user,
-            &rescue.path("user_key"),
+            &Login::KeyFile(rescue.path("user_key")),
             Duration::from_secs(60),
         )
         .unwrap()

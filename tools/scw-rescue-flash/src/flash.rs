@@ -15,6 +15,7 @@ use crate::FLASHED_TAG;
 use crate::cli::{Config, DecompressOn};
 use crate::disk::{self, Refusal};
 use crate::image::{Image, ImageError};
+use crate::login::{Login, LoginError};
 use crate::rescue::{self, Rescue, SshError};
 use crate::write::{Root, download_and_write, has_zstd, send_image};
 
@@ -70,6 +71,8 @@ pub enum FlashError {
     },
     #[error(transparent)]
     Ssh(#[from] SshError),
+    #[error(transparent)]
+    Login(#[from] LoginError),
     #[error("refused: {0}; nothing was written")]
     Disk(#[from] Refusal),
     /// A command on the rescue system exited with an error.
@@ -329,8 +332,21 @@ impl Job<'_> {
         if !self.needs_writing(node, ip)? {
             return Ok(Flashed::AlreadyTagged);
         }
+        // Before the rescue boot, which a login that cannot work would waste.
+        let login = Login::resolve(
+            &self.config.ssh_key,
+            std::env::var_os("SSH_AUTH_SOCK").as_deref(),
+        )?;
+        if let Login::Agent { .. } = login {
+            pop_common::info!(
+                "{}: logging into the rescue system with the ssh-agent's identity for {}",
+                node.name,
+                self.config.ssh_key.display()
+            );
+        }
         self.boot_into(node, BootType::Rescue, &self.key_ids)?;
-        let (session, root) = self.open_rescue(node, SocketAddr::new(ip, self.config.ssh_port))?;
+        let address = SocketAddr::new(ip, self.config.ssh_port);
+        let (session, root) = self.open_rescue(node, address, &login)?;
         self.check_disk(&session, &node.name)?;
         self.write(&session, &root, &node.name)?;
         self.verify(&session, &root, &node.name)?;
@@ -386,7 +402,12 @@ impl Job<'_> {
 
     /// Once the server is in rescue: waits for its SSH, reads its rescue credentials again (the
     /// API may fill them after its first `ready`), connects, and finds how to be root there.
-    fn open_rescue(&self, node: &Node, address: SocketAddr) -> Result<(Rescue, Root), FlashError> {
+    fn open_rescue(
+        &self,
+        node: &Node,
+        address: SocketAddr,
+        login: &Login,
+    ) -> Result<(Rescue, Root), FlashError> {
         let (config, name) = (self.config, &node.name);
         let answered = self.poll().until(self.sleeper, |attempt| {
             if rescue::answers(address, config.timeout.min(Duration::from_secs(10))) {
@@ -412,7 +433,7 @@ impl Job<'_> {
             s.rescue_server.clone().filter(|r| !r.user.is_empty())
         })?;
         let user = config.ssh_user.clone().unwrap_or(credentials.user);
-        let session = Rescue::connect(address, &user, &config.ssh_key, config.timeout)?;
+        let session = Rescue::connect(address, &user, login, config.timeout)?;
         pop_common::info!(
             "{name}: rescue host key {} accepted for this session only (not written to known_hosts); cipher {}",
             session.host_key_fingerprint,

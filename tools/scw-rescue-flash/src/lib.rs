@@ -42,6 +42,7 @@ pub mod cli;
 pub mod disk;
 pub mod flash;
 pub mod image;
+pub mod login;
 pub mod progress;
 pub mod read_ahead;
 pub mod rescue;

@@ -4,12 +4,13 @@
 
 use std::io::{self, BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine as _;
 use ssh2::Session;
 
+use crate::login::Login;
 use crate::progress::Progress;
 
 /// Cipher preference (client to server and back), cheapest first *for libssh2*, measured by
@@ -115,11 +116,11 @@ pub struct Ran {
 }
 
 impl Rescue {
-    /// Connects and authenticates with the private key at `key`.
+    /// Connects and authenticates with `login` (the agent's identity, or the key file).
     pub fn connect(
         address: SocketAddr,
         user: &str,
-        key: &Path,
+        login: &Login,
         timeout: Duration,
     ) -> Result<Rescue, SshError> {
         let tcp = TcpStream::connect_timeout(&address, timeout)
@@ -154,12 +155,12 @@ impl Rescue {
             "SHA256:{}",
             base64::engine::general_purpose::STANDARD_NO_PAD.encode(hash)
         );
-        session
-            .userauth_pubkey_file(user, None, key, None)
+        login
+            .authenticate(&session, user)
             .map_err(|source| SshError::KeyRefused {
                 user: user.to_owned(),
                 address,
-                key: key.to_path_buf(),
+                key: login.key().to_path_buf(),
                 source,
             })?;
         if !session.authenticated() {

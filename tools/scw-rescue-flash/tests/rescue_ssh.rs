@@ -11,7 +11,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -166,7 +166,29 @@ fn flash(
     stdin: &str,
     extra: &[&str],
 ) -> Output {
+    flash_as(
+        &rescue.path("user_key"),
+        None,
+        (rescue, port, api, image),
+        stdin,
+        extra,
+    )
+}
+
+/// [`flash`] logging in with the private key `key`, through the ssh-agent at `agent` when given
+/// (never the agent of the machine running the tests).
+fn flash_as(
+    key: &Path,
+    agent: Option<&Path>,
+    (rescue, port, api, image): (&Rescue, u16, &Api, &Path),
+    stdin: &str,
+    extra: &[&str],
+) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"));
+    command.env_remove("SSH_AUTH_SOCK");
+    if let Some(agent) = agent {
+        command.env("SSH_AUTH_SOCK", agent);
+    }
     if !extra.contains(&"--tag-proven") {
         command
             .arg("--image")
@@ -177,7 +199,7 @@ fn flash(
     testkit::process::run_with_stdin(
         command
             .arg("--ssh-key")
-            .arg(rescue.path("user_key"))
+            .arg(key)
             .args(["--ssh-port", &port.to_string(), "--timeout-seconds", "20"])
             .args(["--ssh-tries", "20", "--ssh-interval-seconds", "0"])
             .args(extra)
@@ -408,6 +430,133 @@ fn stderr_of_contains(out: &Output, needle: &str) -> bool {
     stderr(out).contains(needle)
 }
 
+/// A real ssh-agent on a socket in `dir`, stopped when dropped.
+struct Agent {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Agent {
+    fn start(dir: &Path) -> Agent {
+        let socket = dir.join("agent.sock");
+        let child = Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Bounded: the agent makes its socket at once.
+        for _ in 0..100 {
+            if socket.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Agent { child, socket }
+    }
+
+    /// `ssh-add key`, its passphrase given by an askpass program (ssh-add reads none from a
+    /// pipe), never on a command line.
+    fn add(&self, dir: &Path, key: &Path, passphrase: &str) {
+        let askpass = dir.join("askpass");
+        fs::write(dir.join("passphrase"), passphrase).unwrap();
+        fs::write(
+            &askpass,
+            format!("#!/bin/sh\ncat '{}'\n", dir.join("passphrase").display()),
+        )
+        .unwrap();
+        fs::set_permissions(
+            &askpass,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        let out = Command::new("ssh-add")
+            .arg(key)
+            .env("SSH_AUTH_SOCK", &self.socket)
+            .env("SSH_ASKPASS", &askpass)
+            .env("SSH_ASKPASS_REQUIRE", "force")
+            .env("DISPLAY", ":0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_key_with_a_passphrase_works_through_an_agent_and_is_refused_before_any_boot_without() {
+    let test = "a_key_with_a_passphrase";
+    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+        return;
+    };
+    // The operator's key, protected by a passphrase (ssh-keygen -N), registered in IAM.
+    let key = rescue.path("protected_key");
+    let made = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "correct horse",
+            "-C",
+            "op",
+            "-f",
+        ])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let public_key = fs::read_to_string(rescue.path("protected_key.pub")).unwrap();
+    let id = api.seed(json!({"kind": "ssh_key", "name": "edgepop-edge-par-op",
+                             "public_key": public_key.trim()}))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let inventory = api.inventory_with_keys("{}", &[&id]);
+    let node = (&rescue, sshd.port, &api, image.as_path());
+
+    // No agent: refused before the server is touched, naming the way out.
+    let out = flash_as(&key, None, node, &inventory, &[]);
+    failed(
+        &out,
+        &[
+            "protected by a passphrase",
+            "SSH_AUTH_SOCK is not set",
+            "ssh-add",
+            "nothing was done",
+        ],
+    );
+    assert!(api.mutations().is_empty());
+    // An agent that does not hold it: the same.
+    let agent = Agent::start(rescue.dir.path());
+    let out = flash_as(&key, Some(&agent.socket), node, &inventory, &[]);
+    failed(&out, &["does not hold it"]);
+    assert!(api.mutations().is_empty());
+
+    // The key loaded into the agent: the rescue system is logged into through it.
+    agent.add(rescue.dir.path(), &key, "correct horse");
+    let out = flash_as(&key, Some(&agent.socket), node, &inventory, &[]);
+    flashed(&out, &rescue, &raw);
+    assert!(
+        stderr(&out).contains("with the ssh-agent's identity"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(api.mutations(), FLASHED);
+}
+
 #[test]
 fn without_a_key_given_by_id_the_rescue_system_is_never_asked_for() {
     let test = "without_a_key_given_by_id";
@@ -504,6 +653,42 @@ fn a_server_of_another_project_is_left_alone_whatever_its_tags() {
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
 }
 
+/// Without the tag (here on a second server of ours, untagged), the inventory says the node is
+/// live: a config applied over the recorded image `old`, or a proof on it that came a run late
+/// (found configured and ours, no config recorded). Nothing is done to it either way.
+fn assert_the_inventory_alone_says_it_is_live(
+    rescue: &Rescue,
+    sshd: &Sshd,
+    api: &mut Api,
+    image: &Path,
+    old: &str,
+) {
+    let untagged = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                   "tags": OURS, "address": "127.0.0.1"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let tagged = std::mem::replace(&mut api.server, untagged);
+    for proof in [
+        r#""config_applied": "sha256:11""#.to_owned(),
+        format!(r#""proved_ours": "{old}""#),
+    ] {
+        let live = api.inventory(&format!(r#"{{"image_flashed": "{old}", {proof}}}"#));
+        let out = flash(rescue, sshd.port, api, image, &live, &[]);
+        assert_eq!(out.status.code(), Some(1), "{proof}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("runs sha256:0000"),
+            "{proof}: {}",
+            stderr(&out)
+        );
+        let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(kept["nodes"][1]["steps"]["image_flashed"], old);
+        assert!(api.mutations().is_empty(), "{proof}");
+        assert_eq!(fs::read(rescue.disk()).unwrap(), b"the running node");
+    }
+    api.server = tagged;
+}
+
 #[test]
 fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_asked() {
     let test = "a_version_bump_on_a_configured_worker";
@@ -537,33 +722,7 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
     );
     assert!(api.mutations().is_empty());
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"the running node");
-    // Without the tag (here on a second server of ours, untagged), the inventory says the node
-    // is live: a config applied over the recorded image, or a proof on it that came a run late
-    // (found configured and ours, no config recorded).
-    let untagged = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                   "tags": OURS, "address": "127.0.0.1"}))["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let tagged = std::mem::replace(&mut api.server, untagged);
-    for proof in [
-        r#""config_applied": "sha256:11""#.to_owned(),
-        format!(r#""proved_ours": "{old}""#),
-    ] {
-        let live = api.inventory(&format!(r#"{{"image_flashed": "{old}", {proof}}}"#));
-        let out = flash(&rescue, sshd.port, &api, &image, &live, &[]);
-        assert_eq!(out.status.code(), Some(1), "{proof}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("runs sha256:0000"),
-            "{proof}: {}",
-            stderr(&out)
-        );
-        let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(kept["nodes"][1]["steps"]["image_flashed"], old);
-        assert!(api.mutations().is_empty(), "{proof}");
-        assert_eq!(fs::read(rescue.disk()).unwrap(), b"the running node");
-    }
-    api.server = tagged;
+    assert_the_inventory_alone_says_it_is_live(&rescue, &sshd, &mut api, &image, &old);
     let applied = api.inventory(&format!(
         r#"{{"image_flashed": "{old}", "config_applied": "sha256:11"}}"#
     ));
