@@ -76,6 +76,8 @@ pub(crate) fn download_and_write(
             stderr: temp.stderr.trim().to_owned(),
         });
     }
+    // Redirects are followed (the Image Factory sends its assets' downloads to its CDN with a
+    // 302), on the same protocols only: never from https down to http.
     let protocols = if url.loopback {
         "=http,https"
     } else {
@@ -83,7 +85,7 @@ pub(crate) fn download_and_write(
     };
     let fetched = session.run_with_input(
         &format!(
-            "curl -fsS --globoff --proto {protocols} --retry 3 -K - -o {file} && sha256sum {file}"
+            "curl -fsS --globoff --proto {protocols} -L --proto-redir {protocols} --retry 3 -K - -o {file} && sha256sum {file}"
         ),
         url.curl_config().as_bytes(),
     )?;

@@ -792,6 +792,31 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
     let sudo = fs::read_to_string(rescue.path("sudo.log")).unwrap();
     assert!(!sudo.contains("http"), "{sudo}");
 
+    // The Image Factory answers an asset with a 302 to its CDN (siderolabs/image-factory
+    // internal/frontend/http/image.go): the download follows it.
+    let cdn = Server::start_for(|url| {
+        vec![
+            Reply::Redirect {
+                status: 302,
+                location: format!("{url}/cdn/metal-amd64.raw.zst"),
+            },
+            Reply::ok(fs::read(&image).unwrap()),
+        ]
+    })
+    .unwrap();
+    fs::write(rescue.disk(), b"before").unwrap();
+    let url = format!("{}/image/abc/v1.13.9/metal-amd64.raw.zst", cdn.url);
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
+    flashed(&out, &rescue, &raw);
+    let targets: Vec<String> = cdn.requests().into_iter().map(|r| r.target).collect();
+    assert_eq!(
+        targets,
+        [
+            "/image/abc/v1.13.9/metal-amd64.raw.zst",
+            "/cdn/metal-amd64.raw.zst"
+        ]
+    );
+
     // A download that is not the pinned file is refused before anything touches the disk.
     let other = zstd::encode_all(&b"not the image"[..], 3).unwrap();
     let release = Server::start(vec![Reply::ok(other)]).unwrap();
