@@ -27,9 +27,14 @@ pub struct Cli {
     pub ssh_user: Option<String>,
     #[arg(long, default_value_t = 22)]
     pub ssh_port: u16,
-    /// How many times to check for a state change, the rescue system's SSH, its credentials.
+    /// How many times to check for the rescue system's SSH.
     #[arg(long, default_value_t = 60)]
     pub ssh_tries: u32,
+    /// How many times to check for a change of the server's state (stopped, ready in a boot,
+    /// its rescue credentials shown): by default two hours at the default interval, the bound
+    /// Scaleway's SDK gives an Elastic Metal server's transient states (WaitForServer).
+    #[arg(long, default_value_t = 720)]
+    pub state_tries: u32,
     /// Seconds between two checks.
     #[arg(long, default_value_t = 10)]
     pub ssh_interval_seconds: u64,
@@ -86,6 +91,7 @@ pub struct Config {
     pub ssh_user: Option<String>,
     pub ssh_port: u16,
     pub ssh_tries: u32,
+    pub state_tries: u32,
     pub ssh_interval: Duration,
     pub ssh_key_ids: Vec<String>,
     pub image_url: Option<ImageUrl>,
@@ -176,6 +182,9 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     if cli.ssh_tries == 0 {
         return Err(Error::Usage("--ssh-tries: must be at least 1".into()));
     }
+    if cli.state_tries == 0 {
+        return Err(Error::Usage("--state-tries: must be at least 1".into()));
+    }
     let image_url = cli
         .image_url
         .as_deref()
@@ -214,6 +223,7 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
         ssh_user: cli.ssh_user,
         ssh_port: cli.ssh_port,
         ssh_tries: cli.ssh_tries,
+        state_tries: cli.state_tries,
         ssh_interval: Duration::from_secs(cli.ssh_interval_seconds),
         ssh_key_ids: cli.ssh_key_ids,
         image_url,
@@ -266,6 +276,11 @@ mod tests {
         assert_eq!(
             (config.ssh_tries, config.ssh_interval),
             (60, Duration::from_secs(10))
+        );
+        // A state change may take the SDK's two hours, not the SSH bound's ten minutes.
+        assert_eq!(
+            config.ssh_interval * config.state_tries,
+            Duration::from_secs(2 * 3600)
         );
         assert_eq!(config.disk, "/dev/sda");
         assert_eq!(config.decompress_on, DecompressOn::Auto);

@@ -256,7 +256,11 @@ impl Job<'_> {
         pick: impl Fn(&Server) -> Option<T>,
     ) -> Result<T, FlashError> {
         let mut last = String::from("no answer");
-        let found = self.poll().until(self.sleeper, |_| {
+        let poll = Poll {
+            tries: self.config.state_tries,
+            interval: self.config.ssh_interval,
+        };
+        let found = poll.until(self.sleeper, |_| {
             let now =
                 self.api
                     .server(&node.zone, &node.id)?
@@ -277,7 +281,7 @@ impl Job<'_> {
             last,
             id: node.id.clone(),
             zone: node.zone.clone(),
-            tries: self.config.ssh_tries,
+            tries: poll.tries,
             interval: self.config.ssh_interval.as_secs(),
         })
     }

@@ -10,9 +10,10 @@
 //!    `--reflash` asks for it;
 //! 2. boots it into rescue as a server with no installed OS allows: stop, then start with
 //!    `boot_type: rescue` and the IAM keys the inventory names by id (`ssh_key_ids`, the only keys
-//!    the rescue image of such a server gets); waits until the API says it is ready in rescue,
-//!    then until SSH answers (`--ssh-tries` times `--ssh-interval-seconds` apart, 60 x 10 s), then
-//!    reads the rescue user and password again (the API fills them after the first `ready`);
+//!    the rescue image of such a server gets); waits until the API says it is ready in rescue
+//!    (each state change `--state-tries` times `--ssh-interval-seconds` apart, 720 x 10 s: the
+//!    SDK's two hours), then until SSH answers (`--ssh-tries`, 60 x 10 s), then reads the rescue
+//!    user and password again (the API fills them after the first `ready`);
 //! 3. connects with the SSH key; the rescue host key is new at each rescue boot, so its
 //!    fingerprint is logged and accepted for this session only (never written to known_hosts).
 //!    The rescue user is not root: the disk commands run under `sudo -S`, the rescue password
