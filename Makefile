@@ -71,8 +71,10 @@ unexport HELM_KUBECONTEXT HELM_KUBEAPISERVER HELM_KUBETOKEN HELM_KUBECAFILE HELM
 # Tools are built in release mode when a recipe needs them; cargo leaves the binary untouched
 # (older than its sources) when nothing changed, so file targets that depend on it stay fresh.
 RUST_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find crates tools filter -name '*.rs' -o -name Cargo.toml -o -name '*.html' 2>/dev/null)
+# Builds run without the Scaleway secret: a dependency's build script has no use for it.
+WITHOUT_SECRETS = bash pipelines/without-secrets.sh
 $(BIN)/%: $(RUST_SOURCES)
-	@$(CARGO) build --quiet --release --bin $*
+	@$(WITHOUT_SECRETS) $(CARGO) build --quiet --release --bin $*
 
 # The filter module is a real file: rebuilt only when a source of the filter (Rust, page,
 # lockfile) changed. It lands where cargo puts it, under CARGO_TARGET_DIR when that is set.
@@ -128,7 +130,7 @@ apply: ## Apply the three layers in order: infra, then platform, then edge
 # command that updates it in place.
 REFLASH ?=
 apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos configured; writes talos/_out/kubeconfig and platform-inputs.json
-	@$(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
+	@$(WITHOUT_SECRETS) $(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' REFLASH='$(REFLASH)' pipelines/infra.sh apply
 
 talos-image-digests: $(BIN)/scw-infra $(INFRA_CONFIG) ## Download the Talos images of the pins once (Image Factory, https) and record their sha256 in config/talos-image-digests.env
@@ -234,7 +236,7 @@ filter-image: $(FILTER_WASM) $(BIN)/oci-image ## The filter as a Wasm OCI image 
 lists-musl: setup-images
 	CC_$(subst -,_,$(MUSL_TARGET))=musl-gcc CARGO_PROFILE_RELEASE_STRIP=symbols \
 	RUSTFLAGS='--remap-path-prefix=$(CURDIR)=/src --remap-path-prefix=$(if $(filter undefined,$(origin CARGO_HOME)),$(HOME)/.cargo,$(CARGO_HOME))=/cargo' \
-	  $(CARGO) build --quiet --locked --release --target $(MUSL_TARGET) -p lists-refresh -p lists-gen-asn -p lists-gen-tor -p lists-gen-crawlers
+	  $(WITHOUT_SECRETS) $(CARGO) build --quiet --locked --release --target $(MUSL_TARGET) -p lists-refresh -p lists-gen-asn -p lists-gen-tor -p lists-gen-crawlers
 
 lists-image: lists-musl $(BIN)/oci-image ## The lists-refresh image (static binaries, CA bundle, no base, uid 65532) in target/images/lists-refresh; prints its manifest digest
 	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image lists --bin-dir '$(MUSL_BIN)' --ca-bundle '$(CA_BUNDLE)' --out '$(LISTS_IMAGE)'
@@ -306,7 +308,7 @@ destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show scw-infra's destroy plan
 ##@ Build, demo, tests
 .PHONY: filter demo explain lists test lint bench bench-lists setup-demo setup-test setup-bench
 $(FILTER_WASM): $(FILTER_SOURCES) | setup-demo
-	$(CARGO) build --quiet -p pow-filter --target wasm32-wasip1 --profile wasm-release
+	$(WITHOUT_SECRETS) $(CARGO) build --quiet -p pow-filter --target wasm32-wasip1 --profile wasm-release
 	@touch $@
 
 filter: $(FILTER_WASM) ## Build the pow-filter .wasm module and print its sha256 (what the WasmPlugin pins)

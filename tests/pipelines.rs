@@ -573,3 +573,39 @@ fn make_lists_passes_force_only_when_asked() {
         "{stderr}"
     );
 }
+
+// --- without-secrets.sh ------------------------------------------------------------------------
+
+/// The shell's list of secret variables is the Rust tools' list: one contract, read by scw-infra
+/// and scaleway's credentials, removed by the pipelines and the Makefile's builds.
+#[test]
+fn without_secrets_removes_every_variable_the_credentials_read_as_the_secret() {
+    let script = fs::read_to_string(repo().join("pipelines/without-secrets.sh")).unwrap();
+    let line = script
+        .lines()
+        .find(|l| l.starts_with("without_secrets()"))
+        .unwrap();
+    let removed: Vec<&str> = line
+        .split_whitespace()
+        .skip_while(|w| *w != "env")
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|w| w[0] == "-u")
+        .map(|w| w[1])
+        .collect();
+    assert_eq!(removed, scaleway::creds::SECRET_VARIABLES);
+    // Run as a program, it runs the command without them.
+    let out = Command::new("bash")
+        .arg(repo().join("pipelines/without-secrets.sh"))
+        .args(["sh", "-c", "env"])
+        .env("SCW_SECRET_KEY", "s")
+        .env("SCW_TOKEN", "t")
+        .env("KEPT", "k")
+        .output()
+        .unwrap();
+    let env = text(&out);
+    assert!(
+        env.contains("KEPT=k") && !env.contains("SCW_SECRET_KEY") && !env.contains("SCW_TOKEN"),
+        "{env}"
+    );
+}

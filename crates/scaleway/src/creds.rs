@@ -91,6 +91,16 @@ pub struct ConfigFile {
     pub profiles: BTreeMap<String, Profile>,
 }
 
+/// The environment variables that carry the secret key: `SCW_SECRET_KEY` and the SDK's legacy
+/// names (scw/env.go: SCW_TOKEN, SCALEWAY_TOKEN and SCALEWAY_ACCESS_KEY all meant the secret in
+/// the v1 tools). A program the tools run that does not talk to Scaleway gets none of them.
+pub const SECRET_VARIABLES: [&str; 4] = [
+    "SCW_SECRET_KEY",
+    "SCW_TOKEN",
+    "SCALEWAY_TOKEN",
+    "SCALEWAY_ACCESS_KEY",
+];
+
 /// What the tool uses, once resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
@@ -300,14 +310,7 @@ pub fn resolve(
             "access_key",
         )
         .ok_or_else(|| missing("access key", "SCW_ACCESS_KEY", "access_key"))?;
-    // The legacy names are the SDK's (scw/env.go): SCW_TOKEN, SCALEWAY_TOKEN and
-    // SCALEWAY_ACCESS_KEY all meant the secret in the v1 tools.
-    let secret_names = [
-        "SCW_SECRET_KEY",
-        "SCW_TOKEN",
-        "SCALEWAY_TOKEN",
-        "SCALEWAY_ACCESS_KEY",
-    ];
+    let secret_names = SECRET_VARIABLES;
     let secret_key = origins
         .pick(
             first_var(env, &secret_names)?.map(|(name, value)| (name, Secret(value))),

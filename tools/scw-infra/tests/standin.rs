@@ -74,7 +74,14 @@ impl StandIn {
         .unwrap();
         config["ssh_public_key_path"] = json!(dir.path().join("id.pub"));
         std::fs::write(dir.path().join("infra.json"), config.to_string()).unwrap();
+        wrap_image_tools(dir.path());
         Some(StandIn { scaleway, s3, dir })
+    }
+
+    /// The programs scw-infra ran with a Scaleway secret in their environment (see
+    /// [`wrap_image_tools`]).
+    fn saw_the_secret(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("secret-seen.log")).unwrap_or_default()
     }
 
     fn state(&self) -> Value {
@@ -136,6 +143,14 @@ impl StandIn {
         let mut cmd = Command::new(program);
         cmd.env_clear()
             .env("HOME", self.dir.path())
+            // The image tools, through wrappers that note whether they got the secret.
+            .env(
+                "PATH",
+                format!(
+                    "{}:/usr/bin:/bin",
+                    self.dir.path().join("wrappers").display()
+                ),
+            )
             .env("SCW_API_URL", self.scaleway.url())
             .env("SCW_S3_ENDPOINT", self.s3.url())
             .stdin(Stdio::null());
@@ -1064,6 +1079,32 @@ fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// In `dir/wrappers`, zstd and qemu-img (when this machine has them) as scripts that append
+/// their name to `dir/secret-seen.log` when a Scaleway secret variable is in their environment,
+/// then run the real program: they need no credential, so they must get none.
+fn wrap_image_tools(dir: &Path) {
+    let wrappers = dir.join("wrappers");
+    std::fs::create_dir_all(&wrappers).unwrap();
+    for program in ["zstd", "qemu-img"] {
+        let Some(real) = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+        else {
+            continue;
+        };
+        let script = format!(
+            "#!/bin/sh\nif env | grep -qE '^({secrets})='; then\n  echo {program} >> '{}'\nfi\nexec '{}' \"$@\"\n",
+            dir.join("secret-seen.log").display(),
+            real.display(),
+            secrets = scaleway::creds::SECRET_VARIABLES.join("|"),
+        );
+        let path = wrappers.join(program);
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+}
+
 /// Whether zstd and qemu-img, which the import runs, are here (else skip_or_fail).
 fn image_tools(test: &str) -> bool {
     for program in ["zstd", "qemu-img"] {
@@ -1383,6 +1424,9 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
 
     assert_destroy_removes_the_image_then_the_snapshot_then_the_bucket(&s);
     s.take_requests();
+    // zstd and qemu-img ran (the image was converted), without the Scaleway secret.
+    assert_eq!(s.saw_the_secret(), "");
+    assert!(s.dir.path().join("wrappers/qemu-img").exists());
 }
 
 fn kind(v: &Value) -> &'static str {

@@ -85,8 +85,13 @@ pub fn download(source: &TalosSource, dir: &Path) -> Result<PathBuf, ImageError>
     Ok(path)
 }
 
+/// Runs `program` (zstd, qemu-img) without the Scaleway secret, which it has no use for.
 fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<(), ImageError> {
-    let out = Command::new(program).args(args).output().map_err(|e| {
+    let mut command = Command::new(program);
+    for variable in scaleway::creds::SECRET_VARIABLES {
+        command.env_remove(variable);
+    }
+    let out = command.args(args).output().map_err(|e| {
         let hint = match program {
             "zstd" => " (apt-get install zstd)",
             "qemu-img" => " (apt-get install qemu-utils)",
