@@ -129,9 +129,12 @@ apply: ## Apply the three layers in order: infra, then platform, then edge
 # or schematic bump), wiping it; without it such a worker is refused with the talosctl upgrade
 # command that updates it in place.
 REFLASH ?=
+# WORKER_CERT_FINGERPRINT=<base64 SPKI sha256>, read on the worker's console, pins its first
+# contact in maintenance mode instead of trusting the first certificate seen.
+WORKER_CERT_FINGERPRINT ?=
 apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos configured; writes talos/_out/kubeconfig and platform-inputs.json
 	@$(WITHOUT_SECRETS) $(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
-	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' REFLASH='$(REFLASH)' pipelines/infra.sh apply
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' REFLASH='$(REFLASH)' WORKER_CERT_FINGERPRINT='$(WORKER_CERT_FINGERPRINT)' pipelines/infra.sh apply
 
 talos-image-digests: $(BIN)/scw-infra $(INFRA_CONFIG) ## Download the Talos images of the pins once (Image Factory, https) and record their sha256 in config/talos-image-digests.env
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' pipelines/infra.sh digests

@@ -21,7 +21,8 @@
 # k8s/versions.env: TALOS_VERSION, KUBERNETES_VERSION and the Image Factory pins), TALOS_DIGESTS
 # (default config/talos-image-digests.env: the images' sha256, recorded there), PATCHES
 # (default talos/patches), REFLASH=yes (let scw-rescue-flash write over a worker that runs
-# another image: it wipes the node), BOOTSTRAP_TRIES and BOOTSTRAP_INTERVAL (how long the
+# another image: it wipes the node), WORKER_CERT_FINGERPRINT (the worker's maintenance
+# certificate fingerprint, read on its console: pins the first contact), BOOTSTRAP_TRIES and BOOTSTRAP_INTERVAL (how long the
 # bootstrap waits for booting control planes: 90 times 10 s). Everything generated is under $OUT
 # (git-ignored); what holds a secret (secrets bundle, machine configs, talosconfig, kubeconfig)
 # is mode 0600. The config and the records are read and written by the tools only (scw-infra
@@ -241,8 +242,11 @@ nodes() {
   control_plane_sha256=$(pinned_sha256 control-plane)
   read_names
   metal=$(image)
-  local reflash=()
+  local reflash=() pins=()
   [[ "${REFLASH:-}" == yes ]] && reflash=(--reflash)
+  # The worker's certificate fingerprint, read on its console, pins the first contact instead of
+  # trusting it (talos-apply-insecure --cert-fingerprint).
+  [[ -n "${WORKER_CERT_FINGERPRINT:-}" ]] && pins=(--cert-fingerprint "$WORKER_CERT_FINGERPRINT")
   # scw-infra finds the nodes again from Scaleway (importing the control planes' image when it is
   # missing; giving each new control plane its config as user data, which Talos's Scaleway
   # platform reads at boot, so it never opens maintenance mode) and carries over, by server id,
@@ -261,7 +265,7 @@ nodes() {
       --control-plane-config "$OUT/controlplane.yaml" \
     | "$BIN/scw-rescue-flash" --image "$metal" --disk "$INSTALL_DISK" --ssh-key "$SSH_PRIVATE_KEY" \
         --installer-image "$WORKER_INSTALLER_IMAGE" --talosconfig "$talosconfig" "${reflash[@]}" \
-    | without_secrets "$BIN/talos-apply-insecure" --config-dir "$OUT" --talosconfig "$talosconfig" \
+    | without_secrets "$BIN/talos-apply-insecure" --config-dir "$OUT" --talosconfig "$talosconfig" "${pins[@]}" \
     | "$BIN/scw-rescue-flash" --tag-proven \
     > "$inventory.partial"
   mv "$inventory.partial" "$inventory"

@@ -770,7 +770,16 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         recording_tool(&bin, tool, &log, &env.path("scw-inventory.json"));
     }
     let bin_dir = bin.display().to_string();
-    ok(&env.infra("nodes", &[("BIN", &bin_dir), ("REFLASH", "yes")]));
+    // The worker's certificate fingerprint, read on its console, pins the first contact.
+    let pin = "U6UHi4Fk3lgHDR8M1AZMkCTxUvFqBdFwO7XbSxeM4e0=";
+    ok(&env.infra(
+        "nodes",
+        &[
+            ("BIN", &bin_dir),
+            ("REFLASH", "yes"),
+            ("WORKER_CERT_FINGERPRINT", pin),
+        ],
+    ));
     assert_eq!(
         fs::read_to_string(env.out("inventory.json")).unwrap(),
         inventory(11)
@@ -796,6 +805,11 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
     assert_eq!(
         [apply.1, flash.1, talos.1, tag.1],
         [true, true, false, true]
+    );
+    assert!(
+        talos.2.contains(&format!("--cert-fingerprint {pin}")),
+        "{}",
+        talos.2
     );
     // scw-infra imports the control planes' image from the pins when it is missing.
     assert!(
