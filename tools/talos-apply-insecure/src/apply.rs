@@ -24,7 +24,7 @@ pub enum ApplyError {
         fingerprint: String,
     },
     #[error(
-        "{address}: its Talos API did not answer after {tries} checks {interval}s apart (still booting? its console, or the Elastic Metal BMC, shows where it is); nothing sent: {reason}"
+        "{address}: its Talos API did not answer after {tries} checks {interval}s apart (still booting? its console, or the Elastic Metal BMC, shows where it is; or, for a control plane, this machine's address is not in admin_cidrs of the infra config, the only sources its security group lets reach port 50000); nothing sent: {reason}"
     )]
     NeverAnswered {
         address: SocketAddr,

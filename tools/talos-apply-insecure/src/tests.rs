@@ -183,7 +183,8 @@ fn a_node_that_never_answers_fails_naming_the_bound() {
     assert!(
         message
             .contains("w1: 192.0.2.7:50000: its Talos API did not answer after 4 checks 10s apart")
-            && message.contains("connection refused"),
+            && message.contains("connection refused")
+            && message.contains("not in admin_cidrs"),
         "{message}"
     );
     assert!(api.applied.borrow().is_empty());
