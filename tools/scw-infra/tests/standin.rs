@@ -1931,6 +1931,47 @@ fn a_registry_name_taken_elsewhere_stops_the_run_before_anything_billed() {
 }
 
 #[test]
+fn a_dns_record_made_by_someone_else_during_the_run_is_not_written_over() {
+    let Some(s) = StandIn::start("dns_record_during_the_run", true) else {
+        return;
+    };
+    // The plan read the zone before the worker was ordered; its wait is long (here one look
+    // held a few seconds), and meanwhile someone makes a record of one of our names.
+    s.faults(
+        json!([{"method": "GET", "path": "/baremetal/v1/zones/fr-par-1/servers/[^/]+$",
+                      "kind": "slow", "seconds": 5, "count": 1}]),
+    );
+    let mut run = testkit::process::Running::spawn(&mut s.scw_command(APPLY, SECRET));
+    run.wait_for_line("ordering the Elastic Metal server");
+    s.seed(
+        json!({"kind": "record", "dns_zone": "example.com", "name": "www",
+                  "type": "A", "data": "192.0.2.99"}),
+    );
+    let out = run.finish();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("www.example.com A 192.0.2.99 is not ours"),
+        "{stderr}"
+    );
+    assert!(
+        !mutations(&s.take_requests())
+            .iter()
+            .any(|m| m.starts_with("PATCH /domain/")),
+        "the zone was written"
+    );
+    let records = s.state()["records"]["example.com"].clone();
+    assert!(
+        records
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "www" && r["data"] == "192.0.2.99"),
+        "{records}"
+    );
+}
+
+#[test]
 fn a_data_volume_attached_by_hand_survives_destroy() {
     let Some(s) = StandIn::start("hand_attached_volume", false) else {
         return;

@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use scaleway::dns::{Change, IdFields, NewRecord, RecordType};
+use scaleway::dns::{Change, IdFields, NewRecord, Record, RecordType};
 use serde::Serialize;
 
 use super::{Address, ApplyStep, Known};
@@ -89,22 +89,9 @@ pub fn plan(
         }));
         return Ok(());
     }
-    let comment = cluster.names().cluster_tag();
     let mut changed = Vec::new();
     for set in sets {
-        let existing = dns.records(dns_zone, &set.name, &set.record_type)?;
-        if let Some(foreign) = existing
-            .iter()
-            .find(|r| r.comment.as_deref() != Some(&comment))
-        {
-            return Err(InfraError::ForeignDnsRecord {
-                name: set.name.clone(),
-                dns_zone: dns_zone.clone(),
-                record_type: set.record_type.to_string(),
-                data: foreign.data.clone(),
-                comment,
-            });
-        }
+        let existing = ours_only(cluster, dns_zone, &set)?;
         let want: Option<Vec<String>> = set
             .data
             .iter()
@@ -132,6 +119,29 @@ pub fn plan(
     Ok(())
 }
 
+/// The records the zone holds now of `set`'s name and type, refused when one is not ours (no
+/// comment of the cluster): a set replaces every record of its name and type.
+fn ours_only(cluster: &Cluster<'_>, dns_zone: &str, set: &RecordSet) -> R<Vec<Record>> {
+    let comment = cluster.names().cluster_tag();
+    let existing = cluster
+        .api
+        .dns()
+        .records(dns_zone, &set.name, &set.record_type)?;
+    if let Some(foreign) = existing
+        .iter()
+        .find(|r| r.comment.as_deref() != Some(&comment))
+    {
+        return Err(InfraError::ForeignDnsRecord {
+            name: set.name.clone(),
+            dns_zone: dns_zone.to_owned(),
+            record_type: set.record_type.to_string(),
+            data: foreign.data.clone(),
+            comment,
+        });
+    }
+    Ok(existing)
+}
+
 impl SetRecords {
     /// Each set with its addresses resolved; a set left without any is dropped.
     fn resolved(&self, known: &Known) -> Vec<(&RecordSet, Vec<String>)> {
@@ -151,6 +161,11 @@ impl SetRecords {
     }
 
     pub fn execute(&self, cluster: &Cluster<'_>, known: &Known) -> R<()> {
+        // Checked again now: the plan read the zone before the waits (the worker's can take two
+        // hours), and a record made since by someone else must not be written over.
+        for set in &self.sets {
+            ours_only(cluster, &self.dns_zone, set)?;
+        }
         let comment = cluster.names().cluster_tag();
         let changes: Vec<Change> = self
             .resolved(known)
