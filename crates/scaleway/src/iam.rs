@@ -50,6 +50,17 @@ impl<'c> Iam<'c> {
         Ok(all.into_iter().filter(|k| k.name == name).collect())
     }
 
+    /// Every SSH key of the project, whatever its name.
+    pub fn project_ssh_keys(&self) -> R<Vec<SshKey>> {
+        self.client.list_mine(
+            "/iam/v1alpha1/ssh-keys",
+            "project_id",
+            &[],
+            "ssh_keys",
+            "page_size",
+        )
+    }
+
     /// Registers a key (answered with a 5xx or cut, a key of this name and public key is looked
     /// for before it is sent again).
     pub fn create_ssh_key(&self, body: &CreateSshKey) -> R<SshKey> {

@@ -53,7 +53,8 @@ Usage: scaleway_api.py --specs DIR --cassettes DIR --port-file F --log F --secre
                        [--dns-zone Z] [--rescue-dir DIR --rescue-user NAME]
 Control (not Scaleway): POST /__standin/faults [{method, path (regex), kind: status|cut|slow,
 status, retry_after, count, applied}], POST /__standin/seed {kind, project, ...fields},
-POST /__standin/guest-halt {address} (the guest of the Instance with that public IPv4 powered
+POST /__standin/iam-refuses-duplicate-keys (IAM answers 409 to a public key the organization
+already holds), POST /__standin/guest-halt {address} (the guest of the Instance with that public IPv4 powered
 itself off, as `talosctl shutdown` makes Talos do: the Instance goes stopping, then `stopped in
 place`, standby, still billed: "`poweroff` typed inside the guest gives standby",
 scaleway/docs-content PR #5001, ../shared/reference/infra-facts.md §2 S10; from there
@@ -357,6 +358,7 @@ class State:
         self.snapshots = {}
         self.s3_root = None
         self.faults = []
+        self.iam_refuses_duplicates = False
         self.next_ip = 10
         self.rescue_dir = rescue_dir
         self.rescue_user = rescue_user
@@ -917,6 +919,15 @@ def handle(state, method, template, p, query, body):
         if method == "GET":
             items = [k for k in s.ssh_keys.values() if not q1("name") or q1("name") in k["name"]]
             return listed("ssh_keys", items)
+        # Whether IAM refuses a public key the organization already holds is not settled: a
+        # maintainer answered "409 Conflict ... because two keys are the same"
+        # (terraform-provider-scaleway#713, 2020), later reports show two identical keys made
+        # (scaleway-cli#2421, 2022). Off by default; POST /__standin/iam-refuses-duplicate-keys
+        # turns the refusal on.
+        same = body["public_key"].split()[:2]
+        if s.iam_refuses_duplicates and any(k["public_key"].split()[:2] == same for k in s.ssh_keys.values()):
+            raise Answer(409, {"type": "conflict", "message": "resource conflict",
+                               "resource": "ssh_key"})
         key = copy.deepcopy(s.t["ssh_key"])
         key.update(id=new_id(), name=body["name"], public_key=body["public_key"], project_id=body["project_id"],
                    organization_id=s.project, created_at=now(), updated_at=now(), disabled=False)
@@ -1226,6 +1237,9 @@ def main():
                     return self.send(200, {"faults": len(state.faults)})
                 if path == "/__standin/seed" and method == "POST":
                     return self.send(200, seed(state, body))
+                if path == "/__standin/iam-refuses-duplicate-keys" and method == "POST":
+                    state.iam_refuses_duplicates = True
+                    return self.send(200, {})
                 if path == "/__standin/guest-halt" and method == "POST":
                     halted = [srv for srv in state.servers.values() if srv["state"] == "running" and
                               any(ip["address"] == body["address"] for ip in srv["public_ips"])]

@@ -1972,6 +1972,33 @@ fn a_dns_record_made_by_someone_else_during_the_run_is_not_written_over() {
 }
 
 #[test]
+fn a_public_key_registered_under_another_name_is_used_and_left_alone() {
+    let Some(s) = StandIn::start("key_registered_already", false) else {
+        return;
+    };
+    // The operator registered their key by hand (the console's name for it), and IAM refuses
+    // the same public key twice.
+    let laptop = s.seed(json!({"kind": "ssh_key", "name": "laptop", "public_key": PUBKEY}));
+    control(
+        &s.scaleway.url(),
+        "iam-refuses-duplicate-keys",
+        Some(&json!({})),
+    );
+    s.take_requests();
+    let inventory: Value = serde_json::from_str(ok(&s.scw(APPLY)).trim()).unwrap();
+    assert_eq!(inventory["ssh_key_ids"], json!([laptop["id"]]));
+    assert!(
+        !mutations(&s.take_requests())
+            .iter()
+            .any(|m| m.contains("ssh-keys")),
+        "no key registered"
+    );
+    // Not ours: destroy leaves it.
+    let plan = ok(&s.scw(&["destroy", "--dry-run"]));
+    assert!(!plan.contains(laptop["id"].as_str().unwrap()), "{plan}");
+}
+
+#[test]
 fn a_data_volume_attached_by_hand_survives_destroy() {
     let Some(s) = StandIn::start("hand_attached_volume", false) else {
         return;

@@ -136,6 +136,25 @@ fn plan_key(
             path: cluster.config.ssh_public_key_path.clone(),
         });
     }
+    // The same public key registered under another name (by hand, or by another tool): used as
+    // it is, since IAM may refuse the same key twice, and not ours (destroy removes keys by our
+    // name only, so it stays).
+    if let Some(registered) = cluster
+        .api
+        .iam()
+        .project_ssh_keys()?
+        .into_iter()
+        .find(|k| same_key(&k.public_key, &inputs.ssh_public_key))
+    {
+        pop_common::info!(
+            "the public key of {} is registered already as the IAM key {} ({}): used for the rescue system, and left in place by destroy",
+            cluster.config.ssh_public_key_path,
+            registered.name,
+            registered.id
+        );
+        known.ssh_key_id = Some(registered.id);
+        return Ok(());
+    }
     steps.create(|creates| {
         ApplyStep::RegisterSshKey(RegisterKey {
             creates,
