@@ -757,11 +757,9 @@ fn node_tool_calls(log: &Path) -> Vec<(String, bool, String)> {
         .collect()
 }
 
-#[test]
-fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() {
-    let test = "the_node_pipeline_gets_the_pins";
-    let Some(env) = Env::new(test) else { return };
-    let (factory, control_plane_digest) = node_pipeline_pins(&env);
+/// The three node tools, each recording its call and handing on an inventory of 11 nodes: the
+/// folder that holds them, and their log.
+fn recording_node_tools(env: &Env) -> (String, PathBuf) {
     let bin = env.path("node-tools");
     fs::create_dir_all(&bin).unwrap();
     let log = env.path("node-tools.log");
@@ -769,7 +767,15 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
     for tool in ["scw-infra", "scw-rescue-flash", "talos-apply-insecure"] {
         recording_tool(&bin, tool, &log, &env.path("scw-inventory.json"));
     }
-    let bin_dir = bin.display().to_string();
+    (bin.display().to_string(), log)
+}
+
+#[test]
+fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() {
+    let test = "the_node_pipeline_gets_the_pins";
+    let Some(env) = Env::new(test) else { return };
+    let (factory, control_plane_digest) = node_pipeline_pins(&env);
+    let (bin_dir, log) = recording_node_tools(&env);
     // The worker's certificate fingerprint, read on its console, pins the first contact.
     let pin = "U6UHi4Fk3lgHDR8M1AZMkCTxUvFqBdFwO7XbSxeM4e0=";
     ok(&env.infra(
@@ -806,11 +812,6 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         [apply.1, flash.1, talos.1, tag.1],
         [true, true, false, true]
     );
-    assert!(
-        talos.2.contains(&format!("--cert-fingerprint {pin}")),
-        "{}",
-        talos.2
-    );
     // scw-infra imports the control planes' image from the pins when it is missing.
     assert!(
         apply.2.contains(&format!(
@@ -845,14 +846,10 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
     ] {
         assert!(flash.contains(needle), "`{needle}` not in {flash}");
     }
-    assert!(
-        talos.2.contains(&format!(
-            "--talosconfig {}",
-            env.out("talosconfig").display()
-        )),
-        "{}",
-        talos.2
-    );
+    let talosconfig = format!("--talosconfig {}", env.out("talosconfig").display());
+    for needle in [talosconfig, format!("--cert-fingerprint {pin}")] {
+        assert!(talos.2.contains(&needle), "`{needle}` not in {}", talos.2);
+    }
 }
 
 #[test]

@@ -151,17 +151,7 @@ impl Stage {
         );
 
         install_tools(dir.path(), sshd.port);
-        let cargo = path("cargo");
-        fs::write(
-            &cargo,
-            format!(
-                "#!/bin/sh\nif env | grep -qE '^({secrets})='; then\n  echo \"cargo $*\" >> '{}'\nfi\n",
-                path("secret-seen.log").display(),
-                secrets = scaleway::creds::SECRET_VARIABLES.join("|"),
-            ),
-        )
-        .unwrap();
-        fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        recording_cargo(dir.path());
 
         let worker_raw = fs::read(path("worker.raw")).unwrap();
         Some(Stage {
@@ -527,6 +517,24 @@ fn write_configs(dir: &Path, rescue: &testkit::sshd::Rescue) {
 
 /// BIN: the tools cargo built, the two node tools after scw-infra apply recorded; on PATH, the
 /// talosctl stand-in and the recording helm.
+/// `dir/cargo`: a cargo that builds nothing (the tools are the ones cargo built for this test)
+/// and appends its arguments to `dir/secret-seen.log` when a Scaleway secret variable is in its
+/// environment: a dependency's build script could read it, and none needs it.
+fn recording_cargo(dir: &Path) {
+    let path = |name: &str| dir.join(name);
+    let cargo = path("cargo");
+    fs::write(
+        &cargo,
+        format!(
+            "#!/bin/sh\nif env | grep -qE '^({secrets})='; then\n  echo \"cargo $*\" >> '{}'\nfi\n",
+            path("secret-seen.log").display(),
+            secrets = scaleway::creds::SECRET_VARIABLES.join("|"),
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
 fn install_tools(dir: &Path, sshd_port: u16) {
     let path = |name: &str| dir.join(name);
     let bin = path("tools");
