@@ -11,7 +11,7 @@
 #   pipelines/infra.sh plan        the dry-run twin of the nodes step's scw-infra apply: the plan
 #                                  it would run (a JSON line a step), nothing changed
 #   pipelines/infra.sh nodes       scw-infra apply | scw-rescue-flash | talos-apply-insecure
-#                                  | scw-rescue-flash --tag-proven
+#                                  | scw-rescue-flash --tag-proven | scw-infra clear-user-data
 #   pipelines/infra.sh bootstrap   etcd on the first control plane, unless the cluster runs it
 #   pipelines/infra.sh outputs     talos/_out/kubeconfig (0600) and talos/_out/platform-inputs.json
 #   pipelines/infra.sh apply       its preconditions checked (apply_preconditions), then configs,
@@ -267,6 +267,7 @@ nodes() {
         --installer-image "$WORKER_INSTALLER_IMAGE" --talosconfig "$talosconfig" "${reflash[@]}" \
     | without_secrets "$BIN/talos-apply-insecure" --config-dir "$OUT" --talosconfig "$talosconfig" "${pins[@]}" \
     | "$BIN/scw-rescue-flash" --tag-proven \
+    | "$BIN/scw-infra" clear-user-data --config "$INFRA_CONFIG" \
     > "$inventory.partial"
   mv "$inventory.partial" "$inventory"
   rm -f "$inventory.unfinished"

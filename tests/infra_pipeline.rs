@@ -699,7 +699,7 @@ fn the_worker_image_is_registered_downloaded_once_and_checked_against_its_pin() 
 fn recording_tool(bin: &Path, name: &str, log: &Path, inventory: &Path) {
     let body = if name == "scw-infra" {
         format!(
-            "if [ \"$1\" = apply ]; then cat {}; else exec {} \"$@\"; fi",
+            "if [ \"$1\" = apply ]; then cat {}; elif [ \"$1\" = clear-user-data ]; then cat; else exec {} \"$@\"; fi",
             inventory.display(),
             testkit::workspace::bin("scw-infra").display()
         )
@@ -791,26 +791,33 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         inventory(11)
     );
     let calls = node_tool_calls(&log);
-    // The four stages of the pipe (they start together: their lines come in any order).
-    let call = |tool: &str, tag_proven: bool| {
+    // The five stages of the pipe (they start together: their lines come in any order), each
+    // found by its tool and whether its arguments start with `first`.
+    let call = |tool: &str, first: &str| {
         let found: Vec<&(String, bool, String)> = calls
             .iter()
-            .filter(|c| c.0 == tool && (c.2 == "--tag-proven") == tag_proven)
+            .filter(|c| {
+                c.0 == tool
+                    && ["--tag-proven", "clear-user-data"]
+                        .iter()
+                        .all(|f| (*f == first) == c.2.starts_with(f))
+            })
             .collect();
-        assert_eq!(found.len(), 1, "{tool}: {calls:?}");
+        assert_eq!(found.len(), 1, "{tool} {first}: {calls:?}");
         found[0].clone()
     };
-    assert_eq!(calls.len(), 4, "{calls:?}");
-    let (apply, flash, talos, tag) = (
-        call("scw-infra", false),
-        call("scw-rescue-flash", false),
-        call("talos-apply-insecure", false),
-        call("scw-rescue-flash", true),
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    let (apply, flash, talos, tag, clear) = (
+        call("scw-infra", ""),
+        call("scw-rescue-flash", ""),
+        call("talos-apply-insecure", ""),
+        call("scw-rescue-flash", "--tag-proven"),
+        call("scw-infra", "clear-user-data"),
     );
-    // The Scaleway secret reaches the two tools that call Scaleway, never the Talos one.
+    // The Scaleway secret reaches the tools that call Scaleway, never the Talos one.
     assert_eq!(
-        [apply.1, flash.1, talos.1, tag.1],
-        [true, true, false, true]
+        [apply.1, flash.1, talos.1, tag.1, clear.1],
+        [true, true, false, true, true]
     );
     // scw-infra imports the control planes' image from the pins when it is missing.
     assert!(
@@ -866,7 +873,7 @@ fn a_failed_node_pipeline_keeps_what_it_did_and_the_next_run_carries_it_over_fir
     // scw-infra apply notes which of its --previous files exist, and what they hold, when it
     // starts; the other commands are the real ones.
     let scw_infra = format!(
-        "if [ \"$1\" = apply ]; then\n  while [ $# -gt 0 ]; do\n    if [ \"$1\" = --previous ]; then\n      if [ -s \"$2\" ]; then echo \"$2 $(sha256sum < \"$2\" | cut -c1-64)\"; else echo \"$2 none\"; fi >> {seen}\n    fi\n    shift\n  done\n  cat {inventory}\nelse exec {real} \"$@\"; fi",
+        "if [ \"$1\" = apply ]; then\n  while [ $# -gt 0 ]; do\n    if [ \"$1\" = --previous ]; then\n      if [ -s \"$2\" ]; then echo \"$2 $(sha256sum < \"$2\" | cut -c1-64)\"; else echo \"$2 none\"; fi >> {seen}\n    fi\n    shift\n  done\n  cat {inventory}\nelif [ \"$1\" = clear-user-data ]; then cat\nelse exec {real} \"$@\"; fi",
         seen = seen.display(),
         inventory = env.path("scw-inventory.json").display(),
         real = testkit::workspace::bin("scw-infra").display()

@@ -580,6 +580,12 @@ impl<'c> Instance<'c> {
         Ok(keys.user_data)
     }
 
+    /// Deletes the user data `key` of a server (`DELETE .../servers/{id}/user_data/{key}`).
+    pub fn delete_user_data(&self, zone: &str, id: &str, key: &str) -> R<()> {
+        self.client
+            .delete(&Self::path(zone, &format!("servers/{id}/user_data/{key}")))
+    }
+
     /// Sets the user data `key` of a server (`PATCH .../servers/{id}/user_data/{key}`, a
     /// `text/plain` body). Talos's Scaleway platform reads its machine config from the key
     /// `cloud-init` at boot.

@@ -729,6 +729,16 @@ def handle(state, method, template, p, query, body):
         if not srv:
             raise not_found("instance_server", p["server_id"])
         return Answer(200, {"user_data": sorted(srv.get("_user_data", {}))})
+    if template == "/instance/v1/zones/{zone}/servers/{server_id}/user_data/{key}" and method == "DELETE":
+        # DeleteServerUserData: 204, and the key is gone; an unknown key is a 404.
+        srv = s.servers.get(p["server_id"])
+        if not srv:
+            raise not_found("instance_server", p["server_id"])
+        if p["key"] not in srv.get("_user_data", {}):
+            raise Answer(404, {"message": "resource is not found", "resource": "instance_user_data",
+                               "resource_id": p["key"], "type": "not_found"})
+        del srv["_user_data"][p["key"]]
+        return Answer(204, None)
     if template == "/instance/v1/zones/{zone}/servers/{server_id}/user_data/{key}" and method == "PATCH":
         # SetServerUserData: the bytes as they are (Talos's Scaleway platform reads the key
         # `cloud-init` at boot).

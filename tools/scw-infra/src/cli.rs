@@ -72,6 +72,16 @@ pub enum CloudCommand {
         #[arg(long)]
         running_addresses: bool,
     },
+    /// Read the node inventory on stdin; delete the machine config kept as user data of each
+    /// control plane it records as proved ours (Talos reads the config on its disk first, so
+    /// the copy, every cluster CA key, has no use left); print the inventory.
+    ClearUserData {
+        #[command(flatten)]
+        common: Common,
+        /// Say which control planes' user data would go, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Delete every resource of this cluster, in dependency order, after showing the list.
     Destroy {
         #[command(flatten)]

@@ -106,6 +106,14 @@ pub enum InfraError {
          nothing billed was made"
     )]
     RegistryNameTaken { name: String },
+    #[error(
+        "the {what} {name} ({id}) the inventory names is not this cluster's in this project (its tags or project differ): left alone"
+    )]
+    NotOurs {
+        what: &'static str,
+        name: String,
+        id: String,
+    },
     #[error("timed out after {seconds} s waiting for {what}")]
     Timeout { what: String, seconds: u64 },
     #[error("cannot make a work directory for the Talos image: {0}")]
@@ -130,6 +138,7 @@ impl InfraError {
             | InfraError::OutOfStock { .. }
             | InfraError::ForeignSshKey { .. }
             | InfraError::RegistryNameTaken { .. }
+            | InfraError::NotOurs { .. }
             | InfraError::ForeignDnsRecord { .. }
             | InfraError::NothingToPower { .. }
             | InfraError::CannotPower { .. }

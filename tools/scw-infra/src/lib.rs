@@ -37,9 +37,11 @@ pub mod power;
 pub mod resolve;
 pub mod tags;
 pub mod talos;
+pub mod user_data;
 pub mod wait;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
 use std::time::Duration;
 
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
@@ -266,6 +268,14 @@ fn act(
                 .map(|address| format!("{address}\n"))
                 .collect();
             Ok(output.write_all(text.as_bytes()).output()?)
+        }
+        Action::ClearUserData { dry_run } => {
+            let inventory: NodeInventory =
+                pop_common::input::read_json_from(Path::new("<stdin>"), input)?;
+            // Handed on whatever happens, as the node tools do: the pipe keeps what they did.
+            let cleared = user_data::clear(cluster, &inventory, *dry_run);
+            inventory.write_to(output).output()?;
+            Ok(cleared?)
         }
         Action::Destroy {
             ssh_public_key,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pop_common::input::InputError;
-use pop_common::records::PlatformInputs;
+use pop_common::records::{PlatformInputs, steps};
 use pop_common::tool::Env;
 use scaleway::s3::{self, multipart::Multipart};
 use scaleway::{Credentials, RetryPolicy};
@@ -83,6 +83,9 @@ pub enum Action {
         nodes: Nodes,
         /// The running servers' addresses rather than one word.
         running_addresses: bool,
+    },
+    ClearUserData {
+        dry_run: bool,
     },
     Destroy {
         /// The key whose IAM copy is ours to delete (one line).
@@ -205,6 +208,10 @@ fn resolve_cloud(command: CloudCommand, env: &Env) -> Result<Config, Error> {
             };
             (common, infra, action)
         }
+        CloudCommand::ClearUserData { common, dry_run } => {
+            let infra = InfraConfig::load(&common.config, home)?;
+            (common, infra, Action::ClearUserData { dry_run })
+        }
         CloudCommand::Destroy {
             common,
             yes,
@@ -288,6 +295,12 @@ fn resolve_apply(args: &ApplyArgs, home: Option<&str>) -> Result<(InfraConfig, A
                 parallel: upload_parallel,
             },
             control_plane_config,
+            proved_ours: previous
+                .iter()
+                .flat_map(|file| &file.inventory.nodes)
+                .filter(|node| node.step(steps::PROVED_OURS).is_some())
+                .map(|node| node.id.clone())
+                .collect(),
         }),
         dry_run: args.dry_run,
         previous,

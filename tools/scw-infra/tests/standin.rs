@@ -1715,6 +1715,88 @@ fn a_control_plane_a_cut_run_left_without_its_config_gets_it_before_it_first_boo
     }
 }
 
+#[test]
+fn a_control_plane_proved_ours_loses_the_copy_of_its_config_and_never_gets_it_back() {
+    let Some(s) = StandIn::start("user_data_cleared", false) else {
+        return;
+    };
+    let (path, _) = control_plane_config(&s);
+    let applied: Value =
+        serde_json::from_str(ok(&apply_with_config(&s, &path, false)).trim()).unwrap();
+    let ids: Vec<String> = tagged(&s.state()["servers"])
+        .iter()
+        .map(|v| v["id"].as_str().unwrap().to_owned())
+        .collect();
+    let holds = |id: &str| s.state()["user_data"][id].get("cloud-init").is_some();
+    assert!(ids.iter().all(|id| holds(id)));
+    // talos-apply-insecure proved each control plane ours.
+    let mut proved = applied.clone();
+    for node in proved["nodes"].as_array_mut().unwrap() {
+        if node["role"] == "controlplane" {
+            node["steps"]["proved_ours"] = json!("ours");
+        }
+    }
+    let clear = |extra: &[&str]| {
+        let mut args = vec!["clear-user-data"];
+        args.extend(extra);
+        testkit::process::run_with_stdin(
+            &mut s.scw_command(&args, SECRET),
+            proved.to_string().as_bytes(),
+        )
+    };
+    s.take_requests();
+    // The dry run says which, and changes nothing.
+    let out = clear(&["--dry-run"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would leave its user data"));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    // Refused: the run fails, and still hands the inventory on (the pipe keeps it).
+    s.faults(
+        json!([{"method": "DELETE", "path": "/user_data/cloud-init$",
+                      "kind": "status", "status": 403, "count": 1}]),
+    );
+    let out = clear(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(kept, proved);
+    let out = clear(&[]);
+    let written: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
+    assert_eq!(written, proved, "the inventory is handed on");
+    assert!(
+        ids.iter().all(|id| !holds(id)),
+        "{}",
+        s.state()["user_data"]
+    );
+    assert_not_shown(&out, &["secret-token-1234"]);
+    // Again: nothing left to delete.
+    s.take_requests();
+    clear(&[]);
+    assert!(
+        !mutations(&s.take_requests())
+            .iter()
+            .any(|m| m.starts_with("DELETE")),
+    );
+
+    // Powered off, then applied again with that inventory: the config does not go back.
+    ok(&s.scw(&["power", "off"]));
+    let previous = s.dir.path().join("inventory.json");
+    std::fs::write(&previous, proved.to_string()).unwrap();
+    let mut args = APPLY.to_vec();
+    args.extend([
+        "--control-plane-config",
+        path.to_str().unwrap(),
+        "--previous",
+        previous.to_str().unwrap(),
+    ]);
+    s.take_requests();
+    ok(&s.scw(&args));
+    assert!(
+        !mutations(&s.take_requests())
+            .iter()
+            .any(|m| m.contains("user_data")),
+    );
+    assert!(ids.iter().all(|id| !holds(id)));
+}
+
 /// Another project the same API key reads, holding a cluster of the same name.
 const OTHER_PROJECT: &str = "22222222-2222-4222-8222-222222222222";
 

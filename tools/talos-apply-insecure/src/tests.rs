@@ -253,12 +253,14 @@ fn a_flashed_node_found_configured_and_ours_records_the_proof_not_a_config() {
     assert_eq!(node.step(steps::CONFIG_APPLIED), None);
     assert_eq!(node.proved_image(), Some("sha256:img"));
 
-    // A node never flashed (an Instance) has no image to prove.
+    // A node never flashed (a control plane) is recorded as ours, with no image to prove.
     let mut instance = inventory("{}");
     let ours = Scripted::new(vec![Probe::Configured], vec![Proof::Ours]);
     let (_, failures) = apply_worker(&ours, &mut instance, b"new");
     assert!(failures.is_empty());
-    assert!(instance.nodes[0].steps.is_empty());
+    let node = &instance.nodes[0];
+    assert_eq!(node.step(steps::PROVED_OURS), Some(steps::PROVED));
+    assert_eq!(node.proved_image(), None);
 }
 
 #[test]

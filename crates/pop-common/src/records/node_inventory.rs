@@ -46,11 +46,16 @@ pub mod steps {
     /// only once the node proved to be ours (it answered mutual TLS with our talosconfig, with a
     /// certificate that chains to our machine CA).
     pub const CONFIG_APPLIED: &str = "config_applied";
-    /// `talos-apply-insecure`: on a flashed node, the image digest (the `image_flashed` value)
-    /// it ran when it proved ours, whether this run configured it or found it configured. A
-    /// proof that comes a run late (the first run's wait ran out, or the run was cut) records
-    /// no config, yet the node is live: this is what tells `scw-rescue-flash` so.
+    /// `talos-apply-insecure`: the node answered mutual TLS with our talosconfig, whether this
+    /// run configured it or found it configured. On a flashed node, the image digest (the
+    /// `image_flashed` value) it ran then: a proof that comes a run late (the first run's wait
+    /// ran out, or the run was cut) records no config, yet the node is live, and this is what
+    /// tells `scw-rescue-flash` so. On a node never flashed (a control plane), [`PROVED`]: its
+    /// config is on its disk, and the copy in its user data can go (`scw-infra
+    /// clear-user-data`).
     pub const PROVED_OURS: &str = "proved_ours";
+    /// The [`PROVED_OURS`] value of a node that was never flashed.
+    pub const PROVED: &str = "ours";
 }
 
 /// Every node of one cluster.
@@ -179,12 +184,14 @@ impl Node {
         proved.then_some(image)
     }
 
-    /// Records that the node proved ours while running the image recorded as flashed (nothing
-    /// for a node never flashed, such as an Instance).
+    /// Records that the node proved ours: while running the image recorded as flashed, or, for
+    /// a node never flashed (an Instance), [`steps::PROVED`].
     pub fn record_proved_ours(&mut self) {
-        if let Some(image) = self.step(steps::IMAGE_FLASHED).map(str::to_owned) {
-            self.steps.insert(steps::PROVED_OURS.to_owned(), image);
-        }
+        let value = self
+            .step(steps::IMAGE_FLASHED)
+            .unwrap_or(steps::PROVED)
+            .to_owned();
+        self.steps.insert(steps::PROVED_OURS.to_owned(), value);
     }
 }
 

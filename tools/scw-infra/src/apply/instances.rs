@@ -147,7 +147,8 @@ fn plan_missing_user_data(
     let (Some(config), Some(id)) = (&inputs.control_plane_config, server.existing()) else {
         return Ok(());
     };
-    if !state.is_off() {
+    // A node that proved ours has its config on its disk: its user data was cleared on purpose.
+    if !state.is_off() || inputs.proved_ours.contains(id) {
         return Ok(());
     }
     let keys = cluster.api.instance().user_data_keys(cluster.zone(), id)?;

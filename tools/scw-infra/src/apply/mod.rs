@@ -50,6 +50,9 @@ pub struct ApplyInputs {
     /// (`cloud-init`), which Talos's Scaleway platform reads at boot: it boots configured, with
     /// no maintenance mode open on the network. A secret: never printed, only its digest.
     pub control_plane_config: Option<UserData>,
+    /// The servers an earlier inventory records as proved ours (`proved_ours`): their config is
+    /// on their disk, and their user data was cleared on purpose, not left unset by a cut run.
+    pub proved_ours: std::collections::BTreeSet<String>,
 }
 
 /// A machine config given as user data: its bytes, never printed, and their digest.
