@@ -6,6 +6,7 @@
 //! scw-infra apply --config ... --talos-version ... --dry-run      # the plan, one JSON line a step
 //! scw-infra power on|off --config config/infra.json [--nodes controlplane|worker] [--dry-run]
 //! scw-infra state --config config/infra.json [--nodes controlplane|worker]   # running, stopped...
+//! scw-infra clear-user-data --config config/infra.json [--dry-run] < nodes.json > nodes.json.new
 //! scw-infra destroy --config config/infra.json [--yes] [--dry-run]
 //! scw-infra destroy --config config/infra.json --plan-out FILE    # the plan, for a person to read
 //! scw-infra destroy --config config/infra.json --plan FILE [--yes] # exactly that plan, if still true
