@@ -348,15 +348,59 @@ impl Job<'_> {
                 self.config.ssh_key.display()
             );
         }
-        self.boot_into(node, BootType::Rescue, &self.key_ids)?;
         let address = SocketAddr::new(ip, self.config.ssh_port);
-        let (session, root) = self.open_rescue(node, address, &login)?;
+        let (session, root) = match self.rescue_left_by_a_cut_run(node, address, &login)? {
+            Some(opened) => opened,
+            None => {
+                self.boot_into(node, BootType::Rescue, &self.key_ids)?;
+                self.open_rescue(node, address, &login)?
+            }
+        };
         self.check_disk(&session, &node.name)?;
         self.write(&session, &root, &node.name)?;
         self.verify(&session, &root, &node.name)?;
         drop(session);
         self.boot_into(node, BootType::Normal, &[])?;
         Ok(Flashed::Now)
+    }
+
+    /// The session to a rescue system an earlier run booted and left (it stopped after the boot:
+    /// a refused disk, a cut connection), when the server is ready in rescue now and takes our
+    /// login: a second stop and rescue boot would only cost minutes. `None` when it is not in
+    /// rescue, or refuses the login (the API does not say which keys that boot got): then it is
+    /// booted into rescue again.
+    fn rescue_left_by_a_cut_run(
+        &self,
+        node: &Node,
+        address: SocketAddr,
+        login: &Login,
+    ) -> Result<Option<(Rescue, Root)>, FlashError> {
+        let now = self.api.server(&node.zone, &node.id)?;
+        let in_rescue = now.is_some_and(|s| {
+            s.status == ServerStatus::Ready
+                && s.boot_type == BootType::Rescue
+                && s.rescue_server.is_some_and(|r| !r.user.is_empty())
+        });
+        if !in_rescue || !rescue::answers(address, self.config.timeout.min(Duration::from_secs(10)))
+        {
+            return Ok(None);
+        }
+        match self.open_rescue(node, address, login) {
+            Ok(opened) => {
+                pop_common::info!(
+                    "{}: already in rescue (an earlier run booted it): its rescue system is used",
+                    node.name
+                );
+                Ok(Some(opened))
+            }
+            Err(error) => {
+                pop_common::info!(
+                    "{}: in rescue, but its rescue system cannot be used ({error}): booting it into rescue again",
+                    node.name
+                );
+                Ok(None)
+            }
+        }
     }
 
     /// Whether the node's disk is to be written (false: its tags say it runs this image), checked
