@@ -522,17 +522,12 @@ fn write_configs(dir: &Path, rescue: &testkit::sshd::Rescue) {
 /// environment: a dependency's build script could read it, and none needs it.
 fn recording_cargo(dir: &Path) {
     let path = |name: &str| dir.join(name);
-    let cargo = path("cargo");
-    fs::write(
-        &cargo,
-        format!(
-            "#!/bin/sh\nif env | grep -qE '^({secrets})='; then\n  echo \"cargo $*\" >> '{}'\nfi\n",
-            path("secret-seen.log").display(),
-            secrets = scaleway::creds::SECRET_VARIABLES.join("|"),
-        ),
-    )
-    .unwrap();
-    fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    testkit::sshd::secret_noting_script(
+        &path("cargo"),
+        &scaleway::creds::SECRET_VARIABLES,
+        &path("secret-seen.log"),
+        "",
+    );
 }
 
 fn install_tools(dir: &Path, sshd_port: u16) {

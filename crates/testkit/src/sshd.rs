@@ -197,3 +197,17 @@ pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
         fs::read_to_string(rescue.path("sshd.log")).unwrap()
     );
 }
+
+/// Writes `path` (executable): a script that appends `<its name> <its arguments>` to `log` when
+/// one of the `secrets` variables is in its environment, then runs `then` (shell); what a test
+/// puts in front of a program that must not get a credential.
+pub fn secret_noting_script(path: &Path, secrets: &[&str], log: &Path, then: &str) {
+    script(
+        path,
+        &format!(
+            "#!/bin/sh\nif env | grep -qE '^({})='; then\n  echo \"${{0##*/}} $*\" >> '{}'\nfi\n{then}\n",
+            secrets.join("|"),
+            log.display()
+        ),
+    );
+}

@@ -107,7 +107,7 @@ pub enum InfraError {
     )]
     RegistryNameTaken { name: String },
     #[error(
-        "the {what} {name} ({id}) the inventory names is not this cluster's in this project (its tags or project differ): left alone"
+        "the {what} {name} ({id}) the inventory names does not carry this cluster's tags: left alone"
     )]
     NotOurs {
         what: &'static str,

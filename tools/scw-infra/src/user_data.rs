@@ -16,7 +16,7 @@ use crate::tags::Role;
 type R<T> = Result<T, InfraError>;
 
 /// Deletes the `cloud-init` user data of each control plane of `inventory` recorded as proved
-/// ours, when it still holds it, after checking the server is this cluster's in this project;
+/// ours, when it still holds it, after checking the server is this cluster's;
 /// with `dry_run`, only says which.
 pub fn clear(cluster: &Cluster<'_>, inventory: &NodeInventory, dry_run: bool) -> R<()> {
     let api = cluster.api.instance();
@@ -34,7 +34,8 @@ pub fn clear(cluster: &Cluster<'_>, inventory: &NodeInventory, dry_run: bool) ->
             );
             continue;
         };
-        if server.project != cluster.project || !ours.iter().all(|t| server.tags.contains(t)) {
+        // The client already refuses a server of another project (Client::mine).
+        if !ours.iter().all(|t| server.tags.contains(t)) {
             return Err(InfraError::NotOurs {
                 what: "Instance",
                 name: node.name.clone(),

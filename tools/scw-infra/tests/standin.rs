@@ -1092,16 +1092,12 @@ fn wrap_image_tools(dir: &Path) {
         else {
             continue;
         };
-        let script = format!(
-            "#!/bin/sh\nif env | grep -qE '^({secrets})='; then\n  echo {program} >> '{}'\nfi\nexec '{}' \"$@\"\n",
-            dir.join("secret-seen.log").display(),
-            real.display(),
-            secrets = scaleway::creds::SECRET_VARIABLES.join("|"),
+        testkit::sshd::secret_noting_script(
+            &wrappers.join(program),
+            &scaleway::creds::SECRET_VARIABLES,
+            &dir.join("secret-seen.log"),
+            &format!("exec '{}' \"$@\"", real.display()),
         );
-        let path = wrappers.join(program);
-        std::fs::write(&path, script).unwrap();
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
     }
 }
 

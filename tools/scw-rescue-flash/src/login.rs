@@ -84,19 +84,13 @@ impl Login {
         match self {
             Login::KeyFile(key) => session.userauth_pubkey_file(user, None, key, None),
             Login::Agent { public_key, .. } => {
-                let mut agent = session.agent()?;
-                agent.connect()?;
-                agent.list_identities()?;
-                let identity = agent
-                    .identities()?
-                    .into_iter()
-                    .find(|identity| identity.blob() == public_key.as_slice())
-                    .ok_or_else(|| {
-                        ssh2::Error::new(
-                            ssh2::ErrorCode::Session(-18),
-                            "the ssh-agent no longer holds the key",
-                        )
-                    })?;
+                let (agent, identity) = agent_identity(session, public_key)?;
+                let identity = identity.ok_or_else(|| {
+                    ssh2::Error::new(
+                        ssh2::ErrorCode::Session(-18),
+                        "the ssh-agent no longer holds the key",
+                    )
+                })?;
                 agent.userauth(user, &identity)
             }
         }
@@ -185,15 +179,25 @@ fn public_key_beside(key: &Path) -> Option<Vec<u8>> {
 /// Whether the agent at `SSH_AUTH_SOCK` holds the key of this public blob.
 fn agent_holds(public_key: &[u8]) -> Result<bool, ssh2::Error> {
     let session = Session::new()?;
+    let (mut agent, identity) = agent_identity(&session, public_key)?;
+    let _ = agent.disconnect();
+    Ok(identity.is_some())
+}
+
+/// The agent at `SSH_AUTH_SOCK`, connected through `session`, and its identity of this public
+/// blob, if it holds one.
+fn agent_identity(
+    session: &Session,
+    public_key: &[u8],
+) -> Result<(ssh2::Agent, Option<ssh2::PublicKey>), ssh2::Error> {
     let mut agent = session.agent()?;
     agent.connect()?;
     agent.list_identities()?;
-    let holds = agent
+    let identity = agent
         .identities()?
-        .iter()
-        .any(|identity| identity.blob() == public_key);
-    let _ = agent.disconnect();
-    Ok(holds)
+        .into_iter()
+        .find(|identity| identity.blob() == public_key);
+    Ok((agent, identity))
 }
 
 #[cfg(test)]

@@ -468,16 +468,10 @@ impl Agent {
     fn add(&self, dir: &Path, key: &Path, passphrase: &str) {
         let askpass = dir.join("askpass");
         fs::write(dir.join("passphrase"), passphrase).unwrap();
-        fs::write(
+        script(
             &askpass,
-            format!("#!/bin/sh\ncat '{}'\n", dir.join("passphrase").display()),
-        )
-        .unwrap();
-        fs::set_permissions(
-            &askpass,
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )
-        .unwrap();
+            &format!("#!/bin/sh\ncat '{}'\n", dir.join("passphrase").display()),
+        );
         let out = Command::new("ssh-add")
             .arg(key)
             .env("SSH_AUTH_SOCK", &self.socket)

@@ -158,12 +158,7 @@ fn plan_missing_user_data(
     pop_common::warn!(
         "{node} is off and holds no machine config as user data `{TALOS_USER_DATA_KEY}` (a run cut short after creating it?): it gets it before it is powered on"
     );
-    steps.push(ApplyStep::SetUserData(SetUserData {
-        node: node.to_owned(),
-        server: server.clone(),
-        key: TALOS_USER_DATA_KEY,
-        sha256: config.sha256.clone(),
-    }));
+    steps.push(SetUserData::config_of(node, server, config));
     Ok(())
 }
 
@@ -195,12 +190,7 @@ fn plan_create(
         })
     });
     if let Some(config) = &inputs.control_plane_config {
-        steps.push(ApplyStep::SetUserData(SetUserData {
-            node: node.to_owned(),
-            server: server.clone(),
-            key: TALOS_USER_DATA_KEY,
-            sha256: config.sha256.clone(),
-        }));
+        steps.push(SetUserData::config_of(node, &server, config));
     }
     Ok(server)
 }
@@ -292,6 +282,16 @@ impl Create {
 }
 
 impl SetUserData {
+    /// The step giving `node` (`server`) the machine config `config` under Talos's key.
+    fn config_of(node: &str, server: &Ref, config: &super::UserData) -> ApplyStep {
+        ApplyStep::SetUserData(SetUserData {
+            node: node.to_owned(),
+            server: server.clone(),
+            key: TALOS_USER_DATA_KEY,
+            sha256: config.sha256.clone(),
+        })
+    }
+
     pub fn execute(
         &self,
         cluster: &Cluster<'_>,
