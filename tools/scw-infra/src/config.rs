@@ -281,6 +281,37 @@ impl InfraConfig {
     pub fn region(&self) -> &str {
         self.zone.rsplit_once('-').map_or(&self.zone, |(r, _)| r)
     }
+
+    /// The `admin_cidrs` inside a range reserved for documentation, as the example config's
+    /// `198.51.100.0/24` is: no address on the internet is in one, so the security group would
+    /// open the Talos and Kubernetes APIs to nobody and the first apply would wait for a node
+    /// that never answers. A warning, not a refusal: a private test network may use them.
+    pub fn documentation_admin_cidrs(&self) -> Vec<IpNet> {
+        self.admin_cidrs
+            .iter()
+            .filter(|cidr| {
+                DOCUMENTATION_RANGES
+                    .iter()
+                    .any(|doc| doc_range_holds(doc, cidr))
+            })
+            .copied()
+            .collect()
+    }
+}
+
+/// The address ranges reserved for documentation: RFC 5737 (IPv4 TEST-NET-1, -2, -3) and
+/// RFC 3849 (IPv6).
+const DOCUMENTATION_RANGES: [&str; 4] = [
+    "192.0.2.0/24",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "2001:db8::/32",
+];
+
+fn doc_range_holds(range: &str, cidr: &IpNet) -> bool {
+    range
+        .parse::<IpNet>()
+        .is_ok_and(|range| range.contains(cidr))
 }
 
 /// The shortest prefix `admin_cidrs` takes without `allow_admin_apis_from_anywhere`.
@@ -492,6 +523,36 @@ mod tests {
             v["zone"] = zone.into();
             load(&v).unwrap();
         }
+    }
+
+    #[test]
+    fn admin_cidrs_in_documentation_ranges_are_named() {
+        let mut v = example();
+        v["admin_cidrs"] = serde_json::json!([
+            "198.51.100.0/24",
+            "203.0.113.7/32",
+            "192.0.2.0/25",
+            "2001:db8:1::/48",
+            "198.51.0.0/16",
+            "203.0.114.0/24",
+            "2001:db9::/32"
+        ]);
+        let named: Vec<String> = load(&v)
+            .unwrap()
+            .documentation_admin_cidrs()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        // A range wider than a documentation one, or beside it, holds real addresses.
+        assert_eq!(
+            named,
+            [
+                "198.51.100.0/24",
+                "203.0.113.7/32",
+                "192.0.2.0/25",
+                "2001:db8:1::/48"
+            ]
+        );
     }
 
     #[test]

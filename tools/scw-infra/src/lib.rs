@@ -134,6 +134,13 @@ pub fn run_with(
         Config::Local(local) => return write_local(local, output),
         Config::Run(run) => run,
     };
+    for cidr in run.infra.documentation_admin_cidrs() {
+        pop_common::warn!(
+            "admin_cidrs: {cidr} is a documentation range (RFC 5737, RFC 3849): no address on \
+             the internet is in it, so the security group opens the Talos (50000) and Kubernetes \
+             (6443) APIs to nobody; list the addresses you administer from"
+        );
+    }
     let client =
         Client::for_credentials(transport, sleeper, &run.credentials).with_policy(run.retry);
     let s3 = S3::new(

@@ -521,13 +521,16 @@ fn a_dry_run_makes_no_mutating_call_and_the_run_makes_the_planned_ones() {
     let Some(s) = StandIn::start("dry_run", true) else {
         return;
     };
-    let planned = lines(&ok(&s.scw(&[
-        "apply",
-        "--talos-version",
-        "v1.13.11",
-        "--dry-run",
-    ])));
+    let dry_run = s.scw(&["apply", "--talos-version", "v1.13.11", "--dry-run"]);
+    let planned = lines(&ok(&dry_run));
     assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    // The example config's admin range is a documentation one: the plan says so before the
+    // first apply waits for nodes nobody can reach.
+    let said = String::from_utf8_lossy(&dry_run.stderr);
+    assert!(
+        said.contains("admin_cidrs: 198.51.100.0/24 is a documentation range"),
+        "{said}"
+    );
     let (ips, instances) = assert_the_plan_names_what_it_makes(&planned);
 
     // The run makes the planned calls: one creation per creating step.
