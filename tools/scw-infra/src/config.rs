@@ -289,29 +289,21 @@ impl InfraConfig {
     pub fn documentation_admin_cidrs(&self) -> Vec<IpNet> {
         self.admin_cidrs
             .iter()
-            .filter(|cidr| {
-                DOCUMENTATION_RANGES
-                    .iter()
-                    .any(|doc| doc_range_holds(doc, cidr))
-            })
+            .filter(|cidr| in_documentation_range(cidr))
             .copied()
             .collect()
     }
 }
 
-/// The address ranges reserved for documentation: RFC 5737 (IPv4 TEST-NET-1, -2, -3) and
-/// RFC 3849 (IPv6).
-const DOCUMENTATION_RANGES: [&str; 4] = [
-    "192.0.2.0/24",
-    "198.51.100.0/24",
-    "203.0.113.0/24",
-    "2001:db8::/32",
-];
-
-fn doc_range_holds(range: &str, cidr: &IpNet) -> bool {
-    range
-        .parse::<IpNet>()
-        .is_ok_and(|range| range.contains(cidr))
+/// Whether all of `cidr` lies in a range reserved for documentation: RFC 5737's three /24s
+/// (std's `Ipv4Addr::is_documentation`) or RFC 3849's `2001:db8::/32`.
+fn in_documentation_range(cidr: &IpNet) -> bool {
+    match cidr {
+        IpNet::V4(net) => net.prefix_len() >= 24 && net.network().is_documentation(),
+        IpNet::V6(net) => {
+            net.prefix_len() >= 32 && net.network().segments()[..2] == [0x2001, 0xdb8]
+        }
+    }
 }
 
 /// The shortest prefix `admin_cidrs` takes without `allow_admin_apis_from_anywhere`.
