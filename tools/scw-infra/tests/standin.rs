@@ -1428,6 +1428,60 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
     assert!(s.dir.path().join("wrappers/qemu-img").exists());
 }
 
+#[test]
+fn an_import_a_stopped_run_left_is_used_not_sent_again() {
+    let test = "import_left_by_a_stopped_run";
+    let Some(s) = StandIn::start(test, false) else {
+        return;
+    };
+    let Some(talos) = FactoryImage::serve(&s, test, 6 << 20, 0x2545_f491_4f6c_dd1d) else {
+        return;
+    };
+    // The run stops once the snapshot import was sent, before it makes the image (here the
+    // image's creation is refused; a killed run leaves the same).
+    s.faults(
+        json!([{"method": "POST", "path": "/instance/v1/zones/[^/]+/images$",
+                     "kind": "status", "status": 400, "count": 1}]),
+    );
+    let out = s.scw(&talos.apply_args(&talos.digest));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(tagged(&s.state()["snapshots"]).len(), 1);
+    s.take_s3();
+    s.take_requests();
+
+    // The rerun plans the image from that snapshot, and makes it: one snapshot, one image, no
+    // second upload or import.
+    let plan = ok(&s.scw(&[&talos.apply_args(&talos.digest)[..], &["--dry-run"]].concat()));
+    let snapshot = tagged(&s.state()["snapshots"])[0]["id"].clone();
+    let import: Value = plan
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|step| step["step"] == "import-talos-image")
+        .unwrap();
+    assert_eq!(import["snapshot"], snapshot, "{plan}");
+    ok(&s.scw(&talos.apply_args(&talos.digest)));
+    assert_eq!(s.take_s3(), Vec::<Value>::new());
+    let mutations = mutations(&s.take_requests());
+    assert!(
+        !mutations
+            .iter()
+            .any(|m| m.contains("import-from-object-storage")),
+        "{mutations:?}"
+    );
+    let state = s.state();
+    let snapshots = tagged(&state["snapshots"]);
+    assert_eq!(snapshots.len(), 1);
+    // Taken by the image made from it.
+    assert_eq!(snapshots[0]["status"], "in_use");
+    let images = testkit::scaleway::tagged(&state["images"], "edgepop-talos=v1.14.0");
+    assert_eq!(images.len(), 1, "{images:#?}");
+}
+
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",

@@ -3,8 +3,10 @@
 //! the pins are given, it is
 //! imported: the file downloaded and converted here ([`super::image_file`]), uploaded to the
 //! cluster's bucket (SigV4, multipart), imported as a Block snapshot and made an Instance image.
+//! A snapshot of the same tags that an earlier run imported (and was stopped before it made the
+//! image) is used as it is: importing again would leave two.
 
-use scaleway::block::ImportSnapshot;
+use scaleway::block::{ImportSnapshot, SnapshotStatus};
 use scaleway::instance::{CreateImage, ImageState};
 use serde::Serialize;
 
@@ -23,10 +25,13 @@ const SHA256_META: &str = "sha256";
 
 /// Importing the pinned image: download, check, convert, upload to `bucket`/`key` (unless the
 /// object there is this very file: the sha256 recorded in its metadata when it was uploaded is
-/// this file's), import as the snapshot `name`, make the image `name`.
+/// this file's), import as the snapshot `name`, make the image `name`. With `snapshot`, the
+/// snapshot an earlier run imported with these tags: only waited for, then made the image.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Import {
     pub creates: PlannedId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
     pub url: String,
     pub sha256: String,
     pub bucket: String,
@@ -67,9 +72,23 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs, steps: &mut Steps<Apply
             version: inputs.talos_version.clone(),
         });
     };
+    // Being imported, or imported, by a run stopped before it made the image.
+    let snapshot = cluster
+        .api
+        .block()
+        .snapshots(cluster.zone(), &tags)?
+        .into_iter()
+        .find(|s| {
+            matches!(
+                s.status,
+                SnapshotStatus::Creating | SnapshotStatus::Available
+            )
+        })
+        .map(|s| s.id);
     Ok(steps.create(|creates| {
         ApplyStep::ImportTalosImage(Import {
             creates,
+            snapshot,
             url: source.url.clone(),
             sha256: source.sha256.clone(),
             bucket: names.bucket(),
@@ -86,6 +105,36 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs, steps: &mut Steps<Apply
 
 impl Import {
     pub fn execute(&self, cluster: &Cluster<'_>, inputs: &ApplyInputs, known: &mut Known) -> R<()> {
+        let snapshot = match &self.snapshot {
+            Some(id) => {
+                pop_common::info!(
+                    "the snapshot {} ({id}) is already imported or importing: used",
+                    self.name
+                );
+                id.clone()
+            }
+            None => self.import(cluster, inputs)?,
+        };
+        wait::snapshot_imported(cluster, &snapshot, &self.name)?;
+        let image = cluster.api.instance().create_image(
+            cluster.zone(),
+            &CreateImage {
+                name: self.name.clone(),
+                root_volume: snapshot,
+                arch: "x86_64",
+                project: cluster.project.to_owned(),
+                tags: self.tags.clone(),
+            },
+        )?;
+        if image.state != ImageState::Available {
+            wait::image(cluster, &image.id, &self.name)?;
+        }
+        known.created.insert(self.creates, &image.id);
+        Ok(())
+    }
+
+    /// The file downloaded, converted, uploaded and imported; returns the snapshot's id.
+    fn import(&self, cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<String> {
         let s3 = cluster.s3;
         let work = tempfile::Builder::new()
             .prefix("scw-infra-image")
@@ -137,22 +186,7 @@ impl Import {
                 size: image_file::snapshot_size(raw_size),
             },
         )?;
-        wait::snapshot_imported(cluster, &snapshot.id, &self.name)?;
-        let image = cluster.api.instance().create_image(
-            cluster.zone(),
-            &CreateImage {
-                name: self.name.clone(),
-                root_volume: snapshot.id,
-                arch: "x86_64",
-                project: cluster.project.to_owned(),
-                tags: self.tags.clone(),
-            },
-        )?;
-        if image.state != ImageState::Available {
-            wait::image(cluster, &image.id, &self.name)?;
-        }
-        known.created.insert(self.creates, &image.id);
-        Ok(())
+        Ok(snapshot.id)
     }
 }
 
