@@ -1060,13 +1060,16 @@ def seed(state, body):
             return a.body["server"]
         if kind == "baremetal_server":
             # An Elastic Metal server ordered without an OS and delivered, in `status` (ready by
-            # default, normal boot), at `address` when given.
+            # default) and `boot_type` (normal by default: rescue, as a run stopped after it
+            # wrote the disk leaves it), at `address` when given.
             offer = next(iter(state.offers))
             srv = handle(state, "POST", "/baremetal/v1/zones/{zone}/servers", {"zone": zone}, {},
                          {"offer_id": offer, "project_id": project, "name": body["name"], "description": "",
                           "tags": body.get("tags", [])}).body
             srv = state.bm_servers[srv["id"]]
-            srv.update(status=body.get("status", "ready"), _steps=0)
+            srv.update(status=body.get("status", "ready"), boot_type=body.get("boot_type", "normal"), _steps=0)
+            if srv["boot_type"] == "rescue":
+                srv.update(_rescue_password=uuid.uuid4().hex, _rescue_ready=True)
             if "address" in body:
                 srv["ips"][0]["address"] = body["address"]
             return public(srv)

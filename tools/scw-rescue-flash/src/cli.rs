@@ -58,7 +58,8 @@ pub struct Cli {
     pub timeout_seconds: u64,
     /// Write over a worker that runs another image of ours (a version bump): this wipes the
     /// node, which then needs its config again. Without it, such a worker is refused with the
-    /// `talosctl upgrade` command that updates it in place.
+    /// `talosctl upgrade` command that updates it in place. Also writes again a disk an earlier
+    /// run wrote that never proved ours (someone else configured it first).
     #[arg(long)]
     pub reflash: bool,
     /// The installer of the new image, for the `talosctl upgrade` command a refusal gives.

@@ -11,13 +11,13 @@ use pop_common::wait::{Poll, Sleeper};
 use scaleway::ApiError;
 use scaleway::baremetal::{Baremetal, BootType, Reboot, Server, ServerStatus};
 
-use crate::FLASHED_TAG;
 use crate::cli::{Config, DecompressOn};
 use crate::disk::{self, Refusal};
 use crate::image::{Image, ImageError};
 use crate::login::{Login, LoginError};
 use crate::rescue::{self, Rescue, SshError};
 use crate::write::{Root, download_and_write, has_zstd, send_image};
+use crate::{FLASHED_TAG, WRITTEN_TAG};
 
 /// Why one node was not flashed (or tagged).
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +117,18 @@ pub enum FlashError {
 enum Flashed {
     Now,
     AlreadyTagged,
+    /// Written and read back by an earlier run (its written tag), not written again.
+    WrittenBefore,
+}
+
+/// What the server's tags say of its disk, against the image to flash.
+enum Disk {
+    /// It runs this image, proved ours.
+    Proven,
+    /// This image was written and read back, not yet proved ours.
+    Written,
+    /// The image is to be written.
+    ToWrite,
 }
 
 /// What every node's flash shares.
@@ -175,6 +187,10 @@ pub fn flash_all(
                 skipped.push(node.name.clone());
                 todo.record();
             }
+            Ok(Flashed::WrittenBefore) => {
+                skipped.push(node.name.clone());
+                todo.record();
+            }
             Ok(Flashed::Now) => {
                 flashed.push(node.name.clone());
                 todo.record();
@@ -228,12 +244,17 @@ fn flashed_tag(server: &Server) -> Option<&str> {
     server.tags.iter().find_map(|t| t.strip_prefix(FLASHED_TAG))
 }
 
-/// The server's tags with `tag` as its only flashed tag (none with `None`).
-fn with_flashed_tag(server: &Server, tag: Option<String>) -> Vec<String> {
+/// The written tag's digest, if the server carries one.
+fn written_tag(server: &Server) -> Option<&str> {
+    server.tags.iter().find_map(|t| t.strip_prefix(WRITTEN_TAG))
+}
+
+/// The server's tags with `tag` as its only image tag, flashed or written (none with `None`).
+fn with_image_tag(server: &Server, tag: Option<String>) -> Vec<String> {
     server
         .tags
         .iter()
-        .filter(|t| !t.starts_with(FLASHED_TAG))
+        .filter(|t| !t.starts_with(FLASHED_TAG) && !t.starts_with(WRITTEN_TAG))
         .cloned()
         .chain(tag)
         .collect()
@@ -333,8 +354,18 @@ impl Job<'_> {
             .public_ipv4
             .map(IpAddr::V4)
             .ok_or(FlashError::NoAddress)?;
-        if !self.needs_writing(node, ip)? {
-            return Ok(Flashed::AlreadyTagged);
+        match self.disk(node, ip)? {
+            Disk::Proven => return Ok(Flashed::AlreadyTagged),
+            Disk::Written => {
+                pop_common::info!(
+                    "{}: the server's tags say an earlier run wrote and read back {}, not yet proved ours: not written again",
+                    node.name,
+                    self.image.digest()
+                );
+                self.boot_normally(node)?;
+                return Ok(Flashed::WrittenBefore);
+            }
+            Disk::ToWrite => {}
         }
         // Before the rescue boot, which a login that cannot work would waste.
         let login = Login::resolve(
@@ -360,8 +391,34 @@ impl Job<'_> {
         self.write(&session, &root, &node.name)?;
         self.verify(&session, &root, &node.name)?;
         drop(session);
+        // Before the normal boot: a run stopped from here on finds the disk written.
+        let server = our_server(self.api, self.cluster_name, node)?;
+        let written = format!("{WRITTEN_TAG}{}", self.image.digest());
+        self.api.set_tags(
+            &node.zone,
+            &node.id,
+            &with_image_tag(&server, Some(written)),
+        )?;
         self.boot_into(node, BootType::Normal, &[])?;
         Ok(Flashed::Now)
+    }
+
+    /// Ready in normal boot: left as it is when it is (or gets there by itself), else stopped
+    /// if need be and started normally (a run stopped between the write and the normal boot
+    /// leaves it in rescue, or stopped).
+    fn boot_normally(&self, node: &Node) -> Result<(), FlashError> {
+        let now = our_server(self.api, self.cluster_name, node)?;
+        if now.boot_type == BootType::Normal {
+            let ready = self.wait_for(node, "ready or stopped", |s| match s.status {
+                ServerStatus::Ready => Some(true),
+                ServerStatus::Stopped => Some(false),
+                _ => None,
+            })?;
+            if ready {
+                return Ok(());
+            }
+        }
+        self.boot_into(node, BootType::Normal, &[])
     }
 
     /// The session to a rescue system an earlier run booted and left (it stopped after the boot:
@@ -403,15 +460,20 @@ impl Job<'_> {
         }
     }
 
-    /// Whether the node's disk is to be written (false: its tags say it runs this image), checked
-    /// before anything changes: the server is this cluster's worker, there is a key for the
-    /// rescue system, and it runs no other image of ours unless `--reflash` says to wipe it.
-    fn needs_writing(&self, node: &Node, ip: IpAddr) -> Result<bool, FlashError> {
-        let (config, api, name) = (self.config, self.api, &node.name);
+    /// Whether the node's disk is to be written (not when its tags say it runs this image, or
+    /// holds it written), checked before anything changes: the server is this cluster's worker,
+    /// there is a key for the rescue system, and it runs no other image of ours unless
+    /// `--reflash` says to wipe it. An image tag it carries goes before the disk is written.
+    fn disk(&self, node: &Node, ip: IpAddr) -> Result<Disk, FlashError> {
+        let api = self.api;
         let before = our_server(api, self.cluster_name, node)?;
         let wanted = self.image.digest();
         if flashed_tag(&before) == Some(wanted.as_str()) {
-            return Ok(false);
+            return Ok(Disk::Proven);
+        }
+        // Unproven: `--reflash` writes it again (a node someone else configured first).
+        if written_tag(&before) == Some(wanted.as_str()) && !self.config.reflash {
+            return Ok(Disk::Written);
         }
         // Without a key, the rescue system would lock us out.
         if self.key_ids.is_empty() {
@@ -423,9 +485,19 @@ impl Job<'_> {
         let running = flashed_tag(&before)
             .or_else(|| node.proved_image())
             .map(str::to_owned);
-        let Some(running) = running else {
-            return Ok(true);
-        };
+        if let Some(running) = running {
+            self.may_wipe(node, ip, running)?;
+        }
+        // A tag would claim an image the disk no longer holds: gone before the disk is.
+        if flashed_tag(&before).is_some() || written_tag(&before).is_some() {
+            api.set_tags(&node.zone, &node.id, &with_image_tag(&before, None))?;
+        }
+        Ok(Disk::ToWrite)
+    }
+
+    /// Refuses to write over a node that runs `running`, unless `--reflash` says to wipe it.
+    fn may_wipe(&self, node: &Node, ip: IpAddr, running: String) -> Result<(), FlashError> {
+        let (config, name, wanted) = (self.config, &node.name, self.image.digest());
         if !config.reflash {
             return Err(FlashError::RunsAnotherImage {
                 running,
@@ -441,11 +513,7 @@ impl Job<'_> {
         pop_common::warn!(
             "{name}: runs {running}; --reflash: writing {wanted} over it (the node is wiped)"
         );
-        // The tag would claim an image the disk no longer holds: gone before the disk is.
-        if flashed_tag(&before).is_some() {
-            api.set_tags(&node.zone, &node.id, &with_flashed_tag(&before, None))?;
-        }
-        Ok(true)
+        Ok(())
     }
 
     /// Once the server is in rescue: waits for its SSH, reads its rescue credentials again (the
@@ -623,7 +691,7 @@ pub fn tag_proven(inventory: &NodeInventory, api: Baremetal<'_>) -> Vec<NodeFail
             if flashed_tag(&server) == Some(image) {
                 return Ok(false);
             }
-            let tags = with_flashed_tag(&server, Some(format!("{FLASHED_TAG}{image}")));
+            let tags = with_image_tag(&server, Some(format!("{FLASHED_TAG}{image}")));
             api.set_tags(&node.zone, &node.id, &tags)?;
             Ok(true)
         });

@@ -27,14 +27,18 @@
 //!    the rescue system downloads the .zst (https only), whose sha256 must be the local copy's
 //!    before the disk is touched; syncs; reads the disk back and compares the sha256 with the
 //!    image's;
-//! 6. boots it normally (stop, start with `boot_type: normal`) and records
-//!    `image_flashed: sha256:<digest of the raw image>` in the inventory (and forgets any
-//!    `config_applied`: the node is in maintenance mode again).
+//! 6. tags the server `edgepop-image-written=sha256:<digest of the raw image>`, boots it
+//!    normally (stop, start with `boot_type: normal`) and records `image_flashed: sha256:<digest
+//!    of the raw image>` in the inventory (and forgets any `config_applied`: the node is in
+//!    maintenance mode again). A server that already carries the written tag of this image (a
+//!    run stopped after the write, before its inventory was kept) is not written again (unless
+//!    `--reflash`): it is only booted normally if it is not, and recorded. Any older image tag goes before the disk
+//!    is written, so no tag ever names an image the disk does not hold.
 //!
 //! `--tag-proven` does only the last part of the job, once `talos-apply-insecure` has proved the
 //! node ours: it writes the image's digest in the server's tags (`edgepop-image-flashed=
-//! sha256:...`), so that a re-run from a fresh inventory finds it done, and a version bump
-//! finds what runs there. The read-back guards against faults, not against a lying rescue host:
+//! sha256:...`, in place of the written tag), so that a re-run from a fresh inventory finds it
+//! done, and a version bump finds what runs there. The read-back guards against faults, not against a lying rescue host:
 //! the tag waits for the proof.
 //!
 //! Writes the inventory back on stdout, even when a node failed (then exits 1 after it).
@@ -65,6 +69,12 @@ pub use crate::write::write_image;
 
 /// The server tag that keeps the flashed image's digest: `edgepop-image-flashed=sha256:<hex>`.
 pub const FLASHED_TAG: &str = "edgepop-image-flashed=";
+
+/// The server tag that keeps the digest of the image written and read back on the disk while the
+/// node is not yet proved ours: `edgepop-image-written=sha256:<hex>`. A run stopped after the
+/// write leaves it, so that the next run does not write the disk again (the proof still decides,
+/// and only the proof turns it into the flashed tag). A server carries one of the two at most.
+pub const WRITTEN_TAG: &str = "edgepop-image-written=";
 
 /// Why the tool stopped.
 #[derive(Debug, thiserror::Error)]

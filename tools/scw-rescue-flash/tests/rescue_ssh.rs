@@ -139,6 +139,16 @@ impl Api {
             .collect()
     }
 
+    /// Points at a new server of ours, ready in normal boot, with no image tag: the disk an
+    /// earlier case wrote is not taken for written (its tag stays on the server before).
+    fn fresh_server(&mut self) {
+        self.server = self.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                       "tags": OURS, "address": "127.0.0.1"}))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    }
+
     fn inventory(&self, steps: &str) -> String {
         self.inventory_with_keys(steps, &[self.key.as_str()])
     }
@@ -264,13 +274,22 @@ fn flashed(out: &Output, rescue: &Rescue, raw: &[u8]) {
     );
 }
 
-/// The boot into rescue a server without an OS takes, the image written, the normal boot.
-const FLASHED: [&str; 4] = [
+/// The boot into rescue a server without an OS takes, the image written and read back, the
+/// written tag, the normal boot.
+const FLASHED: [&str; 5] = [
     "POST stop",
     "POST start rescue",
+    "PATCH server",
     "POST stop",
     "POST start normal",
 ];
+
+/// The server's tags: ours, and `image_tag`.
+fn tags_with(image_tag: &str) -> Value {
+    let mut tags: Vec<Value> = OURS.iter().map(|t| json!(t)).collect();
+    tags.push(json!(image_tag));
+    Value::Array(tags)
+}
 
 /// The rescue user's sudo got the password on its standard input (never on a command line,
 /// never in a log); the host key was accepted for the session only and logged, as lsblk was.
@@ -354,7 +373,8 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
         "instances are not flashed"
     );
     // Stop, start into rescue with the key named by id (a server with no OS answers no
-    // reboot), then the same into the normal boot; no tag yet: the node is not proved ours.
+    // reboot), the written tag, then the same into the normal boot; no flashed tag yet: the node
+    // is not proved ours.
     assert_eq!(api.mutations(), FLASHED);
     let starts: Vec<Value> = api
         .requests()
@@ -363,7 +383,10 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
         .map(|r| r["body"].clone())
         .collect();
     assert_eq!(starts[0]["ssh_key_ids"], json!([api.key]));
-    assert_eq!(api.server()["tags"], json!(OURS));
+    assert_eq!(
+        api.server()["tags"],
+        tags_with(&format!("edgepop-image-written={digest}"))
+    );
     assert_the_password_stays_secret_and_the_host_key_is_logged(&rescue, &api, &stdout, &stderr);
 
     // Re-run with the inventory it wrote: nothing asked of Scaleway, nothing written.
@@ -387,10 +410,9 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
     assert_ne!(proven, stdout);
     let tagged = flash(&rescue, sshd.port, &api, &image, &proven, &["--tag-proven"]);
     testkit::process::success_stdout(&tagged);
-    let tag = format!("edgepop-image-flashed={digest}");
-    let mut tags: Vec<Value> = OURS.iter().map(|t| json!(t)).collect();
-    tags.push(json!(tag));
-    assert_eq!(api.server()["tags"], Value::Array(tags.clone()));
+    // The flashed tag in place of the written one.
+    let tags = tags_with(&format!("edgepop-image-flashed={digest}"));
+    assert_eq!(api.server()["tags"], tags);
     // A proof that came a run late (found configured and ours, no config recorded) tags as
     // well: here on a second, untagged server of ours.
     let second = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
@@ -410,7 +432,7 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
         &late,
         &["--tag-proven"],
     ));
-    assert_eq!(api.server()["tags"], Value::Array(tags));
+    assert_eq!(api.server()["tags"], tags);
     api.server = first;
 
     // A fresh inventory (another machine): the server's tag says it is done; one GET, no boot.
@@ -754,11 +776,91 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
     let mut expected = vec!["PATCH server".to_owned()];
     expected.extend(FLASHED.iter().map(|m| (*m).to_owned()));
     assert_eq!(api.mutations(), expected);
-    assert_eq!(api.server()["tags"], json!(OURS));
+    assert_eq!(
+        api.server()["tags"],
+        tags_with(&format!("edgepop-image-written=sha256:{}", sha256(&raw)))
+    );
     let written: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(
         written["nodes"][1]["steps"],
         json!({"image_flashed": format!("sha256:{}", sha256(&raw))})
+    );
+}
+
+#[test]
+fn a_disk_written_by_a_run_stopped_before_it_kept_its_inventory_is_not_written_again() {
+    let test = "a_disk_written_by_a_run_stopped";
+    let Some((rescue, sshd, mut api, image, raw)) = setup(test) else {
+        return;
+    };
+    let digest = format!("sha256:{}", sha256(&raw));
+    let written = format!("edgepop-image-written={digest}");
+    let mut tags = OURS.to_vec();
+    tags.push(written.as_str());
+    // What a run killed right after the written tag leaves: the server still in rescue, the
+    // tag on it, no inventory kept.
+    api.server = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                 "tags": tags, "boot_type": "rescue", "address": "127.0.0.1"}))
+        ["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    fs::write(rescue.disk(), b"written before").unwrap();
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let stdout = testkit::process::success_stdout(&out);
+    assert!(
+        stderr(&out).contains("not written again"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"written before");
+    // Only booted normally; recorded, so the proof step takes it from there.
+    assert_eq!(api.mutations(), ["POST stop", "POST start normal"]);
+    let inventory: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(inventory["nodes"][1]["steps"]["image_flashed"], digest);
+    assert_eq!(api.server()["tags"], json!(tags));
+    assert_eq!(api.server()["boot_type"], "normal");
+
+    // Booted normally already (stopped after its normal start): nothing to do at all.
+    let again = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    assert_eq!(testkit::process::success_stdout(&again), stdout);
+    assert_eq!(api.mutations(), ["POST stop", "POST start normal"]);
+
+    // Never proved ours (someone else configured it first): --reflash writes it again.
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--reflash"]);
+    flashed(&out, &rescue, &raw);
+    let mut expected = vec!["POST stop".to_owned(), "POST start normal".to_owned()];
+    expected.push("PATCH server".to_owned());
+    expected.extend(FLASHED.iter().map(|m| (*m).to_owned()));
+    assert_eq!(api.mutations(), expected);
+    assert_eq!(api.server()["tags"], json!(tags));
+}
+
+#[test]
+fn the_written_tag_of_another_image_goes_before_the_disk_is_written() {
+    let test = "the_written_tag_of_another_image";
+    let old = format!("edgepop-image-written=sha256:{}", "0".repeat(64));
+    let mut tags = OURS.to_vec();
+    tags.push(old.as_str());
+    let Some((rescue, sshd, api, image, raw)) = setup_tagged(test, &tags) else {
+        return;
+    };
+    // Not proved ours with that image: not a live node, written over without --reflash; its
+    // tag goes first, so that no tag names an image the disk may no longer hold.
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    flashed(&out, &rescue, &raw);
+    let mut expected = vec!["PATCH server".to_owned()];
+    expected.extend(FLASHED.iter().map(|m| (*m).to_owned()));
+    assert_eq!(api.mutations(), expected);
+    let first_patch = api
+        .requests()
+        .into_iter()
+        .find(|r| r["method"] == "PATCH")
+        .unwrap();
+    assert_eq!(first_patch["body"]["tags"], json!(OURS));
+    assert_eq!(
+        api.server()["tags"],
+        tags_with(&format!("edgepop-image-written=sha256:{}", sha256(&raw)))
     );
 }
 
@@ -771,7 +873,7 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
             return;
         }
     }
-    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+    let Some((rescue, sshd, mut api, image, raw)) = setup(test) else {
         return;
     };
     let release = Server::start(vec![Reply::ok(fs::read(&image).unwrap())]).unwrap();
@@ -808,6 +910,7 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
         ]
     })
     .unwrap();
+    api.fresh_server();
     fs::write(rescue.disk(), b"before").unwrap();
     let url = format!("{}/image/abc/v1.13.9/metal-amd64.raw.zst", cdn.url);
     let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
@@ -825,6 +928,7 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
     let other = zstd::encode_all(&b"not the image"[..], 3).unwrap();
     let release = Server::start(vec![Reply::ok(other)]).unwrap();
     let url = format!("{}/metal-amd64.raw.zst", release.url);
+    api.fresh_server();
     fs::write(rescue.disk(), b"before").unwrap();
     let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
     failed(&out, &["refused before the disk was touched"]);
@@ -844,7 +948,7 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         testkit::skip_or_fail(test, "zstd (the rescue side's decompression)");
         return;
     };
-    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+    let Some((rescue, sshd, mut api, image, raw)) = setup(test) else {
         return;
     };
     let compressed = fs::metadata(&image).unwrap().len();
@@ -871,6 +975,7 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
 
     // `--decompress-on local`: the raw image crosses; the rescue side's zstd is not asked.
     fs::remove_file(&calls).unwrap();
+    api.fresh_server();
     fs::write(rescue.disk(), b"before").unwrap();
     let out = flash_fresh(&rescue, &sshd, &api, &image, &["--decompress-on", "local"]);
     testkit::process::success_stdout(&out);
@@ -898,6 +1003,7 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         &rescue.path("bin/zstd"),
         "#!/bin/sh\necho 'zstd: command not found' >&2\nexit 127\n",
     );
+    api.fresh_server();
     fs::write(rescue.disk(), b"before").unwrap();
     let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     testkit::process::success_stdout(&out);
@@ -909,6 +1015,7 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
     );
     assert!(stderr_text.contains("decompressing here"), "{stderr_text}");
 
+    api.fresh_server();
     fs::write(rescue.disk(), b"before").unwrap();
     let out = flash_fresh(&rescue, &sshd, &api, &image, &["--decompress-on", "rescue"]);
     failed(
@@ -994,7 +1101,10 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(api.mutations()[2..], ["POST stop", "POST start normal"]);
+    assert_eq!(
+        api.mutations()[2..],
+        ["PATCH server", "POST stop", "POST start normal"]
+    );
 }
 
 #[test]
