@@ -6,8 +6,9 @@
 #                                  talosconfig, each checked by talosctl validate
 #   pipelines/infra.sh image       the worker's Talos image from the Image Factory, checked
 #                                  against its pin (the control planes' is scw-infra's to import)
-#   pipelines/infra.sh digests     download both images once and record their sha256 in
-#                                  $TALOS_DIGESTS (make talos-image-digests)
+#   pipelines/infra.sh digests     download both images once, record their sha256 in
+#                                  $TALOS_DIGESTS (make talos-image-digests) and keep both files
+#                                  in $OUT for the apply
 #   pipelines/infra.sh plan        the dry-run twin of the nodes step's scw-infra apply: the plan
 #                                  it would run (a JSON line a step), nothing changed
 #   pipelines/infra.sh nodes       scw-infra apply | scw-rescue-flash | talos-apply-insecure
@@ -188,6 +189,12 @@ worker_image_file() {
   printf '%s/talos-%s-%s-metal-amd64.raw.zst' "$OUT" "$TALOS_VERSION" "${WORKER_SCHEMATIC:0:12}"
 }
 
+# The control planes' image as the digests step downloaded it: scw-infra imports it from there
+# (when it holds the pinned sha256) instead of downloading it a second time.
+control_plane_image_file() {
+  printf '%s/talos-%s-%s-scaleway-amd64.raw.zst' "$OUT" "$TALOS_VERSION" "${TALOS_CONTROL_PLANE_SCHEMATIC:0:12}"
+}
+
 # The worker's disk image, downloaded once and checked against its pin; prints its path (the
 # names read first).
 image() {
@@ -217,8 +224,8 @@ digests() {
   log "downloading both images of Talos $TALOS_VERSION to record their digests"
   worker=$(download "$(worker_image_url)" "$(worker_image_file)")
   mv "$(worker_image_file).part" "$(worker_image_file)"
-  control_plane=$(download "$(control_plane_image_url)" "$OUT/talos-control-plane.raw.zst")
-  rm -f "$OUT/talos-control-plane.raw.zst.part"
+  control_plane=$(download "$(control_plane_image_url)" "$(control_plane_image_file)")
+  mv "$(control_plane_image_file).part" "$(control_plane_image_file)"
   lines=$(printf '%s=%s\n%s=%s' "$(control_plane_image_key)" "$control_plane" "$(worker_image_key)" "$worker")
   mkdir -p "$(dirname "$TALOS_DIGESTS")"
   {
@@ -262,6 +269,7 @@ nodes() {
   "$BIN/scw-infra" apply --config "$INFRA_CONFIG" --talos-version "$TALOS_VERSION" \
       --previous "$inventory.unfinished" --previous "$inventory" \
       --talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$control_plane_sha256" \
+      --talos-image-file "$(control_plane_image_file)" \
       --control-plane-config "$OUT/controlplane.yaml" \
     | "$BIN/scw-rescue-flash" --image "$metal" --disk "$INSTALL_DISK" --ssh-key "$SSH_PRIVATE_KEY" \
         --installer-image "$WORKER_INSTALLER_IMAGE" --talosconfig "$talosconfig" "${reflash[@]}" \

@@ -828,6 +828,19 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         "{}",
         apply.2
     );
+    // ...from the file make talos-image-digests kept, when it holds the pinned bytes.
+    assert!(
+        apply.2.contains(&format!(
+            "--talos-image-file {}",
+            env.out(&format!(
+                "talos-v1.13.11-{}-scaleway-amd64.raw.zst",
+                &testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC")[..12]
+            ))
+            .display()
+        )),
+        "{}",
+        apply.2
+    );
     // The control planes get their config as user data: they boot configured.
     assert!(
         apply.2.contains(&format!(
@@ -1194,6 +1207,12 @@ fn the_digests_are_recorded_outside_the_tracked_pins_keyed_by_version_and_schema
     );
     assert_eq!(mode(&env.path("talos-image-digests.env")), 0o644);
     assert_eq!(fs::read(env.path("versions.env")).unwrap(), tracked);
+    // The control planes' image is kept for the apply's import, which takes it from there.
+    let kept = env.out(&format!(
+        "talos-v1.13.11-{}-scaleway-amd64.raw.zst",
+        &testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC")[..12]
+    ));
+    assert_eq!(fs::read(&kept).unwrap(), control_plane);
 
     // The worker's image is the one recorded: kept, not downloaded again (no reply is left).
     ok(&env.infra("image", &[]));

@@ -193,6 +193,10 @@ pub struct ApplyArgs {
     /// The pinned sha256 of that file (64 hex digits); a download that differs is refused.
     #[arg(long, value_name = "HEX", requires = "talos_image_url")]
     pub talos_image_sha256: Option<String>,
+    /// That file, already downloaded (make talos-image-digests keeps it): imported from here
+    /// when it holds the pinned sha256, else downloaded again. A missing file is downloaded.
+    #[arg(long, value_name = "FILE", requires = "talos_image_url")]
+    pub talos_image_file: Option<PathBuf>,
     /// The part size of the image upload, in MiB (at least 5).
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     pub upload_part_mib: usize,

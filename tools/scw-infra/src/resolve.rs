@@ -249,7 +249,11 @@ fn resolve_apply(args: &ApplyArgs, home: Option<&str>) -> Result<(InfraConfig, A
     let talos_source = talos_source(
         args.talos_image_url.as_deref(),
         args.talos_image_sha256.as_deref(),
-    )?;
+    )?
+    .map(|source| TalosSource {
+        file: args.talos_image_file.clone(),
+        ..source
+    });
     let upload_part_mib = args.upload_part_mib;
     if upload_part_mib < 5 {
         return Err(Error::Usage(format!(
@@ -328,6 +332,7 @@ fn talos_source(url: Option<&str>, sha256: Option<&str>) -> Result<Option<TalosS
     Ok(Some(TalosSource {
         url: url.to_owned(),
         sha256: sha256.to_owned(),
+        file: None,
     }))
 }
 

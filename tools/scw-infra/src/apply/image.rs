@@ -143,8 +143,9 @@ impl Import {
         let source = TalosSource {
             url: self.url.clone(),
             sha256: self.sha256.clone(),
+            file: inputs.talos_source.as_ref().and_then(|s| s.file.clone()),
         };
-        let zst = image_file::download(&source, work.path())?;
+        let zst = image_file::obtain(&source, work.path())?;
         let (qcow2, raw_size) = image_file::convert(&zst, work.path())?;
         let size = std::fs::metadata(&qcow2).map(|m| m.len()).unwrap_or(0);
         let digest = image_file::sha256_file(&qcow2)?;

@@ -15,6 +15,9 @@ pub struct TalosSource {
     pub url: String,
     /// Lowercase hex sha256 of the `.raw.zst` file.
     pub sha256: String,
+    /// The same file already on this machine (`make talos-image-digests` keeps the one it
+    /// measured), used instead of a download when its sha256 is the pin.
+    pub file: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +39,30 @@ pub enum ImageError {
         path: PathBuf,
         error: std::io::Error,
     },
+}
+
+/// The pinned file: `source.file` when it is there and holds the pinned bytes, else downloaded
+/// into `dir`; returns its path.
+pub fn obtain(source: &TalosSource, dir: &Path) -> Result<PathBuf, ImageError> {
+    let Some(file) = source.file.as_ref().filter(|file| file.exists()) else {
+        return download(source, dir);
+    };
+    match sha256_file(file) {
+        Ok(sha256) if sha256 == source.sha256 => {
+            pop_common::info!(
+                "{}: the pinned image (sha256 {sha256}), not downloaded again",
+                file.display()
+            );
+            return Ok(file.clone());
+        }
+        Ok(sha256) => pop_common::warn!(
+            "{}: sha256 {sha256} is not the pinned {}: downloading it again",
+            file.display(),
+            source.sha256
+        ),
+        Err(error) => pop_common::warn!("{error}: downloading it again"),
+    }
+    download(source, dir)
 }
 
 /// Downloads `source` into `dir`, checking its sha256 as it streams; returns the file.
@@ -174,6 +201,46 @@ pub fn snapshot_size(raw_size: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use testkit::http::{Reply, Server};
+
+    fn sha256_hex(bytes: &[u8]) -> String {
+        pop_common::hex::encode(&Sha256::digest(bytes))
+    }
+
+    #[test]
+    fn the_kept_file_is_used_when_it_holds_the_pin_else_the_image_is_downloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let pinned = b"the pinned image".to_vec();
+        let kept = dir.path().join("kept.raw.zst");
+        std::fs::write(&kept, &pinned).unwrap();
+        // A factory with nothing to serve: a download would fail.
+        let factory = Server::start(vec![]).unwrap();
+        let source = TalosSource {
+            url: format!("{}/image.raw.zst", factory.url),
+            sha256: sha256_hex(&pinned),
+            file: Some(kept.clone()),
+        };
+        assert_eq!(obtain(&source, dir.path()).unwrap(), kept);
+        assert!(factory.requests().is_empty());
+
+        // Other bytes there, or no file: the pinned image is downloaded.
+        for file in [Some(b"another image".as_slice()), None] {
+            let _ = std::fs::remove_file(&kept);
+            if let Some(bytes) = file {
+                std::fs::write(&kept, bytes).unwrap();
+            }
+            let factory = Server::start(vec![Reply::ok(pinned.clone())]).unwrap();
+            let source = TalosSource {
+                url: format!("{}/image.raw.zst", factory.url),
+                ..source.clone()
+            };
+            let got = obtain(&source, dir.path()).unwrap();
+            assert_eq!(got, dir.path().join("talos.raw.zst"));
+            assert_eq!(std::fs::read(&got).unwrap(), pinned);
+            assert_eq!(factory.requests().len(), 1);
+        }
+    }
 
     #[test]
     fn snapshot_sizes_are_whole_gb_and_at_least_ten() {
