@@ -103,10 +103,22 @@ guard-cluster: have-kubeconfig $(INPUTS) $(BIN)/kubeconfig-guard
 	@$(if $(SHELL_KUBECONFIG),echo "make: KUBECONFIG from the environment ($(SHELL_KUBECONFIG)) is ignored: this Makefile acts on $(KUBECONFIG) (make KUBECONFIG=FILE chooses another)" >&2;) \
 	$(GUARD) >/dev/null
 
+# What `make help` prints first: a first real run, in order, as the README's deployment block has
+# it (tests/readme_walk.rs holds the two to the same make commands in the same order).
+##! A first real run on Scaleway, in order (README.md; what each step checks: docs/operations.md):
+##!   1. make tools                 talosctl, kubectl, helm and sops at their pins (needs Go)
+##!   2. cp config/{infra,platform,edge}.example.json to config/*.json, then edit each
+##!   3. make vendor                once: the pinned Gateway API CRDs, sha256-checked
+##!   4. make talos-image-digests   once per Talos version: both images downloaded (kept for the
+##!                                 apply) and their sha256 recorded in config/talos-image-digests.env
+##!   5. make check                 names what is missing, and the step that brings it
+##!   6. make apply                 infra (the worker's rescue boot and flash take the longest; an
+##!                                 interrupted run is safe to run again), then platform, then edge
+
 ##@ Start (no cluster, no credential)
 .PHONY: help tools check apply
 help: ## List the targets (this text)
-	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^##!/ {print substr($$0, 5)} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 tools: ## Build talosctl, kubectl, helm and sops at their pins (Go module proxy, cached) into TOOLS_DIR, first on the recipes' PATH
 	@$(if $(TOOLS_DIR),,echo "make tools: TOOLS_DIR is empty: name the folder to build the tools into" >&2; exit 2)

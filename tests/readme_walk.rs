@@ -266,3 +266,43 @@ fn the_readme_deployment_block_runs_up_to_the_first_call_that_needs_the_cloud() 
     assert!(reader.repo.join("config/talos-image-digests.env").is_file());
     assert!(reader.tools_dir.join("helm").is_file());
 }
+
+#[test]
+fn make_help_gives_the_first_run_in_the_readme_order() {
+    let root = testkit::workspace::root();
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    // The README's make commands up to the apply, in order.
+    let mut readme_steps: Vec<String> = Vec::new();
+    for command in deployment_block(&readme) {
+        if command.starts_with("make ") {
+            readme_steps.push(command.clone());
+        }
+        if command == "make apply" {
+            break;
+        }
+    }
+    let help = Command::new("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(&root)
+        .arg("help")
+        .output()
+        .unwrap();
+    let help = testkit::process::success_stdout(&help);
+    // Its numbered first-run lines, before the first section; their make commands, in order.
+    let first_run = help.split("\n\n").next().unwrap();
+    let help_steps: Vec<String> = first_run
+        .lines()
+        .filter_map(|line| {
+            let (number, rest) = line.trim().split_once(". ")?;
+            number.parse::<u32>().ok()?;
+            let command: Vec<&str> = rest.split_whitespace().take(2).collect();
+            (command[0] == "make").then(|| command.join(" "))
+        })
+        .collect();
+    assert_eq!(help_steps, readme_steps, "{first_run}");
+    // The copy of the configs comes before the first make that reads them.
+    assert!(
+        first_run.find("cp config/") < first_run.find("make vendor"),
+        "{first_run}"
+    );
+}
