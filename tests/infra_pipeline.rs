@@ -770,6 +770,24 @@ fn recording_node_tools(env: &Env) -> (String, PathBuf) {
     (bin.display().to_string(), log)
 }
 
+/// scw-infra apply's `args` import the control planes' image from the pins when it is missing,
+/// from the file make talos-image-digests kept when it holds the pinned bytes.
+fn assert_scw_infra_imports_the_pinned_image(env: &Env, args: &str, factory: &str, digest: &str) {
+    let schematic = testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC");
+    let kept = env.out(&format!(
+        "talos-v1.13.11-{}-scaleway-amd64.raw.zst",
+        &schematic[..12]
+    ));
+    for needle in [
+        format!(
+            "--talos-image-url {factory}/image/{schematic}/v1.13.11/scaleway-amd64.raw.zst --talos-image-sha256 {digest}"
+        ),
+        format!("--talos-image-file {}", kept.display()),
+    ] {
+        assert!(args.contains(&needle), "`{needle}` not in {args}");
+    }
+}
+
 #[test]
 fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() {
     let test = "the_node_pipeline_gets_the_pins";
@@ -819,28 +837,7 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         [apply.1, flash.1, talos.1, tag.1, clear.1],
         [true, true, false, true, true]
     );
-    // scw-infra imports the control planes' image from the pins when it is missing.
-    assert!(
-        apply.2.contains(&format!(
-            "--talos-image-url {}/image/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba/v1.13.11/scaleway-amd64.raw.zst --talos-image-sha256 {control_plane_digest}",
-            factory.url
-        )),
-        "{}",
-        apply.2
-    );
-    // ...from the file make talos-image-digests kept, when it holds the pinned bytes.
-    assert!(
-        apply.2.contains(&format!(
-            "--talos-image-file {}",
-            env.out(&format!(
-                "talos-v1.13.11-{}-scaleway-amd64.raw.zst",
-                &testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC")[..12]
-            ))
-            .display()
-        )),
-        "{}",
-        apply.2
-    );
+    assert_scw_infra_imports_the_pinned_image(&env, &apply.2, &factory.url, &control_plane_digest);
     // The control planes get their config as user data: they boot configured.
     assert!(
         apply.2.contains(&format!(
