@@ -13,6 +13,7 @@ mod edge_hostnames;
 mod house;
 mod images;
 mod infra_pipeline;
+mod interruptions;
 mod network_flows;
 mod onprem_check;
 mod onprem_profile;

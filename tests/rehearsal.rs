@@ -46,36 +46,53 @@ use testkit::scaleway::{control, mutations};
 use crate::infra_pipeline::{mode, record_tool};
 use crate::teardown::{first, talosctl_on};
 
-const SECRET: &str = "5c4b3a29-1807-4f6e-9d5c-4b3a29180706";
+pub(crate) const SECRET: &str = "5c4b3a29-1807-4f6e-9d5c-4b3a29180706";
 const ACCESS: &str = "SCWREHEARSALREHEARSA";
 const PROJECT: &str = "33333333-3333-4333-8333-333333333333";
 const CLUSTER: &str = "edge-par";
-const CLUSTER_TAG: &str = "edgepop-cluster=edge-par";
+pub(crate) const CLUSTER_TAG: &str = "edgepop-cluster=edge-par";
 /// The worker's address: its rescue system's sshd listens there, and its node stand-in answers
 /// there.
 const WORKER_ADDRESS: &str = "127.0.0.1";
 /// The worker's schematic of the example config's offer (as tests/infra_pipeline.rs has it).
-const WORKER_SCHEMATIC: &str = "b4f89946a66f1ffdda1caf6d31f852c10b2b2b2c320d040baf863e9962065f02";
+pub(crate) const WORKER_SCHEMATIC: &str =
+    "b4f89946a66f1ffdda1caf6d31f852c10b2b2b2c320d040baf863e9962065f02";
 
 /// Everything the rehearsal runs against; dropped (stopped) when the test ends.
 struct Stage {
     dir: tempfile::TempDir,
     plane: ControlPlane,
-    scaleway: testkit::standin::StandIn,
-    s3: testkit::standin::StandIn,
-    factory: Server,
+    infra: InfraStandIns,
     vendor: crate::pipelines::Server,
     tunnel: testkit::tunnel::Tunnel,
     kubectl_dir: PathBuf,
     talosctl: PathBuf,
-    rescue: testkit::sshd::Rescue,
-    _sshd: testkit::sshd::Sshd,
-    /// The worker's image, as its disk must hold it once flashed.
-    worker_raw: Vec<u8>,
 }
 
-impl Stage {
-    fn start(test: &str) -> Option<Stage> {
+/// The infra layer's world outside the tools, in a test's folder: the Image Factory serving the
+/// two Talos images (real zstd files, recorded as `make talos-image-digests` records them), the
+/// worker's rescue system and its sshd, the Scaleway and S3 stand-ins; the configs and the
+/// recording cargo are written beside them.
+pub(crate) struct InfraStandIns {
+    pub(crate) scaleway: testkit::standin::StandIn,
+    pub(crate) s3: testkit::standin::StandIn,
+    pub(crate) factory: Server,
+    pub(crate) rescue: testkit::sshd::Rescue,
+    pub(crate) sshd: testkit::sshd::Sshd,
+    /// The worker's image, as its disk must hold it once flashed.
+    pub(crate) worker_raw: Vec<u8>,
+}
+
+impl InfraStandIns {
+    /// Started in `dir` (which gets `bin/`, `out/`, `talos-state/`, `config/` and `tools/`),
+    /// `serve` making the factory from the worker's and the control planes' `.raw.zst` bytes;
+    /// `None` when a program they need is missing (the test is skipped, or failed under
+    /// EDGEPOP_REQUIRE_ALL).
+    pub(crate) fn start(
+        test: &str,
+        dir: &Path,
+        serve: impl FnOnce(&[u8], &[u8]) -> Server,
+    ) -> Option<InfraStandIns> {
         if !testkit::workspace::python3(test) {
             return None;
         }
@@ -86,6 +103,75 @@ impl Stage {
             }
         }
         let shared = testkit::workspace::shared_dir(test)?;
+        for sub in ["bin", "out", "talos-state", "config", "tools"] {
+            fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let worker_image = zstd_image(&dir.join("worker.raw"), 0x11);
+        let control_plane_image = zstd_image(&dir.join("control-plane.raw"), 0x22);
+        let factory = serve(&worker_image, &control_plane_image);
+        pin_the_factory(dir, &factory.url, &worker_image, &control_plane_image);
+        let (rescue, sshd, scaleway) = rescue_and_scaleway(test, &shared, dir)?;
+        let s3 = testkit::standin::s3(dir, ACCESS, SECRET);
+        write_configs(dir, &rescue);
+        recording_cargo(dir);
+        Some(InfraStandIns {
+            scaleway,
+            s3,
+            factory,
+            rescue,
+            sshd,
+            worker_raw: fs::read(dir.join("worker.raw")).unwrap(),
+        })
+    }
+
+    /// `make` with the Makefile's variables pointing into `dir` (the infra config, OUT, BIN,
+    /// the digests, the recording cargo), the talosctl stand-in's variables (`talosctl` the real
+    /// one behind it), the stand-ins' endpoints and credentials, `path` as PATH, and nothing else
+    /// of this process's environment.
+    pub(crate) fn make(&self, dir: &Path, talosctl: &Path, path: &str) -> Command {
+        let mut command = Command::new("make");
+        command
+            .env_clear()
+            .args(["--no-print-directory", "-C"])
+            .arg(testkit::workspace::root())
+            // The stand-ins on PATH, never the clients of a `make tools` folder.
+            .arg("TOOLS_DIR=")
+            .arg(format!("OUT={}", dir.join("out").display()))
+            .arg(format!(
+                "INFRA_CONFIG={}",
+                dir.join("config/infra.json").display()
+            ))
+            .arg(format!("BIN={}", dir.join("tools").display()))
+            .arg(format!(
+                "TALOS_DIGESTS={}",
+                dir.join("talos-image-digests.env").display()
+            ))
+            // The tools are the ones cargo built for this test: nothing is rebuilt.
+            // cargo here only notes whether it got the Scaleway secret: a build script could
+            // read it, and none needs it.
+            .arg("RUST_SOURCES=")
+            .arg(format!("CARGO={}", dir.join("cargo").display()))
+            .env("HOME", dir)
+            .env("PATH", path)
+            .env("VERSIONS_FILE", dir.join("versions.env"))
+            .env("BOOTSTRAP_INTERVAL", "0")
+            .env("TALOSCTL_STATE", dir.join("talos-state"))
+            .env("TALOSCTL_REAL", talosctl)
+            .env("TALOSCTL_KUBECONFIG", dir.join("cluster-kubeconfig"))
+            .stdin(Stdio::null());
+        testkit::scaleway::stand_in_env(
+            &mut command,
+            dir,
+            &self.scaleway,
+            &self.s3,
+            (ACCESS, SECRET, PROJECT),
+        );
+        command
+    }
+}
+
+impl Stage {
+    fn start(test: &str) -> Option<Stage> {
         let talosctl = testkit::upstream::program(test, "talosctl")?;
         let kubectl = testkit::upstream::program(test, "kubectl")?;
         let crds = testkit::crds::platform(test)?;
@@ -97,50 +183,20 @@ impl Stage {
 
         let dir = tempfile::tempdir().unwrap();
         let path = |name: &str| dir.path().join(name);
-        for sub in ["bin", "out", "talos-state", "served", "config"] {
-            fs::create_dir_all(path(sub)).unwrap();
-        }
-
-        let vendor = vendor_server(test, &shared, dir.path())?;
+        fs::create_dir_all(path("served")).unwrap();
 
         // The Image Factory: the worker's schematic registered, its metal image, then the
-        // control planes' image, which scw-infra imports. Both are real zstd files.
-        let worker_image = zstd_image(&path("worker.raw"), 0x11);
-        let control_plane_image = zstd_image(&path("control-plane.raw"), 0x22);
-        let factory = Server::start(vec![
-            Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
-            Reply::ok(worker_image.clone()),
-            Reply::ok(control_plane_image.clone()),
-        ])
-        .unwrap();
-        let versions = fs::read_to_string(testkit::workspace::root().join("k8s/versions.env"))
+        // control planes' image, which scw-infra imports.
+        let infra = InfraStandIns::start(test, dir.path(), |worker, control_plane| {
+            Server::start(vec![
+                Reply::json(201, format!(r#"{{"id":"{WORKER_SCHEMATIC}"}}"#)),
+                Reply::ok(worker.to_vec()),
+                Reply::ok(control_plane.to_vec()),
+            ])
             .unwrap()
-            .lines()
-            .map(|line| match line.split_once('=') {
-                Some(("TALOS_FACTORY_URL", _)) => format!("TALOS_FACTORY_URL={}", factory.url),
-                _ => line.to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        fs::write(path("versions.env"), versions + "\n").unwrap();
-        // Both images recorded, as `make talos-image-digests` records them.
-        let talos = testkit::pin("TALOS_VERSION");
-        let control_plane_schematic = testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC");
-        fs::write(
-            path("talos-image-digests.env"),
-            format!(
-                "{talos}/{control_plane_schematic}/scaleway-amd64.raw.zst={}\n\
-                 {talos}/{WORKER_SCHEMATIC}/metal-amd64.raw.zst={}\n",
-                sha256(&control_plane_image),
-                sha256(&worker_image)
-            ),
-        )
-        .unwrap();
-
-        let (rescue, sshd, scaleway) = rescue_and_scaleway(test, &shared, dir.path())?;
-        let s3 = testkit::standin::s3(dir.path(), ACCESS, SECRET);
-
-        write_configs(dir.path(), &rescue);
+        })?;
+        let shared = testkit::workspace::shared_dir(test)?;
+        let vendor = vendor_server(test, &shared, dir.path())?;
 
         // The cluster's admin kubeconfig as Talos hands it out (its server the config's
         // cluster_endpoint), and the route to it.
@@ -150,19 +206,12 @@ impl Stage {
             plane.address(),
         );
 
-        install_tools(dir.path(), sshd.port);
-        recording_cargo(dir.path());
+        install_tools(dir.path(), infra.sshd.port);
 
-        let worker_raw = fs::read(path("worker.raw")).unwrap();
         Some(Stage {
-            rescue,
-            _sshd: sshd,
-            worker_raw,
             dir,
             plane,
-            scaleway,
-            s3,
-            factory,
+            infra,
             vendor,
             tunnel,
             kubectl_dir: kubectl.parent().unwrap().to_path_buf(),
@@ -207,18 +256,8 @@ impl Stage {
             self.kubectl_dir.display(),
             std::env::var("PATH").unwrap()
         );
-        let mut command = Command::new("make");
+        let mut command = self.infra.make(self.dir.path(), &self.talosctl, &path);
         command
-            .env_clear()
-            .args(["--no-print-directory", "-C"])
-            .arg(testkit::workspace::root())
-            // The stand-ins on PATH, never the clients of a `make tools` folder.
-            .arg("TOOLS_DIR=")
-            .arg(format!("OUT={}", self.path("out").display()))
-            .arg(format!(
-                "INFRA_CONFIG={}",
-                self.path("config/infra.json").display()
-            ))
             .arg(format!(
                 "PLATFORM_CONFIG={}",
                 self.path("config/platform.json").display()
@@ -227,43 +266,18 @@ impl Stage {
                 "EDGE_CONFIG={}",
                 self.path("config/edge.json").display()
             ))
-            .arg(format!("BIN={}", self.path("tools").display()))
-            .arg(format!(
-                "TALOS_DIGESTS={}",
-                self.path("talos-image-digests.env").display()
-            ))
-            // The tools are the ones cargo built for this test: nothing is rebuilt.
-            // cargo here only notes whether it got the Scaleway secret: a build script could
-            // read it, and none needs it.
-            .arg("RUST_SOURCES=")
-            .arg(format!("CARGO={}", self.path("cargo").display()))
             .args(args)
-            .env("HOME", self.dir.path())
-            .env("PATH", path)
-            .env("VERSIONS_FILE", self.path("versions.env"))
             .env("VENDOR_DIR", self.path("vendor"))
             .env("VENDOR_BASE_URL", &self.vendor.url)
-            .env("BOOTSTRAP_INTERVAL", "0")
             .env("GATEWAY_WAIT_SECONDS", "120")
             // The Scaleway requests and the talosctl calls in one log, in order.
             .env("TALOSCTL_LOG", self.path("requests.jsonl"))
-            .env("TALOSCTL_STATE", self.path("talos-state"))
-            .env("TALOSCTL_REAL", &self.talosctl)
-            .env("TALOSCTL_KUBECONFIG", self.path("cluster-kubeconfig"))
             .env("STANDIN_LOG", self.path("helm.log"))
             .env("STANDIN_HELM_STATE", self.path("helm-releases"))
             // The API server is reached under the endpoint's name through the proxy only;
             // everything else here is on 127.0.0.1, which goes direct.
             .env("HTTPS_PROXY", self.tunnel.url())
-            .env("NO_PROXY", "127.0.0.1")
-            .stdin(Stdio::null());
-        testkit::scaleway::stand_in_env(
-            &mut command,
-            self.dir.path(),
-            &self.scaleway,
-            &self.s3,
-            (ACCESS, SECRET, PROJECT),
-        );
+            .env("NO_PROXY", "127.0.0.1");
         command
     }
 
@@ -309,7 +323,7 @@ impl Stage {
     }
 
     fn state(&self) -> Value {
-        control(&self.scaleway.url(), "state", None)
+        control(&self.infra.scaleway.url(), "state", None)
     }
 
     fn kubectl(&self, args: &[&str]) -> String {
@@ -321,6 +335,33 @@ impl Stage {
     }
 }
 
+/// `dir/versions.env`: the pins with the Image Factory at `factory_url`; and
+/// `dir/talos-image-digests.env`: both images recorded, as `make talos-image-digests` records them.
+fn pin_the_factory(dir: &Path, factory_url: &str, worker_image: &[u8], control_plane_image: &[u8]) {
+    let versions = fs::read_to_string(testkit::workspace::root().join("k8s/versions.env"))
+        .unwrap()
+        .lines()
+        .map(|line| match line.split_once('=') {
+            Some(("TALOS_FACTORY_URL", _)) => format!("TALOS_FACTORY_URL={factory_url}"),
+            _ => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    fs::write(dir.join("versions.env"), versions + "\n").unwrap();
+    let talos = testkit::pin("TALOS_VERSION");
+    let control_plane_schematic = testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC");
+    fs::write(
+        dir.join("talos-image-digests.env"),
+        format!(
+            "{talos}/{control_plane_schematic}/scaleway-amd64.raw.zst={}\n\
+             {talos}/{WORKER_SCHEMATIC}/metal-amd64.raw.zst={}\n",
+            sha256(control_plane_image),
+            sha256(worker_image)
+        ),
+    )
+    .unwrap();
+}
+
 fn example(name: &str) -> Value {
     serde_json::from_str(
         &fs::read_to_string(testkit::workspace::root().join("config").join(name)).unwrap(),
@@ -328,7 +369,7 @@ fn example(name: &str) -> Value {
     .unwrap()
 }
 
-fn sha256(bytes: &[u8]) -> String {
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
@@ -759,6 +800,7 @@ fn assert_the_calls_in_order(
     worker_ip: &str,
 ) -> Vec<Value> {
     let factory: Vec<(String, String)> = stage
+        .infra
         .factory
         .requests()
         .iter()
@@ -852,9 +894,10 @@ fn assert_the_scaleway_side_and_the_node_tools(stage: &Stage, log: &[Value]) {
 /// The worker was flashed through its rescue system: its disk holds the image, the inventory
 /// records it, and the server went through rescue and back to a normal boot.
 fn assert_the_worker_was_flashed(stage: &Stage, inventory: &Value, log: &[Value], state: &Value) {
-    let disk = fs::read(stage.rescue.disk()).unwrap();
+    let disk = fs::read(stage.infra.rescue.disk()).unwrap();
     assert!(
-        disk.len() == stage.worker_raw.len() && sha256(&disk) == sha256(&stage.worker_raw),
+        disk.len() == stage.infra.worker_raw.len()
+            && sha256(&disk) == sha256(&stage.infra.worker_raw),
         "the worker's disk is not the image"
     );
     let worker_node = inventory["nodes"]
@@ -865,7 +908,7 @@ fn assert_the_worker_was_flashed(stage: &Stage, inventory: &Value, log: &[Value]
         .unwrap();
     assert_eq!(
         worker_node["steps"]["image_flashed"],
-        format!("sha256:{}", sha256(&stage.worker_raw)),
+        format!("sha256:{}", sha256(&stage.infra.worker_raw)),
         "{inventory}"
     );
     let boots: Vec<&str> = log

@@ -4,6 +4,8 @@
 //!
 //! Each connection gets the next reply of the script, then is closed; after the last one the
 //! server thread ends by itself. Nothing here is timed: a stall lasts until the client gives up.
+//! A routed server ([`Server::routes`]) answers by method and path instead, as often as asked,
+//! until it is dropped.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -86,6 +88,18 @@ pub struct Server {
     /// `http://127.0.0.1:<port>`
     pub url: String,
     requests: mpsc::Receiver<Request>,
+    /// Set when a routed server is dropped: its thread ends at its next connection.
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.stop {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            // Wakes the accept so that the thread sees the flag.
+            let _ = TcpStream::connect(self.url.trim_start_matches("http://"));
+        }
+    }
 }
 
 impl Server {
@@ -106,12 +120,49 @@ impl Server {
                 let Ok((stream, _)) = listener.accept() else {
                     return;
                 };
-                if serve(stream, reply, &sender).is_err() {
+                if serve(stream, |_| reply, &sender).is_err() {
                     // The client went away; the next connection gets the next reply.
                 }
             }
         });
-        Ok(Server { url, requests })
+        Ok(Server {
+            url,
+            requests,
+            stop: None,
+        })
+    }
+
+    /// Listens on a free loopback port and answers each connection with the reply of the route
+    /// (`method`, `path` without the query) its request names, or a 404, as often as asked:
+    /// a server whose clients come back, in whatever order.
+    pub fn routes(routes: Vec<(&'static str, String, Reply)>) -> io::Result<Server> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (sender, requests) = mpsc::channel();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        thread::spawn(move || {
+            while let Ok((stream, _)) = listener.accept() {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let reply = |request: &Request| {
+                    let path = request.target.split('?').next().unwrap_or_default();
+                    routes
+                        .iter()
+                        .find(|(method, route, _)| *method == request.method && route == path)
+                        .map_or_else(|| Reply::status(404), |(_, _, reply)| reply.clone())
+                };
+                if serve(stream, reply, &sender).is_err() {
+                    // The client went away; the next connection is served all the same.
+                }
+            }
+        });
+        Ok(Server {
+            url,
+            requests,
+            stop: Some(stop),
+        })
     }
 
     /// The requests received so far, in order.
@@ -128,13 +179,19 @@ pub fn closed_port_url() -> io::Result<String> {
     Ok(format!("http://{addr}"))
 }
 
-fn serve(stream: TcpStream, reply: Reply, sender: &mpsc::Sender<Request>) -> io::Result<()> {
+/// Reads one request from `stream` and sends it the reply `reply` chooses for it.
+fn serve(
+    stream: TcpStream,
+    reply: impl FnOnce(&Request) -> Reply,
+    sender: &mpsc::Sender<Request>,
+) -> io::Result<()> {
     // A bound on how long a silent client can hold the thread; never reached in a passing test.
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let Some(request) = read_request(&mut reader)? else {
         return Ok(());
     };
+    let reply = reply(&request);
     let _ = sender.send(request);
     let mut stream = stream;
     match reply {

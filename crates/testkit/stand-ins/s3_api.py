@@ -72,6 +72,11 @@ Control (unsigned): POST /__standin/faults with a list of
   POST /__standin/signal with {name}: counts as an answered request of query `signal=<name>`,
   so that a test releases held requests once it has seen the client react to the others.
   A held request waits HOLD_SECONDS at most, then is answered 503 `SlowDown`.
+  POST /__standin/interrupt with {nth, marker}: the nth request that can change something (any
+      method but GET and HEAD, counted from the stand-in's start) is served (it takes effect,
+      or is refused), and is never answered: the stand-in writes "METHOD path" to the file `marker` and holds the
+      connection (HOLD_SECONDS at most, then closes it unanswered), so that a test kills the
+      client right after a call that was done.
 """
 
 import argparse
@@ -200,6 +205,7 @@ def main():
     answered_queries = []  # the query of every request answered, for holds
     listing = {"page_size": 1000}  # S3's most keys a ListObjectsV2 page
     clock = {"offset_seconds": 0}
+    interrupt = {"nth": None, "marker": None, "changes": 0}
 
     def obj_path(bucket, key):
         return os.path.join(args.root, bucket, key.replace("/", "%2F"))
@@ -243,6 +249,8 @@ def main():
             if isinstance(body, str):
                 body = body.encode()
             self.answer(status)
+            if self.interrupted():
+                return
             self.send_response(status)
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
@@ -250,6 +258,20 @@ def main():
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
+
+        def interrupted(self):
+            """Whether this request is the one to interrupt: it was served; it is not answered."""
+            if self.command in ("GET", "HEAD") or urlsplit(self.path).path.startswith("/__standin/"):
+                return False
+            with lock:
+                interrupt["changes"] += 1
+                if interrupt["changes"] != interrupt["nth"]:
+                    return False
+            with open(interrupt["marker"], "w") as f:
+                f.write(f"{self.command} {urlsplit(self.path).path}\n")
+            time.sleep(HOLD_SECONDS)
+            self.close_connection = True
+            return True
 
         def error(self, status, code, message):
             self.send(status, f"<Error><Code>{code}</Code><Message>{message}</Message></Error>",
@@ -267,6 +289,11 @@ def main():
                         fault["answered_before"] = len(answered_queries)
                         faults.append(fault)
                 return self.send(200, b"{}")
+            if url.path == "/__standin/interrupt":
+                with lock:
+                    interrupt.update(json.loads(self.body_bytes()))
+                    so_far = interrupt["changes"]
+                return self.send(200, json.dumps({"changes_so_far": so_far}))
             if url.path == "/__standin/clock":
                 with lock:
                     clock["offset_seconds"] = float(json.loads(self.body_bytes())["offset_seconds"])

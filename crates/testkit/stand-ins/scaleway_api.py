@@ -64,6 +64,19 @@ starts it: scaleway.instance.v1.Api.yml, ServerAction), GET /__standin/state. A 
 as a gateway does that times out after the backend acted
 (RFC 9110, 9.2.2: a client cannot tell whether a non-idempotent request it got no answer for was
 done); without it the request is not done.
+POST /__standin/interrupt {nth, marker}: the nth request that can change something (any method
+but GET, counted from the stand-in's start, once the specs let it through) is served (it takes
+effect, or is refused), then is never answered: the stand-in
+writes "METHOD path" to the file `marker` and holds the connection (HOLD_SECONDS at most, then
+closes it unanswered), so that a test kills the client right after a call that was done.
+
+Talos reads its machine config at boot from the Instance's user data key `cloud-init` when its
+disk holds none (siderolabs/talos v1.13, internal/app/machined/pkg/runtime/v1alpha1/platform/
+scaleway/scaleway.go, Configuration: a missing or empty key is ErrNoConfigSource), and a node
+with no config source opens maintenance mode (Talos docs, "Acquiring Machine Configuration": the
+STATE partition, then the platform, then maintenance). An Instance's first `poweron` notes which
+it gets: the state dump's `first_boots`, by server name, "config" or "maintenance"; later boots
+read the disk.
 """
 
 import argparse
@@ -86,6 +99,7 @@ import yaml
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 STEPS = 2  # looks before a transient state moves on
+HOLD_SECONDS = 60  # how long an interrupted request holds its connection, at most
 
 # ---- the specs --------------------------------------------------------------------------------
 
@@ -358,6 +372,9 @@ class State:
         self.snapshots = {}
         self.s3_root = None
         self.faults = []
+        self.interrupt = None  # {nth, marker}
+        self.changes = 0  # requests that can change something, so far
+        self.first_boots = {}  # server name -> "config" | "maintenance"
         self.iam_refuses_duplicates = False
         self.next_ip = 10
         self.rescue_dir = rescue_dir
@@ -707,6 +724,9 @@ def handle(state, method, template, p, query, body):
         if action not in srv["allowed_actions"]:
             raise bad(f"action {action} is not allowed while the instance is {srv['state']}")
         if action == "poweron":
+            if not srv.get("_booted"):
+                srv["_booted"] = True
+                s.first_boots[srv["name"]] = "config" if srv.get("_user_data", {}).get("cloud-init") else "maintenance"
             srv.update(state="starting", state_detail="allocating node", allowed_actions=["stop_in_place", "backup"])
         elif action == "poweroff":
             srv.update(state="stopping", state_detail="stopping", allowed_actions=["stop_in_place", "backup"])
@@ -1234,6 +1254,20 @@ def main():
                     return self.send(500, {"message": "stand-in answer is not spec-valid: " + "; ".join(rerrors[:5])})
             if answer.status < 300 and answer.body is not None:
                 entry["response"] = answer.body  # for the tests that compare shapes with the recordings
+            with state.lock:
+                interrupted = False
+                if method != "GET":
+                    state.changes += 1
+                    interrupted = bool(state.interrupt) and state.changes == state.interrupt["nth"]
+            if interrupted:
+                # It took effect; the client is killed before it hears so.
+                entry["interrupted"] = True
+                self.record(entry)
+                with open(state.interrupt["marker"], "w") as f:
+                    f.write(f"{method} {url.path}\n")
+                time.sleep(HOLD_SECONDS)
+                self.close_connection = True
+                return
             if fault and fault.get("applied"):
                 # It took effect; the client is told it failed.
                 entry["fault_status"] = fault["status"]
@@ -1248,6 +1282,9 @@ def main():
                 if path == "/__standin/faults" and method == "POST":
                     state.faults.extend(body)
                     return self.send(200, {"faults": len(state.faults)})
+                if path == "/__standin/interrupt" and method == "POST":
+                    state.interrupt = body
+                    return self.send(200, {"changes_so_far": state.changes})
                 if path == "/__standin/seed" and method == "POST":
                     return self.send(200, seed(state, body))
                 if path == "/__standin/iam-refuses-duplicate-keys" and method == "POST":
@@ -1265,6 +1302,7 @@ def main():
                             ("security_groups", "ips", "servers", "volumes", "bm_servers", "ssh_keys", "namespaces",
                              "images", "snapshots")}
                     dump["records"] = state.records
+                    dump["first_boots"] = state.first_boots
                     dump["rules"] = state.rules
                     # Each server's user data, by key: the digest of the bytes.
                     dump["user_data"] = {sid: {k: hashlib.sha256(v).hexdigest() for k, v in srv.get("_user_data", {}).items()}
