@@ -11,6 +11,26 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Cargo's target folder: `$CARGO_TARGET_DIR` when set, else the workspace's `target`.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => root().join("target"),
+    }
+}
+
+/// The filter's release module where `make filter` builds it, or `None` after
+/// [`crate::skip_or_fail`] when it is not built.
+pub fn filter_module(test: &str) -> Option<PathBuf> {
+    let wasm = target_dir().join("wasm32-wasip1/wasm-release/pow_filter.wasm");
+    if wasm.is_file() {
+        Some(wasm)
+    } else {
+        crate::skip_or_fail(test, &format!("{} (make filter)", wasm.display()));
+        None
+    }
+}
+
 /// A binary of the workspace, built for the running test's profile: tests in one crate run the
 /// tools of another through it (`CARGO_BIN_EXE_*` only covers a crate's own binaries). It is
 /// brought up to date with `cargo build --bin NAME` once per test process, so a test never runs

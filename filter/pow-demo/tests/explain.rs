@@ -11,20 +11,6 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn module(test: &str) -> Option<PathBuf> {
-    let target = match std::env::var("CARGO_TARGET_DIR") {
-        Ok(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => workspace().join("target"),
-    };
-    let wasm = target.join("wasm32-wasip1/wasm-release/pow_filter.wasm");
-    if wasm.is_file() {
-        Some(wasm)
-    } else {
-        testkit::skip_or_fail(test, &format!("{} (make filter)", wasm.display()));
-        None
-    }
-}
-
 fn explain(wasm: &Path, config: &Path, lists: &Path, stdin: &str) -> Output {
     explain_with(wasm, config, lists, &[], stdin)
 }
@@ -75,7 +61,7 @@ fn lists() -> tempfile::TempDir {
 #[test]
 fn explain_says_which_rule_decides_each_request() {
     let test = "explain_says_which_rule_decides_each_request";
-    let Some(wasm) = module(test) else {
+    let Some(wasm) = testkit::workspace::filter_module(test) else {
         return;
     };
     let lists = lists();
@@ -103,7 +89,7 @@ fn explain_says_which_rule_decides_each_request() {
 #[test]
 fn explain_refuses_what_it_cannot_read_naming_it() {
     let test = "explain_refuses_what_it_cannot_read_naming_it";
-    let Some(wasm) = module(test) else {
+    let Some(wasm) = testkit::workspace::filter_module(test) else {
         return;
     };
     let config = workspace().join("config/edge-pow.example.json");
@@ -164,7 +150,7 @@ fn meets(answer: &serde_json::Value) -> String {
 #[test]
 fn the_readme_table_is_what_explain_says() {
     let test = "the_readme_table_is_what_explain_says";
-    let Some(wasm) = module(test) else {
+    let Some(wasm) = testkit::workspace::filter_module(test) else {
         return;
     };
     let Some(shared) = testkit::workspace::shared_dir(test) else {
@@ -244,7 +230,7 @@ fn with_examplebot(dir: &Path) -> PathBuf {
 #[test]
 fn explain_decides_a_signed_request_with_keys_from_a_directory_file() {
     let test = "explain_decides_a_signed_request_with_keys_from_a_directory_file";
-    let Some(wasm) = module(test) else {
+    let Some(wasm) = testkit::workspace::filter_module(test) else {
         return;
     };
     let (Some(shared), Some(key)) = (
@@ -289,7 +275,7 @@ fn explain_decides_a_signed_request_with_keys_from_a_directory_file() {
 #[test]
 fn explain_names_a_missing_or_unknown_agent_directory() {
     let test = "explain_names_a_missing_or_unknown_agent_directory";
-    let Some(wasm) = module(test) else {
+    let Some(wasm) = testkit::workspace::filter_module(test) else {
         return;
     };
     let lists = lists();

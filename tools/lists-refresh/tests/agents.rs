@@ -139,15 +139,9 @@ fn signed_request_verifies_in_the_module(test: &str, agents: &Value) {
     let Some(shared) = workspace::shared_dir(test) else {
         return;
     };
-    let wasm = workspace::root().join("target/wasm32-wasip1/wasm-release/pow_filter.wasm");
-    let wasm = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir).join("wasm32-wasip1/wasm-release/pow_filter.wasm"),
-        None => wasm,
-    };
-    if !wasm.is_file() {
-        testkit::skip_or_fail(test, &format!("{} (make filter)", wasm.display()));
+    let Some(wasm) = workspace::filter_module(test) else {
         return;
-    }
+    };
     let config = json!({
         "mode": "all", "difficulty": 8, "signature_max_age_secs": 3600, "agents": agents,
         "rules": [{"name": "signed", "signed_agent": ["examplebot"], "action": "allow"}],

@@ -5,7 +5,7 @@
 // Each test file uses its own subset of these.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::path::PathBuf;
+use std::path::Path;
 
 pub use proxy_wasm_host::{Host, HostConfig, Outcome, Request};
 
@@ -15,18 +15,7 @@ pub const UA: &str = "Mozilla/5.0 (X11; Linux x86_64) Chrome/140";
 pub const HTML: &str = "text/html,application/xhtml+xml,*/*;q=0.8";
 
 /// The release module, or `None` after a skip (a failure under CI).
-pub fn module(test: &str) -> Option<PathBuf> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let path = target.join("wasm32-wasip1/wasm-release/pow_filter.wasm");
-    if path.is_file() {
-        Some(path)
-    } else {
-        testkit::skip_or_fail(test, &format!("{} (run `make filter`)", path.display()));
-        None
-    }
-}
+pub use testkit::workspace::filter_module as module;
 
 /// The VM environment with the test secret.
 pub fn secret_env() -> Vec<(String, Vec<u8>)> {
