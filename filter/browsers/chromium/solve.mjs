@@ -20,6 +20,12 @@ export async function launch(extraArgs = []) {
   });
 }
 
+// Every *.example.test name on loopback and the edge's self-signed certificate accepted: for
+// the proofs that need a sibling subdomain of the edge (contexts still ignore HTTPS errors).
+export async function launchAtExampleTest() {
+  return launch(["--host-resolver-rules=MAP *.example.test 127.0.0.1", "--ignore-certificate-errors"]);
+}
+
 async function main() {
   const [url, shot] = process.argv.slice(2);
   if (!url || !shot) throw new Error("usage: node solve.mjs <edge url> <screenshot.png>");

@@ -7,16 +7,13 @@
 //   node toss.mjs <edge url>
 //
 // The edge's certificate is self-signed (the test makes it): certificate errors are ignored.
-import { launch } from "./solve.mjs";
+import { launchAtExampleTest } from "./solve.mjs";
 
 async function main() {
   const [url] = process.argv.slice(2);
   if (!url) throw new Error("usage: node toss.mjs <edge url>");
   const edge = `https://edge.example.test:${new URL(url).port}`;
-  const browser = await launch([
-    "--host-resolver-rules=MAP *.example.test 127.0.0.1",
-    "--ignore-certificate-errors",
-  ]);
+  const browser = await launchAtExampleTest();
   try {
     const context = await browser.newContext({ ignoreHTTPSErrors: true });
     const page = await context.newPage();

@@ -5,7 +5,7 @@
 //
 //   node refresh.mjs <edge url>
 import http from "node:http";
-import puppeteer from "puppeteer-core";
+import { launch } from "./solve.mjs";
 
 // The challenge page as a browser gets it, read with node's client: the page goes on by itself
 // within a second, which would invalidate a driver's handles into it.
@@ -23,13 +23,7 @@ function fetchPage(url) {
 async function main() {
   const [url] = process.argv.slice(2);
   if (!url) throw new Error("usage: node refresh.mjs <edge url>");
-  const browser = await puppeteer.launch({
-    browser: "firefox",
-    executablePath: process.env.FIREFOX || "/usr/bin/firefox-esr",
-    headless: true,
-    protocol: "webDriverBiDi",
-    extraPrefsFirefox: { "javascript.enabled": false },
-  });
+  const browser = await launch({ extraPrefsFirefox: { "javascript.enabled": false } });
   try {
     const page = await browser.newPage();
     const first = await page.goto(url, { waitUntil: "domcontentloaded" });

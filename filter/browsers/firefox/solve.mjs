@@ -9,15 +9,22 @@
 import puppeteer from "puppeteer-core";
 import { holdWorkers } from "../hold-workers.mjs";
 
-async function main() {
-  const [url] = process.argv.slice(2);
-  if (!url) throw new Error("usage: node solve.mjs <edge url>");
-  const browser = await puppeteer.launch({
+// Headless Firefox over WebDriver BiDi, with these extra launch options (preferences go in
+// `extraPrefsFirefox`).
+export async function launch(options = {}) {
+  return puppeteer.launch({
     browser: "firefox",
     executablePath: process.env.FIREFOX || "/usr/bin/firefox-esr",
     headless: true,
     protocol: "webDriverBiDi",
+    ...options,
   });
+}
+
+async function main() {
+  const [url] = process.argv.slice(2);
+  if (!url) throw new Error("usage: node solve.mjs <edge url>");
+  const browser = await launch();
   try {
     const page = await browser.newPage();
     const errors = [];
@@ -40,4 +47,6 @@ async function main() {
   }
 }
 
-main().catch((e) => { console.error(String((e && e.stack) || e)); process.exit(1); });
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((e) => { console.error(String((e && e.stack) || e)); process.exit(1); });
+}

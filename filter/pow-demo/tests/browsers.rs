@@ -17,13 +17,6 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn target_dir() -> PathBuf {
-    match std::env::var("CARGO_TARGET_DIR") {
-        Ok(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => workspace().join("target"),
-    }
-}
-
 /// The demo on an ephemeral loopback port, or None (skipped) without the release module.
 fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
     start_demo_with(test, difficulty, None)
@@ -97,9 +90,31 @@ fn start_demo_from(
     Some(Demo::start(&config).unwrap())
 }
 
-/// Debian's Chromium and the playwright-core driver's directory, or `None` after a skip (a
-/// failure under CI) when Chromium, node or the npm package is missing.
-fn chromium_driver(test: &str) -> Option<(String, PathBuf)> {
+/// A browser and the directory of its npm driver scripts.
+struct Driver {
+    /// The variable the scripts read the browser's path from.
+    variable: &'static str,
+    browser: String,
+    dir: PathBuf,
+}
+
+impl Driver {
+    /// Runs one of the driver's scripts against the demo with these extra arguments (see
+    /// [`run_solver`]).
+    fn run(&self, script: &str, demo: Demo, args: &[&Path]) -> serde_json::Value {
+        let mut command = Command::new("node");
+        command
+            .arg(self.dir.join(script))
+            .arg(demo.url())
+            .args(args)
+            .env(self.variable, &self.browser);
+        run_solver(command, demo)
+    }
+}
+
+/// Debian's Chromium and the playwright-core driver, or `None` after a skip (a failure under
+/// CI) when Chromium, node or the npm package is missing.
+fn chromium_driver(test: &str) -> Option<Driver> {
     driver(
         test,
         "CHROMIUM",
@@ -109,8 +124,8 @@ fn chromium_driver(test: &str) -> Option<(String, PathBuf)> {
     )
 }
 
-/// Debian's Firefox ESR and the puppeteer-core driver's directory, likewise.
-fn firefox_driver(test: &str) -> Option<(String, PathBuf)> {
+/// Debian's Firefox ESR and the puppeteer-core driver, likewise.
+fn firefox_driver(test: &str) -> Option<Driver> {
     driver(
         test,
         "FIREFOX",
@@ -124,11 +139,11 @@ fn firefox_driver(test: &str) -> Option<(String, PathBuf)> {
 /// installed, or `None` after a skip (a failure under CI) when one of them or node is missing.
 fn driver(
     test: &str,
-    variable: &str,
+    variable: &'static str,
     default: &str,
     dir: &str,
     package: &str,
-) -> Option<(String, PathBuf)> {
+) -> Option<Driver> {
     let browser = std::env::var(variable).unwrap_or_else(|_| default.to_owned());
     if !Path::new(&browser).is_file() {
         skip_or_fail(test, &format!("{dir} ({browser})"));
@@ -148,23 +163,11 @@ fn driver(
         );
         return None;
     }
-    Some((browser, browser_dir))
-}
-
-/// Runs one of the Chromium driver scripts against the demo (see [`run_solver`]).
-fn run_chromium(
-    (chromium, browser_dir): &(String, PathBuf),
-    script: &str,
-    demo: Demo,
-    args: &[&Path],
-) -> serde_json::Value {
-    let mut command = Command::new("node");
-    command
-        .arg(browser_dir.join(script))
-        .arg(demo.url())
-        .args(args)
-        .env("CHROMIUM", chromium);
-    run_solver(command, demo)
+    Some(Driver {
+        variable,
+        browser,
+        dir: browser_dir,
+    })
 }
 
 /// Runs a browser driver script (it prints one JSON result), bounded in time, then stops the demo.
@@ -293,12 +296,12 @@ fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
     let Some(demo) = start_demo(test, 18) else {
         return;
     };
-    let shots = target_dir().join("browser");
+    let shots = testkit::workspace::target_dir().join("browser");
     std::fs::create_dir_all(&shots).unwrap();
     let shot = shots.join("challenge.png");
     let _ = std::fs::remove_file(&shot);
 
-    let result = run_chromium(&driver, "solve.mjs", demo, &[&shot]);
+    let result = driver.run("solve.mjs", demo, &[&shot]);
     assert_lands_on_the_origin(&result);
     assert!(
         std::fs::metadata(&shot).unwrap().len() > 1000,
@@ -310,18 +313,13 @@ fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
 #[test]
 fn headless_firefox_solves_the_challenge_page_and_lands_on_the_origin() {
     let test = "headless_firefox_solves_the_challenge_page_and_lands_on_the_origin";
-    let Some((firefox, dir)) = firefox_driver(test) else {
+    let Some(driver) = firefox_driver(test) else {
         return;
     };
     let Some(demo) = start_demo(test, 18) else {
         return;
     };
-    let mut command = Command::new("node");
-    command
-        .arg(dir.join("solve.mjs"))
-        .arg(demo.url())
-        .env("FIREFOX", &firefox);
-    let result = run_solver(command, demo);
+    let result = driver.run("solve.mjs", demo, &[]);
     assert_lands_on_the_origin(&result);
     assert_eq!(
         result["errors"],
@@ -342,7 +340,7 @@ fn headless_chromium_never_carries_a_strict_cookie_to_a_return_path_from_another
     let Some(demo) = start_demo(test, 10) else {
         return;
     };
-    let result = run_chromium(&driver, "samesite.mjs", demo, &[]);
+    let result = driver.run("samesite.mjs", demo, &[]);
     let requests = result["requests"].as_array().unwrap();
     let verify = requests
         .iter()
@@ -359,6 +357,23 @@ fn headless_chromium_never_carries_a_strict_cookie_to_a_return_path_from_another
         "the failure page took the Strict cookie to the other site's path: {result}"
     );
     assert_eq!(result["finalPath"], "/", "{result}");
+}
+
+/// The demo at difficulty 10 serving https as `*.example.test`, its certificate and key made in
+/// `certs`, or `None` after a skip (a failure under CI).
+fn start_https_demo(test: &str, certs: &Path) -> Option<Demo> {
+    let tls = self_signed(test, certs)?;
+    start_demo_with(test, 10, Some(tls))
+}
+
+/// The cookie names of the driver's second request, in the order the browser sent them.
+fn sent_order(result: &serde_json::Value) -> Vec<&str> {
+    result["sentOrder"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect()
 }
 
 /// A self-signed certificate for `*.example.test` made by openssl in `dir` (the key mode 0600).
@@ -405,27 +420,19 @@ fn headless_chromium_reaches_the_origin_past_tossed_cookies() {
     let Some(driver) = chromium_driver(test) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let Some(tls) = self_signed(test, dir.path()) else {
-        return;
-    };
-    let Some(demo) = start_demo_with(test, 10, Some(tls)) else {
+    let certs = tempfile::tempdir().unwrap();
+    let Some(demo) = start_https_demo(test, certs.path()) else {
         return;
     };
     assert!(demo.url().starts_with("https://"), "{}", demo.url());
-    let result = run_chromium(&driver, "toss.mjs", demo, &[]);
+    let result = driver.run("toss.mjs", demo, &[]);
     assert_eq!(
         result["own"],
         serde_json::json!([{"name": "__Host-pow_clearance", "secure": true,
                             "domain": "edge.example.test", "path": "/"}]),
         "{result}"
     );
-    let order: Vec<&str> = result["sentOrder"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect();
+    let order = sent_order(&result);
     assert_eq!(
         order.last(),
         Some(&"__Host-pow_clearance"),
@@ -463,23 +470,15 @@ fn headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name() {
     let Some(driver) = chromium_driver(test) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let Some(tls) = self_signed(test, dir.path()) else {
+    let certs = tempfile::tempdir().unwrap();
+    let Some(demo) = start_https_demo(test, certs.path()) else {
         return;
     };
-    let Some(demo) = start_demo_with(test, 10, Some(tls)) else {
-        return;
-    };
-    let result = run_chromium(&driver, "lookalike.mjs", demo, &[]);
+    let result = driver.run("lookalike.mjs", demo, &[]);
     assert_the_lookalike_hides_nothing(&result);
     // Playwright reports the header's bytes as Latin-1: U+2000's UTF-8 (E2 80 80) shows as
     // "\u{e2}\u{20ac}\u{20ac}". It was sent first, raw.
-    let order: Vec<&str> = result["sentOrder"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect();
+    let order = sent_order(&result);
     assert_eq!(
         order,
         [
@@ -494,22 +493,14 @@ fn headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name() {
 #[test]
 fn headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name() {
     let test = "headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name";
-    let Some((firefox, dir)) = firefox_driver(test) else {
+    let Some(driver) = firefox_driver(test) else {
         return;
     };
     let certs = tempfile::tempdir().unwrap();
-    let Some(tls) = self_signed(test, certs.path()) else {
+    let Some(demo) = start_https_demo(test, certs.path()) else {
         return;
     };
-    let Some(demo) = start_demo_with(test, 10, Some(tls)) else {
-        return;
-    };
-    let mut command = Command::new("node");
-    command
-        .arg(dir.join("lookalike.mjs"))
-        .arg(demo.url())
-        .env("FIREFOX", &firefox);
-    let result = run_solver(command, demo);
+    let result = driver.run("lookalike.mjs", demo, &[]);
     assert_the_lookalike_hides_nothing(&result);
     assert_eq!(
         result["sentOrder"],
@@ -528,7 +519,7 @@ fn headless_chromium_without_javascript_passes_the_refresh_tier() {
     let Some(demo) = start_demo_configured(test, refresh_tier()) else {
         return;
     };
-    let result = run_chromium(&driver, "refresh.mjs", demo, &[]);
+    let result = driver.run("refresh.mjs", demo, &[]);
     assert_the_refresh_tier_lets_through(&result);
 }
 
@@ -536,17 +527,12 @@ fn headless_chromium_without_javascript_passes_the_refresh_tier() {
 #[test]
 fn headless_firefox_without_javascript_passes_the_refresh_tier() {
     let test = "headless_firefox_without_javascript_passes_the_refresh_tier";
-    let Some((firefox, dir)) = firefox_driver(test) else {
+    let Some(driver) = firefox_driver(test) else {
         return;
     };
     let Some(demo) = start_demo_configured(test, refresh_tier()) else {
         return;
     };
-    let mut command = Command::new("node");
-    command
-        .arg(dir.join("refresh.mjs"))
-        .arg(demo.url())
-        .env("FIREFOX", &firefox);
-    let result = run_solver(command, demo);
+    let result = driver.run("refresh.mjs", demo, &[]);
     assert_the_refresh_tier_lets_through(&result);
 }
