@@ -423,16 +423,12 @@ fn a_restart_or_a_rotation_does_not_reopen_spent_solutions() {
         ("POW_HMAC_SECRET_PREVIOUS".into(), SECRET.into()),
     ];
     for (what, env) in [("restart", secret_env()), ("rotation", rotated)] {
-        let mut after = Host::load(
+        let mut after = load_at(
             &module(test).unwrap(),
-            HostConfig {
-                plugin_config: plugin_config("all", ""),
-                env,
-                time_nanos: Some((T0 + 1) * 1_000_000_000),
-                ..HostConfig::default()
-            },
-        )
-        .unwrap();
+            plugin_config("all", ""),
+            env,
+            T0 + 1,
+        );
         let (status, headers, _) = local(&after.request(browser(&url, FROM)).unwrap());
         assert_eq!(
             (status, header(&headers, "pow-verify")),

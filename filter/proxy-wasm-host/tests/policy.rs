@@ -384,16 +384,12 @@ fn a_signed_agent_passes_and_a_broken_signature_counts_as_unsigned() {
         return;
     };
     // Within the signature's window: created 1735689600, expires 1735693200.
-    let mut host = Host::load(
+    let mut host = load_at(
         &wasm,
-        HostConfig {
-            plugin_config: config.to_string().into_bytes(),
-            env: secret_env(),
-            time_nanos: Some(1_735_690_000 * 1_000_000_000),
-            ..HostConfig::default()
-        },
-    )
-    .unwrap();
+        config.to_string().into_bytes(),
+        secret_env(),
+        1_735_690_000,
+    );
     let signed = |authority: &str, change: &dyn Fn(&str, &str) -> String| {
         let mut r = Request {
             authority: authority.to_owned(),

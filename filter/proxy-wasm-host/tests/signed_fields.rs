@@ -78,16 +78,12 @@ fn a_signature_covering_other_header_fields_verifies() {
     let Some(wasm) = module(test) else {
         return;
     };
-    let mut host = Host::load(
+    let mut host = load_at(
         &wasm,
-        HostConfig {
-            plugin_config: config.to_string().into_bytes(),
-            env: secret_env(),
-            time_nanos: Some(NOW_SECS * 1_000_000_000),
-            ..HostConfig::default()
-        },
-    )
-    .unwrap();
+        config.to_string().into_bytes(),
+        secret_env(),
+        NOW_SECS,
+    );
     let components = r#""@authority" "content-type" "date" "x-tags""#;
     let lines = "\"@authority\": example.com\n\"content-type\": application/json\n\
                  \"date\": Wed, 01 Jan 2025 00:00:00 GMT\n\"x-tags\": a, b\n";

@@ -292,16 +292,12 @@ fn a_restart_that_lowers_the_challenge_ttl_does_not_reopen_spent_solutions() {
         return;
     };
     let at = |secs: u64, ttl: u64| {
-        Host::load(
+        load_at(
             &wasm,
-            HostConfig {
-                plugin_config: plugin_config("all", &format!(r#""challenge_ttl_secs": {ttl},"#)),
-                env: secret_env(),
-                time_nanos: Some(secs * 1_000_000_000),
-                ..HostConfig::default()
-            },
+            plugin_config("all", &format!(r#""challenge_ttl_secs": {ttl},"#)),
+            secret_env(),
+            secs,
         )
-        .unwrap()
     };
     let mut before = at(T0, 300);
     let (_, url) = solved(&mut before, "/", FROM);

@@ -60,14 +60,23 @@ pub fn start(test: &str, mode: &str) -> Option<Host> {
 
 /// The module with this pluginConfig and VM environment, at [`T0`].
 pub fn start_with(test: &str, plugin_config: Vec<u8>, env: Vec<(String, Vec<u8>)>) -> Option<Host> {
-    let wasm = module(test)?;
+    Some(load_at(&module(test)?, plugin_config, env, T0))
+}
+
+/// The module at `wasm` with this pluginConfig and VM environment, its clock at `unix_secs`.
+pub fn load_at(
+    wasm: &Path,
+    plugin_config: Vec<u8>,
+    env: Vec<(String, Vec<u8>)>,
+    unix_secs: u64,
+) -> Host {
     let config = HostConfig {
         plugin_config,
         env,
-        time_nanos: Some(T0 * 1_000_000_000),
+        time_nanos: Some(unix_secs * 1_000_000_000),
         ..HostConfig::default()
     };
-    Some(Host::load(&wasm, config).unwrap())
+    Host::load(wasm, config).unwrap()
 }
 
 pub fn browser(path: &str, from: &str) -> Request {
