@@ -88,6 +88,22 @@ pub fn is_closed_pipe(err: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// `err` and each cause in its `source()` chain that its text does not already hold, joined by
+/// `: `: a library's "client error (Connect)" then says "Connection refused" too.
+pub fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// Turns a tool's result into the process exit: prints the error once, on stderr, prefixed with
 /// the tool's name; a closed downstream pipe (`tool | head`) exits 0 silently.
 pub fn finish<E: Report>(result: Result<(), E>) -> ExitCode {
@@ -134,6 +150,23 @@ mod tests {
         assert_eq!(Exit::Success.code(), 0);
         assert_eq!(Exit::Failure.code(), 1);
         assert_eq!(Exit::Usage.code(), 2);
+    }
+
+    #[test]
+    fn every_cause_is_said_once() {
+        let inner = Fake::Upload(io::Error::other("connection refused"));
+        assert_eq!(
+            with_causes(&Fake::Outer(Box::new(inner))),
+            "outer: uploading: connection refused"
+        );
+        // A cause the text does not already hold is added.
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Terse(#[source] io::Error);
+        assert_eq!(
+            with_causes(&Terse(io::Error::other("connection refused"))),
+            "client error (Connect): connection refused"
+        );
     }
 
     #[test]

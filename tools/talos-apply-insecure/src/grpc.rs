@@ -94,21 +94,7 @@ fn take(seen: &Mutex<Seen>) -> Seen {
 /// A transport error as a status whose message keeps the whole cause chain (the TLS alert is
 /// deep inside it).
 fn transport_status(error: &(dyn std::error::Error + 'static)) -> tonic::Status {
-    tonic::Status::unavailable(chain(error))
-}
-
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
+    tonic::Status::unavailable(pop_common::exit::with_causes(error))
 }
 
 /// Whether a failed call failed on the way (connection, TLS, HTTP/2) rather than being answered
@@ -122,7 +108,7 @@ fn describe(status: &tonic::Status) -> String {
     let mut text = status.message().to_owned();
     if let Some(source) = std::error::Error::source(status) {
         text.push_str(": ");
-        text.push_str(&chain(source));
+        text.push_str(&pop_common::exit::with_causes(source));
     }
     text
 }

@@ -90,23 +90,8 @@ fn transient(err: &kube::Error) -> bool {
     }
 }
 
-/// The error and its causes, so that "client error (Connect)" says "Connection refused".
-fn chain(err: &kube::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 fn note<K>(cache: &mut Cache<K>, what: &str, err: &kube::Error) {
-    let message = chain(err);
+    let message = pop_common::exit::with_causes(err);
     if cache.last_error.as_deref() != Some(message.as_str()) {
         info!(
             "{what}: the API server does not answer yet ({message}); retrying until the deadline"
