@@ -10,6 +10,7 @@
 //! - [`time`]: RFC 3339 UTC timestamps for the records, without a date-time dependency.
 //! - [`hex`]: the lower-case hexadecimal encoder.
 //! - [`pins`]: reading the version pins of `k8s/versions.env`.
+//! - [`url`]: what the tools ask of a URL's host (whether it is loopback).
 //! - [`wait`]: the injected clock ([`wait::Sleeper`]) and the one bounded polling loop.
 
 pub mod acme;
@@ -21,4 +22,5 @@ pub mod pins;
 pub mod records;
 pub mod time;
 pub mod tool;
+pub mod url;
 pub mod wait;

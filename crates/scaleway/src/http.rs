@@ -176,7 +176,7 @@ pub fn check_url(url: &str) -> Result<ureq::http::Uri, UrlRefusal> {
     }
     match uri.scheme_str() {
         Some("https") => {}
-        Some("http") if is_loopback(host) => {}
+        Some("http") if pop_common::url::is_loopback_host(host) => {}
         Some("http") => return Err(UrlRefusal::PlainHttp),
         _ => return Err(UrlRefusal::NotHttp),
     }
@@ -203,14 +203,6 @@ pub fn check_endpoint(what: &str, url: &str) -> Result<(), EndpointError> {
         }
         Err(UrlRefusal::NotHttp) => refuse("not an http(s) URL"),
     }
-}
-
-fn is_loopback(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || bare
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The real transport: ureq, rustls, statuses returned as answers (a redirect too: none is

@@ -39,15 +39,6 @@ pub struct AgentSource {
     pub keys: Option<KeyDirectory>,
 }
 
-/// Whether `host` (as a URL writes it, IPv6 in brackets) is this machine.
-fn is_loopback_host(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || bare
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 /// The host of an `http(s)://` URL (without port, user info, path), `None` when there is none.
 pub fn url_host(url: &str) -> Option<&str> {
     let rest = url
@@ -68,7 +59,7 @@ pub fn directory_url_problem(url: &str) -> Option<String> {
     let Some(host) = url_host(url) else {
         return Some(format!("`{url}` is not an https:// URL with a host"));
     };
-    if url.starts_with("http://") && !is_loopback_host(host) {
+    if url.starts_with("http://") && !pop_common::url::is_loopback_host(host) {
         return Some(format!(
             "`{url}`: https only (http:// only to a loopback stand-in): the keys are as \
              trustworthy as the channel they come over"
