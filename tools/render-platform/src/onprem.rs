@@ -313,12 +313,8 @@ pub fn status_names(config: &OnpremConfig, config_path: &Path) -> Result<String,
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use config::example;
     use pop_common::pins::Pins;
-
-    fn example() -> OnpremConfig {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/onprem.example.json");
-        load(&path).unwrap()
-    }
 
     #[test]
     fn the_seeds_lessons_are_in_the_rendered_values() {

@@ -254,15 +254,18 @@ fn is_host_port(text: &str) -> bool {
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
 }
 
+/// `config/onprem.example.json`, loaded: what the tests of the onprem profile change.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test helper: an example that does not load fails the test
+pub(super) fn example() -> OnpremConfig {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/onprem.example.json");
+    load(&path).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
-
-    fn example() -> OnpremConfig {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/onprem.example.json");
-        load(&path).unwrap()
-    }
 
     /// A change to the example, the field its refusal names, and words of the reason.
     type Case = (fn(&mut OnpremConfig), &'static str, &'static str);
