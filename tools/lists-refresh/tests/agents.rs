@@ -16,7 +16,7 @@ use testkit::http::{Reply, Server};
 use testkit::key_directory::{AgentKey, Directory, MEDIA_TYPE, unix_now};
 use testkit::workspace;
 
-use common::{CM, Job, WASM, stderr};
+use common::{CM, Job, WASM, configmap, stderr};
 
 const WELL_KNOWN: &str = "/.well-known/http-message-signatures-directory";
 
@@ -39,16 +39,6 @@ fn examplebot(server: &Server) -> Value {
 /// The authority the job asks the stand-in at `url` for (`127.0.0.1:<port>`).
 fn authority(url: &str) -> &str {
     url.trim_start_matches("http://")
-}
-
-fn configmap(data: Value) -> Reply {
-    Reply::json(
-        200,
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "policy-lists", "namespace": "edge", "resourceVersion": "7"},
-               "data": data})
-        .to_string(),
-    )
 }
 
 fn wasmplugin(config: Value) -> Reply {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use testkit::http::{Reply, Request, Server};
 use testkit::workspace;
 
-use common::{CM, Job, NOW, WASM, stderr};
+use common::{CM, Job, NOW, WASM, configmap, stderr};
 
 const APPLY_QUERY: &str = "?fieldManager=edgepop-lists&force=true";
 
@@ -25,16 +25,6 @@ fn lists_record(job: &Job, lists: Value) -> PathBuf {
     job.write_sources(
         &json!({"kind": "ListSources", "version": 3, "max_shrink_percent": 50,
                               "timeout_seconds": 5, "lists": lists}),
-    )
-}
-
-fn configmap(data: Value) -> Reply {
-    Reply::json(
-        200,
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "policy-lists", "namespace": "edge", "resourceVersion": "42"},
-               "data": data})
-        .to_string(),
     )
 }
 

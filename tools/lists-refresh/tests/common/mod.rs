@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::Value;
-use testkit::http::Server;
+use serde_json::{Value, json};
+use testkit::http::{Reply, Server};
 use testkit::workspace;
 
 pub const NOW: &str = "2026-11-29T17:17:00Z";
@@ -21,6 +21,18 @@ pub fn generators() -> PathBuf {
     workspace::bin("lists-gen-crawlers");
     let tor = workspace::bin("lists-gen-tor");
     tor.parent().unwrap().to_path_buf()
+}
+
+/// The API server's answer to reading the lists' ConfigMap holding `data`, at resourceVersion
+/// 42 (which an apply must carry back).
+pub fn configmap(data: Value) -> Reply {
+    Reply::json(
+        200,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "policy-lists", "namespace": "edge", "resourceVersion": "42"},
+               "data": data})
+        .to_string(),
+    )
 }
 
 pub fn stderr(out: &Output) -> String {
