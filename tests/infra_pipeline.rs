@@ -44,12 +44,7 @@ impl Env {
     }
 
     fn new(test: &str) -> Option<Env> {
-        let yaml = Command::new("python3")
-            .args(["-c", "import yaml"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !yaml {
-            testkit::skip_or_fail(test, "python3 (the talosctl stand-in)");
+        if !testkit::workspace::python_imports(test, "yaml", "python3 (the talosctl stand-in)") {
             return None;
         }
         let real = testkit::upstream::program(test, "talosctl")?;

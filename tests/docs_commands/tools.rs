@@ -17,23 +17,18 @@ pub struct Workspace {
 impl Workspace {
     pub fn read(root: &Path) -> Workspace {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let out = Command::new(cargo)
-            .args([
-                "metadata",
-                "--no-deps",
-                "--format-version",
-                "1",
-                "--offline",
-            ])
-            .current_dir(root)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cargo metadata: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = testkit::process::stdout_of(
+            Command::new(cargo)
+                .args([
+                    "metadata",
+                    "--no-deps",
+                    "--format-version",
+                    "1",
+                    "--offline",
+                ])
+                .current_dir(root),
         );
-        let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let metadata: serde_json::Value = serde_json::from_str(&out).unwrap();
         let root = root.canonicalize().unwrap();
         let mut packages = BTreeMap::new();
         let mut tools = BTreeSet::new();
@@ -184,18 +179,12 @@ impl Helps {
             .chain(path.iter().cloned())
             .collect();
         self.cache.entry(key).or_insert_with(|| {
-            let out = Command::new(testkit::workspace::bin(tool))
-                .args(path)
-                .arg("--help")
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{tool} {} --help failed: {}",
-                path.join(" "),
-                String::from_utf8_lossy(&out.stderr)
+            let out = testkit::process::stdout_of(
+                Command::new(testkit::workspace::bin(tool))
+                    .args(path)
+                    .arg("--help"),
             );
-            Help::parse(&String::from_utf8_lossy(&out.stdout))
+            Help::parse(&out)
         })
     }
 

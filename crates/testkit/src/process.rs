@@ -29,13 +29,30 @@ pub fn text(out: &std::process::Output) -> String {
 #[allow(clippy::panic)] // an assertion helper for tests: failing is its job
 #[track_caller] // the failure points at the test's line
 pub fn success_stdout(out: &std::process::Output) -> String {
+    stdout_after_success(out, "")
+}
+
+/// [`success_stdout`], its failure message starting with `what`.
+#[track_caller]
+fn stdout_after_success(out: &std::process::Output, what: &str) -> String {
     assert!(
         out.status.success(),
-        "exit {:?}: {}",
+        "{what}exit {:?}: {}",
         out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `command` to its end and returns its stdout, after checking it exited 0 (the command
+/// and its stderr are shown when it did not). Fails the test when it cannot start.
+#[allow(clippy::panic)] // an assertion helper for tests: failing is its job
+#[track_caller]
+pub fn stdout_of(command: &mut std::process::Command) -> String {
+    match command.output() {
+        Ok(out) => stdout_after_success(&out, &format!("{command:?}: ")),
+        Err(err) => panic!("cannot start {command:?}: {err}"),
+    }
 }
 
 /// Runs `command` with `stdin` written to its standard input, and collects its exit status,

@@ -86,6 +86,19 @@ pub fn shared_dir(test: &str) -> Option<std::path::PathBuf> {
     }
 }
 
+/// Whether `python3` imports `modules` (`"grpc, yaml"`); otherwise reports `missing` as the
+/// skip (or the failure under CI).
+pub fn python_imports(test: &str, modules: &str, missing: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        crate::skip_or_fail(test, missing);
+    }
+    ok
+}
+
 /// Whether `python3` runs; otherwise reports the skip (or the failure under CI).
 pub fn python3(test: &str) -> bool {
     let ok = std::process::Command::new("python3")

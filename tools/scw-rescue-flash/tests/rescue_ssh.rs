@@ -494,19 +494,14 @@ impl Agent {
             &askpass,
             &format!("#!/bin/sh\ncat '{}'\n", dir.join("passphrase").display()),
         );
-        let out = Command::new("ssh-add")
-            .arg(key)
-            .env("SSH_AUTH_SOCK", &self.socket)
-            .env("SSH_ASKPASS", &askpass)
-            .env("SSH_ASKPASS_REQUIRE", "force")
-            .env("DISPLAY", ":0")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        testkit::process::stdout_of(
+            Command::new("ssh-add")
+                .arg(key)
+                .env("SSH_AUTH_SOCK", &self.socket)
+                .env("SSH_ASKPASS", &askpass)
+                .env("SSH_ASKPASS_REQUIRE", "force")
+                .env("DISPLAY", ":0")
+                .stdin(Stdio::null()),
         );
     }
 }

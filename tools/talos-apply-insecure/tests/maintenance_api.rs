@@ -10,22 +10,15 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
 
 use sha2::{Digest, Sha256};
 
+/// The maintenance API stand-in (stopped when dropped) and the folder it records calls in.
 struct StandIn {
-    child: Child,
+    _server: testkit::standin::StandIn,
     port: u16,
     records: PathBuf,
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl StandIn {
@@ -46,12 +39,11 @@ fn prerequisites(test: &str) -> Option<(PathBuf, PathBuf)> {
     if !testkit::workspace::python3(test) {
         return None;
     }
-    let grpc = Command::new("python3")
-        .args(["-c", "import grpc, grpc_tools, yaml"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !grpc {
-        testkit::skip_or_fail(test, "Python grpcio-tools (pip install grpcio-tools)");
+    if !testkit::workspace::python_imports(
+        test,
+        "grpc, grpc_tools, yaml",
+        "Python grpcio-tools (pip install grpcio-tools)",
+    ) {
         return None;
     }
     if Command::new("openssl").arg("version").output().is_err() {
@@ -63,16 +55,7 @@ fn prerequisites(test: &str) -> Option<(PathBuf, PathBuf)> {
 }
 
 fn run(dir: &Path, program: &str, args: &[&str]) {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::process::stdout_of(Command::new(program).args(args).current_dir(dir));
 }
 
 /// `openssl req` with a new P-256 key `name.key` and the subject `/CN=name`, writing `out`:
@@ -219,7 +202,8 @@ fn start(api: &Path, dir: &Path, extra: &[&str]) -> StandIn {
     .flat_map(|(flag, file)| [flag.to_owned(), dir.join(file).display().to_string()])
     .collect();
     args.extend(extra.iter().map(|a| (*a).to_owned()));
-    let child = Command::new("python3")
+    let mut command = Command::new("python3");
+    command
         .arg(testkit::standin::path("talos_maintenance.py"))
         .args(["--api-dir", api.to_str().unwrap()])
         .args(["--port-file", port_file.to_str().unwrap()])
@@ -228,25 +212,13 @@ fn start(api: &Path, dir: &Path, extra: &[&str]) -> StandIn {
         .arg(dir.join("talosctl"))
         .args(&args)
         .current_dir(dir)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stand_in = StandIn {
-        child,
-        port: 0,
+        .stdin(Stdio::null());
+    let server = testkit::standin::StandIn::start(&mut command, &port_file);
+    StandIn {
+        port: server.port(),
+        _server: server,
         records,
-    };
-    for _ in 0..300 {
-        if let Ok(port) = fs::read_to_string(&port_file) {
-            stand_in.port = port.trim().parse().unwrap();
-            return stand_in;
-        }
-        if let Some(status) = stand_in.child.try_wait().unwrap() {
-            panic!("the stand-in exited: {status}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("the stand-in did not start within 30 s");
 }
 
 fn inventory(steps: &str) -> String {
