@@ -164,21 +164,13 @@ fn ca_bundle() -> PathBuf {
 
 /// Every file under `dir`, with its bytes, by relative path.
 fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                out.push((path.strip_prefix(dir).unwrap().to_path_buf(), bytes));
-            }
-        }
-    }
-    out.sort();
-    out
+    testkit::files_under(dir)
+        .iter()
+        .map(|path| {
+            let bytes = std::fs::read(path).unwrap();
+            (path.strip_prefix(dir).unwrap().to_path_buf(), bytes)
+        })
+        .collect()
 }
 
 /// Debian's docker-registry on a free loopback port, with its own storage; stopped on drop.

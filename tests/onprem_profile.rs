@@ -307,24 +307,13 @@ fn secret_value(plane: &ControlPlane, namespace: &str, name: &str, key: &str) ->
 
 /// Every file under `dir` whose text holds a clear value.
 fn files_holding_a_secret(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut next = vec![dir.to_path_buf()];
-    while let Some(dir) = next.pop() {
-        for entry in fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_symlink() {
-                continue;
-            }
-            if path.is_dir() {
-                next.push(path);
-            } else if let Ok(text) = fs::read_to_string(&path)
-                && CLEAR.iter().any(|c| text.contains(c))
-            {
-                found.push(path);
-            }
-        }
-    }
-    found
+    testkit::files_under(dir)
+        .into_iter()
+        .filter(|path| {
+            !path.is_symlink()
+                && fs::read_to_string(path).is_ok_and(|text| CLEAR.iter().any(|c| text.contains(c)))
+        })
+        .collect()
 }
 
 #[test]

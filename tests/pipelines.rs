@@ -267,21 +267,13 @@ fn vendor(base_url: &str, vendor_dir: &Path) -> Output {
 
 /// Every file under `dir`, relative, sorted, with its sha256.
 fn listing(dir: &Path) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        for entry in fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                let rel = path.strip_prefix(dir).unwrap().display().to_string();
-                found.push((rel, sha256(&path)));
-            }
-        }
-    }
-    found.sort();
-    found
+    testkit::files_under(dir)
+        .iter()
+        .map(|path| {
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            (rel, sha256(path))
+        })
+        .collect()
 }
 
 #[test]

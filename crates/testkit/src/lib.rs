@@ -104,6 +104,26 @@ pub fn file_names(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
+/// Every file under `dir`, at any depth, sorted. A symbolic link is listed as a file and never
+/// followed, so the walk stays inside `dir`.
+#[allow(clippy::unwrap_used)] // a test helper: an unreadable directory fails the test
+pub fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(next) = dirs.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                dirs.push(entry.path());
+            } else {
+                files.push(entry.path());
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 /// Looks every half second, for two minutes at most, until `look` gives a value: what a test
 /// waits for from a controller or a server that acts on its own time (pop-common's one bounded
 /// loop). Fails the test naming `what` when the time is up.
