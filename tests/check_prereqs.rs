@@ -199,10 +199,15 @@ fn report(out: &Output) -> String {
     )
 }
 
-fn line_with<'a>(out: &'a str, needle: &str) -> &'a str {
+pub(crate) fn line_with<'a>(out: &'a str, needle: &str) -> &'a str {
     out.lines()
         .find(|l| l.contains(needle))
         .unwrap_or_else(|| panic!("no line with `{needle}` in:\n{out}"))
+}
+
+/// Whether make check's line naming `needle` begins with `verdict` (`ok`, `MISSING`, ...).
+pub(crate) fn line_begins(out: &str, needle: &str, verdict: &str) -> bool {
+    line_with(out, needle).trim_start().starts_with(verdict)
 }
 
 #[test]
@@ -212,9 +217,9 @@ fn a_ready_machine_passes_with_one_line_per_prerequisite() {
     assert_eq!(out.status.code(), Some(0), "{}", report(&out));
     let text = stdout(&out);
     let talos_minor = pin("TALOS_VERSION").rsplit_once('.').unwrap().0.to_owned();
-    assert!(line_with(&text, "talosctl").trim_start().starts_with("ok"));
+    assert!(line_begins(&text, "talosctl", "ok"));
     assert!(line_with(&text, "talosctl").contains(&talos_minor));
-    assert!(line_with(&text, "kubectl").trim_start().starts_with("ok"));
+    assert!(line_begins(&text, "kubectl", "ok"));
     let helm = line_with(&text, "helm v3.19.0");
     assert!(helm.trim_start().starts_with("ok"), "{helm}");
     // The major version the platform layer is written for is stated.
@@ -222,34 +227,11 @@ fn a_ready_machine_passes_with_one_line_per_prerequisite() {
         helm.contains(&format!("Helm {}", pin("HELM_MAJOR_VERSION"))),
         "{helm}"
     );
-    assert!(
-        line_with(&text, "helm diff plugin")
-            .trim_start()
-            .starts_with("optional")
-    );
-    assert!(
-        line_with(&text, "kubeconform")
-            .trim_start()
-            .starts_with("optional")
-    );
-    assert!(
-        line_with(&text, "config/platform.json")
-            .trim_start()
-            .starts_with("ok"),
-        "{text}"
-    );
-    assert!(
-        line_with(&text, "Gateway API")
-            .trim_start()
-            .starts_with("ok"),
-        "{text}"
-    );
-    assert!(
-        line_with(&text, "images' sha256")
-            .trim_start()
-            .starts_with("ok"),
-        "{text}"
-    );
+    assert!(line_begins(&text, "helm diff plugin", "optional"));
+    assert!(line_begins(&text, "kubeconform", "optional"));
+    assert!(line_begins(&text, "config/platform.json", "ok"), "{text}");
+    assert!(line_begins(&text, "Gateway API", "ok"), "{text}");
+    assert!(line_begins(&text, "images' sha256", "ok"), "{text}");
     assert!(!text.contains("MISSING"), "{text}");
     // Nothing secret is printed: only whether it is set.
     assert!(!report(&out).contains("11111111-2222"), "{}", report(&out));
@@ -261,11 +243,7 @@ fn a_missing_tool_fails_naming_it() {
     fs::remove_file(machine.bin().join("helm")).unwrap();
     let out = machine.check(&[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    assert!(
-        line_with(&stdout(&out), "helm")
-            .trim_start()
-            .starts_with("MISSING")
-    );
+    assert!(line_begins(&stdout(&out), "helm", "MISSING"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("something is missing"));
 }
 
@@ -316,18 +294,8 @@ fn a_helm_older_than_the_minimum_or_a_kubectl_two_minors_away_fails() {
     let out = machine.check(&[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", report(&out));
     let text = stdout(&out);
-    assert!(
-        line_with(&text, "helm v3.5.4")
-            .trim_start()
-            .starts_with("MISSING"),
-        "{text}"
-    );
-    assert!(
-        line_with(&text, "kubectl v1.33")
-            .trim_start()
-            .starts_with("MISSING"),
-        "{text}"
-    );
+    assert!(line_begins(&text, "helm v3.5.4", "MISSING"), "{text}");
+    assert!(line_begins(&text, "kubectl v1.33", "MISSING"), "{text}");
 }
 
 #[test]
@@ -360,12 +328,7 @@ fn missing_credentials_fail() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", report(&out));
     let text = stdout(&out);
-    assert!(
-        line_with(&text, "SCW_ACCESS_KEY")
-            .trim_start()
-            .starts_with("MISSING"),
-        "{text}"
-    );
+    assert!(line_begins(&text, "SCW_ACCESS_KEY", "MISSING"), "{text}");
 }
 
 #[test]
@@ -425,16 +388,8 @@ fn make_check_for_the_onprem_profile_asks_for_sops_its_age_key_and_a_well_formed
     let out = machine.check(&onprem, &unset);
     assert_eq!(out.status.code(), Some(0), "{}", report(&out));
     let text = stdout(&out);
-    assert!(
-        line_with(&text, "sops").trim_start().starts_with("ok"),
-        "{text}"
-    );
-    assert!(
-        line_with(&text, "config/onprem.json")
-            .trim_start()
-            .starts_with("ok"),
-        "{text}"
-    );
+    assert!(line_begins(&text, "sops", "ok"), "{text}");
+    assert!(line_begins(&text, "config/onprem.json", "ok"), "{text}");
     assert!(!text.contains("SCW_"), "{text}");
 
     // No sops, no key, a secrets file with a clear value: each named.
@@ -497,12 +452,7 @@ fn a_malformed_infra_or_edge_config_is_invalid_naming_the_field() {
     let config = machine.dir.path().join("work/config");
     let out = machine.check(&[], &[]);
     let text = stdout(&out);
-    assert!(
-        line_with(&text, "config/infra.json")
-            .trim_start()
-            .starts_with("ok"),
-        "{text}"
-    );
+    assert!(line_begins(&text, "config/infra.json", "ok"), "{text}");
     // The edge config is rendered against what the infra config gives, not the example's zone.
     let edge = line_with(&text, "config/edge.json").to_owned();
     assert!(

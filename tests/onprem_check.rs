@@ -15,6 +15,8 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 use testkit::control_plane::ControlPlane;
 
+use crate::check_prereqs::{line_begins, line_with};
+
 const TEST: &str = "onprem_check";
 
 fn repo() -> PathBuf {
@@ -150,11 +152,8 @@ impl Machine {
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("KUBECONFIG")
             .env_remove("VERSIONS_FILE")
-            .env_remove("SOPS_AGE_KEY")
-            .env_remove("SOPS_AGE_KEY_FILE")
-            .env_remove("SOPS_AGE_KEY_CMD")
-            .env_remove("SOPS_AGE_SSH_PRIVATE_KEY_FILE")
             .stdin(Stdio::null());
+        crate::onprem_profile::without_sops_keys(&mut cmd);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -186,12 +185,6 @@ fn fixture_recipient() -> String {
 }
 
 #[track_caller]
-fn line_with<'a>(out: &'a str, needle: &str) -> &'a str {
-    out.lines()
-        .find(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no line with `{needle}` in:\n{out}"))
-}
-
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -215,12 +208,7 @@ fn the_age_key_passes_only_when_sops_decrypts_the_file_with_it() {
         line.trim_start().starts_with("ok") && line.contains("decrypts"),
         "{text}"
     );
-    assert!(
-        line_with(&text, "and its SOPS file")
-            .trim_start()
-            .starts_with("ok"),
-        "{text}"
-    );
+    assert!(line_begins(&text, "and its SOPS file", "ok"), "{text}");
 
     // Another key: its file exists and the SOPS file is well formed, but sops cannot decrypt.
     let (other, other_recipient) = machine.age_key("other.agekey");
@@ -243,12 +231,7 @@ fn the_age_key_passes_only_when_sops_decrypts_the_file_with_it() {
         assert!(line.contains(needle), "`{needle}` not in: {line}");
     }
     // The config itself is fine: only the key is wrong.
-    assert!(
-        line_with(&text, "and its SOPS file")
-            .trim_start()
-            .starts_with("ok"),
-        "{text}"
-    );
+    assert!(line_begins(&text, "and its SOPS file", "ok"), "{text}");
     assert!(!text.contains("names a file"), "{text}");
 
     // The same wrong key through SOPS_AGE_KEY, which sops reads too: named as such.
@@ -324,9 +307,7 @@ fn kubectl_skew_and_what_already_runs_are_checked_against_the_cluster_itself() {
     );
     assert!(!text.contains("v1.30"), "{text}");
     assert!(
-        line_with(&text, "no CNI and no kube-proxy yet")
-            .trim_start()
-            .starts_with("ok"),
+        line_begins(&text, "no CNI and no kube-proxy yet", "ok"),
         "{text}"
     );
 
@@ -397,9 +378,7 @@ fn assert_what_already_runs_is_refused_or_upgraded(
     );
     let text = machine.check_exits(config, env, 0);
     assert!(
-        line_with(&text, "Cilium is the helm release cilium")
-            .trim_start()
-            .starts_with("ok"),
+        line_begins(&text, "Cilium is the helm release cilium", "ok"),
         "{text}"
     );
 }
@@ -471,9 +450,7 @@ fn the_shipped_secrets_example_encrypted_with_a_test_key_passes_the_check_and_re
     let text = machine.check_exits(&config, &[("SOPS_AGE_KEY_FILE", key.as_os_str())], 0);
     assert!(
         line_with(&text, "age key").contains("decrypts")
-            && line_with(&text, "and its SOPS file")
-                .trim_start()
-                .starts_with("ok"),
+            && line_begins(&text, "and its SOPS file", "ok"),
         "{text}"
     );
 

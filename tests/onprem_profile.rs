@@ -152,12 +152,9 @@ impl World {
             .env("HOME", self.dir.path().join("home"))
             .env("XDG_CONFIG_HOME", self.dir.path().join("home"))
             .env("HELM_TIMEOUT", "120s")
-            .env_remove("SOPS_AGE_KEY")
-            .env_remove("SOPS_AGE_KEY_FILE")
-            .env_remove("SOPS_AGE_KEY_CMD")
-            .env_remove("SOPS_AGE_SSH_PRIVATE_KEY_FILE")
             .env_remove("STANDIN_HELM_FAIL")
             .stdin(Stdio::null());
+        without_sops_keys(&mut cmd);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -196,6 +193,19 @@ fn output_text(out: &Output) -> String {
 
 fn key() -> PathBuf {
     fixtures().join("test-only.agekey")
+}
+
+/// Removes from `cmd` every variable sops finds an age key in, so that the user's own keys
+/// never decrypt (or fail to decrypt) a fixture: only the keys a test gives reach sops.
+pub(crate) fn without_sops_keys(cmd: &mut Command) {
+    for variable in [
+        "SOPS_AGE_KEY",
+        "SOPS_AGE_KEY_FILE",
+        "SOPS_AGE_KEY_CMD",
+        "SOPS_AGE_SSH_PRIVATE_KEY_FILE",
+    ] {
+        cmd.env_remove(variable);
+    }
 }
 
 /// The test-only SOPS fixture.
