@@ -6,6 +6,8 @@
 //! by the server, and the refusal is the job's error.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -14,7 +16,8 @@ use serde_json::{Value, json};
 use testkit::control_plane::{ControlPlane, ServiceAccount};
 use testkit::workspace;
 
-const NOW: &str = "2026-11-29T17:17:00Z";
+use common::{NOW, data_keys, generators, stderr};
+
 const LATER: &str = "2026-11-29T18:17:00Z";
 /// The namespace, objects and account of the rendered edge (render-edge's names).
 const NAMESPACE: &str = "edge";
@@ -109,28 +112,18 @@ impl Edge {
     /// lists-refresh as the CronJob runs it, with `account`'s credentials.
     fn refresh(&self, account: &ServiceAccount, now: &str, extra: &[&str]) -> Output {
         let dir = tempfile::tempdir().unwrap();
-        workspace::bin("lists-gen-asn");
-        workspace::bin("lists-gen-crawlers");
-        let generators = workspace::bin("lists-gen-tor");
         Command::new(env!("CARGO_BIN_EXE_lists-refresh"))
             .arg(format!("--namespace={NAMESPACE}"))
             .arg(format!("--sources={}", self.sources(dir.path()).display()))
             .arg(format!("--api-server={}", self.plane.server()))
             .arg(format!("--serviceaccount-dir={}", account.dir().display()))
-            .arg(format!(
-                "--generators-dir={}",
-                generators.parent().unwrap().display()
-            ))
+            .arg(format!("--generators-dir={}", generators().display()))
             .arg(format!("--now={now}"))
             .args(extra)
             .env_remove("EDGEPOP_LOG")
             .output()
             .unwrap()
     }
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The managers of `object` and the fields each owns.
@@ -160,10 +153,8 @@ fn owned_by<'a>(object: &'a [(String, Value)], manager: &str) -> &'a Value {
 /// resourceVersions, to see whether a later run wrote them again.
 fn check(edge: &Edge) -> (Value, Value) {
     let cm = edge.get("configmap/policy-lists");
-    let data = cm["data"].as_object().unwrap();
-    let keys: Vec<&str> = data.keys().map(String::as_str).collect();
     assert_eq!(
-        keys,
+        data_keys(&cm),
         [
             "generated_at",
             "gptbot.txt",
@@ -172,6 +163,7 @@ fn check(edge: &Edge) -> (Value, Value) {
             "version"
         ]
     );
+    let data = &cm["data"];
     assert_eq!(data["version"], NOW);
     assert_eq!(data["tor.txt"].as_str().unwrap().lines().count(), 1305);
     assert!(

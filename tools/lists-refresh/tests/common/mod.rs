@@ -35,6 +35,16 @@ pub fn configmap(data: Value) -> Reply {
     )
 }
 
+/// The keys of a ConfigMap's `data`, in order.
+pub fn data_keys(configmap: &Value) -> Vec<&str> {
+    configmap["data"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
