@@ -82,7 +82,7 @@ fn only_acme_and_whole_segments_bypass() {
         assert!(is_continue(&o), "{path}: {o:?}");
     }
     // Without `bypass_paths`, the defaults name robots.txt and favicon.ico, exactly.
-    let Some(mut host) = start_with(test, plugin_config("all", ""), secret_env()) else {
+    let Some(mut host) = start(test, "all") else {
         return;
     };
     for path in ["/robots.txt", "/favicon.ico"] {
@@ -164,7 +164,7 @@ fn a_cheap_cookie_does_not_clear_a_harder_neighbour() {
 #[test]
 fn only_the_first_few_clearance_cookies_are_checked() {
     let test = "only_the_first_few_clearance_cookies_are_checked";
-    let Some(mut host) = start_with(test, plugin_config("all", ""), secret_env()) else {
+    let Some(mut host) = start(test, "all") else {
         return;
     };
     let from = "192.0.2.10:40000";
@@ -227,7 +227,7 @@ fn only_the_first_few_clearance_cookies_are_checked() {
 #[test]
 fn a_forwarded_for_written_by_the_client_is_never_believed() {
     let test = "a_forwarded_for_written_by_the_client_is_never_believed";
-    let Some(mut direct) = start_with(test, plugin_config("listed", ""), secret_env()) else {
+    let Some(mut direct) = start(test, "listed") else {
         return;
     };
     for xff in ["8.8.8.8", "8.8.8.8, 185.220.101.7", "8.8.8.8, 8.8.4.4"] {

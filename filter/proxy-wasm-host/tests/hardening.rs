@@ -33,7 +33,7 @@ fn forge(value: &str) -> String {
 #[test]
 fn the_failure_page_never_leads_to_an_unverified_path() {
     let test = "the_failure_page_never_leads_to_an_unverified_path";
-    let Some(mut host) = start_with(test, plugin_config("all", ""), secret_env()) else {
+    let Some(mut host) = start(test, "all") else {
         return;
     };
     let forged = format!(
@@ -70,7 +70,7 @@ fn the_failure_page_never_leads_to_an_unverified_path() {
 #[test]
 fn tossed_cookies_never_hide_the_clearance_cookie() {
     let test = "tossed_cookies_never_hide_the_clearance_cookie";
-    let Some(mut host) = start_with(test, plugin_config("all", ""), secret_env()) else {
+    let Some(mut host) = start(test, "all") else {
         return;
     };
     let (_, url) = solved(&mut host, "/", FROM);
@@ -294,7 +294,7 @@ fn addresses_that_embed_ipv4_are_read_as_ipv4() {
         assert_eq!(challenge_of(&o).d, 10, "{from}");
     }
     // IPv4 clients behind a NAT64 front do not share one /64: a cookie clears its own /24.
-    let Some(mut host) = start_with(test, plugin_config("all", ""), secret_env()) else {
+    let Some(mut host) = start(test, "all") else {
         return;
     };
     let (_, url) = solved(&mut host, "/", "[64:ff9b::c633:6414]:1");
@@ -323,7 +323,7 @@ fn addresses_that_embed_ipv4_are_read_as_ipv4() {
 #[test]
 fn bypasses_are_exact_and_for_reading_only() {
     let test = "bypasses_are_exact_and_for_reading_only";
-    let Some(mut host) = start_with(test, plugin_config("all", ""), secret_env()) else {
+    let Some(mut host) = start(test, "all") else {
         return;
     };
     let with = |method: &str, path: &str| Request {
@@ -355,7 +355,7 @@ fn bypasses_are_exact_and_for_reading_only() {
     };
     let (_, url) = solved(&mut host, "/", FROM);
     let cookie = pair(&set_cookie(&host.request(browser(&url, FROM)).unwrap())).to_owned();
-    let Some(mut listed) = start_with(test, plugin_config("listed", ""), secret_env()) else {
+    let Some(mut listed) = start(test, "listed") else {
         return;
     };
     let outcomes = [
@@ -381,7 +381,7 @@ fn bypasses_are_exact_and_for_reading_only() {
 fn challenge_salts_reveal_neither_the_clock_nor_the_count() {
     let test = "challenge_salts_reveal_neither_the_clock_nor_the_count";
     let salts = || -> Option<Vec<u64>> {
-        let mut host = start_with(test, plugin_config("all", ""), secret_env())?;
+        let mut host = start(test, "all")?;
         Some(
             (0..3)
                 .map(|_| {
@@ -410,7 +410,7 @@ fn challenge_salts_reveal_neither_the_clock_nor_the_count() {
 #[test]
 fn a_restart_or_a_rotation_does_not_reopen_spent_solutions() {
     let test = "a_restart_or_a_rotation_does_not_reopen_spent_solutions";
-    let Some(mut before) = start_with(test, plugin_config("all", ""), secret_env()) else {
+    let Some(mut before) = start(test, "all") else {
         return;
     };
     let (_, url) = solved(&mut before, "/", FROM);
@@ -447,7 +447,7 @@ fn a_restart_or_a_rotation_does_not_reopen_spent_solutions() {
 fn an_unusable_peer_address_is_challenged() {
     let test = "an_unusable_peer_address_is_challenged";
     for mode in ["all", "listed"] {
-        let Some(mut host) = start_with(test, plugin_config(mode, ""), secret_env()) else {
+        let Some(mut host) = start(test, mode) else {
             return;
         };
         for source in [

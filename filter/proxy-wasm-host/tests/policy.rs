@@ -380,16 +380,10 @@ fn a_signed_agent_passes_and_a_broken_signature_counts_as_unsigned() {
         header_fields(&bots.join(
             "web-bot-auth-drafts/arch05-ed25519-sig2-signature-agent-legacy-string.headers.txt",
         ));
-    let Some(wasm) = module(test) else {
+    // Within the signature's window: created 1735689600, expires 1735693200.
+    let Some(mut host) = start_at(test, config.to_string().into_bytes(), 1_735_690_000) else {
         return;
     };
-    // Within the signature's window: created 1735689600, expires 1735693200.
-    let mut host = load_at(
-        &wasm,
-        config.to_string().into_bytes(),
-        secret_env(),
-        1_735_690_000,
-    );
     let signed = |authority: &str, change: &dyn Fn(&str, &str) -> String| {
         let mut r = Request {
             authority: authority.to_owned(),

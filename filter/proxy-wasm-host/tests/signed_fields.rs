@@ -75,15 +75,9 @@ fn a_signature_covering_other_header_fields_verifies() {
         "agents": {"testbot": {"keys": {"keys": [jwk]}}},
         "rules": [{"name": "signed", "signed_agent": ["testbot"], "action": "allow"}],
     });
-    let Some(wasm) = module(test) else {
+    let Some(mut host) = start_at(test, config.to_string().into_bytes(), NOW_SECS) else {
         return;
     };
-    let mut host = load_at(
-        &wasm,
-        config.to_string().into_bytes(),
-        secret_env(),
-        NOW_SECS,
-    );
     let components = r#""@authority" "content-type" "date" "x-tags""#;
     let lines = "\"@authority\": example.com\n\"content-type\": application/json\n\
                  \"date\": Wed, 01 Jan 2025 00:00:00 GMT\n\"x-tags\": a, b\n";

@@ -51,16 +51,22 @@ pub fn plugin_config(mode: &str, extra: &str) -> Vec<u8> {
 }
 
 pub fn start(test: &str, mode: &str) -> Option<Host> {
-    start_with(
-        test,
-        plugin_config(mode, ""),
-        vec![("POW_HMAC_SECRET".into(), SECRET.into())],
-    )
+    start_with(test, plugin_config(mode, ""), secret_env())
 }
 
 /// The module with this pluginConfig and VM environment, at [`T0`].
 pub fn start_with(test: &str, plugin_config: Vec<u8>, env: Vec<(String, Vec<u8>)>) -> Option<Host> {
     Some(load_at(&module(test)?, plugin_config, env, T0))
+}
+
+/// The module with this pluginConfig and the test secret, its clock at `unix_secs`.
+pub fn start_at(test: &str, plugin_config: Vec<u8>, unix_secs: u64) -> Option<Host> {
+    Some(load_at(
+        &module(test)?,
+        plugin_config,
+        secret_env(),
+        unix_secs,
+    ))
 }
 
 /// The module at `wasm` with this pluginConfig and VM environment, its clock at `unix_secs`.
