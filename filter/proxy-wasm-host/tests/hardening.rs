@@ -143,8 +143,7 @@ fn the_work_per_request_is_bounded_whatever_the_header_sizes() {
     // Warm the page's assets (built once per VM) before measuring.
     host.request(browser("/", FROM)).unwrap();
     let challenge = cost(&mut host, browser("/", FROM));
-    let (_, url) = solved(&mut host, "/", FROM);
-    let good = pair(&set_cookie(&host.request(browser(&url, FROM)).unwrap())).to_owned();
+    let good = clearance_for(&mut host, "/", FROM);
     let (name, value) = good.split_once('=').unwrap();
     let forged = format!("{name}={}", forge(value));
     let three = [forged.as_str(); 3].join("; ");
@@ -297,24 +296,17 @@ fn addresses_that_embed_ipv4_are_read_as_ipv4() {
     let Some(mut host) = start(test, "all") else {
         return;
     };
-    let (_, url) = solved(&mut host, "/", "[64:ff9b::c633:6414]:1");
-    let cookie = pair(&set_cookie(
-        &host
-            .request(browser(&url, "[64:ff9b::c633:6414]:1"))
-            .unwrap(),
-    ))
-    .to_owned();
-    for (from, passes) in [
-        ("[64:ff9b::c633:6499]:1", true),
-        ("198.51.100.7:1", true),
-        ("[64:ff9b::cb00:7109]:1", false),
-        ("[64:ff9b::c633:6514]:1", false),
-    ] {
-        let o = host
-            .request(browser("/", from).header("cookie", &cookie))
-            .unwrap();
-        assert_eq!(is_continue(&o), passes, "{from}: {o:?}");
-    }
+    let cookie = clearance_for(&mut host, "/", "[64:ff9b::c633:6414]:1");
+    assert_cookie_passes_from(
+        &mut host,
+        &cookie,
+        &[
+            ("[64:ff9b::c633:6499]:1", true),
+            ("198.51.100.7:1", true),
+            ("[64:ff9b::cb00:7109]:1", false),
+            ("[64:ff9b::c633:6514]:1", false),
+        ],
+    );
 }
 
 /// ACME's token path, `/robots.txt` and `/favicon.ico` bypass exactly and only to read them;
@@ -353,8 +345,7 @@ fn bypasses_are_exact_and_for_reading_only() {
         r.header("x-original-url", "/admin")
             .header("X-Rewrite-URL", "/admin")
     };
-    let (_, url) = solved(&mut host, "/", FROM);
-    let cookie = pair(&set_cookie(&host.request(browser(&url, FROM)).unwrap())).to_owned();
+    let cookie = clearance_for(&mut host, "/", FROM);
     let Some(mut listed) = start(test, "listed") else {
         return;
     };
@@ -459,8 +450,7 @@ fn an_unusable_peer_address_is_challenged() {
             let o = host.request(browser("/", source)).unwrap();
             assert_eq!(challenge_of(&o).d, 8, "{mode}: {source:?} was let through");
         }
-        let (_, url) = solved(&mut host, "/", "junk");
-        let cookie = pair(&set_cookie(&host.request(browser(&url, "junk")).unwrap())).to_owned();
+        let cookie = clearance_for(&mut host, "/", "junk");
         let o = host
             .request(browser("/", "junk").header("cookie", &cookie))
             .unwrap();

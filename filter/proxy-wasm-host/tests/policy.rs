@@ -151,8 +151,7 @@ fn each_condition_and_action_decides_on_the_real_module() {
     );
     assert_eq!(challenge_of(&o).d, 12);
     // Paid, it is cleared, and the origin is told.
-    let (_, url) = solved(&mut host, "/login", FROM);
-    let cookie = pair(&set_cookie(&host.request(browser(&url, FROM)).unwrap())).to_owned();
+    let cookie = clearance_for(&mut host, "/login", FROM);
     let o = host
         .request(browser("/login", FROM).header("cookie", &cookie))
         .unwrap();

@@ -22,8 +22,7 @@ const UNICODE_SPACES: [char; 19] = [
 
 /// A clearance cookie for [`FROM`] in the browser of [`browser`], over https: its `name=value`.
 fn clearance(host: &mut Host) -> String {
-    let (_, url) = solved(host, "/", FROM);
-    pair(&set_cookie(&host.request(browser(&url, FROM)).unwrap())).to_owned()
+    clearance_for(host, "/", FROM)
 }
 
 /// The value of a `name=value` pair with its MAC's last digit changed: well formed, fresh,
@@ -333,20 +332,18 @@ fn teredo_clients_are_read_as_their_ipv4_address() {
     };
     // 192.0.2.45, through the same server.
     let from = "[2001:0:4136:e378:8000:63bf:3fff:fdd2]:40000";
-    let (_, url) = solved(&mut host, "/", from);
-    let cookie = pair(&set_cookie(&host.request(browser(&url, from)).unwrap())).to_owned();
-    for (other, passes) in [
-        // 192.0.2.200: the same /24.
-        ("[2001:0:4136:e378:8000:63bf:3fff:fd37]:1", true),
-        ("192.0.2.9:1", true),
-        // 203.0.115.14, another client of the same server.
-        ("[2001:0:4136:e378:8000:63bf:34ff:8cf1]:1", false),
-    ] {
-        let o = host
-            .request(browser("/", other).header("cookie", &cookie))
-            .unwrap();
-        assert_eq!(is_continue(&o), passes, "{other}: {o:?}");
-    }
+    let cookie = clearance_for(&mut host, "/", from);
+    assert_cookie_passes_from(
+        &mut host,
+        &cookie,
+        &[
+            // 192.0.2.200: the same /24.
+            ("[2001:0:4136:e378:8000:63bf:3fff:fd37]:1", true),
+            ("192.0.2.9:1", true),
+            // 203.0.115.14, another client of the same server.
+            ("[2001:0:4136:e378:8000:63bf:34ff:8cf1]:1", false),
+        ],
+    );
 }
 
 /// List entries written in an IPv6 form of IPv4 (mapped, 6to4, NAT64, Teredo) match the

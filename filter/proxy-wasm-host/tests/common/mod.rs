@@ -29,6 +29,23 @@ pub fn solved(host: &mut Host, path: &str, from: &str) -> (Challenge, String) {
     (ch, url)
 }
 
+/// The clearance cookie (`name=value`) a visitor at `from` is given for solving the challenge
+/// met at `path`.
+pub fn clearance_for(host: &mut Host, path: &str, from: &str) -> String {
+    let (_, url) = solved(host, path, from);
+    pair(&set_cookie(&host.request(browser(&url, from)).unwrap())).to_owned()
+}
+
+/// Checks, for each address, whether a request from it carrying `cookie` reaches the origin.
+pub fn assert_cookie_passes_from(host: &mut Host, cookie: &str, cases: &[(&str, bool)]) {
+    for &(from, passes) in cases {
+        let o = host
+            .request(browser("/", from).header("cookie", cookie))
+            .unwrap();
+        assert_eq!(is_continue(&o), passes, "{from}: {o:?}");
+    }
+}
+
 /// The whole Set-Cookie of a successful verification (a 303).
 pub fn set_cookie(o: &Outcome) -> String {
     let (status, headers, body) = local(o);
