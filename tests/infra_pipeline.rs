@@ -185,13 +185,9 @@ impl Env {
     }
 }
 
+/// What a step that must succeed said on stderr.
 fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::process::assert_success(out);
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 

@@ -25,22 +25,28 @@ pub fn text(out: &std::process::Output) -> String {
     )
 }
 
-/// A tool's stdout, after checking it exited 0 (its stderr is shown when it did not).
-#[allow(clippy::panic)] // an assertion helper for tests: failing is its job
+/// Checks that a program exited 0; when it did not, fails the test with its exit code and
+/// stderr.
 #[track_caller] // the failure points at the test's line
-pub fn success_stdout(out: &std::process::Output) -> String {
-    stdout_after_success(out, "")
+pub fn assert_success(out: &std::process::Output) {
+    assert_success_of(out, "");
 }
 
-/// [`success_stdout`], its failure message starting with `what`.
+/// [`assert_success`], its failure message starting with `what`.
 #[track_caller]
-fn stdout_after_success(out: &std::process::Output, what: &str) -> String {
+fn assert_success_of(out: &std::process::Output, what: &str) {
     assert!(
         out.status.success(),
         "{what}exit {:?}: {}",
         out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A tool's stdout, after checking it exited 0 (its stderr is shown when it did not).
+#[track_caller]
+pub fn success_stdout(out: &std::process::Output) -> String {
+    assert_success(out);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -49,10 +55,12 @@ fn stdout_after_success(out: &std::process::Output, what: &str) -> String {
 #[allow(clippy::panic)] // an assertion helper for tests: failing is its job
 #[track_caller]
 pub fn stdout_of(command: &mut std::process::Command) -> String {
-    match command.output() {
-        Ok(out) => stdout_after_success(&out, &format!("{command:?}: ")),
+    let out = match command.output() {
+        Ok(out) => out,
         Err(err) => panic!("cannot start {command:?}: {err}"),
-    }
+    };
+    assert_success_of(&out, &format!("{command:?}: "));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Runs `command` with `stdin` written to its standard input, and collects its exit status,

@@ -199,12 +199,7 @@ fn assert_not_shown(out: &Output, secrets: &[&str]) {
 }
 
 fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::process::assert_success(out);
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
