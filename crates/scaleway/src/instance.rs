@@ -387,6 +387,21 @@ impl<'c> Instance<'c> {
         self.client.mine(unwrap(answer))
     }
 
+    /// The object `id` of `collection`, taken out of its envelope `E` by `unwrap`; `None` once
+    /// it is gone. The object is the project's.
+    fn one<X: Owned, E: DeserializeOwned>(
+        &self,
+        zone: &str,
+        collection: &str,
+        id: &str,
+        unwrap: fn(E) -> X,
+    ) -> R<Option<X>> {
+        let answer: Option<E> = self
+            .client
+            .get_opt(&Self::path(zone, &format!("{collection}/{id}")))?;
+        answer.map(|a| self.client.mine(unwrap(a))).transpose()
+    }
+
     // ---- security groups
 
     pub fn security_groups(&self, zone: &str, tags: &[String]) -> R<Vec<SecurityGroup>> {
@@ -480,10 +495,7 @@ impl<'c> Instance<'c> {
     }
 
     pub fn image(&self, zone: &str, id: &str) -> R<Option<Image>> {
-        let answer: Option<ImageEnvelope> = self
-            .client
-            .get_opt(&Self::path(zone, &format!("images/{id}")))?;
-        answer.map(|a| self.client.mine(a.image)).transpose()
+        self.one(zone, "images", id, |answer: ImageEnvelope| answer.image)
     }
 
     pub fn create_image(&self, zone: &str, body: &CreateImage) -> R<Image> {
@@ -510,10 +522,7 @@ impl<'c> Instance<'c> {
 
     /// One server; `None` once it is gone.
     pub fn server(&self, zone: &str, id: &str) -> R<Option<Server>> {
-        let answer: Option<ServerEnvelope> = self
-            .client
-            .get_opt(&Self::path(zone, &format!("servers/{id}")))?;
-        answer.map(|a| self.client.mine(a.server)).transpose()
+        self.one(zone, "servers", id, |answer: ServerEnvelope| answer.server)
     }
 
     pub fn create_server(&self, zone: &str, body: &CreateServer) -> R<Server> {
