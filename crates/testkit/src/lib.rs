@@ -92,6 +92,18 @@ pub fn incompressible_bytes(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// The first `count` lines of the text file at `path`, each ending with a newline: a smaller
+/// list cut from a captured one.
+#[allow(clippy::unwrap_used)] // a test helper: an unreadable capture fails the test
+pub fn first_lines(path: &std::path::Path, count: usize) -> String {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .take(count)
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
 /// The names of the entries of `dir`, sorted: what a test compares to say that nothing else (a
 /// temporary file, a partial write) was left there.
 #[allow(clippy::unwrap_used)] // a test helper: an unreadable directory fails the test

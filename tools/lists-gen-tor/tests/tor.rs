@@ -216,13 +216,7 @@ fn a_large_shrink_is_refused_and_the_previous_list_names_the_reason() {
     )
     .unwrap();
     let small = dir.path().join("small.txt");
-    let head: String = std::fs::read_to_string(&bulk)
-        .unwrap()
-        .lines()
-        .take(100)
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(&small, head).unwrap();
+    std::fs::write(&small, testkit::first_lines(&bulk, 100)).unwrap();
     let prev = format!("--previous={}", previous.display());
     let out = gen_tor(&[&prev, small.to_str().unwrap()]);
     process::assert_refused(

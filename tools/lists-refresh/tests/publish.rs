@@ -213,8 +213,7 @@ fn a_large_shrink_and_a_source_down_publish_nothing() {
     let job = Job::new();
     let full = std::fs::read_to_string(&bulk).unwrap();
     let previous: String = full.lines().map(|l| format!("{l}/32\n")).collect();
-    let hundred: String = full.lines().take(100).map(|l| format!("{l}\n")).collect();
-    let tor_source = Server::start(vec![Reply::ok(hundred)]).unwrap();
+    let tor_source = Server::start(vec![Reply::ok(testkit::first_lines(&bulk, 100))]).unwrap();
     let down = format!(
         "{}/ip2asn-combined.tsv.gz",
         testkit::http::closed_port_url().unwrap()
@@ -470,13 +469,7 @@ fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
 
     // The exits shrink to 100 (beyond the 50 % allowed against the previous tor.txt): tor keeps
     // its file, hosting is written again, the run fails naming tor.
-    let hundred: String = std::fs::read_to_string(&bulk)
-        .unwrap()
-        .lines()
-        .take(100)
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(&exits, hundred).unwrap();
+    std::fs::write(&exits, testkit::first_lines(&bulk, 100)).unwrap();
     std::fs::remove_file(dir.join("hosting.txt")).unwrap();
     let out = job.run_into(&dir, &sources);
     let log = tor_refused_for_its_shrink(&out);
