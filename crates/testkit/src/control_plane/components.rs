@@ -136,15 +136,8 @@ pub(super) fn apiserver(
 /// manageControllerManager, same file: every controller and the token cleaner, node CIDRs
 /// allocated from the pod network, per-controller ServiceAccount credentials.
 pub(super) fn controller_manager(program: &Path, dir: &Path, server: &str, pki: &Pki) -> Command {
-    let kubeconfig = dir.join("kube-controller-manager.kubeconfig");
-    write_kubeconfig(&kubeconfig, server, pki, "kube-controller-manager");
-    let mut controller_manager = Command::new(program);
+    let mut controller_manager = component(program, dir, server, pki, "kube-controller-manager");
     controller_manager
-        .arg(flag("kubeconfig", &kubeconfig))
-        .arg(flag("authentication-kubeconfig", &kubeconfig))
-        .arg(flag("authorization-kubeconfig", &kubeconfig))
-        .arg("--bind-address=127.0.0.1")
-        .arg(format!("--secure-port={}", free_port()))
         .arg("--use-service-account-credentials")
         .arg(flag(
             "service-account-private-key-file",
@@ -165,17 +158,25 @@ pub(super) fn controller_manager(program: &Path, dir: &Path, server: &str, pki: 
     controller_manager
 }
 
-/// kube-scheduler on loopback, with the patches' `extraArgs`.
-pub(super) fn scheduler(program: &Path, dir: &Path, server: &str, pki: &Pki) -> Command {
-    let kubeconfig = dir.join("kube-scheduler.kubeconfig");
-    write_kubeconfig(&kubeconfig, server, pki, "kube-scheduler");
-    let mut scheduler = Command::new(program);
-    scheduler
+/// `program`, a component that reaches the API server as `user`: one kubeconfig (written in
+/// `dir`) for its own calls and for checking who calls it, its secure port on loopback.
+fn component(program: &Path, dir: &Path, server: &str, pki: &Pki, user: &str) -> Command {
+    let kubeconfig = dir.join(format!("{user}.kubeconfig"));
+    write_kubeconfig(&kubeconfig, server, pki, user);
+    let mut command = Command::new(program);
+    command
         .arg(flag("kubeconfig", &kubeconfig))
         .arg(flag("authentication-kubeconfig", &kubeconfig))
         .arg(flag("authorization-kubeconfig", &kubeconfig))
         .arg("--bind-address=127.0.0.1")
-        .arg(format!("--secure-port={}", free_port()))
+        .arg(format!("--secure-port={}", free_port()));
+    command
+}
+
+/// kube-scheduler on loopback, with the patches' `extraArgs`.
+pub(super) fn scheduler(program: &Path, dir: &Path, server: &str, pki: &Pki) -> Command {
+    let mut scheduler = component(program, dir, server, pki, "kube-scheduler");
+    scheduler
         .arg("--leader-elect=false")
         .arg("--profiling=false")
         .args(talos_extra_args("scheduler"));
