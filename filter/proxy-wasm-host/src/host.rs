@@ -247,26 +247,29 @@ impl Host {
             "proxy_on_context_create",
         )?;
         let vm_config_len = self.store.data().config.vm_config.len() as i32;
-        if self.call(
+        self.call_accepting(
             self.calls.on_vm_start.clone(),
             (1, vm_config_len),
             "proxy_on_vm_start",
-        )? == Some(0)
-        {
-            return Err(HostError::Rejected {
-                callback: "proxy_on_vm_start",
-            });
-        }
+        )?;
         let config_len = self.store.data().config.plugin_config.len() as i32;
-        if self.call(
+        self.call_accepting(
             self.calls.on_configure.clone(),
             (1, config_len),
             "proxy_on_configure",
-        )? == Some(0)
-        {
-            return Err(HostError::Rejected {
-                callback: "proxy_on_configure",
-            });
+        )
+    }
+
+    /// Calls a callback that answers whether the module takes what it is given (`on_vm_start`,
+    /// `on_configure`): a refusal (0) is [`HostError::Rejected`].
+    fn call_accepting(
+        &mut self,
+        callback: Callback<(i32, i32), i32>,
+        params: (i32, i32),
+        name: &'static str,
+    ) -> Result<(), HostError> {
+        if self.call(callback, params, name)? == Some(0) {
+            return Err(HostError::Rejected { callback: name });
         }
         Ok(())
     }
