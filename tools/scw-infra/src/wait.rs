@@ -84,12 +84,9 @@ pub fn worker(
         &what,
         || match cluster.api.baremetal().server(cluster.zone(), id)? {
             Some(s) if s.status == *status => Ok(Some(s)),
-            Some(s) if s.status.is_failed() => Err(InfraError::Failed {
-                what: "Elastic Metal server",
-                name: name.to_owned(),
-                id: id.to_owned(),
-                state: s.status.to_string(),
-            }),
+            Some(s) if s.status.is_failed() => {
+                Err(failed("Elastic Metal server", name, id, &s.status))
+            }
             Some(_) => Ok(None),
             None => Err(vanished("Elastic Metal server", name, id)),
         },
@@ -102,12 +99,7 @@ pub fn image(cluster: &Cluster<'_>, id: &str, name: &str) -> R<Image> {
     until(cluster, cluster.waits.instance, &what, || {
         match cluster.api.instance().image(cluster.zone(), id)? {
             Some(i) if i.state == ImageState::Available => Ok(Some(i)),
-            Some(i) if i.state == ImageState::Error => Err(InfraError::Failed {
-                what: "image",
-                name: name.to_owned(),
-                id: id.to_owned(),
-                state: i.state.to_string(),
-            }),
+            Some(i) if i.state == ImageState::Error => Err(failed("image", name, id, &i.state)),
             Some(_) => Ok(None),
             None => Err(vanished("image", name, id)),
         }
@@ -120,12 +112,9 @@ pub fn snapshot_imported(cluster: &Cluster<'_>, id: &str, name: &str) -> R<()> {
     until(cluster, cluster.waits.instance, &what, || {
         match cluster.api.block().snapshot(cluster.zone(), id)? {
             Some(s) if s.status == SnapshotStatus::Available => Ok(Some(())),
-            Some(s) if s.status == SnapshotStatus::Error => Err(InfraError::Failed {
-                what: "imported snapshot",
-                name: name.to_owned(),
-                id: id.to_owned(),
-                state: s.status.to_string(),
-            }),
+            Some(s) if s.status == SnapshotStatus::Error => {
+                Err(failed("imported snapshot", name, id, &s.status))
+            }
             Some(_) => Ok(None),
             None => Err(vanished("snapshot", name, id)),
         }
@@ -154,6 +143,16 @@ pub fn volume_detached(cluster: &Cluster<'_>, id: &str) -> R<Option<Volume>> {
             found => Ok(Some(found)),
         }
     })
+}
+
+/// The resource reached a state it does not leave by itself.
+fn failed(what: &'static str, name: &str, id: &str, state: &dyn std::fmt::Display) -> InfraError {
+    InfraError::Failed {
+        what,
+        name: name.to_owned(),
+        id: id.to_owned(),
+        state: state.to_string(),
+    }
 }
 
 fn vanished(what: &'static str, name: &str, id: &str) -> InfraError {
