@@ -2,6 +2,7 @@
 //! edge layer (render-edge) and the onprem profile's platform (render-platform).
 
 use serde::Deserialize;
+use serde_json::{Value, json};
 
 /// Which Let's Encrypt server issues the certificates.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -29,6 +30,27 @@ impl AcmeServer {
             AcmeServer::Staging => "letsencrypt-staging",
             AcmeServer::Production => "letsencrypt-production",
         }
+    }
+
+    /// cert-manager's ClusterIssuer for this server ([`AcmeServer::issuer_name`]): challenges
+    /// answered by `solver`, the account's contact `email` when there is one, the object
+    /// labelled `labels`.
+    pub fn cluster_issuer(self, solver: Value, email: Option<&str>, labels: Value) -> Value {
+        let name = self.issuer_name();
+        let mut acme = json!({
+            "server": self.directory(),
+            "privateKeySecretRef": {"name": format!("{name}-account")},
+            "solvers": [solver],
+        });
+        if let Some(email) = email {
+            acme["email"] = json!(email);
+        }
+        json!({
+            "apiVersion": "cert-manager.io/v1",
+            "kind": "ClusterIssuer",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"acme": acme},
+        })
     }
 
     /// How the configs spell it.

@@ -163,40 +163,27 @@ pub fn issuer_name(server: AcmeServer) -> &'static str {
 }
 
 fn cluster_issuer(plan: &Plan) -> Value {
-    let name = issuer_name(plan.acme_server);
-    let server = plan.acme_server.directory();
-    let mut acme = json!({
-        "server": server,
-        "privateKeySecretRef": {"name": format!("{name}-account")},
-        "solvers": [{
-            "http01": {
-                "gatewayHTTPRoute": {
-                    // The solver's Service defaults to NodePort; with this cluster's NodePort
-                    // range (80-443) it would take a public port. The route reaches it inside
-                    // the cluster, so ClusterIP is all it needs.
-                    "serviceType": "ClusterIP",
-                    // The solver's route attaches to the HTTP listener only: port 80 is where
-                    // Let's Encrypt knocks.
-                    "parentRefs": [{
-                        "group": "gateway.networking.k8s.io",
-                        "kind": "Gateway",
-                        "name": GATEWAY,
-                        "namespace": NAMESPACE,
-                        "sectionName": HTTP_LISTENER,
-                    }],
-                },
+    let solver = json!({
+        "http01": {
+            "gatewayHTTPRoute": {
+                // The solver's Service defaults to NodePort; with this cluster's NodePort
+                // range (80-443) it would take a public port. The route reaches it inside
+                // the cluster, so ClusterIP is all it needs.
+                "serviceType": "ClusterIP",
+                // The solver's route attaches to the HTTP listener only: port 80 is where
+                // Let's Encrypt knocks.
+                "parentRefs": [{
+                    "group": "gateway.networking.k8s.io",
+                    "kind": "Gateway",
+                    "name": GATEWAY,
+                    "namespace": NAMESPACE,
+                    "sectionName": HTTP_LISTENER,
+                }],
             },
-        }],
+        },
     });
-    if let Some(email) = &plan.acme_email {
-        acme["email"] = json!(email);
-    }
-    json!({
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "ClusterIssuer",
-        "metadata": {"name": name, "labels": labels("certificates")},
-        "spec": {"acme": acme},
-    })
+    plan.acme_server
+        .cluster_issuer(solver, plan.acme_email.as_deref(), labels("certificates"))
 }
 
 /// The listener that serves one hostname on 443.

@@ -72,29 +72,18 @@ pub fn objects(
 
 /// The ACME ClusterIssuer, answering HTTP-01 through Traefik.
 fn cluster_issuer(config: &OnpremConfig) -> Value {
-    let server = config.acme.server.directory();
-    let name = config.acme.server.issuer_name();
-    let mut acme = json!({
-        "server": server,
-        "privateKeySecretRef": {"name": format!("{name}-account")},
-        // HTTP-01, one certificate per name: the DNS credentials never write
-        // validation records, and a leaked certificate is worth one name.
-        "solvers": [{"http01": {"ingress": {"ingressClassName": TRAEFIK}}}],
-    });
-    if let Some(email) = config
+    let email = config
         .acme
         .email
         .as_deref()
-        .filter(|e| !e.trim().is_empty())
-    {
-        acme["email"] = json!(email);
-    }
-    json!({
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "ClusterIssuer",
-        "metadata": {"name": name, "labels": labels("letsencrypt")},
-        "spec": {"acme": acme},
-    })
+        .filter(|e| !e.trim().is_empty());
+    // HTTP-01, one certificate per name: the DNS credentials never write validation records,
+    // and a leaked certificate is worth one name.
+    config.acme.server.cluster_issuer(
+        json!({"http01": {"ingress": {"ingressClassName": TRAEFIK}}}),
+        email,
+        labels("letsencrypt"),
+    )
 }
 
 fn merged(mut a: Value, b: Value) -> Value {
