@@ -457,29 +457,25 @@ impl Host {
         }
         let n = self.stream().map_or(0, |s| s.response_headers.len()) as i32;
         let eos = i32::from(response.body.is_empty());
-        let action = self.call(
+        if let Some(local) = self.stream_call(
             self.calls.on_response_headers.clone(),
             (context, n, eos),
             "proxy_on_response_headers",
-        )?;
-        if let Some(local) = self.take_local() {
+        )? {
             return Ok(Some(local));
         }
-        self.check_not_paused(action, "proxy_on_response_headers")?;
         if !response.body.is_empty() {
             if let Some(stream) = self.store.data_mut().stream.as_mut() {
                 stream.end_of_stream = true;
             }
             let len = response.body.len() as i32;
-            let action = self.call(
+            if let Some(local) = self.stream_call(
                 self.calls.on_response_body.clone(),
                 (context, len, 1),
                 "proxy_on_response_body",
-            )?;
-            if let Some(local) = self.take_local() {
+            )? {
                 return Ok(Some(local));
             }
-            self.check_not_paused(action, "proxy_on_response_body")?;
         }
         Ok(None)
     }
@@ -510,30 +506,26 @@ impl Host {
     fn request_phase(&mut self, context: i32, request: &Request) -> Result<Outcome, HostError> {
         let n = self.stream().map_or(0, |s| s.request_headers.len()) as i32;
         let eos = i32::from(request.body.is_none());
-        let action = self.call(
+        if let Some(local) = self.stream_call(
             self.calls.on_request_headers.clone(),
             (context, n, eos),
             "proxy_on_request_headers",
-        )?;
-        if let Some(local) = self.take_local() {
+        )? {
             return Ok(local.into_outcome());
         }
-        self.check_not_paused(action, "proxy_on_request_headers")?;
         if let Some(body) = &request.body {
             if let Some(stream) = self.store.data_mut().stream.as_mut() {
                 stream.request_body = body.clone();
                 stream.end_of_stream = true;
             }
             let len = body.len() as i32;
-            let action = self.call(
+            if let Some(local) = self.stream_call(
                 self.calls.on_request_body.clone(),
                 (context, len, 1),
                 "proxy_on_request_body",
-            )?;
-            if let Some(local) = self.take_local() {
+            )? {
                 return Ok(local.into_outcome());
             }
-            self.check_not_paused(action, "proxy_on_request_body")?;
         }
         Ok(Outcome::Continue {
             headers: self
@@ -572,14 +564,21 @@ impl Host {
         result
     }
 
-    fn check_not_paused(
-        &self,
-        action: Option<i32>,
-        callback: &'static str,
-    ) -> Result<(), HostError> {
+    /// Calls one of a stream's callbacks: the local reply it sent, if it sent one. A pause is
+    /// refused ([`HostError::Paused`]).
+    fn stream_call(
+        &mut self,
+        callback: Callback<(i32, i32, i32), i32>,
+        params: (i32, i32, i32),
+        name: &'static str,
+    ) -> Result<Option<Response>, HostError> {
+        let action = self.call(callback, params, name)?;
+        if let Some(local) = self.take_local() {
+            return Ok(Some(local));
+        }
         match action {
-            Some(action::PAUSE) => Err(HostError::Paused { callback }),
-            _ => Ok(()),
+            Some(action::PAUSE) => Err(HostError::Paused { callback: name }),
+            _ => Ok(None),
         }
     }
 
