@@ -73,16 +73,10 @@ impl Api {
             key: String::new(),
         };
         let public_key = fs::read_to_string(rescue.path("user_key.pub")).unwrap();
-        api.key = api.seed(json!({"kind": "ssh_key", "name": "edgepop-edge-par",
-                                  "public_key": public_key.trim()}))["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        api.server = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                     "tags": tags, "address": "127.0.0.1"}))["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        api.key = api.seed_id(json!({"kind": "ssh_key", "name": "edgepop-edge-par",
+                                  "public_key": public_key.trim()}));
+        api.server = api.seed_id(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                     "tags": tags, "address": "127.0.0.1"}));
         Some(api)
     }
 
@@ -92,6 +86,11 @@ impl Api {
 
     fn seed(&self, body: Value) -> Value {
         self.control("seed", Some(body))
+    }
+
+    /// Seeds an object; its id.
+    fn seed_id(&self, body: Value) -> String {
+        self.seed(body)["id"].as_str().unwrap().to_owned()
     }
 
     /// The server as the API holds it now.
@@ -415,11 +414,8 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
     assert_eq!(api.server()["tags"], tags);
     // A proof that came a run late (found configured and ours, no config recorded) tags as
     // well: here on a second, untagged server of ours.
-    let second = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                 "tags": OURS, "address": "127.0.0.1"}))["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let second = api.seed_id(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                 "tags": OURS, "address": "127.0.0.1"}));
     let first = std::mem::replace(&mut api.server, second);
     let late = api.inventory(&format!(
         r#"{{"image_flashed": "{digest}", "proved_ours": "{digest}"}}"#
@@ -530,11 +526,8 @@ fn a_key_with_a_passphrase_works_through_an_agent_and_is_refused_before_any_boot
         .unwrap();
     assert!(made.success());
     let public_key = fs::read_to_string(rescue.path("protected_key.pub")).unwrap();
-    let id = api.seed(json!({"kind": "ssh_key", "name": "edgepop-edge-par-op",
-                             "public_key": public_key.trim()}))["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = api.seed_id(json!({"kind": "ssh_key", "name": "edgepop-edge-par-op",
+                             "public_key": public_key.trim()}));
     let inventory = api.inventory_with_keys("{}", &[&id]);
     let node = (&rescue, sshd.port, &api, image.as_path());
 
@@ -590,15 +583,14 @@ fn without_a_key_given_by_id_the_rescue_system_is_never_asked_for() {
     assert!(api.mutations().is_empty());
 
     // Another key's id: the rescue system gets that key, not ours, and refuses us.
-    let other = api.seed(json!({"kind": "ssh_key", "name": "someone-else",
+    let other = api.seed_id(json!({"kind": "ssh_key", "name": "someone-else",
                                 "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ3qQ0Xc8sMVvWQ5F0h7W0z0wLZc1V4m0cQ2yqU2c2c"}));
-    let other = other["id"].as_str().unwrap();
     let out = flash(
         &rescue,
         sshd.port,
         &api,
         &image,
-        &api.inventory_with_keys("{}", &[other]),
+        &api.inventory_with_keys("{}", &[&other]),
         &[],
     );
     failed(&out, &["edge-worker-1", "refused"]);
@@ -650,11 +642,8 @@ fn a_server_of_another_project_is_left_alone_whatever_its_tags() {
     // Another project the same API key reads holds a server with our cluster's very tags, and
     // the inventory names it.
     let other = "44444444-4444-4444-8444-444444444444";
-    api.server = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                 "project": other, "tags": OURS, "address": "127.0.0.1"}))["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    api.server = api.seed_id(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                 "project": other, "tags": OURS, "address": "127.0.0.1"}));
     fs::write(rescue.disk(), b"before").unwrap();
     let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
     failed(
@@ -684,11 +673,8 @@ fn assert_the_inventory_alone_says_it_is_live(
     image: &Path,
     old: &str,
 ) {
-    let untagged = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                   "tags": OURS, "address": "127.0.0.1"}))["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let untagged = api.seed_id(json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                                   "tags": OURS, "address": "127.0.0.1"}));
     let tagged = std::mem::replace(&mut api.server, untagged);
     for proof in [
         r#""config_applied": "sha256:11""#.to_owned(),
