@@ -503,6 +503,14 @@ fn ready_cluster() -> Cluster {
     c
 }
 
+/// The ready cluster with its worker cordoned, and a second control plane, cordoned too.
+fn cordoned_cluster() -> Cluster {
+    let mut c = ready_cluster();
+    c.add_node(node("edge-worker-1", true, true));
+    c.add_node(node("cp-2", true, true));
+    c
+}
+
 // --- running the tool ------------------------------------------------------------------------
 
 fn kubeconfig(dir: &tempfile::TempDir, port: u16) -> PathBuf {
@@ -580,10 +588,7 @@ fn nodes_not_ready_then_ready_are_waited_for_through_one_watch() {
 
 #[test]
 fn the_cordoned_node_it_is_told_about_is_uncordoned_by_a_merge_patch() {
-    let mut cluster = ready_cluster();
-    cluster.add_node(node("edge-worker-1", true, true));
-    cluster.add_node(node("cp-2", true, true));
-    let api = ApiStandIn::start(cluster);
+    let api = ApiStandIn::start(cordoned_cluster());
     let (out, summary) = run(&api, &["--uncordon", "edge-worker-1"]);
     api.assert_requests(
         &out,
@@ -609,10 +614,7 @@ fn the_cordoned_node_it_is_told_about_is_uncordoned_by_a_merge_patch() {
 
 #[test]
 fn uncordon_all_patches_every_cordoned_node_and_only_those() {
-    let mut cluster = ready_cluster();
-    cluster.add_node(node("edge-worker-1", true, true));
-    cluster.add_node(node("cp-2", true, true));
-    let api = ApiStandIn::start(cluster);
+    let api = ApiStandIn::start(cordoned_cluster());
     let (_, summary) = run(&api, &["--uncordon-all"]);
     assert_eq!(
         api.shorts(),
