@@ -503,6 +503,14 @@ fn ready_cluster() -> Cluster {
     c
 }
 
+/// The ready cluster with its worker not Ready yet, then Ready through the watch.
+fn worker_becoming_ready() -> Cluster {
+    let mut c = ready_cluster();
+    c.add_node(node("edge-worker-1", false, false));
+    c.node_changes.push_back(node("edge-worker-1", true, false));
+    c
+}
+
 /// The ready cluster with its worker cordoned, and a second control plane, cordoned too.
 fn cordoned_cluster() -> Cluster {
     let mut c = ready_cluster();
@@ -569,12 +577,7 @@ fn stderr(out: &std::process::Output) -> String {
 
 #[test]
 fn nodes_not_ready_then_ready_are_waited_for_through_one_watch() {
-    let mut cluster = ready_cluster();
-    cluster.add_node(node("edge-worker-1", false, false));
-    cluster
-        .node_changes
-        .push_back(node("edge-worker-1", true, false));
-    let api = ApiStandIn::start(cluster);
+    let api = ApiStandIn::start(worker_becoming_ready());
     let (out, summary) = run(&api, &[]);
     api.assert_requests(&out, &["GET nodes", "WATCH nodes", "GET pods"]);
     assert_eq!(summary["nodes_ready"], json!(2));
@@ -885,11 +888,7 @@ fn a_timeout_names_the_node_that_stays_not_ready_and_why() {
 
 #[test]
 fn a_watch_whose_version_expired_lists_again_then_watches() {
-    let mut cluster = ready_cluster();
-    cluster.add_node(node("edge-worker-1", false, false));
-    cluster
-        .node_changes
-        .push_back(node("edge-worker-1", true, false));
+    let mut cluster = worker_becoming_ready();
     cluster.expire_next_watch = true;
     let api = ApiStandIn::start(cluster);
     let (out, summary) = run(&api, &[]);
