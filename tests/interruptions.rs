@@ -34,7 +34,9 @@ use testkit::process::text;
 use testkit::scaleway::control;
 
 use crate::infra_pipeline::record_tool;
-use crate::rehearsal::{CLUSTER_TAG, InfraStandIns, SECRET, WORKER_SCHEMATIC, sha256};
+use crate::rehearsal::{
+    CLUSTER_TAG, InfraStandIns, SECRET, WORKER_SCHEMATIC, record_rescue_flash, sha256,
+};
 
 /// The longest a run may take to reach its interruption point or to end: bounds the wait.
 const RUN_BOUND: Duration = Duration::from_secs(300);
@@ -161,25 +163,16 @@ impl Layer1 {
     /// point never comes.
     fn apply_interrupted(&self, point: Point) -> Interrupted {
         let marker = self.path("interrupted");
-        let talos_marker = match point {
-            Point::Scaleway(nth) => {
-                control(
-                    &self.infra.scaleway.url(),
-                    "interrupt",
-                    Some(&json!({"nth": nth, "marker": marker})),
-                );
-                None
-            }
-            Point::ObjectStorage(nth) => {
-                control(
-                    &self.infra.s3.url(),
-                    "interrupt",
-                    Some(&json!({"nth": nth, "marker": marker})),
-                );
-                None
-            }
-            Point::WorkerConfig => Some(marker.as_path()),
+        let service = match point {
+            Point::Scaleway(nth) => Some((&self.infra.scaleway, nth)),
+            Point::ObjectStorage(nth) => Some((&self.infra.s3, nth)),
+            Point::WorkerConfig => None,
         };
+        if let Some((stand_in, nth)) = service {
+            let interrupt = json!({"nth": nth, "marker": marker});
+            control(&stand_in.url(), "interrupt", Some(&interrupt));
+        }
+        let talos_marker = service.is_none().then_some(marker.as_path());
         let mut child = self.apply_infra(talos_marker).spawn().unwrap();
         let started = Instant::now();
         loop {
@@ -244,16 +237,7 @@ fn install_node_tools(dir: &Path, sshd_port: u16) {
     std::os::unix::fs::symlink(testkit::workspace::bin("scw-infra"), bin.join("scw-infra"))
         .unwrap();
     let log = dir.join("node-tools.log");
-    record_tool(
-        &bin,
-        "scw-rescue-flash",
-        &log,
-        &format!(
-            "exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"",
-            testkit::workspace::bin("scw-rescue-flash").display(),
-            sshd_port
-        ),
-    );
+    record_rescue_flash(&bin, &log, sshd_port);
     record_tool(
         &bin,
         "talos-apply-insecure",
@@ -304,7 +288,7 @@ fn summary(state: &Value, s3_root: &Path) -> Value {
     records.sort();
     out.insert("records".to_owned(), json!(records));
     // Object Storage: each bucket's objects, by key (the stand-in keeps a folder a bucket).
-    let mut objects: Vec<String> = files_under(s3_root)
+    let mut objects: Vec<String> = testkit::files_under(s3_root)
         .iter()
         .map(|f| f.strip_prefix(s3_root).unwrap().display().to_string())
         .collect();
@@ -329,23 +313,6 @@ fn recorded_steps(out: &Path) -> Value {
         );
     }
     Value::Object(nodes)
-}
-
-/// Every file under `dir`, recursively.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        for entry in fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                files.push(path);
-            }
-        }
-    }
-    files
 }
 
 /// What an uninterrupted run made, which every interrupted one must converge to.
@@ -485,7 +452,7 @@ fn assert_the_nodes_configured_once(layer: &Layer1, state: &Value, what: &str) {
 
 /// The Scaleway secret in no file under OUT, no tool's argv or log, no build's environment.
 fn assert_no_secret_left(layer: &Layer1, what: &str) {
-    for file in files_under(&layer.path("out")) {
+    for file in testkit::files_under(&layer.path("out")) {
         let bytes = fs::read(&file).unwrap();
         assert!(
             !String::from_utf8_lossy(&bytes).contains(SECRET),

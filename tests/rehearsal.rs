@@ -571,6 +571,21 @@ fn recording_cargo(dir: &Path) {
     );
 }
 
+/// `bin/scw-rescue-flash`: the real one, its calls recorded in `log`, told the rescue sshd's
+/// port and to look again at once (the stand-in's server changes state at each look).
+pub(crate) fn record_rescue_flash(bin: &Path, log: &Path, sshd_port: u16) {
+    record_tool(
+        bin,
+        "scw-rescue-flash",
+        log,
+        &format!(
+            "exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"",
+            testkit::workspace::bin("scw-rescue-flash").display(),
+            sshd_port
+        ),
+    );
+}
+
 fn install_tools(dir: &Path, sshd_port: u16) {
     let path = |name: &str| dir.join(name);
     let bin = path("tools");
@@ -591,16 +606,7 @@ fn install_tools(dir: &Path, sshd_port: u16) {
     // then on (the control planes took theirs as user data, which no talosctl call here
     // reads).
     let log = path("node-tools.log");
-    record_tool(
-        &bin,
-        "scw-rescue-flash",
-        &log,
-        &format!(
-            "exec {} --ssh-port {} --ssh-tries 20 --ssh-interval-seconds 0 \"$@\"",
-            testkit::workspace::bin("scw-rescue-flash").display(),
-            sshd_port
-        ),
-    );
+    record_rescue_flash(&bin, &log, sshd_port);
     let worker_config = testkit::standin::talos_node_config(&path("talos-state"), WORKER_ADDRESS);
     record_tool(
         &bin,

@@ -307,6 +307,15 @@ impl Job<'_> {
         })
     }
 
+    /// Waits until the server settles, ready (`true`) or stopped (`false`).
+    fn ready_or_stopped(&self, node: &Node) -> Result<bool, FlashError> {
+        self.wait_for(node, "ready or stopped", |s| match s.status {
+            ServerStatus::Ready => Some(true),
+            ServerStatus::Stopped => Some(false),
+            _ => None,
+        })
+    }
+
     /// Boots the server into `boot_type` as a server with no installed OS allows (it answers no
     /// reboot): stop it (once it is settled), then start it into `boot_type`.
     fn boot_into(
@@ -316,11 +325,7 @@ impl Job<'_> {
         key_ids: &[String],
     ) -> Result<(), FlashError> {
         let (zone, id, name) = (node.zone.as_str(), node.id.as_str(), &node.name);
-        let ready = self.wait_for(node, "ready or stopped", |s| match s.status {
-            ServerStatus::Ready => Some(true),
-            ServerStatus::Stopped => Some(false),
-            _ => None,
-        })?;
+        let ready = self.ready_or_stopped(node)?;
         if ready {
             pop_common::info!("{name}: stopping, to start it into {boot_type} boot");
             self.api.stop(zone, id)?;
@@ -409,11 +414,7 @@ impl Job<'_> {
     fn boot_normally(&self, node: &Node) -> Result<(), FlashError> {
         let now = our_server(self.api, self.cluster_name, node)?;
         if now.boot_type == BootType::Normal {
-            let ready = self.wait_for(node, "ready or stopped", |s| match s.status {
-                ServerStatus::Ready => Some(true),
-                ServerStatus::Stopped => Some(false),
-                _ => None,
-            })?;
+            let ready = self.ready_or_stopped(node)?;
             if ready {
                 return Ok(());
             }
