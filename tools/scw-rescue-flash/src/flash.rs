@@ -11,13 +11,14 @@ use pop_common::wait::{Poll, Sleeper};
 use scaleway::ApiError;
 use scaleway::baremetal::{Baremetal, BootType, Reboot, Server, ServerStatus};
 
+use crate::WRITTEN_TAG;
 use crate::cli::{Config, DecompressOn};
 use crate::disk::{self, Refusal};
 use crate::image::{Image, ImageError};
 use crate::login::{Login, LoginError};
 use crate::rescue::{self, Rescue, SshError};
+use crate::tags::{flashed_tag, with_image_tag, written_tag};
 use crate::write::{Root, download_and_write, has_zstd, send_image};
-use crate::{FLASHED_TAG, WRITTEN_TAG};
 
 /// Why one node was not flashed (or tagged).
 #[derive(Debug, thiserror::Error)]
@@ -222,7 +223,11 @@ pub fn flash_all(
 }
 
 /// The server `node` names, checked to be this cluster's worker.
-fn our_server(api: Baremetal<'_>, cluster_name: &str, node: &Node) -> Result<Server, FlashError> {
+pub(crate) fn our_server(
+    api: Baremetal<'_>,
+    cluster_name: &str,
+    node: &Node,
+) -> Result<Server, FlashError> {
     let server = api
         .server(&node.zone, &node.id)?
         .ok_or_else(|| FlashError::NoServer {
@@ -237,27 +242,6 @@ fn our_server(api: Baremetal<'_>, cluster_name: &str, node: &Node) -> Result<Ser
         });
     }
     Ok(server)
-}
-
-/// The flashed tag's digest, if the server carries one.
-fn flashed_tag(server: &Server) -> Option<&str> {
-    server.tags.iter().find_map(|t| t.strip_prefix(FLASHED_TAG))
-}
-
-/// The written tag's digest, if the server carries one.
-fn written_tag(server: &Server) -> Option<&str> {
-    server.tags.iter().find_map(|t| t.strip_prefix(WRITTEN_TAG))
-}
-
-/// The server's tags with `tag` as its only image tag, flashed or written (none with `None`).
-fn with_image_tag(server: &Server, tag: Option<String>) -> Vec<String> {
-    server
-        .tags
-        .iter()
-        .filter(|t| !t.starts_with(FLASHED_TAG) && !t.starts_with(WRITTEN_TAG))
-        .cloned()
-        .chain(tag)
-        .collect()
 }
 
 impl Job<'_> {
@@ -672,39 +656,4 @@ impl Job<'_> {
         );
         Ok(())
     }
-}
-
-/// Writes the flashed tag on each Elastic Metal server whose image the inventory records as
-/// proved ours by talos-apply-insecure (a config it applied, recorded only once the node answered
-/// mutual TLS, or a proof on a node it found configured); returns the servers that failed.
-pub fn tag_proven(inventory: &NodeInventory, api: Baremetal<'_>) -> Vec<NodeFailure> {
-    let mut failures = Vec::new();
-    for node in inventory
-        .nodes
-        .iter()
-        .filter(|n| n.kind == NodeKind::ElasticMetal)
-    {
-        let Some(image) = node.proved_image() else {
-            pop_common::info!("{}: not proved ours yet, not tagged", node.name);
-            continue;
-        };
-        let tagged = our_server(api, &inventory.cluster_name, node).and_then(|server| {
-            if flashed_tag(&server) == Some(image) {
-                return Ok(false);
-            }
-            let tags = with_image_tag(&server, Some(format!("{FLASHED_TAG}{image}")));
-            api.set_tags(&node.zone, &node.id, &tags)?;
-            Ok(true)
-        });
-        match tagged {
-            Ok(true) => pop_common::info!("{}: proved ours, running {image}: tagged", node.name),
-            Ok(false) => {}
-            Err(error) => {
-                let failure = NodeFailure::new(&node.name, error);
-                pop_common::warn!("{failure}");
-                failures.push(failure);
-            }
-        }
-    }
-    failures
 }

@@ -51,6 +51,7 @@ pub mod login;
 pub mod progress;
 pub mod read_ahead;
 pub mod rescue;
+pub mod tags;
 pub mod write;
 
 use std::io::{Read, Write};
@@ -63,8 +64,9 @@ use pop_common::wait::{Sleeper, ThreadSleeper};
 use scaleway::{Client, Transport, UreqTransport};
 
 pub use crate::cli::{Cli, Config, DecompressOn, ImageUrl, Mode, resolve};
-pub use crate::flash::{FlashError, flash_all, tag_proven};
+pub use crate::flash::{FlashError, flash_all};
 pub use crate::image::{Image, ImageError};
+pub use crate::tags::tag_proven;
 pub use crate::write::write_image;
 
 /// The server tag that keeps the flashed image's digest: `edgepop-image-flashed=sha256:<hex>`.
