@@ -1075,20 +1075,27 @@ fn bring_the_nodes_up(
     }
 }
 
-/// make down: first without the talosconfig, which stops it, naming the file, with nothing
-/// changed (the nodes could not be shut down before their power is cut); then the worker shut
-/// down through Talos and stopped, then the control planes.
-fn down_step(stage: &Stage, worker: &str, worker_ip: &str, control_planes: &[(String, String)]) {
-    fs::rename(stage.out("talosconfig"), stage.path("talosconfig.aside")).unwrap();
-    let out = stage.make(&["down"]);
+/// `make <target>` with OUT's `file` set aside: refused (exit 2) naming it, nothing changed;
+/// then the file is put back.
+fn refused_without(stage: &Stage, file: &str, target: &str) {
+    let aside = stage.path(&format!("{file}.aside"));
+    fs::rename(stage.out(file), &aside).unwrap();
+    let out = stage.make(&[target]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        text(&out).contains("talosconfig is missing"),
+        text(&out).contains(&format!("{file} is missing")),
         "{}",
         text(&out)
     );
     assert_eq!(mutations(&stage.take_log()), Vec::<String>::new());
-    fs::rename(stage.path("talosconfig.aside"), stage.out("talosconfig")).unwrap();
+    fs::rename(&aside, stage.out(file)).unwrap();
+}
+
+/// make down: first without the talosconfig, which stops it, naming the file, with nothing
+/// changed (the nodes could not be shut down before their power is cut); then the worker shut
+/// down through Talos and stopped, then the control planes.
+fn down_step(stage: &Stage, worker: &str, worker_ip: &str, control_planes: &[(String, String)]) {
+    refused_without(stage, "talosconfig", "down");
 
     // --- make down: the worker shut down through Talos and stopped, then the control planes.
     stage.make_ok(&["down"]);
@@ -1125,24 +1132,7 @@ fn down_step(stage: &Stage, worker: &str, worker_ip: &str, control_planes: &[(St
 /// make up: first without the platform inputs, refused before any machine is started; then
 /// the control planes first, then the worker, which wait-ready uncordons.
 fn up_step(stage: &Stage, worker: &str) {
-    fs::rename(
-        stage.out("platform-inputs.json"),
-        stage.path("inputs.aside"),
-    )
-    .unwrap();
-    let out = stage.make(&["up"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(
-        text(&out).contains("platform-inputs.json is missing"),
-        "{}",
-        text(&out)
-    );
-    assert_eq!(mutations(&stage.take_log()), Vec::<String>::new());
-    fs::rename(
-        stage.path("inputs.aside"),
-        stage.out("platform-inputs.json"),
-    )
-    .unwrap();
+    refused_without(stage, "platform-inputs.json", "up");
 
     // --- make up: the control planes first, then the worker; wait-ready uncordons it.
     let out = stage.make(&["up", "UP_TIMEOUT=3m"]);
