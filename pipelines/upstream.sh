@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real upstream programs the tests run (Kubernetes control plane, etcd, kwok, talosctl,
-# sops, age, helm) from the Go module proxy, at the versions pinned in k8s/versions.env, and caches
+# sops, age, helm, and external-dns's own domain filter behind a small driver of ours) from the Go module proxy, at the versions pinned in k8s/versions.env, and caches
 # them by version outside the tree, so that only the first run builds. `make tools` installs the
 # operator's clients from the same cache.
 #
@@ -41,6 +41,7 @@ binaries=(
   "age                     age         filippo.io/age               filippo.io/age/cmd/age                        --version"
   "age-keygen              age         filippo.io/age               filippo.io/age/cmd/age-keygen                 --version"
   "helm                    helm        helm.sh/helm/v3              helm.sh/helm/v3/cmd/helm                      version --short"
+  "external-dns-filter     external-dns sigs.k8s.io/external-dns    edgepop.local/upstream/external-dns           version"
 )
 
 # The pin of each module in k8s/versions.env.
@@ -53,6 +54,7 @@ pin() {
     sops) echo "$SOPS_VERSION" ;;
     age) echo "$AGE_VERSION" ;;
     helm) echo "$HELM_VERSION" ;;
+    external-dns) echo "$EXTERNAL_DNS_APP_VERSION" ;;
     *) die "no pin for module $1" ;;
   esac
 }
@@ -74,6 +76,8 @@ build_flags() {
       ;;
     talosctl) tags=grpcnotrace ;; # Talos's Makefile, GO_BUILDTAGS_TALOSCTL
     age) ld+=("-X main.Version=$version") ;; # else age reports our module's version, not its own
+    # Its Makefile at v0.21.0 (LDFLAGS): the version its config package reports.
+    external-dns) ld+=("-X sigs.k8s.io/external-dns/pkg/apis/externaldns.Version=$version") ;;
     helm)
       # Helm's Makefile at v3.22.0 (LDFLAGS): the release's version with no metadata, and the
       # Kubernetes version its lint and chartutil assume, the client-go minor it is built with + 1.

@@ -54,11 +54,21 @@ exec "$REAL_PROGRAM_DIR/$(basename "$0")" "$@"
 /// render-platform on the onprem example config, its `secrets` replaced, into `dir/rendered`;
 /// returns the config as written (`dir/onprem.json`).
 pub(crate) fn render_example(dir: &Path, secrets: &Path) -> Value {
+    render_example_with(dir, secrets, |_| {})
+}
+
+/// [`render_example`], the config changed by `change` first.
+pub(crate) fn render_example_with(
+    dir: &Path,
+    secrets: &Path,
+    change: impl Fn(&mut Value),
+) -> Value {
     let mut config: Value = serde_json::from_str(
         &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
     )
     .unwrap();
     config["secrets"] = Value::String(secrets.display().to_string());
+    change(&mut config);
     let path = dir.join("onprem.json");
     fs::write(&path, config.to_string()).unwrap();
     let out = Command::new(testkit::workspace::bin("render-platform"))

@@ -338,7 +338,10 @@ mod tests {
         }
         let dns = values(&config, "external-dns", &pins).unwrap().unwrap();
         assert_eq!(dns["txtOwnerId"], "demo");
-        assert_eq!(dns["domainFilters"][0], "k8s.exemple.fr");
+        assert_eq!(
+            dns["extraArgs"][1],
+            r"--regex-domain-filter=^(exemple\.fr|(.+\.)?k8s\.exemple\.fr)$"
+        );
         let issuer = &objects(&config, "letsencrypt", &pins).unwrap().unwrap()[0];
         assert_eq!(
             issuer["spec"]["acme"]["server"],
@@ -365,6 +368,33 @@ mod tests {
             plugin.get("crowdsecLapiKey").is_none(),
             "never the key itself"
         );
+    }
+
+    /// A filter of the sub-domain alone drops its parent zone at OVH: the zone is filtered in by
+    /// name, the domain's names with it; a domain that is its own zone keeps the plain filter.
+    #[test]
+    fn external_dns_keeps_the_zone_that_holds_the_domain() {
+        let pins = crate::PINS;
+        let dns = values(&example(), "external-dns", &pins).unwrap().unwrap();
+        assert!(dns.get("domainFilters").is_none(), "{dns}");
+        let args: Vec<&str> = dns["extraArgs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "--ovh-endpoint=ovh-eu",
+                r"--regex-domain-filter=^(exemple\.fr|(.+\.)?k8s\.exemple\.fr)$"
+            ]
+        );
+        let mut delegated = example();
+        delegated.dns.zone = Some(delegated.dns.domain.clone());
+        let dns = values(&delegated, "external-dns", &pins).unwrap().unwrap();
+        assert_eq!(dns["domainFilters"], json!(["k8s.exemple.fr"]));
+        assert_eq!(dns["extraArgs"], json!(["--ovh-endpoint=ovh-eu"]));
     }
 
     #[test]

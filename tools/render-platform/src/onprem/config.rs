@@ -63,8 +63,12 @@ pub struct CephConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DnsConfig {
-    /// The zone (or subzone) external-dns may write in.
+    /// The platform's domain: external-dns writes names under it, and nowhere else.
     pub domain: String,
+    /// The zone at OVH that holds `domain`: `domain` itself when it is delegated as a zone of
+    /// its own, else the parent zone it lives in (`exemple.fr` for `k8s.exemple.fr`).
+    #[serde(default)]
+    pub zone: Option<String>,
     /// OVH's API endpoint (external-dns `--ovh-endpoint`).
     #[serde(default = "default_ovh_endpoint")]
     pub ovh_endpoint: String,
@@ -206,12 +210,7 @@ fn check_ceph(ceph: &CephConfig) -> Result<(), Refusal> {
 
 /// The DNS zone, the smoke test's name in it, and the ACME account.
 fn check_names(config: &OnpremConfig) -> Result<(), Refusal> {
-    if !pop_common::records::is_host_name(&config.dns.domain) {
-        return Err((
-            "dns.domain",
-            format!("`{}` is not a DNS name", config.dns.domain),
-        ));
-    }
+    check_dns(&config.dns)?;
     let host = &config.smoke_test.host;
     if !pop_common::records::is_host_name(host)
         || !host.ends_with(&format!(".{}", config.dns.domain))
@@ -234,6 +233,40 @@ fn check_names(config: &OnpremConfig) -> Result<(), Refusal> {
         return Err((
             "acme.email",
             "required with the production server (expiry and account notices)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The domain, and the OVH zone that holds it.
+fn check_dns(dns: &DnsConfig) -> Result<(), Refusal> {
+    if !pop_common::records::is_host_name(&dns.domain) {
+        return Err(("dns.domain", format!("`{}` is not a DNS name", dns.domain)));
+    }
+    // external-dns's OVH provider keeps only the zones its domain filter matches, and a
+    // sub-domain's filter never matches the parent zone: the zone is declared, not guessed.
+    let Some(zone) = &dns.zone else {
+        return Err((
+            "dns.zone",
+            format!(
+                "missing: name the OVH zone that holds dns.domain `{}` (the domain itself when \
+                 it is a zone of its own at OVH, else its parent zone, e.g. `{}`)",
+                dns.domain,
+                dns.domain.split_once('.').map_or("", |(_, parent)| parent)
+            ),
+        ));
+    };
+    if !pop_common::records::is_host_name(zone) {
+        return Err(("dns.zone", format!("`{zone}` is not a DNS name")));
+    }
+    if dns.domain != *zone && !dns.domain.ends_with(&format!(".{zone}")) {
+        return Err((
+            "dns.zone",
+            format!(
+                "`{zone}` does not hold dns.domain `{}`: the zone is the domain or one of its \
+                 parents",
+                dns.domain
+            ),
         ));
     }
     Ok(())
@@ -345,6 +378,21 @@ mod tests {
                 |c| c.dns.domain = "localhost".into(),
                 "dns.domain",
                 "DNS name",
+            ),
+            (
+                |c| c.dns.zone = None,
+                "dns.zone",
+                "parent zone, e.g. `exemple.fr`",
+            ),
+            (
+                |c| c.dns.zone = Some("exemple.org".into()),
+                "dns.zone",
+                "does not hold dns.domain",
+            ),
+            (
+                |c| c.dns.zone = Some("s.k8s.exemple.fr".into()),
+                "dns.zone",
+                "does not hold dns.domain",
             ),
             (
                 |c| c.smoke_test.host = "whoami.example.org".into(),

@@ -57,19 +57,50 @@ pub fn values(
             )]},
         }),
         "cert-manager" => json!({}),
-        "external-dns" => json!({
-            "domainFilters": [config.dns.domain],
+        "external-dns" => external_dns(config),
+        _ => return Ok(None),
+    };
+    Ok(Some(values))
+}
+
+/// The pattern of names external-dns may write when `domain` lives in the parent zone `zone`:
+/// the zone's own name (the OVH provider keeps a zone only if the filter matches its name), and
+/// `domain` with every name under it. The zone's apex matches too (a filter cannot tell a zone
+/// from its apex record); the TXT ownership records and `upsert-only` keep external-dns off any
+/// record it did not create (plan/plan.go at v0.21.0, lines 229-234 and 254-268).
+fn zone_and_domain_pattern(zone: &str, domain: &str) -> String {
+    let quoted = |name: &str| name.replace('.', "\\.");
+    format!("^({}|(.+\\.)?{})$", quoted(zone), quoted(domain))
+}
+
+/// external-dns on OVH: the names under the platform's domain, in the zone that holds it.
+/// external-dns v0.21.0's OVH provider keeps only the zones its domain filter matches
+/// (provider/ovh/ovh.go, lines 390-406), and a plain filter matches a name equal to or under
+/// it (endpoint/domain_filter.go, lines 135-156): `--domain-filter=k8s.exemple.fr` drops the
+/// zone `exemple.fr` and publishes nothing. A regular expression matches the zone and the
+/// domain's names, and nothing else of the zone.
+fn external_dns(config: &OnpremConfig) -> Value {
+    let dns = &config.dns;
+    let zone = dns.zone.as_deref().unwrap_or(&dns.domain);
+    let mut args = vec![format!("--ovh-endpoint={}", dns.ovh_endpoint)];
+    let mut values = json!({
             "txtOwnerId": config.cluster_name,
-            "extraArgs": [format!("--ovh-endpoint={}", config.dns.ovh_endpoint)],
             "env": [
                 env_from_secret("OVH_APPLICATION_KEY", OVH_SECRET, "application_key"),
                 env_from_secret("OVH_APPLICATION_SECRET", OVH_SECRET, "application_secret"),
                 env_from_secret("OVH_CONSUMER_KEY", OVH_SECRET, "consumer_key"),
             ],
-        }),
-        _ => return Ok(None),
-    };
-    Ok(Some(values))
+    });
+    if zone == dns.domain {
+        values["domainFilters"] = json!([dns.domain]);
+    } else {
+        args.push(format!(
+            "--regex-domain-filter={}",
+            zone_and_domain_pattern(zone, &dns.domain)
+        ));
+    }
+    values["extraArgs"] = json!(args);
+    values
 }
 
 /// Traefik: its address in the pool, the public one in the Ingresses' status, the bouncer.
