@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real upstream programs the tests run (Kubernetes control plane, etcd, kwok, talosctl,
-# sops, age, helm, and external-dns's own domain filter behind a small driver of ours) from the Go module proxy, at the versions pinned in k8s/versions.env, and caches
+# sops, age, helm; external-dns's domain filter and the CrowdSec bouncer plugin behind small
+# drivers of ours) from the Go module proxy, at the versions pinned in k8s/versions.env, and caches
 # them by version outside the tree, so that only the first run builds. `make tools` installs the
 # operator's clients from the same cache.
 #
@@ -42,6 +43,7 @@ binaries=(
   "age-keygen              age         filippo.io/age               filippo.io/age/cmd/age-keygen                 --version"
   "helm                    helm        helm.sh/helm/v3              helm.sh/helm/v3/cmd/helm                      version --short"
   "external-dns-filter     external-dns sigs.k8s.io/external-dns    edgepop.local/upstream/external-dns           version"
+  "crowdsec-bouncer-once   crowdsec-bouncer github.com/maxlerebourg/crowdsec-bouncer-traefik-plugin edgepop.local/upstream/crowdsec-bouncer version"
 )
 
 # The pin of each module in k8s/versions.env.
@@ -55,6 +57,7 @@ pin() {
     age) echo "$AGE_VERSION" ;;
     helm) echo "$HELM_VERSION" ;;
     external-dns) echo "$EXTERNAL_DNS_APP_VERSION" ;;
+    crowdsec-bouncer) echo "$CROWDSEC_BOUNCER_PLUGIN_TEST_VERSION" ;;
     *) die "no pin for module $1" ;;
   esac
 }

@@ -1,7 +1,8 @@
 //! What the onprem profile renders, read by the real upstream code that will read it: external-dns
 //! v0.21.0's own flag parser, domain filter and OVH provider (`external-dns-filter`, built by
 //! pipelines/upstream.sh from the Go module proxy) on the arguments its chart makes of the
-//! rendered values.
+//! rendered values; the CrowdSec bouncer plugin (`crowdsec-bouncer-once`, likewise) built from the
+//! rendered Middleware as Traefik builds it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
@@ -159,5 +160,50 @@ fn the_external_dns_the_tests_build_is_the_one_the_pinned_chart_runs() {
     assert_eq!(
         format!("v{}", chart["appVersion"].as_str().unwrap()),
         testkit::pin("EXTERNAL_DNS_APP_VERSION")
+    );
+}
+
+/// The bouncer's Middleware as the profile renders it (`spec.plugin.crowdsec-bouncer`), written
+/// to `dir/plugin.json`.
+fn bouncer_plugin_config(dir: &Path) -> std::path::PathBuf {
+    let rendered: Value = serde_json::from_str(
+        &fs::read_to_string(dir.join("rendered/crowdsec-bouncer.json")).unwrap(),
+    )
+    .unwrap();
+    let middleware = &rendered["items"][0];
+    assert_eq!(middleware["kind"], "Middleware");
+    let path = dir.join("plugin.json");
+    fs::write(&path, middleware["spec"]["plugin"]["crowdsec-bouncer"].to_string()).unwrap();
+    path
+}
+
+/// A LAPI outage (its address answers nothing) must not turn the bouncer into a 403 for every
+/// visitor: the plugin, built from the rendered Middleware by its own code, lets the request
+/// through with the decisions it has (it fails open, as docs/onprem.md says).
+#[test]
+fn a_lapi_outage_lets_visitors_through_the_bouncer() {
+    let Some(plugin) = testkit::upstream::program(TEST, "crowdsec-bouncer-once") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    render_example_with(dir.path(), &sops_file(), |_| {});
+    let config = bouncer_plugin_config(dir.path());
+    let key = dir.path().join("api-key");
+    fs::write(&key, "test-only-bouncer-key\n").unwrap();
+    // A loopback port nobody listens on: every pull of decisions is refused.
+    let lapi = format!("127.0.0.1:{}", testkit::free_port());
+    let out = Command::new(plugin)
+        .arg(&config)
+        .arg(&key)
+        .arg(&lapi)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("connection refused"), "no outage: {stderr}");
+    assert_eq!(
+        testkit::process::success_stdout(&out).trim(),
+        "200",
+        "{}\n{stderr}",
+        fs::read_to_string(&config).unwrap()
     );
 }

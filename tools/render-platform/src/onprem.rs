@@ -195,6 +195,9 @@ pub const BOUNCER_NAME: &str = "traefik";
 const BOUNCER_KEY_DIR: &str = "/etc/traefik/crowdsec";
 /// The Traefik plugin's name in `experimental.plugins` and the Middleware's `spec.plugin`.
 const BOUNCER_PLUGIN: &str = "crowdsec-bouncer";
+/// How many failed pulls of decisions the bouncer tolerates before refusing every request: -1,
+/// never (it fails open; docs/onprem.md says why).
+const BOUNCER_UPDATE_MAX_FAILURE: i64 = -1;
 /// The Middleware on Traefik's entry points: `<namespace>-<name>@kubernetescrd`.
 const BOUNCER_MIDDLEWARE: &str = "crowdsec";
 /// The LAPI's Service in CrowdSec's chart (`<release>-service`) and its port (`lapiPort`).

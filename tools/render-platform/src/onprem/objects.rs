@@ -61,6 +61,12 @@ pub fn objects(
                 "crowdsecLapiScheme": "http",
                 "crowdsecLapiHost": format!("{LAPI_SERVICE}.{CROWDSEC_NAMESPACE}.svc:{LAPI_PORT}"),
                 "crowdsecLapiKeyFile": format!("{BOUNCER_KEY_DIR}/{BOUNCER_SECRET_KEY}"),
+                // Fails open: when the LAPI cannot be reached, requests go on with the decisions
+                // already pulled, rather than a 403 for every visitor of every site (Let's
+                // Encrypt's HTTP-01 requests included). The plugin's default, 0, blocks
+                // everything from the first failed pull (bouncer.go, handleStreamTicker and the
+                // stream branch of ServeHTTP, at v1.7.1); -1 never does.
+                "updateMaxFailure": BOUNCER_UPDATE_MAX_FAILURE,
             }}},
         })],
         "letsencrypt" => vec![cluster_issuer(config)],
