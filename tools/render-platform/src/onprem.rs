@@ -400,6 +400,21 @@ mod tests {
         assert_eq!(dns["extraArgs"], json!(["--ovh-endpoint=ovh-eu"]));
     }
 
+    /// A plugin that fails to load (plugins.traefik.io down, no egress, an archive that fails
+    /// its check) must stop the new Traefik, so that helm --atomic keeps the running ones: left
+    /// to the chart's default, Traefik starts without it, passes its readiness probe, and every
+    /// router using the entry points' Middleware answers 404.
+    #[test]
+    fn a_bouncer_plugin_that_does_not_load_fails_the_rollout() {
+        let traefik = values(&example(), "traefik", &crate::PINS).unwrap().unwrap();
+        let experimental = &traefik["experimental"];
+        assert_eq!(experimental["abortOnPluginFailure"], true, "{experimental}");
+        assert_eq!(
+            experimental["plugins"][BOUNCER_PLUGIN]["version"],
+            crate::PINS.get("CROWDSEC_BOUNCER_PLUGIN_VERSION").unwrap()
+        );
+    }
+
     #[test]
     fn a_missing_pin_is_refused_naming_it() {
         let pins = Pins::new("CILIUM_VERSION=1.20.3\n");

@@ -123,10 +123,18 @@ fn traefik(config: &OnpremConfig, pins: &Pins) -> Result<Value, InputError> {
             "web": {"http": {"middlewares": [middleware]}},
             "websecure": {"http": {"middlewares": [middleware]}},
         },
-        "experimental": {"plugins": {BOUNCER_PLUGIN: {
-            "moduleName": "github.com/maxlerebourg/crowdsec-bouncer-traefik-plugin",
-            "version": pins.require("CROWDSEC_BOUNCER_PLUGIN_VERSION")?,
-        }}},
+        "experimental": {
+            // Traefik fetches the plugin at every start. One that fails to load stops the new
+            // Traefik (--experimental.abortonpluginfailure): the rolling update (the chart's
+            // maxUnavailable 0) keeps the running pods, helm --wait fails and --atomic rolls
+            // back. Left false, Traefik would start without the plugin, pass its readiness probe
+            // and answer 404 on every route behind the entry points' Middleware.
+            "abortOnPluginFailure": true,
+            "plugins": {BOUNCER_PLUGIN: {
+                "moduleName": "github.com/maxlerebourg/crowdsec-bouncer-traefik-plugin",
+                "version": pins.require("CROWDSEC_BOUNCER_PLUGIN_VERSION")?,
+            }},
+        },
         "volumes": [{"name": BOUNCER_SECRET, "mountPath": BOUNCER_KEY_DIR, "type": "secret"}],
     }))
 }
