@@ -173,7 +173,11 @@ fn bouncer_plugin_config(dir: &Path) -> std::path::PathBuf {
     let middleware = &rendered["items"][0];
     assert_eq!(middleware["kind"], "Middleware");
     let path = dir.join("plugin.json");
-    fs::write(&path, middleware["spec"]["plugin"]["crowdsec-bouncer"].to_string()).unwrap();
+    fs::write(
+        &path,
+        middleware["spec"]["plugin"]["crowdsec-bouncer"].to_string(),
+    )
+    .unwrap();
     path
 }
 

@@ -36,7 +36,18 @@ impl AcmeServer {
     /// answered by `solver`, the account's contact `email` when there is one, the object
     /// labelled `labels`.
     pub fn cluster_issuer(self, solver: Value, email: Option<&str>, labels: Value) -> Value {
-        let name = self.issuer_name();
+        self.cluster_issuer_named(self.issuer_name(), solver, email, labels)
+    }
+
+    /// [`AcmeServer::cluster_issuer`] under a name of the caller's, the same for either server
+    /// (its ACME account key is `<name>-account`).
+    pub fn cluster_issuer_named(
+        self,
+        name: &str,
+        solver: Value,
+        email: Option<&str>,
+        labels: Value,
+    ) -> Value {
         let mut acme = json!({
             "server": self.directory(),
             "privateKeySecretRef": {"name": format!("{name}-account")},

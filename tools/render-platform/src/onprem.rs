@@ -203,6 +203,9 @@ const BOUNCER_MIDDLEWARE: &str = "crowdsec";
 /// The LAPI's Service in CrowdSec's chart (`<release>-service`) and its port (`lapiPort`).
 const LAPI_SERVICE: &str = "crowdsec-service";
 const LAPI_PORT: u16 = 8080;
+/// The ACME ClusterIssuer, named as the seed names it whatever `acme.server` says: switching
+/// from staging to production changes its server, not the name Ingresses give.
+const CLUSTER_ISSUER: &str = "letsencrypt";
 /// The release names the chart-made objects derive from (Traefik's Service and IngressClass).
 const TRAEFIK: &str = "traefik";
 
@@ -317,6 +320,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
     use config::example;
+    use pop_common::acme::AcmeServer;
     use pop_common::pins::Pins;
 
     #[test]
@@ -406,13 +410,50 @@ mod tests {
     /// router using the entry points' Middleware answers 404.
     #[test]
     fn a_bouncer_plugin_that_does_not_load_fails_the_rollout() {
-        let traefik = values(&example(), "traefik", &crate::PINS).unwrap().unwrap();
+        let traefik = values(&example(), "traefik", &crate::PINS)
+            .unwrap()
+            .unwrap();
         let experimental = &traefik["experimental"];
         assert_eq!(experimental["abortOnPluginFailure"], true, "{experimental}");
         assert_eq!(
             experimental["plugins"][BOUNCER_PLUGIN]["version"],
             crate::PINS.get("CROWDSEC_BOUNCER_PLUGIN_VERSION").unwrap()
         );
+    }
+
+    /// The seed's ClusterIssuer is `letsencrypt`, whatever the server: Ingresses written against
+    /// it (and the smoke test's) keep their certificate when staging becomes production, and an
+    /// Ingress that only asks for TLS (`kubernetes.io/tls-acme`) gets it from that issuer.
+    #[test]
+    fn the_issuer_is_the_seeds_letsencrypt_for_either_server() {
+        for server in [AcmeServer::Staging, AcmeServer::Production] {
+            let mut config = example();
+            config.acme.server = server;
+            let issuer = &objects(&config, "letsencrypt", &crate::PINS)
+                .unwrap()
+                .unwrap()[0];
+            assert_eq!(issuer["metadata"]["name"], "letsencrypt");
+            assert_eq!(
+                issuer["spec"]["acme"]["privateKeySecretRef"]["name"],
+                "letsencrypt-account"
+            );
+            assert_eq!(issuer["spec"]["acme"]["server"], server.directory());
+            let smoke = objects(&config, "smoke-test", &crate::PINS)
+                .unwrap()
+                .unwrap();
+            let ingress = smoke.iter().find(|o| o["kind"] == "Ingress").unwrap();
+            assert_eq!(
+                ingress["metadata"]["annotations"]["cert-manager.io/cluster-issuer"],
+                "letsencrypt"
+            );
+            let cert_manager = values(&config, "cert-manager", &crate::PINS)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                cert_manager["ingressShim"],
+                json!({"defaultIssuerName": "letsencrypt", "defaultIssuerKind": "ClusterIssuer"})
+            );
+        }
     }
 
     #[test]

@@ -85,7 +85,8 @@ fn cluster_issuer(config: &OnpremConfig) -> Value {
         .filter(|e| !e.trim().is_empty());
     // HTTP-01, one certificate per name: the DNS credentials never write validation records,
     // and a leaked certificate is worth one name.
-    config.acme.server.cluster_issuer(
+    config.acme.server.cluster_issuer_named(
+        CLUSTER_ISSUER,
         json!({"http01": {"ingress": {"ingressClassName": TRAEFIK}}}),
         email,
         labels("letsencrypt"),
@@ -182,7 +183,7 @@ fn smoke_test(config: &OnpremConfig, image: &str) -> Vec<Value> {
                 "name": name,
                 "namespace": SMOKE_NAMESPACE,
                 "labels": labels("smoke-test"),
-                "annotations": {"cert-manager.io/cluster-issuer": config.acme.server.issuer_name()},
+                "annotations": {"cert-manager.io/cluster-issuer": CLUSTER_ISSUER},
             },
             "spec": {
                 "ingressClassName": TRAEFIK,

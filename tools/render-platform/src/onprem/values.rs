@@ -56,7 +56,12 @@ pub fn values(
                 BOUNCER_SECRET_KEY,
             )]},
         }),
-        "cert-manager" => json!({}),
+        // An Ingress that asks for TLS (`kubernetes.io/tls-acme: "true"`) gets its certificate
+        // from the profile's issuer without naming it.
+        "cert-manager" => json!({"ingressShim": {
+            "defaultIssuerName": CLUSTER_ISSUER,
+            "defaultIssuerKind": "ClusterIssuer",
+        }}),
         "external-dns" => external_dns(config),
         _ => return Ok(None),
     };
