@@ -22,8 +22,8 @@
 #                         Changes nothing.
 #   platform.sh destroy   removes in the reverse order: releases uninstalled, objects and Secrets
 #                         deleted; the namespaces (they hold the volumes' claims), the CRDs and
-#                         istio-base (whose templates are the Istio CRDs) stay unless
-#                         DELETE_CRDS=yes for the last two. What a kept release leaves pointing
+#                         the releases whose templates are CRDs (istio-base, the snapshot
+#                         controller) stay unless DELETE_CRDS=yes for the last two. What a kept release leaves pointing
 #                         at an uninstalled one goes: istio-base's validating webhook
 #                         istiod-default-validator (failurePolicy Fail once istiod has patched it)
 #                         would refuse every write of an Istio object, the lists refresh's
@@ -74,7 +74,8 @@ field_manager=${FIELD_MANAGER:-edgepop-platform}
 timeout=${HELM_TIMEOUT:-10m}
 
 # The components as render-platform lists them, in install order: "name kind namespace source
-# repository version list needs ready depends crd_groups" (tabs; `-` for an empty field).
+# repository version list needs ready depends crd_groups crds_in_templates" (tabs; `-` for an
+# empty field).
 plan_file=${rendered_dir:-RENDERED_DIR}/components.tsv
 [[ -n "$rendered_dir" && -f "$plan_file" ]] ||
   die "$plan_file is missing: make writes it with render-platform --out-dir from the profile's config"
@@ -86,9 +87,9 @@ done < "$plan_file"
 
 # Reads one plan line into the globals below.
 component() {
-  IFS=$'\t' read -r name kind ns source repo version list needs ready _depends crd_groups <<<"$1"
+  IFS=$'\t' read -r name kind ns source repo version list needs ready _depends crd_groups crds_in_templates <<<"$1"
   local field
-  for field in ns source repo version list needs ready crd_groups; do
+  for field in ns source repo version list needs ready crd_groups crds_in_templates; do
     [[ "${!field}" != - ]] || printf -v "$field" '%s' ""
   done
 }
@@ -342,13 +343,17 @@ destroy() {
     component "${components[$i]}"
     case "$kind" in
       helm)
-        if [[ "$name" == istio-base && "${DELETE_CRDS:-}" != yes ]]; then
-          say "istio-base kept: its templates are the Istio CRDs (DELETE_CRDS=yes removes them)"
-          # The base chart's webhook to istiod, labelled app=istiod and release=<its release>
-          # (manifests/charts/base/templates/defaultrevision-validatingwebhookconfiguration.yaml,
-          # Istio 1.30): istiod is gone, and a helm upgrade of istio-base makes it again.
-          say "deleting istio-base's validating webhook to istiod (istiod-default-validator)"
-          kubectl delete validatingwebhookconfiguration -l "app=istiod,release=$name" --ignore-not-found
+        # helm uninstall would delete the CRDs the release's templates render, and every object
+        # of them (VolumeSnapshots, Istio's policies): such a release stays.
+        if [[ "$crds_in_templates" == yes && "${DELETE_CRDS:-}" != yes ]]; then
+          say "$name kept: its templates are CRDs (${crd_groups//,/, }), which uninstalling deletes (DELETE_CRDS=yes removes them)"
+          if [[ "$name" == istio-base ]]; then
+            # The base chart's webhook to istiod, labelled app=istiod and release=<its release>
+            # (manifests/charts/base/templates/defaultrevision-validatingwebhookconfiguration.yaml,
+            # Istio 1.30): istiod is gone, and a helm upgrade of istio-base makes it again.
+            say "deleting istio-base's validating webhook to istiod (istiod-default-validator)"
+            kubectl delete validatingwebhookconfiguration -l "app=istiod,release=$name" --ignore-not-found
+          fi
           continue
         fi
         if ! helm status "$name" --namespace "$ns" >/dev/null 2>&1; then

@@ -141,6 +141,11 @@ impl World {
     }
 
     fn platform(&self, mode: &str, env: &[(&str, &Path)]) -> Output {
+        self.platform_with(mode, env, &[])
+    }
+
+    /// [`World::platform`] with variables that are not paths too.
+    fn platform_with(&self, mode: &str, env: &[(&str, &Path)], vars: &[(&str, &str)]) -> Output {
         let path = format!(
             "{}:{}",
             self.dir.path().join("bin").display(),
@@ -166,6 +171,9 @@ impl World {
             .stdin(Stdio::null());
         without_sops_keys(&mut cmd);
         for (k, v) in env {
+            cmd.env(k, v);
+        }
+        for (k, v) in vars {
             cmd.env(k, v);
         }
         cmd.output().unwrap()
@@ -376,6 +384,61 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
 
     assert_a_rerun_takes_back_hand_edits(&plane, &world, &env, &calls);
     assert_the_dry_run_changes_nothing_and_masks_the_secrets(&world, env[0]);
+    assert_destroy_keeps_the_crds_unless_asked(&plane, &world);
+}
+
+/// The CRDs the snapshot controller's chart renders as templates (Piraeus's snapshot-controller
+/// 5.2.0: templates/crds.yaml includes the six files its Makefile's `crds` target fetches from
+/// external-snapshotter, lines 7-14), which `helm uninstall` deletes with the release.
+const SNAPSHOT_TEMPLATE_CRDS: &str = "snapshot-controller=\
+    volumesnapshotclasses.snapshot.storage.k8s.io,volumesnapshots.snapshot.storage.k8s.io,\
+    volumesnapshotcontents.snapshot.storage.k8s.io,\
+    volumegroupsnapshotclasses.groupsnapshot.storage.k8s.io,\
+    volumegroupsnapshots.groupsnapshot.storage.k8s.io,\
+    volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io";
+
+/// `destroy` keeps every CRD (and so every VolumeSnapshot Velero made) unless `DELETE_CRDS=yes`,
+/// as the README says: a release whose templates are CRDs is not uninstalled without it.
+fn assert_destroy_keeps_the_crds_unless_asked(plane: &ControlPlane, world: &World) {
+    let releases: Vec<&str> = Profile::Onprem
+        .components()
+        .iter()
+        .filter(|c| matches!(c.kind, Kind::Helm { .. }))
+        .map(|c| c.name)
+        .collect();
+    let installed = releases.join(" ");
+    let snapshots = "crd/volumesnapshots.snapshot.storage.k8s.io";
+    let destroy = |delete_crds: &str| {
+        let out = world.platform_with(
+            "destroy",
+            &[],
+            &[
+                ("STANDIN_HELM_INSTALLED", installed.as_str()),
+                ("STANDIN_HELM_TEMPLATE_CRDS", SNAPSHOT_TEMPLATE_CRDS),
+                ("DELETE_CRDS", delete_crds),
+            ],
+        );
+        assert!(out.status.success(), "{}", output_text(&out));
+        (world.take_calls(), output_text(&out))
+    };
+    let (calls, log) = destroy("");
+    plane.kubectl_ok(&["get", snapshots, "-o", "name"], "");
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.starts_with("helm uninstall snapshot-controller")),
+        "{calls:#?}"
+    );
+    assert!(log.contains("snapshot-controller kept"), "{log}");
+    let (calls, _) = destroy("yes");
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.starts_with("helm uninstall snapshot-controller")),
+        "{calls:#?}"
+    );
+    let gone = plane.kubectl().args(["get", snapshots]).output().unwrap();
+    assert!(!gone.status.success(), "the CRDs stay with DELETE_CRDS=yes");
 }
 
 /// The order, on the calls: each component acted on once, in the profile's order, after every

@@ -116,6 +116,8 @@ pub const CILIUM: Component = Component {
             "ciliumloadbalancerippools.cilium.io",
             "ciliuml2announcementpolicies.cilium.io",
         ],
+        // Its operator registers them; no release holds them.
+        crds_in_templates: false,
     },
     depends_on: &[],
 };
@@ -136,6 +138,8 @@ pub const fn cert_manager(depends_on: &'static [&'static str]) -> Component {
             values: &["values/cert-manager.yaml"],
             // Its ACME CRDs (orders, challenges) are of a group of their own.
             crds: &[CLUSTER_ISSUER_CRD, "orders.acme.cert-manager.io"],
+            // Templates, which values/cert-manager.yaml's crds.keep annotates to stay.
+            crds_in_templates: false,
         },
         depends_on,
     }

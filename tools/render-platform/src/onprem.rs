@@ -68,6 +68,7 @@ pub const COMPONENTS: &[Component] = &[
                 // external-snapshotter v8.6.0's group snapshots, a group of their own.
                 "volumegroupsnapshots.groupsnapshot.storage.k8s.io",
             ],
+            crds_in_templates: true,
         },
         depends_on: &["cilium"],
     },
@@ -80,6 +81,7 @@ pub const COMPONENTS: &[Component] = &[
             version_pin: "CEPH_CSI_RBD_VERSION",
             values: &["values/ceph-csi-rbd.yaml"],
             crds: &[],
+            crds_in_templates: false,
         },
         // Its csi-snapshotter sidecar watches the snapshot CRDs.
         depends_on: &["cilium", "secrets", "snapshot-controller"],
@@ -102,6 +104,7 @@ pub const COMPONENTS: &[Component] = &[
             version_pin: "TRAEFIK_VERSION",
             values: &["values/traefik.yaml"],
             crds: &[MIDDLEWARE_CRD],
+            crds_in_templates: false,
         },
         // Its Service takes its address from the pool; its pods mount the bouncer's key.
         depends_on: &["load-balancer", "secrets"],
@@ -115,6 +118,7 @@ pub const COMPONENTS: &[Component] = &[
             version_pin: "CROWDSEC_VERSION",
             values: &["values/crowdsec.yaml"],
             crds: &[],
+            crds_in_templates: false,
         },
         // The LAPI's database and config are volume claims on the default StorageClass; the
         // agent reads Traefik's access logs.
@@ -149,6 +153,7 @@ pub const COMPONENTS: &[Component] = &[
             version_pin: "EXTERNAL_DNS_VERSION",
             values: &["values/external-dns.yaml"],
             crds: &[],
+            crds_in_templates: false,
         },
         // It publishes the address Traefik writes into the Ingresses' status.
         depends_on: &["traefik", "secrets"],

@@ -44,6 +44,10 @@ pub enum Kind {
         /// one of each API group it owns, since `DELETE_CRDS=yes` deletes every CRD of the
         /// groups the profile's components own (and nothing else).
         crds: &'static [&'static str],
+        /// Its CRDs are templates of the release, with no `helm.sh/resource-policy: keep`:
+        /// `helm uninstall` deletes them, and every object of them. `destroy` keeps such a
+        /// release unless `DELETE_CRDS=yes`.
+        crds_in_templates: bool,
     },
     /// Vendored CRD files, pinned one by one: `<prefix><NAME>=<file>:<sha256>` in
     /// `k8s/versions.env`, the bundle's version under `version_pin`.
@@ -181,7 +185,7 @@ pub struct PlanLine {
 
 /// The header of the plan, naming its columns (tab-separated, `-` for an empty field, lists
 /// comma-separated).
-const PLAN_HEADER: &str = "# component\tkind\tnamespace\tsource\trepository\tversion\tlist\tneeds\tready\tdepends\tcrd groups, in install order\n";
+const PLAN_HEADER: &str = "# component\tkind\tnamespace\tsource\trepository\tversion\tlist\tneeds\tready\tdepends\tcrd groups\tcrds in templates, in install order\n";
 
 /// The plan's text: one line per component, in install order.
 pub fn plan_text(lines: &[PlanLine]) -> String {
@@ -199,9 +203,16 @@ pub fn plan_text(lines: &[PlanLine]) -> String {
             Kind::Objects { needs, ready } => (needs.join(","), ready.unwrap_or_default()),
             _ => (String::new(), ""),
         };
+        let in_templates = match c.kind {
+            Kind::Helm {
+                crds_in_templates: true,
+                ..
+            } => "yes",
+            _ => "",
+        };
         let _ = writeln!(
             text,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             c.name,
             c.kind.word(),
             field(c.namespace.unwrap_or_default()),
@@ -213,6 +224,7 @@ pub fn plan_text(lines: &[PlanLine]) -> String {
             field(ready),
             field(&c.depends_on.join(",")),
             field(&c.kind.crd_groups().join(",")),
+            field(in_templates),
         );
     }
     text
@@ -239,6 +251,7 @@ mod tests {
                 version_pin: "VERSION",
                 values: &[],
                 crds,
+                crds_in_templates: false,
             },
             depends_on,
         }
@@ -361,6 +374,7 @@ mod tests {
                     "-",
                     "-",
                     "-",
+                    "-",
                     "-"
                 ],
                 vec![
@@ -374,7 +388,8 @@ mod tests {
                     "-",
                     "-",
                     "cni",
-                    "example.com"
+                    "example.com",
+                    "-"
                 ],
                 vec![
                     "a-widget",
@@ -387,6 +402,7 @@ mod tests {
                     "widgets.example.com",
                     "-",
                     "cni",
+                    "-",
                     "-"
                 ],
             ]
