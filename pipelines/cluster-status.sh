@@ -32,7 +32,7 @@ case "$profile" in
     while IFS='=' read -r key value; do
       case "$key" in
         CLUSTER_ENDPOINT|STORAGE_CLASS|CEPH_NAMESPACE|TRAEFIK_NAMESPACE|TRAEFIK_SERVICE|INGRESS_ADDRESS|\
-        PUBLIC_ADDRESS|LB_POOL|CROWDSEC_NAMESPACE|LAPI_DEPLOYMENT|BOUNCER_NAME|SMOKE_NAMESPACE|SMOKE_HOST|\
+        PUBLIC_ADDRESS|LB_POOL|CROWDSEC_NAMESPACE|LAPI_DEPLOYMENT|BOUNCER_NAME|BOUNCER_PREFIX|SMOKE_NAMESPACE|SMOKE_HOST|\
         ACME_SERVER) printf -v "$key" '%s' "$value" ;;
       esac
     done <"$NAMES"
@@ -102,6 +102,12 @@ onprem_rows() {
     elif [[ -z "$pulled" ]]; then
       row crowdsec "bouncer/$BOUNCER_NAME" NOT-PULLING "registered, never pulled; look at: kubectl -n $TRAEFIK_NAMESPACE logs deploy/traefik | grep -i crowdsec (its key: $TRAEFIK_NAMESPACE/crowdsec-bouncer-key)"
     else row crowdsec "bouncer/$BOUNCER_NAME" ok "registered, last pull $pulled"; fi
+    # The bouncers of earlier keys (the name follows the key): the LAPI still accepts them.
+    while IFS=, read -r name _; do
+      [[ "$name" == "$BOUNCER_PREFIX" || "$name" == "${BOUNCER_PREFIX}_"* ]] || continue
+      [[ "$name" != "$BOUNCER_NAME" ]] || continue
+      row crowdsec "bouncer/$name" STALE "an earlier key, still accepted; once Traefik uses the new one: kubectl -n $CROWDSEC_NAMESPACE exec deploy/$LAPI_DEPLOYMENT -- cscli bouncers delete $name"
+    done <<<"$out"
   fi
 
   # The smoke test's name: published at the public address, answering in HTTPS. curl's exit

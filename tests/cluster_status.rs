@@ -246,6 +246,7 @@ fn what_is_not_ok_is_named_and_the_exit_is_non_zero() {
 fn onprem(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     crate::onprem_profile::render_example(dir, &crate::onprem_profile::sops_file());
     let rendered = dir.join("rendered");
+    let bouncer = bouncer_name(&rendered.join("status.env"));
     let answers = dir.join("answers");
     fs::create_dir_all(&answers).unwrap();
     answer(
@@ -259,7 +260,9 @@ fn onprem(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     answer(
         &answers,
         "exec_crowdsec_deploy_crowdsec-lapi",
-        "name,ip,revoked,last_pull,type,version,auth_type\\ntraefik,10.244.1.7,validated,2026-12-01T10:00:00Z,Crowdsec-Bouncer-Traefik-Plugin,1.X.X,api-key\\n",
+        &format!(
+            "name,ip,revoked,last_pull,type,version,auth_type\\n{bouncer},10.244.1.7,validated,2026-12-01T10:00:00Z,Crowdsec-Bouncer-Traefik-Plugin,1.X.X,api-key\\n"
+        ),
     );
     answer(
         &answers,
@@ -269,6 +272,16 @@ fn onprem(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     answer(&answers, "curl_code", "200");
     answer(&answers, "curl_rc", "0");
     (answers, rendered.join("status.env"))
+}
+
+/// The bouncer's name render-platform gave (status.env).
+fn bouncer_name(names: &Path) -> String {
+    fs::read_to_string(names)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("BOUNCER_NAME="))
+        .unwrap()
+        .to_owned()
 }
 
 #[test]
@@ -321,10 +334,14 @@ fn assert_each_onprem_failure_says_where_to_look(
     answer(answers, "exec_kube-system_ds_cilium.rc", "1");
     answer(answers, "__storageclass_ceph-rbd", "|rbd.csi.ceph.com");
     answer(answers, "traefik_svc_traefik", "");
+    // Registered, never pulled; and the bouncer of an earlier key, still accepted.
+    let bouncer = bouncer_name(env[1].1);
     answer(
         answers,
         "exec_crowdsec_deploy_crowdsec-lapi",
-        "name,ip,revoked,last_pull,type,version,auth_type\\ntraefik,,validated,,,,api-key\\n",
+        &format!(
+            "name,ip,revoked,last_pull,type,version,auth_type\\n{bouncer},,validated,,,,api-key\\ntraefik,10.244.1.7,validated,2026-11-01T10:00:00Z,,,api-key\\n"
+        ),
     );
     answer(answers, "curl_rc", "7");
     answer(answers, "curl_code", "000");
@@ -343,7 +360,12 @@ fn assert_each_onprem_failure_says_where_to_look(
             "PENDING",
             "ciliumloadbalancerippool demo-pool",
         ),
-        ("bouncer/traefik", "NOT-PULLING", "crowdsec-bouncer-key"),
+        (
+            format!("bouncer/{bouncer}").as_str(),
+            "NOT-PULLING",
+            "crowdsec-bouncer-key",
+        ),
+        ("bouncer/traefik", "STALE", "cscli bouncers delete traefik"),
         (
             "whoami.demo.k8s.exemple.fr",
             "UNREACHABLE",

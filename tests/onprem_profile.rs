@@ -899,3 +899,85 @@ fn assert_the_dry_run_rendered_the_plan_and_wrote_nothing(
         assert!(!output_text(out).contains(clear) && !calls.iter().any(|c| c.contains(clear)));
     }
 }
+
+/// The LAPI variable that registers the bouncer (`BOUNCER_KEY_<name>`) and the annotation that
+/// rolls Traefik when its key changes, as rendered in `dir/rendered`.
+fn bouncer_rendering(dir: &Path) -> (String, Value, String) {
+    let read = |name: &str| -> Value {
+        serde_json::from_str(
+            &fs::read_to_string(dir.join(format!("rendered/{name}.json"))).unwrap(),
+        )
+        .unwrap()
+    };
+    let crowdsec = read("crowdsec");
+    let variable = crowdsec["lapi"]["env"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let traefik = read("traefik");
+    let annotations = traefik["deployment"]["podAnnotations"].clone();
+    let names = fs::read_to_string(dir.join("rendered/status.env")).unwrap();
+    let name = names
+        .lines()
+        .find_map(|l| l.strip_prefix("BOUNCER_NAME="))
+        .unwrap()
+        .to_owned();
+    (variable, annotations, name)
+}
+
+/// A new `crowdsec.bouncer_key` in the SOPS file must reach the LAPI: the chart's LAPI registers
+/// `BOUNCER_KEY_<name>` only when no bouncer has that name yet, in a database kept on a volume
+/// (crowdsecurity/helm-charts crowdsec-0.24.0, charts/crowdsec/files/docker-start-custom.sh,
+/// register_bouncer at lines 94-103, called at lines 308-314), and a pod reads its environment
+/// and Traefik its key file only when it starts. So a new key gives a new bouncer name, which
+/// rolls the LAPI, and a new annotation on Traefik's pods; the same file renders the same.
+#[test]
+fn a_rotated_bouncer_key_registers_a_new_bouncer_and_rolls_both_sides() {
+    let Some(sops) = testkit::upstream::program(TEST, "sops") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let decrypt = |file: &Path| -> Value {
+        let mut cmd = Command::new(&sops);
+        without_sops_keys(&mut cmd);
+        cmd.env("SOPS_AGE_KEY_FILE", key())
+            .args(["--decrypt", "--output-type", "json"])
+            .arg(file);
+        serde_json::from_str(&testkit::process::success_stdout(&cmd.output().unwrap())).unwrap()
+    };
+    let mut clear = decrypt(&sops_file());
+    clear["crowdsec"]["bouncer_key"] = Value::String("test-only-rotated-bouncer-key".into());
+    let clear_file = dir.path().join("rotated.json");
+    fs::write(&clear_file, clear.to_string()).unwrap();
+    let rotated = dir.path().join("rotated.sops.yaml");
+    let recipient = "age1nuhnt27e8q0ssp9qweqsy9tzfwccccv0g5p64agdm9ulng729q7q5tnw97";
+    let mut encrypt = Command::new(&sops);
+    without_sops_keys(&mut encrypt);
+    encrypt
+        .args(["--encrypt", "--age", recipient, "--input-type", "json"])
+        .args(["--output-type", "yaml", "--output"])
+        .arg(&rotated)
+        .arg(&clear_file);
+    testkit::process::success_stdout(&encrypt.output().unwrap());
+    fs::remove_file(&clear_file).unwrap();
+
+    let render = |name: &str, secrets: &Path| {
+        let at = dir.path().join(name);
+        fs::create_dir_all(&at).unwrap();
+        render_example(&at, secrets);
+        bouncer_rendering(&at)
+    };
+    let before = render("before", &sops_file());
+    let again = render("again", &sops_file());
+    let after = render("after", &rotated);
+    assert_eq!(before, again, "the same file renders the same");
+    let (variable, annotations, name) = &before;
+    assert_eq!(variable, &format!("BOUNCER_KEY_{name}"));
+    assert!(name.starts_with("traefik_"), "{name}");
+    assert_ne!(
+        after.0, before.0,
+        "the LAPI keeps the old bouncer: {variable}"
+    );
+    assert_ne!(&after.1, annotations, "Traefik keeps the old key");
+    assert_eq!(after.0, format!("BOUNCER_KEY_{}", after.2));
+}

@@ -83,7 +83,13 @@ fn example(profile: Profile) -> (ClusterConfig, PathBuf) {
         Profile::Onprem => "config/onprem.example.json",
     };
     let path = testkit::workspace::root().join(file);
-    (ClusterConfig::load(profile, &path).unwrap(), path)
+    let mut cluster = ClusterConfig::load(profile, &path).unwrap();
+    // The example's SOPS file is the cluster's own, never committed: the test-only fixture
+    // stands for it (the bouncer's name comes from it).
+    if let ClusterConfig::Onprem(config) = &mut cluster {
+        config.secrets = crate::onprem_profile::sops_file();
+    }
+    (cluster, path)
 }
 
 /// A Helm component of a profile, by name.

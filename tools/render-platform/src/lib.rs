@@ -184,9 +184,10 @@ pub fn rendered(
         (Kind::Helm { .. }, ClusterConfig::Edge(platform)) => {
             Some(render(platform, component.name).ok_or_else(missing)?)
         }
-        (Kind::Helm { .. }, ClusterConfig::Onprem(config)) => {
-            Some(onprem::values(config, component.name, pins)?.ok_or_else(missing)?)
-        }
+        (Kind::Helm { .. }, ClusterConfig::Onprem(config)) => Some(
+            onprem::values_with_secrets(config, config_path, component.name, pins)?
+                .ok_or_else(missing)?,
+        ),
         (Kind::Objects { .. } | Kind::Namespaces, ClusterConfig::Onprem(config)) => {
             let items = onprem::objects(config, component.name, pins)?.ok_or_else(missing)?;
             Some(json!({"apiVersion": "v1", "kind": "List", "items": items}))

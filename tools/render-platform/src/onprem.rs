@@ -193,9 +193,9 @@ const OVH_SECRET: &str = "ovh-credentials";
 /// Traefik's (the plugin reads it from a file).
 const BOUNCER_SECRET: &str = "crowdsec-bouncer-key";
 const BOUNCER_SECRET_KEY: &str = "api-key";
-/// The bouncer's name in CrowdSec: the LAPI registers `BOUNCER_KEY_<name>` under `<name>`
-/// (crowdsec docker/docker_start.sh, "Register bouncers via env").
-pub const BOUNCER_NAME: &str = "traefik";
+/// The prefix of the bouncer's name in CrowdSec: the LAPI registers `BOUNCER_KEY_<name>` under
+/// `<name>` (crowdsec docker/docker_start.sh, "Register bouncers via env").
+pub const BOUNCER_PREFIX: &str = "traefik";
 /// Where the Traefik chart mounts the key's Secret (its `volumes` entry: `/<mountPath>/<key>`).
 const BOUNCER_KEY_DIR: &str = "/etc/traefik/crowdsec";
 /// The Traefik plugin's name in `experimental.plugins` and the Middleware's `spec.plugin`.
@@ -213,6 +213,57 @@ const LAPI_PORT: u16 = 8080;
 const CLUSTER_ISSUER: &str = "letsencrypt";
 /// The release names the chart-made objects derive from (Traefik's Service and IngressClass).
 const TRAEFIK: &str = "traefik";
+
+/// The bouncer's name in CrowdSec, `traefik_<digest of its encrypted key>`, and so a new name for
+/// a new key. The chart's LAPI registers `BOUNCER_KEY_<name>` only when no bouncer has that name
+/// yet, in a database kept on a volume (crowdsecurity/helm-charts crowdsec-0.24.0,
+/// charts/crowdsec/files/docker-start-custom.sh, lines 94-103 and 308-314): under a fixed name a
+/// rotated key never reached it. The digest is of the committed ciphertext, readable at render
+/// time without the age key; SOPS writes every value with a fresh IV, so a new key always changes
+/// it (re-encrypting the file may change it too: the same key under a new name, harmless).
+pub fn bouncer_name(config: &OnpremConfig, config_path: &Path) -> Result<String, InputError> {
+    use sha2::{Digest as _, Sha256};
+    let file = secrets_file(config, config_path);
+    let encrypted = secrets::encrypted_value(&file, BOUNCER_KEY_SOPS)?;
+    let digest = Sha256::digest(encrypted.as_bytes());
+    let short: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{BOUNCER_PREFIX}_{short}"))
+}
+
+/// The path of the bouncer's key in the SOPS file.
+const BOUNCER_KEY_SOPS: &str = "crowdsec.bouncer_key";
+
+/// A Helm component's values ([`values`]) with what depends on the SOPS file: the LAPI registers
+/// the bouncer under [`bouncer_name`] (a new name rolls the LAPI), and Traefik's pods carry it
+/// (a new key rolls Traefik, which reads the key's file once, when it builds the Middleware).
+pub fn values_with_secrets(
+    config: &OnpremConfig,
+    config_path: &Path,
+    component: &str,
+    pins: &pop_common::pins::Pins,
+) -> Result<Option<Value>, InputError> {
+    let Some(mut values) = values(config, component, pins)? else {
+        return Ok(None);
+    };
+    match component {
+        "crowdsec" => {
+            values["lapi"]["env"] = json!([values::env_from_secret(
+                &format!("BOUNCER_KEY_{}", bouncer_name(config, config_path)?),
+                BOUNCER_SECRET,
+                BOUNCER_SECRET_KEY,
+            )]);
+        }
+        "traefik" => {
+            values["deployment"]["podAnnotations"] =
+                json!({BOUNCER_ANNOTATION: bouncer_name(config, config_path)?});
+        }
+        _ => {}
+    }
+    Ok(Some(values))
+}
+
+/// The annotation of Traefik's pods naming the bouncer whose key they read.
+const BOUNCER_ANNOTATION: &str = "edgepop.io/crowdsec-bouncer";
 
 /// The labels on every object this profile renders.
 pub fn labels(component: &str) -> Value {
@@ -257,7 +308,7 @@ pub fn secrets_template(config: &OnpremConfig, config_path: &Path) -> SecretsTem
     let bouncer = |namespace: &str| SecretSpec {
         namespace: namespace.to_owned(),
         name: BOUNCER_SECRET.to_owned(),
-        data: [(BOUNCER_SECRET_KEY.to_owned(), sops("crowdsec.bouncer_key"))].into(),
+        data: [(BOUNCER_SECRET_KEY.to_owned(), sops(BOUNCER_KEY_SOPS))].into(),
     };
     SecretsTemplate::new(
         secrets_file(config, config_path),
@@ -312,7 +363,8 @@ pub fn status_names(config: &OnpremConfig, config_path: &Path) -> Result<String,
         ("LB_POOL", format!("{}-pool", config.cluster_name)),
         ("CROWDSEC_NAMESPACE", CROWDSEC_NAMESPACE.to_owned()),
         ("LAPI_DEPLOYMENT", "crowdsec-lapi".to_owned()),
-        ("BOUNCER_NAME", BOUNCER_NAME.to_owned()),
+        ("BOUNCER_NAME", bouncer_name(config, config_path)?),
+        ("BOUNCER_PREFIX", BOUNCER_PREFIX.to_owned()),
         ("SMOKE_NAMESPACE", SMOKE_NAMESPACE.to_owned()),
         ("SMOKE_HOST", config.smoke_test.host.clone()),
         ("ACME_SERVER", config.acme.server.word().to_owned()),

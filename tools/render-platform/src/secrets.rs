@@ -170,6 +170,17 @@ fn recipients_of(document: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The encrypted value at a dotted path of the SOPS file (`ENC[...]`, as committed: nothing is
+/// decrypted).
+pub fn encrypted_value(path: &Path, dotted: &str) -> Result<String, InputError> {
+    let document = read_document(path)?;
+    leaves(&document)
+        .into_iter()
+        .find(|(found, _)| found == dotted)
+        .and_then(|(_, value)| value.as_str().map(str::to_owned))
+        .ok_or_else(|| InputError::field(path, dotted, "missing: the profile reads it"))
+}
+
 /// The age recipients the SOPS file is encrypted to (public keys: nothing is decrypted).
 pub fn age_recipients(path: &Path) -> Result<Vec<String>, InputError> {
     Ok(recipients_of(&read_document(path)?))

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 
 /// A `secretKeyRef` environment variable.
-fn env_from_secret(name: &str, secret: &str, key: &str) -> Value {
+pub(super) fn env_from_secret(name: &str, secret: &str, key: &str) -> Value {
     json!({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
 }
 
@@ -50,11 +50,7 @@ pub fn values(
                 "podName": format!("{TRAEFIK}-*"),
                 "program": "traefik",
             }]},
-            "lapi": {"env": [env_from_secret(
-                &format!("BOUNCER_KEY_{BOUNCER_NAME}"),
-                BOUNCER_SECRET,
-                BOUNCER_SECRET_KEY,
-            )]},
+            // The bouncer's registration depends on its key: values_with_secrets.
         }),
         // An Ingress that asks for TLS (`kubernetes.io/tls-acme: "true"`) gets its certificate
         // from the profile's issuer without naming it.
