@@ -513,6 +513,32 @@ mod tests {
         }
     }
 
+    /// Traefik's Service keeps `externalTrafficPolicy: Local` behind an L2-announced address:
+    /// Cilium before its fix (cilium/cilium#46399) announces it from any node, most likely one
+    /// without Traefik, where the traffic is dropped. A Cilium pin below the floor is refused.
+    #[test]
+    fn a_cilium_pin_below_the_l2_local_policy_floor_is_refused_naming_it() {
+        let floor = crate::PINS.get("CILIUM_L2_LOCAL_MIN_VERSION").unwrap();
+        let pins_with = |version: &str| {
+            format!("CILIUM_VERSION={version}\nCILIUM_L2_LOCAL_MIN_VERSION={floor}\n")
+        };
+        for old in ["1.20.1", "1.19.9", "1.9.30"] {
+            let text = pins_with(old);
+            let err = values(&example(), "cilium", &Pins::new(&text))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("CILIUM_VERSION") && err.contains(floor) && err.contains(old),
+                "{err}"
+            );
+        }
+        for new in [floor, "1.20.3", "1.21.0", "2.0.0"] {
+            let text = pins_with(new);
+            values(&example(), "cilium", &Pins::new(&text)).unwrap();
+        }
+        values(&example(), "cilium", &crate::PINS).unwrap();
+    }
+
     #[test]
     fn a_missing_pin_is_refused_naming_it() {
         let pins = Pins::new("CILIUM_VERSION=1.20.3\n");

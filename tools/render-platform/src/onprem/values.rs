@@ -18,13 +18,16 @@ pub fn values(
     pins: &Pins,
 ) -> Result<Option<Value>, InputError> {
     let values = match component {
-        "cilium" => json!({
+        "cilium" => {
+            check_cilium_floor(pins)?;
+            json!({
             // LB IPAM is on by default in 1.20; the announcements are not.
             "l2announcements": {"enabled": true},
             // The host firewall of values/cilium.yaml enforces the edge's declared flows, whose
             // host policies this profile does not have.
             "hostFirewall": {"enabled": false},
-        }),
+            })
+        }
         "snapshot-controller" => json!({}),
         "ceph-csi-rbd" => {
             let ceph = &config.ceph;
@@ -102,6 +105,34 @@ fn external_dns(config: &OnpremConfig) -> Value {
     }
     values["extraArgs"] = json!(args);
     values
+}
+
+/// The Cilium pin is at least `CILIUM_L2_LOCAL_MIN_VERSION`: below it, L2 announcements ignore
+/// Traefik's `externalTrafficPolicy: Local` (values/traefik.yaml) and may announce its address
+/// from a node without Traefik, which drops the traffic (k8s/versions.env says where it comes
+/// from).
+fn check_cilium_floor(pins: &Pins) -> Result<(), InputError> {
+    let pinned = pins.require("CILIUM_VERSION")?;
+    let floor = pins.require("CILIUM_L2_LOCAL_MIN_VERSION")?;
+    let numbers = |version: &str| -> Vec<u32> {
+        version
+            .trim_start_matches('v')
+            .split('.')
+            .map(|n| n.parse().unwrap_or(0))
+            .collect()
+    };
+    if numbers(pinned) < numbers(floor) {
+        return Err(InputError::field(
+            std::path::Path::new(pop_common::pins::FILE),
+            "CILIUM_VERSION",
+            format!(
+                "{pinned} is older than {floor} (CILIUM_L2_LOCAL_MIN_VERSION): its L2 \
+                 announcements ignore Traefik's externalTrafficPolicy Local, and the address \
+                 would be announced from nodes that drop its traffic"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Traefik: its address in the pool, the public one in the Ingresses' status, the bouncer.
