@@ -21,6 +21,8 @@
 platform_config=${PLATFORM_CONFIG:-config/$profile.json}
 render=${BIN:-target/release}/render-platform
 guard=${BIN:-target/release}/kubeconfig-guard
+# A prerequisite this check cannot see from here: said, not counted.
+by_hand() { printf '  by hand  %s\n' "$*"; }
 # The names the render shares (status.env, KEY=value a line), read with bash alone.
 declare -A names=()
 name_of() { printf '%s' "${names[$1]:-}"; }
@@ -134,7 +136,8 @@ if [[ "$answering" == yes ]]; then echo "the cluster at $endpoint:"; cluster_row
 case "$config_state" in
   absent) miss "$platform_config (cp config/$profile.example.json $platform_config, then edit)" ;;
   unbuilt) opt "$platform_config present, not checked (render-platform is not built: make apply-platform builds it)" ;;
-  ok) ok "$platform_config and its SOPS file" ;;
+  ok) ok "$platform_config and its SOPS file"
+      by_hand "the router hairpins $(name_of PUBLIC_ADDRESS) (NAT loopback): cert-manager's HTTP-01 self-check fetches each name from inside the cluster, at the public address, before Let's Encrypt does; without it no certificate is issued (make cluster-status checks it, row hairpin)" ;;
   invalid) invalid "$platform_config: $config_why" ;;
 esac
 if (( missing )); then echo "make check: something is missing or invalid (see above)" >&2; exit 1; fi

@@ -4,6 +4,7 @@
 # CRDs, Gateways, Certificates and the filter's WasmPlugin. PROFILE=onprem: the base's own
 # checks, each row saying where to look when it is not ok: nodes Ready, `cilium status`, the
 # default StorageClass, Traefik's external address, the CrowdSec bouncer registered and pulling,
+# the public address reached from inside the cluster (the router's hairpin, which HTTP-01 needs),
 # and the smoke test's name answering in HTTPS at the public address; the names it checks come
 # from render-platform's status.env (NAMES). Exits 0 when every row is ok, 1 otherwise (2 when
 # the cluster cannot be asked).
@@ -109,6 +110,14 @@ onprem_rows() {
       row crowdsec "bouncer/$name" STALE "an earlier key, still accepted; once Traefik uses the new one: kubectl -n $CROWDSEC_NAMESPACE exec deploy/$LAPI_DEPLOYMENT -- cscli bouncers delete $name"
     done <<<"$out"
   fi
+
+  # The public address from inside the cluster, as cert-manager's HTTP-01 self-check fetches a
+  # challenge before telling Let's Encrypt (without it, it loops on "failed to perform self check
+  # GET request": cert-manager/cert-manager#3238): the router must hairpin (NAT loopback). Asked
+  # from a Traefik pod (busybox wget); any HTTP answer means the address was reached.
+  rc=0; out=$(kubectl -n "$TRAEFIK_NAMESPACE" exec "deploy/$TRAEFIK_SERVICE" -- wget -q -O /dev/null -T 5 --header "Host: $SMOKE_HOST" "http://$PUBLIC_ADDRESS/" 2>&1) || rc=$?
+  if (( rc == 0 )) || [[ "$out" == *"server returned error"* ]]; then row hairpin "$PUBLIC_ADDRESS" ok "reached from inside the cluster"
+  else row hairpin "$PUBLIC_ADDRESS" NO-HAIRPIN "${out%%$'\n'*}; the router must loop $PUBLIC_ADDRESS:80 back to $INGRESS_ADDRESS for the cluster's own requests (NAT loopback), or HTTP-01 never validates"; fi
 
   # The smoke test's name: published at the public address, answering in HTTPS. curl's exit
   # codes are its manual's (EXIT CODES): 6 no such name, 7 refused, 28 timeout, 35 and 60 TLS.

@@ -271,6 +271,8 @@ fn onprem(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     );
     answer(&answers, "curl_code", "200");
     answer(&answers, "curl_rc", "0");
+    // busybox wget in a Traefik pod reached the public address (quiet, exit 0).
+    answer(&answers, "exec_traefik_deploy_traefik", "");
     (answers, rendered.join("status.env"))
 }
 
@@ -298,8 +300,9 @@ fn the_onprem_table_is_the_seeds_checks_each_saying_where_to_look() {
         "{table}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // 3 nodes, Cilium, the StorageClass, Traefik, the bouncer, the smoke test's name.
-    assert_all_ok(&table, 1 + 3 + 5);
+    // 3 nodes, Cilium, the StorageClass, Traefik, the bouncer, the hairpin, the smoke test's
+    // name.
+    assert_all_ok(&table, 1 + 3 + 6);
     assert_eq!(
         row(&table, "traefik/svc/traefik")[3..],
         ["EXTERNAL-IP", "10.20.1.100"]
@@ -345,6 +348,12 @@ fn assert_each_onprem_failure_says_where_to_look(
     );
     answer(answers, "curl_rc", "7");
     answer(answers, "curl_code", "000");
+    answer(
+        answers,
+        "exec_traefik_deploy_traefik",
+        "wget: download timed out\\n",
+    );
+    answer(answers, "exec_traefik_deploy_traefik.rc", "1");
     let out = status_of(answers, dir, env);
     let table = String::from_utf8(out.stdout.clone()).unwrap();
     assert_eq!(out.status.code(), Some(1), "{table}");
@@ -366,6 +375,7 @@ fn assert_each_onprem_failure_says_where_to_look(
             "crowdsec-bouncer-key",
         ),
         ("bouncer/traefik", "STALE", "cscli bouncers delete traefik"),
+        ("203.0.113.47", "NO-HAIRPIN", "NAT loopback"),
         (
             "whoami.demo.k8s.exemple.fr",
             "UNREACHABLE",

@@ -453,6 +453,12 @@ fn the_shipped_secrets_example_encrypted_with_a_test_key_passes_the_check_and_re
             && line_begins(&text, "and its SOPS file", "ok"),
         "{text}"
     );
+    // The router's hairpin, which nothing here can see, is named with where it is checked.
+    let hairpin = line_with(&text, "hairpins 203.0.113.47");
+    assert!(
+        hairpin.trim_start().starts_with("by hand") && hairpin.contains("make cluster-status"),
+        "{text}"
+    );
 
     assert_the_example_renders_every_secret_with_fake_values(&machine, &config, &sops_file, &key);
 }
