@@ -441,18 +441,12 @@ mod tests {
         let pins = crate::PINS;
         let dns = values(&example(), "external-dns", &pins).unwrap().unwrap();
         assert!(dns.get("domainFilters").is_none(), "{dns}");
-        let args: Vec<&str> = dns["extraArgs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
         assert_eq!(
-            args,
-            [
+            dns["extraArgs"],
+            json!([
                 "--ovh-endpoint=ovh-eu",
                 r"--regex-domain-filter=^(exemple\.fr|(.+\.)?k8s\.exemple\.fr)$"
-            ]
+            ])
         );
         let mut delegated = example();
         delegated.dns.zone = Some(delegated.dns.domain.clone());
