@@ -247,10 +247,58 @@ fn the_job_may_not_relabel_or_annotate_the_plugin() {
         let refused = job.refused(&json!({"metadata": change}));
         assert_eq!(refused.len(), 1, "{change}: {refused:?}");
         assert!(
-            refused[0].contains("(metadata.labels, metadata.annotations)"),
+            refused[0].contains("metadata.labels, metadata.annotations"),
             "{change}: {refused:?}"
         );
     }
+}
+
+/// What the garbage collector and deletion read: an owner of the job's invention makes the
+/// collector delete the plugin (its owner's uid does not exist), and a finalizer of its own holds
+/// the plugin's deletion forever. Whether the merge patch or server-side apply carries them, the
+/// server refuses them.
+#[test]
+fn the_job_may_not_give_the_plugin_an_owner_a_finalizer_or_a_generated_name() {
+    let Some(job) = job("the_job_may_not_give_the_plugin_an_owner") else {
+        return;
+    };
+    let owner = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "gone",
+                        "uid": "00000000-0000-4000-8000-000000000000"}]);
+    for (field, value) in [
+        ("ownerReferences", owner.clone()),
+        ("finalizers", json!(["example.org/hold"])),
+        ("generateName", json!("pow-filter-")),
+    ] {
+        let refused = job.refused(&json!({"metadata": {field: value}}));
+        assert_eq!(refused.len(), 1, "{field}: {refused:?}");
+        assert!(refused[0].contains(ONLY_LISTS), "{field}: {refused:?}");
+        assert!(
+            refused[0].contains(&format!("metadata.{field}")),
+            "{field}: {refused:?}"
+        );
+    }
+    // The same owner by server-side apply, as the job's own field manager sends its lists.
+    let apply = json!({
+        "apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "pow-filter", "namespace": job.namespace, "ownerReferences": owner},
+    });
+    let out = testkit::process::run_with_stdin(
+        job.account.kubectl().args([
+            "apply",
+            "--server-side",
+            "--field-manager=edgepop-lists",
+            "--force-conflicts",
+            "--dry-run=server",
+            "--filename=-",
+        ]),
+        apply.to_string().as_bytes(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("metadata.ownerReferences"),
+        "{stderr}"
+    );
+    assert!(job.plugin()["metadata"].get("ownerReferences").is_none());
 }
 
 #[test]

@@ -35,11 +35,32 @@ pub const PLUGIN_CONFIG_UNCHANGED_BUT_LISTS: &str = "(!has(object.spec.pluginCon
      (has(object.spec.pluginConfig) && \
      k in object.spec.pluginConfig)))";
 
-/// The labels and annotations stay as they are (the ApplySet and the prune read labels).
-pub const METADATA_UNCHANGED: &str = "(has(object.metadata.labels) ? object.metadata.labels : {}) == \
-     (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) && \
-     (has(object.metadata.annotations) ? object.metadata.annotations : {}) == \
-     (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {})";
+/// The metadata the job must leave as it is, each with the value its absence stands for: the
+/// labels and annotations (the ApplySet and the prune read them), the owners (an owner whose uid
+/// does not exist makes the garbage collector delete the plugin, and the gateway runs with no
+/// filter), the finalizers (one nobody removes holds the plugin's deletion, and the edge's
+/// destroy, forever) and the generated name.
+pub const METADATA_KEPT: [(&str, &str); 5] = [
+    ("labels", "{}"),
+    ("annotations", "{}"),
+    ("ownerReferences", "[]"),
+    ("finalizers", "[]"),
+    ("generateName", "''"),
+];
+
+/// Every field of [`METADATA_KEPT`] is the same before and after the change.
+pub fn metadata_unchanged() -> String {
+    METADATA_KEPT
+        .iter()
+        .map(|(field, absent)| {
+            format!(
+                "(has(object.metadata.{field}) ? object.metadata.{field} : {absent}) == \
+                 (has(oldObject.metadata.{field}) ? oldObject.metadata.{field} : {absent})"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" && ")
+}
 
 /// Applies only to the lists-refresh ServiceAccount (the match condition).
 pub fn match_condition() -> String {
@@ -54,6 +75,11 @@ pub fn policy() -> Value {
         "{} may change only spec.pluginConfig.lists and spec.pluginConfig.agents on WasmPlugin {NAMESPACE}/{WASM_PLUGIN}",
         lists_refresh_username()
     );
+    let kept = METADATA_KEPT
+        .iter()
+        .map(|(field, _)| format!("metadata.{field}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -79,8 +105,8 @@ pub fn policy() -> Value {
                 {"expression": SPEC_UNCHANGED, "message": format!("{refused} (spec)"), "reason": "Forbidden"},
                 {"expression": PLUGIN_CONFIG_UNCHANGED_BUT_LISTS,
                  "message": format!("{refused} (spec.pluginConfig)"), "reason": "Forbidden"},
-                {"expression": METADATA_UNCHANGED,
-                 "message": format!("{refused} (metadata.labels, metadata.annotations)"),
+                {"expression": metadata_unchanged(),
+                 "message": format!("{refused} ({kept})"),
                  "reason": "Forbidden"},
             ],
         },
