@@ -676,3 +676,62 @@ fn the_documented_ports_table_is_the_declared_flows() {
         "docs/infrastructure.md must hold the flows' table as crates/flows renders it:\n{table}"
     );
 }
+
+/// Whether a flow to `role` carries `port` of `protocol`.
+fn declared_to(role: Role, protocol: &str, port: u16) -> bool {
+    FLOWS.iter().any(|f| {
+        f.reaches(role)
+            && f.traffic.protocol() == protocol
+            && f.traffic.ports().is_some_and(|p| p.contains(port))
+    })
+}
+
+#[test]
+fn every_host_network_listener_of_cilium_is_a_declared_flow_or_on_loopback() {
+    // The agent and cilium-envoy run on every node, the operator on any (the worker included):
+    // what they open on every address must be declared to every role, whichever mode the
+    // platform config is in.
+    let mut enforce = example_platform();
+    enforce.cilium.policy_audit_mode = false;
+    for platform in [example_platform(), enforce] {
+        let Some(values) =
+            crate::values_contract::edge_values_over_chart_defaults("cilium", &platform)
+        else {
+            return;
+        };
+        let listeners = testkit::cilium_chart::host_listeners(&values);
+        let mut problems = Vec::new();
+        for listener in &listeners {
+            let traffic = match listener.protocol {
+                "tcp" => Traffic::Tcp(Ports::one(listener.port)),
+                _ => Traffic::Udp(Ports::one(listener.port)),
+            };
+            if !flows::HOST_PORTS.contains(&traffic) {
+                problems.push(format!(
+                    "{} {} ({traffic}) is not among flows::HOST_PORTS",
+                    listener.workload, listener.what
+                ));
+            }
+            if listener.loopback {
+                continue;
+            }
+            for role in Role::ALL {
+                if !declared_to(role, listener.protocol, listener.port) {
+                    problems.push(format!(
+                        "{} {} listens on every address of the {role} ({traffic}), \
+                         no flow declares it",
+                        listener.workload, listener.what
+                    ));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        // The reading found what the chart opens: the declared tunnel and health checks at least.
+        assert!(
+            listeners
+                .iter()
+                .any(|l| l.port == flows::VXLAN && !l.loopback)
+        );
+        assert!(listeners.iter().any(|l| l.port == flows::CILIUM_HEALTH));
+    }
+}

@@ -153,6 +153,18 @@ pub(crate) fn edge_values(name: &str, platform: &render_platform::PlatformConfig
     )
 }
 
+/// What helm renders the edge's release `name` from: the chart's own defaults, then
+/// [`edge_values`]; `None` (skipped) without `../shared`.
+pub(crate) fn edge_values_over_chart_defaults(
+    name: &str,
+    platform: &render_platform::PlatformConfig,
+) -> Option<Value> {
+    let dir = chart_dir(chart(component(Profile::Edge, name)))?;
+    let mut merged = yaml_file(&dir.join("values.yaml"));
+    merge(&mut merged, edge_values(name, platform));
+    Some(merged)
+}
+
 pub(crate) fn example_platform() -> render_platform::PlatformConfig {
     render_platform::load(&testkit::workspace::root().join("config/platform.example.json")).unwrap()
 }

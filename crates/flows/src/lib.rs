@@ -315,7 +315,11 @@ pub const ROUTING: Routing = Routing::Tunnel {
 /// constants: apid, trustd, the API server, KubePrism (7445), etcd and its metrics (2381), the
 /// kubelet and its health (10248), the controller manager (10257), the scheduler (10259), host
 /// DNS (53). Cilium 1.20: health (4240), Hubble (4244), the agent's health API (`healthPort`
-/// 9879), Envoy's health (`envoy.healthPort` 9878), VXLAN and WireGuard.
+/// 9879), Envoy's health (`envoy.healthPort` 9878), the operator's API (9234), the agent's and
+/// the operator's gops (9890, 9891), VXLAN and WireGuard. Every port the Cilium chart's
+/// host-network workloads open is here (`tests/network_flows.rs` reads them out of the values);
+/// the metrics ports of the agent, Envoy and the operator (9962-9965) are not, because the edge
+/// turns them off: they would listen on every address, in no declared flow.
 pub const HOST_PORTS: &[Traffic] = &[
     Traffic::Tcp(Ports::one(HOST_DNS)),
     Traffic::Udp(Ports::one(HOST_DNS)),
@@ -326,8 +330,11 @@ pub const HOST_PORTS: &[Traffic] = &[
     Traffic::Tcp(Ports::one(KUBERNETES_API)),
     Traffic::Tcp(Ports::one(7445)),
     Traffic::Udp(Ports::one(VXLAN)),
+    Traffic::Tcp(Ports::one(9234)),
     Traffic::Tcp(Ports::one(9878)),
     Traffic::Tcp(Ports::one(9879)),
+    Traffic::Tcp(Ports::one(9890)),
+    Traffic::Tcp(Ports::one(9891)),
     Traffic::Tcp(Ports::one(10248)),
     Traffic::Tcp(Ports::one(KUBELET)),
     Traffic::Tcp(Ports::one(10257)),

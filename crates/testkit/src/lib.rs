@@ -2,6 +2,8 @@
 //! helpers.
 //!
 //! - [`cassettes`]: the Scaleway traffic recorded by Scaleway's own tools, for contract tests.
+//! - [`cilium_chart`]: the ports the Cilium chart's host-network workloads open, read out of the
+//!   merged values as its templates read them (helm cannot render the chart here).
 //! - [`control_plane`]: a real Kubernetes control plane on loopback (etcd, kube-apiserver,
 //!   kube-controller-manager, kube-scheduler, kwok for nodes and pods), one per test binary.
 //! - [`crawler_ranges`]: the crawler operators' published ranges, captured, as list text.
@@ -27,6 +29,7 @@
 //! step can never pass as green.
 
 pub mod cassettes;
+pub mod cilium_chart;
 pub mod control_plane;
 pub mod crawler_ranges;
 pub mod crds;

@@ -228,6 +228,11 @@ fn cilium(cilium: &CiliumConfig) -> Value {
         "clusterHealthPort": flows::CILIUM_HEALTH,
         "nodePort": {"range": flows::NODE_PORT_RANGE.cilium()},
         "encryption": encryption,
+        // The chart turns on Envoy's and the operator's metrics, each listening on every address
+        // of its node (cilium-envoy and the operator run on the host network, the worker
+        // included): in no declared flow, so off. Nothing of the edge scrapes them.
+        "envoy": {"prometheus": {"enabled": false}},
+        "operator": {"prometheus": {"enabled": false}},
         "hubble": {
             "listenAddress": format!(":{}", flows::HUBBLE),
             "peerService": {"targetPort": flows::HUBBLE},
@@ -277,6 +282,8 @@ mod tests {
         );
         assert_eq!(values["hubble"]["relay"]["enabled"], json!(true));
         assert_eq!(values["hubble"]["ui"]["enabled"], json!(true));
+        assert_eq!(values["envoy"]["prometheus"]["enabled"], json!(false));
+        assert_eq!(values["operator"]["prometheus"]["enabled"], json!(false));
     }
 
     #[test]
