@@ -151,14 +151,18 @@ fn the_edge_serves_exactly_the_names_the_dns_step_makes_records_for() {
             let edge_config = workspace::root().join("config").join(edge);
             let (records, items) = seam(dir.path(), &infra, &edge_config);
             let named: BTreeSet<String> = records.iter().map(|(n, _)| n.clone()).collect();
-            // The worker has both families: every name gets an A and an AAAA record.
+            // The worker has both families: every name gets an A record, and an AAAA record
+            // only if the edge serves IPv6.
             for name in &named {
-                for family in [RecordType::A, RecordType::Aaaa] {
-                    assert!(
-                        records.contains(&(name.clone(), family.clone())),
-                        "{case}: no {family} record for {name}: {records:?}"
-                    );
-                }
+                assert!(
+                    records.contains(&(name.clone(), RecordType::A)),
+                    "{case}: no A record for {name}: {records:?}"
+                );
+                assert_eq!(
+                    records.contains(&(name.clone(), RecordType::Aaaa)),
+                    flows::EDGE_SERVES_IPV6,
+                    "{case}: {name}'s AAAA record: {records:?}"
+                );
             }
             assert_eq!(
                 named.len(),

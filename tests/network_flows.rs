@@ -25,6 +25,7 @@ use ipnet::IpNet;
 use render_platform::host_firewall;
 use scw_infra::apply::Address;
 use scw_infra::apply::firewall::{self, Source};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// A cluster's addresses: admin networks, three control planes, a worker with IPv6.
@@ -734,4 +735,109 @@ fn every_host_network_listener_of_cilium_is_a_declared_flow_or_on_loopback() {
         );
         assert!(listeners.iter().any(|l| l.port == flows::CILIUM_HEALTH));
     }
+}
+
+/// The objects render-edge makes of the committed examples.
+fn rendered_edge() -> Vec<Value> {
+    let root = testkit::workspace::root();
+    let run = std::process::Command::new(testkit::workspace::bin("render-edge"))
+        .arg("--inputs")
+        .arg(root.join("config/platform-inputs.example.json"))
+        .arg("--config")
+        .arg(root.join("config/edge.example.json"))
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_str(&testkit::process::success_stdout(&run)).unwrap();
+    list["items"].as_array().unwrap().clone()
+}
+
+#[test]
+fn every_layer_serves_ipv6_as_the_declaration_says() {
+    let served = flows::EDGE_SERVES_IPV6;
+    // DNS: the edge's names get the worker's IPv6 address only when it is served, and an AAAA
+    // left by an earlier apply is cleared when it is not.
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("infra.json");
+    std::fs::copy(
+        testkit::workspace::root().join("config/infra.example.json"),
+        &config_path,
+    )
+    .unwrap();
+    let config = scw_infra::config::InfraConfig::load(&config_path, Some("/home/me")).unwrap();
+    let worker: Vec<Address> = addresses()
+        .workers
+        .into_iter()
+        .map(Address::Known)
+        .collect();
+    let sets = scw_infra::apply::dns::wanted(&config, &[], &worker);
+    let aaaa = |sets: &[scw_infra::apply::dns::RecordSet]| {
+        sets.iter()
+            .filter(|s| s.record_type == scaleway::dns::RecordType::Aaaa)
+            .count()
+    };
+    let names = config.edge_record_names().count();
+    assert_eq!(aaaa(&sets), if served { names } else { 0 }, "{sets:?}");
+    let cleared = scw_infra::apply::dns::unwanted(&config);
+    assert_eq!(aaaa(&cleared), if served { 0 } else { names });
+
+    // Cilium: IPv6 on exactly when served.
+    let cilium = cilium_values(&example_platform());
+    assert_eq!(
+        cilium.pointer("/ipv6/enabled"),
+        Some(&Value::Bool(served)),
+        "Cilium's ipv6.enabled"
+    );
+
+    // The gateway Service: single-stack IPv4, or dual-stack required.
+    let objects = rendered_edge();
+    let options = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["data"].get("service").is_some())
+        .unwrap();
+    let service: Value =
+        serde_norway::from_str(options["data"]["service"].as_str().unwrap()).unwrap();
+    let families: Vec<&str> = service["spec"]["ipFamilies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(families.contains(&"IPv6"), served, "{service}");
+    assert_eq!(
+        service["spec"]["ipFamilyPolicy"],
+        if served {
+            "RequireDualStack"
+        } else {
+            "SingleStack"
+        }
+    );
+
+    // Talos: IPv6 served needs dual-stack pod and service subnets, which no patch gives yet.
+    let mut v6_subnets = Vec::new();
+    for path in testkit::files_under(&testkit::workspace::root().join("talos/patches")) {
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for document in serde_norway::Deserializer::from_str(&text) {
+            let patch = Value::deserialize(document).unwrap();
+            for pointer in [
+                "/cluster/network/podSubnets",
+                "/cluster/network/serviceSubnets",
+            ] {
+                let subnets = patch.pointer(pointer).and_then(Value::as_array);
+                for subnet in subnets.into_iter().flatten() {
+                    if subnet.as_str().is_some_and(|s| s.contains(':')) {
+                        v6_subnets.push(format!("{}: {pointer}", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(
+        !v6_subnets.is_empty(),
+        served,
+        "IPv6 pod and service subnets must come with flows::EDGE_SERVES_IPV6: {v6_subnets:?}"
+    );
 }

@@ -278,6 +278,29 @@ pub const GATEWAY_NODE_PORTS: [(u16, u16); 3] = [
     (GATEWAY_STATUS_PORT, GATEWAY_STATUS_NODE_PORT),
 ];
 
+/// Whether the edge serves IPv6 end to end. Not yet: Cilium runs IPv4 only, and its host firewall
+/// then drops every frame that is not IPv4 (cilium v1.20 `bpf/bpf_host.c`, `do_netdev`: the
+/// default case returns `DROP_UNKNOWN_L3`), the pod and service subnets are Talos's IPv4
+/// defaults ([`POD_CIDR`]), and the gateway Service is single-stack. So the edge's names get no
+/// AAAA record: an IPv6-first client would stall on an address that never answers, and Let's
+/// Encrypt, which tries IPv6 first and falls back to IPv4 only after a timeout
+/// (letsencrypt.org/docs/ipv6-support), would wait one out on every HTTP-01 validation.
+///
+/// Every layer reads it: scw-infra's DNS records, Cilium's `ipv6.enabled`, the gateway Service's
+/// IP families ([`edge_ip_families`]) and the worker's ports table; `tests/network_flows.rs`
+/// holds each to it, and holds it to dual-stack pod and service subnets in `talos/patches`,
+/// which turning it on needs first.
+pub const EDGE_SERVES_IPV6: bool = false;
+
+/// The gateway Service's IP families (`spec.ipFamilies`, Kubernetes's spelling).
+pub const fn edge_ip_families() -> &'static [&'static str] {
+    if EDGE_SERVES_IPV6 {
+        &["IPv4", "IPv6"]
+    } else {
+        &["IPv4"]
+    }
+}
+
 /// Talos's default pod subnet (`cluster.network.podSubnets`, which no patch of ours changes).
 pub const POD_CIDR: Ipv4Net = Ipv4Net::new_assert(std::net::Ipv4Addr::new(10, 244, 0, 0), 16);
 

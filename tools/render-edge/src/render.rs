@@ -240,6 +240,10 @@ fn gateway_options(plan: &Plan) -> Result<Value, EncodeError> {
             // Keep the client's source address (no SNAT to another node): the filter's policy
             // and the challenge's binding depend on it.
             "externalTrafficPolicy": "Local",
+            // The address families the edge serves end to end, as declared (the DNS step gives
+            // its names an AAAA record only with IPv6 among them).
+            "ipFamilyPolicy": if flows::EDGE_SERVES_IPV6 { "RequireDualStack" } else { "SingleStack" },
+            "ipFamilies": flows::edge_ip_families(),
             // Every port of the Service gets a node port, pinned in the declared range (80-443,
             // shared with the API server): HTTP-01 and HTTPS on the worker's public address on
             // the standard ports, and the status port istiod always adds on a port of its own.

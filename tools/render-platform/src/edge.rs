@@ -231,6 +231,8 @@ fn cilium(cilium: &CiliumConfig) -> Value {
         // The chart turns on Envoy's and the operator's metrics, each listening on every address
         // of its node (cilium-envoy and the operator run on the host network, the worker
         // included): in no declared flow, so off. Nothing of the edge scrapes them.
+        // IPv6 end to end or not at all, as declared (flows::EDGE_SERVES_IPV6).
+        "ipv6": {"enabled": flows::EDGE_SERVES_IPV6},
         "envoy": {"prometheus": {"enabled": false}},
         "operator": {"prometheus": {"enabled": false}},
         "hubble": {

@@ -375,11 +375,14 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
     assert_the_group_drops_all_but_the_declared_flows(&state);
     let records = state["records"]["example.com"].as_array().unwrap();
     assert_eq!(records.iter().filter(|r| r["name"] == "api").count(), 3);
+    // The worker has an IPv6 address, but the edge serves IPv4 only: its names get an A record
+    // and no AAAA (flows::EDGE_SERVES_IPV6).
     assert!(
         records
             .iter()
-            .any(|r| r["name"] == "www" && r["type"] == "AAAA")
+            .any(|r| r["name"] == "www" && r["type"] == "A")
     );
+    assert!(!records.iter().any(|r| r["type"] == "AAAA"), "{records:?}");
     assert_eq!(state["ssh_keys"][0]["public_key"], PUBKEY);
     // The key registered for the worker's rescue system is named by its IAM id.
     assert_eq!(
@@ -2099,6 +2102,56 @@ fn a_dns_record_made_by_someone_else_during_the_run_is_not_written_over() {
             .any(|r| r["name"] == "www" && r["data"] == "192.0.2.99"),
         "{records}"
     );
+}
+
+#[test]
+fn an_aaaa_record_of_ours_for_an_edge_name_goes_and_another_one_stops_the_plan() {
+    let Some(s) = StandIn::start("edge_aaaa_goes", true) else {
+        return;
+    };
+    ok(&s.scw(APPLY));
+    // What an earlier version wrote: the worker's IPv6 address under the edge's name, ours.
+    let stale = s.seed(
+        json!({"kind": "record", "dns_zone": "example.com", "name": "www", "type": "AAAA",
+               "data": "2001:db8::10", "comment": CLUSTER_TAG}),
+    );
+    s.take_requests();
+    ok(&s.scw(APPLY));
+    let records = s.state()["records"]["example.com"].clone();
+    let records = records.as_array().unwrap();
+    assert!(
+        !records.iter().any(|r| r["id"] == stale["id"]),
+        "{records:?}"
+    );
+    assert!(!records.iter().any(|r| r["type"] == "AAAA"), "{records:?}");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["name"] == "www" && r["type"] == "A"),
+        "{records:?}"
+    );
+    assert_eq!(
+        mutations(&s.take_requests()),
+        ["PATCH /domain/v2beta1/dns-zones/example.com/records"]
+    );
+    // Nothing left to delete: the next apply only reads.
+    ok(&s.scw(APPLY));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+
+    // Someone else's AAAA under the edge's name would take the IPv6-first clients (and Let's
+    // Encrypt) elsewhere: the plan stops, naming it, and writes nothing.
+    s.seed(
+        json!({"kind": "record", "dns_zone": "example.com", "name": "www", "type": "AAAA",
+               "data": "2001:db8::99"}),
+    );
+    let out = s.scw(APPLY);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("www.example.com AAAA 2001:db8::99 is not ours"),
+        "{stderr}"
+    );
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
 }
 
 #[test]

@@ -1,7 +1,10 @@
 //! The DNS records, when Scaleway hosts the zone for the project: `api_hostname` to the control
 //! planes, each edge name to the worker, each record with the comment `edgepop-cluster=<name>`.
-//! A record of the same name and type without that comment is not ours and stops the plan.
-//! When the zone is hosted elsewhere, the records are shown for the operator to create.
+//! An edge name gets the worker's IPv6 addresses (AAAA) only once the edge serves IPv6
+//! (`flows::EDGE_SERVES_IPV6`); until then an AAAA of ours found there goes. A record of the
+//! same name and type without that comment is not ours and stops the plan. When the zone is
+//! hosted elsewhere, the records are shown for the operator to create (and the AAAA to leave
+//! out).
 
 use std::net::IpAddr;
 
@@ -19,11 +22,14 @@ type R<T> = Result<T, InfraError>;
 /// The time to live of the records written.
 const TTL: u32 = 300;
 
-/// Making each record set (name and type) exactly these addresses.
+/// Making each record set (name and type) exactly these addresses, and each cleared set empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SetRecords {
     pub dns_zone: String,
     pub sets: Vec<RecordSet>,
+    /// Sets that must hold no record, with what they hold now (ours: another's stops the plan).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cleared: Vec<RecordSet>,
 }
 
 /// The records of one name and type.
@@ -37,7 +43,7 @@ pub struct RecordSet {
 }
 
 /// Every record set this cluster owns: `api_hostname` to the control planes, each of the
-/// edge's names to the worker's addresses.
+/// edge's names to the worker's IPv4 addresses, and to its IPv6 ones once the edge serves IPv6.
 pub fn wanted(
     config: &InfraConfig,
     control_planes: &[Address],
@@ -61,6 +67,9 @@ pub fn wanted(
                 } => RecordType::A,
                 _ => RecordType::Aaaa,
             };
+            if record_type == RecordType::Aaaa && !flows::EDGE_SERVES_IPV6 {
+                continue;
+            }
             out.push(RecordSet {
                 name: name.to_owned(),
                 record_type,
@@ -69,6 +78,22 @@ pub fn wanted(
         }
     }
     out
+}
+
+/// The record sets this cluster must not have: each edge name's AAAA while the edge does not
+/// serve IPv6 (one an earlier apply wrote is deleted), each with no address.
+pub fn unwanted(config: &InfraConfig) -> Vec<RecordSet> {
+    if flows::EDGE_SERVES_IPV6 {
+        return Vec::new();
+    }
+    config
+        .edge_record_names()
+        .map(|name| RecordSet {
+            name: name.to_owned(),
+            record_type: RecordType::Aaaa,
+            data: Vec::new(),
+        })
+        .collect()
 }
 
 /// The sets that differ from what the zone holds (none when it holds them all), or, when the
@@ -86,6 +111,7 @@ pub fn plan(
         steps.push(ApplyStep::ShowDnsRecords(SetRecords {
             dns_zone: dns_zone.clone(),
             sets,
+            cleared: unwanted(cluster.config),
         }));
         return Ok(());
     }
@@ -110,10 +136,23 @@ pub fn plan(
         }
         changed.push(set);
     }
-    if !changed.is_empty() {
+    let mut cleared = Vec::new();
+    for mut set in unwanted(cluster.config) {
+        let existing = ours_only(cluster, dns_zone, &set)?;
+        set.data = existing
+            .iter()
+            .filter_map(|r| r.data.parse().ok())
+            .map(Address::Known)
+            .collect();
+        if !existing.is_empty() {
+            cleared.push(set);
+        }
+    }
+    if !changed.is_empty() || !cleared.is_empty() {
         steps.push(ApplyStep::SetDnsRecords(SetRecords {
             dns_zone: dns_zone.clone(),
             sets: changed,
+            cleared,
         }));
     }
     Ok(())
@@ -166,8 +205,16 @@ impl SetRecords {
         for set in &self.sets {
             ours_only(cluster, &self.dns_zone, set)?;
         }
+        let mut deletions = Vec::new();
+        for set in &self.cleared {
+            deletions.extend(
+                ours_only(cluster, &self.dns_zone, set)?
+                    .into_iter()
+                    .map(|record| Change::Delete { id: record.id }),
+            );
+        }
         let comment = cluster.names().cluster_tag();
-        let changes: Vec<Change> = self
+        let mut changes: Vec<Change> = self
             .resolved(known)
             .into_iter()
             .map(|(set, data)| Change::Set {
@@ -187,6 +234,7 @@ impl SetRecords {
                     .collect(),
             })
             .collect();
+        changes.extend(deletions);
         if changes.is_empty() {
             return Ok(());
         }
@@ -206,8 +254,26 @@ impl SetRecords {
             .into_iter()
             .map(|(set, data)| format!("{} {} {}", set.name, set.record_type, data.join(",")))
             .collect();
+        let mut leave_out = String::new();
+        if !self.cleared.is_empty() {
+            let names: Vec<&str> = self
+                .cleared
+                .iter()
+                .map(|set| {
+                    if set.name.is_empty() {
+                        "@"
+                    } else {
+                        set.name.as_str()
+                    }
+                })
+                .collect();
+            leave_out = format!(
+                "; and no AAAA record for {}: the edge does not serve IPv6",
+                names.join(", ")
+            );
+        }
         pop_common::warn!(
-            "the DNS zone {} is not hosted at Scaleway for this project: create these records yourself: {}",
+            "the DNS zone {} is not hosted at Scaleway for this project: create these records yourself: {}{leave_out}",
             self.dns_zone,
             records.join("; ")
         );
