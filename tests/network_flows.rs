@@ -841,3 +841,46 @@ fn every_layer_serves_ipv6_as_the_declaration_says() {
         "IPv6 pod and service subnets must come with flows::EDGE_SERVES_IPV6: {v6_subnets:?}"
     );
 }
+
+#[test]
+fn the_documented_worker_ports_table_is_the_declarations() {
+    let doc =
+        std::fs::read_to_string(testkit::workspace::root().join("docs/infrastructure.md")).unwrap();
+    let table = flows::worker_ports::markdown_table();
+    assert!(
+        doc.contains(&table),
+        "docs/infrastructure.md must hold the worker's ports table as crates/flows renders it:\n{table}"
+    );
+    // Its claims rest on what the layers render: the gateway's policy holds every node port of
+    // the worker to the declared peers, and Talos accepts by default only while auditing
+    // (checked with the Talos rules above).
+    let objects = rendered_edge();
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "CiliumNetworkPolicy")
+        .unwrap();
+    for (port, node_port) in flows::GATEWAY_NODE_PORTS {
+        let peers = flows::worker_ports::worker_peers(Traffic::Tcp(Ports::one(node_port)));
+        let rule = policy["spec"]["ingress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| {
+                r["toPorts"][0]["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["port"].as_str().and_then(|s| s.parse().ok()) == Some(port))
+            })
+            .unwrap_or_else(|| panic!("no rule of the gateway's policy takes {port}"));
+        let world = rule["fromEntities"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("world"));
+        assert_eq!(
+            world,
+            peers.contains(&Peer::Internet),
+            "node port {node_port}: {rule}"
+        );
+    }
+}

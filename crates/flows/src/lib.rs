@@ -10,7 +10,8 @@
 //! - the API server's NodePort range (`talos/patches/40-nodeport-range.controlplane.yaml`,
 //!   checked against [`NODE_PORT_RANGE`] by a test);
 //! - the gateway Service's node ports and the gateway pods' policy (`render-edge`);
-//! - the ports table of docs/infrastructure.md ([`markdown_table`], checked by a test).
+//! - the ports table of docs/infrastructure.md ([`markdown_table`], checked by a test), and the
+//!   table of the worker's public ports in each mode ([`worker_ports`], likewise).
 //!
 //! `tests/network_flows.rs` renders each layer and reads it back against [`FLOWS`]: for every
 //! peer class and port, each layer allows exactly what is declared here.
@@ -19,6 +20,8 @@
 //! a node port) is declared. Pod-to-pod traffic between nodes (the API server calling a webhook,
 //! the gateway reaching istiod) travels inside the tunnel flows ([`VXLAN`], [`WIREGUARD`]), and
 //! what a pod receives is a matter for that pod's own policy.
+
+pub mod worker_ports;
 
 use std::fmt;
 use std::net::IpAddr;
