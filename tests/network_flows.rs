@@ -857,7 +857,7 @@ fn the_documented_worker_ports_table_is_the_declarations() {
     let objects = rendered_edge();
     let policy = objects
         .iter()
-        .find(|o| o["kind"] == "CiliumNetworkPolicy")
+        .find(|o| o["kind"] == "CiliumNetworkPolicy" && o["metadata"]["name"] == "edge-gateway")
         .unwrap();
     for (port, node_port) in flows::GATEWAY_NODE_PORTS {
         let peers = flows::worker_ports::worker_peers(Traffic::Tcp(Ports::one(node_port)));

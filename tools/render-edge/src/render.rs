@@ -55,6 +55,7 @@ pub fn objects(plan: &Plan) -> Result<Vec<Value>, EncodeError> {
     out.extend(plan.hostnames.iter().map(|host| origin_route(host)));
     out.push(origin_deployment(plan));
     out.push(origin_service());
+    out.push(origin_policy());
     if let Some(pow) = &plan.pow {
         out.push(wasm_plugin(pow));
         out.push(policy_lists());
@@ -478,6 +479,25 @@ fn origin_service() -> Value {
         "spec": {
             "selector": {"app.kubernetes.io/name": ORIGIN},
             "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
+        },
+    })
+}
+
+/// The origin takes its port from the gateway's pods alone: no other pod of the cluster, and no
+/// packet injected into the tunnel under another identity, reaches it around the filter.
+/// `policyAuditMode` decides whether it logs or drops.
+fn origin_policy() -> Value {
+    json!({
+        "apiVersion": "cilium.io/v2",
+        "kind": "CiliumNetworkPolicy",
+        "metadata": meta(ORIGIN, "origin"),
+        "spec": {
+            "description": "The origin takes traffic from the gateway's pods only",
+            "endpointSelector": {"matchLabels": {"app.kubernetes.io/name": ORIGIN}},
+            "ingress": [{
+                "fromEndpoints": [{"matchLabels": {GATEWAY_NAME_LABEL: GATEWAY}}],
+                "toPorts": [{"ports": [{"port": ORIGIN_PORT.to_string(), "protocol": "TCP"}]}],
+            }],
         },
     })
 }

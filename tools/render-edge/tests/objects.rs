@@ -490,3 +490,40 @@ fn every_node_port_of_the_gateway_service_is_pinned_in_the_range_and_declared() 
         );
     }
 }
+
+#[test]
+fn only_the_gateways_pods_reach_the_origin() {
+    // A packet injected into the tunnel under another identity, or any other pod of the cluster,
+    // must not reach the origin around the filter: its own policy takes its port from the
+    // gateway's pods alone (enforced once the policies are).
+    for config in ["edge.example.json", "edge-pow.example.json"] {
+        let objects = objects(config);
+        let policy = find(&objects, "CiliumNetworkPolicy", "origin");
+        let origin = find(&objects, "Deployment", "origin");
+        let pod_labels = &origin["spec"]["template"]["metadata"]["labels"];
+        let selector = policy["spec"]["endpointSelector"]["matchLabels"]
+            .as_object()
+            .unwrap();
+        assert!(!selector.is_empty());
+        for (key, value) in selector {
+            assert_eq!(
+                &pod_labels[key], value,
+                "{config}: the origin's pods carry {key}"
+            );
+        }
+        let gateway_pods =
+            &find(&objects, "CiliumNetworkPolicy", "edge-gateway")["spec"]["endpointSelector"];
+        let container_port =
+            &origin["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"];
+        assert_eq!(
+            policy["spec"]["ingress"],
+            serde_json::json!([{
+                "fromEndpoints": [gateway_pods],
+                "toPorts": [{"ports": [
+                    {"port": container_port.to_string(), "protocol": "TCP"}
+                ]}],
+            }]),
+            "{config}"
+        );
+    }
+}
