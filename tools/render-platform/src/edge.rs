@@ -104,8 +104,15 @@ pub struct WireGuardConfig {
     pub enabled: bool,
     /// Node-to-node and pod-to-node traffic too (beta upstream).
     pub node_encryption: bool,
-    /// Drop plaintext pod traffic inside `strict_mode_cidr` (egress and ingress).
+    /// Drop plaintext pod traffic sent to `strict_mode_cidr` (strict egress).
     pub strict_mode: bool,
+    /// Drop overlay (VXLAN) traffic that did not come through WireGuard (strict ingress). Absent:
+    /// on whenever WireGuard is. Cilium takes a packet's identity from its VNI without checking
+    /// the outer source, and the node addresses are public, so without it a forged VXLAN packet
+    /// reaches any pod; with the host firewall on, every legitimate overlay packet is encrypted,
+    /// so it drops nothing else.
+    #[serde(default)]
+    pub strict_ingress: Option<bool>,
     /// The pod CIDR whose plaintext traffic strict mode drops (Talos's default pod subnet is
     /// 10.244.0.0/16). Required when `strict_mode` is true.
     #[serde(default)]
@@ -148,6 +155,12 @@ pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
         return Err((
             "cilium.wireguard.strict_mode",
             "needs cilium.wireguard.enabled".into(),
+        ));
+    }
+    if wg.strict_ingress == Some(true) && !wg.enabled {
+        return Err((
+            "cilium.wireguard.strict_ingress",
+            "needs cilium.wireguard.enabled (it drops what WireGuard did not decrypt)".into(),
         ));
     }
     if wg.strict_mode && wg.strict_mode_cidr.is_none() {
@@ -195,6 +208,13 @@ pub fn render(platform: &PlatformConfig, component: &str) -> Option<Value> {
     })
 }
 
+/// Strict ingress: on whenever WireGuard is (the routing is always the declared tunnel, where it
+/// applies), unless the config switches it off.
+fn strict_ingress(wg: &WireGuardConfig) -> bool {
+    let Routing::Tunnel { .. } = flows::ROUTING;
+    wg.enabled && wg.strict_ingress.unwrap_or(true)
+}
+
 fn cilium(cilium: &CiliumConfig) -> Value {
     let wg = &cilium.wireguard;
     let mut encryption = json!({
@@ -203,7 +223,7 @@ fn cilium(cilium: &CiliumConfig) -> Value {
         // The 1.18+ form; `strictMode.enabled` was removed in 1.20.
         "strictMode": {
             "egress": {"enabled": wg.strict_mode},
-            "ingress": {"enabled": wg.strict_mode},
+            "ingress": {"enabled": strict_ingress(wg)},
         },
     });
     if wg.enabled {
@@ -256,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn the_example_renders_audit_mode_wireguard_not_strict_and_hubble() {
+    fn the_example_renders_audit_mode_wireguard_strict_on_ingress_only_and_hubble() {
         let values = render(&example(), "cilium").unwrap();
         assert_eq!(values["policyAuditMode"], json!(true));
         assert_eq!(values["nodePort"]["range"], json!("80,443"));
@@ -275,7 +295,7 @@ mod tests {
         );
         assert_eq!(
             values["encryption"]["strictMode"]["ingress"]["enabled"],
-            json!(false)
+            json!(true)
         );
         assert!(
             values["encryption"]["strictMode"]["egress"]
@@ -305,6 +325,39 @@ mod tests {
             values["encryption"]["strictMode"]["ingress"]["enabled"],
             json!(true)
         );
+    }
+
+    #[test]
+    fn strict_ingress_is_on_whenever_wireguard_is_and_a_switch_of_its_own() {
+        // Every legitimate overlay packet arrives through WireGuard (the tunnel with the host
+        // firewall on), so dropping the rest stops a forged VXLAN packet and nothing else.
+        let ingress = |platform: &PlatformConfig| {
+            render(platform, "cilium").unwrap()["encryption"]["strictMode"]["ingress"]["enabled"]
+                .clone()
+        };
+        let mut platform = example();
+        assert!(!platform.cilium.wireguard.strict_mode);
+        assert_eq!(ingress(&platform), json!(true), "the example: WireGuard on");
+        let egress = &render(&platform, "cilium").unwrap()["encryption"]["strictMode"]["egress"];
+        assert_eq!(
+            egress["enabled"],
+            json!(false),
+            "egress keeps its own switch"
+        );
+
+        platform.cilium.wireguard.strict_ingress = Some(false);
+        check(&platform).unwrap();
+        assert_eq!(ingress(&platform), json!(false), "switched off");
+
+        platform.cilium.wireguard.strict_ingress = None;
+        platform.cilium.wireguard.enabled = false;
+        platform.cilium.wireguard.node_encryption = false;
+        check(&platform).unwrap();
+        assert_eq!(ingress(&platform), json!(false), "nothing to decrypt");
+
+        platform.cilium.wireguard.strict_ingress = Some(true);
+        let (field, _) = check(&platform).unwrap_err();
+        assert_eq!(field, "cilium.wireguard.strict_ingress");
     }
 
     #[test]
