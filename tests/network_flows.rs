@@ -372,11 +372,11 @@ fn peer_of(rule: &Value, addresses: &Addresses) -> Peer {
                 c["cidr"].as_str().unwrap().parse().unwrap()
             })
             .collect();
-        assert_eq!(
-            cidrs, addresses.admin,
-            "a CIDR set that is not the admin networks"
-        );
-        return Peer::Admin;
+        // A CIDR set stands for the class whose networks it is exactly.
+        return [Peer::Admin, Peer::ControlPlanes, Peer::Nodes]
+            .into_iter()
+            .find(|peer| peer.networks(addresses) == cidrs)
+            .unwrap_or_else(|| panic!("a CIDR set of no peer class: {cidrs:?}"));
     }
     let pods = serde_json::json!([{"matchExpressions": [
         {"key": host_firewall::POD_NAMESPACE_LABEL, "operator": "Exists"}
@@ -883,4 +883,64 @@ fn the_documented_worker_ports_table_is_the_declarations() {
             "node port {node_port}: {rule}"
         );
     }
+}
+
+#[test]
+fn every_node_address_is_admitted_by_address_on_its_flows_not_only_by_identity() {
+    // A machine that is not a Node yet (a replacement control plane: trustd, the API server,
+    // etcd's join; a worker with a new address) has no node identity: while enforcing, only a
+    // rule on its address admits it. Cilium matches such a rule to a node's identity only with
+    // policyCIDRMatchMode "nodes".
+    let addresses = example_addresses();
+    let (policies, _, _) = rendered_firewall(false);
+    let mut problems = Vec::new();
+    for policy in &policies {
+        let role = role_of(policy);
+        for flow in FLOWS.iter().filter(|f| f.reaches(role)) {
+            if !matches!(flow.from, Peer::Nodes | Peer::ControlPlanes) {
+                continue;
+            }
+            let wanted: BTreeSet<String> = flow
+                .from
+                .networks(&addresses)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let by_address = policy["spec"]["ingress"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|rule| {
+                    let cidrs: BTreeSet<String> = rule
+                        .get("fromCIDRSet")?
+                        .as_array()?
+                        .iter()
+                        .map(|c| c["cidr"].as_str().unwrap().to_owned())
+                        .collect();
+                    wanted.is_subset(&cidrs).then_some(rule)
+                })
+                .any(|rule| {
+                    let allowed = cilium_allows(
+                        &serde_json::json!({"spec": {"ingress": [rule]}}),
+                        &addresses,
+                    );
+                    ports_of(flow.traffic)
+                        .iter()
+                        .all(|p| allowed.iter().any(|(_, q)| q == p))
+                });
+            if !by_address {
+                problems.push(format!(
+                    "{role}: {} from {} ({}) is admitted by identity only",
+                    flow.traffic, flow.from, flow.service
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let cilium = cilium_values(&example_platform());
+    assert_eq!(
+        cilium["policyCIDRMatchMode"],
+        serde_json::json!(["nodes"]),
+        "CIDR rules must match the nodes too"
+    );
 }

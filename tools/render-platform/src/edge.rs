@@ -244,6 +244,9 @@ fn cilium(cilium: &CiliumConfig) -> Value {
         "routingMode": "tunnel",
         "tunnelProtocol": protocol.cilium(),
         "tunnelPort": port,
+        // The host policies select the nodes by their addresses too (a machine that is not a
+        // Node yet can join while enforcing): CIDR selectors match node identities only so.
+        "policyCIDRMatchMode": ["nodes"],
         // Template-only too (the agent's cluster-health-port).
         "clusterHealthPort": flows::CILIUM_HEALTH,
         "nodePort": {"range": flows::NODE_PORT_RANGE.cilium()},

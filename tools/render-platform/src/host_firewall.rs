@@ -16,8 +16,8 @@
 //! | --- | --- | --- |
 //! | internet | entity `world` | `0.0.0.0/0`, `::/0` |
 //! | admin CIDRs | `fromCIDRSet` | the CIDRs |
-//! | control planes | entity `kube-apiserver` (the nodes that serve the API: all control planes, nothing else) | their addresses |
-//! | nodes | entities `host`, `remote-node` and `health` (the agents' health endpoints) | every node's address |
+//! | control planes | entity `kube-apiserver` (the nodes that serve the API: all control planes, nothing else), and their addresses | their addresses |
+//! | nodes | entities `host`, `remote-node` and `health` (the agents' health endpoints), and every node's address | every node's address |
 //! | pods | every endpoint with a pod namespace label | the pod CIDR (a pod's packets leave the tunnel with its address) |
 
 use std::io;
@@ -57,20 +57,35 @@ fn node_selector(role: Role) -> Value {
     }
 }
 
-/// Where a peer comes from, in a Cilium ingress rule.
-fn cilium_peer(peer: Peer, addresses: &Addresses) -> Value {
+fn cidr_set(peer: Peer, addresses: &Addresses) -> Value {
+    json!({"fromCIDRSet": peer
+        .networks(addresses)
+        .iter()
+        .map(|cidr| json!({"cidr": cidr.to_string()}))
+        .collect::<Vec<_>>()})
+}
+
+/// Where a peer comes from, in Cilium ingress rules: one selector a rule (Cilium refuses an
+/// entity and a CIDR set in one rule). The nodes and the control planes are selected by their
+/// identity and by their declared addresses too: a machine that is not a Node yet (a
+/// replacement control plane, a worker with a new address) has no node identity, and enforcing
+/// would drop its join; with `policyCIDRMatchMode: nodes` the addresses also match the nodes'
+/// identities once they are nodes.
+fn cilium_peers(peer: Peer, addresses: &Addresses) -> Vec<Value> {
     match peer {
-        Peer::Internet => json!({"fromEntities": ["world"]}),
-        Peer::Admin => json!({"fromCIDRSet": addresses
-            .admin
-            .iter()
-            .map(|cidr| json!({"cidr": cidr.to_string()}))
-            .collect::<Vec<_>>()}),
-        Peer::ControlPlanes => json!({"fromEntities": ["kube-apiserver"]}),
-        Peer::Nodes => json!({"fromEntities": NODE_ENTITIES}),
-        Peer::Pods => json!({"fromEndpoints": [
+        Peer::Internet => vec![json!({"fromEntities": ["world"]})],
+        Peer::Admin => vec![cidr_set(peer, addresses)],
+        Peer::ControlPlanes => vec![
+            json!({"fromEntities": ["kube-apiserver"]}),
+            cidr_set(peer, addresses),
+        ],
+        Peer::Nodes => vec![
+            json!({"fromEntities": NODE_ENTITIES}),
+            cidr_set(peer, addresses),
+        ],
+        Peer::Pods => vec![json!({"fromEndpoints": [
             {"matchExpressions": [{"key": POD_NAMESPACE_LABEL, "operator": "Exists"}]}
-        ]}),
+        ]})],
     }
 }
 
@@ -95,18 +110,20 @@ pub fn cilium_policy(role: Role, addresses: &Addresses, labels: &Value) -> Value
                 Traffic::IcmpEcho => None,
             })
             .collect();
-        if !ports.is_empty() {
-            let mut rule = cilium_peer(peer, addresses);
-            rule["toPorts"] = json!([{"ports": ports}]);
-            ingress.push(rule);
-        }
-        if traffic.contains(&Traffic::IcmpEcho) {
-            let mut rule = cilium_peer(peer, addresses);
-            rule["icmps"] = json!([{"fields": [
-                {"type": 8, "family": "IPv4"},
-                {"type": 128, "family": "IPv6"},
-            ]}]);
-            ingress.push(rule);
+        for selector in cilium_peers(peer, addresses) {
+            if !ports.is_empty() {
+                let mut rule = selector.clone();
+                rule["toPorts"] = json!([{"ports": ports}]);
+                ingress.push(rule);
+            }
+            if traffic.contains(&Traffic::IcmpEcho) {
+                let mut rule = selector;
+                rule["icmps"] = json!([{"fields": [
+                    {"type": 8, "family": "IPv4"},
+                    {"type": 128, "family": "IPv6"},
+                ]}]);
+                ingress.push(rule);
+            }
         }
     }
     json!({
@@ -280,7 +297,9 @@ mod tests {
                 {"port": "80", "protocol": "TCP"}, {"port": "443", "protocol": "TCP"}
             ]}]})
         );
-        let admin = ingress.iter().find(|r| r.get("fromCIDRSet").is_some());
+        let admin = ingress
+            .iter()
+            .find(|r| r["fromCIDRSet"][0]["cidr"] == "198.51.100.0/24");
         assert_eq!(
             admin.unwrap(),
             &json!({"fromCIDRSet": [{"cidr": "198.51.100.0/24"}], "toPorts": [{"ports": [
