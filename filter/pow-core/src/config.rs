@@ -33,6 +33,7 @@
 //! | `mode` | `"listed"` | `off`: never challenge; `listed`: challenge addresses found in `lists`; `all`: challenge every visitor without a clearance cookie |
 //! | `difficulty` | 16 | leading zero bits of SHA-256 asked in mode `all` and for lists without their own (1 to 32) |
 //! | `list_difficulty` | `{}` | bits per list name (1 to 32); an address in several lists gets the hardest |
+//! | `acme_bypass` | `true` | GET and HEAD of ACME's HTTP-01 token path (`/.well-known/acme-challenge/<token>`) pass unchallenged, before any rule, so that certificates renew whatever the policy; `false` where HTTP-01 never reaches the filter (the edge runs it on its HTTPS listener only, and HTTP-01 arrives on port 80), where the path would only be an unchallenged way to the origin |
 //! | `bypass_paths` | `["/robots.txt", "/favicon.ico"]` | paths that pass GET and HEAD requests unchallenged, besides the built-in ACME token path: an entry is that path exactly, or, ending with `/`, every plain path below it; each a plain path (see [`crate::bypass`]); setting it replaces the default |
 //! | `nat64_prefixes` | `[]` | NAT64 prefixes (RFC 6052: /32, /40, /48, /56, /64 or /96) besides the well-known `64:ff9b::/96`, whose embedded IPv4 address is the client's (see [`crate::net`]) |
 //! | `trusted_hops` | 0 | only 0: the filter reads the client address Envoy computed (`source.address`); proxies in front of the gateway are declared to Istio (`numTrustedProxies`), never here, so that they cannot count twice |
@@ -85,6 +86,8 @@ pub struct PluginConfig {
     pub mode: Mode,
     pub difficulty: u8,
     pub list_difficulty: BTreeMap<String, u8>,
+    /// Whether ACME's HTTP-01 token path passes unchallenged (see the module's table).
+    pub acme_bypass: bool,
     pub bypass_paths: Vec<String>,
     pub nat64_prefixes: Vec<String>,
     pub trusted_hops: u8,
@@ -109,6 +112,7 @@ impl Default for PluginConfig {
             mode: Mode::Listed,
             difficulty: 16,
             list_difficulty: BTreeMap::new(),
+            acme_bypass: true,
             bypass_paths: vec!["/robots.txt".to_owned(), "/favicon.ico".to_owned()],
             nat64_prefixes: Vec::new(),
             trusted_hops: 0,

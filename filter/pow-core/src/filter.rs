@@ -418,7 +418,7 @@ impl Filter {
         let raw_path = req.header(":path").unwrap_or("/");
         let path = path_part(raw_path);
         let method = req.header(":method").unwrap_or("");
-        if bypass::bypasses_acme(method, path) {
+        if self.config.acme_bypass && bypass::bypasses_acme(method, path) {
             metrics.increment(metric::BYPASSED);
             return self.allowed(
                 &self.labels.acme,

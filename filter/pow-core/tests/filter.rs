@@ -460,3 +460,39 @@ fn over_http_later_cookie_headers_count_within_the_bound() {
     assert_eq!(w.send(&split(&first, &good)).status(), Some(403));
     assert!(w.send(&split("other=1", &good)).is_continue());
 }
+
+#[test]
+fn the_edges_rendered_config_challenges_the_acme_path_on_its_https_listener() {
+    // The edge runs the filter on its HTTPS listener only, and HTTP-01 arrives on port 80, where
+    // cert-manager's solver answers: on 443 the ACME path would only be an unchallenged way to
+    // the origin. The pluginConfig render-edge writes (its golden file, which its tests hold to
+    // the render) turns the built-in bypass off.
+    let rendered: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tools/render-edge/tests/fixtures/edge-pow.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let plugin = rendered["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "WasmPlugin")
+        .unwrap();
+    assert_eq!(plugin["spec"]["match"][0]["ports"][0]["number"], 443);
+    let mut config = plugin["spec"]["pluginConfig"].clone();
+    // The lists the hourly job publishes, the client among them.
+    config["lists"] = serde_json::json!({
+        "version": "2026-11-29T17:17:00Z", "generated_at": "2026-11-29T17:17:00Z",
+        "sets": {"tor": "185.220.101.0/24"}});
+    let mut w = World::new(&config.to_string());
+    let a = w.send(&req(
+        "/.well-known/acme-challenge/abc",
+        "185.220.101.7:4000",
+    ));
+    assert_eq!(a.status(), Some(403));
+    assert_eq!(a.header("pow-mitigated"), Some("challenge"));
+    assert_eq!(w.metrics.get(metric::BYPASSED), 0);
+}

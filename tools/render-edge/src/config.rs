@@ -333,6 +333,11 @@ fn resolve_pow(
              the secret reaches the proxy from the Secret at apply time",
         ),
         (
+            "acme_bypass",
+            "the filter runs on the HTTPS listener only and HTTP-01 arrives on port 80: \
+             render-edge turns the built-in ACME bypass off",
+        ),
+        (
             "secret_env",
             "the secret's variable names are fixed by the gateway overlay render-edge writes",
         ),
@@ -361,12 +366,16 @@ fn resolve_pow(
         )
     })?;
     let lists = lists::record(pow.lists, pow.agents, &decoded, config_path)?;
+    let mut plugin_config = pow.plugin_config;
+    // HTTP-01 arrives on port 80, where the filter does not run (the WasmPlugin matches the
+    // HTTPS listener): on 443 the ACME path would only pass requests to the origin unchallenged.
+    plugin_config.insert("acme_bypass".to_owned(), Value::Bool(false));
     Ok(PowPlan {
         url,
         sha256,
         lists_refresh_image: published.lists_refresh.pinned(),
         secret_name: pow.secret_name,
-        plugin_config: pow.plugin_config,
+        plugin_config,
         lists,
     })
 }

@@ -611,11 +611,13 @@ fn inputs_of_another_kind_or_version_are_refused() {
 }
 
 #[test]
-fn the_filter_config_may_not_carry_lists_or_a_secret() {
+fn the_filter_config_may_not_carry_lists_a_secret_or_the_acme_bypass() {
     for (key, value) in [
         ("lists", "{}"),
         ("agents", "{}"),
         ("demo_secret", r#""0123456789abcdef""#),
+        // HTTP-01 never reaches the filter on the HTTPS listener: render-edge turns it off.
+        ("acme_bypass", "true"),
     ] {
         Case::new().refuses(
             &edge_config(&format!(
