@@ -567,22 +567,34 @@ pub fn by_peer(role: Role) -> Vec<(Peer, Vec<Traffic>)> {
     out
 }
 
+/// A GitHub Markdown table: the header's cells, then one row of cells each.
+pub fn markdown(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+    let header: Vec<String> = header.iter().map(|c| (*c).to_owned()).collect();
+    let mut text = line(&header);
+    text.push_str(&line(&vec!["---".to_owned(); header.len()]));
+    for row in rows {
+        text.push_str(&line(&row));
+    }
+    text
+}
+
 /// The documented table of the flows (docs/infrastructure.md), one row each (GitHub Markdown).
 pub fn markdown_table() -> String {
-    let mut text = String::from(
-        "| from | to | port | what listens | why |\n| --- | --- | --- | --- | --- |\n",
-    );
-    for flow in FLOWS {
+    let rows = FLOWS.iter().map(|flow| {
         let to = match flow.to {
             [one] => one.to_string(),
             _ => "every node".to_owned(),
         };
-        text.push_str(&format!(
-            "| {} | {to} | {} | {} | {} |\n",
-            flow.from, flow.traffic, flow.service, flow.why
-        ));
-    }
-    text
+        vec![
+            flow.from.to_string(),
+            to,
+            flow.traffic.to_string(),
+            flow.service.to_owned(),
+            flow.why.to_owned(),
+        ]
+    });
+    markdown(&["from", "to", "port", "what listens", "why"], rows)
 }
 
 #[cfg(test)]

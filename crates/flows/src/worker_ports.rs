@@ -141,22 +141,30 @@ pub fn worker_public_ports() -> Vec<PublicPort> {
 
 /// The table of [`worker_public_ports`] (GitHub Markdown).
 pub fn markdown_table() -> String {
-    let mut text = String::from(
-        "| address | port | what listens | audit mode (as shipped) | enforce mode |\n\
-         | --- | --- | --- | --- | --- |\n",
-    );
-    for row in worker_public_ports() {
+    let rows = worker_public_ports().into_iter().map(|row| {
         let port = match (row.traffic, row.family) {
             (Some(traffic), _) => traffic.to_string(),
             (None, "IPv6") => "every port".to_owned(),
             (None, _) => "any other port".to_owned(),
         };
-        text.push_str(&format!(
-            "| {} | {port} | {} | {} | {} |\n",
-            row.family, row.listens, row.audit, row.enforce
-        ));
-    }
-    text
+        vec![
+            row.family.to_owned(),
+            port,
+            row.listens,
+            row.audit,
+            row.enforce,
+        ]
+    });
+    crate::markdown(
+        &[
+            "address",
+            "port",
+            "what listens",
+            "audit mode (as shipped)",
+            "enforce mode",
+        ],
+        rows,
+    )
 }
 
 #[cfg(test)]

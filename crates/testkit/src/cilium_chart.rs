@@ -57,6 +57,46 @@ const UNMODELLED: [&str; 7] = [
     "/hubble/metrics/dynamic/enabled",
 ];
 
+/// A TCP listener a workload opens when a switch is on: `(workload, what, switch, port, on
+/// loopback only)`, the switch and the port as JSON pointers into the values.
+const SWITCHED: [(&str, &str, &str, &str, bool); 5] = [
+    (
+        "cilium-agent",
+        "agent metrics",
+        "/prometheus/enabled",
+        "/prometheus/port",
+        false,
+    ),
+    (
+        "cilium-envoy",
+        "Envoy metrics",
+        "/envoy/prometheus/enabled",
+        "/envoy/prometheus/port",
+        false,
+    ),
+    (
+        "cilium-envoy",
+        "Envoy admin",
+        "/envoy/debug/admin/enabled",
+        "/envoy/debug/admin/port",
+        true,
+    ),
+    (
+        "cilium-operator",
+        "operator metrics",
+        "/operator/prometheus/enabled",
+        "/operator/prometheus/port",
+        false,
+    ),
+    ("cilium-operator", "operator API", "", "", true),
+];
+
+/// pprof, bound to its `address`: `(workload, what, values prefix)`.
+const PPROF: [(&str, &str, &str); 2] = [
+    ("cilium-agent", "agent pprof", "/pprof"),
+    ("cilium-operator", "operator pprof", "/operator/pprof"),
+];
+
 /// Every host-network listener of the chart for `values` (the chart's defaults merged with
 /// every values file given to helm, in order).
 #[allow(clippy::panic)] // a test stand-in: an unmodelled switch must stop the test
@@ -66,17 +106,55 @@ pub fn host_listeners(values: &Value) -> Vec<HostListener> {
             panic!("{pointer} is on: the Cilium chart stand-in does not know its listeners");
         }
     }
+    let present = |workload: &str| match workload {
+        "cilium-envoy" => values.pointer("/envoy/enabled") != Some(&Value::Bool(false)),
+        "cilium-operator" => on(values, "/operator/enabled") && on(values, "/operator/hostNetwork"),
+        _ => true,
+    };
+    let tcp = |workload, what, port, loopback| HostListener {
+        workload,
+        what,
+        protocol: "tcp",
+        port,
+        loopback,
+    };
     let mut out = agent(values);
-    if values.pointer("/envoy/enabled") != Some(&Value::Bool(false)) {
-        out.extend(envoy(values));
+    out.push(tcp("cilium-agent", "gops", 9890, true));
+    if present("cilium-envoy") {
+        out.push(tcp(
+            "cilium-envoy",
+            "Envoy health",
+            port(values, "/envoy/healthPort"),
+            true,
+        ));
     }
-    if on(values, "/operator/enabled") && on(values, "/operator/hostNetwork") {
-        out.extend(operator(values));
+    if present("cilium-operator") {
+        out.push(tcp("cilium-operator", "gops", 9891, true));
+    }
+    for (workload, what, switch, pointer, loopback) in SWITCHED {
+        if !present(workload) || !(switch.is_empty() || on(values, switch)) {
+            continue;
+        }
+        // The operator's API has no value of its own: the configmap's 127.0.0.1:9234.
+        let number = if pointer.is_empty() {
+            9234
+        } else {
+            port(values, pointer)
+        };
+        out.push(tcp(workload, what, number, loopback));
+    }
+    for (workload, what, prefix) in PPROF {
+        if present(workload) && on(values, &format!("{prefix}/enabled")) {
+            let host = text(values, &format!("{prefix}/address"));
+            let number = port(values, &format!("{prefix}/port"));
+            out.push(tcp(workload, what, number, is_loopback(&host)));
+        }
     }
     out.sort();
     out
 }
 
+/// The agent's own listeners, beside gops, its metrics and pprof.
 fn agent(values: &Value) -> Vec<HostListener> {
     let listener = |what, protocol, port, loopback| HostListener {
         workload: "cilium-agent",
@@ -85,10 +163,12 @@ fn agent(values: &Value) -> Vec<HostListener> {
         port,
         loopback,
     };
-    let mut out = vec![
-        listener("agent health API", "tcp", port(values, "/healthPort"), true),
-        listener("gops", "tcp", 9890, true),
-    ];
+    let mut out = vec![listener(
+        "agent health API",
+        "tcp",
+        port(values, "/healthPort"),
+        true,
+    )];
     if on(values, "/healthChecking") {
         // The chart leaves cluster-health-port unset unless the key exists: the agent's 4240.
         let health = values
@@ -100,34 +180,13 @@ fn agent(values: &Value) -> Vec<HostListener> {
         let (host, hubble) = address(values, "/hubble/listenAddress");
         out.push(listener("Hubble server", "tcp", hubble, is_loopback(&host)));
     }
-    if on(values, "/prometheus/enabled") {
-        out.push(listener(
-            "agent metrics",
-            "tcp",
-            port(values, "/prometheus/port"),
-            false,
-        ));
-    }
     if values
         .pointer("/hubble/metrics/enabled")
         .and_then(Value::as_array)
         .is_some_and(|m| !m.is_empty())
     {
-        out.push(listener(
-            "Hubble metrics",
-            "tcp",
-            port(values, "/hubble/metrics/port"),
-            false,
-        ));
-    }
-    if on(values, "/pprof/enabled") {
-        let host = text(values, "/pprof/address");
-        out.push(listener(
-            "agent pprof",
-            "tcp",
-            port(values, "/pprof/port"),
-            is_loopback(&host),
-        ));
+        let number = port(values, "/hubble/metrics/port");
+        out.push(listener("Hubble metrics", "tcp", number, false));
     }
     // The chart's default routing mode is a tunnel (VXLAN, 8472, when tunnelPort is 0).
     let routing = text(values, "/routingMode");
@@ -140,66 +199,6 @@ fn agent(values: &Value) -> Vec<HostListener> {
     }
     if on(values, "/encryption/enabled") && text(values, "/encryption/type") == "wireguard" {
         out.push(listener("WireGuard", "udp", 51871, false));
-    }
-    out
-}
-
-fn envoy(values: &Value) -> Vec<HostListener> {
-    let listener = |what, port, loopback| HostListener {
-        workload: "cilium-envoy",
-        what,
-        protocol: "tcp",
-        port,
-        loopback,
-    };
-    let mut out = vec![listener(
-        "Envoy health",
-        port(values, "/envoy/healthPort"),
-        true,
-    )];
-    if on(values, "/envoy/prometheus/enabled") {
-        out.push(listener(
-            "Envoy metrics",
-            port(values, "/envoy/prometheus/port"),
-            false,
-        ));
-    }
-    if on(values, "/envoy/debug/admin/enabled") {
-        out.push(listener(
-            "Envoy admin",
-            port(values, "/envoy/debug/admin/port"),
-            true,
-        ));
-    }
-    out
-}
-
-fn operator(values: &Value) -> Vec<HostListener> {
-    let listener = |what, port, loopback| HostListener {
-        workload: "cilium-operator",
-        what,
-        protocol: "tcp",
-        port,
-        loopback,
-    };
-    let mut out = vec![
-        listener("operator API", 9234, true),
-        listener("gops", 9891, true),
-    ];
-    if on(values, "/operator/prometheus/enabled") {
-        out.push(listener(
-            "operator metrics",
-            port(values, "/operator/prometheus/port"),
-            false,
-        ));
-    }
-    if on(values, "/operator/pprof/enabled") {
-        let host = text(values, "/operator/pprof/address");
-        out.push(listener(
-            "operator pprof",
-            port(values, "/operator/pprof/port"),
-            is_loopback(&host),
-        ));
     }
     out
 }

@@ -74,6 +74,25 @@ impl Job {
         )
     }
 
+    /// A server-side apply of `object` by the job, as its field manager sends the lists (a
+    /// server-side dry run when `dry_run`).
+    fn apply(&self, object: &Value, dry_run: bool) -> Output {
+        let mut args = vec![
+            "apply",
+            "--server-side",
+            "--field-manager=edgepop-lists",
+            "--force-conflicts",
+            "--filename=-",
+        ];
+        if dry_run {
+            args.push("--dry-run=server");
+        }
+        testkit::process::run_with_stdin(
+            self.account.kubectl().args(args),
+            object.to_string().as_bytes(),
+        )
+    }
+
     /// The policy's messages in the server's refusal of `patch`, by the job.
     fn refused(&self, patch: &Value) -> Vec<String> {
         let out = self.patch(patch);
@@ -154,16 +173,7 @@ fn the_job_may_publish_the_first_lists_then_new_ones() {
         if let Some(agents) = &agents {
             apply["spec"]["pluginConfig"]["agents"] = agents.clone();
         }
-        let out = testkit::process::run_with_stdin(
-            job.account.kubectl().args([
-                "apply",
-                "--server-side",
-                "--field-manager=edgepop-lists",
-                "--force-conflicts",
-                "--filename=-",
-            ]),
-            apply.to_string().as_bytes(),
-        );
+        let out = job.apply(&apply, false);
         testkit::process::success_stdout(&out);
         let mut stored = job.plugin()["spec"].clone();
         assert_eq!(stored["pluginConfig"]["lists"], list);
@@ -282,17 +292,7 @@ fn the_job_may_not_give_the_plugin_an_owner_a_finalizer_or_a_generated_name() {
         "apiVersion": "extensions.istio.io/v1alpha1", "kind": "WasmPlugin",
         "metadata": {"name": "pow-filter", "namespace": job.namespace, "ownerReferences": owner},
     });
-    let out = testkit::process::run_with_stdin(
-        job.account.kubectl().args([
-            "apply",
-            "--server-side",
-            "--field-manager=edgepop-lists",
-            "--force-conflicts",
-            "--dry-run=server",
-            "--filename=-",
-        ]),
-        apply.to_string().as_bytes(),
-    );
+    let out = job.apply(&apply, true);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && stderr.contains("metadata.ownerReferences"),
