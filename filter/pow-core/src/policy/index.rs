@@ -11,8 +11,11 @@ use crate::config::PluginConfig;
 use crate::fnv::FnvBuild;
 
 mod decide;
+mod keyed;
 
 pub use decide::{Facts, Features};
+pub(super) use keyed::KeyHash;
+use keyed::Keyed;
 
 const WORDS: usize = MAX_RULES / 64;
 
@@ -80,12 +83,17 @@ impl<K: std::hash::Hash + Eq> Field<K> {
 
     /// Rule `i` has this condition, met by `keys`.
     fn add(&mut self, i: usize, keys: impl IntoIterator<Item = K>) {
-        if let Some(word) = self.wild.0.get_mut(i / 64) {
-            *word &= !(1 << (i % 64));
-        }
+        unset(&mut self.wild, i);
         for key in keys {
             self.by.entry(key).or_insert(Bits::EMPTY).set(i);
         }
+    }
+}
+
+/// Takes rule `i` out of the rules without a condition.
+fn unset(wild: &mut Bits, i: usize) {
+    if let Some(word) = wild.0.get_mut(i / 64) {
+        *word &= !(1 << (i % 64));
     }
 }
 
@@ -116,16 +124,23 @@ pub struct CompiledPolicy {
     pub rules: Vec<CompiledRule>,
     words: usize,
     all: Bits,
-    host_exact: Field<String>,
-    /// Keyed by the suffix after `*.`; shares `wild` with `host_exact` through `host_wild`.
-    host_suffix: Map<String>,
+    /// The rules without a host.
+    host_wild: Bits,
+    /// Hosts, hashed from their end ([`KeyHash::of_reversed`]) as a request's host is read, so
+    /// that each of its suffixes is hashed on the way.
+    host_exact: Keyed,
+    /// Keyed by the suffix after `*.`, hashed likewise.
+    host_suffix: Keyed,
     method: Field<String>,
-    /// Paths of `allow` rules: plain paths only.
-    allow_path_exact: Field<String>,
-    allow_path_prefix: Map<String>,
+    /// The rules without a path.
+    path_wild: Bits,
+    /// Paths of `allow` rules (plain paths only), hashed from their start as a request's path
+    /// is walked, so that each of its prefixes is hashed on the way.
+    allow_path_exact: Keyed,
+    allow_path_prefix: Keyed,
     /// Paths of `deny` and `challenge` rules: the path as lenient origins read it, too.
-    other_path_exact: Map<String>,
-    other_path_prefix: Map<String>,
+    other_path_exact: Keyed,
+    other_path_prefix: Keyed,
     user_agent: Field<usize>,
     patterns: Option<AhoCorasick>,
     /// Per tested header name: present, absent, equal to a value.
@@ -164,13 +179,15 @@ impl CompiledPolicy {
             rules: Vec::with_capacity(rules.len()),
             words,
             all,
-            host_exact: Field::new(all),
-            host_suffix: Map::default(),
+            host_wild: all,
+            host_exact: Keyed::default(),
+            host_suffix: Keyed::default(),
             method: Field::new(all),
-            allow_path_exact: Field::new(all),
-            allow_path_prefix: Map::default(),
-            other_path_exact: Map::default(),
-            other_path_prefix: Map::default(),
+            path_wild: all,
+            allow_path_exact: Keyed::default(),
+            allow_path_prefix: Keyed::default(),
+            other_path_exact: Keyed::default(),
+            other_path_prefix: Keyed::default(),
             user_agent: Field::new(all),
             patterns: None,
             headers: Vec::new(),
@@ -278,18 +295,13 @@ impl CompiledPolicy {
         if rule.host.is_empty() {
             return;
         }
-        let exact = rule
-            .host
-            .iter()
-            .filter(|h| !h.starts_with("*."))
-            .cloned()
-            .collect::<Vec<_>>();
-        self.host_exact.add(i, exact);
-        for suffix in rule.host.iter().filter_map(|h| h.strip_prefix("*.")) {
-            self.host_suffix
-                .entry(suffix.to_owned())
-                .or_insert(Bits::EMPTY)
-                .set(i);
+        unset(&mut self.host_wild, i);
+        for host in &rule.host {
+            let (table, name) = match host.strip_prefix("*.") {
+                Some(suffix) => (&mut self.host_suffix, suffix),
+                None => (&mut self.host_exact, host.as_str()),
+            };
+            table.add(KeyHash::of_reversed(name.as_bytes()), name.as_bytes(), i);
         }
     }
 
@@ -297,27 +309,22 @@ impl CompiledPolicy {
         if rule.path.is_empty() {
             return;
         }
-        // One field for both kinds of rules: `wild` loses the rule either way.
-        self.allow_path_exact.add(i, []);
+        unset(&mut self.path_wild, i);
         let allow = rule.action == RuleAction::Allow;
         for path in &rule.path {
-            let (exact, prefix) = if allow {
-                (&mut self.allow_path_exact.by, &mut self.allow_path_prefix)
-            } else {
-                (&mut self.other_path_exact, &mut self.other_path_prefix)
+            let prefix = path.ends_with('/');
+            let table = match (allow, prefix) {
+                (true, false) => &mut self.allow_path_exact,
+                (true, true) => &mut self.allow_path_prefix,
+                (false, false) => &mut self.other_path_exact,
+                (false, true) => &mut self.other_path_prefix,
             };
-            let table = if path.ends_with('/') { prefix } else { exact };
-            table.entry(path.clone()).or_insert(Bits::EMPTY).set(i);
+            table.add(KeyHash::of(path.as_bytes()), path.as_bytes(), i);
             if !allow {
                 // Lenient origins fold case: the entry, folded, matches a folded path too.
                 let folded = path.to_ascii_lowercase();
                 if folded != *path {
-                    let table = if path.ends_with('/') {
-                        &mut self.other_path_prefix
-                    } else {
-                        &mut self.other_path_exact
-                    };
-                    table.entry(folded).or_insert(Bits::EMPTY).set(i);
+                    table.add(KeyHash::of(folded.as_bytes()), folded.as_bytes(), i);
                 }
             }
         }

@@ -1,39 +1,74 @@
-//! Paths as the policy matches them: the `/`-ended prefixes a prefix entry is looked up by, and
-//! the forms a lenient origin may read a path as.
+//! Paths as the policy matches them: one walk over a path gives whether it is plain and the
+//! hashes its prefix entries are looked up by; and the forms a lenient origin may read a path
+//! as.
 
 use super::MAX_PATH_SEGMENTS;
+use super::index::KeyHash;
 
-/// The proper prefixes of `path` that end with `/`, shortest first, at most
-/// [`MAX_PATH_SEGMENTS`]: what a prefix entry (`/static/`) is looked up by.
-pub fn segment_prefixes(path: &str) -> impl Iterator<Item = &str> {
-    path.match_indices('/')
-        .take(MAX_PATH_SEGMENTS)
-        .filter_map(move |(i, _)| path.get(..=i).filter(|p| p.len() < path.len()))
+/// What a walk over a path found besides its prefixes.
+#[derive(Debug, Clone, Copy)]
+pub struct Walked {
+    /// Plain as [`crate::bypass::is_plain`] says, whatever its length.
+    pub plain: bool,
+    /// It has ASCII capitals.
+    pub upper: bool,
+    /// The hash of the whole path.
+    pub hash: KeyHash,
+}
+
+/// Walks `path` once: calls `prefix` with each of its proper prefixes that end with `/` among
+/// its first [`MAX_PATH_SEGMENTS`] slashes (what a prefix entry such as `/static/` is looked up
+/// by), and its hash. The root `/` is left out: no rule's path is `/` (the configuration
+/// refuses it).
+pub fn walk(path: &[u8], mut prefix: impl FnMut(&[u8], KeyHash)) -> Walked {
+    let mut hash = KeyHash::START;
+    let mut plain = path.first() == Some(&b'/');
+    let mut upper = false;
+    let mut slashes = 0;
+    // Where the segment being walked starts.
+    let mut segment = 0;
+    for (i, &b) in path.iter().enumerate() {
+        hash = hash.add(b);
+        if b == b'/' {
+            if i > 0 {
+                let last = path.get(segment..i).unwrap_or_default();
+                plain &= !matches!(last, b"" | b"." | b"..");
+                if slashes < MAX_PATH_SEGMENTS
+                    && i + 1 < path.len()
+                    && let Some(p) = path.get(..=i)
+                {
+                    prefix(p, hash);
+                }
+            }
+            slashes += 1;
+            segment = i + 1;
+        } else if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            upper |= b.is_ascii_uppercase();
+        } else {
+            plain = false;
+        }
+    }
+    // The last segment may be empty: a trailing `/`.
+    let last = path.get(segment..).unwrap_or_default();
+    plain &= !matches!(last, b"." | b"..");
+    Walked { plain, upper, hash }
 }
 
 /// How many times percent-decoding is applied: a double-encoded `%252e` is read as `.` by some
 /// stacks (a proxy decoding once, the application again).
 const DECODE_ROUNDS: usize = 2;
 
-/// The path, then the forms a lenient origin may read it as, each once: percent-decoded (twice
-/// over), `\` taken for `/`, `;` parameters dropped from each segment, empty and `.` segments
-/// dropped, `..` resolved; and that, ASCII lowercased (servers that fold case).
-pub fn lenient_forms(path: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
-    use std::borrow::Cow;
-    let mut others: [Option<String>; 2] = [None, None];
-    // A plain path without capitals is its own normal form: nothing to allocate (most
-    // requests).
-    if !crate::bypass::is_plain(path) || path.bytes().any(|b| b.is_ascii_uppercase()) {
-        let normal = normalise(path);
-        let folded = normal.to_ascii_lowercase();
-        if folded != path && folded != normal {
-            others[1] = Some(folded);
-        }
-        if normal != path {
-            others[0] = Some(normal);
-        }
-    }
-    std::iter::once(Cow::Borrowed(path)).chain(others.into_iter().flatten().map(Cow::Owned))
+/// The forms a lenient origin may read `path` as besides itself, each once: percent-decoded
+/// (twice over), `\` taken for `/`, `;` parameters dropped from each segment, empty and `.`
+/// segments dropped, `..` resolved; and that, ASCII lowercased (servers that fold case). A
+/// plain path without capitals has none: it is its own normal form, and the caller, which
+/// knows from [`walk`], does not ask.
+pub fn lenient_forms(path: &str) -> impl Iterator<Item = String> {
+    let normal = normalise(path);
+    let folded = normal.to_ascii_lowercase();
+    let folded = (folded != path && folded != normal).then_some(folded);
+    let normal = (normal != path).then_some(normal);
+    normal.into_iter().chain(folded)
 }
 
 fn normalise(path: &str) -> String {
@@ -69,16 +104,70 @@ fn normalise(path: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The prefixes a walk reports.
+    fn prefixes(path: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        walk(path.as_bytes(), |p, hash| {
+            assert_eq!(hash, KeyHash::of(p));
+            out.push(String::from_utf8(p.to_vec()).unwrap());
+        });
+        out
+    }
+
     #[test]
     fn prefixes_are_proper_and_end_with_a_slash() {
-        assert_eq!(
-            segment_prefixes("/a/b/c").collect::<Vec<_>>(),
-            ["/", "/a/", "/a/b/"]
-        );
-        assert_eq!(segment_prefixes("/a/").collect::<Vec<_>>(), ["/"]);
-        assert_eq!(segment_prefixes("/").count(), 0);
+        assert_eq!(prefixes("/a/b/c"), ["/a/", "/a/b/"]);
+        assert_eq!(prefixes("/a/b/"), ["/a/"]);
+        assert_eq!(prefixes("/a/"), Vec::<String>::new());
+        assert_eq!(prefixes("/"), Vec::<String>::new());
+        assert_eq!(prefixes("a/b/c"), ["a/", "a/b/"]);
+        // The root among the first slashes counted, not reported.
         let deep = "/a".repeat(100);
-        assert_eq!(segment_prefixes(&deep).count(), MAX_PATH_SEGMENTS);
+        assert_eq!(prefixes(&deep).len(), MAX_PATH_SEGMENTS - 1);
+        assert_eq!(
+            walk(deep.as_bytes(), |_, _| ()).hash,
+            KeyHash::of(deep.as_bytes())
+        );
+    }
+
+    #[test]
+    fn a_walk_finds_a_path_plain_as_bypass_paths_do() {
+        for path in [
+            "",
+            "/",
+            "//",
+            "/a",
+            "/a/",
+            "/a//",
+            "/a//b",
+            "/.",
+            "/./",
+            "/..",
+            "/a/..",
+            "/a/../b",
+            "/.a",
+            "/a.",
+            "/...",
+            "/a;b",
+            "/a%2e",
+            "a",
+            "a/",
+            "/A/b",
+            "/a-b_c~d.e/f",
+            "\\a",
+            "/a/b/c/",
+            "/é",
+            "/a b",
+            "/a?b",
+        ] {
+            let walked = walk(path.as_bytes(), |_, _| ());
+            assert_eq!(walked.plain, crate::bypass::is_plain(path), "{path:?}");
+            assert_eq!(
+                walked.upper,
+                path.bytes().any(|b| b.is_ascii_uppercase()),
+                "{path:?}"
+            );
+        }
     }
 
     #[test]
@@ -99,7 +188,8 @@ mod tests {
             assert_eq!(normalise(path), normal, "{path}");
         }
         let forms = |path: &'static str| lenient_forms(path).collect::<Vec<_>>();
-        assert_eq!(forms("/A/b"), ["/A/b", "/a/b"]);
-        assert_eq!(forms("/a"), ["/a"]);
+        assert_eq!(forms("/A/b"), ["/a/b"]);
+        assert_eq!(forms("/A//b"), ["/A/b", "/a/b"]);
+        assert_eq!(forms("/a"), Vec::<String>::new());
     }
 }

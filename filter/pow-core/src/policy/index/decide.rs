@@ -4,8 +4,8 @@
 //! header lookup, the User-Agent automaton or a signature check is skipped once no rule left
 //! needs it. The first rule every condition lets through decides, whatever the order.
 
-use super::super::path::{lenient_forms, segment_prefixes};
-use super::{Bits, CompiledPolicy, Field, Map, meet};
+use super::super::path::{lenient_forms, walk};
+use super::{Bits, CompiledPolicy, Field, KeyHash, Keyed, meet};
 
 /// What the policy reads of a request, each asked for only when a rule still in the running
 /// tests it (the filter computes the costly ones, a crawler's check and a signature's, then).
@@ -161,7 +161,7 @@ impl CompiledPolicy {
                 return false;
             }
         }
-        if run.tests(&self.host_exact.wild) && !run.narrow(&self.hosts(facts.host())) {
+        if run.tests(&self.host_wild) && !run.narrow(&self.hosts(facts.host())) {
             return false;
         }
         for h in &self.headers {
@@ -189,7 +189,7 @@ impl CompiledPolicy {
                 return false;
             }
         }
-        !run.tests(&self.allow_path_exact.wild) || run.narrow(&self.paths(facts.path()))
+        !run.tests(&self.path_wild) || run.narrow(&self.paths(facts.path()))
     }
 
     /// The User-Agent's substrings, then the crawler checks (which read it too). `false` when
@@ -238,77 +238,73 @@ impl CompiledPolicy {
     }
 
     /// The rules the host lets through: exact names, then each `*.` suffix (a proper suffix at a
-    /// label boundary), the port and one trailing dot aside, case folded.
+    /// label boundary), the port and one trailing dot aside, case folded. The host is read once,
+    /// from its end, hashing each suffix on the way.
     fn hosts(&self, authority: &str) -> Bits {
         let words = self.words;
-        let mut found = self.host_exact.wild;
+        let mut found = self.host_wild;
         let host = strip_port(authority);
-        let host = host.strip_suffix('.').unwrap_or(host);
+        let host = host.strip_suffix('.').unwrap_or(host).as_bytes();
         if host.len() > crate::crypto::MAX_HOST_LEN {
             return found;
         }
-        // Lowercased on the stack when it has capitals: no allocation per request, and no
-        // copy for the lowercase hosts browsers send.
-        let mut buffer;
-        let lower = if host.bytes().any(|b| b.is_ascii_uppercase()) {
-            buffer = [0u8; crate::crypto::MAX_HOST_LEN];
-            let Some(lower) = buffer.get_mut(..host.len()) else {
-                return found;
-            };
-            lower.copy_from_slice(host.as_bytes());
-            lower.make_ascii_lowercase();
-            let Ok(lower) = std::str::from_utf8(lower) else {
-                return found;
-            };
-            lower
-        } else {
-            host
-        };
-        meet(&self.host_exact, lower, &mut found, words);
-        if !self.host_suffix.is_empty() {
-            for (at, _) in lower.match_indices('.') {
-                if let Some(bits) = lower.get(at + 1..).and_then(|s| self.host_suffix.get(s)) {
-                    found.or(bits, words);
-                }
+        // The tables hold lowercase names: a name's bytes against the host's, case folded.
+        let mut hash = KeyHash::START;
+        for (at, b) in host.iter().enumerate().rev() {
+            if *b == b'.'
+                && let Some(suffix) = host.get(at + 1..)
+                && let Some(bits) = self
+                    .host_suffix
+                    .get(hash, |k| k.eq_ignore_ascii_case(suffix))
+            {
+                found.or(bits, words);
             }
+            hash = hash.add(b.to_ascii_lowercase());
+        }
+        if let Some(bits) = self.host_exact.get(hash, |k| k.eq_ignore_ascii_case(host)) {
+            found.or(bits, words);
         }
         found
     }
 
     /// The rules the path lets through: `allow` rules on a plain path only; the others on the
-    /// path and on the forms lenient origins read it as.
+    /// path and on the forms lenient origins read it as. One walk over the path says whether it
+    /// is plain and hashes its prefixes.
     fn paths(&self, path: &str) -> Bits {
         let words = self.words;
-        let mut found = self.allow_path_exact.wild;
-        let plain = path.len() <= crate::bypass::MAX_BYPASS_PATH && crate::bypass::is_plain(path);
-        let lookup = |found: &mut Bits, path: &str, exact: &Map<String>, prefix: &Map<String>| {
-            if let Some(bits) = exact.get(path) {
-                found.or(bits, words);
-            }
-            if !prefix.is_empty() {
-                for p in segment_prefixes(path) {
-                    if let Some(bits) = prefix.get(p) {
-                        found.or(bits, words);
-                    }
-                }
-            }
-        };
-        if plain {
-            lookup(
-                &mut found,
-                path,
-                &self.allow_path_exact.by,
-                &self.allow_path_prefix,
-            );
+        let mut found = self.path_wild;
+        // What the `allow` rules give, kept only if the path turns out plain.
+        let mut allowed = Bits::EMPTY;
+        let walked = walk(path.as_bytes(), |prefix, hash| {
+            lookup(&self.allow_path_prefix, hash, prefix, &mut allowed, words);
+            lookup(&self.other_path_prefix, hash, prefix, &mut found, words);
+        });
+        let whole = path.as_bytes();
+        lookup(
+            &self.allow_path_exact,
+            walked.hash,
+            whole,
+            &mut allowed,
+            words,
+        );
+        lookup(
+            &self.other_path_exact,
+            walked.hash,
+            whole,
+            &mut found,
+            words,
+        );
+        if walked.plain && path.len() <= crate::bypass::MAX_BYPASS_PATH {
+            found.or(&allowed, words);
         }
-        if !(self.other_path_exact.is_empty() && self.other_path_prefix.is_empty()) {
+        let lenient = !(self.other_path_exact.is_empty() && self.other_path_prefix.is_empty());
+        if lenient && (!walked.plain || walked.upper) {
             for form in lenient_forms(path) {
-                lookup(
-                    &mut found,
-                    &form,
-                    &self.other_path_exact,
-                    &self.other_path_prefix,
-                );
+                let form = form.as_bytes();
+                let walked = walk(form, |prefix, hash| {
+                    lookup(&self.other_path_prefix, hash, prefix, &mut found, words);
+                });
+                lookup(&self.other_path_exact, walked.hash, form, &mut found, words);
             }
         }
         found
@@ -331,7 +327,15 @@ impl CompiledPolicy {
     }
 }
 
-/// The host of an `:authority`, without its port (`[v6]:port` keeps its brackets).
+/// The rules of `key` (hashed `hash`) in `table`, added to `found`.
+fn lookup(table: &Keyed, hash: KeyHash, key: &[u8], found: &mut Bits, words: usize) {
+    if let Some(bits) = table.get(hash, |k| k == key) {
+        found.or(bits, words);
+    }
+}
+
+/// The host of an `:authority`, without its port (`[v6]:port` keeps its brackets): what
+/// follows its last `:`, when that is digits only.
 fn strip_port(authority: &str) -> &str {
     if authority.starts_with('[') {
         return authority
@@ -339,8 +343,18 @@ fn strip_port(authority: &str) -> &str {
             .and_then(|end| authority.get(..=end))
             .unwrap_or(authority);
     }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+    let bytes = authority.as_bytes();
+    let digits = bytes
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let colon = bytes.len() - digits;
+    match colon
+        .checked_sub(1)
+        .and_then(|at| bytes.get(at).map(|b| (at, *b)))
+    {
+        Some((at, b':')) => authority.get(..at).unwrap_or(authority),
         _ => authority,
     }
 }
@@ -356,4 +370,27 @@ fn accepted_media_types(accept: Option<&str>) -> impl Iterator<Item = String> + 
         let media = item.split(';').next()?.trim_matches([' ', '\t']);
         (!media.is_empty()).then(|| media.to_ascii_lowercase())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_port;
+
+    #[test]
+    fn a_port_is_digits_after_the_last_colon() {
+        for (authority, host) in [
+            ("example.org:8443", "example.org"),
+            ("example.org:", "example.org"),
+            ("example.org", "example.org"),
+            ("example.org:8a", "example.org:8a"),
+            ("a:b:80", "a:b"),
+            (":80", ""),
+            ("8080", "8080"),
+            ("", ""),
+            ("[2001:db8::1]:443", "[2001:db8::1]"),
+            ("[2001:db8::1]", "[2001:db8::1]"),
+        ] {
+            assert_eq!(strip_port(authority), host, "{authority}");
+        }
+    }
 }

@@ -210,3 +210,33 @@ fn a_thousand_rules_index_like_one() {
     );
     assert_eq!(decide(&p, req("h", "/", "Mozilla/5.0"), &[]), None);
 }
+
+#[test]
+fn paths_and_hosts_are_matched_at_every_prefix_and_suffix() {
+    let p = policy(
+        r#"[{"name": "deep", "path": ["/a/b/c/"], "action": "allow"},
+            {"name": "exact", "path": ["/a/b"], "action": "allow"},
+            {"name": "area", "path": ["/Area/"], "action": "deny"},
+            {"name": "sub", "host": ["*.b.example"], "action": "deny"},
+            {"name": "top", "host": ["*.example"], "action": "challenge"}]"#,
+        &[],
+    );
+    let ua = "UA";
+    assert_eq!(decide(&p, req("h", "/a/b/c/d/e", ua), &[]), Some("deep"));
+    assert_eq!(decide(&p, req("h", "/a/b", ua), &[]), Some("exact"));
+    // Not plain: no `allow` path matches it, whatever its prefix.
+    assert_eq!(decide(&p, req("h", "/a/b/c/../d", ua), &[]), None);
+    assert_eq!(decide(&p, req("h", "/a/b/c//d", ua), &[]), None);
+    assert_eq!(decide(&p, req("h", "/a/B", ua), &[]), None);
+    // A `deny` entry with capitals matches as written and folded.
+    assert_eq!(decide(&p, req("h", "/Area/x", ua), &[]), Some("area"));
+    assert_eq!(decide(&p, req("h", "/area/x", ua), &[]), Some("area"));
+    assert_eq!(decide(&p, req("h", "/AREA/x", ua), &[]), Some("area"));
+    assert_eq!(
+        decide(&p, req("x.y.B.Example:80", "/", ua), &[]),
+        Some("sub")
+    );
+    assert_eq!(decide(&p, req("b.example", "/", ua), &[]), Some("top"));
+    assert_eq!(decide(&p, req("example", "/", ua), &[]), None);
+    assert_eq!(decide(&p, req("xexample", "/", ua), &[]), None);
+}
