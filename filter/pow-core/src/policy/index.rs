@@ -12,6 +12,7 @@ use crate::fnv::FnvBuild;
 
 mod decide;
 mod keyed;
+mod memo;
 
 pub use decide::{Facts, Features};
 pub(super) use keyed::KeyHash;
@@ -143,6 +144,8 @@ pub struct CompiledPolicy {
     other_path_prefix: Keyed,
     user_agent: Field<usize>,
     patterns: Option<AhoCorasick>,
+    /// What `user_agent` lets through for the last User-Agents seen.
+    user_agents: std::cell::RefCell<memo::UserAgentMemo>,
     /// Per tested header name: present, absent, equal to a value.
     headers: Vec<HeaderField>,
     accept: Field<String>,
@@ -190,6 +193,7 @@ impl CompiledPolicy {
             other_path_prefix: Keyed::default(),
             user_agent: Field::new(all),
             patterns: None,
+            user_agents: std::cell::RefCell::default(),
             headers: Vec::new(),
             accept: Field::new(all),
             lists: Field::new(all),

@@ -122,7 +122,8 @@ pub fn module(name: &str) -> Result<PathBuf, String> {
 pub struct Scenario {
     pub label: String,
     pub host_index: usize,
-    pub request: Request,
+    /// Sent in turn, one a request.
+    pub requests: Vec<Request>,
     pub expect_local: bool,
     pub samples: Vec<f64>,
 }
@@ -142,12 +143,12 @@ fn run(groups: &Groups) -> Result<(), String> {
     let mut scenarios = vec![Scenario {
         label: "floor: no-op module + 1 HMAC-SHA256 over the cookie".to_owned(),
         host_index: 0,
-        request: request(
+        requests: vec![request(
             LISTED,
             Some(
                 "pow_clearance=1790000000.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             ),
-        ),
+        )],
         expect_local: false,
         samples: Vec::new(),
     }];
@@ -227,9 +228,9 @@ fn measure(hosts: &mut [Host], scenarios: &mut [Scenario]) -> Result<(), String>
         for s in scenarios.iter_mut() {
             let host = &mut hosts[s.host_index];
             let t = Instant::now();
-            for _ in 0..BATCH {
+            for i in 0..BATCH {
                 let outcome = host
-                    .request_ref(&s.request)
+                    .request_ref(&s.requests[i % s.requests.len()])
                     .map_err(|e| format!("{}: {e}", s.label))?;
                 if matches!(outcome, Outcome::Local { .. }) != s.expect_local {
                     return Err(format!("{}: unexpected outcome {outcome:?}", s.label));
@@ -324,7 +325,7 @@ fn list_scenarios(
             scenarios.push(Scenario {
                 label: format!("{label}, {name} prefixes"),
                 host_index: index,
-                request: req,
+                requests: vec![req],
                 expect_local,
                 samples: Vec::new(),
             });

@@ -18,6 +18,16 @@ pub fn request(source: &str, cookie: Option<&str>) -> Request {
     request
 }
 
+/// The request with another User-Agent.
+pub fn with_user_agent(mut request: Request, user_agent: &str) -> Request {
+    for (name, value) in &mut request.headers {
+        if name == "user-agent" {
+            *value = user_agent.to_owned();
+        }
+    }
+    request
+}
+
 /// Gets a clearance cookie the honest way: the challenge page, the answer, the Set-Cookie.
 pub fn clearance_cookie(host: &mut Host) -> Result<String, String> {
     let page = match host

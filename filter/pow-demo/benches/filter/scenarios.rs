@@ -5,8 +5,11 @@ use std::path::Path;
 use proxy_wasm_host::{Host, HostConfig};
 
 use crate::lists::{listed_config, prefixes};
-use crate::requests::{clearance_cookie, forged, request};
-use crate::{BIG, LISTED, PREVIOUS_SECRET, Scenario, UNLISTED};
+use crate::requests::{clearance_cookie, forged, request, with_user_agent};
+use crate::{BIG, LISTED, PREVIOUS_SECRET, Scenario, UA, UNLISTED};
+
+/// How many User-Agents the User-Agent row sends in turn: more than the filter remembers.
+pub const USER_AGENTS: usize = 64;
 
 /// The header-size rows: 58 KiB in each header the filter reads, on a VM with two keys (so a
 /// forged cookie costs a MAC per key), all challenged; and the same bytes in a header it
@@ -40,7 +43,7 @@ pub fn header_size_scenarios(
         scenarios.push(Scenario {
             label: label.to_owned(),
             host_index: index,
-            request,
+            requests: vec![request],
             expect_local: true,
             samples: Vec::new(),
         });
@@ -114,7 +117,8 @@ fn rules(count: usize) -> serde_json::Value {
 }
 
 /// The policy rows: a cookie pass under the short form and under 100 rules (1k prefixes each),
-/// and an unlisted address decided under 1, 100 and 1,000 rules.
+/// an unlisted address decided under 1, 100 and 1,000 rules, and under 100 rules with a new
+/// User-Agent each request.
 pub fn policy_scenarios(
     filter: &Path,
     env: &[(String, Vec<u8>)],
@@ -146,7 +150,7 @@ pub fn policy_scenarios(
         scenarios.push(Scenario {
             label: format!("policy: cookie pass, {label}"),
             host_index: hosts.len() - 1,
-            request: request(LISTED, Some(&cookie)),
+            requests: vec![request(LISTED, Some(&cookie))],
             expect_local: false,
             samples: Vec::new(),
         });
@@ -159,10 +163,23 @@ pub fn policy_scenarios(
                 if count == 1 { "" } else { "s" }
             ),
             host_index: hosts.len() - 1,
-            request: request(UNLISTED, None),
+            requests: vec![request(UNLISTED, None)],
             expect_local: false,
             samples: Vec::new(),
         });
     }
+    // The filter remembers what the last 16 User-Agents' substrings let through: 64 in turn,
+    // each of the same length and differing in its last bytes, so that every request misses
+    // and compares itself to every one remembered (what a crowd of new visitors costs).
+    hosts.push(with_rules(Some(100))?);
+    scenarios.push(Scenario {
+        label: format!("policy: unlisted address, 100 rules, {USER_AGENTS} User-Agents in turn"),
+        host_index: hosts.len() - 1,
+        requests: (0..USER_AGENTS)
+            .map(|i| with_user_agent(request(UNLISTED, None), &format!("{UA}/{i:02}")))
+            .collect(),
+        expect_local: false,
+        samples: Vec::new(),
+    });
     Ok(())
 }

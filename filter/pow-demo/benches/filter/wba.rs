@@ -104,7 +104,7 @@ pub fn scenarios(
         scenarios.push(Scenario {
             label: label.to_owned(),
             host_index: hosts.len() - 1,
-            request,
+            requests: vec![request],
             expect_local: false,
             samples: Vec::new(),
         });

@@ -197,14 +197,8 @@ impl CompiledPolicy {
     fn narrow_by_client(&self, run: &mut Running, facts: &mut dyn Facts) -> bool {
         let words = run.words;
         if run.tests(&self.user_agent.wild) {
-            let mut found = self.user_agent.wild;
-            if let Some(ac) = &self.patterns {
-                let ua = crate::crypto::bound_user_agent(facts.user_agent());
-                for m in ac.find_overlapping_iter(ua) {
-                    meet(&self.user_agent, &m.pattern().as_usize(), &mut found, words);
-                }
-            }
-            if !run.narrow(&found) {
+            let ua = crate::crypto::bound_user_agent(facts.user_agent());
+            if !run.narrow(&self.user_agent_rules(ua)) {
                 return false;
             }
         }
@@ -222,6 +216,36 @@ impl CompiledPolicy {
             }
         }
         true
+    }
+
+    /// The rules the User-Agent (its first 1 KiB) lets through: remembered for the last ones
+    /// seen, else from the automaton.
+    fn user_agent_rules(&self, ua: &[u8]) -> Bits {
+        let Ok(mut memo) = self.user_agents.try_borrow_mut() else {
+            return self.user_agent_matches(ua);
+        };
+        if let Some(rules) = memo.get(ua) {
+            return *rules;
+        }
+        let rules = self.user_agent_matches(ua);
+        memo.put(ua, rules);
+        rules
+    }
+
+    /// The rules the User-Agent lets through, by the automaton of their substrings.
+    fn user_agent_matches(&self, ua: &[u8]) -> Bits {
+        let mut found = self.user_agent.wild;
+        if let Some(ac) = &self.patterns {
+            for m in ac.find_overlapping_iter(ua) {
+                meet(
+                    &self.user_agent,
+                    &m.pattern().as_usize(),
+                    &mut found,
+                    self.words,
+                );
+            }
+        }
+        found
     }
 
     /// The signed agent: a signature check, the costliest, only for the rules still left.

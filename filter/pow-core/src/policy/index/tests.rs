@@ -240,3 +240,40 @@ fn paths_and_hosts_are_matched_at_every_prefix_and_suffix() {
     assert_eq!(decide(&p, req("example", "/", ua), &[]), None);
     assert_eq!(decide(&p, req("xexample", "/", ua), &[]), None);
 }
+
+#[test]
+fn a_remembered_user_agent_decides_as_a_new_one() {
+    let rules = r#"[{"name": "bots", "user_agent": ["curl", "bot"], "action": "deny"},
+        {"name": "mobile", "user_agent": ["Mobile"], "path": ["/m/"], "action": "challenge"},
+        {"name": "api", "user_agent": ["python"], "header": {"x-api-key": "k"}, "action": "allow"},
+        {"name": "rest", "path": ["/m/"], "action": "allow"}]"#;
+    let p = policy(rules, &[]);
+    let uas: Vec<String> = (0..40)
+        .map(|i| match i % 5 {
+            0 => format!("curl/{i}"),
+            1 => format!("Mozilla/5.0 Mobile {i}"),
+            2 => format!("python-requests/{i}"),
+            3 => format!("Mozilla/5.0 (X11) {i:04}"),
+            _ => format!("GoogleBOT/{i}"),
+        })
+        .collect();
+    let requests: [(&str, &[(&str, &str)]); 3] =
+        [("/m/x", &[]), ("/", &[("x-api-key", "k")]), ("/", &[])];
+    // Each User-Agent thrice in a row (a miss, then hits on other requests), then the next,
+    // which in time pushes the oldest out: every decision as a policy that never saw one.
+    for _ in 0..2 {
+        for ua in &uas {
+            for (path, headers) in requests {
+                let f = req("h", path, ua);
+                let fresh = policy(rules, &[]);
+                assert_eq!(
+                    decide(&p, f, headers),
+                    decide(&fresh, f, headers),
+                    "{ua} {path}"
+                );
+                assert!(p.user_agents.borrow().get(ua.as_bytes()).is_some());
+            }
+        }
+    }
+    assert!(p.user_agents.borrow().get(uas[0].as_bytes()).is_none());
+}
