@@ -16,6 +16,28 @@ pub struct Walked {
     pub hash: KeyHash,
 }
 
+/// A byte a plain path's segment may hold: letters, digits, `-`, `.`, `_`, `~`.
+const PLAIN: u8 = 1;
+/// An ASCII capital.
+const UPPER: u8 = 2;
+
+/// [`PLAIN`] and [`UPPER`] by byte: one load a byte of the walk.
+static BYTES: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
+            table[b] = PLAIN;
+        }
+        if c.is_ascii_uppercase() {
+            table[b] |= UPPER;
+        }
+        b += 1;
+    }
+    table
+};
+
 /// Walks `path` once: calls `prefix` with each of its proper prefixes that end with `/` among
 /// its first [`MAX_PATH_SEGMENTS`] slashes (what a prefix entry such as `/static/` is looked up
 /// by), and its hash. The root `/` is left out: no rule's path is `/` (the configuration
@@ -42,10 +64,10 @@ pub fn walk(path: &[u8], mut prefix: impl FnMut(&[u8], KeyHash)) -> Walked {
             }
             slashes += 1;
             segment = i + 1;
-        } else if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            upper |= b.is_ascii_uppercase();
         } else {
-            plain = false;
+            let class = BYTES.get(usize::from(b)).copied().unwrap_or(0);
+            plain &= class & PLAIN != 0;
+            upper |= class & UPPER != 0;
         }
     }
     // The last segment may be empty: a trailing `/`.

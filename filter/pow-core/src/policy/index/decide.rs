@@ -89,9 +89,12 @@ impl Facts for Gathered<'_, '_> {
     }
 }
 
-/// The rules still in the running, and how many words of a [`Bits`] the policy uses.
+/// The rules still in the running (`acc`), the set the condition being read lets through
+/// (`found`), and how many words of a [`Bits`] the policy uses: every operation stops there, so
+/// a policy of a few rules never copies the sets whole.
 struct Running {
     acc: Bits,
+    found: Bits,
     words: usize,
 }
 
@@ -106,9 +109,35 @@ impl Running {
             .any(|(a, w)| a & !w != 0)
     }
 
-    /// Keeps the rules `found` lets through; whether any is left.
-    fn narrow(&mut self, found: &Bits) -> bool {
-        self.acc.and(found, self.words)
+    /// Starts reading a condition: what it lets through so far are the rules without it.
+    fn start(&mut self, wild: &Bits) {
+        for (f, w) in self.found.0.iter_mut().zip(&wild.0).take(self.words) {
+            *f = *w;
+        }
+    }
+
+    /// The condition lets these rules through too.
+    fn add(&mut self, rules: &Bits) {
+        self.found.or(rules, self.words);
+    }
+
+    /// The rules of `key` in `field`, which the condition lets through too.
+    fn meet<K, Q>(&mut self, field: &Field<K>, key: &Q)
+    where
+        K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        meet(field, key, &mut self.found, self.words);
+    }
+
+    /// Keeps the rules the condition let through; whether any is left.
+    fn narrow(&mut self) -> bool {
+        self.acc.and(&self.found, self.words)
+    }
+
+    /// Keeps the rules of `rules`; whether any is left.
+    fn narrow_to(&mut self, rules: &Bits) -> bool {
+        self.acc.and(rules, self.words)
     }
 }
 
@@ -134,6 +163,7 @@ impl CompiledPolicy {
         }
         let mut run = Running {
             acc: self.all,
+            found: Bits::EMPTY,
             words: self.words,
         };
         let left = self.narrow_by_request(&mut run, facts)
@@ -148,104 +178,109 @@ impl CompiledPolicy {
     /// The conditions read from the request as it came: lists, method, host, headers, Accept,
     /// path. `false` when no rule is left.
     fn narrow_by_request(&self, run: &mut Running, facts: &dyn Facts) -> bool {
-        let words = run.words;
-        if run.tests(&self.lists.wild)
-            && !run.narrow(&self.indexed(&self.lists, facts.lists(), None))
-        {
-            return false;
-        }
-        if run.tests(&self.method.wild) {
-            let mut found = self.method.wild;
-            meet(&self.method, facts.method(), &mut found, words);
-            if !run.narrow(&found) {
+        if run.tests(&self.lists.wild) {
+            self.indexed(run, &self.lists, facts.lists(), None);
+            if !run.narrow() {
                 return false;
             }
         }
-        if run.tests(&self.host_wild) && !run.narrow(&self.hosts(facts.host())) {
-            return false;
+        if run.tests(&self.method.wild) {
+            run.start(&self.method.wild);
+            run.meet(&self.method, facts.method());
+            if !run.narrow() {
+                return false;
+            }
+        }
+        if run.tests(&self.host_wild) {
+            self.hosts(run, facts.host());
+            if !run.narrow() {
+                return false;
+            }
         }
         for h in &self.headers {
             if !run.tests(&h.field.wild) {
                 continue;
             }
-            let mut found = h.field.wild;
+            run.start(&h.field.wild);
             match facts.header(&h.name) {
                 Some(value) => {
-                    found.or(&h.present, words);
-                    meet(&h.field, value.trim_matches([' ', '\t']), &mut found, words);
+                    run.add(&h.present);
+                    run.meet(&h.field, value.trim_matches([' ', '\t']));
                 }
-                None => found.or(&h.absent, words),
+                None => run.add(&h.absent),
             }
-            if !run.narrow(&found) {
+            if !run.narrow() {
                 return false;
             }
         }
         if run.tests(&self.accept.wild) {
-            let mut found = self.accept.wild;
+            run.start(&self.accept.wild);
             for media in accepted_media_types(facts.accept()) {
-                meet(&self.accept, media.as_str(), &mut found, words);
+                run.meet(&self.accept, media.as_str());
             }
-            if !run.narrow(&found) {
+            if !run.narrow() {
                 return false;
             }
         }
-        !run.tests(&self.path_wild) || run.narrow(&self.paths(facts.path()))
+        if run.tests(&self.path_wild) {
+            self.paths(run, facts.path());
+            return run.narrow();
+        }
+        true
     }
 
     /// The User-Agent's substrings, then the crawler checks (which read it too). `false` when
     /// no rule is left.
     fn narrow_by_client(&self, run: &mut Running, facts: &mut dyn Facts) -> bool {
-        let words = run.words;
-        if run.tests(&self.user_agent.wild) {
-            let ua = crate::crypto::bound_user_agent(facts.user_agent());
-            if !run.narrow(&self.user_agent_rules(ua)) {
-                return false;
-            }
+        if run.tests(&self.user_agent.wild)
+            && !self.narrow_by_user_agent(run, crate::crypto::bound_user_agent(facts.user_agent()))
+        {
+            return false;
         }
         if run.tests(&self.crawler.wild) {
-            let found = self.indexed(&self.crawler, facts.crawlers(), Some(&self.crawler_any));
-            if !run.narrow(&found) {
+            self.indexed(
+                run,
+                &self.crawler,
+                facts.crawlers(),
+                Some(&self.crawler_any),
+            );
+            if !run.narrow() {
                 return false;
             }
         }
         if run.tests(&self.spoofed.wild) {
-            let mut found = self.spoofed.wild;
-            meet(&self.spoofed, &facts.spoofed_crawler(), &mut found, words);
-            if !run.narrow(&found) {
+            run.start(&self.spoofed.wild);
+            run.meet(&self.spoofed, &facts.spoofed_crawler());
+            if !run.narrow() {
                 return false;
             }
         }
         true
     }
 
-    /// The rules the User-Agent (its first 1 KiB) lets through: remembered for the last ones
-    /// seen, else from the automaton.
-    fn user_agent_rules(&self, ua: &[u8]) -> Bits {
+    /// Keeps the rules the User-Agent (its first 1 KiB) lets through: remembered for the last
+    /// ones seen, else found by the automaton (and remembered).
+    fn narrow_by_user_agent(&self, run: &mut Running, ua: &[u8]) -> bool {
         let Ok(mut memo) = self.user_agents.try_borrow_mut() else {
-            return self.user_agent_matches(ua);
+            self.user_agent_matches(run, ua);
+            return run.narrow();
         };
         if let Some(rules) = memo.get(ua) {
-            return *rules;
+            return run.narrow_to(rules);
         }
-        let rules = self.user_agent_matches(ua);
-        memo.put(ua, rules);
-        rules
+        self.user_agent_matches(run, ua);
+        memo.put(ua, run.found);
+        run.narrow()
     }
 
-    /// The rules the User-Agent lets through, by the automaton of their substrings.
-    fn user_agent_matches(&self, ua: &[u8]) -> Bits {
-        let mut found = self.user_agent.wild;
+    /// Reads the User-Agent condition by the automaton of the rules' substrings.
+    fn user_agent_matches(&self, run: &mut Running, ua: &[u8]) {
+        run.start(&self.user_agent.wild);
         if let Some(ac) = &self.patterns {
             for m in ac.find_overlapping_iter(ua) {
-                meet(
-                    &self.user_agent,
-                    &m.pattern().as_usize(),
-                    &mut found,
-                    self.words,
-                );
+                run.meet(&self.user_agent, &m.pattern().as_usize());
             }
         }
-        found
     }
 
     /// The signed agent: a signature check, the costliest, only for the rules still left.
@@ -253,24 +288,23 @@ impl CompiledPolicy {
         if !run.tests(&self.agent.wild) {
             return true;
         }
-        let mut found = self.agent.wild;
+        run.start(&self.agent.wild);
         if let Some(agent) = facts.signed_agent() {
-            found.or(&self.agent_any, run.words);
-            meet(&self.agent, &agent, &mut found, run.words);
+            run.add(&self.agent_any);
+            run.meet(&self.agent, &agent);
         }
-        run.narrow(&found)
+        run.narrow()
     }
 
-    /// The rules the host lets through: exact names, then each `*.` suffix (a proper suffix at a
-    /// label boundary), the port and one trailing dot aside, case folded. The host is read once,
-    /// from its end, hashing each suffix on the way.
-    fn hosts(&self, authority: &str) -> Bits {
-        let words = self.words;
-        let mut found = self.host_wild;
+    /// Reads the host condition: exact names, then each `*.` suffix (a proper suffix at a label
+    /// boundary), the port and one trailing dot aside, case folded. The host is read once, from
+    /// its end, hashing each suffix on the way.
+    fn hosts(&self, run: &mut Running, authority: &str) {
+        run.start(&self.host_wild);
         let host = strip_port(authority);
         let host = host.strip_suffix('.').unwrap_or(host).as_bytes();
         if host.len() > crate::crypto::MAX_HOST_LEN {
-            return found;
+            return;
         }
         // The tables hold lowercase names: a name's bytes against the host's, case folded.
         let mut hash = KeyHash::START;
@@ -281,44 +315,45 @@ impl CompiledPolicy {
                     .host_suffix
                     .get(hash, |k| k.eq_ignore_ascii_case(suffix))
             {
-                found.or(bits, words);
+                run.add(bits);
             }
             hash = hash.add(b.to_ascii_lowercase());
         }
         if let Some(bits) = self.host_exact.get(hash, |k| k.eq_ignore_ascii_case(host)) {
-            found.or(bits, words);
+            run.add(bits);
         }
-        found
     }
 
-    /// The rules the path lets through: `allow` rules on a plain path only; the others on the
-    /// path and on the forms lenient origins read it as. One walk over the path says whether it
-    /// is plain and hashes its prefixes.
-    fn paths(&self, path: &str) -> Bits {
-        let words = self.words;
-        let mut found = self.path_wild;
+    /// Reads the path condition: `allow` rules on a plain path only; the others on the path and
+    /// on the forms lenient origins read it as. One walk over the path says whether it is plain
+    /// and hashes its prefixes.
+    fn paths(&self, run: &mut Running, path: &str) {
+        run.start(&self.path_wild);
+        let words = run.words;
         // What the `allow` rules give, kept only if the path turns out plain.
-        let mut allowed = Bits::EMPTY;
+        let mut allowed = (!(self.allow_path_exact.is_empty()
+            && self.allow_path_prefix.is_empty()))
+        .then_some(Bits::EMPTY);
+        let found = &mut run.found;
         let walked = walk(path.as_bytes(), |prefix, hash| {
-            lookup(&self.allow_path_prefix, hash, prefix, &mut allowed, words);
-            lookup(&self.other_path_prefix, hash, prefix, &mut found, words);
+            if let Some(allowed) = &mut allowed {
+                lookup(&self.allow_path_prefix, hash, prefix, allowed, words);
+            }
+            lookup(&self.other_path_prefix, hash, prefix, found, words);
         });
         let whole = path.as_bytes();
-        lookup(
-            &self.allow_path_exact,
-            walked.hash,
-            whole,
-            &mut allowed,
-            words,
-        );
-        lookup(
-            &self.other_path_exact,
-            walked.hash,
-            whole,
-            &mut found,
-            words,
-        );
-        if walked.plain && path.len() <= crate::bypass::MAX_BYPASS_PATH {
+        lookup(&self.other_path_exact, walked.hash, whole, found, words);
+        if let Some(mut allowed) = allowed
+            && walked.plain
+            && path.len() <= crate::bypass::MAX_BYPASS_PATH
+        {
+            lookup(
+                &self.allow_path_exact,
+                walked.hash,
+                whole,
+                &mut allowed,
+                words,
+            );
             found.or(&allowed, words);
         }
         let lenient = !(self.other_path_exact.is_empty() && self.other_path_prefix.is_empty());
@@ -326,28 +361,26 @@ impl CompiledPolicy {
             for form in lenient_forms(path) {
                 let form = form.as_bytes();
                 let walked = walk(form, |prefix, hash| {
-                    lookup(&self.other_path_prefix, hash, prefix, &mut found, words);
+                    lookup(&self.other_path_prefix, hash, prefix, found, words);
                 });
-                lookup(&self.other_path_exact, walked.hash, form, &mut found, words);
+                lookup(&self.other_path_exact, walked.hash, form, found, words);
             }
         }
-        found
     }
 
-    /// The rules an indexed condition lets through for the set bits of `present`.
-    fn indexed(&self, field: &Field<usize>, present: u32, any: Option<&Bits>) -> Bits {
-        let mut found = field.wild;
+    /// Reads an indexed condition (lists, crawlers) for the set bits of `present`.
+    fn indexed(&self, run: &mut Running, field: &Field<usize>, present: u32, any: Option<&Bits>) {
+        run.start(&field.wild);
         if present != 0 {
             if let Some(any) = any {
-                found.or(any, self.words);
+                run.add(any);
             }
             for i in 0..32usize {
                 if present & (1 << i) != 0 {
-                    meet(field, &i, &mut found, self.words);
+                    run.meet(field, &i);
                 }
             }
         }
-        found
     }
 }
 
