@@ -13,6 +13,7 @@
 //! Accept-Language are read for their first items only.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use crate::bypass;
@@ -192,6 +193,40 @@ impl Request<'_> {
             .iter()
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_ref())
+    }
+}
+
+/// The headers a clearance is bound to besides the address, the host and the User-Agent, each
+/// looked up when first read: the rules and the binding both read them, a request without
+/// rules or without a binding reads only what it needs.
+pub(crate) struct Bound<'q> {
+    req: &'q Request<'q>,
+    host: OnceCell<&'q str>,
+    user_agent: OnceCell<&'q str>,
+}
+
+impl<'q> Bound<'q> {
+    pub(crate) fn new(req: &'q Request<'q>) -> Bound<'q> {
+        Bound {
+            req,
+            host: OnceCell::new(),
+            user_agent: OnceCell::new(),
+        }
+    }
+
+    /// `:authority`, or `Host`.
+    pub(crate) fn host(&self) -> &'q str {
+        self.host.get_or_init(|| {
+            self.req
+                .header(":authority")
+                .or_else(|| self.req.header("host"))
+                .unwrap_or("")
+        })
+    }
+
+    pub(crate) fn user_agent(&self) -> &'q str {
+        self.user_agent
+            .get_or_init(|| self.req.header("user-agent").unwrap_or(""))
     }
 }
 
@@ -441,7 +476,8 @@ impl Filter {
         if path == VERIFY_PATH {
             return self.verify(keys, req, raw_path, net, now, store, metrics);
         }
-        let decision = self.decide(req, method, path, ip, now.secs, metrics);
+        let bound = Bound::new(req);
+        let decision = self.decide(&bound, method, path, ip, now.secs, metrics);
         let labels = decision.labels;
         let (difficulty, kind) = match decision.outcome {
             Outcome::Allow => {
@@ -466,7 +502,7 @@ impl Filter {
             }
             Outcome::Challenge { difficulty, kind } => (difficulty, kind),
         };
-        let Some(binding) = self.binding(req, net) else {
+        let Some(binding) = self.binding(bound.host(), bound.user_agent(), net) else {
             metrics.increment(metric::HOST_OVERLONG);
             return overlong_host();
         };
@@ -514,12 +550,7 @@ impl Filter {
     /// What a challenge or a cookie of this request is bound to; `None` when the host is longer
     /// than any DNS name ([`crypto::MAX_HOST_LEN`]): no site has it, and binding it apart
     /// would cost work that grows with the header.
-    fn binding(&self, req: &Request<'_>, net: net::Net) -> Option<Binding> {
-        let host = req
-            .header(":authority")
-            .or_else(|| req.header("host"))
-            .unwrap_or("");
-        let user_agent = req.header("user-agent").unwrap_or("");
+    fn binding(&self, host: &str, user_agent: &str, net: net::Net) -> Option<Binding> {
         Some(Binding {
             net,
             client: self.client_digests.digest(host, user_agent)?,

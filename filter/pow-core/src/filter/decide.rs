@@ -12,7 +12,7 @@ use crate::policy::{
     self, BYPASS_RULE, CompiledRule, DEFAULT_RULE, Facts, NO_ADDRESS_RULE, Outcome, Verdict,
 };
 
-use super::{Filter, Metrics, Request, metric};
+use super::{Bound, Filter, Metrics, Request, metric};
 use crate::web_bot_auth::SignedRequest;
 
 /// What a rule is called in `pow-decision` and its counters, computed once per configuration.
@@ -118,6 +118,7 @@ pub struct Decision<'f> {
 struct RequestFacts<'f, 'r, 'm> {
     filter: &'f Filter,
     req: &'f Request<'r>,
+    bound: &'f Bound<'r>,
     method: &'f str,
     path: &'f str,
     lists: u32,
@@ -135,7 +136,7 @@ impl RequestFacts<'_, '_, '_> {
             .filter
             .crawlers
             .as_ref()
-            .map(|c| c.crawl(self.req.header("user-agent").unwrap_or(""), self.lists))
+            .map(|c| c.crawl(self.bound.user_agent(), self.lists))
             .unwrap_or_default();
         self.crawl = Some(crawl);
         crawl
@@ -144,10 +145,7 @@ impl RequestFacts<'_, '_, '_> {
 
 impl Facts for RequestFacts<'_, '_, '_> {
     fn host(&self) -> &str {
-        self.req
-            .header(":authority")
-            .or_else(|| self.req.header("host"))
-            .unwrap_or("")
+        self.bound.host()
     }
     fn method(&self) -> &str {
         self.method
@@ -156,7 +154,7 @@ impl Facts for RequestFacts<'_, '_, '_> {
         self.path
     }
     fn user_agent(&self) -> &str {
-        self.req.header("user-agent").unwrap_or("")
+        self.bound.user_agent()
     }
     fn accept(&self) -> Option<&str> {
         self.req.header("accept")
@@ -183,7 +181,7 @@ impl Filter {
     /// come first) and its outcome.
     pub(super) fn decide<'f>(
         &'f self,
-        req: &Request<'_>,
+        bound: &Bound<'_>,
         method: &str,
         path: &str,
         ip: Option<IpAddr>,
@@ -194,7 +192,8 @@ impl Filter {
         if self.policy.has_rules() {
             let mut facts = RequestFacts {
                 filter: self,
-                req,
+                req: bound.req,
+                bound,
                 method,
                 path,
                 lists,

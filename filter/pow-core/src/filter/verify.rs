@@ -128,7 +128,10 @@ impl Filter {
         if q.expiry - q.issued > self.config.challenge_ttl_secs {
             return Err(VerifyFailure::Expired);
         }
-        let binding = self.binding(req, net).ok_or(VerifyFailure::Malformed)?;
+        let bound = super::Bound::new(req);
+        let binding = self
+            .binding(bound.host(), bound.user_agent(), net)
+            .ok_or(VerifyFailure::Malformed)?;
         let params = ChallengeParams {
             issued: q.issued,
             expiry: q.expiry,
