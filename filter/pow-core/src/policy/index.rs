@@ -2,6 +2,7 @@
 //! of rules the condition lets through: the rules without that condition, and those whose
 //! condition the request meets. The first rule in every set decides.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
@@ -17,6 +18,7 @@ mod memo;
 pub use decide::{Facts, Features};
 pub(super) use keyed::KeyHash;
 use keyed::Keyed;
+use memo::Memo;
 
 const WORDS: usize = MAX_RULES / 64;
 
@@ -132,6 +134,8 @@ pub struct CompiledPolicy {
     host_exact: Keyed,
     /// Keyed by the suffix after `*.`, hashed likewise.
     host_suffix: Keyed,
+    /// What the host condition lets through for the last `:authority` values seen.
+    host_memo: RefCell<Memo>,
     method: Field<String>,
     /// The rules without a path.
     path_wild: Bits,
@@ -145,7 +149,7 @@ pub struct CompiledPolicy {
     user_agent: Field<usize>,
     patterns: Option<AhoCorasick>,
     /// What `user_agent` lets through for the last User-Agents seen.
-    user_agents: std::cell::RefCell<memo::UserAgentMemo>,
+    user_agent_memo: RefCell<Memo>,
     /// Per tested header name: present, absent, equal to a value.
     headers: Vec<HeaderField>,
     accept: Field<String>,
@@ -193,7 +197,8 @@ impl CompiledPolicy {
             other_path_prefix: Keyed::default(),
             user_agent: Field::new(all),
             patterns: None,
-            user_agents: std::cell::RefCell::default(),
+            user_agent_memo: RefCell::default(),
+            host_memo: RefCell::default(),
             headers: Vec::new(),
             accept: Field::new(all),
             lists: Field::new(all),

@@ -192,21 +192,21 @@ fn policy_rows(scenarios: &mut [Scenario], floor_ns: f64) -> Result<Vec<Row>, St
         figure("cookie pass, 100 rules / floor", policy_pass / floor_ns),
     ];
     let one = median_of(scenarios, "policy: unlisted address, 1 rule")?;
-    let same_agent = median_of(scenarios, "policy: unlisted address, 100 rules")?;
-    let new_agents = median_of(
+    let same_visitor = median_of(scenarios, "policy: unlisted address, 100 rules")?;
+    let visitors = median_of(
         scenarios,
         &format!(
-            "policy: unlisted address, 100 rules, {} User-Agents",
-            crate::scenarios::USER_AGENTS
+            "policy: unlisted address, 100 rules, {} hosts and User-Agents",
+            crate::scenarios::VISITORS
         ),
     )?;
     rows.push(figure(
-        "unlisted address, 100 rules: a new User-Agent each request / the same",
-        new_agents / same_agent,
+        "unlisted address, 100 rules: a new host and User-Agent each request / the same",
+        visitors / same_visitor,
     ));
     rows.push(at_most(
-        "unlisted address, 100 rules, a new User-Agent each request / 1 rule",
-        new_agents / one,
+        "unlisted address, 100 rules, a new host and User-Agent each request / 1 rule",
+        visitors / one,
         "<= 1.2",
         1.2,
     ));

@@ -8,8 +8,9 @@ use crate::lists::{listed_config, prefixes};
 use crate::requests::{clearance_cookie, forged, request, with_user_agent};
 use crate::{BIG, LISTED, PREVIOUS_SECRET, Scenario, UA, UNLISTED};
 
-/// How many User-Agents the User-Agent row sends in turn: more than the filter remembers.
-pub const USER_AGENTS: usize = 64;
+/// How many hosts and User-Agents the row of new visitors sends in turn: more than the filter
+/// remembers.
+pub const VISITORS: usize = 64;
 
 /// The header-size rows: 58 KiB in each header the filter reads, on a VM with two keys (so a
 /// forged cookie costs a MAC per key), all challenged; and the same bytes in a header it
@@ -118,7 +119,7 @@ fn rules(count: usize) -> serde_json::Value {
 
 /// The policy rows: a cookie pass under the short form and under 100 rules (1k prefixes each),
 /// an unlisted address decided under 1, 100 and 1,000 rules, and under 100 rules with a new
-/// User-Agent each request.
+/// host and User-Agent each request.
 pub fn policy_scenarios(
     filter: &Path,
     env: &[(String, Vec<u8>)],
@@ -168,15 +169,22 @@ pub fn policy_scenarios(
             samples: Vec::new(),
         });
     }
-    // The filter remembers what the last 16 User-Agents' substrings let through: 64 in turn,
-    // each of the same length and differing in its last bytes, so that every request misses
-    // and compares itself to every one remembered (what a crowd of new visitors costs).
+    // The filter remembers what the last 16 hosts and User-Agents let through: 64 of each in
+    // turn, each of the same length as the others and differing in its last bytes, so that
+    // every request misses and compares itself to every one remembered (what a crowd of new
+    // visitors, or a scan of made-up hosts, costs).
     hosts.push(with_rules(Some(100))?);
     scenarios.push(Scenario {
-        label: format!("policy: unlisted address, 100 rules, {USER_AGENTS} User-Agents in turn"),
+        label: format!(
+            "policy: unlisted address, 100 rules, {VISITORS} hosts and User-Agents in turn"
+        ),
         host_index: hosts.len() - 1,
-        requests: (0..USER_AGENTS)
-            .map(|i| with_user_agent(request(UNLISTED, None), &format!("{UA}/{i:02}")))
+        requests: (0..VISITORS)
+            .map(|i| {
+                let mut r = with_user_agent(request(UNLISTED, None), &format!("{UA}/{i:02}"));
+                r.authority = format!("{}{i:02}", r.authority);
+                r
+            })
             .collect(),
         expect_local: false,
         samples: Vec::new(),

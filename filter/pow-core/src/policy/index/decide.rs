@@ -5,7 +5,10 @@
 //! needs it. The first rule every condition lets through decides, whatever the order.
 
 use super::super::path::{lenient_forms, walk};
-use super::{Bits, CompiledPolicy, Field, KeyHash, Keyed, meet};
+use std::cell::RefCell;
+
+use super::memo::Key;
+use super::{Bits, CompiledPolicy, Field, KeyHash, Keyed, Memo, meet};
 
 /// What the policy reads of a request, each asked for only when a rule still in the running
 /// tests it (the filter computes the costly ones, a crawler's check and a signature's, then).
@@ -100,6 +103,7 @@ struct Running {
 
 impl Running {
     /// Whether a rule still in the running tests the condition whose `wild` this is.
+    #[inline]
     fn tests(&self, wild: &Bits) -> bool {
         self.acc
             .0
@@ -110,6 +114,7 @@ impl Running {
     }
 
     /// Starts reading a condition: what it lets through so far are the rules without it.
+    #[inline]
     fn start(&mut self, wild: &Bits) {
         for (f, w) in self.found.0.iter_mut().zip(&wild.0).take(self.words) {
             *f = *w;
@@ -117,11 +122,13 @@ impl Running {
     }
 
     /// The condition lets these rules through too.
+    #[inline]
     fn add(&mut self, rules: &Bits) {
         self.found.or(rules, self.words);
     }
 
     /// The rules of `key` in `field`, which the condition lets through too.
+    #[inline]
     fn meet<K, Q>(&mut self, field: &Field<K>, key: &Q)
     where
         K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
@@ -131,11 +138,13 @@ impl Running {
     }
 
     /// Keeps the rules the condition let through; whether any is left.
+    #[inline]
     fn narrow(&mut self) -> bool {
         self.acc.and(&self.found, self.words)
     }
 
     /// Keeps the rules of `rules`; whether any is left.
+    #[inline]
     fn narrow_to(&mut self, rules: &Bits) -> bool {
         self.acc.and(rules, self.words)
     }
@@ -192,8 +201,9 @@ impl CompiledPolicy {
             }
         }
         if run.tests(&self.host_wild) {
-            self.hosts(run, facts.host());
-            if !run.narrow() {
+            let authority = facts.host();
+            let read = |run: &mut Running| self.hosts(run, authority);
+            if !narrow_remembered(&self.host_memo, run, authority.as_bytes(), read) {
                 return false;
             }
         }
@@ -232,10 +242,12 @@ impl CompiledPolicy {
     /// The User-Agent's substrings, then the crawler checks (which read it too). `false` when
     /// no rule is left.
     fn narrow_by_client(&self, run: &mut Running, facts: &mut dyn Facts) -> bool {
-        if run.tests(&self.user_agent.wild)
-            && !self.narrow_by_user_agent(run, crate::crypto::bound_user_agent(facts.user_agent()))
-        {
-            return false;
+        if run.tests(&self.user_agent.wild) {
+            let ua = crate::crypto::bound_user_agent(facts.user_agent());
+            let read = |run: &mut Running| self.user_agent_matches(run, ua);
+            if !narrow_remembered(&self.user_agent_memo, run, ua, read) {
+                return false;
+            }
         }
         if run.tests(&self.crawler.wild) {
             self.indexed(
@@ -256,21 +268,6 @@ impl CompiledPolicy {
             }
         }
         true
-    }
-
-    /// Keeps the rules the User-Agent (its first 1 KiB) lets through: remembered for the last
-    /// ones seen, else found by the automaton (and remembered).
-    fn narrow_by_user_agent(&self, run: &mut Running, ua: &[u8]) -> bool {
-        let Ok(mut memo) = self.user_agents.try_borrow_mut() else {
-            self.user_agent_matches(run, ua);
-            return run.narrow();
-        };
-        if let Some(rules) = memo.get(ua) {
-            return run.narrow_to(rules);
-        }
-        self.user_agent_matches(run, ua);
-        memo.put(ua, run.found);
-        run.narrow()
     }
 
     /// Reads the User-Agent condition by the automaton of the rules' substrings.
@@ -382,6 +379,27 @@ impl CompiledPolicy {
             }
         }
     }
+}
+
+/// Keeps the rules a condition lets through for `key`, its value in this request: remembered
+/// in `memo` for the last values seen, else read by `read` (and remembered).
+fn narrow_remembered(
+    memo: &RefCell<Memo>,
+    run: &mut Running,
+    key: &[u8],
+    read: impl FnOnce(&mut Running),
+) -> bool {
+    let Ok(mut memo) = memo.try_borrow_mut() else {
+        read(run);
+        return run.narrow();
+    };
+    let key = Key::new(key);
+    if let Some(rules) = memo.get(key) {
+        return run.narrow_to(rules);
+    }
+    read(run);
+    memo.put(key, run.found);
+    run.narrow()
 }
 
 /// The rules of `key` (hashed `hash`) in `table`, added to `found`.

@@ -1,43 +1,87 @@
-//! The User-Agent condition's answer for the last few User-Agents. A browser sends the same
-//! User-Agent with every request, and running the automaton over it costs more than the rest of
-//! a decision. Only what the User-Agent alone decides is kept (the rules its substrings let
-//! through), never a decision: the other conditions are read from each request.
+//! A condition's answer for the last few values it read. A browser sends the same User-Agent
+//! with every request, and a site has a few hosts: running the User-Agent automaton, or hashing
+//! the host, costs more than comparing the value with the last ones seen. Only what one value
+//! alone decides is kept (the rules its condition lets through), never a decision: the other
+//! conditions are read from each request.
 
 use super::Bits;
 
-/// The last [`UserAgentMemo::SIZE`] User-Agents (their first 1 KiB, as the automaton reads
-/// them) and the rules each lets through; a new one takes the oldest slot.
+/// The last [`Memo::SIZE`] values (at most [`Memo::MAX_KEY`] bytes each) and the rules each
+/// lets through; a new one takes the oldest slot.
 #[derive(Debug, Default)]
-pub struct UserAgentMemo {
+pub struct Memo {
     entries: Vec<Entry>,
-    /// The slot the next new User-Agent takes, once every slot is used.
+    /// The slot the next new value takes, once every slot is used.
     next: usize,
 }
 
 #[derive(Debug)]
 struct Entry {
-    user_agent: Vec<u8>,
+    hash: u64,
+    key: Vec<u8>,
     rules: Bits,
 }
 
-impl UserAgentMemo {
-    /// How many User-Agents are remembered: at most 16 KiB and 2 KiB of rule sets.
-    pub const SIZE: usize = 16;
+/// A value as a memo looks it up: its bytes and their hash, computed once, so that a value
+/// seen for the first time costs a comparison of hashes with each one remembered, whatever
+/// bytes they share.
+#[derive(Debug, Clone, Copy)]
+pub struct Key<'k> {
+    bytes: &'k [u8],
+    hash: u64,
+}
 
-    /// The rules `user_agent` lets through, when it is one of the last seen.
-    pub fn get(&self, user_agent: &[u8]) -> Option<&Bits> {
+impl<'k> Key<'k> {
+    pub fn new(bytes: &'k [u8]) -> Key<'k> {
+        let words = bytes.chunks_exact(8);
+        // The last eight bytes, overlapping the words when the length is no multiple of eight
+        // (the length is hashed too); a shorter value, padded.
+        let last = match bytes.len().checked_sub(8).and_then(|at| bytes.get(at..)) {
+            Some(last) => word(last),
+            None => {
+                let mut padded = [0; 8];
+                for (p, b) in padded.iter_mut().zip(bytes) {
+                    *p = *b;
+                }
+                u64::from_ne_bytes(padded)
+            }
+        };
+        // Eight bytes a step: the hash only spares comparisons, it decides nothing.
+        let hash = words
+            .map(word)
+            .chain(std::iter::once(last))
+            .fold(bytes.len() as u64, |h, w| {
+                (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+            });
+        Key { bytes, hash }
+    }
+}
+
+impl Memo {
+    /// How many values are remembered.
+    pub const SIZE: usize = 16;
+    /// The longest value remembered (a User-Agent is read up to 1 KiB): a memo holds at most
+    /// 16 KiB of values and 2 KiB of rule sets.
+    pub const MAX_KEY: usize = crate::crypto::MAX_USER_AGENT;
+
+    /// The rules `key` lets through, when it is one of the last seen.
+    pub fn get(&self, key: Key<'_>) -> Option<&Bits> {
         self.entries
             .iter()
-            .find(|e| same(&e.user_agent, user_agent))
+            .find(|e| e.hash == key.hash && same(&e.key, key.bytes))
             .map(|e| &e.rules)
     }
 
-    /// Remembers the rules `user_agent` lets through, in place of the oldest when full (its
-    /// buffer reused).
-    pub fn put(&mut self, user_agent: &[u8], rules: Bits) {
+    /// Remembers the rules `key` lets through, in place of the oldest when full (its buffer
+    /// reused); a key longer than [`Memo::MAX_KEY`] is not remembered.
+    pub fn put(&mut self, key: Key<'_>, rules: Bits) {
+        if key.bytes.len() > Self::MAX_KEY {
+            return;
+        }
         if self.entries.len() < Self::SIZE {
             self.entries.push(Entry {
-                user_agent: user_agent.to_vec(),
+                hash: key.hash,
+                key: key.bytes.to_vec(),
                 rules,
             });
             return;
@@ -45,11 +89,17 @@ impl UserAgentMemo {
         let at = self.next % Self::SIZE;
         self.next = at + 1;
         if let Some(e) = self.entries.get_mut(at) {
-            e.user_agent.clear();
-            e.user_agent.extend_from_slice(user_agent);
+            e.hash = key.hash;
+            e.key.clear();
+            e.key.extend_from_slice(key.bytes);
             e.rules = rules;
         }
     }
+}
+
+/// Eight bytes as a word (`chunks_exact(8)` gives eight).
+fn word(bytes: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_ne_bytes)
 }
 
 /// `a == b`, eight bytes at a time: a slice comparison is a byte loop in the module.
@@ -58,7 +108,6 @@ fn same(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     let (a, b) = (a.chunks_exact(8), b.chunks_exact(8));
-    let word = |c: &[u8]| <[u8; 8]>::try_from(c).map_or(0, u64::from_ne_bytes);
     a.remainder() == b.remainder() && a.zip(b).all(|(x, y)| word(x) == word(y))
 }
 
@@ -67,26 +116,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_last_user_agents_are_remembered_and_the_oldest_goes() {
-        let mut memo = UserAgentMemo::default();
+    fn the_last_values_are_remembered_and_the_oldest_goes() {
+        let mut memo = Memo::default();
         let ua = |i: usize| format!("Mozilla/5.0 (X11; Linux x86_64) agent-{i:02}");
-        for i in 0..UserAgentMemo::SIZE {
-            memo.put(ua(i).as_bytes(), Bits::EMPTY.with(i));
+        for i in 0..Memo::SIZE {
+            memo.put(Key::new(ua(i).as_bytes()), Bits::EMPTY.with(i));
         }
-        for i in 0..UserAgentMemo::SIZE {
-            assert_eq!(memo.get(ua(i).as_bytes()), Some(&Bits::EMPTY.with(i)));
+        for i in 0..Memo::SIZE {
+            assert_eq!(
+                memo.get(Key::new(ua(i).as_bytes())),
+                Some(&Bits::EMPTY.with(i))
+            );
         }
         // Same length, one byte apart, a prefix, a case variant: none is another's.
-        assert_eq!(memo.get(ua(99).as_bytes()), None);
-        assert_eq!(memo.get(&ua(1).as_bytes()[..20]), None);
-        assert_eq!(memo.get(ua(1).to_uppercase().as_bytes()), None);
-        memo.put(ua(99).as_bytes(), Bits::EMPTY.with(99));
-        assert_eq!(memo.get(ua(0).as_bytes()), None);
-        assert_eq!(memo.get(ua(99).as_bytes()), Some(&Bits::EMPTY.with(99)));
-        assert_eq!(memo.get(ua(1).as_bytes()), Some(&Bits::EMPTY.with(1)));
-        memo.put(b"", Bits::EMPTY.with(7));
-        assert_eq!(memo.get(ua(1).as_bytes()), None);
-        assert_eq!(memo.get(b""), Some(&Bits::EMPTY.with(7)));
+        assert_eq!(memo.get(Key::new(ua(99).as_bytes())), None);
+        assert_eq!(memo.get(Key::new(&ua(1).as_bytes()[..20])), None);
+        assert_eq!(memo.get(Key::new(ua(1).to_uppercase().as_bytes())), None);
+        memo.put(Key::new(ua(99).as_bytes()), Bits::EMPTY.with(99));
+        assert_eq!(memo.get(Key::new(ua(0).as_bytes())), None);
+        assert_eq!(
+            memo.get(Key::new(ua(99).as_bytes())),
+            Some(&Bits::EMPTY.with(99))
+        );
+        assert_eq!(
+            memo.get(Key::new(ua(1).as_bytes())),
+            Some(&Bits::EMPTY.with(1))
+        );
+        memo.put(Key::new(&[b'x'; Memo::MAX_KEY + 1]), Bits::EMPTY.with(8));
+        assert_eq!(memo.get(Key::new(&[b'x'; Memo::MAX_KEY + 1])), None);
+        memo.put(Key::new(b""), Bits::EMPTY.with(7));
+        assert_eq!(memo.get(Key::new(ua(1).as_bytes())), None);
+        assert_eq!(memo.get(Key::new(b"")), Some(&Bits::EMPTY.with(7)));
+    }
+
+    #[test]
+    fn values_of_one_hash_are_told_apart_by_their_bytes() {
+        let mut memo = Memo::default();
+        let (a, b) = (
+            Key {
+                bytes: b"a",
+                hash: 1,
+            },
+            Key {
+                bytes: b"b",
+                hash: 1,
+            },
+        );
+        memo.put(a, Bits::EMPTY.with(1));
+        assert_eq!(memo.get(b), None);
+        memo.put(b, Bits::EMPTY.with(2));
+        assert_eq!(memo.get(a), Some(&Bits::EMPTY.with(1)));
+        assert_eq!(memo.get(b), Some(&Bits::EMPTY.with(2)));
     }
 
     #[test]

@@ -1,3 +1,4 @@
+use super::memo::Key;
 use super::*;
 
 fn policy(rules: &str, lists: &[&str]) -> CompiledPolicy {
@@ -271,9 +272,56 @@ fn a_remembered_user_agent_decides_as_a_new_one() {
                     decide(&fresh, f, headers),
                     "{ua} {path}"
                 );
-                assert!(p.user_agents.borrow().get(ua.as_bytes()).is_some());
+                assert!(
+                    p.user_agent_memo
+                        .borrow()
+                        .get(Key::new(ua.as_bytes()))
+                        .is_some()
+                );
             }
         }
     }
-    assert!(p.user_agents.borrow().get(uas[0].as_bytes()).is_none());
+    assert!(
+        p.user_agent_memo
+            .borrow()
+            .get(Key::new(uas[0].as_bytes()))
+            .is_none()
+    );
+}
+
+#[test]
+fn a_remembered_host_decides_as_a_new_one() {
+    let rules = r#"[{"name": "api", "host": ["api.example.org"], "path": ["/v1/"], "action": "allow"},
+        {"name": "subs", "host": ["*.example.net"], "user_agent": ["curl"], "action": "deny"},
+        {"name": "apex", "host": ["example.net"], "action": "challenge"}]"#;
+    let p = policy(rules, &[]);
+    let hosts: Vec<String> = (0..40)
+        .map(|i| match i % 5 {
+            0 => "api.example.org".to_owned(),
+            1 => format!("API.Example.org:{i}"),
+            2 => format!("s{i}.example.net"),
+            3 => format!("Example.NET.:{i}"),
+            _ => format!("other-{i:02}.example.org"),
+        })
+        .collect();
+    let requests = [
+        ("/v1/x", "curl/8"),
+        ("/", "curl/8"),
+        ("/v1/", "Mozilla/5.0"),
+    ];
+    for _ in 0..2 {
+        for host in &hosts {
+            for (path, ua) in requests {
+                let f = req(host, path, ua);
+                let fresh = policy(rules, &[]);
+                assert_eq!(decide(&p, f, &[]), decide(&fresh, f, &[]), "{host} {path}");
+                assert!(
+                    p.host_memo
+                        .borrow()
+                        .get(Key::new(host.as_bytes()))
+                        .is_some()
+                );
+            }
+        }
+    }
 }
