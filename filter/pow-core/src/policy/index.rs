@@ -129,10 +129,11 @@ pub struct CompiledPolicy {
     all: Bits,
     /// The rules without a host.
     host_wild: Bits,
-    /// Hosts, hashed from their end ([`KeyHash::of_reversed`]) as a request's host is read, so
-    /// that each of its suffixes is hashed on the way.
+    /// Hosts, hashed eight bytes a step ([`KeyHash::of_folded_words`]).
     host_exact: Keyed,
-    /// Keyed by the suffix after `*.`, hashed likewise.
+    /// Keyed by the suffix after `*.`, hashed from its end ([`KeyHash::of_reversed`]) as a
+    /// request's host is read when there is any, so that each of its suffixes is hashed on
+    /// the way.
     host_suffix: Keyed,
     /// What the host condition lets through for the last `:authority` values seen.
     host_memo: RefCell<Memo>,
@@ -306,11 +307,17 @@ impl CompiledPolicy {
         }
         unset(&mut self.host_wild, i);
         for host in &rule.host {
-            let (table, name) = match host.strip_prefix("*.") {
-                Some(suffix) => (&mut self.host_suffix, suffix),
-                None => (&mut self.host_exact, host.as_str()),
-            };
-            table.add(KeyHash::of_reversed(name.as_bytes()), name.as_bytes(), i);
+            match host.strip_prefix("*.") {
+                Some(suffix) => {
+                    let suffix = suffix.as_bytes();
+                    self.host_suffix
+                        .add(KeyHash::of_reversed(suffix), suffix, i);
+                }
+                None => {
+                    let name = host.as_bytes();
+                    self.host_exact.add(KeyHash::of_folded_words(name), name, i);
+                }
+            }
         }
     }
 

@@ -294,8 +294,8 @@ impl CompiledPolicy {
     }
 
     /// Reads the host condition: exact names, then each `*.` suffix (a proper suffix at a label
-    /// boundary), the port and one trailing dot aside, case folded. The host is read once, from
-    /// its end, hashing each suffix on the way.
+    /// boundary), the port and one trailing dot aside, case folded. The suffixes, when a rule
+    /// names any, are hashed on one walk from the host's end.
     fn hosts(&self, run: &mut Running, authority: &str) {
         run.start(&self.host_wild);
         let host = strip_port(authority);
@@ -304,6 +304,13 @@ impl CompiledPolicy {
             return;
         }
         // The tables hold lowercase names: a name's bytes against the host's, case folded.
+        let exact = KeyHash::of_folded_words(host);
+        if let Some(bits) = self.host_exact.get(exact, |k| k.eq_ignore_ascii_case(host)) {
+            run.add(bits);
+        }
+        if self.host_suffix.is_empty() {
+            return;
+        }
         let mut hash = KeyHash::START;
         for (at, b) in host.iter().enumerate().rev() {
             if *b == b'.'
@@ -315,9 +322,6 @@ impl CompiledPolicy {
                 run.add(bits);
             }
             hash = hash.add(b.to_ascii_lowercase());
-        }
-        if let Some(bits) = self.host_exact.get(hash, |k| k.eq_ignore_ascii_case(host)) {
-            run.add(bits);
         }
     }
 

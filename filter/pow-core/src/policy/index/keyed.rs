@@ -32,6 +32,55 @@ impl KeyHash {
     pub fn of_reversed(key: &[u8]) -> KeyHash {
         key.iter().rev().fold(KeyHash::START, |h, b| h.add(*b))
     }
+
+    /// The hash of `key`, ASCII capitals folded, eight bytes a step: for a table looked up by
+    /// whole values only, where a byte-at-a-time walk would buy nothing.
+    pub fn of_folded_words(key: &[u8]) -> KeyHash {
+        KeyHash(hash_words(key, fold_ascii))
+    }
+}
+
+/// A hash of `bytes` eight at a time, each word passed through `map` first. The last eight
+/// bytes overlap the words when the length is no multiple of eight (the length is hashed too);
+/// a shorter value is padded.
+pub fn hash_words(bytes: &[u8], map: impl Fn(u64) -> u64) -> u64 {
+    let last = match bytes.len().checked_sub(8).and_then(|at| bytes.get(at..)) {
+        Some(last) => word(last),
+        None => {
+            let mut padded = [0; 8];
+            for (p, b) in padded.iter_mut().zip(bytes) {
+                *p = *b;
+            }
+            u64::from_le_bytes(padded)
+        }
+    };
+    bytes
+        .chunks_exact(8)
+        .map(word)
+        .chain(std::iter::once(last))
+        .fold(bytes.len() as u64, |h, w| {
+            (h ^ map(w))
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .rotate_left(29)
+        })
+}
+
+/// Eight bytes as a word (`chunks_exact(8)` gives eight).
+pub fn word(bytes: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_le_bytes)
+}
+
+/// The word with each of its bytes that is an ASCII capital lowercased, all eight at once.
+fn fold_ascii(w: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Per byte, its low seven bits plus an offset set the byte's high bit when the byte is
+    // at least `A` (0x41), or above `Z` (0x5a); no carry crosses bytes.
+    let low = w & LOW7;
+    let from_a = low + 0x3f3f_3f3f_3f3f_3f3f;
+    let past_z = low + 0x2525_2525_2525_2525;
+    let capitals = from_a & !past_z & !w & HIGH;
+    w | (capitals >> 2)
 }
 
 /// The tables' hasher: their keys are hashes already.
@@ -111,6 +160,34 @@ mod tests {
         assert_eq!(t.get(h, |k| k == b"/b/"), Some(&Bits::EMPTY.with(2)));
         assert_eq!(t.get(h, |k| k == b"/c/"), None);
         assert_eq!(t.get(KeyHash::of(b"/b/"), |k| k == b"/b/"), None);
+    }
+
+    #[test]
+    fn words_are_folded_as_their_bytes_are() {
+        for b in 0..=255u8 {
+            let w = u64::from_le_bytes([b, b'A', b'z', b'Z', 0x80 | b'A', b'@', b'[', b]);
+            let folded = fold_ascii(w).to_le_bytes();
+            let each = w.to_le_bytes().map(|b| b.to_ascii_lowercase());
+            assert_eq!(folded, each, "{b:#x}");
+        }
+        for (a, b) in [
+            ("Edge.Example.TEST", "edge.example.test"),
+            ("a", "A"),
+            ("abcdefgh", "ABCDEFGH"),
+        ] {
+            assert_eq!(
+                KeyHash::of_folded_words(a.as_bytes()),
+                KeyHash::of_folded_words(b.as_bytes())
+            );
+        }
+        assert_ne!(
+            KeyHash::of_folded_words(b"edge.example.test"),
+            KeyHash::of_folded_words(b"edge.example.tesu")
+        );
+        assert_ne!(
+            KeyHash::of_folded_words(b"a"),
+            KeyHash::of_folded_words(b"a\0")
+        );
     }
 
     #[test]

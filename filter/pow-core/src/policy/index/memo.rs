@@ -5,6 +5,7 @@
 //! conditions are read from each request.
 
 use super::Bits;
+use super::keyed::{hash_words, word};
 
 /// The last [`Memo::SIZE`] values (at most [`Memo::MAX_KEY`] bytes each) and the rules each
 /// lets through; a new one takes the oldest slot.
@@ -33,26 +34,8 @@ pub struct Key<'k> {
 
 impl<'k> Key<'k> {
     pub fn new(bytes: &'k [u8]) -> Key<'k> {
-        let words = bytes.chunks_exact(8);
-        // The last eight bytes, overlapping the words when the length is no multiple of eight
-        // (the length is hashed too); a shorter value, padded.
-        let last = match bytes.len().checked_sub(8).and_then(|at| bytes.get(at..)) {
-            Some(last) => word(last),
-            None => {
-                let mut padded = [0; 8];
-                for (p, b) in padded.iter_mut().zip(bytes) {
-                    *p = *b;
-                }
-                u64::from_ne_bytes(padded)
-            }
-        };
-        // Eight bytes a step: the hash only spares comparisons, it decides nothing.
-        let hash = words
-            .map(word)
-            .chain(std::iter::once(last))
-            .fold(bytes.len() as u64, |h, w| {
-                (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
-            });
+        // The hash only spares comparisons: it decides nothing.
+        let hash = hash_words(bytes, |w| w);
         Key { bytes, hash }
     }
 }
@@ -95,11 +78,6 @@ impl Memo {
             e.rules = rules;
         }
     }
-}
-
-/// Eight bytes as a word (`chunks_exact(8)` gives eight).
-fn word(bytes: &[u8]) -> u64 {
-    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_ne_bytes)
 }
 
 /// `a == b`, eight bytes at a time: a slice comparison is a byte loop in the module.
