@@ -204,11 +204,11 @@ fn policy_rows(scenarios: &mut [Scenario], floor_ns: f64) -> Result<Vec<Row>, St
         "unlisted address, 100 rules: a new host and User-Agent each request / the same",
         visitors / same_visitor,
     ));
-    rows.push(at_most(
+    // A figure, not a goal: a new visitor costs the automaton and a host hash that the 1-rule
+    // row, its values remembered, does not, besides the number of rules.
+    rows.push(figure(
         "unlisted address, 100 rules, a new host and User-Agent each request / 1 rule",
         visitors / one,
-        "<= 1.2",
-        1.2,
     ));
     for count in ["100", "1000"] {
         let many = median_of(
