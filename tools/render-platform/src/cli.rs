@@ -35,6 +35,11 @@ pub struct Cli {
     /// the cluster's endpoint, its SOPS file and its recipients, ...). Not for the edge profile.
     #[arg(long, conflicts_with_all = ["component", "out_dir", "inputs"])]
     pub print_names: bool,
+    /// The cluster the config must be (make CLUSTER=NAME: clusters/NAME/onprem.json, rendered
+    /// into a folder of that name): a config whose cluster_name is another is refused, nothing
+    /// written. Not for the edge profile.
+    #[arg(long, value_name = "NAME", conflicts_with = "secrets")]
+    pub cluster: Option<String>,
 }
 
 /// What to do: the files named are read by `run` (they are input).
@@ -46,6 +51,8 @@ pub enum Config {
         target: Target,
         /// The platform inputs (the edge's host firewall).
         inputs: Option<PathBuf>,
+        /// The cluster_name the config must have (`--cluster`).
+        cluster: Option<String>,
     },
     FillSecrets {
         template: PathBuf,
@@ -79,11 +86,15 @@ pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
     if cli.profile == Profile::Edge && matches!(target, Target::Dir(_)) && cli.inputs.is_none() {
         return Err(Error::Inputs);
     }
+    if cli.profile == Profile::Edge && cli.cluster.is_some() {
+        return Err(Error::NoCluster);
+    }
     Ok(Config::Render {
         profile: cli.profile,
         // clap requires --config without --secrets.
         config: cli.config.ok_or(Error::Target)?,
         target,
         inputs: cli.inputs,
+        cluster: cli.cluster,
     })
 }

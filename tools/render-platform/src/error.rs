@@ -36,6 +36,10 @@ pub enum Error {
     NoRender(&'static str),
     #[error("profile `{0}` shares no names with make (--print-names is for the onprem profile)")]
     NoNames(&'static str),
+    #[error(
+        "--cluster names a cluster of clusters/ (make CLUSTER=NAME), which is for the onprem profile"
+    )]
+    NoCluster,
     #[error("cannot write {}: {source}", path.display())]
     WriteFile {
         path: PathBuf,
@@ -51,6 +55,7 @@ impl Report for Error {
             | Error::Target
             | Error::Inputs
             | Error::NoNames(_)
+            | Error::NoCluster
             | Error::UnknownComponent { .. } => Exit::Usage,
             Error::Secrets(secrets::FillError::Write(_)) => Exit::Failure,
             Error::Secrets(_) => Exit::Usage,

@@ -18,6 +18,7 @@
 //! render-platform --config config/platform.json cilium                     # one component, on stdout
 //! render-platform --config config/platform.json --out-dir DIR              # every component, and the plan
 //! render-platform --profile onprem --config config/onprem.json --out-dir DIR
+//! render-platform --profile onprem --config clusters/demo/onprem.json --cluster demo --out-dir DIR
 //! render-platform --profile onprem --config config/onprem.json --print-names  # make check
 //! sops --decrypt --output-type json FILE | render-platform --secrets DIR/secrets.json
 //! ```
@@ -291,6 +292,7 @@ mod tests {
             config: example_path(),
             target,
             inputs: Some(inputs_path()),
+            cluster: None,
         }
     }
 
@@ -445,6 +447,7 @@ mod tests {
                 config: example_path(),
                 target: Target::Dir(out.clone()),
                 inputs: Some(path),
+                cluster: None,
             };
             let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();
             assert_eq!(err.exit(), Exit::Usage);
@@ -541,6 +544,7 @@ mod tests {
             config: onprem_config(dir.path(), &fixture_sops()),
             target: Target::Names,
             inputs: None,
+            cluster: None,
         };
         let mut out = Vec::new();
         run(&config, std::io::empty(), &mut out).unwrap();
@@ -564,6 +568,49 @@ mod tests {
         assert_eq!(err.exit(), Exit::Usage);
     }
 
+    /// `make CLUSTER=<name>` renders clusters/<name>/onprem.json into a folder of that name:
+    /// a config of another cluster is refused before anything is written.
+    #[test]
+    fn a_config_of_another_cluster_than_asked_is_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rendered");
+        let render = |cluster: &str| {
+            let config = Config::Render {
+                profile: Profile::Onprem,
+                config: onprem_config(dir.path(), &fixture_sops()),
+                target: Target::Dir(out.clone()),
+                inputs: None,
+                cluster: Some(cluster.to_owned()),
+            };
+            run(&config, std::io::empty(), Vec::new())
+        };
+        let err = render("prod").unwrap_err();
+        assert_eq!(err.exit(), Exit::Usage);
+        let text = err.to_string();
+        assert!(
+            text.contains("onprem.json")
+                && text.contains("cluster_name")
+                && text.contains("`demo` is not `prod`"),
+            "{text}"
+        );
+        assert!(!out.exists(), "something was written");
+        render("demo").unwrap();
+        assert!(out.join(PLAN_FILE).is_file());
+
+        let cli = Cli::try_parse_from([
+            "render-platform",
+            "--config",
+            "p.json",
+            "--cluster",
+            "demo",
+            "cilium",
+        ])
+        .unwrap();
+        let err = resolve(cli, &Env::default()).unwrap_err();
+        assert!(matches!(err, Error::NoCluster), "{err}");
+        assert_eq!(err.exit(), Exit::Usage);
+    }
+
     #[test]
     fn a_missing_sops_file_points_at_the_shipped_example_and_the_sops_command() {
         let dir = tempfile::tempdir().unwrap();
@@ -573,6 +620,7 @@ mod tests {
             config: onprem_config(dir.path(), &missing),
             target: Target::Names,
             inputs: None,
+            cluster: None,
         };
         let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();
         assert_eq!(err.exit(), Exit::Usage);

@@ -23,7 +23,7 @@ use crate::secrets::{self, SecretSpec, SecretsTemplate, Source};
 
 pub use config::{
     CephConfig, DnsConfig, IngressConfig, LoadBalancerConfig, OnpremConfig, SmokeTestConfig, check,
-    load,
+    check_is_cluster, load,
 };
 pub use objects::objects;
 pub use values::values;

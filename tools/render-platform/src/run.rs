@@ -4,6 +4,7 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 
 use pop_common::exit::WritingOutput;
+use pop_common::input::InputError;
 use pop_common::pins::Pins;
 use pop_common::records::PlatformInputs;
 use serde_json::Value;
@@ -27,7 +28,7 @@ pub fn run_with(
     input: impl Read,
     mut output: impl Write,
 ) -> Result<(), Error> {
-    let (profile, config_path, target, inputs_path) = match config {
+    let (profile, config_path, target, inputs_path, expected) = match config {
         Config::FillSecrets { template } => {
             let template: secrets::SecretsTemplate = pop_common::input::read_json(template)?;
             return Ok(secrets::fill(&template, input, output)?);
@@ -37,10 +38,15 @@ pub fn run_with(
             config,
             target,
             inputs,
-        } => (*profile, config, target, inputs),
+            cluster,
+        } => (*profile, config, target, inputs, cluster),
     };
     profile::check(profile.name(), profile.components())?;
     let cluster = ClusterConfig::load(profile, config_path)?;
+    if let (Some(name), ClusterConfig::Onprem(onprem)) = (expected, &cluster) {
+        onprem::check_is_cluster(onprem, name)
+            .map_err(|(field, why)| InputError::field(config_path, field, why))?;
+    }
     match target {
         Target::Dir(dir) => {
             let rendering = render_all(&cluster, config_path, inputs_path.as_deref(), pins)?;

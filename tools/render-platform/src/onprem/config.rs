@@ -93,7 +93,23 @@ pub fn load(path: &Path) -> Result<OnpremConfig, InputError> {
 }
 
 /// A refusal: the field, and why.
-type Refusal = (&'static str, String);
+pub type Refusal = (&'static str, String);
+
+/// The config is the cluster `name`'s (make CLUSTER=name reads clusters/name/onprem.json and
+/// renders into a folder of that name, which must hold that cluster's render and no other).
+pub fn check_is_cluster(config: &OnpremConfig, name: &str) -> Result<(), Refusal> {
+    if config.cluster_name == name {
+        return Ok(());
+    }
+    Err((
+        "cluster_name",
+        format!(
+            "`{}` is not `{name}`, the cluster asked for (CLUSTER={name}): the config of \
+             clusters/{name}/ is that cluster's, and its render goes to a folder of that name",
+            config.cluster_name
+        ),
+    ))
+}
 
 /// The rules the types cannot say; `Err((field, why))`.
 pub fn check(config: &OnpremConfig) -> Result<(), Refusal> {
