@@ -22,15 +22,34 @@ INFRA_CONFIG ?= config/infra.json
 # The Talos images' sha256, recorded by `make talos-image-digests` (untracked, per Talos version
 # and schematic).
 TALOS_DIGESTS ?= config/talos-image-digests.env
+# An on-premises cluster of this repository (docs/onprem.md): CLUSTER=<name> acts on
+# clusters/<name>/onprem.json, committed with its SOPS file beside it, with PROFILE=onprem, and
+# renders it into a folder of its own, $(OUT)/clusters/<name>/. Without it, PLATFORM_CONFIG names
+# the config, as before.
+CLUSTER      ?=
+CLUSTERS_DIR ?= clusters
+ifneq ($(CLUSTER),)
+ifneq ($(words $(CLUSTER))$(findstring /,$(CLUSTER)),1)
+$(error CLUSTER=$(CLUSTER) is not a cluster's name: the name of a folder of $(CLUSTERS_DIR)/)
+endif
+ifeq ($(origin PLATFORM_CONFIG),command line)
+$(error CLUSTER=$(CLUSTER) and PLATFORM_CONFIG=$(PLATFORM_CONFIG) both name the config: give one)
+endif
+endif
 # The cluster profile of the platform layer: edge (this Scaleway edge) or onprem (an existing
-# Talos cluster on premises, config/onprem.json; render-platform --help).
-PROFILE      ?= edge
+# Talos cluster on premises, config/onprem.json or CLUSTER=<name>; render-platform --help).
+PROFILE      ?= $(if $(CLUSTER),onprem,edge)
 # Refused before anything else: an unknown word would be read as the name of a config file.
 PROFILES     := edge onprem
 ifneq ($(words $(PROFILE)) $(filter $(PROFILES),$(PROFILE)),1 $(strip $(PROFILE)))
 $(error PROFILE=$(PROFILE) is not a profile: use one of edge, onprem)
 endif
-PLATFORM_CONFIG ?= $(if $(filter edge,$(PROFILE)),config/platform.json,config/$(PROFILE).json)
+ifneq ($(CLUSTER),)
+ifneq ($(PROFILE),onprem)
+$(error CLUSTER=$(CLUSTER) names an on-premises cluster of $(CLUSTERS_DIR)/: PROFILE=$(PROFILE) has none)
+endif
+endif
+PLATFORM_CONFIG ?= $(if $(CLUSTER),$(CLUSTERS_DIR)/$(CLUSTER)/onprem.json,$(if $(filter edge,$(PROFILE)),config/platform.json,config/$(PROFILE).json))
 EDGE_CONFIG  ?= config/edge.json
 # What `make publish-images` writes and the edge config's images.published names.
 PUBLISHED_IMAGES ?= $(OUT)/published-images.json
@@ -86,6 +105,7 @@ FILTER_SOURCES := Cargo.toml $(wildcard Cargo.lock) $(shell find filter -name '*
 $(INFRA_CONFIG):
 	@echo "make: $@ is missing: cp config/infra.example.json $@, then edit it" >&2; exit 1
 $(PLATFORM_CONFIG):
+	@$(if $(CLUSTER),echo "make: $@ is missing: a cluster of this repository is a folder $(CLUSTERS_DIR)/<name>/ (docs/onprem.md): mkdir -p $(@D) && cp config/onprem.example.json $@, then edit it (cluster_name $(CLUSTER), secrets secrets.sops.yaml)" >&2; exit 1)
 	@echo "make: $@ is missing: cp $(patsubst %.json,%.example.json,$@) $@, then edit it" >&2; exit 1
 $(EDGE_CONFIG):
 	@echo "make: $@ is missing: cp config/edge.example.json $@, then edit it" >&2; exit 1
@@ -128,7 +148,7 @@ tools: ## Build talosctl, kubectl, helm and sops at their pins (Go module proxy,
 # It builds the tools that read the configs, so that each config is checked as its layer reads it.
 CHECK_TOOLS = $(BIN)/render-platform $(if $(filter edge,$(PROFILE)),$(BIN)/scw-infra $(BIN)/render-edge,$(BIN)/kubeconfig-guard)
 check: $(CHECK_TOOLS) ## Check the tools, credentials, configs (each as its layer reads it) and Talos image digests a real deployment needs (PROFILE=onprem: those of an existing cluster's platform layer)
-	@PROFILE='$(PROFILE)' BIN='$(BIN)' INFRA_CONFIG='$(INFRA_CONFIG)' EDGE_CONFIG='$(EDGE_CONFIG)' INPUTS='$(INPUTS)' TALOS_DIGESTS='$(TALOS_DIGESTS)' $(if $(filter edge,$(PROFILE)),,PLATFORM_CONFIG='$(PLATFORM_CONFIG)') pipelines/check-prereqs.sh
+	@PROFILE='$(PROFILE)' BIN='$(BIN)' INFRA_CONFIG='$(INFRA_CONFIG)' EDGE_CONFIG='$(EDGE_CONFIG)' INPUTS='$(INPUTS)' TALOS_DIGESTS='$(TALOS_DIGESTS)' $(if $(filter edge,$(PROFILE)),,PLATFORM_CONFIG='$(PLATFORM_CONFIG)' CLUSTER='$(CLUSTER)') pipelines/check-prereqs.sh
 
 apply: ## Apply the three layers in order: infra, then platform, then edge
 	$(MAKE) apply-infra
@@ -156,21 +176,25 @@ dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra
 
 ##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio (PROFILE=onprem: the on-premises base)
 .PHONY: vendor apply-platform diff-platform
-PLATFORM_VALUES ?= $(OUT)/platform-values$(if $(filter edge,$(PROFILE)),,-$(PROFILE))
+PLATFORM_VALUES ?= $(if $(CLUSTER),$(OUT)/clusters/$(CLUSTER)/platform-values,$(OUT)/platform-values$(if $(filter edge,$(PROFILE)),,-$(PROFILE)))
 DELETE_CRDS     ?=
 
 # render-platform owns the profiles: it checks the profile's order, writes each component's
 # rendered layer (Helm values with the declared flows' ports, objects, the edge's host firewall
 # from the flows and the cluster's addresses in the platform inputs, the secrets' template) from
 # the profile's config, and then components.tsv, the components in install order with their
-# kinds, charts and pins, which platform.sh reads. It compiles k8s/versions.env in.
+# kinds, charts and pins, which platform.sh reads. It compiles k8s/versions.env in. Another
+# profile than the edge is rendered again at every run: its render also depends on its SOPS file
+# (the bouncer's name), and the same folder may hold the render of another config since.
 PLATFORM_PLAN := $(PLATFORM_VALUES)/components.tsv
 PLATFORM_ENV   = RENDERED_DIR='$(PLATFORM_VALUES)' RENDER_PLATFORM='$(BIN)/render-platform' TALOSCONFIG='$(OUT)/talosconfig'
 # The edge's host firewall is made of the addresses of the cluster the infra layer wrote.
 PLATFORM_INPUTS = $(if $(filter edge,$(PROFILE)),$(INPUTS))
 $(BIN)/render-platform: k8s/versions.env
-$(PLATFORM_PLAN): $(PLATFORM_CONFIG) $(PLATFORM_INPUTS) $(BIN)/render-platform
-	$(BIN)/render-platform --profile '$(PROFILE)' --config '$(PLATFORM_CONFIG)' $(if $(PLATFORM_INPUTS),--inputs '$(PLATFORM_INPUTS)') --out-dir '$(PLATFORM_VALUES)'
+.PHONY: render-every-run
+render-every-run: ;
+$(PLATFORM_PLAN): $(PLATFORM_CONFIG) $(PLATFORM_INPUTS) $(BIN)/render-platform $(if $(filter edge,$(PROFILE)),,render-every-run)
+	$(BIN)/render-platform --profile '$(PROFILE)' --config '$(PLATFORM_CONFIG)' $(if $(PLATFORM_INPUTS),--inputs '$(PLATFORM_INPUTS)') $(if $(CLUSTER),--cluster '$(CLUSTER)') --out-dir '$(PLATFORM_VALUES)'
 
 vendor: ## Fetch the pinned Gateway API CRDs into k8s/vendor/ and check each sha256 (once, before apply-platform)
 	@pipelines/vendor.sh

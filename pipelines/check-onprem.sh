@@ -16,7 +16,7 @@
 #
 # Reads no secret value and prints none: the clear document goes to /dev/null, and only public
 # recipients (age-keygen -y) are compared. KUBECONFIG: the one make names (on-prem, the one given
-# on its command line).
+# on its command line). CLUSTER: the cluster of clusters/ the config must be (make CLUSTER=NAME).
 
 platform_config=${PLATFORM_CONFIG:-config/$profile.json}
 render=${BIN:-target/release}/render-platform
@@ -31,7 +31,7 @@ joined() { local text; text=$(printf '%s, ' "$@"); printf '%s' "${text%, }"; }
 
 # The config first (quietly): the cluster's endpoint and SOPS file come from its render.
 config_state=absent config_why=""
-render_names() { "$render" --profile "$profile" --config "$platform_config" --print-names; }
+render_names() { "$render" --profile "$profile" --config "$platform_config" ${CLUSTER:+--cluster "$CLUSTER"} --print-names; }
 if [[ ! -f "$platform_config" ]]; then config_state=absent
 elif [[ ! -x "$render" ]]; then config_state=unbuilt
 elif names_text=$(render_names 2>/dev/null); then
@@ -134,7 +134,7 @@ cluster_rows() {
 }
 if [[ "$answering" == yes ]]; then echo "the cluster at $endpoint:"; cluster_rows; fi
 case "$config_state" in
-  absent) miss "$platform_config (cp config/$profile.example.json $platform_config, then edit)" ;;
+  absent) miss "$platform_config (${CLUSTER:+mkdir -p ${platform_config%/*} && }cp config/$profile.example.json $platform_config, then edit${CLUSTER:+: cluster_name $CLUSTER, secrets secrets.sops.yaml})" ;;
   unbuilt) opt "$platform_config present, not checked (render-platform is not built: make apply-platform builds it)" ;;
   ok) ok "$platform_config and its SOPS file"
       by_hand "the router hairpins $(name_of PUBLIC_ADDRESS) (NAT loopback): cert-manager's HTTP-01 self-check fetches each name from inside the cluster, at the public address, before Let's Encrypt does; without it no certificate is issued (make cluster-status checks it, row hairpin)" ;;

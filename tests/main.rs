@@ -16,6 +16,7 @@ mod infra_pipeline;
 mod interruptions;
 mod network_flows;
 mod onprem_check;
+mod onprem_clusters;
 mod onprem_contracts;
 mod onprem_profile;
 mod pipelines;

@@ -201,7 +201,7 @@ impl World {
     }
 }
 
-fn output_text(out: &Output) -> String {
+pub(crate) fn output_text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -209,7 +209,7 @@ fn output_text(out: &Output) -> String {
     )
 }
 
-fn key() -> PathBuf {
+pub(crate) fn key() -> PathBuf {
     fixtures().join("test-only.agekey")
 }
 
@@ -768,87 +768,128 @@ fn collect_secret_refs(value: &Value, out: &mut Vec<(String, String)>) {
 /// `make diff-platform PROFILE=onprem KUBECONFIG=...`: make renders the profile from its config
 /// (the plan, the secrets' template) and hands platform.sh render-platform for the secrets; the
 /// recording helm and kubectl show the dry run, sops decrypts with the test key.
-#[test]
-fn make_renders_the_onprem_profile_and_runs_its_dry_run_twin() {
-    let Some(sops) = testkit::upstream::program(TEST, "sops") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(&sops, bin.join("sops")).unwrap();
-    let tmp = dir.path().join("tmp");
-    fs::create_dir_all(&tmp).unwrap();
-    let mut config: Value = serde_json::from_str(
-        &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
-    )
-    .unwrap();
-    config["secrets"] = Value::String(sops_file().display().to_string());
-    let config_path = dir.path().join("onprem.json");
-    fs::write(&config_path, config.to_string()).unwrap();
-    // kubectl is a stand-in, but make reads the kubeconfig's current context before any call:
-    // it must point at the config's cluster_endpoint.
-    let kubeconfig = dir.path().join("kubeconfig");
-    let pointing_at = |server: &str| {
-        fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: demo\n  cluster:\n    server: {server}\n\
-                 contexts:\n- name: admin@demo\n  context:\n    cluster: demo\n    user: admin\n\
-                 current-context: admin@demo\n"
-            ),
-        )
-        .unwrap()
-    };
-    pointing_at(config["cluster_endpoint"].as_str().unwrap());
-    let log = dir.path().join("calls.log");
-    fs::write(&log, "").unwrap();
-    let rendered = dir.path().join("rendered");
-    let tools = testkit::workspace::bin("render-platform");
-    testkit::workspace::bin("kubeconfig-guard");
-    let make = || {
+/// `make` in the repository for an on-premises cluster: the recording helm and kubectl, the real
+/// sops with the test key, a $TMPDIR and $HOME of its own, the tools this test binary built (make
+/// builds none), and a log of the calls.
+pub(crate) struct OnpremMake {
+    pub(crate) dir: tempfile::TempDir,
+    bin: PathBuf,
+}
+
+impl OnpremMake {
+    pub(crate) fn new() -> Option<OnpremMake> {
+        let sops = testkit::upstream::program(TEST, "sops")?;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(&sops, bin.join("sops")).unwrap();
+        fs::create_dir_all(dir.path().join("tmp")).unwrap();
+        fs::write(dir.path().join("calls.log"), "").unwrap();
+        testkit::workspace::bin("render-platform");
+        testkit::workspace::bin("kubeconfig-guard");
+        Some(OnpremMake { dir, bin })
+    }
+
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub(crate) fn log(&self) -> PathBuf {
+        self.path("calls.log")
+    }
+
+    /// The calls since the last one, the log emptied.
+    pub(crate) fn take_calls(&self) -> Vec<String> {
+        let text = fs::read_to_string(self.log()).unwrap();
+        fs::write(self.log(), "").unwrap();
+        text.lines().map(str::to_owned).collect()
+    }
+
+    /// `make TARGET ARGS...`, nothing read from the terminal.
+    pub(crate) fn make(&self, target: &str, args: &[String]) -> Output {
+        let tools = testkit::workspace::bin("render-platform");
         Command::new("make")
             .args(["--no-print-directory", "-C"])
             .arg(repo())
-            .args(["diff-platform", "PROFILE=onprem", "TOOLS_DIR="])
-            .arg(format!("KUBECONFIG={}", kubeconfig.display()))
-            .arg(format!("PLATFORM_CONFIG={}", config_path.display()))
-            .arg(format!("PLATFORM_VALUES={}", rendered.display()))
+            .args([target, "TOOLS_DIR=", "RUST_SOURCES="])
             .arg(format!("BIN={}", tools.parent().unwrap().display()))
-            .arg("RUST_SOURCES=")
+            .args(args)
             .env(
                 "PATH",
                 format!(
                     "{}:{}:{}",
                     testkit::standin::path("recording").display(),
-                    bin.display(),
+                    self.bin.display(),
                     std::env::var("PATH").unwrap()
                 ),
             )
-            .env("STANDIN_LOG", &log)
+            .env("STANDIN_LOG", self.log())
             .env("SOPS_AGE_KEY_FILE", key())
-            .env("TMPDIR", &tmp)
-            .env("HOME", dir.path())
+            .env("TMPDIR", self.path("tmp"))
+            .env("HOME", self.dir.path())
             .env_remove("STANDIN_HELM_DIFF")
             .stdin(Stdio::null())
             .output()
             .unwrap()
+    }
+}
+
+/// A kubeconfig at `path` whose current context points at `server` (make reads it before any
+/// call: it must be the config's cluster_endpoint).
+pub(crate) fn write_kubeconfig(path: &Path, server: &str) {
+    fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: demo\n  cluster:\n    server: {server}\n\
+             contexts:\n- name: admin@demo\n  context:\n    cluster: demo\n    user: admin\n\
+             current-context: admin@demo\n"
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn make_renders_the_onprem_profile_and_runs_its_dry_run_twin() {
+    let Some(world) = OnpremMake::new() else {
+        return;
     };
-    let out = make();
+    let mut config: Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("config/onprem.example.json")).unwrap(),
+    )
+    .unwrap();
+    config["secrets"] = Value::String(sops_file().display().to_string());
+    let config_path = world.path("onprem.json");
+    fs::write(&config_path, config.to_string()).unwrap();
+    // kubectl is a stand-in, but make reads the kubeconfig's current context before any call.
+    let kubeconfig = world.path("kubeconfig");
+    write_kubeconfig(&kubeconfig, config["cluster_endpoint"].as_str().unwrap());
+    let rendered = world.path("rendered");
+    let args = [
+        "PROFILE=onprem".to_owned(),
+        format!("KUBECONFIG={}", kubeconfig.display()),
+        format!("PLATFORM_CONFIG={}", config_path.display()),
+        format!("PLATFORM_VALUES={}", rendered.display()),
+    ];
+    let out = world.make("diff-platform", &args);
     assert!(out.status.success(), "{}", output_text(&out));
-    assert_the_dry_run_rendered_the_plan_and_wrote_nothing(&out, &log, &rendered, &tmp);
+    assert_the_dry_run_rendered_the_plan_and_wrote_nothing(
+        &out,
+        &world.log(),
+        &rendered,
+        &world.path("tmp"),
+    );
 
     // A kubeconfig whose current context is another cluster: refused before any call.
-    pointing_at("https://prod.example.net:6443");
-    fs::write(&log, "").unwrap();
-    let out = make();
+    write_kubeconfig(&kubeconfig, "https://prod.example.net:6443");
+    world.take_calls();
+    let out = world.make("diff-platform", &args);
     assert_ne!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(
         output_text(&out).contains("points at https://prod.example.net:6443"),
         "{}",
         output_text(&out)
     );
-    assert_eq!(fs::read_to_string(&log).unwrap(), "", "a call was made");
+    assert_eq!(world.take_calls(), Vec::<String>::new(), "a call was made");
 }
 
 /// make rendered the plan from the config; the dry run diffed, wrote nothing, and left no
