@@ -235,6 +235,8 @@ enum Contract {
         /// A schema that declares only part of the keys (CrowdSec's): the defaults merged with
         /// ours are still validated against it, as helm does.
         schema: Option<Value>,
+        /// Keys the templates read that values.yaml does not declare (dotted; below them, any).
+        template_only: Vec<String>,
     },
 }
 
@@ -331,6 +333,21 @@ fn schema_contract(chart: &str) -> Option<Contract> {
     })
 }
 
+/// `dotted` is a key the templates read undeclared, or below one.
+fn is_template_only(template_only: &[String], dotted: &str) -> bool {
+    template_only
+        .iter()
+        .any(|k| dotted == *k || dotted.starts_with(&format!("{k}.")))
+}
+
+/// The keys CrowdSec 0.24.0's templates read that its values.yaml does not declare: the LAPI's
+/// volume claims' annotations (crowdsecurity/helm-charts@crowdsec-0.24.0,
+/// charts/crowdsec/templates/lapi-persistentVolume.yaml, lines 7-9 and 35-37).
+const CROWDSEC_TEMPLATE_ONLY: [&str; 2] = [
+    "lapi.persistentVolume.data.annotations",
+    "lapi.persistentVolume.config.annotations",
+];
+
 /// A chart without a schema, or with one that lists only part of its keys: values.yaml is the
 /// list of keys.
 fn defaults_contract(chart: &str) -> Option<Contract> {
@@ -338,6 +355,11 @@ fn defaults_contract(chart: &str) -> Option<Contract> {
     // CrowdSec's schema declares a few keys of each object (agent: 4 of 40) and closes none of
     // them: values.yaml is the list of keys, the schema checks the values.
     let schema = dir.join("values.schema.json");
+    let template_only = if chart == "crowdsec" {
+        CROWDSEC_TEMPLATE_ONLY.map(str::to_owned).to_vec()
+    } else {
+        Vec::new()
+    };
     Some(Contract::Defaults {
         defaults: yaml_file(&dir.join("values.yaml")),
         istio_profiles: None,
@@ -345,6 +367,7 @@ fn defaults_contract(chart: &str) -> Option<Contract> {
         schema: schema
             .exists()
             .then(|| serde_json::from_str(&std::fs::read_to_string(schema).unwrap()).unwrap()),
+        template_only,
     })
 }
 
@@ -372,6 +395,7 @@ fn istio_contract(chart: &str) -> Option<Contract> {
         istio_profiles: Some(profiles),
         descope_pilot: chart == "istiod",
         schema: None,
+        template_only: Vec::new(),
     })
 }
 
@@ -478,14 +502,20 @@ impl Contract {
                 defaults,
                 istio_profiles,
                 descope_pilot,
+                template_only,
                 ..
-            } => check_defaults(
-                defaults,
-                istio_profiles.as_deref(),
-                *descope_pilot,
-                path,
-                value,
-            ),
+            } => {
+                if is_template_only(template_only, &path.join(".")) {
+                    return Ok(()); // read by the templates, undeclared: no type known
+                }
+                check_defaults(
+                    defaults,
+                    istio_profiles.as_deref(),
+                    *descope_pilot,
+                    path,
+                    value,
+                )
+            }
         }
     }
 }
@@ -535,10 +565,7 @@ fn check_schema(keys: SchemaKeys<'_>, path: &[String], value: &Value) -> Result<
                         ))
                     };
                 }
-                if template_only
-                    .iter()
-                    .any(|k| dotted == *k || dotted.starts_with(&format!("{k}.")))
-                {
+                if is_template_only(template_only, &dotted) {
                     return Ok(()); // read by the templates, undeclared: no type known
                 }
                 let open = props.is_none()

@@ -533,6 +533,22 @@ mod tests {
         values(&example(), "cilium", &crate::PINS).unwrap();
     }
 
+    /// The LAPI's volume claims stay when its release goes (make destroy-platform keeps the
+    /// namespaces for them), and with them the bouncers it registered.
+    #[test]
+    fn the_lapi_s_volume_claims_outlive_its_release() {
+        let crowdsec = values(&example(), "crowdsec", &crate::PINS)
+            .unwrap()
+            .unwrap();
+        for volume in ["data", "config"] {
+            assert_eq!(
+                crowdsec["lapi"]["persistentVolume"][volume]["annotations"],
+                json!({"helm.sh/resource-policy": "keep"}),
+                "{volume}"
+            );
+        }
+    }
+
     #[test]
     fn a_missing_pin_is_refused_naming_it() {
         let pins = Pins::new("CILIUM_VERSION=1.20.3\n");

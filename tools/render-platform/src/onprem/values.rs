@@ -6,6 +6,9 @@ use serde_json::{Value, json};
 
 use super::*;
 
+/// The annotation by which helm leaves a resource of the release in place on uninstall.
+const HELM_RESOURCE_POLICY: &str = "helm.sh/resource-policy";
+
 /// A `secretKeyRef` environment variable.
 pub(super) fn env_from_secret(name: &str, secret: &str, key: &str) -> Value {
     json!({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
@@ -53,6 +56,14 @@ pub fn values(
                 "podName": format!("{TRAEFIK}-*"),
                 "program": "traefik",
             }]},
+            // The LAPI's database and config (bouncers, machines, local decisions) outlive the
+            // release, as its namespace does: helm uninstall keeps what is annotated so (helm
+            // v3.22.0 pkg/action/resource_policy.go, lines 26-46), and the next install adopts
+            // the claims the chart names again (pkg/action/validate.go, lines 65-92).
+            "lapi": {"persistentVolume": {
+                "data": {"annotations": {HELM_RESOURCE_POLICY: "keep"}},
+                "config": {"annotations": {HELM_RESOURCE_POLICY: "keep"}},
+            }},
             // The bouncer's registration depends on its key: values_with_secrets.
         }),
         // An Ingress that asks for TLS (`kubernetes.io/tls-acme: "true"`) gets its certificate
