@@ -335,10 +335,11 @@ destroy-edge: guard-cluster $(EDGE_NAMES) ## Delete the edge objects the ApplySe
 # The question names the cluster: the edge's, from its platform inputs; another profile's, from
 # its config.
 PLATFORM_CLUSTER = $$($(if $(filter edge,$(PROFILE)),$(GUARD),$(PROFILE_GUARD)) | sed -n 's/^CLUSTER_NAME=//p')
-destroy-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## Uninstall the profile's components in reverse order; namespaces, CRDs and the releases whose templates are CRDs (istio-base, snapshot-controller) stay unless DELETE_CRDS=yes for the last two
+destroy-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## Show what goes, ask, then uninstall the profile's components in reverse order; namespaces, CRDs and the releases whose templates are CRDs (istio-base, snapshot-controller) stay unless DELETE_CRDS=yes for the last two
 	@cluster=$(PLATFORM_CLUSTER); \
+	$(PLATFORM_ENV) DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy-plan; \
 	$(if $(filter yes,$(DELETE_CRDS)),groups=$$($(PLATFORM_ENV) pipelines/platform.sh crd-groups);) \
-	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the platform layer ($(PROFILE))$(if $(filter yes,$(DELETE_CRDS)), and every CRD of $$groups with every object of them,) of the cluster $$cluster" "$$cluster"; \
+	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the platform layer ($(PROFILE), as listed above)$(if $(filter yes,$(DELETE_CRDS)), and every CRD of $$groups with every object of them,) of the cluster $$cluster" "$$cluster"; \
 	$(PLATFORM_ENV) DELETE_CRDS='$(DELETE_CRDS)' pipelines/platform.sh destroy
 
 destroy-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## Show scw-infra's destroy plan (cluster, project, each resource), ask, then delete exactly that

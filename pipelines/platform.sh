@@ -29,6 +29,11 @@
 #                         would refuse every write of an Istio object, the lists refresh's
 #                         included, while istiod is gone. DELETE_CRDS=yes deletes the CRDs of
 #                         the API groups the plan's components own, and no other.
+#   platform.sh destroy-plan  says what destroy would do, component by component, changing
+#                         nothing (make destroy-platform shows it before it asks): what a release
+#                         takes with it beyond itself (the CNI, a storage driver), and the volume
+#                         claims its chart made, which helm uninstall deletes, with what their
+#                         volumes' reclaim policy does to the data
 #   platform.sh crd-groups  prints those groups (what the destroy question names)
 #
 # Everything is checked before the first change: the tools, the values files, the sha256 of every
@@ -60,7 +65,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 die() { echo "platform: $*" >&2; exit 1; }
 say() { echo "platform: $*" >&2; }
-[[ "$mode" =~ ^(apply|diff|destroy|crd-groups)$ ]] || die "usage: platform.sh apply|diff|destroy|crd-groups"
+[[ "$mode" =~ ^(apply|diff|destroy|destroy-plan|crd-groups)$ ]] || die "usage: platform.sh apply|diff|destroy|destroy-plan|crd-groups"
 
 versions=${VERSIONS_FILE:-k8s/versions.env}
 [[ -f "$versions" ]] || die "$versions does not exist"
@@ -74,8 +79,8 @@ field_manager=${FIELD_MANAGER:-edgepop-platform}
 timeout=${HELM_TIMEOUT:-10m}
 
 # The components as render-platform lists them, in install order: "name kind namespace source
-# repository version list needs ready depends crd_groups crds_in_templates" (tabs; `-` for an
-# empty field).
+# repository version list needs ready depends crd_groups crds_in_templates uninstalling" (tabs;
+# `-` for an empty field).
 plan_file=${rendered_dir:-RENDERED_DIR}/components.tsv
 [[ -n "$rendered_dir" && -f "$plan_file" ]] ||
   die "$plan_file is missing: make writes it with render-platform --out-dir from the profile's config"
@@ -87,9 +92,9 @@ done < "$plan_file"
 
 # Reads one plan line into the globals below.
 component() {
-  IFS=$'\t' read -r name kind ns source repo version list needs ready _depends crd_groups crds_in_templates <<<"$1"
+  IFS=$'\t' read -r name kind ns source repo version list needs ready _depends crd_groups crds_in_templates uninstalling <<<"$1"
   local field
-  for field in ns source repo version list needs ready crd_groups crds_in_templates; do
+  for field in ns source repo version list needs ready crd_groups crds_in_templates uninstalling; do
     [[ "${!field}" != - ]] || printf -v "$field" '%s' ""
   done
 }
@@ -337,75 +342,129 @@ diff_platform() {
   done
 }
 
+# The volume claims helm made for the release `name` in its namespace (helm annotates everything
+# it makes with meta.helm.sh/release-name: helm v3.22.0 pkg/action/validate.go, lines 140-160),
+# which helm uninstall deletes with the release unless they are annotated
+# helm.sh/resource-policy: keep (pkg/action/resource_policy.go, lines 26-46), each with what its
+# volume's reclaim policy does to the data: "; its volume claims ns/a (...), ..." or nothing.
+release_claims() {
+  local claims volumes claim release keep volume policy said=()
+  local -A reclaim=()
+  if ! claims=$(kubectl get pvc -n "$ns" -o jsonpath='{range .items[*]}{.metadata.name}|{.metadata.annotations.meta\.helm\.sh/release-name}|{.metadata.annotations.helm\.sh/resource-policy}|{.spec.volumeName}{"\n"}{end}' 2>&1); then
+    printf '; its volume claims cannot be listed (%s)' "${claims%%$'\n'*}"; return
+  fi
+  volumes=$(kubectl get pv -o jsonpath='{range .items[*]}{.metadata.name}|{.spec.persistentVolumeReclaimPolicy}{"\n"}{end}' 2>/dev/null) || volumes=""
+  while IFS='|' read -r volume policy; do [[ -z "$volume" ]] || reclaim[$volume]=$policy; done <<<"$volumes"
+  while IFS='|' read -r claim release keep volume; do
+    [[ -n "$claim" && "$release" == "$name" ]] || continue
+    policy=${reclaim[$volume]:-}
+    if [[ "$keep" == keep ]]; then said+=("$ns/$claim (kept: helm.sh/resource-policy keep)"); continue; fi
+    case "$policy" in
+      Delete) said+=("$ns/$claim (reclaim policy Delete: its data goes)") ;;
+      "") said+=("$ns/$claim (no volume bound)") ;;
+      *) said+=("$ns/$claim (reclaim policy $policy: its volume stays)") ;;
+    esac
+  done <<<"$claims"
+  if (( ${#said[@]} > 0 )); then
+    local text
+    printf -v text '%s, ' "${said[@]}"
+    printf '; its volume claims %s' "${text%, }"
+  fi
+}
+
+# A release kept by destroy: its templates are CRDs, which uninstalling deletes.
+kept_release() {
+  [[ "$crds_in_templates" == yes && "${DELETE_CRDS:-}" != yes ]]
+}
+
+# What destroy does to the component just read, said and done; with "plan", only said (the
+# cluster read, nothing changed).
+destroy_one() {
+  local plan=$1 secret
+  case "$kind" in
+    helm)
+      # helm uninstall would delete the CRDs the release's templates render, and every object
+      # of them (VolumeSnapshots, Istio's policies): such a release stays.
+      if kept_release; then
+        say "$name kept: its templates are CRDs (${crd_groups//,/, }), which uninstalling deletes (DELETE_CRDS=yes removes them)"
+        if [[ -z "$plan" && "$name" == istio-base ]]; then
+          # The base chart's webhook to istiod, labelled app=istiod and release=<its release>
+          # (manifests/charts/base/templates/defaultrevision-validatingwebhookconfiguration.yaml,
+          # Istio 1.30): istiod is gone, and a helm upgrade of istio-base makes it again.
+          say "deleting istio-base's validating webhook to istiod (istiod-default-validator)"
+          kubectl delete validatingwebhookconfiguration -l "app=istiod,release=$name" --ignore-not-found
+        fi
+        return
+      fi
+      if [[ -n "$plan" ]]; then
+        say "$name: the helm release in $ns and what its chart made$(release_claims)${uninstalling:+; $uninstalling}"
+        return
+      fi
+      if ! helm status "$name" --namespace "$ns" >/dev/null 2>&1; then
+        say "$name: not installed"
+        return
+      fi
+      say "$name: uninstalling"
+      helm uninstall "$name" --namespace "$ns" --wait --timeout "$timeout" || die "$name was not uninstalled: stopping" ;;
+    objects)
+      if [[ -n "$plan" ]]; then say "$name: its objects ($rendered_dir/$name.json)"; return; fi
+      # Without their CRDs (the release that brought them is gone) there is nothing to delete.
+      local crd gone=""
+      IFS=, read -r -a crds <<<"$needs"
+      for crd in "${crds[@]}"; do kubectl get crd "$crd" >/dev/null 2>&1 || gone=$crd; done
+      if [[ -n "$gone" ]]; then
+        say "$name: nothing to delete (the CRD $gone is gone)"
+        return
+      fi
+      say "$name: deleting its objects"
+      kubectl delete --ignore-not-found --wait --timeout="$timeout" -f "$rendered_dir/$name.json" ||
+        die "$name was not deleted within $timeout (a finalizer that no controller removes?): stopping" ;;
+    secrets)
+      if [[ -n "$plan" ]]; then say "$name: the Secrets ${list//,/, }"; return; fi
+      IFS=, read -r -a secrets <<<"$list"
+      for secret in "${secrets[@]}"; do
+        say "$name: deleting $secret"
+        kubectl delete secret --ignore-not-found -n "${secret%%/*}" "${secret#*/}" ||
+          die "$secret was not deleted: stopping"
+      done ;;
+    namespaces)
+      say "$name kept: kubectl delete namespace would delete everything in them, whoever's, volume claims included" ;;
+    talos)
+      say "$name kept: it stays in the nodes' machine config, protecting them" ;;
+    crds) ;;
+  esac
+}
+
+# destroy [plan]: every component in the reverse order, then the CRDs when DELETE_CRDS=yes.
 destroy() {
-  local i entry secret
+  local plan=${1:-} i
+  [[ -z "$plan" ]] || say "destroy-platform does, in this order:"
   for (( i = ${#components[@]} - 1; i >= 0; i-- )); do
     component "${components[$i]}"
-    case "$kind" in
-      helm)
-        # helm uninstall would delete the CRDs the release's templates render, and every object
-        # of them (VolumeSnapshots, Istio's policies): such a release stays.
-        if [[ "$crds_in_templates" == yes && "${DELETE_CRDS:-}" != yes ]]; then
-          say "$name kept: its templates are CRDs (${crd_groups//,/, }), which uninstalling deletes (DELETE_CRDS=yes removes them)"
-          if [[ "$name" == istio-base ]]; then
-            # The base chart's webhook to istiod, labelled app=istiod and release=<its release>
-            # (manifests/charts/base/templates/defaultrevision-validatingwebhookconfiguration.yaml,
-            # Istio 1.30): istiod is gone, and a helm upgrade of istio-base makes it again.
-            say "deleting istio-base's validating webhook to istiod (istiod-default-validator)"
-            kubectl delete validatingwebhookconfiguration -l "app=istiod,release=$name" --ignore-not-found
-          fi
-          continue
-        fi
-        if ! helm status "$name" --namespace "$ns" >/dev/null 2>&1; then
-          say "$name: not installed"
-          continue
-        fi
-        say "$name: uninstalling"
-        helm uninstall "$name" --namespace "$ns" --wait --timeout "$timeout" || die "$name was not uninstalled: stopping" ;;
-      objects)
-        # Without their CRDs (the release that brought them is gone) there is nothing to delete.
-        local crd gone=""
-        IFS=, read -r -a crds <<<"$needs"
-        for crd in "${crds[@]}"; do kubectl get crd "$crd" >/dev/null 2>&1 || gone=$crd; done
-        if [[ -n "$gone" ]]; then
-          say "$name: nothing to delete (the CRD $gone is gone)"
-          continue
-        fi
-        say "$name: deleting its objects"
-        kubectl delete --ignore-not-found --wait --timeout="$timeout" -f "$rendered_dir/$name.json" ||
-          die "$name was not deleted within $timeout (a finalizer that no controller removes?): stopping" ;;
-      secrets)
-        IFS=, read -r -a secrets <<<"$list"
-        for secret in "${secrets[@]}"; do
-          say "$name: deleting $secret"
-          kubectl delete secret --ignore-not-found -n "${secret%%/*}" "${secret#*/}" ||
-            die "$secret was not deleted: stopping"
-        done ;;
-      namespaces)
-        say "$name kept: they hold the volumes' claims (kubectl delete namespace removes one and everything in it)" ;;
-      talos)
-        say "$name kept: it stays in the nodes' machine config, protecting them" ;;
-      crds) ;;
-    esac
+    destroy_one "$plan"
   done
-  if [[ "${DELETE_CRDS:-}" == yes ]]; then
-    # Every CRD of the API groups this profile's components own, and no other (another
-    # profile's, or another team's); deleting one deletes all its objects.
-    local -A owned=()
-    local group crd
-    for group in $(crd_groups); do owned[$group]=1; done
-    crds=()
-    while IFS= read -r crd; do
-      group=${crd#*/}; group=${group#*.}
-      [[ -z "$crd" || -z "${owned[$group]:-}" ]] || crds+=("$crd")
-    done < <(kubectl get crd -o name)
-    if (( ${#crds[@]} > 0 )); then
-      say "deleting ${#crds[@]} CRDs of ${!owned[*]} (DELETE_CRDS=yes)"
-      kubectl delete --wait --timeout="$timeout" "${crds[@]}" ||
-        die "the CRDs were not deleted within $timeout (objects of them held by finalizers?): stopping"
-    fi
-  else
+  if [[ "${DELETE_CRDS:-}" != yes ]]; then
     say "CRDs kept: DELETE_CRDS=yes removes them"
+    return
+  fi
+  # Every CRD of the API groups this profile's components own, and no other (another
+  # profile's, or another team's); deleting one deletes all its objects.
+  local -A owned=()
+  local group crd
+  for group in $(crd_groups); do owned[$group]=1; done
+  if [[ -n "$plan" ]]; then
+    say "every CRD of ${!owned[*]}, with every object of them (DELETE_CRDS=yes)"
+    return
+  fi
+  crds=()
+  while IFS= read -r crd; do
+    group=${crd#*/}; group=${group#*.}
+    [[ -z "$crd" || -z "${owned[$group]:-}" ]] || crds+=("$crd")
+  done < <(kubectl get crd -o name)
+  if (( ${#crds[@]} > 0 )); then
+    say "deleting ${#crds[@]} CRDs of ${!owned[*]} (DELETE_CRDS=yes)"
+    kubectl delete --wait --timeout="$timeout" "${crds[@]}" ||
+      die "the CRDs were not deleted within $timeout (objects of them held by finalizers?): stopping"
   fi
 }
 
@@ -413,4 +472,5 @@ case "$mode" in
   apply) apply ;;
   diff) diff_platform ;;
   destroy) destroy ;;
+  destroy-plan) destroy plan ;;
 esac

@@ -243,3 +243,42 @@ fn sops_yaml_gives_each_cluster_s_file_its_rule_s_recipients() {
     let out = encrypt("clusters/beta/secrets.sops.yaml", &["--age", RECIPIENT]);
     testkit::process::success_stdout(&out);
 }
+
+/// make destroy-platform shows what goes, the CNI first among what the releases take with them,
+/// then asks; without a terminal it is refused and nothing is changed.
+#[test]
+fn make_destroy_platform_shows_what_goes_before_it_asks() {
+    let Some(world) = OnpremMake::new() else {
+        return;
+    };
+    let root = world.dir.path();
+    let endpoint = add_cluster(root, "alpha", "alpha");
+    let kubeconfig = root.join("alpha.kubeconfig");
+    write_kubeconfig(&kubeconfig, &endpoint);
+    let out = world.make(
+        "destroy-platform",
+        &[
+            format!("OUT={}", root.join("out").display()),
+            format!("CLUSTERS_DIR={}", root.join("clusters").display()),
+            "CLUSTER=alpha".into(),
+            format!("KUBECONFIG={}", kubeconfig.display()),
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    let text = output_text(&out);
+    let cni = text.find("Cilium is the cluster's CNI").expect(&text);
+    let storage = text.find("its StorageClass ceph-rbd").expect(&text);
+    let question = text
+        .find(
+            "refusing to destroy the platform layer (onprem, as listed above) of the cluster alpha",
+        )
+        .expect(&text);
+    assert!(storage < cni && cni < question, "{text}");
+    let calls = world.take_calls();
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.starts_with("kubectl get ") || c.starts_with("helm version")),
+        "{calls:#?}"
+    );
+}

@@ -384,7 +384,70 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
 
     assert_a_rerun_takes_back_hand_edits(&plane, &world, &env, &calls);
     assert_the_dry_run_changes_nothing_and_masks_the_secrets(&world, env[0]);
+    assert_the_destroy_plan_names_what_goes(&plane, &world);
     assert_destroy_keeps_the_crds_unless_asked(&plane, &world);
+}
+
+/// A volume claim of the crowdsec release as its chart makes it (crowdsecurity/helm-charts
+/// crowdsec-0.24.0, charts/crowdsec/templates/lapi-persistentVolume.yaml: `<release>-db-pvc`,
+/// `<release>-config-pvc`, the annotations of the values) and as helm marks what it installs
+/// (helm v3.22.0 pkg/action/validate.go, lines 140-160), bound to a Ceph volume.
+fn crowdsec_claim(claim: &str, annotations: &Value) -> String {
+    let mut annotations = annotations.clone();
+    annotations["meta.helm.sh/release-name"] = "crowdsec".into();
+    annotations["meta.helm.sh/release-namespace"] = "crowdsec".into();
+    let volume = format!("pvc-{claim}");
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                  "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "",
+                  "csi": {"driver": "rbd.csi.ceph.com", "volumeHandle": claim},
+                  "claimRef": {"namespace": "crowdsec", "name": claim}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": claim, "namespace": "crowdsec", "annotations": annotations,
+                      "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+         "spec": {"volumeName": volume, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+    ]})
+    .to_string()
+}
+
+/// What make destroy-platform shows before it asks: the CNI and the storage driver that go with
+/// their releases, the LAPI's claims that stay (the values' keep), and a claim without it (made
+/// before) going with its data; nothing is changed.
+fn assert_the_destroy_plan_names_what_goes(plane: &ControlPlane, world: &World) {
+    let rendered: Value =
+        serde_json::from_str(&fs::read_to_string(world.rendered().join("crowdsec.json")).unwrap())
+            .unwrap();
+    let keep = &rendered["lapi"]["persistentVolume"]["data"]["annotations"];
+    for (claim, annotations) in [
+        ("crowdsec-db-pvc", keep.clone()),
+        ("crowdsec-config-pvc", serde_json::json!({})),
+    ] {
+        plane.kubectl_ok(&["apply", "-f", "-"], &crowdsec_claim(claim, &annotations));
+    }
+    let out = world.platform("destroy-plan", &[]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let text = output_text(&out);
+    for said in [
+        "cilium: the helm release in kube-system and what its chart made; Cilium is the cluster's CNI",
+        "ceph-csi-rbd: the helm release in ceph-csi-rbd and what its chart made; its StorageClass ceph-rbd",
+        "crowdsec: the helm release in crowdsec and what its chart made; its volume claims \
+         crowdsec/crowdsec-config-pvc (reclaim policy Delete: its data goes), \
+         crowdsec/crowdsec-db-pvc (kept: helm.sh/resource-policy keep)",
+        "snapshot-controller kept: its templates are CRDs",
+        "namespaces kept",
+        "CRDs kept",
+    ] {
+        assert!(text.contains(said), "`{said}` not in:\n{text}");
+    }
+    let calls = world.take_calls();
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.starts_with("kubectl get ") || c.starts_with("helm version")),
+        "{calls:#?}"
+    );
 }
 
 /// The CRDs the snapshot controller's chart renders as templates (Piraeus's snapshot-controller

@@ -119,6 +119,10 @@ pub const CILIUM: Component = Component {
         ],
         // Its operator registers them; no release holds them.
         crds_in_templates: false,
+        uninstalling: Some(
+            "Cilium is the cluster's CNI: until another runs, no new pod gets a network and the \
+             nodes go NotReady",
+        ),
     },
     depends_on: &[],
 };
@@ -141,6 +145,7 @@ pub const fn cert_manager(depends_on: &'static [&'static str]) -> Component {
             crds: &[CLUSTER_ISSUER_CRD, "orders.acme.cert-manager.io"],
             // Templates, which values/cert-manager.yaml's crds.keep annotates to stay.
             crds_in_templates: false,
+            uninstalling: None,
         },
         depends_on,
     }

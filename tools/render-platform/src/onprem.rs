@@ -69,6 +69,7 @@ pub const COMPONENTS: &[Component] = &[
                 "volumegroupsnapshots.groupsnapshot.storage.k8s.io",
             ],
             crds_in_templates: true,
+            uninstalling: None,
         },
         depends_on: &["cilium"],
     },
@@ -82,6 +83,10 @@ pub const COMPONENTS: &[Component] = &[
             values: &["values/ceph-csi-rbd.yaml"],
             crds: &[],
             crds_in_templates: false,
+            uninstalling: Some(
+                "its StorageClass ceph-rbd and its CSI driver: no volume of ceph-rbd, whoever's, \
+                 is made, attached or detached until it is back",
+            ),
         },
         // Its csi-snapshotter sidecar watches the snapshot CRDs.
         depends_on: &["cilium", "secrets", "snapshot-controller"],
@@ -105,6 +110,7 @@ pub const COMPONENTS: &[Component] = &[
             values: &["values/traefik.yaml"],
             crds: &[MIDDLEWARE_CRD],
             crds_in_templates: false,
+            uninstalling: None,
         },
         // Its Service takes its address from the pool; its pods mount the bouncer's key.
         depends_on: &["load-balancer", "secrets"],
@@ -119,6 +125,7 @@ pub const COMPONENTS: &[Component] = &[
             values: &["values/crowdsec.yaml"],
             crds: &[],
             crds_in_templates: false,
+            uninstalling: None,
         },
         // The LAPI's database and config are volume claims on the default StorageClass; the
         // agent reads Traefik's access logs.
@@ -154,6 +161,7 @@ pub const COMPONENTS: &[Component] = &[
             values: &["values/external-dns.yaml"],
             crds: &[],
             crds_in_templates: false,
+            uninstalling: None,
         },
         // It publishes the address Traefik writes into the Ingresses' status.
         depends_on: &["traefik", "secrets"],

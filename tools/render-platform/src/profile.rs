@@ -48,6 +48,9 @@ pub enum Kind {
         /// `helm uninstall` deletes them, and every object of them. `destroy` keeps such a
         /// release unless `DELETE_CRDS=yes`.
         crds_in_templates: bool,
+        /// What uninstalling the release takes from the cluster beyond itself (the CNI, a
+        /// storage driver), said before `destroy` asks.
+        uninstalling: Option<&'static str>,
     },
     /// Vendored CRD files, pinned one by one: `<prefix><NAME>=<file>:<sha256>` in
     /// `k8s/versions.env`, the bundle's version under `version_pin`.
@@ -185,7 +188,7 @@ pub struct PlanLine {
 
 /// The header of the plan, naming its columns (tab-separated, `-` for an empty field, lists
 /// comma-separated).
-const PLAN_HEADER: &str = "# component\tkind\tnamespace\tsource\trepository\tversion\tlist\tneeds\tready\tdepends\tcrd groups\tcrds in templates, in install order\n";
+const PLAN_HEADER: &str = "# component\tkind\tnamespace\tsource\trepository\tversion\tlist\tneeds\tready\tdepends\tcrd groups\tcrds in templates\tuninstalling, in install order\n";
 
 /// The plan's text: one line per component, in install order.
 pub fn plan_text(lines: &[PlanLine]) -> String {
@@ -203,16 +206,20 @@ pub fn plan_text(lines: &[PlanLine]) -> String {
             Kind::Objects { needs, ready } => (needs.join(","), ready.unwrap_or_default()),
             _ => (String::new(), ""),
         };
-        let in_templates = match c.kind {
+        let (in_templates, uninstalling) = match c.kind {
             Kind::Helm {
-                crds_in_templates: true,
+                crds_in_templates,
+                uninstalling,
                 ..
-            } => "yes",
-            _ => "",
+            } => (
+                if crds_in_templates { "yes" } else { "" },
+                uninstalling.unwrap_or_default(),
+            ),
+            _ => ("", ""),
         };
         let _ = writeln!(
             text,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             c.name,
             c.kind.word(),
             field(c.namespace.unwrap_or_default()),
@@ -225,6 +232,7 @@ pub fn plan_text(lines: &[PlanLine]) -> String {
             field(&c.depends_on.join(",")),
             field(&c.kind.crd_groups().join(",")),
             field(in_templates),
+            field(uninstalling),
         );
     }
     text
@@ -252,6 +260,7 @@ mod tests {
                 values: &[],
                 crds,
                 crds_in_templates: false,
+                uninstalling: (name == "cni").then_some("no pod gets a network"),
             },
             depends_on,
         }
@@ -375,7 +384,8 @@ mod tests {
                     "-",
                     "-",
                     "-",
-                    "-"
+                    "-",
+                    "no pod gets a network"
                 ],
                 vec![
                     "widgets",
@@ -389,6 +399,7 @@ mod tests {
                     "-",
                     "cni",
                     "example.com",
+                    "-",
                     "-"
                 ],
                 vec![
@@ -402,6 +413,7 @@ mod tests {
                     "widgets.example.com",
                     "-",
                     "cni",
+                    "-",
                     "-",
                     "-"
                 ],
