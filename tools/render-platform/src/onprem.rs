@@ -541,6 +541,23 @@ mod tests {
         values(&example(), "cilium", &crate::PINS).unwrap();
     }
 
+    /// Each ceph-csi provisioner needs a worker of its own: never more than the workers, never
+    /// more than the chart's three.
+    #[test]
+    fn there_are_no_more_ceph_provisioners_than_workers() {
+        for (workers, provisioners) in [(1, 1), (2, 2), (3, 3), (5, 3)] {
+            let mut config = example();
+            config.workers = workers;
+            let ceph = values(&config, "ceph-csi-rbd", &crate::PINS)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                ceph["provisioner"]["replicaCount"], provisioners,
+                "{workers} workers"
+            );
+        }
+    }
+
     /// The LAPI's volume claims stay when its release goes (make destroy-platform keeps the
     /// namespaces for them), and with them the bouncers it registered.
     #[test]

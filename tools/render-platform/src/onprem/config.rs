@@ -18,6 +18,9 @@ pub struct OnpremConfig {
     pub cluster_endpoint: String,
     /// The SOPS file of this cluster's secrets, relative to this config's folder.
     pub secrets: PathBuf,
+    /// How many nodes take workloads (Talos keeps them off the control planes): no more
+    /// ceph-csi provisioners than that, since each needs a node of its own.
+    pub workers: u32,
     pub load_balancer: LoadBalancerConfig,
     pub ingress: IngressConfig,
     pub ceph: CephConfig,
@@ -141,6 +144,12 @@ fn check_cluster(config: &OnpremConfig) -> Result<(), Refusal> {
                 "`{}` is not an https:// URL with a host",
                 config.cluster_endpoint
             ),
+        ));
+    }
+    if config.workers == 0 {
+        return Err((
+            "workers",
+            "must be at least 1: the nodes that take workloads".into(),
         ));
     }
     // make reads the render's names one `KEY=value` a line, the SOPS file's path among them.
@@ -353,6 +362,7 @@ mod tests {
                 "not a public address",
             ),
             (|c| c.ingress.replicas = 0, "ingress.replicas", "at least 1"),
+            (|c| c.workers = 0, "workers", "at least 1"),
         ]
     }
 

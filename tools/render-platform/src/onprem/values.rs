@@ -46,6 +46,7 @@ pub fn values(
                 // The Secret comes from the SOPS file (component `secrets`), never through
                 // helm, whose release history would keep the key.
                 "secret": {"create": false, "name": CEPH_SECRET},
+                "provisioner": {"replicaCount": ceph_provisioners(config.workers)},
             })
         }
         "traefik" => traefik(config, pins)?,
@@ -76,6 +77,18 @@ pub fn values(
         _ => return Ok(None),
     };
     Ok(Some(values))
+}
+
+/// The chart's own number of provisioners (values.yaml, `provisioner.replicaCount`): one leads,
+/// the others wait to take over.
+const CEPH_PROVISIONERS_DEFAULT: u32 = 3;
+
+/// How many ceph-csi provisioners the workers can hold: with more than one, the chart requires
+/// each on a node of its own (ceph-csi-rbd 3.17.1, templates/provisioner-deployment.yaml, lines
+/// 44-58: a required pod anti-affinity on `kubernetes.io/hostname`), and one more than the
+/// workers stays Pending for ever, which helm's wait lets pass (the chart's maxUnavailable 50%).
+fn ceph_provisioners(workers: u32) -> u32 {
+    workers.min(CEPH_PROVISIONERS_DEFAULT)
 }
 
 /// The pattern of names external-dns may write when `domain` lives in the parent zone `zone`:
