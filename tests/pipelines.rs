@@ -407,7 +407,11 @@ fn every_variable_the_makefile_passes_to_a_script_is_read_by_it() {
         let mut text = fs::read_to_string(repo().join(&script)).unwrap();
         let sourced: Vec<String> = text
             .lines()
-            .filter_map(|l| l.trim_start().strip_prefix(". \"$(dirname \"$0\")/"))
+            .filter_map(|l| {
+                ["source \"$(dirname \"$0\")/", ". \"$(dirname \"$0\")/"]
+                    .iter()
+                    .find_map(|how| l.split_once(how).map(|(_, rest)| rest))
+            })
             .filter_map(|rest| rest.split_once('"').map(|(file, _)| file.to_owned()))
             .collect();
         for file in sourced {
