@@ -3,7 +3,9 @@
 # components.tsv, in its order, each installed as its kind says (render-platform --help and
 # tools/render-platform/src/profile.rs hold the profiles; this script knows none of them):
 #   helm        helm upgrade --install --version <pin> --wait --atomic, with the committed values
-#               files, then the rendered one (the cluster's layer)
+#               files, then the rendered one (the cluster's layer); a chart whose CRDs are in its
+#               crds/ folder, which helm never upgrades, has them applied first from helm show
+#               crds at the pin, as such a chart asks
 #   crds        vendored CRD files, each checked against its sha256 pin, server-side applied,
 #               then waited for until Established
 #   namespaces  the rendered Namespaces, server-side applied
@@ -79,8 +81,8 @@ field_manager=${FIELD_MANAGER:-edgepop-platform}
 timeout=${HELM_TIMEOUT:-10m}
 
 # The components as render-platform lists them, in install order: "name kind namespace source
-# repository version list needs ready depends crd_groups crds_in_templates uninstalling" (tabs;
-# `-` for an empty field).
+# repository version list needs ready depends crd_groups crds_from uninstalling" (tabs; `-`
+# for an empty field).
 plan_file=${rendered_dir:-RENDERED_DIR}/components.tsv
 [[ -n "$rendered_dir" && -f "$plan_file" ]] ||
   die "$plan_file is missing: make writes it with render-platform --out-dir from the profile's config"
@@ -92,9 +94,9 @@ done < "$plan_file"
 
 # Reads one plan line into the globals below.
 component() {
-  IFS=$'\t' read -r name kind ns source repo version list needs ready _depends crd_groups crds_in_templates uninstalling <<<"$1"
+  IFS=$'\t' read -r name kind ns source repo version list needs ready _depends crd_groups crds_from uninstalling <<<"$1"
   local field
-  for field in ns source repo version list needs ready crd_groups crds_in_templates uninstalling; do
+  for field in ns source repo version list needs ready crd_groups crds_from uninstalling; do
     [[ "${!field}" != - ]] || printf -v "$field" '%s' ""
   done
 }
@@ -244,12 +246,14 @@ apply_file() {
   kubectl apply --server-side --force-conflicts --field-manager="$field_manager" -f "$1"
 }
 
-# The CRDs an `objects` component needs, Established.
+# The CRDs an `objects` component needs, Established. They may not exist yet when the release
+# that brings them is ready: an operator registers its own once it runs (Cilium's), so their
+# creation is waited for first (--for=create comes before the condition, kubectl >= 1.31).
 wait_for_crds() {
   local crd
   IFS=, read -r -a crds <<<"$needs"
   for crd in "${crds[@]}"; do
-    kubectl wait --for=condition=Established --timeout=120s "crd/$crd" ||
+    kubectl wait --for=create --for=condition=Established --timeout=120s "crd/$crd" ||
       die "$name needs the CRD $crd, which is not Established: stopping (is the component that brings it running?)"
   done
 }
@@ -257,11 +261,18 @@ wait_for_crds() {
 apply() {
   check_all
   decrypt_secrets
-  local entry flags installed=""
+  local entry flags chart_crds installed=""
   for entry in "${components[@]}"; do
     component "$entry"
     case "$kind" in
       helm)
+        if [[ "$crds_from" == folder ]]; then
+          say "$name: the CRDs of chart $source $version (helm show crds, server-side apply)"
+          chart_crds=$(helm show crds "$source" --repo "$repo" --version "$version") ||
+            die "helm show crds failed on $name: stopping"
+          kubectl apply --server-side --force-conflicts --field-manager="$field_manager" -f - <<<"$chart_crds" ||
+            die "the CRDs of $name were not applied: stopping"
+        fi
         mapfile -t flags < <(values_flags)
         say "$name: chart $source $version in $ns (waits until ready, rolls back on failure)"
         helm upgrade --install "$name" "$source" --repo "$repo" --version "$version" \
@@ -301,7 +312,7 @@ apply() {
 diff_platform() {
   check_all
   decrypt_secrets
-  local entry flags rc use_plugin=no
+  local entry flags rc chart_crds use_plugin=no
   if helm diff version >/dev/null 2>&1; then use_plugin=yes; fi
   for entry in "${components[@]}"; do
     component "$entry"
@@ -322,6 +333,13 @@ diff_platform() {
         say "diff: $name (talosctl --dry-run)"
         patch_talos --dry-run ;;
       helm)
+        if [[ "$crds_from" == folder ]]; then
+          say "diff: the CRDs of $name ($source $version)"
+          chart_crds=$(helm show crds "$source" --repo "$repo" --version "$version") ||
+            die "helm show crds failed on $name"
+          rc=0; kubectl diff --server-side --force-conflicts --field-manager="$field_manager" -f - <<<"$chart_crds" || rc=$?
+          (( rc <= 1 )) || die "kubectl diff failed on the CRDs of $name"
+        fi
         mapfile -t flags < <(values_flags)
         say "diff: $name ($source $version)"
         if [[ "$use_plugin" == yes ]]; then
@@ -374,7 +392,7 @@ release_claims() {
 
 # A release kept by destroy: its templates are CRDs, which uninstalling deletes.
 kept_release() {
-  [[ "$crds_in_templates" == yes && "${DELETE_CRDS:-}" != yes ]]
+  [[ "$crds_from" == templates && "${DELETE_CRDS:-}" != yes ]]
 }
 
 # What destroy does to the component just read, said and done; with "plan", only said (the

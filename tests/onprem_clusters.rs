@@ -282,3 +282,56 @@ fn make_destroy_platform_shows_what_goes_before_it_asks() {
         "{calls:#?}"
     );
 }
+
+/// DELETE_CRDS=yes deletes the CRDs of every group the profile's charts bring, Traefik Hub's
+/// among them (Traefik's crds/ holds both groups), and no other.
+#[test]
+fn delete_crds_deletes_the_groups_of_traefik_s_crds_folder_and_no_other() {
+    let Some(world) = OnpremMake::new() else {
+        return;
+    };
+    let root = world.dir.path();
+    let endpoint = add_cluster(root, "alpha", "alpha");
+    let kubeconfig = root.join("alpha.kubeconfig");
+    write_kubeconfig(&kubeconfig, &endpoint);
+    let crd = |name: &str| format!("customresourcedefinition.apiextensions.k8s.io/{name}");
+    let listed = [
+        "middlewares.traefik.io",
+        "apis.hub.traefik.io",
+        "uplinks.hub.traefik.io",
+        "widgets.example.com",
+    ]
+    .map(crd)
+    .join(" ");
+    let out = world.make_with(
+        "destroy-platform",
+        &[
+            format!("OUT={}", root.join("out").display()),
+            format!("CLUSTERS_DIR={}", root.join("clusters").display()),
+            "CLUSTER=alpha".into(),
+            format!("KUBECONFIG={}", kubeconfig.display()),
+            "CONFIRM=yes".into(),
+            "DELETE_CRDS=yes".into(),
+        ],
+        &[("STANDIN_KUBECTL_CRDS", &listed)],
+    );
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("hub.traefik.io"),
+        "{}",
+        output_text(&out)
+    );
+    let calls = world.take_calls();
+    let delete = calls
+        .iter()
+        .find(|c| c.starts_with("kubectl delete --wait"))
+        .unwrap_or_else(|| panic!("no CRD deleted: {calls:#?}"));
+    for ours in [
+        "middlewares.traefik.io",
+        "apis.hub.traefik.io",
+        "uplinks.hub.traefik.io",
+    ] {
+        assert!(delete.contains(&crd(ours)), "{ours}: {delete}");
+    }
+    assert!(!delete.contains("widgets.example.com"), "{delete}");
+}

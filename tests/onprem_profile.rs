@@ -1,8 +1,9 @@
 //! The `onprem` profile end to end: `pipelines/platform.sh` on what render-platform renders from
 //! `config/onprem.example.json` (its secrets file being the committed test-only SOPS fixture),
 //! with the recording helm stand-in, the real sops decrypting with the test age key, and the
-//! real kubectl against a real API server (testkit's control plane) on which the CRDs the charts
-//! bring are installed from ../shared/crds, as the charts would. Every call is recorded in order.
+//! real kubectl against a real API server (testkit's control plane), on which the recording helm
+//! makes the CRDs each chart brings, from ../shared/crds, when it installs the chart, and as the
+//! chart brings them (an operator's once it runs). Every call is recorded in order.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
@@ -85,6 +86,8 @@ pub(crate) fn render_example_with(
 struct World {
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
+    /// STANDIN_HELM_CRDS: what each chart brings as CRDs, and how.
+    chart_crds: String,
 }
 
 impl World {
@@ -118,6 +121,7 @@ impl World {
         let world = World {
             dir,
             kubeconfig: kubeconfig.to_path_buf(),
+            chart_crds: chart_crds()?,
         };
         world.render(secrets);
         fs::write(world.log(), "").unwrap();
@@ -167,6 +171,9 @@ impl World {
             .env("HOME", self.dir.path().join("home"))
             .env("XDG_CONFIG_HOME", self.dir.path().join("home"))
             .env("HELM_TIMEOUT", "120s")
+            .env("STANDIN_HELM_CRDS", &self.chart_crds)
+            .env("STANDIN_HELM_KUBECTL", self.dir.path().join("real/kubectl"))
+            .env("STANDIN_HELM_STATE", self.dir.path().join("helm-state"))
             .env_remove("STANDIN_HELM_FAIL")
             .stdin(Stdio::null());
         without_sops_keys(&mut cmd);
@@ -231,14 +238,15 @@ pub(crate) fn sops_file() -> PathBuf {
     fixtures().join("onprem.secrets.sops.yaml")
 }
 
-/// The component a changing call acts for: a helm release, or the rendered file applied.
+/// The component a changing call acts for: a helm release, or the rendered file applied (not a
+/// chart's CRDs, applied from stdin before its release).
 fn acted_on(call: &str) -> Option<String> {
     let words: Vec<&str> = call.split(' ').collect();
     if call.starts_with("helm upgrade --install ") {
         return Some(words[3].to_owned());
     }
     if call.starts_with("kubectl apply ") {
-        let file = words.windows(2).find(|w| w[0] == "-f")?[1];
+        let file = words.windows(2).find(|w| w[0] == "-f" && w[1] != "-")?[1];
         return Some(
             Path::new(file)
                 .file_stem()
@@ -262,23 +270,48 @@ fn refused(plane: &ControlPlane, object: &str) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// The CRDs the charts bring, from ../shared/crds, installed as the charts would.
-fn install_chart_crds(plane: &ControlPlane) -> Option<()> {
+/// What each chart brings as CRDs, from ../shared/crds, and how (the recording helm's
+/// STANDIN_HELM_CRDS): Cilium's operator registers its own once it runs, the snapshot
+/// controller's and cert-manager's charts render theirs as templates, Traefik's are its crds/.
+fn chart_crds() -> Option<String> {
     let crds = testkit::workspace::shared_dir(TEST)?.join("crds");
-    let files: Vec<PathBuf> = [
-        "cilium-v1.20/v2/ciliumloadbalancerippools.yaml",
-        "cilium-v1.20/v2alpha1/ciliuml2announcementpolicies.yaml",
-        "traefik-41.3.0/traefik.io_middlewares.yaml",
-        "external-snapshotter-v8.6.0/snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
-        "external-snapshotter-v8.6.0/snapshot.storage.k8s.io_volumesnapshots.yaml",
-        "external-snapshotter-v8.6.0/snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
-        "cert-manager-v1.21.1.yaml",
-    ]
-    .iter()
-    .map(|file| crds.join(file))
-    .collect();
-    plane.install_crds(&files);
-    Some(())
+    let every_file = |dir: &str| -> Vec<String> {
+        let mut files: Vec<String> = testkit::files_under(&crds.join(dir))
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect();
+        files.sort();
+        files
+    };
+    let brought = [
+        (
+            "cilium:operator",
+            vec![
+                crds.join("cilium-v1.20/v2/ciliumloadbalancerippools.yaml")
+                    .display()
+                    .to_string(),
+                crds.join("cilium-v1.20/v2alpha1/ciliuml2announcementpolicies.yaml")
+                    .display()
+                    .to_string(),
+            ],
+        ),
+        (
+            "snapshot-controller:templates",
+            every_file("external-snapshotter-v8.6.0"),
+        ),
+        ("traefik:folder", every_file("traefik-41.3.0")),
+        (
+            "cert-manager:templates",
+            vec![crds.join("cert-manager-v1.21.1.yaml").display().to_string()],
+        ),
+    ];
+    Some(
+        brought
+            .iter()
+            .map(|(chart, files)| format!("{chart}={}", files.join(",")))
+            .collect::<Vec<_>>()
+            .join(";"),
+    )
 }
 
 /// `kind/namespace/name resourceVersion` of every object the profile applied.
@@ -350,9 +383,6 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
     let Some(plane) = ControlPlane::start(TEST) else {
         return;
     };
-    let Some(()) = install_chart_crds(&plane) else {
-        return;
-    };
     // A worker for the smoke test's pod (kwok runs it).
     plane.add_node("onprem-worker-1", &[]);
     let Some(world) = World::new(plane.kubeconfig(), &sops_file()) else {
@@ -383,6 +413,7 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
     assert_eq!(resource_versions(&plane, &world), before);
 
     assert_a_rerun_takes_back_hand_edits(&plane, &world, &env, &calls);
+    assert_a_rerun_brings_the_crds_of_a_chart_s_folder(&plane, &world, &env, &calls);
     assert_the_dry_run_changes_nothing_and_masks_the_secrets(&world, env[0]);
     assert_the_destroy_plan_names_what_goes(&plane, &world);
     assert_destroy_keeps_the_crds_unless_asked(&plane, &world);
@@ -463,20 +494,12 @@ const SNAPSHOT_TEMPLATE_CRDS: &str = "snapshot-controller=\
 /// `destroy` keeps every CRD (and so every VolumeSnapshot Velero made) unless `DELETE_CRDS=yes`,
 /// as the README says: a release whose templates are CRDs is not uninstalled without it.
 fn assert_destroy_keeps_the_crds_unless_asked(plane: &ControlPlane, world: &World) {
-    let releases: Vec<&str> = Profile::Onprem
-        .components()
-        .iter()
-        .filter(|c| matches!(c.kind, Kind::Helm { .. }))
-        .map(|c| c.name)
-        .collect();
-    let installed = releases.join(" ");
     let snapshots = "crd/volumesnapshots.snapshot.storage.k8s.io";
     let destroy = |delete_crds: &str| {
         let out = world.platform_with(
             "destroy",
             &[],
             &[
-                ("STANDIN_HELM_INSTALLED", installed.as_str()),
                 ("STANDIN_HELM_TEMPLATE_CRDS", SNAPSHOT_TEMPLATE_CRDS),
                 ("DELETE_CRDS", delete_crds),
             ],
@@ -538,6 +561,31 @@ fn assert_each_component_comes_after_what_it_needs(calls: &[String]) {
             .any(|c| c.contains("rollout status deployment/whoami")),
         "{calls:#?}"
     );
+    // Traefik's crds/, which helm installs only once, applied at its pin just before it.
+    let at = |prefix: &str| calls.iter().position(|c| c.starts_with(prefix)).unwrap();
+    let traefik = at("helm upgrade --install traefik ");
+    assert!(
+        calls[traefik - 2].starts_with("helm show crds traefik ")
+            && calls[traefik - 1].starts_with("kubectl apply --server-side --force-conflicts")
+            && calls[traefik - 1].ends_with(" -f -"),
+        "{calls:#?}"
+    );
+}
+
+/// A CRD of Traefik's crds/ missing from the cluster (one a chart bump adds): helm brings it on
+/// the first install only, the next apply brings it from the pinned chart.
+fn assert_a_rerun_brings_the_crds_of_a_chart_s_folder(
+    plane: &ControlPlane,
+    world: &World,
+    env: &[(&str, &Path)],
+    calls: &[String],
+) {
+    let crd = "crd/tlsstores.traefik.io";
+    plane.kubectl_ok(&["delete", crd, "--wait"], "");
+    let out = world.platform("apply", env);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(world.take_calls(), calls, "a re-run makes the same calls");
+    plane.kubectl_ok(&["get", crd, "-o", "name"], "");
 }
 
 /// The Secrets: from a 0600 file in a 0700 folder, gone afterwards; no clear value in an
@@ -870,6 +918,11 @@ impl OnpremMake {
 
     /// `make TARGET ARGS...`, nothing read from the terminal.
     pub(crate) fn make(&self, target: &str, args: &[String]) -> Output {
+        self.make_with(target, args, &[])
+    }
+
+    /// [`OnpremMake::make`] with variables of the stand-ins in its environment.
+    pub(crate) fn make_with(&self, target: &str, args: &[String], env: &[(&str, &str)]) -> Output {
         let tools = testkit::workspace::bin("render-platform");
         Command::new("make")
             .args(["--no-print-directory", "-C"])
@@ -891,6 +944,7 @@ impl OnpremMake {
             .env("TMPDIR", self.path("tmp"))
             .env("HOME", self.dir.path())
             .env_remove("STANDIN_HELM_DIFF")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .output()
             .unwrap()

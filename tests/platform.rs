@@ -316,7 +316,7 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
         steps,
         [
             "helm upgrade --install",
-            "kubectl wait --for=condition=Established",
+            "kubectl wait --for=create",
             "kubectl apply --server-side",
             "talosctl",
             "kubectl apply --server-side",
@@ -410,7 +410,7 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
     let policies = world.dir.path().join("rendered/host-firewall.json");
     assert_eq!(
         calls[1],
-        "kubectl wait --for=condition=Established --timeout=120s \
+        "kubectl wait --for=create --for=condition=Established --timeout=120s \
          crd/ciliumclusterwidenetworkpolicies.cilium.io"
     );
     // Applied as every rendered object: a field edited by hand is taken back.

@@ -6,7 +6,7 @@ use pop_common::input::InputError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::profile::{Component, Kind};
+use crate::profile::{ChartCrds, Component, Kind};
 use crate::{CILIUM, cert_manager};
 
 /// The edge profile, in install order: the CNI first (nothing schedules before it) and the host
@@ -61,7 +61,7 @@ pub const EDGE_COMPONENTS: &[Component] = &[
                 "authorizationpolicies.security.istio.io",
                 "telemetries.telemetry.istio.io",
             ],
-            crds_in_templates: true,
+            crds_from: ChartCrds::Templates,
             uninstalling: None,
         },
         depends_on: &["cilium"],
@@ -75,7 +75,7 @@ pub const EDGE_COMPONENTS: &[Component] = &[
             version_pin: "ISTIO_VERSION",
             values: &["values/istiod.yaml"],
             crds: &[],
-            crds_in_templates: false,
+            crds_from: ChartCrds::Elsewhere,
             uninstalling: None,
         },
         depends_on: &["istio-base", "gateway-api"],

@@ -57,7 +57,7 @@ pub use error::Error;
 pub use host_firewall::addresses;
 pub use run::{run, run_with};
 
-use profile::{Component, Kind, PlanLine};
+use profile::{ChartCrds, Component, Kind, PlanLine};
 
 /// `k8s/versions.env` as it was when this binary was built.
 pub const PINS: Pins<'static> = Pins::new(include_str!("../../../k8s/versions.env"));
@@ -118,7 +118,7 @@ pub const CILIUM: Component = Component {
             "ciliuml2announcementpolicies.cilium.io",
         ],
         // Its operator registers them; no release holds them.
-        crds_in_templates: false,
+        crds_from: ChartCrds::Elsewhere,
         uninstalling: Some(
             "Cilium is the cluster's CNI: until another runs, no new pod gets a network and the \
              nodes go NotReady",
@@ -144,7 +144,7 @@ pub const fn cert_manager(depends_on: &'static [&'static str]) -> Component {
             // Its ACME CRDs (orders, challenges) are of a group of their own.
             crds: &[CLUSTER_ISSUER_CRD, "orders.acme.cert-manager.io"],
             // Templates, which values/cert-manager.yaml's crds.keep annotates to stay.
-            crds_in_templates: false,
+            crds_from: ChartCrds::Elsewhere,
             uninstalling: None,
         },
         depends_on,

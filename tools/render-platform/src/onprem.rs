@@ -18,7 +18,7 @@ use pop_common::input::InputError;
 use serde_json::{Value, json};
 
 use crate::CLUSTER_ISSUER_CRD;
-use crate::profile::{Component, Kind};
+use crate::profile::{ChartCrds, Component, Kind};
 use crate::secrets::{self, SecretSpec, SecretsTemplate, Source};
 
 pub use config::{
@@ -68,7 +68,7 @@ pub const COMPONENTS: &[Component] = &[
                 // external-snapshotter v8.6.0's group snapshots, a group of their own.
                 "volumegroupsnapshots.groupsnapshot.storage.k8s.io",
             ],
-            crds_in_templates: true,
+            crds_from: ChartCrds::Templates,
             uninstalling: None,
         },
         depends_on: &["cilium"],
@@ -82,7 +82,7 @@ pub const COMPONENTS: &[Component] = &[
             version_pin: "CEPH_CSI_RBD_VERSION",
             values: &["values/ceph-csi-rbd.yaml"],
             crds: &[],
-            crds_in_templates: false,
+            crds_from: ChartCrds::Elsewhere,
             uninstalling: Some(
                 "its StorageClass ceph-rbd and its CSI driver: no volume of ceph-rbd, whoever's, \
                  is made, attached or detached until it is back",
@@ -108,8 +108,9 @@ pub const COMPONENTS: &[Component] = &[
             repo_pin: "TRAEFIK_CHART_REPO",
             version_pin: "TRAEFIK_VERSION",
             values: &["values/traefik.yaml"],
-            crds: &[MIDDLEWARE_CRD],
-            crds_in_templates: false,
+            // Its crds/ folder holds Traefik's own and Traefik Hub's, two groups.
+            crds: &[MIDDLEWARE_CRD, "apis.hub.traefik.io"],
+            crds_from: ChartCrds::Folder,
             uninstalling: None,
         },
         // Its Service takes its address from the pool; its pods mount the bouncer's key.
@@ -124,7 +125,7 @@ pub const COMPONENTS: &[Component] = &[
             version_pin: "CROWDSEC_VERSION",
             values: &["values/crowdsec.yaml"],
             crds: &[],
-            crds_in_templates: false,
+            crds_from: ChartCrds::Elsewhere,
             uninstalling: None,
         },
         // The LAPI's database and config are volume claims on the default StorageClass; the
@@ -160,7 +161,7 @@ pub const COMPONENTS: &[Component] = &[
             version_pin: "EXTERNAL_DNS_VERSION",
             values: &["values/external-dns.yaml"],
             crds: &[],
-            crds_in_templates: false,
+            crds_from: ChartCrds::Elsewhere,
             uninstalling: None,
         },
         // It publishes the address Traefik writes into the Ingresses' status.

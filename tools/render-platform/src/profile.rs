@@ -6,10 +6,10 @@
 //!
 //! | kind | installed by | waits for |
 //! | --- | --- | --- |
-//! | `helm` | `helm upgrade --install --wait --atomic`, values layered: the committed files, then the cluster's (rendered) | the release's resources ready |
+//! | `helm` | `helm upgrade --install --wait --atomic`, values layered: the committed files, then the cluster's (rendered); a chart's `crds/` applied first from `helm show crds` ([`ChartCrds::Folder`]) | the release's resources ready |
 //! | `crds` | server-side apply of vendored files, each checked against its sha256 pin | the CRDs Established |
 //! | `namespaces` | server-side apply of the rendered Namespaces (kept on destroy: they hold the volumes' claims) | |
-//! | `objects` | server-side apply of the rendered objects, taking back fields edited by hand | the CRDs they need Established before; a rollout after, when named |
+//! | `objects` | server-side apply of the rendered objects, taking back fields edited by hand | the CRDs they need created and Established before; a rollout after, when named |
 //! | `secrets` | the cluster's SOPS file decrypted at apply time, turned into Secrets, server-side applied | |
 //! | `talos` | `talosctl patch machineconfig` (no reboot) of each node `<component>.tsv` lists, with the patch it names | |
 //!
@@ -44,10 +44,8 @@ pub enum Kind {
         /// one of each API group it owns, since `DELETE_CRDS=yes` deletes every CRD of the
         /// groups the profile's components own (and nothing else).
         crds: &'static [&'static str],
-        /// Its CRDs are templates of the release, with no `helm.sh/resource-policy: keep`:
-        /// `helm uninstall` deletes them, and every object of them. `destroy` keeps such a
-        /// release unless `DELETE_CRDS=yes`.
-        crds_in_templates: bool,
+        /// Where its CRDs come from, which says what helm does with them.
+        crds_from: ChartCrds,
         /// What uninstalling the release takes from the cluster beyond itself (the CNI, a
         /// storage driver), said before `destroy` asks.
         uninstalling: Option<&'static str>,
@@ -71,6 +69,33 @@ pub enum Kind {
     /// A Talos machine-config patch, applied through Talos's API to the nodes listed in the
     /// rendered `<name>.tsv` (endpoint, node, patch file).
     Talos,
+}
+
+/// Where a release's CRDs come from, which says what helm does with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartCrds {
+    /// None, or registered by the release's operator as it starts, or templates annotated to
+    /// stay: `helm uninstall` leaves them.
+    Elsewhere,
+    /// Templates of the release, with no `helm.sh/resource-policy: keep`: `helm uninstall`
+    /// deletes them, and every object of them. `destroy` keeps such a release unless
+    /// `DELETE_CRDS=yes`.
+    Templates,
+    /// The chart's `crds/` folder, which helm installs on the first install only and never
+    /// upgrades: `apply` applies `helm show crds` of the pinned chart before each upgrade, as
+    /// such a chart asks (traefik-helm-chart v41.3.0, README.md, lines 149-164).
+    Folder,
+}
+
+impl ChartCrds {
+    /// Its word in the plan.
+    fn word(self) -> &'static str {
+        match self {
+            ChartCrds::Elsewhere => "",
+            ChartCrds::Templates => "templates",
+            ChartCrds::Folder => "folder",
+        }
+    }
 }
 
 impl Kind {
@@ -188,7 +213,7 @@ pub struct PlanLine {
 
 /// The header of the plan, naming its columns (tab-separated, `-` for an empty field, lists
 /// comma-separated).
-const PLAN_HEADER: &str = "# component\tkind\tnamespace\tsource\trepository\tversion\tlist\tneeds\tready\tdepends\tcrd groups\tcrds in templates\tuninstalling, in install order\n";
+const PLAN_HEADER: &str = "# component\tkind\tnamespace\tsource\trepository\tversion\tlist\tneeds\tready\tdepends\tcrd groups\tcrds from\tuninstalling, in install order\n";
 
 /// The plan's text: one line per component, in install order.
 pub fn plan_text(lines: &[PlanLine]) -> String {
@@ -206,15 +231,12 @@ pub fn plan_text(lines: &[PlanLine]) -> String {
             Kind::Objects { needs, ready } => (needs.join(","), ready.unwrap_or_default()),
             _ => (String::new(), ""),
         };
-        let (in_templates, uninstalling) = match c.kind {
+        let (crds_from, uninstalling) = match c.kind {
             Kind::Helm {
-                crds_in_templates,
+                crds_from,
                 uninstalling,
                 ..
-            } => (
-                if crds_in_templates { "yes" } else { "" },
-                uninstalling.unwrap_or_default(),
-            ),
+            } => (crds_from.word(), uninstalling.unwrap_or_default()),
             _ => ("", ""),
         };
         let _ = writeln!(
@@ -231,7 +253,7 @@ pub fn plan_text(lines: &[PlanLine]) -> String {
             field(ready),
             field(&c.depends_on.join(",")),
             field(&c.kind.crd_groups().join(",")),
-            field(in_templates),
+            field(crds_from),
             field(uninstalling),
         );
     }
@@ -259,7 +281,7 @@ mod tests {
                 version_pin: "VERSION",
                 values: &[],
                 crds,
-                crds_in_templates: false,
+                crds_from: ChartCrds::Elsewhere,
                 uninstalling: (name == "cni").then_some("no pod gets a network"),
             },
             depends_on,
