@@ -44,8 +44,7 @@
 # installed. A failing step stops the ones after it (helm --atomic rolls its own release back).
 #
 # Secrets: sops writes the clear document only into a pipe to render-platform, whose Secrets go
-# to a 0600 file in a 0700 folder of its own, removed when the script ends, however it ends;
-# they are never in an argument or a log.
+# through another pipe to kubectl: never in a file, an argument or a log.
 #
 # Environment:
 #   RENDERED_DIR    render-platform's output (--out-dir): components.tsv, and the rendered file
@@ -213,15 +212,17 @@ check_all() {
   done
 }
 
-# The Secrets of every `secrets` component, decrypted now, before anything is installed:
-# secret_files[<component>] is a 0600 file in a 0700 folder removed on exit.
-declare -A secret_files=()
-secrets_dir=""
-cleanup() { if [[ -n "$secrets_dir" ]]; then rm -rf -- "$secrets_dir"; fi; }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-decrypt_secrets() {
+# The Secrets of the `secrets` component just read, on stdout: sops decrypts the cluster's SOPS
+# file into a pipe to render-platform. Its callers keep them in memory (decrypted in full before
+# kubectl starts) and hand them to kubectl through a pipe: no file ever holds them, so nothing
+# is left behind however the run ends (a SIGKILL included).
+secrets_of() {
+  sops --decrypt --output-type json "$source" | "$render_platform" --secrets "$rendered_dir/$name.json"
+}
+
+# Every `secrets` component decrypted once before anything is installed, into /dev/null: a
+# missing age key or a file that does not decrypt stops the run before the first change.
+check_secrets() {
   local entry
   for entry in "${components[@]}"; do
     component "$entry"
@@ -229,15 +230,9 @@ decrypt_secrets() {
     [[ -f "$source" ]] || die "$source is missing: the cluster's SOPS file (the config's \"secrets\")"
     command -v sops >/dev/null || die "sops is not installed (make tools builds it at its pin)"
     [[ -x "$render_platform" ]] || die "$render_platform is missing (RENDER_PLATFORM)"
-    if [[ -z "$secrets_dir" ]]; then
-      secrets_dir=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/edgepop-secrets.XXXXXX")
-    fi
     say "$name: decrypting $source (sops, age)"
-    if ! (umask 077 && sops --decrypt --output-type json "$source" |
-          "$render_platform" --secrets "$rendered_dir/$name.json" > "$secrets_dir/$name.json"); then
+    secrets_of >/dev/null ||
       die "$source did not decrypt into the Secrets render-platform expects (is SOPS_AGE_KEY_FILE the cluster's age key?): nothing installed"
-    fi
-    secret_files[$name]="$secrets_dir/$name.json"
   done
 }
 
@@ -260,8 +255,8 @@ wait_for_crds() {
 
 apply() {
   check_all
-  decrypt_secrets
-  local entry flags chart_crds installed=""
+  check_secrets
+  local entry flags chart_crds secrets installed=""
   for entry in "${components[@]}"; do
     component "$entry"
     case "$kind" in
@@ -270,7 +265,8 @@ apply() {
           say "$name: the CRDs of chart $source $version (helm show crds, server-side apply)"
           chart_crds=$(helm show crds "$source" --repo "$repo" --version "$version") ||
             die "helm show crds failed on $name: stopping"
-          kubectl apply --server-side --force-conflicts --field-manager="$field_manager" -f - <<<"$chart_crds" ||
+          printf '%s\n' "$chart_crds" |
+            kubectl apply --server-side --force-conflicts --field-manager="$field_manager" -f - ||
             die "the CRDs of $name were not applied: stopping"
         fi
         mapfile -t flags < <(values_flags)
@@ -298,7 +294,9 @@ apply() {
         installed+="$name, " ;;
       secrets)
         say "$name: ${list//,/, } (server-side apply)"
-        apply_file "${secret_files[$name]}" || die "$name were not applied: stopping"
+        secrets=$(secrets_of) || die "$source did not decrypt: stopping"
+        printf '%s\n' "$secrets" | apply_file - || die "$name were not applied: stopping"
+        secrets=""
         installed+="$name, " ;;
       talos)
         say "$name: talosctl patch machineconfig (no reboot)"
@@ -311,8 +309,8 @@ apply() {
 
 diff_platform() {
   check_all
-  decrypt_secrets
-  local entry flags rc chart_crds use_plugin=no
+  check_secrets
+  local entry flags rc chart_crds secrets use_plugin=no
   if helm diff version >/dev/null 2>&1; then use_plugin=yes; fi
   for entry in "${components[@]}"; do
     component "$entry"
@@ -322,12 +320,16 @@ diff_platform() {
         say "diff: $name CRDs $version"
         rc=0; kubectl diff --server-side --field-manager="$field_manager" "${flags[@]}" || rc=$?
         (( rc <= 1 )) || die "kubectl diff failed on the $name CRDs" ;;
-      namespaces|objects|secrets)
+      namespaces|objects)
         say "diff: $name"
-        local file="$rendered_dir/$name.json"
-        [[ "$kind" != secrets ]] || file=${secret_files[$name]}
+        rc=0; kubectl diff --server-side --force-conflicts --field-manager="$field_manager" -f "$rendered_dir/$name.json" || rc=$?
+        (( rc <= 1 )) || die "kubectl diff failed on $name" ;;
+      secrets)
+        say "diff: $name"
         # kubectl diff masks the values of Secrets.
-        rc=0; kubectl diff --server-side --force-conflicts --field-manager="$field_manager" -f "$file" || rc=$?
+        secrets=$(secrets_of) || die "$source did not decrypt: nothing compared"
+        rc=0; printf '%s\n' "$secrets" | kubectl diff --server-side --force-conflicts --field-manager="$field_manager" -f - || rc=$?
+        secrets=""
         (( rc <= 1 )) || die "kubectl diff failed on $name" ;;
       talos)
         say "diff: $name (talosctl --dry-run)"
@@ -337,7 +339,7 @@ diff_platform() {
           say "diff: the CRDs of $name ($source $version)"
           chart_crds=$(helm show crds "$source" --repo "$repo" --version "$version") ||
             die "helm show crds failed on $name"
-          rc=0; kubectl diff --server-side --force-conflicts --field-manager="$field_manager" -f - <<<"$chart_crds" || rc=$?
+          rc=0; printf '%s\n' "$chart_crds" | kubectl diff --server-side --force-conflicts --field-manager="$field_manager" -f - || rc=$?
           (( rc <= 1 )) || die "kubectl diff failed on the CRDs of $name"
         fi
         mapfile -t flags < <(values_flags)

@@ -36,18 +36,13 @@ const CLEAR: [&str; 5] = [
     "test-only-crowdsec-bouncer-key",
 ];
 
-/// Records the call (arguments shell-quoted, and the mode of a `-f` file under $TMPDIR and of its
-/// folder), then runs the real program.
+/// Records the call (arguments shell-quoted, and whether $TMPDIR holds anything as it starts: a
+/// file of Secrets would be there), then runs the real program.
 const WRAPPER: &str = r#"#!/usr/bin/env bash
 set -euo pipefail
-line=$(basename "$0"); prev=""
-for a in "$@"; do
-  line+=" $(printf '%q' "$a")"
-  if [[ "$prev" == -f && "$a" == "$TMPDIR"/* ]]; then
-    line+=" <mode $(stat -c %a "$a") in $(stat -c %a "$(dirname "$a")")>"
-  fi
-  prev=$a
-done
+line=$(basename "$0")
+for a in "$@"; do line+=" $(printf '%q' "$a")"; done
+if [[ -n "$(ls -A "$TMPDIR")" ]]; then line+=" <TMPDIR holds $(ls -A "$TMPDIR")>"; fi
 printf '%s\n' "$line" >> "$STANDIN_LOG"
 exec "$REAL_PROGRAM_DIR/$(basename "$0")" "$@"
 "#;
@@ -186,25 +181,11 @@ impl World {
         cmd.output().unwrap()
     }
 
-    /// The calls since the last reset, with the secrets folder's random name made stable.
+    /// The calls since the last reset.
     fn take_calls(&self) -> Vec<String> {
         let text = fs::read_to_string(self.log()).unwrap();
         fs::write(self.log(), "").unwrap();
-        text.lines()
-            .map(|line| {
-                line.split(' ')
-                    .map(|w| match w.find("edgepop-secrets.") {
-                        Some(at) => {
-                            let rest = &w[at + "edgepop-secrets.".len()..];
-                            let tail = rest.find('/').map_or("", |i| &rest[i..]);
-                            format!("{}edgepop-secrets.*{tail}", &w[..at])
-                        }
-                        None => w.to_owned(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect()
+        text.lines().map(str::to_owned).collect()
     }
 }
 
@@ -238,15 +219,21 @@ pub(crate) fn sops_file() -> PathBuf {
     fixtures().join("onprem.secrets.sops.yaml")
 }
 
-/// The component a changing call acts for: a helm release, or the rendered file applied (not a
-/// chart's CRDs, applied from stdin before its release).
-fn acted_on(call: &str) -> Option<String> {
+/// The component a changing call acts for, given the call before it: a helm release, the
+/// rendered file applied, or the Secrets sops decrypted just before (not a chart's CRDs, applied
+/// from stdin before its release).
+fn acted_on(previous: Option<&String>, call: &str) -> Option<String> {
     let words: Vec<&str> = call.split(' ').collect();
     if call.starts_with("helm upgrade --install ") {
         return Some(words[3].to_owned());
     }
+    if call.starts_with("kubectl apply ") && call.ends_with(" -f -") {
+        return previous
+            .is_some_and(|p| p.starts_with("sops "))
+            .then(|| "secrets".to_owned());
+    }
     if call.starts_with("kubectl apply ") {
-        let file = words.windows(2).find(|w| w[0] == "-f" && w[1] != "-")?[1];
+        let file = words.windows(2).find(|w| w[0] == "-f")?[1];
         return Some(
             Path::new(file)
                 .file_stem()
@@ -395,13 +382,14 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
     assert!(out.status.success(), "{}", output_text(&out));
     let calls = world.take_calls();
 
-    // sops decrypts first, before any helm or kubectl call but helm's version check.
+    // sops decrypts first, before any helm or kubectl call but helm's version check, then again
+    // for the Secrets' apply.
     assert_eq!(calls[0], "helm version --short");
     assert!(
         calls[1].starts_with("sops --decrypt --output-type json "),
         "{calls:#?}"
     );
-    assert_eq!(calls.iter().filter(|c| c.starts_with("sops")).count(), 1);
+    assert_eq!(calls.iter().filter(|c| c.starts_with("sops")).count(), 2);
 
     assert_each_component_comes_after_what_it_needs(&calls);
     assert_the_secrets_never_show_and_reach_the_api_server(&plane, &world, &calls, &out);
@@ -414,7 +402,7 @@ fn apply_installs_the_profile_in_order_on_a_real_api_server_and_a_rerun_changes_
 
     assert_a_rerun_takes_back_hand_edits(&plane, &world, &env, &calls);
     assert_a_rerun_brings_the_crds_of_a_chart_s_folder(&plane, &world, &env, &calls);
-    assert_the_dry_run_changes_nothing_and_masks_the_secrets(&world, env[0]);
+    assert_the_dry_run_changes_nothing_and_masks_the_secrets(&plane, &world, env[0]);
     assert_the_destroy_plan_names_what_goes(&plane, &world);
     assert_destroy_keeps_the_crds_unless_asked(&plane, &world);
 }
@@ -531,7 +519,11 @@ fn assert_destroy_keeps_the_crds_unless_asked(plane: &ControlPlane, world: &Worl
 /// component it depends on; objects wait for the CRDs they need, after the release that brings
 /// them.
 fn assert_each_component_comes_after_what_it_needs(calls: &[String]) {
-    let acted: Vec<String> = calls.iter().filter_map(|c| acted_on(c)).collect();
+    let acted: Vec<String> = calls
+        .iter()
+        .enumerate()
+        .filter_map(|(at, c)| acted_on(at.checked_sub(1).map(|p| &calls[p]), c))
+        .collect();
     let profile: Vec<&str> = Profile::Onprem
         .components()
         .iter()
@@ -588,21 +580,24 @@ fn assert_a_rerun_brings_the_crds_of_a_chart_s_folder(
     plane.kubectl_ok(&["get", crd, "-o", "name"], "");
 }
 
-/// The Secrets: from a 0600 file in a 0700 folder, gone afterwards; no clear value in an
-/// argument, the log or any file left; the values reached the API server.
+/// The Secrets: never in a file, even for a moment; no clear value in an argument, the log or
+/// any file left; the values reached the API server.
 fn assert_the_secrets_never_show_and_reach_the_api_server(
     plane: &ControlPlane,
     world: &World,
     calls: &[String],
     out: &Output,
 ) {
-    let secrets_apply = calls
-        .iter()
-        .find(|c| c.starts_with("kubectl apply") && c.contains("edgepop-secrets.*/secrets.json"))
-        .unwrap();
+    // Decrypted into a pipe, applied from another: at no call did a file hold anything.
+    let decrypted = calls.iter().rposition(|c| c.starts_with("sops")).unwrap();
     assert!(
-        secrets_apply.ends_with("<mode 600 in 700>"),
-        "{secrets_apply}"
+        calls[decrypted + 1].starts_with("kubectl apply --server-side")
+            && calls[decrypted + 1].ends_with(" -f -"),
+        "{calls:#?}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.contains("<TMPDIR holds")),
+        "{calls:#?}"
     );
     for clear in CLEAR {
         assert!(
@@ -681,12 +676,29 @@ fn assert_a_rerun_takes_back_hand_edits(
     );
 }
 
-/// The dry-run twin: nothing to change, nothing changed, the Secrets' values masked (helm's
-/// side through the helm-diff plugin of the stand-in).
+/// The dry-run twin: nothing changed, and a Secret edited by hand shown changed with its values
+/// masked, before and after (helm's side through the helm-diff plugin of the stand-in).
 fn assert_the_dry_run_changes_nothing_and_masks_the_secrets(
+    plane: &ControlPlane,
     world: &World,
     sops_key: (&str, &Path),
 ) {
+    // A Secret changed by hand, so that kubectl diff has a value to show, before and after.
+    let hand = "test-only-hand-edited-value";
+    let encoded = "dGVzdC1vbmx5LWhhbmQtZWRpdGVkLXZhbHVl"; // base64 of `hand`
+    plane.kubectl_ok(
+        &[
+            "-n",
+            "external-dns",
+            "patch",
+            "secret",
+            "ovh-credentials",
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"data":{{"consumer_key":"{encoded}"}}}}"#),
+        ],
+        "",
+    );
     let plugin = Path::new("yes");
     let out = world.platform("diff", &[sops_key, ("STANDIN_HELM_DIFF", plugin)]);
     assert!(out.status.success(), "{}", output_text(&out));
@@ -697,10 +709,27 @@ fn assert_the_dry_run_changes_nothing_and_masks_the_secrets(
             .any(|c| c.starts_with("kubectl apply") || c.starts_with("helm upgrade")),
         "{calls:#?}"
     );
-    for clear in CLEAR {
-        assert!(!output_text(&out).contains(clear), "{clear} in the diff");
+    assert!(
+        !calls.iter().any(|c| c.contains("<TMPDIR holds")),
+        "{calls:#?}"
+    );
+    let text = output_text(&out);
+    // The change is shown, its values masked on both sides.
+    assert!(
+        text.contains("consumer_key")
+            && text.contains("*** (before)")
+            && text.contains("*** (after)"),
+        "{text}"
+    );
+    for clear in CLEAR.iter().chain([&hand, &encoded]) {
+        assert!(!text.contains(clear), "{clear} in the diff");
     }
     assert!(testkit::file_names(&world.tmp()).is_empty());
+    assert_eq!(
+        secret_value(plane, "external-dns", "ovh-credentials", "consumer_key"),
+        encoded,
+        "the dry run changed the Secret"
+    );
 }
 
 #[test]
@@ -1040,7 +1069,17 @@ fn assert_the_dry_run_rendered_the_plan_and_wrote_nothing(
             .any(|c| c.starts_with("kubectl diff") && c.contains(what))
     };
     assert!(
-        diffs("namespaces.json") && diffs("secrets.json") && diffs("smoke-test.json"),
+        diffs("namespaces.json") && diffs("smoke-test.json"),
+        "{calls:#?}"
+    );
+    // The Secrets, right after the namespaces, from a pipe.
+    let namespaces = calls
+        .iter()
+        .position(|c| c.starts_with("kubectl diff") && c.contains("namespaces.json"))
+        .unwrap();
+    assert!(
+        calls[namespaces + 1].starts_with("kubectl diff")
+            && calls[namespaces + 1].contains("-f - <stdin:"),
         "{calls:#?}"
     );
     assert!(
