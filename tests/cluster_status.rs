@@ -367,7 +367,7 @@ fn assert_each_onprem_failure_says_where_to_look(
         (
             "traefik/svc/traefik",
             "PENDING",
-            "ciliumloadbalancerippool demo-pool",
+            "ciliumloadbalancerippool demo-ingress",
         ),
         (
             format!("bouncer/{bouncer}").as_str(),

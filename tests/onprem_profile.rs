@@ -669,7 +669,7 @@ fn assert_a_rerun_takes_back_hand_edits(
         ],
         "",
     );
-    assert_eq!(blocks, "10.20.1.100-10.20.1.150");
+    assert_eq!(blocks, "10.20.1.101-10.20.1.150");
     assert_eq!(
         secret_value(plane, "external-dns", "ovh-credentials", "consumer_key"),
         "dGVzdC1vbmx5LW92aC1jb25zdW1lci1rZXk="

@@ -369,7 +369,7 @@ pub fn status_names(config: &OnpremConfig, config_path: &Path) -> Result<String,
         ("TRAEFIK_SERVICE", TRAEFIK.to_owned()),
         ("INGRESS_ADDRESS", config.ingress.address.to_string()),
         ("PUBLIC_ADDRESS", config.ingress.public_address.to_string()),
-        ("LB_POOL", format!("{}-pool", config.cluster_name)),
+        ("LB_POOL", objects::ingress_pool_name(config)),
         ("CROWDSEC_NAMESPACE", CROWDSEC_NAMESPACE.to_owned()),
         ("LAPI_DEPLOYMENT", "crowdsec-lapi".to_owned()),
         ("BOUNCER_NAME", bouncer_name(config, config_path)?),
@@ -540,6 +540,69 @@ mod tests {
             values(&example(), "cilium", &Pins::new(&text)).unwrap();
         }
         values(&example(), "cilium", &crate::PINS).unwrap();
+    }
+
+    /// Traefik's address is a pool of its own, for its Service alone; the rest of the range
+    /// another, leaving it out (pools must not overlap); the announcement on the interfaces
+    /// named, or all.
+    #[test]
+    fn traefik_s_address_is_a_pool_of_its_own_and_the_rest_of_the_range_another() {
+        let blocks = |objects: &[Value], name: &str| {
+            let pool = objects
+                .iter()
+                .find(|o| o["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("no {name}"));
+            pool["spec"]["blocks"].clone()
+        };
+        let mut config = example();
+        config.ingress.address = "10.20.1.120".parse().unwrap();
+        let rendered = objects(&config, "load-balancer", &crate::PINS)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            blocks(&rendered, "demo-pool"),
+            json!([
+                {"start": "10.20.1.100", "stop": "10.20.1.119"},
+                {"start": "10.20.1.121", "stop": "10.20.1.150"},
+            ])
+        );
+        let ingress = rendered
+            .iter()
+            .find(|o| o["metadata"]["name"] == "demo-ingress")
+            .unwrap();
+        assert_eq!(
+            ingress["spec"],
+            json!({
+                "blocks": [{"start": "10.20.1.120", "stop": "10.20.1.120"}],
+                "serviceSelector": {"matchLabels": {
+                    "io.kubernetes.service.namespace": "traefik",
+                    "io.kubernetes.service.name": "traefik",
+                }},
+            })
+        );
+        let policy = rendered.last().unwrap();
+        assert!(policy["spec"].get("interfaces").is_none(), "{policy}");
+
+        // The address at an end of the range, or the whole range.
+        config.ingress.address = "10.20.1.100".parse().unwrap();
+        config.load_balancer.interfaces = Some(vec!["^eth0$".into()]);
+        let rendered = objects(&config, "load-balancer", &crate::PINS)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            blocks(&rendered, "demo-pool"),
+            json!([{"start": "10.20.1.101", "stop": "10.20.1.150"}])
+        );
+        assert_eq!(
+            rendered.last().unwrap()["spec"]["interfaces"],
+            json!(["^eth0$"])
+        );
+        config.load_balancer.last = "10.20.1.100".parse().unwrap();
+        let rendered = objects(&config, "load-balancer", &crate::PINS)
+            .unwrap()
+            .unwrap();
+        let pools: Vec<&Value> = rendered.iter().map(|o| &o["metadata"]["name"]).collect();
+        assert_eq!(pools, ["demo-ingress", "demo-l2"]);
     }
 
     /// Each ceph-csi provisioner needs a worker of its own: never more than the workers, never

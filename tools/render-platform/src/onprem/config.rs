@@ -37,6 +37,11 @@ pub struct LoadBalancerConfig {
     /// on the nodes' network.
     pub first: Ipv4Addr,
     pub last: Ipv4Addr,
+    /// The network interfaces the addresses are announced on, as regular expressions of their
+    /// names (Cilium's L2 policy `interfaces`, e.g. `^eth0$`); absent, every interface Cilium
+    /// finds, a storage network's included.
+    #[serde(default)]
+    pub interfaces: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -170,6 +175,16 @@ fn check_addresses(config: &OnpremConfig) -> Result<(), Refusal> {
         return Err((
             "load_balancer.last",
             format!("{} comes before load_balancer.first {}", lb.last, lb.first),
+        ));
+    }
+    if let Some(interfaces) = &lb.interfaces
+        && (interfaces.is_empty() || interfaces.iter().any(|i| i.trim().is_empty()))
+    {
+        return Err((
+            "load_balancer.interfaces",
+            "must name at least one interface, each a regular expression of its name (leave \
+             the field out for every interface)"
+                .into(),
         ));
     }
     let ingress = &config.ingress;
@@ -362,6 +377,16 @@ mod tests {
                 "not a public address",
             ),
             (|c| c.ingress.replicas = 0, "ingress.replicas", "at least 1"),
+            (
+                |c| c.load_balancer.interfaces = Some(vec![]),
+                "load_balancer.interfaces",
+                "at least one interface",
+            ),
+            (
+                |c| c.load_balancer.interfaces = Some(vec!["^eth0$".into(), " ".into()]),
+                "load_balancer.interfaces",
+                "regular expression",
+            ),
             (|c| c.workers = 0, "workers", "at least 1"),
         ]
     }

@@ -1,5 +1,7 @@
 //! The objects of the profile's `objects` and `namespaces` components.
 
+use std::net::Ipv4Addr;
+
 use pop_common::input::InputError;
 use pop_common::pins::Pins;
 use serde_json::{Value, json};
@@ -14,24 +16,7 @@ pub fn objects(
 ) -> Result<Option<Vec<Value>>, InputError> {
     let objects = match component {
         "namespaces" => namespaces(),
-        "load-balancer" => vec![
-            json!({
-                "apiVersion": "cilium.io/v2",
-                "kind": "CiliumLoadBalancerIPPool",
-                "metadata": {"name": format!("{}-pool", config.cluster_name), "labels": labels(component)},
-                "spec": {"blocks": [{
-                    "start": config.load_balancer.first.to_string(),
-                    "stop": config.load_balancer.last.to_string(),
-                }]},
-            }),
-            json!({
-                // v2alpha1 is the CRD's only version.
-                "apiVersion": "cilium.io/v2alpha1",
-                "kind": "CiliumL2AnnouncementPolicy",
-                "metadata": {"name": format!("{}-l2", config.cluster_name), "labels": labels(component)},
-                "spec": {"loadBalancerIPs": true},
-            }),
-        ],
+        "load-balancer" => load_balancer(config),
         "backup-snapshots" => vec![json!({
             "apiVersion": "snapshot.storage.k8s.io/v1",
             "kind": "VolumeSnapshotClass",
@@ -74,6 +59,70 @@ pub fn objects(
         _ => return Ok(None),
     };
     Ok(Some(objects))
+}
+
+/// The pools Cilium gives LoadBalancer addresses from, and their announcement on the local
+/// network. Traefik's address is a pool of its own, for its Service alone (the pool's
+/// `serviceSelector` on the Service's namespace and name, which Cilium's LB IPAM matches as if
+/// they were labels: Documentation/network/lb-ipam.rst, "Service Selectors"), and the rest of
+/// the range another pool: in a single pool, a LoadBalancer Service made before Traefik's could
+/// take its address, and Traefik's Service would wait for ever. Pools must not overlap (Cilium
+/// disables the newer of two that do), so the rest of the range leaves the address out.
+fn load_balancer(config: &OnpremConfig) -> Vec<Value> {
+    let lb = &config.load_balancer;
+    let address = u32::from(config.ingress.address);
+    let block = |start: u32, stop: u32| json!({"start": Ipv4Addr::from(start).to_string(), "stop": Ipv4Addr::from(stop).to_string()});
+    let mut rest = Vec::new();
+    if u32::from(lb.first) < address {
+        rest.push(block(u32::from(lb.first), address - 1));
+    }
+    if address < u32::from(lb.last) {
+        rest.push(block(address + 1, u32::from(lb.last)));
+    }
+    let pool = |name: String, spec: Value| {
+        json!({
+            "apiVersion": "cilium.io/v2",
+            "kind": "CiliumLoadBalancerIPPool",
+            "metadata": {"name": name, "labels": labels("load-balancer")},
+            "spec": spec,
+        })
+    };
+    let mut objects = Vec::new();
+    if !rest.is_empty() {
+        objects.push(pool(pool_name(config), json!({"blocks": rest})));
+    }
+    objects.push(pool(
+        ingress_pool_name(config),
+        json!({
+            "blocks": [block(address, address)],
+            "serviceSelector": {"matchLabels": {
+                "io.kubernetes.service.namespace": TRAEFIK_NAMESPACE,
+                "io.kubernetes.service.name": TRAEFIK,
+            }},
+        }),
+    ));
+    let mut policy = json!({"loadBalancerIPs": true});
+    if let Some(interfaces) = &lb.interfaces {
+        policy["interfaces"] = json!(interfaces);
+    }
+    objects.push(json!({
+        // v2alpha1 is the CRD's only version.
+        "apiVersion": "cilium.io/v2alpha1",
+        "kind": "CiliumL2AnnouncementPolicy",
+        "metadata": {"name": format!("{}-l2", config.cluster_name), "labels": labels("load-balancer")},
+        "spec": policy,
+    }));
+    objects
+}
+
+/// The pool of the range but Traefik's address.
+fn pool_name(config: &OnpremConfig) -> String {
+    format!("{}-pool", config.cluster_name)
+}
+
+/// Traefik's address, a pool of its own.
+pub(super) fn ingress_pool_name(config: &OnpremConfig) -> String {
+    format!("{}-ingress", config.cluster_name)
 }
 
 /// The ACME ClusterIssuer, answering HTTP-01 through Traefik.
