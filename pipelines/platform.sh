@@ -20,7 +20,8 @@
 #   platform.sh apply     installs every component in order. A second run changes nothing, and
 #                         brings back whatever was changed by hand.
 #   platform.sh diff      the dry-run twin: helm diff when the plugin is there, otherwise
-#                         helm template | kubectl diff --server-side; kubectl diff for the rest.
+#                         helm template --dry-run=server | kubectl diff --server-side; kubectl
+#                         diff for the rest.
 #                         Changes nothing.
 #   platform.sh destroy   removes in the reverse order: releases uninstalled, objects and Secrets
 #                         deleted; the namespaces (they hold the volumes' claims), the CRDs and
@@ -349,9 +350,12 @@ diff_platform() {
             --allow-unreleased "${flags[@]}" || die "helm diff failed on $name"
         else
           # kubectl diff exits 1 when there are differences, more on an error; helm template's own
-          # failure must not hide behind that 1.
+          # failure must not hide behind that 1. --dry-run=server lets a chart's `lookup` read
+          # what it made before, as an upgrade does (helm v3.22.0 pkg/action/install.go, lines
+          # 256-258): CrowdSec's keeps its LAPI secrets so (templates/_helpers.tpl, lines 4-15, at
+          # crowdsec-0.24.0), where a client-side template would show them all changed.
           set +e
-          helm template "$name" "$source" --repo "$repo" --version "$version" --namespace "$ns" "${flags[@]}" |
+          helm template "$name" "$source" --repo "$repo" --version "$version" --namespace "$ns" --dry-run=server "${flags[@]}" |
             kubectl diff --server-side --field-manager=helm -f -
           local status=("${PIPESTATUS[@]}")
           set -e

@@ -659,6 +659,10 @@ fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_not
         "ISTIO_VERSION",
     ]) {
         assert!(has_pair(call, "--version", &pins()[key]), "{call}");
+        // A chart's `lookup` of what it made before reads the cluster, as upgrade does: without
+        // it, helm template renders a chart's generated credentials anew (CrowdSec's LAPI
+        // secrets) and the dry run shows a change the upgrade would not make.
+        assert!(words(call).contains(&"--dry-run=server"), "{call}");
     }
     let diffs: Vec<&String> = starting_with(&calls, "kubectl diff");
     // One per release, fed what helm template printed, the host policies' after Cilium's and
