@@ -113,6 +113,15 @@ file="$ANSWERS/getent_$2"
 cat "$file"
 "#;
 
+/// dig stand-in: `dig +short ... A NAME` prints $ANSWERS/dig_<name> (dig's +short form: a CNAME
+/// chain, then the addresses, one a line; nothing for a name the DNS does not know, exit 0) and
+/// exits with $ANSWERS/dig_rc (dig(1) EXIT STATUS: 9, no reply from the server).
+const DIG: &str = r#"#!/usr/bin/env bash
+name=${*: -1}
+cat "$ANSWERS/dig_$name" 2>/dev/null
+exit "$(cat "$ANSWERS/dig_rc" 2>/dev/null || echo 0)"
+"#;
+
 fn status(answers: &Path, dir: &Path) -> Output {
     status_of(answers, dir, &[])
 }
@@ -120,7 +129,12 @@ fn status(answers: &Path, dir: &Path) -> Output {
 fn status_of(answers: &Path, dir: &Path, env: &[(&str, &Path)]) -> Output {
     let kubeconfig = dir.join("kubeconfig");
     fs::write(&kubeconfig, "# never read: kubectl is a stand-in\n").unwrap();
-    let tools = [("kubectl", KUBECTL), ("curl", CURL), ("getent", GETENT)];
+    let tools = [
+        ("kubectl", KUBECTL),
+        ("curl", CURL),
+        ("getent", GETENT),
+        ("dig", DIG),
+    ];
     script(&tools, &kubeconfig, answers, dir, env)
         .output()
         .unwrap()
@@ -269,6 +283,7 @@ fn onprem(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
         "getent_whoami.demo.k8s.exemple.fr",
         "203.0.113.47    STREAM whoami.demo.k8s.exemple.fr\n203.0.113.47    DGRAM  \n",
     );
+    answer(&answers, "dig_whoami.demo.k8s.exemple.fr", "203.0.113.47\n");
     answer(&answers, "curl_code", "200");
     answer(&answers, "curl_rc", "0");
     // busybox wget in a Traefik pod reached the public address (quiet, exit 0).
@@ -390,11 +405,7 @@ fn assert_each_onprem_failure_says_where_to_look(
         assert!(line.contains(hint), "{line}");
     }
     // A name published at the internal address (the seed's lesson).
-    answer(
-        answers,
-        "getent_whoami.demo.k8s.exemple.fr",
-        "10.20.1.100     STREAM whoami.demo.k8s.exemple.fr\n",
-    );
+    answer(answers, "dig_whoami.demo.k8s.exemple.fr", "10.20.1.100\n");
     let out = status_of(answers, dir, env);
     let table = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
@@ -402,6 +413,47 @@ fn assert_each_onprem_failure_says_where_to_look(
         "WRONG-DNS",
         "{table}"
     );
+    assert_the_name_is_what_the_dns_answers(answers, dir, env);
+}
+
+/// The name as the DNS answers it, as the seed's `dig +short`: an /etc/hosts line (what getent
+/// reads too) does not make it published; getent is the fallback when dig cannot ask, and the row
+/// says which answered.
+fn assert_the_name_is_what_the_dns_answers(answers: &Path, dir: &Path, env: &[(&str, &Path)]) {
+    let name = "whoami.demo.k8s.exemple.fr";
+    let https = |answers: &Path| {
+        let out = status_of(answers, dir, env);
+        let table = String::from_utf8(out.stdout).unwrap();
+        table
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap()
+            .to_owned()
+    };
+    answer(answers, "curl_code", "200");
+    answer(answers, "curl_rc", "0");
+    // The DNS knows nothing of it; /etc/hosts (getent) has it.
+    answer(answers, &format!("dig_{name}"), "");
+    let line = https(answers);
+    assert_eq!(line.split_whitespace().nth(2), Some("NO-DNS"), "{line}");
+    assert!(
+        line.contains("(dig)") && line.contains("run this again"),
+        "{line}"
+    );
+    // A CNAME first, then the address.
+    answer(
+        answers,
+        &format!("dig_{name}"),
+        "edge.k8s.exemple.fr.\n203.0.113.47\n",
+    );
+    let line = https(answers);
+    assert_eq!(line.split_whitespace().nth(2), Some("ok"), "{line}");
+    // dig gets no reply: getent answers, and the row says so.
+    answer(answers, "dig_rc", "9");
+    let line = https(answers);
+    assert_eq!(line.split_whitespace().nth(2), Some("ok"), "{line}");
+    assert!(line.contains("getent: /etc/hosts"), "{line}");
+    fs::remove_file(answers.join("dig_rc")).unwrap();
 }
 
 /// kubectl for the real-cluster test: the pinned kubectl against the test's API server, except
@@ -427,6 +479,7 @@ fn status_real(
         ("kubectl-canned", KUBECTL),
         ("curl", CURL),
         ("getent", GETENT),
+        ("dig", DIG),
     ];
     let mut command = script(&tools, plane.kubeconfig(), answers, dir, env);
     command.env("REAL_KUBECTL", kubectl);
