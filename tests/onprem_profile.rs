@@ -197,6 +197,10 @@ pub(crate) fn output_text(out: &Output) -> String {
     )
 }
 
+/// The test-only key's recipient (tests/fixtures/sops/README.md).
+pub(crate) const TEST_RECIPIENT: &str =
+    "age1nuhnt27e8q0ssp9qweqsy9tzfwccccv0g5p64agdm9ulng729q7q5tnw97";
+
 pub(crate) fn key() -> PathBuf {
     fixtures().join("test-only.agekey")
 }
@@ -460,7 +464,12 @@ fn assert_the_destroy_plan_names_what_goes(plane: &ControlPlane, world: &World) 
     ] {
         assert!(text.contains(said), "`{said}` not in:\n{text}");
     }
-    let calls = world.take_calls();
+    assert_only_reads(&world.take_calls());
+}
+
+/// Every call read the cluster, none changed it.
+#[track_caller]
+pub(crate) fn assert_only_reads(calls: &[String]) {
     assert!(
         calls
             .iter()
@@ -625,6 +634,25 @@ fn assert_the_secrets_never_show_and_reach_the_api_server(
     );
 }
 
+/// The OVH consumer key's Secret edited by hand (kubectl's field manager), `encoded` its new
+/// base64 value.
+fn edit_consumer_key(plane: &ControlPlane, encoded: &str) {
+    let patch = format!(r#"{{"data":{{"consumer_key":"{encoded}"}}}}"#);
+    plane.kubectl_ok(
+        &[
+            "-n",
+            "external-dns",
+            "patch",
+            "secret",
+            "ovh-credentials",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        "",
+    );
+}
+
 /// Edited by hand (another field manager): the next run takes it back, with the same calls.
 fn assert_a_rerun_takes_back_hand_edits(
     plane: &ControlPlane,
@@ -643,19 +671,7 @@ fn assert_a_rerun_takes_back_hand_edits(
         ],
         "",
     );
-    plane.kubectl_ok(
-        &[
-            "-n",
-            "external-dns",
-            "patch",
-            "secret",
-            "ovh-credentials",
-            "--type=merge",
-            "-p",
-            r#"{"data":{"consumer_key":"aGFuZA=="}}"#,
-        ],
-        "",
-    );
+    edit_consumer_key(plane, "aGFuZA==");
     let out = world.platform("apply", env);
     assert!(out.status.success(), "{}", output_text(&out));
     assert_eq!(world.take_calls(), calls, "a re-run makes the same calls");
@@ -686,19 +702,7 @@ fn assert_the_dry_run_changes_nothing_and_masks_the_secrets(
     // A Secret changed by hand, so that kubectl diff has a value to show, before and after.
     let hand = "test-only-hand-edited-value";
     let encoded = "dGVzdC1vbmx5LWhhbmQtZWRpdGVkLXZhbHVl"; // base64 of `hand`
-    plane.kubectl_ok(
-        &[
-            "-n",
-            "external-dns",
-            "patch",
-            "secret",
-            "ovh-credentials",
-            "--type=merge",
-            "-p",
-            &format!(r#"{{"data":{{"consumer_key":"{encoded}"}}}}"#),
-        ],
-        "",
-    );
+    edit_consumer_key(plane, encoded);
     let plugin = Path::new("yes");
     let out = world.platform("diff", &[sops_key, ("STANDIN_HELM_DIFF", plugin)]);
     assert!(out.status.success(), "{}", output_text(&out));
@@ -874,8 +878,19 @@ fn every_secret_the_values_name_is_made_from_the_sops_file_and_the_addresses_agr
         made.iter()
             .any(|(ns, name, _)| ns == "traefik" && name == volume)
     );
-    // Its address is inside the pool; the published one is given by the chart's key, once.
-    let pool = &read("load-balancer")["items"][0]["spec"]["blocks"][0];
+    // Its address is the pool that takes its Service alone (the chart names the Service after
+    // the release, traefik/traefik); the published one is given by the chart's key, once.
+    let pools = read("load-balancer");
+    let selector = serde_json::json!({"matchLabels": {
+        "io.kubernetes.service.namespace": "traefik",
+        "io.kubernetes.service.name": "traefik",
+    }});
+    let pool = &pools["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["spec"]["serviceSelector"] == selector)
+        .unwrap_or_else(|| panic!("no pool for Traefik's Service: {pools}"))["spec"]["blocks"][0];
     let address = traefik["service"]["annotations"]["lbipam.cilium.io/ips"]
         .as_str()
         .unwrap();
@@ -1147,7 +1162,7 @@ fn a_rotated_bouncer_key_registers_a_new_bouncer_and_rolls_both_sides() {
     let clear_file = dir.path().join("rotated.json");
     fs::write(&clear_file, clear.to_string()).unwrap();
     let rotated = dir.path().join("rotated.sops.yaml");
-    let recipient = "age1nuhnt27e8q0ssp9qweqsy9tzfwccccv0g5p64agdm9ulng729q7q5tnw97";
+    let recipient = TEST_RECIPIENT;
     let mut encrypt = Command::new(&sops);
     without_sops_keys(&mut encrypt);
     encrypt
