@@ -381,7 +381,7 @@ lists: $(BIN)/lists-refresh $(BIN)/lists-gen-asn $(BIN)/lists-gen-tor $(BIN)/lis
 	$(BIN)/lists-refresh --sources '$(LISTS_SOURCES)' --out-dir '$(LISTS_OUT)'$(if $(FORCE), --force)
 
 .PHONY: upstream
-upstream: ## Build the upstream programs the tests run (etcd, Kubernetes, kwok, talosctl, sops, age) and helm at the pins, cached; print their paths
+upstream: ## Build the upstream programs the tests run (etcd, etcdctl, etcdutl, Kubernetes, kwok, talosctl, sops, age) and helm at the pins, cached; print their paths
 	@pipelines/upstream.sh build
 
 test: setup-test $(FILTER_WASM) ## Run every test (unit, golden, schema, stand-ins, real .wasm, browsers)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the real upstream programs the tests run (Kubernetes control plane, etcd, kwok, talosctl,
-# sops, age, helm; external-dns's domain filter and the CrowdSec bouncer plugin behind small
-# drivers of ours) from the Go module proxy, at the versions pinned in k8s/versions.env, and caches
-# them by version outside the tree, so that only the first run builds. `make tools` installs the
+# Builds the real upstream programs the tests run (Kubernetes control plane, etcd, etcdctl and
+# etcdutl, kwok, talosctl, sops, age, helm; external-dns's domain filter and the CrowdSec bouncer
+# plugin behind small drivers of ours) from the Go module proxy, at the versions pinned in
+# k8s/versions.env, and caches them by version outside the tree, so that only the first run builds. `make tools` installs the
 # operator's clients from the same cache.
 #
 #   pipelines/upstream.sh [build [NAME...]]   build what is missing (of NAME... only, when given),
@@ -36,6 +36,8 @@ binaries=(
   "kube-scheduler          kubernetes  k8s.io/kubernetes            k8s.io/kubernetes/cmd/kube-scheduler          --version"
   "kubectl                 kubernetes  k8s.io/kubernetes            k8s.io/kubernetes/cmd/kubectl                 version --client"
   "etcd                    etcd        go.etcd.io/etcd/server/v3    go.etcd.io/etcd/server/v3                     --version"
+  "etcdctl                 etcdctl     go.etcd.io/etcd/etcdctl/v3   go.etcd.io/etcd/etcdctl/v3                    version"
+  "etcdutl                 etcdutl     go.etcd.io/etcd/etcdutl/v3   go.etcd.io/etcd/etcdutl/v3                    version"
   "kwok                    kwok        sigs.k8s.io/kwok             sigs.k8s.io/kwok/cmd/kwok                     --version"
   "talosctl                talosctl    github.com/siderolabs/talos  github.com/siderolabs/talos/cmd/talosctl      version --client"
   "sops                    sops        github.com/getsops/sops/v3   github.com/getsops/sops/v3/cmd/sops           --version --disable-version-check"
@@ -51,6 +53,7 @@ pin() {
   case $1 in
     kubernetes) echo "$KUBERNETES_VERSION" ;;
     etcd) echo "$ETCD_VERSION" ;;
+    etcdctl | etcdutl) echo "$ETCD_CLIENTS_VERSION" ;;
     kwok) echo "$KWOK_VERSION" ;;
     talosctl) echo "$TALOSCTL_VERSION" ;;
     sops) echo "$SOPS_VERSION" ;;

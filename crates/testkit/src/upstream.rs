@@ -1,5 +1,5 @@
-//! The real upstream programs the tests run (etcd, the Kubernetes control plane and kubectl, kwok,
-//! talosctl, sops, age), built at the pins of `k8s/versions.env` by `pipelines/upstream.sh`,
+//! The real upstream programs the tests run (etcd with etcdctl and etcdutl, the Kubernetes control
+//! plane and kubectl, kwok, talosctl, sops, age), built at the pins of `k8s/versions.env` by `pipelines/upstream.sh`,
 //! which `make test`'s setup runs. Their paths come from `pipelines/upstream.sh paths`, the one
 //! place that knows the cache's layout: nothing here hard-codes one.
 
@@ -38,9 +38,9 @@ fn parse_paths(text: &str) -> BTreeMap<String, PathBuf> {
         .collect()
 }
 
-/// The path of the upstream program `name` (`kube-apiserver`, `kubectl`, `etcd`, `kwok`,
-/// `talosctl`, `sops`, `age`, ...), or `None` after [`crate::skip_or_fail`] when it is not built
-/// yet (`make upstream` builds it). A name the script does not know fails the test.
+/// The path of the upstream program `name` (`kube-apiserver`, `kubectl`, `etcd`, `etcdutl`,
+/// `kwok`, `talosctl`, `sops`, `age`, ...), or `None` after [`crate::skip_or_fail`] when it is
+/// not built yet (`make upstream` builds it). A name the script does not know fails the test.
 #[allow(clippy::panic)] // a misspelt name is the test's bug
 pub fn program(test: &str, name: &str) -> Option<PathBuf> {
     let Some(path) = paths().get(name) else {
@@ -70,6 +70,8 @@ mod tests {
             ("kube-apiserver", "KUBERNETES_VERSION"),
             ("kubectl", "KUBERNETES_VERSION"),
             ("etcd", "ETCD_VERSION"),
+            ("etcdctl", "ETCD_CLIENTS_VERSION"),
+            ("etcdutl", "ETCD_CLIENTS_VERSION"),
             ("kwok", "KWOK_VERSION"),
             ("kwok-stages", "KWOK_VERSION"),
             ("talosctl", "TALOSCTL_VERSION"),
