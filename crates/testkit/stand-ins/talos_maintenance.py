@@ -29,8 +29,14 @@ internal/app/machined/pkg/controllers/runtime/api_service_config.go, services/ma
 - --swap-cert/--swap-key: after the first Version call, new handshakes get this other
   certificate (an on-path host answering in the node's place, or a rebooted node).
 
-Writes the port it listens on to --port-file, each config it took to --record-dir/applied-N.yaml
-and each call to --record-dir/calls.jsonl. Stops by itself after --lifetime seconds.
+- a configured control plane (--machine-type controlplane) answers the etcd calls (EtcdSnapshot,
+  EtcdStatus, EtcdMemberList, EtcdRecover, Bootstrap) over a real etcd: talos_etcd.py, which
+  cites the behaviour of each.
+
+Listens on --address (127.0.0.1 by default: several nodes take addresses of their own in
+127.0.0.0/8) at --port (0: one the system picks). Writes the port it listens on to --port-file,
+each config it took to --record-dir/applied-N.yaml and each call to --record-dir/calls.jsonl.
+Stops by itself after --lifetime seconds, and its etcd with it.
 """
 import argparse
 import importlib
@@ -47,6 +53,8 @@ import time
 from concurrent import futures
 
 import grpc
+
+import talos_etcd
 
 
 def compile_protos(api_dir, out_dir):
@@ -87,6 +95,8 @@ def main():
     parser.add_argument("--swap-cert")
     parser.add_argument("--swap-key")
     parser.add_argument("--listen-after", type=float, default=0)
+    parser.add_argument("--address", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--record-dir", required=True)
     parser.add_argument("--start", choices=["maintenance", "configured"], default="maintenance")
@@ -94,6 +104,7 @@ def main():
     parser.add_argument("--lifetime", type=float, default=120)
     parser.add_argument("--talosctl", required=True,
                         help="the real talosctl, whose validate checks each config received")
+    talos_etcd.add_arguments(parser)
     args = parser.parse_args()
 
     pb, pb_grpc = compile_protos(args.api_dir, tempfile.mkdtemp(prefix="talos-api-"))
@@ -105,6 +116,10 @@ def main():
     def record(call):
         with open(os.path.join(args.record_dir, "calls.jsonl"), "a") as f:
             f.write(json.dumps(call) + "\n")
+
+    node_etcd = talos_etcd.NodeEtcd(args, pb, importlib.import_module("common.common_pb2"),
+                                    record)
+    etcd_calls = talos_etcd.servicer_methods(node_etcd, lambda: state["maintenance"])
 
     class Machine(pb_grpc.MachineServiceServicer):
         def Version(self, request, context):
@@ -145,6 +160,9 @@ def main():
             leave.set()
             return pb.ApplyConfigurationResponse(messages=[pb.ApplyConfiguration(
                 mode=chosen, mode_details=details)])
+
+    for name, method in etcd_calls.items():
+        setattr(Machine, name, method)
 
     # gRPC itself runs without TLS on an inner loopback port; TLS is the front's (OpenSSL, through
     # Python's ssl module), as Talos's apid is Go's crypto/tls: both take Ed25519 client
@@ -212,7 +230,7 @@ def main():
     # The port is chosen now and written at once; the API may listen on it later.
     front = socket.socket()
     front.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    front.bind(("127.0.0.1", 0))
+    front.bind((args.address, args.port))
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(front.getsockname()[1]))
     os.rename(args.port_file + ".tmp", args.port_file)
@@ -235,6 +253,7 @@ def main():
             state["maintenance"] = False
             leave.clear()
     server.stop(grace=0)
+    node_etcd.stop()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,290 @@
+"""The etcd side of a configured Talos control plane, for talos_maintenance.py: the
+`MachineService` etcd calls answered as Talos v1.13.9 answers them, over a real etcd.
+
+Sources, siderolabs/talos at v1.13.9 (S = internal/app/machined/internal/server/v1alpha1/
+v1alpha1_server.go, E = internal/app/machined/pkg/system/services/etcd.go, H =
+internal/app/internal/machinehelper/machinehelper.go), pkg/machinery v1.13.9 (C =
+constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenance.go):
+
+- every etcd call first checks the machine type (H:21-38): a node in maintenance mode has none,
+  `Unimplemented` "machine type is not set, cannot use <api> API"; a worker `Unimplemented`
+  "<api> is only available on control plane nodes", <api> being the handler's own name
+  ("etcd snapshot", "etcd status", "member list", "etcd recover", "bootstrap");
+- the node's etcd is a real etcd (--etcd-client-url; one this stand-in started, or one a test
+  runs). Talos reaches it through a local client that dials for 5 s and then gives up
+  (internal/pkg/etcd/etcd.go:43-77): when nothing listens there the call fails with the error
+  that client returns, "failed to create etcd client: error building etcd client: context
+  deadline exceeded" (code Unknown, as gRPC reports a plain Go error); this stand-in says so at
+  once instead of after 5 s;
+- `EtcdSnapshot` (S:1956-1990): the local member's `Maintenance.Snapshot`, the bbolt file and its
+  sha256 trailer (M:150-209), taken here with the real `etcdctl snapshot save`, which writes
+  exactly that stream (client/v3/snapshot/v3_snapshot.go), streamed as `common.Data` chunks of
+  1024 bytes (pkg/chunker/stream/stream.go:49-52);
+- `EtcdStatus` (S:2174-2223): the local member's `Maintenance.Status` (the real `etcdctl endpoint
+  status`), mapped field by field; a member without a leader answers with the error
+  "etcdserver: no leader" in `errors` (M:286-288), an answer, not a failure;
+- `EtcdMemberList` (S:1817-1863): the member list with `WithRequireLeader`, so a member without a
+  leader fails with etcd's "etcdserver: no leader" (the real `etcdctl member list`'s error);
+  `query_local` false asks the control planes' endpoints: here, the same local member;
+- `EtcdRecover` (S:1995-2056): `FailedPrecondition` "etcd service is not ready for recovery yet"
+  while /var/lib (--var-lib) does not exist, then the machine type; the upload goes to
+  /var/lib/etcd.snapshot (C:461), removed when the upload breaks;
+- `Bootstrap` (S:439-472): the machine type, then `AlreadyExists` "etcd data directory is not
+  empty" when /var/lib/etcd (C:452) holds anything; the time is in sync and bootstrap allowed
+  here (a configured node past its boot). Then etcd is stopped and started again in bootstrap
+  mode (E:682-718); the service starts in a goroutine of its own (internal/app/machined/pkg/
+  system/system.go:143-186), so the call answers before the restore runs: a restore that fails
+  fails the etcd service, not the call. With `recover_etcd`, the service's pre-start step
+  (E:511-515, 570-602) runs `Status`, then `Restore` with Name = the node's hostname,
+  OutputDataDir = /var/lib/etcd, PeerURLs = its peer URL, InitialCluster = itself only and
+  SkipHashCheck = `recover_skip_hash_check` (the real `etcdutl snapshot restore` with those
+  flags; Talos leaves InitialClusterToken empty), deletes the snapshot, and etcd starts on the
+  restored folder. Without it, a new one-member cluster.
+
+Not modelled: the roles (every client here is admin), apid's proxying to other nodes, TLS
+between etcd and its clients, the time-sync wait, and a worker's Talos services.
+"""
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import urllib.parse
+
+import grpc
+
+# What Talos's local etcd client returns when nothing answers (internal/pkg/etcd/etcd.go:55-65:
+# clientv3.New with DialTimeout 5 s blocks, then fails with the context's error).
+LOCAL_CLIENT_FAILED = "failed to create etcd client: error building etcd client: context deadline exceeded"
+# pkg/chunker/stream/stream.go:49-52, the default chunk size of Talos's stream chunker.
+CHUNK = 1024
+
+
+def die_with_parent():
+    """A child started by the stand-in goes when the stand-in goes, however it goes."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+
+
+class NodeEtcd:
+    """One control plane's etcd: its local member, its /var/lib, its bootstrap."""
+
+    def __init__(self, args, pb, common_pb, record):
+        self.args = args
+        self.pb = pb
+        self.common = common_pb
+        self.record = record
+        self.process = None
+        self.lock = threading.Lock()
+        if args.etcd_initial_cluster:
+            self.start(initial_cluster=args.etcd_initial_cluster)
+
+    # --- the checks every handler makes first ------------------------------------------------
+
+    def check_controlplane(self, context, api, maintenance):
+        if maintenance:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                          f"machine type is not set, cannot use {api} API")
+        if self.args.machine_type != "controlplane":
+            context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                          f"{api} is only available on control plane nodes")
+
+    def local_client(self, context):
+        url = urllib.parse.urlparse(self.args.etcd_client_url or "http://127.0.0.1:1")
+        try:
+            socket.create_connection((url.hostname, url.port), timeout=2).close()
+        except OSError:
+            context.abort(grpc.StatusCode.UNKNOWN, LOCAL_CLIENT_FAILED)
+
+    def etcdctl(self, *words):
+        return subprocess.run([self.args.etcdctl, "--endpoints", self.args.etcd_client_url,
+                               "--dial-timeout=3s", "--command-timeout=10s", *words],
+                              capture_output=True, text=True, timeout=30)
+
+    @staticmethod
+    def etcd_error(done):
+        """etcd's own error text out of etcdctl's stderr (`Error: etcdserver: no leader`)."""
+        errors = [l.removeprefix("Error: ").strip() for l in done.stderr.splitlines()
+                  if l.startswith("Error: ")]
+        return errors[-1] if errors else f"etcdctl exited with {done.returncode}"
+
+    # --- the handlers --------------------------------------------------------------------------
+
+    def snapshot(self, context, maintenance):
+        self.check_controlplane(context, "etcd snapshot", maintenance)
+        self.local_client(context)
+        with tempfile.TemporaryDirectory(prefix="etcd-snapshot-") as scratch:
+            path = os.path.join(scratch, "db")
+            done = self.etcdctl("snapshot", "save", path)
+            if done.returncode != 0:
+                context.abort(grpc.StatusCode.UNKNOWN,
+                              f"failed reading etcd snapshot: {self.etcd_error(done)}")
+            self.record({"rpc": "EtcdSnapshot", "bytes": os.path.getsize(path)})
+            with open(path, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    yield self.common.Data(bytes=chunk)
+
+    def status(self, context, maintenance):
+        self.check_controlplane(context, "etcd status", maintenance)
+        self.local_client(context)
+        done = self.etcdctl("endpoint", "status", "-w", "json")
+        if done.returncode != 0:
+            context.abort(grpc.StatusCode.UNKNOWN,
+                          f"failed to query etcd status: {self.etcd_error(done)}")
+        answer = json.loads(done.stdout)[0]["Status"]
+        self.record({"rpc": "EtcdStatus", "leader": answer.get("leader", 0)})
+        return self.pb.EtcdStatusResponse(messages=[self.pb.EtcdStatus(
+            member_status=self.pb.EtcdMemberStatus(
+                member_id=answer["header"]["member_id"],
+                protocol_version=answer.get("version", ""),
+                db_size=answer.get("dbSize", 0),
+                db_size_in_use=answer.get("dbSizeInUse", 0),
+                leader=answer.get("leader", 0),
+                raft_index=answer.get("raftIndex", 0),
+                raft_term=answer.get("raftTerm", 0),
+                raft_applied_index=answer.get("raftAppliedIndex", 0),
+                storage_version=answer.get("storageVersion", ""),
+                errors=answer.get("errors", []),
+                is_learner=answer.get("isLearner", False)))])
+
+    def members(self, request, context, maintenance):
+        self.check_controlplane(context, "member list", maintenance)
+        self.local_client(context)
+        done = self.etcdctl("member", "list", "-w", "json")
+        if done.returncode != 0:
+            context.abort(grpc.StatusCode.UNKNOWN, self.etcd_error(done))
+        members = json.loads(done.stdout).get("members", [])
+        self.record({"rpc": "EtcdMemberList", "query_local": request.query_local,
+                     "members": len(members)})
+        return self.pb.EtcdMemberListResponse(messages=[self.pb.EtcdMembers(
+            legacy_members=[m.get("name", "") for m in members],
+            members=[self.pb.EtcdMember(
+                id=m["ID"], hostname=m.get("name", ""), peer_urls=m.get("peerURLs", []),
+                client_urls=m.get("clientURLs", []), is_learner=m.get("isLearner", False))
+                for m in members])])
+
+    def recover(self, chunks, context, maintenance):
+        var_lib = self.args.var_lib or ""
+        if not os.path.isdir(var_lib):
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          "etcd service is not ready for recovery yet")
+        self.check_controlplane(context, "etcd recover", maintenance)
+        path = os.path.join(var_lib, "etcd.snapshot")
+        uploaded = False
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o700)
+            with os.fdopen(fd, "wb") as f:
+                size = 0
+                for chunk in chunks:
+                    f.write(chunk.bytes)
+                    size += len(chunk.bytes)
+                f.flush()
+                os.fsync(f.fileno())
+            uploaded = True
+        finally:
+            if not uploaded and os.path.exists(path):
+                os.remove(path)
+        self.record({"rpc": "EtcdRecover", "bytes": size})
+        return self.pb.EtcdRecoverResponse(messages=[self.pb.EtcdRecover()])
+
+    def bootstrap(self, request, context, maintenance):
+        self.record({"rpc": "Bootstrap", "recover_etcd": request.recover_etcd,
+                     "recover_skip_hash_check": request.recover_skip_hash_check})
+        self.check_controlplane(context, "bootstrap", maintenance)
+        data = os.path.join(self.args.var_lib or "", "etcd")
+        if os.path.isdir(data) and os.listdir(data):
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, "etcd data directory is not empty")
+        self.stop()
+        threading.Thread(target=self.service, args=(request,), daemon=True).start()
+        return self.pb.BootstrapResponse(messages=[self.pb.Bootstrap()])
+
+    # --- the etcd service ----------------------------------------------------------------------
+
+    def service(self, request):
+        """The etcd service's run in bootstrap mode: restore first when asked, then etcd."""
+        try:
+            if request.recover_etcd:
+                self.restore(request.recover_skip_hash_check)
+            process = self.start(initial_cluster=f"{self.args.hostname}={self.args.etcd_peer_url}")
+            self.record({"service": "etcd", "state": "Running"})
+            # The child dies with the thread that started it (PR_SET_PDEATHSIG follows the
+            # thread): this one stays as long as etcd runs.
+            process.wait()
+        except (OSError, subprocess.SubprocessError, RuntimeError) as err:
+            self.record({"service": "etcd", "state": "Failed", "message": str(err)})
+
+    def restore(self, skip_hash_check):
+        snapshot = os.path.join(self.args.var_lib, "etcd.snapshot")
+        status = subprocess.run([self.args.etcdutl, "snapshot", "status", snapshot, "-w", "json"],
+                                capture_output=True, text=True, timeout=60)
+        if status.returncode != 0:
+            raise RuntimeError(f"error verifying snapshot: {status.stderr.strip()}")
+        flags = ["--name", self.args.hostname,
+                 "--data-dir", os.path.join(self.args.var_lib, "etcd"),
+                 "--initial-cluster", f"{self.args.hostname}={self.args.etcd_peer_url}",
+                 "--initial-advertise-peer-urls", self.args.etcd_peer_url,
+                 "--initial-cluster-token="]
+        if skip_hash_check:
+            flags.append("--skip-hash-check")
+        done = subprocess.run([self.args.etcdutl, "snapshot", "restore", snapshot, *flags],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"error recovering from the snapshot: {done.stderr.strip()}")
+        self.record({"restored": json.loads(status.stdout), "flags": flags})
+        os.remove(snapshot)
+
+    def start(self, initial_cluster):
+        data = os.path.join(self.args.var_lib, "etcd")
+        os.makedirs(data, mode=0o700, exist_ok=True)
+        log = open(os.path.join(self.args.record_dir, "etcd.log"), "ab")
+        with self.lock:
+            self.process = subprocess.Popen(
+                [self.args.etcd, f"--name={self.args.hostname}", f"--data-dir={data}",
+                 f"--listen-client-urls={self.args.etcd_client_url}",
+                 f"--advertise-client-urls={self.args.etcd_client_url}",
+                 f"--listen-peer-urls={self.args.etcd_peer_url}",
+                 f"--initial-advertise-peer-urls={self.args.etcd_peer_url}",
+                 f"--initial-cluster={initial_cluster}", "--initial-cluster-state=new"],
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            return self.process
+
+    def stop(self):
+        with self.lock:
+            if self.process is not None:
+                self.process.kill()
+                self.process.wait(timeout=30)
+                self.process = None
+
+
+def add_arguments(parser):
+    parser.add_argument("--machine-type", choices=["worker", "controlplane"], default="worker",
+                        help="what a configured node is (the etcd calls need a control plane)")
+    parser.add_argument("--hostname", default="talos-node",
+                        help="the node's hostname: its etcd member's name")
+    parser.add_argument("--var-lib", help="the node's /var/lib (etcd/, etcd.snapshot); "
+                        "absent: /var not mounted yet")
+    parser.add_argument("--etcd", help="the real etcd, for the node's own member")
+    parser.add_argument("--etcdctl", help="the real etcdctl (snapshot save, status, members)")
+    parser.add_argument("--etcdutl", help="the real etcdutl (snapshot status and restore)")
+    parser.add_argument("--etcd-client-url", help="where the node's etcd serves clients")
+    parser.add_argument("--etcd-peer-url", help="the node's etcd peer URL")
+    parser.add_argument("--etcd-initial-cluster",
+                        help="start the node's etcd at once, a member of this initial cluster")
+
+
+def servicer_methods(node_etcd, maintenance):
+    """The MachineService methods this module answers, `maintenance()` saying whether the node
+    is still in maintenance mode."""
+    return {
+        "EtcdSnapshot": lambda self, request, context: node_etcd.snapshot(context, maintenance()),
+        "EtcdStatus": lambda self, request, context: node_etcd.status(context, maintenance()),
+        "EtcdMemberList": lambda self, request, context: node_etcd.members(
+            request, context, maintenance()),
+        "EtcdRecover": lambda self, chunks, context: node_etcd.recover(
+            chunks, context, maintenance()),
+        "Bootstrap": lambda self, request, context: node_etcd.bootstrap(
+            request, context, maintenance()),
+    }
