@@ -40,6 +40,7 @@ pub mod process;
 pub mod scaleway;
 pub mod sshd;
 pub mod standin;
+pub mod talos_node;
 pub mod tunnel;
 pub mod upstream;
 pub mod workspace;

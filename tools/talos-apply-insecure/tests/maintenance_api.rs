@@ -58,76 +58,15 @@ fn run(dir: &Path, program: &str, args: &[&str]) {
     testkit::process::stdout_of(Command::new(program).args(args).current_dir(dir));
 }
 
-/// `openssl req` with a new P-256 key `name.key` and the subject `/CN=name`, writing `out`:
-/// a self-signed certificate (`-x509`) or a signing request (`-new`), `extra` options after.
-fn new_key_and_request(dir: &Path, name: &str, kind: &str, out: &str, extra: &[&str]) {
-    let (key, subject) = (format!("{name}.key"), format!("/CN={name}"));
-    let mut args = vec![
-        "req",
-        kind,
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        &key,
-        "-out",
-        out,
-        "-subj",
-        &subject,
-    ];
-    args.extend_from_slice(extra);
-    run(dir, "openssl", &args);
-}
-
 /// A self-signed certificate `name.crt` (key `name.key`) for 127.0.0.1: what a maintenance API
 /// presents (its throwaway CA's), or a CA.
 fn self_signed(dir: &Path, name: &str) {
-    new_key_and_request(
+    testkit::talos_node::new_key_and_request(
         dir,
         name,
         "-x509",
         &format!("{name}.crt"),
         &["-days", "2", "-addext", "subjectAltName=IP:127.0.0.1"],
-    );
-}
-
-/// `name.crt` (key `name.key`): a certificate for 127.0.0.1 issued by the CA `ca`, as a
-/// configured node's API certificate is by its machine CA, naming its addresses.
-fn issued(dir: &Path, name: &str, ca: &str) {
-    let (csr, crt, ext) = (
-        format!("{name}.csr"),
-        format!("{name}.crt"),
-        format!("{name}.ext"),
-    );
-    new_key_and_request(dir, name, "-new", &csr, &[]);
-    fs::write(
-        dir.join(&ext),
-        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
-    )
-    .unwrap();
-    let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
-    run(
-        dir,
-        "openssl",
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca_crt,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-out",
-            &crt,
-            "-extfile",
-            &ext,
-        ],
     );
 }
 
@@ -155,19 +94,12 @@ fn certificates(dir: &Path, talosctl: &Path) {
             ".",
         ],
     );
-    // The machine (OS) CA out of the secrets bundle: Talos labels its Ed25519 key
-    // `ED25519 PRIVATE KEY` (PKCS#8 inside), which openssl reads as `PRIVATE KEY`.
-    let extract = "import base64, yaml\n\
-                   ca = yaml.safe_load(open('secrets.yaml'))['certs']['os']\n\
-                   open('machine-ca.crt', 'wb').write(base64.b64decode(ca['crt']))\n\
-                   key = base64.b64decode(ca['key']).decode()\n\
-                   open('machine-ca.key', 'w').write(key.replace('ED25519 PRIVATE KEY', 'PRIVATE KEY'))\n";
-    run(dir, "python3", &["-c", extract]);
+    testkit::talos_node::machine_ca(dir);
     self_signed(dir, "node");
     self_signed(dir, "mitm");
-    issued(dir, "configured", "machine-ca");
+    testkit::talos_node::issued(dir, "configured", "machine-ca", &["127.0.0.1"]);
     self_signed(dir, "foreign-ca");
-    issued(dir, "foreign", "foreign-ca");
+    testkit::talos_node::issued(dir, "foreign", "foreign-ca", &["127.0.0.1"]);
 }
 
 /// A certificate's SPKI fingerprint, computed by openssl (independent of the tool).

@@ -5,6 +5,7 @@
 //! unknown field: a pipe that silently drops or guesses data is worse than one that stops.
 //! Adding a field is a new version.
 
+mod etcd;
 mod node_fields;
 mod node_inventory;
 mod platform_inputs;
@@ -14,6 +15,10 @@ mod scaleway_names;
 pub mod server_tags;
 mod tag;
 
+pub use etcd::{
+    ETCD_PLAN_STEP_VERSION, ETCD_RECOVERY_VERSION, ETCD_SNAPSHOT_VERSION, EtcdPlanStep,
+    EtcdRecovery, EtcdSnapshot, EtcdSnapshotStatus, EtcdStepKind,
+};
 pub use node_fields::{
     InvalidValue, check_host_name, check_install_disk, is_dns_label, is_host_name,
 };

@@ -88,6 +88,9 @@ pub struct ControlPlane {
     dir: PathBuf,
     kubeconfig: PathBuf,
     server: String,
+    etcd_url: String,
+    /// The API server's command, to start it again ([`ControlPlane::restart_apiserver`]).
+    apiserver: Option<Command>,
     kubectl: PathBuf,
     components: Vec<Component>,
     lifeline: Option<Lifeline>,
@@ -132,6 +135,8 @@ impl ControlPlane {
         let mut plane = ControlPlane {
             kubeconfig: dir.join("kubeconfig"),
             server: String::new(),
+            etcd_url: String::new(),
+            apiserver: None,
             kubectl: programs.kubectl.clone(),
             components: Vec::new(),
             crds: Mutex::new(BTreeSet::new()),
@@ -147,6 +152,7 @@ impl ControlPlane {
 
         let etcd_client = free_port();
         let etcd_client_url = format!("http://127.0.0.1:{etcd_client}");
+        plane.etcd_url.clone_from(&etcd_client_url);
         let mut etcd = components::etcd(&programs.etcd, &dir, &etcd_client_url);
         plane.spawn("etcd", &mut etcd);
         plane.wait_until("etcd to listen", || {
@@ -162,6 +168,7 @@ impl ControlPlane {
         );
         plane.spawn("kube-apiserver", &mut apiserver);
         plane.wait_for_kubectl("kube-apiserver to be ready", &["get", "--raw=/readyz"]);
+        plane.apiserver = Some(apiserver);
         let mut controller_manager =
             components::controller_manager(&programs.controller_manager, &dir, &plane.server, &pki);
         plane.spawn("kube-controller-manager", &mut controller_manager);
@@ -187,6 +194,52 @@ impl ControlPlane {
     /// `https://127.0.0.1:<port>`.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// Where etcd serves the API server: `http://127.0.0.1:<port>`.
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
+    }
+
+    /// etcd lost, as a disaster loses it: killed, its data folder removed. The API server keeps
+    /// running and keeps asking for it at [`ControlPlane::etcd_url`], where a restored etcd may
+    /// then listen.
+    #[allow(clippy::panic)] // a test helper: a control plane it cannot stop fails the test
+    pub fn lose_etcd(&mut self) {
+        let Some(at) = self.components.iter().position(|c| c.name == "etcd") else {
+            panic!("this control plane runs no etcd any more");
+        };
+        let mut etcd = self.components.remove(at);
+        let _ = etcd.child.kill();
+        let _ = etcd.child.wait();
+        if let Err(err) = fs::remove_dir_all(self.dir.join("etcd")) {
+            panic!("cannot remove etcd's data: {err}");
+        }
+    }
+
+    /// The API server stopped and started again, waited for until ready: what an operator does
+    /// after restoring etcd, since a running API server keeps serving what its watch cache holds.
+    #[allow(clippy::panic)] // a test helper: a control plane it cannot restart fails the test
+    pub fn restart_apiserver(&mut self) {
+        let Some(at) = self
+            .components
+            .iter()
+            .position(|c| c.name == "kube-apiserver")
+        else {
+            panic!("this control plane runs no API server");
+        };
+        let mut apiserver = self.components.remove(at);
+        let _ = apiserver.child.kill();
+        let _ = apiserver.child.wait();
+        let Some(mut command) = self.apiserver.take() else {
+            panic!("the API server's command is gone");
+        };
+        self.spawn("kube-apiserver", &mut command);
+        self.apiserver = Some(command);
+        self.wait_for_kubectl(
+            "kube-apiserver to be ready again",
+            &["get", "--raw=/readyz"],
+        );
     }
 
     /// The admin kubeconfig under the example configs' endpoint,

@@ -1,0 +1,113 @@
+//! The records of `talos-lifecycle`'s etcd work: the plan it prints (`--dry-run`), the snapshot
+//! it took and the recovery it made.
+//!
+//! ```json
+//! {"kind":"EtcdPlanStep","version":1,"n":1,"step":"check-snapshot","node":null,"endpoint":null,
+//!  "says":"etcdutl snapshot status talos/_out/etcd/edge-par-20260619T170000Z.snapshot: ..."}
+//! {"kind":"EtcdSnapshot","version":1,"cluster_name":"edge-par","node":"edge-par-cp-1",
+//!  "path":"talos/_out/etcd/edge-par-20260619T170000Z.snapshot","taken_at":"2026-06-19T17:00:00Z",
+//!  "bytes":20512,"status":{"hash":"784c5685","revision":3,"total_keys":2,"total_size":20480}}
+//! ```
+//!
+//! A snapshot holds every object of the cluster, Secrets included: the records name its file,
+//! never its content.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::tag::{Kind, RecordKind, Version};
+
+pub const ETCD_PLAN_STEP_VERSION: u32 = 1;
+pub const ETCD_SNAPSHOT_VERSION: u32 = 1;
+pub const ETCD_RECOVERY_VERSION: u32 = 1;
+
+/// What a step of the plan does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EtcdStepKind {
+    /// Reads a snapshot file's status (`etcdutl snapshot status`): the file is a whole snapshot.
+    CheckSnapshot,
+    /// Streams a snapshot of a control plane's etcd into a file (`talosctl etcd snapshot`).
+    TakeSnapshot,
+    /// Uploads a snapshot to a control plane and bootstraps etcd from it there
+    /// (`talosctl bootstrap --recover-from`).
+    Recover,
+    /// Waits until a control plane's etcd member answers with a leader and no error.
+    WaitHealthy,
+}
+
+/// One step of a plan, in the order the steps run (`n` from 1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdPlanStep {
+    pub kind: Kind<EtcdPlanStep>,
+    pub version: Version<ETCD_PLAN_STEP_VERSION>,
+    pub n: usize,
+    pub step: EtcdStepKind,
+    /// The control plane the step acts on, by its inventory name.
+    pub node: Option<String>,
+    /// The Talos API endpoint the step goes through (`<address>:<port>`).
+    pub endpoint: Option<String>,
+    /// What the step does, for a person.
+    pub says: String,
+}
+
+impl RecordKind for EtcdPlanStep {
+    const KIND: &'static str = "EtcdPlanStep";
+}
+
+/// What `etcdutl snapshot status` reads in a snapshot file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdSnapshotStatus {
+    /// The hash of the key space, as etcdutl and talosctl print it (`%08x`).
+    pub hash: String,
+    /// The revision of the key space the snapshot holds.
+    pub revision: u64,
+    pub total_keys: u64,
+    /// The size of the database, in bytes (without the sha256 trailer).
+    pub total_size: u64,
+}
+
+/// A snapshot taken: where it is, from which node, and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdSnapshot {
+    pub kind: Kind<EtcdSnapshot>,
+    pub version: Version<ETCD_SNAPSHOT_VERSION>,
+    pub cluster_name: String,
+    /// The control plane whose etcd member streamed it.
+    pub node: String,
+    /// The file (mode 0600).
+    pub path: PathBuf,
+    /// When it was asked for, RFC 3339 UTC.
+    pub taken_at: String,
+    /// The file's size: the database and its 32-byte sha256 trailer.
+    pub bytes: u64,
+    pub status: EtcdSnapshotStatus,
+}
+
+impl RecordKind for EtcdSnapshot {
+    const KIND: &'static str = "EtcdSnapshot";
+}
+
+/// etcd recovered from a snapshot on one control plane, whose member answers again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdRecovery {
+    pub kind: Kind<EtcdRecovery>,
+    pub version: Version<ETCD_RECOVERY_VERSION>,
+    pub cluster_name: String,
+    /// The control plane etcd was bootstrapped on.
+    pub node: String,
+    /// The snapshot file it was recovered from.
+    pub snapshot: PathBuf,
+    pub status: EtcdSnapshotStatus,
+    /// The new member's id (hexadecimal, as talosctl prints it).
+    pub member_id: String,
+}
+
+impl RecordKind for EtcdRecovery {
+    const KIND: &'static str = "EtcdRecovery";
+}

@@ -1,0 +1,241 @@
+//! Talos nodes for tests: the cluster's trust as the real talosctl makes it, certificates of its
+//! machine CA, and configured control planes played by `stand-ins/talos_maintenance.py` (the real
+//! `MachineService` messages, mutual TLS), each on an address of its own in 127.0.0.0/8 with a
+//! real etcd member behind it (`stand-ins/talos_etcd.py`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::standin::StandIn;
+
+fn run(dir: &Path, program: &str, args: &[&str]) {
+    crate::process::stdout_of(Command::new(program).args(args).current_dir(dir));
+}
+
+/// `openssl req` with a new P-256 key `name.key` and the subject `/CN=name`, writing `out`:
+/// a self-signed certificate (`-x509`) or a signing request (`-new`), `extra` options after.
+pub fn new_key_and_request(dir: &Path, name: &str, kind: &str, out: &str, extra: &[&str]) {
+    let (key, subject) = (format!("{name}.key"), format!("/CN={name}"));
+    let mut args = vec![
+        "req",
+        kind,
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        out,
+        "-subj",
+        &subject,
+    ];
+    args.extend_from_slice(extra);
+    run(dir, "openssl", &args);
+}
+
+/// `name.crt` (key `name.key`): a certificate for `addresses` issued by the CA `ca`
+/// (`ca.crt`, `ca.key`), as a configured node's API certificate is by its machine CA, naming its
+/// addresses (Talos v1.13.9 internal/app/machined/pkg/controllers/secrets/api_cert_sans.go).
+#[allow(clippy::panic)] // a test helper: a certificate it cannot make fails the test
+pub fn issued(dir: &Path, name: &str, ca: &str, addresses: &[&str]) {
+    let (csr, crt, ext) = (
+        format!("{name}.csr"),
+        format!("{name}.crt"),
+        format!("{name}.ext"),
+    );
+    new_key_and_request(dir, name, "-new", &csr, &[]);
+    let sans: Vec<String> = addresses.iter().map(|a| format!("IP:{a}")).collect();
+    let extensions = format!(
+        "subjectAltName={}\nextendedKeyUsage=serverAuth,clientAuth\n",
+        sans.join(",")
+    );
+    if let Err(err) = fs::write(dir.join(&ext), extensions) {
+        panic!("cannot write {ext}: {err}");
+    }
+    let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
+    run(
+        dir,
+        "openssl",
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_crt,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &crt,
+            "-extfile",
+            &ext,
+        ],
+    );
+}
+
+/// The machine (OS) CA of `dir/secrets.yaml` as `machine-ca.{crt,key}`: Talos labels its Ed25519
+/// key `ED25519 PRIVATE KEY` (PKCS#8 inside), which openssl reads as `PRIVATE KEY`.
+pub fn machine_ca(dir: &Path) {
+    let extract = "import base64, yaml\n\
+                   ca = yaml.safe_load(open('secrets.yaml'))['certs']['os']\n\
+                   open('machine-ca.crt', 'wb').write(base64.b64decode(ca['crt']))\n\
+                   key = base64.b64decode(ca['key']).decode()\n\
+                   open('machine-ca.key', 'w').write(key.replace('ED25519 PRIVATE KEY', 'PRIVATE KEY'))\n";
+    run(dir, "python3", &["-c", extract]);
+}
+
+/// A cluster's trust in `dir`, made by the real talosctl: `secrets.yaml`, the `talosconfig` of
+/// `cluster`, the machine CA (`machine-ca.{crt,key}`), and `node.{crt,key}`, the API
+/// certificate of every node at `addresses`.
+pub fn cluster_trust(dir: &Path, talosctl: &Path, cluster: &str, addresses: &[&str]) {
+    let talosctl = talosctl.to_string_lossy();
+    run(dir, &talosctl, &["gen", "secrets", "-o", "secrets.yaml"]);
+    let endpoint = "https://api.example.com:6443";
+    run(
+        dir,
+        &talosctl,
+        &[
+            "gen",
+            "config",
+            cluster,
+            endpoint,
+            "--with-secrets",
+            "secrets.yaml",
+            "--output-types",
+            "talosconfig",
+            "-o",
+            "talosconfig",
+        ],
+    );
+    machine_ca(dir);
+    issued(dir, "node", "machine-ca", addresses);
+}
+
+/// The programs a control-plane node stand-in runs: the real talosctl (its validate), etcd,
+/// etcdctl and etcdutl; `None` after [`crate::skip_or_fail`] when one is missing.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    pub talosctl: PathBuf,
+    pub etcd: PathBuf,
+    pub etcdctl: PathBuf,
+    pub etcdutl: PathBuf,
+    /// Talos's protos (`../shared/talos/v1.13.9/api`).
+    pub api: PathBuf,
+}
+
+impl Programs {
+    pub fn find(test: &str) -> Option<Programs> {
+        let shared = crate::workspace::shared_dir(test)?;
+        if !crate::workspace::python3(test)
+            || !crate::workspace::python_imports(
+                test,
+                "grpc, grpc_tools, yaml",
+                "Python grpcio-tools (pip install grpcio-tools)",
+            )
+        {
+            return None;
+        }
+        if crate::process::which("openssl").is_none() {
+            crate::skip_or_fail(test, "openssl");
+            return None;
+        }
+        let program = |name| crate::upstream::program(test, name);
+        Some(Programs {
+            talosctl: program("talosctl")?,
+            etcd: program("etcd")?,
+            etcdctl: program("etcdctl")?,
+            etcdutl: program("etcdutl")?,
+            api: shared.join("talos/v1.13.9/api"),
+        })
+    }
+}
+
+/// A configured control plane: its name, its address, its etcd.
+#[derive(Debug, Clone)]
+pub struct ControlPlaneSpec {
+    /// Its hostname: its etcd member's name.
+    pub hostname: String,
+    /// Its own address in 127.0.0.0/8.
+    pub address: String,
+    /// The Talos API's port (the same on every node, as 50000 is on a real cluster).
+    pub port: u16,
+    /// Where its etcd serves clients, and its peer URL.
+    pub etcd_client_url: String,
+    pub etcd_peer_url: String,
+    /// Its etcd runs from the start, a member of this initial cluster (`name=peer,...`); `None`:
+    /// it runs only once bootstrapped (or the client URL is another's etcd).
+    pub initial_cluster: Option<String>,
+}
+
+/// A running control-plane stand-in, killed (its etcd with it) when dropped.
+#[derive(Debug)]
+pub struct ControlPlaneNode {
+    _server: StandIn,
+    /// Its calls (`calls.jsonl`) and its etcd's log.
+    pub records: PathBuf,
+    /// Its /var/lib: `etcd/`, `etcd.snapshot`.
+    pub var_lib: PathBuf,
+}
+
+impl ControlPlaneNode {
+    /// Starts it with the trust [`cluster_trust`] made in `dir`.
+    #[allow(clippy::panic)] // a test helper: a node it cannot start fails the test
+    pub fn start(programs: &Programs, dir: &Path, spec: &ControlPlaneSpec) -> ControlPlaneNode {
+        let node_dir = dir.join(&spec.hostname);
+        let (records, var_lib) = (node_dir.join("records"), node_dir.join("var-lib"));
+        for folder in [&records, &var_lib] {
+            if let Err(err) = fs::create_dir_all(folder) {
+                panic!("cannot make {}: {err}", folder.display());
+            }
+        }
+        let port_file = records.join("port");
+        let mut command = crate::standin::python("talos_maintenance.py");
+        command
+            .arg("--api-dir")
+            .arg(&programs.api)
+            .args(["--start", "configured", "--machine-type", "controlplane"])
+            .args(["--address", &spec.address, "--port", &spec.port.to_string()])
+            .args(["--hostname", &spec.hostname, "--lifetime", "600"])
+            .args(["--etcd-client-url", &spec.etcd_client_url])
+            .args(["--etcd-peer-url", &spec.etcd_peer_url]);
+        for (flag, path) in [
+            ("--cert", dir.join("node.crt")),
+            ("--key", dir.join("node.key")),
+            ("--client-ca", dir.join("machine-ca.crt")),
+            ("--port-file", port_file.clone()),
+            ("--record-dir", records.clone()),
+            ("--var-lib", var_lib.clone()),
+            ("--talosctl", programs.talosctl.clone()),
+            ("--etcd", programs.etcd.clone()),
+            ("--etcdctl", programs.etcdctl.clone()),
+            ("--etcdutl", programs.etcdutl.clone()),
+        ] {
+            command.arg(flag).arg(path);
+        }
+        if let Some(initial) = &spec.initial_cluster {
+            command.args(["--etcd-initial-cluster", initial]);
+        }
+        command.current_dir(dir).stdin(Stdio::null());
+        ControlPlaneNode {
+            _server: StandIn::start(&mut command, &port_file),
+            records,
+            var_lib,
+        }
+    }
+
+    /// The calls it answered, as JSON lines, of the RPC `rpc` (or every line, with `""`).
+    pub fn calls(&self, rpc: &str) -> Vec<serde_json::Value> {
+        fs::read_to_string(self.records.join("calls.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|c| rpc.is_empty() || c["rpc"] == rpc)
+            .collect()
+    }
+}

@@ -1,0 +1,1 @@
+pop_common::main!(talos_lifecycle);

@@ -1,0 +1,101 @@
+//! The plans, made from what was read only: the steps `--dry-run` prints and a run carries out,
+//! in that order.
+
+use std::path::{Path, PathBuf};
+
+use pop_common::records::{EtcdPlanStep, EtcdSnapshotStatus, EtcdStepKind, Kind, Version};
+
+use crate::quorum::ControlPlane;
+
+fn step(n: usize, kind: EtcdStepKind, node: Option<&ControlPlane>, says: String) -> EtcdPlanStep {
+    EtcdPlanStep {
+        kind: Kind::new(),
+        version: Version,
+        n,
+        step: kind,
+        node: node.map(|n| n.name.clone()),
+        endpoint: node.map(|n| n.endpoint.clone()),
+        says,
+    }
+}
+
+/// `<dir>/<cluster>-<YYYYMMDDTHHMMSSZ>.snapshot`: the snapshot asked for at `secs` (UTC).
+pub fn snapshot_path(dir: &Path, cluster: &str, secs: u64) -> PathBuf {
+    let (year, month, day, hour, minute, second) = pop_common::time::civil(secs);
+    dir.join(format!(
+        "{cluster}-{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z.snapshot"
+    ))
+}
+
+/// A snapshot streamed from `source` into `path`, then read back by etcdutl.
+pub fn snapshot(source: &ControlPlane, path: &Path) -> Vec<EtcdPlanStep> {
+    vec![
+        step(
+            1,
+            EtcdStepKind::TakeSnapshot,
+            Some(source),
+            format!(
+                "talosctl etcd snapshot {} from {}'s member (written 0600, its sha256 trailer checked)",
+                path.display(),
+                source.name
+            ),
+        ),
+        step(
+            2,
+            EtcdStepKind::CheckSnapshot,
+            None,
+            format!("etcdutl snapshot status {}", path.display()),
+        ),
+    ]
+}
+
+/// etcd recovered on `target` from `snapshot`, whose status was read already.
+pub fn restore(
+    target: &ControlPlane,
+    snapshot: &Path,
+    status: &EtcdSnapshotStatus,
+    skip_hash_check: bool,
+) -> Vec<EtcdPlanStep> {
+    let check = if skip_hash_check {
+        ", its hash check skipped (a copy of a data folder has no sha256 trailer)"
+    } else {
+        ""
+    };
+    vec![
+        step(
+            1,
+            EtcdStepKind::CheckSnapshot,
+            None,
+            format!(
+                "etcdutl snapshot status {}: hash {}, revision {}, {} keys, {} bytes",
+                snapshot.display(),
+                status.hash,
+                status.revision,
+                status.total_keys,
+                status.total_size
+            ),
+        ),
+        step(
+            2,
+            EtcdStepKind::Recover,
+            Some(target),
+            format!(
+                "talosctl bootstrap --recover-from {} on {}: the snapshot is uploaded, etcd is \
+                 restored from it as a one-member cluster{check}; everything written since \
+                 revision {} is lost, and the other control planes join it",
+                snapshot.display(),
+                target.name,
+                status.revision
+            ),
+        ),
+        step(
+            3,
+            EtcdStepKind::WaitHealthy,
+            Some(target),
+            format!(
+                "wait until {}'s etcd member answers with a leader and no error",
+                target.name
+            ),
+        ),
+    ]
+}

@@ -1,0 +1,249 @@
+//! The calls to the cluster, behind one narrow trait: [`Talos`]. The real one ([`Programs`])
+//! runs the real talosctl for every node call (its snapshot stream, its checks of the file, its
+//! upload and bootstrap are upstream's own) and etcdutl for the snapshot files; tests hand in a
+//! scripted one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use pop_common::records::EtcdSnapshotStatus;
+use serde::Deserialize;
+
+use crate::quorum::{ControlPlane, MemberStatus, NodeError};
+
+/// What the tool asks of the cluster and of a snapshot file.
+pub trait Talos {
+    /// The node's etcd member, as `EtcdStatus` reports it (`talosctl etcd status`).
+    fn etcd_status(&self, node: &ControlPlane) -> Result<MemberStatus, NodeError>;
+    /// The members' names, as the node's etcd lists them (`talosctl etcd members`).
+    fn etcd_members(&self, node: &ControlPlane) -> Result<Vec<String>, NodeError>;
+    /// Streams a snapshot of the node's etcd into `path` (`talosctl etcd snapshot`: written as
+    /// `<path>.part`, mode 0600, checked, then renamed).
+    fn snapshot(&self, node: &ControlPlane, path: &Path) -> Result<(), NodeError>;
+    /// Uploads `snapshot` and bootstraps etcd from it on the node
+    /// (`talosctl bootstrap --recover-from`).
+    fn recover(
+        &self,
+        node: &ControlPlane,
+        snapshot: &Path,
+        skip_hash_check: bool,
+    ) -> Result<(), NodeError>;
+    /// What `etcdutl snapshot status` reads in a snapshot file.
+    fn snapshot_status(&self, path: &Path) -> Result<EtcdSnapshotStatus, String>;
+}
+
+/// The real programs: talosctl with the cluster's talosconfig, and etcdutl.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Programs {
+    pub talosctl: PathBuf,
+    pub etcdutl: PathBuf,
+    pub talosconfig: PathBuf,
+}
+
+impl Programs {
+    /// `talosctl --talosconfig F --endpoints E --nodes N <args>`; stdout on success (what
+    /// talosctl says of a snapshot or an upload goes to our log, never to our output).
+    fn talosctl(&self, node: &ControlPlane, args: &[&str]) -> Result<String, NodeError> {
+        let mut command = Command::new(&self.talosctl);
+        command
+            .arg("--talosconfig")
+            .arg(&self.talosconfig)
+            .args(["--endpoints", &node.endpoint, "--nodes", &node.address])
+            .args(args)
+            .stdin(Stdio::null());
+        let out = output(&mut command)?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(node_error(&String::from_utf8_lossy(&out.stderr)))
+        }
+    }
+}
+
+fn output(command: &mut Command) -> Result<Output, NodeError> {
+    command.output().map_err(|err| {
+        NodeError::Client(format!(
+            "cannot run {}: {err}",
+            command.get_program().to_string_lossy()
+        ))
+    })
+}
+
+impl Talos for Programs {
+    fn etcd_status(&self, node: &ControlPlane) -> Result<MemberStatus, NodeError> {
+        parse_status(&self.talosctl(node, &["etcd", "status"])?)
+    }
+
+    fn etcd_members(&self, node: &ControlPlane) -> Result<Vec<String>, NodeError> {
+        parse_members(&self.talosctl(node, &["etcd", "members"])?)
+    }
+
+    fn snapshot(&self, node: &ControlPlane, path: &Path) -> Result<(), NodeError> {
+        let path = path
+            .to_str()
+            .ok_or_else(|| NodeError::Client(format!("{}: not a UTF-8 path", path.display())))?;
+        let said = self.talosctl(node, &["etcd", "snapshot", path])?;
+        log_lines("talosctl", &said);
+        Ok(())
+    }
+
+    fn recover(
+        &self,
+        node: &ControlPlane,
+        snapshot: &Path,
+        skip_hash_check: bool,
+    ) -> Result<(), NodeError> {
+        let from = format!("--recover-from={}", snapshot.display());
+        let mut args = vec!["bootstrap", from.as_str()];
+        if skip_hash_check {
+            args.push("--recover-skip-hash-check");
+        }
+        let said = self.talosctl(node, &args)?;
+        log_lines("talosctl", &said);
+        Ok(())
+    }
+
+    fn snapshot_status(&self, path: &Path) -> Result<EtcdSnapshotStatus, String> {
+        let mut command = Command::new(&self.etcdutl);
+        command
+            .args(["snapshot", "status", "-w", "json"])
+            .arg(path)
+            .stdin(Stdio::null());
+        let out = output(&mut command).map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            return Err(last_line(&said).unwrap_or("etcdutl failed").to_owned());
+        }
+        parse_snapshot_status(&String::from_utf8_lossy(&out.stdout))
+    }
+}
+
+fn log_lines(who: &str, text: &str) {
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        pop_common::info!("{who}: {line}");
+    }
+}
+
+fn last_line(text: &str) -> Option<&str> {
+    text.lines().rev().map(str::trim).find(|l| !l.is_empty())
+}
+
+/// talosctl's report of a failed call: the gRPC code and message it quotes
+/// (`rpc error: code = X desc = Y`, alone or in apid's per-node list); a node whose Talos API
+/// does not answer is `Unavailable`.
+pub fn node_error(stderr: &str) -> NodeError {
+    const MARK: &str = "rpc error: code = ";
+    let Some(at) = stderr.find(MARK) else {
+        return NodeError::Client(last_line(stderr).unwrap_or("talosctl failed").to_owned());
+    };
+    let rest = &stderr[at + MARK.len()..];
+    let (code, message) = rest.split_once(" desc = ").unwrap_or((rest, ""));
+    let message = message.lines().next().unwrap_or_default().trim().to_owned();
+    match code.trim() {
+        "Unavailable" => NodeError::Unreachable(message),
+        code => NodeError::Answered {
+            code: code.to_owned(),
+            message,
+        },
+    }
+}
+
+/// A table talosctl prints with Go's tabwriter: its columns (name, where the header starts) and
+/// its rows.
+struct Table<'a> {
+    columns: Vec<(String, usize)>,
+    rows: Vec<&'a str>,
+}
+
+/// Each column starts where its header does, and headers are apart by at least two spaces (a
+/// header may hold one: `DB SIZE`).
+fn table(text: &str) -> Option<Table<'_>> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header = lines.next()?;
+    let mut columns = Vec::new();
+    let mut start = None;
+    let bytes = header.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        let gap = b == b' ' && (bytes.get(i + 1) == Some(&b' ') || i > 0 && bytes[i - 1] == b' ');
+        match (start, gap) {
+            (None, false) => start = Some(i),
+            (Some(s), true) => {
+                columns.push((header[s..i].to_owned(), s));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        columns.push((header[s..].trim_end().to_owned(), s));
+    }
+    Some(Table {
+        columns,
+        rows: lines.collect(),
+    })
+}
+
+/// The cell of `column` in `line`.
+fn cell<'a>(columns: &[(String, usize)], line: &'a str, column: &str) -> Option<&'a str> {
+    let at = columns.iter().position(|(name, _)| name == column)?;
+    let start = columns[at].1.min(line.len());
+    let end = columns
+        .get(at + 1)
+        .map_or(line.len(), |c| c.1.min(line.len()));
+    line.get(start..end).map(str::trim)
+}
+
+/// `talosctl etcd status` of one node: MEMBER, LEADER, LEARNER and ERRORS
+/// (cmd/talosctl/cmd/talos/etcd.go:267-332 at v1.13.9).
+pub fn parse_status(text: &str) -> Result<MemberStatus, NodeError> {
+    let unreadable = || NodeError::Client(format!("talosctl etcd status: cannot read {text:?}"));
+    let table = table(text).ok_or_else(unreadable)?;
+    let row = table.rows.first().ok_or_else(unreadable)?;
+    let get = |name| cell(&table.columns, row, name).ok_or_else(unreadable);
+    let errors = get("ERRORS")?;
+    Ok(MemberStatus {
+        member_id: get("MEMBER")?.to_owned(),
+        leader: get("LEADER")?.to_owned(),
+        learner: get("LEARNER")? == "true",
+        errors: if errors.is_empty() {
+            Vec::new()
+        } else {
+            errors.split(", ").map(str::to_owned).collect()
+        },
+    })
+}
+
+/// `talosctl etcd members`: the HOSTNAME of each (etcd.go:205-265).
+pub fn parse_members(text: &str) -> Result<Vec<String>, NodeError> {
+    let unreadable = || NodeError::Client(format!("talosctl etcd members: cannot read {text:?}"));
+    let table = table(text).ok_or_else(unreadable)?;
+    table
+        .rows
+        .iter()
+        .map(|row| {
+            cell(&table.columns, row, "HOSTNAME")
+                .map(str::to_owned)
+                .ok_or_else(unreadable)
+        })
+        .collect()
+}
+
+/// `etcdutl snapshot status -w json`.
+pub fn parse_snapshot_status(text: &str) -> Result<EtcdSnapshotStatus, String> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Status {
+        hash: u32,
+        revision: u64,
+        total_key: u64,
+        total_size: u64,
+    }
+    let status: Status = serde_json::from_str(text.trim())
+        .map_err(|err| format!("etcdutl snapshot status said {text:?}: {err}"))?;
+    Ok(EtcdSnapshotStatus {
+        hash: format!("{:08x}", status.hash),
+        revision: status.revision,
+        total_keys: status.total_key,
+        total_size: status.total_size,
+    })
+}
