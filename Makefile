@@ -62,13 +62,13 @@ DEMO_PORT    ?= 8080
 BIN          := $(or $(if $(filter undefined,$(origin CARGO_TARGET_DIR)),,$(CARGO_TARGET_DIR)),target)/release
 FIELD_MANAGER_EDGE := edgepop-edge
 
-# The operator's clients (talosctl, kubectl, helm, sops) at their pins: `make tools` builds them
-# into TOOLS_DIR, from the cache the tests' setup fills (pipelines/upstream.sh). Once it exists it
-# comes first on every recipe's PATH, so an older kubectl or a Helm 4 elsewhere is not picked up;
-# TOOLS_DIR= (empty) leaves PATH as it is.
+# The operator's clients (talosctl, kubectl, helm, sops, etcdutl) at their pins: `make tools`
+# builds them into TOOLS_DIR, from the cache the tests' setup fills (pipelines/upstream.sh). Once
+# it exists it comes first on every recipe's PATH, so an older kubectl or a Helm 4 elsewhere is not
+# picked up; TOOLS_DIR= (empty) leaves PATH as it is.
 XDG_CACHE_HOME ?= $(HOME)/.cache
 TOOLS_DIR    ?= $(XDG_CACHE_HOME)/edgepop/tools/bin
-TOOLS        := talosctl kubectl helm sops
+TOOLS        := talosctl kubectl helm sops etcdutl
 ifneq ($(wildcard $(TOOLS_DIR)),)
 export PATH := $(abspath $(TOOLS_DIR)):$(PATH)
 endif
@@ -126,7 +126,7 @@ guard-cluster: have-kubeconfig $(INPUTS) $(BIN)/kubeconfig-guard
 # What `make help` prints first: a first real run, in order, as the README's deployment block has
 # it (tests/readme_walk.rs holds the two to the same make commands in the same order).
 ##! A first real run on Scaleway, in order (README.md; what each step checks: docs/operations.md):
-##!   1. make tools                 talosctl, kubectl, helm and sops at their pins (needs Go)
+##!   1. make tools                 talosctl, kubectl, helm, sops and etcdutl at their pins (needs Go)
 ##!   2. cp config/{infra,platform,edge}.example.json to config/*.json, then edit each
 ##!   3. make vendor                once: the pinned Gateway API CRDs, sha256-checked
 ##!   4. make talos-image-digests   once per Talos version: both images downloaded (kept for the
@@ -140,7 +140,7 @@ guard-cluster: have-kubeconfig $(INPUTS) $(BIN)/kubeconfig-guard
 help: ## List the targets (this text)
 	@awk 'BEGIN {FS = ":.*## "} /^##!/ {print substr($$0, 5)} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-tools: ## Build talosctl, kubectl, helm and sops at their pins (Go module proxy, cached) into TOOLS_DIR, first on the recipes' PATH
+tools: ## Build talosctl, kubectl, helm, sops and etcdutl at their pins (Go module proxy, cached) into TOOLS_DIR, first on the recipes' PATH
 	@$(if $(TOOLS_DIR),,echo "make tools: TOOLS_DIR is empty: name the folder to build the tools into" >&2; exit 2)
 	@pipelines/upstream.sh install '$(TOOLS_DIR)' $(TOOLS)
 	@echo "make tools: the Makefile's recipes use them; eval \"\$$(make kubeconfig)\" puts them first on your shell's PATH too" >&2
@@ -317,6 +317,42 @@ cluster-status: $(PLATFORM_GUARD) $(if $(filter edge,$(PROFILE)),,$(PLATFORM_PLA
 
 rotate-pow-secret: guard-cluster $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
 	@NAMES=$(EDGE_NAMES) OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
+
+##@ Day 2: etcd snapshots and restore (a restore is refused while etcd holds its quorum)
+.PHONY: etcd-snapshot etcd-restore dry-run-etcd-restore have-inventory snapshot-named
+# The snapshots hold every object of the cluster, Secrets included: 0600 files in a 0700 folder
+# under OUT (git-ignored), named <cluster>-<UTC time>.snapshot.
+ETCD_SNAPSHOTS ?= $(OUT)/etcd
+INVENTORY    := $(OUT)/inventory.json
+# make etcd-restore SNAPSHOT=FILE; SKIP_HASH_CHECK=yes for a copy of a member's data folder
+# (member/snap/db), which has no sha256 trailer.
+SNAPSHOT        ?=
+SKIP_HASH_CHECK ?=
+# talos-lifecycle runs the real talosctl (and etcdutl for the files) with the cluster's
+# talosconfig, one control plane at a time; it never gets the Scaleway secret key.
+# TALOS_API_PORT: where apid answers on every node (50000 unless a tunnel says otherwise).
+TALOS_API_PORT ?= 50000
+LIFECYCLE    = $(WITHOUT_SECRETS) $(BIN)/talos-lifecycle --talosconfig '$(OUT)/talosconfig' --talos-port '$(TALOS_API_PORT)'
+RESTORE      = $(LIFECYCLE) restore --snapshot '$(SNAPSHOT)' $(if $(filter yes,$(SKIP_HASH_CHECK)),--skip-hash-check)
+
+have-inventory:
+	@test -s '$(INVENTORY)' || { echo "make: $(INVENTORY) is missing: it is written by make apply-infra (layer 1)" >&2; exit 1; }
+snapshot-named:
+	@$(if $(SNAPSHOT),,echo "make: name the snapshot to restore: make $(filter etcd-restore dry-run-etcd-restore,$(MAKECMDGOALS)) SNAPSHOT=$(ETCD_SNAPSHOTS)/<file>.snapshot" >&2; exit 2)
+
+etcd-snapshot: have-inventory $(BIN)/talos-lifecycle ## Snapshot etcd from a healthy control plane into talos/_out/etcd/<cluster>-<UTC>.snapshot (0600), checked with etcdutl snapshot status
+	@$(LIFECYCLE) snapshot --out-dir '$(ETCD_SNAPSHOTS)' < '$(INVENTORY)'
+
+dry-run-etcd-restore: have-inventory snapshot-named $(BIN)/talos-lifecycle ## The dry-run twin of etcd-restore: the snapshot read, the quorum gate, the plan (a JSON line a step); changes nothing
+	@$(RESTORE) --dry-run < '$(INVENTORY)'
+
+# The plan is shown first (its gates refuse a cluster that holds its quorum before anything is
+# asked), then the question names the cluster, then the same gates run again before the recovery.
+etcd-restore: have-inventory snapshot-named $(BIN)/talos-lifecycle $(BIN)/scw-infra $(INFRA_CONFIG) ## Recover etcd from SNAPSHOT=FILE on one control plane: refused while etcd holds its quorum; shows the plan, asks (CONFIRM=yes without a terminal)
+	@$(RESTORE) --dry-run < '$(INVENTORY)'
+	@cluster=$$($(BIN)/scw-infra names --config '$(INFRA_CONFIG)' | sed -n 's/^CLUSTER_NAME=//p'); \
+	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the etcd state of the cluster $$cluster (everything written since the snapshot), recovering it from $(SNAPSHOT)" "$$cluster"; \
+	$(RESTORE) < '$(INVENTORY)'
 
 ##@ Tear down (reverse order; shows what goes and asks for the cluster's name unless CONFIRM=yes)
 .PHONY: destroy destroy-edge destroy-platform destroy-infra

@@ -1,6 +1,6 @@
-//! `make tools`: the operator's clients (talosctl, kubectl, helm, sops) built at their pins into
-//! one folder, from the cache the tests' setup fills (`pipelines/setup.sh test` builds the same
-//! pins), and that folder first on the PATH of the Makefile's recipes.
+//! `make tools`: the operator's clients (talosctl, kubectl, helm, sops, etcdutl) built at their
+//! pins into one folder, from the cache the tests' setup fills (`pipelines/setup.sh test` builds
+//! the same pins), and that folder first on the PATH of the Makefile's recipes.
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -13,7 +13,7 @@ use testkit::pin;
 const TEST: &str = "tools";
 
 /// Each tool, the pin it must report, and the command that reports it (offline).
-const TOOLS: [(&str, &str, &[&str]); 4] = [
+const TOOLS: [(&str, &str, &[&str]); 5] = [
     ("talosctl", "TALOSCTL_VERSION", &["version", "--client"]),
     ("kubectl", "KUBERNETES_VERSION", &["version", "--client"]),
     ("helm", "HELM_VERSION", &["version", "--short"]),
@@ -22,6 +22,7 @@ const TOOLS: [(&str, &str, &[&str]); 4] = [
         "SOPS_VERSION",
         &["--version", "--disable-version-check"],
     ),
+    ("etcdutl", "ETCD_CLIENTS_VERSION", &["version"]),
 ];
 
 /// The cached builds, or `None` (skipped) when the setup has not built them: the test never

@@ -184,10 +184,17 @@ pub struct ControlPlaneNode {
 }
 
 impl ControlPlaneNode {
-    /// Starts it with the trust [`cluster_trust`] made in `dir`.
+    /// Starts it with the trust [`cluster_trust`] made in `dir`, its disk a new folder of `dir`
+    /// (`<hostname>`, or `<hostname>.2`, ... for a machine made again).
     #[allow(clippy::panic)] // a test helper: a node it cannot start fails the test
     pub fn start(programs: &Programs, dir: &Path, spec: &ControlPlaneSpec) -> ControlPlaneNode {
-        let node_dir = dir.join(&spec.hostname);
+        let node_dir = (1..)
+            .map(|n| match n {
+                1 => dir.join(&spec.hostname),
+                n => dir.join(format!("{}.{n}", spec.hostname)),
+            })
+            .find(|folder| !folder.exists())
+            .unwrap_or_else(|| dir.join(&spec.hostname));
         let (records, var_lib) = (node_dir.join("records"), node_dir.join("var-lib"));
         for folder in [&records, &var_lib] {
             if let Err(err) = fs::create_dir_all(folder) {

@@ -1,0 +1,200 @@
+//! `make etcd-snapshot`, `make dry-run-etcd-restore` and `make etcd-restore` as an operator runs
+//! them, OUT pointing into a temporary folder (its inventory and talosconfig), the real
+//! talos-lifecycle, talosctl and etcdutl on the recipes' PATH, against a control plane played by
+//! testkit's node stand-in over a real etcd member (`talos_maintenance.py`, `talos_etcd.py`).
+//! The rehearsal's control planes live at the Scaleway stand-in's addresses, where no node
+//! stand-in can answer: these targets get a test of their own. The round trip through a real
+//! API server is talos-lifecycle's own test (`tools/talos-lifecycle/tests/etcd.rs`).
+
+use std::fs;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use testkit::process::text;
+use testkit::talos_node::{ControlPlaneNode, ControlPlaneSpec, Programs};
+
+const ADDRESS: &str = "127.0.0.5";
+
+/// The operator's folder: `out/` (inventory, talosconfig), `bin/` (talosctl, etcdutl).
+struct Stage {
+    programs: Programs,
+    dir: tempfile::TempDir,
+    port: u16,
+    etcd_client_url: String,
+}
+
+impl Stage {
+    fn start(test: &str) -> Option<Stage> {
+        let programs = Programs::find(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        testkit::talos_node::cluster_trust(dir.path(), &programs.talosctl, "edge-par", &[ADDRESS]);
+        for sub in ["out", "bin"] {
+            fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        fs::copy(
+            dir.path().join("talosconfig"),
+            dir.path().join("out/talosconfig"),
+        )
+        .unwrap();
+        for (name, path) in [
+            ("talosctl", &programs.talosctl),
+            ("etcdutl", &programs.etcdutl),
+        ] {
+            std::os::unix::fs::symlink(path, dir.path().join("bin").join(name)).unwrap();
+        }
+        let inventory = serde_json::json!({
+            "kind": "NodeInventory", "version": 2, "cluster_name": "edge-par",
+            "cluster_endpoint": "https://api.example.com:6443", "ssh_key_ids": [],
+            "nodes": [{"name": "edge-par-cp-1", "role": "controlplane", "kind": "instance",
+                "zone": "fr-par-1", "id": "11111111-1111-4111-8111-111111111111",
+                "public_ipv4": ADDRESS, "public_ipv6": null, "private_ipv4": null, "steps": {}}]
+        });
+        fs::write(dir.path().join("out/inventory.json"), inventory.to_string()).unwrap();
+        Some(Stage {
+            programs,
+            dir,
+            port: testkit::free_port(),
+            etcd_client_url: format!("http://{ADDRESS}:{}", testkit::free_port()),
+        })
+    }
+
+    /// The control plane: its etcd running from the start (`running`), or a new machine whose
+    /// etcd waits to be bootstrapped.
+    fn node(&self, running: bool) -> ControlPlaneNode {
+        let peer = format!("http://{ADDRESS}:{}", testkit::free_port());
+        ControlPlaneNode::start(
+            &self.programs,
+            self.dir.path(),
+            &ControlPlaneSpec {
+                hostname: "edge-par-cp-1".into(),
+                address: ADDRESS.into(),
+                port: self.port,
+                etcd_client_url: self.etcd_client_url.clone(),
+                initial_cluster: running.then(|| format!("edge-par-cp-1={peer}")),
+                etcd_peer_url: peer,
+            },
+        )
+    }
+
+    fn make(&self, args: &[&str]) -> Output {
+        let bin = testkit::workspace::bin("talos-lifecycle");
+        testkit::workspace::bin("scw-infra");
+        let path = format!(
+            "{}:{}",
+            self.dir.path().join("bin").display(),
+            std::env::var("PATH").unwrap()
+        );
+        Command::new("make")
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", self.dir.path())
+            .args(["--no-print-directory", "-C"])
+            .arg(testkit::workspace::root())
+            .arg("TOOLS_DIR=")
+            .arg("RUST_SOURCES=")
+            .arg(format!("OUT={}", self.dir.path().join("out").display()))
+            .arg(format!("BIN={}", bin.parent().unwrap().display()))
+            .arg(format!(
+                "INFRA_CONFIG={}",
+                testkit::workspace::root()
+                    .join("config/infra.example.json")
+                    .display()
+            ))
+            .arg(format!("TALOS_API_PORT={}", self.port))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn etcdctl(&self, args: &[&str]) -> String {
+        let out = Command::new(&self.programs.etcdctl)
+            .args(["--endpoints", &self.etcd_client_url])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+#[test]
+fn make_etcd_snapshot_then_etcd_restore_refused_while_quorum_holds_then_asked_then_done() {
+    let Some(stage) = Stage::start("make_etcd_snapshot_then_etcd_restore") else {
+        return;
+    };
+    let first = stage.node(true);
+    testkit::eventually("the member to elect itself", || {
+        Command::new(&stage.programs.etcdctl)
+            .args([
+                "--endpoints",
+                &stage.etcd_client_url,
+                "put",
+                "/registry/made-before",
+                "1",
+            ])
+            .status()
+            .unwrap()
+            .success()
+            .then_some(())
+    });
+
+    let out = stage.make(&["etcd-snapshot"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let taken: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let snapshot = taken["path"].as_str().unwrap().to_owned();
+    assert!(snapshot.starts_with(&stage.dir.path().join("out/etcd").display().to_string()));
+    assert_eq!(taken["status"]["total_keys"], 1);
+    stage.etcdctl(&["put", "/registry/made-after", "1"]);
+
+    let unnamed = stage.make(&["dry-run-etcd-restore"]);
+    assert_eq!(unnamed.status.code(), Some(2), "{}", text(&unnamed));
+    assert!(
+        text(&unnamed).contains("name the snapshot to restore"),
+        "{}",
+        text(&unnamed)
+    );
+    let named = format!("SNAPSHOT={snapshot}");
+    let refused = stage.make(&["etcd-restore", &named, "CONFIRM=yes"]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("holds its quorum: 1 of 1 members"),
+        "{}",
+        text(&refused)
+    );
+    assert!(first.calls("Bootstrap").is_empty());
+
+    // The machine is lost and made again: its etcd waits to be bootstrapped.
+    drop(first);
+    let second = stage.node(false);
+    let unasked = stage.make(&["etcd-restore", &named]);
+    assert!(!unasked.status.success());
+    let said = text(&unasked);
+    assert!(
+        said.contains("\"step\":\"recover\""),
+        "the plan was not shown: {said}"
+    );
+    assert!(
+        said.contains("refusing to destroy the etcd state of the cluster edge-par"),
+        "{said}"
+    );
+    assert!(second.calls("EtcdRecover").is_empty() && second.calls("Bootstrap").is_empty());
+
+    let done = stage.make(&["etcd-restore", &named, "CONFIRM=yes"]);
+    assert!(done.status.success(), "{}", text(&done));
+    let records: Vec<Value> = String::from_utf8_lossy(&done.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(
+        records.last().unwrap()["kind"],
+        "EtcdRecovery",
+        "{records:?}"
+    );
+    assert_eq!(second.calls("Bootstrap").len(), 1);
+    let keys = stage.etcdctl(&["get", "--prefix", "/registry/", "--keys-only"]);
+    assert_eq!(
+        keys.split_whitespace().collect::<Vec<_>>(),
+        ["/registry/made-before"]
+    );
+}
