@@ -494,7 +494,7 @@ fn make_help_follows_the_layers() {
             None => sections.push((line.to_owned(), Vec::new())),
         }
     }
-    let expected: [(&str, &[&str]); 7] = [
+    let expected: [(&str, &[&str]); 8] = [
         ("Start", &["help", "tools", "check", "apply"]),
         ("Layer 1, infra", &["apply-infra", "dry-run-infra"]),
         (
@@ -508,6 +508,10 @@ fn make_help_follows_the_layers() {
         (
             "Day to day",
             &["up", "down", "cluster-status", "rotate-pow-secret"],
+        ),
+        (
+            "Day 2",
+            &["etcd-snapshot", "dry-run-etcd-restore", "etcd-restore"],
         ),
         (
             "Tear down",

@@ -331,12 +331,17 @@ fn observe(talos: &dyn Talos, nodes: &[ControlPlane]) -> Vec<Observed> {
 
 /// The plan, one JSON line a step.
 fn write_plan(steps: &[EtcdPlanStep], mut output: impl Write) -> Result<(), Error> {
-    for step in steps {
-        serde_json::to_writer(&mut output, step)
-            .map_err(std::io::Error::from)
-            .output()?;
-        output.write_all(b"\n").output()?;
-    }
+    steps
+        .iter()
+        .try_for_each(|step| write_line(step, &mut output))
+}
+
+/// One record as a JSON line, flushed.
+fn write_line(record: &impl serde::Serialize, mut output: impl Write) -> Result<(), Error> {
+    serde_json::to_writer(&mut output, record)
+        .map_err(std::io::Error::from)
+        .output()?;
+    output.write_all(b"\n").output()?;
     output.flush().output()?;
     Ok(())
 }

@@ -3,13 +3,12 @@
 use std::io::Write;
 use std::path::Path;
 
-use pop_common::exit::WritingOutput;
 use pop_common::records::{EtcdRecovery, EtcdSnapshot, Kind, Version};
 use pop_common::wait::{Poll, Sleeper};
 
 use crate::quorum::{self, ControlPlane, Quorum};
 use crate::talos::Talos;
-use crate::{Config, Error, observe, plan, read_quorum, write_plan};
+use crate::{Config, Error, observe, plan, read_quorum, write_line, write_plan};
 
 /// What a restore is asked for.
 #[derive(Debug)]
@@ -17,15 +16,6 @@ pub struct Restore<'a> {
     pub snapshot: &'a Path,
     pub skip_hash_check: bool,
     pub wait: Poll,
-}
-
-fn write_record(record: &impl serde::Serialize, mut output: impl Write) -> Result<(), Error> {
-    serde_json::to_writer(&mut output, record)
-        .map_err(std::io::Error::from)
-        .output()?;
-    output.write_all(b"\n").output()?;
-    output.flush().output()?;
-    Ok(())
 }
 
 pub fn snapshot(
@@ -74,7 +64,7 @@ pub fn snapshot(
         status.revision,
         status.total_keys
     );
-    write_record(
+    write_line(
         &EtcdSnapshot {
             kind: Kind::new(),
             version: Version,
@@ -177,7 +167,7 @@ pub fn restore(
          talosctl --nodes <address> reboot): a running API server keeps serving what its cache \
          held before the restore, objects made after the snapshot included"
     );
-    write_record(
+    write_line(
         &EtcdRecovery {
             kind: Kind::new(),
             version: Version,

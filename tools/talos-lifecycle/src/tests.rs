@@ -155,6 +155,15 @@ fn config(action: Action, dry_run: bool) -> Config {
     }
 }
 
+fn snapshot_config(out_dir: &Path, dry_run: bool) -> Config {
+    config(
+        Action::Snapshot {
+            out_dir: out_dir.to_path_buf(),
+        },
+        dry_run,
+    )
+}
+
 fn restore_action(snapshot: &str) -> Action {
     Action::Restore {
         snapshot: PathBuf::from(snapshot),
@@ -178,6 +187,15 @@ fn go(config: &Config, talos: &Scripted) -> (Result<(), Error>, String) {
         &mut out,
     );
     (result, String::from_utf8(out).unwrap())
+}
+
+/// Whether a recovery was asked of any node.
+fn recovered(talos: &Scripted) -> bool {
+    talos
+        .calls
+        .borrow()
+        .iter()
+        .any(|c| c.starts_with("recover"))
 }
 
 fn plan_lines(out: &str) -> Vec<EtcdPlanStep> {
@@ -264,15 +282,7 @@ fn a_snapshot_plan_streams_from_the_first_healthy_member_and_changes_nothing_in_
         .status(CPS[0], vec![etcd_down()])
         .status(CPS[1], vec![healthy("b", "c")])
         .status(CPS[2], vec![healthy("c", "c")]);
-    let (result, out) = go(
-        &config(
-            Action::Snapshot {
-                out_dir: out_dir.clone(),
-            },
-            true,
-        ),
-        &talos,
-    );
+    let (result, out) = go(&snapshot_config(&out_dir, true), &talos);
     result.unwrap();
     let steps = plan_lines(&out);
     assert_eq!(steps.len(), 2);
@@ -298,15 +308,7 @@ fn a_snapshot_is_written_0600_in_a_0700_folder_and_recorded() {
         .status(CPS[0], vec![healthy("a", "a")])
         .status(CPS[1], vec![healthy("b", "a")])
         .status(CPS[2], vec![healthy("c", "a")]);
-    let (result, out) = go(
-        &config(
-            Action::Snapshot {
-                out_dir: out_dir.clone(),
-            },
-            false,
-        ),
-        &talos,
-    );
+    let (result, out) = go(&snapshot_config(&out_dir, false), &talos);
     result.unwrap();
     let record: pop_common::records::EtcdSnapshot = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(record.node, CPS[0]);
@@ -375,13 +377,7 @@ fn a_restore_is_refused_while_a_majority_follows_a_leader_naming_them() {
         );
         assert!(out.is_empty());
     }
-    assert!(
-        !talos
-            .calls
-            .borrow()
-            .iter()
-            .any(|c| c.starts_with("recover"))
-    );
+    assert!(!recovered(&talos));
 }
 
 #[test]
@@ -422,13 +418,7 @@ fn a_lost_quorum_is_recovered_on_the_first_node_talos_answers_for_then_waited_fo
     );
     assert_eq!(steps[1].node.as_deref(), Some(CPS[1]));
     assert!(steps[1].says.contains("revision 3"), "{}", steps[1].says);
-    assert!(
-        !talos
-            .calls
-            .borrow()
-            .iter()
-            .any(|c| c.starts_with("recover"))
-    );
+    assert!(!recovered(&talos));
 
     let (result, out) = go(&config(restore_action("s.snapshot"), false), &talos);
     result.unwrap();
