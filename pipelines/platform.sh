@@ -153,6 +153,7 @@ check_talos() {
   local line endpoint node patch patches="" list="$rendered_dir/$name.tsv"
   [[ -f "$list" ]] || die "$list is missing: make renders it with render-platform --inputs"
   command -v talosctl >/dev/null || die "talosctl is not installed (make tools builds it at its pin)"
+  [[ -x "$render_platform" ]] || die "$render_platform is missing (RENDER_PLATFORM)"
   [[ -f "$talosconfig" ]] || die "$talosconfig is missing: it is written by make apply-infra"
   while IFS=$'\t' read -r endpoint node patch; do
     [[ -z "$endpoint" || "$endpoint" == \#* ]] && continue
@@ -169,15 +170,30 @@ check_talos() {
 # talosctl patch machineconfig on each node of the component, with the extra flags given
 # (--mode, --dry-run). talosctl talks to Talos only: it never gets the Scaleway secret key that
 # make hands every recipe.
+#
+# The same call deletes the node's rules the render no longer has (a patch only adds or merges
+# documents): render-platform reads the node's active config, which holds the cluster's secrets,
+# from a pipe, and writes the delete documents, which hold none, into a file of their own.
 patch_talos() {
-  local entry endpoint node patch
+  local entry endpoint node patch stale patches
+  stale=$(mktemp) || die "$name: no temporary file for the rules to delete"
   while IFS= read -r entry; do
     [[ -n "$entry" ]] || continue
     IFS=$'\t' read -r endpoint node patch <<<"$entry"
     without_secrets talosctl --talosconfig "$talosconfig" --endpoints "$endpoint" --nodes "$node" \
-      patch machineconfig --patch "@$patch" "$@" ||
+      get machineconfig v1alpha1 -o json | "$render_platform" --stale-rules "$patch" >"$stale" || {
+      rm -f "$stale"
+      die "$name: $node was not patched (its config was not read through $endpoint)"
+    }
+    patches=(--patch "@$patch")
+    [[ ! -s "$stale" ]] || patches+=(--patch "@$stale")
+    without_secrets talosctl --talosconfig "$talosconfig" --endpoints "$endpoint" --nodes "$node" \
+      patch machineconfig "${patches[@]}" "$@" || {
+      rm -f "$stale"
       die "$name: $node was not patched (through $endpoint)"
+    }
   done <<<"${talos_patches[$name]}"
+  rm -f "$stale"
 }
 
 # helm's values flags for a release: the committed files, then the rendered cluster layer (helm

@@ -179,6 +179,10 @@ impl World {
             )
             .env("TALOSCTL_LOG", self.dir.path().join("talosctl.jsonl"))
             .env("TALOSCTL_STATE", self.talos_state())
+            .env(
+                "RENDER_PLATFORM",
+                testkit::workspace::bin("render-platform"),
+            )
             .env_remove("TALOSCTL_REAL")
             .env_remove("TALOSCTL_SILENT_CALLS")
             .env_remove("DELETE_CRDS")
@@ -259,7 +263,9 @@ fn mutating(calls: &[String]) -> Vec<&String> {
                 || c.starts_with("kubectl apply")
                 || c.starts_with("helm uninstall")
                 || c.starts_with("kubectl delete")
-                || (c.starts_with("talosctl") && !c.contains("--dry-run"))
+                || (c.starts_with("talosctl")
+                    && !c.contains("--dry-run")
+                    && !c.contains(" get machineconfig "))
         })
         .collect()
 }
@@ -319,6 +325,7 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
             "kubectl wait --for=create",
             "kubectl apply --server-side",
             "talosctl",
+            "talosctl",
             "kubectl apply --server-side",
             "kubectl wait --for=condition=Established",
             "helm upgrade --install",
@@ -328,7 +335,7 @@ fn apply_installs_in_order_with_the_pins_flags_and_values_files() {
         "{calls:#?}"
     );
     assert_each_release_is_pinned_with_its_values(&world, &calls);
-    let apply = &calls[4];
+    let apply = &calls[5];
     assert!(
         apply.contains("--field-manager=edgepop-platform"),
         "{apply}"
@@ -423,7 +430,15 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
     );
     // The example inputs: the first control plane's apid forwards to the worker's.
     let patch = world.dir.path().join("rendered/talos-firewall.worker.yaml");
-    let talos = &calls[3];
+    // The worker's rules read first, through the same control plane (which rules to delete).
+    assert!(
+        has_pair(&calls[3], "--endpoints", "203.0.113.11")
+            && has_pair(&calls[3], "--nodes", "203.0.113.10")
+            && calls[3].contains("get machineconfig v1alpha1 -o json"),
+        "{}",
+        calls[3]
+    );
+    let talos = &calls[4];
     assert!(
         has_pair(talos, "--endpoints", "203.0.113.11")
             && has_pair(talos, "--nodes", "203.0.113.10")
@@ -478,6 +493,76 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
         &["host-firewall.json is missing", "render-platform"],
     );
     assert!(mutating(&world.calls()).is_empty(), "{:#?}", world.calls());
+}
+
+#[test]
+fn rules_the_render_no_longer_has_leave_the_worker_and_the_operator_s_own_stay() {
+    let Some(world) = World::with_worker("rules_the_render_no_longer_has") else {
+        return;
+    };
+    // Beside its config, the worker holds rules an earlier render wrote for a flow since dropped
+    // (under the render's prefix, and in the form without it) and one its operator added.
+    let path = testkit::standin::talos_node_config(&world.talos_state(), WORKER);
+    let mut config = fs::read_to_string(&path).unwrap();
+    let stale = ["edgepop-retired-udp", "kubelet-tcp"];
+    for name in stale.iter().chain(&["operator-syslog"]) {
+        config.push_str(&format!(
+            "\n---\napiVersion: v1alpha1\nkind: NetworkRuleConfig\nname: {name}\n\
+             portSelector:\n  ports: [5514]\n  protocol: udp\n\
+             ingress:\n  - subnet: 198.51.100.0/24\n"
+        ));
+    }
+    fs::write(&path, config).unwrap();
+    let names = |config: &[serde_json::Value]| -> Vec<String> {
+        config
+            .iter()
+            .filter(|d| d["kind"] == "NetworkRuleConfig")
+            .map(|d| d["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let before = world.worker_config();
+
+    // The dry run shows each deletion, and changes nothing.
+    let (_, err) = world.succeeds("diff", &[]);
+    for name in stale {
+        assert!(
+            err.contains(&format!("-name: {name}"))
+                && err.contains(&format!("the node's rule {name} is no longer rendered")),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("operator-syslog is no longer"), "{err}");
+    assert!(
+        world.worker_config() == before,
+        "the dry run changed the worker's config"
+    );
+
+    // The apply deletes them, in the same call that writes the rendered rules.
+    world.succeeds("apply", &[]);
+    let after = names(&world.worker_config());
+    let rendered: Vec<serde_json::Value> = crate::talos_schema::documents(
+        &fs::read_to_string(world.dir.path().join("rendered/talos-firewall.worker.yaml")).unwrap(),
+    );
+    let mut expected = names(&rendered);
+    expected.push("operator-syslog".to_owned());
+    expected.sort();
+    let mut kept = after.clone();
+    kept.sort();
+    assert_eq!(kept, expected);
+    assert!(
+        expected
+            .iter()
+            .all(|n| n == "operator-syslog" || n.starts_with("edgepop-")),
+        "{expected:?}"
+    );
+
+    // Nothing left to delete: the next run changes nothing.
+    let out = world.platform("apply", &[]);
+    assert!(
+        out.status.success() && stderr(&out).contains("Apply was skipped: no changes detected."),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -560,14 +645,15 @@ fn talosctl_runs_without_the_scaleway_secret_the_makefile_s_environment_holds() 
     let Some(world) = World::with_worker("talosctl_runs_without_the_scaleway_secret") else {
         return;
     };
+    // The worker's config read, then patched.
     let (calls, _) = world.succeeds("apply", &secret);
-    assert_eq!(starting_with(&calls, "talosctl").len(), 1, "{calls:#?}");
+    assert_eq!(starting_with(&calls, "talosctl").len(), 2, "{calls:#?}");
     let Some(world) = World::with_worker("talosctl_runs_without_the_scaleway_secret") else {
         return;
     };
     let out = world.platform("diff", &secret);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(starting_with(&world.calls(), "talosctl").len(), 1);
+    assert_eq!(starting_with(&world.calls(), "talosctl").len(), 2);
 }
 
 #[test]
@@ -670,8 +756,9 @@ fn diff_without_the_plugin_pipes_helm_template_into_kubectl_diff_and_changes_not
     assert_eq!(diffs.len(), 6, "{calls:#?}");
     assert!(diffs[1].contains("host-firewall.json"), "{}", diffs[1]);
     let talos = starting_with(&calls, "talosctl");
-    assert_eq!(talos.len(), 1, "{calls:#?}");
-    assert!(talos[0].contains("--dry-run"), "{}", talos[0]);
+    assert_eq!(talos.len(), 2, "{calls:#?}");
+    assert!(talos[0].contains("get machineconfig"), "{}", talos[0]);
+    assert!(talos[1].contains("--dry-run"), "{}", talos[1]);
     let crds = diffs[2];
     assert!(
         crds.contains("--server-side") && crds.contains(&world.crd_files[0].display().to_string()),

@@ -15,7 +15,7 @@ pub struct Cli {
     pub profile: Profile,
     /// The profile's config (edge: config/platform.json; onprem: config/onprem.json; examples
     /// beside them, *.example.json).
-    #[arg(long, required_unless_present = "secrets")]
+    #[arg(long, required_unless_present_any = ["secrets", "stale_rules"])]
     pub config: Option<PathBuf>,
     /// The component whose rendered layer to print.
     pub component: Option<String>,
@@ -30,6 +30,12 @@ pub struct Cli {
     /// template (DIR/<component>.json of a `secrets` component).
     #[arg(long, value_name = "TEMPLATE", conflicts_with_all = ["config", "component", "out_dir", "inputs", "print_names"])]
     pub secrets: Option<PathBuf>,
+    /// Apply time: read the worker's active machine config on stdin, as `talosctl get
+    /// machineconfig v1alpha1 -o json` prints it, and print the documents that delete the host
+    /// firewall rules it holds that this rendered patch (DIR/talos-firewall.worker.yaml) no
+    /// longer has: the render's own rules only, nothing when there are none.
+    #[arg(long, value_name = "PATCH", conflicts_with_all = ["config", "component", "out_dir", "inputs", "print_names", "secrets", "cluster"])]
+    pub stale_rules: Option<PathBuf>,
     /// Check that every component renders, writing nothing, and print the names `make check`
     /// and `make cluster-status` share with the render (what --out-dir writes as status.env:
     /// the cluster's endpoint, its SOPS file and its recipients, ...). Not for the edge profile.
@@ -57,6 +63,9 @@ pub enum Config {
     FillSecrets {
         template: PathBuf,
     },
+    StaleRules {
+        patch: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +82,9 @@ pub enum Target {
 pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
     if let Some(template) = cli.secrets {
         return Ok(Config::FillSecrets { template });
+    }
+    if let Some(patch) = cli.stale_rules {
+        return Ok(Config::StaleRules { patch });
     }
     let target = match (cli.component, cli.out_dir, cli.print_names) {
         (Some(component), None, false) => Target::Stdout(component),

@@ -187,7 +187,7 @@ pub fn talos_documents(addresses: &Addresses, audit: bool) -> Vec<Value> {
         documents.push(json!({
             "apiVersion": "v1alpha1",
             "kind": "NetworkRuleConfig",
-            "name": format!("{}-{}", rule.service, rule.protocol),
+            "name": crate::stale_rules::rule_name(rule.service, rule.protocol),
             "portSelector": {"ports": ports, "protocol": rule.protocol},
             "ingress": networks
                 .iter()
@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(names.len(), count, "{names:?}");
         let vxlan = audit
             .iter()
-            .find(|d| d["name"] == "cilium-vxlan-udp")
+            .find(|d| d["name"] == "edgepop-cilium-vxlan-udp")
             .unwrap();
         assert_eq!(
             vxlan["ingress"],

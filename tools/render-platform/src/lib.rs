@@ -39,6 +39,7 @@ pub mod onprem;
 pub mod profile;
 mod run;
 pub mod secrets;
+pub mod stale_rules;
 
 use std::io;
 use std::path::Path;

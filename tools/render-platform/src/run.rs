@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::profile::{self, Kind, PLAN_FILE};
 use crate::{
     ClusterConfig, Config, Error, PINS, STATUS_FILE, Target, host_firewall, onprem, plan, rendered,
-    secrets,
+    secrets, stale_rules,
 };
 
 /// Prints one component's rendered layer, writes every one and the plan into `--out-dir`, or
@@ -32,6 +32,21 @@ pub fn run_with(
         Config::FillSecrets { template } => {
             let template: secrets::SecretsTemplate = pop_common::input::read_json(template)?;
             return Ok(secrets::fill(&template, input, output)?);
+        }
+        Config::StaleRules { patch } => {
+            let node: Value =
+                pop_common::input::read_json_from(Path::new(stale_rules::STDIN), input)?;
+            let text = std::fs::read_to_string(patch).map_err(|source| InputError::Read {
+                path: patch.clone(),
+                source,
+            })?;
+            let names = stale_rules::stale(&node, patch, &text)?;
+            for name in &names {
+                pop_common::info!("the node's rule {name} is no longer rendered: deleted");
+            }
+            return output
+                .write_all(stale_rules::delete_documents(&names).as_bytes())
+                .map_err(|e| Error::Write(e.into()));
         }
         Config::Render {
             profile,
