@@ -90,6 +90,22 @@ ensure_hmac_secret() {
     | kubectl apply --server-side --field-manager="$FIELD_MANAGER" -f - >&2
 }
 
+# The scrape objects follow the cluster: a PodMonitor and a PrometheusRule only where the
+# Prometheus Operator's API is served (the edge installs no operator), istiod's scrape
+# annotations elsewhere. Checked before anything is applied, in every mode.
+monitoring_api=monitoring.coreos.com/v1
+if kubectl api-versions 2>/dev/null | grep -qxF "$monitoring_api"; then serves_monitoring=1; else serves_monitoring=; fi
+if [[ -n "${EDGE_POD_MONITOR:-}" && -z "$serves_monitoring" ]]; then
+  log "the edge config asks for a PodMonitor and a PrometheusRule (\"monitoring\": \"prometheus-operator\")," \
+    "but the cluster serves no $monitoring_api: install the Prometheus Operator first, or set" \
+    "\"monitoring\": \"annotations\" (the gateway's pods carry istiod's prometheus.io annotations)"
+  exit 1
+fi
+if [[ -z "${EDGE_POD_MONITOR:-}" && -n "$serves_monitoring" ]]; then
+  log "the cluster serves $monitoring_api: \"monitoring\": \"prometheus-operator\" in the edge" \
+    "config renders a PodMonitor for the gateway and the edge's alerts as a PrometheusRule"
+fi
+
 # Before the first apply the namespace does not exist: the API server cannot place objects in it,
 # even in a dry run, nor hold the ApplySet's parent. Everything would then be created, and there
 # is nothing to prune: a client dry run lists it.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the real upstream programs the tests run (Kubernetes control plane, etcd, etcdctl and
-# etcdutl, kwok, talosctl, sops, age, helm; external-dns's domain filter and the CrowdSec bouncer
-# plugin behind small drivers of ours) from the Go module proxy, at the versions pinned in
-# k8s/versions.env, and caches them by version outside the tree, so that only the first run builds. `make tools` installs the
-# operator's clients from the same cache.
+# etcdutl, kwok, talosctl, sops, age, helm, Prometheus and promtool, kube-state-metrics;
+# external-dns's domain filter and the CrowdSec bouncer plugin behind small drivers of ours) from
+# the Go module proxy, at the versions pinned in k8s/versions.env, and caches them by version
+# outside the tree, so that only the first run builds. `make tools` installs the operator's
+# clients from the same cache.
 #
 #   pipelines/upstream.sh [build [NAME...]]   build what is missing (of NAME... only, when given),
 #                                             then print "name<TAB>path" per binary
@@ -46,6 +47,9 @@ binaries=(
   "helm                    helm        helm.sh/helm/v3              helm.sh/helm/v3/cmd/helm                      version --short"
   "external-dns-filter     external-dns sigs.k8s.io/external-dns    edgepop.local/upstream/external-dns           version"
   "crowdsec-bouncer-once   crowdsec-bouncer github.com/maxlerebourg/crowdsec-bouncer-traefik-plugin edgepop.local/upstream/crowdsec-bouncer version"
+  "prometheus              prometheus  github.com/prometheus/prometheus github.com/prometheus/prometheus/cmd/prometheus --version"
+  "promtool                prometheus  github.com/prometheus/prometheus github.com/prometheus/prometheus/cmd/promtool   --version"
+  "kube-state-metrics      kube-state-metrics k8s.io/kube-state-metrics/v2 k8s.io/kube-state-metrics/v2         version"
 )
 
 # The pin of each module in k8s/versions.env.
@@ -61,6 +65,8 @@ pin() {
     helm) echo "$HELM_VERSION" ;;
     external-dns) echo "$EXTERNAL_DNS_APP_VERSION" ;;
     crowdsec-bouncer) echo "$CROWDSEC_BOUNCER_PLUGIN_TEST_VERSION" ;;
+    prometheus) echo "$PROMETHEUS_VERSION" ;;
+    kube-state-metrics) echo "$KUBE_STATE_METRICS_VERSION" ;;
     *) die "no pin for module $1" ;;
   esac
 }
@@ -81,6 +87,15 @@ build_flags() {
       done
       ;;
     talosctl) tags=grpcnotrace ;; # Talos's Makefile, GO_BUILDTAGS_TALOSCTL
+    prometheus)
+      # .promu.yml at the tag: netgo, and the release's version variable. Not builtinassets: the
+      # module holds no built web UI (the API the tests use needs none); remove_all_sd keeps only
+      # the static, file and HTTP discoveries (README "Service discovery plugins").
+      tags=netgo,remove_all_sd
+      ld+=("-X github.com/prometheus/common/version.Version=$(released_version "$module" "$version")")
+      ;;
+    # Its Makefile at the tag (build-local): the release's version variable.
+    kube-state-metrics) ld+=("-X github.com/prometheus/common/version.Version=$version") ;;
     age) ld+=("-X main.Version=$version") ;; # else age reports our module's version, not its own
     # Its Makefile at v0.21.0 (LDFLAGS): the version its config package reports.
     external-dns) ld+=("-X sigs.k8s.io/external-dns/pkg/apis/externaldns.Version=$version") ;;
@@ -99,6 +114,17 @@ build_flags() {
       ;;
   esac
   printf '%s\n' "-trimpath" "-tags=$tags" "-ldflags=-s -w ${ld[*]-}"
+}
+
+# The version a module's binaries report: Prometheus's library tag v0.3XX.Y is its release 3.XX.Y
+# (scripts/get_module_version.sh at the tag); every other module reports its pin.
+released_version() {
+  local module=$1 version=$2
+  if [[ $module == prometheus && $version =~ ^v0\.3([0-9]{2})\.([0-9]+)$ ]]; then
+    echo "v3.$((10#${BASH_REMATCH[1]})).${BASH_REMATCH[2]}"
+  else
+    echo "$version"
+  fi
 }
 
 # The binaries, or only those named (known_names refuses a name the list lacks).
@@ -208,7 +234,8 @@ while read -r name module upstream package version_args; do
     # The binary must say the pinned version (without its leading v, as etcd and sops print it).
     # shellcheck disable=SC2086 # the version command is words
     said=$("$dir/$name.tmp" $version_args 2>&1) || die "$name $version_args failed: $said"
-    grep -qF "${version#v}" <<<"$said" || die "$name $version_args says '$said', not $version"
+    released=$(released_version "$module" "$version")
+    grep -qF "${released#v}" <<<"$said" || die "$name $version_args says '$said', not $released"
     mv "$dir/$name.tmp" "$dir/$name"
     log "built $name $version in $((SECONDS - start)) s"
   fi

@@ -903,6 +903,32 @@ fn an_accepted_condition_for_an_older_spec_does_not_count() {
 }
 
 #[test]
+fn the_operators_objects_on_a_cluster_without_its_api_stop_the_apply_before_anything() {
+    let Some(cluster) = cluster("the_operators_objects_on_a_cluster_without_its_api") else {
+        return;
+    };
+    let mut config: Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace().join("config/edge.example.json")).unwrap(),
+    )
+    .unwrap();
+    config["monitoring"] = "prometheus-operator".into();
+    let config = cluster.write("edge-operator.json", &config.to_string());
+    let objects = cluster.render_file(&config);
+    for mode in ["apply", "dry-run", "diff"] {
+        let out = cluster.run_apply_edge(mode, &objects, "0");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{mode}: {said}");
+        assert!(
+            said.contains("the cluster serves no monitoring.coreos.com/v1"),
+            "{mode}: {said}"
+        );
+        assert!(said.contains("\"monitoring\": \"annotations\""), "{said}");
+    }
+    // Nothing of the edge was applied.
+    assert!(cluster.get(&["namespace", NAMESPACE]).is_none());
+}
+
+#[test]
 fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
     let Some(cluster) = cluster("destroy_edge_deletes_every_member") else {
         return;

@@ -43,6 +43,27 @@ pub fn platform(test: &str) -> Option<Vec<PathBuf>> {
     Some(bundles)
 }
 
+/// The Prometheus Operator's PodMonitor and PrometheusRule CRDs at
+/// `PROMETHEUS_OPERATOR_CRDS_VERSION` (`../shared/crds/prometheus-operator-<version>/`), what a
+/// cluster that runs the operator serves; or `None` after [`crate::skip_or_fail`].
+pub fn prometheus_operator(test: &str) -> Option<Vec<PathBuf>> {
+    let dir = crate::workspace::shared_dir(test)?
+        .join("crds")
+        .join(format!(
+            "prometheus-operator-{}",
+            crate::pin("PROMETHEUS_OPERATOR_CRDS_VERSION")
+        ));
+    let bundles: Vec<PathBuf> = ["podmonitors", "prometheusrules"]
+        .iter()
+        .map(|kind| dir.join(format!("monitoring.coreos.com_{kind}.yaml")))
+        .collect();
+    if let Some(missing) = bundles.iter().find(|bundle| !bundle.is_file()) {
+        crate::skip_or_fail(test, &format!("the CRD {}", missing.display()));
+        return None;
+    }
+    Some(bundles)
+}
+
 /// `<dir>/cilium-v<version>.yaml`, the only one; a path that does not exist (and is named as
 /// missing) when there is none, and a failure when there are several to choose from.
 #[allow(clippy::panic)] // a test helper: an ambiguous choice fails the test, naming both

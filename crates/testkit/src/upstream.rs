@@ -1,7 +1,8 @@
 //! The real upstream programs the tests run (etcd with etcdctl and etcdutl, the Kubernetes control
-//! plane and kubectl, kwok, talosctl, sops, age), built at the pins of `k8s/versions.env` by `pipelines/upstream.sh`,
-//! which `make test`'s setup runs. Their paths come from `pipelines/upstream.sh paths`, the one
-//! place that knows the cache's layout: nothing here hard-codes one.
+//! plane and kubectl, kwok, talosctl, sops, age, prometheus, promtool, kube-state-metrics), built
+//! at the pins of `k8s/versions.env` by `pipelines/upstream.sh`, which `make test`'s setup runs.
+//! Their paths come from `pipelines/upstream.sh paths`, the one place that knows the cache's
+//! layout: nothing here hard-codes one.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -77,6 +78,9 @@ mod tests {
             ("talosctl", "TALOSCTL_VERSION"),
             ("sops", "SOPS_VERSION"),
             ("age-keygen", "AGE_VERSION"),
+            ("prometheus", "PROMETHEUS_VERSION"),
+            ("promtool", "PROMETHEUS_VERSION"),
+            ("kube-state-metrics", "KUBE_STATE_METRICS_VERSION"),
         ] {
             let path = paths.get(name).unwrap_or_else(|| panic!("no {name}"));
             let version = path.parent().unwrap().file_name().unwrap();

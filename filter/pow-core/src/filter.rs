@@ -20,6 +20,7 @@ use crate::bypass;
 use crate::config::PluginConfig;
 use crate::crawlers::CrawlerTokens;
 use crate::crypto::{self, Binding, ClientDigests, Keys, Salts};
+use crate::decision_log::{DecisionEvent, Event};
 use crate::lists::ListTable;
 use crate::net;
 use crate::page;
@@ -57,46 +58,17 @@ pub const REASON_HEADER: &str = "pow-verify";
 /// `challenged` with the difficulty and the kind).
 pub const DECISION_HEADER: &str = "pow-decision";
 
-/// Metric names (counters unless noted). Per-list and per-reason names are built from these
-/// prefixes: `pow_list_matches_<list>`, `pow_verify_failed_<reason>`.
-pub mod metric {
-    pub const CHALLENGES_ISSUED: &str = "pow_challenges_issued";
-    pub const CHALLENGES_SOLVED: &str = "pow_challenges_solved";
-    pub const VERIFY_FAILED_PREFIX: &str = "pow_verify_failed_";
-    pub const PASSED_COOKIE: &str = "pow_passed_cookie";
-    pub const PASSED_POLICY: &str = "pow_passed_policy";
-    pub const COOKIE_INVALID: &str = "pow_cookie_invalid";
-    pub const BYPASSED: &str = "pow_bypassed";
-    pub const LIST_MATCHES_PREFIX: &str = "pow_list_matches_";
-    pub const FAIL_OPEN: &str = "pow_fail_open";
-    /// Requests whose `source.address` was missing or not an address: challenged, each bound
-    /// to one shared "no address" network.
-    pub const ADDRESS_UNUSABLE: &str = "pow_address_unusable";
-    /// Web Bot Auth: a signature of a trusted agent verified; one that did not, by reason
-    /// (`pow_signature_unsigned_<reason>`, a request without a signature not counted).
-    pub const SIGNATURE_VERIFIED: &str = "pow_signature_verified";
-    pub const SIGNATURE_UNSIGNED_PREFIX: &str = "pow_signature_unsigned_";
-    /// Requests that had to pay but whose host is longer than a DNS name can be: answered 400.
-    pub const HOST_OVERLONG: &str = "pow_host_overlong";
-    /// Requests passed unchallenged because the secret is missing or too short.
-    pub const UNPROTECTED: &str = "pow_unprotected";
-    pub const CONFIG_REJECTED: &str = "pow_config_rejected";
-    /// Unexpired spent challenges dropped from a full seen-set shard to record a new one.
-    pub const SEEN_EVICTED: &str = "pow_seen_evicted";
-    /// Solutions let through without being recorded as spent (the shared data failed or
-    /// stayed busy).
-    pub const SEEN_UNRECORDED: &str = "pow_seen_unrecorded";
-    /// Gauges.
-    pub const SECRET_MISSING: &str = "pow_secret_missing";
-    pub const LISTS_VERSION: &str = "pow_lists_version";
-    pub const LISTS_GENERATED_AT: &str = "pow_lists_generated_at_seconds";
-    pub const LISTS_AGE: &str = "pow_lists_age_seconds";
-    pub const LISTS_PREFIXES: &str = "pow_lists_prefixes";
-}
+pub mod metric;
 
-/// Where the glue sends counter increments.
+/// Where the glue sends counter increments, histogram samples and decision log lines.
 pub trait Metrics {
     fn increment(&mut self, name: &str);
+    /// A sample of a histogram ([`metric::SOLVE_SECONDS`]).
+    fn record(&mut self, _name: &str, _value: u64) {}
+    /// A request challenged, denied or whose solution was refused; the glue writes it as one
+    /// JSON line ([`crate::decision_log`]) at a bounded rate, and calls `event` only for a line
+    /// it writes: a flood of challenges or forged solutions builds no line it drops.
+    fn decision<'e>(&mut self, _event: &dyn Fn() -> crate::decision_log::DecisionEvent<'e>) {}
 }
 
 /// The most header lines the glue passes for the fields a signature covers
@@ -308,6 +280,8 @@ pub struct Filter {
     pub lists: ListTable,
     keys: Option<Keys>,
     list_metrics: Vec<String>,
+    /// `pow_crawlers_passed{list}`, by list index.
+    crawler_metrics: Vec<String>,
     nat64: Vec<net::Nat64Prefix>,
     salts: Salts,
     client_digests: ClientDigests,
@@ -335,7 +309,12 @@ impl Filter {
         let list_metrics = lists
             .names()
             .iter()
-            .map(|n| format!("{}{n}", metric::LIST_MATCHES_PREFIX))
+            .map(|n| metric::tagged(metric::LIST_MATCHES, &[(metric::LIST, n)]))
+            .collect();
+        let crawler_metrics = lists
+            .names()
+            .iter()
+            .map(|n| metric::tagged(metric::CRAWLERS_PASSED, &[(metric::LIST, n)]))
             .collect();
         let agents = TrustedAgents::from_config(&config).map_err(|e| e.to_string())?;
         let policy = CompiledPolicy::compile(&config, lists.names(), agents.names());
@@ -349,6 +328,7 @@ impl Filter {
             lists,
             keys,
             list_metrics,
+            crawler_metrics,
             nat64,
             salts: Salts::new(salt_seed),
             client_digests: ClientDigests::default(),
@@ -418,23 +398,34 @@ impl Filter {
             metric::UNPROTECTED,
             metric::SEEN_EVICTED,
             metric::SEEN_UNRECORDED,
+            metric::CONFIG_REJECTED,
+            metric::SIGNED_AGENTS_PASSED,
         ]
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
         for r in VerifyFailure::ALL {
-            names.push(format!("{}{}", metric::VERIFY_FAILED_PREFIX, r.name()));
+            names.push(metric::tagged(
+                metric::VERIFY_FAILED,
+                &[(metric::REASON, r.name())],
+            ));
         }
         names.extend(self.list_metrics.iter().cloned());
+        if let Some(crawlers) = &self.crawlers {
+            for (i, m) in self.crawler_metrics.iter().enumerate().take(32) {
+                if crawlers.lists & (1 << i) != 0 {
+                    names.push(m.clone());
+                }
+            }
+        }
         names.extend(self.labels.metric_names(&self.policy.rules));
         if self.policy.tests_signed_agents() {
             names.push(metric::SIGNATURE_VERIFIED.to_owned());
             for reason in Unsigned::ALL {
                 if reason != Unsigned::NoSignature {
-                    names.push(format!(
-                        "{}{}",
-                        metric::SIGNATURE_UNSIGNED_PREFIX,
-                        reason.name()
+                    names.push(metric::tagged(
+                        metric::SIGNATURE_UNSIGNED,
+                        &[(metric::REASON, reason.name())],
                     ));
                 }
             }
@@ -480,24 +471,10 @@ impl Filter {
         let decision = self.decide(&bound, method, path, ip, now.secs, metrics);
         let labels = decision.labels;
         let (difficulty, kind) = match decision.outcome {
-            Outcome::Allow => {
-                let counter = if std::ptr::eq(labels, &self.labels.bypass) {
-                    metric::BYPASSED
-                } else {
-                    metric::PASSED_POLICY
-                };
-                metrics.increment(counter);
-                return self.allowed(
-                    labels,
-                    Verdict::Allowed,
-                    raw_path,
-                    path,
-                    decision.strips_query,
-                    metrics,
-                );
-            }
+            Outcome::Allow => return self.passed(&decision, raw_path, path, metrics),
             Outcome::Deny => {
                 metrics.increment(labels.metric(Verdict::Denied));
+                self.log_decision(Event::Deny, &decision, bound.host(), net, None, metrics);
                 return denied(labels);
             }
             Outcome::Challenge { difficulty, kind } => (difficulty, kind),
@@ -513,6 +490,15 @@ impl Filter {
         self.count_list_matches(decision.lists, metrics);
         metrics.increment(metric::CHALLENGES_ISSUED);
         metrics.increment(labels.metric(Verdict::Challenged));
+        let host = bound.host();
+        self.log_decision(
+            Event::Challenge,
+            &decision,
+            host,
+            net,
+            Some(difficulty),
+            metrics,
+        );
         let return_to = redirect::check_target(raw_path, VERIFY_PATH).unwrap_or("/");
         let mut action = self.challenge(keys, req, &binding, difficulty, kind, return_to, now);
         if let Action::Respond { headers, .. } = &mut action {
@@ -605,6 +591,87 @@ impl Filter {
             metrics.increment(metric::COOKIE_INVALID);
         }
         false
+    }
+
+    /// A request a rule allows: counted (as a crawler or a signed agent too), and let through.
+    fn passed(
+        &self,
+        decision: &decide::Decision<'_>,
+        raw_path: &str,
+        path: &str,
+        metrics: &mut dyn Metrics,
+    ) -> Action {
+        let labels = decision.labels;
+        let counter = if std::ptr::eq(labels, &self.labels.bypass) {
+            metric::BYPASSED
+        } else {
+            metric::PASSED_POLICY
+        };
+        metrics.increment(counter);
+        self.count_agents_passed(decision, metrics);
+        self.allowed(
+            labels,
+            Verdict::Allowed,
+            raw_path,
+            path,
+            decision.strips_query,
+            metrics,
+        )
+    }
+
+    /// Hands the glue the decision line of a request the filter answers itself.
+    fn log_decision(
+        &self,
+        event: Event,
+        decision: &decide::Decision<'_>,
+        host: &str,
+        network: net::Net,
+        difficulty: Option<u8>,
+        metrics: &mut dyn Metrics,
+    ) {
+        let verdict = match event {
+            Event::Deny => Verdict::Denied,
+            _ => Verdict::Challenged,
+        };
+        metrics.decision(&|| DecisionEvent {
+            event,
+            rule: Some(&decision.labels.name),
+            action: verdict.name(),
+            lists: self.lists_named(decision.lists),
+            host,
+            network,
+            reason: None,
+            difficulty,
+        });
+    }
+
+    /// The names of the lists of these bits, in the table's order.
+    fn lists_named(&self, bits: u32) -> Vec<&str> {
+        if bits == 0 {
+            return Vec::new();
+        }
+        self.lists
+            .names()
+            .iter()
+            .enumerate()
+            .take(32)
+            .filter(|(i, _)| bits & (1 << i) != 0)
+            .map(|(_, n)| n.as_str())
+            .collect()
+    }
+
+    /// A verified crawler or a signed agent let through by a rule, counted as such.
+    fn count_agents_passed(&self, decision: &decide::Decision<'_>, metrics: &mut dyn Metrics) {
+        if decision.crawlers != 0 {
+            for (i, m) in self.crawler_metrics.iter().enumerate().take(32) {
+                if decision.crawlers & (1 << i) != 0 {
+                    metrics.increment(m);
+                }
+            }
+        }
+        if decision.signed {
+            metrics.increment(metric::SIGNED_AGENTS_PASSED);
+        }
     }
 
     fn count_list_matches(&self, bits: u32, metrics: &mut dyn Metrics) {

@@ -7,6 +7,7 @@ pub mod bypass;
 pub mod config;
 pub mod crawlers;
 pub mod crypto;
+pub mod decision_log;
 pub mod filter;
 pub mod fnv;
 pub mod lists;

@@ -379,10 +379,17 @@ impl ListTable {
 
     /// Prefixes kept (after dropping contained ones), all lists together.
     pub fn prefix_count(&self) -> usize {
-        self.sets
-            .iter()
-            .map(|s| s.v4.len() + s.v6_short.len() + s.v6_long.len())
-            .sum()
+        self.prefix_counts().map(|(_, n)| n).sum()
+    }
+
+    /// Prefixes kept per list (after dropping contained ones), in the table's order.
+    pub fn prefix_counts(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.names.iter().zip(&self.sets).map(|(name, s)| {
+            (
+                name.as_str(),
+                s.v4.len() + s.v6_short.len() + s.v6_long.len(),
+            )
+        })
     }
 
     /// Heap bytes held by the prefix tables.

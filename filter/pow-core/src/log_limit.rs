@@ -34,6 +34,17 @@ impl LogLimiter {
     /// goes backwards never unblocks early nor blocks forever: a line passes once `now` is an
     /// interval past the last line, or earlier than the last line.
     pub fn admit(&mut self, now_secs: u64, message: &str) -> Option<String> {
+        let suppressed = self.admit_count(now_secs)?;
+        Some(if suppressed > 0 {
+            format!("{message} ({suppressed} similar lines suppressed)")
+        } else {
+            message.to_owned()
+        })
+    }
+
+    /// [`LogLimiter::admit`] for a line the caller makes only when it passes (a structured
+    /// one carries the count itself): `Some(lines suppressed since the last one)`, or `None`.
+    pub fn admit_count(&mut self, now_secs: u64) -> Option<u64> {
         if let Some(at) = self.last
             && now_secs >= at
             && now_secs < at.saturating_add(self.interval_secs)
@@ -41,14 +52,10 @@ impl LogLimiter {
             self.suppressed = self.suppressed.saturating_add(1);
             return None;
         }
-        let line = if self.suppressed > 0 {
-            format!("{message} ({} similar lines suppressed)", self.suppressed)
-        } else {
-            message.to_owned()
-        };
+        let suppressed = self.suppressed;
         self.last = Some(now_secs);
         self.suppressed = 0;
-        Some(line)
+        Some(suppressed)
     }
 }
 

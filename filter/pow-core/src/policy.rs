@@ -210,10 +210,13 @@ impl Verdict {
     }
 }
 
-/// The counter of a rule's verdict: `pow_rule_<verdict>_<rule>` (a rule name holds no `_`
-/// ambiguity for the verdict, which comes first and is one of four words).
+/// The counter of a rule's verdict: `pow_decisions{rule, action}`.
 pub fn rule_metric(verdict: Verdict, rule: &str) -> String {
-    format!("pow_rule_{}_{rule}", verdict.name())
+    use crate::filter::metric;
+    metric::tagged(
+        metric::DECISIONS,
+        &[(metric::RULE, rule), (metric::ACTION, verdict.name())],
+    )
 }
 
 /// The short form's rule for a list.

@@ -70,7 +70,7 @@ fn listed_mode_challenges_listed_addresses_only() {
     let data = page_data(&a);
     assert_eq!(data["d"], 9, "tor difficulty");
     assert_eq!(data["r"], "/some/page?q=1");
-    assert_eq!(w.metrics.get("pow_list_matches_tor"), 1);
+    assert_eq!(w.metrics.get("list=.=tor;.;pow_list_matches"), 1);
     // In both lists: the hardest difficulty; IPv6 too.
     assert_eq!(page_data(&w.send(&req("/", "203.0.113.5:1")))["d"], 9);
     assert_eq!(page_data(&w.send(&req("/", "203.0.113.6:1")))["d"], 7);
@@ -78,7 +78,7 @@ fn listed_mode_challenges_listed_addresses_only() {
         page_data(&w.send(&req("/", "[2a0b:f4c2:1::9]:443")))["d"],
         9
     );
-    assert_eq!(w.metrics.get("pow_list_matches_hosting"), 2);
+    assert_eq!(w.metrics.get("list=.=hosting;.;pow_list_matches"), 2);
     assert_eq!(w.metrics.get(metric::CHALLENGES_ISSUED), 4);
 }
 
@@ -200,6 +200,57 @@ fn bad_verifications(q: &VerifyQuery, src: &str) -> Vec<(&'static str, Request<'
 }
 
 #[test]
+fn a_challenge_a_denial_and_a_refused_solution_are_each_one_decision_line() {
+    let mut w = World::new(
+        r#"{"mode": "listed", "difficulty": 6, "list_difficulty": {"tor": 9},
+            "rules": [{"name": "scrapers", "user_agent": ["python-requests"], "action": "deny"}],
+            "lists": {"version": "2026-11-29T17:17:00Z", "generated_at": "2026-11-29T17:17:00Z",
+                      "sets": {"tor": "185.220.101.0/24", "hosting": "203.0.113.0/24"}}}"#,
+    );
+    // Let through: no line.
+    assert!(w.send(&req("/", "198.51.100.7:1")).is_continue());
+    assert!(w.metrics.1.is_empty(), "{:?}", w.metrics.1);
+
+    let challenged = w.send(&req("/a", "185.220.101.7:4000"));
+    let denied = w.send(&with_header(
+        req("/b", "203.0.113.9:1"),
+        "user-agent",
+        "python-requests/2.32",
+    ));
+    assert_eq!(denied.status(), Some(403));
+    let q = solve(&page_data(&challenged));
+    let forged = verify_path(&q).replace("&n=", "&n=1");
+    assert_eq!(
+        w.send(&req(&forged, "[2001:db8:1:2:3:4:5:6]:443")).status(),
+        Some(403)
+    );
+    let lines = &w.metrics.1;
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(
+        lines[0],
+        serde_json::json!({"msg": "pow-filter decision", "event": "challenge",
+            "rule": "list.tor", "action": "challenged", "lists": ["tor"],
+            "host": "edge.example.org", "network": "185.220.101.0/24", "difficulty": 9})
+    );
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"msg": "pow-filter decision", "event": "deny", "rule": "scrapers",
+            "action": "denied", "lists": ["hosting"], "host": "edge.example.org",
+            "network": "203.0.113.0/24"})
+    );
+    assert_eq!(lines[2]["event"], "verify_failed");
+    assert_eq!(lines[2]["action"], "refused");
+    assert_eq!(lines[2]["network"], "2001:db8:1:2::/64");
+    assert!(lines[2].get("rule").is_none(), "{}", lines[2]);
+    assert!(lines[2]["reason"].is_string(), "{}", lines[2]);
+    // Never the address, the query or a token.
+    let text = serde_json::to_string(lines).unwrap();
+    for secret in ["185.220.101.7", "203.0.113.9", "5:6", "n=1", "c="] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+}
+
+#[test]
 fn every_bad_verification_is_refused_with_its_reason() {
     let mut w = World::new(LISTED);
     let src = "185.220.101.7:4000";
@@ -218,8 +269,8 @@ fn every_bad_verification_is_refused_with_its_reason() {
         assert!(a.header("set-cookie").is_none());
         assert!(a.header("location").is_none());
     }
-    assert_eq!(w.metrics.get("pow_verify_failed_mac"), 5);
-    assert_eq!(w.metrics.get("pow_verify_failed_redirect"), 5);
+    assert_eq!(w.metrics.get("reason=.=mac;.;pow_verify_failed"), 5);
+    assert_eq!(w.metrics.get("reason=.=redirect;.;pow_verify_failed"), 5);
     // The raw `r` parameter, encoded in every way a browser or an attacker might.
     for raw in [
         "%2F%2Fevil.example",
@@ -242,7 +293,7 @@ fn every_bad_verification_is_refused_with_its_reason() {
     assert_eq!(ok.header("location"), Some("/x"));
     let again = w.send(&req(&verify_path(&q), "185.220.101.99:1"));
     assert_eq!(again.header("pow-verify"), Some("replay"));
-    assert_eq!(w.metrics.get("pow_verify_failed_replay"), 1);
+    assert_eq!(w.metrics.get("reason=.=replay;.;pow_verify_failed"), 1);
     // And once the challenge's time is over, it is expired.
     w.now = q.expiry + 1;
     assert_eq!(

@@ -39,6 +39,10 @@ pub struct Cli {
     /// Port of the edge on 127.0.0.1 (0: any free port)
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
+    /// Port on 127.0.0.1 of the metrics (`/stats/prometheus`, as the gateway's pod serves
+    /// them) and of their live page (`/`); 0: any free port
+    #[arg(long, default_value_t = pow_core::filter::metric::METRICS_PORT)]
+    pub metrics_port: u16,
     /// The filter module [default: <target dir>/wasm32-wasip1/wasm-release/pow_filter.wasm,
     /// the target dir being $CARGO_TARGET_DIR or the workspace's target/]
     #[arg(long)]
@@ -93,6 +97,11 @@ pub struct TlsFiles {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DemoConfig {
     pub edge: SocketAddr,
+    /// Where the metrics and their live page are served.
+    pub metrics: SocketAddr,
+    /// Envoy's `xff_num_trusted_hops` (Istio's `numTrustedProxies`): 0, the edge's topology;
+    /// a test sets 1 to send visitors from addresses of its choosing.
+    pub trusted_hops: u32,
     pub wasm: PathBuf,
     /// The pluginConfig JSON given to the filter.
     pub plugin_config: String,
@@ -170,6 +179,11 @@ pub fn run(job: &Job, input: impl Read, output: impl Write) -> Result<(), DemoEr
         "open {} (the origin is behind it; Ctrl-C stops both)",
         running.url()
     );
+    pop_common::info!(
+        "metrics: {} (as the gateway's pod serves them); live page: {}",
+        running.metrics_url(),
+        running.live_url()
+    );
     running.wait();
     Ok(())
 }
@@ -182,6 +196,8 @@ pub fn resolve_in(cli: &Cli, cargo_target_dir: Option<&str>, workspace: &Path) -
     }
     DemoConfig {
         edge: SocketAddr::from(([127, 0, 0, 1], cli.port)),
+        metrics: SocketAddr::from(([127, 0, 0, 1], cli.metrics_port)),
+        trusted_hops: 0,
         wasm: cli
             .wasm
             .clone()
@@ -199,6 +215,7 @@ pub fn resolve_in(cli: &Cli, cargo_target_dir: Option<&str>, workspace: &Path) -
 #[derive(Debug)]
 pub struct Demo {
     edge: SocketAddr,
+    metrics: SocketAddr,
     https: bool,
     origin: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -222,6 +239,7 @@ impl Demo {
                 log_level: proxy_wasm_host::abi::log_level::INFO,
                 echo_logs: true,
                 root_id: "pow-filter".to_owned(),
+                xff_num_trusted_hops: config.trusted_hops,
                 ..HostConfig::default()
             },
         )?;
@@ -236,17 +254,26 @@ impl Demo {
         };
         let (edge_server, http_edge) = http1::Server::bind(http_addr)?;
         // One filter VM, as one Envoy worker has: requests reach it one at a time.
-        let edge = Mutex::new(Edge {
+        let edge = Arc::new(Mutex::new(Edge {
             host,
             origin,
             agent: origin_agent(),
             scheme: if tls.is_some() { "https" } else { "http" },
-        });
+        }));
+        let (metrics_server, metrics) = http1::Server::bind(config.metrics)?;
+        let stats = observe::gateway_stats().ok_or_else(|| DemoError::Listen {
+            addr: config.metrics.to_string(),
+            reason: "the gateway's stats tags do not compile".to_owned(),
+        })?;
+        let observed = Arc::clone(&edge);
         let mut threads = vec![
             origin_server.spawn(stop.clone(), serve_origin),
             edge_server.spawn(stop.clone(), move |req| match edge.lock() {
                 Ok(mut edge) => edge.serve(req),
                 Err(_) => text_response(502, "the filter failed earlier\n"),
+            }),
+            metrics_server.spawn(stop.clone(), move |req| {
+                observe::serve(&observed, &stats, &req)
             }),
         ];
         let edge = match tls {
@@ -259,6 +286,7 @@ impl Demo {
         };
         Ok(Demo {
             edge,
+            metrics,
             https: config.tls.is_some(),
             origin,
             stop,
@@ -270,6 +298,20 @@ impl Demo {
     pub fn url(&self) -> String {
         let scheme = if self.https { "https" } else { "http" };
         format!("{scheme}://{}/", self.edge)
+    }
+
+    /// Where the metrics are served, as the gateway's pod serves them.
+    pub fn metrics_url(&self) -> String {
+        format!(
+            "http://{}{}",
+            self.metrics,
+            pow_core::filter::metric::METRICS_PATH
+        )
+    }
+
+    /// The live page of the same numbers.
+    pub fn live_url(&self) -> String {
+        format!("http://{}/", self.metrics)
     }
 
     /// The origin's address (on loopback; the edge is the way in).
@@ -293,6 +335,7 @@ impl Demo {
 
 pub mod explain;
 mod http1;
+pub mod observe;
 mod tls;
 
 fn origin_agent() -> ureq::Agent {
@@ -588,6 +631,7 @@ mod tests {
             Path::new("/w"),
         );
         assert_eq!(config.edge, SocketAddr::from(([127, 0, 0, 1], 9090)));
+        assert_eq!(config.metrics, SocketAddr::from(([127, 0, 0, 1], 15020)));
         let json: serde_json::Value = serde_json::from_str(&config.plugin_config).unwrap();
         assert_eq!(
             json,

@@ -10,12 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pow_demo::{self as demo, Cli, Demo};
+use pow_demo::{self as demo, Demo};
 use testkit::skip_or_fail;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+use common::agent;
 
 /// The demo on an ephemeral loopback port, or None (skipped) without the release module.
 fn start_demo(test: &str, difficulty: u8) -> Option<Demo> {
@@ -60,30 +59,7 @@ fn start_demo_from(
     tls: Option<(PathBuf, PathBuf)>,
     plugin_config: Option<serde_json::Value>,
 ) -> Option<Demo> {
-    let (tls_cert, tls_key) = tls.unzip();
-    let cli = Cli {
-        command: None,
-        port: 0,
-        wasm: None,
-        difficulty,
-        tls_cert,
-        tls_key,
-    };
-    let mut config = demo::resolve_in(
-        &cli,
-        std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
-        &workspace(),
-    );
-    if !config.wasm.is_file() {
-        skip_or_fail(
-            test,
-            &format!(
-                "the release filter module {} (make filter)",
-                config.wasm.display()
-            ),
-        );
-        return None;
-    }
+    let mut config = common::demo_config(test, difficulty, tls)?;
     if let Some(plugin_config) = plugin_config {
         config.plugin_config = plugin_config.to_string();
     }
@@ -206,15 +182,6 @@ fn assert_lands_on_the_origin(result: &serde_json::Value) {
         "the cookie alone passes the second time: {result}"
     );
     assert_eq!(result["secondOrigin"], 1, "{result}");
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
 }
 
 #[test]

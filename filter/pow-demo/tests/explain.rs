@@ -7,9 +7,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+use common::workspace;
 
 fn explain(wasm: &Path, config: &Path, lists: &Path, stdin: &str) -> Output {
     explain_with(wasm, config, lists, &[], stdin)

@@ -24,6 +24,7 @@ pub const MAP_HTTP_REQUEST_HEADERS: u32 = 0;
 pub const BUFFER_PLUGIN_CONFIGURATION: u32 = 7;
 pub const METRIC_COUNTER: u32 = 0;
 pub const METRIC_GAUGE: u32 = 1;
+pub const METRIC_HISTOGRAM: u32 = 2;
 
 /// Log levels.
 #[derive(Debug, Clone, Copy)]

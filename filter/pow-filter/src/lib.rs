@@ -19,6 +19,7 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType};
 
 use abi::Level;
+use pow_core::decision_log::DecisionEvent;
 use pow_core::filter::metric;
 use pow_core::log_limit::LogLimiter;
 use pow_core::secrets::{self, Severity};
@@ -41,6 +42,10 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 thread_local! {
     static LOG_LIMITER: Cell<LogLimiter> = Cell::new(LogLimiter::default());
+    /// Decision lines have a limiter of their own: a flood of challenges never hides a
+    /// failing-open line, nor the other way round.
+    static DECISION_LIMITER: Cell<LogLimiter> =
+        const { Cell::new(LogLimiter::new(pow_core::decision_log::INTERVAL_SECS)) };
 }
 
 /// Logs at a bounded rate (see [`LogLimiter`]).
@@ -100,6 +105,23 @@ impl Metrics for MetricIds {
         if let Some(id) = self.id(abi::METRIC_COUNTER, name) {
             let _ = abi::increment_metric(id, 1);
         }
+    }
+
+    fn record(&mut self, name: &str, value: u64) {
+        if let Some(id) = self.id(abi::METRIC_HISTOGRAM, name) {
+            let _ = abi::record_metric(id, value);
+        }
+    }
+
+    fn decision<'e>(&mut self, event: &dyn Fn() -> DecisionEvent<'e>) {
+        let now = now_secs_or_zero();
+        DECISION_LIMITER.with(|cell| {
+            let mut limiter = cell.get();
+            if let Some(suppressed) = limiter.admit_count(now) {
+                let _ = abi::log(Level::Info, &event().to_json(suppressed));
+            }
+            cell.set(limiter);
+        });
     }
 }
 
@@ -238,6 +260,11 @@ fn configure(size: usize) -> Result<Shared, String> {
             lists.generated_at.unwrap_or(0).max(0) as u64,
         );
         m.gauge(metric::LISTS_PREFIXES, lists.prefix_count() as u64);
+        for (name, count) in lists.prefix_counts() {
+            let gauge = metric::tagged(metric::LIST_PREFIXES, &[(metric::LIST, name)]);
+            m.gauge(&gauge, count as u64);
+        }
+        let _ = m.id(abi::METRIC_HISTOGRAM, metric::SOLVE_SECONDS);
     }
     let now = now_secs_or_zero();
     pow_core::seen::start(&mut HostStore, now);

@@ -339,6 +339,12 @@ impl Host {
         self.store.data().metrics_by_name()
     }
 
+    /// The metrics as an Istio gateway with these `stats` serves them on `/stats/prometheus`
+    /// ([`crate::envoy_stats`]).
+    pub fn prometheus(&self, stats: &crate::envoy_stats::IstioStats) -> String {
+        stats.prometheus(&self.store.data().metrics)
+    }
+
     /// The module's log lines (level 0 = trace to 5 = critical), oldest first.
     pub fn logs(&self) -> Vec<(u32, String)> {
         self.store.data().logs.iter().cloned().collect()

@@ -29,6 +29,7 @@
 //! calls fail as Envoy's do for an unknown name. Any other import is refused.
 
 pub mod abi;
+pub mod envoy_stats;
 mod host;
 mod hostcalls;
 mod state;

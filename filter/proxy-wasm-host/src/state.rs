@@ -18,6 +18,8 @@ pub struct Metric {
     pub name: String,
     pub kind: i32,
     pub value: i64,
+    /// A histogram's samples (`None` for a counter or a gauge).
+    pub histogram: Option<crate::envoy_stats::Histogram>,
 }
 
 /// A response the module sent with `proxy_send_local_response`.
@@ -149,6 +151,7 @@ impl State {
             name,
             kind,
             value: 0,
+            histogram: (kind == metric::HISTOGRAM).then(Default::default),
         });
         u32::try_from(self.metrics.len() - 1).ok()
     }

@@ -76,8 +76,8 @@ fn listed_addresses_are_challenged_and_others_pass() {
             .starts_with("text/plain")
     );
     assert!(body.len() < 300);
-    assert_eq!(metric(&host, "pow_list_matches_tor"), 2);
-    assert_eq!(metric(&host, "pow_list_matches_hosting"), 1);
+    assert_eq!(metric(&host, "list=.=tor;.;pow_list_matches"), 2);
+    assert_eq!(metric(&host, "list=.=hosting;.;pow_list_matches"), 1);
     assert_eq!(metric(&host, "pow_challenges_issued"), 3);
     assert_eq!(metric(&host, "pow_passed_policy"), 2);
 }
@@ -208,7 +208,7 @@ fn every_bad_solution_is_refused() {
         ("expired", 1),
     ] {
         assert_eq!(
-            metric(&host, &format!("pow_verify_failed_{reason}")),
+            metric(&host, &format!("reason=.={reason};.;pow_verify_failed")),
             n,
             "{reason}"
         );

@@ -6,6 +6,7 @@
 //!   address, bypass width, salts, replay, unusable peer address);
 //! - `policy`: the ordered rules, the short form deciding the rest, the refresh tier, the
 //!   decision the origin is told;
+//! - `prometheus`: the metrics as an Istio gateway serves them, and the decision log lines;
 //! - `signed_fields`: Web Bot Auth signatures covering header fields besides their own;
 //! - `third_review`: the third review's (lookalike cookie names, queries on bypassed paths,
 //!   headers naming another site, overlong hosts, a lowered TTL, Teredo, IPv6 forms in lists).
@@ -16,5 +17,6 @@ mod common;
 mod filter_pow;
 mod hardening;
 mod policy;
+mod prometheus;
 mod signed_fields;
 mod third_review;

@@ -175,15 +175,21 @@ fn each_condition_and_action_decides_on_the_real_module() {
         Some("rule=list.tor; action=challenged; difficulty=10; kind=pow")
     );
     for (name, count) in [
-        ("pow_rule_allowed_api", 1),
-        ("pow_rule_denied_scrapers", 1),
-        ("pow_rule_cleared_login", 1),
-        ("pow_rule_challenged_list.tor", 5),
-        ("pow_rule_allowed_default", 1),
+        ("rule=.=api;.;action=.=allowed;.;pow_decisions", 1),
+        ("rule=.=scrapers;.;action=.=denied;.;pow_decisions", 1),
+        ("rule=.=login;.;action=.=cleared;.;pow_decisions", 1),
+        ("rule=.=list.tor;.;action=.=challenged;.;pow_decisions", 5),
+        ("rule=.=default;.;action=.=allowed;.;pow_decisions", 1),
     ] {
         assert_eq!(metric(&host, name), count, "{name}");
     }
-    assert_eq!(metric(&host, "pow_rule_challenged_hosting"), 1);
+    assert_eq!(
+        metric(
+            &host,
+            "rule=.=hosting;.;action=.=challenged;.;pow_decisions"
+        ),
+        1
+    );
 }
 
 /// The first rule that matches decides, whatever comes after; the built-in ACME bypass comes
@@ -207,7 +213,10 @@ fn the_first_rule_that_matches_decides_and_acme_comes_first() {
         .request(browser("/.well-known/acme-challenge/tok", FROM))
         .unwrap();
     assert_eq!(decision_at_origin(&o), "rule=acme; action=allowed");
-    assert_eq!(metric(&host, "pow_rule_allowed_never"), 0);
+    assert_eq!(
+        metric(&host, "rule=.=never;.;action=.=allowed;.;pow_decisions"),
+        0
+    );
 }
 
 /// A bad rule is refused at configure time, counted, and the module says which rule and field.
@@ -423,11 +432,14 @@ fn a_signed_agent_passes_and_a_broken_signature_counts_as_unsigned() {
     ] {
         let o = host.request(signed(authority, change)).unwrap();
         assert_eq!(challenge_of(&o).d, 8, "{reason}: a broken signature passed");
-        let counter = format!("pow_signature_unsigned_{reason}");
+        let counter = format!("reason=.={reason};.;pow_signature_unsigned");
         assert_eq!(metric(&host, &counter), count, "{counter}");
     }
     host.set_time_nanos(1_735_693_201 * 1_000_000_000);
     let o = host.request(signed("example.com", &as_is)).unwrap();
     assert_eq!(challenge_of(&o).d, 8);
-    assert_eq!(metric(&host, "pow_signature_unsigned_expired"), 1);
+    assert_eq!(
+        metric(&host, "reason=.=expired;.;pow_signature_unsigned"),
+        1
+    );
 }

@@ -104,14 +104,20 @@ fn a_signature_covering_other_header_fields_verifies() {
         .request(signed(&key, components, lines, &changed))
         .unwrap();
     assert_eq!(challenge_of(&o).d, 8);
-    assert_eq!(metric(&host, "pow_signature_unsigned_bad_signature"), 1);
+    assert_eq!(
+        metric(&host, "reason=.=bad_signature;.;pow_signature_unsigned"),
+        1
+    );
     // A covered field the request lacks: malformed.
     let without_date = [fields[0], fields[2], fields[3]];
     let o = host
         .request(signed(&key, components, lines, &without_date))
         .unwrap();
     assert_eq!(challenge_of(&o).d, 8);
-    assert_eq!(metric(&host, "pow_signature_unsigned_malformed"), 1);
+    assert_eq!(
+        metric(&host, "reason=.=malformed;.;pow_signature_unsigned"),
+        1
+    );
     // A signature over `Cookie`: the glue never passes it, so the component is missing and the
     // clearance cookie never enters a signature base, even signed correctly.
     let cookie_lines = "\"@authority\": example.com\n\"cookie\": a=b\n";
@@ -124,12 +130,18 @@ fn a_signature_covering_other_header_fields_verifies() {
         ))
         .unwrap();
     assert_eq!(challenge_of(&o).d, 8);
-    assert_eq!(metric(&host, "pow_signature_unsigned_malformed"), 2);
+    assert_eq!(
+        metric(&host, "reason=.=malformed;.;pow_signature_unsigned"),
+        2
+    );
     // A derived component RFC 9421 does not define: refused, and said so.
     let unknown = "\"@authority\": example.com\n\"@nonsense\": x\n";
     let o = host
         .request(signed(&key, r#""@authority" "@nonsense""#, unknown, &[]))
         .unwrap();
     assert_eq!(challenge_of(&o).d, 8);
-    assert_eq!(metric(&host, "pow_signature_unsigned_unknown_component"), 1);
+    assert_eq!(
+        metric(&host, "reason=.=unknown_component;.;pow_signature_unsigned"),
+        1
+    );
 }

@@ -41,6 +41,21 @@ pub struct EdgeConfig {
     /// Where the edge's images are published, and the record of what was.
     #[serde(default)]
     pub images: Option<ImagesConfig>,
+    /// How the cluster's Prometheus finds the gateway's metrics.
+    #[serde(default)]
+    pub monitoring: Monitoring,
+}
+
+/// How the cluster's Prometheus finds the gateway's metrics: by the scrape annotations istiod
+/// puts on the gateway's pods (nothing rendered), or, on a cluster that serves the Prometheus
+/// Operator's `monitoring.coreos.com` API, by a PodMonitor, with the alerts as a
+/// PrometheusRule. Nothing is installed either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Monitoring {
+    #[default]
+    Annotations,
+    PrometheusOperator,
 }
 
 /// The registry the images are pushed to, and the record `make publish-images` wrote.
@@ -194,6 +209,7 @@ pub struct Plan {
     /// The demo origin's image, from its pin in `k8s/versions.env`.
     pub origin_image: String,
     pub pow: Option<PowPlan>,
+    pub monitoring: Monitoring,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -289,6 +305,7 @@ pub fn resolve(
         origin_text: config.origin.text,
         origin_image: origin_image.to_owned(),
         pow,
+        monitoring: config.monitoring,
     })
 }
 

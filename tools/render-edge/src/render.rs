@@ -7,10 +7,11 @@
 //! the Gateway's `spec.infrastructure`).
 
 pub mod admission;
+pub mod monitoring;
 
 use serde_json::{Value, json};
 
-use crate::config::{AcmeServer, Plan, PowPlan};
+use crate::config::{AcmeServer, Monitoring, Plan, PowPlan};
 
 pub const NAMESPACE: &str = "edge";
 pub const GATEWAY: &str = "edge-gateway";
@@ -67,6 +68,10 @@ pub fn objects(plan: &Plan) -> Result<Vec<Value>, EncodeError> {
         out.push(admission::binding());
         out.push(lists_cron_job(pow));
     }
+    if plan.monitoring == Monitoring::PrometheusOperator {
+        out.push(monitoring::pod_monitor());
+        out.push(monitoring::prometheus_rule(plan.pow.is_some())?);
+    }
     Ok(out)
 }
 
@@ -92,6 +97,14 @@ pub fn names(plan: &Plan) -> Vec<(&'static str, String)> {
         ),
         ("EDGE_LISTS_CONFIGMAP", filter(POLICY_LISTS)),
         ("EDGE_LISTS_CRONJOB", filter(LISTS_REFRESH)),
+        (
+            "EDGE_POD_MONITOR",
+            if plan.monitoring == Monitoring::PrometheusOperator {
+                GATEWAY.to_owned()
+            } else {
+                String::new()
+            },
+        ),
     ]
 }
 
@@ -123,7 +136,7 @@ fn labels(component: &str) -> Value {
     })
 }
 
-fn meta(name: &str, component: &str) -> Value {
+pub(crate) fn meta(name: &str, component: &str) -> Value {
     json!({"name": name, "namespace": NAMESPACE, "labels": labels(component)})
 }
 
@@ -295,6 +308,13 @@ fn gateway(plan: &Plan) -> Value {
         // One Certificate per HTTPS listener, from the listener's hostname and certificateRef.
         "cert-manager.io/cluster-issuer": issuer_name(plan.acme_server),
     });
+    let mut infrastructure_annotations =
+        json!({"edgepop.dev/generated-for": format!("Gateway {NAMESPACE}/{GATEWAY}")});
+    if plan.pow.is_some() {
+        // The filter's metric tags as labels (see `monitoring`).
+        infrastructure_annotations[monitoring::PROXY_CONFIG_ANNOTATION] =
+            monitoring::proxy_config().into();
+    }
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
@@ -310,9 +330,7 @@ fn gateway(plan: &Plan) -> Value {
                 // the live gateway as a stale member of the set. Non-empty on purpose: istiod
                 // tests for a nil map, and an empty one may not survive the round trip.
                 "labels": gateway_infrastructure_labels(),
-                "annotations": {
-                    "edgepop.dev/generated-for": format!("Gateway {NAMESPACE}/{GATEWAY}"),
-                },
+                "annotations": infrastructure_annotations,
             },
             "listeners": listeners,
         },
@@ -330,7 +348,8 @@ fn pod_peer_entities(peer: flows::Peer) -> &'static [&'static str] {
 }
 
 /// What the gateway's pods take: on each port of their Service, the peers of the flow declared
-/// to its node port, and nothing else (Envoy's admin, stats and agent ports stay closed). Cilium
+/// to its node port; on the metrics port, the cluster's pods (Prometheus); nothing else
+/// (Envoy's admin port and the agent's other ports stay closed). Cilium
 /// serves node ports before a host policy could see the packet, so this is where a node port's
 /// sources are held; `policyAuditMode` decides whether it logs or drops.
 fn gateway_policy() -> Value {
@@ -355,13 +374,15 @@ fn gateway_policy() -> Value {
             })),
         }
     }
+    ingress.push(monitoring::metrics_ingress());
     json!({
         "apiVersion": "cilium.io/v2",
         "kind": "CiliumNetworkPolicy",
         "metadata": meta(GATEWAY, "gateway"),
         "spec": {
-            "description": "The gateway's pods take the edge's ports from anywhere and the \
-                status port from the nodes only (its node port is public otherwise)",
+            "description": "The gateway's pods take the edge's ports from anywhere, the \
+                status port from the nodes only (its node port is public otherwise) and the \
+                metrics port from the cluster's pods",
             "endpointSelector": {"matchLabels": {GATEWAY_NAME_LABEL: GATEWAY}},
             "ingress": ingress,
         },

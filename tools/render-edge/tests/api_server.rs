@@ -35,7 +35,7 @@ pub fn example(config: &str) -> Vec<Value> {
 
 /// The objects of the platform inputs `inputs` and the edge config `config`; or render-edge's
 /// refusal.
-fn rendered(inputs: &Path, config: &Path) -> Result<Vec<Value>, String> {
+pub fn rendered(inputs: &Path, config: &Path) -> Result<Vec<Value>, String> {
     let cli = Config {
         inputs: inputs.to_path_buf(),
         config: config.to_path_buf(),
@@ -192,7 +192,7 @@ fn every_object_of_both_examples_is_taken_by_the_api_server_as_a_creation() {
 
 /// The committed platform inputs and `edge.example.json`, `change` applied to them (in this
 /// order), written into `dir`: their paths.
-fn files_with(dir: &Path, change: impl FnOnce(&mut Value, &mut Value)) -> (PathBuf, PathBuf) {
+pub fn files_with(dir: &Path, change: impl FnOnce(&mut Value, &mut Value)) -> (PathBuf, PathBuf) {
     let read = |name: &str| -> Value {
         serde_json::from_str(&std::fs::read_to_string(workspace().join(name)).unwrap()).unwrap()
     };

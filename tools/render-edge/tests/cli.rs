@@ -248,6 +248,20 @@ fn an_unknown_key_is_refused_with_its_path() {
 }
 
 #[test]
+fn an_unknown_monitoring_mode_is_refused_with_the_two_there_are() {
+    Case::new().refuses(
+        &edge_config(r#", "monitoring": "servicemonitor""#),
+        &[
+            "edge.json",
+            "field `monitoring`",
+            "servicemonitor",
+            "annotations",
+            "prometheus-operator",
+        ],
+    );
+}
+
+#[test]
 fn a_hostname_that_is_not_a_dns_name_is_refused_saying_where_it_is_declared() {
     let case = Case::new();
     case.refuses_names(
@@ -826,6 +840,7 @@ fn names_in_objects(list: &serde_json::Value) -> Vec<(String, String)> {
         ("EDGE_HMAC_SECRET", secret),
         ("EDGE_LISTS_CONFIGMAP", lists_configmap),
         ("EDGE_LISTS_CRONJOB", name("CronJob")),
+        ("EDGE_POD_MONITOR", name("PodMonitor")),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -849,6 +864,22 @@ fn the_names_are_those_of_the_rendered_objects_with_the_filter_on_or_off() {
             .any(|(k, v)| k == "EDGE_WASM_PLUGIN" && !v.is_empty());
         assert_eq!(filter_on, config.ends_with("edge-pow.example.json"));
     }
+    // With the operator's objects, the PodMonitor's name is given too (apply-edge checks that
+    // the cluster serves their API).
+    let case = Case::new();
+    let config = case.write(
+        "edge.json",
+        &edge_config(r#", "monitoring": "prometheus-operator""#),
+    );
+    let printed = names(&case.inputs(), &config);
+    assert!(
+        printed.contains(&("EDGE_POD_MONITOR".to_owned(), "edge-gateway".to_owned())),
+        "{printed:?}"
+    );
+    assert_eq!(
+        printed,
+        names_in_objects(&render_list(&case.inputs(), &config))
+    );
     // A renamed Secret is the one the names give.
     let case = Case::new();
     let config = case.write(

@@ -194,6 +194,15 @@ fn without_the_filter_nothing_of_the_filter_is_rendered() {
             .unwrap()
             .contains("POW_HMAC")
     );
+    // No metric tags to extract either: the gateway's pods keep the mesh's proxy config.
+    let gateway = find(&objects, "Gateway", "edge-gateway");
+    let annotations = gateway["spec"]["infrastructure"]["annotations"]
+        .as_object()
+        .unwrap();
+    assert!(
+        !annotations.contains_key("proxy.istio.io/config"),
+        "{annotations:?}"
+    );
 }
 
 #[test]

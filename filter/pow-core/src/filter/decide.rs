@@ -19,7 +19,8 @@ use crate::web_bot_auth::SignedRequest;
 #[derive(Debug, Clone)]
 pub struct Labels {
     pub name: String,
-    /// `pow_rule_<verdict>_<name>`, by [`Verdict`] in [`Verdict::ALL`]'s order.
+    /// `pow_decisions` tagged with the rule and the verdict, by [`Verdict`] in
+    /// [`Verdict::ALL`]'s order: built once, so that counting a request builds no name.
     pub metrics: [String; 4],
     /// `rule=<name>; action=<verdict>`, likewise: shared, so that a request let through takes
     /// its `pow-decision` without copying it.
@@ -110,6 +111,10 @@ pub struct Decision<'f> {
     pub strips_query: bool,
     /// The lists the address is in (bit `i` for list `i`).
     pub lists: u32,
+    /// The crawler lists whose verified crawler the request is, when a rule asked.
+    pub crawlers: u32,
+    /// The request carried a trusted agent's verified signature, when a rule asked.
+    pub signed: bool,
 }
 
 /// A request as the policy reads it ([`Facts`]): each header looked up when a rule asks for it,
@@ -123,6 +128,7 @@ struct RequestFacts<'f, 'r, 'm> {
     path: &'f str,
     lists: u32,
     crawl: Option<Crawl>,
+    signed: bool,
     now: u64,
     metrics: &'m mut dyn Metrics,
 }
@@ -172,7 +178,9 @@ impl Facts for RequestFacts<'_, '_, '_> {
         self.crawl().spoofed
     }
     fn signed_agent(&mut self) -> Option<usize> {
-        self.filter.signed_agent(self.req, self.now, self.metrics)
+        let agent = self.filter.signed_agent(self.req, self.now, self.metrics);
+        self.signed |= agent.is_some();
+        agent
     }
 }
 
@@ -198,6 +206,7 @@ impl Filter {
                 path,
                 lists,
                 crawl: None,
+                signed: false,
                 now,
                 metrics,
             };
@@ -210,6 +219,8 @@ impl Filter {
                     outcome: rule.outcome,
                     strips_query: rule.strips_query,
                     lists,
+                    crawlers: facts.crawl.map_or(0, |c| c.verified),
+                    signed: facts.signed,
                 };
             }
         }
@@ -235,10 +246,9 @@ impl Filter {
                 self.agents.names().iter().position(|n| n == name)
             }
             Err(reason) => {
-                metrics.increment(&format!(
-                    "{}{}",
-                    metric::SIGNATURE_UNSIGNED_PREFIX,
-                    reason.name()
+                metrics.increment(&metric::tagged(
+                    metric::SIGNATURE_UNSIGNED,
+                    &[(metric::REASON, reason.name())],
                 ));
                 None
             }
@@ -252,6 +262,8 @@ impl Filter {
             outcome,
             strips_query: false,
             lists,
+            crawlers: 0,
+            signed: false,
         };
         if crate::bypass::bypasses_configured(method, path, &self.config.bypass_paths) {
             return Decision {

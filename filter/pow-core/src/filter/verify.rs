@@ -6,6 +6,7 @@ use super::{
     Action, Filter, MITIGATED_HEADER, Metrics, Now, REASON_HEADER, Request, VERIFY_PATH, metric,
 };
 use crate::crypto::{self, Binding, ChallengeParams, Keys};
+use crate::decision_log::{DecisionEvent, Event};
 use crate::net::Net;
 use crate::page;
 use crate::redirect;
@@ -27,7 +28,13 @@ impl Filter {
         let query = raw_path.split_once('?').map_or("", |(_, q)| q);
         let parsed = VerifyQuery::parse(query);
         match self.check_solution(keys, req, net, now, parsed, store) {
-            Ok((binding, target, difficulty, spent)) => {
+            Ok(Solved {
+                binding,
+                target,
+                difficulty,
+                spent,
+                issued,
+            }) => {
                 match spent {
                     Spent::Recorded => {}
                     Spent::Evicted(n) => {
@@ -38,6 +45,7 @@ impl Filter {
                     Spent::Unrecorded => metrics.increment(metric::SEEN_UNRECORDED),
                 }
                 metrics.increment(metric::CHALLENGES_SOLVED);
+                metrics.record(metric::SOLVE_SECONDS, now.secs.saturating_sub(issued));
                 let expiry = now.secs.saturating_add(self.config.clearance_ttl_secs);
                 let value = crypto::issue_cookie(keys, &binding, expiry, difficulty);
                 let secure = req.is_secure();
@@ -57,39 +65,58 @@ impl Filter {
                     body: Vec::new(),
                 }
             }
-            Err(reason) => {
-                metrics.increment(&format!(
-                    "{}{}",
-                    metric::VERIFY_FAILED_PREFIX,
-                    reason.name()
-                ));
-                let html = page::wants_html(req.header("accept"));
-                let (ctype, body, csp) = if html {
-                    (
-                        "text/html; charset=utf-8",
-                        page::render_failure(lang).into_bytes(),
-                        page::CSP_NO_SCRIPT,
-                    )
-                } else {
-                    (
-                        "text/plain; charset=utf-8",
-                        format!("proof of work refused: {}\n", reason.name()).into_bytes(),
-                        page::CSP_NO_SCRIPT,
-                    )
-                };
-                Action::Respond {
-                    status: 403,
-                    headers: vec![
-                        (MITIGATED_HEADER.to_owned(), "challenge".to_owned()),
-                        (REASON_HEADER.to_owned(), reason.name().to_owned()),
-                        ("cache-control".to_owned(), "no-store".to_owned()),
-                        ("content-type".to_owned(), ctype.to_owned()),
-                        ("content-security-policy".to_owned(), csp.to_owned()),
-                        ("x-content-type-options".to_owned(), "nosniff".to_owned()),
-                    ],
-                    body,
-                }
-            }
+            Err(reason) => self.refused(reason, req, net, lang, metrics),
+        }
+    }
+
+    /// A refused solution: counted by its reason, logged, and answered with the failure page.
+    fn refused(
+        &self,
+        reason: VerifyFailure,
+        req: &Request<'_>,
+        net: Net,
+        lang: page::Lang,
+        metrics: &mut dyn Metrics,
+    ) -> Action {
+        metrics.increment(&metric::tagged(
+            metric::VERIFY_FAILED,
+            &[(metric::REASON, reason.name())],
+        ));
+        metrics.decision(&|| DecisionEvent {
+            event: Event::VerifyFailed,
+            rule: None,
+            action: "refused",
+            lists: self.lists_named(net_lists(self, req)),
+            host: super::Bound::new(req).host(),
+            network: net,
+            reason: Some(reason.name()),
+            difficulty: None,
+        });
+        let html = page::wants_html(req.header("accept"));
+        let (ctype, body, csp) = if html {
+            (
+                "text/html; charset=utf-8",
+                page::render_failure(lang).into_bytes(),
+                page::CSP_NO_SCRIPT,
+            )
+        } else {
+            (
+                "text/plain; charset=utf-8",
+                format!("proof of work refused: {}\n", reason.name()).into_bytes(),
+                page::CSP_NO_SCRIPT,
+            )
+        };
+        Action::Respond {
+            status: 403,
+            headers: vec![
+                (MITIGATED_HEADER.to_owned(), "challenge".to_owned()),
+                (REASON_HEADER.to_owned(), reason.name().to_owned()),
+                ("cache-control".to_owned(), "no-store".to_owned()),
+                ("content-type".to_owned(), ctype.to_owned()),
+                ("content-security-policy".to_owned(), csp.to_owned()),
+                ("x-content-type-options".to_owned(), "nosniff".to_owned()),
+            ],
+            body,
         }
     }
 
@@ -102,7 +129,7 @@ impl Filter {
         now: Now,
         parsed: Result<VerifyQuery, VerifyFailure>,
         store: &mut dyn SharedStore,
-    ) -> Result<(Binding, String, u8, Spent), VerifyFailure> {
+    ) -> Result<Solved, VerifyFailure> {
         let method = req.header(":method").unwrap_or("");
         if method != "GET" {
             return Err(VerifyFailure::Method);
@@ -158,11 +185,33 @@ impl Filter {
             now.secs,
         )
         .map_err(|seen::Replay| VerifyFailure::Replay)?;
-        Ok((binding, target, q.difficulty, spent))
+        Ok(Solved {
+            binding,
+            target,
+            difficulty: q.difficulty,
+            spent,
+            issued: q.issued,
+        })
     }
 }
 
-/// Why a verification was refused (each is a metric `pow_verify_failed_<name>`).
+/// An accepted solution: what the cookie is bound to and paid, where the visitor goes back to,
+/// what became of its record in the seen-set, and when its challenge was issued.
+struct Solved {
+    binding: Binding,
+    target: String,
+    difficulty: u8,
+    spent: Spent,
+    issued: u64,
+}
+
+/// The lists the request's address is in (none without a usable address).
+fn net_lists(filter: &Filter, req: &Request<'_>) -> u32 {
+    crate::net::client_ip(req.source_address.as_deref(), &filter.nat64)
+        .map_or(0, |ip| filter.lists.lookup(ip))
+}
+
+/// Why a verification was refused (each counted in `pow_verify_failed{reason}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyFailure {
     /// Not a GET.

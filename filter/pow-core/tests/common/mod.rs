@@ -19,12 +19,18 @@ pub const SEED: [u8; 32] = [7; 32];
 pub const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64) Chrome/140";
 pub const HTML: &str = "text/html,application/xhtml+xml,*/*;q=0.8";
 
+/// The counters by name, and every decision line the filter handed over (none left out: the
+/// limiter is the glue's).
 #[derive(Default)]
-pub struct Counters(pub HashMap<String, u64>);
+pub struct Counters(pub HashMap<String, u64>, pub Vec<serde_json::Value>);
 
 impl Metrics for Counters {
     fn increment(&mut self, name: &str) {
         *self.0.entry(name.to_owned()).or_default() += 1;
+    }
+    fn decision<'e>(&mut self, event: &dyn Fn() -> pow_core::decision_log::DecisionEvent<'e>) {
+        self.1
+            .push(serde_json::from_str(&event().to_json(0)).unwrap());
     }
 }
 

@@ -89,6 +89,7 @@ fn page_rates(browser_dir: &Path, chromium: &str) -> Result<serde_json::Value, S
     let cli = Cli {
         command: None,
         port: 0,
+        metrics_port: 0,
         wasm: None,
         difficulty: Some(32),
         tls_cert: None,

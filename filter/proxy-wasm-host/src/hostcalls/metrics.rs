@@ -28,8 +28,12 @@ pub(super) fn define(linker: &mut Linker<State>, names: &mut Names) -> Result<()
         }
         fn proxy_record_metric(caller, id: i32, value: i64) {
             match caller.data_mut().metrics.get_mut(id as u32 as usize) {
+                // A histogram records a sample (Envoy's `recordValue`), a gauge is set.
                 Some(m) => {
-                    m.value = value;
+                    match &mut m.histogram {
+                        Some(histogram) => histogram.record(value as u64),
+                        None => m.value = value,
+                    }
                     Ok(status::OK)
                 }
                 None => Ok(status::NOT_FOUND),
