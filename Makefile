@@ -57,6 +57,9 @@ SCHEMAS_DIR  ?= ../shared/schemas
 CARGO        ?= cargo
 CONFIRM      ?=
 DEMO_PORT    ?= 8080
+# The demo's metrics (/stats/prometheus) and their live page (/): the port an Istio gateway's pod
+# serves its metrics on.
+DEMO_METRICS_PORT ?= 15020
 # Cargo's target folder: CARGO_TARGET_DIR when the environment sets it (read without a warning
 # for an undefined variable when it does not).
 BIN          := $(or $(if $(filter undefined,$(origin CARGO_TARGET_DIR)),,$(CARGO_TARGET_DIR)),target)/release
@@ -138,7 +141,7 @@ guard-cluster: have-kubeconfig $(INPUTS) $(BIN)/kubeconfig-guard
 ##@ Start (no cluster, no credential)
 .PHONY: help tools check apply
 help: ## List the targets (this text)
-	@awk 'BEGIN {FS = ":.*## "} /^##!/ {print substr($$0, 5)} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^##!/ {print substr($$0, 5)} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 tools: ## Build talosctl, kubectl, helm, sops and etcdutl at their pins (Go module proxy, cached) into TOOLS_DIR, first on the recipes' PATH
 	@$(if $(TOOLS_DIR),,echo "make tools: TOOLS_DIR is empty: name the folder to build the tools into" >&2; exit 2)
@@ -318,8 +321,9 @@ cluster-status: $(PLATFORM_GUARD) $(if $(filter edge,$(PROFILE)),,$(PLATFORM_PLA
 rotate-pow-secret: guard-cluster $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
 	@NAMES=$(EDGE_NAMES) OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh
 
-##@ Day 2: etcd snapshots and restore (a restore is refused while etcd holds its quorum)
-.PHONY: etcd-snapshot etcd-restore dry-run-etcd-restore have-inventory snapshot-named
+##@ Day 2: upgrades, etcd snapshots, restore and members (a restore is refused while etcd holds its quorum)
+.PHONY: etcd-snapshot etcd-restore dry-run-etcd-restore etcd-remove-member dry-run-etcd-remove-member have-inventory snapshot-named node-named
+.PHONY: upgrade-talos dry-run-upgrade-talos upgrade-k8s dry-run-upgrade-k8s
 # The snapshots hold every object of the cluster, Secrets included: 0600 files in a 0700 folder
 # under OUT (git-ignored), named <cluster>-<UTC time>.snapshot.
 ETCD_SNAPSHOTS ?= $(OUT)/etcd
@@ -334,11 +338,20 @@ SKIP_HASH_CHECK ?=
 TALOS_API_PORT ?= 50000
 LIFECYCLE    = $(WITHOUT_SECRETS) $(BIN)/talos-lifecycle --talosconfig '$(OUT)/talosconfig' --talos-port '$(TALOS_API_PORT)'
 RESTORE      = $(LIFECYCLE) restore --snapshot '$(SNAPSHOT)' $(if $(filter yes,$(SKIP_HASH_CHECK)),--skip-hash-check)
+# make etcd-remove-member NODE=<cluster>-cp-N, the first step of replacing that control plane
+# (docs/operations.md); FAILED=yes when its machine is gone: its member is removed through
+# another control plane instead of leaving on its own.
+NODE   ?=
+FAILED ?=
+REMOVE_MEMBER = $(LIFECYCLE) remove-member --node '$(NODE)' --out-dir '$(ETCD_SNAPSHOTS)' $(if $(filter yes,$(FAILED)),--failed)
 
 have-inventory:
 	@test -s '$(INVENTORY)' || { echo "make: $(INVENTORY) is missing: it is written by make apply-infra (layer 1)" >&2; exit 1; }
 snapshot-named:
 	@$(if $(SNAPSHOT),,echo "make: name the snapshot to restore: make $(filter etcd-restore dry-run-etcd-restore,$(MAKECMDGOALS)) SNAPSHOT=$(ETCD_SNAPSHOTS)/<file>.snapshot" >&2; exit 2)
+
+node-named:
+	@$(if $(NODE),,echo "make: name the control plane: make $(filter etcd-remove-member dry-run-etcd-remove-member,$(MAKECMDGOALS)) NODE=<cluster>-cp-N" >&2; exit 2)
 
 etcd-snapshot: have-inventory $(BIN)/talos-lifecycle ## Snapshot etcd from a healthy control plane into talos/_out/etcd/<cluster>-<UTC>.snapshot (0600), checked with etcdutl snapshot status
 	@$(LIFECYCLE) snapshot --out-dir '$(ETCD_SNAPSHOTS)' < '$(INVENTORY)'
@@ -353,6 +366,42 @@ etcd-restore: have-inventory snapshot-named $(BIN)/talos-lifecycle $(BIN)/scw-in
 	@cluster=$$($(BIN)/scw-infra names --config '$(INFRA_CONFIG)' | sed -n 's/^CLUSTER_NAME=//p'); \
 	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the etcd state of the cluster $$cluster (everything written since the snapshot), recovering it from $(SNAPSHOT)" "$$cluster"; \
 	$(RESTORE) < '$(INVENTORY)'
+
+dry-run-etcd-remove-member: have-inventory node-named $(BIN)/talos-lifecycle ## The dry-run twin of etcd-remove-member: the gate on the other members, the plan (a JSON line a step); changes nothing
+	@$(REMOVE_MEMBER) --dry-run < '$(INVENTORY)'
+
+etcd-remove-member: have-inventory node-named $(BIN)/talos-lifecycle $(BIN)/scw-infra $(INFRA_CONFIG) ## Take NODE's etcd member out after a snapshot (FAILED=yes: its machine is gone), only while every other member is healthy; shows the plan, asks
+	@$(REMOVE_MEMBER) --dry-run < '$(INVENTORY)'
+	@cluster=$$($(BIN)/scw-infra names --config '$(INFRA_CONFIG)' | sed -n 's/^CLUSTER_NAME=//p'); \
+	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the etcd member of $(NODE) in the cluster $$cluster" "$$cluster"; \
+	$(REMOVE_MEMBER) < '$(INVENTORY)'
+
+# make upgrade-talos after a TALOS_VERSION bump in k8s/versions.env (and make
+# talos-image-digests): every node to the pin, through pipelines/infra.sh upgrade. The plan
+# (a JSON line a step) is shown first, its pre-flight checks and gates run as they will; the
+# question names the cluster and the edge downtime; then the configs are regenerated, the snapshot
+# taken, the nodes upgraded one at a time and the worker's upgrade recorded on its server.
+UPGRADE_ENV = OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' TALOS_API_PORT='$(TALOS_API_PORT)' ETCD_SNAPSHOTS='$(ETCD_SNAPSHOTS)'
+
+dry-run-upgrade-talos: have-inventory $(BIN)/talos-lifecycle $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of upgrade-talos: every node's version read, the path and installers checked, the plan (a JSON line a step); changes nothing
+	@$(UPGRADE_ENV) pipelines/infra.sh upgrade-plan
+
+upgrade-talos: have-inventory $(BIN)/talos-lifecycle $(BIN)/scw-infra $(BIN)/scw-rescue-flash $(INFRA_CONFIG) ## Upgrade Talos to the pin: snapshot, control planes one at a time behind the etcd gate, then the worker (edge downtime); shows the plan, asks (CONFIRM=yes without a terminal)
+	@$(UPGRADE_ENV) pipelines/infra.sh upgrade-plan
+	@cluster=$$($(BIN)/scw-infra names --config '$(INFRA_CONFIG)' | sed -n 's/^CLUSTER_NAME=//p'); \
+	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the running Talos of every node of the cluster $$cluster (each upgraded to $(TALOS_VERSION) and rebooted, one at a time; the edge answers nothing while the worker is)" "$$cluster"; \
+	$(UPGRADE_ENV) pipelines/infra.sh upgrade
+
+# make upgrade-k8s after a KUBERNETES_VERSION bump (the same minor or the next): talosctl
+# upgrade-k8s behind the same gate, after a snapshot; then the configs follow the pin.
+dry-run-upgrade-k8s: have-inventory $(BIN)/talos-lifecycle $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of upgrade-k8s: the kubelets' versions read, the path and the nodes' support checked, the plan (a JSON line a step); changes nothing
+	@$(UPGRADE_ENV) pipelines/infra.sh upgrade-k8s-plan
+
+upgrade-k8s: have-inventory $(BIN)/talos-lifecycle $(BIN)/scw-infra $(INFRA_CONFIG) ## Upgrade Kubernetes to the pin through talosctl upgrade-k8s, after a snapshot, behind the etcd gate; shows the plan, asks (CONFIRM=yes without a terminal)
+	@$(UPGRADE_ENV) pipelines/infra.sh upgrade-k8s-plan
+	@cluster=$$($(BIN)/scw-infra names --config '$(INFRA_CONFIG)' | sed -n 's/^CLUSTER_NAME=//p'); \
+	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the running Kubernetes of the cluster $$cluster (upgraded to $(KUBERNETES_VERSION): every API server, controller manager and scheduler, then every kubelet, restarted one at a time)" "$$cluster"; \
+	$(UPGRADE_ENV) pipelines/infra.sh upgrade-k8s
 
 ##@ Tear down (reverse order; shows what goes and asks for the cluster's name unless CONFIRM=yes)
 .PHONY: destroy destroy-edge destroy-platform destroy-infra
@@ -391,8 +440,8 @@ filter: $(FILTER_WASM) ## Build the pow-filter .wasm module and print its sha256
 	@echo "$(FILTER_WASM): $$(stat -c %s '$(FILTER_WASM)') bytes" >&2
 	@sha256sum '$(FILTER_WASM)'
 
-demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin
-	@$(CARGO) run --quiet --release -p pow-demo --bin pow-demo -- --port '$(DEMO_PORT)' --wasm '$(FILTER_WASM)'
+demo: setup-demo $(FILTER_WASM) ## Run the proof-of-work edge locally on 127.0.0.1:$DEMO_PORT in front of a demo origin, its metrics on $DEMO_METRICS_PORT
+	@$(CARGO) run --quiet --release -p pow-demo --bin pow-demo -- --port '$(DEMO_PORT)' --metrics-port '$(DEMO_METRICS_PORT)' --wasm '$(FILTER_WASM)'
 
 LISTS_SOURCES ?= config/lists-sources.example.json
 LISTS_OUT     ?= $(OUT)/lists

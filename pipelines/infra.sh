@@ -17,6 +17,14 @@
 #   pipelines/infra.sh outputs     talos/_out/kubeconfig (0600) and talos/_out/platform-inputs.json
 #   pipelines/infra.sh apply       its preconditions checked (apply_preconditions), then configs,
 #                                  image, nodes, bootstrap, outputs, in this order
+#   pipelines/infra.sh upgrade-plan  the dry-run twin of upgrade: talos-lifecycle's plan (a JSON
+#                                  line a step), nothing changed
+#   pipelines/infra.sh upgrade     every node to TALOS_VERSION (make upgrade-talos): configs
+#                                  regenerated and validated, talos-lifecycle upgrade, then the
+#                                  worker's upgrade recorded on its server
+#   pipelines/infra.sh upgrade-k8s-plan  the dry-run twin of upgrade-k8s
+#   pipelines/infra.sh upgrade-k8s Kubernetes to KUBERNETES_VERSION (make upgrade-k8s):
+#                                  talos-lifecycle upgrade-k8s, then the configs regenerated
 #
 # Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN; VERSIONS_FILE (default
 # k8s/versions.env: TALOS_VERSION, KUBERNETES_VERSION and the Image Factory pins), TALOS_DIGESTS
@@ -31,7 +39,7 @@
 # print, and moves files. Only scw-infra and scw-rescue-flash get the Scaleway secret key.
 set -euo pipefail
 
-step=${1:?usage: infra.sh configs|image|digests|plan|nodes|bootstrap|outputs|apply}
+step=${1:?usage: infra.sh configs|image|digests|plan|nodes|bootstrap|outputs|apply|upgrade-plan|upgrade|upgrade-k8s-plan|upgrade-k8s}
 : "${OUT:?}" "${INFRA_CONFIG:?}"
 PATCHES=${PATCHES:-talos/patches}
 VERSIONS_FILE=${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}
@@ -52,7 +60,7 @@ talos() { without_secrets talosctl "$@"; }
 
 # The values this script needs, as scw-infra reads them from the config (and, with --inventory
 # FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_SCHEMATIC,
-# WORKER_INSTALLER_IMAGE, INSTALL_DISK, SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE,
+# WORKER_INSTALLER_IMAGE, CONTROL_PLANE_INSTALLER_IMAGE, INSTALL_DISK, SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE,
 # CONTROL_PLANE_ADDRESSES (comma separated). A bad config stops here, with scw-infra's message.
 read_names() {
   need_tool scw-infra
@@ -60,8 +68,9 @@ read_names() {
   pairs=$("$BIN/scw-infra" names --config "$INFRA_CONFIG" "$@")
   while IFS='=' read -r key value; do
     case $key in
-      CLUSTER_NAME | CLUSTER_ENDPOINT | WORKER_SCHEMATIC | WORKER_INSTALLER_IMAGE | INSTALL_DISK | \
-        SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE | CONTROL_PLANE_ADDRESSES)
+      CLUSTER_NAME | CLUSTER_ENDPOINT | WORKER_SCHEMATIC | WORKER_INSTALLER_IMAGE | \
+        CONTROL_PLANE_INSTALLER_IMAGE | INSTALL_DISK | SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE | \
+        CONTROL_PLANE_ADDRESSES)
         printf -v "$key" '%s' "$value" ;;
     esac
   done <<<"$pairs"
@@ -126,11 +135,14 @@ configs() {
     log "generating the machine configs of $CLUSTER_NAME ($CLUSTER_ENDPOINT) for Talos $TALOS_VERSION, Kubernetes $KUBERNETES_VERSION in $OUT"
     # --talos-version: the config contract of the nodes, not of the talosctl that runs this.
     # --kubernetes-version: k8s/versions.env is the one declaration of the cluster's Kubernetes.
-    # --install-image: the release's installer at TALOS_VERSION (gen config would name its own
-    # version's); the worker's patch replaces it with its schematic's.
+    # --install-image: a record of the installer the control planes' upgrades run (the Image
+    # Factory's Scaleway installer of their schematic at TALOS_VERSION; gen config would name
+    # the release's metal installer of its own version); the worker's patch replaces it with its
+    # own. Talos reads machine.install.image only to install a machine that is not installed
+    # yet; `talosctl upgrade` installs what its --image says (make upgrade-talos passes these).
     (umask 077; talos gen config "$CLUSTER_NAME" "$CLUSTER_ENDPOINT" --with-secrets "$secrets" \
       --talos-version "$TALOS_VERSION" --kubernetes-version "$KUBERNETES_VERSION" \
-      --install-image "ghcr.io/siderolabs/installer:$TALOS_VERSION" \
+      --install-image "$CONTROL_PLANE_INSTALLER_IMAGE" \
       "${args[@]}" --output "$OUT" --force >&2)
     printf '%s\n' "$pins" > "$stamp"
   else
@@ -376,6 +388,60 @@ outputs() {
   log "wrote $OUT/kubeconfig (0600) and $OUT/platform-inputs.json"
 }
 
+# The Talos upgrade (make upgrade-talos, and upgrade-plan its dry-run twin). talos-lifecycle
+# takes every node to TALOS_VERSION with the installers scw-infra computes from the pins (the
+# Scaleway one for the control planes, the worker's metal one), behind its gates, and skips the
+# nodes already there (a run cut short resumes where it stopped). The configs are regenerated
+# and validated first (a new node's user data; a schema the new version refuses stops here,
+# before any node changes). Then the worker's upgrade is recorded on its server
+# (scw-rescue-flash --tag-upgraded): apply-infra with the new pins takes it as running the new
+# image, neither refused nor written again.
+# What both upgrades need: the tool, the names, a talosctl of the cluster's minor, the
+# inventory; sets `lifecycle`, talos-lifecycle with the cluster's files, to which the action and
+# its arguments are added.
+upgrade_preconditions() {
+  need_tool talos-lifecycle
+  read_names
+  need_talosctl
+  [[ -s "$inventory" ]] || die "$inventory is missing: it is written by make apply-infra (layer 1)"
+  lifecycle=("$BIN/talos-lifecycle" --talosconfig "$talosconfig"
+    --kubeconfig "${KUBECONFIG:-$OUT/kubeconfig}" --talos-port "${TALOS_API_PORT:-50000}")
+}
+
+upgrade_talos() {
+  local lifecycle
+  upgrade_preconditions
+  lifecycle+=(upgrade --to "$TALOS_VERSION" --control-plane-installer "$CONTROL_PLANE_INSTALLER_IMAGE"
+    --worker-installer "$WORKER_INSTALLER_IMAGE" --out-dir "${ETCD_SNAPSHOTS:-$OUT/etcd}")
+  if [[ $1 == plan ]]; then
+    without_secrets "${lifecycle[@]}" --dry-run <"$inventory"
+    log "then: the worker's upgrade recorded on its server (its tag edgepop-image-upgraded=$WORKER_INSTALLER_IMAGE), so that apply-infra takes it as running Talos $TALOS_VERSION; the machine configs are regenerated for Talos $TALOS_VERSION before any node changes"
+    return
+  fi
+  need_tool scw-rescue-flash
+  configs
+  without_secrets "${lifecycle[@]}" <"$inventory"
+  "$BIN/scw-rescue-flash" --tag-upgraded "$WORKER_INSTALLER_IMAGE" <"$inventory" >/dev/null
+}
+
+# The Kubernetes upgrade (make upgrade-k8s, and upgrade-k8s-plan its dry-run twin):
+# talos-lifecycle checks the path from the lowest kubelet and the support of the nodes' Talos,
+# takes a snapshot and runs talosctl upgrade-k8s behind its gate. talosctl edits the configs on
+# the nodes; the generated ones (a new node's user data) are regenerated at the pin afterwards,
+# not before: a node made from them meanwhile would run a kubelet newer than the API servers.
+upgrade_kubernetes() {
+  local lifecycle
+  upgrade_preconditions
+  lifecycle+=(upgrade-k8s --to "$KUBERNETES_VERSION" --out-dir "${ETCD_SNAPSHOTS:-$OUT/etcd}")
+  if [[ $1 == plan ]]; then
+    without_secrets "${lifecycle[@]}" --dry-run <"$inventory"
+    log "then: the machine configs regenerated for Kubernetes $KUBERNETES_VERSION"
+    return
+  fi
+  without_secrets "${lifecycle[@]}" <"$inventory"
+  configs
+}
+
 case "$step" in
   configs) configs ;;
   image) read_names; image >/dev/null ;;
@@ -385,5 +451,9 @@ case "$step" in
   bootstrap) bootstrap ;;
   outputs) outputs ;;
   apply) apply_preconditions; configs; nodes; bootstrap; outputs ;;
+  upgrade-plan) upgrade_talos plan ;;
+  upgrade) upgrade_talos run ;;
+  upgrade-k8s-plan) upgrade_kubernetes plan ;;
+  upgrade-k8s) upgrade_kubernetes run ;;
   *) die "unknown step '$step' (configs|image|digests|plan|nodes|bootstrap|outputs|apply)" ;;
 esac

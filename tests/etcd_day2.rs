@@ -1,7 +1,9 @@
-//! `make etcd-snapshot`, `make dry-run-etcd-restore` and `make etcd-restore` as an operator runs
-//! them, OUT pointing into a temporary folder (its inventory and talosconfig), the real
-//! talos-lifecycle, talosctl and etcdutl on the recipes' PATH, against a control plane played by
-//! testkit's node stand-in over a real etcd member (`talos_maintenance.py`, `talos_etcd.py`).
+//! `make etcd-snapshot`, `make dry-run-etcd-restore`, `make etcd-restore`, `make
+//! dry-run-upgrade-talos`, `make upgrade-talos` (up to its question) and `make dry-run-upgrade-k8s`
+//! (up to its kubectl) as an operator runs them, OUT pointing into a temporary folder (its
+//! inventory and talosconfig), the real talos-lifecycle, talosctl and etcdutl on the recipes'
+//! PATH, against a control plane played by testkit's node stand-in over a real etcd member
+//! (`talos_maintenance.py`, `talos_etcd.py`).
 //! The rehearsal's control planes live at the Scaleway stand-in's addresses, where no node
 //! stand-in can answer: these targets get a test of their own. The round trip through a real
 //! API server is talos-lifecycle's own test (`tools/talos-lifecycle/tests/etcd.rs`).
@@ -107,6 +109,19 @@ impl Stage {
             .unwrap()
     }
 
+    /// Writes `key` as soon as the member has elected itself.
+    fn put_once_elected(&self, key: &str) {
+        testkit::eventually("the member to elect itself", || {
+            Command::new(&self.programs.etcdctl)
+                .args(["--endpoints", &self.etcd_client_url, "put", key, "1"])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap()
+                .success()
+                .then_some(())
+        });
+    }
+
     fn etcdctl(&self, args: &[&str]) -> String {
         let out = Command::new(&self.programs.etcdctl)
             .args(["--endpoints", &self.etcd_client_url])
@@ -124,20 +139,7 @@ fn make_etcd_snapshot_then_etcd_restore_refused_while_quorum_holds_then_asked_th
         return;
     };
     let first = stage.node(true);
-    testkit::eventually("the member to elect itself", || {
-        Command::new(&stage.programs.etcdctl)
-            .args([
-                "--endpoints",
-                &stage.etcd_client_url,
-                "put",
-                "/registry/made-before",
-                "1",
-            ])
-            .status()
-            .unwrap()
-            .success()
-            .then_some(())
-    });
+    stage.put_once_elected("/registry/made-before");
 
     let out = stage.make(&["etcd-snapshot"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -197,4 +199,110 @@ fn make_etcd_snapshot_then_etcd_restore_refused_while_quorum_holds_then_asked_th
         keys.split_whitespace().collect::<Vec<_>>(),
         ["/registry/made-before"]
     );
+}
+
+#[test]
+fn make_etcd_remove_member_needs_a_node_and_never_takes_the_last_member() {
+    let Some(stage) = Stage::start("make_etcd_remove_member") else {
+        return;
+    };
+    let node = stage.node(true);
+    testkit::eventually("the member to elect itself", || {
+        Command::new(&stage.programs.etcdctl)
+            .args(["--endpoints", &stage.etcd_client_url, "endpoint", "health"])
+            .status()
+            .unwrap()
+            .success()
+            .then_some(())
+    });
+    let unnamed = stage.make(&["dry-run-etcd-remove-member"]);
+    assert_eq!(unnamed.status.code(), Some(2), "{}", text(&unnamed));
+    assert!(
+        text(&unnamed).contains("name the control plane"),
+        "{}",
+        text(&unnamed)
+    );
+    // The only member: refused before the question, nothing taken or changed.
+    let refused = stage.make(&["etcd-remove-member", "NODE=edge-par-cp-1", "CONFIRM=yes"]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("edge-par-cp-1 is etcd's only member"),
+        "{}",
+        text(&refused)
+    );
+    assert!(node.calls("EtcdLeaveCluster").is_empty());
+    assert!(node.calls("EtcdSnapshot").is_empty());
+    assert!(!stage.dir.path().join("out/etcd").exists());
+}
+
+#[test]
+fn make_dry_run_upgrade_talos_prints_the_plan_and_upgrade_talos_asks_before_anything_changes() {
+    let Some(stage) = Stage::start("make_dry_run_upgrade_talos") else {
+        return;
+    };
+    let node = stage.node(true);
+    stage.put_once_elected("/registry/before-the-upgrade");
+    fs::write(stage.dir.path().join("out/kubeconfig"), "apiVersion: v1\n").unwrap();
+
+    // The node runs v1.13.9 (the stand-in's Version), the pin is v1.13.11: the installers are
+    // the ones scw-infra computes from the pins, the control plane's the Scaleway one.
+    let out = stage.make(&["dry-run-upgrade-talos"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let steps: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "preflight",
+            "take-snapshot",
+            "check-snapshot",
+            "gate",
+            "upgrade",
+            "wait-upgraded"
+        ]
+    );
+    let to = testkit::pin("TALOS_VERSION");
+    let installer = format!(
+        "factory.talos.dev/scaleway-installer/{}:{to}",
+        testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC")
+    );
+    assert!(
+        steps[4]["says"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("--image {installer}")),
+        "{}",
+        steps[4]
+    );
+    assert!(text(&out).contains("edgepop-image-upgraded=factory.talos.dev/metal-installer/"));
+    assert_eq!(node.calls("Version").len(), 1);
+
+    // The real target shows the same plan, then asks: without a terminal it stops there.
+    let unasked = stage.make(&["upgrade-talos"]);
+    assert!(!unasked.status.success());
+    let said = text(&unasked);
+    assert!(
+        said.contains("\"step\":\"upgrade\""),
+        "the plan was not shown: {said}"
+    );
+    assert!(
+        said.contains(
+            "refusing to destroy the running Talos of every node of the cluster edge-par"
+        ),
+        "{said}"
+    );
+    assert!(!stage.dir.path().join("out/etcd").exists(), "{said}");
+    assert!(node.calls("EtcdSnapshot").is_empty());
+
+    // Kubernetes' twin reads the nodes' Talos, then the kubelets through the kubeconfig, which
+    // names no API server here: it stops there, nothing done.
+    let versions = node.calls("Version").len();
+    let out = stage.make(&["dry-run-upgrade-k8s"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("kubectl: get nodes"), "{}", text(&out));
+    assert!(node.calls("Version").len() > versions);
+    assert!(node.calls("EtcdSnapshot").is_empty());
 }

@@ -286,7 +286,10 @@ fn assert_gen_config_gets_the_pins_and_the_patches(env: &Env) {
     assert_eq!(flag_values(gen_config, "--kubernetes-version"), ["v1.36.3"]);
     assert_eq!(
         flag_values(gen_config, "--install-image"),
-        ["ghcr.io/siderolabs/installer:v1.13.11"]
+        [format!(
+            "factory.talos.dev/scaleway-installer/{}:v1.13.11",
+            pin("TALOS_CONTROL_PLANE_SCHEMATIC")
+        )]
     );
     assert_eq!(flag_values(gen_config, "--with-secrets"), ["secrets.yaml"]);
     assert_eq!(
@@ -367,7 +370,10 @@ fn assert_the_configs_are_private_and_hold_the_rendered_values(env: &Env) {
     );
     assert_eq!(
         cp_machine["machine"]["install"]["image"],
-        "ghcr.io/siderolabs/installer:v1.13.11"
+        format!(
+            "factory.talos.dev/scaleway-installer/{}:v1.13.11",
+            testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC")
+        )
     );
     let worker = read("worker");
     let worker_machine = talos_schema::document(&worker, "v1alpha1");

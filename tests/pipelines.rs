@@ -511,7 +511,15 @@ fn make_help_follows_the_layers() {
         ),
         (
             "Day 2",
-            &["etcd-snapshot", "dry-run-etcd-restore", "etcd-restore"],
+            &[
+                "etcd-snapshot",
+                "dry-run-etcd-restore",
+                "etcd-restore",
+                "dry-run-upgrade-talos",
+                "upgrade-talos",
+                "dry-run-upgrade-k8s",
+                "upgrade-k8s",
+            ],
         ),
         (
             "Tear down",

@@ -29,6 +29,23 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
 - `EtcdRecover` (S:1995-2056): `FailedPrecondition` "etcd service is not ready for recovery yet"
   while /var/lib (--var-lib) does not exist, then the machine type; the upload goes to
   /var/lib/etcd.snapshot (C:461), removed when the upload breaks;
+- `EtcdRemoveMemberByID` (S:1866-1893): the machine type ("etcd remove member"), then etcd's
+  `MemberRemove` of the id with `WithRequireLeader` (the real `etcdctl member remove`), through
+  a client of every control plane's etcd in a random order (internal/pkg/etcd/etcd.go:81-91;
+  here the members' client URLs); etcd's
+  "etcdserver: member not found" is `NotFound` with that text, any other error "failed to remove
+  member: <etcd's error>";
+- `EtcdLeaveCluster` (S:1896-1919, L = internal/pkg/etcd/etcd.go:153-196): the machine type
+  ("etcd leave"), the local member's id (internal/pkg/etcd/local.go:19-34, from the member
+  resource etcd's controller keeps; here the local member's own status), then its `MemberRemove`
+  through that same client
+  (a member not found counts as removed), then the etcd service stopped and /var/lib/etcd
+  removed; an error is "failed to leave cluster: <error>". Talos retries etcd's "unhealthy
+  cluster" and "server stopped" answers every 10 s for five minutes (L:157-178: etcd refuses a
+  removal until the members left have been connected for a while); this stand-in retries them
+  every second for a minute. A removal whose answer never comes within 30 s but which took
+  effect (the members left no longer list it) is counted as done: seen only under heavy load,
+  and what Talos's own client gets then is not established;
 - `Bootstrap` (S:439-472): the machine type, then `AlreadyExists` "etcd data directory is not
   empty" when /var/lib/etcd (C:452) holds anything; the time is in sync and bootstrap allowed
   here (a configured node past its boot). Then etcd is stopped and started again in bootstrap
@@ -41,17 +58,21 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
   flags; Talos leaves InitialClusterToken empty), deletes the snapshot, and etcd starts on the
   restored folder. Without it, a new one-member cluster.
 
-Not modelled: the roles (every client here is admin), apid's proxying to other nodes, TLS
+Not modelled: the roles (every client here is admin), apid's proxying to other nodes (the client
+Talos makes to the control planes' endpoints for a removal is the local member's here), TLS
 between etcd and its clients, the time-sync wait, and a worker's Talos services.
 """
 import ctypes
 import json
 import os
+import random
+import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import threading
+import time
 import urllib.parse
 
 import grpc
@@ -59,6 +80,15 @@ import grpc
 # What Talos's local etcd client returns when nothing answers (internal/pkg/etcd/etcd.go:55-65:
 # clientv3.New with DialTimeout 5 s blocks, then fails with the context's error).
 LOCAL_CLIENT_FAILED = "failed to create etcd client: error building etcd client: context deadline exceeded"
+# etcd's ErrMemberNotFound (api/v3rpc/rpctypes/error.go): NotFound for a removal by id, success
+# for a leave (internal/pkg/etcd/etcd.go:180-183).
+MEMBER_NOT_FOUND = "etcdserver: member not found"
+# What Talos's leave retries (internal/pkg/etcd/etcd.go:163-175: rpctypes.ErrUnhealthy and
+# ErrStopped, whose texts are etcd's api/v3rpc/rpctypes/error.go).
+RETRIED_ON_LEAVE = ("etcdserver: unhealthy cluster", "etcdserver: server stopped")
+# Talos removes a member with the request's own context and no deadline of its own (S:1866-1919):
+# the conf change waits for the members to commit it. The stand-in's bound on that wait.
+MEMBER_REMOVE_SECONDS = 30
 # pkg/chunker/stream/stream.go:49-52, the default chunk size of Talos's stream chunker.
 CHUNK = 1024
 
@@ -99,10 +129,21 @@ class NodeEtcd:
         except OSError:
             context.abort(grpc.StatusCode.UNKNOWN, LOCAL_CLIENT_FAILED)
 
-    def etcdctl(self, *words):
-        return subprocess.run([self.args.etcdctl, "--endpoints", self.args.etcd_client_url,
-                               "--dial-timeout=3s", "--command-timeout=10s", *words],
-                              capture_output=True, text=True, timeout=30)
+    def etcdctl(self, *words, command_timeout=10, endpoints=None):
+        return subprocess.run([self.args.etcdctl, "--endpoints",
+                               endpoints or self.args.etcd_client_url,
+                               "--dial-timeout=3s", f"--command-timeout={command_timeout}s",
+                               *words],
+                              capture_output=True, text=True, timeout=command_timeout + 20)
+
+    def control_plane_endpoints(self):
+        """Where Talos's client for a removal goes: every control plane's etcd, shuffled
+        (internal/pkg/etcd/etcd.go:81-91); here the client URLs the members list."""
+        done = self.etcdctl("member", "list", "-w", "json")
+        urls = [u for m in (json.loads(done.stdout).get("members", []) if done.returncode == 0
+                            else []) for u in m.get("clientURLs", [])]
+        random.shuffle(urls)
+        return ",".join(urls) or self.args.etcd_client_url
 
     @staticmethod
     def etcd_error(done):
@@ -110,6 +151,14 @@ class NodeEtcd:
         errors = [l.removeprefix("Error: ").strip() for l in done.stderr.splitlines()
                   if l.startswith("Error: ")]
         return errors[-1] if errors else f"etcdctl exited with {done.returncode}"
+
+    def local_status(self, context, failing):
+        """The local member's `Maintenance.Status` (the real `etcdctl endpoint status`); an error
+        aborts the call as `<failing>: <etcd's error>`."""
+        done = self.etcdctl("endpoint", "status", "-w", "json")
+        if done.returncode != 0:
+            context.abort(grpc.StatusCode.UNKNOWN, f"{failing}: {self.etcd_error(done)}")
+        return json.loads(done.stdout)[0]["Status"]
 
     # --- the handlers --------------------------------------------------------------------------
 
@@ -130,11 +179,7 @@ class NodeEtcd:
     def status(self, context, maintenance):
         self.check_controlplane(context, "etcd status", maintenance)
         self.local_client(context)
-        done = self.etcdctl("endpoint", "status", "-w", "json")
-        if done.returncode != 0:
-            context.abort(grpc.StatusCode.UNKNOWN,
-                          f"failed to query etcd status: {self.etcd_error(done)}")
-        answer = json.loads(done.stdout)[0]["Status"]
+        answer = self.local_status(context, "failed to query etcd status")
         self.record({"rpc": "EtcdStatus", "leader": answer.get("leader", 0)})
         return self.pb.EtcdStatusResponse(messages=[self.pb.EtcdStatus(
             member_status=self.pb.EtcdMemberStatus(
@@ -165,6 +210,56 @@ class NodeEtcd:
                 id=m["ID"], hostname=m.get("name", ""), peer_urls=m.get("peerURLs", []),
                 client_urls=m.get("clientURLs", []), is_learner=m.get("isLearner", False))
                 for m in members])])
+
+    def remove_member(self, request, context, maintenance):
+        self.check_controlplane(context, "etcd remove member", maintenance)
+        self.local_client(context)
+        done = self.etcdctl("member", "remove", f"{request.member_id:x}",
+                            command_timeout=MEMBER_REMOVE_SECONDS,
+                            endpoints=self.control_plane_endpoints())
+        self.record({"rpc": "EtcdRemoveMemberByID", "member_id": f"{request.member_id:016x}",
+                     "ok": done.returncode == 0})
+        if done.returncode != 0:
+            error = self.etcd_error(done)
+            if error == MEMBER_NOT_FOUND:
+                context.abort(grpc.StatusCode.NOT_FOUND, error)
+            context.abort(grpc.StatusCode.UNKNOWN, f"failed to remove member: {error}")
+        return self.pb.EtcdRemoveMemberByIDResponse(messages=[self.pb.EtcdRemoveMemberByID()])
+
+    def removal_answer_lost(self, done, member_id, endpoints):
+        """A removal that timed out but took effect: the members still there no longer list it.
+        Seen here only under heavy load (the answer of the member that removed itself never
+        came); what Talos's client gets then is not established, so the stand-in counts the
+        removal as done rather than invent an error."""
+        if self.etcd_error(done) != "context deadline exceeded":
+            return False
+        listed = self.etcdctl("member", "list", "-w", "json", endpoints=endpoints)
+        if listed.returncode != 0:
+            return False
+        ids = [m["ID"] for m in json.loads(listed.stdout).get("members", [])]
+        self.record({"leave_answer_lost": True, "still_listed": member_id in ids})
+        return member_id not in ids
+
+    def leave(self, request, context, maintenance):
+        self.check_controlplane(context, "etcd leave", maintenance)
+        self.local_client(context)
+        member_id = self.local_status(context, "failed to leave cluster")["header"]["member_id"]
+        for _ in range(60):
+            endpoints = self.control_plane_endpoints()
+            done = self.etcdctl("member", "remove", f"{member_id:x}",
+                                command_timeout=MEMBER_REMOVE_SECONDS, endpoints=endpoints)
+            if done.returncode == 0 or self.etcd_error(done) not in RETRIED_ON_LEAVE:
+                break
+            time.sleep(1)
+        if done.returncode != 0 and self.removal_answer_lost(done, member_id, endpoints):
+            done = subprocess.CompletedProcess(done.args, 0, "", "")
+        if done.returncode != 0 and self.etcd_error(done) != MEMBER_NOT_FOUND:
+            context.abort(grpc.StatusCode.UNKNOWN,
+                          f"failed to leave cluster: {self.etcd_error(done)}")
+        self.stop()
+        shutil.rmtree(os.path.join(self.args.var_lib, "etcd"), ignore_errors=True)
+        self.record({"rpc": "EtcdLeaveCluster", "member_id": f"{member_id:016x}"})
+        return self.pb.EtcdLeaveClusterResponse(messages=[self.pb.EtcdLeaveCluster()])
 
     def recover(self, chunks, context, maintenance):
         var_lib = self.args.var_lib or ""
@@ -286,5 +381,9 @@ def servicer_methods(node_etcd, maintenance):
         "EtcdRecover": lambda self, chunks, context: node_etcd.recover(
             chunks, context, maintenance()),
         "Bootstrap": lambda self, request, context: node_etcd.bootstrap(
+            request, context, maintenance()),
+        "EtcdRemoveMemberByID": lambda self, request, context: node_etcd.remove_member(
+            request, context, maintenance()),
+        "EtcdLeaveCluster": lambda self, request, context: node_etcd.leave(
             request, context, maintenance()),
     }

@@ -32,6 +32,9 @@ internal/app/machined/pkg/controllers/runtime/api_service_config.go, services/ma
 - a configured control plane (--machine-type controlplane) answers the etcd calls (EtcdSnapshot,
   EtcdStatus, EtcdMemberList, EtcdRecover, Bootstrap) over a real etcd: talos_etcd.py, which
   cites the behaviour of each.
+- a configured node answers `Version` with --talos-version (v1.13.9 by default), and the calls
+  `talosctl upgrade --drain=false` makes (ImageService.Pull, LifecycleService.Upgrade, Reboot),
+  after which it answers with the installer's version: talos_upgrade.py, which cites each.
 
 Listens on --address (127.0.0.1 by default: several nodes take addresses of their own in
 127.0.0.0/8) at --port (0: one the system picks). Writes the port it listens on to --port-file,
@@ -55,6 +58,7 @@ from concurrent import futures
 import grpc
 
 import talos_etcd
+import talos_upgrade
 
 
 def compile_protos(api_dir, out_dir):
@@ -104,6 +108,8 @@ def main():
     parser.add_argument("--lifetime", type=float, default=120)
     parser.add_argument("--talosctl", required=True,
                         help="the real talosctl, whose validate checks each config received")
+    parser.add_argument("--talos-version", default="v1.13.9",
+                        help="the Talos version the node runs (Version's tag) until an upgrade")
     talos_etcd.add_arguments(parser)
     args = parser.parse_args()
 
@@ -120,6 +126,7 @@ def main():
     node_etcd = talos_etcd.NodeEtcd(args, pb, importlib.import_module("common.common_pb2"),
                                     record)
     etcd_calls = talos_etcd.servicer_methods(node_etcd, lambda: state["maintenance"])
+    node_upgrade = talos_upgrade.NodeUpgrade(args.talos_version, record)
 
     class Machine(pb_grpc.MachineServiceServicer):
         def Version(self, request, context):
@@ -129,8 +136,11 @@ def main():
                 context.abort(grpc.StatusCode.UNIMPLEMENTED,
                               "API is not implemented in maintenance mode")
             return pb.VersionResponse(messages=[pb.Version(
-                version=pb.VersionInfo(tag="v1.13.9", os="linux", arch="amd64"),
+                version=pb.VersionInfo(tag=node_upgrade.version, os="linux", arch="amd64"),
                 platform=pb.PlatformInfo(name="metal", mode="metal"))])
+
+        def Reboot(self, request, context):
+            return node_upgrade.reboot(pb)
 
         def ApplyConfiguration(self, request, context):
             mode = Mode.Mode.Name(request.mode) if request.mode in Mode.Mode.values() else request.mode
@@ -170,6 +180,7 @@ def main():
     # default.
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     pb_grpc.add_MachineServiceServicer_to_server(Machine(), server)
+    server.add_generic_rpc_handlers(node_upgrade.handlers())
     inner = server.add_insecure_port("127.0.0.1:0")
     server.start()
 

@@ -101,6 +101,11 @@ pub enum CloudCommand {
         /// still lists what exists: a plan that no longer matches is refused.
         #[arg(long, value_name = "FILE")]
         plan: Option<PathBuf>,
+        /// Only this control plane (`<cluster>-cp-N`): its Instance and the root volume it leaves
+        /// behind. Its flexible IP, the DNS records and everything else stay, so that `apply`
+        /// makes it again under the same name and address (replacing a control plane).
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
     },
 }
 

@@ -62,6 +62,13 @@ pub struct Worker {
 }
 
 impl InfraConfig {
+    /// The control planes' names: `<cluster>-cp-1` ... `<cluster>-cp-<count>`.
+    pub fn control_plane_names(&self) -> Vec<String> {
+        (1..=self.control_plane.count)
+            .map(|i| format!("{}-cp-{i}", self.cluster_name))
+            .collect()
+    }
+
     /// Reads and checks the file; every error names the file and the field. A key path that
     /// starts with `~/` is in `home`.
     pub fn load(path: &Path, home: Option<&str>) -> Result<InfraConfig, InputError> {

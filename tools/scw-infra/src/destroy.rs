@@ -329,13 +329,31 @@ impl DestroyPlan {
 }
 
 /// Finds every resource of the cluster (reads only), in the order they are removed.
-pub fn plan(cluster: &Cluster<'_>, ssh_public_key: &str) -> R<DestroyPlan> {
+/// What a plan removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// The whole cluster; the IAM SSH key is ours when it holds this public key.
+    Cluster(&'a str),
+    /// One control plane's Instance and the root volume it leaves behind, by its name: the
+    /// address, the records and the security group stay for the one `apply` makes again.
+    ControlPlane(&'a str),
+}
+
+pub fn plan(cluster: &Cluster<'_>, scope: Scope<'_>) -> R<DestroyPlan> {
+    let ssh_public_key = match scope {
+        Scope::Cluster(key) => key,
+        Scope::ControlPlane(name) => {
+            let mut removals = Vec::new();
+            plan_instances(cluster, Some(name), &mut removals)?;
+            return Ok(DestroyPlan { removals });
+        }
+    };
     let zone = cluster.zone();
     let names = cluster.names();
     let cluster_tag = vec![names.cluster_tag()];
     let mut removals = Vec::new();
     plan_dns_records(cluster, &mut removals)?;
-    plan_instances(cluster, &mut removals)?;
+    plan_instances(cluster, None, &mut removals)?;
     for s in cluster.api.baremetal().servers(zone, &cluster_tag)? {
         removals.push(Removal::ElasticMetalServer {
             id: s.id,
@@ -394,8 +412,8 @@ fn plan_dns_records(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()>
     Ok(())
 }
 
-/// The Instances and the volumes they leave behind.
-fn plan_instances(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()> {
+/// The Instances (or the one of this name) and the volumes they leave behind.
+fn plan_instances(cluster: &Cluster<'_>, only: Option<&str>, removals: &mut Vec<Removal>) -> R<()> {
     let cluster_tag = vec![cluster.names().cluster_tag()];
     // Instances: a running one is terminated (its local volumes go with it), a stopped one
     // deleted; then the volumes they leave behind.
@@ -404,6 +422,8 @@ fn plan_instances(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()> {
         .api
         .instance()
         .servers(cluster.zone(), &cluster_tag)?
+        .into_iter()
+        .filter(|s| only.is_none_or(|name| s.name == name))
     {
         let how = if s.allows(&ServerAction::Terminate) {
             InstanceRemoval::Terminate

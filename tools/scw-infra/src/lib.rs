@@ -289,14 +289,21 @@ fn act(
             ssh_public_key,
             yes,
             how,
-        } => destroy(run, cluster, ssh_public_key, *yes, how, input, output),
+            node,
+        } => {
+            let scope = match node {
+                Some(node) => destroy::Scope::ControlPlane(node),
+                None => destroy::Scope::Cluster(ssh_public_key),
+            };
+            destroy(run, cluster, scope, *yes, how, input, output)
+        }
     }
 }
 
 fn destroy(
     run: &RunConfig,
     cluster: &Cluster<'_>,
-    ssh_public_key: &str,
+    scope: destroy::Scope<'_>,
     yes: bool,
     how: &DestroyHow,
     input: impl Read,
@@ -316,11 +323,11 @@ fn destroy(
     let plan = match how {
         DestroyHow::Plan(file) => {
             let planned = destroy::DestroyPlan::read_file(file, &whose)?;
-            let now = destroy::plan(cluster, ssh_public_key)?;
+            let now = destroy::plan(cluster, scope)?;
             planned.still_matches(&now, file)?;
             planned
         }
-        _ => destroy::plan(cluster, ssh_public_key)?,
+        _ => destroy::plan(cluster, scope)?,
     };
     match how {
         DestroyHow::DryRun => return Ok(plan.write_json_lines(output).output()?),

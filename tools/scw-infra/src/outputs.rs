@@ -60,7 +60,8 @@ impl InventoryFile {
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
 /// endpoint's host (for the certificate SANs), the worker's install disk, the Image Factory
-/// schematic its offer needs (checked against the pin) and its installer, the SSH private key;
+/// schematic its offer needs (checked against the pin) and its installer, the control planes'
+/// installer, the SSH private key;
 /// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped)
 /// and of every control plane (comma separated: where etcd is looked for).
 pub fn names(
@@ -79,6 +80,10 @@ pub fn names(
             talos::metal_installer(&talos::PINS, &schematic)?,
         ),
         ("WORKER_SCHEMATIC", schematic),
+        (
+            "CONTROL_PLANE_INSTALLER_IMAGE",
+            talos::scaleway_installer(&talos::PINS)?,
+        ),
         ("SSH_PRIVATE_KEY", config.ssh_private_key_path.clone()),
     ];
     // One pair a line: a value with a line break would read as another pair.

@@ -92,6 +92,8 @@ pub enum Action {
         ssh_public_key: String,
         yes: bool,
         how: DestroyHow,
+        /// One control plane only (`--node`), its name checked against the config's.
+        node: Option<String>,
     },
 }
 
@@ -218,9 +220,13 @@ fn resolve_cloud(command: CloudCommand, env: &Env) -> Result<Config, Error> {
             dry_run,
             plan_out,
             plan,
+            node,
         } => {
             let infra = InfraConfig::load(&common.config, home)?;
             let ssh_public_key = read_public_key(&common.config, &infra)?;
+            if let Some(node) = &node {
+                check_control_plane_name(&infra, node)?;
+            }
             let how = match (dry_run, plan_out, plan) {
                 (true, _, _) => DestroyHow::DryRun,
                 (_, Some(file), _) => DestroyHow::PlanOut(file),
@@ -231,11 +237,31 @@ fn resolve_cloud(command: CloudCommand, env: &Env) -> Result<Config, Error> {
                 ssh_public_key,
                 yes,
                 how,
+                node,
             };
             (common, infra, action)
         }
     };
     run_config(&common, infra, action, env)
+}
+
+/// `destroy --node`: one of the config's control planes; the worker is written again in place,
+/// never destroyed alone.
+fn check_control_plane_name(infra: &InfraConfig, node: &str) -> Result<(), Error> {
+    let names = infra.control_plane_names();
+    if names.iter().any(|n| n == node) {
+        return Ok(());
+    }
+    if node == infra.worker.name {
+        return Err(Error::Usage(format!(
+            "--node {node}: the worker is not destroyed alone; REFLASH=yes make apply-infra writes it again in place"
+        )));
+    }
+    Err(Error::Usage(format!(
+        "--node {node}: not a control plane of cluster {} (its control planes: {})",
+        infra.cluster_name,
+        names.join(", ")
+    )))
 }
 
 /// `apply`'s flags checked, then its config, previous inventories, key and machine config read.

@@ -85,9 +85,7 @@ impl Names<'_> {
 
     /// `<cluster>-cp-1` ... `<cluster>-cp-<count>`.
     pub fn control_planes(&self) -> Vec<String> {
-        (1..=self.config.control_plane.count)
-            .map(|i| format!("{}-cp-{i}", self.config.cluster_name))
-            .collect()
+        self.config.control_plane_names()
     }
 
     pub fn worker(&self) -> &str {

@@ -85,6 +85,7 @@ impl Schematic {
 /// The pins this module reads.
 pub const FACTORY_URL: &str = "TALOS_FACTORY_URL";
 pub const WORKER_SCHEMATIC: &str = "TALOS_WORKER_SCHEMATIC";
+pub const CONTROL_PLANE_SCHEMATIC: &str = "TALOS_CONTROL_PLANE_SCHEMATIC";
 pub const TALOS_VERSION: &str = "TALOS_VERSION";
 
 /// The worker's schematic id: the one its offer needs, which must be the pinned one (the pinned
@@ -118,9 +119,24 @@ pub fn worker_schematic(
     Ok(id)
 }
 
-/// `<factory host>/metal-installer/<schematic>:<version>`: the installer that carries the
-/// schematic's kernel arguments through every upgrade.
+/// `<factory host>/metal-installer/<schematic>:<version>`: the worker's installer, which carries
+/// the schematic's kernel arguments through every upgrade.
 pub fn metal_installer(pins: &Pins<'_>, schematic: &str) -> Result<String, InputError> {
+    installer(pins, "metal", schematic)
+}
+
+/// `<factory host>/scaleway-installer/<TALOS_CONTROL_PLANE_SCHEMATIC>:<version>`: the control
+/// planes' installer. `talosctl upgrade --image` alone decides what is installed, and its
+/// default (the release's installer) is the metal profile, whose kernel command line is not a
+/// Scaleway Instance's (Talos pkg/imager/profile/default.go; platform/scaleway/scaleway.go).
+pub fn scaleway_installer(pins: &Pins<'_>) -> Result<String, InputError> {
+    let schematic = pins.require(CONTROL_PLANE_SCHEMATIC)?;
+    installer(pins, "scaleway", schematic)
+}
+
+/// `<factory host>/<platform>-installer/<schematic>:<version>`, the Image Factory's name of an
+/// installer for Talos >= 1.10 (image-factory docs/api.md).
+fn installer(pins: &Pins<'_>, platform: &str, schematic: &str) -> Result<String, InputError> {
     let url = pins.require(FACTORY_URL)?;
     let host = url.strip_prefix("https://").ok_or_else(|| {
         InputError::field(
@@ -131,7 +147,7 @@ pub fn metal_installer(pins: &Pins<'_>, schematic: &str) -> Result<String, Input
     })?;
     let version = pins.require(TALOS_VERSION)?;
     Ok(format!(
-        "{}/metal-installer/{schematic}:{version}",
+        "{}/{platform}-installer/{schematic}:{version}",
         host.trim_end_matches('/')
     ))
 }
@@ -296,6 +312,23 @@ mod tests {
         assert_eq!(
             default.id(),
             PINS.require("TALOS_CONTROL_PLANE_SCHEMATIC").unwrap()
+        );
+    }
+
+    #[test]
+    fn each_kind_of_node_gets_its_platforms_installer_of_the_pinned_version() {
+        let version = PINS.require(TALOS_VERSION).unwrap();
+        assert_eq!(
+            scaleway_installer(&PINS).unwrap(),
+            format!(
+                "factory.talos.dev/scaleway-installer/{}:{version}",
+                PINS.require(CONTROL_PLANE_SCHEMATIC).unwrap()
+            )
+        );
+        let worker = PINS.require(WORKER_SCHEMATIC).unwrap();
+        assert_eq!(
+            metal_installer(&PINS, worker).unwrap(),
+            format!("factory.talos.dev/metal-installer/{worker}:{version}")
         );
     }
 

@@ -2589,3 +2589,91 @@ fn the_credentials_source_is_what_gave_the_keys() {
         )
     );
 }
+
+#[test]
+fn one_control_plane_goes_alone_and_apply_makes_it_again_at_its_address() {
+    let Some(s) = StandIn::start("destroy_one_control_plane", true) else {
+        return;
+    };
+    ok(&s.scw(APPLY));
+    s.take_requests();
+    let node = "edge-par-cp-2";
+    let server = |state: &Value| -> Option<Value> {
+        tagged(&state["servers"])
+            .into_iter()
+            .find(|s| s["name"] == node)
+            .cloned()
+    };
+    let before = s.state();
+    let old = server(&before).unwrap();
+    let address_of = |state: &Value, server: &Value| -> String {
+        let ip = &server["public_ips"][0];
+        let id = ip.as_str().or_else(|| ip["id"].as_str()).unwrap();
+        tagged(&state["ips"])
+            .into_iter()
+            .find(|i| i["id"] == id)
+            .unwrap()["address"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let address = address_of(&before, &old);
+
+    // The plan names that Instance and nothing of the rest of the cluster.
+    let planned = lines(&ok(&s.scw(&["destroy", "--node", node, "--dry-run"])));
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    let servers: Vec<&Value> = planned
+        .iter()
+        .filter(|l| l["removed"] == "instance-server")
+        .collect();
+    assert_eq!(servers.len(), 1, "{planned:?}");
+    assert_eq!(servers[0]["id"], old["id"]);
+    assert!(
+        planned
+            .iter()
+            .all(|l| l["removed"] == "instance-server" || l["removed"] == "volume"),
+        "{planned:?}"
+    );
+
+    // Carried out: exactly the plan's deletions; the other servers, every address, the records
+    // and the security group stay.
+    ok(&s.scw(&["destroy", "--node", node, "--yes"]));
+    let mut deleted = deletions(s.take_requests());
+    deleted.sort();
+    let mut expected = kind_and_id(&planned);
+    expected.sort();
+    assert_eq!(deleted, expected);
+    let after = s.state();
+    assert!(server(&after).is_none());
+    assert_eq!(tagged(&after["servers"]).len(), 2);
+    for kind in ["ips", "security_groups", "bm_servers"] {
+        assert_eq!(
+            tagged(&after[kind]).len(),
+            tagged(&before[kind]).len(),
+            "{kind}"
+        );
+    }
+
+    // The next apply makes it again, under its name and at its address.
+    ok(&s.scw(APPLY));
+    let again = s.state();
+    let new = server(&again).unwrap();
+    assert_ne!(new["id"], old["id"]);
+    assert_eq!(address_of(&again, &new), address);
+    assert_eq!(tagged(&again["servers"]).len(), 3);
+
+    // A name that is not one of the config's control planes is refused before any call.
+    s.take_requests();
+    for (name, says) in [
+        ("edge-worker-1", "REFLASH=yes make apply-infra"),
+        (
+            "edge-par-cp-9",
+            "edge-par-cp-1, edge-par-cp-2, edge-par-cp-3",
+        ),
+    ] {
+        let out = s.scw(&["destroy", "--node", name, "--dry-run"]);
+        assert_eq!(out.status.code(), Some(2), "{}", ok_or_text(&out));
+        assert!(ok_or_text(&out).contains(says), "{}", ok_or_text(&out));
+    }
+    assert!(s.take_requests().is_empty());
+}

@@ -14,7 +14,7 @@ use crate::Error;
 #[command(name = "scw-rescue-flash", version)]
 pub struct Cli {
     /// The Talos disk image, zstd-compressed (metal-amd64.raw.zst from the Image Factory).
-    #[arg(long, required_unless_present = "tag_proven")]
+    #[arg(long, required_unless_present_any = ["tag_proven", "tag_upgraded"])]
     pub image: Option<PathBuf>,
     /// The disk to write (the worker's install_disk; Scaleway may present NVMe).
     #[arg(long, default_value = "/dev/sda")]
@@ -72,6 +72,12 @@ pub struct Cli {
     /// talos-apply-insecure recorded (proved ours); flash nothing.
     #[arg(long, conflicts_with_all = ["image", "image_url", "reflash"])]
     pub tag_proven: bool,
+    /// Only record, on every Elastic Metal server of the inventory, that it was upgraded in
+    /// place with this installer (`talosctl upgrade --image IMAGE`, once it answers with the
+    /// installer's version): its image tag becomes `edgepop-image-upgraded=IMAGE`, which a later
+    /// flash of that installer's image takes as done. Flash nothing.
+    #[arg(long, value_name = "IMAGE", conflicts_with_all = ["image", "image_url", "reflash", "tag_proven"])]
+    pub tag_upgraded: Option<String>,
 }
 
 /// What `run` does.
@@ -81,6 +87,8 @@ pub enum Mode {
     Flash(PathBuf),
     /// Tag the servers proved ours.
     TagProven,
+    /// Tag the servers as upgraded in place with this installer.
+    TagUpgraded(String),
 }
 
 /// What `run` needs.
@@ -176,6 +184,21 @@ impl std::fmt::Debug for ImageUrl {
     }
 }
 
+/// An installer image reference as a server tag may hold it: `host/path:tag`, no space or
+/// character outside an image reference's.
+fn installer_ref(image: &str) -> Result<String, Error> {
+    let plain = !image.is_empty()
+        && image
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._/:@".contains(&b));
+    if !plain || !image.contains('/') || !image.contains(':') {
+        return Err(Error::Usage(format!(
+            "--tag-upgraded `{image}`: not an image reference (host/path:tag)"
+        )));
+    }
+    Ok(image.to_owned())
+}
+
 /// Checks the arguments and reads the Scaleway credentials from the environment.
 pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     pop_common::records::check_install_disk(&cli.disk)
@@ -212,10 +235,11 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     {
         return Err(Error::Usage("--ssh-user: empty".into()));
     }
-    let mode = match (cli.tag_proven, cli.image) {
-        (true, _) => Mode::TagProven,
-        (false, Some(image)) => Mode::Flash(image),
-        (false, None) => return Err(Error::Usage("--image: required".into())),
+    let mode = match (cli.tag_proven, cli.tag_upgraded, cli.image) {
+        (true, _, _) => Mode::TagProven,
+        (false, Some(installer), _) => Mode::TagUpgraded(installer_ref(&installer)?),
+        (false, None, Some(image)) => Mode::Flash(image),
+        (false, None, None) => return Err(Error::Usage("--image: required".into())),
     };
     Ok(Config {
         mode,
@@ -268,6 +292,21 @@ mod tests {
         assert!(!config.reflash);
         let tag = Cli::parse_from(["t", "--tag-proven"]);
         assert_eq!(resolve(tag, &env()).unwrap().mode, Mode::TagProven);
+        let installer = "factory.talos.dev/metal-installer/b4f8:v1.13.12";
+        let tag = Cli::parse_from(["t", "--tag-upgraded", installer]);
+        assert_eq!(
+            resolve(tag, &env()).unwrap().mode,
+            Mode::TagUpgraded(installer.into())
+        );
+        for bad in ["", "v1.13.12", "metal installer:v1", "a/b:c;rm"] {
+            let tag = Cli::parse_from(["t", "--tag-upgraded", bad]);
+            let said = resolve(tag, &env()).unwrap_err().to_string();
+            assert!(said.starts_with("--tag-upgraded"), "{bad}: {said}");
+        }
+        assert!(
+            Cli::try_parse_from(["t", "--tag-upgraded", installer, "--reflash"]).is_err(),
+            "an upgrade record never wipes"
+        );
         assert!(
             Cli::try_parse_from(["t"]).is_err(),
             "--image or --tag-proven"

@@ -17,7 +17,7 @@ use crate::disk::{self, Refusal};
 use crate::image::{Image, ImageError};
 use crate::login::{Login, LoginError};
 use crate::rescue::{self, Rescue, SshError};
-use crate::tags::{flashed_tag, with_image_tag, written_tag};
+use crate::tags::{flashed_tag, upgraded_tag, with_image_tag, written_tag};
 use crate::write::{Root, download_and_write, has_zstd, send_image};
 
 /// Why one node was not flashed (or tagged).
@@ -38,7 +38,7 @@ pub enum FlashError {
     )]
     NoKeys,
     #[error(
-        "runs {running} (configured), not {wanted}: writing the new image would wipe it. Upgrade it in place: talosctl --talosconfig {talosconfig} --nodes {ip} --endpoints {ip} upgrade --image {installer}; or write over it with --reflash (REFLASH=yes make apply-infra), which wipes the node; nothing was done"
+        "runs {running} (configured), not {wanted}: writing the new image would wipe it. Upgrade it in place with make upgrade-talos, which records the upgrade on the server so that this step takes it (by hand: talosctl --talosconfig {talosconfig} --nodes {ip} --endpoints {ip} upgrade --image {installer}, then scw-rescue-flash --tag-upgraded {installer}); or write over it with --reflash (REFLASH=yes make apply-infra), which wipes the node; nothing was done"
     )]
     RunsAnotherImage {
         running: String,
@@ -120,12 +120,16 @@ enum Flashed {
     AlreadyTagged,
     /// Written and read back by an earlier run (its written tag), not written again.
     WrittenBefore,
+    /// Upgraded in place with this image's installer (its upgraded tag), not written.
+    Upgraded,
 }
 
 /// What the server's tags say of its disk, against the image to flash.
 enum Disk {
     /// It runs this image, proved ours.
     Proven,
+    /// It was upgraded in place with this image's installer: it runs this image's Talos.
+    Upgraded,
     /// This image was written and read back, not yet proved ours.
     Written,
     /// The image is to be written.
@@ -189,6 +193,15 @@ pub fn flash_all(
                 todo.record();
             }
             Ok(Flashed::WrittenBefore) => {
+                skipped.push(node.name.clone());
+                todo.record();
+            }
+            Ok(Flashed::Upgraded) => {
+                pop_common::info!(
+                    "{}: the server's tags say it was upgraded in place with {}, the installer of {digest}: not written, recorded as running it",
+                    node.name,
+                    config.installer_image.as_deref().unwrap_or_default()
+                );
                 skipped.push(node.name.clone());
                 todo.record();
             }
@@ -345,6 +358,7 @@ impl Job<'_> {
             .ok_or(FlashError::NoAddress)?;
         match self.disk(node, ip)? {
             Disk::Proven => return Ok(Flashed::AlreadyTagged),
+            Disk::Upgraded => return Ok(Flashed::Upgraded),
             Disk::Written => {
                 pop_common::info!(
                     "{}: the server's tags say an earlier run wrote and read back {}, not yet proved ours: not written again",
@@ -456,6 +470,11 @@ impl Job<'_> {
         if flashed_tag(&before) == Some(wanted.as_str()) {
             return Ok(Disk::Proven);
         }
+        if upgraded_tag(&before).is_some()
+            && upgraded_tag(&before) == self.config.installer_image.as_deref()
+        {
+            return Ok(Disk::Upgraded);
+        }
         // Unproven: `--reflash` writes it again (a node someone else configured first).
         if written_tag(&before) == Some(wanted.as_str()) && !self.config.reflash {
             return Ok(Disk::Written);
@@ -464,17 +483,21 @@ impl Job<'_> {
         if self.key_ids.is_empty() {
             return Err(FlashError::NoKeys);
         }
-        // A worker that runs an image of ours (its tag, written once it proved ours; or the
-        // image recorded, with a config applied over it or a proof made while it ran it) is a
-        // live node: a new image would wipe it.
+        // A worker that runs an image of ours (its tag, written once it proved ours or once it
+        // was upgraded in place; or the image recorded, with a config applied over it or a
+        // proof made while it ran it) is a live node: a new image would wipe it.
         let running = flashed_tag(&before)
-            .or_else(|| node.proved_image())
-            .map(str::to_owned);
+            .map(str::to_owned)
+            .or_else(|| upgraded_tag(&before).map(|i| format!("the Talos of {i}")))
+            .or_else(|| node.proved_image().map(str::to_owned));
         if let Some(running) = running {
             self.may_wipe(node, ip, running)?;
         }
         // A tag would claim an image the disk no longer holds: gone before the disk is.
-        if flashed_tag(&before).is_some() || written_tag(&before).is_some() {
+        if flashed_tag(&before).is_some()
+            || written_tag(&before).is_some()
+            || upgraded_tag(&before).is_some()
+        {
             api.set_tags(&node.zone, &node.id, &with_image_tag(&before, None))?;
         }
         Ok(Disk::ToWrite)

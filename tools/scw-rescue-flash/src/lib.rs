@@ -35,6 +35,12 @@
 //!    `--reflash`): it is only booted normally if it is not, and recorded. Any older image tag goes before the disk
 //!    is written, so no tag ever names an image the disk does not hold.
 //!
+//! A worker upgraded in place (`talosctl upgrade`, `make upgrade-talos`) carries
+//! `edgepop-image-upgraded=<installer>` instead: when that installer is the one of the image to
+//! flash (`--installer-image`), the node runs that image's Talos already, and it is recorded as
+//! such (`image_flashed`), its config kept, nothing written. `--tag-upgraded <installer>` writes
+//! that tag, and nothing else.
+//!
 //! `--tag-proven` does only the last part of the job, once `talos-apply-insecure` has proved the
 //! node ours: it writes the image's digest in the server's tags (`edgepop-image-flashed=
 //! sha256:...`, in place of the written tag), so that a re-run from a fresh inventory finds it
@@ -66,16 +72,23 @@ use scaleway::{Client, Transport, UreqTransport};
 pub use crate::cli::{Cli, Config, DecompressOn, ImageUrl, Mode, resolve};
 pub use crate::flash::{FlashError, flash_all};
 pub use crate::image::{Image, ImageError};
-pub use crate::tags::tag_proven;
+pub use crate::tags::{tag_proven, tag_upgraded};
 pub use crate::write::write_image;
 
 /// The server tag that keeps the flashed image's digest: `edgepop-image-flashed=sha256:<hex>`.
 pub const FLASHED_TAG: &str = "edgepop-image-flashed=";
 
+/// The server tag that records an in-place upgrade: `edgepop-image-upgraded=<installer image>`,
+/// written once the node answers with the installer's version (`make upgrade-talos`). The node
+/// then runs what that installer's disk image would hold: a flash of that image (the one whose
+/// installer `--installer-image` names) finds it done, neither refused nor written again.
+pub const UPGRADED_TAG: &str = "edgepop-image-upgraded=";
+
 /// The server tag that keeps the digest of the image written and read back on the disk while the
 /// node is not yet proved ours: `edgepop-image-written=sha256:<hex>`. A run stopped after the
 /// write leaves it, so that the next run does not write the disk again (the proof still decides,
-/// and only the proof turns it into the flashed tag). A server carries one of the two at most.
+/// and only the proof turns it into the flashed tag). A server carries one of the three image
+/// tags at most.
 pub const WRITTEN_TAG: &str = "edgepop-image-written=";
 
 /// Why the tool stopped.
@@ -126,6 +139,7 @@ pub fn run_with(
     let client = Client::for_credentials(transport, sleeper, &config.credentials);
     let failures = match &config.mode {
         Mode::TagProven => tag_proven(&inventory, client.baremetal()),
+        Mode::TagUpgraded(installer) => tag_upgraded(&inventory, client.baremetal(), installer),
         Mode::Flash(path) => {
             if inventory
                 .nodes

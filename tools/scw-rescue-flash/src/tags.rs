@@ -1,11 +1,12 @@
 //! The server tags that record what a worker's disk holds: the written tag from the read-back
-//! until the proof, then the flashed tag ([`crate::WRITTEN_TAG`], [`crate::FLASHED_TAG`]).
+//! until the proof, then the flashed tag ([`crate::WRITTEN_TAG`], [`crate::FLASHED_TAG`]); the
+//! upgraded tag once it was upgraded in place ([`crate::UPGRADED_TAG`]).
 
-use pop_common::records::{NodeFailure, NodeInventory, NodeKind};
+use pop_common::records::{Node, NodeFailure, NodeInventory, NodeKind};
 use scaleway::baremetal::{Baremetal, Server};
 
-use crate::flash::our_server;
-use crate::{FLASHED_TAG, WRITTEN_TAG};
+use crate::flash::{FlashError, our_server};
+use crate::{FLASHED_TAG, UPGRADED_TAG, WRITTEN_TAG};
 
 /// The flashed tag's digest, if the server carries one.
 pub(crate) fn flashed_tag(server: &Server) -> Option<&str> {
@@ -17,15 +18,52 @@ pub(crate) fn written_tag(server: &Server) -> Option<&str> {
     server.tags.iter().find_map(|t| t.strip_prefix(WRITTEN_TAG))
 }
 
-/// The server's tags with `tag` as its only image tag, flashed or written (none with `None`).
+/// The upgraded tag's installer, if the server carries one.
+pub(crate) fn upgraded_tag(server: &Server) -> Option<&str> {
+    server
+        .tags
+        .iter()
+        .find_map(|t| t.strip_prefix(UPGRADED_TAG))
+}
+
+/// The server's tags with `tag` as its only image tag, flashed, written or upgraded (none with
+/// `None`).
 pub(crate) fn with_image_tag(server: &Server, tag: Option<String>) -> Vec<String> {
     server
         .tags
         .iter()
-        .filter(|t| !t.starts_with(FLASHED_TAG) && !t.starts_with(WRITTEN_TAG))
+        .filter(|t| {
+            ![FLASHED_TAG, WRITTEN_TAG, UPGRADED_TAG]
+                .iter()
+                .any(|prefix| t.starts_with(prefix))
+        })
         .cloned()
         .chain(tag)
         .collect()
+}
+
+/// Makes `tag` the only image tag of the server `node` names (checked to be our worker);
+/// whether it had to be written.
+fn set_image_tag(
+    api: Baremetal<'_>,
+    cluster_name: &str,
+    node: &Node,
+    tag: String,
+) -> Result<bool, FlashError> {
+    let server = our_server(api, cluster_name, node)?;
+    let tags = with_image_tag(&server, Some(tag));
+    if tags == server.tags {
+        return Ok(false);
+    }
+    api.set_tags(&node.zone, &node.id, &tags)?;
+    Ok(true)
+}
+
+/// Logs a server that failed, and adds it to `failures`.
+fn failed(failures: &mut Vec<NodeFailure>, node: &Node, error: FlashError) {
+    let failure = NodeFailure::new(&node.name, error);
+    pop_common::warn!("{failure}");
+    failures.push(failure);
 }
 
 /// Writes the flashed tag on each Elastic Metal server whose image the inventory records as
@@ -42,22 +80,43 @@ pub fn tag_proven(inventory: &NodeInventory, api: Baremetal<'_>) -> Vec<NodeFail
             pop_common::info!("{}: not proved ours yet, not tagged", node.name);
             continue;
         };
-        let tagged = our_server(api, &inventory.cluster_name, node).and_then(|server| {
-            if flashed_tag(&server) == Some(image) {
-                return Ok(false);
-            }
-            let tags = with_image_tag(&server, Some(format!("{FLASHED_TAG}{image}")));
-            api.set_tags(&node.zone, &node.id, &tags)?;
-            Ok(true)
-        });
-        match tagged {
+        match set_image_tag(
+            api,
+            &inventory.cluster_name,
+            node,
+            format!("{FLASHED_TAG}{image}"),
+        ) {
             Ok(true) => pop_common::info!("{}: proved ours, running {image}: tagged", node.name),
             Ok(false) => {}
-            Err(error) => {
-                let failure = NodeFailure::new(&node.name, error);
-                pop_common::warn!("{failure}");
-                failures.push(failure);
+            Err(error) => failed(&mut failures, node, error),
+        }
+    }
+    failures
+}
+
+/// Writes the upgraded tag of `installer` on every Elastic Metal server of the inventory, in
+/// place of its image tag (the node no longer runs the image it was flashed with); returns the
+/// servers that failed. Run once the upgrade brought the node to the installer's version.
+pub fn tag_upgraded(
+    inventory: &NodeInventory,
+    api: Baremetal<'_>,
+    installer: &str,
+) -> Vec<NodeFailure> {
+    let mut failures = Vec::new();
+    for node in inventory
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::ElasticMetal)
+    {
+        let tag = format!("{UPGRADED_TAG}{installer}");
+        match set_image_tag(api, &inventory.cluster_name, node, tag) {
+            Ok(true) => {
+                pop_common::info!("{}: upgraded in place to {installer}: tagged", node.name)
             }
+            Ok(false) => {
+                pop_common::info!("{}: tagged as upgraded to {installer} already", node.name)
+            }
+            Err(error) => failed(&mut failures, node, error),
         }
     }
     failures

@@ -198,7 +198,10 @@ fn flash_as(
     if let Some(agent) = agent {
         command.env("SSH_AUTH_SOCK", agent);
     }
-    if !extra.contains(&"--tag-proven") {
+    if !extra
+        .iter()
+        .any(|a| ["--tag-proven", "--tag-upgraded"].contains(a))
+    {
         command
             .arg("--image")
             .arg(image)
@@ -231,12 +234,26 @@ fn flash_fresh(rescue: &Rescue, sshd: &Sshd, api: &Api, image: &Path, extra: &[&
 /// until the API boots the server into rescue, whose sudo wants the password, with an empty
 /// 16 MiB disk; the API with our worker; an image (with its raw bytes). `None` when a
 /// prerequisite is missing (skipped).
-fn setup(test: &str) -> Option<(Rescue, Sshd, Api, PathBuf, Vec<u8>)> {
+fn setup(test: &str) -> Option<Setup> {
     setup_tagged(test, &OURS)
 }
 
+/// [`setup_tagged`] for a worker our tags record as flashed with an older image: that image's
+/// digest, and the setup.
+fn setup_flashed_before(test: &str) -> Option<(String, Setup)> {
+    let old = format!("sha256:{}", "0".repeat(64));
+    let running = format!("edgepop-image-flashed={old}");
+    let mut tags = OURS.to_vec();
+    tags.push(running.as_str());
+    let setup = setup_tagged(test, &tags)?;
+    Some((old, setup))
+}
+
+/// A rescue system, its sshd, the API stand-in, and an image file with its raw content.
+type Setup = (Rescue, Sshd, Api, PathBuf, Vec<u8>);
+
 /// [`setup`], the worker server carrying `tags`.
-fn setup_tagged(test: &str, tags: &[&str]) -> Option<(Rescue, Sshd, Api, PathBuf, Vec<u8>)> {
+fn setup_tagged(test: &str, tags: &[&str]) -> Option<Setup> {
     let (rescue, sshd) = rescue(test)?;
     fs::write(rescue.path("authorized_keys"), "").unwrap();
     rescue.sudo_that_asks_for_the_password();
@@ -699,13 +716,10 @@ fn assert_the_inventory_alone_says_it_is_live(
 #[test]
 fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_asked() {
     let test = "a_version_bump_on_a_configured_worker";
-    let old = format!("sha256:{}", "0".repeat(64));
-    let running = format!("edgepop-image-flashed={old}");
-    let mut tags = OURS.to_vec();
-    tags.push(running.as_str());
-    let Some((rescue, sshd, mut api, image, raw)) = setup_tagged(test, &tags) else {
+    let Some((old, (rescue, sshd, mut api, image, raw))) = setup_flashed_before(test) else {
         return;
     };
+    let tags = api.server()["tags"].clone();
     let installer = "factory.talos.dev/metal-installer/b4f8:v1.13.12";
     fs::write(rescue.disk(), b"the running node").unwrap();
     let out = flash_fresh(
@@ -746,7 +760,7 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
         assert!(stderr(&out).contains(needle), "{}", stderr(&out));
     }
     assert!(api.mutations().is_empty());
-    assert_eq!(api.server()["tags"], json!(tags));
+    assert_eq!(api.server()["tags"], tags);
 
     // Asked explicitly: the tag goes first, then the node is wiped and flashed; its config is
     // forgotten (it is in maintenance mode again).
@@ -766,6 +780,79 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
         written["nodes"][1]["steps"],
         json!({"image_flashed": format!("sha256:{}", sha256(&raw))})
     );
+}
+
+#[test]
+fn a_worker_upgraded_in_place_is_recorded_and_then_neither_refused_nor_written() {
+    let test = "a_worker_upgraded_in_place";
+    let Some((old, (rescue, sshd, api, image, raw))) = setup_flashed_before(test) else {
+        return;
+    };
+    let installer = "factory.talos.dev/metal-installer/b4f8:v1.13.12";
+    let upgraded = format!("edgepop-image-upgraded={installer}");
+    fs::write(rescue.disk(), b"the upgraded node").unwrap();
+    let live = api.inventory(&format!(
+        r#"{{"image_flashed": "{old}", "config_applied": "sha256:11"}}"#
+    ));
+
+    // Once the worker answers with the installer's version, make upgrade-talos records it: the
+    // upgraded tag in place of the flashed one (the disk no longer runs that image), written
+    // once; the inventory goes through as it came.
+    for _ in 0..2 {
+        let out = flash(
+            &rescue,
+            sshd.port,
+            &api,
+            &image,
+            &live,
+            &["--tag-upgraded", installer],
+        );
+        let stdout = testkit::process::success_stdout(&out);
+        let kept: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(kept, serde_json::from_str::<Value>(&live).unwrap());
+        assert_eq!(api.mutations(), ["PATCH server"]);
+        assert_eq!(api.server()["tags"], tags_with(&upgraded));
+    }
+
+    // apply-infra with the bumped pin, whose image has that installer: the worker runs it
+    // already. Recorded as such, its config kept; no rescue boot, nothing written.
+    let out = flash(
+        &rescue,
+        sshd.port,
+        &api,
+        &image,
+        &live,
+        &["--installer-image", installer],
+    );
+    let stdout = testkit::process::success_stdout(&out);
+    assert!(
+        stderr(&out).contains("upgraded in place with"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(api.mutations(), ["PATCH server"]);
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"the upgraded node");
+    let written: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        written["nodes"][1]["steps"],
+        json!({"image_flashed": format!("sha256:{}", sha256(&raw)), "config_applied": "sha256:11"})
+    );
+
+    // The next bump, another installer: the upgraded tag alone (a fresh inventory) says the
+    // node is live; refused, the way to upgrade it said.
+    let next = "factory.talos.dev/metal-installer/b4f8:v1.13.13";
+    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--installer-image", next]);
+    failed(
+        &out,
+        &[
+            &format!("runs the Talos of {installer} (configured)"),
+            "make upgrade-talos",
+            &format!("--tag-upgraded {next}"),
+            "nothing was done",
+        ],
+    );
+    assert_eq!(api.mutations(), ["PATCH server"]);
+    assert_eq!(fs::read(rescue.disk()).unwrap(), b"the upgraded node");
 }
 
 #[test]

@@ -1,9 +1,13 @@
-//! `talos-lifecycle`: day-2 work on a Talos cluster's etcd, in the order and behind the gates
+//! `talos-lifecycle`: day-2 work on a Talos cluster (its etcd, its upgrades), in the order and behind the gates
 //! Talos's own procedures ask for, through the real talosctl.
 //!
 //! ```text
 //! talos-lifecycle snapshot --out-dir talos/_out/etcd < talos/_out/inventory.json
 //! talos-lifecycle restore --snapshot FILE [--skip-hash-check] [--dry-run] < talos/_out/inventory.json
+//! talos-lifecycle remove-member --node NAME [--failed] [--dry-run] < talos/_out/inventory.json
+//! talos-lifecycle upgrade --to vX.Y.Z --control-plane-installer IMAGE --worker-installer IMAGE \
+//!     [--dry-run] < talos/_out/inventory.json
+//! talos-lifecycle upgrade-k8s --to vX.Y.Z [--dry-run] < talos/_out/inventory.json
 //! ```
 //!
 //! Reads the `NodeInventory` on stdin and asks each control plane's etcd member for its status
@@ -23,14 +27,42 @@
 //!   prints an `EtcdRecovery` record. A node whose etcd folder still holds data refuses
 //!   ("etcd data directory is not empty"); the error says how Talos's disaster-recovery
 //!   procedure empties it.
+//! - `remove-member` takes a control plane's member out of etcd, the first step of replacing it:
+//!   refused (exit 1) unless every other member answers healthy following one leader, then a
+//!   snapshot as above, then `talosctl etcd leave` on the node (Talos removes the member and
+//!   empties its etcd folder), or, `--failed`, `talosctl etcd remove-member <id>` through another
+//!   control plane for a node that is gone; it waits until the member list no longer names it and
+//!   prints an `EtcdMemberRemoval` record.
 //!
-//! `--dry-run` prints the plan, one `EtcdPlanStep` line a step, after the same reads and gates,
+//! - `upgrade` brings every node to the Talos version `--to`. It reads talosctl's version (the
+//!   target's minor) and each node's (`talosctl version`), and refuses (exit 2, nothing done) a
+//!   node whose path to the target is not the same minor or the next, and an installer that is
+//!   not the node kind's (`scaleway-installer` for the control planes, `metal-installer` for the
+//!   workers) or not tagged with the target. Then, when a node is behind: an etcd snapshot as
+//!   `snapshot` takes it; the control planes one at a time, then the workers, each behind the
+//!   gate (every etcd member healthy under one leader, as many members as control planes, every
+//!   Kubernetes node Ready; otherwise exit 1 before anything starts on it), upgraded with
+//!   `talosctl upgrade --image` and waited for (its version, its member, Ready). It prints the
+//!   `EtcdSnapshot` record and a `TalosUpgraded` record a node. A node that runs the target
+//!   already is left alone, so a run cut short resumes at the first node not yet upgraded.
+//!
+//! - `upgrade-k8s` brings Kubernetes to `--to` through `talosctl upgrade-k8s` on a healthy
+//!   control plane. It refuses (exit 2) a target the nodes' Talos does not support, and a path
+//!   from the lowest kubelet (`kubectl get nodes`) that is not the same minor or the next. When
+//!   a kubelet is behind: a snapshot, the gate, `talosctl upgrade-k8s --to`, then a wait until
+//!   every kubelet runs the target, Ready; it prints the `EtcdSnapshot` record and a
+//!   `KubernetesUpgraded` one. talosctl's upgrade is itself node by node and may be run again.
+//!
+//! `--dry-run` prints the plan, one `EtcdPlanStep` (`TalosUpgradeStep` for an upgrade) line a
+//! step, after the same reads and gates,
 //! and changes nothing. stdout carries the records only; talosctl's own words go to stderr. The
 //! snapshot's content (every Secret of the cluster) is never read into a message.
 
 mod plan;
 pub mod quorum;
 pub mod talos;
+pub mod upgrade;
+pub mod upgrade_k8s;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -39,15 +71,17 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::InputError;
-use pop_common::records::{EtcdPlanStep, NodeInventory, NodeRole};
+use pop_common::records::{NodeInventory, NodeRole};
 use pop_common::tool::Env;
 use pop_common::wait::{Poll, Sleeper, ThreadSleeper};
 
 pub use crate::plan::snapshot_path;
-use crate::quorum::{ControlPlane, NodeError, Observed, Quorum};
+use crate::quorum::{NodeError, Observed, Quorum, TalosNode};
 use crate::talos::{Programs, Talos};
+use crate::upgrade::{Release, UpgradeNode};
 
 mod run;
+mod run_upgrade;
 
 #[derive(Debug, Parser)]
 #[command(name = "talos-lifecycle", version, about)]
@@ -76,6 +110,17 @@ pub struct Cli {
     /// The etcdutl that reads the snapshot files (`snapshot status`).
     #[arg(long, global = true, value_name = "PROGRAM", default_value = "etcdutl")]
     pub etcdutl: PathBuf,
+    /// The kubectl that reads the nodes' readiness (an upgrade's gate).
+    #[arg(long, global = true, value_name = "PROGRAM", default_value = "kubectl")]
+    pub kubectl: PathBuf,
+    /// The cluster's kubeconfig (an upgrade's gate reads the nodes' readiness through it).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        default_value = "talos/_out/kubeconfig"
+    )]
+    pub kubeconfig: PathBuf,
     /// Print the plan (one JSON line a step) after the reads and the gates; change nothing.
     #[arg(long, global = true)]
     pub dry_run: bool,
@@ -103,6 +148,73 @@ pub enum Action {
         #[arg(long, default_value_t = 5)]
         wait_interval_seconds: u64,
     },
+    /// Take a control plane's etcd member out, after a snapshot, while every other member is
+    /// healthy: it leaves on its own, or (--failed, its node gone) is removed through another
+    /// control plane. The first step of replacing that control plane.
+    RemoveMember {
+        /// The control plane, by its inventory name.
+        #[arg(long, value_name = "NAME")]
+        node: String,
+        /// Its node does not answer: remove its member through another control plane
+        /// (`talosctl etcd remove-member`) instead of letting it leave.
+        #[arg(long)]
+        failed: bool,
+        /// The folder of the snapshot taken first (made 0700 when missing).
+        #[arg(long, value_name = "DIR", default_value = "talos/_out/etcd")]
+        out_dir: PathBuf,
+        /// How many times to read the member list before giving up on the removal.
+        #[arg(long, default_value_t = 30)]
+        wait_tries: u32,
+        #[arg(long, default_value_t = 2)]
+        wait_interval_seconds: u64,
+    },
+    /// Upgrade Talos node by node to `--to`: snapshot first, control planes one at a time
+    /// behind the etcd and readiness gate, then the workers; nodes at the target are skipped.
+    Upgrade {
+        /// The Talos version to bring every node to (TALOS_VERSION).
+        #[arg(long, value_name = "VERSION")]
+        to: String,
+        /// The control planes' installer: `<factory>/scaleway-installer/<schematic>:<to>`.
+        #[arg(long, value_name = "IMAGE")]
+        control_plane_installer: String,
+        /// The workers' installer: `<factory>/metal-installer/<schematic>:<to>`.
+        #[arg(long, value_name = "IMAGE")]
+        worker_installer: String,
+        #[command(flatten)]
+        run: UpgradeRun,
+    },
+    /// Upgrade Kubernetes to `--to` through `talosctl upgrade-k8s`: snapshot first, behind the
+    /// etcd and readiness gate; nothing to do when every kubelet runs it.
+    UpgradeK8s {
+        /// The Kubernetes version to bring the cluster to (KUBERNETES_VERSION).
+        #[arg(long, value_name = "VERSION")]
+        to: String,
+        #[command(flatten)]
+        run: UpgradeRun,
+    },
+}
+
+/// What both upgrades share: where the snapshot goes, how long the upgraded nodes are waited for.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct UpgradeRun {
+    /// The folder of the snapshot taken first (made 0700 when missing).
+    #[arg(long, value_name = "DIR", default_value = "talos/_out/etcd")]
+    pub out_dir: PathBuf,
+    /// How many times to ask an upgraded node (or, for Kubernetes, every node) for its versions,
+    /// its etcd member and its readiness.
+    #[arg(long, default_value_t = 120)]
+    pub wait_tries: u32,
+    #[arg(long, default_value_t = 5)]
+    pub wait_interval_seconds: u64,
+}
+
+impl UpgradeRun {
+    fn poll(&self) -> Poll {
+        Poll {
+            tries: self.wait_tries,
+            interval: Duration::from_secs(self.wait_interval_seconds),
+        }
+    }
 }
 
 /// The arguments, checked.
@@ -156,6 +268,68 @@ pub enum Error {
         interval: Duration,
         last: String,
     },
+    #[error("--node {node}: not a control plane of the inventory (its control planes: {})", known.join(", "))]
+    UnknownNode { node: String, known: Vec<String> },
+    #[error(
+        "{node}'s etcd member stays: every other member must answer healthy, following one \
+         leader, before one of {cluster}'s members goes (else etcd may lose its quorum):\n{}",
+        answers.join("\n")
+    )]
+    OthersUnhealthy {
+        cluster: String,
+        node: String,
+        answers: Vec<String>,
+    },
+    #[error(
+        "{node}: its member {member_id} answers healthy: let it leave (without FAILED=yes / \
+         --failed), which also empties its etcd folder"
+    )]
+    StillMember { node: String, member_id: String },
+    #[error(
+        "{node}: {through}'s etcd still lists it after {tries} looks, {interval:?} apart \
+         (`talosctl etcd members` on {through})"
+    )]
+    NotRemoved {
+        node: String,
+        through: String,
+        tries: u32,
+        interval: Duration,
+    },
+    #[error("{node}: {message}; nothing was done")]
+    Unsupported { node: String, message: String },
+    #[error("{node}: {refusal}; nothing was done")]
+    Path {
+        node: String,
+        refusal: upgrade::PathRefusal,
+    },
+    #[error(
+        "talosctl is {client}, of another minor than the target {to}: use a talosctl of {} \
+         (make tools, after the pin bump); nothing was done",
+        to.minor_line()
+    )]
+    ClientMinor { client: String, to: Release },
+    #[error(
+        "before upgrading {node}, the cluster is not healthy: nothing was started on {node}{}:\n  {}",
+        if done.is_empty() { String::new() } else { format!(" ({} run the target already; run this again once healthy: it resumes at {node})", done.join(", ")) },
+        wrong.join("\n  ")
+    )]
+    Unhealthy {
+        node: String,
+        done: Vec<String>,
+        wrong: Vec<String>,
+    },
+    #[error(
+        "{node}: not back on {to} within {tries} looks, {interval:?} apart (last: {last}); \
+         `talosctl --nodes <address> dmesg` and `service` on it say why; run this again once it \
+         is: it resumes at the first node not yet on {to}"
+    )]
+    NotUpgraded {
+        node: String,
+        to: String,
+        tries: u32,
+        interval: Duration,
+        last: String,
+    },
     #[error("cannot write the output: {0}")]
     Output(#[from] OutputError),
 }
@@ -176,26 +350,52 @@ fn hint(error: &NodeError) -> String {
 impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
-            Error::Input(_) | Error::File { .. } | Error::Snapshot { .. } => Exit::Usage,
+            Error::Input(_)
+            | Error::File { .. }
+            | Error::Snapshot { .. }
+            | Error::UnknownNode { .. }
+            | Error::Path { .. }
+            | Error::Unsupported { .. }
+            | Error::ClientMinor { .. } => Exit::Usage,
             _ => Exit::Failure,
         }
     }
 }
 
-/// Checks the files the arguments name: the talosconfig, the snapshot to restore.
+/// Checks the files the arguments name (the talosconfig, the snapshot to restore, the
+/// kubeconfig of an upgrade), and an upgrade's target and installers.
 pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
     readable(&cli.talosconfig)?;
-    if let Action::Restore { snapshot, .. } = &cli.action {
-        readable(snapshot)?;
-    }
-    if let Action::Snapshot { out_dir } = &cli.action
-        && out_dir.exists()
-        && !out_dir.is_dir()
-    {
-        return Err(Error::File {
-            path: out_dir.clone(),
-            message: "--out-dir is not a folder".into(),
-        });
+    match &cli.action {
+        Action::Restore { snapshot, .. } => readable(snapshot)?,
+        Action::Snapshot { out_dir } | Action::RemoveMember { out_dir, .. } => a_folder(out_dir)?,
+        Action::UpgradeK8s { to, run } => {
+            readable(&cli.kubeconfig)?;
+            a_folder(&run.out_dir)?;
+            target(to)?;
+        }
+        Action::Upgrade {
+            to,
+            control_plane_installer,
+            worker_installer,
+            run,
+        } => {
+            readable(&cli.kubeconfig)?;
+            a_folder(&run.out_dir)?;
+            let to = target(to)?;
+            for (field, image, role) in [
+                (
+                    "--control-plane-installer",
+                    control_plane_installer,
+                    NodeRole::Controlplane,
+                ),
+                ("--worker-installer", worker_installer, NodeRole::Worker),
+            ] {
+                upgrade::check_installer(image, role, &to).map_err(|message| {
+                    InputError::field(Path::new("<arguments>"), field, message)
+                })?;
+            }
+        }
     }
     Ok(Config {
         action: cli.action,
@@ -203,10 +403,34 @@ pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
             talosctl: cli.talosctl,
             etcdutl: cli.etcdutl,
             talosconfig: cli.talosconfig,
+            kubectl: cli.kubectl,
+            kubeconfig: cli.kubeconfig,
         },
         talos_port: cli.talos_port,
         dry_run: cli.dry_run,
     })
+}
+
+/// `--to`: a release, `vMAJOR.MINOR.PATCH`.
+fn target(to: &str) -> Result<Release, Error> {
+    Release::parse(to).ok_or_else(|| {
+        InputError::field(
+            Path::new("<arguments>"),
+            "--to",
+            format!("`{to}` is not a release (vMAJOR.MINOR.PATCH)"),
+        )
+        .into()
+    })
+}
+
+fn a_folder(dir: &Path) -> Result<(), Error> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::File {
+            path: dir.to_path_buf(),
+            message: "--out-dir is not a folder".into(),
+        });
+    }
+    Ok(())
 }
 
 fn readable(path: &Path) -> Result<(), Error> {
@@ -244,8 +468,19 @@ pub fn run_with(
     mut output: impl Write,
 ) -> Result<(), Error> {
     let inventory: NodeInventory = pop_common::input::read_json_from(Path::new("<stdin>"), input)?;
-    let nodes = control_planes(&inventory, config.talos_port)?;
     let cluster = inventory.cluster_name.as_str();
+    if matches!(
+        config.action,
+        Action::Upgrade { .. } | Action::UpgradeK8s { .. }
+    ) {
+        return upgrades(config, talos, sleeper, &inventory, now, &mut output);
+    }
+    let nodes: Vec<TalosNode> = talos_nodes(&inventory, config.talos_port, |r| {
+        r == NodeRole::Controlplane
+    })?
+    .into_iter()
+    .map(|n| n.node)
+    .collect();
     match &config.action {
         Action::Snapshot { out_dir } => {
             let path = plan::snapshot_path(out_dir, cluster, now);
@@ -276,15 +511,88 @@ pub fn run_with(
                 &mut output,
             )
         }
+        Action::RemoveMember {
+            node,
+            failed,
+            out_dir,
+            wait_tries,
+            wait_interval_seconds,
+        } => {
+            let path = plan::snapshot_path(out_dir, cluster, now);
+            let removal = run::RemoveMember {
+                node,
+                failed: *failed,
+                snapshot: &path,
+                wait: Poll {
+                    tries: *wait_tries,
+                    interval: Duration::from_secs(*wait_interval_seconds),
+                },
+            };
+            run::remove_member(
+                config,
+                talos,
+                sleeper,
+                cluster,
+                &nodes,
+                &removal,
+                now,
+                &mut output,
+            )
+        }
+        Action::Upgrade { .. } | Action::UpgradeK8s { .. } => Ok(()),
     }
 }
 
-/// The inventory's control planes, in its order, each with its Talos API endpoint.
-fn control_planes(inventory: &NodeInventory, port: u16) -> Result<Vec<ControlPlane>, Error> {
+/// The two upgrades, over every node of the inventory.
+fn upgrades(
+    config: &Config,
+    talos: &dyn Talos,
+    sleeper: &dyn Sleeper,
+    inventory: &NodeInventory,
+    now: u64,
+    output: &mut dyn Write,
+) -> Result<(), Error> {
+    let cluster = inventory.cluster_name.as_str();
+    let nodes = talos_nodes(inventory, config.talos_port, |_| true)?;
+    match &config.action {
+        Action::Upgrade {
+            to,
+            control_plane_installer,
+            worker_installer,
+            run,
+        } => {
+            let asked = run_upgrade::Upgrade {
+                to: &target(to)?,
+                control_plane_installer,
+                worker_installer,
+                snapshot: plan::snapshot_path(&run.out_dir, cluster, now),
+                wait: run.poll(),
+            };
+            run_upgrade::upgrade(config, talos, sleeper, cluster, nodes, &asked, now, output)
+        }
+        Action::UpgradeK8s { to, run } => {
+            let asked = run_upgrade::UpgradeK8s {
+                to: &target(to)?,
+                snapshot: plan::snapshot_path(&run.out_dir, cluster, now),
+                wait: run.poll(),
+            };
+            run_upgrade::upgrade_k8s(config, talos, sleeper, cluster, &nodes, &asked, now, output)
+        }
+        Action::Snapshot { .. } | Action::Restore { .. } | Action::RemoveMember { .. } => Ok(()),
+    }
+}
+
+/// The inventory's nodes of the roles `wanted` keeps, in its order, each with its Talos API
+/// endpoint; at least one control plane among them.
+fn talos_nodes(
+    inventory: &NodeInventory,
+    port: u16,
+    wanted: impl Fn(NodeRole) -> bool,
+) -> Result<Vec<UpgradeNode>, Error> {
     let stdin = Path::new("<stdin>");
     let mut nodes = Vec::new();
     for (i, node) in inventory.nodes.iter().enumerate() {
-        if node.role != NodeRole::Controlplane {
+        if !wanted(node.role) {
             continue;
         }
         let address = node.public_ipv4.ok_or_else(|| {
@@ -292,18 +600,21 @@ fn control_planes(inventory: &NodeInventory, port: u16) -> Result<Vec<ControlPla
                 stdin,
                 format!("nodes[{i}].public_ipv4"),
                 format!(
-                    "{}: a control plane without an address: its Talos API cannot be reached",
+                    "{}: a node without an address: its Talos API cannot be reached",
                     node.name
                 ),
             )
         })?;
-        nodes.push(ControlPlane {
-            name: node.name.clone(),
-            endpoint: format!("{address}:{port}"),
-            address: address.to_string(),
+        nodes.push(UpgradeNode {
+            node: TalosNode {
+                name: node.name.clone(),
+                endpoint: format!("{address}:{port}"),
+                address: address.to_string(),
+            },
+            role: node.role,
         });
     }
-    if nodes.is_empty() {
+    if !nodes.iter().any(|n| n.role == NodeRole::Controlplane) {
         return Err(InputError::field(
             stdin,
             "nodes",
@@ -315,7 +626,7 @@ fn control_planes(inventory: &NodeInventory, port: u16) -> Result<Vec<ControlPla
 }
 
 /// Each control plane's answer to `EtcdStatus`, logged.
-fn observe(talos: &dyn Talos, nodes: &[ControlPlane]) -> Vec<Observed> {
+fn observe(talos: &dyn Talos, nodes: &[TalosNode]) -> Vec<Observed> {
     nodes
         .iter()
         .map(|node| {
@@ -330,7 +641,7 @@ fn observe(talos: &dyn Talos, nodes: &[ControlPlane]) -> Vec<Observed> {
 }
 
 /// The plan, one JSON line a step.
-fn write_plan(steps: &[EtcdPlanStep], mut output: impl Write) -> Result<(), Error> {
+fn write_plan<T: serde::Serialize>(steps: &[T], mut output: impl Write) -> Result<(), Error> {
     steps
         .iter()
         .try_for_each(|step| write_line(step, &mut output))

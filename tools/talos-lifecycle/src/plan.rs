@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use pop_common::records::{EtcdPlanStep, EtcdSnapshotStatus, EtcdStepKind, Kind, Version};
 
-use crate::quorum::ControlPlane;
+use crate::quorum::TalosNode;
 
-fn step(n: usize, kind: EtcdStepKind, node: Option<&ControlPlane>, says: String) -> EtcdPlanStep {
+fn step(n: usize, kind: EtcdStepKind, node: Option<&TalosNode>, says: String) -> EtcdPlanStep {
     EtcdPlanStep {
         kind: Kind::new(),
         version: Version,
@@ -28,7 +28,7 @@ pub fn snapshot_path(dir: &Path, cluster: &str, secs: u64) -> PathBuf {
 }
 
 /// A snapshot streamed from `source` into `path`, then read back by etcdutl.
-pub fn snapshot(source: &ControlPlane, path: &Path) -> Vec<EtcdPlanStep> {
+pub fn snapshot(source: &TalosNode, path: &Path) -> Vec<EtcdPlanStep> {
     vec![
         step(
             1,
@@ -51,7 +51,7 @@ pub fn snapshot(source: &ControlPlane, path: &Path) -> Vec<EtcdPlanStep> {
 
 /// etcd recovered on `target` from `snapshot`, whose status was read already.
 pub fn restore(
-    target: &ControlPlane,
+    target: &TalosNode,
     snapshot: &Path,
     status: &EtcdSnapshotStatus,
     skip_hash_check: bool,
@@ -98,4 +98,51 @@ pub fn restore(
             ),
         ),
     ]
+}
+
+/// `node`'s member out of etcd after a snapshot: it leaves on its own, or (`member_id` given: its
+/// node does not answer) is removed through `through`, whose member list is then watched.
+pub fn remove_member(
+    source: &TalosNode,
+    path: &Path,
+    node: &TalosNode,
+    through: &TalosNode,
+    member_id: &str,
+    failed: bool,
+) -> Vec<EtcdPlanStep> {
+    let mut steps = snapshot(source, path);
+    let n = steps.len();
+    steps.push(if failed {
+        step(
+            n + 1,
+            EtcdStepKind::RemoveMember,
+            Some(through),
+            format!(
+                "talosctl etcd remove-member {member_id} through {}: {}'s member goes, its \
+                 node is not asked",
+                through.name, node.name
+            ),
+        )
+    } else {
+        step(
+            n + 1,
+            EtcdStepKind::Leave,
+            Some(node),
+            format!(
+                "talosctl etcd leave on {}: its member {member_id} leaves etcd, and Talos \
+                 empties its etcd folder",
+                node.name
+            ),
+        )
+    });
+    steps.push(step(
+        n + 2,
+        EtcdStepKind::WaitRemoved,
+        Some(through),
+        format!(
+            "wait until {}'s etcd no longer lists {}",
+            through.name, node.name
+        ),
+    ));
+    steps
 }

@@ -4,9 +4,9 @@
 
 use std::fmt;
 
-/// A control plane, and where its Talos API answers.
+/// A node (a control plane for the etcd work), and where its Talos API answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControlPlane {
+pub struct TalosNode {
     /// Its name in the inventory (its hostname: its etcd member's name).
     pub name: String,
     /// `<address>:<port>` of its Talos API (apid).
@@ -62,7 +62,7 @@ impl NodeError {
 /// One control plane's answer to `EtcdStatus`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
-    pub node: ControlPlane,
+    pub node: TalosNode,
     pub status: Result<MemberStatus, NodeError>,
 }
 
@@ -155,7 +155,7 @@ pub fn quorum(observed: &[Observed], members: usize) -> Quorum {
 
 /// The control plane a snapshot is streamed from: the first, in the inventory's order, whose
 /// member answers healthy.
-pub fn snapshot_source(observed: &[Observed]) -> Option<&ControlPlane> {
+pub fn snapshot_source(observed: &[Observed]) -> Option<&TalosNode> {
     observed
         .iter()
         .find(|o| o.status.as_ref().is_ok_and(MemberStatus::healthy))
@@ -164,7 +164,7 @@ pub fn snapshot_source(observed: &[Observed]) -> Option<&ControlPlane> {
 
 /// The control plane a recovery goes to: the first, in the inventory's order, whose Talos API
 /// answers (its etcd may be down: that is the case a recovery is for).
-pub fn recovery_target(observed: &[Observed]) -> Option<&ControlPlane> {
+pub fn recovery_target(observed: &[Observed]) -> Option<&TalosNode> {
     observed
         .iter()
         .find(|o| match &o.status {
@@ -172,4 +172,48 @@ pub fn recovery_target(observed: &[Observed]) -> Option<&ControlPlane> {
             Err(error) => error.talos_answered(),
         })
         .map(|o| &o.node)
+}
+
+/// Why the member of `node` may not go now: each other member etcd lists (`members`, by name)
+/// that does not answer healthy following the leader the others follow, or that is no control
+/// plane of the inventory (its health unknown). Empty: it may go. With one member fewer, etcd
+/// keeps its quorum only if all the others work; and a cluster of one member has none to hand
+/// its data to.
+pub fn others_unhealthy(observed: &[Observed], members: &[String], node: &str) -> Vec<String> {
+    let others: Vec<&Observed> = observed
+        .iter()
+        .filter(|o| o.node.name != node && members.contains(&o.node.name))
+        .collect();
+    let mut blocking: Vec<String> = members
+        .iter()
+        .filter(|m| *m != node && !observed.iter().any(|o| &o.node.name == *m))
+        .map(|m| {
+            format!(
+                "{m}: a member that is no control plane of the inventory: its health is unknown"
+            )
+        })
+        .collect();
+    if others.is_empty() && blocking.is_empty() {
+        return vec![only_member(node)];
+    }
+    let leader = others.iter().find_map(|o| match &o.status {
+        Ok(status) if status.healthy() => Some(status.leader.clone()),
+        _ => None,
+    });
+    blocking.extend(
+        others
+            .into_iter()
+            .filter(|o| {
+                !o.status
+                    .as_ref()
+                    .is_ok_and(|s| s.healthy() && Some(&s.leader) == leader.as_ref())
+            })
+            .map(ToString::to_string),
+    );
+    blocking
+}
+
+/// Why the last member never goes.
+pub fn only_member(node: &str) -> String {
+    format!("{node} is etcd's only member: etcd would have no member left")
 }

@@ -1,13 +1,15 @@
-//! The two actions: the reads and gates, the plan, then (unless `--dry-run`) its steps.
+//! The actions: the reads and gates, the plan, then (unless `--dry-run`) its steps.
 
 use std::io::Write;
 use std::path::Path;
 
-use pop_common::records::{EtcdRecovery, EtcdSnapshot, Kind, Version};
+use pop_common::records::{
+    EtcdMemberRemoval, EtcdRecovery, EtcdSnapshot, Kind, MemberRemovalHow, Version,
+};
 use pop_common::wait::{Poll, Sleeper};
 
-use crate::quorum::{self, ControlPlane, Quorum};
-use crate::talos::Talos;
+use crate::quorum::{self, NodeError, Quorum, TalosNode};
+use crate::talos::{Member, Talos};
 use crate::{Config, Error, observe, plan, read_quorum, write_line, write_plan};
 
 /// What a restore is asked for.
@@ -22,7 +24,7 @@ pub fn snapshot(
     config: &Config,
     talos: &dyn Talos,
     cluster: &str,
-    nodes: &[ControlPlane],
+    nodes: &[TalosNode],
     path: &Path,
     now: u64,
     output: &mut dyn Write,
@@ -37,6 +39,19 @@ pub fn snapshot(
     if config.dry_run {
         return write_plan(&steps, output);
     }
+    let taken = take_snapshot(talos, cluster, source, path, now)?;
+    write_line(&taken, output)
+}
+
+/// Streams a snapshot from `source` into `path` (never over a file), reads it back with
+/// etcdutl and checks its mode: what it holds.
+pub fn take_snapshot(
+    talos: &dyn Talos,
+    cluster: &str,
+    source: &TalosNode,
+    path: &Path,
+    now: u64,
+) -> Result<EtcdSnapshot, Error> {
     if path.exists() {
         return Err(Error::File {
             path: path.to_path_buf(),
@@ -44,7 +59,11 @@ pub fn snapshot(
         });
     }
     private_dir(path.parent().unwrap_or(Path::new(".")))?;
-    pop_common::info!("{}", steps[0].says);
+    pop_common::info!(
+        "talosctl etcd snapshot {} from {}'s member",
+        path.display(),
+        source.name
+    );
     talos.snapshot(source, path).map_err(|error| Error::Node {
         node: source.name.clone(),
         doing: "etcd snapshot",
@@ -64,19 +83,16 @@ pub fn snapshot(
         status.revision,
         status.total_keys
     );
-    write_line(
-        &EtcdSnapshot {
-            kind: Kind::new(),
-            version: Version,
-            cluster_name: cluster.to_owned(),
-            node: source.name.clone(),
-            path: path.to_path_buf(),
-            taken_at: pop_common::time::rfc3339(now),
-            bytes,
-            status,
-        },
-        output,
-    )
+    Ok(EtcdSnapshot {
+        kind: Kind::new(),
+        version: Version,
+        cluster_name: cluster.to_owned(),
+        node: source.name.clone(),
+        path: path.to_path_buf(),
+        taken_at: pop_common::time::rfc3339(now),
+        bytes,
+        status,
+    })
 }
 
 /// The folder of the snapshots, made 0700 when missing (they hold every Secret of the cluster).
@@ -117,7 +133,7 @@ pub fn restore(
     talos: &dyn Talos,
     sleeper: &dyn Sleeper,
     cluster: &str,
-    nodes: &[ControlPlane],
+    nodes: &[TalosNode],
     restore: &Restore<'_>,
     output: &mut dyn Write,
 ) -> Result<(), Error> {
@@ -182,10 +198,10 @@ pub fn restore(
 }
 
 /// Asks `node`'s member until it answers healthy: its member id.
-fn wait_healthy(
+pub fn wait_healthy(
     talos: &dyn Talos,
     sleeper: &dyn Sleeper,
-    node: &ControlPlane,
+    node: &TalosNode,
     wait: Poll,
 ) -> Result<String, Error> {
     let mut last = String::from("no answer yet");
@@ -204,4 +220,235 @@ fn wait_healthy(
         interval: wait.interval,
         last,
     })
+}
+
+/// What a member removal is asked for.
+#[derive(Debug)]
+pub struct RemoveMember<'a> {
+    /// The control plane whose member goes.
+    pub node: &'a str,
+    /// Its node does not answer: the member is removed through another control plane.
+    pub failed: bool,
+    /// Where the snapshot taken first goes.
+    pub snapshot: &'a Path,
+    pub wait: Poll,
+}
+
+#[allow(clippy::too_many_arguments)] // the run's inputs, each one of a kind
+pub fn remove_member(
+    config: &Config,
+    talos: &dyn Talos,
+    sleeper: &dyn Sleeper,
+    cluster: &str,
+    nodes: &[TalosNode],
+    removal: &RemoveMember<'_>,
+    now: u64,
+    output: &mut dyn Write,
+) -> Result<(), Error> {
+    let gated = removal_gate(talos, cluster, nodes, removal)?;
+    let (target, through) = (gated.target, gated.through);
+    let Some(member) = gated.members.iter().find(|m| m.hostname == target.name) else {
+        pop_common::info!(
+            "{}: {} is not a member of etcd: nothing to remove",
+            through.name,
+            target.name
+        );
+        if config.dry_run {
+            return Ok(());
+        }
+        let record = removal_record(
+            cluster,
+            target,
+            MemberRemovalHow::AlreadyGone,
+            None,
+            &gated.members,
+            None,
+        );
+        return write_line(&record, output);
+    };
+    // The snapshot comes from where `snapshot` takes it: the first healthy member.
+    let source = quorum::snapshot_source(&gated.observed).unwrap_or(through);
+    let steps = plan::remove_member(
+        source,
+        removal.snapshot,
+        target,
+        through,
+        &member.id,
+        removal.failed,
+    );
+    if config.dry_run {
+        return write_plan(&steps, output);
+    }
+    snapshot(config, talos, cluster, nodes, removal.snapshot, now, output)?;
+    pop_common::info!("{}", steps[2].says);
+    let (how, members) = take_out(talos, sleeper, &gated, member, removal)?;
+    pop_common::info!("{}: its member {} left etcd", target.name, member.id);
+    let record = removal_record(
+        cluster,
+        target,
+        how,
+        Some(&member.id),
+        &members,
+        Some(removal.snapshot),
+    );
+    write_line(&record, output)
+}
+
+/// What the gate read: the node, the healthy member that speaks for the others, every answer,
+/// and the members etcd lists.
+struct Gated<'n> {
+    target: &'n TalosNode,
+    through: &'n TalosNode,
+    observed: Vec<quorum::Observed>,
+    members: Vec<Member>,
+}
+
+/// The node found, every member asked, and the removal refused unless every other member etcd
+/// lists answers healthy following one leader, and the node's state fits the way asked (a node
+/// that does not answer cannot leave; a healthy member is not removed behind its back).
+fn removal_gate<'n>(
+    talos: &dyn Talos,
+    cluster: &str,
+    nodes: &'n [TalosNode],
+    removal: &RemoveMember<'_>,
+) -> Result<Gated<'n>, Error> {
+    let target = nodes
+        .iter()
+        .find(|n| n.name == removal.node)
+        .ok_or_else(|| Error::UnknownNode {
+            node: removal.node.to_owned(),
+            known: nodes.iter().map(|n| n.name.clone()).collect(),
+        })?;
+    let observed = observe(talos, nodes);
+    let refused = |answers: Vec<String>| Error::OthersUnhealthy {
+        cluster: cluster.to_owned(),
+        node: target.name.clone(),
+        answers,
+    };
+    // The first other member that answers healthy lists the members and, for a failed node,
+    // removes its member.
+    let Some(through) = nodes.iter().zip(&observed).find_map(|(node, o)| {
+        (node.name != target.name && o.status.as_ref().is_ok_and(|s| s.healthy())).then_some(node)
+    }) else {
+        let others: Vec<String> = observed
+            .iter()
+            .filter(|o| o.node.name != target.name)
+            .map(ToString::to_string)
+            .collect();
+        return Err(refused(if others.is_empty() {
+            vec![quorum::only_member(&target.name)]
+        } else {
+            others
+        }));
+    };
+    let members = member_list(talos, through)?;
+    let names: Vec<String> = members.iter().map(|m| m.hostname.clone()).collect();
+    let blocking = quorum::others_unhealthy(&observed, &names, &target.name);
+    if !blocking.is_empty() {
+        return Err(refused(blocking));
+    }
+    let own = observed
+        .iter()
+        .find(|o| o.node.name == target.name)
+        .map(|o| &o.status);
+    match (removal.failed, own) {
+        (false, Some(Err(error @ NodeError::Unreachable(_)))) => Err(Error::Node {
+            node: target.name.clone(),
+            doing: "etcd leave (its member leaves on its own)",
+            error: NodeError::Unreachable(format!(
+                "{error}; for a node that is gone, remove its member through another control \
+                 plane: FAILED=yes (--failed)"
+            )),
+        }),
+        (true, Some(Ok(status))) if status.healthy() => Err(Error::StillMember {
+            node: target.name.clone(),
+            member_id: status.member_id.clone(),
+        }),
+        _ => Ok(Gated {
+            target,
+            through,
+            observed,
+            members,
+        }),
+    }
+}
+
+/// The member taken out, its way, then the member list read until it no longer names the
+/// node: how, and the members left.
+fn take_out(
+    talos: &dyn Talos,
+    sleeper: &dyn Sleeper,
+    gated: &Gated<'_>,
+    member: &Member,
+    removal: &RemoveMember<'_>,
+) -> Result<(MemberRemovalHow, Vec<Member>), Error> {
+    let (target, through) = (gated.target, gated.through);
+    let (how, asked, doing, done) = if removal.failed {
+        (
+            MemberRemovalHow::RemoveMember,
+            through,
+            "etcd remove-member",
+            talos.etcd_remove_member(through, &member.id),
+        )
+    } else {
+        (
+            MemberRemovalHow::Leave,
+            target,
+            "etcd leave",
+            talos.etcd_leave(target),
+        )
+    };
+    done.map_err(|error| Error::Node {
+        node: asked.name.clone(),
+        doing,
+        error,
+    })?;
+    let mut last = Vec::new();
+    let gone = removal.wait.until(sleeper, |_| {
+        last = member_list(talos, through)?;
+        Ok::<_, Error>((!last.iter().any(|m| m.hostname == target.name)).then_some(()))
+    })?;
+    match gone {
+        Some(()) => Ok((how, last)),
+        None => Err(Error::NotRemoved {
+            node: target.name.clone(),
+            through: through.name.clone(),
+            tries: removal.wait.tries,
+            interval: removal.wait.interval,
+        }),
+    }
+}
+
+fn member_list(talos: &dyn Talos, through: &TalosNode) -> Result<Vec<Member>, Error> {
+    talos
+        .etcd_member_list(through)
+        .map_err(|error| Error::Node {
+            node: through.name.clone(),
+            doing: "etcd members",
+            error,
+        })
+}
+
+fn removal_record(
+    cluster: &str,
+    node: &TalosNode,
+    how: MemberRemovalHow,
+    member_id: Option<&str>,
+    members: &[Member],
+    snapshot: Option<&Path>,
+) -> EtcdMemberRemoval {
+    EtcdMemberRemoval {
+        kind: Kind::new(),
+        version: Version,
+        cluster_name: cluster.to_owned(),
+        node: node.name.clone(),
+        how,
+        member_id: member_id.map(str::to_owned),
+        members: {
+            let mut names: Vec<String> = members.iter().map(|m| m.hostname.clone()).collect();
+            names.sort();
+            names
+        },
+        snapshot: snapshot.map(Path::to_path_buf),
+    }
 }

@@ -3,47 +3,88 @@
 //! upload and bootstrap are upstream's own) and etcdutl for the snapshot files; tests hand in a
 //! scripted one.
 
+use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use pop_common::records::EtcdSnapshotStatus;
 use serde::Deserialize;
 
-use crate::quorum::{ControlPlane, MemberStatus, NodeError};
+use crate::quorum::{MemberStatus, NodeError, TalosNode};
 
 /// What the tool asks of the cluster and of a snapshot file.
 pub trait Talos {
     /// The node's etcd member, as `EtcdStatus` reports it (`talosctl etcd status`).
-    fn etcd_status(&self, node: &ControlPlane) -> Result<MemberStatus, NodeError>;
+    fn etcd_status(&self, node: &TalosNode) -> Result<MemberStatus, NodeError>;
     /// The members' names, as the node's etcd lists them (`talosctl etcd members`).
-    fn etcd_members(&self, node: &ControlPlane) -> Result<Vec<String>, NodeError>;
+    fn etcd_members(&self, node: &TalosNode) -> Result<Vec<String>, NodeError>;
     /// Streams a snapshot of the node's etcd into `path` (`talosctl etcd snapshot`: written as
     /// `<path>.part`, mode 0600, checked, then renamed).
-    fn snapshot(&self, node: &ControlPlane, path: &Path) -> Result<(), NodeError>;
+    fn snapshot(&self, node: &TalosNode, path: &Path) -> Result<(), NodeError>;
     /// Uploads `snapshot` and bootstraps etcd from it on the node
     /// (`talosctl bootstrap --recover-from`).
     fn recover(
         &self,
-        node: &ControlPlane,
+        node: &TalosNode,
         snapshot: &Path,
         skip_hash_check: bool,
     ) -> Result<(), NodeError>;
     /// What `etcdutl snapshot status` reads in a snapshot file.
     fn snapshot_status(&self, path: &Path) -> Result<EtcdSnapshotStatus, String>;
+    /// The Talos version the node runs, as `Version` answers it (`talosctl version`).
+    fn version(&self, node: &TalosNode) -> Result<String, NodeError>;
+    /// The version of the talosctl that runs the calls.
+    fn client_version(&self) -> Result<String, String>;
+    /// Upgrades the node with `installer` and waits until it is back (`talosctl upgrade --image
+    /// --wait`: the installer pulled and run, the node drained, rebooted, uncordoned).
+    fn upgrade(&self, node: &TalosNode, installer: &str) -> Result<(), NodeError>;
+    /// Whether the Kubernetes node `name` is Ready (`kubectl get node`).
+    fn node_ready(&self, name: &str) -> Result<bool, NodeError>;
+    /// Every Kubernetes node's name, kubelet version and readiness (`kubectl get nodes`).
+    fn kubelets(&self) -> Result<Vec<Kubelet>, NodeError>;
+    /// Upgrades Kubernetes through the control plane `node` (`talosctl upgrade-k8s --to`).
+    fn upgrade_k8s(&self, node: &TalosNode, to: &str) -> Result<(), NodeError>;
+    /// The members, with their ids, as the node's etcd lists them (`talosctl etcd members`).
+    fn etcd_member_list(&self, node: &TalosNode) -> Result<Vec<Member>, NodeError>;
+    /// The node's own member leaves etcd, which empties its etcd folder (`talosctl etcd leave`).
+    fn etcd_leave(&self, node: &TalosNode) -> Result<(), NodeError>;
+    /// The member of this id is removed, asked through `through` (`talosctl etcd
+    /// remove-member`).
+    fn etcd_remove_member(&self, through: &TalosNode, member_id: &str) -> Result<(), NodeError>;
 }
 
-/// The real programs: talosctl with the cluster's talosconfig, and etcdutl.
+/// A member as `talosctl etcd members` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Hexadecimal, as talosctl prints it and `remove-member` reads it.
+    pub id: String,
+    pub hostname: String,
+    pub learner: bool,
+}
+
+/// A Kubernetes node as `kubectl get nodes` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kubelet {
+    pub name: String,
+    /// `status.nodeInfo.kubeletVersion`.
+    pub version: String,
+    pub ready: bool,
+}
+
+/// The real programs: talosctl with the cluster's talosconfig, etcdutl, and kubectl with the
+/// cluster's kubeconfig.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Programs {
     pub talosctl: PathBuf,
     pub etcdutl: PathBuf,
     pub talosconfig: PathBuf,
+    pub kubectl: PathBuf,
+    pub kubeconfig: PathBuf,
 }
 
 impl Programs {
-    /// `talosctl --talosconfig F --endpoints E --nodes N <args>`; stdout on success (what
-    /// talosctl says of a snapshot or an upload goes to our log, never to our output).
-    fn talosctl(&self, node: &ControlPlane, args: &[&str]) -> Result<String, NodeError> {
+    /// `talosctl --talosconfig F --endpoints E --nodes N <args>`.
+    fn talosctl_command(&self, node: &TalosNode, args: &[&str]) -> Command {
         let mut command = Command::new(&self.talosctl);
         command
             .arg("--talosconfig")
@@ -51,7 +92,51 @@ impl Programs {
             .args(["--endpoints", &node.endpoint, "--nodes", &node.address])
             .args(args)
             .stdin(Stdio::null());
+        command
+    }
+
+    /// A talosctl call that takes minutes: its progress lines go to our log as they come.
+    fn talosctl_long(&self, node: &TalosNode, args: &[&str]) -> Result<(), NodeError> {
+        let progress = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|err| NodeError::Client(format!("cannot pass stderr on: {err}")))?;
+        let mut command = self.talosctl_command(node, args);
+        command.stdout(Stdio::from(progress));
         let out = output(&mut command)?;
+        let said = String::from_utf8_lossy(&out.stderr);
+        log_lines("talosctl", &said);
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(node_error(&said))
+        }
+    }
+
+    /// `kubectl --kubeconfig F <args>`: its stdout.
+    fn kubectl(&self, args: &[&str]) -> Result<String, NodeError> {
+        let mut command = Command::new(&self.kubectl);
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::null());
+        let out = output(&mut command)?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            return Err(NodeError::Client(format!(
+                "kubectl {}: {}",
+                args.join(" "),
+                last_line(&said).unwrap_or("failed")
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Runs talosctl on the node; stdout on success (what talosctl says of a snapshot or an
+    /// upload goes to our log, never to our output).
+    fn talosctl(&self, node: &TalosNode, args: &[&str]) -> Result<String, NodeError> {
+        let out = output(&mut self.talosctl_command(node, args))?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -70,15 +155,15 @@ fn output(command: &mut Command) -> Result<Output, NodeError> {
 }
 
 impl Talos for Programs {
-    fn etcd_status(&self, node: &ControlPlane) -> Result<MemberStatus, NodeError> {
+    fn etcd_status(&self, node: &TalosNode) -> Result<MemberStatus, NodeError> {
         parse_status(&self.talosctl(node, &["etcd", "status"])?)
     }
 
-    fn etcd_members(&self, node: &ControlPlane) -> Result<Vec<String>, NodeError> {
+    fn etcd_members(&self, node: &TalosNode) -> Result<Vec<String>, NodeError> {
         parse_members(&self.talosctl(node, &["etcd", "members"])?)
     }
 
-    fn snapshot(&self, node: &ControlPlane, path: &Path) -> Result<(), NodeError> {
+    fn snapshot(&self, node: &TalosNode, path: &Path) -> Result<(), NodeError> {
         let path = path
             .to_str()
             .ok_or_else(|| NodeError::Client(format!("{}: not a UTF-8 path", path.display())))?;
@@ -89,7 +174,7 @@ impl Talos for Programs {
 
     fn recover(
         &self,
-        node: &ControlPlane,
+        node: &TalosNode,
         snapshot: &Path,
         skip_hash_check: bool,
     ) -> Result<(), NodeError> {
@@ -116,6 +201,128 @@ impl Talos for Programs {
         }
         parse_snapshot_status(&String::from_utf8_lossy(&out.stdout))
     }
+
+    fn etcd_member_list(&self, node: &TalosNode) -> Result<Vec<Member>, NodeError> {
+        parse_member_list(&self.talosctl(node, &["etcd", "members"])?)
+    }
+
+    fn etcd_leave(&self, node: &TalosNode) -> Result<(), NodeError> {
+        log_lines("talosctl", &self.talosctl(node, &["etcd", "leave"])?);
+        Ok(())
+    }
+
+    fn etcd_remove_member(&self, through: &TalosNode, member_id: &str) -> Result<(), NodeError> {
+        let said = self.talosctl(through, &["etcd", "remove-member", member_id])?;
+        log_lines("talosctl", &said);
+        Ok(())
+    }
+    fn version(&self, node: &TalosNode) -> Result<String, NodeError> {
+        parse_version(&self.talosctl(node, &["version", "--json"])?)
+    }
+
+    fn client_version(&self) -> Result<String, String> {
+        let mut command = Command::new(&self.talosctl);
+        command
+            .args(["version", "--client", "--short"])
+            .stdin(Stdio::null());
+        let out = output(&mut command).map_err(|e| e.to_string())?;
+        let said = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            return Err(format!("talosctl version --client failed: {said}"));
+        }
+        parse_client_version(&said)
+    }
+
+    fn upgrade(&self, node: &TalosNode, installer: &str) -> Result<(), NodeError> {
+        self.talosctl_long(
+            node,
+            &[
+                "upgrade",
+                "--image",
+                installer,
+                "--wait",
+                "--progress",
+                "plain",
+            ],
+        )
+    }
+
+    fn upgrade_k8s(&self, node: &TalosNode, to: &str) -> Result<(), NodeError> {
+        self.talosctl_long(node, &["upgrade-k8s", "--to", to])
+    }
+
+    fn kubelets(&self) -> Result<Vec<Kubelet>, NodeError> {
+        parse_kubelets(&self.kubectl(&["get", "nodes", "-o", "json"])?)
+    }
+
+    fn node_ready(&self, name: &str) -> Result<bool, NodeError> {
+        parse_ready(&self.kubectl(&["get", "node", name, "-o", "json"])?)
+    }
+}
+
+/// `talosctl version --json` of one node: the `version.tag` of its message (the hidden `--json`
+/// flag prints each `machine.Version` message as protojson, cmd/talosctl/cmd/talos/version.go,
+/// `printVersionResponse`).
+pub fn parse_version(text: &str) -> Result<String, NodeError> {
+    let unreadable = || NodeError::Client(format!("talosctl version --json: cannot read {text:?}"));
+    let first = serde_json::Deserializer::from_str(text)
+        .into_iter::<serde_json::Value>()
+        .next()
+        .and_then(Result::ok)
+        .ok_or_else(unreadable)?;
+    first["version"]["tag"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(unreadable)
+}
+
+/// `talosctl version --client --short`: `Client:` then `Talos <tag>`.
+pub fn parse_client_version(text: &str) -> Result<String, String> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Talos "))
+        .map(|t| t.trim().to_owned())
+        .ok_or_else(|| format!("talosctl version --client --short said {text:?}"))
+}
+
+/// `kubectl get node -o json`: whether its `Ready` condition is `True`.
+pub fn parse_ready(text: &str) -> Result<bool, NodeError> {
+    let node: serde_json::Value = serde_json::from_str(text)
+        .map_err(|err| NodeError::Client(format!("kubectl get node: {err}")))?;
+    Ok(ready(&node))
+}
+
+fn ready(node: &serde_json::Value) -> bool {
+    node["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+/// `kubectl get nodes -o json`: each node's name, kubelet version and readiness.
+pub fn parse_kubelets(text: &str) -> Result<Vec<Kubelet>, NodeError> {
+    let unreadable = |why: String| NodeError::Client(format!("kubectl get nodes: {why}"));
+    let list: serde_json::Value =
+        serde_json::from_str(text).map_err(|err| unreadable(err.to_string()))?;
+    list["items"]
+        .as_array()
+        .ok_or_else(|| unreadable("no items".into()))?
+        .iter()
+        .map(|node| {
+            let name = node["metadata"]["name"].as_str();
+            let version = node["status"]["nodeInfo"]["kubeletVersion"].as_str();
+            match (name, version) {
+                (Some(name), Some(version)) => Ok(Kubelet {
+                    name: name.to_owned(),
+                    version: version.to_owned(),
+                    ready: ready(node),
+                }),
+                _ => Err(unreadable(format!(
+                    "a node without a name or kubelet version: {node}"
+                ))),
+            }
+        })
+        .collect()
 }
 
 fn log_lines(who: &str, text: &str) {
@@ -213,17 +420,28 @@ pub fn parse_status(text: &str) -> Result<MemberStatus, NodeError> {
     })
 }
 
-/// `talosctl etcd members`: the HOSTNAME of each (etcd.go:205-265).
+/// `talosctl etcd members`: the HOSTNAME of each.
 pub fn parse_members(text: &str) -> Result<Vec<String>, NodeError> {
+    Ok(parse_member_list(text)?
+        .into_iter()
+        .map(|m| m.hostname)
+        .collect())
+}
+
+/// `talosctl etcd members`: ID, HOSTNAME and LEARNER of each (etcd.go:205-265).
+pub fn parse_member_list(text: &str) -> Result<Vec<Member>, NodeError> {
     let unreadable = || NodeError::Client(format!("talosctl etcd members: cannot read {text:?}"));
     let table = table(text).ok_or_else(unreadable)?;
     table
         .rows
         .iter()
         .map(|row| {
-            cell(&table.columns, row, "HOSTNAME")
-                .map(str::to_owned)
-                .ok_or_else(unreadable)
+            let get = |name| cell(&table.columns, row, name).ok_or_else(unreadable);
+            Ok(Member {
+                id: get("ID")?.to_owned(),
+                hostname: get("HOSTNAME")?.to_owned(),
+                learner: get("LEARNER")? == "true",
+            })
         })
         .collect()
 }

@@ -5,10 +5,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pop_common::records::{EtcdPlanStep, EtcdSnapshotStatus, EtcdStepKind};
+use pop_common::records::{
+    EtcdPlanStep, EtcdSnapshotStatus, EtcdStepKind, KubernetesUpgraded, TalosUpgradeStep,
+    TalosUpgraded, UpgradeStepKind,
+};
 
 use super::*;
 use crate::quorum::{MemberStatus, quorum};
+use crate::talos::Kubelet;
+use crate::upgrade::{self, Release};
 
 /// A cluster scripted by node name: each member's status answers, in turn (the last one
 /// repeats), the member list, and what the calls that change things did.
@@ -19,6 +24,20 @@ struct Scripted {
     recover_answer: Option<NodeError>,
     snapshot_status: Option<Result<EtcdSnapshotStatus, String>>,
     calls: RefCell<Vec<String>>,
+    /// The version each node answers with (an upgrade sets it to its installer's tag).
+    versions: RefCell<BTreeMap<String, String>>,
+    /// talosctl's own version.
+    client: Option<String>,
+    /// The Kubernetes nodes that are not Ready (every other one is).
+    not_ready: Vec<String>,
+    /// The node whose upgrade fails, and how.
+    upgrade_fails: Option<(String, NodeError)>,
+    /// Nodes that go on answering with their old version after their upgrade.
+    stays_behind: Vec<String>,
+    /// The Kubernetes nodes (an upgrade-k8s brings every kubelet to its target).
+    kubelets: RefCell<Vec<Kubelet>>,
+    /// The members that left or were removed.
+    removed: RefCell<Vec<String>>,
 }
 
 impl Scripted {
@@ -29,7 +48,7 @@ impl Scripted {
 }
 
 impl Talos for Scripted {
-    fn etcd_status(&self, node: &ControlPlane) -> Result<MemberStatus, NodeError> {
+    fn etcd_status(&self, node: &TalosNode) -> Result<MemberStatus, NodeError> {
         self.calls
             .borrow_mut()
             .push(format!("status {}", node.name));
@@ -41,13 +60,13 @@ impl Talos for Scripted {
             answers[0].clone()
         }
     }
-    fn etcd_members(&self, node: &ControlPlane) -> Result<Vec<String>, NodeError> {
+    fn etcd_members(&self, node: &TalosNode) -> Result<Vec<String>, NodeError> {
         self.calls
             .borrow_mut()
             .push(format!("members {}", node.name));
         Ok(self.members.clone())
     }
-    fn snapshot(&self, node: &ControlPlane, path: &Path) -> Result<(), NodeError> {
+    fn snapshot(&self, node: &TalosNode, path: &Path) -> Result<(), NodeError> {
         use std::os::unix::fs::OpenOptionsExt as _;
         self.calls
             .borrow_mut()
@@ -60,7 +79,7 @@ impl Talos for Scripted {
             .unwrap();
         Ok(())
     }
-    fn recover(&self, node: &ControlPlane, snapshot: &Path, skip: bool) -> Result<(), NodeError> {
+    fn recover(&self, node: &TalosNode, snapshot: &Path, skip: bool) -> Result<(), NodeError> {
         self.calls.borrow_mut().push(format!(
             "recover {} {} {skip}",
             node.name,
@@ -72,6 +91,82 @@ impl Talos for Scripted {
         self.snapshot_status
             .clone()
             .unwrap_or_else(|| Ok(figures()))
+    }
+    fn version(&self, node: &TalosNode) -> Result<String, NodeError> {
+        self.calls
+            .borrow_mut()
+            .push(format!("version {}", node.name));
+        Ok(self
+            .versions
+            .borrow()
+            .get(&node.name)
+            .cloned()
+            .unwrap_or_else(|| "v1.13.9".into()))
+    }
+    fn client_version(&self) -> Result<String, String> {
+        Ok(self.client.clone().unwrap_or_else(|| "v1.13.11".into()))
+    }
+    fn upgrade(&self, node: &TalosNode, installer: &str) -> Result<(), NodeError> {
+        self.calls
+            .borrow_mut()
+            .push(format!("upgrade {} {installer}", node.name));
+        if let Some((name, error)) = &self.upgrade_fails
+            && *name == node.name
+        {
+            return Err(error.clone());
+        }
+        if !self.stays_behind.contains(&node.name) {
+            let tag = installer.rsplit(':').next().unwrap().to_owned();
+            self.versions.borrow_mut().insert(node.name.clone(), tag);
+        }
+        Ok(())
+    }
+    fn node_ready(&self, name: &str) -> Result<bool, NodeError> {
+        self.calls.borrow_mut().push(format!("ready {name}"));
+        Ok(!self.not_ready.iter().any(|n| n == name))
+    }
+    fn kubelets(&self) -> Result<Vec<Kubelet>, NodeError> {
+        Ok(self.kubelets.borrow().clone())
+    }
+    fn upgrade_k8s(&self, node: &TalosNode, to: &str) -> Result<(), NodeError> {
+        self.calls
+            .borrow_mut()
+            .push(format!("upgrade-k8s {} {to}", node.name));
+        for kubelet in self.kubelets.borrow_mut().iter_mut() {
+            kubelet.version = to.to_owned();
+        }
+        Ok(())
+    }
+    /// The members, `i`-th with id `i + 1`, less those removed.
+    fn etcd_member_list(&self, node: &TalosNode) -> Result<Vec<talos::Member>, NodeError> {
+        self.calls
+            .borrow_mut()
+            .push(format!("member-list {}", node.name));
+        let removed = self.removed.borrow();
+        Ok(self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !removed.contains(m))
+            .map(|(i, m)| talos::Member {
+                id: format!("{:x}", i + 1),
+                hostname: m.clone(),
+                learner: false,
+            })
+            .collect())
+    }
+    fn etcd_leave(&self, node: &TalosNode) -> Result<(), NodeError> {
+        self.calls.borrow_mut().push(format!("leave {}", node.name));
+        self.removed.borrow_mut().push(node.name.clone());
+        Ok(())
+    }
+    fn etcd_remove_member(&self, through: &TalosNode, id: &str) -> Result<(), NodeError> {
+        self.calls
+            .borrow_mut()
+            .push(format!("remove-member {} {id}", through.name));
+        let i = usize::from_str_radix(id, 16).unwrap() - 1;
+        self.removed.borrow_mut().push(self.members[i].clone());
+        Ok(())
     }
 }
 
@@ -149,6 +244,8 @@ fn config(action: Action, dry_run: bool) -> Config {
             talosctl: "talosctl".into(),
             etcdutl: "etcdutl".into(),
             talosconfig: "talosconfig".into(),
+            kubectl: "kubectl".into(),
+            kubeconfig: "kubeconfig".into(),
         },
         talos_port: 50000,
         dry_run,
@@ -214,7 +311,7 @@ fn a_snapshot_is_named_after_the_cluster_and_the_utc_time() {
 
 #[test]
 fn the_quorum_is_a_majority_of_the_members_following_one_leader() {
-    let node = |name: &str| ControlPlane {
+    let node = |name: &str| TalosNode {
         name: name.into(),
         endpoint: format!("{name}:50000"),
         address: name.into(),
@@ -537,6 +634,758 @@ fn an_inventory_without_a_control_plane_or_its_address_is_bad_input() {
     .unwrap_err();
     assert!(
         error.to_string().contains("nodes[2].public_ipv4"),
+        "{error}"
+    );
+}
+
+const CP_INSTALLER: &str = "factory.talos.dev/scaleway-installer/3765:v1.13.11";
+const WORKER_INSTALLER: &str = "factory.talos.dev/metal-installer/b4f8:v1.13.11";
+const WORKER: &str = "edge-par-worker-1";
+
+/// The snapshot into `out_dir`, three looks at an upgraded node.
+fn quick_run(out_dir: &Path) -> UpgradeRun {
+    UpgradeRun {
+        out_dir: out_dir.to_path_buf(),
+        wait_tries: 3,
+        wait_interval_seconds: 1,
+    }
+}
+
+fn upgrade_config(out_dir: &Path, dry_run: bool) -> Config {
+    config(
+        Action::Upgrade {
+            to: "v1.13.11".into(),
+            control_plane_installer: CP_INSTALLER.into(),
+            worker_installer: WORKER_INSTALLER.into(),
+            run: quick_run(out_dir),
+        },
+        dry_run,
+    )
+}
+
+/// Three healthy members under cp-1, and a worker.
+fn healthy_cluster() -> Scripted {
+    Scripted {
+        members: CPS.iter().map(|n| (*n).to_owned()).collect(),
+        ..Scripted::default()
+    }
+    .status(CPS[0], vec![healthy("a", "a")])
+    .status(CPS[1], vec![healthy("b", "a")])
+    .status(CPS[2], vec![healthy("c", "a")])
+}
+
+fn upgrade_lines(out: &str) -> Vec<TalosUpgradeStep> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The calls that change a node, in order.
+fn upgrades(talos: &Scripted) -> Vec<String> {
+    talos
+        .calls
+        .borrow()
+        .iter()
+        .filter(|c| c.starts_with("upgrade") || c.starts_with("snapshot"))
+        .map(|c| c.split(' ').take(2).collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+#[test]
+fn talos_versions_are_read_and_only_the_same_or_the_next_minor_is_a_path() {
+    let v = |t: &str| Release::parse(t).unwrap();
+    assert_eq!(v("v1.13.11").to_string(), "v1.13.11");
+    assert_eq!(v("1.14.0-rc.1").to_string(), "v1.14.0-rc.1");
+    assert!(v("v1.14.0-rc.1") < v("v1.14.0"));
+    assert!(v("v1.13.9") < v("v1.13.11"));
+    for bad in ["", "v1.13", "v1.13.x", "v1.13.1.2", "v1.13.1-", "latest"] {
+        assert_eq!(Release::parse(bad), None, "{bad}");
+    }
+    assert_eq!(upgrade::check_path(&v("v1.13.9"), &v("v1.13.11")), Ok(()));
+    assert_eq!(upgrade::check_path(&v("v1.13.11"), &v("v1.13.11")), Ok(()));
+    assert_eq!(upgrade::check_path(&v("v1.13.11"), &v("v1.14.0")), Ok(()));
+    assert!(matches!(
+        upgrade::check_path(&v("v1.12.6"), &v("v1.14.0")),
+        Err(upgrade::PathRefusal::TooFar { .. })
+    ));
+    assert!(matches!(
+        upgrade::check_path(&v("v1.13.11"), &v("v2.0.0")),
+        Err(upgrade::PathRefusal::TooFar { .. })
+    ));
+    assert!(matches!(
+        upgrade::check_path(&v("v1.13.11"), &v("v1.13.9")),
+        Err(upgrade::PathRefusal::Downgrade { .. })
+    ));
+}
+
+#[test]
+fn each_kind_of_node_gets_its_own_platforms_installer_at_the_target() {
+    let to = Release::parse("v1.13.11").unwrap();
+    assert_eq!(
+        upgrade::check_installer(CP_INSTALLER, NodeRole::Controlplane, &to),
+        Ok(())
+    );
+    assert_eq!(
+        upgrade::check_installer(WORKER_INSTALLER, NodeRole::Worker, &to),
+        Ok(())
+    );
+    // The metal installer (talosctl's default profile) on a Scaleway control plane.
+    let wrong = upgrade::check_installer(WORKER_INSTALLER, NodeRole::Controlplane, &to);
+    assert!(wrong.unwrap_err().contains("not a scaleway-installer"));
+    let stale = "factory.talos.dev/metal-installer/b4f8:v1.13.9";
+    let wrong = upgrade::check_installer(stale, NodeRole::Worker, &to);
+    assert!(wrong.unwrap_err().contains("not tagged v1.13.11"));
+}
+
+#[test]
+fn an_upgrade_plan_snapshots_first_then_takes_the_control_planes_one_by_one_then_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let talos = healthy_cluster();
+    let (result, out) = go(&upgrade_config(dir.path(), true), &talos);
+    result.unwrap();
+    let steps = upgrade_lines(&out);
+    let shape: Vec<(UpgradeStepKind, Option<&str>)> =
+        steps.iter().map(|s| (s.step, s.node.as_deref())).collect();
+    use UpgradeStepKind::*;
+    let mut expected = vec![
+        (Preflight, None),
+        (TakeSnapshot, None),
+        (CheckSnapshot, None),
+    ];
+    for node in [CPS[0], CPS[1], CPS[2], WORKER] {
+        expected.extend([
+            (Gate, Some(node)),
+            (Upgrade, Some(node)),
+            (WaitUpgraded, Some(node)),
+        ]);
+    }
+    assert_eq!(shape, expected);
+    assert_eq!(
+        steps.iter().map(|s| s.n).collect::<Vec<_>>(),
+        (1..=steps.len()).collect::<Vec<_>>()
+    );
+    let says = |node: &str, kind| {
+        steps
+            .iter()
+            .find(|s| s.node.as_deref() == Some(node) && s.step == kind)
+            .unwrap()
+            .says
+            .clone()
+    };
+    assert!(says(CPS[0], Upgrade).contains(&format!("--image {CP_INSTALLER}")));
+    assert!(says(WORKER, Upgrade).contains(&format!("--image {WORKER_INSTALLER}")));
+    assert!(says(WORKER, Upgrade).contains("EDGE DOWNTIME"));
+    assert!(!says(CPS[1], Upgrade).contains("EDGE DOWNTIME"));
+    assert!(steps[0].says.contains("edge-par-cp-1 v1.13.9"));
+    assert!(steps[1].says.contains("edge-par-20260619T170000Z.snapshot"));
+    // A dry run changes nothing, and leaves no file.
+    assert!(upgrades(&talos).is_empty());
+    assert!(
+        !dir.path()
+            .join("edge-par-20260619T170000Z.snapshot")
+            .exists()
+    );
+}
+
+#[test]
+fn an_upgrade_runs_in_the_planned_order_and_records_each_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let talos = healthy_cluster();
+    let (result, out) = go(&upgrade_config(dir.path(), false), &talos);
+    result.unwrap();
+    let snapshot = dir.path().join("edge-par-20260619T170000Z.snapshot");
+    assert_eq!(
+        upgrades(&talos),
+        [
+            format!("snapshot {}", CPS[0]),
+            format!("upgrade {}", CPS[0]),
+            format!("upgrade {}", CPS[1]),
+            format!("upgrade {}", CPS[2]),
+            format!("upgrade {WORKER}"),
+        ]
+    );
+    assert!(snapshot.is_file());
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], "EtcdSnapshot");
+    let records: Vec<TalosUpgraded> = lines[1..]
+        .iter()
+        .map(|l| serde_json::from_value(l.clone()).unwrap())
+        .collect();
+    let nodes: Vec<&str> = records.iter().map(|r| r.node.as_str()).collect();
+    assert_eq!(nodes, [CPS[0], CPS[1], CPS[2], WORKER]);
+    assert!(
+        records
+            .iter()
+            .all(|r| r.from == "v1.13.9" && r.to == "v1.13.11")
+    );
+    assert_eq!(records[3].installer, WORKER_INSTALLER);
+    assert_eq!(records[0].installer, CP_INSTALLER);
+    // Each upgrade came after its gate read every member and every node's readiness.
+    let calls = talos.calls.borrow();
+    let at = |call: &str| calls.iter().position(|c| c.starts_with(call)).unwrap();
+    assert!(at(&format!("ready {WORKER}")) < at(&format!("upgrade {}", CPS[0])));
+}
+
+#[test]
+fn no_upgrade_starts_while_another_member_is_unhealthy_or_a_node_is_not_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    // cp-3's member has lost its leader: two of three still hold the quorum (a snapshot can be
+    // taken), but one more reboot would lose it.
+    let talos = healthy_cluster().status(CPS[2], vec![no_leader("c")]);
+    let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
+    let error = result.unwrap_err();
+    assert_eq!(error.exit(), Exit::Failure);
+    let said = error.to_string();
+    assert!(said.contains("before upgrading edge-par-cp-1"), "{said}");
+    assert!(
+        said.contains("nothing was started on edge-par-cp-1"),
+        "{said}"
+    );
+    assert!(
+        said.contains("edge-par-cp-3: member c reports etcdserver: no leader"),
+        "{said}"
+    );
+    assert_eq!(upgrades(&talos), [format!("snapshot {}", CPS[0])]);
+
+    // A member missing from the list (two members for three control planes).
+    let dir = tempfile::tempdir().unwrap();
+    let talos = Scripted {
+        members: vec![CPS[0].into(), CPS[1].into()],
+        ..healthy_cluster()
+    };
+    let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
+    let said = result.unwrap_err().to_string();
+    assert!(said.contains("etcd lists 2 members"), "{said}");
+    assert!(!upgrades(&talos).iter().any(|c| c.starts_with("upgrade")));
+
+    // The worker not Ready: nothing starts either.
+    let dir = tempfile::tempdir().unwrap();
+    let talos = Scripted {
+        not_ready: vec![WORKER.into()],
+        ..healthy_cluster()
+    };
+    let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
+    let said = result.unwrap_err().to_string();
+    assert!(
+        said.contains("edge-par-worker-1: its Kubernetes node is not Ready"),
+        "{said}"
+    );
+    assert!(!upgrades(&talos).iter().any(|c| c.starts_with("upgrade")));
+}
+
+#[test]
+fn a_run_cut_short_at_a_node_resumes_at_that_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let talos = Scripted {
+        upgrade_fails: Some((
+            CPS[1].into(),
+            NodeError::Unreachable("connection refused".into()),
+        )),
+        ..healthy_cluster()
+    };
+    let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
+    let said = result.unwrap_err().to_string();
+    assert!(said.contains("edge-par-cp-2: talosctl upgrade"), "{said}");
+    assert_eq!(talos.versions.borrow()[CPS[0]], "v1.13.11");
+
+    // The rerun reads every version first: cp-1 is skipped, cp-2 is where it starts.
+    let talos = Scripted {
+        upgrade_fails: None,
+        versions: RefCell::new(talos.versions.take()),
+        ..healthy_cluster()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (result, out) = go(&upgrade_config(dir.path(), true), &talos);
+    result.unwrap();
+    let steps = upgrade_lines(&out);
+    assert_eq!(steps[3].step, UpgradeStepKind::Skip);
+    assert_eq!(steps[3].node.as_deref(), Some(CPS[0]));
+    assert_eq!(steps[4].step, UpgradeStepKind::Gate);
+    assert_eq!(steps[4].node.as_deref(), Some(CPS[1]));
+    let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
+    result.unwrap();
+    assert_eq!(
+        upgrades(&talos),
+        [
+            format!("snapshot {}", CPS[0]),
+            format!("upgrade {}", CPS[1]),
+            format!("upgrade {}", CPS[2]),
+            format!("upgrade {WORKER}"),
+        ]
+    );
+
+    // Once all run the target, nothing is planned beyond the check, and nothing is done.
+    let dir = tempfile::tempdir().unwrap();
+    let (result, out) = go(&upgrade_config(dir.path(), true), &talos);
+    result.unwrap();
+    let kinds: Vec<UpgradeStepKind> = upgrade_lines(&out).iter().map(|s| s.step).collect();
+    assert_eq!(kinds[0], UpgradeStepKind::Preflight);
+    assert!(kinds[1..].iter().all(|k| *k == UpgradeStepKind::Skip));
+    assert_eq!(kinds.len(), 5);
+    let before = upgrades(&talos).len();
+    let (result, out) = go(&upgrade_config(dir.path(), false), &talos);
+    result.unwrap();
+    assert!(out.is_empty());
+    assert_eq!(upgrades(&talos).len(), before);
+}
+
+#[test]
+fn a_node_that_never_comes_back_on_the_target_fails_after_its_bounded_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let talos = Scripted {
+        stays_behind: vec![CPS[0].into()],
+        ..healthy_cluster()
+    };
+    let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
+    let said = result.unwrap_err().to_string();
+    assert!(
+        said.contains("edge-par-cp-1: not back on v1.13.11 within 3 looks"),
+        "{said}"
+    );
+    assert!(said.contains("last: runs v1.13.9"), "{said}");
+    assert_eq!(upgrades(&talos).len(), 2);
+}
+
+#[test]
+fn a_path_or_a_client_of_another_minor_is_refused_before_anything_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let talos = healthy_cluster();
+    talos
+        .versions
+        .borrow_mut()
+        .insert(CPS[1].into(), "v1.11.6".into());
+    let (result, out) = go(&upgrade_config(dir.path(), false), &talos);
+    let error = result.unwrap_err();
+    assert_eq!(error.exit(), Exit::Usage);
+    assert!(
+        error
+            .to_string()
+            .starts_with("edge-par-cp-2: v1.11.6 to v1.13.11 skips a minor"),
+        "{error}"
+    );
+    assert!(out.is_empty());
+    assert!(upgrades(&talos).is_empty());
+
+    let talos = Scripted {
+        client: Some("v1.12.6".into()),
+        ..healthy_cluster()
+    };
+    let (result, _) = go(&upgrade_config(dir.path(), true), &talos);
+    let error = result.unwrap_err();
+    assert_eq!(error.exit(), Exit::Usage);
+    assert!(error.to_string().contains("talosctl is v1.12.6"), "{error}");
+    assert!(
+        error.to_string().contains("use a talosctl of v1.13"),
+        "{error}"
+    );
+    assert!(upgrades(&talos).is_empty());
+}
+
+#[test]
+fn an_upgrades_target_and_installers_are_checked_naming_the_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let talosconfig = dir.path().join("talosconfig");
+    std::fs::write(&talosconfig, "context: x\n").unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, "apiVersion: v1\n").unwrap();
+    let parse = |extra: &[&str]| {
+        let mut args = vec![
+            "talos-lifecycle",
+            "--talosconfig",
+            talosconfig.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "upgrade",
+        ];
+        args.extend_from_slice(extra);
+        resolve(Cli::try_parse_from(args).unwrap(), &Env::default())
+    };
+    let good = [
+        "--to",
+        "v1.13.11",
+        "--control-plane-installer",
+        CP_INSTALLER,
+    ];
+    let ok = parse(&[&good[..], &["--worker-installer", WORKER_INSTALLER]].concat());
+    assert!(ok.is_ok(), "{ok:?}");
+    let said = parse(&[
+        "--to",
+        "1.13",
+        "--control-plane-installer",
+        CP_INSTALLER,
+        "--worker-installer",
+        WORKER_INSTALLER,
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        said.contains("--to") && said.contains("not a release"),
+        "{said}"
+    );
+    let said = parse(&[
+        "--to",
+        "v1.13.11",
+        "--control-plane-installer",
+        "ghcr.io/siderolabs/installer:v1.13.11",
+        "--worker-installer",
+        WORKER_INSTALLER,
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(said.contains("--control-plane-installer"), "{said}");
+    let said = parse(&[&good[..], &["--worker-installer", CP_INSTALLER]].concat())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        said.contains("--worker-installer") && said.contains("metal-installer"),
+        "{said}"
+    );
+}
+
+#[test]
+fn talosctl_versions_and_kubectl_readiness_are_read_as_they_print_them() {
+    let answer = r#"{"metadata":{"hostname":"edge-par-cp-1"},"version":{"tag":"v1.13.9","sha":"3ebd10a7","os":"linux","arch":"amd64"},"features":{"rbac":true}}"#;
+    assert_eq!(talos::parse_version(answer).unwrap(), "v1.13.9");
+    assert!(talos::parse_version("{}").is_err());
+    assert_eq!(
+        talos::parse_client_version("Client:\nTalos v1.13.9\n").unwrap(),
+        "v1.13.9"
+    );
+    let node = |status: &str| {
+        format!(
+            r#"{{"status":{{"conditions":[{{"type":"MemoryPressure","status":"False"}},{{"type":"Ready","status":"{status}"}}]}}}}"#
+        )
+    };
+    assert!(talos::parse_ready(&node("True")).unwrap());
+    assert!(!talos::parse_ready(&node("Unknown")).unwrap());
+}
+
+fn k8s_config(to: &str, out_dir: &Path, dry_run: bool) -> Config {
+    config(
+        Action::UpgradeK8s {
+            to: to.into(),
+            run: quick_run(out_dir),
+        },
+        dry_run,
+    )
+}
+
+/// A healthy cluster whose kubelets all run `version`.
+fn kubelets_at(version: &str) -> Scripted {
+    let talos = healthy_cluster();
+    *talos.kubelets.borrow_mut() = CPS
+        .iter()
+        .chain([&WORKER])
+        .map(|name| Kubelet {
+            name: (*name).to_owned(),
+            version: version.into(),
+            ready: true,
+        })
+        .collect();
+    talos
+}
+
+#[test]
+fn a_kubernetes_upgrade_is_planned_snapshot_first_through_one_healthy_control_plane() {
+    let dir = tempfile::tempdir().unwrap();
+    let talos = kubelets_at("v1.35.2");
+    let (result, out) = go(&k8s_config("v1.36.3", dir.path(), true), &talos);
+    result.unwrap();
+    let steps = upgrade_lines(&out);
+    use UpgradeStepKind::*;
+    assert_eq!(
+        steps.iter().map(|s| s.step).collect::<Vec<_>>(),
+        [
+            Preflight,
+            TakeSnapshot,
+            CheckSnapshot,
+            Gate,
+            Upgrade,
+            WaitUpgraded
+        ]
+    );
+    assert!(steps[0].says.contains("from v1.35.2"), "{}", steps[0].says);
+    assert!(
+        steps[4]
+            .says
+            .contains("talosctl upgrade-k8s --to v1.36.3 through edge-par-cp-1")
+    );
+    assert!(
+        !talos
+            .calls
+            .borrow()
+            .iter()
+            .any(|c| c.starts_with("upgrade-k8s"))
+    );
+
+    let (result, out) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
+    result.unwrap();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], "EtcdSnapshot");
+    let done: KubernetesUpgraded = serde_json::from_value(lines[1].clone()).unwrap();
+    assert_eq!(
+        (done.from.as_str(), done.to.as_str()),
+        ("v1.35.2", "v1.36.3")
+    );
+    assert_eq!(done.nodes.len(), 4);
+    assert_eq!(
+        upgrades(&talos),
+        [
+            format!("snapshot {}", CPS[0]),
+            format!("upgrade-k8s {}", CPS[0])
+        ]
+    );
+
+    // Run again: every kubelet runs the target, nothing is done.
+    let before = talos.calls.borrow().len();
+    let (result, out) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
+    result.unwrap();
+    assert!(out.is_empty());
+    assert!(
+        !talos.calls.borrow()[before..]
+            .iter()
+            .any(|c| c.starts_with("upgrade") || c.starts_with("snapshot"))
+    );
+}
+
+#[test]
+fn a_kubernetes_target_off_the_path_or_unsupported_or_an_unhealthy_cluster_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // A kubelet two minors behind.
+    let talos = kubelets_at("v1.35.2");
+    talos.kubelets.borrow_mut()[3].version = "v1.34.9".into();
+    let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
+    let error = result.unwrap_err();
+    assert_eq!(error.exit(), Exit::Usage);
+    assert!(
+        error
+            .to_string()
+            .starts_with("edge-par-worker-1: v1.34.9 to v1.36.3 skips a minor"),
+        "{error}"
+    );
+    // A minor Talos 1.13 does not run.
+    let talos = kubelets_at("v1.36.3");
+    let (result, _) = go(&k8s_config("v1.37.0", dir.path(), false), &talos);
+    let error = result.unwrap_err();
+    assert_eq!(error.exit(), Exit::Usage);
+    assert!(
+        error
+            .to_string()
+            .contains("Talos v1.13 runs Kubernetes 1.31 to 1.36, not v1.37.0"),
+        "{error}"
+    );
+    assert!(upgrades(&talos).is_empty());
+    // A member without a leader: the snapshot, then nothing.
+    let talos = kubelets_at("v1.35.2").status(CPS[1], vec![no_leader("b")]);
+    let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
+    let error = result.unwrap_err();
+    assert_eq!(error.exit(), Exit::Failure);
+    assert!(
+        error
+            .to_string()
+            .contains("edge-par-cp-2: member b reports"),
+        "{error}"
+    );
+    assert!(
+        !upgrades(&talos)
+            .iter()
+            .any(|c| c.starts_with("upgrade-k8s"))
+    );
+}
+
+#[test]
+fn kubectls_node_list_is_read_for_names_kubelets_and_readiness() {
+    let list = r#"{"items":[
+        {"metadata":{"name":"edge-par-cp-1"},"status":{"nodeInfo":{"kubeletVersion":"v1.36.3"},
+         "conditions":[{"type":"Ready","status":"True"}]}},
+        {"metadata":{"name":"edge-par-worker-1"},"status":{"nodeInfo":{"kubeletVersion":"v1.35.2"},
+         "conditions":[{"type":"Ready","status":"False"}]}}]}"#;
+    let kubelets = talos::parse_kubelets(list).unwrap();
+    assert_eq!(
+        kubelets,
+        [
+            Kubelet {
+                name: "edge-par-cp-1".into(),
+                version: "v1.36.3".into(),
+                ready: true
+            },
+            Kubelet {
+                name: "edge-par-worker-1".into(),
+                version: "v1.35.2".into(),
+                ready: false
+            }
+        ]
+    );
+    assert!(talos::parse_kubelets(r#"{"items":[{"metadata":{}}]}"#).is_err());
+}
+
+fn remove_action(dir: &Path, node: &str, failed: bool) -> Action {
+    Action::RemoveMember {
+        node: node.into(),
+        failed,
+        out_dir: dir.to_path_buf(),
+        wait_tries: 3,
+        wait_interval_seconds: 1,
+    }
+}
+
+fn three_members() -> Scripted {
+    Scripted {
+        members: CPS.iter().map(|s| (*s).to_owned()).collect(),
+        ..Scripted::default()
+    }
+}
+
+/// The calls that change something: a snapshot, a leave, a removal.
+fn changes(talos: &Scripted) -> Vec<String> {
+    talos
+        .calls
+        .borrow()
+        .iter()
+        .filter(|c| !c.starts_with("status") && !c.starts_with("member"))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_member_leaves_after_a_snapshot_only_while_every_other_member_is_healthy() {
+    let dir = tempfile::tempdir().unwrap();
+    // One other member without a leader: nothing is done, and it is named.
+    let talos = three_members()
+        .status(CPS[0], vec![healthy("1", "1")])
+        .status(CPS[1], vec![no_leader("2")])
+        .status(CPS[2], vec![healthy("3", "1")]);
+    for dry_run in [true, false] {
+        let (result, out) = go(
+            &config(remove_action(dir.path(), CPS[2], false), dry_run),
+            &talos,
+        );
+        let error = result.unwrap_err();
+        assert_eq!(error.exit(), Exit::Failure);
+        let text = error.to_string();
+        assert!(text.contains("edge-par-cp-3's etcd member stays"), "{text}");
+        assert!(
+            text.contains("edge-par-cp-2: member 2 reports etcdserver: no leader"),
+            "{text}"
+        );
+        assert!(out.is_empty());
+    }
+    assert!(changes(&talos).is_empty(), "{:?}", talos.calls.borrow());
+
+    // All healthy: the plan, then the snapshot, the leave and the list read until it is gone.
+    let talos = three_members()
+        .status(CPS[0], vec![healthy("1", "1")])
+        .status(CPS[1], vec![healthy("2", "1")])
+        .status(CPS[2], vec![healthy("3", "1")]);
+    let (result, out) = go(
+        &config(remove_action(dir.path(), CPS[2], false), true),
+        &talos,
+    );
+    result.unwrap();
+    let kinds: Vec<_> = plan_lines(&out).iter().map(|s| s.step).collect();
+    assert_eq!(
+        kinds,
+        [
+            EtcdStepKind::TakeSnapshot,
+            EtcdStepKind::CheckSnapshot,
+            EtcdStepKind::Leave,
+            EtcdStepKind::WaitRemoved
+        ]
+    );
+    assert!(changes(&talos).is_empty());
+    let (result, out) = go(
+        &config(remove_action(dir.path(), CPS[2], false), false),
+        &talos,
+    );
+    result.unwrap();
+    let snapshot = dir.path().join("edge-par-20260619T170000Z.snapshot");
+    assert_eq!(
+        changes(&talos),
+        [
+            format!("snapshot {} {}", CPS[0], snapshot.display()),
+            format!("leave {}", CPS[2]),
+        ]
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let removal: pop_common::records::EtcdMemberRemoval = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(removal.how, pop_common::records::MemberRemovalHow::Leave);
+    assert_eq!(removal.member_id.as_deref(), Some("3"));
+    assert_eq!(removal.members, [CPS[0], CPS[1]]);
+    assert_eq!(removal.snapshot.as_deref(), Some(snapshot.as_path()));
+
+    // Run again: no member of that name any more, nothing is done.
+    std::fs::remove_file(&snapshot).unwrap();
+    talos.calls.borrow_mut().clear();
+    let (result, out) = go(
+        &config(remove_action(dir.path(), CPS[2], false), false),
+        &talos,
+    );
+    result.unwrap();
+    assert!(out.contains("\"how\":\"already-gone\""), "{out}");
+    assert!(changes(&talos).is_empty(), "{:?}", talos.calls.borrow());
+}
+
+#[test]
+fn a_gone_node_s_member_is_removed_through_another_only_when_asked_and_only_if_it_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let talos = three_members()
+        .status(CPS[0], vec![down()])
+        .status(CPS[1], vec![healthy("2", "2")])
+        .status(CPS[2], vec![healthy("3", "2")]);
+    // Without --failed a node that does not answer cannot leave: the way out is said.
+    let (result, _) = go(
+        &config(remove_action(dir.path(), CPS[0], false), false),
+        &talos,
+    );
+    let text = result.unwrap_err().to_string();
+    assert!(text.contains("FAILED=yes"), "{text}");
+    assert!(changes(&talos).is_empty());
+
+    let (result, out) = go(
+        &config(remove_action(dir.path(), CPS[0], true), false),
+        &talos,
+    );
+    result.unwrap();
+    let removal: pop_common::records::EtcdMemberRemoval =
+        serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        removal.how,
+        pop_common::records::MemberRemovalHow::RemoveMember
+    );
+    assert_eq!(removal.members, [CPS[1], CPS[2]]);
+    assert_eq!(changes(&talos)[1], format!("remove-member {} 1", CPS[1]));
+
+    // --failed for a member that answers healthy is refused: it should leave.
+    let talos = three_members()
+        .status(CPS[0], vec![healthy("1", "1")])
+        .status(CPS[1], vec![healthy("2", "1")])
+        .status(CPS[2], vec![healthy("3", "1")]);
+    let (result, _) = go(
+        &config(remove_action(dir.path(), CPS[0], true), false),
+        &talos,
+    );
+    let text = result.unwrap_err().to_string();
+    assert!(text.contains("answers healthy: let it leave"), "{text}");
+    assert!(changes(&talos).is_empty());
+
+    // A name that is no control plane: bad input.
+    let (result, _) = go(
+        &config(remove_action(dir.path(), "edge-par-worker-1", false), false),
+        &talos,
+    );
+    let error = result.unwrap_err();
+    assert_eq!(error.exit(), Exit::Usage);
+    assert!(
+        error
+            .to_string()
+            .contains("edge-par-cp-1, edge-par-cp-2, edge-par-cp-3"),
         "{error}"
     );
 }

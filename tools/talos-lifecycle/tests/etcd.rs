@@ -11,7 +11,16 @@
 //!   through it, the one of after is gone;
 //! - the gate on three members: refused with one member down (two of three still hold the
 //!   quorum), let through with two down, where the last member's node refuses a recovery over
-//!   its data with Talos's own error.
+//!   its data with Talos's own error;
+//! - the upgrade's gate on three members: every node's version read through the real talosctl,
+//!   the plan; then one member stopped while its node's Talos API answers: the snapshot is taken
+//!   (two of three hold the quorum), and no control plane's upgrade starts;
+//! - the real talosctl's upgrade (`--drain=false --wait=false`: the drain and the wait are not
+//!   modelled) against the node stand-in's upgrade API (`talos_upgrade.py`): the installer pulled,
+//!   the upgrade run from it, the reboot; the node then answers with the installer's version, and
+//!   the tool, reading every version through talosctl, skips it and resumes at the next node;
+//! - a Kubernetes upgrade's plan from the kubelets a real API server reports (kwok's nodes, one
+//!   kubelet behind), and a target the nodes' Talos does not run refused.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::os::unix::fs::PermissionsExt as _;
@@ -23,12 +32,15 @@ use testkit::control_plane::ControlPlane;
 use testkit::talos_node::{ControlPlaneNode, ControlPlaneSpec, Programs};
 
 const CLUSTER: &str = "edge-par";
+const CONTROL_PLANES: [&str; 3] = ["edge-par-cp-1", "edge-par-cp-2", "edge-par-cp-3"];
 
 /// The tool at `talos_port`, with the programs and talosconfig of `dir`, the inventory on stdin.
 fn tool(dir: &Path, programs: &Programs, port: u16, inventory: &str, args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_talos-lifecycle"));
     command
         .env_clear()
+        // kubectl keeps its discovery cache under $HOME/.kube: the test's folder, not this one.
+        .env("HOME", dir)
         .args(args)
         .arg("--talosconfig")
         .arg(dir.join("talosconfig"))
@@ -38,6 +50,28 @@ fn tool(dir: &Path, programs: &Programs, port: u16, inventory: &str, args: &[&st
         .arg(&programs.etcdutl)
         .args(["--talos-port", &port.to_string()]);
     testkit::process::run_with_stdin(&mut command, inventory.as_bytes())
+}
+
+/// The tool's inputs: the programs, the folder of the cluster's talosconfig, the Talos API's
+/// port on every node, the inventory.
+struct Tool {
+    programs: Programs,
+    dir: tempfile::TempDir,
+    port: u16,
+    inventory: String,
+}
+
+impl Tool {
+    /// The tool with these inputs, the inventory on stdin.
+    fn run(&self, args: &[&str]) -> Output {
+        tool(
+            self.dir.path(),
+            &self.programs,
+            self.port,
+            &self.inventory,
+            args,
+        )
+    }
 }
 
 /// An inventory of `control_planes` (name, address) and a worker.
@@ -106,12 +140,9 @@ fn config_maps(plane: &ControlPlane) -> Vec<String> {
 
 /// The round trip's world: the control plane, its node, the tool's inputs.
 struct RoundTrip {
-    programs: Programs,
-    dir: tempfile::TempDir,
+    tool: Tool,
     plane: ControlPlane,
     node: ControlPlaneNode,
-    port: u16,
-    inventory: String,
 }
 
 impl RoundTrip {
@@ -135,29 +166,23 @@ impl RoundTrip {
         );
         let inventory = inventory(&[("edge-par-cp-1", address)]);
         Some(RoundTrip {
-            programs,
-            dir,
+            tool: Tool {
+                programs,
+                dir,
+                port,
+                inventory,
+            },
             plane,
             node,
-            port,
-            inventory,
         })
-    }
-
-    fn tool(&self, args: &[&str]) -> Output {
-        tool(
-            self.dir.path(),
-            &self.programs,
-            self.port,
-            &self.inventory,
-            args,
-        )
     }
 
     /// A snapshot taken by the tool: its record, checked against the file.
     fn snapshot(&self) -> Value {
-        let out_dir = self.dir.path().join("out/etcd");
-        let out = self.tool(&["snapshot", "--out-dir", out_dir.to_str().unwrap()]);
+        let out_dir = self.tool.dir.path().join("out/etcd");
+        let out = self
+            .tool
+            .run(&["snapshot", "--out-dir", out_dir.to_str().unwrap()]);
         let taken: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
         let path = PathBuf::from(taken["path"].as_str().unwrap());
         assert_eq!(taken["kind"], "EtcdSnapshot");
@@ -186,7 +211,9 @@ impl RoundTrip {
     /// etcd lost, its node still up: the plan, then the recovery; the record.
     fn recover(&mut self, snapshot: &str) -> Value {
         self.plane.lose_etcd();
-        let plan = self.tool(&["restore", "--snapshot", snapshot, "--dry-run"]);
+        let plan = self
+            .tool
+            .run(&["restore", "--snapshot", snapshot, "--dry-run"]);
         let steps: Vec<Value> = testkit::process::success_stdout(&plan)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -210,7 +237,7 @@ impl RoundTrip {
             "--wait-interval-seconds",
             "1",
         ];
-        let out = self.tool(&args);
+        let out = self.tool.run(&args);
         let recovered: Value =
             serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
         assert_eq!(recovered["kind"], "EtcdRecovery");
@@ -246,7 +273,7 @@ fn a_snapshot_of_the_control_planes_objects_is_restored_and_read_back_through_th
 
     // While etcd answers with a leader, a restore is refused, naming the member, nothing done.
     let snapshot = taken["path"].as_str().unwrap();
-    let refused = trip.tool(&["restore", "--snapshot", snapshot]);
+    let refused = trip.tool.run(&["restore", "--snapshot", snapshot]);
     let why = [
         "holds its quorum",
         "1 of 1 members",
@@ -281,6 +308,11 @@ fn a_snapshot_of_the_control_planes_objects_is_restored_and_read_back_through_th
 
 /// Whether the member at `url` answers with a leader (etcdctl, independent of the tool).
 fn has_leader(programs: &Programs, url: &str) -> bool {
+    member_and_leader(programs, url).is_some_and(|(_, leader)| leader != 0)
+}
+
+/// The member at `url`'s id and the leader it follows, when it answers without an error.
+fn member_and_leader(programs: &Programs, url: &str) -> Option<(u64, u64)> {
     let out = Command::new(&programs.etcdctl)
         .args([
             "--endpoints",
@@ -294,68 +326,84 @@ fn has_leader(programs: &Programs, url: &str) -> bool {
         .output()
         .unwrap();
     let status: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    status[0]["Status"]["leader"].as_u64().unwrap_or(0) != 0
-        && status[0]["Status"]["errors"].is_null()
+    let status = &status[0]["Status"];
+    if !status["errors"].is_null() {
+        return None;
+    }
+    Some((
+        status["header"]["member_id"].as_u64()?,
+        status["leader"].as_u64().unwrap_or(0),
+    ))
 }
 
-/// Three control planes at `addresses`, their etcd members one cluster from the start; each
-/// member's client URL.
-fn three_members(
-    programs: &Programs,
-    dir: &Path,
-    names: &[&str; 3],
-    addresses: &[&str; 3],
-    port: u16,
-) -> (Vec<Option<ControlPlaneNode>>, Vec<String>) {
-    let peers: Vec<String> = addresses.iter().map(|a| url_at(a)).collect();
-    let clients: Vec<String> = addresses.iter().map(|a| url_at(a)).collect();
-    let initial: Vec<String> = names
-        .iter()
-        .zip(&peers)
-        .map(|(n, p)| format!("{n}={p}"))
-        .collect();
-    let nodes = (0..3)
-        .map(|i| {
-            Some(ControlPlaneNode::start(
+/// Three control planes whose etcd members elected a leader, with the tool's inventory of them.
+struct Three {
+    tool: Tool,
+    nodes: Vec<Option<ControlPlaneNode>>,
+    clients: Vec<String>,
+}
+
+impl Three {
+    fn start(test: &str, addresses: [&str; 3]) -> Option<Three> {
+        let (programs, dir) = setup(test, &addresses)?;
+        let names = CONTROL_PLANES;
+        let port = testkit::free_port();
+        let (nodes, _, clients) =
+            cluster_of_three(&programs, dir.path(), &names, &addresses, port, false);
+        let nodes = nodes.into_iter().map(Some).collect();
+        let inventory = inventory(&names.iter().copied().zip(addresses).collect::<Vec<_>>());
+        let three = Three {
+            tool: Tool {
                 programs,
                 dir,
-                &ControlPlaneSpec {
-                    hostname: names[i].into(),
-                    address: addresses[i].into(),
-                    port,
-                    etcd_client_url: clients[i].clone(),
-                    etcd_peer_url: peers[i].clone(),
-                    initial_cluster: Some(initial.join(",")),
-                },
-            ))
+                port,
+                inventory,
+            },
+            nodes,
+            clients,
+        };
+        testkit::eventually("the three members to elect a leader", || {
+            three.settled(&[0, 1, 2]).then_some(())
+        });
+        Some(three)
+    }
+
+    /// Whether each of these members follows a leader.
+    fn leaders(&self, members: &[usize]) -> bool {
+        members
+            .iter()
+            .all(|&i| has_leader(&self.tool.programs, &self.clients[i]))
+    }
+
+    /// Whether these members all follow one leader that is one of them: an election after a
+    /// member went is over (until then the others may still name the one gone).
+    fn settled(&self, members: &[usize]) -> bool {
+        let answers: Option<Vec<(u64, u64)>> = members
+            .iter()
+            .map(|&i| member_and_leader(&self.tool.programs, &self.clients[i]))
+            .collect();
+        answers.is_some_and(|answers| {
+            let leader = answers[0].1;
+            answers.iter().all(|&(_, l)| l == leader) && answers.iter().any(|&(m, _)| m == leader)
         })
-        .collect();
-    (nodes, clients)
+    }
 }
 
 #[test]
 fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_data_refuses() {
     let test = "the_gate_holds_while_two_of_three_members_follow_a_leader";
-    let addresses = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
-    let Some((programs, dir)) = setup(test, &addresses) else {
+    let Some(mut three) = Three::start(test, ["127.0.0.2", "127.0.0.3", "127.0.0.4"]) else {
         return;
     };
-    let names = ["edge-par-cp-1", "edge-par-cp-2", "edge-par-cp-3"];
-    let port = testkit::free_port();
-    let (mut nodes, clients) = three_members(&programs, dir.path(), &names, &addresses, port);
-    let inventory = inventory(&names.iter().copied().zip(addresses).collect::<Vec<_>>());
-    let run = |args: &[&str]| tool(dir.path(), &programs, port, &inventory, args);
-    let leaders = |members: &[usize]| members.iter().all(|&i| has_leader(&programs, &clients[i]));
-    testkit::eventually("the three members to elect a leader", || {
-        leaders(&[0, 1, 2]).then_some(())
-    });
 
-    let out_dir = dir.path().join("etcd");
-    let taken = run(&["snapshot", "--out-dir", out_dir.to_str().unwrap()]);
+    let out_dir = three.tool.dir.path().join("etcd");
+    let taken = three
+        .tool
+        .run(&["snapshot", "--out-dir", out_dir.to_str().unwrap()]);
     let taken: Value = serde_json::from_str(&testkit::process::success_stdout(&taken)).unwrap();
     let snapshot = taken["path"].as_str().unwrap().to_owned();
     let restore = ["restore", "--snapshot", snapshot.as_str()];
-    let out = run(&restore);
+    let out = three.tool.run(&restore);
     testkit::process::assert_refused(
         &out,
         1,
@@ -366,11 +414,11 @@ fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_dat
     );
 
     // One machine gone, its etcd with it: the other two still hold the quorum.
-    nodes[0] = None;
+    three.nodes[0] = None;
     testkit::eventually("the two left to follow a leader", || {
-        leaders(&[1, 2]).then_some(())
+        three.settled(&[1, 2]).then_some(())
     });
-    let out = run(&restore);
+    let out = three.tool.run(&restore);
     testkit::process::assert_refused(
         &out,
         1,
@@ -384,11 +432,11 @@ fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_dat
 
     // Two gone: the last member has no leader; a recovery goes to it, whose etcd folder still
     // holds its data: Talos refuses, and the way out is said.
-    nodes[1] = None;
+    three.nodes[1] = None;
     testkit::eventually("the last member to lose its leader", || {
-        (!leaders(&[2])).then_some(())
+        (!three.leaders(&[2])).then_some(())
     });
-    let out = run(&restore);
+    let out = three.tool.run(&restore);
     testkit::process::assert_refused(
         &out,
         1,
@@ -397,7 +445,7 @@ fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_dat
             "--system-labels-to-wipe=EPHEMERAL",
         ],
     );
-    let last = nodes[2].as_ref().unwrap();
+    let last = three.nodes[2].as_ref().unwrap();
     assert!(
         stderr(&out).contains("etcdserver: no leader"),
         "{}",
@@ -407,4 +455,478 @@ fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_dat
     assert_eq!(last.calls("Bootstrap")[0]["recover_etcd"], true);
     // The upload stays where Talos put it; the member's data is untouched.
     assert!(last.var_lib.join("etcd/member").is_dir());
+}
+
+/// The names etcd lists, asked of the member at `url`.
+fn member_names(programs: &Programs, url: &str) -> Vec<String> {
+    let out = Command::new(&programs.etcdctl)
+        .args([
+            "--endpoints",
+            url,
+            "--dial-timeout=2s",
+            "member",
+            "list",
+            "-w",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let mut names: Vec<String> = list["members"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| m["name"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// `remove-member` with the snapshot folder of `three`'s test.
+fn remove(three: &Three, args: &[&str]) -> Output {
+    let out_dir = three.tool.dir.path().join("etcd");
+    let mut all = vec!["remove-member", "--out-dir", out_dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    three.tool.run(&all)
+}
+
+#[test]
+fn a_gone_member_is_removed_through_another_only_after_the_gate_and_when_asked() {
+    let test = "a_gone_member_is_removed_through_another";
+    let Some(mut three) = Three::start(test, ["127.0.0.5", "127.0.0.6", "127.0.0.7"]) else {
+        return;
+    };
+    // cp-1's machine is gone, its etcd with it.
+    three.nodes[0] = None;
+    testkit::eventually("the two left to follow a leader", || {
+        three.settled(&[1, 2]).then_some(())
+    });
+    // Another member cannot go while cp-1 is down: two would leave one.
+    let out = remove(&three, &["--node", "edge-par-cp-2"]);
+    testkit::process::assert_refused(
+        &out,
+        1,
+        &[
+            "edge-par-cp-2's etcd member stays",
+            "edge-par-cp-1: the Talos API does not answer",
+        ],
+    );
+    // cp-1 cannot leave on its own: its node is gone, and the way out is said.
+    let out = remove(&three, &["--node", "edge-par-cp-1"]);
+    testkit::process::assert_refused(&out, 1, &["FAILED=yes"]);
+    assert!(
+        !three.tool.dir.path().join("etcd").exists(),
+        "no snapshot before a refusal"
+    );
+
+    // Removed through cp-2, after a snapshot.
+    let out = remove(&three, &["--node", "edge-par-cp-1", "--failed"]);
+    let stdout = testkit::process::success_stdout(&out);
+    let records: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records[0]["kind"], "EtcdSnapshot", "{stdout}");
+    assert_eq!(records[1]["kind"], "EtcdMemberRemoval", "{stdout}");
+    assert_eq!(records[1]["how"], "remove-member");
+    assert_eq!(
+        records[1]["members"],
+        serde_json::json!(["edge-par-cp-2", "edge-par-cp-3"])
+    );
+    let snapshot = records[0]["path"].as_str().unwrap();
+    let mode = std::fs::metadata(snapshot).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(
+        member_names(&three.tool.programs, &three.clients[1]),
+        ["edge-par-cp-2", "edge-par-cp-3"]
+    );
+    let through = three.nodes[1].as_ref().unwrap();
+    assert_eq!(through.calls("EtcdRemoveMemberByID").len(), 1);
+    // Asked again, nothing is left to remove.
+    std::thread::sleep(std::time::Duration::from_secs(1)); // another snapshot name
+    let out = remove(&three, &["--node", "edge-par-cp-1", "--failed"]);
+    let stdout = testkit::process::success_stdout(&out);
+    assert!(stdout.contains("\"how\":\"already-gone\""), "{stdout}");
+}
+
+#[test]
+fn a_live_member_leaves_on_its_own_and_talos_empties_its_etcd_folder() {
+    let test = "a_live_member_leaves_on_its_own";
+    let Some(three) = Three::start(test, ["127.0.0.21", "127.0.0.22", "127.0.0.23"]) else {
+        return;
+    };
+    let out = remove(&three, &["--node", "edge-par-cp-3"]);
+    let stdout = testkit::process::success_stdout(&out);
+    let removal: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(removal["how"], "leave", "{stdout}");
+    assert_eq!(
+        removal["members"],
+        serde_json::json!(["edge-par-cp-1", "edge-par-cp-2"])
+    );
+    let left = three.nodes[2].as_ref().unwrap();
+    assert_eq!(left.calls("EtcdLeaveCluster").len(), 1);
+    assert!(!left.var_lib.join("etcd").exists());
+    testkit::eventually("the two left to follow a leader", || {
+        three.settled(&[0, 1]).then_some(())
+    });
+    assert_eq!(
+        member_names(&three.tool.programs, &three.clients[0]),
+        ["edge-par-cp-1", "edge-par-cp-2"]
+    );
+}
+
+/// An etcd member the test runs itself (not a node stand-in's), so that it can be stopped while
+/// its node's Talos API goes on answering: killed when dropped.
+struct Member(std::process::Child);
+
+impl Member {
+    fn start(
+        programs: &Programs,
+        dir: &Path,
+        name: &str,
+        client: &str,
+        peer: &str,
+        initial: &str,
+    ) -> Member {
+        let data = dir.join(format!("{name}.etcd"));
+        let log = std::fs::File::create(dir.join(format!("{name}.etcd.log"))).unwrap();
+        let child = Command::new(&programs.etcd)
+            .arg(format!("--name={name}"))
+            .arg(format!("--data-dir={}", data.display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster={initial}"))
+            .arg("--initial-cluster-state=new")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Member(child)
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Three control planes at `addresses`, one etcd cluster. Each node runs its member itself,
+/// or, with `third_apart`, cp-3's node answers over a member the test runs (to stop it while
+/// the node goes on answering). The nodes, that member, each member's client URL.
+fn cluster_of_three(
+    programs: &Programs,
+    dir: &Path,
+    names: &[&str; 3],
+    addresses: &[&str; 3],
+    port: u16,
+    third_apart: bool,
+) -> (Vec<ControlPlaneNode>, Option<Member>, Vec<String>) {
+    let peers: Vec<String> = addresses.iter().map(|a| url_at(a)).collect();
+    let clients: Vec<String> = addresses.iter().map(|a| url_at(a)).collect();
+    let initial: Vec<String> = names
+        .iter()
+        .zip(&peers)
+        .map(|(n, p)| format!("{n}={p}"))
+        .collect();
+    let initial = initial.join(",");
+    let nodes: Vec<ControlPlaneNode> = (0..3)
+        .map(|i| {
+            ControlPlaneNode::start(
+                programs,
+                dir,
+                &ControlPlaneSpec {
+                    hostname: names[i].into(),
+                    address: addresses[i].into(),
+                    port,
+                    etcd_client_url: clients[i].clone(),
+                    etcd_peer_url: peers[i].clone(),
+                    initial_cluster: (i < 2 || !third_apart).then(|| initial.clone()),
+                },
+            )
+        })
+        .collect();
+    let third = third_apart
+        .then(|| Member::start(programs, dir, names[2], &clients[2], &peers[2], &initial));
+    (nodes, third, clients)
+}
+
+/// `talos-lifecycle upgrade` to v1.13.10 (the node stand-ins run v1.13.9), with that patch's
+/// installers, over the control planes at `addresses` (the inventory's worker has no node
+/// stand-in here); readiness is never reached (kubectl would fail).
+fn upgrade_to_next_patch(
+    dir: &Path,
+    programs: &Programs,
+    port: u16,
+    addresses: &[&str; 3],
+    dry_run: bool,
+) -> Output {
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\n").unwrap();
+    let out_dir = dir.join("etcd");
+    let mut args = vec![
+        "upgrade",
+        "--to",
+        "v1.13.10",
+        "--control-plane-installer",
+        "factory.talos.dev/scaleway-installer/3765:v1.13.10",
+        "--worker-installer",
+        "factory.talos.dev/metal-installer/b4f8:v1.13.10",
+        "--out-dir",
+        out_dir.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--kubectl",
+        "false",
+    ];
+    if dry_run {
+        args.push("--dry-run");
+    }
+    let nodes: Vec<(&str, &str)> = CONTROL_PLANES.iter().copied().zip(*addresses).collect();
+    let mut inventory: Value = serde_json::from_str(&inventory(&nodes)).unwrap();
+    inventory["nodes"].as_array_mut().unwrap().remove(0);
+    tool(dir, programs, port, &inventory.to_string(), &args)
+}
+
+#[test]
+fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
+    let test = "no_control_plane_upgrade_starts_while_another_member_is_unhealthy";
+    let addresses = ["127.0.0.12", "127.0.0.13", "127.0.0.14"];
+    let Some((programs, dir)) = setup(test, &addresses) else {
+        return;
+    };
+    let names = CONTROL_PLANES;
+    let port = testkit::free_port();
+    let (nodes, third, clients) =
+        cluster_of_three(&programs, dir.path(), &names, &addresses, port, true);
+    let leaders = |members: &[usize]| members.iter().all(|&i| has_leader(&programs, &clients[i]));
+    testkit::eventually("the three members to elect a leader", || {
+        leaders(&[0, 1, 2]).then_some(())
+    });
+    let upgrade =
+        |dry_run: bool| upgrade_to_next_patch(dir.path(), &programs, port, &addresses, dry_run);
+
+    // Healthy: every version read through the real talosctl, the plan snapshots first and then
+    // gates each control plane.
+    let out = upgrade(true);
+    let stdout = testkit::process::success_stdout(&out);
+    let steps: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds[..4],
+        ["preflight", "take-snapshot", "check-snapshot", "gate"]
+    );
+    assert_eq!(steps[3]["node"], "edge-par-cp-1");
+    assert!(
+        steps[0]["says"]
+            .as_str()
+            .unwrap()
+            .contains("edge-par-cp-3 v1.13.9")
+    );
+    for node in &nodes {
+        assert_eq!(node.calls("Version").len(), 1);
+    }
+
+    // cp-3's member stopped, its node still answering: the quorum holds (the snapshot is
+    // taken), but no upgrade starts.
+    drop(third);
+    testkit::eventually("the two left to follow a leader", || {
+        (leaders(&[0, 1]) && !has_leader(&programs, &clients[2])).then_some(())
+    });
+    let out = upgrade(false);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    for needle in [
+        "before upgrading edge-par-cp-1, the cluster is not healthy: nothing was started on edge-par-cp-1",
+        "edge-par-cp-3: Talos answered Unknown: failed to create etcd client",
+    ] {
+        assert!(said.contains(needle), "`{needle}` not in: {said}");
+    }
+    assert!(!said.contains("talosctl upgrade --image"), "{said}");
+    let taken: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(taken["kind"], "EtcdSnapshot");
+    assert!(Path::new(taken["path"].as_str().unwrap()).is_file());
+}
+
+/// The real talosctl's upgrade flow against a node stand-in that answers Talos v1.13's upgrade
+/// API (`talos_upgrade.py`), without the drain and the wait it cannot model.
+fn talosctl_upgrade(
+    programs: &Programs,
+    dir: &Path,
+    address: &str,
+    port: u16,
+    image: &str,
+) -> Output {
+    Command::new(&programs.talosctl)
+        .env_clear()
+        .arg("--talosconfig")
+        .arg(dir.join("talosconfig"))
+        .args([
+            "--endpoints",
+            &format!("{address}:{port}"),
+            "--nodes",
+            address,
+        ])
+        .args(["upgrade", "--image", image, "--drain=false", "--wait=false"])
+        .args(["--progress", "plain"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_node_upgraded_through_the_real_talosctl_answers_with_the_installers_version_and_is_skipped() {
+    let test = "a_node_upgraded_through_the_real_talosctl";
+    let addresses = ["127.0.0.15", "127.0.0.16", "127.0.0.17"];
+    let Some((programs, dir)) = setup(test, &addresses) else {
+        return;
+    };
+    let port = testkit::free_port();
+    let (nodes, _, clients) = cluster_of_three(
+        &programs,
+        dir.path(),
+        &CONTROL_PLANES,
+        &addresses,
+        port,
+        false,
+    );
+    let installer = "factory.talos.dev/scaleway-installer/3765:v1.13.10";
+
+    let out = talosctl_upgrade(&programs, dir.path(), addresses[0], port, installer);
+    assert!(out.status.success(), "{}", testkit::process::text(&out));
+    // Talos's order: the version checked, the installer pulled into the system namespace, the
+    // upgrade run from it, then the reboot.
+    let calls: Vec<String> = nodes[0]
+        .calls("")
+        .iter()
+        .map(|c| c["rpc"].as_str().unwrap().to_owned())
+        .filter(|rpc| rpc != "Version")
+        .collect();
+    assert_eq!(
+        calls,
+        ["ImageService.Pull", "LifecycleService.Upgrade", "Reboot"]
+    );
+    assert_eq!(
+        nodes[0].calls("ImageService.Pull")[0]["image_ref"],
+        installer
+    );
+    // common.ContainerdNamespace NS_SYSTEM (common.proto), talosctl's `--namespace system`.
+    assert_eq!(nodes[0].calls("ImageService.Pull")[0]["namespace"], 1);
+    assert!(nodes[1].calls("LifecycleService.Upgrade").is_empty());
+
+    // The tool reads every version through the real talosctl: the upgraded node is skipped, a
+    // run resumes at the next one.
+    testkit::eventually("the three members to elect a leader", || {
+        clients
+            .iter()
+            .all(|url| has_leader(&programs, url))
+            .then_some(())
+    });
+    let out = upgrade_to_next_patch(dir.path(), &programs, port, &addresses, true);
+    let steps: Vec<Value> = testkit::process::success_stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let shape: Vec<(&str, &str)> = steps
+        .iter()
+        .filter(|s| !s["node"].is_null())
+        .map(|s| (s["step"].as_str().unwrap(), s["node"].as_str().unwrap()))
+        .take(2)
+        .collect();
+    assert_eq!(
+        shape,
+        [("skip", "edge-par-cp-1"), ("gate", "edge-par-cp-2")]
+    );
+}
+
+#[test]
+fn a_kubernetes_upgrade_is_planned_from_the_kubelets_the_api_server_reports() {
+    let Some(world) = RoundTrip::start("a_kubernetes_upgrade_is_planned_from_the_kubelets") else {
+        return;
+    };
+    // Nodes as kubelets register them (kwok stands in for the kubelets): one behind.
+    for (name, version) in [
+        ("edge-par-cp-1", "v1.36.3"),
+        ("edge-par-worker-1", "v1.35.2"),
+    ] {
+        world.plane.add_node(name, &[]);
+        let status = serde_json::json!({"status": {"nodeInfo": {"kubeletVersion": version}}});
+        world.plane.kubectl_ok(
+            &[
+                "patch",
+                "node",
+                name,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &status.to_string(),
+            ],
+            "",
+        );
+    }
+    let kubectl = world.plane.kubectl();
+    let kubectl = kubectl.get_program().to_str().unwrap().to_owned();
+    let kubeconfig = world.plane.kubeconfig().to_str().unwrap().to_owned();
+    let out_dir = world.tool.dir.path().join("etcd");
+    // The inventory's worker has no node stand-in here: the control plane alone (the worker's
+    // kubelet is still read, through the API server).
+    let mut inventory: Value = serde_json::from_str(&world.tool.inventory).unwrap();
+    inventory["nodes"].as_array_mut().unwrap().remove(0);
+    let inventory = inventory.to_string();
+    let plan = |to: &str| {
+        let args = [
+            "upgrade-k8s",
+            "--dry-run",
+            "--to",
+            to,
+            "--out-dir",
+            out_dir.to_str().unwrap(),
+            "--kubeconfig",
+            &kubeconfig,
+            "--kubectl",
+            &kubectl,
+        ];
+        tool(
+            world.tool.dir.path(),
+            &world.tool.programs,
+            world.tool.port,
+            &inventory,
+            &args,
+        )
+    };
+    let out = plan("v1.36.3");
+    let steps: Vec<Value> = testkit::process::success_stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "preflight",
+            "take-snapshot",
+            "check-snapshot",
+            "gate",
+            "upgrade",
+            "wait-upgraded"
+        ]
+    );
+    let preflight = steps[0]["says"].as_str().unwrap();
+    assert!(preflight.contains("from v1.35.2"), "{preflight}");
+    assert!(
+        preflight.contains("edge-par-worker-1 v1.35.2"),
+        "{preflight}"
+    );
+    assert!(!out_dir.exists());
+
+    // Two minors past the worker's kubelet: refused before anything.
+    let out = plan("v1.37.0");
+    testkit::process::assert_refused(&out, 2, &["Talos v1.13 runs Kubernetes 1.31 to 1.36"]);
 }

@@ -21,6 +21,7 @@ use super::tag::{Kind, RecordKind, Version};
 pub const ETCD_PLAN_STEP_VERSION: u32 = 1;
 pub const ETCD_SNAPSHOT_VERSION: u32 = 1;
 pub const ETCD_RECOVERY_VERSION: u32 = 1;
+pub const ETCD_MEMBER_REMOVAL_VERSION: u32 = 1;
 
 /// What a step of the plan does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +36,14 @@ pub enum EtcdStepKind {
     Recover,
     /// Waits until a control plane's etcd member answers with a leader and no error.
     WaitHealthy,
+    /// A control plane's member leaves etcd on its own, which empties its etcd folder
+    /// (`talosctl etcd leave`).
+    Leave,
+    /// A member whose node does not answer is removed through a healthy control plane
+    /// (`talosctl etcd remove-member`).
+    RemoveMember,
+    /// Waits until the remaining members no longer list the one removed.
+    WaitRemoved,
 }
 
 /// One step of a plan, in the order the steps run (`n` from 1).
@@ -110,4 +119,38 @@ pub struct EtcdRecovery {
 
 impl RecordKind for EtcdRecovery {
     const KIND: &'static str = "EtcdRecovery";
+}
+
+/// How a member left etcd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemberRemovalHow {
+    /// The node's own member left (`talosctl etcd leave`).
+    Leave,
+    /// Removed by id through another control plane (`talosctl etcd remove-member`).
+    RemoveMember,
+    /// No member of that name was listed any more: nothing was done.
+    AlreadyGone,
+}
+
+/// A control plane's member out of etcd: the first step of replacing the control plane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdMemberRemoval {
+    pub kind: Kind<EtcdMemberRemoval>,
+    pub version: Version<ETCD_MEMBER_REMOVAL_VERSION>,
+    pub cluster_name: String,
+    /// The control plane whose member left.
+    pub node: String,
+    pub how: MemberRemovalHow,
+    /// Its member id (hexadecimal, as talosctl prints it), when it was still listed.
+    pub member_id: Option<String>,
+    /// The members etcd lists afterwards, by name, sorted.
+    pub members: Vec<String>,
+    /// The snapshot taken before.
+    pub snapshot: Option<PathBuf>,
+}
+
+impl RecordKind for EtcdMemberRemoval {
+    const KIND: &'static str = "EtcdMemberRemoval";
 }

@@ -14,10 +14,12 @@ mod published_images;
 mod scaleway_names;
 pub mod server_tags;
 mod tag;
+mod talos_upgrade;
 
 pub use etcd::{
-    ETCD_PLAN_STEP_VERSION, ETCD_RECOVERY_VERSION, ETCD_SNAPSHOT_VERSION, EtcdPlanStep,
-    EtcdRecovery, EtcdSnapshot, EtcdSnapshotStatus, EtcdStepKind,
+    ETCD_MEMBER_REMOVAL_VERSION, ETCD_PLAN_STEP_VERSION, ETCD_RECOVERY_VERSION,
+    ETCD_SNAPSHOT_VERSION, EtcdMemberRemoval, EtcdPlanStep, EtcdRecovery, EtcdSnapshot,
+    EtcdSnapshotStatus, EtcdStepKind, MemberRemovalHow,
 };
 pub use node_fields::{
     InvalidValue, check_host_name, check_install_disk, is_dns_label, is_host_name,
@@ -33,3 +35,7 @@ pub use problem::{Problem, join as join_problems};
 pub use published_images::{Digest, PUBLISHED_IMAGES_VERSION, PublishedImage, PublishedImages};
 pub use scaleway_names::{check_id, check_zone};
 pub use tag::{Kind, RecordKind, Version};
+pub use talos_upgrade::{
+    KUBERNETES_UPGRADED_VERSION, KubernetesUpgraded, TALOS_UPGRADE_STEP_VERSION,
+    TALOS_UPGRADED_VERSION, TalosUpgradeStep, TalosUpgraded, UpgradeStepKind,
+};
