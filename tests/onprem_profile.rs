@@ -165,7 +165,10 @@ impl World {
             .env("TMPDIR", self.tmp())
             .env("HOME", self.dir.path().join("home"))
             .env("XDG_CONFIG_HOME", self.dir.path().join("home"))
-            .env("HELM_TIMEOUT", "120s")
+            // A bound, not a speed: under a full parallel test run the test apiserver rebuilds
+            // its OpenAPI document on every CRD change, and deleting the profile's CRDs alone
+            // has taken over two minutes there.
+            .env("HELM_TIMEOUT", "300s")
             .env("STANDIN_HELM_CRDS", &self.chart_crds)
             .env("STANDIN_HELM_KUBECTL", self.dir.path().join("real/kubectl"))
             .env("STANDIN_HELM_STATE", self.dir.path().join("helm-state"))
