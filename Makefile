@@ -324,6 +324,7 @@ rotate-pow-secret: guard-cluster $(EDGE_NAMES) ## New HMAC key for the filter; t
 ##@ Day 2: upgrades, etcd snapshots, restore and members (a restore is refused while etcd holds its quorum)
 .PHONY: etcd-snapshot etcd-restore dry-run-etcd-restore etcd-remove-member dry-run-etcd-remove-member have-inventory snapshot-named node-named
 .PHONY: upgrade-talos dry-run-upgrade-talos upgrade-k8s dry-run-upgrade-k8s
+.PHONY: replace-control-plane dry-run-replace-control-plane
 # The snapshots hold every object of the cluster, Secrets included: 0600 files in a 0700 folder
 # under OUT (git-ignored), named <cluster>-<UTC time>.snapshot.
 ETCD_SNAPSHOTS ?= $(OUT)/etcd
@@ -351,7 +352,7 @@ snapshot-named:
 	@$(if $(SNAPSHOT),,echo "make: name the snapshot to restore: make $(filter etcd-restore dry-run-etcd-restore,$(MAKECMDGOALS)) SNAPSHOT=$(ETCD_SNAPSHOTS)/<file>.snapshot" >&2; exit 2)
 
 node-named:
-	@$(if $(NODE),,echo "make: name the control plane: make $(filter etcd-remove-member dry-run-etcd-remove-member,$(MAKECMDGOALS)) NODE=<cluster>-cp-N" >&2; exit 2)
+	@$(if $(NODE),,echo "make: name the control plane: make $(filter etcd-remove-member dry-run-etcd-remove-member replace-control-plane dry-run-replace-control-plane,$(MAKECMDGOALS)) NODE=<cluster>-cp-N" >&2; exit 2)
 
 etcd-snapshot: have-inventory $(BIN)/talos-lifecycle ## Snapshot etcd from a healthy control plane into talos/_out/etcd/<cluster>-<UTC>.snapshot (0600), checked with etcdutl snapshot status
 	@$(LIFECYCLE) snapshot --out-dir '$(ETCD_SNAPSHOTS)' < '$(INVENTORY)'
@@ -375,6 +376,17 @@ etcd-remove-member: have-inventory node-named $(BIN)/talos-lifecycle $(BIN)/scw-
 	@cluster=$$($(BIN)/scw-infra names --config '$(INFRA_CONFIG)' | sed -n 's/^CLUSTER_NAME=//p'); \
 	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the etcd member of $(NODE) in the cluster $$cluster" "$$cluster"; \
 	$(REMOVE_MEMBER) < '$(INVENTORY)'
+
+# make replace-control-plane NODE=<cluster>-cp-N [FAILED=yes]: the whole replacement of one
+# control plane through pipelines/infra.sh replace (docs/operations.md), each step's plan shown
+# before the one question.
+REPLACE_ENV = $(UPGRADE_ENV) NODE='$(NODE)' FAILED='$(FAILED)' CONFIRM='$(CONFIRM)' TALOS_DIGESTS='$(TALOS_DIGESTS)' REFLASH='$(REFLASH)' WORKER_CERT_FINGERPRINT='$(WORKER_CERT_FINGERPRINT)'
+
+dry-run-replace-control-plane: have-inventory node-named $(BIN)/talos-lifecycle $(BIN)/scw-infra $(BIN)/scw-rescue-flash $(BIN)/talos-apply-insecure $(INFRA_CONFIG) ## The dry-run twin of replace-control-plane: the member's removal behind its gate, the Instance's destroy plan, the steps after; changes nothing
+	@$(REPLACE_ENV) pipelines/infra.sh replace-plan
+
+replace-control-plane: have-inventory node-named $(BIN)/talos-lifecycle $(BIN)/scw-infra $(BIN)/scw-rescue-flash $(BIN)/talos-apply-insecure $(INFRA_CONFIG) ## Replace control plane NODE (FAILED=yes: its machine is gone): member out, Node and Instance deleted, made again, waited for; shows each plan, asks
+	@$(REPLACE_ENV) pipelines/infra.sh replace
 
 # make upgrade-talos after a TALOS_VERSION bump in k8s/versions.env (and make
 # talos-image-digests): every node to the pin, through pipelines/infra.sh upgrade. The plan

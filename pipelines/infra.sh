@@ -25,6 +25,13 @@
 #   pipelines/infra.sh upgrade-k8s-plan  the dry-run twin of upgrade-k8s
 #   pipelines/infra.sh upgrade-k8s Kubernetes to KUBERNETES_VERSION (make upgrade-k8s):
 #                                  talos-lifecycle upgrade-k8s, then the configs regenerated
+#   pipelines/infra.sh replace-plan  the dry-run twin of replace: the member's removal planned
+#                                  behind its gate, the Instance's destroy plan, the steps after
+#   pipelines/infra.sh replace     the control plane NODE made again (make replace-control-plane):
+#                                  its etcd member out (FAILED=yes: through another control
+#                                  plane), its Node deleted, its Instance and root volume
+#                                  destroyed, apply's steps, then a wait until etcd and every node
+#                                  are healthy
 #
 # Environment (set by the Makefile): OUT, INFRA_CONFIG, BIN; VERSIONS_FILE (default
 # k8s/versions.env: TALOS_VERSION, KUBERNETES_VERSION and the Image Factory pins), TALOS_DIGESTS
@@ -39,7 +46,7 @@
 # print, and moves files. Only scw-infra and scw-rescue-flash get the Scaleway secret key.
 set -euo pipefail
 
-step=${1:?usage: infra.sh configs|image|digests|plan|nodes|bootstrap|outputs|apply|upgrade-plan|upgrade|upgrade-k8s-plan|upgrade-k8s}
+step=${1:?usage: infra.sh configs|image|digests|plan|nodes|bootstrap|outputs|apply|upgrade-plan|upgrade|upgrade-k8s-plan|upgrade-k8s|replace-plan|replace}
 : "${OUT:?}" "${INFRA_CONFIG:?}"
 PATCHES=${PATCHES:-talos/patches}
 VERSIONS_FILE=${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}
@@ -442,6 +449,47 @@ upgrade_kubernetes() {
   configs
 }
 
+# Replacing a control plane (make replace-control-plane NODE=..., and replace-plan its dry-run
+# twin). Every step's plan is shown before the one question: talos-lifecycle's removal plan,
+# behind its gate (every other member healthy), and scw-infra's destroy plan of that Instance
+# alone, written to a file and carried out only while it still matches. The flexible IP, the DNS
+# records and the secrets stay, so apply's steps make the machine again under the same name and
+# address, and Talos's own join replaces the member.
+replace_control_plane() {
+  local lifecycle remove kubeconfig=${KUBECONFIG:-$OUT/kubeconfig}
+  [[ -n "${NODE:-}" ]] || die "name the control plane to replace: NODE=<cluster>-cp-N"
+  upgrade_preconditions
+  apply_preconditions
+  command -v kubectl >/dev/null || die "kubectl is not installed (make tools builds it at its pin)"
+  remove=("${lifecycle[@]}" remove-member --node "$NODE" --out-dir "${ETCD_SNAPSHOTS:-$OUT/etcd}")
+  [[ "${FAILED:-}" != yes ]] || remove+=(--failed)
+  local destroy_plan=$OUT/replace-$NODE.destroy-plan.json
+  log "1. $NODE's etcd member taken out, after a snapshot:"
+  without_secrets "${remove[@]}" --dry-run <"$inventory"
+  log "2. kubectl delete node $NODE"
+  log "3. $NODE's Instance and the root volume it leaves destroyed:"
+  "$BIN/scw-infra" destroy --config "$INFRA_CONFIG" --node "$NODE" --plan-out "$destroy_plan" >/dev/null
+  log "4. apply-infra's steps: $NODE made again under its name and flexible IP, its machine config as user data"
+  log "5. a wait until etcd lists one healthy voter a control plane and every node is Ready"
+  if [[ $1 == plan ]]; then
+    rm -f "$destroy_plan"
+    return
+  fi
+  CONFIRM=${CONFIRM:-} "$(dirname "$0")/confirm.sh" \
+    "the control plane $NODE of cluster $CLUSTER_NAME: its etcd member, its Kubernetes node, its Instance and root volume (then made again)" \
+    "$CLUSTER_NAME"
+  without_secrets "${remove[@]}" <"$inventory"
+  without_secrets kubectl --kubeconfig "$kubeconfig" delete node "$NODE" --ignore-not-found
+  "$BIN/scw-infra" destroy --config "$INFRA_CONFIG" --node "$NODE" --plan "$destroy_plan" --yes
+  rm -f "$destroy_plan"
+  configs
+  nodes
+  bootstrap
+  outputs
+  without_secrets "${lifecycle[@]}" await-healthy <"$inventory"
+  log "$NODE replaced"
+}
+
 case "$step" in
   configs) configs ;;
   image) read_names; image >/dev/null ;;
@@ -455,5 +503,7 @@ case "$step" in
   upgrade) upgrade_talos run ;;
   upgrade-k8s-plan) upgrade_kubernetes plan ;;
   upgrade-k8s) upgrade_kubernetes run ;;
-  *) die "unknown step '$step' (configs|image|digests|plan|nodes|bootstrap|outputs|apply)" ;;
+  replace-plan) replace_control_plane plan ;;
+  replace) replace_control_plane run ;;
+  *) die "unknown step '$step' (configs|image|digests|plan|nodes|bootstrap|outputs|apply|upgrade-plan|upgrade|upgrade-k8s-plan|upgrade-k8s|replace-plan|replace)" ;;
 esac

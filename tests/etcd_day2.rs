@@ -1,4 +1,5 @@
 //! `make etcd-snapshot`, `make dry-run-etcd-restore`, `make etcd-restore`, `make
+//! etcd-remove-member` and `make replace-control-plane` (up to their gate), `make
 //! dry-run-upgrade-talos`, `make upgrade-talos` (up to its question) and `make dry-run-upgrade-k8s`
 //! (up to its kubectl) as an operator runs them, OUT pointing into a temporary folder (its
 //! inventory and talosconfig), the real talos-lifecycle, talosctl and etcdutl on the recipes'
@@ -80,7 +81,9 @@ impl Stage {
 
     fn make(&self, args: &[&str]) -> Output {
         let bin = testkit::workspace::bin("talos-lifecycle");
-        testkit::workspace::bin("scw-infra");
+        for tool in ["scw-infra", "scw-rescue-flash", "talos-apply-insecure"] {
+            testkit::workspace::bin(tool);
+        }
         let path = format!(
             "{}:{}",
             self.dir.path().join("bin").display(),
@@ -107,6 +110,36 @@ impl Stage {
             .stdin(Stdio::null())
             .output()
             .unwrap()
+    }
+
+    /// `TALOS_DIGESTS=<file>` recording both Talos images of the pins, which a replacement's
+    /// apply checks first (the values stand for `make talos-image-digests`'s).
+    fn recorded_digests(&self) -> String {
+        let names = Command::new(testkit::workspace::bin("scw-infra"))
+            .args(["names", "--config"])
+            .arg(testkit::workspace::root().join("config/infra.example.json"))
+            .output()
+            .unwrap();
+        assert!(names.status.success(), "{}", text(&names));
+        let names = String::from_utf8(names.stdout).unwrap();
+        let worker = names
+            .lines()
+            .find_map(|l| l.strip_prefix("WORKER_SCHEMATIC="))
+            .unwrap();
+        let version = testkit::pin("TALOS_VERSION");
+        let control_plane = testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC");
+        let path = self.dir.path().join("talos-image-digests.env");
+        fs::write(
+            &path,
+            format!(
+                "{version}/{control_plane}/scaleway-amd64.raw.zst={}\n\
+                 {version}/{worker}/metal-amd64.raw.zst={}\n",
+                "a".repeat(64),
+                "b".repeat(64)
+            ),
+        )
+        .unwrap();
+        format!("TALOS_DIGESTS={}", path.display())
     }
 
     /// Writes `key` as soon as the member has elected itself.
@@ -233,6 +266,33 @@ fn make_etcd_remove_member_needs_a_node_and_never_takes_the_last_member() {
     assert!(node.calls("EtcdLeaveCluster").is_empty());
     assert!(node.calls("EtcdSnapshot").is_empty());
     assert!(!stage.dir.path().join("out/etcd").exists());
+
+    // The whole replacement: NODE named first, then the same gate refuses before any plan of
+    // the Instance is made or anything is asked.
+    let unnamed = stage.make(&["dry-run-replace-control-plane"]);
+    assert_eq!(unnamed.status.code(), Some(2), "{}", text(&unnamed));
+    assert!(text(&unnamed).contains("make dry-run-replace-control-plane NODE="));
+    let digests = stage.recorded_digests();
+    for target in ["dry-run-replace-control-plane", "replace-control-plane"] {
+        let refused = stage.make(&[target, "NODE=edge-par-cp-1", "CONFIRM=yes", &digests]);
+        assert!(!refused.status.success(), "{}", text(&refused));
+        let said = text(&refused);
+        assert!(
+            said.contains("edge-par-cp-1 is etcd's only member"),
+            "{said}"
+        );
+        assert!(!said.contains("Instance and the root volume"), "{said}");
+    }
+    assert!(node.calls("EtcdLeaveCluster").is_empty());
+    assert!(node.calls("EtcdSnapshot").is_empty());
+    assert!(!stage.dir.path().join("out/etcd").exists());
+    assert!(
+        !stage
+            .dir
+            .path()
+            .join("out/replace-edge-par-cp-1.destroy-plan.json")
+            .exists()
+    );
 }
 
 #[test]
@@ -248,10 +308,7 @@ fn make_dry_run_upgrade_talos_prints_the_plan_and_upgrade_talos_asks_before_anyt
     // the ones scw-infra computes from the pins, the control plane's the Scaleway one.
     let out = stage.make(&["dry-run-upgrade-talos"]);
     assert!(out.status.success(), "{}", text(&out));
-    let steps: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let steps: Vec<Value> = testkit::process::json_lines(&String::from_utf8_lossy(&out.stdout));
     let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,

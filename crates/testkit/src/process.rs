@@ -50,6 +50,18 @@ pub fn success_stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Each line of `text` (a tool's JSON-lines output) decoded; fails the test naming the line.
+#[allow(clippy::panic)] // an assertion helper for tests: failing is its job
+#[track_caller]
+pub fn json_lines<T: serde::de::DeserializeOwned>(text: &str) -> Vec<T> {
+    text.lines()
+        .map(|line| match serde_json::from_str(line) {
+            Ok(value) => value,
+            Err(err) => panic!("not a JSON record ({err}): {line}"),
+        })
+        .collect()
+}
+
 /// Runs `command` to its end and returns its stdout, after checking it exited 0 (the command
 /// and its stderr are shown when it did not). Fails the test when it cannot start.
 #[allow(clippy::panic)] // an assertion helper for tests: failing is its job

@@ -8,6 +8,7 @@
 //! talos-lifecycle upgrade --to vX.Y.Z --control-plane-installer IMAGE --worker-installer IMAGE \
 //!     [--dry-run] < talos/_out/inventory.json
 //! talos-lifecycle upgrade-k8s --to vX.Y.Z [--dry-run] < talos/_out/inventory.json
+//! talos-lifecycle await-healthy [--wait-tries N] < talos/_out/inventory.json
 //! ```
 //!
 //! Reads the `NodeInventory` on stdin and asks each control plane's etcd member for its status
@@ -53,6 +54,11 @@
 //!   every kubelet runs the target, Ready; it prints the `EtcdSnapshot` record and a
 //!   `KubernetesUpgraded` one. talosctl's upgrade is itself node by node and may be run again.
 //!
+//! - `await-healthy` looks, at most `--wait-tries` times, until the cluster passes that same gate,
+//!   and exits 1 naming what is still wrong if it never does. It changes nothing and prints
+//!   nothing on stdout: the last step of replacing a control plane, whose new machine boots,
+//!   joins etcd as a learner, is promoted to a voter, and registers its node.
+//!
 //! `--dry-run` prints the plan, one `EtcdPlanStep` (`TalosUpgradeStep` for an upgrade) line a
 //! step, after the same reads and gates,
 //! and changes nothing. stdout carries the records only; talosctl's own words go to stderr. The
@@ -69,17 +75,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
+use pop_common::exit::WritingOutput;
 use pop_common::input::InputError;
 use pop_common::records::{NodeInventory, NodeRole};
 use pop_common::tool::Env;
 use pop_common::wait::{Poll, Sleeper, ThreadSleeper};
 
+pub use crate::error::Error;
 pub use crate::plan::snapshot_path;
-use crate::quorum::{NodeError, Observed, Quorum, TalosNode};
+use crate::quorum::{Observed, Quorum, TalosNode};
 use crate::talos::{Programs, Talos};
 use crate::upgrade::{Release, UpgradeNode};
 
+mod error;
 mod run;
 mod run_upgrade;
 
@@ -168,6 +176,16 @@ pub enum Action {
         #[arg(long, default_value_t = 2)]
         wait_interval_seconds: u64,
     },
+    /// Wait until every control plane's etcd member answers healthy (a voter following the one
+    /// leader), etcd lists one member per control plane, and every node is Ready: the last step
+    /// of replacing a control plane, whose new machine joins as a learner first.
+    AwaitHealthy {
+        /// How many times to look before giving up.
+        #[arg(long, default_value_t = 120)]
+        wait_tries: u32,
+        #[arg(long, default_value_t = 5)]
+        wait_interval_seconds: u64,
+    },
     /// Upgrade Talos node by node to `--to`: snapshot first, control planes one at a time
     /// behind the etcd and readiness gate, then the workers; nodes at the target are skipped.
     Upgrade {
@@ -208,12 +226,17 @@ pub struct UpgradeRun {
     pub wait_interval_seconds: u64,
 }
 
+/// `tries` looks, `interval_seconds` apart: the wait arguments of every action.
+fn poll(tries: u32, interval_seconds: u64) -> Poll {
+    Poll {
+        tries,
+        interval: Duration::from_secs(interval_seconds),
+    }
+}
+
 impl UpgradeRun {
     fn poll(&self) -> Poll {
-        Poll {
-            tries: self.wait_tries,
-            interval: Duration::from_secs(self.wait_interval_seconds),
-        }
+        poll(self.wait_tries, self.wait_interval_seconds)
     }
 }
 
@@ -226,142 +249,6 @@ pub struct Config {
     pub dry_run: bool,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{0}")]
-    Input(#[from] InputError),
-    #[error("{}: {message}", path.display())]
-    File { path: PathBuf, message: String },
-    #[error("{}: refused by etcdutl snapshot status: {message}; nothing was done", path.display())]
-    Snapshot { path: PathBuf, message: String },
-    #[error(
-        "etcd of {cluster} holds its quorum: {} of {members} members follow leader {leader} \
-         ({}); a restore would throw away everything written since the snapshot: refusing \
-         (replace the broken members instead; a restore is for a cluster that lost its quorum)",
-        healthy.len(), healthy.join(", ")
-    )]
-    QuorumHealthy {
-        cluster: String,
-        leader: String,
-        healthy: Vec<String>,
-        members: usize,
-    },
-    #[error("no control plane of {cluster} {wanted}:\n{}", answers.join("\n"))]
-    NoNode {
-        cluster: String,
-        wanted: &'static str,
-        answers: Vec<String>,
-    },
-    #[error("{node}: {doing}: {error}{}", hint(error))]
-    Node {
-        node: String,
-        doing: &'static str,
-        error: NodeError,
-    },
-    #[error(
-        "{node}: its etcd member did not answer healthy within {tries} looks, {interval:?} apart \
-         (last: {last}); `talosctl service etcd` on it says why"
-    )]
-    NotBack {
-        node: String,
-        tries: u32,
-        interval: Duration,
-        last: String,
-    },
-    #[error("--node {node}: not a control plane of the inventory (its control planes: {})", known.join(", "))]
-    UnknownNode { node: String, known: Vec<String> },
-    #[error(
-        "{node}'s etcd member stays: every other member must answer healthy, following one \
-         leader, before one of {cluster}'s members goes (else etcd may lose its quorum):\n{}",
-        answers.join("\n")
-    )]
-    OthersUnhealthy {
-        cluster: String,
-        node: String,
-        answers: Vec<String>,
-    },
-    #[error(
-        "{node}: its member {member_id} answers healthy: let it leave (without FAILED=yes / \
-         --failed), which also empties its etcd folder"
-    )]
-    StillMember { node: String, member_id: String },
-    #[error(
-        "{node}: {through}'s etcd still lists it after {tries} looks, {interval:?} apart \
-         (`talosctl etcd members` on {through})"
-    )]
-    NotRemoved {
-        node: String,
-        through: String,
-        tries: u32,
-        interval: Duration,
-    },
-    #[error("{node}: {message}; nothing was done")]
-    Unsupported { node: String, message: String },
-    #[error("{node}: {refusal}; nothing was done")]
-    Path {
-        node: String,
-        refusal: upgrade::PathRefusal,
-    },
-    #[error(
-        "talosctl is {client}, of another minor than the target {to}: use a talosctl of {} \
-         (make tools, after the pin bump); nothing was done",
-        to.minor_line()
-    )]
-    ClientMinor { client: String, to: Release },
-    #[error(
-        "before upgrading {node}, the cluster is not healthy: nothing was started on {node}{}:\n  {}",
-        if done.is_empty() { String::new() } else { format!(" ({} run the target already; run this again once healthy: it resumes at {node})", done.join(", ")) },
-        wrong.join("\n  ")
-    )]
-    Unhealthy {
-        node: String,
-        done: Vec<String>,
-        wrong: Vec<String>,
-    },
-    #[error(
-        "{node}: not back on {to} within {tries} looks, {interval:?} apart (last: {last}); \
-         `talosctl --nodes <address> dmesg` and `service` on it say why; run this again once it \
-         is: it resumes at the first node not yet on {to}"
-    )]
-    NotUpgraded {
-        node: String,
-        to: String,
-        tries: u32,
-        interval: Duration,
-        last: String,
-    },
-    #[error("cannot write the output: {0}")]
-    Output(#[from] OutputError),
-}
-
-/// What to do about a refusal Talos's procedures name.
-fn hint(error: &NodeError) -> String {
-    match error {
-        NodeError::Answered { code, .. } if code == "AlreadyExists" => {
-            " (its etcd folder still holds data: empty it with `talosctl reset --graceful=false \
-             --reboot --system-labels-to-wipe=EPHEMERAL` on that node, as Talos's disaster \
-             recovery does, wait until its etcd service is Preparing, then run this again)"
-                .to_owned()
-        }
-        _ => String::new(),
-    }
-}
-
-impl Report for Error {
-    fn exit(&self) -> Exit {
-        match self {
-            Error::Input(_)
-            | Error::File { .. }
-            | Error::Snapshot { .. }
-            | Error::UnknownNode { .. }
-            | Error::Path { .. }
-            | Error::Unsupported { .. }
-            | Error::ClientMinor { .. } => Exit::Usage,
-            _ => Exit::Failure,
-        }
-    }
-}
-
 /// Checks the files the arguments name (the talosconfig, the snapshot to restore, the
 /// kubeconfig of an upgrade), and an upgrade's target and installers.
 pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
@@ -369,6 +256,7 @@ pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
     match &cli.action {
         Action::Restore { snapshot, .. } => readable(snapshot)?,
         Action::Snapshot { out_dir } | Action::RemoveMember { out_dir, .. } => a_folder(out_dir)?,
+        Action::AwaitHealthy { .. } => readable(&cli.kubeconfig)?,
         Action::UpgradeK8s { to, run } => {
             readable(&cli.kubeconfig)?;
             a_folder(&run.out_dir)?;
@@ -471,7 +359,7 @@ pub fn run_with(
     let cluster = inventory.cluster_name.as_str();
     if matches!(
         config.action,
-        Action::Upgrade { .. } | Action::UpgradeK8s { .. }
+        Action::Upgrade { .. } | Action::UpgradeK8s { .. } | Action::AwaitHealthy { .. }
     ) {
         return upgrades(config, talos, sleeper, &inventory, now, &mut output);
     }
@@ -492,10 +380,7 @@ pub fn run_with(
             wait_tries,
             wait_interval_seconds,
         } => {
-            let wait = Poll {
-                tries: *wait_tries,
-                interval: Duration::from_secs(*wait_interval_seconds),
-            };
+            let wait = poll(*wait_tries, *wait_interval_seconds);
             let restore = run::Restore {
                 snapshot,
                 skip_hash_check: *skip_hash_check,
@@ -523,10 +408,7 @@ pub fn run_with(
                 node,
                 failed: *failed,
                 snapshot: &path,
-                wait: Poll {
-                    tries: *wait_tries,
-                    interval: Duration::from_secs(*wait_interval_seconds),
-                },
+                wait: poll(*wait_tries, *wait_interval_seconds),
             };
             run::remove_member(
                 config,
@@ -539,7 +421,7 @@ pub fn run_with(
                 &mut output,
             )
         }
-        Action::Upgrade { .. } | Action::UpgradeK8s { .. } => Ok(()),
+        Action::Upgrade { .. } | Action::UpgradeK8s { .. } | Action::AwaitHealthy { .. } => Ok(()),
     }
 }
 
@@ -577,6 +459,13 @@ fn upgrades(
                 wait: run.poll(),
             };
             run_upgrade::upgrade_k8s(config, talos, sleeper, cluster, &nodes, &asked, now, output)
+        }
+        Action::AwaitHealthy {
+            wait_tries,
+            wait_interval_seconds,
+        } => {
+            let wait = poll(*wait_tries, *wait_interval_seconds);
+            run_upgrade::await_healthy(talos, sleeper, cluster, &nodes, wait)
         }
         Action::Snapshot { .. } | Action::Restore { .. } | Action::RemoveMember { .. } => Ok(()),
     }

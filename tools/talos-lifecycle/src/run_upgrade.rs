@@ -187,9 +187,23 @@ fn check_gate(
     node: &str,
     done: Vec<String>,
 ) -> Result<(), Error> {
+    cluster_health(talos, control_planes, names).map_err(|wrong| Error::Unhealthy {
+        node: node.to_owned(),
+        done,
+        wrong,
+    })
+}
+
+/// Whether the cluster is healthy: every control plane's member a healthy voter following the
+/// one leader, one member per control plane, every node in `names` Ready; else what is wrong.
+fn cluster_health(
+    talos: &dyn Talos,
+    control_planes: &[TalosNode],
+    names: &[String],
+) -> Result<(), Vec<String>> {
     let observed = observe(talos, control_planes);
     let members = members(talos, &observed);
-    // Readiness is read once etcd passes: an unhealthy member already stops the upgrade.
+    // Readiness is read once etcd passes: an unhealthy member already says what is wrong.
     let etcd = upgrade::gate(&observed, members.as_deref(), &[]);
     let ready: Vec<(String, Result<bool, NodeError>)> = if etcd.is_ok() {
         names
@@ -199,11 +213,48 @@ fn check_gate(
     } else {
         Vec::new()
     };
-    upgrade::gate(&observed, members.as_deref(), &ready).map_err(|wrong| Error::Unhealthy {
-        node: node.to_owned(),
-        done,
-        wrong: wrong.0,
-    })
+    upgrade::gate(&observed, members.as_deref(), &ready).map_err(|wrong| wrong.0)
+}
+
+/// Looks at the cluster until it is healthy as [`cluster_health`] reads it (a replaced control
+/// plane's machine boots, joins etcd as a learner, is promoted, and its kubelet registers).
+pub fn await_healthy(
+    talos: &dyn Talos,
+    sleeper: &dyn Sleeper,
+    cluster: &str,
+    nodes: &[UpgradeNode],
+    wait: Poll,
+) -> Result<(), Error> {
+    let control_planes: Vec<TalosNode> = nodes
+        .iter()
+        .filter(|n| n.role == NodeRole::Controlplane)
+        .map(|n| n.node.clone())
+        .collect();
+    let names: Vec<String> = nodes.iter().map(|n| n.node.name.clone()).collect();
+    let mut last = Vec::new();
+    let healthy = wait.until(sleeper, |attempt| {
+        match cluster_health(talos, &control_planes, &names) {
+            Ok(()) => Ok::<_, Error>(Some(())),
+            Err(wrong) => {
+                if wrong != last {
+                    pop_common::info!("look {attempt}: {}", wrong.join("; "));
+                }
+                last = wrong;
+                Ok(None)
+            }
+        }
+    })?;
+    healthy.ok_or_else(|| Error::NotHealthy {
+        cluster: cluster.to_owned(),
+        tries: wait.tries,
+        interval: wait.interval,
+        last,
+    })?;
+    pop_common::info!(
+        "{cluster}: {} etcd members, each a healthy voter following one leader; every node Ready",
+        control_planes.len()
+    );
+    Ok(())
 }
 
 /// The member list from the first control plane whose member answers.

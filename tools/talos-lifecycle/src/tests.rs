@@ -11,7 +11,9 @@ use pop_common::records::{
 };
 
 use super::*;
-use crate::quorum::{MemberStatus, quorum};
+use pop_common::exit::{Exit, Report};
+
+use crate::quorum::{MemberStatus, NodeError, quorum};
 use crate::talos::Kubelet;
 use crate::upgrade::{self, Release};
 
@@ -805,10 +807,7 @@ fn an_upgrade_runs_in_the_planned_order_and_records_each_node() {
         ]
     );
     assert!(snapshot.is_file());
-    let lines: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<serde_json::Value> = testkit::process::json_lines(&out);
     assert_eq!(lines[0]["kind"], "EtcdSnapshot");
     let records: Vec<TalosUpgraded> = lines[1..]
         .iter()
@@ -1123,10 +1122,7 @@ fn a_kubernetes_upgrade_is_planned_snapshot_first_through_one_healthy_control_pl
 
     let (result, out) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
     result.unwrap();
-    let lines: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<serde_json::Value> = testkit::process::json_lines(&out);
     assert_eq!(lines[0]["kind"], "EtcdSnapshot");
     let done: KubernetesUpgraded = serde_json::from_value(lines[1].clone()).unwrap();
     assert_eq!(
@@ -1387,5 +1383,87 @@ fn a_gone_node_s_member_is_removed_through_another_only_when_asked_and_only_if_i
             .to_string()
             .contains("edge-par-cp-1, edge-par-cp-2, edge-par-cp-3"),
         "{error}"
+    );
+}
+
+fn await_config(tries: u32) -> Config {
+    config(
+        Action::AwaitHealthy {
+            wait_tries: tries,
+            wait_interval_seconds: 1,
+        },
+        false,
+    )
+}
+
+#[test]
+fn a_replaced_control_plane_is_awaited_until_it_votes_and_every_node_is_ready() {
+    // cp-3's new machine: its Talos API first does not answer, then its member is a learner,
+    // then a voter following the leader.
+    let learner = Ok(MemberStatus {
+        learner: true,
+        ..healthy("c", "a").unwrap()
+    });
+    let talos = healthy_cluster().status(CPS[2], vec![down(), learner, healthy("c", "a")]);
+    let (result, out) = go(&await_config(5), &talos);
+    result.unwrap();
+    assert_eq!(out, "", "stdout carries no record");
+    let looks = |talos: &Scripted| {
+        talos
+            .calls
+            .borrow()
+            .iter()
+            .filter(|c| *c == &format!("status {}", CPS[2]))
+            .count()
+    };
+    assert_eq!(looks(&talos), 3, "one look a try until it passes");
+    // Readiness is read only once etcd passes, for every node of the inventory.
+    let ready: Vec<String> = talos
+        .calls
+        .borrow()
+        .iter()
+        .filter(|c| c.starts_with("ready"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        ready,
+        [
+            "ready edge-par-worker-1",
+            "ready edge-par-cp-1",
+            "ready edge-par-cp-2",
+            "ready edge-par-cp-3"
+        ]
+    );
+    assert!(changes(&talos).iter().all(|c| c.starts_with("ready")));
+
+    // A node that never gets Ready: a failure after the bounded wait, naming it.
+    let talos = Scripted {
+        not_ready: vec![CPS[2].into()],
+        ..healthy_cluster()
+    };
+    let (result, _) = go(&await_config(4), &talos);
+    let error = result.unwrap_err();
+    assert_eq!(error.exit(), Exit::Failure);
+    let said = error.to_string();
+    assert!(
+        said.starts_with("edge-par is not healthy after 4 looks"),
+        "{said}"
+    );
+    assert!(
+        said.contains("edge-par-cp-3: its Kubernetes node is not Ready"),
+        "{said}"
+    );
+    assert_eq!(looks(&talos), 4);
+
+    // A member still a learner at the end is named as such.
+    let learner = Ok(MemberStatus {
+        learner: true,
+        ..healthy("c", "a").unwrap()
+    });
+    let talos = healthy_cluster().status(CPS[2], vec![learner]);
+    let said = go(&await_config(2), &talos).0.unwrap_err().to_string();
+    assert!(
+        said.contains("edge-par-cp-3: member c is a learner"),
+        "{said}"
     );
 }

@@ -214,10 +214,8 @@ impl RoundTrip {
         let plan = self
             .tool
             .run(&["restore", "--snapshot", snapshot, "--dry-run"]);
-        let steps: Vec<Value> = testkit::process::success_stdout(&plan)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let steps: Vec<Value> =
+            testkit::process::json_lines(&testkit::process::success_stdout(&plan));
         let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["check-snapshot", "recover", "wait-healthy"]);
         assert!(
@@ -524,10 +522,7 @@ fn a_gone_member_is_removed_through_another_only_after_the_gate_and_when_asked()
     // Removed through cp-2, after a snapshot.
     let out = remove(&three, &["--node", "edge-par-cp-1", "--failed"]);
     let stdout = testkit::process::success_stdout(&out);
-    let records: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records: Vec<Value> = testkit::process::json_lines(&stdout);
     assert_eq!(records[0]["kind"], "EtcdSnapshot", "{stdout}");
     assert_eq!(records[1]["kind"], "EtcdMemberRemoval", "{stdout}");
     assert_eq!(records[1]["how"], "remove-member");
@@ -715,10 +710,7 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
     // gates each control plane.
     let out = upgrade(true);
     let stdout = testkit::process::success_stdout(&out);
-    let steps: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let steps: Vec<Value> = testkit::process::json_lines(&stdout);
     let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
     assert_eq!(
         kinds[..4],
@@ -830,10 +822,7 @@ fn a_node_upgraded_through_the_real_talosctl_answers_with_the_installers_version
             .then_some(())
     });
     let out = upgrade_to_next_patch(dir.path(), &programs, port, &addresses, true);
-    let steps: Vec<Value> = testkit::process::success_stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let steps: Vec<Value> = testkit::process::json_lines(&testkit::process::success_stdout(&out));
     let shape: Vec<(&str, &str)> = steps
         .iter()
         .filter(|s| !s["node"].is_null())
@@ -902,10 +891,7 @@ fn a_kubernetes_upgrade_is_planned_from_the_kubelets_the_api_server_reports() {
         )
     };
     let out = plan("v1.36.3");
-    let steps: Vec<Value> = testkit::process::success_stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let steps: Vec<Value> = testkit::process::json_lines(&testkit::process::success_stdout(&out));
     let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
