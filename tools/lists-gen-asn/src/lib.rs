@@ -148,11 +148,8 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
     let result = list::checked(
         &config.common,
         ListMeta {
-            name: config.common.list_name.clone(),
-            generator: ListGenerator::Asn,
-            sources: shown,
             asns: config.asns.clone(),
-            tokens: Vec::new(),
+            ..ListMeta::new(&config.common, ListGenerator::Asn, shown)
         },
         ipv4,
         ipv6,
