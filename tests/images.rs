@@ -538,13 +538,10 @@ impl Published<'_> {
 
 #[test]
 fn publish_refuses_a_record_path_render_edge_would_not_read_before_pushing_anything() {
-    let work = tempfile::tempdir().unwrap();
-    let config = work.path().join("edge.json");
-    std::fs::write(
-        &config,
+    let (work, config) = testkit::temp_file(
+        "edge.json",
         r#"{"images": {"registry": "127.0.0.1:9/edgepop", "published": "published-images.json"}}"#,
-    )
-    .unwrap();
+    );
     let out = oci_image()
         .args(["publish", "--edge-config"])
         .arg(&config)

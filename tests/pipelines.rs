@@ -74,9 +74,7 @@ fn check_manifests_passes_valid_files_and_fails_invalid_ones() {
         return;
     };
     let schemas = shared.join("schemas");
-    let dir = tempfile::tempdir().unwrap();
-    let good = dir.path().join("good.yaml");
-    fs::write(&good, GOOD).unwrap();
+    let (dir, good) = testkit::temp_file("good.yaml", GOOD);
     let out = check_manifests(&schemas, &[&good]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -117,9 +115,7 @@ fn check_manifests_passes_valid_files_and_fails_invalid_ones() {
 
 #[test]
 fn check_manifests_fails_without_the_schema_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let good = dir.path().join("good.yaml");
-    fs::write(&good, GOOD).unwrap();
+    let (dir, good) = testkit::temp_file("good.yaml", GOOD);
     let out = check_manifests(&dir.path().join("no-schemas"), &[&good]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(

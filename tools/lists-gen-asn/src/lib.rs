@@ -255,9 +255,7 @@ mod tests {
 
     #[test]
     fn asns_come_from_flags_commas_and_a_file_sorted_and_unique() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("asns");
-        std::fs::write(&file, "# hosting\nAS24940\n16276 # OVH\n\n").unwrap();
+        let (_dir, file) = testkit::temp_file("asns", "# hosting\nAS24940\n16276 # OVH\n\n");
         let config = resolve_cli(cli(&[
             "--asn",
             "16276,as13335",
