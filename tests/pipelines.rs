@@ -250,6 +250,17 @@ impl Drop for Server {
     }
 }
 
+/// [`vendor`] fails (exit 1) saying `why`.
+fn assert_vendor_fails(base_url: &str, vendor_dir: &Path, why: &str) {
+    let out = vendor(base_url, vendor_dir);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(why),
+        "{}",
+        text(&out)
+    );
+}
+
 fn vendor(base_url: &str, vendor_dir: &Path) -> Output {
     Command::new("bash")
         .arg(repo().join("pipelines/vendor.sh"))
@@ -327,13 +338,7 @@ fn vendor_fetches_the_pins_and_refuses_a_tampered_file() {
     bytes.extend_from_slice(b"# tampered\n");
     fs::write(&victim, bytes).unwrap();
     let fresh = tempfile::tempdir().unwrap();
-    let out = vendor(&server.url, fresh.path());
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("does not match the pin"),
-        "{}",
-        text(&out)
-    );
+    assert_vendor_fails(&server.url, fresh.path(), "does not match the pin");
     assert_eq!(listing(fresh.path()), Vec::<(String, String)>::new());
     assert_eq!(
         fs::read_dir(fresh.path()).unwrap().count(),
@@ -351,13 +356,7 @@ fn vendor_fetches_the_pins_and_refuses_a_tampered_file() {
 
     // A file the server does not have: a download error, the same guarantees.
     fs::remove_file(&victim).unwrap();
-    let out = vendor(&server.url, good.path());
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("download failed"),
-        "{}",
-        text(&out)
-    );
+    assert_vendor_fails(&server.url, good.path(), "download failed");
     assert_eq!(listing(good.path()), before);
 }
 
