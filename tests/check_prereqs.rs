@@ -51,29 +51,35 @@ fn operator_files(work: &Path, home: &Path) {
 fn client_stand_ins(bin: &Path) {
     // What the real clients print (talosctl: `version --client --short`; kubectl:
     // `version --client`; helm: `version --short`).
-    let talos = pin("TALOS_VERSION");
-    script(
-        bin,
-        "talosctl",
-        &format!("echo 'Client:'; echo '\tTalos {talos}'"),
-    );
-    let k8s = pin("KUBERNETES_VERSION");
-    script(
-        bin,
-        "kubectl",
-        &format!("echo 'Client Version: {k8s}'; echo 'Kustomize Version: v5.7.1'"),
-    );
-    script(
-        bin,
-        "helm",
-        "[[ $1 == version ]] && echo 'v3.19.0+g3d8990f'; [[ $1 != diff ]]",
-    );
-    script(bin, "curl", "echo curl 8.14.1");
-    // scw-infra runs both on the control planes' image (apply/image_file.rs).
-    script(bin, "zstd", "echo '*** Zstandard CLI (64-bit) v1.5.4'");
-    script(bin, "qemu-img", "echo 'qemu-img version 7.2.15'");
-    script(bin, "cargo", "echo cargo 1.95.0");
-    script(bin, "rustup", "echo wasm32-wasip1");
+    let (talos, k8s) = (pin("TALOS_VERSION"), pin("KUBERNETES_VERSION"));
+    for (name, text) in [
+        (
+            "talosctl",
+            format!("echo 'Client:'; echo '\tTalos {talos}'"),
+        ),
+        (
+            "kubectl",
+            format!("echo 'Client Version: {k8s}'; echo 'Kustomize Version: v5.7.1'"),
+        ),
+        ("helm", helm_reporting("v3.19.0+g3d8990f")),
+        ("curl", "echo curl 8.14.1".to_owned()),
+        // scw-infra runs both on the control planes' image (apply/image_file.rs).
+        (
+            "zstd",
+            "echo '*** Zstandard CLI (64-bit) v1.5.4'".to_owned(),
+        ),
+        ("qemu-img", "echo 'qemu-img version 7.2.15'".to_owned()),
+        ("cargo", "echo cargo 1.95.0".to_owned()),
+        ("rustup", "echo wasm32-wasip1".to_owned()),
+    ] {
+        script(bin, name, &text);
+    }
+}
+
+/// A helm stand-in that prints `version` for `helm version --short`, and fails `helm diff` (no
+/// plugin).
+pub(crate) fn helm_reporting(version: &str) -> String {
+    format!("[[ $1 == version ]] && echo '{version}'; [[ $1 != diff ]]")
 }
 
 struct Machine {
@@ -289,11 +295,7 @@ fn a_talosctl_of_another_minor_fails_naming_both_versions() {
 #[test]
 fn a_helm_older_than_the_minimum_or_a_kubectl_two_minors_away_fails() {
     let machine = Machine::ready();
-    script(
-        &machine.bin(),
-        "helm",
-        "[[ $1 == version ]] && echo 'v3.5.4+g1b5edb6'; [[ $1 != diff ]]",
-    );
+    script(&machine.bin(), "helm", &helm_reporting("v3.5.4+g1b5edb6"));
     script(&machine.bin(), "kubectl", "echo 'Client Version: v1.33.2'");
     let text = machine.check_exits(&[], &[], 1);
     assert!(line_begins(&text, "helm v3.5.4", "MISSING"), "{text}");
@@ -303,11 +305,7 @@ fn a_helm_older_than_the_minimum_or_a_kubectl_two_minors_away_fails() {
 #[test]
 fn helm_4_is_refused_saying_which_major_version_is_supported() {
     let machine = Machine::ready();
-    script(
-        &machine.bin(),
-        "helm",
-        "[[ $1 == version ]] && echo 'v4.0.1+g3a12c9e'; [[ $1 != diff ]]",
-    );
+    script(&machine.bin(), "helm", &helm_reporting("v4.0.1+g3a12c9e"));
     let said = machine.check_exits(&[], &[], 1);
     let line = line_with(&said, "helm v4.0.1").to_owned();
     assert!(line.trim_start().starts_with("MISSING"), "{line}");

@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 use testkit::control_plane::ControlPlane;
 
-use crate::check_prereqs::{line_begins, line_with};
+use crate::check_prereqs::{helm_reporting, line_begins, line_with};
 
 const TEST: &str = "onprem_check";
 
@@ -54,7 +54,10 @@ impl Machine {
         }
         testkit::sshd::script(
             &bin.join("helm"),
-            "#!/usr/bin/env bash\n[[ $1 == version ]] && echo 'v3.19.0+g3d8990f'; [[ $1 != diff ]]\n",
+            &format!(
+                "#!/usr/bin/env bash\n{}\n",
+                helm_reporting("v3.19.0+g3d8990f")
+            ),
         );
         Some(Machine {
             dir,
