@@ -49,6 +49,14 @@ struct Cluster {
     _turn: MutexGuard<'static, ()>,
 }
 
+/// [`cluster`] with the GatewayClass istiod makes and accepts (see
+/// [`Cluster::play_istiod_class`]), as a cluster running Istio has it.
+fn cluster_with_istiod_class(test: &str) -> Option<Cluster> {
+    let cluster = cluster(test)?;
+    cluster.play_istiod_class();
+    Some(cluster)
+}
+
 fn cluster(test: &str) -> Option<Cluster> {
     static TURN: Mutex<()> = Mutex::new(());
     let kubectl = testkit::upstream::program(test, "kubectl")?;
@@ -470,10 +478,9 @@ fn base64_decode(text: &str) -> String {
 
 #[test]
 fn apply_edge_converges_keeps_the_refreshed_lists_and_prunes_what_is_no_longer_rendered() {
-    let Some(cluster) = cluster("apply_edge_converges") else {
+    let Some(cluster) = cluster_with_istiod_class("apply_edge_converges") else {
         return;
     };
-    cluster.play_istiod_class();
     let with_filter = cluster.render("edge-pow.example.json");
 
     assert_the_twins_and_a_bad_wait_change_nothing(&cluster, &with_filter);
@@ -756,10 +763,9 @@ fn rotate(cluster: &Cluster, objects: &Path, secret: &str) {
 
 #[test]
 fn istiods_objects_survive_two_applies_and_the_gateway_class_is_co_owned() {
-    let Some(cluster) = cluster("istiods_objects_survive") else {
+    let Some(cluster) = cluster_with_istiod_class("istiods_objects_survive") else {
         return;
     };
-    cluster.play_istiod_class();
     let objects = cluster.render("edge-pow.example.json");
 
     // First apply: the class istiod created is applied over without a conflict.
@@ -838,10 +844,9 @@ fn a_gateway_class_istiod_does_not_accept_stops_the_apply_and_says_where_to_look
 
 #[test]
 fn a_gateway_istiod_does_not_accept_stops_the_apply_naming_its_reason() {
-    let Some(cluster) = cluster("a_gateway_istiod_does_not_accept") else {
+    let Some(cluster) = cluster_with_istiod_class("a_gateway_istiod_does_not_accept") else {
         return;
     };
-    cluster.play_istiod_class();
     // A refusal as the Gateway API defines one (apis/v1/gateway_types.go: Accepted False with
     // reason InvalidParameters), with the kind of message istiod gives.
     let refused = istiod::Answer {
@@ -878,10 +883,9 @@ fn a_gateway_istiod_does_not_accept_stops_the_apply_naming_its_reason() {
 
 #[test]
 fn an_accepted_condition_for_an_older_spec_does_not_count() {
-    let Some(cluster) = cluster("an_accepted_condition_for_an_older_spec") else {
+    let Some(cluster) = cluster_with_istiod_class("an_accepted_condition_for_an_older_spec") else {
         return;
     };
-    cluster.play_istiod_class();
     // Someone changes the class after istiod answered (generation 2), and istiod has not
     // answered again: its Accepted is for generation 1.
     cluster.kubectl_ok(&[
@@ -930,10 +934,9 @@ fn the_operators_objects_on_a_cluster_without_its_api_stop_the_apply_before_anyt
 
 #[test]
 fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
-    let Some(cluster) = cluster("destroy_edge_deletes_every_member") else {
+    let Some(cluster) = cluster_with_istiod_class("destroy_edge_deletes_every_member") else {
         return;
     };
-    cluster.play_istiod_class();
     let objects = cluster.render("edge-pow.example.json");
     cluster.apply_edge("apply", &objects);
     let rendered = cluster.rendered(&objects);
@@ -1004,13 +1007,12 @@ fn destroy_edge_deletes_every_member_of_the_applied_set_then_the_namespace() {
 
 #[test]
 fn destroy_edge_deletes_nothing_that_no_applyset_proves_ours() {
-    let Some(cluster) = cluster("destroy_edge_deletes_nothing_unproven") else {
+    let Some(cluster) = cluster_with_istiod_class("destroy_edge_deletes_nothing_unproven") else {
         return;
     };
-    // A namespace of the same name that the edge layer never applied (no ApplySet parent in
-    // it), holding someone's ConfigMap; and the class istiod made.
-    cluster.play_istiod_class();
     let objects = cluster.render("edge.example.json");
+    // A namespace of the same name that the edge layer never applied (no ApplySet parent in
+    // it), holding someone's ConfigMap.
     cluster.kubectl_ok(&["create", "namespace", NAMESPACE]);
     cluster.kubectl_ok(&[
         "create",

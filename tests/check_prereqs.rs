@@ -51,29 +51,35 @@ fn operator_files(work: &Path, home: &Path) {
 fn client_stand_ins(bin: &Path) {
     // What the real clients print (talosctl: `version --client --short`; kubectl:
     // `version --client`; helm: `version --short`).
-    let talos = pin("TALOS_VERSION");
-    script(
-        bin,
-        "talosctl",
-        &format!("echo 'Client:'; echo '\tTalos {talos}'"),
-    );
-    let k8s = pin("KUBERNETES_VERSION");
-    script(
-        bin,
-        "kubectl",
-        &format!("echo 'Client Version: {k8s}'; echo 'Kustomize Version: v5.7.1'"),
-    );
-    script(
-        bin,
-        "helm",
-        "[[ $1 == version ]] && echo 'v3.19.0+g3d8990f'; [[ $1 != diff ]]",
-    );
-    script(bin, "curl", "echo curl 8.14.1");
-    // scw-infra runs both on the control planes' image (apply/image_file.rs).
-    script(bin, "zstd", "echo '*** Zstandard CLI (64-bit) v1.5.4'");
-    script(bin, "qemu-img", "echo 'qemu-img version 7.2.15'");
-    script(bin, "cargo", "echo cargo 1.95.0");
-    script(bin, "rustup", "echo wasm32-wasip1");
+    let (talos, k8s) = (pin("TALOS_VERSION"), pin("KUBERNETES_VERSION"));
+    for (name, text) in [
+        (
+            "talosctl",
+            format!("echo 'Client:'; echo '\tTalos {talos}'"),
+        ),
+        (
+            "kubectl",
+            format!("echo 'Client Version: {k8s}'; echo 'Kustomize Version: v5.7.1'"),
+        ),
+        ("helm", helm_reporting("v3.19.0+g3d8990f")),
+        ("curl", "echo curl 8.14.1".to_owned()),
+        // scw-infra runs both on the control planes' image (apply/image_file.rs).
+        (
+            "zstd",
+            "echo '*** Zstandard CLI (64-bit) v1.5.4'".to_owned(),
+        ),
+        ("qemu-img", "echo 'qemu-img version 7.2.15'".to_owned()),
+        ("cargo", "echo cargo 1.95.0".to_owned()),
+        ("rustup", "echo wasm32-wasip1".to_owned()),
+    ] {
+        script(bin, name, &text);
+    }
+}
+
+/// A helm stand-in that prints `version` for `helm version --short`, and fails `helm diff` (no
+/// plugin).
+pub(crate) fn helm_reporting(version: &str) -> String {
+    format!("[[ $1 == version ]] && echo '{version}'; [[ $1 != diff ]]")
 }
 
 struct Machine {
@@ -151,6 +157,13 @@ impl Machine {
 
     fn bin(&self) -> PathBuf {
         self.dir.path().join("bin")
+    }
+
+    /// [`Machine::check`], which must exit with `code`: its stdout.
+    fn check_exits(&self, env: &[(&str, &str)], unset: &[&str], code: i32) -> String {
+        let out = self.check(env, unset);
+        assert_eq!(out.status.code(), Some(code), "{}", report(&out));
+        stdout(&out)
     }
 
     fn check(&self, env: &[(&str, &str)], unset: &[&str]) -> Output {
@@ -252,9 +265,7 @@ fn the_image_tools_of_the_import_are_missing_naming_their_package() {
     for (tool, package) in [("zstd", "zstd"), ("qemu-img", "qemu-utils")] {
         let machine = Machine::ready();
         fs::remove_file(machine.bin().join(tool)).unwrap();
-        let out = machine.check(&[], &[]);
-        assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-        let said = stdout(&out);
+        let said = machine.check_exits(&[], &[], 1);
         let line = line_with(&said, tool);
         assert!(line.trim_start().starts_with("MISSING"), "{line}");
         assert!(
@@ -272,9 +283,8 @@ fn a_talosctl_of_another_minor_fails_naming_both_versions() {
         "talosctl",
         "echo 'Client:'; echo '\tTalos v1.12.4'",
     );
-    let out = machine.check(&[], &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    let line = line_with(&stdout(&out), "talosctl").to_owned();
+    let said = machine.check_exits(&[], &[], 1);
+    let line = line_with(&said, "talosctl").to_owned();
     assert!(line.trim_start().starts_with("MISSING"), "{line}");
     assert!(
         line.contains("v1.12") && line.contains(&pin("TALOS_VERSION")),
@@ -285,15 +295,9 @@ fn a_talosctl_of_another_minor_fails_naming_both_versions() {
 #[test]
 fn a_helm_older_than_the_minimum_or_a_kubectl_two_minors_away_fails() {
     let machine = Machine::ready();
-    script(
-        &machine.bin(),
-        "helm",
-        "[[ $1 == version ]] && echo 'v3.5.4+g1b5edb6'; [[ $1 != diff ]]",
-    );
+    script(&machine.bin(), "helm", &helm_reporting("v3.5.4+g1b5edb6"));
     script(&machine.bin(), "kubectl", "echo 'Client Version: v1.33.2'");
-    let out = machine.check(&[], &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    let text = stdout(&out);
+    let text = machine.check_exits(&[], &[], 1);
     assert!(line_begins(&text, "helm v3.5.4", "MISSING"), "{text}");
     assert!(line_begins(&text, "kubectl v1.33", "MISSING"), "{text}");
 }
@@ -301,14 +305,9 @@ fn a_helm_older_than_the_minimum_or_a_kubectl_two_minors_away_fails() {
 #[test]
 fn helm_4_is_refused_saying_which_major_version_is_supported() {
     let machine = Machine::ready();
-    script(
-        &machine.bin(),
-        "helm",
-        "[[ $1 == version ]] && echo 'v4.0.1+g3a12c9e'; [[ $1 != diff ]]",
-    );
-    let out = machine.check(&[], &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    let line = line_with(&stdout(&out), "helm v4.0.1").to_owned();
+    script(&machine.bin(), "helm", &helm_reporting("v4.0.1+g3a12c9e"));
+    let said = machine.check_exits(&[], &[], 1);
+    let line = line_with(&said, "helm v4.0.1").to_owned();
     assert!(line.trim_start().starts_with("MISSING"), "{line}");
     assert!(
         line.contains(&format!(
@@ -322,12 +321,11 @@ fn helm_4_is_refused_saying_which_major_version_is_supported() {
 #[test]
 fn missing_credentials_fail() {
     let machine = Machine::ready();
-    let out = machine.check(
+    let text = machine.check_exits(
         &[],
         &["SCW_ACCESS_KEY", "SCW_SECRET_KEY", "SCW_DEFAULT_PROJECT_ID"],
+        1,
     );
-    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    let text = stdout(&out);
     assert!(line_begins(&text, "SCW_ACCESS_KEY", "MISSING"), "{text}");
 }
 
@@ -340,9 +338,8 @@ fn an_invalid_platform_config_fails_naming_the_field() {
         .unwrap()
         .replace("\"relay\": true", "\"relay\": false");
     fs::write(&path, text).unwrap();
-    let out = machine.check(&[], &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    let line = line_with(&stdout(&out), "platform.json").to_owned();
+    let said = machine.check_exits(&[], &[], 1);
+    let line = line_with(&said, "platform.json").to_owned();
     assert!(
         line.trim_start().starts_with("INVALID")
             && line.contains("cilium.hubble.ui")
@@ -362,9 +359,8 @@ fn a_vendored_crd_that_does_not_match_its_pin_fails() {
         "tampered\n",
     )
     .unwrap();
-    let out = machine.check(&[], &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    assert!(line_with(&stdout(&out), "Gateway API").contains("make vendor"));
+    let said = machine.check_exits(&[], &[], 1);
+    assert!(line_with(&said, "Gateway API").contains("make vendor"));
 }
 
 #[test]
@@ -385,9 +381,7 @@ fn make_check_for_the_onprem_profile_asks_for_sops_its_age_key_and_a_well_formed
     // No Scaleway credentials and no talosctl: this cluster exists already.
     fs::remove_file(machine.bin().join("talosctl")).unwrap();
     let unset = ["SCW_ACCESS_KEY", "SCW_SECRET_KEY", "SCW_DEFAULT_PROJECT_ID"];
-    let out = machine.check(&onprem, &unset);
-    assert_eq!(out.status.code(), Some(0), "{}", report(&out));
-    let text = stdout(&out);
+    let text = machine.check_exits(&onprem, &unset, 0);
     assert!(line_begins(&text, "sops", "ok"), "{text}");
     assert!(line_begins(&text, "config/onprem.json", "ok"), "{text}");
     assert!(!text.contains("SCW_"), "{text}");
@@ -404,9 +398,7 @@ fn make_check_for_the_onprem_profile_asks_for_sops_its_age_key_and_a_well_formed
     .unwrap();
     config["secrets"] = serde_json::json!(clear);
     fs::write(work.join("config/onprem.json"), config.to_string()).unwrap();
-    let out = machine.check(&[("PROFILE", "onprem")], &unset);
-    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    let text = stdout(&out);
+    let text = machine.check_exits(&[("PROFILE", "onprem")], &unset, 1);
     assert!(
         line_with(&text, "sops (not installed").contains("MISSING"),
         "{text}"
@@ -430,9 +422,8 @@ fn talos_images_unrecorded_for_the_current_pins_are_missing_naming_the_target() 
         .unwrap()
         .replace(&pin("TALOS_VERSION"), "v1.13.0");
     fs::write(&digests, other).unwrap();
-    let out = machine.check(&[], &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    let line = line_with(&stdout(&out), "images' sha256").to_owned();
+    let said = machine.check_exits(&[], &[], 1);
+    let line = line_with(&said, "images' sha256").to_owned();
     assert!(
         line.trim_start().starts_with("MISSING")
             && line.contains("make talos-image-digests")
@@ -441,9 +432,8 @@ fn talos_images_unrecorded_for_the_current_pins_are_missing_naming_the_target() 
         "{line}"
     );
     fs::remove_file(&digests).unwrap();
-    let out = machine.check(&[], &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-    assert!(line_with(&stdout(&out), "images' sha256").contains("MISSING"));
+    let said = machine.check_exits(&[], &[], 1);
+    assert!(line_with(&said, "images' sha256").contains("MISSING"));
 }
 
 #[test]
@@ -474,9 +464,8 @@ fn a_malformed_infra_or_edge_config_is_invalid_naming_the_field() {
     ] {
         assert_ne!(text, infra, "the example changed: {field}");
         fs::write(config.join("infra.json"), &text).unwrap();
-        let out = machine.check(&[], &[]);
-        assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-        let line = line_with(&stdout(&out), "config/infra.json").to_owned();
+        let said = machine.check_exits(&[], &[], 1);
+        let line = line_with(&said, "config/infra.json").to_owned();
         assert!(
             line.trim_start().starts_with("INVALID")
                 && line.contains(field)
@@ -494,9 +483,8 @@ fn a_malformed_infra_or_edge_config_is_invalid_naming_the_field() {
     ] {
         assert_ne!(text, edge, "the example changed: {field}");
         fs::write(config.join("edge.json"), &text).unwrap();
-        let out = machine.check(&[], &[]);
-        assert_eq!(out.status.code(), Some(1), "{}", report(&out));
-        let line = line_with(&stdout(&out), "config/edge.json").to_owned();
+        let said = machine.check_exits(&[], &[], 1);
+        let line = line_with(&said, "config/edge.json").to_owned();
         assert!(
             line.trim_start().starts_with("INVALID") && line.contains(field),
             "{line}"

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use testkit::control_plane::ControlPlane;
@@ -46,6 +46,26 @@ fn answer(dir: &Path, name: &str, text: &str) {
     fs::write(dir.join(name), text).unwrap();
 }
 
+/// A folder for the answers, made in `dir`.
+fn answers_in(dir: &Path) -> PathBuf {
+    let answers = dir.join("answers");
+    fs::create_dir_all(&answers).unwrap();
+    answers
+}
+
+/// The table the script printed, after it exited with `code`.
+#[track_caller]
+fn table_of(out: &Output, code: i32) -> String {
+    let table = String::from_utf8(out.stdout.clone()).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    table
+}
+
 /// A healthy cluster: every answer the script asks for.
 fn healthy(answers: &Path, gateway_api: &str) {
     answer(
@@ -78,21 +98,22 @@ fn healthy(answers: &Path, gateway_api: &str) {
             &format!("True|{gateway_api}"),
         );
     }
-    answer(
-        answers,
-        "__gateways.gateway.networking.k8s.io_-A",
-        "edge/edge-gateway|True|203.0.113.10\\n",
-    );
-    answer(
-        answers,
-        "__certificates.cert-manager.io_-A",
-        "edge/www-tls|True|expires 2027-02-28T00:00:00Z\\n",
-    );
-    answer(
-        answers,
-        "__wasmplugins.extensions.istio.io_-A",
-        "edge/pow-filter||oci://ghcr.io/edgepop/pow-filter@sha256:ab\\n",
-    );
+    for (name, text) in [
+        (
+            "__gateways.gateway.networking.k8s.io_-A",
+            "edge/edge-gateway|True|203.0.113.10\\n",
+        ),
+        (
+            "__certificates.cert-manager.io_-A",
+            "edge/www-tls|True|expires 2027-02-28T00:00:00Z\\n",
+        ),
+        (
+            "__wasmplugins.extensions.istio.io_-A",
+            "edge/pow-filter||oci://ghcr.io/edgepop/pow-filter@sha256:ab\\n",
+        ),
+    ] {
+        answer(answers, name, text);
+    }
 }
 
 /// curl stand-in: records its arguments in $ANSWERS/curl_args, prints $ANSWERS/curl_code (what
@@ -197,17 +218,10 @@ fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
 #[test]
 fn a_healthy_cluster_is_one_table_of_ok_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let answers = dir.path().join("answers");
-    fs::create_dir_all(&answers).unwrap();
+    let answers = answers_in(dir.path());
     healthy(&answers, &pin("GATEWAY_API_VERSION"));
     let out = status(&answers, dir.path());
-    let table = String::from_utf8(out.stdout.clone()).unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{table}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let table = table_of(&out, 0);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(
         lines[0].split_whitespace().collect::<Vec<_>>(),
@@ -223,8 +237,7 @@ fn a_healthy_cluster_is_one_table_of_ok_rows() {
 #[test]
 fn what_is_not_ok_is_named_and_the_exit_is_non_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let answers = dir.path().join("answers");
-    fs::create_dir_all(&answers).unwrap();
+    let answers = answers_in(dir.path());
     healthy(&answers, "v1.3.0");
     answer(
         &answers,
@@ -240,8 +253,7 @@ fn what_is_not_ok_is_named_and_the_exit_is_non_zero() {
         "edge/www-tls|False|expires \\n",
     );
     let out = status(&answers, dir.path());
-    let table = String::from_utf8(out.stdout.clone()).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{table}");
+    let table = table_of(&out, 1);
     assert_eq!(row(&table, "cp-1")[2], "CORDONED");
     assert_eq!(row(&table, "edge-worker-1")[2], "NOT-READY");
     assert_eq!(row(&table, "kube-system/ds/cilium")[2], "DEGRADED");
@@ -257,37 +269,35 @@ fn what_is_not_ok_is_named_and_the_exit_is_non_zero() {
 
 /// What render-platform writes for the onprem example (its status.env), and a healthy on-premises
 /// cluster's answers.
-fn onprem(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+fn onprem(dir: &Path) -> (PathBuf, PathBuf) {
     crate::onprem_profile::render_example(dir, &crate::onprem_profile::sops_file());
     let rendered = dir.join("rendered");
     let bouncer = bouncer_name(&rendered.join("status.env"));
-    let answers = dir.join("answers");
-    fs::create_dir_all(&answers).unwrap();
-    answer(
-        &answers,
-        "__nodes_all",
-        "cp-1|True||v1.36.3\\nworker-1|True||v1.36.3\\nworker-2|True||v1.36.3\\n",
+    let answers = answers_in(dir);
+    let bouncers = format!(
+        "name,ip,revoked,last_pull,type,version,auth_type\\n{bouncer},10.244.1.7,validated,2026-12-01T10:00:00Z,Crowdsec-Bouncer-Traefik-Plugin,1.X.X,api-key\\n"
     );
-    answer(&answers, "exec_kube-system_ds_cilium", "OK\\n");
-    answer(&answers, "__storageclass_ceph-rbd", "true|rbd.csi.ceph.com");
-    answer(&answers, "traefik_svc_traefik", "10.20.1.100");
-    answer(
-        &answers,
-        "exec_crowdsec_deploy_crowdsec-lapi",
-        &format!(
-            "name,ip,revoked,last_pull,type,version,auth_type\\n{bouncer},10.244.1.7,validated,2026-12-01T10:00:00Z,Crowdsec-Bouncer-Traefik-Plugin,1.X.X,api-key\\n"
+    for (name, text) in [
+        (
+            "__nodes_all",
+            "cp-1|True||v1.36.3\\nworker-1|True||v1.36.3\\nworker-2|True||v1.36.3\\n",
         ),
-    );
-    answer(
-        &answers,
-        "getent_whoami.demo.k8s.exemple.fr",
-        "203.0.113.47    STREAM whoami.demo.k8s.exemple.fr\n203.0.113.47    DGRAM  \n",
-    );
-    answer(&answers, "dig_whoami.demo.k8s.exemple.fr", "203.0.113.47\n");
-    answer(&answers, "curl_code", "200");
-    answer(&answers, "curl_rc", "0");
-    // busybox wget in a Traefik pod reached the public address (quiet, exit 0).
-    answer(&answers, "exec_traefik_deploy_traefik", "");
+        ("exec_kube-system_ds_cilium", "OK\\n"),
+        ("__storageclass_ceph-rbd", "true|rbd.csi.ceph.com"),
+        ("traefik_svc_traefik", "10.20.1.100"),
+        ("exec_crowdsec_deploy_crowdsec-lapi", bouncers.as_str()),
+        (
+            "getent_whoami.demo.k8s.exemple.fr",
+            "203.0.113.47    STREAM whoami.demo.k8s.exemple.fr\n203.0.113.47    DGRAM  \n",
+        ),
+        ("dig_whoami.demo.k8s.exemple.fr", "203.0.113.47\n"),
+        ("curl_code", "200"),
+        ("curl_rc", "0"),
+        // busybox wget in a Traefik pod reached the public address (quiet, exit 0).
+        ("exec_traefik_deploy_traefik", ""),
+    ] {
+        answer(&answers, name, text);
+    }
     (answers, rendered.join("status.env"))
 }
 
@@ -308,13 +318,7 @@ fn the_onprem_table_is_the_seeds_checks_each_saying_where_to_look() {
     let profile = Path::new("onprem");
     let env = [("PROFILE", profile), ("NAMES", names.as_path())];
     let out = status_of(&answers, dir.path(), &env);
-    let table = String::from_utf8(out.stdout.clone()).unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{table}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let table = table_of(&out, 0);
     // 3 nodes, Cilium, the StorageClass, Traefik, the bouncer, the hairpin, the smoke test's
     // name.
     assert_all_ok(&table, 1 + 3 + 6);
@@ -370,8 +374,7 @@ fn assert_each_onprem_failure_says_where_to_look(
     );
     answer(answers, "exec_traefik_deploy_traefik.rc", "1");
     let out = status_of(answers, dir, env);
-    let table = String::from_utf8(out.stdout.clone()).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{table}");
+    let table = table_of(&out, 1);
     for (name, state, hint) in [
         ("kube-system/ds/cilium", "DEGRADED", "cilium status"),
         (
@@ -556,8 +559,7 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
     plane.install_crds(&crds);
     seed_an_edge_cluster(&plane);
     let dir = tempfile::tempdir().unwrap();
-    let answers = dir.path().join("answers");
-    fs::create_dir_all(&answers).unwrap();
+    let answers = answers_in(dir.path());
     assert_the_edge_table_reads_the_cluster(&plane, &kubectl, &answers, dir.path());
     assert_the_onprem_queries_read_the_cluster(&plane, &kubectl, dir.path());
     assert_what_is_broken_in_the_cluster_is_not_ok(&plane, &kubectl, &answers, dir.path());

@@ -178,9 +178,7 @@ fn the_edge_serves_exactly_the_names_the_dns_step_makes_records_for() {
 
 #[test]
 fn the_committed_examples_name_the_same_edge_hostnames() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("infra.json");
-    fs::write(&path, example("infra.example.json").to_string()).unwrap();
+    let (_dir, path) = testkit::temp_file("infra.json", example("infra.example.json").to_string());
     let config = InfraConfig::load(&path, Some("/home/me")).unwrap();
     assert_eq!(
         example("platform-inputs.example.json")["edge_hostnames"],

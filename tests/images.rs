@@ -399,6 +399,16 @@ struct Published<'a> {
 }
 
 impl Published<'_> {
+    /// The filter image by the digest the record pins.
+    fn filter_reference(&self) -> String {
+        format!("{}/pow-filter@{}", self.namespace, self.filter_digest)
+    }
+
+    /// The lists image by the digest the record pins.
+    fn lists_reference(&self) -> String {
+        format!("{}/lists-refresh@{}", self.namespace, self.lists_digest)
+    }
+
     /// skopeo's view: the manifest stored under the digest and under the tag hashes to it.
     fn assert_skopeo_reads_what_the_record_pins(&self) {
         let Published {
@@ -424,18 +434,9 @@ impl Published<'_> {
 
     /// The filter layer holds plugin.wasm, byte for byte the module that was built.
     fn assert_the_filter_layer_is_the_module(&self, wasm: &Path) {
-        let Published {
-            namespace,
-            filter_digest,
-            work,
-            ..
-        } = *self;
+        let work = self.work;
         let filter_root = work.join("filter-root");
-        unpack(
-            &format!("{namespace}/pow-filter@{filter_digest}"),
-            &work.join("f"),
-            &filter_root,
-        );
+        unpack(&self.filter_reference(), &work.join("f"), &filter_root);
         assert_eq!(
             std::fs::read(filter_root.join("plugin.wasm")).unwrap(),
             std::fs::read(wasm).unwrap()
@@ -446,16 +447,11 @@ impl Published<'_> {
     /// are those built, the entrypoint runs (static: no loader needed) and a generator makes a
     /// list from a capture.
     fn assert_the_lists_image_is_static_non_root_and_runs(&self, test: &str, bins: &Path) {
-        let Published {
-            namespace,
-            lists_digest,
-            work,
-            ..
-        } = *self;
+        let work = self.work;
         let config_json: Value = serde_json::from_slice(
             &run(Command::new("skopeo")
                 .args(["inspect", "--config", "--tls-verify=false"])
-                .arg(format!("docker://{namespace}/lists-refresh@{lists_digest}")))
+                .arg(format!("docker://{}", self.lists_reference())))
             .stdout,
         )
         .unwrap();
@@ -466,11 +462,7 @@ impl Published<'_> {
         );
         assert_eq!(config_json["os"], "linux");
         let lists_root = work.join("lists-root");
-        unpack(
-            &format!("{namespace}/lists-refresh@{lists_digest}"),
-            &work.join("l"),
-            &lists_root,
-        );
+        unpack(&self.lists_reference(), &work.join("l"), &lists_root);
         assert!(!lists_root.join("bin/sh").exists() && !lists_root.join("bin").exists());
         assert!(
             lists_root
@@ -514,13 +506,6 @@ impl Published<'_> {
     /// render-edge from that record; then Istio's check: the manifest's digest, fetched back,
     /// must equal the WasmPlugin's sha256. The .wasm file's own hash would fail it.
     fn assert_istio_accepts_what_render_edge_pins(&self, config: &Path, wasm: &Path) {
-        let Published {
-            registry,
-            namespace,
-            filter_digest,
-            lists_digest,
-            work,
-        } = *self;
         let out = run(Command::new(workspace::bin("render-edge"))
             .arg("--inputs")
             .arg(workspace::root().join("config/platform-inputs.example.json"))
@@ -533,9 +518,9 @@ impl Published<'_> {
         let url = plugin["spec"]["url"].as_str().unwrap();
         let sha256 = plugin["spec"]["sha256"].as_str().unwrap();
         let reference = url.strip_prefix("oci://").unwrap();
-        assert_eq!(reference, format!("{namespace}/pow-filter@{filter_digest}"));
-        let fetched = work.join("fetched.manifest");
-        std::fs::write(&fetched, registry.skopeo_raw(reference)).unwrap();
+        assert_eq!(reference, self.filter_reference());
+        let fetched = self.work.join("fetched.manifest");
+        std::fs::write(&fetched, self.registry.skopeo_raw(reference)).unwrap();
         let actual = sha256_hex(&fetched);
         assert_eq!(actual, sha256, "Istio would refuse the module");
         assert_ne!(
@@ -546,20 +531,17 @@ impl Published<'_> {
         let cron = items.iter().find(|i| i["kind"] == "CronJob").unwrap();
         assert_eq!(
             cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
-            format!("{namespace}/lists-refresh@{lists_digest}")
+            self.lists_reference()
         );
     }
 }
 
 #[test]
 fn publish_refuses_a_record_path_render_edge_would_not_read_before_pushing_anything() {
-    let work = tempfile::tempdir().unwrap();
-    let config = work.path().join("edge.json");
-    std::fs::write(
-        &config,
+    let (work, config) = testkit::temp_file(
+        "edge.json",
         r#"{"images": {"registry": "127.0.0.1:9/edgepop", "published": "published-images.json"}}"#,
-    )
-    .unwrap();
+    );
     let out = oci_image()
         .args(["publish", "--edge-config"])
         .arg(&config)

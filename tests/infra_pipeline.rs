@@ -71,6 +71,21 @@ impl Env {
         Some(env)
     }
 
+    /// [`Env::new`] with the configs made (`infra configs`).
+    fn with_configs(test: &str) -> Option<Env> {
+        let env = Env::new(test)?;
+        ok(&env.infra("configs", &[]));
+        Some(env)
+    }
+
+    /// The folder for stand-ins of the node tools (made) and the log they record their calls
+    /// in.
+    fn node_tools(&self) -> (PathBuf, PathBuf) {
+        let bin = self.path("node-tools");
+        fs::create_dir_all(&bin).unwrap();
+        (bin, self.path("node-tools.log"))
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -226,8 +241,9 @@ fn flag_values(argv: &[String], name: &str) -> Vec<String> {
 #[test]
 fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_validation() {
     let test = "configs_are_made_by_the_real_talosctl";
-    let Some(env) = Env::new(test) else { return };
-    ok(&env.infra("configs", &[]));
+    let Some(env) = Env::with_configs(test) else {
+        return;
+    };
 
     assert_gen_config_gets_the_pins_and_the_patches(&env);
     assert_the_configs_are_private_and_hold_the_rendered_values(&env);
@@ -472,8 +488,9 @@ fn inventory(first: u8) -> String {
 #[test]
 fn etcd_is_bootstrapped_when_the_cluster_runs_none_once_ready_and_again_for_a_new_cluster() {
     let test = "etcd_is_bootstrapped_when_the_cluster_runs_none";
-    let Some(env) = Env::new(test) else { return };
-    ok(&env.infra("configs", &[]));
+    let Some(env) = Env::with_configs(test) else {
+        return;
+    };
     // Without an inventory the step says what to run first.
     failed(
         &env.infra("bootstrap", &[]),
@@ -576,8 +593,9 @@ fn assert_the_outputs_are_what_the_next_layers_read(env: &Env) {
 #[test]
 fn control_planes_that_never_answer_fail_the_bootstrap_naming_them() {
     let test = "control_planes_that_never_answer";
-    let Some(env) = Env::new(test) else { return };
-    ok(&env.infra("configs", &[]));
+    let Some(env) = Env::with_configs(test) else {
+        return;
+    };
     fs::write(env.out("inventory.json"), inventory(31)).unwrap();
     let out = env.infra(
         "bootstrap",
@@ -757,9 +775,7 @@ fn node_tool_calls(log: &Path) -> Vec<(String, bool, String)> {
 /// The three node tools, each recording its call and handing on an inventory of 11 nodes: the
 /// folder that holds them, and their log.
 fn recording_node_tools(env: &Env) -> (String, PathBuf) {
-    let bin = env.path("node-tools");
-    fs::create_dir_all(&bin).unwrap();
-    let log = env.path("node-tools.log");
+    let (bin, log) = env.node_tools();
     fs::write(env.path("scw-inventory.json"), inventory(11)).unwrap();
     for tool in ["scw-infra", "scw-rescue-flash", "talos-apply-insecure"] {
         recording_tool(&bin, tool, &log, &env.path("scw-inventory.json"));
@@ -872,9 +888,7 @@ fn a_failed_node_pipeline_keeps_what_it_did_and_the_next_run_carries_it_over_fir
     let test = "a_failed_node_pipeline_keeps_what_it_did";
     let Some(env) = Env::new(test) else { return };
     let _factory = node_pipeline_pins(&env);
-    let bin = env.path("node-tools");
-    fs::create_dir_all(&bin).unwrap();
-    let log = env.path("node-tools.log");
+    let (bin, log) = env.node_tools();
     let seen = env.path("previous-seen.log");
     fs::write(env.path("scw-inventory.json"), inventory(11)).unwrap();
     // scw-infra apply notes which of its --previous files exist, and what they hold, when it
@@ -961,9 +975,7 @@ fn the_node_pipeline_names_a_tool_that_is_not_built() {
 fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
     let test = "the_dry_run_plans_with_the_pins";
     let Some(env) = Env::new(test) else { return };
-    let bin = env.path("node-tools");
-    fs::create_dir_all(&bin).unwrap();
-    let log = env.path("node-tools.log");
+    let (bin, log) = env.node_tools();
     // Its `apply` prints what it is given to print: the plan is not this test's concern.
     fs::write(env.path("plan.jsonl"), "").unwrap();
     recording_tool(&bin, "scw-infra", &log, &env.path("plan.jsonl"));
@@ -1012,14 +1024,8 @@ fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
 fn apply_checks_every_precondition_before_it_writes_anything() {
     let test = "apply_checks_every_precondition";
     let Some(env) = Env::new(test) else { return };
-    let bin = env.path("node-tools");
-    fs::create_dir_all(&bin).unwrap();
-    let log = env.path("node-tools.log");
-    fs::write(env.path("scw-inventory.json"), inventory(11)).unwrap();
-    for tool in ["scw-infra", "scw-rescue-flash", "talos-apply-insecure"] {
-        recording_tool(&bin, tool, &log, &env.path("scw-inventory.json"));
-    }
-    let bin_dir = bin.display().to_string();
+    let (bin_dir, log) = recording_node_tools(&env);
+    let bin = PathBuf::from(&bin_dir);
     let nothing_written = |what: &str| {
         assert!(
             !env.path("out").exists(),

@@ -344,6 +344,19 @@ fn role_of(policy: &Value) -> Role {
     }
 }
 
+/// The networks of a list of objects that give each under `key`, none with an `except`: what
+/// both a Cilium `fromCIDRSet` and a Talos `ingress` are.
+fn whole_networks(list: &Value, key: &str) -> Vec<IpNet> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| {
+            assert!(entry.get("except").is_none(), "{entry}");
+            entry[key].as_str().unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
 /// The peer class of a Cilium ingress rule, read back from its selector.
 fn peer_of(rule: &Value, addresses: &Addresses) -> Peer {
     let entities: Option<BTreeSet<&str>> = rule.get("fromEntities").map(|e| {
@@ -363,15 +376,7 @@ fn peer_of(rule: &Value, addresses: &Addresses) -> Peer {
         };
     }
     if let Some(set) = rule.get("fromCIDRSet") {
-        let cidrs: Vec<IpNet> = set
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                assert!(c.get("except").is_none(), "{c}");
-                c["cidr"].as_str().unwrap().parse().unwrap()
-            })
-            .collect();
+        let cidrs = whole_networks(set, "cidr");
         // A CIDR set stands for the class whose networks it is exactly.
         return [Peer::Admin, Peer::ControlPlanes, Peer::Nodes]
             .into_iter()
@@ -579,15 +584,7 @@ fn talos_accepts(documents: &[Value]) -> Accepted {
         .filter(|d| d["kind"] == "NetworkRuleConfig")
     {
         let protocol = document["portSelector"]["protocol"].as_str().unwrap();
-        let networks: Vec<IpNet> = document["ingress"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| {
-                assert!(i.get("except").is_none(), "{i}");
-                i["subnet"].as_str().unwrap().parse().unwrap()
-            })
-            .collect();
+        let networks = whole_networks(&document["ingress"], "subnet");
         for port in document["portSelector"]["ports"].as_array().unwrap() {
             let ports = match port {
                 Value::Number(n) => Ports::one(n.as_u64().unwrap() as u16),

@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 use testkit::control_plane::ControlPlane;
 
-use crate::check_prereqs::{line_begins, line_with};
+use crate::check_prereqs::{helm_reporting, line_begins, line_with};
 
 const TEST: &str = "onprem_check";
 
@@ -54,7 +54,10 @@ impl Machine {
         }
         testkit::sshd::script(
             &bin.join("helm"),
-            "#!/usr/bin/env bash\n[[ $1 == version ]] && echo 'v3.19.0+g3d8990f'; [[ $1 != diff ]]\n",
+            &format!(
+                "#!/usr/bin/env bash\n{}\n",
+                helm_reporting("v3.19.0+g3d8990f")
+            ),
         );
         Some(Machine {
             dir,
@@ -195,14 +198,11 @@ fn the_age_key_passes_only_when_sops_decrypts_the_file_with_it() {
         return;
     };
     let config = machine.config(&fixture_sops(), None);
-    let good = machine.check(&config, &[("SOPS_AGE_KEY_FILE", fixture_key().as_os_str())]);
-    assert_eq!(
-        good.status.code(),
-        Some(0),
-        "{}",
-        testkit::process::text(&good)
+    let text = machine.check_exits(
+        &config,
+        &[("SOPS_AGE_KEY_FILE", fixture_key().as_os_str())],
+        0,
     );
-    let text = stdout(&good);
     let line = line_with(&text, "age key");
     assert!(
         line.trim_start().starts_with("ok") && line.contains("decrypts"),
@@ -212,14 +212,7 @@ fn the_age_key_passes_only_when_sops_decrypts_the_file_with_it() {
 
     // Another key: its file exists and the SOPS file is well formed, but sops cannot decrypt.
     let (other, other_recipient) = machine.age_key("other.agekey");
-    let bad = machine.check(&config, &[("SOPS_AGE_KEY_FILE", other.as_os_str())]);
-    assert_eq!(
-        bad.status.code(),
-        Some(1),
-        "{}",
-        testkit::process::text(&bad)
-    );
-    let text = stdout(&bad);
+    let text = machine.check_exits(&config, &[("SOPS_AGE_KEY_FILE", other.as_os_str())], 1);
     let line = line_with(&text, "cannot decrypt");
     assert!(line.trim_start().starts_with("MISSING"), "{text}");
     for needle in [
@@ -236,14 +229,7 @@ fn the_age_key_passes_only_when_sops_decrypts_the_file_with_it() {
 
     // The same wrong key through SOPS_AGE_KEY, which sops reads too: named as such.
     let key_text = fs::read_to_string(&other).unwrap();
-    let bad = machine.check(&config, &[("SOPS_AGE_KEY", OsStr::new(key_text.trim()))]);
-    assert_eq!(
-        bad.status.code(),
-        Some(1),
-        "{}",
-        testkit::process::text(&bad)
-    );
-    let text = stdout(&bad);
+    let text = machine.check_exits(&config, &[("SOPS_AGE_KEY", OsStr::new(key_text.trim()))], 1);
     let line = line_with(&text, "cannot decrypt");
     assert!(
         line.contains("SOPS_AGE_KEY") && line.contains(&other_recipient),

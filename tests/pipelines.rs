@@ -74,9 +74,7 @@ fn check_manifests_passes_valid_files_and_fails_invalid_ones() {
         return;
     };
     let schemas = shared.join("schemas");
-    let dir = tempfile::tempdir().unwrap();
-    let good = dir.path().join("good.yaml");
-    fs::write(&good, GOOD).unwrap();
+    let (dir, good) = testkit::temp_file("good.yaml", GOOD);
     let out = check_manifests(&schemas, &[&good]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -117,9 +115,7 @@ fn check_manifests_passes_valid_files_and_fails_invalid_ones() {
 
 #[test]
 fn check_manifests_fails_without_the_schema_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let good = dir.path().join("good.yaml");
-    fs::write(&good, GOOD).unwrap();
+    let (dir, good) = testkit::temp_file("good.yaml", GOOD);
     let out = check_manifests(&dir.path().join("no-schemas"), &[&good]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
@@ -254,6 +250,17 @@ impl Drop for Server {
     }
 }
 
+/// [`vendor`] fails (exit 1) saying `why`.
+fn assert_vendor_fails(base_url: &str, vendor_dir: &Path, why: &str) {
+    let out = vendor(base_url, vendor_dir);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(why),
+        "{}",
+        text(&out)
+    );
+}
+
 fn vendor(base_url: &str, vendor_dir: &Path) -> Output {
     Command::new("bash")
         .arg(repo().join("pipelines/vendor.sh"))
@@ -331,13 +338,7 @@ fn vendor_fetches_the_pins_and_refuses_a_tampered_file() {
     bytes.extend_from_slice(b"# tampered\n");
     fs::write(&victim, bytes).unwrap();
     let fresh = tempfile::tempdir().unwrap();
-    let out = vendor(&server.url, fresh.path());
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("does not match the pin"),
-        "{}",
-        text(&out)
-    );
+    assert_vendor_fails(&server.url, fresh.path(), "does not match the pin");
     assert_eq!(listing(fresh.path()), Vec::<(String, String)>::new());
     assert_eq!(
         fs::read_dir(fresh.path()).unwrap().count(),
@@ -355,13 +356,7 @@ fn vendor_fetches_the_pins_and_refuses_a_tampered_file() {
 
     // A file the server does not have: a download error, the same guarantees.
     fs::remove_file(&victim).unwrap();
-    let out = vendor(&server.url, good.path());
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("download failed"),
-        "{}",
-        text(&out)
-    );
+    assert_vendor_fails(&server.url, good.path(), "download failed");
     assert_eq!(listing(good.path()), before);
 }
 

@@ -204,6 +204,17 @@ impl World {
         cmd.output().unwrap()
     }
 
+    /// platform.sh `apply` again: it succeeds, and Talos skips the worker's config as unchanged.
+    fn assert_a_second_apply_changes_nothing(&self) {
+        let out = self.platform("apply", &[]);
+        assert!(
+            out.status.success()
+                && stderr(&out).contains("Apply was skipped: no changes detected."),
+            "{}",
+            stderr(&out)
+        );
+    }
+
     /// Runs platform.sh `mode`, checks that it succeeded, and returns what it asked of helm and
     /// kubectl, and its stderr.
     fn succeeds(&self, mode: &str, env: &[(&str, &str)]) -> (Vec<String>, String) {
@@ -458,12 +469,7 @@ fn the_host_firewall_follows_cilium_through_a_control_plane_to_the_worker_withou
     }
     crate::talos_schema::document(&config, "HostnameConfig");
     // A second run finds the worker's config as the patch makes it: nothing to apply.
-    let out = world.platform("apply", &[]);
-    assert!(
-        out.status.success() && stderr(&out).contains("Apply was skipped: no changes detected."),
-        "{}",
-        stderr(&out)
-    );
+    world.assert_a_second_apply_changes_nothing();
     assert!(
         world.worker_config() == config,
         "the worker's config changed"
@@ -557,12 +563,7 @@ fn rules_the_render_no_longer_has_leave_the_worker_and_the_operator_s_own_stay()
     );
 
     // Nothing left to delete: the next run changes nothing.
-    let out = world.platform("apply", &[]);
-    assert!(
-        out.status.success() && stderr(&out).contains("Apply was skipped: no changes detected."),
-        "{}",
-        stderr(&out)
-    );
+    world.assert_a_second_apply_changes_nothing();
 }
 
 #[test]

@@ -951,11 +951,7 @@ fn assert_the_helm_releases_in_order(stage: &Stage) -> Vec<String> {
         .map(|l| l.split('\t').next().unwrap().to_owned())
         .collect();
     let helm = stage.take_helm();
-    let upgrades: Vec<String> = helm
-        .iter()
-        .filter(|c| c.starts_with("helm upgrade"))
-        .map(|c| c.trim_start_matches("helm upgrade ").to_owned())
-        .collect();
+    let upgrades = releases_by(&helm, "upgrade");
     assert_eq!(upgrades, components, "{helm:#?}");
     assert!(components.len() >= 3, "{components:?}");
     components
@@ -1165,6 +1161,15 @@ fn up_step(stage: &Stage, worker: &str) {
     );
 }
 
+/// The releases of the `helm` calls (see [`Stage::take_helm`]) that `verb` them, in order.
+fn releases_by(helm: &[String], verb: &str) -> Vec<String> {
+    let call = format!("helm {verb}");
+    helm.iter()
+        .filter(|c| c.starts_with(&call))
+        .map(|c| c.trim_start_matches(&format!("{call} ")).to_owned())
+        .collect()
+}
+
 /// make destroy, with everything the platform brought (DELETE_CRDS=yes): edge, platform, then
 /// exactly the Scaleway plan shown. The operator is shown the plan and asked, at a terminal,
 /// for the cluster's name.
@@ -1182,11 +1187,7 @@ fn destroy_step(stage: &Stage, script: &Path, components: &[String], namespace: 
     assert_eq!(leftovers(&stage.state()), Vec::<String>::new());
     assert_eq!(stage.releases(), Vec::<String>::new());
     let helm = stage.take_helm();
-    let uninstalled: Vec<String> = helm
-        .iter()
-        .filter(|c| c.starts_with("helm uninstall"))
-        .map(|c| c.trim_start_matches("helm uninstall ").to_owned())
-        .collect();
+    let uninstalled = releases_by(&helm, "uninstall");
     let mut reversed = components.to_vec();
     reversed.reverse();
     assert_eq!(uninstalled, reversed, "{helm:#?}");

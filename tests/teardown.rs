@@ -164,6 +164,15 @@ impl World {
     fn state(&self) -> Value {
         control(&self.scaleway.url(), "state", None)
     }
+
+    /// Nothing tagged with the cluster is left: no server, address, group or Elastic Metal
+    /// server.
+    fn assert_the_cluster_is_gone(&self) {
+        let state = self.state();
+        for kind in ["servers", "ips", "security_groups", "bm_servers"] {
+            assert!(tagged(&state[kind]).is_empty(), "{kind}: {}", state[kind]);
+        }
+    }
 }
 
 fn tagged(objects: &Value) -> Vec<&Value> {
@@ -255,10 +264,7 @@ fn make_destroy_infra_asks_naming_cluster_and_project_and_deletes_the_list_it_sh
         "the same plan is shown again"
     );
     assert_eq!(deleted_ids(&world.take_log()), shown, "{terminal}");
-    let state = world.state();
-    for kind in ["servers", "ips", "security_groups", "bm_servers"] {
-        assert!(tagged(&state[kind]).is_empty(), "{kind}: {}", state[kind]);
-    }
+    world.assert_the_cluster_is_gone();
 }
 
 #[test]
@@ -280,10 +286,7 @@ fn make_destroy_goes_on_to_the_infra_when_the_cluster_is_powered_off() {
     );
     let log = world.take_log();
     assert!(!deleted_ids(&log).is_empty());
-    let state = world.state();
-    for kind in ["servers", "ips", "security_groups", "bm_servers"] {
-        assert!(tagged(&state[kind]).is_empty(), "{kind}: {}", state[kind]);
-    }
+    world.assert_the_cluster_is_gone();
 }
 
 #[test]
@@ -311,10 +314,7 @@ fn make_destroy_skips_a_layer_never_configured_before_asking_and_goes_on() {
             "{stderr}"
         );
     }
-    let state = world.state();
-    for kind in ["servers", "ips", "security_groups", "bm_servers"] {
-        assert!(tagged(&state[kind]).is_empty(), "{kind}: {}", state[kind]);
-    }
+    world.assert_the_cluster_is_gone();
 }
 
 /// The position in `log` of the first entry `matches` picks.

@@ -55,6 +55,24 @@ pub struct ListMeta {
     pub tokens: Vec<String>,
 }
 
+impl ListMeta {
+    /// A list named by `--list-name`, made by `generator` from `sources`, with no ASNs and no
+    /// tokens.
+    pub fn new(
+        common: &crate::args::Common,
+        generator: ListGenerator,
+        sources: Vec<String>,
+    ) -> Self {
+        ListMeta {
+            name: common.list_name.clone(),
+            generator,
+            sources,
+            asns: Vec::new(),
+            tokens: Vec::new(),
+        }
+    }
+}
+
 /// Builds the record, stamped with the current time.
 pub fn policy_list(meta: ListMeta, ipv4: Vec<Ipv4Net>, ipv6: Vec<Ipv6Net>) -> PolicyList {
     PolicyList {

@@ -96,6 +96,19 @@ pub fn incompressible_bytes(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// A file named `name` holding `contents`, alone in a fresh temporary folder: the folder (the
+/// file goes when it is dropped) and the file's path.
+#[allow(clippy::unwrap_used)] // a test helper: a failed write fails the test
+pub fn temp_file(
+    name: &str,
+    contents: impl AsRef<[u8]>,
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, contents).unwrap();
+    (dir, path)
+}
+
 /// The first `count` lines of the text file at `path`, each ending with a newline: a smaller
 /// list cut from a captured one.
 #[allow(clippy::unwrap_used)] // a test helper: an unreadable capture fails the test

@@ -34,6 +34,18 @@ fn refresh_tier() -> serde_json::Value {
     })
 }
 
+/// The refresh script in this browser against a demo on the refresh tier, its result checked
+/// with [`assert_the_refresh_tier_lets_through`] (nothing after a skip).
+fn passes_the_refresh_tier(test: &str, browser: fn(&str) -> Option<Driver>) {
+    let Some((driver, demo)) = driver_and_demo(test, browser, |test| {
+        start_demo_configured(test, refresh_tier())
+    }) else {
+        return;
+    };
+    let result = driver.run("refresh.mjs", demo, &[]);
+    assert_the_refresh_tier_lets_through(&result);
+}
+
 /// What a refresh run must show: a challenge page without script, then the origin, then the
 /// origin again on the cookie alone.
 fn assert_the_refresh_tier_lets_through(result: &serde_json::Value) {
@@ -86,6 +98,18 @@ impl Driver {
             .env(self.variable, &self.browser);
         run_solver(command, demo)
     }
+}
+
+/// The browser's driver, then the demo `start` makes, or `None` after a skip (a failure under
+/// CI) when either is missing; the driver first, so that no demo starts for a missing browser.
+fn driver_and_demo(
+    test: &str,
+    browser: fn(&str) -> Option<Driver>,
+    start: impl FnOnce(&str) -> Option<Demo>,
+) -> Option<(Driver, Demo)> {
+    let driver = browser(test)?;
+    let demo = start(test)?;
+    Some((driver, demo))
 }
 
 /// Debian's Chromium and the playwright-core driver, or `None` after a skip (a failure under
@@ -255,12 +279,12 @@ fn a_client_pays_the_challenge_then_reaches_the_origin_with_its_cookie() {
 
 #[test]
 fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
-    let test = "headless_chromium_solves_the_challenge_page_and_lands_on_the_origin";
-    let Some(driver) = chromium_driver(test) else {
-        return;
-    };
     // 18 bits: about 260k hashes, well under a second for the page's workers.
-    let Some(demo) = start_demo(test, 18) else {
+    let Some((driver, demo)) = driver_and_demo(
+        "headless_chromium_solves_the_challenge_page_and_lands_on_the_origin",
+        chromium_driver,
+        |test| start_demo(test, 18),
+    ) else {
         return;
     };
     let shots = testkit::workspace::target_dir().join("browser");
@@ -279,11 +303,11 @@ fn headless_chromium_solves_the_challenge_page_and_lands_on_the_origin() {
 
 #[test]
 fn headless_firefox_solves_the_challenge_page_and_lands_on_the_origin() {
-    let test = "headless_firefox_solves_the_challenge_page_and_lands_on_the_origin";
-    let Some(driver) = firefox_driver(test) else {
-        return;
-    };
-    let Some(demo) = start_demo(test, 18) else {
+    let Some((driver, demo)) = driver_and_demo(
+        "headless_firefox_solves_the_challenge_page_and_lands_on_the_origin",
+        firefox_driver,
+        |test| start_demo(test, 18),
+    ) else {
         return;
     };
     let result = driver.run("solve.mjs", demo, &[]);
@@ -300,11 +324,11 @@ fn headless_firefox_solves_the_challenge_page_and_lands_on_the_origin() {
 /// `SameSite=Strict` cookie) never reaches that path.
 #[test]
 fn headless_chromium_never_carries_a_strict_cookie_to_a_return_path_from_another_site() {
-    let test = "headless_chromium_never_carries_a_strict_cookie_to_a_return_path_from_another_site";
-    let Some(driver) = chromium_driver(test) else {
-        return;
-    };
-    let Some(demo) = start_demo(test, 10) else {
+    let Some((driver, demo)) = driver_and_demo(
+        "headless_chromium_never_carries_a_strict_cookie_to_a_return_path_from_another_site",
+        chromium_driver,
+        |test| start_demo(test, 10),
+    ) else {
         return;
     };
     let result = driver.run("samesite.mjs", demo, &[]);
@@ -383,12 +407,12 @@ fn self_signed(test: &str, dir: &Path) -> Option<(PathBuf, PathBuf)> {
 /// found behind them, and the visitor reaches the origin without a new challenge.
 #[test]
 fn headless_chromium_reaches_the_origin_past_tossed_cookies() {
-    let test = "headless_chromium_reaches_the_origin_past_tossed_cookies";
-    let Some(driver) = chromium_driver(test) else {
-        return;
-    };
     let certs = tempfile::tempdir().unwrap();
-    let Some(demo) = start_https_demo(test, certs.path()) else {
+    let Some((driver, demo)) = driver_and_demo(
+        "headless_chromium_reaches_the_origin_past_tossed_cookies",
+        chromium_driver,
+        |test| start_https_demo(test, certs.path()),
+    ) else {
         return;
     };
     assert!(demo.url().starts_with("https://"), "{}", demo.url());
@@ -426,6 +450,17 @@ fn assert_the_lookalike_hides_nothing(result: &serde_json::Value) {
     assert_eq!(result["challenges"], 0, "{result}");
 }
 
+/// The lookalike script in this browser over https, its result checked with
+/// [`assert_the_lookalike_hides_nothing`]; `None` after a skip (a failure under CI).
+fn run_lookalike(test: &str, browser: fn(&str) -> Option<Driver>) -> Option<serde_json::Value> {
+    let certs = tempfile::tempdir().unwrap();
+    let (driver, demo) =
+        driver_and_demo(test, browser, |test| start_https_demo(test, certs.path()))?;
+    let result = driver.run("lookalike.mjs", demo, &[]);
+    assert_the_lookalike_hides_nothing(&result);
+    Some(result)
+}
+
 /// A sibling subdomain sets, with `document.cookie`, a cookie named U+2000 then
 /// `__Host-pow_clearance` for the parent domain with `Path=/`: Chromium stores it as an ordinary
 /// cookie and sends it before the edge's own on every path, its raw UTF-8 reaching the edge
@@ -433,16 +468,12 @@ fn assert_the_lookalike_hides_nothing(result: &serde_json::Value) {
 /// the origin, and again on another page: the lookalike is not taken for the clearance cookie.
 #[test]
 fn headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name() {
-    let test = "headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name";
-    let Some(driver) = chromium_driver(test) else {
+    let Some(result) = run_lookalike(
+        "headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name",
+        chromium_driver,
+    ) else {
         return;
     };
-    let certs = tempfile::tempdir().unwrap();
-    let Some(demo) = start_https_demo(test, certs.path()) else {
-        return;
-    };
-    let result = driver.run("lookalike.mjs", demo, &[]);
-    assert_the_lookalike_hides_nothing(&result);
     // Playwright reports the header's bytes as Latin-1: U+2000's UTF-8 (E2 80 80) shows as
     // "\u{e2}\u{20ac}\u{20ac}". It was sent first, raw.
     let order = sent_order(&result);
@@ -459,16 +490,12 @@ fn headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name() {
 /// [`headless_chromium_is_not_locked_out_by_a_lookalike_cookie_name`] in headless Firefox ESR.
 #[test]
 fn headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name() {
-    let test = "headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name";
-    let Some(driver) = firefox_driver(test) else {
+    let Some(result) = run_lookalike(
+        "headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name",
+        firefox_driver,
+    ) else {
         return;
     };
-    let certs = tempfile::tempdir().unwrap();
-    let Some(demo) = start_https_demo(test, certs.path()) else {
-        return;
-    };
-    let result = driver.run("lookalike.mjs", demo, &[]);
-    assert_the_lookalike_hides_nothing(&result);
     assert_eq!(
         result["sentOrder"],
         serde_json::json!(["\u{2000}__Host-pow_clearance", "__Host-pow_clearance"]),
@@ -479,27 +506,17 @@ fn headless_firefox_is_not_locked_out_by_a_lookalike_cookie_name() {
 /// The refresh tier in headless Chromium with JavaScript turned off.
 #[test]
 fn headless_chromium_without_javascript_passes_the_refresh_tier() {
-    let test = "headless_chromium_without_javascript_passes_the_refresh_tier";
-    let Some(driver) = chromium_driver(test) else {
-        return;
-    };
-    let Some(demo) = start_demo_configured(test, refresh_tier()) else {
-        return;
-    };
-    let result = driver.run("refresh.mjs", demo, &[]);
-    assert_the_refresh_tier_lets_through(&result);
+    passes_the_refresh_tier(
+        "headless_chromium_without_javascript_passes_the_refresh_tier",
+        chromium_driver,
+    );
 }
 
 /// The refresh tier in headless Firefox ESR with JavaScript turned off.
 #[test]
 fn headless_firefox_without_javascript_passes_the_refresh_tier() {
-    let test = "headless_firefox_without_javascript_passes_the_refresh_tier";
-    let Some(driver) = firefox_driver(test) else {
-        return;
-    };
-    let Some(demo) = start_demo_configured(test, refresh_tier()) else {
-        return;
-    };
-    let result = driver.run("refresh.mjs", demo, &[]);
-    assert_the_refresh_tier_lets_through(&result);
+    passes_the_refresh_tier(
+        "headless_firefox_without_javascript_passes_the_refresh_tier",
+        firefox_driver,
+    );
 }

@@ -49,6 +49,14 @@ fn answers(out: Output) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The stderr of a run refused as a usage error (exit 2).
+#[track_caller]
+fn usage_error(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    stderr
+}
+
 /// Lists as `make lists` writes them: one CIDR a line.
 fn lists() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -95,8 +103,7 @@ fn explain_refuses_what_it_cannot_read_naming_it() {
     // A list the sources name is missing.
     let empty = tempfile::tempdir().unwrap();
     let out = explain(&wasm, &config, empty.path(), "");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = usage_error(&out);
     assert!(
         stderr.contains("tor.txt") && stderr.contains("make lists"),
         "{stderr}"
@@ -109,8 +116,7 @@ fn explain_refuses_what_it_cannot_read_naming_it() {
         r#"{"host": "h", "address": "not-an-address"}"#
     );
     let out = explain(&wasm, &config, lists.path(), lines);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = usage_error(&out);
     assert!(
         stderr.contains("stdin line 2") && stderr.contains("address"),
         "{stderr}"
@@ -125,8 +131,7 @@ fn explain_refuses_what_it_cannot_read_naming_it() {
     );
     std::fs::write(&bad, text).unwrap();
     let out = explain(&wasm, &bad, lists.path(), "");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = usage_error(&out);
     assert!(stderr.contains("rules[0].path[0]"), "{stderr}");
 }
 
@@ -170,12 +175,10 @@ fn the_readme_table_is_what_explain_says() {
         .collect();
     assert!(rows.len() >= 8, "the table lost its rows: {rows:?}");
     let ranges = shared.join("fixtures/bots/crawler-ip-ranges");
-    let lists = tempfile::tempdir().unwrap();
+    let lists = lists();
     let write = |name: &str, text: String| {
         std::fs::write(lists.path().join(format!("{name}.txt")), text).unwrap();
     };
-    write("tor", "185.220.101.0/24\n".to_owned());
-    write("hosting", "203.0.113.0/24\n".to_owned());
     for (name, files) in [
         ("googlebot", &["google/googlebot.json"][..]),
         ("google-special", &["google/special-crawlers.json"]),
@@ -280,8 +283,7 @@ fn explain_names_a_missing_or_unknown_agent_directory() {
     let lists = lists();
     let config = with_examplebot(lists.path());
     let out = explain(&wasm, &config, lists.path(), "");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = usage_error(&out);
     for needle in [
         "agent `examplebot`",
         "--agent-directory examplebot=FILE",
@@ -296,8 +298,7 @@ fn explain_names_a_missing_or_unknown_agent_directory() {
         &["--agent-directory", "otherbot=x.json"],
         "",
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = usage_error(&out);
     assert!(
         stderr.contains("no agent `otherbot` in pow.agents"),
         "{stderr}"
@@ -317,8 +318,7 @@ fn explain_names_a_missing_or_unknown_agent_directory() {
         &["--agent-directory", &flag],
         "",
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = usage_error(&out);
     assert!(
         stderr.contains("agents.examplebot.keys.keys[0].x"),
         "{stderr}"

@@ -148,11 +148,8 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
     let result = list::checked(
         &config.common,
         ListMeta {
-            name: config.common.list_name.clone(),
-            generator: ListGenerator::Asn,
-            sources: shown,
             asns: config.asns.clone(),
-            tokens: Vec::new(),
+            ..ListMeta::new(&config.common, ListGenerator::Asn, shown)
         },
         ipv4,
         ipv6,
@@ -258,9 +255,7 @@ mod tests {
 
     #[test]
     fn asns_come_from_flags_commas_and_a_file_sorted_and_unique() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("asns");
-        std::fs::write(&file, "# hosting\nAS24940\n16276 # OVH\n\n").unwrap();
+        let (_dir, file) = testkit::temp_file("asns", "# hosting\nAS24940\n16276 # OVH\n\n");
         let config = resolve_cli(cli(&[
             "--asn",
             "16276,as13335",

@@ -185,9 +185,7 @@ fn a_truncated_gzip_is_refused_from_a_file_and_over_http() {
     };
     let full = std::fs::read(fixture(&shared, "iptoasn/ip2asn-v6_2024-11-07.tsv.gz")).unwrap();
     let cut = full[..full.len() * 2 / 3].to_vec();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("ip2asn-v6.tsv.gz");
-    std::fs::write(&file, &cut).unwrap();
+    let (_dir, file) = testkit::temp_file("ip2asn-v6.tsv.gz", &cut);
     let out = gen_asn(&["--asn=13335", file.to_str().unwrap()]);
     process::assert_refused(&out, 1, &["ip2asn-v6.tsv.gz: ends early"]);
 
@@ -218,9 +216,8 @@ fn garbage_and_a_format_that_does_not_match_are_refused() {
         &[&format!("source {url}: not an IP-to-ASN dataset"), "line 1"],
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("asn.csv");
-    std::fs::write(&csv, "1.0.0.0,1.0.0.255,13335,\"Cloudflare, Inc.\"\n").unwrap();
+    let (_dir, csv) =
+        testkit::temp_file("asn.csv", "1.0.0.0,1.0.0.255,13335,\"Cloudflare, Inc.\"\n");
     let out = gen_asn(&["--asn=13335", "--format=geolite2", csv.to_str().unwrap()]);
     process::assert_refused(
         &out,
@@ -231,13 +228,10 @@ fn garbage_and_a_format_that_does_not_match_are_refused() {
 
 #[test]
 fn bad_rows_are_tolerated_up_to_the_limit_and_reported_with_line_numbers() {
-    let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("asn.csv");
-    std::fs::write(
-        &csv,
+    let (_dir, csv) = testkit::temp_file(
+        "asn.csv",
         "1.0.0.0,1.0.0.255,13335,Cloudflare\n1.0.1.0,banana,13335,x\n1.0.2.0,1.0.2.255,13335,y\n1.0.3.0,1.0.3.255\n",
-    )
-    .unwrap();
+    );
     let path = csv.to_str().unwrap();
     let out = gen_asn(&["--asn=13335", "--max-bad-rows=2", "-o", "text", path]);
     assert_eq!(process::success_stdout(&out), "1.0.0.0/24\n1.0.2.0/24\n");
@@ -257,9 +251,7 @@ fn bad_rows_are_tolerated_up_to_the_limit_and_reported_with_line_numbers() {
 
 #[test]
 fn an_empty_result_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("asn.csv");
-    std::fs::write(&csv, "1.0.0.0,1.0.0.255,13335,Cloudflare\n").unwrap();
+    let (_dir, csv) = testkit::temp_file("asn.csv", "1.0.0.0,1.0.0.255,13335,Cloudflare\n");
     let out = gen_asn(&["--asn=64496", csv.to_str().unwrap()]);
     process::assert_refused(&out, 1, &["list hosting: empty result"]);
     std::fs::write(&csv, "").unwrap();
@@ -278,13 +270,10 @@ fn a_large_shrink_is_refused_unless_forced() {
         "iptoasn/ip2asn-v4_slice-google-cloudflare_2019-02-19.tsv",
     );
     let file = file.to_str().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let previous = dir.path().join("hosting.json");
-    std::fs::write(
-        &previous,
+    let (dir, previous) = testkit::temp_file(
+        "hosting.json",
         process::success_stdout(&gen_asn(&["--asn=13335,15169", file])),
-    )
-    .unwrap();
+    );
     let previous = format!("--previous={}", previous.display());
 
     // The same list again passes; Cloudflare alone is most of Google's prefixes lost.

@@ -115,11 +115,8 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
     let result = list::checked(
         &config.common,
         ListMeta {
-            name: config.common.list_name.clone(),
-            generator: ListGenerator::Crawlers,
-            sources: shown,
-            asns: Vec::new(),
             tokens: config.tokens.clone(),
+            ..ListMeta::new(&config.common, ListGenerator::Crawlers, shown)
         },
         ipv4,
         ipv6,

@@ -215,14 +215,11 @@ fn stdin_is_read_as_a_file_is() {
 
 #[test]
 fn host_bits_are_cleared_with_a_warning() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("bot.json");
-    std::fs::write(
-        &file,
+    let (_dir, file) = testkit::temp_file(
+        "bot.json",
         r#"{"creationTime": "2026-01-01T00:00:00", "prefixes": [{"ipv4Prefix": "66.249.64.1/27"},
             {"ipv4Prefix": "66.249.64.32/27"}, {"ipv6Prefix": "2001:db8::1/64"}]}"#,
-    )
-    .unwrap();
+    );
     let out = gen_crawlers(&["--token=Bot", "-o", "text", file.to_str().unwrap()]);
     assert_eq!(
         process::success_stdout(&out),
@@ -293,13 +290,10 @@ fn a_bad_second_source_writes_nothing_of_the_first() {
     let Some(good) = capture(test, "bing/bingbot.json") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("bad.json");
-    std::fs::write(
-        &bad,
+    let (_dir, bad) = testkit::temp_file(
+        "bad.json",
         r#"{"creationTime": "t", "prefixes": [{"ipv4Prefix": "x"}]}"#,
-    )
-    .unwrap();
+    );
     for output in ["json", "text"] {
         let out = gen_crawlers(&[
             "--token=bingbot",
@@ -380,18 +374,15 @@ fn a_large_shrink_is_refused_unless_forced() {
     let Some(file) = capture(test, "google/googlebot.json") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let previous = dir.path().join("googlebot.txt");
-    std::fs::write(
-        &previous,
+    let (dir, previous) = testkit::temp_file(
+        "googlebot.txt",
         process::success_stdout(&gen_crawlers(&[
             "--token=Googlebot",
             "-o",
             "text",
             file.to_str().unwrap(),
         ])),
-    )
-    .unwrap();
+    );
     let small = dir.path().join("small.json");
     std::fs::write(
         &small,

@@ -136,13 +136,7 @@ pub fn run(config: &Config, mut stdin: impl Read, output: impl Write) -> Result<
     let ipv6 = exits.v6.iter().map(|a| Ipv6Net::from(*a)).collect();
     let result = list::checked(
         &config.common,
-        ListMeta {
-            name: config.common.list_name.clone(),
-            generator: ListGenerator::Tor,
-            sources: shown,
-            asns: Vec::new(),
-            tokens: Vec::new(),
-        },
+        ListMeta::new(&config.common, ListGenerator::Tor, shown),
         ipv4,
         ipv6,
     )?;

@@ -187,9 +187,10 @@ fn garbage_is_refused() {
         &[&format!("source {url}: not a Tor exit list")],
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("exits.txt");
-    std::fs::write(&file, "185.220.101.1\n10.0.0.1\n127.0.0.1\nnot-an-ip\n").unwrap();
+    let (_dir, file) = testkit::temp_file(
+        "exits.txt",
+        "185.220.101.1\n10.0.0.1\n127.0.0.1\nnot-an-ip\n",
+    );
     let out = gen_tor(&["--max-bad-rows=2", file.to_str().unwrap()]);
     process::assert_refused(
         &out,
@@ -208,13 +209,10 @@ fn a_large_shrink_is_refused_and_the_previous_list_names_the_reason() {
     let Some(bulk) = capture(test, "torbulkexitlist_2023-10-14.txt") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let previous = dir.path().join("tor.txt");
-    std::fs::write(
-        &previous,
+    let (dir, previous) = testkit::temp_file(
+        "tor.txt",
         process::success_stdout(&gen_tor(&["-o", "text", bulk.to_str().unwrap()])),
-    )
-    .unwrap();
+    );
     let small = dir.path().join("small.txt");
     std::fs::write(&small, testkit::first_lines(&bulk, 100)).unwrap();
     let prev = format!("--previous={}", previous.display());

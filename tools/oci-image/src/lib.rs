@@ -620,14 +620,11 @@ mod tests {
     #[test]
     fn an_auth_file_others_can_read_is_refused_and_a_private_one_is_read() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("auth.json");
         // base64("nologin:s3cret")
-        std::fs::write(
-            &file,
+        let (_dir, file) = testkit::temp_file(
+            "auth.json",
             r#"{"auths": {"rg.fr-par.scw.cloud": {"auth": "bm9sb2dpbjpzM2NyZXQ="}}}"#,
-        )
-        .unwrap();
+        );
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         let env = Env::from_pairs([("EDGEPOP_REGISTRY_AUTH_FILE", file.as_os_str())]);
         let err = credentials(&env, "rg.fr-par.scw.cloud").unwrap_err();

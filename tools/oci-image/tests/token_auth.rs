@@ -290,18 +290,25 @@ const PUBLISH: [&str; 7] = [
     "l",
 ];
 
+/// `oci-image publish` of two tiny layouts (see [`setup`]) to the stand-in at `host`, with
+/// `env`.
+fn publish(host: &str, env: &[(&str, &str)]) -> Output {
+    let dir = setup(host);
+    oci_image(&PUBLISH, dir.path(), env)
+}
+
+/// The registry credentials as the environment gives them: our user, with `password`.
+fn credentials(password: &str) -> [(&str, &str); 2] {
+    [
+        ("EDGEPOP_REGISTRY_USERNAME", USER),
+        ("EDGEPOP_REGISTRY_PASSWORD", password),
+    ]
+}
+
 #[test]
 fn the_bearer_token_flow_is_followed_and_the_password_never_printed() {
     let (host, seen) = start(64);
-    let dir = setup(&host);
-    let out = oci_image(
-        &PUBLISH,
-        dir.path(),
-        &[
-            ("EDGEPOP_REGISTRY_USERNAME", USER),
-            ("EDGEPOP_REGISTRY_PASSWORD", PASSWORD),
-        ],
-    );
+    let out = publish(&host, &credentials(PASSWORD));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains(PASSWORD) && !String::from_utf8_lossy(&out.stdout).contains(PASSWORD));
@@ -349,8 +356,7 @@ fn the_bearer_token_flow_is_followed_and_the_password_never_printed() {
 #[test]
 fn without_credentials_the_failure_says_which_variables_to_set() {
     let (host, _) = start(8);
-    let dir = setup(&host);
-    let out = oci_image(&PUBLISH, dir.path(), &[]);
+    let out = publish(&host, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(out.stdout.is_empty());
@@ -360,15 +366,7 @@ fn without_credentials_the_failure_says_which_variables_to_set() {
 #[test]
 fn refused_credentials_fail_without_showing_them() {
     let (host, _) = start(8);
-    let dir = setup(&host);
-    let out = oci_image(
-        &PUBLISH,
-        dir.path(),
-        &[
-            ("EDGEPOP_REGISTRY_USERNAME", USER),
-            ("EDGEPOP_REGISTRY_PASSWORD", "wrong-password"),
-        ],
-    );
+    let out = publish(&host, &credentials("wrong-password"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("refused the credentials"), "{stderr}");

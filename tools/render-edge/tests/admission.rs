@@ -109,6 +109,13 @@ impl Job {
         messages
     }
 
+    /// [`Self::refused`] by exactly one message of the policy: that message.
+    fn refused_once(&self, patch: &Value) -> String {
+        let mut refused = self.refused(patch);
+        assert_eq!(refused.len(), 1, "{patch}: {refused:?}");
+        refused.remove(0)
+    }
+
     /// The plugin as stored.
     fn plugin(&self) -> Value {
         let ns = format!("--namespace={}", self.namespace);
@@ -209,10 +216,9 @@ fn the_job_may_not_change_the_module_or_its_environment() {
         // So is losing one.
         ("match", Value::Null),
     ] {
-        let refused = job.refused(&json!({"spec": {field: value}}));
-        assert_eq!(refused.len(), 1, "{field}: {refused:?}");
-        assert!(refused[0].contains(ONLY_LISTS), "{field}: {refused:?}");
-        assert!(refused[0].ends_with("(spec)"), "{field}: {refused:?}");
+        let refused = job.refused_once(&json!({"spec": {field: value}}));
+        assert!(refused.contains(ONLY_LISTS), "{field}: {refused}");
+        assert!(refused.ends_with("(spec)"), "{field}: {refused}");
     }
 }
 
@@ -236,11 +242,10 @@ fn the_job_may_not_change_the_filter_settings_beside_the_lists() {
         // Beside new lists, which alone it may write.
         json!({"mode": "off", "lists": lists("2026-11-30T12:17:00Z", "")}),
     ] {
-        let refused = job.refused(&json!({"spec": {"pluginConfig": change}}));
-        assert_eq!(refused.len(), 1, "{change}: {refused:?}");
+        let refused = job.refused_once(&json!({"spec": {"pluginConfig": change}}));
         assert!(
-            refused[0].ends_with("(spec.pluginConfig)"),
-            "{change}: {refused:?}"
+            refused.ends_with("(spec.pluginConfig)"),
+            "{change}: {refused}"
         );
     }
 }
@@ -254,11 +259,10 @@ fn the_job_may_not_relabel_or_annotate_the_plugin() {
         json!({"labels": {"app.kubernetes.io/managed-by": "someone-else"}}),
         json!({"annotations": {"a": "b"}}),
     ] {
-        let refused = job.refused(&json!({"metadata": change}));
-        assert_eq!(refused.len(), 1, "{change}: {refused:?}");
+        let refused = job.refused_once(&json!({"metadata": change}));
         assert!(
-            refused[0].contains("metadata.labels, metadata.annotations"),
-            "{change}: {refused:?}"
+            refused.contains("metadata.labels, metadata.annotations"),
+            "{change}: {refused}"
         );
     }
 }
@@ -279,12 +283,11 @@ fn the_job_may_not_give_the_plugin_an_owner_a_finalizer_or_a_generated_name() {
         ("finalizers", json!(["example.org/hold"])),
         ("generateName", json!("pow-filter-")),
     ] {
-        let refused = job.refused(&json!({"metadata": {field: value}}));
-        assert_eq!(refused.len(), 1, "{field}: {refused:?}");
-        assert!(refused[0].contains(ONLY_LISTS), "{field}: {refused:?}");
+        let refused = job.refused_once(&json!({"metadata": {field: value}}));
+        assert!(refused.contains(ONLY_LISTS), "{field}: {refused}");
         assert!(
-            refused[0].contains(&format!("metadata.{field}")),
-            "{field}: {refused:?}"
+            refused.contains(&format!("metadata.{field}")),
+            "{field}: {refused}"
         );
     }
     // The same owner by server-side apply, as the job's own field manager sends its lists.

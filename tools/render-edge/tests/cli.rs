@@ -866,31 +866,27 @@ fn the_names_are_those_of_the_rendered_objects_with_the_filter_on_or_off() {
     }
     // With the operator's objects, the PodMonitor's name is given too (apply-edge checks that
     // the cluster serves their API).
-    let case = Case::new();
-    let config = case.write(
-        "edge.json",
-        &edge_config(r#", "monitoring": "prometheus-operator""#),
-    );
-    let printed = names(&case.inputs(), &config);
-    assert!(
-        printed.contains(&("EDGE_POD_MONITOR".to_owned(), "edge-gateway".to_owned())),
-        "{printed:?}"
-    );
-    assert_eq!(
-        printed,
-        names_in_objects(&render_list(&case.inputs(), &config))
+    assert_the_names_give(
+        r#", "monitoring": "prometheus-operator""#,
+        ("EDGE_POD_MONITOR", "edge-gateway"),
     );
     // A renamed Secret is the one the names give.
-    let case = Case::new();
-    let config = case.write(
-        "edge.json",
-        &edge_config(&format!(
+    assert_the_names_give(
+        &format!(
             r#", "pow_enabled": true, "pow": {{"secret_name": "edge-filter-keys"}}, {IMAGES}"#
-        )),
+        ),
+        ("EDGE_HMAC_SECRET", "edge-filter-keys"),
     );
+}
+
+/// With the edge config given these `extra` fields, the names printed hold `(key, name)`, and
+/// are those of the rendered objects.
+fn assert_the_names_give(extra: &str, (key, name): (&str, &str)) {
+    let case = Case::new();
+    let config = case.write("edge.json", &edge_config(extra));
     let printed = names(&case.inputs(), &config);
     assert!(
-        printed.contains(&("EDGE_HMAC_SECRET".to_owned(), "edge-filter-keys".to_owned())),
+        printed.contains(&(key.to_owned(), name.to_owned())),
         "{printed:?}"
     );
     assert_eq!(

@@ -86,18 +86,7 @@ fn the_metrics_port_opens_to_the_clusters_pods_only() {
         .find(|o| o["kind"] == "CiliumNetworkPolicy" && o["metadata"]["name"] == "edge-gateway")
         .unwrap();
     let port = pow_core::filter::metric::METRICS_PORT.to_string();
-    let rules: Vec<&Value> = policy["spec"]["ingress"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| {
-            r["toPorts"][0]["ports"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|p| p["port"] == port.as_str())
-        })
-        .collect();
+    let rules = crate::objects::ingress_to_port(policy, &port);
     assert_eq!(rules.len(), 1, "{rules:?}");
     assert_eq!(rules[0]["fromEntities"], json!(["cluster"]));
 }

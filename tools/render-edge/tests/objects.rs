@@ -26,6 +26,22 @@ fn objects(config: &str) -> Vec<Value> {
     render::objects(&plan(&cli).unwrap()).unwrap()
 }
 
+/// The ingress rules of a CiliumNetworkPolicy whose first `toPorts` names `port`.
+pub(crate) fn ingress_to_port<'a>(policy: &'a Value, port: &str) -> Vec<&'a Value> {
+    policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|rule| {
+            rule["toPorts"][0]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["port"] == port)
+        })
+        .collect()
+}
+
 fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
     objects
         .iter()
@@ -469,18 +485,7 @@ fn every_node_port_of_the_gateway_service_is_pinned_in_the_range_and_declared() 
             // The gateway's pods take the Service's port (its target) from the flow's peer only.
             let policy = find(&objects, "CiliumNetworkPolicy", "edge-gateway");
             let target = port["port"].as_u64().unwrap().to_string();
-            let allowed: Vec<&Value> = policy["spec"]["ingress"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|rule| {
-                    rule["toPorts"][0]["ports"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .any(|p| p["port"] == target.as_str())
-                })
-                .collect();
+            let allowed = ingress_to_port(policy, &target);
             assert_eq!(allowed.len(), 1, "{target}: {allowed:?}");
             let entities = allowed[0]["fromEntities"].as_array().unwrap();
             let world = entities.contains(&Value::from("world"));

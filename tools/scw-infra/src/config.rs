@@ -365,9 +365,7 @@ mod tests {
     }
 
     fn load(value: &serde_json::Value) -> Result<InfraConfig, InputError> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("infra.json");
-        std::fs::write(&path, value.to_string()).unwrap();
+        let (_dir, path) = testkit::temp_file("infra.json", value.to_string());
         InfraConfig::load(&path, Some("/home/me"))
     }
 

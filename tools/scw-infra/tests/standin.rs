@@ -209,6 +209,15 @@ fn tagged(objects: &Value) -> Vec<&Value> {
 
 const APPLY: &[&str] = &["apply", "--talos-version", "v1.13.11"];
 
+/// The stand-in state's collections of a cluster's servers, addresses, firewall and key.
+const CLUSTER_COLLECTIONS: [&str; 5] = [
+    "servers",
+    "ips",
+    "security_groups",
+    "bm_servers",
+    "ssh_keys",
+];
+
 /// What destroy removes of a cluster that `APPLY` made (with its DNS zone at Scaleway).
 const DESTROYED: [&str; 7] = [
     "dns-record",
@@ -915,13 +924,7 @@ fn destroy_shows_the_plan_it_then_executes_exactly() {
     let mut plan_sorted = plan.clone();
     plan_sorted.sort();
     assert_eq!(deleted_sorted, plan_sorted, "deletions made: {deleted:?}");
-    for kind in [
-        "servers",
-        "ips",
-        "security_groups",
-        "bm_servers",
-        "ssh_keys",
-    ] {
+    for kind in CLUSTER_COLLECTIONS {
         assert_eq!(tagged(&s.state()[kind]).len(), 0, "{kind}");
     }
 }
@@ -1616,40 +1619,42 @@ fn the_stand_in_answers_have_the_recorded_shape() {
 fn assert_user_data_before_first_boot(state: &Value, requests: &[Value], id: &str, digest: &str) {
     // The bytes as they are, as text/plain, under the key Talos's Scaleway platform reads.
     assert_eq!(state["user_data"][id]["cloud-init"], digest);
-    let set = requests
-        .iter()
-        .find(|r| {
-            r["path"]
-                .as_str()
-                .unwrap()
-                .ends_with(&format!("{id}/user_data/cloud-init"))
-        })
-        .unwrap();
+    let ends_with = |r: &Value, suffix: &str| r["path"].as_str().unwrap().ends_with(suffix);
+    let cloud_init = format!("{id}/user_data/cloud-init");
+    let set = requests.iter().find(|r| ends_with(r, &cloud_init)).unwrap();
     assert_eq!(set["body"]["content_type"], "text/plain");
     // Before the server's first boot.
     let poweron = requests
         .iter()
-        .position(|r| {
-            r["path"]
-                .as_str()
-                .unwrap()
-                .ends_with(&format!("{id}/action"))
-                && r["body"]["action"] == "poweron"
-        })
+        .position(|r| ends_with(r, &format!("{id}/action")) && r["body"]["action"] == "poweron")
         .unwrap();
     let user_data = requests
         .iter()
-        .position(|r| {
-            r["path"]
-                .as_str()
-                .unwrap()
-                .ends_with(&format!("{id}/user_data/cloud-init"))
-        })
+        .position(|r| ends_with(r, &cloud_init))
         .unwrap();
     assert!(
         user_data < poweron,
         "{id}: user data after the first poweron"
     );
+}
+
+/// The three control planes exist, and each got the config `digest` names before its first
+/// boot (see [`assert_user_data_before_first_boot`]).
+fn assert_three_control_planes_got_their_config_before_first_boot(
+    s: &StandIn,
+    requests: &[Value],
+    digest: &str,
+) {
+    let state = s.state();
+    assert_eq!(tagged(&state["servers"]).len(), 3);
+    for server in tagged(&state["servers"]) {
+        assert_user_data_before_first_boot(
+            &state,
+            requests,
+            server["id"].as_str().unwrap(),
+            digest,
+        );
+    }
 }
 
 /// A machine config standing for talos/_out/controlplane.yaml (it holds every cluster CA key:
@@ -1709,16 +1714,7 @@ fn each_new_control_plane_gets_its_config_as_user_data_before_it_first_boots() {
         .filter(|w| *w == "POST /instance/v1/zones/fr-par-1/servers")
         .count();
     assert_eq!(creations, 3, "{writes:#?}");
-    let state = s.state();
-    assert_eq!(tagged(&state["servers"]).len(), 3);
-    for server in tagged(&state["servers"]) {
-        assert_user_data_before_first_boot(
-            &state,
-            &requests,
-            server["id"].as_str().unwrap(),
-            &digest,
-        );
-    }
+    assert_three_control_planes_got_their_config_before_first_boot(&s, &requests, &digest);
     // The servers exist now: a second apply gives nothing again.
     with_config(false);
     assert!(
@@ -1754,16 +1750,7 @@ fn a_control_plane_a_cut_run_left_without_its_config_gets_it_before_it_first_boo
     assert_eq!(user_data[0]["server"], first.as_str(), "{planned:?}");
     ok(&apply_with_config(&s, &path, false));
     let requests = s.take_requests();
-    let state = s.state();
-    assert_eq!(tagged(&state["servers"]).len(), 3);
-    for server in tagged(&state["servers"]) {
-        assert_user_data_before_first_boot(
-            &state,
-            &requests,
-            server["id"].as_str().unwrap(),
-            &digest,
-        );
-    }
+    assert_three_control_planes_got_their_config_before_first_boot(&s, &requests, &digest);
 }
 
 #[test]
@@ -1885,14 +1872,7 @@ impl StandIn {
 /// The ids of what the state holds of `project`.
 fn ids_in(state: &Value, project: &str) -> Vec<String> {
     let mut ids = Vec::new();
-    for kind in [
-        "servers",
-        "ips",
-        "security_groups",
-        "bm_servers",
-        "ssh_keys",
-        "images",
-    ] {
+    for kind in CLUSTER_COLLECTIONS.into_iter().chain(["images"]) {
         for o in state[kind].as_array().unwrap() {
             let owner = o.get("project").or_else(|| o.get("project_id")).unwrap();
             if owner == project {
@@ -2465,6 +2445,21 @@ fn an_uploaded_object_is_reused_only_when_it_is_this_very_image() {
     s.take_requests();
 }
 
+/// The command fails at its first call, to a `host` that does not resolve: the call and the host
+/// named, no retry, and the one read `counted` so.
+fn assert_unresolved_once(command: &mut Command, call: &str, host: &str, counted: &str) {
+    let out = command.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(call)
+            && stderr.contains(&format!("cannot resolve the host {host}"))
+            && !stderr.contains("retrying"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(counted), "{stderr}");
+}
+
 #[test]
 fn a_host_that_does_not_resolve_is_named_tried_once_and_counted() {
     let Some(s) = StandIn::start("unresolvable", false) else {
@@ -2475,34 +2470,20 @@ fn a_host_that_does_not_resolve_is_named_tried_once_and_counted() {
     apply
         .arg("--dry-run")
         .env("SCW_API_URL", "https://api.edgepop-test.invalid");
-    let out = apply.output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("GET https://api.edgepop-test.invalid/registry/v1/regions/fr-par/")
-            && stderr.contains("cannot resolve the host api.edgepop-test.invalid")
-            && !stderr.contains("retrying"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("API calls: 1 reads, 0 mutations (0 retries)"),
-        "{stderr}"
+    assert_unresolved_once(
+        &mut apply,
+        "GET https://api.edgepop-test.invalid/registry/v1/regions/fr-par/",
+        "api.edgepop-test.invalid",
+        "API calls: 1 reads, 0 mutations (0 retries)",
     );
     // Object Storage the same: destroy's bucket lookup, after the API's reads.
     let mut destroy = s.scw_command(&["destroy", "--dry-run"], SECRET);
     destroy.env("SCW_S3_ENDPOINT", "https://s3.edgepop-test.invalid");
-    let out = destroy.output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("S3 HEAD https://s3.edgepop-test.invalid/")
-            && stderr.contains("cannot resolve the host s3.edgepop-test.invalid")
-            && !stderr.contains("retrying"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("Object Storage: 1 reads, 0 writes (0 retries)"),
-        "{stderr}"
+    assert_unresolved_once(
+        &mut destroy,
+        "S3 HEAD https://s3.edgepop-test.invalid/",
+        "s3.edgepop-test.invalid",
+        "Object Storage: 1 reads, 0 writes (0 retries)",
     );
     s.take_requests();
 }

@@ -61,9 +61,8 @@ pub mod tags;
 pub mod write;
 
 use std::io::{Read, Write};
-use std::path::Path;
 
-use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
+use pop_common::exit::{Exit, OutputError, Report};
 use pop_common::input::InputError;
 use pop_common::records::{NodeInventory, NodeKind};
 use pop_common::wait::{Sleeper, ThreadSleeper};
@@ -132,33 +131,31 @@ pub fn run_with(
     transport: &dyn Transport,
     sleeper: &dyn Sleeper,
     input: impl Read,
-    mut output: impl Write,
+    output: impl Write,
 ) -> Result<(), Error> {
-    let mut inventory: NodeInventory =
-        pop_common::input::read_json_from(Path::new("<stdin>"), input)?;
     let client = Client::for_credentials(transport, sleeper, &config.credentials);
-    let failures = match &config.mode {
-        Mode::TagProven => tag_proven(&inventory, client.baremetal()),
-        Mode::TagUpgraded(installer) => tag_upgraded(&inventory, client.baremetal(), installer),
-        Mode::Flash(path) => {
-            if inventory
-                .nodes
-                .iter()
-                .any(|n| n.kind == NodeKind::ElasticMetal)
-            {
-                let image = Image::measure(path)?;
-                pop_common::info!(
-                    "image {}: {} bytes raw, {}",
-                    path.display(),
-                    image.size,
-                    image.digest()
-                );
-                flash_all(config, &mut inventory, &image, client.baremetal(), sleeper)
-            } else {
-                Vec::new()
+    NodeInventory::pass_through(input, output, |inventory| {
+        Ok(match &config.mode {
+            Mode::TagProven => tag_proven(inventory, client.baremetal()),
+            Mode::TagUpgraded(installer) => tag_upgraded(inventory, client.baremetal(), installer),
+            Mode::Flash(path) => {
+                if inventory
+                    .nodes
+                    .iter()
+                    .any(|n| n.kind == NodeKind::ElasticMetal)
+                {
+                    let image = Image::measure(path)?;
+                    pop_common::info!(
+                        "image {}: {} bytes raw, {}",
+                        path.display(),
+                        image.size,
+                        image.digest()
+                    );
+                    flash_all(config, inventory, &image, client.baremetal(), sleeper)
+                } else {
+                    Vec::new()
+                }
             }
-        }
-    };
-    inventory.write_to(&mut output).output()?;
-    Ok(pop_common::records::NodeFailures::check(failures)?)
+        })
+    })
 }

@@ -246,9 +246,7 @@ mod tests {
 
     #[test]
     fn an_encrypted_key_without_an_agent_is_refused_naming_the_way_out() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = dir.path().join("id_ed25519");
-        fs::write(&key, openssh("aes256-ctr", b"pub")).unwrap();
+        let (_dir, key) = testkit::temp_file("id_ed25519", openssh("aes256-ctr", b"pub"));
         let message = Login::resolve(&key, None).unwrap_err().to_string();
         for needle in [
             "passphrase",

@@ -278,6 +278,16 @@ fn failed(out: &Output, needles: &[&str]) -> String {
     stderr
 }
 
+/// `--tag-proven` on an inventory that records the worker proven ours, refused (exit 1): its
+/// stderr.
+fn tag_proven_refused(rescue: &Rescue, sshd: &Sshd, api: &Api, image: &Path) -> String {
+    let proven = api.inventory(r#"{"image_flashed": "sha256:00", "config_applied": "sha256:11"}"#);
+    let out = flash(rescue, sshd.port, api, image, &proven, &["--tag-proven"]);
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    stderr
+}
+
 /// A run that wrote the image: it succeeded, the disk holds `raw`, and the inventory it wrote
 /// records the Elastic Metal node's image as flashed, by its digest.
 fn flashed(out: &Output, rescue: &Rescue, raw: &[u8]) {
@@ -643,9 +653,7 @@ fn a_server_without_our_cluster_and_role_tags_is_left_alone() {
         ],
     );
     assert!(api.mutations().is_empty());
-    let proven = api.inventory(r#"{"image_flashed": "sha256:00", "config_applied": "sha256:11"}"#);
-    let out = flash(&rescue, sshd.port, &api, &image, &proven, &["--tag-proven"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    tag_proven_refused(&rescue, &sshd, &api, &image);
     assert!(api.mutations().is_empty());
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
 }
@@ -671,10 +679,8 @@ fn a_server_of_another_project_is_left_alone_whatever_its_tags() {
             "not ours",
         ],
     );
-    let proven = api.inventory(r#"{"image_flashed": "sha256:00", "config_applied": "sha256:11"}"#);
-    let out = flash(&rescue, sshd.port, &api, &image, &proven, &["--tag-proven"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("not ours"), "{}", stderr(&out));
+    let stderr = tag_proven_refused(&rescue, &sshd, &api, &image);
+    assert!(stderr.contains("not ours"), "{stderr}");
     assert!(api.mutations().is_empty());
     assert_eq!(api.server()["tags"], json!(OURS));
     assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");

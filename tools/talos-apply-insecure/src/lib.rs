@@ -32,11 +32,11 @@ pub mod talosconfig;
 pub mod tls;
 
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine as _;
-use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
+use pop_common::exit::{Exit, OutputError, Report};
 use pop_common::input::InputError;
 use pop_common::records::{NodeInventory, NodeRole};
 use pop_common::tool::Env;
@@ -177,23 +177,23 @@ pub fn run_with(
     api: &dyn NodeApi,
     sleeper: &dyn Sleeper,
     input: impl Read,
-    mut output: impl Write,
+    output: impl Write,
 ) -> Result<(), Error> {
-    let mut inventory: NodeInventory =
-        pop_common::input::read_json_from(Path::new("<stdin>"), input)?;
-    let mut configs = Vec::new();
-    for role in [NodeRole::Controlplane, NodeRole::Worker] {
-        if !inventory.nodes.iter().any(|n| n.role == role) {
-            continue;
+    NodeInventory::pass_through(input, output, |inventory| {
+        let mut configs = Vec::new();
+        for role in [NodeRole::Controlplane, NodeRole::Worker] {
+            if !inventory.nodes.iter().any(|n| n.role == role) {
+                continue;
+            }
+            let path = config_file(&config.config_dir, role);
+            let bytes =
+                std::fs::read(&path).map_err(|source| Error::MachineConfig { path, source })?;
+            configs.push((role, bytes));
         }
-        let path = config_file(&config.config_dir, role);
-        let bytes = std::fs::read(&path).map_err(|source| Error::MachineConfig { path, source })?;
-        configs.push((role, bytes));
-    }
-    let (outcome, failures) = apply_all(config, &mut inventory, &configs, api, sleeper);
-    pop_common::info!("{outcome}");
-    inventory.write_to(&mut output).output()?;
-    Ok(pop_common::records::NodeFailures::check(failures)?)
+        let (outcome, failures) = apply_all(config, inventory, &configs, api, sleeper);
+        pop_common::info!("{outcome}");
+        Ok(failures)
+    })
 }
 
 #[cfg(test)]

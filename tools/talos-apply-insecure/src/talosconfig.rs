@@ -182,13 +182,10 @@ mod tests {
 
     #[test]
     fn a_talosconfig_without_its_context_or_with_a_bad_field_is_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("talosconfig");
-        std::fs::write(
-            &path,
+        let (_dir, path) = testkit::temp_file(
+            "talosconfig",
             "context: a\ncontexts:\n  b: {ca: x, crt: y, key: z}\n",
-        )
-        .unwrap();
+        );
         let err = read(&path).unwrap_err().to_string();
         assert!(
             err.contains("talosconfig") && err.contains("`a` is not in"),

@@ -47,55 +47,108 @@ pub struct Seen {
     pub foreign: Option<String>,
 }
 
-/// Trust on first use, or only the pinned SPKI fingerprints when there are some.
+/// What a node's certificate is checked against.
 #[derive(Debug)]
-pub struct MaintenanceVerifier {
-    pins: Vec<String>,
+enum CertificatePolicy {
+    /// Trust on first use, or only the pinned SPKI fingerprints when there are some.
+    Maintenance { pins: Vec<String> },
+    /// Our cluster's nodes only: a certificate that chains to our machine CA and names the
+    /// node's address. The maintenance certificate pinned before (the same node, not configured
+    /// yet) is told apart, so that waiting for a node to leave maintenance never trusts anything
+    /// else.
+    OurNode {
+        chain: Arc<WebPkiServerVerifier>,
+        maintenance_pin: Option<String>,
+    },
+}
+
+/// Checks the node's certificate as its [`CertificatePolicy`] says, and the handshake signature
+/// with the provider's algorithms (the peer holds the certificate's key) whatever the policy.
+#[derive(Debug)]
+pub struct NodeVerifier {
+    policy: CertificatePolicy,
     algorithms: WebPkiSupportedAlgorithms,
     seen: Arc<Mutex<Seen>>,
 }
 
-impl MaintenanceVerifier {
-    pub fn new(pins: Vec<String>, provider: &CryptoProvider) -> (Self, Arc<Mutex<Seen>>) {
+impl NodeVerifier {
+    fn new(policy: CertificatePolicy, provider: &CryptoProvider) -> (Self, Arc<Mutex<Seen>>) {
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let verifier = MaintenanceVerifier {
-            pins,
+        let verifier = NodeVerifier {
+            policy,
             algorithms: provider.signature_verification_algorithms,
             seen: Arc::clone(&seen),
         };
         (verifier, seen)
     }
 
-    fn remember(&self, fingerprint: Option<String>, pin_mismatch: bool) {
+    fn record(&self, note: impl FnOnce(&mut Seen)) {
         if let Ok(mut seen) = self.seen.lock() {
-            seen.fingerprint = fingerprint;
-            seen.pin_mismatch = pin_mismatch;
+            note(&mut seen);
         }
     }
 }
 
-impl ServerCertVerifier for MaintenanceVerifier {
+impl ServerCertVerifier for NodeVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let Some(fingerprint) = spki_fingerprint(end_entity) else {
-            return Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::BadEncoding,
-            ));
-        };
-        if !self.pins.is_empty() && !self.pins.contains(&fingerprint) {
-            self.remember(Some(fingerprint.clone()), true);
-            return Err(rustls::Error::General(format!(
-                "certificate SPKI fingerprint {fingerprint} is not one of the pinned ones"
-            )));
+        let fingerprint = spki_fingerprint(end_entity);
+        match &self.policy {
+            CertificatePolicy::Maintenance { pins } => {
+                let remember = |pin_mismatch: bool| {
+                    self.record(|seen| {
+                        seen.fingerprint = fingerprint.clone();
+                        seen.pin_mismatch = pin_mismatch;
+                    })
+                };
+                let Some(found) = &fingerprint else {
+                    return Err(rustls::Error::InvalidCertificate(
+                        rustls::CertificateError::BadEncoding,
+                    ));
+                };
+                if !pins.is_empty() && !pins.contains(found) {
+                    remember(true);
+                    return Err(rustls::Error::General(format!(
+                        "certificate SPKI fingerprint {found} is not one of the pinned ones"
+                    )));
+                }
+                remember(false);
+                Ok(ServerCertVerified::assertion())
+            }
+            CertificatePolicy::OurNode {
+                chain,
+                maintenance_pin,
+            } => {
+                let remember = |maintenance: bool, foreign: Option<String>| {
+                    self.record(|seen| {
+                        seen.fingerprint = fingerprint.clone();
+                        seen.maintenance = maintenance;
+                        seen.foreign = foreign;
+                    })
+                };
+                if fingerprint.is_some() && fingerprint == *maintenance_pin {
+                    remember(true, None);
+                    return Err(rustls::Error::General(
+                        "still the maintenance certificate".into(),
+                    ));
+                }
+                let verified = chain.verify_server_cert(
+                    end_entity,
+                    intermediates,
+                    server_name,
+                    ocsp_response,
+                    now,
+                );
+                remember(false, verified.as_ref().err().map(ToString::to_string));
+                verified
+            }
         }
-        self.remember(Some(fingerprint), false);
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -121,82 +174,8 @@ impl ServerCertVerifier for MaintenanceVerifier {
     }
 }
 
-/// Our cluster's nodes only: a certificate that chains to our machine CA and names the node's
-/// address. The maintenance certificate pinned before (the same node, not configured yet) is
-/// told apart, so that waiting for a node to leave maintenance never trusts anything else.
-#[derive(Debug)]
-pub struct OurNodeVerifier {
-    chain: Arc<WebPkiServerVerifier>,
-    maintenance_pin: Option<String>,
-    seen: Arc<Mutex<Seen>>,
-}
-
-impl ServerCertVerifier for OurNodeVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let fingerprint = spki_fingerprint(end_entity);
-        let record = |maintenance: bool, foreign: Option<String>| {
-            if let Ok(mut seen) = self.seen.lock() {
-                seen.fingerprint = fingerprint.clone();
-                seen.maintenance = maintenance;
-                seen.foreign = foreign;
-            }
-        };
-        if fingerprint.is_some() && fingerprint == self.maintenance_pin {
-            record(true, None);
-            return Err(rustls::Error::General(
-                "still the maintenance certificate".into(),
-            ));
-        }
-        match self.chain.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
-            Ok(verified) => {
-                record(false, None);
-                Ok(verified)
-            }
-            Err(error) => {
-                record(false, Some(error.to_string()));
-                Err(error)
-            }
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
-    }
-}
-
 /// A client config for one mutual-TLS connection to a node: our talosconfig's client
-/// certificate, the node's certificate checked by [`OurNodeVerifier`].
+/// certificate, the node's certificate checked by [`NodeVerifier`] against our machine CA.
 pub fn mutual_config(
     trust: &crate::talosconfig::Trust,
     maintenance_pin: Option<&str>,
@@ -209,12 +188,11 @@ pub fn mutual_config(
     let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
         .build()
         .map_err(|e| rustls::Error::General(format!("our machine CA: {e}")))?;
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let verifier = OurNodeVerifier {
+    let policy = CertificatePolicy::OurNode {
         chain,
         maintenance_pin: maintenance_pin.map(str::to_owned),
-        seen: Arc::clone(&seen),
     };
+    let (verifier, seen) = NodeVerifier::new(policy, &provider);
     let config = grpc_config(provider, Arc::new(verifier), |builder| {
         builder.with_client_auth_cert(trust.chain.clone(), trust.key.clone_key())
     })?;
@@ -269,7 +247,10 @@ pub fn client_config(
     pins: &[String],
 ) -> Result<(rustls::ClientConfig, Arc<Mutex<Seen>>), rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let (verifier, seen) = MaintenanceVerifier::new(pins.to_vec(), &provider);
+    let policy = CertificatePolicy::Maintenance {
+        pins: pins.to_vec(),
+    };
+    let (verifier, seen) = NodeVerifier::new(policy, &provider);
     let no_certificate = Arc::new(NoCertificate {
         seen: Arc::clone(&seen),
     });

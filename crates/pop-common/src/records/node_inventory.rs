@@ -31,10 +31,13 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::tag::{Kind, RecordKind, Version};
+use crate::exit::{OutputError, WritingOutput};
+use crate::input::{InputError, read_json_from};
 
 pub const NODE_INVENTORY_VERSION: u32 = 2;
 
@@ -128,6 +131,23 @@ impl NodeInventory {
         serde_json::to_writer_pretty(&mut out, self)?;
         out.write_all(b"\n")?;
         out.flush()
+    }
+
+    /// A node tool's pass over the pipe: the inventory read on `input` (stdin), changed by
+    /// `work`, written on `output` even when nodes failed (the next run keeps what the others
+    /// did), then the nodes `work` failed on as the error.
+    pub fn pass_through<E>(
+        input: impl io::Read,
+        mut output: impl Write,
+        work: impl FnOnce(&mut NodeInventory) -> Result<Vec<NodeFailure>, E>,
+    ) -> Result<(), E>
+    where
+        E: From<InputError> + From<OutputError> + From<NodeFailures>,
+    {
+        let mut inventory: NodeInventory = read_json_from(Path::new("<stdin>"), input)?;
+        let failures = work(&mut inventory)?;
+        inventory.write_to(&mut output).output()?;
+        Ok(NodeFailures::check(failures)?)
     }
 }
 

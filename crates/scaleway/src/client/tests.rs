@@ -22,6 +22,19 @@ impl Transport for Script {
     }
 }
 
+impl Script {
+    /// The same answer `times` over, each made by `answer` (a transport error is not `Clone`).
+    fn answer_times(
+        &self,
+        times: usize,
+        answer: impl Fn() -> Result<HttpResponse, TransportError>,
+    ) {
+        self.answers
+            .borrow_mut()
+            .extend((0..times).map(|_| answer()));
+    }
+}
+
 #[derive(Debug, Default)]
 struct Recorder(RefCell<Vec<Duration>>);
 impl Sleeper for Recorder {
@@ -87,12 +100,7 @@ fn a_429_then_503_are_retried_honouring_retry_after() {
 #[test]
 fn retries_are_bounded() {
     let script = Script::default();
-    for _ in 0..6 {
-        script
-            .answers
-            .borrow_mut()
-            .push_back(answer(503, &[], "{}"));
-    }
+    script.answer_times(6, || answer(503, &[], "{}"));
     let sleeps = Recorder::default();
     let err = client(&script, &sleeps)
         .get::<Value>("/x", &[])
@@ -282,9 +290,7 @@ fn a_post_answered_502_that_did_not_take_effect_is_sent_again_within_the_bound()
     assert_eq!(sleeps.0.borrow().len(), 2);
 
     let script = Script::default();
-    for _ in 0..6 {
-        script.answers.borrow_mut().push_back(answer(503, &[], ""));
-    }
+    script.answer_times(6, || answer(503, &[], ""));
     let c = client(&script, &sleeps).with_policy(RetryPolicy {
         attempts: 3,
         ..RetryPolicy::default()
@@ -365,12 +371,9 @@ fn a_name_that_does_not_resolve_is_not_retried_and_the_error_names_the_host() {
 #[test]
 fn a_refused_connection_is_retried_and_the_error_names_the_host() {
     let script = Script::default();
-    for _ in 0..3 {
-        script
-            .answers
-            .borrow_mut()
-            .push_back(Err(TransportError::connection("io: Connection refused")));
-    }
+    script.answer_times(3, || {
+        Err(TransportError::connection("io: Connection refused"))
+    });
     let sleeps = Recorder::default();
     let c = client(&script, &sleeps).with_policy(RetryPolicy {
         attempts: 3,
