@@ -460,6 +460,21 @@ fn ci_installs_through_setup_sh_and_names_no_package_itself() {
     }
 }
 
+/// The day-2 section of `make help`, in its order.
+const DAY_2_TARGETS: [&str; 11] = [
+    "etcd-snapshot",
+    "dry-run-etcd-restore",
+    "etcd-restore",
+    "dry-run-etcd-remove-member",
+    "etcd-remove-member",
+    "dry-run-replace-control-plane",
+    "replace-control-plane",
+    "dry-run-upgrade-talos",
+    "upgrade-talos",
+    "dry-run-upgrade-k8s",
+    "upgrade-k8s",
+];
+
 /// `make help` lists the targets, after the first real run, in the order a deployment meets
 /// them: the three layers, then day to day, tear down, and the build, demo and tests; each
 /// layer's targets under it.
@@ -504,22 +519,7 @@ fn make_help_follows_the_layers() {
             "Day to day",
             &["up", "down", "cluster-status", "rotate-pow-secret"],
         ),
-        (
-            "Day 2",
-            &[
-                "etcd-snapshot",
-                "dry-run-etcd-restore",
-                "etcd-restore",
-                "dry-run-etcd-remove-member",
-                "etcd-remove-member",
-                "dry-run-replace-control-plane",
-                "replace-control-plane",
-                "dry-run-upgrade-talos",
-                "upgrade-talos",
-                "dry-run-upgrade-k8s",
-                "upgrade-k8s",
-            ],
-        ),
+        ("Day 2", &DAY_2_TARGETS),
         (
             "Tear down",
             &[
