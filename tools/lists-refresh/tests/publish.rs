@@ -78,17 +78,16 @@ fn applied(api: &Server) -> (Value, Value) {
     )
 }
 
-fn capture(test: &str, rel: &str) -> Option<PathBuf> {
-    workspace::shared_dir(test).map(|s| s.join("fixtures").join(rel))
-}
-
 const BULK: &str = "tor/torbulkexitlist_2023-10-14.txt";
 const SLICE: &str = "asn/iptoasn/ip2asn-v4_slice-google-cloudflare_2019-02-19.tsv";
 
 #[test]
 fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() {
     let test = "both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin";
-    let (Some(bulk), Some(slice)) = (capture(test, BULK), capture(test, SLICE)) else {
+    let (Some(bulk), Some(slice)) = (
+        workspace::fixture(test, BULK),
+        workspace::fixture(test, SLICE),
+    ) else {
         return;
     };
     let job = Job::new();
@@ -171,7 +170,7 @@ fn in_packed_order(mut nets: Vec<Net>) -> Vec<Net> {
 #[test]
 fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
     let test = "a_failing_source_keeps_its_list_publishes_the_other_and_names_it";
-    let Some(slice) = capture(test, SLICE) else {
+    let Some(slice) = workspace::fixture(test, SLICE) else {
         return;
     };
     let job = Job::new();
@@ -214,7 +213,7 @@ fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
 #[test]
 fn a_large_shrink_and_a_source_down_publish_nothing() {
     let test = "a_large_shrink_and_a_source_down_publish_nothing";
-    let Some(bulk) = capture(test, BULK) else {
+    let Some(bulk) = workspace::fixture(test, BULK) else {
         return;
     };
     let job = Job::new();
@@ -440,7 +439,10 @@ fn lines(path: &Path) -> usize {
 #[test]
 fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
     let test = "the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file";
-    let (Some(bulk), Some(slice)) = (capture(test, BULK), capture(test, SLICE)) else {
+    let (Some(bulk), Some(slice)) = (
+        workspace::fixture(test, BULK),
+        workspace::fixture(test, SLICE),
+    ) else {
         return;
     };
     let job = Job::new();
@@ -572,7 +574,7 @@ fn crawler_text(file: &Path) -> String {
 #[test]
 fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
     let test = "crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only";
-    let Some(bots) = capture(test, CRAWLERS) else {
+    let Some(bots) = workspace::fixture(test, CRAWLERS) else {
         return;
     };
     let job = Job::new();
@@ -641,7 +643,7 @@ fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
 #[test]
 fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
     let test = "a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens";
-    let Some(bots) = capture(test, CRAWLERS) else {
+    let Some(bots) = workspace::fixture(test, CRAWLERS) else {
         return;
     };
     let job = Job::new();
@@ -714,7 +716,7 @@ fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
 #[test]
 fn tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed() {
     let test = "tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed";
-    let Some(bots) = capture(test, CRAWLERS) else {
+    let Some(bots) = workspace::fixture(test, CRAWLERS) else {
         return;
     };
     let job = Job::new();
