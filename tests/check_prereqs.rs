@@ -159,6 +159,14 @@ impl Machine {
         self.dir.path().join("bin")
     }
 
+    /// Replaces `from` with `to` in the work folder's file `rel`; its path.
+    fn edit(&self, rel: &str, from: &str, to: &str) -> PathBuf {
+        let path = self.dir.path().join("work").join(rel);
+        let text = fs::read_to_string(&path).unwrap().replace(from, to);
+        fs::write(&path, text).unwrap();
+        path
+    }
+
     /// [`Machine::check`], which must exit with `code`: its stdout.
     fn check_exits(&self, env: &[(&str, &str)], unset: &[&str], code: i32) -> String {
         let out = self.check(env, unset);
@@ -332,12 +340,12 @@ fn missing_credentials_fail() {
 #[test]
 fn an_invalid_platform_config_fails_naming_the_field() {
     let machine = Machine::ready();
-    let path = machine.dir.path().join("work/config/platform.json");
     // Hubble's UI without its relay: the chart would refuse it.
-    let text = fs::read_to_string(&path)
-        .unwrap()
-        .replace("\"relay\": true", "\"relay\": false");
-    fs::write(&path, text).unwrap();
+    machine.edit(
+        "config/platform.json",
+        "\"relay\": true",
+        "\"relay\": false",
+    );
     let said = machine.check_exits(&[], &[], 1);
     let line = line_with(&said, "platform.json").to_owned();
     assert!(
@@ -413,15 +421,12 @@ fn make_check_for_the_onprem_profile_asks_for_sops_its_age_key_and_a_well_formed
 #[test]
 fn talos_images_unrecorded_for_the_current_pins_are_missing_naming_the_target() {
     let machine = Machine::ready();
-    let digests = machine
-        .dir
-        .path()
-        .join("work/config/talos-image-digests.env");
     // Recorded for another Talos version only: a bump leaves the new images unrecorded.
-    let other = fs::read_to_string(&digests)
-        .unwrap()
-        .replace(&pin("TALOS_VERSION"), "v1.13.0");
-    fs::write(&digests, other).unwrap();
+    let digests = machine.edit(
+        "config/talos-image-digests.env",
+        &pin("TALOS_VERSION"),
+        "v1.13.0",
+    );
     let said = machine.check_exits(&[], &[], 1);
     let line = line_with(&said, "images' sha256").to_owned();
     assert!(
