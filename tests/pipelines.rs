@@ -460,21 +460,9 @@ fn ci_installs_through_setup_sh_and_names_no_package_itself() {
     }
 }
 
-/// `make help` lists the targets, after the first real run, in the order a deployment meets
-/// them: the three layers, then day to day, tear down, and the build, demo and tests; each
-/// layer's targets under it.
-#[test]
-fn make_help_follows_the_layers() {
-    let out = Command::new("make")
-        .args(["--no-print-directory", "-C"])
-        .arg(repo())
-        .arg("help")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let help = String::from_utf8(out.stdout).unwrap();
-    // The first real run comes before the sections (tests/readme_walk.rs checks it).
+/// The sections of `make help`, each title with its targets; the first real run, before them,
+/// left out (tests/readme_walk.rs checks it).
+fn help_sections(help: &str) -> Vec<(String, Vec<String>)> {
     let (_, listed) = help
         .split_once("\n\n")
         .expect("make help has no first-run lines before its sections");
@@ -489,6 +477,24 @@ fn make_help_follows_the_layers() {
             None => sections.push((line.to_owned(), Vec::new())),
         }
     }
+    sections
+}
+
+/// `make help` lists the targets, after the first real run, in the order a deployment meets
+/// them: the three layers, then day to day, tear down, and the build, demo and tests; each
+/// layer's targets under it.
+#[test]
+fn make_help_follows_the_layers() {
+    let out = Command::new("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .arg("help")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let help = String::from_utf8(out.stdout).unwrap();
+    let sections = help_sections(&help);
     let expected: [(&str, &[&str]); 8] = [
         ("Start", &["help", "tools", "check", "apply"]),
         ("Layer 1, infra", &["apply-infra", "dry-run-infra"]),
