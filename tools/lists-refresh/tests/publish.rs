@@ -81,13 +81,18 @@ fn applied(api: &Server) -> (Value, Value) {
 const BULK: &str = "tor/torbulkexitlist_2023-10-14.txt";
 const SLICE: &str = "asn/iptoasn/ip2asn-v4_slice-google-cloudflare_2019-02-19.tsv";
 
+/// The captures [`BULK`] and [`SLICE`]; `None` (skipped) without the shared material.
+fn bulk_and_slice(test: &str) -> Option<(PathBuf, PathBuf)> {
+    Some((
+        workspace::fixture(test, BULK)?,
+        workspace::fixture(test, SLICE)?,
+    ))
+}
+
 #[test]
 fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() {
     let test = "both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin";
-    let (Some(bulk), Some(slice)) = (
-        workspace::fixture(test, BULK),
-        workspace::fixture(test, SLICE),
-    ) else {
+    let Some((bulk, slice)) = bulk_and_slice(test) else {
         return;
     };
     let job = Job::new();
@@ -439,10 +444,7 @@ fn lines(path: &Path) -> usize {
 #[test]
 fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
     let test = "the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file";
-    let (Some(bulk), Some(slice)) = (
-        workspace::fixture(test, BULK),
-        workspace::fixture(test, SLICE),
-    ) else {
+    let Some((bulk, slice)) = bulk_and_slice(test) else {
         return;
     };
     let job = Job::new();
