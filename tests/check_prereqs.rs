@@ -159,6 +159,20 @@ impl Machine {
         self.dir.path().join("bin")
     }
 
+    /// [`Machine::check`] as it is, which must fail (exit 1): the line of its report naming
+    /// `what`.
+    fn failing_line(&self, what: &str) -> String {
+        line_with(&self.check_exits(&[], &[], 1), what).to_owned()
+    }
+
+    /// Replaces `from` with `to` in the work folder's file `rel`; its path.
+    fn edit(&self, rel: &str, from: &str, to: &str) -> PathBuf {
+        let path = self.dir.path().join("work").join(rel);
+        let text = fs::read_to_string(&path).unwrap().replace(from, to);
+        fs::write(&path, text).unwrap();
+        path
+    }
+
     /// [`Machine::check`], which must exit with `code`: its stdout.
     fn check_exits(&self, env: &[(&str, &str)], unset: &[&str], code: i32) -> String {
         let out = self.check(env, unset);
@@ -283,8 +297,7 @@ fn a_talosctl_of_another_minor_fails_naming_both_versions() {
         "talosctl",
         "echo 'Client:'; echo '\tTalos v1.12.4'",
     );
-    let said = machine.check_exits(&[], &[], 1);
-    let line = line_with(&said, "talosctl").to_owned();
+    let line = machine.failing_line("talosctl");
     assert!(line.trim_start().starts_with("MISSING"), "{line}");
     assert!(
         line.contains("v1.12") && line.contains(&pin("TALOS_VERSION")),
@@ -306,8 +319,7 @@ fn a_helm_older_than_the_minimum_or_a_kubectl_two_minors_away_fails() {
 fn helm_4_is_refused_saying_which_major_version_is_supported() {
     let machine = Machine::ready();
     script(&machine.bin(), "helm", &helm_reporting("v4.0.1+g3a12c9e"));
-    let said = machine.check_exits(&[], &[], 1);
-    let line = line_with(&said, "helm v4.0.1").to_owned();
+    let line = machine.failing_line("helm v4.0.1");
     assert!(line.trim_start().starts_with("MISSING"), "{line}");
     assert!(
         line.contains(&format!(
@@ -332,14 +344,13 @@ fn missing_credentials_fail() {
 #[test]
 fn an_invalid_platform_config_fails_naming_the_field() {
     let machine = Machine::ready();
-    let path = machine.dir.path().join("work/config/platform.json");
     // Hubble's UI without its relay: the chart would refuse it.
-    let text = fs::read_to_string(&path)
-        .unwrap()
-        .replace("\"relay\": true", "\"relay\": false");
-    fs::write(&path, text).unwrap();
-    let said = machine.check_exits(&[], &[], 1);
-    let line = line_with(&said, "platform.json").to_owned();
+    machine.edit(
+        "config/platform.json",
+        "\"relay\": true",
+        "\"relay\": false",
+    );
+    let line = machine.failing_line("platform.json");
     assert!(
         line.trim_start().starts_with("INVALID")
             && line.contains("cilium.hubble.ui")
@@ -413,17 +424,13 @@ fn make_check_for_the_onprem_profile_asks_for_sops_its_age_key_and_a_well_formed
 #[test]
 fn talos_images_unrecorded_for_the_current_pins_are_missing_naming_the_target() {
     let machine = Machine::ready();
-    let digests = machine
-        .dir
-        .path()
-        .join("work/config/talos-image-digests.env");
     // Recorded for another Talos version only: a bump leaves the new images unrecorded.
-    let other = fs::read_to_string(&digests)
-        .unwrap()
-        .replace(&pin("TALOS_VERSION"), "v1.13.0");
-    fs::write(&digests, other).unwrap();
-    let said = machine.check_exits(&[], &[], 1);
-    let line = line_with(&said, "images' sha256").to_owned();
+    let digests = machine.edit(
+        "config/talos-image-digests.env",
+        &pin("TALOS_VERSION"),
+        "v1.13.0",
+    );
+    let line = machine.failing_line("images' sha256");
     assert!(
         line.trim_start().starts_with("MISSING")
             && line.contains("make talos-image-digests")
@@ -464,8 +471,7 @@ fn a_malformed_infra_or_edge_config_is_invalid_naming_the_field() {
     ] {
         assert_ne!(text, infra, "the example changed: {field}");
         fs::write(config.join("infra.json"), &text).unwrap();
-        let said = machine.check_exits(&[], &[], 1);
-        let line = line_with(&said, "config/infra.json").to_owned();
+        let line = machine.failing_line("config/infra.json");
         assert!(
             line.trim_start().starts_with("INVALID")
                 && line.contains(field)
@@ -483,8 +489,7 @@ fn a_malformed_infra_or_edge_config_is_invalid_naming_the_field() {
     ] {
         assert_ne!(text, edge, "the example changed: {field}");
         fs::write(config.join("edge.json"), &text).unwrap();
-        let said = machine.check_exits(&[], &[], 1);
-        let line = line_with(&said, "config/edge.json").to_owned();
+        let line = machine.failing_line("config/edge.json");
         assert!(
             line.trim_start().starts_with("INVALID") && line.contains(field),
             "{line}"

@@ -570,47 +570,10 @@ fn a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private
     }
     let registry = Registry::start_with_auth(Some(HTPASSWD));
     let work = tempfile::tempdir().unwrap();
-    // Two small images: the auth is what is tested here, not the content.
-    for name in ["f", "l"] {
-        std::fs::write(
-            work.path().join(format!("{name}.wasm")),
-            format!("\0asm\x01\0\0\0{name}"),
-        )
-        .unwrap();
-        run(oci_image().current_dir(work.path()).args([
-            "filter",
-            "--wasm",
-            &format!("{name}.wasm"),
-            "--out",
-            name,
-        ]));
-    }
     let namespace = format!("{}/edgepop", registry.host);
-    std::fs::write(
-        work.path().join("edge.json"),
-        serde_json::json!({"images": {"registry": namespace}}).to_string(),
-    )
-    .unwrap();
-    let publish = |env: &[(&str, &str)]| {
-        let mut command = oci_image();
-        command
-            .current_dir(work.path())
-            .args([
-                "publish",
-                "--edge-config",
-                "edge.json",
-                "--filter",
-                "f",
-                "--lists",
-                "l",
-            ])
-            .env_remove("EDGEPOP_REGISTRY_USERNAME")
-            .env_remove("EDGEPOP_REGISTRY_PASSWORD")
-            .env_remove("EDGEPOP_REGISTRY_AUTH_FILE")
-            .env_remove("EDGEPOP_LOG")
-            .envs(env.iter().copied());
-        command.output().unwrap()
-    };
+    // Two small images: the auth is what is tested here, not the content.
+    testkit::oci_image::tiny_layouts(oci_image, work.path(), &namespace);
+    let publish = |env: &[(&str, &str)]| testkit::oci_image::publish(oci_image(), work.path(), env);
 
     let out = publish(&[]);
     testkit::process::assert_refused(

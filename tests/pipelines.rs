@@ -460,20 +460,25 @@ fn ci_installs_through_setup_sh_and_names_no_package_itself() {
     }
 }
 
-/// The day-2 section of `make help`, in its order.
-const DAY_2_TARGETS: [&str; 11] = [
-    "etcd-snapshot",
-    "dry-run-etcd-restore",
-    "etcd-restore",
-    "dry-run-etcd-remove-member",
-    "etcd-remove-member",
-    "dry-run-replace-control-plane",
-    "replace-control-plane",
-    "dry-run-upgrade-talos",
-    "upgrade-talos",
-    "dry-run-upgrade-k8s",
-    "upgrade-k8s",
-];
+/// The sections of `make help`, each title with its targets; the first real run, before them,
+/// left out (tests/readme_walk.rs checks it).
+fn help_sections(help: &str) -> Vec<(String, Vec<String>)> {
+    let (_, listed) = help
+        .split_once("\n\n")
+        .expect("make help has no first-run lines before its sections");
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in listed.lines().filter(|l| !l.trim().is_empty()) {
+        match line.strip_prefix("  ") {
+            Some(target) => sections
+                .last_mut()
+                .unwrap()
+                .1
+                .push(target.split_whitespace().next().unwrap().to_owned()),
+            None => sections.push((line.to_owned(), Vec::new())),
+        }
+    }
+    sections
+}
 
 /// `make help` lists the targets, after the first real run, in the order a deployment meets
 /// them: the three layers, then day to day, tear down, and the build, demo and tests; each
@@ -489,21 +494,7 @@ fn make_help_follows_the_layers() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let help = String::from_utf8(out.stdout).unwrap();
-    // The first real run comes before the sections (tests/readme_walk.rs checks it).
-    let (_, listed) = help
-        .split_once("\n\n")
-        .expect("make help has no first-run lines before its sections");
-    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
-    for line in listed.lines().filter(|l| !l.trim().is_empty()) {
-        match line.strip_prefix("  ") {
-            Some(target) => sections
-                .last_mut()
-                .unwrap()
-                .1
-                .push(target.split_whitespace().next().unwrap().to_owned()),
-            None => sections.push((line.to_owned(), Vec::new())),
-        }
-    }
+    let sections = help_sections(&help);
     let expected: [(&str, &[&str]); 8] = [
         ("Start", &["help", "tools", "check", "apply"]),
         ("Layer 1, infra", &["apply-infra", "dry-run-infra"]),
@@ -519,7 +510,22 @@ fn make_help_follows_the_layers() {
             "Day to day",
             &["up", "down", "cluster-status", "rotate-pow-secret"],
         ),
-        ("Day 2", &DAY_2_TARGETS),
+        (
+            "Day 2",
+            &[
+                "etcd-snapshot",
+                "dry-run-etcd-restore",
+                "etcd-restore",
+                "dry-run-etcd-remove-member",
+                "etcd-remove-member",
+                "dry-run-replace-control-plane",
+                "replace-control-plane",
+                "dry-run-upgrade-talos",
+                "upgrade-talos",
+                "dry-run-upgrade-k8s",
+                "upgrade-k8s",
+            ],
+        ),
         (
             "Tear down",
             &[

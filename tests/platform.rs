@@ -148,13 +148,16 @@ impl World {
         crate::talos_schema::documents(&fs::read_to_string(path).unwrap())
     }
 
+    /// The lines of the log `name` the stand-ins write in the test's folder; `None` when none
+    /// was written.
+    fn log(&self, name: &str) -> Option<Vec<String>> {
+        let text = fs::read_to_string(self.dir.path().join(name)).ok()?;
+        Some(text.lines().map(str::to_owned).collect())
+    }
+
     /// The KUBECONFIG each helm and kubectl call was given.
     fn kubeconfigs(&self) -> Vec<String> {
-        fs::read_to_string(self.dir.path().join("kubeconfigs.log"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        self.log("kubeconfigs.log").unwrap_or_default()
     }
 
     fn command(&self, program: &str) -> Command {
@@ -234,11 +237,7 @@ impl World {
     }
 
     fn calls(&self) -> Vec<String> {
-        fs::read_to_string(self.dir.path().join("calls.log"))
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        self.log("calls.log").expect("no calls.log was written")
     }
 
     fn rendered(&self, release: &str) -> String {

@@ -45,160 +45,92 @@ fn as_type<T: DeserializeOwned>(body: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn block_volume(body: &str) -> Result<(), String> {
-    as_type::<block::Volume>(body)
+/// An endpoint the client calls (method, path template), what the tool decodes its success body
+/// into, and how many of its recorded successes and errors must decode at the least.
+struct Endpoint {
+    method: &'static str,
+    path: &'static str,
+    check: Check,
+    successes: usize,
+    errors: usize,
 }
 
-/// (method, path template, what the tool decodes the success body into).
-type Endpoint = (&'static str, &'static str, Check);
+/// `method path`, whose success body the tool decodes into `T`.
+fn decodes<T: DeserializeOwned>(method: &'static str, path: &'static str) -> Endpoint {
+    Endpoint {
+        method,
+        path,
+        check: as_type::<T>,
+        successes: 0,
+        errors: 0,
+    }
+}
+
+/// `method path`, whose success body the tool does not read.
+fn unread(method: &'static str, path: &'static str) -> Endpoint {
+    Endpoint {
+        check: |_| Ok(()),
+        ..decodes::<()>(method, path)
+    }
+}
+
+impl Endpoint {
+    /// Recorded: at least `n` of its success bodies must have been seen and decoded.
+    fn seen(self, n: usize) -> Endpoint {
+        Endpoint {
+            successes: n,
+            ..self
+        }
+    }
+
+    /// Recorded: at least `n` of its error bodies must have been seen and decoded.
+    fn errors_seen(self, n: usize) -> Endpoint {
+        Endpoint { errors: n, ..self }
+    }
+}
 
 /// Every endpoint the client calls.
 fn endpoints() -> Vec<Endpoint> {
-    let mut all = instance_endpoints();
-    all.extend(other_endpoints());
-    all
-}
-
-/// The Instance API's.
-fn instance_endpoints() -> Vec<Endpoint> {
     vec![
-        (
-            "GET",
-            "/instance/v1/zones/*/security_groups",
-            as_type::<List<instance::SecurityGroup>>,
-        ),
-        (
-            "GET",
-            "/instance/v1/zones/*/security_groups/*",
-            as_type::<instance::SecurityGroupEnvelope>,
-        ),
-        (
-            "POST",
-            "/instance/v1/zones/*/security_groups",
-            as_type::<instance::SecurityGroupEnvelope>,
-        ),
-        ("DELETE", "/instance/v1/zones/*/security_groups/*", |_| {
-            Ok(())
-        }),
-        (
-            "GET",
-            "/instance/v1/zones/*/security_groups/*/rules",
-            as_type::<List<instance::Rule>>,
-        ),
-        (
-            "POST",
-            "/instance/v1/zones/*/security_groups/*/rules",
-            as_type::<instance::RuleEnvelope>,
-        ),
-        (
-            "GET",
-            "/instance/v1/zones/*/ips",
-            as_type::<List<instance::Ip>>,
-        ),
-        (
-            "GET",
-            "/instance/v1/zones/*/ips/*",
-            as_type::<instance::IpEnvelope>,
-        ),
-        (
-            "POST",
-            "/instance/v1/zones/*/ips",
-            as_type::<instance::IpEnvelope>,
-        ),
-        (
-            "PATCH",
-            "/instance/v1/zones/*/ips/*",
-            as_type::<instance::IpEnvelope>,
-        ),
-        ("DELETE", "/instance/v1/zones/*/ips/*", |_| Ok(())),
-        (
-            "GET",
-            "/instance/v1/zones/*/images/*",
-            as_type::<instance::ImageEnvelope>,
-        ),
-        (
-            "GET",
-            "/instance/v1/zones/*/servers",
-            as_type::<List<instance::Server>>,
-        ),
-        (
-            "GET",
-            "/instance/v1/zones/*/servers/*",
-            as_type::<instance::ServerEnvelope>,
-        ),
-        (
-            "POST",
-            "/instance/v1/zones/*/servers",
-            as_type::<instance::ServerEnvelope>,
-        ),
-        (
-            "POST",
-            "/instance/v1/zones/*/servers/*/action",
-            as_type::<instance::TaskEnvelope>,
-        ),
-        (
-            "PATCH",
-            "/instance/v1/zones/*/servers/*",
-            as_type::<instance::ServerEnvelope>,
-        ),
-        ("DELETE", "/instance/v1/zones/*/servers/*", |_| Ok(())),
-        ("DELETE", "/instance/v1/zones/*/volumes/*", |_| Ok(())),
-    ]
-}
-
-/// Block, Elastic Metal and IAM's.
-fn other_endpoints() -> Vec<Endpoint> {
-    vec![
+        decodes::<List<instance::SecurityGroup>>("GET", "/instance/v1/zones/*/security_groups"),
+        decodes::<instance::SecurityGroupEnvelope>("GET", "/instance/v1/zones/*/security_groups/*"),
+        decodes::<instance::SecurityGroupEnvelope>("POST", "/instance/v1/zones/*/security_groups")
+            .seen(4),
+        unread("DELETE", "/instance/v1/zones/*/security_groups/*"),
+        decodes::<List<instance::Rule>>("GET", "/instance/v1/zones/*/security_groups/*/rules")
+            .seen(1),
+        decodes::<instance::RuleEnvelope>("POST", "/instance/v1/zones/*/security_groups/*/rules")
+            .seen(1),
+        decodes::<List<instance::Ip>>("GET", "/instance/v1/zones/*/ips"),
+        decodes::<instance::IpEnvelope>("GET", "/instance/v1/zones/*/ips/*"),
+        decodes::<instance::IpEnvelope>("POST", "/instance/v1/zones/*/ips").seen(5),
+        decodes::<instance::IpEnvelope>("PATCH", "/instance/v1/zones/*/ips/*"),
+        unread("DELETE", "/instance/v1/zones/*/ips/*"),
+        decodes::<instance::ImageEnvelope>("GET", "/instance/v1/zones/*/images/*").seen(10),
+        decodes::<List<instance::Server>>("GET", "/instance/v1/zones/*/servers"),
+        decodes::<instance::ServerEnvelope>("GET", "/instance/v1/zones/*/servers/*")
+            .seen(10)
+            .errors_seen(1),
+        decodes::<instance::ServerEnvelope>("POST", "/instance/v1/zones/*/servers").seen(10),
+        decodes::<instance::TaskEnvelope>("POST", "/instance/v1/zones/*/servers/*/action").seen(5),
+        decodes::<instance::ServerEnvelope>("PATCH", "/instance/v1/zones/*/servers/*").seen(2),
+        unread("DELETE", "/instance/v1/zones/*/servers/*"),
+        unread("DELETE", "/instance/v1/zones/*/volumes/*"),
         // Block v1 is not recorded; v1alpha1 volumes have the fields the client reads.
-        ("GET", "/block/v1alpha1/zones/*/volumes/*", block_volume),
-        ("DELETE", "/block/v1alpha1/zones/*/volumes/*", |_| Ok(())),
-        (
-            "GET",
-            "/baremetal/v1/zones/*/servers",
-            as_type::<Counted<baremetal::Server>>,
-        ),
-        (
-            "GET",
-            "/baremetal/v1/zones/*/servers/*",
-            as_type::<baremetal::Server>,
-        ),
-        (
-            "POST",
-            "/baremetal/v1/zones/*/servers",
-            as_type::<baremetal::Server>,
-        ),
-        (
-            "POST",
-            "/baremetal/v1/zones/*/servers/*/start",
-            as_type::<baremetal::Server>,
-        ),
-        (
-            "POST",
-            "/baremetal/v1/zones/*/servers/*/stop",
-            as_type::<baremetal::Server>,
-        ),
-        (
-            "POST",
-            "/baremetal/v1/zones/*/servers/*/reboot",
-            as_type::<baremetal::Server>,
-        ),
-        (
-            "DELETE",
-            "/baremetal/v1/zones/*/servers/*",
-            as_type::<baremetal::Server>,
-        ),
-        (
-            "GET",
-            "/baremetal/v1/zones/*/offers",
-            as_type::<Counted<baremetal::Offer>>,
-        ),
-        (
-            "GET",
-            "/iam/v1alpha1/ssh-keys",
-            as_type::<Counted<iam::SshKey>>,
-        ),
-        ("POST", "/iam/v1alpha1/ssh-keys", as_type::<iam::SshKey>),
-        ("DELETE", "/iam/v1alpha1/ssh-keys/*", |_| Ok(())),
+        decodes::<block::Volume>("GET", "/block/v1alpha1/zones/*/volumes/*"),
+        unread("DELETE", "/block/v1alpha1/zones/*/volumes/*"),
+        decodes::<Counted<baremetal::Server>>("GET", "/baremetal/v1/zones/*/servers"),
+        decodes::<baremetal::Server>("GET", "/baremetal/v1/zones/*/servers/*").seen(10),
+        decodes::<baremetal::Server>("POST", "/baremetal/v1/zones/*/servers").seen(3),
+        decodes::<baremetal::Server>("POST", "/baremetal/v1/zones/*/servers/*/start")
+            .errors_seen(1),
+        decodes::<baremetal::Server>("POST", "/baremetal/v1/zones/*/servers/*/stop").errors_seen(1),
+        decodes::<baremetal::Server>("POST", "/baremetal/v1/zones/*/servers/*/reboot"),
+        decodes::<baremetal::Server>("DELETE", "/baremetal/v1/zones/*/servers/*"),
+        decodes::<Counted<baremetal::Offer>>("GET", "/baremetal/v1/zones/*/offers").seen(3),
+        decodes::<Counted<iam::SshKey>>("GET", "/iam/v1alpha1/ssh-keys").seen(1),
+        decodes::<iam::SshKey>("POST", "/iam/v1alpha1/ssh-keys").seen(3),
+        unread("DELETE", "/iam/v1alpha1/ssh-keys/*"),
     ]
 }
 
@@ -213,9 +145,9 @@ fn every_recorded_body_of_the_endpoints_used_decodes() {
     for r in recorded::load(&shared.join("scaleway-cassettes")) {
         let path = r.path.as_str();
         let method = r.method.as_str();
-        let Some((m, template, check)) = endpoints
+        let Some(endpoint) = endpoints
             .iter()
-            .find(|(m, t, _)| *m == method && recorded::matches(t, path))
+            .find(|e| e.method == method && recorded::matches(e.path, path))
         else {
             continue;
         };
@@ -224,7 +156,7 @@ fn every_recorded_body_of_the_endpoints_used_decodes() {
             if r.body.is_empty() && r.code == 204 {
                 Ok(())
             } else {
-                check(&r.body)
+                (endpoint.check)(&r.body)
             }
         } else {
             serde_json::from_str::<ScwErrorBody>(&r.body)
@@ -232,7 +164,11 @@ fn every_recorded_body_of_the_endpoints_used_decodes() {
                 .and_then(|b| b.message.map(|_| ()).ok_or_else(|| "no message".into()))
         };
         match result {
-            Ok(()) => *decoded.entry((m, template, error)).or_default() += 1,
+            Ok(()) => {
+                *decoded
+                    .entry((endpoint.method, endpoint.path, error))
+                    .or_default() += 1
+            }
             Err(e) => failures.push(format!("{}: {method} {path} {}: {e}", r.file, r.code)),
         }
     }
@@ -244,41 +180,16 @@ fn every_recorded_body_of_the_endpoints_used_decodes() {
     for ((m, t, error), n) in &decoded {
         eprintln!("{n:4} {m} {t}{}", if *error { " (errors)" } else { "" });
     }
-    // Each of these is recorded: it must have been seen and decoded.
-    for (m, t, error, at_least) in [
-        ("POST", "/instance/v1/zones/*/servers", false, 10),
-        ("GET", "/instance/v1/zones/*/servers/*", false, 10),
-        ("POST", "/instance/v1/zones/*/servers/*/action", false, 5),
-        ("PATCH", "/instance/v1/zones/*/servers/*", false, 2),
-        ("POST", "/instance/v1/zones/*/ips", false, 5),
-        ("POST", "/instance/v1/zones/*/security_groups", false, 4),
-        (
-            "POST",
-            "/instance/v1/zones/*/security_groups/*/rules",
-            false,
-            1,
-        ),
-        (
-            "GET",
-            "/instance/v1/zones/*/security_groups/*/rules",
-            false,
-            1,
-        ),
-        ("GET", "/instance/v1/zones/*/images/*", false, 10),
-        ("POST", "/baremetal/v1/zones/*/servers", false, 3),
-        ("GET", "/baremetal/v1/zones/*/offers", false, 3),
-        ("GET", "/baremetal/v1/zones/*/servers/*", false, 10),
-        ("POST", "/baremetal/v1/zones/*/servers/*/start", true, 1),
-        ("POST", "/baremetal/v1/zones/*/servers/*/stop", true, 1),
-        ("GET", "/iam/v1alpha1/ssh-keys", false, 1),
-        ("POST", "/iam/v1alpha1/ssh-keys", false, 3),
-        ("GET", "/instance/v1/zones/*/servers/*", true, 1),
-    ] {
-        let n = decoded.get(&(m, t, error)).copied().unwrap_or(0);
-        assert!(
-            n >= at_least,
-            "{m} {t} (errors: {error}): {n} decoded, expected at least {at_least}"
-        );
+    // What is recorded must have been seen and decoded.
+    for e in &endpoints {
+        for (error, at_least) in [(false, e.successes), (true, e.errors)] {
+            let (m, t) = (e.method, e.path);
+            let n = decoded.get(&(m, t, error)).copied().unwrap_or(0);
+            assert!(
+                n >= at_least,
+                "{m} {t} (errors: {error}): {n} decoded, expected at least {at_least}"
+            );
+        }
     }
 }
 

@@ -108,6 +108,12 @@ impl Setup {
         testkit::scaleway::take_log(&self.dir.path().join("s3.jsonl"))
     }
 
+    /// The object the stand-in stored is `file`.
+    #[track_caller]
+    fn assert_stored(&self, file: &Path) {
+        assert!(self.stored().unwrap() == std::fs::read(file).unwrap());
+    }
+
     /// The object as the stand-in stored it.
     fn stored(&self) -> Option<Vec<u8>> {
         std::fs::read(
@@ -138,6 +144,10 @@ fn part(r: &Value) -> Option<u64> {
 fn parts(log: &[Value]) -> Vec<u64> {
     log.iter().filter_map(part).collect()
 }
+
+/// What [`others`] finds of one upload that completes: the look for an unfinished one, the
+/// start, the completion.
+const COMPLETED: [&str; 3] = ["GET prefix", "POST uploads", "POST uploadId"];
 
 /// `METHOD query` of each request that is not a part upload.
 fn others(log: &[Value]) -> Vec<String> {
@@ -202,13 +212,10 @@ fn parts_go_up_at_once_and_out_of_order_into_the_object_s3_makes() {
     let mut sorted = order.clone();
     sorted.sort_unstable();
     assert_eq!(sorted, [1, 2, 3, 4, 5], "each part sent once: {order:?}");
-    assert_eq!(
-        others(&log),
-        ["GET prefix", "POST uploads", "POST uploadId"]
-    );
+    assert_eq!(others(&log), COMPLETED);
 
     // The object is the file, and its ETag is S3's multipart ETag for 5 MiB parts.
-    assert!(s.stored().unwrap() == std::fs::read(&file).unwrap());
+    s.assert_stored(&file);
     let head = s.s3().object(BUCKET, KEY).unwrap().unwrap();
     assert_eq!(head.size, 21 * MIB as u64);
     let etag = head.etag.unwrap();
@@ -237,7 +244,7 @@ fn as_many_parts_as_asked_are_in_flight_at_once_and_no_more() {
     assert_eq!(in_flight.len(), 7, "{log:?}");
     assert_eq!(in_flight.iter().max(), Some(&3), "{in_flight:?}");
     assert!(log.iter().all(|r| r["status"] == 200), "{log:?}");
-    assert!(s.stored().unwrap() == std::fs::read(&file).unwrap());
+    s.assert_stored(&file);
 }
 
 #[test]
@@ -273,11 +280,8 @@ fn a_part_that_fails_once_is_sent_again_alone() {
         .collect();
     assert_eq!(failed, [2]);
     // One upload, completed: nothing begun again, nothing aborted.
-    assert_eq!(
-        others(&log),
-        ["GET prefix", "POST uploads", "POST uploadId"]
-    );
-    assert!(s.stored().unwrap() == std::fs::read(&file).unwrap());
+    assert_eq!(others(&log), COMPLETED);
+    s.assert_stored(&file);
 }
 
 #[test]
@@ -372,7 +376,7 @@ fn an_upload_an_interrupted_run_left_unfinished_is_aborted_first() {
     );
     assert!(log[1]["query"].as_str().unwrap().contains(&left[0]));
     s.assert_none_unfinished();
-    assert!(s.stored().unwrap() == std::fs::read(&file).unwrap());
+    s.assert_stored(&file);
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
 //! - [`key_directory`]: a Web Bot Auth agent's key directory served as the agent serves it
 //!   (signed), and requests signed as the agent signs them, with the RFC 9421 test key.
+//! - [`oci_image`]: two tiny filter layouts and their `oci-image publish`, for the registry tests.
 //! - [`istiod`]: istiod's answers to GatewayClasses and Gateways (istiod does not build here).
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
 //! - [`scaleway`]: the Scaleway stand-in's control endpoints and request log.
@@ -36,6 +37,7 @@ pub mod crds;
 pub mod http;
 pub mod istiod;
 pub mod key_directory;
+pub mod oci_image;
 pub mod process;
 pub mod scaleway;
 pub mod sshd;

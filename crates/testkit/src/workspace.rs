@@ -86,6 +86,25 @@ pub fn shared_dir(test: &str) -> Option<std::path::PathBuf> {
     }
 }
 
+/// `<shared>/fixtures/<rel>`, or `None` after [`crate::skip_or_fail`] when the shared material
+/// is absent.
+pub fn fixture(test: &str, rel: &str) -> Option<PathBuf> {
+    shared_dir(test).map(|shared| shared.join("fixtures").join(rel))
+}
+
+/// The standard output of `<crate_dir>/tests/oracle.py`, the independent Python implementation
+/// a crate's tests check its tool against, run with `args`; it must succeed. `crate_dir` is the
+/// testing crate's `CARGO_MANIFEST_DIR`.
+#[allow(clippy::panic)] // a test helper: an oracle that does not run fails the test
+pub fn python_oracle<S: AsRef<std::ffi::OsStr>>(crate_dir: &str, args: &[S]) -> String {
+    let out = Command::new("python3")
+        .arg(Path::new(crate_dir).join("tests/oracle.py"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("python3: {e}"));
+    crate::process::success_stdout(&out)
+}
+
 /// Whether `python3` imports `modules` (`"grpc, yaml"`); otherwise reports `missing` as the
 /// skip (or the failure under CI).
 pub fn python_imports(test: &str, modules: &str, missing: &str) -> bool {

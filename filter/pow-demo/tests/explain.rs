@@ -11,10 +11,27 @@ mod common;
 use common::workspace;
 
 fn explain(wasm: &Path, config: &Path, lists: &Path, stdin: &str) -> Output {
-    explain_with(wasm, config, lists, &[], stdin)
+    run(wasm, config, lists, &[], stdin)
 }
 
-fn explain_with(wasm: &Path, config: &Path, lists: &Path, extra: &[&str], stdin: &str) -> Output {
+/// [`explain`] given `--agent-directory <agent>=<file>`.
+fn explain_with_directory(
+    wasm: &Path,
+    config: &Path,
+    lists: &Path,
+    agent_file: &str,
+    stdin: &str,
+) -> Output {
+    run(
+        wasm,
+        config,
+        lists,
+        &["--agent-directory", agent_file],
+        stdin,
+    )
+}
+
+fn run(wasm: &Path, config: &Path, lists: &Path, extra: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pow-demo"))
         .arg("--wasm")
         .arg(wasm)
@@ -254,11 +271,11 @@ fn explain_decides_a_signed_request_with_keys_from_a_directory_file() {
                                     "headers": headers});
     let unsigned = r#"{"host": "edge.example.com", "address": "185.220.101.7"}"#;
     let flag = format!("examplebot={}", directory.display());
-    let out = explain_with(
+    let out = explain_with_directory(
         &wasm,
         &config,
         lists.path(),
-        &["--agent-directory", &flag],
+        &flag,
         &format!("{signed}\n{unsigned}\n"),
     );
     assert_eq!(
@@ -291,13 +308,7 @@ fn explain_names_a_missing_or_unknown_agent_directory() {
     ] {
         assert!(stderr.contains(needle), "{needle} not in: {stderr}");
     }
-    let out = explain_with(
-        &wasm,
-        &config,
-        lists.path(),
-        &["--agent-directory", "otherbot=x.json"],
-        "",
-    );
+    let out = explain_with_directory(&wasm, &config, lists.path(), "otherbot=x.json", "");
     let stderr = usage_error(&out);
     assert!(
         stderr.contains("no agent `otherbot` in pow.agents"),
@@ -311,13 +322,7 @@ fn explain_names_a_missing_or_unknown_agent_directory() {
     )
     .unwrap();
     let flag = format!("examplebot={}", bad.display());
-    let out = explain_with(
-        &wasm,
-        &config,
-        lists.path(),
-        &["--agent-directory", &flag],
-        "",
-    );
+    let out = explain_with_directory(&wasm, &config, lists.path(), &flag, "");
     let stderr = usage_error(&out);
     assert!(
         stderr.contains("agents.examplebot.keys.keys[0].x"),

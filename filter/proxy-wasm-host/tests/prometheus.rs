@@ -69,6 +69,14 @@ fn the_labelled_metrics_reach_prometheus_as_one_family_each() {
     }
 }
 
+/// The log lines written so far that are JSON: the decisions' lines.
+fn json_lines(host: &proxy_wasm_host::Host) -> Vec<serde_json::Value> {
+    host.logs()
+        .iter()
+        .filter_map(|(_, line)| serde_json::from_str(line).ok())
+        .collect()
+}
+
 #[test]
 fn each_decision_the_filter_answers_is_one_json_line_without_the_address() {
     let Some(mut host) = start(
@@ -79,11 +87,7 @@ fn each_decision_the_filter_answers_is_one_json_line_without_the_address() {
     };
     host.clear_logs();
     host.request(browser("/", "185.220.101.7:40000")).unwrap();
-    let lines: Vec<serde_json::Value> = host
-        .logs()
-        .iter()
-        .filter_map(|(_, line)| serde_json::from_str(line).ok())
-        .collect();
+    let lines = json_lines(&host);
     assert_eq!(lines.len(), 1, "{:?}", host.logs());
     let line = &lines[0];
     assert_eq!(line["event"], "challenge");
@@ -109,11 +113,7 @@ fn each_decision_the_filter_answers_is_one_json_line_without_the_address() {
     let forged = url.replace("&n=", "&n=1");
     host.request(browser(&forged, "198.51.100.20:40000"))
         .unwrap();
-    let decisions: Vec<serde_json::Value> = host
-        .logs()
-        .iter()
-        .filter_map(|(_, line)| serde_json::from_str(line).ok())
-        .collect();
+    let decisions = json_lines(&host);
     assert_eq!(decisions.len(), 2, "{:?}", host.logs());
     assert_eq!(decisions[1]["event"], "challenge", "{}", decisions[1]);
     assert_eq!(decisions[1]["suppressed"], 3, "{}", decisions[1]);

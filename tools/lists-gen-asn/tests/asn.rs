@@ -26,14 +26,9 @@ fn gen_asn(args: &[&str]) -> Output {
 }
 
 fn oracle(format: &str, asns: &str, files: &[&Path]) -> String {
-    process::success_stdout(
-        &Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle.py"))
-            .args([format, asns])
-            .args(files)
-            .output()
-            .unwrap(),
-    )
+    let mut args = vec![format.as_ref(), asns.as_ref()];
+    args.extend(files.iter().map(|f| f.as_os_str()));
+    workspace::python_oracle::<&std::ffi::OsStr>(env!("CARGO_MANIFEST_DIR"), &args)
 }
 
 /// Runs the generator on `file` from disk (text output) and over HTTP (JSON record), and

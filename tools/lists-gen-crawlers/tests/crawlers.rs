@@ -30,18 +30,11 @@ fn command(args: &[&str]) -> Command {
 }
 
 fn capture(test: &str, rel: &str) -> Option<PathBuf> {
-    workspace::shared_dir(test)
-        .map(|shared| shared.join("fixtures/bots/crawler-ip-ranges").join(rel))
+    workspace::fixture(test, &format!("bots/crawler-ip-ranges/{rel}"))
 }
 
 fn oracle(files: &[&Path]) -> String {
-    process::success_stdout(
-        &Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle.py"))
-            .args(files)
-            .output()
-            .unwrap(),
-    )
+    workspace::python_oracle(env!("CARGO_MANIFEST_DIR"), files)
 }
 
 fn stderr(out: &Output) -> String {

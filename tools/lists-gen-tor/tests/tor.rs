@@ -21,17 +21,11 @@ fn gen_tor(args: &[&str]) -> Output {
 }
 
 fn capture(test: &str, name: &str) -> Option<PathBuf> {
-    workspace::shared_dir(test).map(|shared| shared.join("fixtures/tor").join(name))
+    workspace::fixture(test, &format!("tor/{name}"))
 }
 
 fn oracle(file: &Path) -> String {
-    process::success_stdout(
-        &Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle.py"))
-            .arg(file)
-            .output()
-            .unwrap(),
-    )
+    workspace::python_oracle(env!("CARGO_MANIFEST_DIR"), &[file])
 }
 
 /// From the file (text) and over HTTP (record): the unique addresses Python finds. Returns the

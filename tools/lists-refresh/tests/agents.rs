@@ -16,7 +16,7 @@ use testkit::http::{Reply, Server};
 use testkit::key_directory::{AgentKey, Directory, MEDIA_TYPE, unix_now};
 use testkit::workspace;
 
-use common::{CM, Job, WASM, configmap, stderr};
+use common::{CM, Job, WASM, configmap, stderr, writing_run};
 
 const WELL_KNOWN: &str = "/.well-known/http-message-signatures-directory";
 
@@ -53,13 +53,7 @@ fn wasmplugin(config: Value) -> Reply {
 
 /// The API's script of a run that writes: GET both, apply both.
 fn api_writing(cm: Reply) -> Server {
-    Server::start(vec![
-        cm,
-        wasmplugin(json!({"mode": "listed"})),
-        Reply::json(200, "{}"),
-        Reply::json(200, "{}"),
-    ])
-    .unwrap()
+    writing_run(cm, wasmplugin(json!({"mode": "listed"})))
 }
 
 /// The bodies of the ConfigMap's and the WasmPlugin's applies.
@@ -423,8 +417,7 @@ fn the_same_keys_already_published_write_nothing() {
     .unwrap();
     let sources = tor_and_agents(&job, examplebot(&directory));
     let api = api_writing(configmap(json!({})));
-    let out = job.run(&api, &sources);
-    assert!(out.status.success(), "{}", stderr(&out));
+    job.run_ok(&api, &sources);
     let (cm, wasm) = applies(&api);
     // What the API server holds after the first run.
     let stored_wasm = Reply::json(

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use testkit::http::{Reply, Request, Server};
 use testkit::workspace;
 
-use common::{CM, Job, NOW, WASM, configmap, data_keys, stderr};
+use common::{CM, Job, NOW, WASM, configmap, data_keys, stderr, writing_run};
 
 const APPLY_QUERY: &str = "?fieldManager=edgepop-lists&force=true";
 
@@ -43,13 +43,7 @@ fn wasmplugin(lists_version: &str) -> Reply {
 /// The API server of one publishing run: the ConfigMap holding `data` and the WasmPlugin at
 /// `lists_version` are read, then both applies succeed.
 fn apply_conversation(data: Value, lists_version: &str) -> Server {
-    Server::start(vec![
-        configmap(data),
-        wasmplugin(lists_version),
-        Reply::json(200, "{}"),
-        Reply::json(200, "{}"),
-    ])
-    .unwrap()
+    writing_run(configmap(data), wasmplugin(lists_version))
 }
 
 fn assert_get(request: &Request, path: &str) {
@@ -72,17 +66,33 @@ fn assert_apply(request: &Request, path: &str) -> Value {
     serde_json::from_slice(&request.body).unwrap()
 }
 
-fn capture(test: &str, rel: &str) -> Option<PathBuf> {
-    workspace::shared_dir(test).map(|s| s.join("fixtures").join(rel))
+/// The four requests of a run that wrote (see [`apply_conversation`]): the bodies of its
+/// ConfigMap and WasmPlugin applies, each asserted a server-side apply.
+#[track_caller]
+fn applied(api: &Server) -> (Value, Value) {
+    let requests = api.requests();
+    assert_eq!(requests.len(), 4);
+    (
+        assert_apply(&requests[2], CM),
+        assert_apply(&requests[3], WASM),
+    )
 }
 
 const BULK: &str = "tor/torbulkexitlist_2023-10-14.txt";
 const SLICE: &str = "asn/iptoasn/ip2asn-v4_slice-google-cloudflare_2019-02-19.tsv";
 
+/// The captures [`BULK`] and [`SLICE`]; `None` (skipped) without the shared material.
+fn bulk_and_slice(test: &str) -> Option<(PathBuf, PathBuf)> {
+    Some((
+        workspace::fixture(test, BULK)?,
+        workspace::fixture(test, SLICE)?,
+    ))
+}
+
 #[test]
 fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() {
     let test = "both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin";
-    let (Some(bulk), Some(slice)) = (capture(test, BULK), capture(test, SLICE)) else {
+    let Some((bulk, slice)) = bulk_and_slice(test) else {
         return;
     };
     let job = Job::new();
@@ -95,8 +105,7 @@ fn both_lists_are_regenerated_and_applied_to_the_configmap_and_the_wasmplugin() 
         ]),
     );
     let api = apply_conversation(json!({"notes": "kept by its own manager"}), "older");
-    let out = job.run(&api, &sources);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = job.run_ok(&api, &sources);
     // stdout carries the run's summary, and only that.
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -147,21 +156,26 @@ fn unpack(value: &Value) -> Vec<Net> {
     packed::decode(value.as_str().unwrap(), packed::MAX_PREFIXES).unwrap()
 }
 
-/// A text list's prefixes, in the packed form's order (sorted, IPv4 first).
+/// A text list's prefixes, in the packed form's order, each once.
 fn parse(text: &Value) -> Vec<Net> {
-    let mut nets = pow_core::lists::parse_set(text.as_str().unwrap()).unwrap();
+    let mut nets = in_packed_order(pow_core::lists::parse_set(text.as_str().unwrap()).unwrap());
+    nets.dedup();
+    nets
+}
+
+/// Prefixes in the packed form's order (sorted, IPv4 first).
+fn in_packed_order(mut nets: Vec<Net>) -> Vec<Net> {
     nets.sort_by_key(|n| match *n {
         Net::V4(a, l) => (0, u128::from(a), l),
         Net::V6(a, l) => (1, a, l),
     });
-    nets.dedup();
     nets
 }
 
 #[test]
 fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
     let test = "a_failing_source_keeps_its_list_publishes_the_other_and_names_it";
-    let Some(slice) = capture(test, SLICE) else {
+    let Some(slice) = workspace::fixture(test, SLICE) else {
         return;
     };
     let job = Job::new();
@@ -187,9 +201,7 @@ fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
         log.contains("these failed: tor (lists-gen-tor exited with 1; keeps its previous version)"),
         "{log}"
     );
-    let requests = api.requests();
-    assert_eq!(requests.len(), 4);
-    let cm = assert_apply(&requests[2], CM);
+    let (cm, wasm) = applied(&api);
     assert_eq!(cm["data"]["tor.txt"], old_tor);
     assert!(
         cm["data"]["hosting.txt"]
@@ -197,7 +209,6 @@ fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
             .unwrap()
             .contains("1.1.1.0/24")
     );
-    let wasm = assert_apply(&requests[3], WASM);
     assert_eq!(
         unpack(&wasm["spec"]["pluginConfig"]["lists"]["packed"]["tor"]),
         parse(&json!(old_tor))
@@ -207,7 +218,7 @@ fn a_failing_source_keeps_its_list_publishes_the_other_and_names_it() {
 #[test]
 fn a_large_shrink_and_a_source_down_publish_nothing() {
     let test = "a_large_shrink_and_a_source_down_publish_nothing";
-    let Some(bulk) = capture(test, BULK) else {
+    let Some(bulk) = workspace::fixture(test, BULK) else {
         return;
     };
     let job = Job::new();
@@ -316,8 +327,7 @@ fn a_list_over_the_limits_as_text_is_published_packed_and_read_back() {
     let mut applied = cm.clone();
     applied["data"]["notes"] = json!("kept by its own manager");
     let api = Server::start(vec![Reply::json(200, applied.to_string()), wasmplugin(NOW)]).unwrap();
-    let out = job.run(&api, &sources);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = job.run_ok(&api, &sources);
     assert!(
         stderr(&out).contains("unchanged since version"),
         "{}",
@@ -379,8 +389,7 @@ fn unchanged_lists_already_in_the_wasmplugin_write_nothing() {
         wasmplugin("v7"),
     ])
     .unwrap();
-    let out = job.run(&api, &sources);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = job.run_ok(&api, &sources);
     assert!(stderr(&out).contains("unchanged since version v7"));
     assert_eq!(api.requests().len(), 2);
 }
@@ -435,7 +444,7 @@ fn lines(path: &Path) -> usize {
 #[test]
 fn the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file() {
     let test = "the_out_dir_gets_each_list_and_a_refused_one_keeps_its_previous_file";
-    let (Some(bulk), Some(slice)) = (capture(test, BULK), capture(test, SLICE)) else {
+    let Some((bulk, slice)) = bulk_and_slice(test) else {
         return;
     };
     let job = Job::new();
@@ -545,19 +554,12 @@ const CRAWLERS: &str = "bots/crawler-ip-ranges";
 
 /// The WasmPlugin's packed list `name` holds the prefixes of this text.
 fn assert_packed_as(lists: &Value, name: &str, text: &Value) {
-    let sorted = |mut nets: Vec<pow_core::lists::Net>| {
-        nets.sort_by_key(|n| match *n {
-            pow_core::lists::Net::V4(a, l) => (0, u128::from(a), l),
-            pow_core::lists::Net::V6(a, l) => (1, a, l),
-        });
-        nets
-    };
     let packed = lists["packed"][name]
         .as_str()
         .unwrap_or_else(|| panic!("no packed {name}: {lists}"));
     let unpacked = pow_core::packed::decode(packed, pow_core::packed::MAX_PREFIXES).unwrap();
     let text = pow_core::lists::parse_set(text.as_str().unwrap()).unwrap();
-    assert_eq!(sorted(unpacked), sorted(text), "{name}");
+    assert_eq!(in_packed_order(unpacked), in_packed_order(text), "{name}");
 }
 
 /// A crawler capture's list as lists-gen-crawlers writes it (one CIDR per line).
@@ -574,7 +576,7 @@ fn crawler_text(file: &Path) -> String {
 #[test]
 fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
     let test = "crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only";
-    let Some(bots) = capture(test, CRAWLERS) else {
+    let Some(bots) = workspace::fixture(test, CRAWLERS) else {
         return;
     };
     let job = Job::new();
@@ -599,11 +601,8 @@ fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
         ]),
     );
     let api = apply_conversation(json!({}), "older");
-    let out = job.run(&api, &sources);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let requests = api.requests();
-    assert_eq!(requests.len(), 4);
-    let cm = assert_apply(&requests[2], CM);
+    job.run_ok(&api, &sources);
+    let (cm, wasm) = applied(&api);
     // The ConfigMap holds the prefixes only: the tokens come from the sources every run.
     assert_eq!(
         data_keys(&cm),
@@ -630,7 +629,6 @@ fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
         133 + 164
     );
 
-    let wasm = assert_apply(&requests[3], WASM);
     let lists = &wasm["spec"]["pluginConfig"]["lists"];
     assert_eq!(
         lists["tokens"],
@@ -647,7 +645,7 @@ fn crawler_lists_are_applied_with_their_tokens_in_the_wasmplugin_only() {
 #[test]
 fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
     let test = "a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens";
-    let Some(bots) = capture(test, CRAWLERS) else {
+    let Some(bots) = workspace::fixture(test, CRAWLERS) else {
         return;
     };
     let job = Job::new();
@@ -701,12 +699,10 @@ fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
     assert_eq!(summary["kept"], json!(["googlebot", "chatgpt-user"]));
     assert_eq!(summary["regenerated"], json!(["oai-searchbot"]));
 
-    let requests = api.requests();
-    assert_eq!(requests.len(), 4);
-    let cm = assert_apply(&requests[2], CM);
+    let (cm, wasm) = applied(&api);
     assert_eq!(cm["data"]["googlebot.txt"], old_googlebot);
     assert_eq!(cm["data"]["chatgpt-user.txt"], old_chatgpt.as_str());
-    let lists = &assert_apply(&requests[3], WASM)["spec"]["pluginConfig"]["lists"];
+    let lists = &wasm["spec"]["pluginConfig"]["lists"];
     assert_packed_as(lists, "googlebot", &json!(old_googlebot));
     assert_packed_as(lists, "chatgpt-user", &json!(old_chatgpt));
     // The kept lists keep their tokens; bingbot, with nothing to keep, has neither set nor
@@ -722,7 +718,7 @@ fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
 #[test]
 fn tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed() {
     let test = "tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed";
-    let Some(bots) = capture(test, CRAWLERS) else {
+    let Some(bots) = workspace::fixture(test, CRAWLERS) else {
         return;
     };
     let job = Job::new();
@@ -736,15 +732,13 @@ fn tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed() {
     );
     // The same list and version as published, by a job that wrote no tokens.
     let api = apply_conversation(json!({"gptbot.txt": text, "version": "v7"}), "v7");
-    let out = job.run(&api, &sources);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = job.run_ok(&api, &sources);
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["changed"], true);
     assert_eq!(summary["version"], NOW);
-    let requests = api.requests();
-    assert_eq!(requests.len(), 4);
-    assert_eq!(assert_apply(&requests[2], CM)["data"]["version"], NOW);
-    let lists = &assert_apply(&requests[3], WASM)["spec"]["pluginConfig"]["lists"];
+    let (cm, wasm) = applied(&api);
+    assert_eq!(cm["data"]["version"], NOW);
+    let lists = &wasm["spec"]["pluginConfig"]["lists"];
     assert_eq!(lists["version"], NOW);
     assert_eq!(lists["tokens"], json!({"gptbot": ["GPTBot"]}));
 
@@ -761,8 +755,7 @@ fn tokens_new_to_the_wasmplugin_are_written_even_when_no_list_changed() {
         ),
     ])
     .unwrap();
-    let out = job.run(&api, &sources);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = job.run_ok(&api, &sources);
     assert!(stderr(&out).contains(&format!("unchanged since version {NOW}")));
     assert_eq!(api.requests().len(), 2);
 }

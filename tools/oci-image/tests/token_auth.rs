@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 use std::io::{BufReader, Write};
 use std::net::TcpListener;
-use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
@@ -236,65 +235,12 @@ fn base64_basic(user: &str, password: &str) -> String {
     out
 }
 
-fn oci_image(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_oci-image"));
-    command
-        .args(args)
-        .current_dir(dir)
-        .env_remove("EDGEPOP_LOG");
-    for var in [
-        "EDGEPOP_REGISTRY_USERNAME",
-        "EDGEPOP_REGISTRY_PASSWORD",
-        "EDGEPOP_REGISTRY_AUTH_FILE",
-    ] {
-        command.env_remove(var);
-    }
-    command.envs(env.iter().copied());
-    command.output().unwrap()
-}
-
-/// Two tiny layouts and an edge config naming the stand-in.
-fn setup(host: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, module) in [
-        ("f", &b"\0asm\x01\0\0\0f"[..]),
-        ("l", &b"\0asm\x01\0\0\0l"[..]),
-    ] {
-        std::fs::write(dir.path().join(format!("{name}.wasm")), module).unwrap();
-        let out = oci_image(
-            &["filter", "--wasm", &format!("{name}.wasm"), "--out", name],
-            dir.path(),
-            &[],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    std::fs::write(
-        dir.path().join("edge.json"),
-        format!(r#"{{"images": {{"registry": "{host}/edgepop"}}}}"#),
-    )
-    .unwrap();
-    dir
-}
-
-const PUBLISH: [&str; 7] = [
-    "publish",
-    "--edge-config",
-    "edge.json",
-    "--filter",
-    "f",
-    "--lists",
-    "l",
-];
-
-/// `oci-image publish` of two tiny layouts (see [`setup`]) to the stand-in at `host`, with
-/// `env`.
+/// `oci-image publish` of two tiny layouts to the stand-in at `host`, with `env`.
 fn publish(host: &str, env: &[(&str, &str)]) -> Output {
-    let dir = setup(host);
-    oci_image(&PUBLISH, dir.path(), env)
+    let dir = tempfile::tempdir().unwrap();
+    let oci_image = || Command::new(env!("CARGO_BIN_EXE_oci-image"));
+    testkit::oci_image::tiny_layouts(oci_image, dir.path(), &format!("{host}/edgepop"));
+    testkit::oci_image::publish(oci_image(), dir.path(), env)
 }
 
 /// The registry credentials as the environment gives them: our user, with `password`.

@@ -203,6 +203,14 @@ fn ok(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
+/// The stderr of a run that failed (exit 1).
+#[track_caller]
+fn failed(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    stderr
+}
+
 fn tagged(objects: &Value) -> Vec<&Value> {
     testkit::scaleway::tagged(objects, CLUSTER_TAG)
 }
@@ -953,8 +961,7 @@ fn faults_are_retried_and_the_retries_are_bounded() {
     // A fault that does not stop: 6 attempts in all, then exit 1 with the status.
     s.faults(json!([{"method": "GET", "path": "/instance/v1/zones/fr-par-1/servers$", "kind": "status", "status": 503, "count": 100}]));
     let out = s.scw(APPLY);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed(&out);
     assert!(stderr.contains("HTTP 503"), "{stderr}");
     let attempts = s
         .take_requests()
@@ -972,8 +979,7 @@ fn a_4xx_shows_scaleway_s_error_and_the_secret_never_shows() {
     // A wrong key: the API's 401 body is shown; the key is not (checked by scw_env).
     let wrong = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
     let out = s.scw_env(APPLY, wrong);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed(&out);
     assert!(
         stderr.contains("HTTP 401") && stderr.contains("denied_authentication"),
         "{stderr}"
@@ -1043,8 +1049,7 @@ fn credentials_come_from_the_active_profile_and_the_environment_wins() {
     ];
     let out = run(&[], &power);
     // No server exists yet: the API answered (authenticated), and the tool says so.
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("run apply first"));
+    assert!(failed(&out).contains("run apply first"));
     // SCW_PROFILE wins over active_profile: its secret is refused by the API.
     let out = run(&[("SCW_PROFILE", "other")], &power);
     assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 401"));
@@ -1404,8 +1409,7 @@ fn the_talos_image_is_imported_once_and_a_wrong_digest_is_refused() {
 
     // A download whose digest is not the pinned one: refused, nothing uploaded or imported.
     let out = apply(&"0".repeat(64));
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed(&out);
     assert!(
         stderr.contains("the pinned one is") && stderr.contains("refused"),
         "{stderr}"
@@ -2030,8 +2034,7 @@ fn a_registry_name_taken_elsewhere_stops_the_run_before_anything_billed() {
     );
 
     let out = s.scw(APPLY);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed(&out);
     for needle in ["edge-par", "registry_namespace", "globally unique"] {
         assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
     }
@@ -2061,8 +2064,7 @@ fn a_dns_record_made_by_someone_else_during_the_run_is_not_written_over() {
                   "type": "A", "data": "192.0.2.99"}),
     );
     let out = run.finish();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed(&out);
     assert!(
         stderr.contains("www.example.com A 192.0.2.99 is not ours"),
         "{stderr}"
@@ -2125,8 +2127,7 @@ fn an_aaaa_record_of_ours_for_an_edge_name_goes_and_another_one_stops_the_plan()
                "data": "2001:db8::99"}),
     );
     let out = s.scw(APPLY);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed(&out);
     assert!(
         stderr.contains("www.example.com AAAA 2001:db8::99 is not ours"),
         "{stderr}"
@@ -2240,8 +2241,7 @@ fn destroy_carries_out_the_plan_file_it_showed_and_refuses_one_that_no_longer_ma
     s.seed(json!({"kind": "ip", "tags": [CLUSTER_TAG]}));
     s.take_requests();
     let out = s.scw(&["destroy", "--plan", file_arg, "--yes"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed(&out);
     assert!(
         stderr.contains("no longer matches") && stderr.contains("flexible-ip"),
         "{stderr}"
@@ -2449,8 +2449,7 @@ fn an_uploaded_object_is_reused_only_when_it_is_this_very_image() {
 /// named, no retry, and the one read `counted` so.
 fn assert_unresolved_once(command: &mut Command, call: &str, host: &str, counted: &str) {
     let out = command.output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed(&out);
     assert!(
         stderr.contains(call)
             && stderr.contains(&format!("cannot resolve the host {host}"))

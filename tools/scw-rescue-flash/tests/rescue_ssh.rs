@@ -9,6 +9,7 @@
 //!   a file, and `lsblk` a script printing what `lsblk --json -b -p` prints in Scaleway's rescue.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::cell::RefCell;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -50,7 +51,9 @@ struct Api {
     _stand_in: testkit::standin::StandIn,
     url: String,
     log: PathBuf,
-    server: String,
+    /// The id of the server the inventories name; a test may point at another (a cell: the
+    /// runs borrow the setup while a test moves between servers).
+    server: RefCell<String>,
     key: String,
 }
 
@@ -69,14 +72,13 @@ impl Api {
             url: stand_in.url(),
             _stand_in: stand_in,
             log,
-            server: String::new(),
+            server: RefCell::default(),
             key: String::new(),
         };
         let public_key = fs::read_to_string(rescue.path("user_key.pub")).unwrap();
         api.key = api.seed_id(json!({"kind": "ssh_key", "name": "edgepop-edge-par",
                                   "public_key": public_key.trim()}));
-        api.server = api.seed_id(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                     "tags": tags, "address": "127.0.0.1"}));
+        api.point_at(api.seed_worker(tags, &[]));
         Some(api)
     }
 
@@ -84,13 +86,33 @@ impl Api {
         testkit::scaleway::control(&self.url, path, body.as_ref())
     }
 
-    fn seed(&self, body: Value) -> Value {
-        self.control("seed", Some(body))
-    }
-
     /// Seeds an object; its id.
     fn seed_id(&self, body: Value) -> String {
-        self.seed(body)["id"].as_str().unwrap().to_owned()
+        self.control("seed", Some(body))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Seeds a server named as our worker, at 127.0.0.1, carrying `tags`, with the `more`
+    /// fields; its id.
+    fn seed_worker(&self, tags: &[&str], more: &[(&str, &str)]) -> String {
+        let mut body = json!({"kind": "baremetal_server", "name": "edge-worker-1",
+                              "tags": tags, "address": "127.0.0.1"});
+        for (field, value) in more {
+            body[*field] = json!(value);
+        }
+        self.seed_id(body)
+    }
+
+    /// The id of the server the inventories name.
+    fn server_id(&self) -> String {
+        self.server.borrow().clone()
+    }
+
+    /// Points the inventories at the server `id`; the id pointed at before.
+    fn point_at(&self, id: String) -> String {
+        self.server.replace(id)
     }
 
     /// The server as the API holds it now.
@@ -100,7 +122,7 @@ impl Api {
             .as_array()
             .unwrap()
             .iter()
-            .find(|s| s["id"] == self.server.as_str())
+            .find(|s| s["id"] == self.server_id().as_str())
             .unwrap()
             .clone()
     }
@@ -120,16 +142,13 @@ impl Api {
 
     /// The calls that change something, as `METHOD last-path-segment [boot_type]`.
     fn mutations(&self) -> Vec<String> {
+        let server = self.server_id();
         self.requests()
             .iter()
             .filter(|r| r["method"] != "GET")
             .map(|r| {
                 let action = r["path"].as_str().unwrap().rsplit('/').next().unwrap();
-                let action = if action == self.server {
-                    "server"
-                } else {
-                    action
-                };
+                let action = if action == server { "server" } else { action };
                 match r["body"]["boot_type"].as_str() {
                     Some(boot) => format!("{} {action} {boot}", r["method"].as_str().unwrap()),
                     None => format!("{} {action}", r["method"].as_str().unwrap()),
@@ -140,12 +159,8 @@ impl Api {
 
     /// Points at a new server of ours, ready in normal boot, with no image tag: the disk an
     /// earlier case wrote is not taken for written (its tag stays on the server before).
-    fn fresh_server(&mut self) {
-        self.server = self.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                       "tags": OURS, "address": "127.0.0.1"}))["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+    fn fresh_server(&self) {
+        self.point_at(self.seed_worker(&OURS, &[]));
     }
 
     fn inventory(&self, steps: &str) -> String {
@@ -160,107 +175,164 @@ impl Api {
                   "zone": "fr-par-1", "id": "11111111-1111-4111-8111-111111111111",
                   "public_ipv4": "127.0.0.1", "public_ipv6": null, "private_ipv4": null, "steps": {}},
                  {"name": "edge-worker-1", "role": "worker", "kind": "elastic-metal",
-                  "zone": "fr-par-1", "id": self.server, "public_ipv4": "127.0.0.1",
+                  "zone": "fr-par-1", "id": self.server_id(), "public_ipv4": "127.0.0.1",
                   "public_ipv6": null, "private_ipv4": null,
                   "steps": serde_json::from_str::<Value>(steps).unwrap()}]})
         .to_string()
     }
 }
 
-fn flash(
-    rescue: &Rescue,
-    port: u16,
-    api: &Api,
-    image: &Path,
-    stdin: &str,
-    extra: &[&str],
-) -> Output {
-    flash_as(
-        &rescue.path("user_key"),
-        None,
-        (rescue, port, api, image),
-        stdin,
-        extra,
-    )
-}
-
-/// [`flash`] logging in with the private key `key`, through the ssh-agent at `agent` when given
-/// (never the agent of the machine running the tests).
-fn flash_as(
-    key: &Path,
-    agent: Option<&Path>,
-    (rescue, port, api, image): (&Rescue, u16, &Api, &Path),
-    stdin: &str,
-    extra: &[&str],
-) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"));
-    command.env_remove("SSH_AUTH_SOCK");
-    if let Some(agent) = agent {
-        command.env("SSH_AUTH_SOCK", agent);
-    }
-    if !extra
-        .iter()
-        .any(|a| ["--tag-proven", "--tag-upgraded"].contains(a))
-    {
-        command
-            .arg("--image")
-            .arg(image)
-            .arg("--disk")
-            .arg(rescue.disk());
-    }
-    testkit::process::run_with_stdin(
-        command
-            .arg("--ssh-key")
-            .arg(key)
-            .args(["--ssh-port", &port.to_string(), "--timeout-seconds", "20"])
-            .args(["--ssh-tries", "20", "--ssh-interval-seconds", "0"])
-            .args(extra)
-            .env("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX")
-            .env("SCW_SECRET_KEY", SECRET)
-            .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
-            // No config file of the machine's: the environment alone.
-            .env("SCW_CONFIG_PATH", rescue.path("no-scw-config.yaml"))
-            .env("SCW_API_URL", &api.url),
-        stdin.as_bytes(),
-    )
-}
-
-/// One run on a one-worker inventory with no step done.
-fn flash_fresh(rescue: &Rescue, sshd: &Sshd, api: &Api, image: &Path, extra: &[&str]) -> Output {
-    flash(rescue, sshd.port, api, image, &api.inventory("{}"), extra)
-}
-
 /// What each flashing test starts from: a rescue system (sshd) whose authorized_keys is empty
 /// until the API boots the server into rescue, whose sudo wants the password, with an empty
-/// 16 MiB disk; the API with our worker; an image (with its raw bytes). `None` when a
-/// prerequisite is missing (skipped).
-fn setup(test: &str) -> Option<Setup> {
-    setup_tagged(test, &OURS)
+/// 16 MiB disk; the API with our worker; an image, with its raw bytes.
+struct Setup {
+    rescue: Rescue,
+    sshd: Sshd,
+    api: Api,
+    image: PathBuf,
+    raw: Vec<u8>,
 }
 
-/// [`setup_tagged`] for a worker our tags record as flashed with an older image: that image's
-/// digest, and the setup.
-fn setup_flashed_before(test: &str) -> Option<(String, Setup)> {
-    let old = format!("sha256:{}", "0".repeat(64));
-    let running = format!("edgepop-image-flashed={old}");
-    let mut tags = OURS.to_vec();
-    tags.push(running.as_str());
-    let setup = setup_tagged(test, &tags)?;
-    Some((old, setup))
-}
+impl Setup {
+    /// The setup of a worker carrying our tags; `None` when a prerequisite is missing (skipped).
+    fn new(test: &str) -> Option<Setup> {
+        Setup::tagged(test, &OURS)
+    }
 
-/// A rescue system, its sshd, the API stand-in, and an image file with its raw content.
-type Setup = (Rescue, Sshd, Api, PathBuf, Vec<u8>);
+    /// [`Setup::new`] for a worker our tags record as flashed with an older image: that image's
+    /// digest, and the setup.
+    fn flashed_before(test: &str) -> Option<(String, Setup)> {
+        let old = format!("sha256:{}", "0".repeat(64));
+        let running = format!("edgepop-image-flashed={old}");
+        let mut tags = OURS.to_vec();
+        tags.push(running.as_str());
+        let setup = Setup::tagged(test, &tags)?;
+        Some((old, setup))
+    }
 
-/// [`setup`], the worker server carrying `tags`.
-fn setup_tagged(test: &str, tags: &[&str]) -> Option<Setup> {
-    let (rescue, sshd) = rescue(test)?;
-    fs::write(rescue.path("authorized_keys"), "").unwrap();
-    rescue.sudo_that_asks_for_the_password();
-    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
-    let api = Api::start(test, &rescue, tags)?;
-    let (image, raw) = image(rescue.dir.path());
-    Some((rescue, sshd, api, image, raw))
+    /// [`Setup::new`], the worker server carrying `tags`.
+    fn tagged(test: &str, tags: &[&str]) -> Option<Setup> {
+        let (rescue, sshd) = rescue(test)?;
+        fs::write(rescue.path("authorized_keys"), "").unwrap();
+        rescue.sudo_that_asks_for_the_password();
+        rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
+        let api = Api::start(test, &rescue, tags)?;
+        let (image, raw) = image(rescue.dir.path());
+        Some(Setup {
+            rescue,
+            sshd,
+            api,
+            image,
+            raw,
+        })
+    }
+
+    /// One run with the inventory `stdin`.
+    fn flash(&self, stdin: &str, extra: &[&str]) -> Output {
+        self.flash_on(self.sshd.port, &self.image, stdin, extra)
+    }
+
+    /// One run on a one-worker inventory with no step done.
+    fn flash_fresh(&self, extra: &[&str]) -> Output {
+        self.flash(&self.api.inventory("{}"), extra)
+    }
+
+    /// [`Setup::flash`] of `image`, the rescue system's SSH on `port`.
+    fn flash_on(&self, port: u16, image: &Path, stdin: &str, extra: &[&str]) -> Output {
+        let key = self.rescue.path("user_key");
+        self.run(&key, None, (port, image), stdin, extra)
+    }
+
+    /// [`Setup::flash`] logging in with the private key `key`, through the ssh-agent at `agent`
+    /// when given (never the agent of the machine running the tests).
+    fn flash_as(&self, key: &Path, agent: Option<&Path>, stdin: &str, extra: &[&str]) -> Output {
+        self.run(key, agent, (self.sshd.port, &self.image), stdin, extra)
+    }
+
+    fn run(
+        &self,
+        key: &Path,
+        agent: Option<&Path>,
+        (port, image): (u16, &Path),
+        stdin: &str,
+        extra: &[&str],
+    ) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_scw-rescue-flash"));
+        command.env_remove("SSH_AUTH_SOCK");
+        if let Some(agent) = agent {
+            command.env("SSH_AUTH_SOCK", agent);
+        }
+        if !extra
+            .iter()
+            .any(|a| ["--tag-proven", "--tag-upgraded"].contains(a))
+        {
+            command
+                .arg("--image")
+                .arg(image)
+                .arg("--disk")
+                .arg(self.rescue.disk());
+        }
+        testkit::process::run_with_stdin(
+            command
+                .arg("--ssh-key")
+                .arg(key)
+                .args(["--ssh-port", &port.to_string(), "--timeout-seconds", "20"])
+                .args(["--ssh-tries", "20", "--ssh-interval-seconds", "0"])
+                .args(extra)
+                .env("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX")
+                .env("SCW_SECRET_KEY", SECRET)
+                .env("SCW_DEFAULT_PROJECT_ID", PROJECT)
+                // No config file of the machine's: the environment alone.
+                .env("SCW_CONFIG_PATH", self.rescue.path("no-scw-config.yaml"))
+                .env("SCW_API_URL", &self.api.url),
+            stdin.as_bytes(),
+        )
+    }
+
+    /// `--tag-proven` on an inventory that records the worker proven ours, refused (exit 1):
+    /// its stderr.
+    fn tag_proven_refused(&self) -> String {
+        let proven = self
+            .api
+            .inventory(r#"{"image_flashed": "sha256:00", "config_applied": "sha256:11"}"#);
+        let out = self.flash(&proven, &["--tag-proven"]);
+        let stderr = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        stderr
+    }
+
+    /// A run that wrote the image: it succeeded, the disk holds the raw image, and the inventory
+    /// it wrote records the Elastic Metal node's image as flashed, by its digest.
+    fn flashed(&self, out: &Output) {
+        let stdout = testkit::process::success_stdout(out);
+        assert_eq!(self.disk_sha256(), sha256(&self.raw));
+        let written: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(
+            written["nodes"][1]["steps"]["image_flashed"],
+            format!("sha256:{}", sha256(&self.raw))
+        );
+    }
+
+    /// What the disk holds.
+    fn disk(&self) -> Vec<u8> {
+        fs::read(self.rescue.disk()).unwrap()
+    }
+
+    fn disk_sha256(&self) -> String {
+        sha256(&self.disk())
+    }
+
+    /// The next case of a test: a new server of ours (see [`Api::fresh_server`]) whose disk
+    /// holds `before`.
+    fn next_case(&self) {
+        self.api.fresh_server();
+        self.write_disk(b"before");
+    }
+
+    /// The disk holds `bytes`, a stand-in for what a run must not touch.
+    fn write_disk(&self, bytes: &[u8]) {
+        fs::write(self.rescue.disk(), bytes).unwrap();
+    }
 }
 
 fn stderr(out: &Output) -> String {
@@ -276,28 +348,6 @@ fn failed(out: &Output, needles: &[&str]) -> String {
     let written: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(written["nodes"][1]["steps"].get("image_flashed").is_none());
     stderr
-}
-
-/// `--tag-proven` on an inventory that records the worker proven ours, refused (exit 1): its
-/// stderr.
-fn tag_proven_refused(rescue: &Rescue, sshd: &Sshd, api: &Api, image: &Path) -> String {
-    let proven = api.inventory(r#"{"image_flashed": "sha256:00", "config_applied": "sha256:11"}"#);
-    let out = flash(rescue, sshd.port, api, image, &proven, &["--tag-proven"]);
-    let stderr = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    stderr
-}
-
-/// A run that wrote the image: it succeeded, the disk holds `raw`, and the inventory it wrote
-/// records the Elastic Metal node's image as flashed, by its digest.
-fn flashed(out: &Output, rescue: &Rescue, raw: &[u8]) {
-    let stdout = testkit::process::success_stdout(out);
-    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(raw));
-    let written: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(
-        written["nodes"][1]["steps"]["image_flashed"],
-        format!("sha256:{}", sha256(raw))
-    );
 }
 
 /// The boot into rescue a server without an OS takes, the image written and read back, the
@@ -378,19 +428,22 @@ fn assert_the_password_stays_secret_and_the_host_key_is_logged(
 #[test]
 fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_the_proof() {
     let test = "the_image_lands_through_the_keys_given_by_id";
-    let Some((rescue, sshd, mut api, image, raw)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let Setup {
+        rescue, api, raw, ..
+    } = &setup;
+    let out = setup.flash_fresh(&[]);
     let stdout = testkit::process::success_stdout(&out);
     let stderr = stderr(&out);
 
     // The bytes on the "disk" are the decompressed image's.
-    let written = fs::read(rescue.disk()).unwrap();
+    let written = setup.disk();
     assert_eq!(written.len(), raw.len());
-    assert_eq!(sha256(&written), sha256(&raw));
+    assert_eq!(sha256(&written), sha256(raw));
     let inventory: Value = serde_json::from_str(&stdout).unwrap();
-    let digest = format!("sha256:{}", sha256(&raw));
+    let digest = format!("sha256:{}", sha256(raw));
     assert_eq!(inventory["nodes"][1]["steps"]["image_flashed"], digest);
     assert!(
         inventory["nodes"][0]["steps"]
@@ -413,18 +466,18 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
         api.server()["tags"],
         tags_with(&format!("edgepop-image-written={digest}"))
     );
-    assert_the_password_stays_secret_and_the_host_key_is_logged(&rescue, &api, &stdout, &stderr);
+    assert_the_password_stays_secret_and_the_host_key_is_logged(rescue, api, &stdout, &stderr);
 
     // Re-run with the inventory it wrote: nothing asked of Scaleway, nothing written.
-    fs::write(rescue.disk(), b"untouched").unwrap();
+    setup.write_disk(b"untouched");
     let requests = api.requests().len();
-    let again = flash(&rescue, sshd.port, &api, &image, &stdout, &[]);
+    let again = setup.flash(&stdout, &[]);
     assert_eq!(testkit::process::success_stdout(&again), stdout);
     assert_eq!(api.requests().len(), requests);
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"untouched");
+    assert_eq!(setup.disk(), b"untouched");
 
     // The tag waits for the proof: without config_applied, --tag-proven writes nothing...
-    let tagged = flash(&rescue, sshd.port, &api, &image, &stdout, &["--tag-proven"]);
+    let tagged = setup.flash(&stdout, &["--tag-proven"]);
     assert_eq!(testkit::process::success_stdout(&tagged), stdout);
     assert!(stderr_of_contains(&tagged, "not proved ours yet"));
     assert_eq!(api.mutations(), FLASHED);
@@ -434,33 +487,24 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
         &format!("\"config_applied\": \"sha256:c0\",\n        \"image_flashed\": \"{digest}\""),
     );
     assert_ne!(proven, stdout);
-    let tagged = flash(&rescue, sshd.port, &api, &image, &proven, &["--tag-proven"]);
+    let tagged = setup.flash(&proven, &["--tag-proven"]);
     testkit::process::success_stdout(&tagged);
     // The flashed tag in place of the written one.
     let tags = tags_with(&format!("edgepop-image-flashed={digest}"));
     assert_eq!(api.server()["tags"], tags);
     // A proof that came a run late (found configured and ours, no config recorded) tags as
     // well: here on a second, untagged server of ours.
-    let second = api.seed_id(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                 "tags": OURS, "address": "127.0.0.1"}));
-    let first = std::mem::replace(&mut api.server, second);
+    let first = api.point_at(api.seed_worker(&OURS, &[]));
     let late = api.inventory(&format!(
         r#"{{"image_flashed": "{digest}", "proved_ours": "{digest}"}}"#
     ));
-    testkit::process::success_stdout(&flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &late,
-        &["--tag-proven"],
-    ));
+    testkit::process::success_stdout(&setup.flash(&late, &["--tag-proven"]));
     assert_eq!(api.server()["tags"], tags);
-    api.server = first;
+    api.point_at(first);
 
     // A fresh inventory (another machine): the server's tag says it is done; one GET, no boot.
     let before = api.requests().len();
-    let fresh = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let fresh = setup.flash_fresh(&[]);
     let fresh_stdout = testkit::process::success_stdout(&fresh);
     let fresh_inventory: Value = serde_json::from_str(&fresh_stdout).unwrap();
     assert_eq!(
@@ -468,7 +512,7 @@ fn the_image_lands_through_the_keys_given_by_id_and_sudo_and_the_tag_waits_for_t
         digest
     );
     assert_eq!(api.requests().len(), before + 1);
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"untouched");
+    assert_eq!(setup.disk(), b"untouched");
 }
 
 fn stderr_of_contains(out: &Output, needle: &str) -> bool {
@@ -532,9 +576,10 @@ impl Agent {
 #[test]
 fn a_key_with_a_passphrase_works_through_an_agent_and_is_refused_before_any_boot_without() {
     let test = "a_key_with_a_passphrase";
-    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
+    let Setup { rescue, api, .. } = &setup;
     // The operator's key, protected by a passphrase (ssh-keygen -N), registered in IAM.
     let key = rescue.path("protected_key");
     let made = Command::new("ssh-keygen")
@@ -556,10 +601,9 @@ fn a_key_with_a_passphrase_works_through_an_agent_and_is_refused_before_any_boot
     let id = api.seed_id(json!({"kind": "ssh_key", "name": "edgepop-edge-par-op",
                              "public_key": public_key.trim()}));
     let inventory = api.inventory_with_keys("{}", &[&id]);
-    let node = (&rescue, sshd.port, &api, image.as_path());
 
     // No agent: refused before the server is touched, naming the way out.
-    let out = flash_as(&key, None, node, &inventory, &[]);
+    let out = setup.flash_as(&key, None, &inventory, &[]);
     failed(
         &out,
         &[
@@ -572,14 +616,14 @@ fn a_key_with_a_passphrase_works_through_an_agent_and_is_refused_before_any_boot
     assert!(api.mutations().is_empty());
     // An agent that does not hold it: the same.
     let agent = Agent::start(rescue.dir.path());
-    let out = flash_as(&key, Some(&agent.socket), node, &inventory, &[]);
+    let out = setup.flash_as(&key, Some(&agent.socket), &inventory, &[]);
     failed(&out, &["does not hold it"]);
     assert!(api.mutations().is_empty());
 
     // The key loaded into the agent: the rescue system is logged into through it.
     agent.add(rescue.dir.path(), &key, "correct horse");
-    let out = flash_as(&key, Some(&agent.socket), node, &inventory, &[]);
-    flashed(&out, &rescue, &raw);
+    let out = setup.flash_as(&key, Some(&agent.socket), &inventory, &[]);
+    setup.flashed(&out);
     assert!(
         stderr(&out).contains("with the ssh-agent's identity"),
         "{}",
@@ -591,18 +635,12 @@ fn a_key_with_a_passphrase_works_through_an_agent_and_is_refused_before_any_boot
 #[test]
 fn without_a_key_given_by_id_the_rescue_system_is_never_asked_for() {
     let test = "without_a_key_given_by_id";
-    let Some((rescue, sshd, api, image, _)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
-    fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &api.inventory_with_keys("{}", &[]),
-        &[],
-    );
+    let Setup { api, .. } = &setup;
+    setup.write_disk(b"before");
+    let out = setup.flash(&api.inventory_with_keys("{}", &[]), &[]);
     failed(
         &out,
         &["edge-worker-1", "no SSH key id for the rescue system"],
@@ -612,20 +650,13 @@ fn without_a_key_given_by_id_the_rescue_system_is_never_asked_for() {
     // Another key's id: the rescue system gets that key, not ours, and refuses us.
     let other = api.seed_id(json!({"kind": "ssh_key", "name": "someone-else",
                                 "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ3qQ0Xc8sMVvWQ5F0h7W0z0wLZc1V4m0cQ2yqU2c2c"}));
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &api.inventory_with_keys("{}", &[&other]),
-        &[],
-    );
+    let out = setup.flash(&api.inventory_with_keys("{}", &[&other]), &[]);
     failed(&out, &["edge-worker-1", "refused"]);
     assert_eq!(api.mutations(), ["POST stop", "POST start rescue"]);
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+    assert_eq!(setup.disk(), b"before");
     // Our key now: the rescue system left there refuses it, so the server is booted into rescue
     // again, with our key.
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let out = setup.flash_fresh(&[]);
     testkit::process::success_stdout(&out);
     assert!(
         stderr(&out).contains("booting it into rescue again"),
@@ -639,11 +670,12 @@ fn without_a_key_given_by_id_the_rescue_system_is_never_asked_for() {
 fn a_server_without_our_cluster_and_role_tags_is_left_alone() {
     let test = "a_server_without_our_tags";
     let tags = ["edgepop-cluster=edge-ams", "edgepop-role=worker"];
-    let Some((rescue, sshd, api, image, _)) = setup_tagged(test, &tags) else {
+    let Some(setup) = Setup::tagged(test, &tags) else {
         return;
     };
-    fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let Setup { api, .. } = &setup;
+    setup.write_disk(b"before");
+    let out = setup.flash_fresh(&[]);
     failed(
         &out,
         &[
@@ -653,24 +685,24 @@ fn a_server_without_our_cluster_and_role_tags_is_left_alone() {
         ],
     );
     assert!(api.mutations().is_empty());
-    tag_proven_refused(&rescue, &sshd, &api, &image);
+    setup.tag_proven_refused();
     assert!(api.mutations().is_empty());
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+    assert_eq!(setup.disk(), b"before");
 }
 
 #[test]
 fn a_server_of_another_project_is_left_alone_whatever_its_tags() {
     let test = "a_server_of_another_project";
-    let Some((rescue, sshd, mut api, image, _)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
+    let Setup { api, .. } = &setup;
     // Another project the same API key reads holds a server with our cluster's very tags, and
     // the inventory names it.
     let other = "44444444-4444-4444-8444-444444444444";
-    api.server = api.seed_id(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                 "project": other, "tags": OURS, "address": "127.0.0.1"}));
-    fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    api.point_at(api.seed_worker(&OURS, &[("project", other)]));
+    setup.write_disk(b"before");
+    let out = setup.flash_fresh(&[]);
     failed(
         &out,
         &[
@@ -679,32 +711,25 @@ fn a_server_of_another_project_is_left_alone_whatever_its_tags() {
             "not ours",
         ],
     );
-    let stderr = tag_proven_refused(&rescue, &sshd, &api, &image);
+    let stderr = setup.tag_proven_refused();
     assert!(stderr.contains("not ours"), "{stderr}");
     assert!(api.mutations().is_empty());
     assert_eq!(api.server()["tags"], json!(OURS));
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+    assert_eq!(setup.disk(), b"before");
 }
 
 /// Without the tag (here on a second server of ours, untagged), the inventory says the node is
 /// live: a config applied over the recorded image `old`, or a proof on it that came a run late
 /// (found configured and ours, no config recorded). Nothing is done to it either way.
-fn assert_the_inventory_alone_says_it_is_live(
-    rescue: &Rescue,
-    sshd: &Sshd,
-    api: &mut Api,
-    image: &Path,
-    old: &str,
-) {
-    let untagged = api.seed_id(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                   "tags": OURS, "address": "127.0.0.1"}));
-    let tagged = std::mem::replace(&mut api.server, untagged);
+fn assert_the_inventory_alone_says_it_is_live(setup: &Setup, old: &str) {
+    let api = &setup.api;
+    let tagged = api.point_at(api.seed_worker(&OURS, &[]));
     for proof in [
         r#""config_applied": "sha256:11""#.to_owned(),
         format!(r#""proved_ours": "{old}""#),
     ] {
         let live = api.inventory(&format!(r#"{{"image_flashed": "{old}", {proof}}}"#));
-        let out = flash(rescue, sshd.port, api, image, &live, &[]);
+        let out = setup.flash(&live, &[]);
         assert_eq!(out.status.code(), Some(1), "{proof}: {}", stderr(&out));
         assert!(
             stderr(&out).contains("runs sha256:0000"),
@@ -714,27 +739,22 @@ fn assert_the_inventory_alone_says_it_is_live(
         let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(kept["nodes"][1]["steps"]["image_flashed"], old);
         assert!(api.mutations().is_empty(), "{proof}");
-        assert_eq!(fs::read(rescue.disk()).unwrap(), b"the running node");
+        assert_eq!(setup.disk(), b"the running node");
     }
-    api.server = tagged;
+    api.point_at(tagged);
 }
 
 #[test]
 fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_asked() {
     let test = "a_version_bump_on_a_configured_worker";
-    let Some((old, (rescue, sshd, mut api, image, raw))) = setup_flashed_before(test) else {
+    let Some((old, setup)) = Setup::flashed_before(test) else {
         return;
     };
+    let Setup { api, raw, .. } = &setup;
     let tags = api.server()["tags"].clone();
     let installer = "factory.talos.dev/metal-installer/b4f8:v1.13.12";
-    fs::write(rescue.disk(), b"the running node").unwrap();
-    let out = flash_fresh(
-        &rescue,
-        &sshd,
-        &api,
-        &image,
-        &["--installer-image", installer],
-    );
+    setup.write_disk(b"the running node");
+    let out = setup.flash_fresh(&["--installer-image", installer]);
     failed(
         &out,
         &[
@@ -748,8 +768,8 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
         ],
     );
     assert!(api.mutations().is_empty());
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"the running node");
-    assert_the_inventory_alone_says_it_is_live(&rescue, &sshd, &mut api, &image, &old);
+    assert_eq!(setup.disk(), b"the running node");
+    assert_the_inventory_alone_says_it_is_live(&setup, &old);
     let applied = api.inventory(&format!(
         r#"{{"image_flashed": "{old}", "config_applied": "sha256:11"}}"#
     ));
@@ -760,7 +780,7 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
         &format!(r#"{{"image_flashed": "{old}", "config_applied": "sha256:11"}}"#),
         &[],
     );
-    let out = flash(&rescue, sshd.port, &api, &image, &keyless, &["--reflash"]);
+    let out = setup.flash(&keyless, &["--reflash"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     for needle in ["no SSH key id for the rescue system", "nothing was done"] {
         assert!(stderr(&out).contains(needle), "{}", stderr(&out));
@@ -770,33 +790,34 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
 
     // Asked explicitly: the tag goes first, then the node is wiped and flashed; its config is
     // forgotten (it is in maintenance mode again).
-    let out = flash(&rescue, sshd.port, &api, &image, &applied, &["--reflash"]);
+    let out = setup.flash(&applied, &["--reflash"]);
     let stdout = testkit::process::success_stdout(&out);
     assert!(stderr(&out).contains("--reflash: writing"));
-    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    assert_eq!(setup.disk_sha256(), sha256(raw));
     let mut expected = vec!["PATCH server".to_owned()];
     expected.extend(FLASHED.iter().map(|m| (*m).to_owned()));
     assert_eq!(api.mutations(), expected);
     assert_eq!(
         api.server()["tags"],
-        tags_with(&format!("edgepop-image-written=sha256:{}", sha256(&raw)))
+        tags_with(&format!("edgepop-image-written=sha256:{}", sha256(raw)))
     );
     let written: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(
         written["nodes"][1]["steps"],
-        json!({"image_flashed": format!("sha256:{}", sha256(&raw))})
+        json!({"image_flashed": format!("sha256:{}", sha256(raw))})
     );
 }
 
 #[test]
 fn a_worker_upgraded_in_place_is_recorded_and_then_neither_refused_nor_written() {
     let test = "a_worker_upgraded_in_place";
-    let Some((old, (rescue, sshd, api, image, raw))) = setup_flashed_before(test) else {
+    let Some((old, setup)) = Setup::flashed_before(test) else {
         return;
     };
+    let Setup { api, raw, .. } = &setup;
     let installer = "factory.talos.dev/metal-installer/b4f8:v1.13.12";
     let upgraded = format!("edgepop-image-upgraded={installer}");
-    fs::write(rescue.disk(), b"the upgraded node").unwrap();
+    setup.write_disk(b"the upgraded node");
     let live = api.inventory(&format!(
         r#"{{"image_flashed": "{old}", "config_applied": "sha256:11"}}"#
     ));
@@ -805,14 +826,7 @@ fn a_worker_upgraded_in_place_is_recorded_and_then_neither_refused_nor_written()
     // upgraded tag in place of the flashed one (the disk no longer runs that image), written
     // once; the inventory goes through as it came.
     for _ in 0..2 {
-        let out = flash(
-            &rescue,
-            sshd.port,
-            &api,
-            &image,
-            &live,
-            &["--tag-upgraded", installer],
-        );
+        let out = setup.flash(&live, &["--tag-upgraded", installer]);
         let stdout = testkit::process::success_stdout(&out);
         let kept: Value = serde_json::from_str(&stdout).unwrap();
         assert_eq!(kept, serde_json::from_str::<Value>(&live).unwrap());
@@ -822,14 +836,7 @@ fn a_worker_upgraded_in_place_is_recorded_and_then_neither_refused_nor_written()
 
     // apply-infra with the bumped pin, whose image has that installer: the worker runs it
     // already. Recorded as such, its config kept; no rescue boot, nothing written.
-    let out = flash(
-        &rescue,
-        sshd.port,
-        &api,
-        &image,
-        &live,
-        &["--installer-image", installer],
-    );
+    let out = setup.flash(&live, &["--installer-image", installer]);
     let stdout = testkit::process::success_stdout(&out);
     assert!(
         stderr(&out).contains("upgraded in place with"),
@@ -837,17 +844,17 @@ fn a_worker_upgraded_in_place_is_recorded_and_then_neither_refused_nor_written()
         stderr(&out)
     );
     assert_eq!(api.mutations(), ["PATCH server"]);
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"the upgraded node");
+    assert_eq!(setup.disk(), b"the upgraded node");
     let written: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(
         written["nodes"][1]["steps"],
-        json!({"image_flashed": format!("sha256:{}", sha256(&raw)), "config_applied": "sha256:11"})
+        json!({"image_flashed": format!("sha256:{}", sha256(raw)), "config_applied": "sha256:11"})
     );
 
     // The next bump, another installer: the upgraded tag alone (a fresh inventory) says the
     // node is live; refused, the way to upgrade it said.
     let next = "factory.talos.dev/metal-installer/b4f8:v1.13.13";
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--installer-image", next]);
+    let out = setup.flash_fresh(&["--installer-image", next]);
     failed(
         &out,
         &[
@@ -858,36 +865,32 @@ fn a_worker_upgraded_in_place_is_recorded_and_then_neither_refused_nor_written()
         ],
     );
     assert_eq!(api.mutations(), ["PATCH server"]);
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"the upgraded node");
+    assert_eq!(setup.disk(), b"the upgraded node");
 }
 
 #[test]
 fn a_disk_written_by_a_run_stopped_before_it_kept_its_inventory_is_not_written_again() {
     let test = "a_disk_written_by_a_run_stopped";
-    let Some((rescue, sshd, mut api, image, raw)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
-    let digest = format!("sha256:{}", sha256(&raw));
+    let Setup { api, raw, .. } = &setup;
+    let digest = format!("sha256:{}", sha256(raw));
     let written = format!("edgepop-image-written={digest}");
     let mut tags = OURS.to_vec();
     tags.push(written.as_str());
     // What a run killed right after the written tag leaves: the server still in rescue, the
     // tag on it, no inventory kept.
-    api.server = api.seed(json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                                 "tags": tags, "boot_type": "rescue", "address": "127.0.0.1"}))
-        ["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    fs::write(rescue.disk(), b"written before").unwrap();
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    api.point_at(api.seed_worker(&tags, &[("boot_type", "rescue")]));
+    setup.write_disk(b"written before");
+    let out = setup.flash_fresh(&[]);
     let stdout = testkit::process::success_stdout(&out);
     assert!(
         stderr(&out).contains("not written again"),
         "{}",
         stderr(&out)
     );
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"written before");
+    assert_eq!(setup.disk(), b"written before");
     // Only booted normally; recorded, so the proof step takes it from there.
     assert_eq!(api.mutations(), ["POST stop", "POST start normal"]);
     let inventory: Value = serde_json::from_str(&stdout).unwrap();
@@ -896,13 +899,13 @@ fn a_disk_written_by_a_run_stopped_before_it_kept_its_inventory_is_not_written_a
     assert_eq!(api.server()["boot_type"], "normal");
 
     // Booted normally already (stopped after its normal start): nothing to do at all.
-    let again = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let again = setup.flash_fresh(&[]);
     assert_eq!(testkit::process::success_stdout(&again), stdout);
     assert_eq!(api.mutations(), ["POST stop", "POST start normal"]);
 
     // Never proved ours (someone else configured it first): --reflash writes it again.
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--reflash"]);
-    flashed(&out, &rescue, &raw);
+    let out = setup.flash_fresh(&["--reflash"]);
+    setup.flashed(&out);
     let mut expected = vec!["POST stop".to_owned(), "POST start normal".to_owned()];
     expected.push("PATCH server".to_owned());
     expected.extend(FLASHED.iter().map(|m| (*m).to_owned()));
@@ -916,13 +919,14 @@ fn the_written_tag_of_another_image_goes_before_the_disk_is_written() {
     let old = format!("edgepop-image-written=sha256:{}", "0".repeat(64));
     let mut tags = OURS.to_vec();
     tags.push(old.as_str());
-    let Some((rescue, sshd, api, image, raw)) = setup_tagged(test, &tags) else {
+    let Some(setup) = Setup::tagged(test, &tags) else {
         return;
     };
+    let Setup { api, raw, .. } = &setup;
     // Not proved ours with that image: not a live node, written over without --reflash; its
     // tag goes first, so that no tag names an image the disk may no longer hold.
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
-    flashed(&out, &rescue, &raw);
+    let out = setup.flash_fresh(&[]);
+    setup.flashed(&out);
     let mut expected = vec!["PATCH server".to_owned()];
     expected.extend(FLASHED.iter().map(|m| (*m).to_owned()));
     assert_eq!(api.mutations(), expected);
@@ -934,7 +938,7 @@ fn the_written_tag_of_another_image_goes_before_the_disk_is_written() {
     assert_eq!(first_patch["body"]["tags"], json!(OURS));
     assert_eq!(
         api.server()["tags"],
-        tags_with(&format!("edgepop-image-written=sha256:{}", sha256(&raw)))
+        tags_with(&format!("edgepop-image-written=sha256:{}", sha256(raw)))
     );
 }
 
@@ -947,17 +951,18 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
             return;
         }
     }
-    let Some((rescue, sshd, mut api, image, raw)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
-    let release = Server::start(vec![Reply::ok(fs::read(&image).unwrap())]).unwrap();
+    let Setup { rescue, image, .. } = &setup;
+    let release = Server::start(vec![Reply::ok(fs::read(image).unwrap())]).unwrap();
     // A presigned URL: its query string is a credential, never shown.
     let url = format!(
         "{}/metal-amd64.raw.zst?X-Amz-Signature=0123secret",
         release.url
     );
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
-    flashed(&out, &rescue, &raw);
+    let out = setup.flash_fresh(&["--image-url", &url]);
+    setup.flashed(&out);
     let stderr_text = stderr(&out);
     assert!(
         stderr_text.contains(&format!(
@@ -980,15 +985,14 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
                 status: 302,
                 location: format!("{url}/cdn/metal-amd64.raw.zst"),
             },
-            Reply::ok(fs::read(&image).unwrap()),
+            Reply::ok(fs::read(image).unwrap()),
         ]
     })
     .unwrap();
-    api.fresh_server();
-    fs::write(rescue.disk(), b"before").unwrap();
+    setup.next_case();
     let url = format!("{}/image/abc/v1.13.9/metal-amd64.raw.zst", cdn.url);
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
-    flashed(&out, &rescue, &raw);
+    let out = setup.flash_fresh(&["--image-url", &url]);
+    setup.flashed(&out);
     let targets: Vec<String> = cdn.requests().into_iter().map(|r| r.target).collect();
     assert_eq!(
         targets,
@@ -1002,11 +1006,10 @@ fn the_rescue_system_downloads_the_image_over_https_and_checks_it_before_the_dis
     let other = zstd::encode_all(&b"not the image"[..], 3).unwrap();
     let release = Server::start(vec![Reply::ok(other)]).unwrap();
     let url = format!("{}/metal-amd64.raw.zst", release.url);
-    api.fresh_server();
-    fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--image-url", &url]);
+    setup.next_case();
+    let out = setup.flash_fresh(&["--image-url", &url]);
     failed(&out, &["refused before the disk was touched"]);
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+    assert_eq!(setup.disk(), b"before");
     let leftovers: Vec<String> = fs::read_dir("/tmp")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -1022,10 +1025,13 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         testkit::skip_or_fail(test, "zstd (the rescue side's decompression)");
         return;
     };
-    let Some((rescue, sshd, mut api, image, raw)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
-    let compressed = fs::metadata(&image).unwrap().len();
+    let Setup {
+        rescue, api, raw, ..
+    } = &setup;
+    let compressed = fs::metadata(&setup.image).unwrap().len();
     // The rescue system's zstd, recording how it is called.
     let calls = rescue.path("zstd-calls");
     let recording_zstd = format!(
@@ -1034,10 +1040,10 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         zstd.display()
     );
     script(&rescue.path("bin/zstd"), &recording_zstd);
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let out = setup.flash_fresh(&[]);
     let stderr_text = stderr(&out);
     testkit::process::success_stdout(&out);
-    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    assert_eq!(setup.disk_sha256(), sha256(raw));
     assert!(
         stderr_text.contains(&format!(
             "sending the compressed image ({compressed} bytes for {} raw); the rescue system decompresses it",
@@ -1049,11 +1055,10 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
 
     // `--decompress-on local`: the raw image crosses; the rescue side's zstd is not asked.
     fs::remove_file(&calls).unwrap();
-    api.fresh_server();
-    fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--decompress-on", "local"]);
+    setup.next_case();
+    let out = setup.flash_fresh(&["--decompress-on", "local"]);
     testkit::process::success_stdout(&out);
-    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    assert_eq!(setup.disk_sha256(), sha256(raw));
     assert!(stderr(&out).contains("decompressing here"));
     assert!(!calls.exists());
 
@@ -1061,9 +1066,9 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
     let noise = testkit::incompressible_bytes(3 << 20, 9);
     let noise_image = rescue.path("noise.raw.zst");
     fs::write(&noise_image, zstd::encode_all(noise.as_slice(), 3).unwrap()).unwrap();
-    let out = flash_fresh(&rescue, &sshd, &api, &noise_image, &[]);
+    let out = setup.flash_on(setup.sshd.port, &noise_image, &api.inventory("{}"), &[]);
     testkit::process::success_stdout(&out);
-    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&noise));
+    assert_eq!(setup.disk_sha256(), sha256(&noise));
     assert!(
         stderr(&out).contains("too little saved to send it compressed"),
         "{}",
@@ -1077,11 +1082,10 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
         &rescue.path("bin/zstd"),
         "#!/bin/sh\necho 'zstd: command not found' >&2\nexit 127\n",
     );
-    api.fresh_server();
-    fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    setup.next_case();
+    let out = setup.flash_fresh(&[]);
     testkit::process::success_stdout(&out);
-    assert_eq!(sha256(&fs::read(rescue.disk()).unwrap()), sha256(&raw));
+    assert_eq!(setup.disk_sha256(), sha256(raw));
     let stderr_text = stderr(&out);
     assert!(
         stderr_text.contains("the rescue system has no zstd"),
@@ -1089,9 +1093,8 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
     );
     assert!(stderr_text.contains("decompressing here"), "{stderr_text}");
 
-    api.fresh_server();
-    fs::write(rescue.disk(), b"before").unwrap();
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &["--decompress-on", "rescue"]);
+    setup.next_case();
+    let out = setup.flash_fresh(&["--decompress-on", "rescue"]);
     failed(
         &out,
         &[
@@ -1100,15 +1103,18 @@ fn the_compressed_image_is_expanded_by_the_rescue_system_when_it_has_zstd_else_h
             "nothing was written",
         ],
     );
-    assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+    assert_eq!(setup.disk(), b"before");
 }
 
 #[test]
 fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
     let test = "a_wrong_too_small_or_mounted_disk_is_refused";
-    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
+    let Setup {
+        rescue, api, raw, ..
+    } = &setup;
     let other = json!({"name": "/dev/nvme0n1", "size": 480103981056u64, "type": "disk", "mountpoints": [null]});
     let cases = [
         (
@@ -1126,13 +1132,13 @@ fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
     ];
     for (n, (devices, needles)) in cases.into_iter().enumerate() {
         rescue.lsblk(devices);
-        fs::write(rescue.disk(), b"before").unwrap();
+        setup.write_disk(b"before");
         let before = api.mutations().len();
-        let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+        let out = setup.flash_fresh(&[]);
         let mut all = needles.clone();
         all.extend(["edge-worker-1", "refused:", "nothing was written"]);
         failed(&out, &all);
-        assert_eq!(fs::read(rescue.disk()).unwrap(), b"before");
+        assert_eq!(setup.disk(), b"before");
         // Left in rescue for a look, no normal boot; the next run uses that rescue system.
         let booted: &[&str] = if n == 0 {
             &["POST stop", "POST start rescue"]
@@ -1146,9 +1152,10 @@ fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
 #[test]
 fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
     let test = "a_connection_cut_mid_write";
-    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
+    let Setup { rescue, api, .. } = &setup;
     // The first dd takes 1 MiB, then kills the SSH session it runs in (its nearest sshd
     // ancestor: dd may sit behind the rescue side's zstd, bash and sudo): the connection drops
     // mid-stream, as when the rescue system or the network goes away.
@@ -1159,7 +1166,7 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
             dir = rescue.dir.path().display()
         ),
     );
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
+    let out = setup.flash_fresh(&[]);
     let stderr_text = failed(&out, &["edge-worker-1", "the connection was lost after"]);
     assert!(
         !stderr_text.contains("after all"),
@@ -1168,8 +1175,8 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
     assert_eq!(api.mutations(), ["POST stop", "POST start rescue"]);
 
     // The rerun finds the server still in rescue and uses it: no second stop and rescue boot.
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
-    flashed(&out, &rescue, &raw);
+    let out = setup.flash_fresh(&[]);
+    setup.flashed(&out);
     assert!(
         stderr(&out).contains("already in rescue"),
         "{}",
@@ -1184,9 +1191,10 @@ fn a_connection_cut_mid_write_fails_and_a_rerun_completes() {
 #[test]
 fn a_start_answered_502_after_it_took_effect_is_not_sent_again() {
     let test = "a_start_answered_502";
-    let Some((rescue, sshd, api, image, raw)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
+    let Setup { api, .. } = &setup;
     // Each start is done, then answered 502 (a gateway that gave up while the API acted): the
     // server is found starting in the boot asked for, and the start is not repeated.
     api.control(
@@ -1196,8 +1204,8 @@ fn a_start_answered_502_after_it_took_effect_is_not_sent_again() {
                      "applied": true, "count": 2}]),
         ),
     );
-    let out = flash_fresh(&rescue, &sshd, &api, &image, &[]);
-    flashed(&out, &rescue, &raw);
+    let out = setup.flash_fresh(&[]);
+    setup.flashed(&out);
     let answered_502 = api
         .requests()
         .iter()
@@ -1210,19 +1218,23 @@ fn a_start_answered_502_after_it_took_effect_is_not_sent_again() {
 #[test]
 fn a_rescue_that_never_answers_ssh_times_out_naming_the_server() {
     let test = "a_rescue_that_never_answers";
-    let Some((rescue, _sshd, api, image, _)) = setup(test) else {
+    let Some(setup) = Setup::new(test) else {
         return;
     };
+    let Setup { api, .. } = &setup;
     // A port where nothing listens: the rescue system never comes.
     let closed = free_port();
-    let out = flash(&rescue, closed, &api, &image, &api.inventory("{}"), &[]);
+    let out = setup.flash_on(closed, &setup.image, &api.inventory("{}"), &[]);
     failed(
         &out,
         &[
             "server edge-worker-1",
             "never answered SSH on 127.0.0.1",
             "after 20 tries",
-            &format!("scw baremetal server start {} boot-type=rescue", api.server),
+            &format!(
+                "scw baremetal server start {} boot-type=rescue",
+                api.server_id()
+            ),
         ],
     );
     assert_eq!(api.mutations(), ["POST stop", "POST start rescue"]);

@@ -126,19 +126,12 @@ mod tests {
         .unwrap();
         assert_eq!(text, r#"{"kind":"Thing","version":3}"#);
         assert!(serde_json::from_str::<Tagged>(&text).is_ok());
-        let wrong_kind = serde_json::from_str::<Tagged>(r#"{"kind":"Other","version":3}"#);
-        assert!(
-            wrong_kind
-                .unwrap_err()
-                .to_string()
-                .contains("expected kind `Thing`")
-        );
-        let wrong_version = serde_json::from_str::<Tagged>(r#"{"kind":"Thing","version":4}"#);
-        assert!(
-            wrong_version
-                .unwrap_err()
-                .to_string()
-                .contains("unsupported version 4")
-        );
+        for (wrong, error) in [
+            (r#"{"kind":"Other","version":3}"#, "expected kind `Thing`"),
+            (r#"{"kind":"Thing","version":4}"#, "unsupported version 4"),
+        ] {
+            let err = serde_json::from_str::<Tagged>(wrong).unwrap_err();
+            assert!(err.to_string().contains(error), "{err}");
+        }
     }
 }

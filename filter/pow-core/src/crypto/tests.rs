@@ -9,6 +9,16 @@ fn binding(ip: &str, ua: &str, host: &str) -> Binding {
     Binding::new(binding_net(ip.parse().unwrap()), ua, host).unwrap()
 }
 
+/// A challenge issued at 700, expiring at 1000, of 8 bits, with `salt`.
+fn params(salt: u64) -> ChallengeParams {
+    ChallengeParams {
+        issued: 700,
+        expiry: 1000,
+        difficulty: 8,
+        salt,
+    }
+}
+
 const K1: &[u8] = b"0123456789abcdef0123456789abcdef";
 const K2: &[u8] = b"fedcba9876543210fedcba9876543210";
 
@@ -31,12 +41,7 @@ fn secrets_missing_short_or_fine() {
 fn challenge_binding() {
     let k = keys(K1, None);
     let b = binding("192.0.2.10", "Mozilla/5.0", "Example.org");
-    let p = ChallengeParams {
-        issued: 700,
-        expiry: 1000,
-        difficulty: 8,
-        salt: 7,
-    };
+    let p = params(7);
     let c = issue_challenge(&k, &b, &p);
     assert!(check_challenge(&k, &b, &p, &c));
     // Same /24, host case-insensitive.
@@ -69,12 +74,7 @@ fn challenge_binding() {
 #[test]
 fn rotation_accepts_current_and_previous() {
     let b = binding("192.0.2.10", "UA", "h");
-    let p = ChallengeParams {
-        issued: 700,
-        expiry: 1000,
-        difficulty: 8,
-        salt: 1,
-    };
+    let p = params(1);
     let old = keys(K1, None);
     let c = issue_challenge(&old, &b, &p);
     let cookie = issue_cookie(&old, &b, 5000, 8);

@@ -35,6 +35,18 @@ pub fn configmap(data: Value) -> Reply {
     )
 }
 
+/// The API server of a run that writes: it reads the ConfigMap and the WasmPlugin (these
+/// answers), then both applies succeed.
+pub fn writing_run(configmap: Reply, wasmplugin: Reply) -> Server {
+    Server::start(vec![
+        configmap,
+        wasmplugin,
+        Reply::json(200, "{}"),
+        Reply::json(200, "{}"),
+    ])
+    .unwrap()
+}
+
 /// The keys of a ConfigMap's `data`, in order.
 pub fn data_keys(configmap: &Value) -> Vec<&str> {
     configmap["data"]
@@ -89,6 +101,14 @@ impl Job {
             .env_remove("EDGEPOP_LOG")
             .output()
             .unwrap()
+    }
+
+    /// [`Job::run`], which must succeed.
+    #[track_caller]
+    pub fn run_ok(&self, api: &Server, sources: &Path) -> Output {
+        let out = self.run(api, sources);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
     }
 
     /// [`Job::run`] when some list or agent must fail: the run exits 1 (the others published);
