@@ -256,20 +256,30 @@ impl PlanInput<'_> {
     }
 }
 
-/// The steps, numbered as they are added.
+/// The steps of a Talos or a Kubernetes upgrade, numbered as they are added.
 #[derive(Debug, Default)]
-struct Steps(Vec<TalosUpgradeStep>);
+pub(crate) struct Steps(pub(crate) Vec<TalosUpgradeStep>);
 
 impl Steps {
     fn push(&mut self, kind: UpgradeStepKind, node: Option<&UpgradeNode>, says: String) {
+        self.push_at(kind, node.map(|n| (&n.node, n.role)), says);
+    }
+
+    /// A step on `node` in its role, or on none.
+    pub(crate) fn push_at(
+        &mut self,
+        kind: UpgradeStepKind,
+        node: Option<(&TalosNode, NodeRole)>,
+        says: String,
+    ) {
         self.0.push(TalosUpgradeStep {
             kind: Kind::new(),
             version: Version,
             n: self.0.len() + 1,
             step: kind,
-            node: node.map(|n| n.node.name.clone()),
-            role: node.map(|n| n.role),
-            endpoint: node.map(|n| n.node.endpoint.clone()),
+            node: node.map(|(n, _)| n.name.clone()),
+            role: node.map(|(_, role)| role),
+            endpoint: node.map(|(n, _)| n.endpoint.clone()),
             says,
         });
     }

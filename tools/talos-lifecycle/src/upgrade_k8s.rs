@@ -9,10 +9,10 @@
 
 use std::path::Path;
 
-use pop_common::records::{Kind, TalosUpgradeStep, UpgradeStepKind, Version};
+use pop_common::records::{NodeRole, TalosUpgradeStep, UpgradeStepKind};
 
 use crate::quorum::TalosNode;
-use crate::upgrade::Release;
+use crate::upgrade::{Release, Steps};
 
 /// A minor line: (major, minor).
 type Minor = (u64, u64);
@@ -63,18 +63,10 @@ pub struct PlanInput<'a> {
 
 /// The steps of a Kubernetes upgrade, in order.
 pub fn plan(input: &PlanInput<'_>) -> Vec<TalosUpgradeStep> {
-    let mut steps = Vec::new();
+    let mut steps = Steps::default();
+    // Every step that names a node runs on the control plane `input.node`.
     let mut push = |step, node: Option<&TalosNode>, says: String| {
-        steps.push(TalosUpgradeStep {
-            kind: Kind::new(),
-            version: Version,
-            n: steps.len() + 1,
-            step,
-            node: node.map(|n| n.name.clone()),
-            role: node.map(|_| pop_common::records::NodeRole::Controlplane),
-            endpoint: node.map(|n| n.endpoint.clone()),
-            says,
-        });
+        steps.push_at(step, node.map(|n| (n, NodeRole::Controlplane)), says);
     };
     let kubelets: Vec<String> = input
         .kubelets
@@ -99,7 +91,7 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<TalosUpgradeStep> {
             None,
             format!("every kubelet runs {} already: nothing to do", input.to),
         );
-        return steps;
+        return steps.0;
     };
     push(
         UpgradeStepKind::TakeSnapshot,
@@ -142,5 +134,5 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<TalosUpgradeStep> {
             input.to
         ),
     );
-    steps
+    steps.0
 }
