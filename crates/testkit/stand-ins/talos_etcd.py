@@ -42,10 +42,11 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
   (a member not found counts as removed), then the etcd service stopped and /var/lib/etcd
   removed; an error is "failed to leave cluster: <error>". Talos retries etcd's "unhealthy
   cluster" and "server stopped" answers every 10 s for five minutes (L:157-178: etcd refuses a
-  removal until the members left have been connected for a while); this stand-in retries them
-  every second for a minute. A removal whose answer never comes within 30 s but which took
-  effect (the members left no longer list it) is counted as done: seen only under heavy load,
-  and what Talos's own client gets then is not established;
+  removal until the members left have been connected for a while; a removal the leaving member
+  serves itself is applied, and its answer is "etcdserver: server stopped" as that member stops,
+  as etcd v3.6.14 answers here); this stand-in retries them every second for a minute. The
+  client is built once, before the first attempt, on every control plane's endpoint (S:1901-1906),
+  so a retry after the local member has stopped reaches the others and finds the member gone;
 - `Bootstrap` (S:439-472): the machine type, then `AlreadyExists` "etcd data directory is not
   empty" when /var/lib/etcd (C:452) holds anything; the time is in sync and bootstrap allowed
   here (a configured node past its boot). Then etcd is stopped and started again in bootstrap
@@ -226,33 +227,19 @@ class NodeEtcd:
             context.abort(grpc.StatusCode.UNKNOWN, f"failed to remove member: {error}")
         return self.pb.EtcdRemoveMemberByIDResponse(messages=[self.pb.EtcdRemoveMemberByID()])
 
-    def removal_answer_lost(self, done, member_id, endpoints):
-        """A removal that timed out but took effect: the members still there no longer list it.
-        Seen here only under heavy load (the answer of the member that removed itself never
-        came); what Talos's client gets then is not established, so the stand-in counts the
-        removal as done rather than invent an error."""
-        if self.etcd_error(done) != "context deadline exceeded":
-            return False
-        listed = self.etcdctl("member", "list", "-w", "json", endpoints=endpoints)
-        if listed.returncode != 0:
-            return False
-        ids = [m["ID"] for m in json.loads(listed.stdout).get("members", [])]
-        self.record({"leave_answer_lost": True, "still_listed": member_id in ids})
-        return member_id not in ids
-
     def leave(self, request, context, maintenance):
         self.check_controlplane(context, "etcd leave", maintenance)
         self.local_client(context)
+        # One client for every attempt, built before the first (S:1901-1906): once the local
+        # member has removed itself, the others' endpoints are still known.
+        endpoints = self.control_plane_endpoints()
         member_id = self.local_status(context, "failed to leave cluster")["header"]["member_id"]
         for _ in range(60):
-            endpoints = self.control_plane_endpoints()
             done = self.etcdctl("member", "remove", f"{member_id:x}",
                                 command_timeout=MEMBER_REMOVE_SECONDS, endpoints=endpoints)
             if done.returncode == 0 or self.etcd_error(done) not in RETRIED_ON_LEAVE:
                 break
             time.sleep(1)
-        if done.returncode != 0 and self.removal_answer_lost(done, member_id, endpoints):
-            done = subprocess.CompletedProcess(done.args, 0, "", "")
         if done.returncode != 0 and self.etcd_error(done) != MEMBER_NOT_FOUND:
             context.abort(grpc.StatusCode.UNKNOWN,
                           f"failed to leave cluster: {self.etcd_error(done)}")
