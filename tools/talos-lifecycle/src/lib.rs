@@ -19,9 +19,11 @@
 //!   sha256 trailer) into `<out-dir>/<cluster>-<YYYYMMDDTHHMMSSZ>.snapshot` (the folder made
 //!   0700), reads it back with `etcdutl snapshot status`, and prints an `EtcdSnapshot` record.
 //! - `restore` reads the snapshot with `etcdutl snapshot status` first (a file it refuses is bad
-//!   input: exit 2, nothing done), then refuses (exit 1) while a majority of the members answer
+//!   input: exit 2, nothing done), then refuses (exit 1) when a majority of the members answer
 //!   with the same leader, naming them: a cluster that holds its quorum is repaired by replacing
-//!   its broken members, and a restore throws away everything written since the snapshot.
+//!   its broken members, and a restore throws away everything written since the snapshot. The
+//!   members are read three times, two seconds apart, so that an election under way is not
+//!   taken for a lost quorum.
 //!   Otherwise it recovers on the first control plane whose Talos API answers
 //!   (`talosctl bootstrap --recover-from`: Talos restores the snapshot as a one-member cluster,
 //!   which the other control planes join), waits until that member answers with a leader, and

@@ -143,20 +143,7 @@ pub fn restore(
             path: restore.snapshot.to_path_buf(),
             message,
         })?;
-    let observed = observe(talos, nodes);
-    if let Quorum::Healthy {
-        leader,
-        healthy,
-        members,
-    } = read_quorum(talos, &observed)
-    {
-        return Err(Error::QuorumHealthy {
-            cluster: cluster.to_owned(),
-            leader,
-            healthy,
-            members,
-        });
-    }
+    let observed = quorum_lost_for_good(talos, sleeper, cluster, nodes)?;
     let target = quorum::recovery_target(&observed).ok_or_else(|| Error::NoNode {
         cluster: cluster.to_owned(),
         wanted: "answers on its Talos API",
@@ -195,6 +182,44 @@ pub fn restore(
         },
         output,
     )
+}
+
+/// How many times, and how far apart, the members are asked before a restore: an election
+/// (etcd's default election timeout is one second) leaves a working cluster without a leader for
+/// a moment, and a restore must never go ahead on such a moment.
+pub const QUORUM_LOSS_READS: u32 = 3;
+pub const QUORUM_LOSS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The members' answers once a lost quorum has been seen at every one of
+/// [`QUORUM_LOSS_READS`] reads; refused as soon as one read shows it held.
+fn quorum_lost_for_good(
+    talos: &dyn Talos,
+    sleeper: &dyn Sleeper,
+    cluster: &str,
+    nodes: &[TalosNode],
+) -> Result<Vec<quorum::Observed>, Error> {
+    let mut read = 1;
+    loop {
+        let observed = observe(talos, nodes);
+        if let Quorum::Healthy {
+            leader,
+            healthy,
+            members,
+        } = read_quorum(talos, &observed)
+        {
+            return Err(Error::QuorumHealthy {
+                cluster: cluster.to_owned(),
+                leader,
+                healthy,
+                members,
+            });
+        }
+        if read == QUORUM_LOSS_READS {
+            return Ok(observed);
+        }
+        read += 1;
+        sleeper.sleep(QUORUM_LOSS_INTERVAL);
+    }
 }
 
 /// Asks `node`'s member until it answers healthy: its member id.

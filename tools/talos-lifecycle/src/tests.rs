@@ -480,6 +480,51 @@ fn a_restore_is_refused_while_a_majority_follows_a_leader_naming_them() {
 }
 
 #[test]
+fn a_restore_is_refused_when_a_later_read_shows_an_election_was_only_under_way() {
+    // The first read falls in an election: no member has a leader. The next shows two of three
+    // following one: the cluster works, and nothing is recovered.
+    let talos = Scripted {
+        members: CPS.iter().map(|s| (*s).to_owned()).collect(),
+        ..Scripted::default()
+    }
+    .status(CPS[0], vec![no_leader("a"), healthy("a", "b")])
+    .status(CPS[1], vec![no_leader("b"), healthy("b", "b")])
+    .status(CPS[2], vec![down()]);
+    let (result, out) = go(&config(restore_action("s.snapshot"), false), &talos);
+    let text = result.unwrap_err().to_string();
+    assert!(
+        text.contains("2 of 3 members follow leader b (edge-par-cp-1, edge-par-cp-2)"),
+        "{text}"
+    );
+    assert!(out.is_empty());
+    assert!(!recovered(&talos));
+    let reads = talos
+        .calls
+        .borrow()
+        .iter()
+        .filter(|c| *c == "status edge-par-cp-1")
+        .count();
+    assert_eq!(reads, 2);
+}
+
+#[test]
+fn a_restore_reads_the_members_three_times_before_it_believes_the_quorum_lost() {
+    let talos = Scripted::default()
+        .status(CPS[0], vec![no_leader("a")])
+        .status(CPS[1], vec![down()])
+        .status(CPS[2], vec![down()]);
+    let (result, _) = go(&config(restore_action("s.snapshot"), true), &talos);
+    result.unwrap();
+    let reads = talos
+        .calls
+        .borrow()
+        .iter()
+        .filter(|c| *c == "status edge-par-cp-1")
+        .count();
+    assert_eq!(reads, run::QUORUM_LOSS_READS as usize);
+}
+
+#[test]
 fn a_snapshot_etcdutl_refuses_stops_the_restore_before_any_node_is_asked() {
     let talos = Scripted {
         snapshot_status: Some(Err("snapshot file integrity check failed".into())),
@@ -560,14 +605,14 @@ fn a_member_that_never_comes_back_fails_after_its_bounded_wait() {
     let (result, _) = go(&config(restore_action("s.snapshot"), false), &talos);
     let error = result.unwrap_err();
     assert!(matches!(error, Error::NotBack { tries: 3, .. }), "{error}");
-    // Asked once for the gate, then three times while waiting.
+    // Asked at each of the gate's reads, then three times while waiting.
     let asked = talos
         .calls
         .borrow()
         .iter()
         .filter(|c| *c == "status edge-par-cp-1")
         .count();
-    assert_eq!(asked, 4);
+    assert_eq!(asked, run::QUORUM_LOSS_READS as usize + 3);
 }
 
 #[test]
