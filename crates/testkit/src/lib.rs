@@ -57,6 +57,34 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// A port free on 127.0.0.1 below the kernel's ephemeral range, for a server a test stops and
+/// starts again on the same port. While it is down, a port in that range can be given to any
+/// outgoing connection as its local port (with many tests at once, some connection opens every
+/// few milliseconds; one of the server's own clients redialling it may even connect to itself),
+/// and the restart then fails with "address already in use".
+#[allow(clippy::panic)] // a test helper
+pub fn port_outside_ephemeral_range() -> u16 {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = 10_000u16.min(ephemeral_low / 2);
+    let span = u64::from(ephemeral_low - low);
+    // A start that differs between the test processes and threads running at once.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()))
+        ^ u64::from(std::process::id()).wrapping_mul(2_654_435_761);
+    for step in 0..span {
+        let offset = (seed.wrapping_add(step.wrapping_mul(7919))) % span;
+        let port = low + u16::try_from(offset).unwrap_or(0);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 between {low} and {ephemeral_low}")
+}
+
 /// The variable that turns every skip into a failure.
 pub const REQUIRE_ALL_VAR: &str = "EDGEPOP_REQUIRE_ALL";
 

@@ -150,7 +150,8 @@ impl ControlPlane {
         plane.server = format!("https://127.0.0.1:{apiserver_port}");
         write_kubeconfig(&plane.kubeconfig, &plane.server, &pki, "admin");
 
-        let etcd_client = free_port();
+        // A node stand-in's recovery restarts this etcd while the API server redials it.
+        let etcd_client = crate::port_outside_ephemeral_range();
         let etcd_client_url = format!("http://127.0.0.1:{etcd_client}");
         plane.etcd_url.clone_from(&etcd_client_url);
         let mut etcd = components::etcd(&programs.etcd, &dir, &etcd_client_url);
