@@ -289,6 +289,12 @@ fn go(config: &Config, talos: &Scripted) -> (Result<(), Error>, String) {
 }
 
 /// Whether a recovery was asked of any node.
+/// How many times `node`'s member was asked for its status.
+fn status_reads(talos: &Scripted, node: &str) -> usize {
+    let asked = format!("status {node}");
+    talos.calls.borrow().iter().filter(|c| **c == asked).count()
+}
+
 fn recovered(talos: &Scripted) -> bool {
     talos
         .calls
@@ -498,12 +504,7 @@ fn a_restore_is_refused_when_a_later_read_shows_an_election_was_only_under_way()
     );
     assert!(out.is_empty());
     assert!(!recovered(&talos));
-    let reads = talos
-        .calls
-        .borrow()
-        .iter()
-        .filter(|c| *c == "status edge-par-cp-1")
-        .count();
+    let reads = status_reads(&talos, CPS[0]);
     assert_eq!(reads, 2);
 }
 
@@ -515,12 +516,7 @@ fn a_restore_reads_the_members_three_times_before_it_believes_the_quorum_lost() 
         .status(CPS[2], vec![down()]);
     let (result, _) = go(&config(restore_action("s.snapshot"), true), &talos);
     result.unwrap();
-    let reads = talos
-        .calls
-        .borrow()
-        .iter()
-        .filter(|c| *c == "status edge-par-cp-1")
-        .count();
+    let reads = status_reads(&talos, CPS[0]);
     assert_eq!(reads, run::QUORUM_LOSS_READS as usize);
 }
 
@@ -606,12 +602,7 @@ fn a_member_that_never_comes_back_fails_after_its_bounded_wait() {
     let error = result.unwrap_err();
     assert!(matches!(error, Error::NotBack { tries: 3, .. }), "{error}");
     // Asked at each of the gate's reads, then three times while waiting.
-    let asked = talos
-        .calls
-        .borrow()
-        .iter()
-        .filter(|c| *c == "status edge-par-cp-1")
-        .count();
+    let asked = status_reads(&talos, CPS[0]);
     assert_eq!(asked, run::QUORUM_LOSS_READS as usize + 3);
 }
 
