@@ -75,6 +75,7 @@ impl Stage {
                 etcd_client_url: self.etcd_client_url.clone(),
                 initial_cluster: running.then(|| format!("edge-par-cp-1={peer}")),
                 etcd_peer_url: peer,
+                control_plane_etcd_endpoints: Vec::new(),
             },
         )
     }

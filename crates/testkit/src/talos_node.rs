@@ -171,6 +171,9 @@ pub struct ControlPlaneSpec {
     /// Its etcd runs from the start, a member of this initial cluster (`name=peer,...`); `None`:
     /// it runs only once bootstrapped (or the client URL is another's etcd).
     pub initial_cluster: Option<String>,
+    /// Every control plane's etcd client URL, as Talos discovers them for a member's removal;
+    /// empty: the node's own only.
+    pub control_plane_etcd_endpoints: Vec<String>,
 }
 
 /// A running control-plane stand-in, killed (its etcd with it) when dropped.
@@ -227,6 +230,12 @@ impl ControlPlaneNode {
         }
         if let Some(initial) = &spec.initial_cluster {
             command.args(["--etcd-initial-cluster", initial]);
+        }
+        if !spec.control_plane_etcd_endpoints.is_empty() {
+            command.args([
+                "--control-plane-etcd-endpoints",
+                &spec.control_plane_etcd_endpoints.join(","),
+            ]);
         }
         command.current_dir(dir).stdin(Stdio::null());
         ControlPlaneNode {

@@ -31,8 +31,9 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
   /var/lib/etcd.snapshot (C:461), removed when the upload breaks;
 - `EtcdRemoveMemberByID` (S:1866-1893): the machine type ("etcd remove member"), then etcd's
   `MemberRemove` of the id with `WithRequireLeader` (the real `etcdctl member remove`), through
-  a client of every control plane's etcd in a random order (internal/pkg/etcd/etcd.go:81-91;
-  here the members' client URLs); etcd's
+  a client of every control plane's etcd in a random order (internal/pkg/etcd/etcd.go:81-91),
+  which needs no local member: the endpoints are those Talos discovered (endpoints.go:20-45;
+  here --control-plane-etcd-endpoints); etcd's
   "etcdserver: member not found" is `NotFound` with that text, any other error "failed to remove
   member: <etcd's error>";
 - `EtcdLeaveCluster` (S:1896-1919, L = internal/pkg/etcd/etcd.go:153-196): the machine type
@@ -139,12 +140,14 @@ class NodeEtcd:
 
     def control_plane_endpoints(self):
         """Where Talos's client for a removal goes: every control plane's etcd, shuffled
-        (internal/pkg/etcd/etcd.go:81-91); here the client URLs the members list."""
-        done = self.etcdctl("member", "list", "-w", "json")
-        urls = [u for m in (json.loads(done.stdout).get("members", []) if done.returncode == 0
-                            else []) for u in m.get("clientURLs", [])]
+        (internal/pkg/etcd/etcd.go:81-91), from the control-plane endpoints Talos discovered
+        (internal/pkg/etcd/endpoints.go:20-45: its k8s.Endpoint resources, not the local
+        member), so a removal works while the local etcd is down; here
+        --control-plane-etcd-endpoints, or the node's own etcd when it is the only one."""
+        urls = [u for u in (self.args.control_plane_etcd_endpoints or "").split(",") if u]
+        urls = urls or [self.args.etcd_client_url]
         random.shuffle(urls)
-        return ",".join(urls) or self.args.etcd_client_url
+        return ",".join(urls)
 
     @staticmethod
     def etcd_error(done):
@@ -214,7 +217,6 @@ class NodeEtcd:
 
     def remove_member(self, request, context, maintenance):
         self.check_controlplane(context, "etcd remove member", maintenance)
-        self.local_client(context)
         done = self.etcdctl("member", "remove", f"{request.member_id:x}",
                             command_timeout=MEMBER_REMOVE_SECONDS,
                             endpoints=self.control_plane_endpoints())
@@ -353,6 +355,9 @@ def add_arguments(parser):
     parser.add_argument("--etcdutl", help="the real etcdutl (snapshot status and restore)")
     parser.add_argument("--etcd-client-url", help="where the node's etcd serves clients")
     parser.add_argument("--etcd-peer-url", help="the node's etcd peer URL")
+    parser.add_argument("--control-plane-etcd-endpoints",
+                        help="every control plane's etcd client URL, comma-separated, as Talos "
+                        "discovers them (default: the node's own)")
     parser.add_argument("--etcd-initial-cluster",
                         help="start the node's etcd at once, a member of this initial cluster")
 

@@ -162,6 +162,7 @@ impl RoundTrip {
                 etcd_client_url: plane.etcd_url().to_owned(),
                 etcd_peer_url: url_at(address),
                 initial_cluster: None,
+                control_plane_etcd_endpoints: Vec::new(),
             },
         );
         let inventory = inventory(&[("edge-par-cp-1", address)]);
@@ -642,6 +643,7 @@ fn cluster_of_three(
                     etcd_client_url: clients[i].clone(),
                     etcd_peer_url: peers[i].clone(),
                     initial_cluster: (i < 2 || !third_apart).then(|| initial.clone()),
+                    control_plane_etcd_endpoints: clients.clone(),
                 },
             )
         })
@@ -729,6 +731,7 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
 
     // cp-3's member stopped, its node still answering: the quorum holds (the snapshot is
     // taken), but no upgrade starts.
+    let (third_id, _) = member_and_leader(&programs, &clients[2]).unwrap();
     drop(third);
     testkit::eventually("the two left to follow a leader", || {
         (leaders(&[0, 1]) && !has_leader(&programs, &clients[2])).then_some(())
@@ -746,6 +749,22 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
     let taken: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(taken["kind"], "EtcdSnapshot");
     assert!(Path::new(taken["path"].as_str().unwrap()).is_file());
+
+    // Its stale member is removed through cp-3's own node, whose etcd is down: Talos reaches
+    // the other control planes' etcd for a removal, not its own.
+    let out = talosctl(
+        &programs,
+        dir.path(),
+        addresses[2],
+        port,
+        &["etcd", "remove-member", &format!("{third_id:x}")],
+    );
+    assert!(out.status.success(), "{}", testkit::process::text(&out));
+    assert_eq!(nodes[2].calls("EtcdRemoveMemberByID").len(), 1);
+    assert_eq!(
+        member_names(&programs, &clients[0]),
+        ["edge-par-cp-1", "edge-par-cp-2"]
+    );
 }
 
 /// The real talosctl's upgrade flow against a node stand-in that answers Talos v1.13's upgrade
@@ -757,6 +776,18 @@ fn talosctl_upgrade(
     port: u16,
     image: &str,
 ) -> Output {
+    let upgrade = ["upgrade", "--image", image, "--drain=false", "--wait=false"];
+    talosctl(
+        programs,
+        dir,
+        address,
+        port,
+        &[&upgrade[..], &["--progress", "plain"]].concat(),
+    )
+}
+
+/// The real talosctl, with the test's talosconfig, against the node stand-in at `address`.
+fn talosctl(programs: &Programs, dir: &Path, address: &str, port: u16, args: &[&str]) -> Output {
     Command::new(&programs.talosctl)
         .env_clear()
         .arg("--talosconfig")
@@ -767,8 +798,7 @@ fn talosctl_upgrade(
             "--nodes",
             address,
         ])
-        .args(["upgrade", "--image", image, "--drain=false", "--wait=false"])
-        .args(["--progress", "plain"])
+        .args(args)
         .output()
         .unwrap()
 }
