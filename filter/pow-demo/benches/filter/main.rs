@@ -13,7 +13,8 @@
 //! printed with its goal and whether this run met it.
 //!
 //! The Web Bot Auth row is one verification in the module (a signed request above the same
-//! request unsigned) against the same crate's verification natively.
+//! request unsigned) against the same crate's verification natively, a batch of which runs in
+//! every round beside the module's scenarios; its ratio is the median of the rounds' ratios.
 //!
 //! The table goes to stdout and to `<target dir>/bench/filter.txt`. Arguments after `--` name
 //! the groups to run (`lists`, `header-sizes`, `policy`, `web-bot-auth`, `refresh`,
@@ -162,15 +163,15 @@ fn run(groups: &Groups) -> Result<(), String> {
     if groups.runs("policy") {
         scenarios::policy_scenarios(&filter, &env, &mut hosts, &mut scenarios)?;
     }
-    let native_verify = if groups.runs("web-bot-auth") {
+    let native = if groups.runs("web-bot-auth") {
         wba::scenarios(&filter, &env, &mut hosts, &mut scenarios)?;
-        Some(wba::native_ns()?)
+        Some(wba::NativeVerify::new()?)
     } else {
         None
     };
-    measure(&mut hosts, &mut scenarios)?;
+    let native_verify = measure(&mut hosts, &mut scenarios, native.as_ref())?;
 
-    let mut out = cost_table(&mut scenarios, native_verify, groups.partial())?;
+    let mut out = cost_table(&mut scenarios, native_verify.as_deref(), groups.partial())?;
     if native_verify.is_some() {
         let _ = writeln!(out, "{}\n", wba::backends());
     }
@@ -222,8 +223,14 @@ fn load_table(loads: &[(&str, usize, Duration)]) -> String {
 }
 
 /// Every round measures every scenario once, one after the other, so a busy machine slows them
-/// all alike; each outcome is checked.
-fn measure(hosts: &mut [Host], scenarios: &mut [Scenario]) -> Result<(), String> {
+/// all alike; each outcome is checked. With `native`, each round also measures one batch of
+/// native verifications, whose samples are returned (round by round, as the scenarios' are).
+fn measure(
+    hosts: &mut [Host],
+    scenarios: &mut [Scenario],
+    native: Option<&wba::NativeVerify>,
+) -> Result<Option<Vec<f64>>, String> {
+    let mut native_samples = native.map(|_| Vec::new());
     for round in 0..=ROUNDS {
         for s in scenarios.iter_mut() {
             let host = &mut hosts[s.host_index];
@@ -241,15 +248,21 @@ fn measure(hosts: &mut [Host], scenarios: &mut [Scenario]) -> Result<(), String>
                 s.samples.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
             }
         }
+        if let (Some(native), Some(samples)) = (native, native_samples.as_mut()) {
+            let ns = native.batch()?;
+            if round > 0 {
+                samples.push(ns);
+            }
+        }
     }
-    Ok(())
+    Ok(native_samples)
 }
 
 /// The cost of every scenario against the floor, then the ratios with goals (`partial`: only
 /// those whose rows ran).
 fn cost_table(
     scenarios: &mut [Scenario],
-    native_verify: Option<f64>,
+    native_verify: Option<&[f64]>,
     partial: bool,
 ) -> Result<String, String> {
     let mut out = String::new();
@@ -261,7 +274,8 @@ fn cost_table(
     let _ = writeln!(out, "| scenario | us/request | x floor |");
     let _ = writeln!(out, "| --- | ---: | ---: |");
     for s in scenarios.iter_mut() {
-        let m = median(&mut s.samples);
+        // On a copy: the ratios pair some scenarios' samples round by round.
+        let m = median(&mut s.samples.clone());
         let _ = writeln!(
             out,
             "| {} | {:.1} | {:.2} |",

@@ -15,7 +15,7 @@ use pow_core::web_bot_auth::{SignedRequest, TrustedAgents};
 use proxy_wasm_host::{Host, HostConfig, Outcome, Request};
 
 use crate::requests::request;
-use crate::{ROUNDS, Scenario, UNLISTED, median};
+use crate::{Scenario, UNLISTED};
 
 /// The signature's window, and the clock of the VM and of the native check inside it.
 const CREATED: u64 = 1_900_000_000;
@@ -112,46 +112,51 @@ pub fn scenarios(
     Ok(())
 }
 
-/// The native verification of the same signed request: ns per `TrustedAgents::verify`, median
-/// of [`ROUNDS`] batches. The request is as the module gets it (pseudo-headers first, names
-/// lowercase), each verification checked.
-pub fn native_ns() -> Result<f64, String> {
-    let (key, config) = agent();
-    let config = pow_core::PluginConfig::from_json(config.to_string().as_bytes())
-        .map_err(|e| e.to_string())?;
-    let agents = TrustedAgents::from_config(&config).map_err(|e| e.to_string())?;
-    let signed = signed_request(&key);
-    let mut headers: Vec<(Cow<'_, str>, Cow<'_, str>)> = vec![
-        (":method".into(), signed.method.as_str().into()),
-        (":path".into(), signed.path.as_str().into()),
-        (":authority".into(), signed.authority.as_str().into()),
-        (":scheme".into(), signed.scheme.as_str().into()),
-    ];
-    headers.extend(
-        signed
-            .headers
-            .iter()
-            .map(|(n, v)| (Cow::from(n.as_str()), Cow::from(v.as_str()))),
-    );
-    let req = pow_core::Request {
-        headers,
-        ..pow_core::Request::default()
-    };
-    let mut samples = Vec::new();
-    for round in 0..=ROUNDS {
+/// The native verification of the same signed request, `TrustedAgents::verify` of pow-core.
+/// The request is as the module gets it (pseudo-headers first, names lowercase).
+pub struct NativeVerify {
+    agents: TrustedAgents,
+    request: pow_core::Request<'static>,
+}
+
+impl NativeVerify {
+    pub fn new() -> Result<NativeVerify, String> {
+        let (key, config) = agent();
+        let config = pow_core::PluginConfig::from_json(config.to_string().as_bytes())
+            .map_err(|e| e.to_string())?;
+        let agents = TrustedAgents::from_config(&config).map_err(|e| e.to_string())?;
+        let signed = signed_request(&key);
+        let mut headers: Vec<(Cow<'static, str>, Cow<'static, str>)> = vec![
+            (":method".into(), signed.method.clone().into()),
+            (":path".into(), signed.path.clone().into()),
+            (":authority".into(), signed.authority.clone().into()),
+            (":scheme".into(), signed.scheme.clone().into()),
+        ];
+        headers.extend(
+            signed
+                .headers
+                .iter()
+                .map(|(n, v)| (Cow::from(n.clone()), Cow::from(v.clone()))),
+        );
+        let request = pow_core::Request {
+            headers,
+            ..pow_core::Request::default()
+        };
+        Ok(NativeVerify { agents, request })
+    }
+
+    /// One batch of verifications, each checked: ns per verification.
+    pub fn batch(&self) -> Result<f64, String> {
         let t = Instant::now();
         for _ in 0..NATIVE_BATCH {
-            let view = SignedRequest::from_request(black_box(&req));
-            match agents.verify(&view, NOW) {
+            let view = SignedRequest::from_request(black_box(&self.request));
+            match self.agents.verify(&view, NOW) {
                 Ok("benchbot") => {}
                 other => return Err(format!("native verification: {other:?}")),
             }
         }
-        if round > 0 {
-            samples.push(t.elapsed().as_nanos() as f64 / f64::from(NATIVE_BATCH));
-        }
+        Ok(t.elapsed().as_nanos() as f64 / f64::from(NATIVE_BATCH))
     }
-    Ok(median(&mut samples))
 }
 
 /// Which curve25519-dalek backend each side runs: chosen by its build script from the target,
