@@ -187,19 +187,21 @@ pub fn restore(
 /// How many times, and how far apart, the members are asked before a restore: an election
 /// (etcd's default election timeout is one second) leaves a working cluster without a leader for
 /// a moment, and a restore must never go ahead on such a moment.
-pub const QUORUM_LOSS_READS: u32 = 3;
-pub const QUORUM_LOSS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+pub const QUORUM_LOSS_READS: Poll = Poll {
+    tries: 3,
+    interval: std::time::Duration::from_secs(2),
+};
 
 /// The members' answers once a lost quorum has been seen at every one of
-/// [`QUORUM_LOSS_READS`] reads; refused as soon as one read shows it held.
+/// [`QUORUM_LOSS_READS`]; refused as soon as one read shows it held.
 fn quorum_lost_for_good(
     talos: &dyn Talos,
     sleeper: &dyn Sleeper,
     cluster: &str,
     nodes: &[TalosNode],
 ) -> Result<Vec<quorum::Observed>, Error> {
-    let mut read = 1;
-    loop {
+    let mut last = Vec::new();
+    QUORUM_LOSS_READS.until(sleeper, |_| {
         let observed = observe(talos, nodes);
         if let Quorum::Healthy {
             leader,
@@ -214,12 +216,10 @@ fn quorum_lost_for_good(
                 members,
             });
         }
-        if read == QUORUM_LOSS_READS {
-            return Ok(observed);
-        }
-        read += 1;
-        sleeper.sleep(QUORUM_LOSS_INTERVAL);
-    }
+        last = observed;
+        Ok::<Option<()>, Error>(None)
+    })?;
+    Ok(last)
 }
 
 /// Asks `node`'s member until it answers healthy: its member id.
