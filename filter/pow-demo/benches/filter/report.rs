@@ -80,8 +80,8 @@ fn web_bot_auth_rows(
     native_verify_ns: Option<&[f64]>,
 ) -> Result<Vec<Row>, String> {
     let native = native_verify_ns.ok_or("no native verification measured")?;
-    let signed = samples_of(scenarios, crate::wba::SIGNED)?;
-    let unsigned = samples_of(scenarios, crate::wba::UNSIGNED)?;
+    let mut signed = samples_of(scenarios, crate::wba::SIGNED)?;
+    let mut unsigned = samples_of(scenarios, crate::wba::UNSIGNED)?;
     let mut per_round: Vec<f64> = signed
         .iter()
         .zip(&unsigned)
@@ -92,7 +92,7 @@ fn web_bot_auth_rows(
         return Err("no Web Bot Auth round measured".into());
     }
     let ratio = median(&mut per_round);
-    let in_module = (median(&mut signed.clone()) - median(&mut unsigned.clone())).max(0.0);
+    let in_module = (median(&mut signed) - median(&mut unsigned)).max(0.0);
     let native = median(&mut native.to_vec());
     Ok(vec![
         at_most(
