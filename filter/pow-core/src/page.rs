@@ -214,6 +214,10 @@ fn assets() -> &'static Assets {
     ASSETS.get_or_init(|| {
         let (rounds, last) = rounds_js();
         let script = SOLVER
+            .replace(
+                "/*K: SHA-256's round constants, from page.rs*/",
+                &constants_js(),
+            )
             .replace("/*ROUNDS*/", &rounds)
             .replace("/*FINAL*/a", last);
         let csp = format!(
@@ -404,6 +408,8 @@ pub fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// SHA-256's round constants (FIPS 180-4, section 4.2.2): the solver's table ([`constants_js`])
+/// and the constants folded into its unrolled rounds ([`rounds_js`]).
 const K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -414,6 +420,17 @@ const K: [u32; 64] = [
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 ];
+
+/// [`K`] as the solver's `K` array holds it: eight per line, the lines indented by four.
+fn constants_js() -> String {
+    K.chunks(8)
+        .map(|line| {
+            let words: Vec<String> = line.iter().map(|k| format!("{k:#010x}")).collect();
+            format!("    {}", words.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(",\n")
+}
 
 /// Rounds 9-63 of SHA-256 on one block whose words are `c0`-`c7` (challenge), `c8` (nonce
 /// high word), `lo` (nonce low word), then the fixed padding of a 40-byte message; the schedule
