@@ -53,7 +53,7 @@ impl Nat64Prefix {
 
     /// Where this prefix carries the IPv4 address: RFC 6052, figure 1, around bits 64-71 (the
     /// "u" octet, which must be zero).
-    fn embedding(&self) -> Embedding {
+    const fn embedding(&self) -> Embedding {
         let segments: &'static [(u8, u8)] = match self.len {
             32 => &[(32, 64)],
             40 => &[(40, 64), (72, 80)],
@@ -91,46 +91,31 @@ struct Embedding {
 /// the client's address, inverted, in the last 32 bits) and NAT64's well-known prefix.
 /// IPv4-compatible addresses (`::/96`) are read in [`canonical`] itself, `::` and `::1` aside.
 const EMBEDDINGS: [Embedding; 4] = [
+    Embedding::plain(0xffff_u128 << 32, 96, &[(96, 128)]),
+    Embedding::plain(0x2002_u128 << 112, 16, &[(16, 48)]),
     Embedding {
-        bits: 0xffff_u128 << 32,
-        len: 96,
-        segments: &[(96, 128)],
-        inverted: false,
-        u_octet: false,
-    },
-    Embedding {
-        bits: 0x2002_u128 << 112,
-        len: 16,
-        segments: &[(16, 48)],
-        inverted: false,
-        u_octet: false,
-    },
-    Embedding {
-        bits: 0x2001_0000_u128 << 96,
-        len: 32,
-        segments: &[(96, 128)],
         inverted: true,
-        u_octet: false,
+        ..Embedding::plain(0x2001_0000_u128 << 96, 32, &[(96, 128)])
     },
-    Embedding {
-        bits: 0x0064_ff9b_u128 << 96,
-        len: 96,
-        segments: &[(96, 128)],
-        inverted: false,
-        u_octet: false,
-    },
+    NAT64_WELL_KNOWN.embedding(),
 ];
 
 /// IPv4-compatible addresses: `::a.b.c.d` (RFC 4291, section 2.5.5.1).
-const COMPATIBLE: Embedding = Embedding {
-    bits: 0,
-    len: 96,
-    segments: &[(96, 128)],
-    inverted: false,
-    u_octet: false,
-};
+const COMPATIBLE: Embedding = Embedding::plain(0, 96, &[(96, 128)]);
 
 impl Embedding {
+    /// The range `bits`/`len`, carrying the IPv4 address as it is at `segments`, with no "u"
+    /// octet: every embedding but Teredo's and the longer NAT64 prefixes'.
+    const fn plain(bits: u128, len: u8, segments: &'static [(u8, u8)]) -> Embedding {
+        Embedding {
+            bits,
+            len,
+            segments,
+            inverted: false,
+            u_octet: false,
+        }
+    }
+
     fn holds(&self, a: u128) -> bool {
         a & mask(self.len) == self.bits && !(self.u_octet && (a >> 56) & 0xff != 0)
     }
