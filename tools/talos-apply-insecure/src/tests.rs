@@ -129,6 +129,31 @@ fn apply_worker(
     )
 }
 
+/// A worker recorded with `steps` that answers configured and proves ours, run once: it passes
+/// unfailed, is reported configured earlier, and is sent no config.
+fn run_configured_and_ours(steps: &str) -> (Outcome, NodeInventory) {
+    let api = Scripted::new(vec![Probe::Configured], vec![Proof::Ours]);
+    let mut inventory = inventory(steps);
+    let (outcome, failures) = apply_worker(&api, &mut inventory, b"new");
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(outcome.already_configured, ["w1"]);
+    assert!(api.applied.borrow().is_empty());
+    (outcome, inventory)
+}
+
+/// A worker with no step recorded, run once against `api`: it fails, alone, its failure naming
+/// every needle. The inventory as the run left it.
+fn run_failing(api: &Scripted, needles: &[&str]) -> NodeInventory {
+    let mut inventory = inventory("{}");
+    let (outcome, failures) = apply_worker(api, &mut inventory, b"w");
+    assert_eq!(outcome.failed, ["w1"]);
+    let message = failures[0].to_string();
+    for needle in needles {
+        assert!(message.contains(needle), "`{needle}` not in: {message}");
+    }
+    inventory
+}
+
 #[test]
 fn a_booting_node_is_waited_for_then_the_first_certificate_pins_apply_and_the_proof() {
     let api = Scripted::new(
@@ -176,16 +201,13 @@ fn a_booting_node_is_waited_for_then_the_first_certificate_pins_apply_and_the_pr
 #[test]
 fn a_node_that_never_answers_fails_naming_the_bound() {
     let api = Scripted::new(vec![unreachable(); 4], vec![]);
-    let mut inventory = inventory("{}");
-    let (outcome, failures) = apply_worker(&api, &mut inventory, b"w");
-    assert_eq!(outcome.failed, ["w1"]);
-    let message = failures[0].to_string();
-    assert!(
-        message
-            .contains("w1: 192.0.2.7:50000: its Talos API did not answer after 4 checks 10s apart")
-            && message.contains("connection refused")
-            && message.contains("not in admin_cidrs"),
-        "{message}"
+    run_failing(
+        &api,
+        &[
+            "w1: 192.0.2.7:50000: its Talos API did not answer after 4 checks 10s apart",
+            "connection refused",
+            "not in admin_cidrs",
+        ],
     );
     assert!(api.applied.borrow().is_empty());
 }
@@ -202,12 +224,7 @@ fn a_matching_digest_is_skipped_without_a_call() {
 
 #[test]
 fn a_configured_node_is_left_alone_if_ours_and_fails_if_not() {
-    let api = Scripted::new(vec![Probe::Configured], vec![Proof::Ours]);
-    let mut recorded = inventory(r#"{"config_applied":"sha256:old"}"#);
-    let (outcome, failures) = apply_worker(&api, &mut recorded, b"new");
-    assert!(failures.is_empty());
-    assert_eq!(outcome.already_configured, ["w1"]);
-    assert!(api.applied.borrow().is_empty());
+    let (outcome, recorded) = run_configured_and_ours(r#"{"config_applied":"sha256:old"}"#);
     assert_eq!(
         recorded.nodes[0].step(steps::CONFIG_APPLIED),
         Some("sha256:old")
@@ -225,15 +242,13 @@ fn a_configured_node_is_left_alone_if_ours_and_fails_if_not() {
             why: "its certificate is not one of our machine CA's: UnknownIssuer".into(),
         }],
     );
-    let mut fresh = inventory("{}");
-    let (outcome, failures) = apply_worker(&foreign, &mut fresh, b"new");
-    assert_eq!(outcome.failed, ["w1"]);
-    let message = failures[0].to_string();
-    assert!(
-        message.contains("configured, but not as a node of this cluster")
-            && message.contains("edge-par")
-            && message.contains("UnknownIssuer"),
-        "{message}"
+    run_failing(
+        &foreign,
+        &[
+            "configured, but not as a node of this cluster",
+            "edge-par",
+            "UnknownIssuer",
+        ],
     );
     assert!(foreign.applied.borrow().is_empty());
 }
@@ -243,21 +258,14 @@ fn a_flashed_node_found_configured_and_ours_records_the_proof_not_a_config() {
     // The first run's proof came too late: the image is recorded, the config is not. Found
     // configured and ours now, the node is recorded as proved ours on its image, so that the
     // flash's guard knows it is live; no config is claimed, as none was seen applied.
-    let api = Scripted::new(vec![Probe::Configured], vec![Proof::Ours]);
-    let mut recorded = inventory(r#"{"image_flashed":"sha256:img"}"#);
-    let (outcome, failures) = apply_worker(&api, &mut recorded, b"new");
-    assert!(failures.is_empty());
-    assert_eq!(outcome.already_configured, ["w1"]);
+    let (_, recorded) = run_configured_and_ours(r#"{"image_flashed":"sha256:img"}"#);
     let node = &recorded.nodes[0];
     assert_eq!(node.step(steps::PROVED_OURS), Some("sha256:img"));
     assert_eq!(node.step(steps::CONFIG_APPLIED), None);
     assert_eq!(node.proved_image(), Some("sha256:img"));
 
     // A node never flashed (a control plane) is recorded as ours, with no image to prove.
-    let mut instance = inventory("{}");
-    let ours = Scripted::new(vec![Probe::Configured], vec![Proof::Ours]);
-    let (_, failures) = apply_worker(&ours, &mut instance, b"new");
-    assert!(failures.is_empty());
+    let (_, instance) = run_configured_and_ours("{}");
     let node = &instance.nodes[0];
     assert_eq!(node.step(steps::PROVED_OURS), Some(steps::PROVED));
     assert_eq!(node.proved_image(), None);
@@ -275,14 +283,9 @@ fn a_certificate_neither_pinned_nor_ours_after_the_config_fails_unrecorded() {
             },
         ],
     );
-    let mut inventory = inventory("{}");
-    let (outcome, failures) = apply_worker(&api, &mut inventory, b"w");
-    assert_eq!(outcome.failed, ["w1"]);
-    assert!(
-        failures[0].to_string().contains(
-            "presented a certificate (SPKI mitm) that is neither the pinned maintenance one (fp)"
-        ),
-        "{failures:?}"
+    let inventory = run_failing(
+        &api,
+        &["presented a certificate (SPKI mitm) that is neither the pinned maintenance one (fp)"],
     );
     assert_eq!(inventory.nodes[0].step(steps::CONFIG_APPLIED), None);
 }
@@ -290,10 +293,12 @@ fn a_certificate_neither_pinned_nor_ours_after_the_config_fails_unrecorded() {
 #[test]
 fn a_node_that_never_proves_ours_fails_unrecorded_and_is_named() {
     let api = Scripted::new(vec![maintenance()], vec![Proof::Maintenance; 3]);
-    let mut inventory = inventory("{}");
-    let (outcome, failures) = apply_worker(&api, &mut inventory, b"w");
-    assert_eq!(outcome.failed, ["w1"]);
-    assert!(failures[0].to_string().contains("w1: 192.0.2.7:50000: took the config but did not prove ours (mutual TLS with the talosconfig) after 3 checks 5s apart: still in maintenance mode"), "{failures:?}");
+    let inventory = run_failing(
+        &api,
+        &[
+            "w1: 192.0.2.7:50000: took the config but did not prove ours (mutual TLS with the talosconfig) after 3 checks 5s apart: still in maintenance mode",
+        ],
+    );
     assert_eq!(inventory.nodes[0].step(steps::CONFIG_APPLIED), None);
 }
 

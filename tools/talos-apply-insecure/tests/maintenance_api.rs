@@ -186,6 +186,14 @@ fn tool(dir: &Path, port: u16, stdin: &str, extra: &[&str]) -> Output {
     testkit::process::run_with_stdin(command.args(extra), stdin.as_bytes())
 }
 
+/// The stand-in started with `extra`, and the tool's first run against it: an inventory that
+/// records no step yet, the tool's default bounds.
+fn first_run(api: &Path, dir: &Path, extra: &[&str]) -> (StandIn, Output) {
+    let node = start(api, dir, extra);
+    let out = tool(dir, node.port, &inventory("{}"), &[]);
+    (node, out)
+}
+
 fn setup(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
     let (api, talosctl) = prerequisites(test)?;
     let dir = tempfile::tempdir().unwrap();
@@ -218,8 +226,7 @@ fn a_booting_node_takes_its_config_once_it_listens_proves_ours_and_a_rerun_skips
         return;
     };
     // The machine is still in its POST for a few seconds: nothing listens yet.
-    let node = start(&api, dir.path(), &["--listen-after", "3"]);
-    let out = tool(dir.path(), node.port, &inventory("{}"), &[]);
+    let (node, out) = first_run(&api, dir.path(), &["--listen-after", "3"]);
     let stdout = testkit::process::success_stdout(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let written: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -380,12 +387,11 @@ fn another_certificate_at_apply_than_at_the_probe_gets_nothing() {
     // Once the probe is answered, another host (or a rebooted node) answers in its place.
     let mitm = |name: &str| dir.path().join(name).display().to_string();
     let (cert, key) = (mitm("mitm.crt"), mitm("mitm.key"));
-    let node = start(
+    let (node, out) = first_run(
         &api,
         dir.path(),
         &["--swap-cert", &cert, "--swap-key", &key],
     );
-    let out = tool(dir.path(), node.port, &inventory("{}"), &[]);
     assert_failed(
         &out,
         &[
@@ -410,8 +416,7 @@ fn a_configured_node_is_ours_only_with_our_client_certificate_and_machine_ca() {
         return;
     };
     // Configured by us (an earlier run, or user-data): reported, left alone, nothing sent.
-    let ours = start(&api, dir.path(), &["--start", "configured"]);
-    let out = tool(dir.path(), ours.port, &inventory("{}"), &[]);
+    let (ours, out) = first_run(&api, dir.path(), &["--start", "configured"]);
     let stdout = testkit::process::success_stdout(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -429,7 +434,7 @@ fn a_configured_node_is_ours_only_with_our_client_certificate_and_machine_ca() {
 
     // Configured by someone else (another CA for its certificate and its clients): failed.
     let file = |name: &str| dir.path().join(name).display().to_string();
-    let foreign = start(
+    let (foreign, out) = first_run(
         &api,
         dir.path(),
         &[
@@ -443,7 +448,6 @@ fn a_configured_node_is_ours_only_with_our_client_certificate_and_machine_ca() {
             &file("foreign-ca.crt"),
         ],
     );
-    let out = tool(dir.path(), foreign.port, &inventory("{}"), &[]);
     assert_failed(
         &out,
         &[
@@ -463,8 +467,7 @@ fn a_config_the_node_refuses_fails_the_node_and_records_nothing() {
         return;
     };
     fs::write(dir.path().join("worker.yaml"), "machine: [unclosed\n").unwrap();
-    let node = start(&api, dir.path(), &[]);
-    let out = tool(dir.path(), node.port, &inventory("{}"), &[]);
+    let (node, out) = first_run(&api, dir.path(), &[]);
     assert_failed(&out, &["edge-worker-1", "InvalidArgument", "decode error"]);
     assert!(!node.records.join("applied-1.yaml").exists());
 }
@@ -482,8 +485,7 @@ fn a_config_talos_validation_refuses_fails_the_node_and_records_nothing() {
         "version: v1alpha1\nmachine:\n  type: worker\n  token: t\ncluster:\n  clusterName: edge-par\n",
     )
     .unwrap();
-    let node = start(&api, dir.path(), &[]);
-    let out = tool(dir.path(), node.port, &inventory("{}"), &[]);
+    let (node, out) = first_run(&api, dir.path(), &[]);
     assert_failed(
         &out,
         &[
