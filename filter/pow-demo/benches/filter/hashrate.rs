@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use pow_demo::{self as demo, Cli, Demo};
 
-use crate::{HASHRATE_SECONDS, module, target_dir};
+use crate::{HASHRATE_SECONDS, module, table, target_dir};
 
 /// `openssl speed -bytes 64 sha256 -seconds 3`, one core: SHA-256 of 64-byte inputs per second.
 fn openssl_rate() -> Result<f64, String> {
@@ -43,16 +43,11 @@ pub fn hash_rates() -> Result<String, String> {
     let rate = |key: &str| result[key]["rate"].as_f64().unwrap_or(0.0);
     let workers = |key: &str| result[key]["workers"].as_u64().unwrap_or(0);
     let (one, all, anubis) = (rate("pageOne"), rate("pageAll"), rate("anubis"));
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "## Solver hash rate in headless Chromium ({HASHRATE_SECONDS} s each, same run)\n"
+    let mut out = table(
+        &format!("## Solver hash rate in headless Chromium ({HASHRATE_SECONDS} s each, same run)"),
+        "| solver | workers | hashes/s | share of native 1 core |",
+        "| --- | ---: | ---: | ---: |",
     );
-    let _ = writeln!(
-        out,
-        "| solver | workers | hashes/s | share of native 1 core |"
-    );
-    let _ = writeln!(out, "| --- | ---: | ---: | ---: |");
     let mut row = |label: &str, w: u64, r: f64| {
         let _ = writeln!(
             out,

@@ -4,10 +4,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use proxy_wasm_host::{Host, HostConfig, Outcome};
+use proxy_wasm_host::{Host, Outcome};
 
 use crate::requests::request;
-use crate::{LISTED, median};
+use crate::{LISTED, median, table, vm_config};
 
 /// Deterministic synthetic prefixes: 80 % IPv4 (/16 to /32), 20 % IPv6 (/32 to /64), none of
 /// them covering the unlisted address; the listed address's /24 comes first.
@@ -87,24 +87,14 @@ fn packed_config(prefixes: &str) -> Result<(Vec<u8>, usize), String> {
 pub fn packed_configures(filter: &Path, env: &[(String, Vec<u8>)]) -> Result<String, String> {
     let mut host = Host::load(
         filter,
-        HostConfig {
-            plugin_config: listed_config(&prefixes(1_000)),
-            env: env.to_vec(),
-            log_level: 3,
-            ..HostConfig::default()
-        },
+        vm_config(listed_config(&prefixes(1_000)), env.to_vec()),
     )
     .map_err(|e| e.to_string())?;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\n## A list refresh in the module: on_configure, text against packed (median of 3)\n"
+    let mut out = table(
+        "\n## A list refresh in the module: on_configure, text against packed (median of 3)",
+        "| prefixes | pluginConfig text | packed | on_configure text | on_configure packed |",
+        "| ---: | ---: | ---: | ---: | ---: |",
     );
-    let _ = writeln!(
-        out,
-        "| prefixes | pluginConfig text | packed | on_configure text | on_configure packed |"
-    );
-    let _ = writeln!(out, "| ---: | ---: | ---: | ---: | ---: |");
     for (count, name) in [(100_000, "100k"), (250_000, "250k"), (1_000_000, "1M")] {
         let text = prefixes(count);
         let text_config = listed_config(&text);

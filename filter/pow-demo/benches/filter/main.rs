@@ -129,6 +129,59 @@ pub struct Scenario {
     pub samples: Vec<f64>,
 }
 
+/// The VMs and the rows measured on them, as each group adds its own (a row names its VM by
+/// index), with what every group's VMs load: the filter module and its environment.
+#[derive(Debug)]
+pub struct Rows<'a> {
+    pub filter: &'a Path,
+    pub env: &'a [(String, Vec<u8>)],
+    pub hosts: Vec<Host>,
+    pub scenarios: Vec<Scenario>,
+}
+
+impl Rows<'_> {
+    /// Adds a VM; its index, for its rows.
+    pub fn add_host(&mut self, host: Host) -> usize {
+        self.hosts.push(host);
+        self.hosts.len() - 1
+    }
+
+    /// Adds a row: `requests` sent in turn to the VM at `host_index`, each answered by the
+    /// module itself (`expect_local`: a challenge or a refusal) or let through.
+    pub fn add(
+        &mut self,
+        label: impl Into<String>,
+        host_index: usize,
+        requests: Vec<Request>,
+        expect_local: bool,
+    ) {
+        self.scenarios.push(Scenario {
+            label: label.into(),
+            host_index,
+            requests,
+            expect_local,
+            samples: Vec::new(),
+        });
+    }
+}
+
+/// The settings of every filter VM the bench loads: this pluginConfig and environment, and the
+/// module logging warnings and up only, so that no debug line is measured with the requests.
+pub fn vm_config(plugin_config: Vec<u8>, env: Vec<(String, Vec<u8>)>) -> HostConfig {
+    HostConfig {
+        plugin_config,
+        env,
+        log_level: 3,
+        ..HostConfig::default()
+    }
+}
+
+/// A Markdown table under its heading: the heading, a blank line, the column names and their
+/// alignment row.
+pub fn table(heading: &str, columns: &str, alignment: &str) -> String {
+    format!("{heading}\n\n{columns}\n{alignment}\n")
+}
+
 pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -140,35 +193,46 @@ fn run(groups: &Groups) -> Result<(), String> {
     let env = vec![("POW_HMAC_SECRET".to_owned(), SECRET.as_bytes().to_vec())];
     let started = Instant::now();
 
-    let mut hosts = vec![Host::load(&floor, HostConfig::default()).map_err(|e| e.to_string())?];
-    let mut scenarios = vec![Scenario {
-        label: "floor: no-op module + 1 HMAC-SHA256 over the cookie".to_owned(),
-        host_index: 0,
-        requests: vec![request(
+    let mut rows = Rows {
+        filter: &filter,
+        env: &env,
+        hosts: Vec::new(),
+        scenarios: Vec::new(),
+    };
+    let floor =
+        rows.add_host(Host::load(&floor, HostConfig::default()).map_err(|e| e.to_string())?);
+    rows.add(
+        "floor: no-op module + 1 HMAC-SHA256 over the cookie",
+        floor,
+        vec![request(
             LISTED,
             Some(
                 "pow_clearance=1790000000.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             ),
         )],
-        expect_local: false,
-        samples: Vec::new(),
-    }];
+        false,
+    );
     let mut loads = Vec::new();
     if groups.runs("lists") {
-        loads = list_scenarios(&filter, &env, &mut hosts, &mut scenarios)?;
+        loads = list_scenarios(&mut rows)?;
     }
     if groups.runs("header-sizes") {
-        scenarios::header_size_scenarios(&filter, &env, &mut hosts, &mut scenarios)?;
+        scenarios::header_size_scenarios(&mut rows)?;
     }
     if groups.runs("policy") {
-        scenarios::policy_scenarios(&filter, &env, &mut hosts, &mut scenarios)?;
+        scenarios::policy_scenarios(&mut rows)?;
     }
     let native = if groups.runs("web-bot-auth") {
-        wba::scenarios(&filter, &env, &mut hosts, &mut scenarios)?;
+        wba::scenarios(&mut rows)?;
         Some(wba::NativeVerify::new()?)
     } else {
         None
     };
+    let Rows {
+        mut hosts,
+        mut scenarios,
+        ..
+    } = rows;
     let native_verify = measure(&mut hosts, &mut scenarios, native.as_ref())?;
 
     let mut out = cost_table(&mut scenarios, native_verify.as_deref(), groups.partial())?;
@@ -265,14 +329,14 @@ fn cost_table(
     native_verify: Option<&[f64]>,
     partial: bool,
 ) -> Result<String, String> {
-    let mut out = String::new();
     let floor_ns = median(&mut scenarios[0].samples.clone());
-    let _ = writeln!(
-        out,
-        "## Filter cost per request in the proxy-wasm host (median of {ROUNDS} rounds x {BATCH} requests)\n"
+    let mut out = table(
+        &format!(
+            "## Filter cost per request in the proxy-wasm host (median of {ROUNDS} rounds x {BATCH} requests)"
+        ),
+        "| scenario | us/request | x floor |",
+        "| --- | ---: | ---: |",
     );
-    let _ = writeln!(out, "| scenario | us/request | x floor |");
-    let _ = writeln!(out, "| --- | ---: | ---: |");
     for s in scenarios.iter_mut() {
         // On a copy: the ratios pair some scenarios' samples round by round.
         let m = median(&mut s.samples.clone());
@@ -295,30 +359,19 @@ fn cost_table(
 
 /// The lists' rows: a cookie pass, a challenge and a pass under 1k, 100k and 1M prefixes, and
 /// forged cookies under 1k. Returns each list's size and load time.
-fn list_scenarios(
-    filter: &Path,
-    env: &[(String, Vec<u8>)],
-    hosts: &mut Vec<Host>,
-    scenarios: &mut Vec<Scenario>,
-) -> Result<Vec<(&'static str, usize, Duration)>, String> {
+fn list_scenarios(rows: &mut Rows) -> Result<Vec<(&'static str, usize, Duration)>, String> {
     let mut loads = Vec::new();
     for (count, name) in [(1_000, "1k"), (100_000, "100k"), (1_000_000, "1M")] {
         let set = prefixes(count);
         let t = Instant::now();
         let mut host = Host::load(
-            filter,
-            HostConfig {
-                plugin_config: listed_config(&set),
-                env: env.to_vec(),
-                log_level: 3,
-                ..HostConfig::default()
-            },
+            rows.filter,
+            vm_config(listed_config(&set), rows.env.to_vec()),
         )
         .map_err(|e| format!("{name} prefixes: {e}"))?;
         loads.push((name, set.len(), t.elapsed()));
         let cookie = clearance_cookie(&mut host)?;
-        hosts.push(host);
-        let index = hosts.len() - 1;
+        let index = rows.add_host(host);
         let mut cases = vec![
             (
                 "cookie pass (listed address, valid cookie)",
@@ -336,13 +389,12 @@ fn list_scenarios(
             cases.extend(forged_cookie_cases(&cookie));
         }
         for (label, req, expect_local) in cases {
-            scenarios.push(Scenario {
-                label: format!("{label}, {name} prefixes"),
-                host_index: index,
-                requests: vec![req],
+            rows.add(
+                format!("{label}, {name} prefixes"),
+                index,
+                vec![req],
                 expect_local,
-                samples: Vec::new(),
-            });
+            );
         }
     }
     Ok(loads)

@@ -1,12 +1,10 @@
 //! The scenarios besides the lists' own: header sizes and the policy's rules.
 
-use std::path::Path;
-
-use proxy_wasm_host::{Host, HostConfig};
+use proxy_wasm_host::Host;
 
 use crate::lists::{listed_config, prefixes};
 use crate::requests::{clearance_cookie, forged, request, with_user_agent};
-use crate::{BIG, LISTED, PREVIOUS_SECRET, Scenario, UA, UNLISTED};
+use crate::{BIG, LISTED, PREVIOUS_SECRET, Rows, UA, UNLISTED, vm_config};
 
 /// How many hosts and User-Agents the row of new visitors sends in turn: more than the filter
 /// remembers.
@@ -15,39 +13,19 @@ pub const VISITORS: usize = 64;
 /// The header-size rows: 58 KiB in each header the filter reads, on a VM with two keys (so a
 /// forged cookie costs a MAC per key), all challenged; and the same bytes in a header it
 /// ignores. Their reference is this VM's plain challenge page.
-pub fn header_size_scenarios(
-    filter: &Path,
-    env: &[(String, Vec<u8>)],
-    hosts: &mut Vec<Host>,
-    scenarios: &mut Vec<Scenario>,
-) -> Result<(), String> {
-    let mut env = env.to_vec();
+pub fn header_size_scenarios(rows: &mut Rows) -> Result<(), String> {
+    let mut env = rows.env.to_vec();
     env.push((
         "POW_HMAC_SECRET_PREVIOUS".to_owned(),
         PREVIOUS_SECRET.as_bytes().to_vec(),
     ));
-    let mut host = Host::load(
-        filter,
-        HostConfig {
-            plugin_config: listed_config(&prefixes(1_000)),
-            env,
-            log_level: 3,
-            ..HostConfig::default()
-        },
-    )
-    .map_err(|e| format!("two keys: {e}"))?;
+    let mut host = Host::load(rows.filter, vm_config(listed_config(&prefixes(1_000)), env))
+        .map_err(|e| format!("two keys: {e}"))?;
     let forged_cookie = forged(&clearance_cookie(&mut host)?);
-    hosts.push(host);
-    let index = hosts.len() - 1;
+    let index = rows.add_host(host);
     let cases = header_size_cases(&forged_cookie);
     for (label, request) in cases {
-        scenarios.push(Scenario {
-            label: label.to_owned(),
-            host_index: index,
-            requests: vec![request],
-            expect_local: true,
-            samples: Vec::new(),
-        });
+        rows.add(label, index, vec![request], true);
     }
     Ok(())
 }
@@ -120,13 +98,9 @@ fn rules(count: usize) -> serde_json::Value {
 /// The policy rows: a cookie pass under the short form and under 100 rules (1k prefixes each),
 /// an unlisted address decided under 1, 100 and 1,000 rules, and under 100 rules with a new
 /// host and User-Agent each request.
-pub fn policy_scenarios(
-    filter: &Path,
-    env: &[(String, Vec<u8>)],
-    hosts: &mut Vec<Host>,
-    scenarios: &mut Vec<Scenario>,
-) -> Result<(), String> {
+pub fn policy_scenarios(rows: &mut Rows) -> Result<(), String> {
     let set = prefixes(1_000);
+    let (filter, env) = (rows.filter, rows.env);
     let with_rules = |count: Option<usize>| -> Result<Host, String> {
         let mut config: serde_json::Value =
             serde_json::from_slice(&listed_config(&set)).map_err(|e| e.to_string())?;
@@ -135,59 +109,49 @@ pub fn policy_scenarios(
         }
         Host::load(
             filter,
-            HostConfig {
-                plugin_config: config.to_string().into_bytes(),
-                env: env.to_vec(),
-                log_level: 3,
-                ..HostConfig::default()
-            },
+            vm_config(config.to_string().into_bytes(), env.to_vec()),
         )
         .map_err(|e| format!("{count:?} rules: {e}"))
     };
     for (label, count) in [("the short form", None), ("100 rules", Some(100))] {
         let mut host = with_rules(count)?;
         let cookie = clearance_cookie(&mut host)?;
-        hosts.push(host);
-        scenarios.push(Scenario {
-            label: format!("policy: cookie pass, {label}"),
-            host_index: hosts.len() - 1,
-            requests: vec![request(LISTED, Some(&cookie))],
-            expect_local: false,
-            samples: Vec::new(),
-        });
+        let index = rows.add_host(host);
+        rows.add(
+            format!("policy: cookie pass, {label}"),
+            index,
+            vec![request(LISTED, Some(&cookie))],
+            false,
+        );
     }
     for count in [1, 100, 1000] {
-        hosts.push(with_rules(Some(count))?);
-        scenarios.push(Scenario {
-            label: format!(
+        let index = rows.add_host(with_rules(Some(count))?);
+        rows.add(
+            format!(
                 "policy: unlisted address, {count} rule{}",
                 if count == 1 { "" } else { "s" }
             ),
-            host_index: hosts.len() - 1,
-            requests: vec![request(UNLISTED, None)],
-            expect_local: false,
-            samples: Vec::new(),
-        });
+            index,
+            vec![request(UNLISTED, None)],
+            false,
+        );
     }
     // The filter remembers what the last 16 hosts and User-Agents let through: 64 of each in
     // turn, each of the same length as the others and differing in its last bytes, so that
     // every request misses and compares itself to every one remembered (what a crowd of new
     // visitors, or a scan of made-up hosts, costs).
-    hosts.push(with_rules(Some(100))?);
-    scenarios.push(Scenario {
-        label: format!(
-            "policy: unlisted address, 100 rules, {VISITORS} hosts and User-Agents in turn"
-        ),
-        host_index: hosts.len() - 1,
-        requests: (0..VISITORS)
+    let index = rows.add_host(with_rules(Some(100))?);
+    rows.add(
+        format!("policy: unlisted address, 100 rules, {VISITORS} hosts and User-Agents in turn"),
+        index,
+        (0..VISITORS)
             .map(|i| {
                 let mut r = with_user_agent(request(UNLISTED, None), &format!("{UA}/{i:02}"));
                 r.authority = format!("{}{i:02}", r.authority);
                 r
             })
             .collect(),
-        expect_local: false,
-        samples: Vec::new(),
-    });
+        false,
+    );
     Ok(())
 }

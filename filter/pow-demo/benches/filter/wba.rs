@@ -6,7 +6,6 @@
 
 use std::borrow::Cow;
 use std::hint::black_box;
-use std::path::Path;
 use std::time::Instant;
 
 use base64::Engine as _;
@@ -15,7 +14,7 @@ use pow_core::web_bot_auth::{SignedRequest, TrustedAgents};
 use proxy_wasm_host::{Host, HostConfig, Outcome, Request};
 
 use crate::requests::request;
-use crate::{Scenario, UNLISTED};
+use crate::{Rows, UNLISTED, vm_config};
 
 /// The signature's window, and the clock of the VM and of the native check inside it.
 const CREATED: u64 = 1_900_000_000;
@@ -63,21 +62,13 @@ fn signed_request(key: &SigningKey) -> Request {
 
 /// The two rows on one VM, each checked to be decided as it should: the signed request by the
 /// `signed` rule, the unsigned one by the mode.
-pub fn scenarios(
-    filter: &Path,
-    env: &[(String, Vec<u8>)],
-    hosts: &mut Vec<Host>,
-    scenarios: &mut Vec<Scenario>,
-) -> Result<(), String> {
+pub fn scenarios(rows: &mut Rows) -> Result<(), String> {
     let (key, config) = agent();
     let mut host = Host::load(
-        filter,
+        rows.filter,
         HostConfig {
-            plugin_config: config.to_string().into_bytes(),
-            env: env.to_vec(),
-            log_level: 3,
             time_nanos: Some(NOW * 1_000_000_000),
-            ..HostConfig::default()
+            ..vm_config(config.to_string().into_bytes(), rows.env.to_vec())
         },
     )
     .map_err(|e| format!("web bot auth: {e}"))?;
@@ -99,15 +90,9 @@ pub fn scenarios(
             return Err(format!("{label}: decided {decision:?}, not {expected}"));
         }
     }
-    hosts.push(host);
+    let index = rows.add_host(host);
     for (label, request) in [(SIGNED, signed), (UNSIGNED, unsigned)] {
-        scenarios.push(Scenario {
-            label: label.to_owned(),
-            host_index: hosts.len() - 1,
-            requests: vec![request],
-            expect_local: false,
-            samples: Vec::new(),
-        });
+        rows.add(label, index, vec![request], false);
     }
     Ok(())
 }
