@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
-use super::{HeaderCondition, MAX_RULES, Outcome, Rule, RuleAction, outcome_of};
+use super::{HeaderCondition, MAX_RULES, Names, Outcome, Rule, RuleAction, outcome_of};
 use crate::config::PluginConfig;
 use crate::fnv::FnvBuild;
 
@@ -97,6 +97,29 @@ impl<K: std::hash::Hash + Eq> Field<K> {
 fn unset(wild: &mut Bits, i: usize) {
     if let Some(word) = wild.0.get_mut(i / 64) {
         *word &= !(1 << (i % 64));
+    }
+}
+
+/// Where `name` stands in `names`, [`UNKNOWN`] when nowhere.
+fn position(names: &[String], name: &str) -> usize {
+    names.iter().position(|n| n == name).unwrap_or(UNKNOWN)
+}
+
+/// Rule `i`'s condition on a named client (a crawler, a signed agent): `any` of them (the rule
+/// goes in `any_bits`), or the named ones, as indexes of `known`.
+fn add_names(
+    field: &mut Field<usize>,
+    any_bits: &mut Bits,
+    i: usize,
+    names: &Names,
+    known: &[String],
+) {
+    match names.names() {
+        None => {
+            field.add(i, []);
+            any_bits.set(i);
+        }
+        Some(names) => field.add(i, names.iter().map(|name| position(known, name))),
     }
 }
 
@@ -268,36 +291,18 @@ impl CompiledPolicy {
     /// Rule `i`'s conditions on who the client is: lists, crawlers, spoofed crawler, signed
     /// agent (names as indexes of `lists` and `agents`).
     fn add_client(&mut self, i: usize, rule: &Rule, lists: &[String], agents: &[String]) {
-        let position =
-            |names: &[String], name: &str| names.iter().position(|n| n == name).unwrap_or(UNKNOWN);
         if !rule.lists.is_empty() {
             self.lists
                 .add(i, rule.lists.iter().map(|name| position(lists, name)));
         }
         if let Some(names) = &rule.crawler {
-            match names.names() {
-                None => {
-                    self.crawler.add(i, []);
-                    self.crawler_any.set(i);
-                }
-                Some(names) => self
-                    .crawler
-                    .add(i, names.iter().map(|name| position(lists, name))),
-            }
+            add_names(&mut self.crawler, &mut self.crawler_any, i, names, lists);
         }
         if let Some(spoofed) = rule.spoofed_crawler {
             self.spoofed.add(i, [spoofed]);
         }
         if let Some(names) = &rule.signed_agent {
-            match names.names() {
-                None => {
-                    self.agent.add(i, []);
-                    self.agent_any.set(i);
-                }
-                Some(names) => self
-                    .agent
-                    .add(i, names.iter().map(|name| position(agents, name))),
-            }
+            add_names(&mut self.agent, &mut self.agent_any, i, names, agents);
         }
     }
 
