@@ -40,45 +40,30 @@ fn the_first_rule_that_matches_decides() {
         &[],
     );
     let ua = "Mozilla/5.0";
-    assert_eq!(
-        decide(&p, req("api.example.org", "/login", ua), &[]),
-        Some("login")
-    );
-    assert_eq!(
-        decide(&p, req("API.Example.org:443", "/x", ua), &[]),
-        Some("api")
-    );
-    assert_eq!(
-        decide(&p, req("api.example.org.", "/x", ua), &[]),
-        Some("api")
-    );
-    let post = Features {
-        method: "POST",
-        ..req("a.b.example.net", "/x", ua)
-    };
-    assert_eq!(decide(&p, post, &[]), Some("subs"));
-    // `*.` is a proper suffix: not the apex, not a longer label.
-    let apex = Features {
-        method: "POST",
-        ..req("example.net", "/x", ua)
-    };
-    assert_eq!(decide(&p, apex, &[]), Some("everything"));
-    let other = Features {
-        method: "POST",
-        ..req("badexample.net", "/x", ua)
-    };
-    assert_eq!(decide(&p, other, &[]), Some("everything"));
-    assert_eq!(
-        decide(&p, req("h", "/static/a.js", ua), &[]),
-        Some("static")
-    );
-    assert_eq!(
-        decide(&p, req("h", "/static/", ua), &[]),
-        Some("everything")
-    );
-    assert_eq!(decide(&p, req("h", "/", "curl/8.5"), &[]), Some("bots"));
-    assert_eq!(decide(&p, req("h", "/", "x WGET/1"), &[]), Some("bots"));
-    assert_eq!(decide(&p, req("h", "/", ua), &[]), Some("everything"));
+    for (method, host, path, user_agent, rule) in [
+        ("GET", "api.example.org", "/login", ua, "login"),
+        ("GET", "API.Example.org:443", "/x", ua, "api"),
+        ("GET", "api.example.org.", "/x", ua, "api"),
+        ("POST", "a.b.example.net", "/x", ua, "subs"),
+        // `*.` is a proper suffix: not the apex, not a longer label.
+        ("POST", "example.net", "/x", ua, "everything"),
+        ("POST", "badexample.net", "/x", ua, "everything"),
+        ("GET", "h", "/static/a.js", ua, "static"),
+        ("GET", "h", "/static/", ua, "everything"),
+        ("GET", "h", "/", "curl/8.5", "bots"),
+        ("GET", "h", "/", "x WGET/1", "bots"),
+        ("GET", "h", "/", ua, "everything"),
+    ] {
+        let features = Features {
+            method,
+            ..req(host, path, user_agent)
+        };
+        assert_eq!(
+            decide(&p, features, &[]),
+            Some(rule),
+            "{method} {host}{path} {user_agent}"
+        );
+    }
 }
 
 #[test]
