@@ -293,30 +293,23 @@ mod tests {
 
     #[test]
     fn conflicts_are_retried_and_a_failing_store_lets_through() {
-        let mut s = MemoryStore {
-            conflicts: 3,
-            ..MemoryStore::default()
-        };
-        assert_eq!(
-            spend(&mut s, &NET, &id(1), 1000, 1300, 1000),
-            Ok(Spent::Recorded)
-        );
-        let mut s = MemoryStore {
-            conflicts: 100,
-            ..MemoryStore::default()
-        };
-        assert_eq!(
-            spend(&mut s, &NET, &id(1), 1000, 1300, 1000),
-            Ok(Spent::Unrecorded)
-        );
-        let mut s = MemoryStore {
-            broken: true,
-            ..MemoryStore::default()
-        };
-        assert_eq!(
-            spend(&mut s, &NET, &id(1), 1000, 1300, 1000),
-            Ok(Spent::Unrecorded)
-        );
+        // (CAS conflicts before a write succeeds, every call failing, what the spend says)
+        for (conflicts, broken, spent) in [
+            (3, false, Spent::Recorded),
+            (100, false, Spent::Unrecorded),
+            (0, true, Spent::Unrecorded),
+        ] {
+            let mut s = MemoryStore {
+                conflicts,
+                broken,
+                ..MemoryStore::default()
+            };
+            assert_eq!(
+                spend(&mut s, &NET, &id(1), 1000, 1300, 1000),
+                Ok(spent),
+                "{conflicts} conflicts, broken: {broken}"
+            );
+        }
     }
 
     #[test]
