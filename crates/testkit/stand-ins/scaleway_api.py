@@ -450,10 +450,7 @@ class State:
         """A start or reboot: the rescue image gets exactly the keys named by id."""
         keys = []
         for key_id in ssh_key_ids:
-            key = self.ssh_keys.get(key_id)
-            if not key:
-                raise not_found("ssh_key", key_id)
-            keys.append(key["public_key"])
+            keys.append(found(self.ssh_keys, key_id, "ssh_key")["public_key"])
         s.update(status="starting", _steps=0, boot_type=boot_type, rescue_server=None, _rescue_ready=False,
                  _rescue_password=uuid.uuid4().hex if boot_type == "rescue" else None)
         if self.rescue_dir:
@@ -480,6 +477,30 @@ class Answer(Exception):
 def not_found(resource, rid):
     return Answer(404, {"type": "not_found", "message": "resource is not found",
                         "resource": resource, "resource_id": rid})
+
+
+def not_found_alphabetical(resource, rid):
+    """The 404 as the stand-in's Block, IAM and user-data answers spell it: the fields of
+    `not_found`, in alphabetical order."""
+    return Answer(404, {"message": "resource is not found", "resource": resource,
+                        "resource_id": rid, "type": "not_found"})
+
+
+def found(objects, rid, resource, missing=not_found):
+    """The object of id `rid`, or the 404 (`missing`) naming `resource` when there is none."""
+    obj = objects.get(rid)
+    if not obj:
+        raise missing(resource, rid)
+    return obj
+
+
+def delete_unless_in_use(objects, obj):
+    """A Block DELETE: refused with a 412 while something uses the volume or snapshot."""
+    if obj["status"] == "in_use":
+        raise Answer(412, {"message": "precondition failed", "type": "precondition_failed",
+                           "precondition": "resource_still_in_use"})
+    del objects[obj["id"]]
+    return Answer(204, None)
 
 
 def bad(message, kind="invalid_request_error"):
@@ -548,9 +569,7 @@ def handle(state, method, template, p, query, body):
                     s.rules[gid].append(rule)
         return Answer(201, {"security_group": public(g)})
     if template == "/instance/v1/zones/{zone}/security_groups/{security_group_id}":
-        g = s.security_groups.get(p["security_group_id"])
-        if not g:
-            raise not_found("instance_security_group", p["security_group_id"])
+        g = found(s.security_groups, p["security_group_id"], "instance_security_group")
         if method == "GET":
             return Answer(200, {"security_group": public(g)})
         if method == "DELETE":
@@ -623,9 +642,7 @@ def handle(state, method, template, p, query, body):
                 if sid is None:
                     ip["server"], ip["state"] = None, "detached"
                 else:
-                    srv = s.servers.get(sid)
-                    if not srv:
-                        raise not_found("instance_server", sid)
+                    srv = found(s.servers, sid, "instance_server")
                     ip["server"], ip["state"] = {"id": sid, "name": srv["name"]}, "attached"
                     entry = {"id": ip["id"], "address": ip["address"], "gateway": "62.210.0.1", "netmask": "32",
                              "family": "inet", "dynamic": False, "provisioning_mode": "dhcp",
@@ -652,9 +669,7 @@ def handle(state, method, template, p, query, body):
             for srv in list(s.servers.values()):
                 s.look_server(srv)
             return instance_list("servers", [x for x in s.servers.values() if x["zone"] == zone])
-        image = s.images.get(body.get("image"))
-        if not image:
-            raise not_found("instance_image", body.get("image"))
+        image = found(s.images, body.get("image"), "instance_image")
         srv = copy.deepcopy(s.t["instance_server"])
         sid = new_id()
         vol = {"id": new_id(), "name": f"{body['name']}-root", "type": "sbs_5k", "size": root_volume_size(s, image, body),
@@ -669,9 +684,7 @@ def handle(state, method, template, p, query, body):
         root = {"boot": False, "volume_type": "sbs_volume", "id": vol["id"], "state": "available", "zone": zone}
         group = None
         if body.get("security_group"):
-            g = s.security_groups.get(body["security_group"])
-            if not g:
-                raise not_found("instance_security_group", body["security_group"])
+            g = found(s.security_groups, body["security_group"], "instance_security_group")
             g["servers"].append({"id": sid, "name": body["name"]})
             group = {"id": g["id"], "name": g["name"]}
         srv.update(id=sid, name=body["name"], tags=body.get("tags", []), state="stopped", state_detail="",
@@ -682,9 +695,7 @@ def handle(state, method, template, p, query, body):
                    image=public(image))
         s.servers[sid] = srv
         for ip_id in body.get("public_ips", []):
-            ip = s.ips.get(ip_id)
-            if not ip:
-                raise not_found("instance_ip", ip_id)
+            ip = found(s.ips, ip_id, "instance_ip")
             if ip["server"]:
                 raise bad(f"ip {ip_id} is already attached")
             handle(s, "PATCH", "/instance/v1/zones/{zone}/ips/{ip}", {"zone": zone, "ip": ip_id}, {}, {"server": sid})
@@ -699,9 +710,7 @@ def handle(state, method, template, p, query, body):
             return Answer(200, {"server": public(srv)})
         if method == "PATCH":
             if "security_group" in body:
-                g = s.security_groups.get(body["security_group"].get("id"))
-                if not g:
-                    raise not_found("instance_security_group", body["security_group"].get("id"))
+                g = found(s.security_groups, body["security_group"].get("id"), "instance_security_group")
                 old = s.security_groups.get((srv.get("security_group") or {}).get("id"))
                 if old:
                     old["servers"] = [x for x in old["servers"] if x["id"] != srv["id"]]
@@ -717,9 +726,7 @@ def handle(state, method, template, p, query, body):
             s.remove_server(srv)
             return Answer(204, None)
     if template == "/instance/v1/zones/{zone}/servers/{server_id}/action":
-        srv = s.servers.get(p["server_id"])
-        if not srv:
-            raise not_found("instance_server", p["server_id"])
+        srv = found(s.servers, p["server_id"], "instance_server")
         action = body.get("action", "poweron")
         if action not in srv["allowed_actions"]:
             raise bad(f"action {action} is not allowed while the instance is {srv['state']}")
@@ -745,35 +752,24 @@ def handle(state, method, template, p, query, body):
         return Answer(202, {"task": task})
     if template == "/instance/v1/zones/{zone}/servers/{server_id}/user_data" and method == "GET":
         # ListServerUserData: the keys set on the server, whatever made it.
-        srv = s.servers.get(p["server_id"])
-        if not srv:
-            raise not_found("instance_server", p["server_id"])
+        srv = found(s.servers, p["server_id"], "instance_server")
         return Answer(200, {"user_data": sorted(srv.get("_user_data", {}))})
     if template == "/instance/v1/zones/{zone}/servers/{server_id}/user_data/{key}" and method == "DELETE":
         # DeleteServerUserData: 204, and the key is gone; an unknown key is a 404.
-        srv = s.servers.get(p["server_id"])
-        if not srv:
-            raise not_found("instance_server", p["server_id"])
+        srv = found(s.servers, p["server_id"], "instance_server")
         if p["key"] not in srv.get("_user_data", {}):
-            raise Answer(404, {"message": "resource is not found", "resource": "instance_user_data",
-                               "resource_id": p["key"], "type": "not_found"})
+            raise not_found_alphabetical("instance_user_data", p["key"])
         del srv["_user_data"][p["key"]]
         return Answer(204, None)
     if template == "/instance/v1/zones/{zone}/servers/{server_id}/user_data/{key}" and method == "PATCH":
         # SetServerUserData: the bytes as they are (Talos's Scaleway platform reads the key
         # `cloud-init` at boot).
-        srv = s.servers.get(p["server_id"])
-        if not srv:
-            raise not_found("instance_server", p["server_id"])
+        srv = found(s.servers, p["server_id"], "instance_server")
         srv.setdefault("_user_data", {})[p["key"]] = body
         return Answer(204, None)
     if template == "/instance/v1/zones/{zone}/servers/{server_id}/attach-volume":
-        srv = s.servers.get(p["server_id"])
-        if not srv:
-            raise not_found("instance_server", p["server_id"])
-        vol = s.volumes.get(body["volume_id"])
-        if not vol:
-            raise not_found("volume", body["volume_id"])
+        srv = found(s.servers, p["server_id"], "instance_server")
+        vol = found(s.volumes, body["volume_id"], "volume")
         if vol["status"] != "available":
             raise bad(f"volume is {vol['status']}")
         key = str(max((int(k) for k in srv["volumes"]), default=-1) + 1)
@@ -789,18 +785,11 @@ def handle(state, method, template, p, query, body):
 
     # Block v1
     if template == "/block/v1/zones/{zone}/volumes/{volume_id}":
-        vol = s.volumes.get(p["volume_id"])
-        if not vol:
-            raise Answer(404, {"message": "resource is not found", "resource": "volume",
-                               "resource_id": p["volume_id"], "type": "not_found"})
+        vol = found(s.volumes, p["volume_id"], "volume", not_found_alphabetical)
         if method == "GET":
             return Answer(200, public(vol))
         if method == "DELETE":
-            if vol["status"] == "in_use":
-                raise Answer(412, {"message": "precondition failed", "type": "precondition_failed",
-                                   "precondition": "resource_still_in_use"})
-            del s.volumes[vol["id"]]
-            return Answer(204, None)
+            return delete_unless_in_use(s.volumes, vol)
 
     # Block v1 snapshots: the import reads the object the S3 stand-in stored.
     if template == "/block/v1/zones/{zone}/snapshots/import-from-object-storage":
@@ -808,8 +797,7 @@ def handle(state, method, template, p, query, body):
             raise bad("the stand-in has no Object Storage")
         path = os.path.join(s.s3_root, body["bucket"], body["key"].replace("/", "%2F"))
         if not os.path.exists(path):
-            raise Answer(404, {"message": "resource is not found", "resource": "object",
-                               "resource_id": f"{body['bucket']}/{body['key']}", "type": "not_found"})
+            raise not_found_alphabetical("object", f"{body['bucket']}/{body['key']}")
         # "Any bucket that belongs to the same project as the snapshot can be used" (Scaleway's
         # Instance snapshot import guide, compute/instances/api-cli/snapshot-import-export-feature):
         # the bucket's project is the one the S3 stand-in made it in. No recording holds the
@@ -835,10 +823,7 @@ def handle(state, method, template, p, query, body):
         items = [x for x in s.snapshots.values() if x["zone"] == zone and has_tags(x, query.get("tags", []))]
         return listed("snapshots", items)
     if template == "/block/v1/zones/{zone}/snapshots/{snapshot_id}":
-        snap = s.snapshots.get(p["snapshot_id"])
-        if not snap:
-            raise Answer(404, {"message": "resource is not found", "resource": "snapshot",
-                               "resource_id": p["snapshot_id"], "type": "not_found"})
+        snap = found(s.snapshots, p["snapshot_id"], "snapshot", not_found_alphabetical)
         if method == "GET":
             if snap["status"] == "creating":
                 snap["_steps"] += 1
@@ -846,17 +831,11 @@ def handle(state, method, template, p, query, body):
                     snap["status"] = "available"
             return Answer(200, public(snap))
         if method == "DELETE":
-            if snap["status"] == "in_use":
-                raise Answer(412, {"message": "precondition failed", "type": "precondition_failed",
-                                   "precondition": "resource_still_in_use"})
-            del s.snapshots[snap["id"]]
-            return Answer(204, None)
+            return delete_unless_in_use(s.snapshots, snap)
 
     # Instance images made from a Block snapshot
     if template == "/instance/v1/zones/{zone}/images" and method == "POST":
-        snap = s.snapshots.get(body["root_volume"])
-        if not snap:
-            raise not_found("instance_snapshot", body["root_volume"])
+        snap = found(s.snapshots, body["root_volume"], "instance_snapshot")
         if snap["status"] != "available":
             raise Answer(409, {"type": "transient_state", "message": "resource is in a transient state",
                                "resource": "snapshot", "resource_id": snap["id"], "current_state": snap["status"]})
@@ -868,9 +847,7 @@ def handle(state, method, template, p, query, body):
         s.images[image["id"]] = image
         return Answer(201, {"image": public(image)})
     if template == "/instance/v1/zones/{zone}/images/{image_id}":
-        image = s.images.get(p["image_id"])
-        if not image:
-            raise not_found("instance_image", p["image_id"])
+        image = found(s.images, p["image_id"], "instance_image")
         if method == "GET":
             if image["state"] == "creating":
                 image["_steps"] += 1
@@ -894,9 +871,7 @@ def handle(state, method, template, p, query, body):
             for x in items:
                 s.look_bm(x)
             return listed("servers", items)
-        offer = s.offers.get(body["offer_id"])
-        if not offer:
-            raise not_found("offer", body["offer_id"])
+        offer = found(s.offers, body["offer_id"], "offer")
         srv = copy.deepcopy(s.t["baremetal_server"])
         srv.update(id=new_id(), name=body["name"], description=body["description"], tags=body.get("tags", []),
                    status="delivering", offer_id=offer["id"], offer_name=offer["name"], zone=zone,
@@ -909,9 +884,7 @@ def handle(state, method, template, p, query, body):
         s.bm_servers[srv["id"]] = srv
         return Answer(200, public(srv))
     if template.startswith("/baremetal/v1/zones/{zone}/servers/{server_id}"):
-        srv = s.bm_servers.get(p["server_id"])
-        if not srv:
-            raise not_found("baremetal_server", p["server_id"])
+        srv = found(s.bm_servers, p["server_id"], "baremetal_server")
         if template.endswith("{server_id}"):
             if method == "GET":
                 return Answer(200, public(s.look_bm(srv)))
@@ -964,10 +937,7 @@ def handle(state, method, template, p, query, body):
         s.ssh_keys[key["id"]] = key
         return Answer(200, public(key))
     if template == "/iam/v1alpha1/ssh-keys/{ssh_key_id}":
-        key = s.ssh_keys.get(p["ssh_key_id"])
-        if not key:
-            raise Answer(404, {"message": "resource is not found", "resource": "ssh_key",
-                               "resource_id": p["ssh_key_id"], "type": "not_found"})
+        key = found(s.ssh_keys, p["ssh_key_id"], "ssh_key", not_found_alphabetical)
         if method == "DELETE":
             del s.ssh_keys[key["id"]]
             return Answer(204, None)
