@@ -264,6 +264,25 @@ impl<'a> Client<'a> {
         Ok(self.only_mine(self.list(path, &query, items, size_param)?))
     }
 
+    /// The project's objects of exactly `name`, as `name_of` reads it off one (the lists' `name`
+    /// filter is not trusted to be exact).
+    pub(crate) fn named_mine<T: Owned + DeserializeOwned>(
+        &self,
+        path: &str,
+        items: &str,
+        name: &str,
+        name_of: impl Fn(&T) -> &str,
+    ) -> Result<Vec<T>, ApiError> {
+        let all: Vec<T> = self.list_mine(
+            path,
+            "project_id",
+            &[("name", name.to_owned())],
+            items,
+            "page_size",
+        )?;
+        Ok(all.into_iter().filter(|o| name_of(o) == name).collect())
+    }
+
     /// A call that changes something, with a JSON body; the answer decoded (into
     /// `serde::de::IgnoredAny` when it is not needed).
     pub fn send<B: Serialize + ?Sized, R: DeserializeOwned>(

@@ -40,14 +40,10 @@ impl<'c> Iam<'c> {
 
     /// The project's keys of exactly this name.
     pub fn ssh_keys(&self, name: &str) -> R<Vec<SshKey>> {
-        let all: Vec<SshKey> = self.client.list_mine(
-            "/iam/v1alpha1/ssh-keys",
-            "project_id",
-            &[("name", name.to_owned())],
-            "ssh_keys",
-            "page_size",
-        )?;
-        Ok(all.into_iter().filter(|k| k.name == name).collect())
+        self.client
+            .named_mine("/iam/v1alpha1/ssh-keys", "ssh_keys", name, |k: &SshKey| {
+                &k.name
+            })
     }
 
     /// Every SSH key of the project, whatever its name.

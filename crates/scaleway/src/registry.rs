@@ -39,14 +39,12 @@ impl<'c> Registry<'c> {
 
     /// The project's namespaces of exactly this name.
     pub fn namespaces(&self, region: &str, name: &str) -> R<Vec<Namespace>> {
-        let all: Vec<Namespace> = self.client.list_mine(
+        self.client.named_mine(
             &format!("/registry/v1/regions/{region}/namespaces"),
-            "project_id",
-            &[("name", name.to_owned())],
             "namespaces",
-            "page_size",
-        )?;
-        Ok(all.into_iter().filter(|n| n.name == name).collect())
+            name,
+            |n: &Namespace| &n.name,
+        )
     }
 
     /// Creates a namespace (answered with a 5xx or cut, one of this name is looked for before
