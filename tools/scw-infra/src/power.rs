@@ -122,6 +122,20 @@ impl<P, W> Transition<P, W> {
         }
     }
 
+    /// The transition of the steps a state leads to: a wait for `before`, the action, a wait for
+    /// `after`, each built for the one server by `wait` and `power`.
+    fn of<T, A>(
+        (before, action, after): (Option<T>, Option<A>, Option<T>),
+        wait: impl Fn(T) -> W,
+        power: impl FnOnce(A) -> P,
+    ) -> Self {
+        Transition {
+            before: before.map(&wait),
+            action: action.map(power),
+            after: after.map(&wait),
+        }
+    }
+
     /// Whether the server changes state (its addresses and state are known only after).
     pub fn changes(&self) -> bool {
         self.after.is_some()
@@ -227,7 +241,7 @@ pub fn instance_to(
         action,
     };
     use InstanceTarget::{Off, Running, Stopped, StoppedAfterStop};
-    let (before, action, after) = match (on, state) {
+    let steps = match (on, state) {
         (true, ServerState::Running) | (false, ServerState::Stopped) => {
             return Ok(Transition::none());
         }
@@ -251,11 +265,7 @@ pub fn instance_to(
             });
         }
     };
-    Ok(Transition {
-        before: before.map(wait),
-        action: action.map(power),
-        after: after.map(wait),
-    })
+    Ok(Transition::of(steps, wait, power))
 }
 
 /// What brings an Elastic Metal server now in `status` on (ready) or off (stopped), as
@@ -277,7 +287,7 @@ pub fn worker_to(
         action,
     };
     use ServerStatus::{Delivering, Ordered, Ready, Starting, Stopped, Stopping};
-    let (before, action, after) = match (on, status) {
+    let steps = match (on, status) {
         (true, Ready) | (false, Stopped) => return Ok(Transition::none()),
         (true, Stopped) => (None, Some(WorkerAction::Start), Some(Ready)),
         // An order or a start under way ends ready.
@@ -296,11 +306,7 @@ pub fn worker_to(
             });
         }
     };
-    Ok(Transition {
-        before: before.map(wait),
-        action: action.map(power),
-        after: after.map(wait),
-    })
+    Ok(Transition::of(steps, wait, power))
 }
 
 /// Which servers of the cluster a command acts on.
