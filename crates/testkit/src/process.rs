@@ -155,6 +155,16 @@ pub fn which(program: &str) -> Option<std::path::PathBuf> {
         })
 }
 
+/// Where `program` is on the PATH, or `None` after [`crate::skip_or_fail`] naming it as
+/// `missing` says (the program and what the test needs it for).
+pub fn which_or_skip(test: &str, program: &str, missing: &str) -> Option<std::path::PathBuf> {
+    let found = which(program);
+    if found.is_none() {
+        crate::skip_or_fail(test, missing);
+    }
+    found
+}
+
 /// A program running in the background whose stderr is read as it comes: a test waits for the
 /// line that says the program reached a point, acts on what it waits for, then collects its
 /// output. Killed when dropped.

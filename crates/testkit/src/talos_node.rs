@@ -141,10 +141,7 @@ impl Programs {
         {
             return None;
         }
-        if crate::process::which("openssl").is_none() {
-            crate::skip_or_fail(test, "openssl");
-            return None;
-        }
+        crate::process::which_or_skip(test, "openssl", "openssl")?;
         let program = |name| crate::upstream::program(test, name);
         Some(Programs {
             talosctl: program("talosctl")?,

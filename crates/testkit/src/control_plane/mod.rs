@@ -65,10 +65,11 @@ struct Programs {
 impl Programs {
     /// The programs, or what is missing.
     fn find(test: &str) -> Option<Programs> {
-        if crate::process::which("openssl").is_none() {
-            crate::skip_or_fail(test, "openssl (the control plane's certificates)");
-            return None;
-        }
+        crate::process::which_or_skip(
+            test,
+            "openssl",
+            "openssl (the control plane's certificates)",
+        )?;
         let program = |name| crate::upstream::program(test, name);
         Some(Programs {
             etcd: program("etcd")?,
