@@ -333,18 +333,27 @@ mod tests {
         assert!(serde_json::from_str::<ListSources>(&other).is_err());
     }
 
+    /// The problems of record `json`: exactly these fields, in this order, and each of
+    /// `expected` somewhere in their message.
+    fn assert_problems(json: &str, fields: &[&str], expected: &[&str]) {
+        let sources: ListSources = serde_json::from_str(json).unwrap();
+        let problems = pop_common::records::join_problems(&sources.problems());
+        let found: Vec<String> = sources.problems().into_iter().map(|p| p.field).collect();
+        assert_eq!(found, fields, "{problems}");
+        for message in expected {
+            assert!(problems.contains(message), "{message} not in:\n{problems}");
+        }
+    }
+
     #[test]
     fn broken_rules_are_each_named_with_their_field() {
         let bad = r#"{"kind":"ListSources","version":3,"max_shrink_percent":150,"lists":[
             {"name":"Tor","generator":"tor","sources":["exits.txt"],"asns":[1],"format":"Bulk"},
             {"name":"hosting","generator":"asn","sources":[],"format":"bulk"},
             {"name":"hosting","generator":"asn","sources":["/x"],"asns":[2],"format":"geolite2"}]}"#;
-        let sources: ListSources = serde_json::from_str(bad).unwrap();
-        let problems = pop_common::records::join_problems(&sources.problems());
-        let fields: Vec<String> = sources.problems().into_iter().map(|p| p.field).collect();
-        assert_eq!(
-            fields,
-            [
+        assert_problems(
+            bad,
+            &[
                 "max_shrink_percent",
                 "lists[0].name",
                 "lists[0].sources[0]",
@@ -353,25 +362,20 @@ mod tests {
                 "lists[1].sources",
                 "lists[1].asns",
                 "lists[1].format",
-                "lists[2].name"
-            ]
+                "lists[2].name",
+            ],
+            &[
+                "max_shrink_percent: 150",
+                "lists[0].name: `Tor`",
+                "lists[0].sources[0]: `exits.txt`",
+                "lists[0].asns: a `tor` list takes no ASN",
+                "lists[0].format: `Bulk` is not one of bulk, exit-addresses, onionoo (what lists-gen-tor takes)",
+                "lists[1].format: `bulk` is not one of iptoasn, ip-location-db, geolite2",
+                "lists[1].sources: at least one",
+                "lists[1].asns: an `asn` list needs",
+                "lists[2].name: `hosting` appears twice",
+            ],
         );
-        for expected in [
-            "max_shrink_percent: 150",
-            "lists[0].name: `Tor`",
-            "lists[0].sources[0]: `exits.txt`",
-            "lists[0].asns: a `tor` list takes no ASN",
-            "lists[0].format: `Bulk` is not one of bulk, exit-addresses, onionoo (what lists-gen-tor takes)",
-            "lists[1].format: `bulk` is not one of iptoasn, ip-location-db, geolite2",
-            "lists[1].sources: at least one",
-            "lists[1].asns: an `asn` list needs",
-            "lists[2].name: `hosting` appears twice",
-        ] {
-            assert!(
-                problems.contains(expected),
-                "{expected} not in:\n{problems}"
-            );
-        }
     }
 
     #[test]
@@ -409,12 +413,9 @@ mod tests {
              "tokens":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]},
             {"name":"long","generator":"crawlers","sources":["/l.json"],
              "tokens":["ok","x;y"]}]}"#;
-        let sources: ListSources = serde_json::from_str(bad).unwrap();
-        let problems = pop_common::records::join_problems(&sources.problems());
-        let fields: Vec<String> = sources.problems().into_iter().map(|p| p.field).collect();
-        assert_eq!(
-            fields,
-            [
+        assert_problems(
+            bad,
+            &[
                 "lists[0].tokens",
                 "lists[1].tokens[1]",
                 "lists[2].asns",
@@ -424,23 +425,17 @@ mod tests {
                 "lists[4].tokens",
                 "lists[5].tokens[1]",
             ],
-            "{problems}"
+            &[
+                "lists[0].tokens: a `crawlers` list needs at least one User-Agent token",
+                "lists[1].tokens[1]: `bing bot`: a User-Agent token is 1 to 64 bytes of visible ASCII",
+                "lists[2].asns: a `crawlers` list takes no ASN",
+                "lists[2].tokens[1]: `GPTBot` appears twice",
+                "lists[2].format: a `crawlers` list takes no format",
+                "lists[3].tokens: `tor` lists take no token (only `crawlers` lists do)",
+                "lists[4].tokens: 17 tokens, at most 16",
+                "lists[5].tokens[1]: `x;y`",
+            ],
         );
-        for expected in [
-            "lists[0].tokens: a `crawlers` list needs at least one User-Agent token",
-            "lists[1].tokens[1]: `bing bot`: a User-Agent token is 1 to 64 bytes of visible ASCII",
-            "lists[2].asns: a `crawlers` list takes no ASN",
-            "lists[2].tokens[1]: `GPTBot` appears twice",
-            "lists[2].format: a `crawlers` list takes no format",
-            "lists[3].tokens: `tor` lists take no token (only `crawlers` lists do)",
-            "lists[4].tokens: 17 tokens, at most 16",
-            "lists[5].tokens[1]: `x;y`",
-        ] {
-            assert!(
-                problems.contains(expected),
-                "{expected} not in:\n{problems}"
-            );
-        }
     }
 
     /// `make lists` reads the committed example: it must be a record the refresh takes.
