@@ -375,6 +375,21 @@ profiles:
         resolve(&env(pairs), Path::new("/cfg.yaml"), text)
     }
 
+    /// The message of the error these variables and this file are refused with.
+    fn refusal(pairs: &[(&str, &str)], text: Option<&str>) -> String {
+        creds(pairs, text).unwrap_err().to_string()
+    }
+
+    /// Asserts that these variables and this file are refused with a message that names every one
+    /// of `names`.
+    #[track_caller]
+    fn assert_refused_naming(pairs: &[(&str, &str)], text: Option<&str>, names: &[&str]) {
+        let err = refusal(pairs, text);
+        for name in names {
+            assert!(err.contains(name), "{err}");
+        }
+    }
+
     #[test]
     fn the_active_profile_is_merged_over_the_root() {
         let c = creds(&[], Some(FILE)).unwrap();
@@ -428,16 +443,13 @@ profiles:
 
     #[test]
     fn an_api_url_in_plain_http_is_refused_unless_on_loopback() {
-        let err = creds(&[("SCW_API_URL", "http://api.example.com")], Some(FILE))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("SCW_API_URL") && err.contains("plain http"),
-            "{err}"
+        assert_refused_naming(
+            &[("SCW_API_URL", "http://api.example.com")],
+            Some(FILE),
+            &["SCW_API_URL", "plain http"],
         );
         let text = FILE.replace("https://root.example", "http://root.example");
-        let err = creds(&[], Some(&text)).unwrap_err().to_string();
-        assert!(err.contains("api_url of profile `work`"), "{err}");
+        assert_refused_naming(&[], Some(&text), &["api_url of profile `work`"]);
         let c = creds(&[("SCW_API_URL", "http://127.0.0.1:9/")], Some(FILE)).unwrap();
         assert_eq!(c.api_url, "http://127.0.0.1:9");
     }
@@ -509,23 +521,19 @@ profiles:
 
     #[test]
     fn a_missing_key_names_the_variable_and_the_file_key() {
-        let err = creds(&[("SCW_ACCESS_KEY", "a")], None)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("SCW_SECRET_KEY") && err.contains("secret_key"),
-            "{err}"
+        assert_refused_naming(
+            &[("SCW_ACCESS_KEY", "a")],
+            None,
+            &["SCW_SECRET_KEY", "secret_key"],
         );
     }
 
     #[test]
     fn a_profile_that_does_not_exist_is_refused_with_its_origin() {
-        let err = creds(&[("SCW_PROFILE", "nope")], Some(FILE))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("`nope`") && err.contains("SCW_PROFILE"),
-            "{err}"
+        assert_refused_naming(
+            &[("SCW_PROFILE", "nope")],
+            Some(FILE),
+            &["`nope`", "SCW_PROFILE"],
         );
     }
 
@@ -550,7 +558,7 @@ profiles:
         assert!(debug.contains("<redacted>"));
         // A YAML error quotes no value.
         let bad = "secret_key: 44444444-4444\n  : [\n";
-        let err = creds(&[], Some(bad)).unwrap_err().to_string();
+        let err = refusal(&[], Some(bad));
         assert!(!err.contains("44444444"), "{err}");
     }
 }
