@@ -520,6 +520,12 @@ mod tests {
         .unwrap()
     }
 
+    /// The plan of the `tor` lists `names`, with the ConfigMap's data `old` and the lists
+    /// regenerated `fresh` (name, text).
+    fn tor_plan(names: &[&str], old: &BTreeMap<String, String>, fresh: &[(&str, &str)]) -> Plan {
+        Plan::new(&sources(names), old, &map(fresh), NOW).unwrap()
+    }
+
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
@@ -538,34 +544,16 @@ mod tests {
             ("hosting.txt", "10.0.0.0/8\n"),
             ("version", "v1"),
         ]);
-        let plan = Plan::new(
-            &sources(&["tor", "hosting"]),
-            &old,
-            &map(&[("tor", "192.0.2.1/32\n")]),
-            NOW,
-        )
-        .unwrap();
+        let plan = tor_plan(&["tor", "hosting"], &old, &[("tor", "192.0.2.1/32\n")]);
         assert!(!plan.changed);
         assert_eq!(plan.version, "v1");
         assert_eq!(plan.kept, ["hosting"]);
         assert_eq!(data(&plan)["hosting.txt"], "10.0.0.0/8\n");
-        let plan = Plan::new(
-            &sources(&["tor", "hosting"]),
-            &old,
-            &map(&[("tor", "192.0.2.9/32\n")]),
-            NOW,
-        )
-        .unwrap();
+        let plan = tor_plan(&["tor", "hosting"], &old, &[("tor", "192.0.2.9/32\n")]);
         assert!(plan.changed);
         assert_eq!(plan.version, NOW);
         // A list dropped from the sources is a change (its key goes away).
-        let plan = Plan::new(
-            &sources(&["tor"]),
-            &old,
-            &map(&[("tor", "192.0.2.1/32\n")]),
-            NOW,
-        )
-        .unwrap();
+        let plan = tor_plan(&["tor"], &old, &[("tor", "192.0.2.1/32\n")]);
         assert!(plan.changed);
         assert!(!data(&plan).contains_key("hosting.txt"));
     }
@@ -573,13 +561,7 @@ mod tests {
     #[test]
     fn lists_the_filter_would_refuse_are_refused_before_anything_is_written() {
         let wasmplugin = json!({"spec": {"pluginConfig": {"mode": "listed", "difficulty": 12}}});
-        let fresh = Plan::new(
-            &sources(&["tor"]),
-            &BTreeMap::new(),
-            &map(&[("tor", "192.0.2.1/32\n")]),
-            NOW,
-        )
-        .unwrap();
+        let fresh = tor_plan(&["tor"], &BTreeMap::new(), &[("tor", "192.0.2.1/32\n")]);
         assert!(
             fresh
                 .check_wasmplugin_config(&wasmplugin, "edge/pow")
@@ -612,13 +594,11 @@ mod tests {
     #[test]
     fn the_configmap_keeps_text_while_it_fits_then_packs_the_largest_lists() {
         let (small, big) = (addresses(10), addresses(80_000));
-        let plan = Plan::new(
-            &sources(&["tor", "hosting"]),
+        let plan = tor_plan(
+            &["tor", "hosting"],
             &BTreeMap::new(),
-            &map(&[("tor", &small), ("hosting", &big)]),
-            NOW,
-        )
-        .unwrap();
+            &[("tor", &small), ("hosting", &big)],
+        );
         // 80,000 /32s are 1.3 MB of text: hosting goes packed, tor stays text.
         let layout = plan.configmap_layout(None).unwrap();
         assert_eq!(layout.data["tor.txt"], small);
@@ -644,13 +624,7 @@ mod tests {
         assert_eq!(previous["tor.txt"], small);
         assert_eq!(previous["version"], NOW);
         // Everything fits as text: no binaryData at all.
-        let plan = Plan::new(
-            &sources(&["tor"]),
-            &BTreeMap::new(),
-            &map(&[("tor", &small)]),
-            NOW,
-        )
-        .unwrap();
+        let plan = tor_plan(&["tor"], &BTreeMap::new(), &[("tor", &small)]);
         let layout = plan.configmap_layout(None).unwrap();
         assert!(layout.binary_data.is_empty());
         let cm = json!({"binaryData": {"tor.packed": "AQ=="}});
@@ -696,13 +670,7 @@ mod tests {
         // The ConfigMap carries no token.
         assert!(data(&plan).values().all(|v| !v.contains("Googlebot")));
         // Without crawler lists, no `tokens` key at all.
-        let plain = Plan::new(
-            &sources(&["tor"]),
-            &BTreeMap::new(),
-            &map(&[("tor", "192.0.2.1/32\n")]),
-            NOW,
-        )
-        .unwrap();
+        let plain = tor_plan(&["tor"], &BTreeMap::new(), &[("tor", "192.0.2.1/32\n")]);
         assert!(plain.lists().get("tokens").is_none());
     }
 
@@ -745,13 +713,7 @@ mod tests {
 
     #[test]
     fn the_size_check_counts_other_keys_and_refuses_over_one_mib_naming_the_lists() {
-        let plan = Plan::new(
-            &sources(&["tor"]),
-            &BTreeMap::new(),
-            &map(&[("tor", &addresses(20_000))]),
-            NOW,
-        )
-        .unwrap();
+        let plan = tor_plan(&["tor"], &BTreeMap::new(), &[("tor", &addresses(20_000))]);
         assert!(plan.configmap_layout(None).is_ok());
         let notes = "x".repeat(CONFIGMAP_LIMIT - 50);
         let current = json!({"data": {"notes": notes, "tor.txt": "old"}});
