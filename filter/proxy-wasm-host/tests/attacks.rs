@@ -10,6 +10,18 @@ fn cookie_of(o: &Outcome) -> String {
     pair(&set_cookie(o)).to_owned()
 }
 
+/// Each path of `challenged` gets the challenge page, each of `bypassed` reaches the origin.
+fn assert_bypasses(host: &mut Host, challenged: &[&str], bypassed: &[&str]) {
+    for path in challenged {
+        let o = host.request(browser(path, "192.0.2.7:40000")).unwrap();
+        assert_eq!(local(&o).0, 403, "{path} bypassed the challenge");
+    }
+    for path in bypassed {
+        let o = host.request(browser(path, "192.0.2.7:40000")).unwrap();
+        assert!(is_continue(&o), "{path}: {o:?}");
+    }
+}
+
 /// Item 1: `;` path parameters (`..;`), resolved by Tomcat, Spring and Jetty origins, and any
 /// path an origin could normalise differently from the bypass check never bypass.
 #[test]
@@ -22,32 +34,29 @@ fn path_parameters_and_odd_spellings_never_bypass() {
     ) else {
         return;
     };
-    for path in [
-        "/.well-known/..;/admin",
-        "/.well-known/acme-challenge/..;/admin",
-        "/.well-known/acme-challenge/tok;jsessionid=1",
-        "/healthz/..;/admin",
-        "/healthz;/../admin",
-        "/healthz;x=1",
-        "/healthz/%2e%2e/admin",
-        "/healthz/%252e%252e/admin",
-        "/healthz/%3b/admin",
-        "/healthz/.%2e/admin",
-        "/healthz/./../admin",
-        "/.well-known/acme-challenge/../../admin",
-        "/healthz//admin",
-        "/healthz\\..\\admin",
-    ] {
-        let o = host.request(browser(path, "192.0.2.7:40000")).unwrap();
-        assert_eq!(local(&o).0, 403, "{path} bypassed the challenge");
-    }
-    for path in [
-        "/.well-known/acme-challenge/LoqXcYV8q5ONbJQxbmR7SCTNo3tiAXDfowyjxAjEuX0",
-        "/healthz",
-    ] {
-        let o = host.request(browser(path, "192.0.2.7:40000")).unwrap();
-        assert!(is_continue(&o), "{path}: {o:?}");
-    }
+    assert_bypasses(
+        &mut host,
+        &[
+            "/.well-known/..;/admin",
+            "/.well-known/acme-challenge/..;/admin",
+            "/.well-known/acme-challenge/tok;jsessionid=1",
+            "/healthz/..;/admin",
+            "/healthz;/../admin",
+            "/healthz;x=1",
+            "/healthz/%2e%2e/admin",
+            "/healthz/%252e%252e/admin",
+            "/healthz/%3b/admin",
+            "/healthz/.%2e/admin",
+            "/healthz/./../admin",
+            "/.well-known/acme-challenge/../../admin",
+            "/healthz//admin",
+            "/healthz\\..\\admin",
+        ],
+        &[
+            "/.well-known/acme-challenge/LoqXcYV8q5ONbJQxbmR7SCTNo3tiAXDfowyjxAjEuX0",
+            "/healthz",
+        ],
+    );
 }
 
 /// Item 2: the built-in bypass is ACME's HTTP-01 path only, and a configured bypass is that
@@ -62,37 +71,31 @@ fn only_acme_and_whole_segments_bypass() {
     ) else {
         return;
     };
-    for path in [
-        "/.well-known/openid-configuration",
-        "/.well-known/security.txt",
-        "/.well-known/acme-challengex/a",
-        "/healthz-admin",
-        "/healthzadmin/x",
-        "/healthz/",
-        "/healthz/live",
-        "/staticx",
-        "/static",
-        "/robots.txt",
-    ] {
-        let o = host.request(browser(path, "192.0.2.7:40000")).unwrap();
-        assert_eq!(local(&o).0, 403, "{path} bypassed the challenge");
-    }
-    for path in ["/healthz", "/static/app.js", "/static/js/app.js"] {
-        let o = host.request(browser(path, "192.0.2.7:40000")).unwrap();
-        assert!(is_continue(&o), "{path}: {o:?}");
-    }
+    assert_bypasses(
+        &mut host,
+        &[
+            "/.well-known/openid-configuration",
+            "/.well-known/security.txt",
+            "/.well-known/acme-challengex/a",
+            "/healthz-admin",
+            "/healthzadmin/x",
+            "/healthz/",
+            "/healthz/live",
+            "/staticx",
+            "/static",
+            "/robots.txt",
+        ],
+        &["/healthz", "/static/app.js", "/static/js/app.js"],
+    );
     // Without `bypass_paths`, the defaults name robots.txt and favicon.ico, exactly.
     let Some(mut host) = start(test, "all") else {
         return;
     };
-    for path in ["/robots.txt", "/favicon.ico"] {
-        let o = host.request(browser(path, "192.0.2.7:40000")).unwrap();
-        assert!(is_continue(&o), "{path}: {o:?}");
-    }
-    for path in ["/robots.txtx", "/favicon.icon", "/robots"] {
-        let o = host.request(browser(path, "192.0.2.7:40000")).unwrap();
-        assert_eq!(local(&o).0, 403, "{path} bypassed the challenge");
-    }
+    assert_bypasses(
+        &mut host,
+        &["/robots.txtx", "/favicon.icon", "/robots"],
+        &["/robots.txt", "/favicon.ico"],
+    );
 }
 
 /// Item 3: one client spending its own cheap solutions as fast as it can (more than the old
@@ -152,10 +155,7 @@ fn a_cheap_cookie_does_not_clear_a_harder_neighbour() {
         "the cheap cookie cleared a listed client"
     );
     // The address that paid 4 bits passes with it.
-    let o = host
-        .request(browser("/", "192.0.2.10:40000").header("cookie", &cookie))
-        .unwrap();
-    assert!(is_continue(&o), "{o:?}");
+    assert_passes_with(&mut host, "192.0.2.10:40000", &cookie);
 }
 
 /// Item 5: a request carrying hundreds of fake clearance cookies costs a few MAC checks at
@@ -203,16 +203,10 @@ fn only_the_first_few_clearance_cookies_are_checked() {
     }
     // Over https: the `__Host-` cookie behind 675 of the other name passes.
     let host_cookie = clearance_for(&mut host, "/", from);
-    let o = host
-        .request(browser("/", from).header("cookie", &format!("{many}; {host_cookie}")))
-        .unwrap();
-    assert!(is_continue(&o), "{o:?}");
+    assert_passes_with(&mut host, from, &format!("{many}; {host_cookie}"));
     // Forged `__Host-` ones in front of it hide it only past the bound.
     let forged = format!("__Host-{fake}");
-    let o = host
-        .request(browser("/", from).header("cookie", &format!("{forged}; {host_cookie}")))
-        .unwrap();
-    assert!(is_continue(&o), "{o:?}");
+    assert_passes_with(&mut host, from, &format!("{forged}; {host_cookie}"));
     let three = [forged.as_str(); 3].join("; ");
     let o = host
         .request(browser("/", from).header("cookie", &format!("{three}; {host_cookie}")))

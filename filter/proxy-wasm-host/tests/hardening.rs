@@ -73,8 +73,7 @@ fn tossed_cookies_never_hide_the_clearance_cookie() {
     let Some(mut host) = start(test, "all") else {
         return;
     };
-    let (_, url) = solved(&mut host, "/", FROM);
-    let set = set_cookie(&host.request(browser(&url, FROM)).unwrap());
+    let (_, set) = verified(&mut host, "/", FROM);
     assert!(set.starts_with("__Host-pow_clearance="), "{set}");
     for attr in ["; Secure", "; Path=/;", "; HttpOnly", "; SameSite=Lax"] {
         assert!(set.contains(attr), "{set}");
@@ -92,10 +91,7 @@ fn tossed_cookies_never_hide_the_clearance_cookie() {
     }
     // The name without the prefix, as the previous version set it, still clears during the
     // transition.
-    let o = host
-        .request(browser("/", FROM).header("cookie", &format!("pow_clearance={value}")))
-        .unwrap();
-    assert!(is_continue(&o), "{o:?}");
+    assert_passes_with(&mut host, FROM, &format!("pow_clearance={value}"));
     // Over plain http the cookie cannot be Secure (a browser would drop it), so no prefix.
     let (_, url) = solved(&mut host, "/", FROM);
     let plain = Request {
@@ -404,8 +400,7 @@ fn a_restart_or_a_rotation_does_not_reopen_spent_solutions() {
     let Some(mut before) = start(test, "all") else {
         return;
     };
-    let (_, url) = solved(&mut before, "/", FROM);
-    set_cookie(&before.request(browser(&url, FROM)).unwrap());
+    let (url, _) = verified(&mut before, "/", FROM);
     let rotated = vec![
         (
             "POW_HMAC_SECRET".into(),
@@ -427,8 +422,7 @@ fn a_restart_or_a_rotation_does_not_reopen_spent_solutions() {
             "spent before the {what}, accepted after it"
         );
         // A challenge issued after it verifies as usual.
-        let (_, fresh) = solved(&mut after, "/", FROM);
-        set_cookie(&after.request(browser(&fresh, FROM)).unwrap());
+        verified(&mut after, "/", FROM);
     }
 }
 
@@ -451,9 +445,6 @@ fn an_unusable_peer_address_is_challenged() {
             assert_eq!(challenge_of(&o).d, 8, "{mode}: {source:?} was let through");
         }
         let cookie = clearance_for(&mut host, "/", "junk");
-        let o = host
-            .request(browser("/", "junk").header("cookie", &cookie))
-            .unwrap();
-        assert!(is_continue(&o), "{o:?}");
+        assert_passes_with(&mut host, "junk", &cookie);
     }
 }

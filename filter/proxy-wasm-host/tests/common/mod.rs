@@ -29,11 +29,27 @@ pub fn solved(host: &mut Host, path: &str, from: &str) -> (Challenge, String) {
     (ch, url)
 }
 
+/// Solves the challenge a visitor at `from` meets at `path` and verifies the solution, which
+/// must succeed: the verify URL (now spent) and the whole Set-Cookie given for it.
+pub fn verified(host: &mut Host, path: &str, from: &str) -> (String, String) {
+    let (_, url) = solved(host, path, from);
+    let set = set_cookie(&host.request(browser(&url, from)).unwrap());
+    (url, set)
+}
+
 /// The clearance cookie (`name=value`) a visitor at `from` is given for solving the challenge
 /// met at `path`.
 pub fn clearance_for(host: &mut Host, path: &str, from: &str) -> String {
-    let (_, url) = solved(host, path, from);
-    pair(&set_cookie(&host.request(browser(&url, from)).unwrap())).to_owned()
+    pair(&verified(host, path, from).1).to_owned()
+}
+
+/// Asserts that a request for `/` from `from` carrying `cookie` reaches the origin.
+#[track_caller]
+pub fn assert_passes_with(host: &mut Host, from: &str, cookie: &str) {
+    let o = host
+        .request(browser("/", from).header("cookie", cookie))
+        .unwrap();
+    assert!(is_continue(&o), "{o:?}");
 }
 
 /// Checks, for each address, whether a request from it carrying `cookie` reaches the origin.
