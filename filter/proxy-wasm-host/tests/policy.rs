@@ -374,11 +374,7 @@ fn a_signed_agent_passes_and_a_broken_signature_counts_as_unsigned() {
         return;
     };
     let bots = shared.join("fixtures/bots");
-    let mut key: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(bots.join("rfc9421/test-key-ed25519.jwk.json")).unwrap(),
-    )
-    .unwrap();
-    key.as_object_mut().unwrap().remove("d");
+    let (_, key) = rfc9421_test_key(&bots);
     let config = serde_json::json!({
         "mode": "all", "difficulty": 8, "signature_max_age_secs": 3600,
         "agents": {"testbot": {"keys": {"keys": [key]}}},

@@ -15,17 +15,11 @@ const FROM: &str = "198.51.100.20:40000";
 /// Within the signatures' window: created 1735689600, expires 1735689900.
 const NOW_SECS: u64 = 1_735_689_700;
 
-/// The RFC 9421 test key (its private `d`) and its public JWK, from the shared fixtures.
+/// The RFC 9421 test key and its public JWK, from the shared fixtures; `None` (skipped) without
+/// them.
 fn test_key(test: &str) -> Option<(SigningKey, serde_json::Value)> {
     let shared = testkit::workspace::shared_dir(test)?;
-    let path = shared.join("fixtures/bots/rfc9421/test-key-ed25519.jwk.json");
-    let mut jwk: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let d = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(jwk["d"].as_str().unwrap())
-        .unwrap();
-    jwk.as_object_mut().unwrap().remove("d");
-    Some((SigningKey::from_bytes(&d.try_into().unwrap()), jwk))
+    Some(rfc9421_test_key(&shared.join("fixtures/bots")))
 }
 
 /// The key's RFC 7638 thumbprint, as the architecture draft's vectors give it for this key.
@@ -64,6 +58,18 @@ fn decision_at_origin(o: &Outcome) -> Option<String> {
     header(headers, "pow-decision").map(str::to_owned)
 }
 
+/// Asserts that `request` is challenged (the 8 bits of the test's config), its signature not
+/// taken, and that this makes `count` signatures not taken for `reason`.
+#[track_caller]
+fn assert_unsigned(host: &mut Host, request: Request, reason: &str, count: i64) {
+    let o = host.request(request).unwrap();
+    assert_eq!(challenge_of(&o).d, 8);
+    assert_eq!(
+        metric(host, &format!("reason=.={reason};.;pow_signature_unsigned")),
+        count
+    );
+}
+
 #[test]
 fn a_signature_covering_other_header_fields_verifies() {
     let test = "a_signature_covering_other_header_fields_verifies";
@@ -100,48 +106,36 @@ fn a_signature_covering_other_header_fields_verifies() {
     // Another value for a covered field: the base differs, the signature does not verify.
     let mut changed = fields;
     changed[0].1 = "text/html";
-    let o = host
-        .request(signed(&key, components, lines, &changed))
-        .unwrap();
-    assert_eq!(challenge_of(&o).d, 8);
-    assert_eq!(
-        metric(&host, "reason=.=bad_signature;.;pow_signature_unsigned"),
-        1
+    assert_unsigned(
+        &mut host,
+        signed(&key, components, lines, &changed),
+        "bad_signature",
+        1,
     );
     // A covered field the request lacks: malformed.
     let without_date = [fields[0], fields[2], fields[3]];
-    let o = host
-        .request(signed(&key, components, lines, &without_date))
-        .unwrap();
-    assert_eq!(challenge_of(&o).d, 8);
-    assert_eq!(
-        metric(&host, "reason=.=malformed;.;pow_signature_unsigned"),
-        1
+    assert_unsigned(
+        &mut host,
+        signed(&key, components, lines, &without_date),
+        "malformed",
+        1,
     );
     // A signature over `Cookie`: the glue never passes it, so the component is missing and the
     // clearance cookie never enters a signature base, even signed correctly.
     let cookie_lines = "\"@authority\": example.com\n\"cookie\": a=b\n";
-    let o = host
-        .request(signed(
-            &key,
-            r#""@authority" "cookie""#,
-            cookie_lines,
-            &[("cookie", "a=b")],
-        ))
-        .unwrap();
-    assert_eq!(challenge_of(&o).d, 8);
-    assert_eq!(
-        metric(&host, "reason=.=malformed;.;pow_signature_unsigned"),
-        2
+    let over_cookie = signed(
+        &key,
+        r#""@authority" "cookie""#,
+        cookie_lines,
+        &[("cookie", "a=b")],
     );
+    assert_unsigned(&mut host, over_cookie, "malformed", 2);
     // A derived component RFC 9421 does not define: refused, and said so.
     let unknown = "\"@authority\": example.com\n\"@nonsense\": x\n";
-    let o = host
-        .request(signed(&key, r#""@authority" "@nonsense""#, unknown, &[]))
-        .unwrap();
-    assert_eq!(challenge_of(&o).d, 8);
-    assert_eq!(
-        metric(&host, "reason=.=unknown_component;.;pow_signature_unsigned"),
-        1
+    assert_unsigned(
+        &mut host,
+        signed(&key, r#""@authority" "@nonsense""#, unknown, &[]),
+        "unknown_component",
+        1,
     );
 }

@@ -17,6 +17,21 @@ pub const HTML: &str = "text/html,application/xhtml+xml,*/*;q=0.8";
 /// The release module, or `None` after a skip (a failure under CI).
 pub use testkit::workspace::filter_module as module;
 
+/// RFC 9421's Ed25519 test key, from the shared fixtures' `bots` folder: the signing key, and its
+/// JWK without the private `d` (what an agent's directory publishes).
+pub fn rfc9421_test_key(bots: &Path) -> (ed25519_dalek::SigningKey, serde_json::Value) {
+    use base64::Engine as _;
+    let path = bots.join("rfc9421/test-key-ed25519.jwk.json");
+    let mut jwk: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let d = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(jwk["d"].as_str().unwrap())
+        .unwrap();
+    jwk.as_object_mut().unwrap().remove("d");
+    let key = ed25519_dalek::SigningKey::from_bytes(&d.try_into().unwrap());
+    (key, jwk)
+}
+
 /// The VM environment with the test secret.
 pub fn secret_env() -> Vec<(String, Vec<u8>)> {
     vec![("POW_HMAC_SECRET".into(), SECRET.into())]
