@@ -128,6 +128,17 @@ pub enum Error {
     Output(#[from] OutputError),
 }
 
+impl Error {
+    /// [`Error::Node`]: `node` (a node's name, or the program asked) failed at `doing`.
+    pub(crate) fn node(node: &str, doing: &'static str, error: NodeError) -> Error {
+        Error::Node {
+            node: node.to_owned(),
+            doing,
+            error,
+        }
+    }
+}
+
 /// What to do about a refusal Talos's procedures name.
 fn hint(error: &NodeError) -> String {
     match error {

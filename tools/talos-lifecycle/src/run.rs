@@ -64,11 +64,9 @@ pub fn take_snapshot(
         path.display(),
         source.name
     );
-    talos.snapshot(source, path).map_err(|error| Error::Node {
-        node: source.name.clone(),
-        doing: "etcd snapshot",
-        error,
-    })?;
+    talos
+        .snapshot(source, path)
+        .map_err(|error| Error::node(&source.name, "etcd snapshot", error))?;
     let status = talos
         .snapshot_status(path)
         .map_err(|message| Error::Snapshot {
@@ -156,11 +154,7 @@ pub fn restore(
     pop_common::info!("{}", steps[1].says);
     talos
         .recover(target, restore.snapshot, restore.skip_hash_check)
-        .map_err(|error| Error::Node {
-            node: target.name.clone(),
-            doing: "bootstrap --recover-from",
-            error,
-        })?;
+        .map_err(|error| Error::node(&target.name, "bootstrap --recover-from", error))?;
     let member_id = wait_healthy(talos, sleeper, target, restore.wait)?;
     pop_common::info!("{}: etcd recovered, member {member_id}", target.name);
     // etcd went back to the snapshot's revision without a bump (Talos restores with etcdutl's
@@ -377,14 +371,14 @@ fn removal_gate<'n>(
         .find(|o| o.node.name == target.name)
         .map(|o| &o.status);
     match (removal.failed, own) {
-        (false, Some(Err(error @ NodeError::Unreachable(_)))) => Err(Error::Node {
-            node: target.name.clone(),
-            doing: "etcd leave (its member leaves on its own)",
-            error: NodeError::Unreachable(format!(
+        (false, Some(Err(error @ NodeError::Unreachable(_)))) => Err(Error::node(
+            &target.name,
+            "etcd leave (its member leaves on its own)",
+            NodeError::Unreachable(format!(
                 "{error}; for a node that is gone, remove its member through another control \
                  plane: FAILED=yes (--failed)"
             )),
-        }),
+        )),
         (true, Some(Ok(status))) if status.healthy() => Err(Error::StillMember {
             node: target.name.clone(),
             member_id: status.member_id.clone(),
@@ -423,11 +417,7 @@ fn take_out(
             talos.etcd_leave(target),
         )
     };
-    done.map_err(|error| Error::Node {
-        node: asked.name.clone(),
-        doing,
-        error,
-    })?;
+    done.map_err(|error| Error::node(&asked.name, doing, error))?;
     let mut last = Vec::new();
     let gone = removal.wait.until(sleeper, |_| {
         last = member_list(talos, through)?;
@@ -447,11 +437,7 @@ fn take_out(
 fn member_list(talos: &dyn Talos, through: &TalosNode) -> Result<Vec<Member>, Error> {
     talos
         .etcd_member_list(through)
-        .map_err(|error| Error::Node {
-            node: through.name.clone(),
-            doing: "etcd members",
-            error,
-        })
+        .map_err(|error| Error::node(&through.name, "etcd members", error))
 }
 
 fn removal_record(

@@ -101,11 +101,7 @@ pub fn upgrade(
         );
         talos
             .upgrade(&node.node.node, installer)
-            .map_err(|error| Error::Node {
-                node: name.clone(),
-                doing: "talosctl upgrade",
-                error,
-            })?;
+            .map_err(|error| Error::node(name, "talosctl upgrade", error))?;
         wait_upgraded(talos, sleeper, &node.node, to, asked.wait)?;
         pop_common::info!("{name}: runs {to}, Ready");
         write_line(
@@ -128,15 +124,15 @@ pub fn upgrade(
 /// talosctl's own version, which must be of the target's minor (Talos supports a client of the
 /// cluster's minor, `upgrading-talos.mdx` l.220-222).
 fn client(talos: &dyn Talos, to: &Release) -> Result<Release, Error> {
-    let said = talos.client_version().map_err(|message| Error::Node {
-        node: "talosctl".into(),
-        doing: "version --client",
-        error: NodeError::Client(message),
+    let said = talos.client_version().map_err(|message| {
+        Error::node("talosctl", "version --client", NodeError::Client(message))
     })?;
-    let client = Release::parse(&said).ok_or_else(|| Error::Node {
-        node: "talosctl".into(),
-        doing: "version --client",
-        error: NodeError::Client(format!("`{said}` is not a Talos release")),
+    let client = Release::parse(&said).ok_or_else(|| {
+        Error::node(
+            "talosctl",
+            "version --client",
+            NodeError::Client(format!("`{said}` is not a Talos release")),
+        )
     })?;
     if (client.major, client.minor) != (to.major, to.minor) {
         return Err(Error::ClientMinor {
@@ -149,15 +145,19 @@ fn client(talos: &dyn Talos, to: &Release) -> Result<Release, Error> {
 
 /// The Talos version `node` runs, logged.
 fn talos_version(talos: &dyn Talos, node: &TalosNode) -> Result<Release, Error> {
-    let said = talos.version(node).map_err(|error| Error::Node {
-        node: node.name.clone(),
-        doing: "version (every node's is read before anything changes)",
-        error,
+    let said = talos.version(node).map_err(|error| {
+        Error::node(
+            &node.name,
+            "version (every node's is read before anything changes)",
+            error,
+        )
     })?;
-    let version = Release::parse(&said).ok_or_else(|| Error::Node {
-        node: node.name.clone(),
-        doing: "version",
-        error: NodeError::Client(format!("`{said}` is not a Talos release")),
+    let version = Release::parse(&said).ok_or_else(|| {
+        Error::node(
+            &node.name,
+            "version",
+            NodeError::Client(format!("`{said}` is not a Talos release")),
+        )
     })?;
     pop_common::info!("{}: runs {version}", node.name);
     Ok(version)
@@ -359,11 +359,11 @@ pub fn upgrade_k8s(
     }
     let kubelets = kubelet_versions(talos)?;
     let Some((_, from)) = kubelets.iter().min_by(|a, b| a.1.cmp(&b.1)) else {
-        return Err(Error::Node {
-            node: cluster.to_owned(),
-            doing: "kubectl get nodes",
-            error: NodeError::Client("no node is registered in Kubernetes".into()),
-        });
+        return Err(Error::node(
+            cluster,
+            "kubectl get nodes",
+            NodeError::Client("no node is registered in Kubernetes".into()),
+        ));
     };
     for (name, version) in &kubelets {
         upgrade::check_path(version, to).map_err(|refusal| Error::Path {
@@ -405,11 +405,7 @@ pub fn upgrade_k8s(
     pop_common::info!("{}: talosctl upgrade-k8s --to {to}", source.name);
     talos
         .upgrade_k8s(source, &to.to_string())
-        .map_err(|error| Error::Node {
-            node: source.name.clone(),
-            doing: "talosctl upgrade-k8s",
-            error,
-        })?;
+        .map_err(|error| Error::node(&source.name, "talosctl upgrade-k8s", error))?;
     let upgraded = wait_kubelets(talos, sleeper, to, asked.wait)?;
     write_line(
         &KubernetesUpgraded {
@@ -445,18 +441,18 @@ fn cluster_talos(
 
 /// Every kubelet's version, read.
 fn kubelet_versions(talos: &dyn Talos) -> Result<Vec<(String, Release)>, Error> {
-    let kubelets = talos.kubelets().map_err(|error| Error::Node {
-        node: "kubectl".into(),
-        doing: "get nodes",
-        error,
-    })?;
+    let kubelets = talos
+        .kubelets()
+        .map_err(|error| Error::node("kubectl", "get nodes", error))?;
     kubelets
         .into_iter()
         .map(|Kubelet { name, version, .. }| {
-            let release = Release::parse(&version).ok_or_else(|| Error::Node {
-                node: name.clone(),
-                doing: "kubelet version",
-                error: NodeError::Client(format!("`{version}` is not a Kubernetes release")),
+            let release = Release::parse(&version).ok_or_else(|| {
+                Error::node(
+                    &name,
+                    "kubelet version",
+                    NodeError::Client(format!("`{version}` is not a Kubernetes release")),
+                )
             })?;
             Ok((name, release))
         })
