@@ -327,21 +327,22 @@ mod tests {
 
     #[test]
     fn bad_rows_say_why() {
-        assert_eq!(
-            parse_row(Format::IpLocationDb, b"1.0.0.9,1.0.0.1,5,x"),
-            Err("range ends before it starts")
-        );
-        assert_eq!(
-            parse_row(Format::Iptoasn, b"1.0.0.0\t::1\t5"),
-            Err("range mixes IPv4 and IPv6")
-        );
-        assert_eq!(
-            parse_row(Format::Iptoasn, b"1.0.0.0\t1.0.0.1"),
-            Err("too few fields")
-        );
-        assert_eq!(
-            parse_row(Format::Geolite2, b"1.0.0.0/8,AS"),
-            Err("AS number invalid")
-        );
+        for (format, row, why) in [
+            (
+                Format::IpLocationDb,
+                &b"1.0.0.9,1.0.0.1,5,x"[..],
+                "range ends before it starts",
+            ),
+            (
+                Format::Iptoasn,
+                b"1.0.0.0\t::1\t5",
+                "range mixes IPv4 and IPv6",
+            ),
+            (Format::Iptoasn, b"1.0.0.0\t1.0.0.1", "too few fields"),
+            (Format::Geolite2, b"1.0.0.0/8,AS", "AS number invalid"),
+        ] {
+            let text = String::from_utf8_lossy(row);
+            assert_eq!(parse_row(format, row), Err(why), "{format:?} {text}");
+        }
     }
 }
