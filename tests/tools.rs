@@ -45,13 +45,19 @@ fn make(tools_dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `make tools` into `tools_dir`, which must succeed.
+fn make_tools(tools_dir: &Path) -> Output {
+    let out = make(tools_dir, &["tools"]);
+    assert!(out.status.success(), "{}", text(&out));
+    out
+}
+
 #[test]
 fn make_tools_links_each_client_at_its_pin_from_the_cache() {
     let Some(cached) = cached() else { return };
     let dir = tempfile::tempdir().unwrap();
     let tools_dir = dir.path().join("tools/bin");
-    let out = make(&tools_dir, &["tools"]);
-    assert!(out.status.success(), "{}", text(&out));
+    let out = make_tools(&tools_dir);
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     for ((name, key, version_args), cached) in TOOLS.iter().zip(&cached) {
         let tool = tools_dir.join(name);
@@ -74,8 +80,7 @@ fn make_tools_links_each_client_at_its_pin_from_the_cache() {
         );
     }
     // Again: nothing rebuilt, the same folder.
-    let again = make(&tools_dir, &["tools"]);
-    assert!(again.status.success(), "{}", text(&again));
+    let again = make_tools(&tools_dir);
     assert!(!text(&again).contains("building"), "{}", text(&again));
 }
 
@@ -84,8 +89,7 @@ fn the_tools_folder_comes_first_on_the_recipes_path_once_it_exists() {
     let Some(_) = cached() else { return };
     let dir = tempfile::tempdir().unwrap();
     let tools_dir = dir.path().join("bin");
-    let out = make(&tools_dir, &["tools"]);
-    assert!(out.status.success(), "{}", text(&out));
+    make_tools(&tools_dir);
     // make check runs with the folder first: the pinned helm and kubectl, whatever else the
     // machine has.
     let bin = testkit::workspace::bin("scw-infra");
