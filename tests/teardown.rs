@@ -109,6 +109,14 @@ impl World {
         out
     }
 
+    /// The stand-ins, and the cluster on them as `make apply-infra` leaves it: where the tests of
+    /// taking it down start.
+    fn applied(test: &str) -> Option<World> {
+        let world = World::start(test)?;
+        world.apply();
+        Some(world)
+    }
+
     /// The cluster, as `make apply-infra` leaves it: built, its inventory in out/.
     fn apply(&self) {
         let out = self.scw_infra(&["apply", "--talos-version", "v1.13.11"]);
@@ -269,10 +277,9 @@ fn make_destroy_infra_asks_naming_cluster_and_project_and_deletes_the_list_it_sh
 
 #[test]
 fn make_destroy_goes_on_to_the_infra_when_the_cluster_is_powered_off() {
-    let Some(world) = World::start("make_destroy_powered_off") else {
+    let Some(world) = World::applied("make_destroy_powered_off") else {
         return;
     };
-    world.apply();
     world.scw_infra(&["power", "off"]);
     world.take_log();
     // No kubeconfig, no platform inputs, no edge config: the Kubernetes layers cannot be reached,
@@ -291,10 +298,9 @@ fn make_destroy_goes_on_to_the_infra_when_the_cluster_is_powered_off() {
 
 #[test]
 fn make_destroy_skips_a_layer_never_configured_before_asking_and_goes_on() {
-    let Some(world) = World::start("make_destroy_skips_a_layer") else {
+    let Some(world) = World::applied("make_destroy_skips_a_layer") else {
         return;
     };
-    world.apply();
     // The cluster runs and its kubeconfig is there, but neither Kubernetes layer was ever
     // configured from here (a first `make apply` that stopped after the infrastructure).
     fs::write(
@@ -334,10 +340,9 @@ pub(crate) fn talosctl_on(entry: &Value, node: &str) -> bool {
 
 #[test]
 fn make_down_shuts_down_through_talos_each_control_plane_that_runs_when_another_is_off() {
-    let Some(world) = World::start("make_down_mixed") else {
+    let Some(world) = World::applied("make_down_mixed") else {
         return;
     };
-    world.apply();
     let running = world.addresses("controlplane");
     // A fourth control plane of the cluster, stopped: the control planes are `mixed`.
     let off = control(
@@ -361,10 +366,9 @@ fn make_down_shuts_down_through_talos_each_control_plane_that_runs_when_another_
 
 #[test]
 fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control_planes() {
-    let Some(world) = World::start("make_down") else {
+    let Some(world) = World::applied("make_down") else {
         return;
     };
-    world.apply();
     let (worker, control_planes) = (
         world.addresses("worker").remove(0),
         world.addresses("controlplane"),
