@@ -61,6 +61,15 @@ impl Stage {
         })
     }
 
+    /// The stage with its control plane's etcd running and holding `key`, written once the
+    /// member has elected itself.
+    fn with_member_holding(test: &str, key: &str) -> Option<(Stage, ControlPlaneNode)> {
+        let stage = Stage::start(test)?;
+        let node = stage.node(true);
+        stage.etcdctl_once_elected(&["put", key, "1"]);
+        Some((stage, node))
+    }
+
     /// The control plane: its etcd running from the start (`running`), or a new machine whose
     /// etcd waits to be bootstrapped.
     fn node(&self, running: bool) -> ControlPlaneNode {
@@ -113,6 +122,30 @@ impl Stage {
             .unwrap()
     }
 
+    /// `make <args>`, which must succeed.
+    fn make_ok(&self, args: &[&str]) -> Output {
+        let out = self.make(args);
+        assert!(out.status.success(), "{}", text(&out));
+        out
+    }
+
+    /// `make <args>`, which must fail saying `needle`; what it said.
+    fn make_refused(&self, args: &[&str], needle: &str) -> String {
+        let out = self.make(args);
+        let said = text(&out);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains(needle), "`{needle}` not in: {said}");
+        said
+    }
+
+    /// `make <args>` lacking a variable it needs: exit 2, saying `needle`.
+    fn make_usage_error(&self, args: &[&str], needle: &str) {
+        let out = self.make(args);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains(needle), "`{needle}` not in: {said}");
+    }
+
     /// `TALOS_DIGESTS=<file>` recording both Talos images of the pins, which a replacement's
     /// apply checks first (the values stand for `make talos-image-digests`'s).
     fn recorded_digests(&self) -> String {
@@ -143,11 +176,12 @@ impl Stage {
         format!("TALOS_DIGESTS={}", path.display())
     }
 
-    /// Writes `key` as soon as the member has elected itself.
-    fn put_once_elected(&self, key: &str) {
+    /// etcdctl `args`, again until they succeed: once the member has elected itself.
+    fn etcdctl_once_elected(&self, args: &[&str]) {
         testkit::eventually("the member to elect itself", || {
             Command::new(&self.programs.etcdctl)
-                .args(["--endpoints", &self.etcd_client_url, "put", key, "1"])
+                .args(["--endpoints", &self.etcd_client_url])
+                .args(args)
                 .stdout(Stdio::null())
                 .status()
                 .unwrap()
@@ -169,55 +203,39 @@ impl Stage {
 
 #[test]
 fn make_etcd_snapshot_then_etcd_restore_refused_while_quorum_holds_then_asked_then_done() {
-    let Some(stage) = Stage::start("make_etcd_snapshot_then_etcd_restore") else {
+    let Some((stage, first)) = Stage::with_member_holding(
+        "make_etcd_snapshot_then_etcd_restore",
+        "/registry/made-before",
+    ) else {
         return;
     };
-    let first = stage.node(true);
-    stage.put_once_elected("/registry/made-before");
 
-    let out = stage.make(&["etcd-snapshot"]);
-    assert!(out.status.success(), "{}", text(&out));
+    let out = stage.make_ok(&["etcd-snapshot"]);
     let taken: Value = serde_json::from_slice(&out.stdout).unwrap();
     let snapshot = taken["path"].as_str().unwrap().to_owned();
     assert!(snapshot.starts_with(&stage.dir.path().join("out/etcd").display().to_string()));
     assert_eq!(taken["status"]["total_keys"], 1);
     stage.etcdctl(&["put", "/registry/made-after", "1"]);
 
-    let unnamed = stage.make(&["dry-run-etcd-restore"]);
-    assert_eq!(unnamed.status.code(), Some(2), "{}", text(&unnamed));
-    assert!(
-        text(&unnamed).contains("name the snapshot to restore"),
-        "{}",
-        text(&unnamed)
-    );
+    stage.make_usage_error(&["dry-run-etcd-restore"], "name the snapshot to restore");
     let named = format!("SNAPSHOT={snapshot}");
-    let refused = stage.make(&["etcd-restore", &named, "CONFIRM=yes"]);
-    assert!(!refused.status.success());
-    assert!(
-        text(&refused).contains("holds its quorum: 1 of 1 members"),
-        "{}",
-        text(&refused)
+    stage.make_refused(
+        &["etcd-restore", &named, "CONFIRM=yes"],
+        "holds its quorum: 1 of 1 members",
     );
     assert!(first.calls("Bootstrap").is_empty());
 
     // The machine is lost and made again: its etcd waits to be bootstrapped.
     drop(first);
     let second = stage.node(false);
-    let unasked = stage.make(&["etcd-restore", &named]);
-    assert!(!unasked.status.success());
-    let said = text(&unasked);
-    assert!(
-        said.contains("\"step\":\"recover\""),
-        "the plan was not shown: {said}"
-    );
+    let said = stage.make_refused(&["etcd-restore", &named], "\"step\":\"recover\"");
     assert!(
         said.contains("refusing to destroy the etcd state of the cluster edge-par"),
         "{said}"
     );
     assert!(second.calls("EtcdRecover").is_empty() && second.calls("Bootstrap").is_empty());
 
-    let done = stage.make(&["etcd-restore", &named, "CONFIRM=yes"]);
-    assert!(done.status.success(), "{}", text(&done));
+    let done = stage.make_ok(&["etcd-restore", &named, "CONFIRM=yes"]);
     let records: Vec<Value> = String::from_utf8_lossy(&done.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -241,28 +259,12 @@ fn make_etcd_remove_member_needs_a_node_and_never_takes_the_last_member() {
         return;
     };
     let node = stage.node(true);
-    testkit::eventually("the member to elect itself", || {
-        Command::new(&stage.programs.etcdctl)
-            .args(["--endpoints", &stage.etcd_client_url, "endpoint", "health"])
-            .status()
-            .unwrap()
-            .success()
-            .then_some(())
-    });
-    let unnamed = stage.make(&["dry-run-etcd-remove-member"]);
-    assert_eq!(unnamed.status.code(), Some(2), "{}", text(&unnamed));
-    assert!(
-        text(&unnamed).contains("name the control plane"),
-        "{}",
-        text(&unnamed)
-    );
+    stage.etcdctl_once_elected(&["endpoint", "health"]);
+    stage.make_usage_error(&["dry-run-etcd-remove-member"], "name the control plane");
     // The only member: refused before the question, nothing taken or changed.
-    let refused = stage.make(&["etcd-remove-member", "NODE=edge-par-cp-1", "CONFIRM=yes"]);
-    assert!(!refused.status.success(), "{}", text(&refused));
-    assert!(
-        text(&refused).contains("edge-par-cp-1 is etcd's only member"),
-        "{}",
-        text(&refused)
+    stage.make_refused(
+        &["etcd-remove-member", "NODE=edge-par-cp-1", "CONFIRM=yes"],
+        "edge-par-cp-1 is etcd's only member",
     );
     assert!(node.calls("EtcdLeaveCluster").is_empty());
     assert!(node.calls("EtcdSnapshot").is_empty());
@@ -270,17 +272,15 @@ fn make_etcd_remove_member_needs_a_node_and_never_takes_the_last_member() {
 
     // The whole replacement: NODE named first, then the same gate refuses before any plan of
     // the Instance is made or anything is asked.
-    let unnamed = stage.make(&["dry-run-replace-control-plane"]);
-    assert_eq!(unnamed.status.code(), Some(2), "{}", text(&unnamed));
-    assert!(text(&unnamed).contains("make dry-run-replace-control-plane NODE="));
+    stage.make_usage_error(
+        &["dry-run-replace-control-plane"],
+        "make dry-run-replace-control-plane NODE=",
+    );
     let digests = stage.recorded_digests();
     for target in ["dry-run-replace-control-plane", "replace-control-plane"] {
-        let refused = stage.make(&[target, "NODE=edge-par-cp-1", "CONFIRM=yes", &digests]);
-        assert!(!refused.status.success(), "{}", text(&refused));
-        let said = text(&refused);
-        assert!(
-            said.contains("edge-par-cp-1 is etcd's only member"),
-            "{said}"
+        let said = stage.make_refused(
+            &[target, "NODE=edge-par-cp-1", "CONFIRM=yes", &digests],
+            "edge-par-cp-1 is etcd's only member",
         );
         assert!(!said.contains("Instance and the root volume"), "{said}");
     }
@@ -298,17 +298,16 @@ fn make_etcd_remove_member_needs_a_node_and_never_takes_the_last_member() {
 
 #[test]
 fn make_dry_run_upgrade_talos_prints_the_plan_and_upgrade_talos_asks_before_anything_changes() {
-    let Some(stage) = Stage::start("make_dry_run_upgrade_talos") else {
+    let Some((stage, node)) =
+        Stage::with_member_holding("make_dry_run_upgrade_talos", "/registry/before-the-upgrade")
+    else {
         return;
     };
-    let node = stage.node(true);
-    stage.put_once_elected("/registry/before-the-upgrade");
     fs::write(stage.dir.path().join("out/kubeconfig"), "apiVersion: v1\n").unwrap();
 
     // The node runs v1.13.9 (the stand-in's Version), the pin is v1.13.11: the installers are
     // the ones scw-infra computes from the pins, the control plane's the Scaleway one.
-    let out = stage.make(&["dry-run-upgrade-talos"]);
-    assert!(out.status.success(), "{}", text(&out));
+    let out = stage.make_ok(&["dry-run-upgrade-talos"]);
     let steps: Vec<Value> = testkit::process::json_lines(&String::from_utf8_lossy(&out.stdout));
     let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
     assert_eq!(
@@ -339,13 +338,7 @@ fn make_dry_run_upgrade_talos_prints_the_plan_and_upgrade_talos_asks_before_anyt
     assert_eq!(node.calls("Version").len(), 1);
 
     // The real target shows the same plan, then asks: without a terminal it stops there.
-    let unasked = stage.make(&["upgrade-talos"]);
-    assert!(!unasked.status.success());
-    let said = text(&unasked);
-    assert!(
-        said.contains("\"step\":\"upgrade\""),
-        "the plan was not shown: {said}"
-    );
+    let said = stage.make_refused(&["upgrade-talos"], "\"step\":\"upgrade\"");
     assert!(
         said.contains(
             "refusing to destroy the running Talos of every node of the cluster edge-par"
@@ -358,9 +351,7 @@ fn make_dry_run_upgrade_talos_prints_the_plan_and_upgrade_talos_asks_before_anyt
     // Kubernetes' twin reads the nodes' Talos, then the kubelets through the kubeconfig, which
     // names no API server here: it stops there, nothing done.
     let versions = node.calls("Version").len();
-    let out = stage.make(&["dry-run-upgrade-k8s"]);
-    assert!(!out.status.success());
-    assert!(text(&out).contains("kubectl: get nodes"), "{}", text(&out));
+    stage.make_refused(&["dry-run-upgrade-k8s"], "kubectl: get nodes");
     assert!(node.calls("Version").len() > versions);
     assert!(node.calls("EtcdSnapshot").is_empty());
 }
