@@ -903,15 +903,20 @@ fn make_args(world: &World) -> Vec<String> {
     ]
 }
 
-/// `make destroy-platform CONFIRM=yes` in the world, with `env` and `args` added.
-fn make_destroy_platform(world: &World, env: &[(&str, &Path)], args: &[String]) -> Output {
+/// `make <targets>` of the repository in the world, with its folders and tools.
+fn make(world: &World, targets: &[&str]) -> Command {
     let mut make = world.command("make");
     make.args(["--no-print-directory", "-C"])
         .arg(repo())
-        .args(["destroy-platform", "CONFIRM=yes"])
-        .args(make_args(world))
-        .args(args)
-        .env("STANDIN_HELM_INSTALLED", "cilium");
+        .args(targets)
+        .args(make_args(world));
+    make
+}
+
+/// `make destroy-platform CONFIRM=yes` in the world, with `env` and `args` added.
+fn make_destroy_platform(world: &World, env: &[(&str, &Path)], args: &[String]) -> Output {
+    let mut make = make(world, &["destroy-platform", "CONFIRM=yes"]);
+    make.args(args).env("STANDIN_HELM_INSTALLED", "cilium");
     for (k, v) in env {
         make.env(k, v);
     }
@@ -986,12 +991,7 @@ fn a_kubeconfig_whose_current_context_is_another_cluster_is_refused_before_any_w
 #[test]
 fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
     let world = World::new();
-    let out = world
-        .command("make")
-        .args(["--no-print-directory", "-C"])
-        .arg(repo())
-        .arg("destroy-platform")
-        .args(make_args(&world))
+    let out = make(&world, &["destroy-platform"])
         .env_remove("CONFIRM")
         .env("STANDIN_HELM_INSTALLED", "cilium")
         .output()
@@ -1007,15 +1007,7 @@ fn make_destroy_platform_asks_first_and_does_nothing_without_a_terminal() {
     assert!(stderr(&out).contains("destroy-platform does, in this order"));
     assert!(mutating(&world.calls()).is_empty(), "{:#?}", world.calls());
 
-    let out = world
-        .command("make")
-        .args(["--no-print-directory", "-C"])
-        .arg(repo())
-        .args(["destroy-platform", "CONFIRM=yes"])
-        .args(make_args(&world))
-        .env("STANDIN_HELM_INSTALLED", "cilium")
-        .output()
-        .unwrap();
+    let out = make_destroy_platform(&world, &[], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         world
@@ -1032,12 +1024,7 @@ fn make_acts_on_another_profile_only_through_a_kubeconfig_named_on_its_command_l
     let world = World::new();
     // KUBECONFIG comes from the environment (World::command): never taken for another profile,
     // whose cluster this Makefile did not make.
-    let out = world
-        .command("make")
-        .args(["--no-print-directory", "-C"])
-        .arg(repo())
-        .args(["apply-platform", "PROFILE=onprem"])
-        .args(make_args(&world))
+    let out = make(&world, &["apply-platform", "PROFILE=onprem"])
         .output()
         .unwrap();
     assert_ne!(out.status.code(), Some(0));
