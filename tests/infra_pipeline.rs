@@ -209,10 +209,16 @@ fn ok(out: &Output) -> String {
 fn failed(out: &Output, code: i32, needles: &[&str]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(code), "{stderr}");
-    for needle in needles {
-        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
-    }
+    assert_contains_all(&stderr, needles);
     stderr
+}
+
+/// Every needle is in `text` (a recorded command line, a step's stderr).
+fn assert_contains_all(text: &str, needles: &[impl AsRef<str>]) {
+    for needle in needles {
+        let needle = needle.as_ref();
+        assert!(text.contains(needle), "`{needle}` not in: {text}");
+    }
 }
 
 pub(crate) fn mode(path: &Path) -> u32 {
@@ -791,14 +797,15 @@ fn assert_scw_infra_imports_the_pinned_image(env: &Env, args: &str, factory: &st
         "talos-v1.13.11-{}-scaleway-amd64.raw.zst",
         &schematic[..12]
     ));
-    for needle in [
-        format!(
-            "--talos-image-url {factory}/image/{schematic}/v1.13.11/scaleway-amd64.raw.zst --talos-image-sha256 {digest}"
-        ),
-        format!("--talos-image-file {}", kept.display()),
-    ] {
-        assert!(args.contains(&needle), "`{needle}` not in {args}");
-    }
+    assert_contains_all(
+        args,
+        &[
+            format!(
+                "--talos-image-url {factory}/image/{schematic}/v1.13.11/scaleway-amd64.raw.zst --talos-image-sha256 {digest}"
+            ),
+            format!("--talos-image-file {}", kept.display()),
+        ],
+    );
 }
 
 #[test]
@@ -861,25 +868,29 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         apply.2
     );
     let flash = &flash.2;
-    for needle in [
-        &format!(
-            "--image {}",
-            env.out(&format!(
-                "talos-v1.13.11-{}-metal-amd64.raw.zst",
-                &WORKER_SCHEMATIC[..12]
-            ))
-            .display()
-        ),
-        "--disk /dev/nvme0n1",
-        &format!("--installer-image factory.talos.dev/metal-installer/{WORKER_SCHEMATIC}:v1.13.11"),
-        "--reflash",
-    ] {
-        assert!(flash.contains(needle), "`{needle}` not in {flash}");
-    }
+    assert_contains_all(
+        flash,
+        &[
+            &format!(
+                "--image {}",
+                env.out(&format!(
+                    "talos-v1.13.11-{}-metal-amd64.raw.zst",
+                    &WORKER_SCHEMATIC[..12]
+                ))
+                .display()
+            ),
+            "--disk /dev/nvme0n1",
+            &format!(
+                "--installer-image factory.talos.dev/metal-installer/{WORKER_SCHEMATIC}:v1.13.11"
+            ),
+            "--reflash",
+        ],
+    );
     let talosconfig = format!("--talosconfig {}", env.out("talosconfig").display());
-    for needle in [talosconfig, format!("--cert-fingerprint {pin}")] {
-        assert!(talos.2.contains(&needle), "`{needle}` not in {}", talos.2);
-    }
+    assert_contains_all(
+        &talos.2,
+        &[talosconfig, format!("--cert-fingerprint {pin}")],
+    );
 }
 
 #[test]
@@ -1008,16 +1019,17 @@ fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
     ok(&env.infra("configs", &[]));
     ok(&env.infra("plan", &[("BIN", &bin_dir)]));
     let plan = &plans()[1];
-    for needle in [
-        "--talos-version v1.13.11".to_owned(),
-        format!("--talos-image-sha256 {digest}"),
-        format!(
-            "--control-plane-config {}",
-            env.out("controlplane.yaml").display()
-        ),
-    ] {
-        assert!(plan.contains(&needle), "`{needle}` not in {plan}");
-    }
+    assert_contains_all(
+        plan,
+        &[
+            "--talos-version v1.13.11".to_owned(),
+            format!("--talos-image-sha256 {digest}"),
+            format!(
+                "--control-plane-config {}",
+                env.out("controlplane.yaml").display()
+            ),
+        ],
+    );
 }
 
 #[test]
