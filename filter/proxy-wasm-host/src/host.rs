@@ -241,37 +241,46 @@ impl Host {
     /// `on_configure`; a module that refuses either is refused.
     fn start(&mut self) -> Result<(), HostError> {
         self.call(self.calls.initialize.clone(), (), "_initialize")?;
-        self.call(
-            self.calls.on_context_create.clone(),
-            (1, 0),
-            "proxy_on_context_create",
-        )?;
+        self.create_context(1, 0)?;
         let vm_config_len = self.store.data().config.vm_config.len() as i32;
-        self.call_accepting(
+        let vm_started = self.call(
             self.calls.on_vm_start.clone(),
             (1, vm_config_len),
             "proxy_on_vm_start",
         )?;
-        let config_len = self.store.data().config.plugin_config.len() as i32;
-        self.call_accepting(
-            self.calls.on_configure.clone(),
-            (1, config_len),
-            "proxy_on_configure",
-        )
-    }
-
-    /// Calls a callback that answers whether the module takes what it is given (`on_vm_start`,
-    /// `on_configure`): a refusal (0) is [`HostError::Rejected`].
-    fn call_accepting(
-        &mut self,
-        callback: Callback<(i32, i32), i32>,
-        params: (i32, i32),
-        name: &'static str,
-    ) -> Result<(), HostError> {
-        if self.call(callback, params, name)? == Some(0) {
-            return Err(HostError::Rejected { callback: name });
+        if vm_started == Some(0) {
+            return Err(HostError::Rejected {
+                callback: "proxy_on_vm_start",
+            });
+        }
+        if !self.configure(1)? {
+            return Err(HostError::Rejected {
+                callback: "proxy_on_configure",
+            });
         }
         Ok(())
+    }
+
+    /// `proxy_on_context_create`: context `context`, under `parent` (0: a root context).
+    fn create_context(&mut self, context: i32, parent: i32) -> Result<(), HostError> {
+        self.call(
+            self.calls.on_context_create.clone(),
+            (context, parent),
+            "proxy_on_context_create",
+        )?;
+        Ok(())
+    }
+
+    /// `proxy_on_configure` of root context `root`, with the current plugin configuration:
+    /// whether the module takes it (a module without the callback takes anything).
+    fn configure(&mut self, root: i32) -> Result<bool, HostError> {
+        let len = self.store.data().config.plugin_config.len() as i32;
+        let answer = self.call(
+            self.calls.on_configure.clone(),
+            (root, len),
+            "proxy_on_configure",
+        )?;
+        Ok(answer != Some(0))
     }
 
     /// A new plugin configuration in the same VM, as Istio's ECDS does on a `pluginConfig`
@@ -283,17 +292,8 @@ impl Host {
             &mut self.store.data_mut().config.plugin_config,
             plugin_config,
         );
-        self.call(
-            self.calls.on_context_create.clone(),
-            (root, 0),
-            "proxy_on_context_create",
-        )?;
-        let len = self.store.data().config.plugin_config.len() as i32;
-        let accepted = self.call(
-            self.calls.on_configure.clone(),
-            (root, len),
-            "proxy_on_configure",
-        )? != Some(0);
+        self.create_context(root, 0)?;
+        let accepted = self.configure(root)?;
         if accepted {
             self.root = root;
         } else {
@@ -548,11 +548,7 @@ impl Host {
         let context = self.new_context();
         let hops = self.store.data().config.xff_num_trusted_hops;
         self.store.data_mut().stream = Some(stream_for(request, context, hops));
-        self.call(
-            self.calls.on_context_create.clone(),
-            (context, self.root),
-            "proxy_on_context_create",
-        )?;
+        self.create_context(context, self.root)?;
         Ok(context)
     }
 
