@@ -33,6 +33,14 @@ pub fn example(config: &str) -> Vec<Value> {
     rendered(&inputs, &workspace().join("config").join(config)).unwrap()
 }
 
+/// The committed examples: the edge without the filter, and with it.
+pub const EXAMPLES: [&str; 2] = ["edge.example.json", "edge-pow.example.json"];
+
+/// Each committed example with its objects.
+pub fn examples() -> impl Iterator<Item = (&'static str, Vec<Value>)> {
+    EXAMPLES.into_iter().map(|config| (config, example(config)))
+}
+
 /// The objects of the platform inputs `inputs` and the edge config `config`; or render-edge's
 /// refusal.
 pub fn rendered(inputs: &Path, config: &Path) -> Result<Vec<Value>, String> {

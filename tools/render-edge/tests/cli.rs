@@ -850,7 +850,7 @@ fn names_in_objects(list: &serde_json::Value) -> Vec<(String, String)> {
 #[test]
 fn the_names_are_those_of_the_rendered_objects_with_the_filter_on_or_off() {
     let inputs = example("platform-inputs.example.json");
-    for config in ["edge.example.json", "edge-pow.example.json"] {
+    for config in crate::api_server::EXAMPLES {
         let config = example(config);
         let printed = names(&inputs, &config);
         assert_eq!(

@@ -55,12 +55,7 @@ fn the_gateway_turns_the_filters_metric_tags_into_labels() {
     // Every tag the module writes in a metric's name is one the gateway extracts: the tags of
     // every labelled name the filter defines, over a configuration with lists, rules, crawlers
     // and signed agents.
-    let tags: Vec<&str> = proxy_config["extraStatTags"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
+    let tags = crate::objects::strings(&proxy_config["extraStatTags"]);
     let plugin = find(&objects, "WasmPlugin").unwrap()["spec"]["pluginConfig"].clone();
     let config = pow_core::PluginConfig::from_json(plugin.to_string().as_bytes()).unwrap();
     let filter = pow_core::Filter::new(config, None, [0; 32]).unwrap();

@@ -5,25 +5,18 @@
 // does not reach them, and a failed unwrap here is a failed test, as intended.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-
-use render_edge::{Config, Format, plan, render};
 use serde_json::Value;
 
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../config")
-        .join(name)
-}
+use crate::api_server::{example, examples};
 
-fn objects(config: &str) -> Vec<Value> {
-    let cli = Config {
-        inputs: example("platform-inputs.example.json"),
-        config: example(config),
-        format: Format::Json,
-        names: false,
-    };
-    render::objects(&plan(&cli).unwrap()).unwrap()
+/// The strings of a JSON array.
+pub(crate) fn strings(array: &Value) -> Vec<&str> {
+    array
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect()
 }
 
 /// The ingress rules of a CiliumNetworkPolicy whose first `toPorts` names `port`.
@@ -55,7 +48,7 @@ fn all<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 #[test]
 fn the_gateway_has_one_https_listener_per_hostname_with_its_own_certificate() {
-    let objects = objects("edge.example.json");
+    let objects = example("edge.example.json");
     let gateway = find(&objects, "Gateway", "edge-gateway");
     assert_eq!(gateway["spec"]["gatewayClassName"], "istio");
     let listeners = gateway["spec"]["listeners"].as_array().unwrap();
@@ -91,8 +84,7 @@ fn the_gateway_carries_no_deprecated_field_so_istio_accepts_it() {
     // Istio 1.30.3 pilot/pkg/config/kube/gateway/conversion.go: a Gateway annotated
     // networking.istio.io/service-type gets a DeprecateFieldUsage error ("annotation ... is
     // deprecated, use Spec.Infrastructure.Routeability") and is not Accepted.
-    for config in ["edge.example.json", "edge-pow.example.json"] {
-        let objects = objects(config);
+    for (_, objects) in examples() {
         let gateway = find(&objects, "Gateway", "edge-gateway");
         let annotations = gateway["metadata"]["annotations"].as_object().unwrap();
         assert!(
@@ -104,7 +96,7 @@ fn the_gateway_carries_no_deprecated_field_so_istio_accepts_it() {
 
 #[test]
 fn every_route_names_an_existing_listener_of_its_gateway() {
-    let objects = objects("edge-pow.example.json");
+    let objects = example("edge-pow.example.json");
     let gateway = find(&objects, "Gateway", "edge-gateway");
     let listeners: Vec<&str> = gateway["spec"]["listeners"]
         .as_array()
@@ -128,7 +120,7 @@ fn every_route_names_an_existing_listener_of_its_gateway() {
 
 #[test]
 fn the_redirect_never_captures_the_acme_challenge() {
-    let objects = objects("edge.example.json");
+    let objects = example("edge.example.json");
     let redirect = find(&objects, "HTTPRoute", "http-to-https");
     let rules = redirect["spec"]["rules"].as_array().unwrap();
     assert_eq!(rules.len(), 1);
@@ -150,7 +142,7 @@ fn the_redirect_never_captures_the_acme_challenge() {
 
 #[test]
 fn the_production_issuer_has_the_email_and_the_production_server() {
-    let objects = objects("edge-pow.example.json");
+    let objects = example("edge-pow.example.json");
     let issuer = find(&objects, "ClusterIssuer", "letsencrypt-production");
     assert_eq!(issuer["spec"]["acme"]["email"], "ops@example.com");
     assert_eq!(
@@ -161,7 +153,7 @@ fn the_production_issuer_has_the_email_and_the_production_server() {
 
 #[test]
 fn the_origin_is_pinned_limited_probed_and_restricted() {
-    let objects = objects("edge.example.json");
+    let objects = example("edge.example.json");
     let deployment = find(&objects, "Deployment", "origin");
     let pod = &deployment["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
@@ -190,7 +182,7 @@ fn the_origin_is_pinned_limited_probed_and_restricted() {
 
 #[test]
 fn without_the_filter_nothing_of_the_filter_is_rendered() {
-    let objects = objects("edge.example.json");
+    let objects = example("edge.example.json");
     for kind in [
         "WasmPlugin",
         "CronJob",
@@ -223,7 +215,7 @@ fn without_the_filter_nothing_of_the_filter_is_rendered() {
 
 #[test]
 fn the_wasm_plugin_fails_open_in_authn_and_takes_its_secret_from_the_host() {
-    let objects = objects("edge-pow.example.json");
+    let objects = example("edge-pow.example.json");
     let plugin = find(&objects, "WasmPlugin", "pow-filter");
     let spec = &plugin["spec"];
     assert_eq!(spec["phase"], "AUTHN");
@@ -266,7 +258,7 @@ fn the_wasm_plugin_fails_open_in_authn_and_takes_its_secret_from_the_host() {
 
 #[test]
 fn the_gateway_service_keeps_client_addresses_on_ports_80_and_443() {
-    let objects = objects("edge.example.json");
+    let objects = example("edge.example.json");
     let options = find(&objects, "ConfigMap", "edge-gateway-options");
     let service: Value =
         serde_norway::from_str(options["data"]["service"].as_str().unwrap()).unwrap();
@@ -293,7 +285,7 @@ fn the_gateway_service_keeps_client_addresses_on_ports_80_and_443() {
 
 #[test]
 fn the_lists_refresh_runs_hourly_alone_with_only_the_rights_it_needs() {
-    let objects = objects("edge-pow.example.json");
+    let objects = example("edge-pow.example.json");
     let cron = find(&objects, "CronJob", "lists-refresh");
     assert_eq!(cron["spec"]["schedule"], "17 * * * *");
     assert_eq!(cron["spec"]["concurrencyPolicy"], "Forbid");
@@ -303,13 +295,7 @@ fn the_lists_refresh_runs_hourly_alone_with_only_the_rights_it_needs() {
     assert!(image.contains(':') && !image.ends_with(":latest"));
     let role = find(&objects, "Role", "lists-refresh");
     for rule in role["rules"].as_array().unwrap() {
-        let verbs: Vec<&str> = rule["verbs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
-        assert_eq!(verbs, ["get", "patch"]);
+        assert_eq!(strings(&rule["verbs"]), ["get", "patch"]);
         assert_eq!(rule["resourceNames"].as_array().unwrap().len(), 1);
     }
     let binding = find(&objects, "RoleBinding", "lists-refresh");
@@ -330,7 +316,7 @@ fn the_gateway_class_says_only_what_istiod_says_the_same_way() {
     // istiod creates `istio` with its own description (gatewaycommon/gatewayclass.go): a
     // description here would conflict with it at server-side apply; the controllerName is the
     // same value, so the field is co-owned.
-    let objects = objects("edge.example.json");
+    let objects = example("edge.example.json");
     let class = find(&objects, "GatewayClass", "istio");
     assert_eq!(
         class["spec"],
@@ -343,7 +329,7 @@ fn what_istiod_generates_for_the_gateway_gets_its_own_labels_not_the_gateways() 
     // istiod copies the Gateway's labels (kubectl's ApplySet label among them) onto the
     // Deployment, Service and ServiceAccount it generates unless spec.infrastructure.labels is
     // set, and the same for annotations; the prune would then delete them.
-    let objects = objects("edge.example.json");
+    let objects = example("edge.example.json");
     let gateway = find(&objects, "Gateway", "edge-gateway");
     let infrastructure = &gateway["spec"]["infrastructure"];
     let labels = infrastructure["labels"].as_object().unwrap();
@@ -371,8 +357,8 @@ fn what_istiod_generates_for_the_gateway_gets_its_own_labels_not_the_gateways() 
 #[test]
 fn the_acme_solver_service_stays_inside_the_cluster() {
     // cert-manager's solver Service defaults to NodePort, and NodePorts here are 80-443.
-    for config in ["edge.example.json", "edge-pow.example.json"] {
-        for issuer in all(&objects(config), "ClusterIssuer") {
+    for (config, objects) in examples() {
+        for issuer in all(&objects, "ClusterIssuer") {
             for solver in issuer["spec"]["acme"]["solvers"].as_array().unwrap() {
                 assert_eq!(
                     solver["http01"]["gatewayHTTPRoute"]["serviceType"], "ClusterIP",
@@ -385,7 +371,7 @@ fn the_acme_solver_service_stays_inside_the_cluster() {
 
 #[test]
 fn the_filter_runs_on_the_https_listeners_only() {
-    let objects = objects("edge-pow.example.json");
+    let objects = example("edge-pow.example.json");
     let plugin = find(&objects, "WasmPlugin", "pow-filter");
     assert_eq!(
         plugin["spec"]["match"],
@@ -452,8 +438,7 @@ fn istio_gateway_service(gateway: &Value, overlay: &Value) -> Value {
 
 #[test]
 fn every_node_port_of_the_gateway_service_is_pinned_in_the_range_and_declared() {
-    for config in ["edge.example.json", "edge-pow.example.json"] {
-        let objects = objects(config);
+    for (_, objects) in examples() {
         let gateway = find(&objects, "Gateway", "edge-gateway");
         let options = find(&objects, "ConfigMap", "edge-gateway-options");
         let overlay: Value =
@@ -510,8 +495,7 @@ fn only_the_gateways_pods_reach_the_origin() {
     // A packet injected into the tunnel under another identity, or any other pod of the cluster,
     // must not reach the origin around the filter: its own policy takes its port from the
     // gateway's pods alone (enforced once the policies are).
-    for config in ["edge.example.json", "edge-pow.example.json"] {
-        let objects = objects(config);
+    for (config, objects) in examples() {
         let policy = find(&objects, "CiliumNetworkPolicy", "origin");
         let origin = find(&objects, "Deployment", "origin");
         let pod_labels = &origin["spec"]["template"]["metadata"]["labels"];

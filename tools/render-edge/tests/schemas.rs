@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use manifest_check::Validator;
-use render_edge::{Config, Format, plan, render};
+
+use crate::api_server::{example, examples};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -39,14 +40,8 @@ fn every_rendered_object_of_every_example_is_valid_against_the_upstream_schemas(
     let validator = Validator::new(&dir).unwrap();
     let mut checked = 0;
     let mut problems = Vec::new();
-    for config in ["edge.example.json", "edge-pow.example.json"] {
-        let cli = Config {
-            inputs: workspace().join("config/platform-inputs.example.json"),
-            config: workspace().join("config").join(config),
-            format: Format::Json,
-            names: false,
-        };
-        for object in render::objects(&plan(&cli).unwrap()).unwrap() {
+    for (config, objects) in examples() {
+        for object in objects {
             checked += 1;
             if let Err(violations) = validator.validate(&object) {
                 problems.extend(violations.iter().map(|v| format!("{config}: {v}")));
@@ -65,13 +60,7 @@ fn the_validator_catches_a_typo_in_a_rendered_gateway() {
         testkit::skip_or_fail("the_validator_catches_a_typo", "the schema directory");
         return;
     }
-    let cli = Config {
-        inputs: workspace().join("config/platform-inputs.example.json"),
-        config: workspace().join("config/edge.example.json"),
-        format: Format::Json,
-        names: false,
-    };
-    let mut objects = render::objects(&plan(&cli).unwrap()).unwrap();
+    let mut objects = example("edge.example.json");
     let gateway = objects.iter_mut().find(|o| o["kind"] == "Gateway").unwrap();
     gateway["spec"]["listeners"][1]["tls"]["certificateRef"] = serde_json::json!([]);
     let violations = Validator::new(&dir).unwrap().validate(gateway).unwrap_err();
