@@ -39,3 +39,25 @@ pub use talos_upgrade::{
     KUBERNETES_UPGRADED_VERSION, KubernetesUpgraded, TALOS_UPGRADE_STEP_VERSION,
     TALOS_UPGRADED_VERSION, TalosUpgradeStep, TalosUpgraded, UpgradeStepKind,
 };
+
+/// What a checker of values says: each of `good` passes, each of `bad` is refused with a message
+/// that holds `refusal`.
+#[cfg(test)]
+fn assert_verdicts<E: std::fmt::Display>(
+    check: impl Fn(&str) -> Result<(), E>,
+    good: &[&str],
+    bad: &[&str],
+    refusal: &str,
+) {
+    for value in good {
+        if let Err(err) = check(value) {
+            panic!("{value}: refused: {err}");
+        }
+    }
+    for value in bad {
+        match check(value) {
+            Ok(()) => panic!("{value}: passed"),
+            Err(err) => assert!(err.to_string().contains(refusal), "{value}: {err}"),
+        }
+    }
+}

@@ -70,61 +70,60 @@ pub fn check_host_name(value: &str) -> Result<(), InvalidValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::assert_verdicts;
 
     #[test]
     fn device_paths_pass_and_anything_a_yaml_or_shell_parser_would_read_is_refused() {
-        for good in [
-            "/dev/sda",
-            "/dev/nvme0n1",
-            "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4",
-            "/dev/disk/by-path/pci-0000:00:17.0-ata-1",
-        ] {
-            assert_eq!(check_install_disk(good), Ok(()), "{good}");
-        }
-        for bad in [
-            "sda",
-            "/dev/",
-            "/dev//sda",
-            "/dev/../etc/passwd",
-            "/etc/passwd",
-            "/dev/sda; reboot",
-            "/dev/sda|e reboot",
-            "/dev/sd$(id)",
-            "/dev/sda\n    wipe: true",
-            "/dev/sda #",
-            "/dev/sd\"a",
-            "/dev/sd'a",
-            "/dev/sd`a`",
-            "/dev/sd a",
-            "/dev/sd{a}",
-        ] {
-            let err = check_install_disk(bad).unwrap_err();
-            assert!(err.to_string().contains("device path"), "{bad}: {err}");
-        }
+        assert_verdicts(
+            check_install_disk,
+            &[
+                "/dev/sda",
+                "/dev/nvme0n1",
+                "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4",
+                "/dev/disk/by-path/pci-0000:00:17.0-ata-1",
+            ],
+            &[
+                "sda",
+                "/dev/",
+                "/dev//sda",
+                "/dev/../etc/passwd",
+                "/etc/passwd",
+                "/dev/sda; reboot",
+                "/dev/sda|e reboot",
+                "/dev/sd$(id)",
+                "/dev/sda\n    wipe: true",
+                "/dev/sda #",
+                "/dev/sd\"a",
+                "/dev/sd'a",
+                "/dev/sd`a`",
+                "/dev/sd a",
+                "/dev/sd{a}",
+            ],
+            "device path",
+        );
         assert!(check_install_disk(&format!("/dev/{}", "a".repeat(251))).is_err());
     }
 
     #[test]
     fn host_names_pass_and_anything_else_is_refused() {
-        for good in ["api.example.com", "a.b", "k8s-1.edge.example.net"] {
-            assert_eq!(check_host_name(good), Ok(()), "{good}");
-        }
-        for bad in [
-            "localhost",
-            "API.example.com",
-            "-api.example.com",
-            "api-.example.com",
-            "api..example.com",
-            "api.example.com.",
-            "api.example.com|e id",
-            "api.example.com\n  - evil",
-            "api.example.com:6443",
-            "*.example.com",
-            "api_1.example.com",
-        ] {
-            let err = check_host_name(bad).unwrap_err();
-            assert!(err.to_string().contains("DNS host name"), "{bad}: {err}");
-        }
+        assert_verdicts(
+            check_host_name,
+            &["api.example.com", "a.b", "k8s-1.edge.example.net"],
+            &[
+                "localhost",
+                "API.example.com",
+                "-api.example.com",
+                "api-.example.com",
+                "api..example.com",
+                "api.example.com.",
+                "api.example.com|e id",
+                "api.example.com\n  - evil",
+                "api.example.com:6443",
+                "*.example.com",
+                "api_1.example.com",
+            ],
+            "DNS host name",
+        );
         let long = format!("{}.com", "a".repeat(64));
         assert!(check_host_name(&long).is_err());
     }

@@ -64,40 +64,42 @@ pub(crate) fn ids<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Er
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::assert_verdicts;
 
     #[test]
     fn zones_are_region_location_number() {
-        for good in ["fr-par-1", "nl-ams-3", "pl-waw-2", "it-mil-1"] {
-            assert_eq!(check_zone(good), Ok(()), "{good}");
-        }
-        for bad in [
-            "",
-            "fr-par",
-            "fr-par-1/servers",
-            "fr-par-1?x",
-            "../fr-par-1",
-            "FR-PAR-1",
-            "fr-par-x",
-            "fr-paris-1",
-        ] {
-            assert!(check_zone(bad).is_err(), "{bad}");
-        }
+        assert_verdicts(
+            check_zone,
+            &["fr-par-1", "nl-ams-3", "pl-waw-2", "it-mil-1"],
+            &[
+                "",
+                "fr-par",
+                "fr-par-1/servers",
+                "fr-par-1?x",
+                "../fr-par-1",
+                "FR-PAR-1",
+                "fr-par-x",
+                "fr-paris-1",
+            ],
+            "is not a Scaleway zone",
+        );
     }
 
     #[test]
     fn ids_are_lowercase_uuids() {
-        assert_eq!(check_id("11111111-2222-4333-8444-555555555555"), Ok(()));
-        for bad in [
-            "",
-            "x",
-            "11111111-2222-4333-8444-55555555555",
-            "11111111-2222-4333-8444-555555555555/action",
-            "../11111111-2222-4333-8444-55555555555",
-            "11111111-2222-4333-8444-55555555555G",
-            "AAAAAAAA-2222-4333-8444-555555555555",
-        ] {
-            let err = check_id(bad).unwrap_err();
-            assert!(err.contains("not a Scaleway id"), "{bad}: {err}");
-        }
+        assert_verdicts(
+            check_id,
+            &["11111111-2222-4333-8444-555555555555"],
+            &[
+                "",
+                "x",
+                "11111111-2222-4333-8444-55555555555",
+                "11111111-2222-4333-8444-555555555555/action",
+                "../11111111-2222-4333-8444-55555555555",
+                "11111111-2222-4333-8444-55555555555G",
+                "AAAAAAAA-2222-4333-8444-555555555555",
+            ],
+            "not a Scaleway id",
+        );
     }
 }
