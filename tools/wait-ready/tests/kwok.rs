@@ -39,33 +39,34 @@ fn scene(test: &str) -> Option<Scene> {
     })
 }
 
+/// A scene with `nodes` joined and `namespace` made: where a test of workloads starts.
+fn scene_with(test: &str, nodes: &[&str], namespace: &str) -> Option<Scene> {
+    let mut scene = scene(test)?;
+    for node in nodes {
+        scene.node(node);
+    }
+    scene.namespace(namespace);
+    Some(scene)
+}
+
 impl Drop for Scene {
     fn drop(&mut self) {
+        // Best effort: what is left fails the next scene's check for leftover nodes.
+        let delete = |args: &[&str]| {
+            let _ = self.plane.kubectl().arg("delete").args(args).output();
+        };
         // The namespaces first: kwok lets their pods go while their nodes are still there.
         for namespace in &self.namespaces {
-            let _ = self
-                .plane
-                .kubectl()
-                .args(["delete", "namespace", namespace, "--timeout=120s"])
-                .output();
+            delete(&["namespace", namespace, "--timeout=120s"]);
         }
         for node in &self.nodes {
-            let _ = self
-                .plane
-                .kubectl()
-                .args(["delete", "node", node, "--timeout=60s"])
-                .output();
-            let _ = self
-                .plane
-                .kubectl()
-                .args([
-                    "delete",
-                    "lease",
-                    node,
-                    "--namespace=kube-node-lease",
-                    "--ignore-not-found",
-                ])
-                .output();
+            delete(&["node", node, "--timeout=60s"]);
+            delete(&[
+                "lease",
+                node,
+                "--namespace=kube-node-lease",
+                "--ignore-not-found",
+            ]);
         }
     }
 }
@@ -236,13 +237,11 @@ fn a_node_not_ready_yet_is_waited_for_until_it_is() {
 
 #[test]
 fn cordoned_nodes_are_uncordoned_as_asked_and_their_pods_then_run() {
-    let Some(mut scene) = scene("cordoned_nodes_are_uncordoned") else {
+    let (first, second, namespace) = ("wr-cordoned-a", "wr-cordoned-b", "wr-cordoned");
+    let Some(scene) = scene_with("cordoned_nodes_are_uncordoned", &[first, second], namespace)
+    else {
         return;
     };
-    let (first, second, namespace) = ("wr-cordoned-a", "wr-cordoned-b", "wr-cordoned");
-    scene.node(first);
-    scene.node(second);
-    scene.namespace(namespace);
     for node in [first, second] {
         scene.kubectl(&["cordon", node]);
     }
@@ -319,12 +318,14 @@ fn not_admitted() -> Value {
 
 #[test]
 fn failed_pods_beside_their_running_replacements_pass() {
-    let Some(mut scene) = scene("failed_pods_beside_their_running_replacements") else {
+    let (node, namespace) = ("wr-rebooted", "wr-replaced");
+    let Some(scene) = scene_with(
+        "failed_pods_beside_their_running_replacements",
+        &[node],
+        namespace,
+    ) else {
         return;
     };
-    let (node, namespace) = ("wr-rebooted", "wr-replaced");
-    scene.node(node);
-    scene.namespace(namespace);
     for (app, status) in [("shut-down", shut_down()), ("refused", not_admitted())] {
         scene.deployment(namespace, app, node, 1, true);
         let pod = scene.pods(namespace, app)[0]["metadata"]["name"]
@@ -353,12 +354,10 @@ fn failed_pods_beside_their_running_replacements_pass() {
 
 #[test]
 fn a_running_pod_that_is_not_ready_is_waited_for_and_named() {
-    let Some(mut scene) = scene("a_running_pod_that_is_not_ready") else {
+    let (node, namespace) = ("wr-crashing", "wr-crashing");
+    let Some(scene) = scene_with("a_running_pod_that_is_not_ready", &[node], namespace) else {
         return;
     };
-    let (node, namespace) = ("wr-crashing", "wr-crashing");
-    scene.node(node);
-    scene.namespace(namespace);
     scene.deployment(namespace, "web", node, 1, true);
     let pod = scene.pods(namespace, "web")[0].clone();
     let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
