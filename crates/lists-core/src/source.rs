@@ -286,16 +286,20 @@ mod tests {
 
     #[test]
     fn credentials_and_query_strings_are_redacted() {
-        assert_eq!(
-            redact("https://u:secret@download.example/geo?license_key=k&x=1"),
-            "https://***@download.example/geo?***"
-        );
-        assert_eq!(
-            redact("https://iptoasn.com/data/ip2asn-v4.tsv.gz"),
-            "https://iptoasn.com/data/ip2asn-v4.tsv.gz"
-        );
-        assert_eq!(redact("/data/x.csv"), "/data/x.csv");
-        assert_eq!(redact("-"), "-");
+        for (source, shown) in [
+            (
+                "https://u:secret@download.example/geo?license_key=k&x=1",
+                "https://***@download.example/geo?***",
+            ),
+            (
+                "https://iptoasn.com/data/ip2asn-v4.tsv.gz",
+                "https://iptoasn.com/data/ip2asn-v4.tsv.gz",
+            ),
+            ("/data/x.csv", "/data/x.csv"),
+            ("-", "-"),
+        ] {
+            assert_eq!(redact(source), shown, "{source}");
+        }
     }
 
     fn read_all(bytes: &[u8]) -> Result<Vec<(u64, String)>, ListError> {

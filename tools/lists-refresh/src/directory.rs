@@ -263,20 +263,18 @@ mod tests {
 
     #[test]
     fn the_authority_drops_the_default_port_and_case() {
-        assert_eq!(
-            authority_of("https://Bot.Example.com/.well-known/http-message-signatures-directory"),
-            "bot.example.com"
-        );
-        assert_eq!(
-            authority_of("https://bot.example.com:443/d"),
-            "bot.example.com"
-        );
-        assert_eq!(
-            authority_of("https://bot.example.com:8443/d"),
-            "bot.example.com:8443"
-        );
-        assert_eq!(authority_of("http://127.0.0.1:80/d"), "127.0.0.1");
-        assert_eq!(authority_of("http://[::1]:4000/d"), "[::1]:4000");
+        for (url, authority) in [
+            (
+                "https://Bot.Example.com/.well-known/http-message-signatures-directory",
+                "bot.example.com",
+            ),
+            ("https://bot.example.com:443/d", "bot.example.com"),
+            ("https://bot.example.com:8443/d", "bot.example.com:8443"),
+            ("http://127.0.0.1:80/d", "127.0.0.1"),
+            ("http://[::1]:4000/d", "[::1]:4000"),
+        ] {
+            assert_eq!(authority_of(url), authority, "{url}");
+        }
     }
 
     /// The drafts' own directories: the directory draft's (a JWK Set) is taken when signed
