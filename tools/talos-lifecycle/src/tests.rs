@@ -276,16 +276,28 @@ fn restore_action(snapshot: &str) -> Action {
 const NOW: u64 = 1_781_888_400;
 
 fn go(config: &Config, talos: &Scripted) -> (Result<(), Error>, String) {
+    go_on(config, talos, &inventory())
+}
+
+/// [`go`], which must succeed: what the run wrote.
+fn go_ok(config: &Config, talos: &Scripted) -> String {
+    let (result, out) = go(config, talos);
+    result.unwrap();
+    out
+}
+
+/// [`go`] on another inventory.
+fn go_on(config: &Config, talos: &Scripted, inventory: &str) -> (Result<(), Error>, String) {
     let mut out = Vec::new();
-    let result = run_with(
-        config,
-        talos,
-        &NoSleep,
-        NOW,
-        inventory().as_bytes(),
-        &mut out,
-    );
+    let result = run_with(config, talos, &NoSleep, NOW, inventory.as_bytes(), &mut out);
     (result, String::from_utf8(out).unwrap())
+}
+
+/// A run's error, which must be of the kind `exit`: its message.
+fn error_of(result: Result<(), Error>, exit: Exit) -> String {
+    let error = result.unwrap_err();
+    assert_eq!(error.exit(), exit, "{error}");
+    error.to_string()
 }
 
 /// Whether a recovery was asked of any node.
@@ -387,8 +399,7 @@ fn a_snapshot_plan_streams_from_the_first_healthy_member_and_changes_nothing_in_
         .status(CPS[0], vec![etcd_down()])
         .status(CPS[1], vec![healthy("b", "c")])
         .status(CPS[2], vec![healthy("c", "c")]);
-    let (result, out) = go(&snapshot_config(&out_dir, true), &talos);
-    result.unwrap();
+    let out = go_ok(&snapshot_config(&out_dir, true), &talos);
     let steps = plan_lines(&out);
     assert_eq!(steps.len(), 2);
     assert_eq!(steps[0].step, EtcdStepKind::TakeSnapshot);
@@ -413,8 +424,7 @@ fn a_snapshot_is_written_0600_in_a_0700_folder_and_recorded() {
         .status(CPS[0], vec![healthy("a", "a")])
         .status(CPS[1], vec![healthy("b", "a")])
         .status(CPS[2], vec![healthy("c", "a")]);
-    let (result, out) = go(&snapshot_config(&out_dir, false), &talos);
-    result.unwrap();
+    let out = go_ok(&snapshot_config(&out_dir, false), &talos);
     let record: pop_common::records::EtcdSnapshot = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(record.node, CPS[0]);
     assert_eq!(record.taken_at, "2026-06-19T17:00:00Z");
@@ -449,9 +459,7 @@ fn no_snapshot_without_a_member_that_has_a_leader() {
         ),
         &talos,
     );
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Failure);
-    let text = error.to_string();
+    let text = error_of(result, Exit::Failure);
     for said in [
         "edge-par-cp-1: the Talos API does not answer",
         "context deadline exceeded",
@@ -473,9 +481,7 @@ fn a_restore_is_refused_while_a_majority_follows_a_leader_naming_them() {
     .status(CPS[2], vec![healthy("c", "c")]);
     for dry_run in [true, false] {
         let (result, out) = go(&config(restore_action("s.snapshot"), dry_run), &talos);
-        let error = result.unwrap_err();
-        assert_eq!(error.exit(), Exit::Failure);
-        let text = error.to_string();
+        let text = error_of(result, Exit::Failure);
         assert!(
             text.contains("2 of 3 members follow leader c (edge-par-cp-2, edge-par-cp-3)"),
             "{text}"
@@ -514,8 +520,7 @@ fn a_restore_reads_the_members_three_times_before_it_believes_the_quorum_lost() 
         .status(CPS[0], vec![no_leader("a")])
         .status(CPS[1], vec![down()])
         .status(CPS[2], vec![down()]);
-    let (result, _) = go(&config(restore_action("s.snapshot"), true), &talos);
-    result.unwrap();
+    go_ok(&config(restore_action("s.snapshot"), true), &talos);
     let reads = status_reads(&talos, CPS[0]);
     assert_eq!(reads, run::QUORUM_LOSS_READS.tries as usize);
 }
@@ -527,13 +532,10 @@ fn a_snapshot_etcdutl_refuses_stops_the_restore_before_any_node_is_asked() {
         ..Scripted::default()
     };
     let (result, _) = go(&config(restore_action("bad.snapshot"), false), &talos);
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Usage);
+    let said = error_of(result, Exit::Usage);
     assert!(
-        error
-            .to_string()
-            .starts_with("bad.snapshot: refused by etcdutl"),
-        "{error}"
+        said.starts_with("bad.snapshot: refused by etcdutl"),
+        "{said}"
     );
     assert!(talos.calls.borrow().is_empty());
 }
@@ -544,8 +546,7 @@ fn a_lost_quorum_is_recovered_on_the_first_node_talos_answers_for_then_waited_fo
         .status(CPS[0], vec![down()])
         .status(CPS[1], vec![etcd_down(), etcd_down(), healthy("9f", "9f")])
         .status(CPS[2], vec![no_leader("c")]);
-    let (result, out) = go(&config(restore_action("s.snapshot"), true), &talos);
-    result.unwrap();
+    let out = go_ok(&config(restore_action("s.snapshot"), true), &talos);
     let steps = plan_lines(&out);
     let kinds: Vec<_> = steps.iter().map(|s| s.step).collect();
     assert_eq!(
@@ -560,8 +561,7 @@ fn a_lost_quorum_is_recovered_on_the_first_node_talos_answers_for_then_waited_fo
     assert!(steps[1].says.contains("revision 3"), "{}", steps[1].says);
     assert!(!recovered(&talos));
 
-    let (result, out) = go(&config(restore_action("s.snapshot"), false), &talos);
-    result.unwrap();
+    let out = go_ok(&config(restore_action("s.snapshot"), false), &talos);
     let record: pop_common::records::EtcdRecovery = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(record.node, CPS[1]);
     assert_eq!(record.member_id, "9f");
@@ -642,38 +642,15 @@ fn talosctl_tables_and_errors_are_read_as_talosctl_prints_them() {
 #[test]
 fn an_inventory_without_a_control_plane_or_its_address_is_bad_input() {
     let talos = Scripted::default();
-    let mut out = Vec::new();
+    let restore = config(restore_action("s"), true);
     let no_cp = inventory().replace("controlplane", "worker");
-    let error = run_with(
-        &config(restore_action("s"), true),
-        &talos,
-        &NoSleep,
-        NOW,
-        no_cp.as_bytes(),
-        &mut out,
-    )
-    .unwrap_err();
-    assert_eq!(error.exit(), Exit::Usage);
-    assert!(
-        error
-            .to_string()
-            .contains("field `nodes`: no control plane"),
-        "{error}"
-    );
+    let (result, _) = go_on(&restore, &talos, &no_cp);
+    let said = error_of(result, Exit::Usage);
+    assert!(said.contains("field `nodes`: no control plane"), "{said}");
     let no_ip = inventory().replace(r#""public_ipv4":"203.0.113.12""#, r#""public_ipv4":null"#);
-    let error = run_with(
-        &config(restore_action("s"), true),
-        &talos,
-        &NoSleep,
-        NOW,
-        no_ip.as_bytes(),
-        &mut out,
-    )
-    .unwrap_err();
-    assert!(
-        error.to_string().contains("nodes[2].public_ipv4"),
-        "{error}"
-    );
+    let (result, _) = go_on(&restore, &talos, &no_ip);
+    let said = result.unwrap_err().to_string();
+    assert!(said.contains("nodes[2].public_ipv4"), "{said}");
 }
 
 const CP_INSTALLER: &str = "factory.talos.dev/scaleway-installer/3765:v1.13.11";
@@ -779,8 +756,7 @@ fn each_kind_of_node_gets_its_own_platforms_installer_at_the_target() {
 fn an_upgrade_plan_snapshots_first_then_takes_the_control_planes_one_by_one_then_the_worker() {
     let dir = tempfile::tempdir().unwrap();
     let talos = healthy_cluster();
-    let (result, out) = go(&upgrade_config(dir.path(), true), &talos);
-    result.unwrap();
+    let out = go_ok(&upgrade_config(dir.path(), true), &talos);
     let steps = upgrade_lines(&out);
     let shape: Vec<(UpgradeStepKind, Option<&str>)> =
         steps.iter().map(|s| (s.step, s.node.as_deref())).collect();
@@ -829,8 +805,7 @@ fn an_upgrade_plan_snapshots_first_then_takes_the_control_planes_one_by_one_then
 fn an_upgrade_runs_in_the_planned_order_and_records_each_node() {
     let dir = tempfile::tempdir().unwrap();
     let talos = healthy_cluster();
-    let (result, out) = go(&upgrade_config(dir.path(), false), &talos);
-    result.unwrap();
+    let out = go_ok(&upgrade_config(dir.path(), false), &talos);
     let snapshot = dir.path().join("edge-par-20260619T170000Z.snapshot");
     assert_eq!(
         upgrades(&talos),
@@ -864,6 +839,15 @@ fn an_upgrade_runs_in_the_planned_order_and_records_each_node() {
     assert!(at(&format!("ready {WORKER}")) < at(&format!("upgrade {}", CPS[0])));
 }
 
+/// An upgrade on `talos` refused at its gate saying `needle`, no node's upgrade started.
+fn assert_no_upgrade_starts(talos: &Scripted, needle: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (result, _) = go(&upgrade_config(dir.path(), false), talos);
+    let said = result.unwrap_err().to_string();
+    assert!(said.contains(needle), "{said}");
+    assert!(!upgrades(talos).iter().any(|c| c.starts_with("upgrade")));
+}
+
 #[test]
 fn no_upgrade_starts_while_another_member_is_unhealthy_or_a_node_is_not_ready() {
     let dir = tempfile::tempdir().unwrap();
@@ -871,9 +855,7 @@ fn no_upgrade_starts_while_another_member_is_unhealthy_or_a_node_is_not_ready() 
     // taken), but one more reboot would lose it.
     let talos = healthy_cluster().status(CPS[2], vec![no_leader("c")]);
     let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Failure);
-    let said = error.to_string();
+    let said = error_of(result, Exit::Failure);
     assert!(said.contains("before upgrading edge-par-cp-1"), "{said}");
     assert!(
         said.contains("nothing was started on edge-par-cp-1"),
@@ -886,29 +868,21 @@ fn no_upgrade_starts_while_another_member_is_unhealthy_or_a_node_is_not_ready() 
     assert_eq!(upgrades(&talos), [format!("snapshot {}", CPS[0])]);
 
     // A member missing from the list (two members for three control planes).
-    let dir = tempfile::tempdir().unwrap();
     let talos = Scripted {
         members: vec![CPS[0].into(), CPS[1].into()],
         ..healthy_cluster()
     };
-    let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
-    let said = result.unwrap_err().to_string();
-    assert!(said.contains("etcd lists 2 members"), "{said}");
-    assert!(!upgrades(&talos).iter().any(|c| c.starts_with("upgrade")));
+    assert_no_upgrade_starts(&talos, "etcd lists 2 members");
 
     // The worker not Ready: nothing starts either.
-    let dir = tempfile::tempdir().unwrap();
     let talos = Scripted {
         not_ready: vec![WORKER.into()],
         ..healthy_cluster()
     };
-    let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
-    let said = result.unwrap_err().to_string();
-    assert!(
-        said.contains("edge-par-worker-1: its Kubernetes node is not Ready"),
-        "{said}"
+    assert_no_upgrade_starts(
+        &talos,
+        "edge-par-worker-1: its Kubernetes node is not Ready",
     );
-    assert!(!upgrades(&talos).iter().any(|c| c.starts_with("upgrade")));
 }
 
 #[test]
@@ -933,15 +907,13 @@ fn a_run_cut_short_at_a_node_resumes_at_that_node() {
         ..healthy_cluster()
     };
     let dir = tempfile::tempdir().unwrap();
-    let (result, out) = go(&upgrade_config(dir.path(), true), &talos);
-    result.unwrap();
+    let out = go_ok(&upgrade_config(dir.path(), true), &talos);
     let steps = upgrade_lines(&out);
     assert_eq!(steps[3].step, UpgradeStepKind::Skip);
     assert_eq!(steps[3].node.as_deref(), Some(CPS[0]));
     assert_eq!(steps[4].step, UpgradeStepKind::Gate);
     assert_eq!(steps[4].node.as_deref(), Some(CPS[1]));
-    let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
-    result.unwrap();
+    go_ok(&upgrade_config(dir.path(), false), &talos);
     assert_eq!(
         upgrades(&talos),
         [
@@ -954,15 +926,13 @@ fn a_run_cut_short_at_a_node_resumes_at_that_node() {
 
     // Once all run the target, nothing is planned beyond the check, and nothing is done.
     let dir = tempfile::tempdir().unwrap();
-    let (result, out) = go(&upgrade_config(dir.path(), true), &talos);
-    result.unwrap();
+    let out = go_ok(&upgrade_config(dir.path(), true), &talos);
     let kinds: Vec<UpgradeStepKind> = upgrade_lines(&out).iter().map(|s| s.step).collect();
     assert_eq!(kinds[0], UpgradeStepKind::Preflight);
     assert!(kinds[1..].iter().all(|k| *k == UpgradeStepKind::Skip));
     assert_eq!(kinds.len(), 5);
     let before = upgrades(&talos).len();
-    let (result, out) = go(&upgrade_config(dir.path(), false), &talos);
-    result.unwrap();
+    let out = go_ok(&upgrade_config(dir.path(), false), &talos);
     assert!(out.is_empty());
     assert_eq!(upgrades(&talos).len(), before);
 }
@@ -993,13 +963,10 @@ fn a_path_or_a_client_of_another_minor_is_refused_before_anything_changes() {
         .borrow_mut()
         .insert(CPS[1].into(), "v1.11.6".into());
     let (result, out) = go(&upgrade_config(dir.path(), false), &talos);
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Usage);
+    let said = error_of(result, Exit::Usage);
     assert!(
-        error
-            .to_string()
-            .starts_with("edge-par-cp-2: v1.11.6 to v1.13.11 skips a minor"),
-        "{error}"
+        said.starts_with("edge-par-cp-2: v1.11.6 to v1.13.11 skips a minor"),
+        "{said}"
     );
     assert!(out.is_empty());
     assert!(upgrades(&talos).is_empty());
@@ -1009,13 +976,9 @@ fn a_path_or_a_client_of_another_minor_is_refused_before_anything_changes() {
         ..healthy_cluster()
     };
     let (result, _) = go(&upgrade_config(dir.path(), true), &talos);
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Usage);
-    assert!(error.to_string().contains("talosctl is v1.12.6"), "{error}");
-    assert!(
-        error.to_string().contains("use a talosctl of v1.13"),
-        "{error}"
-    );
+    let said = error_of(result, Exit::Usage);
+    assert!(said.contains("talosctl is v1.12.6"), "{said}");
+    assert!(said.contains("use a talosctl of v1.13"), "{said}");
     assert!(upgrades(&talos).is_empty());
 }
 
@@ -1127,8 +1090,7 @@ fn kubelets_at(version: &str) -> Scripted {
 fn a_kubernetes_upgrade_is_planned_snapshot_first_through_one_healthy_control_plane() {
     let dir = tempfile::tempdir().unwrap();
     let talos = kubelets_at("v1.35.2");
-    let (result, out) = go(&k8s_config("v1.36.3", dir.path(), true), &talos);
-    result.unwrap();
+    let out = go_ok(&k8s_config("v1.36.3", dir.path(), true), &talos);
     let steps = upgrade_lines(&out);
     use UpgradeStepKind::*;
     assert_eq!(
@@ -1156,8 +1118,7 @@ fn a_kubernetes_upgrade_is_planned_snapshot_first_through_one_healthy_control_pl
             .any(|c| c.starts_with("upgrade-k8s"))
     );
 
-    let (result, out) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
-    result.unwrap();
+    let out = go_ok(&k8s_config("v1.36.3", dir.path(), false), &talos);
     let lines: Vec<serde_json::Value> = testkit::process::json_lines(&out);
     assert_eq!(lines[0]["kind"], "EtcdSnapshot");
     let done: KubernetesUpgraded = serde_json::from_value(lines[1].clone()).unwrap();
@@ -1176,8 +1137,7 @@ fn a_kubernetes_upgrade_is_planned_snapshot_first_through_one_healthy_control_pl
 
     // Run again: every kubelet runs the target, nothing is done.
     let before = talos.calls.borrow().len();
-    let (result, out) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
-    result.unwrap();
+    let out = go_ok(&k8s_config("v1.36.3", dir.path(), false), &talos);
     assert!(out.is_empty());
     assert!(
         !talos.calls.borrow()[before..]
@@ -1193,37 +1153,25 @@ fn a_kubernetes_target_off_the_path_or_unsupported_or_an_unhealthy_cluster_is_re
     let talos = kubelets_at("v1.35.2");
     talos.kubelets.borrow_mut()[3].version = "v1.34.9".into();
     let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Usage);
+    let said = error_of(result, Exit::Usage);
     assert!(
-        error
-            .to_string()
-            .starts_with("edge-par-worker-1: v1.34.9 to v1.36.3 skips a minor"),
-        "{error}"
+        said.starts_with("edge-par-worker-1: v1.34.9 to v1.36.3 skips a minor"),
+        "{said}"
     );
     // A minor Talos 1.13 does not run.
     let talos = kubelets_at("v1.36.3");
     let (result, _) = go(&k8s_config("v1.37.0", dir.path(), false), &talos);
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Usage);
+    let said = error_of(result, Exit::Usage);
     assert!(
-        error
-            .to_string()
-            .contains("Talos v1.13 runs Kubernetes 1.31 to 1.36, not v1.37.0"),
-        "{error}"
+        said.contains("Talos v1.13 runs Kubernetes 1.31 to 1.36, not v1.37.0"),
+        "{said}"
     );
     assert!(upgrades(&talos).is_empty());
     // A member without a leader: the snapshot, then nothing.
     let talos = kubelets_at("v1.35.2").status(CPS[1], vec![no_leader("b")]);
     let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Failure);
-    assert!(
-        error
-            .to_string()
-            .contains("edge-par-cp-2: member b reports"),
-        "{error}"
-    );
+    let said = error_of(result, Exit::Failure);
+    assert!(said.contains("edge-par-cp-2: member b reports"), "{said}");
     assert!(
         !upgrades(&talos)
             .iter()
@@ -1257,14 +1205,16 @@ fn kubectls_node_list_is_read_for_names_kubelets_and_readiness() {
     assert!(talos::parse_kubelets(r#"{"items":[{"metadata":{}}]}"#).is_err());
 }
 
-fn remove_action(dir: &Path, node: &str, failed: bool) -> Action {
-    Action::RemoveMember {
+/// The removal of `node`'s member (`--failed` when `failed`), its snapshot into `dir`.
+fn remove_config(dir: &Path, node: &str, failed: bool, dry_run: bool) -> Config {
+    let action = Action::RemoveMember {
         node: node.into(),
         failed,
         out_dir: dir.to_path_buf(),
         wait_tries: 3,
         wait_interval_seconds: 1,
-    }
+    };
+    config(action, dry_run)
 }
 
 fn three_members() -> Scripted {
@@ -1285,6 +1235,14 @@ fn changes(talos: &Scripted) -> Vec<String> {
         .collect()
 }
 
+/// A run on `talos` refused saying `needle`, nothing changed.
+fn assert_refused_unchanged(config: &Config, talos: &Scripted, needle: &str) {
+    let (result, _) = go(config, talos);
+    let said = result.unwrap_err().to_string();
+    assert!(said.contains(needle), "{said}");
+    assert!(changes(talos).is_empty());
+}
+
 #[test]
 fn a_member_leaves_after_a_snapshot_only_while_every_other_member_is_healthy() {
     let dir = tempfile::tempdir().unwrap();
@@ -1294,13 +1252,8 @@ fn a_member_leaves_after_a_snapshot_only_while_every_other_member_is_healthy() {
         .status(CPS[1], vec![no_leader("2")])
         .status(CPS[2], vec![healthy("3", "1")]);
     for dry_run in [true, false] {
-        let (result, out) = go(
-            &config(remove_action(dir.path(), CPS[2], false), dry_run),
-            &talos,
-        );
-        let error = result.unwrap_err();
-        assert_eq!(error.exit(), Exit::Failure);
-        let text = error.to_string();
+        let (result, out) = go(&remove_config(dir.path(), CPS[2], false, dry_run), &talos);
+        let text = error_of(result, Exit::Failure);
         assert!(text.contains("edge-par-cp-3's etcd member stays"), "{text}");
         assert!(
             text.contains("edge-par-cp-2: member 2 reports etcdserver: no leader"),
@@ -1315,11 +1268,7 @@ fn a_member_leaves_after_a_snapshot_only_while_every_other_member_is_healthy() {
         .status(CPS[0], vec![healthy("1", "1")])
         .status(CPS[1], vec![healthy("2", "1")])
         .status(CPS[2], vec![healthy("3", "1")]);
-    let (result, out) = go(
-        &config(remove_action(dir.path(), CPS[2], false), true),
-        &talos,
-    );
-    result.unwrap();
+    let out = go_ok(&remove_config(dir.path(), CPS[2], false, true), &talos);
     let kinds: Vec<_> = plan_lines(&out).iter().map(|s| s.step).collect();
     assert_eq!(
         kinds,
@@ -1331,11 +1280,7 @@ fn a_member_leaves_after_a_snapshot_only_while_every_other_member_is_healthy() {
         ]
     );
     assert!(changes(&talos).is_empty());
-    let (result, out) = go(
-        &config(remove_action(dir.path(), CPS[2], false), false),
-        &talos,
-    );
-    result.unwrap();
+    let out = go_ok(&remove_config(dir.path(), CPS[2], false, false), &talos);
     let snapshot = dir.path().join("edge-par-20260619T170000Z.snapshot");
     assert_eq!(
         changes(&talos),
@@ -1355,11 +1300,7 @@ fn a_member_leaves_after_a_snapshot_only_while_every_other_member_is_healthy() {
     // Run again: no member of that name any more, nothing is done.
     std::fs::remove_file(&snapshot).unwrap();
     talos.calls.borrow_mut().clear();
-    let (result, out) = go(
-        &config(remove_action(dir.path(), CPS[2], false), false),
-        &talos,
-    );
-    result.unwrap();
+    let out = go_ok(&remove_config(dir.path(), CPS[2], false, false), &talos);
     assert!(out.contains("\"how\":\"already-gone\""), "{out}");
     assert!(changes(&talos).is_empty(), "{:?}", talos.calls.borrow());
 }
@@ -1372,19 +1313,10 @@ fn a_gone_node_s_member_is_removed_through_another_only_when_asked_and_only_if_i
         .status(CPS[1], vec![healthy("2", "2")])
         .status(CPS[2], vec![healthy("3", "2")]);
     // Without --failed a node that does not answer cannot leave: the way out is said.
-    let (result, _) = go(
-        &config(remove_action(dir.path(), CPS[0], false), false),
-        &talos,
-    );
-    let text = result.unwrap_err().to_string();
-    assert!(text.contains("FAILED=yes"), "{text}");
-    assert!(changes(&talos).is_empty());
+    let not_failed = remove_config(dir.path(), CPS[0], false, false);
+    assert_refused_unchanged(&not_failed, &talos, "FAILED=yes");
 
-    let (result, out) = go(
-        &config(remove_action(dir.path(), CPS[0], true), false),
-        &talos,
-    );
-    result.unwrap();
+    let out = go_ok(&remove_config(dir.path(), CPS[0], true, false), &talos);
     let removal: pop_common::records::EtcdMemberRemoval =
         serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(
@@ -1399,26 +1331,18 @@ fn a_gone_node_s_member_is_removed_through_another_only_when_asked_and_only_if_i
         .status(CPS[0], vec![healthy("1", "1")])
         .status(CPS[1], vec![healthy("2", "1")])
         .status(CPS[2], vec![healthy("3", "1")]);
-    let (result, _) = go(
-        &config(remove_action(dir.path(), CPS[0], true), false),
-        &talos,
-    );
-    let text = result.unwrap_err().to_string();
-    assert!(text.contains("answers healthy: let it leave"), "{text}");
-    assert!(changes(&talos).is_empty());
+    let failed = remove_config(dir.path(), CPS[0], true, false);
+    assert_refused_unchanged(&failed, &talos, "answers healthy: let it leave");
 
     // A name that is no control plane: bad input.
     let (result, _) = go(
-        &config(remove_action(dir.path(), "edge-par-worker-1", false), false),
+        &remove_config(dir.path(), "edge-par-worker-1", false, false),
         &talos,
     );
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Usage);
+    let said = error_of(result, Exit::Usage);
     assert!(
-        error
-            .to_string()
-            .contains("edge-par-cp-1, edge-par-cp-2, edge-par-cp-3"),
-        "{error}"
+        said.contains("edge-par-cp-1, edge-par-cp-2, edge-par-cp-3"),
+        "{said}"
     );
 }
 
@@ -1441,8 +1365,7 @@ fn a_replaced_control_plane_is_awaited_until_it_votes_and_every_node_is_ready() 
         ..healthy("c", "a").unwrap()
     });
     let talos = healthy_cluster().status(CPS[2], vec![down(), learner, healthy("c", "a")]);
-    let (result, out) = go(&await_config(5), &talos);
-    result.unwrap();
+    let out = go_ok(&await_config(5), &talos);
     assert_eq!(out, "", "stdout carries no record");
     let looks = |talos: &Scripted| {
         talos
@@ -1478,9 +1401,7 @@ fn a_replaced_control_plane_is_awaited_until_it_votes_and_every_node_is_ready() 
         ..healthy_cluster()
     };
     let (result, _) = go(&await_config(4), &talos);
-    let error = result.unwrap_err();
-    assert_eq!(error.exit(), Exit::Failure);
-    let said = error.to_string();
+    let said = error_of(result, Exit::Failure);
     assert!(
         said.starts_with("edge-par is not healthy after 4 looks"),
         "{said}"
