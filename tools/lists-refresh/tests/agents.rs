@@ -16,7 +16,7 @@ use testkit::http::{Reply, Server};
 use testkit::key_directory::{AgentKey, Directory, MEDIA_TYPE, unix_now};
 use testkit::workspace;
 
-use common::{CM, Job, WASM, configmap, stderr, writing_run};
+use common::{CM, Job, WASM, configmap, failure_log, stderr, writing_run};
 
 const WELL_KNOWN: &str = "/.well-known/http-message-signatures-directory";
 
@@ -294,9 +294,7 @@ fn an_invalid_directory_is_refused_with_its_name() {
         Server::start_for(|url| vec![broken.reply(authority(url), unix_now())]).unwrap();
     let sources = tor_and_agents(&job, examplebot(&directory));
     let api = api_writing(Reply::status(404));
-    let out = job.run(&api, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = job.run_failing(&api, &sources);
     for needle in [
         "agent examplebot (key directory",
         "the filter would refuse it: `keys[0].x`",
@@ -354,8 +352,7 @@ fn the_out_dir_gets_each_agents_keys_and_a_failing_directory_keeps_its_file() {
     assert_eq!(written, delivered(&key));
     // The next run meets the directory down: the file stays as it was.
     let out = job.run_into(&dir, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = failure_log(&out);
     assert!(
         log.contains("agent examplebot: keeps its previous keys"),
         "{log}"
@@ -383,8 +380,7 @@ fn an_offline_run_with_nothing_to_keep_says_so_and_creates_nothing() {
         "agents": [{"name": "examplebot", "directory": format!("{down}{WELL_KNOWN}")}]});
     std::fs::write(&file, record.to_string()).unwrap();
     let out = job.run_into(&dir, &file);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = failure_log(&out);
     assert!(
         log.contains("list tor: has no previous version: nothing is written for it"),
         "{log}"

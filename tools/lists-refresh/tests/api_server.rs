@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use testkit::control_plane::{ControlPlane, ServiceAccount};
 use testkit::workspace;
 
-use common::{NOW, data_keys, generators, stderr};
+use common::{NOW, data_keys, failure_log, generators, stderr};
 
 const LATER: &str = "2026-11-29T18:17:00Z";
 /// The namespace, objects and account of the rendered edge (render-edge's names).
@@ -285,9 +285,7 @@ fn what_the_role_does_not_grant_is_refused_by_the_api_server() {
 
     // Another account of the namespace is not bound to the Role at all.
     let other = edge.plane.service_account(NAMESPACE, "default");
-    let out = edge.refresh(&other, NOW, &[]);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = failure_log(&edge.refresh(&other, NOW, &[]));
     assert!(
         log.contains(
             r#"User "system:serviceaccount:edge:default" cannot get resource "configmaps""#

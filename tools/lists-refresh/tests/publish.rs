@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use testkit::http::{Reply, Request, Server};
 use testkit::workspace;
 
-use common::{CM, Job, NOW, WASM, configmap, data_keys, stderr, writing_run};
+use common::{CM, Job, NOW, WASM, configmap, data_keys, failure_log, stderr, writing_run};
 
 const APPLY_QUERY: &str = "?fieldManager=edgepop-lists&force=true";
 
@@ -428,8 +428,7 @@ fn a_list_name_the_filter_would_refuse_is_refused_before_any_request() {
 /// The run failed (exit 1) because the tor list fell from the capture's 1305 exits to 100; its
 /// log.
 fn tor_refused_for_its_shrink(out: &Output) -> String {
-    let log = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = failure_log(out);
     assert!(
         log.contains("list tor: refused, IPv4 prefixes fell from 1305 to 100"),
         "{log}"
@@ -509,9 +508,7 @@ fn an_out_dir_run_where_every_list_fails_writes_nothing() {
         json!([{"name": "tor", "generator": "tor", "sources": [missing]}]),
     );
     let dir = job.dir.path().join("lists");
-    let out = job.run_into(&dir, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = failure_log(&job.run_into(&dir, &sources));
     assert!(log.contains("every list failed"), "{log}");
     assert!(!dir.exists(), "nothing written, nothing created");
 }
@@ -673,8 +670,7 @@ fn a_failing_or_shrinking_crawler_list_keeps_its_last_version_and_its_tokens() {
         "v0",
     );
     let out = job.run(&api, &sources);
-    let log = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{log}");
+    let log = failure_log(&out);
     assert!(
         log.contains(&format!(
             "lists-gen-crawlers: error: source {down_url}: HTTP status 500"

@@ -61,6 +61,14 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The log of a run that must exit 1: some list or agent failed (the others published).
+#[track_caller]
+pub fn failure_log(out: &Output) -> String {
+    let log = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    log
+}
+
 pub struct Job {
     pub dir: tempfile::TempDir,
     pub generators: PathBuf,
@@ -114,10 +122,7 @@ impl Job {
     /// [`Job::run`] when some list or agent must fail: the run exits 1 (the others published);
     /// its log.
     pub fn run_failing(&self, api: &Server, sources: &Path) -> String {
-        let out = self.run(api, sources);
-        let log = stderr(&out);
-        assert_eq!(out.status.code(), Some(1), "{log}");
-        log
+        failure_log(&self.run(api, sources))
     }
 
     /// `lists-refresh --out-dir DIR`: no API server, no ServiceAccount.
