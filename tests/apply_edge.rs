@@ -812,6 +812,15 @@ fn istiods_objects_survive_two_applies_and_the_gateway_class_is_co_owned() {
     assert!(said.contains("GatewayClass istio is Accepted"), "{said}");
 }
 
+/// apply-edge failed (exit 1), its stderr saying every needle.
+fn assert_failed_saying(out: &Output, needles: &[&str]) {
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    for needle in needles {
+        assert!(said.contains(needle), "`{needle}` not in: {said}");
+    }
+}
+
 #[test]
 fn a_gateway_class_istiod_does_not_accept_stops_the_apply_and_says_where_to_look() {
     let Some(cluster) = cluster("a_gateway_class_istiod_does_not_accept") else {
@@ -819,21 +828,18 @@ fn a_gateway_class_istiod_does_not_accept_stops_the_apply_and_says_where_to_look
     };
     // No istiod: the class keeps the status its CRD gives it by default.
     let out = cluster.run_apply_edge("apply", &cluster.render("edge.example.json"), "0");
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(
-        said.contains("GatewayClass istio is not Accepted"),
-        "{said}"
+    assert_failed_saying(
+        &out,
+        &[
+            "GatewayClass istio is not Accepted",
+            // The Gateway API CRD's default: Unknown, Pending, "Waiting for controller".
+            "status 'Unknown'",
+            "reason 'Pending', message 'Waiting for controller'",
+            "no controller has answered",
+            "istio-system",
+            "PILOT_GATEWAY_API_CONTROLLER_NAME",
+        ],
     );
-    // The Gateway API CRD's default: Unknown, Pending, "Waiting for controller".
-    assert!(said.contains("status 'Unknown'"), "{said}");
-    assert!(
-        said.contains("reason 'Pending', message 'Waiting for controller'"),
-        "{said}"
-    );
-    assert!(said.contains("no controller has answered"), "{said}");
-    assert!(said.contains("istio-system"), "{said}");
-    assert!(said.contains("PILOT_GATEWAY_API_CONTROLLER_NAME"), "{said}");
     // Everything was applied all the same: the check reports, it does not undo.
     assert!(
         cluster
@@ -856,28 +862,15 @@ fn a_gateway_istiod_does_not_accept_stops_the_apply_naming_its_reason() {
     };
     let objects = cluster.render("edge.example.json");
     let out = cluster.run_apply_edge_answered("apply", &objects, "3", Some(refused));
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(said.contains("GatewayClass istio is Accepted"), "{said}");
-    assert!(
-        said.contains("Gateway edge/edge-gateway is not Accepted after 3s"),
-        "{said}"
-    );
-    assert!(
-        said.contains("status 'False' for generation '1' of '1'"),
-        "{said}"
-    );
-    assert!(
-        said.contains(
-            "reason 'InvalidParameters', message 'invalid parameters: a deprecated field is set'"
-        ),
-        "{said}"
-    );
-    assert!(
-        said.contains(
-            "kubectl get --namespace=edge gateways.gateway.networking.k8s.io edge-gateway -o yaml"
-        ),
-        "{said}"
+    assert_failed_saying(
+        &out,
+        &[
+            "GatewayClass istio is Accepted",
+            "Gateway edge/edge-gateway is not Accepted after 3s",
+            "status 'False' for generation '1' of '1'",
+            "reason 'InvalidParameters', message 'invalid parameters: a deprecated field is set'",
+            "kubectl get --namespace=edge gateways.gateway.networking.k8s.io edge-gateway -o yaml",
+        ],
     );
 }
 
@@ -898,12 +891,7 @@ fn an_accepted_condition_for_an_older_spec_does_not_count() {
         r#"{"spec":{"description":"changed"}}"#,
     ]);
     let out = cluster.run_apply_edge("apply", &cluster.render("edge.example.json"), "0");
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(
-        said.contains("status 'True' for generation '1' of '2'"),
-        "{said}"
-    );
+    assert_failed_saying(&out, &["status 'True' for generation '1' of '2'"]);
 }
 
 #[test]
