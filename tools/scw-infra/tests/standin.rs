@@ -215,6 +215,14 @@ fn tagged(objects: &Value) -> Vec<&Value> {
     testkit::scaleway::tagged(objects, CLUSTER_TAG)
 }
 
+/// Every object of the cluster in the stand-in state's `collection` has `field` at `value`.
+fn assert_all_tagged(state: &Value, collection: &str, field: &str, value: &str) {
+    assert!(
+        tagged(&state[collection]).iter().all(|v| v[field] == value),
+        "not every one of {collection} has {field} {value}: {state}"
+    );
+}
+
 const APPLY: &[&str] = &["apply", "--talos-version", "v1.13.11"];
 
 /// The stand-in state's collections of a cluster's servers, addresses, firewall and key.
@@ -314,29 +322,12 @@ fn assert_the_group_drops_all_but_the_declared_flows(state: &Value) {
 fn assert_power_off_then_on(s: &StandIn) {
     ok(&s.scw(&["power", "off"]));
     let state = s.state();
-    assert!(
-        tagged(&state["servers"])
-            .iter()
-            .all(|v| v["state"] == "stopped"),
-        "{state}"
-    );
-    assert!(
-        tagged(&state["bm_servers"])
-            .iter()
-            .all(|v| v["status"] == "stopped")
-    );
+    assert_all_tagged(&state, "servers", "state", "stopped");
+    assert_all_tagged(&state, "bm_servers", "status", "stopped");
     ok(&s.scw(&["power", "on"]));
     let state = s.state();
-    assert!(
-        tagged(&state["servers"])
-            .iter()
-            .all(|v| v["state"] == "running")
-    );
-    assert!(
-        tagged(&state["bm_servers"])
-            .iter()
-            .all(|v| v["status"] == "ready")
-    );
+    assert_all_tagged(&state, "servers", "state", "running");
+    assert_all_tagged(&state, "bm_servers", "status", "ready");
 }
 
 /// Each control plane boots from a root volume of at least 10 GiB, Talos's minimum for a
@@ -376,17 +367,9 @@ fn a_fresh_apply_builds_the_cluster_and_a_second_one_only_reads() {
     // What the API now holds.
     let state = s.state();
     assert_eq!(tagged(&state["servers"]).len(), 3);
-    assert!(
-        tagged(&state["servers"])
-            .iter()
-            .all(|v| v["state"] == "running")
-    );
+    assert_all_tagged(&state, "servers", "state", "running");
     assert_eq!(tagged(&state["ips"]).len(), 3);
-    assert!(
-        tagged(&state["ips"])
-            .iter()
-            .all(|v| v["state"] == "attached")
-    );
+    assert_all_tagged(&state, "ips", "state", "attached");
     assert_eq!(tagged(&state["bm_servers"]).len(), 1);
     assert_each_control_plane_disk_holds_what_talos_asks(&state);
     assert_the_group_drops_all_but_the_declared_flows(&state);
