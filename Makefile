@@ -167,15 +167,18 @@ REFLASH ?=
 # WORKER_CERT_FINGERPRINT=<base64 SPKI sha256>, read on the worker's console, pins its first
 # contact in maintenance mode instead of trusting the first certificate seen.
 WORKER_CERT_FINGERPRINT ?=
-apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos configured; writes talos/_out/kubeconfig and platform-inputs.json
+# SNAPSHOT=FILE (a snapshot make etcd-snapshot wrote; SKIP_HASH_CHECK=yes for a copy of a
+# member's data folder): after losing every control plane, the new ones get that etcd instead
+# of a new empty one. A cluster that runs etcd stops the apply at the bootstrap, untouched.
+apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos configured; writes talos/_out/kubeconfig and platform-inputs.json (SNAPSHOT=FILE: etcd recovered from it on new control planes)
 	@$(WITHOUT_SECRETS) $(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
-	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' REFLASH='$(REFLASH)' WORKER_CERT_FINGERPRINT='$(WORKER_CERT_FINGERPRINT)' pipelines/infra.sh apply
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' REFLASH='$(REFLASH)' WORKER_CERT_FINGERPRINT='$(WORKER_CERT_FINGERPRINT)' SNAPSHOT='$(SNAPSHOT)' SKIP_HASH_CHECK='$(SKIP_HASH_CHECK)' pipelines/infra.sh apply
 
 talos-image-digests: $(BIN)/scw-infra $(INFRA_CONFIG) ## Download the Talos images of the pins once (Image Factory, https) and record their sha256 in config/talos-image-digests.env
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' pipelines/infra.sh digests
 
 dry-run-infra: $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of scw-infra apply, with apply-infra's pins: reads the Scaleway API, prints the plan (a JSON line a step), changes nothing
-	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' pipelines/infra.sh plan
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' SNAPSHOT='$(SNAPSHOT)' pipelines/infra.sh plan
 
 ##@ Layer 2, platform: Cilium, the Gateway API CRDs, cert-manager, Istio (PROFILE=onprem: the on-premises base)
 .PHONY: vendor apply-platform diff-platform

@@ -14,6 +14,8 @@
 #   pipelines/infra.sh nodes       scw-infra apply | scw-rescue-flash | talos-apply-insecure
 #                                  | scw-rescue-flash --tag-proven | scw-infra clear-user-data
 #   pipelines/infra.sh bootstrap   etcd on the first control plane, unless the cluster runs it
+#                                  (SNAPSHOT=FILE: recovered from that snapshot, for
+#                                  control planes all lost and made again)
 #   pipelines/infra.sh outputs     talos/_out/kubeconfig (0600) and talos/_out/platform-inputs.json
 #   pipelines/infra.sh apply       its preconditions checked (apply_preconditions), then configs,
 #                                  image, nodes, bootstrap, outputs, in this order
@@ -38,7 +40,8 @@
 # (default config/talos-image-digests.env: the images' sha256, recorded there), PATCHES
 # (default talos/patches), REFLASH=yes (let scw-rescue-flash write over a worker that runs
 # another image: it wipes the node), WORKER_CERT_FINGERPRINT (the worker's maintenance
-# certificate fingerprint, read on its console: pins the first contact), BOOTSTRAP_TRIES and BOOTSTRAP_INTERVAL (how long the
+# certificate fingerprint, read on its console: pins the first contact), SNAPSHOT and
+# SKIP_HASH_CHECK=yes (the bootstrap recovers etcd from that snapshot), BOOTSTRAP_TRIES and BOOTSTRAP_INTERVAL (how long the
 # bootstrap waits for booting control planes: 90 times 10 s). Everything generated is under $OUT
 # (git-ignored); what holds a secret (secrets bundle, machine configs, talosconfig, kubeconfig)
 # is mode 0600. The config and the records are read and written by the tools only (scw-infra
@@ -107,6 +110,9 @@ apply_preconditions() {
   need_talosctl
   pinned_sha256 control-plane >/dev/null
   pinned_sha256 worker >/dev/null
+  if [[ -n "${SNAPSHOT:-}" && ! -f "$SNAPSHOT" ]]; then
+    die "SNAPSHOT: $SNAPSHOT is not a file (a snapshot make etcd-snapshot wrote)"
+  fi
 }
 
 configs() {
@@ -317,6 +323,9 @@ plan() {
     log "$OUT/controlplane.yaml is not generated yet (the configs step): the plan gives no control plane its user data"
   fi
   "$BIN/scw-infra" apply --dry-run --config "$INFRA_CONFIG" --talos-version "$TALOS_VERSION" "${args[@]}"
+  if [[ -n "${SNAPSHOT:-}" ]]; then
+    log "then: etcd recovered from $SNAPSHOT on the first control plane (talosctl bootstrap --recover-from), if no control plane runs etcd or holds its data; otherwise the apply stops there"
+  fi
 }
 
 need_inventory() {
@@ -344,25 +353,47 @@ etcd_running() {
 # control plane answers and none runs it, the first one is bootstrapped; Talos answers
 # FailedPrecondition until it is ready ("bootstrap is not available yet", "time is not in sync
 # yet": v1alpha1_server.go Bootstrap), so that is retried, within a bound.
+# With a snapshot ($1, make apply-infra SNAPSHOT=FILE), the first one is given that etcd
+# instead of a new empty one (`bootstrap --recover-from`, Talos's disaster recovery): the
+# control planes were all lost and made again. One that runs etcd already, or holds etcd data,
+# fails the step: that cluster is not new, and make etcd-restore recovers one that lost its
+# quorum.
 bootstrap() {
+  local snapshot=${1:-}
   need_inventory
   read_names --inventory "$inventory"
   need_talosctl
   local tries=${BOOTSTRAP_TRIES:-90} interval=${BOOTSTRAP_INTERVAL:-10} try ip state output silent
-  local -a control_planes
+  local -a control_planes recover=()
   IFS=, read -ra control_planes <<<"$CONTROL_PLANE_ADDRESSES"
+  if [[ -n "$snapshot" ]]; then
+    [[ -f "$snapshot" ]] || die "SNAPSHOT: $snapshot is not a file (a snapshot make etcd-snapshot wrote)"
+    recover=(--recover-from "$snapshot")
+    if [[ "${SKIP_HASH_CHECK:-}" == yes ]]; then recover+=(--recover-skip-hash-check); fi
+  fi
   for ((try = 1; try <= tries; try++)); do
     silent=()
     for ip in "${control_planes[@]}"; do
       if ! state=$(etcd_running "$ip"); then silent+=("$ip"); continue; fi
+      if [[ "$state" == true && -n "$snapshot" ]]; then
+        die "etcd runs on $ip: SNAPSHOT is for control planes that run no etcd (all lost and made again); nothing was recovered. A cluster that lost its quorum: make etcd-restore SNAPSHOT=$snapshot"
+      fi
       if [[ "$state" == true ]]; then log "etcd runs on $ip: the cluster is bootstrapped"; return; fi
     done
     if (( ${#silent[@]} )); then
       log "waiting for the control planes to answer (${silent[*]}) ($try/$tries)"
     elif output=$(talos --talosconfig "$talosconfig" --endpoints "$FIRST_CONTROL_PLANE" \
-        --nodes "$FIRST_CONTROL_PLANE" bootstrap 2>&1); then
-      log "bootstrapped etcd on $FIRST_CONTROL_PLANE"
+        --nodes "$FIRST_CONTROL_PLANE" bootstrap "${recover[@]}" 2>&1); then
+      if [[ -n "$snapshot" ]]; then
+        printf '%s\n' "$output" >&2
+        log "recovered etcd on $FIRST_CONTROL_PLANE from $snapshot; the other control planes join it"
+      else
+        log "bootstrapped etcd on $FIRST_CONTROL_PLANE"
+      fi
       return
+    elif [[ "$output" == *AlreadyExists* && -n "$snapshot" ]]; then
+      printf '%s\n' "$output" >&2
+      die "$FIRST_CONTROL_PLANE holds etcd data already: nothing was recovered. A cluster that lost its quorum: make etcd-restore SNAPSHOT=$snapshot"
     elif [[ "$output" == *AlreadyExists* ]]; then
       # Its etcd data is there already: it was bootstrapped, and etcd is starting.
       log "etcd was already bootstrapped on $FIRST_CONTROL_PLANE"
@@ -496,9 +527,9 @@ case "$step" in
   digests) digests ;;
   plan) plan ;;
   nodes) nodes ;;
-  bootstrap) bootstrap ;;
+  bootstrap) bootstrap "${SNAPSHOT:-}" ;;
   outputs) outputs ;;
-  apply) apply_preconditions; configs; nodes; bootstrap; outputs ;;
+  apply) apply_preconditions; configs; nodes; bootstrap "${SNAPSHOT:-}"; outputs ;;
   upgrade-plan) upgrade_talos plan ;;
   upgrade) upgrade_talos run ;;
   upgrade-k8s-plan) upgrade_kubernetes plan ;;

@@ -190,6 +190,13 @@ impl Env {
             .collect()
     }
 
+    /// What the etcd of the node at `address` runs from, as the talosctl stand-in keeps it:
+    /// None while it has no etcd, null for a new one, the snapshot's record for a recovered one.
+    fn state_of_etcd(&self, address: &str) -> Option<Value> {
+        let text = fs::read_to_string(self.path("state").join(address).join("etcd")).ok()?;
+        Some(serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
     /// The talosctl calls whose argv contains `word`.
     fn calls_with(&self, word: &str) -> Vec<Vec<String>> {
         self.calls()
@@ -563,6 +570,141 @@ fn etcd_is_bootstrapped_when_the_cluster_runs_none_once_ready_and_again_for_a_ne
     assert!(env.calls().iter().all(|(_, secret)| !secret));
 
     assert_the_outputs_are_what_the_next_layers_read(&env);
+}
+
+/// A real etcd snapshot holding `key`, and the real etcdutl: a one-member etcd started for it,
+/// `etcdctl put`, then `etcdctl snapshot save` (the stream Talos's EtcdSnapshot sends). None:
+/// the upstream programs are missing (skipped, or failed under EDGEPOP_REQUIRE_ALL).
+fn real_snapshot(test: &str, dir: &Path, key: &str) -> Option<(PathBuf, PathBuf)> {
+    let program = |name| testkit::upstream::program(test, name);
+    let (etcd, etcdctl, etcdutl) = (program("etcd")?, program("etcdctl")?, program("etcdutl")?);
+    let client = format!("http://127.0.0.1:{}", testkit::free_port());
+    let peer = format!("http://127.0.0.1:{}", testkit::free_port());
+    let mut member = testkit::process::Running::spawn(
+        Command::new(etcd)
+            .arg(format!("--data-dir={}", dir.join("etcd").display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=default={peer}")),
+    );
+    member.wait_for_line("ready to serve client requests");
+    let etcdctl = |args: &[&str]| {
+        let out = Command::new(&etcdctl)
+            .arg(format!("--endpoints={client}"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            testkit::process::text(&out)
+        );
+    };
+    etcdctl(&["put", key, "before"]);
+    let snapshot = dir.join("edge-par.snapshot");
+    etcdctl(&["snapshot", "save", snapshot.to_str().unwrap()]);
+    Some((snapshot, etcdutl))
+}
+
+#[test]
+fn after_losing_every_control_plane_the_bootstrap_recovers_etcd_from_the_snapshot_given() {
+    let test = "after_losing_every_control_plane_the_bootstrap_recovers_etcd";
+    let Some(env) = Env::with_configs(test) else {
+        return;
+    };
+    let Some((snapshot, etcdutl)) = real_snapshot(test, &env.path(""), "/registry/kept") else {
+        return;
+    };
+    let (snapshot_arg, etcdutl) = (snapshot.to_str().unwrap(), etcdutl.to_str().unwrap());
+    let recovering = [
+        ("SNAPSHOT", snapshot_arg),
+        ("TALOSCTL_ETCDUTL", etcdutl),
+        ("TALOSCTL_BOOTSTRAP_NOT_READY", "1"),
+    ];
+    fs::write(env.out("inventory.json"), inventory(11)).unwrap();
+
+    // A file etcdutl cannot read stops talosctl before any node is called.
+    let broken = env.path("broken.snapshot");
+    fs::write(&broken, b"not a snapshot").unwrap();
+    failed(
+        &env.infra(
+            "bootstrap",
+            &[
+                ("SNAPSHOT", broken.to_str().unwrap()),
+                ("TALOSCTL_ETCDUTL", etcdutl),
+            ],
+        ),
+        1,
+        &["bootstrap on 203.0.113.11 failed"],
+    );
+    assert!(env.state_of_etcd("203.0.113.11").is_none());
+    failed(
+        &env.infra("bootstrap", &[("SNAPSHOT", "/nonexistent.snapshot")]),
+        1,
+        &["SNAPSHOT: /nonexistent.snapshot is not a file"],
+    );
+
+    // New control planes, no etcd anywhere: the first one gets the snapshot's etcd, once Talos
+    // allows a bootstrap; the others join it.
+    let stderr = ok(&env.infra("bootstrap", &recovering));
+    assert_contains_all(
+        &stderr,
+        &[
+            "203.0.113.11 is not ready to bootstrap yet (1/90): bootstrap is not available yet",
+            &format!("recovering from snapshot \"{snapshot_arg}\": hash "),
+            &format!("recovered etcd on 203.0.113.11 from {snapshot_arg}"),
+        ],
+    );
+    // The broken file's call, then the one too early, then the recovery.
+    let recoveries = env.calls_with("--recover-from");
+    assert_eq!(recoveries.len(), 3, "{recoveries:?}");
+    assert_contains_all(
+        &recoveries[2].join(" "),
+        &[
+            "--nodes 203.0.113.11",
+            "bootstrap --recover-from",
+            snapshot_arg,
+        ],
+    );
+    assert!(
+        !recoveries[1]
+            .iter()
+            .any(|a| a == "--recover-skip-hash-check")
+    );
+    let state = env.state_of_etcd("203.0.113.11").unwrap();
+    let sha256 = testkit::process::stdout_of(Command::new("sha256sum").arg(&snapshot));
+    assert_eq!(
+        state["recovered_from_sha256"],
+        sha256.split_whitespace().next().unwrap()
+    );
+    assert!(env.state_of_etcd("203.0.113.12").is_none());
+
+    // Again, the same line: etcd runs now, so nothing is recovered twice, and the step says so.
+    failed(
+        &env.infra("bootstrap", &recovering),
+        1,
+        &[
+            "etcd runs on 203.0.113.11: SNAPSHOT is for control planes that run no etcd",
+            "make etcd-restore SNAPSHOT=",
+        ],
+    );
+    assert_eq!(env.calls_with("--recover-from").len(), 3);
+
+    // A first control plane that holds etcd data, though none runs it: nothing is recovered.
+    fs::write(env.out("inventory.json"), inventory(21)).unwrap();
+    fs::create_dir_all(env.path("state/203.0.113.21")).unwrap();
+    fs::write(env.path("state/203.0.113.21/etcd"), "").unwrap();
+    fs::write(env.path("state/203.0.113.21/etcd-failed"), "").unwrap();
+    failed(
+        &env.infra("bootstrap", &recovering[..2]),
+        1,
+        &[
+            "AlreadyExists desc = etcd data directory is not empty",
+            "203.0.113.21 holds etcd data already: nothing was recovered",
+        ],
+    );
 }
 
 /// The outputs: a private kubeconfig, and the PlatformInputs record render-edge reads, with the
@@ -1013,12 +1155,23 @@ fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
         "{stderr}"
     );
     assert!(!plans()[0].contains("--talos-image-url"), "{:?}", plans());
+    assert!(!stderr.contains("etcd recovered"), "{stderr}");
+
+    // With a snapshot, the plan says the bootstrap recovers it (apply-infra SNAPSHOT=FILE).
+    let stderr = ok(&env.infra(
+        "plan",
+        &[("BIN", &bin_dir), ("SNAPSHOT", "edge-par-1.snapshot")],
+    ));
+    assert!(
+        stderr.contains("then: etcd recovered from edge-par-1.snapshot on the first control plane"),
+        "{stderr}"
+    );
 
     let digest = "c".repeat(64);
     env.record("control-plane", &digest);
     ok(&env.infra("configs", &[]));
     ok(&env.infra("plan", &[("BIN", &bin_dir)]));
-    let plan = &plans()[1];
+    let plan = &plans()[2];
     assert_contains_all(
         plan,
         &[
@@ -1104,6 +1257,20 @@ fn apply_checks_every_precondition_before_it_writes_anything() {
         &log,
         &env.path("scw-inventory.json"),
     );
+
+    // A snapshot to recover that is not there.
+    failed(
+        &env.infra(
+            "apply",
+            &[
+                ("BIN", &bin_dir),
+                ("SNAPSHOT", "/nonexistent/edge-par.snapshot"),
+            ],
+        ),
+        1,
+        &["SNAPSHOT: /nonexistent/edge-par.snapshot is not a file"],
+    );
+    nothing_written("a snapshot missing");
 
     // A config that is not valid.
     let mut infra = env.config();
