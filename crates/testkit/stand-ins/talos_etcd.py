@@ -60,6 +60,19 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
   flags; Talos leaves InitialClusterToken empty), deletes the snapshot, and etcd starts on the
   restored folder. Without it, a new one-member cluster.
 
+- `ServiceList` (S:758-770): the etcd service only, its state as the service runner reports it:
+  `Running` while the node's etcd answers; `Preparing` while its etcd folder is empty, the
+  pre-start step waiting for a bootstrap or a cluster to join ("Running pre state",
+  internal/app/machined/pkg/system/service_runner.go:271; the wait, E:330-343); `Failed` for a
+  folder holding data with no etcd answering (a test's broken member; Talos's restarts are not
+  modelled). Every service carries its events and health, which talosctl reads
+  (pkg/machinery/formatters/formatters.go:208-245);
+- `Reset` (S:654-755): answers at once with an actor id and runs the reset in the background;
+  here only what the tools ask, EPHEMERAL wiped (`system_partitions_to_wipe`), no graceful leave,
+  a reboot: etcd stops, the node's /var/lib/etcd and etcd.snapshot go with EPHEMERAL, and the
+  node answers no connection for --reboot-seconds, then comes back with an empty etcd folder
+  (Preparing). Any other reset is refused as not modelled (Unimplemented, saying so);
+
 Not modelled: the roles (every client here is admin), apid's proxying to other nodes (the client
 Talos makes to the control planes' endpoints for a removal is the local member's here), TLS
 between etcd and its clients, the time-sync wait, and a worker's Talos services.
@@ -76,6 +89,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import uuid
 
 import grpc
 
@@ -91,6 +105,9 @@ RETRIED_ON_LEAVE = ("etcdserver: unhealthy cluster", "etcdserver: server stopped
 # Talos removes a member with the request's own context and no deadline of its own (S:1866-1919):
 # the conf change waits for the members to commit it. The stand-in's bound on that wait.
 MEMBER_REMOVE_SECONDS = 30
+# What talosctl's `reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL` asks
+# (cmd/talosctl/cmd/talos/reset.go:154-172), the one reset this stand-in models.
+MODELLED_RESET = "EPHEMERAL wiped, a reboot, no graceful leave"
 # pkg/chunker/stream/stream.go:49-52, the default chunk size of Talos's stream chunker.
 CHUNK = 1024
 
@@ -111,6 +128,9 @@ class NodeEtcd:
         self.record = record
         self.process = None
         self.lock = threading.Lock()
+        # Until when the node is rebooting after a reset (time.monotonic()): it takes no
+        # connection meanwhile (talos_maintenance.py asks `rebooting()` of each one).
+        self.down_until = 0.0
         if args.etcd_initial_cluster:
             self.start(initial_cluster=args.etcd_initial_cluster)
 
@@ -285,6 +305,64 @@ class NodeEtcd:
         threading.Thread(target=self.service, args=(request,), daemon=True).start()
         return self.pb.BootstrapResponse(messages=[self.pb.Bootstrap()])
 
+    def service_list(self, context):
+        state, message = self.etcd_state()
+        self.record({"rpc": "ServiceList", "etcd": state})
+        now = self.common_timestamp()
+        return self.pb.ServiceListResponse(messages=[self.pb.ServiceList(services=[
+            self.pb.ServiceInfo(
+                id="etcd", state=state,
+                events=self.pb.ServiceEvents(events=[
+                    self.pb.ServiceEvent(msg=message, state=state, ts=now)]),
+                health=self.pb.ServiceHealth(unknown=state != "Running",
+                                             healthy=state == "Running", last_change=now))])])
+
+    def reset(self, request, context):
+        wiped = [p.label for p in request.system_partitions_to_wipe if p.wipe]
+        self.record({"rpc": "Reset", "graceful": request.graceful, "reboot": request.reboot,
+                     "wipe": wiped, "mode": request.mode})
+        if request.graceful or not request.reboot or wiped != ["EPHEMERAL"] \
+                or list(request.user_disks_to_wipe):
+            context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                          f"the stand-in models only one reset: {MODELLED_RESET}")
+        threading.Thread(target=self.reset_and_reboot, daemon=True).start()
+        return self.pb.ResetResponse(messages=[self.pb.Reset(actor_id=str(uuid.uuid4()))])
+
+    def reset_and_reboot(self):
+        """The reset sequence Talos runs after answering (S:738-744): the services stop,
+        EPHEMERAL (/var) is wiped, the machine reboots."""
+        time.sleep(0.2)
+        self.down_until = time.monotonic() + self.args.reboot_seconds
+        self.stop()
+        shutil.rmtree(os.path.join(self.args.var_lib, "etcd"), ignore_errors=True)
+        snapshot = os.path.join(self.args.var_lib, "etcd.snapshot")
+        if os.path.exists(snapshot):
+            os.remove(snapshot)
+        self.record({"reset": "EPHEMERAL", "reboot_seconds": self.args.reboot_seconds})
+
+    def rebooting(self):
+        return time.monotonic() < self.down_until
+
+    def etcd_state(self):
+        """The etcd service's state and its last event's message (see the module's text)."""
+        url = urllib.parse.urlparse(self.args.etcd_client_url or "http://127.0.0.1:1")
+        try:
+            socket.create_connection((url.hostname, url.port), timeout=1).close()
+            return "Running", "Health check successful"
+        except OSError:
+            pass
+        data = os.path.join(self.args.var_lib or "", "etcd")
+        if os.path.isdir(data) and os.listdir(data):
+            return "Failed", "etcd does not answer though its data folder holds data"
+        return "Preparing", "Running pre state"
+
+    @staticmethod
+    def common_timestamp():
+        from google.protobuf import timestamp_pb2
+        now = timestamp_pb2.Timestamp()
+        now.GetCurrentTime()
+        return now
+
     # --- the etcd service ----------------------------------------------------------------------
 
     def service(self, request):
@@ -358,6 +436,8 @@ def add_arguments(parser):
     parser.add_argument("--control-plane-etcd-endpoints",
                         help="every control plane's etcd client URL, comma-separated, as Talos "
                         "discovers them (default: the node's own)")
+    parser.add_argument("--reboot-seconds", type=float, default=3,
+                        help="how long the node takes no connection after a reset's reboot")
     parser.add_argument("--etcd-initial-cluster",
                         help="start the node's etcd at once, a member of this initial cluster")
 
@@ -378,4 +458,6 @@ def servicer_methods(node_etcd, maintenance):
             request, context, maintenance()),
         "EtcdLeaveCluster": lambda self, request, context: node_etcd.leave(
             request, context, maintenance()),
+        "ServiceList": lambda self, request, context: node_etcd.service_list(context),
+        "Reset": lambda self, request, context: node_etcd.reset(request, context),
     }

@@ -230,6 +230,10 @@ def main():
                 end.close()
 
     def connection(raw):
+        # A node rebooting after a reset takes no connection until it is back.
+        if node_etcd.rebooting():
+            raw.close()
+            return
         # Each handshake sees the node as it is now: maintenance (and which certificate) or not.
         try:
             tls = context(not state["maintenance"]).wrap_socket(raw, server_side=True)
