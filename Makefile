@@ -336,12 +336,15 @@ INVENTORY    := $(OUT)/inventory.json
 # (member/snap/db), which has no sha256 trailer.
 SNAPSHOT        ?=
 SKIP_HASH_CHECK ?=
+# make etcd-restore ... RESET_EPHEMERAL=yes: the control planes whose etcd still holds data get
+# their EPHEMERAL partition wiped and a reboot first, as Talos's disaster recovery does.
+RESET_EPHEMERAL ?=
 # talos-lifecycle runs the real talosctl (and etcdutl for the files) with the cluster's
 # talosconfig, one control plane at a time; it never gets the Scaleway secret key.
 # TALOS_API_PORT: where apid answers on every node (50000 unless a tunnel says otherwise).
 TALOS_API_PORT ?= 50000
 LIFECYCLE    = $(WITHOUT_SECRETS) $(BIN)/talos-lifecycle --talosconfig '$(OUT)/talosconfig' --talos-port '$(TALOS_API_PORT)'
-RESTORE      = $(LIFECYCLE) restore --snapshot '$(SNAPSHOT)' $(if $(filter yes,$(SKIP_HASH_CHECK)),--skip-hash-check)
+RESTORE      = $(LIFECYCLE) restore --snapshot '$(SNAPSHOT)' $(if $(filter yes,$(SKIP_HASH_CHECK)),--skip-hash-check) $(if $(filter yes,$(RESET_EPHEMERAL)),--reset-ephemeral)
 # make etcd-remove-member NODE=<cluster>-cp-N, the first step of replacing that control plane
 # (docs/operations.md); FAILED=yes when its machine is gone: its member is removed through
 # another control plane instead of leaving on its own.
@@ -365,10 +368,10 @@ dry-run-etcd-restore: have-inventory snapshot-named $(BIN)/talos-lifecycle ## Th
 
 # The plan is shown first (its gates refuse a cluster that holds its quorum before anything is
 # asked), then the question names the cluster, then the same gates run again before the recovery.
-etcd-restore: have-inventory snapshot-named $(BIN)/talos-lifecycle $(BIN)/scw-infra $(INFRA_CONFIG) ## Recover etcd from SNAPSHOT=FILE on one control plane: refused while etcd holds its quorum; shows the plan, asks (CONFIRM=yes without a terminal)
+etcd-restore: have-inventory snapshot-named $(BIN)/talos-lifecycle $(BIN)/scw-infra $(INFRA_CONFIG) ## Recover etcd from SNAPSHOT=FILE on one control plane: refused while etcd holds its quorum (RESET_EPHEMERAL=yes: control planes still holding etcd data are reset first); shows the plan, asks (CONFIRM=yes without a terminal)
 	@$(RESTORE) --dry-run < '$(INVENTORY)'
 	@cluster=$$($(BIN)/scw-infra names --config '$(INFRA_CONFIG)' | sed -n 's/^CLUSTER_NAME=//p'); \
-	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the etcd state of the cluster $$cluster (everything written since the snapshot), recovering it from $(SNAPSHOT)" "$$cluster"; \
+	CONFIRM='$(CONFIRM)' pipelines/confirm.sh "the etcd state of the cluster $$cluster (everything written since the snapshot)$(if $(filter yes,$(RESET_EPHEMERAL)),$(,) and the EPHEMERAL partition of its control planes that hold etcd data$(,)) recovering it from $(SNAPSHOT)" "$$cluster"; \
 	$(RESTORE) < '$(INVENTORY)'
 
 dry-run-etcd-remove-member: have-inventory node-named $(BIN)/talos-lifecycle ## The dry-run twin of etcd-remove-member: the gate on the other members, the plan (a JSON line a step); changes nothing

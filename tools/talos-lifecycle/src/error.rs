@@ -51,6 +51,27 @@ pub enum Error {
         interval: Duration,
         last: String,
     },
+    #[error(
+        "{}: etcd data is still there; Talos recovers a snapshot only on a control plane whose \
+         etcd folder is empty, and the others join the recovered member only once theirs is. \
+         Run again with --reset-ephemeral (make etcd-restore ... RESET_EPHEMERAL=yes): each \
+         gets `talosctl reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL`, \
+         as Talos's disaster recovery does, which also wipes the rest of its /var; nothing was \
+         done",
+        nodes.join(", ")
+    )]
+    HoldsData { nodes: Vec<String> },
+    #[error(
+        "{node}: not back with its etcd service Preparing within {tries} looks, {interval:?} \
+         apart (last: {last}); `talosctl --nodes <address> dmesg` and `service etcd` on it say \
+         why; run this again once it is"
+    )]
+    NotPreparing {
+        node: String,
+        tries: u32,
+        interval: Duration,
+        last: String,
+    },
     #[error("--node {node}: not a control plane of the inventory (its control planes: {})", known.join(", "))]
     UnknownNode { node: String, known: Vec<String> },
     #[error(
@@ -143,9 +164,10 @@ impl Error {
 fn hint(error: &NodeError) -> String {
     match error {
         NodeError::Answered { code, .. } if code == "AlreadyExists" => {
-            " (its etcd folder still holds data: empty it with `talosctl reset --graceful=false \
-             --reboot --system-labels-to-wipe=EPHEMERAL` on that node, as Talos's disaster \
-             recovery does, wait until its etcd service is Preparing, then run this again)"
+            " (its etcd folder still holds data: run this again with --reset-ephemeral \
+             (RESET_EPHEMERAL=yes), which runs `talosctl reset --graceful=false --reboot \
+             --system-labels-to-wipe=EPHEMERAL` on that node, as Talos's disaster recovery does, \
+             and waits until its etcd service is Preparing)"
                 .to_owned()
         }
         _ => String::new(),

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! talos-lifecycle snapshot --out-dir talos/_out/etcd < talos/_out/inventory.json
-//! talos-lifecycle restore --snapshot FILE [--skip-hash-check] [--dry-run] < talos/_out/inventory.json
+//! talos-lifecycle restore --snapshot FILE [--skip-hash-check] [--reset-ephemeral] [--dry-run] < talos/_out/inventory.json
 //! talos-lifecycle remove-member --node NAME [--failed] [--dry-run] < talos/_out/inventory.json
 //! talos-lifecycle upgrade --to vX.Y.Z --control-plane-installer IMAGE --worker-installer IMAGE \
 //!     [--dry-run] < talos/_out/inventory.json
@@ -152,6 +152,10 @@ pub enum Action {
         /// For a copy of a member's data folder (`member/snap/db`), which has no sha256 trailer.
         #[arg(long)]
         skip_hash_check: bool,
+        /// Wipe the EPHEMERAL partition (etcd's folder with it) of each answering control plane
+        /// whose etcd still holds data, and wait until it is back, before the recovery.
+        #[arg(long)]
+        reset_ephemeral: bool,
         /// How many times to ask the recovered member for its status before giving up.
         #[arg(long, default_value_t = 60)]
         wait_tries: u32,
@@ -379,6 +383,7 @@ pub fn run_with(
         Action::Restore {
             snapshot,
             skip_hash_check,
+            reset_ephemeral,
             wait_tries,
             wait_interval_seconds,
         } => {
@@ -386,6 +391,7 @@ pub fn run_with(
             let restore = run::Restore {
                 snapshot,
                 skip_hash_check: *skip_hash_check,
+                reset_ephemeral: *reset_ephemeral,
                 wait,
             };
             run::restore(

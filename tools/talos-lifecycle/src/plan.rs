@@ -49,9 +49,12 @@ pub fn snapshot(source: &TalosNode, path: &Path) -> Vec<EtcdPlanStep> {
     ]
 }
 
-/// etcd recovered on `target` from `snapshot`, whose status was read already.
+/// etcd recovered on `target` from `snapshot`, whose status was read already; first, the
+/// control planes in `resets` (each with its etcd service's state) have their EPHEMERAL
+/// partition wiped, and are waited for until their etcd folder is empty.
 pub fn restore(
     target: &TalosNode,
+    resets: &[(&TalosNode, String)],
     snapshot: &Path,
     status: &EtcdSnapshotStatus,
     skip_hash_check: bool,
@@ -61,43 +64,64 @@ pub fn restore(
     } else {
         ""
     };
-    vec![
-        step(
-            1,
-            EtcdStepKind::CheckSnapshot,
-            None,
-            format!(
-                "etcdutl snapshot status {}: hash {}, revision {}, {} keys, {} bytes",
-                snapshot.display(),
-                status.hash,
-                status.revision,
-                status.total_keys,
-                status.total_size
-            ),
+    let mut says: Vec<(EtcdStepKind, Option<&TalosNode>, String)> = vec![(
+        EtcdStepKind::CheckSnapshot,
+        None,
+        format!(
+            "etcdutl snapshot status {}: hash {}, revision {}, {} keys, {} bytes",
+            snapshot.display(),
+            status.hash,
+            status.revision,
+            status.total_keys,
+            status.total_size
         ),
-        step(
-            2,
-            EtcdStepKind::Recover,
-            Some(target),
+    )];
+    for (node, state) in resets {
+        says.push((
+            EtcdStepKind::ResetEphemeral,
+            Some(*node),
             format!(
-                "talosctl bootstrap --recover-from {} on {}: the snapshot is uploaded, etcd is \
-                 restored from it as a one-member cluster{check}; everything written since \
-                 revision {} is lost, and the other control planes join it",
-                snapshot.display(),
-                target.name,
-                status.revision
+                "talosctl reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL on \
+                 {} (its etcd service is {state}): its EPHEMERAL partition is wiped, etcd's \
+                 data and everything else under /var with it, and it reboots",
+                node.name
             ),
-        ),
-        step(
-            3,
-            EtcdStepKind::WaitHealthy,
-            Some(target),
+        ));
+    }
+    for (node, _) in resets {
+        says.push((
+            EtcdStepKind::WaitPreparing,
+            Some(*node),
             format!(
-                "wait until {}'s etcd member answers with a leader and no error",
-                target.name
+                "wait until {} is back with its etcd service Preparing (its etcd folder empty)",
+                node.name
             ),
+        ));
+    }
+    says.push((
+        EtcdStepKind::Recover,
+        Some(target),
+        format!(
+            "talosctl bootstrap --recover-from {} on {}: the snapshot is uploaded, etcd is \
+             restored from it as a one-member cluster{check}; everything written since \
+             revision {} is lost, and the other control planes join it",
+            snapshot.display(),
+            target.name,
+            status.revision
         ),
-    ]
+    ));
+    says.push((
+        EtcdStepKind::WaitHealthy,
+        Some(target),
+        format!(
+            "wait until {}'s etcd member answers with a leader and no error",
+            target.name
+        ),
+    ));
+    says.into_iter()
+        .enumerate()
+        .map(|(i, (kind, node, says))| step(i + 1, kind, node, says))
+        .collect()
 }
 
 /// `node`'s member out of etcd after a snapshot: it leaves on its own, or (`member_id` given: its

@@ -66,6 +66,16 @@ pub struct Observed {
     pub status: Result<MemberStatus, NodeError>,
 }
 
+impl Observed {
+    /// Whether the node's Talos API answered the status read (even with an error).
+    pub fn answered(&self) -> bool {
+        match &self.status {
+            Ok(_) => true,
+            Err(error) => error.talos_answered(),
+        }
+    }
+}
+
 impl fmt::Display for Observed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.status {
@@ -165,13 +175,7 @@ pub fn snapshot_source(observed: &[Observed]) -> Option<&TalosNode> {
 /// The control plane a recovery goes to: the first, in the inventory's order, whose Talos API
 /// answers (its etcd may be down: that is the case a recovery is for).
 pub fn recovery_target(observed: &[Observed]) -> Option<&TalosNode> {
-    observed
-        .iter()
-        .find(|o| match &o.status {
-            Ok(_) => true,
-            Err(error) => error.talos_answered(),
-        })
-        .map(|o| &o.node)
+    observed.iter().find(|o| o.answered()).map(|o| &o.node)
 }
 
 /// Why the member of `node` may not go now: each other member etcd lists (`members`, by name)

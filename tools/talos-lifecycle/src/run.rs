@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use pop_common::records::{
-    EtcdMemberRemoval, EtcdRecovery, EtcdSnapshot, Kind, MemberRemovalHow, Version,
+    EtcdMemberRemoval, EtcdRecovery, EtcdSnapshot, EtcdStepKind, Kind, MemberRemovalHow, Version,
 };
 use pop_common::wait::{Poll, Sleeper};
 
@@ -17,6 +17,9 @@ use crate::{Config, Error, observe, plan, read_quorum, write_line, write_plan};
 pub struct Restore<'a> {
     pub snapshot: &'a Path,
     pub skip_hash_check: bool,
+    /// The control planes whose etcd folder holds data have their EPHEMERAL partition wiped
+    /// first; without it, such a control plane refuses the restore before anything changes.
+    pub reset_ephemeral: bool,
     pub wait: Poll,
 }
 
@@ -147,11 +150,48 @@ pub fn restore(
         wanted: "answers on its Talos API",
         answers: observed.iter().map(ToString::to_string).collect(),
     })?;
-    let steps = plan::restore(target, restore.snapshot, &status, restore.skip_hash_check);
+    let resets = holding_etcd_data(talos, &observed)?;
+    if !resets.is_empty() && !restore.reset_ephemeral {
+        return Err(Error::HoldsData {
+            nodes: resets
+                .iter()
+                .map(|(node, state)| format!("{} (its etcd service is {state})", node.name))
+                .collect(),
+        });
+    }
+    for silent in observed.iter().filter(|o| !o.answered()) {
+        pop_common::warn!(
+            "{}: its Talos API does not answer, so it is neither reset nor recovered: reset its \
+             EPHEMERAL partition or replace it (make replace-control-plane) before its old etcd \
+             member can come back",
+            silent.node.name
+        );
+    }
+    let steps = plan::restore(
+        target,
+        &resets,
+        restore.snapshot,
+        &status,
+        restore.skip_hash_check,
+    );
     if config.dry_run {
         return write_plan(&steps, output);
     }
-    pop_common::info!("{}", steps[1].says);
+    for (node, _) in &resets {
+        pop_common::info!(
+            "{}: its EPHEMERAL partition is wiped, then it reboots",
+            node.name
+        );
+        talos
+            .reset_ephemeral(node)
+            .map_err(|error| Error::node(&node.name, "reset EPHEMERAL", error))?;
+    }
+    for (node, _) in &resets {
+        wait_preparing(talos, sleeper, node, restore.wait)?;
+    }
+    if let Some(recover) = steps.iter().find(|s| s.step == EtcdStepKind::Recover) {
+        pop_common::info!("{}", recover.says);
+    }
     talos
         .recover(target, restore.snapshot, restore.skip_hash_check)
         .map_err(|error| Error::node(&target.name, "bootstrap --recover-from", error))?;
@@ -234,6 +274,51 @@ pub fn wait_healthy(
         Ok::<_, Error>(status.ok().filter(|s| s.healthy()).map(|s| s.member_id))
     })?;
     found.ok_or(Error::NotBack {
+        node: node.name.clone(),
+        tries: wait.tries,
+        interval: wait.interval,
+        last,
+    })
+}
+
+/// The control planes that answer and whose etcd service is not `Preparing`: their etcd folder
+/// holds data (a member running without its quorum, or a broken one). Talos recovers a snapshot
+/// only on a node whose folder is empty ("etcd data directory is not empty"), and a node that
+/// keeps its data keeps its old member instead of joining the recovered one.
+fn holding_etcd_data<'a>(
+    talos: &dyn Talos,
+    observed: &'a [quorum::Observed],
+) -> Result<Vec<(&'a TalosNode, String)>, Error> {
+    let mut holding = Vec::new();
+    for o in observed.iter().filter(|o| o.answered()) {
+        let state = talos
+            .etcd_service_state(&o.node)
+            .map_err(|error| Error::node(&o.node.name, "service etcd", error))?;
+        if state != "Preparing" {
+            holding.push((&o.node, state));
+        }
+    }
+    Ok(holding)
+}
+
+/// Waits until the node, rebooting after its reset, answers with its etcd service `Preparing`;
+/// a node that does not answer yet is still rebooting.
+fn wait_preparing(
+    talos: &dyn Talos,
+    sleeper: &dyn Sleeper,
+    node: &TalosNode,
+    wait: Poll,
+) -> Result<(), Error> {
+    let mut last = String::from("no answer yet");
+    let back = wait.until(sleeper, |_| {
+        let state = talos.etcd_service_state(node);
+        last = match &state {
+            Ok(state) => format!("its etcd service is {state}"),
+            Err(error) => error.to_string(),
+        };
+        Ok::<_, Error>(state.ok().filter(|s| s == "Preparing").map(|_| ()))
+    })?;
+    back.ok_or(Error::NotPreparing {
         node: node.name.clone(),
         tries: wait.tries,
         interval: wait.interval,

@@ -51,6 +51,13 @@ pub trait Talos {
     /// The member of this id is removed, asked through `through` (`talosctl etcd
     /// remove-member`).
     fn etcd_remove_member(&self, through: &TalosNode, member_id: &str) -> Result<(), NodeError>;
+    /// The state of the node's etcd service (`talosctl service etcd`): `Preparing` while its
+    /// etcd folder is empty and it waits for a bootstrap or a cluster to join.
+    fn etcd_service_state(&self, node: &TalosNode) -> Result<String, NodeError>;
+    /// Wipes the node's EPHEMERAL partition, its etcd folder with it, and reboots it; returns
+    /// once Talos took the request (`talosctl reset --graceful=false --reboot
+    /// --system-labels-to-wipe=EPHEMERAL --wait=false`).
+    fn reset_ephemeral(&self, node: &TalosNode) -> Result<(), NodeError>;
 }
 
 /// A member as `talosctl etcd members` lists it.
@@ -216,6 +223,28 @@ impl Talos for Programs {
         log_lines("talosctl", &said);
         Ok(())
     }
+    fn etcd_service_state(&self, node: &TalosNode) -> Result<String, NodeError> {
+        parse_service_state(&self.talosctl(node, &["service", "etcd"])?)
+    }
+
+    fn reset_ephemeral(&self, node: &TalosNode) -> Result<(), NodeError> {
+        // Talos's disaster recovery empties a member's etcd folder so: no graceful leave (the
+        // cluster has no quorum to leave), only EPHEMERAL, then a reboot. --wait=false: the
+        // call returns once Talos took it; the recovery waits for the etcd service itself.
+        let said = self.talosctl(
+            node,
+            &[
+                "reset",
+                "--graceful=false",
+                "--reboot",
+                "--system-labels-to-wipe=EPHEMERAL",
+                "--wait=false",
+            ],
+        )?;
+        log_lines("talosctl", &said);
+        Ok(())
+    }
+
     fn version(&self, node: &TalosNode) -> Result<String, NodeError> {
         parse_version(&self.talosctl(node, &["version", "--json"])?)
     }
@@ -418,6 +447,18 @@ pub fn parse_status(text: &str) -> Result<MemberStatus, NodeError> {
             errors.split(", ").map(str::to_owned).collect()
         },
     })
+}
+
+/// `talosctl service etcd`: the value of its STATE line
+/// (pkg/machinery/formatters/formatters.go:208-245 at v1.13.9).
+pub fn parse_service_state(text: &str) -> Result<String, NodeError> {
+    text.lines()
+        .find_map(|line| {
+            let (label, value) = line.split_once(char::is_whitespace)?;
+            (label == "STATE").then(|| value.trim().to_owned())
+        })
+        .filter(|state| !state.is_empty())
+        .ok_or_else(|| NodeError::Client(format!("talosctl service etcd: cannot read {text:?}")))
 }
 
 /// `talosctl etcd members`: the HOSTNAME of each.

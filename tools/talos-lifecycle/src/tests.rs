@@ -40,12 +40,33 @@ struct Scripted {
     kubelets: RefCell<Vec<Kubelet>>,
     /// The members that left or were removed.
     removed: RefCell<Vec<String>>,
+    /// Each node's etcd service state, in turn (the last repeats); `Preparing` when not
+    /// scripted. A reset makes its node unreachable once, then `Preparing`.
+    services: RefCell<BTreeMap<String, Vec<Result<String, NodeError>>>>,
+    /// Nodes that never come back from their reset.
+    never_back: Vec<String>,
 }
 
 impl Scripted {
     fn status(self, node: &str, answers: Vec<Result<MemberStatus, NodeError>>) -> Self {
         self.statuses.borrow_mut().insert(node.to_owned(), answers);
         self
+    }
+
+    fn service(self, node: &str, state: &str) -> Self {
+        self.services
+            .borrow_mut()
+            .insert(node.to_owned(), vec![Ok(state.to_owned())]);
+        self
+    }
+}
+
+/// The next of a node's scripted answers: the last one repeats.
+fn next_answer<T: Clone>(answers: &mut Vec<T>) -> T {
+    if answers.len() > 1 {
+        answers.remove(0)
+    } else {
+        answers[0].clone()
     }
 }
 
@@ -55,12 +76,7 @@ impl Talos for Scripted {
             .borrow_mut()
             .push(format!("status {}", node.name));
         let mut statuses = self.statuses.borrow_mut();
-        let answers = statuses.get_mut(&node.name).unwrap();
-        if answers.len() > 1 {
-            answers.remove(0)
-        } else {
-            answers[0].clone()
-        }
+        next_answer(statuses.get_mut(&node.name).unwrap())
     }
     fn etcd_members(&self, node: &TalosNode) -> Result<Vec<String>, NodeError> {
         self.calls
@@ -170,6 +186,26 @@ impl Talos for Scripted {
         self.removed.borrow_mut().push(self.members[i].clone());
         Ok(())
     }
+    fn etcd_service_state(&self, node: &TalosNode) -> Result<String, NodeError> {
+        self.calls
+            .borrow_mut()
+            .push(format!("service {}", node.name));
+        let mut services = self.services.borrow_mut();
+        services
+            .get_mut(&node.name)
+            .map_or(Ok("Preparing".to_owned()), next_answer)
+    }
+    fn reset_ephemeral(&self, node: &TalosNode) -> Result<(), NodeError> {
+        self.calls.borrow_mut().push(format!("reset {}", node.name));
+        let rebooting = Err(NodeError::Unreachable("connection refused".into()));
+        let after = if self.never_back.contains(&node.name) {
+            vec![rebooting]
+        } else {
+            vec![rebooting, Ok("Preparing".to_owned())]
+        };
+        self.services.borrow_mut().insert(node.name.clone(), after);
+        Ok(())
+    }
 }
 
 #[derive(Debug)]
@@ -267,8 +303,29 @@ fn restore_action(snapshot: &str) -> Action {
     Action::Restore {
         snapshot: PathBuf::from(snapshot),
         skip_hash_check: false,
+        reset_ephemeral: false,
         wait_tries: 3,
         wait_interval_seconds: 1,
+    }
+}
+
+/// A restore that resets the control planes holding etcd data first.
+fn restore_resetting(snapshot: &str) -> Action {
+    match restore_action(snapshot) {
+        Action::Restore {
+            snapshot,
+            skip_hash_check,
+            wait_tries,
+            wait_interval_seconds,
+            ..
+        } => Action::Restore {
+            snapshot,
+            skip_hash_check,
+            reset_ephemeral: true,
+            wait_tries,
+            wait_interval_seconds,
+        },
+        _ => unreachable!(),
     }
 }
 
@@ -604,6 +661,135 @@ fn a_node_whose_etcd_folder_holds_data_is_refused_with_talos_words_and_the_way_o
     assert!(out.is_empty());
 }
 
+/// cp-1 runs its member without a leader, cp-2 answers with a broken etcd whose data is there,
+/// cp-3 is gone: the lost quorum of a cluster whose members still hold data.
+fn members_holding_data() -> Scripted {
+    Scripted::default()
+        .status(
+            CPS[0],
+            vec![
+                no_leader("a"),
+                no_leader("a"),
+                no_leader("a"),
+                healthy("a", "a"),
+            ],
+        )
+        .status(CPS[1], vec![etcd_down()])
+        .status(CPS[2], vec![down()])
+        .service(CPS[0], "Running")
+        .service(CPS[1], "Failed")
+}
+
+#[test]
+fn control_planes_holding_etcd_data_refuse_the_restore_before_anything_changes() {
+    for dry_run in [true, false] {
+        let talos = members_holding_data();
+        let (result, out) = go(&config(restore_action("s.snapshot"), dry_run), &talos);
+        let text = error_of(result, Exit::Failure);
+        assert_says_all(
+            &text,
+            &[
+                "edge-par-cp-1 (its etcd service is Running), edge-par-cp-2 (its etcd service is Failed): etcd data is still there",
+                "--reset-ephemeral",
+                "RESET_EPHEMERAL=yes",
+                "--system-labels-to-wipe=EPHEMERAL",
+                "nothing was done",
+            ],
+        );
+        assert!(out.is_empty());
+        let calls = talos.calls.borrow();
+        assert!(
+            !calls
+                .iter()
+                .any(|c| c.starts_with("reset") || c.starts_with("recover")),
+            "{calls:?}"
+        );
+        // The gone node is not asked for its service.
+        assert!(!calls.contains(&format!("service {}", CPS[2])), "{calls:?}");
+    }
+}
+
+#[test]
+fn reset_ephemeral_wipes_the_members_holding_data_waits_for_them_then_recovers() {
+    let talos = members_holding_data();
+    let steps = plan_lines(&go_ok(
+        &config(restore_resetting("s.snapshot"), true),
+        &talos,
+    ));
+    let plan: Vec<_> = steps
+        .iter()
+        .map(|s| (s.step, s.node.clone().unwrap_or_default()))
+        .collect();
+    use EtcdStepKind::{CheckSnapshot, Recover, ResetEphemeral, WaitHealthy, WaitPreparing};
+    let cp = |i: usize| CPS[i].to_owned();
+    assert_eq!(
+        plan,
+        [
+            (CheckSnapshot, String::new()),
+            (ResetEphemeral, cp(0)),
+            (ResetEphemeral, cp(1)),
+            (WaitPreparing, cp(0)),
+            (WaitPreparing, cp(1)),
+            (Recover, cp(0)),
+            (WaitHealthy, cp(0)),
+        ]
+    );
+    assert!(
+        steps[1].says.contains("its etcd service is Running"),
+        "{}",
+        steps[1].says
+    );
+    assert!(!talos.calls.borrow().iter().any(|c| c.starts_with("reset")));
+
+    let talos = members_holding_data();
+    let out = go_ok(&config(restore_resetting("s.snapshot"), false), &talos);
+    let record: pop_common::records::EtcdRecovery = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(record.node, CPS[0]);
+    let calls = talos.calls.borrow();
+    let acted: Vec<&str> = calls
+        .iter()
+        .map(String::as_str)
+        .filter(|c| {
+            ["service", "reset", "recover"]
+                .iter()
+                .any(|a| c.starts_with(a))
+        })
+        .collect();
+    assert_eq!(
+        acted,
+        [
+            "service edge-par-cp-1",
+            "service edge-par-cp-2",
+            "reset edge-par-cp-1",
+            "reset edge-par-cp-2",
+            // Each is asked until it is back from its reboot.
+            "service edge-par-cp-1",
+            "service edge-par-cp-1",
+            "service edge-par-cp-2",
+            "service edge-par-cp-2",
+            "recover edge-par-cp-1 s.snapshot false",
+        ]
+    );
+}
+
+#[test]
+fn a_control_plane_that_never_comes_back_from_its_reset_stops_the_restore_before_the_recovery() {
+    let talos = Scripted {
+        never_back: vec![CPS[1].to_owned()],
+        ..members_holding_data()
+    };
+    let (result, _) = go(&config(restore_resetting("s.snapshot"), false), &talos);
+    let text = error_of(result, Exit::Failure);
+    assert_says_all(
+        &text,
+        &[
+            "edge-par-cp-2: not back with its etcd service Preparing within 3 looks",
+            "the Talos API does not answer",
+        ],
+    );
+    assert!(!recovered(&talos));
+}
+
 #[test]
 fn a_member_that_never_comes_back_fails_after_its_bounded_wait() {
     let talos = Scripted::default()
@@ -623,6 +809,10 @@ fn talosctl_tables_and_errors_are_read_as_talosctl_prints_them() {
     // Printed by the real talosctl v1.13.9 against the node stand-in.
     let status = "MEMBER             DB SIZE   IN USE           LEADER             RAFT INDEX   RAFT TERM   RAFT APPLIED INDEX   LEARNER   PROTOCOL   STORAGE   ERRORS\n\
                   56b6861ce0e011c0   20 kB     16 kB (80.00%)   56b6861ce0e011c0   4            2           4                    false     3.6.12     3.6.0     \n";
+    let service = "NODE     127.0.0.4\nID       etcd\nSTATE    Running\nHEALTH   OK\n\
+                   EVENTS   [Running]: Health check successful (0s ago)\n";
+    assert_eq!(talos::parse_service_state(service).unwrap(), "Running");
+    assert!(talos::parse_service_state("NODE     127.0.0.4\nID       etcd\n").is_err());
     let read = talos::parse_status(status).unwrap();
     assert_eq!(read.member_id, "56b6861ce0e011c0");
     assert!(read.healthy());

@@ -389,18 +389,29 @@ impl Three {
 }
 
 #[test]
-fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_data_refuses() {
+fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_data_is_reset_only_when_asked()
+ {
     let test = "the_gate_holds_while_two_of_three_members_follow_a_leader";
     let Some(mut three) = Three::start(test, ["127.0.0.2", "127.0.0.3", "127.0.0.4"]) else {
         return;
     };
 
     let out_dir = three.tool.dir.path().join("etcd");
+    etcdctl_at(
+        &three.tool.programs,
+        &three.clients[0],
+        &["put", "/edgepop/before", "1"],
+    );
     let taken = three
         .tool
         .run(&["snapshot", "--out-dir", out_dir.to_str().unwrap()]);
     let taken: Value = serde_json::from_str(&testkit::process::success_stdout(&taken)).unwrap();
     let snapshot = taken["path"].as_str().unwrap().to_owned();
+    etcdctl_at(
+        &three.tool.programs,
+        &three.clients[0],
+        &["put", "/edgepop/after", "1"],
+    );
     let restore = ["restore", "--snapshot", snapshot.as_str()];
     let out = three.tool.run(&restore);
     testkit::process::assert_refused(
@@ -429,8 +440,9 @@ fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_dat
         stderr(&out)
     );
 
-    // Two gone: the last member has no leader; a recovery goes to it, whose etcd folder still
-    // holds its data: Talos refuses, and the way out is said.
+    // Two gone: the last member has no leader, and its etcd folder still holds its data: Talos
+    // would refuse the recovery there, so the restore stops before anything changes, and the
+    // way out is said.
     three.nodes[1] = None;
     testkit::eventually("the last member to lose its leader", || {
         (!three.leaders(&[2])).then_some(())
@@ -440,8 +452,8 @@ fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_dat
         &out,
         1,
         &[
-            "edge-par-cp-3: bootstrap --recover-from: Talos answered AlreadyExists: etcd data directory is not empty",
-            "--system-labels-to-wipe=EPHEMERAL",
+            "edge-par-cp-3 (its etcd service is Running): etcd data is still there",
+            "--reset-ephemeral",
         ],
     );
     let last = three.nodes[2].as_ref().unwrap();
@@ -450,10 +462,85 @@ fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_dat
         "{}",
         stderr(&out)
     );
-    assert_eq!(last.calls("EtcdRecover").len(), 1);
-    assert_eq!(last.calls("Bootstrap")[0]["recover_etcd"], true);
-    // The upload stays where Talos put it; the member's data is untouched.
+    assert!(last.calls("EtcdRecover").is_empty() && last.calls("Reset").is_empty());
     assert!(last.var_lib.join("etcd/member").is_dir());
+
+    assert_reset_ephemeral_then_recovered(&three, &restore);
+}
+
+/// The last member of `three` (cp-3, holding data, without a leader) recovered from
+/// `restore`'s snapshot with --reset-ephemeral: its EPHEMERAL partition is wiped and it reboots,
+/// it is waited for until its etcd service is Preparing, then the snapshot is recovered there.
+fn assert_reset_ephemeral_then_recovered(three: &Three, restore: &[&str]) {
+    let last = three.nodes[2].as_ref().unwrap();
+    let resetting = [
+        restore,
+        &["--reset-ephemeral", "--wait-interval-seconds", "1"],
+    ]
+    .concat();
+    let out = three.tool.run(&resetting);
+    let record: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
+    assert_eq!(record["node"], "edge-par-cp-3");
+    let reset = last.calls("Reset");
+    assert_eq!(reset.len(), 1, "{reset:?}");
+    assert_eq!(reset[0]["wipe"], serde_json::json!(["EPHEMERAL"]));
+    assert_eq!(
+        (reset[0]["graceful"].as_bool(), reset[0]["reboot"].as_bool()),
+        (Some(false), Some(true))
+    );
+    let said = stderr(&out);
+    assert!(
+        said.contains(
+            "edge-par-cp-1: its Talos API does not answer, so it is neither reset nor recovered"
+        ),
+        "{said}"
+    );
+    assert_eq!(last.calls("Bootstrap")[0]["recover_etcd"], true);
+    // The member is the snapshot's: what was written before it is there, what came after is
+    // gone, and it is a cluster of one under the node's name.
+    let value = |key| {
+        etcdctl_at(
+            &three.tool.programs,
+            &three.clients[2],
+            &["get", key, "--print-value-only"],
+        )
+    };
+    assert_eq!(value("/edgepop/before").trim(), "1");
+    assert_eq!(value("/edgepop/after").trim(), "");
+    assert_eq!(
+        member_names(&three.tool.programs, &three.clients[2]),
+        ["edge-par-cp-3"]
+    );
+    let service = talosctl(
+        &three.tool.programs,
+        three.tool.dir.path(),
+        "127.0.0.4",
+        three.tool.port,
+        &["service", "etcd"],
+    );
+    // The real talosctl reads the stand-in's service list: etcd runs again.
+    let service = testkit::process::success_stdout(&service);
+    assert!(
+        service
+            .lines()
+            .any(|l| l.split_whitespace().eq(["STATE", "Running"])),
+        "{service}"
+    );
+}
+
+/// etcdctl against the member at `url`: its stdout, the call having succeeded.
+fn etcdctl_at(programs: &Programs, url: &str, args: &[&str]) -> String {
+    let out = Command::new(&programs.etcdctl)
+        .args([
+            "--endpoints",
+            url,
+            "--dial-timeout=2s",
+            "--command-timeout=10s",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    testkit::process::success_stdout(&out)
 }
 
 /// The names etcd lists, asked of the member at `url`.

@@ -44,6 +44,12 @@ pub enum EtcdStepKind {
     RemoveMember,
     /// Waits until the remaining members no longer list the one removed.
     WaitRemoved,
+    /// Wipes a control plane's EPHEMERAL partition, its etcd folder with it, and reboots it
+    /// (`talosctl reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL`).
+    ResetEphemeral,
+    /// Waits until a control plane's etcd service is `Preparing`: back from its reboot, its etcd
+    /// folder empty, waiting for a bootstrap or a cluster to join.
+    WaitPreparing,
 }
 
 /// One step of a plan, in the order the steps run (`n` from 1).
