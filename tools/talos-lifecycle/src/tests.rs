@@ -364,6 +364,11 @@ fn error_of(result: Result<(), Error>, exit: Exit) -> String {
     error.to_string()
 }
 
+/// A run that must fail (exit 1), every needle in its message.
+fn fails_saying(result: Result<(), Error>, needles: &[&str]) {
+    assert_says_all(&error_of(result, Exit::Failure), needles);
+}
+
 /// Whether a recovery was asked of any node.
 /// How many times `node`'s member was asked for its status.
 fn status_reads(talos: &Scripted, node: &str) -> usize {
@@ -685,9 +690,8 @@ fn control_planes_holding_etcd_data_refuse_the_restore_before_anything_changes()
     for dry_run in [true, false] {
         let talos = members_holding_data();
         let (result, out) = go(&config(restore_action("s.snapshot"), dry_run), &talos);
-        let text = error_of(result, Exit::Failure);
-        assert_says_all(
-            &text,
+        fails_saying(
+            result,
             &[
                 "edge-par-cp-1 (its etcd service is Running), edge-par-cp-2 (its etcd service is Failed): etcd data is still there",
                 "--reset-ephemeral",
@@ -779,9 +783,8 @@ fn a_control_plane_that_never_comes_back_from_its_reset_stops_the_restore_before
         ..members_holding_data()
     };
     let (result, _) = go(&config(restore_resetting("s.snapshot"), false), &talos);
-    let text = error_of(result, Exit::Failure);
-    assert_says_all(
-        &text,
+    fails_saying(
+        result,
         &[
             "edge-par-cp-2: not back with its etcd service Preparing within 3 looks",
             "the Talos API does not answer",
@@ -1057,9 +1060,8 @@ fn no_upgrade_starts_while_another_member_is_unhealthy_or_a_node_is_not_ready() 
     // taken), but one more reboot would lose it.
     let talos = healthy_cluster().status(CPS[2], vec![no_leader("c")]);
     let (result, _) = go(&upgrade_config(dir.path(), false), &talos);
-    let said = error_of(result, Exit::Failure);
-    assert_says_all(
-        &said,
+    fails_saying(
+        result,
         &[
             "before upgrading edge-par-cp-1",
             "nothing was started on edge-par-cp-1",
@@ -1455,9 +1457,8 @@ fn a_member_leaves_after_a_snapshot_only_while_every_other_member_is_healthy() {
         .status(CPS[2], vec![healthy("3", "1")]);
     for dry_run in [true, false] {
         let (result, out) = go(&remove_config(dir.path(), CPS[2], false, dry_run), &talos);
-        let text = error_of(result, Exit::Failure);
-        assert_says_all(
-            &text,
+        fails_saying(
+            result,
             &[
                 "edge-par-cp-3's etcd member stays",
                 "edge-par-cp-2: member 2 reports etcdserver: no leader",
