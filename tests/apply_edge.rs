@@ -816,9 +816,7 @@ fn istiods_objects_survive_two_applies_and_the_gateway_class_is_co_owned() {
 fn assert_failed_saying(out: &Output, needles: &[&str]) {
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{said}");
-    for needle in needles {
-        assert!(said.contains(needle), "`{needle}` not in: {said}");
-    }
+    testkit::process::assert_says_all(&said, needles);
 }
 
 #[test]

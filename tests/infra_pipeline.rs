@@ -22,6 +22,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use testkit::pin;
+use testkit::process::assert_says_all;
 
 /// The worker's schematic: the kernel arguments of the example config's offer (EM-A116X-SSD).
 const WORKER_SCHEMATIC: &str = "b4f89946a66f1ffdda1caf6d31f852c10b2b2b2c320d040baf863e9962065f02";
@@ -84,6 +85,20 @@ impl Env {
         let bin = self.path("node-tools");
         fs::create_dir_all(&bin).unwrap();
         (bin, self.path("node-tools.log"))
+    }
+
+    /// A PATH whose first talosctl is one that says it is `version` (and does nothing else).
+    fn path_with_talosctl_of(&self, version: &str) -> String {
+        let other = self.path("other-bin");
+        fs::create_dir_all(&other).unwrap();
+        let fake = other.join("talosctl");
+        fs::write(
+            &fake,
+            format!("#!/bin/sh\nprintf 'Client:\\nTalos {version}\\n'\n"),
+        )
+        .unwrap();
+        fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+        format!("{}:{}", other.display(), std::env::var("PATH").unwrap())
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -216,16 +231,8 @@ fn ok(out: &Output) -> String {
 fn failed(out: &Output, code: i32, needles: &[&str]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(code), "{stderr}");
-    assert_contains_all(&stderr, needles);
+    assert_says_all(&stderr, needles);
     stderr
-}
-
-/// Every needle is in `text` (a recorded command line, a step's stderr).
-fn assert_contains_all(text: &str, needles: &[impl AsRef<str>]) {
-    for needle in needles {
-        let needle = needle.as_ref();
-        assert!(text.contains(needle), "`{needle}` not in: {text}");
-    }
 }
 
 pub(crate) fn mode(path: &Path) -> u32 {
@@ -625,31 +632,12 @@ fn after_losing_every_control_plane_the_bootstrap_recovers_etcd_from_the_snapsho
     ];
     fs::write(env.out("inventory.json"), inventory(11)).unwrap();
 
-    // A file etcdutl cannot read stops talosctl before any node is called.
-    let broken = env.path("broken.snapshot");
-    fs::write(&broken, b"not a snapshot").unwrap();
-    failed(
-        &env.infra(
-            "bootstrap",
-            &[
-                ("SNAPSHOT", broken.to_str().unwrap()),
-                ("TALOSCTL_ETCDUTL", etcdutl),
-            ],
-        ),
-        1,
-        &["bootstrap on 203.0.113.11 failed"],
-    );
-    assert!(env.state_of_etcd("203.0.113.11").is_none());
-    failed(
-        &env.infra("bootstrap", &[("SNAPSHOT", "/nonexistent.snapshot")]),
-        1,
-        &["SNAPSHOT: /nonexistent.snapshot is not a file"],
-    );
+    assert_an_unreadable_snapshot_stops_before_any_node(&env, etcdutl);
 
     // New control planes, no etcd anywhere: the first one gets the snapshot's etcd, once Talos
     // allows a bootstrap; the others join it.
     let stderr = ok(&env.infra("bootstrap", &recovering));
-    assert_contains_all(
+    assert_says_all(
         &stderr,
         &[
             "203.0.113.11 is not ready to bootstrap yet (1/90): bootstrap is not available yet",
@@ -660,7 +648,7 @@ fn after_losing_every_control_plane_the_bootstrap_recovers_etcd_from_the_snapsho
     // The broken file's call, then the one too early, then the recovery.
     let recoveries = env.calls_with("--recover-from");
     assert_eq!(recoveries.len(), 3, "{recoveries:?}");
-    assert_contains_all(
+    assert_says_all(
         &recoveries[2].join(" "),
         &[
             "--nodes 203.0.113.11",
@@ -669,7 +657,7 @@ fn after_losing_every_control_plane_the_bootstrap_recovers_etcd_from_the_snapsho
         ],
     );
     assert!(
-        !recoveries[1]
+        !recoveries[2]
             .iter()
             .any(|a| a == "--recover-skip-hash-check")
     );
@@ -704,6 +692,30 @@ fn after_losing_every_control_plane_the_bootstrap_recovers_etcd_from_the_snapsho
             "AlreadyExists desc = etcd data directory is not empty",
             "203.0.113.21 holds etcd data already: nothing was recovered",
         ],
+    );
+}
+
+/// A snapshot file etcdutl cannot read stops talosctl before any node is called, and a missing
+/// one stops the step before talosctl.
+fn assert_an_unreadable_snapshot_stops_before_any_node(env: &Env, etcdutl: &str) {
+    let broken = env.path("broken.snapshot");
+    fs::write(&broken, b"not a snapshot").unwrap();
+    failed(
+        &env.infra(
+            "bootstrap",
+            &[
+                ("SNAPSHOT", broken.to_str().unwrap()),
+                ("TALOSCTL_ETCDUTL", etcdutl),
+            ],
+        ),
+        1,
+        &["bootstrap on 203.0.113.11 failed"],
+    );
+    assert!(env.state_of_etcd("203.0.113.11").is_none());
+    failed(
+        &env.infra("bootstrap", &[("SNAPSHOT", "/nonexistent.snapshot")]),
+        1,
+        &["SNAPSHOT: /nonexistent.snapshot is not a file"],
     );
 }
 
@@ -939,7 +951,7 @@ fn assert_scw_infra_imports_the_pinned_image(env: &Env, args: &str, factory: &st
         "talos-v1.13.11-{}-scaleway-amd64.raw.zst",
         &schematic[..12]
     ));
-    assert_contains_all(
+    assert_says_all(
         args,
         &[
             format!(
@@ -1010,7 +1022,7 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         apply.2
     );
     let flash = &flash.2;
-    assert_contains_all(
+    assert_says_all(
         flash,
         &[
             &format!(
@@ -1029,7 +1041,7 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
         ],
     );
     let talosconfig = format!("--talosconfig {}", env.out("talosconfig").display());
-    assert_contains_all(
+    assert_says_all(
         &talos.2,
         &[talosconfig, format!("--cert-fingerprint {pin}")],
     );
@@ -1172,7 +1184,7 @@ fn the_dry_run_plans_with_the_pins_and_the_config_the_nodes_step_uses() {
     ok(&env.infra("configs", &[]));
     ok(&env.infra("plan", &[("BIN", &bin_dir)]));
     let plan = &plans()[2];
-    assert_contains_all(
+    assert_says_all(
         plan,
         &[
             "--talos-version v1.13.11".to_owned(),
@@ -1230,12 +1242,7 @@ fn apply_checks_every_precondition_before_it_writes_anything() {
     env.record("worker", &"d".repeat(64));
 
     // A talosctl of another minor.
-    let other = env.path("other-bin");
-    fs::create_dir_all(&other).unwrap();
-    let fake = other.join("talosctl");
-    fs::write(&fake, "#!/bin/sh\nprintf 'Client:\\nTalos v1.12.4\\n'\n").unwrap();
-    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", other.display(), std::env::var("PATH").unwrap());
+    let path = env.path_with_talosctl_of("v1.12.4");
     failed(
         &env.infra("apply", &[("BIN", &bin_dir), ("PATH", &path)]),
         1,

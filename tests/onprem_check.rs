@@ -215,14 +215,15 @@ fn the_age_key_passes_only_when_sops_decrypts_the_file_with_it() {
     let text = machine.check_exits(&config, &[("SOPS_AGE_KEY_FILE", other.as_os_str())], 1);
     let line = line_with(&text, "cannot decrypt");
     assert!(line.trim_start().starts_with("MISSING"), "{text}");
-    for needle in [
-        other.to_str().unwrap(),
-        fixture_sops().to_str().unwrap(),
-        &fixture_recipient(),
-        &other_recipient,
-    ] {
-        assert!(line.contains(needle), "`{needle}` not in: {line}");
-    }
+    testkit::process::assert_says_all(
+        line,
+        &[
+            other.to_str().unwrap(),
+            fixture_sops().to_str().unwrap(),
+            &fixture_recipient(),
+            &other_recipient,
+        ],
+    );
     // The config itself is fine: only the key is wrong.
     assert!(line_begins(&text, "and its SOPS file", "ok"), "{text}");
     assert!(!text.contains("names a file"), "{text}");

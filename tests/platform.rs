@@ -231,9 +231,7 @@ impl World {
         let out = self.platform(mode, env);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{err}");
-        for needle in what {
-            assert!(err.contains(needle), "`{needle}` not in: {err}");
-        }
+        testkit::process::assert_says_all(&err, what);
     }
 
     fn calls(&self) -> Vec<String> {

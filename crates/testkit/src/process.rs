@@ -2,6 +2,7 @@
 
 /// Checks a tool's refusal: the exit code, nothing on stdout, and every needle in the message.
 #[allow(clippy::panic)] // an assertion helper for tests: failing is its job
+#[track_caller]
 pub fn assert_refused(out: &std::process::Output, code: i32, needles: &[&str]) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{stderr}");
@@ -10,8 +11,17 @@ pub fn assert_refused(out: &std::process::Output, code: i32, needles: &[&str]) {
         "stdout: {}",
         String::from_utf8_lossy(&out.stdout)
     );
+    assert_says_all(&stderr, needles);
+}
+
+/// Checks that every needle is in `text` (a message, a log); fails the test naming the first
+/// one missing, with the whole text.
+#[allow(clippy::panic)] // an assertion helper for tests: failing is its job
+#[track_caller]
+pub fn assert_says_all(text: &str, needles: &[impl AsRef<str>]) {
     for needle in needles {
-        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
+        let needle = needle.as_ref();
+        assert!(text.contains(needle), "`{needle}` not in: {text}");
     }
 }
 

@@ -301,13 +301,14 @@ fn explain_names_a_missing_or_unknown_agent_directory() {
     let config = with_examplebot(lists.path());
     let out = explain(&wasm, &config, lists.path(), "");
     let stderr = usage_error(&out);
-    for needle in [
-        "agent `examplebot`",
-        "--agent-directory examplebot=FILE",
-        "make lists",
-    ] {
-        assert!(stderr.contains(needle), "{needle} not in: {stderr}");
-    }
+    testkit::process::assert_says_all(
+        &stderr,
+        &[
+            "agent `examplebot`",
+            "--agent-directory examplebot=FILE",
+            "make lists",
+        ],
+    );
     let out = explain_with_directory(&wasm, &config, lists.path(), "otherbot=x.json", "");
     let stderr = usage_error(&out);
     assert!(

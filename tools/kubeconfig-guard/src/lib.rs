@@ -345,14 +345,15 @@ current-context: admin@edge-par
             .unwrap_err();
         assert_eq!(err.exit(), Exit::Failure);
         let text = err.to_string();
-        for needle in [
-            "`prod`",
-            "https://prod.example.net:6443",
-            "https://api.example.com:6443",
-            "platform-inputs.json",
-        ] {
-            assert!(text.contains(needle), "{needle}: {text}");
-        }
+        testkit::process::assert_says_all(
+            &text,
+            &[
+                "`prod`",
+                "https://prod.example.net:6443",
+                "https://api.example.com:6443",
+                "platform-inputs.json",
+            ],
+        );
         assert!(!text.contains("c2VjcmV0"), "{text}");
     }
 

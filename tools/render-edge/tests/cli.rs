@@ -193,9 +193,7 @@ impl Case {
         assert!(out.stdout.is_empty(), "stdout must stay empty on error");
         assert_eq!(stderr.lines().count(), 1, "one clear message: {stderr}");
         assert!(stderr.starts_with("render-edge: error: "), "{stderr}");
-        for needle in needles {
-            assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
-        }
+        testkit::process::assert_says_all(&stderr, needles);
     }
 }
 
@@ -415,14 +413,15 @@ fn an_edge_config_that_still_lists_hostnames_is_refused_unless_they_are_the_same
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(out.stdout, render(&case.inputs(), &without, &[]).stdout);
-    for needle in [
-        "same.json: field `hostnames` is ignored",
-        "the infra config's edge_hostnames",
-        "inputs.json",
-        "remove it",
-    ] {
-        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
-    }
+    testkit::process::assert_says_all(
+        &stderr,
+        &[
+            "same.json: field `hostnames` is ignored",
+            "the infra config's edge_hostnames",
+            "inputs.json",
+            "remove it",
+        ],
+    );
     // A name that has no DNS record, and one left out: refused, naming each.
     case.refuses(
         r#"{"hostnames": ["www.example.com", "shop.example.com"]}"#,

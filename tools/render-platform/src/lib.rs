@@ -631,14 +631,15 @@ mod tests {
         let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();
         assert_eq!(err.exit(), Exit::Usage);
         let text = err.to_string();
-        for needle in [
-            missing.to_str().unwrap(),
-            "cannot read",
-            onprem::SECRETS_EXAMPLE,
-            "sops --encrypt --age",
-        ] {
-            assert!(text.contains(needle), "`{needle}` not in: {text}");
-        }
+        testkit::process::assert_says_all(
+            &text,
+            &[
+                missing.to_str().unwrap(),
+                "cannot read",
+                onprem::SECRETS_EXAMPLE,
+                "sops --encrypt --age",
+            ],
+        );
         assert!(
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../..")

@@ -218,13 +218,14 @@ mod tests {
             let err = InventoryFile::read_for(&path, &config, &example)
                 .unwrap_err()
                 .to_string();
-            for needle in [
-                path.display().to_string(),
-                example.display().to_string(),
-                format!("field `{field}`"),
-            ] {
-                assert!(err.contains(&needle), "`{needle}` not in {err}");
-            }
+            testkit::process::assert_says_all(
+                &err,
+                &[
+                    path.display().to_string(),
+                    example.display().to_string(),
+                    format!("field `{field}`"),
+                ],
+            );
         }
     }
 }

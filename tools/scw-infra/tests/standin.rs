@@ -2018,9 +2018,10 @@ fn a_registry_name_taken_elsewhere_stops_the_run_before_anything_billed() {
 
     let out = s.scw(APPLY);
     let stderr = failed(&out);
-    for needle in ["edge-par", "registry_namespace", "globally unique"] {
-        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
-    }
+    testkit::process::assert_says_all(
+        &stderr,
+        &["edge-par", "registry_namespace", "globally unique"],
+    );
     let writes = mutations(&s.take_requests());
     assert_eq!(
         writes,

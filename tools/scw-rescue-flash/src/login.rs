@@ -248,14 +248,15 @@ mod tests {
     fn an_encrypted_key_without_an_agent_is_refused_naming_the_way_out() {
         let (_dir, key) = testkit::temp_file("id_ed25519", openssh("aes256-ctr", b"pub"));
         let message = Login::resolve(&key, None).unwrap_err().to_string();
-        for needle in [
-            "passphrase",
-            "SSH_AUTH_SOCK is not set",
-            "ssh-add",
-            "nothing was done",
-        ] {
-            assert!(message.contains(needle), "{message}");
-        }
+        testkit::process::assert_says_all(
+            &message,
+            &[
+                "passphrase",
+                "SSH_AUTH_SOCK is not set",
+                "ssh-add",
+                "nothing was done",
+            ],
+        );
         fs::write(&key, openssh("none", b"pub")).unwrap();
         assert_eq!(Login::resolve(&key, None).unwrap(), Login::KeyFile(key));
     }

@@ -342,9 +342,7 @@ fn stderr(out: &Output) -> String {
 fn failed(out: &Output, needles: &[&str]) -> String {
     let stderr = stderr(out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    for needle in needles {
-        assert!(stderr.contains(needle), "`{needle}` not in {stderr}");
-    }
+    testkit::process::assert_says_all(&stderr, needles);
     let written: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(written["nodes"][1]["steps"].get("image_flashed").is_none());
     stderr

@@ -148,9 +148,7 @@ fn run_failing(api: &Scripted, needles: &[&str]) -> NodeInventory {
     let (outcome, failures) = apply_worker(api, &mut inventory, b"w");
     assert_eq!(outcome.failed, ["w1"]);
     let message = failures[0].to_string();
-    for needle in needles {
-        assert!(message.contains(needle), "`{needle}` not in: {message}");
-    }
+    testkit::process::assert_says_all(&message, needles);
     inventory
 }
 

@@ -208,9 +208,7 @@ fn setup(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
 fn assert_failed(out: &Output, needles: &[&str]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    for needle in needles {
-        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
-    }
+    testkit::process::assert_says_all(&stderr, needles);
     let written: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(written["nodes"][0]["steps"].get("config_applied").is_none());
     stderr

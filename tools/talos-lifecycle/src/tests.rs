@@ -12,6 +12,7 @@ use pop_common::records::{
 
 use super::*;
 use pop_common::exit::{Exit, Report};
+use testkit::process::assert_says_all;
 
 use crate::quorum::{MemberStatus, NodeError, quorum};
 use crate::talos::Kubelet;
@@ -348,13 +349,6 @@ fn go_on(config: &Config, talos: &Scripted, inventory: &str) -> (Result<(), Erro
     let mut out = Vec::new();
     let result = run_with(config, talos, &NoSleep, NOW, inventory.as_bytes(), &mut out);
     (result, String::from_utf8(out).unwrap())
-}
-
-/// Every needle is in `said`.
-fn assert_says_all(said: &str, needles: &[&str]) {
-    for needle in needles {
-        assert!(said.contains(needle), "`{needle}` not in: {said}");
-    }
 }
 
 /// A run's error, which must be of the kind `exit`: its message.

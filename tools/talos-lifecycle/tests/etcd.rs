@@ -826,12 +826,13 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
     let out = upgrade(false);
     let said = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
-    for needle in [
-        "before upgrading edge-par-cp-1, the cluster is not healthy: nothing was started on edge-par-cp-1",
-        "edge-par-cp-3: Talos answered Unknown: failed to create etcd client",
-    ] {
-        assert!(said.contains(needle), "`{needle}` not in: {said}");
-    }
+    testkit::process::assert_says_all(
+        &said,
+        &[
+            "before upgrading edge-par-cp-1, the cluster is not healthy: nothing was started on edge-par-cp-1",
+            "edge-par-cp-3: Talos answered Unknown: failed to create etcd client",
+        ],
+    );
     assert!(!said.contains("talosctl upgrade --image"), "{said}");
     let taken: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(taken["kind"], "EtcdSnapshot");
