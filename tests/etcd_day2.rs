@@ -225,17 +225,28 @@ fn make_etcd_snapshot_then_etcd_restore_refused_while_quorum_holds_then_asked_th
     );
     assert!(first.calls("Bootstrap").is_empty());
 
-    // The machine is lost and made again: its etcd waits to be bootstrapped.
+    // The machine is lost and made again on a disk that kept etcd's folder: its etcd does not
+    // run, and Talos would refuse a recovery there.
     drop(first);
     let second = stage.node(false);
-    let said = stage.make_refused(&["etcd-restore", &named], "\"step\":\"recover\"");
+    let leftover = second.var_lib.join("etcd/member");
+    fs::create_dir_all(&leftover).unwrap();
+    fs::write(leftover.join("wal"), "left over").unwrap();
+    stage.make_refused(
+        &["etcd-restore", &named, "CONFIRM=yes"],
+        "edge-par-cp-1 (its etcd service is Failed): etcd data is still there",
+    );
+    let reset = "RESET_EPHEMERAL=yes";
+    let said = stage.make_refused(&["etcd-restore", &named, reset], "\"step\":\"recover\"");
     assert!(
-        said.contains("refusing to destroy the etcd state of the cluster edge-par"),
+        said.contains("refusing to destroy the etcd state of the cluster edge-par")
+            && said.contains("\"step\":\"reset-ephemeral\""),
         "{said}"
     );
-    assert!(second.calls("EtcdRecover").is_empty() && second.calls("Bootstrap").is_empty());
+    assert!(second.calls("EtcdRecover").is_empty() && second.calls("Reset").is_empty());
 
-    let done = stage.make_ok(&["etcd-restore", &named, "CONFIRM=yes"]);
+    let done = stage.make_ok(&["etcd-restore", &named, reset, "CONFIRM=yes"]);
+    assert_eq!(second.calls("Reset").len(), 1);
     let records: Vec<Value> = String::from_utf8_lossy(&done.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
