@@ -85,6 +85,7 @@ impl Stage {
                 initial_cluster: running.then(|| format!("edge-par-cp-1={peer}")),
                 etcd_peer_url: peer,
                 control_plane_etcd_endpoints: Vec::new(),
+                kube_apiserver_pid_file: None,
             },
         )
     }

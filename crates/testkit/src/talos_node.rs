@@ -171,6 +171,9 @@ pub struct ControlPlaneSpec {
     /// Every control plane's etcd client URL, as Talos discovers them for a member's removal;
     /// empty: the node's own only.
     pub control_plane_etcd_endpoints: Vec<String>,
+    /// A file holding the pid of the process that plays its kube-apiserver (what `talosctl
+    /// restart -k` stops there); `None`: no API server runs on it.
+    pub kube_apiserver_pid_file: Option<PathBuf>,
 }
 
 /// A running control-plane stand-in, killed (its etcd with it) when dropped.
@@ -227,6 +230,9 @@ impl ControlPlaneNode {
         }
         if let Some(initial) = &spec.initial_cluster {
             command.args(["--etcd-initial-cluster", initial]);
+        }
+        if let Some(pid_file) = &spec.kube_apiserver_pid_file {
+            command.arg("--kube-apiserver-pid-file").arg(pid_file);
         }
         if !spec.control_plane_etcd_endpoints.is_empty() {
             command.args([

@@ -32,6 +32,15 @@ internal/app/machined/pkg/controllers/runtime/api_service_config.go, services/ma
 - a configured control plane (--machine-type controlplane) answers the etcd calls (EtcdSnapshot,
   EtcdStatus, EtcdMemberList, EtcdRecover, Bootstrap) over a real etcd: talos_etcd.py, which
   cites the behaviour of each.
+- a configured node answers `Restart` of a Kubernetes container (`talosctl restart -k`: namespace
+  k8s.io, the CRI driver) as Talos does (S:1621-1647 with internal/pkg/containers/cri/
+  cri.go:112-170): the id `<namespace>/<pod>:<container>` is looked up among the node's
+  containers, a container not found is the error `container "<id>" not found` (code Unknown), a
+  found one gets SIGTERM and its kubelet starts it again. The one container modelled is the
+  static pod kube-apiserver's, whose pod kubelet names `kube-apiserver-<hostname>`
+  (pkg/kubelet/config/common.go, generatePodName, lowercase), running when
+  --kube-apiserver-pid-file names a live process (a test's real API server, which the test
+  starts again as kubelet would). Other namespaces or drivers are refused as not modelled.
 - a configured node answers `Version` with --talos-version (v1.13.9 by default), and the calls
   `talosctl upgrade --drain=false` makes (ImageService.Pull, LifecycleService.Upgrade, Reboot),
   after which it answers with the installer's version: talos_upgrade.py, which cites each.
@@ -46,6 +55,7 @@ import importlib
 import json
 import os
 import select
+import signal
 import socket
 import ssl
 import subprocess
@@ -74,6 +84,16 @@ def compile_protos(api_dir, out_dir):
     sys.path.insert(0, out_dir)
     return (importlib.import_module("machine.machine_pb2"),
             importlib.import_module("machine.machine_pb2_grpc"))
+
+
+def running_pid(pid_file):
+    """The pid written in `pid_file` when that process is alive, else None."""
+    try:
+        pid = int(open(pid_file).read().strip())
+        os.kill(pid, 0)
+        return pid
+    except (TypeError, OSError, ValueError):
+        return None
 
 
 def validation_error(talosctl, data):
@@ -110,6 +130,8 @@ def main():
                         help="the real talosctl, whose validate checks each config received")
     parser.add_argument("--talos-version", default="v1.13.9",
                         help="the Talos version the node runs (Version's tag) until an upgrade")
+    parser.add_argument("--kube-apiserver-pid-file",
+                        help="the pid of the process playing this node's kube-apiserver")
     talos_etcd.add_arguments(parser)
     args = parser.parse_args()
 
@@ -141,6 +163,19 @@ def main():
 
         def Reboot(self, request, context):
             return node_upgrade.reboot(pb)
+
+        def Restart(self, request, context):
+            record({"rpc": "Restart", "namespace": request.namespace, "id": request.id,
+                    "driver": request.driver})
+            if request.namespace != "k8s.io" or request.driver != 1:  # common.ContainerDriver.CRI
+                context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                              "the stand-in models only Kubernetes containers (restart -k)")
+            apiserver = f"kube-system/kube-apiserver-{args.hostname.lower()}:kube-apiserver"
+            pid = running_pid(args.kube_apiserver_pid_file)
+            if request.id != apiserver or pid is None:
+                context.abort(grpc.StatusCode.UNKNOWN, f'container "{request.id}" not found')
+            os.kill(pid, signal.SIGTERM)
+            return pb.RestartResponse(messages=[pb.Restart()])
 
         def ApplyConfiguration(self, request, context):
             mode = Mode.Mode.Name(request.mode) if request.mode in Mode.Mode.values() else request.mode

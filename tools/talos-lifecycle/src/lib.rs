@@ -24,12 +24,17 @@
 //!   its broken members, and a restore throws away everything written since the snapshot. The
 //!   members are read three times, two seconds apart, so that an election under way is not
 //!   taken for a lost quorum.
-//!   Otherwise it recovers on the first control plane whose Talos API answers
+//!   Each control plane that answers is then asked for its etcd service (`talosctl service
+//!   etcd`): one that is not `Preparing` still holds etcd data, which Talos would refuse to
+//!   recover over, and the restore is refused (exit 1) naming them, unless `--reset-ephemeral`:
+//!   each gets `talosctl reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL` and
+//!   is waited for until `Preparing`, as Talos's disaster recovery does.
+//!   Then it recovers on the first control plane whose Talos API answers
 //!   (`talosctl bootstrap --recover-from`: Talos restores the snapshot as a one-member cluster,
-//!   which the other control planes join), waits until that member answers with a leader, and
-//!   prints an `EtcdRecovery` record. A node whose etcd folder still holds data refuses
-//!   ("etcd data directory is not empty"); the error says how Talos's disaster-recovery
-//!   procedure empties it.
+//!   which the other control planes join), waits until that member answers with a leader, stops
+//!   each answering control plane's kube-apiserver for its kubelet to start it again on the
+//!   recovered etcd (`talosctl restart -k`: a running one keeps serving its cache), and prints
+//!   an `EtcdRecovery` record.
 //! - `remove-member` takes a control plane's member out of etcd, the first step of replacing it:
 //!   refused (exit 1) unless every other member answers healthy following one leader, then a
 //!   snapshot as above, then `talosctl etcd leave` on the node (Talos removes the member and

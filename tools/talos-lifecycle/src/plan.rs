@@ -51,10 +51,12 @@ pub fn snapshot(source: &TalosNode, path: &Path) -> Vec<EtcdPlanStep> {
 
 /// etcd recovered on `target` from `snapshot`, whose status was read already; first, the
 /// control planes in `resets` (each with its etcd service's state) have their EPHEMERAL
-/// partition wiped, and are waited for until their etcd folder is empty.
+/// partition wiped, and are waited for until their etcd folder is empty; last, the API server
+/// of each control plane in `answering` is restarted.
 pub fn restore(
     target: &TalosNode,
     resets: &[(&TalosNode, String)],
+    answering: &[&TalosNode],
     snapshot: &Path,
     status: &EtcdSnapshotStatus,
     skip_hash_check: bool,
@@ -118,6 +120,18 @@ pub fn restore(
             target.name
         ),
     ));
+    for node in answering {
+        says.push((
+            EtcdStepKind::RestartApiserver,
+            Some(*node),
+            format!(
+                "talosctl restart -k {} on {}: its kubelet starts it again on the recovered \
+                 etcd (a running API server would keep serving its cache of the lost state)",
+                crate::talos::apiserver_container(node),
+                node.name
+            ),
+        ));
+    }
     says.into_iter()
         .enumerate()
         .map(|(i, (kind, node, says))| step(i + 1, kind, node, says))

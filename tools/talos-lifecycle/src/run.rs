@@ -150,6 +150,11 @@ pub fn restore(
         wanted: "answers on its Talos API",
         answers: observed.iter().map(ToString::to_string).collect(),
     })?;
+    let answering: Vec<&TalosNode> = observed
+        .iter()
+        .filter(|o| o.answered())
+        .map(|o| &o.node)
+        .collect();
     let resets = holding_etcd_data(talos, &observed)?;
     if !resets.is_empty() && !restore.reset_ephemeral {
         return Err(Error::HoldsData {
@@ -170,6 +175,7 @@ pub fn restore(
     let steps = plan::restore(
         target,
         &resets,
+        &answering,
         restore.snapshot,
         &status,
         restore.skip_hash_check,
@@ -197,13 +203,7 @@ pub fn restore(
         .map_err(|error| Error::node(&target.name, "bootstrap --recover-from", error))?;
     let member_id = wait_healthy(talos, sleeper, target, restore.wait)?;
     pop_common::info!("{}: etcd recovered, member {member_id}", target.name);
-    // etcd went back to the snapshot's revision without a bump (Talos restores with etcdutl's
-    // defaults), so a running API server never learns: its watch cache keeps what it held.
-    pop_common::warn!(
-        "now restart the kube-apiserver of every control plane (reboot them one at a time: \
-         talosctl --nodes <address> reboot): a running API server keeps serving what its cache \
-         held before the restore, objects made after the snapshot included"
-    );
+    restart_apiservers(talos, &answering);
     write_line(
         &EtcdRecovery {
             kind: Kind::new(),
@@ -279,6 +279,37 @@ pub fn wait_healthy(
         interval: wait.interval,
         last,
     })
+}
+
+/// etcd went back to the snapshot's revision without a bump (Talos restores with etcdutl's
+/// defaults), so a running API server never learns: its watch cache keeps what it held, objects
+/// made after the snapshot included. Each control plane's is stopped in turn, and its kubelet
+/// starts it again on the recovered etcd; one that cannot be is named, to be rebooted.
+fn restart_apiservers(talos: &dyn Talos, nodes: &[&TalosNode]) {
+    let mut left = Vec::new();
+    for node in nodes {
+        match talos.restart_apiserver(node) {
+            Ok(()) => pop_common::info!(
+                "{}: kube-apiserver stopped; its kubelet starts it again on the recovered etcd",
+                node.name
+            ),
+            Err(NodeError::Answered { message, .. }) if message.contains("not found") => {
+                pop_common::info!("{}: no kube-apiserver runs there yet", node.name);
+            }
+            Err(error) => {
+                pop_common::warn!("{}: restart -k kube-apiserver: {error}", node.name);
+                left.push(node.name.as_str());
+            }
+        }
+    }
+    if !left.is_empty() {
+        pop_common::warn!(
+            "reboot {} one at a time (talosctl --nodes <address> reboot): a running API server \
+             keeps serving what its cache held before the restore, objects made after the \
+             snapshot included",
+            left.join(", ")
+        );
+    }
 }
 
 /// The control planes that answer and whose etcd service is not `Preparing`: their etcd folder

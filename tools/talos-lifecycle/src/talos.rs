@@ -58,6 +58,20 @@ pub trait Talos {
     /// once Talos took the request (`talosctl reset --graceful=false --reboot
     /// --system-labels-to-wipe=EPHEMERAL --wait=false`).
     fn reset_ephemeral(&self, node: &TalosNode) -> Result<(), NodeError>;
+    /// Stops the node's kube-apiserver container, which kubelet starts again (`talosctl restart
+    /// -k kube-system/kube-apiserver-<node>:kube-apiserver`).
+    fn restart_apiserver(&self, node: &TalosNode) -> Result<(), NodeError>;
+}
+
+/// The id `talosctl restart -k` takes for a control plane's kube-apiserver: Talos's static pod
+/// `kube-system/kube-apiserver` (controllers/k8s/control_plane_static_pod.go), named by kubelet
+/// `<pod>-<node name, lowercase>` (pkg/kubelet/config/common.go, generatePodName), then `:` and
+/// its container.
+pub fn apiserver_container(node: &TalosNode) -> String {
+    format!(
+        "kube-system/kube-apiserver-{}:kube-apiserver",
+        node.name.to_lowercase()
+    )
 }
 
 /// A member as `talosctl etcd members` lists it.
@@ -241,6 +255,13 @@ impl Talos for Programs {
                 "--wait=false",
             ],
         )?;
+        log_lines("talosctl", &said);
+        Ok(())
+    }
+
+    fn restart_apiserver(&self, node: &TalosNode) -> Result<(), NodeError> {
+        let container = apiserver_container(node);
+        let said = self.talosctl(node, &["restart", "-k", &container])?;
         log_lines("talosctl", &said);
         Ok(())
     }

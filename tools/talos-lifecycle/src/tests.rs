@@ -196,6 +196,12 @@ impl Talos for Scripted {
             .get_mut(&node.name)
             .map_or(Ok("Preparing".to_owned()), next_answer)
     }
+    fn restart_apiserver(&self, node: &TalosNode) -> Result<(), NodeError> {
+        self.calls
+            .borrow_mut()
+            .push(format!("restart-apiserver {}", node.name));
+        Ok(())
+    }
     fn reset_ephemeral(&self, node: &TalosNode) -> Result<(), NodeError> {
         self.calls.borrow_mut().push(format!("reset {}", node.name));
         let rebooting = Err(NodeError::Unreachable("connection refused".into()));
@@ -617,8 +623,20 @@ fn a_lost_quorum_is_recovered_on_the_first_node_talos_answers_for_then_waited_fo
         [
             EtcdStepKind::CheckSnapshot,
             EtcdStepKind::Recover,
-            EtcdStepKind::WaitHealthy
+            EtcdStepKind::WaitHealthy,
+            EtcdStepKind::RestartApiserver,
+            EtcdStepKind::RestartApiserver,
         ]
+    );
+    // The API servers of the control planes that answer, not of the one gone.
+    assert_eq!(steps[3].node.as_deref(), Some(CPS[1]));
+    assert_eq!(steps[4].node.as_deref(), Some(CPS[2]));
+    assert!(
+        steps[3].says.contains(
+            "talosctl restart -k kube-system/kube-apiserver-edge-par-cp-2:kube-apiserver"
+        ),
+        "{}",
+        steps[3].says
     );
     assert_eq!(steps[1].node.as_deref(), Some(CPS[1]));
     assert!(steps[1].says.contains("revision 3"), "{}", steps[1].says);
@@ -718,7 +736,9 @@ fn reset_ephemeral_wipes_the_members_holding_data_waits_for_them_then_recovers()
         .iter()
         .map(|s| (s.step, s.node.clone().unwrap_or_default()))
         .collect();
-    use EtcdStepKind::{CheckSnapshot, Recover, ResetEphemeral, WaitHealthy, WaitPreparing};
+    use EtcdStepKind::{
+        CheckSnapshot, Recover, ResetEphemeral, RestartApiserver, WaitHealthy, WaitPreparing,
+    };
     let cp = |i: usize| CPS[i].to_owned();
     assert_eq!(
         plan,
@@ -730,6 +750,8 @@ fn reset_ephemeral_wipes_the_members_holding_data_waits_for_them_then_recovers()
             (WaitPreparing, cp(1)),
             (Recover, cp(0)),
             (WaitHealthy, cp(0)),
+            (RestartApiserver, cp(0)),
+            (RestartApiserver, cp(1)),
         ]
     );
     assert!(
@@ -748,7 +770,7 @@ fn reset_ephemeral_wipes_the_members_holding_data_waits_for_them_then_recovers()
         .iter()
         .map(String::as_str)
         .filter(|c| {
-            ["service", "reset", "recover"]
+            ["service", "reset", "recover", "restart"]
                 .iter()
                 .any(|a| c.starts_with(a))
         })
@@ -766,6 +788,9 @@ fn reset_ephemeral_wipes_the_members_holding_data_waits_for_them_then_recovers()
             "service edge-par-cp-2",
             "service edge-par-cp-2",
             "recover edge-par-cp-1 s.snapshot false",
+            // Then each API server that may hold a cache of the lost state, in turn.
+            "restart-apiserver edge-par-cp-1",
+            "restart-apiserver edge-par-cp-2",
         ]
     );
 }

@@ -150,7 +150,10 @@ impl RoundTrip {
         let address = "127.0.0.2";
         let (programs, dir) = setup(test, &[address])?;
         let plane = ControlPlane::start(test)?;
-        // The control plane's node: its etcd is the one the API server uses.
+        // The control plane's node: its etcd is the one the API server uses, and the API server
+        // is its static pod's (what `talosctl restart -k` stops there).
+        let pid_file = dir.path().join("kube-apiserver.pid");
+        plane.write_apiserver_pid(&pid_file);
         let port = testkit::free_port();
         let node = ControlPlaneNode::start(
             &programs,
@@ -163,6 +166,7 @@ impl RoundTrip {
                 etcd_peer_url: url_at(address),
                 initial_cluster: None,
                 control_plane_etcd_endpoints: Vec::new(),
+                kube_apiserver_pid_file: Some(pid_file),
             },
         );
         let inventory = inventory(&[("edge-par-cp-1", address)]);
@@ -218,7 +222,15 @@ impl RoundTrip {
         let steps: Vec<Value> =
             testkit::process::json_lines(&testkit::process::success_stdout(&plan));
         let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["check-snapshot", "recover", "wait-healthy"]);
+        assert_eq!(
+            kinds,
+            [
+                "check-snapshot",
+                "recover",
+                "wait-healthy",
+                "restart-apiserver"
+            ]
+        );
         assert!(
             stderr(&plan).contains("context deadline exceeded"),
             "{}",
@@ -246,9 +258,16 @@ impl RoundTrip {
         assert_eq!(bootstrap[0]["recover_etcd"], true);
         // Talos deletes the uploaded snapshot once restored.
         assert!(!self.node.var_lib.join("etcd.snapshot").exists());
+        // Its API server stopped through Talos, for kubelet to start again.
+        let restart = self.node.calls("Restart");
+        assert_eq!(restart.len(), 1, "{restart:?}");
+        assert_eq!(
+            restart[0]["id"],
+            "kube-system/kube-apiserver-edge-par-cp-1:kube-apiserver"
+        );
         let said = stderr(&out);
         assert!(
-            said.contains("restart the kube-apiserver of every control plane"),
+            said.contains("edge-par-cp-1: kube-apiserver stopped; its kubelet starts it again"),
             "{said}"
         );
         recovered
@@ -285,11 +304,11 @@ fn a_snapshot_of_the_control_planes_objects_is_restored_and_read_back_through_th
     let recovered = trip.recover(snapshot);
     assert_eq!(recovered["status"], taken["status"]);
 
-    // The API server, restarted as the tool's last words ask (a running one keeps serving its
-    // watch cache: without the restart, this one still listed `made-after` two minutes later),
-    // reads the restored etcd: the objects made before the snapshot are back, the one made
-    // after it is gone.
-    trip.plane.restart_apiserver();
+    // The API server, stopped by the tool through Talos and started again as kubelet does (a
+    // running one keeps serving its watch cache: without the restart, this one still listed
+    // `made-after` two minutes later), reads the restored etcd: the objects made before the
+    // snapshot are back, the one made after it is gone.
+    trip.plane.start_apiserver_again_once_stopped();
     let after = testkit::eventually("the API server to serve the restored etcd", || {
         let names = config_maps(&trip.plane);
         (!names.contains(&"made-after".to_owned())).then_some(names)
@@ -731,6 +750,7 @@ fn cluster_of_three(
                     etcd_peer_url: peers[i].clone(),
                     initial_cluster: (i < 2 || !third_apart).then(|| initial.clone()),
                     control_plane_etcd_endpoints: clients.clone(),
+                    kube_apiserver_pid_file: None,
                 },
             )
         })

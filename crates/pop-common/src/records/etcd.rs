@@ -50,6 +50,9 @@ pub enum EtcdStepKind {
     /// Waits until a control plane's etcd service is `Preparing`: back from its reboot, its etcd
     /// folder empty, waiting for a bootstrap or a cluster to join.
     WaitPreparing,
+    /// Stops a control plane's kube-apiserver, which its kubelet starts again on the recovered
+    /// etcd (`talosctl restart -k kube-system/kube-apiserver-<node>:kube-apiserver`).
+    RestartApiserver,
 }
 
 /// One step of a plan, in the order the steps run (`n` from 1).

@@ -219,20 +219,45 @@ impl ControlPlane {
         }
     }
 
-    /// The API server stopped and started again, waited for until ready: what an operator does
-    /// after restoring etcd, since a running API server keeps serving what its watch cache holds.
-    #[allow(clippy::panic)] // a test helper: a control plane it cannot restart fails the test
-    pub fn restart_apiserver(&mut self) {
-        let Some(at) = self
+    /// Writes the API server's pid to `path`: the process a node stand-in's `talosctl restart
+    /// -k kube-system/kube-apiserver-<node>:kube-apiserver` stops.
+    #[allow(clippy::panic)] // a test helper: a file it cannot write fails the test
+    pub fn write_apiserver_pid(&self, path: &Path) {
+        let pid = self.components[self.apiserver_at()].child.id();
+        if let Err(err) = fs::write(path, pid.to_string()) {
+            panic!("cannot write {}: {err}", path.display());
+        }
+    }
+
+    /// Plays kubelet for the API server's static pod: once something stopped the API server (a
+    /// restore's `talosctl restart -k`: a running API server keeps serving what its watch cache
+    /// holds), starts it again and waits until it is ready; fails the test when it is still
+    /// running after two minutes.
+    pub fn start_apiserver_again_once_stopped(&mut self) {
+        let at = self.apiserver_at();
+        let apiserver = &mut self.components[at].child;
+        crate::eventually("the API server to be stopped", || {
+            apiserver.try_wait().ok().flatten()
+        });
+        self.start_apiserver_again(at);
+    }
+
+    #[allow(clippy::panic)] // a test helper: a control plane without its API server fails the test
+    fn apiserver_at(&self) -> usize {
+        match self
             .components
             .iter()
             .position(|c| c.name == "kube-apiserver")
-        else {
-            panic!("this control plane runs no API server");
-        };
-        let mut apiserver = self.components.remove(at);
-        let _ = apiserver.child.kill();
-        let _ = apiserver.child.wait();
+        {
+            Some(at) => at,
+            None => panic!("this control plane runs no API server"),
+        }
+    }
+
+    /// The stopped API server at `at` started again from its command, waited for until ready.
+    #[allow(clippy::panic)] // a test helper: a control plane it cannot restart fails the test
+    fn start_apiserver_again(&mut self, at: usize) {
+        self.components.remove(at);
         let Some(mut command) = self.apiserver.take() else {
             panic!("the API server's command is gone");
         };
