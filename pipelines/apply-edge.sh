@@ -94,7 +94,10 @@ ensure_hmac_secret() {
 # Prometheus Operator's API is served (the edge installs no operator), istiod's scrape
 # annotations elsewhere. Checked before anything is applied, in every mode.
 monitoring_api=monitoring.coreos.com/v1
-if kubectl api-versions 2>/dev/null | grep -qxF "$monitoring_api"; then serves_monitoring=1; else serves_monitoring=; fi
+# Read whole first: `kubectl api-versions | grep -q` fails under pipefail when grep leaves at its
+# match while kubectl still writes (SIGPIPE), which would take a served API for a missing one.
+served_apis=$(kubectl api-versions 2>/dev/null || true)
+if grep -qxF "$monitoring_api" <<<"$served_apis"; then serves_monitoring=1; else serves_monitoring=; fi
 if [[ -n "${EDGE_POD_MONITOR:-}" && -z "$serves_monitoring" ]]; then
   log "the edge config asks for a PodMonitor and a PrometheusRule (\"monitoring\": \"prometheus-operator\")," \
     "but the cluster serves no $monitoring_api: install the Prometheus Operator first, or set" \

@@ -61,7 +61,9 @@ if [[ "$profile" == edge ]]; then
 fi
 if have kubeconform; then ok "kubeconform"; else opt "kubeconform (make check-manifests uses the project's own validator without it)"; fi
 if have cargo; then ok "cargo"; else miss "cargo (builds the tools)"; fi
-if have rustup && rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1; then ok "rust target wasm32-wasip1"; else opt "rust target wasm32-wasip1 (to build the filter: rustup target add wasm32-wasip1)"; fi
+# Read whole first: grep -q leaving at its match would fail a pipeline under pipefail (SIGPIPE).
+rust_targets=$(have rustup && rustup target list --installed 2>/dev/null || true)
+if grep -qx wasm32-wasip1 <<<"$rust_targets"; then ok "rust target wasm32-wasip1"; else opt "rust target wasm32-wasip1 (to build the filter: rustup target add wasm32-wasip1)"; fi
 
 echo "Scaleway credentials (environment, then the scw config file):"
 config=${SCW_CONFIG_PATH:-${XDG_CONFIG_HOME:-$HOME/.config}/scw/config.yaml}

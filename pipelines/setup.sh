@@ -37,7 +37,11 @@ wants() {
 }
 
 rust_target() {
-  rustup target list --installed 2>/dev/null | grep -qx "$1" && return
+  # The list is read first: `rustup ... | grep -q` fails under pipefail when grep leaves at its
+  # match while rustup still writes (SIGPIPE).
+  local installed
+  installed=$(rustup target list --installed 2>/dev/null || true)
+  grep -qx "$1" <<<"$installed" && return
   log "adding the Rust target $1"
   rustup target add "$1"
 }

@@ -129,9 +129,12 @@ released_version() {
 
 # The binaries, or only those named (known_names refuses a name the list lacks).
 known_names() {
-  local wanted
+  local wanted line
   for wanted in "$@"; do
-    printf '%s\n' "${binaries[@]}" | grep -q "^$wanted " || die "no upstream program is named $wanted"
+    # A loop, not `printf | grep -q`: grep -q leaves at its first match, and under pipefail the
+    # printf still writing then dies of SIGPIPE and fails the pipeline.
+    for line in "${binaries[@]}"; do [[ $line == "$wanted "* ]] && continue 2; done
+    die "no upstream program is named $wanted"
   done
 }
 list() {
