@@ -172,12 +172,6 @@ pub fn snapshot_source(observed: &[Observed]) -> Option<&TalosNode> {
         .map(|o| &o.node)
 }
 
-/// The control plane a recovery goes to: the first, in the inventory's order, whose Talos API
-/// answers (its etcd may be down: that is the case a recovery is for).
-pub fn recovery_target(observed: &[Observed]) -> Option<&TalosNode> {
-    observed.iter().find(|o| o.answered()).map(|o| &o.node)
-}
-
 /// Why the member of `node` may not go now: each other member etcd lists (`members`, by name)
 /// that does not answer healthy following the leader the others follow, or that is no control
 /// plane of the inventory (its health unknown). Empty: it may go. With one member fewer, etcd

@@ -145,17 +145,19 @@ pub fn restore(
             message,
         })?;
     let observed = quorum_lost_for_good(talos, sleeper, cluster, nodes)?;
-    let target = quorum::recovery_target(&observed).ok_or_else(|| Error::NoNode {
-        cluster: cluster.to_owned(),
-        wanted: "answers on its Talos API",
-        answers: observed.iter().map(ToString::to_string).collect(),
-    })?;
+    // The control planes whose Talos API answers, in the inventory's order (their etcd may be
+    // down: that is the case a recovery is for); the recovery goes to the first.
     let answering: Vec<&TalosNode> = observed
         .iter()
         .filter(|o| o.answered())
         .map(|o| &o.node)
         .collect();
-    let resets = holding_etcd_data(talos, &observed)?;
+    let target = *answering.first().ok_or_else(|| Error::NoNode {
+        cluster: cluster.to_owned(),
+        wanted: "answers on its Talos API",
+        answers: observed.iter().map(ToString::to_string).collect(),
+    })?;
+    let resets = holding_etcd_data(talos, &answering)?;
     if !resets.is_empty() && !restore.reset_ephemeral {
         return Err(Error::HoldsData {
             nodes: resets
@@ -312,21 +314,21 @@ fn restart_apiservers(talos: &dyn Talos, nodes: &[&TalosNode]) {
     }
 }
 
-/// The control planes that answer and whose etcd service is not `Preparing`: their etcd folder
+/// The control planes of `answering` whose etcd service is not `Preparing`: their etcd folder
 /// holds data (a member running without its quorum, or a broken one). Talos recovers a snapshot
 /// only on a node whose folder is empty ("etcd data directory is not empty"), and a node that
 /// keeps its data keeps its old member instead of joining the recovered one.
 fn holding_etcd_data<'a>(
     talos: &dyn Talos,
-    observed: &'a [quorum::Observed],
+    answering: &[&'a TalosNode],
 ) -> Result<Vec<(&'a TalosNode, String)>, Error> {
     let mut holding = Vec::new();
-    for o in observed.iter().filter(|o| o.answered()) {
+    for &node in answering {
         let state = talos
-            .etcd_service_state(&o.node)
-            .map_err(|error| Error::node(&o.node.name, "service etcd", error))?;
+            .etcd_service_state(node)
+            .map_err(|error| Error::node(&node.name, "service etcd", error))?;
         if state != "Preparing" {
-            holding.push((&o.node, state));
+            holding.push((node, state));
         }
     }
     Ok(holding)
