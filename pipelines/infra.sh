@@ -110,9 +110,13 @@ apply_preconditions() {
   need_talosctl
   pinned_sha256 control-plane >/dev/null
   pinned_sha256 worker >/dev/null
-  if [[ -n "${SNAPSHOT:-}" && ! -f "$SNAPSHOT" ]]; then
-    die "SNAPSHOT: $SNAPSHOT is not a file (a snapshot make etcd-snapshot wrote)"
-  fi
+  need_snapshot "${SNAPSHOT:-}"
+}
+
+# SNAPSHOT, when given, names a file (checked before the apply writes anything, and again by the
+# bootstrap step run on its own).
+need_snapshot() {
+  [[ -z "$1" || -f "$1" ]] || die "SNAPSHOT: $1 is not a file (a snapshot make etcd-snapshot wrote)"
 }
 
 configs() {
@@ -366,8 +370,8 @@ bootstrap() {
   local tries=${BOOTSTRAP_TRIES:-90} interval=${BOOTSTRAP_INTERVAL:-10} try ip state output silent
   local -a control_planes recover=()
   IFS=, read -ra control_planes <<<"$CONTROL_PLANE_ADDRESSES"
+  need_snapshot "$snapshot"
   if [[ -n "$snapshot" ]]; then
-    [[ -f "$snapshot" ]] || die "SNAPSHOT: $snapshot is not a file (a snapshot make etcd-snapshot wrote)"
     recover=(--recover-from "$snapshot")
     if [[ "${SKIP_HASH_CHECK:-}" == yes ]]; then recover+=(--recover-skip-hash-check); fi
   fi
