@@ -92,6 +92,7 @@ import urllib.parse
 import uuid
 
 import grpc
+from google.protobuf import timestamp_pb2
 
 # What Talos's local etcd client returns when nothing answers (internal/pkg/etcd/etcd.go:55-65:
 # clientv3.New with DialTimeout 5 s blocks, then fails with the context's error).
@@ -144,11 +145,17 @@ class NodeEtcd:
             context.abort(grpc.StatusCode.UNIMPLEMENTED,
                           f"{api} is only available on control plane nodes")
 
-    def local_client(self, context):
+    def etcd_answers(self):
+        """Whether the node's etcd takes connections at its client URL."""
         url = urllib.parse.urlparse(self.args.etcd_client_url or "http://127.0.0.1:1")
         try:
             socket.create_connection((url.hostname, url.port), timeout=2).close()
+            return True
         except OSError:
+            return False
+
+    def local_client(self, context):
+        if not self.etcd_answers():
             context.abort(grpc.StatusCode.UNKNOWN, LOCAL_CLIENT_FAILED)
 
     def etcdctl(self, *words, command_timeout=10, endpoints=None):
@@ -345,12 +352,8 @@ class NodeEtcd:
 
     def etcd_state(self):
         """The etcd service's state and its last event's message (see the module's text)."""
-        url = urllib.parse.urlparse(self.args.etcd_client_url or "http://127.0.0.1:1")
-        try:
-            socket.create_connection((url.hostname, url.port), timeout=1).close()
+        if self.etcd_answers():
             return "Running", "Health check successful"
-        except OSError:
-            pass
         data = os.path.join(self.args.var_lib or "", "etcd")
         if os.path.isdir(data) and os.listdir(data):
             return "Failed", "etcd does not answer though its data folder holds data"
@@ -358,7 +361,6 @@ class NodeEtcd:
 
     @staticmethod
     def common_timestamp():
-        from google.protobuf import timestamp_pb2
         now = timestamp_pb2.Timestamp()
         now.GetCurrentTime()
         return now
