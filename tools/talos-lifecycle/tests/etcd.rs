@@ -147,7 +147,10 @@ struct RoundTrip {
 
 impl RoundTrip {
     fn start(test: &str) -> Option<RoundTrip> {
-        let address = "127.0.0.2";
+        // An address no other test of this binary uses: the node's etcd listens on its peer
+        // port only once recovered, a minute after the port was picked, and another test's
+        // member on the same address could take that port meanwhile.
+        let address = "127.0.0.31";
         let (programs, dir) = setup(test, &[address])?;
         let plane = ControlPlane::start(test)?;
         // The control plane's node: its etcd is the one the API server uses, and the API server
