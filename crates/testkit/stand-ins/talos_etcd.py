@@ -71,7 +71,10 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
   here only what the tools ask, EPHEMERAL wiped (`system_partitions_to_wipe`), no graceful leave,
   a reboot: etcd stops, the node's /var/lib/etcd and etcd.snapshot go with EPHEMERAL, and the
   node answers no connection for --reboot-seconds, then comes back with an empty etcd folder
-  (Preparing). Any other reset is refused as not modelled (Unimplemented, saying so);
+  (Preparing). From the services' stop to the end of the reboot the etcd service is `Finished`
+  ("Service finished successfully", internal/app/machined/pkg/system/system.go:191), never
+  `Preparing`, and the reboot cuts the connections already open. Any other reset is refused as
+  not modelled (Unimplemented, saying so);
 
 Not modelled: the roles (every client here is admin), apid's proxying to other nodes (the client
 Talos makes to the control planes' endpoints for a removal is the local member's here), TLS
@@ -79,6 +82,7 @@ between etcd and its clients, the time-sync wait, and a worker's Talos services.
 """
 import ctypes
 import json
+import math
 import os
 import random
 import shutil
@@ -132,6 +136,8 @@ class NodeEtcd:
         # Until when the node is rebooting after a reset (time.monotonic()): it takes no
         # connection meanwhile (talos_maintenance.py asks `rebooting()` of each one).
         self.down_until = 0.0
+        # Until when a reset is under way: from the stop of the services to the reboot's end.
+        self.reset_until = 0.0
         if args.etcd_initial_cluster:
             self.start(initial_cluster=args.etcd_initial_cluster)
 
@@ -339,12 +345,14 @@ class NodeEtcd:
         """The reset sequence Talos runs after answering (S:738-744): the services stop,
         EPHEMERAL (/var) is wiped, the machine reboots."""
         time.sleep(0.2)
-        self.down_until = time.monotonic() + self.args.reboot_seconds
+        self.reset_until = math.inf
         self.stop()
         shutil.rmtree(os.path.join(self.args.var_lib, "etcd"), ignore_errors=True)
         snapshot = os.path.join(self.args.var_lib, "etcd.snapshot")
         if os.path.exists(snapshot):
             os.remove(snapshot)
+        self.down_until = time.monotonic() + self.args.reboot_seconds
+        self.reset_until = self.down_until
         self.record({"reset": "EPHEMERAL", "reboot_seconds": self.args.reboot_seconds})
 
     def rebooting(self):
@@ -352,6 +360,8 @@ class NodeEtcd:
 
     def etcd_state(self):
         """The etcd service's state and its last event's message (see the module's text)."""
+        if time.monotonic() < self.reset_until:
+            return "Finished", "Service finished successfully"
         if self.etcd_answers():
             return "Running", "Health check successful"
         data = os.path.join(self.args.var_lib or "", "etcd")

@@ -241,7 +241,10 @@ def main():
         tls.settimeout(None)
         try:
             while True:
-                readable, _, _ = select.select([tls, backend], [], [])
+                # A reboot cuts the connections already open, as a real one does.
+                readable, _, _ = select.select([tls, backend], [], [], 0.1)
+                if node_etcd.rebooting():
+                    break
                 if tls in readable or tls.pending():
                     chunk = tls.recv(65536)
                     if not chunk:
