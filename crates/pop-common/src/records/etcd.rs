@@ -22,6 +22,7 @@ pub const ETCD_PLAN_STEP_VERSION: u32 = 1;
 pub const ETCD_SNAPSHOT_VERSION: u32 = 1;
 pub const ETCD_RECOVERY_VERSION: u32 = 1;
 pub const ETCD_MEMBER_REMOVAL_VERSION: u32 = 1;
+pub const ETCD_BACKUP_VERSION: u32 = 1;
 
 /// What a step of the plan does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,4 +163,30 @@ pub struct EtcdMemberRemoval {
 
 impl RecordKind for EtcdMemberRemoval {
     const KIND: &'static str = "EtcdMemberRemoval";
+}
+
+/// A snapshot taken in the cluster, encrypted with age and stored in Object Storage
+/// (`etcd-backup`, the scheduled backup).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdBackup {
+    pub kind: Kind<EtcdBackup>,
+    pub version: Version<ETCD_BACKUP_VERSION>,
+    pub cluster_name: String,
+    pub bucket: String,
+    /// The object's key: `<prefix>/<cluster>-<YYYYMMDDTHHMMSSZ>.snapshot.age`.
+    pub key: String,
+    /// When it was asked for, RFC 3339 UTC.
+    pub taken_at: String,
+    /// The snapshot's size (the database and its sha256 trailer), before encryption.
+    pub snapshot_bytes: u64,
+    /// The encrypted object's size.
+    pub bytes: u64,
+    pub status: EtcdSnapshotStatus,
+    /// Older backups of the prefix deleted to keep the count asked for, oldest first.
+    pub pruned: Vec<String>,
+}
+
+impl RecordKind for EtcdBackup {
+    const KIND: &'static str = "EtcdBackup";
 }

@@ -17,9 +17,9 @@ mod tag;
 mod talos_upgrade;
 
 pub use etcd::{
-    ETCD_MEMBER_REMOVAL_VERSION, ETCD_PLAN_STEP_VERSION, ETCD_RECOVERY_VERSION,
-    ETCD_SNAPSHOT_VERSION, EtcdMemberRemoval, EtcdPlanStep, EtcdRecovery, EtcdSnapshot,
-    EtcdSnapshotStatus, EtcdStepKind, MemberRemovalHow,
+    ETCD_BACKUP_VERSION, ETCD_MEMBER_REMOVAL_VERSION, ETCD_PLAN_STEP_VERSION,
+    ETCD_RECOVERY_VERSION, ETCD_SNAPSHOT_VERSION, EtcdBackup, EtcdMemberRemoval, EtcdPlanStep,
+    EtcdRecovery, EtcdSnapshot, EtcdSnapshotStatus, EtcdStepKind, MemberRemovalHow,
 };
 pub use node_fields::{
     InvalidValue, check_host_name, check_install_disk, is_dns_label, is_host_name,

@@ -1,0 +1,1 @@
+pop_common::main!(etcd_backup);
