@@ -30,14 +30,9 @@ pub enum RefreshError {
         path: PathBuf,
         problems: Vec<Problem>,
     },
-    #[error("cluster CA {}: {reason}", path.display())]
-    Ca { path: PathBuf, reason: String },
-    #[error("ServiceAccount token {}: {source}", path.display())]
-    Token {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// A Kubernetes API call failed (or its client could not be made).
+    #[error(transparent)]
+    Kube(#[from] kube_rest::KubeError),
     #[error("cannot create a temporary directory: {0}")]
     TempDir(#[source] io::Error),
     #[error("cannot write {}: {source}", path.display())]
@@ -45,26 +40,6 @@ pub enum RefreshError {
         path: PathBuf,
         #[source]
         source: io::Error,
-    },
-    #[error("{method} {path}: Kubernetes API unreachable: {detail}")]
-    Unreachable {
-        method: &'static str,
-        path: String,
-        detail: String,
-    },
-    /// The API server answered with an error status (its `Status.message` when it sent one).
-    #[error("{method} {path}: HTTP {status}: {message}")]
-    Status {
-        method: &'static str,
-        path: String,
-        status: u16,
-        message: String,
-    },
-    #[error("{method} {path}: invalid JSON: {detail}")]
-    Json {
-        method: &'static str,
-        path: String,
-        detail: String,
     },
     #[error("the {what} would be {size} bytes, over the {limit}-byte limit{}; nothing was written", detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
     TooLarge {
@@ -104,14 +79,11 @@ impl Report for RefreshError {
             | RefreshError::Now(_)
             | RefreshError::Environment(_)
             | RefreshError::Sources(_)
-            | RefreshError::SourcesRules { .. }
-            | RefreshError::Ca { .. }
-            | RefreshError::Token { .. } => Exit::Usage,
+            | RefreshError::SourcesRules { .. } => Exit::Usage,
+            RefreshError::Kube(error) if error.is_usage() => Exit::Usage,
             RefreshError::TempDir(_)
             | RefreshError::WriteFile { .. }
-            | RefreshError::Unreachable { .. }
-            | RefreshError::Status { .. }
-            | RefreshError::Json { .. }
+            | RefreshError::Kube(_)
             | RefreshError::TooLarge { .. }
             | RefreshError::FilterRefuses { .. }
             | RefreshError::ListRefused { .. }

@@ -58,7 +58,6 @@
 pub mod directory;
 mod error;
 mod generate;
-mod kube;
 mod out_dir;
 mod plan;
 mod publish;
@@ -72,7 +71,7 @@ use lists_core::records::ListSources;
 use pop_common::tool::Env;
 
 pub use error::{Failed, Failure, GenerateError, RefreshError};
-pub use kube::Kube;
+pub use kube_rest::Kube;
 pub use plan::{agent_key_of, key_of};
 
 /// The ConfigMap size limit enforced by the API server (data and binaryData together).
@@ -82,7 +81,7 @@ pub const OBJECT_LIMIT: usize = 1536 * 1024;
 /// The field manager of everything this job applies.
 pub const FIELD_MANAGER: &str = "edgepop-lists";
 
-const SERVICEACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+use kube_rest::SERVICEACCOUNT_DIR;
 
 /// Command line (the CronJob's args).
 #[derive(Debug, Parser)]
@@ -183,14 +182,11 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, RefreshError> {
 fn resolve_cluster(cli: &Cli, env: &Env) -> Result<Cluster, RefreshError> {
     let api_server = match &cli.api_server {
         Some(url) => url.clone(),
-        None => match (
+        None => kube_rest::in_cluster_url(
             env.get("KUBERNETES_SERVICE_HOST")?,
             env.get("KUBERNETES_SERVICE_PORT")?,
-        ) {
-            (Some(host), Some(port)) if host.contains(':') => format!("https://[{host}]:{port}"),
-            (Some(host), Some(port)) => format!("https://{host}:{port}"),
-            _ => return Err(RefreshError::NotInCluster),
-        },
+        )
+        .ok_or(RefreshError::NotInCluster)?,
     };
     if !(api_server.starts_with("https://") || api_server.starts_with("http://")) {
         return Err(RefreshError::ApiServerUrl(api_server));

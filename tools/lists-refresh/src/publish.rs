@@ -28,7 +28,12 @@ pub(crate) fn publish(
     sources: &ListSources,
     output: impl Write,
 ) -> Result<(), RefreshError> {
-    let kube = Kube::new(&cluster.api_server, &cluster.ca_file, &cluster.token_file)?;
+    let kube = Kube::new(
+        &cluster.api_server,
+        &cluster.ca_file,
+        &cluster.token_file,
+        concat!("edgepop-lists-refresh/", env!("CARGO_PKG_VERSION")),
+    )?;
     let cm_path = format!(
         "/api/v1/namespaces/{}/configmaps/{}",
         cluster.namespace, cluster.configmap

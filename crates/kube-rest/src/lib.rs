@@ -1,17 +1,70 @@
-//! The few Kubernetes API calls the refresh needs: GET an object, server-side apply a patch.
+//! The few Kubernetes API calls the in-cluster jobs make (lists-refresh, etcd-backup): GET an
+//! object, server-side apply a patch.
 //!
 //! A plain HTTPS client (ureq, rustls trusting only the cluster's CA) with the ServiceAccount's
-//! bearer token: four requests per run do not justify an async runtime and kube's stack in the
-//! CronJob image. The token is read from its file and only ever sent in the Authorization
+//! bearer token: a handful of requests per run do not justify an async runtime and kube's stack
+//! in a CronJob image. The token is read from its file and only ever sent in the Authorization
 //! header: never logged, never in an argument.
 
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::RefreshError;
+/// Where the kubelet projects a pod's ServiceAccount credentials (`token`, `ca.crt`).
+pub const SERVICEACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The API server's URL in a pod, from `KUBERNETES_SERVICE_HOST` and `_PORT` (an IPv6 host
+/// bracketed); `None` outside a cluster.
+pub fn in_cluster_url(host: Option<&str>, port: Option<&str>) -> Option<String> {
+    match (host, port) {
+        (Some(host), Some(port)) if host.contains(':') => Some(format!("https://[{host}]:{port}")),
+        (Some(host), Some(port)) => Some(format!("https://{host}:{port}")),
+        _ => None,
+    }
+}
+
+/// Why a call failed: the client's inputs (CA, token), or the API server's answer.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error("cluster CA {}: {reason}", path.display())]
+    Ca { path: PathBuf, reason: String },
+    #[error("ServiceAccount token {}: {source}", path.display())]
+    Token {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{method} {path}: Kubernetes API unreachable: {detail}")]
+    Unreachable {
+        method: &'static str,
+        path: String,
+        detail: String,
+    },
+    /// The API server answered with an error status (its `Status.message` when it sent one).
+    #[error("{method} {path}: HTTP {status}: {message}")]
+    Status {
+        method: &'static str,
+        path: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{method} {path}: invalid JSON: {detail}")]
+    Json {
+        method: &'static str,
+        path: String,
+        detail: String,
+    },
+}
+
+impl KubeError {
+    /// Whether the client's own inputs are wrong (a usage error), not the API server's answer.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, KubeError::Ca { .. } | KubeError::Token { .. })
+    }
+}
 
 /// A client for one API server.
 #[derive(Debug)]
@@ -24,13 +77,19 @@ pub struct Kube {
 impl Kube {
     /// `base` is `https://host:port` (or `http://` for a loopback stand-in). The CA file is
     /// trusted alone when present; the token file, when present, authenticates every request.
-    pub fn new(base: &str, ca_file: &Path, token_file: &Path) -> Result<Kube, RefreshError> {
+    /// `user_agent` names the job (`edgepop-lists-refresh/0.1.0`).
+    pub fn new(
+        base: &str,
+        ca_file: &Path,
+        token_file: &Path,
+        user_agent: &str,
+    ) -> Result<Kube, KubeError> {
         let mut config = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(30)))
             .http_status_as_error(false)
-            .user_agent(concat!("edgepop-lists-refresh/", env!("CARGO_PKG_VERSION")));
+            .user_agent(user_agent);
         if base.starts_with("https://") {
-            let pem = std::fs::read(ca_file).map_err(|e| RefreshError::Ca {
+            let pem = std::fs::read(ca_file).map_err(|e| KubeError::Ca {
                 path: ca_file.to_path_buf(),
                 reason: e.to_string(),
             })?;
@@ -41,7 +100,7 @@ impl Kube {
                 })
                 .collect();
             if certs.is_empty() {
-                return Err(RefreshError::Ca {
+                return Err(KubeError::Ca {
                     path: ca_file.to_path_buf(),
                     reason: "no certificate".into(),
                 });
@@ -55,7 +114,7 @@ impl Kube {
             Ok(token) => Some(token.trim().to_string()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
-                return Err(RefreshError::Token {
+                return Err(KubeError::Token {
                     path: token_file.to_path_buf(),
                     source: e,
                 });
@@ -69,7 +128,7 @@ impl Kube {
     }
 
     /// GETs `path`; `None` when the object does not exist.
-    pub fn get(&self, path: &str) -> Result<Option<Value>, RefreshError> {
+    pub fn get(&self, path: &str) -> Result<Option<Value>, KubeError> {
         let mut request = self.agent.get(format!("{}{path}", self.base));
         if let Some(token) = &self.token {
             request = request.header("Authorization", format!("Bearer {token}"));
@@ -80,7 +139,7 @@ impl Kube {
         match status {
             200 => serde_json::from_slice(&body)
                 .map(Some)
-                .map_err(|e| RefreshError::Json {
+                .map_err(|e| KubeError::Json {
                     method: "GET",
                     path: path.to_owned(),
                     detail: e.to_string(),
@@ -92,17 +151,12 @@ impl Kube {
 
     /// Server-side apply of `object` at `path`, as `field_manager`, taking over conflicting
     /// fields (`force=true`): the refresh is the only writer of what it applies.
-    pub fn apply(
-        &self,
-        path: &str,
-        object: &Value,
-        field_manager: &str,
-    ) -> Result<(), RefreshError> {
+    pub fn apply(&self, path: &str, object: &Value, field_manager: &str) -> Result<(), KubeError> {
         let url = format!(
             "{}{path}?fieldManager={field_manager}&force=true",
             self.base
         );
-        let body = serde_json::to_vec(object).map_err(|e| RefreshError::Json {
+        let body = serde_json::to_vec(object).map_err(|e| KubeError::Json {
             method: "PATCH",
             path: path.to_owned(),
             detail: e.to_string(),
@@ -132,7 +186,7 @@ fn read_body(
     response: ureq::http::Response<ureq::Body>,
     method: &'static str,
     path: &str,
-) -> Result<Vec<u8>, RefreshError> {
+) -> Result<Vec<u8>, KubeError> {
     response
         .into_body()
         .with_config()
@@ -141,8 +195,8 @@ fn read_body(
         .map_err(|e| api_error(method, path, e))
 }
 
-fn api_error(method: &'static str, path: &str, err: ureq::Error) -> RefreshError {
-    RefreshError::Unreachable {
+fn api_error(method: &'static str, path: &str, err: ureq::Error) -> KubeError {
+    KubeError::Unreachable {
         method,
         path: path.to_owned(),
         detail: err.to_string(),
@@ -150,12 +204,12 @@ fn api_error(method: &'static str, path: &str, err: ureq::Error) -> RefreshError
 }
 
 /// The API server's own message (`Status.message`) when it sent one.
-fn status_error(method: &'static str, path: &str, status: u16, body: &[u8]) -> RefreshError {
+fn status_error(method: &'static str, path: &str, status: u16, body: &[u8]) -> KubeError {
     let message = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
         .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
-    RefreshError::Status {
+    KubeError::Status {
         method,
         path: path.to_owned(),
         status,
