@@ -19,7 +19,10 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
 - `EtcdSnapshot` (S:1956-1990): the local member's `Maintenance.Snapshot`, the bbolt file and its
   sha256 trailer (M:150-209), taken here with the real `etcdctl snapshot save`, which writes
   exactly that stream (client/v3/snapshot/v3_snapshot.go), streamed as `common.Data` chunks of
-  1024 bytes (pkg/chunker/stream/stream.go:49-52);
+  1024 bytes (pkg/chunker/stream/stream.go:49-52); its record names the nodes the call was sent
+  to: talosctl's `nodes` metadata (pkg/machinery/client/context.go:16-24), by which apid routes
+  a call (internal/app/apid/pkg/director/director.go:66-101 at v1.13.9). The forwarding itself
+  is not modelled: this node answers whichever node is named;
 - `EtcdStatus` (S:2174-2223): the local member's `Maintenance.Status` (the real `etcdctl endpoint
   status`), mapped field by field; a member without a leader answers with the error
   "etcdserver: no leader" in `errors` (M:286-288), an answer, not a failure;
@@ -208,7 +211,8 @@ class NodeEtcd:
             if done.returncode != 0:
                 context.abort(grpc.StatusCode.UNKNOWN,
                               f"failed reading etcd snapshot: {self.etcd_error(done)}")
-            self.record({"rpc": "EtcdSnapshot", "bytes": os.path.getsize(path)})
+            nodes = [v for k, v in context.invocation_metadata() if k in ("node", "nodes")]
+            self.record({"rpc": "EtcdSnapshot", "bytes": os.path.getsize(path), "nodes": nodes})
             with open(path, "rb") as f:
                 while chunk := f.read(CHUNK):
                     yield self.common.Data(bytes=chunk)

@@ -10,6 +10,14 @@ pub enum Error {
     Usage(String),
     #[error(transparent)]
     Credentials(CredentialsError),
+    #[error(transparent)]
+    Environment(#[from] pop_common::tool::NotUnicode),
+    /// The control planes could not be read from the cluster.
+    #[error("reading the control planes' addresses: {0}")]
+    Kube(#[from] kube_rest::KubeError),
+    /// The EndpointSlice is missing or lists no address.
+    #[error("{0}")]
+    NoControlPlane(String),
     #[error("{}: {message}", path.display())]
     File { path: PathBuf, message: String },
     /// talosctl or age failed, or could not be run: what it said.
@@ -48,7 +56,8 @@ impl Error {
 impl Report for Error {
     fn exit(&self) -> Exit {
         match self {
-            Error::Usage(_) | Error::Credentials(_) => Exit::Usage,
+            Error::Usage(_) | Error::Credentials(_) | Error::Environment(_) => Exit::Usage,
+            Error::Kube(error) if error.is_usage() => Exit::Usage,
             _ => Exit::Failure,
         }
     }

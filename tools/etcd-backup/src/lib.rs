@@ -26,6 +26,7 @@
 //! never from the command line; `SCW_S3_ENDPOINT` replaces `https://s3.<region>.scw.cloud`.
 //! The snapshot and its encrypted copy live in a private temporary folder, gone when the run ends.
 
+mod cluster;
 mod error;
 mod programs;
 mod prune;
@@ -43,6 +44,7 @@ use scaleway::s3::multipart::Multipart;
 use scaleway::{Credentials, RetryPolicy, Transport, UreqTransport};
 use sha2::{Digest as _, Sha256};
 
+pub use cluster::{ClusterApi, Nodes, TALOS_API_SLICE, talos_api_addresses};
 pub use error::Error;
 pub use programs::{Programs, Snapshots, parse_snapshot_info};
 pub use prune::{is_backup_name, object_name, to_prune};
@@ -77,9 +79,17 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub keep: Option<usize>,
     /// A control plane to take the snapshot from, by its address (repeat it: the first that
-    /// answers gives the snapshot).
-    #[arg(long = "node", value_name = "ADDRESS", required = true)]
+    /// answers gives the snapshot). Without it, the control planes are read from the
+    /// EndpointSlice `default/talos-ipv4` that Talos keeps for its API.
+    #[arg(long = "node", value_name = "ADDRESS")]
     pub nodes: Vec<String>,
+    /// The API server URL, for the EndpointSlice (default: from KUBERNETES_SERVICE_HOST and
+    /// _PORT, in-cluster).
+    #[arg(long, conflicts_with = "nodes")]
+    pub api_server: Option<String>,
+    /// The ServiceAccount directory holding `token` and `ca.crt`.
+    #[arg(long, default_value = kube_rest::SERVICEACCOUNT_DIR, conflicts_with = "nodes")]
+    pub serviceaccount_dir: PathBuf,
     /// The talosconfig to reach the Talos API with.
     #[arg(long, default_value = IN_CLUSTER_TALOSCONFIG)]
     pub talosconfig: PathBuf,
@@ -102,7 +112,7 @@ pub struct Config {
     pub prefix: String,
     pub age_recipient: String,
     pub keep: Option<usize>,
-    pub nodes: Vec<String>,
+    pub nodes: Nodes,
     pub programs: Programs,
     pub work_dir: Option<PathBuf>,
     pub credentials: Credentials,
@@ -129,19 +139,13 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     let prefix = cli.prefix.unwrap_or_else(|| cli.cluster.clone());
     check_prefix(&prefix).map_err(|m| usage("prefix", m))?;
     check_age_recipient(&cli.age_recipient).map_err(|m| usage("age-recipient", m))?;
-    if let Some(bad) = cli
-        .nodes
-        .iter()
-        .find(|n| n.parse::<std::net::IpAddr>().is_err())
-    {
-        return Err(usage("node", format!("{bad:?} is not an IP address")));
-    }
     if cli.keep == Some(0) {
         return Err(usage(
             "keep",
             "0 would delete the backup just made: keep at least 1".into(),
         ));
     }
+    let nodes = resolve_nodes(cli.nodes, cli.api_server, &cli.serviceaccount_dir, env)?;
     let credentials = scaleway::creds::load(env).map_err(Error::Credentials)?;
     let s3_endpoint = env.non_empty("SCW_S3_ENDPOINT").map_or_else(
         || format!("https://s3.{}.scw.cloud", cli.region),
@@ -156,7 +160,7 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
         prefix,
         age_recipient: cli.age_recipient,
         keep: cli.keep,
-        nodes: cli.nodes,
+        nodes,
         programs: Programs {
             talosctl: cli.talosctl,
             talosconfig: cli.talosconfig,
@@ -168,6 +172,51 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
         credentials,
         s3_endpoint,
     })
+}
+
+/// The addresses given, or where to read them in the cluster.
+fn resolve_nodes(
+    given: Vec<String>,
+    api_server: Option<String>,
+    serviceaccount_dir: &Path,
+    env: &Env,
+) -> Result<Nodes, Error> {
+    let usage = |field: &str, message: String| Error::Usage(format!("--{field}: {message}"));
+    if let Some(bad) = given
+        .iter()
+        .find(|n| n.parse::<std::net::IpAddr>().is_err())
+    {
+        return Err(usage("node", format!("{bad:?} is not an IP address")));
+    }
+    if !given.is_empty() {
+        return Ok(Nodes::Given(given));
+    }
+    let base = match api_server {
+        Some(url) => url,
+        None => kube_rest::in_cluster_url(
+            env.get("KUBERNETES_SERVICE_HOST")?,
+            env.get("KUBERNETES_SERVICE_PORT")?,
+        )
+        .ok_or_else(|| {
+            usage(
+                "node",
+                "none given, and not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) to read \
+                 the control planes from: name them, or give --api-server"
+                    .into(),
+            )
+        })?,
+    };
+    if !(base.starts_with("https://") || base.starts_with("http://")) {
+        return Err(usage(
+            "api-server",
+            format!("{base:?} is not an http(s) URL"),
+        ));
+    }
+    Ok(Nodes::FromCluster(ClusterApi {
+        base,
+        ca_file: serviceaccount_dir.join("ca.crt"),
+        token_file: serviceaccount_dir.join("token"),
+    }))
 }
 
 /// S3's bucket names as Object Storage takes them: 3 to 63 lowercase letters, digits, `-` and
@@ -255,7 +304,8 @@ pub fn run_with(
     let work = private_temp_dir(config.work_dir.as_deref())?;
     let name = object_name(&config.cluster, now);
     let plain = work.path().join(name.trim_end_matches(".age"));
-    let status = first_snapshot(snapshots, &config.nodes, &plain)?;
+    let nodes = cluster::addresses(&config.nodes)?;
+    let status = first_snapshot(snapshots, &nodes, &plain)?;
     let snapshot_bytes = check_trailer(&plain)?;
     pop_common::info!(
         "snapshot: {snapshot_bytes} bytes, hash {}, revision {}, {} keys; sha256 trailer checked",

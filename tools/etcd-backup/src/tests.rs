@@ -204,3 +204,61 @@ fn a_snapshot_whose_trailer_is_not_its_sha256_is_refused() {
     let err = check_trailer(&path).unwrap_err().to_string();
     assert!(err.contains("4000 bytes: no sha256 trailer"), "{err}");
 }
+
+#[test]
+fn without_node_the_control_planes_are_read_from_the_cluster_s_talos_endpoint_slice() {
+    let bare = |extra: &[&str]| {
+        let mut args = vec!["etcd-backup", "--cluster", "edge-par", "--bucket", "b-1"];
+        args.extend(["--region", "fr-par", "--age-recipient", RECIPIENT]);
+        args.extend_from_slice(extra);
+        Cli::parse_from(args)
+    };
+    refused(
+        bare(&[]),
+        &keys(),
+        "--node: none given, and not in a cluster",
+    );
+    let in_pod = keys_and(&[
+        ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+        ("KUBERNETES_SERVICE_PORT", "443"),
+    ]);
+    let config = resolve(bare(&[]), &in_pod).unwrap();
+    assert_eq!(
+        config.nodes,
+        Nodes::FromCluster(ClusterApi {
+            base: "https://10.96.0.1:443".into(),
+            ca_file: "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt".into(),
+            token_file: "/var/run/secrets/kubernetes.io/serviceaccount/token".into(),
+        })
+    );
+    refused(
+        bare(&["--api-server", "ftp://x"]),
+        &keys(),
+        "--api-server: \"ftp://x\" is not an http(s) URL",
+    );
+    assert!(
+        Cli::try_parse_from([
+            "etcd-backup",
+            "--node",
+            "10.0.0.2",
+            "--api-server",
+            "https://a"
+        ])
+        .is_err()
+    );
+
+    // As Talos writes it (endpoint.go l.331-358 at v1.13.9), and an endpoint another writer
+    // marked not ready.
+    let slice = serde_json::json!({
+        "kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1", "addressType": "IPv4",
+        "metadata": {"name": "talos-ipv4", "namespace": "default"},
+        "ports": [{"name": "apid", "port": 50000, "protocol": "TCP"}],
+        "endpoints": [
+            {"addresses": ["172.16.0.2"], "conditions": {"ready": true, "serving": true, "terminating": false}},
+            {"addresses": ["172.16.0.3"], "conditions": {"ready": false}},
+            {"addresses": ["172.16.0.4"], "conditions": {"ready": true}},
+        ],
+    });
+    assert_eq!(talos_api_addresses(&slice), ["172.16.0.2", "172.16.0.4"]);
+    assert!(talos_api_addresses(&serde_json::json!({"endpoints": null})).is_empty());
+}

@@ -18,8 +18,8 @@ use serde_json::Value;
 use testkit::process::text;
 use testkit::talos_node::{ControlPlaneNode, ControlPlaneSpec, Programs};
 
-/// An address no other test of the workspace gives a node.
-const ADDRESS: &str = "127.0.0.41";
+/// Addresses no other test of the workspace gives a node, one per test of this file.
+const ADDRESSES: [&str; 3] = ["127.0.0.41", "127.0.0.42", "127.0.0.43"];
 const CLUSTER: &str = "edge-par";
 const BUCKET: &str = "edgepop-edge-par-22222222";
 const ACCESS_KEY: &str = "SCWBACKUPXXXXXXXXXXX";
@@ -28,40 +28,41 @@ const PROJECT: &str = "22222222-2222-4222-8222-222222222222";
 
 /// The cluster, the bucket's stand-in and the operator's age identity.
 struct World {
+    address: &'static str,
+    node: ControlPlaneNode,
     programs: Programs,
     age: PathBuf,
     dir: tempfile::TempDir,
     s3: testkit::standin::StandIn,
     etcd_client_url: String,
     recipient: String,
-    _node: ControlPlaneNode,
 }
 
 impl World {
-    fn start(test: &str) -> Option<World> {
+    fn start(test: &str, address: &'static str) -> Option<World> {
         let programs = Programs::find(test)?;
         let age = testkit::upstream::program(test, "age")?;
         let age_keygen = testkit::upstream::program(test, "age-keygen")?;
         let dir = tempfile::tempdir().unwrap();
-        testkit::talos_node::cluster_trust(dir.path(), &programs.talosctl, CLUSTER, &[ADDRESS]);
+        testkit::talos_node::cluster_trust(dir.path(), &programs.talosctl, CLUSTER, &[address]);
         // The pod's talosconfig names one endpoint (talos.default in a cluster) and no node.
         let port = testkit::free_port();
         let talosconfig = dir.path().join("talosconfig");
         let set = Command::new(&programs.talosctl)
             .arg("--talosconfig")
             .arg(&talosconfig)
-            .args(["config", "endpoint", &format!("{ADDRESS}:{port}")])
+            .args(["config", "endpoint", &format!("{address}:{port}")])
             .output()
             .unwrap();
         assert!(set.status.success(), "{}", text(&set));
-        let peer = format!("http://{ADDRESS}:{}", testkit::free_port());
-        let etcd_client_url = format!("http://{ADDRESS}:{}", testkit::free_port());
+        let peer = format!("http://{address}:{}", testkit::free_port());
+        let etcd_client_url = format!("http://{address}:{}", testkit::free_port());
         let node = ControlPlaneNode::start(
             &programs,
             dir.path(),
             &ControlPlaneSpec {
                 hostname: "edge-par-cp-1".into(),
-                address: ADDRESS.into(),
+                address: address.into(),
                 port,
                 etcd_client_url: etcd_client_url.clone(),
                 initial_cluster: Some(format!("edge-par-cp-1={peer}")),
@@ -86,13 +87,14 @@ impl World {
         let s3 = testkit::standin::s3(dir.path(), ACCESS_KEY, SECRET);
         fs::create_dir(dir.path().join("work")).unwrap();
         Some(World {
+            address,
             programs,
             age,
             dir,
             s3,
             etcd_client_url,
             recipient,
-            _node: node,
+            node,
         })
     }
 
@@ -105,8 +107,15 @@ impl World {
             .unwrap()
     }
 
-    /// The tool as the CronJob runs it, the keys in its environment.
+    /// The tool as the CronJob runs it, the keys in its environment, the node named.
     fn backup(&self, extra: &[&str]) -> Output {
+        let mut args = vec!["--node", self.address];
+        args.extend_from_slice(extra);
+        self.backup_bare(&args)
+    }
+
+    /// The tool with only `extra` besides the bucket's and Talos's inputs.
+    fn backup_bare(&self, extra: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_etcd-backup"))
             .env_clear()
             .env("HOME", self.dir.path())
@@ -121,8 +130,6 @@ impl World {
                 BUCKET,
                 "--region",
                 "fr-par",
-                "--node",
-                ADDRESS,
             ])
             .arg("--talosconfig")
             .arg(self.dir.path().join("talosconfig"))
@@ -215,7 +222,7 @@ fn decrypted_status(world: &World, sealed: &Path) -> Value {
 
 #[test]
 fn a_snapshot_is_encrypted_to_the_operator_stored_read_back_and_the_oldest_pruned() {
-    let Some(world) = World::start("etcd_backup_round_trip") else {
+    let Some(world) = World::start("etcd_backup_round_trip", ADDRESSES[0]) else {
         return;
     };
     testkit::eventually("the member to elect itself", || {
@@ -273,11 +280,18 @@ fn a_snapshot_is_encrypted_to_the_operator_stored_read_back_and_the_oldest_prune
         made["status"]["hash"].as_str().unwrap()
     );
     assert!(made["status"]["total_keys"].as_u64().unwrap() >= 1);
+    let asked = world.node.calls("EtcdSnapshot");
+    assert_eq!(asked.len(), 2, "one snapshot per run: {asked:?}");
+    assert!(
+        asked
+            .iter()
+            .all(|a| a["nodes"] == serde_json::json!([world.address]))
+    );
 }
 
 #[test]
 fn a_recipient_age_refuses_stops_before_anything_is_uploaded() {
-    let Some(world) = World::start("etcd_backup_bad_recipient") else {
+    let Some(world) = World::start("etcd_backup_bad_recipient", ADDRESSES[1]) else {
         return;
     };
     testkit::eventually("the member to elect itself", || {
@@ -298,4 +312,95 @@ fn a_recipient_age_refuses_stops_before_anything_is_uploaded() {
     assert!(said.contains("etcd-backup: error: age: "), "{said}");
     assert!(world.stored_keys().is_empty(), "{:?}", world.stored_keys());
     assert!(world.work_is_empty());
+}
+
+/// What the job's Role allows: `get` on Talos's EndpointSlice, nothing else.
+const ROLE: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: etcd-backup-talos-endpoints, namespace: default}
+rules:
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  resourceNames: [talos-ipv4]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: etcd-backup-talos-endpoints, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: etcd-backup-talos-endpoints}
+subjects:
+- {kind: ServiceAccount, name: etcd-backup, namespace: etcd-backup}
+"#;
+
+#[test]
+fn in_a_pod_the_control_planes_come_from_talos_s_endpoint_slice_the_role_lets_it_read() {
+    let Some(world) = World::start("etcd_backup_endpoint_slice", ADDRESSES[2]) else {
+        return;
+    };
+    let Some(plane) = testkit::control_plane::ControlPlane::shared("etcd_backup_endpoint_slice")
+    else {
+        return;
+    };
+    plane.kubectl_ok(&["create", "namespace", "etcd-backup"], "");
+    plane.kubectl_ok(
+        &[
+            "create",
+            "serviceaccount",
+            "etcd-backup",
+            "-n",
+            "etcd-backup",
+        ],
+        "",
+    );
+    let account = plane.service_account("etcd-backup", "etcd-backup");
+    // As Talos writes it (endpoint.go l.266-358 at v1.13.9). The API server refuses a loopback
+    // address there (EndpointSlice validation), so the control plane's is a documentation
+    // address: the node stand-in answers for whichever node a call names, and records it.
+    let published = "192.0.2.10";
+    let slice = serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+        "metadata": {"name": "talos-ipv4", "namespace": "default", "labels": {
+            "kubernetes.io/service-name": "talos", "provider": "talos", "component": "apid"}},
+        "ports": [{"name": "apid", "port": 50000, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [published],
+            "conditions": {"ready": true, "serving": true, "terminating": false}}],
+    });
+    plane.kubectl_ok(&["apply", "-f", "-"], &slice.to_string());
+    testkit::eventually("the member to elect itself", || {
+        world
+            .etcdctl(&["put", "/registry/made-before", "1"])
+            .status
+            .success()
+            .then_some(())
+    });
+    world.put("", b"");
+    let in_pod = |world: &World| {
+        world.backup_bare(&[
+            "--age-recipient",
+            &world.recipient,
+            "--api-server",
+            plane.server(),
+            "--serviceaccount-dir",
+            account.dir().to_str().unwrap(),
+        ])
+    };
+
+    // Without the Role the API server refuses, and no snapshot is asked for.
+    let out = in_pod(&world);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    testkit::process::assert_says_all(&said, &["talos-ipv4", "HTTP 403"]);
+    assert!(!said.contains("etcd snapshot"), "{said}");
+
+    plane.kubectl_ok(&["apply", "-f", "-"], ROLE);
+    let made = testkit::eventually("the Role to be in force", || {
+        let out = in_pod(&world);
+        out.status.success().then(|| record(&out))
+    });
+    assert_eq!(made["status"]["total_keys"], 1);
+    assert!(world.stored(made["key"].as_str().unwrap()).is_file());
+    let asked = world.node.calls("EtcdSnapshot");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["nodes"], serde_json::json!([published]));
 }
