@@ -337,7 +337,8 @@ fn assert_gen_config_gets_the_pins_and_the_patches(env: &Env) {
         [
             "30-cert-sans.controlplane.yaml",
             "40-nodeport-range.controlplane.yaml",
-            "60-control-plane-no-workloads.controlplane.yaml"
+            "60-control-plane-no-workloads.controlplane.yaml",
+            "65-talos-api-access.controlplane.yaml"
         ]
     );
     assert_eq!(

@@ -415,6 +415,13 @@ pub const FLOWS: &[Flow] = &[
         why: "apid forwards talosctl's calls to the node they name",
     },
     Flow {
+        service: "apid",
+        from: Peer::Pods,
+        to: CONTROL_PLANES,
+        traffic: Traffic::Tcp(Ports::one(TALOS_API)),
+        why: "the etcd backup job, through the talos Service (Talos API access from Kubernetes)",
+    },
+    Flow {
         service: "trustd",
         from: Peer::Nodes,
         to: CONTROL_PLANES,
