@@ -14,11 +14,13 @@
 //! - [`wait`]: the injected clock ([`wait::Sleeper`]) and the one bounded polling loop.
 
 pub mod acme;
+pub mod backup;
 pub mod exit;
 pub mod hex;
 pub mod input;
 pub mod log;
 pub mod pins;
+pub mod pod_security;
 pub mod records;
 pub mod time;
 pub mod tool;

@@ -132,13 +132,14 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             ),
         ));
     }
-    check_bucket(&cli.bucket).map_err(|m| usage("bucket", m))?;
+    pop_common::backup::check_bucket_name(&cli.bucket).map_err(|m| usage("bucket", m))?;
     if !pop_common::records::is_dns_label(&cli.region) {
         return Err(usage("region", format!("{:?} is not a region", cli.region)));
     }
     let prefix = cli.prefix.unwrap_or_else(|| cli.cluster.clone());
-    check_prefix(&prefix).map_err(|m| usage("prefix", m))?;
-    check_age_recipient(&cli.age_recipient).map_err(|m| usage("age-recipient", m))?;
+    pop_common::backup::check_object_prefix(&prefix).map_err(|m| usage("prefix", m))?;
+    pop_common::backup::check_age_recipient(&cli.age_recipient)
+        .map_err(|m| usage("age-recipient", m))?;
     if cli.keep == Some(0) {
         return Err(usage(
             "keep",
@@ -217,61 +218,6 @@ fn resolve_nodes(
         ca_file: serviceaccount_dir.join("ca.crt"),
         token_file: serviceaccount_dir.join("token"),
     }))
-}
-
-/// S3's bucket names as Object Storage takes them: 3 to 63 lowercase letters, digits, `-` and
-/// `.`, starting and ending with a letter or a digit.
-fn check_bucket(bucket: &str) -> Result<(), String> {
-    let ok = (3..=63).contains(&bucket.len())
-        && bucket
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && bucket.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{bucket:?} is not a bucket name (3 to 63 lowercase letters, digits, '-' and '.')"
-        ))
-    }
-}
-
-/// A folder of the bucket: segments of letters, digits, `-`, `_` and `.`, joined by `/`, none
-/// empty, none `.` or `..`.
-fn check_prefix(prefix: &str) -> Result<(), String> {
-    let segment_ok = |s: &str| {
-        !s.is_empty()
-            && s != "."
-            && s != ".."
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    };
-    if prefix.split('/').all(segment_ok) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{prefix:?} is not a folder (segments of letters, digits, '-', '_' and '.' joined by \
-             '/', no empty one)"
-        ))
-    }
-}
-
-/// An age X25519 recipient: `age1` and 58 bech32 characters (age's format, "Recipient
-/// encoding": Bech32 of the 32-byte public key with the HRP `age`). age checks the checksum
-/// itself; this refuses what is plainly something else (an identity, a file name) early.
-fn check_age_recipient(recipient: &str) -> Result<(), String> {
-    const BECH32: &str = "qpzry9x8gf2tvdw0s3jn54khce6mua7l";
-    let body = recipient.strip_prefix("age1");
-    match body {
-        Some(body) if body.len() == 58 && body.chars().all(|c| BECH32.contains(c)) => Ok(()),
-        _ if recipient.starts_with("AGE-SECRET-KEY-") => Err(
-            "this is an age identity, the private key: give its public key (age-keygen -y)".into(),
-        ),
-        _ => Err(format!(
-            "{recipient:?} is not an age public key (age1 and 58 lowercase bech32 characters)"
-        )),
-    }
 }
 
 /// Runs against the real Object Storage (or `SCW_S3_ENDPOINT`) with the real programs.

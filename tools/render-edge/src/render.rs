@@ -437,25 +437,6 @@ fn origin_route(host: &str) -> Value {
     })
 }
 
-fn restricted_container_security() -> Value {
-    json!({
-        "runAsNonRoot": true,
-        "allowPrivilegeEscalation": false,
-        "readOnlyRootFilesystem": true,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    })
-}
-
-fn restricted_pod_security() -> Value {
-    json!({
-        "runAsNonRoot": true,
-        "runAsUser": 65532,
-        "runAsGroup": 65532,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    })
-}
-
 fn origin_deployment(plan: &Plan) -> Value {
     let selector = json!({"app.kubernetes.io/name": ORIGIN});
     let mut pod_labels = labels("origin");
@@ -472,7 +453,7 @@ fn origin_deployment(plan: &Plan) -> Value {
                 "metadata": {"labels": pod_labels},
                 "spec": {
                     "automountServiceAccountToken": false,
-                    "securityContext": restricted_pod_security(),
+                    "securityContext": pop_common::pod_security::restricted_pod(),
                     "containers": [{
                         "name": ORIGIN,
                         "image": plan.origin_image,
@@ -484,7 +465,7 @@ fn origin_deployment(plan: &Plan) -> Value {
                             "requests": {"cpu": "10m", "memory": "16Mi"},
                             "limits": {"cpu": "200m", "memory": "64Mi"},
                         },
-                        "securityContext": restricted_container_security(),
+                        "securityContext": pop_common::pod_security::restricted_container(),
                     }],
                 },
             },
@@ -635,7 +616,7 @@ fn lists_cron_job(pow: &PowPlan) -> Value {
                     "spec": {
                         "serviceAccountName": LISTS_REFRESH,
                         "restartPolicy": "Never",
-                        "securityContext": restricted_pod_security(),
+                        "securityContext": pop_common::pod_security::restricted_pod(),
                         "containers": [{
                             "name": LISTS_REFRESH,
                             // Pinned by digest (the PublishedImages record): a tag can move.
@@ -651,7 +632,7 @@ fn lists_cron_job(pow: &PowPlan) -> Value {
                                 "requests": {"cpu": "100m", "memory": "128Mi"},
                                 "limits": {"cpu": "1", "memory": "512Mi"},
                             },
-                            "securityContext": restricted_container_security(),
+                            "securityContext": pop_common::pod_security::restricted_container(),
                             "volumeMounts": [
                                 {"name": "sources", "mountPath": "/etc/lists-refresh", "readOnly": true},
                                 {"name": "tmp", "mountPath": "/tmp"},
