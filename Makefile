@@ -199,8 +199,10 @@ PLATFORM_INPUTS = $(if $(filter edge,$(PROFILE)),$(INPUTS))
 $(BIN)/render-platform: k8s/versions.env
 .PHONY: render-every-run
 render-every-run: ;
-$(PLATFORM_PLAN): $(PLATFORM_CONFIG) $(PLATFORM_INPUTS) $(BIN)/render-platform $(if $(filter edge,$(PROFILE)),,render-every-run)
-	$(BIN)/render-platform --profile '$(PROFILE)' --config '$(PLATFORM_CONFIG)' $(if $(PLATFORM_INPUTS),--inputs '$(PLATFORM_INPUTS)') $(if $(CLUSTER),--cluster '$(CLUSTER)') --out-dir '$(PLATFORM_VALUES)'
+# The edge profile's etcd backup runs the image the PublishedImages record pins, when there is one.
+PLATFORM_PUBLISHED = $(if $(filter edge,$(PROFILE)),$(wildcard $(PUBLISHED_IMAGES)))
+$(PLATFORM_PLAN): $(PLATFORM_CONFIG) $(PLATFORM_INPUTS) $(PLATFORM_PUBLISHED) $(BIN)/render-platform $(if $(filter edge,$(PROFILE)),,render-every-run)
+	$(BIN)/render-platform --profile '$(PROFILE)' --config '$(PLATFORM_CONFIG)' $(if $(PLATFORM_INPUTS),--inputs '$(PLATFORM_INPUTS)') $(if $(PLATFORM_PUBLISHED),--published-images '$(PLATFORM_PUBLISHED)') $(if $(CLUSTER),--cluster '$(CLUSTER)') --out-dir '$(PLATFORM_VALUES)'
 
 vendor: ## Fetch the pinned Gateway API CRDs into k8s/vendor/ and check each sha256 (once, before apply-platform)
 	@pipelines/vendor.sh

@@ -237,12 +237,33 @@ secrets_of() {
   sops --decrypt --output-type json "$source" | "$render_platform" --secrets "$rendered_dir/$name.json"
 }
 
+# The Secret `namespace/name` that an `objects` component lists, as render-platform makes it from
+# the operator's environment (the etcd backup's Object Storage key), on stdout; nothing when none
+# of its variables is set. Kept in memory and piped to kubectl, as the SOPS Secrets are.
+environment_secret() {
+  "$render_platform" --environment-secret "$1"
+}
+
+# An `objects` component's environment Secrets, before anything is installed: each is made from
+# the environment (half a key stops the run) or already in the cluster.
+check_environment_secrets() {
+  local ref refs
+  IFS=, read -r -a refs <<<"$list"
+  for ref in "${refs[@]}"; do
+    [[ -x "$render_platform" ]] || die "$render_platform is missing (RENDER_PLATFORM)"
+    [[ -n "$(environment_secret "$ref")" ]] && continue
+    [[ -n "$(kubectl get secret -n "${ref%%/*}" "${ref#*/}" --ignore-not-found -o name)" ]] ||
+      die "$name needs the Secret $ref, which is not in the cluster and which no environment variable makes (render-platform --help names them, under --environment-secret): nothing installed"
+  done
+}
+
 # Every `secrets` component decrypted once before anything is installed, into /dev/null: a
 # missing age key or a file that does not decrypt stops the run before the first change.
 check_secrets() {
   local entry
   for entry in "${components[@]}"; do
     component "$entry"
+    if [[ "$kind" == objects && -n "$list" ]]; then check_environment_secrets; fi
     [[ "$kind" == secrets ]] || continue
     [[ -f "$source" ]] || die "$source is missing: the cluster's SOPS file (the config's \"secrets\")"
     command -v sops >/dev/null || die "sops is not installed (make tools builds it at its pin)"
@@ -273,7 +294,7 @@ wait_for_crds() {
 apply() {
   check_all
   check_secrets
-  local entry flags chart_crds secrets installed=""
+  local entry flags chart_crds secrets ref refs installed=""
   for entry in "${components[@]}"; do
     component "$entry"
     case "$kind" in
@@ -304,6 +325,17 @@ apply() {
         [[ -z "$needs" ]] || wait_for_crds
         say "$name: $kind (server-side apply)"
         apply_file "$rendered_dir/$name.json" || die "$name was not applied: stopping"
+        IFS=, read -r -a refs <<<"$list"
+        for ref in "${refs[@]}"; do
+          secrets=$(environment_secret "$ref") || die "$name: the Secret $ref was not made: stopping"
+          if [[ -n "$secrets" ]]; then
+            say "$name: the Secret $ref, from the environment (server-side apply)"
+            printf '%s\n' "$secrets" | apply_file - || die "$name: the Secret $ref was not applied: stopping"
+          else
+            say "$name: the Secret $ref stays as it is in the cluster (no environment variable makes it)"
+          fi
+          secrets=""
+        done
         if [[ -n "$ready" ]]; then
           kubectl -n "$ns" rollout status "$ready" --timeout="$timeout" ||
             die "$name: $ready did not roll out: stopping"

@@ -10,6 +10,7 @@ mod check_prereqs;
 mod cluster_status;
 mod docs_commands;
 mod edge_hostnames;
+mod etcd_backup_objects;
 mod etcd_day2;
 mod house;
 mod images;

@@ -1033,3 +1033,104 @@ fn make_acts_on_another_profile_only_through_a_kubeconfig_named_on_its_command_l
     );
     assert!(world.calls().is_empty(), "{:#?}", world.calls());
 }
+
+/// The example config with a scheduled etcd backup, and a record pinning its image, rendered
+/// into the world's folder in place of the example's own render.
+fn render_with_backup(world: &World) {
+    let dir = world.dir.path();
+    let mut config: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("config/platform.example.json")).unwrap(),
+    )
+    .unwrap();
+    config["etcd_backup"] = serde_json::json!({
+        "bucket": "edge-par-etcd-backups", "region": "fr-par", "keep": 48,
+        "age_recipient": "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p",
+        "schedule": "23 * * * *",
+    });
+    fs::write(dir.join("platform.json"), config.to_string()).unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("config/published-images.example.json")).unwrap(),
+    )
+    .unwrap();
+    record["etcd_backup"] = serde_json::json!({
+        "repository": "rg.fr-par.scw.cloud/edgepop/etcd-backup", "tag": "0.1.0",
+        "digest": format!("sha256:{}", "4".repeat(64)),
+    });
+    fs::write(dir.join("published.json"), record.to_string()).unwrap();
+    let out = Command::new(testkit::workspace::bin("render-platform"))
+        .arg("--config")
+        .arg(dir.join("platform.json"))
+        .arg("--inputs")
+        .arg(repo().join("config/platform-inputs.example.json"))
+        .arg("--published-images")
+        .arg(dir.join("published.json"))
+        .arg("--out-dir")
+        .arg(dir.join("rendered"))
+        .output()
+        .unwrap();
+    testkit::process::success_stdout(&out);
+}
+
+#[test]
+fn the_backup_s_key_comes_from_the_environment_or_the_cluster_and_never_from_an_argument() {
+    let Some(world) = World::with_worker("the_backup_s_key") else {
+        return;
+    };
+    render_with_backup(&world);
+    let crds = ("STANDIN_KUBECTL_CRDS", "serviceaccounts.talos.dev");
+    // Neither in the environment nor in the cluster: refused before any change.
+    world.fails_saying(
+        "apply",
+        &[crds],
+        &[
+            "etcd-backup needs the Secret etcd-backup/etcd-backup-object-storage",
+            "nothing installed",
+        ],
+    );
+    assert!(mutating(&world.calls()).is_empty(), "{:?}", world.calls());
+
+    // Half a key: refused naming what is missing, nothing changed.
+    let half = ("EDGEPOP_BACKUP_ACCESS_KEY", "SCWBACKUPXXXXXXXXXXX");
+    world.fails_saying("apply", &[crds, half], &["EDGEPOP_BACKUP_SECRET_KEY"]);
+    assert!(mutating(&world.calls()).is_empty());
+
+    // The whole key: the Secret is applied after the component's objects, through stdin.
+    let secret = "33333333-3333-4333-8333-333333333333";
+    let (calls, said) = world.succeeds(
+        "apply",
+        &[
+            crds,
+            half,
+            ("EDGEPOP_BACKUP_SECRET_KEY", secret),
+            (
+                "EDGEPOP_BACKUP_PROJECT_ID",
+                "22222222-2222-4222-8222-222222222222",
+            ),
+        ],
+    );
+    assert!(!calls.iter().any(|c| c.contains(secret)), "{calls:?}");
+    let objects = world.rendered("etcd-backup");
+    let applied = starting_with(&calls, "kubectl apply");
+    let at = applied
+        .iter()
+        .position(|c| c.contains(&objects))
+        .unwrap_or_else(|| panic!("{applied:?}"));
+    assert!(applied[at + 1].contains("-f - <stdin:"), "{applied:?}");
+    assert!(
+        said.contains("the Secret etcd-backup/etcd-backup-object-storage, from the environment"),
+        "{said}"
+    );
+
+    // Already in the cluster, no variable set: kept as it is.
+    let (_, said) = world.succeeds(
+        "apply",
+        &[
+            crds,
+            (
+                "STANDIN_KUBECTL_SECRETS",
+                "etcd-backup/etcd-backup-object-storage",
+            ),
+        ],
+    );
+    assert!(said.contains("stays as it is in the cluster"), "{said}");
+}

@@ -558,6 +558,8 @@ pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result
                 registry: publish.registry.clone(),
                 filter,
                 lists_refresh,
+                // Not pushed here yet: the platform layer refuses an etcd backup without it.
+                etcd_backup: None,
             };
             let mut text = serde_json::to_vec_pretty(&record)
                 .map_err(|e| Error::Failed(format!("encoding the record: {e}")))?;

@@ -15,7 +15,7 @@ pub struct Cli {
     pub profile: Profile,
     /// The profile's config (edge: config/platform.json; onprem: config/onprem.json; examples
     /// beside them, *.example.json).
-    #[arg(long, required_unless_present_any = ["secrets", "stale_rules"])]
+    #[arg(long, required_unless_present_any = ["secrets", "stale_rules", "environment_secret"])]
     pub config: Option<PathBuf>,
     /// The component whose rendered layer to print.
     pub component: Option<String>,
@@ -26,9 +26,13 @@ pub struct Cli {
     /// firewall is rendered from. Needed with --out-dir for the edge profile.
     #[arg(long, value_name = "FILE")]
     pub inputs: Option<PathBuf>,
+    /// The PublishedImages record (`make publish-images`): the etcd backup's image, pinned by
+    /// digest. Needed with --out-dir when the edge config sets `etcd_backup`.
+    #[arg(long, value_name = "FILE")]
+    pub published_images: Option<PathBuf>,
     /// Apply time: read the decrypted SOPS document (JSON) on stdin and print the Secrets of this
     /// template (DIR/<component>.json of a `secrets` component).
-    #[arg(long, value_name = "TEMPLATE", conflicts_with_all = ["config", "component", "out_dir", "inputs", "print_names"])]
+    #[arg(long, value_name = "TEMPLATE", conflicts_with_all = ["config", "component", "out_dir", "inputs", "published_images", "print_names"])]
     pub secrets: Option<PathBuf>,
     /// Apply time: read the worker's active machine config on stdin, as `talosctl get
     /// machineconfig v1alpha1 -o json` prints it, and print the documents that delete the host
@@ -36,6 +40,12 @@ pub struct Cli {
     /// longer has: the render's own rules only, nothing when there are none.
     #[arg(long, value_name = "PATCH", conflicts_with_all = ["config", "component", "out_dir", "inputs", "print_names", "secrets", "cluster"])]
     pub stale_rules: Option<PathBuf>,
+    /// Apply time: print the Secret NAMESPACE/NAME that a component's plan line lists, made from
+    /// the operator's environment (the etcd backup's Object Storage key:
+    /// EDGEPOP_BACKUP_ACCESS_KEY, EDGEPOP_BACKUP_SECRET_KEY, EDGEPOP_BACKUP_PROJECT_ID); nothing
+    /// when none of its variables is set.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with_all = ["config", "component", "out_dir", "inputs", "print_names", "secrets", "stale_rules", "cluster"])]
+    pub environment_secret: Option<String>,
     /// Check that every component renders, writing nothing, and print the names `make check`
     /// and `make cluster-status` share with the render (what --out-dir writes as status.env:
     /// the cluster's endpoint, its SOPS file and its recipients, ...). Not for the edge profile.
@@ -57,6 +67,8 @@ pub enum Config {
         target: Target,
         /// The platform inputs (the edge's host firewall).
         inputs: Option<PathBuf>,
+        /// The PublishedImages record (the etcd backup's image).
+        published: Option<PathBuf>,
         /// The cluster_name the config must have (`--cluster`).
         cluster: Option<String>,
     },
@@ -66,6 +78,22 @@ pub enum Config {
     StaleRules {
         patch: PathBuf,
     },
+    /// The Secret made from the environment, or none when no variable of it is set.
+    EnvironmentSecret(SecretObject),
+}
+
+/// A Secret's object, values included: its `Debug` says only whether there is one.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretObject(pub Option<serde_json::Value>);
+
+impl std::fmt::Debug for SecretObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "SecretObject(<redacted>)"
+        } else {
+            "SecretObject(None)"
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,8 +106,13 @@ pub enum Target {
     Names,
 }
 
-/// The arguments into what to do; the environment plays no part.
-pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
+/// The arguments into what to do; the environment only fills `--environment-secret`.
+pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
+    if let Some(reference) = cli.environment_secret {
+        return crate::etcd_backup::environment_secret(&reference, env)
+            .map(|secret| Config::EnvironmentSecret(SecretObject(secret)))
+            .map_err(Error::EnvironmentSecret);
+    }
     if let Some(template) = cli.secrets {
         return Ok(Config::FillSecrets { template });
     }
@@ -107,6 +140,7 @@ pub fn resolve(cli: Cli, _env: &Env) -> Result<Config, Error> {
         config: cli.config.ok_or(Error::Target)?,
         target,
         inputs: cli.inputs,
+        published: cli.published_images,
         cluster: cli.cluster,
     })
 }

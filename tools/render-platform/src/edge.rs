@@ -6,6 +6,7 @@ use pop_common::input::InputError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::etcd_backup::EtcdBackupConfig;
 use crate::profile::{ChartCrds, Component, Kind};
 use crate::{CILIUM, cert_manager};
 
@@ -80,6 +81,18 @@ pub const EDGE_COMPONENTS: &[Component] = &[
         },
         depends_on: &["istio-base", "gateway-api"],
     },
+    // The scheduled etcd backup, when the config sets `etcd_backup` (left out of the plan
+    // otherwise). Its Talos ServiceAccount's CRD is Talos's own, served once the control planes'
+    // Talos API access is on.
+    Component {
+        name: crate::etcd_backup::NAME,
+        namespace: Some(crate::etcd_backup::NAMESPACE),
+        kind: Kind::Objects {
+            needs: &["serviceaccounts.talos.dev"],
+            ready: None,
+        },
+        depends_on: &["cilium"],
+    },
 ];
 
 /// `config/platform.json`.
@@ -88,6 +101,9 @@ pub const EDGE_COMPONENTS: &[Component] = &[
 pub struct PlatformConfig {
     pub cilium: CiliumConfig,
     pub cert_manager: CertManagerConfig,
+    /// The scheduled etcd backup; none when absent.
+    #[serde(default)]
+    pub etcd_backup: Option<EtcdBackupConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -182,6 +198,9 @@ pub fn check(platform: &PlatformConfig) -> Result<(), (&'static str, String)> {
     if cilium.hubble.ui && !cilium.hubble.relay {
         // The chart's validate.yaml refuses the UI without the relay.
         return Err(("cilium.hubble.ui", "needs cilium.hubble.relay".into()));
+    }
+    if let Some(backup) = &platform.etcd_backup {
+        crate::etcd_backup::check(backup)?;
     }
     Ok(())
 }

@@ -25,6 +25,12 @@ pub enum Error {
     )]
     Inputs,
     #[error(
+        "the config sets etcd_backup: give --published-images (talos/_out/published-images.json, which make publish-images writes), the record that pins the backup's image"
+    )]
+    PublishedImages,
+    #[error("--environment-secret: {0}")]
+    EnvironmentSecret(String),
+    #[error(
         "profile `{profile}` has no component `{name}` with a rendered layer (it has: {known})"
     )]
     UnknownComponent {
@@ -54,6 +60,8 @@ impl Report for Error {
             Error::Input(_)
             | Error::Target
             | Error::Inputs
+            | Error::PublishedImages
+            | Error::EnvironmentSecret(_)
             | Error::NoNames(_)
             | Error::NoCluster
             | Error::UnknownComponent { .. } => Exit::Usage,

@@ -34,6 +34,7 @@
 mod cli;
 mod edge;
 mod error;
+pub mod etcd_backup;
 pub mod host_firewall;
 pub mod onprem;
 pub mod profile;
@@ -174,6 +175,21 @@ impl ClusterConfig {
             ClusterConfig::Onprem(_) => Profile::Onprem,
         }
     }
+
+    /// The profile's components this config installs: the etcd backup only when configured.
+    pub fn components(&self) -> Vec<Component> {
+        self.profile()
+            .components()
+            .iter()
+            .filter(|c| match self {
+                ClusterConfig::Edge(platform) => {
+                    c.name != etcd_backup::NAME || platform.etcd_backup.is_some()
+                }
+                ClusterConfig::Onprem(_) => true,
+            })
+            .copied()
+            .collect()
+    }
 }
 
 /// The rendered layer of one component: a Helm release's values, the objects of an `objects` or
@@ -262,6 +278,11 @@ pub fn plan(
                         line.list = template.names();
                     }
                 }
+                // The Secrets an objects component needs that the apply makes from the operator's
+                // environment (`render-platform --environment-secret NAMESPACE/NAME`).
+                Kind::Objects { .. } if component.name == etcd_backup::NAME => {
+                    line.list = vec![etcd_backup::secret_ref()];
+                }
                 Kind::Namespaces | Kind::Objects { .. } | Kind::Talos => {}
             }
             Ok(line)
@@ -298,6 +319,7 @@ mod tests {
             config: example_path(),
             target,
             inputs: Some(inputs_path()),
+            published: None,
             cluster: None,
         }
     }
@@ -453,6 +475,7 @@ mod tests {
                 config: example_path(),
                 target: Target::Dir(out.clone()),
                 inputs: Some(path),
+                published: None,
                 cluster: None,
             };
             let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();
@@ -550,6 +573,7 @@ mod tests {
             config: onprem_config(dir.path(), &fixture_sops()),
             target: Target::Names,
             inputs: None,
+            published: None,
             cluster: None,
         };
         let mut out = Vec::new();
@@ -586,6 +610,7 @@ mod tests {
                 config: onprem_config(dir.path(), &fixture_sops()),
                 target: Target::Dir(out.clone()),
                 inputs: None,
+                published: None,
                 cluster: Some(cluster.to_owned()),
             };
             run(&config, std::io::empty(), Vec::new())
@@ -626,6 +651,7 @@ mod tests {
             config: onprem_config(dir.path(), &missing),
             target: Target::Names,
             inputs: None,
+            published: None,
             cluster: None,
         };
         let err = run(&config, std::io::empty(), Vec::new()).unwrap_err();

@@ -167,7 +167,9 @@ pub fn check(profile: &'static str, components: &[Component]) -> Result<(), Orde
         if let Kind::Objects { needs, .. } = component.kind {
             let before = dependencies(components, component);
             for crd in needs {
-                if !before.iter().any(|c| c.kind.brings().contains(crd)) {
+                if !NODES_SERVE.contains(crd)
+                    && !before.iter().any(|c| c.kind.brings().contains(crd))
+                {
                     return fail(format!(
                         "`{}` needs the CRD {crd}, which none of the components it depends on brings",
                         component.name
@@ -178,6 +180,11 @@ pub fn check(profile: &'static str, components: &[Component]) -> Result<(), Orde
     }
     Ok(())
 }
+
+/// The CRDs the nodes register themselves, which no component brings: Talos's ServiceAccount,
+/// served once the control planes' Talos API access is on
+/// (talos/patches/65-talos-api-access.controlplane.yaml).
+pub const NODES_SERVE: &[&str] = &["serviceaccounts.talos.dev"];
 
 /// Every component `component` depends on, directly or not (it comes after all of them once
 /// [`check`] passed).

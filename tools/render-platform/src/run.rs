@@ -6,13 +6,13 @@ use std::path::Path;
 use pop_common::exit::WritingOutput;
 use pop_common::input::InputError;
 use pop_common::pins::Pins;
-use pop_common::records::PlatformInputs;
-use serde_json::Value;
+use pop_common::records::{PlatformInputs, PublishedImages};
+use serde_json::{Value, json};
 
 use crate::profile::{self, Kind, PLAN_FILE};
 use crate::{
-    ClusterConfig, Config, Error, PINS, STATUS_FILE, Target, host_firewall, onprem, plan, rendered,
-    secrets, stale_rules,
+    ClusterConfig, Config, Error, PINS, STATUS_FILE, Target, etcd_backup, host_firewall, onprem,
+    plan, rendered, secrets, stale_rules,
 };
 
 /// Prints one component's rendered layer, writes every one and the plan into `--out-dir`, or
@@ -28,10 +28,16 @@ pub fn run_with(
     input: impl Read,
     mut output: impl Write,
 ) -> Result<(), Error> {
-    let (profile, config_path, target, inputs_path, expected) = match config {
+    let (profile, config_path, target, inputs_path, published, expected) = match config {
         Config::FillSecrets { template } => {
             let template: secrets::SecretsTemplate = pop_common::input::read_json(template)?;
             return Ok(secrets::fill(&template, input, output)?);
+        }
+        Config::EnvironmentSecret(secret) => {
+            if let Some(object) = &secret.0 {
+                output.write_all(json_text(object)?.as_bytes()).output()?;
+            }
+            return Ok(output.flush().output()?);
         }
         Config::StaleRules { patch } => {
             let node: Value =
@@ -53,8 +59,9 @@ pub fn run_with(
             config,
             target,
             inputs,
+            published,
             cluster,
-        } => (*profile, config, target, inputs, cluster),
+        } => (*profile, config, target, inputs, published, cluster),
     };
     profile::check(profile.name(), profile.components())?;
     let cluster = ClusterConfig::load(profile, config_path)?;
@@ -64,11 +71,23 @@ pub fn run_with(
     }
     match target {
         Target::Dir(dir) => {
-            let rendering = render_all(&cluster, config_path, inputs_path.as_deref(), pins)?;
+            let rendering = render_all(
+                &cluster,
+                config_path,
+                inputs_path.as_deref(),
+                published.as_deref(),
+                pins,
+            )?;
             write_all(dir, &rendering)
         }
         Target::Names => {
-            let rendering = render_all(&cluster, config_path, inputs_path.as_deref(), pins)?;
+            let rendering = render_all(
+                &cluster,
+                config_path,
+                inputs_path.as_deref(),
+                published.as_deref(),
+                pins,
+            )?;
             let (_, names) = rendering
                 .files
                 .iter()
@@ -97,9 +116,10 @@ fn render_all(
     cluster: &ClusterConfig,
     config_path: &Path,
     inputs_path: Option<&Path>,
+    published: Option<&Path>,
     pins: &Pins,
 ) -> Result<Rendering, Error> {
-    let components = cluster.profile().components();
+    let components = &cluster.components();
     let mut files = Vec::new();
     let mut templates = Vec::new();
     for component in components {
@@ -127,9 +147,30 @@ fn render_all(
             for (name, text) in host_firewall::firewall_files(platform, &inputs, path)? {
                 files.push((name.to_owned(), text));
             }
+            if let Some(backup) = &platform.etcd_backup {
+                let image = backup_image(published)?;
+                let items = etcd_backup::objects(backup, &inputs.cluster_name, &image);
+                let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+                files.push((format!("{}.json", etcd_backup::NAME), json_text(&list)?));
+            }
         }
     }
     Ok(Rendering { files, plan })
+}
+
+/// The etcd backup's image, pinned by digest, from the PublishedImages record.
+fn backup_image(published: Option<&Path>) -> Result<String, Error> {
+    let path = published.ok_or(Error::PublishedImages)?;
+    let record: PublishedImages = pop_common::input::read_json(path)?;
+    let image = record.etcd_backup.ok_or_else(|| {
+        InputError::field(
+            path,
+            "etcd_backup",
+            "missing: the config sets etcd_backup, whose image this record does not pin yet \
+             (make publish-images pushes it and writes it here)",
+        )
+    })?;
+    Ok(image.pinned())
 }
 
 fn write_all(dir: &Path, rendering: &Rendering) -> Result<(), Error> {
@@ -152,7 +193,7 @@ fn render_one(
     pins: &Pins,
 ) -> Result<Value, Error> {
     let profile = cluster.profile();
-    let components = profile.components();
+    let components = &cluster.components();
     let unknown = || Error::UnknownComponent {
         profile: profile.name(),
         name: name.to_owned(),
