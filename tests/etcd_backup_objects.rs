@@ -35,8 +35,9 @@ fn repo() -> PathBuf {
     testkit::workspace::root()
 }
 
-/// The example platform config with a backup, the example record with its image, rendered.
-fn rendered(dir: &Path) -> Value {
+/// The example platform config with a backup and the example record with its image, rendered
+/// by the real render-platform into `dir/rendered`.
+pub(crate) fn render_with_backup(dir: &Path) {
     let config_text = fs::read_to_string(repo().join("config/platform.example.json")).unwrap();
     let mut config: Value = serde_json::from_str(&config_text).unwrap();
     config["etcd_backup"] = json!({
@@ -64,6 +65,11 @@ fn rendered(dir: &Path) -> Value {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
+}
+
+/// The backup's objects as [`render_with_backup`] renders them.
+fn rendered(dir: &Path) -> Value {
+    render_with_backup(dir);
     let list = fs::read_to_string(dir.join("rendered/etcd-backup.json")).unwrap();
     serde_json::from_str(&list).unwrap()
 }

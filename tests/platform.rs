@@ -1034,49 +1034,13 @@ fn make_acts_on_another_profile_only_through_a_kubeconfig_named_on_its_command_l
     assert!(world.calls().is_empty(), "{:#?}", world.calls());
 }
 
-/// The example config with a scheduled etcd backup, and a record pinning its image, rendered
-/// into the world's folder in place of the example's own render.
-fn render_with_backup(world: &World) {
-    let dir = world.dir.path();
-    let mut config: serde_json::Value = serde_json::from_str(
-        &fs::read_to_string(repo().join("config/platform.example.json")).unwrap(),
-    )
-    .unwrap();
-    config["etcd_backup"] = serde_json::json!({
-        "bucket": "edge-par-etcd-backups", "region": "fr-par", "keep": 48,
-        "age_recipient": "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p",
-        "schedule": "23 * * * *",
-    });
-    fs::write(dir.join("platform.json"), config.to_string()).unwrap();
-    let mut record: serde_json::Value = serde_json::from_str(
-        &fs::read_to_string(repo().join("config/published-images.example.json")).unwrap(),
-    )
-    .unwrap();
-    record["etcd_backup"] = serde_json::json!({
-        "repository": "rg.fr-par.scw.cloud/edgepop/etcd-backup", "tag": "0.1.0",
-        "digest": format!("sha256:{}", "4".repeat(64)),
-    });
-    fs::write(dir.join("published.json"), record.to_string()).unwrap();
-    let out = Command::new(testkit::workspace::bin("render-platform"))
-        .arg("--config")
-        .arg(dir.join("platform.json"))
-        .arg("--inputs")
-        .arg(repo().join("config/platform-inputs.example.json"))
-        .arg("--published-images")
-        .arg(dir.join("published.json"))
-        .arg("--out-dir")
-        .arg(dir.join("rendered"))
-        .output()
-        .unwrap();
-    testkit::process::success_stdout(&out);
-}
-
 #[test]
 fn the_backup_s_key_comes_from_the_environment_or_the_cluster_and_never_from_an_argument() {
     let Some(world) = World::with_worker("the_backup_s_key") else {
         return;
     };
-    render_with_backup(&world);
+    // The example config with a backup, rendered in place of the example's own render.
+    crate::etcd_backup_objects::render_with_backup(world.dir.path());
     let crds = ("STANDIN_KUBECTL_CRDS", "serviceaccounts.talos.dev");
     // Neither in the environment nor in the cluster: refused before any change.
     world.fails_saying(

@@ -115,6 +115,17 @@ pub struct Credentials {
     pub source: String,
 }
 
+impl Credentials {
+    /// The access key Object Storage is signed with: `ACCESS_KEY@PROJECT_ID`, so that buckets
+    /// are made and read in the project everything else is (the bare key acts in the key's
+    /// preferred Object Storage project: scaleway/docs-content
+    /// pages/iam/api-cli/using-api-key-object-storage; the Block import takes only a bucket of
+    /// the snapshot's own project).
+    pub fn object_storage_access_key(&self) -> String {
+        format!("{}@{}", self.access_key, self.project_id)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialsError {
     #[error("{}: cannot read the Scaleway config: {message}", path.display())]

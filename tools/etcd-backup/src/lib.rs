@@ -267,12 +267,7 @@ pub fn run_with(
         sleeper,
         &config.s3_endpoint,
         &config.region,
-        // Signed as ACCESS_KEY@PROJECT_ID: the bucket is the project's, not the key's preferred
-        // project's (scaleway/docs-content pages/iam/api-cli/using-api-key-object-storage).
-        &format!(
-            "{}@{}",
-            config.credentials.access_key, config.credentials.project_id
-        ),
+        &config.credentials.object_storage_access_key(),
         config.credentials.secret_key.clone(),
         RetryPolicy::default(),
     );

@@ -98,6 +98,13 @@ impl World {
         })
     }
 
+    /// Once the member has elected itself, `etcdctl` with `args` (a put, a health check).
+    fn etcdctl_once_elected(&self, args: &[&str]) {
+        testkit::eventually("the member to elect itself", || {
+            self.etcdctl(args).status.success().then_some(())
+        });
+    }
+
     fn etcdctl(&self, args: &[&str]) -> Output {
         Command::new(&self.programs.etcdctl)
             .args(["--endpoints", &self.etcd_client_url])
@@ -225,13 +232,7 @@ fn a_snapshot_is_encrypted_to_the_operator_stored_read_back_and_the_oldest_prune
     let Some(world) = World::start("etcd_backup_round_trip", ADDRESSES[0]) else {
         return;
     };
-    testkit::eventually("the member to elect itself", || {
-        world
-            .etcdctl(&["put", "/registry/made-before", "1"])
-            .status
-            .success()
-            .then_some(())
-    });
+    world.etcdctl_once_elected(&["put", "/registry/made-before", "1"]);
 
     // No bucket yet: the snapshot is taken and encrypted, the upload refused naming the
     // bucket, and nothing is left in the work folder.
@@ -294,13 +295,7 @@ fn a_recipient_age_refuses_stops_before_anything_is_uploaded() {
     let Some(world) = World::start("etcd_backup_bad_recipient", ADDRESSES[1]) else {
         return;
     };
-    testkit::eventually("the member to elect itself", || {
-        world
-            .etcdctl(&["endpoint", "health"])
-            .status
-            .success()
-            .then_some(())
-    });
+    world.etcdctl_once_elected(&["endpoint", "health"]);
     world.put("", b"");
     // The right shape, a wrong checksum: only age can tell.
     let mut wrong = world.recipient.clone();
@@ -367,13 +362,7 @@ fn in_a_pod_the_control_planes_come_from_talos_s_endpoint_slice_the_role_lets_it
             "conditions": {"ready": true, "serving": true, "terminating": false}}],
     });
     plane.kubectl_ok(&["apply", "-f", "-"], &slice.to_string());
-    testkit::eventually("the member to elect itself", || {
-        world
-            .etcdctl(&["put", "/registry/made-before", "1"])
-            .status
-            .success()
-            .then_some(())
-    });
+    world.etcdctl_once_elected(&["put", "/registry/made-before", "1"]);
     world.put("", b"");
     let in_pod = |world: &World| {
         world.backup_bare(&[

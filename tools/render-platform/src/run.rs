@@ -69,25 +69,22 @@ pub fn run_with(
         onprem::check_is_cluster(onprem, name)
             .map_err(|(field, why)| InputError::field(config_path, field, why))?;
     }
+    let render = || {
+        render_all(
+            &cluster,
+            config_path,
+            inputs_path.as_deref(),
+            published.as_deref(),
+            pins,
+        )
+    };
     match target {
         Target::Dir(dir) => {
-            let rendering = render_all(
-                &cluster,
-                config_path,
-                inputs_path.as_deref(),
-                published.as_deref(),
-                pins,
-            )?;
+            let rendering = render()?;
             write_all(dir, &rendering)
         }
         Target::Names => {
-            let rendering = render_all(
-                &cluster,
-                config_path,
-                inputs_path.as_deref(),
-                published.as_deref(),
-                pins,
-            )?;
+            let rendering = render()?;
             let (_, names) = rendering
                 .files
                 .iter()

@@ -113,14 +113,6 @@ pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), 
     )
 }
 
-/// The access key Object Storage is signed with: `ACCESS_KEY@PROJECT_ID`, so that the bucket is
-/// made and read in the project everything else is (the bare key acts in the key's preferred
-/// Object Storage project: scaleway/docs-content pages/iam/api-cli/using-api-key-object-storage,
-/// and the Block import takes only a bucket of the snapshot's own project).
-fn object_storage_access_key(credentials: &scaleway::creds::Credentials) -> String {
-    format!("{}@{}", credentials.access_key, credentials.project_id)
-}
-
 /// [`run`] over any transports (the API's, Object Storage's) and clock.
 pub fn run_with(
     config: &Config,
@@ -148,7 +140,7 @@ pub fn run_with(
         sleeper,
         &run.s3_endpoint,
         run.infra.region(),
-        &object_storage_access_key(&run.credentials),
+        &run.credentials.object_storage_access_key(),
         run.credentials.secret_key.clone(),
         run.retry,
     );
