@@ -1,10 +1,14 @@
-//! oci-image: the two images the edge runs, built reproducibly without a container engine and
+//! oci-image: the images the clusters run, built reproducibly without a container engine and
 //! pushed to a registry through the OCI distribution API.
 //!
 //! ```text
 //! oci-image filter --wasm pow_filter.wasm --out target/images/pow-filter     # prints the digest
 //! oci-image lists --bin-dir target/x86_64-unknown-linux-musl/release \
 //!                 --ca-bundle /etc/ssl/certs/ca-certificates.crt --out target/images/lists-refresh
+//! oci-image backup --bin-dir target/x86_64-unknown-linux-musl/release \
+//!                  --talosctl ~/.cache/edgepop/upstream/talosctl/<pin>/talosctl \
+//!                  --age ~/.cache/edgepop/upstream/age/<pin>/age \
+//!                  --ca-bundle /etc/ssl/certs/ca-certificates.crt --out target/images/etcd-backup
 //! oci-image publish --edge-config config/edge.json \
 //!                   --filter target/images/pow-filter --lists target/images/lists-refresh \
 //!                   > talos/_out/published-images.json                     # PublishedImages
@@ -14,6 +18,8 @@
 //!   layer holding `plugin.wasm` (istio pkg/wasm/imagefetcher.go, `extractOCIStandardImage`).
 //! - `lists`: lists-refresh, lists-gen-asn, lists-gen-tor and lists-gen-crawlers (static
 //!   binaries) and a CA bundle on no base image: no shell, no package manager, user 65532.
+//! - `backup`: etcd-backup, with the talosctl and age it runs (static, at the pins
+//!   `pipelines/upstream.sh` builds), and a CA bundle, the same way (see [`images`]).
 //! - `publish`: pushes both to the edge config's `images.registry`; credentials come from
 //!   `EDGEPOP_REGISTRY_USERNAME` and `EDGEPOP_REGISTRY_PASSWORD`, or from the docker-style auth
 //!   file named by `EDGEPOP_REGISTRY_AUTH_FILE` (mode 0600), never from the command line.
@@ -21,6 +27,7 @@
 //! Every build is reproducible: same files, same manifest digest (see [`layout`]). The tar's
 //! mtime is `SOURCE_DATE_EPOCH` when set, 0 otherwise.
 
+pub mod images;
 pub mod layout;
 pub mod registry;
 
@@ -34,22 +41,13 @@ use pop_common::records::{Digest, Kind, PublishedImage, PublishedImages, Version
 use pop_common::tool::Env;
 use serde::Deserialize;
 
-use crate::layout::{Entry, ImageSpec, Layout, RunConfig};
+use crate::images::{Binary, backup_binaries, lists_binaries, program_image};
+use crate::layout::{ImageSpec, Layout};
 use crate::registry::{Client, Credentials, Host};
 
 /// The repositories, under the configured registry.
 pub const FILTER_REPOSITORY: &str = "pow-filter";
 pub const LISTS_REPOSITORY: &str = "lists-refresh";
-/// The binaries of the lists image, all in /usr/local/bin; the first is the entrypoint.
-pub const LISTS_BINARIES: [&str; 4] = [
-    "lists-refresh",
-    "lists-gen-asn",
-    "lists-gen-tor",
-    "lists-gen-crawlers",
-];
-/// The lists image's user: distroless's `nonroot`, which the CronJob's securityContext names.
-pub const LISTS_USER: &str = "65532:65532";
-pub const CA_BUNDLE_PATH: &str = "etc/ssl/certs/ca-certificates.crt";
 
 /// Build the edge's OCI images reproducibly, and push them to a registry.
 #[derive(Debug, Parser)]
@@ -79,6 +77,25 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         bin_dir: PathBuf,
         /// The CA certificates (PEM) the binaries may use for https sources.
+        #[arg(long, value_name = "FILE")]
+        ca_bundle: PathBuf,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+        tag: String,
+    },
+    /// The etcd-backup image from static binaries; prints its manifest digest.
+    Backup {
+        /// Where etcd-backup (static, musl) is.
+        #[arg(long, value_name = "DIR")]
+        bin_dir: PathBuf,
+        /// talosctl at its pin (static; `pipelines/upstream.sh build talosctl` prints where).
+        #[arg(long, value_name = "FILE")]
+        talosctl: PathBuf,
+        /// age at its pin (static; `pipelines/upstream.sh build age` prints where).
+        #[arg(long, value_name = "FILE")]
+        age: PathBuf,
+        /// The CA certificates (PEM) for Object Storage's https endpoint.
         #[arg(long, value_name = "FILE")]
         ca_bundle: PathBuf,
         #[arg(long, value_name = "DIR")]
@@ -144,7 +161,7 @@ impl Report for Error {
     }
 }
 
-fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, Error> {
+pub(crate) fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, Error> {
     std::fs::read(path)
         .map_err(|e| Error::Usage(format!("{} ({what}): cannot read: {e}", path.display())))
 }
@@ -158,26 +175,6 @@ fn mtime(env: &Env) -> Result<u64, Error> {
             ))
         }),
     }
-}
-
-/// Whether an ELF file asks for a program interpreter (a dynamic loader): the image has none.
-fn needs_interpreter(elf: &[u8]) -> Option<bool> {
-    if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
-        return None; // not a 64-bit little-endian ELF
-    }
-    let u16_at = |at: usize| Some(u16::from_le_bytes(elf.get(at..at + 2)?.try_into().ok()?));
-    let u64_at = |at: usize| Some(u64::from_le_bytes(elf.get(at..at + 8)?.try_into().ok()?));
-    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
-    let phentsize = usize::from(u16_at(0x36)?);
-    let phnum = usize::from(u16_at(0x38)?);
-    for i in 0..phnum {
-        let at = phoff.checked_add(i.checked_mul(phentsize)?)?;
-        let p_type = u32::from_le_bytes(elf.get(at..at + 4)?.try_into().ok()?);
-        if p_type == 3 {
-            return Some(true); // PT_INTERP
-        }
-    }
-    Some(false)
 }
 
 /// The registry section of the edge config; the rest is render-edge's to check.
@@ -343,28 +340,21 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             ca_bundle,
             out,
             tag,
-        } => {
-            let spec = ImageSpec {
-                architecture: "amd64".into(),
-                os: "linux".into(),
-                run: RunConfig {
-                    user: Some(LISTS_USER.into()),
-                    env: vec![
-                        "PATH=/usr/local/bin".into(),
-                        format!("SSL_CERT_FILE=/{CA_BUNDLE_PATH}"),
-                    ],
-                    entrypoint: vec![format!("/usr/local/bin/{}", LISTS_BINARIES[0])],
-                    working_dir: Some("/".into()),
-                },
-                entries: lists_entries(bin_dir, ca_bundle)?,
-                mtime: mtime(env)?,
-                tag: tag.clone(),
-            };
-            Ok(Config::Build {
-                spec: Box::new(spec),
-                out: out.clone(),
-            })
-        }
+        } => program(&lists_binaries(bin_dir), ca_bundle, out, tag, env),
+        Command::Backup {
+            bin_dir,
+            talosctl,
+            age,
+            ca_bundle,
+            out,
+            tag,
+        } => program(
+            &backup_binaries(bin_dir, talosctl, age),
+            ca_bundle,
+            out,
+            tag,
+            env,
+        ),
         Command::Publish {
             edge_config,
             filter,
@@ -377,65 +367,19 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     }
 }
 
-/// The lists image's tree: its directories, the static binaries, and the CA bundle.
-fn lists_entries(bin_dir: &Path, ca_bundle: &Path) -> Result<Vec<Entry>, Error> {
-    let mut entries = Vec::new();
-    for dir in [
-        "etc",
-        "etc/ssl",
-        "etc/ssl/certs",
-        "usr",
-        "usr/local",
-        "usr/local/bin",
-    ] {
-        entries.push(Entry::Dir {
-            path: dir.into(),
-            mode: 0o755,
-        });
-    }
-    // A writable /tmp for when no emptyDir is mounted there (sticky, as usual).
-    entries.push(Entry::Dir {
-        path: "tmp".into(),
-        mode: 0o1777,
-    });
-    for name in LISTS_BINARIES {
-        let path = bin_dir.join(name);
-        let data = read_file(&path, "a binary of the lists image")?;
-        match needs_interpreter(&data) {
-            None => {
-                return Err(Error::Usage(format!(
-                    "{}: not a 64-bit little-endian ELF executable",
-                    path.display()
-                )));
-            }
-            Some(true) => {
-                return Err(Error::Usage(format!(
-                    "{}: dynamically linked (it names a program interpreter): the image \
-                     has no libc; build it for x86_64-unknown-linux-musl",
-                    path.display()
-                )));
-            }
-            Some(false) => {}
-        }
-        entries.push(Entry::File {
-            path: format!("usr/local/bin/{name}"),
-            mode: 0o755,
-            data,
-        });
-    }
-    let ca = read_file(ca_bundle, "the CA bundle")?;
-    if !String::from_utf8_lossy(&ca).contains("-----BEGIN CERTIFICATE-----") {
-        return Err(Error::Usage(format!(
-            "{}: no PEM certificate in the CA bundle",
-            ca_bundle.display()
-        )));
-    }
-    entries.push(Entry::File {
-        path: CA_BUNDLE_PATH.into(),
-        mode: 0o644,
-        data: ca,
-    });
-    Ok(entries)
+/// A program image's build: every file read and checked now, nothing written yet.
+fn program(
+    binaries: &[Binary],
+    ca_bundle: &Path,
+    out: &Path,
+    tag: &str,
+    env: &Env,
+) -> Result<Config, Error> {
+    let spec = program_image(binaries, ca_bundle, mtime(env)?, tag.to_string())?;
+    Ok(Config::Build {
+        spec: Box::new(spec),
+        out: out.to_path_buf(),
+    })
 }
 
 /// Where publish pushes and with what credentials, from the edge config.
@@ -637,13 +581,5 @@ mod tests {
         assert_eq!(creds.password, "s3cret");
         let err = credentials(&env, "ghcr.io").unwrap_err();
         assert!(err.to_string().contains("no entry for `ghcr.io`"), "{err}");
-    }
-
-    #[test]
-    fn a_dynamic_elf_is_told_from_a_static_one() {
-        // This test binary is dynamically linked (glibc target).
-        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        assert_eq!(needs_interpreter(&me), Some(true));
-        assert_eq!(needs_interpreter(b"#!/bin/sh\n"), None);
     }
 }
