@@ -231,7 +231,7 @@ diff-platform: $(PLATFORM_GUARD) $(PLATFORM_PLAN) ## The dry-run twin of apply-p
 	@$(PLATFORM_ENV) pipelines/platform.sh diff
 
 ##@ Layer 3, edge: gateway, routes, certificates, origin, the challenge filter and its images
-.PHONY: apply-edge dry-run-edge diff-edge check-manifests filter-image lists-image lists-musl publish-images setup-images
+.PHONY: apply-edge dry-run-edge diff-edge check-manifests filter-image lists-image lists-musl backup-image backup-musl publish-images setup-images
 
 # The edge objects are a real file: re-rendered only when an input, the config, a pinned version,
 # the published images' record or the tool changes. render-edge compiles k8s/versions.env in (the
@@ -268,6 +268,7 @@ check-manifests: $(BIN)/render-edge $(BIN)/manifest-check ## Render the committe
 IMAGES_DIR   := $(TARGET_DIR)/images
 FILTER_IMAGE := $(IMAGES_DIR)/pow-filter
 LISTS_IMAGE  := $(IMAGES_DIR)/lists-refresh
+BACKUP_IMAGE := $(IMAGES_DIR)/etcd-backup
 MUSL_TARGET  := x86_64-unknown-linux-musl
 MUSL_BIN     := $(TARGET_DIR)/$(MUSL_TARGET)/release
 CA_BUNDLE    ?= /etc/ssl/certs/ca-certificates.crt
@@ -277,16 +278,30 @@ SOURCE_DATE_EPOCH ?= 0
 filter-image: $(FILTER_WASM) $(BIN)/oci-image ## The filter as a Wasm OCI image (Istio's compat layout) in target/images/pow-filter; prints its manifest digest
 	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image filter --wasm '$(FILTER_WASM)' --out '$(FILTER_IMAGE)'
 
-# Static binaries: the image has no libc. ring compiles C, hence musl-gcc. The source paths are
+# Static binaries: the images have no libc. ring compiles C, hence musl-gcc. The source paths are
 # remapped so the binaries do not depend on where the checkout is; symbols are stripped, as the
-# Dockerfile does (the layer goes from 5.8 to 5.2 MB).
-lists-musl: setup-images
-	CC_$(subst -,_,$(MUSL_TARGET))=musl-gcc CARGO_PROFILE_RELEASE_STRIP=symbols \
+# Dockerfile does (the lists layer goes from 5.8 to 5.2 MB). One command for both images, so
+# they are built alike.
+MUSL_BUILD = CC_$(subst -,_,$(MUSL_TARGET))=musl-gcc CARGO_PROFILE_RELEASE_STRIP=symbols \
 	RUSTFLAGS='--remap-path-prefix=$(CURDIR)=/src --remap-path-prefix=$(if $(filter undefined,$(origin CARGO_HOME)),$(HOME)/.cargo,$(CARGO_HOME))=/cargo' \
-	  $(WITHOUT_SECRETS) $(CARGO) build --quiet --locked --release --target $(MUSL_TARGET) -p lists-refresh -p lists-gen-asn -p lists-gen-tor -p lists-gen-crawlers
+	  $(WITHOUT_SECRETS) $(CARGO) build --quiet --locked --release --target $(MUSL_TARGET)
+lists-musl: setup-images
+	$(MUSL_BUILD) -p lists-refresh -p lists-gen-asn -p lists-gen-tor -p lists-gen-crawlers
 
 lists-image: lists-musl $(BIN)/oci-image ## The lists-refresh image (static binaries, CA bundle, no base, uid 65532) in target/images/lists-refresh; prints its manifest digest
 	@SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image lists --bin-dir '$(MUSL_BIN)' --ca-bundle '$(CA_BUNDLE)' --out '$(LISTS_IMAGE)'
+
+backup-musl: setup-images
+	$(MUSL_BUILD) -p etcd-backup
+
+# talosctl and age are the pinned upstream builds (static: CGO_ENABLED=0), from the cache of
+# pipelines/upstream.sh, which builds what is missing (Go needed then) and prints `name<TAB>path`
+# for each: `--talosctl PATH --age PATH` for oci-image, which refuses a binary that is not static.
+backup-image: backup-musl $(BIN)/oci-image ## The etcd-backup image (etcd-backup with talosctl and age at their pins, static; CA bundle, no base, uid 65532) in target/images/etcd-backup; prints its manifest digest
+	@built=$$(pipelines/upstream.sh build talosctl age); \
+	upstream=(); \
+	while IFS=$$'\t' read -r name path; do upstream+=("--$$name" "$$path"); done <<<"$$built"; \
+	SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' $(BIN)/oci-image backup --bin-dir '$(MUSL_BIN)' "$${upstream[@]}" --ca-bundle '$(CA_BUNDLE)' --out '$(BACKUP_IMAGE)'
 
 # Credentials: EDGEPOP_REGISTRY_USERNAME and EDGEPOP_REGISTRY_PASSWORD, or EDGEPOP_REGISTRY_AUTH_FILE
 # (a 0600 docker-style auth.json), from the environment: never on the command line.
