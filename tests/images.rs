@@ -6,6 +6,10 @@
 //! image's entrypoint, extracted from its layer, runs. Istio's digest check on the WasmPlugin
 //! (pkg/wasm/imagefetcher.go `PrepareFetch`: the manifest's digest against `sha256`) is replayed
 //! on what render-edge renders from the record.
+//!
+//! The etcd-backup image likewise: built twice to one digest, then copied into the registry and
+//! read back by skopeo, where etcd-backup runs talosctl (the pinned build beside it) by its bare
+//! name from the image's PATH.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::TcpListener;
@@ -81,8 +85,9 @@ fn prerequisites(test: &str) -> Option<PathBuf> {
     Some(wasm)
 }
 
-/// The lists binaries for musl, built once (dev profile: the release build is `make
-/// lists-image`'s; the image's shape does not depend on the profile).
+/// The lists binaries and etcd-backup for musl, built once (dev profile: the release build is
+/// `make lists-image`'s and `make backup-image`'s; the images' shape does not depend on the
+/// profile).
 fn musl_bin_dir(test: &str) -> Option<PathBuf> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
@@ -97,6 +102,8 @@ fn musl_bin_dir(test: &str) -> Option<PathBuf> {
                 "lists-gen-tor",
                 "-p",
                 "lists-gen-crawlers",
+                "-p",
+                "etcd-backup",
             ])
             .env("CC_x86_64_unknown_linux_musl", "musl-gcc")
             // Without debug info: a fifth of the size, and the image has no use for it.
@@ -646,4 +653,225 @@ fn assert_skopeo_with_the_credentials_finds_the_pinned_manifest(
     let file = work.join("m.json");
     std::fs::write(&file, raw).unwrap();
     assert_eq!(format!("sha256:{}", sha256_hex(&file)), digest);
+}
+
+// --- the etcd-backup image ---------------------------------------------------------------------
+
+/// What the backup image is built from: etcd-backup built for musl here, and talosctl and age
+/// as pipelines/upstream.sh built them at their pins.
+struct BackupInputs {
+    bins: PathBuf,
+    talosctl: PathBuf,
+    age: PathBuf,
+}
+
+impl BackupInputs {
+    /// All of them, or `None` after reporting what is missing.
+    fn get(test: &str) -> Option<BackupInputs> {
+        if !have("musl-gcc") {
+            testkit::skip_or_fail(test, "musl-gcc (apt-get install musl-tools)");
+            return None;
+        }
+        let talosctl = testkit::upstream::program(test, "talosctl")?;
+        let age = testkit::upstream::program(test, "age")?;
+        let bins = musl_bin_dir(test)?;
+        Some(BackupInputs {
+            bins,
+            talosctl,
+            age,
+        })
+    }
+
+    /// `oci-image backup` into `out`; the digest it prints.
+    fn build(&self, out: &Path) -> String {
+        let digest = stdout(
+            oci_image()
+                .args(["backup", "--bin-dir"])
+                .arg(&self.bins)
+                .arg("--talosctl")
+                .arg(&self.talosctl)
+                .arg("--age")
+                .arg(&self.age)
+                .arg("--ca-bundle")
+                .arg(ca_bundle())
+                .arg("--out")
+                .arg(out),
+        );
+        digest.trim().to_string()
+    }
+}
+
+#[test]
+fn the_backup_image_builds_to_the_same_digest_in_two_directories() {
+    let Some(inputs) =
+        BackupInputs::get("the_backup_image_builds_to_the_same_digest_in_two_directories")
+    else {
+        return;
+    };
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let first = inputs.build(&a.path().join("etcd-backup"));
+    let second = inputs.build(&b.path().join("etcd-backup"));
+    assert!(first.starts_with("sha256:"), "{first}");
+    assert_eq!(first, second);
+    assert_eq!(
+        tree(&a.path().join("etcd-backup")),
+        tree(&b.path().join("etcd-backup"))
+    );
+}
+
+#[test]
+fn the_backup_image_read_back_by_skopeo_runs_etcd_backup_with_the_pinned_programs_beside_it() {
+    let test =
+        "the_backup_image_read_back_by_skopeo_runs_etcd_backup_with_the_pinned_programs_beside_it";
+    if !have("docker-registry") || !have("skopeo") {
+        testkit::skip_or_fail(
+            test,
+            "docker-registry and skopeo (apt-get install docker-registry skopeo)",
+        );
+        return;
+    }
+    let Some(inputs) = BackupInputs::get(test) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let layout = work.path().join("etcd-backup");
+    let digest = inputs.build(&layout);
+    let registry = Registry::start();
+    let repository = format!("{}/edgepop/etcd-backup", registry.host);
+    let tag = env!("CARGO_PKG_VERSION");
+    // skopeo reads the layout and pushes it as it is: the registry must hold the built digest.
+    run(Command::new("skopeo")
+        .args(["copy", "--quiet", "--dest-tls-verify=false"])
+        .arg(format!("oci:{}:{tag}", layout.display()))
+        .arg(format!("docker://{repository}:{tag}")));
+    let by_digest = registry.skopeo_raw(&format!("{repository}@{digest}"));
+    assert_eq!(
+        by_digest,
+        registry.skopeo_raw(&format!("{repository}:{tag}"))
+    );
+    let file = work.path().join("etcd-backup.manifest");
+    std::fs::write(&file, &by_digest).unwrap();
+    assert_eq!(format!("sha256:{}", sha256_hex(&file)), digest);
+
+    let reference = format!("{repository}@{digest}");
+    let config: Value = serde_json::from_slice(
+        &run(Command::new("skopeo")
+            .args(["inspect", "--config", "--tls-verify=false"])
+            .arg(format!("docker://{reference}")))
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(config["os"], "linux");
+    assert_eq!(config["architecture"], "amd64");
+    assert_eq!(config["config"]["User"], "65532:65532");
+    assert_eq!(
+        config["config"]["Entrypoint"],
+        serde_json::json!(["/usr/local/bin/etcd-backup"])
+    );
+    // etcd-backup runs talosctl and age by their bare names: PATH must hold /usr/local/bin.
+    let env = config["config"]["Env"].as_array().unwrap();
+    assert!(env.contains(&"PATH=/usr/local/bin".into()), "{config}");
+
+    let root = work.path().join("backup-root");
+    unpack(&reference, &work.path().join("b"), &root);
+    assert!(!root.join("bin").exists(), "no shell, no /bin");
+    assert!(root.join("etc/ssl/certs/ca-certificates.crt").is_file());
+    for (name, built) in [
+        ("etcd-backup", inputs.bins.join("etcd-backup")),
+        ("talosctl", inputs.talosctl.clone()),
+        ("age", inputs.age.clone()),
+    ] {
+        assert_eq!(
+            std::fs::read(root.join("usr/local/bin").join(name)).unwrap(),
+            std::fs::read(&built).unwrap(),
+            "{name}"
+        );
+    }
+    assert_the_backup_programs_run(&root.join("usr/local/bin"), work.path());
+}
+
+/// From the unpacked image, with nothing of this machine's environment: talosctl and age say
+/// their pins, and etcd-backup, with PATH as the image sets it (here: the unpacked folder),
+/// finds talosctl and runs it. talosctl stops at its missing talosconfig, before any network.
+fn assert_the_backup_programs_run(bin: &Path, work: &Path) {
+    let said = stdout(
+        Command::new(bin.join("talosctl"))
+            .env_clear()
+            .args(["version", "--client"]),
+    );
+    assert!(said.contains(&testkit::pin("TALOSCTL_VERSION")), "{said}");
+    let said = stdout(Command::new(bin.join("age")).env_clear().arg("--version"));
+    assert_eq!(said.trim(), testkit::pin("AGE_VERSION"));
+
+    let out = Command::new(bin.join("etcd-backup"))
+        .env_clear()
+        .env("PATH", bin)
+        .envs([
+            ("SCW_ACCESS_KEY", "SCWXXXXXXXXXXXXXXXXX"),
+            ("SCW_SECRET_KEY", "11111111-1111-1111-1111-111111111111"),
+            (
+                "SCW_DEFAULT_PROJECT_ID",
+                "11111111-1111-1111-1111-111111111111",
+            ),
+            ("SCW_S3_ENDPOINT", "http://127.0.0.1:9"),
+        ])
+        .args(["--cluster", "edge-par", "--bucket", "edgepop-test"])
+        .args(["--region", "fr-par", "--node", "127.0.0.1"])
+        .args([
+            "--age-recipient",
+            "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p",
+        ])
+        .arg("--talosconfig")
+        .arg(work.join("no-talosconfig"))
+        .arg("--work-dir")
+        .arg(work)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("talosctl: error constructing client") && !stderr.contains("cannot run"),
+        "{stderr}"
+    );
+}
+
+/// A talosctl built with cgo (dynamic: it names a loader the image does not have) is refused by
+/// its path before anything is written. This test's own binary stands for it.
+#[test]
+fn the_backup_image_refuses_a_dynamic_talosctl_naming_it_and_writes_nothing() {
+    let work = tempfile::tempdir().unwrap();
+    // A 64-bit little-endian ELF header with no program header: static, as far as the check
+    // reads it.
+    let mut elf = vec![0u8; 64];
+    elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+    for name in ["etcd-backup", "age"] {
+        std::fs::write(work.path().join(name), &elf).unwrap();
+    }
+    let dynamic = std::env::current_exe().unwrap();
+    let out = work.path().join("etcd-backup-image");
+    let refused = oci_image()
+        .args(["backup", "--bin-dir"])
+        .arg(work.path())
+        .arg("--talosctl")
+        .arg(&dynamic)
+        .arg("--age")
+        .arg(work.path().join("age"))
+        .arg("--ca-bundle")
+        .arg(ca_bundle())
+        .arg("--out")
+        .arg(&out)
+        .env_remove("EDGEPOP_LOG")
+        .output()
+        .unwrap();
+    testkit::process::assert_refused(
+        &refused,
+        2,
+        &[
+            &dynamic.display().to_string(),
+            "dynamically linked",
+            "CGO_ENABLED=0",
+        ],
+    );
+    assert!(!out.exists());
 }
