@@ -7,9 +7,9 @@
 //! (pkg/wasm/imagefetcher.go `PrepareFetch`: the manifest's digest against `sha256`) is replayed
 //! on what render-edge renders from the record.
 //!
-//! The etcd-backup image likewise: built twice to one digest, then copied into the registry and
-//! read back by skopeo, where etcd-backup runs talosctl (the pinned build beside it) by its bare
-//! name from the image's PATH.
+//! The etcd-backup image likewise: built twice to one digest, published (the record pins it for
+//! render-platform) and read back by skopeo, where etcd-backup runs talosctl (the pinned build
+//! beside it) by its bare name from the image's PATH.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::TcpListener;
@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
+use pop_common::records::PublishedImages;
 use serde_json::Value;
 use testkit::workspace;
 
@@ -380,6 +381,8 @@ fn published_images_read_back_by_skopeo_are_what_the_record_pins_and_istio_would
     assert_eq!(record["registry"], namespace.as_str());
     assert_eq!(record["filter"]["digest"], filter_digest.as_str());
     assert_eq!(record["lists_refresh"]["digest"], lists_digest.as_str());
+    // Without --backup there is no backup image to pin: the field is left out, not invented.
+    assert!(record.get("etcd_backup").is_none(), "{record}");
     // Publishing again pushes nothing new and records the same thing.
     assert_eq!(publish(), text);
 
@@ -721,9 +724,9 @@ fn the_backup_image_builds_to_the_same_digest_in_two_directories() {
 }
 
 #[test]
-fn the_backup_image_read_back_by_skopeo_runs_etcd_backup_with_the_pinned_programs_beside_it() {
+fn the_backup_image_published_and_read_back_by_skopeo_runs_etcd_backup_with_its_programs() {
     let test =
-        "the_backup_image_read_back_by_skopeo_runs_etcd_backup_with_the_pinned_programs_beside_it";
+        "the_backup_image_published_and_read_back_by_skopeo_runs_etcd_backup_with_its_programs";
     if !have("docker-registry") || !have("skopeo") {
         testkit::skip_or_fail(
             test,
@@ -738,40 +741,30 @@ fn the_backup_image_read_back_by_skopeo_runs_etcd_backup_with_the_pinned_program
     let layout = work.path().join("etcd-backup");
     let digest = inputs.build(&layout);
     let registry = Registry::start();
-    let repository = format!("{}/edgepop/etcd-backup", registry.host);
-    let tag = env!("CARGO_PKG_VERSION");
-    // skopeo reads the layout and pushes it as it is: the registry must hold the built digest.
-    run(Command::new("skopeo")
-        .args(["copy", "--quiet", "--dest-tls-verify=false"])
-        .arg(format!("oci:{}:{tag}", layout.display()))
-        .arg(format!("docker://{repository}:{tag}")));
-    let by_digest = registry.skopeo_raw(&format!("{repository}@{digest}"));
-    assert_eq!(
-        by_digest,
-        registry.skopeo_raw(&format!("{repository}:{tag}"))
+    let namespace = format!("{}/edgepop", registry.host);
+    // Tiny filter and lists layouts beside it: the backup image is what is tested here.
+    testkit::oci_image::tiny_layouts(oci_image, work.path(), &namespace);
+    let text = stdout(
+        oci_image()
+            .current_dir(work.path())
+            .args(["publish", "--edge-config", "edge.json"])
+            .args(["--filter", "f", "--lists", "l", "--backup"])
+            .arg(&layout),
     );
+    // The record as render-platform reads it: the backup pinned by the digest that was built.
+    let record: PublishedImages = serde_json::from_str(&text).unwrap();
+    let backup = record.etcd_backup.expect("no etcd_backup in the record");
+    assert_eq!(backup.repository, format!("{namespace}/etcd-backup"));
+    assert_eq!(backup.digest.as_str(), digest);
+    let reference = backup.pinned();
+
+    let by_digest = registry.skopeo_raw(&reference);
+    let by_tag = registry.skopeo_raw(&format!("{}:{}", backup.repository, backup.tag));
+    assert_eq!(by_digest, by_tag);
     let file = work.path().join("etcd-backup.manifest");
     std::fs::write(&file, &by_digest).unwrap();
     assert_eq!(format!("sha256:{}", sha256_hex(&file)), digest);
-
-    let reference = format!("{repository}@{digest}");
-    let config: Value = serde_json::from_slice(
-        &run(Command::new("skopeo")
-            .args(["inspect", "--config", "--tls-verify=false"])
-            .arg(format!("docker://{reference}")))
-        .stdout,
-    )
-    .unwrap();
-    assert_eq!(config["os"], "linux");
-    assert_eq!(config["architecture"], "amd64");
-    assert_eq!(config["config"]["User"], "65532:65532");
-    assert_eq!(
-        config["config"]["Entrypoint"],
-        serde_json::json!(["/usr/local/bin/etcd-backup"])
-    );
-    // etcd-backup runs talosctl and age by their bare names: PATH must hold /usr/local/bin.
-    let env = config["config"]["Env"].as_array().unwrap();
-    assert!(env.contains(&"PATH=/usr/local/bin".into()), "{config}");
+    assert_the_backup_config_runs_etcd_backup_as_nonroot(&reference);
 
     let root = work.path().join("backup-root");
     unpack(&reference, &work.path().join("b"), &root);
@@ -789,6 +782,27 @@ fn the_backup_image_read_back_by_skopeo_runs_etcd_backup_with_the_pinned_program
         );
     }
     assert_the_backup_programs_run(&root.join("usr/local/bin"), work.path());
+}
+
+/// skopeo's view of the image's config: etcd-backup as the entrypoint, run as 65532, with
+/// /usr/local/bin on PATH (etcd-backup runs talosctl and age by their bare names).
+fn assert_the_backup_config_runs_etcd_backup_as_nonroot(reference: &str) {
+    let config: Value = serde_json::from_slice(
+        &run(Command::new("skopeo")
+            .args(["inspect", "--config", "--tls-verify=false"])
+            .arg(format!("docker://{reference}")))
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(config["os"], "linux");
+    assert_eq!(config["architecture"], "amd64");
+    assert_eq!(config["config"]["User"], "65532:65532");
+    assert_eq!(
+        config["config"]["Entrypoint"],
+        serde_json::json!(["/usr/local/bin/etcd-backup"])
+    );
+    let env = config["config"]["Env"].as_array().unwrap();
+    assert!(env.contains(&"PATH=/usr/local/bin".into()), "{config}");
 }
 
 /// From the unpacked image, with nothing of this machine's environment: talosctl and age say

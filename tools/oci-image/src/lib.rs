@@ -11,6 +11,7 @@
 //!                  --ca-bundle /etc/ssl/certs/ca-certificates.crt --out target/images/etcd-backup
 //! oci-image publish --edge-config config/edge.json \
 //!                   --filter target/images/pow-filter --lists target/images/lists-refresh \
+//!                   --backup target/images/etcd-backup \
 //!                   > talos/_out/published-images.json                     # PublishedImages
 //! ```
 //!
@@ -20,7 +21,8 @@
 //!   binaries) and a CA bundle on no base image: no shell, no package manager, user 65532.
 //! - `backup`: etcd-backup, with the talosctl and age it runs (static, at the pins
 //!   `pipelines/upstream.sh` builds), and a CA bundle, the same way (see [`images`]).
-//! - `publish`: pushes both to the edge config's `images.registry`; credentials come from
+//! - `publish`: pushes them to the edge config's `images.registry` (the backup image when
+//!   `--backup` names it; the record's `etcd_backup` is absent otherwise); credentials come from
 //!   `EDGEPOP_REGISTRY_USERNAME` and `EDGEPOP_REGISTRY_PASSWORD`, or from the docker-style auth
 //!   file named by `EDGEPOP_REGISTRY_AUTH_FILE` (mode 0600), never from the command line.
 //!
@@ -48,6 +50,7 @@ use crate::registry::{Client, Credentials, Host};
 /// The repositories, under the configured registry.
 pub const FILTER_REPOSITORY: &str = "pow-filter";
 pub const LISTS_REPOSITORY: &str = "lists-refresh";
+pub const BACKUP_REPOSITORY: &str = "etcd-backup";
 
 /// Build the edge's OCI images reproducibly, and push them to a registry.
 #[derive(Debug, Parser)]
@@ -103,7 +106,7 @@ pub enum Command {
         #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
         tag: String,
     },
-    /// Push both layouts to the edge config's registry; writes a PublishedImages record.
+    /// Push the layouts to the edge config's registry; writes a PublishedImages record.
     Publish {
         /// The edge config: its `images.registry` names where to push.
         #[arg(long, value_name = "FILE")]
@@ -114,6 +117,10 @@ pub enum Command {
         /// The lists image layout (`oci-image lists`).
         #[arg(long, value_name = "DIR")]
         lists: PathBuf,
+        /// The etcd-backup image layout (`oci-image backup`), recorded as `etcd_backup`: the
+        /// image the platform layer's backup CronJob runs.
+        #[arg(long, value_name = "DIR")]
+        backup: Option<PathBuf>,
         /// Also write the record to this file (atomically). It must be the file the edge
         /// config's `images.published` names, which render-edge reads.
         #[arg(long, value_name = "FILE")]
@@ -136,6 +143,7 @@ pub struct Publish {
     pub credentials: Option<Credentials>,
     pub filter: PathBuf,
     pub lists: PathBuf,
+    pub backup: Option<PathBuf>,
     pub record: Option<PathBuf>,
 }
 
@@ -359,9 +367,11 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
             edge_config,
             filter,
             lists,
+            backup,
             record,
         } => {
-            let publish = resolve_publish(env, edge_config, (filter, lists), record.as_deref())?;
+            let layouts = (filter.as_path(), lists.as_path(), backup.as_deref());
+            let publish = resolve_publish(env, edge_config, layouts, record.as_deref())?;
             Ok(Config::Publish(Box::new(publish)))
         }
     }
@@ -386,7 +396,7 @@ fn program(
 fn resolve_publish(
     env: &Env,
     edge_config: &Path,
-    layouts: (&Path, &Path),
+    layouts: (&Path, &Path, Option<&Path>),
     record: Option<&Path>,
 ) -> Result<Publish, Error> {
     let config: EdgeImages = read_json(edge_config)?;
@@ -434,6 +444,7 @@ fn resolve_publish(
         credentials,
         filter: layouts.0.to_path_buf(),
         lists: layouts.1.to_path_buf(),
+        backup: layouts.2.map(Path::to_path_buf),
         record: record.map(Path::to_path_buf),
     })
 }
@@ -451,7 +462,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Builds an image layout (printing its manifest digest) or publishes both (printing the
+/// Builds an image layout (printing its manifest digest) or publishes the layouts (printing the
 /// PublishedImages record).
 pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result<(), Error> {
     match config {
@@ -468,54 +479,59 @@ pub fn run(config: &Config, _input: impl Read, mut output: impl Write) -> Result
             writeln!(output, "{}", built.manifest_digest).output()?;
             Ok(output.flush().output()?)
         }
-        Config::Publish(publish) => {
-            let filter = Layout::read(&publish.filter).map_err(Error::Usage)?;
-            let lists = Layout::read(&publish.lists).map_err(Error::Usage)?;
-            let client = Client::new(publish.host.clone(), publish.credentials.clone());
-            let mut pushed = Vec::new();
-            for (layout, name) in [(&filter, FILTER_REPOSITORY), (&lists, LISTS_REPOSITORY)] {
-                let path = publish
-                    .registry
-                    .split_once('/')
-                    .map(|(_, p)| p)
-                    .unwrap_or_default();
-                let repository = format!("{path}/{name}");
-                let digest = client
-                    .push(layout, &repository)
-                    .map_err(|e| Error::Failed(e.0))?;
-                pop_common::info!(
-                    "pushed {}/{name}:{} as {digest}",
-                    publish.registry,
-                    layout.tag
-                );
-                pushed.push(PublishedImage {
-                    repository: format!("{}/{name}", publish.registry),
-                    tag: layout.tag.clone(),
-                    digest: Digest::parse(&digest).map_err(Error::Failed)?,
-                });
-            }
-            let [filter, lists_refresh] = <[PublishedImage; 2]>::try_from(pushed)
-                .map_err(|_| Error::Failed("two images were expected".into()))?;
-            let record = PublishedImages {
-                kind: Kind::new(),
-                version: Version,
-                registry: publish.registry.clone(),
-                filter,
-                lists_refresh,
-                // Not pushed here yet: the platform layer refuses an etcd backup without it.
-                etcd_backup: None,
-            };
-            let mut text = serde_json::to_vec_pretty(&record)
-                .map_err(|e| Error::Failed(format!("encoding the record: {e}")))?;
-            text.push(b'\n');
-            if let Some(path) = &publish.record {
-                write_atomically(path, &text)
-                    .map_err(|e| Error::Failed(format!("{}: {e}", path.display())))?;
-            }
-            output.write_all(&text).output()?;
-            Ok(output.flush().output()?)
-        }
+        Config::Publish(publish) => publish_all(publish, output),
     }
+}
+
+/// Pushes every layout, each read and checked first (a broken one pushes nothing), then writes
+/// the PublishedImages record.
+fn publish_all(publish: &Publish, mut output: impl Write) -> Result<(), Error> {
+    let filter = Layout::read(&publish.filter).map_err(Error::Usage)?;
+    let lists = Layout::read(&publish.lists).map_err(Error::Usage)?;
+    let backup = publish.backup.as_deref().map(Layout::read);
+    let backup = backup.transpose().map_err(Error::Usage)?;
+    let client = Client::new(publish.host.clone(), publish.credentials.clone());
+    let push = |layout: &Layout, name: &str| push_one(&client, &publish.registry, layout, name);
+    let record = PublishedImages {
+        kind: Kind::new(),
+        version: Version,
+        registry: publish.registry.clone(),
+        filter: push(&filter, FILTER_REPOSITORY)?,
+        lists_refresh: push(&lists, LISTS_REPOSITORY)?,
+        // Absent without --backup: the platform layer then refuses to render an etcd backup.
+        etcd_backup: backup
+            .as_ref()
+            .map(|layout| push(layout, BACKUP_REPOSITORY))
+            .transpose()?,
+    };
+    let mut text = serde_json::to_vec_pretty(&record)
+        .map_err(|e| Error::Failed(format!("encoding the record: {e}")))?;
+    text.push(b'\n');
+    if let Some(path) = &publish.record {
+        write_atomically(path, &text)
+            .map_err(|e| Error::Failed(format!("{}: {e}", path.display())))?;
+    }
+    output.write_all(&text).output()?;
+    Ok(output.flush().output()?)
+}
+
+/// Pushes one layout to `<registry>/<name>`; the record's entry for it.
+fn push_one(
+    client: &Client,
+    registry: &str,
+    layout: &Layout,
+    name: &str,
+) -> Result<PublishedImage, Error> {
+    let path = registry.split_once('/').map(|(_, p)| p).unwrap_or_default();
+    let digest = client
+        .push(layout, &format!("{path}/{name}"))
+        .map_err(|e| Error::Failed(e.0))?;
+    pop_common::info!("pushed {registry}/{name}:{} as {digest}", layout.tag);
+    Ok(PublishedImage {
+        repository: format!("{registry}/{name}"),
+        tag: layout.tag.clone(),
+        digest: Digest::parse(&digest).map_err(Error::Failed)?,
+    })
 }
 
 #[cfg(test)]
