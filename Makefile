@@ -262,9 +262,10 @@ diff-edge: guard-cluster $(EDGE_OBJECTS) $(EDGE_NAMES) ## Show what apply-edge w
 check-manifests: $(BIN)/render-edge $(BIN)/manifest-check ## Render the committed edge examples (filter off and on) and validate every object against the upstream schemas
 	@SCHEMAS_DIR='$(SCHEMAS_DIR)' BIN='$(BIN)' pipelines/check-manifests.sh
 
-# The edge's two images, built without a container engine (tools/oci-image): reproducible OCI
-# layouts under target/images, pushed by `make publish-images` to the edge config's
-# images.registry; the PublishedImages record pins both by manifest digest for render-edge.
+# The images the cluster runs, built without a container engine (tools/oci-image): reproducible
+# OCI layouts under target/images, pushed by `make publish-images` to the edge config's
+# images.registry; the PublishedImages record pins each by manifest digest for render-edge (the
+# filter, the lists) and render-platform (the etcd backup).
 IMAGES_DIR   := $(TARGET_DIR)/images
 FILTER_IMAGE := $(IMAGES_DIR)/pow-filter
 LISTS_IMAGE  := $(IMAGES_DIR)/lists-refresh
@@ -307,8 +308,8 @@ backup-image: backup-musl $(BIN)/oci-image ## The etcd-backup image (etcd-backup
 # (a 0600 docker-style auth.json), from the environment: never on the command line.
 # The record goes to PUBLISHED_IMAGES, which must be the file the edge config's images.published
 # names (oci-image checks it before pushing anything).
-publish-images: filter-image lists-image $(EDGE_CONFIG) ## Push both images to the edge config's images.registry; writes talos/_out/published-images.json (pinned by digest)
-	$(BIN)/oci-image publish --edge-config '$(EDGE_CONFIG)' --filter '$(FILTER_IMAGE)' --lists '$(LISTS_IMAGE)' --record '$(PUBLISHED_IMAGES)'
+publish-images: filter-image lists-image backup-image $(EDGE_CONFIG) ## Push the filter, lists and etcd-backup images to the edge config's images.registry; writes talos/_out/published-images.json (pinned by digest)
+	$(BIN)/oci-image publish --edge-config '$(EDGE_CONFIG)' --filter '$(FILTER_IMAGE)' --lists '$(LISTS_IMAGE)' --backup '$(BACKUP_IMAGE)' --record '$(PUBLISHED_IMAGES)'
 
 setup-images:
 	@pipelines/setup.sh images
