@@ -424,21 +424,9 @@ fn read_published(
             ));
         }
     }
-    for (field, image) in [
-        ("filter", &record.filter),
-        ("lists_refresh", &record.lists_refresh),
-    ] {
-        if !image
-            .repository
-            .starts_with(&format!("{}/", record.registry))
-        {
-            return Err(InputError::field(
-                &path,
-                format!("{field}.repository"),
-                format!("`{}` is outside `{}`", image.repository, record.registry),
-            ));
-        }
-    }
+    record
+        .check_repositories()
+        .map_err(|(field, why)| InputError::field(&path, field, why))?;
     Ok(record)
 }
 

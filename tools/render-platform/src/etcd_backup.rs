@@ -391,6 +391,17 @@ mod tests {
             err.contains("published-images.json") && err.contains("etcd_backup"),
             "{err}"
         );
+        // An image pushed somewhere else than the record's registry.
+        let path = published(dir.path(), true);
+        let mut record: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        record["etcd_backup"]["repository"] = json!("docker.io/someone/etcd-backup");
+        std::fs::write(&path, record.to_string()).unwrap();
+        let err = render(dir.path(), Some(path)).unwrap_err().to_string();
+        assert!(
+            err.contains("etcd_backup.repository") && err.contains("is outside"),
+            "{err}"
+        );
         assert!(!dir.path().join("rendered").exists());
     }
 

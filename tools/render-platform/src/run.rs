@@ -159,6 +159,9 @@ fn render_all(
 fn backup_image(published: Option<&Path>) -> Result<String, Error> {
     let path = published.ok_or(Error::PublishedImages)?;
     let record: PublishedImages = pop_common::input::read_json(path)?;
+    record
+        .check_repositories()
+        .map_err(|(field, why)| InputError::field(path, field, why))?;
     let image = record.etcd_backup.ok_or_else(|| {
         InputError::field(
             path,

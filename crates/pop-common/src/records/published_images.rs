@@ -53,6 +53,28 @@ impl RecordKind for PublishedImages {
     const KIND: &'static str = "PublishedImages";
 }
 
+impl PublishedImages {
+    /// Every image's repository is under the record's registry; `Err((field, why))` names the
+    /// first that is not (`filter.repository`, ...).
+    pub fn check_repositories(&self) -> Result<(), (String, String)> {
+        let images = [
+            ("filter", Some(&self.filter)),
+            ("lists_refresh", Some(&self.lists_refresh)),
+            ("etcd_backup", self.etcd_backup.as_ref()),
+        ];
+        for (field, image) in images {
+            let Some(image) = image else { continue };
+            if !image.repository.starts_with(&format!("{}/", self.registry)) {
+                return Err((
+                    format!("{field}.repository"),
+                    format!("`{}` is outside `{}`", image.repository, self.registry),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One image as pushed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
