@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make cluster-status`: one table of what the layers put on the cluster, to check each step of a
 # deployment. PROFILE=edge (the default): nodes, Cilium, cert-manager, Istio, the Gateway API
-# CRDs, Gateways, Certificates and the filter's WasmPlugin. PROFILE=onprem: the base's own
-# checks, each row saying where to look when it is not ok: nodes Ready, `cilium status`, the
-# default StorageClass, Traefik's external address, the CrowdSec bouncer registered and pulling,
+# CRDs, Gateways, Certificates, the filter's WasmPlugin and, when there is one, the scheduled
+# etcd backup's last run. PROFILE=onprem: the base's own checks, each row saying where to look
+# when it is not ok: nodes Ready, `cilium status`, the default StorageClass, Traefik's external
+# address, the CrowdSec bouncer registered and pulling,
 # the public address reached from inside the cluster (the router's hairpin, which HTTP-01 needs),
 # and the smoke test's name answering in HTTPS at the public address; the names it checks come
 # from render-platform's status.env (NAMES). Exits 0 when every row is ok, 1 otherwise (2 when
@@ -204,5 +205,25 @@ objects() {
 objects gateway gateways.gateway.networking.k8s.io Programmed '{.status.addresses[*].value}'
 objects certificate certificates.cert-manager.io Ready 'expires {.status.notAfter}'
 objects filter wasmplugins.extensions.istio.io - '{.spec.url}'
+
+# The scheduled etcd backup, when the platform config sets one (no row otherwise). The CronJob
+# controller records when it last started a run and when one last succeeded, and lists the runs
+# still going (batch/v1 CronJobStatus: lastScheduleTime, lastSuccessfulTime, active): a start
+# after the last success, with nothing running, is a run that failed. The times are RFC 3339 UTC,
+# so they compare as text.
+backup_name=etcd-backup/cronjob/etcd-backup
+if backup=$(kubectl -n etcd-backup get cronjob etcd-backup -o jsonpath='{.spec.schedule}|{.status.lastScheduleTime}|{.status.lastSuccessfulTime}|{.status.active[*].name}' 2>/dev/null); then
+  IFS="$sep" read -r schedule started succeeded running <<<"$backup"
+  look="look at: kubectl -n etcd-backup get jobs, then kubectl -n etcd-backup logs job/NAME"
+  if [[ -n "$running" ]]; then
+    row etcd-backup "$backup_name" ok "running ($running); last success ${succeeded:-never}"
+  elif [[ -z "$started" ]]; then
+    row etcd-backup "$backup_name" PENDING "no run yet (schedule $schedule, UTC)"
+  elif [[ -z "$succeeded" || "$succeeded" < "$started" ]]; then
+    row etcd-backup "$backup_name" FAILING "the run started $started did not succeed (last success ${succeeded:-never}); $look"
+  else
+    row etcd-backup "$backup_name" ok "last success $succeeded (schedule $schedule, UTC)"
+  fi
+fi
 
 if (( not_ok )); then echo "cluster-status: $not_ok row(s) not ok" >&2; exit 1; fi

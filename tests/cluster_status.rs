@@ -267,6 +267,53 @@ fn what_is_not_ok_is_named_and_the_exit_is_non_zero() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("row(s) not ok"));
 }
 
+/// The scheduled etcd backup's row, from the CronJob's status: none without the CronJob; ok
+/// after a success or while a run is going; PENDING before the first run; FAILING when the last
+/// run started after the last success.
+#[test]
+fn the_etcd_backup_s_last_run_is_a_row_when_there_is_a_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let answers = answers_in(dir.path());
+    healthy(&answers, &pin("GATEWAY_API_VERSION"));
+    let name = "etcd-backup/cronjob/etcd-backup";
+    let cronjob = "etcd-backup_cronjob_etcd-backup";
+    let table = table_of(&status(&answers, dir.path()), 0);
+    assert!(!table.contains(name), "{table}");
+    for (status, code, state, detail) in [
+        (
+            "23 * * * *|2026-12-01T10:23:00Z|2026-12-01T10:23:41Z|",
+            0,
+            "ok",
+            "last success 2026-12-01T10:23:41Z",
+        ),
+        (
+            "23 * * * *|2026-12-01T11:23:00Z|2026-12-01T10:23:41Z|etcd-backup-29412323",
+            0,
+            "ok",
+            "running (etcd-backup-29412323)",
+        ),
+        ("23 * * * *|||", 1, "PENDING", "no run yet"),
+        (
+            "23 * * * *|2026-12-01T11:23:00Z|2026-12-01T10:23:41Z|",
+            1,
+            "FAILING",
+            "the run started 2026-12-01T11:23:00Z did not succeed",
+        ),
+        (
+            "23 * * * *|2026-12-01T11:23:00Z||",
+            1,
+            "FAILING",
+            "(last success never)",
+        ),
+    ] {
+        answer(&answers, cronjob, status);
+        let table = table_of(&status_of(&answers, dir.path(), &[]), code);
+        let got = row(&table, name);
+        assert_eq!(got[2], state, "{table}");
+        assert!(got[3..].join(" ").contains(detail), "{table}");
+    }
+}
+
 /// What render-platform writes for the onprem example (its status.env), and a healthy on-premises
 /// cluster's answers.
 fn onprem(dir: &Path) -> (PathBuf, PathBuf) {
@@ -561,6 +608,7 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
     let dir = tempfile::tempdir().unwrap();
     let answers = answers_in(dir.path());
     assert_the_edge_table_reads_the_cluster(&plane, &kubectl, &answers, dir.path());
+    assert_the_backup_row_reads_the_cron_job(&plane, &kubectl, &answers, dir.path());
     assert_the_onprem_queries_read_the_cluster(&plane, &kubectl, dir.path());
     assert_what_is_broken_in_the_cluster_is_not_ok(&plane, &kubectl, &answers, dir.path());
 }
@@ -659,6 +707,67 @@ fn assert_the_edge_table_reads_the_cluster(
         row(&table, "edge/pow-filter")[3],
         "oci://ghcr.io/edgepop/pow-filter@sha256:ab"
     );
+}
+
+/// The backup's CronJob as the platform layer renders it, its status as the CronJob controller
+/// writes it: a success, then a later run that did not succeed.
+fn assert_the_backup_row_reads_the_cron_job(
+    plane: &ControlPlane,
+    kubectl: &Path,
+    answers: &Path,
+    dir: &Path,
+) {
+    let render = dir.join("backup-render");
+    fs::create_dir_all(&render).unwrap();
+    crate::etcd_backup_objects::render_with_backup(&render);
+    let list: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(render.join("rendered/etcd-backup.json")).unwrap(),
+    )
+    .unwrap();
+    let mut cron_job = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "CronJob")
+        .unwrap()
+        .clone();
+    // February 30th: the controller manager's CronJob controller never starts a run of its own
+    // while the test writes the status.
+    cron_job["spec"]["schedule"] = serde_json::json!("0 0 30 2 *");
+    plane.kubectl_ok(&["create", "namespace", "etcd-backup"], "");
+    plane.kubectl_ok(&["create", "-f", "-"], &cron_job.to_string());
+    let what = ["-n", "etcd-backup", "cronjob", "etcd-backup"];
+    let name = "etcd-backup/cronjob/etcd-backup";
+    let (code, table) = status_real(plane, kubectl, answers, dir, &[]);
+    assert_eq!(
+        (code, row(&table, name)[2]),
+        (Some(1), "PENDING"),
+        "{table}"
+    );
+    set_status(
+        plane,
+        &what,
+        &serde_json::json!({"lastScheduleTime": "2026-12-01T10:23:00Z",
+                            "lastSuccessfulTime": "2026-12-01T10:23:41Z"}),
+    );
+    let (code, table) = status_real(plane, kubectl, answers, dir, &[]);
+    assert_eq!(code, Some(0), "{table}");
+    assert_eq!(
+        row(&table, name)[3..6],
+        ["last", "success", "2026-12-01T10:23:41Z"]
+    );
+    set_status(
+        plane,
+        &what,
+        &serde_json::json!({"lastScheduleTime": "2026-12-01T11:23:00Z"}),
+    );
+    let (code, table) = status_real(plane, kubectl, answers, dir, &[]);
+    assert_eq!(
+        (code, row(&table, name)[2]),
+        (Some(1), "FAILING"),
+        "{table}"
+    );
+    plane.kubectl_ok(&["delete", "namespace", "etcd-backup", "--wait=true"], "");
 }
 
 /// The onprem profile's queries on the same nodes: the StorageClass, Traefik's address.
