@@ -49,6 +49,13 @@ pub use error::Error;
 pub use programs::{Programs, Snapshots, parse_snapshot_info};
 pub use prune::{is_backup_name, object_name, to_prune};
 
+/// The upload's parts: 32 MiB, two at once, so the pod holds about 64 MiB of them (its limit is
+/// 512 MiB); etcd's default 2 GiB quota makes 64 parts, far below Object Storage's 1,000.
+const UPLOAD_PARTS: Multipart = Multipart {
+    part_size: 32 * 1024 * 1024,
+    parallel: 2,
+};
+
 /// Where Talos mounts a Talos ServiceAccount's talosconfig in a pod (constants.go
 /// `ServiceAccountMountPath` and `TalosconfigFilename` at v1.13.9).
 pub const IN_CLUSTER_TALOSCONFIG: &str = "/var/run/secrets/talos.dev/config";
@@ -279,7 +286,7 @@ pub fn run_with(
             &config.bucket,
             &key,
             &sealed,
-            Multipart::default(),
+            UPLOAD_PARTS,
             &[
                 ("etcd-hash", &status.hash),
                 ("etcd-revision", &revision),
