@@ -359,7 +359,7 @@ apply() {
 diff_platform() {
   check_all
   check_secrets
-  local entry flags rc chart_crds secrets use_plugin=no
+  local entry flags rc chart_crds secrets ref refs use_plugin=no
   if helm diff version >/dev/null 2>&1; then use_plugin=yes; fi
   for entry in "${components[@]}"; do
     component "$entry"
@@ -372,7 +372,16 @@ diff_platform() {
       namespaces|objects)
         say "diff: $name"
         rc=0; kubectl diff --server-side --force-conflicts --field-manager="$field_manager" -f "$rendered_dir/$name.json" || rc=$?
-        (( rc <= 1 )) || die "kubectl diff failed on $name" ;;
+        (( rc <= 1 )) || die "kubectl diff failed on $name"
+        # The environment Secrets: what the apply would do with each, never their values.
+        IFS=, read -r -a refs <<<"$list"
+        for ref in "${refs[@]}"; do
+          if [[ -n "$(environment_secret "$ref")" ]]; then
+            say "diff: $name: the Secret $ref would be applied from the environment (values not shown)"
+          else
+            say "diff: $name: the Secret $ref stays as it is in the cluster (no environment variable makes it)"
+          fi
+        done ;;
       secrets)
         say "diff: $name"
         # kubectl diff masks the values of Secrets.

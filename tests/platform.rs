@@ -1058,20 +1058,23 @@ fn the_backup_s_key_comes_from_the_environment_or_the_cluster_and_never_from_an_
     world.fails_saying("apply", &[crds, half], &["EDGEPOP_BACKUP_SECRET_KEY"]);
     assert!(mutating(&world.calls()).is_empty());
 
-    // The whole key: the Secret is applied after the component's objects, through stdin.
+    // The whole key. The dry-run twin says what the apply would do, and changes nothing.
     let secret = "33333333-3333-4333-8333-333333333333";
-    let (calls, said) = world.succeeds(
-        "apply",
-        &[
-            crds,
-            half,
-            ("EDGEPOP_BACKUP_SECRET_KEY", secret),
-            (
-                "EDGEPOP_BACKUP_PROJECT_ID",
-                "22222222-2222-4222-8222-222222222222",
-            ),
-        ],
-    );
+    let project = "22222222-2222-4222-8222-222222222222";
+    let key = [
+        crds,
+        half,
+        ("EDGEPOP_BACKUP_SECRET_KEY", secret),
+        ("EDGEPOP_BACKUP_PROJECT_ID", project),
+    ];
+    let before = world.calls().len();
+    let (calls, said) = world.succeeds("diff", &key);
+    assert!(mutating(&calls[before..]).is_empty(), "{calls:?}");
+    let would = "the Secret etcd-backup/etcd-backup-object-storage would be applied from the \
+                 environment (values not shown)";
+    assert!(said.contains(would) && !said.contains(secret), "{said}");
+    // The apply: the Secret goes after the component's objects, through stdin.
+    let (calls, said) = world.succeeds("apply", &key);
     assert!(!calls.iter().any(|c| c.contains(secret)), "{calls:?}");
     let objects = world.rendered("etcd-backup");
     let applied = starting_with(&calls, "kubectl apply");
