@@ -2,13 +2,16 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Now, in seconds since the Unix epoch (0 for a clock set before 1970).
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// Now, as `2026-06-19T17:00:00Z`.
 pub fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    rfc3339(secs)
+    rfc3339(now_secs())
 }
 
 /// `secs` since the Unix epoch as the UTC civil `(year, month, day, hour, minute, second)`
@@ -35,6 +38,13 @@ pub fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
 pub fn rfc3339(secs: u64) -> String {
     let (year, month, day, hour, minute, second) = civil(secs);
     format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
+}
+
+/// `secs` since the Unix epoch in ISO 8601's basic form, `20260619T170000Z`: SigV4's date, and
+/// the stamp of file and object names, which sort as the times do.
+pub fn basic(secs: u64) -> String {
+    let (year, month, day, hour, minute, second) = civil(secs);
+    format!("{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z")
 }
 
 /// Whether `text` is an RFC 3339 UTC time in the form this module writes

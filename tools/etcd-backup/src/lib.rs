@@ -238,9 +238,7 @@ pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), 
         &ThreadSleeper,
         input,
         output,
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        pop_common::time::now_secs(),
     )
 }
 

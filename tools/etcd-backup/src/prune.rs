@@ -9,8 +9,7 @@ const SUFFIX: &str = ".snapshot.age";
 /// `<cluster>-<YYYYMMDDTHHMMSSZ>.snapshot.age` for `now` (seconds since the epoch): the names
 /// sort as the times do.
 pub fn object_name(cluster: &str, now: u64) -> String {
-    let (year, month, day, hour, minute, second) = pop_common::time::civil(now);
-    format!("{cluster}-{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z{SUFFIX}")
+    format!("{cluster}-{}{SUFFIX}", pop_common::time::basic(now))
 }
 
 /// Whether `name` is a backup of `cluster` as [`object_name`] names them.

@@ -225,13 +225,6 @@ pub fn run(config: &Config, _input: impl Read, output: impl Write) -> Result<(),
     }
 }
 
-/// Now in Unix seconds, for the directories' signatures (0 before 1970, which expires them).
-pub(crate) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use pop_common::exit::WritingOutput;
 use crate::error::{Failure, RefreshError};
 use crate::generate::generate;
 use crate::plan::{agent_key_of, key_of};
-use crate::{Config, directory, unix_now};
+use crate::{Config, directory};
 
 /// Writes what it can, then fails naming what it could not.
 pub(crate) fn write_dir(
@@ -53,7 +53,7 @@ pub(crate) fn write_dir(
         &sources.agents,
         &previous_agents(dir, sources),
         sources.timeout_seconds,
-        unix_now(),
+        pop_common::time::now_secs(),
     );
     for name in &agents.refreshed {
         let Some(keys) = agents.keys.get(name) else {

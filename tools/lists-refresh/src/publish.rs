@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::error::{Failure, RefreshError};
 use crate::generate::generate;
 use crate::plan::{Layout, Plan, key_of, previous_agents, previous_of};
-use crate::{Cluster, Config, FIELD_MANAGER, Kube, directory, unix_now};
+use crate::{Cluster, Config, FIELD_MANAGER, Kube, directory};
 
 /// The WasmPlugin as read: its API path, name and object.
 struct WasmPlugin {
@@ -48,7 +48,7 @@ pub(crate) fn publish(
         &sources.agents,
         &previous_agents(&old_data),
         sources.timeout_seconds,
-        unix_now(),
+        pop_common::time::now_secs(),
     );
     failures.extend(agents.failures);
 

@@ -351,9 +351,7 @@ fn readable(path: &Path) -> Result<(), Error> {
 
 /// Reads the inventory on `input`, does the action, writes its records on `output`.
 pub fn run(config: &Config, input: impl Read, output: impl Write) -> Result<(), Error> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = pop_common::time::now_secs();
     run_with(config, &config.programs, &ThreadSleeper, now, input, output)
 }
 

@@ -21,9 +21,9 @@ fn step(n: usize, kind: EtcdStepKind, node: Option<&TalosNode>, says: String) ->
 
 /// `<dir>/<cluster>-<YYYYMMDDTHHMMSSZ>.snapshot`: the snapshot asked for at `secs` (UTC).
 pub fn snapshot_path(dir: &Path, cluster: &str, secs: u64) -> PathBuf {
-    let (year, month, day, hour, minute, second) = pop_common::time::civil(secs);
     dir.join(format!(
-        "{cluster}-{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z.snapshot"
+        "{cluster}-{}.snapshot",
+        pop_common::time::basic(secs)
     ))
 }
 

@@ -7,7 +7,6 @@ pub mod multipart;
 pub mod sigv4;
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use pop_common::wait::Sleeper;
 
@@ -222,10 +221,7 @@ impl<'a> S3<'a> {
                     self.sent.retries.fetch_add(1, Ordering::Relaxed);
                 }
                 // Signed again at each attempt: the date is part of the signature.
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                let date = sigv4::amz_date(now);
+                let date = sigv4::amz_date(pop_common::time::now_secs());
                 let mut headers = vec![
                     ("host".to_owned(), self.host.clone()),
                     ("x-amz-content-sha256".to_owned(), payload.clone()),

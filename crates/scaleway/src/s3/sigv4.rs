@@ -227,8 +227,7 @@ impl Signer {
 
 /// `YYYYMMDDTHHMMSSZ` for a Unix time (UTC).
 pub fn amz_date(unix_seconds: u64) -> String {
-    let (year, month, day, hour, minute, second) = pop_common::time::civil(unix_seconds);
-    format!("{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z")
+    pop_common::time::basic(unix_seconds)
 }
 
 #[cfg(test)]
