@@ -16,14 +16,33 @@ use serde_json::Value;
 /// Where the kubelet projects a pod's ServiceAccount credentials (`token`, `ca.crt`).
 pub const SERVICEACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// The API server's URL in a pod, from `KUBERNETES_SERVICE_HOST` and `_PORT` (an IPv6 host
-/// bracketed); `None` outside a cluster.
-pub fn in_cluster_url(host: Option<&str>, port: Option<&str>) -> Option<String> {
-    match (host, port) {
-        (Some(host), Some(port)) if host.contains(':') => Some(format!("https://[{host}]:{port}")),
-        (Some(host), Some(port)) => Some(format!("https://{host}:{port}")),
-        _ => None,
+/// Where the API server is: the URL given (`--api-server`), else the pod's, from
+/// `KUBERNETES_SERVICE_HOST` and `_PORT` (an IPv6 host bracketed).
+pub fn api_server(
+    given: Option<String>,
+    host: Option<&str>,
+    port: Option<&str>,
+) -> Result<String, ApiServerError> {
+    let url = match (given, host, port) {
+        (Some(url), _, _) => url,
+        (None, Some(host), Some(port)) if host.contains(':') => format!("https://[{host}]:{port}"),
+        (None, Some(host), Some(port)) => format!("https://{host}:{port}"),
+        _ => return Err(ApiServerError::NotInCluster),
+    };
+    if url.starts_with("https://") || url.starts_with("http://") {
+        Ok(url)
+    } else {
+        Err(ApiServerError::NotHttp(url))
     }
+}
+
+/// Why there is no API server to ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiServerError {
+    /// None given, and not in a pod.
+    NotInCluster,
+    /// The URL given is not an http(s) one.
+    NotHttp(String),
 }
 
 /// Why a call failed: the client's inputs (CA, token), or the API server's answer.

@@ -199,27 +199,22 @@ fn resolve_nodes(
     if !given.is_empty() {
         return Ok(Nodes::Given(given));
     }
-    let base = match api_server {
-        Some(url) => url,
-        None => kube_rest::in_cluster_url(
-            env.get("KUBERNETES_SERVICE_HOST")?,
-            env.get("KUBERNETES_SERVICE_PORT")?,
-        )
-        .ok_or_else(|| {
-            usage(
-                "node",
-                "none given, and not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) to read \
-                 the control planes from: name them, or give --api-server"
-                    .into(),
-            )
-        })?,
-    };
-    if !(base.starts_with("https://") || base.starts_with("http://")) {
-        return Err(usage(
-            "api-server",
-            format!("{base:?} is not an http(s) URL"),
-        ));
-    }
+    let base = kube_rest::api_server(
+        api_server,
+        env.get("KUBERNETES_SERVICE_HOST")?,
+        env.get("KUBERNETES_SERVICE_PORT")?,
+    )
+    .map_err(|error| match error {
+        kube_rest::ApiServerError::NotInCluster => usage(
+            "node",
+            "none given, and not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) to read the \
+             control planes from: name them, or give --api-server"
+                .into(),
+        ),
+        kube_rest::ApiServerError::NotHttp(url) => {
+            usage("api-server", format!("{url:?} is not an http(s) URL"))
+        }
+    })?;
     Ok(Nodes::FromCluster(ClusterApi {
         base,
         ca_file: serviceaccount_dir.join("ca.crt"),

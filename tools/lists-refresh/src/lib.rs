@@ -180,17 +180,15 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, RefreshError> {
 }
 
 fn resolve_cluster(cli: &Cli, env: &Env) -> Result<Cluster, RefreshError> {
-    let api_server = match &cli.api_server {
-        Some(url) => url.clone(),
-        None => kube_rest::in_cluster_url(
-            env.get("KUBERNETES_SERVICE_HOST")?,
-            env.get("KUBERNETES_SERVICE_PORT")?,
-        )
-        .ok_or(RefreshError::NotInCluster)?,
-    };
-    if !(api_server.starts_with("https://") || api_server.starts_with("http://")) {
-        return Err(RefreshError::ApiServerUrl(api_server));
-    }
+    let api_server = kube_rest::api_server(
+        cli.api_server.clone(),
+        env.get("KUBERNETES_SERVICE_HOST")?,
+        env.get("KUBERNETES_SERVICE_PORT")?,
+    )
+    .map_err(|error| match error {
+        kube_rest::ApiServerError::NotInCluster => RefreshError::NotInCluster,
+        kube_rest::ApiServerError::NotHttp(url) => RefreshError::ApiServerUrl(url),
+    })?;
     let now = match &cli.now {
         Some(now) if pop_common::time::is_rfc3339_utc(now) => now.clone(),
         Some(now) => return Err(RefreshError::Now(now.clone())),
