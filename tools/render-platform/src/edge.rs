@@ -23,6 +23,7 @@ pub const EDGE_COMPONENTS: &[Component] = &[
         kind: Kind::Objects {
             needs: &["ciliumclusterwidenetworkpolicies.cilium.io"],
             ready: None,
+            from_environment: &[],
         },
         depends_on: &["cilium"],
     },
@@ -90,6 +91,7 @@ pub const EDGE_COMPONENTS: &[Component] = &[
         kind: Kind::Objects {
             needs: &["serviceaccounts.talos.dev"],
             ready: None,
+            from_environment: &[crate::etcd_backup::SECRET_REF],
         },
         depends_on: &["cilium"],
     },

@@ -86,10 +86,9 @@ pub fn check(config: &EtcdBackupConfig) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
-/// `namespace/name` of the Secret the apply makes from the operator's environment.
-pub fn secret_ref() -> String {
-    format!("{NAMESPACE}/{OBJECT_STORAGE_SECRET}")
-}
+/// `namespace/name` of the Secret the apply makes from the operator's environment (the
+/// component's `from_environment`).
+pub const SECRET_REF: &str = "etcd-backup/etcd-backup-object-storage";
 
 /// The operator's environment variables that hold the job's Object Storage keys, and the key
 /// of the Secret (the variable the job reads) each one fills. An API key of an IAM application
@@ -107,10 +106,9 @@ pub fn environment_secret(
     reference: &str,
     env: &pop_common::tool::Env,
 ) -> Result<Option<Value>, String> {
-    if reference != secret_ref() {
+    if reference != SECRET_REF {
         return Err(format!(
-            "no component makes the Secret {reference} from the environment (known: {})",
-            secret_ref()
+            "no component makes the Secret {reference} from the environment (known: {SECRET_REF})"
         ));
     }
     let mut data = serde_json::Map::new();
@@ -450,7 +448,8 @@ mod tests {
                 "22222222-2222-4222-8222-222222222222",
             ),
         ]);
-        let secret = environment_secret(&secret_ref(), &all).unwrap().unwrap();
+        assert_eq!(SECRET_REF, format!("{NAMESPACE}/{OBJECT_STORAGE_SECRET}"));
+        let secret = environment_secret(SECRET_REF, &all).unwrap().unwrap();
         assert_eq!(secret["metadata"]["namespace"], NAMESPACE);
         assert_eq!(secret["metadata"]["name"], OBJECT_STORAGE_SECRET);
         assert_eq!(
@@ -458,9 +457,9 @@ mod tests {
             "MzMzMzMzMzMtMzMzMy00MzMzLTgzMzMtMzMzMzMzMzMzMzMz"
         );
         assert_eq!(secret["data"].as_object().unwrap().len(), 3);
-        assert_eq!(environment_secret(&secret_ref(), &env(&[])), Ok(None));
+        assert_eq!(environment_secret(SECRET_REF, &env(&[])), Ok(None));
         let partial = env(&[("EDGEPOP_BACKUP_ACCESS_KEY", "SCWBACKUPXXXXXXXXXXX")]);
-        let err = environment_secret(&secret_ref(), &partial).unwrap_err();
+        let err = environment_secret(SECRET_REF, &partial).unwrap_err();
         assert!(
             err.contains("EDGEPOP_BACKUP_ACCESS_KEY set but not EDGEPOP_BACKUP_SECRET_KEY, EDGEPOP_BACKUP_PROJECT_ID"),
             "{err}"

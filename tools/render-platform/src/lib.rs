@@ -278,12 +278,12 @@ pub fn plan(
                         line.list = template.names();
                     }
                 }
-                // The Secrets an objects component needs that the apply makes from the operator's
-                // environment (`render-platform --environment-secret NAMESPACE/NAME`).
-                Kind::Objects { .. } if component.name == etcd_backup::NAME => {
-                    line.list = vec![etcd_backup::secret_ref()];
+                Kind::Objects {
+                    from_environment, ..
+                } => {
+                    line.list = from_environment.iter().map(|r| (*r).to_owned()).collect();
                 }
-                Kind::Namespaces | Kind::Objects { .. } | Kind::Talos => {}
+                Kind::Namespaces | Kind::Talos => {}
             }
             Ok(line)
         })

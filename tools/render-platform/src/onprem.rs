@@ -50,6 +50,7 @@ pub const COMPONENTS: &[Component] = &[
         kind: Kind::Objects {
             needs: &[POOL_CRD, L2_CRD],
             ready: None,
+            from_environment: &[],
         },
         depends_on: &["cilium"],
     },
@@ -97,6 +98,7 @@ pub const COMPONENTS: &[Component] = &[
         kind: Kind::Objects {
             needs: &[SNAPSHOT_CLASS_CRD],
             ready: None,
+            from_environment: &[],
         },
         depends_on: &["snapshot-controller", "ceph-csi-rbd"],
     },
@@ -138,6 +140,7 @@ pub const COMPONENTS: &[Component] = &[
         kind: Kind::Objects {
             needs: &[MIDDLEWARE_CRD],
             ready: None,
+            from_environment: &[],
         },
         depends_on: &["traefik", "crowdsec"],
     },
@@ -148,6 +151,7 @@ pub const COMPONENTS: &[Component] = &[
         kind: Kind::Objects {
             needs: &[CLUSTER_ISSUER_CRD],
             ready: None,
+            from_environment: &[],
         },
         // HTTP-01 is answered through Traefik.
         depends_on: &["cert-manager", "traefik"],
@@ -173,6 +177,7 @@ pub const COMPONENTS: &[Component] = &[
         kind: Kind::Objects {
             needs: &[],
             ready: Some("deployment/whoami"),
+            from_environment: &[],
         },
         depends_on: &["letsencrypt", "external-dns", "crowdsec-bouncer"],
     },

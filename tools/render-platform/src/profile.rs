@@ -64,6 +64,9 @@ pub enum Kind {
         /// A workload whose rollout is waited for after the apply (`deployment/<name>` in the
         /// component's namespace).
         ready: Option<&'static str>,
+        /// Secrets (`namespace/name`) the apply makes from the operator's environment after the
+        /// objects (`render-platform --environment-secret`), listed in the plan line.
+        from_environment: &'static [&'static str],
     },
     Secrets,
     /// A Talos machine-config patch, applied through Talos's API to the nodes listed in the
@@ -235,7 +238,7 @@ pub fn plan_text(lines: &[PlanLine]) -> String {
     for line in lines {
         let c = &line.component;
         let (needs, ready) = match c.kind {
-            Kind::Objects { needs, ready } => (needs.join(","), ready.unwrap_or_default()),
+            Kind::Objects { needs, ready, .. } => (needs.join(","), ready.unwrap_or_default()),
             _ => (String::new(), ""),
         };
         let (crds_from, uninstalling) = match c.kind {
@@ -302,6 +305,7 @@ mod tests {
             kind: Kind::Objects {
                 needs: &["widgets.example.com"],
                 ready: None,
+                from_environment: &[],
             },
             depends_on,
         }
