@@ -32,7 +32,7 @@ fn inventory(config: &InfraConfig) -> Value {
             node("edge-par-cp-1", "controlplane", "instance", 1, None),
             node("edge-par-cp-2", "controlplane", "instance", 2, None),
             node("edge-par-cp-3", "controlplane", "instance", 3, None),
-            node(&config.worker.name, "worker", "elastic-metal", 0, Some("2001:db8::10")),
+            node(&config.workers[0].name, "worker", "elastic-metal", 0, Some("2001:db8::10")),
         ],
     })
 }

@@ -61,7 +61,7 @@ impl Env {
             fs::read_to_string(testkit::workspace::root().join("config/infra.example.json"))
                 .unwrap();
         let mut infra: Value = serde_json::from_str(&example).unwrap();
-        infra["worker"]["install_disk"] = "/dev/nvme0n1".into();
+        infra["workers"][0]["install_disk"] = "/dev/nvme0n1".into();
         env.write_config(&infra);
         // The pins as the repository has them.
         fs::copy(
@@ -293,7 +293,7 @@ fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_
 
     // A changed input regenerates the configs, never the secrets.
     let mut infra = env.config();
-    infra["worker"]["install_disk"] = "/dev/sdb".into();
+    infra["workers"][0]["install_disk"] = "/dev/sdb".into();
     env.write_config(&infra);
     ok(&env.infra("configs", &[]));
     assert_eq!(env.calls_with("config").len(), 3);
@@ -441,18 +441,18 @@ fn a_value_that_is_not_what_its_field_holds_stops_the_configs_before_talosctl() 
         ("install_disk", "/dev/sda\n    wipe: true".to_owned()),
     ] {
         let mut infra = env.config();
-        infra["worker"][field] = value.clone().into();
+        infra["workers"][0][field] = value.clone().into();
         env.write_config(&infra);
         let out = env.infra("configs", &[]);
         failed(
             &out,
             2,
-            &["infra.json", "worker.install_disk", "device path"],
+            &["infra.json", "workers[0].install_disk", "device path"],
         );
         assert!(!marker.exists(), "{value}");
     }
     let mut infra = env.config();
-    infra["worker"]["install_disk"] = "/dev/sda".into();
+    infra["workers"][0]["install_disk"] = "/dev/sda".into();
     infra["api_hostname"] = "api|e touch x|".into();
     env.write_config(&infra);
     failed(&env.infra("configs", &[]), 2, &["api_hostname"]);

@@ -546,7 +546,7 @@ fn write_configs(dir: &Path, rescue: &testkit::sshd::Rescue) {
     let mut infra = example("infra.example.json");
     infra["ssh_public_key_path"] = json!(rescue.path("user_key.pub"));
     infra["ssh_private_key_path"] = json!(rescue.path("user_key"));
-    infra["worker"]["install_disk"] = json!(rescue.disk());
+    infra["workers"][0]["install_disk"] = json!(rescue.disk());
     fs::write(path("config/infra.json"), infra.to_string()).unwrap();
     for (from, to) in [
         ("platform.example.json", "platform.json"),

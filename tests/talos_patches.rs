@@ -31,7 +31,7 @@ fn render() -> Rendered {
     let example =
         fs::read_to_string(testkit::workspace::root().join("config/infra.example.json")).unwrap();
     let mut infra: Value = serde_json::from_str(&example).unwrap();
-    infra["worker"]["install_disk"] = INSTALL_DISK.into();
+    infra["workers"][0]["install_disk"] = INSTALL_DISK.into();
     let config = dir.path().join("infra.json");
     fs::write(&config, infra.to_string()).unwrap();
     let out = Command::new(testkit::workspace::bin("scw-infra"))

@@ -34,18 +34,18 @@ pub fn placeholder_platform_inputs(
         public_ipv6: (role == NodeRole::Worker)
             .then(|| Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, u16::from(i))),
         private_ipv4: None,
+        install_disk: None,
         steps: BTreeMap::new(),
     };
     let mut nodes: Vec<Node> = (1u8..)
         .zip(names.control_planes())
         .map(|(i, name)| node(i, name, NodeRole::Controlplane, NodeKind::Instance))
         .collect();
-    nodes.push(node(
-        100,
-        names.worker().to_owned(),
-        NodeRole::Worker,
-        NodeKind::ElasticMetal,
-    ));
+    nodes.extend(
+        (100u8..)
+            .zip(config.worker_names())
+            .map(|(i, name)| node(i, name.to_owned(), NodeRole::Worker, NodeKind::ElasticMetal)),
+    );
     let file = InventoryFile {
         path: config_path.to_path_buf(),
         inventory: NodeInventory {
@@ -74,7 +74,7 @@ mod tests {
         let record = placeholder_platform_inputs(&config, &path).unwrap();
         assert_eq!(record.cluster_name, config.cluster_name);
         assert_eq!(record.dns_zone, config.dns_zone);
-        assert_eq!(record.edge_node_name, config.worker.name);
+        assert_eq!(record.edge_node_name, config.workers[0].name);
         assert_eq!(
             record.control_plane_addresses.len(),
             config.control_plane.count as usize

@@ -22,7 +22,13 @@ pub struct InfraConfig {
     /// Must be `https://<api_hostname>.<dns_zone>:6443`.
     pub cluster_endpoint: String,
     pub control_plane: ControlPlane,
-    pub worker: Worker,
+    /// The Elastic Metal workers, each an edge node: every edge name points at all of them.
+    /// Read from `workers`, or from `worker`, the short form for one (not both).
+    #[serde(default)]
+    pub workers: Vec<Worker>,
+    /// The short form of `workers` for one worker: moved into `workers` by [`InfraConfig::load`].
+    #[serde(default, skip_serializing)]
+    worker: Option<Worker>,
     /// The worker's SSH public key (registered in IAM; public key only).
     pub ssh_public_key_path: String,
     /// The worker's SSH private key, for scw-rescue-flash (given to it by the infra pipeline,
@@ -41,6 +47,9 @@ pub struct InfraConfig {
     pub edge_hostnames: Vec<String>,
     /// The public Container Registry namespace of the project's images.
     pub registry_namespace: String,
+    /// Whether the file gave the one worker as `worker` (errors then name `worker.<field>`).
+    #[serde(skip)]
+    short_form: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -73,6 +82,7 @@ impl InfraConfig {
     /// starts with `~/` is in `home`.
     pub fn load(path: &Path, home: Option<&str>) -> Result<InfraConfig, InputError> {
         let mut config: InfraConfig = read_json(path)?;
+        config.workers_from_short_form(path)?;
         config.check(path)?;
         for key in [
             &mut config.ssh_public_key_path,
@@ -81,6 +91,44 @@ impl InfraConfig {
             *key = expand_home(key, home).to_string_lossy().into_owned();
         }
         Ok(config)
+    }
+
+    /// `worker` (one) becomes `workers`; both given is refused, as neither is.
+    fn workers_from_short_form(&mut self, path: &Path) -> Result<(), InputError> {
+        match (self.worker.take(), self.workers.is_empty()) {
+            (Some(_), false) => Err(InputError::field(
+                path,
+                "worker",
+                "and workers are both given: list every worker under workers",
+            )),
+            (Some(one), true) => {
+                self.workers.push(one);
+                self.short_form = true;
+                Ok(())
+            }
+            (None, true) => Err(InputError::field(
+                path,
+                "workers",
+                "is missing or empty: the edge needs at least one Elastic Metal worker \
+                 ({\"name\", \"offer\", \"install_disk\"})",
+            )),
+            (None, false) => Ok(()),
+        }
+    }
+
+    /// How errors name a worker's field: `worker.<field>` when the config used the short form,
+    /// `workers[<i>].<field>` otherwise.
+    pub fn worker_field(&self, index: usize, field: &str) -> String {
+        if self.short_form {
+            format!("worker.{field}")
+        } else {
+            format!("workers[{index}].{field}")
+        }
+    }
+
+    /// The workers' names, in the config's order.
+    pub fn worker_names(&self) -> impl Iterator<Item = &str> {
+        self.workers.iter().map(|w| w.name.as_str())
     }
 
     /// Every field checked, in the file's order; the error names the first that is wrong.
@@ -158,18 +206,35 @@ impl InfraConfig {
         if self.control_plane.instance_type.is_empty() {
             return Err(field("control_plane.instance_type", "is empty".into()));
         }
-        if !pop_common::records::is_dns_label(&self.worker.name) {
-            return Err(field(
-                "worker.name",
-                format!("`{}` is not a host name", self.worker.name),
-            ));
+        let control_planes = self.control_plane_names();
+        let mut names = std::collections::BTreeSet::new();
+        for (i, worker) in self.workers.iter().enumerate() {
+            let field = |name: &str, message: String| field(&self.worker_field(i, name), message);
+            if !pop_common::records::is_dns_label(&worker.name) {
+                return Err(field(
+                    "name",
+                    format!("`{}` is not a host name", worker.name),
+                ));
+            }
+            if control_planes.contains(&worker.name) {
+                return Err(field(
+                    "name",
+                    format!("`{}` is the name of a control plane", worker.name),
+                ));
+            }
+            if !names.insert(worker.name.as_str()) {
+                return Err(field(
+                    "name",
+                    format!("`{}` names another worker already", worker.name),
+                ));
+            }
+            if worker.offer.is_empty() {
+                return Err(field("offer", "is empty".into()));
+            }
+            // The disk goes into the worker's Talos config and onto the rescue system's `dd` line.
+            pop_common::records::check_install_disk(&worker.install_disk)
+                .map_err(|e| field("install_disk", e.to_string()))?;
         }
-        if self.worker.offer.is_empty() {
-            return Err(field("worker.offer", "is empty".into()));
-        }
-        // The disk goes into the worker's Talos config and onto the rescue system's `dd` line.
-        pop_common::records::check_install_disk(&self.worker.install_disk)
-            .map_err(|e| field("worker.install_disk", e.to_string()))?;
         Ok(())
     }
 
@@ -378,6 +443,56 @@ mod tests {
     }
 
     #[test]
+    fn one_worker_may_be_given_as_worker_and_errors_then_name_it_so() {
+        let mut v = example();
+        let one = v["workers"][0].clone();
+        v.as_object_mut().unwrap().remove("workers");
+        v["worker"] = one.clone();
+        let c = load(&v).unwrap();
+        assert_eq!(c.worker_names().collect::<Vec<_>>(), ["edge-worker-1"]);
+        v["worker"]["install_disk"] = "sda".into();
+        let err = load(&v).unwrap_err().to_string();
+        assert!(err.contains("`worker.install_disk`"), "{err}");
+        v["worker"] = one.clone();
+        v["workers"] = serde_json::json!([one]);
+        let err = load(&v).unwrap_err().to_string();
+        assert!(err.contains("`worker`") && err.contains("both"), "{err}");
+        v.as_object_mut().unwrap().remove("worker");
+        v["workers"] = serde_json::json!([]);
+        let err = load(&v).unwrap_err().to_string();
+        assert!(
+            err.contains("`workers`") && err.contains("at least one"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn workers_are_named_once_each_and_apart_from_the_control_planes() {
+        let mut v = example();
+        let one = v["workers"][0].clone();
+        let mut two = one.clone();
+        two["name"] = "edge-worker-2".into();
+        v["workers"] = serde_json::json!([one, two]);
+        let c = load(&v).unwrap();
+        assert_eq!(
+            c.worker_names().collect::<Vec<_>>(),
+            ["edge-worker-1", "edge-worker-2"]
+        );
+        for (name, why) in [
+            ("edge-worker-1", "names another worker already"),
+            ("edge-par-cp-2", "is the name of a control plane"),
+            ("Edge", "is not a host name"),
+        ] {
+            v["workers"][1]["name"] = name.into();
+            let err = load(&v).unwrap_err().to_string();
+            assert!(
+                err.contains("`workers[1].name`") && err.contains(why),
+                "{name}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn a_wrong_endpoint_names_both_fields() {
         let mut v = example();
         v["cluster_endpoint"] = "https://k8s.example.com:6443".into();
@@ -409,12 +524,12 @@ mod tests {
             assert!(err.contains(needle), "{key}: {err}");
         }
         for (disk, needle) in [
-            ("/dev/sda|e reboot", "worker.install_disk"),
-            ("/dev/sda\n    wipe: true", "worker.install_disk"),
-            ("sda", "worker.install_disk"),
+            ("/dev/sda|e reboot", "workers[0].install_disk"),
+            ("/dev/sda\n    wipe: true", "workers[0].install_disk"),
+            ("sda", "workers[0].install_disk"),
         ] {
             let mut v = example();
-            v["worker"]["install_disk"] = disk.into();
+            v["workers"][0]["install_disk"] = disk.into();
             let err = load(&v).unwrap_err().to_string();
             assert!(
                 err.contains(needle) && err.contains("device path"),

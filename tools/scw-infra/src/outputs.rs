@@ -74,7 +74,14 @@ pub fn names(
         ("CLUSTER_NAME", config.cluster_name.clone()),
         ("CLUSTER_ENDPOINT", config.cluster_endpoint.clone()),
         ("API_HOST", config.api_host()),
-        ("INSTALL_DISK", config.worker.install_disk.clone()),
+        (
+            "INSTALL_DISK",
+            config
+                .workers
+                .first()
+                .map(|w| w.install_disk.clone())
+                .unwrap_or_default(),
+        ),
         (
             "WORKER_INSTALLER_IMAGE",
             talos::metal_installer(&talos::PINS, &schematic)?,

@@ -163,7 +163,10 @@ fn resolve_local(command: LocalCommand, env: &Env) -> Result<Local, Error> {
         }
         LocalCommand::TalosSchematic { config } => {
             let infra = InfraConfig::load(&config, home)?;
-            Local::TalosSchematic(talos::Schematic::for_offer(&infra.worker.offer))
+            // Every worker's offer needs the one pinned schematic (checked here): any one's is it.
+            talos::worker_schematic(&infra, &config, &talos::PINS)?;
+            let offer = infra.workers.first().map_or("", |w| w.offer.as_str());
+            Local::TalosSchematic(talos::Schematic::for_offer(offer))
         }
         LocalCommand::PlatformInputs { config, inventory } => {
             let infra = InfraConfig::load(&config, home)?;
@@ -245,14 +248,14 @@ fn resolve_cloud(command: CloudCommand, env: &Env) -> Result<Config, Error> {
     run_config(&common, infra, action, env)
 }
 
-/// `destroy --node`: one of the config's control planes; the worker is written again in place,
-/// never destroyed alone.
+/// `destroy --node`: one of the config's control planes; a worker of the config is written again
+/// in place, never destroyed alone.
 fn check_control_plane_name(infra: &InfraConfig, node: &str) -> Result<(), Error> {
     let names = infra.control_plane_names();
     if names.iter().any(|n| n == node) {
         return Ok(());
     }
-    if node == infra.worker.name {
+    if infra.worker_names().any(|w| w == node) {
         return Err(Error::Usage(format!(
             "--node {node}: the worker is not destroyed alone; REFLASH=yes make apply-infra writes it again in place"
         )));

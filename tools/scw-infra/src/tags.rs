@@ -5,7 +5,7 @@
 //! | `edgepop-cluster=<cluster_name>` | every taggable resource | it belongs to this cluster |
 //! | `edgepop-role=controlplane` | Instances, their flexible IPs | a control plane |
 //! | `edgepop-role=controlplane-firewall` | the security group | the control planes' group |
-//! | `edgepop-role=worker` | the Elastic Metal server | the worker |
+//! | `edgepop-role=worker` | the Elastic Metal servers | a worker |
 //! | `edgepop-node=<node name>` | Instances, flexible IPs, Elastic Metal | pairs an IP with its server |
 //! | `edgepop-talos=<version>` | the Instance image, its snapshot | the Talos image to boot |
 //! | `edgepop-talos-sha256=<hex>` | the Instance image, its snapshot | the pinned digest it was imported from |
@@ -88,15 +88,11 @@ impl Names<'_> {
         self.config.control_plane_names()
     }
 
-    pub fn worker(&self) -> &str {
-        &self.config.worker.name
-    }
-
     pub fn security_group(&self) -> String {
         format!("{}-controlplane", self.config.cluster_name)
     }
 
-    /// The IAM SSH key of the worker.
+    /// The IAM SSH key of the workers.
     pub fn ssh_key(&self) -> String {
         format!("edgepop-{}", self.config.cluster_name)
     }

@@ -88,17 +88,20 @@ pub const WORKER_SCHEMATIC: &str = "TALOS_WORKER_SCHEMATIC";
 pub const CONTROL_PLANE_SCHEMATIC: &str = "TALOS_CONTROL_PLANE_SCHEMATIC";
 pub const TALOS_VERSION: &str = "TALOS_VERSION";
 
-/// The worker's schematic id: the one its offer needs, which must be the pinned one (the pinned
-/// image digest goes with it).
+/// The workers' schematic id: the one each worker's offer needs, which must be the pinned one
+/// (the pinned image digest goes with it), hence the same for every worker.
 pub fn worker_schematic(
     config: &InfraConfig,
     config_path: &Path,
     pins: &Pins<'_>,
 ) -> Result<String, InputError> {
     let pinned = pins.require(WORKER_SCHEMATIC)?;
-    let schematic = Schematic::for_offer(&config.worker.offer);
-    let id = schematic.id();
-    if id != pinned {
+    for (i, worker) in config.workers.iter().enumerate() {
+        let schematic = Schematic::for_offer(&worker.offer);
+        let id = schematic.id();
+        if id == pinned {
+            continue;
+        }
         let args = if schematic.extra_kernel_args.is_empty() {
             "no extra kernel argument".to_owned()
         } else {
@@ -106,17 +109,18 @@ pub fn worker_schematic(
         };
         return Err(InputError::field(
             config_path,
-            "worker.offer",
+            config.worker_field(i, "offer"),
             format!(
                 "{} needs the Image Factory schematic {id} ({args}), but {} pins \
                  {WORKER_SCHEMATIC}={pinned}: change that pin, then record its image \
-                 (make talos-image-digests)",
-                config.worker.offer,
+                 (make talos-image-digests); every worker runs the one pinned image, so \
+                 their offers must need the same kernel arguments",
+                worker.offer,
                 pop_common::pins::FILE
             ),
         ));
     }
-    Ok(id)
+    Ok(pinned.to_owned())
 }
 
 /// `<factory host>/metal-installer/<schematic>:<version>`: the worker's installer, which carries
@@ -159,10 +163,14 @@ pub fn placeholders(
     pins: &Pins<'_>,
 ) -> Result<BTreeMap<&'static str, String>, InputError> {
     let schematic = worker_schematic(config, config_path, pins)?;
+    let first = config
+        .workers
+        .first()
+        .ok_or_else(|| InputError::field(config_path, "workers", "is empty"))?;
     Ok(BTreeMap::from([
         ("API_HOSTNAME", config.api_host()),
-        ("INSTALL_DISK", config.worker.install_disk.clone()),
-        ("WORKER_NAME", config.worker.name.clone()),
+        ("INSTALL_DISK", first.install_disk.clone()),
+        ("WORKER_NAME", first.name.clone()),
         ("WORKER_INSTALLER_IMAGE", metal_installer(pins, &schematic)?),
     ]))
 }

@@ -101,9 +101,25 @@ pub struct Node {
     pub public_ipv4: Option<Ipv4Addr>,
     pub public_ipv6: Option<Ipv6Addr>,
     pub private_ipv4: Option<Ipv4Addr>,
+    /// The disk Talos is written to and installed on (a worker's, from the infra config): the
+    /// flash writes the image there. Checked when read: it goes onto the rescue system's `dd`
+    /// line.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "install_disk"
+    )]
+    pub install_disk: Option<String>,
     /// What each step did to this node, by step name ([`steps`]): usually a digest.
     #[serde(default)]
     pub steps: BTreeMap<String, String>,
+}
+
+/// An install disk as [`super::check_install_disk`] takes it.
+fn install_disk<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let disk = String::deserialize(d)?;
+    super::check_install_disk(&disk).map_err(serde::de::Error::custom)?;
+    Ok(Some(disk))
 }
 
 /// What the node does in the cluster.

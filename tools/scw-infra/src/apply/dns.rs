@@ -1,5 +1,5 @@
 //! The DNS records, when Scaleway hosts the zone for the project: `api_hostname` to the control
-//! planes, each edge name to the worker, each record with the comment `edgepop-cluster=<name>`.
+//! planes, each edge name to every worker, each record with the comment `edgepop-cluster=<name>`.
 //! An edge name gets the worker's IPv6 addresses (AAAA) only once the edge serves IPv6
 //! (`flows::EDGE_SERVES_IPV6`); until then an AAAA of ours found there goes. A record of the
 //! same name and type without that comment is not ours and stops the plan. When the zone is
@@ -43,11 +43,12 @@ pub struct RecordSet {
 }
 
 /// Every record set this cluster owns: `api_hostname` to the control planes, each of the
-/// edge's names to the worker's IPv4 addresses, and to its IPv6 ones once the edge serves IPv6.
+/// edge's names to every worker's IPv4 address (one A set holding them all: a resolver hands
+/// them out in turn), and to their IPv6 ones once the edge serves IPv6.
 pub fn wanted(
     config: &InfraConfig,
     control_planes: &[Address],
-    worker: &[Address],
+    workers: &[Address],
 ) -> Vec<RecordSet> {
     let mut out = Vec::new();
     if !control_planes.is_empty() {
@@ -57,27 +58,41 @@ pub fn wanted(
             data: control_planes.to_vec(),
         });
     }
+    let of_type = |wanted: RecordType| -> Vec<Address> {
+        workers
+            .iter()
+            .filter(|address| record_type(address) == wanted)
+            .cloned()
+            .collect()
+    };
+    let mut types = vec![(RecordType::A, of_type(RecordType::A))];
+    if flows::EDGE_SERVES_IPV6 {
+        types.push((RecordType::Aaaa, of_type(RecordType::Aaaa)));
+    }
     for name in config.edge_record_names() {
-        for address in worker {
-            let record_type = match address {
-                Address::Known(IpAddr::V4(_))
-                | Address::Pending {
-                    family: super::Family::Ipv4,
-                    ..
-                } => RecordType::A,
-                _ => RecordType::Aaaa,
-            };
-            if record_type == RecordType::Aaaa && !flows::EDGE_SERVES_IPV6 {
-                continue;
+        for (record_type, data) in &types {
+            if !data.is_empty() {
+                out.push(RecordSet {
+                    name: name.to_owned(),
+                    record_type: record_type.clone(),
+                    data: data.clone(),
+                });
             }
-            out.push(RecordSet {
-                name: name.to_owned(),
-                record_type,
-                data: vec![address.clone()],
-            });
         }
     }
     out
+}
+
+/// The record type of an address: A for IPv4, AAAA for IPv6.
+fn record_type(address: &Address) -> RecordType {
+    match address {
+        Address::Known(IpAddr::V4(_))
+        | Address::Pending {
+            family: super::Family::Ipv4,
+            ..
+        } => RecordType::A,
+        _ => RecordType::Aaaa,
+    }
 }
 
 /// The record sets this cluster must not have: each edge name's AAAA while the edge does not

@@ -154,7 +154,8 @@ pub struct Known {
     pub ips: BTreeMap<String, instance::Ip>,
     /// The control planes, by node.
     pub servers: BTreeMap<String, instance::Server>,
-    pub worker: Option<baremetal::Server>,
+    /// The workers, by the config's name.
+    pub workers: BTreeMap<String, baremetal::Server>,
     /// The security group's editable rules as found, to keep the ids of those that stay.
     pub rules: Vec<(firewall::RuleSpec, String)>,
     /// Its editable rules that are not inbound accept rules (none of the cluster's).
@@ -167,8 +168,8 @@ impl Known {
     /// The public address of `node` of `family`, as far as it is known now.
     pub fn address(&self, node: &NodeOf, family: Family) -> Option<IpAddr> {
         match node {
-            NodeOf::Worker(_) => {
-                let worker = self.worker.as_ref()?;
+            NodeOf::Worker(name) => {
+                let worker = self.workers.get(name)?;
                 match family {
                     Family::Ipv4 => worker.ipv4().map(IpAddr::V4),
                     Family::Ipv6 => worker.ipv6().map(IpAddr::V6),
@@ -197,7 +198,7 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
     let group = firewall::plan_group(cluster, &mut steps, &mut known)?;
     let ips = ips::plan(cluster, &mut steps, &mut known)?;
     instances::plan(cluster, inputs, &mut steps, &mut known, &group, &ips)?;
-    let worker_settles = worker::plan(cluster, inputs, &mut steps, &mut known)?;
+    let workers_settle = worker::plan(cluster, inputs, &mut steps, &mut known)?;
     let names = cluster.names();
     // A control plane's address is its flexible IP's: pending while a step makes the IP (the
     // server's own address, if it has one, is not the one it will keep).
@@ -215,10 +216,18 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
             }
         })
         .collect();
-    let worker = NodeOf::Worker(names.worker().to_owned());
-    let worker_addresses: Vec<Address> = [Family::Ipv4, Family::Ipv6]
-        .into_iter()
-        .filter_map(|family| address(&known, worker.clone(), family, worker_settles))
+    let worker_addresses: Vec<Address> = cluster
+        .config
+        .worker_names()
+        .flat_map(|name| {
+            let settles = workers_settle.contains(name);
+            let known = &known;
+            [Family::Ipv4, Family::Ipv6]
+                .into_iter()
+                .filter_map(move |family| {
+                    address(known, NodeOf::Worker(name.to_owned()), family, settles)
+                })
+        })
         .collect();
     firewall::plan_rules(
         cluster,
@@ -267,7 +276,8 @@ pub fn execute(cluster: &Cluster<'_>, inputs: &ApplyInputs, plan: ApplyPlan) -> 
             ApplyStep::OrderWorker(s) => s.execute(cluster, &mut known)?,
             ApplyStep::PowerWorker(s) => s.execute(cluster, &known.created, n)?,
             ApplyStep::WaitWorker(s) => {
-                known.worker = Some(s.execute(cluster, &known.created, n)?);
+                let server = s.execute(cluster, &known.created, n)?;
+                known.workers.insert(s.name.clone(), server);
             }
             ApplyStep::SetFirewallRules(s) => s.execute(cluster, &known, n)?,
             ApplyStep::SetDnsRecords(s) => s.execute(cluster, &known)?,
@@ -278,7 +288,7 @@ pub fn execute(cluster: &Cluster<'_>, inputs: &ApplyInputs, plan: ApplyPlan) -> 
     inventory(cluster, &known)
 }
 
-/// The nodes as `known` has them after the steps: every control plane, then the worker.
+/// The nodes as `known` has them after the steps: every control plane, then every worker.
 fn inventory(cluster: &Cluster<'_>, known: &Known) -> R<NodeInventory> {
     let names = cluster.names();
     let mut nodes = Vec::new();
@@ -293,15 +303,20 @@ fn inventory(cluster: &Cluster<'_>, known: &Known) -> R<NodeInventory> {
             })?;
         nodes.push(instance_node(server, known.ips.get(&name)));
     }
-    let worker = known.worker.as_ref().ok_or_else(|| InfraError::Vanished {
-        what: "Elastic Metal server",
-        name: names.worker().to_owned(),
-        id: String::new(),
-    })?;
-    // The worker is named as the config names it, whatever an adopted server is called at
-    // Scaleway: that name is its Talos hostname (a HostnameConfig patch), hence its Kubernetes
-    // node name, which the edge layer selects on (PlatformInputs.edge_node_name).
-    nodes.push(baremetal_node(worker, names.worker()));
+    for worker in &cluster.config.workers {
+        let server = known
+            .workers
+            .get(&worker.name)
+            .ok_or_else(|| InfraError::Vanished {
+                what: "Elastic Metal server",
+                name: worker.name.clone(),
+                id: String::new(),
+            })?;
+        // A worker is named as the config names it, whatever an adopted server is called at
+        // Scaleway: that name is its Talos hostname (a HostnameConfig patch), hence its
+        // Kubernetes node name (PlatformInputs.edge_nodes).
+        nodes.push(baremetal_node(server, worker));
+    }
     Ok(NodeInventory {
         kind: Default::default(),
         version: Version,
@@ -342,13 +357,14 @@ fn instance_node(server: &instance::Server, ip: Option<&instance::Ip>) -> Node {
         public_ipv4: control_plane_ipv4(Some(server), ip),
         public_ipv6: control_plane_ipv6(server),
         private_ipv4: server.private_ip.as_deref().and_then(|a| a.parse().ok()),
+        install_disk: None,
         steps: BTreeMap::new(),
     }
 }
 
-fn baremetal_node(server: &baremetal::Server, name: &str) -> Node {
+fn baremetal_node(server: &baremetal::Server, worker: &crate::config::Worker) -> Node {
     Node {
-        name: name.to_owned(),
+        name: worker.name.clone(),
         role: NodeRole::Worker,
         kind: NodeKind::ElasticMetal,
         zone: server.zone.clone(),
@@ -356,6 +372,7 @@ fn baremetal_node(server: &baremetal::Server, name: &str) -> Node {
         public_ipv4: server.ipv4(),
         public_ipv6: server.ipv6(),
         private_ipv4: None,
+        install_disk: Some(worker.install_disk.clone()),
         steps: BTreeMap::new(),
     }
 }

@@ -1,7 +1,10 @@
-//! The Elastic Metal worker and its SSH key: the key registered in IAM (public key only), the
-//! server adopted by its tags or ordered, then started and waited for until it is ready.
+//! The Elastic Metal workers and their SSH key: the key registered in IAM (public key only), each
+//! worker's server found by its tags (or adopted) or ordered, then started and waited for until
+//! it is ready.
 
-use scaleway::baremetal::{CreateServer, ServerStatus, Stock};
+use std::collections::{BTreeMap, BTreeSet};
+
+use scaleway::baremetal::{self, CreateServer, ServerStatus, Stock};
 use scaleway::iam::{CreateSshKey, same_key};
 use serde::Serialize;
 
@@ -10,7 +13,7 @@ use crate::cluster::Cluster;
 use crate::error::InfraError;
 use crate::plan::{PlannedId, Ref, Steps};
 use crate::power;
-use crate::tags::Role;
+use crate::tags::{Role, TAG_NODE};
 
 type R<T> = Result<T, InfraError>;
 
@@ -32,83 +35,143 @@ pub struct Order {
     pub tags: Vec<String>,
 }
 
-/// The key, then the worker; returns whether a step of the plan makes or changes the worker
-/// (then its addresses are only known once those steps have run).
+/// The key, then each worker of the config; returns the workers a step of the plan makes or
+/// changes (their addresses are only known once those steps have run).
+///
+/// A server is a worker of the config by its `edgepop-node` tag. When exactly one worker of the
+/// config has no server and exactly one server of the cluster has no worker of the config, that
+/// server is adopted (a worker renamed in the config keeps its machine). Any other server left
+/// over is not part of the cluster any more: it gets no DNS record and no place in the
+/// inventory, and `make remove-worker` drains and deletes it.
 pub fn plan(
     cluster: &Cluster<'_>,
     inputs: &ApplyInputs,
     steps: &mut Steps<ApplyStep>,
     known: &mut Known,
-) -> R<bool> {
+) -> R<BTreeSet<String>> {
     plan_key(cluster, inputs, steps, known)?;
     let names = cluster.names();
-    let name = names.worker().to_owned();
-    let tags = names.tags(Role::Worker);
-    let mut servers = cluster.api.baremetal().servers(cluster.zone(), &tags)?;
-    if servers.len() > 1 {
-        return Err(InfraError::Ambiguous {
-            count: servers.len(),
-            kind: "Elastic Metal servers",
-            tags: tags.join(","),
-        });
+    let servers = cluster
+        .api
+        .baremetal()
+        .servers(cluster.zone(), &names.tags(Role::Worker))?;
+    let found = match_servers(cluster.config.worker_names(), servers)?;
+    let mut settles = BTreeSet::new();
+    for worker in &cluster.config.workers {
+        let name = worker.name.clone();
+        let (server, status) = match found.get(name.as_str()) {
+            Some(found) => {
+                if found.status.is_failed() {
+                    return Err(InfraError::Failed {
+                        what: "Elastic Metal server",
+                        name: found.name.clone(),
+                        id: found.id.clone(),
+                        state: found.status.to_string(),
+                    });
+                }
+                known.workers.insert(name.clone(), found.clone());
+                (Ref::Existing(found.id.clone()), found.status.clone())
+            }
+            None => {
+                let offer = cluster
+                    .api
+                    .baremetal()
+                    .offers(cluster.zone(), &worker.offer)?
+                    .into_iter()
+                    .find(|o| o.enable)
+                    .ok_or_else(|| InfraError::NoOffer {
+                        offer: worker.offer.clone(),
+                        zone: cluster.zone().to_owned(),
+                    })?;
+                if offer.stock == Stock::Empty {
+                    return Err(InfraError::OutOfStock {
+                        offer: offer.name,
+                        zone: cluster.zone().to_owned(),
+                    });
+                }
+                let server = steps.create(|creates| {
+                    ApplyStep::OrderWorker(Order {
+                        creates,
+                        name: name.clone(),
+                        offer: offer.name.clone(),
+                        offer_id: offer.id.clone(),
+                        tags: names.node_tags(Role::Worker, &name),
+                    })
+                });
+                (server, ServerStatus::Delivering)
+            }
+        };
+        let transition = power::worker_to(&name, &server, &status, true)?;
+        if transition.changes() {
+            settles.insert(name);
+        }
+        steps.extend(transition.before.map(ApplyStep::WaitWorker));
+        steps.extend(transition.action.map(ApplyStep::PowerWorker));
+        steps.extend(transition.after.map(ApplyStep::WaitWorker));
     }
-    let (server, status) = match servers.pop() {
-        Some(found) => {
-            if found.name != name {
-                pop_common::warn!(
-                    "adopting the Elastic Metal server {} ({}) as the worker {name}",
-                    found.name,
-                    found.id
-                );
-            }
-            if found.status.is_failed() {
-                return Err(InfraError::Failed {
-                    what: "Elastic Metal server",
-                    name: found.name,
-                    id: found.id,
-                    state: found.status.to_string(),
-                });
-            }
-            let server = Ref::Existing(found.id.clone());
-            let status = found.status.clone();
-            known.worker = Some(found);
-            (server, status)
-        }
-        None => {
-            let offer = cluster
-                .api
-                .baremetal()
-                .offers(cluster.zone(), &cluster.config.worker.offer)?
-                .into_iter()
-                .find(|o| o.enable)
-                .ok_or_else(|| InfraError::NoOffer {
-                    offer: cluster.config.worker.offer.clone(),
-                    zone: cluster.zone().to_owned(),
-                })?;
-            if offer.stock == Stock::Empty {
-                return Err(InfraError::OutOfStock {
-                    offer: offer.name,
-                    zone: cluster.zone().to_owned(),
-                });
-            }
-            let server = steps.create(|creates| {
-                ApplyStep::OrderWorker(Order {
-                    creates,
-                    name: name.clone(),
-                    offer: offer.name.clone(),
-                    offer_id: offer.id.clone(),
-                    tags: names.node_tags(Role::Worker, &name),
-                })
-            });
-            (server, ServerStatus::Delivering)
-        }
-    };
-    let transition = power::worker_to(&name, &server, &status, true)?;
-    let settles = transition.changes();
-    steps.extend(transition.before.map(ApplyStep::WaitWorker));
-    steps.extend(transition.action.map(ApplyStep::PowerWorker));
-    steps.extend(transition.after.map(ApplyStep::WaitWorker));
     Ok(settles)
+}
+
+/// The cluster's worker servers by the config's worker each stands for: by its `edgepop-node`
+/// tag, or adopted when one worker and one server are left unpaired. Two servers for one worker
+/// stop the plan; the servers left over are named, and left alone.
+fn match_servers<'a>(
+    workers: impl Iterator<Item = &'a str>,
+    servers: Vec<baremetal::Server>,
+) -> R<BTreeMap<&'a str, baremetal::Server>> {
+    let workers: Vec<&str> = workers.collect();
+    let mut found: BTreeMap<&str, baremetal::Server> = BTreeMap::new();
+    let mut unpaired = Vec::new();
+    for server in servers {
+        let node = node_tag(&server);
+        match workers.iter().find(|w| Some(**w) == node.as_deref()) {
+            Some(worker) => {
+                if let Some(first) = found.insert(worker, server) {
+                    return Err(InfraError::Ambiguous {
+                        count: 2,
+                        kind: "Elastic Metal servers",
+                        tags: format!("{}={worker} (one is {})", TAG_NODE, first.id),
+                    });
+                }
+            }
+            None => unpaired.push(server),
+        }
+    }
+    let missing: Vec<&str> = workers
+        .iter()
+        .copied()
+        .filter(|w| !found.contains_key(w))
+        .collect();
+    if let ([worker], [_]) = (missing.as_slice(), unpaired.as_slice())
+        && let Some(server) = unpaired.pop()
+    {
+        pop_common::warn!(
+            "adopting the Elastic Metal server {} ({}) as the worker {worker}",
+            server.name,
+            server.id
+        );
+        found.insert(worker, server);
+    }
+    for server in unpaired {
+        pop_common::warn!(
+            "the Elastic Metal server {} ({}) is a worker of this cluster the config does not \
+             list: it gets no DNS record and is left out of the inventory; make remove-worker \
+             NODE={} drains and deletes it",
+            server.name,
+            server.id,
+            node_tag(&server).unwrap_or_else(|| server.name.clone())
+        );
+    }
+    Ok(found)
+}
+
+/// The node a server's `edgepop-node` tag names.
+pub fn node_tag(server: &baremetal::Server) -> Option<String> {
+    server.tags.iter().find_map(|t| {
+        t.strip_prefix(TAG_NODE)
+            .and_then(|rest| rest.strip_prefix('='))
+            .map(str::to_owned)
+    })
 }
 
 /// The key of the worker, ours by name and by public key; another key under our name stops the
@@ -197,7 +260,7 @@ impl Order {
             },
         )?;
         known.created.insert(self.creates, &server.id);
-        known.worker = Some(server);
+        known.workers.insert(self.name.clone(), server);
         Ok(())
     }
 }
