@@ -430,6 +430,12 @@ class State:
         if g:
             g["servers"] = [x for x in g["servers"] if x["id"] != s["id"]]
 
+    def bm_ipv6(self):
+        """Each Elastic Metal server its own IPv6 (Scaleway gives every server a /64 of its
+        own): the first one ordered gets 2001:db8::10, the next ::11, and so on."""
+        self.bm_ordered = getattr(self, "bm_ordered", 0) + 1
+        return "2001:db8::%x" % (0xf + self.bm_ordered)
+
     def look_bm(self, s):
         st = s.setdefault("_steps", 0)
         nxt = {"delivering": "ready", "stopping": "stopped", "starting": "ready"}.get(s["status"])
@@ -879,7 +885,7 @@ def handle(state, method, template, p, query, body):
                    rescue_server=None, boot_type="normal", created_at=now(), updated_at=now(),
                    ips=[{"id": new_id(), "address": s.address(), "reverse": "", "version": "IPv4",
                          "reverse_status": "active", "reverse_status_message": ""},
-                        {"id": new_id(), "address": "2001:db8::10", "reverse": "", "version": "IPv6",
+                        {"id": new_id(), "address": s.bm_ipv6(), "reverse": "", "version": "IPv6",
                          "reverse_status": "active", "reverse_status_message": ""}])
         s.bm_servers[srv["id"]] = srv
         return Answer(200, public(srv))

@@ -101,9 +101,11 @@ pub enum CloudCommand {
         /// still lists what exists: a plan that no longer matches is refused.
         #[arg(long, value_name = "FILE")]
         plan: Option<PathBuf>,
-        /// Only this control plane (`<cluster>-cp-N`): its Instance and the root volume it leaves
-        /// behind. Its flexible IP, the DNS records and everything else stay, so that `apply`
-        /// makes it again under the same name and address (replacing a control plane).
+        /// Only this node. A control plane (`<cluster>-cp-N`): its Instance and the root volume it
+        /// leaves behind; its flexible IP, the DNS records and everything else stay, so that
+        /// `apply` makes it again under the same name and address (replacing a control plane).
+        /// A worker the config no longer lists: its Elastic Metal server, and any DNS record of
+        /// ours that still points at it (removing a worker).
         #[arg(long, value_name = "NAME")]
         node: Option<String>,
     },

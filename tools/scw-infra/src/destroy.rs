@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
 use crate::error::InfraError;
+use crate::tags::Role;
 use crate::wait;
 use scaleway::iam::same_key;
 
@@ -337,6 +338,10 @@ pub enum Scope<'a> {
     /// One control plane's Instance and the root volume it leaves behind, by its name: the
     /// address, the records and the security group stay for the one `apply` makes again.
     ControlPlane(&'a str),
+    /// A worker the config no longer lists, by its name (its `edgepop-node` tag): its Elastic
+    /// Metal server, and any record of ours still pointing at its addresses (an apply since it
+    /// left the config has taken those out already).
+    FormerWorker(&'a str),
 }
 
 pub fn plan(cluster: &Cluster<'_>, scope: Scope<'_>) -> R<DestroyPlan> {
@@ -347,6 +352,7 @@ pub fn plan(cluster: &Cluster<'_>, scope: Scope<'_>) -> R<DestroyPlan> {
             plan_instances(cluster, Some(name), &mut removals)?;
             return Ok(DestroyPlan { removals });
         }
+        Scope::FormerWorker(name) => return plan_former_worker(cluster, name),
     };
     let zone = cluster.zone();
     let names = cluster.names();
@@ -384,6 +390,41 @@ pub fn plan(cluster: &Cluster<'_>, scope: Scope<'_>) -> R<DestroyPlan> {
             });
         }
     }
+    Ok(DestroyPlan { removals })
+}
+
+/// A worker that left the config: the records of ours that still hold one of its addresses, then
+/// its server. Refused when no server of the cluster is that worker.
+fn plan_former_worker(cluster: &Cluster<'_>, name: &str) -> R<DestroyPlan> {
+    let names = cluster.names();
+    let tags = names.node_tags(Role::Worker, name);
+    let servers = cluster.api.baremetal().servers(cluster.zone(), &tags)?;
+    if servers.is_empty() {
+        return Err(InfraError::NoSuchWorker {
+            node: name.to_owned(),
+            tag: tags.join(","),
+        });
+    }
+    let addresses: Vec<String> = servers
+        .iter()
+        .flat_map(|s| {
+            let v4 = s.ipv4().map(|a| a.to_string());
+            let v6 = s.ipv6().map(|a| a.to_string());
+            v4.into_iter().chain(v6)
+        })
+        .collect();
+    let mut removals = Vec::new();
+    plan_dns_records(cluster, &mut removals)?;
+    removals.retain(|r| match r {
+        Removal::DnsRecord { name, .. } => addresses
+            .iter()
+            .any(|a| name.rsplit(' ').next() == Some(a.as_str())),
+        _ => false,
+    });
+    removals.extend(servers.into_iter().map(|s| Removal::ElasticMetalServer {
+        id: s.id,
+        name: s.name,
+    }));
     Ok(DestroyPlan { removals })
 }
 

@@ -42,7 +42,7 @@ pub enum InfraError {
         zone: String,
         version: String,
     },
-    #[error("no Elastic Metal offer named {offer} in {zone} (field worker.offer)")]
+    #[error("no Elastic Metal offer named {offer} in {zone} (a worker's field offer)")]
     NoOffer { offer: String, zone: String },
     #[error("the offer {offer} is out of stock in {zone}")]
     OutOfStock { offer: String, zone: String },
@@ -65,6 +65,10 @@ pub enum InfraError {
         data: String,
         comment: String,
     },
+    #[error(
+        "no Elastic Metal server of this cluster carries the tag {tag}: no worker {node} to remove"
+    )]
+    NoSuchWorker { node: String, tag: String },
     #[error("no server carries the tag {tag}: run apply first")]
     NothingToPower { tag: String },
     #[error("the {what} {name} is {state}: it cannot be powered on or off from there")]
@@ -128,7 +132,9 @@ impl InfraError {
     pub fn exit(&self) -> Exit {
         match self {
             // A config field or a missing argument: the plan stopped before any change.
-            InfraError::NoOffer { .. } | InfraError::NoTalosImage { .. } => Exit::Usage,
+            InfraError::NoOffer { .. }
+            | InfraError::NoTalosImage { .. }
+            | InfraError::NoSuchWorker { .. } => Exit::Usage,
             InfraError::Api(_)
             | InfraError::S3(_)
             | InfraError::ImageFile(_)

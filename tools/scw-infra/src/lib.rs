@@ -53,7 +53,7 @@ use scaleway::s3::{self, S3};
 use scaleway::{Client, CredentialsError, Transport, UreqTransport};
 
 pub use crate::cli::{Cli, PowerState};
-pub use crate::resolve::{Action, Config, DestroyHow, Local, RunConfig, resolve};
+pub use crate::resolve::{Action, Config, DestroyHow, DestroyNode, Local, RunConfig, resolve};
 
 use crate::cluster::Cluster;
 use crate::error::InfraError;
@@ -284,7 +284,8 @@ fn act(
             node,
         } => {
             let scope = match node {
-                Some(node) => destroy::Scope::ControlPlane(node),
+                Some(DestroyNode::ControlPlane(node)) => destroy::Scope::ControlPlane(node),
+                Some(DestroyNode::FormerWorker(node)) => destroy::Scope::FormerWorker(node),
                 None => destroy::Scope::Cluster(ssh_public_key),
             };
             destroy(run, cluster, scope, *yes, how, input, output)

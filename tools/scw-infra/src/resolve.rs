@@ -92,9 +92,18 @@ pub enum Action {
         ssh_public_key: String,
         yes: bool,
         how: DestroyHow,
-        /// One control plane only (`--node`), its name checked against the config's.
-        node: Option<String>,
+        /// One node only (`--node`), its name checked against the config's.
+        node: Option<DestroyNode>,
     },
+}
+
+/// The one node `destroy --node` removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DestroyNode {
+    /// A control plane of the config, to be made again by `apply`.
+    ControlPlane(String),
+    /// A worker the config no longer lists.
+    FormerWorker(String),
 }
 
 /// What `destroy` does with its plan.
@@ -227,9 +236,9 @@ fn resolve_cloud(command: CloudCommand, env: &Env) -> Result<Config, Error> {
         } => {
             let infra = InfraConfig::load(&common.config, home)?;
             let ssh_public_key = read_public_key(&common.config, &infra)?;
-            if let Some(node) = &node {
-                check_control_plane_name(&infra, node)?;
-            }
+            let node = node
+                .map(|node| destroy_node(&infra, &common.config, node))
+                .transpose()?;
             let how = match (dry_run, plan_out, plan) {
                 (true, _, _) => DestroyHow::DryRun,
                 (_, Some(file), _) => DestroyHow::PlanOut(file),
@@ -248,23 +257,31 @@ fn resolve_cloud(command: CloudCommand, env: &Env) -> Result<Config, Error> {
     run_config(&common, infra, action, env)
 }
 
-/// `destroy --node`: one of the config's control planes; a worker of the config is written again
-/// in place, never destroyed alone.
-fn check_control_plane_name(infra: &InfraConfig, node: &str) -> Result<(), Error> {
+/// `destroy --node`: one of the config's control planes, or a worker the config no longer lists.
+/// A worker the config lists is never destroyed alone: `apply` would order it again.
+fn destroy_node(infra: &InfraConfig, config: &Path, node: String) -> Result<DestroyNode, Error> {
     let names = infra.control_plane_names();
-    if names.iter().any(|n| n == node) {
-        return Ok(());
+    if names.contains(&node) {
+        return Ok(DestroyNode::ControlPlane(node));
     }
     if infra.worker_names().any(|w| w == node) {
         return Err(Error::Usage(format!(
-            "--node {node}: the worker is not destroyed alone; REFLASH=yes make apply-infra writes it again in place"
+            "--node {node}: {} still lists it under workers, and apply would order it again: \
+             take it out of the config first (make remove-worker NODE={node} then drains and \
+             deletes it); REFLASH=yes make apply-infra writes a listed worker again in place",
+            config.display()
         )));
     }
-    Err(Error::Usage(format!(
-        "--node {node}: not a control plane of cluster {} (its control planes: {})",
-        infra.cluster_name,
-        names.join(", ")
-    )))
+    let control_plane_like = node.starts_with(&format!("{}-cp-", infra.cluster_name));
+    if control_plane_like || !pop_common::records::is_dns_label(&node) {
+        return Err(Error::Usage(format!(
+            "--node `{node}` is not a control plane of cluster {} (its control planes: {}) nor a \
+             worker's name",
+            infra.cluster_name,
+            names.join(", ")
+        )));
+    }
+    Ok(DestroyNode::FormerWorker(node))
 }
 
 /// `apply`'s flags checked, then its config, previous inventories, key and machine config read.

@@ -2641,3 +2641,148 @@ fn one_control_plane_goes_alone_and_apply_makes_it_again_at_its_address() {
     }
     assert!(s.take_requests().is_empty());
 }
+
+/// The test's config with `workers` as given.
+fn write_workers(s: &StandIn, workers: &[&str]) {
+    let path = s.dir.path().join("infra.json");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let first = config["workers"][0].clone();
+    config["workers"] = workers
+        .iter()
+        .map(|name| {
+            let mut worker = first.clone();
+            worker["name"] = json!(name);
+            worker
+        })
+        .collect();
+    std::fs::write(&path, config.to_string()).unwrap();
+}
+
+/// The addresses the zone's `www` A records hold, sorted.
+fn www_addresses(state: &Value) -> Vec<String> {
+    let mut found: Vec<String> = state["records"]["example.com"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["name"] == "www" && r["type"] == "A")
+        .map(|r| r["data"].as_str().unwrap().to_owned())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The worker servers of the cluster, by their `edgepop-node` tag: (node, IPv4).
+fn worker_servers(state: &Value) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = tagged(&state["bm_servers"])
+        .into_iter()
+        .map(|s| {
+            let node = s["tags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find_map(|t| t.as_str()?.strip_prefix("edgepop-node="))
+                .unwrap()
+                .to_owned();
+            let ipv4 = s["ips"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|i| i["version"] == "IPv4")
+                .unwrap()["address"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            (node, ipv4)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn each_worker_gets_a_server_every_edge_name_points_at_all_and_one_taken_out_leaves_alone() {
+    let Some(s) = StandIn::start("two_workers", true) else {
+        return;
+    };
+    write_workers(&s, &["edge-worker-1", "edge-worker-2"]);
+    let inventory: Value = serde_json::from_str(ok(&s.scw(APPLY)).trim()).unwrap();
+    s.take_requests();
+    let state = s.state();
+    let servers = worker_servers(&state);
+    assert_eq!(
+        servers.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["edge-worker-1", "edge-worker-2"]
+    );
+    let mut both: Vec<String> = servers.iter().map(|(_, a)| a.clone()).collect();
+    both.sort();
+    assert_eq!(www_addresses(&state), both, "one A set holds every worker");
+    let workers: Vec<(&str, &str)> = inventory["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["role"] == "worker")
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap(),
+                n["install_disk"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        workers,
+        [("edge-worker-1", "/dev/sda"), ("edge-worker-2", "/dev/sda")]
+    );
+
+    // A worker the config still lists is never destroyed alone.
+    let out = s.scw(&["destroy", "--node", "edge-worker-2", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("still lists it under workers"), "{stderr}");
+
+    // Out of the config: the next apply points the names at the one left, leaves its server
+    // be, and names it.
+    write_workers(&s, &["edge-worker-1"]);
+    let out = s.scw(APPLY);
+    let inventory: Value = serde_json::from_str(ok(&out).trim()).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("make remove-worker NODE=edge-worker-2"),
+        "{stderr}"
+    );
+    // Only its records change: the control planes' firewall still lets it in, until it is
+    // drained and deleted.
+    let writes = mutations(&s.take_requests());
+    assert_eq!(
+        writes,
+        ["PATCH /domain/v2beta1/dns-zones/example.com/records"],
+        "only DNS changes"
+    );
+    let state = s.state();
+    assert_eq!(www_addresses(&state), [servers[0].1.clone()]);
+    assert_eq!(worker_servers(&state).len(), 2);
+    assert_eq!(
+        inventory["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["role"] == "worker")
+            .count(),
+        1
+    );
+
+    // Then its server alone goes, as the plan shown says.
+    let plan = ok(&s.scw(&["destroy", "--node", "edge-worker-2", "--dry-run"]));
+    let planned = lines(&plan);
+    assert_eq!(planned.len(), 1, "{plan}");
+    assert_eq!(planned[0]["name"], "edge-worker-2", "{plan}");
+    ok(&s.scw(&["destroy", "--node", "edge-worker-2", "--yes"]));
+    s.take_requests();
+    assert_eq!(worker_servers(&s.state()), [servers[0].clone()]);
+    let out = s.scw(&["destroy", "--node", "edge-worker-2", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no worker edge-worker-2 to remove"),
+        "{stderr}"
+    );
+}

@@ -156,6 +156,8 @@ pub struct Known {
     pub servers: BTreeMap<String, instance::Server>,
     /// The workers, by the config's name.
     pub workers: BTreeMap<String, baremetal::Server>,
+    /// The worker servers of the cluster the config no longer lists: out of DNS, still let in.
+    pub leaving: Vec<baremetal::Server>,
     /// The security group's editable rules as found, to keep the ids of those that stay.
     pub rules: Vec<(firewall::RuleSpec, String)>,
     /// Its editable rules that are not inbound accept rules (none of the cluster's).
@@ -229,13 +231,24 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
                 })
         })
         .collect();
+    // A leaving worker is still a node until remove-worker has drained it: let in, not named.
+    let let_in: Vec<Address> = known
+        .leaving
+        .iter()
+        .flat_map(|s| {
+            let v4 = s.ipv4().map(IpAddr::V4);
+            let v6 = s.ipv6().map(IpAddr::V6);
+            v4.into_iter().chain(v6).map(Address::Known)
+        })
+        .chain(worker_addresses.iter().cloned())
+        .collect();
     firewall::plan_rules(
         cluster,
         &mut steps,
         &known,
         &group,
         &control_planes,
-        &worker_addresses,
+        &let_in,
     )?;
     dns::plan(cluster, &mut steps, &control_planes, &worker_addresses)?;
     Ok(ApplyPlan { steps, known })

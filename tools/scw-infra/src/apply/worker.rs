@@ -41,8 +41,9 @@ pub struct Order {
 /// A server is a worker of the config by its `edgepop-node` tag. When exactly one worker of the
 /// config has no server and exactly one server of the cluster has no worker of the config, that
 /// server is adopted (a worker renamed in the config keeps its machine). Any other server left
-/// over is not part of the cluster any more: it gets no DNS record and no place in the
-/// inventory, and `make remove-worker` drains and deletes it.
+/// over is leaving the cluster: it gets no DNS record and no place in the inventory, but the
+/// control planes' firewall still lets it in (`Known::leaving`), so that `make remove-worker`
+/// can drain it (its kubelet must reach the API server to stop its pods) before deleting it.
 pub fn plan(
     cluster: &Cluster<'_>,
     inputs: &ApplyInputs,
@@ -55,7 +56,8 @@ pub fn plan(
         .api
         .baremetal()
         .servers(cluster.zone(), &names.tags(Role::Worker))?;
-    let found = match_servers(cluster.config.worker_names(), servers)?;
+    let (found, leaving) = match_servers(cluster.config.worker_names(), servers)?;
+    known.leaving = leaving;
     let mut settles = BTreeSet::new();
     for worker in &cluster.config.workers {
         let name = worker.name.clone();
@@ -114,11 +116,12 @@ pub fn plan(
 
 /// The cluster's worker servers by the config's worker each stands for: by its `edgepop-node`
 /// tag, or adopted when one worker and one server are left unpaired. Two servers for one worker
-/// stop the plan; the servers left over are named, and left alone.
+/// stop the plan; the servers left over are named, and returned apart.
+#[allow(clippy::type_complexity)]
 fn match_servers<'a>(
     workers: impl Iterator<Item = &'a str>,
     servers: Vec<baremetal::Server>,
-) -> R<BTreeMap<&'a str, baremetal::Server>> {
+) -> R<(BTreeMap<&'a str, baremetal::Server>, Vec<baremetal::Server>)> {
     let workers: Vec<&str> = workers.collect();
     let mut found: BTreeMap<&str, baremetal::Server> = BTreeMap::new();
     let mut unpaired = Vec::new();
@@ -152,17 +155,18 @@ fn match_servers<'a>(
         );
         found.insert(worker, server);
     }
-    for server in unpaired {
+    for server in &unpaired {
         pop_common::warn!(
             "the Elastic Metal server {} ({}) is a worker of this cluster the config does not \
-             list: it gets no DNS record and is left out of the inventory; make remove-worker \
-             NODE={} drains and deletes it",
+             list: it gets no DNS record and is left out of the inventory (the control \
+             planes' firewall still lets it in); make remove-worker NODE={} drains and deletes \
+             it",
             server.name,
             server.id,
-            node_tag(&server).unwrap_or_else(|| server.name.clone())
+            node_tag(server).unwrap_or_else(|| server.name.clone())
         );
     }
-    Ok(found)
+    Ok((found, unpaired))
 }
 
 /// The node a server's `edgepop-node` tag names.
