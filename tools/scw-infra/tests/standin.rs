@@ -2733,6 +2733,47 @@ fn each_worker_gets_a_server_every_edge_name_points_at_all_and_one_taken_out_lea
         [("edge-worker-1", "/dev/sda"), ("edge-worker-2", "/dev/sda")]
     );
 
+    assert_a_new_worker_is_named_once_proved_ours(&s, &inventory, &servers[0].1, &both);
+    assert_a_worker_out_of_the_config_leaves_dns_then_goes_alone(&s, &servers[0]);
+}
+
+/// The edge names hold a worker of a running edge only once an earlier inventory records it as
+/// proved ours; `both` is every worker's address, `first` worker-1's.
+fn assert_a_new_worker_is_named_once_proved_ours(
+    s: &StandIn,
+    inventory: &Value,
+    first: &str,
+    both: &[String],
+) {
+    // A worker added to a running edge is named only once it is proved ours (configured): the
+    // inventory of the run that configured worker-1 only, as the node tools leave it.
+    let mut previous = inventory.clone();
+    for node in previous["nodes"].as_array_mut().unwrap() {
+        if node["name"] != "edge-worker-2" {
+            node["steps"] = json!({"proved_ours": "ours"});
+        }
+    }
+    let previous_file = s.dir.path().join("previous.json");
+    std::fs::write(&previous_file, previous.to_string()).unwrap();
+    let previous_arg = previous_file.to_str().unwrap();
+    let mut apply = APPLY.to_vec();
+    apply.extend(["--previous", previous_arg]);
+    ok(&s.scw(&apply));
+    s.take_requests();
+    assert_eq!(www_addresses(&s.state()), [first]);
+    previous["nodes"][4]["steps"] = json!({"proved_ours": "ours"});
+    std::fs::write(&previous_file, previous.to_string()).unwrap();
+    ok(&s.scw(&apply));
+    s.take_requests();
+    assert_eq!(www_addresses(&s.state()), both, "named once configured");
+}
+
+/// Taken out of the config, worker-2 leaves DNS but not the firewall, then `destroy --node`
+/// removes its server alone; `kept` is worker-1 (node, IPv4).
+fn assert_a_worker_out_of_the_config_leaves_dns_then_goes_alone(
+    s: &StandIn,
+    kept: &(String, String),
+) {
     // A worker the config still lists is never destroyed alone.
     let out = s.scw(&["destroy", "--node", "edge-worker-2", "--dry-run"]);
     assert_eq!(out.status.code(), Some(2));
@@ -2741,7 +2782,7 @@ fn each_worker_gets_a_server_every_edge_name_points_at_all_and_one_taken_out_lea
 
     // Out of the config: the next apply points the names at the one left, leaves its server
     // be, and names it.
-    write_workers(&s, &["edge-worker-1"]);
+    write_workers(s, &["edge-worker-1"]);
     let out = s.scw(APPLY);
     let inventory: Value = serde_json::from_str(ok(&out).trim()).unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -2758,7 +2799,7 @@ fn each_worker_gets_a_server_every_edge_name_points_at_all_and_one_taken_out_lea
         "only DNS changes"
     );
     let state = s.state();
-    assert_eq!(www_addresses(&state), [servers[0].1.clone()]);
+    assert_eq!(www_addresses(&state), [kept.1.as_str()]);
     assert_eq!(worker_servers(&state).len(), 2);
     assert_eq!(
         inventory["nodes"]
@@ -2777,7 +2818,7 @@ fn each_worker_gets_a_server_every_edge_name_points_at_all_and_one_taken_out_lea
     assert_eq!(planned[0]["name"], "edge-worker-2", "{plan}");
     ok(&s.scw(&["destroy", "--node", "edge-worker-2", "--yes"]));
     s.take_requests();
-    assert_eq!(worker_servers(&s.state()), [servers[0].clone()]);
+    assert_eq!(worker_servers(&s.state()), std::slice::from_ref(kept));
     let out = s.scw(&["destroy", "--node", "edge-worker-2", "--dry-run"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);

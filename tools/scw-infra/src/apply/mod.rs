@@ -218,19 +218,23 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
             }
         })
         .collect();
-    let worker_addresses: Vec<Address> = cluster
-        .config
-        .worker_names()
-        .flat_map(|name| {
-            let settles = workers_settle.contains(name);
-            let known = &known;
-            [Family::Ipv4, Family::Ipv6]
-                .into_iter()
-                .filter_map(move |family| {
-                    address(known, NodeOf::Worker(name.to_owned()), family, settles)
-                })
-        })
-        .collect();
+    let workers: Vec<&str> = cluster.config.worker_names().collect();
+    let addresses_of = |names: &[&str]| -> Vec<Address> {
+        names
+            .iter()
+            .flat_map(|name| {
+                let settles = workers_settle.contains(*name);
+                let known = &known;
+                [Family::Ipv4, Family::Ipv6]
+                    .into_iter()
+                    .filter_map(move |family| {
+                        address(known, NodeOf::Worker((*name).to_owned()), family, settles)
+                    })
+            })
+            .collect()
+    };
+    let worker_addresses = addresses_of(&workers);
+    let serving = addresses_of(&serving_workers(&known, inputs, &workers));
     // A leaving worker is still a node until remove-worker has drained it: let in, not named.
     let let_in: Vec<Address> = known
         .leaving
@@ -250,8 +254,30 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
         &control_planes,
         &let_in,
     )?;
-    dns::plan(cluster, &mut steps, &control_planes, &worker_addresses)?;
+    dns::plan(cluster, &mut steps, &control_planes, &serving)?;
     Ok(ApplyPlan { steps, known })
+}
+
+/// The workers the edge names point at: those an earlier inventory records as proved ours
+/// (configured, running our Talos), so that a worker added to a running edge gets traffic only
+/// once it can serve it (`make add-worker` applies again once the edge runs there); every worker
+/// while none is (a new cluster, whose names must resolve for its first certificates).
+fn serving_workers<'a>(known: &Known, inputs: &ApplyInputs, workers: &[&'a str]) -> Vec<&'a str> {
+    let proved: Vec<&str> = workers
+        .iter()
+        .copied()
+        .filter(|name| {
+            known
+                .workers
+                .get(*name)
+                .is_some_and(|s| inputs.proved_ours.contains(&s.id))
+        })
+        .collect();
+    if proved.is_empty() {
+        workers.to_vec()
+    } else {
+        proved
+    }
 }
 
 /// The address of `node` as a step should name it: the one known now; else, when a step of this
