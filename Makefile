@@ -412,6 +412,36 @@ dry-run-replace-control-plane: have-inventory node-named $(BIN)/talos-lifecycle 
 replace-control-plane: have-inventory node-named $(BIN)/talos-lifecycle $(BIN)/scw-infra $(BIN)/scw-rescue-flash $(BIN)/talos-apply-insecure $(INFRA_CONFIG) ## Replace control plane NODE (FAILED=yes: its machine is gone): member out, Node and Instance deleted, made again, waited for; shows each plan, asks
 	@$(REPLACE_ENV) pipelines/infra.sh replace
 
+# make add-worker NODE=<name> once the infra config lists it under workers; make remove-worker
+# NODE=<name> once it no longer does (docs/operations.md). DNS_WAIT: seconds between its records'
+# removal and its drain (default: the records' TTL); DRAIN_TIMEOUT: kubectl drain's bound.
+DNS_WAIT      ?=
+DRAIN_TIMEOUT ?= 10m
+WORKER_ENV = $(REPLACE_ENV) DNS_WAIT='$(DNS_WAIT)' DRAIN_TIMEOUT='$(DRAIN_TIMEOUT)'
+.PHONY: add-worker dry-run-add-worker remove-worker dry-run-remove-worker worker-named
+worker-named:
+	@$(if $(NODE),,echo "make: name the worker: make $(filter add-worker dry-run-add-worker remove-worker dry-run-remove-worker,$(MAKECMDGOALS)) NODE=<worker name>" >&2; exit 2)
+
+dry-run-add-worker: worker-named $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of add-worker: NODE checked against the config, apply's plan, the steps after; changes nothing
+	@$(WORKER_ENV) pipelines/infra.sh add-worker-plan
+
+# The new worker gets its DNS records from the last apply-infra, once the edge runs on it.
+add-worker: worker-named $(INFRA_CONFIG) ## Add worker NODE (listed under workers in the infra config first): ordered, flashed, configured, the platform and edge following, then its DNS records once it is Ready
+	@$(WITHOUT_SECRETS) $(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure --bin wait-ready
+	@$(WORKER_ENV) pipelines/infra.sh add-worker
+	$(MAKE) apply-platform
+	$(MAKE) apply-edge
+	$(BIN)/wait-ready --kubeconfig '$(KUBECONFIG)' --timeout '$(UP_TIMEOUT)'
+	$(MAKE) apply-infra
+
+dry-run-remove-worker: worker-named have-inventory $(BIN)/scw-infra $(INFRA_CONFIG) ## The dry-run twin of remove-worker: NODE checked against the config, the steps and the server's destroy plan; changes nothing
+	@$(WORKER_ENV) pipelines/infra.sh remove-worker-plan
+
+remove-worker: worker-named have-inventory $(BIN)/scw-infra $(BIN)/scw-rescue-flash $(BIN)/talos-apply-insecure $(INFRA_CONFIG) ## Remove worker NODE (taken out of workers in the infra config first): out of DNS, a TTL's wait, drained, Node and server deleted, platform and edge following; shows the plan, asks
+	@$(WORKER_ENV) pipelines/infra.sh remove-worker
+	$(MAKE) apply-platform
+	$(MAKE) apply-edge
+
 # make upgrade-talos after a TALOS_VERSION bump in k8s/versions.env (and make
 # talos-image-digests): every node to the pin, through pipelines/infra.sh upgrade. The plan
 # (a JSON line a step) is shown first, its pre-flight checks and gates run as they will; the

@@ -29,6 +29,14 @@
 #                                  talos-lifecycle upgrade-k8s, then the configs regenerated
 #   pipelines/infra.sh replace-plan  the dry-run twin of replace: the member's removal planned
 #                                  behind its gate, the Instance's destroy plan, the steps after
+#   pipelines/infra.sh add-worker-plan  the dry-run twin of add-worker
+#   pipelines/infra.sh add-worker  the worker NODE, newly listed under workers in the config,
+#                                  ordered, flashed and configured (apply's steps); its DNS
+#                                  records come once the edge runs on it (make add-worker)
+#   pipelines/infra.sh remove-worker-plan  the dry-run twin of remove-worker
+#   pipelines/infra.sh remove-worker  the worker NODE, taken out of workers in the config: its
+#                                  records out of DNS, a wait of their TTL, drained, its Node
+#                                  deleted, its server destroyed (make remove-worker)
 #   pipelines/infra.sh replace     the control plane NODE made again (make replace-control-plane):
 #                                  its etcd member out (FAILED=yes: through another control
 #                                  plane), its Node deleted, its Instance and root volume
@@ -49,7 +57,7 @@
 # print, and moves files. Only scw-infra and scw-rescue-flash get the Scaleway secret key.
 set -euo pipefail
 
-step=${1:?usage: infra.sh configs|image|digests|plan|nodes|bootstrap|outputs|apply|upgrade-plan|upgrade|upgrade-k8s-plan|upgrade-k8s|replace-plan|replace}
+step=${1:?usage: infra.sh configs|image|digests|plan|nodes|bootstrap|outputs|apply|upgrade-plan|upgrade|upgrade-k8s-plan|upgrade-k8s|replace-plan|replace|add-worker-plan|add-worker|remove-worker-plan|remove-worker}
 : "${OUT:?}" "${INFRA_CONFIG:?}"
 PATCHES=${PATCHES:-talos/patches}
 VERSIONS_FILE=${VERSIONS_FILE:-$(dirname "$0")/../k8s/versions.env}
@@ -71,7 +79,8 @@ talos() { without_secrets talosctl "$@"; }
 # The values this script needs, as scw-infra reads them from the config (and, with --inventory
 # FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_SCHEMATIC,
 # WORKER_INSTALLER_IMAGE, CONTROL_PLANE_INSTALLER_IMAGE, INSTALL_DISK, SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE,
-# CONTROL_PLANE_ADDRESSES (comma separated). A bad config stops here, with scw-infra's message.
+# CONTROL_PLANE_ADDRESSES and WORKER_NAMES (comma separated), DNS_TTL. A bad config stops here,
+# with scw-infra's message.
 read_names() {
   need_tool scw-infra
   local pairs key value
@@ -80,7 +89,7 @@ read_names() {
     case $key in
       CLUSTER_NAME | CLUSTER_ENDPOINT | WORKER_SCHEMATIC | WORKER_INSTALLER_IMAGE | \
         CONTROL_PLANE_INSTALLER_IMAGE | INSTALL_DISK | SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE | \
-        CONTROL_PLANE_ADDRESSES)
+        CONTROL_PLANE_ADDRESSES | WORKER_NAMES | DNS_TTL)
         printf -v "$key" '%s' "$value" ;;
     esac
   done <<<"$pairs"
@@ -525,6 +534,84 @@ replace_control_plane() {
   log "$NODE replaced"
 }
 
+# NODE is (add) or is not (remove) among the config's workers, or the step stops saying what to
+# change in the config first.
+need_worker_named() {
+  local listed=no worker workers
+  [[ -n "${NODE:-}" ]] || die "name the worker: NODE=<worker name>"
+  read_names
+  IFS=, read -ra workers <<<"$WORKER_NAMES"
+  for worker in "${workers[@]}"; do [[ "$worker" == "$NODE" ]] && listed=yes; done
+  if [[ $1 == listed && $listed == no ]]; then
+    die "$NODE is not under workers in $INFRA_CONFIG: add it there first ({\"name\": \"$NODE\", \"offer\": ..., \"install_disk\": ...})"
+  fi
+  if [[ $1 == unlisted && $listed == yes ]]; then
+    die "$NODE is still under workers in $INFRA_CONFIG: take it out of the config first (apply would order it again)"
+  fi
+}
+
+# Adding a worker (make add-worker NODE=..., and add-worker-plan its dry-run twin): apply's own
+# steps, which order, flash and configure the workers the config lists and have no server yet.
+# The new worker gets no DNS record yet (scw-infra names a worker of a running edge once an
+# earlier inventory records it proved ours): the Makefile runs apply-infra again once the
+# platform and the edge run on it.
+add_worker() {
+  need_worker_named listed
+  if [[ $1 == plan ]]; then
+    plan
+    log "then: $NODE flashed and configured; then apply-platform (the host firewall lets it in) and apply-edge (one more gateway replica), a wait until it is Ready, and apply-infra again, which gives it its share of the edge names' records"
+    return
+  fi
+  apply_preconditions
+  configs
+  nodes
+  outputs
+  log "$NODE is configured; the platform and the edge follow (make add-worker runs them)"
+}
+
+# Removing a worker (make remove-worker NODE=..., and remove-worker-plan its dry-run twin), once
+# the config no longer lists it. Its traffic goes first: apply's steps take its address out of
+# the edge names' records (the control planes' firewall still lets it in), then a wait of the
+# records' TTL while resolvers forget it, then the drain (the gateway's disruption budget keeps
+# the others serving), the Node deleted, and its server destroyed as the plan shown said.
+remove_worker() {
+  local kubeconfig=${KUBECONFIG:-$OUT/kubeconfig} wait
+  need_worker_named unlisted
+  need_inventory
+  # What the run needs is checked before anything is shown or asked.
+  [[ $1 == plan ]] || apply_preconditions
+  command -v kubectl >/dev/null || die "kubectl is not installed (make tools builds it at its pin)"
+  local destroy_plan=$OUT/remove-$NODE.destroy-plan.json
+  wait=${DNS_WAIT:-$DNS_TTL}
+  log "1. the edge names' records point at the other workers only (apply's steps; its plan: make dry-run-infra)"
+  log "2. a wait of ${wait}s, the records' TTL, while resolvers forget $NODE"
+  log "3. kubectl drain $NODE: cordoned, its pods evicted (within ${DRAIN_TIMEOUT:-10m})"
+  log "4. kubectl delete node $NODE"
+  log "5. its Elastic Metal server deleted:"
+  "$BIN/scw-infra" destroy --config "$INFRA_CONFIG" --node "$NODE" --plan-out "$destroy_plan" >/dev/null
+  log "6. then apply-platform and apply-edge: the host firewall and the gateway follow the workers left (make remove-worker runs them)"
+  if [[ $1 == plan ]]; then
+    rm -f "$destroy_plan"
+    return
+  fi
+  CONFIRM=${CONFIRM:-} "$(dirname "$0")/confirm.sh" \
+    "the worker $NODE of cluster $CLUSTER_NAME: its share of the edge's traffic, its pods (drained to the other workers), its Kubernetes node and its Elastic Metal server" \
+    "$CLUSTER_NAME"
+  configs
+  nodes
+  outputs
+  log "waiting ${wait}s for resolvers to forget $NODE's address"
+  sleep "$wait"
+  if without_secrets kubectl --kubeconfig "$kubeconfig" get node "$NODE" >/dev/null 2>&1; then
+    without_secrets kubectl --kubeconfig "$kubeconfig" drain "$NODE" --ignore-daemonsets \
+      --delete-emptydir-data --timeout "${DRAIN_TIMEOUT:-10m}" >&2
+  fi
+  without_secrets kubectl --kubeconfig "$kubeconfig" delete node "$NODE" --ignore-not-found >&2
+  "$BIN/scw-infra" destroy --config "$INFRA_CONFIG" --node "$NODE" --plan "$destroy_plan" --yes >&2
+  rm -f "$destroy_plan"
+  log "$NODE removed"
+}
+
 case "$step" in
   configs) configs ;;
   image) read_names; image >/dev/null ;;
@@ -540,5 +627,9 @@ case "$step" in
   upgrade-k8s) upgrade_kubernetes run ;;
   replace-plan) replace_control_plane plan ;;
   replace) replace_control_plane run ;;
-  *) die "unknown step '$step' (configs|image|digests|plan|nodes|bootstrap|outputs|apply|upgrade-plan|upgrade|upgrade-k8s-plan|upgrade-k8s|replace-plan|replace)" ;;
+  add-worker-plan) add_worker plan ;;
+  add-worker) add_worker run ;;
+  remove-worker-plan) remove_worker plan ;;
+  remove-worker) remove_worker run ;;
+  *) die "unknown step '$step' (configs|image|digests|plan|nodes|bootstrap|outputs|apply|upgrade-plan|upgrade|upgrade-k8s-plan|upgrade-k8s|replace-plan|replace|add-worker-plan|add-worker|remove-worker-plan|remove-worker)" ;;
 esac

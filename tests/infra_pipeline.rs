@@ -15,6 +15,8 @@
 
 use crate::talos_schema;
 
+mod workers;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
 use crate::error::InfraError;
-use crate::tags::Role;
 use crate::wait;
+
+mod worker;
 use scaleway::iam::same_key;
 
 type R<T> = Result<T, InfraError>;
@@ -352,7 +353,7 @@ pub fn plan(cluster: &Cluster<'_>, scope: Scope<'_>) -> R<DestroyPlan> {
             plan_instances(cluster, Some(name), &mut removals)?;
             return Ok(DestroyPlan { removals });
         }
-        Scope::FormerWorker(name) => return plan_former_worker(cluster, name),
+        Scope::FormerWorker(name) => return worker::plan_former_worker(cluster, name),
     };
     let zone = cluster.zone();
     let names = cluster.names();
@@ -393,43 +394,8 @@ pub fn plan(cluster: &Cluster<'_>, scope: Scope<'_>) -> R<DestroyPlan> {
     Ok(DestroyPlan { removals })
 }
 
-/// A worker that left the config: the records of ours that still hold one of its addresses, then
-/// its server. Refused when no server of the cluster is that worker.
-fn plan_former_worker(cluster: &Cluster<'_>, name: &str) -> R<DestroyPlan> {
-    let names = cluster.names();
-    let tags = names.node_tags(Role::Worker, name);
-    let servers = cluster.api.baremetal().servers(cluster.zone(), &tags)?;
-    if servers.is_empty() {
-        return Err(InfraError::NoSuchWorker {
-            node: name.to_owned(),
-            tag: tags.join(","),
-        });
-    }
-    let addresses: Vec<String> = servers
-        .iter()
-        .flat_map(|s| {
-            let v4 = s.ipv4().map(|a| a.to_string());
-            let v6 = s.ipv6().map(|a| a.to_string());
-            v4.into_iter().chain(v6)
-        })
-        .collect();
-    let mut removals = Vec::new();
-    plan_dns_records(cluster, &mut removals)?;
-    removals.retain(|r| match r {
-        Removal::DnsRecord { name, .. } => addresses
-            .iter()
-            .any(|a| name.rsplit(' ').next() == Some(a.as_str())),
-        _ => false,
-    });
-    removals.extend(servers.into_iter().map(|s| Removal::ElasticMetalServer {
-        id: s.id,
-        name: s.name,
-    }));
-    Ok(DestroyPlan { removals })
-}
-
 /// The DNS records carrying our comment, when Scaleway hosts the zone.
-fn plan_dns_records(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()> {
+pub(crate) fn plan_dns_records(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()> {
     let names = cluster.names();
     let config = cluster.config;
     let dns = cluster.api.dns();

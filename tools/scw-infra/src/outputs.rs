@@ -93,6 +93,11 @@ pub fn names(
         ),
         ("SSH_PRIVATE_KEY", config.ssh_private_key_path.clone()),
     ];
+    // The workers the config lists (`make add-worker` and `remove-worker` check NODE against
+    // them), and how long resolvers may keep a record.
+    let workers: Vec<&str> = config.worker_names().collect();
+    pairs.push(("WORKER_NAMES", workers.join(",")));
+    pairs.push(("DNS_TTL", crate::apply::dns::TTL.to_string()));
     // One pair a line: a value with a line break would read as another pair.
     for (key, value) in &pairs {
         if value.contains(['\n', '\r']) {

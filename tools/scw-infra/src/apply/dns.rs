@@ -19,8 +19,9 @@ use crate::plan::Steps;
 
 type R<T> = Result<T, InfraError>;
 
-/// The time to live of the records written.
-const TTL: u32 = 300;
+/// The time to live of the records written: also how long `make remove-worker` waits, once a
+/// worker's records are gone, before draining it (resolvers may hand out its address until then).
+pub const TTL: u32 = 300;
 
 /// Making each record set (name and type) exactly these addresses, and each cleared set empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

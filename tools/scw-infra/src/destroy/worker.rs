@@ -1,0 +1,41 @@
+//! `destroy --node` for a worker the config no longer lists (`make remove-worker`).
+
+use super::{DestroyPlan, R, Removal, plan_dns_records};
+use crate::cluster::Cluster;
+use crate::error::InfraError;
+use crate::tags::Role;
+
+/// A worker that left the config: the records of ours that still hold one of its addresses, then
+/// its server. Refused when no server of the cluster is that worker.
+pub(super) fn plan_former_worker(cluster: &Cluster<'_>, name: &str) -> R<DestroyPlan> {
+    let names = cluster.names();
+    let tags = names.node_tags(Role::Worker, name);
+    let servers = cluster.api.baremetal().servers(cluster.zone(), &tags)?;
+    if servers.is_empty() {
+        return Err(InfraError::NoSuchWorker {
+            node: name.to_owned(),
+            tag: tags.join(","),
+        });
+    }
+    let addresses: Vec<String> = servers
+        .iter()
+        .flat_map(|s| {
+            let v4 = s.ipv4().map(|a| a.to_string());
+            let v6 = s.ipv6().map(|a| a.to_string());
+            v4.into_iter().chain(v6)
+        })
+        .collect();
+    let mut removals = Vec::new();
+    plan_dns_records(cluster, &mut removals)?;
+    removals.retain(|r| match r {
+        Removal::DnsRecord { name, .. } => addresses
+            .iter()
+            .any(|a| name.rsplit(' ').next() == Some(a.as_str())),
+        _ => false,
+    });
+    removals.extend(servers.into_iter().map(|s| Removal::ElasticMetalServer {
+        id: s.id,
+        name: s.name,
+    }));
+    Ok(DestroyPlan { removals })
+}
