@@ -59,7 +59,8 @@ impl InventoryFile {
 }
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
-/// endpoint's host (for the certificate SANs), the worker's install disk, the Image Factory
+/// endpoint's host (for the certificate SANs), the workers' names (comma separated: each gets
+/// its own machine config), the worker's install disk, the Image Factory
 /// schematic its offer needs (checked against the pin) and its installer, the control planes'
 /// installer, the SSH private key;
 /// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped)
@@ -74,6 +75,11 @@ pub fn names(
         ("CLUSTER_NAME", config.cluster_name.clone()),
         ("CLUSTER_ENDPOINT", config.cluster_endpoint.clone()),
         ("API_HOST", config.api_host()),
+        // Host names (checked in the config): no comma in them.
+        (
+            "WORKER_NAMES",
+            config.worker_names().collect::<Vec<_>>().join(","),
+        ),
         (
             "INSTALL_DISK",
             config
