@@ -71,8 +71,8 @@ talos() { without_secrets talosctl "$@"; }
 
 # The values this script needs, as scw-infra reads them from the config (and, with --inventory
 # FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_NAMES (comma separated),
-# WORKER_SCHEMATIC, WORKER_INSTALLER_IMAGE, CONTROL_PLANE_INSTALLER_IMAGE, INSTALL_DISK,
-# SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE, CONTROL_PLANE_ADDRESSES (comma separated). A bad config stops here, with scw-infra's message.
+# WORKER_SCHEMATIC, WORKER_INSTALLER_IMAGE, CONTROL_PLANE_INSTALLER_IMAGE, SSH_PRIVATE_KEY,
+# FIRST_CONTROL_PLANE, CONTROL_PLANE_ADDRESSES (comma separated). A bad config stops here, with scw-infra's message.
 read_names() {
   need_tool scw-infra
   local pairs key value
@@ -80,7 +80,7 @@ read_names() {
   while IFS='=' read -r key value; do
     case $key in
       CLUSTER_NAME | CLUSTER_ENDPOINT | WORKER_NAMES | WORKER_SCHEMATIC | WORKER_INSTALLER_IMAGE | \
-        CONTROL_PLANE_INSTALLER_IMAGE | INSTALL_DISK | SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE | \
+        CONTROL_PLANE_INSTALLER_IMAGE | SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE | \
         CONTROL_PLANE_ADDRESSES)
         printf -v "$key" '%s' "$value" ;;
     esac
@@ -330,8 +330,9 @@ nodes() {
   # scw-infra finds the nodes again from Scaleway (importing the control planes' image when it is
   # missing; giving each new control plane its config as user data, which Talos's Scaleway
   # platform reads at boot, so it never opens maintenance mode) and carries over, by server id,
-  # what the later steps recorded in the last inventory, so a re-run skips it. Each tool reads
-  # the inventory and writes it back enriched; the file is replaced only when the whole pipe
+  # what the later steps recorded in the last inventory, so a re-run skips it; it records each
+  # worker's install_disk, which scw-rescue-flash writes, and talos-apply-insecure gives each
+  # worker its own worker-<name>.yaml. Each tool reads the inventory and writes it back enriched; the file is replaced only when the whole pipe
   # succeeded. A failing tool still writes what it did (inventory.partial): the next run keeps
   # that aside as inventory.unfinished and carries it over first, so what a failed run flashed or
   # configured is not done again. The worker's flashed tag is written last, once
@@ -344,7 +345,7 @@ nodes() {
       --talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$control_plane_sha256" \
       --talos-image-file "$(control_plane_image_file)" \
       --control-plane-config "$OUT/controlplane.yaml" \
-    | "$BIN/scw-rescue-flash" --image "$metal" --disk "$INSTALL_DISK" --ssh-key "$SSH_PRIVATE_KEY" \
+    | "$BIN/scw-rescue-flash" --image "$metal" --ssh-key "$SSH_PRIVATE_KEY" \
         --installer-image "$WORKER_INSTALLER_IMAGE" --talosconfig "$talosconfig" "${reflash[@]}" \
     | without_secrets "$BIN/talos-apply-insecure" --config-dir "$OUT" --talosconfig "$talosconfig" "${pins[@]}" \
     | "$BIN/scw-rescue-flash" --tag-proven \

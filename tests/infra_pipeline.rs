@@ -1140,13 +1140,14 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
                 ))
                 .display()
             ),
-            "--disk /dev/nvme0n1",
             &format!(
                 "--installer-image factory.talos.dev/metal-installer/{WORKER_SCHEMATIC}:v1.13.11"
             ),
             "--reflash",
         ],
     );
+    // Each worker is written onto the install_disk its inventory records: no one --disk.
+    assert!(!flash.contains("--disk"), "{flash}");
     let talosconfig = format!("--talosconfig {}", env.out("talosconfig").display());
     assert_says_all(
         &talos.2,

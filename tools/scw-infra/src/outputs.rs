@@ -60,9 +60,9 @@ impl InventoryFile {
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
 /// endpoint's host (for the certificate SANs), the workers' names (comma separated: each gets
-/// its own machine config), the worker's install disk, the Image Factory
-/// schematic its offer needs (checked against the pin) and its installer, the control planes'
-/// installer, the SSH private key;
+/// its own machine config; each one's install disk goes into its config and the inventory), the
+/// Image Factory schematic their offers need (checked against the pin) and its installer, the
+/// control planes' installer, the SSH private key;
 /// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped)
 /// and of every control plane (comma separated: where etcd is looked for).
 pub fn names(
@@ -79,14 +79,6 @@ pub fn names(
         (
             "WORKER_NAMES",
             config.worker_names().collect::<Vec<_>>().join(","),
-        ),
-        (
-            "INSTALL_DISK",
-            config
-                .workers
-                .first()
-                .map(|w| w.install_disk.clone())
-                .unwrap_or_default(),
         ),
         (
             "WORKER_INSTALLER_IMAGE",
