@@ -2,8 +2,9 @@
 # Layer 1, Talos half: machine configs from talos/patches/, the Talos images, the node pipeline,
 # the etcd bootstrap, and the outputs the next layers read.
 #
-#   pipelines/infra.sh configs     secrets once (kept), then controlplane.yaml, worker.yaml and
-#                                  talosconfig, each checked by talosctl validate
+#   pipelines/infra.sh configs     secrets once (kept), then controlplane.yaml, worker.yaml (the
+#                                  workers' template), worker-<name>.yaml for each worker and
+#                                  talosconfig, each node's checked by talosctl validate
 #   pipelines/infra.sh image       the worker's Talos image from the Image Factory, checked
 #                                  against its pin (the control planes' is scw-infra's to import)
 #   pipelines/infra.sh digests     download both images once, record their sha256 in
@@ -77,19 +78,19 @@ need_tool() { [[ -x "${BIN:?}/$1" ]] || die "$BIN/$1 is not built (make apply-in
 talos() { without_secrets talosctl "$@"; }
 
 # The values this script needs, as scw-infra reads them from the config (and, with --inventory
-# FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_SCHEMATIC,
-# WORKER_INSTALLER_IMAGE, CONTROL_PLANE_INSTALLER_IMAGE, INSTALL_DISK, SSH_PRIVATE_KEY, FIRST_CONTROL_PLANE,
-# CONTROL_PLANE_ADDRESSES and WORKER_NAMES (comma separated), DNS_TTL. A bad config stops here,
-# with scw-infra's message.
+# FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_NAMES (comma separated),
+# WORKER_SCHEMATIC, WORKER_INSTALLER_IMAGE, CONTROL_PLANE_INSTALLER_IMAGE, SSH_PRIVATE_KEY,
+# DNS_TTL, FIRST_CONTROL_PLANE, CONTROL_PLANE_ADDRESSES (comma separated). A bad config stops
+# here, with scw-infra's message.
 read_names() {
   need_tool scw-infra
   local pairs key value
   pairs=$("$BIN/scw-infra" names --config "$INFRA_CONFIG" "$@")
   while IFS='=' read -r key value; do
     case $key in
-      CLUSTER_NAME | CLUSTER_ENDPOINT | WORKER_SCHEMATIC | WORKER_INSTALLER_IMAGE | \
-        CONTROL_PLANE_INSTALLER_IMAGE | INSTALL_DISK | SSH_PRIVATE_KEY | FIRST_CONTROL_PLANE | \
-        CONTROL_PLANE_ADDRESSES | WORKER_NAMES | DNS_TTL)
+      CLUSTER_NAME | CLUSTER_ENDPOINT | WORKER_NAMES | WORKER_SCHEMATIC | WORKER_INSTALLER_IMAGE | \
+        CONTROL_PLANE_INSTALLER_IMAGE | SSH_PRIVATE_KEY | DNS_TTL | FIRST_CONTROL_PLANE | \
+        CONTROL_PLANE_ADDRESSES)
         printf -v "$key" '%s' "$value" ;;
     esac
   done <<<"$pairs"
@@ -140,16 +141,23 @@ configs() {
   fi
   chmod 600 "$secrets"
   # The patches, with the config's values filled in by scw-infra (each value checked where it
-  # enters; no program is built from them here). It prints `<gen config flag><TAB><file>`.
-  local listing flag rendered args=() inputs=("$secrets" "$INFRA_CONFIG")
+  # enters; no program is built from them here). It prints `<gen config flag><TAB><file>` for
+  # the shared ones, then `--each-worker=<name><TAB><file>` for each worker's own.
+  local listing flag rendered args=() inputs=("$secrets" "$INFRA_CONFIG") each_worker=() each_patch=()
   listing=$("$BIN/scw-infra" talos-patches --config "$INFRA_CONFIG" --patches "$PATCHES" --out-dir "$OUT/patches")
   while IFS=$'\t' read -r flag rendered; do
-    args+=("$flag" "@$rendered")
-    inputs+=("$rendered")
+    if [[ "$flag" == --each-worker=* ]]; then
+      each_worker+=("${flag#--each-worker=}")
+      each_patch+=("$rendered")
+    else
+      args+=("$flag" "@$rendered")
+      inputs+=("$rendered")
+    fi
   done <<<"$listing"
   # Regenerated only when an input changed (a rendered patch is rewritten only when its content
   # changes), so the digests talos-apply-insecure records stay the same across runs.
   # The pins gen config takes are kept beside the configs: a bump of another pin changes nothing.
+  # worker.yaml is the workers' common template: each worker's own config is made from it below.
   local outputs=("$OUT/controlplane.yaml" "$OUT/worker.yaml" "$talosconfig") stale=0 f input
   local stamp=$OUT/configs.pins pins="TALOS_VERSION=$TALOS_VERSION KUBERNETES_VERSION=$KUBERNETES_VERSION"
   [[ "$(cat "$stamp" 2>/dev/null)" == "$pins" ]] || stale=1
@@ -175,12 +183,48 @@ configs() {
     log "machine configs are up to date"
   fi
   chmod 600 "${outputs[@]}"
-  # As the nodes will check them: the control planes are Scaleway Instances (cloud), the worker
-  # is bare metal; a warning is an error.
+  # As the nodes will check them: the control planes are Scaleway Instances (cloud), the workers
+  # bare metal; a warning is an error.
   talos validate --config "$OUT/controlplane.yaml" --mode cloud --strict >&2 \
     || die "$OUT/controlplane.yaml: refused by talosctl validate (mode cloud)"
-  talos validate --config "$OUT/worker.yaml" --mode metal --strict >&2 \
-    || die "$OUT/worker.yaml: refused by talosctl validate (mode metal)"
+  local workers worker
+  IFS=, read -ra workers <<<"$WORKER_NAMES"
+  for worker in "${workers[@]}"; do
+    worker_config "$worker"
+  done
+  # A worker no longer in the config: its config (which holds the cluster's secrets) goes too.
+  for f in "$OUT"/worker-*.yaml; do
+    [[ -e "$f" ]] || continue
+    worker=${f##*/worker-}
+    worker=${worker%.yaml}
+    if [[ " ${workers[*]} " != *" $worker "* ]]; then
+      log "removing $f: $worker is no longer a worker of $INFRA_CONFIG"
+      rm -f "$f"
+    fi
+  done
+}
+
+# The machine config of the worker $1, worker-$1.yaml: the common template worker.yaml with the
+# worker's own patches (the arrays each_worker and each_patch of configs), made again only when
+# one of them changed, then validated as its node will (metal, strictly).
+worker_config() {
+  local name=$1 config=$OUT/worker-$1.yaml files=() args=() i stale=0 input
+  for i in "${!each_worker[@]}"; do
+    if [[ "${each_worker[$i]}" == "$name" ]]; then
+      files+=("${each_patch[$i]}")
+      args+=(--patch "@${each_patch[$i]}")
+    fi
+  done
+  [[ -s "$config" ]] || stale=1
+  for input in "$OUT/worker.yaml" "${files[@]}"; do [[ "$config" -nt "$input" ]] || stale=1; done
+  if (( stale )); then
+    log "making $config: worker.yaml with $name's own patches"
+    (umask 077; talos machineconfig patch "$OUT/worker.yaml" "${args[@]}" --output "$config.part" >&2)
+    mv "$config.part" "$config"
+  fi
+  chmod 600 "$config"
+  talos validate --config "$config" --mode metal --strict >&2 \
+    || die "$config: refused by talosctl validate (mode metal)"
 }
 
 # A recorded sha256, or a stop saying how to record it.
@@ -210,9 +254,9 @@ factory_request() {
 # Registers the worker's schematic with the Image Factory (idempotent: its id is the digest of
 # its content), which serves images of known schematics only.
 register_schematic() {
-  "$BIN/scw-infra" talos-schematic --config "$INFRA_CONFIG" > "$OUT/worker-schematic.yaml"
-  factory_request "the worker's schematic $WORKER_SCHEMATIC ($OUT/worker-schematic.yaml)" \
-    -X POST -H 'Content-Type: application/yaml' --data-binary "@$OUT/worker-schematic.yaml" \
+  "$BIN/scw-infra" talos-schematic --config "$INFRA_CONFIG" > "$OUT/metal-schematic.yaml"
+  factory_request "the worker's schematic $WORKER_SCHEMATIC ($OUT/metal-schematic.yaml)" \
+    -X POST -H 'Content-Type: application/yaml' --data-binary "@$OUT/metal-schematic.yaml" \
     -o /dev/null "$TALOS_FACTORY_URL/schematics"
 }
 
@@ -295,8 +339,9 @@ nodes() {
   # scw-infra finds the nodes again from Scaleway (importing the control planes' image when it is
   # missing; giving each new control plane its config as user data, which Talos's Scaleway
   # platform reads at boot, so it never opens maintenance mode) and carries over, by server id,
-  # what the later steps recorded in the last inventory, so a re-run skips it. Each tool reads
-  # the inventory and writes it back enriched; the file is replaced only when the whole pipe
+  # what the later steps recorded in the last inventory, so a re-run skips it; it records each
+  # worker's install_disk, which scw-rescue-flash writes, and talos-apply-insecure gives each
+  # worker its own worker-<name>.yaml. Each tool reads the inventory and writes it back enriched; the file is replaced only when the whole pipe
   # succeeded. A failing tool still writes what it did (inventory.partial): the next run keeps
   # that aside as inventory.unfinished and carries it over first, so what a failed run flashed or
   # configured is not done again. The worker's flashed tag is written last, once
@@ -309,7 +354,7 @@ nodes() {
       --talos-image-url "$(control_plane_image_url)" --talos-image-sha256 "$control_plane_sha256" \
       --talos-image-file "$(control_plane_image_file)" \
       --control-plane-config "$OUT/controlplane.yaml" \
-    | "$BIN/scw-rescue-flash" --image "$metal" --disk "$INSTALL_DISK" --ssh-key "$SSH_PRIVATE_KEY" \
+    | "$BIN/scw-rescue-flash" --image "$metal" --ssh-key "$SSH_PRIVATE_KEY" \
         --installer-image "$WORKER_INSTALLER_IMAGE" --talosconfig "$talosconfig" "${reflash[@]}" \
     | without_secrets "$BIN/talos-apply-insecure" --config-dir "$OUT" --talosconfig "$talosconfig" "${pins[@]}" \
     | "$BIN/scw-rescue-flash" --tag-proven \

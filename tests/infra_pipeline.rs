@@ -1,8 +1,8 @@
 //! `pipelines/infra.sh` as `make apply-infra` runs it:
 //! - the configs come from the real talosctl (built at `TALOSCTL_VERSION` by
 //!   pipelines/upstream.sh): `gen secrets`, `gen config` with the patches scw-infra rendered,
-//!   `validate` (mode cloud for the control planes, metal for the worker); a talosctl of another
-//!   minor is refused;
+//!   `machineconfig patch` for each worker's own config, `validate` (mode cloud for the control
+//!   planes, metal for each worker); a talosctl of another minor is refused;
 //! - the node calls (bootstrap, get, kubeconfig) go to testkit's `stand-ins/talosctl`, which
 //!   answers as a node would (listening late, FailedPrecondition early in boot, AlreadyExists);
 //!   whether etcd is bootstrapped is asked of the cluster, so a new cluster is bootstrapped again;
@@ -29,6 +29,8 @@ use testkit::process::assert_says_all;
 /// The worker's schematic: the kernel arguments of the example config's offer (EM-A116X-SSD).
 const WORKER_SCHEMATIC: &str = "b4f89946a66f1ffdda1caf6d31f852c10b2b2b2c320d040baf863e9962065f02";
 const SECRET: &str = "11111111-1111-4111-8111-111111111111";
+/// The example config's worker's own machine config, in OUT.
+const WORKER_CONFIG: &str = "worker-edge-worker-1.yaml";
 
 struct Env {
     dir: tempfile::TempDir,
@@ -275,11 +277,12 @@ fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_
 
     // A second run changes nothing: same secrets, no gen call, same configs (same digests).
     let secrets = fs::read(env.out("secrets.yaml")).unwrap();
-    let worker_bytes = fs::read(env.out("worker.yaml")).unwrap();
+    let worker_bytes = fs::read(env.out(WORKER_CONFIG)).unwrap();
     let stderr = ok(&env.infra("configs", &[]));
     assert!(stderr.contains("up to date"), "{stderr}");
     assert_eq!(env.calls_with("gen").len(), 2);
-    assert_eq!(fs::read(env.out("worker.yaml")).unwrap(), worker_bytes);
+    assert_eq!(env.calls_with("machineconfig").len(), 1);
+    assert_eq!(fs::read(env.out(WORKER_CONFIG)).unwrap(), worker_bytes);
 
     // Another pin's bump changes nothing; Kubernetes' regenerates them.
     env.pin("CILIUM_VERSION", "1.20.9");
@@ -300,7 +303,7 @@ fn configs_are_made_by_the_real_talosctl_from_the_rendered_patches_and_pass_its_
     ok(&env.infra("configs", &[]));
     assert_eq!(env.calls_with("config").len(), 3);
     assert_eq!(fs::read(env.out("secrets.yaml")).unwrap(), secrets);
-    let worker = read("worker");
+    let worker = read("worker-edge-worker-1");
     assert_eq!(
         talos_schema::document(&worker, "v1alpha1")["machine"]["install"]["disk"],
         "/dev/sdb"
@@ -346,13 +349,34 @@ fn assert_gen_config_gets_the_pins_and_the_patches(env: &Env) {
     assert_eq!(
         flag_values(gen_config, "--config-patch-worker"),
         [
-            "50-install-disk.worker.yaml",
             "55-installer-image.worker.yaml",
-            "70-edge-worker.worker.yaml",
-            "75-hostname.worker.yaml"
+            "70-edge-worker.worker.yaml"
         ]
     );
-    // Each config checked by talosctl validate as its node will: cloud, metal.
+    // The worker's own config: gen config's worker.yaml with its own patches, written aside
+    // then moved into place.
+    let patch = env.calls_with("machineconfig");
+    assert_eq!(patch.len(), 1, "{patch:?}");
+    assert_eq!(
+        patch[0][..3],
+        [
+            "machineconfig",
+            "patch",
+            &env.out("worker.yaml").display().to_string()
+        ]
+    );
+    assert_eq!(
+        flag_values(&patch[0], "--patch"),
+        [
+            "50-install-disk.each-worker.yaml",
+            "75-hostname.each-worker.yaml"
+        ]
+    );
+    assert_eq!(
+        flag_values(&patch[0], "--output"),
+        [format!("{WORKER_CONFIG}.part")]
+    );
+    // Each node's config checked by talosctl validate as its node will: cloud, metal.
     let validations: Vec<(String, String)> = env
         .calls_with("validate")
         .iter()
@@ -367,7 +391,7 @@ fn assert_gen_config_gets_the_pins_and_the_patches(env: &Env) {
         validations,
         [
             ("controlplane.yaml".to_owned(), "cloud".to_owned()),
-            ("worker.yaml".to_owned(), "metal".to_owned())
+            (WORKER_CONFIG.to_owned(), "metal".to_owned())
         ]
     );
     // No talosctl call ever holds the Scaleway secret.
@@ -381,6 +405,7 @@ fn assert_the_configs_are_private_and_hold_the_rendered_values(env: &Env) {
         "secrets.yaml",
         "controlplane.yaml",
         "worker.yaml",
+        WORKER_CONFIG,
         "talosconfig",
     ] {
         assert_eq!(mode(&env.out(file)), 0o600, "{file}");
@@ -414,7 +439,7 @@ fn assert_the_configs_are_private_and_hold_the_rendered_values(env: &Env) {
             testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC")
         )
     );
-    let worker = read("worker");
+    let worker = read("worker-edge-worker-1");
     let worker_machine = talos_schema::document(&worker, "v1alpha1");
     assert_eq!(worker_machine["machine"]["install"]["disk"], "/dev/nvme0n1");
     // The installer of the worker's schematic, whose kernel arguments its offer needs.
@@ -426,6 +451,87 @@ fn assert_the_configs_are_private_and_hold_the_rendered_values(env: &Env) {
     let hostname = talos_schema::document(&worker, "HostnameConfig");
     assert_eq!(hostname["hostname"], "edge-worker-1");
     assert_eq!(hostname["auto"], "off");
+}
+
+#[test]
+fn each_worker_gets_its_own_config_the_same_across_runs_and_a_removed_workers_goes() {
+    let test = "each_worker_gets_its_own_config";
+    let Some(env) = Env::new(test) else { return };
+    let mut infra = env.config();
+    let mut second = infra["workers"][0].clone();
+    second["name"] = "edge-worker-2".into();
+    second["install_disk"] = "/dev/sdb".into();
+    infra["workers"].as_array_mut().unwrap().push(second);
+    env.write_config(&infra);
+    ok(&env.infra("configs", &[]));
+    let own = |name: &str| env.out(&format!("worker-{name}.yaml"));
+    let read = |name: &str| talos_schema::documents(&fs::read_to_string(own(name)).unwrap());
+    for (name, disk) in [
+        ("edge-worker-1", "/dev/nvme0n1"),
+        ("edge-worker-2", "/dev/sdb"),
+    ] {
+        assert_eq!(mode(&own(name)), 0o600, "{name}");
+        let documents = read(name);
+        let machine = talos_schema::document(&documents, "v1alpha1");
+        assert_eq!(machine["machine"]["install"]["disk"], disk, "{name}");
+        assert_eq!(
+            talos_schema::document(&documents, "HostnameConfig")["hostname"],
+            name
+        );
+    }
+    // Each node's config checked as its node will: the control planes', then each worker's.
+    let validated: Vec<(String, String)> = env
+        .calls_with("validate")
+        .iter()
+        .map(|argv| {
+            (
+                flag_values(argv, "--config")[0].clone(),
+                flag_values(argv, "--mode")[0].clone(),
+            )
+        })
+        .collect();
+    let checked = |file: &str, mode: &str| (file.to_owned(), mode.to_owned());
+    assert_eq!(
+        validated,
+        [
+            checked("controlplane.yaml", "cloud"),
+            checked("worker-edge-worker-1.yaml", "metal"),
+            checked("worker-edge-worker-2.yaml", "metal")
+        ]
+    );
+
+    // A second run makes none again: the same bytes, so the same digests on the nodes.
+    let bytes = |name: &str| fs::read(own(name)).unwrap();
+    let (first, second) = (bytes("edge-worker-1"), bytes("edge-worker-2"));
+    assert!(ok(&env.infra("configs", &[])).contains("up to date"));
+    assert_eq!(env.calls_with("machineconfig").len(), 2);
+    assert_eq!(
+        (bytes("edge-worker-1"), bytes("edge-worker-2")),
+        (first.clone(), second)
+    );
+
+    // One worker's disk changed: its config says so, the other's is what it was.
+    infra["workers"][1]["install_disk"] = "/dev/sdc".into();
+    env.write_config(&infra);
+    ok(&env.infra("configs", &[]));
+    let documents = read("edge-worker-2");
+    assert_eq!(
+        talos_schema::document(&documents, "v1alpha1")["machine"]["install"]["disk"],
+        "/dev/sdc"
+    );
+    assert_eq!(bytes("edge-worker-1"), first);
+
+    // A worker removed from the config: its config (the cluster's secrets) and patches go.
+    infra["workers"].as_array_mut().unwrap().remove(0);
+    env.write_config(&infra);
+    let stderr = ok(&env.infra("configs", &[]));
+    assert!(
+        stderr.contains("edge-worker-1 is no longer a worker"),
+        "{stderr}"
+    );
+    assert!(!own("edge-worker-1").exists());
+    assert!(!env.out("patches/workers/edge-worker-1").exists());
+    assert!(own("edge-worker-2").is_file());
 }
 
 #[test]
@@ -736,7 +842,7 @@ fn assert_the_outputs_are_what_the_next_layers_read(env: &Env) {
     assert_eq!(record.dns_zone, "example.com");
     assert_eq!(record.cluster_endpoint, "https://api.example.com:6443");
     // The node the edge layer selects on is the worker's hostname in its Talos config.
-    let worker = talos_schema::documents(&fs::read_to_string(env.out("worker.yaml")).unwrap());
+    let worker = talos_schema::documents(&fs::read_to_string(env.out(WORKER_CONFIG)).unwrap());
     assert_eq!(
         talos_schema::document(&worker, "HostnameConfig")["hostname"],
         record.edge_node_name.as_str()
@@ -1036,13 +1142,14 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
                 ))
                 .display()
             ),
-            "--disk /dev/nvme0n1",
             &format!(
                 "--installer-image factory.talos.dev/metal-installer/{WORKER_SCHEMATIC}:v1.13.11"
             ),
             "--reflash",
         ],
     );
+    // Each worker is written onto the install_disk its inventory records: no one --disk.
+    assert!(!flash.contains("--disk"), "{flash}");
     let talosconfig = format!("--talosconfig {}", env.out("talosconfig").display());
     assert_says_all(
         &talos.2,

@@ -602,9 +602,9 @@ fn install_tools(dir: &Path, sshd_port: u16) {
     // The node tools' calls recorded; scw-rescue-flash then runs for real, told the rescue
     // sshd's port and to look again at once (the stand-in's server changes state at each
     // look); talos-apply-insecure hands the inventory on unchanged, and the worker, in
-    // maintenance mode, takes worker.yaml from --config-dir: its node stand-in holds it from
-    // then on (the control planes took theirs as user data, which no talosctl call here
-    // reads).
+    // maintenance mode, takes its own worker-edge-worker-1.yaml from --config-dir: its node
+    // stand-in holds it from then on (the control planes took theirs as user data, which no
+    // talosctl call here reads).
     let log = path("node-tools.log");
     record_rescue_flash(&bin, &log, sshd_port);
     let worker_config = testkit::standin::talos_node_config(&path("talos-state"), WORKER_ADDRESS);
@@ -614,7 +614,7 @@ fn install_tools(dir: &Path, sshd_port: u16) {
         &log,
         &format!(
             "while (( $# )); do [[ $1 == --config-dir ]] && config_dir=$2; shift; done\n\
-             install -D -m 600 \"$config_dir/worker.yaml\" '{}' || exit 1\ncat",
+             install -D -m 600 \"$config_dir/worker-edge-worker-1.yaml\" '{}' || exit 1\ncat",
             worker_config.display()
         ),
     );
@@ -715,6 +715,7 @@ fn assert_the_outputs_written(stage: &Stage) -> (Value, Vec<(String, String)>, S
         "secrets.yaml",
         "controlplane.yaml",
         "worker.yaml",
+        "worker-edge-worker-1.yaml",
         "talosconfig",
         "kubeconfig",
     ] {

@@ -2,8 +2,9 @@
 //! pipeline renders them: every patch document valid against Talos's own machine-config schema
 //! (`../shared/talos/v1.13.9/schemas/config.schema.json`, JSON Schema 2020-12,
 //! `additionalProperties: false` on every v1alpha1 object), and the configs the real
-//! `talosctl gen config` (built at `TALOSCTL_VERSION`) makes from them accepted by the real
-//! `talosctl validate`, mode cloud for the control planes and metal for the worker. Contract
+//! `talosctl gen config` (built at `TALOSCTL_VERSION`) makes from them, each worker's own made by
+//! the real `talosctl machineconfig patch` from gen config's `worker.yaml`, accepted by the real
+//! `talosctl validate`, mode cloud for the control planes and metal for each worker. Contract
 //! checked: what Talos v1.13 accepts.
 
 use std::fs;
@@ -17,21 +18,35 @@ const TEST: &str = "talos_patches";
 
 /// What the example config renders into the placeholders.
 const API_HOSTNAME: &str = "api.example.com";
-const INSTALL_DISK: &str = "/dev/nvme0n1";
+/// Two workers of different names and disks: each must get its own.
+const WORKERS: [(&str, &str); 2] = [
+    ("edge-worker-1", "/dev/nvme0n1"),
+    ("edge-worker-2", "/dev/sdb"),
+];
 
-/// The patches rendered into a temporary folder, with the example config and the disk above:
-/// `(gen config flag, path)` in name order.
+/// The patches rendered into a temporary folder, with the example config and `workers`: the
+/// shared ones as `(gen config flag, path)` in name order, and each worker's own by worker.
 struct Rendered {
     dir: tempfile::TempDir,
     patches: Vec<(String, PathBuf)>,
+    each_worker: Vec<(String, Vec<PathBuf>)>,
 }
 
-fn render() -> Rendered {
+fn render(workers: &[(&str, &str)]) -> Rendered {
     let dir = tempfile::tempdir().unwrap();
     let example =
         fs::read_to_string(testkit::workspace::root().join("config/infra.example.json")).unwrap();
     let mut infra: Value = serde_json::from_str(&example).unwrap();
-    infra["workers"][0]["install_disk"] = INSTALL_DISK.into();
+    let template = infra["workers"][0].clone();
+    infra["workers"] = workers
+        .iter()
+        .map(|(name, disk)| {
+            let mut worker = template.clone();
+            worker["name"] = (*name).into();
+            worker["install_disk"] = (*disk).into();
+            worker
+        })
+        .collect();
     let config = dir.path().join("infra.json");
     fs::write(&config, infra.to_string()).unwrap();
     let out = Command::new(testkit::workspace::bin("scw-infra"))
@@ -45,31 +60,69 @@ fn render() -> Rendered {
         .output()
         .unwrap();
     let listing = testkit::process::success_stdout(&out);
-    let patches: Vec<(String, PathBuf)> = listing
-        .lines()
-        .map(|line| {
-            let (flag, path) = line.split_once('\t').unwrap();
-            (flag.to_owned(), PathBuf::from(path))
-        })
-        .collect();
-    assert!(patches.len() >= 7, "too few patches: {patches:?}");
-    for (_, path) in &patches {
-        let text = fs::read_to_string(path).unwrap();
+    let mut patches = Vec::new();
+    let mut each_worker: Vec<(String, Vec<PathBuf>)> = Vec::new();
+    for line in listing.lines() {
+        let (label, path) = line.split_once('\t').unwrap();
+        let path = PathBuf::from(path);
+        let text = fs::read_to_string(&path).unwrap();
         assert!(
             !text.contains("${"),
             "{}: a placeholder is left",
             path.display()
         );
+        match label.strip_prefix("--each-worker=") {
+            Some(name) => match each_worker.iter_mut().find(|(n, _)| n == name) {
+                Some((_, paths)) => paths.push(path),
+                None => each_worker.push((name.to_owned(), vec![path])),
+            },
+            None => patches.push((label.to_owned(), path)),
+        }
     }
-    Rendered { dir, patches }
+    assert!(patches.len() >= 7, "too few patches: {patches:?}");
+    let names: Vec<&str> = each_worker.iter().map(|(n, _)| n.as_str()).collect();
+    let wanted: Vec<&str> = workers.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, wanted, "{listing}");
+    Rendered {
+        dir,
+        patches,
+        each_worker,
+    }
 }
 
 /// The worker's machine config as the infra layer makes it for the example config (the committed
-/// patches rendered, the real `talosctl gen config`): what the worker holds once it took it.
+/// patches rendered, the real `talosctl gen config`, then its own patches): what the worker holds
+/// once it took it.
 pub(crate) fn example_worker_config(talosctl: &Path) -> Vec<u8> {
-    let rendered = render();
+    let rendered = render(&[("edge-worker-1", "/dev/sda")]);
     let out = gen_config(talosctl, rendered.dir.path(), "configs", &rendered.patches).unwrap();
-    fs::read(out.join("worker.yaml")).unwrap()
+    let (name, patches) = &rendered.each_worker[0];
+    fs::read(worker_config(talosctl, &out, name, patches).unwrap()).unwrap()
+}
+
+/// `talosctl machineconfig patch` of gen config's `worker.yaml` in `out` with one worker's own
+/// patches, as the infra pipeline makes `worker-<name>.yaml`; returns its path, or talosctl's
+/// stderr when it refuses.
+fn worker_config(
+    talosctl: &Path,
+    out: &Path,
+    name: &str,
+    patches: &[PathBuf],
+) -> Result<PathBuf, String> {
+    let config = out.join(format!("worker-{name}.yaml"));
+    let mut command = Command::new(talosctl);
+    command
+        .args(["machineconfig", "patch"])
+        .arg(out.join("worker.yaml"));
+    for patch in patches {
+        command.arg("--patch").arg(format!("@{}", patch.display()));
+    }
+    let result = command.arg("--output").arg(&config).output().unwrap();
+    if result.status.success() {
+        Ok(config)
+    } else {
+        Err(String::from_utf8_lossy(&result.stderr).into_owned())
+    }
 }
 
 fn talosctl(test: &str) -> Option<PathBuf> {
@@ -141,8 +194,14 @@ fn every_rendered_patch_document_is_a_valid_talos_document() {
     let Some(schemas): Option<Schemas> = talos_schema::schemas(TEST) else {
         return;
     };
-    let rendered = render();
-    for (_, path) in &rendered.patches {
+    let rendered = render(&WORKERS);
+    let each_worker = rendered.each_worker.iter().flat_map(|(_, paths)| paths);
+    for path in rendered
+        .patches
+        .iter()
+        .map(|(_, path)| path)
+        .chain(each_worker)
+    {
         for document in talos_schema::documents(&fs::read_to_string(path).unwrap()) {
             let errors = schemas.any_kind_errors(&document);
             assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
@@ -156,10 +215,9 @@ fn the_real_talosctl_makes_valid_configs_that_carry_what_the_platform_layer_reli
     let Some(talosctl) = talosctl(test) else {
         return;
     };
-    let rendered = render();
+    let rendered = render(&WORKERS);
     let out = gen_config(&talosctl, rendered.dir.path(), "configs", &rendered.patches).unwrap();
     validate(&talosctl, &out.join("controlplane.yaml"), "cloud").unwrap();
-    validate(&talosctl, &out.join("worker.yaml"), "metal").unwrap();
 
     for role in ["controlplane", "worker"] {
         let documents = machine(&out, role);
@@ -185,33 +243,51 @@ fn the_real_talosctl_makes_valid_configs_that_carry_what_the_platform_layer_reli
         false
     );
     assert_eq!(control_plane["machine"]["install"]["disk"], "/dev/sda");
-    // The control planes keep gen config's own hostname document (auto: stable).
-    assert_eq!(
-        talos_schema::document(&documents, "HostnameConfig")["auto"],
-        "stable"
-    );
+    // The control planes keep gen config's own hostname document (auto: stable), and so does
+    // the workers' common template, which no node takes as it is.
+    for role in ["controlplane", "worker"] {
+        let hostname = talos_schema::document(&machine(&out, role), "HostnameConfig").clone();
+        assert_eq!(hostname["auto"], "stable", "{role}");
+    }
+    assert_each_worker_gets_its_own_valid_config(&talosctl, &rendered, &out);
+}
 
-    let documents = machine(&out, "worker");
-    let worker = talos_schema::document(&documents, "v1alpha1");
-    assert_eq!(worker["machine"]["install"]["disk"], INSTALL_DISK);
-    assert!(
-        worker["machine"]["install"]["image"]
-            .as_str()
-            .unwrap()
-            .starts_with("factory.talos.dev/metal-installer/"),
-        "{worker:#}"
-    );
-    assert_eq!(
-        worker["machine"]["nodeLabels"]["edge.node.kubernetes.io/public"],
-        "true"
-    );
-    assert!(worker["cluster"].get("apiServer").is_none(), "{worker:#}");
-    // gen config for 1.13 writes `auto: stable`; the worker's patch turns it off and names it.
-    let hostname = talos_schema::document(&documents, "HostnameConfig");
-    assert_eq!(
-        (&hostname["auto"], &hostname["hostname"]),
-        (&json!("off"), &json!("edge-worker-1"))
-    );
+/// Each worker's own config (gen config's template with its own patches, by the real
+/// `machineconfig patch`) passes `validate` in metal mode and carries its own hostname and disk,
+/// and what every worker shares.
+fn assert_each_worker_gets_its_own_valid_config(talosctl: &Path, rendered: &Rendered, out: &Path) {
+    for ((name, patches), (wanted_name, disk)) in rendered.each_worker.iter().zip(WORKERS) {
+        assert_eq!(name, wanted_name);
+        let config = worker_config(talosctl, out, name, patches).unwrap();
+        validate(talosctl, &config, "metal").unwrap();
+        let documents = talos_schema::documents(&fs::read_to_string(&config).unwrap());
+        let worker = talos_schema::document(&documents, "v1alpha1");
+        assert_eq!(worker["machine"]["install"]["disk"], disk, "{name}");
+        assert!(
+            worker["machine"]["install"]["image"]
+                .as_str()
+                .unwrap()
+                .starts_with("factory.talos.dev/metal-installer/"),
+            "{worker:#}"
+        );
+        assert_eq!(
+            worker["machine"]["nodeLabels"]["edge.node.kubernetes.io/public"],
+            "true"
+        );
+        assert!(worker["cluster"].get("apiServer").is_none(), "{worker:#}");
+        // gen config for 1.13 writes `auto: stable`; the worker's own patch, merged by
+        // machineconfig patch into that one document, turns it off and names it.
+        let hostnames: Vec<&Value> = documents
+            .iter()
+            .filter(|d| d["kind"] == "HostnameConfig")
+            .collect();
+        assert_eq!(hostnames.len(), 1, "{name}: {hostnames:?}");
+        assert_eq!(
+            (&hostnames[0]["auto"], &hostnames[0]["hostname"]),
+            (&json!("off"), &json!(name)),
+            "{name}"
+        );
+    }
 }
 
 #[test]
@@ -223,7 +299,7 @@ fn a_misspelt_key_a_wrong_type_or_a_hostname_set_twice_is_refused_by_the_real_ta
     let Some(schemas) = talos_schema::schemas(test) else {
         return;
     };
-    let rendered = render();
+    let rendered = render(&WORKERS);
     let write = |name: &str, text: &str| {
         let path = rendered.dir.path().join(name);
         fs::write(&path, text).unwrap();

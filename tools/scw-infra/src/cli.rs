@@ -139,7 +139,9 @@ pub enum LocalCommand {
         inventory: Option<PathBuf>,
     },
     /// Render talos/patches/ with the config's values into a folder; print each rendered patch
-    /// as `<talosctl gen config flag><TAB><path>`, in name order.
+    /// as `<talosctl gen config flag><TAB><path>`, in name order, then each worker's own
+    /// (`*.each-worker.yaml`, rendered into DIR/workers/<name>/) as
+    /// `--each-worker=<name><TAB><path>`, worker by worker.
     TalosPatches {
         /// The infra config.
         #[arg(long, value_name = "FILE", default_value = "config/infra.json")]

@@ -201,8 +201,8 @@ fn write_local(local: &Local, mut output: impl Write) -> Result<(), Error> {
             out_dir,
         } => {
             for rendered in talos::render_patches(values, patches, out_dir)? {
-                let (flag, path) = (rendered.scope.flag(), rendered.path.display());
-                writeln!(output, "{flag}\t{path}").output()?;
+                let (label, path) = (rendered.label(), rendered.path.display());
+                writeln!(output, "{label}\t{path}").output()?;
             }
             Ok(output.flush().output()?)
         }

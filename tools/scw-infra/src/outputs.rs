@@ -59,9 +59,10 @@ impl InventoryFile {
 }
 
 /// The `KEY=value` pairs of `scw-infra names`, in order: the cluster's name and endpoint, the
-/// endpoint's host (for the certificate SANs), the worker's install disk, the Image Factory
-/// schematic its offer needs (checked against the pin) and its installer, the control planes'
-/// installer, the SSH private key;
+/// endpoint's host (for the certificate SANs), the workers' names (comma separated: each gets
+/// its own machine config; each one's install disk goes into its config and the inventory), the
+/// Image Factory schematic their offers need (checked against the pin) and its installer, the
+/// control planes' installer, the SSH private key, the DNS records' TTL;
 /// with an inventory, the public IPv4 of the first control plane (where etcd is bootstrapped)
 /// and of every control plane (comma separated: where etcd is looked for).
 pub fn names(
@@ -74,13 +75,10 @@ pub fn names(
         ("CLUSTER_NAME", config.cluster_name.clone()),
         ("CLUSTER_ENDPOINT", config.cluster_endpoint.clone()),
         ("API_HOST", config.api_host()),
+        // Host names (checked in the config): no comma in them.
         (
-            "INSTALL_DISK",
-            config
-                .workers
-                .first()
-                .map(|w| w.install_disk.clone())
-                .unwrap_or_default(),
+            "WORKER_NAMES",
+            config.worker_names().collect::<Vec<_>>().join(","),
         ),
         (
             "WORKER_INSTALLER_IMAGE",
@@ -93,10 +91,8 @@ pub fn names(
         ),
         ("SSH_PRIVATE_KEY", config.ssh_private_key_path.clone()),
     ];
-    // The workers the config lists (`make add-worker` and `remove-worker` check NODE against
-    // them), and how long resolvers may keep a record.
-    let workers: Vec<&str> = config.worker_names().collect();
-    pairs.push(("WORKER_NAMES", workers.join(",")));
+    // How long resolvers may keep a record (`make remove-worker` waits that long before the
+    // drain).
     pairs.push(("DNS_TTL", crate::apply::dns::TTL.to_string()));
     // One pair a line: a value with a line break would read as another pair.
     for (key, value) in &pairs {

@@ -46,7 +46,7 @@ pub enum Local {
         inventory: InventoryFile,
     },
     TalosPatches {
-        values: std::collections::BTreeMap<&'static str, String>,
+        values: talos::Values,
         patches: PathBuf,
         out_dir: PathBuf,
     },

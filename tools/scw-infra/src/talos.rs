@@ -156,36 +156,63 @@ fn installer(pins: &Pins<'_>, platform: &str, schematic: &str) -> Result<String,
     ))
 }
 
-/// The values `talos/patches/` refer to as `${NAME}`.
+/// The placeholders whose value is one worker's: only a patch rendered once for each worker
+/// (`*.each-worker.yaml`) may use them, or every worker would get the first one's.
+pub const WORKER_PLACEHOLDERS: [&str; 2] = ["INSTALL_DISK", "WORKER_NAME"];
+
+/// The values `talos/patches/` refer to as `${NAME}`: the cluster's, the same for every node,
+/// and each worker's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Values {
+    /// `API_HOSTNAME`, `WORKER_INSTALLER_IMAGE`.
+    pub shared: BTreeMap<&'static str, String>,
+    /// Each worker's name and what its patches are filled with: the shared values and its own
+    /// ([`WORKER_PLACEHOLDERS`]), in the config's order.
+    pub workers: Vec<(String, BTreeMap<&'static str, String>)>,
+}
+
+/// The values of the config's placeholders (every worker's offer checked against the pinned
+/// schematic first).
 pub fn placeholders(
     config: &InfraConfig,
     config_path: &Path,
     pins: &Pins<'_>,
-) -> Result<BTreeMap<&'static str, String>, InputError> {
+) -> Result<Values, InputError> {
     let schematic = worker_schematic(config, config_path, pins)?;
-    let first = config
-        .workers
-        .first()
-        .ok_or_else(|| InputError::field(config_path, "workers", "is empty"))?;
-    Ok(BTreeMap::from([
+    let shared = BTreeMap::from([
         ("API_HOSTNAME", config.api_host()),
-        ("INSTALL_DISK", first.install_disk.clone()),
-        ("WORKER_NAME", first.name.clone()),
         ("WORKER_INSTALLER_IMAGE", metal_installer(pins, &schematic)?),
-    ]))
+    ]);
+    let workers = config
+        .workers
+        .iter()
+        .map(|worker| {
+            let mut values = shared.clone();
+            values.insert("INSTALL_DISK", worker.install_disk.clone());
+            values.insert("WORKER_NAME", worker.name.clone());
+            (worker.name.clone(), values)
+        })
+        .collect();
+    Ok(Values { shared, workers })
 }
 
-/// Which nodes a patch applies to, from its name (`NN-name[.controlplane|.worker].yaml`).
+/// Which nodes a patch applies to, from its name
+/// (`NN-name[.controlplane|.worker|.each-worker].yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     All,
     ControlPlane,
     Worker,
+    /// Rendered once for each worker, with that worker's values, and applied to its own config
+    /// (`talosctl machineconfig patch` of gen config's `worker.yaml`).
+    EachWorker,
 }
 
 impl Scope {
     pub fn of(name: &str) -> Scope {
-        if name.ends_with(".controlplane.yaml") {
+        if name.ends_with(".each-worker.yaml") {
+            Scope::EachWorker
+        } else if name.ends_with(".controlplane.yaml") {
             Scope::ControlPlane
         } else if name.ends_with(".worker.yaml") {
             Scope::Worker
@@ -194,12 +221,14 @@ impl Scope {
         }
     }
 
-    /// The `talosctl gen config` flag that takes such a patch.
-    pub fn flag(self) -> &'static str {
+    /// The `talosctl gen config` flag that takes such a patch; none for a worker's own patch,
+    /// which gen config never sees.
+    pub fn flag(self) -> Option<&'static str> {
         match self {
-            Scope::All => "--config-patch",
-            Scope::ControlPlane => "--config-patch-control-plane",
-            Scope::Worker => "--config-patch-worker",
+            Scope::All => Some("--config-patch"),
+            Scope::ControlPlane => Some("--config-patch-control-plane"),
+            Scope::Worker => Some("--config-patch-worker"),
+            Scope::EachWorker => None,
         }
     }
 }
@@ -221,7 +250,20 @@ pub enum PatchError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendered {
     pub scope: Scope,
+    /// The worker it was rendered for (a `*.each-worker.yaml` patch), by name.
+    pub worker: Option<String>,
     pub path: PathBuf,
+}
+
+impl Rendered {
+    /// The first column of `scw-infra talos-patches`: the gen config flag of a shared patch,
+    /// `--each-worker=<name>` for a worker's own (a line the infra pipeline reads as it is).
+    pub fn label(&self) -> String {
+        match &self.worker {
+            Some(name) => format!("--each-worker={name}"),
+            None => self.scope.flag().unwrap_or_default().to_owned(),
+        }
+    }
 }
 
 /// `text` with every `${NAME}` of `values` replaced; an unknown or unclosed placeholder is an
@@ -252,54 +294,161 @@ pub fn fill(text: &str, values: &BTreeMap<&'static str, String>) -> Result<Strin
     Ok(out)
 }
 
-/// Renders every `NN-*.yaml` of `patches` into `out_dir`, in name order: a file is written only
-/// when its content changed (so its time says when it last changed), and any other `.yaml` left
-/// in `out_dir` (a patch since removed) is deleted.
-pub fn render_patches(
+fn io_error(path: &Path, doing: &'static str) -> impl FnOnce(std::io::Error) -> PatchError {
+    let path = path.to_path_buf();
+    move |source| PatchError::Io {
+        path,
+        doing,
+        source,
+    }
+}
+
+/// `text` filled from `values`, its errors naming `source`'s placeholder. A shared patch
+/// (`per_worker` false) that uses a worker's value is refused: one config for every worker
+/// would carry the first worker's.
+fn fill_patch(
+    source: &Path,
+    text: &str,
     values: &BTreeMap<&'static str, String>,
+    per_worker: bool,
+) -> Result<String, InputError> {
+    if !per_worker
+        && let Some(name) = WORKER_PLACEHOLDERS
+            .iter()
+            .find(|name| text.contains(&format!("${{{name}}}")))
+    {
+        return Err(InputError::field(
+            source,
+            "placeholder",
+            format!(
+                "`${{{name}}}` is one worker's value: only a patch named NN-name.each-worker.yaml, \
+                 rendered once for each worker, may use it"
+            ),
+        ));
+    }
+    fill(text, values).map_err(|message| InputError::field(source, "placeholder", message))
+}
+
+/// Writes `text` to `path` only when its content differs (so the file's time says when it last
+/// changed), through a partial file renamed over it.
+fn write_if_changed(path: &Path, text: &str) -> Result<(), PatchError> {
+    if fs::read_to_string(path).ok().as_deref() == Some(text) {
+        return Ok(());
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let partial = path.with_file_name(format!(".{name}.part"));
+    fs::write(&partial, text).map_err(io_error(&partial, "cannot write"))?;
+    fs::rename(&partial, path).map_err(io_error(path, "cannot replace"))
+}
+
+/// Deletes every entry of `dir` that `stale` says is left over (a patch since removed, a
+/// removed worker's folder).
+fn remove_stale(dir: &Path, stale: impl Fn(&str, bool) -> bool) -> Result<(), PatchError> {
+    for entry in fs::read_dir(dir).map_err(io_error(dir, "cannot list"))? {
+        let entry = entry.map_err(io_error(dir, "cannot list"))?;
+        let path = entry.path();
+        let is_dir = entry
+            .file_type()
+            .map_err(io_error(&path, "cannot stat"))?
+            .is_dir();
+        if !stale(&entry.file_name().to_string_lossy(), is_dir) {
+            continue;
+        }
+        let removed = if is_dir {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        removed.map_err(io_error(&path, "cannot remove"))?;
+    }
+    Ok(())
+}
+
+/// Renders every `NN-*.yaml` of `patches`, in name order: the shared ones into `out_dir`, each
+/// `*.each-worker.yaml` once for each worker into `out_dir/workers/<name>/`. Every patch is
+/// filled before anything is written (a refused one leaves the folder as it was); a file is
+/// written only when its content changed; any other `.yaml` left there (a patch since removed)
+/// and the folder of a worker no longer in the config are deleted.
+pub fn render_patches(
+    values: &Values,
     patches: &Path,
     out_dir: &Path,
 ) -> Result<Vec<Rendered>, PatchError> {
-    let io = |path: &Path, doing| {
-        let path = path.to_path_buf();
-        move |source| PatchError::Io {
-            path,
-            doing,
-            source,
-        }
-    };
     let mut names: Vec<String> = fs::read_dir(patches)
-        .map_err(io(patches, "cannot list the patches"))?
+        .map_err(io_error(patches, "cannot list the patches"))?
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
         .filter(|name| name.ends_with(".yaml") && name.starts_with(|c: char| c.is_ascii_digit()))
         .collect();
     names.sort();
-    fs::create_dir_all(out_dir).map_err(io(out_dir, "cannot create"))?;
-    let mut rendered = Vec::new();
-    for name in &names {
+    let (each, shared): (Vec<String>, Vec<String>) = names
+        .into_iter()
+        .partition(|name| Scope::of(name) == Scope::EachWorker);
+    let workers_dir = out_dir.join("workers");
+    let mut planned = Vec::new();
+    for name in &shared {
         let source = patches.join(name);
-        let text = fs::read_to_string(&source).map_err(io(&source, "cannot read"))?;
-        let filled = fill(&text, values)
-            .map_err(|message| InputError::field(&source, "placeholder", message))?;
-        let path = out_dir.join(name);
-        if fs::read_to_string(&path).ok().as_deref() != Some(filled.as_str()) {
-            let partial = out_dir.join(format!(".{name}.part"));
-            fs::write(&partial, &filled).map_err(io(&partial, "cannot write"))?;
-            fs::rename(&partial, &path).map_err(io(&path, "cannot replace"))?;
-        }
-        rendered.push(Rendered {
-            scope: Scope::of(name),
-            path,
-        });
+        let text = fs::read_to_string(&source).map_err(io_error(&source, "cannot read"))?;
+        let filled = fill_patch(&source, &text, &values.shared, false)?;
+        let (scope, worker, path) = (Scope::of(name), None, out_dir.join(name));
+        planned.push((
+            Rendered {
+                scope,
+                worker,
+                path,
+            },
+            filled,
+        ));
     }
-    for entry in fs::read_dir(out_dir).map_err(io(out_dir, "cannot list"))? {
-        let entry = entry.map_err(io(out_dir, "cannot list"))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".yaml") && !names.contains(&name) {
-            fs::remove_file(entry.path()).map_err(io(&entry.path(), "cannot remove"))?;
+    for name in &each {
+        let source = patches.join(name);
+        let text = fs::read_to_string(&source).map_err(io_error(&source, "cannot read"))?;
+        for (worker, values) in &values.workers {
+            let filled = fill_patch(&source, &text, values, true)?;
+            let path = workers_dir.join(worker).join(name);
+            let worker = Some(worker.clone());
+            planned.push((
+                Rendered {
+                    scope: Scope::EachWorker,
+                    worker,
+                    path,
+                },
+                filled,
+            ));
         }
     }
-    Ok(rendered)
+    // Shared first, then each worker's in the config's order, each in name order.
+    let order = |r: &Rendered| {
+        r.worker
+            .as_ref()
+            .map(|w| values.workers.iter().position(|(name, _)| name == w))
+    };
+    planned.sort_by_key(|(rendered, _)| order(rendered));
+    for (rendered, text) in &planned {
+        let dir = rendered.path.parent().unwrap_or(out_dir);
+        fs::create_dir_all(dir).map_err(io_error(dir, "cannot create"))?;
+        write_if_changed(&rendered.path, text)?;
+    }
+    fs::create_dir_all(out_dir).map_err(io_error(out_dir, "cannot create"))?;
+    remove_stale(out_dir, |name, is_dir| {
+        !is_dir && name.ends_with(".yaml") && !shared.iter().any(|s| s == name)
+    })?;
+    if workers_dir.is_dir() {
+        remove_stale(&workers_dir, |name, is_dir| {
+            !is_dir || !values.workers.iter().any(|(worker, _)| worker == name)
+        })?;
+        for (worker, _) in &values.workers {
+            let dir = workers_dir.join(worker);
+            if dir.is_dir() {
+                remove_stale(&dir, |name, is_dir| {
+                    !is_dir && name.ends_with(".yaml") && !each.iter().any(|e| e == name)
+                })?;
+            }
+        }
+    }
+    Ok(planned.into_iter().map(|(rendered, _)| rendered).collect())
 }
 
 #[cfg(test)]
@@ -390,5 +539,190 @@ mod tests {
         );
         let err = fill("disk: ${A\n", &values).unwrap_err();
         assert!(err.contains("unclosed placeholder"), "{err}");
+    }
+
+    /// Two workers' values, as [`placeholders`] makes them.
+    fn two_workers() -> Values {
+        let shared = BTreeMap::from([("API_HOSTNAME", "api.example.com".to_owned())]);
+        let worker = |name: &str, disk: &str| {
+            let mut values = shared.clone();
+            values.insert("WORKER_NAME", name.to_owned());
+            values.insert("INSTALL_DISK", disk.to_owned());
+            (name.to_owned(), values)
+        };
+        Values {
+            workers: vec![
+                worker("edge-b", "/dev/nvme0n1"),
+                worker("edge-a", "/dev/sda"),
+            ],
+            shared,
+        }
+    }
+
+    fn patches(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            fs::write(dir.path().join(name), text).unwrap();
+        }
+        dir
+    }
+
+    fn listing(rendered: &[Rendered], out: &Path) -> Vec<String> {
+        rendered
+            .iter()
+            .map(|r| {
+                let path = r.path.strip_prefix(out).unwrap().display();
+                format!("{}\t{path}", r.label())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_worker_gets_its_own_patches_after_the_shared_ones_in_config_order() {
+        let src = patches(&[
+            ("10-all.yaml", "a: 1\n"),
+            ("30-sans.controlplane.yaml", "san: ${API_HOSTNAME}\n"),
+            ("50-disk.each-worker.yaml", "disk: ${INSTALL_DISK}\n"),
+            ("70-label.worker.yaml", "label: x\n"),
+            (
+                "75-name.each-worker.yaml",
+                "name: ${WORKER_NAME} of ${API_HOSTNAME}\n",
+            ),
+            ("README.md", "not a patch"),
+        ]);
+        let out = tempfile::tempdir().unwrap();
+        let rendered = render_patches(&two_workers(), src.path(), out.path()).unwrap();
+        assert_eq!(
+            listing(&rendered, out.path()),
+            [
+                "--config-patch\t10-all.yaml",
+                "--config-patch-control-plane\t30-sans.controlplane.yaml",
+                "--config-patch-worker\t70-label.worker.yaml",
+                "--each-worker=edge-b\tworkers/edge-b/50-disk.each-worker.yaml",
+                "--each-worker=edge-b\tworkers/edge-b/75-name.each-worker.yaml",
+                "--each-worker=edge-a\tworkers/edge-a/50-disk.each-worker.yaml",
+                "--each-worker=edge-a\tworkers/edge-a/75-name.each-worker.yaml",
+            ]
+        );
+        let read = |path: &str| fs::read_to_string(out.path().join(path)).unwrap();
+        assert_eq!(
+            read("workers/edge-a/50-disk.each-worker.yaml"),
+            "disk: /dev/sda\n"
+        );
+        assert_eq!(
+            read("workers/edge-b/50-disk.each-worker.yaml"),
+            "disk: /dev/nvme0n1\n"
+        );
+        assert_eq!(
+            read("workers/edge-b/75-name.each-worker.yaml"),
+            "name: edge-b of api.example.com\n"
+        );
+        assert!(!out.path().join("50-disk.each-worker.yaml").exists());
+    }
+
+    #[test]
+    fn a_rerun_rewrites_only_what_changed_and_removes_a_gone_workers_folder() {
+        let src = patches(&[
+            ("10-all.yaml", "a: 1\n"),
+            ("75-name.each-worker.yaml", "name: ${WORKER_NAME}\n"),
+        ]);
+        let out = tempfile::tempdir().unwrap();
+        let mut values = two_workers();
+        render_patches(&values, src.path(), out.path()).unwrap();
+        let a = out.path().join("workers/edge-a/75-name.each-worker.yaml");
+        let a_time = fs::metadata(&a).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // edge-b gone; edge-a's disk changed, which its name patch does not use.
+        values.workers.remove(0);
+        values.workers[0]
+            .1
+            .insert("INSTALL_DISK", "/dev/sdb".to_owned());
+        fs::write(out.path().join("05-removed.yaml"), "x: 1\n").unwrap();
+        fs::write(
+            out.path()
+                .join("workers/edge-a/05-removed.each-worker.yaml"),
+            "x\n",
+        )
+        .unwrap();
+        render_patches(&values, src.path(), out.path()).unwrap();
+        assert!(!out.path().join("workers/edge-b").exists());
+        assert_eq!(fs::metadata(&a).unwrap().modified().unwrap(), a_time);
+        assert!(!out.path().join("05-removed.yaml").exists());
+        assert!(
+            !out.path()
+                .join("workers/edge-a/05-removed.each-worker.yaml")
+                .exists()
+        );
+        assert!(out.path().join("10-all.yaml").exists());
+    }
+
+    #[test]
+    fn a_shared_patch_with_a_workers_value_is_refused_naming_it_and_nothing_is_written() {
+        for placeholder in WORKER_PLACEHOLDERS {
+            let src = patches(&[
+                ("10-all.yaml", "a: 1\n"),
+                (
+                    "50-disk.worker.yaml",
+                    &format!("disk: ${{{placeholder}}}\n"),
+                ),
+            ]);
+            let out = tempfile::tempdir().unwrap();
+            let err = render_patches(&two_workers(), src.path(), out.path())
+                .unwrap_err()
+                .to_string();
+            testkit::process::assert_says_all(
+                &err,
+                &[
+                    "50-disk.worker.yaml",
+                    &format!("`${{{placeholder}}}` is one worker's value"),
+                    ".each-worker.yaml",
+                ],
+            );
+            assert_eq!(
+                fs::read_dir(out.path()).unwrap().count(),
+                0,
+                "{placeholder}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_config_gives_each_worker_its_own_name_and_disk() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/infra.example.json");
+        let mut raw: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&example).unwrap()).unwrap();
+        let mut second = raw["workers"][0].clone();
+        second["name"] = "edge-worker-2".into();
+        second["install_disk"] = "/dev/nvme0n1".into();
+        raw["workers"].as_array_mut().unwrap().push(second);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("infra.json");
+        fs::write(&path, raw.to_string()).unwrap();
+        let config = InfraConfig::load(&path, Some("/home/me")).unwrap();
+        let values = placeholders(&config, &path, &PINS).unwrap();
+        assert!(
+            values
+                .shared
+                .keys()
+                .all(|k| !WORKER_PLACEHOLDERS.contains(k))
+        );
+        let workers: Vec<(&str, &str, &str)> = values
+            .workers
+            .iter()
+            .map(|(name, v)| {
+                (
+                    name.as_str(),
+                    v["WORKER_NAME"].as_str(),
+                    v["INSTALL_DISK"].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            workers,
+            [
+                ("edge-worker-1", "edge-worker-1", "/dev/sda"),
+                ("edge-worker-2", "edge-worker-2", "/dev/nvme0n1")
+            ]
+        );
     }
 }

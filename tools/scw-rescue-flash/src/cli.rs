@@ -16,9 +16,10 @@ pub struct Cli {
     /// The Talos disk image, zstd-compressed (metal-amd64.raw.zst from the Image Factory).
     #[arg(long, required_unless_present_any = ["tag_proven", "tag_upgraded"])]
     pub image: Option<PathBuf>,
-    /// The disk to write (the worker's install_disk; Scaleway may present NVMe).
-    #[arg(long, default_value = "/dev/sda")]
-    pub disk: String,
+    /// The disk to write on a node whose inventory records no install_disk (scw-infra apply
+    /// records each worker's, from the infra config); Scaleway may present NVMe.
+    #[arg(long)]
+    pub disk: Option<String>,
     /// The SSH private key whose public half scw-infra registered [default: ~/.ssh/id_ed25519].
     #[arg(long)]
     pub ssh_key: Option<PathBuf>,
@@ -95,7 +96,8 @@ pub enum Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub mode: Mode,
-    pub disk: String,
+    /// `--disk`: the disk of a node whose inventory records none.
+    pub disk: Option<String>,
     pub ssh_key: PathBuf,
     pub ssh_user: Option<String>,
     pub ssh_port: u16,
@@ -201,8 +203,10 @@ fn installer_ref(image: &str) -> Result<String, Error> {
 
 /// Checks the arguments and reads the Scaleway credentials from the environment.
 pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
-    pop_common::records::check_install_disk(&cli.disk)
-        .map_err(|e| Error::Usage(format!("--disk {e}")))?;
+    if let Some(disk) = &cli.disk {
+        pop_common::records::check_install_disk(disk)
+            .map_err(|e| Error::Usage(format!("--disk {e}")))?;
+    }
     if cli.ssh_tries == 0 {
         return Err(Error::Usage("--ssh-tries: must be at least 1".into()));
     }
@@ -322,7 +326,8 @@ mod tests {
             config.ssh_interval * config.state_tries,
             Duration::from_secs(2 * 3600)
         );
-        assert_eq!(config.disk, "/dev/sda");
+        // No fallback disk: each node is written to the install_disk its inventory records.
+        assert_eq!(config.disk, None);
         assert_eq!(config.decompress_on, DecompressOn::Auto);
         assert!(config.sudo);
         assert!(

@@ -25,6 +25,10 @@ use crate::write::{Root, download_and_write, has_zstd, send_image};
 pub enum FlashError {
     #[error("no public IPv4 in the inventory")]
     NoAddress,
+    #[error(
+        "no disk to write: the inventory records no install_disk for it (scw-infra apply records each worker's, from the infra config), and no --disk was given; nothing was done"
+    )]
+    NoDisk,
     #[error(transparent)]
     Api(#[from] ApiError),
     #[error("server {id} does not exist in {zone} (scw baremetal server get {id} zone={zone})")]
@@ -356,7 +360,9 @@ impl Job<'_> {
             .public_ipv4
             .map(IpAddr::V4)
             .ok_or(FlashError::NoAddress)?;
-        match self.disk(node, ip)? {
+        // Its own disk (workers may differ), else --disk.
+        let disk = node.install_disk.as_deref().or(self.config.disk.as_deref());
+        match self.disk(node, ip, disk.is_some())? {
             Disk::Proven => return Ok(Flashed::AlreadyTagged),
             Disk::Upgraded => return Ok(Flashed::Upgraded),
             Disk::Written => {
@@ -370,6 +376,7 @@ impl Job<'_> {
             }
             Disk::ToWrite => {}
         }
+        let disk = disk.ok_or(FlashError::NoDisk)?;
         // Before the rescue boot, which a login that cannot work would waste.
         let login = Login::resolve(
             &self.config.ssh_key,
@@ -390,9 +397,9 @@ impl Job<'_> {
                 self.open_rescue(node, address, &login)?
             }
         };
-        self.check_disk(&session, &node.name)?;
-        self.write(&session, &root, &node.name)?;
-        self.verify(&session, &root, &node.name)?;
+        self.check_disk(&session, &node.name, disk)?;
+        self.write(&session, &root, &node.name, disk)?;
+        self.verify(&session, &root, &node.name, disk)?;
         drop(session);
         // Before the normal boot: a run stopped from here on finds the disk written.
         let server = our_server(self.api, self.cluster_name, node)?;
@@ -461,9 +468,9 @@ impl Job<'_> {
 
     /// Whether the node's disk is to be written (not when its tags say it runs this image, or
     /// holds it written), checked before anything changes: the server is this cluster's worker,
-    /// there is a key for the rescue system, and it runs no other image of ours unless
+    /// there is a key for the rescue system and a disk to write, and it runs no other image of ours unless
     /// `--reflash` says to wipe it. An image tag it carries goes before the disk is written.
-    fn disk(&self, node: &Node, ip: IpAddr) -> Result<Disk, FlashError> {
+    fn disk(&self, node: &Node, ip: IpAddr, has_disk: bool) -> Result<Disk, FlashError> {
         let api = self.api;
         let before = our_server(api, self.cluster_name, node)?;
         let wanted = self.image.digest();
@@ -482,6 +489,9 @@ impl Job<'_> {
         // Without a key, the rescue system would lock us out.
         if self.key_ids.is_empty() {
             return Err(FlashError::NoKeys);
+        }
+        if !has_disk {
+            return Err(FlashError::NoDisk);
         }
         // A worker that runs an image of ours (its tag, written once it proved ours or once it
         // was upgraded in place; or the image recorded, with a config applied over it or a
@@ -577,8 +587,8 @@ impl Job<'_> {
     }
 
     /// The target disk, as `lsblk` shows it: there, whole, large enough, nothing mounted.
-    fn check_disk(&self, session: &Rescue, name: &str) -> Result<(), FlashError> {
-        let (config, image) = (self.config, self.image);
+    fn check_disk(&self, session: &Rescue, name: &str, disk: &str) -> Result<(), FlashError> {
+        let image = self.image;
         let lsblk = session.run("lsblk --json -b -p")?;
         if lsblk.status != 0 {
             return Err(FlashError::Command {
@@ -593,21 +603,26 @@ impl Job<'_> {
             .collect::<Vec<_>>()
             .join(" ");
         pop_common::info!("{name}: lsblk: {compact}");
-        let disk_size = disk::check(&lsblk.stdout, &config.disk, image.size)?;
+        let disk_size = disk::check(&lsblk.stdout, disk, image.size)?;
         pop_common::info!(
-            "{name}: writing {} ({} bytes raw) onto {} ({disk_size} bytes)",
+            "{name}: writing {} ({} bytes raw) onto {disk} ({disk_size} bytes)",
             image.path.display(),
             image.size,
-            config.disk
         );
         Ok(())
     }
 
     /// The image onto the disk: downloaded by the rescue system with `--image-url`, else sent
     /// compressed or raw, as `--decompress-on` and what the rescue system has decide.
-    fn write(&self, session: &Rescue, root: &Root, name: &str) -> Result<(), FlashError> {
+    fn write(
+        &self,
+        session: &Rescue,
+        root: &Root,
+        name: &str,
+        disk: &str,
+    ) -> Result<(), FlashError> {
         let (config, image) = (self.config, self.image);
-        let write = format!("dd of={} bs=4M conv=fsync status=none", config.disk);
+        let write = format!("dd of={disk} bs=4M conv=fsync status=none");
         if let Some(url) = &config.image_url {
             return download_and_write(session, image, root, &write, url, name);
         }
@@ -634,13 +649,18 @@ impl Job<'_> {
     }
 
     /// Syncs, then reads the disk back and compares its sha256 with the image's.
-    fn verify(&self, session: &Rescue, root: &Root, name: &str) -> Result<(), FlashError> {
-        let (config, image) = (self.config, self.image);
+    fn verify(
+        &self,
+        session: &Rescue,
+        root: &Root,
+        name: &str,
+        disk: &str,
+    ) -> Result<(), FlashError> {
+        let image = self.image;
         let flush = session.run_with_input(
             &format!(
                 "{}sh -c 'sync && if [ -b {disk} ]; then blockdev --flushbufs {disk}; fi'",
                 root.prefix(),
-                disk = config.disk
             ),
             &root.input(),
         )?;
@@ -653,10 +673,9 @@ impl Job<'_> {
         }
         let read_back = session.run_with_input(
             &format!(
-                "{}sh -c 'head -c {} {} | sha256sum'",
+                "{}sh -c 'head -c {} {disk} | sha256sum'",
                 root.prefix(),
                 image.size,
-                config.disk
             ),
             &root.input(),
         )?;
@@ -667,16 +686,13 @@ impl Job<'_> {
             .unwrap_or_default();
         if read_back.status != 0 || on_disk != image.sha256 {
             return Err(FlashError::ReadBack {
-                disk: config.disk.clone(),
+                disk: disk.to_owned(),
                 found: on_disk.to_owned(),
                 want: image.sha256.clone(),
                 stderr: read_back.stderr.trim().to_owned(),
             });
         }
-        pop_common::info!(
-            "{name}: {} verified (sha256 {on_disk}); booting it normally",
-            config.disk
-        );
+        pop_common::info!("{name}: {disk} verified (sha256 {on_disk}); booting it normally");
         Ok(())
     }
 }

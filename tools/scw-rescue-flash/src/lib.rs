@@ -18,8 +18,10 @@
 //!    fingerprint is logged and accepted for this session only (never written to known_hosts).
 //!    The rescue user is not root: the disk commands run under `sudo -S`, the rescue password
 //!    written to its standard input (never on a command line, never logged);
-//! 4. reads `lsblk --json -b -p`, logs it, checks the target disk (exists, whole disk, large
-//!    enough, nothing mounted) and otherwise refuses, naming the disks that would do;
+//! 4. reads `lsblk --json -b -p`, logs it, checks the target disk (the node's own
+//!    `install_disk` in the inventory, else `--disk`; neither fails the node before anything is
+//!    done to it): it exists, is a whole disk, large enough, nothing mounted; otherwise it
+//!    refuses, naming the disks that would do;
 //! 5. streams the image into `dd` on the rescue side, with a progress bar on stderr: compressed,
 //!    for the rescue system's `zstd -dc` to expand, when it has zstd and the .zst saves at least
 //!    a tenth of the bytes (a disk image is mostly free space, so a fraction of the raw bytes

@@ -266,11 +266,12 @@ impl Setup {
             .iter()
             .any(|a| ["--tag-proven", "--tag-upgraded"].contains(a))
         {
-            command
-                .arg("--image")
-                .arg(image)
-                .arg("--disk")
-                .arg(self.rescue.disk());
+            command.arg("--image").arg(image);
+            // The rescue system's disk as the fallback, unless the inventory names each
+            // node's own.
+            if !stdin.contains("install_disk") {
+                command.arg("--disk").arg(self.rescue.disk());
+            }
         }
         testkit::process::run_with_stdin(
             command
@@ -1145,6 +1146,83 @@ fn a_wrong_too_small_or_mounted_disk_is_refused_and_nothing_is_written() {
         };
         assert_eq!(api.mutations()[before..], *booted);
     }
+}
+
+#[test]
+fn each_worker_is_written_onto_its_own_disk_and_one_without_a_disk_is_left_alone() {
+    let test = "each_worker_is_written_onto_its_own_disk";
+    let Some(setup) = Setup::new(test) else {
+        return;
+    };
+    let Setup {
+        rescue, api, raw, ..
+    } = &setup;
+    // Two disks in the rescue system, edge-worker-1's and edge-worker-2's.
+    let (disk_a, disk_b) = (rescue.disk(), rescue.disk().with_file_name("disk-b.img"));
+    fs::write(&disk_a, b"before").unwrap();
+    fs::write(&disk_b, b"before").unwrap();
+    let other = json!({"name": disk_b, "size": 16 << 20, "type": "disk", "mountpoints": [null]});
+    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[]), other]));
+    let (first, second) = (api.server_id(), api.seed_worker(&OURS, &[]));
+    let worker = |name: &str, id: &str, disk: Option<&Path>| {
+        let mut node = json!({"name": name, "role": "worker", "kind": "elastic-metal",
+                              "zone": "fr-par-1", "id": id, "public_ipv4": "127.0.0.1",
+                              "public_ipv6": null, "private_ipv4": null, "steps": {}});
+        if let Some(disk) = disk {
+            node["install_disk"] = json!(disk);
+        }
+        node
+    };
+    let inventory = |nodes: Vec<Value>| {
+        json!({"kind": "NodeInventory", "version": 2, "cluster_name": "edge-par",
+               "cluster_endpoint": "https://api.example.com:6443", "ssh_key_ids": [api.key],
+               "nodes": nodes})
+        .to_string()
+    };
+    // No --disk: each is written onto the disk its inventory records, and only that one.
+    let both = inventory(vec![
+        worker("edge-worker-2", &second, Some(&disk_b)),
+        worker("edge-worker-1", &first, Some(&disk_a)),
+    ]);
+    let out = setup.flash(&both, &[]);
+    let stdout = testkit::process::success_stdout(&out);
+    assert_eq!(sha256(&fs::read(&disk_a).unwrap()), sha256(raw));
+    assert_eq!(sha256(&fs::read(&disk_b).unwrap()), sha256(raw));
+    let said = stderr(&out);
+    for (name, disk) in [("edge-worker-1", &disk_a), ("edge-worker-2", &disk_b)] {
+        assert!(
+            said.contains(&format!("{name}: {} verified", disk.display())),
+            "{said}"
+        );
+    }
+    let written: Value = serde_json::from_str(&stdout).unwrap();
+    let digest = format!("sha256:{}", sha256(raw));
+    assert!(
+        written["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["steps"]["image_flashed"] == digest.as_str())
+    );
+
+    // A node with neither its own disk nor --disk fails, named, before anything is done to it
+    // (beside one flashed already, which needs none).
+    api.fresh_server();
+    let before = api.mutations().len();
+    let mut done = worker("edge-worker-1", &first, Some(&disk_a));
+    done["steps"] = json!({"image_flashed": digest});
+    let third = worker("edge-worker-3", &api.server_id(), None);
+    let out = setup.flash(&inventory(vec![done, third]), &[]);
+    failed(
+        &out,
+        &[
+            "edge-worker-3",
+            "no disk to write",
+            "--disk",
+            "nothing was done",
+        ],
+    );
+    assert_eq!(api.mutations().len(), before);
 }
 
 #[test]

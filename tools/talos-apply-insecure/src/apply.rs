@@ -1,6 +1,7 @@
 //! The work on each node: first contact (waited for while it boots), the config sent under
 //! the pinned certificate, and the proof that it is ours before its digest is recorded.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -70,11 +71,23 @@ pub fn digest(config: &[u8]) -> String {
     pop_common::records::Digest::sha256(config).into()
 }
 
-pub(crate) fn config_file(dir: &Path, role: NodeRole) -> PathBuf {
-    dir.join(match role {
-        NodeRole::Controlplane => "controlplane.yaml",
-        NodeRole::Worker => "worker.yaml",
-    })
+/// Each node's machine config, by node name.
+pub type Configs = BTreeMap<String, Vec<u8>>;
+
+/// The file of `node`'s machine config in `dir`: `controlplane.yaml`, the one every control
+/// plane takes, or the worker's own `worker-<name>.yaml` (its hostname and disk are its own).
+/// The name must be a host name, as the infra config checks a worker's: it becomes a file name.
+pub(crate) fn config_file(dir: &Path, node: &Node) -> Result<PathBuf, String> {
+    match node.role {
+        NodeRole::Controlplane => Ok(dir.join("controlplane.yaml")),
+        NodeRole::Worker if pop_common::records::is_dns_label(&node.name) => {
+            Ok(dir.join(format!("worker-{}.yaml", node.name)))
+        }
+        NodeRole::Worker => Err(format!(
+            "`{}` is not a host name (a worker's name in the infra config is one): it cannot name its machine config file",
+            node.name
+        )),
+    }
 }
 
 fn address(node: &Node, port: u16) -> Option<SocketAddr> {
@@ -114,25 +127,19 @@ impl fmt::Display for Outcome {
     }
 }
 
-/// Does the work on every node of `inventory` whose recorded config is not its config now
-/// (recording what it did there) through `api`; `sleeper` waits between two checks. Returns the
+/// Does the work on every node of `inventory` whose recorded config is not its config now (its
+/// own in `configs`; a node without one is left alone), recording what it did there, through
+/// `api`; `sleeper` waits between two checks. Returns the
 /// nodes that failed, and why.
 pub fn apply_all(
     config: &Config,
     inventory: &mut NodeInventory,
-    configs: &[(NodeRole, Vec<u8>)],
+    configs: &Configs,
     api: &dyn NodeApi,
     sleeper: &dyn Sleeper,
 ) -> (Outcome, Vec<NodeFailure>) {
-    let config_of = |role: NodeRole| {
-        configs
-            .iter()
-            .find(|(r, _)| *r == role)
-            .map(|(_, bytes)| bytes.as_slice())
-    };
-    let nodes = inventory.for_step(steps::CONFIG_APPLIED, |node| {
-        config_of(node.role).map(digest)
-    });
+    let config_of = |node: &Node| configs.get(&node.name).map(Vec::as_slice);
+    let nodes = inventory.for_step(steps::CONFIG_APPLIED, |node| config_of(node).map(digest));
     let mut outcome = Outcome::default();
     for name in &nodes.done {
         pop_common::info!("{name}: its config is already applied, skipped");
@@ -141,7 +148,7 @@ pub fn apply_all(
     let mut failures = Vec::new();
     for mut todo in nodes.todo {
         let node = &*todo.node;
-        let Some(bytes) = config_of(node.role) else {
+        let Some(bytes) = config_of(node) else {
             continue;
         };
         match apply_one(config, node, bytes, &todo.wanted, api, sleeper) {

@@ -10,8 +10,9 @@
 //!    passes;
 //! 2. in maintenance mode (a TLS handshake without a client certificate is accepted): the SPKI of
 //!    the certificate this first probe saw (or one of `--cert-fingerprint`, as the node's console
-//!    prints it) is the pin of everything after it. The config (`controlplane.yaml` or
-//!    `worker.yaml` from `--config-dir`) goes with `/machine.MachineService/ApplyConfiguration`,
+//!    prints it) is the pin of everything after it. The node's config (from `--config-dir`:
+//!    `controlplane.yaml` for a control plane, the worker's own `worker-<name>.yaml` for a
+//!    worker) goes with `/machine.MachineService/ApplyConfiguration`,
 //!    mode AUTO, over a connection that accepts that certificate only: another one fails the
 //!    handshake before a byte of the config is sent. Then it waits (bounded) until the node
 //!    answers mutual TLS with our talosconfig's client certificate and a certificate that chains
@@ -32,7 +33,7 @@ pub mod talosconfig;
 pub mod tls;
 
 use std::io::{self, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -43,7 +44,7 @@ use pop_common::tool::Env;
 use pop_common::wait::{Poll, Sleeper, ThreadSleeper};
 
 use crate::apply::config_file;
-pub use crate::apply::{ApplyError, Outcome, apply_all, digest};
+pub use crate::apply::{ApplyError, Configs, Outcome, apply_all, digest};
 pub use crate::node_api::{Applied, CallError, NodeApi, Probe, Proof};
 use crate::talosconfig::Trust;
 
@@ -51,7 +52,8 @@ use crate::talosconfig::Trust;
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "talos-apply-insecure", version)]
 pub struct Cli {
-    /// Where `talosctl gen config` wrote controlplane.yaml and worker.yaml.
+    /// Where the configs step of the infra pipeline wrote controlplane.yaml (every control
+    /// plane's) and worker-<name>.yaml (each worker's own).
     #[arg(long, default_value = "talos/_out")]
     pub config_dir: PathBuf,
     /// The talosconfig `talosctl gen config` wrote: its machine CA and client certificate prove
@@ -104,6 +106,11 @@ pub enum Error {
     Input(#[from] InputError),
     #[error("{}: cannot read the machine config: {source}", path.display())]
     MachineConfig { path: PathBuf, source: io::Error },
+    #[error(
+        "{}: no machine config for the worker {node}: the configs step of the infra pipeline (make apply-infra) writes worker-<name>.yaml for each worker of the infra config",
+        path.display()
+    )]
+    NoWorkerConfig { path: PathBuf, node: String },
     #[error("--talosconfig {0}")]
     Talosconfig(#[from] talosconfig::TalosconfigError),
     #[error("{0}")]
@@ -120,6 +127,7 @@ impl Report for Error {
             Error::Usage(_)
             | Error::Input(_)
             | Error::MachineConfig { .. }
+            | Error::NoWorkerConfig { .. }
             | Error::Talosconfig(_) => Exit::Usage,
             Error::Setup(_) | Error::Nodes(_) | Error::Output(_) => Exit::Failure,
         }
@@ -180,20 +188,34 @@ pub fn run_with(
     output: impl Write,
 ) -> Result<(), Error> {
     NodeInventory::pass_through(input, output, |inventory| {
-        let mut configs = Vec::new();
-        for role in [NodeRole::Controlplane, NodeRole::Worker] {
-            if !inventory.nodes.iter().any(|n| n.role == role) {
-                continue;
-            }
-            let path = config_file(&config.config_dir, role);
-            let bytes =
-                std::fs::read(&path).map_err(|source| Error::MachineConfig { path, source })?;
-            configs.push((role, bytes));
-        }
+        let configs = read_configs(&config.config_dir, inventory)?;
         let (outcome, failures) = apply_all(config, inventory, &configs, api, sleeper);
         pop_common::info!("{outcome}");
         Ok(failures)
     })
+}
+
+/// Every node's machine config from `dir`, all read before any node is called: one that cannot
+/// be read stops the run, naming its file.
+fn read_configs(dir: &Path, inventory: &NodeInventory) -> Result<Configs, Error> {
+    let mut configs = Configs::new();
+    for (i, node) in inventory.nodes.iter().enumerate() {
+        let path = config_file(dir, node).map_err(|message| {
+            InputError::field(Path::new("<stdin>"), format!("nodes[{i}].name"), message)
+        })?;
+        let bytes = std::fs::read(&path).map_err(|source| match node.role {
+            NodeRole::Worker if source.kind() == io::ErrorKind::NotFound => Error::NoWorkerConfig {
+                path: path.clone(),
+                node: node.name.clone(),
+            },
+            _ => Error::MachineConfig {
+                path: path.clone(),
+                source,
+            },
+        })?;
+        configs.insert(node.name.clone(), bytes);
+    }
+    Ok(configs)
 }
 
 #[cfg(test)]

@@ -123,7 +123,7 @@ fn apply_worker(
     apply_all(
         &config(),
         inventory,
-        &[(NodeRole::Worker, worker_config.to_vec())],
+        &Configs::from([("w1".to_owned(), worker_config.to_vec())]),
         api,
         &Counted::default(),
     )
@@ -163,10 +163,10 @@ fn a_booting_node_is_waited_for_then_the_first_certificate_pins_apply_and_the_pr
         ],
     );
     let mut inventory = inventory("{}");
-    let configs = [
-        (NodeRole::Worker, b"worker".to_vec()),
-        (NodeRole::Controlplane, b"cp".to_vec()),
-    ];
+    let configs = Configs::from([
+        ("w1".to_owned(), b"worker".to_vec()),
+        ("cp-1".to_owned(), b"cp".to_vec()),
+    ]);
     let sleeps = Counted::default();
     let (outcome, failures) = apply_all(&config(), &mut inventory, &configs, &api, &sleeps);
     assert!(failures.is_empty(), "{failures:?}");
@@ -345,4 +345,123 @@ fn pins_must_be_base64_sha256_and_the_talosconfig_must_read() {
             .starts_with("--talosconfig /nonexistent/talosconfig: cannot read"),
         "{err}"
     );
+}
+
+/// An inventory of a control plane and the workers `names` (192.0.2.11, .12, ...), none
+/// configured yet.
+fn cluster(names: &[&str]) -> String {
+    let node = |name: &str, role: &str, kind: &str, address: String| {
+        format!(
+            r#"{{"name":"{name}","role":"{role}","kind":"{kind}","zone":"fr-par-1","id":"22222222-2222-4222-8222-222222222222",
+            "public_ipv4":"{address}","public_ipv6":null,"private_ipv4":null,"steps":{{}}}}"#
+        )
+    };
+    let mut nodes = vec![node(
+        "cp-1",
+        "controlplane",
+        "instance",
+        "192.0.2.10".into(),
+    )];
+    for (i, name) in names.iter().enumerate() {
+        nodes.push(node(
+            name,
+            "worker",
+            "elastic-metal",
+            format!("192.0.2.{}", 11 + i),
+        ));
+    }
+    format!(
+        r#"{{"kind":"NodeInventory","version":2,"cluster_name":"c","cluster_endpoint":"https://api.example.com:6443","ssh_key_ids":[],"nodes":[{}]}}"#,
+        nodes.join(",")
+    )
+}
+
+#[test]
+fn each_worker_is_sent_its_own_config_and_its_digest_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, text) in [
+        ("controlplane.yaml", "cp"),
+        ("worker.yaml", "the template, no node's"),
+        ("worker-edge-a.yaml", "a's"),
+        ("worker-edge-b.yaml", "b's"),
+    ] {
+        std::fs::write(dir.path().join(file), text).unwrap();
+    }
+    let config = Config {
+        config_dir: dir.path().to_path_buf(),
+        ..config()
+    };
+    let api = Scripted::new(
+        vec![Probe::Configured, maintenance(), maintenance()],
+        vec![Proof::Ours, Proof::Ours, Proof::Ours],
+    );
+    let mut out = Vec::new();
+    let input = cluster(&["edge-a", "edge-b"]);
+    run_with(
+        &config,
+        &api,
+        &Counted::default(),
+        input.as_bytes(),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(
+        api.applied.borrow().as_slice(),
+        [
+            ("192.0.2.11:50000".parse().unwrap(), b"a's".to_vec()),
+            ("192.0.2.12:50000".parse().unwrap(), b"b's".to_vec())
+        ]
+    );
+    let written: NodeInventory = serde_json::from_slice(&out).unwrap();
+    let applied: Vec<Option<&str>> = written
+        .nodes
+        .iter()
+        .map(|n| n.step(steps::CONFIG_APPLIED))
+        .collect();
+    let (a, b) = (digest(b"a's"), digest(b"b's"));
+    assert_eq!(applied, [None, Some(a.as_str()), Some(b.as_str())]);
+}
+
+#[test]
+fn a_worker_without_its_own_config_or_with_no_host_name_stops_the_run_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["controlplane.yaml", "worker.yaml", "worker-edge-a.yaml"] {
+        std::fs::write(dir.path().join(file), "x").unwrap();
+    }
+    let config = Config {
+        config_dir: dir.path().to_path_buf(),
+        ..config()
+    };
+    let missing = dir.path().join("worker-edge-b.yaml").display().to_string();
+    for (names, needles) in [
+        (
+            ["edge-a", "edge-b"],
+            vec![
+                missing.as_str(),
+                "no machine config for the worker edge-b",
+                "make apply-infra",
+            ],
+        ),
+        (
+            ["edge-a", "../edge-a"],
+            vec!["nodes[2].name", "`../edge-a` is not a host name"],
+        ),
+    ] {
+        let api = Scripted::default();
+        let mut out = Vec::new();
+        let input = cluster(&names);
+        let err = run_with(
+            &config,
+            &api,
+            &Counted::default(),
+            input.as_bytes(),
+            &mut out,
+        )
+        .unwrap_err();
+        assert_eq!(err.exit(), Exit::Usage);
+        testkit::process::assert_says_all(&err.to_string(), &needles);
+        // Refused before any node was called, and nothing written.
+        assert!(api.pins.borrow().is_empty());
+        assert!(out.is_empty());
+    }
 }

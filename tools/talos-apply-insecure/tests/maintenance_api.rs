@@ -14,6 +14,9 @@ use std::process::{Command, Output, Stdio};
 
 use sha2::{Digest, Sha256};
 
+/// The machine config of the inventory's worker, edge-worker-1: its own file in --config-dir.
+const WORKER_CONFIG: &str = "worker-edge-worker-1.yaml";
+
 /// The maintenance API stand-in (stopped when dropped) and the folder it records calls in.
 struct StandIn {
     _server: testkit::standin::StandIn,
@@ -71,7 +74,7 @@ fn self_signed(dir: &Path, name: &str) {
 }
 
 /// The cluster as talosctl makes it: `secrets.yaml`, the `talosconfig` (its context
-/// `edge-par`) and `worker.yaml`, the machine CA as `machine-ca.{crt,key}`; then `node` (self-signed: the
+/// `edge-par`) and the worker's config (`worker-edge-worker-1.yaml`), the machine CA as `machine-ca.{crt,key}`; then `node` (self-signed: the
 /// maintenance certificate), `mitm` (another self-signed one), `configured` (the node's
 /// certificate once configured, of the machine CA), and a `foreign-ca` with its `foreign` node.
 fn certificates(dir: &Path, talosctl: &Path) {
@@ -94,6 +97,9 @@ fn certificates(dir: &Path, talosctl: &Path) {
             ".",
         ],
     );
+    // The worker's own config, as the infra pipeline names it (gen config's worker.yaml is
+    // only the workers' template): the tool sends each worker its own.
+    fs::rename(dir.join("worker.yaml"), dir.join(WORKER_CONFIG)).unwrap();
     testkit::talos_node::machine_ca(dir);
     self_signed(dir, "node");
     self_signed(dir, "mitm");
@@ -231,7 +237,7 @@ fn a_booting_node_takes_its_config_once_it_listens_proves_ours_and_a_rerun_skips
     let recorded = written["nodes"][0]["steps"]["config_applied"]
         .as_str()
         .unwrap();
-    let worker = fs::read_to_string(dir.path().join("worker.yaml")).unwrap();
+    let worker = fs::read_to_string(dir.path().join(WORKER_CONFIG)).unwrap();
     assert_eq!(recorded, digest(worker.as_bytes()));
     // The node received exactly the worker config, in mode AUTO, over the real messages.
     assert_eq!(
@@ -286,7 +292,7 @@ fn a_booting_node_takes_its_config_once_it_listens_proves_ours_and_a_rerun_skips
     // A changed config on a node that is configured, and ours: reported, not sent, record kept.
     let changed_config = worker.replacen("debug: false", "debug: true", 1);
     assert_ne!(changed_config, worker);
-    fs::write(dir.path().join("worker.yaml"), changed_config).unwrap();
+    fs::write(dir.path().join(WORKER_CONFIG), changed_config).unwrap();
     let changed = tool(dir.path(), node.port, &stdout, &[]);
     let stdout_changed = testkit::process::success_stdout(&changed);
     let stderr_changed = String::from_utf8_lossy(&changed.stderr);
@@ -464,7 +470,7 @@ fn a_config_the_node_refuses_fails_the_node_and_records_nothing() {
     let Some((dir, api)) = setup("a_config_the_node_refuses") else {
         return;
     };
-    fs::write(dir.path().join("worker.yaml"), "machine: [unclosed\n").unwrap();
+    fs::write(dir.path().join(WORKER_CONFIG), "machine: [unclosed\n").unwrap();
     let (node, out) = first_run(&api, dir.path(), &[]);
     assert_failed(&out, &["edge-worker-1", "InvalidArgument", "decode error"]);
     assert!(!node.records.join("applied-1.yaml").exists());
@@ -479,7 +485,7 @@ fn a_config_talos_validation_refuses_fails_the_node_and_records_nothing() {
         return;
     };
     fs::write(
-        dir.path().join("worker.yaml"),
+        dir.path().join(WORKER_CONFIG),
         "version: v1alpha1\nmachine:\n  type: worker\n  token: t\ncluster:\n  clusterName: edge-par\n",
     )
     .unwrap();
@@ -509,9 +515,17 @@ fn bad_input_is_refused_before_any_connection() {
     // Port 9 (discard) on loopback: nothing must even try it.
     let out = tool(dir.path(), 9, "{\"kind\":\"NodeInventory\"}", &[]);
     testkit::process::assert_refused(&out, 2, &["<stdin>", "version"]);
-    fs::remove_file(dir.path().join("worker.yaml")).unwrap();
+    fs::remove_file(dir.path().join(WORKER_CONFIG)).unwrap();
     let out = tool(dir.path(), 9, &inventory("{}"), &[]);
-    testkit::process::assert_refused(&out, 2, &["worker.yaml", "cannot read the machine config"]);
+    testkit::process::assert_refused(
+        &out,
+        2,
+        &[
+            WORKER_CONFIG,
+            "no machine config for the worker edge-worker-1",
+            "make apply-infra",
+        ],
+    );
     assert!(out.stdout.is_empty());
     // Refused while reading the arguments, before stdin is read: nothing is written to it.
     fs::write(dir.path().join("talosconfig"), "context: x\ncontexts: {}\n").unwrap();
@@ -541,7 +555,7 @@ except grpc.RpcError as e:
         stand_ins = testkit::standin::path("").display().to_string(),
         api = api.display().to_string(),
         cert = dir.join("node.crt").display().to_string(),
-        worker = dir.join("worker.yaml").display().to_string(),
+        worker = dir.join(WORKER_CONFIG).display().to_string(),
     );
     let out = Command::new("python3")
         .args(["-c", &client])

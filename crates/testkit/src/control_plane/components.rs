@@ -35,15 +35,16 @@ plugins:
 ";
 
 /// The `extraArgs` of `cluster.<component>` in the project's control-plane patches
-/// (`talos/patches/*.yaml` but `*.worker.yaml`, in name order, a later one winning), as flags:
+/// (`talos/patches/*.yaml` but the workers' `*.worker.yaml` and `*.each-worker.yaml`, in name
+/// order, a later one winning), as flags:
 /// the test API server takes what the cluster's does, e.g. the NodePort range.
 #[allow(clippy::panic)] // a test helper: a patch it cannot read fails the test, naming it
 pub(super) fn talos_extra_args(component: &str) -> Vec<String> {
     let mut args = BTreeMap::new();
     for patch in sorted_files(&crate::workspace::root().join("talos/patches")) {
         let name = patch.file_name().map(|n| n.to_string_lossy().into_owned());
-        let Some(name) = name.filter(|n| n.ends_with(".yaml") && !n.ends_with(".worker.yaml"))
-        else {
+        let for_workers = |n: &str| n.ends_with(".worker.yaml") || n.ends_with(".each-worker.yaml");
+        let Some(name) = name.filter(|n| n.ends_with(".yaml") && !for_workers(n)) else {
             continue;
         };
         let text = match fs::read_to_string(&patch) {
