@@ -4,7 +4,8 @@
 //! sends it.
 //!
 //! How istiod turns this into its Deployment, read in istio/istio 1.30.3 (the 1.30 tag whose
-//! gateway controller the tests follow, `ISTIO_CONTRACT_VERSION`):
+//! gateway controller the tests follow, `ISTIO_CONTRACT_VERSION`; the source mirror read holds
+//! no 1.30.6 tag, `ISTIO_VERSION`):
 //!
 //! - `pilot/pkg/config/kube/gatewaycommon/deploymentcontroller.go` 611-628: the overlays are the
 //!   class defaults (a ConfigMap of istio-system), then the Gateway's `parametersRef` ConfigMap's
