@@ -240,9 +240,7 @@ fn gateway_options(plan: &Plan) -> Result<Value, EncodeError> {
                 "name": pow.secret_name, "key": "previous", "optional": true}}},
         ]);
     }
-    let mut spec = placement::deployment_spec(plan);
-    spec["template"]["spec"]["containers"] = json!([container]);
-    let deployment = json!({"spec": spec});
+    let deployment = json!({"spec": placement::deployment_spec(plan, &[container])});
     let service = json!({
         "spec": {
             // The Service istiod generates is a LoadBalancer by default; the workers' own

@@ -35,9 +35,9 @@ use pop_common::records::EDGE_NODE_LABEL;
 /// per node.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
-/// What the gateway pods' Deployment takes from the placement: its `spec` fields, merged into
-/// the `deployment` overlay.
-pub fn deployment_spec(plan: &Plan) -> Value {
+/// The `spec` of the `deployment` overlay: the placement, and the pod template's `containers`
+/// (merged into istiod's by name).
+pub fn deployment_spec(plan: &Plan, containers: &[Value]) -> Value {
     json!({
         // One pod per edge node (the anti-affinity below spreads them).
         "replicas": plan.edge_nodes.len(),
@@ -59,6 +59,7 @@ pub fn deployment_spec(plan: &Plan) -> Value {
                 "labelSelector": {"matchLabels": gateway_pods()},
                 "topologyKey": HOSTNAME_LABEL,
             }]}},
+            "containers": containers,
         }},
     })
 }
