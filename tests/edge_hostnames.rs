@@ -185,6 +185,15 @@ fn the_committed_examples_name_the_same_edge_hostnames() {
         json!(config.edge_fqdns()),
         "config/platform-inputs.example.json is what config/infra.example.json gives"
     );
+    // Its edge nodes are the example's workers, in order.
+    let edge_nodes: Vec<Value> = example("platform-inputs.example.json")["edge_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].clone())
+        .collect();
+    let workers: Vec<Value> = config.worker_names().map(|n| json!(n)).collect();
+    assert_eq!(edge_nodes, workers);
     // The edge configs carry no names: render-edge refuses a list that differs.
     for edge in [
         "edge.example.json",

@@ -829,7 +829,7 @@ fn assert_an_unreadable_snapshot_stops_before_any_node(env: &Env, etcdutl: &str)
 }
 
 /// The outputs: a private kubeconfig, and the PlatformInputs record render-edge reads, with the
-/// worker's name and what the host firewall is rendered from.
+/// worker as the edge node and what the host firewall is rendered from.
 fn assert_the_outputs_are_what_the_next_layers_read(env: &Env) {
     ok(&env.infra("outputs", &[]));
     assert_eq!(mode(&env.out("kubeconfig")), 0o600);
@@ -838,14 +838,19 @@ fn assert_the_outputs_are_what_the_next_layers_read(env: &Env) {
             .unwrap();
     // The record render-edge reads: decoded with its own type, unknown fields refused.
     let record: pop_common::records::PlatformInputs = serde_json::from_value(inputs).unwrap();
-    assert_eq!(record.edge_public_ipv4.to_string(), "203.0.113.10");
+    let edge_nodes: Vec<(&str, String)> = record
+        .edge_nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.public_ipv4.to_string()))
+        .collect();
+    assert_eq!(edge_nodes, [("edge-worker-1", "203.0.113.10".to_owned())]);
     assert_eq!(record.dns_zone, "example.com");
     assert_eq!(record.cluster_endpoint, "https://api.example.com:6443");
-    // The node the edge layer selects on is the worker's hostname in its Talos config.
+    // An edge node's name is the worker's hostname in its Talos config: its Kubernetes node name.
     let worker = talos_schema::documents(&fs::read_to_string(env.out(WORKER_CONFIG)).unwrap());
     assert_eq!(
         talos_schema::document(&worker, "HostnameConfig")["hostname"],
-        record.edge_node_name.as_str()
+        edge_nodes[0].0
     );
     // What the host firewall is rendered from: the admin networks and every node's address.
     assert_eq!(record.admin_cidrs, ["198.51.100.0/24".parse().unwrap()]);

@@ -507,7 +507,7 @@ fn every_node_is_selected_by_exactly_one_host_policy_on_labels_cilium_keeps() {
     ]
     .into();
     let worker: BTreeMap<&str, &str> = [
-        ("edge.node.kubernetes.io/public", "true"),
+        pop_common::records::EDGE_NODE_LABEL,
         ("kubernetes.io/os", "linux"),
     ]
     .into();

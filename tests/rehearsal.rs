@@ -764,9 +764,14 @@ fn assert_the_outputs_written(stage: &Stage) -> (Value, Vec<(String, String)>, S
     assert_eq!(control_planes.len(), 3, "{inventory}");
     assert_eq!(workers.len(), 1, "{inventory}");
     let (worker, worker_ip) = workers[0].clone();
-    // The edge selects the node by the worker's name, the node name Talos gives it.
+    // The edge node is the worker, by the name Talos gives it, at the address DNS points at.
     assert_eq!(worker, "edge-worker-1");
-    assert_eq!(inputs.edge_node_name.as_str(), worker);
+    let edge_nodes: Vec<(String, String)> = inputs
+        .edge_nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.public_ipv4.to_string()))
+        .collect();
+    assert_eq!(edge_nodes, [(worker.clone(), worker_ip.clone())]);
     (inventory, control_planes, worker, worker_ip)
 }
 

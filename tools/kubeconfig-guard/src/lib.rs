@@ -303,10 +303,10 @@ current-context: admin@edge-par
         let inputs = dir.join("platform-inputs.json");
         std::fs::write(
             &inputs,
-            r#"{"kind": "PlatformInputs", "version": 3, "cluster_name": "edge-par",
+            r#"{"kind": "PlatformInputs", "version": 4, "cluster_name": "edge-par",
                 "cluster_endpoint": "https://api.example.com:6443", "dns_zone": "example.com",
                 "edge_hostnames": ["www.example.com"],
-                "edge_node_name": "edge-worker-1", "edge_public_ipv4": "203.0.113.10",
+                "edge_nodes": [{"name": "edge-worker-1", "public_ipv4": "203.0.113.10"}],
                 "admin_cidrs": ["198.51.100.0/24"], "control_plane_addresses": ["203.0.113.11"],
                 "worker_addresses": ["203.0.113.10"]}"#,
         )

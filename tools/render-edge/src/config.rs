@@ -10,7 +10,7 @@ use lists_core::records::{
     ListSources,
 };
 use pop_common::input::{InputError, read_json};
-use pop_common::records::{Digest, PlatformInputs, PublishedImages};
+use pop_common::records::{Digest, EdgeNode, PlatformInputs, PublishedImages};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -198,7 +198,9 @@ pub const MAX_NAME: usize = 253;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub cluster_name: String,
-    pub edge_node_name: String,
+    /// The nodes that receive the public traffic (the platform inputs' `edge_nodes`, at least
+    /// one): a gateway runs on each.
+    pub edge_nodes: Vec<EdgeNode>,
     /// The public names served, each with its own HTTPS listener and certificate (HTTP-01
     /// gives no wildcard): the platform inputs' `edge_hostnames`, in their order.
     pub hostnames: Vec<String>,
@@ -297,7 +299,7 @@ pub fn resolve(
 
     Ok(Plan {
         cluster_name: inputs.cluster_name.clone(),
-        edge_node_name: inputs.edge_node_name.clone(),
+        edge_nodes: inputs.edge_nodes.clone(),
         hostnames,
         acme_server: config.acme.server,
         acme_email: email,

@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod monitoring;
+pub mod placement;
 
 use serde_json::{Value, json};
 
@@ -50,6 +51,7 @@ pub fn objects(plan: &Plan) -> Result<Vec<Value>, EncodeError> {
         cluster_issuer(plan),
         gateway_options(plan)?,
         gateway(plan),
+        placement::disruption_budget(),
         gateway_policy(),
         http_redirect_route(plan),
     ];
@@ -225,7 +227,7 @@ pub fn names_of_hostname(host: &str) -> [(&'static str, String); 3] {
 }
 
 /// Istio's per-gateway customisation (`spec.infrastructure.parametersRef`): strategic merge
-/// patches over the Deployment and Service it generates.
+/// patches over the Deployment and Service it generates (see [`placement`]).
 fn gateway_options(plan: &Plan) -> Result<Value, EncodeError> {
     let mut container = json!({"name": ISTIO_PROXY_CONTAINER});
     if let Some(pow) = &plan.pow {
@@ -238,18 +240,11 @@ fn gateway_options(plan: &Plan) -> Result<Value, EncodeError> {
                 "name": pow.secret_name, "key": "previous", "optional": true}}},
         ]);
     }
-    let deployment = json!({
-        "spec": {"template": {"spec": {
-            // The public address is the worker's: the gateway runs there, so that with
-            // externalTrafficPolicy Local the client's address reaches the filter unchanged.
-            "nodeSelector": {"kubernetes.io/hostname": plan.edge_node_name},
-            "containers": [container],
-        }}},
-    });
+    let deployment = json!({"spec": placement::deployment_spec(plan, &[container])});
     let service = json!({
         "spec": {
-            // The Service istiod generates is a LoadBalancer by default; the worker's own
-            // address is the edge (no load balancer), so a NodePort.
+            // The Service istiod generates is a LoadBalancer by default; the workers' own
+            // addresses are the edge (no load balancer), so a NodePort.
             "type": "NodePort",
             // Keep the client's source address (no SNAT to another node): the filter's policy
             // and the challenge's binding depend on it.
@@ -259,7 +254,7 @@ fn gateway_options(plan: &Plan) -> Result<Value, EncodeError> {
             "ipFamilyPolicy": if flows::EDGE_SERVES_IPV6 { "RequireDualStack" } else { "SingleStack" },
             "ipFamilies": flows::edge_ip_families(),
             // Every port of the Service gets a node port, pinned in the declared range (80-443,
-            // shared with the API server): HTTP-01 and HTTPS on the worker's public address on
+            // shared with the API server): HTTP-01 and HTTPS on the workers' public addresses on
             // the standard ports, and the status port istiod always adds on a port of its own.
             // Merged into istiod's ports by `port` (strategic merge).
             "ports": flows::GATEWAY_NODE_PORTS
@@ -338,7 +333,7 @@ fn gateway(plan: &Plan) -> Value {
 }
 
 /// The Cilium entities a flow's peer stands for, seen from a pod: the internet, and the pods that
-/// reach the worker's public address from inside the cluster (cert-manager's HTTP-01 self-check
+/// reach a worker's public address from inside the cluster (cert-manager's HTTP-01 self-check
 /// does), or the nodes (kubelets, agents' health endpoints).
 fn pod_peer_entities(peer: flows::Peer) -> &'static [&'static str] {
     match peer {

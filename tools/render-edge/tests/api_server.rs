@@ -213,6 +213,19 @@ pub fn files_with(dir: &Path, change: impl FnOnce(&mut Value, &mut Value)) -> (P
     paths
 }
 
+/// The objects of the examples' inputs with `nodes` as the edge nodes, and `edge.example.json`.
+pub fn with_edge_nodes(nodes: &[&str]) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let (inputs, config) = files_with(dir.path(), |inputs, _| {
+        inputs["edge_nodes"] = nodes
+            .iter()
+            .zip(10..)
+            .map(|(name, i)| json!({"name": name, "public_ipv4": format!("203.0.113.{i}")}))
+            .collect();
+    });
+    rendered(&inputs, &config).unwrap()
+}
+
 /// A name of `len` characters in the examples' DNS zone, made of labels of at most 63.
 fn hostname_of_length(len: usize) -> String {
     let zone = ".example.com";

@@ -586,9 +586,9 @@ fn inputs_missing_a_field_are_refused_and_named() {
     let case = Case::new();
     let inputs = case.write(
         "inputs.json",
-        r#"{"kind": "PlatformInputs", "version": 3, "cluster_name": "c",
-            "cluster_endpoint": "https://api.example.com:6443", "edge_node_name": "w",
-            "edge_public_ipv4": "203.0.113.10"}"#,
+        r#"{"kind": "PlatformInputs", "version": 4, "cluster_name": "c",
+            "cluster_endpoint": "https://api.example.com:6443",
+            "edge_nodes": [{"name": "w", "public_ipv4": "203.0.113.10"}]}"#,
     );
     let config = case.write("edge.json", &edge_config(""));
     case.refuses_files(&inputs, &config, &["inputs.json", "missing field dns_zone"]);
@@ -599,25 +599,25 @@ fn inputs_of_another_kind_or_version_are_refused() {
     let case = Case::new();
     let text = std::fs::read_to_string(case.inputs()).unwrap();
     let config = case.write("edge.json", &edge_config(""));
-    let other_version = case.write("v1.json", &text.replace("\"version\": 3", "\"version\": 1"));
+    let other_version = case.write("v1.json", &text.replace("\"version\": 4", "\"version\": 1"));
     case.refuses_files(
         &other_version,
         &config,
         &["field `version`", "unsupported version 1"],
     );
-    // The version before the hostnames: what rewrites it is named.
-    let older = text.replace("\"version\": 3", "\"version\": 2").replace(
-        r#""edge_hostnames": ["edge.example.com", "www.example.com"],"#,
-        "",
+    // The version before the list of edge nodes: what rewrites it is named.
+    let older = text.replace("\"version\": 4", "\"version\": 3").replace(
+        r#""edge_nodes": [{"name": "edge-worker-1", "public_ipv4": "203.0.113.10"}],"#,
+        r#""edge_node_name": "edge-worker-1", "edge_public_ipv4": "203.0.113.10","#,
     );
-    assert!(!older.contains("edge_hostnames"), "{older}");
-    let older = case.write("v2.json", &older);
+    assert!(!older.contains("edge_nodes"), "{older}");
+    let older = case.write("v3.json", &older);
     case.refuses_files(
         &older,
         &config,
         &[
-            "v2.json: field `version`",
-            "unsupported version 2: this tool reads version 3",
+            "v3.json: field `version`",
+            "unsupported version 3: this tool reads version 4",
             "rerun `make apply-infra`",
         ],
     );

@@ -6,11 +6,14 @@
 //! - `monitoring`: the metrics' way to Prometheus, the PodMonitor and the alerts (API server,
 //!   promtool);
 //! - `admission`: the ValidatingAdmissionPolicy, evaluated by the real API server on allowed and
-//!   refused changes of the lists job.
+//!   refused changes of the lists job;
+//! - `placement`: the gateway's pods on the edge nodes, scheduled, rolled out and drained by a
+//!   real control plane.
 
 mod admission;
 mod api_server;
 mod cli;
 mod monitoring;
 mod objects;
+mod placement;
 mod schemas;

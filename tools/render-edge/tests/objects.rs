@@ -5,9 +5,11 @@
 // does not reach them, and a failed unwrap here is a failed test, as intended.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use serde_json::Value;
+use std::path::Path;
 
-use crate::api_server::{example, examples};
+use serde_json::{Value, json};
+
+use crate::api_server::{example, examples, with_edge_nodes};
 
 /// The strings of a JSON array.
 pub(crate) fn strings(array: &Value) -> Vec<&str> {
@@ -35,7 +37,7 @@ pub(crate) fn ingress_to_port<'a>(policy: &'a Value, port: &str) -> Vec<&'a Valu
         .collect()
 }
 
-fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+pub(crate) fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
     objects
         .iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
@@ -271,16 +273,86 @@ fn the_gateway_service_keeps_client_addresses_on_ports_80_and_443() {
         .map(|p| p["nodePort"].as_i64().unwrap())
         .collect();
     assert_eq!(node_ports, [80, 443, 442]);
-    let deployment: Value =
-        serde_norway::from_str(options["data"]["deployment"].as_str().unwrap()).unwrap();
-    assert_eq!(
-        deployment["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"],
-        "edge-worker-1"
-    );
-    // Istio makes a PodDisruptionBudget (and an autoscaler) for a gateway only when they are
-    // overlaid: none, so the one gateway replica on the one worker never blocks its drain.
+    // Istio makes a PodDisruptionBudget and an autoscaler for a gateway only when they are
+    // overlaid: none, so the replica count is the overlay's and the one budget is ours.
     let keys: Vec<&String> = options["data"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["deployment", "service"]);
+}
+
+/// The gateway Deployment overlay of `objects`.
+pub(crate) fn gateway_overlay(objects: &[Value]) -> Value {
+    let options = find(objects, "ConfigMap", "edge-gateway-options");
+    serde_norway::from_str(options["data"]["deployment"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn the_edge_label_the_gateway_selects_is_the_one_the_worker_patch_sets_and_only_it() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../talos/patches/70-edge-worker.worker.yaml");
+    let patch: Value = serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let (key, value) = pop_common::records::EDGE_NODE_LABEL;
+    assert_eq!(
+        patch,
+        json!({"machine": {"nodeLabels": {key: value}}}),
+        "{}",
+        path.display()
+    );
+    let overlay = gateway_overlay(&example("edge.example.json"));
+    assert_eq!(
+        overlay["spec"]["template"]["spec"]["nodeSelector"],
+        json!({key: value})
+    );
+}
+
+#[test]
+fn a_gateway_pod_runs_on_each_edge_node_and_a_drain_takes_one_at_a_time() {
+    for nodes in [&["edge-worker-1"][..], &["edge-worker-1", "edge-worker-2"]] {
+        let objects = with_edge_nodes(nodes);
+        let overlay = gateway_overlay(&objects);
+        let spec = &overlay["spec"];
+        assert_eq!(spec["replicas"], nodes.len(), "{overlay}");
+        // Selected by the label the infra layer sets on every worker, never by a node's name.
+        let pod = &spec["template"]["spec"];
+        assert_eq!(
+            pod["nodeSelector"],
+            json!({"edge.node.kubernetes.io/public": "true"})
+        );
+        let text = overlay.to_string();
+        assert!(!nodes.iter().any(|n| text.contains(n)), "{text}");
+        // Never two on one node: required, keyed by the node's name, on the gateway's pods.
+        let anti = &pod["affinity"]["podAntiAffinity"];
+        assert!(
+            anti.get("preferredDuringSchedulingIgnoredDuringExecution")
+                .is_none()
+        );
+        assert_eq!(
+            anti["requiredDuringSchedulingIgnoredDuringExecution"],
+            json!([{
+                "labelSelector": {"matchLabels": {
+                    "gateway.networking.k8s.io/gateway-name": "edge-gateway"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }])
+        );
+        // A rollout frees a node before it places the new pod there: no surge pod to place.
+        assert_eq!(
+            spec["strategy"]["rollingUpdate"],
+            json!({"maxSurge": 0, "maxUnavailable": 1})
+        );
+        let budget = find(&objects, "PodDisruptionBudget", "edge-gateway");
+        assert_eq!(budget["spec"]["maxUnavailable"], 1);
+        assert!(budget["spec"].get("minAvailable").is_none());
+        // The pods the budget counts are the ones the anti-affinity spreads, and the ones the
+        // gateway's Service and policy select.
+        assert_eq!(
+            budget["spec"]["selector"],
+            anti["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]
+        );
+        let policy = find(&objects, "CiliumNetworkPolicy", "edge-gateway");
+        assert_eq!(
+            budget["spec"]["selector"]["matchLabels"],
+            policy["spec"]["endpointSelector"]["matchLabels"]
+        );
+    }
 }
 
 #[test]

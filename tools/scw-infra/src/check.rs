@@ -70,11 +70,18 @@ mod tests {
     fn the_placeholder_record_carries_the_config_and_documentation_addresses_only() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let path = root.join("config/infra.example.json");
-        let config = InfraConfig::load(&path, Some("/nonexistent")).unwrap();
+        let mut config = InfraConfig::load(&path, Some("/nonexistent")).unwrap();
+        let mut second = config.workers[0].clone();
+        second.name = "edge-worker-2".into();
+        config.workers.push(second);
         let record = placeholder_platform_inputs(&config, &path).unwrap();
         assert_eq!(record.cluster_name, config.cluster_name);
         assert_eq!(record.dns_zone, config.dns_zone);
-        assert_eq!(record.edge_node_name, config.workers[0].name);
+        // Every worker of the config is an edge node, in the config's order.
+        let edge: Vec<&str> = record.edge_nodes.iter().map(|n| n.name.as_str()).collect();
+        let workers: Vec<&str> = config.worker_names().collect();
+        assert_eq!(edge, workers);
+        assert_eq!(edge.len(), 2);
         assert_eq!(
             record.control_plane_addresses.len(),
             config.control_plane.count as usize
@@ -85,5 +92,11 @@ mod tests {
         };
         assert!(record.control_plane_addresses.iter().all(documentation));
         assert!(record.worker_addresses.iter().all(documentation));
+        assert!(
+            record
+                .edge_nodes
+                .iter()
+                .all(|n| documentation(&std::net::IpAddr::V4(n.public_ipv4)))
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use pop_common::input::InputError;
-use pop_common::records::{NodeInventory, NodeRole, PlatformInputs, Version};
+use pop_common::records::{EdgeNode, NodeInventory, NodeRole, PlatformInputs, Version};
 
 use crate::config::InfraConfig;
 use crate::talos;
@@ -127,23 +127,38 @@ pub fn names(
 
 /// The record the platform and edge layers read: the cluster from the inventory, the DNS zone,
 /// the edge's names (fully qualified, as the DNS step makes their records) and the admin
-/// networks from the config, the edge node from the inventory's Elastic Metal worker, and every
-/// node's public addresses (what the host firewall knows as nodes).
+/// networks from the config, the edge nodes from the inventory's Elastic Metal workers (every
+/// one: the edge names point at all of them), and every node's public addresses (what the host
+/// firewall knows as nodes).
 pub fn platform_inputs(
     config: &InfraConfig,
     file: &InventoryFile,
 ) -> Result<PlatformInputs, InputError> {
     let inventory = &file.inventory;
-    let (worker, ipv4) = inventory
-        .edge_worker()
-        .and_then(|w| Some((w, w.public_ipv4?)))
-        .ok_or_else(|| {
-            InputError::field(
+    let edge_nodes = inventory
+        .edge_workers()
+        .map(|worker| match worker.public_ipv4 {
+            Some(public_ipv4) => Ok(EdgeNode {
+                name: worker.name.clone(),
+                public_ipv4,
+            }),
+            None => Err(InputError::field(
                 &file.path,
                 "nodes",
-                "no Elastic Metal worker with a public_ipv4",
-            )
-        })?;
+                format!(
+                    "the Elastic Metal worker `{}` has no public_ipv4: the edge names point at it",
+                    worker.name
+                ),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if edge_nodes.is_empty() {
+        return Err(InputError::field(
+            &file.path,
+            "nodes",
+            "no Elastic Metal worker: the edge needs at least one",
+        ));
+    }
     Ok(PlatformInputs {
         kind: Default::default(),
         version: Version,
@@ -151,8 +166,7 @@ pub fn platform_inputs(
         cluster_endpoint: inventory.cluster_endpoint.clone(),
         dns_zone: config.dns_zone.clone(),
         edge_hostnames: config.edge_fqdns(),
-        edge_node_name: worker.name.clone(),
-        edge_public_ipv4: ipv4,
+        edge_nodes,
         admin_cidrs: config.admin_cidrs.clone(),
         control_plane_addresses: public_addresses(inventory, NodeRole::Controlplane),
         worker_addresses: public_addresses(inventory, NodeRole::Worker),
@@ -197,6 +211,123 @@ mod tests {
         let file = InventoryFile::read_for(&path, &config, &example).unwrap();
         let inputs = platform_inputs(&config, &file).unwrap();
         assert_eq!(inputs.edge_hostnames, ["www.example.com", "example.com"]);
+    }
+
+    /// An inventory of `config`'s cluster holding `nodes`, written in `dir`.
+    fn inventory_of(
+        dir: &Path,
+        config: &InfraConfig,
+        config_path: &Path,
+        nodes: serde_json::Value,
+    ) -> InventoryFile {
+        let path = dir.join("inventory.json");
+        let inventory = serde_json::json!({
+            "kind": "NodeInventory", "version": 2, "cluster_name": config.cluster_name,
+            "cluster_endpoint": config.cluster_endpoint, "ssh_key_ids": [], "nodes": nodes,
+        });
+        std::fs::write(&path, inventory.to_string()).unwrap();
+        InventoryFile::read_for(&path, config, config_path).unwrap()
+    }
+
+    fn node(name: &str, role: &str, kind: &str, ipv4: Option<&str>, id: u8) -> serde_json::Value {
+        serde_json::json!({"name": name, "role": role, "kind": kind, "zone": "fr-par-1",
+            "id": format!("22222222-2222-4222-8222-{id:012}"), "public_ipv4": ipv4,
+            "public_ipv6": null, "private_ipv4": null, "steps": {}})
+    }
+
+    #[test]
+    fn every_elastic_metal_worker_is_an_edge_node_in_inventory_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/infra.example.json");
+        let config = InfraConfig::load(&example, Some("/home/me")).unwrap();
+        let nodes = serde_json::json!([
+            node(
+                "edge-par-cp-1",
+                "controlplane",
+                "instance",
+                Some("203.0.113.11"),
+                1
+            ),
+            node(
+                "edge-worker-2",
+                "worker",
+                "elastic-metal",
+                Some("203.0.113.20"),
+                2
+            ),
+            node(
+                "edge-worker-1",
+                "worker",
+                "elastic-metal",
+                Some("203.0.113.10"),
+                3
+            ),
+        ]);
+        let file = inventory_of(dir.path(), &config, &example, nodes);
+        let inputs = platform_inputs(&config, &file).unwrap();
+        let edge: Vec<(&str, String)> = inputs
+            .edge_nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.public_ipv4.to_string()))
+            .collect();
+        assert_eq!(
+            edge,
+            [
+                ("edge-worker-2", "203.0.113.20".to_owned()),
+                ("edge-worker-1", "203.0.113.10".to_owned())
+            ]
+        );
+        let workers: Vec<String> = inputs
+            .worker_addresses
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(workers, ["203.0.113.20", "203.0.113.10"]);
+        // What is written reads back as the next layers read it.
+        let text = serde_json::to_string(&inputs).unwrap();
+        let again: PlatformInputs = serde_json::from_str(&text).unwrap();
+        assert_eq!(again, inputs);
+    }
+
+    #[test]
+    fn no_worker_or_a_worker_without_an_ipv4_is_refused_naming_the_inventory() {
+        let dir = tempfile::tempdir().unwrap();
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/infra.example.json");
+        let config = InfraConfig::load(&example, Some("/home/me")).unwrap();
+        let control_plane = node(
+            "edge-par-cp-1",
+            "controlplane",
+            "instance",
+            Some("203.0.113.11"),
+            1,
+        );
+        for (nodes, said) in [
+            (
+                serde_json::json!([control_plane.clone()]),
+                "no Elastic Metal worker",
+            ),
+            (
+                serde_json::json!([
+                    control_plane,
+                    node(
+                        "edge-worker-1",
+                        "worker",
+                        "elastic-metal",
+                        Some("203.0.113.10"),
+                        2
+                    ),
+                    node("edge-worker-2", "worker", "elastic-metal", None, 3),
+                ]),
+                "`edge-worker-2` has no public_ipv4",
+            ),
+        ] {
+            let file = inventory_of(dir.path(), &config, &example, nodes);
+            let err = platform_inputs(&config, &file).unwrap_err().to_string();
+            testkit::process::assert_says_all(
+                &err,
+                &[file.path.display().to_string(), "nodes".into(), said.into()],
+            );
+        }
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub use node_inventory::{
     StepNodes, StepTodo, steps,
 };
 pub use platform_inputs::{
-    EDGE_GATEWAY_CLASS, MAX_EDGE_HOSTNAMES, PLATFORM_INPUTS_VERSION, PlatformInputs,
+    EDGE_GATEWAY_CLASS, EDGE_NODE_LABEL, EdgeNode, MAX_EDGE_HOSTNAMES, PLATFORM_INPUTS_VERSION,
+    PlatformInputs,
 };
 pub use problem::{Problem, join as join_problems};
 pub use published_images::{Digest, PUBLISHED_IMAGES_VERSION, PublishedImage, PublishedImages};

@@ -309,11 +309,11 @@ impl NodeInventory {
         self.nodes.iter().find(|n| n.role == NodeRole::Controlplane)
     }
 
-    /// The Elastic Metal worker that receives the edge's public traffic.
-    pub fn edge_worker(&self) -> Option<&Node> {
+    /// The Elastic Metal workers, which receive the edge's public traffic, in inventory order.
+    pub fn edge_workers(&self) -> impl Iterator<Item = &Node> {
         self.nodes
             .iter()
-            .find(|n| n.role == NodeRole::Worker && n.kind == NodeKind::ElasticMetal)
+            .filter(|n| n.role == NodeRole::Worker && n.kind == NodeKind::ElasticMetal)
     }
 }
 
@@ -491,10 +491,22 @@ mod tests {
             fresh.first_control_plane().map(|n| n.name.as_str()),
             Some("edge-par-cp-1")
         );
-        assert_eq!(
-            fresh.edge_worker().map(|n| n.name.as_str()),
-            Some("edge-par-worker-1")
-        );
+        let edge: Vec<&str> = fresh.edge_workers().map(|n| n.name.as_str()).collect();
+        assert_eq!(edge, ["edge-par-worker-1"]);
+    }
+
+    #[test]
+    fn the_edge_workers_are_every_elastic_metal_worker_in_inventory_order() {
+        let mut inventory: NodeInventory = serde_json::from_str(EXAMPLE).unwrap();
+        let mut second = inventory.nodes[1].clone();
+        second.name = "edge-par-worker-2".into();
+        let mut instance = second.clone();
+        instance.name = "edge-par-worker-3".into();
+        instance.kind = NodeKind::Instance;
+        inventory.nodes.insert(1, second);
+        inventory.nodes.push(instance);
+        let edge: Vec<&str> = inventory.edge_workers().map(|n| n.name.as_str()).collect();
+        assert_eq!(edge, ["edge-par-worker-2", "edge-par-worker-1"]);
     }
 
     #[test]
