@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make down and make up: the cluster's machines powered off and on in an order it survives.
 #
-#   pipelines/power.sh down   the worker first: shut down through Talos's API (talosctl shutdown,
-#                             which cordons and drains the node, stops its services and halts
-#                             it), then stopped at Scaleway (Elastic Metal stop); then each
+#   pipelines/power.sh down   the workers first: shut down through Talos's API (talosctl
+#                             shutdown, which cordons and drains a lone worker, stops its
+#                             services and halts it), then stopped at Scaleway (Elastic Metal
+#                             stop); then each
 #                             control plane the same way (shutdown --force: they run no
 #                             workloads, and the API a drain goes through goes down with them),
 #                             then powered off (Instance poweroff: a guest that halts itself is
@@ -63,9 +64,15 @@ if (( ${#workers[@]} > 0 )); then
     die "the worker ${workers[*]} runs but no control plane does: Talos's API cannot be reached to drain it"
   endpoints=$(IFS=,; echo "${control_planes[*]}")
 fi
+# One worker is drained (cordoned, its pods evicted) before it stops. Several are not: draining
+# one would push its pods onto the next to go down, and the gateway's disruption budget refuses to
+# evict a second gateway pod while the first one's replacement is Pending, which would hold the
+# shutdown until its timeout. Their pods stop with the node, and start again with it.
+no_drain=()
+(( ${#workers[@]} > 1 )) && no_drain=(--force)
 for node in "${workers[@]}"; do
-  log "shutting the worker $node down through Talos (cordon, drain, stop; at most $timeout)"
-  talos --endpoints "$endpoints" --nodes "$node" shutdown --wait --timeout "$timeout"
+  log "shutting the worker $node down through Talos (${no_drain[*]:+no drain, }stop; at most $timeout)"
+  talos --endpoints "$endpoints" --nodes "$node" shutdown "${no_drain[@]}" --wait --timeout "$timeout"
 done
 cut_power worker "${#workers[@]}"
 

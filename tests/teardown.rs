@@ -415,6 +415,47 @@ fn make_down_shuts_the_worker_down_through_talos_and_stops_it_before_the_control
     assert_up_powers_the_control_planes_on_before_the_worker(&world);
 }
 
+#[test]
+fn make_down_with_two_workers_drains_neither_and_stops_both_before_the_control_planes() {
+    let Some(world) = World::start("make_down_two_workers") else {
+        return;
+    };
+    // Two workers: the gateway's disruption budget would refuse the second drain, the first
+    // one's gateway replacement having nowhere to go.
+    let mut config: Value =
+        serde_json::from_str(&fs::read_to_string(world.path("infra.json")).unwrap()).unwrap();
+    let mut second = config["workers"][0].clone();
+    second["name"] = json!("edge-worker-2");
+    config["workers"].as_array_mut().unwrap().push(second);
+    fs::write(world.path("infra.json"), config.to_string()).unwrap();
+    world.apply();
+    let workers = world.addresses("worker");
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    world.take_log();
+    world.make_ok(&["down"]);
+    let log = world.take_log();
+    let first_control_plane = world.addresses("controlplane").remove(0);
+    let control_plane = first(&log, "control-plane shutdown", |e| {
+        talosctl_on(e, &first_control_plane)
+    });
+    for worker in &workers {
+        let at = first(&log, "worker shutdown", |e| talosctl_on(e, worker));
+        assert!(at < control_plane, "{worker}: {log:#?}");
+        assert!(
+            log[at]["argv"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("--force")),
+            "{worker} is not drained: {log:#?}"
+        );
+    }
+    assert!(
+        tagged(&world.state()["bm_servers"])
+            .iter()
+            .all(|s| s["status"] == "stopped")
+    );
+}
+
 /// A node Talos shut down answers no other call either (what the bring-up's probes meet).
 fn assert_a_shut_down_node_answers_nothing(world: &World, control_plane: &str) {
     let probe = world
