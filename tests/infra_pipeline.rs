@@ -244,6 +244,19 @@ pub(crate) fn mode(path: &Path) -> u32 {
 }
 
 /// The value of `--flag` in an argv, each time it is given (file names for `@file` patches).
+/// Each `talosctl validate` call so far: the config it checked and its mode.
+fn validations(env: &Env) -> Vec<(String, String)> {
+    env.calls_with("validate")
+        .iter()
+        .map(|argv| {
+            (
+                flag_values(argv, "--config")[0].clone(),
+                flag_values(argv, "--mode")[0].clone(),
+            )
+        })
+        .collect()
+}
+
 fn flag_values(argv: &[String], name: &str) -> Vec<String> {
     argv.windows(2)
         .filter(|w| w[0] == name)
@@ -377,16 +390,7 @@ fn assert_gen_config_gets_the_pins_and_the_patches(env: &Env) {
         [format!("{WORKER_CONFIG}.part")]
     );
     // Each node's config checked by talosctl validate as its node will: cloud, metal.
-    let validations: Vec<(String, String)> = env
-        .calls_with("validate")
-        .iter()
-        .map(|argv| {
-            (
-                flag_values(argv, "--config")[0].clone(),
-                flag_values(argv, "--mode")[0].clone(),
-            )
-        })
-        .collect();
+    let validations = validations(env);
     assert_eq!(
         validations,
         [
@@ -480,16 +484,7 @@ fn each_worker_gets_its_own_config_the_same_across_runs_and_a_removed_workers_go
         );
     }
     // Each node's config checked as its node will: the control planes', then each worker's.
-    let validated: Vec<(String, String)> = env
-        .calls_with("validate")
-        .iter()
-        .map(|argv| {
-            (
-                flag_values(argv, "--config")[0].clone(),
-                flag_values(argv, "--mode")[0].clone(),
-            )
-        })
-        .collect();
+    let validated = validations(&env);
     let checked = |file: &str, mode: &str| (file.to_owned(), mode.to_owned());
     assert_eq!(
         validated,
