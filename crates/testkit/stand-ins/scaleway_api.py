@@ -431,8 +431,10 @@ class State:
             g["servers"] = [x for x in g["servers"] if x["id"] != s["id"]]
 
     def bm_ipv6(self):
-        """Each Elastic Metal server its own IPv6 (Scaleway gives every server a /64 of its
-        own): the first one ordered gets 2001:db8::10, the next ::11, and so on."""
+        """Each Elastic Metal server its own IPv6, as the recorded servers have theirs
+        (scaleway-cassettes/baremetal-v1: 2001:bc8:1201:a17:b683:51ff:fe0f:60e4, ...:6d5c,
+        ...:6e00, one a server, from its MAC): the first one ordered gets 2001:db8::10, the
+        next ::11, and so on."""
         self.bm_ordered = getattr(self, "bm_ordered", 0) + 1
         return "2001:db8::%x" % (0xf + self.bm_ordered)
 
