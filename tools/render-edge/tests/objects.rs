@@ -319,34 +319,34 @@ fn a_gateway_pod_runs_on_each_edge_node_and_a_drain_takes_one_at_a_time() {
         );
         let text = overlay.to_string();
         assert!(!nodes.iter().any(|n| text.contains(n)), "{text}");
-        // Never two on one node: required, keyed by the node's name, on the gateway's pods.
-        let anti = &pod["affinity"]["podAntiAffinity"];
-        assert!(
-            anti.get("preferredDuringSchedulingIgnoredDuringExecution")
-                .is_none()
-        );
+        // One on each node: no node more than one pod ahead, required, keyed by the node's
+        // name, on the gateway's pods; a cordoned node still counts.
+        assert!(pod.get("affinity").is_none(), "{pod}");
+        let spread = &pod["topologySpreadConstraints"];
         assert_eq!(
-            anti["requiredDuringSchedulingIgnoredDuringExecution"],
-            json!([{
+            spread,
+            &json!([{
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
                 "labelSelector": {"matchLabels": {
                     "gateway.networking.k8s.io/gateway-name": "edge-gateway"}},
-                "topologyKey": "kubernetes.io/hostname",
+                "matchLabelKeys": ["pod-template-hash"],
+                "nodeAffinityPolicy": "Honor",
+                "nodeTaintsPolicy": "Ignore",
             }])
         );
-        // A rollout frees a node before it places the new pod there: no surge pod to place.
+        // A rollout starts the new pod before it stops the old one.
         assert_eq!(
             spec["strategy"]["rollingUpdate"],
-            json!({"maxSurge": 0, "maxUnavailable": 1})
+            json!({"maxSurge": 1, "maxUnavailable": 0})
         );
         let budget = find(&objects, "PodDisruptionBudget", "edge-gateway");
         assert_eq!(budget["spec"]["maxUnavailable"], 1);
         assert!(budget["spec"].get("minAvailable").is_none());
-        // The pods the budget counts are the ones the anti-affinity spreads, and the ones the
+        // The pods the budget counts are the ones the spread places, and the ones the
         // gateway's Service and policy select.
-        assert_eq!(
-            budget["spec"]["selector"],
-            anti["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]
-        );
+        assert_eq!(budget["spec"]["selector"], spread[0]["labelSelector"]);
         let policy = find(&objects, "CiliumNetworkPolicy", "edge-gateway");
         assert_eq!(
             budget["spec"]["selector"]["matchLabels"],

@@ -109,10 +109,10 @@ fn wait_for_pods(plane: &ControlPlane, want: &[(&str, &str)]) {
     panic!("the gateway pods are {seen:?}, not {want:?}");
 }
 
-/// The cluster: the nodes, the edge namespace, the budget and the merged Deployment, rolled
-/// out.
-fn deploy(plane: &ControlPlane, objects: &[Value]) {
-    for node in EDGE_NODES {
+/// The cluster: the nodes (`edge_nodes` with the edge label, and one without), the edge
+/// namespace, the budget and the merged Deployment, rolled out.
+fn deploy(plane: &ControlPlane, objects: &[Value], edge_nodes: &[&str]) {
+    for node in edge_nodes {
         plane.add_node(node, &[pop_common::records::EDGE_NODE_LABEL]);
     }
     plane.add_node(OTHER_NODE, &[]);
@@ -155,7 +155,7 @@ fn one_gateway_pod_runs_on_each_edge_node_and_a_drain_leaves_the_other_serving()
     };
     let objects = with_edge_nodes(&EDGE_NODES);
     assert_eq!(gateway_overlay(&objects)["spec"]["replicas"], 2);
-    deploy(&plane, &objects);
+    deploy(&plane, &objects, &EDGE_NODES);
     let running = [(EDGE_NODES[0], "Running"), (EDGE_NODES[1], "Running")];
     wait_for_pods(&plane, &running);
 
@@ -205,4 +205,37 @@ fn one_gateway_pod_runs_on_each_edge_node_and_a_drain_leaves_the_other_serving()
     );
     let stored: Value = serde_json::from_str(&get).unwrap();
     assert_eq!(stored["status"]["disruptionsAllowed"], 0, "{stored}");
+}
+
+#[test]
+fn with_one_edge_node_a_rollout_starts_the_new_pod_beside_the_old_one() {
+    let Some(plane) = ControlPlane::start("a_rollout_with_one_edge_node") else {
+        return;
+    };
+    let objects = with_edge_nodes(&EDGE_NODES[..1]);
+    deploy(&plane, &objects, &EDGE_NODES[..1]);
+    wait_for_pods(&plane, &[(EDGE_NODES[0], "Running")]);
+    let deployment = format!("deployment/{DEPLOYMENT}");
+    let ns = ["--namespace", NAMESPACE];
+    ok(
+        &plane,
+        &[&ns[..], &["rollout", "restart", &deployment]].concat(),
+        "",
+    );
+    let status = ["rollout", "status", deployment.as_str(), "--timeout=120s"];
+    ok(&plane, &[&ns[..], &status[..]].concat(), "");
+    wait_for_pods(&plane, &[(EDGE_NODES[0], "Running")]);
+    // The old pod went only once the new one was ready: the Deployment never had none
+    // available (maxUnavailable 0, the surge pod beside it on the one node).
+    let got = ok(
+        &plane,
+        &[&ns[..], &["get", &deployment, "--output=json"]].concat(),
+        "",
+    );
+    let stored: Value = serde_json::from_str(&got).unwrap();
+    assert_eq!(
+        stored["spec"]["strategy"]["rollingUpdate"],
+        json!({"maxSurge": 1, "maxUnavailable": 0}),
+        "{stored}"
+    );
 }

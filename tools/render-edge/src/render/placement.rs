@@ -31,34 +31,44 @@ use super::{GATEWAY, GATEWAY_NAME_LABEL, meta};
 use crate::config::Plan;
 use pop_common::records::EDGE_NODE_LABEL;
 
-/// The node label whose values are node names: the anti-affinity's topology, one gateway pod
-/// per node.
+/// The node label whose values are node names: the spread's topology, one gateway pod per node.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// The `spec` of the `deployment` overlay: the placement, and the pod template's `containers`
 /// (merged into istiod's by name).
 pub fn deployment_spec(plan: &Plan, containers: &[Value]) -> Value {
     json!({
-        // One pod per edge node (the anti-affinity below spreads them).
+        // One pod per edge node (the spread below puts one on each).
         "replicas": plan.edge_nodes.len(),
-        // With one pod per node and every node taken, a surge pod finds no node and the default
-        // rollout (maxSurge 25% rounded up, maxUnavailable 25% rounded down: 1 and 0 below four
-        // nodes) would wait for it forever; a rollout replaces one pod at a time instead, its
-        // node serving nothing until the new pod is ready.
+        // A rollout starts the new pod before it stops an old one: with one worker, the new pod
+        // runs beside the old on the same node (the spread allows one more there), so a restart
+        // (a key rotation, an Istio upgrade) never leaves the edge without a gateway.
         "strategy": {
             "type": "RollingUpdate",
-            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
         },
         "template": {"spec": {
             // The workers the infra layer labels as the edge: a worker added there is placed
             // here with no edge config of its own.
             "nodeSelector": {EDGE_NODE_LABEL.0: EDGE_NODE_LABEL.1},
-            // Required, not preferred: two gateway pods on one node would leave another node
-            // that DNS points at without one.
-            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                "labelSelector": {"matchLabels": gateway_pods()},
+            // No edge node more than one pod ahead of another, counting the pods of one
+            // revision only (`pod-template-hash`): with as many pods as nodes, each revision's
+            // pods land one on each node, and a rollout's new pod may stand beside an old one.
+            // (Counting every revision, a rollout that stops old pods in another order than it
+            // placed new ones can end with two on one node and none on another: the spread is
+            // only checked when a pod is placed.) A cordoned node still counts (taints
+            // ignored), so a drained worker's pod waits Pending for it to come back, rather
+            // than doubling up elsewhere and leaving it without one once it is uncordoned.
+            // Required: a worker DNS points at must not be left without one.
+            "topologySpreadConstraints": [{
+                "maxSkew": 1,
                 "topologyKey": HOSTNAME_LABEL,
-            }]}},
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": gateway_pods()},
+                "matchLabelKeys": ["pod-template-hash"],
+                "nodeAffinityPolicy": "Honor",
+                "nodeTaintsPolicy": "Ignore",
+            }],
             "containers": containers,
         }},
     })
