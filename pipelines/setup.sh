@@ -62,6 +62,7 @@ test   openssl                               openssl          # hash-rate baseli
 test   /usr/sbin/sshd                        openssh-server   # the real sshd standing for the rescue system
 test   ssh                                   openssh-client
 test   zstd                                  zstd             # the rescue side of scw-rescue-flash; the Talos image import
+test   setpriv                               util-linux       # the Talos node stand-in's etcd dies with it
 test   qemu-img                              qemu-utils       # the Talos image import
 test   pkg-config                            pkg-config       # ssh2 builds libssh2 against the system's OpenSSL
 test   /usr/include/openssl/ssl.h            libssl-dev

@@ -83,13 +83,11 @@ Not modelled: the roles (every client here is admin), apid's proxying to other n
 Talos makes to the control planes' endpoints for a removal is the local member's here), TLS
 between etcd and its clients, the time-sync wait, and a worker's Talos services.
 """
-import ctypes
 import json
 import math
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -120,10 +118,13 @@ MODELLED_RESET = "EPHEMERAL wiped, a reboot, no graceful leave"
 CHUNK = 1024
 
 
-def die_with_parent():
-    """A child started by the stand-in goes when the stand-in goes, however it goes."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+def die_with_parent(argv):
+    """`argv` run so that it goes when the thread that starts it goes, however it goes
+    (PR_SET_PDEATHSIG), set by util-linux's setpriv before it executes the program. Not with a
+    `preexec_fn`: Python code between fork and exec, in a process whose gRPC threads may hold
+    the loader's or the allocator's locks at the fork, can hang the child before it executes
+    etcd (subprocess's documentation says so), and the node's etcd then never starts."""
+    return ["setpriv", "--pdeathsig", "KILL", "--", *argv]
 
 
 class NodeEtcd:
@@ -420,13 +421,14 @@ class NodeEtcd:
         log = open(os.path.join(self.args.record_dir, "etcd.log"), "ab")
         with self.lock:
             self.process = subprocess.Popen(
-                [self.args.etcd, f"--name={self.args.hostname}", f"--data-dir={data}",
-                 f"--listen-client-urls={self.args.etcd_client_url}",
-                 f"--advertise-client-urls={self.args.etcd_client_url}",
-                 f"--listen-peer-urls={self.args.etcd_peer_url}",
-                 f"--initial-advertise-peer-urls={self.args.etcd_peer_url}",
-                 f"--initial-cluster={initial_cluster}", "--initial-cluster-state=new"],
-                stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+                die_with_parent(
+                    [self.args.etcd, f"--name={self.args.hostname}", f"--data-dir={data}",
+                     f"--listen-client-urls={self.args.etcd_client_url}",
+                     f"--advertise-client-urls={self.args.etcd_client_url}",
+                     f"--listen-peer-urls={self.args.etcd_peer_url}",
+                     f"--initial-advertise-peer-urls={self.args.etcd_peer_url}",
+                     f"--initial-cluster={initial_cluster}", "--initial-cluster-state=new"]),
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL)
             return self.process
 
     def stop(self):
