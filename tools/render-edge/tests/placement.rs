@@ -109,6 +109,19 @@ fn wait_for_pods(plane: &ControlPlane, want: &[(&str, &str)]) {
     panic!("the gateway pods are {seen:?}, not {want:?}");
 }
 
+/// `kubectl rollout restart` of the gateway's Deployment, waited for until it completes.
+fn restart(plane: &ControlPlane) {
+    let deployment = format!("deployment/{DEPLOYMENT}");
+    let ns = ["--namespace", NAMESPACE];
+    ok(
+        plane,
+        &[&ns[..], &["rollout", "restart", &deployment]].concat(),
+        "",
+    );
+    let status = ["rollout", "status", deployment.as_str(), "--timeout=120s"];
+    ok(plane, &[&ns[..], &status[..]].concat(), "");
+}
+
 /// The cluster: the nodes (`edge_nodes` with the edge label, and one without), the edge
 /// namespace, the budget and the merged Deployment, rolled out.
 fn deploy(plane: &ControlPlane, objects: &[Value], edge_nodes: &[&str]) {
@@ -160,16 +173,9 @@ fn one_gateway_pod_runs_on_each_edge_node_and_a_drain_leaves_the_other_serving()
     wait_for_pods(&plane, &running);
 
     // A rollout replaces the pods without a node to spare.
-    let deployment = format!("deployment/{DEPLOYMENT}");
-    let ns = ["--namespace", NAMESPACE];
-    ok(
-        &plane,
-        &[&ns[..], &["rollout", "restart", &deployment]].concat(),
-        "",
-    );
-    let status = ["rollout", "status", deployment.as_str(), "--timeout=120s"];
-    ok(&plane, &[&ns[..], &status[..]].concat(), "");
+    restart(&plane);
     wait_for_pods(&plane, &running);
+    let ns = ["--namespace", NAMESPACE];
     let budget = ["get", "poddisruptionbudget/edge-gateway"];
     let allowed = "--for=jsonpath={.status.disruptionsAllowed}=1";
     ok(
@@ -215,16 +221,12 @@ fn with_one_edge_node_a_rollout_starts_the_new_pod_beside_the_old_one() {
     let objects = with_edge_nodes(&EDGE_NODES[..1]);
     deploy(&plane, &objects, &EDGE_NODES[..1]);
     wait_for_pods(&plane, &[(EDGE_NODES[0], "Running")]);
-    let deployment = format!("deployment/{DEPLOYMENT}");
-    let ns = ["--namespace", NAMESPACE];
-    ok(
-        &plane,
-        &[&ns[..], &["rollout", "restart", &deployment]].concat(),
-        "",
-    );
-    let status = ["rollout", "status", deployment.as_str(), "--timeout=120s"];
-    ok(&plane, &[&ns[..], &status[..]].concat(), "");
+    restart(&plane);
     wait_for_pods(&plane, &[(EDGE_NODES[0], "Running")]);
+    let (deployment, ns) = (
+        format!("deployment/{DEPLOYMENT}"),
+        ["--namespace", NAMESPACE],
+    );
     // The old pod went only once the new one was ready: the Deployment never had none
     // available (maxUnavailable 0, the surge pod beside it on the one node).
     let got = ok(
