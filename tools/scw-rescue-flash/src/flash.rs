@@ -129,15 +129,15 @@ enum Flashed {
 }
 
 /// What the server's tags say of its disk, against the image to flash.
-enum Disk {
+enum Disk<'d> {
     /// It runs this image, proved ours.
     Proven,
     /// It was upgraded in place with this image's installer: it runs this image's Talos.
     Upgraded,
     /// This image was written and read back, not yet proved ours.
     Written,
-    /// The image is to be written.
-    ToWrite,
+    /// The image is to be written, onto this disk.
+    ToWrite(&'d str),
 }
 
 /// What every node's flash shares.
@@ -362,7 +362,7 @@ impl Job<'_> {
             .ok_or(FlashError::NoAddress)?;
         // Its own disk (workers may differ), else --disk.
         let disk = node.install_disk.as_deref().or(self.config.disk.as_deref());
-        match self.disk(node, ip, disk.is_some())? {
+        let disk = match self.disk(node, ip, disk)? {
             Disk::Proven => return Ok(Flashed::AlreadyTagged),
             Disk::Upgraded => return Ok(Flashed::Upgraded),
             Disk::Written => {
@@ -374,9 +374,8 @@ impl Job<'_> {
                 self.boot_normally(node)?;
                 return Ok(Flashed::WrittenBefore);
             }
-            Disk::ToWrite => {}
-        }
-        let disk = disk.ok_or(FlashError::NoDisk)?;
+            Disk::ToWrite(disk) => disk,
+        };
         // Before the rescue boot, which a login that cannot work would waste.
         let login = Login::resolve(
             &self.config.ssh_key,
@@ -470,7 +469,12 @@ impl Job<'_> {
     /// holds it written), checked before anything changes: the server is this cluster's worker,
     /// there is a key for the rescue system and a disk to write, and it runs no other image of ours unless
     /// `--reflash` says to wipe it. An image tag it carries goes before the disk is written.
-    fn disk(&self, node: &Node, ip: IpAddr, has_disk: bool) -> Result<Disk, FlashError> {
+    fn disk<'d>(
+        &self,
+        node: &Node,
+        ip: IpAddr,
+        disk: Option<&'d str>,
+    ) -> Result<Disk<'d>, FlashError> {
         let api = self.api;
         let before = our_server(api, self.cluster_name, node)?;
         let wanted = self.image.digest();
@@ -490,9 +494,7 @@ impl Job<'_> {
         if self.key_ids.is_empty() {
             return Err(FlashError::NoKeys);
         }
-        if !has_disk {
-            return Err(FlashError::NoDisk);
-        }
+        let disk = disk.ok_or(FlashError::NoDisk)?;
         // A worker that runs an image of ours (its tag, written once it proved ours or once it
         // was upgraded in place; or the image recorded, with a config applied over it or a
         // proof made while it ran it) is a live node: a new image would wipe it.
@@ -510,7 +512,7 @@ impl Job<'_> {
         {
             api.set_tags(&node.zone, &node.id, &with_image_tag(&before, None))?;
         }
-        Ok(Disk::ToWrite)
+        Ok(Disk::ToWrite(disk))
     }
 
     /// Refuses to write over a node that runs `running`, unless `--reflash` says to wipe it.
