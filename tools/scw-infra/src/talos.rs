@@ -402,11 +402,16 @@ pub fn render_patches(
             filled,
         ));
     }
+    // Then each worker's, in the config's order, each in name order.
+    let mut texts = Vec::new();
     for name in &each {
         let source = patches.join(name);
         let text = fs::read_to_string(&source).map_err(io_error(&source, "cannot read"))?;
-        for (worker, values) in &values.workers {
-            let filled = fill_patch(&source, &text, values, true)?;
+        texts.push((name, source, text));
+    }
+    for (worker, values) in &values.workers {
+        for (name, source, text) in &texts {
+            let filled = fill_patch(source, text, values, true)?;
             let path = workers_dir.join(worker).join(name);
             let worker = Some(worker.clone());
             planned.push((
@@ -419,13 +424,6 @@ pub fn render_patches(
             ));
         }
     }
-    // Shared first, then each worker's in the config's order, each in name order.
-    let order = |r: &Rendered| {
-        r.worker
-            .as_ref()
-            .map(|w| values.workers.iter().position(|(name, _)| name == w))
-    };
-    planned.sort_by_key(|(rendered, _)| order(rendered));
     for (rendered, text) in &planned {
         let dir = rendered.path.parent().unwrap_or(out_dir);
         fs::create_dir_all(dir).map_err(io_error(dir, "cannot create"))?;
