@@ -195,14 +195,19 @@ pub fn run_with(
     })
 }
 
-/// Every node's machine config from `dir`, all read before any node is called: one that cannot
-/// be read stops the run, naming its file.
+/// Every node's machine config from `dir`, all read before any node is called, each file once
+/// (every control plane takes the same): one that cannot be read stops the run, naming its file.
 fn read_configs(dir: &Path, inventory: &NodeInventory) -> Result<Configs, Error> {
     let mut configs = Configs::new();
+    let mut files: std::collections::BTreeMap<PathBuf, Vec<u8>> = Default::default();
     for (i, node) in inventory.nodes.iter().enumerate() {
         let path = config_file(dir, node).map_err(|message| {
             InputError::field(Path::new("<stdin>"), format!("nodes[{i}].name"), message)
         })?;
+        if let Some(bytes) = files.get(&path) {
+            configs.insert(node.name.clone(), bytes.clone());
+            continue;
+        }
         let bytes = std::fs::read(&path).map_err(|source| match node.role {
             NodeRole::Worker if source.kind() == io::ErrorKind::NotFound => Error::NoWorkerConfig {
                 path: path.clone(),
@@ -213,7 +218,8 @@ fn read_configs(dir: &Path, inventory: &NodeInventory) -> Result<Configs, Error>
                 source,
             },
         })?;
-        configs.insert(node.name.clone(), bytes);
+        configs.insert(node.name.clone(), bytes.clone());
+        files.insert(path, bytes);
     }
     Ok(configs)
 }
