@@ -359,7 +359,7 @@ pub fn plan(cluster: &Cluster<'_>, scope: Scope<'_>) -> R<DestroyPlan> {
     let names = cluster.names();
     let cluster_tag = vec![names.cluster_tag()];
     let mut removals = Vec::new();
-    plan_dns_records(cluster, &mut removals)?;
+    plan_dns_records(cluster, &mut removals, |_| true)?;
     plan_instances(cluster, None, &mut removals)?;
     for s in cluster.api.baremetal().servers(zone, &cluster_tag)? {
         removals.push(Removal::ElasticMetalServer {
@@ -394,8 +394,12 @@ pub fn plan(cluster: &Cluster<'_>, scope: Scope<'_>) -> R<DestroyPlan> {
     Ok(DestroyPlan { removals })
 }
 
-/// The DNS records carrying our comment, when Scaleway hosts the zone.
-pub(crate) fn plan_dns_records(cluster: &Cluster<'_>, removals: &mut Vec<Removal>) -> R<()> {
+/// The DNS records carrying our comment whose data `holding` takes, when Scaleway hosts the zone.
+pub(crate) fn plan_dns_records(
+    cluster: &Cluster<'_>,
+    removals: &mut Vec<Removal>,
+    holding: impl Fn(&str) -> bool,
+) -> R<()> {
     let names = cluster.names();
     let config = cluster.config;
     let dns = cluster.api.dns();
@@ -405,7 +409,9 @@ pub(crate) fn plan_dns_records(cluster: &Cluster<'_>, removals: &mut Vec<Removal
         for name in record_names {
             for record_type in [RecordType::A, RecordType::Aaaa] {
                 for r in dns.records(&config.dns_zone, name, &record_type)? {
-                    if r.comment.as_deref() == Some(names.cluster_tag().as_str()) {
+                    if r.comment.as_deref() == Some(names.cluster_tag().as_str())
+                        && holding(&r.data)
+                    {
                         removals.push(Removal::DnsRecord {
                             name: format!("{} {} {}", r.name, r.record_type, r.data),
                             id: r.id,

@@ -2783,6 +2783,16 @@ fn assert_a_worker_out_of_the_config_leaves_dns_then_goes_alone(
     // Out of the config: the next apply points the names at the one left, leaves its server
     // be, and names it.
     write_workers(s, &["edge-worker-1"]);
+    // Before that apply, its destroy plan would take its records too (one A per edge name).
+    let early = lines(&ok(&s.scw(&[
+        "destroy",
+        "--node",
+        "edge-worker-2",
+        "--dry-run",
+    ])));
+    let records = early.iter().filter(|r| r["removed"] == "dns-record").count();
+    assert_eq!((records, early.len()), (2, 3), "{early:?}");
+    s.take_requests();
     let out = s.scw(APPLY);
     let inventory: Value = serde_json::from_str(ok(&out).trim()).unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

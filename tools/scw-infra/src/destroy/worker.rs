@@ -1,5 +1,7 @@
 //! `destroy --node` for a worker the config no longer lists (`make remove-worker`).
 
+use std::net::IpAddr;
+
 use super::{DestroyPlan, R, Removal, plan_dns_records};
 use crate::cluster::Cluster;
 use crate::error::InfraError;
@@ -17,22 +19,18 @@ pub(super) fn plan_former_worker(cluster: &Cluster<'_>, name: &str) -> R<Destroy
             tag: tags.join(","),
         });
     }
-    let addresses: Vec<String> = servers
+    let addresses: Vec<IpAddr> = servers
         .iter()
         .flat_map(|s| {
-            let v4 = s.ipv4().map(|a| a.to_string());
-            let v6 = s.ipv6().map(|a| a.to_string());
-            v4.into_iter().chain(v6)
+            let v4 = s.ipv4().map(IpAddr::V4);
+            v4.into_iter().chain(s.ipv6().map(IpAddr::V6))
         })
         .collect();
+    // An address compared as an address: a record may write an IPv6 otherwise than Rust does.
     let mut removals = Vec::new();
-    plan_dns_records(cluster, &mut removals)?;
-    removals.retain(|r| match r {
-        Removal::DnsRecord { name, .. } => addresses
-            .iter()
-            .any(|a| name.rsplit(' ').next() == Some(a.as_str())),
-        _ => false,
-    });
+    plan_dns_records(cluster, &mut removals, |data| {
+        data.parse().is_ok_and(|a: IpAddr| addresses.contains(&a))
+    })?;
     removals.extend(servers.into_iter().map(|s| Removal::ElasticMetalServer {
         id: s.id,
         name: s.name,
