@@ -127,6 +127,12 @@ impl Server {
     pub fn ipv6(&self) -> Option<std::net::Ipv6Addr> {
         self.address(&IpVersion::V6)
     }
+
+    /// Its first public IPv4, then its first public IPv6, those it has.
+    pub fn public_addresses(&self) -> impl Iterator<Item = std::net::IpAddr> {
+        let v4 = self.ipv4().map(std::net::IpAddr::V4);
+        v4.into_iter().chain(self.ipv6().map(std::net::IpAddr::V6))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -2790,7 +2790,10 @@ fn assert_a_worker_out_of_the_config_leaves_dns_then_goes_alone(
         "edge-worker-2",
         "--dry-run",
     ])));
-    let records = early.iter().filter(|r| r["removed"] == "dns-record").count();
+    let records = early
+        .iter()
+        .filter(|r| r["removed"] == "dns-record")
+        .count();
     assert_eq!((records, early.len()), (2, 3), "{early:?}");
     s.take_requests();
     let out = s.scw(APPLY);

@@ -239,11 +239,7 @@ pub fn plan(cluster: &Cluster<'_>, inputs: &ApplyInputs) -> R<ApplyPlan> {
     let let_in: Vec<Address> = known
         .leaving
         .iter()
-        .flat_map(|s| {
-            let v4 = s.ipv4().map(IpAddr::V4);
-            let v6 = s.ipv6().map(IpAddr::V6);
-            v4.into_iter().chain(v6).map(Address::Known)
-        })
+        .flat_map(|s| s.public_addresses().map(Address::Known))
         .chain(worker_addresses.iter().cloned())
         .collect();
     firewall::plan_rules(

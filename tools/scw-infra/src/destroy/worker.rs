@@ -2,6 +2,8 @@
 
 use std::net::IpAddr;
 
+use scaleway::baremetal;
+
 use super::{DestroyPlan, R, Removal, plan_dns_records};
 use crate::cluster::Cluster;
 use crate::error::InfraError;
@@ -21,10 +23,7 @@ pub(super) fn plan_former_worker(cluster: &Cluster<'_>, name: &str) -> R<Destroy
     }
     let addresses: Vec<IpAddr> = servers
         .iter()
-        .flat_map(|s| {
-            let v4 = s.ipv4().map(IpAddr::V4);
-            v4.into_iter().chain(s.ipv6().map(IpAddr::V6))
-        })
+        .flat_map(baremetal::Server::public_addresses)
         .collect();
     // An address compared as an address: a record may write an IPv6 otherwise than Rust does.
     let mut removals = Vec::new();
