@@ -129,6 +129,16 @@ need_snapshot() {
   [[ -z "$1" || -f "$1" ]] || die "SNAPSHOT: $1 is not a file (a snapshot make etcd-snapshot wrote)"
 }
 
+# Whether the file $1 must be made again: missing or empty, or not newer than every other
+# argument (its inputs).
+out_of_date() {
+  local out=$1 input
+  shift
+  [[ -s "$out" ]] || return 0
+  for input in "$@"; do [[ "$out" -nt "$input" ]] || return 0; done
+  return 1
+}
+
 configs() {
   read_names
   need_talosctl
@@ -158,12 +168,11 @@ configs() {
   # changes), so the digests talos-apply-insecure records stay the same across runs.
   # The pins gen config takes are kept beside the configs: a bump of another pin changes nothing.
   # worker.yaml is the workers' common template: each worker's own config is made from it below.
-  local outputs=("$OUT/controlplane.yaml" "$OUT/worker.yaml" "$talosconfig") stale=0 f input
+  local outputs=("$OUT/controlplane.yaml" "$OUT/worker.yaml" "$talosconfig") stale=0 f
   local stamp=$OUT/configs.pins pins="TALOS_VERSION=$TALOS_VERSION KUBERNETES_VERSION=$KUBERNETES_VERSION"
   [[ "$(cat "$stamp" 2>/dev/null)" == "$pins" ]] || stale=1
   for f in "${outputs[@]}"; do
-    [[ -s "$f" ]] || stale=1
-    for input in "${inputs[@]}"; do [[ "$f" -nt "$input" ]] || stale=1; done
+    if out_of_date "$f" "${inputs[@]}"; then stale=1; fi
   done
   if (( stale )); then
     log "generating the machine configs of $CLUSTER_NAME ($CLUSTER_ENDPOINT) for Talos $TALOS_VERSION, Kubernetes $KUBERNETES_VERSION in $OUT"
@@ -208,16 +217,14 @@ configs() {
 # worker's own patches (the arrays each_worker and each_patch of configs), made again only when
 # one of them changed, then validated as its node will (metal, strictly).
 worker_config() {
-  local name=$1 config=$OUT/worker-$1.yaml files=() args=() i stale=0 input
+  local name=$1 config=$OUT/worker-$1.yaml files=() args=() i
   for i in "${!each_worker[@]}"; do
     if [[ "${each_worker[$i]}" == "$name" ]]; then
       files+=("${each_patch[$i]}")
       args+=(--patch "@${each_patch[$i]}")
     fi
   done
-  [[ -s "$config" ]] || stale=1
-  for input in "$OUT/worker.yaml" "${files[@]}"; do [[ "$config" -nt "$input" ]] || stale=1; done
-  if (( stale )); then
+  if out_of_date "$config" "$OUT/worker.yaml" "${files[@]}"; then
     log "making $config: worker.yaml with $name's own patches"
     (umask 077; talos machineconfig patch "$OUT/worker.yaml" "${args[@]}" --output "$config.part" >&2)
     mv "$config.part" "$config"
