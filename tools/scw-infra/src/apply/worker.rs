@@ -114,14 +114,16 @@ pub fn plan(
     Ok(settles)
 }
 
+/// The servers paired with the config's workers, by worker name, and those left over.
+type Paired<'a> = (BTreeMap<&'a str, baremetal::Server>, Vec<baremetal::Server>);
+
 /// The cluster's worker servers by the config's worker each stands for: by its `edgepop-node`
 /// tag, or adopted when one worker and one server are left unpaired. Two servers for one worker
 /// stop the plan; the servers left over are named, and returned apart.
-#[allow(clippy::type_complexity)]
 fn match_servers<'a>(
     workers: impl Iterator<Item = &'a str>,
     servers: Vec<baremetal::Server>,
-) -> R<(BTreeMap<&'a str, baremetal::Server>, Vec<baremetal::Server>)> {
+) -> R<Paired<'a>> {
     let workers: Vec<&str> = workers.collect();
     let mut found: BTreeMap<&str, baremetal::Server> = BTreeMap::new();
     let mut unpaired = Vec::new();
