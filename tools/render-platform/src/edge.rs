@@ -290,6 +290,14 @@ fn cilium(cilium: &CiliumConfig) -> Value {
     })
 }
 
+/// The names `make cluster-status` shares with the render (status.env): the label the workers
+/// serving the edge carry, as a selector (`key=value`), from its one declaration, so the status
+/// finds the edge nodes the Talos patch labels and the gateway's placement selects.
+pub fn status_names() -> String {
+    let (key, value) = pop_common::records::EDGE_NODE_LABEL;
+    format!("EDGE_NODE_LABEL={key}={value}\n")
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

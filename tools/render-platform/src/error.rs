@@ -40,7 +40,9 @@ pub enum Error {
     },
     #[error("component `{0}`: this profile renders nothing for it")]
     NoRender(&'static str),
-    #[error("profile `{0}` shares no names with make (--print-names is for the onprem profile)")]
+    #[error(
+        "profile `{0}`: --print-names is for the onprem profile (--out-dir writes the names, status.env)"
+    )]
     NoNames(&'static str),
     #[error(
         "--cluster names a cluster of clusters/ (make CLUSTER=NAME), which is for the onprem profile"

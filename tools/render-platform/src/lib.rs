@@ -25,8 +25,8 @@
 //!
 //! With `--out-dir` it writes `DIR/<component>.json` for each component that has a rendered
 //! layer (a Helm release's values, the objects of an `objects` or `namespaces` component, the
-//! [`secrets::SecretsTemplate`] of a `secrets` one), `DIR/status.env` for profiles whose
-//! `make cluster-status` needs names of the render, then `DIR/components.tsv`, one line per
+//! [`secrets::SecretsTemplate`] of a `secrets` one), `DIR/status.env`, the names
+//! `make cluster-status` shares with the render, then `DIR/components.tsv`, one line per
 //! component in install order ([`profile::plan_text`]; the chart pins of `k8s/versions.env`,
 //! compiled in). `--print-names` renders the same, writes nothing, and prints `status.env`. `--secrets` is the apply-time step: the decrypted SOPS document on stdin, the
 //! Secrets on stdout.
@@ -427,11 +427,33 @@ mod tests {
                 HOST_POLICIES_FILE,
                 "istio-base.json",
                 "istiod.json",
+                STATUS_FILE,
                 TALOS_FIREWALL_LIST,
                 TALOS_FIREWALL_FILE,
             ],
             "no temporary file is left"
         );
+    }
+
+    /// `make cluster-status` finds the edge nodes by the label the Talos patch sets and the
+    /// gateway's placement selects: status.env hands it on from its one declaration.
+    #[test]
+    fn the_edge_status_names_carry_the_edge_node_label_as_a_selector() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rendered");
+        run(
+            &render_config(Target::Dir(out.clone())),
+            std::io::empty(),
+            Vec::new(),
+        )
+        .unwrap();
+        let names = std::fs::read_to_string(out.join(STATUS_FILE)).unwrap();
+        let (key, value) = pop_common::records::EDGE_NODE_LABEL;
+        assert_eq!(names, format!("EDGE_NODE_LABEL={key}={value}\n"));
+        // What the script reads: `IFS='=' read -r key value` keeps the selector's own `=`.
+        let (name, selector) = names.trim_end().split_once('=').unwrap();
+        assert_eq!(name, "EDGE_NODE_LABEL");
+        assert_eq!(selector.split_once('='), Some((key, value)));
     }
 
     #[test]
@@ -590,7 +612,7 @@ mod tests {
         }
         assert_eq!(testkit::file_names(dir.path()), ["onprem.json"]);
 
-        // The edge profile shares no names.
+        // The edge profile prints none: its names come with --out-dir, beside its host firewall.
         let cli = Cli::try_parse_from(["render-platform", "--config", "p.json", "--print-names"])
             .unwrap();
         let err = resolve(cli, &Env::default()).unwrap_err();

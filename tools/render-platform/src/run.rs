@@ -107,8 +107,8 @@ struct Rendering {
     plan: String,
 }
 
-/// Every component's rendered layer, the files of the profile (the edge's host firewall, the
-/// on-prem names) and the plan, in memory: nothing is written if anything fails.
+/// Every component's rendered layer, the files of the profile (the names `make cluster-status`
+/// reads, the edge's host firewall) and the plan, in memory: nothing is written if anything fails.
 fn render_all(
     cluster: &ClusterConfig,
     config_path: &Path,
@@ -141,6 +141,7 @@ fn render_all(
         ClusterConfig::Edge(platform) => {
             let path = inputs_path.ok_or(Error::Inputs)?;
             let inputs: PlatformInputs = pop_common::input::read_json(path)?;
+            files.push((STATUS_FILE.to_owned(), crate::edge::status_names()));
             for (name, text) in host_firewall::firewall_files(platform, &inputs, path)? {
                 files.push((name.to_owned(), text));
             }
