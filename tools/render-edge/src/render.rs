@@ -90,6 +90,11 @@ pub fn names(plan: &Plan) -> Vec<(&'static str, String)> {
         ("EDGE_GATEWAY_CLASS", GATEWAY_CLASS.to_owned()),
         ("EDGE_GATEWAY", GATEWAY.to_owned()),
         ("EDGE_GATEWAY_DEPLOYMENT", gateway_deployment_name()),
+        // The selector of the gateway's pods, as istiod labels them.
+        (
+            "EDGE_GATEWAY_PODS",
+            format!("{GATEWAY_NAME_LABEL}={GATEWAY}"),
+        ),
         ("EDGE_WASM_PLUGIN", filter(WASM_PLUGIN)),
         (
             "EDGE_HMAC_SECRET",

@@ -822,6 +822,15 @@ fn names_in_objects(list: &serde_json::Value) -> Vec<(String, String)> {
             .unwrap()
             .to_owned()
     });
+    // The gateway's pods, as the PodDisruptionBudget selects them.
+    let budget = &first("PodDisruptionBudget").unwrap()["spec"]["selector"]["matchLabels"];
+    let pods = budget
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(key, value)| format!("{key}={}", value.as_str().unwrap()))
+        .collect::<Vec<_>>()
+        .join(",");
     [
         ("EDGE_NAMESPACE", name("Namespace")),
         ("EDGE_APPLYSET_PARENT", "configmap/edge-applyset".to_owned()),
@@ -835,6 +844,7 @@ fn names_in_objects(list: &serde_json::Value) -> Vec<(String, String)> {
                 gateway["spec"]["gatewayClassName"].as_str().unwrap()
             ),
         ),
+        ("EDGE_GATEWAY_PODS", pods),
         ("EDGE_WASM_PLUGIN", name("WasmPlugin")),
         ("EDGE_HMAC_SECRET", secret),
         ("EDGE_LISTS_CONFIGMAP", lists_configmap),
