@@ -336,8 +336,10 @@ kubeconfig: ## Print the export lines for the cluster's kubeconfig (and the make
 	@echo "export KUBECONFIG='$(KUBECONFIG)'"
 	@$(if $(wildcard $(TOOLS_DIR)),echo "export PATH='$(abspath $(TOOLS_DIR))':\"\$$PATH\"")
 
-cluster-status: $(PLATFORM_GUARD) $(if $(filter edge,$(PROFILE)),,$(PLATFORM_PLAN)) ## One table (PROFILE=edge: nodes, Cilium, cert-manager, Istio, Gateways, Certificates, the filter; onprem: the seed's checks), exit 1 if a row is not ok
-	@PROFILE='$(PROFILE)' NAMES='$(PLATFORM_VALUES)/status.env' pipelines/cluster-status.sh
+# The edge's table finds its nodes by the label of render-platform's names (status.env) and its
+# gateway's pods by render-edge's (edge-names.env).
+cluster-status: $(PLATFORM_GUARD) $(PLATFORM_PLAN) $(if $(filter edge,$(PROFILE)),$(EDGE_NAMES)) ## One table (PROFILE=edge: nodes, Cilium, cert-manager, Istio, Gateways, a gateway pod on each edge node, Certificates, the filter; onprem: the seed's checks), exit 1 if a row is not ok
+	@PROFILE='$(PROFILE)' NAMES='$(PROFILE_NAMES)' EDGE_NAMES='$(EDGE_NAMES)' pipelines/cluster-status.sh
 
 rotate-pow-secret: guard-cluster $(EDGE_NAMES) ## New HMAC key for the filter; the old one stays valid as `previous` (nobody is logged out)
 	@NAMES=$(EDGE_NAMES) OUT='$(OUT)' FIELD_MANAGER='$(FIELD_MANAGER_EDGE)' pipelines/rotate-pow-secret.sh

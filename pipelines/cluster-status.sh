@@ -1,46 +1,59 @@
 #!/usr/bin/env bash
 # `make cluster-status`: one table of what the layers put on the cluster, to check each step of a
 # deployment. PROFILE=edge (the default): nodes, Cilium, cert-manager, Istio, the Gateway API
-# CRDs, Gateways, Certificates, the filter's WasmPlugin and, when there is one, the scheduled
-# etcd backup's last run. PROFILE=onprem: the base's own checks, each row saying where to look
-# when it is not ok: nodes Ready, `cilium status`, the default StorageClass, Traefik's external
-# address, the CrowdSec bouncer registered and pulling,
-# the public address reached from inside the cluster (the router's hairpin, which HTTP-01 needs),
-# and the smoke test's name answering in HTTPS at the public address; the names it checks come
-# from render-platform's status.env (NAMES). Exits 0 when every row is ok, 1 otherwise (2 when
+# CRDs, Gateways, each edge node serving a Ready gateway pod, Certificates, the filter's
+# WasmPlugin and, when there is one, the scheduled etcd backup's last run; the edge nodes' label
+# comes from render-platform's status.env (NAMES), the gateway's namespace and pods from
+# render-edge's names (EDGE_NAMES). PROFILE=onprem: the base's own checks, each row saying where
+# to look when it is not ok: nodes Ready, `cilium status`, the default StorageClass, Traefik's
+# external address, the CrowdSec bouncer registered and pulling, the public address reached from
+# inside the cluster (the router's hairpin, which HTTP-01 needs), and the smoke test's name
+# answering in HTTPS at the public address; the names it checks come from render-platform's
+# status.env (NAMES). Exits 0 when every row is ok, 1 otherwise (2 when
 # the cluster cannot be asked).
 #
 #   COMPONENT    NAME                                   STATE     DETAIL
 #   node         edge-worker-1                          ok        Ready, kubelet v1.36.0
 #   cilium       kube-system/ds/cilium                  ok        4/4 ready
 #   ...
+#   edge-node    edge-worker-1                          ok        gateway pod edge-gateway-istio-5c9d8f7b4-x2x7q Ready
+#   ...
 set -euo pipefail
 here=$(dirname "$0")
 source "${VERSIONS_FILE:-$here/../k8s/versions.env}"
 command -v kubectl >/dev/null || { echo "cluster-status: kubectl is not installed (make tools builds it at its pin)" >&2; exit 2; }
 
-# What to say when the cluster cannot be asked: the edge's cluster is this Makefile's own (its
-# kubeconfig made by apply-infra, its power by make up); another profile's exists on its own.
 profile=${PROFILE:-edge}
 case "$profile" in
+  edge|onprem) ;;
+  *) echo "cluster-status: no status for profile '$profile'" >&2; exit 2 ;;
+esac
+[[ -n "${NAMES:-}" && -f "$NAMES" ]] ||
+  { echo "cluster-status: ${NAMES:-NAMES} is missing: render-platform --profile $profile --out-dir writes status.env" >&2; exit 2; }
+# The render's names, KEY=value a line: read, not sourced (a value is never run), and only the
+# ones this script uses. A value may hold '=' (a label selector): read keeps it whole.
+while IFS='=' read -r key value; do
+  case "$key" in
+    CLUSTER_ENDPOINT|STORAGE_CLASS|CEPH_NAMESPACE|TRAEFIK_NAMESPACE|TRAEFIK_SERVICE|INGRESS_ADDRESS|\
+    PUBLIC_ADDRESS|LB_POOL|CROWDSEC_NAMESPACE|LAPI_DEPLOYMENT|BOUNCER_NAME|BOUNCER_PREFIX|SMOKE_NAMESPACE|SMOKE_HOST|\
+    ACME_SERVER|EDGE_NODE_LABEL) printf -v "$key" '%s' "$value" ;;
+  esac
+done <"$NAMES"
+# What to say when the cluster cannot be asked: the edge's cluster is this Makefile's own (its
+# kubeconfig made by apply-infra, its power by make up); another profile's exists on its own.
+case "$profile" in
   edge)
+    [[ -n "${EDGE_NODE_LABEL:-}" ]] ||
+      { echo "cluster-status: $NAMES names no EDGE_NODE_LABEL: render-platform writes it" >&2; exit 2; }
+    source "$here/edge-names.sh"
+    read_edge_names "${EDGE_NAMES:-}" || exit 2
+    [[ -n "${EDGE_GATEWAY_PODS:-}" ]] ||
+      { echo "cluster-status: $EDGE_NAMES names no EDGE_GATEWAY_PODS: render-edge --names writes it" >&2; exit 2; }
     no_kubeconfig="run make apply-infra first"
     no_answer="the API server does not answer (make up powers the cluster on)" ;;
   onprem)
-    [[ -n "${NAMES:-}" && -f "$NAMES" ]] ||
-      { echo "cluster-status: ${NAMES:-NAMES} is missing: render-platform --profile onprem writes status.env" >&2; exit 2; }
-    # The render's names, KEY=value a line: read, not sourced (a value is never run), and only
-    # the ones this script uses.
-    while IFS='=' read -r key value; do
-      case "$key" in
-        CLUSTER_ENDPOINT|STORAGE_CLASS|CEPH_NAMESPACE|TRAEFIK_NAMESPACE|TRAEFIK_SERVICE|INGRESS_ADDRESS|\
-        PUBLIC_ADDRESS|LB_POOL|CROWDSEC_NAMESPACE|LAPI_DEPLOYMENT|BOUNCER_NAME|BOUNCER_PREFIX|SMOKE_NAMESPACE|SMOKE_HOST|\
-        ACME_SERVER) printf -v "$key" '%s' "$value" ;;
-      esac
-    done <"$NAMES"
     no_kubeconfig="name the cluster's kubeconfig (make cluster-status PROFILE=onprem KUBECONFIG=FILE)"
     no_answer="the API server at ${CLUSTER_ENDPOINT:-?} does not answer: check the cluster (its control planes are up and reachable from here) and the kubeconfig $KUBECONFIG (its current context, its credentials)" ;;
-  *) echo "cluster-status: no status for profile '$profile'" >&2; exit 2 ;;
 esac
 [[ -n "${KUBECONFIG:-}" && -f "$KUBECONFIG" ]] || {
   echo "cluster-status: no kubeconfig at '${KUBECONFIG:-}': $no_kubeconfig" >&2; exit 2; }
@@ -203,6 +216,40 @@ objects() {
   (( found )) || row "$component" "$kind" NONE "no object yet (make apply-edge)"
 }
 objects gateway gateways.gateway.networking.k8s.io Programmed '{.status.addresses[*].value}'
+
+# Each edge node, by the gateway pods on it. DNS sends every edge node its share of the visitors
+# and the gateway's Service keeps the client's address (externalTrafficPolicy Local), so a node
+# without a Ready gateway pod drops its share while the Gateway itself says Programmed.
+edge_node_rows() {
+  local nodes pods node on name phase ready served unplaced=0 seen
+  local look="look at: kubectl -n $EDGE_NAMESPACE get pods -o wide -l $EDGE_GATEWAY_PODS"
+  if ! nodes=$(kubectl get nodes -l "$EDGE_NODE_LABEL" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}') ||
+     ! pods=$(kubectl -n "$EDGE_NAMESPACE" get pods -l "$EDGE_GATEWAY_PODS" -o jsonpath='{range .items[*]}{.spec.nodeName}|{.metadata.name}|{.status.phase}|{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}'); then
+    row edge-node "$EDGE_NODE_LABEL" UNKNOWN "kubectl cannot list the edge nodes or the gateway pods (its error on stderr); $look"
+    return
+  fi
+  if [[ -z "$nodes" ]]; then
+    row edge-node "$EDGE_NODE_LABEL" NONE "no node carries this label: the edge has no node to serve from; look at: kubectl get nodes -L ${EDGE_NODE_LABEL%%=*} (the workers' Talos patch sets it)"
+    return
+  fi
+  while IFS="$sep" read -r on name _; do
+    if [[ -n "$name" && -z "$on" ]]; then unplaced=$((unplaced + 1)); fi
+  done <<<"$pods"
+  while IFS= read -r node; do
+    [[ -n "$node" ]] || continue
+    served="" seen=""
+    while IFS="$sep" read -r on name phase ready; do
+      [[ -n "$name" && "$on" == "$node" ]] || continue
+      if [[ "$ready" == True ]]; then served=$name; break; fi
+      seen+="${seen:+, }$name $phase, Ready=${ready:-unknown}"
+    done <<<"$pods"
+    if [[ -n "$served" ]]; then row edge-node "$node" ok "gateway pod $served Ready"; continue; fi
+    [[ -n "$seen" ]] || seen="no gateway pod on it"
+    (( unplaced == 0 )) || seen+="; $unplaced gateway pod(s) wait for a node"
+    row edge-node "$node" NO-GATEWAY "$seen: visitors DNS sends here go unanswered; $look"
+  done <<<"$nodes"
+}
+edge_node_rows
 objects certificate certificates.cert-manager.io Ready 'expires {.status.notAfter}'
 objects filter wasmplugins.extensions.istio.io - '{.spec.url}'
 

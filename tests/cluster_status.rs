@@ -4,7 +4,9 @@
 //! object or a resource type that does not exist. Whether the answers are those: the same
 //! script with the pinned kubectl against a real API server (testkit's control plane, kwok's
 //! nodes and pods, the platform's CRDs), every query but `exec` (no kubelet runs here) read
-//! from real objects.
+//! from real objects. The edge profile reads the names the renders give beside the cluster:
+//! render-platform's status.env (the edge nodes' label) and render-edge's names (the gateway's
+//! namespace and pods), rendered from the examples.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
@@ -15,15 +17,18 @@ use testkit::control_plane::ControlPlane;
 use testkit::pin;
 
 const KUBECTL: &str = r#"#!/usr/bin/env bash
-# kubectl stand-in: `get --raw /readyz`; `[-n NS] get KIND [NAME|-A] -o jsonpath=...`;
+# kubectl stand-in: `get --raw /readyz`; `[-n NS] get KIND [NAME|-A] [-l SELECTOR] -o jsonpath=...`;
 # `-n NS exec TARGET -- COMMAND...`.
-# Answers from $ANSWERS/<ns>_<kind>_<name> (or <kind>_-A for -A); absent: NotFound, exit 1.
+# Answers from $ANSWERS/<ns>_<kind>_<name> (or <kind>_-A for -A, <kind>_all for a list; with -l,
+# `_l_<selector, / as _>` after it); absent: NotFound, exit 1, but for a selector, which matches
+# nothing (an empty list, exit 0).
 # exec answers from $ANSWERS/exec_<ns>_<target, / as _>, exiting with the code in the file of the
 # same name ending .rc (default 0); absent: NotFound, exit 1.
-ns=_; args=()
+ns=_; selector=; args=()
 while (( $# )); do
   case "$1" in
     -n) ns=$2; shift 2 ;;
+    -l) selector=$2; shift 2 ;;
     -o) shift 2 ;;
     --) break ;;
     *) args+=("$1"); shift ;;
@@ -37,7 +42,8 @@ if [[ "${args[0]}" == exec ]]; then
 fi
 [[ "${args[0]}" == get ]] || { echo "unexpected: ${args[*]}" >&2; exit 64; }
 [[ "${args[1]}" == --raw ]] && { echo ok; exit 0; }
-file="$ANSWERS/${ns}_${args[1]}_${args[2]:-all}"
+file="$ANSWERS/${ns}_${args[1]}_${args[2]:-all}${selector:+_l_${selector//\//_}}"
+[[ -f "$file" || -z "$selector" ]] || exit 0
 [[ -f "$file" ]] || { echo "Error from server (NotFound): ${args[1]} \"${args[2]:-}\" not found" >&2; exit 1; }
 printf '%b' "$(cat "$file")"
 "#;
@@ -64,6 +70,21 @@ fn table_of(out: &Output, code: i32) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     table
+}
+
+/// The edge nodes' label as a selector, as render-platform writes it into status.env.
+fn edge_node_label() -> String {
+    let (key, value) = pop_common::records::EDGE_NODE_LABEL;
+    format!("{key}={value}")
+}
+
+/// The answer to `kubectl -n edge get pods -l <the gateway's pods, render-edge's names>`.
+const EDGE_GATEWAY_PODS_ANSWER: &str =
+    "edge_pods_all_l_gateway.networking.k8s.io_gateway-name=edge-gateway";
+
+/// The answer to `kubectl get nodes -l <selector>`.
+fn edge_nodes_answer(selector: &str) -> String {
+    format!("__nodes_all_l_{}", selector.replace('/', "_"))
 }
 
 /// A healthy cluster: every answer the script asks for.
@@ -98,6 +119,16 @@ fn healthy(answers: &Path, gateway_api: &str) {
             &format!("True|{gateway_api}"),
         );
     }
+    answer(
+        answers,
+        &edge_nodes_answer(&edge_node_label()),
+        "edge-worker-1\\n",
+    );
+    answer(
+        answers,
+        EDGE_GATEWAY_PODS_ANSWER,
+        "edge-worker-1|edge-gateway-istio-5c9d8f7b4-x2x7q|Running|True\\n",
+    );
     for (name, text) in [
         (
             "__gateways.gateway.networking.k8s.io_-A",
@@ -185,12 +216,45 @@ fn script(
         .env("KUBECONFIG", kubeconfig)
         .env("ANSWERS", answers)
         .env_remove("PROFILE")
-        .env_remove("NAMES")
         .stdin(Stdio::null());
+    for (k, v) in edge_names(dir) {
+        command.env(k, v);
+    }
     for (k, v) in env {
         command.env(k, v);
     }
     command
+}
+
+/// What the edge profile reads beside the cluster, rendered from the examples into `dir` once:
+/// render-platform's status.env (`NAMES`) and render-edge's names (`EDGE_NAMES`).
+fn edge_names(dir: &Path) -> [(&'static str, PathBuf); 2] {
+    let config = testkit::workspace::root().join("config");
+    let rendered = dir.join("edge-platform");
+    let names = rendered.join("status.env");
+    let edge_names = dir.join("edge-names.env");
+    if !names.is_file() {
+        let out = Command::new(testkit::workspace::bin("render-platform"))
+            .arg("--config")
+            .arg(config.join("platform.example.json"))
+            .arg("--inputs")
+            .arg(config.join("platform-inputs.example.json"))
+            .arg("--out-dir")
+            .arg(&rendered)
+            .output()
+            .unwrap();
+        testkit::process::success_stdout(&out);
+        let out = Command::new(testkit::workspace::bin("render-edge"))
+            .arg("--inputs")
+            .arg(config.join("platform-inputs.example.json"))
+            .arg("--config")
+            .arg(config.join("edge.example.json"))
+            .arg("--names")
+            .output()
+            .unwrap();
+        fs::write(&edge_names, testkit::process::success_stdout(&out)).unwrap();
+    }
+    [("NAMES", names), ("EDGE_NAMES", edge_names)]
 }
 
 /// The table has `lines` lines, its header first, and every row is ok.
@@ -215,6 +279,15 @@ fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The row of `component` named `name` (a node has a row of its own and one as an edge node).
+fn row_of<'a>(table: &'a str, component: &str, name: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|fields| fields.len() > 1 && fields[0] == component && fields[1] == name)
+        .unwrap_or_else(|| panic!("no row {component} {name} in:\n{table}"))
+}
+
 #[test]
 fn a_healthy_cluster_is_one_table_of_ok_rows() {
     let dir = tempfile::tempdir().unwrap();
@@ -227,10 +300,19 @@ fn a_healthy_cluster_is_one_table_of_ok_rows() {
         lines[0].split_whitespace().collect::<Vec<_>>(),
         ["COMPONENT", "NAME", "STATE", "DETAIL"]
     );
-    // 2 nodes, 7 workloads, 6 CRDs, a gateway, a certificate, the filter.
-    assert_all_ok(&table, 1 + 2 + 7 + 6 + 3);
+    // 2 nodes, 7 workloads, 6 CRDs, a gateway, an edge node, a certificate, the filter.
+    assert_all_ok(&table, 1 + 2 + 7 + 6 + 4);
     assert_eq!(row(&table, "kube-system/ds/cilium")[3..5], ["4/4", "ready"]);
     assert_eq!(row(&table, "edge/edge-gateway")[3], "203.0.113.10");
+    assert_eq!(
+        row_of(&table, "edge-node", "edge-worker-1")[3..],
+        [
+            "gateway",
+            "pod",
+            "edge-gateway-istio-5c9d8f7b4-x2x7q",
+            "Ready"
+        ]
+    );
     assert_eq!(row(&table, "edge/pow-filter")[0], "filter");
 }
 
@@ -265,6 +347,114 @@ fn what_is_not_ok_is_named_and_the_exit_is_non_zero() {
     assert_eq!(row(&table, "edge/www-tls")[2], "NOT-READY");
     assert_eq!(row(&table, "wasmplugins.extensions.istio.io")[2], "ABSENT");
     assert!(String::from_utf8_lossy(&out.stderr).contains("row(s) not ok"));
+}
+
+/// Each edge node has a row: ok only while a Ready pod of the gateway runs on it, as DNS sends
+/// it visitors whatever the others serve; otherwise what is there, and where to look.
+#[test]
+fn each_edge_node_needs_a_ready_gateway_pod_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let answers = answers_in(dir.path());
+    healthy(&answers, &pin("GATEWAY_API_VERSION"));
+    answer(
+        &answers,
+        "__nodes_all",
+        "cp-1|True||v1.36.0\\nedge-worker-1|True||v1.36.0\\nedge-worker-2|True||v1.36.0\\n",
+    );
+    answer(
+        &answers,
+        &edge_nodes_answer(&edge_node_label()),
+        "edge-worker-1\\nedge-worker-2\\n",
+    );
+    let look = "look at: kubectl -n edge get pods -o wide -l \
+                gateway.networking.k8s.io/gateway-name=edge-gateway";
+    let ready = "edge-worker-1|edge-gateway-istio-5c9d8f7b4-x2x7q|Running|True\\n";
+    for (pods, detail) in [
+        // Its pod runs but is not Ready.
+        (
+            "edge-worker-2|edge-gateway-istio-5c9d8f7b4-k8j2m|Running|False\\n",
+            "edge-gateway-istio-5c9d8f7b4-k8j2m Running, Ready=False",
+        ),
+        // Its pod waits for a node (the scheduler sets no Ready condition).
+        (
+            "|edge-gateway-istio-5c9d8f7b4-k8j2m|Pending|\\n",
+            "no gateway pod on it; 1 gateway pod(s) wait for a node",
+        ),
+    ] {
+        answer(
+            &answers,
+            EDGE_GATEWAY_PODS_ANSWER,
+            &format!("{ready}{pods}"),
+        );
+        let out = status(&answers, dir.path());
+        let table = table_of(&out, 1);
+        assert_eq!(row_of(&table, "edge-node", "edge-worker-1")[2], "ok");
+        let row = row_of(&table, "edge-node", "edge-worker-2");
+        assert_eq!(row[2], "NO-GATEWAY", "{table}");
+        let said = row[3..].join(" ");
+        assert!(said.contains(detail) && said.ends_with(look), "{table}");
+        assert_eq!(row_of(&table, "node", "edge-worker-2")[2], "ok");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("1 row(s) not ok"));
+    }
+    answer(
+        &answers,
+        EDGE_GATEWAY_PODS_ANSWER,
+        &format!("{ready}edge-worker-2|edge-gateway-istio-5c9d8f7b4-k8j2m|Running|True\\n"),
+    );
+    let table = table_of(&status(&answers, dir.path()), 0);
+    // 3 nodes, 7 workloads, 6 CRDs, a gateway, two edge nodes, a certificate, the filter.
+    assert_all_ok(&table, 1 + 3 + 7 + 6 + 5);
+    assert_eq!(
+        row_of(&table, "edge-node", "edge-worker-2")[5],
+        "edge-gateway-istio-5c9d8f7b4-k8j2m"
+    );
+
+    // No node carries the label: the edge serves from nowhere, whatever the gateway's pods.
+    answer(&answers, &edge_nodes_answer(&edge_node_label()), "");
+    let table = table_of(&status(&answers, dir.path()), 1);
+    let row = row_of(&table, "edge-node", &edge_node_label());
+    assert_eq!(row[2], "NONE", "{table}");
+    assert!(
+        row[3..]
+            .join(" ")
+            .contains("the edge has no node to serve from"),
+        "{table}"
+    );
+}
+
+/// The edge nodes are those of the label status.env names (render-platform's, from its one
+/// declaration): the script types none of its own. Without the names, nothing is asked.
+#[test]
+fn the_edge_nodes_are_found_by_the_label_status_env_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let answers = answers_in(dir.path());
+    healthy(&answers, &pin("GATEWAY_API_VERSION"));
+    fs::remove_file(answers.join(edge_nodes_answer(&edge_node_label()))).unwrap();
+    let selector = "edge.example.test/serves=yes";
+    answer(&answers, &edge_nodes_answer(selector), "edge-worker-1\\n");
+    let names = dir.path().join("status.env");
+    fs::write(&names, format!("EDGE_NODE_LABEL={selector}\n")).unwrap();
+    let table = table_of(&status_of(&answers, dir.path(), &[("NAMES", &names)]), 0);
+    assert_eq!(row_of(&table, "edge-node", "edge-worker-1")[2], "ok");
+
+    // The rendered status.env names the real label, which no node of these answers carries.
+    let table = table_of(&status(&answers, dir.path()), 1);
+    assert_eq!(row_of(&table, "edge-node", &edge_node_label())[2], "NONE");
+
+    let missing = dir.path().join("nowhere.env");
+    let out = status_of(&answers, dir.path(), &[("NAMES", &missing)]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        testkit::process::text(&out)
+    );
+    assert!(out.stdout.is_empty(), "{}", testkit::process::text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("writes status.env"),
+        "{}",
+        testkit::process::text(&out)
+    );
 }
 
 /// The scheduled etcd backup's row, from the CronJob's status: none without the CronJob; ok
@@ -608,6 +798,7 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
     let dir = tempfile::tempdir().unwrap();
     let answers = answers_in(dir.path());
     assert_the_edge_table_reads_the_cluster(&plane, &kubectl, &answers, dir.path());
+    assert_each_edge_node_is_served_by_its_own_pod(&plane, &kubectl, &answers, dir.path());
     assert_the_backup_row_reads_the_cron_job(&plane, &kubectl, &answers, dir.path());
     assert_the_onprem_queries_read_the_cluster(&plane, &kubectl, dir.path());
     assert_what_is_broken_in_the_cluster_is_not_ok(&plane, &kubectl, &answers, dir.path());
@@ -616,12 +807,16 @@ fn the_queries_read_a_real_cluster_as_the_canned_answers_say() {
 /// Two kwok nodes, the platform's workloads rolled out, and the edge's Gateway, Certificate and
 /// WasmPlugin with the status their controllers would write.
 fn seed_an_edge_cluster(plane: &ControlPlane) {
-    let pool = [("edgepop.test/pool", "cluster")];
-    plane.add_node("cp-1", &pool);
-    plane.add_node("edge-worker-1", &pool);
+    let pool = ("edgepop.test/pool", "cluster");
+    plane.add_node("cp-1", &[pool]);
+    plane.add_node(
+        "edge-worker-1",
+        &[pool, pop_common::records::EDGE_NODE_LABEL],
+    );
     for ns in ["cert-manager", "istio-system", "edge", "traefik"] {
         plane.kubectl_ok(&["create", "namespace", ns], "");
     }
+    add_gateway_pod(plane, "edge-gateway-istio-1", Some("edge-worker-1"));
     let workloads = [
         ("DaemonSet", "kube-system", "cilium"),
         ("Deployment", "kube-system", "cilium-operator"),
@@ -669,6 +864,39 @@ fn seed_an_edge_cluster(plane: &ControlPlane) {
     set_certificate(plane, "True");
 }
 
+/// A pod of the edge's gateway, labelled as istiod labels them, on `node` (kwok runs it and
+/// reports it Ready, waited for here) or, `None`, placed nowhere: Pending, as when the gateway
+/// has more replicas than edge nodes can take.
+fn add_gateway_pod(plane: &ControlPlane, name: &str, node: Option<&str>) {
+    let mut spec = serde_json::json!({
+        "containers": [{"name": "istio-proxy", "image": "registry.example/proxyv2:1"}],
+    });
+    match node {
+        Some(node) => spec["nodeName"] = node.into(),
+        None => spec["nodeSelector"] = serde_json::json!({"edgepop.test/pool": "none"}),
+    }
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "edge",
+                     "labels": {"gateway.networking.k8s.io/gateway-name": "edge-gateway"}},
+        "spec": spec,
+    });
+    plane.kubectl_ok(&["create", "-f", "-"], &pod.to_string());
+    if node.is_some() {
+        plane.kubectl_ok(
+            &[
+                "-n",
+                "edge",
+                "wait",
+                "--for=condition=Ready",
+                &format!("pod/{name}"),
+                "--timeout=120s",
+            ],
+            "",
+        );
+    }
+}
+
 /// The Certificate's Ready condition, as cert-manager writes it.
 fn set_certificate(plane: &ControlPlane, ready: &str) {
     set_status(
@@ -690,8 +918,12 @@ fn assert_the_edge_table_reads_the_cluster(
 ) {
     let (code, table) = status_real(plane, kubectl, answers, dir, &[]);
     assert_eq!(code, Some(0), "{table}");
-    // 2 nodes, 7 workloads, 6 CRDs, a gateway, a certificate, the filter.
-    assert_all_ok(&table, 1 + 2 + 7 + 6 + 3);
+    // 2 nodes, 7 workloads, 6 CRDs, a gateway, an edge node, a certificate, the filter.
+    assert_all_ok(&table, 1 + 2 + 7 + 6 + 4);
+    assert_eq!(
+        row_of(&table, "edge-node", "edge-worker-1")[3..],
+        ["gateway", "pod", "edge-gateway-istio-1", "Ready"]
+    );
     assert_eq!(row(&table, "kube-system/ds/cilium")[3..5], ["2/2", "ready"]);
     assert_eq!(row(&table, "istio-system/deploy/istiod")[3], "1/1");
     assert_eq!(
@@ -706,6 +938,57 @@ fn assert_the_edge_table_reads_the_cluster(
     assert_eq!(
         row(&table, "edge/pow-filter")[3],
         "oci://ghcr.io/edgepop/pow-filter@sha256:ab"
+    );
+}
+
+/// A second edge node without a gateway pod of its own, while another waits for a node: not ok,
+/// as the canned answers say; once a pod runs Ready there, ok. A label no node carries: none.
+fn assert_each_edge_node_is_served_by_its_own_pod(
+    plane: &ControlPlane,
+    kubectl: &Path,
+    answers: &Path,
+    dir: &Path,
+) {
+    plane.add_node("edge-worker-3", &[pop_common::records::EDGE_NODE_LABEL]);
+    add_gateway_pod(plane, "edge-gateway-istio-pending", None);
+    let (code, table) = status_real(plane, kubectl, answers, dir, &[]);
+    assert_eq!(code, Some(1), "{table}");
+    assert_eq!(row_of(&table, "edge-node", "edge-worker-1")[2], "ok");
+    let row = row_of(&table, "edge-node", "edge-worker-3");
+    assert_eq!(row[2], "NO-GATEWAY", "{table}");
+    assert!(
+        row[3..]
+            .join(" ")
+            .starts_with("no gateway pod on it; 1 gateway pod(s) wait for a node: "),
+        "{table}"
+    );
+    add_gateway_pod(plane, "edge-gateway-istio-3", Some("edge-worker-3"));
+    plane.kubectl_ok(
+        &[
+            "-n",
+            "edge",
+            "delete",
+            "pod",
+            "edge-gateway-istio-pending",
+            "--wait=true",
+        ],
+        "",
+    );
+    let (code, table) = status_real(plane, kubectl, answers, dir, &[]);
+    assert_eq!(code, Some(0), "{table}");
+    assert_eq!(
+        row_of(&table, "edge-node", "edge-worker-3")[3..],
+        ["gateway", "pod", "edge-gateway-istio-3", "Ready"]
+    );
+
+    let names = dir.join("nobody.env");
+    fs::write(&names, "EDGE_NODE_LABEL=edge.example.test/serves=yes\n").unwrap();
+    let (code, table) = status_real(plane, kubectl, answers, dir, &[("NAMES", &names)]);
+    assert_eq!(code, Some(1), "{table}");
+    assert_eq!(
+        row_of(&table, "edge-node", "edge.example.test/serves=yes")[2],
+        "NONE",
+        "{table}"
     );
 }
 
