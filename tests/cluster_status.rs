@@ -234,16 +234,10 @@ fn edge_names(dir: &Path) -> [(&'static str, PathBuf); 2] {
     let names = rendered.join("status.env");
     let edge_names = dir.join("edge-names.env");
     if !names.is_file() {
-        let out = Command::new(testkit::workspace::bin("render-platform"))
-            .arg("--config")
-            .arg(config.join("platform.example.json"))
-            .arg("--inputs")
-            .arg(config.join("platform-inputs.example.json"))
-            .arg("--out-dir")
-            .arg(&rendered)
-            .output()
-            .unwrap();
-        testkit::process::success_stdout(&out);
+        crate::network_flows::render_edge_platform(
+            &config.join("platform.example.json"),
+            &rendered,
+        );
         let out = Command::new(testkit::workspace::bin("render-edge"))
             .arg("--inputs")
             .arg(config.join("platform-inputs.example.json"))

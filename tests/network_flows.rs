@@ -290,16 +290,7 @@ fn rendered_firewall(audit: bool) -> (Vec<Value>, Vec<Value>, String) {
     let config = dir.path().join("platform.json");
     std::fs::write(&config, platform.to_string()).unwrap();
     let out = dir.path().join("rendered");
-    let run = std::process::Command::new(testkit::workspace::bin("render-platform"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--inputs")
-        .arg(root.join("config/platform-inputs.example.json"))
-        .arg("--out-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    testkit::process::success_stdout(&run);
+    render_edge_platform(&config, &out);
     let list: Value = serde_json::from_str(
         &std::fs::read_to_string(out.join(render_platform::HOST_POLICIES_FILE)).unwrap(),
     )
@@ -314,6 +305,21 @@ fn rendered_firewall(audit: bool) -> (Vec<Value>, Vec<Value>, String) {
         .collect();
     let where_to = std::fs::read_to_string(out.join(render_platform::TALOS_FIREWALL_LIST)).unwrap();
     (list["items"].as_array().unwrap().clone(), talos, where_to)
+}
+
+/// render-platform's edge render of `config`, with the example platform inputs, into `out`.
+pub(crate) fn render_edge_platform(config: &std::path::Path, out: &std::path::Path) {
+    let inputs = testkit::workspace::root().join("config/platform-inputs.example.json");
+    let run = std::process::Command::new(testkit::workspace::bin("render-platform"))
+        .arg("--config")
+        .arg(config)
+        .arg("--inputs")
+        .arg(inputs)
+        .arg("--out-dir")
+        .arg(out)
+        .output()
+        .unwrap();
+    testkit::process::success_stdout(&run);
 }
 
 /// The example inputs' addresses (what the rendered files were made from).

@@ -399,13 +399,7 @@ mod tests {
     #[test]
     fn the_out_dir_holds_every_component_and_the_plan_in_install_order_with_the_pins() {
         let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("rendered");
-        run(
-            &render_config(Target::Dir(out.clone())),
-            std::io::empty(),
-            Vec::new(),
-        )
-        .unwrap();
+        let out = render_example_into(dir.path());
         let list = std::fs::read_to_string(out.join(PLAN_FILE)).unwrap();
         let rows: Vec<Vec<&str>> = list
             .lines()
@@ -440,20 +434,22 @@ mod tests {
     #[test]
     fn the_edge_status_names_carry_the_edge_node_label_as_a_selector() {
         let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("rendered");
+        let out = render_example_into(dir.path());
+        let names = std::fs::read_to_string(out.join(STATUS_FILE)).unwrap();
+        let (key, value) = pop_common::records::EDGE_NODE_LABEL;
+        assert_eq!(names, format!("EDGE_NODE_LABEL={key}={value}\n"));
+    }
+
+    /// The edge example rendered with `--out-dir` into `dir/rendered`, which it returns.
+    fn render_example_into(dir: &Path) -> PathBuf {
+        let out = dir.join("rendered");
         run(
             &render_config(Target::Dir(out.clone())),
             std::io::empty(),
             Vec::new(),
         )
         .unwrap();
-        let names = std::fs::read_to_string(out.join(STATUS_FILE)).unwrap();
-        let (key, value) = pop_common::records::EDGE_NODE_LABEL;
-        assert_eq!(names, format!("EDGE_NODE_LABEL={key}={value}\n"));
-        // What the script reads: `IFS='=' read -r key value` keeps the selector's own `=`.
-        let (name, selector) = names.trim_end().split_once('=').unwrap();
-        assert_eq!(name, "EDGE_NODE_LABEL");
-        assert_eq!(selector.split_once('='), Some((key, value)));
+        out
     }
 
     #[test]
