@@ -941,19 +941,7 @@ fn a_kubernetes_upgrade_is_planned_from_the_kubelets_the_api_server_reports() {
         ("edge-par-worker-1", "v1.35.2"),
     ] {
         world.plane.add_node(name, &[]);
-        let status = serde_json::json!({"status": {"nodeInfo": {"kubeletVersion": version}}});
-        world.plane.kubectl_ok(
-            &[
-                "patch",
-                "node",
-                name,
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                &status.to_string(),
-            ],
-            "",
-        );
+        world.plane.report_kubelet_version(name, version);
     }
     let kubectl = world.plane.kubectl();
     let kubectl = kubectl.get_program().to_str().unwrap().to_owned();

@@ -348,6 +348,23 @@ impl ControlPlane {
         );
     }
 
+    /// The node `name`'s kubelet reports `version` (`status.nodeInfo.kubeletVersion`), as a
+    /// kubelet of that release would: kwok's node stage keeps a version already there
+    /// (kwok v0.8.0 stages/node-initialize.yaml, `or $nodeInfo.kubeletVersion $kwokVersion`).
+    pub fn report_kubelet_version(&self, name: &str, version: &str) {
+        let status = serde_json::json!({"status": {"nodeInfo": {"kubeletVersion": version}}});
+        let status = status.to_string();
+        let patch = [
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+        ];
+        self.kubectl_ok(&[&patch[..], &[status.as_str()]].concat(), "");
+    }
+
     /// [`ControlPlane::add_node`] without the wait. kwok takes a node over by holding its Lease
     /// (`kube-node-lease/<name>`, as a kubelet does) and retries while another holder's is
     /// current: a node whose Lease a test holds stays without status (not Ready) until the test
