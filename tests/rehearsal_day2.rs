@@ -10,6 +10,13 @@
 //!   own, taken from one control plane; a ConfigMap made before it, another after;
 //! - `make dry-run-upgrade-talos`: every control plane's Talos read through talosctl, the plan
 //!   snapshots first and gates each control plane, one at a time, in the inventory's order;
+//! - `make upgrade-talos` (the nodes run v1.13.9, the pin is later): the configs made for the
+//!   pin and validated, a snapshot, the gate passed on cp-1, its installer (the pinned Scaleway
+//!   one) pulled and run through the real talosctl; the run stops at cp-1's drain (below), no
+//!   other node started;
+//! - `make dry-run-upgrade-k8s` with one kubelet (kwok's node) a patch behind the pin: the plan
+//!   from what the API server reports; `make upgrade-k8s` once every kubelet runs the pin:
+//!   nothing to upgrade, no snapshot, the machine configs made again at the pin;
 //! - `make etcd-restore`: refused while the three members hold the quorum; two machines lost
 //!   (their node and member stopped), refused on the last one, whose etcd still holds data;
 //!   then with RESET_EPHEMERAL=yes that node reset, the snapshot recovered there, its API server
@@ -24,14 +31,18 @@
 //! cluster's endpoint).
 //!
 //! Not run here, and why:
-//! - `make upgrade-talos` and `make upgrade-k8s` past their plan: the tool runs `talosctl upgrade
-//!   --image ... --wait` (with the drain, on by default and forcing the wait: siderolabs/talos
-//!   v1.13.9 cmd/talosctl/cmd/talos/upgrade.go:66-72), whose drain resolves the node's name
-//!   through the COSI `State` service (nodedrain/nodedrain.go:52-62) and whose wait follows the
-//!   `Events` stream and the boot id (action/tracker.go:38-72); and `talosctl upgrade-k8s`, which
-//!   reads COSI resources and patches the configs on the nodes. The node stand-in models none of
-//!   these; talos-lifecycle's own test runs the real talosctl's upgrade with `--drain=false
-//!   --wait=false` against it;
+//! - `make upgrade-talos` past cp-1's installer: the tool runs `talosctl upgrade --image ...
+//!   --wait`, whose drain (on by default, and forcing the wait: siderolabs/talos v1.13.9
+//!   cmd/talosctl/cmd/talos/upgrade.go:66-72) fetches the kubeconfig through the Talos API and
+//!   resolves the node's name through the COSI `State` service (drain.go:34-103,
+//!   nodedrain/nodedrain.go:52-62), and whose wait follows the `Events` stream and the boot id
+//!   (action/tracker.go:38-72): the node stand-in serves none of these (COSI's protos are not
+//!   among ../shared's), so it answers Unimplemented, as Talos answers a call it does not serve;
+//!   talos-lifecycle's own test runs the real talosctl's upgrade to the reboot with
+//!   `--drain=false --wait=false`. Past the control planes, the worker's upgrade is recorded on
+//!   its server through Scaleway, which this test does not stand up;
+//! - `make upgrade-k8s` with a kubelet behind: `talosctl upgrade-k8s` reads COSI resources and
+//!   patches the configs on the nodes, which the node stand-in does not model;
 //! - `make replace-control-plane`, `make add-worker`, `make remove-worker`: they destroy and make
 //!   machines through scw-infra and Scaleway, whose stand-in hands out addresses no node stand-in
 //!   answers at, and the new control plane would join etcd as a new machine, which the node
@@ -40,7 +51,7 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -49,6 +60,7 @@ use testkit::process::text;
 use testkit::talos_node::{ControlPlaneNode, Programs};
 
 use crate::etcd_day2::{inventory, make_in, operator_folder};
+use crate::infra_pipeline::mode;
 
 const NAMES: [&str; 3] = ["edge-par-cp-1", "edge-par-cp-2", "edge-par-cp-3"];
 /// Addresses no other test of this binary uses: a member's peer port is picked before it
@@ -97,6 +109,17 @@ impl Stage {
             &inventory(&control_planes, &[]),
             &[("kubectl", &kubectl)],
         );
+        // The cluster's secrets as apply keeps them: the machine configs made again from them.
+        fs::copy(
+            dir.path().join("secrets.yaml"),
+            dir.path().join("out/secrets.yaml"),
+        )
+        .unwrap();
+        fs::set_permissions(
+            dir.path().join("out/secrets.yaml"),
+            fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
         fs::copy(plane.kubeconfig(), dir.path().join("out/kubeconfig")).unwrap();
         Some(Stage {
             programs,
@@ -158,23 +181,22 @@ impl Stage {
     }
 }
 
-fn mode(path: &Path) -> u32 {
-    fs::metadata(path).unwrap().permissions().mode() & 0o777
-}
-
 #[test]
-fn the_cluster_is_snapshotted_planned_for_an_upgrade_and_restored_through_make() {
+fn the_cluster_is_snapshotted_upgraded_and_restored_through_make() {
     let Some(mut stage) = Stage::start("rehearsal_day2") else {
         return;
     };
     stage
         .plane
         .kubectl_ok(&["create", "namespace", NAMESPACE], "");
+    kubelets(&stage, None);
     stage.create_config_map("made-before");
     let snapshot = snapshot_step(&stage);
     stage.create_config_map("made-after");
     assert_eq!(stage.config_maps(), ["made-after", "made-before"]);
     upgrade_plan_step(&stage);
+    upgrade_talos_step(&stage);
+    kubernetes_upgrade_step(&stage);
     restore_step(&mut stage, &snapshot);
 }
 
@@ -251,6 +273,113 @@ fn upgrade_plan_step(stage: &Stage) {
         assert!(stage.node(i).calls("LifecycleService.Upgrade").is_empty());
     }
     assert_eq!(fs::read_dir(stage.out("etcd")).unwrap().count(), snapshots);
+}
+
+/// Each control plane's Kubernetes node, registered as its kubelet does (kwok stands in for the
+/// kubelets) and Ready, its kubelet reporting the pinned Kubernetes, or `behind` for cp-3's.
+fn kubelets(stage: &Stage, behind: Option<&str>) {
+    let pin = testkit::pin("KUBERNETES_VERSION");
+    let registered = stage.plane.kubectl_ok(&["get", "nodes", "-o", "name"], "");
+    for name in NAMES {
+        if !registered.lines().any(|l| l == format!("node/{name}")) {
+            stage.plane.add_node(name, &[]);
+        }
+        let version = match behind {
+            Some(version) if name == NAMES[2] => version,
+            _ => pin.as_str(),
+        };
+        stage.plane.report_kubelet_version(name, version);
+    }
+}
+
+fn snapshots(stage: &Stage) -> usize {
+    fs::read_dir(stage.out("etcd")).unwrap().count()
+}
+
+/// `make upgrade-talos` with CONFIRM=yes: the plan, the configs made again for the pin, a
+/// snapshot before any node changes, the gate passed on cp-1, its installer pulled and run
+/// through the real talosctl. There the run stops: talosctl's drain (forced on with the wait,
+/// upgrade.go:66-72) first fetches the kubeconfig through the Talos API (drain.go:34-103),
+/// which the node stand-in does not serve; the tool stops at that node, none other started.
+fn upgrade_talos_step(stage: &Stage) {
+    let before = snapshots(stage);
+    let out = stage.make(&["upgrade-talos", "CONFIRM=yes"]);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    testkit::process::assert_says_all(
+        &said,
+        &[
+            "\"step\":\"wait-upgraded\",\"node\":\"edge-par-cp-3\"",
+            "is valid for cloud mode",
+            "upgrade completed",
+            "error fetching kubeconfig from Talos API",
+            "edge-par-cp-1: talosctl upgrade: Talos answered Unimplemented",
+        ],
+    );
+    assert_eq!(snapshots(stage), before + 1);
+    let installer = format!(
+        "factory.talos.dev/scaleway-installer/{}:{}",
+        testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC"),
+        testkit::pin("TALOS_VERSION")
+    );
+    let first = stage.node(0);
+    let rpcs: Vec<String> = first
+        .calls("")
+        .iter()
+        .map(|c| c["rpc"].as_str().unwrap().to_owned())
+        .collect();
+    let staged = &rpcs[rpcs.len() - 3..];
+    assert_eq!(
+        staged,
+        ["Version", "ImageService.Pull", "LifecycleService.Upgrade"]
+    );
+    assert_eq!(first.calls("ImageService.Pull")[0]["image_ref"], installer);
+    assert!(first.calls("Reboot").is_empty());
+    for i in 1..3 {
+        assert!(stage.node(i).calls("ImageService.Pull").is_empty());
+    }
+}
+
+/// `make dry-run-upgrade-k8s` with cp-3's kubelet a patch behind the pin: the plan from what
+/// the API server reports; then `make upgrade-k8s` once every kubelet runs the pin: nothing to
+/// upgrade, no snapshot, the machine configs made for the pin (what a new node gets).
+fn kubernetes_upgrade_step(stage: &Stage) {
+    let to = testkit::pin("KUBERNETES_VERSION");
+    let (minor, patch) = to.rsplit_once('.').unwrap();
+    let behind = format!("{minor}.{}", patch.parse::<u32>().unwrap() - 1);
+    kubelets(stage, Some(&behind));
+    let before = snapshots(stage);
+    let steps: Vec<Value> = testkit::process::json_lines(&stage.make_ok(&["dry-run-upgrade-k8s"]));
+    let kinds: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    let plan = [
+        "preflight",
+        "take-snapshot",
+        "check-snapshot",
+        "gate",
+        "upgrade",
+        "wait-upgraded",
+    ];
+    assert_eq!(kinds, plan);
+    let preflight = steps[0]["says"].as_str().unwrap();
+    assert!(preflight.contains(&format!("from {behind}")), "{preflight}");
+    assert!(
+        preflight.contains(&format!("edge-par-cp-3 {behind}")),
+        "{preflight}"
+    );
+
+    kubelets(stage, None);
+    fs::remove_file(stage.out("controlplane.yaml")).unwrap();
+    let out = stage.make(&["upgrade-k8s", "CONFIRM=yes"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("runs {to} already: nothing to do")),
+        "{said}"
+    );
+    assert_eq!(snapshots(stage), before);
+    let config = fs::read_to_string(stage.out("controlplane.yaml")).unwrap();
+    assert!(config.contains(&format!("kube-apiserver:{to}")), "{said}");
+    assert_eq!(mode(&stage.out("controlplane.yaml")), 0o600);
 }
 
 /// `make etcd-restore`: refused while the quorum holds and over a member's data, then done
