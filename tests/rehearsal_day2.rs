@@ -26,9 +26,10 @@
 //! The cluster is not made by `make apply` here: the rehearsal (`rehearsal.rs`) proves apply,
 //! against the Scaleway stand-in's addresses (203.0.113.N) where no node stand-in answers. This
 //! test starts from what apply leaves in OUT for the day-2 targets, written as apply writes it:
-//! the inventory (nodes at loopback addresses), the cluster's talosconfig made by the real
-//! talosctl, the admin kubeconfig (its server the API server's loopback address instead of the
-//! cluster's endpoint).
+//! the inventory (the control planes at loopback addresses; the worker, which no node stand-in
+//! plays here, left out), the cluster's secrets and talosconfig made by the real talosctl, the
+//! admin kubeconfig (its server the API server's loopback address instead of the cluster's
+//! endpoint). It takes about 3 minutes, most of it the restore's waits on the lost nodes.
 //!
 //! Not run here, and why:
 //! - `make upgrade-talos` past cp-1's installer: the tool runs `talosctl upgrade --image ...
