@@ -10,6 +10,7 @@
 //! API server is talos-lifecycle's own test (`tools/talos-lifecycle/tests/etcd.rs`).
 
 use std::fs;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
@@ -31,28 +32,8 @@ impl Stage {
         let programs = Programs::find(test)?;
         let dir = tempfile::tempdir().unwrap();
         testkit::talos_node::cluster_trust(dir.path(), &programs.talosctl, "edge-par", &[ADDRESS]);
-        for sub in ["out", "bin"] {
-            fs::create_dir(dir.path().join(sub)).unwrap();
-        }
-        fs::copy(
-            dir.path().join("talosconfig"),
-            dir.path().join("out/talosconfig"),
-        )
-        .unwrap();
-        for (name, path) in [
-            ("talosctl", &programs.talosctl),
-            ("etcdutl", &programs.etcdutl),
-        ] {
-            std::os::unix::fs::symlink(path, dir.path().join("bin").join(name)).unwrap();
-        }
-        let inventory = serde_json::json!({
-            "kind": "NodeInventory", "version": 2, "cluster_name": "edge-par",
-            "cluster_endpoint": "https://api.example.com:6443", "ssh_key_ids": [],
-            "nodes": [{"name": "edge-par-cp-1", "role": "controlplane", "kind": "instance",
-                "zone": "fr-par-1", "id": "11111111-1111-4111-8111-111111111111",
-                "public_ipv4": ADDRESS, "public_ipv6": null, "private_ipv4": null, "steps": {}}]
-        });
-        fs::write(dir.path().join("out/inventory.json"), inventory.to_string()).unwrap();
+        let inventory = inventory(&[("edge-par-cp-1", ADDRESS)], &[]);
+        operator_folder(dir.path(), &programs, &inventory, &[]);
         Some(Stage {
             programs,
             dir,
@@ -91,36 +72,7 @@ impl Stage {
     }
 
     fn make(&self, args: &[&str]) -> Output {
-        let bin = testkit::workspace::bin("talos-lifecycle");
-        for tool in ["scw-infra", "scw-rescue-flash", "talos-apply-insecure"] {
-            testkit::workspace::bin(tool);
-        }
-        let path = format!(
-            "{}:{}",
-            self.dir.path().join("bin").display(),
-            std::env::var("PATH").unwrap()
-        );
-        Command::new("make")
-            .env_clear()
-            .env("PATH", path)
-            .env("HOME", self.dir.path())
-            .args(["--no-print-directory", "-C"])
-            .arg(testkit::workspace::root())
-            .arg("TOOLS_DIR=")
-            .arg("RUST_SOURCES=")
-            .arg(format!("OUT={}", self.dir.path().join("out").display()))
-            .arg(format!("BIN={}", bin.parent().unwrap().display()))
-            .arg(format!(
-                "INFRA_CONFIG={}",
-                testkit::workspace::root()
-                    .join("config/infra.example.json")
-                    .display()
-            ))
-            .arg(format!("TALOS_API_PORT={}", self.port))
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        make_in(self.dir.path(), self.port, args)
     }
 
     /// `make <args>`, which must succeed.
@@ -200,6 +152,94 @@ impl Stage {
         assert!(out.status.success(), "{}", text(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+}
+
+/// The operator's folder in `dir` (where [`testkit::talos_node::cluster_trust`] made the
+/// cluster's trust) as `make apply` leaves it for the day-2 targets: `out/` with the cluster's
+/// talosconfig and `inventory`, `bin/` with the real talosctl and etcdutl and the `extra`
+/// programs (name, path), first on the recipes' PATH.
+pub(crate) fn operator_folder(
+    dir: &Path,
+    programs: &Programs,
+    inventory: &Value,
+    extra: &[(&str, &Path)],
+) {
+    for sub in ["out", "bin"] {
+        fs::create_dir(dir.join(sub)).unwrap();
+    }
+    fs::copy(dir.join("talosconfig"), dir.join("out/talosconfig")).unwrap();
+    let tools = [
+        ("talosctl", programs.talosctl.as_path()),
+        ("etcdutl", programs.etcdutl.as_path()),
+    ];
+    for (name, path) in tools.iter().chain(extra) {
+        std::os::unix::fs::symlink(path, dir.join("bin").join(name)).unwrap();
+    }
+    fs::write(dir.join("out/inventory.json"), inventory.to_string()).unwrap();
+}
+
+/// An inventory as scw-infra writes it, of `control_planes` and `workers` (name, address).
+pub(crate) fn inventory(control_planes: &[(&str, &str)], workers: &[(&str, &str)]) -> Value {
+    let node = |(i, (name, address)): (usize, &(&str, &str)), role: &str, kind: &str| {
+        let id = match role {
+            "worker" => "22222222-2222-4222-8222-22222222222",
+            _ => "11111111-1111-4111-8111-11111111111",
+        };
+        serde_json::json!({"name": name, "role": role, "kind": kind, "zone": "fr-par-1",
+            "id": format!("{id}{}", i + 1), "public_ipv4": address, "public_ipv6": null,
+            "private_ipv4": null, "steps": {}})
+    };
+    let nodes: Vec<Value> = control_planes
+        .iter()
+        .enumerate()
+        .map(|n| node(n, "controlplane", "instance"))
+        .chain(
+            workers
+                .iter()
+                .enumerate()
+                .map(|n| node(n, "worker", "elastic-metal")),
+        )
+        .collect();
+    serde_json::json!({
+        "kind": "NodeInventory", "version": 2, "cluster_name": "edge-par",
+        "cluster_endpoint": "https://api.example.com:6443", "ssh_key_ids": [], "nodes": nodes
+    })
+}
+
+/// `make <args>` as an operator runs it from the workspace, with the operator's folder `dir`
+/// ([`operator_folder`]): OUT in it, its `bin/` first on PATH, the example infra config, the
+/// Talos API at `port` on every node.
+pub(crate) fn make_in(dir: &Path, port: u16, args: &[&str]) -> Output {
+    let bin = testkit::workspace::bin("talos-lifecycle");
+    for tool in ["scw-infra", "scw-rescue-flash", "talos-apply-insecure"] {
+        testkit::workspace::bin(tool);
+    }
+    let path = format!(
+        "{}:{}",
+        dir.join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    Command::new("make")
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", dir)
+        .args(["--no-print-directory", "-C"])
+        .arg(testkit::workspace::root())
+        .arg("TOOLS_DIR=")
+        .arg("RUST_SOURCES=")
+        .arg(format!("OUT={}", dir.join("out").display()))
+        .arg(format!("BIN={}", bin.parent().unwrap().display()))
+        .arg(format!(
+            "INFRA_CONFIG={}",
+            testkit::workspace::root()
+                .join("config/infra.example.json")
+                .display()
+        ))
+        .arg(format!("TALOS_API_PORT={port}"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
 
 #[test]

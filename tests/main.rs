@@ -25,6 +25,7 @@ mod pipelines;
 mod platform;
 mod readme_walk;
 mod rehearsal;
+mod rehearsal_day2;
 mod talos_patches;
 mod talos_schema;
 mod teardown;

@@ -258,3 +258,71 @@ impl ControlPlaneNode {
             .collect()
     }
 }
+
+/// Control planes `names` at `addresses`, one etcd cluster of their members from the start, each
+/// reaching every member for a removal (as Talos discovers them); the Talos API at `port` on
+/// every one. Their etcd client URLs are `http://<address>:<port>`, ports picked here.
+pub fn etcd_cluster(names: &[&str], addresses: &[&str], port: u16) -> Vec<ControlPlaneSpec> {
+    let url = |address: &str| format!("http://{address}:{}", crate::free_port());
+    let peers: Vec<String> = addresses.iter().map(|a| url(a)).collect();
+    let clients: Vec<String> = addresses.iter().map(|a| url(a)).collect();
+    let initial: Vec<String> = names
+        .iter()
+        .zip(&peers)
+        .map(|(n, p)| format!("{n}={p}"))
+        .collect();
+    let initial = initial.join(",");
+    names
+        .iter()
+        .zip(addresses)
+        .zip(peers.iter().zip(&clients))
+        .map(|((name, address), (peer, client))| ControlPlaneSpec {
+            hostname: (*name).to_owned(),
+            address: (*address).to_owned(),
+            port,
+            etcd_client_url: client.clone(),
+            etcd_peer_url: peer.clone(),
+            initial_cluster: Some(initial.clone()),
+            control_plane_etcd_endpoints: clients.clone(),
+            kube_apiserver_pid_file: None,
+        })
+        .collect()
+}
+
+/// The member at `url`'s id and the leader it follows (0: none), when it answers without an
+/// error (the real etcdctl, independent of the tools under test).
+pub fn member_and_leader(etcdctl: &Path, url: &str) -> Option<(u64, u64)> {
+    let out = Command::new(etcdctl)
+        .args(["--endpoints", url, "--dial-timeout=2s"])
+        .args(["endpoint", "status", "-w", "json"])
+        .output()
+        .ok()?;
+    let status: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    let status = &status[0]["Status"];
+    if !status["errors"].is_null() {
+        return None;
+    }
+    Some((
+        status["header"]["member_id"].as_u64()?,
+        status["leader"].as_u64().unwrap_or(0),
+    ))
+}
+
+/// Whether the member at `url` answers with a leader.
+pub fn has_leader(etcdctl: &Path, url: &str) -> bool {
+    member_and_leader(etcdctl, url).is_some_and(|(_, leader)| leader != 0)
+}
+
+/// Whether the members at `urls` all follow one leader that is one of them: an election after
+/// a member went is over (until then the others may still name the one gone).
+pub fn settled(etcdctl: &Path, urls: &[&str]) -> bool {
+    let answers: Option<Vec<(u64, u64)>> = urls
+        .iter()
+        .map(|url| member_and_leader(etcdctl, url))
+        .collect();
+    answers.is_some_and(|answers| {
+        let leader = answers[0].1;
+        answers.iter().all(|&(_, l)| l == leader) && answers.iter().any(|&(m, _)| m == leader)
+    })
+}

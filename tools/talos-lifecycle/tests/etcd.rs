@@ -29,7 +29,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 use testkit::control_plane::ControlPlane;
-use testkit::talos_node::{ControlPlaneNode, ControlPlaneSpec, Programs};
+use testkit::talos_node::{
+    ControlPlaneNode, ControlPlaneSpec, Programs, has_leader, member_and_leader,
+};
 
 const CLUSTER: &str = "edge-par";
 const CONTROL_PLANES: [&str; 3] = ["edge-par-cp-1", "edge-par-cp-2", "edge-par-cp-3"];
@@ -327,36 +329,6 @@ fn a_snapshot_of_the_control_planes_objects_is_restored_and_read_back_through_th
     );
 }
 
-/// Whether the member at `url` answers with a leader (etcdctl, independent of the tool).
-fn has_leader(programs: &Programs, url: &str) -> bool {
-    member_and_leader(programs, url).is_some_and(|(_, leader)| leader != 0)
-}
-
-/// The member at `url`'s id and the leader it follows, when it answers without an error.
-fn member_and_leader(programs: &Programs, url: &str) -> Option<(u64, u64)> {
-    let out = Command::new(&programs.etcdctl)
-        .args([
-            "--endpoints",
-            url,
-            "--dial-timeout=2s",
-            "endpoint",
-            "status",
-            "-w",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    let status: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let status = &status[0]["Status"];
-    if !status["errors"].is_null() {
-        return None;
-    }
-    Some((
-        status["header"]["member_id"].as_u64()?,
-        status["leader"].as_u64().unwrap_or(0),
-    ))
-}
-
 /// Three control planes whose etcd members elected a leader, with the tool's inventory of them.
 struct Three {
     tool: Tool,
@@ -393,20 +365,13 @@ impl Three {
     fn leaders(&self, members: &[usize]) -> bool {
         members
             .iter()
-            .all(|&i| has_leader(&self.tool.programs, &self.clients[i]))
+            .all(|&i| has_leader(&self.tool.programs.etcdctl, &self.clients[i]))
     }
 
-    /// Whether these members all follow one leader that is one of them: an election after a
-    /// member went is over (until then the others may still name the one gone).
+    /// Whether these members all follow one leader that is one of them.
     fn settled(&self, members: &[usize]) -> bool {
-        let answers: Option<Vec<(u64, u64)>> = members
-            .iter()
-            .map(|&i| member_and_leader(&self.tool.programs, &self.clients[i]))
-            .collect();
-        answers.is_some_and(|answers| {
-            let leader = answers[0].1;
-            answers.iter().all(|&(_, l)| l == leader) && answers.iter().any(|&(m, _)| m == leader)
-        })
+        let urls: Vec<&str> = members.iter().map(|&i| self.clients[i].as_str()).collect();
+        testkit::talos_node::settled(&self.tool.programs.etcdctl, &urls)
     }
 }
 
@@ -732,34 +697,19 @@ fn cluster_of_three(
     port: u16,
     third_apart: bool,
 ) -> (Vec<ControlPlaneNode>, Option<Member>, Vec<String>) {
-    let peers: Vec<String> = addresses.iter().map(|a| url_at(a)).collect();
-    let clients: Vec<String> = addresses.iter().map(|a| url_at(a)).collect();
-    let initial: Vec<String> = names
+    let mut specs = testkit::talos_node::etcd_cluster(names, addresses, port);
+    if third_apart {
+        specs[2].initial_cluster = None;
+    }
+    let nodes: Vec<ControlPlaneNode> = specs
         .iter()
-        .zip(&peers)
-        .map(|(n, p)| format!("{n}={p}"))
+        .map(|spec| ControlPlaneNode::start(programs, dir, spec))
         .collect();
-    let initial = initial.join(",");
-    let nodes: Vec<ControlPlaneNode> = (0..3)
-        .map(|i| {
-            ControlPlaneNode::start(
-                programs,
-                dir,
-                &ControlPlaneSpec {
-                    hostname: names[i].into(),
-                    address: addresses[i].into(),
-                    port,
-                    etcd_client_url: clients[i].clone(),
-                    etcd_peer_url: peers[i].clone(),
-                    initial_cluster: (i < 2 || !third_apart).then(|| initial.clone()),
-                    control_plane_etcd_endpoints: clients.clone(),
-                    kube_apiserver_pid_file: None,
-                },
-            )
-        })
-        .collect();
+    let clients: Vec<String> = specs.iter().map(|s| s.etcd_client_url.clone()).collect();
+    let peers: Vec<&str> = specs.iter().map(|s| s.etcd_peer_url.as_str()).collect();
+    let initial = specs[0].initial_cluster.clone().unwrap_or_default();
     let third = third_apart
-        .then(|| Member::start(programs, dir, names[2], &clients[2], &peers[2], &initial));
+        .then(|| Member::start(programs, dir, names[2], &clients[2], peers[2], &initial));
     (nodes, third, clients)
 }
 
@@ -811,7 +761,11 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
     let port = testkit::free_port();
     let (nodes, third, clients) =
         cluster_of_three(&programs, dir.path(), &names, &addresses, port, true);
-    let leaders = |members: &[usize]| members.iter().all(|&i| has_leader(&programs, &clients[i]));
+    let leaders = |members: &[usize]| {
+        members
+            .iter()
+            .all(|&i| has_leader(&programs.etcdctl, &clients[i]))
+    };
     testkit::eventually("the three members to elect a leader", || {
         leaders(&[0, 1, 2]).then_some(())
     });
@@ -841,10 +795,10 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
 
     // cp-3's member stopped, its node still answering: the quorum holds (the snapshot is
     // taken), but no upgrade starts.
-    let (third_id, _) = member_and_leader(&programs, &clients[2]).unwrap();
+    let (third_id, _) = member_and_leader(&programs.etcdctl, &clients[2]).unwrap();
     drop(third);
     testkit::eventually("the two left to follow a leader", || {
-        (leaders(&[0, 1]) && !has_leader(&programs, &clients[2])).then_some(())
+        (leaders(&[0, 1]) && !has_leader(&programs.etcdctl, &clients[2])).then_some(())
     });
     let out = upgrade(false);
     let said = stderr(&out);
@@ -959,7 +913,7 @@ fn a_node_upgraded_through_the_real_talosctl_answers_with_the_installers_version
     testkit::eventually("the three members to elect a leader", || {
         clients
             .iter()
-            .all(|url| has_leader(&programs, url))
+            .all(|url| has_leader(&programs.etcdctl, url))
             .then_some(())
     });
     let out = upgrade_to_next_patch(dir.path(), &programs, port, &addresses, true);
@@ -987,19 +941,7 @@ fn a_kubernetes_upgrade_is_planned_from_the_kubelets_the_api_server_reports() {
         ("edge-par-worker-1", "v1.35.2"),
     ] {
         world.plane.add_node(name, &[]);
-        let status = serde_json::json!({"status": {"nodeInfo": {"kubeletVersion": version}}});
-        world.plane.kubectl_ok(
-            &[
-                "patch",
-                "node",
-                name,
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                &status.to_string(),
-            ],
-            "",
-        );
+        world.plane.report_kubelet_version(name, version);
     }
     let kubectl = world.plane.kubectl();
     let kubectl = kubectl.get_program().to_str().unwrap().to_owned();

@@ -122,8 +122,21 @@ impl ControlPlane {
         Some(ControlPlane::start_with(&Programs::find(test)?))
     }
 
-    #[allow(clippy::panic)] // a test helper: a control plane that cannot start fails the test
+    /// A control plane of the calling test's own whose API server stores in the etcd members
+    /// at `etcd_servers` (client URLs, comma-separated), which the test runs: as a cluster's
+    /// API servers use every control plane's member. It runs no etcd of its own
+    /// ([`ControlPlane::lose_etcd`] does not apply); [`ControlPlane::etcd_url`] is that list.
+    pub fn start_over_etcd(test: &str, etcd_servers: &str) -> Option<ControlPlane> {
+        let programs = Programs::find(test)?;
+        Some(ControlPlane::start_with_etcd(&programs, Some(etcd_servers)))
+    }
+
     fn start_with(programs: &Programs) -> ControlPlane {
+        ControlPlane::start_with_etcd(programs, None)
+    }
+
+    #[allow(clippy::panic)] // a test helper: a control plane that cannot start fails the test
+    fn start_with_etcd(programs: &Programs, etcd_servers: Option<&str>) -> ControlPlane {
         let dir = match tempfile::Builder::new()
             .prefix("edgepop-control-plane-")
             .tempdir()
@@ -151,21 +164,15 @@ impl ControlPlane {
         plane.server = format!("https://127.0.0.1:{apiserver_port}");
         write_kubeconfig(&plane.kubeconfig, &plane.server, &pki, "admin");
 
-        // A node stand-in's recovery restarts this etcd while the API server redials it.
-        let etcd_client = crate::port_outside_ephemeral_range();
-        let etcd_client_url = format!("http://127.0.0.1:{etcd_client}");
-        plane.etcd_url.clone_from(&etcd_client_url);
-        let mut etcd = components::etcd(&programs.etcd, &dir, &etcd_client_url);
-        plane.spawn("etcd", &mut etcd);
-        plane.wait_until("etcd to listen", || {
-            let addr = SocketAddr::from(([127, 0, 0, 1], etcd_client));
-            TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
-        });
+        match etcd_servers {
+            Some(servers) => servers.clone_into(&mut plane.etcd_url),
+            None => plane.etcd_url = plane.start_etcd(programs),
+        }
         let mut apiserver = components::apiserver(
             &programs.apiserver,
             &dir,
             &pki,
-            &etcd_client_url,
+            &plane.etcd_url,
             apiserver_port,
         );
         plane.spawn("kube-apiserver", &mut apiserver);
@@ -188,6 +195,20 @@ impl ControlPlane {
         plane
     }
 
+    /// Its own etcd, listening: its client URL.
+    fn start_etcd(&mut self, programs: &Programs) -> String {
+        // A node stand-in's recovery restarts this etcd while the API server redials it.
+        let etcd_client = crate::port_outside_ephemeral_range();
+        let etcd_client_url = format!("http://127.0.0.1:{etcd_client}");
+        let mut etcd = components::etcd(&programs.etcd, &self.dir, &etcd_client_url);
+        self.spawn("etcd", &mut etcd);
+        self.wait_until("etcd to listen", || {
+            let addr = SocketAddr::from(([127, 0, 0, 1], etcd_client));
+            TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+        });
+        etcd_client_url
+    }
+
     /// The admin kubeconfig (user in `system:masters`, client certificate), on loopback.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
@@ -198,7 +219,8 @@ impl ControlPlane {
         &self.server
     }
 
-    /// Where etcd serves the API server: `http://127.0.0.1:<port>`.
+    /// Where etcd serves the API server: `http://127.0.0.1:<port>` (or the members of
+    /// [`ControlPlane::start_over_etcd`]).
     pub fn etcd_url(&self) -> &str {
         &self.etcd_url
     }
@@ -324,6 +346,23 @@ impl ControlPlane {
             ],
             "",
         );
+    }
+
+    /// The node `name`'s kubelet reports `version` (`status.nodeInfo.kubeletVersion`), as a
+    /// kubelet of that release would: kwok's node stage keeps a version already there
+    /// (kwok v0.8.0 stages/node-initialize.yaml, `or $nodeInfo.kubeletVersion $kwokVersion`).
+    pub fn report_kubelet_version(&self, name: &str, version: &str) {
+        let status = serde_json::json!({"status": {"nodeInfo": {"kubeletVersion": version}}});
+        let status = status.to_string();
+        let patch = [
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+        ];
+        self.kubectl_ok(&[&patch[..], &[status.as_str()]].concat(), "");
     }
 
     /// [`ControlPlane::add_node`] without the wait. kwok takes a node over by holding its Lease
