@@ -130,7 +130,16 @@ pub fn sshd_binary(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// The rescue system at 127.0.0.1, on a free port.
 pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
+    rescue_at(test, "127.0.0.1", crate::free_port())
+}
+
+/// The rescue system of another machine: its sshd listening at `address` (any of 127/8, all
+/// loopback on Linux), on `port`, so that machines at several addresses answer on the one port
+/// the flashing tool is told. The address is written to the rescue's `address` file, where the
+/// Scaleway stand-in reads the address of the server that boots into it.
+pub fn rescue_at(test: &str, address: &str, port: u16) -> Option<(Rescue, Sshd)> {
     let sshd = sshd_binary(test)?;
     let dir = tempfile::tempdir().unwrap();
     let Ok(devices) = tempfile::Builder::new()
@@ -159,9 +168,9 @@ pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
     fs::copy(rescue.path("user_key.pub"), rescue.path("authorized_keys")).unwrap();
     fs::create_dir(rescue.path("bin")).unwrap();
     rescue.lsblk(json!([]));
-    let port = crate::free_port();
+    fs::write(rescue.path("address"), address).unwrap();
     let config = format!(
-        "Port {port}\nListenAddress 127.0.0.1\nHostKey {dir}/host_key\nPidFile none\n\
+        "Port {port}\nListenAddress {address}\nHostKey {dir}/host_key\nPidFile none\n\
          AuthorizedKeysFile {dir}/authorized_keys\nStrictModes no\nUsePAM no\n\
          PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
          PermitRootLogin prohibit-password\nSetEnv PATH={dir}/bin:/usr/bin:/bin:/usr/sbin:/sbin\n",
@@ -181,7 +190,7 @@ pub fn rescue(test: &str) -> Option<(Rescue, Sshd)> {
         .unwrap();
     let sshd = Sshd { child, port };
     for _ in 0..100 {
-        if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
+        if let Ok(mut stream) = TcpStream::connect((address, port)) {
             let mut banner = [0u8; 4];
             stream
                 .set_read_timeout(Some(Duration::from_secs(5)))

@@ -194,6 +194,28 @@ pub fn scaleway_with_rescue(
     )
 }
 
+/// The Scaleway stand-in with a rescue system a server: each `(name, rescue)` the one the
+/// server ordered (or seeded) under `name` boots into, whose address it gets (the rescue's
+/// `address` file, which [`crate::sshd::rescue_at`] writes).
+pub fn scaleway_with_rescues(
+    shared: &Path,
+    dir: &Path,
+    secret: &str,
+    project: &str,
+    rescues: &[(&str, &crate::sshd::Rescue)],
+) -> StandIn {
+    let mut extra: Vec<String> = Vec::new();
+    for (name, rescue) in rescues {
+        extra.push("--rescue-dir".into());
+        extra.push(format!("{name}={}", rescue.dir.path().display()));
+    }
+    if let Some((_, rescue)) = rescues.first() {
+        extra.extend(["--rescue-user".into(), rescue.user.clone()]);
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    scaleway_with(shared, dir, secret, project, None, &extra)
+}
+
 fn scaleway_with(
     shared: &Path,
     dir: &Path,
@@ -251,5 +273,71 @@ mod tests {
         assert_eq!(stand_in.url(), "http://127.0.0.1:4321");
         drop(stand_in);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A server ordered under a name with a rescue of its own gets that rescue's address, and
+    /// its boot into rescue writes that rescue's keys and password alone.
+    #[test]
+    fn each_elastic_metal_server_boots_into_its_own_rescue_at_its_address() {
+        const TEST: &str = "each_elastic_metal_server_boots_into_its_own_rescue";
+        const SECRET: &str = "44444444-4444-4444-8444-444444444444";
+        let Some(shared) = crate::workspace::shared_dir(TEST) else {
+            return;
+        };
+        let Some((first, first_sshd)) =
+            crate::sshd::rescue_at(TEST, "127.0.0.3", crate::free_port())
+        else {
+            return;
+        };
+        let (second, _second_sshd) =
+            crate::sshd::rescue_at(TEST, "127.0.0.4", first_sshd.port).unwrap();
+        for rescue in [&first, &second] {
+            std::fs::write(rescue.path("authorized_keys"), "").unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let stand_in = scaleway_with_rescues(
+            &shared,
+            dir.path(),
+            SECRET,
+            "33333333-3333-4333-8333-333333333333",
+            &[("worker-a", &first), ("worker-b", &second)],
+        );
+        let url = stand_in.url();
+        let seed = |body: serde_json::Value| crate::scaleway::control(&url, "seed", Some(&body));
+        let public_key = std::fs::read_to_string(second.path("user_key.pub")).unwrap();
+        let key = seed(serde_json::json!({"kind": "ssh_key", "name": "k",
+                                          "public_key": public_key.trim()}));
+        let mut ids = Vec::new();
+        for (name, address) in [("worker-a", "127.0.0.3"), ("worker-b", "127.0.0.4")] {
+            let server = seed(serde_json::json!({"kind": "baremetal_server", "name": name,
+                                                 "status": "stopped"}));
+            assert_eq!(server["ips"][0]["address"], address, "{server}");
+            ids.push(server["id"].as_str().unwrap().to_owned());
+        }
+
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(true)
+            .build()
+            .into();
+        agent
+            .post(format!(
+                "{url}/baremetal/v1/zones/fr-par-1/servers/{}/start",
+                ids[1]
+            ))
+            .header("X-Auth-Token", SECRET)
+            .header("Content-Type", "application/json")
+            .send(
+                serde_json::json!({"boot_type": "rescue", "ssh_key_ids": [key["id"]]}).to_string(),
+            )
+            .unwrap();
+        let read = |rescue: &crate::sshd::Rescue, file: &str| {
+            std::fs::read_to_string(rescue.path(file)).unwrap_or_default()
+        };
+        assert_eq!(read(&second, "authorized_keys").trim(), public_key.trim());
+        assert_eq!(read(&second, "password").len(), 32);
+        assert_eq!(
+            (read(&first, "authorized_keys"), read(&first, "password")),
+            (String::new(), String::new())
+        );
     }
 }

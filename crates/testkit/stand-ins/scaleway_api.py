@@ -28,6 +28,12 @@ Elastic Metal, as the tools order it (without `install`, so with no OS):
   RESCUE_DIR/authorized_keys (the only keys the rescue sshd of the tests accepts: a server with
   no OS has no registered keys of its own) and the rescue password to RESCUE_DIR/password; a
   normal boot empties both;
+- each server has a rescue system of its own, as each real machine does: `--rescue-dir` may be
+  given once a server, as NAME=DIR, the folder of the server ordered (or seeded) under NAME; a
+  plain DIR serves every server no NAME= names. A named folder holding a file `address` (the
+  loopback address its sshd listens at) gives the server ordered under NAME that public IPv4,
+  in place of the next 203.0.113.N: every Elastic Metal server gets an IPv4 of its own
+  (scaleway.baremetal.v1.Api.yml, Server `ips`), and a test's machine must be reachable there;
 - `rescue_server` ({user, password}, the rescue system's credentials) is filled one look after
   the server is ready in rescue, not at the first `ready` answer.
 
@@ -50,7 +56,7 @@ The Registry v1 namespace endpoints are not in the specs: they are checked again
 issue names (name, project_id, is_public, description).
 
 Usage: scaleway_api.py --specs DIR --cassettes DIR --port-file F --log F --secret S --project P
-                       [--dns-zone Z] [--rescue-dir DIR --rescue-user NAME]
+                       [--dns-zone Z] [--rescue-dir [NAME=]DIR ... --rescue-user NAME]
 Control (not Scaleway): POST /__standin/faults [{method, path (regex), kind: status|cut|slow,
 status, retry_after, count, applied}], POST /__standin/seed {kind, project, ...fields},
 POST /__standin/iam-refuses-duplicate-keys (IAM answers 409 to a public key the organization
@@ -353,7 +359,7 @@ def new_id():
 
 
 class State:
-    def __init__(self, templates, project, dns_zone, rescue_dir=None, rescue_user="rescue"):
+    def __init__(self, templates, project, dns_zone, rescue_dirs=(), rescue_user="rescue"):
         self.t = templates
         self.project = project
         self.lock = threading.RLock()
@@ -377,7 +383,8 @@ class State:
         self.first_boots = {}  # server name -> "config" | "maintenance"
         self.iam_refuses_duplicates = False
         self.next_ip = 10
-        self.rescue_dir = rescue_dir
+        # server name -> its rescue folder ("" for the folder of every server not named)
+        self.rescue_dirs = dict(d.split("=", 1) if "=" in d else ("", d) for d in rescue_dirs)
         self.rescue_user = rescue_user
         offer = copy.deepcopy(self.t["offer"])
         offer.update(id=new_id(), name="EM-A116X-SSD", stock="available", enable=True,
@@ -393,6 +400,18 @@ class State:
     def address(self):
         self.next_ip += 1
         return f"203.0.113.{self.next_ip}"
+
+    def rescue_dir(self, name):
+        return self.rescue_dirs.get(name) or self.rescue_dirs.get("")
+
+    def bm_address(self, name):
+        """The IPv4 of the Elastic Metal server ordered as `name`: its own rescue's address when
+        its folder names one, else the next of the pool."""
+        path = os.path.join(self.rescue_dirs[name], "address") if name in self.rescue_dirs else None
+        if path and os.path.exists(path):
+            with open(path) as f:
+                return f.read().strip()
+        return self.address()
 
     # Instance server states advance one step per look.
     def look_server(self, s):
@@ -461,10 +480,11 @@ class State:
             keys.append(found(self.ssh_keys, key_id, "ssh_key")["public_key"])
         s.update(status="starting", _steps=0, boot_type=boot_type, rescue_server=None, _rescue_ready=False,
                  _rescue_password=uuid.uuid4().hex if boot_type == "rescue" else None)
-        if self.rescue_dir:
-            with open(os.path.join(self.rescue_dir, "authorized_keys"), "w") as f:
+        rescue_dir = self.rescue_dir(s["name"])
+        if rescue_dir:
+            with open(os.path.join(rescue_dir, "authorized_keys"), "w") as f:
                 f.write("".join(k + "\n" for k in keys) if boot_type == "rescue" else "")
-            with open(os.path.join(self.rescue_dir, "password"), "w") as f:
+            with open(os.path.join(rescue_dir, "password"), "w") as f:
                 f.write(s["_rescue_password"] or "")
 
 
@@ -885,7 +905,7 @@ def handle(state, method, template, p, query, body):
                    status="delivering", offer_id=offer["id"], offer_name=offer["name"], zone=zone,
                    project_id=body.get("project_id", s.project), organization_id=s.project, install=None,
                    rescue_server=None, boot_type="normal", created_at=now(), updated_at=now(),
-                   ips=[{"id": new_id(), "address": s.address(), "reverse": "", "version": "IPv4",
+                   ips=[{"id": new_id(), "address": s.bm_address(body["name"]), "reverse": "", "version": "IPv4",
                          "reverse_status": "active", "reverse_status_message": ""},
                         {"id": new_id(), "address": s.bm_ipv6(), "reverse": "", "version": "IPv6",
                          "reverse_status": "active", "reverse_status_message": ""}])
@@ -1109,14 +1129,15 @@ def main():
     ap = argparse.ArgumentParser()
     for name in ("--specs", "--cassettes", "--port-file", "--log", "--secret", "--project"):
         ap.add_argument(name, required=True)
-    ap.add_argument("--rescue-dir", default="", help="where a rescue boot writes authorized_keys and password")
+    ap.add_argument("--rescue-dir", action="append", default=[],
+                    help="[NAME=]DIR: where a rescue boot (of server NAME) writes authorized_keys and password")
     ap.add_argument("--rescue-user", default="rescue")
     ap.add_argument("--dns-zone", default="")
     ap.add_argument("--s3-root", default="", help="where the S3 stand-in keeps its objects")
     args = ap.parse_args()
     spec = Spec(args.specs)
     state = State(load_templates(args.cassettes, spec), args.project, args.dns_zone,
-                  args.rescue_dir or None, args.rescue_user)
+                  args.rescue_dir, args.rescue_user)
     state.s3_root = args.s3_root or None
     log = open(args.log, "a", buffering=1)
     log_lock = threading.Lock()
