@@ -1,7 +1,8 @@
 //! The whole life of a cluster, as an operator drives it: `make vendor`, `make apply`,
-//! `make down`, `make up`, `make destroy`, each through the Makefile with its variables (OUT,
-//! INFRA_CONFIG, PLATFORM_CONFIG, EDGE_CONFIG, BIN) pointing into a temporary folder, on the
-//! chained parts that can run here:
+//! `make add-worker` and `make remove-worker` (a second worker listed in the infra config, then
+//! taken out: the `workers` module), `make down`, `make up`, `make destroy`, each through the
+//! Makefile with its variables (OUT, INFRA_CONFIG, PLATFORM_CONFIG, EDGE_CONFIG, BIN) pointing
+//! into a temporary folder, on the chained parts that can run here:
 //!
 //! - Scaleway: testkit's `scaleway_api.py` (every request checked against Scaleway's OpenAPI) and
 //!   `s3_api.py`, with the real scw-infra: the control planes' Talos image is imported for real
@@ -10,11 +11,13 @@
 //!   stand-in for the calls that need a node (bootstrap, kubeconfig, the host firewall's patch,
 //!   shutdown). Its `kubeconfig` hands out the test control plane's admin kubeconfig under the
 //!   config's `cluster_endpoint`, `https://api.example.com:6443`, as Talos would;
-//! - the worker's flash: the real scw-rescue-flash, through a real sshd standing for its rescue
-//!   system (testkit::sshd), the worker adopted at 127.0.0.1 (only its sshd's port is added to
-//!   the command infra.sh runs); talos-apply-insecure is recorded and hands the inventory on
+//! - the workers' flash: the real scw-rescue-flash, through a real sshd a worker standing for
+//!   its rescue system (testkit::sshd), the first worker adopted at 127.0.0.1, the second
+//!   (make add-worker's) ordered, the stand-in giving it its rescue's address, 127.0.0.2 (both
+//!   sshds on one port, the only one added to the command infra.sh runs); talos-apply-insecure
+//!   is recorded, hands the inventory on and gives each worker's node stand-in its own config
 //!   (its own tests run it against the Talos maintenance stand-in: here every node would need
-//!   an address and a machine-CA certificate of its own on loopback);
+//!   a machine-CA certificate of its own on loopback);
 //! - Kubernetes: the real control plane (testkit::control_plane) with kwok nodes named as the
 //!   inventory names the machines, reached under the endpoint's name through a loopback CONNECT
 //!   proxy (`HTTPS_PROXY`, testkit::tunnel) that refuses any other destination, by the pinned
@@ -44,6 +47,8 @@ use testkit::process::text;
 use testkit::scaleway::{control, mutations};
 
 use crate::infra_pipeline::{mode, record_tool};
+
+mod workers;
 use crate::teardown::{first, talosctl_on};
 
 pub(crate) const SECRET: &str = "5c4b3a29-1807-4f6e-9d5c-4b3a29180706";
@@ -54,6 +59,9 @@ pub(crate) const CLUSTER_TAG: &str = "edgepop-cluster=edge-par";
 /// The worker's address: its rescue system's sshd listens there, and its node stand-in answers
 /// there.
 const WORKER_ADDRESS: &str = "127.0.0.1";
+/// The second worker's (the one `make add-worker` adds): another loopback address, its rescue's
+/// sshd on the first one's port, the one port scw-rescue-flash is told.
+const SECOND_WORKER_ADDRESS: &str = "127.0.0.2";
 /// The worker's schematic of the example config's offer (as tests/infra_pipeline.rs has it).
 pub(crate) const WORKER_SCHEMATIC: &str =
     "b4f89946a66f1ffdda1caf6d31f852c10b2b2b2c320d040baf863e9962065f02";
@@ -79,6 +87,9 @@ pub(crate) struct InfraStandIns {
     pub(crate) factory: Server,
     pub(crate) rescue: testkit::sshd::Rescue,
     pub(crate) sshd: testkit::sshd::Sshd,
+    /// The rescue system of the worker an operator adds, edge-worker-2's.
+    pub(crate) second_rescue: testkit::sshd::Rescue,
+    pub(crate) second_sshd: testkit::sshd::Sshd,
     /// The worker's image, as its disk must hold it once flashed.
     pub(crate) worker_raw: Vec<u8>,
 }
@@ -110,7 +121,8 @@ impl InfraStandIns {
         let control_plane_image = zstd_image(&dir.join("control-plane.raw"), 0x22);
         let factory = serve(&worker_image, &control_plane_image);
         pin_the_factory(dir, &factory.url, &worker_image, &control_plane_image);
-        let (rescue, sshd, scaleway) = rescue_and_scaleway(test, &shared, dir)?;
+        let ((rescue, sshd), (second_rescue, second_sshd), scaleway) =
+            rescue_and_scaleway(test, &shared, dir)?;
         let s3 = testkit::standin::s3(dir, ACCESS, SECRET);
         write_configs(dir, &rescue);
         recording_cargo(dir);
@@ -120,6 +132,8 @@ impl InfraStandIns {
             factory,
             rescue,
             sshd,
+            second_rescue,
+            second_sshd,
             worker_raw: fs::read(dir.join("worker.raw")).unwrap(),
         })
     }
@@ -510,34 +524,44 @@ fn vendor_server(test: &str, shared: &Path, dir: &Path) -> Option<crate::pipelin
     Some(vendor)
 }
 
-/// The worker's rescue system and the Scaleway stand-in that boots the worker into it.
+type RescueAndSshd = (testkit::sshd::Rescue, testkit::sshd::Sshd);
+
+/// A worker's rescue system: the real sshd at `address` on `port`, its user's sudo asking for
+/// the rescue password, an empty 16 MiB disk; authorized_keys empty until the API boots the
+/// server into rescue with the IAM key scw-infra registers.
+fn worker_rescue(test: &str, address: &str, port: u16) -> Option<RescueAndSshd> {
+    let (rescue, sshd) = testkit::sshd::rescue_at(test, address, port)?;
+    fs::write(rescue.path("authorized_keys"), "").unwrap();
+    rescue.sudo_that_asks_for_the_password();
+    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
+    Some((rescue, sshd))
+}
+
+/// The workers' rescue systems (edge-worker-1's, and edge-worker-2's for `make add-worker`) and
+/// the Scaleway stand-in that boots each server into its own and gives it its address.
 fn rescue_and_scaleway(
     test: &str,
     shared: &Path,
     dir: &Path,
-) -> Option<(
-    testkit::sshd::Rescue,
-    testkit::sshd::Sshd,
-    testkit::standin::StandIn,
-)> {
-    // The worker's rescue system: the real sshd, its user's sudo asking for the rescue
-    // password, an empty 16 MiB disk; authorized_keys empty until the API boots the server
-    // into rescue with the IAM key scw-infra registers.
-    let (rescue, sshd) = testkit::sshd::rescue(test)?;
-    fs::write(rescue.path("authorized_keys"), "").unwrap();
-    rescue.sudo_that_asks_for_the_password();
-    rescue.lsblk(json!([rescue.disk_device(16 << 20, &[])]));
-    let scaleway = testkit::standin::scaleway_with_rescue(shared, dir, SECRET, PROJECT, &rescue);
-    // The worker, an Elastic Metal server carrying our tags, which scw-infra adopts rather
-    // than ordering: the one way to give it the rescue system's loopback address.
+) -> Option<(RescueAndSshd, RescueAndSshd, testkit::standin::StandIn)> {
+    let first = worker_rescue(test, WORKER_ADDRESS, testkit::free_port())?;
+    let second = worker_rescue(test, SECOND_WORKER_ADDRESS, first.1.port)?;
+    let scaleway = testkit::standin::scaleway_with_rescues(
+        shared,
+        dir,
+        SECRET,
+        PROJECT,
+        &[("edge-worker-1", &first.0), ("edge-worker-2", &second.0)],
+    );
+    // The first worker, an Elastic Metal server carrying our tags, which scw-infra adopts rather
+    // than ordering (as an operator's server bought by hand); the second is ordered.
     control(
         &scaleway.url(),
         "seed",
         Some(&json!({"kind": "baremetal_server", "name": "edge-worker-1",
-                     "tags": [CLUSTER_TAG, "edgepop-role=worker", "edgepop-node=edge-worker-1"],
-                     "address": WORKER_ADDRESS})),
+                     "tags": [CLUSTER_TAG, "edgepop-role=worker", "edgepop-node=edge-worker-1"]})),
     );
-    Some((rescue, sshd, scaleway))
+    Some((first, second, scaleway))
 }
 
 /// The configs, from the committed examples, with the rescue's user key and disk.
@@ -586,6 +610,11 @@ pub(crate) fn record_rescue_flash(bin: &Path, log: &Path, sshd_port: u16) {
     );
 }
 
+/// Python printing `<name> <public IPv4>` for each worker of the inventory on its input.
+const WORKERS_OF: &str = "import json, sys\n\
+for n in json.load(sys.stdin)[\"nodes\"]:\n    \
+if n[\"role\"] == \"worker\": print(n[\"name\"], n[\"public_ipv4\"])";
+
 fn install_tools(dir: &Path, sshd_port: u16) {
     let path = |name: &str| dir.join(name);
     let bin = path("tools");
@@ -600,22 +629,27 @@ fn install_tools(dir: &Path, sshd_port: u16) {
         std::os::unix::fs::symlink(testkit::workspace::bin(tool), bin.join(tool)).unwrap();
     }
     // The node tools' calls recorded; scw-rescue-flash then runs for real, told the rescue
-    // sshd's port and to look again at once (the stand-in's server changes state at each
-    // look); talos-apply-insecure hands the inventory on unchanged, and the worker, in
-    // maintenance mode, takes its own worker-edge-worker-1.yaml from --config-dir: its node
-    // stand-in holds it from then on (the control planes took theirs as user data, which no
-    // talosctl call here reads).
+    // sshds' port and to look again at once (the stand-in's server changes state at each
+    // look); talos-apply-insecure hands the inventory on unchanged, and each worker of it, in
+    // maintenance mode, takes its own worker-<name>.yaml from --config-dir: the node stand-in
+    // at its address holds it from then on (the control planes took theirs as user data, which
+    // no talosctl call here reads).
     let log = path("node-tools.log");
     record_rescue_flash(&bin, &log, sshd_port);
-    let worker_config = testkit::standin::talos_node_config(&path("talos-state"), WORKER_ADDRESS);
+    let node_config = testkit::standin::talos_node_config(&path("talos-state"), "ADDRESS");
     record_tool(
         &bin,
         "talos-apply-insecure",
         &log,
         &format!(
             "while (( $# )); do [[ $1 == --config-dir ]] && config_dir=$2; shift; done\n\
-             install -D -m 600 \"$config_dir/worker-edge-worker-1.yaml\" '{}' || exit 1\ncat",
-            worker_config.display()
+             inventory=$(cat)\n\
+             while read -r name address; do\n  \
+               config='{}'\n  \
+               install -D -m 600 \"$config_dir/worker-$name.yaml\" \"${{config/ADDRESS/$address}}\" || exit 1\n\
+             done < <(python3 -c '{WORKERS_OF}' <<<\"$inventory\")\n\
+             printf '%s\\n' \"$inventory\"",
+            node_config.display()
         ),
     );
     std::os::unix::fs::symlink(testkit::standin::path("talosctl"), path("bin/talosctl")).unwrap();
@@ -645,6 +679,8 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
     let namespace = assert_the_edge_objects_in_their_applyset(&stage);
     assert_the_routed_names_are_those_recorded(&stage, &said, &worker_ip, &namespace);
     bring_the_nodes_up(&stage, &worker, &namespace, &control_planes);
+    let before = workers::add_worker_step(&stage);
+    workers::remove_worker_step(&stage, &before);
     down_step(&stage, &worker, &worker_ip, &control_planes);
     up_step(&stage, &worker);
     destroy_step(&stage, &script, &components, &namespace);
