@@ -698,7 +698,7 @@ fn the_cluster_is_applied_powered_down_and_up_and_destroyed_with_nothing_left() 
     use std::io::Write;
     let _ = writeln!(
         std::io::stderr(),
-        "rehearsal: vendor, apply, down, up, destroy in {:.0?}",
+        "rehearsal: vendor, apply, add-worker, remove-worker, down, up, destroy in {:.0?}",
         started.elapsed()
     );
 }
