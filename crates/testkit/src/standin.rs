@@ -183,20 +183,13 @@ pub fn scaleway_with_rescue(
     project: &str,
     rescue: &crate::sshd::Rescue,
 ) -> StandIn {
-    let rescue_dir = rescue.dir.path().display().to_string();
-    scaleway_with(
-        shared,
-        dir,
-        secret,
-        project,
-        None,
-        &["--rescue-dir", &rescue_dir, "--rescue-user", &rescue.user],
-    )
+    scaleway_with_rescues(shared, dir, secret, project, &[("", rescue)])
 }
 
 /// The Scaleway stand-in with a rescue system a server: each `(name, rescue)` the one the
 /// server ordered (or seeded) under `name` boots into, whose address it gets (the rescue's
-/// `address` file, which [`crate::sshd::rescue_at`] writes).
+/// `address` file, which [`crate::sshd::rescue_at`] writes); the name `""`, every server no
+/// other pair names, its address left to the stand-in.
 pub fn scaleway_with_rescues(
     shared: &Path,
     dir: &Path,
