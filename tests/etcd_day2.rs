@@ -77,18 +77,12 @@ impl Stage {
 
     /// `make <args>`, which must succeed.
     fn make_ok(&self, args: &[&str]) -> Output {
-        let out = self.make(args);
-        assert!(out.status.success(), "{}", text(&out));
-        out
+        make_ok_in(self.dir.path(), self.port, args)
     }
 
     /// `make <args>`, which must fail saying `needle`; what it said.
     fn make_refused(&self, args: &[&str], needle: &str) -> String {
-        let out = self.make(args);
-        let said = text(&out);
-        assert!(!out.status.success(), "{said}");
-        assert!(said.contains(needle), "`{needle}` not in: {said}");
-        said
+        make_refused_in(self.dir.path(), self.port, args, &[needle])
     }
 
     /// `make <args>` lacking a variable it needs: exit 2, saying `needle`.
@@ -240,6 +234,22 @@ pub(crate) fn make_in(dir: &Path, port: u16, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap()
+}
+
+/// [`make_in`], which must succeed.
+pub(crate) fn make_ok_in(dir: &Path, port: u16, args: &[&str]) -> Output {
+    let out = make_in(dir, port, args);
+    assert!(out.status.success(), "{}", text(&out));
+    out
+}
+
+/// [`make_in`], which must fail saying each of `needles`: all it said.
+pub(crate) fn make_refused_in(dir: &Path, port: u16, args: &[&str], needles: &[&str]) -> String {
+    let out = make_in(dir, port, args);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    testkit::process::assert_says_all(&said, needles);
+    said
 }
 
 #[test]

@@ -60,7 +60,7 @@ use testkit::control_plane::ControlPlane;
 use testkit::process::text;
 use testkit::talos_node::{ControlPlaneNode, Programs};
 
-use crate::etcd_day2::{inventory, make_in, operator_folder};
+use crate::etcd_day2::{inventory, make_in, make_ok_in, make_refused_in, operator_folder};
 use crate::infra_pipeline::mode;
 
 const NAMES: [&str; 3] = ["edge-par-cp-1", "edge-par-cp-2", "edge-par-cp-3"];
@@ -146,18 +146,12 @@ impl Stage {
 
     /// `make <args>`, which must succeed: its stdout.
     fn make_ok(&self, args: &[&str]) -> String {
-        let out = self.make(args);
-        assert!(out.status.success(), "{}", text(&out));
-        String::from_utf8(out.stdout).unwrap()
+        String::from_utf8(make_ok_in(self.dir.path(), self.port, args).stdout).unwrap()
     }
 
     /// `make <args>`, which must fail saying each of `needles`: all it said.
     fn make_refused(&self, args: &[&str], needles: &[&str]) -> String {
-        let out = self.make(args);
-        let said = text(&out);
-        assert!(!out.status.success(), "{said}");
-        testkit::process::assert_says_all(&said, needles);
-        said
+        make_refused_in(self.dir.path(), self.port, args, needles)
     }
 
     /// The ConfigMaps of the test's namespace, read through the API server.
