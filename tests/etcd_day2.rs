@@ -64,6 +64,7 @@ impl Stage {
                 port: self.port,
                 etcd_client_url: self.etcd_client_url.clone(),
                 initial_cluster: running.then(|| format!("edge-par-cp-1={peer}")),
+                join_etcd: false,
                 etcd_peer_url: peer,
                 control_plane_etcd_endpoints: Vec::new(),
                 kube_apiserver_pid_file: None,

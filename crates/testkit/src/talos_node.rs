@@ -168,6 +168,9 @@ pub struct ControlPlaneSpec {
     /// Its etcd runs from the start, a member of this initial cluster (`name=peer,...`); `None`:
     /// it runs only once bootstrapped (or the client URL is another's etcd).
     pub initial_cluster: Option<String>,
+    /// With no initial cluster: its etcd joins the cluster of `control_plane_etcd_endpoints` at
+    /// once, as a learner first, as a control plane made again or added does.
+    pub join_etcd: bool,
     /// Every control plane's etcd client URL, as Talos discovers them for a member's removal;
     /// empty: the node's own only.
     pub control_plane_etcd_endpoints: Vec<String>,
@@ -230,6 +233,8 @@ impl ControlPlaneNode {
         }
         if let Some(initial) = &spec.initial_cluster {
             command.args(["--etcd-initial-cluster", initial]);
+        } else if spec.join_etcd {
+            command.arg("--etcd-join");
         }
         if let Some(pid_file) = &spec.kube_apiserver_pid_file {
             command.arg("--kube-apiserver-pid-file").arg(pid_file);
@@ -283,6 +288,7 @@ pub fn etcd_cluster(names: &[&str], addresses: &[&str], port: u16) -> Vec<Contro
             etcd_client_url: client.clone(),
             etcd_peer_url: peer.clone(),
             initial_cluster: Some(initial.clone()),
+            join_etcd: false,
             control_plane_etcd_endpoints: clients.clone(),
             kube_apiserver_pid_file: None,
         })

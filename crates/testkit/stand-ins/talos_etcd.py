@@ -79,6 +79,22 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
   `Preparing`, and the reboot cuts the connections already open. Any other reset is refused as
   not modelled (Unimplemented, saying so);
 
+- a control plane made again, or added (--etcd-join: not the bootstrap node, its etcd folder
+  empty) joins as Talos's etcd service makes it join (E:483-568, 286-396, 604-660): through a
+  client of every control plane's etcd (--control-plane-etcd-endpoints) with
+  `WithRequireLeader`, the member list first, a member of its own hostname removed (a machine
+  made again under the same name: "there will be a conflict between the existing member and a
+  new joining member", E:303-312), then `MemberAddAsLearner` of its peer URL, the list read
+  again and the initial cluster built from it (the new member, still unnamed, under its
+  hostname); a failed attempt is tried again every 3 s and up to 1 s (E:333-336; Talos gives
+  up after EtcdJoinTimeout, 30 minutes: C:926; here the node's lifetime). etcd then starts with
+  `--initial-cluster-state=existing`, a learner, and the promotion runs beside it
+  (E:205-216): `MemberPromote` of its id through each control plane's endpoint in turn, first at
+  once, which etcd refuses while the learner has not caught up with the leader, then every 15 s
+  and up to 1 s (E:604-660, the units at :614; siderolabs/go-retry v0.3.3 retry/retry.go:208-253 tries first,
+  then waits). Talos's first attempt runs as the runner starts etcd's container, before etcd
+  answers; here it runs just before etcd starts, so the member is a learner for those 15 s.
+
 Not modelled: the roles (every client here is admin), apid's proxying to other nodes (the client
 Talos makes to the control planes' endpoints for a removal is the local member's here), TLS
 between etcd and its clients, the time-sync wait, and a worker's Talos services.
@@ -116,6 +132,10 @@ MEMBER_REMOVE_SECONDS = 30
 MODELLED_RESET = "EPHEMERAL wiped, a reboot, no graceful leave"
 # pkg/chunker/stream/stream.go:49-52, the default chunk size of Talos's stream chunker.
 CHUNK = 1024
+# A joining control plane's waits (E:333-336, E:613-617): between two attempts to add its member,
+# and between two attempts to promote it, each plus up to a second of jitter.
+JOIN_RETRY_SECONDS = 3
+PROMOTE_RETRY_SECONDS = 15
 
 
 def die_with_parent(argv):
@@ -144,6 +164,8 @@ class NodeEtcd:
         self.reset_until = 0.0
         if args.etcd_initial_cluster:
             self.start(initial_cluster=args.etcd_initial_cluster)
+        elif args.etcd_join:
+            threading.Thread(target=self.join, daemon=True).start()
 
     # --- the checks every handler makes first ------------------------------------------------
 
@@ -380,6 +402,69 @@ class NodeEtcd:
         now.GetCurrentTime()
         return now
 
+    # --- a control plane joining the cluster ---------------------------------------------------
+
+    def join(self):
+        """The etcd service of a control plane that joins (see the module's text): its member
+        added as a learner, etcd started in the existing cluster, then promoted. The thread
+        stays while etcd runs (its child dies with it)."""
+        endpoints = self.control_plane_endpoints()
+        while True:
+            joined = self.add_as_learner(endpoints)
+            if joined is not None:
+                break
+            time.sleep(JOIN_RETRY_SECONDS + random.random())
+        member_id, initial_cluster = joined
+        self.record({"etcd": "added as a learner", "member_id": f"{member_id:016x}",
+                     "initial_cluster": initial_cluster})
+        promoted = self.promote(member_id, endpoints.split(","))
+        process = self.start(initial_cluster=initial_cluster, state="existing")
+        while not promoted:
+            time.sleep(PROMOTE_RETRY_SECONDS + random.random())
+            promoted = self.promote(member_id, endpoints.split(","))
+        process.wait()
+
+    def add_as_learner(self, endpoints):
+        """One attempt of Talos's addMember (E:286-325): (member id, initial cluster), or None."""
+        listed = self.etcdctl("member", "list", "-w", "json", endpoints=endpoints)
+        if listed.returncode != 0:
+            self.record({"etcd": "join attempt failed", "error": self.etcd_error(listed)})
+            return None
+        for member in json.loads(listed.stdout).get("members", []):
+            if member.get("name") == self.args.hostname:
+                gone = self.etcdctl("member", "remove", f"{member['ID']:x}", endpoints=endpoints,
+                                    command_timeout=MEMBER_REMOVE_SECONDS)
+                self.record({"etcd": "removed the member of the same name",
+                             "member_id": f"{member['ID']:016x}", "ok": gone.returncode == 0})
+                if gone.returncode != 0:
+                    return None
+        added = self.etcdctl("member", "add", self.args.hostname,
+                             f"--peer-urls={self.args.etcd_peer_url}", "--learner", "-w", "json",
+                             endpoints=endpoints)
+        if added.returncode != 0:
+            self.record({"etcd": "join attempt failed", "error": self.etcd_error(added)})
+            return None
+        member_id = json.loads(added.stdout)["member"]["ID"]
+        listed = self.etcdctl("member", "list", "-w", "json", endpoints=endpoints)
+        if listed.returncode != 0:
+            return None
+        initial = [f"{self.args.hostname if m['ID'] == member_id else m.get('name', '')}={url}"
+                   for m in json.loads(listed.stdout).get("members", [])
+                   for url in m.get("peerURLs", [])]
+        return member_id, ",".join(initial)
+
+    def promote(self, member_id, endpoints):
+        """One round of Talos's promoteMember (E:604-660): each endpoint in turn until one
+        promotes the learner."""
+        for endpoint in endpoints:
+            done = self.etcdctl("member", "promote", f"{member_id:x}", endpoints=endpoint)
+            if done.returncode == 0:
+                self.record({"etcd": "promoted", "member_id": f"{member_id:016x}"})
+                return True
+            error = self.etcd_error(done)
+        self.record({"etcd": "promotion refused", "error": error})
+        return False
+
     # --- the etcd service ----------------------------------------------------------------------
 
     def service(self, request):
@@ -415,7 +500,7 @@ class NodeEtcd:
         self.record({"restored": json.loads(status.stdout), "flags": flags})
         os.remove(snapshot)
 
-    def start(self, initial_cluster):
+    def start(self, initial_cluster, state="new"):
         data = os.path.join(self.args.var_lib, "etcd")
         os.makedirs(data, mode=0o700, exist_ok=True)
         log = open(os.path.join(self.args.record_dir, "etcd.log"), "ab")
@@ -427,7 +512,7 @@ class NodeEtcd:
                      f"--advertise-client-urls={self.args.etcd_client_url}",
                      f"--listen-peer-urls={self.args.etcd_peer_url}",
                      f"--initial-advertise-peer-urls={self.args.etcd_peer_url}",
-                     f"--initial-cluster={initial_cluster}", "--initial-cluster-state=new"]),
+                     f"--initial-cluster={initial_cluster}", f"--initial-cluster-state={state}"]),
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL)
             return self.process
 
@@ -458,6 +543,9 @@ def add_arguments(parser):
                         help="how long the node takes no connection after a reset's reboot")
     parser.add_argument("--etcd-initial-cluster",
                         help="start the node's etcd at once, a member of this initial cluster")
+    parser.add_argument("--etcd-join", action="store_true",
+                        help="a control plane made again or added: its etcd joins the cluster "
+                        "of --control-plane-etcd-endpoints as a learner, then is promoted")
 
 
 def servicer_methods(node_etcd, maintenance):

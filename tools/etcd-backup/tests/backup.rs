@@ -66,6 +66,7 @@ impl World {
                 port,
                 etcd_client_url: etcd_client_url.clone(),
                 initial_cluster: Some(format!("edge-par-cp-1={peer}")),
+                join_etcd: false,
                 etcd_peer_url: peer,
                 control_plane_etcd_endpoints: Vec::new(),
                 kube_apiserver_pid_file: None,

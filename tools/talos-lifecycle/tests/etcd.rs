@@ -170,6 +170,7 @@ impl RoundTrip {
                 etcd_client_url: plane.etcd_url().to_owned(),
                 etcd_peer_url: url_at(address),
                 initial_cluster: None,
+                join_etcd: false,
                 control_plane_etcd_endpoints: Vec::new(),
                 kube_apiserver_pid_file: Some(pid_file),
             },
@@ -998,4 +999,117 @@ fn a_kubernetes_upgrade_is_planned_from_the_kubelets_the_api_server_reports() {
     // Two minors past the worker's kubelet: refused before anything.
     let out = plan("v1.37.0");
     testkit::process::assert_refused(&out, 2, &["Talos v1.13 runs Kubernetes 1.31 to 1.36"]);
+}
+
+/// `await-healthy` against the kubeconfig and kubectl of `plane`, looking `tries` times a second
+/// apart.
+fn await_healthy(three: &Three, plane: &ControlPlane, tries: &str) -> Output {
+    let kubectl = plane.kubectl();
+    let kubectl = kubectl.get_program().to_str().unwrap().to_owned();
+    three.tool.run(&[
+        "await-healthy",
+        "--wait-tries",
+        tries,
+        "--wait-interval-seconds",
+        "1",
+        "--kubeconfig",
+        plane.kubeconfig().to_str().unwrap(),
+        "--kubectl",
+        &kubectl,
+    ])
+}
+
+/// The id and learner flag of the member named `name`, as the member at `url` lists it.
+fn member_of(programs: &Programs, url: &str, name: &str) -> Option<(u64, bool)> {
+    let list: Value = serde_json::from_str(&etcdctl_at(
+        programs,
+        url,
+        &["member", "list", "-w", "json"],
+    ))
+    .unwrap();
+    list["members"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == name)
+        .map(|m| (m["ID"].as_u64().unwrap(), m["isLearner"] == true))
+}
+
+/// A control plane made again: its machine gone, its member removed through another, then a
+/// new machine under the same name and address, whose etcd joins as Talos's does (a learner
+/// first, promoted once caught up). `await-healthy` refuses while the machine does not answer,
+/// waits while its member is a learner, and passes once it votes.
+#[test]
+fn a_control_plane_made_again_joins_as_a_learner_and_the_cluster_is_healthy_once_it_votes() {
+    let test = "a_control_plane_made_again_joins_as_a_learner";
+    let addresses = ["127.0.0.41", "127.0.0.42", "127.0.0.43"];
+    let Some(mut three) = Three::start(test, addresses) else {
+        return;
+    };
+    let Some(plane) = ControlPlane::start(test) else {
+        return;
+    };
+    for name in CONTROL_PLANES.iter().chain(&["edge-par-worker-1"]) {
+        plane.add_node(name, &[]);
+    }
+    let programs = three.tool.programs.clone();
+    let (old_id, _) = member_of(&programs, &three.clients[0], CONTROL_PLANES[2]).unwrap();
+
+    // cp-3's machine is gone; its member is removed through another.
+    three.nodes[2] = None;
+    testkit::eventually("the two left to follow a leader", || {
+        three.settled(&[0, 1]).then_some(())
+    });
+    testkit::process::success_stdout(&remove(&three, &["--node", "edge-par-cp-3", "--failed"]));
+    let out = await_healthy(&three, &plane, "2");
+    testkit::process::assert_refused(&out, 1, &["edge-par-cp-3: the Talos API does not answer"]);
+
+    // Its new machine: same name and address, an empty disk.
+    let spec = ControlPlaneSpec {
+        hostname: CONTROL_PLANES[2].into(),
+        address: addresses[2].into(),
+        port: three.tool.port,
+        etcd_client_url: three.clients[2].clone(),
+        etcd_peer_url: url_at(addresses[2]),
+        initial_cluster: None,
+        join_etcd: true,
+        control_plane_etcd_endpoints: three.clients.clone(),
+        kube_apiserver_pid_file: None,
+    };
+    three.nodes[2] = Some(ControlPlaneNode::start(
+        &programs,
+        three.tool.dir.path(),
+        &spec,
+    ));
+    let out = await_healthy(&three, &plane, "90");
+    let said = stderr(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("is a learner"),
+        "the learner was not waited for: {said}"
+    );
+    assert!(
+        said.contains("3 etcd members, each a healthy voter"),
+        "{said}"
+    );
+
+    let (new_id, learner) = member_of(&programs, &three.clients[0], CONTROL_PLANES[2]).unwrap();
+    assert!(new_id != old_id && !learner, "{new_id:x} {learner}");
+    assert_eq!(member_names(&programs, &three.clients[0]), CONTROL_PLANES);
+    // The node's own account: added as a learner, refused a promotion before it caught up,
+    // promoted after.
+    let steps: Vec<String> = three.nodes[2]
+        .as_ref()
+        .unwrap()
+        .calls("")
+        .iter()
+        .filter_map(|c| c["etcd"].as_str().map(str::to_owned))
+        .collect();
+    let between = &steps[1..steps.len().saturating_sub(1).max(1)];
+    assert!(
+        steps.len() >= 3
+            && steps[0] == "added as a learner"
+            && steps.last().is_some_and(|s| s == "promoted")
+            && between.iter().all(|s| s == "promotion refused"),
+        "{steps:?}"
+    );
 }
