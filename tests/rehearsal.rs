@@ -15,9 +15,11 @@
 //!   its rescue system (testkit::sshd), the first worker adopted at 127.0.0.1, the second
 //!   (make add-worker's) ordered, the stand-in giving it its rescue's address, 127.0.0.2 (both
 //!   sshds on one port, the only one added to the command infra.sh runs); talos-apply-insecure
-//!   is recorded, hands the inventory on and gives each worker's node stand-in its own config
-//!   (its own tests run it against the Talos maintenance stand-in: here every node would need
-//!   a machine-CA certificate of its own on loopback);
+//!   is recorded: it gives each worker's node stand-in in maintenance mode its own config and
+//!   records it configured and proved ours, as the real tool does once the node answers mutual
+//!   TLS (its own tests run it against the Talos maintenance stand-in: here every node would
+//!   need a machine-CA certificate of its own on loopback), so that scw-infra names a new
+//!   worker in the edge names only once the edge serves from it;
 //! - Kubernetes: the real control plane (testkit::control_plane) with kwok nodes named as the
 //!   inventory names the machines, reached under the endpoint's name through a loopback CONNECT
 //!   proxy (`HTTPS_PROXY`, testkit::tunnel) that refuses any other destination, by the pinned
@@ -610,10 +612,29 @@ pub(crate) fn record_rescue_flash(bin: &Path, log: &Path, sshd_port: u16) {
     );
 }
 
-/// Python printing `<name> <public IPv4>` for each worker of the inventory on its input.
-const WORKERS_OF: &str = "import json, sys\n\
-for n in json.load(sys.stdin)[\"nodes\"]:\n    \
-if n[\"role\"] == \"worker\": print(n[\"name\"], n[\"public_ipv4\"])";
+/// What talos-apply-insecure does to each worker of the inventory on its input, in Python: a
+/// worker whose recorded config is not its `worker-<name>.yaml` (argv[1]: the config folder)
+/// gets that file at its node stand-in (argv[2], `ADDRESS` its address), then the two steps
+/// the real tool records once the node answers mutual TLS with our talosconfig
+/// (`config_applied`, the config's sha256; `proved_ours`, the image it was flashed with: see
+/// talos-apply-insecure's apply.rs and its tests against the Talos node stand-in); the
+/// inventory goes on, as the real tool hands it on.
+const APPLY_TO_WORKERS: &str = "import hashlib, json, os, sys\n\
+inventory = json.load(sys.stdin)\n\
+for n in inventory[\"nodes\"]:\n    \
+if n[\"role\"] != \"worker\": continue\n    \
+config = open(os.path.join(sys.argv[1], \"worker-\" + n[\"name\"] + \".yaml\"), \"rb\").read()\n    \
+digest = \"sha256:\" + hashlib.sha256(config).hexdigest()\n    \
+steps = n.setdefault(\"steps\", {})\n    \
+if steps.get(\"config_applied\") == digest: continue\n    \
+held = sys.argv[2].replace(\"ADDRESS\", n[\"public_ipv4\"])\n    \
+os.makedirs(os.path.dirname(held), exist_ok=True)\n    \
+fd = os.open(held, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)\n    \
+os.write(fd, config)\n    \
+os.close(fd)\n    \
+steps[\"config_applied\"] = digest\n    \
+steps[\"proved_ours\"] = steps.get(\"image_flashed\", \"ours\")\n\
+print(json.dumps(inventory))";
 
 fn install_tools(dir: &Path, sshd_port: u16) {
     let path = |name: &str| dir.join(name);
@@ -630,10 +651,11 @@ fn install_tools(dir: &Path, sshd_port: u16) {
     }
     // The node tools' calls recorded; scw-rescue-flash then runs for real, told the rescue
     // sshds' port and to look again at once (the stand-in's server changes state at each
-    // look); talos-apply-insecure hands the inventory on unchanged, and each worker of it, in
-    // maintenance mode, takes its own worker-<name>.yaml from --config-dir: the node stand-in
-    // at its address holds it from then on (the control planes took theirs as user data, which
-    // no talosctl call here reads).
+    // look); talos-apply-insecure gives each worker of the inventory, in maintenance mode, its
+    // own worker-<name>.yaml from --config-dir (the node stand-in at its address holds it from
+    // then on) and records it configured and proved ours, as the real tool does (the control
+    // planes took theirs as user data, which no talosctl call here reads, and are not proved:
+    // no node stand-in answers at their addresses).
     let log = path("node-tools.log");
     record_rescue_flash(&bin, &log, sshd_port);
     let node_config = testkit::standin::talos_node_config(&path("talos-state"), "ADDRESS");
@@ -643,12 +665,7 @@ fn install_tools(dir: &Path, sshd_port: u16) {
         &log,
         &format!(
             "while (( $# )); do [[ $1 == --config-dir ]] && config_dir=$2; shift; done\n\
-             inventory=$(cat)\n\
-             while read -r name address; do\n  \
-               config='{}'\n  \
-               install -D -m 600 \"$config_dir/worker-$name.yaml\" \"${{config/ADDRESS/$address}}\" || exit 1\n\
-             done < <(python3 -c '{WORKERS_OF}' <<<\"$inventory\")\n\
-             printf '%s\\n' \"$inventory\"",
+             exec python3 -c '{APPLY_TO_WORKERS}' \"$config_dir\" '{}'",
             node_config.display()
         ),
     );
@@ -970,16 +987,23 @@ fn assert_the_worker_was_flashed(stage: &Stage, inventory: &Value, log: &[Value]
         .map(|r| r["body"]["boot_type"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(boots, ["rescue", "normal"], "{log:#?}");
-    // Its config was not proved applied here (talos-apply-insecure is recorded, not run): the
-    // flashed tag, which only a node proved ours gets, is not written.
+    // Configured and proved ours (talos-apply-insecure's record), it carries the flashed tag,
+    // which only a node proved ours gets: the image it runs.
     let state_worker = testkit::scaleway::tagged(&state["bm_servers"], CLUSTER_TAG)[0].clone();
-    assert!(
-        !state_worker["tags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t.as_str().unwrap().starts_with("edgepop-image-flashed=")),
+    let flashed: Vec<&str> = state_worker["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str().unwrap().strip_prefix("edgepop-image-flashed="))
+        .collect();
+    assert_eq!(
+        flashed,
+        [format!("sha256:{}", sha256(&stage.infra.worker_raw))],
         "{state_worker}"
+    );
+    assert_eq!(
+        worker_node["steps"]["proved_ours"], worker_node["steps"]["image_flashed"],
+        "{inventory}"
     );
 }
 
