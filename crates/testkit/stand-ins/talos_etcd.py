@@ -136,6 +136,7 @@ class NodeEtcd:
         self.common = common_pb
         self.record = record
         self.process = None
+        self.initial_cluster = None
         self.lock = threading.Lock()
         # Until when the node is rebooting after a reset (time.monotonic()): it takes no
         # connection meanwhile (talos_maintenance.py asks `rebooting()` of each one).
@@ -363,6 +364,24 @@ class NodeEtcd:
     def rebooting(self):
         return time.monotonic() < self.down_until
 
+    def stop_for_reboot(self):
+        """etcd stopped with the services for a reboot that keeps /var (an upgrade's): whether
+        this node ran it."""
+        with self.lock:
+            ran = self.process is not None
+        self.stop()
+        return ran
+
+    def run_again(self):
+        """etcd started again on the folder it kept, its member the same, from a thread that
+        lasts as long as it runs (the child dies with the thread that started it)."""
+        initial = self.initial_cluster
+
+        def run():
+            self.start(initial_cluster=initial).wait()
+
+        threading.Thread(target=run, daemon=True).start()
+
     def etcd_state(self):
         """The etcd service's state and its last event's message (see the module's text)."""
         if time.monotonic() < self.reset_until:
@@ -419,6 +438,7 @@ class NodeEtcd:
         data = os.path.join(self.args.var_lib, "etcd")
         os.makedirs(data, mode=0o700, exist_ok=True)
         log = open(os.path.join(self.args.record_dir, "etcd.log"), "ab")
+        self.initial_cluster = initial_cluster
         with self.lock:
             self.process = subprocess.Popen(
                 die_with_parent(
