@@ -719,16 +719,24 @@ fn cluster_of_three(
 
 /// `talos-lifecycle upgrade` to v1.13.10 (the node stand-ins run v1.13.9), with that patch's
 /// installers, over the control planes at `addresses` (the inventory's worker has no node
-/// stand-in here); readiness is never reached (kubectl would fail).
+/// stand-in here); Kubernetes is `plane`'s, or none (kubectl would fail).
 fn upgrade_to_next_patch(
     dir: &Path,
     programs: &Programs,
     port: u16,
     addresses: &[&str; 3],
     dry_run: bool,
+    plane: Option<&ControlPlane>,
 ) -> Output {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\n").unwrap();
+    let (kubeconfig, kubectl) = match plane {
+        Some(plane) => (
+            plane.kubeconfig().to_owned(),
+            plane.kubectl().get_program().to_owned(),
+        ),
+        None => (kubeconfig, "false".into()),
+    };
     let out_dir = dir.join("etcd");
     let mut args = vec![
         "upgrade",
@@ -743,7 +751,7 @@ fn upgrade_to_next_patch(
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
         "--kubectl",
-        "false",
+        kubectl.to_str().unwrap(),
     ];
     if dry_run {
         args.push("--dry-run");
@@ -773,8 +781,9 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
     testkit::eventually("the three members to elect a leader", || {
         leaders(&[0, 1, 2]).then_some(())
     });
-    let upgrade =
-        |dry_run: bool| upgrade_to_next_patch(dir.path(), &programs, port, &addresses, dry_run);
+    let upgrade = |dry_run: bool| {
+        upgrade_to_next_patch(dir.path(), &programs, port, &addresses, dry_run, None)
+    };
 
     // Healthy: every version read through the real talosctl, the plan snapshots first and then
     // gates each control plane.
@@ -931,7 +940,24 @@ fn a_node_upgraded_through_the_real_talosctl_is_drained_rebooted_uncordoned_and_
         testkit::talos_node::settled(&programs.etcdctl, &urls).then_some(())
     });
     assert_eq!(member_names(&programs, &clients[1]), CONTROL_PLANES);
-    let out = upgrade_to_next_patch(dir.path(), &programs, port, &addresses, true);
+    let plan =
+        || upgrade_to_next_patch(dir.path(), &programs, port, &addresses, true, Some(&plane));
+
+    // Left cordoned, as a run stopped between talosctl's drain and its uncordon leaves it (the
+    // uncordon waits for the node to be Ready): skipping it would leave it unschedulable.
+    plane.kubectl_ok(&["cordon", CONTROL_PLANES[0]], "");
+    let out = plan();
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    testkit::process::assert_says_all(
+        &said,
+        &[
+            "edge-par-cp-1 runs v1.13.10 already, but its Kubernetes node is cordoned",
+            "kubectl uncordon edge-par-cp-1",
+        ],
+    );
+    plane.kubectl_ok(&["uncordon", CONTROL_PLANES[0]], "");
+    let out = plan();
     let steps: Vec<Value> = testkit::process::json_lines(&testkit::process::success_stdout(&out));
     let shape: Vec<(&str, &str)> = steps
         .iter()
