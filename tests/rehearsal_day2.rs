@@ -19,7 +19,8 @@
 //!   boot id) followed through Talos's events, the node uncordoned; the next one starts only
 //!   once the last answers with the pin, its member healthy and its node Ready. Afterwards every
 //!   control plane answers with the pin, the three members hold the data (the ConfigMaps read
-//!   back), and a second run has nothing to do;
+//!   back), a second run has nothing to do, and one with a node left cordoned (as a run stopped
+//!   between talosctl's drain and its uncordon leaves it) is refused, naming it;
 //! - `make dry-run-upgrade-k8s` with one kubelet (kwok's node) a patch behind the pin: the plan
 //!   from what the API server reports; `make upgrade-k8s` once every kubelet runs the pin:
 //!   nothing to upgrade, no snapshot, the machine configs made again at the pin;
@@ -35,7 +36,8 @@
 //! the inventory (the control planes at loopback addresses; the worker, which no node stand-in
 //! plays here, left out), the cluster's secrets and talosconfig made by the real talosctl, the
 //! admin kubeconfig (its server the API server's loopback address instead of the cluster's
-//! endpoint). It takes about 3 minutes, most of it the restore's waits on the lost nodes.
+//! endpoint). It takes 3 to 4 minutes, most of it the restore's waits on the lost nodes and the
+//! three upgrades (each a reboot of seconds, followed through Talos's events).
 //!
 //! Not run here, and why:
 //! - the worker's `make upgrade-talos`: no node stand-in plays it here, and its upgrade is
@@ -356,6 +358,26 @@ fn upgrade_talos_step(stage: &Stage) {
     for i in 0..3 {
         assert_eq!(stage.node(i).calls("LifecycleService.Upgrade").len(), 1);
     }
+    left_cordoned(stage);
+}
+
+/// A node on the target left cordoned, as a run stopped between talosctl's drain and its
+/// uncordon leaves it: a run names it instead of skipping it, and does nothing.
+fn left_cordoned(stage: &Stage) {
+    let (name, before) = (NAMES[1], snapshots(stage));
+    stage.plane.kubectl_ok(&["cordon", name], "");
+    stage.make_refused(
+        &["upgrade-talos", "CONFIRM=yes"],
+        &[
+            &format!(
+                "{name} runs {} already, but its Kubernetes node is cordoned",
+                testkit::pin("TALOS_VERSION")
+            ),
+            &format!("kubectl uncordon {name}"),
+        ],
+    );
+    stage.plane.kubectl_ok(&["uncordon", name], "");
+    assert_eq!(snapshots(stage), before);
 }
 
 /// The pinned control-plane installer, as `scw-infra names` computes it.
