@@ -35,8 +35,9 @@ kubeconfig, never through the node.
   pkg/resource/metadata.go:145-147).
 - The `Nodename` itself: written by Talos's `k8s.NodenameController` (internal/app/machined/pkg/
   controllers/k8s/nodename.go:27-29, 95-119) from the node's hostname, made a Kubernetes name by
-  nodename.FromHostname (internal/.../k8s/internal/nodename/nodename.go:24-45: lowercased, `_`
-  made `-`, other characters than [a-z0-9.-] dropped). talosctl reads it back through
+  nodename.FromHostname (internal/app/machined/pkg/controllers/k8s/internal/nodename/
+  nodename.go:24-56: lowercased, `_` made `-`, other characters than [a-z0-9.-] dropped, dashes
+  and dots trimmed at both ends). talosctl reads it back through
   protobuf.Unmarshal (cosi pkg/resource/protobuf/resource.go:199-219: metadata and spec must be
   there; the version must parse as an integer, pkg/resource/version.go:59-72; the phase must be
   `running` or `tearingDown`, pkg/resource/phase.go:30-39), then the registered type's
@@ -117,8 +118,9 @@ def cosi_messages():
 
 
 def nodename_from_hostname(hostname):
-    """nodename.FromHostname (nodename.go:24-45): lowercase, `_` to `-`, others dropped."""
-    return re.sub(r"[^a-z0-9.-]", "", hostname.lower().replace("_", "-"))
+    """nodename.FromHostname (nodename.go:24-56): lowercase, `_` to `-`, others dropped, then
+    dashes and dots trimmed at both ends (a name left empty is Talos's error, not modelled)."""
+    return re.sub(r"[^a-z0-9.-]", "", hostname.lower().replace("_", "-")).strip("-.")
 
 
 def kubeconfig_archive(data):

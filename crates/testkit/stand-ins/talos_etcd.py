@@ -78,6 +78,9 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
   ("Service finished successfully", internal/app/machined/pkg/system/system.go:191), never
   `Preparing`, and the reboot cuts the connections already open. Any other reset is refused as
   not modelled (Unimplemented, saying so);
+- an upgrade's reboot (talos_upgrade.py, which cites it): etcd stops with the services and
+  starts again once the node is back, on the folder it kept (Talos keeps /var across an
+  upgrade), the same member;
 
 Not modelled: the roles (every client here is admin), apid's proxying to other nodes (the client
 Talos makes to the control planes' endpoints for a removal is the local member's here), TLS

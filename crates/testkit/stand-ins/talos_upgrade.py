@@ -1,5 +1,6 @@
 """The upgrade side of a configured Talos node, for talos_maintenance.py: what `talosctl upgrade`
-sends through Talos v1.13's upgrade API, answered as Talos v1.13.9 answers it.
+sends through Talos v1.13's upgrade API, and the reboot it follows with `--wait`, answered as
+Talos v1.13.9 answers them.
 
 The services `machine.ImageService` (api/machine/image.proto) and `machine.LifecycleService`
 (api/machine/lifecycle.proto) are not among the protos ../shared/talos/v1.13.9/api holds
@@ -55,16 +56,18 @@ Sources, siderolabs/talos at v1.13.9:
   installer `<host>/<platform>-installer/<schematic>:<version>` is tagged with the Talos version
   it installs: image-factory docs/api.md). A node starts as one just booted: BOOTING, RUNNING
   ready in its history;
-- `MachineService.Events` (S:1447-1517): first an empty "hello" event (no payload, the
-  request's actor id), then the events from the position `tail_events` asks (0: only those
-  published from now on; negative: the whole history; N: the last N;
-  v1alpha1_events.go:124-140), filtered by `with_actor_id`, each an `Event` whose `data` is an
-  Any of type URL `talos/runtime/<message's full name>` (internal/app/machined/pkg/runtime/
-  events.go:127-159) and whose id is an xid (20 characters of base32hex, github.com/rs/xid).
+- `MachineService.Events` (machine.proto, ../shared; v1alpha1_server.go:1447-1517): first an
+  empty "hello" event (no payload, the request's actor id), then the events from the position
+  `tail_events` asks (0: only those published from now on; negative: the whole history; N: the
+  last N; v1alpha1_events.go:124-141), filtered by `with_actor_id`, each an `Event` whose
+  `data` is an Any of type URL `talos/runtime/<message's full name>`
+  (internal/app/machined/pkg/runtime/events.go:127-159) and whose id is an xid (20 characters
+  of base32hex, github.com/rs/xid).
   `tail_id` and `tail_seconds` are not modelled (Unimplemented, saying so);
-- `MachineService.Read` (S:1406-1442): a regular file streamed as `common.Data`; a path that
-  does not exist is NotFound with Go's `stat <path>: no such file or directory`. The one file
-  modelled is /proc/sys/kernel/random/boot_id (the kernel's boot id, a UUID and a newline).
+- `MachineService.Read` (machine.proto; v1alpha1_server.go:1406-1442): a regular file
+  streamed as `common.Data`; a path that does not exist is NotFound with Go's `stat <path>: no
+  such file or directory` (:1407-1411). The one file modelled is
+  /proc/sys/kernel/random/boot_id (the kernel's boot id, a UUID and a newline).
 
 What talosctl does with these, `upgrade --wait` (forced on by the drain, upgrade.go:66-72) or
 `reboot --wait`: cmd/talosctl/cmd/talos/reboot.go:92-116 and cmd/talosctl/pkg/talos/action/
