@@ -68,6 +68,7 @@ impl Stage {
                 etcd_peer_url: peer,
                 control_plane_etcd_endpoints: Vec::new(),
                 kube_apiserver_pid_file: None,
+                admin_kubeconfig: None,
             },
         )
     }

@@ -11,9 +11,16 @@
 //! - `make dry-run-upgrade-talos`: every control plane's Talos read through talosctl, the plan
 //!   snapshots first and gates each control plane, one at a time, in the inventory's order;
 //! - `make upgrade-talos` (the nodes run v1.13.9, the pin is later): the configs made for the
-//!   pin and validated, a snapshot, the gate passed on cp-1, its installer (the pinned Scaleway
-//!   one) pulled and run through the real talosctl; the run stops at cp-1's drain (below), no
-//!   other node started;
+//!   pin and validated, one snapshot, then each control plane in turn, cp-1, cp-2, cp-3, behind
+//!   the gate, through the real `talosctl upgrade --image <pinned Scaleway installer> --wait`:
+//!   the installer pulled and run, the kubeconfig fetched and the node's name read through the
+//!   Talos API (COSI), the Kubernetes node cordoned and drained through the API server, the
+//!   reboot (the node away for seconds, its etcd member stopped and back on its data, a new
+//!   boot id) followed through Talos's events, the node uncordoned; the next one starts only
+//!   once the last answers with the pin, its member healthy and its node Ready. Afterwards every
+//!   control plane answers with the pin, the three members hold the data (the ConfigMaps read
+//!   back), a second run has nothing to do, and one with a node left cordoned (as a run stopped
+//!   between talosctl's drain and its uncordon leaves it) is refused, naming it;
 //! - `make dry-run-upgrade-k8s` with one kubelet (kwok's node) a patch behind the pin: the plan
 //!   from what the API server reports; `make upgrade-k8s` once every kubelet runs the pin:
 //!   nothing to upgrade, no snapshot, the machine configs made again at the pin;
@@ -29,19 +36,14 @@
 //! the inventory (the control planes at loopback addresses; the worker, which no node stand-in
 //! plays here, left out), the cluster's secrets and talosconfig made by the real talosctl, the
 //! admin kubeconfig (its server the API server's loopback address instead of the cluster's
-//! endpoint). It takes about 3 minutes, most of it the restore's waits on the lost nodes.
+//! endpoint), and a Scaleway profile in HOME (made-up keys, a loopback API URL: no worker is
+//! listed, so the worker's record asks nothing of the API). It takes 3 to 4 minutes, most of it
+//! the restore's waits on the lost nodes; the Talos upgrade's three reboots about 25 s.
 //!
 //! Not run here, and why:
-//! - `make upgrade-talos` past cp-1's installer: the tool runs `talosctl upgrade --image ...
-//!   --wait`, whose drain (on by default, and forcing the wait: siderolabs/talos v1.13.9
-//!   cmd/talosctl/cmd/talos/upgrade.go:66-72) fetches the kubeconfig through the Talos API and
-//!   resolves the node's name through the COSI `State` service (drain.go:34-103,
-//!   nodedrain/nodedrain.go:52-62), and whose wait follows the `Events` stream and the boot id
-//!   (action/tracker.go:38-72): the node stand-in serves none of these (COSI's protos are not
-//!   among ../shared's), so it answers Unimplemented, as Talos answers a call it does not serve;
-//!   talos-lifecycle's own test runs the real talosctl's upgrade to the reboot with
-//!   `--drain=false --wait=false`. Past the control planes, the worker's upgrade is recorded on
-//!   its server through Scaleway, which this test does not stand up;
+//! - the worker's `make upgrade-talos`: no node stand-in plays it here, and its upgrade is
+//!   recorded on its server through Scaleway, which this test does not stand up; the installer
+//!   itself (the node stand-in stages the upgrade, `talos_upgrade.py`);
 //! - `make upgrade-k8s` with a kubelet behind: `talosctl upgrade-k8s` reads COSI resources and
 //!   patches the configs on the nodes, which the node stand-in does not model;
 //! - `make replace-control-plane`, `make add-worker`, `make remove-worker`: they destroy and make
@@ -88,8 +90,11 @@ impl Stage {
         let pid_file = dir.path().join("kube-apiserver.pid");
         let port = testkit::free_port();
         let mut specs = testkit::talos_node::etcd_cluster(&NAMES, &ADDRESSES, port);
+        // ... and serves the cluster's admin kubeconfig (written once the API server runs).
+        let admin = dir.path().join("admin.kubeconfig");
         for spec in &mut specs {
             spec.kube_apiserver_pid_file = Some(pid_file.clone());
+            spec.admin_kubeconfig = Some(admin.clone());
         }
         let nodes: Vec<Option<ControlPlaneNode>> = specs
             .iter()
@@ -102,6 +107,7 @@ impl Stage {
         });
         let plane = ControlPlane::start_over_etcd(test, &clients.join(","))?;
         plane.write_apiserver_pid(&pid_file);
+        fs::copy(plane.kubeconfig(), &admin).unwrap();
         let control_planes: Vec<(&str, &str)> = NAMES.into_iter().zip(ADDRESSES).collect();
         let kubectl = PathBuf::from(plane.kubectl().get_program());
         operator_folder(
@@ -122,6 +128,7 @@ impl Stage {
         )
         .unwrap();
         fs::copy(plane.kubeconfig(), dir.path().join("out/kubeconfig")).unwrap();
+        scaleway_profile(dir.path());
         Some(Stage {
             programs,
             dir,
@@ -291,48 +298,157 @@ fn snapshots(stage: &Stage) -> usize {
     fs::read_dir(stage.out("etcd")).unwrap().count()
 }
 
-/// `make upgrade-talos` with CONFIRM=yes: the plan, the configs made again for the pin, a
-/// snapshot before any node changes, the gate passed on cp-1, its installer pulled and run
-/// through the real talosctl. There the run stops: talosctl's drain (forced on with the wait,
-/// upgrade.go:66-72) first fetches the kubeconfig through the Talos API (drain.go:34-103),
-/// which the node stand-in does not serve; the tool stops at that node, none other started.
+/// `make upgrade-talos` with CONFIRM=yes: the configs made again for the pin, one snapshot,
+/// then cp-1, cp-2, cp-3 each upgraded through the real talosctl (drained, rebooted, uncordoned)
+/// and waited for before the next starts; afterwards the pin everywhere, the data kept, and a
+/// second run that has nothing to do.
 fn upgrade_talos_step(stage: &Stage) {
     let before = snapshots(stage);
-    let out = stage.make(&["upgrade-talos", "CONFIRM=yes"]);
-    let said = text(&out);
-    assert!(!out.status.success(), "{said}");
-    testkit::process::assert_says_all(
-        &said,
-        &[
-            "\"step\":\"wait-upgraded\",\"node\":\"edge-par-cp-3\"",
-            "is valid for cloud mode",
-            "upgrade completed",
-            "error fetching kubeconfig from Talos API",
-            "edge-par-cp-1: talosctl upgrade: Talos answered Unimplemented",
+    let inventory = fs::read_to_string(stage.out("inventory.json")).unwrap();
+    let watch = stage.plane.watch_nodes(NAMES.len(), stage.dir.path());
+    let said = stage.make_ok(&["upgrade-talos", "CONFIRM=yes"]);
+    let cordons = testkit::control_plane::cordons(&watch.changes());
+    // The plan first (as the dry run shows it), then what was done.
+    let (plan, records): (Vec<Value>, Vec<Value>) = testkit::process::json_lines::<Value>(&said)
+        .into_iter()
+        .partition(|r| r["kind"] == "TalosUpgradeStep");
+    assert_eq!(plan.len(), 12, "{said}");
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "EtcdSnapshot",
+            "TalosUpgraded",
+            "TalosUpgraded",
+            "TalosUpgraded"
         ],
+        "{said}"
+    );
+    let pin = testkit::pin("TALOS_VERSION");
+    for (record, name) in records[1..].iter().zip(NAMES) {
+        assert_eq!(
+            (record["node"].as_str(), record["from"].as_str()),
+            (Some(name), Some("v1.13.9"))
+        );
+        assert_eq!(record["to"], pin.as_str());
+        assert_eq!(record["installer"], installer());
+    }
+    assert_eq!(snapshots(stage), before + 1);
+    // The upgrades are recorded in the run's output (above), not in the inventory: a control
+    // plane's entry does not say what it runs, and no worker is listed here to be tagged.
+    assert_eq!(
+        fs::read_to_string(stage.out("inventory.json")).unwrap(),
+        inventory
+    );
+    one_at_a_time(stage, &cordons);
+    for (i, name) in NAMES.iter().enumerate() {
+        assert_eq!(talos_version(stage, i), pin, "{name}");
+    }
+    // The members kept their data through the reboots: one leader of three, the objects read.
+    let urls: Vec<&str> = stage.clients.iter().map(String::as_str).collect();
+    testkit::eventually("the three members to follow one leader", || {
+        testkit::talos_node::settled(&stage.programs.etcdctl, &urls).then_some(())
+    });
+    assert_eq!(stage.config_maps(), ["made-after", "made-before"]);
+
+    // Run again: every node on the pin, nothing to do, nothing taken.
+    let out = stage.make(&["upgrade-talos", "CONFIRM=yes"]);
+    let again = text(&out);
+    assert!(out.status.success(), "{again}");
+    assert!(
+        again.contains(&format!("runs {pin} already: nothing to do")),
+        "{again}"
     );
     assert_eq!(snapshots(stage), before + 1);
-    let installer = format!(
+    for i in 0..3 {
+        assert_eq!(stage.node(i).calls("LifecycleService.Upgrade").len(), 1);
+    }
+    left_cordoned(stage);
+}
+
+/// A node on the target left cordoned, as a run stopped between talosctl's drain and its
+/// uncordon leaves it: a run names it instead of skipping it, and does nothing.
+fn left_cordoned(stage: &Stage) {
+    let (name, before) = (NAMES[1], snapshots(stage));
+    stage.plane.kubectl_ok(&["cordon", name], "");
+    stage.make_refused(
+        &["upgrade-talos", "CONFIRM=yes"],
+        &[
+            &format!(
+                "{name} runs {} already, but its Kubernetes node is cordoned",
+                testkit::pin("TALOS_VERSION")
+            ),
+            &format!("kubectl uncordon {name}"),
+        ],
+    );
+    stage.plane.kubectl_ok(&["uncordon", name], "");
+    assert_eq!(snapshots(stage), before);
+}
+
+/// The pinned control-plane installer, as `scw-infra names` computes it.
+fn installer() -> String {
+    format!(
         "factory.talos.dev/scaleway-installer/{}:{}",
         testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC"),
         testkit::pin("TALOS_VERSION")
-    );
-    let first = stage.node(0);
-    let rpcs: Vec<String> = first
-        .calls("")
-        .iter()
-        .map(|c| c["rpc"].as_str().unwrap().to_owned())
-        .collect();
-    let staged = &rpcs[rpcs.len() - 3..];
-    assert_eq!(
-        staged,
-        ["Version", "ImageService.Pull", "LifecycleService.Upgrade"]
-    );
-    assert_eq!(first.calls("ImageService.Pull")[0]["image_ref"], installer);
-    assert!(first.calls("Reboot").is_empty());
-    for i in 1..3 {
-        assert!(stage.node(i).calls("ImageService.Pull").is_empty());
+    )
+}
+
+/// The nodes were upgraded one at a time, in the inventory's order: each Kubernetes node
+/// cordoned once and made schedulable again before the next one's cordon, and each control
+/// plane's upgrade started only after the one before came back from its reboot.
+fn one_at_a_time(stage: &Stage, cordons: &[testkit::control_plane::Cordon]) {
+    let names: Vec<&str> = cordons.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, NAMES, "{cordons:?}");
+    for pair in cordons.windows(2) {
+        assert!(
+            pair[0].until.is_some_and(|u| u < pair[1].from),
+            "{cordons:?}"
+        );
     }
+    assert!(cordons[2].until.is_some(), "{cordons:?}");
+    let at = |i: usize, what: &str| -> f64 {
+        let calls = stage.node(i).calls("");
+        let found = calls
+            .iter()
+            .find(|c| c["rpc"] == what || c["reboot"] == what);
+        found.and_then(|c| c["at"].as_f64()).unwrap_or(f64::NAN)
+    };
+    for i in 0..2 {
+        let (back, next) = (at(i, "up"), at(i + 1, "LifecycleService.Upgrade"));
+        assert!(
+            back < next,
+            "{}: back at {back}, {}'s upgrade at {next}",
+            NAMES[i],
+            NAMES[i + 1]
+        );
+    }
+    let first = stage.node(0);
+    assert_eq!(
+        first.calls("ImageService.Pull")[0]["image_ref"],
+        installer()
+    );
+}
+
+/// The Talos version the control plane `i` answers with, read through the real talosctl.
+fn talos_version(stage: &Stage, i: usize) -> String {
+    let out = Command::new(&stage.programs.talosctl)
+        .arg("--talosconfig")
+        .arg(stage.dir.path().join("talosconfig"))
+        .args(["--endpoints", &format!("{}:{}", ADDRESSES[i], stage.port)])
+        .args(["--nodes", ADDRESSES[i], "version"])
+        .output()
+        .unwrap();
+    let said = testkit::process::success_stdout(&out);
+    // The client's block first, then the node's: the last tag is the node's.
+    let tag = said
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Tag:"))
+        .next_back();
+    tag.unwrap().trim().to_owned()
 }
 
 /// `make dry-run-upgrade-k8s` with cp-3's kubelet a patch behind the pin: the plan from what
@@ -435,6 +551,25 @@ fn restore_step(stage: &mut Stage, snapshot: &str) {
         (!names.contains(&"made-after".to_owned())).then_some(names)
     });
     assert_eq!(after, ["made-before"]);
+}
+
+/// The operator's Scaleway profile (`$HOME/.config/scw/config.yaml`, HOME the test's folder),
+/// which `make upgrade-talos` needs to record the worker's upgrade on its server: this
+/// inventory has no worker, so nothing is asked of the API (its URL a loopback port where
+/// nothing answers, the keys made up).
+fn scaleway_profile(home: &std::path::Path) {
+    let folder = home.join(".config/scw");
+    fs::create_dir_all(&folder).unwrap();
+    let profile = "access_key: SCWXXXXXXXXXXXXXXXXX\n\
+                   secret_key: 00000000-0000-4000-8000-000000000000\n\
+                   default_project_id: 00000000-0000-4000-8000-000000000001\n\
+                   api_url: http://127.0.0.1:9\n";
+    fs::write(folder.join("config.yaml"), profile).unwrap();
+    fs::set_permissions(
+        folder.join("config.yaml"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
 }
 
 impl Stage {

@@ -177,6 +177,9 @@ pub struct ControlPlaneSpec {
     /// A file holding the pid of the process that plays its kube-apiserver (what `talosctl
     /// restart -k` stops there); `None`: no API server runs on it.
     pub kube_apiserver_pid_file: Option<PathBuf>,
+    /// The admin kubeconfig it serves through the Talos API (what talosctl's drain fetches);
+    /// `None`: it serves none.
+    pub admin_kubeconfig: Option<PathBuf>,
 }
 
 /// A running control-plane stand-in, killed (its etcd with it) when dropped.
@@ -239,6 +242,9 @@ impl ControlPlaneNode {
         if let Some(pid_file) = &spec.kube_apiserver_pid_file {
             command.arg("--kube-apiserver-pid-file").arg(pid_file);
         }
+        if let Some(kubeconfig) = &spec.admin_kubeconfig {
+            command.arg("--admin-kubeconfig").arg(kubeconfig);
+        }
         if !spec.control_plane_etcd_endpoints.is_empty() {
             command.args([
                 "--control-plane-etcd-endpoints",
@@ -291,6 +297,7 @@ pub fn etcd_cluster(names: &[&str], addresses: &[&str], port: u16) -> Vec<Contro
             join_etcd: false,
             control_plane_etcd_endpoints: clients.clone(),
             kube_apiserver_pid_file: None,
+            admin_kubeconfig: None,
         })
         .collect()
 }

@@ -78,6 +78,9 @@ constants/constants.go), etcd v3.6.12 (M = server/etcdserver/api/v3rpc/maintenan
   ("Service finished successfully", internal/app/machined/pkg/system/system.go:191), never
   `Preparing`, and the reboot cuts the connections already open. Any other reset is refused as
   not modelled (Unimplemented, saying so);
+- an upgrade's reboot (talos_upgrade.py, which cites it): etcd stops with the services and
+  starts again once the node is back, on the folder it kept (Talos keeps /var across an
+  upgrade), the same member;
 
 - a control plane made again, or added (--etcd-join: not the bootstrap node, its etcd folder
   empty) joins as Talos's etcd service makes it join (E:483-568, 286-396, 604-660): through a
@@ -156,6 +159,7 @@ class NodeEtcd:
         self.common = common_pb
         self.record = record
         self.process = None
+        self.initial_cluster = None
         self.lock = threading.Lock()
         # Until when the node is rebooting after a reset (time.monotonic()): it takes no
         # connection meanwhile (talos_maintenance.py asks `rebooting()` of each one).
@@ -385,6 +389,24 @@ class NodeEtcd:
     def rebooting(self):
         return time.monotonic() < self.down_until
 
+    def stop_for_reboot(self):
+        """etcd stopped with the services for a reboot that keeps /var (an upgrade's): whether
+        this node ran it."""
+        with self.lock:
+            ran = self.process is not None
+        self.stop()
+        return ran
+
+    def run_again(self):
+        """etcd started again on the folder it kept, its member the same, from a thread that
+        lasts as long as it runs (the child dies with the thread that started it)."""
+        initial = self.initial_cluster
+
+        def run():
+            self.start(initial_cluster=initial).wait()
+
+        threading.Thread(target=run, daemon=True).start()
+
     def etcd_state(self):
         """The etcd service's state and its last event's message (see the module's text)."""
         if time.monotonic() < self.reset_until:
@@ -504,6 +526,7 @@ class NodeEtcd:
         data = os.path.join(self.args.var_lib, "etcd")
         os.makedirs(data, mode=0o700, exist_ok=True)
         log = open(os.path.join(self.args.record_dir, "etcd.log"), "ab")
+        self.initial_cluster = initial_cluster
         with self.lock:
             self.process = subprocess.Popen(
                 die_with_parent(

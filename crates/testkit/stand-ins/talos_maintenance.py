@@ -42,8 +42,11 @@ internal/app/machined/pkg/controllers/runtime/api_service_config.go, services/ma
   --kube-apiserver-pid-file names a live process (a test's real API server, which the test
   starts again as kubelet would). Other namespaces or drivers are refused as not modelled.
 - a configured node answers `Version` with --talos-version (v1.13.9 by default), and the calls
-  `talosctl upgrade --drain=false` makes (ImageService.Pull, LifecycleService.Upgrade, Reboot),
-  after which it answers with the installer's version: talos_upgrade.py, which cites each.
+  `talosctl upgrade --wait` makes (ImageService.Pull, LifecycleService.Upgrade, Reboot, Events,
+  Read of the boot id), rebooting (etcd stopped and started again on its data, a new boot id)
+  and answering with the installer's version after: talos_upgrade.py, which cites each; and
+  the calls of its drain (Kubeconfig, with --admin-kubeconfig, and COSI's State.Get of the
+  node's Nodename): talos_drain.py, which cites each.
 
 Listens on --address (127.0.0.1 by default: several nodes take addresses of their own in
 127.0.0.0/8) at --port (0: one the system picks). Writes the port it listens on to --port-file,
@@ -67,6 +70,7 @@ from concurrent import futures
 
 import grpc
 
+import talos_drain
 import talos_etcd
 import talos_upgrade
 
@@ -133,6 +137,7 @@ def main():
     parser.add_argument("--kube-apiserver-pid-file",
                         help="the pid of the process playing this node's kube-apiserver")
     talos_etcd.add_arguments(parser)
+    talos_drain.add_arguments(parser)
     args = parser.parse_args()
 
     pb, pb_grpc = compile_protos(args.api_dir, tempfile.mkdtemp(prefix="talos-api-"))
@@ -142,13 +147,22 @@ def main():
     leave = threading.Event()
 
     def record(call):
+        # `at`: the wall clock, so that a test can order the calls of several nodes.
         with open(os.path.join(args.record_dir, "calls.jsonl"), "a") as f:
-            f.write(json.dumps(call) + "\n")
+            f.write(json.dumps({**call, "at": time.time()}) + "\n")
 
-    node_etcd = talos_etcd.NodeEtcd(args, pb, importlib.import_module("common.common_pb2"),
-                                    record)
+    common_pb = importlib.import_module("common.common_pb2")
+    node_etcd = talos_etcd.NodeEtcd(args, pb, common_pb, record)
     etcd_calls = talos_etcd.servicer_methods(node_etcd, lambda: state["maintenance"])
-    node_upgrade = talos_upgrade.NodeUpgrade(args.talos_version, record)
+    node_upgrade = talos_upgrade.NodeUpgrade(args.talos_version, record, pb, args.reboot_seconds,
+                                             node_etcd)
+    node_drain = talos_drain.NodeDrain(
+        args, common_pb, record,
+        lambda context, api: node_etcd.check_controlplane(context, api, state["maintenance"]))
+
+    def down():
+        """The machine is rebooting: it takes no connection, and those open are cut."""
+        return node_etcd.rebooting() or node_upgrade.rebooting()
 
     class Machine(pb_grpc.MachineServiceServicer):
         def Version(self, request, context):
@@ -162,7 +176,23 @@ def main():
                 platform=pb.PlatformInfo(name="metal", mode="metal"))])
 
         def Reboot(self, request, context):
-            return node_upgrade.reboot(pb)
+            return node_upgrade.reboot()
+
+        # Maintenance mode's service has none of these three: Unimplemented, the default's.
+        def Events(self, request, context):
+            if state["maintenance"]:
+                return super().Events(request, context)
+            return node_upgrade.watch(request, context)
+
+        def Read(self, request, context):
+            if state["maintenance"]:
+                return super().Read(request, context)
+            return node_upgrade.read(common_pb, request, context)
+
+        def Kubeconfig(self, request, context):
+            if state["maintenance"]:
+                return super().Kubeconfig(request, context)
+            return node_drain.kubeconfig(request, context)
 
         def Restart(self, request, context):
             record({"rpc": "Restart", "namespace": request.namespace, "id": request.id,
@@ -213,9 +243,11 @@ def main():
     # Python's ssl module), as Talos's apid is Go's crypto/tls: both take Ed25519 client
     # certificates (talosctl's admin certificate is one), which gRPC's own BoringSSL refuses by
     # default.
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    # A worker a call: the event streams talosctl's wait keeps open hold one each.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
     pb_grpc.add_MachineServiceServicer_to_server(Machine(), server)
     server.add_generic_rpc_handlers(node_upgrade.handlers())
+    server.add_generic_rpc_handlers(node_drain.handlers())
     inner = server.add_insecure_port("127.0.0.1:0")
     server.start()
 
@@ -243,7 +275,7 @@ def main():
             while True:
                 # A reboot cuts the connections already open, as a real one does.
                 readable, _, _ = select.select([tls, backend], [], [], 0.1)
-                if node_etcd.rebooting():
+                if down():
                     break
                 if tls in readable or tls.pending():
                     chunk = tls.recv(65536)
@@ -269,7 +301,7 @@ def main():
 
     def connection(raw):
         # A node rebooting after a reset takes no connection until it is back.
-        if node_etcd.rebooting():
+        if down():
             raw.close()
             return
         # Each handshake sees the node as it is now: maintenance (and which certificate) or not.

@@ -70,6 +70,7 @@ impl World {
                 etcd_peer_url: peer,
                 control_plane_etcd_endpoints: Vec::new(),
                 kube_apiserver_pid_file: None,
+                admin_kubeconfig: None,
             },
         );
         let identity = dir.path().join("identity.txt");

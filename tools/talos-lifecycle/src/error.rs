@@ -107,6 +107,13 @@ pub enum Error {
         refusal: upgrade::PathRefusal,
     },
     #[error(
+        "{node} runs {to} already, but its Kubernetes node is cordoned (unschedulable): the \
+         drain of a stopped upgrade, which talosctl undoes only once the node is Ready again, \
+         and a run skips a node on the target; once it is healthy, `kubectl uncordon {node}`, \
+         then run this again; nothing was done"
+    )]
+    Cordoned { node: String, to: String },
+    #[error(
         "talosctl is {client}, of another minor than the target {to}: use a talosctl of {} \
          (make tools, after the pin bump); nothing was done",
         to.minor_line()
@@ -182,6 +189,7 @@ impl Report for Error {
             | Error::Snapshot { .. }
             | Error::UnknownNode { .. }
             | Error::Path { .. }
+            | Error::Cordoned { .. }
             | Error::Unsupported { .. }
             | Error::ClientMinor { .. } => Exit::Usage,
             _ => Exit::Failure,

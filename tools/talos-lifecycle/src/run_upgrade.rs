@@ -54,6 +54,7 @@ pub fn upgrade(
         .map(|s| s.node.node.clone())
         .collect();
     let behind: Vec<&Seen> = seen.iter().filter(|s| s.version != *to).collect();
+    check_not_cordoned(talos, &seen, to)?;
     let observed = observe(talos, &control_planes);
     let source = if behind.is_empty() {
         None
@@ -177,6 +178,30 @@ fn versions(talos: &dyn Talos, nodes: Vec<UpgradeNode>, to: &Release) -> Result<
             Ok(Seen { node, version })
         })
         .collect()
+}
+
+/// Refused when a node already on the target is cordoned: a run skips it, so the cordon a
+/// stopped run left (talosctl uncordons only once the node is Ready again) would stay, and the
+/// worker, the one node that takes workloads, would take none.
+fn check_not_cordoned(talos: &dyn Talos, seen: &[Seen], to: &Release) -> Result<(), Error> {
+    if seen.iter().all(|s| s.version != *to) {
+        return Ok(());
+    }
+    let kubelets = talos
+        .kubelets()
+        .map_err(|error| Error::node("kubectl", "get nodes", error))?;
+    let cordoned = seen.iter().filter(|s| s.version == *to).find(|s| {
+        kubelets
+            .iter()
+            .any(|k| k.cordoned && k.name == s.node.node.name)
+    });
+    match cordoned {
+        Some(s) => Err(Error::Cordoned {
+            node: s.node.node.name.clone(),
+            to: to.to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The gate before `node`: refused, naming what is wrong, unless the cluster is healthy.

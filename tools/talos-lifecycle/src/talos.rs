@@ -90,6 +90,8 @@ pub struct Kubelet {
     /// `status.nodeInfo.kubeletVersion`.
     pub version: String,
     pub ready: bool,
+    /// `spec.unschedulable`: cordoned (a drain not undone yet).
+    pub cordoned: bool,
 }
 
 /// The real programs: talosctl with the cluster's talosconfig, etcdutl, and kubectl with the
@@ -349,7 +351,7 @@ fn ready(node: &serde_json::Value) -> bool {
         .any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
-/// `kubectl get nodes -o json`: each node's name, kubelet version and readiness.
+/// `kubectl get nodes -o json`: each node's name, kubelet version, readiness and cordon.
 pub fn parse_kubelets(text: &str) -> Result<Vec<Kubelet>, NodeError> {
     let unreadable = |why: String| NodeError::Client(format!("kubectl get nodes: {why}"));
     let list: serde_json::Value =
@@ -366,6 +368,7 @@ pub fn parse_kubelets(text: &str) -> Result<Vec<Kubelet>, NodeError> {
                     name: name.to_owned(),
                     version: version.to_owned(),
                     ready: ready(node),
+                    cordoned: node["spec"]["unschedulable"] == true,
                 }),
                 _ => Err(unreadable(format!(
                     "a node without a name or kubelet version: {node}"

@@ -882,6 +882,44 @@ const WORKER_INSTALLER: &str = "factory.talos.dev/metal-installer/b4f8:v1.13.11"
 const WORKER: &str = "edge-par-worker-1";
 
 /// The snapshot into `out_dir`, three looks at an upgraded node.
+#[test]
+fn a_node_on_the_target_left_cordoned_is_named_even_when_nothing_is_left_to_upgrade() {
+    // A run stopped between talosctl's drain and its uncordon: the worker runs the target,
+    // its Kubernetes node still cordoned. A rerun would skip it and leave it so.
+    let talos = Scripted {
+        versions: RefCell::new(
+            CPS.iter()
+                .chain([&WORKER])
+                .map(|n| ((*n).to_owned(), "v1.13.11".to_owned()))
+                .collect(),
+        ),
+        ..kubelets_at("v1.36.3")
+    };
+    talos.kubelets.borrow_mut()[3].cordoned = true;
+    for dry_run in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let (result, out) = go(&upgrade_config(dir.path(), dry_run), &talos);
+        let said = error_of(result, Exit::Usage);
+        assert!(
+            said.contains(
+                "edge-par-worker-1 runs v1.13.11 already, but its Kubernetes node is cordoned"
+            ),
+            "{said}"
+        );
+        assert!(
+            said.contains("kubectl uncordon edge-par-worker-1"),
+            "{said}"
+        );
+        assert!(out.is_empty(), "{out}");
+    }
+    assert!(upgrades(&talos).is_empty());
+
+    // Uncordoned: nothing to do.
+    talos.kubelets.borrow_mut()[3].cordoned = false;
+    let dir = tempfile::tempdir().unwrap();
+    assert!(go_ok(&upgrade_config(dir.path(), false), &talos).is_empty());
+}
+
 fn quick_run(out_dir: &Path) -> UpgradeRun {
     UpgradeRun {
         out_dir: out_dir.to_path_buf(),
@@ -1304,6 +1342,7 @@ fn kubelets_at(version: &str) -> Scripted {
             name: (*name).to_owned(),
             version: version.into(),
             ready: true,
+            cordoned: false,
         })
         .collect();
     talos
@@ -1403,11 +1442,11 @@ fn a_kubernetes_target_off_the_path_or_unsupported_or_an_unhealthy_cluster_is_re
 }
 
 #[test]
-fn kubectls_node_list_is_read_for_names_kubelets_and_readiness() {
+fn kubectls_node_list_is_read_for_names_kubelets_readiness_and_cordons() {
     let list = r#"{"items":[
         {"metadata":{"name":"edge-par-cp-1"},"status":{"nodeInfo":{"kubeletVersion":"v1.36.3"},
          "conditions":[{"type":"Ready","status":"True"}]}},
-        {"metadata":{"name":"edge-par-worker-1"},"status":{"nodeInfo":{"kubeletVersion":"v1.35.2"},
+        {"metadata":{"name":"edge-par-worker-1"},"spec":{"unschedulable":true},"status":{"nodeInfo":{"kubeletVersion":"v1.35.2"},
          "conditions":[{"type":"Ready","status":"False"}]}}]}"#;
     let kubelets = talos::parse_kubelets(list).unwrap();
     assert_eq!(
@@ -1416,12 +1455,14 @@ fn kubectls_node_list_is_read_for_names_kubelets_and_readiness() {
             Kubelet {
                 name: "edge-par-cp-1".into(),
                 version: "v1.36.3".into(),
-                ready: true
+                ready: true,
+                cordoned: false
             },
             Kubelet {
                 name: "edge-par-worker-1".into(),
                 version: "v1.35.2".into(),
-                ready: false
+                ready: false,
+                cordoned: true
             }
         ]
     );

@@ -15,9 +15,12 @@
 //! - the upgrade's gate on three members: every node's version read through the real talosctl,
 //!   the plan; then one member stopped while its node's Talos API answers: the snapshot is taken
 //!   (two of three hold the quorum), and no control plane's upgrade starts;
-//! - the real talosctl's upgrade (`--drain=false --wait=false`: the drain and the wait are not
-//!   modelled) against the node stand-in's upgrade API (`talos_upgrade.py`): the installer pulled,
-//!   the upgrade run from it, the reboot; the node then answers with the installer's version, and
+//! - the real talosctl's upgrade with its drain and `--wait`, as the tool runs it, against the node
+//!   stand-in's upgrade API (`talos_upgrade.py`, `talos_drain.py`) and a real API server with
+//!   kwok's nodes: the installer pulled, the upgrade run from it, the kubeconfig fetched and the
+//!   node's name read through COSI, the node cordoned and its Pod evicted through the API server,
+//!   the reboot followed through Talos's events until the boot id changed, the node uncordoned;
+//!   its etcd member is back among the three, the node answers with the installer's version, and
 //!   the tool, reading every version through talosctl, skips it and resumes at the next node;
 //! - a Kubernetes upgrade's plan from the kubelets a real API server reports (kwok's nodes, one
 //!   kubelet behind), and a target the nodes' Talos does not run refused.
@@ -173,6 +176,7 @@ impl RoundTrip {
                 join_etcd: false,
                 control_plane_etcd_endpoints: Vec::new(),
                 kube_apiserver_pid_file: Some(pid_file),
+                admin_kubeconfig: None,
             },
         );
         let inventory = inventory(&[("edge-par-cp-1", address)]);
@@ -716,16 +720,24 @@ fn cluster_of_three(
 
 /// `talos-lifecycle upgrade` to v1.13.10 (the node stand-ins run v1.13.9), with that patch's
 /// installers, over the control planes at `addresses` (the inventory's worker has no node
-/// stand-in here); readiness is never reached (kubectl would fail).
+/// stand-in here); Kubernetes is `plane`'s, or none (kubectl would fail).
 fn upgrade_to_next_patch(
     dir: &Path,
     programs: &Programs,
     port: u16,
     addresses: &[&str; 3],
     dry_run: bool,
+    plane: Option<&ControlPlane>,
 ) -> Output {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\n").unwrap();
+    let (kubeconfig, kubectl) = match plane {
+        Some(plane) => (
+            plane.kubeconfig().to_owned(),
+            plane.kubectl().get_program().to_owned(),
+        ),
+        None => (kubeconfig, "false".into()),
+    };
     let out_dir = dir.join("etcd");
     let mut args = vec![
         "upgrade",
@@ -740,7 +752,7 @@ fn upgrade_to_next_patch(
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
         "--kubectl",
-        "false",
+        kubectl.to_str().unwrap(),
     ];
     if dry_run {
         args.push("--dry-run");
@@ -770,8 +782,9 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
     testkit::eventually("the three members to elect a leader", || {
         leaders(&[0, 1, 2]).then_some(())
     });
-    let upgrade =
-        |dry_run: bool| upgrade_to_next_patch(dir.path(), &programs, port, &addresses, dry_run);
+    let upgrade = |dry_run: bool| {
+        upgrade_to_next_patch(dir.path(), &programs, port, &addresses, dry_run, None)
+    };
 
     // Healthy: every version read through the real talosctl, the plan snapshots first and then
     // gates each control plane.
@@ -833,8 +846,9 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
     );
 }
 
-/// The real talosctl's upgrade flow against a node stand-in that answers Talos v1.13's upgrade
-/// API (`talos_upgrade.py`), without the drain and the wait it cannot model.
+/// The real talosctl's upgrade as the tool runs it (the drain on by default, which forces the
+/// wait; the wait bounded) against a node stand-in that answers Talos v1.13's upgrade API
+/// (`talos_upgrade.py`) and what the drain asks of the node (`talos_drain.py`).
 fn talosctl_upgrade(
     programs: &Programs,
     dir: &Path,
@@ -842,7 +856,7 @@ fn talosctl_upgrade(
     port: u16,
     image: &str,
 ) -> Output {
-    let upgrade = ["upgrade", "--image", image, "--drain=false", "--wait=false"];
+    let upgrade = ["upgrade", "--image", image, "--wait", "--timeout=3m"];
     talosctl(
         programs,
         dir,
@@ -869,55 +883,82 @@ fn talosctl(programs: &Programs, dir: &Path, address: &str, port: u16, args: &[&
         .unwrap()
 }
 
+/// A Pod bound to `node` as the scheduler binds one (kwok runs it), for the drain to evict.
+fn pod_on(plane: &ControlPlane, namespace: &str, name: &str, node: &str) {
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "example.com/app:1"}]},
+    });
+    plane.kubectl_ok(&["create", "-f", "-"], &pod.to_string());
+}
+
 #[test]
-fn a_node_upgraded_through_the_real_talosctl_answers_with_the_installers_version_and_is_skipped() {
+fn a_node_upgraded_through_the_real_talosctl_is_drained_rebooted_uncordoned_and_skipped() {
     let test = "a_node_upgraded_through_the_real_talosctl";
     let addresses = ["127.0.0.15", "127.0.0.16", "127.0.0.17"];
     let Some((programs, dir)) = setup(test, &addresses) else {
         return;
     };
+    let Some(plane) = ControlPlane::start(test) else {
+        return;
+    };
     let port = testkit::free_port();
-    let (nodes, _, clients) = cluster_of_three(
-        &programs,
-        dir.path(),
-        &CONTROL_PLANES,
-        &addresses,
-        port,
-        false,
-    );
+    let mut specs = testkit::talos_node::etcd_cluster(&CONTROL_PLANES, &addresses, port);
+    // cp-1 serves the admin kubeconfig of the test's API server, as Talos serves the cluster's.
+    specs[0].admin_kubeconfig = Some(plane.kubeconfig().to_owned());
+    let nodes: Vec<ControlPlaneNode> = specs
+        .iter()
+        .map(|spec| ControlPlaneNode::start(&programs, dir.path(), spec))
+        .collect();
+    let clients: Vec<String> = specs.iter().map(|s| s.etcd_client_url.clone()).collect();
+    for name in CONTROL_PLANES {
+        plane.add_node(name, &[]);
+    }
+    plane.kubectl_ok(&["create", "namespace", "drained"], "");
+    pod_on(&plane, "drained", "on-cp-1", CONTROL_PLANES[0]);
+    let watch = plane.watch_nodes(CONTROL_PLANES.len(), dir.path());
     let installer = "factory.talos.dev/scaleway-installer/3765:v1.13.10";
 
     let out = talosctl_upgrade(&programs, dir.path(), addresses[0], port, installer);
-    assert!(out.status.success(), "{}", testkit::process::text(&out));
-    // Talos's order: the version checked, the installer pulled into the system namespace, the
-    // upgrade run from it, then the reboot.
-    let calls: Vec<String> = nodes[0]
-        .calls("")
-        .iter()
-        .map(|c| c["rpc"].as_str().unwrap().to_owned())
-        .filter(|rpc| rpc != "Version")
-        .collect();
-    assert_eq!(
-        calls,
-        ["ImageService.Pull", "LifecycleService.Upgrade", "Reboot"]
-    );
-    assert_eq!(
-        nodes[0].calls("ImageService.Pull")[0]["image_ref"],
-        installer
-    );
-    // common.ContainerdNamespace NS_SYSTEM (common.proto), talosctl's `--namespace system`.
-    assert_eq!(nodes[0].calls("ImageService.Pull")[0]["namespace"], 1);
+    let said = testkit::process::text(&out);
+    assert!(out.status.success(), "{said}");
+    assert_upgraded_drained_and_rebooted(&nodes[0], installer, &said);
     assert!(nodes[1].calls("LifecycleService.Upgrade").is_empty());
+    // Cordoned through the API server for the reboot, schedulable again after; its Pod evicted.
+    let cordons = testkit::control_plane::cordons(&watch.changes());
+    assert_eq!(cordons.len(), 1, "{cordons:?}");
+    assert_eq!(cordons[0].name, CONTROL_PLANES[0]);
+    assert!(cordons[0].until.is_some(), "{cordons:?}");
+    let pods = plane.kubectl_ok(&["get", "pods", "-n", "drained", "-o", "name"], "");
+    assert_eq!(pods.trim(), "", "{said}");
 
-    // The tool reads every version through the real talosctl: the upgraded node is skipped, a
-    // run resumes at the next one.
-    testkit::eventually("the three members to elect a leader", || {
-        clients
-            .iter()
-            .all(|url| has_leader(&programs.etcdctl, url))
-            .then_some(())
+    // Its member kept through the reboot: the three follow one leader again. The tool reads
+    // every version through the real talosctl: the upgraded node is skipped, a run resumes at
+    // the next one.
+    let urls: Vec<&str> = clients.iter().map(String::as_str).collect();
+    testkit::eventually("the three members to follow one leader", || {
+        testkit::talos_node::settled(&programs.etcdctl, &urls).then_some(())
     });
-    let out = upgrade_to_next_patch(dir.path(), &programs, port, &addresses, true);
+    assert_eq!(member_names(&programs, &clients[1]), CONTROL_PLANES);
+    let plan =
+        || upgrade_to_next_patch(dir.path(), &programs, port, &addresses, true, Some(&plane));
+
+    // Left cordoned, as a run stopped between talosctl's drain and its uncordon leaves it (the
+    // uncordon waits for the node to be Ready): skipping it would leave it unschedulable.
+    plane.kubectl_ok(&["cordon", CONTROL_PLANES[0]], "");
+    let out = plan();
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    testkit::process::assert_says_all(
+        &said,
+        &[
+            "edge-par-cp-1 runs v1.13.10 already, but its Kubernetes node is cordoned",
+            "kubectl uncordon edge-par-cp-1",
+        ],
+    );
+    plane.kubectl_ok(&["uncordon", CONTROL_PLANES[0]], "");
+    let out = plan();
     let steps: Vec<Value> = testkit::process::json_lines(&testkit::process::success_stdout(&out));
     let shape: Vec<(&str, &str)> = steps
         .iter()
@@ -929,6 +970,64 @@ fn a_node_upgraded_through_the_real_talosctl_answers_with_the_installers_version
         shape,
         [("skip", "edge-par-cp-1"), ("gate", "edge-par-cp-2")]
     );
+}
+
+/// What the node saw of `talosctl upgrade --wait` with its drain, in Talos's order: the version
+/// checked, the installer pulled into the system namespace and run, the kubeconfig fetched and
+/// the node's name read through COSI (the drain), the boot id read, the reboot, the boot id read
+/// again until it changed, the kubeconfig again (the uncordon); then it answers with the
+/// installer's version.
+fn assert_upgraded_drained_and_rebooted(node: &ControlPlaneNode, installer: &str, said: &str) {
+    let calls = node.calls("");
+    let rpcs: Vec<&str> = calls
+        .iter()
+        .filter_map(|c| c["rpc"].as_str())
+        .filter(|rpc| !["Version", "Events", "Read"].contains(rpc))
+        .collect();
+    assert_eq!(
+        rpcs,
+        [
+            "ImageService.Pull",
+            "LifecycleService.Upgrade",
+            "Kubeconfig",
+            "COSI.Get",
+            "Reboot",
+            "Kubeconfig"
+        ],
+        "{said}"
+    );
+    let pulled = &node.calls("ImageService.Pull")[0];
+    assert_eq!(pulled["image_ref"], installer);
+    // common.ContainerdNamespace NS_SYSTEM (common.proto), talosctl's `--namespace system`.
+    assert_eq!(pulled["namespace"], 1);
+    let got = &node.calls("COSI.Get")[0];
+    assert_eq!(
+        (&got["namespace"], &got["type"], &got["id"]),
+        (
+            &Value::from("k8s"),
+            &Value::from("Nodenames.kubernetes.talos.dev"),
+            &Value::from("nodename")
+        )
+    );
+    // The boot id read before the reboot and after it, until the node came back with another.
+    let at = |what: &str| {
+        calls
+            .iter()
+            .position(|c| c["rpc"] == what || c["reboot"] == what)
+    };
+    let reads: Vec<usize> = (0..calls.len())
+        .filter(|&i| calls[i]["rpc"] == "Read")
+        .collect();
+    let (reboot, up) = (at("Reboot").unwrap(), at("up").unwrap());
+    assert!(reads.iter().any(|&i| i < reboot), "{calls:?}");
+    assert!(reads.iter().any(|&i| i > up), "{calls:?}");
+    assert!(
+        calls
+            .iter()
+            .all(|c| c["path"].is_null() || c["path"] == "/proc/sys/kernel/random/boot_id")
+    );
+    assert_eq!(calls[up]["version"], "v1.13.10");
+    assert!(said.contains("post check passed"), "{said}");
 }
 
 #[test]
@@ -1074,6 +1173,7 @@ fn a_control_plane_made_again_joins_as_a_learner_and_the_cluster_is_healthy_once
         join_etcd: true,
         control_plane_etcd_endpoints: three.clients.clone(),
         kube_apiserver_pid_file: None,
+        admin_kubeconfig: None,
     };
     three.nodes[2] = Some(ControlPlaneNode::start(
         &programs,

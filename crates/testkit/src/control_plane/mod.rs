@@ -18,6 +18,7 @@ mod components;
 mod lifeline;
 mod pki;
 mod service_account;
+mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -32,6 +33,7 @@ use crate::free_port;
 use lifeline::Lifeline;
 use pki::{Pki, write_kubeconfig};
 pub use service_account::ServiceAccount;
+pub use watch::{Cordon, NodeSeen, NodeWatch, cordons};
 
 /// How long start-up may take, each step (the API server's first start on a loaded 2-core
 /// machine takes tens of seconds).
@@ -321,6 +323,12 @@ impl ControlPlane {
         let mut command = Command::new(&self.kubectl);
         command.arg("--kubeconfig").arg(&self.kubeconfig);
         command
+    }
+
+    /// `kubectl get nodes --watch` from now on, once it has printed the `nodes` nodes there
+    /// are, its output in `scratch`.
+    pub fn watch_nodes(&self, nodes: usize, scratch: &Path) -> NodeWatch {
+        NodeWatch::start(self.kubectl(), nodes, scratch)
     }
 
     /// Runs kubectl with `args` (and `stdin` as its input), and returns its stdout; fails the
