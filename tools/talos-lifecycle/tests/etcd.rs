@@ -1162,24 +1162,7 @@ fn a_control_plane_made_again_joins_as_a_learner_and_the_cluster_is_healthy_once
     let out = await_healthy(&three, &plane, "2");
     testkit::process::assert_refused(&out, 1, &["edge-par-cp-3: the Talos API does not answer"]);
 
-    // Its new machine: same name and address, an empty disk.
-    let spec = ControlPlaneSpec {
-        hostname: CONTROL_PLANES[2].into(),
-        address: addresses[2].into(),
-        port: three.tool.port,
-        etcd_client_url: three.clients[2].clone(),
-        etcd_peer_url: url_at(addresses[2]),
-        initial_cluster: None,
-        join_etcd: true,
-        control_plane_etcd_endpoints: three.clients.clone(),
-        kube_apiserver_pid_file: None,
-        admin_kubeconfig: None,
-    };
-    three.nodes[2] = Some(ControlPlaneNode::start(
-        &programs,
-        three.tool.dir.path(),
-        &spec,
-    ));
+    make_cp3_again(&mut three, &addresses);
     let out = await_healthy(&three, &plane, "90");
     let said = stderr(&out);
     assert!(out.status.success(), "{said}");
@@ -1197,6 +1180,33 @@ fn a_control_plane_made_again_joins_as_a_learner_and_the_cluster_is_healthy_once
     assert_eq!(member_names(&programs, &three.clients[0]), CONTROL_PLANES);
     // The node's own account: added as a learner, refused a promotion before it caught up,
     // promoted after.
+    assert_joined(&three, &[]);
+}
+
+/// cp-3's new machine: same name and address, an empty disk; its etcd joins the cluster.
+fn make_cp3_again(three: &mut Three, addresses: &[&str; 3]) {
+    let spec = ControlPlaneSpec {
+        hostname: CONTROL_PLANES[2].into(),
+        address: addresses[2].into(),
+        port: three.tool.port,
+        etcd_client_url: three.clients[2].clone(),
+        etcd_peer_url: url_at(addresses[2]),
+        initial_cluster: None,
+        join_etcd: true,
+        control_plane_etcd_endpoints: three.clients.clone(),
+        kube_apiserver_pid_file: None,
+        admin_kubeconfig: None,
+    };
+    three.nodes[2] = Some(ControlPlaneNode::start(
+        &three.tool.programs,
+        three.tool.dir.path(),
+        &spec,
+    ));
+}
+
+/// cp-3's etcd joined as Talos's does: `first` (what it did before adding itself), then added
+/// as a learner, a promotion refused until it caught up, then promoted.
+fn assert_joined(three: &Three, first: &[&str]) {
     let steps: Vec<String> = three.nodes[2]
         .as_ref()
         .unwrap()
@@ -1204,12 +1214,46 @@ fn a_control_plane_made_again_joins_as_a_learner_and_the_cluster_is_healthy_once
         .iter()
         .filter_map(|c| c["etcd"].as_str().map(str::to_owned))
         .collect();
-    let between = &steps[1..steps.len().saturating_sub(1).max(1)];
+    let (before, joined) = steps.split_at(first.len().min(steps.len()));
+    let refused = &joined[1.min(joined.len())..joined.len().saturating_sub(1).max(1)];
     assert!(
-        steps.len() >= 3
-            && steps[0] == "added as a learner"
-            && steps.last().is_some_and(|s| s == "promoted")
-            && between.iter().all(|s| s == "promotion refused"),
+        before == first
+            && joined.len() >= 3
+            && joined[0] == "added as a learner"
+            && joined.last().is_some_and(|s| s == "promoted")
+            && refused.iter().all(|s| s == "promotion refused"),
         "{steps:?}"
     );
+}
+
+/// A control plane made again while etcd still lists its old member (its machine lost, no
+/// `make etcd-remove-member` first): Talos's join takes the member of its own name out before
+/// it adds itself, and the cluster is healthy again with three members.
+#[test]
+fn a_control_plane_made_again_while_its_old_member_is_listed_takes_that_members_place() {
+    let test = "a_control_plane_made_again_while_its_old_member_is_listed";
+    let addresses = ["127.0.0.44", "127.0.0.45", "127.0.0.46"];
+    let Some(mut three) = Three::start(test, addresses) else {
+        return;
+    };
+    let Some(plane) = ControlPlane::start(test) else {
+        return;
+    };
+    for name in CONTROL_PLANES.iter().chain(&["edge-par-worker-1"]) {
+        plane.add_node(name, &[]);
+    }
+    let programs = three.tool.programs.clone();
+    let (old_id, _) = member_of(&programs, &three.clients[0], CONTROL_PLANES[2]).unwrap();
+    three.nodes[2] = None;
+    testkit::eventually("the two left to follow a leader", || {
+        three.settled(&[0, 1]).then_some(())
+    });
+
+    make_cp3_again(&mut three, &addresses);
+    let out = await_healthy(&three, &plane, "90");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (new_id, learner) = member_of(&programs, &three.clients[0], CONTROL_PLANES[2]).unwrap();
+    assert!(new_id != old_id && !learner, "{new_id:x} {learner}");
+    assert_eq!(member_names(&programs, &three.clients[0]), CONTROL_PLANES);
+    assert_joined(&three, &["removed the member of the same name"]);
 }
