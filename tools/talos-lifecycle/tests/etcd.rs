@@ -1141,23 +1141,12 @@ fn member_of(programs: &Programs, url: &str, name: &str) -> Option<(u64, bool)> 
 fn a_control_plane_made_again_joins_as_a_learner_and_the_cluster_is_healthy_once_it_votes() {
     let test = "a_control_plane_made_again_joins_as_a_learner";
     let addresses = ["127.0.0.41", "127.0.0.42", "127.0.0.43"];
-    let Some(mut three) = Three::start(test, addresses) else {
+    let Some((mut three, plane, old_id)) = three_with_cp3_lost(test, addresses) else {
         return;
     };
-    let Some(plane) = ControlPlane::start(test) else {
-        return;
-    };
-    for name in CONTROL_PLANES.iter().chain(&["edge-par-worker-1"]) {
-        plane.add_node(name, &[]);
-    }
     let programs = three.tool.programs.clone();
-    let (old_id, _) = member_of(&programs, &three.clients[0], CONTROL_PLANES[2]).unwrap();
 
-    // cp-3's machine is gone; its member is removed through another.
-    three.nodes[2] = None;
-    testkit::eventually("the two left to follow a leader", || {
-        three.settled(&[0, 1]).then_some(())
-    });
+    // Its member is removed through another.
     testkit::process::success_stdout(&remove(&three, &["--node", "edge-par-cp-3", "--failed"]));
     let out = await_healthy(&three, &plane, "2");
     testkit::process::assert_refused(&out, 1, &["edge-par-cp-3: the Talos API does not answer"]);
@@ -1181,6 +1170,24 @@ fn a_control_plane_made_again_joins_as_a_learner_and_the_cluster_is_healthy_once
     // The node's own account: added as a learner, refused a promotion before it caught up,
     // promoted after.
     assert_joined(&three, &[]);
+}
+
+/// Three control planes at `addresses` and an API server whose Nodes (theirs and the worker's)
+/// are Ready; then cp-3's machine lost, the two left following a leader. With the id cp-3's
+/// member had.
+fn three_with_cp3_lost(test: &str, addresses: [&str; 3]) -> Option<(Three, ControlPlane, u64)> {
+    let mut three = Three::start(test, addresses)?;
+    let plane = ControlPlane::start(test)?;
+    for name in CONTROL_PLANES.iter().chain(&["edge-par-worker-1"]) {
+        plane.add_node(name, &[]);
+    }
+    let programs = &three.tool.programs;
+    let (old_id, _) = member_of(programs, &three.clients[0], CONTROL_PLANES[2]).unwrap();
+    three.nodes[2] = None;
+    testkit::eventually("the two left to follow a leader", || {
+        three.settled(&[0, 1]).then_some(())
+    });
+    Some((three, plane, old_id))
 }
 
 /// cp-3's new machine: same name and address, an empty disk; its etcd joins the cluster.
@@ -1233,21 +1240,10 @@ fn assert_joined(three: &Three, first: &[&str]) {
 fn a_control_plane_made_again_while_its_old_member_is_listed_takes_that_members_place() {
     let test = "a_control_plane_made_again_while_its_old_member_is_listed";
     let addresses = ["127.0.0.44", "127.0.0.45", "127.0.0.46"];
-    let Some(mut three) = Three::start(test, addresses) else {
+    let Some((mut three, plane, old_id)) = three_with_cp3_lost(test, addresses) else {
         return;
     };
-    let Some(plane) = ControlPlane::start(test) else {
-        return;
-    };
-    for name in CONTROL_PLANES.iter().chain(&["edge-par-worker-1"]) {
-        plane.add_node(name, &[]);
-    }
     let programs = three.tool.programs.clone();
-    let (old_id, _) = member_of(&programs, &three.clients[0], CONTROL_PLANES[2]).unwrap();
-    three.nodes[2] = None;
-    testkit::eventually("the two left to follow a leader", || {
-        three.settled(&[0, 1]).then_some(())
-    });
 
     make_cp3_again(&mut three, &addresses);
     let out = await_healthy(&three, &plane, "90");
