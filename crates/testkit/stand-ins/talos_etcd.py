@@ -161,8 +161,8 @@ class NodeEtcd:
         self.process = None
         self.initial_cluster = None
         self.lock = threading.Lock()
-        # Until when the node is rebooting after a reset (time.monotonic()): it takes no
-        # connection meanwhile (talos_maintenance.py asks `rebooting()` of each one).
+        # Until when the node is rebooting, after a reset or an upgrade (time.monotonic()): it
+        # takes no connection meanwhile (talos_maintenance.py asks `rebooting()`).
         self.down_until = 0.0
         # Until when a reset is under way: from the stop of the services to the reboot's end.
         self.reset_until = 0.0
@@ -382,12 +382,16 @@ class NodeEtcd:
         snapshot = os.path.join(self.args.var_lib, "etcd.snapshot")
         if os.path.exists(snapshot):
             os.remove(snapshot)
-        self.down_until = time.monotonic() + self.args.reboot_seconds
-        self.reset_until = self.down_until
+        self.reset_until = self.down_for(self.args.reboot_seconds)
         self.record({"reset": "EPHEMERAL", "reboot_seconds": self.args.reboot_seconds})
 
     def rebooting(self):
         return time.monotonic() < self.down_until
+
+    def down_for(self, seconds):
+        """The machine reboots for `seconds` (a reset's reboot, or an upgrade's): until when."""
+        self.down_until = time.monotonic() + seconds
+        return self.down_until
 
     def stop_for_reboot(self):
         """etcd stopped with the services for a reboot that keeps /var (an upgrade's): whether
@@ -439,11 +443,12 @@ class NodeEtcd:
         member_id, initial_cluster = joined
         self.record({"etcd": "added as a learner", "member_id": f"{member_id:016x}",
                      "initial_cluster": initial_cluster})
-        promoted = self.promote(member_id, endpoints.split(","))
+        each = endpoints.split(",")
+        promoted = self.promote(member_id, each)
         process = self.start(initial_cluster=initial_cluster, state="existing")
         while not promoted:
             time.sleep(PROMOTE_RETRY_SECONDS + random.random())
-            promoted = self.promote(member_id, endpoints.split(","))
+            promoted = self.promote(member_id, each)
         process.wait()
 
     def add_as_learner(self, endpoints):

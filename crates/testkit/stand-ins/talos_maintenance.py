@@ -160,10 +160,6 @@ def main():
         args, common_pb, record,
         lambda context, api: node_etcd.check_controlplane(context, api, state["maintenance"]))
 
-    def down():
-        """The machine is rebooting: it takes no connection, and those open are cut."""
-        return node_etcd.rebooting() or node_upgrade.rebooting()
-
     class Machine(pb_grpc.MachineServiceServicer):
         def Version(self, request, context):
             state["versions"] += 1
@@ -275,7 +271,7 @@ def main():
             while True:
                 # A reboot cuts the connections already open, as a real one does.
                 readable, _, _ = select.select([tls, backend], [], [], 0.1)
-                if down():
+                if node_etcd.rebooting():
                     break
                 if tls in readable or tls.pending():
                     chunk = tls.recv(65536)
@@ -300,8 +296,8 @@ def main():
                 end.close()
 
     def connection(raw):
-        # A node rebooting after a reset takes no connection until it is back.
-        if down():
+        # A node rebooting (after a reset or an upgrade) takes no connection until it is back.
+        if node_etcd.rebooting():
             raw.close()
             return
         # Each handshake sees the node as it is now: maintenance (and which certificate) or not.

@@ -157,8 +157,9 @@ def xid():
 
 class NodeUpgrade:
     """One node's installed version, its containerd stores, its staged upgrade, its boots and
-    their events. `services` stops the node's services for a reboot (whether etcd ran) and
-    runs them again (`stop_for_reboot()`, `run_again()`, `etcd_answers()`)."""
+    their events. `services` stops the node's services for a reboot (whether etcd ran), keeps
+    the machine down meanwhile and runs them again (`stop_for_reboot()`, `down_for()`,
+    `run_again()`, `etcd_answers()`)."""
 
     def __init__(self, version, record, pb, reboot_seconds, services):
         self.version = version
@@ -174,7 +175,6 @@ class NodeUpgrade:
         self.boot = 0
         self.boot_id = str(uuid.uuid4())
         self.events = []
-        self.down_until = 0.0
         self.booted()
 
     # --- the machine's events and boots -------------------------------------------------------
@@ -196,9 +196,6 @@ class NodeUpgrade:
         self.stage("BOOTING", False)
         self.stage("RUNNING", True)
 
-    def rebooting(self):
-        return time.monotonic() < self.down_until
-
     def reboot_sequence(self, actor_id):
         time.sleep(0.2)  # the answer reaches the client first
         self.publish(self.pb.SequenceEvent(sequence="reboot",
@@ -207,7 +204,7 @@ class NodeUpgrade:
         time.sleep(0.2)
         etcd_ran = self.services.stop_for_reboot()
         with self.changed:
-            self.down_until = time.monotonic() + self.reboot_seconds
+            self.services.down_for(self.reboot_seconds)
             self.boot += 1
             self.boot_id = str(uuid.uuid4())
             self.events = []
