@@ -70,6 +70,7 @@ from concurrent import futures
 
 import grpc
 
+import talos_apid
 import talos_drain
 import talos_etcd
 import talos_upgrade
@@ -239,8 +240,12 @@ def main():
     # Python's ssl module), as Talos's apid is Go's crypto/tls: both take Ed25519 client
     # certificates (talosctl's admin certificate is one), which gRPC's own BoringSSL refuses by
     # default.
-    # A worker a call: the event streams talosctl's wait keeps open hold one each.
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    # A worker a call: the event streams talosctl's wait keeps open hold one each, two when
+    # forwarded to this node itself (apid's routing: talos_apid.py).
+    router = talos_apid.Router(args.address, args.configured_cert or args.cert,
+                               args.configured_key or args.key, args.client_ca,
+                               lambda: state["maintenance"], record)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=[router])
     pb_grpc.add_MachineServiceServicer_to_server(Machine(), server)
     server.add_generic_rpc_handlers(node_upgrade.handlers())
     server.add_generic_rpc_handlers(node_drain.handlers())
@@ -315,6 +320,7 @@ def main():
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(front.getsockname()[1]))
     os.rename(args.port_file + ".tmp", args.port_file)
+    router.listening(front.getsockname()[1])
     time.sleep(args.listen_after)
     front.listen(16)
     front.settimeout(0.1)
