@@ -182,7 +182,8 @@ pub struct ControlPlaneSpec {
     pub admin_kubeconfig: Option<PathBuf>,
 }
 
-/// A running control-plane stand-in, killed (its etcd with it) when dropped.
+/// A running node stand-in, a control plane ([`ControlPlaneNode::start`]) or a worker
+/// ([`ControlPlaneNode::start_worker`]), killed (its etcd with it) when dropped.
 #[derive(Debug)]
 pub struct ControlPlaneNode {
     _server: StandIn,
@@ -195,45 +196,18 @@ pub struct ControlPlaneNode {
 impl ControlPlaneNode {
     /// Starts it with the trust [`cluster_trust`] made in `dir`, its disk a new folder of `dir`
     /// (`<hostname>`, or `<hostname>.2`, ... for a machine made again).
-    #[allow(clippy::panic)] // a test helper: a node it cannot start fails the test
     pub fn start(programs: &Programs, dir: &Path, spec: &ControlPlaneSpec) -> ControlPlaneNode {
-        let node_dir = (1..)
-            .map(|n| match n {
-                1 => dir.join(&spec.hostname),
-                n => dir.join(format!("{}.{n}", spec.hostname)),
-            })
-            .find(|folder| !folder.exists())
-            .unwrap_or_else(|| dir.join(&spec.hostname));
-        let (records, var_lib) = (node_dir.join("records"), node_dir.join("var-lib"));
-        for folder in [&records, &var_lib] {
-            if let Err(err) = fs::create_dir_all(folder) {
-                panic!("cannot make {}: {err}", folder.display());
-            }
-        }
-        let port_file = records.join("port");
-        let mut command = crate::standin::python("talos_maintenance.py");
+        let (mut command, records, var_lib) = node_command(
+            programs,
+            dir,
+            "controlplane",
+            &spec.hostname,
+            &spec.address,
+            spec.port,
+        );
         command
-            .arg("--api-dir")
-            .arg(&programs.api)
-            .args(["--start", "configured", "--machine-type", "controlplane"])
-            .args(["--address", &spec.address, "--port", &spec.port.to_string()])
-            .args(["--hostname", &spec.hostname, "--lifetime", "600"])
             .args(["--etcd-client-url", &spec.etcd_client_url])
             .args(["--etcd-peer-url", &spec.etcd_peer_url]);
-        for (flag, path) in [
-            ("--cert", dir.join("node.crt")),
-            ("--key", dir.join("node.key")),
-            ("--client-ca", dir.join("machine-ca.crt")),
-            ("--port-file", port_file.clone()),
-            ("--record-dir", records.clone()),
-            ("--var-lib", var_lib.clone()),
-            ("--talosctl", programs.talosctl.clone()),
-            ("--etcd", programs.etcd.clone()),
-            ("--etcdctl", programs.etcdctl.clone()),
-            ("--etcdutl", programs.etcdutl.clone()),
-        ] {
-            command.arg(flag).arg(path);
-        }
         if let Some(initial) = &spec.initial_cluster {
             command.args(["--etcd-initial-cluster", initial]);
         } else if spec.join_etcd {
@@ -251,7 +225,25 @@ impl ControlPlaneNode {
                 &spec.control_plane_etcd_endpoints.join(","),
             ]);
         }
-        command.current_dir(dir).stdin(Stdio::null());
+        ControlPlaneNode::run(command, records, var_lib)
+    }
+
+    /// A configured worker `hostname` at `address`, the Talos API at `port`: no etcd, and the
+    /// control planes' APIs (etcd, the kubeconfig) refused as Talos refuses them on a worker.
+    pub fn start_worker(
+        programs: &Programs,
+        dir: &Path,
+        hostname: &str,
+        address: &str,
+        port: u16,
+    ) -> ControlPlaneNode {
+        let (command, records, var_lib) =
+            node_command(programs, dir, "worker", hostname, address, port);
+        ControlPlaneNode::run(command, records, var_lib)
+    }
+
+    fn run(mut command: Command, records: PathBuf, var_lib: PathBuf) -> ControlPlaneNode {
+        let port_file = records.join("port");
         ControlPlaneNode {
             _server: StandIn::start(&mut command, &port_file),
             records,
@@ -268,6 +260,56 @@ impl ControlPlaneNode {
             .filter(|c| rpc.is_empty() || c["rpc"] == rpc)
             .collect()
     }
+}
+
+/// The node stand-in's command for a configured node of `machine_type`, with the trust
+/// [`cluster_trust`] made in `dir`, its disk a new folder of `dir` (`<hostname>`, or
+/// `<hostname>.2`, ... for a machine made again): the command, its records, its /var/lib.
+#[allow(clippy::panic)] // a test helper: a node it cannot start fails the test
+fn node_command(
+    programs: &Programs,
+    dir: &Path,
+    machine_type: &str,
+    hostname: &str,
+    address: &str,
+    port: u16,
+) -> (Command, PathBuf, PathBuf) {
+    let node_dir = (1..)
+        .map(|n| match n {
+            1 => dir.join(hostname),
+            n => dir.join(format!("{hostname}.{n}")),
+        })
+        .find(|folder| !folder.exists())
+        .unwrap_or_else(|| dir.join(hostname));
+    let (records, var_lib) = (node_dir.join("records"), node_dir.join("var-lib"));
+    for folder in [&records, &var_lib] {
+        if let Err(err) = fs::create_dir_all(folder) {
+            panic!("cannot make {}: {err}", folder.display());
+        }
+    }
+    let mut command = crate::standin::python("talos_maintenance.py");
+    command
+        .arg("--api-dir")
+        .arg(&programs.api)
+        .args(["--start", "configured", "--machine-type", machine_type])
+        .args(["--address", address, "--port", &port.to_string()])
+        .args(["--hostname", hostname, "--lifetime", "600"]);
+    for (flag, path) in [
+        ("--cert", dir.join("node.crt")),
+        ("--key", dir.join("node.key")),
+        ("--client-ca", dir.join("machine-ca.crt")),
+        ("--port-file", records.join("port")),
+        ("--record-dir", records.clone()),
+        ("--var-lib", var_lib.clone()),
+        ("--talosctl", programs.talosctl.clone()),
+        ("--etcd", programs.etcd.clone()),
+        ("--etcdctl", programs.etcdctl.clone()),
+        ("--etcdutl", programs.etcdutl.clone()),
+    ] {
+        command.arg(flag).arg(path);
+    }
+    command.current_dir(dir).stdin(Stdio::null());
+    (command, records, var_lib)
 }
 
 /// Control planes `names` at `addresses`, one etcd cluster of their members from the start, each

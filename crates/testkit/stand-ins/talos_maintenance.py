@@ -48,6 +48,9 @@ internal/app/machined/pkg/controllers/runtime/api_service_config.go, services/ma
   the calls of its drain (Kubeconfig, with --admin-kubeconfig, and COSI's State.Get of the
   node's Nodename): talos_drain.py, which cites each.
 
+- a configured node routes a call naming nodes (talosctl's `--nodes`) as apid does: forwarded
+  to their API, even its own, one-to-one or one-to-many: talos_apid.py, which cites each.
+
 Listens on --address (127.0.0.1 by default: several nodes take addresses of their own in
 127.0.0.0/8) at --port (0: one the system picks). Writes the port it listens on to --port-file,
 each config it took to --record-dir/applied-N.yaml and each call to --record-dir/calls.jsonl.

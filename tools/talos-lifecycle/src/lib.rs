@@ -514,13 +514,20 @@ fn talos_nodes(
             role: node.role,
         });
     }
-    if !nodes.iter().any(|n| n.role == NodeRole::Controlplane) {
+    let Some(first) = nodes.iter().find(|n| n.role == NodeRole::Controlplane) else {
         return Err(InputError::field(
             stdin,
             "nodes",
             "no control plane: etcd runs on control planes",
         )
         .into());
+    };
+    // A worker is reached through a control plane, whose apid forwards the calls naming it:
+    // talosctl's drain fetches the kubeconfig from the endpoint itself, and only a control
+    // plane serves one (a worker answers Unimplemented).
+    let through = first.node.endpoint.clone();
+    for node in nodes.iter_mut().filter(|n| n.role == NodeRole::Worker) {
+        node.node.endpoint.clone_from(&through);
     }
     Ok(nodes)
 }

@@ -1052,6 +1052,14 @@ fn an_upgrade_plan_snapshots_first_then_takes_the_control_planes_one_by_one_then
     assert!(says(WORKER, Upgrade).contains(&format!("--image {WORKER_INSTALLER}")));
     assert!(says(WORKER, Upgrade).contains("EDGE DOWNTIME"));
     assert!(!says(CPS[1], Upgrade).contains("EDGE DOWNTIME"));
+    // Each control plane through its own apid; the worker through the first control plane's,
+    // which serves the kubeconfig talosctl's drain fetches from its endpoint.
+    let endpoint = |node: &str| {
+        let step = steps.iter().find(|s| s.node.as_deref() == Some(node));
+        step.and_then(|s| s.endpoint.clone())
+    };
+    assert_eq!(endpoint(CPS[1]).as_deref(), Some("203.0.113.12:50000"));
+    assert_eq!(endpoint(WORKER).as_deref(), Some("203.0.113.11:50000"));
     assert!(steps[0].says.contains("edge-par-cp-1 v1.13.9"));
     assert!(steps[1].says.contains("edge-par-20260619T170000Z.snapshot"));
     // A dry run changes nothing, and leaves no file.

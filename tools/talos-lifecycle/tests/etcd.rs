@@ -22,6 +22,10 @@
 //!   the reboot followed through Talos's events until the boot id changed, the node uncordoned;
 //!   its etcd member is back among the three, the node answers with the installer's version, and
 //!   the tool, reading every version through talosctl, skips it and resumes at the next node;
+//! - a worker (the node stand-in as a worker: no etcd, no kubeconfig) upgraded by the tool after
+//!   the three control planes, through the first control plane's apid, which forwards the calls
+//!   naming the worker and serves the kubeconfig talosctl's drain fetches from its endpoint: the
+//!   metal installer run there, the worker drained and uncordoned last, a rerun skipping all four;
 //! - a Kubernetes upgrade's plan from the kubelets a real API server reports (kwok's nodes, one
 //!   kubelet behind), and a target the nodes' Talos does not run refused.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -719,13 +723,14 @@ fn cluster_of_three(
 }
 
 /// `talos-lifecycle upgrade` to v1.13.10 (the node stand-ins run v1.13.9), with that patch's
-/// installers, over the control planes at `addresses` (the inventory's worker has no node
-/// stand-in here); Kubernetes is `plane`'s, or none (kubectl would fail).
+/// installers, over the control planes at `addresses` and the worker at `worker` (`None`: left
+/// out of the inventory, no node stand-in playing it); Kubernetes is `plane`'s, or none (kubectl
+/// would fail).
 fn upgrade_to_next_patch(
     dir: &Path,
     programs: &Programs,
     port: u16,
-    addresses: &[&str; 3],
+    (addresses, worker): (&[&str; 3], Option<&str>),
     dry_run: bool,
     plane: Option<&ControlPlane>,
 ) -> Output {
@@ -759,7 +764,10 @@ fn upgrade_to_next_patch(
     }
     let nodes: Vec<(&str, &str)> = CONTROL_PLANES.iter().copied().zip(*addresses).collect();
     let mut inventory: Value = serde_json::from_str(&inventory(&nodes)).unwrap();
-    inventory["nodes"].as_array_mut().unwrap().remove(0);
+    match worker {
+        Some(address) => inventory["nodes"][0]["public_ipv4"] = address.into(),
+        None => drop(inventory["nodes"].as_array_mut().unwrap().remove(0)),
+    }
     tool(dir, programs, port, &inventory.to_string(), &args)
 }
 
@@ -783,7 +791,14 @@ fn no_control_plane_upgrade_starts_while_another_member_is_unhealthy() {
         leaders(&[0, 1, 2]).then_some(())
     });
     let upgrade = |dry_run: bool| {
-        upgrade_to_next_patch(dir.path(), &programs, port, &addresses, dry_run, None)
+        upgrade_to_next_patch(
+            dir.path(),
+            &programs,
+            port,
+            (&addresses, None),
+            dry_run,
+            None,
+        )
     };
 
     // Healthy: every version read through the real talosctl, the plan snapshots first and then
@@ -941,8 +956,16 @@ fn a_node_upgraded_through_the_real_talosctl_is_drained_rebooted_uncordoned_and_
         testkit::talos_node::settled(&programs.etcdctl, &urls).then_some(())
     });
     assert_eq!(member_names(&programs, &clients[1]), CONTROL_PLANES);
-    let plan =
-        || upgrade_to_next_patch(dir.path(), &programs, port, &addresses, true, Some(&plane));
+    let plan = || {
+        upgrade_to_next_patch(
+            dir.path(),
+            &programs,
+            port,
+            (&addresses, None),
+            true,
+            Some(&plane),
+        )
+    };
 
     // Left cordoned, as a run stopped between talosctl's drain and its uncordon leaves it (the
     // uncordon waits for the node to be Ready): skipping it would leave it unschedulable.
@@ -970,6 +993,126 @@ fn a_node_upgraded_through_the_real_talosctl_is_drained_rebooted_uncordoned_and_
         shape,
         [("skip", "edge-par-cp-1"), ("gate", "edge-par-cp-2")]
     );
+}
+
+#[test]
+fn a_worker_is_upgraded_after_the_control_planes_through_one_of_them_and_drained() {
+    let test = "a_worker_is_upgraded_after_the_control_planes";
+    let (addresses, worker_address) = (["127.0.0.51", "127.0.0.52", "127.0.0.53"], "127.0.0.54");
+    let Some((programs, dir)) = setup(test, &[&addresses[..], &[worker_address]].concat()) else {
+        return;
+    };
+    let Some(plane) = ControlPlane::start(test) else {
+        return;
+    };
+    let port = testkit::free_port();
+    let mut specs = testkit::talos_node::etcd_cluster(&CONTROL_PLANES, &addresses, port);
+    // Every control plane serves the cluster's admin kubeconfig, as Talos's do; a worker none.
+    for spec in &mut specs {
+        spec.admin_kubeconfig = Some(plane.kubeconfig().to_owned());
+    }
+    let nodes: Vec<ControlPlaneNode> = specs
+        .iter()
+        .map(|spec| ControlPlaneNode::start(&programs, dir.path(), spec))
+        .collect();
+    let worker_name = "edge-par-worker-1";
+    let worker =
+        ControlPlaneNode::start_worker(&programs, dir.path(), worker_name, worker_address, port);
+    for name in CONTROL_PLANES.iter().chain([&worker_name]) {
+        plane.add_node(name, &[]);
+    }
+    plane.kubectl_ok(&["create", "namespace", "drained"], "");
+    pod_on(&plane, "drained", "on-the-worker", worker_name);
+    let watch = plane.watch_nodes(CONTROL_PLANES.len() + 1, dir.path());
+    let clients: Vec<&str> = specs.iter().map(|s| s.etcd_client_url.as_str()).collect();
+    testkit::eventually("the three members to follow one leader", || {
+        testkit::talos_node::settled(&programs.etcdctl, &clients).then_some(())
+    });
+
+    let upgrade = |dry_run| {
+        let nodes = (&addresses, Some(worker_address));
+        upgrade_to_next_patch(dir.path(), &programs, port, nodes, dry_run, Some(&plane))
+    };
+    let out = upgrade(false);
+    let said = stderr(&out);
+    let records: Vec<Value> = testkit::process::json_lines(&testkit::process::success_stdout(&out));
+    let upgraded: Vec<(&str, &str)> = records
+        .iter()
+        .filter(|r| r["kind"] == "TalosUpgraded")
+        .map(|r| {
+            (
+                r["node"].as_str().unwrap(),
+                r["installer"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let (scaleway, metal) = (
+        "factory.talos.dev/scaleway-installer/3765:v1.13.10",
+        "factory.talos.dev/metal-installer/b4f8:v1.13.10",
+    );
+    assert_eq!(
+        upgraded,
+        [
+            (CONTROL_PLANES[0], scaleway),
+            (CONTROL_PLANES[1], scaleway),
+            (CONTROL_PLANES[2], scaleway),
+            (worker_name, metal)
+        ],
+        "{said}"
+    );
+    assert_worker_upgraded_through(&worker, &nodes[0], worker_address, metal, &said);
+    // Cordoned for its reboot and schedulable again after, last; its Pod evicted.
+    let cordons = testkit::control_plane::cordons(&watch.changes());
+    let order: Vec<&str> = cordons.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(order.last(), Some(&worker_name), "{cordons:?}");
+    assert!(cordons.iter().all(|c| c.until.is_some()), "{cordons:?}");
+    let pods = plane.kubectl_ok(&["get", "pods", "-n", "drained", "-o", "name"], "");
+    assert_eq!(pods.trim(), "", "{said}");
+    // Every node on the target: a second run has nothing to do.
+    let out = upgrade(true);
+    let steps: Vec<Value> = testkit::process::json_lines(&testkit::process::success_stdout(&out));
+    let skipped: Vec<&str> = steps
+        .iter()
+        .filter(|s| s["step"] == "skip")
+        .map(|s| s["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, [&CONTROL_PLANES[..], &[worker_name]].concat());
+}
+
+/// The worker's own calls: pulled, upgraded, its name read, rebooted. The kubeconfig of the
+/// drain and the uncordon came from the control plane `through` (a worker serves none), whose
+/// apid forwarded the upgrade to the worker's.
+fn assert_worker_upgraded_through(
+    worker: &ControlPlaneNode,
+    through: &ControlPlaneNode,
+    worker_address: &str,
+    metal: &str,
+    said: &str,
+) {
+    let rpcs: Vec<String> = worker
+        .calls("")
+        .iter()
+        .filter_map(|c| c["rpc"].as_str().map(str::to_owned))
+        .filter(|rpc| !["Version", "Events", "Read"].contains(&rpc.as_str()))
+        .collect();
+    assert_eq!(
+        rpcs,
+        [
+            "ImageService.Pull",
+            "LifecycleService.Upgrade",
+            "COSI.Get",
+            "Reboot"
+        ],
+        "{said}"
+    );
+    assert_eq!(worker.calls("ImageService.Pull")[0]["image_ref"], metal);
+    let forwarded = through
+        .calls("")
+        .into_iter()
+        .filter(|c| c["method"] == "/machine.LifecycleService/Upgrade")
+        .filter(|c| c["node"] == worker_address || c["nodes"][0] == worker_address)
+        .count();
+    assert_eq!(forwarded, 1, "{said}");
 }
 
 /// What the node saw of `talosctl upgrade --wait` with its drain, in Talos's order: the version
