@@ -42,12 +42,13 @@ pub enum FlashError {
     )]
     NoKeys,
     #[error(
-        "runs {running} (configured), not {wanted}: writing the new image would wipe it. Upgrade it in place with make upgrade-talos, which records the upgrade on the server so that this step takes it (by hand: talosctl --talosconfig {talosconfig} --nodes {ip} --endpoints {ip} upgrade --image {installer}, then scw-rescue-flash --tag-upgraded {installer}); or write over it with --reflash (REFLASH=yes make apply-infra), which wipes the node; nothing was done"
+        "runs {running} (configured), not {wanted}: writing the new image would wipe it. Upgrade it in place with make upgrade-talos, which records the upgrade on the server so that this step takes it (by hand, through a control plane, whose kubeconfig the drain uses: talosctl --talosconfig {talosconfig} --endpoints {endpoint} --nodes {ip} upgrade --image {installer}, then scw-rescue-flash --tag-upgraded {installer}); or write over it with --reflash (REFLASH=yes make apply-infra), which wipes the node; nothing was done"
     )]
     RunsAnotherImage {
         running: String,
         wanted: String,
         ip: String,
+        endpoint: String,
         installer: String,
         talosconfig: String,
     },
@@ -149,6 +150,9 @@ struct Job<'a> {
     image: &'a Image,
     api: Baremetal<'a>,
     sleeper: &'a dyn Sleeper,
+    /// The first control plane's address: a worker's Talos API is reached through a control
+    /// plane's, which alone serves the kubeconfig talosctl's drain fetches from its endpoint.
+    control_plane: Option<String>,
 }
 
 /// Flashes every Elastic Metal node of `inventory` whose recorded image is not this one,
@@ -167,6 +171,12 @@ pub fn flash_all(
         }
     }
     let cluster_name = inventory.cluster_name.clone();
+    let control_plane = inventory
+        .nodes
+        .iter()
+        .filter(|n| n.role == NodeRole::Controlplane)
+        .find_map(|n| n.public_ipv4)
+        .map(|ip| ip.to_string());
     let job = Job {
         config,
         cluster_name: &cluster_name,
@@ -174,6 +184,7 @@ pub fn flash_all(
         image,
         api,
         sleeper,
+        control_plane,
     };
     let mut failures = Vec::new();
     let mut flashed = Vec::new();
@@ -523,6 +534,10 @@ impl Job<'_> {
                 running,
                 wanted,
                 ip: ip.to_string(),
+                endpoint: self
+                    .control_plane
+                    .clone()
+                    .unwrap_or_else(|| "<a control plane's address>".into()),
                 installer: config
                     .installer_image
                     .clone()

@@ -173,7 +173,7 @@ impl Api {
                "nodes": [
                  {"name": "edge-par-cp-1", "role": "controlplane", "kind": "instance",
                   "zone": "fr-par-1", "id": "11111111-1111-4111-8111-111111111111",
-                  "public_ipv4": "127.0.0.1", "public_ipv6": null, "private_ipv4": null, "steps": {}},
+                  "public_ipv4": "192.0.2.11", "public_ipv6": null, "private_ipv4": null, "steps": {}},
                  {"name": "edge-worker-1", "role": "worker", "kind": "elastic-metal",
                   "zone": "fr-par-1", "id": self.server_id(), "public_ipv4": "127.0.0.1",
                   "public_ipv6": null, "private_ipv4": null,
@@ -760,7 +760,7 @@ fn a_version_bump_on_a_configured_worker_writes_nothing_unless_a_reflash_is_aske
             "edge-worker-1",
             &format!("runs {old} (configured)"),
             &format!(
-                "talosctl --talosconfig talos/_out/talosconfig --nodes 127.0.0.1 --endpoints 127.0.0.1 upgrade --image {installer}"
+                "talosctl --talosconfig talos/_out/talosconfig --endpoints 192.0.2.11 --nodes 127.0.0.1 upgrade --image {installer}"
             ),
             "--reflash",
             "nothing was done",
