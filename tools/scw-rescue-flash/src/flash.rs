@@ -8,116 +8,18 @@ use pop_common::records::{
     Node, NodeFailure, NodeInventory, NodeKind, NodeRole, server_tags, steps,
 };
 use pop_common::wait::{Poll, Sleeper};
-use scaleway::ApiError;
 use scaleway::baremetal::{Baremetal, BootType, Reboot, Server, ServerStatus};
 
 use crate::WRITTEN_TAG;
 use crate::cli::{Config, DecompressOn};
-use crate::disk::{self, Refusal};
-use crate::image::{Image, ImageError};
-use crate::login::{Login, LoginError};
-use crate::rescue::{self, Rescue, SshError};
+use crate::disk;
+use crate::image::Image;
+use crate::login::Login;
+use crate::rescue::{self, Rescue};
 use crate::tags::{flashed_tag, upgraded_tag, with_image_tag, written_tag};
 use crate::write::{Root, download_and_write, has_zstd, send_image};
 
-/// Why one node was not flashed (or tagged).
-#[derive(Debug, thiserror::Error)]
-pub enum FlashError {
-    #[error("no public IPv4 in the inventory")]
-    NoAddress,
-    #[error(
-        "no disk to write: the inventory records no install_disk for it (scw-infra apply records each worker's, from the infra config), and no --disk was given; nothing was done"
-    )]
-    NoDisk,
-    #[error(transparent)]
-    Api(#[from] ApiError),
-    #[error("server {id} does not exist in {zone} (scw baremetal server get {id} zone={zone})")]
-    NoServer { id: String, zone: String },
-    #[error(
-        "server {id} lacks the tags {missing}: it is not this cluster's worker (a wrong or altered inventory?); nothing was done to it"
-    )]
-    NotOurs { id: String, missing: String },
-    #[error(
-        "no SSH key id for the rescue system: a server ordered without an OS has no key of its own, its rescue image takes only the keys its start names (scw-infra puts the id of the key it registers in the inventory; or --ssh-key-id); nothing was done"
-    )]
-    NoKeys,
-    #[error(
-        "runs {running} (configured), not {wanted}: writing the new image would wipe it. Upgrade it in place with make upgrade-talos, which records the upgrade on the server so that this step takes it (by hand, through a control plane, whose kubeconfig the drain uses: talosctl --talosconfig {talosconfig} --endpoints {endpoint} --nodes {ip} upgrade --image {installer}, then scw-rescue-flash --tag-upgraded {installer}); or write over it with --reflash (REFLASH=yes make apply-infra), which wipes the node; nothing was done"
-    )]
-    RunsAnotherImage {
-        running: String,
-        wanted: String,
-        ip: String,
-        endpoint: String,
-        installer: String,
-        talosconfig: String,
-    },
-    #[error(
-        "server {name} was not {what} after {tries} checks {interval}s apart (last: {last}) (scw baremetal server get {id} zone={zone})"
-    )]
-    Never {
-        name: String,
-        what: &'static str,
-        last: String,
-        id: String,
-        zone: String,
-        tries: u32,
-        interval: u64,
-    },
-    #[error(
-        "server {name}: the rescue system never answered SSH on {address} after {tries} tries {interval}s apart; check that it booted into rescue, then retry (by hand: scw baremetal server stop {id} zone={zone}, then scw baremetal server start {id} boot-type=rescue ssh-key-ids.0=<key id> zone={zone})"
-    )]
-    NoSsh {
-        name: String,
-        address: SocketAddr,
-        id: String,
-        zone: String,
-        tries: u32,
-        interval: u64,
-    },
-    #[error(transparent)]
-    Ssh(#[from] SshError),
-    #[error(transparent)]
-    Login(#[from] LoginError),
-    #[error("refused: {0}; nothing was written")]
-    Disk(#[from] Refusal),
-    /// A command on the rescue system exited with an error.
-    #[error("{what} failed ({status}): {stderr}")]
-    Command {
-        what: &'static str,
-        status: i32,
-        stderr: String,
-    },
-    #[error(
-        "--decompress-on rescue: the rescue system has no zstd (`zstd --version` failed there); nothing was written"
-    )]
-    NoZstd,
-    #[error(
-        "the download of {url} has sha256 {found}, not the pinned image's {want}: refused before the disk was touched"
-    )]
-    Download {
-        url: String,
-        found: String,
-        want: String,
-    },
-    #[error(transparent)]
-    Image(#[from] ImageError),
-    #[error(
-        "the image changed while it was written ({sent} bytes sent into `{command}`, {size} measured)"
-    )]
-    Changed {
-        sent: u64,
-        command: String,
-        size: u64,
-    },
-    #[error("read back from {disk}: sha256 {found:?} is not the image's {want} ({stderr})")]
-    ReadBack {
-        disk: String,
-        found: String,
-        want: String,
-        stderr: String,
-    },
-}
+pub use crate::flash_error::FlashError;
 
 /// What a node's flash came to.
 enum Flashed {
@@ -155,6 +57,27 @@ struct Job<'a> {
     control_plane: Option<String>,
 }
 
+/// The IAM key ids the rescue image gets: the inventory's, then `--ssh-key-id`.
+fn key_ids(config: &Config, inventory: &NodeInventory) -> Vec<String> {
+    let mut key_ids = inventory.ssh_key_ids.clone();
+    for id in &config.ssh_key_ids {
+        if !key_ids.contains(id) {
+            key_ids.push(id.clone());
+        }
+    }
+    key_ids
+}
+
+/// The first control plane's address in the inventory.
+fn first_control_plane(inventory: &NodeInventory) -> Option<String> {
+    inventory
+        .nodes
+        .iter()
+        .filter(|n| n.role == NodeRole::Controlplane)
+        .find_map(|n| n.public_ipv4)
+        .map(|ip| ip.to_string())
+}
+
 /// Flashes every Elastic Metal node of `inventory` whose recorded image is not this one,
 /// recording what it did there; returns the nodes that failed, and why.
 pub fn flash_all(
@@ -164,27 +87,15 @@ pub fn flash_all(
     api: Baremetal<'_>,
     sleeper: &dyn Sleeper,
 ) -> Vec<NodeFailure> {
-    let mut key_ids = inventory.ssh_key_ids.clone();
-    for id in &config.ssh_key_ids {
-        if !key_ids.contains(id) {
-            key_ids.push(id.clone());
-        }
-    }
     let cluster_name = inventory.cluster_name.clone();
-    let control_plane = inventory
-        .nodes
-        .iter()
-        .filter(|n| n.role == NodeRole::Controlplane)
-        .find_map(|n| n.public_ipv4)
-        .map(|ip| ip.to_string());
     let job = Job {
         config,
         cluster_name: &cluster_name,
-        key_ids,
+        key_ids: key_ids(config, inventory),
         image,
         api,
         sleeper,
-        control_plane,
+        control_plane: first_control_plane(inventory),
     };
     let mut failures = Vec::new();
     let mut flashed = Vec::new();
@@ -530,19 +441,23 @@ impl Job<'_> {
     fn may_wipe(&self, node: &Node, ip: IpAddr, running: String) -> Result<(), FlashError> {
         let (config, name, wanted) = (self.config, &node.name, self.image.digest());
         if !config.reflash {
+            let installer = config
+                .installer_image
+                .clone()
+                .unwrap_or_else(|| "<the new image's installer>".into());
+            let endpoint = self
+                .control_plane
+                .as_deref()
+                .unwrap_or("<a control plane's address>");
+            let by_hand = format!(
+                "talosctl --talosconfig {} --endpoints {endpoint} --nodes {ip} upgrade --image {installer}",
+                config.talosconfig.display()
+            );
             return Err(FlashError::RunsAnotherImage {
                 running,
                 wanted,
-                ip: ip.to_string(),
-                endpoint: self
-                    .control_plane
-                    .clone()
-                    .unwrap_or_else(|| "<a control plane's address>".into()),
-                installer: config
-                    .installer_image
-                    .clone()
-                    .unwrap_or_else(|| "<the new image's installer>".into()),
-                talosconfig: config.talosconfig.display().to_string(),
+                by_hand,
+                installer,
             });
         }
         pop_common::warn!(

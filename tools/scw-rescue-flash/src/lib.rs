@@ -54,6 +54,7 @@
 pub mod cli;
 pub mod disk;
 pub mod flash;
+mod flash_error;
 pub mod image;
 pub mod login;
 pub mod progress;
