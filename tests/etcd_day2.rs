@@ -69,6 +69,7 @@ impl Stage {
                 control_plane_etcd_endpoints: Vec::new(),
                 kube_apiserver_pid_file: None,
                 admin_kubeconfig: None,
+                routes: Vec::new(),
             },
         )
     }

@@ -154,7 +154,7 @@ impl Programs {
 }
 
 /// A configured control plane: its name, its address, its etcd.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ControlPlaneSpec {
     /// Its hostname: its etcd member's name.
     pub hostname: String,
@@ -180,6 +180,9 @@ pub struct ControlPlaneSpec {
     /// The admin kubeconfig it serves through the Talos API (what talosctl's drain fetches);
     /// `None`: it serves none.
     pub admin_kubeconfig: Option<PathBuf>,
+    /// Addresses the test's network takes elsewhere (`address`, `loopback address`): where its
+    /// apid's forwarded calls go for an address no loopback interface has.
+    pub routes: Vec<(String, String)>,
 }
 
 /// A running node stand-in, a control plane ([`ControlPlaneNode::start`]) or a worker
@@ -219,6 +222,9 @@ impl ControlPlaneNode {
         if let Some(kubeconfig) = &spec.admin_kubeconfig {
             command.arg("--admin-kubeconfig").arg(kubeconfig);
         }
+        for (address, to) in &spec.routes {
+            command.arg("--route").arg(format!("{address}={to}"));
+        }
         if !spec.control_plane_etcd_endpoints.is_empty() {
             command.args([
                 "--control-plane-etcd-endpoints",
@@ -249,6 +255,16 @@ impl ControlPlaneNode {
             records,
             var_lib,
         }
+    }
+
+    /// How its apid routed the calls of `method` (`EtcdSnapshot`, `LifecycleService/Upgrade`):
+    /// `{"apid": "one-to-one", "node": ...}` or `{"apid": "one-to-many", "nodes": [...]}`.
+    pub fn routed(&self, method: &str) -> Vec<serde_json::Value> {
+        let suffix = format!("/{method}");
+        self.calls("")
+            .into_iter()
+            .filter(|c| c["method"].as_str().is_some_and(|m| m.ends_with(&suffix)))
+            .collect()
     }
 
     /// The calls it answered, as JSON lines, of the RPC `rpc` (or every line, with `""`).
@@ -340,6 +356,7 @@ pub fn etcd_cluster(names: &[&str], addresses: &[&str], port: u16) -> Vec<Contro
             control_plane_etcd_endpoints: clients.clone(),
             kube_apiserver_pid_file: None,
             admin_kubeconfig: None,
+            routes: Vec::new(),
         })
         .collect()
 }

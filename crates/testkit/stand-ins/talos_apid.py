@@ -21,6 +21,9 @@ internal/app/apid/pkg/backend/apid.go, B below):
   `node` and `nodes`, with `proxyfrom` set to the authority the caller used (B:71-86). Its
   connection backs off at most 15 s after a failure (B:101-104).
 
+A test's network may route an address to another (`--route`): the call goes where the address
+leads, and the certificate is checked against the address it reaches.
+
 What is not modelled: roles (authz), which this stand-in does not check, and one-to-many over
 several nodes at once (forwarded one node after the other, where apid runs them in parallel).
 """
@@ -103,8 +106,11 @@ class Router(grpc.ServerInterceptor):
     """apid's director on the node at `address`:`port`, forwarding with `cert`/`key` to nodes
     whose certificate `ca` issued; `maintenance()` says whether apid runs at all yet."""
 
-    def __init__(self, address, cert, key, ca, maintenance, record):
+    def __init__(self, address, cert, key, ca, maintenance, record, routes=()):
         self.address = address
+        # Where the test's network takes an address no loopback interface has (one the API
+        # server publishes, which refuses loopback addresses): `{address: loopback address}`.
+        self.routes = dict(routes)
         self.port = None  # set once the front listens: listening()
         self.authority = address
         with open(cert, "rb") as c, open(key, "rb") as k, open(ca, "rb") as a:
@@ -123,7 +129,7 @@ class Router(grpc.ServerInterceptor):
         with self.lock:
             if target not in self.channels:
                 self.channels[target] = grpc.secure_channel(
-                    f"{target}:{self.port}", self.credentials,
+                    f"{self.routes.get(target, target)}:{self.port}", self.credentials,
                     options=[("grpc.max_reconnect_backoff_ms", 15000),
                              ("grpc.initial_reconnect_backoff_ms", 1000)])
             return self.channels[target]

@@ -238,8 +238,7 @@ class NodeEtcd:
             if done.returncode != 0:
                 context.abort(grpc.StatusCode.UNKNOWN,
                               f"failed reading etcd snapshot: {self.etcd_error(done)}")
-            nodes = [v for k, v in context.invocation_metadata() if k in ("node", "nodes")]
-            self.record({"rpc": "EtcdSnapshot", "bytes": os.path.getsize(path), "nodes": nodes})
+            self.record({"rpc": "EtcdSnapshot", "bytes": os.path.getsize(path)})
             with open(path, "rb") as f:
                 while chunk := f.read(CHUNK):
                     yield self.common.Data(bytes=chunk)

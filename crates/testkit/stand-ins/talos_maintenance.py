@@ -138,6 +138,8 @@ def main():
                         help="the real talosctl, whose validate checks each config received")
     parser.add_argument("--talos-version", default="v1.13.9",
                         help="the Talos version the node runs (Version's tag) until an upgrade")
+    parser.add_argument("--route", action="append", default=[],
+                        help="ADDRESS=LOOPBACK: the test's network takes ADDRESS to LOOPBACK")
     parser.add_argument("--kube-apiserver-pid-file",
                         help="the pid of the process playing this node's kube-apiserver")
     talos_etcd.add_arguments(parser)
@@ -247,7 +249,8 @@ def main():
     # forwarded to this node itself (apid's routing: talos_apid.py).
     router = talos_apid.Router(args.address, args.configured_cert or args.cert,
                                args.configured_key or args.key, args.client_ca,
-                               lambda: state["maintenance"], record)
+                               lambda: state["maintenance"], record,
+                               [route.split("=", 1) for route in args.route])
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=[router])
     pb_grpc.add_MachineServiceServicer_to_server(Machine(), server)
     server.add_generic_rpc_handlers(node_upgrade.handlers())

@@ -181,6 +181,7 @@ impl RoundTrip {
                 control_plane_etcd_endpoints: Vec::new(),
                 kube_apiserver_pid_file: Some(pid_file),
                 admin_kubeconfig: None,
+                routes: Vec::new(),
             },
         );
         let inventory = inventory(&[("edge-par-cp-1", address)]);
@@ -1346,6 +1347,7 @@ fn make_cp3_again(three: &mut Three, addresses: &[&str; 3]) {
         control_plane_etcd_endpoints: three.clients.clone(),
         kube_apiserver_pid_file: None,
         admin_kubeconfig: None,
+        routes: Vec::new(),
     };
     three.nodes[2] = Some(ControlPlaneNode::start(
         &three.tool.programs,
