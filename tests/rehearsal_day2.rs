@@ -11,14 +11,16 @@
 //! - `make dry-run-upgrade-talos`: every control plane's Talos read through talosctl, the plan
 //!   snapshots first and gates each control plane, one at a time, in the inventory's order;
 //! - `make upgrade-talos` (the nodes run v1.13.9, the pin is later): the configs made for the
-//!   pin and validated, one snapshot, then each control plane in turn, cp-1, cp-2, cp-3, behind
-//!   the gate, through the real `talosctl upgrade --image <pinned Scaleway installer> --wait`:
+//!   pin and validated, one snapshot, then each control plane in turn, cp-1, cp-2, cp-3, then the
+//!   worker (its metal installer, its calls through cp-1's apid, which serves the kubeconfig the
+//!   drain fetches: a worker serves none), each behind the gate, through the real `talosctl upgrade --image <pinned Scaleway installer> --wait`:
 //!   the installer pulled and run, the kubeconfig fetched and the node's name read through the
 //!   Talos API (COSI), the Kubernetes node cordoned and drained through the API server, the
 //!   reboot (the node away for seconds, its etcd member stopped and back on its data, a new
 //!   boot id) followed through Talos's events, the node uncordoned; the next one starts only
-//!   once the last answers with the pin, its member healthy and its node Ready. Afterwards every
-//!   control plane answers with the pin, the three members hold the data (the ConfigMaps read
+//!   once the last answers with the pin, its member healthy and its node Ready. The worker's
+//!   upgrade is recorded on its server (the Scaleway stand-in's tags: `edgepop-image-upgraded=`
+//!   its installer). Afterwards every node answers with the pin, the three members hold the data (the ConfigMaps read
 //!   back), a second run has nothing to do, and one with a node left cordoned (as a run stopped
 //!   between talosctl's drain and its uncordon leaves it) is refused, naming it;
 //! - `make dry-run-upgrade-k8s` with one kubelet (kwok's node) a patch behind the pin: the plan
@@ -33,17 +35,15 @@
 //! The cluster is not made by `make apply` here: the rehearsal (`rehearsal.rs`) proves apply,
 //! against the Scaleway stand-in's addresses (203.0.113.N) where no node stand-in answers. This
 //! test starts from what apply leaves in OUT for the day-2 targets, written as apply writes it:
-//! the inventory (the control planes at loopback addresses; the worker, which no node stand-in
-//! plays here, left out), the cluster's secrets and talosconfig made by the real talosctl, the
+//! the inventory (the control planes and the worker at loopback addresses, the worker's server
+//! in the Scaleway stand-in as apply left it), the cluster's secrets and talosconfig made by the real talosctl, the
 //! admin kubeconfig (its server the API server's loopback address instead of the cluster's
-//! endpoint), and a Scaleway profile in HOME (made-up keys, a loopback API URL: no worker is
-//! listed, so the worker's record asks nothing of the API). It takes 3 to 4 minutes, most of it
-//! the restore's waits on the lost nodes; the Talos upgrade's three reboots about 25 s.
+//! endpoint), and a Scaleway profile in HOME (made-up keys, the Scaleway stand-in's URL). It
+//! takes 3 to 4 minutes, most of it the restore's waits on the lost nodes; the Talos upgrade's
+//! four reboots about 35 s.
 //!
 //! Not run here, and why:
-//! - the worker's `make upgrade-talos`: no node stand-in plays it here, and its upgrade is
-//!   recorded on its server through Scaleway, which this test does not stand up; the installer
-//!   itself (the node stand-in stages the upgrade, `talos_upgrade.py`);
+//! - the installer itself: the node stand-in stages the upgrade (`talos_upgrade.py`);
 //! - `make upgrade-k8s` with a kubelet behind: `talosctl upgrade-k8s` reads COSI resources and
 //!   patches the configs on the nodes, which the node stand-in does not model;
 //! - `make replace-control-plane`, `make add-worker`, `make remove-worker`: they destroy and make
@@ -70,6 +70,15 @@ const NAMES: [&str; 3] = ["edge-par-cp-1", "edge-par-cp-2", "edge-par-cp-3"];
 /// listens, and another test's member on the same address could take it meanwhile.
 const ADDRESSES: [&str; 3] = ["127.0.10.1", "127.0.10.2", "127.0.10.3"];
 const NAMESPACE: &str = "day-two";
+/// The example infra config's worker, played by the node stand-in as a worker (no etcd), at an
+/// address of its own; its Elastic Metal server held by the Scaleway stand-in.
+const WORKER: &str = "edge-worker-1";
+const WORKER_ADDRESS: &str = "127.0.10.4";
+/// Every node, in the inventory's order: the control planes, then the worker.
+const NODES: [&str; 4] = [NAMES[0], NAMES[1], NAMES[2], WORKER];
+/// The Scaleway profile's keys and project, which the Scaleway stand-in takes.
+const SECRET: &str = "00000000-0000-4000-8000-000000000000";
+const PROJECT: &str = "00000000-0000-4000-8000-000000000001";
 
 /// The operator's folder, the control planes (a lost one is `None`), the API server.
 struct Stage {
@@ -77,15 +86,21 @@ struct Stage {
     dir: tempfile::TempDir,
     port: u16,
     nodes: Vec<Option<ControlPlaneNode>>,
+    worker: ControlPlaneNode,
     clients: Vec<String>,
     plane: ControlPlane,
+    /// The Scaleway API stand-in, holding the worker's server as apply left it.
+    scaleway: testkit::standin::StandIn,
+    worker_server: String,
 }
 
 impl Stage {
     fn start(test: &str) -> Option<Stage> {
         let programs = Programs::find(test)?;
         let dir = tempfile::tempdir().unwrap();
-        testkit::talos_node::cluster_trust(dir.path(), &programs.talosctl, "edge-par", &ADDRESSES);
+        let shared = testkit::workspace::shared_dir(test)?;
+        let addresses = [&ADDRESSES[..], &[WORKER_ADDRESS]].concat();
+        testkit::talos_node::cluster_trust(dir.path(), &programs.talosctl, "edge-par", &addresses);
         // Every control plane runs its static pod's API server: the one the test runs.
         let pid_file = dir.path().join("kube-apiserver.pid");
         let port = testkit::free_port();
@@ -100,6 +115,8 @@ impl Stage {
             .iter()
             .map(|spec| Some(ControlPlaneNode::start(&programs, dir.path(), spec)))
             .collect();
+        let worker =
+            ControlPlaneNode::start_worker(&programs, dir.path(), WORKER, WORKER_ADDRESS, port);
         let clients: Vec<String> = specs.iter().map(|s| s.etcd_client_url.clone()).collect();
         let urls: Vec<&str> = clients.iter().map(String::as_str).collect();
         testkit::eventually("the three members to elect a leader", || {
@@ -108,14 +125,13 @@ impl Stage {
         let plane = ControlPlane::start_over_etcd(test, &clients.join(","))?;
         plane.write_apiserver_pid(&pid_file);
         fs::copy(plane.kubeconfig(), &admin).unwrap();
+        let scaleway = testkit::standin::scaleway(&shared, dir.path(), SECRET, PROJECT, None);
+        let worker_server = seed_worker(&scaleway.url());
         let control_planes: Vec<(&str, &str)> = NAMES.into_iter().zip(ADDRESSES).collect();
+        let mut inventory = inventory(&control_planes, &[(WORKER, WORKER_ADDRESS)]);
+        inventory["nodes"][3]["id"] = worker_server.as_str().into();
         let kubectl = PathBuf::from(plane.kubectl().get_program());
-        operator_folder(
-            dir.path(),
-            &programs,
-            &inventory(&control_planes, &[]),
-            &[("kubectl", &kubectl)],
-        );
+        operator_folder(dir.path(), &programs, &inventory, &[("kubectl", &kubectl)]);
         // The cluster's secrets as apply keeps them: the machine configs made again from them.
         fs::copy(
             dir.path().join("secrets.yaml"),
@@ -128,14 +144,17 @@ impl Stage {
         )
         .unwrap();
         fs::copy(plane.kubeconfig(), dir.path().join("out/kubeconfig")).unwrap();
-        scaleway_profile(dir.path());
+        scaleway_profile(dir.path(), &scaleway.url());
         Some(Stage {
             programs,
             dir,
             port,
             nodes,
+            worker,
             clients,
             plane,
+            scaleway,
+            worker_server,
         })
     }
 
@@ -145,6 +164,25 @@ impl Stage {
 
     fn node(&self, i: usize) -> &ControlPlaneNode {
         self.nodes[i].as_ref().unwrap()
+    }
+
+    /// The node `i` of [`NODES`]: a control plane, or (3) the worker.
+    fn any_node(&self, i: usize) -> &ControlPlaneNode {
+        if i == NAMES.len() {
+            &self.worker
+        } else {
+            self.node(i)
+        }
+    }
+
+    /// The worker's server as the Scaleway stand-in holds it now.
+    fn worker_tags(&self) -> Vec<String> {
+        let state = testkit::scaleway::control(&self.scaleway.url(), "state", None);
+        let servers = state["bm_servers"].as_array().unwrap();
+        let server = servers
+            .iter()
+            .find(|s| s["id"] == self.worker_server.as_str());
+        serde_json::from_value(server.unwrap()["tags"].clone()).unwrap()
     }
 
     fn make(&self, args: &[&str]) -> Output {
@@ -248,7 +286,7 @@ fn upgrade_plan_step(stage: &Stage) {
         .filter(|s| !s["node"].is_null())
         .map(|s| (s["step"].as_str().unwrap(), s["node"].as_str().unwrap()))
         .collect();
-    let expected: Vec<(&str, &str)> = NAMES
+    let expected: Vec<(&str, &str)> = NODES
         .iter()
         .flat_map(|&n| [("gate", n), ("upgrade", n), ("wait-upgraded", n)])
         .collect();
@@ -270,19 +308,32 @@ fn upgrade_plan_step(stage: &Stage) {
         upgrade["says"].as_str().unwrap().contains(&installer),
         "{upgrade}"
     );
-    for i in 0..3 {
-        assert_eq!(stage.node(i).calls("Version").len(), 1);
-        assert!(stage.node(i).calls("LifecycleService.Upgrade").is_empty());
+    // The worker's with its metal installer, stated as the edge's downtime.
+    let worker = steps.iter().rfind(|s| s["step"] == "upgrade").unwrap();
+    let says = worker["says"].as_str().unwrap();
+    assert!(
+        says.contains("--image factory.talos.dev/metal-installer/")
+            && says.contains("EDGE DOWNTIME"),
+        "{worker}"
+    );
+    for (i, name) in NODES.iter().enumerate() {
+        assert_eq!(stage.any_node(i).calls("Version").len(), 1, "{name}");
+        assert!(
+            stage
+                .any_node(i)
+                .calls("LifecycleService.Upgrade")
+                .is_empty()
+        );
     }
     assert_eq!(fs::read_dir(stage.out("etcd")).unwrap().count(), snapshots);
 }
 
-/// Each control plane's Kubernetes node, registered as its kubelet does (kwok stands in for the
+/// Each node's Kubernetes node, registered as its kubelet does (kwok stands in for the
 /// kubelets) and Ready, its kubelet reporting the pinned Kubernetes, or `behind` for cp-3's.
 fn kubelets(stage: &Stage, behind: Option<&str>) {
     let pin = testkit::pin("KUBERNETES_VERSION");
     let registered = stage.plane.kubectl_ok(&["get", "nodes", "-o", "name"], "");
-    for name in NAMES {
+    for name in NODES {
         if !registered.lines().any(|l| l == format!("node/{name}")) {
             stage.plane.add_node(name, &[]);
         }
@@ -305,14 +356,14 @@ fn snapshots(stage: &Stage) -> usize {
 fn upgrade_talos_step(stage: &Stage) {
     let before = snapshots(stage);
     let inventory = fs::read_to_string(stage.out("inventory.json")).unwrap();
-    let watch = stage.plane.watch_nodes(NAMES.len(), stage.dir.path());
+    let watch = stage.plane.watch_nodes(NODES.len(), stage.dir.path());
     let said = stage.make_ok(&["upgrade-talos", "CONFIRM=yes"]);
     let cordons = testkit::control_plane::cordons(&watch.changes());
     // The plan first (as the dry run shows it), then what was done.
     let (plan, records): (Vec<Value>, Vec<Value>) = testkit::process::json_lines::<Value>(&said)
         .into_iter()
         .partition(|r| r["kind"] == "TalosUpgradeStep");
-    assert_eq!(plan.len(), 12, "{said}");
+    assert_eq!(plan.len(), 15, "{said}");
     let kinds: Vec<&str> = records
         .iter()
         .map(|r| r["kind"].as_str().unwrap())
@@ -323,28 +374,32 @@ fn upgrade_talos_step(stage: &Stage) {
             "EtcdSnapshot",
             "TalosUpgraded",
             "TalosUpgraded",
+            "TalosUpgraded",
             "TalosUpgraded"
         ],
         "{said}"
     );
     let pin = testkit::pin("TALOS_VERSION");
-    for (record, name) in records[1..].iter().zip(NAMES) {
+    for (record, name) in records[1..].iter().zip(NODES) {
         assert_eq!(
             (record["node"].as_str(), record["from"].as_str()),
             (Some(name), Some("v1.13.9"))
         );
         assert_eq!(record["to"], pin.as_str());
+    }
+    for record in &records[1..4] {
         assert_eq!(record["installer"], installer());
     }
     assert_eq!(snapshots(stage), before + 1);
-    // The upgrades are recorded in the run's output (above), not in the inventory: a control
-    // plane's entry does not say what it runs, and no worker is listed here to be tagged.
+    worker_upgrade_recorded(stage, &records[4]);
+    // The upgrades are recorded in the run's output (above) and on the worker's server, not in
+    // the inventory: a node's entry does not say what it runs.
     assert_eq!(
         fs::read_to_string(stage.out("inventory.json")).unwrap(),
         inventory
     );
     one_at_a_time(stage, &cordons);
-    for (i, name) in NAMES.iter().enumerate() {
+    for (i, name) in NODES.iter().enumerate() {
         assert_eq!(talos_version(stage, i), pin, "{name}");
     }
     // The members kept their data through the reboots: one leader of three, the objects read.
@@ -363,10 +418,45 @@ fn upgrade_talos_step(stage: &Stage) {
         "{again}"
     );
     assert_eq!(snapshots(stage), before + 1);
-    for i in 0..3 {
-        assert_eq!(stage.node(i).calls("LifecycleService.Upgrade").len(), 1);
+    for i in 0..NODES.len() {
+        assert_eq!(stage.any_node(i).calls("LifecycleService.Upgrade").len(), 1);
     }
     left_cordoned(stage);
+}
+
+/// The worker upgraded with its metal installer of the pin, through the first control plane's
+/// API (a worker serves no kubeconfig for the drain), and the upgrade recorded on its server:
+/// its image tag replaced by `edgepop-image-upgraded=<installer>`, so that apply-infra takes it
+/// as running the pin (scw-rescue-flash's own tests prove that reading).
+fn worker_upgrade_recorded(stage: &Stage, record: &Value) {
+    let installer = record["installer"].as_str().unwrap();
+    let pin = testkit::pin("TALOS_VERSION");
+    assert!(
+        installer.starts_with("factory.talos.dev/metal-installer/")
+            && installer.ends_with(&format!(":{pin}")),
+        "{record}"
+    );
+    assert_eq!(
+        stage.worker.calls("ImageService.Pull")[0]["image_ref"],
+        installer
+    );
+    assert!(stage.worker.calls("Kubeconfig").is_empty());
+    let through = stage.node(0).routed("LifecycleService/Upgrade");
+    assert!(
+        through
+            .iter()
+            .any(|c| c["node"] == WORKER_ADDRESS || c["nodes"][0] == WORKER_ADDRESS),
+        "{through:?}"
+    );
+    let tags = stage.worker_tags();
+    assert!(
+        tags.contains(&format!("edgepop-image-upgraded={installer}")),
+        "{tags:?}"
+    );
+    assert!(
+        !tags.iter().any(|t| t.starts_with("edgepop-image-flashed=")),
+        "{tags:?}"
+    );
 }
 
 /// A node on the target left cordoned, as a run stopped between talosctl's drain and its
@@ -402,28 +492,28 @@ fn installer() -> String {
 /// plane's upgrade started only after the one before came back from its reboot.
 fn one_at_a_time(stage: &Stage, cordons: &[testkit::control_plane::Cordon]) {
     let names: Vec<&str> = cordons.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, NAMES, "{cordons:?}");
+    assert_eq!(names, NODES, "{cordons:?}");
     for pair in cordons.windows(2) {
         assert!(
             pair[0].until.is_some_and(|u| u < pair[1].from),
             "{cordons:?}"
         );
     }
-    assert!(cordons[2].until.is_some(), "{cordons:?}");
+    assert!(cordons[3].until.is_some(), "{cordons:?}");
     let at = |i: usize, what: &str| -> f64 {
-        let calls = stage.node(i).calls("");
+        let calls = stage.any_node(i).calls("");
         let found = calls
             .iter()
             .find(|c| c["rpc"] == what || c["reboot"] == what);
         found.and_then(|c| c["at"].as_f64()).unwrap_or(f64::NAN)
     };
-    for i in 0..2 {
+    for i in 0..NODES.len() - 1 {
         let (back, next) = (at(i, "up"), at(i + 1, "LifecycleService.Upgrade"));
         assert!(
             back < next,
             "{}: back at {back}, {}'s upgrade at {next}",
-            NAMES[i],
-            NAMES[i + 1]
+            NODES[i],
+            NODES[i + 1]
         );
     }
     let first = stage.node(0);
@@ -433,13 +523,18 @@ fn one_at_a_time(stage: &Stage, cordons: &[testkit::control_plane::Cordon]) {
     );
 }
 
-/// The Talos version the control plane `i` answers with, read through the real talosctl.
+/// The Talos version the node `i` of [`NODES`] answers with, read through the real talosctl
+/// (the worker through the first control plane).
 fn talos_version(stage: &Stage, i: usize) -> String {
+    let (endpoint, node) = match ADDRESSES.get(i) {
+        Some(address) => (*address, *address),
+        None => (ADDRESSES[0], WORKER_ADDRESS),
+    };
     let out = Command::new(&stage.programs.talosctl)
         .arg("--talosconfig")
         .arg(stage.dir.path().join("talosconfig"))
-        .args(["--endpoints", &format!("{}:{}", ADDRESSES[i], stage.port)])
-        .args(["--nodes", ADDRESSES[i], "version"])
+        .args(["--endpoints", &format!("{endpoint}:{}", stage.port)])
+        .args(["--nodes", node, "version"])
         .output()
         .unwrap();
     let said = testkit::process::success_stdout(&out);
@@ -557,19 +652,31 @@ fn restore_step(stage: &mut Stage, snapshot: &str) {
 /// which `make upgrade-talos` needs to record the worker's upgrade on its server: this
 /// inventory has no worker, so nothing is asked of the API (its URL a loopback port where
 /// nothing answers, the keys made up).
-fn scaleway_profile(home: &std::path::Path) {
+fn scaleway_profile(home: &std::path::Path, api_url: &str) {
     let folder = home.join(".config/scw");
     fs::create_dir_all(&folder).unwrap();
-    let profile = "access_key: SCWXXXXXXXXXXXXXXXXX\n\
-                   secret_key: 00000000-0000-4000-8000-000000000000\n\
-                   default_project_id: 00000000-0000-4000-8000-000000000001\n\
-                   api_url: http://127.0.0.1:9\n";
+    let profile = format!(
+        "access_key: SCWXXXXXXXXXXXXXXXXX\nsecret_key: {SECRET}\n\
+         default_project_id: {PROJECT}\napi_url: {api_url}\n"
+    );
     fs::write(folder.join("config.yaml"), profile).unwrap();
     fs::set_permissions(
         folder.join("config.yaml"),
         fs::Permissions::from_mode(0o600),
     )
     .unwrap();
+}
+
+/// The worker's Elastic Metal server as apply leaves it: this cluster's tags, its image's
+/// flashed tag; its id.
+fn seed_worker(api_url: &str) -> String {
+    let body = serde_json::json!({
+        "kind": "baremetal_server", "name": WORKER, "address": WORKER_ADDRESS,
+        "tags": ["edgepop-cluster=edge-par", "edgepop-role=worker",
+                 format!("edgepop-node={WORKER}"),
+                 format!("edgepop-image-flashed=sha256:{}", "ab".repeat(32))]});
+    let seeded = testkit::scaleway::control(api_url, "seed", Some(&body));
+    seeded["id"].as_str().unwrap().to_owned()
 }
 
 impl Stage {

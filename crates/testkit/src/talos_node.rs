@@ -260,10 +260,15 @@ impl ControlPlaneNode {
     /// How its apid routed the calls of `method` (`EtcdSnapshot`, `LifecycleService/Upgrade`):
     /// `{"apid": "one-to-one", "node": ...}` or `{"apid": "one-to-many", "nodes": [...]}`.
     pub fn routed(&self, method: &str) -> Vec<serde_json::Value> {
-        let suffix = format!("/{method}");
+        // `/machine.LifecycleService/Upgrade`: `Upgrade`, or `LifecycleService/Upgrade`.
+        let named = |full: &str| {
+            let (service, name) = full.rsplit_once('/').unwrap_or_default();
+            let service = service.rsplit('.').next().unwrap_or_default();
+            name == method || format!("{service}/{name}") == method
+        };
         self.calls("")
             .into_iter()
-            .filter(|c| c["method"].as_str().is_some_and(|m| m.ends_with(&suffix)))
+            .filter(|c| c["method"].as_str().is_some_and(named))
             .collect()
     }
 
