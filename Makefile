@@ -331,9 +331,10 @@ up: guard-cluster $(BIN)/scw-infra $(BIN)/wait-ready $(INFRA_CONFIG) ## Power th
 down: $(BIN)/scw-infra $(INFRA_CONFIG) ## Shut the worker down through Talos (drained) and stop it, then the control planes; Instances poweroff (not standby, still billed)
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' BIN='$(BIN)' pipelines/power.sh down
 
-kubeconfig: ## Print the export lines for the cluster's kubeconfig (and the make tools folder): eval "$(make kubeconfig)"
+kubeconfig: ## Print the export lines for the cluster's kubeconfig and talosconfig (and the make tools folder): eval "$(make kubeconfig)"
 	@test -f '$(KUBECONFIG)' || { echo "make $@: $(KUBECONFIG) does not exist: run make apply-infra first" >&2; exit 1; }
 	@echo "export KUBECONFIG='$(KUBECONFIG)'"
+	@$(if $(wildcard $(OUT)/talosconfig),echo "export TALOSCONFIG='$(abspath $(OUT))/talosconfig'")
 	@$(if $(wildcard $(TOOLS_DIR)),echo "export PATH='$(abspath $(TOOLS_DIR))':\"\$$PATH\"")
 
 # The edge's table finds its nodes by the label of render-platform's names (status.env) and its

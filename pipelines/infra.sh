@@ -481,14 +481,20 @@ outputs() {
   need_inventory
   read_names --inventory "$inventory"
   need_talosctl
-  local ip=$FIRST_CONTROL_PLANE
+  local ip=$FIRST_CONTROL_PLANE endpoints
   (umask 077; talos --talosconfig "$talosconfig" --endpoints "$ip" --nodes "$ip" \
     kubeconfig "$OUT/kubeconfig" --merge=false --force >&2)
   chmod 600 "$OUT/kubeconfig"
+  # gen config leaves the talosconfig no endpoint: an operator's `talosctl --nodes <address>`
+  # goes through the control planes' Talos APIs, which forward a worker's calls (and alone
+  # serve the kubeconfig a drain fetches from its endpoint).
+  IFS=, read -ra endpoints <<<"$CONTROL_PLANE_ADDRESSES"
+  (umask 077; talos --talosconfig "$talosconfig" config endpoint "${endpoints[@]}" >&2)
+  chmod 600 "$talosconfig"
   "$BIN/scw-infra" platform-inputs --config "$INFRA_CONFIG" --inventory "$inventory" \
     > "$OUT/platform-inputs.json.tmp"
   mv "$OUT/platform-inputs.json.tmp" "$OUT/platform-inputs.json"
-  log "wrote $OUT/kubeconfig (0600) and $OUT/platform-inputs.json"
+  log "wrote $OUT/kubeconfig (0600) and $OUT/platform-inputs.json; $talosconfig names the control planes as its endpoints"
 }
 
 # The Talos upgrade (make upgrade-talos, and upgrade-plan its dry-run twin). talos-lifecycle

@@ -828,6 +828,16 @@ fn assert_an_unreadable_snapshot_stops_before_any_node(env: &Env, etcdutl: &str)
 fn assert_the_outputs_are_what_the_next_layers_read(env: &Env) {
     ok(&env.infra("outputs", &[]));
     assert_eq!(mode(&env.out("kubeconfig")), 0o600);
+    // An operator's talosctl reaches the nodes through the control planes' Talos APIs (a
+    // worker's calls forwarded by them, which alone serve what a drain asks): the talosconfig
+    // names them as its endpoints, gen config having left it none.
+    let talosconfig = talos_schema::documents(&fs::read_to_string(env.out("talosconfig")).unwrap());
+    let context = &talosconfig[0]["contexts"][talosconfig[0]["context"].as_str().unwrap()];
+    assert_eq!(
+        context["endpoints"],
+        json!(["203.0.113.21", "203.0.113.22", "203.0.113.23"])
+    );
+    assert_eq!(mode(&env.out("talosconfig")), 0o600);
     let inputs: Value =
         serde_json::from_str(&fs::read_to_string(env.out("platform-inputs.json")).unwrap())
             .unwrap();

@@ -107,24 +107,38 @@ fn the_tools_folder_comes_first_on_the_recipes_path_once_it_exists() {
     let kubectl = pin("KUBERNETES_VERSION");
     let kubectl = format!("ok       kubectl {}", kubectl.rsplit_once('.').unwrap().0);
     assert!(report.contains(&kubectl), "no `{kubectl}` in:\n{report}");
-    // eval "$(make kubeconfig)" gives the operator's shell the same clients.
+    // eval "$(make kubeconfig)" gives the operator's shell the same clients, and the cluster's
+    // talosconfig once apply wrote it.
     let kubeconfig = dir.path().join("kubeconfig");
     fs::write(&kubeconfig, "").unwrap();
-    let exports = make(
-        &tools_dir,
-        &[
-            "-s",
-            "kubeconfig",
-            &format!("KUBECONFIG={}", kubeconfig.display()),
-        ],
-    );
-    assert!(exports.status.success(), "{}", text(&exports));
+    let out_dir = dir.path().join("out");
+    let exports = |out_dir: &Path| {
+        make(
+            &tools_dir,
+            &[
+                "-s",
+                "kubeconfig",
+                &format!("KUBECONFIG={}", kubeconfig.display()),
+                &format!("OUT={}", out_dir.display()),
+            ],
+        )
+    };
+    let path = format!("export PATH='{}':\"$PATH\"\n", tools_dir.display());
+    let said = exports(&out_dir);
+    assert!(said.status.success(), "{}", text(&said));
     assert_eq!(
-        String::from_utf8_lossy(&exports.stdout),
+        String::from_utf8_lossy(&said.stdout),
+        format!("export KUBECONFIG='{}'\n{path}", kubeconfig.display())
+    );
+    fs::create_dir(&out_dir).unwrap();
+    fs::write(out_dir.join("talosconfig"), "").unwrap();
+    let said = exports(&out_dir);
+    assert_eq!(
+        String::from_utf8_lossy(&said.stdout),
         format!(
-            "export KUBECONFIG='{}'\nexport PATH='{}':\"$PATH\"\n",
+            "export KUBECONFIG='{}'\nexport TALOSCONFIG='{}'\n{path}",
             kubeconfig.display(),
-            tools_dir.display()
+            out_dir.join("talosconfig").display()
         )
     );
 }
