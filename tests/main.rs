@@ -14,6 +14,7 @@ mod etcd_backup_objects;
 mod etcd_day2;
 mod house;
 mod images;
+mod infra_bootstrap;
 mod infra_pipeline;
 mod interruptions;
 mod network_flows;

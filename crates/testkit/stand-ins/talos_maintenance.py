@@ -44,9 +44,10 @@ internal/app/machined/pkg/controllers/runtime/api_service_config.go, services/ma
 - a configured node answers `Version` with --talos-version (v1.13.9 by default), and the calls
   `talosctl upgrade --wait` makes (ImageService.Pull, LifecycleService.Upgrade, Reboot, Events,
   Read of the boot id), rebooting (etcd stopped and started again on its data, a new boot id)
-  and answering with the installer's version after: talos_upgrade.py, which cites each; and
-  the calls of its drain (Kubeconfig, with --admin-kubeconfig, and COSI's State.Get of the
-  node's Nodename): talos_drain.py, which cites each.
+  and answering with the installer's version after: talos_upgrade.py, which cites each; the
+  kubeconfig its drain fetches (with --admin-kubeconfig): talos_drain.py; and COSI's State
+  (Get, List) of the resource definitions, the node's Nodename and its running etcd service:
+  talos_cosi.py, which cites each.
 
 - a configured node routes a call naming nodes (talosctl's `--nodes`) as apid does: forwarded
   to their API, even its own, one-to-one or one-to-many: talos_apid.py, which cites each.
@@ -74,6 +75,7 @@ from concurrent import futures
 import grpc
 
 import talos_apid
+import talos_cosi
 import talos_drain
 import talos_etcd
 import talos_upgrade
@@ -165,6 +167,9 @@ def main():
     node_drain = talos_drain.NodeDrain(
         args, common_pb, record,
         lambda context, api: node_etcd.check_controlplane(context, api, state["maintenance"]))
+    node_cosi = talos_cosi.NodeCosi(
+        record, talos_drain.nodename_from_hostname(args.hostname),
+        lambda: node_etcd.etcd_state()[0] == "Running")
 
     class Machine(pb_grpc.MachineServiceServicer):
         def Version(self, request, context):
@@ -254,7 +259,7 @@ def main():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=[router])
     pb_grpc.add_MachineServiceServicer_to_server(Machine(), server)
     server.add_generic_rpc_handlers(node_upgrade.handlers())
-    server.add_generic_rpc_handlers(node_drain.handlers())
+    server.add_generic_rpc_handlers(node_cosi.handlers())
     inner = server.add_insecure_port("127.0.0.1:0")
     server.start()
 

@@ -99,8 +99,9 @@ ETCD_BACK_SECONDS = 60
 F = descriptor_pb2.FieldDescriptorProto
 
 
-def field(name, number, kind, type_name=None, oneof=None):
-    described = F(name=name, number=number, type=kind, label=F.LABEL_OPTIONAL)
+def field(name, number, kind, type_name=None, oneof=None, repeated=False):
+    label = F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL
+    described = F(name=name, number=number, type=kind, label=label)
     if type_name:
         described.type_name = type_name
     if oneof is not None:
