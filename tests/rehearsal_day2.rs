@@ -46,11 +46,14 @@
 //! - the installer itself: the node stand-in stages the upgrade (`talos_upgrade.py`);
 //! - `make upgrade-k8s` with a kubelet behind: `talosctl upgrade-k8s` reads COSI resources and
 //!   patches the configs on the nodes, which the node stand-in does not model;
-//! - `make replace-control-plane`, `make add-worker`, `make remove-worker`: they destroy and make
-//!   machines through scw-infra and Scaleway, whose stand-in hands out addresses no node stand-in
-//!   answers at, and the new control plane would join etcd as a new machine, which the node
-//!   stand-in does not model; `etcd_day2.rs` runs the replacement up to its gate,
-//!   `infra_pipeline/workers.rs` the workers' targets with a recorded scw-infra.
+//! - `make replace-control-plane`: it destroys the Instance and makes it again through scw-infra's
+//!   apply, which needs the Scaleway stand-in to hold the whole cluster as apply left it (its
+//!   image, network, addresses) with the control planes at loopback addresses, and the apply's
+//!   node steps (the worker's flash and first config) to run in that world. Its parts run
+//!   elsewhere: `etcd_day2.rs` the target up to its gate, talos-lifecycle's tests a control plane
+//!   made again joining etcd and the wait for it, `infra_bootstrap.rs` the bootstrap step with the
+//!   real talosctl;
+//! - `make add-worker`, `make remove-worker`: `rehearsal.rs` runs them.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
