@@ -76,6 +76,9 @@ need_tool() { [[ -x "${BIN:?}/$1" ]] || die "$BIN/$1 is not built (make apply-in
 # shellcheck source=talos-digests.sh
 . "$(dirname "$0")/talos-digests.sh"
 talos() { without_secrets talosctl "$@"; }
+# A node's Talos API: its address at TALOS_API_PORT (50000, apid's port, unless a tunnel says
+# otherwise), as talos-lifecycle reaches it in the day-2 steps that run these ones too.
+endpoint() { printf '%s:%s' "$1" "${TALOS_API_PORT:-50000}"; }
 
 # The values this script needs, as scw-infra reads them from the config (and, with --inventory
 # FILE, from the inventory): CLUSTER_NAME, CLUSTER_ENDPOINT, WORKER_NAMES (comma separated),
@@ -402,7 +405,7 @@ need_inventory() {
 # bootstrapped or has joined (internal/app/machined/pkg/system/services/etcd.go).
 etcd_running() {
   local out
-  if out=$(talos --talosconfig "$talosconfig" --endpoints "$1" --nodes "$1" \
+  if out=$(talos --talosconfig "$talosconfig" --endpoints "$(endpoint "$1")" --nodes "$1" \
       get services etcd --output jsonpath='{.spec.running}' 2>&1); then
     [[ "$out" == *true* ]] && echo true || echo false
   elif [[ "$out" == *NotFound* ]]; then
@@ -447,7 +450,7 @@ bootstrap() {
     done
     if (( ${#silent[@]} )); then
       log "waiting for the control planes to answer (${silent[*]}) ($try/$tries)"
-    elif output=$(talos --talosconfig "$talosconfig" --endpoints "$FIRST_CONTROL_PLANE" \
+    elif output=$(talos --talosconfig "$talosconfig" --endpoints "$(endpoint "$FIRST_CONTROL_PLANE")" \
         --nodes "$FIRST_CONTROL_PLANE" bootstrap "${recover[@]}" 2>&1); then
       if [[ -n "$snapshot" ]]; then
         printf '%s\n' "$output" >&2
@@ -481,14 +484,14 @@ outputs() {
   need_inventory
   read_names --inventory "$inventory"
   need_talosctl
-  local ip=$FIRST_CONTROL_PLANE endpoints
-  (umask 077; talos --talosconfig "$talosconfig" --endpoints "$ip" --nodes "$ip" \
+  local ip=$FIRST_CONTROL_PLANE endpoints=() address
+  (umask 077; talos --talosconfig "$talosconfig" --endpoints "$(endpoint "$ip")" --nodes "$ip" \
     kubeconfig "$OUT/kubeconfig" --merge=false --force >&2)
   chmod 600 "$OUT/kubeconfig"
   # gen config leaves the talosconfig no endpoint: an operator's `talosctl --nodes <address>`
   # goes through the control planes' Talos APIs, which forward a worker's calls (and alone
   # serve the kubeconfig a drain fetches from its endpoint).
-  IFS=, read -ra endpoints <<<"$CONTROL_PLANE_ADDRESSES"
+  for address in ${CONTROL_PLANE_ADDRESSES//,/ }; do endpoints+=("$(endpoint "$address")"); done
   (umask 077; talos --talosconfig "$talosconfig" config endpoint "${endpoints[@]}" >&2)
   chmod 600 "$talosconfig"
   "$BIN/scw-infra" platform-inputs --config "$INFRA_CONFIG" --inventory "$inventory" \

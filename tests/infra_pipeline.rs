@@ -835,7 +835,11 @@ fn assert_the_outputs_are_what_the_next_layers_read(env: &Env) {
     let context = &talosconfig[0]["contexts"][talosconfig[0]["context"].as_str().unwrap()];
     assert_eq!(
         context["endpoints"],
-        json!(["203.0.113.21", "203.0.113.22", "203.0.113.23"])
+        json!([
+            "203.0.113.21:50000",
+            "203.0.113.22:50000",
+            "203.0.113.23:50000"
+        ])
     );
     assert_eq!(mode(&env.out("talosconfig")), 0o600);
     let inputs: Value =

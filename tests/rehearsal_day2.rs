@@ -26,6 +26,16 @@
 //! - `make dry-run-upgrade-k8s` with one kubelet (kwok's node) a patch behind the pin: the plan
 //!   from what the API server reports; `make upgrade-k8s` once every kubelet runs the pin:
 //!   nothing to upgrade, no snapshot, the machine configs made again at the pin;
+//! - `make replace-control-plane NODE=edge-par-cp-3 FAILED=yes` once cp-3's machine is lost
+//!   (its node and member stopped): a snapshot, its member removed through the others, its Node
+//!   deleted, the Instance's destroy plan shown then carried out, the configs, apply's node
+//!   steps, where the new Instance boots from its user data (a node stand-in at the same address
+//!   whose etcd joins as a learner and is promoted, as Talos's etcd service does, and whose
+//!   kubelet registers the Node again), the bootstrap step finding etcd running, the outputs,
+//!   and the wait until the new member votes and every node is Ready: nothing bootstrapped, the
+//!   objects still read. scw-infra's calls to Scaleway (the destroy, the apply) and the worker's
+//!   node tools are recorded there: scw-infra's own tests run the Instance's destroy and its
+//!   making again at the same address against the Scaleway stand-in;
 //! - `make etcd-restore`: refused while the three members hold the quorum; two machines lost
 //!   (their node and member stopped), refused on the last one, whose etcd still holds data;
 //!   then with RESET_EPHEMERAL=yes that node reset, the snapshot recovered there, its API server
@@ -39,20 +49,17 @@
 //! in the Scaleway stand-in as apply left it), the cluster's secrets and talosconfig made by the real talosctl, the
 //! admin kubeconfig (its server the API server's loopback address instead of the cluster's
 //! endpoint), and a Scaleway profile in HOME (made-up keys, the Scaleway stand-in's URL). It
-//! takes 3 to 4 minutes, most of it the restore's waits on the lost nodes; the Talos upgrade's
-//! four reboots about 35 s.
+//! takes 4 to 6 minutes, most of it the restore's waits on the lost nodes and the replaced
+//! member's promotion; the Talos upgrade's four reboots about 35 s.
 //!
 //! Not run here, and why:
 //! - the installer itself: the node stand-in stages the upgrade (`talos_upgrade.py`);
 //! - `make upgrade-k8s` with a kubelet behind: `talosctl upgrade-k8s` reads COSI resources and
 //!   patches the configs on the nodes, which the node stand-in does not model;
-//! - `make replace-control-plane`: it destroys the Instance and makes it again through scw-infra's
-//!   apply, which needs the Scaleway stand-in to hold the whole cluster as apply left it (its
-//!   image, network, addresses) with the control planes at loopback addresses, and the apply's
-//!   node steps (the worker's flash and first config) to run in that world. Its parts run
-//!   elsewhere: `etcd_day2.rs` the target up to its gate, talos-lifecycle's tests a control plane
-//!   made again joining etcd and the wait for it, `infra_bootstrap.rs` the bootstrap step with the
-//!   real talosctl;
+//! - scw-infra's destroy and apply in `make replace-control-plane` against the Scaleway stand-in:
+//!   that needs the stand-in to hold the whole cluster as apply left it (its image, network,
+//!   addresses) with the control planes at loopback addresses, and the apply's worker steps (its
+//!   flash, its first config) to run in that world;
 //! - `make add-worker`, `make remove-worker`: `rehearsal.rs` runs them.
 
 use std::fs;
@@ -63,7 +70,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use testkit::control_plane::ControlPlane;
 use testkit::process::text;
-use testkit::talos_node::{ControlPlaneNode, Programs};
+use testkit::talos_node::{ControlPlaneNode, ControlPlaneSpec, Programs};
 
 use crate::etcd_day2::{inventory, make_in, make_ok_in, make_refused_in, operator_folder};
 use crate::infra_pipeline::mode;
@@ -89,6 +96,8 @@ struct Stage {
     dir: tempfile::TempDir,
     port: u16,
     nodes: Vec<Option<ControlPlaneNode>>,
+    /// What each control plane was started as (a machine made again starts as it, joining).
+    specs: Vec<ControlPlaneSpec>,
     worker: ControlPlaneNode,
     clients: Vec<String>,
     plane: ControlPlane,
@@ -153,6 +162,7 @@ impl Stage {
             dir,
             port,
             nodes,
+            specs,
             worker,
             clients,
             plane,
@@ -240,6 +250,7 @@ fn the_cluster_is_snapshotted_upgraded_and_restored_through_make() {
     upgrade_plan_step(&stage);
     upgrade_talos_step(&stage);
     kubernetes_upgrade_step(&stage);
+    replace_step(&mut stage);
     restore_step(&mut stage, &snapshot);
 }
 
@@ -589,6 +600,202 @@ fn kubernetes_upgrade_step(stage: &Stage) {
     let config = fs::read_to_string(stage.out("controlplane.yaml")).unwrap();
     assert!(config.contains(&format!("kube-apiserver:{to}")), "{said}");
     assert_eq!(mode(&stage.out("controlplane.yaml")), 0o600);
+}
+
+/// `make replace-control-plane NODE=edge-par-cp-3 FAILED=yes` once cp-3's machine is lost, with
+/// scw-infra's calls to Scaleway and the worker's node tools recorded (scw-infra's own tests run
+/// the Instance's destroy and its making again against the Scaleway stand-in): a snapshot, the
+/// stale member removed through the others, the Node deleted, the destroy plan shown then carried
+/// out, the configs, apply's node steps (the new Instance boots from its user data: a node
+/// stand-in that joins etcd as Talos's etcd service does, its kubelet registering the Node
+/// again), the bootstrap step finding etcd running, the outputs, then the wait until the new
+/// member votes and every node is Ready.
+fn replace_step(stage: &mut Stage) {
+    let name = NAMES[2];
+    let before = snapshots(stage);
+    let old_member = member_of(stage, name);
+    stage.nodes[2] = None;
+    let (bin, log, made_again) = replace_tools(stage);
+    let digests = digests_and_worker_image(stage);
+    let mut spec = stage.specs[2].clone();
+    (spec.initial_cluster, spec.join_etcd) = (None, true);
+    let (out, node) = std::thread::scope(|scope| {
+        // Scaleway boots the new Instance: Talos reads its user data, joins etcd, and its kubelet
+        // registers the Node again.
+        let booted = scope.spawn(|| {
+            testkit::eventually("apply to make the Instance again", || {
+                made_again.exists().then_some(())
+            });
+            let node = ControlPlaneNode::start(&stage.programs, stage.dir.path(), &spec);
+            stage.plane.add_node(name, &[]);
+            stage
+                .plane
+                .report_kubelet_version(name, &testkit::pin("KUBERNETES_VERSION"));
+            node
+        });
+        let out = stage.make(&[
+            "replace-control-plane",
+            &format!("NODE={name}"),
+            "FAILED=yes",
+            "CONFIRM=yes",
+            &format!("BIN={}", bin.display()),
+            &format!("TALOS_DIGESTS={}", digests.display()),
+        ]);
+        (out, booted.join().unwrap())
+    });
+    stage.nodes[2] = Some(node);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&format!("{name} replaced")), "{said}");
+    assert!(
+        said.contains("etcd runs on 127.0.10.1: the cluster is bootstrapped"),
+        "{said}"
+    );
+    assert_eq!(snapshots(stage), before + 1);
+    let calls = scaleway_and_node_tool_calls(&log);
+    // The destroy planned, then carried out; then apply's node pipe, whose tools start together.
+    assert_eq!(
+        calls[..2],
+        ["scw-infra destroy", "scw-infra destroy"],
+        "{said}"
+    );
+    let mut pipe = calls[2..].to_vec();
+    pipe.sort();
+    assert_eq!(
+        pipe,
+        [
+            "scw-infra apply",
+            "scw-infra clear-user-data",
+            "scw-rescue-flash --image",
+            "scw-rescue-flash --tag-proven",
+            "talos-apply-insecure --config-dir"
+        ],
+        "{said}"
+    );
+    // Its old member gone, a new one of its name voting; the Node back and Ready; nothing
+    // bootstrapped; the objects still read.
+    let new_member = member_of(stage, name);
+    assert_ne!(new_member, old_member);
+    assert!(
+        stage
+            .nodes
+            .iter()
+            .flatten()
+            .all(|n| n.calls("Bootstrap").is_empty())
+    );
+    let joined = stage.node(2).calls("");
+    assert!(
+        joined.iter().any(|c| c["etcd"] == "added as a learner"),
+        "{joined:?}"
+    );
+    assert_eq!(stage.config_maps(), ["made-after", "made-before"]);
+}
+
+/// The calls to Scaleway and the node tools the replacement's tools logged, in order, each as
+/// the tool and its first argument (scw-infra's local reads left out).
+fn scaleway_and_node_tool_calls(log: &std::path::Path) -> Vec<String> {
+    fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            let first = fields[2].split(' ').next().unwrap_or_default();
+            let to_scaleway = ["destroy", "apply", "clear-user-data"].contains(&first);
+            (fields[0] != "scw-infra" || to_scaleway).then(|| format!("{} {first}", fields[0]))
+        })
+        .collect()
+}
+
+/// The id of `name`'s etcd member, read by etcdctl from cp-1's member, which must list it as a
+/// voter.
+fn member_of(stage: &Stage, name: &str) -> String {
+    let out = Command::new(&stage.programs.etcdctl)
+        .args([
+            "--endpoints",
+            &stage.clients[0],
+            "member",
+            "list",
+            "-w",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
+    let member = listed["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no member {name} in {listed}"));
+    assert!(
+        member["isLearner"].is_null() || member["isLearner"] == false,
+        "{member}"
+    );
+    member["ID"].to_string()
+}
+
+/// The replacement's tools: the real talos-lifecycle; scw-infra recording its calls to Scaleway
+/// (`destroy --plan-out FILE` writes FILE; `apply` hands on the inventory with cp-3's new
+/// Instance id, and marks the Instance made; the commands reading local files only are the
+/// real scw-infra's); the worker's node tools recording and handing their input on. The
+/// folder, the log, the mark.
+fn replace_tools(stage: &Stage) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = stage.dir.path();
+    let (bin, log, made_again) = (
+        dir.join("replace-bin"),
+        dir.join("replace-tools.log"),
+        dir.join("made-again"),
+    );
+    fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(
+        testkit::workspace::bin("talos-lifecycle"),
+        bin.join("talos-lifecycle"),
+    )
+    .unwrap();
+    let mut inventory: Value =
+        serde_json::from_str(&fs::read_to_string(stage.out("inventory.json")).unwrap()).unwrap();
+    inventory["nodes"][2]["id"] = "11111111-1111-4111-8111-111111111199".into();
+    let applied = dir.join("applied-inventory.json");
+    fs::write(&applied, inventory.to_string()).unwrap();
+    let scw_infra = format!(
+        "case $1 in\n  apply) cat {applied}; : > {made_again} ;;\n  clear-user-data) cat ;;\n  \
+         destroy)\n    prev=; for a; do [[ $prev == --plan-out ]] && : > \"$a\"; prev=$a; done ;;\n  \
+         *) exec {real} \"$@\" ;;\nesac",
+        applied = applied.display(),
+        made_again = made_again.display(),
+        real = testkit::workspace::bin("scw-infra").display()
+    );
+    crate::infra_pipeline::record_tool(&bin, "scw-infra", &log, &scw_infra);
+    for tool in ["scw-rescue-flash", "talos-apply-insecure"] {
+        crate::infra_pipeline::record_tool(&bin, tool, &log, "cat");
+    }
+    (bin, log, made_again)
+}
+
+/// The Talos images' digests as `make talos-image-digests` records them, and the worker's image
+/// where apply keeps it once downloaded (its sha256 the recorded one: nothing is downloaded).
+fn digests_and_worker_image(stage: &Stage) -> PathBuf {
+    use sha2::{Digest as _, Sha256};
+    let version = testkit::pin("TALOS_VERSION");
+    let worker = crate::rehearsal::WORKER_SCHEMATIC;
+    let image = b"the worker's image".to_vec();
+    fs::write(
+        stage.out(&format!(
+            "talos-{version}-{}-metal-amd64.raw.zst",
+            &worker[..12]
+        )),
+        &image,
+    )
+    .unwrap();
+    let digests = stage.dir.path().join("talos-image-digests.env");
+    let text = format!(
+        "{version}/{}/scaleway-amd64.raw.zst={}\n{version}/{worker}/metal-amd64.raw.zst={:x}\n",
+        testkit::pin("TALOS_CONTROL_PLANE_SCHEMATIC"),
+        "c".repeat(64),
+        Sha256::digest(&image)
+    );
+    fs::write(&digests, text).unwrap();
+    digests
 }
 
 /// `make etcd-restore`: refused while the quorum holds and over a member's data, then done
