@@ -709,28 +709,12 @@ fn scaleway_and_node_tool_calls(log: &std::path::Path) -> Vec<String> {
 /// The id of `name`'s etcd member, read by etcdctl from cp-1's member, which must list it as a
 /// voter.
 fn member_of(stage: &Stage, name: &str) -> String {
-    let out = Command::new(&stage.programs.etcdctl)
-        .args([
-            "--endpoints",
-            &stage.clients[0],
-            "member",
-            "list",
-            "-w",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    let listed: Value = serde_json::from_str(&testkit::process::success_stdout(&out)).unwrap();
-    let member = listed["members"]
-        .as_array()
-        .unwrap()
+    let members = testkit::talos_node::members(&stage.programs.etcdctl, &stage.clients[0]);
+    let member = members
         .iter()
         .find(|m| m["name"] == name)
-        .unwrap_or_else(|| panic!("no member {name} in {listed}"));
-    assert!(
-        member["isLearner"].is_null() || member["isLearner"] == false,
-        "{member}"
-    );
+        .unwrap_or_else(|| panic!("no member {name} in {members:?}"));
+    assert!(member["isLearner"] != true, "{member}");
     member["ID"].to_string()
 }
 

@@ -386,6 +386,21 @@ pub fn member_and_leader(etcdctl: &Path, url: &str) -> Option<(u64, u64)> {
     ))
 }
 
+/// The members etcd lists (`member list -w json`: `ID`, `name`, `isLearner`...), asked of the
+/// member at `url` by the real etcdctl; none when it does not answer.
+pub fn members(etcdctl: &Path, url: &str) -> Vec<serde_json::Value> {
+    let Ok(out) = Command::new(etcdctl)
+        .args(["--endpoints", url, "--dial-timeout=2s"])
+        .args(["member", "list", "-w", "json"])
+        .output()
+    else {
+        return Vec::new();
+    };
+    let list: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    list["members"].as_array().cloned().unwrap_or_default()
+}
+
 /// Whether the member at `url` answers with a leader.
 pub fn has_leader(etcdctl: &Path, url: &str) -> bool {
     member_and_leader(etcdctl, url).is_some_and(|(_, leader)| leader != 0)

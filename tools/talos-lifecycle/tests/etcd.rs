@@ -542,27 +542,10 @@ fn etcdctl_at(programs: &Programs, url: &str, args: &[&str]) -> String {
 
 /// The names etcd lists, asked of the member at `url`.
 fn member_names(programs: &Programs, url: &str) -> Vec<String> {
-    let out = Command::new(&programs.etcdctl)
-        .args([
-            "--endpoints",
-            url,
-            "--dial-timeout=2s",
-            "member",
-            "list",
-            "-w",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let mut names: Vec<String> = list["members"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| m["name"].as_str().unwrap_or_default().to_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut names: Vec<String> = testkit::talos_node::members(&programs.etcdctl, url)
+        .iter()
+        .map(|m| m["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
     names.sort();
     names
 }
@@ -1264,14 +1247,7 @@ fn await_healthy(three: &Three, plane: &ControlPlane, tries: &str) -> Output {
 
 /// The id and learner flag of the member named `name`, as the member at `url` lists it.
 fn member_of(programs: &Programs, url: &str, name: &str) -> Option<(u64, bool)> {
-    let list: Value = serde_json::from_str(&etcdctl_at(
-        programs,
-        url,
-        &["member", "list", "-w", "json"],
-    ))
-    .unwrap();
-    list["members"]
-        .as_array()?
+    testkit::talos_node::members(&programs.etcdctl, url)
         .iter()
         .find(|m| m["name"] == name)
         .map(|m| (m["ID"].as_u64().unwrap(), m["isLearner"] == true))
