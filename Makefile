@@ -172,7 +172,7 @@ WORKER_CERT_FINGERPRINT ?=
 # of a new empty one. A cluster that runs etcd stops the apply at the bootstrap, untouched.
 apply-infra: $(INFRA_CONFIG) ## Scaleway resources, the worker flashed, Talos configured; writes talos/_out/kubeconfig and platform-inputs.json (SNAPSHOT=FILE: etcd recovered from it on new control planes)
 	@$(WITHOUT_SECRETS) $(CARGO) build --quiet --release --bin scw-infra --bin scw-rescue-flash --bin talos-apply-insecure
-	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' REFLASH='$(REFLASH)' WORKER_CERT_FINGERPRINT='$(WORKER_CERT_FINGERPRINT)' SNAPSHOT='$(SNAPSHOT)' SKIP_HASH_CHECK='$(SKIP_HASH_CHECK)' pipelines/infra.sh apply
+	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' REFLASH='$(REFLASH)' WORKER_CERT_FINGERPRINT='$(WORKER_CERT_FINGERPRINT)' SNAPSHOT='$(SNAPSHOT)' SKIP_HASH_CHECK='$(SKIP_HASH_CHECK)' TALOS_API_PORT='$(TALOS_API_PORT)' pipelines/infra.sh apply
 
 talos-image-digests: $(BIN)/scw-infra $(INFRA_CONFIG) ## Download the Talos images of the pins once (Image Factory, https) and record their sha256 in config/talos-image-digests.env
 	@OUT='$(OUT)' INFRA_CONFIG='$(INFRA_CONFIG)' TALOS_DIGESTS='$(TALOS_DIGESTS)' BIN='$(BIN)' pipelines/infra.sh digests

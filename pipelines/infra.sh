@@ -50,8 +50,10 @@
 # (default talos/patches), REFLASH=yes (let scw-rescue-flash write over a worker that runs
 # another image: it wipes the node), WORKER_CERT_FINGERPRINT (the worker's maintenance
 # certificate fingerprint, read on its console: pins the first contact), SNAPSHOT and
-# SKIP_HASH_CHECK=yes (the bootstrap recovers etcd from that snapshot), BOOTSTRAP_TRIES and BOOTSTRAP_INTERVAL (how long the
-# bootstrap waits for booting control planes: 90 times 10 s). Everything generated is under $OUT
+# SKIP_HASH_CHECK=yes (the bootstrap recovers etcd from that snapshot), BOOTSTRAP_TRIES and
+# BOOTSTRAP_INTERVAL (how long the bootstrap waits for booting control planes: 90 times 10 s),
+# TALOS_API_PORT (where every node's Talos API answers: 50000 unless a tunnel says otherwise).
+# Everything generated is under $OUT
 # (git-ignored); what holds a secret (secrets bundle, machine configs, talosconfig, kubeconfig)
 # is mode 0600. The config and the records are read and written by the tools only (scw-infra
 # names, talos-patches, platform-inputs, apply --previous): this script keeps the values they
@@ -366,7 +368,8 @@ nodes() {
       --control-plane-config "$OUT/controlplane.yaml" \
     | "$BIN/scw-rescue-flash" --image "$metal" --ssh-key "$SSH_PRIVATE_KEY" \
         --installer-image "$WORKER_INSTALLER_IMAGE" --talosconfig "$talosconfig" "${reflash[@]}" \
-    | without_secrets "$BIN/talos-apply-insecure" --config-dir "$OUT" --talosconfig "$talosconfig" "${pins[@]}" \
+    | without_secrets "$BIN/talos-apply-insecure" --config-dir "$OUT" --talosconfig "$talosconfig" \
+        --port "${TALOS_API_PORT:-50000}" "${pins[@]}" \
     | "$BIN/scw-rescue-flash" --tag-proven \
     | "$BIN/scw-infra" clear-user-data --config "$INFRA_CONFIG" \
     > "$inventory.partial"

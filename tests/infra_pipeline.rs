@@ -1099,6 +1099,8 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
             ("BIN", &bin_dir),
             ("REFLASH", "yes"),
             ("WORKER_CERT_FINGERPRINT", pin),
+            // apid behind a tunnel: every step reaches the nodes' Talos API there.
+            ("TALOS_API_PORT", "50001"),
         ],
     ));
     assert_eq!(
@@ -1167,7 +1169,11 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
     let talosconfig = format!("--talosconfig {}", env.out("talosconfig").display());
     assert_says_all(
         &talos.2,
-        &[talosconfig, format!("--cert-fingerprint {pin}")],
+        &[
+            talosconfig,
+            format!("--cert-fingerprint {pin}"),
+            "--port 50001".to_owned(),
+        ],
     );
 }
 
