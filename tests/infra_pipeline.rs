@@ -1091,7 +1091,8 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
     let Some(env) = Env::new(test) else { return };
     let (factory, control_plane_digest) = node_pipeline_pins(&env);
     let (bin_dir, log) = recording_node_tools(&env);
-    // The worker's certificate fingerprint, read on its console, pins the first contact.
+    // The worker's certificate fingerprint, read on its console, pins the first contact; the
+    // nodes' Talos API is behind a tunnel's port, where every step reaches it.
     let pin = "U6UHi4Fk3lgHDR8M1AZMkCTxUvFqBdFwO7XbSxeM4e0=";
     ok(&env.infra(
         "nodes",
@@ -1099,7 +1100,6 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
             ("BIN", &bin_dir),
             ("REFLASH", "yes"),
             ("WORKER_CERT_FINGERPRINT", pin),
-            // apid behind a tunnel: every step reaches the nodes' Talos API there.
             ("TALOS_API_PORT", "50001"),
         ],
     ));
@@ -1166,14 +1166,13 @@ fn the_node_pipeline_gets_the_pins_and_only_the_scaleway_tools_get_the_secret() 
     );
     // Each worker is written onto the install_disk its inventory records: no one --disk.
     assert!(!flash.contains("--disk"), "{flash}");
-    let talosconfig = format!("--talosconfig {}", env.out("talosconfig").display());
+    let talosconfig = format!(
+        "--talosconfig {} --port 50001",
+        env.out("talosconfig").display()
+    );
     assert_says_all(
         &talos.2,
-        &[
-            talosconfig,
-            format!("--cert-fingerprint {pin}"),
-            "--port 50001".to_owned(),
-        ],
+        &[talosconfig, format!("--cert-fingerprint {pin}")],
     );
 }
 
