@@ -112,7 +112,6 @@ class Router(grpc.ServerInterceptor):
         # server publishes, which refuses loopback addresses): `{address: loopback address}`.
         self.routes = dict(routes)
         self.port = None  # set once the front listens: listening()
-        self.authority = address
         with open(cert, "rb") as c, open(key, "rb") as k, open(ca, "rb") as a:
             self.credentials = grpc.ssl_channel_credentials(
                 root_certificates=a.read(), private_key=k.read(), certificate_chain=c.read())
@@ -123,7 +122,11 @@ class Router(grpc.ServerInterceptor):
 
     def listening(self, port):
         self.port = port
-        self.authority = f"{self.address}:{port}"
+
+    @property
+    def authority(self):
+        """The address and port a caller dials: what apid puts in `proxyfrom` (B:71-79)."""
+        return f"{self.address}:{self.port}"
 
     def channel(self, target):
         with self.lock:

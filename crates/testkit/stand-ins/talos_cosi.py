@@ -177,6 +177,11 @@ class NodeCosi:
         self.nodename = nodename
         self.etcd_running = etcd_running
         self.m = cosi_messages()
+        # The definitions are fixed: made once, as COSI registers them at start.
+        self.definitions = []
+        for definition in DEFINITIONS:
+            spec, text = definition_spec(self.m, *definition)
+            self.definitions.append((definition[0].lower(), "", spec.SerializeToString(), text))
         self.created = timestamp_pb2.Timestamp()
         self.created.GetCurrentTime()
 
@@ -184,11 +189,7 @@ class NodeCosi:
         """The resources of `kind` in `namespace` now: (id, owner, proto spec, YAML spec)."""
         m = self.m
         if (namespace, kind) == ("meta", RD_TYPE):
-            found = []
-            for definition in DEFINITIONS:
-                spec, text = definition_spec(m, *definition)
-                found.append((definition[0].lower(), "", spec.SerializeToString(), text))
-            return found
+            return self.definitions
         if (namespace, kind) == ("k8s", NODENAME_TYPE):
             spec = m["NodenameSpec"](nodename=self.nodename, hostname_version="1")
             text = f"nodename: {self.nodename}\nhostnameVersion: \"1\"\nskipNodeRegistration: false\n"
