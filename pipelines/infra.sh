@@ -540,7 +540,7 @@ upgrade_talos() {
 }
 
 # The Kubernetes upgrade (make upgrade-k8s, and upgrade-k8s-plan its dry-run twin):
-# talos-lifecycle checks the path from the lowest kubelet and the support of the nodes' Talos,
+# talos-lifecycle checks the path from the lowest kubelet or static pod and the support of the nodes' Talos,
 # takes a snapshot and runs talosctl upgrade-k8s behind its gate. talosctl edits the configs on
 # the nodes; the generated ones (a new node's user data) are regenerated at the pin afterwards,
 # not before: a node made from them meanwhile would run a kubelet newer than the API servers.

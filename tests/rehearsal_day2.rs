@@ -23,9 +23,10 @@
 //!   its installer). Afterwards every node answers with the pin, the three members hold the data (the ConfigMaps read
 //!   back), a second run has nothing to do, and one with a node left cordoned (as a run stopped
 //!   between talosctl's drain and its uncordon leaves it) is refused, naming it;
-//! - `make dry-run-upgrade-k8s` with one kubelet (kwok's node) a patch behind the pin: the plan
-//!   from what the API server reports; `make upgrade-k8s` once every kubelet runs the pin:
-//!   nothing to upgrade, no snapshot, the machine configs made again at the pin;
+//! - `make dry-run-upgrade-k8s` with one control plane (its kubelet, kwok's node, and its static
+//!   pods' mirrors) a patch behind the pin: the plan from what the API server reports; `make
+//!   upgrade-k8s` once every kubelet and static pod runs the pin: nothing to upgrade, no
+//!   snapshot, the machine configs made again at the pin;
 //! - `make replace-control-plane NODE=edge-par-cp-3 FAILED=yes` once cp-3's machine is lost
 //!   (its node and member stopped): a snapshot, its member removed through the others, its Node
 //!   deleted, the Instance's destroy plan shown then carried out, the configs, apply's node
@@ -343,7 +344,8 @@ fn upgrade_plan_step(stage: &Stage) {
 }
 
 /// Each node's Kubernetes node, registered as its kubelet does (kwok stands in for the
-/// kubelets) and Ready, its kubelet reporting the pinned Kubernetes, or `behind` for cp-3's.
+/// kubelets) and Ready, its kubelet reporting the pinned Kubernetes, or `behind` for cp-3's; each
+/// control plane's static pods mirrored at the same version.
 fn kubelets(stage: &Stage, behind: Option<&str>) {
     let pin = testkit::pin("KUBERNETES_VERSION");
     let registered = stage.plane.kubectl_ok(&["get", "nodes", "-o", "name"], "");
@@ -356,6 +358,9 @@ fn kubelets(stage: &Stage, behind: Option<&str>) {
             _ => pin.as_str(),
         };
         stage.plane.report_kubelet_version(name, version);
+        if NAMES.contains(&name) {
+            stage.plane.mirror_static_pods(name, version);
+        }
     }
 }
 
@@ -560,9 +565,10 @@ fn talos_version(stage: &Stage, i: usize) -> String {
     tag.unwrap().trim().to_owned()
 }
 
-/// `make dry-run-upgrade-k8s` with cp-3's kubelet a patch behind the pin: the plan from what
-/// the API server reports; then `make upgrade-k8s` once every kubelet runs the pin: nothing to
-/// upgrade, no snapshot, the machine configs made for the pin (what a new node gets).
+/// `make dry-run-upgrade-k8s` with cp-3's kubelet and static pods a patch behind the pin: the
+/// plan from what the API server reports; then `make upgrade-k8s` once every kubelet and static
+/// pod runs the pin: nothing to upgrade, no snapshot, the machine configs made for the pin (what
+/// a new node gets).
 fn kubernetes_upgrade_step(stage: &Stage) {
     let to = testkit::pin("KUBERNETES_VERSION");
     let (minor, patch) = to.rsplit_once('.').unwrap();
@@ -584,6 +590,10 @@ fn kubernetes_upgrade_step(stage: &Stage) {
     assert!(preflight.contains(&format!("from {behind}")), "{preflight}");
     assert!(
         preflight.contains(&format!("edge-par-cp-3 {behind}")),
+        "{preflight}"
+    );
+    assert!(
+        preflight.contains(&format!("kube-apiserver-edge-par-cp-3 {behind}")),
         "{preflight}"
     );
 
@@ -628,9 +638,9 @@ fn replace_step(stage: &mut Stage) {
             });
             let node = ControlPlaneNode::start(&stage.programs, stage.dir.path(), &spec);
             stage.plane.add_node(name, &[]);
-            stage
-                .plane
-                .report_kubelet_version(name, &testkit::pin("KUBERNETES_VERSION"));
+            let pin = testkit::pin("KUBERNETES_VERSION");
+            stage.plane.report_kubelet_version(name, &pin);
+            stage.plane.mirror_static_pods(name, &pin);
             node
         });
         let out = stage.make(&[

@@ -56,8 +56,9 @@
 //!
 //! - `upgrade-k8s` brings Kubernetes to `--to` through `talosctl upgrade-k8s` on a healthy
 //!   control plane. It refuses (exit 2) a target the nodes' Talos does not support, and a path
-//!   from the lowest kubelet (`kubectl get nodes`) that is not the same minor or the next. When
-//!   a kubelet is behind: a snapshot, the gate, `talosctl upgrade-k8s --to`, then a wait until
+//!   from a kubelet (`kubectl get nodes`) or a control plane component (its static pod's mirror
+//!   in kube-system, where talosctl reads the version it upgrades from) that is not the same
+//!   minor or the next. When one is behind: a snapshot, the gate, `talosctl upgrade-k8s --to`, then a wait until
 //!   every kubelet runs the target, Ready; it prints the `EtcdSnapshot` record and a
 //!   `KubernetesUpgraded` one. talosctl's upgrade is itself node by node and may be run again.
 //!
@@ -213,7 +214,7 @@ pub enum Action {
         run: UpgradeRun,
     },
     /// Upgrade Kubernetes to `--to` through `talosctl upgrade-k8s`: snapshot first, behind the
-    /// etcd and readiness gate; nothing to do when every kubelet runs it.
+    /// etcd and readiness gate; nothing to do when every kubelet and static pod runs it.
     UpgradeK8s {
         /// The Kubernetes version to bring the cluster to (KUBERNETES_VERSION).
         #[arg(long, value_name = "VERSION")]

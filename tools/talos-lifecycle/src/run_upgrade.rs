@@ -8,7 +8,7 @@ use pop_common::records::{Kind, KubernetesUpgraded, NodeRole, TalosUpgraded, Ver
 use pop_common::wait::{Poll, Sleeper};
 
 use crate::quorum::{self, NodeError, Observed, TalosNode};
-use crate::talos::{Kubelet, Talos};
+use crate::talos::{self, Kubelet, Talos};
 use crate::upgrade::{self, PlanInput, Release, Seen, UpgradeNode};
 use crate::upgrade_k8s;
 use crate::{Config, Error, observe, write_line, write_plan};
@@ -383,14 +383,19 @@ pub fn upgrade_k8s(
         client(talos, &version)?;
     }
     let kubelets = kubelet_versions(talos)?;
-    let Some((_, from)) = kubelets.iter().min_by(|a, b| a.1.cmp(&b.1)) else {
+    if kubelets.is_empty() {
         return Err(Error::node(
             cluster,
             "kubectl get nodes",
             NodeError::Client("no node is registered in Kubernetes".into()),
         ));
-    };
-    for (name, version) in &kubelets {
+    }
+    let components = static_pod_versions(talos, cluster)?;
+    // talosctl upgrades from the lowest component; the kubelets follow in the same run. Both
+    // lists hold one version at least.
+    let versions = || components.iter().chain(&kubelets);
+    let from = versions().map(|(_, v)| v).min().unwrap_or(to);
+    for (name, version) in versions() {
         upgrade::check_path(version, to).map_err(|refusal| Error::Path {
             node: name.clone(),
             refusal,
@@ -401,7 +406,7 @@ pub fn upgrade_k8s(
         .filter(|n| n.role == NodeRole::Controlplane)
         .map(|n| n.node.clone())
         .collect();
-    let behind = kubelets.iter().any(|(_, v)| v != to);
+    let behind = versions().any(|(_, v)| v != to);
     let observed = observe(talos, &control_planes);
     let source = quorum::snapshot_source(&observed).ok_or_else(|| Error::NoNode {
         cluster: cluster.to_owned(),
@@ -413,6 +418,7 @@ pub fn upgrade_k8s(
         from,
         to,
         kubelets: &kubelets,
+        components: &components,
         node: source,
         snapshot: behind.then_some((source, asked.snapshot.as_path())),
     });
@@ -420,7 +426,9 @@ pub fn upgrade_k8s(
         return write_plan(&steps, output);
     }
     if !behind {
-        pop_common::info!("every kubelet of {cluster} runs {to} already: nothing to do");
+        pop_common::info!(
+            "every kubelet and control plane component of {cluster} runs {to} already: nothing to do"
+        );
         return Ok(());
     }
     let taken = crate::run::take_snapshot(talos, cluster, source, &asked.snapshot, now)?;
@@ -482,6 +490,43 @@ fn kubelet_versions(talos: &dyn Talos) -> Result<Vec<(String, Release)>, Error> 
             Ok((name, release))
         })
         .collect()
+}
+
+/// The version each control plane component's static pod runs, by pod, from its image's tag,
+/// as `talosctl upgrade-k8s` reads it (siderolabs/talos v1.13.9 pkg/cluster/kubernetes/
+/// detect.go:17-72: a pod whose image has no release tag is passed over). None at all: talosctl
+/// could not tell where it upgrades from, so neither can the plan.
+fn static_pod_versions(talos: &dyn Talos, cluster: &str) -> Result<Vec<(String, Release)>, Error> {
+    let pods = talos
+        .static_pods()
+        .map_err(|error| Error::node("kubectl", "get pods", error))?;
+    let versions: Vec<(String, Release)> = pods
+        .into_iter()
+        .filter_map(|pod| {
+            let release = talos::image_tag(&pod.image).and_then(Release::parse);
+            if release.is_none() {
+                pop_common::info!(
+                    "{}: no Kubernetes release in its image {}",
+                    pod.name,
+                    pod.image
+                );
+            }
+            Some((pod.name, release?))
+        })
+        .collect();
+    if versions.is_empty() {
+        return Err(Error::node(
+            cluster,
+            "kubectl get pods",
+            NodeError::Client(format!(
+                "no control plane static pod ({}, in kube-system) shows a Kubernetes release: \
+                 talosctl upgrade-k8s reads the version it upgrades from there; are the control \
+                 planes' kubelets registered?",
+                talos::STATIC_POD_COMPONENTS.join(", ")
+            )),
+        ));
+    }
+    Ok(versions)
 }
 
 /// Asks Kubernetes until every kubelet runs `to` and every node is Ready: their names.

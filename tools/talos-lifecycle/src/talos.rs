@@ -42,6 +42,9 @@ pub trait Talos {
     fn node_ready(&self, name: &str) -> Result<bool, NodeError>;
     /// Every Kubernetes node's name, kubelet version and readiness (`kubectl get nodes`).
     fn kubelets(&self) -> Result<Vec<Kubelet>, NodeError>;
+    /// The control planes' static pods, as their mirror pods show them in kube-system
+    /// (`kubectl get pods -n kube-system -l 'k8s-app in (...)'`).
+    fn static_pods(&self) -> Result<Vec<StaticPod>, NodeError>;
     /// Upgrades Kubernetes through the control plane `node` (`talosctl upgrade-k8s --to`).
     fn upgrade_k8s(&self, node: &TalosNode, to: &str) -> Result<(), NodeError>;
     /// The members, with their ids, as the node's etcd lists them (`talosctl etcd members`).
@@ -92,6 +95,28 @@ pub struct Kubelet {
     pub ready: bool,
     /// `spec.unschedulable`: cordoned (a drain not undone yet).
     pub cordoned: bool,
+}
+
+/// The components of the control plane Talos runs as static pods, each labelled `k8s-app` with
+/// its name and running a container of that name (internal/app/machined/pkg/controllers/k8s/
+/// control_plane_static_pod.go at v1.13.9); kube-proxy too when it is enabled. The labels
+/// `talosctl upgrade-k8s` reads the version it upgrades from (pkg/cluster/kubernetes/detect.go).
+pub const STATIC_POD_COMPONENTS: [&str; 4] = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kube-proxy",
+];
+
+/// A control plane component's pod as the API server lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticPod {
+    /// The mirror pod's name: the static pod's, `-`, its node's.
+    pub name: String,
+    /// Its `k8s-app` label, one of [`STATIC_POD_COMPONENTS`].
+    pub component: String,
+    /// The image of its container named as the component.
+    pub image: String,
 }
 
 /// The real programs: talosctl with the cluster's talosconfig, etcdutl, and kubectl with the
@@ -307,6 +332,20 @@ impl Talos for Programs {
         parse_kubelets(&self.kubectl(&["get", "nodes", "-o", "json"])?)
     }
 
+    fn static_pods(&self) -> Result<Vec<StaticPod>, NodeError> {
+        let selector = format!("k8s-app in ({})", STATIC_POD_COMPONENTS.join(","));
+        parse_static_pods(&self.kubectl(&[
+            "get",
+            "pods",
+            "--namespace",
+            "kube-system",
+            "--selector",
+            &selector,
+            "-o",
+            "json",
+        ])?)
+    }
+
     fn node_ready(&self, name: &str) -> Result<bool, NodeError> {
         parse_ready(&self.kubectl(&["get", "node", name, "-o", "json"])?)
     }
@@ -376,6 +415,45 @@ pub fn parse_kubelets(text: &str) -> Result<Vec<Kubelet>, NodeError> {
             }
         })
         .collect()
+}
+
+/// `kubectl get pods -o json` of the control plane components: each pod labelled as one, with
+/// the image of its container of that name (a pod without one is left out, as talosctl does).
+pub fn parse_static_pods(text: &str) -> Result<Vec<StaticPod>, NodeError> {
+    let unreadable = |why: String| NodeError::Client(format!("kubectl get pods: {why}"));
+    let list: serde_json::Value =
+        serde_json::from_str(text).map_err(|err| unreadable(err.to_string()))?;
+    let mut pods = Vec::new();
+    for pod in list["items"]
+        .as_array()
+        .ok_or_else(|| unreadable("no items".into()))?
+    {
+        let Some(component) = pod["metadata"]["labels"]["k8s-app"].as_str() else {
+            continue;
+        };
+        let name = pod["metadata"]["name"]
+            .as_str()
+            .ok_or_else(|| unreadable(format!("a pod without a name: {pod}")))?;
+        let containers = pod["spec"]["containers"].as_array().into_iter().flatten();
+        if let Some(image) = containers
+            .filter(|c| c["name"] == component)
+            .find_map(|c| c["image"].as_str())
+        {
+            pods.push(StaticPod {
+                name: name.to_owned(),
+                component: component.to_owned(),
+                image: image.to_owned(),
+            });
+        }
+    }
+    Ok(pods)
+}
+
+/// An image reference's tag: after the last `:` of its last path segment, its digest left out.
+pub fn image_tag(image: &str) -> Option<&str> {
+    let image = image.split_once('@').map_or(image, |(name, _)| name);
+    let last = image.rsplit('/').next().unwrap_or(image);
+    last.split_once(':').map(|(_, tag)| tag)
 }
 
 fn log_lines(who: &str, text: &str) {

@@ -15,7 +15,7 @@ use pop_common::exit::{Exit, Report};
 use testkit::process::assert_says_all;
 
 use crate::quorum::{MemberStatus, NodeError, quorum};
-use crate::talos::Kubelet;
+use crate::talos::{Kubelet, StaticPod};
 use crate::upgrade::{self, Release};
 
 /// A cluster scripted by node name: each member's status answers, in turn (the last one
@@ -39,6 +39,9 @@ struct Scripted {
     stays_behind: Vec<String>,
     /// The Kubernetes nodes (an upgrade-k8s brings every kubelet to its target).
     kubelets: RefCell<Vec<Kubelet>>,
+    /// The control planes' static pods as kube-system lists them (an upgrade-k8s brings each
+    /// to its target).
+    static_pods: RefCell<Vec<StaticPod>>,
     /// The members that left or were removed.
     removed: RefCell<Vec<String>>,
     /// Each node's etcd service state, in turn (the last repeats); `Preparing` when not
@@ -154,7 +157,13 @@ impl Talos for Scripted {
         for kubelet in self.kubelets.borrow_mut().iter_mut() {
             kubelet.version = to.to_owned();
         }
+        for pod in self.static_pods.borrow_mut().iter_mut() {
+            pod.image = format!("registry.k8s.io/{}:{to}", pod.component);
+        }
         Ok(())
+    }
+    fn static_pods(&self) -> Result<Vec<StaticPod>, NodeError> {
+        Ok(self.static_pods.borrow().clone())
     }
     /// The members, `i`-th with id `i + 1`, less those removed.
     fn etcd_member_list(&self, node: &TalosNode) -> Result<Vec<talos::Member>, NodeError> {
@@ -1353,7 +1362,101 @@ fn kubelets_at(version: &str) -> Scripted {
             cordoned: false,
         })
         .collect();
+    *talos.static_pods.borrow_mut() = CPS
+        .iter()
+        .flat_map(|node| {
+            [
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+            ]
+            .map(|component| StaticPod {
+                name: format!("{component}-{node}"),
+                component: component.to_owned(),
+                image: format!("registry.k8s.io/{component}:{version}"),
+            })
+        })
+        .collect();
     talos
+}
+
+/// talosctl upgrade-k8s upgrades from the lowest version the control planes' static pods run
+/// (siderolabs/talos v1.13.9 pkg/cluster/kubernetes/detect.go:17-72), whatever the kubelets
+/// run: a control plane left behind is upgraded though every kubelet runs the target, and the
+/// path is checked from it.
+#[test]
+fn a_control_plane_component_behind_the_kubelets_is_upgraded_from_its_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let talos = kubelets_at("v1.36.3");
+    talos.static_pods.borrow_mut()[4].image =
+        "registry.k8s.io/kube-controller-manager:v1.35.2".into();
+    let out = go_ok(&k8s_config("v1.36.3", dir.path(), true), &talos);
+    let steps = upgrade_lines(&out);
+    assert_eq!(steps.last().unwrap().step, UpgradeStepKind::WaitUpgraded);
+    let says = &steps[0].says;
+    assert!(says.contains("from v1.35.2"), "{says}");
+    assert!(
+        says.contains("kube-controller-manager-edge-par-cp-2 v1.35.2"),
+        "{says}"
+    );
+    let out = go_ok(&k8s_config("v1.36.3", dir.path(), false), &talos);
+    let lines: Vec<serde_json::Value> = testkit::process::json_lines(&out);
+    let done: KubernetesUpgraded = serde_json::from_value(lines[1].clone()).unwrap();
+    assert_eq!(done.from, "v1.35.2");
+    assert!(upgrades(&talos).contains(&format!("upgrade-k8s {}", CPS[0])));
+
+    // A component two minors behind: refused, named.
+    let talos = kubelets_at("v1.36.3");
+    talos.static_pods.borrow_mut()[0].image =
+        "registry.k8s.io/kube-apiserver:v1.34.9@sha256:ab".into();
+    let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
+    let said = error_of(result, Exit::Usage);
+    assert!(
+        said.starts_with("kube-apiserver-edge-par-cp-1: v1.34.9 to v1.36.3 skips a minor"),
+        "{said}"
+    );
+
+    // No static pod listed: talosctl could not tell where it upgrades from; nothing is done.
+    let talos = kubelets_at("v1.35.2");
+    talos.static_pods.borrow_mut().clear();
+    let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
+    let said = error_of(result, Exit::Failure);
+    assert!(said.contains("no control plane static pod"), "{said}");
+    assert!(upgrades(&talos).is_empty());
+}
+
+#[test]
+fn kubectls_pod_list_is_read_for_the_static_pods_images() {
+    let list = r#"{"items":[
+        {"metadata":{"name":"kube-apiserver-edge-par-cp-1","labels":{"k8s-app":"kube-apiserver"}},
+         "spec":{"containers":[{"name":"kube-apiserver","image":"registry.k8s.io/kube-apiserver:v1.36.3"}]}},
+        {"metadata":{"name":"kube-scheduler-edge-par-cp-1","labels":{"k8s-app":"kube-scheduler"}},
+         "spec":{"containers":[{"name":"sidecar","image":"x:1"},
+                                {"name":"kube-scheduler","image":"mirror.example:5000/kube-scheduler:v1.35.2@sha256:00"}]}}]}"#;
+    let pods = talos::parse_static_pods(list).unwrap();
+    assert_eq!(
+        pods,
+        [
+            StaticPod {
+                name: "kube-apiserver-edge-par-cp-1".into(),
+                component: "kube-apiserver".into(),
+                image: "registry.k8s.io/kube-apiserver:v1.36.3".into(),
+            },
+            StaticPod {
+                name: "kube-scheduler-edge-par-cp-1".into(),
+                component: "kube-scheduler".into(),
+                image: "mirror.example:5000/kube-scheduler:v1.35.2@sha256:00".into(),
+            }
+        ]
+    );
+    assert_eq!(talos::image_tag(&pods[1].image), Some("v1.35.2"));
+    assert_eq!(talos::image_tag("mirror.example:5000/kube-scheduler"), None);
+    assert!(
+        talos::parse_static_pods(
+            r#"{"items":[{"metadata":{"labels":{"k8s-app":"kube-apiserver"}}}]}"#
+        )
+        .is_err()
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! A Kubernetes upgrade, decided from what was read only: the support of the target by the
-//! nodes' Talos, the path from the lowest kubelet, the plan.
+//! nodes' Talos, the path from the lowest version the control plane's static pods and the
+//! kubelets run, the plan.
 //!
 //! `talosctl upgrade-k8s` does the upgrade itself, node by node (the control planes' static pods
 //! one service at a time, then every kubelet: siderolabs/talos v1.13.9
@@ -55,8 +56,10 @@ pub struct PlanInput<'a> {
     pub to: &'a Release,
     /// Each node's kubelet version, by its Kubernetes name.
     pub kubelets: &'a [(String, Release)],
+    /// Each control plane component's version, by its static pod's name.
+    pub components: &'a [(String, Release)],
     /// The control plane that runs `talosctl upgrade-k8s`, and the snapshot taken first (none
-    /// when every kubelet runs the target).
+    /// when every kubelet and component runs the target).
     pub node: &'a TalosNode,
     pub snapshot: Option<(&'a TalosNode, &'a Path)>,
 }
@@ -68,28 +71,34 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<TalosUpgradeStep> {
     let mut push = |step, node: Option<&TalosNode>, says: String| {
         steps.push_at(step, node.map(|n| (n, NodeRole::Controlplane)), says);
     };
-    let kubelets: Vec<String> = input
-        .kubelets
-        .iter()
-        .map(|(name, v)| format!("{name} {v}"))
-        .collect();
+    let listed = |versions: &[(String, Release)]| -> String {
+        let named: Vec<String> = versions
+            .iter()
+            .map(|(name, v)| format!("{name} {v}"))
+            .collect();
+        named.join(", ")
+    };
     push(
         UpgradeStepKind::Preflight,
         None,
         format!(
-            "{} to Kubernetes {} from {} (the lowest kubelet: {}): the same minor or the next, \
-             supported by the nodes' Talos",
+            "{} to Kubernetes {} from {} (the lowest of the control plane components: {}; and \
+             of the kubelets: {}): the same minor or the next, supported by the nodes' Talos",
             input.cluster,
             input.to,
             input.from,
-            kubelets.join(", ")
+            listed(input.components),
+            listed(input.kubelets)
         ),
     );
     let Some((source, path)) = input.snapshot else {
         push(
             UpgradeStepKind::Skip,
             None,
-            format!("every kubelet runs {} already: nothing to do", input.to),
+            format!(
+                "every kubelet and control plane component runs {} already: nothing to do",
+                input.to
+            ),
         );
         return steps.0;
     };

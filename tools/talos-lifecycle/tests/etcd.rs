@@ -1158,7 +1158,7 @@ fn assert_upgraded_drained_and_rebooted(node: &ControlPlaneNode, installer: &str
 }
 
 #[test]
-fn a_kubernetes_upgrade_is_planned_from_the_kubelets_the_api_server_reports() {
+fn a_kubernetes_upgrade_is_planned_from_the_kubelets_and_static_pods_the_api_server_reports() {
     let Some(world) = RoundTrip::start("a_kubernetes_upgrade_is_planned_from_the_kubelets") else {
         return;
     };
@@ -1170,6 +1170,8 @@ fn a_kubernetes_upgrade_is_planned_from_the_kubelets_the_api_server_reports() {
         world.plane.add_node(name, &[]);
         world.plane.report_kubelet_version(name, version);
     }
+    // The control plane's static pods, mirrored by its kubelet, run the target.
+    world.plane.mirror_static_pods("edge-par-cp-1", "v1.36.3");
     let kubectl = world.plane.kubectl();
     let kubectl = kubectl.get_program().to_str().unwrap().to_owned();
     let kubeconfig = world.plane.kubeconfig().to_str().unwrap().to_owned();
@@ -1220,7 +1222,23 @@ fn a_kubernetes_upgrade_is_planned_from_the_kubelets_the_api_server_reports() {
         preflight.contains("edge-par-worker-1 v1.35.2"),
         "{preflight}"
     );
+    assert!(
+        preflight.contains("kube-scheduler-edge-par-cp-1 v1.36.3"),
+        "{preflight}"
+    );
     assert!(!out_dir.exists());
+
+    // Every kubelet at the target, the control plane's static pods behind (its configs a patch
+    // behind): still an upgrade, from them.
+    world
+        .plane
+        .report_kubelet_version("edge-par-worker-1", "v1.36.3");
+    world.plane.mirror_static_pods("edge-par-cp-1", "v1.35.9");
+    let steps: Vec<Value> =
+        testkit::process::json_lines(&testkit::process::success_stdout(&plan("v1.36.3")));
+    let preflight = steps[0]["says"].as_str().unwrap();
+    assert!(preflight.contains("from v1.35.9"), "{preflight}");
+    assert_eq!(steps.last().unwrap()["step"], "wait-upgraded");
 
     // Two minors past the worker's kubelet: refused before anything.
     let out = plan("v1.37.0");

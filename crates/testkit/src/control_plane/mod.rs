@@ -373,6 +373,61 @@ impl ControlPlane {
         self.kubectl_ok(&[&patch[..], &[status.as_str()]].concat(), "");
     }
 
+    /// The control plane node `node`'s static pods, as its kubelet mirrors them into the API
+    /// server once Talos wrote them at Kubernetes `version`: Talos's pods `kube-apiserver`,
+    /// `kube-controller-manager` and `kube-scheduler` in kube-system, labelled `k8s-app` and
+    /// `tier: control-plane`, each with one container of its name running its upstream image at
+    /// that tag (siderolabs/talos v1.13.9 internal/app/machined/pkg/controllers/k8s/
+    /// control_plane_static_pod.go:455-490), each mirror pod named `<pod>-<node>`, annotated as a
+    /// mirror and owned by its Node (kubernetes pkg/kubelet/config/common.go generatePodName,
+    /// pkg/kubelet/pod/mirror_client.go CreateMirrorPod). Made again at a new `version` as
+    /// kubelet makes a mirror pod again when its static pod changes.
+    pub fn mirror_static_pods(&self, node: &str, version: &str) {
+        let uid = self.kubectl_ok(&["get", "node", node, "-o", "jsonpath={.metadata.uid}"], "");
+        for component in [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ] {
+            let name = format!("{component}-{node}");
+            let pod = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": "kube-system",
+                    "labels": {"k8s-app": component, "tier": "control-plane", "component": component},
+                    "annotations": {
+                        "kubernetes.io/config.mirror": format!("{component}-{version}"),
+                        "kubernetes.io/config.source": "file",
+                    },
+                    "ownerReferences": [{
+                        "apiVersion": "v1", "kind": "Node", "name": node, "uid": uid,
+                        "controller": true,
+                    }],
+                },
+                "spec": {
+                    "nodeName": node,
+                    "containers": [{"name": component, "image": format!("registry.k8s.io/{component}:{version}")}],
+                },
+            });
+            self.kubectl_ok(
+                &[
+                    "delete",
+                    "pod",
+                    "--namespace",
+                    "kube-system",
+                    &name,
+                    "--ignore-not-found",
+                    "--force",
+                    "--grace-period=0",
+                ],
+                "",
+            );
+            self.kubectl_ok(&["create", "-f", "-"], &pod.to_string());
+        }
+    }
+
     /// [`ControlPlane::add_node`] without the wait. kwok takes a node over by holding its Lease
     /// (`kube-node-lease/<name>`, as a kubelet does) and retries while another holder's is
     /// current: a node whose Lease a test holds stays without status (not Ready) until the test
