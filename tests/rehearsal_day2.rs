@@ -35,8 +35,9 @@
 //!   kubelet registers the Node again), the bootstrap step finding etcd running, the outputs,
 //!   and the wait until the new member votes and every node is Ready: nothing bootstrapped, the
 //!   objects still read. scw-infra's calls to Scaleway (the destroy, the apply) and the worker's
-//!   node tools are recorded there: scw-infra's own tests run the Instance's destroy and its
-//!   making again at the same address against the Scaleway stand-in;
+//!   node tools are recorded there: scw-infra's own tests run the Instance's destroy (from its
+//!   plan file, as this target does) and its making again at the same address against the
+//!   Scaleway stand-in;
 //! - `make etcd-restore`: refused while the three members hold the quorum; two machines lost
 //!   (their node and member stopped), refused on the last one, whose etcd still holds data;
 //!   then with RESET_EPHEMERAL=yes that node reset, the snapshot recovered there, its API server
@@ -614,7 +615,8 @@ fn kubernetes_upgrade_step(stage: &Stage) {
 
 /// `make replace-control-plane NODE=edge-par-cp-3 FAILED=yes` once cp-3's machine is lost, with
 /// scw-infra's calls to Scaleway and the worker's node tools recorded (scw-infra's own tests run
-/// the Instance's destroy and its making again against the Scaleway stand-in): a snapshot, the
+/// the Instance's destroy from its plan file and its making again against the Scaleway
+/// stand-in): a snapshot, the
 /// stale member removed through the others, the Node deleted, the destroy plan shown then carried
 /// out, the configs, apply's node steps (the new Instance boots from its user data: a node
 /// stand-in that joins etcd as Talos's etcd service does, its kubelet registering the Node

@@ -2599,9 +2599,9 @@ fn one_control_plane_goes_alone_and_apply_makes_it_again_at_its_address() {
         "{planned:?}"
     );
 
-    // Carried out: exactly the plan's deletions; the other servers, every address, the records
-    // and the security group stay.
-    ok(&s.scw(&["destroy", "--node", node, "--yes"]));
+    // Carried out as `make replace-control-plane` does it: exactly the plan's deletions; the
+    // other servers, every address, the records and the security group stay.
+    destroy_from_node_plan(&s, node, planned.len());
     let mut deleted = deletions(s.take_requests());
     deleted.sort();
     let mut expected = kind_and_id(&planned);
@@ -2640,6 +2640,30 @@ fn one_control_plane_goes_alone_and_apply_makes_it_again_at_its_address() {
         assert!(ok_or_text(&out).contains(says), "{}", ok_or_text(&out));
     }
     assert!(s.take_requests().is_empty());
+}
+
+/// `destroy --node NODE` as `make replace-control-plane` runs it: the plan written and shown
+/// (`--plan-out`, `planned` resources, nothing changed), then carried out from its file, which
+/// is used up. Before that, a whole cluster's plan given with `--node` is refused as not this
+/// node's, nothing deleted.
+fn destroy_from_node_plan(s: &StandIn, node: &str, planned: usize) {
+    let file = s.dir.path().join("replace-plan.jsonl");
+    let file_arg = file.to_str().unwrap();
+    ok(&s.scw(&["destroy", "--plan-out", file_arg]));
+    s.take_requests();
+    let out = s.scw(&["destroy", "--node", node, "--plan", file_arg, "--yes"]);
+    assert!(
+        failed(&out).contains("no longer matches"),
+        "{}",
+        failed(&out)
+    );
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    let plan_out = ["destroy", "--node", node, "--plan-out", file_arg];
+    let said = pairs(&ok(&s.scw(&plan_out)));
+    assert_eq!(said["RESOURCES"], planned.to_string());
+    assert_eq!(mutations(&s.take_requests()), Vec::<String>::new());
+    ok(&s.scw(&["destroy", "--node", node, "--plan", file_arg, "--yes"]));
+    assert!(!file.exists());
 }
 
 /// The test's config with `workers` as given.
