@@ -25,8 +25,11 @@
 //!   between talosctl's drain and its uncordon leaves it) is refused, naming it;
 //! - `make dry-run-upgrade-k8s` with one control plane (its kubelet, kwok's node, and its static
 //!   pods' mirrors) a patch behind the pin: the plan from what the API server reports; `make
-//!   upgrade-k8s` once every kubelet and static pod runs the pin: nothing to upgrade, no
-//!   snapshot, the machine configs made again at the pin;
+//!   upgrade-k8s`: a snapshot, the gate, `talosctl upgrade-k8s` through a control plane
+//!   (testkit's stand-in for that one command, `talosctl_upgrade_k8s.py`, which reads the
+//!   cluster as talosctl does and leaves the static pods and kubelets as its upgrade does), the
+//!   wait for the kubelets, the record, the machine configs made again at the pin; run again,
+//!   nothing to upgrade and no snapshot;
 //! - `make replace-control-plane NODE=edge-par-cp-3 FAILED=yes` once cp-3's machine is lost
 //!   (its node and member stopped): a snapshot, its member removed through the others, its Node
 //!   deleted, the Instance's destroy plan shown then carried out, the configs, apply's node
@@ -56,8 +59,8 @@
 //!
 //! Not run here, and why:
 //! - the installer itself: the node stand-in stages the upgrade (`talos_upgrade.py`);
-//! - `make upgrade-k8s` with a kubelet behind: `talosctl upgrade-k8s` reads COSI resources and
-//!   patches the configs on the nodes, which the node stand-in does not model;
+//! - the real talosctl's `upgrade-k8s`: it reads COSI resources and patches the configs on the
+//!   nodes, which the node stand-ins do not serve (its stand-in says what it leaves out);
 //! - scw-infra's destroy and apply in `make replace-control-plane` against the Scaleway stand-in:
 //!   that needs the stand-in to hold the whole cluster as apply left it (its image, network,
 //!   addresses) with the control planes at loopback addresses, and the apply's worker steps (its
@@ -146,6 +149,7 @@ impl Stage {
         inventory["nodes"][3]["id"] = worker_server.as_str().into();
         let kubectl = PathBuf::from(plane.kubectl().get_program());
         operator_folder(dir.path(), &programs, &inventory, &[("kubectl", &kubectl)]);
+        talosctl_with_upgrade_k8s(dir.path(), &programs.talosctl);
         // The cluster's secrets as apply keeps them: the machine configs made again from them.
         fs::copy(
             dir.path().join("secrets.yaml"),
@@ -352,7 +356,7 @@ fn kubelets(stage: &Stage, behind: Option<&str>) {
     let registered = stage.plane.kubectl_ok(&["get", "nodes", "-o", "name"], "");
     for name in NODES {
         if !registered.lines().any(|l| l == format!("node/{name}")) {
-            stage.plane.add_node(name, &[]);
+            register(stage, name);
         }
         let version = match behind {
             Some(version) if name == NAMES[2] => version,
@@ -363,6 +367,20 @@ fn kubelets(stage: &Stage, behind: Option<&str>) {
             stage.plane.mirror_static_pods(name, version);
         }
     }
+}
+
+/// The node `name` registered as its kubelet registers it on Talos: a control plane labelled
+/// so (Talos's NodeLabelSpec), its machine's address its InternalIP.
+fn register(stage: &Stage, name: &str) {
+    let control_plane = NAMES.contains(&name);
+    let label = [("node-role.kubernetes.io/control-plane", "")];
+    stage
+        .plane
+        .add_node(name, if control_plane { &label[..] } else { &[] });
+    let at = NODES.iter().position(|n| *n == name).unwrap();
+    stage
+        .plane
+        .report_address(name, [&ADDRESSES[..], &[WORKER_ADDRESS]].concat()[at]);
 }
 
 fn snapshots(stage: &Stage) -> usize {
@@ -567,9 +585,11 @@ fn talos_version(stage: &Stage, i: usize) -> String {
 }
 
 /// `make dry-run-upgrade-k8s` with cp-3's kubelet and static pods a patch behind the pin: the
-/// plan from what the API server reports; then `make upgrade-k8s` once every kubelet and static
-/// pod runs the pin: nothing to upgrade, no snapshot, the machine configs made for the pin (what
-/// a new node gets).
+/// plan from what the API server reports; then `make upgrade-k8s`: a snapshot, the gate,
+/// `talosctl upgrade-k8s` through cp-1 (testkit's stand-in brings cp-3's static pods and
+/// kubelet to the pin, as talosctl's upgrade leaves them), the wait until every kubelet runs
+/// the pin, the `KubernetesUpgraded` record, the machine configs made for the pin (what a new
+/// node gets); run again, nothing to do.
 fn kubernetes_upgrade_step(stage: &Stage) {
     let to = testkit::pin("KUBERNETES_VERSION");
     let (minor, patch) = to.rsplit_once('.').unwrap();
@@ -588,18 +608,48 @@ fn kubernetes_upgrade_step(stage: &Stage) {
     ];
     assert_eq!(kinds, plan);
     let preflight = steps[0]["says"].as_str().unwrap();
-    assert!(preflight.contains(&format!("from {behind}")), "{preflight}");
-    assert!(
-        preflight.contains(&format!("edge-par-cp-3 {behind}")),
-        "{preflight}"
-    );
-    assert!(
-        preflight.contains(&format!("kube-apiserver-edge-par-cp-3 {behind}")),
-        "{preflight}"
-    );
+    for says in [
+        format!("from {behind}"),
+        format!("edge-par-cp-3 {behind}"),
+        format!("kube-apiserver-edge-par-cp-3 {behind}"),
+    ] {
+        assert!(preflight.contains(&says), "{preflight}");
+    }
+    assert_eq!(snapshots(stage), before);
 
-    kubelets(stage, None);
     fs::remove_file(stage.out("controlplane.yaml")).unwrap();
+    let out = stage.make(&["upgrade-k8s", "CONFIRM=yes"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let records: Vec<Value> = testkit::process::json_lines(&String::from_utf8_lossy(&out.stdout));
+    let done = records.iter().find(|r| r["kind"] == "KubernetesUpgraded");
+    let done = done.unwrap_or_else(|| panic!("{said}"));
+    assert_eq!(
+        (&done["from"], &done["to"]),
+        (&behind.clone().into(), &to.clone().into())
+    );
+    assert!(
+        said.contains("discovered controlplane nodes [\"127.0.10.1\""),
+        "{said}"
+    );
+    assert_eq!(snapshots(stage), before + 1);
+    let pods = stage.plane.kubectl_ok(
+        &[
+            "get",
+            "pods",
+            "--namespace",
+            "kube-system",
+            "-o",
+            "jsonpath={.items[*].spec.containers[0].image}",
+        ],
+        "",
+    );
+    assert!(!pods.contains(&behind) && pods.contains(&to), "{pods}");
+    let config = fs::read_to_string(stage.out("controlplane.yaml")).unwrap();
+    assert!(config.contains(&format!("kube-apiserver:{to}")), "{said}");
+    assert_eq!(mode(&stage.out("controlplane.yaml")), 0o600);
+
+    // Run again: every kubelet and static pod runs the pin; no snapshot.
     let out = stage.make(&["upgrade-k8s", "CONFIRM=yes"]);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
@@ -607,10 +657,7 @@ fn kubernetes_upgrade_step(stage: &Stage) {
         said.contains(&format!("runs {to} already: nothing to do")),
         "{said}"
     );
-    assert_eq!(snapshots(stage), before);
-    let config = fs::read_to_string(stage.out("controlplane.yaml")).unwrap();
-    assert!(config.contains(&format!("kube-apiserver:{to}")), "{said}");
-    assert_eq!(mode(&stage.out("controlplane.yaml")), 0o600);
+    assert_eq!(snapshots(stage), before + 1);
 }
 
 /// `make replace-control-plane NODE=edge-par-cp-3 FAILED=yes` once cp-3's machine is lost, with
@@ -639,7 +686,7 @@ fn replace_step(stage: &mut Stage) {
                 made_again.exists().then_some(())
             });
             let node = ControlPlaneNode::start(&stage.programs, stage.dir.path(), &spec);
-            stage.plane.add_node(name, &[]);
+            register(stage, name);
             let pin = testkit::pin("KUBERNETES_VERSION");
             stage.plane.report_kubelet_version(name, &pin);
             stage.plane.mirror_static_pods(name, &pin);
@@ -858,6 +905,21 @@ fn restore_step(stage: &mut Stage, snapshot: &str) {
 /// which `make upgrade-talos` needs to record the worker's upgrade on its server: this
 /// inventory has no worker, so nothing is asked of the API (its URL a loopback port where
 /// nothing answers, the keys made up).
+/// The operator's talosctl: the real one, but for `upgrade-k8s`, which testkit's stand-in
+/// plays against the API server (`talosctl_upgrade_k8s.py`: talosctl's upgrade patches the
+/// nodes' configs through COSI, which the node stand-ins do not serve).
+fn talosctl_with_upgrade_k8s(dir: &std::path::Path, real: &std::path::Path) {
+    let path = dir.join("bin/talosctl");
+    fs::remove_file(&path).unwrap();
+    let script = format!(
+        "#!/bin/sh\nTALOSCTL_REAL='{}' exec python3 '{}' \"$@\"\n",
+        real.display(),
+        testkit::standin::path("talosctl_upgrade_k8s.py").display()
+    );
+    fs::write(&path, script).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 fn scaleway_profile(home: &std::path::Path, api_url: &str) {
     let folder = home.join(".config/scw");
     fs::create_dir_all(&folder).unwrap();

@@ -360,7 +360,14 @@ impl ControlPlane {
     /// kubelet of that release would: kwok's node stage keeps a version already there
     /// (kwok v0.8.0 stages/node-initialize.yaml, `or $nodeInfo.kubeletVersion $kwokVersion`).
     pub fn report_kubelet_version(&self, name: &str, version: &str) {
-        let status = serde_json::json!({"status": {"nodeInfo": {"kubeletVersion": version}}});
+        self.patch_node_status(
+            name,
+            &serde_json::json!({"status": {"nodeInfo": {"kubeletVersion": version}}}),
+        );
+    }
+
+    /// Merges `status` into the node `name`'s status, as its kubelet reports it.
+    fn patch_node_status(&self, name: &str, status: &serde_json::Value) {
         let status = status.to_string();
         let patch = [
             "patch",
@@ -371,6 +378,18 @@ impl ControlPlane {
             "-p",
         ];
         self.kubectl_ok(&[&patch[..], &[status.as_str()]].concat(), "");
+    }
+
+    /// The node `name`'s kubelet reports its machine's `address` as its InternalIP, beside its
+    /// Hostname (kwok's node stage keeps an InternalIP already there: kwok v0.8.0
+    /// stages/node-initialize.yaml). talosctl finds the nodes it upgrades by that address
+    /// (siderolabs/talos v1.13.9 pkg/kubernetes/kubernetes.go NodeIPs).
+    pub fn report_address(&self, name: &str, address: &str) {
+        let addresses = serde_json::json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": address},
+            {"type": "Hostname", "address": name},
+        ]}});
+        self.patch_node_status(name, &addresses);
     }
 
     /// The control plane node `node`'s static pods, as its kubelet mirrors them into the API
