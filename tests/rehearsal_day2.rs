@@ -448,14 +448,7 @@ fn upgrade_talos_step(stage: &Stage) {
     assert_eq!(stage.config_maps(), ["made-after", "made-before"]);
 
     // Run again: every node on the pin, nothing to do, nothing taken.
-    let out = stage.make(&["upgrade-talos", "CONFIRM=yes"]);
-    let again = text(&out);
-    assert!(out.status.success(), "{again}");
-    assert!(
-        again.contains(&format!("runs {pin} already: nothing to do")),
-        "{again}"
-    );
-    assert_eq!(snapshots(stage), before + 1);
+    nothing_to_do(stage, "upgrade-talos", &pin, before + 1);
     for i in 0..NODES.len() {
         assert_eq!(stage.any_node(i).calls("LifecycleService.Upgrade").len(), 1);
     }
@@ -650,14 +643,20 @@ fn kubernetes_upgrade_step(stage: &Stage) {
     assert_eq!(mode(&stage.out("controlplane.yaml")), 0o600);
 
     // Run again: every kubelet and static pod runs the pin; no snapshot.
-    let out = stage.make(&["upgrade-k8s", "CONFIRM=yes"]);
+    nothing_to_do(stage, "upgrade-k8s", &to, before + 1);
+}
+
+/// `make <target> CONFIRM=yes` once everything runs `version`: it succeeds saying there is
+/// nothing to do, and the snapshots are still `snapshots_now`.
+fn nothing_to_do(stage: &Stage, target: &str, version: &str, snapshots_now: usize) {
+    let out = stage.make(&[target, "CONFIRM=yes"]);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(
-        said.contains(&format!("runs {to} already: nothing to do")),
+        said.contains(&format!("runs {version} already: nothing to do")),
         "{said}"
     );
-    assert_eq!(snapshots(stage), before + 1);
+    assert_eq!(snapshots(stage), snapshots_now);
 }
 
 /// `make replace-control-plane NODE=edge-par-cp-3 FAILED=yes` once cp-3's machine is lost, with

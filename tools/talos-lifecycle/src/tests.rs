@@ -1349,6 +1349,12 @@ fn k8s_config(to: &str, out_dir: &Path, dry_run: bool) -> Config {
     )
 }
 
+/// What `upgrade-k8s --to <to>` (its snapshots in `dir`) says when it stops with `exit`.
+fn k8s_refusal(talos: &Scripted, to: &str, dir: &Path, exit: Exit) -> String {
+    let (result, _) = go(&k8s_config(to, dir, false), talos);
+    error_of(result, exit)
+}
+
 /// A healthy cluster whose kubelets all run `version`.
 fn kubelets_at(version: &str) -> Scripted {
     let talos = healthy_cluster();
@@ -1409,8 +1415,7 @@ fn a_control_plane_component_behind_the_kubelets_is_upgraded_from_its_version() 
     let talos = kubelets_at("v1.36.3");
     talos.static_pods.borrow_mut()[0].image =
         "registry.k8s.io/kube-apiserver:v1.34.9@sha256:ab".into();
-    let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
-    let said = error_of(result, Exit::Usage);
+    let said = k8s_refusal(&talos, "v1.36.3", dir.path(), Exit::Usage);
     assert!(
         said.starts_with("kube-apiserver-edge-par-cp-1: v1.34.9 to v1.36.3 skips a minor"),
         "{said}"
@@ -1419,8 +1424,7 @@ fn a_control_plane_component_behind_the_kubelets_is_upgraded_from_its_version() 
     // No static pod listed: talosctl could not tell where it upgrades from; nothing is done.
     let talos = kubelets_at("v1.35.2");
     talos.static_pods.borrow_mut().clear();
-    let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
-    let said = error_of(result, Exit::Failure);
+    let said = k8s_refusal(&talos, "v1.36.3", dir.path(), Exit::Failure);
     assert!(said.contains("no control plane static pod"), "{said}");
     assert!(upgrades(&talos).is_empty());
 }
@@ -1525,16 +1529,14 @@ fn a_kubernetes_target_off_the_path_or_unsupported_or_an_unhealthy_cluster_is_re
     // A kubelet two minors behind.
     let talos = kubelets_at("v1.35.2");
     talos.kubelets.borrow_mut()[3].version = "v1.34.9".into();
-    let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
-    let said = error_of(result, Exit::Usage);
+    let said = k8s_refusal(&talos, "v1.36.3", dir.path(), Exit::Usage);
     assert!(
         said.starts_with("edge-par-worker-1: v1.34.9 to v1.36.3 skips a minor"),
         "{said}"
     );
     // A minor Talos 1.13 does not run.
     let talos = kubelets_at("v1.36.3");
-    let (result, _) = go(&k8s_config("v1.37.0", dir.path(), false), &talos);
-    let said = error_of(result, Exit::Usage);
+    let said = k8s_refusal(&talos, "v1.37.0", dir.path(), Exit::Usage);
     assert!(
         said.contains("Talos v1.13 runs Kubernetes 1.31 to 1.36, not v1.37.0"),
         "{said}"
@@ -1542,8 +1544,7 @@ fn a_kubernetes_target_off_the_path_or_unsupported_or_an_unhealthy_cluster_is_re
     assert!(upgrades(&talos).is_empty());
     // A member without a leader: the snapshot, then nothing.
     let talos = kubelets_at("v1.35.2").status(CPS[1], vec![no_leader("b")]);
-    let (result, _) = go(&k8s_config("v1.36.3", dir.path(), false), &talos);
-    let said = error_of(result, Exit::Failure);
+    let said = k8s_refusal(&talos, "v1.36.3", dir.path(), Exit::Failure);
     assert!(said.contains("edge-par-cp-2: member b reports"), "{said}");
     assert!(
         !upgrades(&talos)
