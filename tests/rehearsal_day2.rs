@@ -91,6 +91,8 @@ const WORKER: &str = "edge-worker-1";
 const WORKER_ADDRESS: &str = "127.0.10.4";
 /// Every node, in the inventory's order: the control planes, then the worker.
 const NODES: [&str; 4] = [NAMES[0], NAMES[1], NAMES[2], WORKER];
+/// Their machines' addresses, in the same order.
+const NODE_ADDRESSES: [&str; 4] = [ADDRESSES[0], ADDRESSES[1], ADDRESSES[2], WORKER_ADDRESS];
 /// The Scaleway profile's keys and project, which the Scaleway stand-in takes.
 const SECRET: &str = "00000000-0000-4000-8000-000000000000";
 const PROJECT: &str = "00000000-0000-4000-8000-000000000001";
@@ -116,8 +118,12 @@ impl Stage {
         let programs = Programs::find(test)?;
         let dir = tempfile::tempdir().unwrap();
         let shared = testkit::workspace::shared_dir(test)?;
-        let addresses = [&ADDRESSES[..], &[WORKER_ADDRESS]].concat();
-        testkit::talos_node::cluster_trust(dir.path(), &programs.talosctl, "edge-par", &addresses);
+        testkit::talos_node::cluster_trust(
+            dir.path(),
+            &programs.talosctl,
+            "edge-par",
+            &NODE_ADDRESSES,
+        );
         // Every control plane runs its static pod's API server: the one the test runs.
         let pid_file = dir.path().join("kube-apiserver.pid");
         let port = testkit::free_port();
@@ -378,9 +384,7 @@ fn register(stage: &Stage, name: &str) {
         .plane
         .add_node(name, if control_plane { &label[..] } else { &[] });
     let at = NODES.iter().position(|n| *n == name).unwrap();
-    stage
-        .plane
-        .report_address(name, [&ADDRESSES[..], &[WORKER_ADDRESS]].concat()[at]);
+    stage.plane.report_address(name, NODE_ADDRESSES[at]);
 }
 
 fn snapshots(stage: &Stage) -> usize {

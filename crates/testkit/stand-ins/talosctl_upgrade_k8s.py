@@ -165,9 +165,12 @@ def node_at(nodes, address):
     return None
 
 
-def upgrade_static_pod(kubeconfig, service, node, to):
-    """The mirror pod of `service` on `node` made again at the target, as its kubelet does once
-    Talos rewrote the static pod; skipped when it runs the target already."""
+def upgrade_static_pod(kubeconfig, service, nodes, address, to):
+    """The mirror pod of `service` on the node at `address` made again at the target, as its
+    kubelet does once Talos rewrote the static pod; skipped when it runs the target already."""
+    node = node_at(nodes, address)
+    if node is None:
+        fail(f"failed updating service \"{service}\": node {json.dumps(address)} not found")
     name = f"{service}-{node['metadata']['name']}"
     out = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "get", "pod", "--namespace",
                           "kube-system", name, "-o", "json"], capture_output=True, text=True)
@@ -187,12 +190,8 @@ def upgrade_static_pod(kubeconfig, service, node, to):
     kubectl(kubeconfig, "delete", "pod", "--namespace", "kube-system", name, "--force",
             "--grace-period=0")
     kubectl(kubeconfig, "create", "-f", "-", stdin=json.dumps(pod))
-    log(f" > {json.dumps(node_address(node))}: machine configuration patched")
-    log(f" < {json.dumps(node_address(node))}: successfully updated")
-
-
-def node_address(node):
-    return next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    log(f" > {json.dumps(address)}: machine configuration patched")
+    log(f" < {json.dumps(address)}: successfully updated")
 
 
 def upgrade_kubelet(kubeconfig, address, to):
@@ -247,7 +246,7 @@ def upgrade_k8s(real, values, flags):
             log(f'updating "{service}" to version "{to}"')
             for address in control_planes:
                 log(f" > {json.dumps(address)}: starting update")
-                upgrade_static_pod(kubeconfig, service, node_at(nodes, address), to)
+                upgrade_static_pod(kubeconfig, service, nodes, address, to)
         log(f'updating kube-proxy to version "{to}"')
         log(f'updating kubelet to version "{to}"')
         for address in control_planes + workers:

@@ -390,14 +390,23 @@ fn ready(node: &serde_json::Value) -> bool {
         .any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
+/// The `items` of a `kubectl get ... -o json` list; `unreadable` says what is wrong with it.
+fn list_items(
+    text: &str,
+    unreadable: impl Fn(String) -> NodeError,
+) -> Result<Vec<serde_json::Value>, NodeError> {
+    let mut list: serde_json::Value =
+        serde_json::from_str(text).map_err(|err| unreadable(err.to_string()))?;
+    match list["items"].take() {
+        serde_json::Value::Array(items) => Ok(items),
+        _ => Err(unreadable("no items".into())),
+    }
+}
+
 /// `kubectl get nodes -o json`: each node's name, kubelet version, readiness and cordon.
 pub fn parse_kubelets(text: &str) -> Result<Vec<Kubelet>, NodeError> {
     let unreadable = |why: String| NodeError::Client(format!("kubectl get nodes: {why}"));
-    let list: serde_json::Value =
-        serde_json::from_str(text).map_err(|err| unreadable(err.to_string()))?;
-    list["items"]
-        .as_array()
-        .ok_or_else(|| unreadable("no items".into()))?
+    list_items(text, unreadable)?
         .iter()
         .map(|node| {
             let name = node["metadata"]["name"].as_str();
@@ -421,13 +430,8 @@ pub fn parse_kubelets(text: &str) -> Result<Vec<Kubelet>, NodeError> {
 /// the image of its container of that name (a pod without one is left out, as talosctl does).
 pub fn parse_static_pods(text: &str) -> Result<Vec<StaticPod>, NodeError> {
     let unreadable = |why: String| NodeError::Client(format!("kubectl get pods: {why}"));
-    let list: serde_json::Value =
-        serde_json::from_str(text).map_err(|err| unreadable(err.to_string()))?;
     let mut pods = Vec::new();
-    for pod in list["items"]
-        .as_array()
-        .ok_or_else(|| unreadable("no items".into()))?
-    {
+    for pod in &list_items(text, unreadable)? {
         let Some(component) = pod["metadata"]["labels"]["k8s-app"].as_str() else {
             continue;
         };
