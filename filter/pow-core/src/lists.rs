@@ -334,7 +334,8 @@ impl ListTable {
             table.names.push(name.to_owned());
             table.sets.push(PrefixSet::build(&nets, nat64));
         })
-        .map_err(|(field, e)| format!("{field}: {e}"))?;
+        // Worded as `PluginConfig::from_json` words it, which the module leaves this to.
+        .map_err(|(field, e)| crate::config::err(field, e).to_string())?;
         Ok(table)
     }
 
@@ -638,7 +639,7 @@ mod tests {
         assert!(
             ListTable::build(Some(&bad), &[])
                 .unwrap_err()
-                .starts_with("lists.packed.b: ")
+                .starts_with("pluginConfig field `lists.packed.b`: ")
         );
     }
 

@@ -229,7 +229,7 @@ fn configure(size: usize) -> Result<Shared, String> {
             )
         })?
         .unwrap_or_default();
-    let config = PluginConfig::from_json(&bytes).map_err(|e| e.to_string())?;
+    let config = PluginConfig::from_json_lists_unread(&bytes).map_err(|e| e.to_string())?;
 
     let choice = secrets::choose(&config, &env_secret);
     for notice in &choice.notices {

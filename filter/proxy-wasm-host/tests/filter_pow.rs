@@ -280,6 +280,27 @@ fn a_new_plugin_config_takes_effect_without_a_restart() {
         403
     );
     assert!(host.logs().iter().any(|(_, l)| l.contains("`mode`")));
+    // A list that does not decode is refused too (the module decodes the lists once, building
+    // its table), in the words render-edge uses for it.
+    let good = String::from_utf8(plugin_config("listed", "")).unwrap();
+    for bad in [
+        good.replace("203.0.113.0/24", "203.0.113.0/33"),
+        good.replace(
+            r#""hosting": "203.0.113.0/24""#,
+            r#""hosting": "203.0.113.0/24"}, "packed": {"asn": "not base64!""#,
+        ),
+    ] {
+        let expected = pow_core::PluginConfig::from_json(bad.as_bytes())
+            .expect_err("a list that does not decode")
+            .to_string();
+        assert!(!host.reconfigure(bad.into_bytes()).unwrap(), "{expected}");
+        assert!(
+            host.logs().iter().any(|(_, l)| l.ends_with(&expected)),
+            "{expected}: {:?}",
+            host.logs()
+        );
+        assert_eq!(metric(&host, "pow_lists_prefixes"), 4);
+    }
 }
 
 #[test]

@@ -443,8 +443,9 @@ impl Plan {
             reason,
         };
         let bytes = serde_json::to_vec(&config).map_err(|e| refused(e.to_string()))?;
-        let decoded =
-            pow_core::PluginConfig::from_json(&bytes).map_err(|e| refused(e.to_string()))?;
+        // As the module takes it: Filter::new decodes the lists once and refuses a bad one.
+        let decoded = pow_core::PluginConfig::from_json_lists_unread(&bytes)
+            .map_err(|e| refused(e.to_string()))?;
         pow_core::Filter::new(decoded, None, [0; 32]).map_err(refused)?;
         Ok(())
     }
