@@ -176,9 +176,19 @@ pub fn redirect_target(data: &[u8]) {
     }
 }
 
-/// Any pluginConfig: never a panic; what is accepted builds a filter and survives a round trip.
+/// Any pluginConfig: never a panic; what is accepted builds a filter and survives a round trip;
+/// the module's way of taking it (the lists' prefixes left to the table build) accepts and
+/// refuses alike, in the same words.
 pub fn config(data: &[u8]) {
-    if let Ok(config) = PluginConfig::from_json(data) {
+    let checked = PluginConfig::from_json(data);
+    let built = PluginConfig::from_json_lists_unread(data)
+        .map_err(|e| e.to_string())
+        .and_then(|config| Filter::new(config, None, [0; 32]).map(|_| ()));
+    assert_eq!(
+        checked.as_ref().map(|_| ()).map_err(ToString::to_string),
+        built
+    );
+    if let Ok(config) = checked {
         let json = serde_json::to_vec(&config).unwrap_or_default();
         let again = PluginConfig::from_json(&json);
         assert_eq!(again.as_ref(), Ok(&config));

@@ -212,12 +212,6 @@ impl PluginConfig {
         Ok(config)
     }
 
-    /// Checks the values that decoded: ranges, names, CIDRs, the lists' prefixes.
-    pub fn check(&self) -> Result<(), ConfigError> {
-        self.check_fields()?;
-        self.check_list_contents()
-    }
-
     /// That each list decodes (a prefix a line, or the packed form within its budget).
     fn check_list_contents(&self) -> Result<(), ConfigError> {
         match &self.lists {
@@ -226,7 +220,7 @@ impl PluginConfig {
         }
     }
 
-    /// Every check but the lists' prefixes.
+    /// Checks the values that decoded (ranges, names, CIDRs) but the lists' prefixes.
     fn check_fields(&self) -> Result<(), ConfigError> {
         check_difficulty("difficulty", self.difficulty)?;
         for (name, bits) in &self.list_difficulty {
