@@ -59,8 +59,9 @@
 //!   from a kubelet (`kubectl get nodes`) or a control plane component (its static pod's mirror
 //!   in kube-system, where talosctl reads the version it upgrades from) that is not the same
 //!   minor or the next. When one is behind: a snapshot, the gate, `talosctl upgrade-k8s --to`,
-//!   then a wait until every kubelet runs the target, Ready; it prints the `EtcdSnapshot` record and a
-//!   `KubernetesUpgraded` one. talosctl's upgrade is itself node by node and may be run again.
+//!   then a wait until every kubelet runs the target, Ready; it prints the `EtcdSnapshot` record
+//!   and a `KubernetesUpgraded` one. talosctl's upgrade is itself node by node and may be run
+//!   again.
 //!
 //! - `await-healthy` looks, at most `--wait-tries` times, until the cluster passes that same gate,
 //!   and exits 1 naming what is still wrong if it never does. It changes nothing and prints
