@@ -18,23 +18,21 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use pop_common::exit::{OutputError, WritingOutput};
 use pop_common::input::InputError;
-use pop_common::records::{Kind, RecordKind, Version};
+use pop_common::records::{Kind, Version};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The record version of the template file.
 pub const TEMPLATE_VERSION: u32 = 1;
 
-/// Which value of the SOPS document goes into which Secret. Written by render-platform at render
-/// time beside the plan; holds no secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretsTemplate {
-    pub kind: Kind<SecretsTemplate>,
-    pub version: Version<TEMPLATE_VERSION>,
-    /// The SOPS file these Secrets are made from.
-    pub source: PathBuf,
-    pub secrets: Vec<SecretSpec>,
+pop_common::record! {
+    /// Which value of the SOPS document goes into which Secret. Written by render-platform at render
+    /// time beside the plan; holds no secret.
+    pub struct SecretsTemplate, version TEMPLATE_VERSION {
+        /// The SOPS file these Secrets are made from.
+        pub source: PathBuf,
+        pub secrets: Vec<SecretSpec>,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,10 +51,6 @@ pub enum Source {
     Sops(String),
     /// A value of the cluster's config, not secret (the Ceph user's name).
     Value(String),
-}
-
-impl RecordKind for SecretsTemplate {
-    const KIND: &'static str = "SecretsTemplate";
 }
 
 impl SecretsTemplate {

@@ -54,7 +54,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use pop_common::records::{Kind, Problem, RecordKind, Version};
+use pop_common::records::Problem;
 
 use super::agent_source::{AgentSource, agent_problems};
 use crate::formats::{self, AsnFormat, TorFormat};
@@ -62,22 +62,20 @@ use crate::formats::{self, AsnFormat, TorFormat};
 /// 3: `agents`. 2: `tokens`, and the `crawlers` generator.
 pub const LIST_SOURCES_VERSION: u32 = 3;
 
-/// The lists the refresh job regenerates.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListSources {
-    pub kind: Kind<ListSources>,
-    pub version: Version<LIST_SOURCES_VERSION>,
-    /// A list that shrinks by more than this percentage is refused (0 to 100).
-    #[serde(default = "default_max_shrink_percent")]
-    pub max_shrink_percent: u8,
-    /// Time allowed to download one source, in seconds.
-    #[serde(default = "default_timeout_seconds")]
-    pub timeout_seconds: u32,
-    pub lists: Vec<ListSource>,
-    /// The Web Bot Auth agents whose keys are delivered with the lists.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agents: Vec<AgentSource>,
+pop_common::record! {
+    /// The lists the refresh job regenerates.
+    pub struct ListSources, version LIST_SOURCES_VERSION {
+        /// A list that shrinks by more than this percentage is refused (0 to 100).
+        #[serde(default = "default_max_shrink_percent")]
+        pub max_shrink_percent: u8,
+        /// Time allowed to download one source, in seconds.
+        #[serde(default = "default_timeout_seconds")]
+        pub timeout_seconds: u32,
+        pub lists: Vec<ListSource>,
+        /// The Web Bot Auth agents whose keys are delivered with the lists.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub agents: Vec<AgentSource>,
+    }
 }
 
 /// One policy list and where it comes from.
@@ -139,10 +137,6 @@ fn default_max_shrink_percent() -> u8 {
 
 fn default_timeout_seconds() -> u32 {
     DEFAULT_TIMEOUT_SECONDS
-}
-
-impl RecordKind for ListSources {
-    const KIND: &'static str = "ListSources";
 }
 
 impl ListSources {

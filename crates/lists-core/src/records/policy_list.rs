@@ -30,35 +30,33 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
 use super::list_sources::{ListGenerator, token_problems, valid_list_name};
-use pop_common::records::{Kind, Problem, RecordKind, Version};
+use pop_common::records::Problem;
 
 /// 2: `tokens`, and the `crawlers` generator.
 pub const POLICY_LIST_VERSION: u32 = 2;
 
-/// One generated list of prefixes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyList {
-    pub kind: Kind<PolicyList>,
-    pub version: Version<POLICY_LIST_VERSION>,
-    /// The list's name (see [`crate::records::ListSources`]).
-    pub name: String,
-    /// What built it.
-    pub generator: ListGenerator,
-    /// Where the data came from (URLs redacted of credentials, or file paths).
-    pub sources: Vec<String>,
-    /// The ASNs selected (`asn` lists only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub asns: Vec<u32>,
-    /// The crawler's User-Agent tokens (`crawlers` lists only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tokens: Vec<String>,
-    /// When it was generated, RFC 3339 in UTC (`2026-06-19T17:00:00Z`).
-    pub generated_at: String,
-    /// How many prefixes per family (equal to the lengths of `ipv4` and `ipv6`).
-    pub counts: ListCounts,
-    pub ipv4: Vec<Ipv4Net>,
-    pub ipv6: Vec<Ipv6Net>,
+pop_common::record! {
+    /// One generated list of prefixes.
+    pub struct PolicyList, version POLICY_LIST_VERSION {
+        /// The list's name (see [`crate::records::ListSources`]).
+        pub name: String,
+        /// What built it.
+        pub generator: ListGenerator,
+        /// Where the data came from (URLs redacted of credentials, or file paths).
+        pub sources: Vec<String>,
+        /// The ASNs selected (`asn` lists only).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub asns: Vec<u32>,
+        /// The crawler's User-Agent tokens (`crawlers` lists only).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub tokens: Vec<String>,
+        /// When it was generated, RFC 3339 in UTC (`2026-06-19T17:00:00Z`).
+        pub generated_at: String,
+        /// How many prefixes per family (equal to the lengths of `ipv4` and `ipv6`).
+        pub counts: ListCounts,
+        pub ipv4: Vec<Ipv4Net>,
+        pub ipv6: Vec<Ipv6Net>,
+    }
 }
 
 /// Prefix counts per address family.
@@ -67,10 +65,6 @@ pub struct PolicyList {
 pub struct ListCounts {
     pub ipv4: usize,
     pub ipv6: usize,
-}
-
-impl RecordKind for PolicyList {
-    const KIND: &'static str = "PolicyList";
 }
 
 impl PolicyList {

@@ -16,8 +16,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::tag::{Kind, RecordKind, Version};
-
 pub const ETCD_PLAN_STEP_VERSION: u32 = 1;
 pub const ETCD_SNAPSHOT_VERSION: u32 = 1;
 pub const ETCD_RECOVERY_VERSION: u32 = 1;
@@ -56,24 +54,18 @@ pub enum EtcdStepKind {
     RestartApiserver,
 }
 
-/// One step of a plan, in the order the steps run (`n` from 1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EtcdPlanStep {
-    pub kind: Kind<EtcdPlanStep>,
-    pub version: Version<ETCD_PLAN_STEP_VERSION>,
-    pub n: usize,
-    pub step: EtcdStepKind,
-    /// The control plane the step acts on, by its inventory name.
-    pub node: Option<String>,
-    /// The Talos API endpoint the step goes through (`<address>:<port>`).
-    pub endpoint: Option<String>,
-    /// What the step does, for a person.
-    pub says: String,
-}
-
-impl RecordKind for EtcdPlanStep {
-    const KIND: &'static str = "EtcdPlanStep";
+crate::record! {
+    /// One step of a plan, in the order the steps run (`n` from 1).
+    pub struct EtcdPlanStep, version ETCD_PLAN_STEP_VERSION {
+        pub n: usize,
+        pub step: EtcdStepKind,
+        /// The control plane the step acts on, by its inventory name.
+        pub node: Option<String>,
+        /// The Talos API endpoint the step goes through (`<address>:<port>`).
+        pub endpoint: Option<String>,
+        /// What the step does, for a person.
+        pub says: String,
+    }
 }
 
 /// What `etcdutl snapshot status` reads in a snapshot file.
@@ -89,46 +81,34 @@ pub struct EtcdSnapshotStatus {
     pub total_size: u64,
 }
 
-/// A snapshot taken: where it is, from which node, and what it holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EtcdSnapshot {
-    pub kind: Kind<EtcdSnapshot>,
-    pub version: Version<ETCD_SNAPSHOT_VERSION>,
-    pub cluster_name: String,
-    /// The control plane whose etcd member streamed it.
-    pub node: String,
-    /// The file (mode 0600).
-    pub path: PathBuf,
-    /// When it was asked for, RFC 3339 UTC.
-    pub taken_at: String,
-    /// The file's size: the database and its 32-byte sha256 trailer.
-    pub bytes: u64,
-    pub status: EtcdSnapshotStatus,
+crate::record! {
+    /// A snapshot taken: where it is, from which node, and what it holds.
+    pub struct EtcdSnapshot, version ETCD_SNAPSHOT_VERSION {
+        pub cluster_name: String,
+        /// The control plane whose etcd member streamed it.
+        pub node: String,
+        /// The file (mode 0600).
+        pub path: PathBuf,
+        /// When it was asked for, RFC 3339 UTC.
+        pub taken_at: String,
+        /// The file's size: the database and its 32-byte sha256 trailer.
+        pub bytes: u64,
+        pub status: EtcdSnapshotStatus,
+    }
 }
 
-impl RecordKind for EtcdSnapshot {
-    const KIND: &'static str = "EtcdSnapshot";
-}
-
-/// etcd recovered from a snapshot on one control plane, whose member answers again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EtcdRecovery {
-    pub kind: Kind<EtcdRecovery>,
-    pub version: Version<ETCD_RECOVERY_VERSION>,
-    pub cluster_name: String,
-    /// The control plane etcd was bootstrapped on.
-    pub node: String,
-    /// The snapshot file it was recovered from.
-    pub snapshot: PathBuf,
-    pub status: EtcdSnapshotStatus,
-    /// The new member's id (hexadecimal, as talosctl prints it).
-    pub member_id: String,
-}
-
-impl RecordKind for EtcdRecovery {
-    const KIND: &'static str = "EtcdRecovery";
+crate::record! {
+    /// etcd recovered from a snapshot on one control plane, whose member answers again.
+    pub struct EtcdRecovery, version ETCD_RECOVERY_VERSION {
+        pub cluster_name: String,
+        /// The control plane etcd was bootstrapped on.
+        pub node: String,
+        /// The snapshot file it was recovered from.
+        pub snapshot: PathBuf,
+        pub status: EtcdSnapshotStatus,
+        /// The new member's id (hexadecimal, as talosctl prints it).
+        pub member_id: String,
+    }
 }
 
 /// How a member left etcd.
@@ -143,50 +123,38 @@ pub enum MemberRemovalHow {
     AlreadyGone,
 }
 
-/// A control plane's member out of etcd: the first step of replacing the control plane.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EtcdMemberRemoval {
-    pub kind: Kind<EtcdMemberRemoval>,
-    pub version: Version<ETCD_MEMBER_REMOVAL_VERSION>,
-    pub cluster_name: String,
-    /// The control plane whose member left.
-    pub node: String,
-    pub how: MemberRemovalHow,
-    /// Its member id (hexadecimal, as talosctl prints it), when it was still listed.
-    pub member_id: Option<String>,
-    /// The members etcd lists afterwards, by name, sorted.
-    pub members: Vec<String>,
-    /// The snapshot taken before.
-    pub snapshot: Option<PathBuf>,
+crate::record! {
+    /// A control plane's member out of etcd: the first step of replacing the control plane.
+    pub struct EtcdMemberRemoval, version ETCD_MEMBER_REMOVAL_VERSION {
+        pub cluster_name: String,
+        /// The control plane whose member left.
+        pub node: String,
+        pub how: MemberRemovalHow,
+        /// Its member id (hexadecimal, as talosctl prints it), when it was still listed.
+        pub member_id: Option<String>,
+        /// The members etcd lists afterwards, by name, sorted.
+        pub members: Vec<String>,
+        /// The snapshot taken before.
+        pub snapshot: Option<PathBuf>,
+    }
 }
 
-impl RecordKind for EtcdMemberRemoval {
-    const KIND: &'static str = "EtcdMemberRemoval";
-}
-
-/// A snapshot taken in the cluster, encrypted with age and stored in Object Storage
-/// (`etcd-backup`, the scheduled backup).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EtcdBackup {
-    pub kind: Kind<EtcdBackup>,
-    pub version: Version<ETCD_BACKUP_VERSION>,
-    pub cluster_name: String,
-    pub bucket: String,
-    /// The object's key: `<prefix>/<cluster>-<YYYYMMDDTHHMMSSZ>.snapshot.age`.
-    pub key: String,
-    /// When it was asked for, RFC 3339 UTC.
-    pub taken_at: String,
-    /// The snapshot's size (the database and its sha256 trailer), before encryption.
-    pub snapshot_bytes: u64,
-    /// The encrypted object's size.
-    pub bytes: u64,
-    pub status: EtcdSnapshotStatus,
-    /// Older backups of the prefix deleted to keep the count asked for, oldest first.
-    pub pruned: Vec<String>,
-}
-
-impl RecordKind for EtcdBackup {
-    const KIND: &'static str = "EtcdBackup";
+crate::record! {
+    /// A snapshot taken in the cluster, encrypted with age and stored in Object Storage
+    /// (`etcd-backup`, the scheduled backup).
+    pub struct EtcdBackup, version ETCD_BACKUP_VERSION {
+        pub cluster_name: String,
+        pub bucket: String,
+        /// The object's key: `<prefix>/<cluster>-<YYYYMMDDTHHMMSSZ>.snapshot.age`.
+        pub key: String,
+        /// When it was asked for, RFC 3339 UTC.
+        pub taken_at: String,
+        /// The snapshot's size (the database and its sha256 trailer), before encryption.
+        pub snapshot_bytes: u64,
+        /// The encrypted object's size.
+        pub bytes: u64,
+        pub status: EtcdSnapshotStatus,
+        /// Older backups of the prefix deleted to keep the count asked for, oldest first.
+        pub pruned: Vec<String>,
+    }
 }

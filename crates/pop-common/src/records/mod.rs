@@ -3,7 +3,8 @@
 //! Every record is a JSON object whose first two fields are `kind` (a fixed string naming the
 //! record) and `version` (an integer). A reader refuses any other kind, any other version and any
 //! unknown field: a pipe that silently drops or guesses data is worse than one that stops.
-//! Adding a field is a new version.
+//! Adding a field is a new version. [`record!`](crate::record) declares such a type: its tags,
+//! its derives and its kind, the type's own name.
 
 mod etcd;
 mod node_fields;

@@ -35,7 +35,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::tag::{Kind, RecordKind, Version};
 use crate::exit::{OutputError, WritingOutput};
 use crate::input::{InputError, read_json_from};
 
@@ -61,27 +60,21 @@ pub mod steps {
     pub const PROVED: &str = "ours";
 }
 
-/// Every node of one cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeInventory {
-    pub kind: Kind<NodeInventory>,
-    pub version: Version<NODE_INVENTORY_VERSION>,
-    /// The cluster's name: also the tag that finds its Scaleway resources.
-    pub cluster_name: String,
-    /// The Kubernetes API URL (`https://<api_hostname>.<dns_zone>:6443`).
-    pub cluster_endpoint: String,
-    /// The IAM ids of the SSH keys `scw-infra` registered for the cluster: the keys Scaleway
-    /// configures on the rescue image of the Elastic Metal servers (the `ssh_key_ids` of their
-    /// start into rescue), as a server ordered without an OS has none of its own (UUIDs,
-    /// checked when read).
-    #[serde(deserialize_with = "super::scaleway_names::ids")]
-    pub ssh_key_ids: Vec<String>,
-    pub nodes: Vec<Node>,
-}
-
-impl RecordKind for NodeInventory {
-    const KIND: &'static str = "NodeInventory";
+crate::record! {
+    /// Every node of one cluster.
+    pub struct NodeInventory, version NODE_INVENTORY_VERSION {
+        /// The cluster's name: also the tag that finds its Scaleway resources.
+        pub cluster_name: String,
+        /// The Kubernetes API URL (`https://<api_hostname>.<dns_zone>:6443`).
+        pub cluster_endpoint: String,
+        /// The IAM ids of the SSH keys `scw-infra` registered for the cluster: the keys Scaleway
+        /// configures on the rescue image of the Elastic Metal servers (the `ssh_key_ids` of their
+        /// start into rescue), as a server ordered without an OS has none of its own (UUIDs,
+        /// checked when read).
+        #[serde(deserialize_with = "super::scaleway_names::ids")]
+        pub ssh_key_ids: Vec<String>,
+        pub nodes: Vec<Node>,
+    }
 }
 
 /// One machine of the cluster.

@@ -28,7 +28,7 @@ use ipnet::IpNet;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
-use super::tag::{Kind, RecordKind, Version};
+use super::tag::Version;
 
 /// 2: the addresses the host firewall is rendered from (admin networks, nodes); 3: the edge's
 /// hostnames, declared once in the infra config; 4: every worker as an edge node, where 3 had
@@ -52,37 +52,30 @@ pub const EDGE_GATEWAY_CLASS: &str = "istio";
 /// NodeRestriction admission plugin lets a kubelet set on its own node.
 pub const EDGE_NODE_LABEL: (&str, &str) = ("edge.node.kubernetes.io/public", "true");
 
-/// The facts the infra layer knows and the later layers need.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlatformInputs {
-    pub kind: Kind<PlatformInputs>,
-    #[serde(deserialize_with = "version")]
-    pub version: Version<PLATFORM_INPUTS_VERSION>,
-    /// The cluster's name, also the tag that finds its Scaleway resources.
-    pub cluster_name: String,
-    /// The Kubernetes API URL (`https://api.<zone>:6443`).
-    pub cluster_endpoint: String,
-    /// The DNS zone every public hostname of the edge must belong to.
-    pub dns_zone: String,
-    /// The edge's public names, fully qualified (`www.example.com`): the infra config's
-    /// `edge_hostnames` in `dns_zone`, the names the infra layer makes DNS records for. The edge
-    /// layer routes and certifies exactly these.
-    pub edge_hostnames: Vec<String>,
-    /// The Elastic Metal workers that receive the public traffic, in the inventory's order: at
-    /// least one, each name once. The edge hostnames' A records hold every one's address.
-    #[serde(deserialize_with = "edge_nodes")]
-    pub edge_nodes: Vec<EdgeNode>,
-    /// Who may reach the Talos and Kubernetes APIs (the infra config's `admin_cidrs`).
-    pub admin_cidrs: Vec<IpNet>,
-    /// The control planes' public addresses: what the host firewall knows as control planes.
-    pub control_plane_addresses: Vec<IpAddr>,
-    /// The workers' public addresses (IPv4, and IPv6 when the server has one).
-    pub worker_addresses: Vec<IpAddr>,
-}
-
-impl RecordKind for PlatformInputs {
-    const KIND: &'static str = "PlatformInputs";
+crate::record! {
+    /// The facts the infra layer knows and the later layers need.
+    pub struct PlatformInputs, #[serde(deserialize_with = "version")] version PLATFORM_INPUTS_VERSION {
+        /// The cluster's name, also the tag that finds its Scaleway resources.
+        pub cluster_name: String,
+        /// The Kubernetes API URL (`https://api.<zone>:6443`).
+        pub cluster_endpoint: String,
+        /// The DNS zone every public hostname of the edge must belong to.
+        pub dns_zone: String,
+        /// The edge's public names, fully qualified (`www.example.com`): the infra config's
+        /// `edge_hostnames` in `dns_zone`, the names the infra layer makes DNS records for. The edge
+        /// layer routes and certifies exactly these.
+        pub edge_hostnames: Vec<String>,
+        /// The Elastic Metal workers that receive the public traffic, in the inventory's order: at
+        /// least one, each name once. The edge hostnames' A records hold every one's address.
+        #[serde(deserialize_with = "edge_nodes")]
+        pub edge_nodes: Vec<EdgeNode>,
+        /// Who may reach the Talos and Kubernetes APIs (the infra config's `admin_cidrs`).
+        pub admin_cidrs: Vec<IpNet>,
+        /// The control planes' public addresses: what the host firewall knows as control planes.
+        pub control_plane_addresses: Vec<IpAddr>,
+        /// The workers' public addresses (IPv4, and IPv6 when the server has one).
+        pub worker_addresses: Vec<IpAddr>,
+    }
 }
 
 /// One node that receives the edge's public traffic.

@@ -25,32 +25,24 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::tag::{Kind, RecordKind, Version};
-
 pub const PUBLISHED_IMAGES_VERSION: u32 = 1;
 
-/// Both images of the edge, pushed to one registry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PublishedImages {
-    pub kind: Kind<PublishedImages>,
-    pub version: Version<PUBLISHED_IMAGES_VERSION>,
-    /// The registry and namespace pushed to (the edge config's `images.registry`), such as
-    /// `rg.fr-par.scw.cloud/edgepop`.
-    pub registry: String,
-    /// The proof-of-work filter, a Wasm image in Istio's "compat" layout (`plugin.wasm`).
-    pub filter: PublishedImage,
-    /// The lists-refresh CronJob's image (with lists-gen-asn, lists-gen-tor and
-    /// lists-gen-crawlers).
-    pub lists_refresh: PublishedImage,
-    /// The scheduled etcd backup's image (etcd-backup with talosctl and age), which the platform
-    /// layer runs when its config sets `etcd_backup`; absent from records that predate it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etcd_backup: Option<PublishedImage>,
-}
-
-impl RecordKind for PublishedImages {
-    const KIND: &'static str = "PublishedImages";
+crate::record! {
+    /// Both images of the edge, pushed to one registry.
+    pub struct PublishedImages, version PUBLISHED_IMAGES_VERSION {
+        /// The registry and namespace pushed to (the edge config's `images.registry`), such as
+        /// `rg.fr-par.scw.cloud/edgepop`.
+        pub registry: String,
+        /// The proof-of-work filter, a Wasm image in Istio's "compat" layout (`plugin.wasm`).
+        pub filter: PublishedImage,
+        /// The lists-refresh CronJob's image (with lists-gen-asn, lists-gen-tor and
+        /// lists-gen-crawlers).
+        pub lists_refresh: PublishedImage,
+        /// The scheduled etcd backup's image (etcd-backup with talosctl and age), which the platform
+        /// layer runs when its config sets `etcd_backup`; absent from records that predate it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub etcd_backup: Option<PublishedImage>,
+    }
 }
 
 impl PublishedImages {

@@ -101,6 +101,60 @@ impl<'de, const N: u32> Deserialize<'de> for Version<N> {
     }
 }
 
+/// Declares a record type: a struct whose first fields are its `kind` and `version` tags, with the
+/// derives every record has, unknown fields refused, and its [`RecordKind`]: the struct's own
+/// name, so the name a reader meets in the JSON is the type's, declared once. Attributes before
+/// `version` go to the `version` field (a reader that explains an old version its own way).
+///
+/// ```
+/// use pop_common::records::{Kind, Version};
+///
+/// pub const THING_VERSION: u32 = 1;
+///
+/// pop_common::record! {
+///     /// A thing, as it crosses a pipe.
+///     pub struct Thing, version THING_VERSION {
+///         pub name: String,
+///     }
+/// }
+///
+/// let thing = Thing { kind: Kind::new(), version: Version, name: "a".into() };
+/// assert_eq!(
+///     serde_json::to_string(&thing).unwrap(),
+///     r#"{"kind":"Thing","version":1,"name":"a"}"#
+/// );
+/// for refused in [
+///     r#"{"kind":"Other","version":1,"name":"a"}"#,
+///     r#"{"kind":"Thing","version":2,"name":"a"}"#,
+///     r#"{"kind":"Thing","version":1,"name":"a","more":1}"#,
+/// ] {
+///     assert!(serde_json::from_str::<Thing>(refused).is_err(), "{refused}");
+/// }
+/// ```
+#[macro_export]
+macro_rules! record {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident, $(#[$version_meta:meta])* version $version:ident {
+            $( $(#[$field_meta:meta])* $field_vis:vis $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, ::serde::Serialize, ::serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        $vis struct $name {
+            pub kind: $crate::records::Kind<$name>,
+            $(#[$version_meta])*
+            pub version: $crate::records::Version<$version>,
+            $( $(#[$field_meta])* $field_vis $field : $ty, )*
+        }
+
+        impl $crate::records::RecordKind for $name {
+            const KIND: &'static str = stringify!($name);
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::node_inventory::NodeRole;
-use super::tag::{Kind, RecordKind, Version};
 
 pub const TALOS_UPGRADE_STEP_VERSION: u32 = 1;
 pub const TALOS_UPGRADED_VERSION: u32 = 1;
@@ -44,61 +43,43 @@ pub enum UpgradeStepKind {
     WaitUpgraded,
 }
 
-/// One step of an upgrade's plan, in the order the steps run (`n` from 1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TalosUpgradeStep {
-    pub kind: Kind<TalosUpgradeStep>,
-    pub version: Version<TALOS_UPGRADE_STEP_VERSION>,
-    pub n: usize,
-    pub step: UpgradeStepKind,
-    /// The node the step acts on, by its inventory name.
-    pub node: Option<String>,
-    pub role: Option<NodeRole>,
-    /// The Talos API endpoint the step goes through (`<address>:<port>`).
-    pub endpoint: Option<String>,
-    /// What the step does, for a person.
-    pub says: String,
+crate::record! {
+    /// One step of an upgrade's plan, in the order the steps run (`n` from 1).
+    pub struct TalosUpgradeStep, version TALOS_UPGRADE_STEP_VERSION {
+        pub n: usize,
+        pub step: UpgradeStepKind,
+        /// The node the step acts on, by its inventory name.
+        pub node: Option<String>,
+        pub role: Option<NodeRole>,
+        /// The Talos API endpoint the step goes through (`<address>:<port>`).
+        pub endpoint: Option<String>,
+        /// What the step does, for a person.
+        pub says: String,
+    }
 }
 
-impl RecordKind for TalosUpgradeStep {
-    const KIND: &'static str = "TalosUpgradeStep";
+crate::record! {
+    /// A node brought to the target version: it answers with it, healthy and Ready.
+    pub struct TalosUpgraded, version TALOS_UPGRADED_VERSION {
+        pub cluster_name: String,
+        pub node: String,
+        pub role: NodeRole,
+        /// The version it answered with before.
+        pub from: String,
+        pub to: String,
+        /// The installer image it was upgraded with.
+        pub installer: String,
+    }
 }
 
-/// A node brought to the target version: it answers with it, healthy and Ready.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TalosUpgraded {
-    pub kind: Kind<TalosUpgraded>,
-    pub version: Version<TALOS_UPGRADED_VERSION>,
-    pub cluster_name: String,
-    pub node: String,
-    pub role: NodeRole,
-    /// The version it answered with before.
-    pub from: String,
-    pub to: String,
-    /// The installer image it was upgraded with.
-    pub installer: String,
-}
-
-impl RecordKind for TalosUpgraded {
-    const KIND: &'static str = "TalosUpgraded";
-}
-
-/// The cluster brought to a Kubernetes version: every node's kubelet runs it, and is Ready.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KubernetesUpgraded {
-    pub kind: Kind<KubernetesUpgraded>,
-    pub version: Version<KUBERNETES_UPGRADED_VERSION>,
-    pub cluster_name: String,
-    /// The lowest kubelet version found before.
-    pub from: String,
-    pub to: String,
-    /// The nodes, by their Kubernetes names.
-    pub nodes: Vec<String>,
-}
-
-impl RecordKind for KubernetesUpgraded {
-    const KIND: &'static str = "KubernetesUpgraded";
+crate::record! {
+    /// The cluster brought to a Kubernetes version: every node's kubelet runs it, and is Ready.
+    pub struct KubernetesUpgraded, version KUBERNETES_UPGRADED_VERSION {
+        pub cluster_name: String,
+        /// The lowest kubelet version found before.
+        pub from: String,
+        pub to: String,
+        /// The nodes, by their Kubernetes names.
+        pub nodes: Vec<String>,
+    }
 }
