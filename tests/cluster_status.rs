@@ -1001,13 +1001,7 @@ fn assert_the_backup_row_reads_the_cron_job(
         &fs::read_to_string(render.join("rendered/etcd-backup.json")).unwrap(),
     )
     .unwrap();
-    let mut cron_job = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["kind"] == "CronJob")
-        .unwrap()
-        .clone();
+    let mut cron_job = testkit::json::element(&list["items"], "/kind", "CronJob").clone();
     // February 30th: the controller manager's CronJob controller never starts a run of its own
     // while the test writes the status.
     cron_job["spec"]["schedule"] = serde_json::json!("0 0 30 2 *");

@@ -204,12 +204,7 @@ fn assert_the_job_reads_one_endpoint_slice_and_no_secret(plane: &ControlPlane) {
 /// The CronJob's pod, created (server dry run) in its namespace, which enforces the restricted
 /// standard; the same pod as root is refused there, so the admission is not a formality.
 fn assert_pod_security_admits_the_job_alone(plane: &ControlPlane, list: &Value) {
-    let job = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["kind"] == "CronJob")
-        .unwrap();
+    let job = testkit::json::element(&list["items"], "/kind", "CronJob");
     let template = &job["spec"]["jobTemplate"]["spec"]["template"];
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -240,12 +235,7 @@ fn assert_the_talos_patch_grants_what_the_objects_use(list: &Value) {
     let patch: Value = serde_norway::from_str(&fs::read_to_string(patch).unwrap()).unwrap();
     let access = &patch["machine"]["features"]["kubernetesTalosAPIAccess"];
     assert_eq!(access["enabled"], true);
-    let talos_account = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["apiVersion"] == "talos.dev/v1alpha1")
-        .unwrap();
+    let talos_account = testkit::json::element(&list["items"], "/apiVersion", "talos.dev/v1alpha1");
     assert_eq!(
         access["allowedKubernetesNamespaces"],
         json!([talos_account["metadata"]["namespace"]])

@@ -888,12 +888,8 @@ fn every_secret_the_values_name_is_made_from_the_sops_file_and_the_addresses_agr
         "io.kubernetes.service.namespace": "traefik",
         "io.kubernetes.service.name": "traefik",
     }});
-    let pool = &pools["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["spec"]["serviceSelector"] == selector)
-        .unwrap_or_else(|| panic!("no pool for Traefik's Service: {pools}"))["spec"]["blocks"][0];
+    let pool = &testkit::json::element(&pools["items"], "/spec/serviceSelector", selector)["spec"]
+        ["blocks"][0];
     let address = traefik["service"]["annotations"]["lbipam.cilium.io/ips"]
         .as_str()
         .unwrap();

@@ -965,12 +965,7 @@ fn assert_the_worker_was_flashed(stage: &Stage, inventory: &Value, log: &[Value]
             && sha256(&disk) == sha256(&stage.infra.worker_raw),
         "the worker's disk is not the image"
     );
-    let worker_node = inventory["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["role"] == "worker")
-        .unwrap();
+    let worker_node = testkit::json::element(&inventory["nodes"], "/role", "worker");
     assert_eq!(
         worker_node["steps"]["image_flashed"],
         format!("sha256:{}", sha256(&stage.infra.worker_raw)),

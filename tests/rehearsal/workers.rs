@@ -189,12 +189,7 @@ pub(super) fn add_worker_step(stage: &Stage) -> Vec<String> {
         "the second worker's disk is not the image"
     );
     let inventory = stage.inventory();
-    let node = inventory["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == SECOND)
-        .unwrap_or_else(|| panic!("{inventory}"));
+    let node = testkit::json::element(&inventory["nodes"], "/name", SECOND);
     assert_eq!(node["public_ipv4"], SECOND_WORKER_ADDRESS, "{inventory}");
     assert_eq!(
         node["steps"]["image_flashed"],

@@ -9,6 +9,7 @@
 //! - [`crawler_ranges`]: the crawler operators' published ranges, captured, as list text.
 //! - [`crds`]: the CRDs the platform layer installs, at their pins, for that control plane.
 //! - [`http`]: a scripted HTTP/1.1 server on loopback that records every request.
+//! - [`json`]: the element of a rendered list or record's array that has a given value.
 //! - [`key_directory`]: a Web Bot Auth agent's key directory served as the agent serves it
 //!   (signed), and requests signed as the agent signs them, with the RFC 9421 test key.
 //! - [`oci_image`]: two tiny filter layouts and their `oci-image publish`, for the registry tests.
@@ -36,6 +37,7 @@ pub mod crawler_ranges;
 pub mod crds;
 pub mod http;
 pub mod istiod;
+pub mod json;
 pub mod key_directory;
 pub mod oci_image;
 pub mod process;

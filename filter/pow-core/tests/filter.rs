@@ -526,12 +526,7 @@ fn the_edges_rendered_config_challenges_the_acme_path_on_its_https_listener() {
         .unwrap(),
     )
     .unwrap();
-    let plugin = rendered["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["kind"] == "WasmPlugin")
-        .unwrap();
+    let plugin = testkit::json::element(&rendered["items"], "/kind", "WasmPlugin");
     assert_eq!(plugin["spec"]["match"][0]["ports"][0]["number"], 443);
     let mut config = plugin["spec"]["pluginConfig"].clone();
     // The lists the hourly job publishes, the client among them.

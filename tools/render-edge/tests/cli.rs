@@ -298,12 +298,7 @@ fn more_hostnames_than_an_httproute_holds_are_refused() {
     let case = Case::new();
     let config = case.write("edge.json", "{}");
     let list = render_list(&case.inputs_with(json!(hosts(16))), &config);
-    let redirect = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["metadata"]["name"] == "http-to-https")
-        .unwrap();
+    let redirect = testkit::json::element(&list["items"], "/metadata/name", "http-to-https");
     assert_eq!(redirect["spec"]["hostnames"].as_array().unwrap().len(), 16);
     case.refuses_names(
         json!(hosts(17)),
@@ -466,15 +461,7 @@ fn render_pow(case: &Case, pow: &str) -> (serde_json::Value, serde_json::Value) 
         &edge_config(&format!(r#", "pow_enabled": true, "pow": {pow}, {IMAGES}"#)),
     );
     let list = render_list(&case.inputs(), &config);
-    let find = |kind: &str| {
-        list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|i| i["kind"] == kind)
-            .unwrap()
-            .clone()
-    };
+    let find = |kind: &str| testkit::json::element(&list["items"], "/kind", kind).clone();
     (find("WasmPlugin"), find("CronJob"))
 }
 
@@ -666,12 +653,7 @@ fn a_minimal_config_renders_with_defaults() {
         &edge_config(&format!(r#", "pow_enabled": true, {POW_OK}"#)),
     );
     let list = render_list(&case.inputs_with(json!(["example.com"])), &config);
-    let issuer = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["kind"] == "ClusterIssuer")
-        .unwrap();
+    let issuer = testkit::json::element(&list["items"], "/kind", "ClusterIssuer");
     // Staging unless the config says production: no quota burnt while trying things out.
     assert_eq!(issuer["metadata"]["name"], "letsencrypt-staging");
     assert_eq!(

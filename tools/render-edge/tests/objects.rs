@@ -243,12 +243,7 @@ fn the_wasm_plugin_fails_open_in_authn_and_takes_its_secret_from_the_host() {
     assert_eq!(container["name"], "istio-proxy");
     for var in env {
         let name = &var["name"];
-        let entry = container["env"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| &e["name"] == name)
-            .unwrap_or_else(|| panic!("{name} not in the proxy's env"));
+        let entry = testkit::json::element(&container["env"], "/name", name.clone());
         assert_eq!(entry["valueFrom"]["secretKeyRef"]["name"], "pow-hmac");
     }
     let gateway = find(&objects, "Gateway", "edge-gateway");

@@ -315,12 +315,11 @@ mod tests {
     #[test]
     fn etcd_is_a_range_for_the_control_planes_only() {
         let policy = cilium_policy(Role::ControlPlane, &addresses(), &json!({}));
-        let etcd = policy["spec"]["ingress"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["fromEntities"] == json!(["kube-apiserver"]))
-            .unwrap();
+        let etcd = testkit::json::element(
+            &policy["spec"]["ingress"],
+            "/fromEntities",
+            json!(["kube-apiserver"]),
+        );
         assert_eq!(
             etcd["toPorts"][0]["ports"],
             json!([{"port": "2379", "endPort": 2380, "protocol": "TCP"}])

@@ -338,12 +338,7 @@ fn assert_each_control_plane_disk_holds_what_talos_asks(state: &Value) {
     const GIB: u64 = 1 << 30;
     for server in tagged(&state["servers"]) {
         let root = &server["volumes"]["0"]["id"];
-        let volume = state["volumes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["id"] == *root)
-            .unwrap();
+        let volume = testkit::json::element(&state["volumes"], "/id", root.clone());
         let size = volume["size"].as_u64().unwrap();
         assert!(
             size >= 10 * GIB,
@@ -2707,12 +2702,7 @@ fn worker_servers(state: &Value) -> Vec<(String, String)> {
                 .find_map(|t| t.as_str()?.strip_prefix("edgepop-node="))
                 .unwrap()
                 .to_owned();
-            let ipv4 = s["ips"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|i| i["version"] == "IPv4")
-                .unwrap()["address"]
+            let ipv4 = testkit::json::element(&s["ips"], "/version", "IPv4")["address"]
                 .as_str()
                 .unwrap()
                 .to_owned();

@@ -118,13 +118,7 @@ impl Api {
     /// The server as the API holds it now.
     fn server(&self) -> Value {
         let state = self.control("state", None);
-        state["bm_servers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["id"] == self.server_id().as_str())
-            .unwrap()
-            .clone()
+        testkit::json::element(&state["bm_servers"], "/id", self.server_id()).clone()
     }
 
     /// Every request so far, each checked: the secret key sent, nothing refused by the spec.
