@@ -12,6 +12,8 @@
 //! - [`json`]: the element of a rendered list or record's array that has a given value.
 //! - [`key_directory`]: a Web Bot Auth agent's key directory served as the agent serves it
 //!   (signed), and requests signed as the agent signs them, with the RFC 9421 test key.
+//! - [`openssl`]: certificates made with the openssl command (a new P-256 key and its request or
+//!   self-signed certificate).
 //! - [`oci_image`]: two tiny filter layouts and their `oci-image publish`, for the registry tests.
 //! - [`istiod`]: istiod's answers to GatewayClasses and Gateways (istiod does not build here).
 //! - [`process`]: checks of a tool's exit code, stdout and stderr.
@@ -40,6 +42,7 @@ pub mod istiod;
 pub mod json;
 pub mod key_directory;
 pub mod oci_image;
+pub mod openssl;
 pub mod process;
 pub mod scaleway;
 pub mod sshd;

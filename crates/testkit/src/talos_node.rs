@@ -17,23 +17,7 @@ fn run(dir: &Path, program: &str, args: &[&str]) {
 /// a self-signed certificate (`-x509`) or a signing request (`-new`), `extra` options after.
 pub fn new_key_and_request(dir: &Path, name: &str, kind: &str, out: &str, extra: &[&str]) {
     let (key, subject) = (format!("{name}.key"), format!("/CN={name}"));
-    let mut args = vec![
-        "req",
-        kind,
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        &key,
-        "-out",
-        out,
-        "-subj",
-        &subject,
-    ];
-    args.extend_from_slice(extra);
-    run(dir, "openssl", &args);
+    crate::openssl::request(dir, &key, &subject, kind, out, extra);
 }
 
 /// `name.crt` (key `name.key`): a certificate for `addresses` issued by the CA `ca`

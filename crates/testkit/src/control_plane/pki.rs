@@ -82,23 +82,7 @@ impl Pki {
     fn issue(&self, name: &str, subject: &str, extensions: &[&str]) {
         let (cert, key) = (path_str(&self.cert(name)), path_str(&self.key(name)));
         let (ca, ca_key) = (path_str(&self.ca), path_str(&self.ca_key));
-        let mut args = vec![
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-noenc",
-            "-days",
-            "2",
-            "-subj",
-            subject,
-            "-keyout",
-            &key,
-            "-out",
-            &cert,
-        ];
+        let mut args = vec!["-days", "2"];
         if name != "ca" {
             args.extend(["-CA", &ca, "-CAkey", &ca_key]);
             args.extend(["-addext", "basicConstraints=critical,CA:FALSE"]);
@@ -106,7 +90,7 @@ impl Pki {
         for extension in extensions {
             args.extend(["-addext", extension]);
         }
-        openssl(&args);
+        crate::openssl::request(&self.dir, &key, subject, "-x509", &cert, &args);
     }
 
     pub(super) fn cert(&self, name: &str) -> PathBuf {
