@@ -59,17 +59,14 @@ impl Stage {
             &self.programs,
             self.dir.path(),
             &ControlPlaneSpec {
-                hostname: "edge-par-cp-1".into(),
-                address: ADDRESS.into(),
-                port: self.port,
-                etcd_client_url: self.etcd_client_url.clone(),
                 initial_cluster: running.then(|| format!("edge-par-cp-1={peer}")),
-                join_etcd: false,
-                etcd_peer_url: peer,
-                control_plane_etcd_endpoints: Vec::new(),
-                kube_apiserver_pid_file: None,
-                admin_kubeconfig: None,
-                routes: Vec::new(),
+                ..ControlPlaneSpec::new(
+                    "edge-par-cp-1",
+                    ADDRESS,
+                    self.port,
+                    self.etcd_client_url.clone(),
+                    peer.clone(),
+                )
             },
         )
     }

@@ -169,6 +169,28 @@ pub struct ControlPlaneSpec {
     pub routes: Vec<(String, String)>,
 }
 
+impl ControlPlaneSpec {
+    /// `hostname` at `address`, its Talos API on `port`, its etcd at the two URLs; the rest as
+    /// [`Default`] leaves it: etcd runs only once bootstrapped, no API server runs on it, it serves
+    /// no kubeconfig, no route.
+    pub fn new(
+        hostname: &str,
+        address: &str,
+        port: u16,
+        etcd_client_url: String,
+        etcd_peer_url: String,
+    ) -> ControlPlaneSpec {
+        ControlPlaneSpec {
+            hostname: hostname.to_owned(),
+            address: address.to_owned(),
+            port,
+            etcd_client_url,
+            etcd_peer_url,
+            ..ControlPlaneSpec::default()
+        }
+    }
+}
+
 /// A running node stand-in, a control plane ([`ControlPlaneNode::start`]) or a worker
 /// ([`ControlPlaneNode::start_worker`]), killed (its etcd with it) when dropped.
 #[derive(Debug)]
@@ -335,17 +357,9 @@ pub fn etcd_cluster(names: &[&str], addresses: &[&str], port: u16) -> Vec<Contro
         .zip(addresses)
         .zip(peers.iter().zip(&clients))
         .map(|((name, address), (peer, client))| ControlPlaneSpec {
-            hostname: (*name).to_owned(),
-            address: (*address).to_owned(),
-            port,
-            etcd_client_url: client.clone(),
-            etcd_peer_url: peer.clone(),
             initial_cluster: Some(initial.clone()),
-            join_etcd: false,
             control_plane_etcd_endpoints: clients.clone(),
-            kube_apiserver_pid_file: None,
-            admin_kubeconfig: None,
-            routes: Vec::new(),
+            ..ControlPlaneSpec::new(name, address, port, client.clone(), peer.clone())
         })
         .collect()
 }

@@ -67,20 +67,18 @@ impl World {
             &programs,
             dir.path(),
             &ControlPlaneSpec {
-                hostname: "edge-par-cp-1".into(),
-                address: address.into(),
-                port,
-                etcd_client_url: etcd_client_url.clone(),
                 initial_cluster: Some(format!("edge-par-cp-1={peer}")),
-                join_etcd: false,
-                etcd_peer_url: peer,
-                control_plane_etcd_endpoints: Vec::new(),
-                kube_apiserver_pid_file: None,
-                admin_kubeconfig: None,
                 routes: routes
                     .iter()
                     .map(|(from, to)| ((*from).to_owned(), (*to).to_owned()))
                     .collect(),
+                ..ControlPlaneSpec::new(
+                    "edge-par-cp-1",
+                    address,
+                    port,
+                    etcd_client_url.clone(),
+                    peer.clone(),
+                )
             },
         );
         let identity = dir.path().join("identity.txt");

@@ -171,17 +171,14 @@ impl RoundTrip {
             &programs,
             dir.path(),
             &ControlPlaneSpec {
-                hostname: "edge-par-cp-1".into(),
-                address: address.into(),
-                port,
-                etcd_client_url: plane.etcd_url().to_owned(),
-                etcd_peer_url: url_at(address),
-                initial_cluster: None,
-                join_etcd: false,
-                control_plane_etcd_endpoints: Vec::new(),
                 kube_apiserver_pid_file: Some(pid_file),
-                admin_kubeconfig: None,
-                routes: Vec::new(),
+                ..ControlPlaneSpec::new(
+                    "edge-par-cp-1",
+                    address,
+                    port,
+                    plane.etcd_url().to_owned(),
+                    url_at(address),
+                )
             },
         );
         let inventory = inventory(&[("edge-par-cp-1", address)]);
@@ -1331,17 +1328,15 @@ fn three_with_cp3_lost(test: &str, addresses: [&str; 3]) -> Option<(Three, Contr
 /// cp-3's new machine: same name and address, an empty disk; its etcd joins the cluster.
 fn make_cp3_again(three: &mut Three, addresses: &[&str; 3]) {
     let spec = ControlPlaneSpec {
-        hostname: CONTROL_PLANES[2].into(),
-        address: addresses[2].into(),
-        port: three.tool.port,
-        etcd_client_url: three.clients[2].clone(),
-        etcd_peer_url: url_at(addresses[2]),
-        initial_cluster: None,
         join_etcd: true,
         control_plane_etcd_endpoints: three.clients.clone(),
-        kube_apiserver_pid_file: None,
-        admin_kubeconfig: None,
-        routes: Vec::new(),
+        ..ControlPlaneSpec::new(
+            CONTROL_PLANES[2],
+            addresses[2],
+            three.tool.port,
+            three.clients[2].clone(),
+            url_at(addresses[2]),
+        )
     };
     three.nodes[2] = Some(ControlPlaneNode::start(
         &three.tool.programs,
