@@ -10,11 +10,13 @@
 //! - [`time`]: RFC 3339 UTC timestamps for the records, without a date-time dependency.
 //! - [`hex`]: the lower-case hexadecimal encoder.
 //! - [`pins`]: reading the version pins of `k8s/versions.env`.
+//! - [`cron_job`]: how the CronJobs edgepop renders run (no overlap, no late start, one retry).
 //! - [`url`]: what the tools ask of a URL's host (whether it is loopback).
 //! - [`wait`]: the injected clock ([`wait::Sleeper`]) and the one bounded polling loop.
 
 pub mod acme;
 pub mod backup;
+pub mod cron_job;
 pub mod exit;
 pub mod hex;
 pub mod input;

@@ -597,56 +597,41 @@ fn lists_role_binding() -> Value {
 fn lists_cron_job(pow: &PowPlan) -> Value {
     let mut pod_labels = labels("lists");
     pod_labels["app.kubernetes.io/name"] = json!(LISTS_REFRESH);
-    json!({
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": meta(LISTS_REFRESH, "lists"),
+    // Minute 17: off the top of the hour, when every other cron on the internet fires.
+    let pod = json!({
+        "metadata": {"labels": pod_labels},
         "spec": {
-            // Minute 17: off the top of the hour, when every other cron on the internet fires.
-            "schedule": "17 * * * *",
-            "concurrencyPolicy": "Forbid",
-            "startingDeadlineSeconds": 600,
-            "successfulJobsHistoryLimit": 3,
-            "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {
-                "backoffLimit": 1,
-                "activeDeadlineSeconds": 1200,
-                "template": {
-                    "metadata": {"labels": pod_labels},
-                    "spec": {
-                        "serviceAccountName": LISTS_REFRESH,
-                        "restartPolicy": "Never",
-                        "securityContext": pop_common::pod_security::restricted_pod(),
-                        "containers": [{
-                            "name": LISTS_REFRESH,
-                            // Pinned by digest (the PublishedImages record): a tag can move.
-                            "image": pow.lists_refresh_image,
-                            "command": ["lists-refresh"],
-                            "args": [
-                                format!("--namespace={NAMESPACE}"),
-                                format!("--configmap={POLICY_LISTS}"),
-                                format!("--wasmplugin={WASM_PLUGIN}"),
-                                "--sources=/etc/lists-refresh/sources.json",
-                            ],
-                            "resources": {
-                                "requests": {"cpu": "100m", "memory": "128Mi"},
-                                "limits": {"cpu": "1", "memory": "512Mi"},
-                            },
-                            "securityContext": pop_common::pod_security::restricted_container(),
-                            "volumeMounts": [
-                                {"name": "sources", "mountPath": "/etc/lists-refresh", "readOnly": true},
-                                {"name": "tmp", "mountPath": "/tmp"},
-                            ],
-                        }],
-                        "volumes": [
-                            {"name": "sources", "configMap": {"name": LISTS_SOURCES}},
-                            {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
-                        ],
-                    },
+            "serviceAccountName": LISTS_REFRESH,
+            "restartPolicy": "Never",
+            "securityContext": pop_common::pod_security::restricted_pod(),
+            "containers": [{
+                "name": LISTS_REFRESH,
+                // Pinned by digest (the PublishedImages record): a tag can move.
+                "image": pow.lists_refresh_image,
+                "command": ["lists-refresh"],
+                "args": [
+                    format!("--namespace={NAMESPACE}"),
+                    format!("--configmap={POLICY_LISTS}"),
+                    format!("--wasmplugin={WASM_PLUGIN}"),
+                    "--sources=/etc/lists-refresh/sources.json",
+                ],
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "128Mi"},
+                    "limits": {"cpu": "1", "memory": "512Mi"},
                 },
-            }},
+                "securityContext": pop_common::pod_security::restricted_container(),
+                "volumeMounts": [
+                    {"name": "sources", "mountPath": "/etc/lists-refresh", "readOnly": true},
+                    {"name": "tmp", "mountPath": "/tmp"},
+                ],
+            }],
+            "volumes": [
+                {"name": "sources", "configMap": {"name": LISTS_SOURCES}},
+                {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+            ],
         },
-    })
+    });
+    pop_common::cron_job::cron_job(meta(LISTS_REFRESH, "lists"), "17 * * * *", 1200, pod)
 }
 
 /// YAML text of a value (the ConfigMap overlay values, and the output stream).

@@ -211,54 +211,42 @@ fn cron_job(config: &EtcdBackupConfig, cluster: &str, image: &str) -> Value {
     if let Some(prefix) = &config.prefix {
         args.push(format!("--prefix={prefix}"));
     }
-    json!({
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": meta(NAME, NAMESPACE),
+    let pod = json!({
+        "metadata": {"labels": labels()},
         "spec": {
-            "schedule": config.schedule,
-            "timeZone": "Etc/UTC",
-            "concurrencyPolicy": "Forbid",
-            "startingDeadlineSeconds": 600,
-            "successfulJobsHistoryLimit": 3,
-            "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {
-                "backoffLimit": 1,
-                "activeDeadlineSeconds": 1800,
-                "template": {
-                    "metadata": {"labels": labels()},
-                    "spec": {
-                        "serviceAccountName": NAME,
-                        "restartPolicy": "Never",
-                        "securityContext": pop_common::pod_security::restricted_pod(),
-                        "containers": [{
-                            "name": NAME,
-                            "image": image,
-                            "command": ["etcd-backup"],
-                            "args": args,
-                            "envFrom": [{"secretRef": {"name": OBJECT_STORAGE_SECRET}}],
-                            "resources": {
-                                "requests": {"cpu": "50m", "memory": "64Mi"},
-                                "limits": {"memory": "512Mi"},
-                            },
-                            "securityContext": pop_common::pod_security::restricted_container(),
-                            "volumeMounts": [
-                                {"name": "talos", "mountPath": "/var/run/secrets/talos.dev",
-                                 "readOnly": true},
-                                {"name": "tmp", "mountPath": "/tmp"},
-                            ],
-                        }],
-                        "volumes": [
-                            {"name": "talos", "secret": {"secretName": NAME}},
-                            // The snapshot and its encrypted copy: etcd's default quota is
-                            // 2 GiB, so twice that at most.
-                            {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}},
-                        ],
-                    },
+            "serviceAccountName": NAME,
+            "restartPolicy": "Never",
+            "securityContext": pop_common::pod_security::restricted_pod(),
+            "containers": [{
+                "name": NAME,
+                "image": image,
+                "command": ["etcd-backup"],
+                "args": args,
+                "envFrom": [{"secretRef": {"name": OBJECT_STORAGE_SECRET}}],
+                "resources": {
+                    "requests": {"cpu": "50m", "memory": "64Mi"},
+                    "limits": {"memory": "512Mi"},
                 },
-            }},
+                "securityContext": pop_common::pod_security::restricted_container(),
+                "volumeMounts": [
+                    {"name": "talos", "mountPath": "/var/run/secrets/talos.dev",
+                     "readOnly": true},
+                    {"name": "tmp", "mountPath": "/tmp"},
+                ],
+            }],
+            "volumes": [
+                {"name": "talos", "secret": {"secretName": NAME}},
+                // The snapshot and its encrypted copy: etcd's default quota is
+                // 2 GiB, so twice that at most.
+                {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}},
+            ],
         },
-    })
+    });
+    let mut job =
+        pop_common::cron_job::cron_job(meta(NAME, NAMESPACE), &config.schedule, 1800, pod);
+    // The schedule is the operator's, read in UTC whatever the controller manager's zone.
+    job["spec"]["timeZone"] = json!("Etc/UTC");
+    job
 }
 
 #[cfg(test)]
