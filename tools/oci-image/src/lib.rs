@@ -36,7 +36,7 @@ pub mod registry;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use pop_common::exit::{Exit, OutputError, Report, WritingOutput};
 use pop_common::input::{InputError, read_json};
 use pop_common::records::{Digest, Kind, PublishedImage, PublishedImages, Version};
@@ -60,6 +60,17 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Where an image's layout is written, and its tag: the same for every image.
+#[derive(Debug, Args)]
+pub struct LayoutArgs {
+    /// The OCI image layout directory to write (replaced when it is one already).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The tag recorded in the layout, and pushed by `publish`.
+    #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+    pub tag: String,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The filter as a Wasm image (Istio's compat variant); prints its manifest digest.
@@ -67,12 +78,8 @@ pub enum Command {
         /// The filter module (`make filter` builds it).
         #[arg(long, value_name = "FILE")]
         wasm: PathBuf,
-        /// The OCI image layout directory to write (replaced when it is one already).
-        #[arg(long, value_name = "DIR")]
-        out: PathBuf,
-        /// The tag recorded in the layout, and pushed by `publish`.
-        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
-        tag: String,
+        #[command(flatten)]
+        layout: LayoutArgs,
     },
     /// The lists-refresh image from static binaries; prints its manifest digest.
     Lists {
@@ -82,10 +89,8 @@ pub enum Command {
         /// The CA certificates (PEM) the binaries may use for https sources.
         #[arg(long, value_name = "FILE")]
         ca_bundle: PathBuf,
-        #[arg(long, value_name = "DIR")]
-        out: PathBuf,
-        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
-        tag: String,
+        #[command(flatten)]
+        layout: LayoutArgs,
     },
     /// The etcd-backup image from static binaries; prints its manifest digest.
     Backup {
@@ -101,10 +106,8 @@ pub enum Command {
         /// The CA certificates (PEM) for Object Storage's https endpoint.
         #[arg(long, value_name = "FILE")]
         ca_bundle: PathBuf,
-        #[arg(long, value_name = "DIR")]
-        out: PathBuf,
-        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
-        tag: String,
+        #[command(flatten)]
+        layout: LayoutArgs,
     },
     /// Push the layouts to the edge config's registry; writes a PublishedImages record.
     Publish {
@@ -329,7 +332,7 @@ fn auth_file(path: &Path, host: &str) -> Result<Credentials, Error> {
 /// Checks the arguments and reads what each command needs; nothing is written here.
 pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     match &cli.command {
-        Command::Filter { wasm, out, tag } => {
+        Command::Filter { wasm, layout } => {
             let module = read_file(wasm, "the filter module")?;
             if !module.starts_with(b"\0asm") {
                 return Err(Error::Usage(format!(
@@ -337,30 +340,27 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
                     wasm.display()
                 )));
             }
-            let spec = ImageSpec::wasm_plugin(module, mtime(env)?, tag.clone());
+            let spec = ImageSpec::wasm_plugin(module, mtime(env)?, layout.tag.clone());
             Ok(Config::Build {
                 spec: Box::new(spec),
-                out: out.clone(),
+                out: layout.out.clone(),
             })
         }
         Command::Lists {
             bin_dir,
             ca_bundle,
-            out,
-            tag,
-        } => program(&lists_binaries(bin_dir), ca_bundle, out, tag, env),
+            layout,
+        } => program(&lists_binaries(bin_dir), ca_bundle, layout, env),
         Command::Backup {
             bin_dir,
             talosctl,
             age,
             ca_bundle,
-            out,
-            tag,
+            layout,
         } => program(
             &backup_binaries(bin_dir, talosctl, age),
             ca_bundle,
-            out,
-            tag,
+            layout,
             env,
         ),
         Command::Publish {
@@ -381,14 +381,13 @@ pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
 fn program(
     binaries: &[Binary],
     ca_bundle: &Path,
-    out: &Path,
-    tag: &str,
+    layout: &LayoutArgs,
     env: &Env,
 ) -> Result<Config, Error> {
-    let spec = program_image(binaries, ca_bundle, mtime(env)?, tag.to_string())?;
+    let spec = program_image(binaries, ca_bundle, mtime(env)?, layout.tag.clone())?;
     Ok(Config::Build {
         spec: Box::new(spec),
-        out: out.to_path_buf(),
+        out: layout.out.clone(),
     })
 }
 
