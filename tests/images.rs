@@ -59,20 +59,32 @@ fn have(program: &str) -> bool {
         .is_ok()
 }
 
+/// The registry and the independent reader every test of a published image needs.
+const REGISTRY_AND_SKOPEO: [(&str, &str); 2] = [
+    (
+        "docker-registry",
+        "docker-registry (apt-get install docker-registry)",
+    ),
+    ("skopeo", "skopeo (apt-get install skopeo)"),
+];
+
+/// Whether each of `programs` (a program and how to install it) is here; the first missing one
+/// is reported.
+fn have_all(test: &str, programs: &[(&str, &str)]) -> bool {
+    match programs.iter().find(|(program, _)| !have(program)) {
+        Some((_, why)) => {
+            testkit::skip_or_fail(test, why);
+            false
+        }
+        None => true,
+    }
+}
+
 /// Everything the tests need, or `None` after reporting what is missing.
 fn prerequisites(test: &str) -> Option<PathBuf> {
-    for (program, why) in [
-        (
-            "docker-registry",
-            "docker-registry (apt-get install docker-registry)",
-        ),
-        ("skopeo", "skopeo (apt-get install skopeo)"),
-        ("musl-gcc", "musl-gcc (apt-get install musl-tools)"),
-    ] {
-        if !have(program) {
-            testkit::skip_or_fail(test, why);
-            return None;
-        }
+    let musl = ("musl-gcc", "musl-gcc (apt-get install musl-tools)");
+    if !have_all(test, &REGISTRY_AND_SKOPEO) || !have_all(test, &[musl]) {
+        return None;
     }
     let wasm = target_dir().join("wasm32-wasip1/wasm-release/pow_filter.wasm");
     if !wasm.is_file() {
@@ -571,11 +583,7 @@ const HTPASSWD: &str = "edgepop:$2b$04$fU/G1mD59QGW8sN8E7VpTetHGMu8PS48M9nmWsGL/
 fn a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private_auth_file() {
     let test =
         "a_registry_that_wants_credentials_gets_them_from_the_environment_or_a_private_auth_file";
-    if !have("docker-registry") || !have("skopeo") {
-        testkit::skip_or_fail(
-            test,
-            "docker-registry and skopeo (apt-get install docker-registry skopeo)",
-        );
+    if !have_all(test, &REGISTRY_AND_SKOPEO) {
         return;
     }
     let registry = Registry::start_with_auth(Some(HTPASSWD));
@@ -727,11 +735,7 @@ fn the_backup_image_builds_to_the_same_digest_in_two_directories() {
 fn the_backup_image_published_and_read_back_by_skopeo_runs_etcd_backup_with_its_programs() {
     let test =
         "the_backup_image_published_and_read_back_by_skopeo_runs_etcd_backup_with_its_programs";
-    if !have("docker-registry") || !have("skopeo") {
-        testkit::skip_or_fail(
-            test,
-            "docker-registry and skopeo (apt-get install docker-registry skopeo)",
-        );
+    if !have_all(test, &REGISTRY_AND_SKOPEO) {
         return;
     }
     let Some(inputs) = BackupInputs::get(test) else {
