@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ApiError, Client, Method};
+use crate::client::{Client, Method};
 use crate::enums::api_enum;
+use crate::error::R;
 use crate::{owned, tagged, tags_query, with_every_tag};
 
 /// The zones of the Elastic Metal API: the `zone` path parameter's enum, the same on every
@@ -13,8 +14,6 @@ use crate::{owned, tagged, tags_query, with_every_tag};
 pub const ZONES: &[&str] = &[
     "fr-par-1", "fr-par-2", "nl-ams-1", "nl-ams-2", "pl-waw-2", "pl-waw-3",
 ];
-
-type R<T> = Result<T, ApiError>;
 
 api_enum! {
     /// `Server.status`.

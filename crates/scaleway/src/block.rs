@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ApiError, Client};
+use crate::client::Client;
 use crate::enums::api_enum;
+use crate::error::R;
 use crate::{owned, tagged, tags_query, with_every_tag};
 
 /// The zones of the Block Storage API: the `zone` path parameter's enum, the same on every
@@ -13,8 +14,6 @@ pub const ZONES: &[&str] = &[
     "fr-par-1", "fr-par-2", "fr-par-3", "nl-ams-1", "nl-ams-2", "nl-ams-3", "pl-waw-1", "pl-waw-2",
     "pl-waw-3",
 ];
-
-type R<T> = Result<T, ApiError>;
 
 api_enum! {
     /// `Snapshot.status`.

@@ -5,10 +5,9 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::Owned;
-use crate::client::{ApiError, Client, Method};
+use crate::client::{Client, Method};
 use crate::enums::api_enum;
-
-type R<T> = Result<T, ApiError>;
+use crate::error::R;
 
 api_enum! {
     /// A record's type (the ones the tools write).

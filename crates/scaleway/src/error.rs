@@ -51,6 +51,9 @@ impl fmt::Display for ScwErrorBody {
     }
 }
 
+/// What a call of the API gives.
+pub(crate) type R<T> = Result<T, ApiError>;
+
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

@@ -6,8 +6,9 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::client::{ApiError, Client, Method};
+use crate::client::{Client, Method};
 use crate::enums::api_enum;
+use crate::error::R;
 use crate::{Owned, Tagged, owned, tagged, with_every_tag};
 
 /// The zones of the Instance API: the `zone` path parameter's enum, the same on every operation
@@ -16,8 +17,6 @@ pub const ZONES: &[&str] = &[
     "fr-par-1", "fr-par-2", "fr-par-3", "nl-ams-1", "nl-ams-2", "nl-ams-3", "pl-waw-1", "pl-waw-2",
     "pl-waw-3", "it-mil-1",
 ];
-
-type R<T> = Result<T, ApiError>;
 
 api_enum! {
     /// `Server.state`.

@@ -3,10 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::{ApiError, Client};
+use crate::client::Client;
+use crate::error::R;
 use crate::owned;
-
-type R<T> = Result<T, ApiError>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Namespace {

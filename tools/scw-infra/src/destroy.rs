@@ -21,13 +21,11 @@ use scaleway::instance::{ServerAction, VolumeType};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::wait;
 
 mod worker;
 use scaleway::iam::same_key;
-
-type R<T> = Result<T, InfraError>;
 
 /// The key of an Instance's root volume in its `volumes` map: the one made from the image when
 /// the server was created; the volumes attached later are "1", "2"... (scaleway-cli,

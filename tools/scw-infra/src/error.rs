@@ -7,6 +7,9 @@ use scaleway::s3::S3Error;
 
 use crate::apply::image_file::ImageError;
 
+/// What a step of a plan, or the planning, gives.
+pub(crate) type R<T> = Result<T, InfraError>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum InfraError {
     #[error(transparent)]

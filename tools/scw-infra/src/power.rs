@@ -14,12 +14,10 @@ use scaleway::instance::{self, ServerAction, ServerState};
 use serde::Serialize;
 
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::plan::{Created, Ref, Steps};
 use crate::tags::Role;
 use crate::wait;
-
-type R<T> = Result<T, InfraError>;
 
 /// An Instance action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -10,10 +10,8 @@ use pop_common::records::{NodeInventory, NodeKind, NodeRole, steps};
 
 use crate::apply::instances::TALOS_USER_DATA_KEY;
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::tags::Role;
-
-type R<T> = Result<T, InfraError>;
 
 /// Deletes the `cloud-init` user data of each control plane of `inventory` recorded as proved
 /// ours, when it still holds it, after checking the server is this cluster's;

@@ -9,10 +9,8 @@ use scaleway::block::{SnapshotStatus, Volume, VolumeStatus};
 use scaleway::instance::{self, Image, ImageState};
 
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::power::InstanceTarget;
-
-type R<T> = Result<T, InfraError>;
 
 /// How long to wait for a state, and how often to look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,10 +14,8 @@ use serde::Serialize;
 use super::{Address, ApplyStep, Known};
 use crate::cluster::Cluster;
 use crate::config::InfraConfig;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::plan::Steps;
-
-type R<T> = Result<T, InfraError>;
 
 /// The time to live of the records written: also how long `make remove-worker` waits, once a
 /// worker's records are gone, before draining it (resolvers may hand out its address until then).

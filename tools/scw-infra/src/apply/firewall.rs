@@ -12,11 +12,9 @@ use serde::Serialize;
 
 use super::{Address, ApplyStep, Known};
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::plan::{PlannedId, Ref, Steps};
 use crate::tags::Role;
-
-type R<T> = Result<T, InfraError>;
 
 /// Creating the group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -13,11 +13,9 @@ use serde::Serialize;
 use super::image_file::{self, TalosSource};
 use super::{ApplyInputs, ApplyStep, Known};
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::plan::{PlannedId, Ref, Steps};
 use crate::wait;
-
-type R<T> = Result<T, InfraError>;
 
 /// The object metadata (`x-amz-meta-sha256`) that records the sha256 of the uploaded QCOW2, so
 /// that a later run reuses the object only when it is that very file.

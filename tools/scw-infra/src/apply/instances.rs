@@ -8,12 +8,10 @@ use serde::Serialize;
 
 use super::{ApplyInputs, ApplyStep, Known, image};
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::plan::{PlannedId, Ref, Steps};
 use crate::power;
 use crate::tags::{Role, TAG_NODE, tag};
-
-type R<T> = Result<T, InfraError>;
 
 /// Creating a control plane (stopped, as the API creates every Instance), its flexible IP
 /// attached at creation.

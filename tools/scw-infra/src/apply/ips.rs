@@ -7,11 +7,9 @@ use serde::Serialize;
 
 use super::{ApplyStep, Known};
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::plan::{PlannedId, Ref, Steps};
 use crate::tags::{Role, TAG_NODE, tag};
-
-type R<T> = Result<T, InfraError>;
 
 /// Creating the flexible IP of a control plane.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -28,12 +28,10 @@ use scaleway::s3::multipart::Multipart;
 use serde::Serialize;
 
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::plan::{Created, Ref, Steps};
 use crate::power::{InstancePower, WaitInstance, WaitWorker, WorkerPower};
 use image_file::TalosSource;
-
-type R<T> = Result<T, InfraError>;
 
 /// What `apply` is given besides the config.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,10 +6,8 @@ use serde::Serialize;
 
 use super::ApplyStep;
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::plan::Steps;
-
-type R<T> = Result<T, InfraError>;
 
 /// Creating the namespace, public.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

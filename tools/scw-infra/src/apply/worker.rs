@@ -10,12 +10,10 @@ use serde::Serialize;
 
 use super::{ApplyInputs, ApplyStep, Known};
 use crate::cluster::Cluster;
-use crate::error::InfraError;
+use crate::error::{InfraError, R};
 use crate::plan::{PlannedId, Ref, Steps};
 use crate::power;
 use crate::tags::{Role, TAG_NODE};
-
-type R<T> = Result<T, InfraError>;
 
 /// Registering the worker's public key in IAM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
