@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 pub const TEMPLATE_VERSION: u32 = 1;
 
 pop_common::record! {
-    /// Which value of the SOPS document goes into which Secret. Written by render-platform at render
-    /// time beside the plan; holds no secret.
+    /// Which value of the SOPS document goes into which Secret. Written by render-platform at
+    /// render time beside the plan; holds no secret.
     pub struct SecretsTemplate, version TEMPLATE_VERSION {
         /// The SOPS file these Secrets are made from.
         pub source: PathBuf,

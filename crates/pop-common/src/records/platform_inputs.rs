@@ -54,7 +54,10 @@ pub const EDGE_NODE_LABEL: (&str, &str) = ("edge.node.kubernetes.io/public", "tr
 
 crate::record! {
     /// The facts the infra layer knows and the later layers need.
-    pub struct PlatformInputs, #[serde(deserialize_with = "version")] version PLATFORM_INPUTS_VERSION {
+    pub struct PlatformInputs,
+        #[serde(deserialize_with = "version")]
+        version PLATFORM_INPUTS_VERSION
+    {
         /// The cluster's name, also the tag that finds its Scaleway resources.
         pub cluster_name: String,
         /// The Kubernetes API URL (`https://api.<zone>:6443`).
@@ -62,8 +65,8 @@ crate::record! {
         /// The DNS zone every public hostname of the edge must belong to.
         pub dns_zone: String,
         /// The edge's public names, fully qualified (`www.example.com`): the infra config's
-        /// `edge_hostnames` in `dns_zone`, the names the infra layer makes DNS records for. The edge
-        /// layer routes and certifies exactly these.
+        /// `edge_hostnames` in `dns_zone`, the names the infra layer makes DNS records for. The
+        /// edge layer routes and certifies exactly these.
         pub edge_hostnames: Vec<String>,
         /// The Elastic Metal workers that receive the public traffic, in the inventory's order: at
         /// least one, each name once. The edge hostnames' A records hold every one's address.

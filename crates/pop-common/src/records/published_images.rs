@@ -38,8 +38,9 @@ crate::record! {
         /// The lists-refresh CronJob's image (with lists-gen-asn, lists-gen-tor and
         /// lists-gen-crawlers).
         pub lists_refresh: PublishedImage,
-        /// The scheduled etcd backup's image (etcd-backup with talosctl and age), which the platform
-        /// layer runs when its config sets `etcd_backup`; absent from records that predate it.
+        /// The scheduled etcd backup's image (etcd-backup with talosctl and age), which the
+        /// platform layer runs when its config sets `etcd_backup`; absent from records that
+        /// predate it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub etcd_backup: Option<PublishedImage>,
     }
