@@ -123,28 +123,16 @@ impl Stage {
         format!("TALOS_DIGESTS={}", path.display())
     }
 
-    /// etcdctl `args`, again until they succeed: once the member has elected itself.
     fn etcdctl_once_elected(&self, args: &[&str]) {
-        testkit::eventually("the member to elect itself", || {
-            Command::new(&self.programs.etcdctl)
-                .args(["--endpoints", &self.etcd_client_url])
-                .args(args)
-                .stdout(Stdio::null())
-                .status()
-                .unwrap()
-                .success()
-                .then_some(())
-        });
+        testkit::talos_node::etcdctl_once_elected(
+            &self.programs.etcdctl,
+            &self.etcd_client_url,
+            args,
+        );
     }
 
     fn etcdctl(&self, args: &[&str]) -> String {
-        let out = Command::new(&self.programs.etcdctl)
-            .args(["--endpoints", &self.etcd_client_url])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        testkit::talos_node::etcdctl_ok(&self.programs.etcdctl, &self.etcd_client_url, args)
     }
 }
 

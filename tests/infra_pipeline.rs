@@ -701,18 +701,7 @@ fn real_snapshot(test: &str, dir: &Path, key: &str) -> Option<(PathBuf, PathBuf)
             .arg(format!("--initial-cluster=default={peer}")),
     );
     member.wait_for_line("ready to serve client requests");
-    let etcdctl = |args: &[&str]| {
-        let out = Command::new(&etcdctl)
-            .arg(format!("--endpoints={client}"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "etcdctl {args:?}: {}",
-            testkit::process::text(&out)
-        );
-    };
+    let etcdctl = |args: &[&str]| testkit::talos_node::etcdctl_ok(&etcdctl, &client, args);
     etcdctl(&["put", key, "before"]);
     let snapshot = dir.join("edge-par.snapshot");
     etcdctl(&["snapshot", "save", snapshot.to_str().unwrap()]);

@@ -953,11 +953,6 @@ fn seed_worker(api_url: &str) -> String {
 impl Stage {
     /// etcdctl against the last control plane's member: its stdout, the call having succeeded.
     fn etcdctl_at_last(&self, args: &[&str]) -> String {
-        let out = Command::new(&self.programs.etcdctl)
-            .args(["--endpoints", &self.clients[2], "--dial-timeout=2s"])
-            .args(args)
-            .output()
-            .unwrap();
-        testkit::process::success_stdout(&out)
+        testkit::talos_node::etcdctl_ok(&self.programs.etcdctl, &self.clients[2], args)
     }
 }

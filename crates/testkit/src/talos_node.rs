@@ -364,14 +364,40 @@ pub fn etcd_cluster(names: &[&str], addresses: &[&str], port: u16) -> Vec<Contro
         .collect()
 }
 
+/// The real etcdctl, independent of the tools under test, against the member at `url` with
+/// `args`, whether it succeeds or not; a member that does not answer fails the call within
+/// seconds.
+#[allow(clippy::panic)] // a test helper: an etcdctl that cannot start fails the test
+pub fn etcdctl(etcdctl: &Path, url: &str, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new(etcdctl);
+    command
+        .args(["--endpoints", url])
+        .args(["--dial-timeout=2s", "--command-timeout=10s"])
+        .args(args);
+    match command.output() {
+        Ok(out) => out,
+        Err(err) => panic!("cannot start {command:?}: {err}"),
+    }
+}
+
+/// [`etcdctl`]'s stdout, the call having succeeded.
+#[track_caller]
+pub fn etcdctl_ok(program: &Path, url: &str, args: &[&str]) -> String {
+    crate::process::success_stdout(&etcdctl(program, url, args))
+}
+
+/// [`etcdctl`] again until it succeeds: once the member has elected itself (a put, a health
+/// check).
+pub fn etcdctl_once_elected(program: &Path, url: &str, args: &[&str]) {
+    crate::eventually("the member to elect itself", || {
+        etcdctl(program, url, args).status.success().then_some(())
+    });
+}
+
 /// The member at `url`'s id and the leader it follows (0: none), when it answers without an
 /// error (the real etcdctl, independent of the tools under test).
-pub fn member_and_leader(etcdctl: &Path, url: &str) -> Option<(u64, u64)> {
-    let out = Command::new(etcdctl)
-        .args(["--endpoints", url, "--dial-timeout=2s"])
-        .args(["endpoint", "status", "-w", "json"])
-        .output()
-        .ok()?;
+pub fn member_and_leader(program: &Path, url: &str) -> Option<(u64, u64)> {
+    let out = etcdctl(program, url, &["endpoint", "status", "-w", "json"]);
     let status: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     let status = &status[0]["Status"];
@@ -386,14 +412,8 @@ pub fn member_and_leader(etcdctl: &Path, url: &str) -> Option<(u64, u64)> {
 
 /// The members etcd lists (`member list -w json`: `ID`, `name`, `isLearner`...), asked of the
 /// member at `url` by the real etcdctl; none when it does not answer.
-pub fn members(etcdctl: &Path, url: &str) -> Vec<serde_json::Value> {
-    let Ok(out) = Command::new(etcdctl)
-        .args(["--endpoints", url, "--dial-timeout=2s"])
-        .args(["member", "list", "-w", "json"])
-        .output()
-    else {
-        return Vec::new();
-    };
+pub fn members(program: &Path, url: &str) -> Vec<serde_json::Value> {
+    let out = etcdctl(program, url, &["member", "list", "-w", "json"]);
     let list: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     list["members"].as_array().cloned().unwrap_or_default()

@@ -108,20 +108,12 @@ impl World {
         })
     }
 
-    /// Once the member has elected itself, `etcdctl` with `args` (a put, a health check).
     fn etcdctl_once_elected(&self, args: &[&str]) {
-        testkit::eventually("the member to elect itself", || {
-            self.etcdctl(args).status.success().then_some(())
-        });
-    }
-
-    fn etcdctl(&self, args: &[&str]) -> Output {
-        Command::new(&self.programs.etcdctl)
-            .args(["--endpoints", &self.etcd_client_url])
-            .args(args)
-            .stdout(Stdio::null())
-            .output()
-            .unwrap()
+        testkit::talos_node::etcdctl_once_elected(
+            &self.programs.etcdctl,
+            &self.etcd_client_url,
+            args,
+        );
     }
 
     /// The tool as the CronJob runs it, the keys in its environment, the node named.

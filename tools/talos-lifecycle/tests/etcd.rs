@@ -524,17 +524,7 @@ fn assert_reset_ephemeral_then_recovered(three: &Three, restore: &[&str]) {
 
 /// etcdctl against the member at `url`: its stdout, the call having succeeded.
 fn etcdctl_at(programs: &Programs, url: &str, args: &[&str]) -> String {
-    let out = Command::new(&programs.etcdctl)
-        .args([
-            "--endpoints",
-            url,
-            "--dial-timeout=2s",
-            "--command-timeout=10s",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    testkit::process::success_stdout(&out)
+    testkit::talos_node::etcdctl_ok(&programs.etcdctl, url, args)
 }
 
 /// The names etcd lists, asked of the member at `url`.
