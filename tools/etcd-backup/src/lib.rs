@@ -130,15 +130,8 @@ pub struct Config {
 /// The arguments and the environment as a run, every field checked.
 pub fn resolve(cli: Cli, env: &Env) -> Result<Config, Error> {
     let usage = |field: &str, message: String| Error::Usage(format!("--{field}: {message}"));
-    if !pop_common::records::is_dns_label(&cli.cluster) {
-        return Err(usage(
-            "cluster",
-            format!(
-                "{:?} is not a DNS label (lowercase letters, digits, '-')",
-                cli.cluster
-            ),
-        ));
-    }
+    pop_common::records::check_cluster_name(&cli.cluster)
+        .map_err(|e| usage("cluster", e.to_string()))?;
     pop_common::backup::check_bucket_name(&cli.bucket).map_err(|m| usage("bucket", m))?;
     if !pop_common::records::is_dns_label(&cli.region) {
         return Err(usage("region", format!("{:?} is not a region", cli.region)));

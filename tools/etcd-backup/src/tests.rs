@@ -92,7 +92,7 @@ fn every_bad_field_is_refused_by_its_name() {
     refused(
         cli_of("Edge_Par", "b-1", RECIPIENT, &[]),
         &keys(),
-        "--cluster: \"Edge_Par\"",
+        "--cluster: `Edge_Par` is not a cluster name",
     );
     refused(
         cli_of("edge-par", "Bucket", RECIPIENT, &[]),

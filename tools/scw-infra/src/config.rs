@@ -141,15 +141,8 @@ impl InfraConfig {
 
     /// The cluster's name, zone, DNS zone and API endpoint.
     fn check_names(&self, field: &impl Fn(&str, String) -> InputError) -> Result<(), InputError> {
-        if !pop_common::records::is_dns_label(&self.cluster_name) {
-            return Err(field(
-                "cluster_name",
-                format!(
-                    "`{}` must be lowercase letters, digits and '-' (it names servers and tags)",
-                    self.cluster_name
-                ),
-            ));
-        }
+        pop_common::records::check_cluster_name(&self.cluster_name)
+            .map_err(|e| field("cluster_name", e.to_string()))?;
         pop_common::records::check_zone(&self.zone).map_err(|message| field("zone", message))?;
         check_zone_offers(&self.zone).map_err(|message| field("zone", message))?;
         if !pop_common::records::is_host_name(&self.dns_zone) {

@@ -23,7 +23,8 @@ pub use etcd::{
     EtcdRecovery, EtcdSnapshot, EtcdSnapshotStatus, EtcdStepKind, MemberRemovalHow,
 };
 pub use node_fields::{
-    InvalidValue, check_host_name, check_install_disk, is_dns_label, is_host_name,
+    InvalidValue, check_cluster_name, check_host_name, check_install_disk, is_dns_label,
+    is_host_name,
 };
 pub use node_inventory::{
     NODE_INVENTORY_VERSION, Node, NodeFailure, NodeFailures, NodeInventory, NodeKind, NodeRole,

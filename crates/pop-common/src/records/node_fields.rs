@@ -67,10 +67,43 @@ pub fn check_host_name(value: &str) -> Result<(), InvalidValue> {
     }
 }
 
+/// A cluster's name: one [`is_dns_label`], since it names servers, tags, DNS records and the
+/// backups' objects; or why not.
+pub fn check_cluster_name(value: &str) -> Result<(), InvalidValue> {
+    if is_dns_label(value) {
+        Ok(())
+    } else {
+        Err(InvalidValue {
+            value: value.to_owned(),
+            expected: "is not a cluster name: a DNS label, 1 to 63 lowercase letters, digits \
+                       and '-', not starting or ending with '-' (it names servers, tags and \
+                       backups)",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::records::assert_verdicts;
+
+    #[test]
+    fn a_cluster_name_is_one_lowercase_dns_label() {
+        assert_verdicts(
+            check_cluster_name,
+            &["edge-par", "a", "prod2"],
+            &[
+                "",
+                "Edge-par",
+                "edge.par",
+                "-edge",
+                "edge-",
+                "edge_par",
+                &"a".repeat(64),
+            ],
+            "is not a cluster name",
+        );
+    }
 
     #[test]
     fn device_paths_pass_and_anything_a_yaml_or_shell_parser_would_read_is_refused() {

@@ -129,12 +129,8 @@ pub fn check(config: &OnpremConfig) -> Result<(), Refusal> {
 
 /// The cluster's name, its API and its SOPS file.
 fn check_cluster(config: &OnpremConfig) -> Result<(), Refusal> {
-    if !pop_common::records::is_dns_label(&config.cluster_name) {
-        return Err((
-            "cluster_name",
-            format!("`{}` is not a lower-case DNS label", config.cluster_name),
-        ));
-    }
+    pop_common::records::check_cluster_name(&config.cluster_name)
+        .map_err(|e| ("cluster_name", e.to_string()))?;
     let api_host = config
         .cluster_endpoint
         .strip_prefix("https://")
