@@ -56,28 +56,33 @@ pub fn is_host_name(value: &str) -> bool {
 
 /// [`is_host_name`], or why not.
 pub fn check_host_name(value: &str) -> Result<(), InvalidValue> {
-    if is_host_name(value) {
-        Ok(())
-    } else {
-        Err(InvalidValue {
-            value: value.to_owned(),
-            expected: "is not a DNS host name such as api.example.com (lowercase letters, \
-                       digits and '-' in dot-separated labels)",
-        })
-    }
+    verdict(
+        value,
+        is_host_name(value),
+        "is not a DNS host name such as api.example.com (lowercase letters, digits and '-' in \
+         dot-separated labels)",
+    )
 }
 
 /// A cluster's name: one [`is_dns_label`], since it names servers, tags, DNS records and the
 /// backups' objects; or why not.
 pub fn check_cluster_name(value: &str) -> Result<(), InvalidValue> {
-    if is_dns_label(value) {
+    verdict(
+        value,
+        is_dns_label(value),
+        "is not a cluster name: a DNS label, 1 to 63 lowercase letters, digits and '-', not \
+         starting or ending with '-' (it names servers, tags and backups)",
+    )
+}
+
+/// `Ok` for a `good` value, else `value` refused as not what `expected` says.
+fn verdict(value: &str, good: bool, expected: &'static str) -> Result<(), InvalidValue> {
+    if good {
         Ok(())
     } else {
         Err(InvalidValue {
             value: value.to_owned(),
-            expected: "is not a cluster name: a DNS label, 1 to 63 lowercase letters, digits \
-                       and '-', not starting or ending with '-' (it names servers, tags and \
-                       backups)",
+            expected,
         })
     }
 }
