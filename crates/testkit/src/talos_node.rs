@@ -368,8 +368,8 @@ pub fn etcd_cluster(names: &[&str], addresses: &[&str], port: u16) -> Vec<Contro
 /// `args`, whether it succeeds or not; a member that does not answer fails the call within
 /// seconds.
 #[allow(clippy::panic)] // a test helper: an etcdctl that cannot start fails the test
-pub fn etcdctl(etcdctl: &Path, url: &str, args: &[&str]) -> std::process::Output {
-    let mut command = Command::new(etcdctl);
+pub fn etcdctl(program: &Path, url: &str, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new(program);
     command
         .args(["--endpoints", url])
         .args(["--dial-timeout=2s", "--command-timeout=10s"])

@@ -391,8 +391,8 @@ fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_dat
     };
 
     let out_dir = three.tool.dir.path().join("etcd");
-    etcdctl_at(
-        &three.tool.programs,
+    testkit::talos_node::etcdctl_ok(
+        &three.tool.programs.etcdctl,
         &three.clients[0],
         &["put", "/edgepop/before", "1"],
     );
@@ -401,8 +401,8 @@ fn the_gate_holds_while_two_of_three_members_follow_a_leader_and_a_node_with_dat
         .run(&["snapshot", "--out-dir", out_dir.to_str().unwrap()]);
     let taken: Value = serde_json::from_str(&testkit::process::success_stdout(&taken)).unwrap();
     let snapshot = taken["path"].as_str().unwrap().to_owned();
-    etcdctl_at(
-        &three.tool.programs,
+    testkit::talos_node::etcdctl_ok(
+        &three.tool.programs.etcdctl,
         &three.clients[0],
         &["put", "/edgepop/after", "1"],
     );
@@ -493,8 +493,8 @@ fn assert_reset_ephemeral_then_recovered(three: &Three, restore: &[&str]) {
     // The member is the snapshot's: what was written before it is there, what came after is
     // gone, and it is a cluster of one under the node's name.
     let value = |key| {
-        etcdctl_at(
-            &three.tool.programs,
+        testkit::talos_node::etcdctl_ok(
+            &three.tool.programs.etcdctl,
             &three.clients[2],
             &["get", key, "--print-value-only"],
         )
@@ -520,11 +520,6 @@ fn assert_reset_ephemeral_then_recovered(three: &Three, restore: &[&str]) {
             .any(|l| l.split_whitespace().eq(["STATE", "Running"])),
         "{service}"
     );
-}
-
-/// etcdctl against the member at `url`: its stdout, the call having succeeded.
-fn etcdctl_at(programs: &Programs, url: &str, args: &[&str]) -> String {
-    testkit::talos_node::etcdctl_ok(&programs.etcdctl, url, args)
 }
 
 /// The names etcd lists, asked of the member at `url`.

@@ -102,17 +102,9 @@ impl Pki {
     }
 }
 
-#[allow(clippy::panic)] // a test helper: certificates that cannot be made fail the test
+/// openssl with `args`; a certificate it cannot make fails the test, with openssl's words.
 fn openssl(args: &[&str]) {
-    match Command::new("openssl").args(args).output() {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!(
-            "openssl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(err) => panic!("cannot run openssl: {err}"),
-    }
+    crate::process::stdout_of(Command::new("openssl").args(args));
 }
 
 /// A kubeconfig for `user` (whose certificate is `<pki>/<user>.crt`), as JSON (which is YAML).
